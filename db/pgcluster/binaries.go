@@ -24,10 +24,19 @@ type Binaries struct {
 // findBinaries looks on PATH first and then under Debian's versioned
 // /usr/lib/postgresql/<major>/bin, preferring the newest major version.
 func findBinaries() (Binaries, error) {
-	if b, ok := binariesIn(""); ok {
-		return b, nil
+	return findBinariesIn(filepath.SplitList(os.Getenv("PATH")), "/usr/lib/postgresql")
+}
+
+func findBinariesIn(path []string, debianRoot string) (Binaries, error) {
+	for _, d := range path {
+		if d == "" {
+			continue
+		}
+		if b, ok := binariesIn(d); ok {
+			return b, nil
+		}
 	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	dirs, _ := filepath.Glob(filepath.Join(debianRoot, "*", "bin"))
 	sort.Slice(dirs, func(i, j int) bool { return majorOf(dirs[i]) > majorOf(dirs[j]) })
 	for _, d := range dirs {
 		if b, ok := binariesIn(d); ok {
@@ -39,10 +48,6 @@ func findBinaries() (Binaries, error) {
 
 func binariesIn(dir string) (Binaries, bool) {
 	look := func(name string) (string, bool) {
-		if dir == "" {
-			p, err := exec.LookPath(name)
-			return p, err == nil
-		}
 		p := filepath.Join(dir, name)
 		st, err := os.Stat(p)
 		return p, err == nil && !st.IsDir() && st.Mode()&0o111 != 0

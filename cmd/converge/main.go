@@ -1,0 +1,99 @@
+// Command converge is the control plane binary. This build carries the schema
+// tooling: `converge migrate up|down|status` against DATABASE_URL.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/converge-run/converge/core/logging"
+	"github.com/converge-run/converge/db/migrate"
+)
+
+// BuildVersion is stamped by `just build` from git describe.
+var BuildVersion = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := rootCmd().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "converge:", err)
+		os.Exit(1)
+	}
+}
+
+func rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "converge",
+		Short:         "Converge: a Postgres-only control plane",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(migrateCmd(), &cobra.Command{
+		Use:   "version",
+		Short: "Print the build version",
+		Run:   func(*cobra.Command, []string) { fmt.Println(BuildVersion) },
+	})
+	return root
+}
+
+func migrateCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply, roll back or show the schema migrations (DATABASE_URL)",
+		Example: `  DATABASE_URL=postgres://localhost/converge converge migrate up
+  converge migrate status
+  converge migrate down`,
+	}
+	run := func(f func(context.Context, *migrate.Runner) error) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, _ []string) error {
+			url := os.Getenv("DATABASE_URL")
+			if url == "" {
+				return errors.New("DATABASE_URL is not set")
+			}
+			r, err := migrate.Open(url, nil)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			return f(cmd.Context(), r)
+		}
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "up",
+		Short: "Apply every pending migration (under a session advisory lock)",
+		RunE: run(func(ctx context.Context, r *migrate.Runner) error {
+			log, err := logging.FromEnv()
+			if err != nil {
+				return err
+			}
+			n, err := r.Up(ctx)
+			if err != nil {
+				return err
+			}
+			v, err := r.Version(ctx)
+			if err != nil {
+				return err
+			}
+			log.Info().Int("applied", n).Int64("version", v).Msg("schema up to date")
+			return nil
+		}),
+	}, &cobra.Command{
+		Use:   "down",
+		Short: "Roll back the most recent migration",
+		RunE:  run(func(ctx context.Context, r *migrate.Runner) error { return r.Down(ctx) }),
+	}, &cobra.Command{
+		Use:   "status",
+		Short: "List the migrations and whether each is applied",
+		RunE: run(func(ctx context.Context, r *migrate.Runner) error {
+			return r.Status(ctx, os.Stdout)
+		}),
+	})
+	return cmd
+}
