@@ -111,7 +111,7 @@ BEGIN
     END IF;
     FOR k IN SELECT key FROM jsonb_object_keys(m) AS key ORDER BY key COLLATE "C" LOOP
         IF NOT k = ANY (c_top) THEN
-            RETURN manifest_violation('/' || k, 'unknown field', 'unknown_field');
+            RETURN manifest_violation('/' || replace(replace(k, '~', '~0'), '/', '~1'), 'unknown field', 'unknown_field');
         END IF;
     END LOOP;
 
@@ -157,7 +157,7 @@ BEGIN
         END IF;
         FOR k IN SELECT key FROM jsonb_object_keys(r) AS key ORDER BY key COLLATE "C" LOOP
             IF NOT k = ANY (c_rkeys) THEN
-                RETURN manifest_violation(v_ptr || '/' || k, 'unknown field', 'unknown_field');
+                RETURN manifest_violation(v_ptr || '/' || replace(replace(k, '~', '~0'), '/', '~1'), 'unknown field', 'unknown_field');
             END IF;
         END LOOP;
         IF jsonb_typeof(r->'name') IS DISTINCT FROM 'string' OR (r->>'name') !~ '^[A-Za-z][A-Za-z0-9_-]{0,62}$' THEN
@@ -202,6 +202,9 @@ BEGIN
         IF r ? 'finalizer' AND jsonb_typeof(r->'finalizer') IS DISTINCT FROM 'null' AND coalesce(r->>'finalizer', '') <> ''
            AND v_trigger <> 'deleteRequested' THEN
             RETURN manifest_violation(v_ptr || '/finalizer', 'finalizer is only for deleteRequested reactions', 'finalizer_without_delete');
+        END IF;
+        IF v_trigger = 'deleteRequested' AND jsonb_typeof(r->'finalizer') NOT IN ('string', 'null') THEN
+            RETURN manifest_violation(v_ptr || '/finalizer', 'must be a string', 'delete_requires_finalizer');
         END IF;
         IF v_trigger = 'deleteRequested'
            AND coalesce(CASE WHEN jsonb_typeof(r->'finalizer') = 'string' THEN r->>'finalizer' END, '') = ''
@@ -318,11 +321,11 @@ BEGIN
                                   resync_recomposes, orphan_grace_secs, finalizer_name,
                                   has_composer, has_rollup, is_reactor)
     VALUES (NEW.kind, NEW.version,
-            coalesce((m->>'max_inflight')::int, 0),
-            coalesce((m->>'task_deadline_secs')::int, 0),
-            coalesce((m->>'resync_interval_secs')::int, 0),
+            coalesce((m->>'max_inflight')::numeric::int, 0),
+            coalesce((m->>'task_deadline_secs')::numeric::int, 0),
+            coalesce((m->>'resync_interval_secs')::numeric::int, 0),
             coalesce((m->>'resync_recomposes')::boolean, false),
-            coalesce((m->>'orphan_grace_secs')::int, 0),
+            coalesce((m->>'orphan_grace_secs')::numeric::int, 0),
             kind_manifest_finalizer(m),
             coalesce(v_composer, false), coalesce(v_rollup, false), NEW.is_reactor)
     ON CONFLICT (kind, version) DO UPDATE
