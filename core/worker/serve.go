@@ -1,0 +1,312 @@
+package worker
+
+import (
+	"context"
+	crand "crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/transport"
+	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
+	"github.com/converge-run/converge/workerproto/gen/converge/worker/v1/workerv1connect"
+)
+
+// Options tunes a Worker. Zero values take the defaults noted.
+type Options struct {
+	// WorkerID identifies this process to brokers (default host-pid-random).
+	WorkerID string
+	// MaxParallel bounds concurrent tasks (WORKER_MAX_PARALLEL, default 64).
+	MaxParallel int
+	// DrainTimeout is how long running handlers may finish on shutdown
+	// (WORKER_DRAIN_TIMEOUT, default 50s) before their contexts are cancelled.
+	DrainTimeout time.Duration
+	// HeartbeatEvery is the cadence of coalesced progress heartbeats (default 5s).
+	HeartbeatEvery time.Duration
+	// ReadinessEvery is how often Provider.Ready is polled (default 1s).
+	ReadinessEvery time.Duration
+	// BufferSize bounds results kept while the stream is down (default 4096);
+	// past it the oldest result is discarded and counted (its task re-runs).
+	BufferSize int
+	// ReconnectMin and ReconnectMax bound the jittered reconnect backoff
+	// (defaults 100ms and 10s).
+	ReconnectMin, ReconnectMax time.Duration
+	// TLS configures https:// brokers (client cert, pinned CA); nil = defaults.
+	TLS *tls.Config
+	// Version is reported to brokers.
+	Version string
+	Logger  zerolog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.WorkerID == "" {
+		host, _ := os.Hostname()
+		b := make([]byte, 3)
+		_, _ = crand.Read(b)
+		o.WorkerID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+	}
+	if o.MaxParallel <= 0 {
+		o.MaxParallel = 64
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = 50 * time.Second
+	}
+	if o.HeartbeatEvery <= 0 {
+		o.HeartbeatEvery = 5 * time.Second
+	}
+	if o.ReadinessEvery <= 0 {
+		o.ReadinessEvery = time.Second
+	}
+	if o.BufferSize <= 0 {
+		o.BufferSize = 4096
+	}
+	if o.ReconnectMin <= 0 {
+		o.ReconnectMin = 100 * time.Millisecond
+	}
+	if o.ReconnectMax <= 0 {
+		o.ReconnectMax = 10 * time.Second
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+}
+
+// Worker hosts providers and serves them to a broker.
+type Worker struct {
+	opts      Options
+	log       zerolog.Logger
+	client    workerv1connect.WorkerServiceClient
+	providers map[string]Provider // by "kind/version"
+	ordered   []Provider          // sorted by kind/version: stable readiness reports
+	defaults  *defaults
+	sem       chan struct{}
+
+	mu       sync.Mutex
+	running  map[string]*workerv1.TaskRef // task_id → ref
+	pending  []*workerv1.StageComplete    // results not yet delivered
+	draining bool
+	dropped  int64
+	wake     chan struct{} // a result is pending
+	idle     chan struct{} // closed/replaced when running drops to zero
+}
+
+// Serve runs providers against the broker at brokerURL until ctx is done,
+// then drains in-flight work (see Options.DrainTimeout).
+func Serve(ctx context.Context, brokerURL string, opts Options, providers ...Provider) error {
+	w, err := New(brokerURL, opts, providers...)
+	if err != nil {
+		return err
+	}
+	return w.Run(ctx)
+}
+
+// New validates the providers and prepares a worker.
+func New(brokerURL string, opts Options, providers ...Provider) (*Worker, error) {
+	opts.defaults()
+	if len(providers) == 0 {
+		return nil, errors.New("worker: no providers")
+	}
+	hc, err := transport.ClientFor(brokerURL, opts.TLS)
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{
+		opts:      opts,
+		log:       opts.Logger.With().Str("worker_id", opts.WorkerID).Logger(),
+		client:    workerv1connect.NewWorkerServiceClient(hc, brokerURL),
+		providers: map[string]Provider{},
+		defaults:  newDefaults(),
+		sem:       make(chan struct{}, opts.MaxParallel),
+		running:   map[string]*workerv1.TaskRef{},
+		wake:      make(chan struct{}, 1),
+		idle:      make(chan struct{}),
+	}
+	close(w.idle)
+	for _, p := range providers {
+		key := kvKey(p.Kind())
+		if _, dup := w.providers[key]; dup {
+			return nil, fmt.Errorf("worker: two providers serve %s", key)
+		}
+		w.providers[key] = p
+		w.ordered = append(w.ordered, p)
+	}
+	sort.Slice(w.ordered, func(i, j int) bool { return kvKey(w.ordered[i].Kind()) < kvKey(w.ordered[j].Kind()) })
+	return w, nil
+}
+
+// Dropped counts results discarded because the redelivery buffer was full.
+func (w *Worker) Dropped() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.dropped
+}
+
+// Run serves until ctx is done, reconnecting with jittered backoff, then
+// drains: the broker is told every kind is unready, running handlers get up
+// to DrainTimeout to finish, and their results are delivered.
+func (w *Worker) Run(ctx context.Context) error {
+	// Tasks run on a context that outlives ctx by the drain budget.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	sessCtx, cancelSess := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelSess()
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.sessions(sessCtx, workCtx)
+	}()
+
+	<-ctx.Done()
+	w.mu.Lock()
+	w.draining = true
+	idle := w.idle
+	n := len(w.running)
+	w.mu.Unlock()
+	w.signal()
+	w.log.Info().Int("in_flight", n).Dur("budget", w.opts.DrainTimeout).Msg("draining in-flight tasks")
+	select {
+	case <-idle:
+	case <-time.After(w.opts.DrainTimeout):
+		w.log.Warn().Msg("drain budget spent; cancelling running handlers")
+		cancelWork()
+		select {
+		case <-w.idleChan():
+		case <-time.After(2 * time.Second):
+		}
+	}
+	// Give the session a moment to flush the last results.
+	flushBy := time.After(5 * time.Second)
+	for w.pendingCount() > 0 {
+		select {
+		case <-flushBy:
+			w.log.Warn().Int("undelivered", w.pendingCount()).Msg("results not delivered before exit; their tasks will re-run")
+			cancelSess()
+			<-done
+			return nil
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancelSess()
+	<-done
+	return nil
+}
+
+func (w *Worker) idleChan() chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.idle
+}
+
+func (w *Worker) pendingCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.pending)
+}
+
+func (w *Worker) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// sessions keeps one session open at a time, reconnecting with backoff.
+func (w *Worker) sessions(ctx, workCtx context.Context) {
+	backoff := w.opts.ReconnectMin
+	for ctx.Err() == nil {
+		w.primeDefaults(ctx)
+		started := time.Now()
+		err := w.session(ctx, workCtx)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(started) > 30*time.Second {
+			backoff = w.opts.ReconnectMin
+		}
+		w.log.Warn().Err(err).Dur("retry_in", backoff).Msg("broker stream lost; reconnecting")
+		jitter := time.Duration(rand.Int64N(int64(backoff)/2 + 1))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff/2 + jitter):
+		}
+		backoff = min(backoff*2, w.opts.ReconnectMax)
+	}
+}
+
+// primeDefaults pulls every served kind's default providerconfig.
+func (w *Worker) primeDefaults(ctx context.Context) {
+	for _, p := range w.providers {
+		kind := p.Kind().Kind
+		res, err := w.client.GetProviderConfig(ctx, connect.NewRequest(&workerv1.GetProviderConfigRequest{Kind: kind}))
+		if err != nil {
+			w.log.Debug().Err(err).Str("kind", kind).Msg("pull default providerconfig")
+			continue
+		}
+		w.applyConfig(kind, res.Msg.GetConfig(), !res.Msg.GetFound())
+	}
+}
+
+func (w *Worker) applyConfig(kind string, c *workerv1.ProviderConfig, deleted bool) {
+	var cfg ProviderConfig
+	if pc := configFromProto(c); pc != nil {
+		cfg = *pc
+	}
+	if !w.defaults.set(kind, cfg, deleted) {
+		return
+	}
+	for _, p := range w.providers {
+		if p.Kind().Kind == kind {
+			p.OnConfig(cfg)
+		}
+	}
+}
+
+func (w *Worker) readiness() []*workerv1.KindReadiness {
+	w.mu.Lock()
+	draining := w.draining
+	w.mu.Unlock()
+	out := make([]*workerv1.KindReadiness, 0, len(w.ordered))
+	for _, p := range w.ordered {
+		kv := p.Kind()
+		out = append(out, &workerv1.KindReadiness{
+			Kind:  &workerv1.KindVersion{Kind: kv.Kind, Version: kv.Version},
+			Ready: !draining && safeReady(p),
+		})
+	}
+	return out
+}
+
+func safeReady(p Provider) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return p.Ready()
+}
+
+func readinessKey(rs []*workerv1.KindReadiness) string {
+	b := make([]byte, 0, 64)
+	for _, r := range rs {
+		b = append(b, r.GetKind().GetKind()...)
+		b = append(b, '/')
+		b = append(b, r.GetKind().GetVersion()...)
+		if r.GetReady() {
+			b = append(b, '+')
+		} else {
+			b = append(b, '-')
+		}
+	}
+	return string(b)
+}

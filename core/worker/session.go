@@ -1,0 +1,232 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
+)
+
+// session runs one WorkStream: subscribe, redeliver buffered results, then
+// receive tasks and send results, heartbeats and readiness changes until the
+// stream breaks or ctx ends.
+func (w *Worker) session(ctx, workCtx context.Context) error {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream := w.client.WorkStream(sctx)
+	defer stream.CloseResponse() //nolint:errcheck // best effort on teardown
+
+	ready := w.readiness()
+	sub := &workerv1.Subscribe{
+		WorkerId:    w.opts.WorkerID,
+		Kinds:       ready,
+		MaxInFlight: int32(w.opts.MaxParallel),
+		Resumed:     w.runningRefs(),
+		Version:     w.opts.Version,
+	}
+	if err := stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: sub}}); err != nil {
+		return fmt.Errorf("subscribe: %w", err)
+	}
+	first, err := stream.Receive()
+	if err != nil {
+		return fmt.Errorf("await subscribed: %w", err)
+	}
+	if first.GetSubscribed() == nil {
+		return errors.New("broker did not acknowledge the subscription")
+	}
+	w.log.Info().Str("broker_id", first.GetSubscribed().GetBrokerId()).Int("kinds", len(ready)).Msg("connected to broker")
+	lastReady := readinessKey(ready)
+
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			msg, err := stream.Receive()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			switch m := msg.GetMsg().(type) {
+			case *workerv1.WorkStreamResponse_Task:
+				w.start(workCtx, m.Task)
+			case *workerv1.WorkStreamResponse_Config:
+				w.applyConfig(m.Config.GetKind(), m.Config.GetConfig(), m.Config.GetDeleted())
+			}
+		}
+	}()
+
+	hb := time.NewTicker(w.opts.HeartbeatEvery)
+	defer hb.Stop()
+	rd := time.NewTicker(w.opts.ReadinessEvery)
+	defer rd.Stop()
+	w.signal() // flush anything buffered while disconnected
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-recvErr:
+			return fmt.Errorf("receive: %w", err)
+		case <-w.wake:
+			if err := w.flush(stream.Send); err != nil {
+				return err
+			}
+			// Draining flips readiness: tell the broker at once.
+			if r := w.readiness(); readinessKey(r) != lastReady {
+				lastReady = readinessKey(r)
+				if err := stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Readiness{
+					Readiness: &workerv1.ReadinessUpdate{Kinds: r}}}); err != nil {
+					return fmt.Errorf("send readiness: %w", err)
+				}
+			}
+		case <-rd.C:
+			if r := w.readiness(); readinessKey(r) != lastReady {
+				lastReady = readinessKey(r)
+				if err := stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Readiness{
+					Readiness: &workerv1.ReadinessUpdate{Kinds: r}}}); err != nil {
+					return fmt.Errorf("send readiness: %w", err)
+				}
+			}
+		case <-hb.C:
+			if refs := w.runningRefs(); len(refs) > 0 {
+				if err := stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Heartbeat{
+					Heartbeat: &workerv1.Heartbeat{Tasks: refs}}}); err != nil {
+					return fmt.Errorf("send heartbeat: %w", err)
+				}
+			}
+		}
+	}
+}
+
+// flush sends every pending result; an unsent one stays pending for the next
+// session (redelivery, fenced by its claim_epoch).
+func (w *Worker) flush(send func(*workerv1.WorkStreamRequest) error) error {
+	for {
+		w.mu.Lock()
+		if len(w.pending) == 0 {
+			w.mu.Unlock()
+			return nil
+		}
+		c := w.pending[0]
+		w.mu.Unlock()
+		if err := send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Complete{Complete: c}}); err != nil {
+			return fmt.Errorf("send result of %s: %w", c.GetTaskId(), err)
+		}
+		w.mu.Lock()
+		if len(w.pending) > 0 && w.pending[0] == c {
+			w.pending = w.pending[1:]
+		}
+		w.mu.Unlock()
+	}
+}
+
+func (w *Worker) runningRefs() []*workerv1.TaskRef {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]*workerv1.TaskRef, 0, len(w.running))
+	for _, r := range w.running {
+		out = append(out, r)
+	}
+	return out
+}
+
+// start runs one task in its own goroutine, bounded by MaxParallel.
+func (w *Worker) start(workCtx context.Context, t *workerv1.StageTask) {
+	ref := &workerv1.TaskRef{TaskId: t.GetTaskId(), Fence: t.GetFence(), ResourceId: t.GetResource().GetId()}
+	w.mu.Lock()
+	if w.draining {
+		w.mu.Unlock()
+		w.deliver(completion(t, nil, errors.New("worker is draining for shutdown")))
+		return
+	}
+	if _, dup := w.running[t.GetTaskId()]; dup {
+		w.mu.Unlock()
+		return // already running (a redelivered dispatch)
+	}
+	if len(w.running) == 0 {
+		w.idle = make(chan struct{})
+	}
+	w.running[t.GetTaskId()] = ref
+	w.mu.Unlock()
+
+	w.sem <- struct{}{}
+	go func() {
+		defer func() {
+			<-w.sem
+			w.mu.Lock()
+			delete(w.running, t.GetTaskId())
+			if len(w.running) == 0 {
+				close(w.idle)
+			}
+			w.mu.Unlock()
+		}()
+		out, err := w.run(workCtx, t)
+		w.deliver(completion(t, &out, err))
+	}()
+}
+
+// run executes the provider's handler under the task deadline, isolating a
+// panic to this task.
+func (w *Worker) run(workCtx context.Context, t *workerv1.StageTask) (out Outcome, err error) {
+	r := t.GetResource()
+	p, ok := w.providers[r.GetKind()+"/"+r.GetVersion()]
+	if !ok {
+		return out, Terminal(fmt.Errorf("worker %s serves no provider for %s/%s", w.opts.WorkerID, r.GetKind(), r.GetVersion()))
+	}
+	ctx := workCtx
+	if ms := t.GetTaskDeadlineMs(); ms > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(workCtx, time.Duration(ms)*time.Millisecond)
+		defer cancel()
+	}
+	var def *ProviderConfig
+	if c, ok := w.defaults.get(r.GetKind()); ok {
+		def = &c
+	}
+	req, err := requestFromTask(t, def)
+	if err != nil {
+		return out, Terminal(err)
+	}
+	defer func() {
+		if rec := recover(); rec != nil {
+			w.log.Error().Str("kind", r.GetKind()).Str("name", r.GetName()).Str("reaction", t.GetReaction()).
+				Interface("panic", rec).Bytes("stack", debug.Stack()).Msg("handler panicked")
+			err = fmt.Errorf("handler %s/%s panicked: %v", r.GetKind(), t.GetReaction(), rec)
+		}
+	}()
+	started := time.Now()
+	out, err = p.Work(ctx, req)
+	if err == nil && ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("task deadline of %dms exceeded", t.GetTaskDeadlineMs())
+	}
+	w.log.Debug().Str("kind", r.GetKind()).Str("name", r.GetName()).Str("stage", t.GetStage().String()).
+		Dur("took", time.Since(started)).AnErr("err", err).Msg("task done")
+	return out, err
+}
+
+func completion(t *workerv1.StageTask, out *Outcome, err error) *workerv1.StageComplete {
+	c := &workerv1.StageComplete{TaskId: t.GetTaskId(), Fence: t.GetFence(), ResourceId: t.GetResource().GetId(), Stage: t.GetStage()}
+	if err != nil {
+		c.Result = &workerv1.StageComplete_Error{Error: &workerv1.TaskError{Message: err.Error(), Terminal: IsTerminal(err)}}
+		return c
+	}
+	if out == nil {
+		out = &Outcome{}
+	}
+	c.Result = &workerv1.StageComplete_Outcome{Outcome: outcomeToProto(*out)}
+	return c
+}
+
+// deliver queues a result for the current (or next) session.
+func (w *Worker) deliver(c *workerv1.StageComplete) {
+	w.mu.Lock()
+	if len(w.pending) >= w.opts.BufferSize {
+		w.pending = w.pending[1:]
+		w.dropped++
+		w.log.Warn().Int64("dropped", w.dropped).Msg("redelivery buffer full; discarded the oldest result (its task will re-run)")
+	}
+	w.pending = append(w.pending, c)
+	w.mu.Unlock()
+	w.signal()
+}
