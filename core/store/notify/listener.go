@@ -1,0 +1,228 @@
+// Package notify bridges Postgres LISTEN/NOTIFY into the process: one
+// dedicated connection per process LISTENs on every channel any component
+// subscribed to, and fans each notification out to the subscribers of its
+// channel. A notification is a latency hint, never the source of truth: every
+// consumer also polls, and after a dropped connection the listener reconnects
+// and tells every subscriber to re-read (Event.Reconnected).
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+)
+
+// Event is one notification, or the news that the connection was re-made
+// (notifications may have been missed: re-read).
+type Event struct {
+	Channel     string
+	Payload     string
+	Reconnected bool
+}
+
+// Subscription receives the events of one channel.
+type Subscription struct {
+	C       <-chan Event
+	ch      chan Event
+	channel string
+	lost    atomic.Bool
+	l       *Listener
+}
+
+// TakeLost reports (and clears) whether events were dropped because C was
+// full; a consumer that sees true must re-read from the source of truth.
+func (s *Subscription) TakeLost() bool { return s.lost.Swap(false) }
+
+// Close unsubscribes.
+func (s *Subscription) Close() { s.l.unsubscribe(s) }
+
+// Listener owns the LISTEN connection.
+type Listener struct {
+	pool *pgxpool.Pool
+	log  zerolog.Logger
+
+	mu      sync.Mutex
+	subs    map[string]map[*Subscription]struct{}
+	listen  map[string]bool // channels LISTENed on the current connection
+	changed chan struct{}   // a new channel needs LISTEN
+	ready   chan struct{}   // closed once the first LISTEN succeeded
+	readyOn sync.Once
+
+	reconnects atomic.Int64
+}
+
+// NewListener prepares a listener that takes its connection from pool.
+func NewListener(pool *pgxpool.Pool, log zerolog.Logger) *Listener {
+	return &Listener{
+		pool:    pool,
+		log:     log.With().Str("component", "listener").Logger(),
+		subs:    map[string]map[*Subscription]struct{}{},
+		listen:  map[string]bool{},
+		changed: make(chan struct{}, 1),
+		ready:   make(chan struct{}),
+	}
+}
+
+// Subscribe receives channel's events on a buffer of size buf (≥1). A full
+// buffer drops the event and marks the subscription lost (see TakeLost): for
+// wake-up channels a buffer of 1 coalesces bursts into one wake.
+func (l *Listener) Subscribe(channel string, buf int) *Subscription {
+	if buf < 1 {
+		buf = 1
+	}
+	ch := make(chan Event, buf)
+	s := &Subscription{C: ch, ch: ch, channel: channel, l: l}
+	l.mu.Lock()
+	if l.subs[channel] == nil {
+		l.subs[channel] = map[*Subscription]struct{}{}
+	}
+	l.subs[channel][s] = struct{}{}
+	need := !l.listen[channel]
+	l.mu.Unlock()
+	if need {
+		select {
+		case l.changed <- struct{}{}:
+		default:
+		}
+	}
+	return s
+}
+
+func (l *Listener) unsubscribe(s *Subscription) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.subs[s.channel], s)
+}
+
+// Ready is closed once the listener has LISTENed for the first time.
+func (l *Listener) Ready() <-chan struct{} { return l.ready }
+
+// Reconnects counts connections re-made after a loss.
+func (l *Listener) Reconnects() int64 { return l.reconnects.Load() }
+
+// Run holds the LISTEN connection until ctx ends, reconnecting with
+// jittered backoff when it is lost.
+func (l *Listener) Run(ctx context.Context) error {
+	backoff := 50 * time.Millisecond
+	first := true
+	for {
+		err := l.session(ctx, !first)
+		if ctx.Err() != nil {
+			return nil
+		}
+		first = false
+		l.log.Warn().Err(err).Dur("retry_in", backoff).Msg("listen connection lost; reconnecting")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff/2 + time.Duration(rand.Int64N(int64(backoff)/2+1))):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (l *Listener) session(ctx context.Context, reconnected bool) error {
+	conn, err := l.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire listen connection: %w", err)
+	}
+	// The connection carries LISTEN state: never hand it back to the pool.
+	defer func() {
+		c := conn.Hijack()
+		_ = c.Close(context.Background())
+	}()
+	l.mu.Lock()
+	l.listen = map[string]bool{}
+	l.mu.Unlock()
+	if err := l.listenAll(ctx, conn.Conn()); err != nil {
+		return err
+	}
+	l.readyOn.Do(func() { close(l.ready) })
+	if reconnected {
+		l.reconnects.Add(1)
+		l.broadcast(Event{Reconnected: true})
+	}
+	for {
+		wctx, cancel := context.WithCancel(ctx)
+		stop := make(chan struct{})
+		go func() {
+			select {
+			case <-l.changed:
+				cancel()
+			case <-stop:
+			}
+		}()
+		n, err := conn.Conn().WaitForNotification(wctx)
+		close(stop)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, context.Canceled) && !conn.Conn().IsClosed() {
+				// A new channel was subscribed: LISTEN it and wait again.
+				if err := l.listenAll(ctx, conn.Conn()); err != nil {
+					return err
+				}
+				continue
+			}
+			return fmt.Errorf("wait for notification: %w", err)
+		}
+		l.dispatch(Event{Channel: n.Channel, Payload: n.Payload})
+	}
+}
+
+func (l *Listener) listenAll(ctx context.Context, c *pgx.Conn) error {
+	l.mu.Lock()
+	var todo []string
+	for ch := range l.subs {
+		if !l.listen[ch] {
+			todo = append(todo, ch)
+		}
+	}
+	l.mu.Unlock()
+	for _, ch := range todo {
+		if _, err := c.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return fmt.Errorf("listen %s: %w", ch, err)
+		}
+		l.mu.Lock()
+		l.listen[ch] = true
+		l.mu.Unlock()
+	}
+	return nil
+}
+
+func (l *Listener) dispatch(e Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for s := range l.subs[e.Channel] {
+		deliver(s, e)
+	}
+}
+
+func (l *Listener) broadcast(e Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for ch, subs := range l.subs {
+		e.Channel = ch
+		for s := range subs {
+			deliver(s, e)
+		}
+	}
+}
+
+func deliver(s *Subscription, e Event) {
+	select {
+	case s.ch <- e:
+	default:
+		s.lost.Store(true)
+	}
+}
