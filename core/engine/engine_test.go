@@ -1,0 +1,75 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/engine"
+)
+
+func TestEngine_OneFailingDutyStopsTheOthers(t *testing.T) {
+	t.Parallel()
+	stopped := make(chan struct{})
+	e := engine.New(zerolog.Nop(),
+		engine.Func{N: "waits", F: func(ctx context.Context) error { <-ctx.Done(); close(stopped); return nil }},
+		engine.Func{N: "fails", F: func(context.Context) error { return errors.New("boom") }},
+	)
+	err := e.Run(context.Background())
+	require.ErrorContains(t, err, "duty fails: boom")
+	<-stopped
+}
+
+func TestEngine_CancelStopsEveryDutyCleanly(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	var n atomic.Int32
+	d := engine.Func{N: "d", F: func(ctx context.Context) error { <-ctx.Done(); n.Add(1); return ctx.Err() }}
+	e := engine.New(zerolog.Nop(), d, d, d)
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	cancel()
+	require.NoError(t, <-done, "context.Canceled from a duty is a clean stop")
+	require.EqualValues(t, 3, n.Load())
+}
+
+func TestPollLoop_RunsAgainWhileBusyAndWakesOnHint(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wake := make(chan struct{}, 1)
+	var calls atomic.Int32
+	steps := make(chan int32, 100)
+	loop := &engine.PollLoop{
+		Name: "t",
+		Step: func(context.Context) (bool, error) {
+			c := calls.Add(1)
+			steps <- c
+			return c < 5, nil // busy for the first four steps
+		},
+		Wake: wake,
+		Min:  time.Hour, // an idle loop would wait forever without a wake
+		Max:  time.Hour,
+	}
+	go func() { _ = loop.Run(ctx) }()
+	for i := int32(1); i <= 5; i++ {
+		require.Equal(t, i, <-steps, "busy steps run back to back")
+	}
+	select {
+	case c := <-steps:
+		t.Fatalf("idle loop ran step %d without a wake", c)
+	case <-time.After(50 * time.Millisecond):
+	}
+	wake <- struct{}{}
+	select {
+	case c := <-steps:
+		require.Equal(t, int32(6), c, "a wake runs the step at once")
+	case <-time.After(5 * time.Second):
+		t.Fatal("wake ignored")
+	}
+}

@@ -1,0 +1,76 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Clock is the time source of a loop (injectable in tests).
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// RealClock is the wall clock.
+var RealClock Clock = realClock{}
+
+// PollLoop calls Step repeatedly with adaptive backoff: while Step reports
+// work done it runs again at once; when idle it waits, doubling from Min up to
+// Max, and any Wake resets the wait. Errors are logged and retried after Min
+// (a Postgres blip must not kill a sweeper).
+type PollLoop struct {
+	Name string
+	// Step does one unit of work and reports whether there was any.
+	Step func(ctx context.Context) (busy bool, err error)
+	// Wake cuts an idle wait short (a LISTEN hint); may be nil.
+	Wake     <-chan struct{}
+	Min, Max time.Duration
+	Clock    Clock
+	Log      zerolog.Logger
+}
+
+// Run loops until ctx ends.
+func (p *PollLoop) Run(ctx context.Context) error {
+	clock := p.Clock
+	if clock == nil {
+		clock = RealClock
+	}
+	if p.Min <= 0 {
+		p.Min = 10 * time.Millisecond
+	}
+	if p.Max < p.Min {
+		p.Max = p.Min
+	}
+	wait := p.Min
+	for {
+		busy, err := p.Step(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch {
+		case err != nil:
+			p.Log.Error().Err(err).Str("loop", p.Name).Msg("step failed; retrying")
+			wait = p.Min
+		case busy:
+			wait = p.Min
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.Wake:
+			wait = p.Min
+		case <-clock.After(wait):
+			if err == nil {
+				wait = min(wait*2, p.Max)
+			}
+		}
+	}
+}
