@@ -1,0 +1,195 @@
+// Package config reads the converge server's configuration from the
+// environment, validates it at boot (fail fast) and renders a redacted copy
+// for the cluster view.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Role selects a pod's duties.
+type Role string
+
+// Roles.
+const (
+	RoleAll     Role = "all"     // control + broker + HTTP API
+	RoleControl Role = "control" // control bundle + HTTP API, no broker
+	RoleBroker  Role = "broker"  // broker only; probes on HEALTH_ADDR
+)
+
+// Config is the server configuration.
+type Config struct {
+	DatabaseURL     string        // DATABASE_URL (required)
+	DatabaseReadURL string        // DATABASE_READ_URL: a streaming replica for UI/API reads
+	Role            Role          // ROLE: all | control | broker (default all)
+	ListenAddr      string        // LISTEN_ADDR: host:port, http://host:port or https://host:port (default :8080)
+	HealthAddr      string        // HEALTH_ADDR: probes on broker pods (default :8081)
+	BrokerAddr      string        // BROKER_ADDR: the broker's Connect listener; empty = on LISTEN_ADDR
+	BrokerURL       string        // BROKER_URL: how peers/workers reach this broker (advertised); default derived
+	LogFormat       string        // LOG_FORMAT: json | text
+	LogLevel        string        // LOG_LEVEL: debug | info | warn | error
+	ShutdownDrain   time.Duration // SHUTDOWN_DRAIN: broker drain budget (default 45s)
+	HeartbeatEvery  time.Duration // MEMBER_HEARTBEAT_EVERY (default 10s)
+	UnclaimedAfter  time.Duration // SWEEPER_UNCLAIMED_DELETE_AFTER (default 24h)
+	TLSCertFile     string        // TLS_CERT_FILE (with https://)
+	TLSKeyFile      string        // TLS_KEY_FILE (with https://)
+	TLSClientCAFile string        // TLS_CLIENT_CA_FILE: require client certs (mTLS)
+	TLSReload       time.Duration // TLS_RELOAD_INTERVAL (default 3m)
+	DBIAMAuth       bool          // DB_IAM_AUTH: RDS/Aurora IAM auth tokens
+	APITokensFile   string        // API_TOKENS_FILE: bearer tokens → roles; empty = open API
+	Version         string        // build version (not from env)
+}
+
+// Secure reports whether LISTEN_ADDR asks for TLS.
+func (c Config) Secure() bool { return strings.HasPrefix(c.ListenAddr, "https://") }
+
+// ListenHostPort is LISTEN_ADDR without its scheme.
+func (c Config) ListenHostPort() string {
+	a := strings.TrimPrefix(strings.TrimPrefix(c.ListenAddr, "https://"), "http://")
+	return strings.TrimSuffix(a, "/")
+}
+
+// HasControl reports whether the role runs the control bundle and HTTP API.
+func (c Config) HasControl() bool { return c.Role == RoleAll || c.Role == RoleControl }
+
+// HasBroker reports whether the role runs a broker.
+func (c Config) HasBroker() bool { return c.Role == RoleAll || c.Role == RoleBroker }
+
+// FromEnv reads the configuration from the process environment.
+func FromEnv(version string) (Config, error) { return Parse(os.Getenv, version) }
+
+// Parse reads the configuration through getenv and validates it.
+func Parse(getenv func(string) string, version string) (Config, error) {
+	c := Config{
+		DatabaseURL:     getenv("DATABASE_URL"),
+		DatabaseReadURL: getenv("DATABASE_READ_URL"),
+		Role:            Role(strings.ToLower(or(getenv("ROLE"), "all"))),
+		ListenAddr:      or(getenv("LISTEN_ADDR"), ":8080"),
+		HealthAddr:      or(getenv("HEALTH_ADDR"), ":8081"),
+		BrokerAddr:      getenv("BROKER_ADDR"),
+		BrokerURL:       getenv("BROKER_URL"),
+		LogFormat:       getenv("LOG_FORMAT"),
+		LogLevel:        getenv("LOG_LEVEL"),
+		TLSCertFile:     getenv("TLS_CERT_FILE"),
+		TLSKeyFile:      getenv("TLS_KEY_FILE"),
+		TLSClientCAFile: getenv("TLS_CLIENT_CA_FILE"),
+		APITokensFile:   getenv("API_TOKENS_FILE"),
+		Version:         version,
+	}
+	var errs []error
+	dur := func(name string, def time.Duration) time.Duration {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a positive duration like 45s", name, v))
+			return def
+		}
+		return d
+	}
+	c.ShutdownDrain = dur("SHUTDOWN_DRAIN", 45*time.Second)
+	c.HeartbeatEvery = dur("MEMBER_HEARTBEAT_EVERY", 10*time.Second)
+	c.UnclaimedAfter = dur("SWEEPER_UNCLAIMED_DELETE_AFTER", 24*time.Hour)
+	c.TLSReload = dur("TLS_RELOAD_INTERVAL", 3*time.Minute)
+	if v := getenv("DB_IAM_AUTH"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("DB_IAM_AUTH=%q: want true or false", v))
+		}
+		c.DBIAMAuth = b
+	}
+
+	if c.DatabaseURL == "" {
+		errs = append(errs, errors.New("DATABASE_URL is required"))
+	}
+	switch c.Role {
+	case RoleAll, RoleControl, RoleBroker:
+	default:
+		errs = append(errs, fmt.Errorf("ROLE=%q: want all, control or broker", c.Role))
+	}
+	errs = append(errs, c.validateListen()...)
+	if len(errs) > 0 {
+		return c, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+func (c Config) validateListen() []error {
+	var errs []error
+	a := c.ListenAddr
+	if strings.Contains(a, "://") {
+		u, err := url.Parse(a)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return []error{fmt.Errorf("LISTEN_ADDR=%q: want host:port, http://host:port or https://host:port", a)}
+		}
+	}
+	hasPair := c.TLSCertFile != "" || c.TLSKeyFile != ""
+	switch {
+	case c.Secure() && (c.TLSCertFile == "" || c.TLSKeyFile == ""):
+		errs = append(errs, errors.New("LISTEN_ADDR is https:// but TLS_CERT_FILE and TLS_KEY_FILE are not both set"))
+	case !c.Secure() && hasPair:
+		errs = append(errs, errors.New("TLS_CERT_FILE/TLS_KEY_FILE are set but LISTEN_ADDR is not https:// (refusing to serve plain HTTP with a certificate configured)"))
+	}
+	if c.TLSClientCAFile != "" && !c.Secure() {
+		errs = append(errs, errors.New("TLS_CLIENT_CA_FILE is set but LISTEN_ADDR is not https:// (mTLS would silently not apply)"))
+	}
+	return errs
+}
+
+// Redacted is the configuration as the cluster view shows it: secrets
+// (database passwords, file contents) never leave the pod.
+func (c Config) Redacted() map[string]any {
+	return map[string]any{
+		"DATABASE_URL":                   redactURL(c.DatabaseURL),
+		"DATABASE_READ_URL":              redactURL(c.DatabaseReadURL),
+		"ROLE":                           string(c.Role),
+		"LISTEN_ADDR":                    c.ListenAddr,
+		"HEALTH_ADDR":                    c.HealthAddr,
+		"BROKER_ADDR":                    c.BrokerAddr,
+		"BROKER_URL":                     c.BrokerURL,
+		"LOG_FORMAT":                     c.LogFormat,
+		"LOG_LEVEL":                      c.LogLevel,
+		"SHUTDOWN_DRAIN":                 c.ShutdownDrain.String(),
+		"MEMBER_HEARTBEAT_EVERY":         c.HeartbeatEvery.String(),
+		"SWEEPER_UNCLAIMED_DELETE_AFTER": c.UnclaimedAfter.String(),
+		"TLS":                            c.Secure(),
+		"TLS_CLIENT_CA":                  c.TLSClientCAFile != "",
+		"TLS_RELOAD_INTERVAL":            c.TLSReload.String(),
+		"DB_IAM_AUTH":                    c.DBIAMAuth,
+		"API_AUTH":                       c.APITokensFile != "",
+	}
+}
+
+func redactURL(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable)"
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "REDACTED")
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "REDACTED")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}

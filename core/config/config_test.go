@@ -1,0 +1,80 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{"DATABASE_URL": "postgres://u:secret@db/converge"}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	cases := map[string]struct {
+		reason  string
+		env     map[string]string
+		wantErr string
+		check   func(t *testing.T, c Config)
+	}{
+		"defaults": {reason: "only DATABASE_URL is required", env: base, check: func(t *testing.T, c Config) {
+			require.Equal(t, RoleAll, c.Role)
+			require.Equal(t, ":8080", c.ListenAddr)
+			require.Equal(t, 45*time.Second, c.ShutdownDrain)
+			require.Equal(t, 10*time.Second, c.HeartbeatEvery)
+			require.True(t, c.HasBroker())
+			require.True(t, c.HasControl())
+		}},
+		"missing db":    {reason: "no DATABASE_URL fails fast", env: map[string]string{}, wantErr: "DATABASE_URL is required"},
+		"bad role":      {reason: "unknown roles are rejected", env: with("ROLE", "worker"), wantErr: `ROLE="worker"`},
+		"broker role":   {reason: "a broker has no control bundle", env: with("ROLE", "BROKER"), check: func(t *testing.T, c Config) { require.False(t, c.HasControl()) }},
+		"bad duration":  {reason: "durations are validated", env: with("SHUTDOWN_DRAIN", "soon"), wantErr: "SHUTDOWN_DRAIN"},
+		"https no cert": {reason: "https:// needs the cert/key pair", env: with("LISTEN_ADDR", "https://:8443"), wantErr: "TLS_CERT_FILE and TLS_KEY_FILE"},
+		"cert no https": {reason: "a cert with plain http is refused", env: with("TLS_CERT_FILE", "c.pem", "TLS_KEY_FILE", "k.pem"), wantErr: "not https://"},
+		"ca no https":   {reason: "mTLS without https is refused", env: with("TLS_CLIENT_CA_FILE", "ca.pem"), wantErr: "TLS_CLIENT_CA_FILE"},
+		"https ok": {reason: "https with a pair is accepted", env: with("LISTEN_ADDR", "https://0.0.0.0:8443", "TLS_CERT_FILE", "c", "TLS_KEY_FILE", "k"), check: func(t *testing.T, c Config) {
+			require.True(t, c.Secure())
+			require.Equal(t, "0.0.0.0:8443", c.ListenHostPort())
+		}},
+		"bad scheme": {reason: "only http/https schemes", env: with("LISTEN_ADDR", "ftp://x:1"), wantErr: "LISTEN_ADDR"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Parse(env(tc.env), "v1")
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr, tc.reason)
+				return
+			}
+			require.NoError(t, err, tc.reason)
+			tc.check(t, c)
+		})
+	}
+}
+
+func TestRedacted_HidesPasswords(t *testing.T) {
+	t.Parallel()
+	c, err := Parse(env(map[string]string{
+		"DATABASE_URL":      "postgres://app:hunter2@db:5432/converge",
+		"DATABASE_READ_URL": "postgres://db-ro/converge?user=app&password=hunter2",
+	}), "v1")
+	require.NoError(t, err)
+	for k, v := range c.Redacted() {
+		if s, ok := v.(string); ok {
+			require.False(t, strings.Contains(s, "hunter2"), "%s leaks the password: %s", k, s)
+		}
+	}
+	require.Contains(t, c.Redacted()["DATABASE_URL"], "app:REDACTED@db")
+}
