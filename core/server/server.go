@@ -1,0 +1,104 @@
+// Package server wires the process's HTTP listeners: the main API mux
+// (GraphQL, dashboard, Connect broker, probes, metrics) and, on broker-only
+// pods, a probe-only listener. Plain HTTP serves HTTP/1.1 and cleartext
+// HTTP/2 (h2c, for Connect streams); TLS serves h2 with hot-reloaded
+// material.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/transport"
+)
+
+// Server is one HTTP listener with graceful shutdown.
+type Server struct {
+	Name string
+	Addr string
+	// TLS, when set, serves HTTPS (h2) with this config.
+	TLS *tls.Config
+	Mux *http.ServeMux
+	// ShutdownGrace bounds the graceful shutdown (default 10s).
+	ShutdownGrace time.Duration
+	Log           zerolog.Logger
+
+	bound chan net.Addr
+}
+
+// New returns a server on addr with an empty mux.
+func New(name, addr string, tlsCfg *tls.Config, log zerolog.Logger) *Server {
+	return &Server{Name: name, Addr: addr, TLS: tlsCfg, Mux: http.NewServeMux(), Log: log, bound: make(chan net.Addr, 1)}
+}
+
+// Bound yields the listening address once the listener is open (useful with
+// port 0).
+func (s *Server) Bound() <-chan net.Addr { return s.bound }
+
+// Run listens until ctx ends, then shuts down gracefully: in-flight requests
+// finish, open streams are closed.
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s on %s: %w", s.Name, s.Addr, err)
+	}
+	s.bound <- ln.Addr()
+	srv := &http.Server{
+		Handler:           s.Mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		Protocols:         transport.ServerProtocols(),
+		ErrorLog:          nil,
+	}
+	if s.TLS != nil {
+		srv.TLSConfig = s.TLS
+		ln = tls.NewListener(ln, s.TLS)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.Log.Info().Str("listener", s.Name).Str("addr", ln.Addr().String()).Bool("tls", s.TLS != nil).Msg("listening")
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve %s: %w", s.Name, err)
+	case <-ctx.Done():
+	}
+	grace := s.ShutdownGrace
+	if grace <= 0 {
+		grace = 10 * time.Second
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		s.Log.Warn().Err(err).Str("listener", s.Name).Msg("graceful shutdown")
+	}
+	_ = srv.Close()
+	return nil
+}
+
+// Probes mounts the Kubernetes probes: /livez and /healthz answer without
+// touching the database (a Postgres blip must not restart the pod); /readyz
+// pings the primary so a pod that cannot reach it leaves the endpoints.
+func Probes(mux *http.ServeMux, pingPrimary func(context.Context) error) {
+	ok := func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	}
+	mux.HandleFunc("GET /livez", ok)
+	mux.HandleFunc("GET /healthz", ok)
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := pingPrimary(ctx); err != nil {
+			http.Error(w, "database unreachable: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		ok(w, r)
+	})
+}
