@@ -1,5 +1,6 @@
-// Command converge is the control plane binary. This build carries the schema
-// tooling: `converge migrate up|down|status` against DATABASE_URL.
+// Command converge is the control plane binary: `converge` (or `converge
+// serve`) runs the process its ROLE selects (all, control or broker) from the
+// environment; `converge migrate up|down|status` manages the schema.
 package main
 
 import (
@@ -29,13 +30,24 @@ func main() {
 }
 
 func rootCmd() *cobra.Command {
+	serve := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the control plane and/or broker (ROLE=all|control|broker)",
+		Long: `Runs the duties ROLE selects. Configuration comes from the environment:
+DATABASE_URL (required), DATABASE_READ_URL, ROLE, LISTEN_ADDR, HEALTH_ADDR,
+BROKER_ADDR, LOG_FORMAT, LOG_LEVEL, SHUTDOWN_DRAIN, MEMBER_HEARTBEAT_EVERY,
+SWEEPER_UNCLAIMED_DELETE_AFTER, TLS_CERT_FILE, TLS_KEY_FILE, TLS_CLIENT_CA_FILE,
+TLS_RELOAD_INTERVAL, API_TOKENS_FILE. See docs/operations.md.`,
+		RunE: func(cmd *cobra.Command, _ []string) error { return serveMain(cmd.Context()) },
+	}
 	root := &cobra.Command{
 		Use:           "converge",
 		Short:         "Converge: a Postgres-only control plane",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		RunE:          serve.RunE,
 	}
-	root.AddCommand(migrateCmd(), &cobra.Command{
+	root.AddCommand(serve, migrateCmd(), &cobra.Command{
 		Use:   "version",
 		Short: "Print the build version",
 		Run:   func(*cobra.Command, []string) { fmt.Println(BuildVersion) },

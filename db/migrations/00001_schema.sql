@@ -540,6 +540,67 @@ $$;
 -- +goose StatementEnd
 
 -- ---------------------------------------------------------------------------
+-- resource_labels: each resource's labels, one row per (resource, label), keyed
+-- for the list path. A label-filtered page walks its primary key backwards in
+-- (created_at DESC, resource_id DESC) order from the cursor and stops after a
+-- page of matches, instead of a GIN bitmap over every row carrying the label
+-- plus a sort (1,000 heap visits for a label on 0.1% of 1M rows, 10,000 at
+-- 10M). created_at is the resource's, copied (it never changes). Kept in step
+-- by statement triggers on INSERT and DELETE and a row trigger on a change of
+-- labels; status writes (the hot path) never SET labels, so never fire it.
+CREATE TABLE resource_labels (
+    resource_id uuid        NOT NULL,
+    key         text        NOT NULL,
+    value       text        NOT NULL,
+    created_at  timestamptz NOT NULL,
+    CONSTRAINT resource_labels_pkey PRIMARY KEY (key, value, created_at, resource_id)
+);
+
+-- +goose StatementBegin
+CREATE FUNCTION resources_labels_insert() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO resource_labels (resource_id, key, value, created_at)
+    SELECT n.id, l.key, l.value, n.created_at FROM new_rows n, jsonb_each_text(n.labels) l;
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE FUNCTION resources_labels_delete() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM resource_labels l
+     USING old_rows o CROSS JOIN LATERAL jsonb_each_text(o.labels) ol
+     WHERE l.key = ol.key AND l.value = ol.value AND l.created_at = o.created_at AND l.resource_id = o.id;
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE FUNCTION resources_labels_update() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM resource_labels l
+     USING jsonb_each_text(OLD.labels) ol
+     WHERE l.key = ol.key AND l.value = ol.value AND l.created_at = OLD.created_at AND l.resource_id = OLD.id;
+    INSERT INTO resource_labels (resource_id, key, value, created_at)
+    SELECT NEW.id, l.key, l.value, NEW.created_at FROM jsonb_each_text(NEW.labels) l;
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER resources_labels_insert AFTER INSERT ON resources
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION resources_labels_insert();
+CREATE TRIGGER resources_labels_delete AFTER DELETE ON resources
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION resources_labels_delete();
+CREATE TRIGGER resources_labels_update AFTER UPDATE OF labels ON resources
+    FOR EACH ROW WHEN (OLD.labels IS DISTINCT FROM NEW.labels) EXECUTE FUNCTION resources_labels_update();
+
+-- ---------------------------------------------------------------------------
 -- Dependency edges between composed children, with their value flows:
 -- [{"src_field": "/vpc_id", "dep_field": "/vpc_id"}] copies a field of the
 -- upstream's status into the dependent's spec.
@@ -785,16 +846,20 @@ END
 $$;
 -- +goose StatementEnd
 
+-- FOR EACH ROW, not STATEMENT: a statement-level INSERT trigger also fires for
+-- an INSERT … ON CONFLICT DO UPDATE that inserted nothing (every heartbeat
+-- upsert); a row-level AFTER INSERT fires only for a row actually inserted.
 CREATE TRIGGER cluster_members_changed AFTER INSERT OR DELETE ON cluster_members
-    FOR EACH STATEMENT EXECUTE FUNCTION cluster_members_changed();
+    FOR EACH ROW EXECUTE FUNCTION cluster_members_changed();
 
 -- +goose Down
 DROP TABLE IF EXISTS cluster_members, rollup_recheck, kind_inflight, lifecycle_outbox, work_outbox, work_queue,
     resource_operations, reactor_bindings, providerconfigs, resource_events, resource_conditions, resource_deps,
-    resource_phase_deltas, resource_phase_counts, resources, kind_config, kind_manifest, wake_state CASCADE;
+    resource_phase_deltas, resource_phase_counts, resource_labels, resources, kind_config, kind_manifest, wake_state CASCADE;
 DROP SEQUENCE IF EXISTS claim_epoch_seq;
 DROP FUNCTION IF EXISTS cluster_members_changed(), providerconfigs_changed(), fold_phase_count_deltas(int),
     resources_count_update(), resources_count_delete(), resources_count_insert(), resources_bump_generation(),
+    resources_labels_update(), resources_labels_delete(), resources_labels_insert(),
     kind_manifest_after_delete(), kind_manifest_after_apply(), kind_manifest_finalizer(jsonb),
     kind_manifest_is_reactor(jsonb),
     validate_kind_manifest(jsonb), manifest_violation(text, text, text),

@@ -226,3 +226,6 @@ func deliver(s *Subscription, e Event) {
 		s.lost.Store(true)
 	}
 }
+
+// Name implements engine.Duty.
+func (l *Listener) Name() string { return "listener" }

@@ -1,0 +1,288 @@
+// Package app is the converge process: it turns a Config into pools, stores,
+// duties and listeners, runs them through one engine, and shuts down in the
+// order the spec requires — duties drain first (the broker waits for its
+// workers' completions while its Connect listener is still open), then the
+// listeners close, and the member deregisters last.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/broker"
+	"github.com/converge-run/converge/core/cluster"
+	"github.com/converge-run/converge/core/config"
+	"github.com/converge-run/converge/core/control"
+	"github.com/converge-run/converge/core/engine"
+	"github.com/converge-run/converge/core/kinds"
+	"github.com/converge-run/converge/core/metrics"
+	"github.com/converge-run/converge/core/server"
+	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/store/lifecycle"
+	"github.com/converge-run/converge/core/store/maintenance"
+	"github.com/converge-run/converge/core/store/membership"
+	"github.com/converge-run/converge/core/store/notify"
+	"github.com/converge-run/converge/core/store/pipeline"
+	"github.com/converge-run/converge/core/tlsreload"
+)
+
+// Mount lets the caller add handlers (GraphQL, dashboard) to the main mux.
+type Mount func(mux *http.ServeMux, p *Process) error
+
+// Process is a running converge process's parts.
+type Process struct {
+	Config   config.Config
+	Log      zerolog.Logger
+	Primary  *pgxpool.Pool
+	Read     *pgxpool.Pool
+	Store    *store.Store
+	Pipeline *pipeline.Store
+	Members  *membership.Store
+	Listener *notify.Listener
+	Kinds    *kinds.Cache
+	Metrics  *metrics.Metrics
+	Broker   *broker.Broker // nil without the broker duty
+	Shards   *cluster.ShardSet
+	MemberID string
+
+	mu    sync.Mutex
+	addrs map[string]net.Addr
+	ready chan struct{}
+}
+
+// Addr is the bound address of a listener ("api", "health", "broker"), once
+// it is listening.
+func (p *Process) Addr(name string) net.Addr {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.addrs[name]
+}
+
+// Ready is closed once every listener is bound and the member registered.
+func (p *Process) Ready() <-chan struct{} { return p.ready }
+
+// Options are the process's extension points.
+type Options struct {
+	// Mounts add handlers to the main API mux.
+	Mounts []Mount
+	// OnStart is called with the process once it is ready (tests, devstack).
+	OnStart func(*Process)
+	// Tune lets tests shorten cadences (heartbeats, polls) before start.
+	Tune func(*Process, *Duties)
+}
+
+// Duties are the engine's parts, exposed so Options.Tune can adjust them.
+type Duties struct {
+	Reporter *cluster.Reporter
+	Watcher  *cluster.TopologyWatcher
+	Drainer  *control.Drainer
+	Reaper   *control.Reaper
+	Resyncer *control.Resyncer
+	MemberGC *control.MemberGC
+	Folder   *control.CountFolder
+}
+
+// Run runs the process until ctx ends, then shuts down in order.
+func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Options) error {
+	bootCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := migrateAtBoot(bootCtx, cfg, log); err != nil {
+		return err
+	}
+	primary, err := openPool(bootCtx, cfg.DatabaseURL, 40, cfg)
+	if err != nil {
+		return fmt.Errorf("open primary pool: %w", err)
+	}
+	defer primary.Close()
+	read := primary
+	if cfg.DatabaseReadURL != "" {
+		if read, err = openPool(bootCtx, cfg.DatabaseReadURL, 20, cfg); err != nil {
+			return fmt.Errorf("open read pool: %w", err)
+		}
+		defer read.Close()
+	}
+
+	p := &Process{Config: cfg, Log: log, Primary: primary, Read: read, addrs: map[string]net.Addr{}, ready: make(chan struct{})}
+	p.Store = store.New(primary, read)
+	p.Pipeline = pipeline.New(primary)
+	p.Members = membership.New(primary)
+	p.Listener = notify.NewListener(primary, log)
+	p.Kinds = kinds.New(p.Store, p.Listener, 30*time.Second, log)
+	p.Metrics = metrics.New()
+	p.MemberID = cluster.NewMemberID(string(cfg.Role))
+	p.Shards = cluster.NewShardSet(membership.ShardSpan{})
+	p.Metrics.RegisterQueueDepth(func(ctx context.Context) (map[[2]string]float64, error) {
+		return p.Store.QueueDepth(ctx)
+	}, 10*time.Second)
+
+	var tlsR *tlsreload.Reloader
+	if cfg.Secure() {
+		if tlsR, err = tlsreload.New(tlsreload.Files{CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile, CAFile: cfg.TLSClientCAFile},
+			cfg.TLSReload, log); err != nil {
+			return err
+		}
+	}
+
+	d := &Duties{}
+	d.Reporter = &cluster.Reporter{Registry: p.Members, ID: p.MemberID, Role: string(cfg.Role), Version: cfg.Version,
+		Config: cfg.Redacted(), Every: cfg.HeartbeatEvery, Shards: p.Shards, Log: log}
+	d.Watcher = &cluster.TopologyWatcher{Listener: p.Listener, Poll: cfg.HeartbeatEvery, Log: log,
+		Reactors: []cluster.Reactor{&cluster.Resharder{Registry: p.Members, MemberID: p.MemberID, Shards: p.Shards,
+			Liveness: 3 * cfg.HeartbeatEvery, Log: log}}}
+	maint := maintenance.New(primary)
+	if cfg.HasControl() {
+		d.Drainer = &control.Drainer{Pipeline: p.Pipeline, Listener: p.Listener, Shards: p.Shards, Metrics: p.Metrics, Log: log}
+		d.Reaper = &control.Reaper{Maintenance: maint, Shards: p.Shards, Log: log, UnclaimedAfter: cfg.UnclaimedAfter}
+		d.Resyncer = &control.Resyncer{Maintenance: maint, Kinds: p.Kinds, Shards: p.Shards, Log: log}
+		d.MemberGC = &control.MemberGC{Members: p.Members, Log: log}
+		d.Folder = &control.CountFolder{Fold: p.Store.FoldPhaseCounts, Log: log}
+	}
+	if cfg.HasBroker() {
+		p.Broker = &broker.Broker{ID: p.MemberID, Pipeline: p.Pipeline, Store: p.Store, Kinds: p.Kinds, Listener: p.Listener,
+			Lifecycle: lifecycle.New(primary),
+			Shards: p.Shards, Metrics: p.Metrics, Log: log, Drain: cfg.ShutdownDrain}
+		d.Reporter.Kinds = p.Broker.Served
+		d.Reporter.InFlight = p.Broker.InFlight
+	}
+	if opts.Tune != nil {
+		opts.Tune(p, d)
+	}
+
+	// Listeners run on their own context: they close only after the duties
+	// have drained.
+	srvCtx, stopServers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServers()
+	servers, err := p.servers(cfg, tlsR, opts)
+	if err != nil {
+		return err
+	}
+	var srvWG sync.WaitGroup
+	srvErr := make(chan error, len(servers))
+	for name, s := range servers {
+		srvWG.Add(1)
+		go func() {
+			defer srvWG.Done()
+			if err := s.Run(srvCtx); err != nil {
+				srvErr <- err
+			}
+		}()
+		select {
+		case a := <-s.Bound():
+			p.mu.Lock()
+			p.addrs[name] = a
+			p.mu.Unlock()
+		case err := <-srvErr:
+			return err
+		}
+	}
+
+	eng := engine.New(log, p.Listener, p.Kinds, d.Reporter, d.Watcher)
+	for _, duty := range []engine.Duty{d.Drainer, d.Reaper, d.Resyncer, d.MemberGC, d.Folder} {
+		if duty != nil && !isNil(duty) {
+			eng.Add(duty)
+		}
+	}
+	if p.Broker != nil {
+		eng.Add(p.Broker)
+	}
+	if tlsR != nil {
+		eng.Add(tlsR)
+	}
+	engCtx, stopEngine := context.WithCancel(ctx)
+	defer stopEngine()
+	engErr := make(chan error, 1)
+	go func() { engErr <- eng.Run(engCtx) }()
+
+	go func() {
+		select {
+		case <-d.Reporter.Beaten():
+			close(p.ready)
+			log.Info().Str("member_id", p.MemberID).Str("role", string(cfg.Role)).Str("version", cfg.Version).Msg("converge ready")
+			if opts.OnStart != nil {
+				opts.OnStart(p)
+			}
+		case <-engCtx.Done():
+		}
+	}()
+
+	var runErr error
+	select {
+	case runErr = <-engErr:
+	case runErr = <-srvErr:
+		stopEngine()
+		<-engErr
+	}
+	// Duties have drained; now close the listeners, then deregister last.
+	stopServers()
+	srvWG.Wait()
+	d.Reporter.Deregister()
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return runErr
+	}
+	return nil
+}
+
+func isNil(d engine.Duty) bool {
+	switch x := d.(type) {
+	case *control.Drainer:
+		return x == nil
+	case *control.Reaper:
+		return x == nil
+	case *control.Resyncer:
+		return x == nil
+	case *control.MemberGC:
+		return x == nil
+	case *control.CountFolder:
+		return x == nil
+	}
+	return false
+}
+
+// servers builds the listeners the role needs.
+func (p *Process) servers(cfg config.Config, tlsR *tlsreload.Reloader, opts Options) (map[string]*server.Server, error) {
+	out := map[string]*server.Server{}
+	var mainTLS = tlsOf(tlsR)
+	ping := func(ctx context.Context) error { return p.Primary.Ping(ctx) }
+	if cfg.HasControl() {
+		api := server.New("api", cfg.ListenHostPort(), mainTLS, p.Log)
+		api.ShutdownGrace = 10 * time.Second
+		server.Probes(api.Mux, ping)
+		api.Mux.Handle("GET /metrics", p.Metrics.Handler())
+		for _, m := range opts.Mounts {
+			if err := m(api.Mux, p); err != nil {
+				return nil, err
+			}
+		}
+		if p.Broker != nil && cfg.BrokerAddr == "" {
+			path, h := p.Broker.Handler()
+			api.Mux.Handle(path, h)
+		}
+		out["api"] = api
+	} else {
+		health := server.New("health", cfg.HealthAddr, nil, p.Log)
+		server.Probes(health.Mux, ping)
+		health.Mux.Handle("GET /metrics", p.Metrics.Handler())
+		out["health"] = health
+		if cfg.BrokerAddr == "" {
+			b := server.New("broker", cfg.ListenHostPort(), mainTLS, p.Log)
+			path, h := p.Broker.Handler()
+			b.Mux.Handle(path, h)
+			out["broker"] = b
+		}
+	}
+	if p.Broker != nil && cfg.BrokerAddr != "" {
+		b := server.New("broker", cfg.BrokerAddr, mainTLS, p.Log)
+		path, h := p.Broker.Handler()
+		b.Mux.Handle(path, h)
+		out["broker"] = b
+	}
+	return out, nil
+}

@@ -1,0 +1,63 @@
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/config"
+	"github.com/converge-run/converge/core/tlsreload"
+	"github.com/converge-run/converge/db/migrate"
+)
+
+// migrateAtBoot applies pending migrations under the runner's session
+// advisory lock: of several pods booting at once exactly one applies them.
+func migrateAtBoot(ctx context.Context, cfg config.Config, log zerolog.Logger) error {
+	r, err := migrate.Open(cfg.DatabaseURL, nil)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	n, err := r.Up(ctx)
+	if err != nil {
+		return err
+	}
+	v, err := r.Version(ctx)
+	if err != nil {
+		return err
+	}
+	log.Info().Int("applied", n).Int64("schema_version", v).Msg("schema migrated")
+	return nil
+}
+
+// openPool opens a pgx pool with connection recycling (30 min, jittered).
+func openPool(ctx context.Context, url string, maxConns int32, _ config.Config) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	pc.MaxConns = maxConns
+	pc.MaxConnLifetime = 30 * time.Minute
+	pc.MaxConnLifetimeJitter = 5 * time.Minute
+	pc.HealthCheckPeriod = 30 * time.Second
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("ping database: %w", err)
+	}
+	return pool, nil
+}
+
+func tlsOf(r *tlsreload.Reloader) *tls.Config {
+	if r == nil {
+		return nil
+	}
+	return r.ServerConfig()
+}

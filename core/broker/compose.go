@@ -1,0 +1,60 @@
+package broker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/store/pipeline"
+	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
+)
+
+// applyCompose writes a composer's output for t's root in one fenced
+// transaction, keeping only the parts its reaction emits. A composition the
+// store refuses (schema violation, unknown kind, cycle…) is a terminal
+// failure of the root; a fenced one means the lease moved on: abandon.
+func (b *Broker) applyCompose(ctx context.Context, t pipeline.Task, r manifest.ReactionDecl, out *workerv1.Outcome) error {
+	var c pipeline.Composition
+	if r.Emits.Has(manifest.OutcomeChildren) {
+		for _, ch := range out.GetChildren() {
+			c.Children = append(c.Children, pipeline.Child{Kind: ch.GetKind(), Version: ch.GetVersion(), Name: ch.GetName(),
+				Labels: ch.GetLabels(), Spec: raw(ch.GetSpecJson()), ProviderConfigRef: ch.GetProviderConfigRef()})
+		}
+	}
+	if r.Emits.Has(manifest.OutcomeEdges) {
+		children := map[string]bool{}
+		for _, ch := range c.Children {
+			children[ch.Kind+"/"+ch.Name] = true
+		}
+		for _, e := range out.GetEdges() {
+			dep := pipeline.Ref{Kind: e.GetDependencyKind(), Name: e.GetDependencyName()}
+			if children[e.GetDependencyKind()+"/"+e.GetDependencyName()] {
+				dep = pipeline.Ref{Child: e.GetDependencyName()}
+			}
+			edge := pipeline.Edge{Dependent: e.GetDependentName(), Dependency: dep}
+			for _, f := range e.GetValueFlows() {
+				edge.ValueFlows = append(edge.ValueFlows, pipeline.ValueFlow{SrcField: f.GetSrcField(), DepField: f.GetDepField()})
+			}
+			c.Edges = append(c.Edges, edge)
+		}
+	}
+	if r.Emits.Has(manifest.OutcomeConfigs) {
+		for _, pc := range out.GetConfigs() {
+			c.Configs = append(c.Configs, pipeline.Config{Kind: pc.GetKind(), Name: pc.GetName(), IsDefault: pc.GetIsDefault(),
+				Spec: raw(pc.GetSpecJson()), Data: raw(pc.GetDataJson())})
+		}
+	}
+	res, err := b.Pipeline.ApplyCompose(ctx, t, c)
+	var ce *pipeline.ComposeError
+	switch {
+	case errors.As(err, &ce):
+		return &stageError{msg: ce.Error(), terminal: true}
+	case errors.Is(err, pipeline.ErrFenced):
+		return errAbandon
+	case err != nil:
+		return err
+	}
+	b.Log.Debug().Str("kind", t.Resource.Kind).Str("name", t.Resource.Name).Int("created", res.Created).
+		Int("updated", res.Updated).Int("pruned", res.Deleted+res.Teardown+res.Orphaned).Msg("composed")
+	return nil
+}

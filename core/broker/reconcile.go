@@ -1,0 +1,230 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/store/pipeline"
+	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
+)
+
+// stageError is a failed stage: the worker's own error, or the broker's
+// (no worker, deadline, fenced).
+type stageError struct {
+	msg      string
+	terminal bool
+}
+
+func (e *stageError) Error() string { return e.msg }
+
+// errAbandon means the task must be given back unfinished (shutdown past the
+// drain budget, or the lease moved on): release the lease, write no result.
+var errAbandon = errors.New("task abandoned")
+
+// runTask runs one claimed task's pipeline under its deadline and appends the
+// outcome to the outbox.
+func (b *Broker) runTask(ctx context.Context, lease pipeline.Lease, p pairKey, t pipeline.Task) {
+	defer b.finish(p, t.Key)
+	started := time.Now()
+	tctx := ctx
+	var cancel context.CancelFunc = func() {}
+	if t.Deadline > 0 {
+		tctx, cancel = context.WithTimeout(ctx, t.Deadline)
+	}
+	defer cancel()
+
+	res, err := b.pipeline(tctx, t)
+	switch {
+	case errors.Is(err, errAbandon) || (err != nil && ctx.Err() != nil):
+		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer rcancel()
+		if _, rerr := b.Pipeline.Release(rctx, lease, []pipeline.TaskKey{t.Key}); rerr != nil {
+			b.Log.Warn().Err(rerr).Str("resource_id", t.Key.ResourceID.String()).Msg("release abandoned task; the reaper will reclaim it")
+		}
+		return
+	case err != nil && tctx.Err() != nil:
+		res = t.Failure(fmt.Sprintf("task deadline of %s exceeded", t.Deadline), false)
+	case err != nil:
+		var se *stageError
+		if errors.As(err, &se) {
+			res = t.Failure(se.msg, se.terminal)
+		} else {
+			res = t.Failure(err.Error(), false)
+		}
+	}
+	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer acancel()
+	if err := b.Pipeline.AppendOutbox(actx, res); err != nil {
+		b.Log.Error().Err(err).Str("kind", t.Resource.Kind).Str("name", t.Resource.Name).
+			Msg("append result to outbox; releasing the task for a retry")
+		_, _ = b.Pipeline.Release(actx, lease, []pipeline.TaskKey{t.Key})
+		return
+	}
+	result := "ok"
+	if res.Error != "" {
+		result = "error"
+	}
+	b.Metrics.Completions.WithLabelValues(t.Resource.Kind, string(t.Key.TaskType), result).Inc()
+	b.Metrics.TaskDuration.WithLabelValues(t.Resource.Kind, string(t.Key.TaskType)).Observe(time.Since(started).Seconds())
+}
+
+// pipeline runs the stages a task needs and builds its outbox result.
+func (b *Broker) pipeline(ctx context.Context, t pipeline.Task) (pipeline.Result, error) {
+	kind, ok := b.Kinds.Snapshot().Get(kvOf(t))
+	if !ok {
+		return pipeline.Result{}, &stageError{msg: fmt.Sprintf("kind %s has no applied manifest", kvOf(t))}
+	}
+	switch t.Key.TaskType {
+	case pipeline.TaskDelete:
+		return b.runDelete(ctx, t, kind)
+	case pipeline.TaskOperate:
+		return b.runOperate(ctx, t, kind)
+	default:
+		return b.runReconcile(ctx, t, kind)
+	}
+}
+
+// runReconcile: compose (when the spec moved past composed_gen) → work →
+// rollup (once every live descendant has settled; until then the partial
+// status is reported without advancing synced_gen).
+func (b *Broker) runReconcile(ctx context.Context, t pipeline.Task, kind store.Kind) (pipeline.Result, error) {
+	m := kind.Manifest
+	res := pipeline.Result{Key: t.Key, ClaimEpoch: t.ClaimEpoch, Generation: t.Generation}
+	composer, hasComposer := m.Composer()
+	worker, hasWorker := m.Worker()
+	rollup, hasRollup := m.Rollup()
+	resync, hasResync := m.Resync()
+	settledOnly := t.Trigger == string(manifest.TriggerChildrenSettled)
+
+	if hasComposer && !settledOnly && t.Resource.ComposedGen < t.Generation {
+		out, err := b.stage(ctx, t, kind, workerv1.Stage_STAGE_COMPOSE, composer.Name, false,
+			&workerv1.StageTask_Compose{Compose: &workerv1.ComposeRequest{}})
+		if err != nil {
+			return res, err
+		}
+		if err := b.applyCompose(ctx, t, composer, out); err != nil {
+			return res, err
+		}
+		apply(&res, composer.Emits, out)
+	}
+	switch {
+	case t.Trigger == string(manifest.TriggerResync) && hasResync:
+		out, err := b.stage(ctx, t, kind, workerv1.Stage_STAGE_WORK, resync.Name, !hasRollup,
+			&workerv1.StageTask_Work{Work: &workerv1.WorkRequest{Trigger: t.Trigger}})
+		if err != nil {
+			return res, err
+		}
+		apply(&res, resync.Emits, out)
+	case hasWorker && !settledOnly:
+		out, err := b.stage(ctx, t, kind, workerv1.Stage_STAGE_WORK, worker.Name, !hasRollup,
+			&workerv1.StageTask_Work{Work: &workerv1.WorkRequest{Trigger: t.Trigger}})
+		if err != nil {
+			return res, err
+		}
+		apply(&res, worker.Emits, out)
+	}
+	if hasRollup {
+		sub, err := b.Store.ComposedSubtree(ctx, t.Key.ResourceID)
+		if err != nil {
+			return res, err
+		}
+		if !sub.Settled {
+			// Report what we have; the cascade re-pends the root when the
+			// last descendant settles.
+			res.DeferSync = true
+			return res, nil
+		}
+		req := &workerv1.RollupRequest{}
+		for _, n := range sub.Nodes {
+			req.Children = append(req.Children, &workerv1.ChildSummary{Id: n.ID.String(), Kind: n.Kind, Name: n.Name,
+				Phase: string(n.Phase), HealthOk: n.HealthOK, StatusJson: n.Status, OwnerId: n.OwnerID.String()})
+		}
+		out, err := b.stage(ctx, t, kind, workerv1.Stage_STAGE_ROLLUP, rollup.Name, true,
+			&workerv1.StageTask_Rollup{Rollup: req})
+		if err != nil {
+			return res, err
+		}
+		apply(&res, rollup.Emits, out)
+	}
+	return res, nil
+}
+
+// runDelete runs the kind's finalizer teardown; a kind without a
+// deleteRequested reaction has nothing to tear down and its finalizer is
+// stripped at once.
+func (b *Broker) runDelete(ctx context.Context, t pipeline.Task, kind store.Kind) (pipeline.Result, error) {
+	fin := kind.Manifest.Finalizer()
+	res := pipeline.Result{Key: t.Key, ClaimEpoch: t.ClaimEpoch, Generation: t.Generation, Finalizer: fin}
+	deleter, ok := kind.Manifest.Deleter()
+	if !ok {
+		return res, nil
+	}
+	if deleter.Finalizer != "" {
+		fin = deleter.Finalizer
+		res.Finalizer = fin
+	}
+	out, err := b.stage(ctx, t, kind, workerv1.Stage_STAGE_DELETE, deleter.Name, true,
+		&workerv1.StageTask_Delete{Delete: &workerv1.DeleteRequest{Finalizer: fin}})
+	if err != nil {
+		return res, err
+	}
+	apply(&res, deleter.Emits&^manifest.Mask(manifest.OutcomeStatus), out)
+	return res, nil
+}
+
+// runOperate runs an operator verb and returns its output.
+func (b *Broker) runOperate(ctx context.Context, t pipeline.Task, kind store.Kind) (pipeline.Result, error) {
+	res := pipeline.Result{Key: t.Key, ClaimEpoch: t.ClaimEpoch, Generation: t.Generation}
+	op, err := b.Store.OperationForTask(ctx, t.Key.OpID)
+	if err != nil {
+		return res, err
+	}
+	r, ok := kind.Manifest.Operation(op.Verb)
+	if !ok {
+		return res, &stageError{msg: fmt.Sprintf("kind %s declares no operation %q", kvOf(t), op.Verb), terminal: true}
+	}
+	out, err := b.stage(ctx, t, kind, workerv1.Stage_STAGE_OPERATE, r.Name, true,
+		&workerv1.StageTask_Operate{Operate: &workerv1.OperateRequest{OperationId: op.ID.String(), Verb: op.Verb, InputJson: op.Input}})
+	if err != nil {
+		return res, err
+	}
+	if r.Emits.Has(manifest.OutcomeOperationOutput) {
+		res.OperationOutput = raw(out.GetOperationOutputJson())
+	}
+	return res, nil
+}
+
+// apply copies the parts of out that emits declares into res.
+func apply(res *pipeline.Result, emits manifest.OutcomeMask, out *workerv1.Outcome) {
+	if emits.Has(manifest.OutcomeStatus) {
+		if s := raw(out.GetStatusJson()); s != nil {
+			res.Status = s
+		}
+		if out.HealthOk != nil {
+			res.HealthOK = out.HealthOk
+		}
+	}
+	if emits.Has(manifest.OutcomeConditions) {
+		res.Conditions = append(res.Conditions, conditions(out.GetConditions())...)
+	}
+}
+
+func conditions(cs []*workerv1.Condition) []pipeline.Condition {
+	out := make([]pipeline.Condition, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, pipeline.Condition{Type: c.GetType(), Status: c.GetStatus(), Reason: c.GetReason(), Message: c.GetMessage()})
+	}
+	return out
+}
+
+func raw(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.RawMessage(b)
+}

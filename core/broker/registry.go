@@ -1,0 +1,174 @@
+// Package broker is the broker duty: it claims work_queue tasks in its
+// shard range, runs each task's reconcile pipeline by fanning stages out over
+// Connect to the database-free workers connected to it, fences every result
+// on its claim_epoch and appends it to the transactional outbox. Workers dial
+// in (WorkerService.WorkStream); the broker learns which kinds exist from the
+// kind manifests, never from compiled-in code.
+package broker
+
+import (
+	"errors"
+	"sort"
+	"sync"
+
+	"github.com/converge-run/converge/core/manifest"
+	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
+)
+
+// errNoWorker means no connected worker serves the kind ready with capacity.
+var errNoWorker = errors.New("no ready worker with free capacity serves this kind")
+
+// session is one connected worker.
+type session struct {
+	id       string
+	workerID string
+	maxIn    int
+	out      chan *workerv1.WorkStreamResponse // the stream's single sender drains it
+	done     chan struct{}                     // closed when the stream ends
+
+	// guarded by registry.mu
+	ready    map[manifest.KindVersion]bool
+	inFlight int
+}
+
+// registry tracks connected workers and routes stages to them.
+type registry struct {
+	mu       sync.Mutex
+	sessions map[string]*session
+	// bcast is closed (and replaced) whenever capacity may have grown: a
+	// worker joined, became ready, or finished a stage.
+	bcast chan struct{}
+}
+
+func newRegistry() *registry {
+	return &registry{sessions: map[string]*session{}, bcast: make(chan struct{})}
+}
+
+func (r *registry) notify() {
+	r.mu.Lock()
+	close(r.bcast)
+	r.bcast = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// changed returns a channel closed at the next capacity change.
+func (r *registry) changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.bcast
+}
+
+func (r *registry) add(s *session) {
+	r.mu.Lock()
+	r.sessions[s.id] = s
+	r.mu.Unlock()
+	r.notify()
+}
+
+func (r *registry) remove(s *session) {
+	r.mu.Lock()
+	delete(r.sessions, s.id)
+	r.mu.Unlock()
+	r.notify()
+}
+
+func (r *registry) setReady(s *session, kinds []*workerv1.KindReadiness) {
+	r.mu.Lock()
+	s.ready = readyMap(kinds)
+	r.mu.Unlock()
+	r.notify()
+}
+
+func readyMap(kinds []*workerv1.KindReadiness) map[manifest.KindVersion]bool {
+	m := make(map[manifest.KindVersion]bool, len(kinds))
+	for _, k := range kinds {
+		m[manifest.KindVersion{Kind: k.GetKind().GetKind(), Version: k.GetKind().GetVersion()}] = k.GetReady()
+	}
+	return m
+}
+
+// acquire picks the least-loaded worker serving kv ready with a free slot and
+// reserves the slot.
+func (r *registry) acquire(kv manifest.KindVersion) (*session, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var best *session
+	for _, s := range r.sessions {
+		if !s.ready[kv] || s.inFlight >= s.maxIn {
+			continue
+		}
+		if best == nil || s.inFlight*best.maxIn < best.inFlight*s.maxIn { // least relative load
+			best = s
+		}
+	}
+	if best == nil {
+		return nil, errNoWorker
+	}
+	best.inFlight++
+	return best, nil
+}
+
+func (r *registry) release(s *session) {
+	r.mu.Lock()
+	if s.inFlight > 0 {
+		s.inFlight--
+	}
+	r.mu.Unlock()
+	r.notify()
+}
+
+// capacity is the free slots of ready workers for kv.
+func (r *registry) capacity(kv manifest.KindVersion) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, s := range r.sessions {
+		if s.ready[kv] {
+			n += max(0, s.maxIn-s.inFlight)
+		}
+	}
+	return n
+}
+
+// served lists the pairs at least one connected worker serves ready.
+func (r *registry) served() []manifest.KindVersion {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	set := map[manifest.KindVersion]bool{}
+	for _, s := range r.sessions {
+		for kv, ok := range s.ready {
+			if ok {
+				set[kv] = true
+			}
+		}
+	}
+	out := make([]manifest.KindVersion, 0, len(set))
+	for kv := range set {
+		out = append(out, kv)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// serving lists the sessions serving kind (ready or not), for config pushes.
+func (r *registry) serving(kind string) []*session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*session
+	for _, s := range r.sessions {
+		for kv := range s.ready {
+			if kv.Kind == kind {
+				out = append(out, s)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// count is the number of connected workers.
+func (r *registry) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.sessions)
+}

@@ -1,0 +1,124 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/store/membership"
+)
+
+// Registry is the membership store the reporter and watcher use.
+type Registry interface {
+	Upsert(ctx context.Context, m membership.Member) (time.Time, error)
+	Deregister(ctx context.Context, id string) (bool, error)
+	AssignShards(ctx context.Context, id string, total int, liveness time.Duration) (membership.ShardSpan, error)
+}
+
+// Reporter registers this process in cluster_members and beats every
+// Every: one primary-key upsert stamped by the database clock, carrying the
+// live in-flight count and shard span. On stop it deletes its own row as the
+// last step, on a fresh 5 s context so a wedged network cannot hang exit.
+type Reporter struct {
+	Registry Registry
+	ID       string
+	Role     string
+	Version  string
+	Config   map[string]any
+	Every    time.Duration
+	// Kinds, Shards and InFlight are read on every beat (may be nil).
+	Kinds    func() []string
+	Shards   *ShardSet
+	InFlight func() int
+	Log      zerolog.Logger
+
+	started  time.Time
+	initOnce sync.Once
+	beaten   chan struct{}
+}
+
+func (r *Reporter) init() {
+	r.initOnce.Do(func() { r.beaten = make(chan struct{}) })
+}
+
+// NewMemberID returns a member id unique to this process.
+func NewMemberID(role string) string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%s-%d-%d", role, host, os.Getpid(), time.Now().UnixNano()%1_000_000)
+}
+
+// Beaten is closed after the first successful beat (the member is registered).
+func (r *Reporter) Beaten() <-chan struct{} {
+	r.init()
+	return r.beaten
+}
+
+// Name implements engine.Duty.
+func (r *Reporter) Name() string { return "member-reporter" }
+
+// Run beats until ctx ends; it does not deregister (see Deregister), so the
+// host can order deregistration after everything else has stopped.
+func (r *Reporter) Run(ctx context.Context) error {
+	if r.Every <= 0 {
+		r.Every = 10 * time.Second
+	}
+	r.init()
+	r.started = time.Now()
+	first := true
+	for {
+		if err := r.beat(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			r.Log.Warn().Err(err).Str("member_id", r.ID).Msg("membership beat failed; retrying next beat")
+		} else if first {
+			first = false
+			close(r.beaten)
+			r.Log.Info().Str("member_id", r.ID).Str("role", r.Role).Msg("registered cluster member")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(r.Every):
+		}
+	}
+}
+
+func (r *Reporter) member() membership.Member {
+	host, _ := os.Hostname()
+	cfg, _ := json.Marshal(r.Config)
+	m := membership.Member{ID: r.ID, Role: r.Role, Version: r.Version, Host: host, PID: os.Getpid(),
+		Config: cfg, StartedAt: r.started}
+	if r.Kinds != nil {
+		m.Kinds = r.Kinds()
+	}
+	if r.Shards != nil {
+		sp := r.Shards.Span()
+		m.Shards = &sp
+	}
+	if r.InFlight != nil {
+		m.InFlight = r.InFlight()
+	}
+	return m
+}
+
+func (r *Reporter) beat(ctx context.Context) error {
+	_, err := r.Registry.Upsert(ctx, r.member())
+	return err
+}
+
+// Deregister deletes this member's row, bounded by 5 s on a fresh context.
+func (r *Reporter) Deregister() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := r.Registry.Deregister(ctx, r.ID); err != nil {
+		r.Log.Warn().Err(err).Str("member_id", r.ID).Msg("deregister failed; the member GC will reclaim the row")
+		return
+	}
+	r.Log.Info().Str("member_id", r.ID).Msg("deregistered cluster member")
+}

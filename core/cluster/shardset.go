@@ -1,0 +1,50 @@
+// Package cluster is the running-fleet side of a pod: it registers the
+// process in cluster_members and beats, watches membership (LISTEN
+// cluster_changed + a failsafe poll) and re-tiles this pod's shard range
+// from the live members of its role. Every driver reads the range lock-free
+// from a ShardSet on its next tick; there is no leader and no lock.
+package cluster
+
+import (
+	"sync/atomic"
+
+	"github.com/converge-run/converge/core/store/membership"
+)
+
+// ShardSet is this pod's current contiguous shard range, swapped atomically
+// by the resharder and read lock-free by every driver.
+type ShardSet struct {
+	p atomic.Pointer[membership.ShardSpan]
+}
+
+// NewShardSet starts with span (use the full range for a single pod until
+// the first assignment lands, or empty to own nothing).
+func NewShardSet(span membership.ShardSpan) *ShardSet {
+	s := &ShardSet{}
+	s.Set(span)
+	return s
+}
+
+// Set swaps the range and reports whether it changed.
+func (s *ShardSet) Set(span membership.ShardSpan) bool {
+	old := s.p.Swap(&span)
+	return old == nil || *old != span
+}
+
+// Span is the current half-open range.
+func (s *ShardSet) Span() membership.ShardSpan {
+	if p := s.p.Load(); p != nil {
+		return *p
+	}
+	return membership.ShardSpan{}
+}
+
+// Bounds is the inclusive [lo, hi] a `shard_id BETWEEN lo AND hi` filter
+// takes; ok is false when the pod owns no shard.
+func (s *ShardSet) Bounds() (lo, hi int, ok bool) {
+	sp := s.Span()
+	if sp.Empty() {
+		return 0, 0, false
+	}
+	return sp.Lo, sp.Last(), true
+}

@@ -1,0 +1,89 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/store/membership"
+	"github.com/converge-run/converge/core/store/notify"
+)
+
+// Reactor reacts to a membership change (a join, a leave, or the failsafe
+// poll noticing a crashed member's heartbeat lapse).
+type Reactor interface {
+	Name() string
+	React(ctx context.Context) error
+}
+
+// TopologyWatcher LISTENs on cluster_changed once per pod and, on every wake
+// and every failsafe Poll, runs its reactors (the resharder; on a broker, the
+// mesh). Both read live membership through the same liveness window, so
+// shard tiling and routing never disagree on who is alive.
+type TopologyWatcher struct {
+	Listener *notify.Listener
+	Reactors []Reactor
+	// Poll is the failsafe re-read cadence (a crash fires no NOTIFY).
+	Poll time.Duration
+	Log  zerolog.Logger
+}
+
+// Name implements engine.Duty.
+func (w *TopologyWatcher) Name() string { return "topology-watcher" }
+
+// Run reacts until ctx ends.
+func (w *TopologyWatcher) Run(ctx context.Context) error {
+	if w.Poll <= 0 {
+		w.Poll = 10 * time.Second
+	}
+	var wake <-chan notify.Event
+	if w.Listener != nil {
+		sub := w.Listener.Subscribe("cluster_changed", 1)
+		defer sub.Close()
+		wake = sub.C
+	}
+	for {
+		for _, r := range w.Reactors {
+			if err := r.React(ctx); err != nil && ctx.Err() == nil {
+				w.Log.Warn().Err(err).Str("reactor", r.Name()).Msg("topology reaction failed; retrying on the next wake")
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		case <-time.After(w.Poll):
+		}
+	}
+}
+
+// Resharder asks the database for this pod's range among the live members of
+// its role and swaps the ShardSet.
+type Resharder struct {
+	Registry Registry
+	MemberID string
+	Shards   *ShardSet
+	Liveness time.Duration
+	Log      zerolog.Logger
+}
+
+// Name implements Reactor.
+func (r *Resharder) Name() string { return "resharder" }
+
+// React re-tiles.
+func (r *Resharder) React(ctx context.Context) error {
+	live := r.Liveness
+	if live <= 0 {
+		live = membership.DefaultLiveness
+	}
+	span, err := r.Registry.AssignShards(ctx, r.MemberID, membership.DefaultTotalShards, live)
+	if err != nil {
+		return err
+	}
+	if r.Shards.Set(span) {
+		r.Log.Info().Str("member_id", r.MemberID).Int("shard_lo", span.Lo).Int("shard_hi", span.Last()).
+			Bool("empty", span.Empty()).Msg("shard range re-tiled")
+	}
+	return nil
+}

@@ -1,0 +1,185 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/converge-run/converge/core/manifest"
+)
+
+// ReactorBinding subscribes a reactor kind to a watched kind's lifecycle
+// transition: the only place a transition is wired.
+type ReactorBinding struct {
+	Name       string
+	WatchKind  string
+	Transition manifest.Transition
+	Reactor    string
+	// LabelMatch selects the watched resources whose labels contain it
+	// (empty = all).
+	LabelMatch map[string]string
+	Enabled    bool
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// ReactorBindingInput is the desired state of a binding (a full replace).
+type ReactorBindingInput struct {
+	Name       string
+	WatchKind  string
+	Transition manifest.Transition
+	Reactor    string
+	LabelMatch map[string]string
+	// Enabled defaults to true.
+	Enabled *bool
+}
+
+const bindingColumns = `b.name, b.watch_kind, b.transition, b.reactor, b.label_match, b.enabled, b.created_at, b.updated_at`
+
+func scanBinding(row pgx.Row, extra ...any) (ReactorBinding, error) {
+	var b ReactorBinding
+	var transition string
+	dest := []any{&b.Name, &b.WatchKind, &transition, &b.Reactor, &b.LabelMatch, &b.Enabled, &b.CreatedAt, &b.UpdatedAt}
+	if err := row.Scan(append(dest, extra...)...); err != nil {
+		return ReactorBinding{}, err
+	}
+	b.Transition = manifest.Transition(transition)
+	if b.LabelMatch == nil {
+		b.LabelMatch = map[string]string{}
+	}
+	return b, nil
+}
+
+// ApplyReactorBinding creates or updates the binding name. watchKind must be
+// a declared kind that owns resources (not a reactor); reactor must be a
+// registered reactor kind other than watchKind; transition must be one of
+// manifest.AllTransitions; labelMatch must hold valid label keys and values.
+// An apply that changes nothing writes nothing (Unchanged).
+func (s *Store) ApplyReactorBinding(ctx context.Context, in ReactorBindingInput) (ReactorBinding, ApplyOutcome, error) {
+	if err := validateName("name", in.Name); err != nil {
+		return ReactorBinding{}, "", err
+	}
+	if !in.Transition.Valid() {
+		names := make([]string, len(manifest.AllTransitions))
+		for i, t := range manifest.AllTransitions {
+			names[i] = string(t)
+		}
+		return ReactorBinding{}, "", invalid("transition", "transition_unknown",
+			"unknown transition %q (one of %s)", in.Transition, strings.Join(names, ", "))
+	}
+	if err := validateLabels("labelMatch", in.LabelMatch); err != nil {
+		return ReactorBinding{}, "", err
+	}
+	if in.WatchKind == in.Reactor {
+		return ReactorBinding{}, "", invalid("reactor", "reactor_watches_itself",
+			"a reactor cannot watch its own kind %q", in.Reactor)
+	}
+	enabled := true
+	if in.Enabled != nil {
+		enabled = *in.Enabled
+	}
+	var (
+		b       ReactorBinding
+		outcome ApplyOutcome
+	)
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		watched, err := s.kindVersions(ctx, tx, in.WatchKind)
+		if err != nil {
+			return err
+		}
+		if len(watched) == 0 {
+			return invalid("watchKind", "unknown_kind", "kind %q is not declared (apply its manifest first)", in.WatchKind)
+		}
+		if allReactor(watched) {
+			return invalid("watchKind", "reactor_kind",
+				"kind %s is a reactor: it owns no resources, so it has no transitions to watch", in.WatchKind)
+		}
+		reactor, err := s.kindVersions(ctx, tx, in.Reactor)
+		if err != nil {
+			return err
+		}
+		if len(reactor) == 0 || !allReactor(reactor) {
+			return invalid("reactor", "not_a_reactor",
+				"%q is not a registered reactor kind (a kind whose manifest declares only reactor reactions)", in.Reactor)
+		}
+		var inserted bool
+		b, err = scanBinding(tx.QueryRow(ctx, `
+			INSERT INTO reactor_bindings AS b (name, watch_kind, transition, reactor, label_match, enabled)
+			VALUES ($1, $2, $3, $4, $5::jsonb, $6)
+			ON CONFLICT (name) DO UPDATE
+			   SET watch_kind = EXCLUDED.watch_kind, transition = EXCLUDED.transition, reactor = EXCLUDED.reactor,
+			       label_match = EXCLUDED.label_match, enabled = EXCLUDED.enabled, updated_at = now()
+			 WHERE (b.watch_kind, b.transition, b.reactor, b.label_match, b.enabled)
+			       IS DISTINCT FROM (EXCLUDED.watch_kind, EXCLUDED.transition, EXCLUDED.reactor,
+			                         EXCLUDED.label_match, EXCLUDED.enabled)
+			RETURNING `+bindingColumns+`, xmax = 0`,
+			in.Name, in.WatchKind, string(in.Transition), in.Reactor, nonNilLabels(in.LabelMatch), enabled), &inserted)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			outcome = Unchanged
+			b, err = scanBinding(tx.QueryRow(ctx, `SELECT `+bindingColumns+` FROM reactor_bindings b WHERE b.name = $1`, in.Name))
+			return mapErr(err, "reactor binding "+in.Name)
+		case err != nil:
+			return mapErr(err, "reactor binding "+in.Name)
+		case inserted:
+			outcome = Created
+		default:
+			outcome = Configured
+		}
+		return nil
+	})
+	if err != nil {
+		return ReactorBinding{}, "", err
+	}
+	return b, outcome, nil
+}
+
+func allReactor(versions []kindVersionRow) bool {
+	for _, v := range versions {
+		if !v.isReactor {
+			return false
+		}
+	}
+	return len(versions) > 0
+}
+
+// GetReactorBinding returns the binding name.
+func (s *Store) GetReactorBinding(ctx context.Context, name string) (ReactorBinding, error) {
+	b, err := scanBinding(s.read.QueryRow(ctx, `SELECT `+bindingColumns+` FROM reactor_bindings b WHERE b.name = $1`, name))
+	return b, mapErr(err, "reactor binding "+name)
+}
+
+// ListReactorBindings returns the bindings, by name, optionally filtered by
+// watched kind and reactor ("" = any). Bindings are few (operator-authored):
+// the list is not paginated.
+func (s *Store) ListReactorBindings(ctx context.Context, watchKind, reactor string) ([]ReactorBinding, error) {
+	rows, err := s.read.Query(ctx, `SELECT `+bindingColumns+` FROM reactor_bindings b
+		WHERE ($1 = '' OR b.watch_kind = $1) AND ($2 = '' OR b.reactor = $2)
+		ORDER BY b.name`, watchKind, reactor)
+	if err != nil {
+		return nil, mapErr(err, "list reactor bindings")
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ReactorBinding, error) { return scanBinding(row) })
+	if err != nil {
+		return nil, mapErr(err, "list reactor bindings")
+	}
+	if out == nil {
+		out = []ReactorBinding{}
+	}
+	return out, nil
+}
+
+// DeleteReactorBinding deletes the binding name; ErrNotFound when absent.
+func (s *Store) DeleteReactorBinding(ctx context.Context, name string) error {
+	tag, err := s.primary.Exec(ctx, `DELETE FROM reactor_bindings WHERE name = $1`, name)
+	if err != nil {
+		return mapErr(err, "reactor binding "+name)
+	}
+	if tag.RowsAffected() == 0 {
+		return notFound("reactor binding %s not found", name)
+	}
+	return nil
+}

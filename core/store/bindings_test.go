@@ -1,0 +1,136 @@
+package store
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/manifest"
+)
+
+func TestApplyReactorBinding_Outcomes(t *testing.T) {
+	t.Parallel()
+	e := newEnvWithKinds(t)
+	ctx := context.Background()
+	in := ReactorBindingInput{Name: "vpc-synced-to-sink", WatchKind: "vpc", Transition: manifest.TransitionSynced, Reactor: "statussink"}
+	steps := []struct {
+		reason string
+		edit   func()
+		want   ApplyOutcome
+	}{
+		{"a new binding is created, enabled by default", func() {}, Created},
+		{"the same binding again writes nothing", func() {}, Unchanged},
+		{"an explicit enabled=true is the same", func() { in.Enabled = ptr(true) }, Unchanged},
+		{"a label match", func() { in.LabelMatch = map[string]string{"team": "a"} }, Configured},
+		{"another transition", func() { in.Transition = manifest.TransitionFailed }, Configured},
+		{"disabling", func() { in.Enabled = ptr(false) }, Configured},
+		{"unchanged again", func() {}, Unchanged},
+	}
+	for _, st := range steps {
+		st.edit()
+		_, outcome, err := e.store.ApplyReactorBinding(ctx, in)
+		require.NoError(t, err, st.reason)
+		require.Equal(t, st.want, outcome, st.reason)
+	}
+	got, err := e.store.GetReactorBinding(ctx, in.Name)
+	require.NoError(t, err)
+	want := ReactorBinding{Name: in.Name, WatchKind: "vpc", Transition: manifest.TransitionFailed, Reactor: "statussink",
+		LabelMatch: map[string]string{"team": "a"}, Enabled: false}
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(ReactorBinding{}, "CreatedAt", "UpdatedAt")); diff != "" {
+		t.Errorf("stored binding (-want +got):\n%s", diff)
+	}
+}
+
+func TestApplyReactorBinding_RejectsBadBindingsAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnvWithKinds(t)
+	ctx := context.Background()
+	_, _, err := e.store.ApplyManifest(ctx, []byte(`{"kind":"othersink","reactions":[{"name":"r","trigger":"reactor","emits":["sideEffect"]}]}`))
+	require.NoError(t, err)
+	good := func(edit func(*ReactorBindingInput)) ReactorBindingInput {
+		in := ReactorBindingInput{Name: "b", WatchKind: "vpc", Transition: manifest.TransitionSynced, Reactor: "statussink"}
+		edit(&in)
+		return in
+	}
+	cases := map[string]struct {
+		reason string
+		in     ReactorBindingInput
+		field  string
+		rule   string
+	}{
+		"BadName":        {"names are DNS-like", good(func(in *ReactorBindingInput) { in.Name = "B!" }), "name", "name_invalid"},
+		"UnknownWatch":   {"the watched kind must be declared", good(func(in *ReactorBindingInput) { in.WatchKind = "nope" }), "watchKind", "unknown_kind"},
+		"WatchReactor":   {"a reactor kind has no transitions", good(func(in *ReactorBindingInput) { in.WatchKind = "othersink" }), "watchKind", "reactor_kind"},
+		"UnknownReactor": {"the reactor must be declared", good(func(in *ReactorBindingInput) { in.Reactor = "nope" }), "reactor", "not_a_reactor"},
+		"WorkKindReactor": {"the reactor must be a reactor kind",
+			good(func(in *ReactorBindingInput) { in.Reactor = "noop" }), "reactor", "not_a_reactor"},
+		"SelfWatch": {"a reactor cannot watch itself",
+			good(func(in *ReactorBindingInput) { in.WatchKind, in.Reactor = "statussink", "statussink" }), "reactor", "reactor_watches_itself"},
+		"BadTransition":   {"transitions are a closed set", good(func(in *ReactorBindingInput) { in.Transition = "ready" }), "transition", "transition_unknown"},
+		"EmptyTransition": {"a transition is required", good(func(in *ReactorBindingInput) { in.Transition = "" }), "transition", "transition_unknown"},
+		"CasedTransition": {"transitions are lowercase", good(func(in *ReactorBindingInput) { in.Transition = "SYNCED" }), "transition", "transition_unknown"},
+		"BadLabelMatch": {"label_match keys follow the label syntax",
+			good(func(in *ReactorBindingInput) { in.LabelMatch = map[string]string{"a b": "c"} }), "labelMatch", "label_key_invalid"},
+	}
+	before := e.tableCounts(t)
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := e.store.ApplyReactorBinding(ctx, tc.in)
+			requireInvalid(t, err, tc.field, tc.rule)
+		})
+	}
+	if diff := cmp.Diff(before, e.tableCounts(t)); diff != "" {
+		t.Errorf("rejected bindings wrote rows (-before +after):\n%s", diff)
+	}
+}
+
+func TestReactorBindings_ListAndDelete(t *testing.T) {
+	t.Parallel()
+	e := newEnvWithKinds(t)
+	ctx := context.Background()
+	_, _, err := e.store.ApplyManifest(ctx, []byte(`{"kind":"othersink","reactions":[{"name":"r","trigger":"reactor","emits":["sideEffect"]}]}`))
+	require.NoError(t, err)
+	for _, in := range []ReactorBindingInput{
+		{Name: "c-vpc-sink", WatchKind: "vpc", Transition: manifest.TransitionSynced, Reactor: "statussink"},
+		{Name: "a-noop-sink", WatchKind: "noop", Transition: manifest.TransitionCreated, Reactor: "statussink"},
+		{Name: "b-vpc-other", WatchKind: "vpc", Transition: manifest.TransitionDeleted, Reactor: "othersink"},
+	} {
+		_, _, err := e.store.ApplyReactorBinding(ctx, in)
+		require.NoError(t, err)
+	}
+	names := func(watch, reactor string) []string {
+		bs, err := e.store.ListReactorBindings(ctx, watch, reactor)
+		require.NoError(t, err)
+		out := []string{}
+		for _, b := range bs {
+			out = append(out, b.Name)
+		}
+		return out
+	}
+	cases := map[string]struct {
+		reason         string
+		watch, reactor string
+		want           []string
+	}{
+		"All":      {"every binding by name", "", "", []string{"a-noop-sink", "b-vpc-other", "c-vpc-sink"}},
+		"Watch":    {"one watched kind", "vpc", "", []string{"b-vpc-other", "c-vpc-sink"}},
+		"Reactor":  {"one reactor", "", "statussink", []string{"a-noop-sink", "c-vpc-sink"}},
+		"Both":     {"both filters", "vpc", "othersink", []string{"b-vpc-other"}},
+		"NoneLeft": {"no match", "statussink", "", []string{}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, names(tc.watch, tc.reactor)); diff != "" {
+				t.Errorf("%s (-want +got):\n%s", tc.reason, diff)
+			}
+		})
+	}
+	require.NoError(t, e.store.DeleteReactorBinding(ctx, "b-vpc-other"))
+	require.ErrorIs(t, e.store.DeleteReactorBinding(ctx, "b-vpc-other"), ErrNotFound)
+	_, err = e.store.GetReactorBinding(ctx, "b-vpc-other")
+	require.ErrorIs(t, err, ErrNotFound)
+	require.Equal(t, []string{"a-noop-sink", "c-vpc-sink"}, names("", ""))
+}

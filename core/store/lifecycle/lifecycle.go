@@ -1,0 +1,136 @@
+// Package lifecycle is the store side of reactor delivery: claiming
+// lifecycle_outbox rows (one per transition edge × matching binding) for the
+// reactor kinds a broker's workers serve, heartbeating the claims of slow
+// reactors, and acknowledging a delivery once its reactor succeeded. A
+// reactor that fails is simply not acknowledged: its heartbeat stops, and
+// reap_stale_lifecycle re-arms the row (at-least-once, per binding).
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Key is a lifecycle_outbox row's primary key.
+type Key struct {
+	ResourceID uuid.UUID
+	Transition string
+	Generation int64
+	Binding    string
+	ShardID    int
+}
+
+// DedupToken is stable across redeliveries of this edge to this binding.
+func (k Key) DedupToken() string {
+	return fmt.Sprintf("%s:%s:%d:%s", k.ResourceID, k.Transition, k.Generation, k.Binding)
+}
+
+// Delivery is one claimed transition to deliver to a reactor.
+type Delivery struct {
+	Key        Key
+	Reactor    string
+	WatchKind  string
+	ClaimEpoch int64
+	Attempts   int
+	// Snapshot is the watched resource's row as it was at the transition.
+	Snapshot json.RawMessage
+	Created  time.Time
+}
+
+// Store claims and acknowledges deliveries.
+type Store struct{ pool *pgxpool.Pool }
+
+// New returns a Store on the primary pool.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Claim leases up to max pending deliveries for the reactor kinds in shards
+// [lo, hi] (range-pruned, FOR UPDATE SKIP LOCKED), oldest first. Rows whose
+// binding was deleted or disabled since they were written are dropped: a
+// disabled binding never fires.
+func (s *Store) Claim(ctx context.Context, workerID string, reactors []string, lo, hi, max int) ([]Delivery, error) {
+	if len(reactors) == 0 || max <= 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `
+WITH dropped AS (
+    DELETE FROM lifecycle_outbox l
+     WHERE l.shard_id BETWEEN $2 AND $3 AND l.worker_id IS NULL AND l.reactor = ANY($4)
+       AND NOT EXISTS (SELECT 1 FROM reactor_bindings b WHERE b.name = l.binding_name AND b.enabled)
+), picked AS (
+    SELECT l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id
+      FROM lifecycle_outbox l
+     WHERE l.shard_id BETWEEN $2 AND $3 AND l.worker_id IS NULL AND l.reactor = ANY($4)
+       AND EXISTS (SELECT 1 FROM reactor_bindings b WHERE b.name = l.binding_name AND b.enabled)
+     ORDER BY l.created_at
+     LIMIT $5
+       FOR UPDATE OF l SKIP LOCKED
+)
+UPDATE lifecycle_outbox l
+   SET worker_id = $1, claim_epoch = nextval('claim_epoch_seq'), heartbeat_at = now(), attempts = l.attempts + 1
+  FROM picked p
+ WHERE l.shard_id BETWEEN $2 AND $3
+   AND l.shard_id = p.shard_id AND l.resource_id = p.resource_id AND l.transition = p.transition
+   AND l.generation = p.generation AND l.binding_name = p.binding_name
+RETURNING l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id, l.reactor, l.watch_kind,
+          l.claim_epoch, l.attempts, l.snapshot, l.created_at`, workerID, lo, hi, reactors, max)
+	if err != nil {
+		return nil, fmt.Errorf("claim lifecycle deliveries (shards %d-%d): %w", lo, hi, err)
+	}
+	defer rows.Close()
+	var out []Delivery
+	for rows.Next() {
+		var d Delivery
+		if err := rows.Scan(&d.Key.ResourceID, &d.Key.Transition, &d.Key.Generation, &d.Key.Binding, &d.Key.ShardID,
+			&d.Reactor, &d.WatchKind, &d.ClaimEpoch, &d.Attempts, &d.Snapshot, &d.Created); err != nil {
+			return nil, fmt.Errorf("claim lifecycle deliveries: %w", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim lifecycle deliveries (shards %d-%d): %w", lo, hi, err)
+	}
+	return out, nil
+}
+
+// Ack deletes a delivered row, fenced on its claim epoch (a row re-armed
+// and re-claimed meanwhile is left to its new claimer). It reports whether
+// the row was still ours.
+func (s *Store) Ack(ctx context.Context, d Delivery) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `
+DELETE FROM lifecycle_outbox
+ WHERE shard_id BETWEEN $5 AND $5 AND shard_id = $5 AND resource_id = $1 AND transition = $2
+   AND generation = $3 AND binding_name = $4 AND claim_epoch = $6`,
+		d.Key.ResourceID, d.Key.Transition, d.Key.Generation, d.Key.Binding, d.Key.ShardID, d.ClaimEpoch)
+	if err != nil {
+		return false, fmt.Errorf("ack lifecycle delivery %s: %w", d.Key.DedupToken(), err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// Heartbeat keeps the claims of running reactors alive.
+func (s *Store) Heartbeat(ctx context.Context, workerID string, ds []Delivery) (int, error) {
+	if len(ds) == 0 {
+		return 0, nil
+	}
+	ids := make([]uuid.UUID, len(ds))
+	epochs := make([]int64, len(ds))
+	lo, hi := 255, 0
+	for i, d := range ds {
+		ids[i], epochs[i] = d.Key.ResourceID, d.ClaimEpoch
+		lo, hi = min(lo, d.Key.ShardID), max(hi, d.Key.ShardID)
+	}
+	tag, err := s.pool.Exec(ctx, `
+UPDATE lifecycle_outbox l SET heartbeat_at = now()
+  FROM unnest($4::uuid[], $5::bigint[]) AS k(resource_id, claim_epoch)
+ WHERE l.shard_id BETWEEN $2 AND $3 AND l.worker_id = $1
+   AND l.resource_id = k.resource_id AND l.claim_epoch = k.claim_epoch`, workerID, lo, hi, ids, epochs)
+	if err != nil {
+		return 0, fmt.Errorf("heartbeat %d lifecycle deliveries: %w", len(ds), err)
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -1,0 +1,348 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/converge-run/converge/core/resource"
+)
+
+// ListOptions filters and pages ListResources. Every filter is optional.
+type ListOptions struct {
+	// Kind keeps one kind.
+	Kind string
+	// Phases keeps the union of these phases (phase = ANY); empty = all.
+	Phases []resource.Phase
+	// Labels keeps resources whose labels contain these (labels @> Labels).
+	Labels map[string]string
+	// OwnerID keeps the direct composed children of one resource.
+	OwnerID *uuid.UUID
+	// Limit is the page size: 0 → 50, capped at 500.
+	Limit int
+	// After is the previous page's NextCursor ("" = the first page).
+	After string
+}
+
+// Page is one page of resources, newest first.
+type Page struct {
+	Items []resource.Resource
+	// NextCursor continues after the last item; "" on the last page.
+	NextCursor string
+}
+
+// ListResources returns one keyset page of resources ordered by
+// (created_at DESC, id DESC). There is no total count. Each page is exact
+// and read by one statement: a row that exists when the listing starts is
+// returned exactly once however many rows are inserted meanwhile (the order
+// key never changes).
+//
+// Without a label filter the plan is one LATERAL branch per requested phase
+// (an unfiltered list is the union of all seven), each an index range scan of
+// a phase-keyed page index (idx_resources_kind_phase_page,
+// idx_resources_owner_phase_page or idx_resources_phase_page) that starts at
+// the cursor and stops after limit+1 rows; the branches are merged and cut,
+// then the page's rows are fetched by primary key. Nothing sorts more than
+// 7 × (limit+1) index entries, whatever the table's size or the page's depth.
+//
+// With a label filter the page walks one label's entries in resource_labels
+// (its primary key, already in list order) from the cursor and fetches each
+// candidate by primary key, checking the other filters, until the page is
+// full. When other filters (phases, kind, owner, more labels) reject most of
+// the label's rows, the walk is bounded (labelBudget candidates) and the
+// phase-branch plan, with the labels as a filter, serves the page instead.
+func (s *Store) ListResources(ctx context.Context, opts ListOptions) (Page, error) {
+	sp, err := parseListOptions(opts)
+	if err != nil {
+		return Page{}, err
+	}
+	if len(sp.labels) == 0 {
+		return s.runPage(ctx, phaseQuery(sp), sp.limit)
+	}
+	pairs := labelPairs(sp.labels)
+	driver, exhausted := pairs[0], false
+	if len(pairs) > 1 {
+		// Drive from the smallest label (counted up to labelBudget+1).
+		counts, err := s.labelCounts(ctx, sp, pairs)
+		if err != nil {
+			return Page{}, err
+		}
+		best := 0
+		for i, n := range counts {
+			if n < counts[best] {
+				best = i
+			}
+		}
+		driver, exhausted = pairs[best], counts[best] <= labelBudget
+	}
+	filtered := !sp.allPhases || sp.kind != "" || sp.owner != nil || len(pairs) > 1
+	budget := labelBudget
+	if !filtered {
+		// Every entry of the label is a match: a page of entries is a page.
+		budget = sp.limit + 1
+	}
+	q := labelQuery(sp, driver, budget)
+	items, err := s.queryResources(ctx, q)
+	if err != nil {
+		return Page{}, err
+	}
+	if !filtered || len(items) > sp.limit || exhausted {
+		return newPage(items, sp.limit), nil
+	}
+	// A short page from a bounded walk is complete only when the walk saw
+	// every remaining entry of the label.
+	counts, err := s.labelCounts(ctx, sp, [][2]string{driver})
+	if err != nil {
+		return Page{}, err
+	}
+	if counts[0] <= labelBudget {
+		return newPage(items, sp.limit), nil
+	}
+	return s.runPage(ctx, phaseQuery(sp), sp.limit)
+}
+
+// labelBudget bounds a filtered label walk: at most this many primary-key
+// fetches before the phase-branch plan takes over.
+const labelBudget = 1000
+
+type listQuery struct {
+	sql  string
+	args []any
+}
+
+// listSpec is a validated ListOptions.
+type listSpec struct {
+	limit     int
+	phases    []string
+	allPhases bool
+	kind      string
+	owner     *uuid.UUID
+	labels    map[string]string
+	after     *keyset
+}
+
+func parseListOptions(opts ListOptions) (listSpec, error) {
+	limit, err := pageLimit(opts.Limit)
+	if err != nil {
+		return listSpec{}, err
+	}
+	phases, err := phaseSet(opts.Phases)
+	if err != nil {
+		return listSpec{}, err
+	}
+	if err := validateLabels("labels", opts.Labels); err != nil {
+		return listSpec{}, err
+	}
+	sp := listSpec{limit: limit, phases: phases, allPhases: len(phases) == len(resource.AllPhases),
+		kind: opts.Kind, owner: opts.OwnerID, labels: opts.Labels}
+	if opts.After != "" {
+		k, err := decodeKeyset(opts.After)
+		if err != nil {
+			return listSpec{}, err
+		}
+		sp.after = &k
+	}
+	return sp, nil
+}
+
+// argList numbers query arguments.
+type argList []any
+
+func (a *argList) add(v any) string {
+	*a = append(*a, v)
+	return fmt.Sprintf("$%d", len(*a))
+}
+
+// filters renders the predicates on r other than the access path's own.
+func (sp listSpec) filters(args *argList, phases, labels bool) string {
+	var w strings.Builder
+	if phases && !sp.allPhases {
+		fmt.Fprintf(&w, " AND r.phase = ANY(%s::text[])", args.add(sp.phases))
+	}
+	if sp.kind != "" {
+		fmt.Fprintf(&w, " AND r.kind = %s", args.add(sp.kind))
+	}
+	if sp.owner != nil {
+		fmt.Fprintf(&w, " AND r.owner_id = %s", args.add(*sp.owner))
+	}
+	if labels && len(sp.labels) > 0 {
+		fmt.Fprintf(&w, " AND r.labels @> %s::jsonb", args.add(sp.labels))
+	}
+	return w.String()
+}
+
+// phaseQuery is the phase-branch plan (see ListResources).
+func phaseQuery(sp listSpec) listQuery {
+	args := argList{sp.phases, sp.limit + 1}
+	where := sp.filters(&args, false, true)
+	if sp.after != nil {
+		where += fmt.Sprintf(" AND (r.created_at, r.id) < (%s::timestamptz, %s::uuid)", args.add(sp.after.at), args.add(sp.after.id))
+	}
+	sql := `
+SELECT ` + resourceColumns + `
+  FROM (
+        SELECT b.id, b.created_at
+          FROM unnest($1::text[]) AS p(phase)
+         CROSS JOIN LATERAL (
+                SELECT r.id, r.created_at
+                  FROM resources r
+                 WHERE r.phase = p.phase` + where + `
+                 ORDER BY r.created_at DESC, r.id DESC
+                 LIMIT $2
+               ) b
+         ORDER BY b.created_at DESC, b.id DESC
+         LIMIT $2
+       ) page
+  JOIN resources r ON r.id = page.id
+ ORDER BY r.created_at DESC, r.id DESC`
+	return listQuery{sql: sql, args: args}
+}
+
+// labelQuery is the label walk: at most budget entries of one label, in list
+// order from the cursor, each fetched by primary key and checked against the
+// other filters, cut at limit+1 matches.
+func labelQuery(sp listSpec, driver [2]string, budget int) listQuery {
+	args := argList{driver[0], driver[1], budget, sp.limit + 1}
+	cursor := ""
+	if sp.after != nil {
+		cursor = fmt.Sprintf(" AND (l.created_at, l.resource_id) < (%s::timestamptz, %s::uuid)", args.add(sp.after.at), args.add(sp.after.id))
+	}
+	where := sp.filters(&args, true, true)
+	sql := `
+SELECT ` + resourceColumns + `
+  FROM (
+        SELECT l.resource_id, l.created_at
+          FROM resource_labels l
+         WHERE l.key = $1 AND l.value = $2` + cursor + `
+         ORDER BY l.created_at DESC, l.resource_id DESC
+         LIMIT $3
+       ) c
+  JOIN resources r ON r.id = c.resource_id
+ WHERE true` + where + `
+ ORDER BY c.created_at DESC, c.resource_id DESC
+ LIMIT $4`
+	return listQuery{sql: sql, args: args}
+}
+
+// labelCounts counts each label's entries after the cursor, up to
+// labelBudget+1 (an index-only scan of at most that many entries each).
+func (s *Store) labelCounts(ctx context.Context, sp listSpec, pairs [][2]string) ([]int64, error) {
+	args := argList{labelBudget + 1}
+	cursor := ""
+	if sp.after != nil {
+		cursor = fmt.Sprintf(" AND (l.created_at, l.resource_id) < (%s::timestamptz, %s::uuid)", args.add(sp.after.at), args.add(sp.after.id))
+	}
+	parts := make([]string, len(pairs))
+	for i, p := range pairs {
+		parts[i] = fmt.Sprintf(`(SELECT count(*) FROM (SELECT 1 FROM resource_labels l
+			WHERE l.key = %s AND l.value = %s%s LIMIT $1) s)`, args.add(p[0]), args.add(p[1]), cursor)
+	}
+	var counts []int64
+	err := s.read.QueryRow(ctx, `SELECT ARRAY[`+strings.Join(parts, ", ")+`]::bigint[]`,
+		append([]any{pgx.QueryExecModeCacheDescribe}, args...)...).Scan(&counts)
+	if err != nil {
+		return nil, mapErr(err, "list resources (label sizes)")
+	}
+	return counts, nil
+}
+
+// labelPairs lists the label filter's pairs in key order.
+func labelPairs(labels map[string]string) [][2]string {
+	out := make([][2]string, 0, len(labels))
+	for k, v := range labels {
+		out = append(out, [2]string{k, v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	return out
+}
+
+// queryResources runs a page statement. It is planned per call (an unnamed
+// statement): the best plan depends on the values (a phase holding 0.05% or
+// 90% of the rows, an owner of 5 or 50,000 children), and a cached generic
+// plan would pick one for all.
+func (s *Store) queryResources(ctx context.Context, q listQuery) ([]resource.Resource, error) {
+	rows, err := s.read.Query(ctx, q.sql, append([]any{pgx.QueryExecModeCacheDescribe}, q.args...)...)
+	if err != nil {
+		return nil, mapErr(err, "list resources")
+	}
+	items, err := collectResources(rows)
+	if err != nil {
+		return nil, mapErr(err, "list resources")
+	}
+	return items, nil
+}
+
+func (s *Store) runPage(ctx context.Context, q listQuery, limit int) (Page, error) {
+	items, err := s.queryResources(ctx, q)
+	if err != nil {
+		return Page{}, err
+	}
+	return newPage(items, limit), nil
+}
+
+// newPage cuts limit+1 fetched rows to a page and its cursor.
+func newPage(items []resource.Resource, limit int) Page {
+	page := Page{Items: items}
+	if len(items) > limit {
+		page.Items = items[:limit]
+		last := page.Items[limit-1]
+		page.NextCursor = encodeKeyset(last.CreatedAt, last.ID)
+	}
+	if page.Items == nil {
+		page.Items = []resource.Resource{}
+	}
+	return page
+}
+
+// phaseSet validates and de-duplicates a phase filter; empty means all.
+func phaseSet(in []resource.Phase) ([]string, error) {
+	if len(in) == 0 {
+		out := make([]string, len(resource.AllPhases))
+		for i, p := range resource.AllPhases {
+			out[i] = string(p)
+		}
+		return out, nil
+	}
+	seen := map[resource.Phase]bool{}
+	var out []string
+	for _, p := range in {
+		if !p.Valid() {
+			return nil, invalid("phases", "phase_invalid", "unknown phase %q (one of %s)", p, phaseNames())
+		}
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, string(p))
+		}
+	}
+	return out, nil
+}
+
+func phaseNames() string {
+	names := make([]string, len(resource.AllPhases))
+	for i, p := range resource.AllPhases {
+		names[i] = string(p)
+	}
+	return strings.Join(names, ", ")
+}
+
+// buildListQuery renders the statement ListResources runs first for opts:
+// the phase-branch plan, or for a label filter the walk of its first label
+// (tests and the benchmark EXPLAIN it).
+func buildListQuery(opts ListOptions) (listQuery, error) {
+	sp, err := parseListOptions(opts)
+	if err != nil {
+		return listQuery{}, err
+	}
+	if len(sp.labels) == 0 {
+		return phaseQuery(sp), nil
+	}
+	budget := labelBudget
+	if sp.allPhases && sp.kind == "" && sp.owner == nil && len(sp.labels) == 1 {
+		budget = sp.limit + 1
+	}
+	return labelQuery(sp, labelPairs(sp.labels)[0], budget), nil
+}

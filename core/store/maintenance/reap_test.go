@@ -1,0 +1,94 @@
+package maintenance_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/store/maintenance"
+)
+
+func TestReapStaleWork_FreesLeasesWhoseHeartbeatLapsed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.kind(kind{name: "leaf"})
+	const stale = 30 * time.Second
+
+	cases := map[string]struct {
+		reason    string
+		shard     int
+		worker    string
+		heartbeat time.Time
+		wantFreed bool
+	}{
+		"DeadWorker":     {reason: "heartbeat older than the window: its worker died", shard: 3, worker: "w1", heartbeat: t0.Add(-2 * stale), wantFreed: true},
+		"LiveWorker":     {reason: "a fresh heartbeat keeps the lease", shard: 4, worker: "w2", heartbeat: t0.Add(-stale / 2)},
+		"Pending":        {reason: "an unclaimed row has no lease to free", shard: 5},
+		"OutsideRange":   {reason: "another reaper's shard", shard: 40, worker: "w3", heartbeat: t0.Add(-2 * stale)},
+		"DeadOtherShard": {reason: "every dead lease in the range", shard: 6, worker: "w4", heartbeat: t0.Add(-time.Hour), wantFreed: true},
+	}
+	ids := map[string]string{}
+	for name, tc := range cases {
+		id := f.res(res{shard: tc.shard, gen: 2, lagging: true})
+		f.task(id, "reconcile", tc.worker, tc.heartbeat, t0.Add(-time.Hour))
+		ids[name] = id
+	}
+	n, err := f.at(t0).ReapStaleWork(ctx, maintenance.ShardRange{Lo: 0, Hi: 15}, stale)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	for name, tc := range cases {
+		var leased, epoch bool
+		var notBefore time.Time
+		require.NoError(t, f.db.QueryRow(ctx, `SELECT worker_id IS NOT NULL, claim_epoch IS NOT NULL, not_before
+		                                         FROM work_queue WHERE resource_id = $1`, ids[name]).Scan(&leased, &epoch, &notBefore))
+		if tc.wantFreed {
+			require.False(t, leased, "%s: %s", name, tc.reason)
+			require.False(t, epoch, "%s: the dead worker's claim epoch is fenced out", name)
+			require.True(t, notBefore.Equal(t0), "%s: claimable now", name)
+		} else {
+			require.Equal(t, tc.worker != "", leased, "%s: %s", name, tc.reason)
+		}
+	}
+}
+
+func TestDeleteUnclaimedWork_DropsOnlyLongUnclaimedRows(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.kind(kind{name: "leaf"})
+	day := maintenance.DefaultUnclaimedAfter
+
+	cases := map[string]struct {
+		reason    string
+		shard     int
+		worker    string
+		notBefore time.Time
+		wantGone  bool
+	}{
+		"Abandoned":    {reason: "claimable for more than a day: its kind lost its workers", shard: 1, notBefore: t0.Add(-day - time.Minute), wantGone: true},
+		"Young":        {reason: "inside the window", shard: 2, notBefore: t0.Add(-day + time.Minute)},
+		"LeasedOld":    {reason: "a leased row is reap_stale_work's business", shard: 3, worker: "w", notBefore: t0.Add(-2 * day)},
+		"OutsideRange": {reason: "another reaper's shard", shard: 100, notBefore: t0.Add(-2 * day)},
+	}
+	ids := map[string]string{}
+	for name, tc := range cases {
+		id := f.res(res{shard: tc.shard, gen: 2, lagging: true, updatedAt: t0.Add(-3 * day)})
+		f.task(id, "reconcile", tc.worker, t0, tc.notBefore)
+		ids[name] = id
+	}
+	store := f.at(t0)
+	n, err := store.DeleteUnclaimedWork(ctx, maintenance.ShardRange{Lo: 0, Hi: 15}, day)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	for name, tc := range cases {
+		require.Equal(t, tc.wantGone, len(f.tasks(ids[name])) == 0, "%s: %s", name, tc.reason)
+	}
+
+	n, err = store.DeleteUnclaimedWork(ctx, maintenance.ShardRange{Lo: 0, Hi: 15}, day)
+	require.NoError(t, err)
+	require.Zero(t, n, "idle: nothing left past the window")
+
+	n, err = store.RequeueFailedAndPending(ctx, maintenance.ShardRange{Lo: 1, Hi: 1}, 10, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "garbage collection, not abandonment: the lagging row is re-enqueued by the catch-up")
+}

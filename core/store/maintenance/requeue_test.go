@@ -1,0 +1,148 @@
+package maintenance_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/store/maintenance"
+)
+
+// Each case lives in its own shard and runs the pass over just that shard, so
+// the cases share one database and prove the range filter as they go.
+func TestRequeueFailedAndPending_GatesLaggingRows(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.kind(kind{name: "leaf"})
+	f.kind(kind{name: "bom", hasComposer: true, hasRollup: true})
+	const retry = time.Minute
+	old := t0.Add(-2 * retry)
+
+	cases := map[string]struct {
+		reason string
+		setup  func(shard int) string // returns the row to watch
+		want   bool                   // a reconcile task was enqueued
+	}{
+		"LaggingPastWindow": {
+			reason: "a lagging row with no task past its retry window is the crash-recovery case",
+			setup:  func(s int) string { return f.res(res{shard: s, gen: 2, lagging: true, updatedAt: old}) },
+			want:   true,
+		},
+		"LaggingInsideWindow": {
+			reason: "a row touched within the retry window is left to the reactive path",
+			setup:  func(s int) string { return f.res(res{shard: s, gen: 2, lagging: true, updatedAt: t0.Add(-retry / 2)}) },
+		},
+		"Settled": {
+			reason: "a synced row needs nothing",
+			setup:  func(s int) string { return f.res(res{shard: s, updatedAt: old}) },
+		},
+		"TransientFailure": {
+			reason: "a non-terminal failure retries after its window",
+			setup:  func(s int) string { return f.res(res{shard: s, gen: 3, failed: true, updatedAt: old}) },
+			want:   true,
+		},
+		"TerminalFailure": {
+			reason: "a terminal failure for the live spec stops retrying",
+			setup: func(s int) string {
+				return f.res(res{shard: s, gen: 3, failed: true, terminal: true, updatedAt: old})
+			},
+		},
+		"StaleTerminalFailure": {
+			reason: "a spec bump past a terminal failure invalidates it: the new generation is tried",
+			setup: func(s int) string {
+				return f.res(res{shard: s, gen: 4, lagging: true, failureGen: 3, terminal: true, updatedAt: old})
+			},
+			want: true,
+		},
+		"Quarantined": {
+			reason: "a quarantined row is frozen from every scheduler",
+			setup: func(s int) string {
+				return f.res(res{shard: s, gen: 2, lagging: true, quarantined: true, updatedAt: old})
+			},
+		},
+		"Orphaned": {
+			reason: "an orphaned row in its grace window is frozen too",
+			setup: func(s int) string {
+				return f.res(res{shard: s, gen: 2, lagging: true, frozen: ptr(t0.Add(time.Hour)), updatedAt: old})
+			},
+		},
+		"Deleting": {
+			reason: "a row being deleted is never reconciled again",
+			setup: func(s int) string {
+				return f.res(res{shard: s, gen: 2, lagging: true, deleting: true, updatedAt: old})
+			},
+		},
+		"AlreadyQueued": {
+			reason: "a row with a reconcile task is in hand",
+			setup: func(s int) string {
+				id := f.res(res{shard: s, gen: 2, lagging: true, updatedAt: old})
+				f.task(id, "reconcile", "", time.Time{}, old)
+				return id
+			},
+			want: true, // the existing row stays; the pass adds none (checked below)
+		},
+		"UpstreamLagging": {
+			reason: "schedule_eligible's gate holds a dependent until its upstream is synced",
+			setup: func(s int) string {
+				up := f.res(res{shard: 200 + s, gen: 2, lagging: true, updatedAt: t0})
+				id := f.res(res{shard: s, gen: 2, lagging: true, updatedAt: old})
+				f.dep(id, up)
+				return id
+			},
+		},
+		"RootWithFailedChild": {
+			reason: "a failed descendant does not hold its root back: the rollup reports it",
+			setup: func(s int) string {
+				root := f.res(res{kind: "bom", shard: s, gen: 2, composedGen: 2, lagging: true, updatedAt: old})
+				f.res(res{shard: 200 + s, gen: 1, failed: true, terminal: true, owner: root, root: root, updatedAt: t0})
+				return root
+			},
+			want: true,
+		},
+		"RootWithProgressingChild": {
+			reason: "a still-progressing descendant holds its root back",
+			setup: func(s int) string {
+				root := f.res(res{kind: "bom", shard: s, gen: 2, composedGen: 2, lagging: true, updatedAt: old})
+				f.res(res{shard: 200 + s, gen: 1, lagging: true, owner: root, root: root, updatedAt: t0})
+				return root
+			},
+		},
+	}
+
+	shard := 0
+	for name, tc := range cases {
+		shard++
+		id := tc.setup(shard)
+		before := len(f.tasks(id))
+		n, err := f.at(t0).RequeueFailedAndPending(ctx, maintenance.ShardRange{Lo: shard, Hi: shard}, 100, retry)
+		require.NoError(t, err, name)
+		got := f.tasks(id)
+		if name == "AlreadyQueued" {
+			require.Equal(t, 0, n, "%s: %s", name, tc.reason)
+			require.Len(t, got, before, "%s: %s", name, tc.reason)
+			continue
+		}
+		require.Equal(t, tc.want, len(got) == 1 && got[0].taskType == "reconcile", "%s: %s", name, tc.reason)
+		require.Equal(t, len(got), n, "%s: count", name)
+	}
+}
+
+func TestRequeueFailedAndPending_ScansOnlyItsRangeAndCapsAtMax(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.kind(kind{name: "leaf"})
+	old := t0.Add(-time.Hour)
+	for s := 10; s < 20; s++ {
+		f.res(res{shard: s, gen: 2, lagging: true, updatedAt: old.Add(time.Duration(s) * time.Second)})
+	}
+	store := f.at(t0)
+	n, err := store.RequeueFailedAndPending(ctx, maintenance.ShardRange{Lo: 12, Hi: 17}, 4, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, 4, n, "at most p_max per call")
+	n, err = store.RequeueFailedAndPending(ctx, maintenance.ShardRange{Lo: 12, Hi: 17}, 100, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "the next call picks up the rest of the range")
+	require.Equal(t, 6, f.int(`SELECT count(*) FROM work_queue`), "rows outside [12,17] untouched")
+	require.Equal(t, 6, f.int(`SELECT count(*) FROM work_queue WHERE shard_id BETWEEN 12 AND 17`))
+}

@@ -1,0 +1,193 @@
+// Package membership is the store half of the running-fleet registry
+// (cluster_members): each process upserts its own row every beat, stamped
+// with the database clock so liveness is free of cross-pod clock skew,
+// deletes it on clean shutdown, and asks the database for its contiguous
+// shard range among the live members of its role (assign_member_shards).
+package membership
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// DB is the part of a pgx pool, connection or transaction the store uses.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// The roles a member can run as.
+const (
+	RoleAll     = "all"
+	RoleControl = "control"
+	RoleBroker  = "broker"
+)
+
+// Defaults of the shard assignment: 256 logical shards, and a member is live
+// while its last heartbeat is newer than 3 × the 10 s beat.
+const (
+	DefaultTotalShards = 256
+	DefaultLiveness    = 30 * time.Second
+	DefaultGCTTL       = 5 * time.Minute
+)
+
+// ShardSpan is a half-open range of logical shards [Lo, Hi). The zero value
+// (Lo == Hi) is empty: the member owns nothing.
+type ShardSpan struct {
+	Lo, Hi int
+}
+
+// Empty reports whether the span holds no shard.
+func (s ShardSpan) Empty() bool { return s.Hi <= s.Lo }
+
+// Last is the inclusive upper shard (Hi-1), the bound a
+// shard_id BETWEEN lo AND hi filter takes. Meaningless when Empty.
+func (s ShardSpan) Last() int { return s.Hi - 1 }
+
+// Member is one running process of the binary.
+type Member struct {
+	ID        string
+	Role      string
+	Kinds     []string
+	Shards    *ShardSpan      // the span it currently owns; nil when none reported
+	Config    json.RawMessage // its booted runtime config; nil stores {}
+	Version   string
+	Host      string
+	PID       int
+	InFlight  int
+	StartedAt time.Time
+	// LastHeartbeat is stamped by the database; ignored on write.
+	LastHeartbeat time.Time
+}
+
+// Store reads and writes cluster_members.
+type Store struct {
+	db DB
+}
+
+// New returns a Store on db.
+func New(db DB) *Store { return &Store{db: db} }
+
+const upsertSQL = `
+INSERT INTO cluster_members AS m (member_id, role, kinds, shard_lo, shard_hi, config, version, host, pid,
+                                  in_flight, started_at, last_heartbeat)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11::timestamptz, now()), now())
+ON CONFLICT (member_id) DO UPDATE
+   SET role = EXCLUDED.role, kinds = EXCLUDED.kinds, shard_lo = EXCLUDED.shard_lo, shard_hi = EXCLUDED.shard_hi,
+       config = EXCLUDED.config, version = EXCLUDED.version, host = EXCLUDED.host, pid = EXCLUDED.pid,
+       in_flight = EXCLUDED.in_flight, started_at = EXCLUDED.started_at, last_heartbeat = now()
+RETURNING last_heartbeat, started_at`
+
+// Upsert writes m's row in one primary-key upsert stamped with the database
+// clock and returns the stamped heartbeat. The first upsert of a member is a
+// join (it fires cluster_changed); later ones are plain beats (they do not).
+// A zero StartedAt becomes the database's now() on the first write.
+func (s *Store) Upsert(ctx context.Context, m Member) (time.Time, error) {
+	kinds := m.Kinds
+	if kinds == nil {
+		kinds = []string{}
+	}
+	cfg := m.Config
+	if len(cfg) == 0 {
+		cfg = json.RawMessage(`{}`)
+	}
+	var lo, hi *int
+	if m.Shards != nil {
+		lo, hi = &m.Shards.Lo, &m.Shards.Hi
+	}
+	var started any
+	if !m.StartedAt.IsZero() {
+		started = m.StartedAt
+	}
+	version := m.Version
+	if version == "" {
+		version = "dev"
+	}
+	var beat, startedAt time.Time
+	err := s.db.QueryRow(ctx, upsertSQL, m.ID, m.Role, kinds, lo, hi, string(cfg), version, m.Host, m.PID,
+		m.InFlight, started).Scan(&beat, &startedAt)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("upsert cluster member %s: %w", m.ID, err)
+	}
+	return beat, nil
+}
+
+// Heartbeat is the periodic beat: the same upsert as Upsert, so a member
+// whose row was garbage-collected while it was partitioned rejoins.
+func (s *Store) Heartbeat(ctx context.Context, m Member) (time.Time, error) {
+	return s.Upsert(ctx, m)
+}
+
+// Deregister deletes the member's own row (clean shutdown), which fires
+// cluster_changed so the role re-tiles at once. It reports whether a row was
+// there.
+func (s *Store) Deregister(ctx context.Context, id string) (bool, error) {
+	tag, err := s.db.Exec(ctx, `DELETE FROM cluster_members WHERE member_id = $1`, id)
+	if err != nil {
+		return false, fmt.Errorf("deregister cluster member %s: %w", id, err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// List returns every registered member, live or not, ordered by role and id.
+func (s *Store) List(ctx context.Context) ([]Member, error) {
+	rows, err := s.db.Query(ctx, `
+SELECT member_id, role, kinds, shard_lo, shard_hi, config, version, host, pid, in_flight, started_at, last_heartbeat
+  FROM cluster_members ORDER BY role, member_id COLLATE "C"`)
+	if err != nil {
+		return nil, fmt.Errorf("list cluster members: %w", err)
+	}
+	members, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Member, error) {
+		var m Member
+		var lo, hi *int
+		var cfg []byte
+		if err := row.Scan(&m.ID, &m.Role, &m.Kinds, &lo, &hi, &cfg, &m.Version, &m.Host, &m.PID, &m.InFlight,
+			&m.StartedAt, &m.LastHeartbeat); err != nil {
+			return Member{}, err
+		}
+		if lo != nil && hi != nil {
+			m.Shards = &ShardSpan{Lo: *lo, Hi: *hi}
+		}
+		m.Config = cfg
+		return m, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list cluster members: %w", err)
+	}
+	return members, nil
+}
+
+// AssignShards asks the database for id's contiguous range of [0, total)
+// among the live members of its role (heartbeat newer than liveness). A member
+// that is not live, or one of more live members than shards, gets an empty
+// span.
+func (s *Store) AssignShards(ctx context.Context, id string, total int, liveness time.Duration) (ShardSpan, error) {
+	var lo, hi *int
+	err := s.db.QueryRow(ctx, `
+SELECT lower(r), upper(r) FROM assign_member_shards($1, $2, $3) AS r`,
+		id, total, int(liveness.Round(time.Second)/time.Second)).Scan(&lo, &hi)
+	if err != nil {
+		return ShardSpan{}, fmt.Errorf("assign shards to member %s: %w", id, err)
+	}
+	if lo == nil || hi == nil {
+		return ShardSpan{}, nil
+	}
+	return ShardSpan{Lo: *lo, Hi: *hi}, nil
+}
+
+// GCStale hard-deletes the members whose heartbeat is older than ttl
+// (crashed, or their deregister timed out). It returns the number removed.
+func (s *Store) GCStale(ctx context.Context, ttl time.Duration) (int, error) {
+	var n int
+	err := s.db.QueryRow(ctx, `SELECT gc_stale_cluster_members(make_interval(secs => $1))`, ttl.Seconds()).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("gc stale cluster members: %w", err)
+	}
+	return n, nil
+}

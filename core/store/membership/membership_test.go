@@ -1,0 +1,134 @@
+package membership_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/store/membership"
+	"github.com/converge-run/converge/db/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var ctx = context.Background()
+
+// countNotifies counts cluster_changed wakes arriving within d.
+func countNotifies(t *testing.T, pool *pgxpool.Pool, d time.Duration, do func()) int {
+	t.Helper()
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `LISTEN cluster_changed`)
+	require.NoError(t, err)
+	do()
+	n := 0
+	for {
+		wctx, cancel := context.WithTimeout(ctx, d)
+		_, err := conn.Conn().WaitForNotification(wctx)
+		cancel()
+		if err != nil {
+			return n
+		}
+		n++
+	}
+}
+
+func TestUpsert_StampsTheDatabaseClockAndRoundTrips(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := membership.New(pool)
+	started := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := membership.Member{
+		ID: "broker-7f9c", Role: membership.RoleBroker, Kinds: []string{"vpc", "route"},
+		Shards: &membership.ShardSpan{Lo: 64, Hi: 128}, Config: json.RawMessage(`{"drain": "45s"}`),
+		Version: "v1.2.3", Host: "node-a", PID: 4242, InFlight: 17, StartedAt: started,
+	}
+	var dbNow time.Time
+	require.NoError(t, pool.QueryRow(ctx, `SELECT now()`).Scan(&dbNow))
+	beat, err := s.Upsert(ctx, m)
+	require.NoError(t, err)
+	require.WithinDuration(t, dbNow, beat, 5*time.Second, "last_heartbeat is the database's now()")
+
+	got, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.JSONEq(t, `{"drain": "45s"}`, string(got[0].Config))
+	got[0].Config, m.Config = nil, nil
+	require.True(t, got[0].StartedAt.Equal(started))
+	got[0].StartedAt, m.StartedAt = started, started
+	m.LastHeartbeat = got[0].LastHeartbeat
+	require.Equal(t, m, got[0])
+
+	m.InFlight, m.Shards = 3, nil
+	_, err = s.Heartbeat(ctx, m)
+	require.NoError(t, err)
+	got, err = s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, got[0].InFlight, "a beat carries the live in-flight count")
+	require.Nil(t, got[0].Shards)
+	require.False(t, got[0].LastHeartbeat.Before(beat))
+}
+
+func TestHeartbeat_OnlyJoinsAndLeavesWakeTheTopologyWatchers(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := membership.New(pool)
+	m := membership.Member{ID: "control-a", Role: membership.RoleControl}
+	const quiet = 300 * time.Millisecond
+
+	cases := []struct {
+		reason string
+		do     func()
+		want   int
+	}{
+		{reason: "the first upsert is a join", do: func() { _, err := s.Upsert(ctx, m); require.NoError(t, err) }, want: 1},
+		{reason: "a heartbeat upsert is not a topology change", do: func() {
+			time.Sleep(60 * time.Millisecond) // past the coalescing window, so a wrong wake would show
+			_, err := s.Heartbeat(ctx, m)
+			require.NoError(t, err)
+		}, want: 0},
+		{reason: "a deregister is a leave", do: func() {
+			time.Sleep(60 * time.Millisecond)
+			ok, err := s.Deregister(ctx, m.ID)
+			require.NoError(t, err)
+			require.True(t, ok)
+		}, want: 1},
+	}
+	for _, tc := range cases {
+		require.Equal(t, tc.want, countNotifies(t, pool, quiet, tc.do), tc.reason)
+	}
+	ok, err := s.Deregister(ctx, m.ID)
+	require.NoError(t, err)
+	require.False(t, ok, "already gone")
+}
+
+func TestGCStale_RemovesOnlyRowsPastTheTTL(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := membership.New(pool)
+	for _, id := range []string{"fresh", "notready", "crashed"} {
+		_, err := s.Upsert(ctx, membership.Member{ID: id, Role: membership.RoleBroker})
+		require.NoError(t, err)
+	}
+	_, err := pool.Exec(ctx, `UPDATE cluster_members SET last_heartbeat = now() - interval '1 minute' WHERE member_id = 'notready';
+	                          UPDATE cluster_members SET last_heartbeat = now() - interval '6 minutes' WHERE member_id = 'crashed'`)
+	require.NoError(t, err)
+	n, err := s.GCStale(ctx, membership.DefaultGCTTL)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "a NotReady member stays visible; only a crashed one past the TTL goes")
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+
+	require.Zero(t, countNotifies(t, pool, 200*time.Millisecond, func() {
+		time.Sleep(60 * time.Millisecond)
+		n, err := s.GCStale(ctx, membership.DefaultGCTTL)
+		require.NoError(t, err)
+		require.Zero(t, n)
+	}), "an idle GC tick wakes nobody")
+}

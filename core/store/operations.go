@@ -1,0 +1,157 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/converge-run/converge/core/resource"
+)
+
+// The operator actions are carried out by plpgsql (00003_maintenance.sql);
+// the store resolves (kind, name) to the id, records who asked in the
+// resource's events and returns the row as the function left it, all in one
+// transaction.
+
+// Quarantine sets the resource aside (quarantine_resource): frozen from every
+// scheduler, excluded from its root's rollup, never reaped; phase
+// Quarantined.
+func (s *Store) Quarantine(ctx context.Context, kind, name, actor string) (resource.Resource, error) {
+	return s.operatorAction(ctx, kind, name, actor, "quarantine_resource", resource.ReasonQuarantined, "quarantined")
+}
+
+// Unquarantine lifts a quarantine (unquarantine_resource) and re-arms the
+// resource's scheduling.
+func (s *Store) Unquarantine(ctx context.Context, kind, name, actor string) (resource.Resource, error) {
+	return s.operatorAction(ctx, kind, name, actor, "unquarantine_resource", resource.ReasonUnquarantined, "quarantine lifted")
+}
+
+// RequestDeletion soft-deletes the resource (request_resource_deletion):
+// marks its teardown tree and kicks the sweep. The row is returned Deleting;
+// when the inline sweep already removed it (no finalizer, nothing blocking),
+// the row is returned as it was with DeletionRequestedAt set and phase
+// Deleting, the state it passed through.
+func (s *Store) RequestDeletion(ctx context.Context, kind, name, actor string) (resource.Resource, error) {
+	return s.operatorAction(ctx, kind, name, actor, "request_resource_deletion", resource.ReasonDeletionRequested, "deletion requested")
+}
+
+// Resync re-pends the resource for a fresh observe without a generation bump
+// (resync_resource).
+func (s *Store) Resync(ctx context.Context, kind, name, actor string) (resource.Resource, error) {
+	return s.operatorAction(ctx, kind, name, actor, "resync_resource", resource.ReasonResyncRequested, "resync requested")
+}
+
+// operatorAction runs fn (a trusted constant: one of the functions above) on
+// the resource (kind, name).
+func (s *Store) operatorAction(ctx context.Context, kind, name, actor, fn, reason, message string) (resource.Resource, error) {
+	what := fmt.Sprintf("resource %s/%s", kind, name)
+	var out resource.Resource
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		cur, err := scanResource(tx.QueryRow(ctx,
+			`SELECT `+resourceColumns+` FROM resources r WHERE r.kind = $1 AND r.name = $2`, kind, name))
+		if err != nil {
+			return mapErr(err, what)
+		}
+		// The event goes first: a deletion may remove the row (and, by
+		// cascade, its events) inside the function.
+		ev, err := appendEvent(ctx, tx, resource.Event{ResourceID: cur.ID, Type: resource.EventNormal,
+			Reason: reason, Message: message, Actor: actor})
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT `+fn+`($1)`, cur.ID); err != nil {
+			return mapErr(err, what)
+		}
+		out, err = scanResource(tx.QueryRow(ctx, `SELECT `+resourceColumns+` FROM resources r WHERE r.id = $1`, cur.ID))
+		if errors.Is(err, pgx.ErrNoRows) && fn == "request_resource_deletion" {
+			out = cur
+			at := ev.CreatedAt
+			out.DeletionRequestedAt, out.Phase, out.Ready = &at, resource.PhaseDeleting, false
+			return nil
+		}
+		return mapErr(err, what)
+	})
+	if err != nil {
+		return resource.Resource{}, err
+	}
+	return out, nil
+}
+
+const operationColumns = `o.id, o.resource_id, o.verb, o.input, o.output, o.state, coalesce(o.error, ''),
+	o.created_at, o.updated_at, o.finished_at`
+
+func scanOperation(row pgx.Row) (resource.Operation, error) {
+	var op resource.Operation
+	var state string
+	err := row.Scan(&op.ID, &op.ResourceID, &op.Verb, &op.Input, &op.Output, &state, &op.Error,
+		&op.CreatedAt, &op.UpdatedAt, &op.FinishedAt)
+	op.State = resource.OperationState(state)
+	return op, err
+}
+
+// RunOperation invokes an operator verb on the resource (kind, name): the
+// verb must be declared by an operation reaction of the resource's kind
+// version (else *InvalidError on field "verb"); enqueue_operation records
+// it and queues its task. A resource being deleted takes no operations
+// (ErrConflict).
+func (s *Store) RunOperation(ctx context.Context, kind, name, verb string, input json.RawMessage, actor string) (resource.Operation, error) {
+	in, err := jsonValue("input", input)
+	if err != nil {
+		return resource.Operation{}, err
+	}
+	what := fmt.Sprintf("resource %s/%s", kind, name)
+	var op resource.Operation
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		var id uuid.UUID
+		var version string
+		var deleting bool
+		var gen int64
+		err := tx.QueryRow(ctx, `
+			SELECT r.id, r.version, r.deletion_requested_at IS NOT NULL, m.manifest_gen
+			  FROM resources r JOIN kind_manifest m ON m.kind = r.kind AND m.version = r.version
+			 WHERE r.kind = $1 AND r.name = $2`, kind, name).Scan(&id, &version, &deleting, &gen)
+		if err != nil {
+			return mapErr(err, what)
+		}
+		e, err := s.kinds.get(ctx, tx, kind, version, gen, nil)
+		if err != nil {
+			return err
+		}
+		if _, ok := e.manifest.Operation(verb); !ok {
+			declared := e.manifest.Verbs()
+			if len(declared) == 0 {
+				return invalid("verb", "verb_unknown", "kind %s/%s declares no operation verbs", kind, version)
+			}
+			return invalid("verb", "verb_unknown", "kind %s/%s declares no verb %q (declared: %s)",
+				kind, version, verb, strings.Join(declared, ", "))
+		}
+		if deleting {
+			return conflict("%s is being deleted", what)
+		}
+		if _, err := appendEvent(ctx, tx, resource.Event{ResourceID: id, Type: resource.EventNormal,
+			Reason: resource.ReasonOperationRequested, Message: "verb " + verb, Actor: actor}); err != nil {
+			return err
+		}
+		var opID uuid.UUID
+		if err := tx.QueryRow(ctx, `SELECT enqueue_operation($1, $2, $3::jsonb)`, id, verb, in).Scan(&opID); err != nil {
+			return mapErr(err, what)
+		}
+		op, err = scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM resource_operations o WHERE o.id = $1`, opID))
+		return mapErr(err, "operation "+opID.String())
+	})
+	if err != nil {
+		return resource.Operation{}, err
+	}
+	return op, nil
+}
+
+// GetOperation returns the operation id.
+func (s *Store) GetOperation(ctx context.Context, id uuid.UUID) (resource.Operation, error) {
+	op, err := scanOperation(s.read.QueryRow(ctx, `SELECT `+operationColumns+` FROM resource_operations o WHERE o.id = $1`, id))
+	return op, mapErr(err, "operation "+id.String())
+}

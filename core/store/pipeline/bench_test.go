@@ -1,0 +1,319 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/db/migrate"
+	"github.com/converge-run/converge/db/migrations"
+	"github.com/converge-run/converge/db/pgcluster"
+)
+
+// Benchmark shape. BENCH_N leaves under composite roots of benchLeaves
+// children each: half nets, half apps, every app depending on its net with a
+// value flow (/net_id), so the run exercises compose, the upstream gate, the
+// substitute pass, the rollup gate and the cascade.
+const (
+	benchLeaves     = 1000 // leaves per root
+	benchClaimers   = 4    // claimer goroutines, disjoint shard ranges
+	benchDrainers   = 2    // drainer goroutines, disjoint shard ranges
+	benchClaimBatch = 500
+	benchDrainBatch = 1000
+)
+
+// BenchmarkSched drives BENCH_N leaf resources (default 100000) through
+// compose → schedule → claim → outbox append → drain entirely from Go, with
+// instant results and production-like batching, until every root is Ready,
+// and prints one bench-sched line. Run it alone:
+//
+//	go test ./core/store/pipeline -run '^$' -bench '^BenchmarkSched$' -benchtime 1x -timeout 60m
+//
+// It starts its own private Postgres with default durability (fsync and
+// synchronous_commit on) and shared_buffers=1GB.
+func BenchmarkSched(b *testing.B) {
+	n := 100000
+	if v := os.Getenv("BENCH_N"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < benchLeaves {
+			b.Fatalf("BENCH_N=%q: want an integer >= %d", v, benchLeaves)
+		}
+	}
+	roots := n / benchLeaves
+	n = roots * benchLeaves
+	ctx := context.Background()
+	pool := benchPool(b, ctx)
+	st := New(pool)
+	mustExec(b, pool, `
+INSERT INTO kind_manifest (kind, version, manifest) VALUES
+ ('broot', 'v1', '{"kind":"broot","reactions":[{"name":"compose","trigger":"specChange","emits":["children","edges","status"]},
+                                              {"name":"rollup","trigger":"childrenSettled","emits":["status"]}]}'),
+ ('bnet',  'v1', '{"kind":"bnet","reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}'),
+ ('bapp',  'v1', '{"kind":"bapp","reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}')`)
+
+	for b.Loop() {
+		start := time.Now()
+		mustExec(b, pool, `
+WITH ins AS (
+    INSERT INTO resources (id, kind, version, name, spec, shard_id)
+    SELECT id, 'broot', 'v1', 'root-' || i, jsonb_build_object('pairs', $2::int), shard_of(id)
+      FROM (SELECT gen_random_uuid() AS id, i FROM generate_series(1, $1) i) x
+    RETURNING id
+)
+SELECT schedule_eligible(array_agg(id)) FROM ins`, roots, benchLeaves/2)
+
+		var claimed, composed atomic.Int64
+		runCtx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		errs := make(chan error, benchClaimers+benchDrainers)
+		for i := range benchClaimers {
+			lo, hi := i*256/benchClaimers, (i+1)*256/benchClaimers-1
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := benchWorker(runCtx, st, Lease{WorkerID: fmt.Sprintf("bench-%d", i), Lo: lo, Hi: hi}, &claimed, &composed); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		for i := range benchDrainers {
+			lo, hi := i*256/benchDrainers, (i+1)*256/benchDrainers-1
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := benchDrainer(runCtx, st, lo, hi); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		var ready int
+		for ready < roots {
+			select {
+			case err := <-errs:
+				stop()
+				b.Fatal(err)
+			case <-time.After(100 * time.Millisecond):
+			}
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM resources WHERE kind = 'broot' AND phase = 'Ready'`).Scan(&ready); err != nil {
+				b.Fatal(err)
+			}
+		}
+		elapsed := time.Since(start)
+		stop()
+		wg.Wait()
+		total := n + roots
+		b.ReportMetric(float64(total)/elapsed.Seconds(), "resources/s")
+		fmt.Printf("bench-sched: n=%d resources_per_sec=%.0f drain_batch=%d claim_batch=%d elapsed_s=%.1f roots=%d leaves_per_root=%d claimers=%d drainers=%d tasks=%d composes=%d\n",
+			n, float64(total)/elapsed.Seconds(), benchDrainBatch, benchClaimBatch, elapsed.Seconds(), roots, benchLeaves,
+			benchClaimers, benchDrainers, claimed.Load(), composed.Load())
+		if os.Getenv("BENCH_PROFILE") != "" {
+			printTimes()
+		}
+	}
+}
+
+// benchTimes accumulates wall time per call type (BENCH_PROFILE=1 prints it).
+var benchTimes sync.Map
+
+type benchTime struct{ total, calls atomic.Int64 }
+
+func timed(name string, start time.Time) {
+	d := time.Since(start)
+	v, _ := benchTimes.LoadOrStore(name, new(benchTime))
+	v.(*benchTime).total.Add(int64(d))
+	v.(*benchTime).calls.Add(1)
+}
+
+func printTimes() {
+	benchTimes.Range(func(k, v any) bool {
+		bt := v.(*benchTime)
+		tot := time.Duration(bt.total.Load())
+		fmt.Printf("  %-12s %8.2fs %7d calls %8.2fms/call\n", k, tot.Seconds(), bt.calls.Load(),
+			float64(tot.Microseconds())/1000/float64(max(bt.calls.Load(), 1)))
+		return true
+	})
+}
+
+// benchWorker is a claimer plus an instant handler: it claims each kind's
+// pending reconcile tasks in batches, composes roots, and appends every
+// batch's results in one outbox insert.
+func benchWorker(ctx context.Context, st *Store, l Lease, claimed, composed *atomic.Int64) error {
+	for ctx.Err() == nil {
+		idle := true
+		for _, kind := range []string{"broot", "bnet", "bapp"} {
+			t0 := time.Now()
+			ts, err := st.Claim(ctx, l, Batch{Kind: kind, Version: "v1", TaskType: TaskReconcile, Max: benchClaimBatch})
+			if len(ts) > 0 {
+				timed("claim-"+kind, t0)
+			} else {
+				timed("claim-empty", t0)
+			}
+			if err != nil {
+				return ignoreCancel(err)
+			}
+			if len(ts) == 0 {
+				continue
+			}
+			idle = false
+			claimed.Add(int64(len(ts)))
+			results := make([]Result, 0, len(ts))
+			for _, t := range ts {
+				switch kind {
+				case "broot":
+					r, err := benchRoot(ctx, st, t)
+					if err != nil {
+						return ignoreCancel(err)
+					}
+					if t.Resource.ComposedGen < t.Generation {
+						composed.Add(1)
+					}
+					results = append(results, r)
+				case "bnet":
+					results = append(results, t.Result(json.RawMessage(`{"net_id":"`+t.Resource.Name+`"}`)))
+				default:
+					results = append(results, t.Result(json.RawMessage(`{"ok":true}`)))
+				}
+			}
+			t0 = time.Now()
+			if err := st.AppendOutbox(ctx, results...); err != nil {
+				return ignoreCancel(err)
+			}
+			timed("append", t0)
+		}
+		if idle {
+			select {
+			case <-ctx.Done():
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// benchRoot composes a root on its first run (and defers the rollup) and
+// rolls it up once the gate let it run again.
+func benchRoot(ctx context.Context, st *Store, t Task) (Result, error) {
+	if t.Resource.ComposedGen >= t.Generation {
+		return t.Result(json.RawMessage(`{"rolled_up":true}`)), nil
+	}
+	var spec struct{ Pairs int }
+	if err := json.Unmarshal(t.Resource.Spec, &spec); err != nil {
+		return Result{}, err
+	}
+	c := Composition{}
+	for i := range spec.Pairs {
+		net, app := fmt.Sprintf("%s-net-%d", t.Resource.Name, i), fmt.Sprintf("%s-app-%d", t.Resource.Name, i)
+		c.Children = append(c.Children,
+			Child{Kind: "bnet", Name: net, Spec: json.RawMessage(`{"cidr":"10.0.0.0/24"}`)},
+			Child{Kind: "bapp", Name: app, Spec: json.RawMessage(`{"image":"app"}`)})
+		c.Edges = append(c.Edges, Edge{Dependent: app, Dependency: Ref{Child: net},
+			ValueFlows: []ValueFlow{{SrcField: "/net_id", DepField: "/net_id"}}})
+	}
+	defer timed("compose", time.Now())
+	if _, err := st.ApplyCompose(ctx, t, c); err != nil {
+		return Result{}, err
+	}
+	r := t.Result(json.RawMessage(`{"composed":true}`))
+	r.DeferSync = true
+	return r, nil
+}
+
+// benchDrainer drains its shard range until empty, closes straddles, and
+// polls briefly when idle.
+func benchDrainer(ctx context.Context, st *Store, lo, hi int) error {
+	for ctx.Err() == nil {
+		t0 := time.Now()
+		n, err := st.DrainOutboxBatch(ctx, benchDrainBatch, lo, hi)
+		if err != nil {
+			return ignoreCancel(err)
+		}
+		if n > 0 {
+			timed("drain", t0)
+		}
+		t0 = time.Now()
+		if _, err := st.DrainRollupRechecks(ctx, 100, lo, hi); err != nil {
+			return ignoreCancel(err)
+		}
+		timed("recheck", t0)
+		if n < benchDrainBatch {
+			select {
+			case <-ctx.Done():
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func ignoreCancel(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// benchPool starts a private Postgres for the benchmark and returns a pool
+// on a freshly migrated database.
+func benchPool(b *testing.B, ctx context.Context) *pgxpool.Pool {
+	b.Helper()
+	settings := map[string]string{"shared_buffers": "1GB", "max_wal_size": "8GB", "checkpoint_timeout": "30min"}
+	if dir := os.Getenv("BENCH_EXPLAIN_DIR"); dir != "" {
+		// Profiling: every statement (nested in plpgsql too) slower than
+		// BENCH_EXPLAIN_MS is logged with its EXPLAIN ANALYZE to dir/pg.log.
+		ms := os.Getenv("BENCH_EXPLAIN_MS")
+		if ms == "" {
+			ms = "50"
+		}
+		for k, v := range map[string]string{"session_preload_libraries": "auto_explain",
+			"auto_explain.log_min_duration": ms, "auto_explain.log_nested_statements": "on",
+			"auto_explain.log_analyze": "on", "auto_explain.log_level": "warning", "auto_explain.log_buffers": "on",
+			"logging_collector": "on", "log_directory": dir, "log_filename": "pg.log"} {
+			settings[k] = v
+		}
+	}
+	c, err := pgcluster.Start(ctx, pgcluster.Options{Logger: zerolog.Nop(), Settings: settings})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Stop() })
+	if err := c.CreateDatabase(ctx, "bench"); err != nil {
+		b.Fatal(err)
+	}
+	url := c.URL("bench")
+	var fsys fs.FS = migrations.FS
+	if dir := os.Getenv("PGTEST_MIGRATIONS_DIR"); dir != "" {
+		fsys = os.DirFS(dir)
+	}
+	if err := migrate.UpFS(ctx, url, fsys); err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns = 16
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	return pool
+}
+
+func mustExec(b *testing.B, pool *pgxpool.Pool, sql string, args ...any) {
+	b.Helper()
+	if _, err := pool.Exec(context.Background(), sql, args...); err != nil {
+		b.Fatal(err)
+	}
+}

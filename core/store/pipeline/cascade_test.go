@@ -1,0 +1,220 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"sort"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+)
+
+func TestCascade_DiamondDAGSchedulesInDependencyOrder(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	a, b, c, d := f.res("leaf", "a"), f.res("leaf", "b"), f.res("leaf", "c"), f.res("leaf", "d")
+	f.edge(b, a)
+	f.edge(c, a)
+	f.edge(d, b)
+	f.edge(d, c)
+	f.schedule(a, b, c, d)
+
+	var rounds [][]string
+	for {
+		ts := f.claim("leaf", 10)
+		if len(ts) == 0 {
+			break
+		}
+		var names []string
+		var rs []Result
+		for _, task := range ts {
+			names = append(names, task.Resource.Name)
+			rs = append(rs, task.Result(json.RawMessage(`{}`)))
+		}
+		sort.Strings(names)
+		rounds = append(rounds, names)
+		f.finish(rs...)
+	}
+	require.Equal(t, [][]string{{"a"}, {"b", "c"}, {"d"}}, rounds)
+	for _, id := range []uuid.UUID{a, b, c, d} {
+		require.Equal(t, "Ready", f.phase(id))
+	}
+}
+
+func TestCascade_ValueFlowsResubstituteWhenUpstreamStatusChanges(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	vpc := f.res("leaf", "vpc")
+	subnet := f.res("leaf", "subnet", spec(`{"cidr":"10.0.1.0/24"}`))
+	f.edge(subnet, vpc, `[{"src_field":"/vpc_id","dep_field":"/vpc_id"},{"src_field":"/net/id","dep_field":"/attach/net_id"}]`)
+	f.schedule(vpc, subnet)
+
+	f.finish(f.claimOne("leaf").Result(json.RawMessage(`{"vpc_id":"v-1","net":{"id":7}}`)))
+	require.JSONEq(t, `{"cidr":"10.0.1.0/24","vpc_id":"v-1","attach":{"net_id":7}}`, scalar[string](f, `SELECT spec::text FROM resources WHERE id = $1`, subnet))
+	q, ok := f.queued(subnet, TaskReconcile)
+	require.True(t, ok, "the upstream synced: the dependent is scheduled")
+	require.EqualValues(t, 2, q.Generation, "scheduled at the generation the substitution bumped to")
+	f.finish(f.claimOne("leaf").Result(json.RawMessage(`{}`)))
+	require.Equal(t, "Ready", f.phase(subnet))
+
+	cases := []struct {
+		reason string
+		status string
+		spec   string
+		gen    int64
+	}{
+		{reason: "the upstream's status changed on a resync: re-substituted and re-scheduled",
+			status: `{"vpc_id":"v-2","net":{"id":7}}`, spec: `{"cidr":"10.0.1.0/24","vpc_id":"v-2","attach":{"net_id":7}}`, gen: 3},
+		{reason: "a status change outside the flowed fields changes nothing downstream",
+			status: `{"vpc_id":"v-2","net":{"id":7},"other":1}`, spec: `{"cidr":"10.0.1.0/24","vpc_id":"v-2","attach":{"net_id":7}}`, gen: 3},
+	}
+	for _, tc := range cases {
+		f.repend(vpc)
+		f.finish(f.claimOne("leaf").Result(json.RawMessage(tc.status)))
+		require.JSONEq(t, tc.spec, scalar[string](f, `SELECT spec::text FROM resources WHERE id = $1`, subnet), tc.reason)
+		s := f.state(subnet)
+		require.Equal(t, tc.gen, s.Generation, tc.reason)
+		if s.SyncedGen < s.Generation {
+			q, ok := f.queued(subnet, TaskReconcile)
+			require.True(t, ok, tc.reason)
+			require.Equal(t, tc.gen, q.Generation, tc.reason)
+			f.finish(f.claimOne("leaf").Result(json.RawMessage(`{}`)))
+		}
+	}
+}
+
+func TestCascade_FrozenDependentsAreNeitherSubstitutedNorScheduled(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	vpc := f.res("leaf", "vpc")
+	flow := `[{"src_field":"/vpc_id","dep_field":"/vpc_id"}]`
+	quarantined, orphaned := f.res("leaf", "q"), f.res("leaf", "o")
+	f.edge(quarantined, vpc, flow)
+	f.edge(orphaned, vpc, flow)
+	f.set(quarantined, `frozen_until = 'infinity'`)
+	f.set(orphaned, `frozen_until = now() + interval '1 hour'`)
+	f.schedule(vpc)
+	f.finish(f.claimOne("leaf").Result(json.RawMessage(`{"vpc_id":"v-1"}`)))
+
+	for name, id := range map[string]uuid.UUID{"quarantined": quarantined, "orphaned": orphaned} {
+		require.JSONEq(t, `{}`, scalar[string](f, `SELECT spec::text FROM resources WHERE id = $1`, id), name)
+		require.EqualValues(t, 1, f.state(id).Generation, name)
+		require.False(t, f.isQueued(id), name)
+	}
+}
+
+// composite lays out a composed rollup root with n leaf children whose
+// compose already ran, its own reconcile deferred to the rollup.
+func (f *fx) composite(name string, n int) (uuid.UUID, []uuid.UUID) {
+	f.t.Helper()
+	root := f.res("comp", name)
+	f.set(root, `composed_gen = generation`)
+	var kids []uuid.UUID
+	for i := range n {
+		kids = append(kids, f.res("leaf", name+"-c"+string(rune('a'+i)), owner(root)))
+	}
+	f.schedule(kids...)
+	return root, kids
+}
+
+func TestCascade_RollupRootPendsWhenItsLastChildSyncs(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.kind("comp", reactComposite)
+	root, kids := f.composite("root", 3)
+	require.False(t, f.isQueued(root))
+
+	ts := f.claim("leaf", 10)
+	require.Len(t, ts, 3)
+	f.finish(ts[0].Result(nil), ts[1].Result(nil))
+	require.False(t, f.isQueued(root), "one child still progressing")
+	f.finish(ts[2].Result(nil))
+	q, ok := f.queued(root, TaskReconcile)
+	require.True(t, ok, "the last child synced: the rollup pends with no polling")
+	require.Equal(t, "childrenSettled", q.Trigger)
+
+	rollup := f.claimOne("comp")
+	f.finish(rollup.Result(json.RawMessage(`{"children":3}`)))
+	require.Equal(t, "Ready", f.phase(root))
+	require.Equal(t, []string{"Normal RolledUp"}, f.events(root))
+	for _, k := range kids {
+		require.Equal(t, "Ready", f.phase(k))
+	}
+}
+
+func TestCascade_RollupSurfacesAFailedChildAsDegradedAndRecovers(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.kind("comp", reactComposite)
+	root, kids := f.composite("root", 2)
+	ts := f.claim("leaf", 10)
+	byID := map[uuid.UUID]Task{ts[0].Key.ResourceID: ts[0], ts[1].Key.ResourceID: ts[1]}
+	f.finish(byID[kids[0]].Result(nil), byID[kids[1]].Failure("bad input", true))
+	require.Equal(t, "Failed", f.phase(kids[1]))
+
+	rollup := f.claimOne("comp")
+	require.Equal(t, "childrenSettled", rollup.Trigger, "a failed child does not hold the rollup back")
+	r := rollup.Result(json.RawMessage(`{"ready":1,"failed":1}`))
+	r.HealthOK = healthy(false)
+	r.Conditions = []Condition{{Type: "Ready", Status: "False", Reason: "ChildrenNotReady"}}
+	f.finish(r)
+	require.Equal(t, "Degraded", f.phase(root))
+
+	f.set(kids[1], `spec = '{"fixed":true}'`)
+	f.schedule(kids[1])
+	require.False(t, f.isQueued(root))
+	f.finish(f.claimOne("leaf").Result(nil))
+	q, ok := f.queued(root, TaskReconcile)
+	require.True(t, ok, "the child recovered: the synced root is re-pended")
+	require.Equal(t, "childrenSettled", q.Trigger)
+	rollup = f.claimOne("comp")
+	r = rollup.Result(json.RawMessage(`{"ready":2}`))
+	r.HealthOK = healthy(true)
+	f.finish(r)
+	require.Equal(t, "Ready", f.phase(root))
+	_, ok = f.condition(root, "Ready")
+	require.False(t, ok, "recovery clears the stored Ready=False")
+	require.Equal(t, []string{"Warning RolledUp", "Normal RolledUp"}, f.events(root))
+}
+
+func TestCascade_HealthFlipRependsASyncedRoot(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.kind("comp", reactComposite)
+	root, kids := f.composite("root", 2)
+	f.runLeaves("leaf", func(Task) string { return `{}` })
+	f.finish(f.claimOne("comp").Result(nil))
+	require.Equal(t, "Ready", f.phase(root))
+
+	f.repend(kids[0])
+	r := f.claimOne("leaf").Result(nil)
+	r.HealthOK = healthy(false)
+	f.finish(r)
+	require.Equal(t, "Degraded", f.phase(kids[0]))
+	q, ok := f.queued(root, TaskReconcile)
+	require.True(t, ok, "a descendant's health flipped false: the root re-pends to demote")
+	require.Equal(t, "childrenSettled", q.Trigger)
+}
+
+func TestCascade_QuarantiningAProgressingChildUnblocksTheRollup(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.kind("comp", reactComposite)
+	root, kids := f.composite("root", 2)
+	ts := f.claim("leaf", 10)
+	for _, task := range ts {
+		if task.Key.ResourceID == kids[0] {
+			f.finish(task.Result(nil))
+		}
+	}
+	require.False(t, f.isQueued(root))
+	f.set(kids[1], `frozen_until = 'infinity'`)
+	require.True(t, f.isQueued(root), "the quarantined child left the gate: the rollup pends")
+}

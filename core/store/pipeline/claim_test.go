@@ -1,0 +1,248 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+)
+
+func TestClaim_StampsLeaseAndReturnsTheSnapshot(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker, `"task_deadline_secs": 30`)
+	f.exec(`INSERT INTO providerconfigs (kind, name, spec, data) VALUES ('leaf', 'custom', '{"r":1}', '{"b":2}')`)
+	root := f.res("leaf", "parent")
+	id := f.res("leaf", "a", owner(root), spec(`{"cidr":"10.0.0.0/16"}`), labels(`{"team":"x"}`), configRef("custom"))
+	f.set(id, `finalizers = '{test/teardown}'`)
+	f.schedule(id)
+
+	task := f.claimOne("leaf")
+	require.Equal(t, id, task.Key.ResourceID)
+	require.Equal(t, TaskReconcile, task.Key.TaskType)
+	require.Equal(t, uuid.Nil, task.Key.OpID)
+	require.Positive(t, task.ClaimEpoch)
+	require.EqualValues(t, 1, task.Generation)
+	require.Equal(t, "specChange", task.Trigger)
+	require.Equal(t, 30*time.Second, task.Deadline)
+	require.JSONEq(t, `{"r":1}`, string(task.ProviderConfig))
+	require.JSONEq(t, `{"b":2}`, string(task.ProviderBundle))
+	require.Equal(t, "a", task.Resource.Name)
+	require.Equal(t, map[string]string{"team": "x"}, task.Resource.Labels)
+	require.JSONEq(t, `{"cidr":"10.0.0.0/16"}`, string(task.Resource.Spec))
+	require.Equal(t, &root, task.Resource.OwnerID)
+	require.Equal(t, []string{"test/teardown"}, task.Resource.Finalizers)
+
+	var worker string
+	var epoch int64
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT worker_id, claim_epoch FROM work_queue WHERE resource_id = $1 AND leased_at IS NOT NULL AND heartbeat_at IS NOT NULL`, id).Scan(&worker, &epoch))
+	require.Equal(t, all.WorkerID, worker)
+	require.Equal(t, task.ClaimEpoch, epoch)
+	require.Empty(t, f.claim("leaf", 10), "a leased row is not claimed twice")
+}
+
+func TestClaim_TakesOnlyDueRowsInItsRange(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	id := f.res("leaf", "a")
+	f.schedule(id)
+	shard := scalar[int](f, `SELECT shard_id FROM resources WHERE id = $1`, id)
+
+	other := Lease{WorkerID: "w", Lo: (shard + 16) % 256, Hi: (shard + 16) % 256}
+	ts, err := f.st.Claim(f.ctx, other, Batch{Kind: "leaf", Version: "v1", TaskType: TaskReconcile, Max: 10})
+	require.NoError(t, err)
+	require.Empty(t, ts, "a claimer sees only its shard range")
+
+	f.exec(`UPDATE work_queue SET not_before = now() + interval '1 hour'`)
+	require.Empty(t, f.claim("leaf", 10), "not_before in the future")
+	f.st.Clock = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	require.Len(t, f.claim("leaf", 10), 1, "due once the clock passes not_before")
+}
+
+func TestClaim_EightConcurrentClaimersNeverDoubleClaim(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	const n = 400
+	f.exec(`INSERT INTO resources (id, kind, version, name, shard_id)
+	        SELECT id, 'leaf', 'v1', 'r-' || i, shard_of(id) FROM (SELECT gen_random_uuid() AS id, i FROM generate_series(1, $1) i) x`, n)
+	f.exec(`SELECT schedule_eligible(array_agg(id)) FROM resources`)
+
+	var mu sync.Mutex
+	seen := map[uuid.UUID]int{}
+	epochs := map[int64]string{}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for c := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lease := Lease{WorkerID: fmt.Sprintf("w%d", c), Lo: 0, Hi: 255}
+			for {
+				ts, err := f.st.Claim(context.Background(), lease, Batch{Kind: "leaf", Version: "v1", TaskType: TaskReconcile, Max: 7})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(ts) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, task := range ts {
+					seen[task.Key.ResourceID]++
+					if w, ok := epochs[task.ClaimEpoch]; ok && w != lease.WorkerID {
+						errs <- fmt.Errorf("epoch %d shared by %s and %s", task.ClaimEpoch, w, lease.WorkerID)
+					}
+					epochs[task.ClaimEpoch] = lease.WorkerID
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Len(t, seen, n, "every task claimed")
+	for id, c := range seen {
+		require.Equal(t, 1, c, "task %s claimed %d times", id, c)
+	}
+}
+
+func TestClaim_CapHoldsAcrossConcurrentClaimers(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("capped", reactWorker, `"max_inflight": 5`)
+	f.exec(`INSERT INTO resources (id, kind, version, name, shard_id)
+	        SELECT id, 'capped', 'v1', 'r-' || i, shard_of(id) FROM (SELECT gen_random_uuid() AS id, i FROM generate_series(1, 200) i) x`)
+	f.exec(`SELECT schedule_eligible(array_agg(id)) FROM resources`)
+
+	claimers := []Lease{{"c0", 0, 63}, {"c1", 64, 127}, {"c2", 128, 191}, {"c3", 192, 255}}
+	var mu sync.Mutex
+	var held []Task
+	var wg sync.WaitGroup
+	for _, l := range claimers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				ts, err := f.st.Claim(context.Background(), l, Batch{Kind: "capped", Version: "v1", TaskType: TaskReconcile, Max: 3})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				held = append(held, ts...)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	require.Len(t, held, 5, "the cap of 5 holds across claimers on different shard ranges")
+	require.Equal(t, 5, scalar[int](f, `SELECT count(*) FROM work_queue WHERE worker_id IS NOT NULL`))
+	require.EqualValues(t, 5, scalar[int64](f, `SELECT sum(in_flight) FROM kind_inflight WHERE kind = 'capped'`))
+
+	// Finishing two gives their slots back (the drain's partial); releasing
+	// one gives its slot back too (the claimer's partial).
+	f.finish(held[0].Result(nil), held[1].Result(nil))
+	n, err := f.st.Release(f.ctx, Lease{WorkerID: all.WorkerID, Lo: 0, Hi: 255}, []TaskKey{held[2].Key})
+	require.NoError(t, err)
+	require.Zero(t, n, "only the holder can release")
+	var holder Lease
+	for _, l := range claimers {
+		if held[2].Key.ShardID >= l.Lo && held[2].Key.ShardID <= l.Hi {
+			holder = l
+		}
+	}
+	n, err = f.st.Release(f.ctx, holder, []TaskKey{held[2].Key})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.EqualValues(t, 2, scalar[int64](f, `SELECT sum(in_flight) FROM kind_inflight WHERE kind = 'capped'`))
+	more := f.claim("capped", 10)
+	require.Len(t, more, 3, "three slots came back")
+}
+
+func TestClaim_UncappedKindDoesNoCapWork(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	for i := range 5 {
+		f.schedule(f.res("leaf", fmt.Sprintf("r%d", i)))
+	}
+	require.Len(t, f.claim("leaf", 10), 5)
+	require.Zero(t, scalar[int](f, `SELECT count(*) FROM kind_inflight`), "no partial written for an uncapped kind")
+}
+
+func TestHeartbeat_StampsOnlyTheHoldersTasks(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.schedule(f.res("leaf", "a"), f.res("leaf", "b"))
+	ts := f.claim("leaf", 10)
+	require.Len(t, ts, 2)
+	f.exec(`UPDATE work_queue SET heartbeat_at = now() - interval '1 hour'`)
+	keys := []TaskKey{ts[0].Key, ts[1].Key}
+	lo, hi := shardSpan(keys)
+
+	n, err := f.st.Heartbeat(f.ctx, "someone-else", lo, hi, keys)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	n, err = f.st.Heartbeat(f.ctx, all.WorkerID, lo, hi, keys)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.Zero(t, scalar[int](f, `SELECT count(*) FROM work_queue WHERE heartbeat_at < now() - interval '1 minute'`))
+}
+
+func TestRelease_MakesTheTaskClaimableAndFencesTheOldResult(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	id := f.res("leaf", "a")
+	f.schedule(id)
+	first := f.claimOne("leaf")
+	n, err := f.st.Release(f.ctx, all, []TaskKey{first.Key})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+
+	second := f.claimOne("leaf")
+	require.Greater(t, second.ClaimEpoch, first.ClaimEpoch)
+	f.finish(first.Result([]byte(`{"from":"first"}`)))
+	require.Equal(t, "Reconciling", f.phase(id), "the released claim's result is fenced out")
+	f.finish(second.Result([]byte(`{"from":"second"}`)))
+	require.Equal(t, "Ready", f.phase(id))
+	require.JSONEq(t, `{"from":"second"}`, scalar[string](f, `SELECT status::text FROM resources WHERE id = $1`, id))
+}
+
+func TestClaim_ExplainPrunesANarrowRangeToOnePartition(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	rows, err := f.pool.Query(f.ctx, "EXPLAIN "+claimSQL, "leaf", "v1", "reconcile", 100, 0, 5, "w", nil)
+	require.NoError(t, err)
+	var plan strings.Builder
+	for rows.Next() {
+		var line string
+		require.NoError(t, rows.Scan(&line))
+		plan.WriteString(line + "\n")
+	}
+	require.NoError(t, rows.Err())
+	requireOnlyPartition(t, plan.String(), "work_queue", 0)
+}
+
+// requireOnlyPartition asserts a plan touches table's partition p and no other.
+func requireOnlyPartition(t *testing.T, plan, table string, p int) {
+	t.Helper()
+	require.Contains(t, plan, fmt.Sprintf("%s_p%d ", table, p), plan)
+	for i := range 16 {
+		if i != p {
+			require.NotContains(t, plan, fmt.Sprintf("%s_p%d ", table, i), plan)
+		}
+	}
+}

@@ -1,0 +1,174 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Composition is what a composer returned for its root: the desired
+// children, the dependency edges between them (or to resources outside the
+// composition) and the provider configs the root owns.
+type Composition struct {
+	Children []Child
+	Edges    []Edge
+	Configs  []Config
+}
+
+// Child is one desired composed resource. Its identity is (Kind, Name); Name
+// is also how edges refer to it, so names are unique within a composition.
+type Child struct {
+	Kind    string
+	Version string // "" = v1
+	Name    string
+	Labels  map[string]string
+	Spec    json.RawMessage
+	// ProviderConfigRef attaches a non-default providerconfig of Kind.
+	ProviderConfigRef string
+}
+
+// Edge makes the child Dependent wait on Dependency, and copies the
+// dependency's status fields into the dependent's spec (ValueFlows).
+type Edge struct {
+	Dependent  string
+	Dependency Ref
+	ValueFlows []ValueFlow
+}
+
+// Ref names an edge's dependency: a child of the composition by Child name,
+// or an existing resource by Kind and Name.
+type Ref struct {
+	Child      string
+	Kind, Name string
+}
+
+// ValueFlow copies the upstream's status at SrcField (a JSON pointer) into
+// the dependent's spec at DepField.
+type ValueFlow struct {
+	SrcField string `json:"src_field"`
+	DepField string `json:"dep_field"`
+}
+
+// Config is a providerconfig the root owns (garbage-collected with it).
+type Config struct {
+	Kind      string
+	Name      string
+	IsDefault bool
+	Spec      json.RawMessage
+	Data      json.RawMessage
+}
+
+// ComposeResult counts what a compose application changed.
+type ComposeResult struct {
+	Created   int // new children
+	Updated   int // children whose spec, labels, version or config ref changed, or that were re-adopted
+	Readopted int // orphaned children the composition emitted again
+	Orphaned  int // vanished children stamped with their kind's orphan grace
+	Deleted   int // vanished children hard-deleted
+	Teardown  int // vanished children handed to request_resource_deletion
+	Edges     int // edges inserted, changed or removed
+	Configs   int // configs inserted, changed or removed
+	Scheduled int // children the gate queued
+}
+
+// Changed reports whether the application wrote anything beyond composed_gen.
+func (r ComposeResult) Changed() bool {
+	return r.Created+r.Updated+r.Orphaned+r.Deleted+r.Teardown+r.Edges+r.Configs > 0
+}
+
+// ComposeError is a composition the store refused: nothing was written. It
+// is terminal — the same composition fails the same way — so the caller
+// reports it as a terminal reconcile failure of the root.
+type ComposeError struct {
+	// Child names the offending child or config ("" for the composition as
+	// a whole).
+	Child string
+	// Axis is "spec" (a child's) or "config" (a config's spec) for a schema
+	// violation, and Pointer the JSON pointer into that document.
+	Axis    string
+	Pointer string
+	// Rule is the JSON Schema keyword that failed, or one of the compose
+	// rules (unknown_kind, name_invalid, duplicate_child, unknown_dependency,
+	// duplicate_edge, edge_cycle, owned_elsewhere, …).
+	Rule    string
+	Message string
+}
+
+// Error renders `compose: child "vpc-a": spec/cidr: expected string [type]`.
+func (e *ComposeError) Error() string {
+	where := "composition"
+	if e.Child != "" {
+		where = fmt.Sprintf("child %q", e.Child)
+	}
+	if e.Axis != "" {
+		where += ": " + e.Axis + e.Pointer
+	}
+	return fmt.Sprintf("compose: %s: %s [%s]", where, e.Message, e.Rule)
+}
+
+func composeErr(child, rule, format string, args ...any) *ComposeError {
+	return &ComposeError{Child: child, Rule: rule, Message: fmt.Sprintf(format, args...)}
+}
+
+// nameRE is the resources/providerconfigs name CHECK.
+var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,251}[a-z0-9])?$`)
+
+// ApplyCompose applies a composer's output for the root of task, in one
+// transaction fenced on the task's claim_epoch (ErrFenced when the lease
+// moved on). Only the delta against what the root owns is written:
+//   - new children are inserted (owner_id = root, root_id = the top root,
+//     shard_id = shard_of(id)); changed ones updated (a spec change bumps
+//     their generation); an orphaned child emitted again is re-adopted
+//     (a finite frozen_until cleared, never a quarantine);
+//   - each child's spec gets bootstrap value flows from upstreams that
+//     already have status, then is validated against its kind's spec_schema:
+//     a violation is a *ComposeError naming child and pointer;
+//   - vanished children are pruned: orphan grace (frozen_until = now +
+//     orphan_grace_secs) for kinds that have it, request_resource_deletion
+//     for finalizer kinds and composites, a hard delete otherwise; a
+//     quarantined child is left alone;
+//   - the desired children's edges and the root's configs are reconciled;
+//   - composed_gen = the task's generation, and the new, changed and
+//     re-adopted children go through the gate (schedule_eligible).
+func (s *Store) ApplyCompose(ctx context.Context, task Task, c Composition) (ComposeResult, error) {
+	var res ComposeResult
+	root := task.Key.ResourceID
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return res, wrap(err, "compose %s: begin", root)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+
+	var gen int64
+	err = tx.QueryRow(ctx, `
+SELECT generation FROM work_queue
+ WHERE shard_id = $1 AND resource_id = $2 AND task_type = 'reconcile'
+   AND op_id = '00000000-0000-0000-0000-000000000000' AND claim_epoch = $3
+   FOR KEY SHARE`, task.Key.ShardID, root, task.ClaimEpoch).Scan(&gen)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return res, ErrFenced
+	}
+	if err != nil {
+		return res, wrap(err, "compose %s: fence", root)
+	}
+
+	st, err := s.loadComposeState(ctx, tx, root)
+	if err != nil {
+		return res, err
+	}
+	plan, err := s.planCompose(ctx, tx, st, c)
+	if err != nil {
+		return res, err
+	}
+	if err := s.writeCompose(ctx, tx, st, plan, gen, &res); err != nil {
+		return res, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return res, wrap(err, "compose %s: commit", root)
+	}
+	return res, nil
+}

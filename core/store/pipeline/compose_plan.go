@@ -1,0 +1,430 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/converge-run/converge/core/manifest"
+)
+
+// composeState is the root and what it owns, read under lock.
+type composeState struct {
+	root  uuid.UUID
+	top   uuid.UUID // the top composition root: coalesce(root.root_id, root.id)
+	owned map[childKey]ownedChild
+}
+
+type childKey struct{ kind, name string }
+
+type ownedChild struct {
+	id                    uuid.UUID
+	orphaned, quarantined bool
+	deleting              bool
+}
+
+// composePlan is the validated composition, resolved to ids.
+type composePlan struct {
+	children []plannedChild
+	edges    []plannedEdge
+	configs  []Config
+	// keep lists every child the composition wants: the prune spares them.
+	keep []uuid.UUID
+	// ids maps every child name to its id; skip marks children being torn
+	// down, which the application leaves alone.
+	ids  map[string]uuid.UUID
+	skip map[string]bool
+}
+
+type plannedChild struct {
+	Child
+	id      uuid.UUID
+	isNew   bool
+	readopt bool
+	labels  []byte
+	spec    json.RawMessage // after bootstrap value flows
+}
+
+type plannedEdge struct {
+	dep, up uuid.UUID
+	flows   []byte
+}
+
+// loadComposeState locks the root and the children it owns in id order (the
+// order drainers lock in) and reads them.
+func (s *Store) loadComposeState(ctx context.Context, tx pgx.Tx, root uuid.UUID) (*composeState, error) {
+	rows, err := tx.Query(ctx, `
+SELECT r.id, r.kind, r.name, coalesce(r.root_id, r.id),
+       coalesce(r.frozen_until <> 'infinity', false), coalesce(r.frozen_until = 'infinity', false),
+       r.deletion_requested_at IS NOT NULL
+  FROM resources r
+ WHERE r.id = $1 OR r.owner_id = $1
+ ORDER BY r.id
+   FOR NO KEY UPDATE`, root)
+	if err != nil {
+		return nil, wrap(err, "compose %s: lock", root)
+	}
+	defer rows.Close()
+	st := &composeState{root: root, owned: map[childKey]ownedChild{}}
+	found := false
+	for rows.Next() {
+		var id, top uuid.UUID
+		var kind, name string
+		var orphaned, quarantined, deleting bool
+		if err := rows.Scan(&id, &kind, &name, &top, &orphaned, &quarantined, &deleting); err != nil {
+			return nil, wrap(err, "compose %s: read owned", root)
+		}
+		if id == root {
+			found, st.top = true, top
+			continue
+		}
+		st.owned[childKey{kind, name}] = ownedChild{id: id, orphaned: orphaned, quarantined: quarantined, deleting: deleting}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(err, "compose %s: lock", root)
+	}
+	if !found {
+		return nil, ErrFenced
+	}
+	return st, nil
+}
+
+// kindInfo is what compose needs of a kind version.
+type kindInfo struct {
+	gen        int64
+	reactor    bool
+	specSchema json.RawMessage
+	cfgSchema  json.RawMessage
+}
+
+// planCompose validates c and resolves it against st: ids, upstreams,
+// bootstrap value flows and schemas. Nothing is written.
+func (s *Store) planCompose(ctx context.Context, tx pgx.Tx, st *composeState, c Composition) (*composePlan, error) {
+	plan := &composePlan{ids: map[string]uuid.UUID{}, skip: map[string]bool{}}
+	for _, ch := range c.Children {
+		if ch.Version == "" {
+			ch.Version = manifest.DefaultVersion
+		}
+		if ch.Kind == "" {
+			return nil, composeErr(ch.Name, "kind_missing", "a child needs a kind")
+		}
+		if !nameRE.MatchString(ch.Name) {
+			return nil, composeErr(ch.Name, "name_invalid",
+				"%q must be 1-253 lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit", ch.Name)
+		}
+		if _, dup := plan.ids[ch.Name]; dup {
+			return nil, composeErr(ch.Name, "duplicate_child", "two children are named %q", ch.Name)
+		}
+		labels, err := json.Marshal(ch.Labels)
+		if err != nil || ch.Labels == nil {
+			labels = []byte(`{}`)
+		}
+		spec := ch.Spec
+		if len(spec) == 0 {
+			spec = json.RawMessage(`{}`)
+		}
+		pc := plannedChild{Child: ch, labels: labels, spec: spec}
+		if o, ok := st.owned[childKey{ch.Kind, ch.Name}]; ok {
+			pc.id, pc.readopt = o.id, o.orphaned
+		} else {
+			pc.id, pc.isNew = uuid.New(), true
+		}
+		plan.ids[ch.Name] = pc.id
+		plan.keep = append(plan.keep, pc.id)
+		if o, ok := st.owned[childKey{ch.Kind, ch.Name}]; ok && o.deleting {
+			plan.skip[ch.Name] = true // being torn down: neither updated nor pruned; a later compose recreates it
+			continue
+		}
+		plan.children = append(plan.children, pc)
+	}
+
+	kinds, err := loadKinds(ctx, tx, c)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkOwnership(ctx, tx, st.root, plan.children, c.Configs); err != nil {
+		return nil, err
+	}
+	if err := planEdges(ctx, tx, plan, c); err != nil {
+		return nil, err
+	}
+	if err := bootstrapFlows(ctx, tx, plan); err != nil {
+		return nil, err
+	}
+	for _, ch := range plan.children {
+		k, ok := kinds[manifest.KindVersion{Kind: ch.Kind, Version: ch.Version}]
+		if !ok {
+			return nil, composeErr(ch.Name, "unknown_kind", "kind %s/%s has no manifest", ch.Kind, ch.Version)
+		}
+		if k.reactor {
+			return nil, composeErr(ch.Name, "reactor_kind", "kind %s/%s is a reactor: it owns no resources", ch.Kind, ch.Version)
+		}
+		sc, err := s.schema(schemaKey{ch.Kind, ch.Version, k.gen, "/spec_schema"}, k.specSchema)
+		if err != nil {
+			return nil, composeErr(ch.Name, "schema_invalid", "kind %s/%s spec_schema: %v", ch.Kind, ch.Version, err)
+		}
+		if err := sc.Validate(ch.spec); err != nil {
+			return nil, violation(ch.Name, "spec", err)
+		}
+	}
+	seen := map[childKey]bool{}
+	for _, cfg := range c.Configs {
+		if !nameRE.MatchString(cfg.Name) {
+			return nil, composeErr(cfg.Name, "name_invalid", "config name %q is not a valid name", cfg.Name)
+		}
+		key := childKey{cfg.Kind, cfg.Name}
+		if seen[key] {
+			return nil, composeErr(cfg.Name, "duplicate_config", "two configs %s/%s", cfg.Kind, cfg.Name)
+		}
+		seen[key] = true
+		k, ok := kinds[manifest.KindVersion{Kind: cfg.Kind, Version: manifest.DefaultVersion}]
+		if !ok {
+			return nil, composeErr(cfg.Name, "unknown_kind", "config kind %s has no manifest", cfg.Kind)
+		}
+		sc, err := s.schema(schemaKey{cfg.Kind, manifest.DefaultVersion, k.gen, "/config_schema"}, k.cfgSchema)
+		if err != nil {
+			return nil, composeErr(cfg.Name, "schema_invalid", "kind %s config_schema: %v", cfg.Kind, err)
+		}
+		spec := cfg.Spec
+		if len(spec) == 0 {
+			spec = json.RawMessage(`{}`)
+		}
+		if err := sc.Validate(spec); err != nil {
+			return nil, violation(cfg.Name, "config", err)
+		}
+		plan.configs = append(plan.configs, cfg)
+	}
+	return plan, nil
+}
+
+// loadKinds reads the manifests of the children's and configs' kinds.
+func loadKinds(ctx context.Context, tx pgx.Tx, c Composition) (map[manifest.KindVersion]kindInfo, error) {
+	var ks, vs []string
+	for _, ch := range c.Children {
+		v := ch.Version
+		if v == "" {
+			v = manifest.DefaultVersion
+		}
+		ks, vs = append(ks, ch.Kind), append(vs, v)
+	}
+	for _, cfg := range c.Configs {
+		ks, vs = append(ks, cfg.Kind), append(vs, manifest.DefaultVersion)
+	}
+	out := map[manifest.KindVersion]kindInfo{}
+	if len(ks) == 0 {
+		return out, nil
+	}
+	rows, err := tx.Query(ctx, `
+SELECT m.kind, m.version, m.manifest_gen, m.is_reactor, m.manifest->'spec_schema', m.manifest->'config_schema'
+  FROM kind_manifest m
+ WHERE (m.kind, m.version) IN (SELECT DISTINCT k, v FROM unnest($1::text[], $2::text[]) AS x(k, v))`, ks, vs)
+	if err != nil {
+		return nil, wrap(err, "compose: read kinds")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kv manifest.KindVersion
+		var k kindInfo
+		if err := rows.Scan(&kv.Kind, &kv.Version, &k.gen, &k.reactor, &k.specSchema, &k.cfgSchema); err != nil {
+			return nil, wrap(err, "compose: read kinds")
+		}
+		out[kv] = k
+	}
+	return out, wrap(rows.Err(), "compose: read kinds")
+}
+
+// checkOwnership refuses a new child or config whose (kind, name) is taken
+// by an object the root does not own.
+func checkOwnership(ctx context.Context, tx pgx.Tx, root uuid.UUID, children []plannedChild, cfgs []Config) error {
+	var ks, ns, cks, cns []string
+	for _, ch := range children {
+		if ch.isNew {
+			ks, ns = append(ks, ch.Kind), append(ns, ch.Name)
+		}
+	}
+	for _, c := range cfgs {
+		cks, cns = append(cks, c.Kind), append(cns, c.Name)
+	}
+	var kind, name, what string
+	err := tx.QueryRow(ctx, `
+SELECT 'resource', kind, name FROM resources
+ WHERE (kind, name) IN (SELECT * FROM unnest($2::text[], $3::text[]))
+UNION ALL
+SELECT 'config', kind, name FROM providerconfigs
+ WHERE (kind, name) IN (SELECT * FROM unnest($4::text[], $5::text[])) AND owner_id IS DISTINCT FROM $1
+LIMIT 1`, root, ks, ns, cks, cns).Scan(&what, &kind, &name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return wrap(err, "compose %s: check ownership", root)
+	}
+	return composeErr(name, "owned_elsewhere", "%s %s/%s exists and is not owned by this root", what, kind, name)
+}
+
+// planEdges resolves the edges' endpoints and checks them: known children
+// or existing resources, no duplicates, no self-edge, no cycle among the
+// children.
+func planEdges(ctx context.Context, tx pgx.Tx, plan *composePlan, c Composition) error {
+	var ek, en []string
+	for _, e := range c.Edges {
+		if e.Dependency.Child == "" {
+			ek, en = append(ek, e.Dependency.Kind), append(en, e.Dependency.Name)
+		}
+	}
+	external := map[childKey]uuid.UUID{}
+	if len(ek) > 0 {
+		rows, err := tx.Query(ctx, `SELECT kind, name, id FROM resources WHERE (kind, name) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, ek, en)
+		if err != nil {
+			return wrap(err, "compose: resolve edge dependencies")
+		}
+		for rows.Next() {
+			var k childKey
+			var id uuid.UUID
+			if err := rows.Scan(&k.kind, &k.name, &id); err != nil {
+				rows.Close()
+				return wrap(err, "compose: resolve edge dependencies")
+			}
+			external[k] = id
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return wrap(err, "compose: resolve edge dependencies")
+		}
+	}
+	type pair struct{ dep, up uuid.UUID }
+	seen := map[pair]bool{}
+	next := map[uuid.UUID][]uuid.UUID{}
+	for _, e := range c.Edges {
+		dep, ok := plan.ids[e.Dependent]
+		if !ok {
+			return composeErr(e.Dependent, "unknown_dependent", "edge from %q: no such child", e.Dependent)
+		}
+		if plan.skip[e.Dependent] {
+			continue // a child being torn down keeps the edges it has
+		}
+		var up uuid.UUID
+		if e.Dependency.Child != "" {
+			if up, ok = plan.ids[e.Dependency.Child]; !ok {
+				return composeErr(e.Dependent, "unknown_dependency", "edge to child %q: no such child", e.Dependency.Child)
+			}
+		} else if up, ok = external[childKey{e.Dependency.Kind, e.Dependency.Name}]; !ok {
+			return composeErr(e.Dependent, "unknown_dependency", "edge to %s/%s: no such resource", e.Dependency.Kind, e.Dependency.Name)
+		}
+		if up == dep {
+			return composeErr(e.Dependent, "edge_self", "a child cannot depend on itself")
+		}
+		if seen[pair{dep, up}] {
+			return composeErr(e.Dependent, "duplicate_edge", "two edges from %q to the same dependency", e.Dependent)
+		}
+		seen[pair{dep, up}] = true
+		for _, f := range e.ValueFlows {
+			if len(f.SrcField) < 2 || f.SrcField[0] != '/' || len(f.DepField) < 2 || f.DepField[0] != '/' {
+				return composeErr(e.Dependent, "value_flow_invalid",
+					"value flow %q → %q: both fields must be JSON pointers like /vpc_id", f.SrcField, f.DepField)
+			}
+		}
+		flows, _ := json.Marshal(e.ValueFlows)
+		if e.ValueFlows == nil {
+			flows = []byte(`[]`)
+		}
+		plan.edges = append(plan.edges, plannedEdge{dep: dep, up: up, flows: flows})
+		next[dep] = append(next[dep], up)
+	}
+	if name := cycle(next, plan.children); name != "" {
+		return composeErr(name, "edge_cycle", "the edges form a cycle through %q: it would never be scheduled", name)
+	}
+	return nil
+}
+
+// cycle returns the name of a child on a dependency cycle, or "".
+func cycle(next map[uuid.UUID][]uuid.UUID, children []plannedChild) string {
+	const (
+		unseen = iota
+		active
+		done
+	)
+	state := map[uuid.UUID]int{}
+	var visit func(id uuid.UUID) bool
+	visit = func(id uuid.UUID) bool {
+		switch state[id] {
+		case active:
+			return true
+		case done:
+			return false
+		}
+		state[id] = active
+		for _, up := range next[id] {
+			if visit(up) {
+				return true
+			}
+		}
+		state[id] = done
+		return false
+	}
+	for _, ch := range children {
+		if visit(ch.id) {
+			return ch.Name
+		}
+	}
+	return ""
+}
+
+// bootstrapFlows substitutes value flows from upstreams that already have
+// status into the children's desired specs, with the same SQL the drainer
+// uses (value_flow_pairs, jsonb_set_pairs), so a recompose reproduces the
+// values the drainer wrote and never reverts them.
+func bootstrapFlows(ctx context.Context, tx pgx.Tx, plan *composePlan) error {
+	if len(plan.edges) == 0 {
+		return nil
+	}
+	idx := map[uuid.UUID]int{}
+	var is []int32
+	var specs []json.RawMessage
+	for i, ch := range plan.children {
+		idx[ch.id] = i
+		is, specs = append(is, int32(i)), append(specs, ch.spec)
+	}
+	var deps []int32
+	var ups []uuid.UUID
+	var flows [][]byte
+	for _, e := range plan.edges {
+		if string(e.flows) == "[]" {
+			continue
+		}
+		deps, ups, flows = append(deps, int32(idx[e.dep])), append(ups, e.up), append(flows, e.flows)
+	}
+	if len(deps) == 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, `
+WITH e AS (
+    SELECT e.dep, u.status, e.flows, e.ord
+      FROM unnest($3::int[], $4::uuid[], $5::jsonb[]) WITH ORDINALITY AS e(dep, up, flows, ord)
+      JOIN resources u ON u.id = e.up
+     WHERE u.status IS NOT NULL
+), pairs AS (
+    SELECT e.dep, jsonb_agg(p.pair ORDER BY e.ord, p.ord) AS pairs
+      FROM e CROSS JOIN LATERAL jsonb_array_elements(value_flow_pairs(e.flows, e.status)) WITH ORDINALITY AS p(pair, ord)
+     GROUP BY e.dep
+)
+SELECT c.i, jsonb_set_pairs(c.spec, p.pairs)
+  FROM unnest($1::int[], $2::jsonb[]) AS c(i, spec)
+  JOIN pairs p ON p.dep = c.i`, is, specs, deps, ups, flows)
+	if err != nil {
+		return wrap(err, "compose: bootstrap value flows")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var i int32
+		var spec json.RawMessage
+		if err := rows.Scan(&i, &spec); err != nil {
+			return wrap(err, "compose: bootstrap value flows")
+		}
+		plan.children[i].spec = spec
+	}
+	return wrap(rows.Err(), "compose: bootstrap value flows")
+}

@@ -1,0 +1,258 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+)
+
+// composeFx: a composite root kind "comp" over leaf kinds, its root claimed.
+func composeFx(t *testing.T, leafExtra ...string) (*fx, Task) {
+	t.Helper()
+	f := newFx(t)
+	f.kind("net", reactWorker, leafExtra...)
+	f.kind("app", reactWorker, leafExtra...)
+	f.kind("fin", reactFinalizer)
+	f.kind("comp", reactComposite)
+	root := f.res("comp", "root")
+	f.schedule(root)
+	return f, f.claimOne("comp")
+}
+
+func (f *fx) childID(kind, name string) uuid.UUID {
+	f.t.Helper()
+	return scalar[uuid.UUID](f, `SELECT id FROM resources WHERE kind = $1 AND name = $2`, kind, name)
+}
+
+func (f *fx) compose(task Task, c Composition) ComposeResult {
+	f.t.Helper()
+	res, err := f.st.ApplyCompose(f.ctx, task, c)
+	require.NoError(f.t, err)
+	return res
+}
+
+func netApp(netSpec string) Composition {
+	return Composition{
+		Children: []Child{
+			{Kind: "net", Name: "net-a", Spec: json.RawMessage(netSpec), Labels: map[string]string{"tier": "net"}},
+			{Kind: "app", Name: "app-a", Spec: json.RawMessage(`{"image":"x"}`)},
+		},
+		Edges: []Edge{{Dependent: "app-a", Dependency: Ref{Child: "net-a"},
+			ValueFlows: []ValueFlow{{SrcField: "/net_id", DepField: "/net_id"}}}},
+		Configs: []Config{{Kind: "app", Name: "app-cfg", Spec: json.RawMessage(`{"bucket":"b"}`)}},
+	}
+}
+
+func TestCompose_CreatesChildrenEdgesConfigsAndSchedules(t *testing.T) {
+	t.Parallel()
+	f, task := composeFx(t)
+	res := f.compose(task, netApp(`{"cidr":"10.0.0.0/16"}`))
+	require.Equal(t, ComposeResult{Created: 2, Edges: 1, Configs: 1, Scheduled: 1}, res)
+
+	root := task.Key.ResourceID
+	net, app := f.childID("net", "net-a"), f.childID("app", "app-a")
+	for _, id := range []uuid.UUID{net, app} {
+		var owner, top uuid.UUID
+		var shardOK bool
+		require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT owner_id, root_id, shard_id = shard_of(id) FROM resources WHERE id = $1`, id).
+			Scan(&owner, &top, &shardOK))
+		require.Equal(t, root, owner)
+		require.Equal(t, root, top)
+		require.True(t, shardOK)
+	}
+	require.JSONEq(t, `{"tier":"net"}`, scalar[string](f, `SELECT labels::text FROM resources WHERE id = $1`, net))
+	require.True(t, f.isQueued(net), "the net has no upstream: scheduled")
+	require.False(t, f.isQueued(app), "the app waits on its net")
+	require.JSONEq(t, `[{"src_field":"/net_id","dep_field":"/net_id"}]`,
+		scalar[string](f, `SELECT value_flows::text FROM resource_deps WHERE dependent_id = $1 AND dependency_id = $2`, app, net))
+	require.Equal(t, root, scalar[uuid.UUID](f, `SELECT owner_id FROM providerconfigs WHERE name = 'app-cfg'`))
+	require.EqualValues(t, 1, scalar[int64](f, `SELECT composed_gen FROM resources WHERE id = $1`, root))
+	require.Equal(t, []string{"Normal Composed"}, f.events(root))
+}
+
+func TestCompose_AppliesOnlyTheDelta(t *testing.T) {
+	t.Parallel()
+	f, task := composeFx(t)
+	f.compose(task, netApp(`{"cidr":"10.0.0.0/16"}`))
+	net := f.childID("net", "net-a")
+	xmin := scalar[string](f, `SELECT string_agg(xmin::text, ',' ORDER BY id) FROM resources WHERE id <> $1`, task.Key.ResourceID)
+
+	res := f.compose(task, netApp(`{"cidr":"10.0.0.0/16"}`))
+	require.False(t, res.Changed(), "the same composition writes nothing")
+	require.Equal(t, xmin, scalar[string](f, `SELECT string_agg(xmin::text, ',' ORDER BY id) FROM resources WHERE id <> $1`, task.Key.ResourceID),
+		"no child row rewritten")
+	require.Len(t, f.events(task.Key.ResourceID), 1, "no second Composed event")
+
+	res = f.compose(task, netApp(`{"cidr":"10.1.0.0/16"}`))
+	require.Equal(t, ComposeResult{Updated: 1, Scheduled: 1}, res)
+	require.EqualValues(t, 2, f.state(net).Generation, "the spec change bumped the child's generation")
+	q, _ := f.queued(net, TaskReconcile)
+	require.EqualValues(t, 2, q.Generation, "…and raised its pending row")
+}
+
+func TestCompose_ReadoptsOrphanedChildren(t *testing.T) {
+	t.Parallel()
+	f, task := composeFx(t, `"orphan_grace_secs": 600`)
+	cases := []struct {
+		reason string
+		child  Child
+		gen    int64
+	}{
+		{reason: "re-emitted unchanged", child: Child{Kind: "net", Name: "n", Spec: json.RawMessage(`{"v":1}`)}, gen: 1},
+		{reason: "re-emitted with a changed spec", child: Child{Kind: "net", Name: "n", Spec: json.RawMessage(`{"v":2}`)}, gen: 2},
+		{reason: "re-emitted with changed labels only", child: Child{Kind: "net", Name: "n", Spec: json.RawMessage(`{"v":2}`),
+			Labels: map[string]string{"x": "y"}}, gen: 2},
+	}
+	keep := Child{Kind: "net", Name: "keep"}
+	f.compose(task, Composition{Children: []Child{keep, {Kind: "net", Name: "n", Spec: json.RawMessage(`{"v":1}`)}}})
+	n := f.childID("net", "n")
+	for _, tc := range cases {
+		res := f.compose(task, Composition{Children: []Child{keep}})
+		require.Equal(t, 1, res.Orphaned, tc.reason)
+		require.Equal(t, "Orphaned", f.phase(n), tc.reason)
+		require.True(t, scalar[bool](f, `SELECT frozen_until BETWEEN now() + interval '599 seconds' AND now() + interval '601 seconds' FROM resources WHERE id = $1`, n))
+
+		res = f.compose(task, Composition{Children: []Child{keep, tc.child}})
+		require.Equal(t, 1, res.Readopted, tc.reason)
+		require.Equal(t, 1, res.Updated, tc.reason)
+		require.False(t, scalar[bool](f, `SELECT frozen_until IS NOT NULL FROM resources WHERE id = $1`, n), tc.reason)
+		require.Equal(t, tc.gen, f.state(n).Generation, tc.reason)
+		require.Equal(t, n, f.childID("net", "n"), "the same row, never recreated: %s", tc.reason)
+	}
+
+	f.set(n, `frozen_until = 'infinity'`)
+	f.exec(`DELETE FROM work_queue WHERE resource_id = $1`, n) // quarantine drops pending work
+	res := f.compose(task, Composition{Children: []Child{keep}})
+	require.Zero(t, res.Orphaned+res.Deleted, "a quarantined child is not pruned")
+	res = f.compose(task, Composition{Children: []Child{keep, {Kind: "net", Name: "n", Spec: json.RawMessage(`{"v":3}`)}}})
+	require.Equal(t, "Quarantined", f.phase(n), "a re-emit never lifts a quarantine")
+	require.Zero(t, res.Readopted)
+	require.EqualValues(t, 3, f.state(n).Generation, "the new spec is persisted while quarantined")
+	require.False(t, f.isQueued(n))
+}
+
+func TestCompose_PrunesVanishedChildrenByKindPolicy(t *testing.T) {
+	t.Parallel()
+	f, task := composeFx(t)
+	f.kind("graced", reactWorker, `"orphan_grace_secs": 60`)
+	all := Composition{Children: []Child{{Kind: "net", Name: "plain"}, {Kind: "fin", Name: "final"}, {Kind: "graced", Name: "graced"}}}
+	f.compose(task, all)
+	plain, final, graced := f.childID("net", "plain"), f.childID("fin", "final"), f.childID("graced", "graced")
+	require.True(t, f.isQueued(plain))
+
+	res := f.compose(task, Composition{})
+	require.Equal(t, 1, res.Deleted)
+	require.Equal(t, 1, res.Teardown)
+	require.Equal(t, 1, res.Orphaned)
+	require.Zero(t, scalar[int](f, `SELECT count(*) FROM resources WHERE id = $1`, plain), "no finalizer, no grace: hard-deleted")
+	require.Zero(t, scalar[int](f, `SELECT count(*) FROM work_queue WHERE resource_id = $1`, plain), "…with its queued work")
+	require.Equal(t, "Deleting", f.phase(final), "a finalizer kind goes through request_resource_deletion")
+	require.Equal(t, "Orphaned", f.phase(graced))
+}
+
+func TestCompose_RejectsAnInvalidChildSpecAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("net", reactWorker, `"spec_schema": {"type":"object","properties":{"cidr":{"type":"string"}},"required":["cidr"]}`)
+	f.kind("comp", reactComposite)
+	root := f.res("comp", "root")
+	f.schedule(root)
+	task := f.claimOne("comp")
+
+	_, err := f.st.ApplyCompose(f.ctx, task, Composition{Children: []Child{
+		{Kind: "net", Name: "good", Spec: json.RawMessage(`{"cidr":"10.0.0.0/8"}`)},
+		{Kind: "net", Name: "bad", Spec: json.RawMessage(`{"cidr":8}`)},
+	}})
+	var ce *ComposeError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, ComposeError{Child: "bad", Axis: "spec", Pointer: "/cidr", Rule: "type", Message: ce.Message}, *ce)
+	require.Contains(t, err.Error(), `child "bad": spec/cidr`)
+	require.Equal(t, 1, scalar[int](f, `SELECT count(*) FROM resources`), "nothing written")
+	require.Zero(t, scalar[int64](f, `SELECT composed_gen FROM resources WHERE id = $1`, root))
+}
+
+func TestCompose_RefusesMalformedCompositions(t *testing.T) {
+	t.Parallel()
+	f, task := composeFx(t)
+	f.res("net", "taken")
+	cases := map[string]struct {
+		reason string
+		c      Composition
+		rule   string
+	}{
+		"duplicate": {reason: "edges refer to children by name", rule: "duplicate_child",
+			c: Composition{Children: []Child{{Kind: "net", Name: "a"}, {Kind: "app", Name: "a"}}}},
+		"unknown kind": {reason: "every child's kind needs a manifest", rule: "unknown_kind",
+			c: Composition{Children: []Child{{Kind: "ghost", Name: "a"}}}},
+		"bad name": {reason: "names follow the resources CHECK", rule: "name_invalid",
+			c: Composition{Children: []Child{{Kind: "net", Name: "A_"}}}},
+		"owned elsewhere": {reason: "a (kind, name) another owner holds", rule: "owned_elsewhere",
+			c: Composition{Children: []Child{{Kind: "net", Name: "taken"}}}},
+		"unknown dependency": {reason: "an edge to nothing", rule: "unknown_dependency",
+			c: Composition{Children: []Child{{Kind: "net", Name: "a"}}, Edges: []Edge{{Dependent: "a", Dependency: Ref{Child: "b"}}}}},
+		"cycle": {reason: "a cycle would never schedule", rule: "edge_cycle",
+			c: Composition{Children: []Child{{Kind: "net", Name: "a"}, {Kind: "net", Name: "b"}},
+				Edges: []Edge{{Dependent: "a", Dependency: Ref{Child: "b"}}, {Dependent: "b", Dependency: Ref{Child: "a"}}}}},
+		"bad flow": {reason: "flows are JSON pointers", rule: "value_flow_invalid",
+			c: Composition{Children: []Child{{Kind: "net", Name: "a"}, {Kind: "net", Name: "b"}},
+				Edges: []Edge{{Dependent: "a", Dependency: Ref{Child: "b"}, ValueFlows: []ValueFlow{{SrcField: "id", DepField: "/id"}}}}}},
+	}
+	for name, tc := range cases {
+		_, err := f.st.ApplyCompose(f.ctx, task, tc.c)
+		var ce *ComposeError
+		require.ErrorAs(t, err, &ce, name)
+		require.Equal(t, tc.rule, ce.Rule, "%s: %s", name, tc.reason)
+	}
+	require.Equal(t, 2, scalar[int](f, `SELECT count(*) FROM resources`), "nothing written")
+}
+
+func TestCompose_IsFencedOnTheClaimEpoch(t *testing.T) {
+	t.Parallel()
+	f, task := composeFx(t)
+	_, err := f.st.Release(f.ctx, all, []TaskKey{task.Key})
+	require.NoError(t, err)
+	_, err = f.st.ApplyCompose(f.ctx, task, netApp(`{}`))
+	require.True(t, errors.Is(err, ErrFenced), "a released claim cannot compose: %v", err)
+	require.Equal(t, 1, scalar[int](f, `SELECT count(*) FROM resources`))
+}
+
+func TestCompose_BootstrapsValueFlowsFromUpstreamsWithStatus(t *testing.T) {
+	t.Parallel()
+	f, task := composeFx(t)
+	shared := f.res("net", "shared")
+	f.set(shared, `status = '{"vpc":{"id":"vpc-9"}}', synced_gen = generation`)
+	c := Composition{
+		Children: []Child{{Kind: "app", Name: "app-a", Spec: json.RawMessage(`{"image":"x"}`)}},
+		Edges: []Edge{{Dependent: "app-a", Dependency: Ref{Kind: "net", Name: "shared"},
+			ValueFlows: []ValueFlow{{SrcField: "/vpc/id", DepField: "/network/vpc_id"}}}},
+	}
+	f.compose(task, c)
+	app := f.childID("app", "app-a")
+	require.JSONEq(t, `{"image":"x","network":{"vpc_id":"vpc-9"}}`, scalar[string](f, `SELECT spec::text FROM resources WHERE id = $1`, app))
+	require.EqualValues(t, 1, f.state(app).Generation, "created with the value in place, no extra generation")
+	require.True(t, f.isQueued(app), "the upstream is synced: scheduled")
+
+	res := f.compose(task, c)
+	require.False(t, res.Changed(), "a recompose reproduces the flowed value instead of reverting it")
+}
+
+func TestCompose_RefusesAConfigOwnedElsewhere(t *testing.T) {
+	t.Parallel()
+	f, task := composeFx(t)
+	f.exec(`INSERT INTO providerconfigs (kind, name, spec) VALUES ('app', 'app-cfg', '{}')`)
+	_, err := f.st.ApplyCompose(f.ctx, task, netApp(`{}`))
+	var ce *ComposeError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "owned_elsewhere", ce.Rule)
+
+	f.exec(`DELETE FROM providerconfigs`)
+	f.compose(task, netApp(`{}`))
+	c := netApp(`{}`)
+	c.Configs = nil
+	res := f.compose(task, c)
+	require.Equal(t, 1, res.Configs, "a vanished owned config is pruned")
+	require.Zero(t, scalar[int](f, `SELECT count(*) FROM providerconfigs`))
+}

@@ -1,0 +1,215 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// writeCompose writes the delta of a validated plan: children, prune,
+// edges, configs, composed_gen, then schedules and records the event.
+func (s *Store) writeCompose(ctx context.Context, tx pgx.Tx, st *composeState, plan *composePlan, gen int64, res *ComposeResult) error {
+	now := s.now()
+	touched, err := writeChildren(ctx, tx, st, plan, now, res)
+	if err != nil {
+		return err
+	}
+	if err := pruneChildren(ctx, tx, st, plan, now, res); err != nil {
+		return err
+	}
+	if err := writeEdges(ctx, tx, plan, res); err != nil {
+		return err
+	}
+	if err := writeConfigs(ctx, tx, st, plan, now, res); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `
+UPDATE resources SET composed_gen = $2, updated_at = coalesce($3::timestamptz, now())
+ WHERE id = $1 AND composed_gen < $2`, st.root, gen, now); err != nil {
+		return wrap(err, "compose %s: set composed_gen", st.root)
+	}
+	if len(touched) > 0 {
+		if err := tx.QueryRow(ctx, `SELECT schedule_eligible($1::uuid[], coalesce($2::timestamptz, now()))`,
+			touched, now).Scan(&res.Scheduled); err != nil {
+			return wrap(err, "compose %s: schedule children", st.root)
+		}
+	}
+	if res.Changed() {
+		msg := fmt.Sprintf("generation %d: %d created, %d updated (%d re-adopted), %d orphaned, %d deleted, %d torn down, %d edge and %d config changes",
+			gen, res.Created, res.Updated, res.Readopted, res.Orphaned, res.Deleted, res.Teardown, res.Edges, res.Configs)
+		if _, err := tx.Exec(ctx, `
+INSERT INTO resource_events (resource_id, type, reason, message, created_at)
+VALUES ($1, 'Normal', 'Composed', $2, coalesce($3::timestamptz, now()))`, st.root, msg, now); err != nil {
+			return wrap(err, "compose %s: record event", st.root)
+		}
+	}
+	return nil
+}
+
+// writeChildren inserts the new children and updates the changed and
+// re-adopted ones in one statement; it returns the ids written.
+func writeChildren(ctx context.Context, tx pgx.Tx, st *composeState, plan *composePlan, now any, res *ComposeResult) ([]uuid.UUID, error) {
+	if len(plan.children) == 0 {
+		return nil, nil
+	}
+	n := len(plan.children)
+	ids, kinds, versions, names := make([]uuid.UUID, n), make([]string, n), make([]string, n), make([]string, n)
+	labels, specs, refs, isNew := make([][]byte, n), make([]json.RawMessage, n), make([]*string, n), make([]bool, n)
+	for i, ch := range plan.children {
+		ids[i], kinds[i], versions[i], names[i] = ch.id, ch.Kind, ch.Version, ch.Name
+		labels[i], specs[i], isNew[i] = ch.labels, ch.spec, ch.isNew
+		if ch.ProviderConfigRef != "" {
+			refs[i] = &ch.ProviderConfigRef
+		}
+		if ch.readopt {
+			res.Readopted++
+		}
+	}
+	var created, updated []uuid.UUID
+	err := tx.QueryRow(ctx, `
+WITH want AS (
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[], $7::text[], $8::bool[])
+        AS w(id, kind, version, name, labels, spec, ref, is_new)
+), ins AS (
+    INSERT INTO resources (id, kind, version, name, labels, spec, owner_id, root_id, shard_id, provider_config_ref,
+                           created_at, updated_at)
+    SELECT w.id, w.kind, w.version, w.name, w.labels, w.spec, $9, $10, shard_of(w.id), w.ref,
+           coalesce($11::timestamptz, now()), coalesce($11::timestamptz, now())
+      FROM want w WHERE w.is_new
+    RETURNING id
+), upd AS (
+    UPDATE resources r
+       SET version             = w.version,
+           labels              = w.labels,
+           spec                = w.spec,
+           provider_config_ref = w.ref,
+           frozen_until        = CASE WHEN r.frozen_until = 'infinity' THEN r.frozen_until END,
+           updated_at          = coalesce($11::timestamptz, now())
+      FROM want w
+     WHERE NOT w.is_new AND r.id = w.id
+       AND ((r.version, r.labels, r.spec, r.provider_config_ref) IS DISTINCT FROM (w.version, w.labels, w.spec, w.ref)
+            OR r.frozen_until <> 'infinity')
+    RETURNING r.id
+)
+SELECT coalesce((SELECT array_agg(id) FROM ins), '{}'), coalesce((SELECT array_agg(id) FROM upd), '{}')`,
+		ids, kinds, versions, names, labels, specs, refs, isNew, st.root, st.top, now).Scan(&created, &updated)
+	if err != nil {
+		return nil, wrap(err, "compose %s: write children", st.root)
+	}
+	res.Created, res.Updated = len(created), len(updated)
+	return append(created, updated...), nil
+}
+
+// pruneChildren handles the owned children the composition no longer
+// emits: orphan grace for kinds that have it, request_resource_deletion for
+// finalizer kinds and composites (their Deleters run, in order), a hard
+// delete otherwise. Quarantined and already-deleting children are left
+// alone; an orphan keeps its original deadline.
+func pruneChildren(ctx context.Context, tx pgx.Tx, st *composeState, plan *composePlan, now any, res *ComposeResult) error {
+	var teardown []uuid.UUID
+	err := tx.QueryRow(ctx, `
+WITH gone AS (
+    SELECT r.id, coalesce(kc.orphan_grace_secs, 0) AS grace,
+           coalesce(kc.finalizer_name, '') <> '' OR EXISTS (SELECT 1 FROM resources c WHERE c.owner_id = r.id) AS soft
+      FROM resources r
+      LEFT JOIN kind_config kc ON kc.kind = r.kind AND kc.version = r.version
+     WHERE r.owner_id = $1 AND r.id <> ALL (coalesce($2::uuid[], '{}'))
+       AND r.deletion_requested_at IS NULL
+       AND r.frozen_until IS DISTINCT FROM 'infinity'
+), orphan AS (
+    UPDATE resources r
+       SET frozen_until = coalesce($3::timestamptz, now()) + make_interval(secs => g.grace),
+           updated_at   = coalesce($3::timestamptz, now())
+      FROM gone g
+     WHERE r.id = g.id AND g.grace > 0 AND r.frozen_until IS NULL
+    RETURNING r.id
+), hard AS (
+    DELETE FROM resources r USING gone g
+     WHERE r.id = g.id AND g.grace = 0 AND NOT g.soft
+    RETURNING r.id
+)
+SELECT (SELECT count(*) FROM orphan), (SELECT count(*) FROM hard),
+       coalesce((SELECT array_agg(id) FROM gone WHERE grace = 0 AND soft), '{}')`,
+		st.root, plan.keep, now).Scan(&res.Orphaned, &res.Deleted, &teardown)
+	if err != nil {
+		return wrap(err, "compose %s: prune children", st.root)
+	}
+	if len(teardown) > 0 {
+		if _, err := tx.Exec(ctx, `SELECT request_resource_deletion(id, coalesce($2::timestamptz, now())) FROM unnest($1::uuid[]) AS id`,
+			teardown, now); err != nil {
+			return wrap(err, "compose %s: tear down pruned children", st.root)
+		}
+		res.Teardown = len(teardown)
+	}
+	return nil
+}
+
+// writeEdges makes the edges of the emitted children exactly the desired
+// ones: upsert (value flows changed) and delete the rest.
+func writeEdges(ctx context.Context, tx pgx.Tx, plan *composePlan, res *ComposeResult) error {
+	if len(plan.children) == 0 {
+		return nil
+	}
+	children := make([]uuid.UUID, len(plan.children))
+	for i, ch := range plan.children {
+		children[i] = ch.id
+	}
+	deps, ups, flows := make([]uuid.UUID, len(plan.edges)), make([]uuid.UUID, len(plan.edges)), make([][]byte, len(plan.edges))
+	for i, e := range plan.edges {
+		deps[i], ups[i], flows[i] = e.dep, e.up, e.flows
+	}
+	err := tx.QueryRow(ctx, `
+WITH want AS (
+    SELECT * FROM unnest($2::uuid[], $3::uuid[], $4::jsonb[]) AS e(dep, up, flows)
+), del AS (
+    DELETE FROM resource_deps d
+     WHERE d.dependent_id = ANY ($1::uuid[])
+       AND NOT EXISTS (SELECT 1 FROM want w WHERE w.dep = d.dependent_id AND w.up = d.dependency_id)
+    RETURNING 1
+), ups AS (
+    INSERT INTO resource_deps AS d (dependent_id, dependency_id, value_flows)
+    SELECT dep, up, flows FROM want
+    ON CONFLICT (dependent_id, dependency_id) DO UPDATE SET value_flows = EXCLUDED.value_flows
+     WHERE d.value_flows IS DISTINCT FROM EXCLUDED.value_flows
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM del) + (SELECT count(*) FROM ups)`, children, deps, ups, flows).Scan(&res.Edges)
+	return wrap(err, "compose: write edges")
+}
+
+// writeConfigs makes the root's owned configs exactly the desired ones.
+func writeConfigs(ctx context.Context, tx pgx.Tx, st *composeState, plan *composePlan, now any, res *ComposeResult) error {
+	n := len(plan.configs)
+	kinds, names, defaults := make([]string, n), make([]string, n), make([]bool, n)
+	specs, data := make([]json.RawMessage, n), make([]json.RawMessage, n)
+	for i, c := range plan.configs {
+		kinds[i], names[i], defaults[i], data[i] = c.Kind, c.Name, c.IsDefault, c.Data
+		specs[i] = c.Spec
+		if len(specs[i]) == 0 {
+			specs[i] = json.RawMessage(`{}`)
+		}
+	}
+	err := tx.QueryRow(ctx, `
+WITH want AS (
+    SELECT * FROM unnest($2::text[], $3::text[], $4::bool[], $5::jsonb[], $6::jsonb[]) AS c(kind, name, is_default, spec, data)
+), del AS (
+    DELETE FROM providerconfigs p
+     WHERE p.owner_id = $1
+       AND NOT EXISTS (SELECT 1 FROM want w WHERE w.kind = p.kind AND w.name = p.name)
+    RETURNING 1
+), ups AS (
+    INSERT INTO providerconfigs AS p (kind, name, is_default, spec, data, owner_id, created_at, updated_at)
+    SELECT kind, name, is_default, spec, data, $1, coalesce($7::timestamptz, now()), coalesce($7::timestamptz, now())
+      FROM want
+    ON CONFLICT (kind, name) DO UPDATE
+       SET is_default = EXCLUDED.is_default, spec = EXCLUDED.spec, data = EXCLUDED.data, updated_at = EXCLUDED.updated_at
+     WHERE p.owner_id = $1
+       AND (p.is_default, p.spec, p.data) IS DISTINCT FROM (EXCLUDED.is_default, EXCLUDED.spec, EXCLUDED.data)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM del) + (SELECT count(*) FROM ups)`, st.root, kinds, names, defaults, specs, data, now).Scan(&res.Configs)
+	return wrap(err, "compose %s: write configs", st.root)
+}

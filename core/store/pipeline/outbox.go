@@ -1,0 +1,108 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+)
+
+// Result is a finished task's outcome, appended to work_outbox for the
+// drainer to apply.
+type Result struct {
+	Key TaskKey
+	// ClaimEpoch and Generation echo the claimed task: the drain applies the
+	// result only while the queue row still holds ClaimEpoch.
+	ClaimEpoch int64
+	Generation int64
+
+	// Status replaces the stored status; nil keeps it.
+	Status json.RawMessage
+	// HealthOK sets the health axis; nil keeps it.
+	HealthOK *bool
+	// DeferSync keeps synced_gen where it is: a composite whose descendants
+	// are still progressing reports its partial status and waits for the
+	// cascade to re-pend it.
+	DeferSync bool
+	// Conditions are written on transition only.
+	Conditions []Condition
+
+	// Error, when set, is a failure; Terminal stops the retries.
+	Error    string
+	Terminal bool
+
+	// Finalizer is the finalizer a delete task strips ("" = the kind's).
+	Finalizer string
+	// OperationOutput is an operate task's output.
+	OperationOutput json.RawMessage
+}
+
+// Condition is a K8s-style condition a handler reports.
+type Condition struct {
+	Type    string `json:"type"`
+	Status  string `json:"status"` // True, False or Unknown
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Result builds a success result for the task: status and the sync advance.
+func (t Task) Result(status json.RawMessage) Result {
+	return Result{Key: t.Key, ClaimEpoch: t.ClaimEpoch, Generation: t.Generation, Status: status}
+}
+
+// Failure builds a failure result for the task.
+func (t Task) Failure(msg string, terminal bool) Result {
+	return Result{Key: t.Key, ClaimEpoch: t.ClaimEpoch, Generation: t.Generation, Error: msg, Terminal: terminal}
+}
+
+// AppendOutbox writes results to work_outbox in one batched insert and wakes
+// the drainer (notify_gated('outbox_ready'), coalesced across backends).
+func (s *Store) AppendOutbox(ctx context.Context, results ...Result) error {
+	if len(results) == 0 {
+		return nil
+	}
+	n := len(results)
+	shards, ids, types, ops := make([]int32, n), make([]uuid.UUID, n), make([]string, n), make([]uuid.UUID, n)
+	epochs, gens := make([]int64, n), make([]int64, n)
+	statuses, conds, outputs := make([]json.RawMessage, n), make([]json.RawMessage, n), make([]json.RawMessage, n)
+	health, advance, terminal := make([]*bool, n), make([]bool, n), make([]bool, n)
+	errs, fins := make([]*string, n), make([]*string, n)
+	for i, r := range results {
+		for _, c := range r.Conditions {
+			switch c.Status {
+			case "True", "False", "Unknown":
+			default:
+				return fmt.Errorf("append outbox: condition %q: status %q is not True, False or Unknown", c.Type, c.Status)
+			}
+		}
+		shards[i], ids[i], types[i], ops[i] = int32(r.Key.ShardID), r.Key.ResourceID, string(r.Key.TaskType), r.Key.OpID
+		epochs[i], gens[i] = r.ClaimEpoch, r.Generation
+		statuses[i], outputs[i] = r.Status, r.OperationOutput
+		if len(r.Conditions) > 0 {
+			b, err := json.Marshal(r.Conditions)
+			if err != nil {
+				return fmt.Errorf("append outbox: conditions: %w", err)
+			}
+			conds[i] = b
+		}
+		health[i], advance[i], terminal[i] = r.HealthOK, !r.DeferSync, r.Terminal
+		if r.Error != "" {
+			errs[i] = &r.Error
+		}
+		if r.Finalizer != "" {
+			fins[i] = &r.Finalizer
+		}
+	}
+	_, err := s.pool.Exec(ctx, `
+WITH ins AS (
+    INSERT INTO work_outbox (shard_id, resource_id, task_type, op_id, claim_epoch, generation, status, health_ok,
+                             advance_synced_gen, conditions, error_message, error_terminal, finalizer, operation_output)
+    SELECT * FROM unnest($1::int[], $2::uuid[], $3::text[], $4::uuid[], $5::bigint[], $6::bigint[], $7::jsonb[],
+                         $8::bool[], $9::bool[], $10::jsonb[], $11::text[], $12::bool[], $13::text[], $14::jsonb[])
+    RETURNING 1
+)
+SELECT notify_gated('outbox_ready') WHERE EXISTS (SELECT 1 FROM ins)`,
+		shards, ids, types, ops, epochs, gens, statuses, health, advance, conds, errs, terminal, fins, outputs)
+	return wrap(err, "append %d results to the outbox", n)
+}

@@ -1,0 +1,148 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+)
+
+// TestRecheck_StraddledRootPendsWithinMilliseconds: the root's last ten
+// children are settled by two concurrent drain transactions, five each. The
+// first cannot see the second's rows (they are untouched when it runs), the
+// second cannot see the first's (uncommitted): neither snapshot sees "all
+// settled", so neither pends the root. The second arms rollup_recheck; the
+// drainer's recheck, woken by pg_notify('rollup_recheck'), waits out the
+// first transaction and pends the root — no reaper involved.
+func TestRecheck_StraddledRootPendsWithinMilliseconds(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.kind("comp", reactComposite)
+	root := f.res("comp", "root")
+	f.set(root, `composed_gen = generation`)
+	var kids []uuid.UUID
+	for i := range 10 {
+		lo, hi := 0, 127
+		if i >= 5 {
+			lo, hi = 128, 255
+		}
+		kids = append(kids, f.res("leaf", fmt.Sprintf("c%d", i), owner(root), withID(f.idInShards(lo, hi))))
+	}
+	f.schedule(kids...)
+	var results []Result
+	for _, task := range f.claim("leaf", 100) {
+		results = append(results, task.Result(nil))
+	}
+	require.Len(t, results, 10)
+	require.NoError(t, f.st.AppendOutbox(f.ctx, results...))
+
+	// The drainer's recheck loop: LISTEN rollup_recheck, drain on each wake,
+	// on its own warm connection like a running drainer's.
+	cfg := f.pool.Config()
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(f.ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	drainer := New(pool)
+	warm, _ := f.composite("warm", 1)
+	f.exec(`INSERT INTO rollup_recheck (root_id, shard_id) SELECT id, shard_id FROM resources WHERE id = $1`, warm)
+	_, err = drainer.DrainRollupRechecks(f.ctx, 100, 0, 255)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	listener, err := f.pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer listener.Release()
+	_, err = listener.Exec(ctx, `LISTEN rollup_recheck`)
+	require.NoError(t, err)
+	pended := make(chan time.Time, 1)
+	go func() {
+		for {
+			if _, err := listener.Conn().WaitForNotification(ctx); err != nil {
+				return
+			}
+			if n, err := drainer.DrainRollupRechecks(ctx, 100, 0, 255); err == nil && n > 0 {
+				pended <- time.Now()
+				return
+			}
+		}
+	}()
+
+	t1, err := f.pool.Begin(f.ctx)
+	require.NoError(t, err)
+	defer func() { _ = t1.Rollback(f.ctx) }()
+	var n int
+	require.NoError(t, t1.QueryRow(f.ctx, `SELECT drain_outbox_batch(100, 0, 127)`).Scan(&n))
+	require.Equal(t, 5, n)
+	var queued, armed int
+	require.NoError(t, t1.QueryRow(f.ctx, `SELECT (SELECT count(*) FROM work_queue WHERE resource_id = $1),
+	                                              (SELECT count(*) FROM rollup_recheck)`, root).Scan(&queued, &armed))
+	require.Zero(t, queued, "the first drain sees five children still progressing")
+	require.Zero(t, armed, "…and idle: no straddle possible from where it stands")
+
+	t2, err := f.pool.Begin(f.ctx)
+	require.NoError(t, err)
+	require.NoError(t, t2.QueryRow(f.ctx, `SELECT drain_outbox_batch(100, 128, 255)`).Scan(&n))
+	require.Equal(t, 5, n)
+	require.NoError(t, t2.QueryRow(f.ctx, `SELECT count(*) FROM work_queue WHERE resource_id = $1`, root).Scan(&queued))
+	require.Zero(t, queued, "the second drain cannot see the first's children settle")
+	require.NoError(t, t2.Commit(f.ctx))
+	require.Equal(t, 1, scalar[int](f, `SELECT count(*) FROM rollup_recheck WHERE root_id = $1`, root),
+		"the second drain saw the first's rows in flight and armed the root")
+
+	committed := time.Now()
+	require.NoError(t, t1.Commit(f.ctx))
+	select {
+	case at := <-pended:
+		t.Logf("root pended %v after the straddling commit", at.Sub(committed))
+		require.Less(t, at.Sub(committed), 100*time.Millisecond, "the recheck closes the straddle in milliseconds")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the straddled root never pended")
+	}
+	q, ok := f.queued(root, TaskReconcile)
+	require.True(t, ok)
+	require.Equal(t, "childrenSettled", q.Trigger)
+	require.Zero(t, scalar[int](f, `SELECT count(*) FROM rollup_recheck`), "a pended root is disarmed")
+}
+
+func TestRecheck_DisarmsRootsThatNoLongerNeedIt(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.kind("comp", reactComposite)
+	waiting, kids := f.composite("waiting", 6)
+	gone, _ := f.composite("gone", 1)
+	frozen, _ := f.composite("frozen", 1)
+	f.set(frozen, `frozen_until = 'infinity'`)
+	f.exec(`INSERT INTO rollup_recheck (root_id, shard_id) SELECT id, shard_id FROM resources WHERE id = ANY ($1)`,
+		[]uuid.UUID{waiting, gone, frozen})
+	f.exec(`DELETE FROM resources WHERE id = $1`, gone)
+	require.Equal(t, 2, scalar[int](f, `SELECT count(*) FROM rollup_recheck`), "a deleted root takes its recheck with it")
+
+	n, err := f.st.DrainRollupRechecks(f.ctx, 100, 0, 255)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Zero(t, scalar[int](f, `SELECT count(*) FROM rollup_recheck`),
+		"idle unsettled children (their own settle will cascade) and a frozen root: nothing to wait for")
+	require.False(t, f.isQueued(waiting))
+	require.Len(t, kids, 6)
+}
+
+func TestRecheck_ArmsOnlyNearTheEnd(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.kind("comp", reactComposite)
+	root, _ := f.composite("root", 7)
+	ts := f.claim("leaf", 100)
+	f.finish(ts[0].Result(nil), ts[1].Result(nil))
+	require.Zero(t, scalar[int](f, `SELECT count(*) FROM rollup_recheck`), "five idle children remain: no straddle possible, nothing armed")
+	f.finish(ts[2].Result(nil))
+	require.Equal(t, 1, scalar[int](f, `SELECT count(*) FROM rollup_recheck WHERE root_id = $1`, root),
+		"four remain: armed (the small-remainder rule)")
+}

@@ -1,0 +1,110 @@
+// Package pipeline is the storage side of the reconcile pipeline: the
+// work_queue claim, heartbeat and release a broker runs, the outbox append a
+// finished task writes, the drainer's calls into drain_outbox_batch and
+// drain_rollup_rechecks, the gate (schedule_eligible), operator verbs
+// (enqueue_operation) and the compose application that turns a composer's
+// desired children, edges and configs into rows in one fenced transaction.
+//
+// The plpgsql it calls lives in db/migrations/00002_scheduling.sql; every
+// hot statement is scoped with shard_id BETWEEN lo AND hi so it prunes to the
+// caller's partition(s).
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/converge-run/converge/core/manifest"
+)
+
+// Store runs the pipeline's statements on the primary. Safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+
+	// Clock, when set, stamps every time-dependent statement (claims,
+	// heartbeats, drains, compose prunes); nil means the database clock.
+	Clock func() time.Time
+
+	mu      sync.Mutex
+	schemas map[schemaKey]*manifest.Schema
+}
+
+// New returns a pipeline store over the primary pool.
+func New(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, schemas: map[schemaKey]*manifest.Schema{}}
+}
+
+// TaskType is the kind of work a work_queue row asks for.
+type TaskType string
+
+// The three task types of the shared work_queue.
+const (
+	TaskReconcile TaskType = "reconcile"
+	TaskDelete    TaskType = "delete"
+	TaskOperate   TaskType = "operate"
+)
+
+// TaskKey is a work_queue row's primary key. OpID is uuid.Nil except for
+// operate tasks.
+type TaskKey struct {
+	ShardID    int
+	ResourceID uuid.UUID
+	TaskType   TaskType
+	OpID       uuid.UUID
+}
+
+// ErrFenced means the task's lease moved on (released, reaped or claimed again
+// under a newer claim_epoch): the caller's result is stale and was not applied.
+var ErrFenced = errors.New("claim fenced: the task's lease moved on")
+
+// querier is what a pool and a transaction have in common.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// keyArrays splits keys into the parallel arrays the unnest statements take.
+func keyArrays(keys []TaskKey) (shards []int32, ids []uuid.UUID, types []string, ops []uuid.UUID) {
+	shards = make([]int32, len(keys))
+	ids = make([]uuid.UUID, len(keys))
+	types = make([]string, len(keys))
+	ops = make([]uuid.UUID, len(keys))
+	for i, k := range keys {
+		shards[i], ids[i], types[i], ops[i] = int32(k.ShardID), k.ResourceID, string(k.TaskType), k.OpID
+	}
+	return shards, ids, types, ops
+}
+
+// shardSpan is the smallest [lo, hi] covering keys' shards.
+func shardSpan(keys []TaskKey) (lo, hi int) {
+	lo, hi = 255, 0
+	for _, k := range keys {
+		lo, hi = min(lo, k.ShardID), max(hi, k.ShardID)
+	}
+	return lo, hi
+}
+
+// now is the Clock's time, or nil for the database clock (the statements
+// read it as coalesce($n::timestamptz, now())).
+func (s *Store) now() any {
+	if s.Clock == nil {
+		return nil
+	}
+	return s.Clock()
+}
+
+func wrap(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
+}

@@ -1,0 +1,112 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// objectNameRE is the name rule of resources, provider configs and reactor
+// bindings (the tables' CHECK constraints say the same).
+var objectNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,251}[a-z0-9])?$`)
+
+func validateName(field, name string) error {
+	if !objectNameRE.MatchString(name) {
+		return invalid(field, "name_invalid",
+			"%q must be 1-253 lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+// Kubernetes label syntax: a key is an optional DNS-subdomain prefix and
+// "/", then a name of at most 63 characters; a value is empty or a name.
+var (
+	labelNameRE   = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+	labelPrefixRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+)
+
+const (
+	maxLabelName   = 63
+	maxLabelPrefix = 253
+)
+
+// validateLabels checks every key and value (in key order, so the reported
+// violation is stable). field is the input's name ("labels", "labelMatch").
+func validateLabels(field string, labels map[string]string) error {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if err := validateLabelKey(field, k); err != nil {
+			return err
+		}
+		v := labels[k]
+		if v != "" && (len(v) > maxLabelName || !labelNameRE.MatchString(v)) {
+			return invalid(field, "label_value_invalid",
+				"value %q of label %q must be empty or at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", v, k)
+		}
+	}
+	return nil
+}
+
+func validateLabelKey(field, k string) error {
+	name := k
+	if i := strings.LastIndexByte(k, '/'); i >= 0 {
+		prefix := k[:i]
+		name = k[i+1:]
+		if prefix == "" || len(prefix) > maxLabelPrefix || !labelPrefixRE.MatchString(prefix) {
+			return invalid(field, "label_key_invalid",
+				"label key %q: the prefix must be a DNS subdomain (lowercase, at most 253 characters)", k)
+		}
+	}
+	if name == "" || len(name) > maxLabelName || !labelNameRE.MatchString(name) {
+		return invalid(field, "label_key_invalid",
+			"label key %q: the name must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", k)
+	}
+	return nil
+}
+
+// jsonObject checks that doc is a JSON object; empty means {}.
+func jsonObject(field string, doc json.RawMessage) (json.RawMessage, error) {
+	doc = bytes.TrimSpace(doc)
+	if len(doc) == 0 {
+		return json.RawMessage(`{}`), nil
+	}
+	if !json.Valid(doc) {
+		return nil, invalid(field, "malformed", "not valid JSON")
+	}
+	if doc[0] != '{' {
+		return nil, invalid(field, "type", "must be a JSON object")
+	}
+	if bytes.Contains(doc, []byte(`\u0000`)) {
+		return nil, invalid(field, "malformed", `\u0000 cannot be stored`)
+	}
+	return doc, nil
+}
+
+// jsonValue checks that doc is JSON; empty means absent (SQL NULL).
+func jsonValue(field string, doc json.RawMessage) (*string, error) {
+	doc = bytes.TrimSpace(doc)
+	if len(doc) == 0 || bytes.Equal(doc, []byte("null")) {
+		return nil, nil
+	}
+	if !json.Valid(doc) {
+		return nil, invalid(field, "malformed", "not valid JSON")
+	}
+	if bytes.Contains(doc, []byte(`\u0000`)) {
+		return nil, invalid(field, "malformed", `\u0000 cannot be stored`)
+	}
+	s := string(doc)
+	return &s, nil
+}
+
+func nonNilLabels(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
