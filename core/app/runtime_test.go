@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/config"
@@ -257,5 +256,4 @@ func TestRuntime_ProbesAndMetrics(t *testing.T) {
 		res.Body.Close()
 		require.Equal(t, http.StatusOK, res.StatusCode, path)
 	}
-	_ = uuid.Nil
 }
