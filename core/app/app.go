@@ -148,7 +148,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 	if cfg.HasBroker() {
 		p.Broker = &broker.Broker{ID: p.MemberID, Pipeline: p.Pipeline, Store: p.Store, Kinds: p.Kinds, Listener: p.Listener,
 			Lifecycle: lifecycle.New(primary),
-			Shards: p.Shards, Metrics: p.Metrics, Log: log, Drain: cfg.ShutdownDrain}
+			Shards:    p.Shards, Metrics: p.Metrics, Log: log, Drain: cfg.ShutdownDrain}
 		d.Reporter.Kinds = p.Broker.Served
 		d.Reporter.InFlight = p.Broker.InFlight
 	}
