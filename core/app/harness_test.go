@@ -65,6 +65,7 @@ func startServer(t *testing.T, dbURL string, role config.Role, tune func(*app.Pr
 					d.Reaper.Every = 200 * time.Millisecond
 					d.Reaper.StaleAfter = 3 * time.Second
 					d.Reaper.RetryAfter = time.Second
+					d.Reaper.LifecycleStale = 2 * time.Second
 				}
 				if p.Broker != nil {
 					p.Broker.HeartbeatEvery = 500 * time.Millisecond

@@ -257,3 +257,53 @@ func TestRuntime_ProbesAndMetrics(t *testing.T) {
 		require.Equal(t, http.StatusOK, res.StatusCode, path)
 	}
 }
+
+func TestRuntime_ReactorBindingDeliversTransitionsAtLeastOnce(t *testing.T) {
+	t.Parallel()
+	p, _ := startServer(t, pgtest.URL(t), config.RoleAll, nil)
+	applyManifest(t, p.Store, leafKind)
+	applyManifest(t, p.Store, `{"kind":"sink","config_schema":{"type":"object"},
+	  "reactions":[{"name":"react","trigger":"reactor","emits":["sideEffect"]}]}`)
+	_, _, err := p.Store.ApplyReactorBinding(context.Background(), store.ReactorBindingInput{
+		Name: "leaf-synced-to-sink", WatchKind: "leaf", Transition: "synced", Reactor: "sink",
+		LabelMatch: map[string]string{"team": "a"}})
+	require.NoError(t, err)
+
+	type got struct{ name, transition, token string }
+	deliveries := make(chan got, 16)
+	var attempts atomic.Int32
+	sink := provider("sink", func(_ context.Context, r worker.Request) (worker.Outcome, error) {
+		if r.Stage != worker.StageReact {
+			return worker.Outcome{}, fmt.Errorf("sink got stage %s", r.Stage)
+		}
+		if attempts.Add(1) == 1 {
+			return worker.Outcome{}, errors.New("object store unavailable")
+		}
+		deliveries <- got{r.Resource.Name, string(r.React.Transition), r.React.DedupToken}
+		return worker.Outcome{}, nil
+	})
+	startWorker(t, brokerURL(p), worker.Options{}, provider("leaf", leafWork), sink)
+
+	_, _, err = p.Store.ApplyResource(context.Background(), store.ApplyResourceInput{Kind: "leaf", Name: "watched",
+		Labels: map[string]string{"team": "a"}, Spec: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	_, _, err = p.Store.ApplyResource(context.Background(), store.ApplyResourceInput{Kind: "leaf", Name: "ignored",
+		Labels: map[string]string{"team": "b"}, Spec: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	waitPhase(t, p.Store, "leaf", "ignored", resource.PhaseReady, 30*time.Second)
+
+	select {
+	case d := <-deliveries:
+		require.Equal(t, "watched", d.name, "only the label-matching resource is delivered")
+		require.Equal(t, "synced", d.transition)
+		require.Contains(t, d.token, ":synced:1:leaf-synced-to-sink")
+	case <-time.After(60 * time.Second):
+		t.Fatal("the synced transition was not redelivered after the reactor failed")
+	}
+	require.GreaterOrEqual(t, attempts.Load(), int32(2), "the failed delivery was re-armed and retried")
+	select {
+	case d := <-deliveries:
+		t.Fatalf("unexpected extra delivery %+v", d)
+	case <-time.After(500 * time.Millisecond):
+	}
+}
