@@ -1,0 +1,21 @@
+package worker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestOptionsFromEnv(t *testing.T) {
+	t.Parallel()
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	o, err := optionsFrom(env(map[string]string{"WORKER_MAX_PARALLEL": "8", "WORKER_DRAIN_TIMEOUT": "20s"}))
+	require.NoError(t, err)
+	require.Equal(t, 8, o.MaxParallel)
+	require.Equal(t, 20*time.Second, o.DrainTimeout)
+	_, err = optionsFrom(env(map[string]string{"WORKER_MAX_PARALLEL": "-1"}))
+	require.ErrorContains(t, err, "WORKER_MAX_PARALLEL")
+	_, err = optionsFrom(env(map[string]string{"WORKER_DRAIN_TIMEOUT": "soon"}))
+	require.ErrorContains(t, err, "WORKER_DRAIN_TIMEOUT")
+}
