@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/converge-run/converge/core/dbauth"
 	"github.com/converge-run/converge/core/logging"
 	"github.com/converge-run/converge/db/migrate"
 )
@@ -69,7 +71,18 @@ func migrateCmd() *cobra.Command {
 			if url == "" {
 				return errors.New("DATABASE_URL is not set")
 			}
-			r, err := migrate.Open(url, nil)
+			var hook dbauth.Hook
+			if iam, _ := strconv.ParseBool(os.Getenv("DB_IAM_AUTH")); iam {
+				if err := dbauth.CheckTLS(url); err != nil {
+					return err
+				}
+				h, err := dbauth.LoadIAM(cmd.Context())
+				if err != nil {
+					return err
+				}
+				hook = h
+			}
+			r, err := migrate.Open(url, hook)
 			if err != nil {
 				return err
 			}

@@ -94,17 +94,21 @@ type Duties struct {
 func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Options) error {
 	bootCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if err := migrateAtBoot(bootCtx, cfg, log); err != nil {
+	hook, err := AuthHook(bootCtx, cfg)
+	if err != nil {
 		return err
 	}
-	primary, err := openPool(bootCtx, cfg.DatabaseURL, 40, cfg)
+	if err := migrateAtBoot(bootCtx, cfg, hook, log); err != nil {
+		return err
+	}
+	primary, err := openPool(bootCtx, cfg.DatabaseURL, 40, hook)
 	if err != nil {
 		return fmt.Errorf("open primary pool: %w", err)
 	}
 	defer primary.Close()
 	read := primary
 	if cfg.DatabaseReadURL != "" {
-		if read, err = openPool(bootCtx, cfg.DatabaseReadURL, 20, cfg); err != nil {
+		if read, err = openPool(bootCtx, cfg.DatabaseReadURL, 20, hook); err != nil {
 			return fmt.Errorf("open read pool: %w", err)
 		}
 		defer read.Close()

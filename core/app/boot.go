@@ -10,14 +10,15 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/core/config"
+	"github.com/converge-run/converge/core/dbauth"
 	"github.com/converge-run/converge/core/tlsreload"
 	"github.com/converge-run/converge/db/migrate"
 )
 
 // migrateAtBoot applies pending migrations under the runner's session
 // advisory lock: of several pods booting at once exactly one applies them.
-func migrateAtBoot(ctx context.Context, cfg config.Config, log zerolog.Logger) error {
-	r, err := migrate.Open(cfg.DatabaseURL, nil)
+func migrateAtBoot(ctx context.Context, cfg config.Config, hook dbauth.Hook, log zerolog.Logger) error {
+	r, err := migrate.Open(cfg.DatabaseURL, hook)
 	if err != nil {
 		return err
 	}
@@ -34,11 +35,32 @@ func migrateAtBoot(ctx context.Context, cfg config.Config, log zerolog.Logger) e
 	return nil
 }
 
-// openPool opens a pgx pool with connection recycling (30 min, jittered).
-func openPool(ctx context.Context, url string, maxConns int32, _ config.Config) (*pgxpool.Pool, error) {
+// AuthHook returns the IAM token hook when DB_IAM_AUTH is on (after checking
+// that every DSN requires TLS), else nil: the DSN password is used as is.
+func AuthHook(ctx context.Context, cfg config.Config) (dbauth.Hook, error) {
+	if !cfg.DBIAMAuth {
+		return nil, nil
+	}
+	for _, dsn := range []string{cfg.DatabaseURL, cfg.DatabaseReadURL} {
+		if dsn == "" {
+			continue
+		}
+		if err := dbauth.CheckTLS(dsn); err != nil {
+			return nil, err
+		}
+	}
+	return dbauth.LoadIAM(ctx)
+}
+
+// openPool opens a pgx pool with connection recycling (30 min, jittered);
+// hook (IAM tokens) runs before every new physical connection.
+func openPool(ctx context.Context, url string, maxConns int32, hook dbauth.Hook) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if hook != nil {
+		pc.BeforeConnect = hook
 	}
 	pc.MaxConns = maxConns
 	pc.MaxConnLifetime = 30 * time.Minute
