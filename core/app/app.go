@@ -155,6 +155,13 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 			Shards:    p.Shards, Metrics: p.Metrics, Log: log, Drain: cfg.ShutdownDrain}
 		d.Reporter.Kinds = p.Broker.Served
 		d.Reporter.InFlight = p.Broker.InFlight
+		mesh := p.Broker.Mesh(p.Members, 3*cfg.HeartbeatEvery)
+		if tlsR != nil {
+			// Peers are reached with this pod's own keypair (mTLS) and the
+			// client CA bundle as the trust root.
+			mesh.TLS = tlsR.ClientConfig()
+		}
+		d.Watcher.Reactors = append(d.Watcher.Reactors, mesh)
 	}
 	if opts.Tune != nil {
 		opts.Tune(p, d)
@@ -188,6 +195,10 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 		}
 	}
 
+	if p.Broker != nil {
+		// Peers relay stages to this broker at its advertised URL.
+		d.Reporter.Config = withBrokerURL(d.Reporter.Config, p.advertisedBrokerURL())
+	}
 	eng := engine.New(log, p.Listener, p.Kinds, d.Reporter, d.Watcher)
 	for _, duty := range []engine.Duty{d.Drainer, d.Reaper, d.Resyncer, d.MemberGC, d.Folder} {
 		if duty != nil && !isNil(duty) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -82,4 +84,43 @@ func tlsOf(r *tlsreload.Reloader) *tls.Config {
 		return nil
 	}
 	return r.ServerConfig()
+}
+
+// advertisedBrokerURL is how peer brokers reach this broker: BROKER_URL when
+// set, else the bound broker listener with this host's name in place of a
+// wildcard address.
+func (p *Process) advertisedBrokerURL() string {
+	if p.Config.BrokerURL != "" {
+		return p.Config.BrokerURL
+	}
+	a := p.Addr("broker")
+	if a == nil {
+		a = p.Addr("api")
+	}
+	if a == nil {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if h, err := os.Hostname(); err == nil {
+			host = h
+		}
+	}
+	scheme := "http"
+	if p.Config.Secure() {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}
+
+func withBrokerURL(cfg map[string]any, url string) map[string]any {
+	out := make(map[string]any, len(cfg)+1)
+	for k, v := range cfg {
+		out[k] = v
+	}
+	out["BROKER_URL"] = url
+	return out
 }

@@ -190,8 +190,14 @@ func waitPhase(t *testing.T, st *store.Store, kind, name string, phase resource.
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("%s/%s did not reach %s within %s; last phase %s (gen %d synced %d failure %d)", kind, name, phase, within,
-		last.Phase, last.Generation, last.SyncedGen, last.FailureGen)
+	var why string
+	if conds, err := st.Conditions(context.Background(), last.ID); err == nil {
+		for _, c := range conds {
+			why += fmt.Sprintf(" [%s=%s %s: %s]", c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
+	t.Fatalf("%s/%s did not reach %s within %s; last phase %s (gen %d synced %d failure %d)%s", kind, name, phase, within,
+		last.Phase, last.Generation, last.SyncedGen, last.FailureGen, why)
 	return last
 }
 

@@ -49,6 +49,9 @@ func TestHelperProcess(t *testing.T) {
 			if d.Reaper != nil {
 				d.Reaper.Every = 200 * time.Millisecond
 				d.Reaper.StaleAfter = 3 * time.Second
+				if v, err := time.ParseDuration(os.Getenv("HELPER_STALE_AFTER")); err == nil {
+					d.Reaper.StaleAfter = v
+				}
 				d.Reaper.RetryAfter = time.Second
 			}
 			if p.Broker != nil {
@@ -122,11 +125,11 @@ func freePort(t *testing.T) int {
 // spawnServer starts a converge process with role on dbURL; addr is its
 // LISTEN_ADDR (the API, or the broker listener of a broker) and probes the
 // port /readyz answers on.
-func spawnServer(t *testing.T, dbURL string, role config.Role, listen, probes int) *child {
+func spawnServer(t *testing.T, dbURL string, role config.Role, listen, probes int, env ...string) *child {
 	t.Helper()
-	c := spawn(t, "CONVERGE_HELPER=server", "DATABASE_URL="+dbURL, "ROLE="+string(role),
+	c := spawn(t, append([]string{"CONVERGE_HELPER=server", "DATABASE_URL=" + dbURL, "ROLE=" + string(role),
 		fmt.Sprintf("LISTEN_ADDR=127.0.0.1:%d", listen), fmt.Sprintf("HEALTH_ADDR=127.0.0.1:%d", probes),
-		"MEMBER_HEARTBEAT_EVERY=1s", "SHUTDOWN_DRAIN=5s")
+		"MEMBER_HEARTBEAT_EVERY=1s", "SHUTDOWN_DRAIN=5s"}, env...)...)
 	require.Eventually(t, func() bool {
 		res, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", probes))
 		if err != nil {
@@ -163,7 +166,10 @@ func TestProcess_BrokerKilledWithAResultInFlightRedeliversToItsSuccessor(t *test
 	t.Parallel()
 	db := pgtest.URL(t)
 	port := freePort(t)
-	first := spawnServer(t, db, config.RoleAll, port, port)
+	// A lease outlives a broker restart by far in production (60s); keep it
+	// so here, or the successor's reaper re-runs the task before the worker
+	// has reconnected to redeliver.
+	first := spawnServer(t, db, config.RoleAll, port, port, "HELPER_STALE_AFTER=60s")
 	st := store.New(pgtest.PoolFor(t, db), nil)
 	applyManifest(t, st, leafKind)
 
@@ -187,7 +193,7 @@ func TestProcess_BrokerKilledWithAResultInFlightRedeliversToItsSuccessor(t *test
 
 	// The successor comes up on the same address; the worker reconnects and
 	// redelivers the buffered result, which the claim_epoch fence applies.
-	spawnServer(t, db, config.RoleAll, port, port)
+	spawnServer(t, db, config.RoleAll, port, port, "HELPER_STALE_AFTER=60s")
 	r := waitPhase(t, st, "leaf", "inflight", resource.PhaseReady, 60*time.Second)
 	require.Equal(t, "id-inflight", status(t, r)["id"])
 	require.EqualValues(t, 1, calls.Load(), "the result was delivered, not recomputed")

@@ -307,3 +307,30 @@ func TestRuntime_ReactorBindingDeliversTransitionsAtLeastOnce(t *testing.T) {
 	case <-time.After(500 * time.Millisecond):
 	}
 }
+
+func TestRuntime_MeshRelaysStagesToThePeerWithTheWorker(t *testing.T) {
+	t.Parallel()
+	db := pgtest.URL(t)
+	withWorker, _ := startServer(t, db, config.RoleAll, nil)
+	without, _ := startServer(t, db, config.RoleAll, nil)
+	applyManifest(t, withWorker.Store, leafKind)
+	// Only the first pod has a worker; the second owns half the shards.
+	startWorker(t, brokerURL(withWorker), worker.Options{}, provider("leaf", leafWork))
+	require.Eventually(t, func() bool {
+		a, b := withWorker.Shards.Span(), without.Shards.Span()
+		return !a.Empty() && !b.Empty() && a != b
+	}, 30*time.Second, 20*time.Millisecond, "the two pods split the shards")
+
+	const n = 40
+	for i := range n {
+		applyResource(t, withWorker.Store, "leaf", fmt.Sprintf("meshed-%d", i), `{}`)
+	}
+	relayed := 0
+	for i := range n {
+		r := waitPhase(t, withWorker.Store, "leaf", fmt.Sprintf("meshed-%d", i), resource.PhaseReady, 60*time.Second)
+		if sp := without.Shards.Span(); r.ShardID >= sp.Lo && r.ShardID < sp.Hi {
+			relayed++
+		}
+	}
+	require.Positive(t, relayed, "resources in the worker-less pod's range were reconciled through the mesh")
+}

@@ -58,6 +58,7 @@ type Broker struct {
 	RedeliveryWait time.Duration
 
 	reg        *registry
+	mesh       *Mesh
 	sessionSeq atomic.Int64
 
 	mu       sync.Mutex

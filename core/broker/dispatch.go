@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,7 +71,13 @@ func (b *Broker) claimLoop(ctx, taskCtx context.Context, wake <-chan notify.Even
 func (b *Broker) pairs() []pairKey {
 	snap := b.Kinds.Snapshot()
 	var out []pairKey
-	for _, kv := range b.reg.served() {
+	kvs := b.reg.served()
+	for kv := range b.mesh.servedByPeers() {
+		if !slices.Contains(kvs, kv) {
+			kvs = append(kvs, kv)
+		}
+	}
+	for _, kv := range kvs {
 		k, ok := snap.Get(kv)
 		if !ok || k.IsReactor {
 			continue
@@ -88,7 +95,9 @@ func (b *Broker) claimPair(ctx, taskCtx context.Context, p pairKey, lo, hi int) 
 	b.mu.Lock()
 	room := b.PairCap - b.perPair[p]
 	b.mu.Unlock()
-	room = min(room, b.reg.capacity(p.kv))
+	if b.mesh.pick(p.kv) == nil {
+		room = min(room, b.reg.capacity(p.kv)) // only local workers: claim what they can take
+	}
 	if room <= 0 {
 		return 0, nil
 	}

@@ -104,8 +104,14 @@ func (b *Broker) reactors(ctx context.Context) {
 func (b *Broker) reactorKinds() []string {
 	snap := b.Kinds.Snapshot()
 	var out []string
-	for _, kv := range b.reg.served() {
-		if k, ok := snap.Get(kv); ok {
+	kvs := b.reg.served()
+	for kv := range b.mesh.servedByPeers() {
+		kvs = append(kvs, kv)
+	}
+	seen := map[string]bool{}
+	for _, kv := range kvs {
+		if k, ok := snap.Get(kv); ok && !seen[kv.Kind] {
+			seen[kv.Kind] = true
 			if _, has := k.Manifest.Reactor(); has {
 				out = append(out, kv.Kind)
 			}
@@ -159,27 +165,15 @@ func (b *Broker) deliver(ctx context.Context, d lifecycle.Delivery) {
 		Stage: workerv1.Stage_STAGE_REACT, Reaction: reaction.Name, Resource: res,
 		Request: &workerv1.StageTask_React{React: &workerv1.ReactRequest{Transition: d.Key.Transition, BindingName: d.Key.Binding,
 			DedupToken: d.Key.DedupToken(), Generation: d.Key.Generation}}}
-	ch := make(chan *workerv1.StageComplete, 1)
-	b.mu.Lock()
-	b.waiters[tid] = ch
-	b.mu.Unlock()
-	defer func() {
-		b.mu.Lock()
-		delete(b.waiters, tid)
-		b.mu.Unlock()
-	}()
-	s, err := b.acquireWait(ctx, kv)
-	if err != nil {
-		return
+	var c *workerv1.StageComplete
+	var err error
+	if b.reg.serves(kv) {
+		c, err = b.dispatchLocal(ctx, kv, task)
+	} else {
+		c, err = b.relay(ctx, kv, task)
 	}
-	if err := s.send(ctx, &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Task{Task: task}}); err != nil {
-		b.reg.release(s)
-		return
-	}
-	c, err := b.await(ctx, s, ch)
-	b.reg.release(s)
 	if err != nil || c == nil {
-		return
+		return // not acked: re-armed when the claim lapses
 	}
 	if e := c.GetError(); e != nil {
 		log.Warn().Str("error", e.GetMessage()).Msg("reactor failed; the delivery is re-armed when its claim lapses")

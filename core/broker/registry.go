@@ -117,6 +117,18 @@ func (r *registry) release(s *session) {
 	r.notify()
 }
 
+// serves reports whether a connected worker serves kv ready.
+func (r *registry) serves(kv manifest.KindVersion) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.sessions {
+		if s.ready[kv] {
+			return true
+		}
+	}
+	return false
+}
+
 // capacity is the free slots of ready workers for kv.
 func (r *registry) capacity(kv manifest.KindVersion) int {
 	r.mu.Lock()

@@ -10,10 +10,11 @@ import (
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 
-// stage dispatches one stage of t to a ready worker and waits for its
-// completion. A worker that disconnects mid-stage gets RedeliveryWait to
-// reconnect and redeliver (its SDK buffers the result); after that the stage
-// is dispatched again (at-least-once; the fence keeps the write single).
+// stage dispatches one stage of t to a ready worker — one of this broker's,
+// or a peer broker's over the mesh — and waits for its completion. A worker
+// that disconnects mid-stage gets RedeliveryWait to reconnect and redeliver
+// (its SDK buffers the result); after that the stage is dispatched again
+// (at-least-once; the claim_epoch fence keeps the write single).
 func (b *Broker) stage(ctx context.Context, t pipeline.Task, kind store.Kind, stage workerv1.Stage, reaction string,
 	final bool, req any) (*workerv1.Outcome, error) {
 	kv := kvOf(t)
@@ -22,37 +23,28 @@ func (b *Broker) stage(ctx context.Context, t pipeline.Task, kind store.Kind, st
 		id.finalizer = d.Delete.GetFinalizer()
 	}
 	tid := id.String()
-	ch := make(chan *workerv1.StageComplete, 1)
-	b.mu.Lock()
-	b.waiters[tid] = ch
-	b.mu.Unlock()
-	defer func() {
-		b.mu.Lock()
-		delete(b.waiters, tid)
-		b.mu.Unlock()
-	}()
-
 	for {
-		s, err := b.acquireWait(ctx, kv)
-		if err != nil {
-			return nil, err
-		}
 		task := b.stageTask(ctx, t, kind, stage, reaction, tid, req)
-		if err := s.send(ctx, &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Task{Task: task}}); err != nil {
-			b.reg.release(s)
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+		var (
+			c   *workerv1.StageComplete
+			err error
+		)
+		switch {
+		case b.reg.serves(kv):
+			c, err = b.dispatchLocal(ctx, kv, task)
+		case b.mesh.pick(kv) != nil:
+			c, err = b.relay(ctx, kv, task)
+			if err != nil && ctx.Err() == nil {
+				b.Log.Warn().Err(err).Str("kind", kv.String()).Msg("relay failed; retrying")
+				err = b.pause(ctx)
 			}
-			continue // that worker went away before we could hand it over
+		default:
+			err = b.pause(ctx)
 		}
-		c, err := b.await(ctx, s, ch)
-		b.reg.release(s)
 		if err != nil {
 			return nil, err
 		}
 		if c == nil {
-			b.Log.Warn().Str("kind", kv.String()).Str("name", t.Resource.Name).Str("stage", stage.String()).
-				Msg("worker lost mid-stage and did not redeliver; dispatching again")
 			continue
 		}
 		if e := c.GetError(); e != nil {
@@ -60,6 +52,50 @@ func (b *Broker) stage(ctx context.Context, t pipeline.Task, kind store.Kind, st
 		}
 		return c.GetOutcome(), nil
 	}
+}
+
+// pause waits for a routing change (a worker joining or freeing a slot) or a
+// second, whichever comes first.
+func (b *Broker) pause(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-b.reg.changed():
+	case <-time.After(time.Second):
+	}
+	return nil
+}
+
+// dispatchLocal hands task to the least-loaded local worker serving kv and
+// waits for its completion; nil, nil means the worker vanished and did not
+// redeliver in time (dispatch again).
+func (b *Broker) dispatchLocal(ctx context.Context, kv manifest.KindVersion, task *workerv1.StageTask) (*workerv1.StageComplete, error) {
+	ch := make(chan *workerv1.StageComplete, 1)
+	b.mu.Lock()
+	b.waiters[task.GetTaskId()] = ch
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		delete(b.waiters, task.GetTaskId())
+		b.mu.Unlock()
+	}()
+	s, err := b.acquireWait(ctx, kv)
+	if err != nil {
+		return nil, err
+	}
+	defer b.reg.release(s)
+	if err := s.send(ctx, &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Task{Task: task}}); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, nil // that worker went away before the hand-over
+	}
+	c, err := b.await(ctx, s, ch)
+	if err == nil && c == nil {
+		b.Log.Warn().Str("kind", kv.String()).Str("name", task.GetResource().GetName()).Str("stage", task.GetStage().String()).
+			Msg("worker lost mid-stage and did not redeliver; dispatching again")
+	}
+	return c, err
 }
 
 // await waits for the completion; nil, nil means the worker vanished and did

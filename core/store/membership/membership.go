@@ -143,20 +143,7 @@ SELECT member_id, role, kinds, shard_lo, shard_hi, config, version, host, pid, i
 	if err != nil {
 		return nil, fmt.Errorf("list cluster members: %w", err)
 	}
-	members, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Member, error) {
-		var m Member
-		var lo, hi *int
-		var cfg []byte
-		if err := row.Scan(&m.ID, &m.Role, &m.Kinds, &lo, &hi, &cfg, &m.Version, &m.Host, &m.PID, &m.InFlight,
-			&m.StartedAt, &m.LastHeartbeat); err != nil {
-			return Member{}, err
-		}
-		if lo != nil && hi != nil {
-			m.Shards = &ShardSpan{Lo: *lo, Hi: *hi}
-		}
-		m.Config = cfg
-		return m, nil
-	})
+	members, err := pgx.CollectRows(rows, scanMember)
 	if err != nil {
 		return nil, fmt.Errorf("list cluster members: %w", err)
 	}

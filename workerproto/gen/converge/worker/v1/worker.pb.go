@@ -2296,6 +2296,105 @@ func (x *GetProviderConfigResponse) GetConfig() *ProviderConfig {
 	return nil
 }
 
+// RelayStageRequest carries one stage to a peer broker.
+type RelayStageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Task  *StageTask             `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	// origin_broker is the relaying broker's member id (for logs).
+	OriginBroker  string `protobuf:"bytes,2,opt,name=origin_broker,json=originBroker,proto3" json:"origin_broker,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelayStageRequest) Reset() {
+	*x = RelayStageRequest{}
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelayStageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelayStageRequest) ProtoMessage() {}
+
+func (x *RelayStageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelayStageRequest.ProtoReflect.Descriptor instead.
+func (*RelayStageRequest) Descriptor() ([]byte, []int) {
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *RelayStageRequest) GetTask() *StageTask {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+func (x *RelayStageRequest) GetOriginBroker() string {
+	if x != nil {
+		return x.OriginBroker
+	}
+	return ""
+}
+
+// RelayStageResponse is the worker's completion of the relayed stage.
+type RelayStageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Complete      *StageComplete         `protobuf:"bytes,1,opt,name=complete,proto3" json:"complete,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelayStageResponse) Reset() {
+	*x = RelayStageResponse{}
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelayStageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelayStageResponse) ProtoMessage() {}
+
+func (x *RelayStageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelayStageResponse.ProtoReflect.Descriptor instead.
+func (*RelayStageResponse) Descriptor() ([]byte, []int) {
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *RelayStageResponse) GetComplete() *StageComplete {
+	if x != nil {
+		return x.Complete
+	}
+	return nil
+}
+
 var File_converge_worker_v1_worker_proto protoreflect.FileDescriptor
 
 const file_converge_worker_v1_worker_proto_rawDesc = "" +
@@ -2479,7 +2578,12 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\"m\n" +
 	"\x19GetProviderConfigResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12:\n" +
-	"\x06config\x18\x02 \x01(\v2\".converge.worker.v1.ProviderConfigR\x06config*\x89\x01\n" +
+	"\x06config\x18\x02 \x01(\v2\".converge.worker.v1.ProviderConfigR\x06config\"k\n" +
+	"\x11RelayStageRequest\x121\n" +
+	"\x04task\x18\x01 \x01(\v2\x1d.converge.worker.v1.StageTaskR\x04task\x12#\n" +
+	"\rorigin_broker\x18\x02 \x01(\tR\foriginBroker\"S\n" +
+	"\x12RelayStageResponse\x12=\n" +
+	"\bcomplete\x18\x01 \x01(\v2!.converge.worker.v1.StageCompleteR\bcomplete*\x89\x01\n" +
 	"\x05Stage\x12\x15\n" +
 	"\x11STAGE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTAGE_COMPOSE\x10\x01\x12\x0e\n" +
@@ -2488,11 +2592,13 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\fSTAGE_ROLLUP\x10\x03\x12\x10\n" +
 	"\fSTAGE_DELETE\x10\x04\x12\x11\n" +
 	"\rSTAGE_OPERATE\x10\x05\x12\x0f\n" +
-	"\vSTAGE_REACT\x10\x062\xe2\x01\n" +
+	"\vSTAGE_REACT\x10\x062\xbf\x02\n" +
 	"\rWorkerService\x12_\n" +
 	"\n" +
 	"WorkStream\x12%.converge.worker.v1.WorkStreamRequest\x1a&.converge.worker.v1.WorkStreamResponse(\x010\x01\x12p\n" +
-	"\x11GetProviderConfig\x12,.converge.worker.v1.GetProviderConfigRequest\x1a-.converge.worker.v1.GetProviderConfigResponseBNZLgithub.com/converge-run/converge/workerproto/gen/converge/worker/v1;workerv1b\x06proto3"
+	"\x11GetProviderConfig\x12,.converge.worker.v1.GetProviderConfigRequest\x1a-.converge.worker.v1.GetProviderConfigResponse\x12[\n" +
+	"\n" +
+	"RelayStage\x12%.converge.worker.v1.RelayStageRequest\x1a&.converge.worker.v1.RelayStageResponseBNZLgithub.com/converge-run/converge/workerproto/gen/converge/worker/v1;workerv1b\x06proto3"
 
 var (
 	file_converge_worker_v1_worker_proto_rawDescOnce sync.Once
@@ -2507,7 +2613,7 @@ func file_converge_worker_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_converge_worker_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_converge_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_converge_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_converge_worker_v1_worker_proto_goTypes = []any{
 	(Stage)(0),                        // 0: converge.worker.v1.Stage
 	(*KindVersion)(nil),               // 1: converge.worker.v1.KindVersion
@@ -2540,12 +2646,14 @@ var file_converge_worker_v1_worker_proto_goTypes = []any{
 	(*WorkStreamResponse)(nil),        // 28: converge.worker.v1.WorkStreamResponse
 	(*GetProviderConfigRequest)(nil),  // 29: converge.worker.v1.GetProviderConfigRequest
 	(*GetProviderConfigResponse)(nil), // 30: converge.worker.v1.GetProviderConfigResponse
-	nil,                               // 31: converge.worker.v1.Resource.LabelsEntry
-	nil,                               // 32: converge.worker.v1.Child.LabelsEntry
+	(*RelayStageRequest)(nil),         // 31: converge.worker.v1.RelayStageRequest
+	(*RelayStageResponse)(nil),        // 32: converge.worker.v1.RelayStageResponse
+	nil,                               // 33: converge.worker.v1.Resource.LabelsEntry
+	nil,                               // 34: converge.worker.v1.Child.LabelsEntry
 }
 var file_converge_worker_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: converge.worker.v1.KindReadiness.kind:type_name -> converge.worker.v1.KindVersion
-	31, // 1: converge.worker.v1.Resource.labels:type_name -> converge.worker.v1.Resource.LabelsEntry
+	33, // 1: converge.worker.v1.Resource.labels:type_name -> converge.worker.v1.Resource.LabelsEntry
 	6,  // 2: converge.worker.v1.RollupRequest.children:type_name -> converge.worker.v1.ChildSummary
 	3,  // 3: converge.worker.v1.StageTask.fence:type_name -> converge.worker.v1.Fence
 	0,  // 4: converge.worker.v1.StageTask.stage:type_name -> converge.worker.v1.Stage
@@ -2557,7 +2665,7 @@ var file_converge_worker_v1_worker_proto_depIdxs = []int32{
 	10, // 10: converge.worker.v1.StageTask.delete:type_name -> converge.worker.v1.DeleteRequest
 	11, // 11: converge.worker.v1.StageTask.operate:type_name -> converge.worker.v1.OperateRequest
 	12, // 12: converge.worker.v1.StageTask.react:type_name -> converge.worker.v1.ReactRequest
-	32, // 13: converge.worker.v1.Child.labels:type_name -> converge.worker.v1.Child.LabelsEntry
+	34, // 13: converge.worker.v1.Child.labels:type_name -> converge.worker.v1.Child.LabelsEntry
 	15, // 14: converge.worker.v1.Edge.value_flows:type_name -> converge.worker.v1.ValueFlow
 	14, // 15: converge.worker.v1.Outcome.conditions:type_name -> converge.worker.v1.Condition
 	16, // 16: converge.worker.v1.Outcome.children:type_name -> converge.worker.v1.Child
@@ -2582,15 +2690,19 @@ var file_converge_worker_v1_worker_proto_depIdxs = []int32{
 	13, // 35: converge.worker.v1.WorkStreamResponse.task:type_name -> converge.worker.v1.StageTask
 	27, // 36: converge.worker.v1.WorkStreamResponse.config:type_name -> converge.worker.v1.ConfigPush
 	5,  // 37: converge.worker.v1.GetProviderConfigResponse.config:type_name -> converge.worker.v1.ProviderConfig
-	25, // 38: converge.worker.v1.WorkerService.WorkStream:input_type -> converge.worker.v1.WorkStreamRequest
-	29, // 39: converge.worker.v1.WorkerService.GetProviderConfig:input_type -> converge.worker.v1.GetProviderConfigRequest
-	28, // 40: converge.worker.v1.WorkerService.WorkStream:output_type -> converge.worker.v1.WorkStreamResponse
-	30, // 41: converge.worker.v1.WorkerService.GetProviderConfig:output_type -> converge.worker.v1.GetProviderConfigResponse
-	40, // [40:42] is the sub-list for method output_type
-	38, // [38:40] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	13, // 38: converge.worker.v1.RelayStageRequest.task:type_name -> converge.worker.v1.StageTask
+	23, // 39: converge.worker.v1.RelayStageResponse.complete:type_name -> converge.worker.v1.StageComplete
+	25, // 40: converge.worker.v1.WorkerService.WorkStream:input_type -> converge.worker.v1.WorkStreamRequest
+	29, // 41: converge.worker.v1.WorkerService.GetProviderConfig:input_type -> converge.worker.v1.GetProviderConfigRequest
+	31, // 42: converge.worker.v1.WorkerService.RelayStage:input_type -> converge.worker.v1.RelayStageRequest
+	28, // 43: converge.worker.v1.WorkerService.WorkStream:output_type -> converge.worker.v1.WorkStreamResponse
+	30, // 44: converge.worker.v1.WorkerService.GetProviderConfig:output_type -> converge.worker.v1.GetProviderConfigResponse
+	32, // 45: converge.worker.v1.WorkerService.RelayStage:output_type -> converge.worker.v1.RelayStageResponse
+	43, // [43:46] is the sub-list for method output_type
+	40, // [40:43] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_converge_worker_v1_worker_proto_init() }
@@ -2628,7 +2740,7 @@ func file_converge_worker_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_converge_worker_v1_worker_proto_rawDesc), len(file_converge_worker_v1_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

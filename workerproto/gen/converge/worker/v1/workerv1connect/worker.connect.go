@@ -49,6 +49,9 @@ const (
 	// WorkerServiceGetProviderConfigProcedure is the fully-qualified name of the WorkerService's
 	// GetProviderConfig RPC.
 	WorkerServiceGetProviderConfigProcedure = "/converge.worker.v1.WorkerService/GetProviderConfig"
+	// WorkerServiceRelayStageProcedure is the fully-qualified name of the WorkerService's RelayStage
+	// RPC.
+	WorkerServiceRelayStageProcedure = "/converge.worker.v1.WorkerService/RelayStage"
 )
 
 // WorkerServiceClient is a client for the converge.worker.v1.WorkerService service.
@@ -59,6 +62,10 @@ type WorkerServiceClient interface {
 	// GetProviderConfig returns the kind's default providerconfig; the worker
 	// SDK primes it before the first task and re-pulls it on every reconnect.
 	GetProviderConfig(context.Context, *connect.Request[v1.GetProviderConfigRequest]) (*connect.Response[v1.GetProviderConfigResponse], error)
+	// RelayStage is broker → broker (the mesh): a broker that claimed a task
+	// whose kind no worker connected to it serves hands the stage to a peer
+	// broker that has one, and gets the worker's completion back.
+	RelayStage(context.Context, *connect.Request[v1.RelayStageRequest]) (*connect.Response[v1.RelayStageResponse], error)
 }
 
 // NewWorkerServiceClient constructs a client for the converge.worker.v1.WorkerService service. By
@@ -84,6 +91,12 @@ func NewWorkerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(workerServiceMethods.ByName("GetProviderConfig")),
 			connect.WithClientOptions(opts...),
 		),
+		relayStage: connect.NewClient[v1.RelayStageRequest, v1.RelayStageResponse](
+			httpClient,
+			baseURL+WorkerServiceRelayStageProcedure,
+			connect.WithSchema(workerServiceMethods.ByName("RelayStage")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -91,6 +104,7 @@ func NewWorkerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 type workerServiceClient struct {
 	workStream        *connect.Client[v1.WorkStreamRequest, v1.WorkStreamResponse]
 	getProviderConfig *connect.Client[v1.GetProviderConfigRequest, v1.GetProviderConfigResponse]
+	relayStage        *connect.Client[v1.RelayStageRequest, v1.RelayStageResponse]
 }
 
 // WorkStream calls converge.worker.v1.WorkerService.WorkStream.
@@ -103,6 +117,11 @@ func (c *workerServiceClient) GetProviderConfig(ctx context.Context, req *connec
 	return c.getProviderConfig.CallUnary(ctx, req)
 }
 
+// RelayStage calls converge.worker.v1.WorkerService.RelayStage.
+func (c *workerServiceClient) RelayStage(ctx context.Context, req *connect.Request[v1.RelayStageRequest]) (*connect.Response[v1.RelayStageResponse], error) {
+	return c.relayStage.CallUnary(ctx, req)
+}
+
 // WorkerServiceHandler is an implementation of the converge.worker.v1.WorkerService service.
 type WorkerServiceHandler interface {
 	// WorkStream is the worker's one long-lived session with a broker. The
@@ -111,6 +130,10 @@ type WorkerServiceHandler interface {
 	// GetProviderConfig returns the kind's default providerconfig; the worker
 	// SDK primes it before the first task and re-pulls it on every reconnect.
 	GetProviderConfig(context.Context, *connect.Request[v1.GetProviderConfigRequest]) (*connect.Response[v1.GetProviderConfigResponse], error)
+	// RelayStage is broker → broker (the mesh): a broker that claimed a task
+	// whose kind no worker connected to it serves hands the stage to a peer
+	// broker that has one, and gets the worker's completion back.
+	RelayStage(context.Context, *connect.Request[v1.RelayStageRequest]) (*connect.Response[v1.RelayStageResponse], error)
 }
 
 // NewWorkerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -132,12 +155,20 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(workerServiceMethods.ByName("GetProviderConfig")),
 		connect.WithHandlerOptions(opts...),
 	)
+	workerServiceRelayStageHandler := connect.NewUnaryHandler(
+		WorkerServiceRelayStageProcedure,
+		svc.RelayStage,
+		connect.WithSchema(workerServiceMethods.ByName("RelayStage")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/converge.worker.v1.WorkerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case WorkerServiceWorkStreamProcedure:
 			workerServiceWorkStreamHandler.ServeHTTP(w, r)
 		case WorkerServiceGetProviderConfigProcedure:
 			workerServiceGetProviderConfigHandler.ServeHTTP(w, r)
+		case WorkerServiceRelayStageProcedure:
+			workerServiceRelayStageHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -153,4 +184,8 @@ func (UnimplementedWorkerServiceHandler) WorkStream(context.Context, *connect.Bi
 
 func (UnimplementedWorkerServiceHandler) GetProviderConfig(context.Context, *connect.Request[v1.GetProviderConfigRequest]) (*connect.Response[v1.GetProviderConfigResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("converge.worker.v1.WorkerService.GetProviderConfig is not implemented"))
+}
+
+func (UnimplementedWorkerServiceHandler) RelayStage(context.Context, *connect.Request[v1.RelayStageRequest]) (*connect.Response[v1.RelayStageResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("converge.worker.v1.WorkerService.RelayStage is not implemented"))
 }
