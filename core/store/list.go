@@ -61,48 +61,40 @@ func (s *Store) ListResources(ctx context.Context, opts ListOptions) (Page, erro
 		return Page{}, err
 	}
 	if len(sp.labels) == 0 {
-		return s.runPage(ctx, phaseQuery(sp), sp.limit)
+		return s.runPage(ctx, s.read, phaseQuery(sp), sp.limit)
 	}
 	pairs := labelPairs(sp.labels)
-	driver, exhausted := pairs[0], false
-	if len(pairs) > 1 {
-		// Drive from the smallest label (counted up to labelBudget+1).
-		counts, err := s.labelCounts(ctx, sp, pairs)
-		if err != nil {
-			return Page{}, err
-		}
-		best := 0
-		for i, n := range counts {
-			if n < counts[best] {
-				best = i
-			}
-		}
-		driver, exhausted = pairs[best], counts[best] <= labelBudget
-	}
-	filtered := !sp.allPhases || sp.kind != "" || sp.owner != nil || len(pairs) > 1
-	budget := labelBudget
-	if !filtered {
+	if sp.allPhases && sp.kind == "" && sp.owner == nil && len(pairs) == 1 {
 		// Every entry of the label is a match: a page of entries is a page.
-		budget = sp.limit + 1
+		return s.runPage(ctx, s.read, labelQuery(sp, pairs[0], sp.limit+1), sp.limit)
 	}
-	q := labelQuery(sp, driver, budget)
-	items, err := s.queryResources(ctx, q)
+	// Filtered: size the labels, walk, and maybe fall back, all in one
+	// snapshot, so a size read before the walk still holds during it.
+	tx, err := s.read.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return Page{}, mapErr(err, "list resources")
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	counts, err := s.labelCounts(ctx, tx, sp, pairs)
 	if err != nil {
 		return Page{}, err
 	}
-	if !filtered || len(items) > sp.limit || exhausted {
-		return newPage(items, sp.limit), nil
+	best := 0 // drive from the smallest label
+	for i, n := range counts {
+		if n < counts[best] {
+			best = i
+		}
 	}
-	// A short page from a bounded walk is complete only when the walk saw
-	// every remaining entry of the label.
-	counts, err := s.labelCounts(ctx, sp, [][2]string{driver})
+	items, err := s.queryResources(ctx, tx, labelQuery(sp, pairs[best], labelBudget))
 	if err != nil {
 		return Page{}, err
 	}
-	if counts[0] <= labelBudget {
+	// The walk's page is exact when it is full, or when the walk saw every
+	// remaining entry of its label; otherwise the other filters starved it.
+	if len(items) > sp.limit || counts[best] <= labelBudget {
 		return newPage(items, sp.limit), nil
 	}
-	return s.runPage(ctx, phaseQuery(sp), sp.limit)
+	return s.runPage(ctx, tx, phaseQuery(sp), sp.limit)
 }
 
 // labelBudget bounds a filtered label walk: at most this many primary-key
@@ -230,7 +222,7 @@ SELECT ` + resourceColumns + `
 
 // labelCounts counts each label's entries after the cursor, up to
 // labelBudget+1 (an index-only scan of at most that many entries each).
-func (s *Store) labelCounts(ctx context.Context, sp listSpec, pairs [][2]string) ([]int64, error) {
+func (s *Store) labelCounts(ctx context.Context, q querier, sp listSpec, pairs [][2]string) ([]int64, error) {
 	args := argList{labelBudget + 1}
 	cursor := ""
 	if sp.after != nil {
@@ -242,7 +234,7 @@ func (s *Store) labelCounts(ctx context.Context, sp listSpec, pairs [][2]string)
 			WHERE l.key = %s AND l.value = %s%s LIMIT $1) s)`, args.add(p[0]), args.add(p[1]), cursor)
 	}
 	var counts []int64
-	err := s.read.QueryRow(ctx, `SELECT ARRAY[`+strings.Join(parts, ", ")+`]::bigint[]`,
+	err := q.QueryRow(ctx, `SELECT ARRAY[`+strings.Join(parts, ", ")+`]::bigint[]`,
 		append([]any{pgx.QueryExecModeCacheDescribe}, args...)...).Scan(&counts)
 	if err != nil {
 		return nil, mapErr(err, "list resources (label sizes)")
@@ -264,8 +256,8 @@ func labelPairs(labels map[string]string) [][2]string {
 // statement): the best plan depends on the values (a phase holding 0.05% or
 // 90% of the rows, an owner of 5 or 50,000 children), and a cached generic
 // plan would pick one for all.
-func (s *Store) queryResources(ctx context.Context, q listQuery) ([]resource.Resource, error) {
-	rows, err := s.read.Query(ctx, q.sql, append([]any{pgx.QueryExecModeCacheDescribe}, q.args...)...)
+func (s *Store) queryResources(ctx context.Context, db querier, q listQuery) ([]resource.Resource, error) {
+	rows, err := db.Query(ctx, q.sql, append([]any{pgx.QueryExecModeCacheDescribe}, q.args...)...)
 	if err != nil {
 		return nil, mapErr(err, "list resources")
 	}
@@ -276,8 +268,8 @@ func (s *Store) queryResources(ctx context.Context, q listQuery) ([]resource.Res
 	return items, nil
 }
 
-func (s *Store) runPage(ctx context.Context, q listQuery, limit int) (Page, error) {
-	items, err := s.queryResources(ctx, q)
+func (s *Store) runPage(ctx context.Context, db querier, q listQuery, limit int) (Page, error) {
+	items, err := s.queryResources(ctx, db, q)
 	if err != nil {
 		return Page{}, err
 	}

@@ -1,11 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -94,11 +94,32 @@ func TestListResources_PagesMatchTheKeysetOrderIncludingTies(t *testing.T) {
 
 func TestListResources_GapFreeWhileAnotherGoroutineInserts(t *testing.T) {
 	t.Parallel()
+	cases := map[string]struct {
+		reason string
+		opts   ListOptions
+	}{
+		"PhaseBranches": {"the phase-branch plan", ListOptions{Limit: 6}},
+		"LabelWalk":     {"the label walk", ListOptions{Limit: 6, Labels: map[string]string{"team": "a"}}},
+		"KindPhase":     {"one kind in two phases", ListOptions{Limit: 5, Kind: "noop", Phases: []resource.Phase{resource.PhaseReconciling, resource.PhaseReady}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			gapFreeUnderInserts(t, tc.opts)
+		})
+	}
+}
+
+// gapFreeUnderInserts pages through opts while another goroutine inserts
+// matching rows, and checks every row that existed before the listing began
+// is served exactly once, in strict keyset order, and nothing twice.
+func gapFreeUnderInserts(t *testing.T, opts ListOptions) {
 	e := newEnvWithKinds(t)
 	ctx := context.Background()
+	labels := map[string]string{"team": "a"}
 	const preload = 120
 	for i := range preload {
-		e.noop(t, fmt.Sprintf("pre-%03d", i), nil)
+		e.noop(t, fmt.Sprintf("pre-%03d", i), labels)
 	}
 	existing := e.dbOrder(t, "true")
 	require.Len(t, existing, preload)
@@ -119,7 +140,8 @@ func TestListResources_GapFreeWhileAnotherGoroutineInserts(t *testing.T) {
 				return
 			default:
 			}
-			_, _, err := e.store.ApplyResource(ctx, ApplyResourceInput{Kind: "noop", Name: fmt.Sprintf("new-%04d", i), Spec: json.RawMessage(`{}`)})
+			_, _, err := e.store.ApplyResource(ctx, ApplyResourceInput{Kind: "noop", Name: fmt.Sprintf("new-%04d", i),
+				Labels: labels, Spec: json.RawMessage(`{}`)})
 			if err != nil {
 				t.Errorf("concurrent insert: %v", err)
 				return
@@ -132,17 +154,12 @@ func TestListResources_GapFreeWhileAnotherGoroutineInserts(t *testing.T) {
 		}
 	}()
 
-	opts := ListOptions{Limit: 6}
-	var served []string
-	var lastAt []resource.Resource
+	var served []resource.Resource
 	for pages := 0; ; pages++ {
 		require.Less(t, pages, 1000)
 		page, err := e.store.ListResources(ctx, opts)
 		require.NoError(t, err)
-		for _, r := range page.Items {
-			served = append(served, r.Name)
-			lastAt = append(lastAt, r)
-		}
+		served = append(served, page.Items...)
 		if page.NextCursor == "" {
 			break
 		}
@@ -157,14 +174,15 @@ func TestListResources_GapFreeWhileAnotherGoroutineInserts(t *testing.T) {
 	wg.Wait()
 	require.Positive(t, count.Load())
 
-	for i := 1; i < len(lastAt); i++ {
-		a, b := lastAt[i-1], lastAt[i]
-		require.True(t, a.CreatedAt.After(b.CreatedAt) || a.CreatedAt.Equal(b.CreatedAt) && strings.Compare(a.ID.String(), b.ID.String()) > 0,
-			"order broken at %d: %s then %s", i, a.Name, b.Name)
-	}
 	seen := map[string]int{}
-	for _, n := range served {
-		seen[n]++
+	for i, r := range served {
+		seen[r.Name]++
+		if i == 0 {
+			continue
+		}
+		a := served[i-1]
+		require.True(t, a.CreatedAt.After(r.CreatedAt) || a.CreatedAt.Equal(r.CreatedAt) && bytes.Compare(a.ID[:], r.ID[:]) > 0,
+			"order broken at %d: %s then %s", i, a.Name, r.Name)
 	}
 	for n, c := range seen {
 		require.Equal(t, 1, c, "%s served %d times", n, c)

@@ -143,8 +143,11 @@ func (s *Store) ApplyResource(ctx context.Context, in ApplyResourceInput) (resou
 			r, outcome, err = s.applyResource(ctx, tx, in)
 			return err
 		})
-		if errors.Is(err, errApplyRace) && attempt < 3 {
-			continue
+		if errors.Is(err, errApplyRace) {
+			if attempt < 3 {
+				continue
+			}
+			return resource.Resource{}, "", conflict("resource %s/%s: concurrent applies, retry", in.Kind, in.Name)
 		}
 		if err != nil {
 			return resource.Resource{}, "", err

@@ -132,7 +132,8 @@ func (e env) tableCounts(t *testing.T) map[string]int64 {
 	t.Helper()
 	out := map[string]int64{}
 	for _, table := range []string{"kind_manifest", "kind_config", "resources", "resource_events",
-		"resource_phase_deltas", "providerconfigs", "reactor_bindings", "resource_operations", "work_queue"} {
+		"resource_phase_deltas", "resource_labels", "providerconfigs", "reactor_bindings", "resource_operations",
+		"work_queue", "lifecycle_outbox"} {
 		var n int64
 		require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n))
 		out[table] = n
