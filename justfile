@@ -8,7 +8,7 @@ default:
     @just --list
 
 # Regenerate every generated file (committed; CI fails on a diff).
-generate:
+generate: frontend-generate
     go generate ./...
 
 # Build the binaries into ./bin, stamped with the git version.
@@ -16,15 +16,15 @@ build:
     mkdir -p bin
     go build -ldflags "-X main.BuildVersion={{version}}" -o bin/ ./cmd/...
 
-# The full Go test suite (real Postgres, started by the tests themselves).
-test *ARGS:
+# The dashboard's Vitest suite, then the Go suite (real Postgres; browser tests need Debian's chromium).
+test *ARGS: frontend-test
     go test {{ARGS}} ./...
 
 # Everything CI runs.
 ci:
     bash .ci/run
 
-# The local stack: private Postgres, migrated (see README).
+# The local stack: private Postgres, converge, the demo worker and a sample bom (see README).
 dev *ARGS:
     go run ./cmd/devstack {{ARGS}}
 
@@ -36,5 +36,46 @@ bench-store ROWS="1000000":
 bench-sched N="100000":
     BENCH_N={{N}} go test ./core/store/pipeline -run '^$' -bench '^BenchmarkSched$' -benchtime 1x -timeout 60m
 
+# End to end: N leaf resources under bom roots through a real converge and a real worker process.
+bench N="10000":
+    go run ./examples/classic/cmd/bench -n {{N}}
+
+# The GraphQL API over HTTP and websocket at ROWS resources (default 1M): page
+# p50/p99 (first, deep, phase-filtered) and commit→frame latency for 1,000 subscribers.
+bench-api ROWS="1000000":
+    BENCH_ROWS={{ROWS}} go test ./core/api -run '^$' -bench '^BenchmarkAPI$' -benchtime 1x -timeout 60m
+
 # Every benchmark available, at size N.
-bench N="100000": (bench-sched N) (bench-store N)
+bench-all N="100000": (bench-sched N) (bench-store N) (bench N)
+
+# Install the dashboard's npm packages from the lockfile (when missing or older than it).
+frontend-deps:
+    cd frontend && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund; }
+
+# The dashboard's typed GraphQL documents (from graph/schema) and its built dist/ (embedded).
+frontend-generate: frontend-deps
+    cd frontend && npm run codegen && npm run build
+
+# The dashboard's unit and component tests (Vitest).
+frontend-test: frontend-deps
+    cd frontend && npm test
+
+# The dashboard with hot reload on :5173, proxying /graphql to a converge at CONVERGE_API (default :8080).
+frontend-dev: frontend-deps
+    cd frontend && npm run dev
+
+# The browser tests (Chromium driven by chromedp); screenshots land in .artifacts/screenshots.
+browser-test:
+    CONVERGE_REQUIRE_BROWSER=1 go test -count=1 -v -run TestDashboard ./frontend/browsertest
+
+# conctl against CONVERGE_SERVER (default http://localhost:8080), e.g. `just conctl get res --phase failed`.
+conctl *ARGS:
+    go run -ldflags "-X main.BuildVersion={{version}}" ./cmd/conctl {{ARGS}}
+
+# Regenerate only conctl's genqlient client (from graph/schema) and docs/cli.md.
+generate-cli:
+    go generate ./cli
+
+# conctl's suite under the race detector (a real converge, worker and Postgres).
+test-cli *ARGS:
+    go test -race {{ARGS}} ./cli/...

@@ -1,0 +1,156 @@
+// Command stdworker is the database-free default worker: it serves the kinds
+// it is told to by running an external program per task (core/stdio), the
+// task as JSON on stdin and the outcome as JSON on stdout. Which program
+// serves a kind comes from the kind's default providerconfig, so a new kind
+// needs no Go code and no redeploy. See README.md for the protocol.
+//
+//	BROKER_URL=http://127.0.0.1:8080 stdworker --kind script --kind vpc/v2
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/logging"
+	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/stdio"
+	"github.com/converge-run/converge/core/tlsreload"
+	"github.com/converge-run/converge/core/worker"
+)
+
+// BuildVersion is stamped by `just build` from git describe.
+var BuildVersion = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv); err != nil {
+		fmt.Fprintln(os.Stderr, "stdworker:", err)
+		os.Exit(1)
+	}
+}
+
+// kindList is a repeatable --kind flag ("kind" or "kind/version", or a
+// comma-separated list of them).
+type kindList []manifest.KindVersion
+
+func (k *kindList) String() string {
+	parts := make([]string, 0, len(*k))
+	for _, kv := range *k {
+		parts = append(parts, kv.String())
+	}
+	return strings.Join(parts, ",")
+}
+
+func (k *kindList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		kind, version, _ := strings.Cut(s, "/")
+		if kind == "" {
+			return fmt.Errorf("kind %q: want kind or kind/version", s)
+		}
+		if version == "" {
+			version = manifest.DefaultVersion
+		}
+		*k = append(*k, manifest.KindVersion{Kind: kind, Version: version})
+	}
+	return nil
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string) error {
+	fs := flag.NewFlagSet("stdworker", flag.ContinueOnError)
+	var kinds kindList
+	if err := kinds.Set(getenv("STDWORKER_KINDS")); err != nil {
+		return fmt.Errorf("STDWORKER_KINDS: %w", err)
+	}
+	fs.Var(&kinds, "kind", "a kind to serve, kind or kind/version; repeatable or comma-separated (env STDWORKER_KINDS)")
+	broker := fs.String("broker", getenv("BROKER_URL"), "the broker's URL, http:// or https:// (env BROKER_URL)")
+	id := fs.String("id", getenv("WORKER_ID"), "this worker's id (env WORKER_ID; default host-pid-random)")
+	parallel := fs.Int("max-parallel", 0, "concurrent tasks (env WORKER_MAX_PARALLEL, default 64)")
+	drain := fs.Duration("drain-timeout", 0, "how long running programs may finish on shutdown (env WORKER_DRAIN_TIMEOUT, default 50s)")
+	version := fs.Bool("version", false, "print the version and exit")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: stdworker --broker URL --kind KIND[/VERSION]...\n\n")
+		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "\nTLS (https:// brokers): WORKER_TLS_CERT_FILE, WORKER_TLS_KEY_FILE (client keypair for mTLS),\n"+
+			"WORKER_TLS_CA_FILE (CA to verify the broker), TLS_RELOAD_INTERVAL. Logs: LOG_FORMAT, LOG_LEVEL.\n")
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *version {
+		fmt.Println(BuildVersion)
+		return nil
+	}
+	log, err := logging.FromEnv()
+	if err != nil {
+		return err
+	}
+	opts, err := worker.OptionsFromEnv()
+	if err != nil {
+		return err
+	}
+	opts.WorkerID, opts.Version, opts.Logger = *id, BuildVersion, log.With().Str("component", "stdworker").Logger()
+	if *parallel > 0 {
+		opts.MaxParallel = *parallel
+	}
+	if *drain > 0 {
+		opts.DrainTimeout = *drain
+	}
+	if *broker == "" {
+		return errors.New("no broker: set --broker or BROKER_URL")
+	}
+	if len(kinds) == 0 {
+		return errors.New("no kinds: name at least one with --kind or STDWORKER_KINDS")
+	}
+	reloader, err := clientTLS(getenv, log)
+	if err != nil {
+		return err
+	}
+	if reloader != nil {
+		opts.TLS = reloader.ClientConfig()
+		go func() { _ = reloader.Run(ctx) }()
+	}
+	providers := make([]worker.Provider, 0, len(kinds))
+	for _, kv := range kinds {
+		providers = append(providers, stdio.New(kv, log))
+	}
+	log.Info().Str("broker", *broker).Str("kinds", kinds.String()).Msg("stdworker starting")
+	return worker.Serve(ctx, *broker, opts, providers...)
+}
+
+// clientTLS builds the hot-reloaded client TLS material, if any is set.
+func clientTLS(getenv func(string) string, log zerolog.Logger) (*tlsreload.Reloader, error) {
+	files := tlsreload.Files{CertFile: getenv("WORKER_TLS_CERT_FILE"), KeyFile: getenv("WORKER_TLS_KEY_FILE"), CAFile: getenv("WORKER_TLS_CA_FILE")}
+	if files == (tlsreload.Files{}) {
+		return nil, nil
+	}
+	if (files.CertFile == "") != (files.KeyFile == "") {
+		return nil, errors.New("WORKER_TLS_CERT_FILE and WORKER_TLS_KEY_FILE must be set together")
+	}
+	interval := 3 * time.Minute
+	if v := getenv("TLS_RELOAD_INTERVAL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("TLS_RELOAD_INTERVAL=%q: want a positive duration", v)
+		}
+		interval = d
+	}
+	r, err := tlsreload.New(files, interval, log)
+	if err != nil {
+		return nil, fmt.Errorf("load worker tls material: %w", err)
+	}
+	return r, nil
+}

@@ -1,0 +1,91 @@
+package stdio
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Defaults for the optional config fields.
+const (
+	DefaultMaxOutputBytes = 4 << 20
+	DefaultKillGrace      = 2 * time.Second
+	// stderrTail is how much of a program's stderr is kept (its end).
+	stderrTail = 64 << 10
+)
+
+// Config is the stdio part of a kind's providerconfig spec: which program
+// runs the kind's tasks and how. The stdworker reads it from the kind's
+// default providerconfig, merged per task with a resource's attached one.
+type Config struct {
+	// Command is the program and its arguments. It is executed directly,
+	// never through a shell; a name without a slash is looked up on PATH.
+	Command []string `json:"command"`
+	// Commands overrides Command for individual reactions, by reaction name.
+	Commands map[string][]string `json:"commands,omitempty"`
+	// TimeoutSecs bounds one run (0 = only the task deadline applies).
+	TimeoutSecs float64 `json:"timeout_secs,omitempty"`
+	// KillGraceSecs is how long a program has to exit after SIGTERM before
+	// its process group is killed (default 2).
+	KillGraceSecs float64 `json:"kill_grace_secs,omitempty"`
+	// Env adds variables to the program's environment (which otherwise is
+	// the worker's, plus the CONVERGE_* task variables).
+	Env map[string]string `json:"env,omitempty"`
+	// Dir is the program's working directory (default: the worker's).
+	Dir string `json:"dir,omitempty"`
+	// MaxOutputBytes bounds stdout (default 4 MiB); more is a terminal
+	// failure.
+	MaxOutputBytes int `json:"max_output_bytes,omitempty"`
+}
+
+// ParseConfig reads the stdio fields of a providerconfig spec; other fields
+// are left for the program (it receives the whole spec in the task).
+func ParseConfig(spec json.RawMessage) (Config, error) {
+	var c Config
+	if len(bytes.TrimSpace(spec)) == 0 || string(bytes.TrimSpace(spec)) == "null" {
+		return c, errors.New("no providerconfig: the kind needs one whose spec has a command")
+	}
+	if err := json.Unmarshal(spec, &c); err != nil {
+		return c, fmt.Errorf("providerconfig spec: %w", err)
+	}
+	if len(c.Command) == 0 || c.Command[0] == "" {
+		return c, errors.New("providerconfig spec: command is empty")
+	}
+	for name, argv := range c.Commands {
+		if len(argv) == 0 || argv[0] == "" {
+			return c, fmt.Errorf("providerconfig spec: commands.%s is empty", name)
+		}
+	}
+	if c.TimeoutSecs < 0 || c.KillGraceSecs < 0 || c.MaxOutputBytes < 0 {
+		return c, errors.New("providerconfig spec: timeout_secs, kill_grace_secs and max_output_bytes must not be negative")
+	}
+	return c, nil
+}
+
+// argv is the command for a reaction.
+func (c Config) argv(reaction string) []string {
+	if a, ok := c.Commands[reaction]; ok {
+		return a
+	}
+	return c.Command
+}
+
+func (c Config) timeout() time.Duration { return secs(c.TimeoutSecs) }
+
+func (c Config) killGrace() time.Duration {
+	if c.KillGraceSecs == 0 {
+		return DefaultKillGrace
+	}
+	return secs(c.KillGraceSecs)
+}
+
+func (c Config) maxOutput() int {
+	if c.MaxOutputBytes == 0 {
+		return DefaultMaxOutputBytes
+	}
+	return c.MaxOutputBytes
+}
+
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -1,0 +1,179 @@
+// Package stdio is the provider behind cmd/stdworker: it serves a kind by
+// running an external program per task. The task goes to the program as one
+// JSON document on stdin, the outcome comes back as one JSON document on
+// stdout, and the exit code (or the document's "error" field) tells success,
+// terminal and transient failure apart. Which program runs comes from the
+// kind's providerconfig (see Config); the protocol is documented in
+// cmd/stdworker/README.md.
+//
+// No shell is involved: the command is an argv array executed directly. A
+// run is bounded by the task deadline and the config's timeout_secs, its
+// stdout by max_output_bytes, and its stderr is kept only as a tail for the
+// error message.
+package stdio
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/worker"
+)
+
+// maxErrStderr is how much of the stderr tail goes into an error message.
+const maxErrStderr = 2048
+
+// Provider runs one (kind, version)'s tasks as external programs.
+type Provider struct {
+	kv  manifest.KindVersion
+	log zerolog.Logger
+
+	mu    sync.RWMutex
+	ready bool
+	// env is the worker's environment, read once.
+	env []string
+}
+
+// New returns a provider for kv. It is unready until the kind's default
+// providerconfig names a command that exists.
+func New(kv manifest.KindVersion, log zerolog.Logger) *Provider {
+	if kv.Version == "" {
+		kv.Version = manifest.DefaultVersion
+	}
+	return &Provider{kv: kv, log: log.With().Str("kind", kv.Kind).Str("version", kv.Version).Logger(), env: os.Environ()}
+}
+
+// Kind is the (kind, version) served.
+func (p *Provider) Kind() manifest.KindVersion { return p.kv }
+
+// Ready reports whether the default providerconfig names a runnable command.
+func (p *Provider) Ready() bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.ready
+}
+
+// OnConfig checks the default providerconfig: the kind serves only while it
+// names a command that can be found.
+func (p *Provider) OnConfig(cfg worker.ProviderConfig) {
+	c, err := ParseConfig(cfg.Spec)
+	if err == nil {
+		_, err = exec.LookPath(c.Command[0])
+	}
+	p.mu.Lock()
+	p.ready = err == nil
+	p.mu.Unlock()
+	if err != nil {
+		p.log.Warn().Err(err).Str("config", cfg.Name).Msg("stdio kind unready: its default providerconfig names no runnable command")
+		return
+	}
+	p.log.Info().Str("config", cfg.Name).Strs("command", c.Command).Msg("stdio kind ready")
+}
+
+// Work runs the program for one task.
+func (p *Provider) Work(ctx context.Context, req worker.Request) (worker.Outcome, error) {
+	cfg, err := ParseConfig(req.Config.Spec)
+	if err != nil {
+		return worker.Outcome{}, worker.Terminal(fmt.Errorf("config %q: %w", req.Config.Name, err))
+	}
+	if t := cfg.timeout(); t > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
+	var deadlineMS int64
+	if d, ok := ctx.Deadline(); ok {
+		deadlineMS = max(time.Until(d).Milliseconds(), 1)
+	}
+	task, err := json.Marshal(NewTask(req, deadlineMS))
+	if err != nil {
+		return worker.Outcome{}, worker.Terminal(fmt.Errorf("encode task: %w", err))
+	}
+	argv := cfg.argv(req.Reaction)
+	r, err := execute(ctx, argv, p.environ(cfg, req, deadlineMS), cfg.Dir, task, cfg.maxOutput(), cfg.killGrace())
+	if err != nil {
+		// The program could not be started (missing, not executable):
+		// retrying is pointless until the config changes.
+		return worker.Outcome{}, worker.Terminal(err)
+	}
+	p.log.Debug().Str("name", req.Resource.Name).Str("stage", string(req.Stage)).Int("exit", r.exitCode).
+		Dur("took", r.took).Int("stdout_bytes", len(r.stdout)).Bytes("stderr", r.stderr).Msg("program ran")
+	return interpret(argv[0], r, cfg)
+}
+
+// interpret maps a finished run to an outcome or a failure.
+func interpret(prog string, r run, cfg Config) (worker.Outcome, error) {
+	switch {
+	case errors.Is(r.cause, errOutputTooLarge):
+		return worker.Outcome{}, worker.Terminal(fmt.Errorf("%s: stdout exceeded %d bytes (max_output_bytes)", prog, cfg.maxOutput()))
+	case errors.Is(r.cause, context.DeadlineExceeded):
+		return worker.Outcome{}, fmt.Errorf("%s: timed out after %s and was killed%s", prog, r.took.Round(time.Millisecond), stderrSuffix(r.stderr))
+	case r.cause != nil:
+		return worker.Outcome{}, fmt.Errorf("%s: interrupted: %w", prog, r.cause)
+	}
+	o, perr := ParseOutcome(r.stdout)
+	if o.Error != nil {
+		msg := o.Error.Message
+		if msg == "" {
+			msg = "failed (no message)"
+		}
+		err := fmt.Errorf("%s: %s", prog, msg)
+		if o.Error.Terminal {
+			return worker.Outcome{}, worker.Terminal(err)
+		}
+		return worker.Outcome{}, err
+	}
+	switch code := r.exitCode; {
+	case code == 0 && perr != nil:
+		return worker.Outcome{}, worker.Terminal(fmt.Errorf("%s: %w", prog, perr))
+	case code == 0:
+		return o.Outcome(), nil
+	case code == ExitTerminal:
+		return worker.Outcome{}, worker.Terminal(fmt.Errorf("%s exited %d (terminal)%s", prog, code, stderrSuffix(r.stderr)))
+	case code < 0:
+		return worker.Outcome{}, fmt.Errorf("%s was killed by a signal%s", prog, stderrSuffix(r.stderr))
+	default:
+		return worker.Outcome{}, fmt.Errorf("%s exited %d%s", prog, code, stderrSuffix(r.stderr))
+	}
+}
+
+func stderrSuffix(stderr []byte) string {
+	s := strings.TrimSpace(string(stderr))
+	if s == "" {
+		return ""
+	}
+	if len(s) > maxErrStderr {
+		s = "…" + s[len(s)-maxErrStderr:]
+	}
+	return ": " + s
+}
+
+// environ is the program's environment: the worker's, the config's env, and
+// the task variables.
+func (p *Provider) environ(cfg Config, req worker.Request, deadlineMS int64) []string {
+	env := make([]string, 0, len(p.env)+len(cfg.Env)+8)
+	env = append(env, p.env...)
+	for k, v := range cfg.Env {
+		env = append(env, k+"="+v)
+	}
+	return append(env,
+		"CONVERGE_PROTOCOL="+ProtocolVersion,
+		"CONVERGE_STAGE="+string(req.Stage),
+		"CONVERGE_REACTION="+req.Reaction,
+		"CONVERGE_KIND="+req.Resource.Kind,
+		"CONVERGE_VERSION="+req.Resource.Version,
+		"CONVERGE_NAME="+req.Resource.Name,
+		"CONVERGE_GENERATION="+strconv.FormatInt(req.Resource.Generation, 10),
+		"CONVERGE_DEADLINE_MS="+strconv.FormatInt(deadlineMS, 10),
+	)
+}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/examples/classic"
+	"github.com/converge-run/converge/examples/stack"
+)
+
+// rootName names the i-th measured root.
+func rootName(i int) string { return fmt.Sprintf("bench-%06d", i) }
+
+// runRoots applies the roots from a few goroutines and waits until every
+// one is READY, reporting progress on stderr.
+func runRoots(ctx context.Context, st *stack.Stack, roots int, spec json.RawMessage) error {
+	started := time.Now()
+	var next atomic.Int64
+	errc := make(chan error, 8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= roots {
+					return
+				}
+				_, _, err := st.Store.ApplyResource(ctx, store.ApplyResourceInput{Kind: classic.KindBOM, Name: rootName(i), Spec: spec, Actor: "bench"})
+				if err != nil {
+					errc <- fmt.Errorf("apply root %s: %w", rootName(i), err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	if err := <-errc; err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "bench: %d roots applied in %s\n", roots, time.Since(started).Round(time.Millisecond))
+
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	lastReport := time.Now()
+	for {
+		counts, err := st.Store.PhaseCounts(ctx, "")
+		if err != nil {
+			return err
+		}
+		bomCounts, err := st.Store.PhaseCounts(ctx, classic.KindBOM)
+		if err != nil {
+			return err
+		}
+		readyRoots := count(bomCounts, resource.PhaseReady) - 1 // the warm-up bom
+		if readyRoots >= roots {
+			fmt.Fprintf(os.Stderr, "bench: all %d roots ready after %s\n", roots, time.Since(started).Round(time.Millisecond))
+			return nil
+		}
+		if time.Since(lastReport) >= 5*time.Second {
+			lastReport = time.Now()
+			fmt.Fprintf(os.Stderr, "bench: %s: ready=%d reconciling=%d failed=%d degraded=%d (roots ready %d/%d)\n",
+				time.Since(started).Round(time.Second), count(counts, resource.PhaseReady), count(counts, resource.PhaseReconciling),
+				count(counts, resource.PhaseFailed), count(counts, resource.PhaseDegraded), readyRoots, roots)
+		}
+		if err := st.Exited(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("roots not ready: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+func count(cs []resource.PhaseCount, p resource.Phase) int {
+	for _, c := range cs {
+		if c.Phase == p {
+			return int(c.Count)
+		}
+	}
+	return 0
+}
+
+type result struct {
+	rate, p50, p99, rollup float64
+}
+
+// measure reads every root and leaf back and computes the figures from the
+// database's timestamps: created_at of a root is its apply, updated_at of a
+// settled resource its READY write.
+func measure(ctx context.Context, st *stack.Stack, n int) (result, error) {
+	rootsByID := map[uuid.UUID]resource.Resource{}
+	err := each(ctx, st.Store, classic.KindBOM, func(r resource.Resource) {
+		if r.Name != "warmup" {
+			rootsByID[r.ID] = r
+		}
+	})
+	if err != nil {
+		return result{}, err
+	}
+	var first, last time.Time
+	for _, r := range rootsByID {
+		if first.IsZero() || r.CreatedAt.Before(first) {
+			first = r.CreatedAt
+		}
+		if r.UpdatedAt.After(last) {
+			last = r.UpdatedAt
+		}
+	}
+	lastLeaf := map[uuid.UUID]time.Time{}
+	var lat []float64
+	notReady := 0
+	for _, kind := range []string{classic.KindAccount, classic.KindVPC, classic.KindRoute} {
+		err := each(ctx, st.Store, kind, func(r resource.Resource) {
+			if r.OwnerID == nil {
+				return
+			}
+			root, ok := rootsByID[*r.OwnerID]
+			if !ok {
+				return // the warm-up's
+			}
+			if r.Phase != resource.PhaseReady {
+				notReady++
+			}
+			lat = append(lat, ms(r.UpdatedAt.Sub(root.CreatedAt)))
+			if r.UpdatedAt.After(lastLeaf[root.ID]) {
+				lastLeaf[root.ID] = r.UpdatedAt
+			}
+		})
+		if err != nil {
+			return result{}, err
+		}
+	}
+	if len(lat) != n || notReady > 0 {
+		return result{}, fmt.Errorf("read back %d leaves (%d not ready), want %d ready", len(lat), notReady, n)
+	}
+	var rollups []float64
+	for id, r := range rootsByID {
+		rollups = append(rollups, ms(r.UpdatedAt.Sub(lastLeaf[id])))
+	}
+	slices.Sort(lat)
+	slices.Sort(rollups)
+	return result{
+		rate:   float64(n) / last.Sub(first).Seconds(),
+		p50:    quantile(lat, 0.50),
+		p99:    quantile(lat, 0.99),
+		rollup: quantile(rollups, 0.50),
+	}, nil
+}
+
+// each pages through every resource of kind.
+func each(ctx context.Context, st *store.Store, kind string, fn func(resource.Resource)) error {
+	after := ""
+	for {
+		page, err := st.ListResources(ctx, store.ListOptions{Kind: kind, Limit: 500, After: after})
+		if err != nil {
+			return fmt.Errorf("list %s: %w", kind, err)
+		}
+		for _, r := range page.Items {
+			fn(r)
+		}
+		if page.NextCursor == "" {
+			return nil
+		}
+		after = page.NextCursor
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// quantile of sorted values (nearest rank).
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}

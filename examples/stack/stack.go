@@ -1,0 +1,285 @@
+// Package stack runs the whole system locally, as real processes: a private
+// Postgres (db/pgcluster, Postgres' default durability), the `converge`
+// binary (ROLE=all) and the classic demo's worker binary connected to its
+// broker over loopback Connect. cmd/devstack is its command line; the
+// end-to-end benchmark (examples/classic/cmd/bench) drives the same stack.
+//
+// converge runs as a child process built from this source tree, so the
+// stack serves exactly what the production binary serves (the GraphQL API
+// and the dashboard included, as they are mounted there).
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/db/pgcluster"
+)
+
+// Packages built when Options leaves a binary unset.
+const (
+	ConvergePackage = "github.com/converge-run/converge/cmd/converge"
+	WorkerPackage   = "github.com/converge-run/converge/examples/classic/cmd/worker"
+)
+
+// Options configures a stack.
+type Options struct {
+	// Addr is converge's LISTEN_ADDR (host:port); port 0 picks a free one.
+	Addr string
+	// DataDir keeps the database between runs ("" = a temporary one,
+	// removed by Stop).
+	DataDir string
+	// ConvergeBin and WorkerBin are prebuilt binaries; "" builds them from
+	// this source tree with the go tool (cached after the first time).
+	ConvergeBin, WorkerBin string
+	// ConvergeEnv and WorkerEnv are extra NAME=value settings for the
+	// children, on top of this process's environment.
+	ConvergeEnv, WorkerEnv []string
+	// PGPort is the private Postgres' loopback port (0 = a free one).
+	PGPort int
+	// PGSettings are extra Postgres settings (-c name=value).
+	PGSettings map[string]string
+	// Output receives the children's logs, each line prefixed with its
+	// process name (default os.Stderr).
+	Output io.Writer
+	// Setup runs once converge is ready and before the worker starts (apply
+	// the kind manifests here, so the worker's kinds are known when it
+	// connects).
+	Setup func(ctx context.Context, s *Stack) error
+	// ReadyTimeout bounds start-up until /readyz answers (default 2m).
+	ReadyTimeout time.Duration
+	Log          zerolog.Logger
+}
+
+// Stack is a running local stack.
+type Stack struct {
+	// BaseURL is converge's HTTP address (API, probes, broker).
+	BaseURL string
+	// DatabaseURL is the private Postgres' converge database.
+	DatabaseURL string
+	// Store reads and writes the database directly (the seam until conctl
+	// and the GraphQL API apply documents; see examples/apply).
+	Store *store.Store
+
+	pg       *pgcluster.Cluster
+	pool     *pgxpool.Pool
+	converge *process
+	worker   *process
+	binDir   string
+	log      zerolog.Logger
+}
+
+// Start brings the stack up: Postgres, converge (which migrates the schema
+// at boot and is waited for until its /readyz answers), Options.Setup, then
+// the worker.
+// On failure everything started so far is stopped.
+func Start(ctx context.Context, opts Options) (s *Stack, err error) {
+	if opts.Output == nil {
+		opts.Output = os.Stderr
+	}
+	if opts.ReadyTimeout == 0 {
+		opts.ReadyTimeout = 2 * time.Minute
+	}
+	listen, urlHost, err := resolveAddr(opts.Addr)
+	if err != nil {
+		return nil, err
+	}
+	s = &Stack{BaseURL: "http://" + urlHost, log: opts.Log}
+	defer func() {
+		if err != nil {
+			_ = s.Stop()
+			s = nil
+		}
+	}()
+	if err := s.binaries(ctx, &opts); err != nil {
+		return s, err
+	}
+	if s.pg, err = pgcluster.Start(ctx, pgcluster.Options{DataDir: opts.DataDir, Port: opts.PGPort, Settings: opts.PGSettings, Logger: opts.Log}); err != nil {
+		return s, err
+	}
+	if err := s.pg.CreateDatabase(ctx, "converge"); err != nil {
+		return s, err
+	}
+	s.DatabaseURL = s.pg.URL("converge")
+
+	env := append(os.Environ(), "DATABASE_URL="+s.DatabaseURL, "ROLE=all", "LISTEN_ADDR="+listen)
+	if s.converge, err = startProcess("converge", opts.ConvergeBin, nil, append(env, opts.ConvergeEnv...), opts.Output); err != nil {
+		return s, err
+	}
+	if err := s.waitReady(ctx, opts.ReadyTimeout); err != nil {
+		return s, err
+	}
+	if s.pool, err = pgxpool.New(ctx, s.DatabaseURL); err != nil {
+		return s, fmt.Errorf("connect to %s: %w", s.DatabaseURL, err)
+	}
+	s.Store = store.New(s.pool, s.pool)
+	if opts.Setup != nil {
+		if err := opts.Setup(ctx, s); err != nil {
+			return s, err
+		}
+	}
+	wenv := append(os.Environ(), "BROKER_URL="+s.BaseURL)
+	if s.worker, err = startProcess("worker", opts.WorkerBin, nil, append(wenv, opts.WorkerEnv...), opts.Output); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// ConvergePid and WorkerPid are the children's process ids.
+func (s *Stack) ConvergePid() int { return s.converge.Pid() }
+
+// WorkerPid is the worker's process id.
+func (s *Stack) WorkerPid() int { return s.worker.Pid() }
+
+// PeakRSSMB reads the peak resident set size (VmHWM, MiB) of converge and
+// of the worker.
+func (s *Stack) PeakRSSMB() (convergeMB, workerMB float64, err error) {
+	if convergeMB, err = rssMB(s.converge.Pid(), true); err != nil {
+		return 0, 0, err
+	}
+	workerMB, err = rssMB(s.worker.Pid(), true)
+	return convergeMB, workerMB, err
+}
+
+// Exited reports a child that has ended on its own (a crash), if any.
+func (s *Stack) Exited() error {
+	for _, p := range []*process{s.converge, s.worker} {
+		if p == nil {
+			continue
+		}
+		if err, ok := p.exited(); ok {
+			return fmt.Errorf("%s exited unexpectedly: %v", p.name, err)
+		}
+	}
+	return nil
+}
+
+// Stop tears the stack down in order — the worker (which drains), converge
+// (which drains its broker and deregisters), then Postgres — and removes
+// temporary data. Every step runs even when an earlier one fails.
+func (s *Stack) Stop() error {
+	var errs []error
+	if s.worker != nil {
+		errs = append(errs, s.worker.stop(60*time.Second))
+	}
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	if s.converge != nil {
+		errs = append(errs, s.converge.stop(60*time.Second))
+	}
+	if s.pg != nil {
+		errs = append(errs, s.pg.Stop())
+	}
+	if s.binDir != "" {
+		errs = append(errs, os.RemoveAll(s.binDir))
+	}
+	return errors.Join(errs...)
+}
+
+// binaries builds the binaries Options leaves unset.
+func (s *Stack) binaries(ctx context.Context, opts *Options) error {
+	var pkgs []string
+	if opts.ConvergeBin == "" {
+		pkgs = append(pkgs, ConvergePackage)
+	}
+	if opts.WorkerBin == "" {
+		pkgs = append(pkgs, WorkerPackage)
+	}
+	if len(pkgs) == 0 {
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "converge-stack-bin-")
+	if err != nil {
+		return fmt.Errorf("create build dir: %w", err)
+	}
+	s.binDir = dir
+	if err := Build(ctx, dir, pkgs...); err != nil {
+		return err
+	}
+	if opts.ConvergeBin == "" {
+		opts.ConvergeBin = filepath.Join(dir, "converge")
+	}
+	if opts.WorkerBin == "" {
+		opts.WorkerBin = filepath.Join(dir, "worker")
+	}
+	return nil
+}
+
+// Build compiles packages of this module into dir with the go tool. It must
+// run inside the source tree (as `go run ./cmd/devstack` does).
+func Build(ctx context.Context, dir string, pkgs ...string) error {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		return fmt.Errorf("the go tool is needed to build %v (or pass prebuilt binaries): %w", pkgs, err)
+	}
+	cmd := exec.CommandContext(ctx, gobin, append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %v: %w\n%s", pkgs, err, out)
+	}
+	return nil
+}
+
+// waitReady polls /readyz until it answers 200, converge exits, or the
+// timeout passes.
+func (s *Stack) waitReady(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := &http.Client{Timeout: 2 * time.Second}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.BaseURL+"/readyz", nil)
+		if res, err := client.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-s.converge.done:
+			return fmt.Errorf("converge exited during start-up: %v", s.converge.err)
+		case <-ctx.Done():
+			return fmt.Errorf("converge not ready at %s/readyz: %w", s.BaseURL, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// resolveAddr fills in a free port for port 0 and returns the address to
+// listen on and the one to reach it at (loopback for a wildcard host).
+func resolveAddr(addr string) (listen, reach string, err error) {
+	if addr == "" {
+		addr = "127.0.0.1:8080"
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", "", fmt.Errorf("address %q: want host:port: %w", addr, err)
+	}
+	if port == "0" {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return "", "", fmt.Errorf("find a free port on %q: %w", host, err)
+		}
+		_, port, _ = net.SplitHostPort(l.Addr().String())
+		l.Close()
+	}
+	reachHost := host
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		reachHost = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), net.JoinHostPort(reachHost, port), nil
+}
