@@ -53,9 +53,18 @@ type Process struct {
 	Shards   *cluster.ShardSet
 	MemberID string
 
-	mu    sync.Mutex
-	addrs map[string]net.Addr
-	ready chan struct{}
+	mu     sync.Mutex
+	addrs  map[string]net.Addr
+	ready  chan struct{}
+	extras []engine.Duty
+}
+
+// AddDuty adds a duty (for instance the GraphQL subscription hub) to the
+// engine; call it from a Mount, before the engine starts.
+func (p *Process) AddDuty(d engine.Duty) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.extras = append(p.extras, d)
 }
 
 // Addr is the bound address of a listener ("api", "health", "broker"), once
@@ -211,6 +220,9 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 	if tlsR != nil {
 		eng.Add(tlsR)
 	}
+	p.mu.Lock()
+	eng.Add(p.extras...)
+	p.mu.Unlock()
 	engCtx, stopEngine := context.WithCancel(ctx)
 	defer stopEngine()
 	engErr := make(chan error, 1)
