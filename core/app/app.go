@@ -149,7 +149,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 		Config: cfg.Redacted(), Every: cfg.HeartbeatEvery, Shards: p.Shards, Log: log}
 	d.Watcher = &cluster.TopologyWatcher{Listener: p.Listener, Poll: cfg.HeartbeatEvery, Log: log,
 		Reactors: []cluster.Reactor{&cluster.Resharder{Registry: p.Members, MemberID: p.MemberID, Shards: p.Shards,
-			Liveness: 3 * cfg.HeartbeatEvery, Log: log}}}
+			Liveness: 3 * cfg.HeartbeatEvery, OnChange: d.Reporter.Kick, Log: log}}}
 	maint := maintenance.New(primary)
 	if cfg.HasControl() {
 		d.Drainer = &control.Drainer{Pipeline: p.Pipeline, Listener: p.Listener, Shards: p.Shards, Metrics: p.Metrics, Log: log}

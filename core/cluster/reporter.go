@@ -40,10 +40,24 @@ type Reporter struct {
 	started  time.Time
 	initOnce sync.Once
 	beaten   chan struct{}
+	kick     chan struct{}
 }
 
 func (r *Reporter) init() {
-	r.initOnce.Do(func() { r.beaten = make(chan struct{}) })
+	r.initOnce.Do(func() {
+		r.beaten = make(chan struct{})
+		r.kick = make(chan struct{}, 1)
+	})
+}
+
+// Kick beats now (for instance right after a re-tile, so the cluster view
+// shows the new range without waiting for the next beat).
+func (r *Reporter) Kick() {
+	r.init()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
 }
 
 // NewMemberID returns a member id unique to this process.
@@ -84,6 +98,7 @@ func (r *Reporter) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-r.kick:
 		case <-time.After(r.Every):
 		}
 	}

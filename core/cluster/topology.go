@@ -65,6 +65,8 @@ type Resharder struct {
 	MemberID string
 	Shards   *ShardSet
 	Liveness time.Duration
+	// OnChange runs after the range changed (e.g. Reporter.Kick).
+	OnChange func()
 	Log      zerolog.Logger
 }
 
@@ -84,6 +86,9 @@ func (r *Resharder) React(ctx context.Context) error {
 	if r.Shards.Set(span) {
 		r.Log.Info().Str("member_id", r.MemberID).Int("shard_lo", span.Lo).Int("shard_hi", span.Last()).
 			Bool("empty", span.Empty()).Msg("shard range re-tiled")
+		if r.OnChange != nil {
+			r.OnChange()
+		}
 	}
 	return nil
 }
