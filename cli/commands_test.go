@@ -1,0 +1,88 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/cli"
+)
+
+func walkCommands(c *cobra.Command, f func(*cobra.Command)) {
+	f(c)
+	for _, sub := range c.Commands() {
+		walkCommands(sub, f)
+	}
+}
+
+func TestCommands_EveryCommandHasHelpWithExamples(t *testing.T) {
+	t.Parallel()
+	root := cli.NewCommand(cli.Env{})
+	walkCommands(root, func(c *cobra.Command) {
+		require.NotEmptyf(t, c.Short, "%s has a short description", c.CommandPath())
+		require.NotEmptyf(t, strings.TrimSpace(c.Example), "%s has examples", c.CommandPath())
+		args := append(strings.Fields(strings.TrimPrefix(c.CommandPath(), "conctl")), "--help")
+		r := runConctl(context.Background(), "http://127.0.0.1:1", "", args...)
+		require.Equalf(t, 0, r.code, "%s --help: %s", c.CommandPath(), r.stderr)
+		require.Containsf(t, r.stdout, "Examples:", "%s --help shows the examples", c.CommandPath())
+	})
+}
+
+func TestCommands_UsageErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		reason string
+		args   []string
+		stderr []string
+	}{
+		{"an unknown command", []string{"frobnicate"}, []string{`unknown command "frobnicate"`, "Run 'conctl --help' for usage."}},
+		{"an unknown flag", []string{"get", "res", "--frob"}, []string{"unknown flag: --frob", "Run 'conctl get --help' for usage."}},
+		{"a missing argument", []string{"get"}, []string{"requires at least 1 arg(s)"}},
+		{"an unknown --type", []string{"apply", "--type", "pod", "-f", "-"}, []string{`unknown type "pod"`}},
+		{"a bad --limit", []string{"get", "res", "--limit", "0"}, []string{"--limit 0: want 1-500"}},
+		{"watch refuses types without subscriptions", []string{"watch", "kinds"}, []string{"not supported here"}},
+		{"--tls-cert without --tls-key", []string{"get", "kinds", "--tls-cert", "c.pem"}, []string{"--tls-cert and --tls-key go together"}},
+		{"a missing CA file", []string{"get", "kinds", "--tls-ca", "/nonexistent/ca.pem"}, []string{"read --tls-ca"}},
+	}
+	for _, tc := range cases {
+		r := runConctl(context.Background(), "http://127.0.0.1:1", "", tc.args...)
+		require.Equal(t, 1, r.code, tc.reason)
+		require.True(t, strings.HasPrefix(r.stderr, "Error: "), "%s: %q", tc.reason, r.stderr)
+		for _, want := range tc.stderr {
+			require.Containsf(t, r.stderr, want, tc.reason)
+		}
+	}
+}
+
+func TestCommands_CompletionScripts(t *testing.T) {
+	t.Parallel()
+	for _, sh := range []string{"bash", "zsh", "fish", "powershell"} {
+		r := runConctl(context.Background(), "http://127.0.0.1:1", "", "completion", sh)
+		require.Equal(t, 0, r.code, sh)
+		require.Contains(t, r.stdout, "conctl", sh)
+	}
+	r := runConctl(context.Background(), "http://127.0.0.1:1", "", "__complete", "get", "")
+	require.Equal(t, 0, r.code)
+	for _, want := range []string{"resource", "res", "crd", "pc", "rb", "nodes"} {
+		require.Contains(t, strings.Fields(r.stdout), want)
+	}
+	r = runConctl(context.Background(), "http://127.0.0.1:1", "", "__complete", "get", "res", "--phase", "")
+	require.Contains(t, strings.Fields(r.stdout), "quarantined")
+}
+
+func TestDocs_CLIReferenceIsFresh(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	require.NoError(t, cli.GenerateMarkdown(&b))
+	onDisk, err := os.ReadFile("../docs/cli.md")
+	require.NoError(t, err)
+	require.Equal(t, string(onDisk), b.String(), "docs/cli.md is stale: run go generate ./cli")
+	for _, want := range []string{"## conctl apply", "## conctl watch", "## conctl describe", "--insecure-skip-verify"} {
+		require.Contains(t, b.String(), want)
+	}
+}

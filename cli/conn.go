@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/Khan/genqlient/graphql"
+	"github.com/gorilla/websocket"
+)
+
+// DefaultServer is where conctl talks when neither --server nor
+// CONVERGE_SERVER says otherwise.
+const DefaultServer = "http://localhost:8080"
+
+// connFlags are the global connection flags.
+type connFlags struct {
+	server   string
+	token    string
+	tlsCA    string
+	tlsCert  string
+	tlsKey   string
+	insecure bool
+}
+
+// Conn is a configured connection to one converge API: a genqlient client
+// over HTTP and a factory of websocket clients for subscriptions.
+type Conn struct {
+	// GQL runs queries and mutations.
+	GQL graphql.Client
+	// HTTPEndpoint and WSEndpoint are the GraphQL URLs.
+	HTTPEndpoint, WSEndpoint string
+
+	token     string
+	tls       *tls.Config
+	header    http.Header
+	transport *http.Transport
+}
+
+// close drops the idle keep-alive connections.
+func (c *Conn) close() { c.transport.CloseIdleConnections() }
+
+// dial builds a Conn from the flags (nothing is contacted yet).
+func (f connFlags) dial(version string) (*Conn, error) {
+	httpURL, wsURL, err := endpoints(f.server)
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := f.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	header := http.Header{}
+	header.Set("User-Agent", "conctl/"+version)
+	if f.token != "" {
+		header.Set("Authorization", "Bearer "+f.token)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tlsCfg
+	hc := &http.Client{Transport: headerTransport{header: header, next: tr}, Timeout: 60 * time.Second}
+	return &Conn{GQL: graphql.NewClient(httpURL, hc), HTTPEndpoint: httpURL, WSEndpoint: wsURL,
+		token: f.token, tls: tlsCfg, header: header, transport: tr}, nil
+}
+
+// NewWS returns an unstarted websocket client for subscriptions on this
+// connection (the token rides both the upgrade and connection_init).
+func (c *Conn) NewWS() *WSClient {
+	d := *websocket.DefaultDialer
+	d.TLSClientConfig = c.tls
+	d.HandshakeTimeout = 15 * time.Second
+	var init map[string]any
+	if c.token != "" {
+		init = map[string]any{"Authorization": "Bearer " + c.token}
+	}
+	return NewWSClient(WSOptions{Endpoint: c.WSEndpoint, Dialer: &d, Header: c.header.Clone(), InitPayload: init})
+}
+
+// endpoints derives the GraphQL HTTP and websocket URLs from --server: a
+// base URL (http://host:8080) gets /graphql appended; a URL that already
+// ends in /graphql is used as is.
+func endpoints(server string) (string, string, error) {
+	u, err := url.Parse(strings.TrimSpace(server))
+	if err != nil {
+		return "", "", fmt.Errorf("--server %q: %w", server, err)
+	}
+	switch u.Scheme {
+	case "http", "https":
+	case "":
+		return "", "", fmt.Errorf("--server %q: needs a scheme (http:// or https://)", server)
+	default:
+		return "", "", fmt.Errorf("--server %q: scheme %q is not http or https", server, u.Scheme)
+	}
+	if u.Host == "" {
+		return "", "", fmt.Errorf("--server %q: no host", server)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	if !strings.HasSuffix(u.Path, "/graphql") {
+		u.Path += "/graphql"
+	}
+	u.RawQuery, u.Fragment = "", ""
+	httpURL := u.String()
+	if u.Scheme == "https" {
+		u.Scheme = "wss"
+	} else {
+		u.Scheme = "ws"
+	}
+	return httpURL, u.String(), nil
+}
+
+// tlsConfig builds the client TLS settings; nil when none are set.
+func (f connFlags) tlsConfig() (*tls.Config, error) {
+	if f.tlsCA == "" && f.tlsCert == "" && f.tlsKey == "" && !f.insecure {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: f.insecure} //nolint:gosec // opt-in flag
+	if f.tlsCA != "" {
+		pem, err := os.ReadFile(f.tlsCA)
+		if err != nil {
+			return nil, fmt.Errorf("read --tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca %s: no PEM certificates found", f.tlsCA)
+		}
+		cfg.RootCAs = pool
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	if f.tlsCert != "" {
+		pair, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("load client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+// headerTransport adds fixed headers to every request.
+type headerTransport struct {
+	header http.Header
+	next   http.RoundTripper
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, vs := range t.header {
+		r.Header[k] = vs
+	}
+	return t.next.RoundTrip(r)
+}

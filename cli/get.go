@@ -1,0 +1,540 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// listFlags are the filters of get, list and watch.
+type listFlags struct {
+	kind    string
+	phases  []string
+	labels  []string
+	owner   string
+	reactor string
+	version string
+	limit   int
+	all     bool
+	after   string
+}
+
+func (l *listFlags) register(cmd *cobra.Command, paging bool) {
+	f := cmd.Flags()
+	f.StringVar(&l.kind, "kind", "", "only this kind (resources, providerconfigs; the watched kind of reactorbindings)")
+	f.StringArrayVar(&l.phases, "phase", nil, "only resources in this phase; repeatable, a union (ready, reconciling, degraded, failed, deleting, orphaned, quarantined)")
+	f.StringArrayVarP(&l.labels, "label", "l", nil, "only resources with this label (k=v); repeatable, all must match")
+	f.StringVar(&l.owner, "owner", "", "only the direct children of this resource (KIND/NAME or its id)")
+	f.StringVar(&l.reactor, "reactor", "", "only reactor bindings that run this reactor kind")
+	f.StringVar(&l.version, "version", "", "the kind version (get kind NAME)")
+	if paging {
+		f.IntVar(&l.limit, "limit", 50, "page size (1-500)")
+		f.BoolVar(&l.all, "all", false, "follow the cursors to the last page")
+		f.StringVar(&l.after, "after", "", "start after this cursor (a previous page's next cursor)")
+	}
+	_ = cmd.RegisterFlagCompletionFunc("phase", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		out := make([]cobra.Completion, len(AllPhase))
+		for i, p := range AllPhase {
+			out[i] = strings.ToLower(string(p))
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	})
+}
+
+// parsePhases reads --phase values in any case.
+func parsePhases(in []string) ([]Phase, error) {
+	var out []Phase
+	for _, s := range in {
+		for _, part := range strings.Split(s, ",") {
+			p := Phase(strings.ToUpper(strings.TrimSpace(part)))
+			if !contains(AllPhase, p) {
+				return nil, usageError{fmt.Errorf("unknown phase %q (one of ready, reconciling, degraded, failed, deleting, orphaned, quarantined)", part)}
+			}
+			if !contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out, nil
+}
+
+// parseLabels reads --label k=v pairs into a containment object.
+func parseLabels(in []string) (*json.RawMessage, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	m := map[string]string{}
+	for _, s := range in {
+		for _, part := range strings.Split(s, ",") {
+			k, v, ok := strings.Cut(part, "=")
+			if !ok || k == "" {
+				return nil, usageError{fmt.Errorf("--label %q: want key=value", part)}
+			}
+			m[k] = v
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode labels: %w", err)
+	}
+	raw := json.RawMessage(b)
+	return &raw, nil
+}
+
+func (a *app) getCommand() *cobra.Command {
+	var lf listFlags
+	cmd := &cobra.Command{
+		Use:     "get TYPE [NAME...]",
+		Aliases: []string{"ls"},
+		Short:   "Show objects: resources, kinds, providerconfigs, reactorbindings, clustermembers, operations",
+		Long: `Show one or more objects by name, or list them (the same as conctl list TYPE).
+
+TYPE is one of resource (res), kind (crd, manifest), providerconfig (pc),
+reactorbinding (rb), clustermember (member, node, nodes) or operation (op), in
+singular or plural. Names are KIND/NAME for resources and providerconfigs (or
+NAME with --kind), the name for kinds and reactor bindings, the id for cluster
+members and operations; "get operations KIND/NAME" lists a resource's operations.
+
+Lists are keyset-paginated and never counted: --limit sets the page size, --all
+follows the cursors to the end, --after resumes from a cursor. --phase repeats as
+a union; --label repeats as an intersection.`,
+		Example: `  # Resources of one kind, failed or degraded
+  conctl get res --kind vpc --phase failed --phase degraded
+
+  # One resource, as YAML
+  conctl get resource vpc/acme-team-1 -o yaml
+
+  # Every child of a BOM, following the cursors
+  conctl get resources --owner bom/acme --all -o wide
+
+  # Kinds, provider configs and bindings
+  conctl get crds
+  conctl get pc account/default -o json
+  conctl get rb --kind bom
+
+  # The fleet
+  conctl get nodes`,
+		Args:              minArgs(1),
+		ValidArgsFunction: completeTypes(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, err := parseObjType(args[0])
+			if err != nil {
+				return err
+			}
+			return a.get(cmd.Context(), t, args[1:], lf)
+		},
+	}
+	lf.register(cmd, true)
+	return cmd
+}
+
+func (a *app) listCommand() *cobra.Command {
+	var lf listFlags
+	cmd := &cobra.Command{
+		Use:   "list TYPE",
+		Short: "List objects of a type, with filters (get TYPE without names)",
+		Long: `List the objects of a type. The filters and paging flags are those of conctl get;
+see conctl get --help for the types and their aliases.`,
+		Example: `  # Everything READY or RECONCILING, all pages
+  conctl list resources --phase ready --phase reconciling --all
+
+  # Resources labelled team=blue
+  conctl list res -l team=blue
+
+  # The kinds, with their policy
+  conctl list kinds -o wide`,
+		Args:              exactArgs(1),
+		ValidArgsFunction: completeTypes(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, err := parseObjType(args[0])
+			if err != nil {
+				return err
+			}
+			return a.get(cmd.Context(), t, nil, lf)
+		},
+	}
+	lf.register(cmd, true)
+	return cmd
+}
+
+// get dispatches on the type.
+func (a *app) get(ctx context.Context, t objType, names []string, lf listFlags) error {
+	if lf.limit < 1 || lf.limit > 500 {
+		return usageError{fmt.Errorf("--limit %d: want 1-500", lf.limit)}
+	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	switch t {
+	case typeResource:
+		if len(names) > 0 {
+			return a.getResources(ctx, c, names, lf.kind)
+		}
+		return a.listResources(ctx, c, lf)
+	case typeKind:
+		return a.getKinds(ctx, c, names, lf.version)
+	case typeProviderConfig:
+		return a.getProviderConfigs(ctx, c, names, lf)
+	case typeReactorBinding:
+		return a.getReactorBindings(ctx, c, names, lf)
+	case typeClusterMember:
+		return a.getMembers(ctx, c, names)
+	case typeOperation:
+		return a.getOperations(ctx, c, names)
+	}
+	return fmt.Errorf("unknown type %q", t)
+}
+
+// resolveOwner turns --owner KIND/NAME into an id (an id passes through).
+func (a *app) resolveOwner(ctx context.Context, c *Conn, owner string) (*string, error) {
+	if owner == "" {
+		return nil, nil
+	}
+	if !strings.Contains(owner, "/") {
+		return &owner, nil
+	}
+	r, err := parseRef(owner, "")
+	if err != nil {
+		return nil, err
+	}
+	resp, err := GetResource(ctx, c.GQL, r.kind, r.name)
+	if err != nil {
+		return nil, fmt.Errorf("resolve --owner %s: %w", owner, apiError(err))
+	}
+	if resp.Resource == nil {
+		return nil, fmt.Errorf("--owner %s: %w", owner, notFound("resource", r.String()))
+	}
+	return &resp.Resource.Id, nil
+}
+
+// notFound is the error for a name the server does not know.
+func notFound(what, name string) error {
+	return &APIError{Code: "NOT_FOUND", Message: fmt.Sprintf("%s %s not found", what, name)}
+}
+
+// page is one listing's outcome for JSON/YAML output.
+type page[T any] struct {
+	Items      []T     `json:"items"`
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// morePages hints at the next page on stderr (table output).
+func (a *app) morePages(next *string) {
+	if next != nil {
+		fmt.Fprintf(a.stderr(), "(more results: --all, or --after %s)\n", *next)
+	}
+}
+
+func (a *app) listResources(ctx context.Context, c *Conn, lf listFlags) error {
+	phases, err := parsePhases(lf.phases)
+	if err != nil {
+		return err
+	}
+	labels, err := parseLabels(lf.labels)
+	if err != nil {
+		return err
+	}
+	owner, err := a.resolveOwner(ctx, c, lf.owner)
+	if err != nil {
+		return err
+	}
+	var kind *string
+	if lf.kind != "" {
+		kind = &lf.kind
+	}
+	var after *string
+	if lf.after != "" {
+		after = &lf.after
+	}
+	var items []ListResourcesResourcesResourcePageItemsResource
+	for {
+		resp, err := ListResources(ctx, c.GQL, kind, phases, labels, owner, lf.limit, after)
+		if err != nil {
+			return fmt.Errorf("list resources: %w", apiError(err))
+		}
+		items = append(items, resp.Resources.Items...)
+		after = resp.Resources.NextCursor
+		if after == nil || !lf.all {
+			break
+		}
+	}
+	if ok, err := a.structured(page[ListResourcesResourcesResourcePageItemsResource]{Items: items, NextCursor: after}); ok {
+		return err
+	}
+	rows := make([]ResourceRow, len(items))
+	for i, it := range items {
+		rows[i] = it.ResourceRow
+	}
+	if err := a.resourceTable(rows); err != nil {
+		return err
+	}
+	a.morePages(after)
+	return nil
+}
+
+func (a *app) getResources(ctx context.Context, c *Conn, names []string, kind string) error {
+	var found []GetResourceResource
+	for _, n := range names {
+		r, err := parseRef(n, kind)
+		if err != nil {
+			return err
+		}
+		resp, err := GetResource(ctx, c.GQL, r.kind, r.name)
+		if err != nil {
+			return fmt.Errorf("get resource %s: %w", r, apiError(err))
+		}
+		if resp.Resource == nil {
+			return notFound("resource", r.String())
+		}
+		found = append(found, *resp.Resource)
+	}
+	if ok, err := a.structuredOneOrMany(found); ok {
+		return err
+	}
+	rows := make([]ResourceRow, len(found))
+	for i, f := range found {
+		rows[i] = f.ResourceRow
+	}
+	return a.resourceTable(rows)
+}
+
+// structuredOneOrMany writes one object bare, several as {"items": […]}.
+// (A pointer, so the generated MarshalJSON of fragment-embedding types
+// applies.)
+func structuredOneOrManyValue[T any](xs []T) any {
+	if len(xs) == 1 {
+		return &xs[0]
+	}
+	return page[T]{Items: xs}
+}
+
+func (a *app) structuredOneOrMany(xs any) (bool, error) {
+	switch v := xs.(type) {
+	case []GetResourceResource:
+		return a.structured(structuredOneOrManyValue(v))
+	case []GetKindKind:
+		return a.structured(structuredOneOrManyValue(v))
+	case []ProviderConfigRow:
+		return a.structured(structuredOneOrManyValue(v))
+	case []ReactorBindingRow:
+		return a.structured(structuredOneOrManyValue(v))
+	case []MemberRow:
+		return a.structured(structuredOneOrManyValue(v))
+	case []OperationRow:
+		return a.structured(structuredOneOrManyValue(v))
+	}
+	return a.structured(xs)
+}
+
+func (a *app) getKinds(ctx context.Context, c *Conn, names []string, version string) error {
+	if len(names) == 0 {
+		resp, err := ListKinds(ctx, c.GQL)
+		if err != nil {
+			return fmt.Errorf("list kinds: %w", apiError(err))
+		}
+		rows := make([]KindRow, len(resp.Kinds))
+		for i, k := range resp.Kinds {
+			rows[i] = k.KindRow
+		}
+		if ok, err := a.structured(page[KindRow]{Items: rows}); ok {
+			return err
+		}
+		return a.kindTable(rows)
+	}
+	var v *string
+	if version != "" {
+		v = &version
+	}
+	var found []GetKindKind
+	for _, n := range names {
+		resp, err := GetKind(ctx, c.GQL, n, v)
+		if err != nil {
+			return fmt.Errorf("get kind %s: %w", n, apiError(err))
+		}
+		if resp.Kind == nil {
+			return notFound("kind", n)
+		}
+		found = append(found, *resp.Kind)
+	}
+	if ok, err := a.structuredOneOrMany(found); ok {
+		return err
+	}
+	rows := make([]KindRow, len(found))
+	for i, k := range found {
+		rows[i] = k.KindRow
+	}
+	return a.kindTable(rows)
+}
+
+func (a *app) getProviderConfigs(ctx context.Context, c *Conn, names []string, lf listFlags) error {
+	if len(names) > 0 {
+		var found []ProviderConfigRow
+		for _, n := range names {
+			r, err := parseRef(n, lf.kind)
+			if err != nil {
+				return err
+			}
+			resp, err := ListProviderConfigs(ctx, c.GQL, &r.kind, &r.name, 1, nil)
+			if err != nil {
+				return fmt.Errorf("get providerconfig %s: %w", r, apiError(err))
+			}
+			if len(resp.ProviderConfigs.Items) == 0 {
+				return notFound("providerconfig", r.String())
+			}
+			found = append(found, resp.ProviderConfigs.Items[0].ProviderConfigRow)
+		}
+		if ok, err := a.structuredOneOrMany(found); ok {
+			return err
+		}
+		return a.providerConfigTable(found)
+	}
+	var kind, after *string
+	if lf.kind != "" {
+		kind = &lf.kind
+	}
+	if lf.after != "" {
+		after = &lf.after
+	}
+	var rows []ProviderConfigRow
+	for {
+		resp, err := ListProviderConfigs(ctx, c.GQL, kind, nil, lf.limit, after)
+		if err != nil {
+			return fmt.Errorf("list providerconfigs: %w", apiError(err))
+		}
+		for _, it := range resp.ProviderConfigs.Items {
+			rows = append(rows, it.ProviderConfigRow)
+		}
+		after = resp.ProviderConfigs.NextCursor
+		if after == nil || !lf.all {
+			break
+		}
+	}
+	if ok, err := a.structured(page[ProviderConfigRow]{Items: rows, NextCursor: after}); ok {
+		return err
+	}
+	if err := a.providerConfigTable(rows); err != nil {
+		return err
+	}
+	a.morePages(after)
+	return nil
+}
+
+func (a *app) getReactorBindings(ctx context.Context, c *Conn, names []string, lf listFlags) error {
+	var watch, reactor *string
+	if lf.kind != "" {
+		watch = &lf.kind
+	}
+	if lf.reactor != "" {
+		reactor = &lf.reactor
+	}
+	resp, err := ListReactorBindings(ctx, c.GQL, watch, reactor)
+	if err != nil {
+		return fmt.Errorf("list reactorbindings: %w", apiError(err))
+	}
+	var rows []ReactorBindingRow
+	for _, b := range resp.ReactorBindings {
+		rows = append(rows, b.ReactorBindingRow)
+	}
+	if len(names) > 0 {
+		rows, err = pick(rows, names, "reactorbinding", func(b ReactorBindingRow) string { return b.Name })
+		if err != nil {
+			return err
+		}
+		if ok, err := a.structuredOneOrMany(rows); ok {
+			return err
+		}
+	} else if ok, err := a.structured(page[ReactorBindingRow]{Items: rows}); ok {
+		return err
+	}
+	return a.reactorBindingTable(rows)
+}
+
+func (a *app) getMembers(ctx context.Context, c *Conn, names []string) error {
+	resp, err := ListClusterMembers(ctx, c.GQL)
+	if err != nil {
+		return fmt.Errorf("list cluster members: %w", apiError(err))
+	}
+	var rows []MemberRow
+	for _, m := range resp.ClusterMembers {
+		rows = append(rows, m.MemberRow)
+	}
+	if len(names) > 0 {
+		rows, err = pick(rows, names, "clustermember", func(m MemberRow) string { return m.Id })
+		if err != nil {
+			return err
+		}
+		if ok, err := a.structuredOneOrMany(rows); ok {
+			return err
+		}
+	} else if ok, err := a.structured(page[MemberRow]{Items: rows}); ok {
+		return err
+	}
+	return a.memberTable(rows)
+}
+
+func (a *app) getOperations(ctx context.Context, c *Conn, names []string) error {
+	if len(names) == 0 {
+		return usageError{fmt.Errorf("operations are listed per resource: conctl get operations KIND/NAME (or get operation ID)")}
+	}
+	var rows []OperationRow
+	listed := len(names) > 1
+	for _, n := range names {
+		if strings.Contains(n, "/") {
+			listed = true
+			r, err := parseRef(n, "")
+			if err != nil {
+				return err
+			}
+			resp, err := ResourceOperations(ctx, c.GQL, r.kind, r.name, 100)
+			if err != nil {
+				return fmt.Errorf("list the operations of %s: %w", r, apiError(err))
+			}
+			if resp.Resource == nil {
+				return notFound("resource", r.String())
+			}
+			for _, op := range resp.Resource.Operations {
+				rows = append(rows, op.OperationRow)
+			}
+			continue
+		}
+		resp, err := GetOperation(ctx, c.GQL, n)
+		if err != nil {
+			return fmt.Errorf("get operation %s: %w", n, apiError(err))
+		}
+		if resp.Operation == nil {
+			return notFound("operation", n)
+		}
+		rows = append(rows, resp.Operation.OperationRow)
+	}
+	if listed {
+		if ok, err := a.structured(page[OperationRow]{Items: rows}); ok {
+			return err
+		}
+	} else if ok, err := a.structuredOneOrMany(rows); ok {
+		return err
+	}
+	return a.operationTable(rows)
+}
+
+// pick keeps the rows with the given names, in the names' order.
+func pick[T any](rows []T, names []string, what string, key func(T) string) ([]T, error) {
+	out := make([]T, 0, len(names))
+	for _, n := range names {
+		found := false
+		for _, r := range rows {
+			if key(r) == n {
+				out = append(out, r)
+				found = true
+				break
+			}
+		}
+		if !found {
+			return nil, notFound(what, n)
+		}
+	}
+	return out, nil
+}

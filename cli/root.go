@@ -1,0 +1,289 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// Env is what a conctl run reads and writes: tests pass buffers and their
+// own environment, cmd/conctl the process's.
+type Env struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Getenv reads CONVERGE_SERVER and CONVERGE_TOKEN; nil reads nothing.
+	Getenv func(string) string
+	// Version is conctl's build version.
+	Version string
+	// Now is the clock ages are computed from (default time.Now).
+	Now func() time.Time
+	// Age renders an age column; nil uses kubectl's short form relative to
+	// Now. Golden-file tests pin it.
+	Age func(time.Time) string
+	// StderrIsTerminal makes apply --wait draw its bar with ANSI codes.
+	StderrIsTerminal bool
+}
+
+// app is one invocation's state, shared by the commands.
+type app struct {
+	env    Env
+	flags  connFlags
+	output string
+	conn   *Conn
+}
+
+// Run executes conctl with args and returns the process exit code: 0 on
+// success, 1 on any failure (the error, with the GraphQL error code when
+// the server sent one, goes to stderr).
+func Run(ctx context.Context, env Env, args []string) int {
+	a, root := newApp(env)
+	defer a.close()
+	root.SetArgs(args)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintf(env.Stderr, "Error: %s\n", FormatError(err))
+		if isUsageError(err) {
+			fmt.Fprintf(env.Stderr, "Run '%s --help' for usage.\n", commandPath(root, args))
+		}
+		return 1
+	}
+	return 0
+}
+
+// NewCommand builds the conctl command tree.
+func NewCommand(env Env) *cobra.Command {
+	_, root := newApp(env)
+	return root
+}
+
+func newApp(env Env) (*app, *cobra.Command) {
+	if env.Stdin == nil {
+		env.Stdin = strings.NewReader("")
+	}
+	if env.Stdout == nil {
+		env.Stdout = io.Discard
+	}
+	if env.Stderr == nil {
+		env.Stderr = io.Discard
+	}
+	if env.Getenv == nil {
+		env.Getenv = func(string) string { return "" }
+	}
+	if env.Now == nil {
+		env.Now = time.Now
+	}
+	if env.Version == "" {
+		env.Version = "dev"
+	}
+	a := &app{env: env}
+	root := &cobra.Command{
+		Use:   "conctl",
+		Short: "conctl drives a converge control plane over its GraphQL API",
+		Long: `conctl drives a converge control plane over its GraphQL API: apply kind manifests,
+provider configs, reactor bindings and resources; list, describe and watch them;
+run operator verbs. Every call goes through the GraphQL endpoint (<server>/graphql);
+watch and --wait follow changes over its websocket subscriptions.
+
+Connection settings come from flags, else from the environment:
+CONVERGE_SERVER (default ` + DefaultServer + `) and CONVERGE_TOKEN (a bearer token).`,
+		Example: `  # Apply the classic demo's kinds, configs, binding and sample BOM, then wait for it
+  conctl apply -f examples/classic/testfixtures
+  conctl apply -f examples/classic/testfixtures/resource-bom-sample.json --wait
+
+  # What is failing right now?
+  conctl get resources --phase failed --phase degraded
+
+  # Talk to a TLS endpoint with a token
+  CONVERGE_TOKEN=s3cret conctl --server https://converge.example.com --tls-ca ca.pem cluster`,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		DisableAutoGenTag: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return a.resolveFlags(cmd)
+		},
+	}
+	root.SetIn(env.Stdin)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.flags.server, "server", DefaultServer, "the converge API base URL (env CONVERGE_SERVER)")
+	pf.StringVar(&a.flags.token, "token", "", "bearer token (env CONVERGE_TOKEN)")
+	pf.StringVar(&a.flags.tlsCA, "tls-ca", "", "PEM CA bundle to verify the server with")
+	pf.StringVar(&a.flags.tlsCert, "tls-cert", "", "PEM client certificate (mutual TLS)")
+	pf.StringVar(&a.flags.tlsKey, "tls-key", "", "PEM client key (mutual TLS)")
+	pf.BoolVar(&a.flags.insecure, "insecure-skip-verify", false, "do not verify the server's certificate (testing only)")
+	pf.StringVarP(&a.output, "output", "o", outTable, "output format: table, wide, json or yaml")
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputFormats, cobra.ShellCompDirectiveNoFileComp))
+	for _, f := range []string{"tls-ca", "tls-cert", "tls-key"} {
+		_ = root.MarkPersistentFlagFilename(f, "pem", "crt", "key")
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+
+	root.AddCommand(
+		a.applyCommand(),
+		a.getCommand(),
+		a.listCommand(),
+		a.describeCommand(),
+		a.deleteCommand(),
+		a.quarantineCommand(),
+		a.unquarantineCommand(),
+		a.resyncCommand(),
+		a.runCommand(),
+		a.watchCommand(),
+		a.clusterCommand(),
+		a.versionCommand(),
+	)
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	exampleCompletion(root)
+	for _, c := range root.Commands() {
+		if c.Name() == "help" {
+			c.Example = "  conctl help apply"
+		}
+	}
+	return a, root
+}
+
+// close releases the connection's idle keep-alive connections.
+func (a *app) close() {
+	if a.conn != nil {
+		a.conn.close()
+	}
+}
+
+// resolveFlags applies the environment to unset flags and checks -o.
+func (a *app) resolveFlags(cmd *cobra.Command) error {
+	fl := cmd.Flags()
+	if !fl.Changed("server") {
+		if v := a.env.Getenv("CONVERGE_SERVER"); v != "" {
+			a.flags.server = v
+		}
+	}
+	if !fl.Changed("token") {
+		if v := a.env.Getenv("CONVERGE_TOKEN"); v != "" {
+			a.flags.token = v
+		}
+	}
+	if !slices.Contains(outputFormats, a.output) {
+		return usageError{fmt.Errorf("unknown output format %q (one of %s)", a.output, strings.Join(outputFormats, ", "))}
+	}
+	return nil
+}
+
+// client connects lazily (commands that only parse files never dial).
+func (a *app) client() (*Conn, error) {
+	if a.conn != nil {
+		return a.conn, nil
+	}
+	c, err := a.flags.dial(a.env.Version)
+	if err != nil {
+		return nil, err
+	}
+	a.conn = c
+	return c, nil
+}
+
+// age renders the age of t.
+func (a *app) age(t time.Time) string {
+	if a.env.Age != nil {
+		return a.env.Age(t)
+	}
+	return humanAge(a.env.Now().Sub(t))
+}
+
+func (a *app) stdout() io.Writer { return a.env.Stdout }
+func (a *app) stderr() io.Writer { return a.env.Stderr }
+
+// structured reports whether -o asks for JSON or YAML, and writes v in it.
+func (a *app) structured(v any) (bool, error) {
+	switch a.output {
+	case outJSON:
+		return true, writeJSON(a.stdout(), v)
+	case outYAML:
+		return true, writeYAML(a.stdout(), v)
+	}
+	return false, nil
+}
+
+// usageError marks a bad invocation (Run adds the --help hint).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func isUsageError(err error) bool {
+	var u usageError
+	return errors.As(err, &u) || strings.HasPrefix(err.Error(), "unknown command") ||
+		strings.Contains(err.Error(), "arg(s)")
+}
+
+// commandPath is the deepest command args name (for the --help hint).
+func commandPath(root *cobra.Command, args []string) string {
+	c, _, err := root.Find(args)
+	if err != nil || c == nil {
+		return root.Name()
+	}
+	return c.CommandPath()
+}
+
+// exactArgs, rangeArgs and minArgs wrap cobra's validators as usage errors.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := cobra.ExactArgs(n)(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
+
+func rangeArgs(lo, hi int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := cobra.RangeArgs(lo, hi)(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
+
+func minArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := cobra.MinimumNArgs(n)(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
+
+// exampleCompletion gives cobra's generated completion commands examples.
+func exampleCompletion(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		c.Example = "  conctl completion bash > /etc/bash_completion.d/conctl\n  source <(conctl completion zsh)"
+		for _, sh := range c.Commands() {
+			switch sh.Name() {
+			case "powershell":
+				sh.Example = "  conctl completion powershell | Out-String | Invoke-Expression"
+			case "fish":
+				sh.Example = "  conctl completion fish > ~/.config/fish/completions/conctl.fish"
+			default:
+				sh.Example = fmt.Sprintf("  source <(conctl completion %s)", sh.Name())
+			}
+		}
+	}
+}
+
+// Main is cmd/conctl's body.
+func Main(version string) int {
+	ctx, stop := signalContext()
+	defer stop()
+	return Run(ctx, Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv,
+		Version: version, StderrIsTerminal: isTerminal(os.Stderr)}, os.Args[1:])
+}

@@ -1,0 +1,269 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/Khan/genqlient/graphql"
+	"github.com/spf13/cobra"
+)
+
+// resourceVerb is the shape of quarantine, unquarantine and resync.
+type resourceVerb struct {
+	use, short, long, example, done string
+	call                            func(context.Context, graphql.Client, string, string) (ResourceRow, error)
+}
+
+func (a *app) resourceVerbCommand(v resourceVerb) *cobra.Command {
+	var kind string
+	cmd := &cobra.Command{
+		Use:     v.use + " KIND/NAME...",
+		Short:   v.short,
+		Long:    v.long,
+		Example: v.example,
+		Args:    minArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			for _, n := range args {
+				r, err := parseRef(n, kind)
+				if err != nil {
+					return err
+				}
+				row, err := v.call(cmd.Context(), c.GQL, r.kind, r.name)
+				if err != nil {
+					return fmt.Errorf("%s resource %s: %w", v.use, r, apiError(err))
+				}
+				if ok, err := a.structured(row); ok {
+					if err != nil {
+						return err
+					}
+					continue
+				}
+				fmt.Fprintf(a.stdout(), "resource/%s %s (%s)\n", r, v.done, row.Phase)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&kind, "kind", "", "the kind, when names are given without KIND/")
+	return cmd
+}
+
+func (a *app) quarantineCommand() *cobra.Command {
+	return a.resourceVerbCommand(resourceVerb{
+		use:   "quarantine",
+		short: "Set a failing resource aside: frozen from every scheduler, excluded from its root's rollup",
+		long: `Quarantine resources: an operator's set-aside for a child that keeps failing and
+blocks its root's rollup. A quarantined resource (phase QUARANTINED) is frozen from
+every scheduler, excluded from its root's rollup and never reaped, until
+conctl unquarantine lifts it.`,
+		example: `  conctl quarantine vpc/acme-team-2`,
+		done:    "quarantined",
+		call: func(ctx context.Context, c graphql.Client, kind, name string) (ResourceRow, error) {
+			resp, err := QuarantineResource(ctx, c, kind, name)
+			if err != nil {
+				return ResourceRow{}, err
+			}
+			return resp.QuarantineResource.ResourceRow, nil
+		},
+	})
+}
+
+func (a *app) unquarantineCommand() *cobra.Command {
+	return a.resourceVerbCommand(resourceVerb{
+		use:     "unquarantine",
+		short:   "Lift a quarantine and re-arm scheduling",
+		long:    `Lift the quarantine of resources: they are scheduled again and reconcile to their latest spec.`,
+		example: `  conctl unquarantine vpc/acme-team-2`,
+		done:    "unquarantined",
+		call: func(ctx context.Context, c graphql.Client, kind, name string) (ResourceRow, error) {
+			resp, err := UnquarantineResource(ctx, c, kind, name)
+			if err != nil {
+				return ResourceRow{}, err
+			}
+			return resp.UnquarantineResource.ResourceRow, nil
+		},
+	})
+}
+
+func (a *app) resyncCommand() *cobra.Command {
+	return a.resourceVerbCommand(resourceVerb{
+		use:   "resync",
+		short: "Re-observe resources without a generation bump",
+		long: `Re-pend resources for a fresh observe (drift check) without bumping their
+generation: their workers run again against the same spec.`,
+		example: `  conctl resync account/acme-team-1 vpc/acme-team-1`,
+		done:    "resync requested",
+		call: func(ctx context.Context, c graphql.Client, kind, name string) (ResourceRow, error) {
+			resp, err := ResyncResource(ctx, c, kind, name)
+			if err != nil {
+				return ResourceRow{}, err
+			}
+			return resp.ResyncResource.ResourceRow, nil
+		},
+	})
+}
+
+func (a *app) runCommand() *cobra.Command {
+	var (
+		kind    string
+		input   string
+		wait    bool
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "run VERB KIND/NAME [--input JSON] [--wait]",
+		Short: "Invoke an operator verb on a resource",
+		Long: `Invoke an operator verb (a subresource operation the resource's kind declares,
+e.g. vpc's enable_flow_logs) with an optional JSON input. conctl prints the
+operation's id; with --wait it follows the operation over a subscription until
+it SUCCEEDS (printing its output; exit 0) or FAILS (exit 1).`,
+		Example: `  conctl run enable_flow_logs vpc/acme-team-1 --input '{"retention_days": 7}' --wait
+  conctl get operation 0b6a3c1e-8f0d-4a53-9f7c-2d1f3a9e4b10`,
+		Args: exactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := parseRef(args[1], kind)
+			if err != nil {
+				return err
+			}
+			var in *json.RawMessage
+			if input != "" {
+				if !json.Valid([]byte(input)) {
+					return usageError{fmt.Errorf("--input is not valid JSON: %s", input)}
+				}
+				raw := json.RawMessage(input)
+				in = &raw
+			}
+			return a.run(cmd.Context(), r, args[0], in, wait, timeout)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&kind, "kind", "", "the kind, when NAME is given without KIND/")
+	f.StringVar(&input, "input", "", "the verb's input, a JSON document")
+	f.BoolVar(&wait, "wait", false, "wait until the operation SUCCEEDS or FAILS")
+	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long --wait waits")
+	return cmd
+}
+
+func (a *app) run(ctx context.Context, r ref, verb string, input *json.RawMessage, wait bool, timeout time.Duration) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	resp, err := RunOperation(ctx, c.GQL, r.kind, r.name, verb, input)
+	if err != nil {
+		return fmt.Errorf("run %s on %s: %w", verb, r, apiError(err))
+	}
+	op := resp.RunOperation.OperationRow
+	if !wait {
+		if ok, err := a.structured(op); ok {
+			return err
+		}
+		fmt.Fprintf(a.stdout(), "operation/%s %s (%s on resource/%s)\n", op.Id, op.State, verb, r)
+		return nil
+	}
+	fmt.Fprintf(a.stderr(), "operation/%s %s (%s on resource/%s)\n", op.Id, op.State, verb, r)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	final, err := a.followOperation(ctx, c, op, a.stderr())
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("timed out after %s waiting for operation %s (last state %s)", timeout, op.Id, final.State)
+	}
+	if err != nil {
+		return err
+	}
+	if ok, err := a.structured(final); ok {
+		if err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(a.stdout(), "operation/%s %s\n", final.Id, final.State)
+		if final.Output != nil {
+			fmt.Fprintln(a.stdout(), indentJSON(*final.Output, ""))
+		}
+	}
+	if final.State == OperationStateFailed {
+		return fmt.Errorf("operation %s FAILED: %s", final.Id, orNone(final.Error))
+	}
+	return nil
+}
+
+// followOperation waits for op to reach SUCCEEDED or FAILED, printing each
+// state change on progress. The subscription pushes the current state
+// first; behind it, the operation is re-read after a reconnect, when the
+// server ends the subscription early, and every waitRecheck (a NOTIFY is a
+// hint, never the source of truth).
+func (a *app) followOperation(ctx context.Context, c *Conn, op OperationRow, progress io.Writer) (OperationRow, error) {
+	last := op
+	ws := c.NewWS()
+	if _, err := ws.Start(ctx); err != nil {
+		return last, fmt.Errorf("follow operation %s: %w", op.Id, err)
+	}
+	defer func() { _ = ws.Close() }()
+	updates, _, err := WatchOperation(ctx, ws, op.Id)
+	if err != nil {
+		return last, fmt.Errorf("follow operation %s: %w", op.Id, err)
+	}
+	tick := time.NewTicker(waitRecheck)
+	defer tick.Stop()
+	for {
+		var cur *OperationRow
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case u, ok := <-updates:
+			switch {
+			case !ok:
+				if cur, err = readOperation(ctx, c, op.Id); err != nil {
+					return last, err
+				}
+				if !isFinal(cur.State) {
+					if updates, _, err = WatchOperation(ctx, ws, op.Id); err != nil {
+						return last, fmt.Errorf("follow operation %s: %w", op.Id, err)
+					}
+				}
+			case len(u.Errors) > 0:
+				return last, fmt.Errorf("follow operation %s: %w", op.Id, apiError(u.Errors))
+			case u.Data != nil:
+				cur = &u.Data.OperationUpdated.OperationRow
+			}
+		case <-ws.Reconnected():
+			if cur, err = readOperation(ctx, c, op.Id); err != nil {
+				return last, err
+			}
+		case <-tick.C:
+			if cur, err = readOperation(ctx, c, op.Id); err != nil {
+				return last, err
+			}
+		}
+		if cur == nil {
+			continue
+		}
+		if cur.State != last.State {
+			fmt.Fprintf(progress, "operation/%s %s\n", cur.Id, cur.State)
+		}
+		last = *cur
+		if isFinal(cur.State) {
+			return last, nil
+		}
+	}
+}
+
+func isFinal(s OperationState) bool { return s == OperationStateSucceeded || s == OperationStateFailed }
+
+func readOperation(ctx context.Context, c *Conn, id string) (*OperationRow, error) {
+	resp, err := GetOperation(ctx, c.GQL, id)
+	if err != nil {
+		return nil, fmt.Errorf("follow operation %s: %w", id, apiError(err))
+	}
+	if resp.Operation == nil {
+		return nil, notFound("operation", id)
+	}
+	return &resp.Operation.OperationRow, nil
+}

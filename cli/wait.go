@@ -1,0 +1,408 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+)
+
+// waitRecheck is how often apply --wait re-reads the root as a failsafe
+// behind the subscription (a NOTIFY is a hint; a change can fall between
+// the first read and the server registering the subscription).
+const waitRecheck = 3 * time.Second
+
+// follower tracks one root and its direct children for apply --wait.
+type follower struct {
+	a        *app
+	c        *Conn
+	target   ref
+	root     WaitRow
+	children map[string]WaitRow
+	// reported are the children whose failure was already printed, by id
+	// and generation.
+	reported map[string]int
+	// bar draws progress on a terminal; elsewhere (CI logs, pipes) each
+	// change of the summary is one plain line, and last is the latest.
+	bar  *progressbar.ProgressBar
+	last string
+}
+
+// waitReady follows r until it is READY (nil), fails terminally or settles
+// DEGRADED (an error naming why), or ctx ends (a timeout error).
+func (a *app) waitReady(ctx context.Context, c *Conn, r ref, timeout time.Duration) error {
+	ws := c.NewWS()
+	if _, err := ws.Start(ctx); err != nil {
+		return fmt.Errorf("wait for %s: %w", r, err)
+	}
+	defer func() { _ = ws.Close() }()
+	rootCh, _, err := WatchResources(ctx, ws, &r.kind, &r.name, nil, nil)
+	if err != nil {
+		return fmt.Errorf("wait for %s: %w", r, err)
+	}
+	f := &follower{a: a, c: c, target: r, children: map[string]WaitRow{}, reported: map[string]int{}}
+	if err := f.readRoot(ctx); err != nil {
+		return err
+	}
+	rootID := f.root.Id
+	childCh, _, err := WatchResources(ctx, ws, nil, nil, &rootID, nil)
+	if err != nil {
+		return fmt.Errorf("wait for %s: %w", r, err)
+	}
+	if err := f.listChildren(ctx); err != nil {
+		return err
+	}
+	if a.env.StderrIsTerminal {
+		f.bar = progressbar.NewOptions(1,
+			progressbar.OptionSetWriter(a.stderr()),
+			progressbar.OptionSetDescription(r.String()),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionSetPredictTime(false),
+			progressbar.OptionSetElapsedTime(true),
+			progressbar.OptionSetSpinnerChangeInterval(0), // no background goroutine
+			progressbar.OptionUseANSICodes(true),
+			progressbar.OptionThrottle(50*time.Millisecond),
+		)
+	}
+	defer f.exit()
+	tick := time.NewTicker(waitRecheck)
+	defer tick.Stop()
+	for {
+		f.render()
+		if done, err := f.verdict(); done {
+			f.exit()
+			if err == nil {
+				fmt.Fprintf(a.stdout(), "resource/%s is READY%s\n", r, f.summary())
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			f.exit()
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("timed out after %s waiting for resource/%s: it is %s%s",
+					timeout, r, f.root.Phase, f.summary())
+			}
+			return ctx.Err()
+		case ev, ok := <-rootCh:
+			if !ok {
+				return fmt.Errorf("wait for %s: the subscription ended", r)
+			}
+			if err := f.onRoot(ctx, ev); err != nil {
+				return err
+			}
+		case ev, ok := <-childCh:
+			if !ok {
+				return fmt.Errorf("wait for %s: the subscription ended", r)
+			}
+			if err := f.onChild(ctx, ev); err != nil {
+				return err
+			}
+		case <-ws.Reconnected():
+			if err := f.refresh(ctx); err != nil {
+				return err
+			}
+		case <-tick.C:
+			if err := f.readRoot(ctx); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (f *follower) readRoot(ctx context.Context) error {
+	resp, err := WaitTarget(ctx, f.c.GQL, f.target.kind, f.target.name)
+	if err != nil {
+		return fmt.Errorf("wait for %s: %w", f.target, apiError(err))
+	}
+	if resp.Resource == nil {
+		return fmt.Errorf("wait for %s: the resource does not exist (deleted?)", f.target)
+	}
+	f.root = resp.Resource.WaitRow
+	return nil
+}
+
+// listChildren re-reads every direct child.
+func (f *follower) listChildren(ctx context.Context) error {
+	fresh := map[string]WaitRow{}
+	var after *string
+	for {
+		resp, err := ResourceChildren(ctx, f.c.GQL, f.root.Id, 500, after)
+		if err != nil {
+			return fmt.Errorf("list the children of %s: %w", f.target, apiError(err))
+		}
+		for _, it := range resp.Resources.Items {
+			fresh[it.Id] = it.WaitRow
+		}
+		if after = resp.Resources.NextCursor; after == nil {
+			break
+		}
+	}
+	f.children = fresh
+	for _, ch := range fresh {
+		f.noteFailure(ch)
+	}
+	return nil
+}
+
+func (f *follower) refresh(ctx context.Context) error {
+	if err := f.readRoot(ctx); err != nil {
+		return err
+	}
+	return f.listChildren(ctx)
+}
+
+func (f *follower) onRoot(ctx context.Context, ev WatchResourcesWsResponse) error {
+	if len(ev.Errors) > 0 {
+		return fmt.Errorf("wait for %s: %w", f.target, apiError(ev.Errors))
+	}
+	if ev.Data == nil {
+		return nil
+	}
+	e := ev.Data.ResourceChanged
+	switch e.Type {
+	case ResourceEventTypeDeleted:
+		return fmt.Errorf("wait for %s: the resource was deleted", f.target)
+	case ResourceEventTypeResync:
+		return f.refresh(ctx)
+	}
+	if e.Resource != nil && !e.Resource.UpdatedAt.Before(f.root.UpdatedAt) {
+		f.root = e.Resource.WaitRow
+	}
+	return nil
+}
+
+func (f *follower) onChild(ctx context.Context, ev WatchResourcesWsResponse) error {
+	if len(ev.Errors) > 0 {
+		return fmt.Errorf("wait for %s: %w", f.target, apiError(ev.Errors))
+	}
+	if ev.Data == nil {
+		return nil
+	}
+	e := ev.Data.ResourceChanged
+	switch e.Type {
+	case ResourceEventTypeDeleted:
+		delete(f.children, e.Id)
+	case ResourceEventTypeResync:
+		return f.refresh(ctx)
+	default:
+		if e.Resource == nil {
+			return nil
+		}
+		if cur, ok := f.children[e.Id]; ok && e.Resource.UpdatedAt.Before(cur.UpdatedAt) {
+			return nil // an older row than the one listed
+		}
+		f.children[e.Id] = e.Resource.WaitRow
+		f.noteFailure(e.Resource.WaitRow)
+	}
+	return nil
+}
+
+// noteFailure prints a child's failure once per generation.
+func (f *follower) noteFailure(ch WaitRow) {
+	if ch.Phase != PhaseFailed {
+		return
+	}
+	if g, ok := f.reported[ch.Id]; ok && g == ch.Generation {
+		return
+	}
+	f.reported[ch.Id] = ch.Generation
+	kind := "retrying"
+	if ch.FailureTerminal {
+		kind = "terminal"
+	}
+	line := fmt.Sprintf("FAILED %s/%s (%s): %s", ch.Kind, ch.Name, kind, why(ch))
+	if f.bar != nil {
+		_, _ = progressbar.Bprintln(f.bar, line)
+		return
+	}
+	fmt.Fprintln(f.a.stderr(), line)
+}
+
+// why explains a resource's state from its false conditions, the most
+// specific first: the kind's own, then Synced, then Ready.
+func why(r WaitRow) string {
+	rank := func(t string) int {
+		switch t {
+		case "Ready":
+			return 2
+		case "Synced":
+			return 1
+		}
+		return 0
+	}
+	best := -1
+	for i, c := range r.Conditions {
+		if c.Status != ConditionStatusFalse || c.Message == nil || *c.Message == "" {
+			continue
+		}
+		if best < 0 || rank(c.Type) < rank(r.Conditions[best].Type) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return "no reason reported"
+	}
+	c := r.Conditions[best]
+	if c.Reason != nil && *c.Reason != "" {
+		return *c.Reason + ": " + *c.Message
+	}
+	return *c.Message
+}
+
+// counts tallies the children by phase.
+func (f *follower) counts() map[Phase]int {
+	n := map[Phase]int{}
+	for _, ch := range f.children {
+		n[ch.Phase]++
+	}
+	return n
+}
+
+// render shows progress: children READY / total on the bar (the root
+// itself while it has no children), or a plain line when it changed.
+func (f *follower) render() {
+	if f.bar == nil {
+		line := fmt.Sprintf("resource/%s %s%s", f.target, f.root.Phase, f.summary())
+		if line != f.last {
+			f.last = line
+			fmt.Fprintln(f.a.stderr(), line)
+		}
+		return
+	}
+	// The root is one more unit, so the bar fills only when it is READY.
+	total, ready := len(f.children)+1, f.counts()[PhaseReady]
+	if f.root.Phase == PhaseReady {
+		ready++
+	}
+	f.bar.Describe(fmt.Sprintf("%s %s%s", f.target, f.root.Phase, f.summary()))
+	if f.bar.GetMax() != total {
+		f.bar.ChangeMax(total)
+	}
+	_ = f.bar.Set(ready)
+}
+
+// exit stops the bar and ends its line (idempotent).
+func (f *follower) exit() {
+	if f.bar != nil {
+		_ = f.bar.Exit()
+		fmt.Fprintln(f.a.stderr())
+		f.bar = nil
+	}
+}
+
+// summary is " (5/7 children ready; 1 FAILED, 1 RECONCILING)".
+func (f *follower) summary() string {
+	if len(f.children) == 0 {
+		return ""
+	}
+	n := f.counts()
+	var rest []string
+	for _, p := range AllPhase {
+		if p != PhaseReady && n[p] > 0 {
+			rest = append(rest, fmt.Sprintf("%d %s", n[p], p))
+		}
+	}
+	s := fmt.Sprintf(" (%d/%d children ready", n[PhaseReady], len(f.children))
+	if len(rest) > 0 {
+		s += "; " + strings.Join(rest, ", ")
+	}
+	return s + ")"
+}
+
+// verdict decides whether waiting is over: READY is success; a terminal
+// failure of the root, deletion, quarantine, or a subtree where nothing is
+// in flight any more and something failed for good (or the root settled
+// DEGRADED) end it with an error naming why.
+func (f *follower) verdict() (bool, error) {
+	r := f.root
+	name := "resource/" + f.target.String()
+	switch r.Phase {
+	case PhaseReady:
+		return true, nil
+	case PhaseFailed:
+		if r.FailureTerminal {
+			return true, fmt.Errorf("%s FAILED (terminal): %s", name, why(r))
+		}
+	case PhaseDeleting:
+		return true, fmt.Errorf("%s is being deleted", name)
+	case PhaseQuarantined:
+		return true, fmt.Errorf("%s is quarantined", name)
+	}
+	var failed []string
+	blocked := 0
+	for _, ch := range f.children {
+		switch {
+		case ch.Phase == PhaseFailed && ch.FailureTerminal:
+			failed = append(failed, fmt.Sprintf("%s/%s (%s)", ch.Kind, ch.Name, why(ch)))
+		case f.stuck(ch.Id, map[string]bool{}):
+			blocked++
+		case !settled(ch):
+			return false, nil // still in flight
+		}
+	}
+	degraded := r.Phase == PhaseDegraded && r.SyncedGeneration >= r.Generation
+	if len(failed) == 0 && !degraded {
+		return false, nil
+	}
+	sort.Strings(failed)
+	msg := fmt.Sprintf("%s cannot become READY: it is %s%s", name, r.Phase, f.summary())
+	if len(failed) > 0 {
+		msg += "; failed for good: " + strings.Join(failed, ", ")
+	}
+	if blocked > 0 {
+		msg += fmt.Sprintf("; %d waiting behind them", blocked)
+	}
+	if degraded && len(failed) == 0 {
+		msg += ": " + why(r)
+	}
+	return true, errors.New(msg)
+}
+
+// settled: nothing more will happen to the child by itself.
+func settled(ch WaitRow) bool {
+	switch ch.Phase {
+	case PhaseReady, PhaseQuarantined, PhaseOrphaned:
+		return true
+	case PhaseDegraded:
+		return ch.SyncedGeneration >= ch.Generation
+	case PhaseFailed:
+		return ch.FailureTerminal
+	}
+	return false
+}
+
+// stuck reports whether a child can make no progress: it failed for good,
+// or it is RECONCILING behind an upstream that is stuck (the scheduler
+// waits for every upstream to sync). Upstreams outside the subtree are
+// judged by their phase as of the child's last change.
+func (f *follower) stuck(id string, visiting map[string]bool) bool {
+	ch, ok := f.children[id]
+	if !ok || visiting[id] {
+		return false
+	}
+	if ch.Phase == PhaseFailed && ch.FailureTerminal {
+		return true
+	}
+	if ch.Phase != PhaseReconciling {
+		return false
+	}
+	visiting[id] = true
+	for _, d := range ch.Dependencies {
+		up := d.Upstream
+		if _, inTree := f.children[up.Id]; inTree {
+			if f.stuck(up.Id, visiting) {
+				return true
+			}
+			continue
+		}
+		if up.Phase == PhaseFailed && up.FailureTerminal {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,501 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// The watch event names (kubectl's --output-watch-events).
+const (
+	evAdded    = "ADDED"
+	evModified = "MODIFIED"
+	evDeleted  = "DELETED"
+)
+
+func (a *app) watchCommand() *cobra.Command {
+	var (
+		lf        listFlags
+		watchOnly bool
+	)
+	cmd := &cobra.Command{
+		Use:   "watch TYPE [NAME] [filters]",
+		Short: "Stream changes live: one line per change (resources, clustermembers, an operation)",
+		Long: `Print the current objects, then one line per change as it happens, over the
+API's websocket subscriptions (kubectl get -w style), until interrupted.
+
+  resource       every change matching --kind, NAME (KIND/NAME), --owner, --phase
+                 (a change is shown when the row enters or leaves those phases)
+                 and --label (matched by conctl)
+  clustermember  joins, leaves and status changes of the fleet
+  operation ID   the operation's state changes, until it finishes
+
+The EVENT column says ADDED, MODIFIED or DELETED. If the connection drops, conctl
+reconnects, re-subscribes and re-lists, printing what changed meanwhile. -o json
+prints one JSON object per line, -o yaml one document per change.`,
+		Example: `  # Everything happening to vpcs
+  conctl watch resources --kind vpc
+
+  # A BOM's children, only changes (no initial listing)
+  conctl watch res --owner bom/acme --watch-only
+
+  # Failures as they happen, as JSON lines
+  conctl watch res --phase failed -o json
+
+  # The fleet
+  conctl watch nodes`,
+		Args:              rangeArgs(1, 2),
+		ValidArgsFunction: completeTypes(typeResource, typeClusterMember, typeOperation),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, err := parseObjType(args[0], typeResource, typeClusterMember, typeOperation)
+			if err != nil {
+				return err
+			}
+			if lf.limit < 1 || lf.limit > 500 {
+				return usageError{fmt.Errorf("--limit %d: want 1-500", lf.limit)}
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			switch t {
+			case typeResource:
+				var name *ref
+				if len(args) == 2 {
+					r, err := parseRef(args[1], lf.kind)
+					if err != nil {
+						return err
+					}
+					name = &r
+				}
+				return a.watchResources(ctx, c, lf, name, watchOnly)
+			case typeClusterMember:
+				if len(args) == 2 {
+					return usageError{fmt.Errorf("watch clustermembers takes no name")}
+				}
+				return a.watchMembers(ctx, c)
+			default:
+				if len(args) != 2 {
+					return usageError{fmt.Errorf("watch operation needs the operation's id")}
+				}
+				return a.watchOperation(ctx, c, args[1])
+			}
+		},
+	}
+	lf.register(cmd, true)
+	cmd.Flags().BoolVar(&watchOnly, "watch-only", false, "print only changes, not the current objects first")
+	return cmd
+}
+
+// streamTable prints rows as they come, each column padded to the widest
+// value seen so far.
+type streamTable struct {
+	w      io.Writer
+	header []string
+	widths []int
+	shown  bool
+}
+
+func newStreamTable(w io.Writer, header []string) *streamTable {
+	s := &streamTable{w: w, header: header, widths: make([]int, len(header))}
+	for i, h := range header {
+		s.widths[i] = len(h)
+	}
+	return s
+}
+
+// fit widens the columns for rows about to be printed.
+func (s *streamTable) fit(rows [][]string) {
+	for _, r := range rows {
+		for i, c := range r {
+			s.widths[i] = max(s.widths[i], len(c))
+		}
+	}
+}
+
+func (s *streamTable) row(r []string) {
+	if !s.shown {
+		s.shown = true
+		s.row(s.header)
+	}
+	s.fit([][]string{r})
+	var b strings.Builder
+	for i, c := range r {
+		if i == len(r)-1 {
+			b.WriteString(c)
+			break
+		}
+		b.WriteString(c)
+		b.WriteString(strings.Repeat(" ", s.widths[i]-len(c)+3))
+	}
+	fmt.Fprintln(s.w, strings.TrimRight(b.String(), " "))
+}
+
+// watchEvent is one -o json/yaml watch line.
+type watchEvent struct {
+	Event    string `json:"event"`
+	Resource any    `json:"resource,omitempty"`
+	Member   any    `json:"member,omitempty"`
+}
+
+// emit prints one watch event in the -o format.
+func (a *app) emit(t *streamTable, ev watchEvent, cells []string) error {
+	switch a.output {
+	case outJSON:
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("encode JSON: %w", err)
+		}
+		_, err = fmt.Fprintln(a.stdout(), string(b))
+		return err
+	case outYAML:
+		b, err := toYAML(ev)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(a.stdout(), "---\n%s", b)
+		return err
+	}
+	t.row(append([]string{ev.Event}, cells...))
+	return nil
+}
+
+func (a *app) resourceCells(r ResourceRow) []string {
+	if a.output == outWide {
+		return []string{r.Kind, r.Name, r.Version, string(r.Phase), itoa(r.Generation), itoa(r.SyncedGeneration),
+			yesNo(r.HealthOk), ownerString(r.Owner), labelsString(r.Labels), a.age(r.CreatedAt)}
+	}
+	return []string{r.Kind, r.Name, string(r.Phase), itoa(r.Generation), itoa(r.SyncedGeneration), a.age(r.CreatedAt)}
+}
+
+func (a *app) resourceWatchHeader() []string {
+	if a.output == outWide {
+		return []string{"EVENT", "KIND", "NAME", "VERSION", "PHASE", "GENERATION", "SYNCED", "HEALTHY", "OWNER", "LABELS", "AGE"}
+	}
+	return []string{"EVENT", "KIND", "NAME", "PHASE", "GENERATION", "SYNCED", "AGE"}
+}
+
+// resourceWatch is the state of a resources watch.
+type resourceWatch struct {
+	a      *app
+	c      *Conn
+	lf     listFlags
+	kind   *string
+	name   *ref
+	owner  *string
+	phases []Phase
+	labels map[string]string
+	table  *streamTable
+	seen   map[string]ResourceRow
+}
+
+func (a *app) watchResources(ctx context.Context, c *Conn, lf listFlags, name *ref, watchOnly bool) error {
+	phases, err := parsePhases(lf.phases)
+	if err != nil {
+		return err
+	}
+	labelsRaw, err := parseLabels(lf.labels)
+	if err != nil {
+		return err
+	}
+	labels := map[string]string{}
+	if labelsRaw != nil {
+		_ = json.Unmarshal(*labelsRaw, &labels)
+	}
+	owner, err := a.resolveOwner(ctx, c, lf.owner)
+	if err != nil {
+		return err
+	}
+	w := &resourceWatch{a: a, c: c, lf: lf, name: name, owner: owner, phases: phases, labels: labels,
+		table: newStreamTable(a.stdout(), a.resourceWatchHeader()), seen: map[string]ResourceRow{}}
+	if lf.kind != "" {
+		w.kind = &lf.kind
+	}
+	var nameFilter *string
+	if name != nil {
+		w.kind, nameFilter = &name.kind, &name.name
+	}
+	ws := c.NewWS()
+	errs, err := ws.Start(ctx)
+	if err != nil {
+		return fmt.Errorf("watch resources: %w", err)
+	}
+	defer func() { _ = ws.Close() }()
+	events, _, err := WatchResources(ctx, ws, w.kind, nameFilter, owner, phases)
+	if err != nil {
+		return fmt.Errorf("watch resources: %w", err)
+	}
+	if !watchOnly {
+		if err := w.relist(ctx, true); err != nil {
+			return err
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err, ok := <-errs:
+			if ok {
+				fmt.Fprintf(a.stderr(), "warning: %v\n", err)
+			}
+		case <-ws.Reconnected():
+			if err := w.relist(ctx, false); err != nil {
+				return err
+			}
+		case ev, ok := <-events:
+			if !ok {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("watch resources: the subscription ended")
+			}
+			if len(ev.Errors) > 0 {
+				return fmt.Errorf("watch resources: %w", apiError(ev.Errors))
+			}
+			if ev.Data == nil {
+				continue
+			}
+			if err := w.onEvent(ctx, ev.Data.ResourceChanged); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// matches applies the filters the subscription cannot (labels).
+func (w *resourceWatch) matches(r ResourceRow) bool {
+	if len(w.labels) == 0 {
+		return true
+	}
+	var have map[string]any
+	if json.Unmarshal(r.Labels, &have) != nil {
+		return false
+	}
+	for k, v := range w.labels {
+		if fmt.Sprint(have[k]) != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *resourceWatch) onEvent(ctx context.Context, e WatchResourcesResourceChangedResourceEvent) error {
+	switch e.Type {
+	case ResourceEventTypeResync:
+		return w.relist(ctx, false)
+	case ResourceEventTypeDeleted:
+		last, ok := w.seen[e.Id]
+		if !ok {
+			last = ResourceRow{Id: e.Id, Kind: e.Kind, Name: e.Name}
+		}
+		delete(w.seen, e.Id)
+		return w.a.emit(w.table, watchEvent{Event: evDeleted, Resource: last}, w.a.resourceCells(last))
+	}
+	if e.Resource == nil {
+		return nil
+	}
+	r := e.Resource.ResourceRow
+	if !w.matches(r) {
+		return nil
+	}
+	event := evModified
+	if _, ok := w.seen[r.Id]; !ok && e.PreviousPhase == nil {
+		event = evAdded
+	}
+	w.seen[r.Id] = r
+	return w.a.emit(w.table, watchEvent{Event: event, Resource: e.Resource}, w.a.resourceCells(r))
+}
+
+// relist reads the current rows. The first listing prints them all; a
+// re-list (after a reconnect or RESYNC) prints only what changed since,
+// and — when it read every page — the rows that disappeared.
+func (w *resourceWatch) relist(ctx context.Context, first bool) error {
+	var labels *json.RawMessage
+	if len(w.labels) > 0 {
+		b, _ := json.Marshal(w.labels)
+		raw := json.RawMessage(b)
+		labels = &raw
+	}
+	var rows []ResourceRow
+	var after *string
+	complete := true
+	for w.name == nil {
+		resp, err := ListResources(ctx, w.c.GQL, w.kind, w.phases, labels, w.owner, w.lf.limit, after)
+		if err != nil {
+			return fmt.Errorf("list resources: %w", apiError(err))
+		}
+		for _, it := range resp.Resources.Items {
+			rows = append(rows, it.ResourceRow)
+		}
+		if after = resp.Resources.NextCursor; after == nil {
+			break
+		}
+		if !w.lf.all {
+			complete = false
+			break
+		}
+	}
+	if w.name != nil { // one resource: read it, never its whole kind
+		resp, err := GetResource(ctx, w.c.GQL, w.name.kind, w.name.name)
+		if err != nil {
+			return fmt.Errorf("get resource %s: %w", w.name, apiError(err))
+		}
+		if r := resp.Resource; r != nil && w.matches(r.ResourceRow) &&
+			(len(w.phases) == 0 || contains(w.phases, r.Phase)) &&
+			(w.owner == nil || (r.Owner != nil && r.Owner.Id == *w.owner)) {
+			rows = append(rows, r.ResourceRow)
+		}
+	}
+	if first {
+		cells := make([][]string, len(rows))
+		for i, r := range rows {
+			cells[i] = append([]string{evAdded}, w.a.resourceCells(r)...)
+		}
+		w.table.fit(cells)
+	}
+	listed := map[string]bool{}
+	for _, r := range rows {
+		listed[r.Id] = true
+		prev, ok := w.seen[r.Id]
+		w.seen[r.Id] = r
+		event := evAdded
+		if ok {
+			if prev.UpdatedAt.Equal(r.UpdatedAt) && prev.Phase == r.Phase {
+				continue
+			}
+			event = evModified
+		}
+		if err := w.a.emit(w.table, watchEvent{Event: event, Resource: r}, w.a.resourceCells(r)); err != nil {
+			return err
+		}
+	}
+	if !complete || first {
+		return nil
+	}
+	var gone []string
+	for id := range w.seen {
+		if !listed[id] {
+			gone = append(gone, id)
+		}
+	}
+	sort.Strings(gone)
+	for _, id := range gone {
+		last := w.seen[id]
+		delete(w.seen, id)
+		if err := w.a.emit(w.table, watchEvent{Event: evDeleted, Resource: last}, w.a.resourceCells(last)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *app) memberCells(m MemberRow) []string {
+	return []string{m.Id, string(m.Role), string(m.Status), shardSpan(m.ShardLo, m.ShardHi), m.Version, a.age(m.StartedAt)}
+}
+
+func (a *app) watchMembers(ctx context.Context, c *Conn) error {
+	ws := c.NewWS()
+	errs, err := ws.Start(ctx)
+	if err != nil {
+		return fmt.Errorf("watch cluster members: %w", err)
+	}
+	defer func() { _ = ws.Close() }()
+	updates, _, err := WatchClusterMembers(ctx, ws)
+	if err != nil {
+		return fmt.Errorf("watch cluster members: %w", err)
+	}
+	t := newStreamTable(a.stdout(), []string{"EVENT", "ID", "ROLE", "STATUS", "SHARDS", "VERSION", "AGE"})
+	seen := map[string]MemberRow{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err, ok := <-errs:
+			if ok {
+				fmt.Fprintf(a.stderr(), "warning: %v\n", err)
+			}
+		case <-ws.Reconnected():
+			// The server pushes the whole membership on (re)subscribe.
+		case u, ok := <-updates:
+			if !ok {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("watch cluster members: the subscription ended")
+			}
+			if len(u.Errors) > 0 {
+				return fmt.Errorf("watch cluster members: %w", apiError(u.Errors))
+			}
+			if u.Data == nil {
+				continue
+			}
+			now := map[string]MemberRow{}
+			for _, m := range u.Data.ClusterMembers {
+				now[m.Id] = m.MemberRow
+			}
+			if err := a.diffMembers(t, seen, now); err != nil {
+				return err
+			}
+			seen = now
+		}
+	}
+}
+
+// diffMembers prints joins, status/shard/role changes and leaves.
+func (a *app) diffMembers(t *streamTable, before, now map[string]MemberRow) error {
+	ids := make([]string, 0, len(now)+len(before))
+	for id := range now {
+		ids = append(ids, id)
+	}
+	for id := range before {
+		if _, ok := now[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		m, isNow := now[id]
+		old, wasBefore := before[id]
+		var event string
+		switch {
+		case !wasBefore:
+			event = evAdded
+		case !isNow:
+			event, m = evDeleted, old
+		case old.Status != m.Status || old.Role != m.Role || shardSpan(old.ShardLo, old.ShardHi) != shardSpan(m.ShardLo, m.ShardHi) ||
+			old.Version != m.Version:
+			event = evModified
+		default:
+			continue
+		}
+		if err := a.emit(t, watchEvent{Event: event, Member: m}, a.memberCells(m)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *app) watchOperation(ctx context.Context, c *Conn, id string) error {
+	resp, err := GetOperation(ctx, c.GQL, id)
+	if err != nil {
+		return fmt.Errorf("get operation %s: %w", id, apiError(err))
+	}
+	if resp.Operation == nil {
+		return notFound("operation", id)
+	}
+	op := resp.Operation.OperationRow
+	fmt.Fprintf(a.stdout(), "operation/%s %s\n", op.Id, op.State)
+	if isFinal(op.State) {
+		return nil
+	}
+	if _, err := a.followOperation(ctx, c, op, a.stdout()); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
