@@ -1,0 +1,250 @@
+// Package api is the GraphQL endpoint: gqlgen's server over the schema in
+// graph/ and the resolvers in resolvers/, with
+//
+//   - transports: POST (application/json), GET (queries only) and websocket
+//     (graphql-transport-ws and the legacy graphql-ws) on /graphql;
+//   - the schema's SDL on /graphql/schema.graphql;
+//   - limits: query complexity and depth, request body size, websocket
+//     message size, subscriptions per connection, a per-request timeout;
+//   - optional bearer-token auth (core/auth), checked on HTTP and on the
+//     websocket connection_init payload; viewers may not mutate;
+//   - one error presenter mapping core errors to extensions.code
+//     (BAD_USER_INPUT, NOT_FOUND, CONFLICT, UNAUTHENTICATED, FORBIDDEN,
+//     INTERNAL) that never leaks internal text.
+//
+// Wiring (core/app or cmd/converge), with the process's one notify.Listener,
+// store and pools:
+//
+//	hub := live.NewHub(p.Listener, p.Read, log, live.WithPrimary(p.Primary)) // re-reads from the replica
+//	eng.Add(hub)                                   // a core/engine Duty (Name, Run); or go hub.Run(ctx)
+//	tokens, err := auth.LoadTokens(cfg.APITokensFile) // API_TOKENS_FILE; nil = open API (warned at startup)
+//	limits, err := api.LimitsFromEnv(os.Getenv)      // API_MAX_COMPLEXITY, API_WS_KEEPALIVE, …
+//	h := api.NewHandler(api.Deps{Store: p.Store, Hub: hub, Log: log, Tokens: tokens,
+//		Limits: limits, Version: cfg.Version, UI: dashboard})
+//	mux.Handle("/graphql", h)
+//	mux.Handle("/graphql/", h) // /graphql/schema.graphql
+//	mux.Handle("/", h)         // only with a UI: the dashboard and /graphiql
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"regexp"
+	"strings"
+
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/coder/websocket"
+	"github.com/rs/zerolog"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/converge-run/converge/core/auth"
+	"github.com/converge-run/converge/core/live"
+	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/graph"
+	"github.com/converge-run/converge/resolvers"
+)
+
+// Deps are what the handler serves.
+type Deps struct {
+	// Store is the API's store: store.New(primary, read).
+	Store *store.Store
+	// Hub serves subscriptions and the cluster member list; its Run must
+	// be running.
+	Hub *live.Hub
+	// Log receives the handler's own logs (startup warning, internal errors).
+	Log zerolog.Logger
+	// Tokens enables bearer-token auth; nil runs the API open.
+	Tokens *auth.Tokens
+	// Limits bound every request; zero fields take their defaults.
+	Limits Limits
+	// Version is what the version query reports.
+	Version string
+	// UI, when set, serves every path the API does not (the dashboard and
+	// the GraphiQL page built by the frontend).
+	UI http.Handler
+}
+
+// Handler serves the GraphQL API.
+type Handler struct {
+	gql    http.Handler
+	sdl    []byte
+	ui     http.Handler
+	limits Limits
+	tokens *auth.Tokens
+	log    zerolog.Logger
+	cors   []string
+}
+
+// NewHandler builds the API handler.
+func NewHandler(d Deps) *Handler {
+	lim := d.Limits.withDefaults()
+	log := d.Log.With().Str("component", "api").Logger()
+	if d.Tokens == nil {
+		log.Warn().Msg("API_TOKENS_FILE is not set: the GraphQL API is open to anyone who can reach it (every request may mutate)")
+	}
+	root := resolvers.New(resolvers.Deps{Store: d.Store, Hub: d.Hub, Version: d.Version,
+		AuthRequired: d.Tokens != nil, LoaderWait: lim.LoaderWait})
+	cfg := graph.Config{Resolvers: root}
+	setComplexity(&cfg.Complexity)
+	es := graph.NewExecutableSchema(cfg)
+
+	h := &Handler{ui: d.UI, limits: lim, tokens: d.Tokens, log: log, cors: lim.AllowedOrigins}
+	srv := handler.New(es)
+	srv.AddTransport(transport.Websocket{
+		Implementation: wsImpl{
+			accept: websocket.AcceptOptions{
+				OriginPatterns:     lim.AllowedOrigins,
+				CompressionMode:    websocket.CompressionDisabled,
+				InsecureSkipVerify: false,
+			},
+			keepAlive: lim.KeepAlive,
+		},
+		InitFunc:              h.wsInit,
+		InitTimeout:           lim.InitTimeout,
+		KeepAlivePingInterval: lim.KeepAlive, // graphql-ws "ka" messages
+		PayloadReadLimit:      &lim.WSPayloadBytes,
+		ErrorFunc: func(ctx context.Context, err error) {
+			log.Debug().Err(err).Str("request_id", RequestID(ctx)).Msg("websocket")
+		},
+	})
+	srv.AddTransport(transport.GET{})
+	srv.AddTransport(transport.POST{})
+	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	srv.Use(extension.Introspection{})
+	srv.Use(extension.FixedComplexityLimit(lim.Complexity))
+	srv.Use(depthLimit{max: lim.Depth})
+	srv.Use(gate{maxSubs: lim.SubscriptionsPerConn, present: h.presentError})
+	srv.Use(root.Extension())
+	srv.SetErrorPresenter(h.presentError)
+	srv.SetRecoverFunc(h.recoverPanic)
+	h.gql = srv
+	h.sdl = schemaSDL(es.Schema())
+	return h
+}
+
+// ServeHTTP routes /graphql, /graphql/schema.graphql and (with a UI) the
+// rest.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := withRequestID(r.Context(), r.Header.Get("X-Request-Id"))
+	w.Header().Set("X-Request-Id", RequestID(ctx))
+	r = r.WithContext(ctx)
+	switch strings.TrimSuffix(r.URL.Path, "/") {
+	case "/graphql":
+		h.serveGraphQL(w, r)
+	case "/graphql/schema.graphql":
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write(h.sdl)
+	default:
+		if h.ui == nil {
+			http.NotFound(w, r)
+			return
+		}
+		h.ui.ServeHTTP(w, r)
+	}
+}
+
+func (h *Handler) serveGraphQL(w http.ResponseWriter, r *http.Request) {
+	if h.corsPreflight(w, r) {
+		return
+	}
+	upgrade := r.Header.Get("Upgrade") != ""
+	id, err := h.authenticate(r.Header.Get("Authorization"), upgrade)
+	if err != nil {
+		writeHTTPError(w, r, http.StatusUnauthorized, codeUnauthenticated, err.Error())
+		return
+	}
+	ctx := auth.WithIdentity(r.Context(), id)
+	if !upgrade {
+		if r.ContentLength > h.limits.BodyBytes {
+			writeHTTPError(w, r, http.StatusRequestEntityTooLarge, codeBadUserInput, "request body too large")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, h.limits.BodyBytes)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.limits.RequestTimeout)
+		defer cancel()
+	}
+	h.gql.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// authenticate resolves an Authorization header. With tokens configured a
+// missing header is an error except on a websocket upgrade (browsers cannot
+// set headers there: the token comes in connection_init); an invalid one
+// is always an error.
+func (h *Handler) authenticate(header string, upgrade bool) (auth.Identity, error) {
+	if h.tokens == nil {
+		return auth.Identity{Role: auth.RoleAdmin}, nil
+	}
+	token := auth.Bearer(header)
+	if token == "" {
+		if upgrade {
+			return auth.Identity{}, nil
+		}
+		return auth.Identity{}, errUnauthenticated
+	}
+	id, ok := h.tokens.Lookup(token)
+	if !ok {
+		return auth.Identity{}, errUnauthenticated
+	}
+	return id, nil
+}
+
+// corsPreflight answers CORS for the allowed origins; it reports whether
+// the request was a preflight (already answered).
+func (h *Handler) corsPreflight(w http.ResponseWriter, r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" || !originAllowed(h.cors, origin) {
+		return false
+	}
+	w.Header().Set("Access-Control-Allow-Origin", origin)
+	w.Header().Add("Vary", "Origin")
+	if r.Method != http.MethodOptions {
+		return false
+	}
+	w.Header().Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+	w.Header().Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Request-Id")
+	w.Header().Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
+	return true
+}
+
+// originAllowed matches an Origin's host against the patterns (path.Match
+// syntax, as coder/websocket's OriginPatterns).
+func originAllowed(patterns []string, origin string) bool {
+	host := origin
+	if i := strings.Index(host, "://"); i >= 0 {
+		host = host[i+3:]
+	}
+	for _, p := range patterns {
+		if ok, _ := pathMatch(strings.ToLower(p), strings.ToLower(host)); ok {
+			return true
+		}
+	}
+	return false
+}
+
+type requestIDKey struct{}
+
+var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+func withRequestID(ctx context.Context, incoming string) context.Context {
+	id := incoming
+	if !requestIDRE.MatchString(id) {
+		b := make([]byte, 8)
+		_, _ = rand.Read(b)
+		id = hex.EncodeToString(b)
+	}
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+// RequestID is the request's id (X-Request-Id, echoed or generated); it is
+// in every INTERNAL error and in the log line that explains it.
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}

@@ -1,0 +1,81 @@
+package api_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestNPlusOne_NestedPageIsAConstantNumberOfStatements: a 50-row page with
+// nested owner, children (and their conditions), conditions, dependencies,
+// dependents, provider config (and its owner) and kind costs a small,
+// constant number of SQL statements, the same as a 5-row page.
+func TestNPlusOne_NestedPageIsAConstantNumberOfStatements(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.manifest(workerKind)
+	e.ok(`mutation { applyProviderConfig(input: {kind: "leaf", name: "default", isDefault: true, spec: {}}) { id } }`, nil, nil)
+	e.ok(`mutation { applyProviderConfig(input: {kind: "leaf", name: "special", isDefault: false, spec: {}}) { id } }`, nil, nil)
+	// 30 parents, each with a child that depends on it (value flow) and
+	// carries a stored condition; every third parent uses "special".
+	for i := range 30 {
+		ref := ""
+		if i%3 == 0 {
+			ref = `providerConfigRef: "special"`
+		}
+		p := e.apply("leaf", fmt.Sprintf("p%02d", i), `{}`, ref)
+		c := e.child("leaf", fmt.Sprintf("c%02d", i), p)
+		_, err := e.pool.Exec(e.ctx, `INSERT INTO resource_deps (dependent_id, dependency_id, value_flows)
+			VALUES ($1, $2, '[{"src_field":"/id","dep_field":"/parent"}]')`, c, p)
+		require.NoError(t, err)
+		_, err = e.pool.Exec(e.ctx, `INSERT INTO resource_conditions (resource_id, type, status, reason)
+			VALUES ($1, 'Healthy', 'True', 'Probe')`, c)
+		require.NoError(t, err)
+	}
+	query := `query($n: Int) { resources(first: $n) { items {
+		name phase
+		owner { name }
+		children(first: 5) { items { name conditions { type status } } nextCursor }
+		conditions { type status reason }
+		dependencies { upstream { name phase } valueFlows { srcField depField } }
+		dependents { name }
+		providerConfig { name owner { name } }
+		definition { name config { maxInflight } }
+	} nextCursor } }`
+	statements := func(n int) int64 {
+		var out struct {
+			Resources struct {
+				Items []struct {
+					Name           string
+					Owner          *struct{ Name string }
+					Children       struct{ Items []struct{ Name string } }
+					Deps           []struct{ Upstream struct{ Name string } } `json:"dependencies"`
+					Dependents     []struct{ Name string }
+					ProviderConfig *struct{ Name string }
+				}
+			}
+		}
+		before := e.stmts.Load()
+		e.ok(query, map[string]any{"n": n}, &out)
+		used := e.stmts.Load() - before
+		require.Len(t, out.Resources.Items, n)
+		for _, it := range out.Resources.Items {
+			require.NotNil(t, it.ProviderConfig, it.Name)
+			if it.Name[0] == 'c' {
+				require.NotNil(t, it.Owner)
+				require.Len(t, it.Deps, 1)
+				require.Equal(t, "p"+it.Name[1:], it.Deps[0].Upstream.Name)
+			} else {
+				require.Len(t, it.Children.Items, 1)
+				require.Len(t, it.Dependents, 1)
+			}
+		}
+		return used
+	}
+	big := statements(50)
+	small := statements(5)
+	t.Logf("statements: 50 rows %d, 5 rows %d", big, small)
+	require.LessOrEqual(t, big, int64(10), "a 50-row nested page: one statement per nested field")
+	require.Equal(t, small, big, "the count does not grow with the page")
+}

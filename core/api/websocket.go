@@ -1,0 +1,162 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/coder/websocket"
+)
+
+// wsImpl accepts gqlgen websocket connections on coder/websocket (gqlgen's
+// own adapter, plus keep-alive). Every KeepAlive it sends a websocket-level
+// ping frame: every websocket library answers those by itself (browsers,
+// gorilla/websocket and so genqlient's client, which ignore the GraphQL
+// protocol's own ping messages), so intermediaries see traffic both ways. A
+// missing pong is tolerated: a client is dropped only when the TCP
+// connection fails, never for not answering.
+type wsImpl struct {
+	accept    websocket.AcceptOptions
+	keepAlive time.Duration
+}
+
+var _ transport.WebsocketImplementation = wsImpl{}
+
+func (i wsImpl) Accept(w http.ResponseWriter, r *http.Request, o transport.WebsocketAcceptOptions) (transport.WebsocketConn, error) {
+	for k, vs := range o.ResponseHeader {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	opts := i.accept
+	opts.Subprotocols = slices.Clone(opts.Subprotocols)
+	for _, p := range o.Subprotocols {
+		if !slices.Contains(opts.Subprotocols, p) {
+			opts.Subprotocols = append(opts.Subprotocols, p)
+		}
+	}
+	c, err := websocket.Accept(w, r, &opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	conn := &wsConn{c: c, stop: cancel}
+	if i.keepAlive > 0 {
+		go conn.pinger(ctx, i.keepAlive)
+	}
+	return conn, nil
+}
+
+type wsConn struct {
+	c    *websocket.Conn
+	stop context.CancelFunc
+
+	mu       sync.Mutex
+	deadline *time.Timer
+	closing  bool
+}
+
+var (
+	_ transport.WebsocketConn          = (*wsConn)(nil)
+	_ transport.WebsocketReadLimiter   = (*wsConn)(nil)
+	_ transport.WebsocketReadDeadliner = (*wsConn)(nil)
+)
+
+// pinger sends a ping frame every interval until the connection closes.
+// Ping waits for the pong (read by the transport's read loop) at most one
+// interval, and its failure is ignored.
+func (c *wsConn) pinger(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			pctx, cancel := context.WithTimeout(ctx, every)
+			_ = c.c.Ping(pctx)
+			cancel()
+		}
+	}
+}
+
+func (c *wsConn) NextReader() (int, io.Reader, error) {
+	typ, data, err := c.c.Read(context.Background())
+	if err != nil {
+		switch websocket.CloseStatus(err) {
+		case websocket.StatusNormalClosure, websocket.StatusNoStatusRcvd, websocket.StatusGoingAway:
+			return int(typ), nil, transport.ErrWebsocketClosed
+		}
+		return int(typ), nil, err
+	}
+	return int(typ), bytes.NewReader(data), nil
+}
+
+func (c *wsConn) WriteJSON(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return c.c.Write(ctx, websocket.MessageText, b)
+}
+
+// WriteClose starts the close handshake in the background: coder/websocket
+// waits up to 5s for the peer's close frame, which must not stall the
+// transport's teardown.
+func (c *wsConn) WriteClose(code int, msg string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopDeadlineLocked()
+	if c.closing {
+		return nil
+	}
+	c.closing = true
+	c.stop()
+	go func() { _ = c.c.Close(websocket.StatusCode(code), msg) }()
+	return nil
+}
+
+func (c *wsConn) Close() error {
+	c.mu.Lock()
+	c.stopDeadlineLocked()
+	closing := c.closing
+	c.closing = true
+	c.mu.Unlock()
+	c.stop()
+	if closing {
+		return nil
+	}
+	return c.c.CloseNow()
+}
+
+func (c *wsConn) Subprotocol() string { return c.c.Subprotocol() }
+
+func (c *wsConn) SetReadLimit(n int64) { c.c.SetReadLimit(n) }
+
+// SetReadDeadline is used by gqlgen only for its ping/pong keep-alive, which
+// this handler does not enable; it is implemented for completeness.
+func (c *wsConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopDeadlineLocked()
+	if t.IsZero() {
+		return nil
+	}
+	c.deadline = time.AfterFunc(time.Until(t), func() { _ = c.c.CloseNow() })
+	return nil
+}
+
+func (c *wsConn) stopDeadlineLocked() {
+	if c.deadline != nil {
+		c.deadline.Stop()
+		c.deadline = nil
+	}
+}

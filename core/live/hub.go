@@ -1,0 +1,299 @@
+// Package live is the subscription hub: one per API pod, it bridges the
+// Postgres change announcements to the GraphQL subscriptions.
+//
+// It LISTENs (through the process's one notify.Listener) on resource_changed
+// and operation_changed (00004_announce.sql: coalesced per statement, never
+// per row) and on cluster_changed; on each wake it re-reads the announced rows
+// in one query, matches them against every subscriber's filter in memory and
+// pushes the matching ones with a non-blocking send. Phase counts are
+// recomputed (one query for every subscribed kind) at most once per
+// CountsInterval and pushed only when they changed; the membership is
+// re-listed on cluster_changed and every MemberPoll (liveness is derived from
+// heartbeat age, which no NOTIFY announces) and pushed only when a member
+// joined, left or changed status.
+//
+// A NOTIFY is a hint, never the source of truth: after a dropped LISTEN
+// connection (or a subscriber that fell behind, or a statement over the
+// announcement cap) the affected resource subscribers get a RESYNC change and
+// re-query, and counts, members and operations are re-read.
+//
+// Wiring (cmd/converge):
+//
+//	listener := notify.NewListener(primaryPool, log)   // the process's one LISTEN connection
+//	hub := live.NewHub(listener, readPool, log, live.WithPrimary(primaryPool))
+//	go listener.Run(ctx)
+//	go hub.Run(ctx)
+//
+// Subscribers call SubscribeResources, SubscribePhaseCounts, SubscribeMembers
+// and SubscribeOperation with the subscription's context: the subscription
+// ends (and its channel is closed) when that context is done.
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/store/membership"
+	"github.com/converge-run/converge/core/store/notify"
+)
+
+// The channels the hub LISTENs on.
+const (
+	ChannelResources  = "resource_changed"
+	ChannelOperations = "operation_changed"
+	ChannelCluster    = "cluster_changed"
+)
+
+// Options tune the hub; the zero value of each field means its default.
+type Options struct {
+	// Buffer is each subscriber's channel capacity (default 256). A
+	// subscriber whose buffer is full loses changes and gets RESYNC.
+	Buffer int
+	// CountsInterval is the shortest gap between two phase-count
+	// recomputations (default 250ms).
+	CountsInterval time.Duration
+	// MemberPoll is how often the membership is re-listed for status
+	// changes (default 5s).
+	MemberPoll time.Duration
+	// Liveness is the heartbeat age past which a member is NOT_READY
+	// (default membership.DefaultLiveness, 30s).
+	Liveness time.Duration
+	// Clock stamps member liveness (default time.Now).
+	Clock func() time.Time
+}
+
+// Option sets an Option.
+type Option func(*Hub)
+
+// WithOptions sets the tunables.
+func WithOptions(o Options) Option { return func(h *Hub) { h.opts = o } }
+
+// WithPrimary names the primary pool when readPool is a streaming replica:
+// before each re-read the hub waits (briefly) until the replica has replayed
+// what the primary had when the NOTIFY arrived, and reads from the primary
+// when the replica lags longer.
+func WithPrimary(primary *pgxpool.Pool) Option { return func(h *Hub) { h.primary = primary } }
+
+// Hub fans Postgres change announcements out to subscribers.
+type Hub struct {
+	listener *notify.Listener
+	read     *pgxpool.Pool
+	primary  *pgxpool.Pool
+	store    *store.Store
+	members  *membership.Store
+	log      zerolog.Logger
+	opts     Options
+
+	mu     sync.Mutex
+	res    resourceIndex
+	counts map[*countSub]struct{}
+	mems   map[*memberSub]struct{}
+	ops    map[opKey]map[*opSub]struct{}
+
+	// seen dedupes pushes of an unchanged row (Run's goroutine only).
+	seen seenStates
+
+	// kick wakes Run when a subscriber arrives that needs a first read.
+	kick chan struct{}
+	// started is closed once Run has subscribed to its channels.
+	started chan struct{}
+}
+
+// NewHub returns a hub that LISTENs through listener and re-reads from
+// readPool (the replica when DATABASE_READ_URL is set, else the primary).
+func NewHub(listener *notify.Listener, readPool *pgxpool.Pool, log zerolog.Logger, opts ...Option) *Hub {
+	h := &Hub{
+		listener: listener,
+		read:     readPool,
+		store:    store.New(readPool, readPool),
+		members:  membership.New(readPool),
+		log:      log.With().Str("component", "live").Logger(),
+		res:      newResourceIndex(),
+		counts:   map[*countSub]struct{}{},
+		mems:     map[*memberSub]struct{}{},
+		ops:      map[opKey]map[*opSub]struct{}{},
+		kick:     make(chan struct{}, 1),
+		started:  make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(h)
+	}
+	if h.opts.Buffer <= 0 {
+		h.opts.Buffer = 256
+	}
+	if h.opts.CountsInterval <= 0 {
+		h.opts.CountsInterval = 250 * time.Millisecond
+	}
+	if h.opts.MemberPoll <= 0 {
+		h.opts.MemberPoll = 5 * time.Second
+	}
+	if h.opts.Liveness <= 0 {
+		h.opts.Liveness = membership.DefaultLiveness
+	}
+	if h.opts.Clock == nil {
+		h.opts.Clock = time.Now
+	}
+	return h
+}
+
+// Run consumes the announcements until ctx ends. It never writes to the
+// database and never blocks a writer: NOTIFY is queued by Postgres and this
+// loop only reads.
+func (h *Hub) Run(ctx context.Context) error {
+	resC := h.listener.Subscribe(ChannelResources, 16384)
+	defer resC.Close()
+	opC := h.listener.Subscribe(ChannelOperations, 4096)
+	defer opC.Close()
+	clC := h.listener.Subscribe(ChannelCluster, 16)
+	defer clC.Close()
+	close(h.started)
+
+	memberTick := time.NewTicker(h.opts.MemberPoll)
+	defer memberTick.Stop()
+	countsTimer := time.NewTimer(time.Hour)
+	countsTimer.Stop()
+	defer countsTimer.Stop()
+	var (
+		countsDirty   bool
+		countsArmed   bool
+		lastCountsRun time.Time
+	)
+	markCounts := func() {
+		countsDirty = true
+		if countsArmed {
+			return
+		}
+		wait := h.opts.CountsInterval - time.Since(lastCountsRun)
+		countsTimer.Reset(max(wait, 0))
+		countsArmed = true
+	}
+
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev := <-resC.C:
+			batch := newResourceBatch()
+			batch.add(ev)
+			drain(resC, batch.add)
+			if resC.TakeLost() {
+				batch.lost = true
+			}
+			if h.handleResources(ctx, batch) {
+				markCounts()
+			}
+		case ev := <-opC.C:
+			ob := newOpBatch()
+			ob.add(ev)
+			drain(opC, ob.add)
+			if opC.TakeLost() {
+				ob.all = true
+			}
+			h.handleOperations(ctx, ob)
+		case <-clC.C:
+			drain(clC, func(notify.Event) {})
+			_ = clC.TakeLost()
+			h.refreshMembers(ctx)
+		case <-memberTick.C:
+			h.refreshMembers(ctx)
+		case <-countsTimer.C:
+			countsArmed = false
+			if countsDirty {
+				countsDirty = false
+				lastCountsRun = time.Now()
+				h.refreshCounts(ctx)
+			}
+		case <-h.kick:
+			markCounts()
+		}
+	}
+}
+
+// drain hands every event already queued on s to f, without waiting.
+func drain(s *notify.Subscription, f func(notify.Event)) {
+	for {
+		select {
+		case ev := <-s.C:
+			f(ev)
+		default:
+			return
+		}
+	}
+}
+
+// reader returns the store to re-read from: the read pool once it has
+// replayed what the primary had at the wake, else the primary.
+func (h *Hub) reader(ctx context.Context) *store.Store {
+	if h.primary == nil || h.primary == h.read {
+		return h.store
+	}
+	ok, err := waitReplay(ctx, h.primary, h.read, 500*time.Millisecond)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		h.log.Warn().Err(err).Msg("replica replay check failed; re-reading from the primary")
+	}
+	if !ok {
+		return store.New(h.primary, h.primary)
+	}
+	return h.store
+}
+
+// waitReplay waits until the replica has replayed the primary's current WAL
+// position (polling every 2ms), for at most budget.
+func waitReplay(ctx context.Context, primary, replica *pgxpool.Pool, budget time.Duration) (bool, error) {
+	var lsn string
+	if err := primary.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
+		return false, fmt.Errorf("read primary wal position: %w", err)
+	}
+	deadline := time.Now().Add(budget)
+	for {
+		var caught bool
+		err := replica.QueryRow(ctx,
+			`SELECT coalesce(pg_last_wal_replay_lsn() >= $1::pg_lsn, true)`, lsn).Scan(&caught)
+		if err != nil {
+			return false, fmt.Errorf("read replica replay position: %w", err)
+		}
+		if caught {
+			return true, nil
+		}
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// Name names the hub as an engine duty (core/engine.Duty: Name + Run).
+func (h *Hub) Name() string { return "live-hub" }
+
+// Started is closed once Run has subscribed to the listener's channels (a
+// listener started after it LISTENs on all of them before it is Ready).
+func (h *Hub) Started() <-chan struct{} { return h.started }
+
+// SubscriberCount reports the live subscriptions of each sort (for tests
+// and metrics).
+func (h *Hub) SubscriberCount() (resources, counts, members, operations int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range h.ops {
+		operations += len(s)
+	}
+	return h.res.len(), len(h.counts), len(h.mems), operations
+}
+
+func (h *Hub) wake() {
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}

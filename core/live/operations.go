@@ -1,0 +1,139 @@
+package live
+
+import (
+	"context"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/store/notify"
+)
+
+type opKey = uuid.UUID
+
+type opSub struct {
+	id     uuid.UUID
+	last   resource.Operation
+	send   func(resource.Operation) bool
+	close  func()
+	closed bool
+}
+
+// SubscribeOperation pushes the operation's current state at once, then
+// every change, and ends (closes the channel) after the push that reports
+// it SUCCEEDED or FAILED. store.ErrNotFound for an unknown id.
+func SubscribeOperation[T any](ctx context.Context, h *Hub, id uuid.UUID, conv func(resource.Operation) T) (<-chan T, error) {
+	cur, err := h.reader(ctx).GetOperation(ctx, id) // right after runOperation: not behind the replica
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan T, 8)
+	s := &opSub{id: id, last: cur}
+	s.send = func(op resource.Operation) bool {
+		select {
+		case ch <- conv(op):
+			return true
+		default:
+			return false
+		}
+	}
+	s.close = func() { close(ch) }
+	s.send(cur)
+	if cur.State.Final() {
+		s.closed = true
+		s.close()
+		return ch, nil
+	}
+	h.mu.Lock()
+	if h.ops[id] == nil {
+		h.ops[id] = map[*opSub]struct{}{}
+	}
+	h.ops[id][s] = struct{}{}
+	h.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.dropOp(s)
+	})
+	// It may have changed between the read and the registration.
+	h.recheckOps(ctx, []uuid.UUID{id})
+	return ch, nil
+}
+
+// dropOp removes and closes s; h.mu held.
+func (h *Hub) dropOp(s *opSub) {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	delete(h.ops[s.id], s)
+	if len(h.ops[s.id]) == 0 {
+		delete(h.ops, s.id)
+	}
+	s.close()
+}
+
+type opBatch struct {
+	ids map[uuid.UUID]bool
+	all bool
+}
+
+func newOpBatch() *opBatch { return &opBatch{ids: map[uuid.UUID]bool{}} }
+
+func (b *opBatch) add(ev notify.Event) {
+	if ev.Reconnected || ev.Payload == "*" {
+		b.all = true
+		return
+	}
+	for s := range strings.SplitSeq(ev.Payload, ",") {
+		if id, err := uuid.Parse(s); err == nil {
+			b.ids[id] = true
+		}
+	}
+}
+
+// handleOperations re-reads the announced operations somebody watches.
+func (h *Hub) handleOperations(ctx context.Context, b *opBatch) {
+	h.mu.Lock()
+	var ids []uuid.UUID
+	for id := range h.ops {
+		if b.all || b.ids[id] {
+			ids = append(ids, id)
+		}
+	}
+	h.mu.Unlock()
+	h.recheckOps(ctx, ids)
+}
+
+func (h *Hub) recheckOps(ctx context.Context, ids []uuid.UUID) {
+	if len(ids) == 0 {
+		return
+	}
+	ops, err := h.reader(ctx).OperationsByIDs(ctx, ids)
+	if err != nil {
+		if ctx.Err() == nil {
+			h.log.Error().Err(err).Int("ids", len(ids)).Msg("re-read announced operations")
+		}
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, id := range ids {
+		op, ok := ops[id]
+		if !ok {
+			continue
+		}
+		for s := range h.ops[id] {
+			if s.closed || (op.State == s.last.State && op.UpdatedAt.Equal(s.last.UpdatedAt)) {
+				continue
+			}
+			if s.send(op) {
+				s.last = op
+			}
+			if op.State.Final() {
+				h.dropOp(s)
+			}
+		}
+	}
+}

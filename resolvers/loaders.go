@@ -1,0 +1,104 @@
+package resolvers
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/google/uuid"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vikstrous/dataloadgen"
+
+	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/store"
+)
+
+// loaders batch the nested reads of one response: every Load made while a
+// response is resolved within Wait of the first is answered by one store
+// call. A fresh set is made per response (per event, for subscriptions), so
+// nothing is cached across responses.
+type loaders struct {
+	store      *store.Store
+	resources  *dataloadgen.Loader[uuid.UUID, resource.Resource]
+	children   *dataloadgen.Loader[store.ChildrenKey, store.Page]
+	conditions *dataloadgen.Loader[uuid.UUID, []resource.Condition]
+	deps       *dataloadgen.Loader[uuid.UUID, []store.Dependency]
+	dependents *dataloadgen.Loader[store.DependentsKey, []resource.Resource]
+	configs    *dataloadgen.Loader[store.ConfigKey, *store.ProviderConfig]
+	kinds      *dataloadgen.Loader[manifest.KindVersion, *store.Kind]
+	operations *dataloadgen.Loader[store.OperationsKey, []resource.Operation]
+}
+
+func newLoaders(st *store.Store, wait time.Duration) *loaders {
+	o := []dataloadgen.Option{dataloadgen.WithWait(wait)}
+	return &loaders{
+		store:      st,
+		resources:  dataloadgen.NewMappedLoader(st.ResourcesByIDs, o...),
+		children:   dataloadgen.NewMappedLoader(st.ChildrenPages, o...),
+		conditions: dataloadgen.NewMappedLoader(st.StoredConditionsFor, o...),
+		deps:       dataloadgen.NewMappedLoader(st.DependenciesFor, o...),
+		dependents: dataloadgen.NewMappedLoader(st.DependentsFor, o...),
+		configs:    dataloadgen.NewMappedLoader(pointers(st.ProviderConfigsFor), o...),
+		kinds:      dataloadgen.NewMappedLoader(pointers(st.KindsFor), o...),
+		operations: dataloadgen.NewMappedLoader(st.OperationsFor, o...),
+	}
+}
+
+// pointers adapts a batch read to pointer values, so a prefetch can prime
+// "none" (nil) for a key without a value.
+func pointers[K comparable, V any](fetch func(context.Context, []K) (map[K]V, error)) func(context.Context, []K) (map[K]*V, error) {
+	return func(ctx context.Context, keys []K) (map[K]*V, error) {
+		m, err := fetch(ctx, keys)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[K]*V, len(m))
+		for k, v := range m {
+			out[k] = &v
+		}
+		return out, nil
+	}
+}
+
+type loadersKey struct{}
+
+func loadersFrom(ctx context.Context) *loaders {
+	l, _ := ctx.Value(loadersKey{}).(*loaders)
+	return l
+}
+
+// found maps a loader miss to (zero, false, nil).
+func found[T any](v T, err error) (T, bool, error) {
+	if errors.Is(err, dataloadgen.ErrNotFound) {
+		var zero T
+		return zero, false, nil
+	}
+	return v, err == nil, err
+}
+
+// loaderExtension gives each response its own loaders. A mutation's loaders
+// read from the primary (read-your-writes); everything else from the read
+// pool.
+type loaderExtension struct{ r *Resolver }
+
+var (
+	_ graphql.HandlerExtension    = loaderExtension{}
+	_ graphql.ResponseInterceptor = loaderExtension{}
+)
+
+func (loaderExtension) ExtensionName() string                   { return "ConvergeLoaders" }
+func (loaderExtension) Validate(graphql.ExecutableSchema) error { return nil }
+
+func (e loaderExtension) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+	st := e.r.store
+	if graphql.HasOperationContext(ctx) && isMutation(graphql.GetOperationContext(ctx)) {
+		st = e.r.primary
+	}
+	return next(context.WithValue(ctx, loadersKey{}, newLoaders(st, e.r.loaderWait)))
+}
+
+func isMutation(oc *graphql.OperationContext) bool {
+	return oc != nil && oc.Operation != nil && oc.Operation.Operation == ast.Mutation
+}

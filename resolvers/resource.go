@@ -1,0 +1,177 @@
+package resolvers
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/graph/model"
+)
+
+// The nested fields of Resource, Operation and ProviderConfig: each one
+// Load on the response's dataloaders.
+
+func (r resourceResolver) Owner(ctx context.Context, obj *model.Resource) (*model.Resource, error) {
+	if obj.Core.OwnerID == nil {
+		return nil, nil
+	}
+	return r.byID(ctx, *obj.Core.OwnerID)
+}
+
+func (r resourceResolver) Root(ctx context.Context, obj *model.Resource) (*model.Resource, error) {
+	if obj.Core.RootID == nil {
+		return nil, nil
+	}
+	return r.byID(ctx, *obj.Core.RootID)
+}
+
+func (r *Resolver) byID(ctx context.Context, id uuid.UUID) (*model.Resource, error) {
+	res, ok, err := found(loadersFrom(ctx).resources.Load(ctx, id))
+	if err != nil || !ok {
+		return nil, err
+	}
+	return toResource(res), nil
+}
+
+func (r resourceResolver) Children(ctx context.Context, obj *model.Resource, phases []model.Phase, first *int,
+	after *string) (*model.ResourcePage, error) {
+	if first != nil && *first <= 0 {
+		return nil, &store.InvalidError{Field: "first", Rule: "limit_invalid", Message: "page size must be 1-500"}
+	}
+	key := store.ChildrenKey{OwnerID: obj.Core.ID, Phases: store.PhaseKey(fromPhases(phases)), Limit: deref(first), After: deref(after)}
+	page, ok, err := found(loadersFrom(ctx).children.Load(ctx, key))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		page = store.Page{Items: []resource.Resource{}}
+	}
+	return toPage(page), nil
+}
+
+func (r resourceResolver) Dependencies(ctx context.Context, obj *model.Resource) ([]*model.Dependency, error) {
+	deps, _, err := found(loadersFrom(ctx).deps.Load(ctx, obj.Core.ID))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*model.Dependency, len(deps))
+	for i, d := range deps {
+		flows := make([]*model.ValueFlow, len(d.ValueFlows))
+		for j, f := range d.ValueFlows {
+			flows[j] = &model.ValueFlow{SrcField: f.Src, DepField: f.Dep}
+		}
+		out[i] = &model.Dependency{Upstream: toResource(d.Upstream), ValueFlows: flows}
+	}
+	return out, nil
+}
+
+func (r resourceResolver) Dependents(ctx context.Context, obj *model.Resource, first *int) ([]*model.Resource, error) {
+	n := 100
+	if first != nil {
+		n = *first
+	}
+	if n <= 0 {
+		return nil, &store.InvalidError{Field: "first", Rule: "limit_invalid", Message: "must be 1-500"}
+	}
+	rs, _, err := found(loadersFrom(ctx).dependents.Load(ctx, store.DependentsKey{ID: obj.Core.ID, Limit: n}))
+	if err != nil {
+		return nil, err
+	}
+	return toResources(rs), nil
+}
+
+func (r resourceResolver) Conditions(ctx context.Context, obj *model.Resource) ([]*model.Condition, error) {
+	stored, _, err := found(loadersFrom(ctx).conditions.Load(ctx, obj.Core.ID))
+	if err != nil {
+		return nil, err
+	}
+	merged := resource.MergeConditions(obj.Core, stored)
+	out := make([]*model.Condition, len(merged))
+	for i, c := range merged {
+		out[i] = toCondition(c)
+	}
+	return out, nil
+}
+
+func (r resourceResolver) ProviderConfig(ctx context.Context, obj *model.Resource) (*model.ProviderConfig, error) {
+	key := store.ConfigKey{Kind: obj.Core.Kind, Name: obj.Core.ProviderConfigRef}
+	pc, ok, err := found(loadersFrom(ctx).configs.Load(ctx, key))
+	if err != nil || !ok || pc == nil {
+		return nil, err
+	}
+	return toProviderConfig(*pc), nil
+}
+
+func (r resourceResolver) Definition(ctx context.Context, obj *model.Resource) (*model.Kind, error) {
+	k, ok, err := found(loadersFrom(ctx).kinds.Load(ctx, manifest.KindVersion{Kind: obj.Core.Kind, Version: obj.Core.Version}))
+	if err != nil || !ok || k == nil {
+		return nil, err
+	}
+	return toKind(*k), nil
+}
+
+func (r resourceResolver) Operations(ctx context.Context, obj *model.Resource, first *int) ([]*model.Operation, error) {
+	n := 20
+	if first != nil {
+		n = *first
+	}
+	if n <= 0 {
+		return nil, &store.InvalidError{Field: "first", Rule: "limit_invalid", Message: "must be 1-100"}
+	}
+	ops, _, err := found(loadersFrom(ctx).operations.Load(ctx, store.OperationsKey{ResourceID: obj.Core.ID, Limit: n}))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*model.Operation, len(ops))
+	for i, op := range ops {
+		out[i] = toOperation(op)
+	}
+	return out, nil
+}
+
+// History is a detail-view field: one statement per resource (its cost in
+// the complexity budget is high).
+func (r resourceResolver) History(ctx context.Context, obj *model.Resource, first *int, after *string) (*model.HistoryEventPage, error) {
+	n := 50
+	if first != nil {
+		n = *first
+	}
+	if n <= 0 {
+		return nil, &store.InvalidError{Field: "first", Rule: "limit_invalid", Message: "page size must be 1-500"}
+	}
+	page, err := r.store.ListEvents(ctx, obj.Core.ID, n, deref(after))
+	if err != nil {
+		return nil, err
+	}
+	out := &model.HistoryEventPage{Items: make([]*model.HistoryEvent, len(page.Items)), NextCursor: optString(page.NextCursor)}
+	for i, ev := range page.Items {
+		typ := model.HistoryEventTypeNormal
+		if ev.Type == resource.EventWarning {
+			typ = model.HistoryEventTypeWarning
+		}
+		out.Items[i] = &model.HistoryEvent{ID: fmtInt(ev.ID), Type: typ, Reason: ev.Reason, Message: ev.Message,
+			Actor: ev.Actor, CreatedAt: ev.CreatedAt}
+	}
+	return out, nil
+}
+
+func (o operationResolver) Resource(ctx context.Context, obj *model.Operation) (*model.Resource, error) {
+	res, err := o.byID(ctx, obj.ResourceID)
+	if err != nil {
+		return nil, err
+	}
+	if res == nil {
+		return nil, store.ErrNotFound
+	}
+	return res, nil
+}
+
+func (p providerConfigResolver) Owner(ctx context.Context, obj *model.ProviderConfig) (*model.Resource, error) {
+	if obj.OwnerID == nil {
+		return nil, nil
+	}
+	return p.byID(ctx, *obj.OwnerID)
+}
