@@ -1,0 +1,89 @@
+// Who the dashboard talks to the API as: the bearer token (kept in local
+// storage, shared with the GraphiQL page) and the role the server reports.
+import { createContext, useContext, useState, type ReactNode } from 'react';
+import { storeToken, storedToken } from '../client/client';
+import { useClient, useQuery } from '../client/hooks';
+import { ViewerDocument, type ApiRole } from '../gql/graphql';
+import { Dialog } from '../widgets/Dialog';
+
+interface Session {
+  role: ApiRole | null;
+  authRequired: boolean;
+  version: string;
+  unauthenticated: boolean;
+  /** Mutations are allowed (admin, or an open API). */
+  canMutate: boolean;
+  openToken: () => void;
+}
+
+const SessionContext = createContext<Session>({ role: null, authRequired: false, version: '', unauthenticated: false, canMutate: true, openToken: () => {} });
+
+export function useSession(): Session {
+  return useContext(SessionContext);
+}
+
+export function SessionProvider({ children }: { children: ReactNode }) {
+  const client = useClient();
+  const q = useQuery(ViewerDocument, {});
+  const [tokenOpen, setTokenOpen] = useState(false);
+  const unauthenticated = q.error?.code === 'UNAUTHENTICATED' || q.error?.status === 401;
+  const role = q.data?.viewer.role ?? null;
+  const s: Session = {
+    role,
+    authRequired: q.data?.viewer.authRequired ?? unauthenticated,
+    version: q.data?.version ?? '',
+    unauthenticated,
+    canMutate: role === 'ADMIN',
+    openToken: () => setTokenOpen(true),
+  };
+  return (
+    <SessionContext.Provider value={s}>
+      {children}
+      {tokenOpen || unauthenticated ? (
+        <TokenDialog
+          required={unauthenticated}
+          onClose={() => setTokenOpen(false)}
+          onSave={(t) => {
+            storeToken(t);
+            setTokenOpen(false);
+            client.reconnect();
+          }}
+        />
+      ) : null}
+    </SessionContext.Provider>
+  );
+}
+
+function TokenDialog({ required, onClose, onSave }: { required: boolean; onClose: () => void; onSave: (t: string | null) => void }) {
+  const [value, setValue] = useState(storedToken() ?? '');
+  return (
+    <Dialog
+      title="API token"
+      onClose={onClose}
+      footer={
+        <>
+          <button type="button" onClick={() => onSave(null)}>
+            Forget token
+          </button>
+          <button type="submit" form="token-form" className="primary">
+            Use token
+          </button>
+        </>
+      }
+    >
+      <form
+        id="token-form"
+        onSubmit={(e) => {
+          e.preventDefault();
+          onSave(value.trim() || null);
+        }}
+      >
+        {required ? <p role="alert">This API requires a bearer token (API_TOKENS_FILE).</p> : <p>Requests carry this bearer token; it is kept in this browser only.</p>}
+        <div className="field">
+          <label htmlFor="token-input">Bearer token</label>
+          <input id="token-input" type="password" autoComplete="off" value={value} onChange={(e) => setValue(e.target.value)} />
+        </div>
+      </form>
+    </Dialog>
+  );
+}

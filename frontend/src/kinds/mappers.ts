@@ -1,0 +1,92 @@
+// Kinds as the dashboard shows them.
+import type { KindPolicyFragment, KindSummaryFragment, Outcome, Trigger } from '../gql/graphql';
+
+const TRIGGER_TEXT: Record<Trigger, string> = {
+  SPEC_CHANGE: 'spec change',
+  CHILDREN_SETTLED: 'children settled',
+  DELETE_REQUESTED: 'delete requested',
+  OPERATION: 'operation',
+  REACTOR: 'reactor',
+  RESYNC: 'resync',
+};
+
+export function triggerText(t: Trigger): string {
+  return TRIGGER_TEXT[t] ?? t;
+}
+
+export function outcomesText(o: readonly Outcome[]): string {
+  return o.map((x) => x.toLowerCase().replace(/_/g, ' ')).join(', ');
+}
+
+/** The role a reaction plays, named as the manifest model names it. */
+export function reactionRole(r: KindSummaryFragment['reactions'][number]): string {
+  const has = (o: Outcome) => r.emits.includes(o);
+  switch (r.trigger) {
+    case 'SPEC_CHANGE':
+      return has('CHILDREN') ? 'composer' : 'worker';
+    case 'CHILDREN_SETTLED':
+      return 'status rollup';
+    case 'DELETE_REQUESTED':
+      return 'finalizer teardown';
+    case 'OPERATION':
+      return `operator verb ${r.verb ?? ''}`.trim();
+    case 'REACTOR':
+      return 'reactor';
+    case 'RESYNC':
+      return 'resync';
+  }
+}
+
+export interface PolicyDraft {
+  maxInflight: string;
+  taskDeadlineSecs: string;
+  resyncIntervalSecs: string;
+  resyncRecomposes: boolean;
+  orphanGraceSecs: string;
+}
+
+export function policyDraft(p: KindPolicyFragment): PolicyDraft {
+  return {
+    maxInflight: String(p.maxInflight),
+    taskDeadlineSecs: String(p.taskDeadlineSecs),
+    resyncIntervalSecs: String(p.resyncIntervalSecs),
+    resyncRecomposes: p.resyncRecomposes,
+    orphanGraceSecs: String(p.orphanGraceSecs),
+  };
+}
+
+export type PolicyField = 'maxInflight' | 'taskDeadlineSecs' | 'resyncIntervalSecs' | 'orphanGraceSecs';
+
+/**
+ * policyInput turns the form into the partial update the server takes:
+ * only changed fields are sent; each must be a whole number ≥ 0.
+ */
+export function policyInput(draft: PolicyDraft, current: KindPolicyFragment): { input: Partial<KindPolicyFragment>; errors: Partial<Record<PolicyField, string>> } {
+  const input: Partial<KindPolicyFragment> = {};
+  const errors: Partial<Record<PolicyField, string>> = {};
+  for (const f of ['maxInflight', 'taskDeadlineSecs', 'resyncIntervalSecs', 'orphanGraceSecs'] as const) {
+    const t = draft[f].trim();
+    if (!/^\d+$/.test(t)) {
+      errors[f] = 'a whole number, 0 or more';
+      continue;
+    }
+    const n = Number(t);
+    if (n > 2147483647) {
+      errors[f] = 'too large';
+      continue;
+    }
+    if (n !== current[f]) input[f] = n;
+  }
+  if (draft.resyncRecomposes !== current.resyncRecomposes) input.resyncRecomposes = draft.resyncRecomposes;
+  return { input, errors };
+}
+
+export const MANIFEST_TEMPLATE = `{
+  "kind": "example",
+  "spec_schema": { "type": "object", "properties": { "size": { "type": "integer" } } },
+  "reactions": [
+    { "name": "work", "trigger": "specChange", "emits": ["status"] }
+  ],
+  "max_inflight": 0
+}
+`;

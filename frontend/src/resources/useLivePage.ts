@@ -1,0 +1,64 @@
+// A resources page kept live: the query fetches the page, resourceChanged
+// (filtered server-side by kind, owner and phases) updates it in place, and
+// a RESYNC or a reconnection re-queries it. The subscription opens with the
+// query, not after it: events that arrive while a fetch is in flight are
+// kept and replayed on the fresh page, so nothing falls between the two.
+import { useMemo, useRef, useState } from 'react';
+import { useQuery, useSubscription } from '../client/hooks';
+import { ResourceRowsChangedDocument, ResourcesPageDocument, type ResourcesPageQuery, type ResourcesPageQueryVariables } from '../gql/graphql';
+import { applyRowEvent, livePage, type LivePage, type PagePosition, type RowEvent, type RowFilter } from './live';
+
+interface State {
+  /** The query result the page was built from. */
+  base: ResourcesPageQuery | undefined;
+  page: LivePage;
+  /** Events received while a fetch was in flight, replayed on its result. */
+  pending: RowEvent[];
+}
+
+export function useLivePage(vars: ResourcesPageQueryVariables | null) {
+  const q = useQuery(ResourcesPageDocument, vars ?? {}, { skip: vars === null });
+  const filter: RowFilter = useMemo(
+    () => ({
+      kind: vars?.kind ?? '',
+      phases: vars?.phases ?? [],
+      labels: (vars?.labels as Record<string, string> | null) ?? null,
+      owner: vars?.ownerId ?? '',
+    }),
+    [vars?.kind, vars?.phases, vars?.labels, vars?.ownerId],
+  );
+  const pos: PagePosition = {
+    first: !vars?.after,
+    last: q.data ? q.data.resources.nextCursor == null : false,
+    maxFresh: vars?.first ?? 50,
+  };
+  const [st, setSt] = useState<State>({ base: undefined, page: livePage([]), pending: [] });
+  // A fresh result replaces the live page in the same render (derived state,
+  // not an effect), so its rows show in the commit that follows the response.
+  if (q.data && q.data !== st.base) {
+    let page = livePage(q.data.resources.items);
+    for (const ev of st.pending) page = applyRowEvent(page, ev, filter, pos).page;
+    setSt({ base: q.data, page, pending: [] });
+  }
+  const live = useRef({ loading: q.loading, filter, pos, refetch: q.refetch });
+  live.current = { loading: q.loading || !q.data, filter, pos, refetch: q.refetch };
+  useSubscription(
+    ResourceRowsChangedDocument,
+    { kind: vars?.kind ?? null, ownerId: vars?.ownerId ?? null, phases: vars?.phases ?? null },
+    (d) => {
+      const ev = d.resourceChanged;
+      const { loading, filter: f, pos: p, refetch } = live.current;
+      if (ev.type === 'RESYNC') {
+        refetch();
+        return;
+      }
+      setSt((s) => ({
+        ...s,
+        page: s.base ? applyRowEvent(s.page, ev, f, p).page : s.page,
+        pending: loading ? [...s.pending, ev] : s.pending,
+      }));
+    },
+    { skip: vars === null },
+  );
+  return { page: st.page, nextCursor: q.data?.resources.nextCursor ?? null, loading: q.loading, error: q.error, refetch: q.refetch, loaded: !!q.data, fetchedAt: q.data ? q.receivedAt : 0 };
+}
