@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -28,9 +29,10 @@ import (
 const (
 	benchLeaves     = 1000 // leaves per root
 	benchClaimers   = 4    // claimer goroutines, disjoint shard ranges
-	benchDrainers   = 2    // drainer goroutines, disjoint shard ranges
+	benchDrainers   = 4    // drainer goroutines, disjoint shard ranges
 	benchClaimBatch = 500
 	benchDrainBatch = 1000
+	benchComposers  = 2 // concurrent root tasks per claimer
 )
 
 // BenchmarkSched drives BENCH_N leaf resources (default 100000) through
@@ -98,6 +100,7 @@ SELECT schedule_eligible(array_agg(id)) FROM ins`, roots, benchLeaves/2)
 			}()
 		}
 		var ready int
+		lastReport := time.Now()
 		for ready < roots {
 			select {
 			case err := <-errs:
@@ -108,20 +111,34 @@ SELECT schedule_eligible(array_agg(id)) FROM ins`, roots, benchLeaves/2)
 			if err := pool.QueryRow(ctx, `SELECT count(*) FROM resources WHERE kind = 'broot' AND phase = 'Ready'`).Scan(&ready); err != nil {
 				b.Fatal(err)
 			}
+			if os.Getenv("BENCH_PROFILE") != "" && time.Since(lastReport) > 10*time.Second {
+				lastReport = time.Now()
+				var phases string
+				_ = pool.QueryRow(ctx, `SELECT string_agg(kind || '/' || phase || '=' || n, ' ' ORDER BY kind, phase) FROM (
+				    SELECT kind, phase, count(*) n FROM resources GROUP BY 1, 2) x`).Scan(&phases)
+				var queued, leased, outbox int
+				_ = pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE worker_id IS NULL), count(*) FILTER (WHERE worker_id IS NOT NULL),
+				    (SELECT count(*) FROM work_outbox) FROM work_queue`).Scan(&queued, &leased, &outbox)
+				fmt.Printf("  t=%5.1fs ready_roots=%d queued=%d leased=%d outbox=%d claimed=%d %s\n",
+					time.Since(start).Seconds(), ready, queued, leased, outbox, claimed.Load(), phases)
+			}
 		}
 		elapsed := time.Since(start)
 		stop()
 		wg.Wait()
 		total := n + roots
 		b.ReportMetric(float64(total)/elapsed.Seconds(), "resources/s")
-		fmt.Printf("bench-sched: n=%d resources_per_sec=%.0f drain_batch=%d claim_batch=%d elapsed_s=%.1f roots=%d leaves_per_root=%d claimers=%d drainers=%d tasks=%d composes=%d\n",
+		fmt.Printf("bench-sched: n=%d resources_per_sec=%.0f drain_batch=%d claim_batch=%d elapsed_s=%.1f roots=%d leaves_per_root=%d claimers=%d drainers=%d tasks=%d composes=%d drain_deadlocks=%d\n",
 			n, float64(total)/elapsed.Seconds(), benchDrainBatch, benchClaimBatch, elapsed.Seconds(), roots, benchLeaves,
-			benchClaimers, benchDrainers, claimed.Load(), composed.Load())
+			benchClaimers, benchDrainers, claimed.Load(), composed.Load(), deadlocks.Load())
 		if os.Getenv("BENCH_PROFILE") != "" {
 			printTimes()
 		}
 	}
 }
+
+// deadlocks counts drain batches the deadlock detector rolled back.
+var deadlocks atomic.Int64
 
 // benchTimes accumulates wall time per call type (BENCH_PROFILE=1 prints it).
 var benchTimes sync.Map
@@ -145,15 +162,41 @@ func printTimes() {
 	})
 }
 
-// benchWorker is a claimer plus an instant handler: it claims each kind's
-// pending reconcile tasks in batches, composes roots, and appends every
-// batch's results in one outbox insert.
+// benchWorker is a claimer plus instant handlers: it claims each kind's
+// pending reconcile tasks in batches and appends every batch's results in
+// one outbox insert. Roots run on their own goroutines (at most
+// benchComposers at a time per claimer), as a broker runs tasks
+// concurrently: a compose of 1000 children must not stall the leaf claims.
 func benchWorker(ctx context.Context, st *Store, l Lease, claimed, composed *atomic.Int64) error {
+	idleWait := time.Millisecond
+	kinds := []string{"broot", "bnet", "bapp"}
+	// A kind that came back empty is skipped for a while, as a dispatcher
+	// woken by work_ready would not re-sweep it either.
+	skipUntil := make([]time.Time, len(kinds))
+	sem := make(chan struct{}, benchComposers)
+	var roots sync.WaitGroup
+	defer roots.Wait()
+	rootErr := make(chan error, 1)
 	for ctx.Err() == nil {
+		select {
+		case err := <-rootErr:
+			return err
+		default:
+		}
 		idle := true
-		for _, kind := range []string{"broot", "bnet", "bapp"} {
+		for ki, kind := range kinds {
+			if time.Now().Before(skipUntil[ki]) {
+				continue
+			}
+			max := benchClaimBatch
+			if kind == "broot" {
+				max = cap(sem) - len(sem)
+				if max == 0 {
+					continue
+				}
+			}
 			t0 := time.Now()
-			ts, err := st.Claim(ctx, l, Batch{Kind: kind, Version: "v1", TaskType: TaskReconcile, Max: benchClaimBatch})
+			ts, err := st.Claim(ctx, l, Batch{Kind: kind, Version: "v1", TaskType: TaskReconcile, Max: max})
 			if len(ts) > 0 {
 				timed("claim-"+kind, t0)
 			} else {
@@ -163,25 +206,40 @@ func benchWorker(ctx context.Context, st *Store, l Lease, claimed, composed *ato
 				return ignoreCancel(err)
 			}
 			if len(ts) == 0 {
+				skipUntil[ki] = time.Now().Add(50 * time.Millisecond)
 				continue
 			}
 			idle = false
 			claimed.Add(int64(len(ts)))
+			if kind == "broot" {
+				for _, t := range ts {
+					sem <- struct{}{}
+					roots.Add(1)
+					go func() {
+						defer roots.Done()
+						defer func() { <-sem }()
+						if t.Resource.ComposedGen < t.Generation {
+							composed.Add(1)
+						}
+						r, err := benchRoot(ctx, st, t)
+						if err == nil {
+							err = st.AppendOutbox(ctx, r)
+						}
+						if err = ignoreCancel(err); err != nil {
+							select {
+							case rootErr <- err:
+							default:
+							}
+						}
+					}()
+				}
+				continue
+			}
 			results := make([]Result, 0, len(ts))
 			for _, t := range ts {
-				switch kind {
-				case "broot":
-					r, err := benchRoot(ctx, st, t)
-					if err != nil {
-						return ignoreCancel(err)
-					}
-					if t.Resource.ComposedGen < t.Generation {
-						composed.Add(1)
-					}
-					results = append(results, r)
-				case "bnet":
+				if kind == "bnet" {
 					results = append(results, t.Result(json.RawMessage(`{"net_id":"`+t.Resource.Name+`"}`)))
-				default:
+				} else {
 					results = append(results, t.Result(json.RawMessage(`{"ok":true}`)))
 				}
 			}
@@ -191,12 +249,17 @@ func benchWorker(ctx context.Context, st *Store, l Lease, claimed, composed *ato
 			}
 			timed("append", t0)
 		}
-		if idle {
-			select {
-			case <-ctx.Done():
-			case <-time.After(2 * time.Millisecond):
-			}
+		if !idle {
+			idleWait = time.Millisecond
+			continue
 		}
+		// A dispatcher would LISTEN on work_ready; polling with a short
+		// backoff is close enough here.
+		select {
+		case <-ctx.Done():
+		case <-time.After(idleWait):
+		}
+		idleWait = min(2*idleWait, 20*time.Millisecond)
 	}
 	return nil
 }
@@ -235,6 +298,11 @@ func benchDrainer(ctx context.Context, st *Store, lo, hi int) error {
 	for ctx.Err() == nil {
 		t0 := time.Now()
 		n, err := st.DrainOutboxBatch(ctx, benchDrainBatch, lo, hi)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "40P01" {
+			deadlocks.Add(1) // the batch rolled back; it is retried like a production drainer would
+			continue
+		}
 		if err != nil {
 			return ignoreCancel(err)
 		}
@@ -268,18 +336,19 @@ func ignoreCancel(err error) error {
 func benchPool(b *testing.B, ctx context.Context) *pgxpool.Pool {
 	b.Helper()
 	settings := map[string]string{"shared_buffers": "1GB", "max_wal_size": "8GB", "checkpoint_timeout": "30min"}
-	if dir := os.Getenv("BENCH_EXPLAIN_DIR"); dir != "" {
-		// Profiling: every statement (nested in plpgsql too) slower than
-		// BENCH_EXPLAIN_MS is logged with its EXPLAIN ANALYZE to dir/pg.log.
-		ms := os.Getenv("BENCH_EXPLAIN_MS")
-		if ms == "" {
-			ms = "50"
-		}
-		for k, v := range map[string]string{"session_preload_libraries": "auto_explain",
-			"auto_explain.log_min_duration": ms, "auto_explain.log_nested_statements": "on",
-			"auto_explain.log_analyze": "on", "auto_explain.log_level": "warning", "auto_explain.log_buffers": "on",
-			"logging_collector": "on", "log_directory": dir, "log_filename": "pg.log"} {
+	if dir := os.Getenv("BENCH_LOG_DIR"); dir != "" {
+		// Profiling: the server log goes to dir/pg.log; with BENCH_EXPLAIN_MS
+		// every statement (nested in plpgsql too) slower than that is logged
+		// with its EXPLAIN ANALYZE.
+		for k, v := range map[string]string{"logging_collector": "on", "log_directory": dir, "log_filename": "pg.log"} {
 			settings[k] = v
+		}
+		if ms := os.Getenv("BENCH_EXPLAIN_MS"); ms != "" {
+			for k, v := range map[string]string{"session_preload_libraries": "auto_explain",
+				"auto_explain.log_min_duration": ms, "auto_explain.log_nested_statements": "on",
+				"auto_explain.log_analyze": "on", "auto_explain.log_level": "warning", "auto_explain.log_buffers": "on"} {
+				settings[k] = v
+			}
 		}
 	}
 	c, err := pgcluster.Start(ctx, pgcluster.Options{Logger: zerolog.Nop(), Settings: settings})

@@ -60,13 +60,17 @@ type Snapshot struct {
 	Finalizers  []string
 }
 
-// claimSQL is the claim: one statement. kc is a PK probe on kind_config; for
-// a capped kind (max_inflight > 0) budget asks claim_budget (max_inflight −
-// SUM of the kind_inflight partials, serialised per kind) and bump adds the
-// rows stamped to the claimer's own partial; an uncapped kind skips both.
-// picked is the FOR UPDATE SKIP LOCKED scan of idx_work_queue_pending pruned
-// to shard_id BETWEEN lo AND hi; upd stamps worker, lease, heartbeat and one
-// fresh claim_epoch for the batch.
+// claimSQL is the claim: one statement over shards [$5, $6], which lie in
+// one partition (Claim splits a wider range). kc is a PK probe on
+// kind_config; for a capped kind (max_inflight > 0) budget asks claim_budget
+// (max_inflight − SUM of the kind_inflight partials, serialised per kind)
+// and bump adds the rows stamped to the claimer's own partial; an uncapped
+// kind skips both. picked is the FOR UPDATE SKIP LOCKED scan of
+// idx_work_queue_pending; upd stamps worker, lease, heartbeat and one fresh
+// claim_epoch on exactly the locked tuples by TID (unambiguous within one
+// partition, and stable: picked holds their locks), so no join plan — which
+// queue statistics, always stale, could turn into a scan — is involved. The
+// snapshot is a primary-key probe per claimed row (LATERAL … OFFSET 0).
 const claimSQL = `
 WITH kc AS (
     SELECT max_inflight, task_deadline_secs FROM kind_config WHERE kind = $1 AND version = $2
@@ -74,7 +78,7 @@ WITH kc AS (
     SELECT CASE WHEN coalesce((SELECT max_inflight FROM kc), 0) > 0
                 THEN claim_budget($1, $2, $4) ELSE $4 END AS n
 ), picked AS (
-    SELECT w.shard_id, w.resource_id, w.task_type, w.op_id
+    SELECT w.ctid
       FROM work_queue w
      WHERE w.kind = $1 AND w.version = $2 AND w.task_type = $3 AND w.worker_id IS NULL
        AND w.not_before <= coalesce($8::timestamptz, now())
@@ -89,15 +93,13 @@ WITH kc AS (
            leased_at    = coalesce($8::timestamptz, now()),
            heartbeat_at = coalesce($8::timestamptz, now()),
            claim_epoch  = (SELECT e FROM epoch)
-      FROM picked p
      WHERE w.shard_id BETWEEN $5 AND $6
-       AND w.shard_id = p.shard_id AND w.resource_id = p.resource_id
-       AND w.task_type = p.task_type AND w.op_id = p.op_id
+       AND w.ctid = ANY (ARRAY(SELECT ctid FROM picked))
     RETURNING w.shard_id, w.resource_id, w.task_type, w.op_id, w.claim_epoch, w.generation, w.trigger,
               w.attempts, w.provider_config, w.provider_bundle
 ), bump AS (
     INSERT INTO kind_inflight AS k (kind, version, range_lo, in_flight)
-    SELECT $1, $2, $5, count(*) FROM upd
+    SELECT $1, $2, $9, count(*) FROM upd
      WHERE coalesce((SELECT max_inflight FROM kc), 0) > 0
     HAVING count(*) > 0
     ON CONFLICT (kind, version, range_lo) DO UPDATE SET in_flight = k.in_flight + EXCLUDED.in_flight
@@ -109,14 +111,51 @@ WITH kc AS (
 SELECT u.shard_id, u.resource_id, u.task_type, u.op_id, u.claim_epoch, u.generation, u.trigger, u.attempts,
        u.provider_config, u.provider_bundle, coalesce((SELECT task_deadline_secs FROM kc), 0),
        r.kind, r.version, r.name, r.labels, r.spec, r.status, r.generation, r.composed_gen, r.owner_id, r.finalizers
-  FROM upd u JOIN resources r ON r.id = u.resource_id`
+  FROM upd u
+ CROSS JOIN LATERAL (SELECT * FROM resources r WHERE r.id = u.resource_id OFFSET 0) r`
+
+// partitionWidth is the number of shards per work_queue partition (the
+// migration tiles 256 shards into 16 partitions).
+const partitionWidth = 16
+
+// partitionSpans splits [lo, hi] at partition boundaries, starting at the
+// span after the one that start picks, so successive calls rotate and no
+// partition of a wide range starves.
+func partitionSpans(lo, hi int, start uint64) [][2]int {
+	var spans [][2]int
+	for p := lo / partitionWidth; p <= hi/partitionWidth; p++ {
+		spans = append(spans, [2]int{max(lo, p*partitionWidth), min(hi, p*partitionWidth+partitionWidth-1)})
+	}
+	if n := len(spans); n > 1 {
+		k := int(start % uint64(n))
+		spans = append(spans[k:], spans[:k]...)
+	}
+	return spans
+}
 
 // Claim leases up to b.Max pending tasks of one (kind, version, task type)
-// in the lease's shard range, honouring the kind's concurrency cap.
+// in the lease's shard range, honouring the kind's concurrency cap. A range
+// that spans partitions is claimed one partition at a time (each statement
+// prunes to one partition), rotating the starting partition between calls.
 func (s *Store) Claim(ctx context.Context, l Lease, b Batch) ([]Task, error) {
-	rows, err := s.pool.Query(ctx, claimSQL, b.Kind, b.Version, string(b.TaskType), b.Max, l.Lo, l.Hi, l.WorkerID, s.now())
+	var out []Task
+	for _, span := range partitionSpans(l.Lo, l.Hi, s.rotor.Add(1)) {
+		if len(out) >= b.Max {
+			break
+		}
+		ts, err := s.claimSpan(ctx, l, b, span[0], span[1], b.Max-len(out))
+		if err != nil {
+			return out, err
+		}
+		out = append(out, ts...)
+	}
+	return out, nil
+}
+
+func (s *Store) claimSpan(ctx context.Context, l Lease, b Batch, lo, hi, max int) ([]Task, error) {
+	rows, err := s.pool.Query(ctx, claimSQL, b.Kind, b.Version, string(b.TaskType), max, lo, hi, l.WorkerID, s.now(), l.Lo)
 	if err != nil {
-		return nil, wrap(err, "claim %s/%s %s (shards %d-%d)", b.Kind, b.Version, b.TaskType, l.Lo, l.Hi)
+		return nil, wrap(err, "claim %s/%s %s (shards %d-%d)", b.Kind, b.Version, b.TaskType, lo, hi)
 	}
 	defer rows.Close()
 	var out []Task
@@ -142,51 +181,70 @@ func (s *Store) Claim(ctx context.Context, l Lease, b Batch) ([]Task, error) {
 		out = append(out, t)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, wrap(err, "claim %s/%s %s (shards %d-%d)", b.Kind, b.Version, b.TaskType, l.Lo, l.Hi)
+		return nil, wrap(err, "claim %s/%s %s (shards %d-%d)", b.Kind, b.Version, b.TaskType, lo, hi)
 	}
 	return out, nil
 }
 
-// Heartbeat stamps heartbeat_at on the tasks workerID still holds, in one
-// statement pruned to [lo, hi] (the span of the keys, not the claimer's
-// current range: a reshard must not orphan work already claimed). It returns
-// how many are still held.
+// heldCTE locks the work_queue rows of the keys ($3..$6) that worker $7
+// holds in shards [$1, $2] — one primary-key probe per key — so the
+// statement can then address them by TID, within one partition.
+const heldCTE = `
+WITH held AS (
+    SELECT w.ctid
+      FROM unnest($3::int[], $4::uuid[], $5::text[], $6::uuid[]) AS k(shard_id, resource_id, task_type, op_id)
+     CROSS JOIN LATERAL (
+         SELECT w.ctid FROM work_queue w
+          WHERE w.shard_id BETWEEN $1 AND $2
+            AND w.shard_id = k.shard_id AND w.resource_id = k.resource_id
+            AND w.task_type = k.task_type AND w.op_id = k.op_id AND w.worker_id = $7
+            FOR UPDATE) w
+)`
+
+// byPartition groups keys inside [lo, hi] by work_queue partition.
+func byPartition(lo, hi int, keys []TaskKey) map[int][]TaskKey {
+	out := map[int][]TaskKey{}
+	for _, k := range keys {
+		if k.ShardID >= lo && k.ShardID <= hi {
+			out[k.ShardID/partitionWidth] = append(out[k.ShardID/partitionWidth], k)
+		}
+	}
+	return out
+}
+
+// Heartbeat stamps heartbeat_at on the tasks workerID still holds among keys
+// in [lo, hi] (the span of the in-flight keys, not the claimer's current
+// range: a reshard must not orphan work already claimed), one statement per
+// partition. It returns how many are still held.
 func (s *Store) Heartbeat(ctx context.Context, workerID string, lo, hi int, keys []TaskKey) (int, error) {
-	if len(keys) == 0 {
-		return 0, nil
-	}
-	shards, ids, types, ops := keyArrays(keys)
-	tag, err := s.pool.Exec(ctx, `
+	total := 0
+	for p, ks := range byPartition(lo, hi, keys) {
+		shards, ids, types, ops := keyArrays(ks)
+		tag, err := s.pool.Exec(ctx, heldCTE+`
 UPDATE work_queue w SET heartbeat_at = coalesce($8::timestamptz, now())
-  FROM unnest($3::int[], $4::uuid[], $5::text[], $6::uuid[]) AS k(shard_id, resource_id, task_type, op_id)
- WHERE w.shard_id BETWEEN $1 AND $2
-   AND w.shard_id = k.shard_id AND w.resource_id = k.resource_id AND w.task_type = k.task_type AND w.op_id = k.op_id
-   AND w.worker_id = $7`, lo, hi, shards, ids, types, ops, workerID, s.now())
-	if err != nil {
-		return 0, wrap(err, "heartbeat %d tasks (shards %d-%d)", len(keys), lo, hi)
+ WHERE w.shard_id BETWEEN $1 AND $2 AND w.ctid = ANY (ARRAY(SELECT ctid FROM held))`,
+			p*partitionWidth, p*partitionWidth+partitionWidth-1, shards, ids, types, ops, workerID, s.now())
+		if err != nil {
+			return total, wrap(err, "heartbeat %d tasks (shards %d-%d)", len(ks), p*partitionWidth, p*partitionWidth+partitionWidth-1)
+		}
+		total += int(tag.RowsAffected())
 	}
-	return int(tag.RowsAffected()), nil
+	return total, nil
 }
 
 // Release gives tasks back unfinished: their lease is NULLed (and the
 // claim_epoch with it, so a late result is fenced out) and they can be
 // claimed again at once. Capped kinds give the slots back to the lease's
-// kind_inflight partial.
+// kind_inflight partial (range_lo = l.Lo, the partial its claims bumped).
 func (s *Store) Release(ctx context.Context, l Lease, keys []TaskKey) (int, error) {
-	if len(keys) == 0 {
-		return 0, nil
-	}
-	lo, hi := shardSpan(keys)
-	shards, ids, types, ops := keyArrays(keys)
-	var n int
-	err := s.pool.QueryRow(ctx, `
-WITH rel AS (
+	total := 0
+	for p, ks := range byPartition(0, 255, keys) {
+		shards, ids, types, ops := keyArrays(ks)
+		var n int
+		err := s.pool.QueryRow(ctx, heldCTE+`, rel AS (
     UPDATE work_queue w
        SET worker_id = NULL, claim_epoch = NULL, leased_at = NULL, heartbeat_at = NULL
-      FROM unnest($3::int[], $4::uuid[], $5::text[], $6::uuid[]) AS k(shard_id, resource_id, task_type, op_id)
-     WHERE w.shard_id BETWEEN $1 AND $2
-       AND w.shard_id = k.shard_id AND w.resource_id = k.resource_id AND w.task_type = k.task_type AND w.op_id = k.op_id
-       AND w.worker_id = $7
+     WHERE w.shard_id BETWEEN $1 AND $2 AND w.ctid = ANY (ARRAY(SELECT ctid FROM held))
     RETURNING w.kind, w.version
 ), cap AS (
     INSERT INTO kind_inflight AS k (kind, version, range_lo, in_flight)
@@ -196,9 +254,11 @@ WITH rel AS (
      GROUP BY rel.kind, rel.version
     ON CONFLICT (kind, version, range_lo) DO UPDATE SET in_flight = k.in_flight + EXCLUDED.in_flight
 )
-SELECT count(*) FROM rel`, lo, hi, shards, ids, types, ops, l.WorkerID, l.Lo).Scan(&n)
-	if err != nil {
-		return 0, wrap(err, "release %d tasks (shards %d-%d)", len(keys), lo, hi)
+SELECT count(*) FROM rel`, p*partitionWidth, p*partitionWidth+partitionWidth-1, shards, ids, types, ops, l.WorkerID, l.Lo).Scan(&n)
+		if err != nil {
+			return total, wrap(err, "release %d tasks (shards %d-%d)", len(ks), p*partitionWidth, p*partitionWidth+partitionWidth-1)
+		}
+		total += n
 	}
-	return n, nil
+	return total, nil
 }

@@ -189,7 +189,7 @@ func TestHeartbeat_StampsOnlyTheHoldersTasks(t *testing.T) {
 	require.Len(t, ts, 2)
 	f.exec(`UPDATE work_queue SET heartbeat_at = now() - interval '1 hour'`)
 	keys := []TaskKey{ts[0].Key, ts[1].Key}
-	lo, hi := shardSpan(keys)
+	lo, hi := min(keys[0].ShardID, keys[1].ShardID), max(keys[0].ShardID, keys[1].ShardID)
 
 	n, err := f.st.Heartbeat(f.ctx, "someone-else", lo, hi, keys)
 	require.NoError(t, err)
@@ -224,7 +224,7 @@ func TestClaim_ExplainPrunesANarrowRangeToOnePartition(t *testing.T) {
 	t.Parallel()
 	f := newFx(t)
 	f.kind("leaf", reactWorker)
-	rows, err := f.pool.Query(f.ctx, "EXPLAIN "+claimSQL, "leaf", "v1", "reconcile", 100, 0, 5, "w", nil)
+	rows, err := f.pool.Query(f.ctx, "EXPLAIN "+claimSQL, "leaf", "v1", "reconcile", 100, 0, 5, "w", nil, 0)
 	require.NoError(t, err)
 	var plan strings.Builder
 	for rows.Next() {

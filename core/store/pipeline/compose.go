@@ -142,6 +142,11 @@ func (s *Store) ApplyCompose(ctx context.Context, task Task, c Composition) (Com
 		return res, wrap(err, "compose %s: begin", root)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
+	// The batch statements below can be estimated above jit_above_cost on a
+	// large table; compiling them costs far more than running them.
+	if _, err := tx.Exec(ctx, `SET LOCAL jit = off`); err != nil {
+		return res, wrap(err, "compose %s: set jit", root)
+	}
 
 	var gen int64
 	err = tx.QueryRow(ctx, `

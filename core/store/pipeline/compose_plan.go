@@ -103,44 +103,10 @@ type kindInfo struct {
 // planCompose validates c and resolves it against st: ids, upstreams,
 // bootstrap value flows and schemas. Nothing is written.
 func (s *Store) planCompose(ctx context.Context, tx pgx.Tx, st *composeState, c Composition) (*composePlan, error) {
-	plan := &composePlan{ids: map[string]uuid.UUID{}, skip: map[string]bool{}}
-	for _, ch := range c.Children {
-		if ch.Version == "" {
-			ch.Version = manifest.DefaultVersion
-		}
-		if ch.Kind == "" {
-			return nil, composeErr(ch.Name, "kind_missing", "a child needs a kind")
-		}
-		if !nameRE.MatchString(ch.Name) {
-			return nil, composeErr(ch.Name, "name_invalid",
-				"%q must be 1-253 lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit", ch.Name)
-		}
-		if _, dup := plan.ids[ch.Name]; dup {
-			return nil, composeErr(ch.Name, "duplicate_child", "two children are named %q", ch.Name)
-		}
-		labels, err := json.Marshal(ch.Labels)
-		if err != nil || ch.Labels == nil {
-			labels = []byte(`{}`)
-		}
-		spec := ch.Spec
-		if len(spec) == 0 {
-			spec = json.RawMessage(`{}`)
-		}
-		pc := plannedChild{Child: ch, labels: labels, spec: spec}
-		if o, ok := st.owned[childKey{ch.Kind, ch.Name}]; ok {
-			pc.id, pc.readopt = o.id, o.orphaned
-		} else {
-			pc.id, pc.isNew = uuid.New(), true
-		}
-		plan.ids[ch.Name] = pc.id
-		plan.keep = append(plan.keep, pc.id)
-		if o, ok := st.owned[childKey{ch.Kind, ch.Name}]; ok && o.deleting {
-			plan.skip[ch.Name] = true // being torn down: neither updated nor pruned; a later compose recreates it
-			continue
-		}
-		plan.children = append(plan.children, pc)
+	plan, err := planChildren(st, c.Children)
+	if err != nil {
+		return nil, err
 	}
-
 	kinds, err := loadKinds(ctx, tx, c)
 	if err != nil {
 		return nil, err
@@ -170,8 +136,59 @@ func (s *Store) planCompose(ctx context.Context, tx pgx.Tx, st *composeState, c 
 			return nil, violation(ch.Name, "spec", err)
 		}
 	}
+	if plan.configs, err = s.planConfigs(kinds, c.Configs); err != nil {
+		return nil, err
+	}
+	return plan, nil
+}
+
+// planChildren checks the children's names and resolves each to the row the
+// root owns (kind, name) or a new id.
+func planChildren(st *composeState, children []Child) (*composePlan, error) {
+	plan := &composePlan{ids: map[string]uuid.UUID{}, skip: map[string]bool{}}
+	for _, ch := range children {
+		if ch.Version == "" {
+			ch.Version = manifest.DefaultVersion
+		}
+		if ch.Kind == "" {
+			return nil, composeErr(ch.Name, "kind_missing", "a child needs a kind")
+		}
+		if !nameRE.MatchString(ch.Name) {
+			return nil, composeErr(ch.Name, "name_invalid",
+				"%q must be 1-253 lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit", ch.Name)
+		}
+		if _, dup := plan.ids[ch.Name]; dup {
+			return nil, composeErr(ch.Name, "duplicate_child", "two children are named %q", ch.Name)
+		}
+		pc := plannedChild{Child: ch, labels: []byte(`{}`), spec: ch.Spec}
+		if len(ch.Labels) > 0 {
+			pc.labels, _ = json.Marshal(ch.Labels) // a map[string]string always marshals
+		}
+		if len(pc.spec) == 0 {
+			pc.spec = json.RawMessage(`{}`)
+		}
+		o, owned := st.owned[childKey{ch.Kind, ch.Name}]
+		if owned {
+			pc.id, pc.readopt = o.id, o.orphaned
+		} else {
+			pc.id, pc.isNew = uuid.New(), true
+		}
+		plan.ids[ch.Name] = pc.id
+		plan.keep = append(plan.keep, pc.id)
+		if owned && o.deleting {
+			plan.skip[ch.Name] = true // being torn down: neither updated nor pruned; a later compose recreates it
+			continue
+		}
+		plan.children = append(plan.children, pc)
+	}
+	return plan, nil
+}
+
+// planConfigs checks the root's desired configs: names, kinds and each
+// spec against its kind's config_schema.
+func (s *Store) planConfigs(kinds map[manifest.KindVersion]kindInfo, cfgs []Config) ([]Config, error) {
 	seen := map[childKey]bool{}
-	for _, cfg := range c.Configs {
+	for _, cfg := range cfgs {
 		if !nameRE.MatchString(cfg.Name) {
 			return nil, composeErr(cfg.Name, "name_invalid", "config name %q is not a valid name", cfg.Name)
 		}
@@ -195,9 +212,8 @@ func (s *Store) planCompose(ctx context.Context, tx pgx.Tx, st *composeState, c 
 		if err := sc.Validate(spec); err != nil {
 			return nil, violation(cfg.Name, "config", err)
 		}
-		plan.configs = append(plan.configs, cfg)
 	}
-	return plan, nil
+	return cfgs, nil
 }
 
 // loadKinds reads the manifests of the children's and configs' kinds.
@@ -250,11 +266,14 @@ func checkOwnership(ctx context.Context, tx pgx.Tx, root uuid.UUID, children []p
 	}
 	var kind, name, what string
 	err := tx.QueryRow(ctx, `
-SELECT 'resource', kind, name FROM resources
- WHERE (kind, name) IN (SELECT * FROM unnest($2::text[], $3::text[]))
+SELECT 'resource', k.kind, k.name
+  FROM unnest($2::text[], $3::text[]) AS k(kind, name)
+ CROSS JOIN LATERAL (SELECT 1 FROM resources r WHERE r.kind = k.kind AND r.name = k.name OFFSET 0) r
 UNION ALL
-SELECT 'config', kind, name FROM providerconfigs
- WHERE (kind, name) IN (SELECT * FROM unnest($4::text[], $5::text[])) AND owner_id IS DISTINCT FROM $1
+SELECT 'config', k.kind, k.name
+  FROM unnest($4::text[], $5::text[]) AS k(kind, name)
+ CROSS JOIN LATERAL (SELECT 1 FROM providerconfigs p
+                      WHERE p.kind = k.kind AND p.name = k.name AND p.owner_id IS DISTINCT FROM $1 OFFSET 0) p
 LIMIT 1`, root, ks, ns, cks, cns).Scan(&what, &kind, &name)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
@@ -277,7 +296,10 @@ func planEdges(ctx context.Context, tx pgx.Tx, plan *composePlan, c Composition)
 	}
 	external := map[childKey]uuid.UUID{}
 	if len(ek) > 0 {
-		rows, err := tx.Query(ctx, `SELECT kind, name, id FROM resources WHERE (kind, name) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, ek, en)
+		rows, err := tx.Query(ctx, `
+SELECT r.kind, r.name, r.id
+  FROM unnest($1::text[], $2::text[]) AS k(kind, name)
+ CROSS JOIN LATERAL (SELECT r.kind, r.name, r.id FROM resources r WHERE r.kind = k.kind AND r.name = k.name OFFSET 0) r`, ek, en)
 		if err != nil {
 			return wrap(err, "compose: resolve edge dependencies")
 		}
@@ -374,19 +396,18 @@ func cycle(next map[uuid.UUID][]uuid.UUID, children []plannedChild) string {
 }
 
 // bootstrapFlows substitutes value flows from upstreams that already have
-// status into the children's desired specs, with the same SQL the drainer
-// uses (value_flow_pairs, jsonb_set_pairs), so a recompose reproduces the
-// values the drainer wrote and never reverts them.
+// status into the children's desired specs, with the function the drainer
+// uses (apply_value_flows), so a recompose reproduces the values the drainer
+// wrote and never reverts them.
 func bootstrapFlows(ctx context.Context, tx pgx.Tx, plan *composePlan) error {
 	if len(plan.edges) == 0 {
 		return nil
 	}
 	idx := map[uuid.UUID]int{}
-	var is []int32
 	var specs []json.RawMessage
 	for i, ch := range plan.children {
 		idx[ch.id] = i
-		is, specs = append(is, int32(i)), append(specs, ch.spec)
+		specs = append(specs, ch.spec)
 	}
 	var deps []int32
 	var ups []uuid.UUID
@@ -401,19 +422,10 @@ func bootstrapFlows(ctx context.Context, tx pgx.Tx, plan *composePlan) error {
 		return nil
 	}
 	rows, err := tx.Query(ctx, `
-WITH e AS (
-    SELECT e.dep, u.status, e.flows, e.ord
-      FROM unnest($3::int[], $4::uuid[], $5::jsonb[]) WITH ORDINALITY AS e(dep, up, flows, ord)
-      JOIN resources u ON u.id = e.up
-     WHERE u.status IS NOT NULL
-), pairs AS (
-    SELECT e.dep, jsonb_agg(p.pair ORDER BY e.ord, p.ord) AS pairs
-      FROM e CROSS JOIN LATERAL jsonb_array_elements(value_flow_pairs(e.flows, e.status)) WITH ORDINALITY AS p(pair, ord)
-     GROUP BY e.dep
-)
-SELECT c.i, jsonb_set_pairs(c.spec, p.pairs)
-  FROM unnest($1::int[], $2::jsonb[]) AS c(i, spec)
-  JOIN pairs p ON p.dep = c.i`, is, specs, deps, ups, flows)
+SELECT e.dep, apply_value_flows(($1::jsonb[])[e.dep + 1], jsonb_agg(jsonb_build_array(e.flows, u.status) ORDER BY e.ord))
+  FROM unnest($2::int[], $3::uuid[], $4::jsonb[]) WITH ORDINALITY AS e(dep, up, flows, ord)
+ CROSS JOIN LATERAL (SELECT u.status FROM resources u WHERE u.id = e.up AND u.status IS NOT NULL OFFSET 0) u
+ GROUP BY e.dep`, specs, deps, ups, flows)
 	if err != nil {
 		return wrap(err, "compose: bootstrap value flows")
 	}

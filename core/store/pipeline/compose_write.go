@@ -104,25 +104,37 @@ SELECT coalesce((SELECT array_agg(id) FROM ins), '{}'), coalesce((SELECT array_a
 }
 
 // pruneChildren handles the owned children the composition no longer
-// emits: orphan grace for kinds that have it, request_resource_deletion for
+// emits (known from the locked read: no scan of the root's children here):
+// orphan grace for kinds that have it, request_resource_deletion for
 // finalizer kinds and composites (their Deleters run, in order), a hard
 // delete otherwise. Quarantined and already-deleting children are left
 // alone; an orphan keeps its original deadline.
 func pruneChildren(ctx context.Context, tx pgx.Tx, st *composeState, plan *composePlan, now any, res *ComposeResult) error {
+	keep := make(map[uuid.UUID]bool, len(plan.keep))
+	for _, id := range plan.keep {
+		keep[id] = true
+	}
+	var vanished []uuid.UUID
+	for _, o := range st.owned {
+		if !keep[o.id] && !o.quarantined && !o.deleting {
+			vanished = append(vanished, o.id)
+		}
+	}
+	if len(vanished) == 0 {
+		return nil
+	}
 	var teardown []uuid.UUID
 	err := tx.QueryRow(ctx, `
 WITH gone AS (
     SELECT r.id, coalesce(kc.orphan_grace_secs, 0) AS grace,
            coalesce(kc.finalizer_name, '') <> '' OR EXISTS (SELECT 1 FROM resources c WHERE c.owner_id = r.id) AS soft
-      FROM resources r
+      FROM unnest($1::uuid[]) AS v(id)
+     CROSS JOIN LATERAL (SELECT r.id, r.kind, r.version FROM resources r WHERE r.id = v.id OFFSET 0) r
       LEFT JOIN kind_config kc ON kc.kind = r.kind AND kc.version = r.version
-     WHERE r.owner_id = $1 AND r.id <> ALL (coalesce($2::uuid[], '{}'))
-       AND r.deletion_requested_at IS NULL
-       AND r.frozen_until IS DISTINCT FROM 'infinity'
 ), orphan AS (
     UPDATE resources r
-       SET frozen_until = coalesce($3::timestamptz, now()) + make_interval(secs => g.grace),
-           updated_at   = coalesce($3::timestamptz, now())
+       SET frozen_until = coalesce($2::timestamptz, now()) + make_interval(secs => g.grace),
+           updated_at   = coalesce($2::timestamptz, now())
       FROM gone g
      WHERE r.id = g.id AND g.grace > 0 AND r.frozen_until IS NULL
     RETURNING r.id
@@ -133,7 +145,7 @@ WITH gone AS (
 )
 SELECT (SELECT count(*) FROM orphan), (SELECT count(*) FROM hard),
        coalesce((SELECT array_agg(id) FROM gone WHERE grace = 0 AND soft), '{}')`,
-		st.root, plan.keep, now).Scan(&res.Orphaned, &res.Deleted, &teardown)
+		vanished, now).Scan(&res.Orphaned, &res.Deleted, &teardown)
 	if err != nil {
 		return wrap(err, "compose %s: prune children", st.root)
 	}

@@ -95,8 +95,8 @@ func TestRecheck_StraddledRootPendsWithinMilliseconds(t *testing.T) {
 	require.Equal(t, 1, scalar[int](f, `SELECT count(*) FROM rollup_recheck WHERE root_id = $1`, root),
 		"the second drain saw the first's rows in flight and armed the root")
 
-	committed := time.Now()
 	require.NoError(t, t1.Commit(f.ctx))
+	committed := time.Now()
 	select {
 	case at := <-pended:
 		t.Logf("root pended %v after the straddling commit", at.Sub(committed))

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -35,6 +36,9 @@ type Store struct {
 
 	mu      sync.Mutex
 	schemas map[schemaKey]*manifest.Schema
+
+	// rotor rotates the starting partition of wide-range claims and drains.
+	rotor atomic.Uint64
 }
 
 // New returns a pipeline store over the primary pool.
@@ -82,15 +86,6 @@ func keyArrays(keys []TaskKey) (shards []int32, ids []uuid.UUID, types []string,
 		shards[i], ids[i], types[i], ops[i] = int32(k.ShardID), k.ResourceID, string(k.TaskType), k.OpID
 	}
 	return shards, ids, types, ops
-}
-
-// shardSpan is the smallest [lo, hi] covering keys' shards.
-func shardSpan(keys []TaskKey) (lo, hi int) {
-	lo, hi = 255, 0
-	for _, k := range keys {
-		lo, hi = min(lo, k.ShardID), max(hi, k.ShardID)
-	}
-	return lo, hi
 }
 
 // now is the Clock's time, or nil for the database clock (the statements
