@@ -16,7 +16,9 @@ import (
 // plane, not compiled in) declares a "work" reaction that emits status.
 type vpcProvider struct{ endpoint string }
 
-func (p *vpcProvider) Kind() manifest.KindVersion { return manifest.KindVersion{Kind: "vpc", Version: "v1"} }
+func (p *vpcProvider) Kind() manifest.KindVersion {
+	return manifest.KindVersion{Kind: "vpc", Version: "v1"}
+}
 
 // OnConfig receives the kind's default providerconfig, and every edit.
 func (p *vpcProvider) OnConfig(c worker.ProviderConfig) {
