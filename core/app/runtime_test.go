@@ -334,3 +334,30 @@ func TestRuntime_MeshRelaysStagesToThePeerWithTheWorker(t *testing.T) {
 	}
 	require.Positive(t, relayed, "resources in the worker-less pod's range were reconciled through the mesh")
 }
+
+func TestRuntime_TerminallyFailedUpstreamFailsItsDependentsAndTheRootRollsUp(t *testing.T) {
+	t.Parallel()
+	p, _ := startServer(t, pgtest.URL(t), config.RoleAll, nil)
+	applyManifest(t, p.Store, leafKind)
+	applyManifest(t, p.Store, netKind)
+	leaf := provider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+		if r.Stage == worker.StageWork && r.Resource.Name == "web-hub" {
+			return worker.Outcome{}, worker.Terminal(errors.New("hub cidr overlaps"))
+		}
+		return leafWork(ctx, r)
+	})
+	startWorker(t, brokerURL(p), worker.Options{}, leaf, provider("net", netCompose))
+	applyResource(t, p.Store, "net", "web", `{"spokes": 3}`)
+
+	spoke := waitPhase(t, p.Store, "leaf", "web-spoke-1", resource.PhaseFailed, 60*time.Second)
+	require.False(t, spoke.FailureTerminal, "a blocked dependent is not terminal: it retries once the upstream recovers")
+	conds, err := p.Store.Conditions(context.Background(), spoke.ID)
+	require.NoError(t, err)
+	i := slices.IndexFunc(conds, func(c resource.Condition) bool { return c.Type == "Synced" })
+	require.GreaterOrEqual(t, i, 0)
+	require.Equal(t, "DependencyFailed", conds[i].Reason)
+
+	root := waitPhase(t, p.Store, "net", "web", resource.PhaseReady, 60*time.Second)
+	require.Equal(t, map[string]any{"children": float64(4), "ready": float64(0)}, status(t, root),
+		"the rollup ran over a subtree that failed instead of stalling")
+}
