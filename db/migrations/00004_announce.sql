@@ -112,9 +112,16 @@ BEGIN
     ELSIF TG_OP = 'UPDATE' THEN
         FOR v_payload IN
             SELECT 'u|' || kind || '|' || string_agg(item, ',')
-              FROM (SELECT n.kind, n.id::text || announce_phase_code(o.phase) AS item,
-                           (row_number() OVER (PARTITION BY n.kind) - 1) / 200 AS chunk
-                      FROM new_rows n JOIN old_rows o ON o.id = n.id) x
+              -- old phase per id by one aggregation, not a join: transition
+              -- tables have no statistics, and a joined plan went nested-loop
+              -- (quadratic in the drain's batch size).
+              FROM (SELECT u.kind, u.id::text || announce_phase_code(u.old_phase) AS item,
+                           (row_number() OVER (PARTITION BY u.kind) - 1) / 200 AS chunk
+                      FROM (SELECT id, max(kind) AS kind, max(old_phase) AS old_phase
+                              FROM (SELECT n.id, n.kind, NULL::text AS old_phase FROM new_rows n
+                                    UNION ALL
+                                    SELECT o.id, NULL::text, o.phase FROM old_rows o) b
+                             GROUP BY id) u) x
              GROUP BY kind, chunk
         LOOP
             PERFORM pg_notify('resource_changed', v_payload);
