@@ -363,6 +363,18 @@ func (f *follower) verdict() (bool, error) {
 	return true, errors.New(msg)
 }
 
+// blockedByDependency: the server failed the child because an upstream
+// failed for good (Synced=False, reason DependencyFailed); it reconciles only
+// once that upstream is fixed.
+func blockedByDependency(ch WaitRow) bool {
+	for _, c := range ch.Conditions {
+		if c.Type == "Synced" && c.Status == ConditionStatusFalse && c.Reason != nil && *c.Reason == "DependencyFailed" {
+			return true
+		}
+	}
+	return false
+}
+
 // settled: nothing more will happen to the child by itself.
 func settled(ch WaitRow) bool {
 	switch ch.Phase {
@@ -385,7 +397,7 @@ func (f *follower) stuck(id string, visiting map[string]bool) bool {
 	if !ok || visiting[id] {
 		return false
 	}
-	if ch.Phase == PhaseFailed && ch.FailureTerminal {
+	if ch.Phase == PhaseFailed && (ch.FailureTerminal || blockedByDependency(ch)) {
 		return true
 	}
 	if ch.Phase != PhaseReconciling {
