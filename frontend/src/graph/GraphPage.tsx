@@ -41,19 +41,31 @@ export default function GraphPage() {
   const subs = useRef(new Map<string, () => void>());
   const watchRef = useRef<(ownerId: string) => void>(() => {});
 
+  // React may run a state updater lazily, after the callback that queued it
+  // returns, so what an event changed is recorded in a ref by the updater and
+  // acted on once the new tree has rendered (a live-added node used to be
+  // counted but never laid out).
+  const pending = useRef({ structural: false, resync: false });
   const onEvent = useCallback((ev: Event) => {
-    let resync = false;
-    let structural = false;
     setTree((t) => {
       if (!t) return t;
       const r = applyGraphEvent(t, ev, budget.current);
-      resync = r.resync;
-      structural = r.structural;
+      if (r.structural) pending.current.structural = true;
+      if (r.resync) pending.current.resync = true;
       return r.tree;
     });
-    if (structural) setStructure((s) => s + 1);
-    if (resync) setReload((n) => n + 1);
   }, []);
+  useEffect(() => {
+    const p = pending.current;
+    if (p.structural) {
+      p.structural = false;
+      setStructure((s) => s + 1);
+    }
+    if (p.resync) {
+      p.resync = false;
+      setReload((n) => n + 1);
+    }
+  }, [tree]);
 
   useEffect(() => {
     if (!root) return;
