@@ -166,10 +166,10 @@ func TestProcess_BrokerKilledWithAResultInFlightRedeliversToItsSuccessor(t *test
 	t.Parallel()
 	db := pgtest.URL(t)
 	port := freePort(t)
-	// A lease outlives a broker restart by far in production (60s); keep it
+	// A lease outlives a broker restart by far in production; keep it
 	// so here, or the successor's reaper re-runs the task before the worker
 	// has reconnected to redeliver.
-	first := spawnServer(t, db, config.RoleAll, port, port, "HELPER_STALE_AFTER=60s")
+	first := spawnServer(t, db, config.RoleAll, port, port, "HELPER_STALE_AFTER=5m")
 	st := store.New(pgtest.PoolFor(t, db), nil)
 	applyManifest(t, st, leafKind)
 
@@ -193,7 +193,7 @@ func TestProcess_BrokerKilledWithAResultInFlightRedeliversToItsSuccessor(t *test
 
 	// The successor comes up on the same address; the worker reconnects and
 	// redelivers the buffered result, which the claim_epoch fence applies.
-	spawnServer(t, db, config.RoleAll, port, port, "HELPER_STALE_AFTER=60s")
+	spawnServer(t, db, config.RoleAll, port, port, "HELPER_STALE_AFTER=5m")
 	r := waitPhase(t, st, "leaf", "inflight", resource.PhaseReady, 60*time.Second)
 	require.Equal(t, "id-inflight", status(t, r)["id"])
 	require.EqualValues(t, 1, calls.Load(), "the result was delivered, not recomputed")
