@@ -100,7 +100,11 @@ func TestRecheck_StraddledRootPendsWithinMilliseconds(t *testing.T) {
 	select {
 	case at := <-pended:
 		t.Logf("root pended %v after the straddling commit", at.Sub(committed))
-		require.Less(t, at.Sub(committed), 100*time.Millisecond, "the recheck closes the straddle in milliseconds")
+		// Typically 6–10 ms on a quiet machine. The bound only has to tell the
+		// recheck (a NOTIFY away) from the old poll (3.5–12 s): a wall-clock
+		// bound tight enough to measure latency would be a timed test that
+		// flakes under a loaded CI; the latency belongs to the benchmarks.
+		require.Less(t, at.Sub(committed), time.Second, "the recheck closes the straddle without waiting for a poll")
 	case <-time.After(5 * time.Second):
 		t.Fatal("the straddled root never pended")
 	}
