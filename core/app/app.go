@@ -209,10 +209,8 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 		d.Reporter.Config = withBrokerURL(d.Reporter.Config, p.advertisedBrokerURL())
 	}
 	eng := engine.New(log, p.Listener, p.Kinds, d.Reporter, d.Watcher)
-	for _, duty := range []engine.Duty{d.Drainer, d.Reaper, d.Resyncer, d.MemberGC, d.Folder} {
-		if duty != nil && !isNil(duty) {
-			eng.Add(duty)
-		}
+	if cfg.HasControl() {
+		eng.Add(d.Drainer, d.Reaper, d.Resyncer, d.MemberGC, d.Folder)
 	}
 	if p.Broker != nil {
 		eng.Add(p.Broker)
@@ -255,22 +253,6 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 		return runErr
 	}
 	return nil
-}
-
-func isNil(d engine.Duty) bool {
-	switch x := d.(type) {
-	case *control.Drainer:
-		return x == nil
-	case *control.Reaper:
-		return x == nil
-	case *control.Resyncer:
-		return x == nil
-	case *control.MemberGC:
-		return x == nil
-	case *control.CountFolder:
-		return x == nil
-	}
-	return false
 }
 
 // servers builds the listeners the role needs.

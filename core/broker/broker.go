@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -329,5 +328,3 @@ func (b *Broker) complete(c *workerv1.StageComplete) {
 	}
 	b.Log.Info().Str("task_id", c.GetTaskId()).Msg("applied a redelivered completion (fenced on its claim_epoch)")
 }
-
-func (b *Broker) String() string { return fmt.Sprintf("broker %s", b.ID) }

@@ -52,9 +52,8 @@ func (b *Broker) claimLoop(ctx, taskCtx context.Context, wake <-chan notify.Even
 		select {
 		case <-ctx.Done():
 			return
-		case e := <-wake:
+		case <-wake:
 			b.Metrics.Wakes.WithLabelValues("work_ready").Inc()
-			_ = e
 			wait = b.PollMin
 		case <-changed:
 			wait = b.PollMin

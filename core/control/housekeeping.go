@@ -121,5 +121,3 @@ func (f *CountFolder) Run(ctx context.Context) error {
 		}
 	}
 }
-
-func spanOf(lo, hi int) membership.ShardSpan { return membership.ShardSpan{Lo: lo, Hi: hi + 1} }

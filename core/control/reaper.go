@@ -105,8 +105,3 @@ func (r *Reaper) Tick(ctx context.Context, withOrphans bool) {
 		}
 	}
 }
-
-// ShardsOf adapts a ShardSet for tests and tools that need a fixed range.
-func ShardsOf(lo, hi int) *cluster.ShardSet {
-	return cluster.NewShardSet(spanOf(lo, hi))
-}
