@@ -58,6 +58,7 @@ type Broker struct {
 
 	reg        *registry
 	mesh       *Mesh
+	out        *outboxWriter
 	sessionSeq atomic.Int64
 
 	mu       sync.Mutex
@@ -104,6 +105,7 @@ func (b *Broker) init() {
 			b.Metrics = metrics.New()
 		}
 		b.reg = newRegistry()
+		b.out = newOutboxWriter(b.Pipeline.AppendOutbox)
 		b.running = map[pipeline.TaskKey]*running{}
 		b.perPair = map[pairKey]int{}
 		b.waiters = map[string]chan *workerv1.StageComplete{}
@@ -156,7 +158,8 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	bg, cancelBG := context.WithCancel(taskCtx)
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); b.out.run(bg) }()
 	go func() { defer wg.Done(); b.heartbeats(bg) }()
 	go func() { defer wg.Done(); b.configPushes(bg) }()
 	go func() { defer wg.Done(); b.reactors(ctx) }()

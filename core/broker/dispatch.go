@@ -20,9 +20,17 @@ import (
 // manifest and a ready worker, claiming batches in this pod's shard range
 // while there is work and room, and backing off when idle (a work_ready
 // wake, a worker joining or a slot freeing cuts the wait short).
+//
+// A pair whose claim came back empty is dry for a wake window: a sweep
+// triggered only by a finished task (which frees a slot but creates no work)
+// skips it; a work_ready wake, a routing change or the idle timer sweeps
+// every pair. The window matches notify_gated's, so work whose wake the gate
+// coalesced away is still claimed within about one window of arriving, even
+// while another pair's completions keep the loop from ever idling.
 func (b *Broker) claimLoop(ctx, taskCtx context.Context, wake <-chan notify.Event) {
 	wait := b.PollMin
 	offset := 0
+	dry := map[pairKey]time.Time{}
 	for ctx.Err() == nil {
 		pairs := b.pairs()
 		busy := false
@@ -31,6 +39,9 @@ func (b *Broker) claimLoop(ctx, taskCtx context.Context, wake <-chan notify.Even
 			offset = (offset + 1) % len(pairs)
 			for i := range pairs {
 				p := pairs[(offset+i)%len(pairs)]
+				if until, ok := dry[p]; ok && time.Now().Before(until) {
+					continue
+				}
 				n, err := b.claimPair(ctx, taskCtx, p, lo, hi)
 				if err != nil {
 					if ctx.Err() == nil {
@@ -39,8 +50,11 @@ func (b *Broker) claimLoop(ctx, taskCtx context.Context, wake <-chan notify.Even
 					}
 					continue
 				}
-				if n > 0 {
+				switch {
+				case n > 0:
 					busy = true
+				case n == 0:
+					dry[p] = time.Now().Add(dryWindow)
 				}
 			}
 		}
@@ -55,15 +69,22 @@ func (b *Broker) claimLoop(ctx, taskCtx context.Context, wake <-chan notify.Even
 		case <-wake:
 			b.Metrics.Wakes.WithLabelValues("work_ready").Inc()
 			wait = b.PollMin
+			clear(dry)
 		case <-changed:
 			wait = b.PollMin
+			clear(dry)
 		case <-b.taskDone:
 			wait = b.PollMin
 		case <-time.After(wait):
 			wait = min(wait*2, b.PollMax)
+			clear(dry)
 		}
 	}
 }
+
+// dryWindow is how long an empty pair is skipped by completion-only sweeps:
+// notify_gated's coalescing window.
+const dryWindow = 50 * time.Millisecond
 
 // pairs lists what to claim: the task types each served kind's manifest can
 // run.
@@ -90,15 +111,22 @@ func (b *Broker) pairs() []pairKey {
 }
 
 // claimPair claims up to the room left for one pair and starts its tasks.
+// It returns -1 without claiming when the pair has no room worth a claim:
+// full, or — with tasks still in flight — less than a quarter of its limit
+// free. That hysteresis turns a stream of completions into claims of a
+// quarter of the limit each instead of one statement per finished task.
 func (b *Broker) claimPair(ctx, taskCtx context.Context, p pairKey, lo, hi int) (int, error) {
 	b.mu.Lock()
-	room := b.PairCap - b.perPair[p]
+	inflight := b.perPair[p]
 	b.mu.Unlock()
+	room, limit := b.PairCap-inflight, b.PairCap
 	if b.mesh.pick(p.kv) == nil {
-		room = min(room, b.reg.capacity(p.kv)) // only local workers: claim what they can take
+		// Only local workers: claim what they can take.
+		free := b.reg.capacity(p.kv)
+		room, limit = min(room, free), min(limit, inflight+free)
 	}
-	if room <= 0 {
-		return 0, nil
+	if room <= 0 || (inflight > 0 && room < max(1, limit/4)) {
+		return -1, nil
 	}
 	lease := pipeline.Lease{WorkerID: b.ID, Lo: lo, Hi: hi}
 	tasks, err := b.Pipeline.Claim(ctx, lease, pipeline.Batch{Kind: p.kv.Kind, Version: p.kv.Version, TaskType: p.tt, Max: room})

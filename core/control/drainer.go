@@ -77,27 +77,26 @@ func (d *Drainer) Run(ctx context.Context) error {
 	return loop.Run(ctx)
 }
 
-// step drains every partition-sized chunk of the owned range once; busy when
-// any chunk came back full (more may be waiting).
+// step drains the owned range once, split into Parallel lanes drained at
+// once; busy when any lane came back full (more may be waiting). Each lane
+// drains one partition per transaction (DrainOutboxBatch), skipping the
+// partitions with no results in one probe.
 func (d *Drainer) step(ctx context.Context) (bool, error) {
 	lo, hi, ok := d.Shards.Bounds()
 	if !ok {
 		return false, nil
 	}
-	chunks := Chunks(lo, hi)
+	lanes := Lanes(lo, hi, d.Parallel)
 	var (
 		mu    sync.Mutex
 		busy  bool
 		first error
 		wg    sync.WaitGroup
-		sem   = make(chan struct{}, d.Parallel)
 	)
-	for _, c := range chunks {
+	for _, c := range lanes {
 		wg.Add(1)
-		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
 			started := time.Now()
 			n, err := d.Pipeline.DrainOutboxBatch(ctx, d.Batch, c[0], c[1])
 			if err == nil && n > 0 && d.Metrics != nil {
@@ -123,14 +122,24 @@ func (d *Drainer) step(ctx context.Context) (bool, error) {
 	return busy, first
 }
 
-// Chunks splits [lo, hi] at partition boundaries (16 shards each) so each
-// statement prunes to one partition.
-func Chunks(lo, hi int) [][2]int {
-	var out [][2]int
-	for s := lo; s <= hi; {
-		e := min(hi, (s/16)*16+15)
-		out = append(out, [2]int{s, e})
-		s = e + 1
+// Lanes splits [lo, hi] into at most n contiguous ranges cut at partition
+// boundaries (16 shards), as even as the partitions allow.
+func Lanes(lo, hi, n int) [][2]int {
+	if lo > hi {
+		return nil
+	}
+	first, last := lo/16, hi/16
+	parts := last - first + 1
+	n = max(1, min(n, parts))
+	out := make([][2]int, 0, n)
+	p := first
+	for i := range n {
+		k := parts / n
+		if i < parts%n {
+			k++
+		}
+		out = append(out, [2]int{max(lo, p*16), min(hi, (p+k)*16-1)})
+		p += k
 	}
 	return out
 }

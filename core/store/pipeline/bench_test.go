@@ -134,6 +134,9 @@ SELECT schedule_eligible(array_agg(id)) FROM ins`, roots, benchLeaves/2)
 		if os.Getenv("BENCH_PROFILE") != "" {
 			printTimes()
 		}
+		if os.Getenv("BENCH_STATEMENTS") != "" {
+			printStatements(ctx, pool)
+		}
 	}
 }
 
@@ -351,6 +354,12 @@ func benchPool(b *testing.B, ctx context.Context) *pgxpool.Pool {
 			}
 		}
 	}
+	if os.Getenv("BENCH_STATEMENTS") != "" {
+		// Profiling: per-statement totals, nested plpgsql statements included,
+		// printed after the run (printStatements).
+		settings["shared_preload_libraries"] = "pg_stat_statements"
+		settings["pg_stat_statements.track"] = "all"
+	}
 	c, err := pgcluster.Start(ctx, pgcluster.Options{Logger: zerolog.Nop(), Settings: settings})
 	if err != nil {
 		b.Fatal(err)
@@ -367,12 +376,16 @@ func benchPool(b *testing.B, ctx context.Context) *pgxpool.Pool {
 	if err := migrate.UpFS(ctx, url, fsys); err != nil {
 		b.Fatal(err)
 	}
+
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		b.Fatal(err)
 	}
 	cfg.MaxConns = 16
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err == nil && os.Getenv("BENCH_STATEMENTS") != "" {
+		_, err = pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -384,5 +397,29 @@ func mustExec(b *testing.B, pool *pgxpool.Pool, sql string, args ...any) {
 	b.Helper()
 	if _, err := pool.Exec(context.Background(), sql, args...); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// printStatements prints the statements that took the most execution time
+// (BENCH_STATEMENTS=1): where the database spent the run.
+func printStatements(ctx context.Context, pool *pgxpool.Pool) {
+	rows, err := pool.Query(ctx, `
+SELECT round(total_exec_time)::bigint, calls, rows, round((total_exec_time / greatest(calls, 1))::numeric, 3),
+       left(regexp_replace(query, '\s+', ' ', 'g'), 160)
+  FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 40`)
+	if err != nil {
+		fmt.Println("  pg_stat_statements:", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var total, calls, nrows int64
+		var mean float64
+		var q string
+		if err := rows.Scan(&total, &calls, &nrows, &mean, &q); err != nil {
+			fmt.Println("  pg_stat_statements:", err)
+			return
+		}
+		fmt.Printf("  %8dms %7d calls %8d rows %9.3fms/call  %s\n", total, calls, nrows, mean, q)
 	}
 }

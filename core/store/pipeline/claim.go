@@ -136,10 +136,19 @@ func partitionSpans(lo, hi int, start uint64) [][2]int {
 // Claim leases up to b.Max pending tasks of one (kind, version, task type)
 // in the lease's shard range, honouring the kind's concurrency cap. A range
 // that spans partitions is claimed one partition at a time (each statement
-// prunes to one partition), rotating the starting partition between calls.
+// prunes to one partition), rotating the starting partition between calls;
+// one probe first finds the partitions holding claimable rows, so an idle
+// pair costs one round trip, not one per partition.
 func (s *Store) Claim(ctx context.Context, l Lease, b Batch) ([]Task, error) {
+	spans := partitionSpans(l.Lo, l.Hi, s.rotor.Add(1))
+	if len(spans) > 1 {
+		var err error
+		if spans, err = s.claimableSpans(ctx, b, spans); err != nil {
+			return nil, err
+		}
+	}
 	var out []Task
-	for _, span := range partitionSpans(l.Lo, l.Hi, s.rotor.Add(1)) {
+	for _, span := range spans {
 		if len(out) >= b.Max {
 			break
 		}
@@ -150,6 +159,44 @@ func (s *Store) Claim(ctx context.Context, l Lease, b Batch) ([]Task, error) {
 		out = append(out, ts...)
 	}
 	return out, nil
+}
+
+// claimableSpans keeps the spans whose partition holds a claimable row of
+// the pair (pending, due). The LATERAL … LIMIT 1 is a parameterised probe
+// per span: run-time pruning scans only that span's partition.
+func (s *Store) claimableSpans(ctx context.Context, b Batch, spans [][2]int) ([][2]int, error) {
+	los, his := spanBounds(spans)
+	var keep []int32
+	err := s.pool.QueryRow(ctx, `
+SELECT coalesce(array_agg(x.i ORDER BY x.i), '{}')
+  FROM unnest($1::int[], $2::int[]) WITH ORDINALITY AS x(lo, hi, i)
+ CROSS JOIN LATERAL (SELECT 1 FROM work_queue w
+                      WHERE w.shard_id BETWEEN x.lo AND x.hi
+                        AND w.kind = $3 AND w.version = $4 AND w.task_type = $5
+                        AND w.worker_id IS NULL AND w.not_before <= coalesce($6::timestamptz, now())
+                      LIMIT 1) e`,
+		los, his, b.Kind, b.Version, string(b.TaskType), s.now()).Scan(&keep)
+	if err != nil {
+		return nil, wrap(err, "probe claimable partitions of %s/%s %s", b.Kind, b.Version, b.TaskType)
+	}
+	return pickSpans(spans, keep), nil
+}
+
+// spanBounds splits spans into their low and high bounds (statement arrays).
+func spanBounds(spans [][2]int) (los, his []int32) {
+	for _, sp := range spans {
+		los, his = append(los, int32(sp[0])), append(his, int32(sp[1]))
+	}
+	return los, his
+}
+
+// pickSpans keeps the spans at the given 1-based ordinals, in span order.
+func pickSpans(spans [][2]int, ords []int32) [][2]int {
+	out := make([][2]int, 0, len(ords))
+	for _, o := range ords {
+		out = append(out, spans[o-1])
+	}
+	return out
 }
 
 func (s *Store) claimSpan(ctx context.Context, l Lease, b Batch, lo, hi, max int) ([]Task, error) {

@@ -3,26 +3,16 @@ package pipeline
 import "context"
 
 // DrainOutboxBatch applies up to max outbox results in shards [lo, hi]
-// (drain_outbox_batch) and returns how many it popped; a full batch means
-// there may be more. A range that spans partitions is drained one partition
-// per transaction, rotating the starting partition between calls: short
-// transactions hold their row locks briefly, and a drainer never holds one
-// partition's locks while it waits on another's.
+// (drain_outbox_batch) in one transaction and returns how many it popped; a
+// full batch means there may be more. The pops go partition by partition
+// (each statement prunes to one), starting at a random partition of the
+// range so none starves; the results are then applied as one batch behind
+// one sorted lock pass, so concurrent drainers cannot deadlock.
 func (s *Store) DrainOutboxBatch(ctx context.Context, max, lo, hi int) (int, error) {
-	total := 0
-	for _, span := range partitionSpans(lo, hi, s.rotor.Add(1)) {
-		if total >= max {
-			break
-		}
-		var n int
-		err := s.pool.QueryRow(ctx, `SELECT drain_outbox_batch($1, $2, $3, coalesce($4::timestamptz, now()))`,
-			max-total, span[0], span[1], s.now()).Scan(&n)
-		if err != nil {
-			return total, wrap(err, "drain outbox batch (shards %d-%d)", span[0], span[1])
-		}
-		total += n
-	}
-	return total, nil
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT drain_outbox_batch($1, $2, $3, coalesce($4::timestamptz, now()))`,
+		max, lo, hi, s.now()).Scan(&n)
+	return n, wrap(err, "drain outbox batch (shards %d-%d)", lo, hi)
 }
 
 // DrainRollupRechecks re-runs the rollup gate for up to max armed roots in

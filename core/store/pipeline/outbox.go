@@ -56,6 +56,26 @@ func (t Task) Failure(msg string, terminal bool) Result {
 	return Result{Key: t.Key, ClaimEpoch: t.ClaimEpoch, Generation: t.Generation, Error: msg, Terminal: terminal}
 }
 
+// Validate reports what would make the outbox insert refuse r (and with it
+// every result batched beside it): malformed JSON documents and condition
+// statuses outside True, False and Unknown.
+func (r Result) Validate() error {
+	if r.Status != nil && !json.Valid(r.Status) {
+		return fmt.Errorf("result for %s: status is not valid JSON", r.Key.ResourceID)
+	}
+	if r.OperationOutput != nil && !json.Valid(r.OperationOutput) {
+		return fmt.Errorf("result for %s: operation output is not valid JSON", r.Key.ResourceID)
+	}
+	for _, c := range r.Conditions {
+		switch c.Status {
+		case "True", "False", "Unknown":
+		default:
+			return fmt.Errorf("result for %s: condition %q: status %q is not True, False or Unknown", r.Key.ResourceID, c.Type, c.Status)
+		}
+	}
+	return nil
+}
+
 // AppendOutbox writes results to work_outbox in one batched insert and wakes
 // the drainer (notify_gated('outbox_ready'), coalesced across backends).
 func (s *Store) AppendOutbox(ctx context.Context, results ...Result) error {
@@ -69,12 +89,8 @@ func (s *Store) AppendOutbox(ctx context.Context, results ...Result) error {
 	health, advance, terminal := make([]*bool, n), make([]bool, n), make([]bool, n)
 	errs, fins := make([]*string, n), make([]*string, n)
 	for i, r := range results {
-		for _, c := range r.Conditions {
-			switch c.Status {
-			case "True", "False", "Unknown":
-			default:
-				return fmt.Errorf("append outbox: condition %q: status %q is not True, False or Unknown", c.Type, c.Status)
-			}
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("append outbox: %w", err)
 		}
 		shards[i], ids[i], types[i], ops[i] = int32(r.Key.ShardID), r.Key.ResourceID, string(r.Key.TaskType), r.Key.OpID
 		epochs[i], gens[i] = r.ClaimEpoch, r.Generation

@@ -1,0 +1,105 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/converge-run/converge/core/store/pipeline"
+)
+
+// outboxWriter batches finished tasks' results into multi-row outbox
+// appends. Results queue while an append is in flight and go out together in
+// the next one (no timer, no linger: an idle broker's lone result is written
+// at once), so a burst of completions costs one statement and one commit,
+// not one per task. Each caller still learns whether its own result was
+// written, so a failed append releases exactly the tasks it carried.
+type outboxWriter struct {
+	append  func(context.Context, ...pipeline.Result) error
+	reqs    chan outboxReq
+	max     int
+	writers int
+	once    sync.Once
+}
+
+type outboxReq struct {
+	res  pipeline.Result
+	done chan error
+}
+
+// Defaults of the outbox writer.
+const (
+	outboxBatchMax = 500 // results per append statement
+	outboxWriters  = 2   // appends in flight at once
+)
+
+func newOutboxWriter(append func(context.Context, ...pipeline.Result) error) *outboxWriter {
+	return &outboxWriter{append: append, reqs: make(chan outboxReq, outboxBatchMax), max: outboxBatchMax, writers: outboxWriters}
+}
+
+// run writes batches until ctx ends. ctx must outlive every task that may
+// still append (the broker cancels it only after the shutdown drain).
+func (w *outboxWriter) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for range w.writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.loop(ctx)
+		}()
+	}
+	wg.Wait()
+}
+
+func (w *outboxWriter) loop(ctx context.Context) {
+	batch := make([]outboxReq, 0, w.max)
+	results := make([]pipeline.Result, 0, w.max)
+	for {
+		batch, results = batch[:0], results[:0]
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-w.reqs:
+			batch = append(batch, r)
+		}
+	fill:
+		for len(batch) < w.max {
+			select {
+			case r := <-w.reqs:
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		for _, r := range batch {
+			results = append(results, r.res)
+		}
+		err := w.append(ctx, results...)
+		for _, r := range batch {
+			r.done <- err
+		}
+	}
+}
+
+// write appends res in the next batch and waits until that batch is
+// written. A result the insert would refuse is refused here, alone, so it
+// can never fail the results batched beside it.
+func (w *outboxWriter) write(ctx context.Context, res pipeline.Result) error {
+	if err := res.Validate(); err != nil {
+		return err
+	}
+	req := outboxReq{res: res, done: make(chan error, 1)}
+	select {
+	case w.reqs <- req:
+	case <-ctx.Done():
+		return fmt.Errorf("queue result for the outbox: %w", ctx.Err())
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		// The batch may still be written; the claim_epoch fence keeps a
+		// re-run's result and this one from both applying.
+		return fmt.Errorf("wait for the outbox append: %w", ctx.Err())
+	}
+}
