@@ -134,6 +134,16 @@ func (b *Broker) runReconcile(ctx context.Context, t pipeline.Task, kind store.K
 		apply(&res, worker.Emits, out)
 	}
 	if hasRollup {
+		settled, err := b.Store.SubtreeSettled(ctx, t.Key.ResourceID)
+		if err != nil {
+			return res, err
+		}
+		if !settled {
+			// Report what we have; the cascade re-pends the root when the
+			// last descendant settles.
+			res.DeferSync = true
+			return res, nil
+		}
 		sub, err := b.Store.ComposedSubtree(ctx, t.Key.ResourceID)
 		if err != nil {
 			return res, err

@@ -27,6 +27,10 @@ type Reaper struct {
 	LifecycleStale time.Duration // reactor claim lapse (default 60s)
 	OrphanEvery    int           // default 6
 	Max            int           // rows per pass (default 1000)
+	// PassTimeout bounds one pass (default 60s): a pass that runs away
+	// (a pathological plan, a lock it waits on) is cancelled and logged
+	// instead of holding every other pass of the tick behind it.
+	PassTimeout time.Duration
 }
 
 // Name implements engine.Duty.
@@ -54,6 +58,9 @@ func (r *Reaper) defaults() {
 	if r.Max <= 0 {
 		r.Max = 1000
 	}
+	if r.PassTimeout <= 0 {
+		r.PassTimeout = 60 * time.Second
+	}
 }
 
 // Run ticks until ctx ends.
@@ -78,25 +85,29 @@ func (r *Reaper) Tick(ctx context.Context, withOrphans bool) {
 	}
 	rng := maintenance.ShardRange{Lo: lo, Hi: hi}
 	m := r.Maintenance
-	passes := []struct {
+	type pass struct {
 		name string
-		run  func() (int, error)
-	}{
-		{"reap_stale_work", func() (int, error) { return m.ReapStaleWork(ctx, rng, r.StaleAfter) }},
-		{"requeue_failed_and_pending", func() (int, error) { return m.RequeueFailedAndPending(ctx, rng, r.Max, r.RetryAfter) }},
-		{"delete_unclaimed_work", func() (int, error) { return m.DeleteUnclaimedWork(ctx, rng, r.UnclaimedAfter) }},
-		{"sweep_deletable", func() (int, error) { return m.SweepDeletable(ctx, rng, r.Max) }},
-		{"recount_inflight", func() (int, error) { return m.RecountInflight(ctx, rng) }},
-		{"reap_stale_lifecycle", func() (int, error) { return m.ReapStaleLifecycle(ctx, rng, r.LifecycleStale) }},
+		run  func(ctx context.Context) (int, error)
+	}
+	passes := []pass{
+		{"reap_stale_work", func(ctx context.Context) (int, error) { return m.ReapStaleWork(ctx, rng, r.StaleAfter) }},
+		{"requeue_failed_and_pending", func(ctx context.Context) (int, error) {
+			return m.RequeueFailedAndPending(ctx, rng, r.Max, r.RetryAfter)
+		}},
+		{"delete_unclaimed_work", func(ctx context.Context) (int, error) { return m.DeleteUnclaimedWork(ctx, rng, r.UnclaimedAfter) }},
+		{"sweep_deletable", func(ctx context.Context) (int, error) { return m.SweepDeletable(ctx, rng, r.Max) }},
+		{"recount_inflight", func(ctx context.Context) (int, error) { return m.RecountInflight(ctx, rng) }},
+		{"reap_stale_lifecycle", func(ctx context.Context) (int, error) { return m.ReapStaleLifecycle(ctx, rng, r.LifecycleStale) }},
 	}
 	if withOrphans {
-		passes = append(passes, struct {
-			name string
-			run  func() (int, error)
-		}{"sweep_expired_orphans", func() (int, error) { return m.SweepExpiredOrphans(ctx, rng, r.Max) }})
+		passes = append(passes, pass{"sweep_expired_orphans", func(ctx context.Context) (int, error) {
+			return m.SweepExpiredOrphans(ctx, rng, r.Max)
+		}})
 	}
 	for _, p := range passes {
-		n, err := p.run()
+		pctx, cancel := context.WithTimeout(ctx, r.PassTimeout)
+		n, err := p.run(pctx)
+		cancel()
 		switch {
 		case err != nil && ctx.Err() == nil:
 			r.Log.Error().Err(err).Str("pass", p.name).Int("shard_lo", lo).Int("shard_hi", hi).Msg("reaper pass failed")

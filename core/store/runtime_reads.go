@@ -54,6 +54,21 @@ type Subtree struct {
 	Nodes   []SubtreeNode
 }
 
+// SubtreeSettled reports whether every live descendant of root has settled,
+// without reading them: the database's own rollup gate (rollup_gate), which
+// for a top-level root stops at the first unsettled entry of
+// idx_resources_unsettled. A composite task calls it before ComposedSubtree,
+// so a rollup that must wait costs one probe, not a read of every child.
+// A root that no longer exists has nothing to wait for (true).
+func (s *Store) SubtreeSettled(ctx context.Context, root uuid.UUID) (bool, error) {
+	var gate *int32
+	err := s.primary.QueryRow(ctx, `SELECT (SELECT rollup_gate(r.id, r.root_id IS NULL, 0) FROM resources r WHERE r.id = $1)`, root).Scan(&gate)
+	if err != nil {
+		return false, fmt.Errorf("probe the subtree of %s: %w", root, err)
+	}
+	return gate == nil || *gate == 0, nil
+}
+
 // ComposedSubtree reads the live descendants of root. A top-level root finds
 // them through root_id (one indexed scan); a nested composite walks owner_id.
 func (s *Store) ComposedSubtree(ctx context.Context, root uuid.UUID) (Subtree, error) {

@@ -1,0 +1,68 @@
+package store
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+)
+
+// SubtreeSettled is the cheap probe the broker runs before reading a
+// composite's subtree; it must agree with ComposedSubtree's Settled through
+// every state a descendant passes: progressing, synced, failed, frozen,
+// deleting, and for a nested composite's own children.
+func TestSubtreeSettledAgreesWithComposedSubtree(t *testing.T) {
+	ctx := context.Background()
+	e := newEnvWithKinds(t)
+	root := e.noop(t, "root", nil)
+	mid := e.noop(t, "mid", nil)
+	leaf := e.noop(t, "leaf", nil)
+	deep := e.noop(t, "deep", nil)
+	// root ← mid ← deep (nested composite), root ← leaf
+	_, err := e.pool.Exec(ctx, `
+UPDATE resources SET owner_id = $1, root_id = $1 WHERE id IN ($2, $3);
+`, root.ID, mid.ID, leaf.ID)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `UPDATE resources SET owner_id = $1, root_id = $2 WHERE id = $3`, mid.ID, root.ID, deep.ID)
+	require.NoError(t, err)
+
+	check := func(step string, id uuid.UUID, want bool) {
+		t.Helper()
+		got, err := e.store.SubtreeSettled(ctx, id)
+		require.NoError(t, err)
+		sub, err := e.store.ComposedSubtree(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "%s: SubtreeSettled(%s)", step, id)
+		require.Equal(t, sub.Settled, got, "%s: SubtreeSettled disagrees with ComposedSubtree", step)
+	}
+	// every child fresh (generation 1, synced 0): progressing
+	check("fresh", root.ID, false)
+	check("fresh", mid.ID, false)
+
+	e.setScalars(t, leaf.ID, scalars{generation: 1, syncedGen: 1, healthOK: true})
+	e.setScalars(t, mid.ID, scalars{generation: 1, syncedGen: 1, healthOK: true})
+	check("deep still progressing", root.ID, false)
+	check("deep still progressing", mid.ID, false)
+
+	// a failure for the live spec is settled (it does not hold a rollup)
+	e.setScalars(t, deep.ID, scalars{generation: 1, failureGen: 1, healthOK: true})
+	check("deep failed", root.ID, true)
+	check("deep failed", mid.ID, true)
+
+	// a new spec on the leaf: progressing again
+	e.setScalars(t, leaf.ID, scalars{generation: 2, syncedGen: 1, healthOK: true})
+	check("leaf lagging", root.ID, false)
+	check("leaf lagging, mid's subtree", mid.ID, true)
+
+	// frozen and deleting descendants never hold a rollup back
+	e.setScalars(t, leaf.ID, scalars{generation: 2, syncedGen: 1, healthOK: true, frozen: "infinity"})
+	check("leaf quarantined", root.ID, true)
+	e.setScalars(t, leaf.ID, scalars{generation: 2, syncedGen: 1, healthOK: true, deleting: true})
+	check("leaf deleting", root.ID, true)
+
+	// a root that is gone has nothing to wait for
+	got, err := e.store.SubtreeSettled(ctx, uuid.New())
+	require.NoError(t, err)
+	require.True(t, got)
+}
