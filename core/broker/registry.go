@@ -7,16 +7,12 @@
 package broker
 
 import (
-	"errors"
 	"sort"
 	"sync"
 
 	"github.com/converge-run/converge/core/manifest"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
-
-// errNoWorker means no connected worker serves the kind ready with capacity.
-var errNoWorker = errors.New("no ready worker with free capacity serves this kind")
 
 // session is one connected worker.
 type session struct {
@@ -38,6 +34,10 @@ type registry struct {
 	// bcast is closed (and replaced) whenever capacity may have grown: a
 	// worker joined, became ready, or finished a stage.
 	bcast chan struct{}
+	// waiters are the stages waiting for a slot, oldest first: a freed slot
+	// goes to the oldest waiter it can serve, so a task claimed a moment ago
+	// never overtakes a stage that has been waiting.
+	waiters []*slotWaiter
 }
 
 func newRegistry() *registry {
@@ -61,6 +61,7 @@ func (r *registry) changed() <-chan struct{} {
 func (r *registry) add(s *session) {
 	r.mu.Lock()
 	r.sessions[s.id] = s
+	r.handOffLocked()
 	r.mu.Unlock()
 	r.notify()
 }
@@ -75,6 +76,7 @@ func (r *registry) remove(s *session) {
 func (r *registry) setReady(s *session, kinds []*workerv1.KindReadiness) {
 	r.mu.Lock()
 	s.ready = readyMap(kinds)
+	r.handOffLocked()
 	r.mu.Unlock()
 	r.notify()
 }
@@ -87,11 +89,74 @@ func readyMap(kinds []*workerv1.KindReadiness) map[manifest.KindVersion]bool {
 	return m
 }
 
-// acquire picks the least-loaded worker serving kv ready with a free slot and
-// reserves the slot.
-func (r *registry) acquire(kv manifest.KindVersion) (*session, error) {
+// slotWaiter is a stage waiting in acquireWait; got receives its reserved
+// session (buffered: the hand-off never blocks the registry).
+type slotWaiter struct {
+	kv  manifest.KindVersion
+	got chan *session
+}
+
+// acquireOrWait reserves a slot for kv at once — unless older stages that
+// kv's workers could serve are waiting — or queues w for one.
+func (r *registry) acquireOrWait(kv manifest.KindVersion) (*session, *slotWaiter) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if !r.queuedLocked(kv) {
+		if s := r.pickLocked(kv); s != nil {
+			s.inFlight++
+			return s, nil
+		}
+	}
+	w := &slotWaiter{kv: kv, got: make(chan *session, 1)}
+	r.waiters = append(r.waiters, w)
+	return nil, w
+}
+
+// queuedLocked reports whether a waiter for kv is queued.
+func (r *registry) queuedLocked(kv manifest.KindVersion) bool {
+	for _, w := range r.waiters {
+		if w.kv == kv {
+			return true
+		}
+	}
+	return false
+}
+
+// cancelWait withdraws w; a slot already handed to it is given back.
+func (r *registry) cancelWait(w *slotWaiter) {
+	r.mu.Lock()
+	for i, x := range r.waiters {
+		if x == w {
+			r.waiters = append(r.waiters[:i], r.waiters[i+1:]...)
+			break
+		}
+	}
+	r.mu.Unlock()
+	select {
+	case s := <-w.got:
+		r.release(s)
+	default:
+	}
+}
+
+// handOffLocked gives free slots to the waiters, oldest first; a waiter no
+// free slot can serve keeps its place.
+func (r *registry) handOffLocked() {
+	kept := r.waiters[:0]
+	for _, w := range r.waiters {
+		if s := r.pickLocked(w.kv); s != nil {
+			s.inFlight++
+			w.got <- s
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(r.waiters[len(kept):])
+	r.waiters = kept
+}
+
+// pickLocked is the least-loaded ready worker for kv with a free slot.
+func (r *registry) pickLocked(kv manifest.KindVersion) *session {
 	var best *session
 	for _, s := range r.sessions {
 		if !s.ready[kv] || s.inFlight >= s.maxIn {
@@ -101,11 +166,7 @@ func (r *registry) acquire(kv manifest.KindVersion) (*session, error) {
 			best = s
 		}
 	}
-	if best == nil {
-		return nil, errNoWorker
-	}
-	best.inFlight++
-	return best, nil
+	return best
 }
 
 func (r *registry) release(s *session) {
@@ -113,6 +174,7 @@ func (r *registry) release(s *session) {
 	if s.inFlight > 0 {
 		s.inFlight--
 	}
+	r.handOffLocked()
 	r.mu.Unlock()
 	r.notify()
 }

@@ -119,20 +119,20 @@ func (b *Broker) await(ctx context.Context, s *session, ch chan *workerv1.StageC
 }
 
 // acquireWait reserves a slot on the least-loaded ready worker for kv,
-// waiting for one to free up.
+// waiting for one to free up. Waiters are served oldest first (the
+// registry hands a freed slot to the oldest stage it can serve), so a
+// composite's rollup stage is not starved by leaf tasks claimed after it.
 func (b *Broker) acquireWait(ctx context.Context, kv manifest.KindVersion) (*session, error) {
-	for {
-		changed := b.reg.changed()
-		s, err := b.reg.acquire(kv)
-		if err == nil {
-			return s, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-changed:
-		case <-time.After(time.Second):
-		}
+	s, w := b.reg.acquireOrWait(kv)
+	if s != nil {
+		return s, nil
+	}
+	select {
+	case s := <-w.got:
+		return s, nil
+	case <-ctx.Done():
+		b.reg.cancelWait(w)
+		return nil, ctx.Err()
 	}
 }
 

@@ -69,24 +69,28 @@ func (s *Store) SubtreeSettled(ctx context.Context, root uuid.UUID) (bool, error
 	return gate == nil || *gate == 0, nil
 }
 
-// ComposedSubtree reads the live descendants of root. A top-level root finds
-// them through root_id (one indexed scan); a nested composite walks owner_id.
+// ComposedSubtree reads the live descendants of root by walking owner_id
+// down from it: the owner-leading list index at every level (there is no
+// plain root_id index; a root_id probe would read every resource), and only
+// below kinds that have a composer, so a composite of 1,000 leaves is one
+// index scan, not 1,000 more probes for children leaves cannot have. Each
+// deeper level is a LATERAL index probe per parent, never a table scan.
 func (s *Store) ComposedSubtree(ctx context.Context, root uuid.UUID) (Subtree, error) {
 	rows, err := s.primary.Query(ctx, `
-WITH RECURSIVE me AS (
-    SELECT id, root_id FROM resources WHERE id = $1
-), nested(id) AS (
-    SELECT r.id FROM resources r, me WHERE me.root_id IS NOT NULL AND r.owner_id = me.id
-    UNION
-    SELECT r.id FROM resources r JOIN nested n ON r.owner_id = n.id
-), subtree AS (
-    SELECT r.id FROM resources r, me WHERE me.root_id IS NULL AND r.root_id = me.id
+WITH RECURSIVE sub AS (
+    SELECT c.id, c.kind, c.version, c.name, c.phase, c.health_ok, c.status, c.owner_id, c.synced_gen,
+           c.generation, c.failure_gen, c.frozen_until, c.deletion_requested_at
+      FROM resources c WHERE c.owner_id = $1
     UNION ALL
-    SELECT id FROM nested
+    SELECT c.id, c.kind, c.version, c.name, c.phase, c.health_ok, c.status, c.owner_id, c.synced_gen,
+           c.generation, c.failure_gen, c.frozen_until, c.deletion_requested_at
+      FROM sub p
+      JOIN kind_config kc ON kc.kind = p.kind AND kc.version = p.version AND kc.has_composer
+     CROSS JOIN LATERAL (SELECT * FROM resources c WHERE c.owner_id = p.id OFFSET 0) c
 )
 SELECT r.id, r.kind, r.name, r.phase, r.health_ok, r.status, r.owner_id,
        (r.synced_gen < r.generation AND r.failure_gen <> r.generation) AS progressing
-  FROM subtree t JOIN resources r ON r.id = t.id
+  FROM sub r
  WHERE r.frozen_until IS NULL AND r.deletion_requested_at IS NULL
  ORDER BY r.kind, r.name`, root)
 	if err != nil {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/google/uuid"
@@ -15,12 +16,17 @@ import (
 func TestSubtreeSettledAgreesWithComposedSubtree(t *testing.T) {
 	ctx := context.Background()
 	e := newEnvWithKinds(t)
-	root := e.noop(t, "root", nil)
-	mid := e.noop(t, "mid", nil)
+	// Only composers own children: mid is a nested composite.
+	_, _, err := e.store.ApplyManifest(ctx, []byte(`{"kind": "stack", "reactions": [
+		{"name": "compose", "trigger": "specChange", "emits": ["children", "status"]},
+		{"name": "rollup", "trigger": "childrenSettled", "emits": ["status"]}]}`))
+	require.NoError(t, err)
+	root := e.apply(t, ApplyResourceInput{Kind: "stack", Name: "root", Spec: json.RawMessage(`{}`)})
+	mid := e.apply(t, ApplyResourceInput{Kind: "stack", Name: "mid", Spec: json.RawMessage(`{}`)})
 	leaf := e.noop(t, "leaf", nil)
 	deep := e.noop(t, "deep", nil)
 	// root ← mid ← deep (nested composite), root ← leaf
-	_, err := e.pool.Exec(ctx, `
+	_, err = e.pool.Exec(ctx, `
 UPDATE resources SET owner_id = $1, root_id = $1 WHERE id IN ($2, $3);
 `, root.ID, mid.ID, leaf.ID)
 	require.NoError(t, err)
