@@ -1,0 +1,102 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/converge-run/converge/core/store/pipeline"
+)
+
+func result() pipeline.Result {
+	return pipeline.Result{Key: pipeline.TaskKey{ResourceID: uuid.New(), TaskType: pipeline.TaskReconcile}, Status: json.RawMessage(`{}`)}
+}
+
+// Results that arrive while an append is in flight go out together in the
+// next one, and every caller learns its own batch's outcome.
+func TestOutboxWriterBatchesWhileAnAppendIsInFlight(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	entered := make(chan int, 16)
+	gate := make(chan struct{})
+	var mu sync.Mutex
+	var sizes []int
+	w := newOutboxWriter(func(_ context.Context, rs ...pipeline.Result) error {
+		mu.Lock()
+		sizes = append(sizes, len(rs))
+		mu.Unlock()
+		entered <- len(rs)
+		<-gate
+		if len(rs) > 1 {
+			return errors.New("disk full")
+		}
+		return nil
+	})
+	w.writers = 1
+	go w.run(ctx)
+
+	first := make(chan error, 1)
+	go func() { first <- w.write(ctx, result()) }()
+	select {
+	case <-entered: // the first append is in flight, holding the writer
+	case <-ctx.Done():
+		t.Fatal("first append never started")
+	}
+	const queued = 10
+	errs := make(chan error, queued)
+	for range queued {
+		go func() { errs <- w.write(ctx, result()) }()
+	}
+	// Wait until all ten are queued behind the in-flight append.
+	for len(w.reqs) < queued {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("only %d results queued", len(w.reqs))
+		case <-time.After(time.Millisecond):
+		}
+	}
+	close(gate)
+	if err := <-first; err != nil {
+		t.Fatalf("first write: %v", err)
+	}
+	for range queued {
+		if err := <-errs; err == nil || err.Error() != "disk full" {
+			t.Fatalf("queued write: got %v, want the batch's error", err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sizes) != 2 || sizes[0] != 1 || sizes[1] != queued {
+		t.Fatalf("append sizes %v, want [1 %d]", sizes, queued)
+	}
+}
+
+// A result the insert would refuse is refused alone, before any append.
+func TestOutboxWriterRefusesAnInvalidResultAlone(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	calls := 0
+	w := newOutboxWriter(func(context.Context, ...pipeline.Result) error { calls++; return nil })
+	go w.run(ctx)
+	bad := result()
+	bad.Status = json.RawMessage(`{"unterminated": `)
+	if err := w.write(ctx, bad); err == nil {
+		t.Fatal("malformed status JSON was accepted")
+	}
+	bad = result()
+	bad.Conditions = []pipeline.Condition{{Type: "Ready", Status: "Maybe"}}
+	if err := w.write(ctx, bad); err == nil {
+		t.Fatal("condition status Maybe was accepted")
+	}
+	if err := w.write(ctx, result()); err != nil {
+		t.Fatalf("valid result: %v", err)
+	}
+	if calls != 1 {
+		t.Fatalf("append ran %d times, want once (the valid result only)", calls)
+	}
+}

@@ -1,0 +1,60 @@
+package broker
+
+import (
+	"testing"
+
+	"github.com/converge-run/converge/core/manifest"
+)
+
+// A freed slot goes to the oldest waiting stage, and a stage arriving while
+// others wait queues behind them instead of taking the next slot.
+func TestRegistryHandsSlotsToTheOldestWaiter(t *testing.T) {
+	kv := manifest.KindVersion{Kind: "vpc", Version: "v1"}
+	r := newRegistry()
+	s := &session{id: "a", maxIn: 1, ready: map[manifest.KindVersion]bool{kv: true}, done: make(chan struct{})}
+	r.add(s)
+
+	got, w := r.acquireOrWait(kv)
+	if got != s || w != nil {
+		t.Fatalf("first acquire: got %v, waiter %v; want the free slot", got, w)
+	}
+	_, w1 := r.acquireOrWait(kv)
+	_, w2 := r.acquireOrWait(kv)
+	if w1 == nil || w2 == nil {
+		t.Fatal("a full worker handed out a second slot")
+	}
+
+	r.release(s)
+	select {
+	case x := <-w1.got:
+		if x != s {
+			t.Fatalf("w1 got session %v", x)
+		}
+	default:
+		t.Fatal("the freed slot did not go to the oldest waiter")
+	}
+	select {
+	case <-w2.got:
+		t.Fatal("the younger waiter got a slot too")
+	default:
+	}
+
+	// A slot freed while w2 waits is handed to w2 on release, so a newcomer
+	// arriving after it finds none and queues.
+	r.release(s)
+	if got, w3 := r.acquireOrWait(kv); got != nil || w3 == nil {
+		t.Fatalf("a newcomer took the slot ahead of a waiting stage (got %v)", got)
+	} else {
+		select {
+		case <-w2.got:
+		default:
+			t.Fatal("w2 did not get the freed slot")
+		}
+		// A cancelled waiter gives back a slot handed to it meanwhile.
+		r.release(s)
+		r.cancelWait(w3)
+		if n := r.capacity(kv); n != 1 {
+			t.Fatalf("capacity after cancelling a served waiter = %d, want 1", n)
+		}
+	}
+}
