@@ -1,8 +1,12 @@
 package pipeline
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -248,7 +252,12 @@ WITH held AS (
             FOR UPDATE) w
 )`
 
-// byPartition groups keys inside [lo, hi] by work_queue partition.
+// byPartition groups keys inside [lo, hi] by work_queue partition, each
+// group in primary-key order: heldCTE locks rows in array order, and the
+// drain locks a partition's queue rows in key order too, so a heartbeat or
+// a release can never hold one row the drain wants while waiting for
+// another the drain holds (a deadlock the detector would break by rolling
+// back a whole drain batch).
 func byPartition(lo, hi int, keys []TaskKey) map[int][]TaskKey {
 	out := map[int][]TaskKey{}
 	for _, k := range keys {
@@ -256,7 +265,21 @@ func byPartition(lo, hi int, keys []TaskKey) map[int][]TaskKey {
 			out[k.ShardID/partitionWidth] = append(out[k.ShardID/partitionWidth], k)
 		}
 	}
+	for _, ks := range out {
+		slices.SortFunc(ks, compareKeys)
+	}
 	return out
+}
+
+// compareKeys orders task keys as work_queue's primary key does (shard_id,
+// resource_id, task_type, op_id; uuids byte-wise, as Postgres compares them).
+func compareKeys(a, b TaskKey) int {
+	return cmp.Or(
+		cmp.Compare(a.ShardID, b.ShardID),
+		bytes.Compare(a.ResourceID[:], b.ResourceID[:]),
+		strings.Compare(string(a.TaskType), string(b.TaskType)),
+		bytes.Compare(a.OpID[:], b.OpID[:]),
+	)
 }
 
 // Heartbeat stamps heartbeat_at on the tasks workerID still holds among keys
