@@ -13,6 +13,14 @@
 -- inside one), and one coalesced status update, so the cascade and the
 -- other statement triggers run once per batch.
 --
+-- Each partition's outbox drains oldest first. The old pop walked the
+-- partition's primary key, (shard_id, id): under a backlog the lowest shards
+-- of every partition drained first and the highest waited for all of them
+-- (a composite whose results landed in a high shard trailed its last leaf by
+-- tens of seconds at 100k). idx_work_outbox_fifo on id (one identity across
+-- partitions) makes the pop FIFO by arrival; the shard range is a filter on
+-- it, which every row of a whole-partition lane passes.
+--
 -- schedule_candidates' upstream gate was a NOT EXISTS the planner was free to
 -- turn into a hashed subplan: a hash of every lagging resource, built per
 -- call (a sequential scan of resources on the 1M path). It is now a LATERAL
@@ -20,6 +28,7 @@
 -- resources primary-key probe per upstream.
 
 -- +goose Up
+CREATE INDEX idx_work_outbox_fifo ON work_outbox (id);
 
 -- drain_outbox_range: the drainer's workhorse (see drain_outbox_partition in
 -- 00002 for the numbered steps, unchanged), for any shard range: the pops
@@ -56,8 +65,8 @@ BEGIN
     END IF;
     -- pop, one partition per statement (each prunes to it), from a random
     -- partition of the range so none starves under load: lock the oldest
-    -- rows (ordered PK scan, SKIP LOCKED), then delete exactly those tuples
-    -- by TID (one partition: unambiguous)
+    -- rows (idx_work_outbox_fifo, SKIP LOCKED), then delete exactly those
+    -- tuples by TID (one partition: unambiguous)
     v_start := floor(random() * (v_last - v_first + 1))::int;
     FOR i IN 0 .. v_last - v_first LOOP
         EXIT WHEN v_n >= p_max;
@@ -67,7 +76,7 @@ BEGIN
         SELECT array_agg(x.ctid) INTO v_tids
           FROM (SELECT o.ctid FROM work_outbox o
                  WHERE o.shard_id BETWEEN v_plo AND v_phi
-                 ORDER BY o.shard_id, o.id
+                 ORDER BY o.id
                  LIMIT p_max - v_n
                    FOR UPDATE SKIP LOCKED) x;
         CONTINUE WHEN v_tids IS NULL;
@@ -747,3 +756,5 @@ BEGIN
 END
 $$;
 -- +goose StatementEnd
+
+DROP INDEX IF EXISTS idx_work_outbox_fifo;
