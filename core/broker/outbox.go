@@ -19,7 +19,6 @@ type outboxWriter struct {
 	reqs    chan outboxReq
 	max     int
 	writers int
-	once    sync.Once
 }
 
 type outboxReq struct {
@@ -82,8 +81,9 @@ func (w *outboxWriter) loop(ctx context.Context) {
 }
 
 // write appends res in the next batch and waits until that batch is
-// written. A result the insert would refuse is refused here, alone, so it
-// can never fail the results batched beside it.
+// written. A result the insert would refuse is refused here, alone (an
+// error wrapping pipeline.ErrInvalidResult), so it can never fail the
+// results batched beside it.
 func (w *outboxWriter) write(ctx context.Context, res pipeline.Result) error {
 	if err := res.Validate(); err != nil {
 		return err

@@ -85,13 +85,13 @@ func TestOutboxWriterRefusesAnInvalidResultAlone(t *testing.T) {
 	go w.run(ctx)
 	bad := result()
 	bad.Status = json.RawMessage(`{"unterminated": `)
-	if err := w.write(ctx, bad); err == nil {
-		t.Fatal("malformed status JSON was accepted")
+	if err := w.write(ctx, bad); !errors.Is(err, pipeline.ErrInvalidResult) {
+		t.Fatalf("malformed status JSON: got %v, want ErrInvalidResult", err)
 	}
 	bad = result()
 	bad.Conditions = []pipeline.Condition{{Type: "Ready", Status: "Maybe"}}
-	if err := w.write(ctx, bad); err == nil {
-		t.Fatal("condition status Maybe was accepted")
+	if err := w.write(ctx, bad); !errors.Is(err, pipeline.ErrInvalidResult) {
+		t.Fatalf("condition status Maybe: got %v, want ErrInvalidResult", err)
 	}
 	if err := w.write(ctx, result()); err != nil {
 		t.Fatalf("valid result: %v", err)

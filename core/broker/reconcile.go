@@ -57,14 +57,16 @@ func (b *Broker) runTask(ctx context.Context, lease pipeline.Lease, p pairKey, t
 			res = t.Failure(err.Error(), false)
 		}
 	}
-	if err := res.Validate(); err != nil {
-		// A worker bug (malformed status JSON, a bad condition): record it
-		// as the task's failure rather than refusing the whole result.
-		res = t.Failure(fmt.Sprintf("worker returned an invalid outcome: %v", err), false)
-	}
 	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer acancel()
-	if err := b.out.write(actx, res); err != nil {
+	err = b.out.write(actx, res)
+	if errors.Is(err, pipeline.ErrInvalidResult) {
+		// A worker bug (malformed status JSON, a bad condition): record it
+		// as the task's failure rather than dropping the result.
+		res = t.Failure(fmt.Sprintf("worker returned an invalid outcome: %v", err), false)
+		err = b.out.write(actx, res)
+	}
+	if err != nil {
 		b.Log.Error().Err(err).Str("kind", t.Resource.Kind).Str("name", t.Resource.Name).
 			Msg("append result to outbox; releasing the task for a retry")
 		_, _ = b.Pipeline.Release(actx, lease, []pipeline.TaskKey{t.Key})

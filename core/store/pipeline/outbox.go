@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -56,21 +57,25 @@ func (t Task) Failure(msg string, terminal bool) Result {
 	return Result{Key: t.Key, ClaimEpoch: t.ClaimEpoch, Generation: t.Generation, Error: msg, Terminal: terminal}
 }
 
+// ErrInvalidResult marks a result the outbox insert would refuse (Validate).
+var ErrInvalidResult = errors.New("invalid result")
+
 // Validate reports what would make the outbox insert refuse r (and with it
 // every result batched beside it): malformed JSON documents and condition
-// statuses outside True, False and Unknown.
+// statuses outside True, False and Unknown. The error wraps ErrInvalidResult.
 func (r Result) Validate() error {
 	if r.Status != nil && !json.Valid(r.Status) {
-		return fmt.Errorf("result for %s: status is not valid JSON", r.Key.ResourceID)
+		return fmt.Errorf("%w for %s: status is not valid JSON", ErrInvalidResult, r.Key.ResourceID)
 	}
 	if r.OperationOutput != nil && !json.Valid(r.OperationOutput) {
-		return fmt.Errorf("result for %s: operation output is not valid JSON", r.Key.ResourceID)
+		return fmt.Errorf("%w for %s: operation output is not valid JSON", ErrInvalidResult, r.Key.ResourceID)
 	}
 	for _, c := range r.Conditions {
 		switch c.Status {
 		case "True", "False", "Unknown":
 		default:
-			return fmt.Errorf("result for %s: condition %q: status %q is not True, False or Unknown", r.Key.ResourceID, c.Type, c.Status)
+			return fmt.Errorf("%w for %s: condition %q: status %q is not True, False or Unknown",
+				ErrInvalidResult, r.Key.ResourceID, c.Type, c.Status)
 		}
 	}
 	return nil
