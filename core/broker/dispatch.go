@@ -23,10 +23,11 @@ import (
 //
 // A pair whose claim came back empty is dry for a wake window: a sweep
 // triggered only by a finished task (which frees a slot but creates no work)
-// skips it; a work_ready wake, a routing change or the idle timer sweeps
-// every pair. The window matches notify_gated's, so work whose wake the gate
-// coalesced away is still claimed within about one window of arriving, even
-// while another pair's completions keep the loop from ever idling.
+// skips it, and so does one triggered by a routing change or a freed worker
+// slot; a work_ready wake or the idle timer sweeps every pair. The window
+// matches notify_gated's, so work whose wake the gate coalesced away is
+// still claimed within about one window of arriving, even while another
+// pair's completions keep the loop from ever idling.
 func (b *Broker) claimLoop(ctx, taskCtx context.Context, wake <-chan notify.Event) {
 	wait := b.PollMin
 	offset := 0
@@ -71,8 +72,10 @@ func (b *Broker) claimLoop(ctx, taskCtx context.Context, wake <-chan notify.Even
 			wait = b.PollMin
 			clear(dry)
 		case <-changed:
+			// A worker joined, left, changed readiness or freed a slot:
+			// room to claim, but no new rows, so dry pairs stay dry
+			// (every stage's slot release signals here).
 			wait = b.PollMin
-			clear(dry)
 		case <-b.taskDone:
 			wait = b.PollMin
 		case <-time.After(wait):
