@@ -173,10 +173,12 @@ func (b *browser) click(css string) {
 	require.NoError(b.t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(css))), css)
 }
 
-// clickText clicks the first button or link inside scope whose text is label.
+// clickText clicks the first enabled button or link inside scope whose text
+// is label, waiting until there is one (a button rendered before the session
+// has loaded is still disabled, and a click on it is lost).
 func (b *browser) clickText(scope, label string) {
 	b.t.Helper()
-	js := fmt.Sprintf(`(() => { const el = [...document.querySelectorAll(%q + ' button, ' + %q + ' a')].find(e => e.textContent.trim() === %q); if (!el) return false; el.click(); return true; })()`, scope, scope, label)
+	js := fmt.Sprintf(`(() => { const el = [...document.querySelectorAll(%q + ' button, ' + %q + ' a')].find(e => e.textContent.trim() === %q && !e.disabled); if (!el) return false; el.click(); return true; })()`, scope, scope, label)
 	b.waitFor(js, 10*time.Second)
 }
 
