@@ -15,6 +15,7 @@ import (
 	"github.com/converge-run/converge/core/dbauth"
 	"github.com/converge-run/converge/core/tlsreload"
 	"github.com/converge-run/converge/db/migrate"
+	"github.com/converge-run/converge/db/pgpool"
 )
 
 // migrateAtBoot applies pending migrations under the runner's session
@@ -57,14 +58,13 @@ func AuthHook(ctx context.Context, cfg config.Config) (dbauth.Hook, error) {
 // openPool opens a pgx pool with connection recycling (30 min, jittered);
 // hook (IAM tokens) runs before every new physical connection.
 func openPool(ctx context.Context, url string, maxConns int32, hook dbauth.Hook) (*pgxpool.Pool, error) {
-	pc, err := pgxpool.ParseConfig(url)
+	pc, err := pgpool.Config(url, maxConns)
 	if err != nil {
-		return nil, fmt.Errorf("parse database url: %w", err)
+		return nil, err
 	}
 	if hook != nil {
 		pc.BeforeConnect = hook
 	}
-	pc.MaxConns = maxConns
 	pc.MaxConnLifetime = 30 * time.Minute
 	pc.MaxConnLifetimeJitter = 5 * time.Minute
 	pc.HealthCheckPeriod = 30 * time.Second

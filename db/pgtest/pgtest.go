@@ -37,6 +37,7 @@ import (
 	"github.com/converge-run/converge/db/migrate"
 	"github.com/converge-run/converge/db/migrations"
 	"github.com/converge-run/converge/db/pgcluster"
+	"github.com/converge-run/converge/db/pgpool"
 )
 
 type server struct {
@@ -187,11 +188,10 @@ func Pool(t testing.TB) *pgxpool.Pool {
 // PoolFor opens a pool on an existing test database URL, closed at cleanup.
 func PoolFor(t testing.TB, dbURL string) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(dbURL)
+	cfg, err := pgpool.Config(dbURL, 20)
 	if err != nil {
-		t.Fatalf("pgtest: parse url: %v", err)
+		t.Fatalf("pgtest: %v", err)
 	}
-	cfg.MaxConns = 20
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("pgtest: open pool: %v", err)

@@ -20,6 +20,7 @@ import (
 	"github.com/converge-run/converge/db/migrate"
 	"github.com/converge-run/converge/db/migrations"
 	"github.com/converge-run/converge/db/pgcluster"
+	"github.com/converge-run/converge/db/pgpool"
 )
 
 // Benchmark shape. BENCH_N leaves under composite roots of benchLeaves
@@ -377,11 +378,10 @@ func benchPool(b *testing.B, ctx context.Context) *pgxpool.Pool {
 		b.Fatal(err)
 	}
 
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := pgpool.Config(url, 16)
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg.MaxConns = 16
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err == nil && os.Getenv("BENCH_STATEMENTS") != "" {
 		_, err = pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
