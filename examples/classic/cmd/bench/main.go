@@ -6,12 +6,31 @@
 // waits until every root has rolled up READY, and prints one line:
 //
 //	bench: n=<N> resources_per_sec=<f> ready_p50_ms=<f> ready_p99_ms=<f> rollup_ms=<f> converge_rss_mb=<f> worker_rss_mb=<f>
+//	  leaf_per_sec=<f> tail_ms=<f> pg_cpu_ms_per_leaf=<f> converge_cpu_ms_per_leaf=<f> worker_cpu_ms_per_leaf=<f>
+//	  converge_rss_end_mb=<f> worker_rss_end_mb=<f> probe_polls=<n> probe_pg_cpu_ms=<f>
+//	  [river_jobs_per_sec=<f> ratio=<f> river_n=<n> river_pg_cpu_ms_per_job=<f> river_cpu_ms_per_job=<f>]
 //
-// n counts the leaves. resources_per_sec is n over the wall time from the
-// first root's apply to the last root's READY (rollups included).
-// ready_p50/p99 is each leaf's READY time after its root's apply. rollup_ms
-// is the median, over roots, of root READY after its last leaf's READY. The
-// RSS figures are peak (VmHWM). Times are the database's own timestamps.
+// (one line; wrapped here). The run starts at the first measured root's
+// apply (its created_at). n counts the leaves. resources_per_sec is n over
+// the wall time from the start to the last root's READY (rollups included);
+// leaf_per_sec is n over the time from the start to the last leaf's READY;
+// tail_ms is the last root's READY after the last leaf's. ready_p50/p99 is
+// each leaf's READY time after its root's apply. rollup_ms is the median,
+// over roots, of root READY after its last leaf's READY. Times are the
+// database's own timestamps, read back after the run.
+//
+// The CPU figures are user + system time from /proc/<pid>/stat, sampled
+// just before the first root's apply and once the probe has seen every
+// root READY, divided by n: Postgres' whole process tree (postmaster,
+// backends, auxiliary processes, with the postmaster's cumulative times of
+// children that exited), converge, the worker. converge_rss_mb and
+// worker_rss_mb are peak RSS (VmHWM); *_rss_end_mb the current RSS (VmRSS)
+// at the end. probe_polls and probe_pg_cpu_ms are the bench's own load on
+// the database while it waits (included in pg_cpu_ms_per_leaf): see probe.
+//
+// With -river DIR (or -river-bin PATH) the River peer benchmark runs
+// afterwards on the same Postgres (see river.go): river_jobs_per_sec is its
+// line's figure, ratio is resources_per_sec over it.
 //
 // Postgres runs with its default durability (fsync, synchronous_commit and
 // full_page_writes on) and the memory settings of bench-sched
@@ -47,7 +66,9 @@ func main() {
 
 type params struct {
 	n, perRoot, routes, parallel int
-	timeout                      time.Duration
+	timeout, poll                time.Duration
+	riverDir, riverBin           string
+	riverN, riverWorkers         int
 }
 
 func run() error {
@@ -68,6 +89,11 @@ func run() error {
 		return nil
 	})
 	hold := flag.Bool("hold", false, "keep the stack up after measuring, until Ctrl+C (to inspect /metrics or the database)")
+	flag.DurationVar(&p.poll, "poll", 250*time.Millisecond, "how often the probe reads the bom phase counts")
+	flag.StringVar(&p.riverDir, "river", "", "also run the River peer benchmark built from this module directory (e.g. /work/shared/peers/riverbench)")
+	flag.StringVar(&p.riverBin, "river-bin", "", "also run this prebuilt River peer benchmark binary")
+	flag.IntVar(&p.riverN, "river-n", 0, "River jobs (0 = max(n, 20000))")
+	flag.IntVar(&p.riverWorkers, "river-workers", 2000, "River's MaxWorkers")
 	flag.Parse()
 	if len(flag.Args()) == 1 { // `just bench 100000`
 		if _, err := fmt.Sscan(flag.Arg(0), &p.n); err != nil {
@@ -88,6 +114,19 @@ func run() error {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
+
+	if p.riverBin == "" && p.riverDir != "" { // build first: a failure should not cost a run
+		fmt.Fprintf(os.Stderr, "bench: building the river benchmark in %s…\n", p.riverDir)
+		bin, cleanup, err := buildRiver(ctx, p.riverDir)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		p.riverBin = bin
+	}
+	if p.riverN == 0 {
+		p.riverN = max(n, 20000)
+	}
 
 	// Durability stays at Postgres' defaults (fsync, synchronous_commit and
 	// full_page_writes on); memory and checkpoint spacing match bench-sched.
@@ -110,26 +149,73 @@ func run() error {
 		}
 	}()
 	if *verbose {
-		fmt.Fprintf(os.Stderr, "bench: converge %s (pid %d), worker pid %d, database %s\n", st.BaseURL, st.ConvergePid(), st.WorkerPid(), st.DatabaseURL)
+		pgPid, _ := st.PostgresPid()
+		fmt.Fprintf(os.Stderr, "bench: converge %s (pid %d), worker pid %d, postgres pid %d, database %s\n", st.BaseURL, st.ConvergePid(), st.WorkerPid(), pgPid, st.DatabaseURL)
 	}
 	if err := warmUp(ctx, st); err != nil {
 		return err
 	}
+	pr, err := openProbe(ctx, st.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pr.close()
 	fmt.Fprintf(os.Stderr, "bench: %d roots × %d teams × (account + vpc + %d routes) = %d leaves\n", roots, teams, p.routes, n)
 	spec, _ := json.Marshal(classic.BOMSpec{Teams: teams, RoutesPerTeam: &p.routes})
-	if err := runRoots(ctx, st, roots, spec); err != nil {
+
+	cpuBefore, err := st.CPU()
+	if err != nil {
+		return err
+	}
+	probeBefore, err := pr.cpu()
+	if err != nil {
+		return err
+	}
+	started := time.Now()
+	if err := applyRoots(ctx, st, roots, spec); err != nil {
+		return err
+	}
+	if err := pr.waitRoots(ctx, st, roots, p.poll, started); err != nil {
+		return err
+	}
+	cpuAfter, err := st.CPU()
+	if err != nil {
+		return err
+	}
+	cpu := cpuAfter.Sub(cpuBefore)
+	probeMS := pr.cpuSince(ctx, probeBefore)
+	convergeMB, workerMB, err := st.PeakRSSMB()
+	if err != nil {
+		return err
+	}
+	convergeNowMB, workerNowMB, err := st.RSSMB()
+	if err != nil {
 		return err
 	}
 	res, err := measure(ctx, st, n)
 	if err != nil {
 		return err
 	}
-	convergeMB, workerMB, err := st.PeakRSSMB()
-	if err != nil {
-		return err
+	perLeaf := func(d time.Duration) float64 { return ms(d) / float64(n) }
+	line := fmt.Sprintf("bench: n=%d resources_per_sec=%.1f ready_p50_ms=%.1f ready_p99_ms=%.1f rollup_ms=%.1f converge_rss_mb=%.1f worker_rss_mb=%.1f"+
+		" leaf_per_sec=%.1f tail_ms=%.1f pg_cpu_ms_per_leaf=%.3f converge_cpu_ms_per_leaf=%.3f worker_cpu_ms_per_leaf=%.3f"+
+		" converge_rss_end_mb=%.1f worker_rss_end_mb=%.1f probe_polls=%d probe_pg_cpu_ms=%.1f",
+		n, res.rate, res.p50, res.p99, res.rollup, convergeMB, workerMB,
+		res.leafRate, res.tail, perLeaf(cpu.Postgres), perLeaf(cpu.Converge), perLeaf(cpu.Worker),
+		convergeNowMB, workerNowMB, pr.polls, probeMS)
+	if p.riverBin != "" {
+		// River gets the server to itself: converge and the worker stop
+		// first (the probe and the stack's pool only idle).
+		if err := st.StopProcesses(); err != nil {
+			return err
+		}
+		rr, err := runRiver(ctx, st, p.riverBin, p.riverN, p.riverWorkers)
+		if err != nil {
+			return err
+		}
+		line += riverFields(rr, res.rate)
 	}
-	fmt.Printf("bench: n=%d resources_per_sec=%.1f ready_p50_ms=%.1f ready_p99_ms=%.1f rollup_ms=%.1f converge_rss_mb=%.1f worker_rss_mb=%.1f\n",
-		n, res.rate, res.p50, res.p99, res.rollup, convergeMB, workerMB)
+	fmt.Println(line)
 	if *hold {
 		fmt.Fprintf(os.Stderr, "bench: holding %s and %s until Ctrl+C\n", st.BaseURL, st.DatabaseURL)
 		<-ctx.Done()
