@@ -79,6 +79,10 @@ func readProcTimes(pid int) (procTimes, error) {
 	if err != nil {
 		return procTimes{}, err
 	}
+	return parseProcStat(pid, b)
+}
+
+func parseProcStat(pid int, b []byte) (procTimes, error) {
 	// The command name (field 2) is parenthesised and may hold spaces or
 	// parentheses: the fields that follow start after the last ')'.
 	i := bytes.LastIndexByte(b, ')')
