@@ -7,14 +7,15 @@
 //
 //	bench: n=<N> resources_per_sec=<f> ready_p50_ms=<f> ready_p99_ms=<f> rollup_ms=<f> converge_rss_mb=<f> worker_rss_mb=<f>
 //	  leaf_per_sec=<f> tail_ms=<f> pg_cpu_ms_per_leaf=<f> converge_cpu_ms_per_leaf=<f> worker_cpu_ms_per_leaf=<f>
-//	  converge_rss_end_mb=<f> worker_rss_end_mb=<f> probe_polls=<n> probe_pg_cpu_ms=<f>
+//	  first_leaf_ms=<f> cpu_cores=<f> converge_rss_end_mb=<f> worker_rss_end_mb=<f> probe_polls=<n> probe_pg_cpu_ms=<f>
 //	  [river_jobs_per_sec=<f> ratio=<f> river_n=<n> river_pg_cpu_ms_per_job=<f> river_cpu_ms_per_job=<f>]
 //
 // (one line; wrapped here). The run starts at the first measured root's
 // apply (its created_at). n counts the leaves. resources_per_sec is n over
 // the wall time from the start to the last root's READY (rollups included);
 // leaf_per_sec is n over the time from the start to the last leaf's READY;
-// tail_ms is the last root's READY after the last leaf's. ready_p50/p99 is
+// tail_ms is the last root's READY after the last leaf's; first_leaf_ms
+// the first leaf's READY after the start. ready_p50/p99 is
 // each leaf's READY time after its root's apply. rollup_ms is the median,
 // over roots, of root READY after its last leaf's READY. Times are the
 // database's own timestamps, read back after the run.
@@ -23,7 +24,9 @@
 // just before the first root's apply and once the probe has seen every
 // root READY, divided by n: Postgres' whole process tree (postmaster,
 // backends, auxiliary processes, with the postmaster's cumulative times of
-// children that exited), converge, the worker. converge_rss_mb and
+// children that exited), converge, the worker. cpu_cores is their sum over
+// the same window's wall time: how many cores the stack kept busy (about
+// the core count when CPU-bound, far below it in a stall). converge_rss_mb and
 // worker_rss_mb are peak RSS (VmHWM); *_rss_end_mb the current RSS (VmRSS)
 // at the end. probe_polls and probe_pg_cpu_ms are the bench's own load on
 // the database while it waits (included in pg_cpu_ms_per_leaf): see probe.
@@ -182,6 +185,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	window := time.Since(started)
 	cpu := cpuAfter.Sub(cpuBefore)
 	probeMS := pr.cpuSince(ctx, probeBefore)
 	convergeMB, workerMB, err := st.PeakRSSMB()
@@ -199,9 +203,10 @@ func run() error {
 	perLeaf := func(d time.Duration) float64 { return ms(d) / float64(n) }
 	line := fmt.Sprintf("bench: n=%d resources_per_sec=%.1f ready_p50_ms=%.1f ready_p99_ms=%.1f rollup_ms=%.1f converge_rss_mb=%.1f worker_rss_mb=%.1f"+
 		" leaf_per_sec=%.1f tail_ms=%.1f pg_cpu_ms_per_leaf=%.3f converge_cpu_ms_per_leaf=%.3f worker_cpu_ms_per_leaf=%.3f"+
-		" converge_rss_end_mb=%.1f worker_rss_end_mb=%.1f probe_polls=%d probe_pg_cpu_ms=%.1f",
+		" first_leaf_ms=%.1f cpu_cores=%.2f converge_rss_end_mb=%.1f worker_rss_end_mb=%.1f probe_polls=%d probe_pg_cpu_ms=%.1f",
 		n, res.rate, res.p50, res.p99, res.rollup, convergeMB, workerMB,
 		res.leafRate, res.tail, perLeaf(cpu.Postgres), perLeaf(cpu.Converge), perLeaf(cpu.Worker),
+		res.firstLeaf, (cpu.Postgres+cpu.Converge+cpu.Worker).Seconds()/window.Seconds(),
 		convergeNowMB, workerNowMB, pr.polls, probeMS)
 	if p.riverBin != "" {
 		// River gets the server to itself: converge and the worker stop

@@ -54,7 +54,7 @@ func applyRoots(ctx context.Context, st *stack.Stack, roots int, spec json.RawMe
 }
 
 type result struct {
-	rate, leafRate, tail, p50, p99, rollup float64
+	rate, leafRate, tail, firstLeaf, p50, p99, rollup float64
 }
 
 // measure reads every root and leaf back, once the run is over, and
@@ -81,7 +81,7 @@ func measure(ctx context.Context, st *stack.Stack, n int) (result, error) {
 		}
 	}
 	lastLeaf := map[uuid.UUID]time.Time{}
-	var lastOfAll time.Time // the run's last leaf READY
+	var firstOfAll, lastOfAll time.Time // the run's first and last leaf READY
 	var lat []float64
 	notReady := 0
 	for _, kind := range []string{classic.KindAccount, classic.KindVPC, classic.KindRoute} {
@@ -103,6 +103,9 @@ func measure(ctx context.Context, st *stack.Stack, n int) (result, error) {
 			if r.UpdatedAt.After(lastOfAll) {
 				lastOfAll = r.UpdatedAt
 			}
+			if firstOfAll.IsZero() || r.UpdatedAt.Before(firstOfAll) {
+				firstOfAll = r.UpdatedAt
+			}
 		})
 		if err != nil {
 			return result{}, err
@@ -118,12 +121,13 @@ func measure(ctx context.Context, st *stack.Stack, n int) (result, error) {
 	slices.Sort(lat)
 	slices.Sort(rollups)
 	return result{
-		rate:     float64(n) / last.Sub(first).Seconds(),
-		leafRate: float64(n) / lastOfAll.Sub(first).Seconds(),
-		tail:     ms(last.Sub(lastOfAll)),
-		p50:      quantile(lat, 0.50),
-		p99:      quantile(lat, 0.99),
-		rollup:   quantile(rollups, 0.50),
+		rate:      float64(n) / last.Sub(first).Seconds(),
+		leafRate:  float64(n) / lastOfAll.Sub(first).Seconds(),
+		tail:      ms(last.Sub(lastOfAll)),
+		firstLeaf: ms(firstOfAll.Sub(first)),
+		p50:       quantile(lat, 0.50),
+		p99:       quantile(lat, 0.99),
+		rollup:    quantile(rollups, 0.50),
 	}, nil
 }
 
