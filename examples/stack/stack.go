@@ -182,6 +182,29 @@ func (s *Stack) Checkpoint(ctx context.Context) error {
 	return nil
 }
 
+// WaitAutovacuum waits, up to limit, until no autovacuum worker is running
+// on the cluster (the tables a run has just written are vacuumed and
+// analyzed right after it), and returns how long it waited.
+func (s *Stack) WaitAutovacuum(ctx context.Context, limit time.Duration) (time.Duration, error) {
+	start := time.Now()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var n int
+		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'").Scan(&n); err != nil {
+			return time.Since(start), fmt.Errorf("count autovacuum workers: %w", err)
+		}
+		if n == 0 || time.Since(start) >= limit {
+			return time.Since(start), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
 // StopProcesses stops the worker and converge, as Stop does, but leaves
 // Postgres (and Store) up; Stop later stops only Postgres.
 func (s *Stack) StopProcesses() error {

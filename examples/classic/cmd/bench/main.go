@@ -222,7 +222,11 @@ func run() error {
 	}
 	fmt.Println(line)
 	if *hold {
-		fmt.Fprintf(os.Stderr, "bench: holding %s and %s until Ctrl+C\n", st.BaseURL, st.DatabaseURL)
+		held := st.BaseURL + " and " + st.DatabaseURL
+		if p.riverBin != "" {
+			held = st.DatabaseURL + " (converge and the worker stopped for River)"
+		}
+		fmt.Fprintf(os.Stderr, "bench: holding %s until Ctrl+C\n", held)
 		<-ctx.Done()
 	}
 	return nil

@@ -9,16 +9,20 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/converge-run/converge/examples/stack"
 )
 
 // The River peer benchmark (a separate Go module, riverqueue/river no-op
 // jobs: pre-insert N with InsertManyFast, then time a client draining them)
-// runs on the same private Postgres after the measured run, in a database
-// of its own, with converge and the worker stopped and after a CHECKPOINT,
-// so the two figures come from one sitting on one server. It is built from
-// its own directory into a temporary binary; the project never imports it.
+// runs on the same private Postgres after the measured run (so -river
+// changes nothing in our figures), in a database of its own, with converge
+// and the worker stopped, once autovacuum has finished with our tables
+// (two minutes at most) and after a CHECKPOINT: the two figures come from
+// one sitting on one server, neither paying for the other's leftovers. It
+// is built from its own directory into a temporary binary; the project
+// never imports it.
 
 // riverDatabase is the peer's database on the private cluster.
 const riverDatabase = "riverbench"
@@ -61,9 +65,14 @@ func runRiver(ctx context.Context, st *stack.Stack, bin string, n, workers int) 
 	if err != nil {
 		return riverResult{}, err
 	}
+	waited, err := st.WaitAutovacuum(ctx, 2*time.Minute)
+	if err != nil {
+		return riverResult{}, err
+	}
 	if err := st.Checkpoint(ctx); err != nil {
 		return riverResult{}, err
 	}
+	fmt.Fprintf(os.Stderr, "bench: river: waited %s for autovacuum, checkpointed\n", waited.Round(time.Millisecond))
 	pgPid, err := st.PostgresPid()
 	if err != nil {
 		return riverResult{}, err
