@@ -31,6 +31,11 @@
 // at the end. probe_polls and probe_pg_cpu_ms are the bench's own load on
 // the database while it waits (included in pg_cpu_ms_per_leaf): see probe.
 //
+// With -statements N the cluster tracks statements (pg_stat_statements,
+// nested ones included, planning too: a small cost on every statement) and
+// the top N of the measured window are printed before the line, as
+// bench-stmt: lines.
+//
 // With -river DIR (or -river-bin PATH) the River peer benchmark runs
 // afterwards on the same Postgres (see river.go): river_jobs_per_sec is its
 // line's figure, ratio is resources_per_sec over it.
@@ -72,6 +77,7 @@ type params struct {
 	timeout, poll                time.Duration
 	riverDir, riverBin           string
 	riverN, riverWorkers         int
+	statements                   int
 }
 
 func run() error {
@@ -97,7 +103,15 @@ func run() error {
 	flag.StringVar(&p.riverBin, "river-bin", "", "also run this prebuilt River peer benchmark binary")
 	flag.IntVar(&p.riverN, "river-n", 0, "River jobs (0 = max(n, 20000))")
 	flag.IntVar(&p.riverWorkers, "river-workers", 2000, "River's MaxWorkers")
+	flag.IntVar(&p.statements, "statements", 0, "track statements (pg_stat_statements) and print the top N before the line, as bench-stmt: lines")
 	flag.Parse()
+	if p.statements > 0 {
+		for k, v := range stack.StatementSettings() {
+			if _, set := pgSettings[k]; !set {
+				pgSettings[k] = v
+			}
+		}
+	}
 	if len(flag.Args()) == 1 { // `just bench 100000`
 		if _, err := fmt.Sscan(flag.Arg(0), &p.n); err != nil {
 			return fmt.Errorf("N %q: want an integer", flag.Arg(0))
@@ -166,6 +180,11 @@ func run() error {
 	fmt.Fprintf(os.Stderr, "bench: %d roots × %d teams × (account + vpc + %d routes) = %d leaves\n", roots, teams, p.routes, n)
 	spec, _ := json.Marshal(classic.BOMSpec{Teams: teams, RoutesPerTeam: &p.routes})
 
+	if p.statements > 0 {
+		if err := st.ResetStatements(ctx); err != nil {
+			return err
+		}
+	}
 	cpuBefore, err := st.CPU()
 	if err != nil {
 		return err
@@ -188,6 +207,11 @@ func run() error {
 	window := time.Since(started)
 	cpu := cpuAfter.Sub(cpuBefore)
 	probeMS := pr.cpuSince(ctx, probeBefore)
+	if p.statements > 0 {
+		if err := printStatements(ctx, st, p.statements, n); err != nil {
+			return err
+		}
+	}
 	convergeMB, workerMB, err := st.PeakRSSMB()
 	if err != nil {
 		return err
@@ -228,6 +252,40 @@ func run() error {
 		}
 		fmt.Fprintf(os.Stderr, "bench: holding %s until Ctrl+C\n", held)
 		<-ctx.Done()
+	}
+	return nil
+}
+
+// printStatements prints the top statements of the measured window, one
+// bench-stmt: line each, and their totals: server-side wall time per leaf
+// (not CPU: waits are included). A nested statement (level=nested) ran
+// inside a function, and its time is also in its caller's.
+func printStatements(ctx context.Context, st *stack.Stack, top, n int) error {
+	stats, err := st.Statements(ctx)
+	if err != nil {
+		return err
+	}
+	perLeaf := func(d time.Duration) float64 { return ms(d) / float64(n) }
+	var exec, plan time.Duration
+	var calls int64
+	for _, s := range stats {
+		if s.TopLevel {
+			exec, plan, calls = exec+s.Exec, plan+s.Plan, calls+s.Calls
+		}
+	}
+	fmt.Printf("bench-stmt: total level=top exec_ms_per_leaf=%.3f plan_ms_per_leaf=%.3f calls=%d statements=%d\n",
+		perLeaf(exec), perLeaf(plan), calls, len(stats))
+	for i, s := range stats[:min(top, len(stats))] {
+		level := "top"
+		if !s.TopLevel {
+			level = "nested"
+		}
+		q := s.Query
+		if len(q) > 160 {
+			q = q[:160] + "…"
+		}
+		fmt.Printf("bench-stmt: %d level=%s exec_ms_per_leaf=%.3f plan_ms_per_leaf=%.3f calls=%d rows=%d query=%s\n",
+			i+1, level, perLeaf(s.Exec), perLeaf(s.Plan), s.Calls, s.Rows, q)
 	}
 	return nil
 }
