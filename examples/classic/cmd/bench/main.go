@@ -58,6 +58,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/converge-run/converge/core/logging"
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/examples/apply"
@@ -78,26 +80,27 @@ type params struct {
 	riverDir, riverBin           string
 	riverN, riverWorkers         int
 	statements                   int
+	verbose, hold                bool
+	pgSettings                   map[string]string
 }
 
-func run() error {
-	var p params
+func parseParams() (params, error) {
+	p := params{pgSettings: map[string]string{"shared_buffers": "1GB", "max_wal_size": "8GB", "checkpoint_timeout": "30min"}}
 	flag.IntVar(&p.n, "n", 10000, "leaf resources (rounded up to whole roots)")
 	flag.IntVar(&p.perRoot, "leaves-per-root", 1000, "leaves each bom root composes (rounded down to whole teams)")
 	flag.IntVar(&p.routes, "routes-per-team", 2, "routes per team (a team is 1 account + 1 VPC + its routes)")
 	flag.IntVar(&p.parallel, "worker-parallel", 256, "the worker's WORKER_MAX_PARALLEL")
 	flag.DurationVar(&p.timeout, "timeout", 60*time.Minute, "give up after this long")
-	verbose := flag.Bool("v", false, "show the children's logs (warnings and errors) and the stack's URLs")
-	pgSettings := map[string]string{"shared_buffers": "1GB", "max_wal_size": "8GB", "checkpoint_timeout": "30min"}
+	flag.BoolVar(&p.verbose, "v", false, "show the children's logs (warnings and errors) and the stack's URLs")
 	flag.Func("pg", "an extra Postgres setting NAME=VALUE (repeatable), e.g. for auto_explain", func(v string) error {
 		k, val, ok := strings.Cut(v, "=")
 		if !ok || k == "" {
 			return fmt.Errorf("want NAME=VALUE, got %q", v)
 		}
-		pgSettings[k] = val
+		p.pgSettings[k] = val
 		return nil
 	})
-	hold := flag.Bool("hold", false, "keep the stack up after measuring, until Ctrl+C (to inspect /metrics or the database)")
+	flag.BoolVar(&p.hold, "hold", false, "keep the stack up after measuring, until Ctrl+C (to inspect /metrics or the database)")
 	flag.DurationVar(&p.poll, "poll", 250*time.Millisecond, "how often the probe reads the bom phase counts")
 	flag.StringVar(&p.riverDir, "river", "", "also run the River peer benchmark built from this module directory (e.g. /work/shared/peers/riverbench)")
 	flag.StringVar(&p.riverBin, "river-bin", "", "also run this prebuilt River peer benchmark binary")
@@ -107,15 +110,23 @@ func run() error {
 	flag.Parse()
 	if p.statements > 0 {
 		for k, v := range stack.StatementSettings() {
-			if _, set := pgSettings[k]; !set {
-				pgSettings[k] = v
+			if _, set := p.pgSettings[k]; !set {
+				p.pgSettings[k] = v
 			}
 		}
 	}
 	if len(flag.Args()) == 1 { // `just bench 100000`
 		if _, err := fmt.Sscan(flag.Arg(0), &p.n); err != nil {
-			return fmt.Errorf("N %q: want an integer", flag.Arg(0))
+			return p, fmt.Errorf("N %q: want an integer", flag.Arg(0))
 		}
+	}
+	return p, nil
+}
+
+func run() error {
+	p, err := parseParams()
+	if err != nil {
+		return err
 	}
 	perTeam := 2 + p.routes
 	teams := max(p.perRoot/perTeam, 1)
@@ -145,18 +156,8 @@ func run() error {
 		p.riverN = max(n, 20000)
 	}
 
-	// Durability stays at Postgres' defaults (fsync, synchronous_commit and
-	// full_page_writes on); memory and checkpoint spacing match bench-sched.
-	opts := stack.Options{Addr: "127.0.0.1:0", Log: log,
-		PGSettings:  pgSettings,
-		ConvergeEnv: []string{"LOG_LEVEL=warn"},
-		WorkerEnv:   []string{"LOG_LEVEL=warn", fmt.Sprintf("WORKER_MAX_PARALLEL=%d", p.parallel)},
-		Setup:       setup}
-	if !*verbose {
-		opts.Output = discard{}
-	}
 	fmt.Fprintf(os.Stderr, "bench: building and starting postgres, converge and the worker…\n")
-	st, err := stack.Start(ctx, opts)
+	st, err := stack.Start(ctx, stackOptions(p, log))
 	if err != nil {
 		return err
 	}
@@ -165,58 +166,16 @@ func run() error {
 			fmt.Fprintln(os.Stderr, "bench: teardown:", err)
 		}
 	}()
-	if *verbose {
+	if p.verbose {
 		pgPid, _ := st.PostgresPid()
 		fmt.Fprintf(os.Stderr, "bench: converge %s (pid %d), worker pid %d, postgres pid %d, database %s\n", st.BaseURL, st.ConvergePid(), st.WorkerPid(), pgPid, st.DatabaseURL)
 	}
 	if err := warmUp(ctx, st); err != nil {
 		return err
 	}
-	pr, err := openProbe(ctx, st.DatabaseURL)
-	if err != nil {
-		return err
-	}
-	defer pr.close()
 	fmt.Fprintf(os.Stderr, "bench: %d roots × %d teams × (account + vpc + %d routes) = %d leaves\n", roots, teams, p.routes, n)
 	spec, _ := json.Marshal(classic.BOMSpec{Teams: teams, RoutesPerTeam: &p.routes})
-
-	if p.statements > 0 {
-		if err := st.ResetStatements(ctx); err != nil {
-			return err
-		}
-	}
-	cpuBefore, err := st.CPU()
-	if err != nil {
-		return err
-	}
-	probeBefore, err := pr.cpu()
-	if err != nil {
-		return err
-	}
-	started := time.Now()
-	if err := applyRoots(ctx, st, roots, spec); err != nil {
-		return err
-	}
-	if err := pr.waitRoots(ctx, st, roots, p.poll, started); err != nil {
-		return err
-	}
-	cpuAfter, err := st.CPU()
-	if err != nil {
-		return err
-	}
-	window := time.Since(started)
-	cpu := cpuAfter.Sub(cpuBefore)
-	probeMS := pr.cpuSince(ctx, probeBefore)
-	if p.statements > 0 {
-		if err := printStatements(ctx, st, p.statements, n); err != nil {
-			return err
-		}
-	}
-	convergeMB, workerMB, err := st.PeakRSSMB()
-	if err != nil {
-		return err
-	}
-	convergeNowMB, workerNowMB, err := st.RSSMB()
+	u, err := runWindow(ctx, st, p, roots, n, spec)
 	if err != nil {
 		return err
 	}
@@ -224,14 +183,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	perLeaf := func(d time.Duration) float64 { return ms(d) / float64(n) }
-	line := fmt.Sprintf("bench: n=%d resources_per_sec=%.1f ready_p50_ms=%.1f ready_p99_ms=%.1f rollup_ms=%.1f converge_rss_mb=%.1f worker_rss_mb=%.1f"+
-		" leaf_per_sec=%.1f tail_ms=%.1f pg_cpu_ms_per_leaf=%.3f converge_cpu_ms_per_leaf=%.3f worker_cpu_ms_per_leaf=%.3f"+
-		" first_leaf_ms=%.1f cpu_cores=%.2f converge_rss_end_mb=%.1f worker_rss_end_mb=%.1f probe_polls=%d probe_pg_cpu_ms=%.1f",
-		n, res.rate, res.p50, res.p99, res.rollup, convergeMB, workerMB,
-		res.leafRate, res.tail, perLeaf(cpu.Postgres), perLeaf(cpu.Converge), perLeaf(cpu.Worker),
-		res.firstLeaf, (cpu.Postgres+cpu.Converge+cpu.Worker).Seconds()/window.Seconds(),
-		convergeNowMB, workerNowMB, pr.polls, probeMS)
+	line := formatLine(n, res, u)
 	if p.riverBin != "" {
 		// River gets the server to itself: converge and the worker stop
 		// first (the probe and the stack's pool only idle).
@@ -245,49 +197,35 @@ func run() error {
 		line += riverFields(rr, res.rate)
 	}
 	fmt.Println(line)
-	if *hold {
-		held := st.BaseURL + " and " + st.DatabaseURL
-		if p.riverBin != "" {
-			held = st.DatabaseURL + " (converge and the worker stopped for River)"
-		}
-		fmt.Fprintf(os.Stderr, "bench: holding %s until Ctrl+C\n", held)
-		<-ctx.Done()
+	if p.hold {
+		hold(ctx, st, p.riverBin != "")
 	}
 	return nil
 }
 
-// printStatements prints the top statements of the measured window, one
-// bench-stmt: line each, and their totals: server-side wall time per leaf
-// (not CPU: waits are included). A nested statement (level=nested) ran
-// inside a function, and its time is also in its caller's.
-func printStatements(ctx context.Context, st *stack.Stack, top, n int) error {
-	stats, err := st.Statements(ctx)
-	if err != nil {
-		return err
+// stackOptions: durability stays at Postgres' defaults (fsync,
+// synchronous_commit and full_page_writes on); memory and checkpoint
+// spacing match bench-sched.
+func stackOptions(p params, log zerolog.Logger) stack.Options {
+	opts := stack.Options{Addr: "127.0.0.1:0", Log: log,
+		PGSettings:  p.pgSettings,
+		ConvergeEnv: []string{"LOG_LEVEL=warn"},
+		WorkerEnv:   []string{"LOG_LEVEL=warn", fmt.Sprintf("WORKER_MAX_PARALLEL=%d", p.parallel)},
+		Setup:       setup}
+	if !p.verbose {
+		opts.Output = discard{}
 	}
-	perLeaf := func(d time.Duration) float64 { return ms(d) / float64(n) }
-	var exec, plan time.Duration
-	var calls int64
-	for _, s := range stats {
-		if s.TopLevel {
-			exec, plan, calls = exec+s.Exec, plan+s.Plan, calls+s.Calls
-		}
+	return opts
+}
+
+// hold keeps what is still up until Ctrl+C.
+func hold(ctx context.Context, st *stack.Stack, riverRan bool) {
+	held := st.BaseURL + " and " + st.DatabaseURL
+	if riverRan {
+		held = st.DatabaseURL + " (converge and the worker stopped for River)"
 	}
-	fmt.Printf("bench-stmt: total level=top exec_ms_per_leaf=%.3f plan_ms_per_leaf=%.3f calls=%d statements=%d\n",
-		perLeaf(exec), perLeaf(plan), calls, len(stats))
-	for i, s := range stats[:min(top, len(stats))] {
-		level := "top"
-		if !s.TopLevel {
-			level = "nested"
-		}
-		q := s.Query
-		if len(q) > 160 {
-			q = q[:160] + "…"
-		}
-		fmt.Printf("bench-stmt: %d level=%s exec_ms_per_leaf=%.3f plan_ms_per_leaf=%.3f calls=%d rows=%d query=%s\n",
-			i+1, level, perLeaf(s.Exec), perLeaf(s.Plan), s.Calls, s.Rows, q)
-	}
-	return nil
+	fmt.Fprintf(os.Stderr, "bench: holding %s until Ctrl+C\n", held)
+	<-ctx.Done()
 }
 
 // setup applies the demo's kinds with instant, failure-free leaves (no
