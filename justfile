@@ -36,9 +36,16 @@ bench-store ROWS="1000000":
 bench-sched N="100000":
     BENCH_N={{N}} go test ./core/store/pipeline -run '^$' -bench '^BenchmarkSched$' -benchtime 1x -timeout 60m
 
-# End to end: N leaf resources under bom roots through a real converge and a real worker process.
-bench N="10000":
-    go run ./examples/classic/cmd/bench -n {{N}}
+# End to end: N leaves under bom roots through real converge and worker processes; one line of rates, tail, CPU per leaf, RSS.
+bench N="10000" *ARGS:
+    go run ./examples/classic/cmd/bench -n {{N}} {{ARGS}}
+
+# The River peer benchmark (a separate module, built into a temp binary, never imported).
+riverbench_dir := env_var_or_default("RIVERBENCH_DIR", "/work/shared/peers/riverbench")
+
+# `just bench N`, then River's no-op jobs on the same private Postgres: adds river_jobs_per_sec and ratio.
+bench-river N="10000" *ARGS:
+    go run ./examples/classic/cmd/bench -n {{N}} -river {{riverbench_dir}} {{ARGS}}
 
 # The GraphQL API over HTTP and websocket at ROWS resources (default 1M): page
 # p50/p99 (first, deep, phase-filtered) and commit→frame latency for 1,000 subscribers.

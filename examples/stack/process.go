@@ -20,6 +20,8 @@ type process struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
+	// stopped is set by stop (called from one goroutine: the stack's owner).
+	stopped bool
 }
 
 func startProcess(name, bin string, args, env []string, out io.Writer) (*process, error) {
@@ -57,6 +59,7 @@ func (p *process) exited() (error, bool) {
 // whole process group. It returns the exit error of a process that did not
 // stop cleanly.
 func (p *process) stop(grace time.Duration) error {
+	p.stopped = true
 	if _, ok := p.exited(); !ok {
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	}

@@ -153,10 +153,75 @@ func (s *Stack) PeakRSSMB() (convergeMB, workerMB float64, err error) {
 	return convergeMB, workerMB, err
 }
 
+// RSSMB reads the current resident set size (VmRSS, MiB) of converge and
+// of the worker.
+func (s *Stack) RSSMB() (convergeMB, workerMB float64, err error) {
+	if convergeMB, err = rssMB(s.converge.Pid(), false); err != nil {
+		return 0, 0, err
+	}
+	workerMB, err = rssMB(s.worker.Pid(), false)
+	return convergeMB, workerMB, err
+}
+
+// CreateDatabase creates another database on the private cluster (unless
+// it exists) and returns its connection string, for a peer benchmark that
+// should see the same server.
+func (s *Stack) CreateDatabase(ctx context.Context, name string) (string, error) {
+	if err := s.pg.CreateDatabase(ctx, name); err != nil {
+		return "", err
+	}
+	return s.pg.URL(name), nil
+}
+
+// Checkpoint forces a checkpoint, so what runs next does not pay for the
+// dirty buffers of what ran before.
+func (s *Stack) Checkpoint(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, "CHECKPOINT"); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return nil
+}
+
+// WaitAutovacuum waits, up to limit, until no autovacuum worker is running
+// on the cluster (the tables a run has just written are vacuumed and
+// analyzed right after it), and returns how long it waited.
+func (s *Stack) WaitAutovacuum(ctx context.Context, limit time.Duration) (time.Duration, error) {
+	start := time.Now()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var n int
+		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'").Scan(&n); err != nil {
+			return time.Since(start), fmt.Errorf("count autovacuum workers: %w", err)
+		}
+		if n == 0 || time.Since(start) >= limit {
+			return time.Since(start), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// StopProcesses stops the worker and converge, as Stop does, but leaves
+// Postgres (and Store) up; Stop later stops only Postgres.
+func (s *Stack) StopProcesses() error {
+	var errs []error
+	if s.worker != nil && !s.worker.stopped {
+		errs = append(errs, s.worker.stop(60*time.Second))
+	}
+	if s.converge != nil && !s.converge.stopped {
+		errs = append(errs, s.converge.stop(60*time.Second))
+	}
+	return errors.Join(errs...)
+}
+
 // Exited reports a child that has ended on its own (a crash), if any.
 func (s *Stack) Exited() error {
 	for _, p := range []*process{s.converge, s.worker} {
-		if p == nil {
+		if p == nil || p.stopped {
 			continue
 		}
 		if err, ok := p.exited(); ok {
@@ -171,13 +236,13 @@ func (s *Stack) Exited() error {
 // temporary data. Every step runs even when an earlier one fails.
 func (s *Stack) Stop() error {
 	var errs []error
-	if s.worker != nil {
+	if s.worker != nil && !s.worker.stopped {
 		errs = append(errs, s.worker.stop(60*time.Second))
 	}
 	if s.pool != nil {
 		s.pool.Close()
 	}
-	if s.converge != nil {
+	if s.converge != nil && !s.converge.stopped {
 		errs = append(errs, s.converge.stop(60*time.Second))
 	}
 	if s.pg != nil {

@@ -6,12 +6,39 @@
 // waits until every root has rolled up READY, and prints one line:
 //
 //	bench: n=<N> resources_per_sec=<f> ready_p50_ms=<f> ready_p99_ms=<f> rollup_ms=<f> converge_rss_mb=<f> worker_rss_mb=<f>
+//	  leaf_per_sec=<f> tail_ms=<f> pg_cpu_ms_per_leaf=<f> converge_cpu_ms_per_leaf=<f> worker_cpu_ms_per_leaf=<f>
+//	  first_leaf_ms=<f> cpu_cores=<f> converge_rss_end_mb=<f> worker_rss_end_mb=<f> probe_polls=<n> probe_pg_cpu_ms=<f>
+//	  [river_jobs_per_sec=<f> ratio=<f> river_n=<n> river_pg_cpu_ms_per_job=<f> river_cpu_ms_per_job=<f>]
 //
-// n counts the leaves. resources_per_sec is n over the wall time from the
-// first root's apply to the last root's READY (rollups included).
-// ready_p50/p99 is each leaf's READY time after its root's apply. rollup_ms
-// is the median, over roots, of root READY after its last leaf's READY. The
-// RSS figures are peak (VmHWM). Times are the database's own timestamps.
+// (one line; wrapped here). The run starts at the first measured root's
+// apply (its created_at). n counts the leaves. resources_per_sec is n over
+// the wall time from the start to the last root's READY (rollups included);
+// leaf_per_sec is n over the time from the start to the last leaf's READY;
+// tail_ms is the last root's READY after the last leaf's; first_leaf_ms
+// the first leaf's READY after the start. ready_p50/p99 is
+// each leaf's READY time after its root's apply. rollup_ms is the median,
+// over roots, of root READY after its last leaf's READY. Times are the
+// database's own timestamps, read back after the run.
+//
+// The CPU figures are user + system time from /proc/<pid>/stat, sampled
+// just before the first root's apply and once the probe has seen every
+// root READY, divided by n: Postgres' whole process tree (postmaster,
+// backends, auxiliary processes, with the postmaster's cumulative times of
+// children that exited), converge, the worker. cpu_cores is their sum over
+// the same window's wall time: how many cores the stack kept busy (about
+// the core count when CPU-bound, far below it in a stall). converge_rss_mb and
+// worker_rss_mb are peak RSS (VmHWM); *_rss_end_mb the current RSS (VmRSS)
+// at the end. probe_polls and probe_pg_cpu_ms are the bench's own load on
+// the database while it waits (included in pg_cpu_ms_per_leaf): see probe.
+//
+// With -statements N the cluster tracks statements (pg_stat_statements,
+// nested ones included, planning too: a small cost on every statement) and
+// the top N of the measured window are printed before the line, as
+// bench-stmt: lines.
+//
+// With -river DIR (or -river-bin PATH) the River peer benchmark runs
+// afterwards on the same Postgres (see river.go): river_jobs_per_sec is its
+// line's figure, ratio is resources_per_sec over it.
 //
 // Postgres runs with its default durability (fsync, synchronous_commit and
 // full_page_writes on) and the memory settings of bench-sched
@@ -31,6 +58,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/converge-run/converge/core/logging"
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/examples/apply"
@@ -47,32 +76,57 @@ func main() {
 
 type params struct {
 	n, perRoot, routes, parallel int
-	timeout                      time.Duration
+	timeout, poll                time.Duration
+	riverDir, riverBin           string
+	riverN, riverWorkers         int
+	statements                   int
+	verbose, hold                bool
+	pgSettings                   map[string]string
 }
 
-func run() error {
-	var p params
+func parseParams() (params, error) {
+	p := params{pgSettings: map[string]string{"shared_buffers": "1GB", "max_wal_size": "8GB", "checkpoint_timeout": "30min"}}
 	flag.IntVar(&p.n, "n", 10000, "leaf resources (rounded up to whole roots)")
 	flag.IntVar(&p.perRoot, "leaves-per-root", 1000, "leaves each bom root composes (rounded down to whole teams)")
 	flag.IntVar(&p.routes, "routes-per-team", 2, "routes per team (a team is 1 account + 1 VPC + its routes)")
 	flag.IntVar(&p.parallel, "worker-parallel", 256, "the worker's WORKER_MAX_PARALLEL")
 	flag.DurationVar(&p.timeout, "timeout", 60*time.Minute, "give up after this long")
-	verbose := flag.Bool("v", false, "show the children's logs (warnings and errors) and the stack's URLs")
-	pgSettings := map[string]string{"shared_buffers": "1GB", "max_wal_size": "8GB", "checkpoint_timeout": "30min"}
+	flag.BoolVar(&p.verbose, "v", false, "show the children's logs (warnings and errors) and the stack's URLs")
 	flag.Func("pg", "an extra Postgres setting NAME=VALUE (repeatable), e.g. for auto_explain", func(v string) error {
 		k, val, ok := strings.Cut(v, "=")
 		if !ok || k == "" {
 			return fmt.Errorf("want NAME=VALUE, got %q", v)
 		}
-		pgSettings[k] = val
+		p.pgSettings[k] = val
 		return nil
 	})
-	hold := flag.Bool("hold", false, "keep the stack up after measuring, until Ctrl+C (to inspect /metrics or the database)")
+	flag.BoolVar(&p.hold, "hold", false, "keep the stack up after measuring, until Ctrl+C (to inspect /metrics or the database)")
+	flag.DurationVar(&p.poll, "poll", 250*time.Millisecond, "how often the probe reads the bom phase counts")
+	flag.StringVar(&p.riverDir, "river", "", "also run the River peer benchmark built from this module directory (e.g. /work/shared/peers/riverbench)")
+	flag.StringVar(&p.riverBin, "river-bin", "", "also run this prebuilt River peer benchmark binary")
+	flag.IntVar(&p.riverN, "river-n", 0, "River jobs (0 = max(n, 20000))")
+	flag.IntVar(&p.riverWorkers, "river-workers", 2000, "River's MaxWorkers")
+	flag.IntVar(&p.statements, "statements", 0, "track statements (pg_stat_statements) and print the top N before the line, as bench-stmt: lines")
 	flag.Parse()
+	if p.statements > 0 {
+		for k, v := range stack.StatementSettings() {
+			if _, set := p.pgSettings[k]; !set {
+				p.pgSettings[k] = v
+			}
+		}
+	}
 	if len(flag.Args()) == 1 { // `just bench 100000`
 		if _, err := fmt.Sscan(flag.Arg(0), &p.n); err != nil {
-			return fmt.Errorf("N %q: want an integer", flag.Arg(0))
+			return p, fmt.Errorf("N %q: want an integer", flag.Arg(0))
 		}
+	}
+	return p, nil
+}
+
+func run() error {
+	p, err := parseParams()
+	if err != nil {
+		return err
 	}
 	perTeam := 2 + p.routes
 	teams := max(p.perRoot/perTeam, 1)
@@ -89,18 +143,21 @@ func run() error {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 
-	// Durability stays at Postgres' defaults (fsync, synchronous_commit and
-	// full_page_writes on); memory and checkpoint spacing match bench-sched.
-	opts := stack.Options{Addr: "127.0.0.1:0", Log: log,
-		PGSettings:  pgSettings,
-		ConvergeEnv: []string{"LOG_LEVEL=warn"},
-		WorkerEnv:   []string{"LOG_LEVEL=warn", fmt.Sprintf("WORKER_MAX_PARALLEL=%d", p.parallel)},
-		Setup:       setup}
-	if !*verbose {
-		opts.Output = discard{}
+	if p.riverBin == "" && p.riverDir != "" { // build first: a failure should not cost a run
+		fmt.Fprintf(os.Stderr, "bench: building the river benchmark in %s…\n", p.riverDir)
+		bin, cleanup, err := buildRiver(ctx, p.riverDir)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		p.riverBin = bin
 	}
+	if p.riverN == 0 {
+		p.riverN = max(n, 20000)
+	}
+
 	fmt.Fprintf(os.Stderr, "bench: building and starting postgres, converge and the worker…\n")
-	st, err := stack.Start(ctx, opts)
+	st, err := stack.Start(ctx, stackOptions(p, log))
 	if err != nil {
 		return err
 	}
@@ -109,32 +166,66 @@ func run() error {
 			fmt.Fprintln(os.Stderr, "bench: teardown:", err)
 		}
 	}()
-	if *verbose {
-		fmt.Fprintf(os.Stderr, "bench: converge %s (pid %d), worker pid %d, database %s\n", st.BaseURL, st.ConvergePid(), st.WorkerPid(), st.DatabaseURL)
+	if p.verbose {
+		pgPid, _ := st.PostgresPid()
+		fmt.Fprintf(os.Stderr, "bench: converge %s (pid %d), worker pid %d, postgres pid %d, database %s\n", st.BaseURL, st.ConvergePid(), st.WorkerPid(), pgPid, st.DatabaseURL)
 	}
 	if err := warmUp(ctx, st); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "bench: %d roots × %d teams × (account + vpc + %d routes) = %d leaves\n", roots, teams, p.routes, n)
 	spec, _ := json.Marshal(classic.BOMSpec{Teams: teams, RoutesPerTeam: &p.routes})
-	if err := runRoots(ctx, st, roots, spec); err != nil {
+	u, err := runWindow(ctx, st, p, roots, n, spec)
+	if err != nil {
 		return err
 	}
 	res, err := measure(ctx, st, n)
 	if err != nil {
 		return err
 	}
-	convergeMB, workerMB, err := st.PeakRSSMB()
-	if err != nil {
-		return err
+	line := formatLine(n, res, u)
+	if p.riverBin != "" {
+		// River gets the server to itself: converge and the worker stop
+		// first (the probe and the stack's pool only idle).
+		if err := st.StopProcesses(); err != nil {
+			return err
+		}
+		rr, err := runRiver(ctx, st, p.riverBin, p.riverN, p.riverWorkers)
+		if err != nil {
+			return err
+		}
+		line += riverFields(rr, res.rate)
 	}
-	fmt.Printf("bench: n=%d resources_per_sec=%.1f ready_p50_ms=%.1f ready_p99_ms=%.1f rollup_ms=%.1f converge_rss_mb=%.1f worker_rss_mb=%.1f\n",
-		n, res.rate, res.p50, res.p99, res.rollup, convergeMB, workerMB)
-	if *hold {
-		fmt.Fprintf(os.Stderr, "bench: holding %s and %s until Ctrl+C\n", st.BaseURL, st.DatabaseURL)
-		<-ctx.Done()
+	fmt.Println(line)
+	if p.hold {
+		hold(ctx, st, p.riverBin != "")
 	}
 	return nil
+}
+
+// stackOptions: durability stays at Postgres' defaults (fsync,
+// synchronous_commit and full_page_writes on); memory and checkpoint
+// spacing match bench-sched.
+func stackOptions(p params, log zerolog.Logger) stack.Options {
+	opts := stack.Options{Addr: "127.0.0.1:0", Log: log,
+		PGSettings:  p.pgSettings,
+		ConvergeEnv: []string{"LOG_LEVEL=warn"},
+		WorkerEnv:   []string{"LOG_LEVEL=warn", fmt.Sprintf("WORKER_MAX_PARALLEL=%d", p.parallel)},
+		Setup:       setup}
+	if !p.verbose {
+		opts.Output = discard{}
+	}
+	return opts
+}
+
+// hold keeps what is still up until Ctrl+C.
+func hold(ctx context.Context, st *stack.Stack, riverRan bool) {
+	held := st.BaseURL + " and " + st.DatabaseURL
+	if riverRan {
+		held = st.DatabaseURL + " (converge and the worker stopped for River)"
+	}
+	fmt.Fprintf(os.Stderr, "bench: holding %s until Ctrl+C\n", held)
+	<-ctx.Done()
 }
 
 // setup applies the demo's kinds with instant, failure-free leaves (no

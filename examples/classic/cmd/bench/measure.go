@@ -21,9 +21,8 @@ import (
 // rootName names the i-th measured root.
 func rootName(i int) string { return fmt.Sprintf("bench-%06d", i) }
 
-// runRoots applies the roots from a few goroutines and waits until every
-// one is READY, reporting progress on stderr.
-func runRoots(ctx context.Context, st *stack.Stack, roots int, spec json.RawMessage) error {
+// applyRoots applies the roots from a few goroutines.
+func applyRoots(ctx context.Context, st *stack.Stack, roots int, spec json.RawMessage) error {
 	started := time.Now()
 	var next atomic.Int64
 	errc := make(chan error, 8)
@@ -51,57 +50,17 @@ func runRoots(ctx context.Context, st *stack.Stack, roots int, spec json.RawMess
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "bench: %d roots applied in %s\n", roots, time.Since(started).Round(time.Millisecond))
-
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	lastReport := time.Now()
-	for {
-		counts, err := st.Store.PhaseCounts(ctx, "")
-		if err != nil {
-			return err
-		}
-		bomCounts, err := st.Store.PhaseCounts(ctx, classic.KindBOM)
-		if err != nil {
-			return err
-		}
-		readyRoots := count(bomCounts, resource.PhaseReady) - 1 // the warm-up bom
-		if readyRoots >= roots {
-			fmt.Fprintf(os.Stderr, "bench: all %d roots ready after %s\n", roots, time.Since(started).Round(time.Millisecond))
-			return nil
-		}
-		if time.Since(lastReport) >= 5*time.Second {
-			lastReport = time.Now()
-			fmt.Fprintf(os.Stderr, "bench: %s: ready=%d reconciling=%d failed=%d degraded=%d (roots ready %d/%d)\n",
-				time.Since(started).Round(time.Second), count(counts, resource.PhaseReady), count(counts, resource.PhaseReconciling),
-				count(counts, resource.PhaseFailed), count(counts, resource.PhaseDegraded), readyRoots, roots)
-		}
-		if err := st.Exited(); err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("roots not ready: %w", ctx.Err())
-		case <-tick.C:
-		}
-	}
-}
-
-func count(cs []resource.PhaseCount, p resource.Phase) int {
-	for _, c := range cs {
-		if c.Phase == p {
-			return int(c.Count)
-		}
-	}
-	return 0
+	return nil
 }
 
 type result struct {
-	rate, p50, p99, rollup float64
+	rate, leafRate, tail, firstLeaf, p50, p99, rollup float64
 }
 
-// measure reads every root and leaf back and computes the figures from the
-// database's timestamps: created_at of a root is its apply, updated_at of a
-// settled resource its READY write.
+// measure reads every root and leaf back, once the run is over, and
+// computes the figures from the database's timestamps: created_at of a root
+// is its apply, updated_at of a settled resource its READY write (the drain
+// transaction's now()). The run starts at the first root's created_at.
 func measure(ctx context.Context, st *stack.Stack, n int) (result, error) {
 	rootsByID := map[uuid.UUID]resource.Resource{}
 	err := each(ctx, st.Store, classic.KindBOM, func(r resource.Resource) {
@@ -122,6 +81,7 @@ func measure(ctx context.Context, st *stack.Stack, n int) (result, error) {
 		}
 	}
 	lastLeaf := map[uuid.UUID]time.Time{}
+	var firstOfAll, lastOfAll time.Time // the run's first and last leaf READY
 	var lat []float64
 	notReady := 0
 	for _, kind := range []string{classic.KindAccount, classic.KindVPC, classic.KindRoute} {
@@ -140,6 +100,12 @@ func measure(ctx context.Context, st *stack.Stack, n int) (result, error) {
 			if r.UpdatedAt.After(lastLeaf[root.ID]) {
 				lastLeaf[root.ID] = r.UpdatedAt
 			}
+			if r.UpdatedAt.After(lastOfAll) {
+				lastOfAll = r.UpdatedAt
+			}
+			if firstOfAll.IsZero() || r.UpdatedAt.Before(firstOfAll) {
+				firstOfAll = r.UpdatedAt
+			}
 		})
 		if err != nil {
 			return result{}, err
@@ -155,10 +121,13 @@ func measure(ctx context.Context, st *stack.Stack, n int) (result, error) {
 	slices.Sort(lat)
 	slices.Sort(rollups)
 	return result{
-		rate:   float64(n) / last.Sub(first).Seconds(),
-		p50:    quantile(lat, 0.50),
-		p99:    quantile(lat, 0.99),
-		rollup: quantile(rollups, 0.50),
+		rate:      float64(n) / last.Sub(first).Seconds(),
+		leafRate:  float64(n) / lastOfAll.Sub(first).Seconds(),
+		tail:      ms(last.Sub(lastOfAll)),
+		firstLeaf: ms(firstOfAll.Sub(first)),
+		p50:       quantile(lat, 0.50),
+		p99:       quantile(lat, 0.99),
+		rollup:    quantile(rollups, 0.50),
 	}, nil
 }
 

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/converge-run/converge/examples/stack"
+)
+
+// usage is what the stack spent in the measured window, sampled from
+// /proc around it (the window's figures from the database's timestamps
+// are measure's).
+type usage struct {
+	cpu    stack.CPU     // Postgres' process tree, converge, the worker
+	wall   time.Duration // the window on this process's clock
+	polls  int           // probe reads
+	probe  float64       // ms of the probe backend's CPU (NaN: not attributable)
+	peakMB [2]float64    // converge, worker: VmHWM at the end
+	endMB  [2]float64    // converge, worker: VmRSS at the end
+}
+
+// runWindow is the measured window: from just before the first root's
+// apply until the probe has seen every root READY, with CPU sampled at
+// both ends (and the top statements printed, with -statements).
+func runWindow(ctx context.Context, st *stack.Stack, p params, roots, n int, spec json.RawMessage) (usage, error) {
+	var u usage
+	pr, err := openProbe(ctx, st.DatabaseURL)
+	if err != nil {
+		return u, err
+	}
+	defer pr.close()
+	if p.statements > 0 {
+		if err := st.ResetStatements(ctx); err != nil {
+			return u, err
+		}
+	}
+	cpuBefore, err := st.CPU()
+	if err != nil {
+		return u, err
+	}
+	probeBefore, err := pr.cpu()
+	if err != nil {
+		return u, err
+	}
+	started := time.Now()
+	if err := applyRoots(ctx, st, roots, spec); err != nil {
+		return u, err
+	}
+	if err := pr.waitRoots(ctx, st, roots, p.poll, started); err != nil {
+		return u, err
+	}
+	cpuAfter, err := st.CPU()
+	if err != nil {
+		return u, err
+	}
+	u.wall = time.Since(started)
+	u.cpu = cpuAfter.Sub(cpuBefore)
+	u.polls, u.probe = pr.polls, pr.cpuSince(ctx, probeBefore)
+	if p.statements > 0 {
+		if err := printStatements(ctx, st, p.statements, n); err != nil {
+			return u, err
+		}
+	}
+	if u.peakMB[0], u.peakMB[1], err = st.PeakRSSMB(); err != nil {
+		return u, err
+	}
+	if u.endMB[0], u.endMB[1], err = st.RSSMB(); err != nil {
+		return u, err
+	}
+	return u, nil
+}
+
+// formatLine is the bench: line (River's fields are appended to it).
+func formatLine(n int, res result, u usage) string {
+	perLeaf := func(d time.Duration) float64 { return ms(d) / float64(n) }
+	return fmt.Sprintf("bench: n=%d resources_per_sec=%.1f ready_p50_ms=%.1f ready_p99_ms=%.1f rollup_ms=%.1f converge_rss_mb=%.1f worker_rss_mb=%.1f"+
+		" leaf_per_sec=%.1f tail_ms=%.1f pg_cpu_ms_per_leaf=%.3f converge_cpu_ms_per_leaf=%.3f worker_cpu_ms_per_leaf=%.3f"+
+		" first_leaf_ms=%.1f cpu_cores=%.2f converge_rss_end_mb=%.1f worker_rss_end_mb=%.1f probe_polls=%d probe_pg_cpu_ms=%.1f",
+		n, res.rate, res.p50, res.p99, res.rollup, u.peakMB[0], u.peakMB[1],
+		res.leafRate, res.tail, perLeaf(u.cpu.Postgres), perLeaf(u.cpu.Converge), perLeaf(u.cpu.Worker),
+		res.firstLeaf, (u.cpu.Postgres+u.cpu.Converge+u.cpu.Worker).Seconds()/u.wall.Seconds(),
+		u.endMB[0], u.endMB[1], u.polls, u.probe)
+}
+
+// printStatements prints the top statements of the measured window, one
+// bench-stmt: line each, and their totals: server-side wall time per leaf
+// (not CPU: waits are included). A nested statement (level=nested) ran
+// inside a function, and its time is also in its caller's.
+func printStatements(ctx context.Context, st *stack.Stack, top, n int) error {
+	stats, err := st.Statements(ctx)
+	if err != nil {
+		return err
+	}
+	perLeaf := func(d time.Duration) float64 { return ms(d) / float64(n) }
+	var exec, plan time.Duration
+	var calls int64
+	for _, s := range stats {
+		if s.TopLevel {
+			exec, plan, calls = exec+s.Exec, plan+s.Plan, calls+s.Calls
+		}
+	}
+	fmt.Printf("bench-stmt: total level=top exec_ms_per_leaf=%.3f plan_ms_per_leaf=%.3f calls=%d statements=%d\n",
+		perLeaf(exec), perLeaf(plan), calls, len(stats))
+	for i, s := range stats[:min(top, len(stats))] {
+		level := "top"
+		if !s.TopLevel {
+			level = "nested"
+		}
+		q := s.Query
+		if len(q) > 160 {
+			q = q[:160] + "…"
+		}
+		fmt.Printf("bench-stmt: %d level=%s exec_ms_per_leaf=%.3f plan_ms_per_leaf=%.3f calls=%d rows=%d query=%s\n",
+			i+1, level, perLeaf(s.Exec), perLeaf(s.Plan), s.Calls, s.Rows, q)
+	}
+	return nil
+}
