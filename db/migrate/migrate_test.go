@@ -8,22 +8,36 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/db/functions"
 	"github.com/converge-run/converge/db/migrate"
 	"github.com/converge-run/converge/db/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-func tableCount(t *testing.T, url string) int {
+func connect(t *testing.T, url string) *pgx.Conn {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
-	defer conn.Close(ctx)
+	t.Cleanup(func() { _ = conn.Close(ctx) })
+	return conn
+}
+
+func tableCount(t *testing.T, url string) int {
+	t.Helper()
 	var n int
-	require.NoError(t, conn.QueryRow(ctx,
+	require.NoError(t, connect(t, url).QueryRow(context.Background(),
 		`SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		  WHERE n.nspname = 'public' AND c.relkind IN ('r','p') AND c.relname <> 'goose_db_version'`).Scan(&n))
+	return n
+}
+
+func functionCount(t *testing.T, url string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, connect(t, url).QueryRow(context.Background(),
+		`SELECT count(*) FROM pg_proc WHERE pronamespace = 'public'::regnamespace`).Scan(&n))
 	return n
 }
 
@@ -34,27 +48,38 @@ func TestMigrate_UpDownUpRoundTrip(t *testing.T) {
 	r, err := migrate.Open(url, nil)
 	require.NoError(t, err)
 	defer r.Close()
-
-	n, err := r.Up(ctx)
+	set, err := functions.Embedded()
 	require.NoError(t, err)
-	require.Positive(t, n)
+
+	rep, err := r.Up(ctx)
+	require.NoError(t, err)
+	require.Positive(t, rep.Migrations)
+	require.Equal(t, migrate.FunctionsApplied, rep.Functions.Action)
+	require.Equal(t, set.Version, rep.Functions.Recorded)
 	top, err := r.Version(ctx)
 	require.NoError(t, err)
 	tables := tableCount(t, url)
 	require.Greater(t, tables, 10, "schema creates its tables")
+	require.Equal(t, len(set.Files), functionCount(t, url), "one function per file")
 
 	require.NoError(t, r.DownTo(ctx, 0))
 	v, err := r.Version(ctx)
 	require.NoError(t, err)
 	require.Zero(t, v)
-	require.Zero(t, tableCount(t, url), "down removes every table")
-
-	_, err = r.Up(ctx)
+	require.Zero(t, tableCount(t, url), "down removes every table, the function set record included")
+	require.Zero(t, functionCount(t, url), "down removes every function")
+	rec, err := r.FunctionSet(ctx)
 	require.NoError(t, err)
+	require.Zero(t, rec.Version, "down forgets the function set")
+
+	rep, err = r.Up(ctx)
+	require.NoError(t, err)
+	require.Equal(t, migrate.FunctionsApplied, rep.Functions.Action, "up after down applies the functions again")
 	v, err = r.Version(ctx)
 	require.NoError(t, err)
 	require.Equal(t, top, v)
 	require.Equal(t, tables, tableCount(t, url), "up after down rebuilds the same schema")
+	require.Equal(t, len(set.Files), functionCount(t, url))
 }
 
 func TestMigrate_ConcurrentBootAppliesOnce(t *testing.T) {
@@ -62,7 +87,7 @@ func TestMigrate_ConcurrentBootAppliesOnce(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.EmptyURL(t)
 	const pods = 5
-	applied := make([]int, pods)
+	reports := make([]migrate.Report, pods)
 	errs := make([]error, pods)
 	var wg sync.WaitGroup
 	for i := range pods {
@@ -75,19 +100,27 @@ func TestMigrate_ConcurrentBootAppliesOnce(t *testing.T) {
 				return
 			}
 			defer r.Close()
-			applied[i], errs[i] = r.Up(ctx)
+			reports[i], errs[i] = r.Up(ctx)
 		}()
 	}
 	wg.Wait()
-	total, winners := 0, 0
+	total, winners, fnWinners := 0, 0, 0
 	for i := range pods {
 		require.NoError(t, errs[i], "migrator %d", i)
-		total += applied[i]
-		if applied[i] > 0 {
+		total += reports[i].Migrations
+		if reports[i].Migrations > 0 {
 			winners++
+		}
+		switch reports[i].Functions.Action {
+		case migrate.FunctionsApplied:
+			fnWinners++
+		case migrate.FunctionsUnchanged:
+		default:
+			t.Fatalf("migrator %d: function set %s", i, reports[i].Functions.Action)
 		}
 	}
 	require.Equal(t, 1, winners, "exactly one booting pod applies the migrations")
+	require.Equal(t, 1, fnWinners, "exactly one booting pod applies the function set")
 
 	r, err := migrate.Open(url, nil)
 	require.NoError(t, err)
@@ -95,4 +128,7 @@ func TestMigrate_ConcurrentBootAppliesOnce(t *testing.T) {
 	v, err := r.Version(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int(v), total, "every migration applied exactly once")
+	var rows int
+	require.NoError(t, connect(t, url).QueryRow(ctx, `SELECT count(*) FROM converge_function_set`).Scan(&rows))
+	require.Equal(t, 1, rows, "the function set recorded once")
 }
