@@ -24,7 +24,6 @@ DECLARE
     v_ch       ready_change[];
     v_deps     uuid[];
     v_roots    uuid[];
-    v_k        int;
     v_life     int := 0;
 BEGIN
     -- Fold the old and new side of each row with one aggregation: transition
@@ -92,38 +91,20 @@ BEGIN
         PERFORM schedule_candidates(v_roots, now(), true);
     END IF;
 
-    IF v_synced THEN
+    -- One insert for the three transitions: each row of the batch emits the
+    -- transitions it crossed, once per matching enabled binding.
+    IF v_synced OR v_degraded OR v_failed THEN
         INSERT INTO lifecycle_outbox (resource_id, transition, generation, binding_name, shard_id, reactor, watch_kind, snapshot)
-        SELECT c.id, 'synced', c.generation, b.name, c.shard_id, b.reactor, c.kind, c.snapshot
+        SELECT c.id, t.transition, c.generation, b.name, c.shard_id, b.reactor, c.kind, c.snapshot
           FROM unnest(v_ch) c
-          JOIN reactor_bindings b ON b.enabled AND b.transition = 'synced' AND b.watch_kind = c.kind
+         CROSS JOIN LATERAL (VALUES ('synced', v_synced AND c.newly_synced),
+                                    ('degraded', v_degraded AND c.became_degraded),
+                                    ('failed', v_failed AND c.became_failed)) t(transition, crossed)
+          JOIN reactor_bindings b ON b.enabled AND b.transition = t.transition AND b.watch_kind = c.kind
                                  AND c.labels @> b.label_match
-         WHERE c.newly_synced
+         WHERE t.crossed
         ON CONFLICT DO NOTHING;
-        GET DIAGNOSTICS v_k = ROW_COUNT;
-        v_life := v_life + v_k;
-    END IF;
-    IF v_degraded THEN
-        INSERT INTO lifecycle_outbox (resource_id, transition, generation, binding_name, shard_id, reactor, watch_kind, snapshot)
-        SELECT c.id, 'degraded', c.generation, b.name, c.shard_id, b.reactor, c.kind, c.snapshot
-          FROM unnest(v_ch) c
-          JOIN reactor_bindings b ON b.enabled AND b.transition = 'degraded' AND b.watch_kind = c.kind
-                                 AND c.labels @> b.label_match
-         WHERE c.became_degraded
-        ON CONFLICT DO NOTHING;
-        GET DIAGNOSTICS v_k = ROW_COUNT;
-        v_life := v_life + v_k;
-    END IF;
-    IF v_failed THEN
-        INSERT INTO lifecycle_outbox (resource_id, transition, generation, binding_name, shard_id, reactor, watch_kind, snapshot)
-        SELECT c.id, 'failed', c.generation, b.name, c.shard_id, b.reactor, c.kind, c.snapshot
-          FROM unnest(v_ch) c
-          JOIN reactor_bindings b ON b.enabled AND b.transition = 'failed' AND b.watch_kind = c.kind
-                                 AND c.labels @> b.label_match
-         WHERE c.became_failed
-        ON CONFLICT DO NOTHING;
-        GET DIAGNOSTICS v_k = ROW_COUNT;
-        v_life := v_life + v_k;
+        GET DIAGNOSTICS v_life = ROW_COUNT;
     END IF;
     IF v_life > 0 THEN
         PERFORM pg_notify('lifecycle_ready', '');
