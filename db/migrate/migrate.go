@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -38,6 +39,10 @@ import (
 // LockID is the session advisory lock every migrate run holds: goose's
 // default, so a runner and a bare goose provider exclude each other too.
 const LockID = lock.DefaultLockID
+
+// LockWait bounds the wait for another pod's migrate run (goose's own
+// locker gave up after the same five minutes).
+const LockWait = 5 * time.Minute
 
 // Runner applies, rolls back and reports the schema of one database.
 type Runner struct {
@@ -164,8 +169,11 @@ func (r *Runner) locked(ctx context.Context, f func(*sql.Conn) error) (err error
 		return fmt.Errorf("migration lock: connect: %w", err)
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", LockID); err != nil {
-		return fmt.Errorf("migration lock: %w", err)
+	lockCtx, cancel := context.WithTimeout(ctx, LockWait)
+	_, err = conn.ExecContext(lockCtx, "SELECT pg_advisory_lock($1)", LockID)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("migration lock (waited at most %s for another migrate run): %w", LockWait, err)
 	}
 	defer func() {
 		// A session lock must not outlive the run even if ctx is done; if the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -131,4 +132,44 @@ func TestMigrate_ConcurrentBootAppliesOnce(t *testing.T) {
 	var rows int
 	require.NoError(t, connect(t, url).QueryRow(ctx, `SELECT count(*) FROM converge_function_set`).Scan(&rows))
 	require.Equal(t, 1, rows, "the function set recorded once")
+}
+
+// TestMigrate_HoldsTheLockAcrossFunctionsAndDDL: a run that finds the lock
+// held (another pod mid-migrate) applies nothing — neither the function set
+// nor a migration — until it is released.
+func TestMigrate_HoldsTheLockAcrossFunctionsAndDDL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.EmptyURL(t)
+	holder := connect(t, url)
+	_, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrate.LockID)
+	require.NoError(t, err)
+
+	r, err := migrate.Open(url, nil)
+	require.NoError(t, err)
+	defer r.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Up(ctx)
+		done <- err
+	}()
+
+	probe := connect(t, url)
+	require.Eventually(t, func() bool {
+		var waiting int
+		err := probe.QueryRow(ctx, `SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+		                             WHERE l.locktype = 'advisory' AND NOT l.granted AND d.datname = current_database()`).
+			Scan(&waiting)
+		return err == nil && waiting == 1
+	}, 30*time.Second, 10*time.Millisecond, "the run waits for the lock")
+	var fnTable, schema bool
+	require.NoError(t, probe.QueryRow(ctx,
+		`SELECT to_regclass('converge_function_set') IS NOT NULL, to_regclass('resources') IS NOT NULL`).Scan(&fnTable, &schema))
+	require.False(t, fnTable, "no function set applied while another run holds the lock")
+	require.False(t, schema, "no migration applied while another run holds the lock")
+
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, migrate.LockID)
+	require.NoError(t, err)
+	require.NoError(t, <-done)
+	require.Positive(t, tableCount(t, url))
 }
