@@ -10,6 +10,13 @@
 // newer function bodies. Whoever changes a function file appends the next
 // version and the new checksum to VERSION; TestLedger_MatchesFiles fails
 // until they do.
+//
+// The set is applied before the tables exist on a fresh database, so a
+// signature names only built-in types (a batch of rows travels as anyarray).
+// CREATE OR REPLACE changes a body, never a signature: a function removed or
+// given new argument types leaves its old definition behind, which the next
+// versioned migration drops (migrations run after the set); a new return
+// type needs the old function dropped first, at the top of its file.
 package functions
 
 import (

@@ -15,7 +15,11 @@
 //
 // Functions come first because the schema depends on them (a CHECK, a
 // generated column and every trigger name a function) while a function body
-// depends on nothing at creation time.
+// depends on nothing at creation time. The two steps are separate
+// transactions: if a migration fails, the new function set stays over the
+// old schema until it is fixed, so a release's functions must work with the
+// previous release's schema (expand, then contract) — as its Go queries must
+// anyway while old and new pods run side by side.
 package migrate
 
 import (
