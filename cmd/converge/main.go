@@ -92,13 +92,13 @@ func migrateCmd() *cobra.Command {
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "up",
-		Short: "Apply every pending migration (under a session advisory lock)",
+		Short: "Apply the function set and every pending migration (under a session advisory lock)",
 		RunE: run(func(ctx context.Context, r *migrate.Runner) error {
 			log, err := logging.FromEnv()
 			if err != nil {
 				return err
 			}
-			n, err := r.Up(ctx)
+			rep, err := r.Up(ctx)
 			if err != nil {
 				return err
 			}
@@ -106,7 +106,13 @@ func migrateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			log.Info().Int("applied", n).Int64("version", v).Msg("schema up to date")
+			if rep.Functions.Action == migrate.FunctionsNewerPresent {
+				log.Warn().Int64("functions_embedded", rep.Functions.Embedded).Int64("functions_version", rep.Functions.Recorded).
+					Msg("a newer function set is present (a newer binary migrated this database); leaving it alone")
+			}
+			log.Info().Int("applied", rep.Migrations).Int64("version", v).
+				Str("functions", string(rep.Functions.Action)).Int64("functions_version", rep.Functions.Recorded).
+				Msg("schema up to date")
 			return nil
 		}),
 	}, &cobra.Command{
@@ -115,7 +121,7 @@ func migrateCmd() *cobra.Command {
 		RunE:  run(func(ctx context.Context, r *migrate.Runner) error { return r.Down(ctx) }),
 	}, &cobra.Command{
 		Use:   "status",
-		Short: "List the migrations and whether each is applied",
+		Short: "List the migrations and the function set, and whether each is applied",
 		RunE: run(func(ctx context.Context, r *migrate.Runner) error {
 			return r.Status(ctx, os.Stdout)
 		}),

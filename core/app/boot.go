@@ -18,15 +18,16 @@ import (
 	"github.com/converge-run/converge/db/pgpool"
 )
 
-// migrateAtBoot applies pending migrations under the runner's session
-// advisory lock: of several pods booting at once exactly one applies them.
+// migrateAtBoot applies the function set and pending migrations under the
+// runner's session advisory lock: of several pods booting at once exactly one
+// applies them.
 func migrateAtBoot(ctx context.Context, cfg config.Config, hook dbauth.Hook, log zerolog.Logger) error {
 	r, err := migrate.Open(cfg.DatabaseURL, hook)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	n, err := r.Up(ctx)
+	rep, err := r.Up(ctx)
 	if err != nil {
 		return err
 	}
@@ -34,7 +35,13 @@ func migrateAtBoot(ctx context.Context, cfg config.Config, hook dbauth.Hook, log
 	if err != nil {
 		return err
 	}
-	log.Info().Int("applied", n).Int64("schema_version", v).Msg("schema migrated")
+	if rep.Functions.Action == migrate.FunctionsNewerPresent {
+		log.Warn().Int64("functions_embedded", rep.Functions.Embedded).Int64("functions_version", rep.Functions.Recorded).
+			Msg("a newer function set is present (a newer binary migrated this database); leaving it alone")
+	}
+	log.Info().Int("applied", rep.Migrations).Int64("schema_version", v).
+		Str("functions", string(rep.Functions.Action)).Int64("functions_version", rep.Functions.Recorded).
+		Msg("schema migrated")
 	return nil
 }
 

@@ -84,7 +84,7 @@ var (
 const maxPolicyInt = 2147483647
 
 // ValidateManifest is the Go half of the legality lattice; the DB half is
-// validate_kind_manifest() in db/migrations/00001_schema.sql, the CHECK on
+// validate_kind_manifest() in db/functions/validate_kind_manifest.sql, the CHECK on
 // kind_manifest.manifest. It works on the raw JSON document so it checks
 // exactly what the DB checks, in the same order, with the same rule codes,
 // pointers and messages: the first violation wins. The violation is a

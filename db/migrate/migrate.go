@@ -1,91 +1,195 @@
-// Package migrate applies the embedded goose migrations (db/migrations).
+// Package migrate brings a database to this binary's schema: the function set
+// (db/functions) and the versioned goose migrations (db/migrations).
 //
 // Every pod migrates at boot. The runner holds a Postgres session advisory
-// lock while it works, so of several pods booting at once exactly one applies
-// the pending migrations and the others wait, then find nothing to do.
+// lock while it works (goose's lock id, so runners of every version exclude
+// each other), so of several pods booting at once exactly one applies what is
+// pending and the others wait, then find nothing to do.
+//
+// Up applies, in this order:
+//
+//  1. the function set, in one transaction with check_function_bodies off,
+//     and only if it is newer than the one the database records (see
+//     functions.go: an older binary never replaces newer function bodies);
+//  2. the pending versioned migrations, each in its own transaction.
+//
+// Functions come first because the schema depends on them (a CHECK, a
+// generated column and every trigger name a function) while a function body
+// depends on nothing at creation time. The two steps are separate
+// transactions: if a migration fails, the new function set stays over the
+// old schema until it is fixed, so a release's functions must work with the
+// previous release's schema (expand, then contract) — as its Go queries must
+// anyway while old and new pods run side by side.
 package migrate
 
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"io"
 	"io/fs"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
+	"github.com/converge-run/converge/db/functions"
 	"github.com/converge-run/converge/db/migrations"
 )
 
-// Runner applies, rolls back and reports the schema migrations of one database.
+// LockID is the session advisory lock every migrate run holds: goose's
+// default, so a runner and a bare goose provider exclude each other too.
+const LockID = lock.DefaultLockID
+
+// LockWait bounds the wait for another pod's migrate run (goose's own
+// locker gave up after the same five minutes).
+const LockWait = 5 * time.Minute
+
+// Runner applies, rolls back and reports the schema of one database.
 type Runner struct {
-	db       *sql.DB
-	provider *goose.Provider
+	db        *sql.DB
+	provider  *goose.Provider
+	functions functions.Set
+}
+
+// Options configures a Runner beyond the embedded defaults.
+type Options struct {
+	// Migrations replaces the embedded db/migrations (development, tests).
+	Migrations fs.FS
+	// Functions replaces the embedded function set (tests).
+	Functions *functions.Set
+	// BeforeConnect, when not nil, runs before every new physical connection
+	// (the IAM token hook).
+	BeforeConnect func(context.Context, *pgx.ConnConfig) error
 }
 
 // Open connects to databaseURL and prepares a runner over the embedded
-// migrations. beforeConnect, when not nil, runs before every new physical
-// connection (the IAM token hook).
+// migrations and function set. beforeConnect, when not nil, runs before every
+// new physical connection (the IAM token hook).
 func Open(databaseURL string, beforeConnect func(context.Context, *pgx.ConnConfig) error) (*Runner, error) {
-	return OpenFS(databaseURL, migrations.FS, beforeConnect)
+	return OpenWith(databaseURL, Options{BeforeConnect: beforeConnect})
 }
 
 // OpenFS is Open over another set of migration files (development and tests).
 func OpenFS(databaseURL string, fsys fs.FS, beforeConnect func(context.Context, *pgx.ConnConfig) error) (*Runner, error) {
+	return OpenWith(databaseURL, Options{Migrations: fsys, BeforeConnect: beforeConnect})
+}
+
+// OpenWith is Open with options.
+func OpenWith(databaseURL string, o Options) (*Runner, error) {
+	if o.Migrations == nil {
+		o.Migrations = migrations.FS
+	}
+	var set functions.Set
+	if o.Functions != nil {
+		set = *o.Functions
+	} else {
+		s, err := functions.Embedded()
+		if err != nil {
+			return nil, fmt.Errorf("load function set: %w", err)
+		}
+		set = s
+	}
 	cfg, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	var opts []stdlib.OptionOpenDB
-	if beforeConnect != nil {
-		opts = append(opts, stdlib.OptionBeforeConnect(beforeConnect))
+	if o.BeforeConnect != nil {
+		opts = append(opts, stdlib.OptionBeforeConnect(o.BeforeConnect))
 	}
 	db := stdlib.OpenDB(*cfg, opts...)
-	locker, err := lock.NewPostgresSessionLocker()
-	if err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("create migration lock: %w", err)
-	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys,
-		goose.WithSessionLocker(locker),
+	// No goose session locker: Up and Down hold LockID themselves, across
+	// the function set and the migrations.
+	p, err := goose.NewProvider(goose.DialectPostgres, db, o.Migrations,
 		goose.WithDisableGlobalRegistry(true),
 	)
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("load migrations: %w", err)
 	}
-	return &Runner{db: db, provider: p}, nil
+	return &Runner{db: db, provider: p, functions: set}, nil
 }
 
 // Close releases the runner's connections.
 func (r *Runner) Close() error { return r.db.Close() }
 
-// Up applies every pending migration and returns how many it applied.
-func (r *Runner) Up(ctx context.Context) (int, error) {
-	res, err := r.provider.Up(ctx)
-	if err != nil {
-		return len(res), fmt.Errorf("migrate up: %w", err)
-	}
-	return len(res), nil
+// Report says what Up did.
+type Report struct {
+	// Migrations is the number of versioned migrations applied.
+	Migrations int
+	// Functions is what became of the function set.
+	Functions FunctionsReport
 }
 
-// Down rolls back the most recent migration.
+// Up brings the database to this binary's function set and schema, under
+// the migration lock.
+func (r *Runner) Up(ctx context.Context) (Report, error) {
+	var rep Report
+	err := r.locked(ctx, func(conn *sql.Conn) error {
+		fr, err := r.applyFunctions(ctx, conn)
+		rep.Functions = fr
+		if err != nil {
+			return err
+		}
+		res, err := r.provider.Up(ctx)
+		rep.Migrations = len(res)
+		if err != nil {
+			return fmt.Errorf("migrate up: %w", err)
+		}
+		return nil
+	})
+	return rep, err
+}
+
+// Down rolls back the most recent migration. Rolling back the baseline drops
+// everything, the function set and its record included.
 func (r *Runner) Down(ctx context.Context) error {
-	if _, err := r.provider.Down(ctx); err != nil {
-		return fmt.Errorf("migrate down: %w", err)
-	}
-	return nil
+	return r.locked(ctx, func(*sql.Conn) error {
+		if _, err := r.provider.Down(ctx); err != nil {
+			return fmt.Errorf("migrate down: %w", err)
+		}
+		return nil
+	})
 }
 
 // DownTo rolls back every migration newer than version (0 = all).
 func (r *Runner) DownTo(ctx context.Context, version int64) error {
-	if _, err := r.provider.DownTo(ctx, version); err != nil {
-		return fmt.Errorf("migrate down to %d: %w", version, err)
+	return r.locked(ctx, func(*sql.Conn) error {
+		if _, err := r.provider.DownTo(ctx, version); err != nil {
+			return fmt.Errorf("migrate down to %d: %w", version, err)
+		}
+		return nil
+	})
+}
+
+// locked runs f holding the migration lock on a dedicated session.
+func (r *Runner) locked(ctx context.Context, f func(*sql.Conn) error) (err error) {
+	conn, err := r.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migration lock: connect: %w", err)
 	}
-	return nil
+	defer conn.Close()
+	lockCtx, cancel := context.WithTimeout(ctx, LockWait)
+	_, err = conn.ExecContext(lockCtx, "SELECT pg_advisory_lock($1)", LockID)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("migration lock (waited at most %s for another migrate run): %w", LockWait, err)
+	}
+	defer func() {
+		// A session lock must not outlive the run even if ctx is done; if the
+		// unlock fails the session is discarded and the lock goes with it.
+		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", LockID); uerr != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			if err == nil {
+				err = fmt.Errorf("migration unlock: %w", uerr)
+			}
+		}
+	}()
+	return f(conn)
 }
 
 // Version is the current schema version (0 = empty database).
@@ -97,7 +201,9 @@ func (r *Runner) Version(ctx context.Context) (int64, error) {
 	return v, nil
 }
 
-// Status writes one line per known migration: version, state, file.
+// Status writes one line per known migration (version, state, file), then
+// the function set's line: the version the database records and this
+// binary's.
 func (r *Runner) Status(ctx context.Context, w io.Writer) error {
 	st, err := r.provider.Status(ctx)
 	if err != nil {
@@ -110,6 +216,22 @@ func (r *Runner) Status(ctx context.Context, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "%05d  %-30s  %s\n", s.Source.Version, applied, s.Source.Path)
 	}
+	rec, err := r.FunctionSet(ctx)
+	if err != nil {
+		return err
+	}
+	state := "pending"
+	switch {
+	case rec.Version == 0:
+	case rec.Version > r.functions.Version:
+		state = "newer " + rec.AppliedAt.UTC().Format("2006-01-02T15:04:05Z")
+	case rec.Version == r.functions.Version && rec.Checksum != r.functions.Checksum:
+		state = "checksum mismatch"
+	case rec.Version == r.functions.Version:
+		state = "applied " + rec.AppliedAt.UTC().Format("2006-01-02T15:04:05Z")
+	}
+	fmt.Fprintf(w, "fn%03d  %-30s  db/functions (%d files, database at %d)\n",
+		r.functions.Version, state, len(r.functions.Files), rec.Version)
 	return nil
 }
 
@@ -118,7 +240,8 @@ func Up(ctx context.Context, databaseURL string) error {
 	return UpFS(ctx, databaseURL, migrations.FS)
 }
 
-// UpFS is Up over another set of migration files.
+// UpFS is Up over another set of migration files (with the embedded
+// function set).
 func UpFS(ctx context.Context, databaseURL string, fsys fs.FS) error {
 	r, err := OpenFS(databaseURL, fsys, nil)
 	if err != nil {

@@ -4,26 +4,41 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/db/functions"
 	"github.com/converge-run/converge/db/migrate"
 	"github.com/converge-run/converge/db/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-func tableCount(t *testing.T, url string) int {
+func connect(t *testing.T, url string) *pgx.Conn {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
-	defer conn.Close(ctx)
+	t.Cleanup(func() { _ = conn.Close(ctx) })
+	return conn
+}
+
+func tableCount(t *testing.T, url string) int {
+	t.Helper()
 	var n int
-	require.NoError(t, conn.QueryRow(ctx,
+	require.NoError(t, connect(t, url).QueryRow(context.Background(),
 		`SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		  WHERE n.nspname = 'public' AND c.relkind IN ('r','p') AND c.relname <> 'goose_db_version'`).Scan(&n))
+	return n
+}
+
+func functionCount(t *testing.T, url string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, connect(t, url).QueryRow(context.Background(),
+		`SELECT count(*) FROM pg_proc WHERE pronamespace = 'public'::regnamespace`).Scan(&n))
 	return n
 }
 
@@ -34,27 +49,38 @@ func TestMigrate_UpDownUpRoundTrip(t *testing.T) {
 	r, err := migrate.Open(url, nil)
 	require.NoError(t, err)
 	defer r.Close()
-
-	n, err := r.Up(ctx)
+	set, err := functions.Embedded()
 	require.NoError(t, err)
-	require.Positive(t, n)
+
+	rep, err := r.Up(ctx)
+	require.NoError(t, err)
+	require.Positive(t, rep.Migrations)
+	require.Equal(t, migrate.FunctionsApplied, rep.Functions.Action)
+	require.Equal(t, set.Version, rep.Functions.Recorded)
 	top, err := r.Version(ctx)
 	require.NoError(t, err)
 	tables := tableCount(t, url)
 	require.Greater(t, tables, 10, "schema creates its tables")
+	require.Equal(t, len(set.Files), functionCount(t, url), "one function per file")
 
 	require.NoError(t, r.DownTo(ctx, 0))
 	v, err := r.Version(ctx)
 	require.NoError(t, err)
 	require.Zero(t, v)
-	require.Zero(t, tableCount(t, url), "down removes every table")
-
-	_, err = r.Up(ctx)
+	require.Zero(t, tableCount(t, url), "down removes every table, the function set record included")
+	require.Zero(t, functionCount(t, url), "down removes every function")
+	rec, err := r.FunctionSet(ctx)
 	require.NoError(t, err)
+	require.Zero(t, rec.Version, "down forgets the function set")
+
+	rep, err = r.Up(ctx)
+	require.NoError(t, err)
+	require.Equal(t, migrate.FunctionsApplied, rep.Functions.Action, "up after down applies the functions again")
 	v, err = r.Version(ctx)
 	require.NoError(t, err)
 	require.Equal(t, top, v)
 	require.Equal(t, tables, tableCount(t, url), "up after down rebuilds the same schema")
+	require.Equal(t, len(set.Files), functionCount(t, url))
 }
 
 func TestMigrate_ConcurrentBootAppliesOnce(t *testing.T) {
@@ -62,7 +88,7 @@ func TestMigrate_ConcurrentBootAppliesOnce(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.EmptyURL(t)
 	const pods = 5
-	applied := make([]int, pods)
+	reports := make([]migrate.Report, pods)
 	errs := make([]error, pods)
 	var wg sync.WaitGroup
 	for i := range pods {
@@ -75,19 +101,27 @@ func TestMigrate_ConcurrentBootAppliesOnce(t *testing.T) {
 				return
 			}
 			defer r.Close()
-			applied[i], errs[i] = r.Up(ctx)
+			reports[i], errs[i] = r.Up(ctx)
 		}()
 	}
 	wg.Wait()
-	total, winners := 0, 0
+	total, winners, fnWinners := 0, 0, 0
 	for i := range pods {
 		require.NoError(t, errs[i], "migrator %d", i)
-		total += applied[i]
-		if applied[i] > 0 {
+		total += reports[i].Migrations
+		if reports[i].Migrations > 0 {
 			winners++
+		}
+		switch reports[i].Functions.Action {
+		case migrate.FunctionsApplied:
+			fnWinners++
+		case migrate.FunctionsUnchanged:
+		default:
+			t.Fatalf("migrator %d: function set %s", i, reports[i].Functions.Action)
 		}
 	}
 	require.Equal(t, 1, winners, "exactly one booting pod applies the migrations")
+	require.Equal(t, 1, fnWinners, "exactly one booting pod applies the function set")
 
 	r, err := migrate.Open(url, nil)
 	require.NoError(t, err)
@@ -95,4 +129,47 @@ func TestMigrate_ConcurrentBootAppliesOnce(t *testing.T) {
 	v, err := r.Version(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int(v), total, "every migration applied exactly once")
+	var rows int
+	require.NoError(t, connect(t, url).QueryRow(ctx, `SELECT count(*) FROM converge_function_set`).Scan(&rows))
+	require.Equal(t, 1, rows, "the function set recorded once")
+}
+
+// TestMigrate_HoldsTheLockAcrossFunctionsAndDDL: a run that finds the lock
+// held (another pod mid-migrate) applies nothing — neither the function set
+// nor a migration — until it is released.
+func TestMigrate_HoldsTheLockAcrossFunctionsAndDDL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.EmptyURL(t)
+	holder := connect(t, url)
+	_, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrate.LockID)
+	require.NoError(t, err)
+
+	r, err := migrate.Open(url, nil)
+	require.NoError(t, err)
+	defer r.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Up(ctx)
+		done <- err
+	}()
+
+	probe := connect(t, url)
+	require.Eventually(t, func() bool {
+		var waiting int
+		err := probe.QueryRow(ctx, `SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+		                             WHERE l.locktype = 'advisory' AND NOT l.granted AND d.datname = current_database()`).
+			Scan(&waiting)
+		return err == nil && waiting == 1
+	}, 30*time.Second, 10*time.Millisecond, "the run waits for the lock")
+	var fnTable, schema bool
+	require.NoError(t, probe.QueryRow(ctx,
+		`SELECT to_regclass('converge_function_set') IS NOT NULL, to_regclass('resources') IS NOT NULL`).Scan(&fnTable, &schema))
+	require.False(t, fnTable, "no function set applied while another run holds the lock")
+	require.False(t, schema, "no migration applied while another run holds the lock")
+
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, migrate.LockID)
+	require.NoError(t, err)
+	require.NoError(t, <-done)
+	require.Positive(t, tableCount(t, url))
 }

@@ -1,5 +1,6 @@
-// Package migrations embeds the goose SQL migrations: the schema and every
-// plpgsql function that schedules, gates and cascades work.
+// Package migrations embeds the versioned goose migrations: the schema's DDL
+// (tables, indexes, partitions, types, triggers). The functions they name
+// live in db/functions, applied by db/migrate before these.
 package migrations
 
 import "embed"

@@ -311,6 +311,17 @@ func (c *Cluster) Port() int { return c.port }
 // DataDir is the cluster's data directory.
 func (c *Cluster) DataDir() string { return c.dataDir }
 
+// BinDir is the directory of the server binaries the cluster runs (symlinks
+// resolved, so a PATH link leads to Debian's versioned bin directory); the
+// matching client programs (pg_dump, psql) live beside them.
+func (c *Cluster) BinDir() string {
+	p := c.bins.Postgres
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		p = r
+	}
+	return filepath.Dir(p)
+}
+
 // Stop shuts the server down (fast shutdown, then SIGKILL of its process
 // group after a grace period) and removes temporary data. Safe to call twice.
 func (c *Cluster) Stop() error {

@@ -1,5 +1,5 @@
--- 00005_dependency_failure: a terminal failure blocks its dependents; say so.
---
+-- propagate_dependency_failure (AFTER UPDATE ON resources, per statement):
+-- a terminal failure blocks its dependents; say so.
 -- A dependent is scheduled only once every upstream has synced, so when an
 -- upstream fails terminally its dependents would stay Reconciling forever —
 -- and, being "still progressing", hold their composite's rollup back, so the
@@ -14,11 +14,7 @@
 --     cascade schedules its dependents again and a clean reconcile clears it.
 -- Zero cost on the healthy path: the gate is a filter over the statement's
 -- new rows for failure_terminal, which is false on every success.
-
--- +goose Up
-
--- +goose StatementBegin
-CREATE FUNCTION propagate_dependency_failure() RETURNS trigger
+CREATE OR REPLACE FUNCTION propagate_dependency_failure() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     v_failed uuid[];
@@ -58,12 +54,3 @@ BEGIN
     RETURN NULL;
 END
 $$;
--- +goose StatementEnd
-
-CREATE TRIGGER propagate_dependency_failure AFTER UPDATE ON resources
-    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION propagate_dependency_failure();
-
--- +goose Down
-DROP TRIGGER IF EXISTS propagate_dependency_failure ON resources;
-DROP FUNCTION IF EXISTS propagate_dependency_failure();

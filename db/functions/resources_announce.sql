@@ -1,5 +1,5 @@
--- 00004_announce: coalesced change announcements for the API's subscription
--- hub (core/live). One LISTEN connection per API pod receives them, re-reads
+-- resources_announce: coalesced change announcements for the API's
+-- subscription hub (core/live). One LISTEN connection per API pod receives them, re-reads
 -- the announced rows in one query and fans them out to the websocket
 -- subscribers whose filters match.
 --
@@ -32,54 +32,12 @@
 -- Phase codes: D Deleting, Q Quarantined, F Failed, O Orphaned, G Degraded,
 -- R Ready, C Reconciling.
 
--- +goose Up
-
--- announce_cap: the most rows one statement announces id by id.
--- +goose StatementBegin
-CREATE FUNCTION announce_cap() RETURNS int
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 4000 $$;
--- +goose StatementEnd
-
--- +goose StatementBegin
-CREATE FUNCTION announce_phase_code(p_phase text) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT CASE p_phase
-        WHEN 'Deleting'    THEN 'D'
-        WHEN 'Quarantined' THEN 'Q'
-        WHEN 'Failed'      THEN 'F'
-        WHEN 'Orphaned'    THEN 'O'
-        WHEN 'Degraded'    THEN 'G'
-        WHEN 'Ready'       THEN 'R'
-        ELSE 'C'
-    END
-$$;
--- +goose StatementEnd
-
--- announce_many sends the "many" markers of a statement over the cap: one per
--- distinct kind, or a single 'm|' when there are more than 20 kinds.
--- +goose StatementBegin
-CREATE FUNCTION announce_many(p_kinds text[]) RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE
-    k text;
-BEGIN
-    IF cardinality(p_kinds) > 20 THEN
-        PERFORM pg_notify('resource_changed', 'm|');
-        RETURN;
-    END IF;
-    FOREACH k IN ARRAY p_kinds LOOP
-        PERFORM pg_notify('resource_changed', 'm|' || k);
-    END LOOP;
-END
-$$;
--- +goose StatementEnd
-
+--
 -- resources_announce: the statement trigger body for INSERT, UPDATE and
 -- DELETE on resources (transition tables new_rows / old_rows). It runs inside
 -- every writer's statement, the drainer's included, so it does one pass over
 -- the transition table(s) and nothing else: no table reads, no writes.
--- +goose StatementBegin
-CREATE FUNCTION resources_announce() RETURNS trigger
+CREATE OR REPLACE FUNCTION resources_announce() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     v_n       bigint;
@@ -142,54 +100,3 @@ BEGIN
     RETURN NULL;
 END
 $$;
--- +goose StatementEnd
-
-CREATE TRIGGER resources_announce_insert AFTER INSERT ON resources
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION resources_announce();
-CREATE TRIGGER resources_announce_update AFTER UPDATE ON resources
-    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION resources_announce();
-CREATE TRIGGER resources_announce_delete AFTER DELETE ON resources
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION resources_announce();
-
--- operations_announce: resource_operations rows inserted or updated (the
--- claim marks them Running, the drain Succeeded/Failed), for operationUpdated.
--- +goose StatementBegin
-CREATE FUNCTION operations_announce() RETURNS trigger
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_n       bigint;
-    v_payload text;
-BEGIN
-    SELECT count(*) INTO v_n FROM new_rows;
-    IF v_n = 0 THEN
-        RETURN NULL;
-    END IF;
-    IF v_n > announce_cap() THEN
-        PERFORM pg_notify('operation_changed', '*');
-        RETURN NULL;
-    END IF;
-    FOR v_payload IN
-        SELECT string_agg(id::text, ',')
-          FROM (SELECT n.id, (row_number() OVER () - 1) / 200 AS chunk FROM new_rows n) x
-         GROUP BY chunk
-    LOOP
-        PERFORM pg_notify('operation_changed', v_payload);
-    END LOOP;
-    RETURN NULL;
-END
-$$;
--- +goose StatementEnd
-
-CREATE TRIGGER operations_announce_insert AFTER INSERT ON resource_operations
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION operations_announce();
-CREATE TRIGGER operations_announce_update AFTER UPDATE ON resource_operations
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION operations_announce();
-
--- +goose Down
-DROP TRIGGER IF EXISTS operations_announce_update ON resource_operations;
-DROP TRIGGER IF EXISTS operations_announce_insert ON resource_operations;
-DROP TRIGGER IF EXISTS resources_announce_delete ON resources;
-DROP TRIGGER IF EXISTS resources_announce_update ON resources;
-DROP TRIGGER IF EXISTS resources_announce_insert ON resources;
-DROP FUNCTION IF EXISTS operations_announce(), resources_announce(), announce_many(text[]),
-    announce_phase_code(text), announce_cap();

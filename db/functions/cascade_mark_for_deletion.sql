@@ -1,0 +1,62 @@
+-- cascade_mark_for_deletion: step 1 of a delete. Walks from p_id across BOTH
+-- edge kinds, transitively: everything it owns (owner_id subtree) and
+-- everything that depends on it (resource_deps dependency → dependent). The
+-- recursive CTE uses UNION, which discards ids already reached, so a
+-- dependency cycle terminates. Each newly marked row gets
+-- deletion_requested_at = p_now and its kind's finalizer_name (kind_config)
+-- seeded into finalizers[]; a row already marked keeps its state (re-seeding
+-- would re-run a finished teardown). A finite frozen_until (orphan grace) is
+-- cleared: the row is being deleted now; a quarantine ('infinity') stays, it
+-- does not hold teardown back. Pending reconcile tasks of the marked rows are
+-- dropped (a leased one finishes; its result cannot un-mark). Rows are locked
+-- in id order so two overlapping cascades cannot deadlock.
+-- Enqueues nothing and removes nothing: that is sweep_deletable's job, in a
+-- separate statement, because a data-modifying CTE would see the pre-mark
+-- snapshot and take every node for an unblocked leaf.
+-- Returns the number of rows newly marked.
+CREATE OR REPLACE FUNCTION cascade_mark_for_deletion(p_id uuid, p_now timestamptz DEFAULT now())
+RETURNS int LANGUAGE plpgsql AS $$
+DECLARE
+    v_ids uuid[];
+    v_n   int;
+BEGIN
+    WITH RECURSIVE tree(id) AS (
+        SELECT id FROM resources WHERE id = p_id
+        UNION
+        SELECT n.id
+          FROM tree t
+         CROSS JOIN LATERAL (
+               SELECT c.id FROM resources c WHERE c.owner_id = t.id
+               UNION ALL
+               SELECT d.dependent_id FROM resource_deps d WHERE d.dependency_id = t.id
+         ) n
+    )
+    SELECT array_agg(id ORDER BY id) INTO v_ids FROM tree;
+    IF v_ids IS NULL THEN
+        RETURN 0;
+    END IF;
+
+    PERFORM 1 FROM resources WHERE id = ANY (v_ids) ORDER BY id FOR UPDATE;
+
+    UPDATE resources r
+       SET deletion_requested_at = p_now,
+           finalizers = coalesce(
+               (SELECT CASE WHEN kc.finalizer_name = ANY (r.finalizers) THEN r.finalizers
+                            ELSE r.finalizers || kc.finalizer_name END
+                  FROM kind_config kc
+                 WHERE kc.kind = r.kind AND kc.version = r.version AND kc.finalizer_name IS NOT NULL),
+               r.finalizers),
+           frozen_until = CASE WHEN r.frozen_until = 'infinity' THEN r.frozen_until END,
+           updated_at = p_now
+     WHERE r.id = ANY (v_ids)
+       AND r.deletion_requested_at IS NULL;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+
+    DELETE FROM work_queue q
+     USING resources r
+     WHERE r.id = ANY (v_ids)
+       AND q.shard_id = r.shard_id AND q.resource_id = r.id
+       AND q.task_type = 'reconcile' AND q.worker_id IS NULL;
+    RETURN v_n;
+END
+$$;

@@ -1,0 +1,45 @@
+-- drain_conditions: step 6 of drain_outbox_range. resource_conditions change
+-- on transition only (last_transition_time moves only when status does, and
+-- an unchanged condition is not written); a clean reconcile clears stored
+-- False Synced/Ready conditions it does not report again (skipped while the
+-- table is empty); a reconcile error is a Synced=False/ReconcileError
+-- condition. p_conds says whether the batch carries any error or condition.
+-- p_items is the fenced batch, drain_item[]: declared anyarray because the
+-- function set is created before the schema's types exist (db/migrate), so a
+-- signature cannot name one. Called once per batch, only by
+-- drain_outbox_range, whose SET clauses (custom plans, no JIT) are in effect.
+CREATE OR REPLACE FUNCTION drain_conditions(p_items anyarray, p_conds boolean, p_now timestamptz) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM resource_conditions) THEN
+        DELETE FROM resource_conditions c USING unnest(p_items) i
+         WHERE i.task_type = 'reconcile' AND i.error_message IS NULL AND i.advance
+           AND c.resource_id = i.resource_id AND c.type IN ('Synced', 'Ready') AND c.status = 'False'
+           AND NOT coalesce(i.conditions @> jsonb_build_array(jsonb_build_object('type', c.type, 'status', 'False')), false);
+    END IF;
+    IF p_conds THEN
+        INSERT INTO resource_conditions AS c (resource_id, type, status, reason, message, observed_generation, last_transition_time)
+        SELECT DISTINCT ON (x.resource_id, x.type) x.*
+          FROM (SELECT i.resource_id, 'Synced' AS type, 'False' AS status, 'ReconcileError' AS reason,
+                       left(i.error_message, 4096) AS message, i.generation, p_now AS ltt
+                  FROM unnest(p_items) i
+                 WHERE i.task_type = 'reconcile' AND i.error_message IS NOT NULL
+                UNION ALL
+                SELECT i.resource_id, e->>'type', e->>'status', e->>'reason', e->>'message', i.generation, p_now
+                  FROM unnest(p_items) i
+                  CROSS JOIN LATERAL jsonb_array_elements(i.conditions) e
+                 WHERE i.task_type = 'reconcile' AND i.error_message IS NULL AND jsonb_typeof(i.conditions) = 'array'
+                   AND jsonb_typeof(e) = 'object' AND coalesce(e->>'type', '') <> ''
+                   AND e->>'status' IN ('True', 'False', 'Unknown')) x
+         ORDER BY x.resource_id, x.type
+        ON CONFLICT (resource_id, type) DO UPDATE
+           SET status               = EXCLUDED.status,
+               reason               = EXCLUDED.reason,
+               message              = EXCLUDED.message,
+               observed_generation  = EXCLUDED.observed_generation,
+               last_transition_time = CASE WHEN c.status IS DISTINCT FROM EXCLUDED.status
+                                           THEN EXCLUDED.last_transition_time ELSE c.last_transition_time END
+         WHERE (c.status, c.reason, c.message) IS DISTINCT FROM (EXCLUDED.status, EXCLUDED.reason, EXCLUDED.message);
+    END IF;
+END
+$$;

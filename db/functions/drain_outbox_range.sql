@@ -1,0 +1,192 @@
+-- drain_outbox_range: the drainer's workhorse. Pops up to p_max work_outbox
+-- results in shards [p_lo, p_hi] and applies them in this one transaction.
+-- The pop goes partition by partition (each statement prunes to one
+-- partition), starting at a random partition of the range so none starves
+-- under load, and oldest first within each (idx_work_outbox_fifo: id is one
+-- identity across partitions, so the pop is FIFO by arrival and the shard
+-- range is a filter on it). Everything popped is then applied as ONE batch:
+-- one sorted lock pass, the fence one partition per statement (queue TIDs are
+-- unambiguous only inside one), one coalesced status update, so the cascade
+-- and the other statement triggers run once per batch, not once per partition.
+-- Each step is one statement or a helper named for it, called once with the
+-- whole batch (set-based: no plpgsql runs per row):
+--   1. drain_lock: lock the resources concerned, in id order, so concurrent
+--      drainers cannot deadlock on resources;
+--   2. the fence, here beside the pop (both go partition by partition, and
+--      the fence builds the batch, drain_item[], that the helpers take): a
+--      result applies only if its work_queue row still holds the result's
+--      claim_epoch; a stale result (released, reaped, re-claimed) is dropped.
+--      Several results for one task coalesce to the newest. Finished rows are
+--      deleted; a transient reconcile failure for the live spec and a failed
+--      delete re-pend the same row with exponential backoff (attempts+1,
+--      not_before, lease cleared). Capped kinds give their in-flight back to
+--      the drainer's kind_inflight partial (range_lo = p_lo);
+--   3. drain_value_flows: upstream statuses into dependents' specs, before
+--      the status update, so the cascade sees them at their new generation;
+--   4. drain_apply: the coalesced status update (the cascade) and its events;
+--   5. drain_finish_deletes: finalizers stripped, delete failures recorded;
+--   6. drain_conditions, drain_finish_operations: conditions on transition
+--      only, operations finished;
+--   7. the re-gate: resources still lagging after the update, and dependents
+--      re-substituted by an upstream that was already synced, go back through
+--      schedule_candidates.
+-- Plans are custom per call (the batch arrays' real sizes are what the
+-- planner sees; the helpers run under this function's SET clauses), lookups
+-- are primary-key probes (LATERAL … OFFSET 0) and queue rows are addressed by
+-- TID once locked: the queue partitions are never scanned. Returns the number
+-- of outbox rows popped.
+CREATE OR REPLACE FUNCTION drain_outbox_range(p_max int, p_lo int, p_hi int, p_now timestamptz) RETURNS int
+LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET jit = off AS $$
+DECLARE
+    v_first   int := p_lo / 16;
+    v_last    int := p_hi / 16;
+    v_start   int;
+    v_p       int;
+    v_plo     int;
+    v_phi     int;
+    v_tids    tid[];
+    v_part    work_outbox[];
+    v_k       int;
+    v_out     work_outbox[] := '{}';
+    v_n       int := 0;
+    v_pitems  drain_item[];
+    v_pdels   boolean;
+    v_pops    boolean;
+    v_pconds  boolean;
+    v_items   drain_item[] := '{}';
+    v_dels    boolean := false;
+    v_ops     boolean := false;
+    v_conds   boolean := false;
+    v_subst   uuid[];
+    v_resched uuid[];
+    i         int;
+BEGIN
+    IF p_max <= 0 OR p_lo > p_hi THEN
+        RETURN 0;
+    END IF;
+    -- pop, one partition per statement (each prunes to it), from a random
+    -- partition of the range so none starves under load: lock the oldest
+    -- rows (idx_work_outbox_fifo, SKIP LOCKED), then delete exactly those
+    -- tuples by TID (one partition: unambiguous)
+    v_start := floor(random() * (v_last - v_first + 1))::int;
+    FOR i IN 0 .. v_last - v_first LOOP
+        EXIT WHEN v_n >= p_max;
+        v_p := v_first + (v_start + i) % (v_last - v_first + 1);
+        v_plo := greatest(p_lo, v_p * 16);
+        v_phi := least(p_hi, v_p * 16 + 15);
+        SELECT array_agg(x.ctid) INTO v_tids
+          FROM (SELECT o.ctid FROM work_outbox o
+                 WHERE o.shard_id BETWEEN v_plo AND v_phi
+                 ORDER BY o.id
+                 LIMIT p_max - v_n
+                   FOR UPDATE SKIP LOCKED) x;
+        CONTINUE WHEN v_tids IS NULL;
+        WITH popped AS (
+            DELETE FROM work_outbox o
+             WHERE o.shard_id BETWEEN v_plo AND v_phi AND o.ctid = ANY (v_tids)
+            RETURNING o
+        )
+        SELECT array_agg(popped.o), count(*) INTO v_part, v_k FROM popped;
+        v_out := v_out || v_part;
+        v_n := v_n + v_k;
+    END LOOP;
+    IF v_n = 0 THEN
+        RETURN 0;
+    END IF;
+
+    -- 1. lock
+    PERFORM drain_lock(v_out);
+
+    -- 2. fence, finish or re-pend the queue rows, give capped slots back,
+    --    one partition per statement (TIDs are unambiguous only inside one).
+    --    tgt locks each result's queue row by primary key, only while it
+    --    still holds the result's claim_epoch; fin and rp then address those
+    --    tuples by TID.
+    FOR v_p IN SELECT DISTINCT u.shard_id / 16 FROM unnest(v_out) u LOOP
+    v_plo := greatest(p_lo, v_p * 16);
+    v_phi := least(p_hi, v_p * 16 + 15);
+    WITH oc AS (
+        SELECT o.*, (o.error_message IS NOT NULL
+                     AND (o.task_type = 'delete'
+                          OR (o.task_type = 'reconcile' AND NOT o.error_terminal
+                              AND o.generation >= coalesce((SELECT r.generation FROM resources r
+                                                             WHERE r.id = o.resource_id), 0)))) AS retry
+          FROM (SELECT DISTINCT ON (u.shard_id, u.resource_id, u.task_type, u.op_id) u.*
+                  FROM unnest(v_out) u
+                 WHERE u.shard_id BETWEEN v_plo AND v_phi
+                 ORDER BY u.shard_id, u.resource_id, u.task_type, u.op_id, u.claim_epoch DESC, u.id DESC) o
+    ), tgt AS MATERIALIZED (
+        SELECT oc.*, w.tid, w.kind, w.version, w.generation AS task_gen, w.trigger, w.attempts, w.leased
+          FROM oc
+          CROSS JOIN LATERAL (
+              SELECT w.ctid AS tid, w.kind, w.version, w.generation, w.trigger, w.attempts,
+                     w.worker_id IS NOT NULL AS leased
+                FROM work_queue w
+               WHERE w.shard_id BETWEEN v_plo AND v_phi
+                 AND w.shard_id = oc.shard_id AND w.resource_id = oc.resource_id
+                 AND w.task_type = oc.task_type AND w.op_id = oc.op_id
+                 AND w.claim_epoch = oc.claim_epoch
+                 FOR UPDATE) w
+    ), fin AS (
+        DELETE FROM work_queue w
+         WHERE w.shard_id BETWEEN v_plo AND v_phi
+           AND w.ctid = ANY (ARRAY(SELECT t.tid FROM tgt t WHERE NOT t.retry))
+    ), rp AS (
+        UPDATE work_queue w
+           SET attempts     = w.attempts + 1,
+               not_before   = p_now + least(interval '5 minutes', interval '1 second' * power(2, least(w.attempts, 16))),
+               worker_id    = NULL,
+               claim_epoch  = NULL,
+               leased_at    = NULL,
+               heartbeat_at = NULL
+         WHERE w.shard_id BETWEEN v_plo AND v_phi
+           AND w.ctid = ANY (ARRAY(SELECT t.tid FROM tgt t WHERE t.retry))
+    ), cap AS (
+        INSERT INTO kind_inflight AS k (kind, version, range_lo, in_flight)
+        SELECT t.kind, t.version, p_lo, -count(*)
+          FROM tgt t JOIN kind_config kc ON kc.kind = t.kind AND kc.version = t.version
+         WHERE kc.max_inflight > 0 AND t.leased
+         GROUP BY t.kind, t.version
+        ON CONFLICT (kind, version, range_lo) DO UPDATE SET in_flight = k.in_flight + EXCLUDED.in_flight
+    )
+    SELECT array_agg(ROW(t.resource_id, t.shard_id, t.task_type, t.op_id, t.kind, t.version, t.task_gen, t.trigger,
+                         t.attempts, t.retry, t.status, t.health_ok, t.advance_synced_gen, t.conditions,
+                         t.error_message, t.error_terminal, t.finalizer, t.operation_output)::drain_item),
+           bool_or(t.task_type = 'delete' AND t.error_message IS NULL),
+           bool_or(t.task_type = 'operate'),
+           bool_or(t.error_message IS NOT NULL OR t.conditions IS NOT NULL)
+      INTO v_pitems, v_pdels, v_pops, v_pconds
+      FROM tgt t;
+    IF v_pitems IS NOT NULL THEN
+        v_items := v_items || v_pitems;
+        v_dels := v_dels OR v_pdels;
+        v_ops := v_ops OR v_pops;
+        v_conds := v_conds OR v_pconds;
+    END IF;
+    END LOOP;
+    IF cardinality(v_items) = 0 THEN
+        RETURN v_n;
+    END IF;
+
+    -- 3. value flows
+    v_subst := drain_value_flows(v_items, p_now);
+
+    -- 4. apply: the coalesced status update (its statement triggers are the cascade)
+    v_resched := drain_apply(v_items, p_now);
+
+    -- 5. deletes
+    PERFORM drain_finish_deletes(v_items, v_dels, p_now);
+
+    -- 6. conditions, operations
+    PERFORM drain_conditions(v_items, v_conds, p_now);
+    IF v_ops THEN
+        PERFORM drain_finish_operations(v_items, p_now);
+    END IF;
+
+    -- 7. re-gate: still lagging, and substituted dependents
+    IF v_resched IS NOT NULL OR v_subst IS NOT NULL THEN
+        PERFORM schedule_candidates(coalesce(v_resched, '{}') || coalesce(v_subst, '{}'), p_now, false);
+    END IF;
+    RETURN v_n;
+END
+$$;

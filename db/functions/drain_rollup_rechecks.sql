@@ -1,0 +1,63 @@
+-- drain_rollup_rechecks: straddle close-out for roots the cascade armed in
+-- rollup_recheck. For up to p_max armed roots in shards [p_lo, p_hi]:
+--   1. wait for the transactions still settling their descendants: FOR SHARE
+--      on the unsettled descendants another transaction has touched (xmax set),
+--      in id order — the same global order drainers lock in, so no deadlock,
+--      and no rollup_recheck row is locked while waiting (an arming drainer
+--      never waits on us). A row its settler committed is re-checked on its new
+--      version, found settled and not locked at all;
+--   2. re-run the gate (schedule_candidates, re-pend mode) in a fresh snapshot
+--      that now sees every sibling the arming transactions could not;
+--   3. delete the rows that pended (or already have their reconcile row), no
+--      longer need one (gone, frozen, deleting, not a composed rollup root) or
+--      can no longer be straddled (an idle unsettled descendant remains: its
+--      own settle will cascade), judged in the delete's own snapshot so a
+--      settler that started meanwhile keeps the row armed; and rows armed
+--      longer than 30 s (the reaper's requeue is the backstop).
+-- An empty queue costs one index probe. Returns the number of roots pended.
+CREATE OR REPLACE FUNCTION drain_rollup_rechecks(p_max int, p_lo int, p_hi int, p_now timestamptz DEFAULT now()) RETURNS int
+LANGUAGE plpgsql SET jit = off AS $$
+DECLARE
+    v_roots uuid[];
+    v_top   uuid[];
+    v_n     int;
+BEGIN
+    SELECT array_agg(x.root_id) INTO v_roots
+      FROM (SELECT rr.root_id FROM rollup_recheck rr
+             WHERE rr.shard_id BETWEEN p_lo AND p_hi
+             ORDER BY rr.armed_at
+             LIMIT p_max) x;
+    IF v_roots IS NULL THEN
+        RETURN 0;
+    END IF;
+
+    SELECT array_agg(r.id) FILTER (WHERE r.root_id IS NULL) INTO v_top
+      FROM resources r WHERE r.id = ANY (v_roots);
+    PERFORM 1 FROM resources d
+     WHERE (d.root_id = ANY (v_top)
+            OR d.id IN (SELECT descendant_ids(r.id) FROM resources r
+                         WHERE r.id = ANY (v_roots) AND r.root_id IS NOT NULL))
+       AND d.synced_gen < d.generation AND d.failure_gen <> d.generation
+       AND d.frozen_until IS NULL AND d.deletion_requested_at IS NULL
+       AND d.xmax <> '0'::xid
+     ORDER BY d.id
+       FOR SHARE;
+
+    v_n := schedule_candidates(v_roots, p_now, true);
+
+    DELETE FROM rollup_recheck rr
+     WHERE rr.root_id = ANY (v_roots)
+       AND (rr.armed_at < p_now - interval '30 seconds'
+            OR EXISTS (SELECT 1 FROM work_queue w
+                        WHERE w.shard_id = rr.shard_id AND w.resource_id = rr.root_id
+                          AND w.task_type = 'reconcile'
+                          AND w.op_id = '00000000-0000-0000-0000-000000000000')
+            OR NOT EXISTS (SELECT 1 FROM resources r
+                             JOIN kind_config kc ON kc.kind = r.kind AND kc.version = r.version
+                            WHERE r.id = rr.root_id AND kc.has_rollup
+                              AND r.deletion_requested_at IS NULL AND r.frozen_until IS NULL
+                              AND NOT (kc.has_composer AND r.composed_gen < r.generation)
+                              AND rollup_gate(r.id, r.root_id IS NULL, 0) = 2));
+    RETURN v_n;
+END
+$$;

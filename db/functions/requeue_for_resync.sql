@@ -1,0 +1,34 @@
+-- requeue_for_resync: the drift engine. Re-pends settled rows (phase Ready or
+-- Degraded: synced, not failed, not frozen, not deleting) of one resync-enabled
+-- kind in [p_lo, p_hi] whose last reconcile or resync is older than p_interval,
+-- oldest first, at most p_max. No generation bump: the worker re-observes and
+-- the drainer may flip health_ok out of band.
+--
+-- Zero cost for kinds that do not opt in: the first statement is one PK probe
+-- on kind_config (resync_interval_secs > 0) and returns 0. For an opted-in
+-- kind the scan reads the kind's settled rows through idx_resources_kind_phase_page
+-- (no extra index taxes the hot write path of kinds that never resync).
+-- Returns the number of tasks enqueued.
+CREATE OR REPLACE FUNCTION requeue_for_resync(p_kind text, p_version text, p_lo int, p_hi int, p_interval interval,
+                                   p_recompose boolean, p_max int, p_now timestamptz DEFAULT now())
+RETURNS int LANGUAGE plpgsql AS $$
+DECLARE
+    v_ids uuid[];
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM kind_config
+                    WHERE kind = p_kind AND version = p_version AND resync_interval_secs > 0) THEN
+        RETURN 0;
+    END IF;
+    SELECT array_agg(c.id) INTO v_ids
+      FROM (SELECT r.id
+              FROM resources r
+             WHERE r.kind = p_kind
+               AND r.phase IN ('Ready', 'Degraded')
+               AND r.version = p_version
+               AND r.shard_id BETWEEN p_lo AND p_hi
+               AND greatest(r.updated_at, r.last_resync_at) < p_now - p_interval
+             ORDER BY greatest(r.updated_at, r.last_resync_at)
+             LIMIT p_max) c;
+    RETURN resync_enqueue(v_ids, p_recompose, p_now);
+END
+$$;

@@ -1,0 +1,11 @@
+-- resources_labels_delete (AFTER DELETE, per statement) removes the deleted
+-- resources' resource_labels rows.
+CREATE OR REPLACE FUNCTION resources_labels_delete() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM resource_labels l
+     USING old_rows o CROSS JOIN LATERAL jsonb_each_text(o.labels) ol
+     WHERE l.key = ol.key AND l.value = ol.value AND l.created_at = o.created_at AND l.resource_id = o.id;
+    RETURN NULL;
+END
+$$;

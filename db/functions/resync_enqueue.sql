@@ -1,0 +1,48 @@
+-- resync_enqueue (internal): enqueue a 'resync' reconcile task for each given
+-- settled, live row (no generation bump) and stamp last_resync_at. A row that
+-- already has a reconcile task (pending or leased) is left alone: that task
+-- observes it anyway. The task is an ordinary reconcile at the row's current
+-- generation with trigger = 'resync'; the provider config is cloned onto it as
+-- schedule_eligible does.
+--
+-- Recompose: with p_recompose the row's composed_gen is lowered below its
+-- generation. The reconcile pipeline runs the composer exactly when
+-- composed_gen < generation, and the drainer sets composed_gen = generation
+-- when the compose result lands, so the task needs no extra field: "this
+-- resync recomposes" is carried by the row itself.
+CREATE OR REPLACE FUNCTION resync_enqueue(p_ids uuid[], p_recompose boolean, p_now timestamptz DEFAULT now())
+RETURNS int LANGUAGE plpgsql AS $$
+DECLARE
+    v_n int;
+BEGIN
+    IF p_ids IS NULL OR cardinality(p_ids) = 0 THEN
+        RETURN 0;
+    END IF;
+    WITH ins AS (
+        INSERT INTO work_queue (resource_id, task_type, shard_id, kind, version, generation, trigger,
+                                provider_config, provider_bundle, not_before)
+        SELECT r.id, 'reconcile', r.shard_id, r.kind, r.version, r.generation, 'resync', pc.spec, pc.data, p_now
+          FROM resources r
+          LEFT JOIN providerconfigs pc ON pc.kind = r.kind AND pc.name = r.provider_config_ref
+         WHERE r.id = ANY (p_ids)
+           AND r.synced_gen >= r.generation
+           AND r.frozen_until IS NULL
+           AND r.deletion_requested_at IS NULL
+        ON CONFLICT (shard_id, resource_id, task_type, op_id) DO NOTHING
+        RETURNING resource_id
+    ), stamped AS (
+        UPDATE resources r
+           SET last_resync_at = p_now,
+               composed_gen = CASE WHEN p_recompose THEN least(r.composed_gen, r.generation - 1)
+                                   ELSE r.composed_gen END
+          FROM ins
+         WHERE r.id = ins.resource_id
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_n FROM stamped;
+    IF v_n > 0 THEN
+        PERFORM notify_gated('work_ready');
+    END IF;
+    RETURN v_n;
+END
+$$;

@@ -1,0 +1,67 @@
+-- rollup_gate: the rollup gate, and the straddle probe in the same pass.
+-- A composite root's rollup may run once every LIVE descendant is settled:
+-- synced (synced_gen >= generation) or failed for its live spec. Frozen
+-- (orphaned, quarantined) and deleting descendants are excluded, so they
+-- never hold a rollup back. Returns
+--   0  every live descendant settled: the gate is open;
+--   1  some descendant still progressing, and no straddle possible;
+--   2  some descendant still progressing, and a straddle is possible.
+-- Straddle: when a root's last unsettled descendants are settled by two
+-- concurrent drain transactions, neither snapshot sees "all settled" and
+-- neither pends the root. That is only possible when every descendant this
+-- snapshot still sees as unsettled is being (or has just been) written by a
+-- transaction it cannot see (xmax_in_flight). One idle unsettled descendant
+-- means its own settle will cascade to the root later: no straddle. At most
+-- p_few remaining unsettled also counts as "possible" (the cascade passes 4:
+-- it covers a MultiXactId xmax the in-flight test cannot read).
+-- Cost: a top root (root_id IS NULL) reads at most five entries of
+-- idx_resources_unsettled (whose predicate is exactly the unsettled test) in
+-- the common case — one idle row among the first five ends the probe — which
+-- keeps the per-batch root evaluation cheap on the 1M path; only a root whose
+-- first five are all in flight walks further. A nested composite walks its
+-- owner subtree (lazily: the walk stops as soon as the answer is known). Each
+-- branch is planned on its own, and JIT is off (the recursive walk's estimate
+-- would otherwise compile on every call).
+CREATE OR REPLACE FUNCTION rollup_gate(p_root uuid, p_top boolean, p_few int) RETURNS int
+LANGUAGE plpgsql VOLATILE SET jit = off AS $$
+DECLARE
+    v_n    int;
+    v_idle boolean;
+BEGIN
+    IF p_top THEN
+        SELECT count(*), coalesce(bool_or(NOT xmax_in_flight(x.xmax)), false) INTO v_n, v_idle
+          FROM (SELECT d.xmax FROM resources d
+                 WHERE d.root_id = p_root
+                   AND d.synced_gen < d.generation AND d.failure_gen <> d.generation
+                   AND d.frozen_until IS NULL AND d.deletion_requested_at IS NULL
+                 LIMIT 5) x;
+        IF v_n = 0 THEN
+            RETURN 0;
+        ELSIF v_n <= p_few THEN
+            RETURN 2;
+        ELSIF v_idle THEN
+            RETURN 1;
+        ELSIF v_n < 5 THEN
+            RETURN 2;
+        END IF;
+        RETURN CASE WHEN EXISTS (
+                        SELECT 1 FROM resources d
+                         WHERE d.root_id = p_root
+                           AND d.synced_gen < d.generation AND d.failure_gen <> d.generation
+                           AND d.frozen_until IS NULL AND d.deletion_requested_at IS NULL
+                           AND NOT xmax_in_flight(d.xmax))
+                    THEN 1 ELSE 2 END;
+    END IF;
+    WITH RECURSIVE sub AS (
+        SELECT c.id, c.xmax AS x, c.synced_gen, c.generation, c.failure_gen, c.frozen_until, c.deletion_requested_at
+          FROM resources c WHERE c.owner_id = p_root
+        UNION ALL
+        SELECT c.id, c.xmax, c.synced_gen, c.generation, c.failure_gen, c.frozen_until, c.deletion_requested_at
+          FROM resources c JOIN sub s ON c.owner_id = s.id)
+    SELECT count(*), coalesce(bool_or(NOT xmax_in_flight(u.x)), false) INTO v_n, v_idle
+      FROM (SELECT d.x FROM sub d
+             WHERE d.synced_gen < d.generation AND d.failure_gen <> d.generation
+               AND d.frozen_until IS NULL AND d.deletion_requested_at IS NULL) u;
+    RETURN CASE WHEN v_n = 0 THEN 0 WHEN v_n <= p_few OR NOT v_idle THEN 2 ELSE 1 END;
+END
+$$;

@@ -1,0 +1,51 @@
+-- sweep_expired_orphans: orphan-grace expiry. Composer-dropped rows in
+-- [p_lo, p_hi] whose grace deadline passed (frozen_until < p_now — never a
+-- quarantined 'infinity' row) and that nobody re-adopted are escalated to the
+-- real delete, oldest deadline first, at most p_max:
+--   * a kind with a finalizer (kind_config.finalizer_name), or a row that owns
+--     children → the soft-delete protocol (cascade_mark_for_deletion, then one
+--     sweep_deletable kick), so every Deleter runs in order;
+--   * a leaf kind without a finalizer → hard delete.
+-- Idle gate: one probe of idx_resources_frozen_sweep below p_now (empty in
+-- steady state; quarantined rows sort above any finite instant). Candidates
+-- are locked SKIP LOCKED. Returns the number of orphans escalated.
+CREATE OR REPLACE FUNCTION sweep_expired_orphans(p_lo int, p_hi int, p_max int, p_now timestamptz DEFAULT now())
+RETURNS int LANGUAGE plpgsql AS $$
+DECLARE
+    v_soft uuid[];
+    v_hard uuid[];
+    v_id   uuid;
+    v_n    int := 0;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM resources WHERE frozen_until < p_now) THEN
+        RETURN 0;
+    END IF;
+    SELECT array_agg(c.id) FILTER (WHERE c.soft), array_agg(c.id) FILTER (WHERE NOT c.soft)
+      INTO v_soft, v_hard
+      FROM (SELECT r.id,
+                   (EXISTS (SELECT 1 FROM kind_config kc
+                             WHERE kc.kind = r.kind AND kc.version = r.version AND kc.finalizer_name IS NOT NULL)
+                    OR EXISTS (SELECT 1 FROM resources o WHERE o.owner_id = r.id)) AS soft
+              FROM resources r
+             WHERE r.frozen_until < p_now
+               AND r.shard_id BETWEEN p_lo AND p_hi
+               AND r.deletion_requested_at IS NULL
+             ORDER BY r.frozen_until
+             LIMIT p_max
+             FOR UPDATE OF r SKIP LOCKED) c;
+
+    IF v_hard IS NOT NULL THEN
+        DELETE FROM work_queue WHERE shard_id BETWEEN p_lo AND p_hi AND resource_id = ANY (v_hard);
+        DELETE FROM resources WHERE id = ANY (v_hard);
+        v_n := v_n + cardinality(v_hard);
+    END IF;
+    IF v_soft IS NOT NULL THEN
+        FOREACH v_id IN ARRAY v_soft LOOP
+            PERFORM cascade_mark_for_deletion(v_id, p_now);
+        END LOOP;
+        PERFORM sweep_deletable(0, 255, greatest(p_max, 1000), p_now);
+        v_n := v_n + cardinality(v_soft);
+    END IF;
+    RETURN v_n;
+END
+$$;
