@@ -321,3 +321,62 @@ func TestDispatcher_DryPairsStayDryAcrossCompletions(t *testing.T) {
 	mu.Unlock()
 	release <- struct{}{}
 }
+
+// On shutdown the dispatcher stops claiming and gives in-flight tasks the
+// drain budget; what is still running then is cancelled and its leases
+// released for a fast re-claim.
+func TestDispatcher_Drain(t *testing.T) {
+	t.Parallel()
+
+	t.Run("WaitsForInFlightTasks", func(t *testing.T) {
+		t.Parallel()
+		b := setupDispatcher(t)
+		finish := make(chan struct{})
+		b.runner.RunFn = func(context.Context, pipeline.Lease, pipeline.Task) { <-finish }
+		b.claimer.ReleaseFn = func(context.Context, pipeline.Lease, []pipeline.TaskKey) (int, error) {
+			t.Error("nothing may be released when every task finished in the budget")
+			return 0, nil
+		}
+		b.claimsFrom(tasksOf(pairVPC, 3))
+		stop := b.start(t)
+		require.Equal(t, 3, b.d.testSignals.swept.WaitOrTimeout(t))
+		stopped := make(chan struct{})
+		go func() { stop(); close(stopped) }()
+		select {
+		case <-stopped:
+			t.Fatal("Run returned with tasks in flight")
+		case <-time.After(50 * time.Millisecond):
+		}
+		close(finish)
+		require.Equal(t, 0, b.d.testSignals.drained.WaitOrTimeout(t))
+		<-stopped
+	})
+
+	t.Run("ReleasesStragglersWhenTheBudgetIsSpent", func(t *testing.T) {
+		t.Parallel()
+		b := setupDispatcher(t)
+		cancelled := make(chan struct{}, 2)
+		b.runner.RunFn = func(ctx context.Context, _ pipeline.Lease, _ pipeline.Task) {
+			<-ctx.Done()
+			cancelled <- struct{}{}
+		}
+		released := make(chan int, 1)
+		b.claimer.ReleaseFn = func(_ context.Context, l pipeline.Lease, keys []pipeline.TaskKey) (int, error) {
+			require.Equal(t, "broker-1", l.WorkerID)
+			released <- len(keys)
+			return len(keys), nil
+		}
+		b.claimsFrom(tasksOf(pairVPC, 2))
+		stop := b.start(t)
+		require.Equal(t, 2, b.d.testSignals.swept.WaitOrTimeout(t))
+		go stop()
+		require.Eventually(t, func() bool {
+			b.clock.Advance(b.d.drain)
+			return b.d.testSignals.drained.Pending() > 0
+		}, 5*time.Second, time.Millisecond)
+		require.Equal(t, 2, b.d.testSignals.drained.WaitOrTimeout(t))
+		require.Equal(t, 2, <-released, "one release statement per lease")
+		<-cancelled
+		<-cancelled
+	})
+}
