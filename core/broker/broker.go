@@ -29,9 +29,10 @@ const (
 	// DefaultDrain is SHUTDOWN_DRAIN: how long in-flight tasks may finish.
 	DefaultDrain = 45 * time.Second
 	// DefaultPollMin and DefaultPollMax bound the dispatcher's idle
-	// failsafe poll (each poll is one indexed probe per pair).
+	// failsafe poll (each poll is one indexed probe per pair). PollMax is the
+	// longest a pend whose wake was lost waits to be claimed.
 	DefaultPollMin = 25 * time.Millisecond
-	DefaultPollMax = 30 * time.Second
+	DefaultPollMax = time.Second
 	// DefaultHeartbeatEvery is the lease heartbeat cadence.
 	DefaultHeartbeatEvery = 5 * time.Second
 	// DefaultRedeliveryWait is how long a stage whose worker vanished waits

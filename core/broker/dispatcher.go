@@ -100,6 +100,25 @@ const dryWindow = 50 * time.Millisecond
 // claimLoop sweeps the pairs while they yield work and backs off when idle
 // (a work_ready wake, a routing change or a freed slot cuts the wait short).
 //
+// No committed pend waits on the backoff longer than it must:
+//   - A wake is never lost. The work_ready subscription and the freed-slot
+//     channel buffer one signal, and the routing-change channel is taken
+//     before the sweep, so a signal that lands while a sweep runs triggers
+//     the next sweep at once.
+//   - A sweep that claimed anything is followed by another at once, until
+//     every pair comes back dry: queued work never waits on a timer.
+//   - Every wake, routing change or finished task restarts the idle wait at
+//     pollMin, and it doubles from there: after a wake the trailing sweeps
+//     fall at +25ms, +75ms, +175ms… (defaults), so a pend whose own notify
+//     notify_gated coalesced into that wake (its 50ms window) is claimed by
+//     the +75ms sweep at the latest, and one committed δ after the wake by
+//     δ + pollMin.
+//   - The wait never exceeds pollMax (1s by default; each idle poll is one
+//     indexed probe of idx_work_queue_pending per pair), so a pend whose wake
+//     was lost entirely — a NOTIFY suppressed while another transaction held
+//     the gate, a dropped LISTEN connection — waits at most pollMax plus one
+//     sweep, however long the broker was idle before.
+//
 // A pair whose claim came back empty is dry for a wake window: a sweep
 // triggered only by a finished task (which frees a slot but creates no work)
 // skips it, and so does one triggered by a routing change or a freed worker
@@ -112,6 +131,8 @@ func (d *dispatcher) claimLoop(ctx, taskCtx context.Context, wake <-chan notify.
 	offset := 0
 	dry := map[pairKey]time.Time{}
 	for ctx.Err() == nil {
+		// Taken before the sweep: a change while it runs closes this one.
+		changed := d.routes.changed()
 		var claimed int
 		claimed, offset = d.sweep(ctx, taskCtx, offset, dry)
 		d.testSignals.swept.Signal(claimed)
@@ -119,7 +140,6 @@ func (d *dispatcher) claimLoop(ctx, taskCtx context.Context, wake <-chan notify.
 			wait = d.pollMin
 			continue
 		}
-		changed := d.routes.changed()
 		timer := d.clock.After(wait)
 		d.testSignals.idle.Signal(wait)
 		select {
