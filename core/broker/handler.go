@@ -44,14 +44,14 @@ type workerService struct {
 var _ workerv1connect.WorkerServiceHandler = (*workerService)(nil)
 
 // GetProviderConfig serves a kind's default providerconfig.
-func (b *workerService) GetProviderConfig(ctx context.Context, req *connect.Request[workerv1.GetProviderConfigRequest]) (*connect.Response[workerv1.GetProviderConfigResponse], error) {
+func (h *workerService) GetProviderConfig(ctx context.Context, req *connect.Request[workerv1.GetProviderConfigRequest]) (*connect.Response[workerv1.GetProviderConfigResponse], error) {
 	kind := req.Msg.GetKind()
 	if kind == "" {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("kind is required"))
 	}
-	pc, ok, err := b.configs.DefaultProviderConfig(ctx, kind)
+	pc, ok, err := h.configs.DefaultProviderConfig(ctx, kind)
 	if err != nil {
-		b.log.Error().Err(err).Str("kind", kind).Msg("read default providerconfig")
+		h.log.Error().Err(err).Str("kind", kind).Msg("read default providerconfig")
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("providerconfig unavailable; retry"))
 	}
 	if !ok {
@@ -60,9 +60,12 @@ func (b *workerService) GetProviderConfig(ctx context.Context, req *connect.Requ
 	return connect.NewResponse(&workerv1.GetProviderConfigResponse{Found: true, Config: configProto(pc)}), nil
 }
 
+// workStream is the bidi stream of one worker session.
+type workStream = connect.BidiStream[workerv1.WorkStreamRequest, workerv1.WorkStreamResponse]
+
 // WorkStream is one worker's session: subscribe, then tasks out and
 // completions, readiness changes and heartbeats in.
-func (b *workerService) WorkStream(ctx context.Context, stream *connect.BidiStream[workerv1.WorkStreamRequest, workerv1.WorkStreamResponse]) error {
+func (h *workerService) WorkStream(ctx context.Context, stream *workStream) error {
 	first, err := stream.Receive()
 	if err != nil {
 		return err
@@ -79,70 +82,76 @@ func (b *workerService) WorkStream(ctx context.Context, stream *connect.BidiStre
 		maxIn = 16
 	}
 	s := &session{
-		id:       fmt.Sprintf("%s#%d", sub.GetWorkerId(), b.sessionSeq.Add(1)),
+		id:       fmt.Sprintf("%s#%d", sub.GetWorkerId(), h.sessionSeq.Add(1)),
 		workerID: sub.GetWorkerId(),
 		maxIn:    maxIn,
 		out:      make(chan *workerv1.WorkStreamResponse, maxIn+16),
 		done:     make(chan struct{}),
 		ready:    readyMap(sub.GetKinds()),
 	}
-	log := b.log.With().Str("worker_id", s.workerID).Logger()
+	log := h.log.With().Str("worker_id", s.workerID).Logger()
+	if err := stream.Send(&workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Subscribed{
+		Subscribed: &workerv1.Subscribed{BrokerId: h.id, Known: h.known(s, log)}}}); err != nil {
+		return err
+	}
+	h.reg.add(s)
+	h.metrics.Workers.Set(float64(h.reg.count()))
+	log.Info().Int("kinds", len(s.ready)).Int("max_in_flight", maxIn).Int("resumed", len(sub.GetResumed())).Msg("worker connected")
+	defer func() {
+		h.reg.remove(s)
+		close(s.done)
+		h.metrics.Workers.Set(float64(h.reg.count()))
+		log.Info().Msg("worker disconnected")
+	}()
+	h.serve(ctx, stream, s, log)
+	return nil
+}
+
+// known lists the kinds s serves that have an applied manifest.
+func (h *workerService) known(s *session, log zerolog.Logger) []*workerv1.KindVersion {
 	var known []*workerv1.KindVersion
 	for kv := range s.ready {
-		if _, ok := b.kinds.Kind(kv); ok {
+		if _, ok := h.kinds.Kind(kv); ok {
 			known = append(known, &workerv1.KindVersion{Kind: kv.Kind, Version: kv.Version})
 		} else {
 			log.Warn().Str("kind", kv.String()).Msg("worker serves a kind with no applied manifest; it gets no work until one is applied")
 		}
 	}
-	if err := stream.Send(&workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Subscribed{
-		Subscribed: &workerv1.Subscribed{BrokerId: b.id, Known: known}}}); err != nil {
-		return err
-	}
-	b.reg.add(s)
-	b.metrics.Workers.Set(float64(b.reg.count()))
-	log.Info().Int("kinds", len(s.ready)).Int("max_in_flight", maxIn).Int("resumed", len(sub.GetResumed())).Msg("worker connected")
-	defer func() {
-		b.reg.remove(s)
-		close(s.done)
-		b.metrics.Workers.Set(float64(b.reg.count()))
-		log.Info().Msg("worker disconnected")
-	}()
+	return known
+}
 
+// serve runs an open session until its stream ends: one sender drains s.out,
+// the receive loop routes what the worker sends.
+func (h *workerService) serve(ctx context.Context, stream *workStream, s *session, log zerolog.Logger) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sendErr := make(chan error, 1)
+	sent := make(chan struct{})
 	go func() {
+		defer close(sent)
 		for {
 			select {
 			case <-sctx.Done():
-				sendErr <- nil
 				return
 			case m := <-s.out:
 				if err := stream.Send(m); err != nil {
-					sendErr <- err
 					cancel()
 					return
 				}
 			}
 		}
 	}()
-
 	for {
 		msg, err := stream.Receive()
 		if err != nil {
 			cancel()
-			<-sendErr
-			if sctx.Err() != nil && ctx.Err() == nil {
-				return nil
-			}
-			return nil
+			<-sent
+			return
 		}
 		switch m := msg.GetMsg().(type) {
 		case *workerv1.WorkStreamRequest_Readiness:
-			b.reg.setReady(s, m.Readiness.GetKinds())
+			h.reg.setReady(s, m.Readiness.GetKinds())
 		case *workerv1.WorkStreamRequest_Complete:
-			b.completions.complete(m.Complete)
+			h.completions.complete(m.Complete)
 		case *workerv1.WorkStreamRequest_Heartbeat:
 			// Leases of tasks this broker runs are heartbeated by the
 			// dispatcher; nothing to do per worker beat.
@@ -153,16 +162,16 @@ func (b *workerService) WorkStream(ctx context.Context, stream *connect.BidiStre
 }
 
 // RelayStage runs a peer's stage on a local worker.
-func (b *workerService) RelayStage(ctx context.Context, req *connect.Request[workerv1.RelayStageRequest]) (*connect.Response[workerv1.RelayStageResponse], error) {
+func (h *workerService) RelayStage(ctx context.Context, req *connect.Request[workerv1.RelayStageRequest]) (*connect.Response[workerv1.RelayStageResponse], error) {
 	t := req.Msg.GetTask()
 	if t.GetTaskId() == "" || t.GetResource() == nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("relay needs a task with an id and a resource"))
 	}
 	kv := manifest.KindVersion{Kind: t.GetResource().GetKind(), Version: t.GetResource().GetVersion()}
-	if !b.reg.serves(kv) {
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("no worker on broker %s serves %s", b.id, kv))
+	if !h.reg.serves(kv) {
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("no worker on broker %s serves %s", h.id, kv))
 	}
-	c, err := b.stages.dispatchLocal(ctx, kv, t)
+	c, err := h.stages.dispatchLocal(ctx, kv, t)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeUnavailable, err)
 	}
