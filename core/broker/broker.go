@@ -188,8 +188,7 @@ func (b *Broker) Duties() []engine.Duty {
 func (b *Broker) run(ctx context.Context) error {
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Go(func() { b.out.run(bg) })
-	for _, s := range []engine.Duty{b.beats, b.pushes} {
+	for _, s := range []engine.Duty{b.out, b.beats, b.pushes} {
 		wg.Go(func() { _ = s.Run(bg) })
 	}
 	err := b.disp.Run(ctx)
