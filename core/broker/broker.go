@@ -29,7 +29,7 @@ const (
 	// DefaultDrain is SHUTDOWN_DRAIN: how long in-flight tasks may finish.
 	DefaultDrain = 45 * time.Second
 	// DefaultPollMin and DefaultPollMax bound the dispatcher's idle
-	// failsafe poll (each poll is one indexed probe per pair). PollMax is the
+	// failsafe poll (each poll is one statement probing every pair). PollMax is the
 	// longest a pend whose wake was lost waits to be claimed.
 	DefaultPollMin = 25 * time.Millisecond
 	DefaultPollMax = time.Second

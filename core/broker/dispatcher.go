@@ -16,6 +16,8 @@ import (
 
 // claimer is the work_queue side of the dispatcher.
 type claimer interface {
+	// Claimable probes, in one statement, which pairs have claimable rows.
+	Claimable(ctx context.Context, lo, hi int, batches []pipeline.Batch) ([]bool, error)
 	Claim(ctx context.Context, l pipeline.Lease, b pipeline.Batch) ([]pipeline.Task, error)
 	Release(ctx context.Context, l pipeline.Lease, keys []pipeline.TaskKey) (int, error)
 }
@@ -114,7 +116,8 @@ const dryWindow = 50 * time.Millisecond
 //     the +75ms sweep at the latest, and one committed δ after the wake by
 //     δ + pollMin.
 //   - The wait never exceeds pollMax (1s by default; each idle poll is one
-//     indexed probe of idx_work_queue_pending per pair), so a pend whose wake
+//     statement, an indexed EXISTS probe of idx_work_queue_pending per pair,
+//     and claims only from the pairs it finds work for), so a pend whose wake
 //     was lost entirely — a NOTIFY suppressed while another transaction held
 //     the gate, a dropped LISTEN connection — waits at most pollMax plus one
 //     sweep, however long the broker was idle before.
@@ -122,7 +125,8 @@ const dryWindow = 50 * time.Millisecond
 // A pair whose claim came back empty is dry for a wake window: a sweep
 // triggered only by a finished task (which frees a slot but creates no work)
 // skips it, and so does one triggered by a routing change or a freed worker
-// slot; a work_ready wake or the idle timer sweeps every pair. The window
+// slot; a work_ready wake sweeps every pair, the idle timer every pair the
+// probe finds claimable rows for. The window
 // matches notify_gated's, so work whose wake the gate coalesced away is
 // still claimed within about one window of arriving, even while another
 // pair's completions keep the loop from ever idling.
@@ -130,11 +134,13 @@ func (d *dispatcher) claimLoop(ctx, taskCtx context.Context, wake <-chan notify.
 	wait := d.pollMin
 	offset := 0
 	dry := map[pairKey]time.Time{}
+	probe := false // the idle timer fired: probe before claiming
 	for ctx.Err() == nil {
 		// Taken before the sweep: a change while it runs closes this one.
 		changed := d.routes.changed()
 		var claimed int
-		claimed, offset = d.sweep(ctx, taskCtx, offset, dry)
+		claimed, offset = d.sweep(ctx, taskCtx, offset, dry, probe)
+		probe = false
 		d.testSignals.swept.Signal(claimed)
 		if claimed > 0 {
 			wait = d.pollMin
@@ -158,18 +164,23 @@ func (d *dispatcher) claimLoop(ctx, taskCtx context.Context, wake <-chan notify.
 			wait = d.pollMin
 		case <-timer:
 			wait = min(wait*2, d.pollMax)
-			clear(dry)
+			probe = true
 		}
 	}
 }
 
 // sweep claims once from every pair that is not dry, starting one pair
 // further round each time; it returns the tasks claimed and the next offset.
-func (d *dispatcher) sweep(ctx, taskCtx context.Context, offset int, dry map[pairKey]time.Time) (claimed, next int) {
+// A probing sweep (the idle failsafe) first asks which pairs hold claimable
+// rows, in one statement, and claims only from those.
+func (d *dispatcher) sweep(ctx, taskCtx context.Context, offset int, dry map[pairKey]time.Time, probe bool) (claimed, next int) {
 	pairs := d.routes.pairs()
 	lo, hi, owned := d.shards.Bounds()
 	if !owned || len(pairs) == 0 {
 		return 0, offset
+	}
+	if probe {
+		d.probe(ctx, pairs, lo, hi, dry)
 	}
 	offset = (offset + 1) % len(pairs)
 	for i := range pairs {
@@ -193,6 +204,32 @@ func (d *dispatcher) sweep(ctx, taskCtx context.Context, offset int, dry map[pai
 		}
 	}
 	return claimed, offset
+}
+
+// probe sets the dry marks from one Claimable probe: a pair with claimable
+// rows is swept, one without is dry for a window (as if its claim had come
+// back empty). When the probe fails every pair is swept.
+func (d *dispatcher) probe(ctx context.Context, pairs []pairKey, lo, hi int, dry map[pairKey]time.Time) {
+	batches := make([]pipeline.Batch, len(pairs))
+	for i, p := range pairs {
+		batches[i] = pipeline.Batch{Kind: p.kv.Kind, Version: p.kv.Version, TaskType: p.tt}
+	}
+	has, err := d.claims.Claimable(ctx, lo, hi, batches)
+	if err != nil || len(has) != len(pairs) {
+		if ctx.Err() == nil {
+			d.log.Warn().Err(err).Int("shard_lo", lo).Int("shard_hi", hi).Msg("claimable probe failed; sweeping every pair")
+		}
+		clear(dry)
+		return
+	}
+	until := d.clock.Now().Add(dryWindow)
+	for i, p := range pairs {
+		if has[i] {
+			delete(dry, p)
+		} else {
+			dry[p] = until
+		}
+	}
 }
 
 // claimPair claims up to the room left for one pair and starts its tasks.

@@ -380,3 +380,64 @@ func TestDispatcher_Drain(t *testing.T) {
 		<-cancelled
 	})
 }
+
+// The idle failsafe costs one statement: the timer's sweep probes every pair
+// at once and claims only from those with claimable rows; a failed probe
+// falls back to claiming from every pair.
+func TestDispatcher_IdleFailsafeProbesOnce(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		reason     string
+		probeErr   error
+		wantClaims []pipeline.TaskType
+	}{
+		"ClaimsOnlyWhereTheProbeFoundWork": {
+			reason:     "the reconcile pair has rows, the delete pair none",
+			wantClaims: []pipeline.TaskType{pipeline.TaskReconcile},
+		},
+		"AFailedProbeSweepsEveryPair": {
+			reason:     "without an answer every pair is claimed from",
+			probeErr:   errors.New("connection reset"),
+			wantClaims: []pipeline.TaskType{pipeline.TaskReconcile, pipeline.TaskDelete},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setupDispatcher(t)
+			b.routes.PairsFn = func() []pairKey { return []pairKey{pairVPC, pairVPCDe} }
+			var mu sync.Mutex
+			var probes int
+			var claims []pipeline.TaskType
+			b.claimer.ClaimableFn = func(_ context.Context, lo, hi int, batches []pipeline.Batch) ([]bool, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				probes++
+				require.Equal(t, [2]int{0, 255}, [2]int{lo, hi})
+				out := make([]bool, len(batches))
+				for i, bt := range batches {
+					out[i] = bt.TaskType == pipeline.TaskReconcile
+				}
+				return out, tc.probeErr
+			}
+			b.claimer.ClaimFn = func(_ context.Context, _ pipeline.Lease, bt pipeline.Batch) ([]pipeline.Task, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				claims = append(claims, bt.TaskType)
+				return nil, nil
+			}
+			b.start(t)
+			require.Equal(t, 0, b.d.testSignals.swept.WaitOrTimeout(t))
+			mu.Lock()
+			require.Zero(t, probes, "the first sweep claims from every pair")
+			claims = nil
+			mu.Unlock()
+			b.clock.Advance(b.d.testSignals.idle.WaitOrTimeout(t))
+			require.Equal(t, 0, b.d.testSignals.swept.WaitOrTimeout(t))
+			mu.Lock()
+			defer mu.Unlock()
+			require.Equal(t, 1, probes, tc.reason)
+			require.ElementsMatch(t, tc.wantClaims, claims, tc.reason)
+		})
+	}
+}

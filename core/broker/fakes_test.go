@@ -23,8 +23,21 @@ import (
 // cares about; an unset one panics, so an unexpected call is loud.
 
 type fakeClaimer struct {
-	ClaimFn   func(ctx context.Context, l pipeline.Lease, b pipeline.Batch) ([]pipeline.Task, error)
-	ReleaseFn func(ctx context.Context, l pipeline.Lease, keys []pipeline.TaskKey) (int, error)
+	// ClaimableFn unset: every pair may have work (the probe never filters).
+	ClaimableFn func(ctx context.Context, lo, hi int, batches []pipeline.Batch) ([]bool, error)
+	ClaimFn     func(ctx context.Context, l pipeline.Lease, b pipeline.Batch) ([]pipeline.Task, error)
+	ReleaseFn   func(ctx context.Context, l pipeline.Lease, keys []pipeline.TaskKey) (int, error)
+}
+
+func (f *fakeClaimer) Claimable(ctx context.Context, lo, hi int, batches []pipeline.Batch) ([]bool, error) {
+	if f.ClaimableFn == nil {
+		out := make([]bool, len(batches))
+		for i := range out {
+			out[i] = true
+		}
+		return out, nil
+	}
+	return f.ClaimableFn(ctx, lo, hi, batches)
 }
 
 func (f *fakeClaimer) Claim(ctx context.Context, l pipeline.Lease, b pipeline.Batch) ([]pipeline.Task, error) {

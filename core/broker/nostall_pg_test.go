@@ -179,3 +179,45 @@ func TestDispatcher_NoStallsAgainstPostgres(t *testing.T) {
 		}
 	})
 }
+
+// The failsafe probe finds exactly the pairs with claimable rows in range.
+func TestClaimableProbe_FindsPendingPairsInRange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	q := &pgQueue{t: t, pool: pool}
+	_, err := pool.Exec(ctx, `INSERT INTO kind_manifest (kind, version, manifest) VALUES ('vpc', 'v1',
+	    '{"kind":"vpc","reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}')`)
+	require.NoError(t, err)
+	tx := q.begin(ctx)
+	id := q.pend(ctx, tx)
+	require.NoError(t, tx.Commit(ctx))
+	var shard int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT shard_id FROM work_queue WHERE resource_id = $1`, id).Scan(&shard))
+
+	st := pipeline.New(pool)
+	batches := []pipeline.Batch{
+		{Kind: "vpc", Version: "v1", TaskType: pipeline.TaskReconcile},
+		{Kind: "vpc", Version: "v1", TaskType: pipeline.TaskDelete},
+		{Kind: "subnet", Version: "v1", TaskType: pipeline.TaskReconcile},
+	}
+	got, err := st.Claimable(ctx, 0, 255, batches)
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, false, false}, got, "only the queued pair has work")
+
+	lo, hi := 0, 255
+	if shard < 128 {
+		lo = 128
+	} else {
+		hi = 127
+	}
+	got, err = st.Claimable(ctx, lo, hi, batches)
+	require.NoError(t, err)
+	require.Equal(t, []bool{false, false, false}, got, "a row outside the range is not this broker's")
+
+	_, err = pool.Exec(ctx, `UPDATE work_queue SET not_before = now() + interval '1 hour' WHERE resource_id = $1`, id)
+	require.NoError(t, err)
+	got, err = st.Claimable(ctx, 0, 255, batches)
+	require.NoError(t, err)
+	require.Equal(t, []bool{false, false, false}, got, "a row not yet due is not claimable")
+}

@@ -55,6 +55,17 @@ func (q *fakeQueue) claim(context.Context, pipeline.Lease, pipeline.Batch) ([]pi
 	return out, nil
 }
 
+// claimable answers the failsafe probe from what is committed now.
+func (q *fakeQueue) claimable(_ context.Context, _, _ int, batches []pipeline.Batch) ([]bool, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := make([]bool, len(batches))
+	for i := range out {
+		out[i] = len(q.pending) > 0
+	}
+	return out, nil
+}
+
 func (q *fakeQueue) claimedAfter(key pipeline.TaskKey) (time.Duration, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -166,7 +177,7 @@ func TestDispatcher_NoStalls(t *testing.T) {
 			t.Parallel()
 			b := setupDispatcher(t)
 			q := newFakeQueue(b.clock)
-			b.claimer.ClaimFn = q.claim
+			b.claimer.ClaimFn, b.claimer.ClaimableFn = q.claim, q.claimable
 			b.start(t)
 			require.Equal(t, 0, b.d.testSignals.swept.WaitOrTimeout(t), "the queue starts empty")
 			key := tc.pend(t, b, q)
