@@ -126,10 +126,10 @@ const dryWindow = 50 * time.Millisecond
 // triggered only by a finished task (which frees a slot but creates no work)
 // skips it, and so does one triggered by a routing change or a freed worker
 // slot; a work_ready wake sweeps every pair, the idle timer every pair the
-// probe finds claimable rows for. The window
-// matches notify_gated's, so work whose wake the gate coalesced away is
-// still claimed within about one window of arriving, even while another
-// pair's completions keep the loop from ever idling.
+// probe finds claimable rows for. The window matches notify_gated's, so work
+// whose wake the gate coalesced away is still claimed within about one
+// window of arriving, even while another pair's completions keep the loop
+// from ever idling.
 func (d *dispatcher) claimLoop(ctx, taskCtx context.Context, wake <-chan notify.Event) {
 	wait := d.pollMin
 	offset := 0
