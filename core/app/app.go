@@ -159,9 +159,9 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 		d.Folder = &control.CountFolder{Fold: p.Store.FoldPhaseCounts, Log: log}
 	}
 	if cfg.HasBroker() {
-		p.Broker = &broker.Broker{ID: p.MemberID, Pipeline: p.Pipeline, Store: p.Store, Kinds: p.Kinds, Listener: p.Listener,
+		p.Broker = broker.New(broker.Deps{ID: p.MemberID, Pipeline: p.Pipeline, Store: p.Store, Kinds: p.Kinds, Listener: p.Listener,
 			Lifecycle: lifecycle.New(primary),
-			Shards:    p.Shards, Metrics: p.Metrics, Log: log, Drain: cfg.ShutdownDrain}
+			Shards:    p.Shards, Metrics: p.Metrics, Log: log, Options: broker.Options{Drain: cfg.ShutdownDrain}})
 		d.Reporter.Kinds = p.Broker.Served
 		d.Reporter.InFlight = p.Broker.InFlight
 		mesh := p.Broker.Mesh(p.Members, 3*cfg.HeartbeatEvery)
@@ -213,7 +213,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 		eng.Add(d.Drainer, d.Reaper, d.Resyncer, d.MemberGC, d.Folder)
 	}
 	if p.Broker != nil {
-		eng.Add(p.Broker)
+		eng.Add(p.Broker.Duties()...)
 	}
 	if tlsR != nil {
 		eng.Add(tlsR)

@@ -4,20 +4,21 @@ import (
 	"context"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/core/cluster"
+	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/kinds"
-	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/metrics"
+	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/lifecycle"
+	"github.com/converge-run/converge/core/store/membership"
 	"github.com/converge-run/converge/core/store/notify"
 	"github.com/converge-run/converge/core/store/pipeline"
-	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 	"github.com/converge-run/converge/workerproto/gen/converge/worker/v1/workerv1connect"
 )
 
@@ -27,11 +28,51 @@ const (
 	DefaultPairCap = 100
 	// DefaultDrain is SHUTDOWN_DRAIN: how long in-flight tasks may finish.
 	DefaultDrain = 45 * time.Second
+	// DefaultPollMin and DefaultPollMax bound the dispatcher's idle
+	// failsafe poll (each poll is one statement probing every pair). PollMax is the
+	// longest a pend whose wake was lost waits to be claimed.
+	DefaultPollMin = 25 * time.Millisecond
+	DefaultPollMax = time.Second
+	// DefaultHeartbeatEvery is the lease heartbeat cadence.
+	DefaultHeartbeatEvery = 5 * time.Second
+	// DefaultRedeliveryWait is how long a stage whose worker vanished waits
+	// for it to reconnect and redeliver.
+	DefaultRedeliveryWait = 30 * time.Second
 )
 
-// Broker is the broker duty of a pod. Build one with its exported fields and
-// mount Handler on the listener workers dial.
-type Broker struct {
+// Options tune the broker; zero values take the defaults above.
+type Options struct {
+	// PairCap caps one (kind, version, task type) per pod.
+	PairCap int
+	// Drain is the shutdown drain budget (SHUTDOWN_DRAIN).
+	Drain time.Duration
+	// PollMin and PollMax bound the idle claim backoff.
+	PollMin, PollMax time.Duration
+	// HeartbeatEvery is the lease heartbeat cadence.
+	HeartbeatEvery time.Duration
+	// RedeliveryWait is how long a stage whose worker vanished waits for the
+	// worker to reconnect and redeliver.
+	RedeliveryWait time.Duration
+}
+
+func (o *Options) defaults() {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if o.PairCap <= 0 {
+		o.PairCap = DefaultPairCap
+	}
+	def(&o.Drain, DefaultDrain)
+	def(&o.PollMin, DefaultPollMin)
+	def(&o.PollMax, DefaultPollMax)
+	def(&o.HeartbeatEvery, DefaultHeartbeatEvery)
+	def(&o.RedeliveryWait, DefaultRedeliveryWait)
+}
+
+// Deps are what a broker is built from.
+type Deps struct {
 	// ID is the lease token stamped on every claim (the pod's member id).
 	ID       string
 	Pipeline *pipeline.Store
@@ -43,94 +84,124 @@ type Broker struct {
 	Shards    *cluster.ShardSet
 	Metrics   *metrics.Metrics
 	Log       zerolog.Logger
+	// Clock drives every loop (nil: the wall clock).
+	Clock engine.Clock
+	Options
+}
 
-	// PairCap caps one (kind, version, task type) per pod (default 100).
-	PairCap int
-	// Drain is the shutdown drain budget (SHUTDOWN_DRAIN, default 45s).
-	Drain time.Duration
-	// PollMin and PollMax bound the idle claim backoff (defaults 25ms, 30s).
-	PollMin, PollMax time.Duration
-	// HeartbeatEvery is the lease heartbeat cadence (default 5s).
-	HeartbeatEvery time.Duration
-	// RedeliveryWait is how long a stage whose worker vanished waits for the
-	// worker to reconnect and redeliver (default 30s).
-	RedeliveryWait time.Duration
+// Broker is the broker duty of a pod, assembled from its services: the
+// dispatcher (claim loop and drain) with its task runner and stager, the
+// lease heartbeater, the config pusher, the reactor dispatcher, the mesh,
+// the outbox writer, and the WorkerService handler workers dial.
+type Broker struct {
+	// Options may be changed until Duties or Handler is first called.
+	Options
 
-	reg        *registry
-	mesh       *Mesh
-	out        *outboxWriter
-	sessionSeq atomic.Int64
+	deps  Deps
+	clock engine.Clock
+	log   zerolog.Logger
 
-	mu       sync.Mutex
-	running  map[pipeline.TaskKey]*running
-	perPair  map[pairKey]int
-	waiters  map[string]chan *workerv1.StageComplete
-	taskDone chan struct{}
+	reg         *registry
+	mesh        *Mesh
+	tasks       *inflight
+	completions *completions
+
 	once     sync.Once
+	handler  *workerService
+	disp     *dispatcher
+	beats    *heartbeater
+	pushes   *configPusher
+	reactors *reactorDispatcher
+	out      *outboxWriter
 }
 
-type pairKey struct {
-	kv manifest.KindVersion
-	tt pipeline.TaskType
+// New returns a broker over deps; mount Handler on the listener workers dial
+// and run Duties on the pod's engine.
+func New(d Deps) *Broker {
+	if d.Metrics == nil {
+		d.Metrics = metrics.New()
+	}
+	if d.Clock == nil {
+		d.Clock = engine.RealClock
+	}
+	b := &Broker{Options: d.Options, deps: d, clock: d.Clock,
+		log: d.Log.With().Str("component", "broker").Str("broker_id", d.ID).Logger()}
+	b.reg = newRegistry(b.log)
+	b.mesh = newMesh(d.ID, b.reg.notify, b.log)
+	b.tasks = newInflight()
+	b.completions = newCompletions(d.Pipeline, b.log)
+	return b
 }
 
-// running is one claimed task in flight on this broker.
-type running struct {
-	task  pipeline.Task
-	lease pipeline.Lease
-	pair  pairKey
-}
-
-func (b *Broker) init() {
+// assemble builds the services from the options as they stand.
+func (b *Broker) assemble() {
 	b.once.Do(func() {
-		if b.PairCap <= 0 {
-			b.PairCap = DefaultPairCap
+		b.defaults()
+		d := b.deps
+		kinds := cacheKinds{d.Kinds}
+		wakes := listenerWaker{d.Listener}
+		rt := &routes{reg: b.reg, mesh: b.mesh, kinds: kinds}
+		stg := &stager{id: d.ID, reg: b.reg, mesh: b.mesh, completions: b.completions, clock: b.clock, log: b.log,
+			redeliveryWait: b.RedeliveryWait}
+		b.out = newOutboxWriter(d.Pipeline.AppendOutbox)
+		run := &runner{store: taskStores{d.Store, d.Pipeline}, stages: stg, outbox: b.out, kinds: kinds,
+			metrics: d.Metrics, clock: b.clock, log: b.log}
+		b.disp = &dispatcher{id: d.ID, claims: d.Pipeline, routes: rt, shards: d.Shards, tasks: b.tasks, runner: run,
+			wakes: wakes, metrics: d.Metrics, clock: b.clock, log: b.log,
+			pairCap: b.PairCap, pollMin: b.PollMin, pollMax: b.PollMax, drain: b.Drain}
+		b.beats = &heartbeater{id: d.ID, leases: d.Pipeline, tasks: b.tasks, every: b.HeartbeatEvery, clock: b.clock, log: b.log}
+		b.pushes = &configPusher{configs: d.Store, targets: b.reg, wakes: wakes, failsafe: configFailsafe,
+			clock: b.clock, log: b.log}
+		if d.Lifecycle != nil {
+			b.reactors = &reactorDispatcher{id: d.ID, deliveries: d.Lifecycle, routes: rt, sender: stg, kinds: kinds,
+				shards: d.Shards, wakes: wakes, freed: b.tasks.signal, cap: b.PairCap, pollMin: b.PollMin,
+				every: b.HeartbeatEvery, clock: b.clock, log: b.log}
 		}
-		if b.Drain <= 0 {
-			b.Drain = DefaultDrain
-		}
-		if b.PollMin <= 0 {
-			b.PollMin = 25 * time.Millisecond
-		}
-		if b.PollMax <= 0 {
-			b.PollMax = 30 * time.Second
-		}
-		if b.HeartbeatEvery <= 0 {
-			b.HeartbeatEvery = 5 * time.Second
-		}
-		if b.RedeliveryWait <= 0 {
-			b.RedeliveryWait = 30 * time.Second
-		}
-		if b.Metrics == nil {
-			b.Metrics = metrics.New()
-		}
-		b.reg = newRegistry()
-		b.out = newOutboxWriter(b.Pipeline.AppendOutbox)
-		b.running = map[pipeline.TaskKey]*running{}
-		b.perPair = map[pairKey]int{}
-		b.waiters = map[string]chan *workerv1.StageComplete{}
-		b.taskDone = make(chan struct{}, 1)
-		b.Log = b.Log.With().Str("component", "broker").Str("broker_id", b.ID).Logger()
+		b.handler = &workerService{id: d.ID, reg: b.reg, kinds: kinds, configs: d.Store, completions: b.completions,
+			stages: stg, metrics: d.Metrics, log: b.log}
 	})
 }
 
 // Handler is the Connect WorkerService to mount on the broker listener.
 func (b *Broker) Handler() (string, http.Handler) {
-	b.init()
-	return workerv1connect.NewWorkerServiceHandler(b)
+	b.assemble()
+	return workerv1connect.NewWorkerServiceHandler(b.handler)
+}
+
+// Duties are the broker's long-running parts for the pod's engine: the
+// broker proper (the dispatcher, with the heartbeater, config pusher and
+// outbox writer kept running until its drain ends) and, with a lifecycle
+// store, the reactor dispatcher.
+func (b *Broker) Duties() []engine.Duty {
+	b.assemble()
+	out := []engine.Duty{engine.Func{N: "broker", F: b.run}}
+	if b.reactors != nil {
+		out = append(out, b.reactors)
+	}
+	return out
+}
+
+// run claims and dispatches until ctx ends, then drains: in-flight tasks get
+// up to Drain to finish (the Connect handler must stay mounted meanwhile so
+// their completions land, and their leases stay heartbeated and their
+// results written); stragglers' leases are released for fast re-claim.
+func (b *Broker) run(ctx context.Context) error {
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	for _, s := range []engine.Duty{b.out, b.beats, b.pushes} {
+		wg.Go(func() { _ = s.Run(bg) })
+	}
+	err := b.disp.Run(ctx)
+	cancel()
+	wg.Wait()
+	return err
 }
 
 // InFlight is the number of tasks this broker runs now (for membership).
-func (b *Broker) InFlight() int {
-	b.init()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.running)
-}
+func (b *Broker) InFlight() int { return b.tasks.count() }
 
-// Kinds served lists the (kind, version) pairs connected workers serve ready.
+// Served lists the (kind, version) pairs connected workers serve ready.
 func (b *Broker) Served() []string {
-	b.init()
 	var out []string
 	for _, kv := range b.reg.served() {
 		out = append(out, kv.String())
@@ -138,196 +209,35 @@ func (b *Broker) Served() []string {
 	return out
 }
 
-// Name implements engine.Duty.
-func (b *Broker) Name() string { return "broker" }
-
-// Run claims and dispatches until ctx ends, then drains: in-flight tasks get
-// up to Drain to finish (the Connect handler must stay mounted meanwhile so
-// their completions land); stragglers' leases are released for fast re-claim.
-func (b *Broker) Run(ctx context.Context) error {
-	b.init()
-	// Tasks run on a context that outlives ctx by the drain budget.
-	taskCtx, cancelTasks := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelTasks()
-
-	var wake <-chan notify.Event
-	if b.Listener != nil {
-		sub := b.Listener.Subscribe("work_ready", 1)
-		defer sub.Close()
-		wake = sub.C
-	}
-	bg, cancelBG := context.WithCancel(taskCtx)
-	var wg sync.WaitGroup
-	wg.Add(4)
-	go func() { defer wg.Done(); b.out.run(bg) }()
-	go func() { defer wg.Done(); b.heartbeats(bg) }()
-	go func() { defer wg.Done(); b.configPushes(bg) }()
-	go func() { defer wg.Done(); b.reactors(ctx) }()
-
-	b.claimLoop(ctx, taskCtx, wake)
-
-	// Drain.
-	n := b.InFlight()
-	b.Log.Info().Int("in_flight", n).Dur("budget", b.Drain).Msg("broker draining")
-	deadline := time.After(b.Drain)
-drain:
-	for b.InFlight() > 0 {
-		select {
-		case <-b.taskDone:
-		case <-deadline:
-			break drain
-		}
-	}
-	if left := b.stragglers(); len(left) > 0 {
-		b.Log.Warn().Int("stragglers", len(left)).Msg("drain budget spent; releasing leases for re-claim")
-		cancelTasks()
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		b.release(rctx, left)
-		cancel()
-	}
-	cancelBG()
-	wg.Wait()
-	return nil
+// Mesh returns the broker's mesh reactor (register it with the topology
+// watcher so joins, leaves and crashes re-route within one liveness window).
+func (b *Broker) Mesh(members *membership.Store, liveness time.Duration) *Mesh {
+	b.mesh.Members, b.mesh.Liveness = members, liveness
+	return b.mesh
 }
 
-func (b *Broker) stragglers() []*running {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]*running, 0, len(b.running))
-	for _, r := range b.running {
-		out = append(out, r)
-	}
-	return out
+// taskStores joins the store reads and pipeline writes a task runner needs.
+type taskStores struct {
+	s *store.Store
+	p *pipeline.Store
 }
 
-func (b *Broker) release(ctx context.Context, rs []*running) {
-	byLease := map[pipeline.Lease][]pipeline.TaskKey{}
-	for _, r := range rs {
-		byLease[r.lease] = append(byLease[r.lease], r.task.Key)
-	}
-	for l, keys := range byLease {
-		if _, err := b.Pipeline.Release(ctx, l, keys); err != nil {
-			b.Log.Warn().Err(err).Int("tasks", len(keys)).Msg("release leases; the reaper will reclaim them")
-		}
-	}
+func (t taskStores) SubtreeSettled(ctx context.Context, root uuid.UUID) (bool, error) {
+	return t.s.SubtreeSettled(ctx, root)
 }
 
-// heartbeats keeps the leases of in-flight tasks alive, pruned to the span
-// of the tasks themselves (not the current ownership: a reshard must not let
-// the reaper take work already claimed).
-func (b *Broker) heartbeats(ctx context.Context) {
-	t := time.NewTicker(b.HeartbeatEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		rs := b.stragglers()
-		if len(rs) == 0 {
-			continue
-		}
-		// One statement per partition-sized group keeps each heartbeat pruned.
-		groups := map[int][]pipeline.TaskKey{}
-		for _, r := range rs {
-			groups[r.task.Key.ShardID/16] = append(groups[r.task.Key.ShardID/16], r.task.Key)
-		}
-		for p, keys := range groups {
-			if _, err := b.Pipeline.Heartbeat(ctx, b.ID, p*16, p*16+15, keys); err != nil && ctx.Err() == nil {
-				b.Log.Warn().Err(err).Int("tasks", len(keys)).Msg("lease heartbeat failed")
-			}
-		}
-	}
+func (t taskStores) ComposedSubtree(ctx context.Context, root uuid.UUID) (store.Subtree, error) {
+	return t.s.ComposedSubtree(ctx, root)
 }
 
-// configPushes pushes a kind's whole default config to its workers on every
-// providerconfig_changed wake (plus a failsafe re-read).
-func (b *Broker) configPushes(ctx context.Context) {
-	var wake <-chan notify.Event
-	if b.Listener != nil {
-		sub := b.Listener.Subscribe("providerconfig_changed", 1)
-		defer sub.Close()
-		wake = sub.C
-	}
-	last := map[string]int64{}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-wake:
-		case <-time.After(30 * time.Second):
-		}
-		for _, kv := range b.reg.served() {
-			pc, ok, err := b.Store.DefaultProviderConfig(ctx, kv.Kind)
-			if err != nil {
-				if ctx.Err() == nil {
-					b.Log.Warn().Err(err).Str("kind", kv.Kind).Msg("read default providerconfig for push")
-				}
-				continue
-			}
-			rev := int64(0)
-			if ok {
-				rev = pc.UpdatedAt.UnixNano()
-			}
-			if prev, seen := last[kv.Kind]; seen && prev == rev {
-				continue
-			}
-			last[kv.Kind] = rev
-			push := &workerv1.ConfigPush{Kind: kv.Kind, Deleted: !ok}
-			if ok {
-				push.Config = configProto(pc)
-			}
-			b.pushConfig(ctx, kv.Kind, push)
-		}
-	}
+func (t taskStores) OperationForTask(ctx context.Context, id uuid.UUID) (resource.Operation, error) {
+	return t.s.OperationForTask(ctx, id)
 }
 
-func configProto(pc store.ProviderConfig) *workerv1.ProviderConfig {
-	return &workerv1.ProviderConfig{Kind: pc.Kind, Name: pc.Name, IsDefault: pc.IsDefault,
-		SpecJson: pc.Spec, DataJson: pc.Data, Revision: pc.UpdatedAt.UnixNano()}
+func (t taskStores) ApplyCompose(ctx context.Context, task pipeline.Task, c pipeline.Composition) (pipeline.ComposeResult, error) {
+	return t.p.ApplyCompose(ctx, task, c)
 }
 
-// complete routes a worker's completion to the stage waiting for it, or —
-// for a completion redelivered from an earlier session whose waiter is gone —
-// applies it directly when it was the task's final stage (the drain fences
-// it on its claim_epoch).
-func (b *Broker) complete(c *workerv1.StageComplete) {
-	b.mu.Lock()
-	ch, ok := b.waiters[c.GetTaskId()]
-	b.mu.Unlock()
-	if ok {
-		select {
-		case ch <- c:
-		default: // a duplicate redelivery; the first one won
-		}
-		return
-	}
-	id, err := parseTaskID(c.GetTaskId())
-	if err != nil {
-		b.Log.Warn().Err(err).Str("task_id", c.GetTaskId()).Msg("completion for an unknown task; dropped")
-		return
-	}
-	if !id.final {
-		b.Log.Debug().Str("task_id", c.GetTaskId()).Msg("orphaned mid-pipeline completion; the task re-runs after its lease lapses")
-		return
-	}
-	res := pipeline.Result{Key: id.key, ClaimEpoch: id.epoch, Generation: id.generation}
-	if e := c.GetError(); e != nil {
-		res.Error, res.Terminal = e.GetMessage(), e.GetTerminal()
-	} else {
-		o := c.GetOutcome()
-		res.Status = raw(o.GetStatusJson())
-		res.HealthOK = o.HealthOk
-		res.Conditions = conditions(o.GetConditions())
-		res.OperationOutput = raw(o.GetOperationOutputJson())
-		res.Finalizer = id.finalizer
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := b.Pipeline.AppendOutbox(ctx, res); err != nil {
-		b.Log.Warn().Err(err).Str("task_id", c.GetTaskId()).Msg("apply redelivered completion; the task re-runs")
-		return
-	}
-	b.Log.Info().Str("task_id", c.GetTaskId()).Msg("applied a redelivered completion (fenced on its claim_epoch)")
+func (t taskStores) Release(ctx context.Context, l pipeline.Lease, keys []pipeline.TaskKey) (int, error) {
+	return t.p.Release(ctx, l, keys)
 }

@@ -13,7 +13,7 @@ import (
 // transaction, keeping only the parts its reaction emits. A composition the
 // store refuses (schema violation, unknown kind, cycle…) is a terminal
 // failure of the root; a fenced one means the lease moved on: abandon.
-func (b *Broker) applyCompose(ctx context.Context, t pipeline.Task, r manifest.ReactionDecl, out *workerv1.Outcome) error {
+func (rn *runner) applyCompose(ctx context.Context, t pipeline.Task, r manifest.ReactionDecl, out *workerv1.Outcome) error {
 	var c pipeline.Composition
 	if r.Emits.Has(manifest.OutcomeChildren) {
 		for _, ch := range out.GetChildren() {
@@ -44,7 +44,7 @@ func (b *Broker) applyCompose(ctx context.Context, t pipeline.Task, r manifest.R
 				Spec: raw(pc.GetSpecJson()), Data: raw(pc.GetDataJson())})
 		}
 	}
-	res, err := b.Pipeline.ApplyCompose(ctx, t, c)
+	res, err := rn.store.ApplyCompose(ctx, t, c)
 	var ce *pipeline.ComposeError
 	switch {
 	case errors.As(err, &ce):
@@ -54,7 +54,7 @@ func (b *Broker) applyCompose(ctx context.Context, t pipeline.Task, r manifest.R
 	case err != nil:
 		return err
 	}
-	b.Log.Debug().Str("kind", t.Resource.Kind).Str("name", t.Resource.Name).Int("created", res.Created).
+	rn.log.Debug().Str("kind", t.Resource.Kind).Str("name", t.Resource.Name).Int("created", res.Created).
 		Int("updated", res.Updated).Int("pruned", res.Deleted+res.Teardown+res.Orphaned).Msg("composed")
 	return nil
 }

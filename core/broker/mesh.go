@@ -4,20 +4,17 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"connectrpc.com/connect"
+	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/store/membership"
 	"github.com/converge-run/converge/core/transport"
-	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 	"github.com/converge-run/converge/workerproto/gen/converge/worker/v1/workerv1connect"
 )
 
@@ -37,14 +34,22 @@ type peer struct {
 	client workerv1connect.WorkerServiceClient
 }
 
+// liveMembers reads the live cluster membership.
+type liveMembers interface {
+	ListLive(ctx context.Context, liveness time.Duration) ([]membership.Member, error)
+}
+
 // Mesh is the topology reactor that keeps the peer set current.
 type Mesh struct {
-	Members  *membership.Store
+	Members  liveMembers
 	Self     string
 	Liveness time.Duration
 	// TLS is the client config for https:// peers (nil: system roots).
-	TLS    *tls.Config
-	broker *Broker
+	TLS *tls.Config
+	// onChange is told after every refresh (peers' kinds may open pairs to
+	// claim).
+	onChange func()
+	log      zerolog.Logger
 
 	peers atomic.Pointer[[]*peer]
 	mu    sync.Mutex
@@ -52,16 +57,11 @@ type Mesh struct {
 	rr    atomic.Uint64
 }
 
-// Mesh returns the broker's mesh reactor (register it with the topology
-// watcher so joins, leaves and crashes re-route within one liveness window).
-func (b *Broker) Mesh(members *membership.Store, liveness time.Duration) *Mesh {
-	b.init()
-	if b.mesh == nil {
-		b.mesh = &Mesh{Members: members, Self: b.ID, Liveness: liveness, broker: b, conns: map[string]*peer{}}
-		empty := []*peer{}
-		b.mesh.peers.Store(&empty)
-	}
-	return b.mesh
+func newMesh(self string, onChange func(), log zerolog.Logger) *Mesh {
+	m := &Mesh{Self: self, onChange: onChange, log: log, conns: map[string]*peer{}}
+	empty := []*peer{}
+	m.peers.Store(&empty)
+	return m
 }
 
 // Name implements cluster.Reactor.
@@ -90,7 +90,7 @@ func (m *Mesh) React(ctx context.Context) error {
 		if !ok || p.id != mem.ID {
 			hc, err := transport.ClientFor(url, m.TLS)
 			if err != nil {
-				m.broker.Log.Warn().Err(err).Str("peer", mem.ID).Msg("unusable peer broker url")
+				m.log.Warn().Err(err).Str("peer", mem.ID).Msg("unusable peer broker url")
 				continue
 			}
 			p = &peer{id: mem.ID, url: url, client: workerv1connect.NewWorkerServiceClient(hc, url)}
@@ -107,7 +107,7 @@ func (m *Mesh) React(ctx context.Context) error {
 	}
 	sort.Slice(next, func(i, j int) bool { return next[i].id < next[j].id })
 	m.peers.Store(&next)
-	m.broker.reg.notify() // peers' kinds may open pairs to claim
+	m.onChange()
 	return nil
 }
 
@@ -140,40 +140,4 @@ func (m *Mesh) pick(kv manifest.KindVersion) *peer {
 		return nil
 	}
 	return cands[m.rr.Add(1)%uint64(len(cands))]
-}
-
-// errNoRoute means neither a local worker nor a peer serves the kind now.
-var errNoRoute = errors.New("no worker serves this kind on this broker or its peers")
-
-// relay sends one stage to a peer broker and returns the completion.
-func (b *Broker) relay(ctx context.Context, kv manifest.KindVersion, task *workerv1.StageTask) (*workerv1.StageComplete, error) {
-	p := b.mesh.pick(kv)
-	if p == nil {
-		return nil, errNoRoute
-	}
-	res, err := p.client.RelayStage(ctx, connect.NewRequest(&workerv1.RelayStageRequest{Task: task, OriginBroker: b.ID}))
-	if err != nil {
-		return nil, fmt.Errorf("relay %s stage to broker %s: %w", kv, p.id, err)
-	}
-	return res.Msg.GetComplete(), nil
-}
-
-// RelayStage runs a peer's stage on a local worker.
-func (b *Broker) RelayStage(ctx context.Context, req *connect.Request[workerv1.RelayStageRequest]) (*connect.Response[workerv1.RelayStageResponse], error) {
-	t := req.Msg.GetTask()
-	if t.GetTaskId() == "" || t.GetResource() == nil {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("relay needs a task with an id and a resource"))
-	}
-	kv := manifest.KindVersion{Kind: t.GetResource().GetKind(), Version: t.GetResource().GetVersion()}
-	if !b.reg.serves(kv) {
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("no worker on broker %s serves %s", b.ID, kv))
-	}
-	c, err := b.dispatchLocal(ctx, kv, t)
-	if err != nil {
-		return nil, connect.NewError(connect.CodeUnavailable, err)
-	}
-	if c == nil {
-		return nil, connect.NewError(connect.CodeUnavailable, errors.New("worker lost mid-stage and did not redeliver"))
-	}
-	return connect.NewResponse(&workerv1.RelayStageResponse{Complete: c}), nil
 }

@@ -36,9 +36,12 @@ func newOutboxWriter(append func(context.Context, ...pipeline.Result) error) *ou
 	return &outboxWriter{append: append, reqs: make(chan outboxReq, outboxBatchMax), max: outboxBatchMax, writers: outboxWriters}
 }
 
-// run writes batches until ctx ends. ctx must outlive every task that may
+// Name implements engine.Duty.
+func (w *outboxWriter) Name() string { return "outbox-writer" }
+
+// Run writes batches until ctx ends. ctx must outlive every task that may
 // still append (the broker cancels it only after the shutdown drain).
-func (w *outboxWriter) run(ctx context.Context) {
+func (w *outboxWriter) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for range w.writers {
 		wg.Add(1)
@@ -48,6 +51,7 @@ func (w *outboxWriter) run(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+	return nil
 }
 
 func (w *outboxWriter) loop(ctx context.Context) {

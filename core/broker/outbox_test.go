@@ -38,7 +38,7 @@ func TestOutboxWriterBatchesWhileAnAppendIsInFlight(t *testing.T) {
 		return nil
 	})
 	w.writers = 1
-	go w.run(ctx)
+	go func() { _ = w.Run(ctx) }()
 
 	first := make(chan error, 1)
 	go func() { first <- w.write(ctx, result()) }()
@@ -82,7 +82,7 @@ func TestOutboxWriterRefusesAnInvalidResultAlone(t *testing.T) {
 	defer cancel()
 	calls := 0
 	w := newOutboxWriter(func(context.Context, ...pipeline.Result) error { calls++; return nil })
-	go w.run(ctx)
+	go func() { _ = w.Run(ctx) }()
 	bad := result()
 	bad.Status = json.RawMessage(`{"unterminated": `)
 	if err := w.write(ctx, bad); !errors.Is(err, pipeline.ErrInvalidResult) {

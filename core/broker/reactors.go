@@ -7,179 +7,222 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/engine"
+	"github.com/converge-run/converge/core/engine/testsignal"
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/store/lifecycle"
-	"github.com/converge-run/converge/core/store/notify"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 
-// reactors is the reactor dispatcher: it claims lifecycle_outbox deliveries
-// for the reactor kinds connected workers serve, ships each as a STAGE_REACT
-// to a worker, and acknowledges it only after the reactor succeeded. A
-// failed reactor is not acknowledged; its claim lapses and the reaper re-arms
-// it (at-least-once per binding; DedupToken lets sinks stay idempotent).
-func (b *Broker) reactors(ctx context.Context) {
-	if b.Lifecycle == nil {
-		return
-	}
-	var wake <-chan notify.Event
-	if b.Listener != nil {
-		sub := b.Listener.Subscribe("lifecycle_ready", 1)
-		defer sub.Close()
-		wake = sub.C
-	}
-	var mu sync.Mutex
-	inflight := map[lifecycle.Key]lifecycle.Delivery{}
-	go func() { // keep slow reactors' claims alive
-		t := time.NewTicker(b.HeartbeatEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			mu.Lock()
-			ds := make([]lifecycle.Delivery, 0, len(inflight))
-			for _, d := range inflight {
-				ds = append(ds, d)
-			}
-			mu.Unlock()
-			if _, err := b.Lifecycle.Heartbeat(ctx, b.ID, ds); err != nil && ctx.Err() == nil {
-				b.Log.Warn().Err(err).Msg("lifecycle heartbeat failed")
-			}
-		}
-	}()
+// deliveries is the lifecycle_outbox side of the reactor dispatcher.
+type deliveries interface {
+	Claim(ctx context.Context, workerID string, reactors []string, lo, hi, max int) ([]lifecycle.Delivery, error)
+	Ack(ctx context.Context, d lifecycle.Delivery) (bool, error)
+	Heartbeat(ctx context.Context, workerID string, ds []lifecycle.Delivery) (int, error)
+}
 
-	wait := b.PollMin
+// reactorRoutes is what the reactor dispatcher asks of the routing table.
+type reactorRoutes interface {
+	// reactorKinds lists the served kinds that declare a reactor reaction.
+	reactorKinds() []string
+	changed() <-chan struct{}
+}
+
+// taskSender ships one stage task to a worker (local or over the mesh).
+type taskSender interface {
+	dispatch(ctx context.Context, kv manifest.KindVersion, task *workerv1.StageTask) (*workerv1.StageComplete, error)
+}
+
+// reactorPollMax caps the reactor dispatcher's idle backoff.
+const reactorPollMax = 5 * time.Second
+
+// reactorDispatcher claims lifecycle_outbox deliveries for the reactor kinds
+// connected workers serve, ships each as a STAGE_REACT to a worker, and
+// acknowledges it only after the reactor succeeded. A failed reactor is not
+// acknowledged; its claim lapses and the reaper re-arms it (at-least-once
+// per binding; DedupToken lets sinks stay idempotent).
+type reactorDispatcher struct {
+	id         string
+	deliveries deliveries
+	routes     reactorRoutes
+	sender     taskSender
+	kinds      kindSource
+	shards     shardBounds
+	wakes      waker
+	// freed is told when a delivery ends (its worker slot is free).
+	freed   func()
+	cap     int
+	pollMin time.Duration
+	every   time.Duration // claim heartbeat cadence
+	clock   engine.Clock
+	log     zerolog.Logger
+
+	mu       sync.Mutex
+	inflight map[lifecycle.Key]lifecycle.Delivery
+
+	testSignals reactorSignals
+}
+
+// reactorSignals are the reactor dispatcher's test signals.
+type reactorSignals struct {
+	delivered testsignal.Signal[bool] // a delivery ended; whether it was acked
+}
+
+// Name implements engine.Duty.
+func (r *reactorDispatcher) Name() string { return "reactor-dispatcher" }
+
+// Run claims and delivers until ctx ends; in-flight deliveries end with it
+// (unacked, they are re-armed when their claims lapse).
+func (r *reactorDispatcher) Run(ctx context.Context) error {
+	wake, stop := r.wakes.subscribe("lifecycle_ready")
+	defer stop()
+	r.mu.Lock()
+	r.inflight = map[lifecycle.Key]lifecycle.Delivery{}
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { r.heartbeats(ctx) })
+
+	wait := r.pollMin
 	for ctx.Err() == nil {
-		kinds := b.reactorKinds()
-		lo, hi, owned := b.Shards.Bounds()
-		claimed := 0
-		if owned && len(kinds) > 0 {
-			mu.Lock()
-			room := b.PairCap - len(inflight)
-			mu.Unlock()
-			ds, err := b.Lifecycle.Claim(ctx, b.ID, kinds, lo, hi, room)
-			if err != nil && ctx.Err() == nil {
-				b.Log.Error().Err(err).Int("shard_lo", lo).Int("shard_hi", hi).Msg("claim lifecycle deliveries failed")
-			}
-			claimed = len(ds)
-			for _, d := range ds {
-				mu.Lock()
-				inflight[d.Key] = d
-				mu.Unlock()
-				go func() {
-					defer func() {
-						mu.Lock()
-						delete(inflight, d.Key)
-						mu.Unlock()
-						select {
-						case b.taskDone <- struct{}{}:
-						default:
-						}
-					}()
-					b.deliver(ctx, d)
-				}()
-			}
-		}
-		if claimed > 0 {
-			wait = b.PollMin
+		if r.claim(ctx) > 0 {
+			wait = r.pollMin
 			continue
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-wake:
-			wait = b.PollMin
-		case <-b.reg.changed():
-			wait = b.PollMin
-		case <-time.After(wait):
-			wait = min(wait*2, 5*time.Second)
+			wait = r.pollMin
+		case <-r.routes.changed():
+			wait = r.pollMin
+		case <-r.clock.After(wait):
+			wait = min(wait*2, reactorPollMax)
+		}
+	}
+	return nil
+}
+
+// claim claims up to the room left and starts each delivery.
+func (r *reactorDispatcher) claim(ctx context.Context) int {
+	kinds := r.routes.reactorKinds()
+	lo, hi, owned := r.shards.Bounds()
+	if !owned || len(kinds) == 0 {
+		return 0
+	}
+	r.mu.Lock()
+	room := r.cap - len(r.inflight)
+	r.mu.Unlock()
+	ds, err := r.deliveries.Claim(ctx, r.id, kinds, lo, hi, room)
+	if err != nil && ctx.Err() == nil {
+		r.log.Error().Err(err).Int("shard_lo", lo).Int("shard_hi", hi).Msg("claim lifecycle deliveries failed")
+	}
+	for _, d := range ds {
+		r.mu.Lock()
+		r.inflight[d.Key] = d
+		r.mu.Unlock()
+		go func() {
+			defer func() {
+				r.mu.Lock()
+				delete(r.inflight, d.Key)
+				r.mu.Unlock()
+				r.freed()
+			}()
+			r.testSignals.delivered.Signal(r.deliver(ctx, d))
+		}()
+	}
+	return len(ds)
+}
+
+// heartbeats keeps slow reactors' claims alive.
+func (r *reactorDispatcher) heartbeats(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.clock.After(r.every):
+		}
+		r.mu.Lock()
+		ds := make([]lifecycle.Delivery, 0, len(r.inflight))
+		for _, d := range r.inflight {
+			ds = append(ds, d)
+		}
+		r.mu.Unlock()
+		if _, err := r.deliveries.Heartbeat(ctx, r.id, ds); err != nil && ctx.Err() == nil {
+			r.log.Warn().Err(err).Msg("lifecycle heartbeat failed")
 		}
 	}
 }
 
-// reactorKinds lists the served kinds that declare a reactor reaction.
-func (b *Broker) reactorKinds() []string {
-	snap := b.Kinds.Snapshot()
-	var out []string
-	kvs := b.reg.served()
-	for kv := range b.mesh.servedByPeers() {
-		kvs = append(kvs, kv)
-	}
-	seen := map[string]bool{}
-	for _, kv := range kvs {
-		if k, ok := snap.Get(kv); ok && !seen[kv.Kind] {
-			seen[kv.Kind] = true
-			if _, has := k.Manifest.Reactor(); has {
-				out = append(out, kv.Kind)
-			}
-		}
-	}
-	return out
+// lifecycleSnapshot is the watched resource as the lifecycle row holds it.
+type lifecycleSnapshot struct {
+	ID         string            `json:"id"`
+	Kind       string            `json:"kind"`
+	Version    string            `json:"version"`
+	Name       string            `json:"name"`
+	Labels     map[string]string `json:"labels"`
+	Spec       json.RawMessage   `json:"spec"`
+	Status     json.RawMessage   `json:"status"`
+	Generation int64             `json:"generation"`
+	OwnerID    *string           `json:"owner_id"`
+	Finalizers []string          `json:"finalizers"`
 }
 
-// deliver ships one delivery and acks it on success.
-func (b *Broker) deliver(ctx context.Context, d lifecycle.Delivery) {
-	var snap struct {
-		ID         string            `json:"id"`
-		Kind       string            `json:"kind"`
-		Version    string            `json:"version"`
-		Name       string            `json:"name"`
-		Labels     map[string]string `json:"labels"`
-		Spec       json.RawMessage   `json:"spec"`
-		Status     json.RawMessage   `json:"status"`
-		Generation int64             `json:"generation"`
-		OwnerID    *string           `json:"owner_id"`
-		Finalizers []string          `json:"finalizers"`
-	}
-	log := b.Log.With().Str("reactor", d.Reactor).Str("binding", d.Key.Binding).Str("transition", d.Key.Transition).Logger()
+// deliver ships one delivery and acks it on success; it reports whether
+// the delivery was acknowledged.
+func (r *reactorDispatcher) deliver(ctx context.Context, d lifecycle.Delivery) bool {
+	log := r.log.With().Str("reactor", d.Reactor).Str("binding", d.Key.Binding).Str("transition", d.Key.Transition).Logger()
+	var snap lifecycleSnapshot
 	if err := json.Unmarshal(d.Snapshot, &snap); err != nil {
 		log.Error().Err(err).Msg("unreadable lifecycle snapshot; dropping the delivery")
-		_, _ = b.Lifecycle.Ack(ctx, d)
-		return
+		_, _ = r.deliveries.Ack(ctx, d)
+		return true
 	}
-	var kv manifest.KindVersion
-	var reaction manifest.ReactionDecl
-	for _, k := range b.Kinds.Snapshot().All() {
-		if r, ok := k.Manifest.Reactor(); ok && k.Name == d.Reactor {
-			kv, reaction = manifest.KindVersion{Kind: k.Name, Version: k.Version}, r
-			break
+	kv, reaction, ok := r.reactor(d.Reactor)
+	if !ok {
+		log.Warn().Msg("reactor kind has no applied manifest; leaving the delivery for later")
+		return false
+	}
+	c, err := r.sender.dispatch(ctx, kv, reactTask(r.id, d, kv, reaction, snap))
+	if err != nil || c == nil {
+		return false // not acked: re-armed when the claim lapses
+	}
+	if e := c.GetError(); e != nil {
+		log.Warn().Str("error", e.GetMessage()).Msg("reactor failed; the delivery is re-armed when its claim lapses")
+		return false
+	}
+	if _, err := r.deliveries.Ack(ctx, d); err != nil {
+		log.Warn().Err(err).Msg("ack lifecycle delivery; it will be redelivered")
+		return false
+	}
+	return true
+}
+
+// reactor finds the applied reactor kind named name and its reaction.
+func (r *reactorDispatcher) reactor(name string) (manifest.KindVersion, manifest.ReactionDecl, bool) {
+	for _, k := range r.kinds.All() {
+		if react, ok := k.Manifest.Reactor(); ok && k.Name == name {
+			return manifest.KindVersion{Kind: k.Name, Version: k.Version}, react, react.Name != ""
 		}
 	}
-	if reaction.Name == "" {
-		log.Warn().Msg("reactor kind has no applied manifest; leaving the delivery for later")
-		return
-	}
+	return manifest.KindVersion{}, manifest.ReactionDecl{}, false
+}
+
+// reactTask is the STAGE_REACT task of one delivery. The watched resource
+// travels as the reactor task's resource; its own kind is carried by the
+// snapshot and the binding.
+func reactTask(brokerID string, d lifecycle.Delivery, kv manifest.KindVersion, reaction manifest.ReactionDecl,
+	snap lifecycleSnapshot) *workerv1.StageTask {
 	res := &workerv1.Resource{Id: snap.ID, Kind: kv.Kind, Version: kv.Version, Name: snap.Name, Labels: snap.Labels,
 		SpecJson: snap.Spec, StatusJson: snap.Status, Generation: snap.Generation, Finalizers: snap.Finalizers}
-	// The watched resource travels as the reactor task's resource; its own
-	// kind is carried by the snapshot and the binding.
-	res.Kind = kv.Kind
 	if snap.OwnerID != nil {
 		res.OwnerId = *snap.OwnerID
 	}
 	tid := fmt.Sprintf("react|%s|%d", d.Key.DedupToken(), d.ClaimEpoch)
-	task := &workerv1.StageTask{TaskId: tid, Fence: &workerv1.Fence{LeaseToken: b.ID, ClaimEpoch: d.ClaimEpoch},
+	return &workerv1.StageTask{TaskId: tid, Fence: &workerv1.Fence{LeaseToken: brokerID, ClaimEpoch: d.ClaimEpoch},
 		Stage: workerv1.Stage_STAGE_REACT, Reaction: reaction.Name, Resource: res,
 		Request: &workerv1.StageTask_React{React: &workerv1.ReactRequest{Transition: d.Key.Transition, BindingName: d.Key.Binding,
 			DedupToken: d.Key.DedupToken(), Generation: d.Key.Generation}}}
-	var c *workerv1.StageComplete
-	var err error
-	if b.reg.serves(kv) {
-		c, err = b.dispatchLocal(ctx, kv, task)
-	} else {
-		c, err = b.relay(ctx, kv, task)
-	}
-	if err != nil || c == nil {
-		return // not acked: re-armed when the claim lapses
-	}
-	if e := c.GetError(); e != nil {
-		log.Warn().Str("error", e.GetMessage()).Msg("reactor failed; the delivery is re-armed when its claim lapses")
-		return
-	}
-	if _, err := b.Lifecycle.Ack(ctx, d); err != nil {
-		log.Warn().Err(err).Msg("ack lifecycle delivery; it will be redelivered")
-	}
 }

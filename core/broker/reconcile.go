@@ -7,7 +7,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/metrics"
+	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/pipeline"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
@@ -26,11 +32,40 @@ func (e *stageError) Error() string { return e.msg }
 // drain budget, or the lease moved on): release the lease, write no result.
 var errAbandon = errors.New("task abandoned")
 
+// taskStore is the store side of running a task: the reads a rollup and a
+// verb need, the compose write, and the lease release of an abandoned task.
+type taskStore interface {
+	SubtreeSettled(ctx context.Context, root uuid.UUID) (bool, error)
+	ComposedSubtree(ctx context.Context, root uuid.UUID) (store.Subtree, error)
+	OperationForTask(ctx context.Context, id uuid.UUID) (resource.Operation, error)
+	ApplyCompose(ctx context.Context, t pipeline.Task, c pipeline.Composition) (pipeline.ComposeResult, error)
+	Release(ctx context.Context, l pipeline.Lease, keys []pipeline.TaskKey) (int, error)
+}
+
+// stageDispatcher hands one stage of a task to a worker and returns its
+// outcome (stager.stage).
+type stageDispatcher interface {
+	stage(ctx context.Context, t pipeline.Task, kind store.Kind, stage workerv1.Stage, reaction string,
+		final bool, req any) (*workerv1.Outcome, error)
+}
+
+// runner runs a claimed task's reconcile pipeline — compose, work, rollup;
+// a teardown; or a verb — stage by stage and writes its result through the
+// outbox writer.
+type runner struct {
+	store   taskStore
+	stages  stageDispatcher
+	outbox  *outboxWriter
+	kinds   kindSource
+	metrics *metrics.Metrics
+	clock   engine.Clock
+	log     zerolog.Logger
+}
+
 // runTask runs one claimed task's pipeline under its deadline and appends the
 // outcome to the outbox.
-func (b *Broker) runTask(ctx context.Context, lease pipeline.Lease, p pairKey, t pipeline.Task) {
-	defer b.finish(p, t.Key)
-	started := time.Now()
+func (rn *runner) runTask(ctx context.Context, lease pipeline.Lease, t pipeline.Task) {
+	started := rn.clock.Now()
 	tctx := ctx
 	var cancel context.CancelFunc = func() {}
 	if t.Deadline > 0 {
@@ -38,13 +73,13 @@ func (b *Broker) runTask(ctx context.Context, lease pipeline.Lease, p pairKey, t
 	}
 	defer cancel()
 
-	res, err := b.pipeline(tctx, t)
+	res, err := rn.pipeline(tctx, t)
 	switch {
 	case errors.Is(err, errAbandon) || (err != nil && ctx.Err() != nil):
 		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer rcancel()
-		if _, rerr := b.Pipeline.Release(rctx, lease, []pipeline.TaskKey{t.Key}); rerr != nil {
-			b.Log.Warn().Err(rerr).Str("resource_id", t.Key.ResourceID.String()).Msg("release abandoned task; the reaper will reclaim it")
+		if _, rerr := rn.store.Release(rctx, lease, []pipeline.TaskKey{t.Key}); rerr != nil {
+			rn.log.Warn().Err(rerr).Str("resource_id", t.Key.ResourceID.String()).Msg("release abandoned task; the reaper will reclaim it")
 		}
 		return
 	case err != nil && tctx.Err() != nil:
@@ -59,47 +94,47 @@ func (b *Broker) runTask(ctx context.Context, lease pipeline.Lease, p pairKey, t
 	}
 	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer acancel()
-	err = b.out.write(actx, res)
+	err = rn.outbox.write(actx, res)
 	if errors.Is(err, pipeline.ErrInvalidResult) {
 		// A worker bug (malformed status JSON, a bad condition): record it
 		// as the task's failure rather than dropping the result.
 		res = t.Failure(fmt.Sprintf("worker returned an invalid outcome: %v", err), false)
-		err = b.out.write(actx, res)
+		err = rn.outbox.write(actx, res)
 	}
 	if err != nil {
-		b.Log.Error().Err(err).Str("kind", t.Resource.Kind).Str("name", t.Resource.Name).
+		rn.log.Error().Err(err).Str("kind", t.Resource.Kind).Str("name", t.Resource.Name).
 			Msg("append result to outbox; releasing the task for a retry")
-		_, _ = b.Pipeline.Release(actx, lease, []pipeline.TaskKey{t.Key})
+		_, _ = rn.store.Release(actx, lease, []pipeline.TaskKey{t.Key})
 		return
 	}
 	result := "ok"
 	if res.Error != "" {
 		result = "error"
 	}
-	b.Metrics.Completions.WithLabelValues(t.Resource.Kind, string(t.Key.TaskType), result).Inc()
-	b.Metrics.TaskDuration.WithLabelValues(t.Resource.Kind, string(t.Key.TaskType)).Observe(time.Since(started).Seconds())
+	rn.metrics.Completions.WithLabelValues(t.Resource.Kind, string(t.Key.TaskType), result).Inc()
+	rn.metrics.TaskDuration.WithLabelValues(t.Resource.Kind, string(t.Key.TaskType)).Observe(rn.clock.Now().Sub(started).Seconds())
 }
 
 // pipeline runs the stages a task needs and builds its outbox result.
-func (b *Broker) pipeline(ctx context.Context, t pipeline.Task) (pipeline.Result, error) {
-	kind, ok := b.Kinds.Snapshot().Get(kvOf(t))
+func (rn *runner) pipeline(ctx context.Context, t pipeline.Task) (pipeline.Result, error) {
+	kind, ok := rn.kinds.Kind(kvOf(t))
 	if !ok {
 		return pipeline.Result{}, &stageError{msg: fmt.Sprintf("kind %s has no applied manifest", kvOf(t))}
 	}
 	switch t.Key.TaskType {
 	case pipeline.TaskDelete:
-		return b.runDelete(ctx, t, kind)
+		return rn.runDelete(ctx, t, kind)
 	case pipeline.TaskOperate:
-		return b.runOperate(ctx, t, kind)
+		return rn.runOperate(ctx, t, kind)
 	default:
-		return b.runReconcile(ctx, t, kind)
+		return rn.runReconcile(ctx, t, kind)
 	}
 }
 
 // runReconcile: compose (when the spec moved past composed_gen) → work →
 // rollup (once every live descendant has settled; until then the partial
 // status is reported without advancing synced_gen).
-func (b *Broker) runReconcile(ctx context.Context, t pipeline.Task, kind store.Kind) (pipeline.Result, error) {
+func (rn *runner) runReconcile(ctx context.Context, t pipeline.Task, kind store.Kind) (pipeline.Result, error) {
 	m := kind.Manifest
 	res := pipeline.Result{Key: t.Key, ClaimEpoch: t.ClaimEpoch, Generation: t.Generation}
 	composer, hasComposer := m.Composer()
@@ -109,26 +144,26 @@ func (b *Broker) runReconcile(ctx context.Context, t pipeline.Task, kind store.K
 	settledOnly := t.Trigger == string(manifest.TriggerChildrenSettled)
 
 	if hasComposer && !settledOnly && t.Resource.ComposedGen < t.Generation {
-		out, err := b.stage(ctx, t, kind, workerv1.Stage_STAGE_COMPOSE, composer.Name, false,
+		out, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_COMPOSE, composer.Name, false,
 			&workerv1.StageTask_Compose{Compose: &workerv1.ComposeRequest{}})
 		if err != nil {
 			return res, err
 		}
-		if err := b.applyCompose(ctx, t, composer, out); err != nil {
+		if err := rn.applyCompose(ctx, t, composer, out); err != nil {
 			return res, err
 		}
 		apply(&res, composer.Emits, out)
 	}
 	switch {
 	case t.Trigger == string(manifest.TriggerResync) && hasResync:
-		out, err := b.stage(ctx, t, kind, workerv1.Stage_STAGE_WORK, resync.Name, !hasRollup,
+		out, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_WORK, resync.Name, !hasRollup,
 			&workerv1.StageTask_Work{Work: &workerv1.WorkRequest{Trigger: t.Trigger}})
 		if err != nil {
 			return res, err
 		}
 		apply(&res, resync.Emits, out)
 	case hasWorker && !settledOnly:
-		out, err := b.stage(ctx, t, kind, workerv1.Stage_STAGE_WORK, worker.Name, !hasRollup,
+		out, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_WORK, worker.Name, !hasRollup,
 			&workerv1.StageTask_Work{Work: &workerv1.WorkRequest{Trigger: t.Trigger}})
 		if err != nil {
 			return res, err
@@ -136,7 +171,7 @@ func (b *Broker) runReconcile(ctx context.Context, t pipeline.Task, kind store.K
 		apply(&res, worker.Emits, out)
 	}
 	if hasRollup {
-		settled, err := b.Store.SubtreeSettled(ctx, t.Key.ResourceID)
+		settled, err := rn.store.SubtreeSettled(ctx, t.Key.ResourceID)
 		if err != nil {
 			return res, err
 		}
@@ -146,7 +181,7 @@ func (b *Broker) runReconcile(ctx context.Context, t pipeline.Task, kind store.K
 			res.DeferSync = true
 			return res, nil
 		}
-		sub, err := b.Store.ComposedSubtree(ctx, t.Key.ResourceID)
+		sub, err := rn.store.ComposedSubtree(ctx, t.Key.ResourceID)
 		if err != nil {
 			return res, err
 		}
@@ -161,7 +196,7 @@ func (b *Broker) runReconcile(ctx context.Context, t pipeline.Task, kind store.K
 			req.Children = append(req.Children, &workerv1.ChildSummary{Id: n.ID.String(), Kind: n.Kind, Name: n.Name,
 				Phase: string(n.Phase), HealthOk: n.HealthOK, StatusJson: n.Status, OwnerId: n.OwnerID.String()})
 		}
-		out, err := b.stage(ctx, t, kind, workerv1.Stage_STAGE_ROLLUP, rollup.Name, true,
+		out, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_ROLLUP, rollup.Name, true,
 			&workerv1.StageTask_Rollup{Rollup: req})
 		if err != nil {
 			return res, err
@@ -174,7 +209,7 @@ func (b *Broker) runReconcile(ctx context.Context, t pipeline.Task, kind store.K
 // runDelete runs the kind's finalizer teardown; a kind without a
 // deleteRequested reaction has nothing to tear down and its finalizer is
 // stripped at once.
-func (b *Broker) runDelete(ctx context.Context, t pipeline.Task, kind store.Kind) (pipeline.Result, error) {
+func (rn *runner) runDelete(ctx context.Context, t pipeline.Task, kind store.Kind) (pipeline.Result, error) {
 	fin := kind.Manifest.Finalizer()
 	res := pipeline.Result{Key: t.Key, ClaimEpoch: t.ClaimEpoch, Generation: t.Generation, Finalizer: fin}
 	deleter, ok := kind.Manifest.Deleter()
@@ -185,7 +220,7 @@ func (b *Broker) runDelete(ctx context.Context, t pipeline.Task, kind store.Kind
 		fin = deleter.Finalizer
 		res.Finalizer = fin
 	}
-	out, err := b.stage(ctx, t, kind, workerv1.Stage_STAGE_DELETE, deleter.Name, true,
+	out, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_DELETE, deleter.Name, true,
 		&workerv1.StageTask_Delete{Delete: &workerv1.DeleteRequest{Finalizer: fin}})
 	if err != nil {
 		return res, err
@@ -195,9 +230,9 @@ func (b *Broker) runDelete(ctx context.Context, t pipeline.Task, kind store.Kind
 }
 
 // runOperate runs an operator verb and returns its output.
-func (b *Broker) runOperate(ctx context.Context, t pipeline.Task, kind store.Kind) (pipeline.Result, error) {
+func (rn *runner) runOperate(ctx context.Context, t pipeline.Task, kind store.Kind) (pipeline.Result, error) {
 	res := pipeline.Result{Key: t.Key, ClaimEpoch: t.ClaimEpoch, Generation: t.Generation}
-	op, err := b.Store.OperationForTask(ctx, t.Key.OpID)
+	op, err := rn.store.OperationForTask(ctx, t.Key.OpID)
 	if err != nil {
 		return res, err
 	}
@@ -205,7 +240,7 @@ func (b *Broker) runOperate(ctx context.Context, t pipeline.Task, kind store.Kin
 	if !ok {
 		return res, &stageError{msg: fmt.Sprintf("kind %s declares no operation %q", kvOf(t), op.Verb), terminal: true}
 	}
-	out, err := b.stage(ctx, t, kind, workerv1.Stage_STAGE_OPERATE, r.Name, true,
+	out, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_OPERATE, r.Name, true,
 		&workerv1.StageTask_Operate{Operate: &workerv1.OperateRequest{OperationId: op.ID.String(), Verb: op.Verb, InputJson: op.Input}})
 	if err != nil {
 		return res, err

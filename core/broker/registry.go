@@ -7,8 +7,12 @@
 package broker
 
 import (
+	"context"
+	"errors"
 	"sort"
 	"sync"
+
+	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/core/manifest"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
@@ -29,6 +33,7 @@ type session struct {
 
 // registry tracks connected workers and routes stages to them.
 type registry struct {
+	log      zerolog.Logger
 	mu       sync.Mutex
 	sessions map[string]*session
 	// bcast is closed (and replaced) whenever capacity may have grown: a
@@ -40,8 +45,8 @@ type registry struct {
 	waiters []*slotWaiter
 }
 
-func newRegistry() *registry {
-	return &registry{sessions: map[string]*session{}, bcast: make(chan struct{})}
+func newRegistry(log zerolog.Logger) *registry {
+	return &registry{log: log, sessions: map[string]*session{}, bcast: make(chan struct{})}
 }
 
 func (r *registry) notify() {
@@ -245,4 +250,27 @@ func (r *registry) count() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.sessions)
+}
+
+// send queues a message for s, failing when its stream has ended.
+func (s *session) send(ctx context.Context, m *workerv1.WorkStreamResponse) error {
+	select {
+	case s.out <- m:
+		return nil
+	case <-s.done:
+		return errWorkerGone
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+var errWorkerGone = errors.New("worker disconnected")
+
+// pushConfig sends kind's default config to every session serving it.
+func (r *registry) pushConfig(ctx context.Context, kind string, push *workerv1.ConfigPush) {
+	for _, s := range r.serving(kind) {
+		if err := s.send(ctx, &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Config{Config: push}}); err != nil {
+			r.log.Debug().Err(err).Str("worker_id", s.workerID).Str("kind", kind).Msg("config push skipped")
+		}
+	}
 }

@@ -3,6 +3,8 @@ package broker
 import (
 	"testing"
 
+	"github.com/rs/zerolog"
+
 	"github.com/converge-run/converge/core/manifest"
 )
 
@@ -10,7 +12,7 @@ import (
 // others wait queues behind them instead of taking the next slot.
 func TestRegistryHandsSlotsToTheOldestWaiter(t *testing.T) {
 	kv := manifest.KindVersion{Kind: "vpc", Version: "v1"}
-	r := newRegistry()
+	r := newRegistry(zerolog.Nop())
 	s := &session{id: "a", maxIn: 1, ready: map[manifest.KindVersion]bool{kv: true}, done: make(chan struct{})}
 	r.add(s)
 

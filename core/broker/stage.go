@@ -2,20 +2,42 @@ package broker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
+	"connectrpc.com/connect"
+	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/pipeline"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 
+// stager hands stages to workers: to one of this broker's own (the least
+// loaded, oldest waiting stage first) or to a mesh peer's, and waits for the
+// completion. The dispatcher's runner, the reactor dispatcher and the
+// handler's RelayStage all dispatch through it.
+type stager struct {
+	id          string
+	reg         *registry
+	mesh        *Mesh
+	completions *completions
+	clock       engine.Clock
+	log         zerolog.Logger
+	// redeliveryWait is how long a stage whose worker vanished waits for
+	// the worker to reconnect and redeliver.
+	redeliveryWait time.Duration
+}
+
 // stage dispatches one stage of t to a ready worker — one of this broker's,
 // or a peer broker's over the mesh — and waits for its completion. A worker
 // that disconnects mid-stage gets RedeliveryWait to reconnect and redeliver
 // (its SDK buffers the result); after that the stage is dispatched again
 // (at-least-once; the claim_epoch fence keeps the write single).
-func (b *Broker) stage(ctx context.Context, t pipeline.Task, kind store.Kind, stage workerv1.Stage, reaction string,
+func (g *stager) stage(ctx context.Context, t pipeline.Task, kind store.Kind, stage workerv1.Stage, reaction string,
 	final bool, req any) (*workerv1.Outcome, error) {
 	kv := kvOf(t)
 	id := taskID{key: t.Key, epoch: t.ClaimEpoch, generation: t.Generation, stage: stage.String(), final: final}
@@ -24,22 +46,22 @@ func (b *Broker) stage(ctx context.Context, t pipeline.Task, kind store.Kind, st
 	}
 	tid := id.String()
 	for {
-		task := b.stageTask(ctx, t, kind, stage, reaction, tid, req)
+		task := g.stageTask(ctx, t, kind, stage, reaction, tid, req)
 		var (
 			c   *workerv1.StageComplete
 			err error
 		)
 		switch {
-		case b.reg.serves(kv):
-			c, err = b.dispatchLocal(ctx, kv, task)
-		case b.mesh.pick(kv) != nil:
-			c, err = b.relay(ctx, kv, task)
+		case g.reg.serves(kv):
+			c, err = g.dispatchLocal(ctx, kv, task)
+		case g.mesh.pick(kv) != nil:
+			c, err = g.relay(ctx, kv, task)
 			if err != nil && ctx.Err() == nil {
-				b.Log.Warn().Err(err).Str("kind", kv.String()).Msg("relay failed; retrying")
-				err = b.pause(ctx)
+				g.log.Warn().Err(err).Str("kind", kv.String()).Msg("relay failed; retrying")
+				err = g.pause(ctx)
 			}
 		default:
-			err = b.pause(ctx)
+			err = g.pause(ctx)
 		}
 		if err != nil {
 			return nil, err
@@ -56,12 +78,12 @@ func (b *Broker) stage(ctx context.Context, t pipeline.Task, kind store.Kind, st
 
 // pause waits for a routing change (a worker joining or freeing a slot) or a
 // second, whichever comes first.
-func (b *Broker) pause(ctx context.Context) error {
+func (g *stager) pause(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-b.reg.changed():
-	case <-time.After(time.Second):
+	case <-g.reg.changed():
+	case <-g.clock.After(time.Second):
 	}
 	return nil
 }
@@ -69,30 +91,23 @@ func (b *Broker) pause(ctx context.Context) error {
 // dispatchLocal hands task to the least-loaded local worker serving kv and
 // waits for its completion; nil, nil means the worker vanished and did not
 // redeliver in time (dispatch again).
-func (b *Broker) dispatchLocal(ctx context.Context, kv manifest.KindVersion, task *workerv1.StageTask) (*workerv1.StageComplete, error) {
-	ch := make(chan *workerv1.StageComplete, 1)
-	b.mu.Lock()
-	b.waiters[task.GetTaskId()] = ch
-	b.mu.Unlock()
-	defer func() {
-		b.mu.Lock()
-		delete(b.waiters, task.GetTaskId())
-		b.mu.Unlock()
-	}()
-	s, err := b.acquireWait(ctx, kv)
+func (g *stager) dispatchLocal(ctx context.Context, kv manifest.KindVersion, task *workerv1.StageTask) (*workerv1.StageComplete, error) {
+	ch, forget := g.completions.expect(task.GetTaskId())
+	defer forget()
+	s, err := g.acquireWait(ctx, kv)
 	if err != nil {
 		return nil, err
 	}
-	defer b.reg.release(s)
+	defer g.reg.release(s)
 	if err := s.send(ctx, &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Task{Task: task}}); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, nil // that worker went away before the hand-over
 	}
-	c, err := b.await(ctx, s, ch)
+	c, err := g.await(ctx, s, ch)
 	if err == nil && c == nil {
-		b.Log.Warn().Str("kind", kv.String()).Str("name", task.GetResource().GetName()).Str("stage", task.GetStage().String()).
+		g.log.Warn().Str("kind", kv.String()).Str("name", task.GetResource().GetName()).Str("stage", task.GetStage().String()).
 			Msg("worker lost mid-stage and did not redeliver; dispatching again")
 	}
 	return c, err
@@ -100,7 +115,7 @@ func (b *Broker) dispatchLocal(ctx context.Context, kv manifest.KindVersion, tas
 
 // await waits for the completion; nil, nil means the worker vanished and did
 // not redeliver in time.
-func (b *Broker) await(ctx context.Context, s *session, ch chan *workerv1.StageComplete) (*workerv1.StageComplete, error) {
+func (g *stager) await(ctx context.Context, s *session, ch <-chan *workerv1.StageComplete) (*workerv1.StageComplete, error) {
 	select {
 	case c := <-ch:
 		return c, nil
@@ -113,7 +128,7 @@ func (b *Broker) await(ctx context.Context, s *session, ch chan *workerv1.StageC
 		return c, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case <-time.After(b.RedeliveryWait):
+	case <-g.clock.After(g.redeliveryWait):
 		return nil, nil
 	}
 }
@@ -122,8 +137,8 @@ func (b *Broker) await(ctx context.Context, s *session, ch chan *workerv1.StageC
 // waiting for one to free up. Waiters are served oldest first (the
 // registry hands a freed slot to the oldest stage it can serve), so a
 // composite's rollup stage is not starved by leaf tasks claimed after it.
-func (b *Broker) acquireWait(ctx context.Context, kv manifest.KindVersion) (*session, error) {
-	s, w := b.reg.acquireOrWait(kv)
+func (g *stager) acquireWait(ctx context.Context, kv manifest.KindVersion) (*session, error) {
+	s, w := g.reg.acquireOrWait(kv)
 	if s != nil {
 		return s, nil
 	}
@@ -131,16 +146,16 @@ func (b *Broker) acquireWait(ctx context.Context, kv manifest.KindVersion) (*ses
 	case s := <-w.got:
 		return s, nil
 	case <-ctx.Done():
-		b.reg.cancelWait(w)
+		g.reg.cancelWait(w)
 		return nil, ctx.Err()
 	}
 }
 
-func (b *Broker) stageTask(ctx context.Context, t pipeline.Task, kind store.Kind, stage workerv1.Stage, reaction, tid string, req any) *workerv1.StageTask {
+func (g *stager) stageTask(ctx context.Context, t pipeline.Task, kind store.Kind, stage workerv1.Stage, reaction, tid string, req any) *workerv1.StageTask {
 	r := t.Resource
 	task := &workerv1.StageTask{
 		TaskId:   tid,
-		Fence:    &workerv1.Fence{LeaseToken: b.ID, ClaimEpoch: t.ClaimEpoch, ManifestGen: kind.ManifestGen},
+		Fence:    &workerv1.Fence{LeaseToken: g.id, ClaimEpoch: t.ClaimEpoch, ManifestGen: kind.ManifestGen},
 		Stage:    stage,
 		Reaction: reaction,
 		Resource: &workerv1.Resource{Id: r.ID.String(), Kind: r.Kind, Version: r.Version, Name: r.Name, Labels: r.Labels,
@@ -155,7 +170,7 @@ func (b *Broker) stageTask(ctx context.Context, t pipeline.Task, kind store.Kind
 	if d, ok := ctx.Deadline(); ok {
 		// Ship the remaining budget; floor at 1ms so a nearly spent budget
 		// never reads as "no deadline" (0) on the worker.
-		task.TaskDeadlineMs = max(time.Until(d).Milliseconds(), 1)
+		task.TaskDeadlineMs = max(d.Sub(g.clock.Now()).Milliseconds(), 1)
 	}
 	switch x := req.(type) {
 	case *workerv1.StageTask_Compose:
@@ -172,4 +187,28 @@ func (b *Broker) stageTask(ctx context.Context, t pipeline.Task, kind store.Kind
 		task.Request = x
 	}
 	return task
+}
+
+// dispatch sends task to a local worker serving kv, else to a peer.
+func (g *stager) dispatch(ctx context.Context, kv manifest.KindVersion, task *workerv1.StageTask) (*workerv1.StageComplete, error) {
+	if g.reg.serves(kv) {
+		return g.dispatchLocal(ctx, kv, task)
+	}
+	return g.relay(ctx, kv, task)
+}
+
+// errNoRoute means neither a local worker nor a peer serves the kind now.
+var errNoRoute = errors.New("no worker serves this kind on this broker or its peers")
+
+// relay sends one stage to a peer broker and returns the completion.
+func (g *stager) relay(ctx context.Context, kv manifest.KindVersion, task *workerv1.StageTask) (*workerv1.StageComplete, error) {
+	p := g.mesh.pick(kv)
+	if p == nil {
+		return nil, errNoRoute
+	}
+	res, err := p.client.RelayStage(ctx, connect.NewRequest(&workerv1.RelayStageRequest{Task: task, OriginBroker: g.id}))
+	if err != nil {
+		return nil, fmt.Errorf("relay %s stage to broker %s: %w", kv, p.id, err)
+	}
+	return res.Msg.GetComplete(), nil
 }

@@ -1,0 +1,304 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/engine"
+	"github.com/converge-run/converge/core/engine/testsignal"
+	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/metrics"
+	"github.com/converge-run/converge/core/store/notify"
+	"github.com/converge-run/converge/core/store/pipeline"
+)
+
+// claimer is the work_queue side of the dispatcher.
+type claimer interface {
+	// Claimable probes, in one statement, which pairs have claimable rows.
+	Claimable(ctx context.Context, lo, hi int, batches []pipeline.Batch) ([]bool, error)
+	Claim(ctx context.Context, l pipeline.Lease, b pipeline.Batch) ([]pipeline.Task, error)
+	Release(ctx context.Context, l pipeline.Lease, keys []pipeline.TaskKey) (int, error)
+}
+
+// claimRoutes is what the dispatcher asks of the routing table.
+type claimRoutes interface {
+	// pairs lists the (kind, version, task type) pairs worth claiming.
+	pairs() []pairKey
+	// localFree is kv's free local worker slots; onlyLocal is false when a
+	// mesh peer serves kv too.
+	localFree(kv manifest.KindVersion) (free int, onlyLocal bool)
+	// changed is closed at the next routing or capacity change.
+	changed() <-chan struct{}
+}
+
+// shardBounds is this pod's claim range.
+type shardBounds interface {
+	Bounds() (lo, hi int, owned bool)
+}
+
+// taskRunner runs one claimed task to its outbox result.
+type taskRunner interface {
+	runTask(ctx context.Context, lease pipeline.Lease, t pipeline.Task)
+}
+
+// dispatcher is the claim loop: it round-robins every (kind, version, task
+// type) that has a manifest and a ready worker, claims batches in this pod's
+// shard range while there is work and room, and hands each task to the
+// runner. When ctx ends it drains: in-flight tasks get the drain budget to
+// finish, and stragglers' leases are released for a fast re-claim.
+type dispatcher struct {
+	id      string
+	claims  claimer
+	routes  claimRoutes
+	shards  shardBounds
+	tasks   *inflight
+	runner  taskRunner
+	wakes   waker
+	metrics *metrics.Metrics
+	clock   engine.Clock
+	log     zerolog.Logger
+
+	pairCap          int
+	pollMin, pollMax time.Duration
+	drain            time.Duration
+
+	testSignals dispatcherSignals
+}
+
+// dispatcherSignals are the dispatcher's test signals.
+type dispatcherSignals struct {
+	swept   testsignal.Signal[int]           // a sweep ended; the tasks it claimed
+	idle    testsignal.Signal[time.Duration] // the loop waits idle this long
+	drained testsignal.Signal[int]           // the drain ended; stragglers released
+}
+
+func (s *dispatcherSignals) init() {
+	s.swept.Init()
+	s.idle.Init()
+	s.drained.Init()
+}
+
+// Name implements engine.Duty.
+func (d *dispatcher) Name() string { return "dispatcher" }
+
+// Run claims and dispatches until ctx ends, then drains. Tasks run on a
+// context that outlives ctx by the drain budget.
+func (d *dispatcher) Run(ctx context.Context) error {
+	taskCtx, cancelTasks := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelTasks()
+	wake, stop := d.wakes.subscribe("work_ready")
+	defer stop()
+	d.claimLoop(ctx, taskCtx, wake)
+	d.drainTasks(cancelTasks)
+	return nil
+}
+
+// dryWindow is how long an empty pair is skipped by completion-only sweeps:
+// notify_gated's coalescing window.
+const dryWindow = 50 * time.Millisecond
+
+// claimLoop sweeps the pairs while they yield work and backs off when idle
+// (a work_ready wake, a routing change or a freed slot cuts the wait short).
+//
+// No committed pend waits on the backoff longer than it must:
+//   - A wake is never lost. The work_ready subscription and the freed-slot
+//     channel buffer one signal, and the routing-change channel is taken
+//     before the sweep, so a signal that lands while a sweep runs triggers
+//     the next sweep at once.
+//   - A sweep that claimed anything is followed by another at once, until
+//     every pair comes back dry: queued work never waits on a timer.
+//   - Every wake, routing change or finished task restarts the idle wait at
+//     pollMin, and it doubles from there: after a wake the trailing sweeps
+//     fall at +25ms, +75ms, +175ms… (defaults), so a pend whose own notify
+//     notify_gated coalesced into that wake (its 50ms window) is claimed by
+//     the +75ms sweep at the latest, and one committed δ after the wake by
+//     δ + pollMin.
+//   - The wait never exceeds pollMax (1s by default; each idle poll is one
+//     statement, an indexed EXISTS probe of idx_work_queue_pending per pair,
+//     and claims only from the pairs it finds work for), so a pend whose wake
+//     was lost entirely — a NOTIFY suppressed while another transaction held
+//     the gate, a dropped LISTEN connection — waits at most pollMax plus one
+//     sweep, however long the broker was idle before.
+//
+// A pair whose claim came back empty is dry for a wake window: a sweep
+// triggered only by a finished task (which frees a slot but creates no work)
+// skips it, and so does one triggered by a routing change or a freed worker
+// slot; a work_ready wake sweeps every pair, the idle timer every pair the
+// probe finds claimable rows for. The window matches notify_gated's, so work
+// whose wake the gate coalesced away is still claimed within about one
+// window of arriving, even while another pair's completions keep the loop
+// from ever idling.
+func (d *dispatcher) claimLoop(ctx, taskCtx context.Context, wake <-chan notify.Event) {
+	wait := d.pollMin
+	offset := 0
+	dry := map[pairKey]time.Time{}
+	probe := false // the idle timer fired: probe before claiming
+	for ctx.Err() == nil {
+		// Taken before the sweep: a change while it runs closes this one.
+		changed := d.routes.changed()
+		var claimed int
+		claimed, offset = d.sweep(ctx, taskCtx, offset, dry, probe)
+		probe = false
+		d.testSignals.swept.Signal(claimed)
+		if claimed > 0 {
+			wait = d.pollMin
+			continue
+		}
+		timer := d.clock.After(wait)
+		d.testSignals.idle.Signal(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+			d.metrics.Wakes.WithLabelValues("work_ready").Inc()
+			wait = d.pollMin
+			clear(dry)
+		case <-changed:
+			// A worker joined, left, changed readiness or freed a slot:
+			// room to claim, but no new rows, so dry pairs stay dry
+			// (every stage's slot release signals here).
+			wait = d.pollMin
+		case <-d.tasks.done:
+			wait = d.pollMin
+		case <-timer:
+			wait = min(wait*2, d.pollMax)
+			probe = true
+		}
+	}
+}
+
+// sweep claims once from every pair that is not dry, starting one pair
+// further round each time; it returns the tasks claimed and the next offset.
+// A probing sweep (the idle failsafe) first asks which pairs hold claimable
+// rows, in one statement, and claims only from those.
+func (d *dispatcher) sweep(ctx, taskCtx context.Context, offset int, dry map[pairKey]time.Time, probe bool) (claimed, next int) {
+	pairs := d.routes.pairs()
+	lo, hi, owned := d.shards.Bounds()
+	if !owned || len(pairs) == 0 {
+		return 0, offset
+	}
+	if probe {
+		d.probe(ctx, pairs, lo, hi, dry)
+	}
+	offset = (offset + 1) % len(pairs)
+	for i := range pairs {
+		p := pairs[(offset+i)%len(pairs)]
+		if until, ok := dry[p]; ok && d.clock.Now().Before(until) {
+			continue
+		}
+		n, err := d.claimPair(ctx, taskCtx, p, lo, hi)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.log.Error().Err(err).Str("kind", p.kv.String()).Str("task_type", string(p.tt)).
+					Int("shard_lo", lo).Int("shard_hi", hi).Msg("claim failed")
+			}
+			continue
+		}
+		switch {
+		case n > 0:
+			claimed += n
+		case n == 0:
+			dry[p] = d.clock.Now().Add(dryWindow)
+		}
+	}
+	return claimed, offset
+}
+
+// probe sets the dry marks from one Claimable probe: a pair with claimable
+// rows is swept, one without is dry for a window (as if its claim had come
+// back empty). When the probe fails every pair is swept.
+func (d *dispatcher) probe(ctx context.Context, pairs []pairKey, lo, hi int, dry map[pairKey]time.Time) {
+	batches := make([]pipeline.Batch, len(pairs))
+	for i, p := range pairs {
+		batches[i] = pipeline.Batch{Kind: p.kv.Kind, Version: p.kv.Version, TaskType: p.tt}
+	}
+	has, err := d.claims.Claimable(ctx, lo, hi, batches)
+	if err != nil || len(has) != len(pairs) {
+		if ctx.Err() == nil {
+			d.log.Warn().Err(err).Int("shard_lo", lo).Int("shard_hi", hi).Msg("claimable probe failed; sweeping every pair")
+		}
+		clear(dry)
+		return
+	}
+	until := d.clock.Now().Add(dryWindow)
+	for i, p := range pairs {
+		if has[i] {
+			delete(dry, p)
+		} else {
+			dry[p] = until
+		}
+	}
+}
+
+// claimPair claims up to the room left for one pair and starts its tasks.
+// It returns -1 without claiming when the pair has no room worth a claim:
+// full, or — with tasks still in flight — less than a quarter of its limit
+// free. That hysteresis turns a stream of completions into claims of a
+// quarter of the limit each instead of one statement per finished task.
+func (d *dispatcher) claimPair(ctx, taskCtx context.Context, p pairKey, lo, hi int) (int, error) {
+	inflight := d.tasks.pair(p)
+	room, limit := d.pairCap-inflight, d.pairCap
+	if free, onlyLocal := d.routes.localFree(p.kv); onlyLocal {
+		// Only local workers: claim what they can take.
+		room, limit = min(room, free), min(limit, inflight+free)
+	}
+	if room <= 0 || (inflight > 0 && room < max(1, limit/4)) {
+		return -1, nil
+	}
+	lease := pipeline.Lease{WorkerID: d.id, Lo: lo, Hi: hi}
+	tasks, err := d.claims.Claim(ctx, lease, pipeline.Batch{Kind: p.kv.Kind, Version: p.kv.Version, TaskType: p.tt, Max: room})
+	if err != nil {
+		return 0, err
+	}
+	if len(tasks) == 0 {
+		return 0, nil
+	}
+	d.metrics.Claims.WithLabelValues(p.kv.Kind, string(p.tt)).Add(float64(len(tasks)))
+	d.tasks.add(lease, p, tasks)
+	for _, t := range tasks {
+		go func() {
+			defer d.tasks.finish(p, t.Key)
+			d.runner.runTask(taskCtx, lease, t)
+		}()
+	}
+	return len(tasks), nil
+}
+
+// drainTasks gives in-flight tasks up to the drain budget (the Connect
+// handler stays mounted meanwhile so their completions land), then cancels
+// the stragglers and releases their leases for a fast re-claim.
+func (d *dispatcher) drainTasks(cancelTasks context.CancelFunc) {
+	d.log.Info().Int("in_flight", d.tasks.count()).Dur("budget", d.drain).Msg("broker draining")
+	deadline := d.clock.After(d.drain)
+drain:
+	for d.tasks.count() > 0 {
+		select {
+		case <-d.tasks.done:
+		case <-deadline:
+			break drain
+		}
+	}
+	left := d.tasks.all()
+	if len(left) > 0 {
+		d.log.Warn().Int("stragglers", len(left)).Msg("drain budget spent; releasing leases for re-claim")
+		cancelTasks()
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		d.release(rctx, left)
+		cancel()
+	}
+	d.testSignals.drained.Signal(len(left))
+}
+
+func (d *dispatcher) release(ctx context.Context, rs []*running) {
+	byLease := map[pipeline.Lease][]pipeline.TaskKey{}
+	for _, r := range rs {
+		byLease[r.lease] = append(byLease[r.lease], r.task.Key)
+	}
+	for l, keys := range byLease {
+		if _, err := d.claims.Release(ctx, l, keys); err != nil {
+			d.log.Warn().Err(err).Int("tasks", len(keys)).Msg("release leases; the reaper will reclaim them")
+		}
+	}
+}

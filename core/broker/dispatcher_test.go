@@ -1,0 +1,443 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/metrics"
+	"github.com/converge-run/converge/core/store/pipeline"
+)
+
+var (
+	kvVPC     = manifest.KindVersion{Kind: "vpc", Version: "v1"}
+	pairVPC   = pairKey{kvVPC, pipeline.TaskReconcile}
+	pairVPCDe = pairKey{kvVPC, pipeline.TaskDelete}
+)
+
+const (
+	testPollMin = 25 * time.Millisecond
+	testPollMax = time.Second
+)
+
+// dispatcherBundle is a dispatcher over fakes.
+type dispatcherBundle struct {
+	d       *dispatcher
+	clock   *fakeClock
+	wake    *fakeWaker
+	claimer *fakeClaimer
+	routes  *fakeRoutes
+	runner  *fakeRunner
+}
+
+func setupDispatcher(t *testing.T) *dispatcherBundle {
+	t.Helper()
+	b := &dispatcherBundle{
+		clock: newFakeClock(),
+		wake:  newFakeWaker(),
+		claimer: &fakeClaimer{
+			ClaimFn:   func(context.Context, pipeline.Lease, pipeline.Batch) ([]pipeline.Task, error) { return nil, nil },
+			ReleaseFn: func(_ context.Context, _ pipeline.Lease, keys []pipeline.TaskKey) (int, error) { return len(keys), nil },
+		},
+		routes: &fakeRoutes{PairsFn: func() []pairKey { return []pairKey{pairVPC} }},
+		runner: &fakeRunner{RunFn: func(context.Context, pipeline.Lease, pipeline.Task) {}},
+	}
+	b.d = &dispatcher{id: "broker-1", claims: b.claimer, routes: b.routes, shards: fakeShards{0, 255, true},
+		tasks: newInflight(), runner: b.runner, wakes: b.wake, metrics: metrics.New(), clock: b.clock, log: testLog(t),
+		pairCap: 100, pollMin: testPollMin, pollMax: testPollMax, drain: 45 * time.Second}
+	b.d.testSignals.init()
+	return b
+}
+
+// start runs the dispatcher; the returned stop cancels it and waits for
+// Run to return (also at cleanup).
+func (b *dispatcherBundle) start(t *testing.T) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.d.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(5 * time.Second):
+				t.Fatal("dispatcher did not stop")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// claimsFrom makes the claimer hand out batches in order, then nothing.
+func (b *dispatcherBundle) claimsFrom(batches ...[]pipeline.Task) *atomic.Int32 {
+	var calls atomic.Int32
+	var mu sync.Mutex
+	b.claimer.ClaimFn = func(context.Context, pipeline.Lease, pipeline.Batch) ([]pipeline.Task, error) {
+		calls.Add(1)
+		mu.Lock()
+		defer mu.Unlock()
+		if len(batches) == 0 {
+			return nil, nil
+		}
+		next := batches[0]
+		batches = batches[1:]
+		return next, nil
+	}
+	return &calls
+}
+
+func TestDispatcher(t *testing.T) {
+	t.Parallel()
+
+	t.Run("StopsImmediately", func(t *testing.T) {
+		t.Parallel()
+		b := setupDispatcher(t)
+		stop := b.start(t)
+		b.d.testSignals.idle.WaitOrTimeout(t)
+		stop()
+		require.Equal(t, 0, b.d.testSignals.drained.WaitOrTimeout(t), "nothing in flight, nothing released")
+	})
+
+	t.Run("CanRunMultipleTimes", func(t *testing.T) {
+		t.Parallel()
+		b := setupDispatcher(t)
+		calls := b.claimsFrom()
+		for range 2 {
+			stop := b.start(t)
+			b.d.testSignals.idle.WaitOrTimeout(t)
+			stop()
+			b.d.testSignals.drained.WaitOrTimeout(t)
+		}
+		require.EqualValues(t, 2, calls.Load(), "one sweep per run")
+	})
+
+	t.Run("SweepsUntilDryThenIdles", func(t *testing.T) {
+		t.Parallel()
+		b := setupDispatcher(t)
+		calls := b.claimsFrom(tasksOf(pairVPC, 3), tasksOf(pairVPC, 2))
+		b.start(t)
+		require.Equal(t, 3, b.d.testSignals.swept.WaitOrTimeout(t))
+		require.Equal(t, 2, b.d.testSignals.swept.WaitOrTimeout(t), "work found: sweep again at once")
+		require.Equal(t, 0, b.d.testSignals.swept.WaitOrTimeout(t))
+		require.Equal(t, testPollMin, b.d.testSignals.idle.WaitOrTimeout(t))
+		require.EqualValues(t, 3, calls.Load())
+	})
+
+	t.Run("IdleBackoffDoublesToPollMaxAndAWakeResetsIt", func(t *testing.T) {
+		t.Parallel()
+		b := setupDispatcher(t)
+		b.start(t)
+		var waits []time.Duration
+		for i := range 8 {
+			w := b.d.testSignals.idle.WaitOrTimeout(t)
+			waits = append(waits, w)
+			if i < 7 {
+				b.clock.Advance(w)
+			}
+		}
+		want := []time.Duration{25, 50, 100, 200, 400, 800, 1000, 1000}
+		for i := range want {
+			want[i] *= time.Millisecond
+		}
+		require.Empty(t, cmp.Diff(want, waits), "idle waits (-want +got)")
+		b.wake.fire()
+		require.Equal(t, testPollMin, b.d.testSignals.idle.WaitOrTimeout(t), "a wake starts the backoff over")
+	})
+
+	t.Run("ClaimErrorIsRetriedAtTheNextSweep", func(t *testing.T) {
+		t.Parallel()
+		b := setupDispatcher(t)
+		var calls atomic.Int32
+		b.claimer.ClaimFn = func(context.Context, pipeline.Lease, pipeline.Batch) ([]pipeline.Task, error) {
+			if calls.Add(1) == 1 {
+				return nil, errors.New("connection reset")
+			}
+			return tasksOf(pairVPC, 1), nil
+		}
+		b.start(t)
+		require.Equal(t, 0, b.d.testSignals.swept.WaitOrTimeout(t))
+		b.clock.Advance(b.d.testSignals.idle.WaitOrTimeout(t))
+		require.Equal(t, 1, b.d.testSignals.swept.WaitOrTimeout(t))
+	})
+
+	t.Run("UnownedRangeClaimsNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setupDispatcher(t)
+		b.d.shards = fakeShards{owned: false}
+		calls := b.claimsFrom(tasksOf(pairVPC, 1))
+		b.start(t)
+		require.Equal(t, 0, b.d.testSignals.swept.WaitOrTimeout(t))
+		b.d.testSignals.idle.WaitOrTimeout(t)
+		require.Zero(t, calls.Load())
+	})
+
+	t.Run("RunsEveryClaimedTaskAndFreesItsSlot", func(t *testing.T) {
+		t.Parallel()
+		b := setupDispatcher(t)
+		release := make(chan struct{})
+		var ran atomic.Int32
+		b.runner.RunFn = func(context.Context, pipeline.Lease, pipeline.Task) { ran.Add(1); <-release }
+		b.claimsFrom(tasksOf(pairVPC, 4))
+		b.start(t)
+		require.Equal(t, 4, b.d.testSignals.swept.WaitOrTimeout(t))
+		require.Equal(t, 4, b.d.tasks.pair(pairVPC))
+		close(release)
+		require.Eventually(t, func() bool { return b.d.tasks.count() == 0 }, 5*time.Second, time.Millisecond)
+		require.EqualValues(t, 4, ran.Load())
+	})
+}
+
+// The room a claim asks for: the pair cap, bounded by local workers' free
+// slots when no peer serves the kind, with hysteresis while tasks are in
+// flight.
+func TestDispatcherClaimPair_Hysteresis(t *testing.T) {
+	t.Parallel()
+	type args struct {
+		inflight  int
+		free      int
+		onlyLocal bool
+	}
+	cases := map[string]struct {
+		reason string
+		args   args
+		want   int // Batch.Max asked for; -1 = no claim
+	}{
+		"EmptyPairAsksTheWholeCap": {
+			reason: "nothing in flight and a peer serves the kind: only the pair cap bounds the claim",
+			args:   args{inflight: 0},
+			want:   100,
+		},
+		"LocalWorkersBoundTheClaim": {
+			reason: "with only local workers a claim takes what they can run",
+			args:   args{inflight: 0, free: 16, onlyLocal: true},
+			want:   16,
+		},
+		"NoFreeWorkerSlotNoClaim": {
+			reason: "local workers are full: claiming would only park tasks",
+			args:   args{inflight: 0, free: 0, onlyLocal: true},
+			want:   -1,
+		},
+		"FullPairNoClaim": {
+			reason: "the pair cap is reached",
+			args:   args{inflight: 100},
+			want:   -1,
+		},
+		"LessThanAQuarterFreeWaits": {
+			reason: "hysteresis: with tasks in flight, fewer than cap/4 free slots is not worth a statement",
+			args:   args{inflight: 80},
+			want:   -1,
+		},
+		"AQuarterFreeClaims": {
+			reason: "exactly a quarter of the cap free is worth a claim",
+			args:   args{inflight: 75},
+			want:   25,
+		},
+		"LocalLimitSetsTheQuarter": {
+			reason: "with only local workers the limit is in flight + free, so 4 of 16 is a quarter",
+			args:   args{inflight: 12, free: 4, onlyLocal: true},
+			want:   4,
+		},
+		"BelowTheLocalQuarterWaits": {
+			reason: "2 free of a local limit of 16 is below a quarter",
+			args:   args{inflight: 14, free: 2, onlyLocal: true},
+			want:   -1,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setupDispatcher(t)
+			b.routes.LocalFreeFn = func(manifest.KindVersion) (int, bool) { return tc.args.free, tc.args.onlyLocal }
+			b.d.tasks.add(pipeline.Lease{}, pairVPC, tasksOf(pairVPC, tc.args.inflight))
+			asked := -1
+			b.claimer.ClaimFn = func(_ context.Context, _ pipeline.Lease, batch pipeline.Batch) ([]pipeline.Task, error) {
+				asked = batch.Max
+				return nil, nil
+			}
+			n, err := b.d.claimPair(context.Background(), context.Background(), pairVPC, 0, 255)
+			require.NoError(t, err)
+			if tc.want < 0 {
+				require.Equal(t, -1, n, tc.reason)
+			}
+			require.Equal(t, tc.want, asked, tc.reason)
+		})
+	}
+}
+
+// A pair whose claim came back empty is skipped by sweeps that only a
+// finished task triggered, for one dry window; a work_ready wake or the idle
+// timer probes it again.
+func TestDispatcher_DryPairsStayDryAcrossCompletions(t *testing.T) {
+	t.Parallel()
+	b := setupDispatcher(t)
+	b.routes.PairsFn = func() []pairKey { return []pairKey{pairVPC, pairVPCDe} }
+	var mu sync.Mutex
+	probes := map[pairKey]int{}
+	deletes := [][]pipeline.Task{tasksOf(pairVPCDe, 1), tasksOf(pairVPCDe, 1)}
+	b.claimer.ClaimFn = func(_ context.Context, _ pipeline.Lease, batch pipeline.Batch) ([]pipeline.Task, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		probes[pairKey{kvVPC, batch.TaskType}]++
+		if batch.TaskType == pipeline.TaskDelete && len(deletes) > 0 {
+			next := deletes[0]
+			deletes = deletes[1:]
+			return next, nil
+		}
+		return nil, nil
+	}
+	release := make(chan struct{}, 2)
+	b.runner.RunFn = func(context.Context, pipeline.Lease, pipeline.Task) { <-release }
+	b.start(t)
+	// Sweeps 1 and 2 each claim a delete; sweep 3 finds both pairs dry.
+	for b.d.testSignals.swept.WaitOrTimeout(t) > 0 {
+	}
+	b.d.testSignals.idle.WaitOrTimeout(t)
+	mu.Lock()
+	reconcileProbes := probes[pairVPC]
+	mu.Unlock()
+
+	release <- struct{}{} // a task finishes: a completion-only sweep
+	require.Equal(t, 0, b.d.testSignals.swept.WaitOrTimeout(t))
+	b.d.testSignals.idle.WaitOrTimeout(t)
+	mu.Lock()
+	require.Equal(t, reconcileProbes, probes[pairVPC], "the dry reconcile pair is skipped after a completion")
+	mu.Unlock()
+
+	b.wake.fire()
+	require.Equal(t, 0, b.d.testSignals.swept.WaitOrTimeout(t))
+	mu.Lock()
+	require.Equal(t, reconcileProbes+1, probes[pairVPC], "a work_ready wake probes every pair")
+	mu.Unlock()
+	release <- struct{}{}
+}
+
+// On shutdown the dispatcher stops claiming and gives in-flight tasks the
+// drain budget; what is still running then is cancelled and its leases
+// released for a fast re-claim.
+func TestDispatcher_Drain(t *testing.T) {
+	t.Parallel()
+
+	t.Run("WaitsForInFlightTasks", func(t *testing.T) {
+		t.Parallel()
+		b := setupDispatcher(t)
+		finish := make(chan struct{})
+		b.runner.RunFn = func(context.Context, pipeline.Lease, pipeline.Task) { <-finish }
+		b.claimer.ReleaseFn = func(context.Context, pipeline.Lease, []pipeline.TaskKey) (int, error) {
+			t.Error("nothing may be released when every task finished in the budget")
+			return 0, nil
+		}
+		b.claimsFrom(tasksOf(pairVPC, 3))
+		stop := b.start(t)
+		require.Equal(t, 3, b.d.testSignals.swept.WaitOrTimeout(t))
+		stopped := make(chan struct{})
+		go func() { stop(); close(stopped) }()
+		select {
+		case <-stopped:
+			t.Fatal("Run returned with tasks in flight")
+		case <-time.After(50 * time.Millisecond):
+		}
+		close(finish)
+		require.Equal(t, 0, b.d.testSignals.drained.WaitOrTimeout(t))
+		<-stopped
+	})
+
+	t.Run("ReleasesStragglersWhenTheBudgetIsSpent", func(t *testing.T) {
+		t.Parallel()
+		b := setupDispatcher(t)
+		cancelled := make(chan struct{}, 2)
+		b.runner.RunFn = func(ctx context.Context, _ pipeline.Lease, _ pipeline.Task) {
+			<-ctx.Done()
+			cancelled <- struct{}{}
+		}
+		released := make(chan int, 1)
+		b.claimer.ReleaseFn = func(_ context.Context, l pipeline.Lease, keys []pipeline.TaskKey) (int, error) {
+			require.Equal(t, "broker-1", l.WorkerID)
+			released <- len(keys)
+			return len(keys), nil
+		}
+		b.claimsFrom(tasksOf(pairVPC, 2))
+		stop := b.start(t)
+		require.Equal(t, 2, b.d.testSignals.swept.WaitOrTimeout(t))
+		go stop()
+		require.Eventually(t, func() bool {
+			b.clock.Advance(b.d.drain)
+			return b.d.testSignals.drained.Pending() > 0
+		}, 5*time.Second, time.Millisecond)
+		require.Equal(t, 2, b.d.testSignals.drained.WaitOrTimeout(t))
+		require.Equal(t, 2, <-released, "one release statement per lease")
+		<-cancelled
+		<-cancelled
+	})
+}
+
+// The idle failsafe costs one statement: the timer's sweep probes every pair
+// at once and claims only from those with claimable rows; a failed probe
+// falls back to claiming from every pair.
+func TestDispatcher_IdleFailsafeProbesOnce(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		reason     string
+		probeErr   error
+		wantClaims []pipeline.TaskType
+	}{
+		"ClaimsOnlyWhereTheProbeFoundWork": {
+			reason:     "the reconcile pair has rows, the delete pair none",
+			wantClaims: []pipeline.TaskType{pipeline.TaskReconcile},
+		},
+		"AFailedProbeSweepsEveryPair": {
+			reason:     "without an answer every pair is claimed from",
+			probeErr:   errors.New("connection reset"),
+			wantClaims: []pipeline.TaskType{pipeline.TaskReconcile, pipeline.TaskDelete},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setupDispatcher(t)
+			b.routes.PairsFn = func() []pairKey { return []pairKey{pairVPC, pairVPCDe} }
+			var mu sync.Mutex
+			var probes int
+			var claims []pipeline.TaskType
+			b.claimer.ClaimableFn = func(_ context.Context, lo, hi int, batches []pipeline.Batch) ([]bool, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				probes++
+				require.Equal(t, [2]int{0, 255}, [2]int{lo, hi})
+				out := make([]bool, len(batches))
+				for i, bt := range batches {
+					out[i] = bt.TaskType == pipeline.TaskReconcile
+				}
+				return out, tc.probeErr
+			}
+			b.claimer.ClaimFn = func(_ context.Context, _ pipeline.Lease, bt pipeline.Batch) ([]pipeline.Task, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				claims = append(claims, bt.TaskType)
+				return nil, nil
+			}
+			b.start(t)
+			require.Equal(t, 0, b.d.testSignals.swept.WaitOrTimeout(t))
+			mu.Lock()
+			require.Zero(t, probes, "the first sweep claims from every pair")
+			claims = nil
+			mu.Unlock()
+			b.clock.Advance(b.d.testSignals.idle.WaitOrTimeout(t))
+			require.Equal(t, 0, b.d.testSignals.swept.WaitOrTimeout(t))
+			mu.Lock()
+			defer mu.Unlock()
+			require.Equal(t, 1, probes, tc.reason)
+			require.ElementsMatch(t, tc.wantClaims, claims, tc.reason)
+		})
+	}
+}

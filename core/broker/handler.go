@@ -1,0 +1,182 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"connectrpc.com/connect"
+	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/metrics"
+
+	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
+	"github.com/converge-run/converge/workerproto/gen/converge/worker/v1/workerv1connect"
+)
+
+// handlerStages is what the handler dispatches a relayed stage through.
+type handlerStages interface {
+	dispatchLocal(ctx context.Context, kv manifest.KindVersion, task *workerv1.StageTask) (*workerv1.StageComplete, error)
+}
+
+// completionSink takes a worker's StageComplete.
+type completionSink interface {
+	complete(c *workerv1.StageComplete)
+}
+
+// workerService is the Connect WorkerService: workers' sessions
+// (WorkStream), their config reads, and peers' relayed stages. It owns no
+// loop; a session lives as long as its stream.
+type workerService struct {
+	id          string
+	reg         *registry
+	kinds       kindSource
+	configs     defaultConfigs
+	completions completionSink
+	stages      handlerStages
+	metrics     *metrics.Metrics
+	log         zerolog.Logger
+	sessionSeq  atomic.Int64
+}
+
+var _ workerv1connect.WorkerServiceHandler = (*workerService)(nil)
+
+// GetProviderConfig serves a kind's default providerconfig.
+func (h *workerService) GetProviderConfig(ctx context.Context, req *connect.Request[workerv1.GetProviderConfigRequest]) (*connect.Response[workerv1.GetProviderConfigResponse], error) {
+	kind := req.Msg.GetKind()
+	if kind == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("kind is required"))
+	}
+	pc, ok, err := h.configs.DefaultProviderConfig(ctx, kind)
+	if err != nil {
+		h.log.Error().Err(err).Str("kind", kind).Msg("read default providerconfig")
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("providerconfig unavailable; retry"))
+	}
+	if !ok {
+		return connect.NewResponse(&workerv1.GetProviderConfigResponse{}), nil
+	}
+	return connect.NewResponse(&workerv1.GetProviderConfigResponse{Found: true, Config: configProto(pc)}), nil
+}
+
+// workStream is the bidi stream of one worker session.
+type workStream = connect.BidiStream[workerv1.WorkStreamRequest, workerv1.WorkStreamResponse]
+
+// WorkStream is one worker's session: subscribe, then tasks out and
+// completions, readiness changes and heartbeats in.
+func (h *workerService) WorkStream(ctx context.Context, stream *workStream) error {
+	first, err := stream.Receive()
+	if err != nil {
+		return err
+	}
+	sub := first.GetSubscribe()
+	if sub == nil {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("the first message must be a Subscribe"))
+	}
+	if sub.GetWorkerId() == "" || len(sub.GetKinds()) == 0 {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("subscribe needs a worker_id and at least one kind"))
+	}
+	maxIn := int(sub.GetMaxInFlight())
+	if maxIn <= 0 {
+		maxIn = 16
+	}
+	s := &session{
+		id:       fmt.Sprintf("%s#%d", sub.GetWorkerId(), h.sessionSeq.Add(1)),
+		workerID: sub.GetWorkerId(),
+		maxIn:    maxIn,
+		out:      make(chan *workerv1.WorkStreamResponse, maxIn+16),
+		done:     make(chan struct{}),
+		ready:    readyMap(sub.GetKinds()),
+	}
+	log := h.log.With().Str("worker_id", s.workerID).Logger()
+	if err := stream.Send(&workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Subscribed{
+		Subscribed: &workerv1.Subscribed{BrokerId: h.id, Known: h.known(s, log)}}}); err != nil {
+		return err
+	}
+	h.reg.add(s)
+	h.metrics.Workers.Set(float64(h.reg.count()))
+	log.Info().Int("kinds", len(s.ready)).Int("max_in_flight", maxIn).Int("resumed", len(sub.GetResumed())).Msg("worker connected")
+	defer func() {
+		h.reg.remove(s)
+		close(s.done)
+		h.metrics.Workers.Set(float64(h.reg.count()))
+		log.Info().Msg("worker disconnected")
+	}()
+	h.serve(ctx, stream, s, log)
+	return nil
+}
+
+// known lists the kinds s serves that have an applied manifest.
+func (h *workerService) known(s *session, log zerolog.Logger) []*workerv1.KindVersion {
+	var known []*workerv1.KindVersion
+	for kv := range s.ready {
+		if _, ok := h.kinds.Kind(kv); ok {
+			known = append(known, &workerv1.KindVersion{Kind: kv.Kind, Version: kv.Version})
+		} else {
+			log.Warn().Str("kind", kv.String()).Msg("worker serves a kind with no applied manifest; it gets no work until one is applied")
+		}
+	}
+	return known
+}
+
+// serve runs an open session until its stream ends: one sender drains s.out,
+// the receive loop routes what the worker sends.
+func (h *workerService) serve(ctx context.Context, stream *workStream, s *session, log zerolog.Logger) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case m := <-s.out:
+				if err := stream.Send(m); err != nil {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	for {
+		msg, err := stream.Receive()
+		if err != nil {
+			cancel()
+			<-sent
+			return
+		}
+		switch m := msg.GetMsg().(type) {
+		case *workerv1.WorkStreamRequest_Readiness:
+			h.reg.setReady(s, m.Readiness.GetKinds())
+		case *workerv1.WorkStreamRequest_Complete:
+			h.completions.complete(m.Complete)
+		case *workerv1.WorkStreamRequest_Heartbeat:
+			// Leases of tasks this broker runs are heartbeated by the
+			// dispatcher; nothing to do per worker beat.
+		case *workerv1.WorkStreamRequest_Subscribe:
+			log.Warn().Msg("duplicate subscribe on an open stream; ignored")
+		}
+	}
+}
+
+// RelayStage runs a peer's stage on a local worker.
+func (h *workerService) RelayStage(ctx context.Context, req *connect.Request[workerv1.RelayStageRequest]) (*connect.Response[workerv1.RelayStageResponse], error) {
+	t := req.Msg.GetTask()
+	if t.GetTaskId() == "" || t.GetResource() == nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("relay needs a task with an id and a resource"))
+	}
+	kv := manifest.KindVersion{Kind: t.GetResource().GetKind(), Version: t.GetResource().GetVersion()}
+	if !h.reg.serves(kv) {
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("no worker on broker %s serves %s", h.id, kv))
+	}
+	c, err := h.stages.dispatchLocal(ctx, kv, t)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeUnavailable, err)
+	}
+	if c == nil {
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("worker lost mid-stage and did not redeliver"))
+	}
+	return connect.NewResponse(&workerv1.RelayStageResponse{Complete: c}), nil
+}

@@ -1,0 +1,101 @@
+package broker
+
+import (
+	"sync"
+
+	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/store/pipeline"
+)
+
+// pairKey is one (kind, version, task type) the dispatcher claims.
+type pairKey struct {
+	kv manifest.KindVersion
+	tt pipeline.TaskType
+}
+
+// running is one claimed task in flight on this broker.
+type running struct {
+	task  pipeline.Task
+	lease pipeline.Lease
+	pair  pairKey
+}
+
+// inflight is the broker's table of claimed tasks: the dispatcher adds a
+// claim's tasks and forgets each when it finishes, the heartbeater keeps
+// their leases alive, the drain waits for it to empty, and membership
+// reports its size.
+type inflight struct {
+	mu      sync.Mutex
+	running map[pipeline.TaskKey]*running
+	perPair map[pairKey]int
+	// done receives (coalesced) whenever a task or a reactor delivery
+	// finishes: a slot freed, worth a claim.
+	done chan struct{}
+}
+
+func newInflight() *inflight {
+	return &inflight{running: map[pipeline.TaskKey]*running{}, perPair: map[pairKey]int{}, done: make(chan struct{}, 1)}
+}
+
+// add records a claim's tasks.
+func (f *inflight) add(lease pipeline.Lease, p pairKey, tasks []pipeline.Task) {
+	f.mu.Lock()
+	for _, t := range tasks {
+		f.running[t.Key] = &running{task: t, lease: lease, pair: p}
+	}
+	f.perPair[p] += len(tasks)
+	f.mu.Unlock()
+}
+
+// finish forgets a task and frees its pair slot.
+func (f *inflight) finish(p pairKey, key pipeline.TaskKey) {
+	f.mu.Lock()
+	delete(f.running, key)
+	f.perPair[p]--
+	f.mu.Unlock()
+	f.signal()
+}
+
+// signal reports a freed slot.
+func (f *inflight) signal() {
+	select {
+	case f.done <- struct{}{}:
+	default:
+	}
+}
+
+// count is the number of tasks in flight.
+func (f *inflight) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.running)
+}
+
+// pair is the number of p's tasks in flight.
+func (f *inflight) pair(p pairKey) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.perPair[p]
+}
+
+// all lists the tasks in flight.
+func (f *inflight) all() []*running {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]*running, 0, len(f.running))
+	for _, r := range f.running {
+		out = append(out, r)
+	}
+	return out
+}
+
+// keys lists the keys of the tasks in flight.
+func (f *inflight) keys() []pipeline.TaskKey {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]pipeline.TaskKey, 0, len(f.running))
+	for k := range f.running {
+		out = append(out, k)
+	}
+	return out
+}

@@ -1,0 +1,168 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/store/lifecycle"
+	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
+)
+
+var sinkKind = store.Kind{Name: "sink", Version: "v1", IsReactor: true, Manifest: manifest.KindManifest{
+	Kind: "sink", Version: "v1", Reactions: []manifest.ReactionDecl{{Name: "record", Trigger: manifest.TriggerReactor}}}}
+
+func delivery(snapshot string) lifecycle.Delivery {
+	return lifecycle.Delivery{Key: lifecycle.Key{ResourceID: uuid.New(), Transition: "synced", Generation: 3, Binding: "audit"},
+		Reactor: "sink", WatchKind: "vpc", ClaimEpoch: 7, Snapshot: json.RawMessage(snapshot)}
+}
+
+func setupReactors(t *testing.T) (*reactorDispatcher, *fakeClock, *fakeDeliveries, *fakeSender) {
+	t.Helper()
+	clock := newFakeClock()
+	ds := &fakeDeliveries{
+		ClaimFn: func(context.Context, string, []string, int, int, int) ([]lifecycle.Delivery, error) { return nil, nil },
+		AckFn:   func(context.Context, lifecycle.Delivery) (bool, error) { return true, nil },
+		HeartbeatFn: func(_ context.Context, _ string, ds []lifecycle.Delivery) (int, error) {
+			return len(ds), nil
+		},
+	}
+	sender := &fakeSender{DispatchFn: func(context.Context, manifest.KindVersion, *workerv1.StageTask) (*workerv1.StageComplete, error) {
+		return &workerv1.StageComplete{}, nil
+	}}
+	r := &reactorDispatcher{id: "broker-1", deliveries: ds, routes: &fakeRoutes{ReactorKindsFn: func() []string { return []string{"sink"} }},
+		sender: sender, kinds: fakeKinds{sinkKind}, shards: fakeShards{0, 255, true}, wakes: newFakeWaker(), freed: func() {},
+		cap: 100, pollMin: testPollMin, every: 5 * time.Second, clock: clock, log: testLog(t)}
+	r.testSignals.delivered.Init()
+	return r, clock, ds, sender
+}
+
+func TestReactorDispatcher(t *testing.T) {
+	t.Parallel()
+
+	t.Run("StopsImmediately", func(t *testing.T) {
+		t.Parallel()
+		r, clock, _, _ := setupReactors(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		clock.waits.WaitOrTimeout(t)
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("reactor dispatcher did not stop")
+		}
+	})
+
+	t.Run("ClaimsDeliversAndAcks", func(t *testing.T) {
+		t.Parallel()
+		r, _, ds, sender := setupReactors(t)
+		var claims atomic.Int32
+		ds.ClaimFn = func(_ context.Context, id string, kinds []string, _, _, max int) ([]lifecycle.Delivery, error) {
+			require.Equal(t, []string{"sink"}, kinds)
+			if claims.Add(1) == 1 {
+				require.Equal(t, 100, max, "room is the cap less what is in flight")
+				return []lifecycle.Delivery{delivery(`{"id":"r1","name":"vpc-1"}`)}, nil
+			}
+			return nil, nil
+		}
+		var task *workerv1.StageTask
+		sender.DispatchFn = func(_ context.Context, kv manifest.KindVersion, st *workerv1.StageTask) (*workerv1.StageComplete, error) {
+			require.Equal(t, manifest.KindVersion{Kind: "sink", Version: "v1"}, kv)
+			task = st
+			return &workerv1.StageComplete{TaskId: st.GetTaskId()}, nil
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() { _ = r.Run(ctx) }()
+		require.True(t, r.testSignals.delivered.WaitOrTimeout(t), "a successful reaction is acknowledged")
+		require.Equal(t, workerv1.Stage_STAGE_REACT, task.GetStage())
+		require.Equal(t, "record", task.GetReaction())
+		require.Equal(t, "vpc-1", task.GetResource().GetName())
+		require.Equal(t, int64(7), task.GetFence().GetClaimEpoch())
+	})
+}
+
+// A delivery is acknowledged only when its reactor succeeded; anything else
+// leaves it claimed, to be re-armed when the claim lapses.
+func TestReactorDispatcherDeliver_AcksOnlyOnSuccess(t *testing.T) {
+	t.Parallel()
+	type dispatched struct {
+		c   *workerv1.StageComplete
+		err error
+	}
+	cases := map[string]struct {
+		reason   string
+		snapshot string
+		kinds    fakeKinds
+		sent     dispatched
+		ackErr   error
+		wantAck  bool
+		wantSent bool
+	}{
+		"SuccessIsAcked": {
+			reason: "the reactor succeeded", snapshot: `{"id":"r1"}`, kinds: fakeKinds{sinkKind},
+			sent: dispatched{c: &workerv1.StageComplete{}}, wantAck: true, wantSent: true,
+		},
+		"ReactorErrorIsNotAcked": {
+			reason: "a failed reactor is retried after its claim lapses", snapshot: `{"id":"r1"}`, kinds: fakeKinds{sinkKind},
+			sent:     dispatched{c: &workerv1.StageComplete{Result: &workerv1.StageComplete_Error{Error: &workerv1.TaskError{Message: "sink down"}}}},
+			wantSent: true,
+		},
+		"DispatchErrorIsNotAcked": {
+			reason: "no worker took it", snapshot: `{"id":"r1"}`, kinds: fakeKinds{sinkKind},
+			sent: dispatched{err: errors.New("no route")}, wantSent: true,
+		},
+		"LostWorkerIsNotAcked": {
+			reason: "the worker vanished without redelivering", snapshot: `{"id":"r1"}`, kinds: fakeKinds{sinkKind},
+			wantSent: true,
+		},
+		"AckFailureIsReported": {
+			reason: "an ack that did not land is redelivered", snapshot: `{"id":"r1"}`, kinds: fakeKinds{sinkKind},
+			sent: dispatched{c: &workerv1.StageComplete{}}, ackErr: errors.New("connection reset"), wantSent: true,
+		},
+		"UnreadableSnapshotIsDropped": {
+			reason: "a snapshot no reactor could read is acknowledged so it stops coming back", snapshot: `{`,
+			kinds: fakeKinds{sinkKind}, wantAck: true,
+		},
+		"MissingManifestWaits": {
+			reason: "a reactor kind with no applied manifest leaves the delivery for later", snapshot: `{"id":"r1"}`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r, _, ds, sender := setupReactors(t)
+			r.kinds = tc.kinds
+			var mu sync.Mutex
+			sent, acked := false, false
+			sender.DispatchFn = func(context.Context, manifest.KindVersion, *workerv1.StageTask) (*workerv1.StageComplete, error) {
+				mu.Lock()
+				sent = true
+				mu.Unlock()
+				return tc.sent.c, tc.sent.err
+			}
+			ds.AckFn = func(context.Context, lifecycle.Delivery) (bool, error) {
+				mu.Lock()
+				acked = true
+				mu.Unlock()
+				return tc.ackErr == nil, tc.ackErr
+			}
+			got := r.deliver(context.Background(), delivery(tc.snapshot))
+			require.Equal(t, tc.wantAck, got, tc.reason)
+			require.Equal(t, tc.wantSent, sent, tc.reason)
+			require.Equal(t, tc.wantAck || tc.ackErr != nil, acked, tc.reason)
+		})
+	}
+}

@@ -1,0 +1,151 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/engine"
+	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/metrics"
+	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/store/pipeline"
+	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
+)
+
+type fakeTaskStore struct {
+	ReleaseFn func(ctx context.Context, l pipeline.Lease, keys []pipeline.TaskKey) (int, error)
+}
+
+func (f *fakeTaskStore) SubtreeSettled(context.Context, uuid.UUID) (bool, error) {
+	panic("unexpected SubtreeSettled")
+}
+func (f *fakeTaskStore) ComposedSubtree(context.Context, uuid.UUID) (store.Subtree, error) {
+	panic("unexpected ComposedSubtree")
+}
+func (f *fakeTaskStore) OperationForTask(context.Context, uuid.UUID) (resource.Operation, error) {
+	panic("unexpected OperationForTask")
+}
+func (f *fakeTaskStore) ApplyCompose(context.Context, pipeline.Task, pipeline.Composition) (pipeline.ComposeResult, error) {
+	panic("unexpected ApplyCompose")
+}
+func (f *fakeTaskStore) Release(ctx context.Context, l pipeline.Lease, keys []pipeline.TaskKey) (int, error) {
+	return f.ReleaseFn(ctx, l, keys)
+}
+
+type fakeStageDispatcher struct {
+	StageFn func(ctx context.Context, t pipeline.Task, stage workerv1.Stage, reaction string, final bool) (*workerv1.Outcome, error)
+}
+
+func (f *fakeStageDispatcher) stage(ctx context.Context, t pipeline.Task, _ store.Kind, stage workerv1.Stage, reaction string,
+	final bool, _ any) (*workerv1.Outcome, error) {
+	return f.StageFn(ctx, t, stage, reaction, final)
+}
+
+var workerKind = store.Kind{Name: "vpc", Version: "v1", Manifest: manifest.KindManifest{Kind: "vpc", Version: "v1",
+	Reactions: []manifest.ReactionDecl{{Name: "work", Trigger: manifest.TriggerSpecChange, Emits: manifest.Mask(manifest.OutcomeStatus)}}}}
+
+// A leaf task runs its work stage and writes exactly one outcome: its
+// status, its failure, or — abandoned — nothing but a released lease.
+func TestRunnerRunTask_Leaf(t *testing.T) {
+	t.Parallel()
+	type want struct {
+		written  bool
+		status   string
+		errorHas string
+		terminal bool
+		released bool
+	}
+	cases := map[string]struct {
+		reason    string
+		kinds     fakeKinds
+		outcome   *workerv1.Outcome
+		stageErr  error
+		appendErr error
+		want      want
+	}{
+		"StatusIsWritten": {
+			reason: "the work stage's status is the result", kinds: fakeKinds{workerKind},
+			outcome: &workerv1.Outcome{StatusJson: []byte(`{"id":"vpc-1"}`)},
+			want:    want{written: true, status: `{"id":"vpc-1"}`},
+		},
+		"WorkerErrorIsAFailure": {
+			reason: "a worker's terminal error fails the task terminally", kinds: fakeKinds{workerKind},
+			stageErr: &stageError{msg: "quota exceeded", terminal: true},
+			want:     want{written: true, errorHas: "quota exceeded", terminal: true},
+		},
+		"InvalidOutcomeIsAFailure": {
+			reason: "a malformed status is recorded as the task's failure rather than dropped", kinds: fakeKinds{workerKind},
+			outcome: &workerv1.Outcome{StatusJson: []byte(`{not json`)},
+			want:    want{written: true, errorHas: "invalid outcome"},
+		},
+		"UnknownKindIsAFailure": {
+			reason: "a task whose manifest vanished fails", want: want{written: true, errorHas: "no applied manifest"},
+		},
+		"AbandonedTaskIsReleased": {
+			reason: "a fenced task writes nothing and gives its lease back", kinds: fakeKinds{workerKind},
+			stageErr: errAbandon, want: want{released: true},
+		},
+		"OutboxFailureReleases": {
+			reason: "a result that could not be written is released for a retry", kinds: fakeKinds{workerKind},
+			outcome: &workerv1.Outcome{StatusJson: []byte(`{}`)}, appendErr: errors.New("disk full"),
+			want: want{written: true, status: `{}`, released: true},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			var written []pipeline.Result
+			out := newOutboxWriter(func(_ context.Context, rs ...pipeline.Result) error {
+				mu.Lock()
+				written = append(written, rs...)
+				mu.Unlock()
+				return tc.appendErr
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() { _ = out.Run(ctx) }()
+			released := false
+			rn := &runner{
+				store: &fakeTaskStore{ReleaseFn: func(context.Context, pipeline.Lease, []pipeline.TaskKey) (int, error) {
+					released = true
+					return 1, nil
+				}},
+				stages: &fakeStageDispatcher{StageFn: func(_ context.Context, _ pipeline.Task, stage workerv1.Stage, reaction string, final bool) (*workerv1.Outcome, error) {
+					require.Equal(t, workerv1.Stage_STAGE_WORK, stage)
+					require.Equal(t, "work", reaction)
+					require.True(t, final, "a leaf's work stage is its last")
+					return tc.outcome, tc.stageErr
+				}},
+				outbox: out, kinds: tc.kinds, metrics: metrics.New(), clock: engine.RealClock, log: testLog(t),
+			}
+			tk := task(5, pipeline.TaskReconcile)
+			tk.Resource = pipeline.Snapshot{Kind: "vpc", Version: "v1", Name: "vpc-1"}
+			tk.Generation = 1
+			rn.runTask(ctx, pipeline.Lease{WorkerID: "broker-1"}, tk)
+
+			require.Equal(t, tc.want.released, released, tc.reason)
+			mu.Lock()
+			defer mu.Unlock()
+			if !tc.want.written {
+				require.Empty(t, written, tc.reason)
+				return
+			}
+			require.Len(t, written, 1, tc.reason)
+			res := written[0]
+			require.Equal(t, tk.Key, res.Key, tc.reason)
+			if tc.want.status != "" {
+				require.JSONEq(t, tc.want.status, string(res.Status), tc.reason)
+			}
+			require.True(t, strings.Contains(res.Error, tc.want.errorHas), "%s: error %q", tc.reason, res.Error)
+			require.Equal(t, tc.want.terminal, res.Terminal, tc.reason)
+		})
+	}
+}
