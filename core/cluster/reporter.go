@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store/membership"
 )
 
@@ -17,7 +18,7 @@ import (
 type Registry interface {
 	Upsert(ctx context.Context, m membership.Member) (time.Time, error)
 	Deregister(ctx context.Context, id string) (bool, error)
-	AssignShards(ctx context.Context, id string, total int, liveness time.Duration) (membership.ShardSpan, error)
+	AssignShards(ctx context.Context, id string, total int, liveness time.Duration) (shard.Range, error)
 }
 
 // Reporter registers this process in cluster_members and beats every

@@ -8,6 +8,7 @@ import (
 
 	"github.com/converge-run/converge/core/cluster"
 	"github.com/converge-run/converge/core/kinds"
+	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store/maintenance"
 	"github.com/converge-run/converge/core/store/membership"
 )
@@ -45,7 +46,7 @@ func (r *Resyncer) Run(ctx context.Context) error {
 				}
 				p := maintenance.Resync{Kind: k.Name, Version: k.Version,
 					Interval: time.Duration(k.Config.ResyncIntervalSecs) * time.Second, Recompose: k.Config.ResyncRecomposes}
-				if _, err := r.Maintenance.RequeueForResync(ctx, p, maintenance.ShardRange{Lo: lo, Hi: hi}, r.Max); err != nil && ctx.Err() == nil {
+				if _, err := r.Maintenance.RequeueForResync(ctx, p, shard.Between(lo, hi), r.Max); err != nil && ctx.Err() == nil {
 					r.Log.Error().Err(err).Str("kind", k.Name).Msg("resync pass failed")
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/core/cluster"
+	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store/maintenance"
 )
 
@@ -83,7 +84,7 @@ func (r *Reaper) Tick(ctx context.Context, withOrphans bool) {
 	if !ok {
 		return
 	}
-	rng := maintenance.ShardRange{Lo: lo, Hi: hi}
+	rng := shard.Between(lo, hi)
 	m := r.Maintenance
 	type pass struct {
 		name string

@@ -242,7 +242,11 @@ func (s *Store) applyResource(ctx context.Context, tx pgx.Tx, in ApplyResourceIn
 	if err != nil {
 		return resource.Resource{}, "", err
 	}
-	if err := entry.spec.Validate(in.Spec); err != nil {
+	spec, err := entry.spec()
+	if err != nil {
+		return resource.Resource{}, "", err
+	}
+	if err := spec.Validate(in.Spec); err != nil {
 		return resource.Resource{}, "", schemaInvalid("spec", err)
 	}
 	if in.ProviderConfigRef != "" {
