@@ -57,43 +57,73 @@ func parsePhaseKey(k string) []resource.Phase {
 // LATERAL per owner over the same per-phase owner index branches
 // ListResources uses, all sent as one batch.
 func (s *Store) ChildrenPages(ctx context.Context, keys []ChildrenKey) (map[ChildrenKey]Page, error) {
-	type shape struct {
-		phases string
-		limit  int
-		after  string
-	}
-	groups := map[shape][]uuid.UUID{}
-	var order []shape
+	groups := map[childrenShape][]uuid.UUID{}
+	var order []childrenShape
 	for _, k := range keys {
-		sh := shape{k.Phases, k.Limit, k.After}
+		sh := childrenShape{k.Phases, k.Limit, k.After}
 		if _, ok := groups[sh]; !ok {
 			order = append(order, sh)
 		}
 		groups[sh] = append(groups[sh], k.OwnerID)
 	}
+	out := make(map[ChildrenKey]Page, len(keys))
+	if len(order) == 0 {
+		return out, nil
+	}
 	batch := &pgx.Batch{}
 	limits := make([]int, len(order))
 	for i, sh := range order {
-		limit, err := pageLimit(sh.limit)
+		limit, err := queueChildrenPage(batch, sh, groups[sh])
 		if err != nil {
 			return nil, err
 		}
 		limits[i] = limit
-		phases, err := phaseSet(parsePhaseKey(sh.phases))
+	}
+	br := s.read.SendBatch(ctx, batch)
+	defer func() { _ = br.Close() }()
+	for i, sh := range order {
+		byOwner, err := readChildrenPage(br)
 		if err != nil {
 			return nil, err
 		}
-		args := []any{groups[sh], phases, limit + 1}
-		cursor := ""
-		if sh.after != "" {
-			k, err := decodeKeyset(sh.after)
-			if err != nil {
-				return nil, err
-			}
-			args = append(args, k.at, k.id)
-			cursor = ` AND (r.created_at, r.id) < ($4::timestamptz, $5::uuid)`
+		for _, owner := range groups[sh] {
+			out[ChildrenKey{OwnerID: owner, Phases: sh.phases, Limit: sh.limit, After: sh.after}] =
+				childrenPage(byOwner[owner], limits[i])
 		}
-		batch.Queue(`
+	}
+	return out, nil
+}
+
+// childrenShape is what one children-page statement shares: the keys that
+// differ only in their owner go in one statement.
+type childrenShape struct {
+	phases string
+	limit  int
+	after  string
+}
+
+// queueChildrenPage queues the page statement of one shape for owners and
+// returns the page limit it asked for (one more row, to see a next page).
+func queueChildrenPage(batch *pgx.Batch, sh childrenShape, owners []uuid.UUID) (int, error) {
+	limit, err := pageLimit(sh.limit)
+	if err != nil {
+		return 0, err
+	}
+	phases, err := phaseSet(parsePhaseKey(sh.phases))
+	if err != nil {
+		return 0, err
+	}
+	args := []any{owners, phases, limit + 1}
+	cursor := ""
+	if sh.after != "" {
+		k, err := decodeKeyset(sh.after)
+		if err != nil {
+			return 0, err
+		}
+		args = append(args, k.at, k.id)
+		cursor = ` AND (r.created_at, r.id) < ($4::timestamptz, $5::uuid)`
+	}
+	batch.Queue(`
 SELECT `+resourceColumns+`, o.owner_id
   FROM unnest($1::uuid[]) AS o(owner_id)
  CROSS JOIN LATERAL (
@@ -111,45 +141,42 @@ SELECT `+resourceColumns+`, o.owner_id
        ) page
   JOIN resources r ON r.id = page.id
  ORDER BY o.owner_id, r.created_at DESC, r.id DESC`, args...)
+	return limit, nil
+}
+
+// readChildrenPage reads the next statement's rows of the batch, by owner.
+func readChildrenPage(br pgx.BatchResults) (map[uuid.UUID][]resource.Resource, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, mapErr(err, "children pages")
 	}
-	out := make(map[ChildrenKey]Page, len(keys))
-	if len(order) == 0 {
-		return out, nil
-	}
-	br := s.read.SendBatch(ctx, batch)
-	defer func() { _ = br.Close() }()
-	for i, sh := range order {
-		rows, err := br.Query()
+	defer rows.Close()
+	byOwner := map[uuid.UUID][]resource.Resource{}
+	for rows.Next() {
+		var owner uuid.UUID
+		r, err := scanResource(rows, &owner)
 		if err != nil {
 			return nil, mapErr(err, "children pages")
 		}
-		byOwner := map[uuid.UUID][]resource.Resource{}
-		for rows.Next() {
-			var owner uuid.UUID
-			r, err := scanResource(rows, &owner)
-			if err != nil {
-				rows.Close()
-				return nil, mapErr(err, "children pages")
-			}
-			byOwner[owner] = append(byOwner[owner], r)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, mapErr(err, "children pages")
-		}
-		for _, owner := range groups[sh] {
-			items := byOwner[owner]
-			page := Page{Items: items}
-			if len(items) > limits[i] {
-				page.Items = items[:limits[i]]
-				last := page.Items[limits[i]-1]
-				page.NextCursor = encodeKeyset(last.CreatedAt, last.ID)
-			}
-			if page.Items == nil {
-				page.Items = []resource.Resource{}
-			}
-			out[ChildrenKey{OwnerID: owner, Phases: sh.phases, Limit: sh.limit, After: sh.after}] = page
-		}
+		byOwner[owner] = append(byOwner[owner], r)
 	}
-	return out, nil
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(err, "children pages")
+	}
+	return byOwner, nil
+}
+
+// childrenPage cuts one owner's rows (limit + 1 at most) into a page.
+func childrenPage(items []resource.Resource, limit int) Page {
+	page := Page{Items: items}
+	if len(items) > limit {
+		page.Items = items[:limit]
+		last := page.Items[limit-1]
+		page.NextCursor = encodeKeyset(last.CreatedAt, last.ID)
+	}
+	if page.Items == nil {
+		page.Items = []resource.Resource{}
+	}
+	return page
 }

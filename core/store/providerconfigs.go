@@ -90,25 +90,8 @@ func (s *Store) ApplyProviderConfig(ctx context.Context, in ProviderConfigInput)
 		outcome ApplyOutcome
 	)
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		versions, err := s.kindVersions(ctx, tx, in.Kind)
-		if err != nil {
+		if err := s.validateConfigSpec(ctx, tx, in.Kind, spec); err != nil {
 			return err
-		}
-		if len(versions) == 0 {
-			return invalid("kind", "unknown_kind", "kind %q is not declared (apply its manifest first)", in.Kind)
-		}
-		for _, v := range versions {
-			e, err := s.kinds.get(ctx, tx, in.Kind, v.version, v.gen, nil)
-			if err != nil {
-				return err
-			}
-			config, err := e.config()
-			if err != nil {
-				return err
-			}
-			if err := config.Validate(spec); err != nil {
-				return schemaInvalid("spec", err)
-			}
 		}
 		var owner *uuid.UUID
 		err = tx.QueryRow(ctx, `SELECT owner_id FROM providerconfigs WHERE kind = $1 AND name = $2 FOR UPDATE`,
@@ -161,6 +144,32 @@ func (s *Store) ApplyProviderConfig(ctx context.Context, in ProviderConfigInput)
 		return ProviderConfig{}, "", err
 	}
 	return pc, outcome, nil
+}
+
+// validateConfigSpec checks spec against the config_schema of every applied
+// version of kind (a providerconfig serves them all).
+func (s *Store) validateConfigSpec(ctx context.Context, tx pgx.Tx, kind string, spec json.RawMessage) error {
+	versions, err := s.kindVersions(ctx, tx, kind)
+	if err != nil {
+		return err
+	}
+	if len(versions) == 0 {
+		return invalid("kind", "unknown_kind", "kind %q is not declared (apply its manifest first)", kind)
+	}
+	for _, v := range versions {
+		e, err := s.kinds.get(ctx, tx, kind, v.version, v.gen, nil)
+		if err != nil {
+			return err
+		}
+		config, err := e.config()
+		if err != nil {
+			return err
+		}
+		if err := config.Validate(spec); err != nil {
+			return schemaInvalid("spec", err)
+		}
+	}
+	return nil
 }
 
 func isConstraint(err error, name string) bool { return dbx.IsConstraint(err, name) }
