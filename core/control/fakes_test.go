@@ -58,6 +58,14 @@ type reaperStoreFns struct {
 	RecountInflightFn         func(ctx context.Context, r shard.Range) (int, error)
 	ReapStaleLifecycleFn      func(ctx context.Context, r shard.Range, staleAfter time.Duration) (int, error)
 	SweepExpiredOrphansFn     func(ctx context.Context, r shard.Range, max int) (int, error)
+	NotifyWorkReadyFn         func(ctx context.Context) error
+}
+
+func (f *reaperStoreFns) NotifyWorkReady(ctx context.Context) error {
+	if f.NotifyWorkReadyFn == nil {
+		return nil
+	}
+	return f.NotifyWorkReadyFn(ctx)
 }
 
 func (f *reaperStoreFns) ReapStaleWork(ctx context.Context, r shard.Range, d time.Duration) (int, error) {
@@ -109,12 +117,26 @@ func (f *reaperStoreFns) SweepExpiredOrphans(ctx context.Context, r shard.Range,
 	return f.SweepExpiredOrphansFn(ctx, r, max)
 }
 
-// resyncStoreFn is a ResyncStore of one function.
+// resyncStoreFn is a ResyncStore whose notifies are counted.
 type resyncStoreFn func(ctx context.Context, p maintenance.Resync, r shard.Range, max int) (int, error)
 
 func (f resyncStoreFn) RequeueForResync(ctx context.Context, p maintenance.Resync, r shard.Range, max int) (int, error) {
 	return f(ctx, p, r, max)
 }
+
+func (f resyncStoreFn) NotifyWorkReady(context.Context) error { return nil }
+
+// resyncStoreFns is a ResyncStore of function fields.
+type resyncStoreFns struct {
+	RequeueForResyncFn func(ctx context.Context, p maintenance.Resync, r shard.Range, max int) (int, error)
+	NotifyWorkReadyFn  func(ctx context.Context) error
+}
+
+func (f *resyncStoreFns) RequeueForResync(ctx context.Context, p maintenance.Resync, r shard.Range, max int) (int, error) {
+	return f.RequeueForResyncFn(ctx, p, r, max)
+}
+
+func (f *resyncStoreFns) NotifyWorkReady(ctx context.Context) error { return f.NotifyWorkReadyFn(ctx) }
 
 // staleMembersFn is a StaleMembers of one function.
 type staleMembersFn func(ctx context.Context, ttl time.Duration) (int, error)

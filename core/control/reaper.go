@@ -23,6 +23,15 @@ type ReaperStore interface {
 	RecountInflight(ctx context.Context, r shard.Range) (int, error)
 	ReapStaleLifecycle(ctx context.Context, r shard.Range, staleAfter time.Duration) (int, error)
 	SweepExpiredOrphans(ctx context.Context, r shard.Range, max int) (int, error)
+	// NotifyWorkReady sends work_ready in a statement of its own.
+	NotifyWorkReady(ctx context.Context) error
+}
+
+// pendingPasses are the passes whose moved rows are pending work: a tick in
+// which any of them moved rows ends with a work_ready NOTIFY sent after the
+// passes committed (their own notify_gated may have lost the gate's window).
+var pendingPasses = map[string]bool{
+	"reap_stale_work": true, "requeue_failed_and_pending": true, "sweep_deletable": true, "sweep_expired_orphans": true,
 }
 
 // Reaper runs the backstop passes over this pod's shard range every tick:
@@ -56,10 +65,15 @@ type ReaperTestSignals struct {
 	// Ticked carries the passes one tick ran, each with the rows it moved
 	// (-1 when it failed); nil when the pod owns no shard.
 	Ticked testsignal.Signal[map[string]int]
+	// NotifiedWorkReady fires after a tick that pended work sent work_ready.
+	NotifiedWorkReady testsignal.Signal[struct{}]
 }
 
 // Init arms every signal.
-func (ts *ReaperTestSignals) Init() { ts.Ticked.Init() }
+func (ts *ReaperTestSignals) Init() {
+	ts.Ticked.Init()
+	ts.NotifiedWorkReady.Init()
+}
 
 // Name implements engine.Duty.
 func (r *Reaper) Name() string { return "reaper" }
@@ -110,6 +124,7 @@ func (r *Reaper) Tick(ctx context.Context, withOrphans bool) {
 		return
 	}
 	moved := map[string]int{}
+	pended := false
 	for _, p := range r.passes(rng, withOrphans) {
 		pctx, cancel := context.WithTimeout(ctx, r.PassTimeout)
 		n, err := p.run(pctx)
@@ -121,9 +136,16 @@ func (r *Reaper) Tick(ctx context.Context, withOrphans bool) {
 			r.Log.Error().Err(err).Str("pass", p.name).Int("shard_lo", rng.Lo).Int("shard_hi", rng.Last()).
 				Msg("reaper pass failed")
 		case n > 0:
+			pended = pended || pendingPasses[p.name]
 			r.Log.Debug().Str("pass", p.name).Int("rows", n).Int("shard_lo", rng.Lo).Int("shard_hi", rng.Last()).
 				Msg("reaper pass")
 		}
+	}
+	if pended {
+		if err := r.Maintenance.NotifyWorkReady(ctx); err != nil && ctx.Err() == nil {
+			r.Log.Warn().Err(err).Msg("work_ready notify failed; dispatchers fall back to their poll")
+		}
+		r.TestSignals.NotifiedWorkReady.Signal(struct{}{})
 	}
 	r.TestSignals.Ticked.Signal(moved)
 }

@@ -129,3 +129,55 @@ func TestReaper_PassTimeoutCancelsARunawayPass(t *testing.T) {
 	require.Equal(t, -1, got["reap_stale_work"], "the runaway pass failed on its own deadline")
 	require.Contains(t, got, "reap_stale_lifecycle", "the passes after it still ran")
 }
+
+func TestReaper_AnnouncesWorkReadyAfterAPassThatPended(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		reason string
+		moved  string // the one pass that moves a row
+		want   bool
+	}{
+		"Nothing":        {reason: "an idle tick sends nothing"},
+		"StaleLease":     {reason: "a reaped lease is pending again", moved: "reap_stale_work", want: true},
+		"Requeued":       {reason: "a crash catch-up pended a resource", moved: "requeue_failed_and_pending", want: true},
+		"Sweep":          {reason: "the delete sweep can pend teardowns", moved: "sweep_deletable", want: true},
+		"Orphans":        {reason: "an expired orphan's deletion is pending work", moved: "sweep_expired_orphans", want: true},
+		"RecountOnly":    {reason: "a cap recount pends nothing", moved: "recount_inflight"},
+		"UnclaimedOnly":  {reason: "deleting abandoned rows pends nothing", moved: "delete_unclaimed_work"},
+		"LifecycleReaps": {reason: "re-armed reactor deliveries ride lifecycle_ready", moved: "reap_stale_lifecycle"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			one := func(pass string) (int, error) {
+				if pass == tc.moved {
+					return 1, nil
+				}
+				return 0, nil
+			}
+			notified := 0
+			r := &Reaper{Maintenance: &reaperStoreFns{
+				ReapStaleWorkFn: func(context.Context, shard.Range, time.Duration) (int, error) { return one("reap_stale_work") },
+				RequeueFailedAndPendingFn: func(context.Context, shard.Range, int, time.Duration) (int, error) {
+					return one("requeue_failed_and_pending")
+				},
+				DeleteUnclaimedWorkFn: func(context.Context, shard.Range, time.Duration) (int, error) {
+					return one("delete_unclaimed_work")
+				},
+				SweepDeletableFn:  func(context.Context, shard.Range, int) (int, error) { return one("sweep_deletable") },
+				RecountInflightFn: func(context.Context, shard.Range) (int, error) { return one("recount_inflight") },
+				ReapStaleLifecycleFn: func(context.Context, shard.Range, time.Duration) (int, error) {
+					return one("reap_stale_lifecycle")
+				},
+				SweepExpiredOrphansFn: func(context.Context, shard.Range, int) (int, error) { return one("sweep_expired_orphans") },
+				NotifyWorkReadyFn:     func(context.Context) error { notified++; return nil },
+			}, Shards: allShards(), Log: zerolog.Nop()}
+			r.Tick(context.Background(), true)
+			want := 0
+			if tc.want {
+				want = 1
+			}
+			require.Equal(t, want, notified, tc.reason)
+		})
+	}
+}

@@ -17,6 +17,8 @@ import (
 // ResyncStore is the maintenance pass the resyncer runs.
 type ResyncStore interface {
 	RequeueForResync(ctx context.Context, p maintenance.Resync, r shard.Range, max int) (int, error)
+	// NotifyWorkReady sends work_ready in a statement of its own.
+	NotifyWorkReady(ctx context.Context) error
 }
 
 // KindSnapshots is the live view of the applied kinds (a *kinds.Cache).
@@ -66,7 +68,7 @@ func (r *Resyncer) Run(ctx context.Context) error {
 
 // tick runs one resync pass per opted-in kind over the owned range.
 func (r *Resyncer) tick(ctx context.Context) {
-	passes := 0
+	passes, pended := 0, 0
 	defer func() { r.TestSignals.Ticked.Signal(passes) }()
 	rng := r.Shards.Span()
 	if rng.Empty() {
@@ -79,8 +81,15 @@ func (r *Resyncer) tick(ctx context.Context) {
 		p := maintenance.Resync{Kind: k.Name, Version: k.Version,
 			Interval: time.Duration(k.Config.ResyncIntervalSecs) * time.Second, Recompose: k.Config.ResyncRecomposes}
 		passes++
-		if _, err := r.Maintenance.RequeueForResync(ctx, p, rng, r.Max); err != nil && ctx.Err() == nil {
+		n, err := r.Maintenance.RequeueForResync(ctx, p, rng, r.Max)
+		if err != nil && ctx.Err() == nil {
 			r.Log.Error().Err(err).Str("kind", k.Name).Stringer("shards", rng).Msg("resync pass failed")
+		}
+		pended += n
+	}
+	if pended > 0 { // announced after the passes committed (see Reaper.Tick)
+		if err := r.Maintenance.NotifyWorkReady(ctx); err != nil && ctx.Err() == nil {
+			r.Log.Warn().Err(err).Msg("work_ready notify failed; dispatchers fall back to their poll")
 		}
 	}
 }

@@ -99,6 +99,33 @@ func TestResyncer(t *testing.T) {
 	})
 }
 
+func TestResyncer_AnnouncesWorkReadyAfterATickThatPended(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		reason string
+		n      int
+		want   int
+	}{
+		"Pended":  {reason: "a tick that re-pended resources sends one work_ready after its passes", n: 3, want: 1},
+		"Nothing": {reason: "a tick that pended nothing sends nothing", n: 0, want: 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			notified := 0
+			r := &Resyncer{Maintenance: &resyncStoreFns{
+				RequeueForResyncFn: func(context.Context, maintenance.Resync, shard.Range, int) (int, error) { return tc.n, nil },
+				NotifyWorkReadyFn:  func(context.Context) error { notified++; return nil },
+			}, Kinds: kindCache(t, store.Kind{Name: "a", Config: store.KindConfig{ResyncIntervalSecs: 1}},
+				store.Kind{Name: "b", Config: store.KindConfig{ResyncIntervalSecs: 1}}),
+				Shards: allShards(), Log: zerolog.Nop(), Clock: newClock()}
+			r.TestSignals.Init()
+			runService(t, r)
+			require.Equal(t, 2, r.TestSignals.Ticked.WaitOrTimeout(t))
+			require.Equal(t, tc.want, notified, tc.reason)
+		})
+	}
+}
+
 func TestMemberGC(t *testing.T) {
 	t.Parallel()
 	cases := map[string]struct {

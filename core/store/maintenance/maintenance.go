@@ -57,3 +57,12 @@ func (s *Store) count(ctx context.Context, sql string, args ...any) (int, error)
 
 // seconds renders a duration as the float seconds make_interval takes.
 func seconds(d time.Duration) float64 { return d.Seconds() }
+
+// NotifyWorkReady sends work_ready in a statement of its own. The passes
+// that pend work announce it through notify_gated, which decides before the
+// pass commits; the reaper and resyncer call this after a pass that moved
+// rows committed, so no pend waits for a dispatcher's idle poll.
+func (s *Store) NotifyWorkReady(ctx context.Context) error {
+	_, err := s.db.Exec(ctx, `SELECT pg_notify('work_ready', '')`)
+	return dbx.Wrap(err, "notify work_ready")
+}
