@@ -3,8 +3,12 @@
 // events), provider configs, reactor bindings and the operator actions that
 // the plpgsql functions carry out.
 //
-// Driver errors are mapped once, here: callers see ErrNotFound, ErrConflict
-// and ErrInvalid (*InvalidError) and never a pgconn error code. Writes that
+// Driver errors are mapped once, at the store boundary, by one mapper that
+// this package and its sub-packages (pipeline, maintenance, membership,
+// lifecycle) share (internal/dbx, with the one querier interface): callers
+// see ErrNotFound, ErrConflict and ErrInvalid (*InvalidError) and never a
+// pgconn error code. Compiled kind schemas live in one cache
+// (internal/schemacache); shard ranges are core/shard's Range. Writes that
 // the caller reads back go to the primary; list, count and get reads that
 // serve the API go to the read pool (a streaming replica when configured).
 package store
