@@ -124,6 +124,11 @@ func NewHub(listener *notify.Listener, readPool *pgxpool.Pool, log zerolog.Logge
 	for _, o := range opts {
 		o(h)
 	}
+	if h.primary != nil && h.primary != h.read {
+		// reads stay on the replica; the primary is there for the replay
+		// probe and the fallback (PrimaryReads shares the kind cache)
+		h.store = store.New(h.primary, h.read)
+	}
 	if h.opts.Buffer <= 0 {
 		h.opts.Buffer = 256
 	}
@@ -233,12 +238,12 @@ func (h *Hub) reader(ctx context.Context) *store.Store {
 	if h.primary == nil || h.primary == h.read {
 		return h.store
 	}
-	ok, err := store.New(h.primary, h.read).WaitReplay(ctx, 500*time.Millisecond)
+	ok, err := h.store.WaitReplay(ctx, 500*time.Millisecond)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		h.log.Warn().Err(err).Msg("replica replay check failed; re-reading from the primary")
 	}
 	if !ok {
-		return store.New(h.primary, h.primary)
+		return h.store.PrimaryReads()
 	}
 	return h.store
 }
