@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store/membership"
 )
 
@@ -232,7 +233,7 @@ func TestContract_EveryQueryAndMutationRoundTrips(t *testing.T) {
 
 	// clusterMembers, version, viewer
 	_, err := membership.New(e.pool).Upsert(e.ctx, membership.Member{ID: "pod-1", Role: membership.RoleAll,
-		Shards: &membership.ShardSpan{Lo: 0, Hi: 256}, Host: "h", PID: 7, Version: "v9"})
+		Shards: &shard.Range{Lo: 0, Hi: 256}, Host: "h", PID: 7, Version: "v9"})
 	require.NoError(t, err)
 	var cm struct {
 		ClusterMembers []struct {

@@ -25,6 +25,7 @@ import (
 	"github.com/converge-run/converge/core/kinds"
 	"github.com/converge-run/converge/core/metrics"
 	"github.com/converge-run/converge/core/server"
+	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/lifecycle"
 	"github.com/converge-run/converge/core/store/maintenance"
@@ -131,7 +132,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 	p.Kinds = kinds.New(p.Store, p.Listener, 30*time.Second, log)
 	p.Metrics = metrics.New()
 	p.MemberID = cluster.NewMemberID(string(cfg.Role))
-	p.Shards = cluster.NewShardSet(membership.ShardSpan{})
+	p.Shards = cluster.NewShardSet(shard.Range{})
 	p.Metrics.RegisterQueueDepth(func(ctx context.Context) (map[[2]string]float64, error) {
 		return p.Store.QueueDepth(ctx)
 	}, 10*time.Second)

@@ -22,6 +22,7 @@ import (
 	"github.com/converge-run/converge/core/app"
 	"github.com/converge-run/converge/core/config"
 	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/membership"
 	"github.com/converge-run/converge/core/worker"
@@ -204,7 +205,7 @@ func tiled(t *testing.T, ms *membership.Store, role string, want int) bool {
 	t.Helper()
 	members, err := ms.List(context.Background())
 	require.NoError(t, err)
-	var spans []membership.ShardSpan
+	var spans []shard.Range
 	for _, m := range members {
 		if m.Role != role || time.Since(m.LastHeartbeat) > 3*time.Second || m.Shards == nil || m.Shards.Empty() {
 			continue

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/cluster"
+	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store/membership"
 	"github.com/converge-run/converge/core/store/notify"
 	"github.com/converge-run/converge/db/pgtest"
@@ -35,7 +36,7 @@ const (
 
 func startPod(t *testing.T, ctx context.Context, reg *membership.Store, l *notify.Listener, role string, n int) *pod {
 	t.Helper()
-	p := &pod{id: fmt.Sprintf("%s-%d", role, n), role: role, shards: cluster.NewShardSet(membership.ShardSpan{}), done: make(chan struct{})}
+	p := &pod{id: fmt.Sprintf("%s-%d", role, n), role: role, shards: cluster.NewShardSet(shard.Range{}), done: make(chan struct{})}
 	p.reporter = &cluster.Reporter{Registry: reg, ID: p.id, Role: role, Every: beat, Shards: p.shards, Log: zerolog.Nop()}
 	w := &cluster.TopologyWatcher{Listener: l, Poll: beat, Log: zerolog.Nop(),
 		Reactors: []cluster.Reactor{&cluster.Resharder{Registry: reg, MemberID: p.id, Shards: p.shards, Liveness: liveness, Log: zerolog.Nop()}}}
@@ -51,7 +52,7 @@ func startPod(t *testing.T, ctx context.Context, reg *membership.Store, l *notif
 
 // tiles reports whether the pods' spans tile [0,256) disjointly.
 func tiles(pods []*pod) bool {
-	spans := make([]membership.ShardSpan, 0, len(pods))
+	spans := make([]shard.Range, 0, len(pods))
 	for _, p := range pods {
 		spans = append(spans, p.shards.Span())
 	}

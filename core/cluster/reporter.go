@@ -10,14 +10,17 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/converge-run/converge/core/engine"
+	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store/membership"
+	"github.com/converge-run/converge/core/testsignal"
 )
 
 // Registry is the membership store the reporter and watcher use.
 type Registry interface {
 	Upsert(ctx context.Context, m membership.Member) (time.Time, error)
 	Deregister(ctx context.Context, id string) (bool, error)
-	AssignShards(ctx context.Context, id string, total int, liveness time.Duration) (membership.ShardSpan, error)
+	AssignShards(ctx context.Context, id string, total int, liveness time.Duration) (shard.Range, error)
 }
 
 // Reporter registers this process in cluster_members and beats every
@@ -36,12 +39,24 @@ type Reporter struct {
 	Shards   *ShardSet
 	InFlight func() int
 	Log      zerolog.Logger
+	Clock    engine.Clock // nil: the wall clock
+
+	TestSignals ReporterTestSignals
 
 	started  time.Time
 	initOnce sync.Once
 	beaten   chan struct{}
 	kick     chan struct{}
 }
+
+// ReporterTestSignals report the reporter's beats to tests.
+type ReporterTestSignals struct {
+	// Beat carries each beat's outcome (nil when the upsert landed).
+	Beat testsignal.Signal[error]
+}
+
+// Init arms every signal.
+func (ts *ReporterTestSignals) Init() { ts.Beat.Init() }
 
 func (r *Reporter) init() {
 	r.initOnce.Do(func() {
@@ -82,10 +97,16 @@ func (r *Reporter) Run(ctx context.Context) error {
 		r.Every = 10 * time.Second
 	}
 	r.init()
-	r.started = time.Now()
+	clock := r.Clock
+	if clock == nil {
+		clock = engine.RealClock
+	}
+	r.started = clock.Now()
 	first := true
 	for {
-		if err := r.beat(ctx); err != nil {
+		err := r.beat(ctx)
+		r.TestSignals.Beat.Signal(err)
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -99,7 +120,7 @@ func (r *Reporter) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-r.kick:
-		case <-time.After(r.Every):
+		case <-clock.After(r.Every):
 		}
 	}
 }

@@ -8,35 +8,35 @@ package cluster
 import (
 	"sync/atomic"
 
-	"github.com/converge-run/converge/core/store/membership"
+	"github.com/converge-run/converge/core/shard"
 )
 
 // ShardSet is this pod's current contiguous shard range, swapped atomically
 // by the resharder and read lock-free by every driver.
 type ShardSet struct {
-	p atomic.Pointer[membership.ShardSpan]
+	p atomic.Pointer[shard.Range]
 }
 
 // NewShardSet starts with span (use the full range for a single pod until
 // the first assignment lands, or empty to own nothing).
-func NewShardSet(span membership.ShardSpan) *ShardSet {
+func NewShardSet(span shard.Range) *ShardSet {
 	s := &ShardSet{}
 	s.Set(span)
 	return s
 }
 
 // Set swaps the range and reports whether it changed.
-func (s *ShardSet) Set(span membership.ShardSpan) bool {
+func (s *ShardSet) Set(span shard.Range) bool {
 	old := s.p.Swap(&span)
 	return old == nil || *old != span
 }
 
 // Span is the current half-open range.
-func (s *ShardSet) Span() membership.ShardSpan {
+func (s *ShardSet) Span() shard.Range {
 	if p := s.p.Load(); p != nil {
 		return *p
 	}
-	return membership.ShardSpan{}
+	return shard.Range{}
 }
 
 // Bounds is the inclusive [lo, hi] a `shard_id BETWEEN lo AND hi` filter

@@ -6,6 +6,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/store/membership"
 	"github.com/converge-run/converge/core/store/notify"
 )
@@ -25,8 +26,9 @@ type TopologyWatcher struct {
 	Listener *notify.Listener
 	Reactors []Reactor
 	// Poll is the failsafe re-read cadence (a crash fires no NOTIFY).
-	Poll time.Duration
-	Log  zerolog.Logger
+	Poll  time.Duration
+	Log   zerolog.Logger
+	Clock engine.Clock // nil: the wall clock
 }
 
 // Name implements engine.Duty.
@@ -36,6 +38,10 @@ func (w *TopologyWatcher) Name() string { return "topology-watcher" }
 func (w *TopologyWatcher) Run(ctx context.Context) error {
 	if w.Poll <= 0 {
 		w.Poll = 10 * time.Second
+	}
+	clock := w.Clock
+	if clock == nil {
+		clock = engine.RealClock
 	}
 	var wake <-chan notify.Event
 	if w.Listener != nil {
@@ -53,7 +59,7 @@ func (w *TopologyWatcher) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-wake:
-		case <-time.After(w.Poll):
+		case <-clock.After(w.Poll):
 		}
 	}
 }

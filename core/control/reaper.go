@@ -7,8 +7,32 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/core/cluster"
+	"github.com/converge-run/converge/core/engine"
+	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store/maintenance"
+	"github.com/converge-run/converge/core/testsignal"
 )
+
+// ReaperStore is the maintenance passes the reaper runs, each over one
+// shard range, each returning the rows it moved.
+type ReaperStore interface {
+	ReapStaleWork(ctx context.Context, r shard.Range, staleAfter time.Duration) (int, error)
+	RequeueFailedAndPending(ctx context.Context, r shard.Range, max int, retryAfter time.Duration) (int, error)
+	DeleteUnclaimedWork(ctx context.Context, r shard.Range, after time.Duration) (int, error)
+	SweepDeletable(ctx context.Context, r shard.Range, max int) (int, error)
+	RecountInflight(ctx context.Context, r shard.Range) (int, error)
+	ReapStaleLifecycle(ctx context.Context, r shard.Range, staleAfter time.Duration) (int, error)
+	SweepExpiredOrphans(ctx context.Context, r shard.Range, max int) (int, error)
+	// NotifyWorkReady sends work_ready in a statement of its own.
+	NotifyWorkReady(ctx context.Context) error
+}
+
+// pendingPasses are the passes whose moved rows are pending work: a tick in
+// which any of them moved rows ends with a work_ready NOTIFY sent after the
+// passes committed (their own notify_gated may have lost the gate's window).
+var pendingPasses = map[string]bool{
+	"reap_stale_work": true, "requeue_failed_and_pending": true, "sweep_deletable": true, "sweep_expired_orphans": true,
+}
 
 // Reaper runs the backstop passes over this pod's shard range every tick:
 // stale leases, crash catch-up, abandoned-work GC, the delete sweep, the
@@ -16,9 +40,10 @@ import (
 // tick: the deadline is absolute, a coarse cadence keeps even the idle probe
 // off most ticks) the orphan-grace sweep.
 type Reaper struct {
-	Maintenance *maintenance.Store
+	Maintenance ReaperStore
 	Shards      *cluster.ShardSet
 	Log         zerolog.Logger
+	Clock       engine.Clock // nil: the wall clock
 
 	Every          time.Duration // default 5s
 	StaleAfter     time.Duration // lease heartbeat lapse (default 60s)
@@ -31,6 +56,23 @@ type Reaper struct {
 	// (a pathological plan, a lock it waits on) is cancelled and logged
 	// instead of holding every other pass of the tick behind it.
 	PassTimeout time.Duration
+
+	TestSignals ReaperTestSignals
+}
+
+// ReaperTestSignals report the reaper's progress to tests.
+type ReaperTestSignals struct {
+	// Ticked carries the passes one tick ran, each with the rows it moved
+	// (-1 when it failed); nil when the pod owns no shard.
+	Ticked testsignal.Signal[map[string]int]
+	// NotifiedWorkReady fires after a tick that pended work sent work_ready.
+	NotifiedWorkReady testsignal.Signal[struct{}]
+}
+
+// Init arms every signal.
+func (ts *ReaperTestSignals) Init() {
+	ts.Ticked.Init()
+	ts.NotifiedWorkReady.Init()
 }
 
 // Name implements engine.Duty.
@@ -66,30 +108,58 @@ func (r *Reaper) defaults() {
 // Run ticks until ctx ends.
 func (r *Reaper) Run(ctx context.Context) error {
 	r.defaults()
-	for tick := 0; ; tick++ {
+	tick := 0
+	return tickEvery(ctx, clockOr(r.Clock), r.Every, func(ctx context.Context) {
 		r.Tick(ctx, tick%r.OrphanEvery == 0)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(r.Every):
-		}
-	}
+		tick++
+	})
 }
 
 // Tick runs every pass once (orphans too when withOrphans).
 func (r *Reaper) Tick(ctx context.Context, withOrphans bool) {
 	r.defaults()
-	lo, hi, ok := r.Shards.Bounds()
-	if !ok {
+	rng := r.Shards.Span()
+	if rng.Empty() {
+		r.TestSignals.Ticked.Signal(nil)
 		return
 	}
-	rng := maintenance.ShardRange{Lo: lo, Hi: hi}
-	m := r.Maintenance
-	type pass struct {
-		name string
-		run  func(ctx context.Context) (int, error)
+	moved := map[string]int{}
+	pended := false
+	for _, p := range r.passes(rng, withOrphans) {
+		pctx, cancel := context.WithTimeout(ctx, r.PassTimeout)
+		n, err := p.run(pctx)
+		cancel()
+		moved[p.name] = n
+		switch {
+		case err != nil && ctx.Err() == nil:
+			moved[p.name] = -1
+			r.Log.Error().Err(err).Str("pass", p.name).Int("shard_lo", rng.Lo).Int("shard_hi", rng.Last()).
+				Msg("reaper pass failed")
+		case n > 0:
+			pended = pended || pendingPasses[p.name]
+			r.Log.Debug().Str("pass", p.name).Int("rows", n).Int("shard_lo", rng.Lo).Int("shard_hi", rng.Last()).
+				Msg("reaper pass")
+		}
 	}
-	passes := []pass{
+	if pended {
+		if err := r.Maintenance.NotifyWorkReady(ctx); err != nil && ctx.Err() == nil {
+			r.Log.Warn().Err(err).Msg("work_ready notify failed; dispatchers fall back to their poll")
+		}
+		r.TestSignals.NotifiedWorkReady.Signal(struct{}{})
+	}
+	r.TestSignals.Ticked.Signal(moved)
+}
+
+// reaperPass is one named pass of a tick.
+type reaperPass struct {
+	name string
+	run  func(ctx context.Context) (int, error)
+}
+
+// passes lists a tick's passes over rng, in order.
+func (r *Reaper) passes(rng shard.Range, withOrphans bool) []reaperPass {
+	m := r.Maintenance
+	passes := []reaperPass{
 		{"reap_stale_work", func(ctx context.Context) (int, error) { return m.ReapStaleWork(ctx, rng, r.StaleAfter) }},
 		{"requeue_failed_and_pending", func(ctx context.Context) (int, error) {
 			return m.RequeueFailedAndPending(ctx, rng, r.Max, r.RetryAfter)
@@ -100,19 +170,9 @@ func (r *Reaper) Tick(ctx context.Context, withOrphans bool) {
 		{"reap_stale_lifecycle", func(ctx context.Context) (int, error) { return m.ReapStaleLifecycle(ctx, rng, r.LifecycleStale) }},
 	}
 	if withOrphans {
-		passes = append(passes, pass{"sweep_expired_orphans", func(ctx context.Context) (int, error) {
+		passes = append(passes, reaperPass{"sweep_expired_orphans", func(ctx context.Context) (int, error) {
 			return m.SweepExpiredOrphans(ctx, rng, r.Max)
 		}})
 	}
-	for _, p := range passes {
-		pctx, cancel := context.WithTimeout(ctx, r.PassTimeout)
-		n, err := p.run(pctx)
-		cancel()
-		switch {
-		case err != nil && ctx.Err() == nil:
-			r.Log.Error().Err(err).Str("pass", p.name).Int("shard_lo", lo).Int("shard_hi", hi).Msg("reaper pass failed")
-		case n > 0:
-			r.Log.Debug().Str("pass", p.name).Int("rows", n).Int("shard_lo", lo).Int("shard_hi", hi).Msg("reaper pass")
-		}
-	}
+	return passes
 }

@@ -32,7 +32,6 @@ package live
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -124,6 +123,11 @@ func NewHub(listener *notify.Listener, readPool *pgxpool.Pool, log zerolog.Logge
 	}
 	for _, o := range opts {
 		o(h)
+	}
+	if h.primary != nil && h.primary != h.read {
+		// reads stay on the replica; the primary is there for the replay
+		// probe and the fallback (PrimaryReads shares the kind cache)
+		h.store = store.New(h.primary, h.read)
 	}
 	if h.opts.Buffer <= 0 {
 		h.opts.Buffer = 256
@@ -234,43 +238,14 @@ func (h *Hub) reader(ctx context.Context) *store.Store {
 	if h.primary == nil || h.primary == h.read {
 		return h.store
 	}
-	ok, err := waitReplay(ctx, h.primary, h.read, 500*time.Millisecond)
+	ok, err := h.store.WaitReplay(ctx, 500*time.Millisecond)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		h.log.Warn().Err(err).Msg("replica replay check failed; re-reading from the primary")
 	}
 	if !ok {
-		return store.New(h.primary, h.primary)
+		return h.store.PrimaryReads()
 	}
 	return h.store
-}
-
-// waitReplay waits until the replica has replayed the primary's current WAL
-// position (polling every 2ms), for at most budget.
-func waitReplay(ctx context.Context, primary, replica *pgxpool.Pool, budget time.Duration) (bool, error) {
-	var lsn string
-	if err := primary.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
-		return false, fmt.Errorf("read primary wal position: %w", err)
-	}
-	deadline := time.Now().Add(budget)
-	for {
-		var caught bool
-		err := replica.QueryRow(ctx,
-			`SELECT coalesce(pg_last_wal_replay_lsn() >= $1::pg_lsn, true)`, lsn).Scan(&caught)
-		if err != nil {
-			return false, fmt.Errorf("read replica replay position: %w", err)
-		}
-		if caught {
-			return true, nil
-		}
-		if time.Now().After(deadline) {
-			return false, nil
-		}
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
 }
 
 // Name names the hub as an engine duty (core/engine.Duty: Name + Run).

@@ -70,14 +70,22 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
 }
 
-// QueueDepthFunc reads the work_queue depth by kind and state (pending or leased).
+// QueueDepthFunc reads the work_queue depth by kind and state (pending or
+// leased); store.Store.QueueDepth estimates it from planner statistics.
 type QueueDepthFunc func(ctx context.Context) (map[[2]string]float64, error)
 
+// queueDepthHelp states the gauge's precision: it is an estimate that costs
+// a catalog read, never a scan of the queue.
+const queueDepthHelp = "Estimated work_queue rows by kind and state (pending, leased), from planner statistics " +
+	"(no queue scan): each partition's partial-index row counts split by its sampled kind frequencies, as fresh " +
+	"as the partition's last autovacuum or analyze; rows no frequency covers are kind=\"(other)\". " +
+	"A trend and order-of-magnitude signal, not an exact count."
+
 // RegisterQueueDepth adds a converge_queue_depth gauge read through f at
-// scrape time, cached for ttl so frequent scrapes cost one query per ttl.
+// scrape time, cached for ttl so frequent scrapes cost one read per ttl.
 func (m *Metrics) RegisterQueueDepth(f QueueDepthFunc, ttl time.Duration) {
 	m.Registry.MustRegister(&queueDepth{f: f, ttl: ttl, desc: prometheus.NewDesc("converge_queue_depth",
-		"work_queue rows by kind and state (pending, leased).", []string{"kind", "state"}, nil)})
+		queueDepthHelp, []string{"kind", "state"}, nil)})
 }
 
 type queueDepth struct {

@@ -81,3 +81,35 @@ func (s *Store) ConditionsFor(ctx context.Context, ids []uuid.UUID) (map[uuid.UU
 	}
 	return out, nil
 }
+
+// StoredConditionsFor returns the stored resource_conditions rows of each
+// resource (no synthesis: merge them with resource.MergeConditions and the
+// row already in hand), in one statement.
+func (s *Store) StoredConditionsFor(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID][]resource.Condition, error) {
+	out := map[uuid.UUID][]resource.Condition{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.read.Query(ctx, `
+SELECT resource_id, type, status, coalesce(reason, ''), coalesce(message, ''), observed_generation, last_transition_time
+  FROM resource_conditions WHERE resource_id = ANY($1::uuid[])`, ids)
+	if err != nil {
+		return nil, mapErr(err, "conditions")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id uuid.UUID
+		var c resource.Condition
+		var status string
+		if err := rows.Scan(&id, &c.Type, &status, &c.Reason, &c.Message, &c.ObservedGeneration,
+			&c.LastTransitionTime); err != nil {
+			return nil, mapErr(err, "conditions")
+		}
+		c.Status = resource.ConditionStatus(status)
+		out[id] = append(out[id], c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(err, "conditions")
+	}
+	return out, nil
+}

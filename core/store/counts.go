@@ -64,3 +64,37 @@ func (s *Store) FoldPhaseCounts(ctx context.Context) (int, error) {
 		}
 	}
 }
+
+// PhaseCountsByKind returns the phase counts of every kind in one statement
+// (the hub recomputes the counts of all its subscribers' kinds at once):
+// kind → phase → count, only non-zero entries.
+func (s *Store) PhaseCountsByKind(ctx context.Context) (map[string]map[resource.Phase]int64, error) {
+	rows, err := s.read.Query(ctx, `
+SELECT kind, phase, sum(n)::bigint FROM (
+	SELECT kind, phase, n FROM resource_phase_counts
+	UNION ALL
+	SELECT kind, phase, dn FROM resource_phase_deltas
+) t
+GROUP BY kind, phase
+HAVING sum(n) <> 0`)
+	if err != nil {
+		return nil, mapErr(err, "phase counts by kind")
+	}
+	defer rows.Close()
+	out := map[string]map[resource.Phase]int64{}
+	for rows.Next() {
+		var kind, phase string
+		var n int64
+		if err := rows.Scan(&kind, &phase, &n); err != nil {
+			return nil, mapErr(err, "phase counts by kind")
+		}
+		if out[kind] == nil {
+			out[kind] = map[resource.Phase]int64{}
+		}
+		out[kind][resource.Phase(phase)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(err, "phase counts by kind")
+	}
+	return out, nil
+}

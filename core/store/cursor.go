@@ -81,3 +81,7 @@ func decodeIDCursor(s string) (int64, error) {
 func badCursor() error {
 	return invalid("after", "cursor_invalid", "not a cursor this list returned (pass nextCursor unchanged)")
 }
+
+// CursorAt is the page cursor that continues after the row (createdAt, id)
+// in the (created_at DESC, id DESC) order, as a page's NextCursor would be.
+func CursorAt(createdAt time.Time, id uuid.UUID) string { return encodeKeyset(createdAt, id) }

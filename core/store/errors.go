@@ -1,152 +1,37 @@
 package store
 
-import (
-	"errors"
-	"fmt"
-	"regexp"
-	"strings"
+import "github.com/converge-run/converge/core/store/internal/dbx"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-)
-
-// The sentinels every store error is classified by (errors.Is). The GraphQL
-// error presenter maps them to NOT_FOUND, CONFLICT and BAD_USER_INPUT.
+// The sentinels every store error is classified by (errors.Is), shared with
+// the store's sub-packages (pipeline, maintenance, membership, lifecycle),
+// whose driver errors go through the same mapper. The GraphQL error
+// presenter maps them to NOT_FOUND, CONFLICT and BAD_USER_INPUT.
 var (
 	// ErrNotFound: the named object does not exist.
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = dbx.ErrNotFound
 	// ErrConflict: the object exists in a state that forbids the change (a
 	// duplicate, a second default, a resource being deleted, …).
-	ErrConflict = errors.New("conflict")
+	ErrConflict = dbx.ErrConflict
 	// ErrInvalid: the input is malformed or breaks a rule; the error is an
 	// *InvalidError naming the field.
-	ErrInvalid = errors.New("invalid input")
+	ErrInvalid = dbx.ErrInvalid
 )
 
 // InvalidError is input the store rejected. errors.Is(err, ErrInvalid).
-type InvalidError struct {
-	// Field names the offending input: an input field ("kind", "after",
-	// "labels", "verb") or a path into a JSON document, the document's name
-	// followed by a JSON pointer ("spec/cidr", "manifest/reactions/0/emits").
-	Field string
-	// Rule is a stable machine-readable code: a JSON Schema keyword for a
-	// spec or config violation ("type", "required"), a manifest lattice rule
-	// ("composer_requires_status"), or one of the store's own
-	// ("unknown_kind", "cursor_invalid", "label_key_invalid", …).
-	Rule    string
-	Message string
-}
-
-// Error renders "<field>: <message> [<rule>]".
-func (e *InvalidError) Error() string {
-	field := e.Field
-	if field == "" {
-		field = "input"
-	}
-	return fmt.Sprintf("%s: %s [%s]", field, e.Message, e.Rule)
-}
-
-// Is makes errors.Is(err, ErrInvalid) hold.
-func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+// Field names the offending input (an input field, or a document name
+// followed by a JSON pointer: "spec/cidr"); Rule is a stable machine-readable
+// code (a JSON Schema keyword, a manifest lattice rule, or one of the
+// store's own: "unknown_kind", "cursor_invalid", …).
+type InvalidError = dbx.InvalidError
 
 func invalid(field, rule, format string, args ...any) *InvalidError {
-	return &InvalidError{Field: field, Rule: rule, Message: fmt.Sprintf(format, args...)}
+	return dbx.Invalid(field, rule, format, args...)
 }
 
-// classified is a not-found or conflict error with a message naming the
-// object.
-type classified struct {
-	msg  string
-	kind error
-}
+func notFound(format string, args ...any) error { return dbx.NotFound(format, args...) }
 
-func (e *classified) Error() string        { return e.msg }
-func (e *classified) Is(target error) bool { return target == e.kind }
+func conflict(format string, args ...any) error { return dbx.Conflict(format, args...) }
 
-func notFound(format string, args ...any) error {
-	return &classified{msg: fmt.Sprintf(format, args...), kind: ErrNotFound}
-}
-
-func conflict(format string, args ...any) error {
-	return &classified{msg: fmt.Sprintf(format, args...), kind: ErrConflict}
-}
-
-// Postgres error codes the store classifies.
-const (
-	codeUniqueViolation        = "23505"
-	codeCheckViolation         = "23514"
-	codeForeignKeyViolation    = "23503"
-	codeNotNullViolation       = "23502"
-	codeNoDataFound            = "P0002"
-	codePrerequisiteState      = "55000"
-	codeSerializationFailure   = "40001"
-	codeDeadlockDetected       = "40P01"
-	codeInvalidTextRepr        = "22P02"
-	codeNumericOutOfRange      = "22003"
-	codeInvalidParameterValue  = "22023"
-	codeInvalidJSONText        = "22032"
-	codeUntranslatableCharater = "22P05"
-)
-
-// manifestCheckRE parses validate_kind_manifest's message:
-// "manifest <json-pointer>: <message> [<rule>]".
-var manifestCheckRE = regexp.MustCompile(`^manifest (\S*): (.*) \[([a-z_]+)\]$`)
-
-// checkFields names the input field behind each CHECK constraint.
-var checkFields = map[string]string{
-	"resources_name_check":                   "name",
-	"resources_labels_check":                 "labels",
-	"providerconfigs_name_check":             "name",
-	"reactor_bindings_name_check":            "name",
-	"reactor_bindings_check":                 "reactor",
-	"reactor_bindings_transition_check":      "transition",
-	"reactor_bindings_label_match_check":     "labelMatch",
-	"kind_config_max_inflight_check":         "maxInflight",
-	"kind_config_task_deadline_secs_check":   "taskDeadlineSecs",
-	"kind_config_resync_interval_secs_check": "resyncIntervalSecs",
-	"kind_config_orphan_grace_secs_check":    "orphanGraceSecs",
-	"kind_manifest_check":                    "manifest/kind",
-}
-
-// mapErr classifies a driver error once, at the store boundary. what names
-// the object the statement worked on ("resource vpc/a"); it prefixes errors
-// that are not classified.
-func mapErr(err error, what string) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return notFound("%s not found", what)
-	}
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	switch pgErr.Code {
-	case codeUniqueViolation:
-		return conflict("%s already exists (%s)", what, pgErr.ConstraintName)
-	case codeCheckViolation:
-		if m := manifestCheckRE.FindStringSubmatch(pgErr.Message); m != nil {
-			return &InvalidError{Field: "manifest" + m[1], Rule: m[3], Message: m[2]}
-		}
-		field, ok := checkFields[pgErr.ConstraintName]
-		if !ok {
-			field = pgErr.ConstraintName
-		}
-		return &InvalidError{Field: field, Rule: "check_violation", Message: pgErr.Message}
-	case codeForeignKeyViolation:
-		return &InvalidError{Field: pgErr.ConstraintName, Rule: "reference", Message: pgErr.Message}
-	case codeNotNullViolation:
-		return &InvalidError{Field: pgErr.ColumnName, Rule: "required", Message: pgErr.Message}
-	case codeInvalidTextRepr, codeNumericOutOfRange, codeInvalidParameterValue, codeInvalidJSONText,
-		codeUntranslatableCharater:
-		return &InvalidError{Field: "", Rule: "invalid_value", Message: strings.TrimSpace(pgErr.Message)}
-	case codeNoDataFound:
-		return notFound("%s not found: %s", what, pgErr.Message)
-	case codePrerequisiteState:
-		return conflict("%s: %s", what, pgErr.Message)
-	case codeSerializationFailure, codeDeadlockDetected:
-		return conflict("%s: concurrent change, retry: %s", what, pgErr.Message)
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
+// mapErr classifies a driver error once, at the store boundary (see
+// dbx.MapErr). what names the object the statement worked on.
+func mapErr(err error, what string) error { return dbx.MapErr(err, what) }

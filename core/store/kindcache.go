@@ -7,29 +7,41 @@ import (
 	"sync"
 
 	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/store/internal/schemacache"
 )
 
-// kindEntry is one applied manifest, decoded, with its compiled schemas. It
-// is immutable once built.
+// kindEntry is one applied manifest, decoded. It is immutable once built;
+// its compiled schemas live in the store's one schema cache.
 type kindEntry struct {
-	gen      int64
-	manifest manifest.KindManifest
-	spec     *manifest.Schema
-	config   *manifest.Schema
+	kind, version string
+	gen           int64
+	manifest      manifest.KindManifest
+	schemas       *schemacache.Cache
+}
+
+// spec is the compiled spec_schema of the entry's generation.
+func (e *kindEntry) spec() (*manifest.Schema, error) {
+	return e.schemas.Schema(e.kind, e.version, schemacache.Spec, e.gen, e.manifest.SpecSchema)
+}
+
+// config is the compiled config_schema of the entry's generation.
+func (e *kindEntry) config() (*manifest.Schema, error) {
+	return e.schemas.Schema(e.kind, e.version, schemacache.Config, e.gen, e.manifest.ConfigSchema)
 }
 
 // kindCache holds the decoded manifests keyed by (kind, version), each
 // entry tagged with its manifest_gen: a lookup with another generation is a
 // miss, so an applied change (on this pod or another) is seen by the next
-// statement that reads the row's manifest_gen. Compiling a schema is the
-// expensive part of validation; the cache makes it once per manifest change.
+// statement that reads the row's manifest_gen. The schemas are compiled
+// (once per manifest change) into schemas, the store's one schema cache.
 type kindCache struct {
 	mu      sync.RWMutex
 	entries map[manifest.KindVersion]*kindEntry
+	schemas *schemacache.Cache
 }
 
 func newKindCache() *kindCache {
-	return &kindCache{entries: map[manifest.KindVersion]*kindEntry{}}
+	return &kindCache{entries: map[manifest.KindVersion]*kindEntry{}, schemas: schemacache.New()}
 }
 
 // get returns the entry for (kind, version) at gen, building it from raw (or,
@@ -50,7 +62,7 @@ func (c *kindCache) get(ctx context.Context, q querier, kind, version string, ge
 			return nil, mapErr(err, fmt.Sprintf("kind %s/%s (manifest_gen %d)", kind, version, gen))
 		}
 	}
-	e, err := buildKindEntry(gen, raw)
+	e, err := c.build(kind, version, gen, raw)
 	if err != nil {
 		return nil, fmt.Errorf("load kind %s/%s manifest_gen %d: %w", kind, version, gen, err)
 	}
@@ -62,20 +74,21 @@ func (c *kindCache) get(ctx context.Context, q querier, kind, version string, ge
 	return e, nil
 }
 
-func buildKindEntry(gen int64, raw []byte) (*kindEntry, error) {
+// build decodes raw and compiles both schemas (so a broken schema fails the
+// lookup, not a later validation).
+func (c *kindCache) build(kind, version string, gen int64, raw []byte) (*kindEntry, error) {
 	m, err := manifest.Parse(raw)
 	if err != nil {
 		return nil, err
 	}
-	spec, err := manifest.CompileSchema("/spec_schema", m.SpecSchema)
-	if err != nil {
+	e := &kindEntry{kind: kind, version: version, gen: gen, manifest: m, schemas: c.schemas}
+	if _, err := e.spec(); err != nil {
 		return nil, err
 	}
-	config, err := manifest.CompileSchema("/config_schema", m.ConfigSchema)
-	if err != nil {
+	if _, err := e.config(); err != nil {
 		return nil, err
 	}
-	return &kindEntry{gen: gen, manifest: m, spec: spec, config: config}, nil
+	return e, nil
 }
 
 // schemaInvalid turns a schema violation of the document named doc ("spec",

@@ -232,3 +232,33 @@ func (s *Store) UpdateKindConfig(ctx context.Context, kind, version string, p Ki
 	}
 	return c, nil
 }
+
+// KindsFor returns the applied kind versions among keys, in one statement.
+func (s *Store) KindsFor(ctx context.Context, keys []manifest.KindVersion) (map[manifest.KindVersion]Kind, error) {
+	out := make(map[manifest.KindVersion]Kind, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	kinds, versions := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		kinds[i], versions[i] = k.Kind, k.Version
+	}
+	rows, err := s.read.Query(ctx, `SELECT `+kindColumns+` FROM `+kindFrom+`
+		JOIN unnest($1::text[], $2::text[]) AS k(kind, version) ON k.kind = m.kind AND k.version = m.version`,
+		kinds, versions)
+	if err != nil {
+		return nil, mapErr(err, "kinds")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		k, err := s.scanKind(ctx, s.read, rows)
+		if err != nil {
+			return nil, mapErr(err, "kinds")
+		}
+		out[manifest.KindVersion{Kind: k.Name, Version: k.Version}] = k
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(err, "kinds")
+	}
+	return out, nil
+}

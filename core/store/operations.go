@@ -155,3 +155,95 @@ func (s *Store) GetOperation(ctx context.Context, id uuid.UUID) (resource.Operat
 	op, err := scanOperation(s.read.QueryRow(ctx, `SELECT `+operationColumns+` FROM resource_operations o WHERE o.id = $1`, id))
 	return op, mapErr(err, "operation "+id.String())
 }
+
+// OperationsKey asks for the newest Limit operations of one resource.
+type OperationsKey struct {
+	ResourceID uuid.UUID
+	Limit      int
+}
+
+// OperationsFor returns each resource's operations, newest first: one
+// statement per distinct limit (capped at 100), as one batch.
+func (s *Store) OperationsFor(ctx context.Context, keys []OperationsKey) (map[OperationsKey][]resource.Operation, error) {
+	byLimit := map[int][]uuid.UUID{}
+	var limits []int
+	for _, k := range keys {
+		if _, ok := byLimit[k.Limit]; !ok {
+			limits = append(limits, k.Limit)
+		}
+		byLimit[k.Limit] = append(byLimit[k.Limit], k.ResourceID)
+	}
+	out := make(map[OperationsKey][]resource.Operation, len(keys))
+	if len(limits) == 0 {
+		return out, nil
+	}
+	batch := &pgx.Batch{}
+	for _, l := range limits {
+		if l < 0 {
+			return nil, invalid("first", "limit_invalid", "must be positive, got %d", l)
+		}
+		batch.Queue(`
+SELECT `+operationColumns+`
+  FROM unnest($1::uuid[]) AS u(id)
+ CROSS JOIN LATERAL (
+        SELECT * FROM resource_operations x WHERE x.resource_id = u.id
+         ORDER BY x.created_at DESC LIMIT $2
+       ) o
+ ORDER BY o.resource_id, o.created_at DESC`, byLimit[l], min(max(l, 1), 100))
+	}
+	br := s.read.SendBatch(ctx, batch)
+	defer func() { _ = br.Close() }()
+	for _, l := range limits {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, mapErr(err, "operations")
+		}
+		for rows.Next() {
+			op, err := scanOperation(rows)
+			if err != nil {
+				rows.Close()
+				return nil, mapErr(err, "operations")
+			}
+			k := OperationsKey{ResourceID: op.ResourceID, Limit: l}
+			out[k] = append(out[k], op)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, mapErr(err, "operations")
+		}
+	}
+	return out, nil
+}
+
+// OperationsByIDs returns the operations with the given ids, keyed by id
+// (the subscription hub's re-read).
+func (s *Store) OperationsByIDs(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]resource.Operation, error) {
+	out := make(map[uuid.UUID]resource.Operation, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.read.Query(ctx, `SELECT `+operationColumns+` FROM resource_operations o WHERE o.id = ANY($1::uuid[])`, ids)
+	if err != nil {
+		return nil, mapErr(err, "operations by id")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		op, err := scanOperation(rows)
+		if err != nil {
+			return nil, mapErr(err, "operations by id")
+		}
+		out[op.ID] = op
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(err, "operations by id")
+	}
+	return out, nil
+}
+
+// OperationForTask reads an operation row for the operate task running it.
+// A broker's read, so it goes to the primary: a task is dispatched right
+// after the write that pended it, and a lagging replica would be wrong here.
+func (s *Store) OperationForTask(ctx context.Context, id uuid.UUID) (resource.Operation, error) {
+	op, err := scanOperation(s.primary.QueryRow(ctx, `SELECT `+operationColumns+` FROM resource_operations o WHERE o.id = $1`, id))
+	return op, mapErr(err, "operation "+id.String())
+}

@@ -10,7 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/converge-run/converge/core/store/internal/dbx"
 )
 
 // ProviderConfig is a runtime-editable config document of one consumer kind:
@@ -89,21 +90,8 @@ func (s *Store) ApplyProviderConfig(ctx context.Context, in ProviderConfigInput)
 		outcome ApplyOutcome
 	)
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		versions, err := s.kindVersions(ctx, tx, in.Kind)
-		if err != nil {
+		if err := s.validateConfigSpec(ctx, tx, in.Kind, spec); err != nil {
 			return err
-		}
-		if len(versions) == 0 {
-			return invalid("kind", "unknown_kind", "kind %q is not declared (apply its manifest first)", in.Kind)
-		}
-		for _, v := range versions {
-			e, err := s.kinds.get(ctx, tx, in.Kind, v.version, v.gen, nil)
-			if err != nil {
-				return err
-			}
-			if err := e.config.Validate(spec); err != nil {
-				return schemaInvalid("spec", err)
-			}
 		}
 		var owner *uuid.UUID
 		err = tx.QueryRow(ctx, `SELECT owner_id FROM providerconfigs WHERE kind = $1 AND name = $2 FOR UPDATE`,
@@ -158,10 +146,33 @@ func (s *Store) ApplyProviderConfig(ctx context.Context, in ProviderConfigInput)
 	return pc, outcome, nil
 }
 
-func isConstraint(err error, name string) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.ConstraintName == name
+// validateConfigSpec checks spec against the config_schema of every applied
+// version of kind (a providerconfig serves them all).
+func (s *Store) validateConfigSpec(ctx context.Context, tx pgx.Tx, kind string, spec json.RawMessage) error {
+	versions, err := s.kindVersions(ctx, tx, kind)
+	if err != nil {
+		return err
+	}
+	if len(versions) == 0 {
+		return invalid("kind", "unknown_kind", "kind %q is not declared (apply its manifest first)", kind)
+	}
+	for _, v := range versions {
+		e, err := s.kinds.get(ctx, tx, kind, v.version, v.gen, nil)
+		if err != nil {
+			return err
+		}
+		config, err := e.config()
+		if err != nil {
+			return err
+		}
+		if err := config.Validate(spec); err != nil {
+			return schemaInvalid("spec", err)
+		}
+	}
+	return nil
 }
+
+func isConstraint(err error, name string) bool { return dbx.IsConstraint(err, name) }
 
 // GetProviderConfig returns the config (kind, name).
 func (s *Store) GetProviderConfig(ctx context.Context, kind, name string) (ProviderConfig, error) {
@@ -247,4 +258,59 @@ func (s *Store) DeleteProviderConfig(ctx context.Context, kind, name string) err
 		}
 		return nil
 	})
+}
+
+// ConfigKey names the providerconfig a resource runs with: Name is its
+// providerConfigRef, "" for the kind's default.
+type ConfigKey struct {
+	Kind string
+	Name string
+}
+
+// ProviderConfigsFor resolves many config keys in one statement; a key with
+// no config (no default, or a dangling ref) is absent.
+func (s *Store) ProviderConfigsFor(ctx context.Context, keys []ConfigKey) (map[ConfigKey]ProviderConfig, error) {
+	out := make(map[ConfigKey]ProviderConfig, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	kinds, names := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		kinds[i], names[i] = k.Kind, k.Name
+	}
+	rows, err := s.read.Query(ctx, `
+SELECT `+providerConfigColumns+`, k.kind, k.name
+  FROM unnest($1::text[], $2::text[]) AS k(kind, name)
+  JOIN providerconfigs pc ON pc.kind = k.kind
+                         AND CASE WHEN k.name = '' THEN pc.is_default ELSE pc.name = k.name END`, kinds, names)
+	if err != nil {
+		return nil, mapErr(err, "providerconfigs")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k ConfigKey
+		pc, err := scanProviderConfig(rows, &k.Kind, &k.Name)
+		if err != nil {
+			return nil, mapErr(err, "providerconfigs")
+		}
+		out[k] = pc
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(err, "providerconfigs")
+	}
+	return out, nil
+}
+
+// DefaultProviderConfig reads kind's default providerconfig; ok is false when
+// the kind has none.
+func (s *Store) DefaultProviderConfig(ctx context.Context, kind string) (ProviderConfig, bool, error) {
+	pc, err := scanProviderConfig(s.primary.QueryRow(ctx,
+		`SELECT `+providerConfigColumns+` FROM providerconfigs pc WHERE pc.kind = $1 AND pc.is_default`, kind))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ProviderConfig{}, false, nil
+	}
+	if err != nil {
+		return ProviderConfig{}, false, mapErr(err, "default providerconfig of "+kind)
+	}
+	return pc, true, nil
 }

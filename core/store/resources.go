@@ -238,17 +238,8 @@ func (s *Store) applyResource(ctx context.Context, tx pgx.Tx, in ApplyResourceIn
 	if exists && cur.DeletionRequestedAt != nil {
 		return resource.Resource{}, "", conflict("%s is being deleted", what)
 	}
-	entry, err := s.kinds.get(ctx, tx, in.Kind, kv.version, kv.gen, nil)
-	if err != nil {
+	if err := s.checkResourceInput(ctx, tx, in, kv); err != nil {
 		return resource.Resource{}, "", err
-	}
-	if err := entry.spec.Validate(in.Spec); err != nil {
-		return resource.Resource{}, "", schemaInvalid("spec", err)
-	}
-	if in.ProviderConfigRef != "" {
-		if err := checkConfigRef(ctx, tx, in.Kind, in.ProviderConfigRef); err != nil {
-			return resource.Resource{}, "", err
-		}
 	}
 
 	if !exists {
@@ -258,6 +249,36 @@ func (s *Store) applyResource(ctx context.Context, tx pgx.Tx, in ApplyResourceIn
 	if sameSpec && sameLabels && cur.ProviderConfigRef == in.ProviderConfigRef {
 		return cur, Unchanged, nil
 	}
+	r, err := updateResource(ctx, tx, in, cur, what)
+	if err != nil {
+		return resource.Resource{}, "", err
+	}
+	return r, Configured, nil
+}
+
+// checkResourceInput validates the spec against kind version kv's schema
+// and the providerconfig reference, if any.
+func (s *Store) checkResourceInput(ctx context.Context, tx pgx.Tx, in ApplyResourceInput, kv kindVersionRow) error {
+	entry, err := s.kinds.get(ctx, tx, in.Kind, kv.version, kv.gen, nil)
+	if err != nil {
+		return err
+	}
+	spec, err := entry.spec()
+	if err != nil {
+		return err
+	}
+	if err := spec.Validate(in.Spec); err != nil {
+		return schemaInvalid("spec", err)
+	}
+	if in.ProviderConfigRef != "" {
+		return checkConfigRef(ctx, tx, in.Kind, in.ProviderConfigRef)
+	}
+	return nil
+}
+
+// updateResource writes a changed spec, labels or config reference over cur,
+// re-gates the resource when its generation moved, and records the event.
+func updateResource(ctx context.Context, tx pgx.Tx, in ApplyResourceInput, cur resource.Resource, what string) (resource.Resource, error) {
 	r, err := scanResource(tx.QueryRow(ctx, `
 		UPDATE resources r SET
 			spec = $2::jsonb,
@@ -269,21 +290,21 @@ func (s *Store) applyResource(ctx context.Context, tx pgx.Tx, in ApplyResourceIn
 		WHERE r.id = $1
 		RETURNING `+resourceColumns, cur.ID, string(in.Spec), in.Labels, in.ProviderConfigRef))
 	if err != nil {
-		return resource.Resource{}, "", mapErr(err, what)
+		return resource.Resource{}, mapErr(err, what)
 	}
 	ev := resource.Event{ResourceID: r.ID, Type: resource.EventNormal, Actor: in.Actor}
 	if r.Generation != cur.Generation {
 		if err := scheduleEligible(ctx, tx, r.ID); err != nil {
-			return resource.Resource{}, "", err
+			return resource.Resource{}, err
 		}
 		ev.Reason, ev.Message = resource.ReasonSpecUpdated, fmt.Sprintf("generation %d", r.Generation)
 	} else {
 		ev.Reason, ev.Message = resource.ReasonLabelsUpdated, "labels changed"
 	}
 	if _, err := appendEvent(ctx, tx, ev); err != nil {
-		return resource.Resource{}, "", err
+		return resource.Resource{}, err
 	}
-	return r, Configured, nil
+	return r, nil
 }
 
 func createResource(ctx context.Context, tx pgx.Tx, in ApplyResourceInput, version string) (resource.Resource, error) {

@@ -3,19 +3,23 @@
 // events), provider configs, reactor bindings and the operator actions that
 // the plpgsql functions carry out.
 //
-// Driver errors are mapped once, here: callers see ErrNotFound, ErrConflict
-// and ErrInvalid (*InvalidError) and never a pgconn error code. Writes that
+// Driver errors are mapped once, at the store boundary, by one mapper that
+// this package and its sub-packages (pipeline, maintenance, membership,
+// lifecycle) share (internal/dbx, with the one querier interface): callers
+// see ErrNotFound, ErrConflict and ErrInvalid (*InvalidError) and never a
+// pgconn error code. Compiled kind schemas live in one cache
+// (internal/schemacache); shard ranges are core/shard's Range. Writes that
 // the caller reads back go to the primary; list, count and get reads that
 // serve the API go to the read pool (a streaming replica when configured).
 package store
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/converge-run/converge/core/store/internal/dbx"
 )
 
 // Store is the control plane's data access. It is safe for concurrent use.
@@ -35,25 +39,19 @@ func New(primary, read *pgxpool.Pool) *Store {
 }
 
 // querier is what a pool and a transaction have in common.
-type querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+type querier = dbx.Querier
 
 // inTx runs fn in a transaction on the primary, committing when fn returns
 // nil and rolling back otherwise: nothing is written when anything fails.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	tx, err := s.primary.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return mapErr(err, "commit")
-	}
-	return nil
+	return dbx.InTx(ctx, s.primary, fn)
+}
+
+// PrimaryReads returns a view of the store whose reads go to the primary:
+// the read-your-writes path (a mutation's nested fields, a hub re-read that
+// must not trail the NOTIFY it follows). It shares the kind cache.
+func (s *Store) PrimaryReads() *Store {
+	c := *s
+	c.read = s.primary
+	return &c
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/converge-run/converge/core/store/internal/dbx"
 )
 
 // Key is a lifecycle_outbox row's primary key.
@@ -43,7 +45,7 @@ type Delivery struct {
 }
 
 // Store claims and acknowledges deliveries.
-type Store struct{ pool *pgxpool.Pool }
+type Store struct{ pool dbx.Querier }
 
 // New returns a Store on the primary pool.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
@@ -79,7 +81,7 @@ UPDATE lifecycle_outbox l
 RETURNING l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id, l.reactor, l.watch_kind,
           l.claim_epoch, l.attempts, l.snapshot, l.created_at`, workerID, lo, hi, reactors, max)
 	if err != nil {
-		return nil, fmt.Errorf("claim lifecycle deliveries (shards %d-%d): %w", lo, hi, err)
+		return nil, dbx.Wrap(err, "claim lifecycle deliveries (shards %d-%d)", lo, hi)
 	}
 	defer rows.Close()
 	var out []Delivery
@@ -87,12 +89,12 @@ RETURNING l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id,
 		var d Delivery
 		if err := rows.Scan(&d.Key.ResourceID, &d.Key.Transition, &d.Key.Generation, &d.Key.Binding, &d.Key.ShardID,
 			&d.Reactor, &d.WatchKind, &d.ClaimEpoch, &d.Attempts, &d.Snapshot, &d.Created); err != nil {
-			return nil, fmt.Errorf("claim lifecycle deliveries: %w", err)
+			return nil, dbx.Wrap(err, "claim lifecycle deliveries")
 		}
 		out = append(out, d)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim lifecycle deliveries (shards %d-%d): %w", lo, hi, err)
+		return nil, dbx.Wrap(err, "claim lifecycle deliveries (shards %d-%d)", lo, hi)
 	}
 	return out, nil
 }
@@ -107,7 +109,7 @@ DELETE FROM lifecycle_outbox
    AND generation = $3 AND binding_name = $4 AND claim_epoch = $6`,
 		d.Key.ResourceID, d.Key.Transition, d.Key.Generation, d.Key.Binding, d.Key.ShardID, d.ClaimEpoch)
 	if err != nil {
-		return false, fmt.Errorf("ack lifecycle delivery %s: %w", d.Key.DedupToken(), err)
+		return false, dbx.Wrap(err, "ack lifecycle delivery %s", d.Key.DedupToken())
 	}
 	return tag.RowsAffected() == 1, nil
 }
@@ -130,7 +132,7 @@ UPDATE lifecycle_outbox l SET heartbeat_at = now()
  WHERE l.shard_id BETWEEN $2 AND $3 AND l.worker_id = $1
    AND l.resource_id = k.resource_id AND l.claim_epoch = k.claim_epoch`, workerID, lo, hi, ids, epochs)
 	if err != nil {
-		return 0, fmt.Errorf("heartbeat %d lifecycle deliveries: %w", len(ds), err)
+		return 0, dbx.Wrap(err, "heartbeat %d lifecycle deliveries", len(ds))
 	}
 	return int(tag.RowsAffected()), nil
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/converge-run/converge/core/store/maintenance"
+	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store/pipeline"
 )
 
@@ -87,7 +87,7 @@ func TestRequestResourceDeletion_TearsADiamondDownLeavesFirstRootLast(t *testing
 				}
 			}
 		}
-		_, err := sweeper.SweepDeletable(ctx, maintenance.AllShards, 1000)
+		_, err := sweeper.SweepDeletable(ctx, shard.All, 1000)
 		require.NoError(t, err)
 	}
 	require.Empty(t, cmp.Diff([][]string{{"D"}, {"B", "C"}, {"A"}, {"R"}}, waves),
@@ -107,7 +107,7 @@ func TestSweepDeletable_StuckFinalizerBlocksItsAncestorsForever(t *testing.T) {
 	// D's Deleter never succeeds: its task fails and is re-pended, forever.
 	sweeper := f.at(t0.Add(time.Hour))
 	for range 5 {
-		_, err := sweeper.SweepDeletable(ctx, maintenance.AllShards, 1000)
+		_, err := sweeper.SweepDeletable(ctx, shard.All, 1000)
 		require.NoError(t, err)
 	}
 	require.Equal(t, []string{"D"}, f.queuedDeletes(d.names()), "no ancestor's teardown starts while D is present")
@@ -195,13 +195,13 @@ func TestSweepDeletable_WaitsForEveryDependentStillPresent(t *testing.T) {
 	late := f.res(res{name: "late"})
 	f.dep(late, up) // a live dependent appeared after the mark
 
-	n, err := f.at(t0).SweepDeletable(ctx, maintenance.AllShards, 100)
+	n, err := f.at(t0).SweepDeletable(ctx, shard.All, 100)
 	require.NoError(t, err)
 	require.Zero(t, n)
 	require.True(t, f.exists(up), "a dependency is never removed from under a live dependent")
 
 	f.exec(`DELETE FROM resources WHERE id = $1`, late)
-	n, err = f.at(t0).SweepDeletable(ctx, maintenance.AllShards, 100)
+	n, err = f.at(t0).SweepDeletable(ctx, shard.All, 100)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.False(t, f.exists(up))
@@ -214,7 +214,7 @@ func TestSweepDeletable_HonoursRangeMaxAndIdleGate(t *testing.T) {
 	f.kind(kind{name: "net", finalizer: "net.example/teardown"})
 	store := f.at(t0)
 
-	n, err := store.SweepDeletable(ctx, maintenance.AllShards, 100)
+	n, err := store.SweepDeletable(ctx, shard.All, 100)
 	require.NoError(t, err)
 	require.Zero(t, n, "idle: nothing marked")
 
@@ -224,16 +224,16 @@ func TestSweepDeletable_HonoursRangeMaxAndIdleGate(t *testing.T) {
 	fin := f.res(res{kind: "net", shard: 21, deleting: true, finalizers: []string{"net.example/teardown"}})
 	outside := f.res(res{shard: 60, deleting: true})
 
-	n, err = store.SweepDeletable(ctx, maintenance.ShardRange{Lo: 16, Hi: 31}, 4)
+	n, err = store.SweepDeletable(ctx, shard.Between(16, 31), 4)
 	require.NoError(t, err)
 	require.Equal(t, 4, n, "at most p_max rows advanced per call")
-	n, err = store.SweepDeletable(ctx, maintenance.ShardRange{Lo: 16, Hi: 31}, 100)
+	n, err = store.SweepDeletable(ctx, shard.Between(16, 31), 100)
 	require.NoError(t, err)
 	require.Equal(t, 3, n, "the rest of the range")
 	require.Equal(t, []task{{taskType: "delete", trigger: "deleteRequested", gen: 1}}, f.tasks(fin))
 	require.True(t, f.exists(outside), "another reaper's shard")
 
-	n, err = store.SweepDeletable(ctx, maintenance.ShardRange{Lo: 16, Hi: 31}, 100)
+	n, err = store.SweepDeletable(ctx, shard.Between(16, 31), 100)
 	require.NoError(t, err)
 	require.Zero(t, n, "a queued delete task is not queued twice")
 }
@@ -264,7 +264,7 @@ func TestRequestResourceDeletion_DiamondThroughClaimAndDrain(t *testing.T) {
 		}
 		sort.Strings(wave)
 		waves = append(waves, wave)
-		_, err := f.at(now).SweepDeletable(ctx, maintenance.AllShards, 1000)
+		_, err := f.at(now).SweepDeletable(ctx, shard.All, 1000)
 		require.NoError(t, err)
 	}
 	require.Empty(t, cmp.Diff([][]string{{"D"}, {"B", "C"}, {"A"}, {"R"}}, waves),

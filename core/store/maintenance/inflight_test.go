@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store/maintenance"
 	"github.com/converge-run/converge/core/store/pipeline"
 )
@@ -61,20 +62,20 @@ func TestRecountInflight_RewritesTheRangePartialFromTheQueue(t *testing.T) {
 	        ('vpc', 'v1', 0, 4), ('vpc', 'v1', 8, 5), ('vpc', 'v1', 16, 1)`)
 
 	store := maintenance.New(f.db)
-	n, err := store.RecountInflight(ctx, maintenance.ShardRange{Lo: 0, Hi: 15})
+	n, err := store.RecountInflight(ctx, shard.Between(0, 15))
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "one partial per capped kind")
 	require.Empty(t, cmp.Diff([]partial{{"vpc", 0, 3}, {"vpc", 16, 1}}, f.partials()),
 		"every partial keyed inside [0,15] collapses into one true count; [16,31] is another reaper's")
 
-	_, err = store.RecountInflight(ctx, maintenance.ShardRange{Lo: 16, Hi: 31})
+	_, err = store.RecountInflight(ctx, shard.Between(16, 31))
 	require.NoError(t, err)
 	require.Empty(t, cmp.Diff([]partial{{"vpc", 0, 3}, {"vpc", 16, 2}}, f.partials()))
 	require.Equal(t, 5, f.int(`SELECT sum(in_flight)::int FROM kind_inflight WHERE kind = 'vpc'`),
 		"disjoint reaper ranges sum to the exact global count")
 
 	f.exec(`UPDATE work_queue SET worker_id = NULL WHERE shard_id = 16`)
-	_, err = store.RecountInflight(ctx, maintenance.ShardRange{Lo: 16, Hi: 31})
+	_, err = store.RecountInflight(ctx, shard.Between(16, 31))
 	require.NoError(t, err)
 	require.Empty(t, cmp.Diff([]partial{{"vpc", 0, 3}, {"vpc", 16, 1}}, f.partials()),
 		"a completion or reaped lease heals on the next recount")
@@ -87,7 +88,7 @@ func TestRecountInflight_IsANoOpWithoutCappedKinds(t *testing.T) {
 	id := f.res(res{gen: 2, lagging: true})
 	f.task(id, "reconcile", "w", t0, t0)
 	f.exec(`INSERT INTO kind_inflight (kind, version, range_lo, in_flight) VALUES ('leaf', 'v1', 0, 3)`)
-	n, err := maintenance.New(f.db).RecountInflight(ctx, maintenance.AllShards)
+	n, err := maintenance.New(f.db).RecountInflight(ctx, shard.All)
 	require.NoError(t, err)
 	require.Zero(t, n)
 	require.Equal(t, []partial{{"leaf", 0, 3}}, f.partials(), "untouched")
@@ -139,7 +140,7 @@ func TestRecountInflight_HealsDriftUnderACapOfFiveAcrossFourClaimers(t *testing.
 	require.Zero(t, claimAll(), "drift: the stale partials starve the pool")
 
 	store := maintenance.New(f.db)
-	for _, r := range []maintenance.ShardRange{{Lo: 0, Hi: 127}, {Lo: 128, Hi: 255}} { // two reapers
+	for _, r := range []shard.Range{shard.Between(0, 127), shard.Between(128, 255)} { // two reapers
 		_, err := store.RecountInflight(ctx, r)
 		require.NoError(t, err)
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/converge-run/converge/core/store/maintenance"
+	"github.com/converge-run/converge/core/shard"
 )
 
 func TestReapStaleLifecycle_ReArmsOnlyLapsedClaims(t *testing.T) {
@@ -45,7 +45,7 @@ func TestReapStaleLifecycle_ReArmsOnlyLapsedClaims(t *testing.T) {
 	_, err = conn.Exec(ctx, `LISTEN lifecycle_ready`)
 	require.NoError(t, err)
 
-	n, err := f.at(t0).ReapStaleLifecycle(ctx, maintenance.ShardRange{Lo: 0, Hi: 15}, stale)
+	n, err := f.at(t0).ReapStaleLifecycle(ctx, shard.Between(0, 15), stale)
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	for name, tc := range cases {

@@ -2,7 +2,9 @@
 // (db/migrations/00003_maintenance.sql): dead-lease recovery, abandoned-work
 // GC, crash catch-up, drift resync, orphan expiry, the delete sweep, the
 // concurrency-cap recount and the reactor-delivery reaper. Each method runs
-// one pass over one contiguous shard range and returns how many rows it
+// one pass over one contiguous shard range (a shard.Range; every pass filters
+// shard_id BETWEEN Lo AND Last() so the planner prunes the partitioned queue
+// tables to the partitions that hold it) and returns how many rows it
 // moved; the control plane's reaper decides when to call which.
 //
 // The passes read the clock of the database (now()) unless a clock is
@@ -11,28 +13,13 @@ package maintenance
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/converge-run/converge/core/store/internal/dbx"
 )
 
-// DB is the part of a pgx pool, connection or transaction the passes use.
-type DB interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-// ShardRange is a contiguous, inclusive range of logical shards [Lo, Hi].
-// Every pass filters shard_id BETWEEN Lo AND Hi so the planner prunes the
-// partitioned queue tables to the partitions that hold the range.
-type ShardRange struct {
-	Lo, Hi int
-}
-
-// AllShards is the whole logical shard space.
-var AllShards = ShardRange{Lo: 0, Hi: 255}
-
-func (r ShardRange) String() string { return fmt.Sprintf("%d-%d", r.Lo, r.Hi) }
+// DB is a pgx pool, connection or transaction (the store's one querier).
+type DB = dbx.Querier
 
 // Store runs the maintenance passes.
 type Store struct {
@@ -70,3 +57,12 @@ func (s *Store) count(ctx context.Context, sql string, args ...any) (int, error)
 
 // seconds renders a duration as the float seconds make_interval takes.
 func seconds(d time.Duration) float64 { return d.Seconds() }
+
+// NotifyWorkReady sends work_ready in a statement of its own. The passes
+// that pend work announce it through notify_gated, which decides before the
+// pass commits; the reaper and resyncer call this after a pass that moved
+// rows committed, so no pend waits for a dispatcher's idle poll.
+func (s *Store) NotifyWorkReady(ctx context.Context) error {
+	_, err := s.db.Exec(ctx, `SELECT pg_notify('work_ready', '')`)
+	return dbx.Wrap(err, "notify work_ready")
+}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/store/maintenance"
 )
 
 // notify_gated (00001) is the wake every pass here fires: under a storm of
@@ -58,4 +60,26 @@ func TestNotifyGated_CoalescesAStormToOnePerWindow(t *testing.T) {
 	require.GreaterOrEqual(t, received, 1, "a wake is never lost entirely")
 	require.Equal(t, fired, received, "only the window's winner notifies")
 	require.LessOrEqual(t, received, windows, "at most one notify per 50 ms window")
+}
+
+// NotifyWorkReady is the reaper's post-commit wake: it notifies even while
+// notify_gated's window for work_ready is shut.
+func TestNotifyWorkReady_NotifiesOutsideTheGate(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	listener, err := f.db.Acquire(ctx)
+	require.NoError(t, err)
+	defer listener.Release()
+	_, err = listener.Exec(ctx, `LISTEN work_ready`)
+	require.NoError(t, err)
+	_, err = f.db.Exec(ctx, `INSERT INTO wake_state (channel, last_notified_at) VALUES ('work_ready', now() + interval '1 day')
+	                         ON CONFLICT (channel) DO UPDATE SET last_notified_at = EXCLUDED.last_notified_at`)
+	require.NoError(t, err)
+
+	require.NoError(t, maintenance.New(f.db).NotifyWorkReady(ctx))
+	wctx, cancel := contextWithTimeout(5 * time.Second)
+	defer cancel()
+	n, err := listener.Conn().WaitForNotification(wctx)
+	require.NoError(t, err)
+	require.Equal(t, "work_ready", n.Channel)
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/converge-run/converge/core/store/maintenance"
+	"github.com/converge-run/converge/core/shard"
 )
 
 func TestSweepExpiredOrphans_EscalatesOnlyExpiredGrace(t *testing.T) {
@@ -56,7 +56,7 @@ func TestSweepExpiredOrphans_EscalatesOnlyExpiredGrace(t *testing.T) {
 	for name, tc := range cases {
 		ids[name] = f.res(tc.row)
 	}
-	n, err := f.at(t0).SweepExpiredOrphans(ctx, maintenance.ShardRange{Lo: 0, Hi: 15}, 100)
+	n, err := f.at(t0).SweepExpiredOrphans(ctx, shard.Between(0, 15), 100)
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	for name, tc := range cases {
@@ -71,7 +71,7 @@ func TestSweepExpiredOrphans_EscalatesOnlyExpiredGrace(t *testing.T) {
 	require.Zero(t, f.int(`SELECT count(*) FROM resources WHERE deletion_requested_at IS NOT NULL AND frozen_until IS NOT NULL`),
 		"escalation clears the grace deadline: the idle gate is empty again")
 
-	n, err = f.at(t0.Add(100*365*24*time.Hour)).SweepExpiredOrphans(ctx, maintenance.ShardRange{Lo: 0, Hi: 15}, 100)
+	n, err = f.at(t0.Add(100*365*24*time.Hour)).SweepExpiredOrphans(ctx, shard.Between(0, 15), 100)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "a century later only the in-grace row has expired; the quarantined one never does")
 	require.Equal(t, "Quarantined", f.phase(ids["Quarantined"]))
@@ -85,14 +85,14 @@ func TestSweepExpiredOrphans_ProtectsAnOrphanedCompositesChildren(t *testing.T) 
 	parent := f.res(res{kind: "leaf", frozen: ptr(t0.Add(-time.Minute))})
 	child := f.res(res{kind: "net", owner: parent, root: parent})
 
-	n, err := f.at(t0).SweepExpiredOrphans(ctx, maintenance.AllShards, 10)
+	n, err := f.at(t0).SweepExpiredOrphans(ctx, shard.All, 10)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.True(t, f.exists(parent), "an orphan that owns children is soft-deleted, not cascaded away")
 	require.Equal(t, []task{{taskType: "delete", trigger: "deleteRequested", gen: 1}}, f.tasks(child),
 		"its finalizer child tears down first")
 	f.teardown(child)
-	_, err = f.at(t0).SweepDeletable(ctx, maintenance.AllShards, 10)
+	_, err = f.at(t0).SweepDeletable(ctx, shard.All, 10)
 	require.NoError(t, err)
 	require.False(t, f.exists(parent))
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
-	"github.com/converge-run/converge/core/store/maintenance"
+	"github.com/converge-run/converge/core/shard"
 )
 
 // planConn is a connection that reports, through auto_explain at NOTICE
@@ -85,7 +85,7 @@ func TestReaperPasses_NarrowRangeTouchesOnePartition(t *testing.T) {
 	        VALUES ($1, 'synced', 1, 'b', 4, 'sink', 'vpc', '{}', 'd', $2)`, lagging, t0.Add(-time.Hour))
 
 	conn, plans := f.planConn()
-	r := maintenance.ShardRange{Lo: 3, Hi: 5}
+	r := shard.Between(3, 5)
 	passes := map[string]struct {
 		sql  string
 		want string

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store/maintenance"
 	"github.com/converge-run/converge/core/store/pipeline"
 )
@@ -35,7 +36,7 @@ func TestQuarantineResource_FreezesEverySchedulerPath(t *testing.T) {
 	f := newFixture(t)
 	f.kind(kind{name: "leaf", resyncSecs: 60})
 	old := t0.Add(-time.Hour)
-	one := func(s int) maintenance.ShardRange { return maintenance.ShardRange{Lo: s, Hi: s} }
+	one := func(s int) shard.Range { return shard.Between(s, s) }
 
 	cases := map[string]struct {
 		reason      string

@@ -2,19 +2,21 @@ package maintenance
 
 import (
 	"context"
-	"fmt"
 	"time"
+
+	"github.com/converge-run/converge/core/shard"
+	"github.com/converge-run/converge/core/store/internal/dbx"
 )
 
 // ReapStaleWork frees the leased work_queue rows in r whose heartbeat is
 // older than staleAfter (their worker died), so they can be claimed again.
 // It returns the number freed.
-func (s *Store) ReapStaleWork(ctx context.Context, r ShardRange, staleAfter time.Duration) (int, error) {
+func (s *Store) ReapStaleWork(ctx context.Context, r shard.Range, staleAfter time.Duration) (int, error) {
 	n, err := s.count(ctx,
 		`SELECT reap_stale_work($1, $2, make_interval(secs => $3), coalesce($4::timestamptz, now()))`,
-		r.Lo, r.Hi, seconds(staleAfter), s.nowArg())
+		r.Lo, r.Last(), seconds(staleAfter), s.nowArg())
 	if err != nil {
-		return 0, fmt.Errorf("reap stale work (shards %s): %w", r, err)
+		return 0, dbx.Wrap(err, "reap stale work (shards %s)", r)
 	}
 	return n, nil
 }
@@ -27,12 +29,12 @@ const DefaultUnclaimedAfter = 24 * time.Hour
 // claimable for longer than after without any worker claiming them. The
 // resources stay lagging, so a returning worker gets fresh tasks. It returns
 // the number deleted.
-func (s *Store) DeleteUnclaimedWork(ctx context.Context, r ShardRange, after time.Duration) (int, error) {
+func (s *Store) DeleteUnclaimedWork(ctx context.Context, r shard.Range, after time.Duration) (int, error) {
 	n, err := s.count(ctx,
 		`SELECT delete_unclaimed_work($1, $2, make_interval(secs => $3), coalesce($4::timestamptz, now()))`,
-		r.Lo, r.Hi, seconds(after), s.nowArg())
+		r.Lo, r.Last(), seconds(after), s.nowArg())
 	if err != nil {
-		return 0, fmt.Errorf("delete unclaimed work (shards %s): %w", r, err)
+		return 0, dbx.Wrap(err, "delete unclaimed work (shards %s)", r)
 	}
 	return n, nil
 }
@@ -40,12 +42,12 @@ func (s *Store) DeleteUnclaimedWork(ctx context.Context, r ShardRange, after tim
 // ReapStaleLifecycle re-arms the claimed lifecycle_outbox deliveries in r
 // whose reactor dispatcher stopped heartbeating for staleAfter (at-least-once
 // delivery). It returns the number re-armed.
-func (s *Store) ReapStaleLifecycle(ctx context.Context, r ShardRange, staleAfter time.Duration) (int, error) {
+func (s *Store) ReapStaleLifecycle(ctx context.Context, r shard.Range, staleAfter time.Duration) (int, error) {
 	n, err := s.count(ctx,
 		`SELECT reap_stale_lifecycle($1, $2, make_interval(secs => $3), coalesce($4::timestamptz, now()))`,
-		r.Lo, r.Hi, seconds(staleAfter), s.nowArg())
+		r.Lo, r.Last(), seconds(staleAfter), s.nowArg())
 	if err != nil {
-		return 0, fmt.Errorf("reap stale lifecycle (shards %s): %w", r, err)
+		return 0, dbx.Wrap(err, "reap stale lifecycle (shards %s)", r)
 	}
 	return n, nil
 }

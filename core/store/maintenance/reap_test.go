@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store/maintenance"
 )
 
@@ -34,7 +35,7 @@ func TestReapStaleWork_FreesLeasesWhoseHeartbeatLapsed(t *testing.T) {
 		f.task(id, "reconcile", tc.worker, tc.heartbeat, t0.Add(-time.Hour))
 		ids[name] = id
 	}
-	n, err := f.at(t0).ReapStaleWork(ctx, maintenance.ShardRange{Lo: 0, Hi: 15}, stale)
+	n, err := f.at(t0).ReapStaleWork(ctx, shard.Between(0, 15), stale)
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	for name, tc := range cases {
@@ -77,18 +78,18 @@ func TestDeleteUnclaimedWork_DropsOnlyLongUnclaimedRows(t *testing.T) {
 		ids[name] = id
 	}
 	store := f.at(t0)
-	n, err := store.DeleteUnclaimedWork(ctx, maintenance.ShardRange{Lo: 0, Hi: 15}, day)
+	n, err := store.DeleteUnclaimedWork(ctx, shard.Between(0, 15), day)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	for name, tc := range cases {
 		require.Equal(t, tc.wantGone, len(f.tasks(ids[name])) == 0, "%s: %s", name, tc.reason)
 	}
 
-	n, err = store.DeleteUnclaimedWork(ctx, maintenance.ShardRange{Lo: 0, Hi: 15}, day)
+	n, err = store.DeleteUnclaimedWork(ctx, shard.Between(0, 15), day)
 	require.NoError(t, err)
 	require.Zero(t, n, "idle: nothing left past the window")
 
-	n, err = store.RequeueFailedAndPending(ctx, maintenance.ShardRange{Lo: 1, Hi: 1}, 10, time.Minute)
+	n, err = store.RequeueFailedAndPending(ctx, shard.Between(1, 1), 10, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "garbage collection, not abandonment: the lagging row is re-enqueued by the catch-up")
 }

@@ -2,8 +2,10 @@ package maintenance
 
 import (
 	"context"
-	"fmt"
 	"time"
+
+	"github.com/converge-run/converge/core/shard"
+	"github.com/converge-run/converge/core/store/internal/dbx"
 )
 
 // RequeueFailedAndPending re-enqueues, through schedule_eligible's gate, up
@@ -11,12 +13,12 @@ import (
 // touched for retryAfter (crash recovery and failed-reconcile retry).
 // Terminally failed, frozen and deleting resources are skipped. It returns the
 // number of reconcile tasks enqueued.
-func (s *Store) RequeueFailedAndPending(ctx context.Context, r ShardRange, max int, retryAfter time.Duration) (int, error) {
+func (s *Store) RequeueFailedAndPending(ctx context.Context, r shard.Range, max int, retryAfter time.Duration) (int, error) {
 	n, err := s.count(ctx,
 		`SELECT requeue_failed_and_pending($1, $2, $3, make_interval(secs => $4), coalesce($5::timestamptz, now()))`,
-		r.Lo, r.Hi, max, seconds(retryAfter), s.nowArg())
+		r.Lo, r.Last(), max, seconds(retryAfter), s.nowArg())
 	if err != nil {
-		return 0, fmt.Errorf("requeue failed and pending (shards %s): %w", r, err)
+		return 0, dbx.Wrap(err, "requeue failed and pending (shards %s)", r)
 	}
 	return n, nil
 }
@@ -32,12 +34,12 @@ type Resync struct {
 // last reconcile or resync is older than p.Interval, with trigger 'resync'
 // and no generation bump. A kind whose kind_config does not opt into resync
 // costs one primary-key probe and returns 0.
-func (s *Store) RequeueForResync(ctx context.Context, p Resync, r ShardRange, max int) (int, error) {
+func (s *Store) RequeueForResync(ctx context.Context, p Resync, r shard.Range, max int) (int, error) {
 	n, err := s.count(ctx,
 		`SELECT requeue_for_resync($1, $2, $3, $4, make_interval(secs => $5), $6, $7, coalesce($8::timestamptz, now()))`,
-		p.Kind, p.Version, r.Lo, r.Hi, seconds(p.Interval), p.Recompose, max, s.nowArg())
+		p.Kind, p.Version, r.Lo, r.Last(), seconds(p.Interval), p.Recompose, max, s.nowArg())
 	if err != nil {
-		return 0, fmt.Errorf("requeue for resync (kind %s/%s, shards %s): %w", p.Kind, p.Version, r, err)
+		return 0, dbx.Wrap(err, "requeue for resync (kind %s/%s, shards %s)", p.Kind, p.Version, r)
 	}
 	return n, nil
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/converge-run/converge/core/store/maintenance"
+	"github.com/converge-run/converge/core/shard"
 )
 
 // Each case lives in its own shard and runs the pass over just that shard, so
@@ -110,12 +110,12 @@ func TestRequeueFailedAndPending_GatesLaggingRows(t *testing.T) {
 		},
 	}
 
-	shard := 0
+	sh := 0
 	for name, tc := range cases {
-		shard++
-		id := tc.setup(shard)
+		sh++
+		id := tc.setup(sh)
 		before := len(f.tasks(id))
-		n, err := f.at(t0).RequeueFailedAndPending(ctx, maintenance.ShardRange{Lo: shard, Hi: shard}, 100, retry)
+		n, err := f.at(t0).RequeueFailedAndPending(ctx, shard.Between(sh, sh), 100, retry)
 		require.NoError(t, err, name)
 		got := f.tasks(id)
 		if name == "AlreadyQueued" {
@@ -137,10 +137,10 @@ func TestRequeueFailedAndPending_ScansOnlyItsRangeAndCapsAtMax(t *testing.T) {
 		f.res(res{shard: s, gen: 2, lagging: true, updatedAt: old.Add(time.Duration(s) * time.Second)})
 	}
 	store := f.at(t0)
-	n, err := store.RequeueFailedAndPending(ctx, maintenance.ShardRange{Lo: 12, Hi: 17}, 4, time.Minute)
+	n, err := store.RequeueFailedAndPending(ctx, shard.Between(12, 17), 4, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, 4, n, "at most p_max per call")
-	n, err = store.RequeueFailedAndPending(ctx, maintenance.ShardRange{Lo: 12, Hi: 17}, 100, time.Minute)
+	n, err = store.RequeueFailedAndPending(ctx, shard.Between(12, 17), 100, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, 2, n, "the next call picks up the rest of the range")
 	require.Equal(t, 6, f.int(`SELECT count(*) FROM work_queue`), "rows outside [12,17] untouched")

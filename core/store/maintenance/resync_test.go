@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store/maintenance"
 )
 
@@ -35,10 +36,10 @@ func TestRequeueForResync_RePendsSettledRowsOfAnOptedInKind(t *testing.T) {
 		"AlreadyQueued":        {reason: "a queued reconcile observes it anyway", row: res{updatedAt: old}, queued: true},
 		"OtherKind":            {reason: "only the named kind", row: res{kind: "leaf", updatedAt: old}},
 	}
-	shard := 0
+	sh := 0
 	for name, tc := range cases {
-		shard++
-		tc.row.shard = shard
+		sh++
+		tc.row.shard = sh
 		if tc.row.kind == "" {
 			tc.row.kind = "probe"
 		}
@@ -46,7 +47,7 @@ func TestRequeueForResync_RePendsSettledRowsOfAnOptedInKind(t *testing.T) {
 		if tc.queued {
 			f.task(id, "reconcile", "", time.Time{}, old)
 		}
-		n, err := f.at(t0).RequeueForResync(ctx, policy, maintenance.ShardRange{Lo: shard, Hi: shard}, 100)
+		n, err := f.at(t0).RequeueForResync(ctx, policy, shard.Between(sh, sh), 100)
 		require.NoError(t, err, name)
 		got := f.tasks(id)
 		if tc.want {
@@ -70,7 +71,7 @@ func TestRequeueForResync_IsFreeForKindsThatDoNotOptIn(t *testing.T) {
 		{Kind: "leaf", Version: "v1", Interval: time.Second},
 		{Kind: "unknown", Version: "v1", Interval: time.Second},
 	} {
-		n, err := f.at(t0).RequeueForResync(ctx, p, maintenance.AllShards, 100)
+		n, err := f.at(t0).RequeueForResync(ctx, p, shard.All, 100)
 		require.NoError(t, err)
 		require.Zero(t, n, "kind %s has resync_interval_secs = 0 or no kind_config row", p.Kind)
 	}
@@ -95,7 +96,7 @@ func TestRequeueForResync_RePendsOncePerInterval(t *testing.T) {
 		{reason: "due again one interval after the last resync", at: t0.Add(61 * time.Second), want: 1},
 	}
 	for _, s := range steps {
-		n, err := f.at(s.at).RequeueForResync(ctx, policy, maintenance.AllShards, 100)
+		n, err := f.at(s.at).RequeueForResync(ctx, policy, shard.All, 100)
 		require.NoError(t, err)
 		require.Equal(t, s.want, n, s.reason)
 		complete()
@@ -115,7 +116,7 @@ func TestRequeueForResync_RecomposeLowersComposedGen(t *testing.T) {
 		recompose bool
 	}{{1, false}, {2, true}} {
 		n, err := f.at(t0).RequeueForResync(ctx, maintenance.Resync{Kind: "bom", Version: "v1", Interval: time.Minute,
-			Recompose: c.recompose}, maintenance.ShardRange{Lo: c.shard, Hi: c.shard}, 10)
+			Recompose: c.recompose}, shard.Between(c.shard, c.shard), 10)
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
 	}

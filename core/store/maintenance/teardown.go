@@ -2,7 +2,9 @@ package maintenance
 
 import (
 	"context"
-	"fmt"
+
+	"github.com/converge-run/converge/core/shard"
+	"github.com/converge-run/converge/core/store/internal/dbx"
 )
 
 // SweepDeletable advances the marked teardown trees in r bottom-up: every
@@ -10,12 +12,12 @@ import (
 // task enqueued (finalizers present) or is hard-deleted (finalizers empty),
 // looping until a pass deletes nothing, at most max rows. It returns the
 // number of resources advanced.
-func (s *Store) SweepDeletable(ctx context.Context, r ShardRange, max int) (int, error) {
+func (s *Store) SweepDeletable(ctx context.Context, r shard.Range, max int) (int, error) {
 	n, err := s.count(ctx,
 		`SELECT sweep_deletable($1, $2, $3, coalesce($4::timestamptz, now()))`,
-		r.Lo, r.Hi, max, s.nowArg())
+		r.Lo, r.Last(), max, s.nowArg())
 	if err != nil {
-		return 0, fmt.Errorf("sweep deletable (shards %s): %w", r, err)
+		return 0, dbx.Wrap(err, "sweep deletable (shards %s)", r)
 	}
 	return n, nil
 }
@@ -24,12 +26,12 @@ func (s *Store) SweepDeletable(ctx context.Context, r ShardRange, max int) (int,
 // whose orphan grace elapsed: finalizer kinds through the soft-delete
 // protocol, leaf kinds by hard delete. Quarantined resources are never
 // touched. It returns the number of orphans escalated.
-func (s *Store) SweepExpiredOrphans(ctx context.Context, r ShardRange, max int) (int, error) {
+func (s *Store) SweepExpiredOrphans(ctx context.Context, r shard.Range, max int) (int, error) {
 	n, err := s.count(ctx,
 		`SELECT sweep_expired_orphans($1, $2, $3, coalesce($4::timestamptz, now()))`,
-		r.Lo, r.Hi, max, s.nowArg())
+		r.Lo, r.Last(), max, s.nowArg())
 	if err != nil {
-		return 0, fmt.Errorf("sweep expired orphans (shards %s): %w", r, err)
+		return 0, dbx.Wrap(err, "sweep expired orphans (shards %s)", r)
 	}
 	return n, nil
 }

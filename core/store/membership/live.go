@@ -2,10 +2,12 @@ package membership
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/converge-run/converge/core/shard"
+	"github.com/converge-run/converge/core/store/internal/dbx"
 )
 
 // ListLive returns the members whose heartbeat is within liveness of the
@@ -17,11 +19,11 @@ SELECT member_id, role, kinds, shard_lo, shard_hi, config, version, host, pid, i
  WHERE last_heartbeat > now() - make_interval(secs => $1)
  ORDER BY role, member_id COLLATE "C"`, liveness.Seconds())
 	if err != nil {
-		return nil, fmt.Errorf("list live cluster members: %w", err)
+		return nil, dbx.Wrap(err, "list live cluster members")
 	}
 	members, err := pgx.CollectRows(rows, scanMember)
 	if err != nil {
-		return nil, fmt.Errorf("list live cluster members: %w", err)
+		return nil, dbx.Wrap(err, "list live cluster members")
 	}
 	return members, nil
 }
@@ -36,7 +38,7 @@ func scanMember(row pgx.CollectableRow) (Member, error) {
 		return Member{}, err
 	}
 	if lo != nil && hi != nil {
-		m.Shards = &ShardSpan{Lo: *lo, Hi: *hi}
+		m.Shards = &shard.Range{Lo: *lo, Hi: *hi}
 	}
 	m.Config = cfg
 	return m, nil

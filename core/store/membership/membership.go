@@ -8,19 +8,16 @@ package membership
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/converge-run/converge/core/shard"
+	"github.com/converge-run/converge/core/store/internal/dbx"
 )
 
-// DB is the part of a pgx pool, connection or transaction the store uses.
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// DB is a pgx pool, connection or transaction (the store's one querier).
+type DB = dbx.Querier
 
 // The roles a member can run as.
 const (
@@ -32,30 +29,17 @@ const (
 // Defaults of the shard assignment: 256 logical shards, and a member is live
 // while its last heartbeat is newer than 3 × the 10 s beat.
 const (
-	DefaultTotalShards = 256
+	DefaultTotalShards = shard.Total
 	DefaultLiveness    = 30 * time.Second
 	DefaultGCTTL       = 5 * time.Minute
 )
-
-// ShardSpan is a half-open range of logical shards [Lo, Hi). The zero value
-// (Lo == Hi) is empty: the member owns nothing.
-type ShardSpan struct {
-	Lo, Hi int
-}
-
-// Empty reports whether the span holds no shard.
-func (s ShardSpan) Empty() bool { return s.Hi <= s.Lo }
-
-// Last is the inclusive upper shard (Hi-1), the bound a
-// shard_id BETWEEN lo AND hi filter takes. Meaningless when Empty.
-func (s ShardSpan) Last() int { return s.Hi - 1 }
 
 // Member is one running process of the binary.
 type Member struct {
 	ID        string
 	Role      string
 	Kinds     []string
-	Shards    *ShardSpan      // the span it currently owns; nil when none reported
+	Shards    *shard.Range    // the span it currently owns; nil when none reported
 	Config    json.RawMessage // its booted runtime config; nil stores {}
 	Version   string
 	Host      string
@@ -113,7 +97,7 @@ func (s *Store) Upsert(ctx context.Context, m Member) (time.Time, error) {
 	err := s.db.QueryRow(ctx, upsertSQL, m.ID, m.Role, kinds, lo, hi, string(cfg), version, m.Host, m.PID,
 		m.InFlight, started).Scan(&beat, &startedAt)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("upsert cluster member %s: %w", m.ID, err)
+		return time.Time{}, dbx.Wrap(err, "upsert cluster member %s", m.ID)
 	}
 	return beat, nil
 }
@@ -130,7 +114,7 @@ func (s *Store) Heartbeat(ctx context.Context, m Member) (time.Time, error) {
 func (s *Store) Deregister(ctx context.Context, id string) (bool, error) {
 	tag, err := s.db.Exec(ctx, `DELETE FROM cluster_members WHERE member_id = $1`, id)
 	if err != nil {
-		return false, fmt.Errorf("deregister cluster member %s: %w", id, err)
+		return false, dbx.Wrap(err, "deregister cluster member %s", id)
 	}
 	return tag.RowsAffected() > 0, nil
 }
@@ -141,11 +125,11 @@ func (s *Store) List(ctx context.Context) ([]Member, error) {
 SELECT member_id, role, kinds, shard_lo, shard_hi, config, version, host, pid, in_flight, started_at, last_heartbeat
   FROM cluster_members ORDER BY role, member_id COLLATE "C"`)
 	if err != nil {
-		return nil, fmt.Errorf("list cluster members: %w", err)
+		return nil, dbx.Wrap(err, "list cluster members")
 	}
 	members, err := pgx.CollectRows(rows, scanMember)
 	if err != nil {
-		return nil, fmt.Errorf("list cluster members: %w", err)
+		return nil, dbx.Wrap(err, "list cluster members")
 	}
 	return members, nil
 }
@@ -154,18 +138,18 @@ SELECT member_id, role, kinds, shard_lo, shard_hi, config, version, host, pid, i
 // among the live members of its role (heartbeat newer than liveness). A member
 // that is not live, or one of more live members than shards, gets an empty
 // span.
-func (s *Store) AssignShards(ctx context.Context, id string, total int, liveness time.Duration) (ShardSpan, error) {
+func (s *Store) AssignShards(ctx context.Context, id string, total int, liveness time.Duration) (shard.Range, error) {
 	var lo, hi *int
 	err := s.db.QueryRow(ctx, `
 SELECT lower(r), upper(r) FROM assign_member_shards($1, $2, $3) AS r`,
 		id, total, int(liveness.Round(time.Second)/time.Second)).Scan(&lo, &hi)
 	if err != nil {
-		return ShardSpan{}, fmt.Errorf("assign shards to member %s: %w", id, err)
+		return shard.Range{}, dbx.Wrap(err, "assign shards to member %s", id)
 	}
 	if lo == nil || hi == nil {
-		return ShardSpan{}, nil
+		return shard.Range{}, nil
 	}
-	return ShardSpan{Lo: *lo, Hi: *hi}, nil
+	return shard.Range{Lo: *lo, Hi: *hi}, nil
 }
 
 // GCStale hard-deletes the members whose heartbeat is older than ttl
@@ -174,7 +158,7 @@ func (s *Store) GCStale(ctx context.Context, ttl time.Duration) (int, error) {
 	var n int
 	err := s.db.QueryRow(ctx, `SELECT gc_stale_cluster_members(make_interval(secs => $1))`, ttl.Seconds()).Scan(&n)
 	if err != nil {
-		return 0, fmt.Errorf("gc stale cluster members: %w", err)
+		return 0, dbx.Wrap(err, "gc stale cluster members")
 	}
 	return n, nil
 }

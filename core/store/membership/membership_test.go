@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store/membership"
 	"github.com/converge-run/converge/db/pgtest"
 )
@@ -45,7 +46,7 @@ func TestUpsert_StampsTheDatabaseClockAndRoundTrips(t *testing.T) {
 	started := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	m := membership.Member{
 		ID: "broker-7f9c", Role: membership.RoleBroker, Kinds: []string{"vpc", "route"},
-		Shards: &membership.ShardSpan{Lo: 64, Hi: 128}, Config: json.RawMessage(`{"drain": "45s"}`),
+		Shards: &shard.Range{Lo: 64, Hi: 128}, Config: json.RawMessage(`{"drain": "45s"}`),
 		Version: "v1.2.3", Host: "node-a", PID: 4242, InFlight: 17, StartedAt: started,
 	}
 	var dbNow time.Time

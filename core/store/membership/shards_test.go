@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store/membership"
 	"github.com/converge-run/converge/db/pgtest"
 )
@@ -69,7 +70,7 @@ func TestAssignShards_RolesTileIndependently(t *testing.T) {
 		_, err := s.Upsert(ctx, m)
 		require.NoError(t, err)
 	}
-	want := map[string]membership.ShardSpan{
+	want := map[string]shard.Range{
 		"a": {Lo: 0, Hi: 128}, "d": {Lo: 128, Hi: 256}, // control: 2 members
 		"b": {Lo: 0, Hi: 85}, "c": {Lo: 85, Hi: 170}, "e": {Lo: 170, Hi: 256}, // broker: 3 members
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/store/internal/schemacache"
 )
 
 // composeState is the root and what it owns, read under lock.
@@ -128,7 +129,7 @@ func (s *Store) planCompose(ctx context.Context, tx pgx.Tx, st *composeState, c 
 		if k.reactor {
 			return nil, composeErr(ch.Name, "reactor_kind", "kind %s/%s is a reactor: it owns no resources", ch.Kind, ch.Version)
 		}
-		sc, err := s.schema(schemaKey{ch.Kind, ch.Version, k.gen, "/spec_schema"}, k.specSchema)
+		sc, err := s.schemas.Schema(ch.Kind, ch.Version, schemacache.Spec, k.gen, k.specSchema)
 		if err != nil {
 			return nil, composeErr(ch.Name, "schema_invalid", "kind %s/%s spec_schema: %v", ch.Kind, ch.Version, err)
 		}
@@ -201,7 +202,7 @@ func (s *Store) planConfigs(kinds map[manifest.KindVersion]kindInfo, cfgs []Conf
 		if !ok {
 			return nil, composeErr(cfg.Name, "unknown_kind", "config kind %s has no manifest", cfg.Kind)
 		}
-		sc, err := s.schema(schemaKey{cfg.Kind, manifest.DefaultVersion, k.gen, "/config_schema"}, k.cfgSchema)
+		sc, err := s.schemas.Schema(cfg.Kind, manifest.DefaultVersion, schemacache.Config, k.gen, k.cfgSchema)
 		if err != nil {
 			return nil, composeErr(cfg.Name, "schema_invalid", "kind %s config_schema: %v", cfg.Kind, err)
 		}
@@ -439,4 +440,14 @@ SELECT e.dep, apply_value_flows(($1::jsonb[])[e.dep + 1], jsonb_agg(jsonb_build_
 		plan.children[i].spec = spec
 	}
 	return wrap(rows.Err(), "compose: bootstrap value flows")
+}
+
+// violation turns a validation failure into a ComposeError for child.
+func violation(child, axis string, err error) error {
+	var se *manifest.SchemaError
+	if errors.As(err, &se) && len(se.Violations) > 0 {
+		v := se.Violations[0]
+		return &ComposeError{Child: child, Axis: axis, Pointer: v.Pointer, Rule: v.Rule, Message: v.Message}
+	}
+	return err
 }

@@ -23,3 +23,15 @@ func (s *Store) DrainRollupRechecks(ctx context.Context, max, lo, hi int) (int, 
 		max, lo, hi, s.now()).Scan(&n)
 	return n, wrap(err, "drain rollup rechecks (shards %d-%d)", lo, hi)
 }
+
+// NotifyWorkReady sends work_ready in a statement of its own, outside any
+// drain transaction and outside notify_gated's window. The drainer calls it
+// after a drain commits: the gated NOTIFY inside the drain is decided when
+// the drain runs, so a drain whose transaction commits after the window's
+// winner could otherwise leave its pends unannounced until a dispatcher's
+// idle poll. The caller coalesces (core/control's drainer sends at most one
+// per ~20 ms per process, always with a trailing edge).
+func (s *Store) NotifyWorkReady(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, `SELECT pg_notify('work_ready', '')`)
+	return wrap(err, "notify work_ready")
+}

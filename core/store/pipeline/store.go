@@ -11,19 +11,15 @@
 package pipeline
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/store/internal/dbx"
+	"github.com/converge-run/converge/core/store/internal/schemacache"
 )
 
 // Store runs the pipeline's statements on the primary. Safe for concurrent use.
@@ -34,8 +30,9 @@ type Store struct {
 	// heartbeats, drains, compose prunes); nil means the database clock.
 	Clock func() time.Time
 
-	mu      sync.Mutex
-	schemas map[schemaKey]*manifest.Schema
+	// schemas compiles each kind's spec and config schema once per
+	// manifest generation.
+	schemas *schemacache.Cache
 
 	// rotor rotates the starting partition of wide-range claims and drains.
 	rotor atomic.Uint64
@@ -43,7 +40,7 @@ type Store struct {
 
 // New returns a pipeline store over the primary pool.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, schemas: map[schemaKey]*manifest.Schema{}}
+	return &Store{pool: pool, schemas: schemacache.New()}
 }
 
 // TaskType is the kind of work a work_queue row asks for.
@@ -70,11 +67,7 @@ type TaskKey struct {
 var ErrFenced = errors.New("claim fenced: the task's lease moved on")
 
 // querier is what a pool and a transaction have in common.
-type querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+type querier = dbx.Querier
 
 // keyArrays splits keys into the parallel arrays the unnest statements take.
 func keyArrays(keys []TaskKey) (shards []int32, ids []uuid.UUID, types []string, ops []uuid.UUID) {
@@ -97,9 +90,5 @@ func (s *Store) now() any {
 	return s.Clock()
 }
 
-func wrap(err error, format string, args ...any) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
-}
+// wrap maps a driver error (dbx.MapErr), prefixed with what the statement did.
+func wrap(err error, format string, args ...any) error { return dbx.Wrap(err, format, args...) }

@@ -1,39 +1,16 @@
 package store
 
+// A composite's live subtree, as its rollup sees it.
+
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/converge-run/converge/core/resource"
 )
-
-// The broker's reads. They go to the primary: a task is dispatched right
-// after the write that pended it, so a lagging replica would be wrong here.
-
-// OperationForTask reads an operation row for the operate task running it.
-func (s *Store) OperationForTask(ctx context.Context, id uuid.UUID) (resource.Operation, error) {
-	op, err := scanOperation(s.primary.QueryRow(ctx, `SELECT `+operationColumns+` FROM resource_operations o WHERE o.id = $1`, id))
-	return op, mapErr(err, "operation "+id.String())
-}
-
-// DefaultProviderConfig reads kind's default providerconfig; ok is false when
-// the kind has none.
-func (s *Store) DefaultProviderConfig(ctx context.Context, kind string) (ProviderConfig, bool, error) {
-	pc, err := scanProviderConfig(s.primary.QueryRow(ctx,
-		`SELECT `+providerConfigColumns+` FROM providerconfigs pc WHERE pc.kind = $1 AND pc.is_default`, kind))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ProviderConfig{}, false, nil
-	}
-	if err != nil {
-		return ProviderConfig{}, false, mapErr(err, "default providerconfig of "+kind)
-	}
-	return pc, true, nil
-}
 
 // SubtreeNode is one live descendant of a composite as its rollup sees it.
 type SubtreeNode struct {
@@ -115,27 +92,4 @@ SELECT r.id, r.kind, r.name, r.phase, r.health_ok, r.status, r.owner_id,
 		return Subtree{}, fmt.Errorf("read subtree of %s: %w", root, err)
 	}
 	return out, nil
-}
-
-// QueueDepth counts work_queue rows by kind and state (pending, leased) for
-// the converge_queue_depth gauge. Off the hot path: scraped, cached, and
-// bounded by the caller's timeout.
-func (s *Store) QueueDepth(ctx context.Context) (map[[2]string]float64, error) {
-	rows, err := s.primary.Query(ctx, `
-SELECT kind, CASE WHEN worker_id IS NULL THEN 'pending' ELSE 'leased' END, count(*)
-  FROM work_queue GROUP BY 1, 2`)
-	if err != nil {
-		return nil, fmt.Errorf("read queue depth: %w", err)
-	}
-	defer rows.Close()
-	out := map[[2]string]float64{}
-	for rows.Next() {
-		var kind, state string
-		var n int64
-		if err := rows.Scan(&kind, &state, &n); err != nil {
-			return nil, fmt.Errorf("read queue depth: %w", err)
-		}
-		out[[2]string{kind, state}] = float64(n)
-	}
-	return out, rows.Err()
 }

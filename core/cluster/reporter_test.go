@@ -1,0 +1,87 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/cluster"
+	"github.com/converge-run/converge/core/engine/enginetest"
+	"github.com/converge-run/converge/core/shard"
+	"github.com/converge-run/converge/core/store/membership"
+)
+
+// registryFns is a cluster.Registry of function fields.
+type registryFns struct {
+	UpsertFn       func(ctx context.Context, m membership.Member) (time.Time, error)
+	DeregisterFn   func(ctx context.Context, id string) (bool, error)
+	AssignShardsFn func(ctx context.Context, id string, total int, liveness time.Duration) (shard.Range, error)
+}
+
+func (f *registryFns) Upsert(ctx context.Context, m membership.Member) (time.Time, error) {
+	return f.UpsertFn(ctx, m)
+}
+
+func (f *registryFns) Deregister(ctx context.Context, id string) (bool, error) {
+	return f.DeregisterFn(ctx, id)
+}
+
+func (f *registryFns) AssignShards(ctx context.Context, id string, total int, l time.Duration) (shard.Range, error) {
+	return f.AssignShardsFn(ctx, id, total, l)
+}
+
+func TestReporter_Beats(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := enginetest.NewClock(t0)
+	var mu sync.Mutex
+	var beats []membership.Member
+	fail := true
+	reg := &registryFns{UpsertFn: func(_ context.Context, m membership.Member) (time.Time, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if fail {
+			fail = false
+			return time.Time{}, errors.New("connection refused")
+		}
+		beats = append(beats, m)
+		return t0, nil
+	}}
+	r := &cluster.Reporter{Registry: reg, ID: "control-1", Role: "control", Every: 10 * time.Second, Clock: clock,
+		Shards: cluster.NewShardSet(shard.Between(0, 127)), InFlight: func() int { return 7 }, Log: zerolog.Nop()}
+	r.TestSignals.Init()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+
+	require.Error(t, r.TestSignals.Beat.WaitOrTimeout(t), "a failed first beat is retried, not fatal")
+	select {
+	case <-r.Beaten():
+		t.Fatal("Beaten closed before a beat landed")
+	default:
+	}
+	require.True(t, clock.WaitForWaiters(1, 5*time.Second))
+	clock.Advance(10 * time.Second)
+	require.NoError(t, r.TestSignals.Beat.WaitOrTimeout(t))
+	<-r.Beaten()
+
+	r.Kick()
+	require.NoError(t, r.TestSignals.Beat.WaitOrTimeout(t), "Kick beats without waiting for the clock")
+	cancel()
+	require.NoError(t, <-done)
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, beats, 2)
+	for _, m := range beats {
+		require.Equal(t, "control-1", m.ID)
+		require.Equal(t, &shard.Range{Lo: 0, Hi: 128}, m.Shards)
+		require.Equal(t, 7, m.InFlight)
+		require.Equal(t, t0, m.StartedAt, "started is stamped from the injected clock")
+	}
+}

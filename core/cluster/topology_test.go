@@ -1,0 +1,75 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/cluster"
+	"github.com/converge-run/converge/core/engine/enginetest"
+	"github.com/converge-run/converge/core/shard"
+)
+
+type reactorFn func(ctx context.Context) error
+
+func (f reactorFn) Name() string                    { return "fn" }
+func (f reactorFn) React(ctx context.Context) error { return f(ctx) }
+
+func TestTopologyWatcher_ReactsAtStartAndOnEveryPoll(t *testing.T) {
+	t.Parallel()
+	clock := enginetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	reacted := make(chan struct{}, 10)
+	w := &cluster.TopologyWatcher{Poll: 10 * time.Second, Clock: clock, Log: zerolog.Nop(),
+		Reactors: []cluster.Reactor{reactorFn(func(context.Context) error {
+			reacted <- struct{}{}
+			return errors.New("transient") // logged, retried on the next wake
+		})}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	<-reacted
+	require.True(t, clock.WaitForWaiters(1, 5*time.Second))
+	clock.Advance(10 * time.Second)
+	<-reacted
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(time.Second):
+		t.Fatal("the watcher did not stop within a second of cancel")
+	}
+}
+
+func TestResharder_React(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		reason  string
+		start   shard.Range
+		assign  shard.Range
+		changed bool
+	}{
+		"Retiled":   {reason: "a new range is swapped in and announced", start: shard.All, assign: shard.Between(0, 127), changed: true},
+		"Unchanged": {reason: "the same range is not re-announced", start: shard.All, assign: shard.All},
+		"Emptied":   {reason: "a member that lost its range owns nothing", start: shard.All, assign: shard.Range{}, changed: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			set := cluster.NewShardSet(tc.start)
+			changes := 0
+			r := &cluster.Resharder{Registry: &registryFns{
+				AssignShardsFn: func(_ context.Context, id string, total int, _ time.Duration) (shard.Range, error) {
+					require.Equal(t, "m1", id)
+					require.Equal(t, shard.Total, total)
+					return tc.assign, nil
+				}}, MemberID: "m1", Shards: set, OnChange: func() { changes++ }, Log: zerolog.Nop()}
+			require.NoError(t, r.React(context.Background()))
+			require.Equal(t, tc.assign, set.Span(), tc.reason)
+			require.Equal(t, tc.changed, changes == 1, tc.reason)
+		})
+	}
+}

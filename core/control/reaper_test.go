@@ -1,0 +1,183 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/shard"
+)
+
+func TestReaper_Tick(t *testing.T) {
+	t.Parallel()
+	everyPass := map[string]int{"reap_stale_work": 1, "requeue_failed_and_pending": 2, "delete_unclaimed_work": 3,
+		"sweep_deletable": 4, "recount_inflight": 5, "reap_stale_lifecycle": 6}
+	cases := map[string]struct {
+		reason      string
+		shards      shard.Range
+		withOrphans bool
+		failing     string
+		want        map[string]int
+	}{
+		"EveryPass": {reason: "a plain tick runs every pass but the orphan sweep", shards: shard.Between(32, 63),
+			want: everyPass},
+		"WithOrphans": {reason: "an orphan tick adds the orphan sweep", shards: shard.Between(32, 63), withOrphans: true,
+			want: with(everyPass, "sweep_expired_orphans", 7)},
+		"OneFails": {reason: "a failed pass is logged and the others still run", shards: shard.All,
+			failing: "sweep_deletable", want: with(everyPass, "sweep_deletable", -1)},
+		"NoShards": {reason: "a pod that owns no shard runs no pass"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			seen := map[string]shard.Range{}
+			pass := func(name string, n int) (int, error) {
+				if name == tc.failing {
+					return 0, errors.New("boom")
+				}
+				return n, nil
+			}
+			rec := func(name string, r shard.Range) { seen[name] = r }
+			r := &Reaper{Maintenance: &reaperStoreFns{
+				ReapStaleWorkFn: func(_ context.Context, r shard.Range, d time.Duration) (int, error) {
+					require.Equal(t, 60*time.Second, d, "StaleAfter default")
+					rec("reap_stale_work", r)
+					return pass("reap_stale_work", 1)
+				},
+				RequeueFailedAndPendingFn: func(_ context.Context, r shard.Range, max int, d time.Duration) (int, error) {
+					require.Equal(t, 1000, max)
+					require.Equal(t, 15*time.Second, d, "RetryAfter default")
+					rec("requeue_failed_and_pending", r)
+					return pass("requeue_failed_and_pending", 2)
+				},
+				DeleteUnclaimedWorkFn: func(_ context.Context, r shard.Range, _ time.Duration) (int, error) {
+					rec("delete_unclaimed_work", r)
+					return pass("delete_unclaimed_work", 3)
+				},
+				SweepDeletableFn: func(_ context.Context, r shard.Range, _ int) (int, error) {
+					rec("sweep_deletable", r)
+					return pass("sweep_deletable", 4)
+				},
+				RecountInflightFn: func(_ context.Context, r shard.Range) (int, error) {
+					rec("recount_inflight", r)
+					return pass("recount_inflight", 5)
+				},
+				ReapStaleLifecycleFn: func(_ context.Context, r shard.Range, _ time.Duration) (int, error) {
+					rec("reap_stale_lifecycle", r)
+					return pass("reap_stale_lifecycle", 6)
+				},
+				SweepExpiredOrphansFn: func(_ context.Context, r shard.Range, _ int) (int, error) {
+					rec("sweep_expired_orphans", r)
+					return pass("sweep_expired_orphans", 7)
+				},
+			}, Shards: newShardSet(tc.shards), Log: zerolog.Nop()}
+			r.TestSignals.Init()
+			r.Tick(context.Background(), tc.withOrphans)
+			got := r.TestSignals.Ticked.WaitOrTimeout(t)
+			require.Equal(t, tc.want, got, tc.reason)
+			for name, rng := range seen {
+				require.Equal(t, tc.shards, rng, "%s runs on the owned range", name)
+			}
+		})
+	}
+}
+
+func with(m map[string]int, k string, v int) map[string]int {
+	out := map[string]int{k: v}
+	for kk, vv := range m {
+		if kk != k {
+			out[kk] = vv
+		}
+	}
+	return out
+}
+
+func TestReaper_RunsOrphansEveryOrphanEveryTicks(t *testing.T) {
+	t.Parallel()
+	clock := newClock()
+	orphans := 0
+	r := &Reaper{Maintenance: &reaperStoreFns{SweepExpiredOrphansFn: func(context.Context, shard.Range, int) (int, error) {
+		orphans++
+		return 0, nil
+	}}, Shards: allShards(), Log: zerolog.Nop(), Clock: clock, OrphanEvery: 3}
+	r.TestSignals.Init()
+	runService(t, r)
+	for i := range 7 {
+		if i > 0 {
+			advanceOnce(t, clock, 5*time.Second)
+		}
+		got := r.TestSignals.Ticked.WaitOrTimeout(t)
+		_, ran := got["sweep_expired_orphans"]
+		require.Equal(t, i%3 == 0, ran, "tick %d", i)
+	}
+	require.Equal(t, 3, orphans, "ticks 0, 3 and 6")
+}
+
+func TestReaper_PassTimeoutCancelsARunawayPass(t *testing.T) {
+	t.Parallel()
+	r := &Reaper{Maintenance: &reaperStoreFns{ReapStaleWorkFn: func(ctx context.Context, _ shard.Range, _ time.Duration) (int, error) {
+		<-ctx.Done() // a pass stuck on a lock
+		return 0, ctx.Err()
+	}}, Shards: allShards(), Log: zerolog.Nop(), PassTimeout: 10 * time.Millisecond}
+	r.TestSignals.Init()
+	r.Tick(context.Background(), false)
+	got := r.TestSignals.Ticked.WaitOrTimeout(t)
+	require.Equal(t, -1, got["reap_stale_work"], "the runaway pass failed on its own deadline")
+	require.Contains(t, got, "reap_stale_lifecycle", "the passes after it still ran")
+}
+
+func TestReaper_AnnouncesWorkReadyAfterAPassThatPended(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		reason string
+		moved  string // the one pass that moves a row
+		want   bool
+	}{
+		"Nothing":        {reason: "an idle tick sends nothing"},
+		"StaleLease":     {reason: "a reaped lease is pending again", moved: "reap_stale_work", want: true},
+		"Requeued":       {reason: "a crash catch-up pended a resource", moved: "requeue_failed_and_pending", want: true},
+		"Sweep":          {reason: "the delete sweep can pend teardowns", moved: "sweep_deletable", want: true},
+		"Orphans":        {reason: "an expired orphan's deletion is pending work", moved: "sweep_expired_orphans", want: true},
+		"RecountOnly":    {reason: "a cap recount pends nothing", moved: "recount_inflight"},
+		"UnclaimedOnly":  {reason: "deleting abandoned rows pends nothing", moved: "delete_unclaimed_work"},
+		"LifecycleReaps": {reason: "re-armed reactor deliveries ride lifecycle_ready", moved: "reap_stale_lifecycle"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			one := func(pass string) (int, error) {
+				if pass == tc.moved {
+					return 1, nil
+				}
+				return 0, nil
+			}
+			notified := 0
+			r := &Reaper{Maintenance: &reaperStoreFns{
+				ReapStaleWorkFn: func(context.Context, shard.Range, time.Duration) (int, error) { return one("reap_stale_work") },
+				RequeueFailedAndPendingFn: func(context.Context, shard.Range, int, time.Duration) (int, error) {
+					return one("requeue_failed_and_pending")
+				},
+				DeleteUnclaimedWorkFn: func(context.Context, shard.Range, time.Duration) (int, error) {
+					return one("delete_unclaimed_work")
+				},
+				SweepDeletableFn:  func(context.Context, shard.Range, int) (int, error) { return one("sweep_deletable") },
+				RecountInflightFn: func(context.Context, shard.Range) (int, error) { return one("recount_inflight") },
+				ReapStaleLifecycleFn: func(context.Context, shard.Range, time.Duration) (int, error) {
+					return one("reap_stale_lifecycle")
+				},
+				SweepExpiredOrphansFn: func(context.Context, shard.Range, int) (int, error) { return one("sweep_expired_orphans") },
+				NotifyWorkReadyFn:     func(context.Context) error { notified++; return nil },
+			}, Shards: allShards(), Log: zerolog.Nop()}
+			r.Tick(context.Background(), true)
+			want := 0
+			if tc.want {
+				want = 1
+			}
+			require.Equal(t, want, notified, tc.reason)
+		})
+	}
+}

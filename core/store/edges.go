@@ -1,0 +1,132 @@
+package store
+
+// The dependency edges between resources, both ways: a resource's
+// upstreams with their value flows and the resources that depend on it,
+// batched per API response.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/converge-run/converge/core/resource"
+)
+
+// ValueFlow copies a field of an upstream's status (Src, a JSON pointer) into
+// the dependent's spec (Dep).
+type ValueFlow struct {
+	Src string `json:"src_field"`
+	Dep string `json:"dep_field"`
+}
+
+// Dependency is one upstream edge with its value flows.
+type Dependency struct {
+	Upstream   resource.Resource
+	ValueFlows []ValueFlow
+}
+
+// DependenciesFor returns the upstream edges of each resource (with the
+// upstream rows), in one statement. Ids without edges are absent.
+func (s *Store) DependenciesFor(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID][]Dependency, error) {
+	out := map[uuid.UUID][]Dependency{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.read.Query(ctx, `
+SELECT `+resourceColumns+`, d.dependent_id, d.value_flows
+  FROM resource_deps d JOIN resources r ON r.id = d.dependency_id
+ WHERE d.dependent_id = ANY($1::uuid[])
+ ORDER BY d.dependent_id, r.kind, r.name`, ids)
+	if err != nil {
+		return nil, mapErr(err, "dependencies")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id uuid.UUID
+		var flows []byte
+		r, err := scanResource(rows, &id, &flows)
+		if err != nil {
+			return nil, mapErr(err, "dependencies")
+		}
+		dep := Dependency{Upstream: r, ValueFlows: []ValueFlow{}}
+		if len(flows) > 0 {
+			if err := json.Unmarshal(flows, &dep.ValueFlows); err != nil {
+				return nil, fmt.Errorf("dependencies: value flows of %s: %w", id, err)
+			}
+		}
+		out[id] = append(out[id], dep)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(err, "dependencies")
+	}
+	return out, nil
+}
+
+// DependentsKey asks for at most Limit dependents of one resource.
+type DependentsKey struct {
+	ID    uuid.UUID
+	Limit int
+}
+
+// DependentsFor returns, for each key, the resources whose edges point at
+// the key's resource (newest first, at most Limit, capped at 500): one
+// statement per distinct limit, as one batch.
+func (s *Store) DependentsFor(ctx context.Context, keys []DependentsKey) (map[DependentsKey][]resource.Resource, error) {
+	byLimit := map[int][]uuid.UUID{}
+	var limits []int
+	for _, k := range keys {
+		if _, ok := byLimit[k.Limit]; !ok {
+			limits = append(limits, k.Limit)
+		}
+		byLimit[k.Limit] = append(byLimit[k.Limit], k.ID)
+	}
+	out := make(map[DependentsKey][]resource.Resource, len(keys))
+	if len(limits) == 0 {
+		return out, nil
+	}
+	batch := &pgx.Batch{}
+	for _, l := range limits {
+		n, err := pageLimit(l)
+		if err != nil {
+			return nil, err
+		}
+		batch.Queue(`
+SELECT `+resourceColumns+`, u.id
+  FROM unnest($1::uuid[]) AS u(id)
+ CROSS JOIN LATERAL (
+        SELECT d.dependent_id FROM resource_deps d
+          JOIN resources x ON x.id = d.dependent_id
+         WHERE d.dependency_id = u.id
+         ORDER BY x.created_at DESC, x.id DESC
+         LIMIT $2
+       ) e
+  JOIN resources r ON r.id = e.dependent_id
+ ORDER BY u.id, r.created_at DESC, r.id DESC`, byLimit[l], n)
+	}
+	br := s.read.SendBatch(ctx, batch)
+	defer func() { _ = br.Close() }()
+	for _, l := range limits {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, mapErr(err, "dependents")
+		}
+		for rows.Next() {
+			var id uuid.UUID
+			r, err := scanResource(rows, &id)
+			if err != nil {
+				rows.Close()
+				return nil, mapErr(err, "dependents")
+			}
+			k := DependentsKey{ID: id, Limit: l}
+			out[k] = append(out[k], r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, mapErr(err, "dependents")
+		}
+	}
+	return out, nil
+}
