@@ -7,9 +7,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/core/engine"
-	"github.com/converge-run/converge/core/engine/testsignal"
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/testsignal"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 

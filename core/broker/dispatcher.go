@@ -7,11 +7,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/core/engine"
-	"github.com/converge-run/converge/core/engine/testsignal"
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/metrics"
 	"github.com/converge-run/converge/core/store/notify"
 	"github.com/converge-run/converge/core/store/pipeline"
+	"github.com/converge-run/converge/core/testsignal"
 )
 
 // claimer is the work_queue side of the dispatcher.

@@ -9,12 +9,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 
-	"github.com/converge-run/converge/core/engine/testsignal"
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/lifecycle"
 	"github.com/converge-run/converge/core/store/notify"
 	"github.com/converge-run/converge/core/store/pipeline"
+	"github.com/converge-run/converge/core/testsignal"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 

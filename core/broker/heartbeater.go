@@ -7,8 +7,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/core/engine"
-	"github.com/converge-run/converge/core/engine/testsignal"
 	"github.com/converge-run/converge/core/store/pipeline"
+	"github.com/converge-run/converge/core/testsignal"
 )
 
 // leaseBeater renews work_queue leases.
