@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,15 +15,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/cli"
-	"github.com/converge-run/converge/core/api"
 	"github.com/converge-run/converge/core/app"
-	"github.com/converge-run/converge/core/auth"
 	"github.com/converge-run/converge/core/config"
 	"github.com/converge-run/converge/core/live"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/worker"
 	"github.com/converge-run/converge/db/pgtest"
 	"github.com/converge-run/converge/examples/classic"
+	"github.com/converge-run/converge/resolvers"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -70,21 +68,17 @@ func startStack(t *testing.T, o stackOpts) *stack {
 		}[k]
 	}, "v-test")
 	require.NoError(t, err)
-	var tokens *auth.Tokens
 	if o.tokens != "" {
-		tokens, err = auth.ParseTokens([]byte(o.tokens))
-		require.NoError(t, err)
+		path := filepath.Join(t.TempDir(), "tokens")
+		require.NoError(t, os.WriteFile(path, []byte(o.tokens), 0o600))
+		cfg.APITokensFile = path
 	}
 	log := testLog()
-	hubCtx, stopHub := context.WithCancel(context.Background())
 	s := &stack{t: t}
-	mount := func(mux *http.ServeMux, p *app.Process) error {
-		s.hub = live.NewHub(p.Listener, p.Read, log, live.WithPrimary(p.Primary),
-			live.WithOptions(live.Options{CountsInterval: 20 * time.Millisecond, MemberPoll: 200 * time.Millisecond}))
-		go func() { _ = s.hub.Run(hubCtx) }()
-		mux.Handle("/", api.NewHandler(api.Deps{Store: p.Store, Hub: s.hub, Log: log, Tokens: tokens, Version: "v-test"}))
-		return nil
-	}
+	mount := resolvers.Mount(resolvers.MountOptions{
+		Hub:   []live.Option{live.WithOptions(live.Options{CountsInterval: 20 * time.Millisecond, MemberPoll: 200 * time.Millisecond})},
+		OnHub: func(h *live.Hub) { s.hub = h },
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan *app.Process, 1)
 	done := make(chan error, 1)
@@ -104,11 +98,9 @@ func startStack(t *testing.T, o stackOpts) *stack {
 	case s.p = <-started:
 	case err := <-done:
 		cancel()
-		stopHub()
 		t.Fatalf("converge exited during start-up: %v", err)
 	case <-time.After(60 * time.Second):
 		cancel()
-		stopHub()
 		t.Fatal("converge did not become ready")
 	}
 	t.Cleanup(func() {
@@ -121,7 +113,6 @@ func startStack(t *testing.T, o stackOpts) *stack {
 		case <-time.After(60 * time.Second):
 			t.Error("converge did not stop")
 		}
-		stopHub()
 	})
 	require.Eventually(t, func() bool { _, _, ok := s.p.Shards.Bounds(); return ok }, 20*time.Second, 10*time.Millisecond,
 		"the member gets its shard range")

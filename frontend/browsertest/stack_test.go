@@ -14,13 +14,13 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/converge-run/converge/core/api"
 	"github.com/converge-run/converge/core/app"
 	"github.com/converge-run/converge/core/config"
 	"github.com/converge-run/converge/core/live"
 	"github.com/converge-run/converge/core/worker"
 	"github.com/converge-run/converge/db/pgtest"
 	"github.com/converge-run/converge/frontend"
+	"github.com/converge-run/converge/resolvers"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -63,17 +63,8 @@ func startStack(t *testing.T) *stack {
 	log := testLog()
 	ctx, cancel := context.WithCancel(context.Background())
 	// The wiring of cmd/converge's mounts, with a faster phase-count cadence.
-	mount := func(mux *http.ServeMux, p *app.Process) error {
-		hub := live.NewHub(p.Listener, p.Read, log, live.WithPrimary(p.Primary),
-			live.WithOptions(live.Options{CountsInterval: 100 * time.Millisecond, MemberPoll: time.Second}))
-		p.AddDuty(hub)
-		h := api.NewHandler(api.Deps{Store: p.Store, Hub: hub, Log: log, Version: "browsertest",
-			UI: frontend.HandlerFromEnv(os.Getenv)})
-		mux.Handle("/graphql", h)
-		mux.Handle("/graphql/", h)
-		mux.Handle("/", h)
-		return nil
-	}
+	mount := resolvers.Mount(resolvers.MountOptions{UI: frontend.HandlerFromEnv(os.Getenv),
+		Hub: []live.Option{live.WithOptions(live.Options{CountsInterval: 100 * time.Millisecond, MemberPoll: time.Second})}})
 	started := make(chan *app.Process, 1)
 	done := make(chan error, 1)
 	go func() {
