@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/app"
+	"github.com/converge-run/converge/core/app/apptest"
 	"github.com/converge-run/converge/core/config"
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/store"
@@ -45,7 +46,7 @@ func TestHelperProcess(t *testing.T) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
-		err = app.Run(ctx, cfg, testLog(), app.Options{Tune: func(p *app.Process, d *app.Duties) {
+		err = app.Run(ctx, cfg, apptest.StderrLogger(), app.Options{Tune: func(p *app.Process, d *app.Duties) {
 			if d.Reaper != nil {
 				d.Reaper.Every = 200 * time.Millisecond
 				d.Reaper.StaleAfter = 3 * time.Second
@@ -143,21 +144,21 @@ func spawnServer(t *testing.T, dbURL string, role config.Role, listen, probes in
 
 func TestProcess_WorkerKilledMidTaskReRunsElsewhere(t *testing.T) {
 	t.Parallel()
-	p, _ := startServer(t, pgtest.URL(t), config.RoleAll, nil)
+	p := startServer(t)
 	applyManifest(t, p.Store, leafKind)
 	marker := filepath.Join(t.TempDir(), "got-task")
-	doomed := spawn(t, "CONVERGE_HELPER=worker", "HELPER_BROKER_URL="+brokerURL(p), "HELPER_MARKER="+marker)
+	doomed := spawn(t, "CONVERGE_HELPER=worker", "HELPER_BROKER_URL="+apptest.BrokerURL(p), "HELPER_MARKER="+marker)
 	applyResource(t, p.Store, "leaf", "survivor", `{}`)
 	require.Eventually(t, func() bool { _, err := os.Stat(marker); return err == nil }, 30*time.Second, 10*time.Millisecond,
 		"the first worker received the task")
 
 	var calls atomic.Int32
-	startWorker(t, brokerURL(p), worker.Options{}, provider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, provider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
 		calls.Add(1)
 		return leafWork(ctx, r)
 	}))
 	doomed.kill(t)
-	r := waitPhase(t, p.Store, "leaf", "survivor", resource.PhaseReady, 60*time.Second)
+	r := apptest.WaitPhase(t, p.Store, "leaf", "survivor", resource.PhaseReady, 60*time.Second)
 	require.Equal(t, "id-survivor", status(t, r)["id"])
 	require.EqualValues(t, 1, calls.Load(), "the task re-ran once on the surviving worker")
 }
@@ -176,7 +177,7 @@ func TestProcess_BrokerKilledWithAResultInFlightRedeliversToItsSuccessor(t *test
 	started := make(chan struct{}, 1)
 	release := make(chan struct{})
 	var calls atomic.Int32
-	startWorker(t, fmt.Sprintf("http://127.0.0.1:%d", port), worker.Options{}, provider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+	apptest.StartWorker(t, fmt.Sprintf("http://127.0.0.1:%d", port), worker.Options{}, provider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
 		calls.Add(1)
 		started <- struct{}{}
 		<-release
@@ -194,7 +195,7 @@ func TestProcess_BrokerKilledWithAResultInFlightRedeliversToItsSuccessor(t *test
 	// The successor comes up on the same address; the worker reconnects and
 	// redelivers the buffered result, which the claim_epoch fence applies.
 	spawnServer(t, db, config.RoleAll, port, port, "HELPER_STALE_AFTER=5m")
-	r := waitPhase(t, st, "leaf", "inflight", resource.PhaseReady, 60*time.Second)
+	r := apptest.WaitPhase(t, st, "leaf", "inflight", resource.PhaseReady, 60*time.Second)
 	require.Equal(t, "id-inflight", status(t, r)["id"])
 	require.EqualValues(t, 1, calls.Load(), "the result was delivered, not recomputed")
 }
@@ -253,7 +254,7 @@ func TestProcess_BrokersAndControlsTileAndRetileUnderLoad(t *testing.T) {
 	var mu sync.Mutex
 	calls := map[string]int{}
 	for _, b := range brokers {
-		startWorker(t, fmt.Sprintf("http://127.0.0.1:%d", b.port), worker.Options{MaxParallel: 64},
+		apptest.StartWorker(t, fmt.Sprintf("http://127.0.0.1:%d", b.port), worker.Options{MaxParallel: 64},
 			provider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
 				mu.Lock()
 				calls[r.Resource.Name]++
