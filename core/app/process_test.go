@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/app"
@@ -138,7 +139,7 @@ func spawnServer(t *testing.T, dbURL string, role config.Role, listen, probes in
 		}
 		res.Body.Close()
 		return res.StatusCode == http.StatusOK
-	}, 60*time.Second, 20*time.Millisecond, "converge %s on :%d never became ready", role, listen)
+	}, apptest.BootWithin, 20*time.Millisecond, "converge %s on :%d never became ready", role, listen)
 	return c
 }
 
@@ -176,8 +177,19 @@ func TestProcess_BrokerKilledWithAResultInFlightRedeliversToItsSuccessor(t *test
 
 	started := make(chan struct{}, 1)
 	release := make(chan struct{})
+	// The worker's log is the test signal that it saw its stream break.
+	lost := make(chan struct{}, 1)
+	log := apptest.Logger(t).Level(min(apptest.Level(), zerolog.WarnLevel)).Hook(zerolog.HookFunc(
+		func(_ *zerolog.Event, _ zerolog.Level, msg string) {
+			if msg == "broker stream lost; reconnecting" {
+				select {
+				case lost <- struct{}{}:
+				default:
+				}
+			}
+		}))
 	var calls atomic.Int32
-	apptest.StartWorker(t, fmt.Sprintf("http://127.0.0.1:%d", port), worker.Options{}, provider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+	apptest.StartWorker(t, fmt.Sprintf("http://127.0.0.1:%d", port), worker.Options{Logger: log}, provider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
 		calls.Add(1)
 		started <- struct{}{}
 		<-release
@@ -186,16 +198,26 @@ func TestProcess_BrokerKilledWithAResultInFlightRedeliversToItsSuccessor(t *test
 	applyResource(t, st, "leaf", "inflight", `{}`)
 	select {
 	case <-started:
-	case <-time.After(60 * time.Second):
+	case <-time.After(90 * time.Second):
 		t.Fatal("the task never reached the worker")
 	}
 	first.kill(t) // the broker dies while the handler runs
+	// Let the handler finish only once the worker knows its stream is gone,
+	// so its result is buffered for redelivery. Released earlier, a loaded
+	// machine lets the worker write the result into the dead connection
+	// before it reads the reset, and that result is lost with the broker (the
+	// protocol has no ack); the task then waits out the 5m lease.
+	select {
+	case <-lost:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the worker never noticed its broker died")
+	}
 	close(release)
 
 	// The successor comes up on the same address; the worker reconnects and
 	// redelivers the buffered result, which the claim_epoch fence applies.
 	spawnServer(t, db, config.RoleAll, port, port, "HELPER_STALE_AFTER=5m")
-	r := apptest.WaitPhase(t, st, "leaf", "inflight", resource.PhaseReady, 60*time.Second)
+	r := apptest.WaitPhase(t, st, "leaf", "inflight", resource.PhaseReady, 90*time.Second)
 	require.Equal(t, "id-inflight", status(t, r)["id"])
 	require.EqualValues(t, 1, calls.Load(), "the result was delivered, not recomputed")
 }
