@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,10 +12,8 @@ import (
 	"github.com/converge-run/converge/core/app"
 	"github.com/converge-run/converge/core/app/apptest"
 	"github.com/converge-run/converge/core/config"
-	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/store"
-	"github.com/converge-run/converge/core/worker"
 	"github.com/converge-run/converge/db/pgtest"
 )
 
@@ -44,26 +41,6 @@ func startServer(t *testing.T) *app.Process {
 	t.Helper()
 	return apptest.Start(t, options()).Process
 }
-
-// fn is a provider built from functions.
-type fn struct {
-	kv    manifest.KindVersion
-	ready atomic.Bool
-	work  func(context.Context, worker.Request) (worker.Outcome, error)
-}
-
-func provider(kind string, work func(context.Context, worker.Request) (worker.Outcome, error)) *fn {
-	p := &fn{kv: manifest.KindVersion{Kind: kind, Version: "v1"}, work: work}
-	p.ready.Store(true)
-	return p
-}
-
-func (p *fn) Kind() manifest.KindVersion { return p.kv }
-func (p *fn) Work(ctx context.Context, r worker.Request) (worker.Outcome, error) {
-	return p.work(ctx, r)
-}
-func (p *fn) OnConfig(worker.ProviderConfig) {}
-func (p *fn) Ready() bool                    { return p.ready.Load() }
 
 // applyManifest applies a manifest document.
 func applyManifest(t *testing.T, st *store.Store, doc string) {

@@ -67,7 +67,7 @@ func TestHelperProcess(t *testing.T) {
 		os.Exit(0)
 	case "worker":
 		marker := os.Getenv("HELPER_MARKER")
-		p := provider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+		p := apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
 			_ = os.WriteFile(marker, []byte(r.Resource.Name), 0o644)
 			<-ctx.Done() // hang until killed
 			return worker.Outcome{}, ctx.Err()
@@ -154,7 +154,7 @@ func TestProcess_WorkerKilledMidTaskReRunsElsewhere(t *testing.T) {
 		"the first worker received the task")
 
 	var calls atomic.Int32
-	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, provider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
 		calls.Add(1)
 		return leafWork(ctx, r)
 	}))
@@ -189,7 +189,7 @@ func TestProcess_BrokerKilledWithAResultInFlightRedeliversToItsSuccessor(t *test
 			}
 		}))
 	var calls atomic.Int32
-	apptest.StartWorker(t, fmt.Sprintf("http://127.0.0.1:%d", port), worker.Options{Logger: log}, provider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+	apptest.StartWorker(t, fmt.Sprintf("http://127.0.0.1:%d", port), worker.Options{Logger: log}, apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
 		calls.Add(1)
 		started <- struct{}{}
 		<-release
@@ -277,7 +277,7 @@ func TestProcess_BrokersAndControlsTileAndRetileUnderLoad(t *testing.T) {
 	calls := map[string]int{}
 	for _, b := range brokers {
 		apptest.StartWorker(t, fmt.Sprintf("http://127.0.0.1:%d", b.port), worker.Options{MaxParallel: 64},
-			provider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+			apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
 				mu.Lock()
 				calls[r.Resource.Name]++
 				mu.Unlock()

@@ -84,7 +84,7 @@ func TestRuntime_CompositeWithEdgesAndValueFlowsRollsUpReady(t *testing.T) {
 	p := startServer(t)
 	applyManifest(t, p.Store, leafKind)
 	applyManifest(t, p.Store, netKind)
-	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{MaxParallel: 32}, provider("leaf", leafWork), provider("net", netCompose))
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{MaxParallel: 32}, apptest.NewProvider("leaf", leafWork), apptest.NewProvider("net", netCompose))
 
 	applyResource(t, p.Store, "net", "mesh", `{"spokes": 99}`)
 	root := apptest.WaitPhase(t, p.Store, "net", "mesh", resource.PhaseReady, 90*time.Second)
@@ -104,7 +104,7 @@ func TestRuntime_TerminalFailureStopsRetrying(t *testing.T) {
 	p := startServer(t)
 	applyManifest(t, p.Store, leafKind)
 	var calls atomic.Int32
-	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, provider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
 		calls.Add(1)
 		return worker.Outcome{}, worker.Terminal(errors.New("quota exceeded for good"))
 	}))
@@ -133,7 +133,7 @@ func TestRuntime_DeadlineIsATransientFailureThenRetried(t *testing.T) {
 	applyManifest(t, p.Store, `{"kind":"slow","task_deadline_secs":1,
 	  "reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}`)
 	var calls atomic.Int32
-	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, provider("slow", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, apptest.NewProvider("slow", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
 		if calls.Add(1) == 1 {
 			<-ctx.Done() // the first attempt hangs past the deadline
 			return worker.Outcome{}, ctx.Err()
@@ -151,7 +151,7 @@ func TestRuntime_OperationVerbReturnsItsOutput(t *testing.T) {
 	t.Parallel()
 	p := startServer(t)
 	applyManifest(t, p.Store, leafKind)
-	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, provider("leaf", leafWork))
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, apptest.NewProvider("leaf", leafWork))
 	applyResource(t, p.Store, "leaf", "target", `{}`)
 	apptest.WaitPhase(t, p.Store, "leaf", "target", resource.PhaseReady, 30*time.Second)
 
@@ -176,12 +176,12 @@ func TestRuntime_UnreadyKindGetsNoWorkWhileOthersAreServed(t *testing.T) {
 	applyManifest(t, p.Store, leafKind)
 	applyManifest(t, p.Store, `{"kind":"gated","reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}`)
 	var gatedCalls atomic.Int32
-	gated := provider("gated", func(context.Context, worker.Request) (worker.Outcome, error) {
+	gated := apptest.NewProvider("gated", func(context.Context, worker.Request) (worker.Outcome, error) {
 		gatedCalls.Add(1)
 		return worker.Outcome{Status: js(map[string]any{"ok": true})}, nil
 	})
-	gated.ready.Store(false)
-	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, provider("leaf", leafWork), gated)
+	gated.SetReady(false)
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, apptest.NewProvider("leaf", leafWork), gated)
 
 	applyResource(t, p.Store, "gated", "g1", `{}`)
 	applyResource(t, p.Store, "leaf", "l1", `{}`)
@@ -191,7 +191,7 @@ func TestRuntime_UnreadyKindGetsNoWorkWhileOthersAreServed(t *testing.T) {
 	require.Equal(t, resource.PhaseReconciling, r.Phase)
 	require.Zero(t, gatedCalls.Load(), "an unready kind is sent no work")
 
-	gated.ready.Store(true)
+	gated.SetReady(true)
 	apptest.WaitPhase(t, p.Store, "gated", "g1", resource.PhaseReady, 30*time.Second)
 }
 
@@ -202,7 +202,7 @@ func TestRuntime_DeletingACompositeTearsDownDependentsFirst(t *testing.T) {
 	applyManifest(t, p.Store, netKind)
 	var mu sync.Mutex
 	var order []string
-	leaf := provider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+	leaf := apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
 		if r.Stage == worker.StageDelete {
 			mu.Lock()
 			order = append(order, r.Resource.Name)
@@ -210,7 +210,7 @@ func TestRuntime_DeletingACompositeTearsDownDependentsFirst(t *testing.T) {
 		}
 		return leafWork(ctx, r)
 	})
-	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, leaf, provider("net", netCompose))
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, leaf, apptest.NewProvider("net", netCompose))
 	applyResource(t, p.Store, "net", "tree", `{"spokes": 3}`)
 	apptest.WaitPhase(t, p.Store, "net", "tree", resource.PhaseReady, 60*time.Second)
 
@@ -271,7 +271,7 @@ func TestRuntime_ReactorBindingDeliversTransitionsAtLeastOnce(t *testing.T) {
 	type got struct{ name, transition, token string }
 	deliveries := make(chan got, 16)
 	var attempts atomic.Int32
-	sink := provider("sink", func(_ context.Context, r worker.Request) (worker.Outcome, error) {
+	sink := apptest.NewProvider("sink", func(_ context.Context, r worker.Request) (worker.Outcome, error) {
 		if r.Stage != worker.StageReact {
 			return worker.Outcome{}, fmt.Errorf("sink got stage %s", r.Stage)
 		}
@@ -281,7 +281,7 @@ func TestRuntime_ReactorBindingDeliversTransitionsAtLeastOnce(t *testing.T) {
 		deliveries <- got{r.Resource.Name, string(r.React.Transition), r.React.DedupToken}
 		return worker.Outcome{}, nil
 	})
-	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, provider("leaf", leafWork), sink)
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, apptest.NewProvider("leaf", leafWork), sink)
 
 	_, _, err = p.Store.ApplyResource(context.Background(), store.ApplyResourceInput{Kind: "leaf", Name: "watched",
 		Labels: map[string]string{"team": "a"}, Spec: json.RawMessage(`{}`)})
@@ -315,7 +315,7 @@ func TestRuntime_MeshRelaysStagesToThePeerWithTheWorker(t *testing.T) {
 	withWorker, without := s.Processes[0], s.Processes[1]
 	applyManifest(t, withWorker.Store, leafKind)
 	// Only the first pod has a worker; the second owns half the shards.
-	apptest.StartWorker(t, apptest.BrokerURL(withWorker), worker.Options{}, provider("leaf", leafWork))
+	apptest.StartWorker(t, apptest.BrokerURL(withWorker), worker.Options{}, apptest.NewProvider("leaf", leafWork))
 	require.Eventually(t, func() bool {
 		a, b := withWorker.Shards.Span(), without.Shards.Span()
 		return !a.Empty() && !b.Empty() && a != b
@@ -340,13 +340,13 @@ func TestRuntime_TerminallyFailedUpstreamFailsItsDependentsAndTheRootRollsUp(t *
 	p := startServer(t)
 	applyManifest(t, p.Store, leafKind)
 	applyManifest(t, p.Store, netKind)
-	leaf := provider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+	leaf := apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
 		if r.Stage == worker.StageWork && r.Resource.Name == "web-hub" {
 			return worker.Outcome{}, worker.Terminal(errors.New("hub cidr overlaps"))
 		}
 		return leafWork(ctx, r)
 	})
-	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, leaf, provider("net", netCompose))
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, leaf, apptest.NewProvider("net", netCompose))
 	applyResource(t, p.Store, "net", "web", `{"spokes": 3}`)
 
 	spoke := apptest.WaitPhase(t, p.Store, "leaf", "web-spoke-1", resource.PhaseFailed, 60*time.Second)

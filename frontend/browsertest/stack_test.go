@@ -42,7 +42,7 @@ func startStack(t *testing.T) *stack {
 	s.apply(`mutation($m: JSON!) { applyKindManifest(manifest: $m) { name } }`, map[string]any{"m": json.RawMessage(leafKind)})
 	s.apply(`mutation($m: JSON!) { applyKindManifest(manifest: $m) { name } }`, map[string]any{"m": json.RawMessage(netKind)})
 	st.StartWorker(apptest.Worker{Options: worker.Options{MaxParallel: 16},
-		Providers: []worker.Provider{newProvider("leaf", leafWork), newProvider("net", netWork)}})
+		Providers: []worker.Provider{apptest.NewProvider("leaf", leafWork), apptest.NewProvider("net", netWork)}})
 	return s
 }
 
