@@ -150,7 +150,7 @@ func TestProcess_WorkerKilledMidTaskReRunsElsewhere(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "got-task")
 	doomed := spawn(t, "CONVERGE_HELPER=worker", "HELPER_BROKER_URL="+apptest.BrokerURL(p), "HELPER_MARKER="+marker)
 	applyResource(t, p.Store, "leaf", "survivor", `{}`)
-	require.Eventually(t, func() bool { _, err := os.Stat(marker); return err == nil }, 30*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { _, err := os.Stat(marker); return err == nil }, 90*time.Second, 10*time.Millisecond,
 		"the first worker received the task")
 
 	var calls atomic.Int32
@@ -159,7 +159,7 @@ func TestProcess_WorkerKilledMidTaskReRunsElsewhere(t *testing.T) {
 		return leafWork(ctx, r)
 	}))
 	doomed.kill(t)
-	r := apptest.WaitPhase(t, p.Store, "leaf", "survivor", resource.PhaseReady, 60*time.Second)
+	r := apptest.WaitPhase(t, p.Store, "leaf", "survivor", resource.PhaseReady, 90*time.Second)
 	require.Equal(t, "id-survivor", status(t, r)["id"])
 	require.EqualValues(t, 1, calls.Load(), "the task re-ran once on the surviving worker")
 }
@@ -284,7 +284,7 @@ func TestProcess_BrokersAndControlsTileAndRetileUnderLoad(t *testing.T) {
 				return leafWork(ctx, r)
 			}))
 	}
-	require.Eventually(t, func() bool { return tiled(t, ms, "broker", 3) && tiled(t, ms, "control", 2) }, 30*time.Second,
+	require.Eventually(t, func() bool { return tiled(t, ms, "broker", 3) && tiled(t, ms, "control", 2) }, 90*time.Second,
 		50*time.Millisecond, "each role tiles [0,256)")
 
 	// Start a 5,000-resource load, then change the membership under it.
