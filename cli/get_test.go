@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -44,20 +43,12 @@ func seedAccounts(t *testing.T, s *stack) {
 		must(t, s.conctlIn(d, "apply", "-f", "-"))
 	}
 	for i := 1; i <= 5; i++ {
-		waitPhase(t, s, "account", fmt.Sprintf("ready-%d", i), resource.PhaseReady)
+		s.WaitPhase("account", fmt.Sprintf("ready-%d", i), resource.PhaseReady, 90*time.Second)
 	}
-	waitPhase(t, s, "account", "broken", resource.PhaseFailed)
-	waitPhase(t, s, "account", "doomed", resource.PhaseFailed)
+	s.WaitPhase("account", "broken", resource.PhaseFailed, 90*time.Second)
+	s.WaitPhase("account", "doomed", resource.PhaseFailed, 90*time.Second)
 	must(t, s.conctl("quarantine", "account/broken"))
-	waitPhase(t, s, "account", "broken", resource.PhaseQuarantined)
-}
-
-func waitPhase(t *testing.T, s *stack, kind, name string, phase resource.Phase) {
-	t.Helper()
-	waitFor(t, 60*time.Second, kind+"/"+name+" "+string(phase), func() bool {
-		r, err := s.store.GetResource(context.Background(), kind, name)
-		return err == nil && r.Phase == phase
-	})
+	s.WaitPhase("account", "broken", resource.PhaseQuarantined, 90*time.Second)
 }
 
 // names reads the "name" of every item of a -o json list.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,39 +11,29 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/cli"
-	"github.com/converge-run/converge/core/api"
-	"github.com/converge-run/converge/core/app"
-	"github.com/converge-run/converge/core/auth"
+	"github.com/converge-run/converge/core/app/apptest"
 	"github.com/converge-run/converge/core/config"
 	"github.com/converge-run/converge/core/live"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/worker"
 	"github.com/converge-run/converge/db/pgtest"
 	"github.com/converge-run/converge/examples/classic"
+	"github.com/converge-run/converge/resolvers"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
 
-// testLog is quiet unless CONVERGE_TEST_LOG=debug.
-func testLog() zerolog.Logger {
-	if os.Getenv("CONVERGE_TEST_LOG") == "debug" {
-		return zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).Level(zerolog.DebugLevel).With().Timestamp().Logger()
-	}
-	return zerolog.Nop()
-}
-
 // stack is a real converge (ROLE=all) on a private database with the
-// GraphQL handler mounted the way cmd/converge mounts it, and (optionally)
-// the classic demo's worker connected to its broker.
+// GraphQL API mounted as cmd/converge mounts it, and (optionally) the
+// classic demo's worker connected to its broker.
 type stack struct {
+	*apptest.Stack
 	t      *testing.T
-	p      *app.Process
 	hub    *live.Hub
 	store  *store.Store
 	server string // http://127.0.0.1:port
@@ -57,97 +46,25 @@ type stackOpts struct {
 
 func startStack(t *testing.T, o stackOpts) *stack {
 	t.Helper()
-	bootAt := time.Now()
-	db := pgtest.URL(t)
-	cfg, err := config.Parse(func(k string) string {
-		return map[string]string{
-			"DATABASE_URL":           db,
-			"ROLE":                   "all",
-			"LISTEN_ADDR":            "127.0.0.1:0",
-			"HEALTH_ADDR":            "127.0.0.1:0",
-			"MEMBER_HEARTBEAT_EVERY": "1s",
-			"SHUTDOWN_DRAIN":         "5s",
-		}[k]
-	}, "v-test")
-	require.NoError(t, err)
-	var tokens *auth.Tokens
-	if o.tokens != "" {
-		tokens, err = auth.ParseTokens([]byte(o.tokens))
-		require.NoError(t, err)
-	}
-	log := testLog()
-	hubCtx, stopHub := context.WithCancel(context.Background())
 	s := &stack{t: t}
-	mount := func(mux *http.ServeMux, p *app.Process) error {
-		s.hub = live.NewHub(p.Listener, p.Read, log, live.WithPrimary(p.Primary),
-			live.WithOptions(live.Options{CountsInterval: 20 * time.Millisecond, MemberPoll: 200 * time.Millisecond}))
-		go func() { _ = s.hub.Run(hubCtx) }()
-		mux.Handle("/", api.NewHandler(api.Deps{Store: p.Store, Hub: s.hub, Log: log, Tokens: tokens, Version: "v-test"}))
-		return nil
+	opts := apptest.Options{
+		Version: "v-test",
+		GraphQL: resolvers.Mount(resolvers.MountOptions{
+			Hub:   []live.Option{live.WithOptions(live.Options{CountsInterval: 20 * time.Millisecond, MemberPoll: 200 * time.Millisecond})},
+			OnHub: func(h *live.Hub) { s.hub = h },
+		}),
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	started := make(chan *app.Process, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- app.Run(ctx, cfg, log, app.Options{
-			Mounts:  []app.Mount{mount},
-			OnStart: func(p *app.Process) { started <- p },
-			Tune: func(p *app.Process, d *app.Duties) {
-				if d.Reaper != nil {
-					d.Reaper.Every = 200 * time.Millisecond
-					d.Reaper.RetryAfter = time.Second
-				}
-			},
-		})
-	}()
-	select {
-	case s.p = <-started:
-	case err := <-done:
-		cancel()
-		stopHub()
-		t.Fatalf("converge exited during start-up: %v", err)
-	case <-time.After(60 * time.Second):
-		cancel()
-		stopHub()
-		t.Fatal("converge did not become ready")
+	if o.tokens != "" {
+		path := filepath.Join(t.TempDir(), "tokens")
+		require.NoError(t, os.WriteFile(path, []byte(o.tokens), 0o600))
+		opts.Config = func(c *config.Config) { c.APITokensFile = path }
 	}
-	t.Cleanup(func() {
-		stopAt := time.Now()
-		defer func() { t.Logf("converge stopped in %s", time.Since(stopAt)) }()
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(60 * time.Second):
-			t.Error("converge did not stop")
-		}
-		stopHub()
-	})
-	require.Eventually(t, func() bool { _, _, ok := s.p.Shards.Bounds(); return ok }, 20*time.Second, 10*time.Millisecond,
-		"the member gets its shard range")
-	t.Logf("converge ready in %s", time.Since(bootAt))
-	s.store = s.p.Store
-	s.server = "http://" + s.p.Addr("api").String()
 	if !o.noWorker {
-		s.serveClassic()
+		opts.Workers = []apptest.Worker{{Options: worker.Options{MaxParallel: 32}, Providers: classic.Providers(apptest.Logger(t))}}
 	}
+	s.Stack = apptest.Start(t, opts)
+	s.store, s.server = s.Store, s.APIURL()
 	return s
-}
-
-// serveClassic connects the classic demo's worker until the test ends.
-func (s *stack) serveClassic() {
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_ = worker.Serve(ctx, s.server, worker.Options{MaxParallel: 32, DrainTimeout: 5 * time.Second,
-			ReconnectMax: 500 * time.Millisecond, Logger: testLog()}, classic.Providers(testLog())...)
-	}()
-	s.t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-	})
 }
 
 // result is one conctl run.
@@ -218,18 +135,6 @@ func golden(t *testing.T, name, got string) {
 	want, err := os.ReadFile(path)
 	require.NoError(t, err, "missing golden file (run go test ./cli -run %s -update)", t.Name())
 	require.Equal(t, string(want), got, "golden file %s differs (run with -update to rewrite)", path)
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // classicFixtures is the classic demo's fixture directory.

@@ -71,19 +71,29 @@ func (a *app) waitReady(ctx context.Context, c *Conn, r ref, timeout time.Durati
 	defer f.exit()
 	tick := time.NewTicker(waitRecheck)
 	defer tick.Stop()
+	fresh := true // the initial read: the root, then its children
 	for {
+		done, err, rerr := f.settle(ctx, fresh)
+		if rerr != nil {
+			return rerr
+		}
 		f.render()
-		if done, err := f.verdict(); done {
+		if done {
 			f.exit()
 			if err == nil {
 				fmt.Fprintf(a.stdout(), "resource/%s is READY%s\n", r, f.summary())
 			}
 			return err
 		}
+		fresh = false
 		select {
 		case <-ctx.Done():
 			f.exit()
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				// Best effort: report the subtree as one read.
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				_ = f.refresh(rctx)
+				cancel()
 				return fmt.Errorf("timed out after %s waiting for resource/%s: it is %s%s",
 					timeout, r, f.root.Phase, f.summary())
 			}
@@ -112,6 +122,25 @@ func (a *app) waitReady(ctx context.Context, c *Conn, r ref, timeout time.Durati
 			}
 		}
 	}
+}
+
+// settle decides whether waiting is over from one consistent read of the
+// subtree. Events for the root and for its children arrive on separate
+// subscriptions, so between reads the root can be READY while a child's last
+// change is still on its way; a verdict drawn from such a mix (and the final
+// line printed with it) would contradict itself. fresh says the state is
+// one read, the root first; otherwise a verdict that would end the wait is
+// re-drawn from a refresh. rerr is a failed re-read.
+func (f *follower) settle(ctx context.Context, fresh bool) (done bool, err, rerr error) {
+	done, err = f.verdict()
+	if !done || fresh {
+		return done, err, nil
+	}
+	if rerr := f.refresh(ctx); rerr != nil {
+		return false, nil, rerr
+	}
+	done, err = f.verdict()
+	return done, err, nil
 }
 
 func (f *follower) readRoot(ctx context.Context) error {

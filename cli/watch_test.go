@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/cli"
+	"github.com/converge-run/converge/core/app/apptest"
 )
 
 // watcher is a conctl watch running in the background.
@@ -50,7 +51,7 @@ func (w *watcher) stop(t *testing.T) int {
 func (w *watcher) waitLine(t *testing.T, reason, re string) {
 	t.Helper()
 	rx := regexp.MustCompile(re)
-	waitFor(t, 30*time.Second, reason+" (/"+re+"/ in watch output)", func() bool {
+	apptest.WaitFor(t, 30*time.Second, reason+" (/"+re+"/ in watch output)", func() bool {
 		for _, l := range strings.Split(w.out.String(), "\n") {
 			if rx.MatchString(l) {
 				return true
@@ -63,7 +64,7 @@ func (w *watcher) waitLine(t *testing.T, reason, re string) {
 // waitSubscribed waits until the stack's hub has n resource subscribers.
 func (s *stack) waitSubscribed(t *testing.T, n int) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "the watch's subscription", func() bool {
+	apptest.WaitFor(t, 10*time.Second, "the watch's subscription", func() bool {
 		res, _, _, _ := s.hub.SubscriberCount()
 		return res >= n
 	})
@@ -136,7 +137,7 @@ func TestWatch_ReconnectsAndRelists(t *testing.T) {
 	// deletes r-1. No subscription can carry that: only the re-list after
 	// the reconnect can.
 	proxy.pause()
-	waitFor(t, 10*time.Second, "the server to drop the watch's subscription", func() bool {
+	apptest.WaitFor(t, 10*time.Second, "the server to drop the watch's subscription", func() bool {
 		res, _, _, _ := s.hub.SubscriberCount()
 		return res == 0
 	})

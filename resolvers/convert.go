@@ -26,10 +26,17 @@ func fromPhases(in []model.Phase) []resource.Phase {
 	}
 	out := make([]resource.Phase, len(in))
 	for i, p := range in {
-		s := strings.ToLower(string(p))
-		out[i] = resource.Phase(strings.ToUpper(s[:1]) + s[1:])
+		out[i] = fromPhase(p)
 	}
 	return out
+}
+
+func fromPhase(p model.Phase) resource.Phase {
+	s := strings.ToLower(string(p))
+	if s == "" {
+		return ""
+	}
+	return resource.Phase(strings.ToUpper(s[:1]) + s[1:])
 }
 
 func toResource(r resource.Resource) *model.Resource {
@@ -43,7 +50,7 @@ func toResource(r resource.Resource) *model.Resource {
 		DeletionRequestedAt: r.DeletionRequestedAt, FrozenUntil: r.FrozenUntil,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		ComposedGeneration: r.ComposedGen, FailureTerminal: r.FailureTerminal, Quarantined: r.Quarantined,
-		ShardID: r.ShardID, Core: r,
+		ShardID: r.ShardID, UUID: r.ID, OwnerID: r.OwnerID, RootID: r.RootID,
 	}
 	if len(m.Spec) == 0 {
 		m.Spec = json.RawMessage(`{}`)
@@ -56,6 +63,27 @@ func toResource(r resource.Resource) *model.Resource {
 		m.ProviderConfigRef = &ref
 	}
 	return m
+}
+
+// fromResource is the core row a model was made from (toResource's inverse),
+// for the pure core functions a nested field needs (synthesised conditions).
+func fromResource(m *model.Resource) resource.Resource {
+	var labels map[string]string
+	_ = json.Unmarshal(m.Labels, &labels)
+	r := resource.Resource{
+		ID: m.UUID, Kind: m.Kind, Version: m.Version, Name: m.Name,
+		Labels: labels, Spec: m.Spec, Status: m.Status,
+		Phase: fromPhase(m.Phase), Ready: m.Ready,
+		Generation: m.Generation, SyncedGen: m.SyncedGeneration, ComposedGen: m.ComposedGeneration,
+		HealthOK: m.HealthOk, FailureGen: m.FailureGeneration, FailureTerminal: m.FailureTerminal,
+		Finalizers: m.Finalizers, DeletionRequestedAt: m.DeletionRequestedAt, FrozenUntil: m.FrozenUntil,
+		Quarantined: m.Quarantined, OwnerID: m.OwnerID, RootID: m.RootID, ShardID: m.ShardID,
+		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt,
+	}
+	if m.ProviderConfigRef != nil {
+		r.ProviderConfigRef = *m.ProviderConfigRef
+	}
+	return r
 }
 
 func toResources(rs []resource.Resource) []*model.Resource {

@@ -3,6 +3,12 @@
 // membership store or the subscription hub) and maps the result. Nested
 // fields load through per-response dataloaders (loaders.go), so a page of
 // resources with its nested fields costs a constant number of statements.
+//
+// NewSchema assembles these resolvers and the generated executor (graph/)
+// into the api.Schema that core/api's handler executes; Mount is the whole
+// GraphQL wiring of a process (hub, tokens, schema, handler), mounted by
+// cmd/converge and by the test stacks alike. core never imports this
+// package or graph/.
 package resolvers
 
 import (

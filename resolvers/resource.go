@@ -15,17 +15,17 @@ import (
 // Load on the response's dataloaders.
 
 func (r resourceResolver) Owner(ctx context.Context, obj *model.Resource) (*model.Resource, error) {
-	if obj.Core.OwnerID == nil {
+	if obj.OwnerID == nil {
 		return nil, nil
 	}
-	return r.byID(ctx, *obj.Core.OwnerID)
+	return r.byID(ctx, *obj.OwnerID)
 }
 
 func (r resourceResolver) Root(ctx context.Context, obj *model.Resource) (*model.Resource, error) {
-	if obj.Core.RootID == nil {
+	if obj.RootID == nil {
 		return nil, nil
 	}
-	return r.byID(ctx, *obj.Core.RootID)
+	return r.byID(ctx, *obj.RootID)
 }
 
 func (r *Resolver) byID(ctx context.Context, id uuid.UUID) (*model.Resource, error) {
@@ -41,7 +41,7 @@ func (r resourceResolver) Children(ctx context.Context, obj *model.Resource, pha
 	if first != nil && *first <= 0 {
 		return nil, &store.InvalidError{Field: "first", Rule: "limit_invalid", Message: "page size must be 1-500"}
 	}
-	key := store.ChildrenKey{OwnerID: obj.Core.ID, Phases: store.PhaseKey(fromPhases(phases)), Limit: deref(first), After: deref(after)}
+	key := store.ChildrenKey{OwnerID: obj.UUID, Phases: store.PhaseKey(fromPhases(phases)), Limit: deref(first), After: deref(after)}
 	page, ok, err := found(loadersFrom(ctx).children.Load(ctx, key))
 	if err != nil {
 		return nil, err
@@ -53,7 +53,7 @@ func (r resourceResolver) Children(ctx context.Context, obj *model.Resource, pha
 }
 
 func (r resourceResolver) Dependencies(ctx context.Context, obj *model.Resource) ([]*model.Dependency, error) {
-	deps, _, err := found(loadersFrom(ctx).deps.Load(ctx, obj.Core.ID))
+	deps, _, err := found(loadersFrom(ctx).deps.Load(ctx, obj.UUID))
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func (r resourceResolver) Dependents(ctx context.Context, obj *model.Resource, f
 	if n <= 0 {
 		return nil, &store.InvalidError{Field: "first", Rule: "limit_invalid", Message: "must be 1-500"}
 	}
-	rs, _, err := found(loadersFrom(ctx).dependents.Load(ctx, store.DependentsKey{ID: obj.Core.ID, Limit: n}))
+	rs, _, err := found(loadersFrom(ctx).dependents.Load(ctx, store.DependentsKey{ID: obj.UUID, Limit: n}))
 	if err != nil {
 		return nil, err
 	}
@@ -84,11 +84,11 @@ func (r resourceResolver) Dependents(ctx context.Context, obj *model.Resource, f
 }
 
 func (r resourceResolver) Conditions(ctx context.Context, obj *model.Resource) ([]*model.Condition, error) {
-	stored, _, err := found(loadersFrom(ctx).conditions.Load(ctx, obj.Core.ID))
+	stored, _, err := found(loadersFrom(ctx).conditions.Load(ctx, obj.UUID))
 	if err != nil {
 		return nil, err
 	}
-	merged := resource.MergeConditions(obj.Core, stored)
+	merged := resource.MergeConditions(fromResource(obj), stored)
 	out := make([]*model.Condition, len(merged))
 	for i, c := range merged {
 		out[i] = toCondition(c)
@@ -97,7 +97,7 @@ func (r resourceResolver) Conditions(ctx context.Context, obj *model.Resource) (
 }
 
 func (r resourceResolver) ProviderConfig(ctx context.Context, obj *model.Resource) (*model.ProviderConfig, error) {
-	key := store.ConfigKey{Kind: obj.Core.Kind, Name: obj.Core.ProviderConfigRef}
+	key := store.ConfigKey{Kind: obj.Kind, Name: deref(obj.ProviderConfigRef)}
 	pc, ok, err := found(loadersFrom(ctx).configs.Load(ctx, key))
 	if err != nil || !ok || pc == nil {
 		return nil, err
@@ -106,7 +106,7 @@ func (r resourceResolver) ProviderConfig(ctx context.Context, obj *model.Resourc
 }
 
 func (r resourceResolver) Definition(ctx context.Context, obj *model.Resource) (*model.Kind, error) {
-	k, ok, err := found(loadersFrom(ctx).kinds.Load(ctx, manifest.KindVersion{Kind: obj.Core.Kind, Version: obj.Core.Version}))
+	k, ok, err := found(loadersFrom(ctx).kinds.Load(ctx, manifest.KindVersion{Kind: obj.Kind, Version: obj.Version}))
 	if err != nil || !ok || k == nil {
 		return nil, err
 	}
@@ -121,7 +121,7 @@ func (r resourceResolver) Operations(ctx context.Context, obj *model.Resource, f
 	if n <= 0 {
 		return nil, &store.InvalidError{Field: "first", Rule: "limit_invalid", Message: "must be 1-100"}
 	}
-	ops, _, err := found(loadersFrom(ctx).operations.Load(ctx, store.OperationsKey{ResourceID: obj.Core.ID, Limit: n}))
+	ops, _, err := found(loadersFrom(ctx).operations.Load(ctx, store.OperationsKey{ResourceID: obj.UUID, Limit: n}))
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +142,7 @@ func (r resourceResolver) History(ctx context.Context, obj *model.Resource, firs
 	if n <= 0 {
 		return nil, &store.InvalidError{Field: "first", Rule: "limit_invalid", Message: "page size must be 1-500"}
 	}
-	page, err := r.store.ListEvents(ctx, obj.Core.ID, n, deref(after))
+	page, err := r.store.ListEvents(ctx, obj.UUID, n, deref(after))
 	if err != nil {
 		return nil, err
 	}

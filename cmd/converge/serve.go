@@ -17,5 +17,9 @@ func serveMain(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return app.Run(ctx, cfg, log, app.Options{Mounts: mounts()})
+	ms, err := mounts()
+	if err != nil {
+		return err
+	}
+	return app.Run(ctx, cfg, log, app.Options{Mounts: ms})
 }

@@ -14,11 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/converge-run/converge/core/app"
-	"github.com/converge-run/converge/core/config"
+	"github.com/converge-run/converge/core/app/apptest"
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/db/pgtest"
@@ -67,7 +65,7 @@ func TestStdworker_ScriptKindEndToEnd(t *testing.T) {
 	state := filepath.Join(dir, "state")
 	require.NoError(t, os.Mkdir(state, 0o755))
 
-	p := startConverge(t)
+	p := apptest.Start(t, apptest.Options{}).Process
 	ctx := context.Background()
 	_, _, err = p.Store.ApplyManifest(ctx, []byte(scriptKind))
 	require.NoError(t, err)
@@ -79,7 +77,7 @@ func TestStdworker_ScriptKindEndToEnd(t *testing.T) {
 		Spec: json.RawMessage(`{"timeout_secs":0.5}`)})
 	require.NoError(t, err)
 
-	startStdworker(t, bin, brokerURL(p))
+	startStdworker(t, bin, apptest.BrokerURL(p))
 	for _, name := range []string{"ok", "doomed", "flaky", "slow"} {
 		in := store.ApplyResourceInput{Kind: "script", Name: name, Spec: json.RawMessage(`{}`)}
 		if name == "slow" {
@@ -155,59 +153,6 @@ func startStdworker(t *testing.T, bin, broker string) {
 	})
 }
 
-// startConverge runs a real converge (ROLE=all) on a fresh database with a
-// fast reaper, so transient failures are retried within a second.
-func startConverge(t *testing.T) *app.Process {
-	t.Helper()
-	db := pgtest.URL(t)
-	cfg, err := config.Parse(func(k string) string {
-		return map[string]string{"DATABASE_URL": db, "LISTEN_ADDR": "127.0.0.1:0", "HEALTH_ADDR": "127.0.0.1:0",
-			"MEMBER_HEARTBEAT_EVERY": "1s", "SHUTDOWN_DRAIN": "5s"}[k]
-	}, "test")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	started := make(chan *app.Process, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- app.Run(ctx, cfg, zerolog.Nop(), app.Options{
-			OnStart: func(p *app.Process) { started <- p },
-			Tune: func(_ *app.Process, d *app.Duties) {
-				d.Reaper.Every = 200 * time.Millisecond
-				d.Reaper.RetryAfter = time.Second
-			},
-		})
-	}()
-	var p *app.Process
-	select {
-	case p = <-started:
-	case err := <-done:
-		cancel()
-		t.Fatalf("converge exited during start-up: %v", err)
-	case <-time.After(60 * time.Second):
-		cancel()
-		t.Fatal("converge did not become ready")
-	}
-	require.Eventually(t, func() bool { _, _, ok := p.Shards.Bounds(); return ok }, 20*time.Second, 10*time.Millisecond)
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(60 * time.Second):
-			t.Error("converge did not stop")
-		}
-	})
-	return p
-}
-
-func brokerURL(p *app.Process) string {
-	a := p.Addr("broker")
-	if a == nil {
-		a = p.Addr("api")
-	}
-	return "http://" + a.String()
-}
-
 // history is what watch saw of one resource.
 type history struct {
 	failed  *resource.Resource // the first Failed snapshot
@@ -222,7 +167,7 @@ func watch(t *testing.T, st *store.Store, final map[string]resource.Phase) map[s
 	ctx := context.Background()
 	seen := map[string]*history{}
 	pending := maps.Clone(final)
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(90 * time.Second)
 	for len(pending) > 0 && time.Now().Before(deadline) {
 		for name, want := range pending {
 			r, err := st.GetResource(ctx, "script", name)

@@ -12,15 +12,17 @@
 //     (BAD_USER_INPUT, NOT_FOUND, CONFLICT, UNAUTHENTICATED, FORBIDDEN,
 //     INTERNAL) that never leaks internal text.
 //
-// Wiring (core/app or cmd/converge), with the process's one notify.Listener,
-// store and pools:
+// The handler executes a schema it is handed: core never imports the
+// generated executor (graph/) or the resolvers. resolvers.Mount is the
+// wiring cmd/converge serves (and tests reuse), with the process's one
+// notify.Listener, store and pools:
 //
 //	hub := live.NewHub(p.Listener, p.Read, log, live.WithPrimary(p.Primary)) // re-reads from the replica
-//	eng.Add(hub)                                   // a core/engine Duty (Name, Run); or go hub.Run(ctx)
+//	p.AddDuty(hub)                                    // a core/engine Duty (Name, Run)
 //	tokens, err := auth.LoadTokens(cfg.APITokensFile) // API_TOKENS_FILE; nil = open API (warned at startup)
-//	limits, err := api.LimitsFromEnv(os.Getenv)      // API_MAX_COMPLEXITY, API_WS_KEEPALIVE, …
-//	h := api.NewHandler(api.Deps{Store: p.Store, Hub: hub, Log: log, Tokens: tokens,
-//		Limits: limits, Version: cfg.Version, UI: dashboard})
+//	limits, err := api.LimitsFromEnv(os.Getenv)       // API_MAX_COMPLEXITY, API_WS_KEEPALIVE, …
+//	schema := resolvers.NewSchema(resolvers.Deps{Store: p.Store, Hub: hub, …})
+//	h := api.NewHandler(api.Deps{Schema: schema, Log: log, Tokens: tokens, Limits: limits, UI: dashboard})
 //	mux.Handle("/graphql", h)
 //	mux.Handle("/graphql/", h) // /graphql/schema.graphql
 //	mux.Handle("/", h)         // only with a UI: the dashboard and /graphiql
@@ -34,6 +36,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
@@ -43,27 +46,27 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/converge-run/converge/core/auth"
-	"github.com/converge-run/converge/core/live"
-	"github.com/converge-run/converge/core/store"
-	"github.com/converge-run/converge/graph"
-	"github.com/converge-run/converge/resolvers"
 )
+
+// Schema is what the handler executes: gqlgen's executable schema (with its
+// complexity weights set) and the handler extensions its resolvers need,
+// such as per-response dataloaders. resolvers.NewSchema builds the served
+// one.
+type Schema struct {
+	Executable graphql.ExecutableSchema
+	Extensions []graphql.HandlerExtension
+}
 
 // Deps are what the handler serves.
 type Deps struct {
-	// Store is the API's store: store.New(primary, read).
-	Store *store.Store
-	// Hub serves subscriptions and the cluster member list; its Run must
-	// be running.
-	Hub *live.Hub
+	// Schema is the executable schema and its extensions.
+	Schema Schema
 	// Log receives the handler's own logs (startup warning, internal errors).
 	Log zerolog.Logger
 	// Tokens enables bearer-token auth; nil runs the API open.
 	Tokens *auth.Tokens
 	// Limits bound every request; zero fields take their defaults.
 	Limits Limits
-	// Version is what the version query reports.
-	Version string
 	// UI, when set, serves every path the API does not (the dashboard and
 	// the GraphiQL page built by the frontend).
 	UI http.Handler
@@ -87,11 +90,7 @@ func NewHandler(d Deps) *Handler {
 	if d.Tokens == nil {
 		log.Warn().Msg("API_TOKENS_FILE is not set: the GraphQL API is open to anyone who can reach it (every request may mutate)")
 	}
-	root := resolvers.New(resolvers.Deps{Store: d.Store, Hub: d.Hub, Version: d.Version,
-		AuthRequired: d.Tokens != nil, LoaderWait: lim.LoaderWait})
-	cfg := graph.Config{Resolvers: root}
-	setComplexity(&cfg.Complexity)
-	es := graph.NewExecutableSchema(cfg)
+	es := d.Schema.Executable
 
 	h := &Handler{ui: d.UI, limits: lim, tokens: d.Tokens, log: log, cors: lim.AllowedOrigins}
 	srv := handler.New(es)
@@ -119,7 +118,9 @@ func NewHandler(d Deps) *Handler {
 	srv.Use(extension.FixedComplexityLimit(lim.Complexity))
 	srv.Use(depthLimit{max: lim.Depth})
 	srv.Use(gate{maxSubs: lim.SubscriptionsPerConn, present: h.presentError})
-	srv.Use(root.Extension())
+	for _, ext := range d.Schema.Extensions {
+		srv.Use(ext)
+	}
 	srv.SetErrorPresenter(h.presentError)
 	srv.SetRecoverFunc(h.recoverPanic)
 	h.gql = srv

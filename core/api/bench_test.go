@@ -32,6 +32,7 @@ import (
 	"github.com/converge-run/converge/db/migrate"
 	"github.com/converge-run/converge/db/migrations"
 	"github.com/converge-run/converge/db/pgcluster"
+	"github.com/converge-run/converge/resolvers"
 )
 
 // benchSettings: a production-like configuration for a small machine,
@@ -96,7 +97,7 @@ func BenchmarkAPI(b *testing.B) {
 	<-hub.Started()
 	go func() { _ = listener.Run(ctx) }()
 	<-listener.Ready()
-	srv := httptest.NewServer(api.NewHandler(api.Deps{Store: store.New(pool, pool), Hub: hub, Log: log, Version: "bench"}))
+	srv := httptest.NewServer(api.NewHandler(api.Deps{Schema: resolvers.NewSchema(resolvers.Deps{Store: store.New(pool, pool), Hub: hub, Version: "bench"}), Log: log}))
 	defer srv.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 

@@ -18,6 +18,7 @@ import (
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/notify"
 	"github.com/converge-run/converge/db/pgtest"
+	"github.com/converge-run/converge/resolvers"
 )
 
 // TestErrors_EachCodeFromTheInputThatCausesIt: every extensions.code the API
@@ -133,7 +134,7 @@ func TestErrors_InternalHidesTheCauseAndNamesTheRequest(t *testing.T) {
 	pool.Close() // every statement now fails with "closed pool"
 	log := zerolog.Nop()
 	hub := live.NewHub(notify.NewListener(pool, log), pool, log)
-	srv := httptest.NewServer(api.NewHandler(api.Deps{Store: store.New(pool, pool), Hub: hub, Log: log}))
+	srv := httptest.NewServer(api.NewHandler(api.Deps{Schema: resolvers.NewSchema(resolvers.Deps{Store: store.New(pool, pool), Hub: hub}), Log: log}))
 	t.Cleanup(srv.Close)
 
 	req, err := http.NewRequest(http.MethodPost, srv.URL+"/graphql", strings.NewReader(`{"query":"{ kinds { name } }"}`))

@@ -25,6 +25,7 @@ import (
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/notify"
 	"github.com/converge-run/converge/db/pgtest"
+	"github.com/converge-run/converge/resolvers"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -96,7 +97,8 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 		t.Fatal("listener not ready")
 	}
 	st := store.New(pool, pool)
-	h := api.NewHandler(api.Deps{Store: st, Hub: hub, Log: log, Tokens: cfg.tokens, Limits: cfg.limits, Version: "v-test"})
+	h := api.NewHandler(api.Deps{Schema: resolvers.NewSchema(resolvers.Deps{Store: st, Hub: hub, Version: "v-test",
+		AuthRequired: cfg.tokens != nil, LoaderWait: cfg.limits.LoaderWait}), Log: log, Tokens: cfg.tokens, Limits: cfg.limits})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &env{t: t, ctx: ctx, pool: pool, st: st, hub: hub, listener: listener, srv: srv, stmts: stmts}

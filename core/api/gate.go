@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 
@@ -14,8 +13,6 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/converge-run/converge/core/auth"
-	"github.com/converge-run/converge/graph"
-	"github.com/converge-run/converge/graph/model"
 )
 
 // Websocket close codes of graphql-transport-ws for a rejected init.
@@ -155,29 +152,6 @@ func selectionDepth(set ast.SelectionSet, seen int) int {
 		deepest = max(deepest, d)
 	}
 	return deepest
-}
-
-// setComplexity makes list fields cost their page size times their
-// children, so a nested page cannot multiply unnoticed.
-func setComplexity(c *graph.ComplexityRoot) {
-	size := func(first *int, def int) int {
-		if first == nil || *first <= 0 {
-			return def
-		}
-		return *first
-	}
-	c.Query.Resources = func(child int, _ *string, _ []model.Phase, _ json.RawMessage, _ *string, first *int, _ *string) int {
-		return 1 + size(first, 50)*child
-	}
-	c.Query.ProviderConfigs = func(child int, _ *string, _ *string, _ *bool, first *int, _ *string) int {
-		return 1 + size(first, 50)*child
-	}
-	c.Resource.Children = func(child int, _ []model.Phase, first *int, _ *string) int {
-		return 1 + size(first, 50)*child
-	}
-	c.Resource.Dependents = func(child int, first *int) int { return 1 + size(first, 100)*child }
-	c.Resource.Operations = func(child int, first *int) int { return 1 + size(first, 20)*child }
-	c.Resource.History = func(child int, first *int, _ *string) int { return 10 + size(first, 50)*child }
 }
 
 // schemaSDL renders the served schema (without the built-in types).

@@ -17,9 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/app"
+	"github.com/converge-run/converge/core/app/apptest"
 	"github.com/converge-run/converge/core/config"
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/shard"
@@ -46,7 +48,7 @@ func TestHelperProcess(t *testing.T) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
-		err = app.Run(ctx, cfg, testLog(), app.Options{Tune: func(p *app.Process, d *app.Duties) {
+		err = app.Run(ctx, cfg, apptest.StderrLogger(), app.Options{Tune: func(p *app.Process, d *app.Duties) {
 			if d.Reaper != nil {
 				d.Reaper.Every = 200 * time.Millisecond
 				d.Reaper.StaleAfter = 3 * time.Second
@@ -66,7 +68,7 @@ func TestHelperProcess(t *testing.T) {
 		os.Exit(0)
 	case "worker":
 		marker := os.Getenv("HELPER_MARKER")
-		p := provider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+		p := apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
 			_ = os.WriteFile(marker, []byte(r.Resource.Name), 0o644)
 			<-ctx.Done() // hang until killed
 			return worker.Outcome{}, ctx.Err()
@@ -138,27 +140,27 @@ func spawnServer(t *testing.T, dbURL string, role config.Role, listen, probes in
 		}
 		res.Body.Close()
 		return res.StatusCode == http.StatusOK
-	}, 60*time.Second, 20*time.Millisecond, "converge %s on :%d never became ready", role, listen)
+	}, apptest.BootWithin, 20*time.Millisecond, "converge %s on :%d never became ready", role, listen)
 	return c
 }
 
 func TestProcess_WorkerKilledMidTaskReRunsElsewhere(t *testing.T) {
 	t.Parallel()
-	p, _ := startServer(t, pgtest.URL(t), config.RoleAll, nil)
+	p := startServer(t)
 	applyManifest(t, p.Store, leafKind)
 	marker := filepath.Join(t.TempDir(), "got-task")
-	doomed := spawn(t, "CONVERGE_HELPER=worker", "HELPER_BROKER_URL="+brokerURL(p), "HELPER_MARKER="+marker)
+	doomed := spawn(t, "CONVERGE_HELPER=worker", "HELPER_BROKER_URL="+apptest.BrokerURL(p), "HELPER_MARKER="+marker)
 	applyResource(t, p.Store, "leaf", "survivor", `{}`)
-	require.Eventually(t, func() bool { _, err := os.Stat(marker); return err == nil }, 30*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { _, err := os.Stat(marker); return err == nil }, 90*time.Second, 10*time.Millisecond,
 		"the first worker received the task")
 
 	var calls atomic.Int32
-	startWorker(t, brokerURL(p), worker.Options{}, provider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
 		calls.Add(1)
 		return leafWork(ctx, r)
 	}))
 	doomed.kill(t)
-	r := waitPhase(t, p.Store, "leaf", "survivor", resource.PhaseReady, 60*time.Second)
+	r := apptest.WaitPhase(t, p.Store, "leaf", "survivor", resource.PhaseReady, 90*time.Second)
 	require.Equal(t, "id-survivor", status(t, r)["id"])
 	require.EqualValues(t, 1, calls.Load(), "the task re-ran once on the surviving worker")
 }
@@ -176,8 +178,19 @@ func TestProcess_BrokerKilledWithAResultInFlightRedeliversToItsSuccessor(t *test
 
 	started := make(chan struct{}, 1)
 	release := make(chan struct{})
+	// The worker's log is the test signal that it saw its stream break.
+	lost := make(chan struct{}, 1)
+	log := apptest.Logger(t).Level(min(apptest.Level(), zerolog.WarnLevel)).Hook(zerolog.HookFunc(
+		func(_ *zerolog.Event, _ zerolog.Level, msg string) {
+			if msg == "broker stream lost; reconnecting" {
+				select {
+				case lost <- struct{}{}:
+				default:
+				}
+			}
+		}))
 	var calls atomic.Int32
-	startWorker(t, fmt.Sprintf("http://127.0.0.1:%d", port), worker.Options{}, provider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+	apptest.StartWorker(t, fmt.Sprintf("http://127.0.0.1:%d", port), worker.Options{Logger: log}, apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
 		calls.Add(1)
 		started <- struct{}{}
 		<-release
@@ -186,16 +199,26 @@ func TestProcess_BrokerKilledWithAResultInFlightRedeliversToItsSuccessor(t *test
 	applyResource(t, st, "leaf", "inflight", `{}`)
 	select {
 	case <-started:
-	case <-time.After(60 * time.Second):
+	case <-time.After(90 * time.Second):
 		t.Fatal("the task never reached the worker")
 	}
 	first.kill(t) // the broker dies while the handler runs
+	// Let the handler finish only once the worker knows its stream is gone,
+	// so its result is buffered for redelivery. Released earlier, a loaded
+	// machine lets the worker write the result into the dead connection
+	// before it reads the reset, and that result is lost with the broker (the
+	// protocol has no ack); the task then waits out the 5m lease.
+	select {
+	case <-lost:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the worker never noticed its broker died")
+	}
 	close(release)
 
 	// The successor comes up on the same address; the worker reconnects and
 	// redelivers the buffered result, which the claim_epoch fence applies.
 	spawnServer(t, db, config.RoleAll, port, port, "HELPER_STALE_AFTER=5m")
-	r := waitPhase(t, st, "leaf", "inflight", resource.PhaseReady, 60*time.Second)
+	r := apptest.WaitPhase(t, st, "leaf", "inflight", resource.PhaseReady, 90*time.Second)
 	require.Equal(t, "id-inflight", status(t, r)["id"])
 	require.EqualValues(t, 1, calls.Load(), "the result was delivered, not recomputed")
 }
@@ -254,15 +277,15 @@ func TestProcess_BrokersAndControlsTileAndRetileUnderLoad(t *testing.T) {
 	var mu sync.Mutex
 	calls := map[string]int{}
 	for _, b := range brokers {
-		startWorker(t, fmt.Sprintf("http://127.0.0.1:%d", b.port), worker.Options{MaxParallel: 64},
-			provider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+		apptest.StartWorker(t, fmt.Sprintf("http://127.0.0.1:%d", b.port), worker.Options{MaxParallel: 64},
+			apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
 				mu.Lock()
 				calls[r.Resource.Name]++
 				mu.Unlock()
 				return leafWork(ctx, r)
 			}))
 	}
-	require.Eventually(t, func() bool { return tiled(t, ms, "broker", 3) && tiled(t, ms, "control", 2) }, 30*time.Second,
+	require.Eventually(t, func() bool { return tiled(t, ms, "broker", 3) && tiled(t, ms, "control", 2) }, 90*time.Second,
 		50*time.Millisecond, "each role tiles [0,256)")
 
 	// Start a 5,000-resource load, then change the membership under it.

@@ -15,12 +15,12 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/app/apptest"
 	"github.com/converge-run/converge/core/config"
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/transport"
 	"github.com/converge-run/converge/core/worker"
-	"github.com/converge-run/converge/db/pgtest"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 	"github.com/converge-run/converge/workerproto/gen/converge/worker/v1/workerv1connect"
 )
@@ -81,14 +81,13 @@ func netCompose(_ context.Context, r worker.Request) (worker.Outcome, error) {
 
 func TestRuntime_CompositeWithEdgesAndValueFlowsRollsUpReady(t *testing.T) {
 	t.Parallel()
-	db := pgtest.URL(t)
-	p, _ := startServer(t, db, config.RoleAll, nil)
+	p := startServer(t)
 	applyManifest(t, p.Store, leafKind)
 	applyManifest(t, p.Store, netKind)
-	startWorker(t, brokerURL(p), worker.Options{MaxParallel: 32}, provider("leaf", leafWork), provider("net", netCompose))
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{MaxParallel: 32}, apptest.NewProvider("leaf", leafWork), apptest.NewProvider("net", netCompose))
 
 	applyResource(t, p.Store, "net", "mesh", `{"spokes": 99}`)
-	root := waitPhase(t, p.Store, "net", "mesh", resource.PhaseReady, 90*time.Second)
+	root := apptest.WaitPhase(t, p.Store, "net", "mesh", resource.PhaseReady, 90*time.Second)
 	require.Equal(t, map[string]any{"children": float64(100), "ready": float64(100)}, status(t, root),
 		"the rollup ran once every child was ready")
 
@@ -102,15 +101,15 @@ func TestRuntime_CompositeWithEdgesAndValueFlowsRollsUpReady(t *testing.T) {
 
 func TestRuntime_TerminalFailureStopsRetrying(t *testing.T) {
 	t.Parallel()
-	p, _ := startServer(t, pgtest.URL(t), config.RoleAll, nil)
+	p := startServer(t)
 	applyManifest(t, p.Store, leafKind)
 	var calls atomic.Int32
-	startWorker(t, brokerURL(p), worker.Options{}, provider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
 		calls.Add(1)
 		return worker.Outcome{}, worker.Terminal(errors.New("quota exceeded for good"))
 	}))
 	applyResource(t, p.Store, "leaf", "doomed", `{}`)
-	r := waitPhase(t, p.Store, "leaf", "doomed", resource.PhaseFailed, 30*time.Second)
+	r := apptest.WaitPhase(t, p.Store, "leaf", "doomed", resource.PhaseFailed, 30*time.Second)
 	require.True(t, r.FailureTerminal)
 	conds, err := p.Store.Conditions(context.Background(), r.ID)
 	require.NoError(t, err)
@@ -130,11 +129,11 @@ func TestRuntime_TerminalFailureStopsRetrying(t *testing.T) {
 
 func TestRuntime_DeadlineIsATransientFailureThenRetried(t *testing.T) {
 	t.Parallel()
-	p, _ := startServer(t, pgtest.URL(t), config.RoleAll, nil)
+	p := startServer(t)
 	applyManifest(t, p.Store, `{"kind":"slow","task_deadline_secs":1,
 	  "reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}`)
 	var calls atomic.Int32
-	startWorker(t, brokerURL(p), worker.Options{}, provider("slow", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, apptest.NewProvider("slow", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
 		if calls.Add(1) == 1 {
 			<-ctx.Done() // the first attempt hangs past the deadline
 			return worker.Outcome{}, ctx.Err()
@@ -142,19 +141,19 @@ func TestRuntime_DeadlineIsATransientFailureThenRetried(t *testing.T) {
 		return worker.Outcome{Status: js(map[string]any{"attempt": 2})}, nil
 	}))
 	applyResource(t, p.Store, "slow", "s1", `{}`)
-	waitPhase(t, p.Store, "slow", "s1", resource.PhaseFailed, 30*time.Second)
-	r := waitPhase(t, p.Store, "slow", "s1", resource.PhaseReady, 60*time.Second)
+	apptest.WaitPhase(t, p.Store, "slow", "s1", resource.PhaseFailed, 30*time.Second)
+	r := apptest.WaitPhase(t, p.Store, "slow", "s1", resource.PhaseReady, 60*time.Second)
 	require.False(t, r.FailureTerminal)
 	require.EqualValues(t, 2, calls.Load())
 }
 
 func TestRuntime_OperationVerbReturnsItsOutput(t *testing.T) {
 	t.Parallel()
-	p, _ := startServer(t, pgtest.URL(t), config.RoleAll, nil)
+	p := startServer(t)
 	applyManifest(t, p.Store, leafKind)
-	startWorker(t, brokerURL(p), worker.Options{}, provider("leaf", leafWork))
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, apptest.NewProvider("leaf", leafWork))
 	applyResource(t, p.Store, "leaf", "target", `{}`)
-	waitPhase(t, p.Store, "leaf", "target", resource.PhaseReady, 30*time.Second)
+	apptest.WaitPhase(t, p.Store, "leaf", "target", resource.PhaseReady, 30*time.Second)
 
 	op, err := p.Store.RunOperation(context.Background(), "leaf", "target", "ping", json.RawMessage(`{"n":7}`), "test")
 	require.NoError(t, err)
@@ -173,37 +172,37 @@ func TestRuntime_OperationVerbReturnsItsOutput(t *testing.T) {
 
 func TestRuntime_UnreadyKindGetsNoWorkWhileOthersAreServed(t *testing.T) {
 	t.Parallel()
-	p, _ := startServer(t, pgtest.URL(t), config.RoleAll, nil)
+	p := startServer(t)
 	applyManifest(t, p.Store, leafKind)
 	applyManifest(t, p.Store, `{"kind":"gated","reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}`)
 	var gatedCalls atomic.Int32
-	gated := provider("gated", func(context.Context, worker.Request) (worker.Outcome, error) {
+	gated := apptest.NewProvider("gated", func(context.Context, worker.Request) (worker.Outcome, error) {
 		gatedCalls.Add(1)
 		return worker.Outcome{Status: js(map[string]any{"ok": true})}, nil
 	})
-	gated.ready.Store(false)
-	startWorker(t, brokerURL(p), worker.Options{}, provider("leaf", leafWork), gated)
+	gated.SetReady(false)
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, apptest.NewProvider("leaf", leafWork), gated)
 
 	applyResource(t, p.Store, "gated", "g1", `{}`)
 	applyResource(t, p.Store, "leaf", "l1", `{}`)
-	waitPhase(t, p.Store, "leaf", "l1", resource.PhaseReady, 30*time.Second)
+	apptest.WaitPhase(t, p.Store, "leaf", "l1", resource.PhaseReady, 30*time.Second)
 	r, err := p.Store.GetResource(context.Background(), "gated", "g1")
 	require.NoError(t, err)
 	require.Equal(t, resource.PhaseReconciling, r.Phase)
 	require.Zero(t, gatedCalls.Load(), "an unready kind is sent no work")
 
-	gated.ready.Store(true)
-	waitPhase(t, p.Store, "gated", "g1", resource.PhaseReady, 30*time.Second)
+	gated.SetReady(true)
+	apptest.WaitPhase(t, p.Store, "gated", "g1", resource.PhaseReady, 30*time.Second)
 }
 
 func TestRuntime_DeletingACompositeTearsDownDependentsFirst(t *testing.T) {
 	t.Parallel()
-	p, _ := startServer(t, pgtest.URL(t), config.RoleAll, nil)
+	p := startServer(t)
 	applyManifest(t, p.Store, leafKind)
 	applyManifest(t, p.Store, netKind)
 	var mu sync.Mutex
 	var order []string
-	leaf := provider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+	leaf := apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
 		if r.Stage == worker.StageDelete {
 			mu.Lock()
 			order = append(order, r.Resource.Name)
@@ -211,9 +210,9 @@ func TestRuntime_DeletingACompositeTearsDownDependentsFirst(t *testing.T) {
 		}
 		return leafWork(ctx, r)
 	})
-	startWorker(t, brokerURL(p), worker.Options{}, leaf, provider("net", netCompose))
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, leaf, apptest.NewProvider("net", netCompose))
 	applyResource(t, p.Store, "net", "tree", `{"spokes": 3}`)
-	waitPhase(t, p.Store, "net", "tree", resource.PhaseReady, 60*time.Second)
+	apptest.WaitPhase(t, p.Store, "net", "tree", resource.PhaseReady, 60*time.Second)
 
 	_, err := p.Store.RequestDeletion(context.Background(), "net", "tree", "test")
 	require.NoError(t, err)
@@ -229,14 +228,14 @@ func TestRuntime_DeletingACompositeTearsDownDependentsFirst(t *testing.T) {
 
 func TestRuntime_BrokerSpeaksGRPC(t *testing.T) {
 	t.Parallel()
-	p, _ := startServer(t, pgtest.URL(t), config.RoleAll, nil)
+	p := startServer(t)
 	applyManifest(t, p.Store, leafKind)
 	_, _, err := p.Store.ApplyProviderConfig(context.Background(), store.ProviderConfigInput{Kind: "leaf", Name: "default", IsDefault: true,
 		Spec: json.RawMessage(`{"endpoint":"http://sink"}`)})
 	require.NoError(t, err)
-	hc, err := transport.ClientFor(brokerURL(p), nil)
+	hc, err := transport.ClientFor(apptest.BrokerURL(p), nil)
 	require.NoError(t, err)
-	client := workerv1connect.NewWorkerServiceClient(hc, brokerURL(p), connect.WithGRPC())
+	client := workerv1connect.NewWorkerServiceClient(hc, apptest.BrokerURL(p), connect.WithGRPC())
 	res, err := client.GetProviderConfig(context.Background(), connect.NewRequest(&workerv1.GetProviderConfigRequest{Kind: "leaf"}))
 	require.NoError(t, err)
 	require.True(t, res.Msg.GetFound())
@@ -248,7 +247,7 @@ func TestRuntime_BrokerSpeaksGRPC(t *testing.T) {
 
 func TestRuntime_ProbesAndMetrics(t *testing.T) {
 	t.Parallel()
-	p, _ := startServer(t, pgtest.URL(t), config.RoleAll, nil)
+	p := startServer(t)
 	base := "http://" + p.Addr("api").String()
 	for _, path := range []string{"/livez", "/healthz", "/readyz", "/metrics"} {
 		res, err := http.Get(base + path)
@@ -260,7 +259,7 @@ func TestRuntime_ProbesAndMetrics(t *testing.T) {
 
 func TestRuntime_ReactorBindingDeliversTransitionsAtLeastOnce(t *testing.T) {
 	t.Parallel()
-	p, _ := startServer(t, pgtest.URL(t), config.RoleAll, nil)
+	p := startServer(t)
 	applyManifest(t, p.Store, leafKind)
 	applyManifest(t, p.Store, `{"kind":"sink","config_schema":{"type":"object"},
 	  "reactions":[{"name":"react","trigger":"reactor","emits":["sideEffect"]}]}`)
@@ -272,7 +271,7 @@ func TestRuntime_ReactorBindingDeliversTransitionsAtLeastOnce(t *testing.T) {
 	type got struct{ name, transition, token string }
 	deliveries := make(chan got, 16)
 	var attempts atomic.Int32
-	sink := provider("sink", func(_ context.Context, r worker.Request) (worker.Outcome, error) {
+	sink := apptest.NewProvider("sink", func(_ context.Context, r worker.Request) (worker.Outcome, error) {
 		if r.Stage != worker.StageReact {
 			return worker.Outcome{}, fmt.Errorf("sink got stage %s", r.Stage)
 		}
@@ -282,7 +281,7 @@ func TestRuntime_ReactorBindingDeliversTransitionsAtLeastOnce(t *testing.T) {
 		deliveries <- got{r.Resource.Name, string(r.React.Transition), r.React.DedupToken}
 		return worker.Outcome{}, nil
 	})
-	startWorker(t, brokerURL(p), worker.Options{}, provider("leaf", leafWork), sink)
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, apptest.NewProvider("leaf", leafWork), sink)
 
 	_, _, err = p.Store.ApplyResource(context.Background(), store.ApplyResourceInput{Kind: "leaf", Name: "watched",
 		Labels: map[string]string{"team": "a"}, Spec: json.RawMessage(`{}`)})
@@ -290,7 +289,7 @@ func TestRuntime_ReactorBindingDeliversTransitionsAtLeastOnce(t *testing.T) {
 	_, _, err = p.Store.ApplyResource(context.Background(), store.ApplyResourceInput{Kind: "leaf", Name: "ignored",
 		Labels: map[string]string{"team": "b"}, Spec: json.RawMessage(`{}`)})
 	require.NoError(t, err)
-	waitPhase(t, p.Store, "leaf", "ignored", resource.PhaseReady, 30*time.Second)
+	apptest.WaitPhase(t, p.Store, "leaf", "ignored", resource.PhaseReady, 30*time.Second)
 
 	select {
 	case d := <-deliveries:
@@ -310,12 +309,13 @@ func TestRuntime_ReactorBindingDeliversTransitionsAtLeastOnce(t *testing.T) {
 
 func TestRuntime_MeshRelaysStagesToThePeerWithTheWorker(t *testing.T) {
 	t.Parallel()
-	db := pgtest.URL(t)
-	withWorker, _ := startServer(t, db, config.RoleAll, nil)
-	without, _ := startServer(t, db, config.RoleAll, nil)
+	o := options()
+	o.Roles = []config.Role{config.RoleAll, config.RoleAll}
+	s := apptest.Start(t, o)
+	withWorker, without := s.Processes[0], s.Processes[1]
 	applyManifest(t, withWorker.Store, leafKind)
 	// Only the first pod has a worker; the second owns half the shards.
-	startWorker(t, brokerURL(withWorker), worker.Options{}, provider("leaf", leafWork))
+	apptest.StartWorker(t, apptest.BrokerURL(withWorker), worker.Options{}, apptest.NewProvider("leaf", leafWork))
 	require.Eventually(t, func() bool {
 		a, b := withWorker.Shards.Span(), without.Shards.Span()
 		return !a.Empty() && !b.Empty() && a != b
@@ -327,7 +327,7 @@ func TestRuntime_MeshRelaysStagesToThePeerWithTheWorker(t *testing.T) {
 	}
 	relayed := 0
 	for i := range n {
-		r := waitPhase(t, withWorker.Store, "leaf", fmt.Sprintf("meshed-%d", i), resource.PhaseReady, 60*time.Second)
+		r := apptest.WaitPhase(t, withWorker.Store, "leaf", fmt.Sprintf("meshed-%d", i), resource.PhaseReady, 60*time.Second)
 		if sp := without.Shards.Span(); r.ShardID >= sp.Lo && r.ShardID < sp.Hi {
 			relayed++
 		}
@@ -337,19 +337,19 @@ func TestRuntime_MeshRelaysStagesToThePeerWithTheWorker(t *testing.T) {
 
 func TestRuntime_TerminallyFailedUpstreamFailsItsDependentsAndTheRootRollsUp(t *testing.T) {
 	t.Parallel()
-	p, _ := startServer(t, pgtest.URL(t), config.RoleAll, nil)
+	p := startServer(t)
 	applyManifest(t, p.Store, leafKind)
 	applyManifest(t, p.Store, netKind)
-	leaf := provider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+	leaf := apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
 		if r.Stage == worker.StageWork && r.Resource.Name == "web-hub" {
 			return worker.Outcome{}, worker.Terminal(errors.New("hub cidr overlaps"))
 		}
 		return leafWork(ctx, r)
 	})
-	startWorker(t, brokerURL(p), worker.Options{}, leaf, provider("net", netCompose))
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, leaf, apptest.NewProvider("net", netCompose))
 	applyResource(t, p.Store, "net", "web", `{"spokes": 3}`)
 
-	spoke := waitPhase(t, p.Store, "leaf", "web-spoke-1", resource.PhaseFailed, 60*time.Second)
+	spoke := apptest.WaitPhase(t, p.Store, "leaf", "web-spoke-1", resource.PhaseFailed, 60*time.Second)
 	require.False(t, spoke.FailureTerminal, "a blocked dependent is not terminal: it retries once the upstream recovers")
 	conds, err := p.Store.Conditions(context.Background(), spoke.ID)
 	require.NoError(t, err)
@@ -357,7 +357,7 @@ func TestRuntime_TerminallyFailedUpstreamFailsItsDependentsAndTheRootRollsUp(t *
 	require.GreaterOrEqual(t, i, 0)
 	require.Equal(t, "DependencyFailed", conds[i].Reason)
 
-	root := waitPhase(t, p.Store, "net", "web", resource.PhaseReady, 60*time.Second)
+	root := apptest.WaitPhase(t, p.Store, "net", "web", resource.PhaseReady, 60*time.Second)
 	require.Equal(t, map[string]any{"children": float64(4), "ready": float64(0)}, status(t, root),
 		"the rollup ran over a subtree that failed instead of stalling")
 }

@@ -61,44 +61,66 @@ func (c Config) HasControl() bool { return c.Role == RoleAll || c.Role == RoleCo
 // HasBroker reports whether the role runs a broker.
 func (c Config) HasBroker() bool { return c.Role == RoleAll || c.Role == RoleBroker }
 
+// Defaults is the configuration with nothing set: what Parse starts from
+// before reading the environment. Tests build a Config from it instead of
+// faking the environment; DatabaseURL is still required (Validate).
+func Defaults() Config {
+	return Config{
+		Role:           RoleAll,
+		ListenAddr:     ":8080",
+		HealthAddr:     ":8081",
+		ShutdownDrain:  45 * time.Second,
+		HeartbeatEvery: 10 * time.Second,
+		UnclaimedAfter: 24 * time.Hour,
+		TLSReload:      3 * time.Minute,
+	}
+}
+
 // FromEnv reads the configuration from the process environment.
 func FromEnv(version string) (Config, error) { return Parse(os.Getenv, version) }
 
-// Parse reads the configuration through getenv and validates it.
+// Parse reads the configuration through getenv over Defaults and validates
+// it.
 func Parse(getenv func(string) string, version string) (Config, error) {
-	c := Config{
-		DatabaseURL:     getenv("DATABASE_URL"),
-		DatabaseReadURL: getenv("DATABASE_READ_URL"),
-		Role:            Role(strings.ToLower(or(getenv("ROLE"), "all"))),
-		ListenAddr:      or(getenv("LISTEN_ADDR"), ":8080"),
-		HealthAddr:      or(getenv("HEALTH_ADDR"), ":8081"),
-		BrokerAddr:      getenv("BROKER_ADDR"),
-		BrokerURL:       getenv("BROKER_URL"),
-		LogFormat:       getenv("LOG_FORMAT"),
-		LogLevel:        getenv("LOG_LEVEL"),
-		TLSCertFile:     getenv("TLS_CERT_FILE"),
-		TLSKeyFile:      getenv("TLS_KEY_FILE"),
-		TLSClientCAFile: getenv("TLS_CLIENT_CA_FILE"),
-		APITokensFile:   getenv("API_TOKENS_FILE"),
-		Version:         version,
-	}
+	c := Defaults()
+	c.Version = version
 	var errs []error
-	dur := func(name string, def time.Duration) time.Duration {
+	str := func(dst *string, name string) {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	str(&c.DatabaseURL, "DATABASE_URL")
+	str(&c.DatabaseReadURL, "DATABASE_READ_URL")
+	if v := getenv("ROLE"); v != "" {
+		c.Role = Role(strings.ToLower(v))
+	}
+	str(&c.ListenAddr, "LISTEN_ADDR")
+	str(&c.HealthAddr, "HEALTH_ADDR")
+	str(&c.BrokerAddr, "BROKER_ADDR")
+	str(&c.BrokerURL, "BROKER_URL")
+	str(&c.LogFormat, "LOG_FORMAT")
+	str(&c.LogLevel, "LOG_LEVEL")
+	str(&c.TLSCertFile, "TLS_CERT_FILE")
+	str(&c.TLSKeyFile, "TLS_KEY_FILE")
+	str(&c.TLSClientCAFile, "TLS_CLIENT_CA_FILE")
+	str(&c.APITokensFile, "API_TOKENS_FILE")
+	dur := func(dst *time.Duration, name string) {
 		v := getenv(name)
 		if v == "" {
-			return def
+			return
 		}
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
 			errs = append(errs, fmt.Errorf("%s=%q: want a positive duration like 45s", name, v))
-			return def
+			return
 		}
-		return d
+		*dst = d
 	}
-	c.ShutdownDrain = dur("SHUTDOWN_DRAIN", 45*time.Second)
-	c.HeartbeatEvery = dur("MEMBER_HEARTBEAT_EVERY", 10*time.Second)
-	c.UnclaimedAfter = dur("SWEEPER_UNCLAIMED_DELETE_AFTER", 24*time.Hour)
-	c.TLSReload = dur("TLS_RELOAD_INTERVAL", 3*time.Minute)
+	dur(&c.ShutdownDrain, "SHUTDOWN_DRAIN")
+	dur(&c.HeartbeatEvery, "MEMBER_HEARTBEAT_EVERY")
+	dur(&c.UnclaimedAfter, "SWEEPER_UNCLAIMED_DELETE_AFTER")
+	dur(&c.TLSReload, "TLS_RELOAD_INTERVAL")
 	if v := getenv("DB_IAM_AUTH"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -106,7 +128,18 @@ func Parse(getenv func(string) string, version string) (Config, error) {
 		}
 		c.DBIAMAuth = b
 	}
+	if err := c.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return c, errors.Join(errs...)
+	}
+	return c, nil
+}
 
+// Validate checks a configuration the way Parse does after reading it.
+func (c Config) Validate() error {
+	var errs []error
 	if c.DatabaseURL == "" {
 		errs = append(errs, errors.New("DATABASE_URL is required"))
 	}
@@ -115,11 +148,14 @@ func Parse(getenv func(string) string, version string) (Config, error) {
 	default:
 		errs = append(errs, fmt.Errorf("ROLE=%q: want all, control or broker", c.Role))
 	}
-	errs = append(errs, c.validateListen()...)
-	if len(errs) > 0 {
-		return c, errors.Join(errs...)
+	for name, d := range map[string]time.Duration{"SHUTDOWN_DRAIN": c.ShutdownDrain, "MEMBER_HEARTBEAT_EVERY": c.HeartbeatEvery,
+		"SWEEPER_UNCLAIMED_DELETE_AFTER": c.UnclaimedAfter, "TLS_RELOAD_INTERVAL": c.TLSReload} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%s: want a positive duration", name, d))
+		}
 	}
-	return c, nil
+	errs = append(errs, c.validateListen()...)
+	return errors.Join(errs...)
 }
 
 func (c Config) validateListen() []error {

@@ -78,3 +78,37 @@ func TestRedacted_HidesPasswords(t *testing.T) {
 	}
 	require.Contains(t, c.Redacted()["DATABASE_URL"], "app:REDACTED@db")
 }
+
+func TestDefaults_AreWhatParseStartsFrom(t *testing.T) {
+	t.Parallel()
+	got, err := Parse(env(map[string]string{"DATABASE_URL": "postgres://db/converge"}), "v1")
+	require.NoError(t, err)
+	want := Defaults()
+	want.DatabaseURL, want.Version = "postgres://db/converge", "v1"
+	require.Equal(t, want, got, "an empty environment parses to Defaults()")
+	require.NoError(t, want.Validate(), "Defaults() with a database is a valid configuration")
+	require.ErrorContains(t, Defaults().Validate(), "DATABASE_URL is required")
+}
+
+func TestValidate_RejectsAConfigValueParseWouldReject(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		reason  string
+		edit    func(*Config)
+		wantErr string
+	}{
+		"role":  {reason: "a built value gets the same role check", edit: func(c *Config) { c.Role = "worker" }, wantErr: "ROLE"},
+		"drain": {reason: "a zero duration would spin a cadence", edit: func(c *Config) { c.ShutdownDrain = 0 }, wantErr: "SHUTDOWN_DRAIN"},
+		"beat":  {reason: "a zero heartbeat is refused", edit: func(c *Config) { c.HeartbeatEvery = 0 }, wantErr: "MEMBER_HEARTBEAT_EVERY"},
+		"tls":   {reason: "https without a keypair", edit: func(c *Config) { c.ListenAddr = "https://:8443" }, wantErr: "TLS_CERT_FILE"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := Defaults()
+			c.DatabaseURL = "postgres://db/converge"
+			tc.edit(&c)
+			require.ErrorContains(t, c.Validate(), tc.wantErr, tc.reason)
+		})
+	}
+}

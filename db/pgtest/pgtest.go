@@ -20,6 +20,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -33,6 +34,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
 
 	"github.com/converge-run/converge/db/migrate"
 	"github.com/converge-run/converge/db/migrations"
@@ -57,8 +59,10 @@ var (
 	shutdown sync.Once
 )
 
-// Main runs the package's tests and stops the private cluster afterwards.
-func Main(m *testing.M) {
+// Main runs the package's tests, fails the binary if a goroutine outlived
+// them (goleak, as River's WrapTestMain), and stops the private cluster
+// afterwards. ignore adds a package's own process-lifetime goroutines.
+func Main(m *testing.M, ignore ...goleak.Option) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	go func() {
@@ -67,8 +71,29 @@ func Main(m *testing.M) {
 		os.Exit(130)
 	}()
 	code := m.Run()
+	if code == 0 {
+		// Idle keep-alive connections of http.DefaultTransport (http.Get in
+		// tests) are pooled, not leaked: close them before looking.
+		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+		if err := goleak.Find(append(lifetime(), ignore...)...); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: goroutines outlived the tests: %v\n", err)
+			code = 1
+		}
+	}
 	stop()
 	os.Exit(code)
+}
+
+// lifetime are the goroutines that live as long as the test binary, each
+// with why.
+func lifetime() []goleak.Option {
+	return []goleak.Option{
+		// Main's own handler, waiting for SIGINT/SIGTERM to stop the cluster.
+		goleak.IgnoreTopFunction("github.com/converge-run/converge/db/pgtest.Main.func1"),
+		// The private cluster's postgres, waited on until stop() ends it
+		// after this check.
+		goleak.IgnoreAnyFunction("github.com/converge-run/converge/db/pgcluster.(*Cluster).start.func1"),
+	}
 }
 
 func stop() {

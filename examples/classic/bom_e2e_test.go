@@ -10,8 +10,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/app/apptest"
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/worker"
 	"github.com/converge-run/converge/examples/apply"
 	"github.com/converge-run/converge/examples/classic"
 )
@@ -28,9 +30,9 @@ func decode(t *testing.T, raw json.RawMessage) map[string]any {
 // Connect, a bom with 3 teams applied.
 func TestBOM_ThreeTeamsConvergeReadyWithValuesFlowed(t *testing.T) {
 	t.Parallel()
-	p := startConverge(t)
+	s := apptest.Start(t, apptest.Options{})
 	ctx := context.Background()
-	a := apply.StoreApplier{Store: p.Store, Actor: "test"}
+	a := apply.StoreApplier{Store: s.Store, Actor: "test"}
 
 	docs, err := classic.Documents(false)
 	require.NoError(t, err)
@@ -43,11 +45,11 @@ func TestBOM_ThreeTeamsConvergeReadyWithValuesFlowed(t *testing.T) {
 	}
 	require.NoError(t, a.ApplyProviderConfig(ctx, apply.ProviderConfig{Kind: classic.KindStatusSink, Name: "default", IsDefault: true,
 		Spec: json.RawMessage(`{"endpoint":"file://` + sinkDir + `","prefix":"boms"}`)}))
-	serve(t, brokerURL(p), classic.Providers(testLog())...)
+	s.StartWorker(apptest.Worker{Options: worker.Options{MaxParallel: 64}, Providers: classic.Providers(s.Log)})
 
 	require.NoError(t, a.ApplyResource(ctx, apply.Resource{Kind: classic.KindBOM, Name: "acme",
 		Spec: json.RawMessage(`{"teams":3,"routes_per_team":2}`)}))
-	root := waitPhase(t, p.Store, classic.KindBOM, "acme", resource.PhaseReady, 60*time.Second)
+	root := s.WaitPhase(classic.KindBOM, "acme", resource.PhaseReady, 90*time.Second)
 
 	const teams, routes = 3, 2
 	const descendants = teams * (2 + routes)
@@ -60,7 +62,7 @@ func TestBOM_ThreeTeamsConvergeReadyWithValuesFlowed(t *testing.T) {
 		"route":   map[string]any{"Ready": float64(teams * routes)},
 	}, status["by_kind"])
 
-	page, err := p.Store.ListResources(ctx, store.ListOptions{OwnerID: &root.ID, Limit: 500})
+	page, err := s.Store.ListResources(ctx, store.ListOptions{OwnerID: &root.ID, Limit: 500})
 	require.NoError(t, err)
 	require.Len(t, page.Items, descendants, "the bom owns exactly its composed children")
 	byName := map[string]resource.Resource{}
@@ -100,9 +102,9 @@ func TestBOM_ThreeTeamsConvergeReadyWithValuesFlowed(t *testing.T) {
 // Degraded and names them.
 func TestBOM_TerminallyFailedLeafDegradesTheBOM(t *testing.T) {
 	t.Parallel()
-	p := startConverge(t)
+	s := apptest.Start(t, apptest.Options{})
 	ctx := context.Background()
-	a := apply.StoreApplier{Store: p.Store, Actor: "test"}
+	a := apply.StoreApplier{Store: s.Store, Actor: "test"}
 	// The manifests only: no statussink writing outside the test.
 	docs, err := apply.Load(classic.Fixtures, classic.FixturesDir, func(d apply.Document) bool { return d.Type == apply.TypeManifest })
 	require.NoError(t, err)
@@ -114,15 +116,15 @@ func TestBOM_TerminallyFailedLeafDegradesTheBOM(t *testing.T) {
 	} {
 		require.NoError(t, a.ApplyProviderConfig(ctx, apply.ProviderConfig{Kind: kind, Name: "default", IsDefault: true, Spec: json.RawMessage(spec)}))
 	}
-	serve(t, brokerURL(p), classic.Providers(testLog())...)
+	s.StartWorker(apptest.Worker{Options: worker.Options{MaxParallel: 64}, Providers: classic.Providers(s.Log)})
 
 	require.NoError(t, a.ApplyResource(ctx, apply.Resource{Kind: classic.KindBOM, Name: "lossy",
 		Spec: json.RawMessage(`{"teams":1,"routes_per_team":2}`)}))
-	root := waitPhase(t, p.Store, classic.KindBOM, "lossy", resource.PhaseDegraded, 60*time.Second)
+	root := s.WaitPhase(classic.KindBOM, "lossy", resource.PhaseDegraded, 90*time.Second)
 	status := decode(t, root.Status)
 	require.EqualValues(t, 2, status["ready"], "the account and the VPC are ready: %s", root.Status)
 	require.Equal(t, []any{"route/lossy-t0-route-0 (Failed)", "route/lossy-t0-route-1 (Failed)"}, status["not_ready"])
-	conds, err := p.Store.Conditions(ctx, root.ID)
+	conds, err := s.Store.Conditions(ctx, root.ID)
 	require.NoError(t, err)
 	found := false
 	for _, c := range conds {

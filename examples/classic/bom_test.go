@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/app/apptest"
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/worker"
 	"github.com/converge-run/converge/examples/apply"
@@ -18,7 +19,7 @@ import (
 
 func provider(t *testing.T, kind string) worker.Provider {
 	t.Helper()
-	for _, p := range classic.Providers(testLog()) {
+	for _, p := range classic.Providers(apptest.Logger(t)) {
 		if p.Kind().Kind == kind {
 			return p
 		}
@@ -150,7 +151,7 @@ func TestFixtures_AreValidDocuments(t *testing.T) {
 		}
 	}
 	require.Equal(t, map[apply.Type]int{apply.TypeManifest: 5, apply.TypeProviderConfig: 4, apply.TypeReactorBinding: 1, apply.TypeResource: 1}, seen)
-	for _, p := range classic.Providers(testLog()) {
+	for _, p := range classic.Providers(apptest.Logger(t)) {
 		require.True(t, kinds[p.Kind().Kind], "provider %s has a fixture manifest", p.Kind())
 	}
 	// The documents decode strictly (a recording applier sees them all).

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/resource"
 )
 
 // TestDashboard drives the dashboard in Chromium against a real converge,
@@ -22,8 +24,8 @@ func TestDashboard(t *testing.T) {
 	for i := range 30 {
 		s.applyResource("leaf", fmt.Sprintf("ready-%02d", i), map[string]any{"n": i}, map[string]string{"team": []string{"a", "b"}[i%2]})
 	}
-	s.waitPhase("leaf", "failing", "FAILED", 60*time.Second)
-	s.waitPhase("leaf", "ready-29", "READY", 60*time.Second)
+	s.WaitPhase("leaf", "failing", resource.PhaseFailed, 90*time.Second)
+	s.WaitPhase("leaf", "ready-29", resource.PhaseReady, 90*time.Second)
 
 	t.Run("SummaryShowsLivePhaseCounts", func(t *testing.T) {
 		b.t = t
@@ -152,7 +154,7 @@ func TestDashboard(t *testing.T) {
 	t.Run("GraphShowsTheSubtreeLive", func(t *testing.T) {
 		b.t = t
 		s.applyResource("net", "broken", map[string]any{"spokes": 2, "failSpoke": 1}, nil)
-		s.waitPhase("leaf", "broken-spoke-1", "FAILED", 60*time.Second)
+		s.WaitPhase("leaf", "broken-spoke-1", resource.PhaseFailed, 90*time.Second)
 		b.open("/graph?root=net%2Fbroken")
 		b.waitFor(`document.querySelectorAll('[data-testid=graph] g.node').length === 4`, 20*time.Second)
 		b.waitFor(`document.querySelector('[data-testid=graph] g.node[data-name="broken-spoke-1"]')?.dataset.phase === 'FAILED'`, 20*time.Second)

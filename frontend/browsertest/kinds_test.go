@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/worker"
 )
@@ -25,22 +24,6 @@ const netKind = `{"kind":"net","description":"A hub and its spokes.",
  "spec_schema":{"type":"object","properties":{"spokes":{"type":"integer","minimum":0}},"required":["spokes"]},
  "reactions":[{"name":"compose","trigger":"specChange","emits":["children","edges","status"]},
               {"name":"rollup","trigger":"childrenSettled","emits":["status"]}]}`
-
-type provider struct {
-	kv   manifest.KindVersion
-	work func(context.Context, worker.Request) (worker.Outcome, error)
-}
-
-func newProvider(kind string, work func(context.Context, worker.Request) (worker.Outcome, error)) *provider {
-	return &provider{kv: manifest.KindVersion{Kind: kind, Version: "v1"}, work: work}
-}
-
-func (p *provider) Kind() manifest.KindVersion { return p.kv }
-func (p *provider) Work(ctx context.Context, r worker.Request) (worker.Outcome, error) {
-	return p.work(ctx, r)
-}
-func (p *provider) OnConfig(worker.ProviderConfig) {}
-func (p *provider) Ready() bool                    { return true }
 
 func leafWork(_ context.Context, r worker.Request) (worker.Outcome, error) {
 	if r.Stage == worker.StageOperate {

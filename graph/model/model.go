@@ -12,14 +12,12 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/google/uuid"
-
-	"github.com/converge-run/converge/core/resource"
 )
 
-// Resource is one resource. The scalar fields are filled from Core when the
-// row is read; owner, children, conditions, dependencies, dependents,
+// Resource is one resource. The scalar fields are filled when the row is
+// read; owner, children, conditions, dependencies, dependents,
 // providerConfig, root, definition, operations and history are resolved
-// (batched) from Core's ids.
+// (batched) from the ids below.
 type Resource struct {
 	ID                  string
 	Kind                string
@@ -45,8 +43,11 @@ type Resource struct {
 	ProviderConfigRef   *string
 	ShardID             int
 
-	// Core is the row as the store read it.
-	Core resource.Resource
+	// UUID is ID parsed; OwnerID the composing parent and RootID the
+	// composition root (nil for a root).
+	UUID    uuid.UUID
+	OwnerID *uuid.UUID
+	RootID  *uuid.UUID
 }
 
 // ProviderConfig is one provider config; owner is resolved from OwnerID.

@@ -1,0 +1,135 @@
+package apptest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/store"
+)
+
+// poll is how often the waits re-check their condition.
+const poll = 20 * time.Millisecond
+
+// WaitFor re-checks cond until it holds, failing the test after within.
+func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(poll)
+	}
+}
+
+// WaitPhase waits until kind/name is in phase and returns it; on timeout
+// the failure names the last phase seen and the resource's conditions.
+func (s *Stack) WaitPhase(kind, name string, phase resource.Phase, within time.Duration) resource.Resource {
+	s.t.Helper()
+	return WaitPhase(s.t, s.Store, kind, name, phase, within)
+}
+
+// WaitPhase waits until kind/name is in phase in st.
+func WaitPhase(t testing.TB, st *store.Store, kind, name string, phase resource.Phase, within time.Duration) resource.Resource {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(within)
+	var last resource.Resource
+	for time.Now().Before(deadline) {
+		if r, err := st.GetResource(ctx, kind, name); err == nil {
+			last = r
+			if r.Phase == phase {
+				return r
+			}
+		}
+		time.Sleep(poll)
+	}
+	t.Fatalf("%s/%s did not reach %s within %s; last phase %q (gen %d synced %d failure %d) status %s%s", kind, name, phase, within,
+		last.Phase, last.Generation, last.SyncedGen, last.FailureGen, last.Status, why(st, last))
+	return last
+}
+
+// WaitSubtree waits until done holds for kind/name and every resource
+// composed below it (read in one pass each time), and returns them.
+func (s *Stack) WaitSubtree(kind, name string, within time.Duration,
+	done func(root resource.Resource, below []resource.Resource) bool) (resource.Resource, []resource.Resource) {
+	s.t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(within)
+	var (
+		root  resource.Resource
+		below []resource.Resource
+	)
+	for time.Now().Before(deadline) {
+		r, err := s.Store.GetResource(ctx, kind, name)
+		if err == nil {
+			root = r
+			if below, err = s.descendants(ctx, r); err == nil && done(root, below) {
+				return root, below
+			}
+		}
+		time.Sleep(poll)
+	}
+	var b strings.Builder
+	for _, c := range below {
+		fmt.Fprintf(&b, "\n  %s/%s %s", c.Kind, c.Name, c.Phase)
+	}
+	s.t.Fatalf("%s/%s's subtree did not settle as wanted within %s; root %s, below:%s", kind, name, within, root.Phase, b.String())
+	return root, below
+}
+
+// AllIn is a WaitSubtree condition: the root and everything below in phase.
+func AllIn(phase resource.Phase) func(resource.Resource, []resource.Resource) bool {
+	return func(root resource.Resource, below []resource.Resource) bool {
+		if root.Phase != phase {
+			return false
+		}
+		for _, r := range below {
+			if r.Phase != phase {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// descendants walks the owner tree below r, a page of children at a time.
+func (s *Stack) descendants(ctx context.Context, r resource.Resource) ([]resource.Resource, error) {
+	var out []resource.Resource
+	queue := []resource.Resource{r}
+	for len(queue) > 0 {
+		parent := queue[0]
+		queue = queue[1:]
+		after := ""
+		for {
+			page, err := s.Store.ListResources(ctx, store.ListOptions{OwnerID: &parent.ID, Limit: 500, After: after})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, page.Items...)
+			queue = append(queue, page.Items...)
+			if page.NextCursor == "" {
+				break
+			}
+			after = page.NextCursor
+		}
+	}
+	return out, nil
+}
+
+// why renders r's conditions for a failure message.
+func why(st *store.Store, r resource.Resource) string {
+	conds, err := st.Conditions(context.Background(), r.ID)
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, c := range conds {
+		fmt.Fprintf(&b, " [%s=%s %s: %s]", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return b.String()
+}

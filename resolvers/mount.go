@@ -1,0 +1,52 @@
+package resolvers
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/converge-run/converge/core/api"
+	"github.com/converge-run/converge/core/app"
+	"github.com/converge-run/converge/core/auth"
+	"github.com/converge-run/converge/core/live"
+)
+
+// MountOptions shape the GraphQL mount.
+type MountOptions struct {
+	// Limits bound every request; zero fields take their defaults
+	// (cmd/converge reads them with api.LimitsFromEnv).
+	Limits api.Limits
+	// UI, when set, serves every path the API does not (the dashboard and
+	// GraphiQL).
+	UI http.Handler
+	// Hub tunes the subscription hub (tests shorten its cadences).
+	Hub []live.Option
+	// OnHub, when set, is handed the hub (tests count its subscribers).
+	OnHub func(*live.Hub)
+}
+
+// Mount is the GraphQL API as a process serves it: a subscription hub on
+// the process's listener (run as one of its duties), bearer tokens from
+// API_TOKENS_FILE, the schema over the process's store, and the handler on
+// /graphql, /graphql/ and /. cmd/converge and the test stacks mount this
+// same function.
+func Mount(o MountOptions) app.Mount {
+	return func(mux *http.ServeMux, p *app.Process) error {
+		hopts := append([]live.Option{live.WithPrimary(p.Primary)}, o.Hub...)
+		hub := live.NewHub(p.Listener, p.Read, p.Log, hopts...)
+		p.AddDuty(hub)
+		if o.OnHub != nil {
+			o.OnHub(hub)
+		}
+		tokens, err := auth.LoadTokens(p.Config.APITokensFile)
+		if err != nil {
+			return fmt.Errorf("API_TOKENS_FILE: %w", err)
+		}
+		schema := NewSchema(Deps{Store: p.Store, Hub: hub, Version: p.Config.Version,
+			AuthRequired: tokens != nil, LoaderWait: o.Limits.LoaderWait})
+		h := api.NewHandler(api.Deps{Schema: schema, Log: p.Log, Tokens: tokens, Limits: o.Limits, UI: o.UI})
+		mux.Handle("/graphql", h)
+		mux.Handle("/graphql/", h)
+		mux.Handle("/", h)
+		return nil
+	}
+}
