@@ -20,6 +20,10 @@ build:
 test *ARGS: frontend-test
     go test {{ARGS}} ./...
 
+# golangci-lint with .golangci.yml (the tool is pinned in tools/go.mod), e.g. `just lint ./core/worker/...`.
+lint *ARGS="./...":
+    go tool -modfile=tools/go.mod golangci-lint run {{ARGS}}
+
 # Everything CI runs.
 ci:
     bash .ci/run

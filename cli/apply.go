@@ -113,14 +113,17 @@ func isNull(raw json.RawMessage) bool {
 	return len(t) == 0 || string(t) == "null"
 }
 
+// applyFlags are apply's flags.
+type applyFlags struct {
+	files     []string
+	typ       string
+	recursive bool
+	wait      bool
+	timeout   time.Duration
+}
+
 func (a *app) applyCommand() *cobra.Command {
-	var (
-		files     []string
-		typeFlag  string
-		recursive bool
-		wait      bool
-		timeout   time.Duration
-	)
+	var fl applyFlags
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR|- [--type TYPE] [--wait [--timeout D]]",
 		Short: "Create or update manifests, provider configs, reactor bindings and resources from files",
@@ -150,65 +153,79 @@ FAILS terminally or settles DEGRADED, or when --timeout passes.`,
   # Apply a BOM and wait up to 10 minutes for its subtree to be READY
   conctl apply -f bom.yaml --wait --timeout 10m`,
 		Args: exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var forced DocType
-			if typeFlag != "" {
-				t, err := ParseDocType(typeFlag)
-				if err != nil {
-					return usageError{err}
-				}
-				forced = t
-			}
-			docs, err := ReadDocuments(files, a.env.Stdin, forced, recursive)
-			if err != nil {
-				return err
-			}
-			checked := make([]typed, 0, len(docs))
-			for _, d := range docs {
-				t, err := decodeDocument(d)
-				if err != nil {
-					return err
-				}
-				checked = append(checked, t)
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			var roots []ref
-			for _, t := range checked {
-				outcome, err := a.applyOne(cmd.Context(), c, t)
-				if err != nil {
-					return fmt.Errorf("apply %s (%s): %w", t.name(), t.Source, err)
-				}
-				fmt.Fprintf(a.stdout(), "%s %s\n", t.name(), outcome)
-				if t.Type == DocResource {
-					roots = append(roots, ref{kind: t.res.Kind, name: t.res.Name})
-				}
-			}
-			if !wait {
-				return nil
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-			defer cancel()
-			for _, r := range roots {
-				if err := a.waitReady(ctx, c, r, timeout); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.apply(cmd.Context(), fl) },
 	}
 	f := cmd.Flags()
-	f.StringArrayVarP(&files, "filename", "f", nil, "a file, a directory or - (stdin); repeatable")
-	f.StringVar(&typeFlag, "type", "", "force the document type: manifest, providerconfig, reactorbinding or resource")
-	f.BoolVarP(&recursive, "recursive", "R", false, "descend into subdirectories of a -f directory")
-	f.BoolVar(&wait, "wait", false, "follow each applied resource until it is READY (or fails)")
-	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long --wait waits")
+	f.StringArrayVarP(&fl.files, "filename", "f", nil, "a file, a directory or - (stdin); repeatable")
+	f.StringVar(&fl.typ, "type", "", "force the document type: manifest, providerconfig, reactorbinding or resource")
+	f.BoolVarP(&fl.recursive, "recursive", "R", false, "descend into subdirectories of a -f directory")
+	f.BoolVar(&fl.wait, "wait", false, "follow each applied resource until it is READY (or fails)")
+	f.DurationVar(&fl.timeout, "timeout", 5*time.Minute, "how long --wait waits")
 	_ = cmd.MarkFlagFilename("filename", "json", "yaml", "yml")
 	_ = cmd.RegisterFlagCompletionFunc("type", cobra.FixedCompletions(
 		[]string{"manifest", "providerconfig", "reactorbinding", "resource"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// apply reads and checks every document before writing any, applies them in
+// dependency order and, with --wait, follows each applied resource until it
+// is READY.
+func (a *app) apply(ctx context.Context, fl applyFlags) error {
+	checked, err := a.checkedDocuments(fl)
+	if err != nil {
+		return err
+	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	var roots []ref
+	for _, t := range checked {
+		outcome, err := a.applyOne(ctx, c, t)
+		if err != nil {
+			return fmt.Errorf("apply %s (%s): %w", t.name(), t.Source, err)
+		}
+		fmt.Fprintf(a.stdout(), "%s %s\n", t.name(), outcome)
+		if t.Type == DocResource {
+			roots = append(roots, ref{kind: t.res.Kind, name: t.res.Name})
+		}
+	}
+	if !fl.wait {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, fl.timeout)
+	defer cancel()
+	for _, r := range roots {
+		if err := a.waitReady(ctx, c, r, fl.timeout); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkedDocuments reads the -f documents and decodes each against its type.
+func (a *app) checkedDocuments(fl applyFlags) ([]typed, error) {
+	var forced DocType
+	if fl.typ != "" {
+		t, err := ParseDocType(fl.typ)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		forced = t
+	}
+	docs, err := ReadDocuments(fl.files, a.env.Stdin, forced, fl.recursive)
+	if err != nil {
+		return nil, err
+	}
+	checked := make([]typed, 0, len(docs))
+	for _, d := range docs {
+		t, err := decodeDocument(d)
+		if err != nil {
+			return nil, err
+		}
+		checked = append(checked, t)
+	}
+	return checked, nil
 }
 
 // The apply outcomes.

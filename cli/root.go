@@ -62,7 +62,9 @@ func NewCommand(env Env) *cobra.Command {
 	return root
 }
 
-func newApp(env Env) (*app, *cobra.Command) {
+// withDefaults fills the fields left unset: no input, discarded output, an
+// empty environment, the wall clock and version "dev".
+func (env Env) withDefaults() Env {
 	if env.Stdin == nil {
 		env.Stdin = strings.NewReader("")
 	}
@@ -81,6 +83,11 @@ func newApp(env Env) (*app, *cobra.Command) {
 	if env.Version == "" {
 		env.Version = "dev"
 	}
+	return env
+}
+
+func newApp(env Env) (*app, *cobra.Command) {
+	env = env.withDefaults()
 	a := &app{env: env}
 	root := &cobra.Command{
 		Use:   "conctl",

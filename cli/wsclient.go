@@ -188,7 +188,9 @@ func (c *WSClient) Reconnects() int {
 func (c *WSClient) connect(ctx context.Context) (*websocket.Conn, error) {
 	d := *c.opts.Dialer
 	d.Subprotocols = []string{subprotocol}
-	conn, resp, err := d.DialContext(ctx, c.opts.Endpoint, c.opts.Header)
+	// gorilla/websocket: a failed handshake's response is handed back for
+	// inspection (dialError reads and closes it); a successful one has no body.
+	conn, resp, err := d.DialContext(ctx, c.opts.Endpoint, c.opts.Header) //nolint:bodyclose // see above
 	if err != nil {
 		if resp != nil {
 			return nil, dialError(c.opts.Endpoint, resp, err)

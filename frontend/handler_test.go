@@ -27,22 +27,26 @@ func testHandler() http.Handler {
 	}}
 }
 
-func get(t *testing.T, h http.Handler, method, target string, hdr ...string) *http.Response {
+// response is what a test reads of an answer: its status, headers and body.
+type response struct {
+	StatusCode int
+	Header     http.Header
+	Body       string
+}
+
+func get(t *testing.T, h http.Handler, method, target string, hdr ...string) response {
 	t.Helper()
-	req := httptest.NewRequest(method, target, nil)
+	req := httptest.NewRequestWithContext(t.Context(), method, target, nil)
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
-	return rec.Result()
-}
-
-func body(t *testing.T, r *http.Response) string {
-	t.Helper()
-	b, err := io.ReadAll(r.Body)
+	res := rec.Result()
+	defer func() { _ = res.Body.Close() }()
+	b, err := io.ReadAll(res.Body)
 	require.NoError(t, err)
-	return string(b)
+	return response{StatusCode: res.StatusCode, Header: res.Header, Body: string(b)}
 }
 
 func TestHandler_Routes(t *testing.T) {
@@ -76,7 +80,7 @@ func TestHandler_Routes(t *testing.T) {
 			if tc.status != 200 {
 				return
 			}
-			require.Contains(t, body(t, r), tc.body, tc.reason)
+			require.Contains(t, r.Body, tc.body, tc.reason)
 			require.Equal(t, tc.cache, r.Header.Get("Cache-Control"), tc.reason)
 			require.Equal(t, "nosniff", r.Header.Get("X-Content-Type-Options"))
 		})
@@ -98,7 +102,7 @@ func TestHandler_HeadersAndMethods(t *testing.T) {
 	r = get(t, h, http.MethodHead, "/assets/tiny-x1.css")
 	require.Equal(t, 200, r.StatusCode)
 	require.Equal(t, "3", r.Header.Get("Content-Length"))
-	require.Empty(t, body(t, r))
+	require.Empty(t, r.Body)
 }
 
 func TestHandler_GzipAndETags(t *testing.T) {
@@ -108,11 +112,11 @@ func TestHandler_GzipAndETags(t *testing.T) {
 	plain := get(t, h, http.MethodGet, "/assets/app-abc12.js")
 	require.Empty(t, plain.Header.Get("Content-Encoding"))
 	require.Equal(t, "Accept-Encoding", plain.Header.Get("Vary"))
-	want := body(t, plain)
+	want := plain.Body
 
 	gz := get(t, h, http.MethodGet, "/assets/app-abc12.js", "Accept-Encoding", "br, gzip;q=0.8")
 	require.Equal(t, "gzip", gz.Header.Get("Content-Encoding"))
-	zr, err := gzip.NewReader(bytes.NewReader([]byte(body(t, gz))))
+	zr, err := gzip.NewReader(bytes.NewReader([]byte(gz.Body)))
 	require.NoError(t, err)
 	got, err := io.ReadAll(zr)
 	require.NoError(t, err)
@@ -128,7 +132,7 @@ func TestHandler_GzipAndETags(t *testing.T) {
 	require.NotEmpty(t, etag)
 	nm := get(t, h, http.MethodGet, "/assets/app-abc12.js", "If-None-Match", etag)
 	require.Equal(t, http.StatusNotModified, nm.StatusCode)
-	require.Empty(t, body(t, nm))
+	require.Empty(t, nm.Body)
 }
 
 func TestHandler_DevDirReadsEveryRequest(t *testing.T) {
@@ -142,12 +146,12 @@ func TestHandler_DevDirReadsEveryRequest(t *testing.T) {
 	})
 	r := get(t, h, http.MethodGet, "/")
 	require.Equal(t, http.StatusServiceUnavailable, r.StatusCode)
-	require.Contains(t, body(t, r), "npm run build")
+	require.Contains(t, r.Body, "npm run build")
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("v1"), 0o644))
-	require.Equal(t, "v1", body(t, get(t, h, http.MethodGet, "/cluster")))
+	require.Equal(t, "v1", get(t, h, http.MethodGet, "/cluster").Body)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("v2"), 0o644))
-	require.Equal(t, "v2", body(t, get(t, h, http.MethodGet, "/cluster")))
+	require.Equal(t, "v2", get(t, h, http.MethodGet, "/cluster").Body)
 }
 
 // TestEmbeddedBuild checks the committed dist/: both pages exist and every
@@ -159,7 +163,7 @@ func TestEmbeddedBuild(t *testing.T) {
 	for _, page := range []string{"/", "/graphiql"} {
 		r := get(t, h, http.MethodGet, page)
 		require.Equal(t, 200, r.StatusCode, page)
-		html := body(t, r)
+		html := r.Body
 		refs := ref.FindAllStringSubmatch(html, -1)
 		require.NotEmpty(t, refs, "%s references no assets", page)
 		for _, m := range refs {

@@ -93,7 +93,8 @@ func start(t *testing.T, args ...string) *devstack {
 		if d.cmd.ProcessState == nil {
 			_ = d.cmd.Process.Signal(syscall.SIGINT)
 			select {
-			case <-d.done:
+			case err := <-d.done:
+				t.Logf("devstack stopped: %v", err)
 			case <-time.After(90 * time.Second):
 				_ = d.cmd.Process.Kill()
 			}

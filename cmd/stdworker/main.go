@@ -32,8 +32,9 @@ var BuildVersion = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv); err != nil {
+	err := run(ctx, os.Args[1:], os.Getenv)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "stdworker:", err)
 		os.Exit(1)
 	}

@@ -52,7 +52,7 @@ func (p *PollLoop) Run(ctx context.Context) error {
 	for {
 		busy, err := p.Step(ctx)
 		if ctx.Err() != nil {
-			return nil
+			return nil //nolint:nilerr // shut down: a step cut short by the cancel is no failure
 		}
 		switch {
 		case err != nil:

@@ -269,10 +269,10 @@ func TestCorpus_GoValidatorAgreesWithDBCheck(t *testing.T) {
 			require.NoError(t, err)
 
 			prefix, _, _ := strings.Cut(name, "-")
-			switch {
-			case tc.rule == "":
+			switch tc.rule {
+			case "":
 				require.Equal(t, "legal", prefix, "%s: a legal case is named legal-*", tc.reason)
-			case tc.rule == manifest.RuleMalformed:
+			case manifest.RuleMalformed:
 				require.Equal(t, "malformed", prefix, "%s: a malformed case is named malformed-*", tc.reason)
 			default:
 				require.Equal(t, "illegal", prefix, "%s: an illegal case is named illegal-*", tc.reason)

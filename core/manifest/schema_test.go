@@ -275,7 +275,7 @@ func TestSchemaValidate_Concurrent(t *testing.T) {
 				}
 				var se *manifest.SchemaError
 				if err := s.Validate(json.RawMessage(`{"cidr": 1}`)); !errors.As(err, &se) || se.Violations[0].Pointer != "/cidr" {
-					errs <- fmt.Errorf("goroutine %d, doc %d: want a /cidr violation, got %v", g, i, err)
+					errs <- fmt.Errorf("goroutine %d, doc %d: want a /cidr violation, got %w", g, i, err)
 					return
 				}
 			}

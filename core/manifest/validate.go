@@ -358,7 +358,7 @@ func checkEscapes(raw []byte) error {
 		}
 		code, err := strconv.ParseUint(string(raw[i+1:i+5]), 16, 16)
 		if err != nil {
-			return nil // a syntax error: the decoder reports it
+			return nil //nolint:nilerr // a syntax error: the decoder reports it
 		}
 		i += 4
 		switch {

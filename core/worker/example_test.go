@@ -31,7 +31,7 @@ func (p *vpcProvider) OnConfig(c worker.ProviderConfig) {
 // Ready gates the kind: no work arrives until the endpoint is known.
 func (p *vpcProvider) Ready() bool { return p.endpoint != "" }
 
-func (p *vpcProvider) Work(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+func (p *vpcProvider) Work(_ context.Context, r worker.Request) (worker.Outcome, error) {
 	var spec struct{ CIDR string }
 	if err := json.Unmarshal(r.Resource.Spec, &spec); err != nil || spec.CIDR == "" {
 		return worker.Outcome{}, worker.Terminal(errors.New("spec.cidr is required"))

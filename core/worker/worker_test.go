@@ -166,10 +166,12 @@ func task(id, kind string, epoch int64, deadlineMs int64) *workerv1.StageTask {
 	}
 }
 
-func startWorker(t *testing.T, b *scriptBroker, opts worker.Options, ps ...worker.Provider) (cancel func(), done chan error) {
+// startWorker serves ps to b; it returns a cancel and a channel that
+// receives Serve's result.
+func startWorker(t *testing.T, b *scriptBroker, opts worker.Options, ps ...worker.Provider) (func(), chan error) {
 	t.Helper()
 	ctx, cancelFn := context.WithCancel(context.Background())
-	done = make(chan error, 1)
+	done := make(chan error, 1)
 	opts.ReadinessEvery = 20 * time.Millisecond
 	opts.ReconnectMin = 10 * time.Millisecond
 	opts.ReconnectMax = 50 * time.Millisecond
@@ -180,7 +182,10 @@ func startWorker(t *testing.T, b *scriptBroker, opts worker.Options, ps ...worke
 	t.Cleanup(func() {
 		cancelFn()
 		select {
-		case <-done:
+		case err := <-done:
+			if err != nil {
+				t.Logf("worker stopped: %v", err)
+			}
 		case <-time.After(10 * time.Second):
 			t.Error("worker did not stop")
 		}
@@ -333,8 +338,8 @@ func TestServe_ShutdownDrainsRunningTasks(t *testing.T) {
 	up := b.next(t, "unready on drain", func(m *workerv1.WorkStreamRequest) bool { return m.GetReadiness() != nil }).GetReadiness()
 	require.False(t, up.GetKinds()[0].GetReady(), "a draining worker advertises its kinds unready")
 	select {
-	case <-done:
-		t.Fatal("Run returned before its in-flight task finished")
+	case err := <-done:
+		t.Fatalf("Run returned before its in-flight task finished: %v", err)
 	default:
 	}
 	close(release)

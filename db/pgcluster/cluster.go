@@ -265,7 +265,11 @@ func (c *Cluster) start(ctx context.Context, owner *credential) error {
 		}
 		select {
 		case <-c.exited:
-			return fmt.Errorf("postgres exited during start-up (%v); log:\n%s", c.exitErr, tail(logPath, 20))
+			exit := c.exitErr
+			if exit == nil {
+				exit = errors.New("exit status 0")
+			}
+			return fmt.Errorf("postgres exited during start-up (%w); log:\n%s", exit, tail(logPath, 20))
 		case <-ctx.Done():
 			return fmt.Errorf("postgres not ready in time: %w; log:\n%s", ctx.Err(), tail(logPath, 20))
 		case <-tick.C:

@@ -82,7 +82,7 @@ func TestStart_DataDirSurvivesRestart(t *testing.T) {
 
 	c2, err := Start(ctx, Options{DataDir: dataDir, Fast: true, Logger: zerolog.Nop()})
 	require.NoError(t, err)
-	defer c2.Stop()
+	defer func() { require.NoError(t, c2.Stop()) }()
 	require.NoError(t, c2.CreateDatabase(ctx, "keepme"), "creating an existing database is a no-op")
 	conn, err = pgx.Connect(ctx, c2.URL("keepme"))
 	require.NoError(t, err)
@@ -99,10 +99,11 @@ func TestSweepStaleTempDirs_RemovesDirsOfDeadOwners(t *testing.T) {
 	require.NoError(t, cmd.Run())
 	deadPid := cmd.Process.Pid
 
-	stale, err := os.MkdirTemp("", tempPrefix)
+	// The sweep scans os.TempDir() for its own prefix, so t.TempDir() won't do.
+	stale, err := os.MkdirTemp("", tempPrefix) //nolint:usetesting // see above
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(stale, "owner.pid"), []byte(strconv.Itoa(deadPid)), 0o644))
-	live, err := os.MkdirTemp("", tempPrefix)
+	live, err := os.MkdirTemp("", tempPrefix) //nolint:usetesting // see above
 	require.NoError(t, err)
 	defer os.RemoveAll(live)
 	require.NoError(t, os.WriteFile(filepath.Join(live, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644))

@@ -38,8 +38,8 @@ func (s BOMSpec) region() string {
 // Descendants is how many resources a bom with this spec composes.
 func (s BOMSpec) Descendants() int { return s.Teams * (2 + s.routes()) }
 
-// Child names: unique within the composition and across boms (they carry
-// the bom's name).
+// AccountName is the name of a bom's team account. Child names are unique
+// within the composition and across boms: they carry the bom's name.
 func AccountName(bom string, team int) string { return fmt.Sprintf("%s-t%d-account", bom, team) }
 
 // VPCName is the name of a bom's team VPC.

@@ -132,7 +132,7 @@ func writeFile(name string, body []byte) error {
 	if err != nil {
 		return fmt.Errorf("statussink: %w", err)
 	}
-	defer os.Remove(tmp.Name()) //nolint:errcheck // gone after the rename
+	defer os.Remove(tmp.Name()) // gone after the rename
 	if _, err := tmp.Write(body); err != nil {
 		tmp.Close()
 		return fmt.Errorf("statussink: write %s: %w", tmp.Name(), err)

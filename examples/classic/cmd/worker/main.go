@@ -20,8 +20,9 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv); err != nil {
+	err := run(ctx, os.Args[1:], os.Getenv)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "classic worker:", err)
 		os.Exit(1)
 	}
