@@ -53,11 +53,11 @@ func documentsOf(t *testing.T, file string) []any {
 		dec := yaml.NewDecoder(bytes.NewReader(b))
 		for {
 			var v any
-			if err := dec.Decode(&v); errors.Is(err, io.EOF) {
+			err := dec.Decode(&v)
+			if errors.Is(err, io.EOF) {
 				break
-			} else {
-				require.NoError(t, err, file)
 			}
+			require.NoError(t, err, file)
 			if v != nil {
 				out = append(out, v)
 			}
@@ -67,11 +67,11 @@ func documentsOf(t *testing.T, file string) []any {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	for {
 		var v any
-		if err := dec.Decode(&v); errors.Is(err, io.EOF) {
+		err := dec.Decode(&v)
+		if errors.Is(err, io.EOF) {
 			break
-		} else {
-			require.NoError(t, err, file)
 		}
+		require.NoError(t, err, file)
 		out = append(out, v)
 	}
 	return out

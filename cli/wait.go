@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"time"
@@ -32,6 +33,20 @@ type follower struct {
 	last string
 }
 
+// newWaitBar is the terminal progress bar of a wait.
+func newWaitBar(w io.Writer, what string) *progressbar.ProgressBar {
+	return progressbar.NewOptions(1,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription(what),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionSetPredictTime(false),
+		progressbar.OptionSetElapsedTime(true),
+		progressbar.OptionSetSpinnerChangeInterval(0), // no background goroutine
+		progressbar.OptionUseANSICodes(true),
+		progressbar.OptionThrottle(50*time.Millisecond),
+	)
+}
+
 // waitReady follows r until it is READY (nil), fails terminally or settles
 // DEGRADED (an error naming why), or ctx ends (a timeout error).
 func (a *app) waitReady(ctx context.Context, c *Conn, r ref, timeout time.Duration) error {
@@ -57,16 +72,7 @@ func (a *app) waitReady(ctx context.Context, c *Conn, r ref, timeout time.Durati
 		return err
 	}
 	if a.env.StderrIsTerminal {
-		f.bar = progressbar.NewOptions(1,
-			progressbar.OptionSetWriter(a.stderr()),
-			progressbar.OptionSetDescription(r.String()),
-			progressbar.OptionSetWidth(30),
-			progressbar.OptionSetPredictTime(false),
-			progressbar.OptionSetElapsedTime(true),
-			progressbar.OptionSetSpinnerChangeInterval(0), // no background goroutine
-			progressbar.OptionUseANSICodes(true),
-			progressbar.OptionThrottle(50*time.Millisecond),
-		)
+		f.bar = newWaitBar(a.stderr(), r.String())
 	}
 	defer f.exit()
 	tick := time.NewTicker(waitRecheck)

@@ -17,7 +17,7 @@ import (
 
 // prefetch makes a page's nested fields cost one statement each, whatever
 // the scheduling: before a list resolver returns its rows, it looks ahead at
-// the selection on them, loads every nested field it asks for for all rows
+// the selection on them, loads every nested field it asks for, for all rows
 // at once (one store call per field, concurrently, level by level) and
 // primes the response's loaders, so the field resolvers find their values
 // in the cache instead of racing a batch window. Rows reached without a
@@ -28,178 +28,226 @@ func prefetch(ctx context.Context, sel ast.SelectionSet, rows []resource.Resourc
 	if l == nil || len(rows) == 0 || len(sel) == 0 || !graphql.HasOperationContext(ctx) {
 		return nil
 	}
-	oc := graphql.GetOperationContext(ctx)
-	ids := make([]uuid.UUID, len(rows))
+	p := &prefetchPage{ctx: ctx, l: l, st: l.store, oc: graphql.GetOperationContext(ctx), rows: rows, ids: make([]uuid.UUID, len(rows))}
 	for i, r := range rows {
-		ids[i] = r.ID
+		p.ids[i] = r.ID
 	}
-	st := l.store
 	var g errgroup.Group
-	for _, f := range graphql.CollectFields(oc, sel, []string{"Resource"}) {
-		args := f.ArgumentMap(oc.Variables)
-		switch f.Name {
-		case "owner", "root":
-			g.Go(func() error {
-				var want []uuid.UUID
-				for _, r := range rows {
-					if p := r.OwnerID; f.Name == "root" {
-						p = r.RootID
-						if p != nil {
-							want = append(want, *p)
-						}
-					} else if p != nil {
-						want = append(want, *p)
-					}
-				}
-				got, err := st.ResourcesByIDs(ctx, want)
-				if err != nil {
-					return err
-				}
-				list := make([]resource.Resource, 0, len(got))
-				for id, r := range got {
-					l.resources.Prime(id, r)
-					list = append(list, r)
-				}
-				return prefetch(ctx, f.Selections, list)
-			})
-		case "conditions":
-			g.Go(func() error {
-				got, err := st.StoredConditionsFor(ctx, ids)
-				if err != nil {
-					return err
-				}
-				for _, id := range ids {
-					l.conditions.Prime(id, got[id])
-				}
-				return nil
-			})
-		case "dependencies":
-			g.Go(func() error {
-				got, err := st.DependenciesFor(ctx, ids)
-				if err != nil {
-					return err
-				}
-				var ups []resource.Resource
-				for _, id := range ids {
-					l.deps.Prime(id, got[id])
-					for _, d := range got[id] {
-						ups = append(ups, d.Upstream)
-					}
-				}
-				return prefetch(ctx, subSelection(oc, f.Selections, "Dependency", "upstream"), ups)
-			})
-		case "dependents":
-			n := intArg(args, "first", 100)
-			g.Go(func() error {
-				keys := make([]store.DependentsKey, len(ids))
-				for i, id := range ids {
-					keys[i] = store.DependentsKey{ID: id, Limit: n}
-				}
-				got, err := st.DependentsFor(ctx, keys)
-				if err != nil {
-					return err
-				}
-				var all []resource.Resource
-				for _, k := range keys {
-					l.dependents.Prime(k, got[k])
-					all = append(all, got[k]...)
-				}
-				return prefetch(ctx, f.Selections, all)
-			})
-		case "children":
-			phases, _ := args["phases"].([]any)
-			var ps []resource.Phase
-			for _, p := range phases {
-				if s, ok := p.(string); ok {
-					ps = append(ps, fromPhases([]modelPhase{modelPhase(s)})...)
-				}
-			}
-			n, after := intArg(args, "first", 50), stringArg(args, "after")
-			g.Go(func() error {
-				keys := make([]store.ChildrenKey, len(ids))
-				for i, id := range ids {
-					keys[i] = store.ChildrenKey{OwnerID: id, Phases: store.PhaseKey(ps), Limit: n, After: after}
-				}
-				got, err := st.ChildrenPages(ctx, keys)
-				if err != nil {
-					return err
-				}
-				var all []resource.Resource
-				for _, k := range keys {
-					l.children.Prime(k, got[k])
-					all = append(all, got[k].Items...)
-				}
-				return prefetch(ctx, subSelection(oc, f.Selections, "ResourcePage", "items"), all)
-			})
-		case "providerConfig":
-			g.Go(func() error {
-				keys := make([]store.ConfigKey, len(rows))
-				for i, r := range rows {
-					keys[i] = store.ConfigKey{Kind: r.Kind, Name: r.ProviderConfigRef}
-				}
-				got, err := st.ProviderConfigsFor(ctx, keys)
-				if err != nil {
-					return err
-				}
-				var owners []uuid.UUID
-				for _, k := range keys {
-					pc, ok := got[k]
-					if !ok {
-						l.configs.Prime(k, nil)
-						continue
-					}
-					l.configs.Prime(k, &pc)
-					if pc.OwnerID != nil {
-						owners = append(owners, *pc.OwnerID)
-					}
-				}
-				if len(owners) == 0 || subSelection(oc, f.Selections, "ProviderConfig", "owner") == nil {
-					return nil
-				}
-				res, err := st.ResourcesByIDs(ctx, owners)
-				for id, r := range res {
-					l.resources.Prime(id, r)
-				}
-				return err
-			})
-		case "definition":
-			g.Go(func() error {
-				keys := make([]manifest.KindVersion, len(rows))
-				for i, r := range rows {
-					keys[i] = manifest.KindVersion{Kind: r.Kind, Version: r.Version}
-				}
-				got, err := st.KindsFor(ctx, keys)
-				if err != nil {
-					return err
-				}
-				for _, k := range keys {
-					if v, ok := got[k]; ok {
-						l.kinds.Prime(k, &v)
-					} else {
-						l.kinds.Prime(k, nil)
-					}
-				}
-				return nil
-			})
-		case "operations":
-			n := intArg(args, "first", 20)
-			g.Go(func() error {
-				keys := make([]store.OperationsKey, len(ids))
-				for i, id := range ids {
-					keys[i] = store.OperationsKey{ResourceID: id, Limit: n}
-				}
-				got, err := st.OperationsFor(ctx, keys)
-				if err != nil {
-					return err
-				}
-				for _, k := range keys {
-					l.operations.Prime(k, got[k])
-				}
-				return nil
-			})
+	for _, f := range graphql.CollectFields(p.oc, sel, []string{"Resource"}) {
+		if job := p.job(f); job != nil {
+			g.Go(job)
 		}
 	}
 	return g.Wait()
+}
+
+// prefetchPage is one level of a prefetch: the rows and what loads them.
+type prefetchPage struct {
+	ctx  context.Context
+	l    *loaders
+	st   *store.Store
+	oc   *graphql.OperationContext
+	rows []resource.Resource
+	ids  []uuid.UUID
+}
+
+// job is the load for one selected field, or nil for a field with none.
+func (p *prefetchPage) job(f graphql.CollectedField) func() error {
+	args := f.ArgumentMap(p.oc.Variables)
+	switch f.Name {
+	case "owner", "root":
+		return p.related(f, args)
+	case "conditions":
+		return p.conditions(f, args)
+	case "dependencies":
+		return p.dependencies(f, args)
+	case "dependents":
+		return p.dependents(f, args)
+	case "children":
+		return p.children(f, args)
+	case "providerConfig":
+		return p.providerConfigs(f, args)
+	case "definition":
+		return p.definitions(f, args)
+	case "operations":
+		return p.operations(f, args)
+	}
+	return nil
+}
+
+func (p *prefetchPage) related(f graphql.CollectedField, _ map[string]any) func() error {
+	return func() error {
+		var want []uuid.UUID
+		for _, r := range p.rows {
+			if up := r.OwnerID; f.Name == "root" {
+				up = r.RootID
+				if up != nil {
+					want = append(want, *up)
+				}
+			} else if up != nil {
+				want = append(want, *up)
+			}
+		}
+		got, err := p.st.ResourcesByIDs(p.ctx, want)
+		if err != nil {
+			return err
+		}
+		list := make([]resource.Resource, 0, len(got))
+		for id, r := range got {
+			p.l.resources.Prime(id, r)
+			list = append(list, r)
+		}
+		return prefetch(p.ctx, f.Selections, list)
+	}
+}
+
+func (p *prefetchPage) conditions(_ graphql.CollectedField, _ map[string]any) func() error {
+	return func() error {
+		got, err := p.st.StoredConditionsFor(p.ctx, p.ids)
+		if err != nil {
+			return err
+		}
+		for _, id := range p.ids {
+			p.l.conditions.Prime(id, got[id])
+		}
+		return nil
+	}
+}
+
+func (p *prefetchPage) dependencies(f graphql.CollectedField, _ map[string]any) func() error {
+	return func() error {
+		got, err := p.st.DependenciesFor(p.ctx, p.ids)
+		if err != nil {
+			return err
+		}
+		var ups []resource.Resource
+		for _, id := range p.ids {
+			p.l.deps.Prime(id, got[id])
+			for _, d := range got[id] {
+				ups = append(ups, d.Upstream)
+			}
+		}
+		return prefetch(p.ctx, subSelection(p.oc, f.Selections, "Dependency", "upstream"), ups)
+	}
+}
+
+func (p *prefetchPage) dependents(f graphql.CollectedField, args map[string]any) func() error {
+	n := intArg(args, "first", 100)
+	return func() error {
+		keys := make([]store.DependentsKey, len(p.ids))
+		for i, id := range p.ids {
+			keys[i] = store.DependentsKey{ID: id, Limit: n}
+		}
+		got, err := p.st.DependentsFor(p.ctx, keys)
+		if err != nil {
+			return err
+		}
+		var all []resource.Resource
+		for _, k := range keys {
+			p.l.dependents.Prime(k, got[k])
+			all = append(all, got[k]...)
+		}
+		return prefetch(p.ctx, f.Selections, all)
+	}
+}
+
+func (p *prefetchPage) children(f graphql.CollectedField, args map[string]any) func() error {
+	phases, _ := args["phases"].([]any)
+	var ps []resource.Phase
+	for _, p := range phases {
+		if s, ok := p.(string); ok {
+			ps = append(ps, fromPhases([]modelPhase{modelPhase(s)})...)
+		}
+	}
+	n, after := intArg(args, "first", 50), stringArg(args, "after")
+	return func() error {
+		keys := make([]store.ChildrenKey, len(p.ids))
+		for i, id := range p.ids {
+			keys[i] = store.ChildrenKey{OwnerID: id, Phases: store.PhaseKey(ps), Limit: n, After: after}
+		}
+		got, err := p.st.ChildrenPages(p.ctx, keys)
+		if err != nil {
+			return err
+		}
+		var all []resource.Resource
+		for _, k := range keys {
+			p.l.children.Prime(k, got[k])
+			all = append(all, got[k].Items...)
+		}
+		return prefetch(p.ctx, subSelection(p.oc, f.Selections, "ResourcePage", "items"), all)
+	}
+}
+
+func (p *prefetchPage) providerConfigs(f graphql.CollectedField, _ map[string]any) func() error {
+	return func() error {
+		keys := make([]store.ConfigKey, len(p.rows))
+		for i, r := range p.rows {
+			keys[i] = store.ConfigKey{Kind: r.Kind, Name: r.ProviderConfigRef}
+		}
+		got, err := p.st.ProviderConfigsFor(p.ctx, keys)
+		if err != nil {
+			return err
+		}
+		var owners []uuid.UUID
+		for _, k := range keys {
+			pc, ok := got[k]
+			if !ok {
+				p.l.configs.Prime(k, nil)
+				continue
+			}
+			p.l.configs.Prime(k, &pc)
+			if pc.OwnerID != nil {
+				owners = append(owners, *pc.OwnerID)
+			}
+		}
+		if len(owners) == 0 || subSelection(p.oc, f.Selections, "ProviderConfig", "owner") == nil {
+			return nil
+		}
+		res, err := p.st.ResourcesByIDs(p.ctx, owners)
+		for id, r := range res {
+			p.l.resources.Prime(id, r)
+		}
+		return err
+	}
+}
+
+func (p *prefetchPage) definitions(_ graphql.CollectedField, _ map[string]any) func() error {
+	return func() error {
+		keys := make([]manifest.KindVersion, len(p.rows))
+		for i, r := range p.rows {
+			keys[i] = manifest.KindVersion{Kind: r.Kind, Version: r.Version}
+		}
+		got, err := p.st.KindsFor(p.ctx, keys)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if v, ok := got[k]; ok {
+				p.l.kinds.Prime(k, &v)
+			} else {
+				p.l.kinds.Prime(k, nil)
+			}
+		}
+		return nil
+	}
+}
+
+func (p *prefetchPage) operations(_ graphql.CollectedField, args map[string]any) func() error {
+	n := intArg(args, "first", 20)
+	return func() error {
+		keys := make([]store.OperationsKey, len(p.ids))
+		for i, id := range p.ids {
+			keys[i] = store.OperationsKey{ResourceID: id, Limit: n}
+		}
+		got, err := p.st.OperationsFor(p.ctx, keys)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			p.l.operations.Prime(k, got[k])
+		}
+		return nil
+	}
 }
 
 // subSelection is the selection of field name inside sel (on typ); nil when

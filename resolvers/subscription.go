@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/converge-run/converge/core/live"
-	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/graph/model"
 )
 
@@ -45,5 +44,5 @@ func (s subscriptionResolver) OperationUpdated(ctx context.Context, id string) (
 	if err != nil {
 		return nil, err
 	}
-	return live.SubscribeOperation(ctx, s.hub, uid, func(op resource.Operation) *model.Operation { return toOperation(op) })
+	return live.SubscribeOperation(ctx, s.hub, uid, toOperation)
 }

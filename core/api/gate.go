@@ -120,7 +120,7 @@ var (
 func (depthLimit) ExtensionName() string                   { return "ConvergeDepthLimit" }
 func (depthLimit) Validate(graphql.ExecutableSchema) error { return nil }
 
-func (d depthLimit) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+func (d depthLimit) MutateOperationContext(_ context.Context, oc *graphql.OperationContext) *gqlerror.Error {
 	if depth := selectionDepth(oc.Operation.SelectionSet, 0); depth > d.max {
 		err := gqlerror.Errorf("operation is nested %d levels deep; the limit is %d", depth, d.max)
 		err.Extensions = map[string]any{"code": codeBadUserInput, "limit": "depth"}

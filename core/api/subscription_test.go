@@ -203,7 +203,8 @@ func TestSubscriptions_PhaseCountsOperationsAndMembers(t *testing.T) {
 	}
 	require.Equal(t, 1, count()["RECONCILING"], "the current counts come at once")
 	e.runPipeline("leaf")
-	for m := count(); m["READY"] != 1; m = count() {
+	for m := count(); m["READY"] != 1; {
+		m = count()
 	}
 
 	var op struct{ RunOperation struct{ ID string } }

@@ -102,28 +102,92 @@ type Duties struct {
 
 // Run runs the process until ctx ends, then shuts down in order.
 func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Options) error {
+	primary, read, err := boot(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer primary.Close()
+	if read != primary {
+		defer read.Close()
+	}
+	p := newProcess(cfg, log, primary, read)
+	var tlsR *tlsreload.Reloader
+	if cfg.Secure() {
+		if tlsR, err = tlsreload.New(tlsreload.Files{CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile, CAFile: cfg.TLSClientCAFile},
+			cfg.TLSReload, log); err != nil {
+			return err
+		}
+	}
+	d := p.duties(tlsR)
+	if opts.Tune != nil {
+		opts.Tune(p, d)
+	}
+
+	// Listeners run on their own context: they close only after the duties
+	// have drained.
+	srvCtx, stopServers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServers()
+	var srvWG sync.WaitGroup
+	srvErr, err := p.startServers(srvCtx, &srvWG, tlsR, opts)
+	if err != nil {
+		return err
+	}
+
+	if p.Broker != nil {
+		// Peers relay stages to this broker at its advertised URL.
+		d.Reporter.Config = withBrokerURL(d.Reporter.Config, p.advertisedBrokerURL())
+	}
+	eng := p.engine(d, tlsR)
+	engCtx, stopEngine := context.WithCancel(ctx)
+	defer stopEngine()
+	engErr := make(chan error, 1)
+	go func() { engErr <- eng.Run(engCtx) }()
+	go p.announceReady(engCtx, d.Reporter, opts)
+
+	var runErr error
+	select {
+	case runErr = <-engErr:
+	case runErr = <-srvErr:
+		stopEngine()
+		<-engErr //nolint:errcheck // the server's error is the one to report
+	}
+	// Duties have drained; now close the listeners, then deregister last.
+	stopServers()
+	srvWG.Wait()
+	d.Reporter.Deregister()
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return runErr
+	}
+	return nil
+}
+
+// boot authenticates, migrates and opens the pools (read is primary without
+// DATABASE_READ_URL).
+func boot(ctx context.Context, cfg config.Config, log zerolog.Logger) (primary, read *pgxpool.Pool, err error) {
 	bootCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	hook, err := AuthHook(bootCtx, cfg)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if err := migrateAtBoot(bootCtx, cfg, hook, log); err != nil {
-		return err
+		return nil, nil, err
 	}
-	primary, err := openPool(bootCtx, cfg.DatabaseURL, 40, hook)
-	if err != nil {
-		return fmt.Errorf("open primary pool: %w", err)
+	if primary, err = openPool(bootCtx, cfg.DatabaseURL, 40, hook); err != nil {
+		return nil, nil, fmt.Errorf("open primary pool: %w", err)
 	}
-	defer primary.Close()
-	read := primary
-	if cfg.DatabaseReadURL != "" {
-		if read, err = openPool(bootCtx, cfg.DatabaseReadURL, 20, hook); err != nil {
-			return fmt.Errorf("open read pool: %w", err)
-		}
-		defer read.Close()
+	if cfg.DatabaseReadURL == "" {
+		return primary, primary, nil
 	}
+	if read, err = openPool(bootCtx, cfg.DatabaseReadURL, 20, hook); err != nil {
+		primary.Close()
+		return nil, nil, fmt.Errorf("open read pool: %w", err)
+	}
+	return primary, read, nil
+}
 
+// newProcess builds the process's stores, caches and metrics.
+func newProcess(cfg config.Config, log zerolog.Logger, primary, read *pgxpool.Pool) *Process {
 	p := &Process{Config: cfg, Log: log, Primary: primary, Read: read, addrs: map[string]net.Addr{}, ready: make(chan struct{})}
 	p.Store = store.New(primary, read)
 	p.Pipeline = pipeline.New(primary)
@@ -136,23 +200,21 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 	p.Metrics.RegisterQueueDepth(func(ctx context.Context) (map[[2]string]float64, error) {
 		return p.Store.QueueDepth(ctx)
 	}, 10*time.Second)
+	return p
+}
 
-	var tlsR *tlsreload.Reloader
-	if cfg.Secure() {
-		if tlsR, err = tlsreload.New(tlsreload.Files{CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile, CAFile: cfg.TLSClientCAFile},
-			cfg.TLSReload, log); err != nil {
-			return err
-		}
-	}
-
+// duties builds the membership duties, the control bundle and the broker
+// the role asks for.
+func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
+	cfg, log := p.Config, p.Log
 	d := &Duties{}
 	d.Reporter = &cluster.Reporter{Registry: p.Members, ID: p.MemberID, Role: string(cfg.Role), Version: cfg.Version,
 		Config: cfg.Redacted(), Every: cfg.HeartbeatEvery, Shards: p.Shards, Log: log}
 	d.Watcher = &cluster.TopologyWatcher{Listener: p.Listener, Poll: cfg.HeartbeatEvery, Log: log,
 		Reactors: []cluster.Reactor{&cluster.Resharder{Registry: p.Members, MemberID: p.MemberID, Shards: p.Shards,
 			Liveness: 3 * cfg.HeartbeatEvery, OnChange: d.Reporter.Kick, Log: log}}}
-	maint := maintenance.New(primary)
 	if cfg.HasControl() {
+		maint := maintenance.New(p.Primary)
 		d.Drainer = &control.Drainer{Pipeline: p.Pipeline, Listener: p.Listener, Shards: p.Shards, Metrics: p.Metrics, Log: log}
 		d.Reaper = &control.Reaper{Maintenance: maint, Shards: p.Shards, Log: log, UnclaimedAfter: cfg.UnclaimedAfter}
 		d.Resyncer = &control.Resyncer{Maintenance: maint, Kinds: p.Kinds, Shards: p.Shards, Log: log}
@@ -161,7 +223,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 	}
 	if cfg.HasBroker() {
 		p.Broker = broker.New(broker.Deps{ID: p.MemberID, Pipeline: p.Pipeline, Store: p.Store, Kinds: p.Kinds, Listener: p.Listener,
-			Lifecycle: lifecycle.New(primary),
+			Lifecycle: lifecycle.New(p.Primary),
 			Shards:    p.Shards, Metrics: p.Metrics, Log: log, Options: broker.Options{Drain: cfg.ShutdownDrain}})
 		d.Reporter.Kinds = p.Broker.Served
 		d.Reporter.InFlight = p.Broker.InFlight
@@ -173,25 +235,22 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 		}
 		d.Watcher.Reactors = append(d.Watcher.Reactors, mesh)
 	}
-	if opts.Tune != nil {
-		opts.Tune(p, d)
-	}
+	return d
+}
 
-	// Listeners run on their own context: they close only after the duties
-	// have drained.
-	srvCtx, stopServers := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopServers()
-	servers, err := p.servers(cfg, tlsR, opts)
+// startServers starts the role's listeners on ctx and waits until each is
+// bound; a listener that fails later reports on the returned channel.
+func (p *Process) startServers(ctx context.Context, wg *sync.WaitGroup, tlsR *tlsreload.Reloader, opts Options) (<-chan error, error) {
+	servers, err := p.servers(p.Config, tlsR, opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var srvWG sync.WaitGroup
 	srvErr := make(chan error, len(servers))
 	for name, s := range servers {
-		srvWG.Add(1)
+		wg.Add(1)
 		go func() {
-			defer srvWG.Done()
-			if err := s.Run(srvCtx); err != nil {
+			defer wg.Done()
+			if err := s.Run(ctx); err != nil {
 				srvErr <- err
 			}
 		}()
@@ -201,16 +260,16 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 			p.addrs[name] = a
 			p.mu.Unlock()
 		case err := <-srvErr:
-			return err
+			return nil, err
 		}
 	}
+	return srvErr, nil
+}
 
-	if p.Broker != nil {
-		// Peers relay stages to this broker at its advertised URL.
-		d.Reporter.Config = withBrokerURL(d.Reporter.Config, p.advertisedBrokerURL())
-	}
-	eng := engine.New(log, p.Listener, p.Kinds, d.Reporter, d.Watcher)
-	if cfg.HasControl() {
+// engine assembles the duties into one engine, in start order.
+func (p *Process) engine(d *Duties, tlsR *tlsreload.Reloader) *engine.Engine {
+	eng := engine.New(p.Log, p.Listener, p.Kinds, d.Reporter, d.Watcher)
+	if p.Config.HasControl() {
 		eng.Add(d.Drainer, d.Reaper, d.Resyncer, d.MemberGC, d.Folder)
 	}
 	if p.Broker != nil {
@@ -222,38 +281,21 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 	p.mu.Lock()
 	eng.Add(p.extras...)
 	p.mu.Unlock()
-	engCtx, stopEngine := context.WithCancel(ctx)
-	defer stopEngine()
-	engErr := make(chan error, 1)
-	go func() { engErr <- eng.Run(engCtx) }()
+	return eng
+}
 
-	go func() {
-		select {
-		case <-d.Reporter.Beaten():
-			close(p.ready)
-			log.Info().Str("member_id", p.MemberID).Str("role", string(cfg.Role)).Str("version", cfg.Version).Msg("converge ready")
-			if opts.OnStart != nil {
-				opts.OnStart(p)
-			}
-		case <-engCtx.Done():
-		}
-	}()
-
-	var runErr error
+// announceReady closes Ready and calls OnStart once the member's first
+// heartbeat landed.
+func (p *Process) announceReady(ctx context.Context, r *cluster.Reporter, opts Options) {
 	select {
-	case runErr = <-engErr:
-	case runErr = <-srvErr:
-		stopEngine()
-		<-engErr
+	case <-r.Beaten():
+		close(p.ready)
+		p.Log.Info().Str("member_id", p.MemberID).Str("role", string(p.Config.Role)).Str("version", p.Config.Version).Msg("converge ready")
+		if opts.OnStart != nil {
+			opts.OnStart(p)
+		}
+	case <-ctx.Done():
 	}
-	// Duties have drained; now close the listeners, then deregister last.
-	stopServers()
-	srvWG.Wait()
-	d.Reporter.Deregister()
-	if runErr != nil && !errors.Is(runErr, context.Canceled) {
-		return runErr
-	}
-	return nil
 }
 
 // servers builds the listeners the role needs.

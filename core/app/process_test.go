@@ -46,7 +46,7 @@ func TestHelperProcess(t *testing.T) {
 		cfg, err := config.FromEnv("test")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
+			os.Exit(2) //nolint:gocritic // a helper process exits at once; stop() is moot
 		}
 		err = app.Run(ctx, cfg, apptest.StderrLogger(), app.Options{Tune: func(p *app.Process, d *app.Duties) {
 			if d.Reaper != nil {

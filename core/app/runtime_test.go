@@ -104,7 +104,7 @@ func TestRuntime_TerminalFailureStopsRetrying(t *testing.T) {
 	p := startServer(t)
 	applyManifest(t, p.Store, leafKind)
 	var calls atomic.Int32
-	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, apptest.NewProvider("leaf", func(context.Context, worker.Request) (worker.Outcome, error) {
 		calls.Add(1)
 		return worker.Outcome{}, worker.Terminal(errors.New("quota exceeded for good"))
 	}))
@@ -133,7 +133,7 @@ func TestRuntime_DeadlineIsATransientFailureThenRetried(t *testing.T) {
 	applyManifest(t, p.Store, `{"kind":"slow","task_deadline_secs":1,
 	  "reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}`)
 	var calls atomic.Int32
-	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, apptest.NewProvider("slow", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, apptest.NewProvider("slow", func(ctx context.Context, _ worker.Request) (worker.Outcome, error) {
 		if calls.Add(1) == 1 {
 			<-ctx.Done() // the first attempt hangs past the deadline
 			return worker.Outcome{}, ctx.Err()

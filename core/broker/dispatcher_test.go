@@ -146,10 +146,8 @@ func TestDispatcher(t *testing.T) {
 				b.clock.Advance(w)
 			}
 		}
-		want := []time.Duration{25, 50, 100, 200, 400, 800, 1000, 1000}
-		for i := range want {
-			want[i] *= time.Millisecond
-		}
+		ms := time.Millisecond
+		want := []time.Duration{25 * ms, 50 * ms, 100 * ms, 200 * ms, 400 * ms, 800 * ms, 1000 * ms, 1000 * ms}
 		require.Empty(t, cmp.Diff(want, waits), "idle waits (-want +got)")
 		b.wake.fire()
 		require.Equal(t, testPollMin, b.d.testSignals.idle.WaitOrTimeout(t), "a wake starts the backoff over")
@@ -300,7 +298,8 @@ func TestDispatcher_DryPairsStayDryAcrossCompletions(t *testing.T) {
 	b.runner.RunFn = func(context.Context, pipeline.Lease, pipeline.Task) { <-release }
 	b.start(t)
 	// Sweeps 1 and 2 each claim a delete; sweep 3 finds both pairs dry.
-	for b.d.testSignals.swept.WaitOrTimeout(t) > 0 {
+	for n := 1; n > 0; {
+		n = b.d.testSignals.swept.WaitOrTimeout(t)
 	}
 	b.d.testSignals.idle.WaitOrTimeout(t)
 	mu.Lock()

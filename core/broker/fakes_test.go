@@ -131,13 +131,13 @@ func (f *fakeTargets) pushConfig(ctx context.Context, kind string, push *workerv
 }
 
 type fakeDeliveries struct {
-	ClaimFn     func(ctx context.Context, workerID string, reactors []string, lo, hi, max int) ([]lifecycle.Delivery, error)
+	ClaimFn     func(ctx context.Context, workerID string, reactors []string, lo, hi, limit int) ([]lifecycle.Delivery, error)
 	AckFn       func(ctx context.Context, d lifecycle.Delivery) (bool, error)
 	HeartbeatFn func(ctx context.Context, workerID string, ds []lifecycle.Delivery) (int, error)
 }
 
-func (f *fakeDeliveries) Claim(ctx context.Context, workerID string, reactors []string, lo, hi, max int) ([]lifecycle.Delivery, error) {
-	return f.ClaimFn(ctx, workerID, reactors, lo, hi, max)
+func (f *fakeDeliveries) Claim(ctx context.Context, workerID string, reactors []string, lo, hi, limit int) ([]lifecycle.Delivery, error) {
+	return f.ClaimFn(ctx, workerID, reactors, lo, hi, limit)
 }
 func (f *fakeDeliveries) Ack(ctx context.Context, d lifecycle.Delivery) (bool, error) {
 	return f.AckFn(ctx, d)

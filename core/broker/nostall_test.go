@@ -145,7 +145,7 @@ func TestDispatcher_NoStalls(t *testing.T) {
 		},
 		"CommittedRightAfterAnEmptySweepWithNoWake": {
 			reason: "a pend whose wake never came, committed just after a sweep found nothing, waits one short idle wait",
-			pend: func(t *testing.T, b *dispatcherBundle, q *fakeQueue) pipeline.TaskKey {
+			pend: func(_ *testing.T, _ *dispatcherBundle, q *fakeQueue) pipeline.TaskKey {
 				return q.commit()
 			},
 			within: testPollMin,

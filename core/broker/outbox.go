@@ -32,8 +32,8 @@ const (
 	outboxWriters  = 2   // appends in flight at once
 )
 
-func newOutboxWriter(append func(context.Context, ...pipeline.Result) error) *outboxWriter {
-	return &outboxWriter{append: append, reqs: make(chan outboxReq, outboxBatchMax), max: outboxBatchMax, writers: outboxWriters}
+func newOutboxWriter(appendFn func(context.Context, ...pipeline.Result) error) *outboxWriter {
+	return &outboxWriter{append: appendFn, reqs: make(chan outboxReq, outboxBatchMax), max: outboxBatchMax, writers: outboxWriters}
 }
 
 // Name implements engine.Duty.

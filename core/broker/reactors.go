@@ -18,7 +18,7 @@ import (
 
 // deliveries is the lifecycle_outbox side of the reactor dispatcher.
 type deliveries interface {
-	Claim(ctx context.Context, workerID string, reactors []string, lo, hi, max int) ([]lifecycle.Delivery, error)
+	Claim(ctx context.Context, workerID string, reactors []string, lo, hi, limit int) ([]lifecycle.Delivery, error)
 	Ack(ctx context.Context, d lifecycle.Delivery) (bool, error)
 	Heartbeat(ctx context.Context, workerID string, ds []lifecycle.Delivery) (int, error)
 }

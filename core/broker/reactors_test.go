@@ -69,10 +69,10 @@ func TestReactorDispatcher(t *testing.T) {
 		t.Parallel()
 		r, _, ds, sender := setupReactors(t)
 		var claims atomic.Int32
-		ds.ClaimFn = func(_ context.Context, id string, kinds []string, _, _, max int) ([]lifecycle.Delivery, error) {
+		ds.ClaimFn = func(_ context.Context, _ string, kinds []string, _, _, limit int) ([]lifecycle.Delivery, error) {
 			require.Equal(t, []string{"sink"}, kinds)
 			if claims.Add(1) == 1 {
-				require.Equal(t, 100, max, "room is the cap less what is in flight")
+				require.Equal(t, 100, limit, "room is the cap less what is in flight")
 				return []lifecycle.Delivery{delivery(`{"id":"r1","name":"vpc-1"}`)}, nil
 			}
 			return nil, nil

@@ -108,7 +108,7 @@ func (r *Reporter) Run(ctx context.Context) error {
 		r.TestSignals.Beat.Signal(err)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return nil //nolint:nilerr // a beat cut short by shutdown is not a failure
 			}
 			r.Log.Warn().Err(err).Str("member_id", r.ID).Msg("membership beat failed; retrying next beat")
 		} else if first {

@@ -222,10 +222,3 @@ func redactURL(raw string) string {
 	}
 	return u.String()
 }
-
-func or(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
-}

@@ -17,12 +17,12 @@ import (
 
 // DrainStore is the pipeline half the drainer drives (a *pipeline.Store).
 type DrainStore interface {
-	// DrainOutboxBatch applies up to max results in shards [lo, hi] in one
+	// DrainOutboxBatch applies up to limit results in shards [lo, hi] in one
 	// transaction and returns how many it popped.
-	DrainOutboxBatch(ctx context.Context, max, lo, hi int) (int, error)
-	// DrainRollupRechecks re-gates up to max armed roots in [lo, hi] and
+	DrainOutboxBatch(ctx context.Context, limit, lo, hi int) (int, error)
+	// DrainRollupRechecks re-gates up to limit armed roots in [lo, hi] and
 	// returns how many it pended.
-	DrainRollupRechecks(ctx context.Context, max, lo, hi int) (int, error)
+	DrainRollupRechecks(ctx context.Context, limit, lo, hi int) (int, error)
 	// NotifyWorkReady sends work_ready in a statement of its own.
 	NotifyWorkReady(ctx context.Context) error
 }
@@ -114,7 +114,7 @@ func (d *Drainer) Run(ctx context.Context) error {
 	if d.Listener != nil {
 		for _, ch := range []string{"outbox_ready", "rollup_recheck"} {
 			sub := d.Listener.Subscribe(ch, 1)
-			defer sub.Close()
+			defer sub.Close() //nolint:revive // two subscriptions, both held for the whole run
 			wg.Add(1)
 			go func() { defer wg.Done(); d.forward(ctx, ch, sub.C, wake) }()
 		}

@@ -69,8 +69,10 @@ func TestDrainer_EveryCommittedDrainThatScheduledWorkIsFollowedByANotify(t *test
 		require.Equal(t, ids[i], ts[0].Key.ResourceID)
 		require.NoError(t, st.AppendOutbox(ctx, ts[0].Result(json.RawMessage(`{"ok":true}`))))
 
-		for d.TestSignals.Drained.WaitOrTimeout(t).Drained == 0 {
-		} // until the lane that applied it committed
+		// Until the lane that applied it committed.
+		for n := 0; n == 0; {
+			n = d.TestSignals.Drained.WaitOrTimeout(t).Drained
+		}
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		note, err := listen.WaitForNotification(wctx)
 		cancel()

@@ -53,8 +53,8 @@ func TestDrainer_Step(t *testing.T) {
 			var lanes []shard.Range
 			var rechecks atomic.Int32
 			d := &Drainer{Pipeline: &drainStoreFns{
-				DrainOutboxBatchFn: func(_ context.Context, max, lo, hi int) (int, error) {
-					require.Equal(t, 10, max)
+				DrainOutboxBatchFn: func(_ context.Context, limit, lo, hi int) (int, error) {
+					require.Equal(t, 10, limit)
 					mu.Lock()
 					lanes = append(lanes, shard.Between(lo, hi))
 					mu.Unlock()

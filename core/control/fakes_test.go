@@ -19,27 +19,25 @@ func newClock() *enginetest.Clock { return enginetest.NewClock(t0) }
 
 func allShards() *cluster.ShardSet { return cluster.NewShardSet(shard.All) }
 
-func noShards() *cluster.ShardSet { return cluster.NewShardSet(shard.Range{}) }
-
 // drainStoreFns is a DrainStore of function fields; a nil field returns zero.
 type drainStoreFns struct {
-	DrainOutboxBatchFn    func(ctx context.Context, max, lo, hi int) (int, error)
-	DrainRollupRechecksFn func(ctx context.Context, max, lo, hi int) (int, error)
+	DrainOutboxBatchFn    func(ctx context.Context, limit, lo, hi int) (int, error)
+	DrainRollupRechecksFn func(ctx context.Context, limit, lo, hi int) (int, error)
 	NotifyWorkReadyFn     func(ctx context.Context) error
 }
 
-func (f *drainStoreFns) DrainOutboxBatch(ctx context.Context, max, lo, hi int) (int, error) {
+func (f *drainStoreFns) DrainOutboxBatch(ctx context.Context, limit, lo, hi int) (int, error) {
 	if f.DrainOutboxBatchFn == nil {
 		return 0, nil
 	}
-	return f.DrainOutboxBatchFn(ctx, max, lo, hi)
+	return f.DrainOutboxBatchFn(ctx, limit, lo, hi)
 }
 
-func (f *drainStoreFns) DrainRollupRechecks(ctx context.Context, max, lo, hi int) (int, error) {
+func (f *drainStoreFns) DrainRollupRechecks(ctx context.Context, limit, lo, hi int) (int, error) {
 	if f.DrainRollupRechecksFn == nil {
 		return 0, nil
 	}
-	return f.DrainRollupRechecksFn(ctx, max, lo, hi)
+	return f.DrainRollupRechecksFn(ctx, limit, lo, hi)
 }
 
 func (f *drainStoreFns) NotifyWorkReady(ctx context.Context) error {
@@ -52,12 +50,12 @@ func (f *drainStoreFns) NotifyWorkReady(ctx context.Context) error {
 // reaperStoreFns is a ReaperStore of function fields; a nil field returns 0.
 type reaperStoreFns struct {
 	ReapStaleWorkFn           func(ctx context.Context, r shard.Range, staleAfter time.Duration) (int, error)
-	RequeueFailedAndPendingFn func(ctx context.Context, r shard.Range, max int, retryAfter time.Duration) (int, error)
+	RequeueFailedAndPendingFn func(ctx context.Context, r shard.Range, limit int, retryAfter time.Duration) (int, error)
 	DeleteUnclaimedWorkFn     func(ctx context.Context, r shard.Range, after time.Duration) (int, error)
-	SweepDeletableFn          func(ctx context.Context, r shard.Range, max int) (int, error)
+	SweepDeletableFn          func(ctx context.Context, r shard.Range, limit int) (int, error)
 	RecountInflightFn         func(ctx context.Context, r shard.Range) (int, error)
 	ReapStaleLifecycleFn      func(ctx context.Context, r shard.Range, staleAfter time.Duration) (int, error)
-	SweepExpiredOrphansFn     func(ctx context.Context, r shard.Range, max int) (int, error)
+	SweepExpiredOrphansFn     func(ctx context.Context, r shard.Range, limit int) (int, error)
 	NotifyWorkReadyFn         func(ctx context.Context) error
 }
 
@@ -75,11 +73,11 @@ func (f *reaperStoreFns) ReapStaleWork(ctx context.Context, r shard.Range, d tim
 	return f.ReapStaleWorkFn(ctx, r, d)
 }
 
-func (f *reaperStoreFns) RequeueFailedAndPending(ctx context.Context, r shard.Range, max int, d time.Duration) (int, error) {
+func (f *reaperStoreFns) RequeueFailedAndPending(ctx context.Context, r shard.Range, limit int, d time.Duration) (int, error) {
 	if f.RequeueFailedAndPendingFn == nil {
 		return 0, nil
 	}
-	return f.RequeueFailedAndPendingFn(ctx, r, max, d)
+	return f.RequeueFailedAndPendingFn(ctx, r, limit, d)
 }
 
 func (f *reaperStoreFns) DeleteUnclaimedWork(ctx context.Context, r shard.Range, d time.Duration) (int, error) {
@@ -89,11 +87,11 @@ func (f *reaperStoreFns) DeleteUnclaimedWork(ctx context.Context, r shard.Range,
 	return f.DeleteUnclaimedWorkFn(ctx, r, d)
 }
 
-func (f *reaperStoreFns) SweepDeletable(ctx context.Context, r shard.Range, max int) (int, error) {
+func (f *reaperStoreFns) SweepDeletable(ctx context.Context, r shard.Range, limit int) (int, error) {
 	if f.SweepDeletableFn == nil {
 		return 0, nil
 	}
-	return f.SweepDeletableFn(ctx, r, max)
+	return f.SweepDeletableFn(ctx, r, limit)
 }
 
 func (f *reaperStoreFns) RecountInflight(ctx context.Context, r shard.Range) (int, error) {
@@ -110,30 +108,30 @@ func (f *reaperStoreFns) ReapStaleLifecycle(ctx context.Context, r shard.Range, 
 	return f.ReapStaleLifecycleFn(ctx, r, d)
 }
 
-func (f *reaperStoreFns) SweepExpiredOrphans(ctx context.Context, r shard.Range, max int) (int, error) {
+func (f *reaperStoreFns) SweepExpiredOrphans(ctx context.Context, r shard.Range, limit int) (int, error) {
 	if f.SweepExpiredOrphansFn == nil {
 		return 0, nil
 	}
-	return f.SweepExpiredOrphansFn(ctx, r, max)
+	return f.SweepExpiredOrphansFn(ctx, r, limit)
 }
 
 // resyncStoreFn is a ResyncStore whose notifies are counted.
-type resyncStoreFn func(ctx context.Context, p maintenance.Resync, r shard.Range, max int) (int, error)
+type resyncStoreFn func(ctx context.Context, p maintenance.Resync, r shard.Range, limit int) (int, error)
 
-func (f resyncStoreFn) RequeueForResync(ctx context.Context, p maintenance.Resync, r shard.Range, max int) (int, error) {
-	return f(ctx, p, r, max)
+func (f resyncStoreFn) RequeueForResync(ctx context.Context, p maintenance.Resync, r shard.Range, limit int) (int, error) {
+	return f(ctx, p, r, limit)
 }
 
 func (f resyncStoreFn) NotifyWorkReady(context.Context) error { return nil }
 
 // resyncStoreFns is a ResyncStore of function fields.
 type resyncStoreFns struct {
-	RequeueForResyncFn func(ctx context.Context, p maintenance.Resync, r shard.Range, max int) (int, error)
+	RequeueForResyncFn func(ctx context.Context, p maintenance.Resync, r shard.Range, limit int) (int, error)
 	NotifyWorkReadyFn  func(ctx context.Context) error
 }
 
-func (f *resyncStoreFns) RequeueForResync(ctx context.Context, p maintenance.Resync, r shard.Range, max int) (int, error) {
-	return f.RequeueForResyncFn(ctx, p, r, max)
+func (f *resyncStoreFns) RequeueForResync(ctx context.Context, p maintenance.Resync, r shard.Range, limit int) (int, error) {
+	return f.RequeueForResyncFn(ctx, p, r, limit)
 }
 
 func (f *resyncStoreFns) NotifyWorkReady(ctx context.Context) error { return f.NotifyWorkReadyFn(ctx) }

@@ -17,12 +17,12 @@ import (
 // shard range, each returning the rows it moved.
 type ReaperStore interface {
 	ReapStaleWork(ctx context.Context, r shard.Range, staleAfter time.Duration) (int, error)
-	RequeueFailedAndPending(ctx context.Context, r shard.Range, max int, retryAfter time.Duration) (int, error)
+	RequeueFailedAndPending(ctx context.Context, r shard.Range, limit int, retryAfter time.Duration) (int, error)
 	DeleteUnclaimedWork(ctx context.Context, r shard.Range, after time.Duration) (int, error)
-	SweepDeletable(ctx context.Context, r shard.Range, max int) (int, error)
+	SweepDeletable(ctx context.Context, r shard.Range, limit int) (int, error)
 	RecountInflight(ctx context.Context, r shard.Range) (int, error)
 	ReapStaleLifecycle(ctx context.Context, r shard.Range, staleAfter time.Duration) (int, error)
-	SweepExpiredOrphans(ctx context.Context, r shard.Range, max int) (int, error)
+	SweepExpiredOrphans(ctx context.Context, r shard.Range, limit int) (int, error)
 	// NotifyWorkReady sends work_ready in a statement of its own.
 	NotifyWorkReady(ctx context.Context) error
 }

@@ -48,8 +48,8 @@ func TestReaper_Tick(t *testing.T) {
 					rec("reap_stale_work", r)
 					return pass("reap_stale_work", 1)
 				},
-				RequeueFailedAndPendingFn: func(_ context.Context, r shard.Range, max int, d time.Duration) (int, error) {
-					require.Equal(t, 1000, max)
+				RequeueFailedAndPendingFn: func(_ context.Context, r shard.Range, limit int, d time.Duration) (int, error) {
+					require.Equal(t, 1000, limit)
 					require.Equal(t, 15*time.Second, d, "RetryAfter default")
 					rec("requeue_failed_and_pending", r)
 					return pass("requeue_failed_and_pending", 2)

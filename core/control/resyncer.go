@@ -16,7 +16,7 @@ import (
 
 // ResyncStore is the maintenance pass the resyncer runs.
 type ResyncStore interface {
-	RequeueForResync(ctx context.Context, p maintenance.Resync, r shard.Range, max int) (int, error)
+	RequeueForResync(ctx context.Context, p maintenance.Resync, r shard.Range, limit int) (int, error)
 	// NotifyWorkReady sends work_ready in a statement of its own.
 	NotifyWorkReady(ctx context.Context) error
 }

@@ -64,8 +64,8 @@ func TestResyncer(t *testing.T) {
 			t.Parallel()
 			calls := make(chan call, 10)
 			r := &Resyncer{
-				Maintenance: resyncStoreFn(func(_ context.Context, p maintenance.Resync, rng shard.Range, max int) (int, error) {
-					require.Equal(t, 1000, max)
+				Maintenance: resyncStoreFn(func(_ context.Context, p maintenance.Resync, rng shard.Range, limit int) (int, error) {
+					require.Equal(t, 1000, limit)
 					calls <- call{Kind: p.Kind, Interval: p.Interval, Recompose: p.Recompose, Shards: rng}
 					return 1, nil
 				}),

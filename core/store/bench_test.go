@@ -172,26 +172,26 @@ func BenchmarkStore(b *testing.B) {
 
 	b.StartTimer()
 	first := measure("first page", func(int) stmt { return list(ListOptions{Limit: 50}) })
-	deep := measure("deep page", func(i int) stmt {
+	deep := measure("deep page", func(int) stmt {
 		return list(ListOptions{Limit: 50, After: cursors[rng.IntN(len(cursors))]})
 	})
-	kindPhase := measure("kind+phase deep", func(i int) stmt {
+	kindPhase := measure("kind+phase deep", func(int) stmt {
 		return list(ListOptions{Limit: 50, Kind: "subnet", Phases: []resource.Phase{resource.PhaseReady}, After: cursors[rng.IntN(len(cursors))]})
 	})
-	owner := measure("owner page", func(i int) stmt {
+	owner := measure("owner page", func(int) stmt {
 		id := uuid.UUID(md5Root(rng.IntN(n/50) * 50))
 		return list(ListOptions{Limit: 50, OwnerID: &id})
 	})
 	rare := measure("rare phase", func(int) stmt {
 		return list(ListOptions{Limit: 50, Phases: []resource.Phase{resource.PhaseQuarantined}})
 	})
-	union := measure("phase union", func(i int) stmt {
+	union := measure("phase union", func(int) stmt {
 		return list(ListOptions{Limit: 50, Phases: []resource.Phase{resource.PhaseFailed, resource.PhaseDegraded, resource.PhaseReconciling}})
 	})
-	team := measure("label team (0.1%)", func(i int) stmt {
+	team := measure("label team (0.1%)", func(int) stmt {
 		return list(ListOptions{Limit: 50, Labels: map[string]string{"team": "t" + strconv.Itoa(rng.IntN(1000))}})
 	})
-	env := measure("label env (33%)", func(i int) stmt {
+	env := measure("label env (33%)", func(int) stmt {
 		return list(ListOptions{Limit: 50, Labels: map[string]string{"env": "prod"}})
 	})
 
@@ -274,7 +274,7 @@ func explainTime(ctx context.Context, conn *pgx.Conn, sql string, args []any) (t
 		Execution float64 `json:"Execution Time"`
 	}
 	if err := json.Unmarshal(raw, &out); err != nil || len(out) != 1 {
-		return 0, fmt.Errorf("explain output %s: %v", raw, err)
+		return 0, fmt.Errorf("explain output %s: %w", raw, err)
 	}
 	return time.Duration((out[0].Planning + out[0].Execution) * float64(time.Millisecond)), nil
 }

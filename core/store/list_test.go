@@ -134,7 +134,7 @@ func gapFreeUnderInserts(t *testing.T, opts ListOptions) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for i := 0; i < 5000; i++ {
+		for i := range 5000 {
 			select {
 			case <-stop:
 				return

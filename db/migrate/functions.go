@@ -20,12 +20,12 @@ const createFunctionSetTable = `CREATE TABLE IF NOT EXISTS converge_function_set
 type FunctionsAction string
 
 const (
-	// FunctionsApplied: the database had no set or an older one; this
+	// FunctionsApplied means the database had no set or an older one; this
 	// binary's set is now applied and recorded.
 	FunctionsApplied FunctionsAction = "applied"
-	// FunctionsUnchanged: the database already runs this exact set.
+	// FunctionsUnchanged means the database already runs this exact set.
 	FunctionsUnchanged FunctionsAction = "unchanged"
-	// FunctionsNewerPresent: the database runs a newer set (a newer binary
+	// FunctionsNewerPresent means the database runs a newer set (a newer binary
 	// migrated it, e.g. mid rolling update); it was left alone.
 	FunctionsNewerPresent FunctionsAction = "newer-present"
 )
@@ -39,7 +39,7 @@ type FunctionsReport struct {
 	Recorded int64
 }
 
-// ErrFunctionSetConflict: the database records this binary's function set
+// ErrFunctionSetConflict means the database records this binary's function set
 // version with another checksum. Two builds disagree about what one version
 // holds — a function file changed without a new line in db/functions/VERSION
 // (which TestLedger_MatchesFiles catches before it ships). Neither set can be

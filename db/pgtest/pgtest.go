@@ -53,7 +53,7 @@ type server struct {
 var (
 	once     sync.Once
 	srv      *server
-	srvErr   error
+	errSrv   error
 	seq      atomic.Int64
 	cloneMu  sync.Mutex
 	shutdown sync.Once
@@ -161,9 +161,9 @@ func (s *server) urlFor(db string) string {
 
 func get(t testing.TB) *server {
 	t.Helper()
-	once.Do(func() { srv, srvErr = start() })
-	if srvErr != nil {
-		t.Fatalf("pgtest: %v", srvErr)
+	once.Do(func() { srv, errSrv = start() })
+	if errSrv != nil {
+		t.Fatalf("pgtest: %v", errSrv)
 	}
 	return srv
 }

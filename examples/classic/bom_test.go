@@ -162,7 +162,7 @@ func TestFixtures_AreValidDocuments(t *testing.T) {
 
 type recorder struct{ got []string }
 
-func (r *recorder) ApplyManifest(_ context.Context, raw json.RawMessage) error {
+func (r *recorder) ApplyManifest(context.Context, json.RawMessage) error {
 	r.got = append(r.got, "manifest")
 	return nil
 }

@@ -46,12 +46,12 @@ func startProcess(name, bin string, args, env []string, out io.Writer) (*process
 func (p *process) Pid() int { return p.cmd.Process.Pid }
 
 // exited reports the exit error once the process has ended.
-func (p *process) exited() (error, bool) {
+func (p *process) exited() (bool, error) {
 	select {
 	case <-p.done:
-		return p.err, true
+		return true, p.err
 	default:
-		return nil, false
+		return false, nil
 	}
 }
 
@@ -60,7 +60,7 @@ func (p *process) exited() (error, bool) {
 // stop cleanly.
 func (p *process) stop(grace time.Duration) error {
 	p.stopped = true
-	if _, ok := p.exited(); !ok {
+	if ok, _ := p.exited(); !ok {
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	}
 	select {
@@ -73,7 +73,7 @@ func (p *process) stop(grace time.Duration) error {
 	// Sweep anything it left in its group.
 	_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
 	var ee *exec.ExitError
-	if p.err != nil && !(errors.As(p.err, &ee) && ee.ExitCode() == 0) {
+	if p.err != nil && (!errors.As(p.err, &ee) || ee.ExitCode() != 0) {
 		return fmt.Errorf("%s exited: %w", p.name, p.err)
 	}
 	return nil
@@ -98,7 +98,7 @@ func (w *prefixWriter) Write(b []byte) (int, error) {
 		}
 		line := append(append([]byte{}, w.prefix...), w.buf[:i+1]...)
 		if _, err := w.out.Write(line); err != nil {
-			return len(b), nil //nolint:nilerr // a closed log sink must not kill the child
+			return len(b), nil // a closed log sink must not kill the child
 		}
 		w.buf = w.buf[i+1:]
 	}

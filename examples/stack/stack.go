@@ -224,8 +224,8 @@ func (s *Stack) Exited() error {
 		if p == nil || p.stopped {
 			continue
 		}
-		if err, ok := p.exited(); ok {
-			return fmt.Errorf("%s exited unexpectedly: %v", p.name, err)
+		if ok, err := p.exited(); ok {
+			return fmt.Errorf("%s exited unexpectedly: %w", p.name, err)
 		}
 	}
 	return nil
@@ -316,7 +316,7 @@ func (s *Stack) waitReady(ctx context.Context, timeout time.Duration) error {
 		}
 		select {
 		case <-s.converge.done:
-			return fmt.Errorf("converge exited during start-up: %v", s.converge.err)
+			return fmt.Errorf("converge exited during start-up: %w", s.converge.err)
 		case <-ctx.Done():
 			return fmt.Errorf("converge not ready at %s/readyz: %w", s.BaseURL, ctx.Err())
 		case <-tick.C:

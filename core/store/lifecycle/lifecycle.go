@@ -50,12 +50,12 @@ type Store struct{ pool dbx.Querier }
 // New returns a Store on the primary pool.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-// Claim leases up to max pending deliveries for the reactor kinds in shards
+// Claim leases up to limit pending deliveries for the reactor kinds in shards
 // [lo, hi] (range-pruned, FOR UPDATE SKIP LOCKED), oldest first. Rows whose
 // binding was deleted or disabled since they were written are dropped: a
 // disabled binding never fires.
-func (s *Store) Claim(ctx context.Context, workerID string, reactors []string, lo, hi, max int) ([]Delivery, error) {
-	if len(reactors) == 0 || max <= 0 {
+func (s *Store) Claim(ctx context.Context, workerID string, reactors []string, lo, hi, limit int) ([]Delivery, error) {
+	if len(reactors) == 0 || limit <= 0 {
 		return nil, nil
 	}
 	rows, err := s.pool.Query(ctx, `
@@ -79,7 +79,7 @@ UPDATE lifecycle_outbox l
    AND l.shard_id = p.shard_id AND l.resource_id = p.resource_id AND l.transition = p.transition
    AND l.generation = p.generation AND l.binding_name = p.binding_name
 RETURNING l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id, l.reactor, l.watch_kind,
-          l.claim_epoch, l.attempts, l.snapshot, l.created_at`, workerID, lo, hi, reactors, max)
+          l.claim_epoch, l.attempts, l.snapshot, l.created_at`, workerID, lo, hi, reactors, limit)
 	if err != nil {
 		return nil, dbx.Wrap(err, "claim lifecycle deliveries (shards %d-%d)", lo, hi)
 	}

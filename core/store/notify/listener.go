@@ -116,7 +116,7 @@ func (l *Listener) Run(ctx context.Context) error {
 	for {
 		err := l.session(ctx, !first)
 		if ctx.Err() != nil {
-			return nil
+			return nil //nolint:nilerr // a session ended by shutdown is not a failure
 		}
 		first = false
 		l.log.Warn().Err(err).Dur("retry_in", backoff).Msg("listen connection lost; reconnecting")

@@ -192,15 +192,15 @@ func benchWorker(ctx context.Context, st *Store, l Lease, claimed, composed *ato
 			if time.Now().Before(skipUntil[ki]) {
 				continue
 			}
-			max := benchClaimBatch
+			limit := benchClaimBatch
 			if kind == "broot" {
-				max = cap(sem) - len(sem)
-				if max == 0 {
+				limit = cap(sem) - len(sem)
+				if limit == 0 {
 					continue
 				}
 			}
 			t0 := time.Now()
-			ts, err := st.Claim(ctx, l, Batch{Kind: kind, Version: "v1", TaskType: TaskReconcile, Max: max})
+			ts, err := st.Claim(ctx, l, Batch{Kind: kind, Version: "v1", TaskType: TaskReconcile, Max: limit})
 			if len(ts) > 0 {
 				timed("claim-"+kind, t0)
 			} else {

@@ -203,8 +203,8 @@ func pickSpans(spans [][2]int, ords []int32) [][2]int {
 	return out
 }
 
-func (s *Store) claimSpan(ctx context.Context, l Lease, b Batch, lo, hi, max int) ([]Task, error) {
-	rows, err := s.pool.Query(ctx, claimSQL, b.Kind, b.Version, string(b.TaskType), max, lo, hi, l.WorkerID, s.now(), l.Lo)
+func (s *Store) claimSpan(ctx context.Context, l Lease, b Batch, lo, hi, limit int) ([]Task, error) {
+	rows, err := s.pool.Query(ctx, claimSQL, b.Kind, b.Version, string(b.TaskType), limit, lo, hi, l.WorkerID, s.now(), l.Lo)
 	if err != nil {
 		return nil, wrap(err, "claim %s/%s %s (shards %d-%d)", b.Kind, b.Version, b.TaskType, lo, hi)
 	}

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -152,7 +153,7 @@ func (f *fx) queued(id uuid.UUID, tt TaskType) (queuedRow, bool) {
 	err := f.pool.QueryRow(f.ctx, `SELECT generation, trigger, attempts, worker_id IS NOT NULL, not_before, provider_config, provider_bundle
 	                                 FROM work_queue WHERE resource_id = $1 AND task_type = $2`, id, string(tt)).
 		Scan(&q.Generation, &q.Trigger, &q.Attempts, &q.Leased, &q.NotBefore, &q.Config, &q.Bundle)
-	if err == pgx.ErrNoRows {
+	if errors.Is(err, pgx.ErrNoRows) {
 		return queuedRow{}, false
 	}
 	require.NoError(f.t, err)
@@ -182,10 +183,10 @@ func (f *fx) noCascade() {
 // all is a lease over every shard.
 var all = Lease{WorkerID: "w-all", Lo: 0, Hi: 255}
 
-// claim leases up to max reconcile tasks of kind over every shard.
-func (f *fx) claim(kind string, max int) []Task {
+// claim leases up to limit reconcile tasks of kind over every shard.
+func (f *fx) claim(kind string, limit int) []Task {
 	f.t.Helper()
-	ts, err := f.st.Claim(f.ctx, all, Batch{Kind: kind, Version: "v1", TaskType: TaskReconcile, Max: max})
+	ts, err := f.st.Claim(f.ctx, all, Batch{Kind: kind, Version: "v1", TaskType: TaskReconcile, Max: limit})
 	require.NoError(f.t, err)
 	return ts
 }

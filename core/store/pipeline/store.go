@@ -66,9 +66,6 @@ type TaskKey struct {
 // under a newer claim_epoch): the caller's result is stale and was not applied.
 var ErrFenced = errors.New("claim fenced: the task's lease moved on")
 
-// querier is what a pool and a transaction have in common.
-type querier = dbx.Querier
-
 // keyArrays splits keys into the parallel arrays the unnest statements take.
 func keyArrays(keys []TaskKey) (shards []int32, ids []uuid.UUID, types []string, ops []uuid.UUID) {
 	shards = make([]int32, len(keys))

@@ -38,8 +38,9 @@ func main() {
 	out := flag.String("o", "schema.sql", "output file")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := run(ctx, *out); err != nil {
+	err := run(ctx, *out)
+	cancel()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "schemadump:", err)
 		os.Exit(1)
 	}

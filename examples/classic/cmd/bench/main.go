@@ -117,7 +117,7 @@ func parseParams() (params, error) {
 	}
 	if len(flag.Args()) == 1 { // `just bench 100000`
 		if _, err := fmt.Sscan(flag.Arg(0), &p.n); err != nil {
-			return p, fmt.Errorf("N %q: want an integer", flag.Arg(0))
+			return p, fmt.Errorf("argument N %q: want an integer", flag.Arg(0))
 		}
 	}
 	return p, nil
