@@ -16,7 +16,7 @@ import (
 // names none (core/manifest.DefaultVersion).
 const defaultManifestVersion = "v1"
 
-// The typed documents (snake_case, as in architecture.md).
+// The typed documents (snake_case JSON, as in examples/classic/testfixtures).
 type (
 	manifestHead struct {
 		Kind    string `json:"kind"`
@@ -130,7 +130,7 @@ func (a *app) applyCommand() *cobra.Command {
 		Long: `Apply the JSON or YAML documents of files, directories and stdin (-f -). A file
 may hold several documents (concatenated JSON values, a JSON array, or YAML
 documents separated by ---). Each document is a kind manifest, a providerconfig,
-a reactor binding or a resource in the snake_case format of architecture.md; its
+a reactor binding or a resource as a snake_case JSON document (docs/cli.md); its
 type is inferred from its keys (and, when two types fit, from the file naming
 convention <kind>.kind.json, providerconfig-*, reactor-binding-*, resource-*),
 or forced with --type.

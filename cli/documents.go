@@ -37,8 +37,7 @@ type docShape struct {
 	markers []string
 }
 
-// The snake_case documents of architecture.md ("Fixtures and files users
-// apply").
+// The snake_case documents users apply, by their keys.
 var docShapes = map[DocType]docShape{
 	DocManifest: {
 		keys: []string{"kind", "version", "description", "spec_schema", "status_schema", "config_schema", "reactions",
