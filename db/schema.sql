@@ -1641,7 +1641,8 @@ CREATE FUNCTION public.resources_labels_delete() RETURNS trigger
 BEGIN
     DELETE FROM resource_labels l
      USING old_rows o CROSS JOIN LATERAL jsonb_each_text(o.labels) ol
-     WHERE l.key = ol.key AND l.value = ol.value AND l.created_at = o.created_at AND l.resource_id = o.id;
+     WHERE o.labels <> '{}'
+       AND l.key = ol.key AND l.value = ol.value AND l.created_at = o.created_at AND l.resource_id = o.id;
     RETURN NULL;
 END
 $$;
@@ -1655,7 +1656,8 @@ CREATE FUNCTION public.resources_labels_insert() RETURNS trigger
     AS $$
 BEGIN
     INSERT INTO resource_labels (resource_id, key, value, created_at)
-    SELECT n.id, l.key, l.value, n.created_at FROM new_rows n, jsonb_each_text(n.labels) l;
+    SELECT n.id, l.key, l.value, n.created_at FROM new_rows n, jsonb_each_text(n.labels) l
+     WHERE n.labels <> '{}';
     RETURN NULL;
 END
 $$;
