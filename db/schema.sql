@@ -99,20 +99,26 @@ CREATE FUNCTION public.announce_phase_code(p_phase text) RETURNS text
 $$;
 
 --
--- Name: apply_value_flows(jsonb, jsonb); Type: FUNCTION; Schema: public; Owner: -
+-- Name: apply_value_flow_steps(jsonb, jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.apply_value_flows(p_spec jsonb, p_srcs jsonb) RETURNS jsonb
+CREATE FUNCTION public.apply_value_flow_steps(p_spec jsonb, p_srcs jsonb) RETURNS jsonb
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     AS $_$
 DECLARE
     v_doc    jsonb := p_spec;
+    v_init   boolean := false;
     v_flows  jsonb;
     v_status jsonb;
     v_flow   jsonb;
+    v_src    jsonb;
+    v_dep    jsonb;
     v_val    jsonb;
+    v_ptr    text;
     v_path   text[];
     v_node   jsonb;
+    v_child  jsonb;
+    v_n      int;
     v_ok     boolean;
     s        int;
     f        int;
@@ -127,30 +133,54 @@ BEGIN
         CONTINUE WHEN jsonb_typeof(v_flows) IS DISTINCT FROM 'array' OR v_status IS NULL;
         FOR f IN 0 .. jsonb_array_length(v_flows) - 1 LOOP
             v_flow := v_flows->f;
-            CONTINUE WHEN jsonb_typeof(v_flow->'src_field') IS DISTINCT FROM 'string'
-                       OR jsonb_typeof(v_flow->'dep_field') IS DISTINCT FROM 'string';
-            v_val := v_status #> json_pointer_path(v_flow->>'src_field');
+            v_src := v_flow->'src_field';
+            v_dep := v_flow->'dep_field';
+            CONTINUE WHEN jsonb_typeof(v_src) IS DISTINCT FROM 'string'
+                       OR jsonb_typeof(v_dep) IS DISTINCT FROM 'string';
+            v_ptr := v_src #>> '{}';
+            v_val := v_status #> CASE WHEN v_ptr IN ('', '/') THEN '{}'::text[]
+                                      WHEN strpos(v_ptr, '~') = 0 THEN string_to_array(substr(v_ptr, 2), '/')
+                                      ELSE json_pointer_path(v_ptr) END;
             CONTINUE WHEN v_val IS NULL;
-            v_path := json_pointer_path(v_flow->>'dep_field');
-            CONTINUE WHEN cardinality(v_path) = 0;
-            IF v_doc IS NULL OR jsonb_typeof(v_doc) NOT IN ('object', 'array') THEN
-                v_doc := '{}';
+            v_ptr := v_dep #>> '{}';
+            CONTINUE WHEN v_ptr IN ('', '/');
+            v_path := CASE WHEN strpos(v_ptr, '~') = 0 THEN string_to_array(substr(v_ptr, 2), '/')
+                           ELSE json_pointer_path(v_ptr) END;
+            v_n := cardinality(v_path);
+            CONTINUE WHEN v_n = 0;
+            IF NOT v_init THEN
+                -- jsonb_set keeps an object or array one, so this holds from here on
+                IF v_doc IS NULL OR jsonb_typeof(v_doc) NOT IN ('object', 'array') THEN
+                    v_doc := '{}';
+                END IF;
+                v_init := true;
             END IF;
+            IF v_n = 1 THEN
+                IF jsonb_typeof(v_doc) = 'array' AND v_path[1] !~ '^-?[0-9]+$' THEN
+                    CONTINUE;
+                END IF;
+                v_doc := jsonb_set(v_doc, v_path, v_val, true);
+                CONTINUE;
+            END IF;
+            -- v_node is the container of level i: v_doc #> v_path[1:i - 1]
+            v_node := v_doc;
             v_ok := true;
-            FOR i IN 1 .. cardinality(v_path) LOOP
-                v_node := CASE WHEN i = 1 THEN v_doc ELSE v_doc #> v_path[1:i - 1] END;
+            FOR i IN 1 .. v_n LOOP
                 IF jsonb_typeof(v_node) = 'array' AND v_path[i] !~ '^-?[0-9]+$' THEN
                     v_ok := false;
                     EXIT;
                 END IF;
-                IF i < cardinality(v_path) THEN
+                EXIT WHEN i = v_n;
+                v_child := v_node #> v_path[i:i];
+                IF v_child IS NULL THEN
+                    v_doc := jsonb_set(v_doc, v_path[1:i], '{}', true);
+                    -- re-read: an out-of-range array index appends elsewhere
                     v_node := v_doc #> v_path[1:i];
-                    IF v_node IS NULL THEN
-                        v_doc := jsonb_set(v_doc, v_path[1:i], '{}', true);
-                    ELSIF jsonb_typeof(v_node) NOT IN ('object', 'array') THEN
-                        v_ok := false;   -- a scalar in the way: leave the spec alone
-                        EXIT;
-                    END IF;
+                ELSIF jsonb_typeof(v_child) NOT IN ('object', 'array') THEN
+                    v_ok := false;   -- a scalar in the way: leave the spec alone
+                    EXIT;
+                ELSE
+                    v_node := v_child;
                 END IF;
             END LOOP;
             CONTINUE WHEN NOT v_ok;
@@ -159,6 +189,26 @@ BEGIN
     END LOOP;
     RETURN v_doc;
 END
+$_$;
+
+--
+-- Name: apply_value_flows(jsonb, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.apply_value_flows(p_spec jsonb, p_srcs jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $_$
+    SELECT CASE
+        WHEN jsonb_typeof(p_spec) = 'object'
+         AND jsonb_typeof(p_srcs->0) = 'array' AND p_srcs->1 IS NULL
+         AND jsonb_typeof(p_srcs #> '{0,0}') = 'array' AND p_srcs #> '{0,0,1}' IS NULL
+         AND (p_srcs #>> '{0,0,0,src_field}') || chr(1) || (p_srcs #>> '{0,0,0,dep_field}')
+             ~ '^/[^/~\x01]+\x01/[^/~\x01]+$'
+        THEN coalesce(jsonb_set(p_spec, ARRAY[substr(p_srcs #>> '{0,0,0,dep_field}', 2)],
+                                p_srcs #> '{0,1}' -> substr(p_srcs #>> '{0,0,0,src_field}', 2), true),
+                      apply_value_flow_steps(p_spec, p_srcs))
+        ELSE apply_value_flow_steps(p_spec, p_srcs)
+    END
 $_$;
 
 --
@@ -1454,22 +1504,28 @@ $$;
 
 CREATE FUNCTION public.resources_announce() RETURNS trigger
     LANGUAGE plpgsql
+    SET enable_nestloop TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 DECLARE
     v_n       bigint;
-    v_kinds   text[];
     v_payload text;
 BEGIN
+    -- a count only: the distinct kinds (a sort) are needed past the cap alone
     IF TG_OP = 'DELETE' THEN
-        SELECT count(*), array_agg(DISTINCT kind) INTO v_n, v_kinds FROM old_rows;
+        SELECT count(*) INTO v_n FROM old_rows;
     ELSE
-        SELECT count(*), array_agg(DISTINCT kind) INTO v_n, v_kinds FROM new_rows;
+        SELECT count(*) INTO v_n FROM new_rows;
     END IF;
     IF v_n = 0 THEN
         RETURN NULL;
     END IF;
     IF v_n > announce_cap() THEN
-        PERFORM announce_many(v_kinds);
+        IF TG_OP = 'DELETE' THEN
+            PERFORM announce_many(array_agg(DISTINCT kind)) FROM old_rows;
+        ELSE
+            PERFORM announce_many(array_agg(DISTINCT kind)) FROM new_rows;
+        END IF;
         RETURN NULL;
     END IF;
 
@@ -1486,16 +1542,13 @@ BEGIN
     ELSIF TG_OP = 'UPDATE' THEN
         FOR v_payload IN
             SELECT 'u|' || kind || '|' || string_agg(item, ',')
-              -- old phase per id by one aggregation, not a join: transition
-              -- tables have no statistics, and a joined plan went nested-loop
-              -- (quadratic in the drain's batch size).
-              FROM (SELECT u.kind, u.id::text || announce_phase_code(u.old_phase) AS item,
-                           (row_number() OVER (PARTITION BY u.kind) - 1) / 200 AS chunk
-                      FROM (SELECT id, max(kind) AS kind, max(old_phase) AS old_phase
-                              FROM (SELECT n.id, n.kind, NULL::text AS old_phase FROM new_rows n
-                                    UNION ALL
-                                    SELECT o.id, NULL::text, o.phase FROM old_rows o) b
-                             GROUP BY id) u) x
+              -- old phase per id by a hash join: the plan is cached from
+              -- the first call's transition-table sizes, so the function's
+              -- SET clauses rule out the nested loop (quadratic in the
+              -- drain's batch size) and the sorts of a merge join.
+              FROM (SELECT n.kind, n.id::text || announce_phase_code(o.phase) AS item,
+                           (row_number() OVER (PARTITION BY n.kind) - 1) / 200 AS chunk
+                      FROM new_rows n JOIN old_rows o ON o.id = n.id) x
              GROUP BY kind, chunk
         LOOP
             PERFORM pg_notify('resource_changed', v_payload);
@@ -1588,7 +1641,8 @@ CREATE FUNCTION public.resources_labels_delete() RETURNS trigger
 BEGIN
     DELETE FROM resource_labels l
      USING old_rows o CROSS JOIN LATERAL jsonb_each_text(o.labels) ol
-     WHERE l.key = ol.key AND l.value = ol.value AND l.created_at = o.created_at AND l.resource_id = o.id;
+     WHERE o.labels <> '{}'
+       AND l.key = ol.key AND l.value = ol.value AND l.created_at = o.created_at AND l.resource_id = o.id;
     RETURN NULL;
 END
 $$;
@@ -1602,7 +1656,8 @@ CREATE FUNCTION public.resources_labels_insert() RETURNS trigger
     AS $$
 BEGIN
     INSERT INTO resource_labels (resource_id, key, value, created_at)
-    SELECT n.id, l.key, l.value, n.created_at FROM new_rows n, jsonb_each_text(n.labels) l;
+    SELECT n.id, l.key, l.value, n.created_at FROM new_rows n, jsonb_each_text(n.labels) l
+     WHERE n.labels <> '{}';
     RETURN NULL;
 END
 $$;

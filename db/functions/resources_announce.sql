@@ -38,22 +38,26 @@
 -- every writer's statement, the drainer's included, so it does one pass over
 -- the transition table(s) and nothing else: no table reads, no writes.
 CREATE OR REPLACE FUNCTION resources_announce() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET enable_nestloop = off SET enable_mergejoin = off AS $$
 DECLARE
     v_n       bigint;
-    v_kinds   text[];
     v_payload text;
 BEGIN
+    -- a count only: the distinct kinds (a sort) are needed past the cap alone
     IF TG_OP = 'DELETE' THEN
-        SELECT count(*), array_agg(DISTINCT kind) INTO v_n, v_kinds FROM old_rows;
+        SELECT count(*) INTO v_n FROM old_rows;
     ELSE
-        SELECT count(*), array_agg(DISTINCT kind) INTO v_n, v_kinds FROM new_rows;
+        SELECT count(*) INTO v_n FROM new_rows;
     END IF;
     IF v_n = 0 THEN
         RETURN NULL;
     END IF;
     IF v_n > announce_cap() THEN
-        PERFORM announce_many(v_kinds);
+        IF TG_OP = 'DELETE' THEN
+            PERFORM announce_many(array_agg(DISTINCT kind)) FROM old_rows;
+        ELSE
+            PERFORM announce_many(array_agg(DISTINCT kind)) FROM new_rows;
+        END IF;
         RETURN NULL;
     END IF;
 
@@ -70,16 +74,13 @@ BEGIN
     ELSIF TG_OP = 'UPDATE' THEN
         FOR v_payload IN
             SELECT 'u|' || kind || '|' || string_agg(item, ',')
-              -- old phase per id by one aggregation, not a join: transition
-              -- tables have no statistics, and a joined plan went nested-loop
-              -- (quadratic in the drain's batch size).
-              FROM (SELECT u.kind, u.id::text || announce_phase_code(u.old_phase) AS item,
-                           (row_number() OVER (PARTITION BY u.kind) - 1) / 200 AS chunk
-                      FROM (SELECT id, max(kind) AS kind, max(old_phase) AS old_phase
-                              FROM (SELECT n.id, n.kind, NULL::text AS old_phase FROM new_rows n
-                                    UNION ALL
-                                    SELECT o.id, NULL::text, o.phase FROM old_rows o) b
-                             GROUP BY id) u) x
+              -- old phase per id by a hash join: the plan is cached from
+              -- the first call's transition-table sizes, so the function's
+              -- SET clauses rule out the nested loop (quadratic in the
+              -- drain's batch size) and the sorts of a merge join.
+              FROM (SELECT n.kind, n.id::text || announce_phase_code(o.phase) AS item,
+                           (row_number() OVER (PARTITION BY n.kind) - 1) / 200 AS chunk
+                      FROM new_rows n JOIN old_rows o ON o.id = n.id) x
              GROUP BY kind, chunk
         LOOP
             PERFORM pg_notify('resource_changed', v_payload);
