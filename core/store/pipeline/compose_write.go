@@ -79,6 +79,10 @@ WITH want AS (
     SELECT w.id, w.kind, w.version, w.name, w.labels, w.spec, $9, $10, shard_of(w.id), w.ref,
            coalesce($11::timestamptz, now()), coalesce($11::timestamptz, now())
       FROM want w WHERE w.is_new
+    -- The unique constraint is the ownership check for new children: a
+    -- (kind, name) another owner holds is skipped here and refused below,
+    -- with no per-child probe whose plan could drift at scale.
+    ON CONFLICT (kind, name) DO NOTHING
     RETURNING id
 ), upd AS (
     UPDATE resources r
@@ -98,6 +102,16 @@ SELECT coalesce((SELECT array_agg(id) FROM ins), '{}'), coalesce((SELECT array_a
 		ids, kinds, versions, names, labels, specs, refs, isNew, st.root, st.top, now).Scan(&created, &updated)
 	if err != nil {
 		return nil, wrap(err, "compose %s: write children", st.root)
+	}
+	nNew := 0
+	for _, ch := range plan.children {
+		if ch.isNew {
+			nNew++
+		}
+	}
+	if len(created) < nNew {
+		// The caller rolls the transaction back: nothing is written.
+		return nil, takenChild(plan, created)
 	}
 	res.Created, res.Updated = len(created), len(updated)
 	return append(created, updated...), nil
