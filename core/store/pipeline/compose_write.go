@@ -191,9 +191,17 @@ func writeEdges(ctx context.Context, tx pgx.Tx, plan *composePlan, res *ComposeR
 WITH want AS (
     SELECT * FROM unnest($2::uuid[], $3::uuid[], $4::jsonb[]) AS e(dep, up, flows)
 ), del AS (
+    -- The children's edges are found by one primary-key probe per child
+    -- (LATERAL … OFFSET 0) and deleted by TID: dependent_id = ANY of a
+    -- composition's worth of ids, without statistics (after a bulk load),
+    -- is estimated at most of the table and planned as a Seq Scan.
     DELETE FROM resource_deps d
-     WHERE d.dependent_id = ANY ($1::uuid[])
-       AND NOT EXISTS (SELECT 1 FROM want w WHERE w.dep = d.dependent_id AND w.up = d.dependency_id)
+     WHERE d.ctid = ANY (ARRAY(
+           SELECT x.ctid
+             FROM unnest($1::uuid[]) AS c(id)
+            CROSS JOIN LATERAL (SELECT x.ctid, x.dependent_id, x.dependency_id FROM resource_deps x
+                                 WHERE x.dependent_id = c.id OFFSET 0) x
+            WHERE NOT EXISTS (SELECT 1 FROM want w WHERE w.dep = x.dependent_id AND w.up = x.dependency_id)))
     RETURNING 1
 ), ups AS (
     INSERT INTO resource_deps AS d (dependent_id, dependency_id, value_flows)
