@@ -4563,7 +4563,7 @@ CREATE INDEX idx_resources_owner_phase_page ON public.resources USING btree (own
 -- Name: idx_resources_phase_page; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX idx_resources_phase_page ON public.resources USING btree (phase, created_at DESC, id DESC);
+CREATE INDEX idx_resources_phase_page ON public.resources USING btree (phase COLLATE "C", created_at DESC, id DESC);
 
 --
 -- Name: idx_resources_unsettled; Type: INDEX; Schema: public; Owner: -
