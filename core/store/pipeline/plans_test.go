@@ -117,6 +117,36 @@ func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
 				rec.Take(t)
 			})
 
+			t.Run("claim generic plan", func(t *testing.T) {
+				// The claim is planned per call: its generic plan costs all 16
+				// partitions, so plan_cache_mode=auto keeps the custom one, and
+				// it must stay so. The generic plan does prune at executor
+				// startup, but at 1M-row statistics it reads the partition by
+				// a bitmap over the primary key's shard range instead of
+				// idx_work_queue_pending, and it keeps the operations update
+				// (a Seq Scan of resource_operations) that a custom plan folds
+				// away for $3 <> 'operate'. Logged here as the evidence.
+				conn, err := f.pool.Acquire(ctx)
+				require.NoError(t, err)
+				defer conn.Release()
+				_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
+				require.NoError(t, err)
+				_, err = conn.Exec(ctx, `PREPARE claim_generic AS `+claimSQL)
+				require.NoError(t, err)
+				var raw []byte
+				require.NoError(t, conn.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE claim_generic('leaf', 'v1', 'reconcile', 50, 0, 15, 'w', NULL, 0)`).Scan(&raw))
+				var out []plantest.Plan
+				require.NoError(t, json.Unmarshal(raw, &out))
+				p := out[0]
+				p.Query = "claim (generic plan)"
+				removed := 0
+				p.Plan.Walk(func(n plantest.Node) { removed += n.RemovedSubs })
+				require.Equal(t, 30, removed, "both work_queue scans prune 15 of 16 partitions at startup\n%s", raw)
+				t.Log("\n" + p.String())
+				_, err = conn.Exec(ctx, `DEALLOCATE claim_generic; RESET plan_cache_mode`)
+				require.NoError(t, err)
+			})
+
 			t.Run("drain", func(t *testing.T) {
 				// below the backlog (the claim added 50 to ~400): with a limit past
 				// every row of the partition, reading it whole and sorting is
