@@ -158,6 +158,9 @@ func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
 				plantest.Check(t, plans, spec([]plantest.Rule{
 					{Match: "WITH popped AS"}, // idx_work_outbox_fifo or the primary key, never a scan past the small
 					{Match: "WITH oc AS", Uses: []string{"work_queue_pkey"}},
+					// schedule_candidates: the candidates by primary key, the
+					// upstream gate through the edges' primary key
+					{Match: "WITH cand AS MATERIALIZED", Uses: []string{"resources_pkey", "resource_deps_pkey"}},
 				}))
 				t.Log("\n" + plantest.Summary(plans))
 			})
