@@ -668,7 +668,6 @@ DECLARE
     v_p       int;
     v_plo     int;
     v_phi     int;
-    v_tids    tid[];
     v_part    work_outbox[];
     v_k       int;
     v_out     work_outbox[] := '{}';
@@ -690,27 +689,30 @@ BEGIN
     END IF;
     -- pop, one partition per statement (each prunes to it), from a random
     -- partition of the range so none starves under load: lock the oldest
-    -- rows (idx_work_outbox_fifo, SKIP LOCKED), then delete exactly those
-    -- tuples by TID (one partition: unambiguous)
+    -- rows (idx_work_outbox_fifo, SKIP LOCKED) and delete exactly those
+    -- tuples by TID (one partition: unambiguous), in one statement. The TIDs
+    -- come from an ARRAY(subquery), which the planner cannot count, so the
+    -- delete is always a Tid Scan; a TID array held in a variable is a known
+    -- constant under the custom plan, and a few hundred TIDs on a partition
+    -- of a few pages costed a Seq Scan of the whole partition instead.
     v_start := floor(random() * (v_last - v_first + 1))::int;
     FOR i IN 0 .. v_last - v_first LOOP
         EXIT WHEN v_n >= p_max;
         v_p := v_first + (v_start + i) % (v_last - v_first + 1);
         v_plo := greatest(p_lo, v_p * 16);
         v_phi := least(p_hi, v_p * 16 + 15);
-        SELECT array_agg(x.ctid) INTO v_tids
-          FROM (SELECT o.ctid FROM work_outbox o
-                 WHERE o.shard_id BETWEEN v_plo AND v_phi
-                 ORDER BY o.id
-                 LIMIT p_max - v_n
-                   FOR UPDATE SKIP LOCKED) x;
-        CONTINUE WHEN v_tids IS NULL;
         WITH popped AS (
             DELETE FROM work_outbox o
-             WHERE o.shard_id BETWEEN v_plo AND v_phi AND o.ctid = ANY (v_tids)
+             WHERE o.shard_id BETWEEN v_plo AND v_phi
+               AND o.ctid = ANY (ARRAY(SELECT x.ctid FROM work_outbox x
+                                        WHERE x.shard_id BETWEEN v_plo AND v_phi
+                                        ORDER BY x.id
+                                        LIMIT p_max - v_n
+                                          FOR UPDATE SKIP LOCKED))
             RETURNING o
         )
         SELECT array_agg(popped.o), count(*) INTO v_part, v_k FROM popped;
+        CONTINUE WHEN v_k = 0;
         v_out := v_out || v_part;
         v_n := v_n + v_k;
     END LOOP;
@@ -1927,13 +1929,15 @@ BEGIN
                   FROM resources r
                  WHERE r.deletion_requested_at IS NOT NULL
                    AND r.shard_id BETWEEN p_lo AND p_hi
-                   AND NOT EXISTS (SELECT 1 FROM resources o WHERE o.owner_id = r.id)
-                   AND NOT EXISTS (SELECT 1 FROM resource_deps d WHERE d.dependency_id = r.id)
+                   -- OFFSET 0 keeps each probe a per-row index probe: no
+                   -- anti-join or hashed subplan over a Seq Scan
+                   AND NOT EXISTS (SELECT 1 FROM resources o WHERE o.owner_id = r.id OFFSET 0)
+                   AND NOT EXISTS (SELECT 1 FROM resource_deps d WHERE d.dependency_id = r.id OFFSET 0)
                    AND (r.finalizers = '{}'
                         OR NOT EXISTS (SELECT 1 FROM work_queue q
                                         WHERE q.shard_id BETWEEN p_lo AND p_hi
                                           AND q.shard_id = r.shard_id AND q.resource_id = r.id
-                                          AND q.task_type = 'delete'))
+                                          AND q.task_type = 'delete' OFFSET 0))
                  LIMIT p_max - v_total
                  FOR UPDATE OF r SKIP LOCKED) c;
 
@@ -1952,7 +1956,8 @@ BEGIN
 
         IF v_hard IS NOT NULL THEN
             DELETE FROM work_queue WHERE shard_id BETWEEN p_lo AND p_hi AND resource_id = ANY (v_hard);
-            DELETE FROM resources WHERE id = ANY (v_hard);
+            -- ARRAY(SELECT unnest(…)): uncountable, so a primary-key probe
+            DELETE FROM resources WHERE id = ANY (ARRAY(SELECT unnest(v_hard)));
             GET DIAGNOSTICS v_del = ROW_COUNT;
         END IF;
 
@@ -1979,7 +1984,13 @@ DECLARE
     v_id   uuid;
     v_n    int := 0;
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM resources WHERE frozen_until < p_now) THEN
+    -- The idle gate reads the first entry of idx_resources_frozen_sweep in
+    -- its order, so no plan but that one-entry probe is cheap: a bare
+    -- EXISTS (… frozen_until < p_now) was planned, without statistics (a
+    -- bulk load), as a Seq Scan of resources that on an idle fleet reads
+    -- every row.
+    IF coalesce((SELECT r.frozen_until FROM resources r WHERE r.frozen_until IS NOT NULL
+                  ORDER BY r.frozen_until LIMIT 1) >= p_now, true) THEN
         RETURN 0;
     END IF;
     SELECT array_agg(c.id) FILTER (WHERE c.soft), array_agg(c.id) FILTER (WHERE NOT c.soft)
@@ -1987,7 +1998,9 @@ BEGIN
       FROM (SELECT r.id,
                    (EXISTS (SELECT 1 FROM kind_config kc
                              WHERE kc.kind = r.kind AND kc.version = r.version AND kc.finalizer_name IS NOT NULL)
-                    OR EXISTS (SELECT 1 FROM resources o WHERE o.owner_id = r.id)) AS soft
+                    -- OFFSET 0: a per-row owner probe, never a hashed
+                    -- subplan over a Seq Scan of resources
+                    OR EXISTS (SELECT 1 FROM resources o WHERE o.owner_id = r.id OFFSET 0)) AS soft
               FROM resources r
              WHERE r.frozen_until < p_now
                AND r.shard_id BETWEEN p_lo AND p_hi
@@ -1998,7 +2011,10 @@ BEGIN
 
     IF v_hard IS NOT NULL THEN
         DELETE FROM work_queue WHERE shard_id BETWEEN p_lo AND p_hi AND resource_id = ANY (v_hard);
-        DELETE FROM resources WHERE id = ANY (v_hard);
+        -- ARRAY(SELECT unnest(…)): the planner cannot count it, so the
+        -- delete probes the primary key; a known array of ~p_max ids was
+        -- costed as a Seq Scan on a table of a few hundred pages.
+        DELETE FROM resources WHERE id = ANY (ARRAY(SELECT unnest(v_hard)));
         v_n := v_n + cardinality(v_hard);
     END IF;
     IF v_soft IS NOT NULL THEN
@@ -4616,7 +4632,7 @@ CREATE INDEX idx_resources_owner_phase_page ON public.resources USING btree (own
 -- Name: idx_resources_phase_page; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX idx_resources_phase_page ON public.resources USING btree (phase, created_at DESC, id DESC);
+CREATE INDEX idx_resources_phase_page ON public.resources USING btree (phase COLLATE "C", created_at DESC, id DESC);
 
 --
 -- Name: idx_resources_unsettled; Type: INDEX; Schema: public; Owner: -

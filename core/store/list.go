@@ -167,6 +167,17 @@ func (sp listSpec) filters(args *argList, phases, labels bool) string {
 	return w.String()
 }
 
+// phaseCond is a phase branch's phase match. Only a page without a kind or
+// owner filter compares under the "C" collation of idx_resources_phase_page,
+// so a kind or owner page can only walk its own index (see the index's
+// comment in the baseline migration).
+func phaseCond(sp listSpec) string {
+	if sp.kind == "" && sp.owner == nil {
+		return `r.phase COLLATE "C" = p.phase`
+	}
+	return `r.phase = p.phase`
+}
+
 // phaseQuery is the phase-branch plan (see ListResources).
 func phaseQuery(sp listSpec) listQuery {
 	args := argList{sp.phases, sp.limit + 1}
@@ -182,7 +193,7 @@ SELECT ` + resourceColumns + `
          CROSS JOIN LATERAL (
                 SELECT r.id, r.created_at
                   FROM resources r
-                 WHERE r.phase = p.phase` + where + `
+                 WHERE ` + phaseCond(sp) + where + `
                  ORDER BY r.created_at DESC, r.id DESC
                  LIMIT $2
                ) b

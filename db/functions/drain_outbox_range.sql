@@ -44,7 +44,6 @@ DECLARE
     v_p       int;
     v_plo     int;
     v_phi     int;
-    v_tids    tid[];
     v_part    work_outbox[];
     v_k       int;
     v_out     work_outbox[] := '{}';
@@ -66,27 +65,30 @@ BEGIN
     END IF;
     -- pop, one partition per statement (each prunes to it), from a random
     -- partition of the range so none starves under load: lock the oldest
-    -- rows (idx_work_outbox_fifo, SKIP LOCKED), then delete exactly those
-    -- tuples by TID (one partition: unambiguous)
+    -- rows (idx_work_outbox_fifo, SKIP LOCKED) and delete exactly those
+    -- tuples by TID (one partition: unambiguous), in one statement. The TIDs
+    -- come from an ARRAY(subquery), which the planner cannot count, so the
+    -- delete is always a Tid Scan; a TID array held in a variable is a known
+    -- constant under the custom plan, and a few hundred TIDs on a partition
+    -- of a few pages costed a Seq Scan of the whole partition instead.
     v_start := floor(random() * (v_last - v_first + 1))::int;
     FOR i IN 0 .. v_last - v_first LOOP
         EXIT WHEN v_n >= p_max;
         v_p := v_first + (v_start + i) % (v_last - v_first + 1);
         v_plo := greatest(p_lo, v_p * 16);
         v_phi := least(p_hi, v_p * 16 + 15);
-        SELECT array_agg(x.ctid) INTO v_tids
-          FROM (SELECT o.ctid FROM work_outbox o
-                 WHERE o.shard_id BETWEEN v_plo AND v_phi
-                 ORDER BY o.id
-                 LIMIT p_max - v_n
-                   FOR UPDATE SKIP LOCKED) x;
-        CONTINUE WHEN v_tids IS NULL;
         WITH popped AS (
             DELETE FROM work_outbox o
-             WHERE o.shard_id BETWEEN v_plo AND v_phi AND o.ctid = ANY (v_tids)
+             WHERE o.shard_id BETWEEN v_plo AND v_phi
+               AND o.ctid = ANY (ARRAY(SELECT x.ctid FROM work_outbox x
+                                        WHERE x.shard_id BETWEEN v_plo AND v_phi
+                                        ORDER BY x.id
+                                        LIMIT p_max - v_n
+                                          FOR UPDATE SKIP LOCKED))
             RETURNING o
         )
         SELECT array_agg(popped.o), count(*) INTO v_part, v_k FROM popped;
+        CONTINUE WHEN v_k = 0;
         v_out := v_out || v_part;
         v_n := v_n + v_k;
     END LOOP;

@@ -40,13 +40,15 @@ BEGIN
                   FROM resources r
                  WHERE r.deletion_requested_at IS NOT NULL
                    AND r.shard_id BETWEEN p_lo AND p_hi
-                   AND NOT EXISTS (SELECT 1 FROM resources o WHERE o.owner_id = r.id)
-                   AND NOT EXISTS (SELECT 1 FROM resource_deps d WHERE d.dependency_id = r.id)
+                   -- OFFSET 0 keeps each probe a per-row index probe: no
+                   -- anti-join or hashed subplan over a Seq Scan
+                   AND NOT EXISTS (SELECT 1 FROM resources o WHERE o.owner_id = r.id OFFSET 0)
+                   AND NOT EXISTS (SELECT 1 FROM resource_deps d WHERE d.dependency_id = r.id OFFSET 0)
                    AND (r.finalizers = '{}'
                         OR NOT EXISTS (SELECT 1 FROM work_queue q
                                         WHERE q.shard_id BETWEEN p_lo AND p_hi
                                           AND q.shard_id = r.shard_id AND q.resource_id = r.id
-                                          AND q.task_type = 'delete'))
+                                          AND q.task_type = 'delete' OFFSET 0))
                  LIMIT p_max - v_total
                  FOR UPDATE OF r SKIP LOCKED) c;
 
@@ -65,7 +67,8 @@ BEGIN
 
         IF v_hard IS NOT NULL THEN
             DELETE FROM work_queue WHERE shard_id BETWEEN p_lo AND p_hi AND resource_id = ANY (v_hard);
-            DELETE FROM resources WHERE id = ANY (v_hard);
+            -- ARRAY(SELECT unnest(…)): uncountable, so a primary-key probe
+            DELETE FROM resources WHERE id = ANY (ARRAY(SELECT unnest(v_hard)));
             GET DIAGNOSTICS v_del = ROW_COUNT;
         END IF;
 

@@ -17,7 +17,13 @@ DECLARE
     v_id   uuid;
     v_n    int := 0;
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM resources WHERE frozen_until < p_now) THEN
+    -- The idle gate reads the first entry of idx_resources_frozen_sweep in
+    -- its order, so no plan but that one-entry probe is cheap: a bare
+    -- EXISTS (… frozen_until < p_now) was planned, without statistics (a
+    -- bulk load), as a Seq Scan of resources that on an idle fleet reads
+    -- every row.
+    IF coalesce((SELECT r.frozen_until FROM resources r WHERE r.frozen_until IS NOT NULL
+                  ORDER BY r.frozen_until LIMIT 1) >= p_now, true) THEN
         RETURN 0;
     END IF;
     SELECT array_agg(c.id) FILTER (WHERE c.soft), array_agg(c.id) FILTER (WHERE NOT c.soft)
@@ -25,7 +31,9 @@ BEGIN
       FROM (SELECT r.id,
                    (EXISTS (SELECT 1 FROM kind_config kc
                              WHERE kc.kind = r.kind AND kc.version = r.version AND kc.finalizer_name IS NOT NULL)
-                    OR EXISTS (SELECT 1 FROM resources o WHERE o.owner_id = r.id)) AS soft
+                    -- OFFSET 0: a per-row owner probe, never a hashed
+                    -- subplan over a Seq Scan of resources
+                    OR EXISTS (SELECT 1 FROM resources o WHERE o.owner_id = r.id OFFSET 0)) AS soft
               FROM resources r
              WHERE r.frozen_until < p_now
                AND r.shard_id BETWEEN p_lo AND p_hi
@@ -36,7 +44,10 @@ BEGIN
 
     IF v_hard IS NOT NULL THEN
         DELETE FROM work_queue WHERE shard_id BETWEEN p_lo AND p_hi AND resource_id = ANY (v_hard);
-        DELETE FROM resources WHERE id = ANY (v_hard);
+        -- ARRAY(SELECT unnest(…)): the planner cannot count it, so the
+        -- delete probes the primary key; a known array of ~p_max ids was
+        -- costed as a Seq Scan on a table of a few hundred pages.
+        DELETE FROM resources WHERE id = ANY (ARRAY(SELECT unnest(v_hard)));
         v_n := v_n + cardinality(v_hard);
     END IF;
     IF v_soft IS NOT NULL THEN

@@ -134,8 +134,15 @@ CREATE TABLE resources (
 -- List paths: keyset (created_at DESC, id DESC) pages. Every list reads
 -- through a phase-leading index, one LATERAL branch per phase (an unfiltered
 -- list is the union of all seven), so three b-trees serve kind/phase/owner
--- filters without a sort and without a COUNT.
-CREATE INDEX idx_resources_phase_page      ON resources (phase, created_at DESC, id DESC);
+-- filters without a sort and without a COUNT. idx_resources_phase_page keys
+-- phase under the "C" collation, and only the unfiltered list compares phase
+-- under it (r.phase COLLATE "C" = …; equality is the same, phases are ASCII):
+-- a kind or owner page cannot use it, so it always walks its own index
+-- instead of the phase index with the kind or owner as a filter, a plan the
+-- planner picks from its independence assumption and which reads every row
+-- of the phase between the cursor and the page when a kind's rows sit
+-- elsewhere in time.
+CREATE INDEX idx_resources_phase_page      ON resources ((phase COLLATE "C"), created_at DESC, id DESC);
 CREATE INDEX idx_resources_kind_phase_page ON resources (kind, phase, created_at DESC, id DESC);
 CREATE INDEX idx_resources_owner_phase_page ON resources (owner_id, phase, created_at DESC, id DESC)
     WHERE owner_id IS NOT NULL;

@@ -70,7 +70,12 @@ type Snapshot struct {
 // (max_inflight − SUM of the kind_inflight partials, serialised per kind)
 // and bump adds the rows stamped to the claimer's own partial; an uncapped
 // kind skips both. picked is the FOR UPDATE SKIP LOCKED scan of
-// idx_work_queue_pending; upd stamps worker, lease, heartbeat and one fresh
+// idx_work_queue_pending, oldest not_before first: the ORDER BY is the
+// index's own order, so the index returns the first rows at once while any
+// other plan must sort every pending row of the range first. Without it, a
+// partition whose statistics say "every row matches" is read by a Seq Scan
+// that stops after LIMIT matches, which at scale walks past every leased
+// and locked row first (the partial index holds only the pending ones); upd stamps worker, lease, heartbeat and one fresh
 // claim_epoch on exactly the locked tuples by TID (unambiguous within one
 // partition, and stable: picked holds their locks), so no join plan — which
 // queue statistics, always stale, could turn into a scan — is involved. The
@@ -87,6 +92,7 @@ WITH kc AS (
      WHERE w.kind = $1 AND w.version = $2 AND w.task_type = $3 AND w.worker_id IS NULL
        AND w.not_before <= coalesce($8::timestamptz, now())
        AND w.shard_id BETWEEN $5 AND $6
+     ORDER BY w.not_before
      LIMIT (SELECT n FROM budget)
        FOR UPDATE SKIP LOCKED
 ), epoch AS (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -112,7 +113,7 @@ func (s *Store) planCompose(ctx context.Context, tx pgx.Tx, st *composeState, c 
 	if err != nil {
 		return nil, err
 	}
-	if err := checkOwnership(ctx, tx, st.root, plan.children, c.Configs); err != nil {
+	if err := checkOwnership(ctx, tx, st.root, c.Configs); err != nil {
 		return nil, err
 	}
 	if err := planEdges(ctx, tx, plan, c); err != nil {
@@ -253,36 +254,54 @@ SELECT m.kind, m.version, m.manifest_gen, m.is_reactor, m.manifest->'spec_schema
 	return out, wrap(rows.Err(), "compose: read kinds")
 }
 
-// checkOwnership refuses a new child or config whose (kind, name) is taken
-// by an object the root does not own.
-func checkOwnership(ctx context.Context, tx pgx.Tx, root uuid.UUID, children []plannedChild, cfgs []Config) error {
-	var ks, ns, cks, cns []string
-	for _, ch := range children {
-		if ch.isNew {
-			ks, ns = append(ks, ch.Kind), append(ns, ch.Name)
-		}
+// checkOwnership refuses a config whose (kind, name) is held by an object
+// the root does not own. New children need no probe here: their INSERT
+// (writeChildren) lets the resources_kind_name_key constraint decide, so no
+// plan can turn the check into a walk of the kind-leading page index.
+func checkOwnership(ctx context.Context, tx pgx.Tx, root uuid.UUID, cfgs []Config) error {
+	if len(cfgs) == 0 {
+		return nil
 	}
+	var cks, cns []string
 	for _, c := range cfgs {
 		cks, cns = append(cks, c.Kind), append(cns, c.Name)
 	}
-	var kind, name, what string
+	var kind, name string
 	err := tx.QueryRow(ctx, `
-SELECT 'resource', k.kind, k.name
+SELECT k.kind, k.name
   FROM unnest($2::text[], $3::text[]) AS k(kind, name)
- CROSS JOIN LATERAL (SELECT 1 FROM resources r WHERE r.kind = k.kind AND r.name = k.name OFFSET 0) r
-UNION ALL
-SELECT 'config', k.kind, k.name
-  FROM unnest($4::text[], $5::text[]) AS k(kind, name)
  CROSS JOIN LATERAL (SELECT 1 FROM providerconfigs p
-                      WHERE p.kind = k.kind AND p.name = k.name AND p.owner_id IS DISTINCT FROM $1 OFFSET 0) p
-LIMIT 1`, root, ks, ns, cks, cns).Scan(&what, &kind, &name)
+                      WHERE p.kind = k.kind AND p.name = k.name AND p.owner_id IS DISTINCT FROM $1 LIMIT 1) p
+LIMIT 1`, root, cks, cns).Scan(&kind, &name)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
 	if err != nil {
 		return wrap(err, "compose %s: check ownership", root)
 	}
+	return ownedElsewhere("config", kind, name)
+}
+
+// ownedElsewhere is the refusal of a (kind, name) another owner holds.
+func ownedElsewhere(what, kind, name string) error {
 	return composeErr(name, "owned_elsewhere", "%s %s/%s exists and is not owned by this root", what, kind, name)
+}
+
+// takenChild names a new child of plan whose INSERT the (kind, name) unique
+// constraint skipped: a resource another owner holds (planChildren resolved
+// every (kind, name) the root owns to its row, so a new child that was not
+// inserted collides with someone else's).
+func takenChild(plan *composePlan, created []uuid.UUID) error {
+	made := make(map[uuid.UUID]bool, len(created))
+	for _, id := range created {
+		made[id] = true
+	}
+	for _, ch := range plan.children {
+		if ch.isNew && !made[ch.id] {
+			return ownedElsewhere("resource", ch.Kind, ch.Name)
+		}
+	}
+	return fmt.Errorf("compose: %d of the new children were not inserted", len(created))
 }
 
 // planEdges resolves the edges' endpoints and checks them: known children

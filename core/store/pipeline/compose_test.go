@@ -209,6 +209,23 @@ func TestCompose_RefusesMalformedCompositions(t *testing.T) {
 	require.Equal(t, 2, scalar[int](f, `SELECT count(*) FROM resources`), "nothing written")
 }
 
+func TestCompose_RefusesAChildOwnedElsewhereAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	f, task := composeFx(t)
+	f.res("net", "taken")
+	c := netApp(`{}`)
+	c.Children = append(c.Children, Child{Kind: "net", Name: "taken"})
+	_, err := f.st.ApplyCompose(f.ctx, task, c)
+	var ce *ComposeError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, ComposeError{Child: "taken", Rule: "owned_elsewhere",
+		Message: "resource net/taken exists and is not owned by this root"}, *ce)
+	require.Equal(t, 2, scalar[int](f, `SELECT count(*) FROM resources`), "the other children's inserts rolled back")
+	require.Zero(t, scalar[int](f, `SELECT count(*) FROM resource_deps`))
+	require.Zero(t, scalar[int](f, `SELECT count(*) FROM providerconfigs`))
+	require.Zero(t, scalar[int64](f, `SELECT composed_gen FROM resources WHERE id = $1`, task.Key.ResourceID))
+}
+
 func TestCompose_IsFencedOnTheClaimEpoch(t *testing.T) {
 	t.Parallel()
 	f, task := composeFx(t)

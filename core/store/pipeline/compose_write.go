@@ -79,6 +79,10 @@ WITH want AS (
     SELECT w.id, w.kind, w.version, w.name, w.labels, w.spec, $9, $10, shard_of(w.id), w.ref,
            coalesce($11::timestamptz, now()), coalesce($11::timestamptz, now())
       FROM want w WHERE w.is_new
+    -- The unique constraint is the ownership check for new children: a
+    -- (kind, name) another owner holds is skipped here and refused below,
+    -- with no per-child probe whose plan could drift at scale.
+    ON CONFLICT (kind, name) DO NOTHING
     RETURNING id
 ), upd AS (
     UPDATE resources r
@@ -98,6 +102,16 @@ SELECT coalesce((SELECT array_agg(id) FROM ins), '{}'), coalesce((SELECT array_a
 		ids, kinds, versions, names, labels, specs, refs, isNew, st.root, st.top, now).Scan(&created, &updated)
 	if err != nil {
 		return nil, wrap(err, "compose %s: write children", st.root)
+	}
+	nNew := 0
+	for _, ch := range plan.children {
+		if ch.isNew {
+			nNew++
+		}
+	}
+	if len(created) < nNew {
+		// The caller rolls the transaction back: nothing is written.
+		return nil, takenChild(plan, created)
 	}
 	res.Created, res.Updated = len(created), len(updated)
 	return append(created, updated...), nil
@@ -177,9 +191,17 @@ func writeEdges(ctx context.Context, tx pgx.Tx, plan *composePlan, res *ComposeR
 WITH want AS (
     SELECT * FROM unnest($2::uuid[], $3::uuid[], $4::jsonb[]) AS e(dep, up, flows)
 ), del AS (
+    -- The children's edges are found by one primary-key probe per child
+    -- (LATERAL … OFFSET 0) and deleted by TID: dependent_id = ANY of a
+    -- composition's worth of ids, without statistics (after a bulk load),
+    -- is estimated at most of the table and planned as a Seq Scan.
     DELETE FROM resource_deps d
-     WHERE d.dependent_id = ANY ($1::uuid[])
-       AND NOT EXISTS (SELECT 1 FROM want w WHERE w.dep = d.dependent_id AND w.up = d.dependency_id)
+     WHERE d.ctid = ANY (ARRAY(
+           SELECT x.ctid
+             FROM unnest($1::uuid[]) AS c(id)
+            CROSS JOIN LATERAL (SELECT x.ctid, x.dependent_id, x.dependency_id FROM resource_deps x
+                                 WHERE x.dependent_id = c.id OFFSET 0) x
+            WHERE NOT EXISTS (SELECT 1 FROM want w WHERE w.dep = x.dependent_id AND w.up = x.dependency_id)))
     RETURNING 1
 ), ups AS (
     INSERT INTO resource_deps AS d (dependent_id, dependency_id, value_flows)

@@ -1,0 +1,369 @@
+// Package plantest records the plans of the statements a store runs, for
+// tests that pin the hot statements' plans. A recording pool loads
+// auto_explain on every connection (the test cluster's user is a superuser)
+// with log_nested_statements, so the statements inside plpgsql functions are
+// recorded too, and its log level set to NOTICE, so each plan arrives on the
+// connection that ran it instead of in the server log. Plans are analyzed
+// with buffer counts (timing off): the evidence is the plan shape and the
+// buffers, never milliseconds.
+//
+// Statistics helpers make a small fixture look large to the planner
+// (Inflate) so a test can prove a plan holds at 1M-row statistics without
+// loading a million rows.
+package plantest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Node is one node of an EXPLAIN (FORMAT JSON) plan.
+type Node struct {
+	Type        string  `json:"Node Type"`
+	Relation    string  `json:"Relation Name"`
+	Index       string  `json:"Index Name"`
+	Subplan     string  `json:"Subplan Name"`
+	Loops       *int64  `json:"Actual Loops"`
+	SharedHit   int64   `json:"Shared Hit Blocks"`
+	SharedRead  int64   `json:"Shared Read Blocks"`
+	PlanRows    float64 `json:"Plan Rows"`
+	Plans       []Node  `json:"Plans"`
+	RemovedSubs int     `json:"Subplans Removed"`
+}
+
+// Plan is one recorded statement and its plan.
+type Plan struct {
+	Query string `json:"Query Text"`
+	Plan  Node   `json:"Plan"`
+}
+
+// Walk calls fn for n and every node below it.
+func (n Node) Walk(fn func(Node)) {
+	fn(n)
+	for _, c := range n.Plans {
+		c.Walk(fn)
+	}
+}
+
+// Buffers is the plan's shared buffer count (hit + read) at its top node,
+// which includes its children's.
+func (p Plan) Buffers() int64 { return p.Plan.SharedHit + p.Plan.SharedRead }
+
+// Scan is one relation access of a plan.
+type Scan struct{ Type, Relation, Index string }
+
+func (s Scan) String() string {
+	if s.Index != "" {
+		return s.Type + " " + s.Relation + " using " + s.Index
+	}
+	return s.Type + " " + s.Relation
+}
+
+// Scans lists the plan's relation accesses that ran (an analyzed node never
+// executed, e.g. a partition pruned at run time, is left out).
+func (p Plan) Scans() []Scan {
+	var out []Scan
+	p.Plan.Walk(func(n Node) {
+		if n.Relation == "" && n.Index == "" {
+			return
+		}
+		if n.Loops != nil && *n.Loops == 0 {
+			return
+		}
+		out = append(out, Scan{n.Type, n.Relation, n.Index})
+	})
+	return out
+}
+
+// Partitions counts the distinct partitions of parent (work_queue →
+// work_queue_p0…) the plan touched.
+func (p Plan) Partitions(parent string) int {
+	seen := map[string]bool{}
+	for _, s := range p.Scans() {
+		for _, name := range []string{s.Relation, s.Index} {
+			if part := partitionOf(name, parent); part != "" {
+				seen[part] = true
+			}
+		}
+	}
+	return len(seen)
+}
+
+// String renders the plan's scans, one a line, for failure messages.
+func (p Plan) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n", oneLine(p.Query))
+	for _, s := range p.Scans() {
+		fmt.Fprintf(&b, "    %s\n", s)
+	}
+	return b.String()
+}
+
+func oneLine(q string) string {
+	q = strings.Join(strings.Fields(q), " ")
+	if len(q) > 160 {
+		q = q[:160] + "…"
+	}
+	return q
+}
+
+// Recorder collects the plans a recording pool's connections report.
+type Recorder struct {
+	mu    sync.Mutex
+	plans []Plan
+	errs  []error
+}
+
+// Take returns the plans recorded since the last Take.
+func (r *Recorder) Take(t testing.TB) []Plan {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, err := range r.errs {
+		t.Errorf("plantest: %v", err)
+	}
+	out := r.plans
+	r.plans, r.errs = nil, nil
+	return out
+}
+
+func (r *Recorder) notice(_ *pgconn.PgConn, n *pgconn.Notice) {
+	i := strings.Index(n.Message, "plan:")
+	if i < 0 {
+		return
+	}
+	var p Plan
+	err := json.Unmarshal([]byte(n.Message[i+len("plan:"):]), &p)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("parse auto_explain plan: %w", err))
+		return
+	}
+	r.plans = append(r.plans, p)
+}
+
+// Pool opens a pool on the same database as cfg whose every statement's
+// plan (nested ones included) is recorded in r.
+func Pool(t testing.TB, cfg *pgxpool.Config, r *Recorder) *pgxpool.Pool {
+	t.Helper()
+	c := cfg.Copy()
+	c.MaxConns = 4
+	c.ConnConfig.OnNotice = r.notice
+	prev := c.AfterConnect
+	c.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if prev != nil {
+			if err := prev(ctx, conn); err != nil {
+				return err
+			}
+		}
+		_, err := conn.Exec(ctx, `LOAD 'auto_explain';
+SET auto_explain.log_min_duration = 0;
+SET auto_explain.log_nested_statements = on;
+SET auto_explain.log_analyze = on;
+SET auto_explain.log_buffers = on;
+SET auto_explain.log_timing = off;
+SET auto_explain.log_format = json;
+SET auto_explain.log_level = notice`)
+		return err
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), c)
+	if err != nil {
+		t.Fatalf("plantest: open pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// Inflate makes the planner see factor times the rows of each table, its
+// partitions and all their indexes, as at 1M rows with the 10k fixture's
+// distributions: reltuples grows while relpages stays, and the planner
+// scales the density reltuples/relpages by the relation's real size, so it
+// estimates factor× the rows. Column statistics stay as ANALYZE left them: a
+// positive n_distinct (few owners, few kinds) keeps its absolute value, so
+// every owner looks factor× bigger, which is the stale statistic a plan must
+// survive.
+func Inflate(t testing.TB, pool *pgxpool.Pool, factor float64, tables ...string) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), `
+WITH RECURSIVE rel AS (
+    SELECT c.oid FROM pg_class c WHERE c.relname = ANY ($1::text[]) AND c.relnamespace = 'public'::regnamespace
+    UNION
+    SELECT i.inhrelid FROM pg_inherits i JOIN rel ON i.inhparent = rel.oid
+), all_rel AS (
+    SELECT oid FROM rel
+    UNION
+    SELECT x.indexrelid FROM pg_index x JOIN rel ON x.indrelid = rel.oid
+)
+UPDATE pg_class c SET reltuples = greatest(c.reltuples, 1) * $2, relpages = greatest(c.relpages, 1)
+  FROM all_rel a WHERE c.oid = a.oid`, tables, factor)
+	if err != nil {
+		t.Fatalf("plantest: inflate statistics: %v", err)
+	}
+}
+
+// Rule pins one statement's plan: the first recorded plan whose query text
+// contains Match must use every index in Uses.
+type Rule struct {
+	Match string
+	Uses  []string
+}
+
+// Spec is what Check asserts of a set of plans.
+type Spec struct {
+	// Hot relations (partitioned parents cover their partitions) never read
+	// by a Seq Scan, unless Small holds the relation.
+	Hot []string
+	// Parts are partitioned parents of which a statement touches at most two
+	// partitions.
+	Parts []string
+	// Small lists relations whose physical size makes a Seq Scan the cheap
+	// plan (see SmallRelations); the planner reads that size from the
+	// relation itself at plan time, so no stale statistic can keep the scan
+	// once the relation grows.
+	Small map[string]bool
+	// Rules pin the key statements' indexes.
+	Rules []Rule
+	// Allow exempts the statement matching Match from the Seq Scan rule on
+	// Relation: a known, explained exception.
+	Allow []Allow
+}
+
+// Allow is one exception to the Seq Scan rule.
+type Allow struct{ Match, Relation string }
+
+// SmallRelations returns the relations of tables (with their partitions)
+// of at most maxPages pages.
+func SmallRelations(t testing.TB, pool *pgxpool.Pool, maxPages int, tables ...string) map[string]bool {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+WITH RECURSIVE rel AS (
+    SELECT c.oid FROM pg_class c WHERE c.relname = ANY ($1::text[]) AND c.relnamespace = 'public'::regnamespace
+    UNION
+    SELECT i.inhrelid FROM pg_inherits i JOIN rel ON i.inhparent = rel.oid
+)
+SELECT c.relname FROM rel JOIN pg_class c ON c.oid = rel.oid
+ WHERE c.relkind = 'r' AND pg_relation_size(c.oid) <= $2::bigint * current_setting('block_size')::bigint`, tables, maxPages)
+	if err != nil {
+		t.Fatalf("plantest: relation sizes: %v", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("plantest: relation sizes: %v", err)
+	}
+	out := map[string]bool{}
+	for _, n := range names {
+		out[n] = true
+	}
+	return out
+}
+
+// Check asserts spec of the plans.
+func Check(t testing.TB, plans []Plan, spec Spec) {
+	t.Helper()
+	isHot := func(rel string) bool {
+		for _, h := range spec.Hot {
+			if rel == h || partitionOf(rel, h) != "" {
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range plans {
+		for _, s := range p.Scans() {
+			if s.Type == "Seq Scan" && isHot(s.Relation) && !spec.Small[s.Relation] && !allowed(spec.Allow, p, s) {
+				t.Errorf("Seq Scan on %s in\n%s", s.Relation, p)
+			}
+		}
+		for _, parent := range spec.Parts {
+			if n := p.Partitions(parent); n > 2 {
+				t.Errorf("%d partitions of %s (want ≤ 2) in\n%s", n, parent, p)
+			}
+		}
+	}
+	for _, r := range spec.Rules {
+		var found *Plan
+		for i := range plans {
+			if strings.Contains(plans[i].Query, r.Match) {
+				found = &plans[i]
+				break
+			}
+		}
+		if found == nil {
+			t.Errorf("no statement matching %q recorded", r.Match)
+			continue
+		}
+		used := map[string]bool{}
+		for _, s := range found.Scans() {
+			used[s.Index] = true
+			used[trimPartition(s.Index)] = true // work_queue_p3_pkey → work_queue_pkey
+		}
+		for _, idx := range r.Uses {
+			if !used[idx] {
+				t.Errorf("statement %q: want index %s, plan:\n%s", r.Match, idx, found)
+			}
+		}
+	}
+}
+
+func allowed(allow []Allow, p Plan, s Scan) bool {
+	for _, a := range allow {
+		if a.Relation == s.Relation && strings.Contains(p.Query, a.Match) {
+			return true
+		}
+	}
+	return false
+}
+
+// partitionOf returns the partition of parent (work_queue_p3) that a
+// relation or index name belongs to, or "".
+func partitionOf(name, parent string) string {
+	rest, ok := strings.CutPrefix(name, parent+"_p")
+	if !ok {
+		return ""
+	}
+	j := 0
+	for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+		j++
+	}
+	if j == 0 {
+		return ""
+	}
+	return parent + "_p" + rest[:j]
+}
+
+// trimPartition maps work_queue_p3_pkey to work_queue_pkey.
+func trimPartition(idx string) string {
+	for _, parent := range []string{"work_queue", "work_outbox", "lifecycle_outbox"} {
+		if strings.HasPrefix(idx, parent+"_p") {
+			rest := strings.TrimPrefix(idx, parent+"_p")
+			if j := strings.IndexByte(rest, '_'); j > 0 {
+				return parent + "_" + rest[j+1:]
+			}
+		}
+	}
+	return idx
+}
+
+// Summary renders each plan's scans and buffers, sorted, for t.Log.
+func Summary(plans []Plan) string {
+	var lines []string
+	for _, p := range plans {
+		var scans []string
+		for _, s := range p.Scans() {
+			scans = append(scans, s.String())
+		}
+		lines = append(lines, fmt.Sprintf("%6d buffers  %s\n        %s", p.Buffers(), oneLine(p.Query), strings.Join(scans, "; ")))
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,195 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/store/internal/plantest"
+)
+
+// The hot statements' plans, pinned at the fixture's 10k rows, at 1M-row
+// statistics and after a bulk load the statistics have not seen. Every plan
+// is recorded through auto_explain (nested plpgsql statements included):
+// none may Seq Scan resources, the queue or the outbox, and a shard range
+// within one partition touches at most two.
+
+// resource_labels is left out: resources_labels_update's per-row DELETE
+// (owned with the resources statement triggers) joins jsonb_each_text to it
+// by a hash join over a Seq Scan when the table has no statistics yet.
+var (
+	planHot   = []string{"resources", "work_queue", "work_outbox", "resource_deps"}
+	planParts = []string{"work_queue", "work_outbox"}
+)
+
+// planFx loads 100 composite roots of 99 leaves each (10k rows): 40% of
+// the leaves reconciling and queued, a tenth of those leased with a result
+// waiting in the outbox. Every row lives in shards 0-15 (queue partition 0),
+// as one broker's range sees its partition: a few thousand queue rows, not
+// the handful a 10k fleet spread over 16 partitions would leave, so a seq
+// scan of the partition is never the cheap plan it is on a toy table. stats is how the planner sees the tables:
+// "analyzed", "1M" (inflated) or "bulk" (analyzed before the load).
+func planFx(t *testing.T, stats string) (*fx, *plantest.Recorder, *Store) {
+	t.Helper()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.kind("comp", reactComposite)
+	if stats == "bulk" {
+		f.exec(`ANALYZE`)
+	}
+	f.exec(`
+INSERT INTO resources (id, kind, version, name, shard_id, created_at)
+SELECT id, 'comp', 'v1', 'root-' || g, shard_of(id) & 15, now() - g * interval '1 minute'
+  FROM (SELECT gen_random_uuid() AS id, g FROM generate_series(1, 100) g) x`)
+	f.exec(`
+INSERT INTO resources (id, kind, version, name, labels, owner_id, root_id, shard_id, synced_gen, composed_gen, status, created_at)
+SELECT c.id, 'leaf', 'v1', r.name || '-leaf-' || g, jsonb_build_object('tier', 't' || g % 10), r.id, r.id, shard_of(c.id) & 15,
+       CASE WHEN g % 5 < 2 THEN 0 ELSE 1 END, 1, '{"net_id":"n"}', r.created_at + g * interval '1 second'
+  FROM resources r CROSS JOIN LATERAL (SELECT gen_random_uuid() AS id, g FROM generate_series(1, 99) g) c
+ WHERE r.kind = 'comp'`)
+	f.exec(`
+INSERT INTO resource_deps (dependent_id, dependency_id, value_flows)
+SELECT c.id, u.id, '[{"src_field":"/net_id","dep_field":"/net_id"}]'
+  FROM resources c JOIN resources u ON u.owner_id = c.owner_id AND u.name = replace(c.name, '-leaf-', '-leaf-1')
+ WHERE c.kind = 'leaf' AND c.name LIKE '%-leaf-_'`)
+	f.exec(`
+INSERT INTO work_queue (resource_id, task_type, shard_id, kind, version, generation, not_before, worker_id, claim_epoch, leased_at, heartbeat_at)
+SELECT id, 'reconcile', shard_id, kind, version, generation, now() - interval '1 minute',
+       CASE WHEN n % 10 = 0 THEN 'w-old' END, CASE WHEN n % 10 = 0 THEN n END,
+       CASE WHEN n % 10 = 0 THEN now() END, CASE WHEN n % 10 = 0 THEN now() END
+  FROM (SELECT r.*, row_number() OVER () AS n FROM resources r WHERE r.kind = 'leaf' AND r.synced_gen < r.generation) x`)
+	f.exec(`
+INSERT INTO work_outbox (shard_id, resource_id, task_type, claim_epoch, generation, status, health_ok)
+SELECT shard_id, resource_id, task_type, claim_epoch, generation, '{"net_id":"n2"}', true
+  FROM work_queue WHERE worker_id IS NOT NULL`)
+	switch stats {
+	case "analyzed":
+		f.exec(`ANALYZE`)
+	case "1M":
+		f.exec(`ANALYZE`)
+		plantest.Inflate(t, f.pool, 100, planHot...)
+	}
+	rec := &plantest.Recorder{}
+	st := New(plantest.Pool(t, f.pool.Config(), rec))
+	return f, rec, st
+}
+
+func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
+	t.Parallel()
+	for _, stats := range []string{"analyzed", "1M", "bulk"} {
+		t.Run(stats, func(t *testing.T) {
+			t.Parallel()
+			f, rec, st := planFx(t, stats)
+			ctx := f.ctx
+			// a seq scan of a relation of a few pages is the cheap plan (the
+			// outbox partition, the edges of a 10k fleet); the planner reads
+			// the size from the relation, so it cannot outlive its growth
+			small := plantest.SmallRelations(t, f.pool, 64, planHot...)
+			var allow []plantest.Allow
+			if stats == "bulk" {
+				// Without statistics the planner sizes resources from its
+				// pages alone, and at 10k rows (300 pages) hashing a Seq Scan
+				// is the cheaper way to update 99 children; with statistics,
+				// and at 1M rows, it probes the primary key.
+				allow = append(allow, plantest.Allow{Match: "ON CONFLICT (kind, name) DO NOTHING", Relation: "resources"})
+			}
+			spec := func(rules []plantest.Rule) plantest.Spec {
+				return plantest.Spec{Hot: planHot, Parts: planParts, Small: small, Rules: rules, Allow: allow}
+			}
+
+			t.Run("claim", func(t *testing.T) {
+				ts, err := st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 15}, Batch{Kind: "leaf", Version: "v1", TaskType: TaskReconcile, Max: 50})
+				require.NoError(t, err)
+				require.NotEmpty(t, ts)
+				plans := rec.Take(t)
+				plantest.Check(t, plans, spec([]plantest.Rule{
+					{Match: "WITH kc AS", Uses: []string{"work_queue_kind_version_task_type_not_before_idx", "resources_pkey"}},
+				}))
+				t.Log("\n" + plantest.Summary(plans))
+
+				var results []Result
+				for _, task := range ts {
+					results = append(results, task.Result(json.RawMessage(`{"net_id":"n3"}`)))
+				}
+				require.NoError(t, st.AppendOutbox(ctx, results...))
+				rec.Take(t)
+			})
+
+			t.Run("claim generic plan", func(t *testing.T) {
+				// The claim is planned per call: its generic plan costs all 16
+				// partitions, so plan_cache_mode=auto keeps the custom one, and
+				// it must stay so. The generic plan does prune at executor
+				// startup, but at 1M-row statistics it reads the partition by
+				// a bitmap over the primary key's shard range instead of
+				// idx_work_queue_pending, and it keeps the operations update
+				// (a Seq Scan of resource_operations) that a custom plan folds
+				// away for $3 <> 'operate'. Logged here as the evidence.
+				conn, err := f.pool.Acquire(ctx)
+				require.NoError(t, err)
+				defer conn.Release()
+				_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
+				require.NoError(t, err)
+				_, err = conn.Exec(ctx, `PREPARE claim_generic AS `+claimSQL)
+				require.NoError(t, err)
+				var raw []byte
+				require.NoError(t, conn.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE claim_generic('leaf', 'v1', 'reconcile', 50, 0, 15, 'w', NULL, 0)`).Scan(&raw))
+				var out []plantest.Plan
+				require.NoError(t, json.Unmarshal(raw, &out))
+				p := out[0]
+				p.Query = "claim (generic plan)"
+				removed := 0
+				p.Plan.Walk(func(n plantest.Node) { removed += n.RemovedSubs })
+				require.Equal(t, 30, removed, "both work_queue scans prune 15 of 16 partitions at startup\n%s", raw)
+				t.Log("\n" + p.String())
+				_, err = conn.Exec(ctx, `DEALLOCATE claim_generic; RESET plan_cache_mode`)
+				require.NoError(t, err)
+			})
+
+			t.Run("drain", func(t *testing.T) {
+				// below the backlog (the claim added 50 to ~400): with a limit past
+				// every row of the partition, reading it whole and sorting is
+				// the cheaper plan, and it is bounded by the partition's size
+				n, err := st.DrainOutboxBatch(ctx, 100, 0, 15)
+				require.NoError(t, err)
+				require.NotZero(t, n)
+				plans := rec.Take(t)
+				plantest.Check(t, plans, spec([]plantest.Rule{
+					{Match: "WITH popped AS"}, // idx_work_outbox_fifo or the primary key, never a scan past the small
+					{Match: "WITH oc AS", Uses: []string{"work_queue_pkey"}},
+					// schedule_candidates: the candidates by primary key, the
+					// upstream gate through the edges' primary key
+					{Match: "WITH cand AS MATERIALIZED", Uses: []string{"resources_pkey", "resource_deps_pkey"}},
+				}))
+				t.Log("\n" + plantest.Summary(plans))
+			})
+
+			t.Run("compose", func(t *testing.T) {
+				f.exec(`INSERT INTO work_queue (resource_id, task_type, shard_id, kind, version, generation)
+SELECT id, 'reconcile', shard_id, kind, version, generation FROM resources WHERE kind = 'comp'
+ON CONFLICT DO NOTHING`)
+				ts, err := st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 15}, Batch{Kind: "comp", Version: "v1", TaskType: TaskReconcile, Max: 1})
+				require.NoError(t, err)
+				require.Len(t, ts, 1)
+				rec.Take(t)
+				name := ts[0].Resource.Name
+				c := Composition{}
+				for i := 1; i <= 120; i++ { // 99 owned, 21 new
+					c.Children = append(c.Children, Child{Kind: "leaf", Name: fmt.Sprintf("%s-leaf-%d", name, i)})
+				}
+				c.Edges = []Edge{{Dependent: name + "-leaf-110", Dependency: Ref{Kind: "leaf", Name: "root-9-leaf-3"}}}
+				_, err = st.ApplyCompose(ctx, ts[0], c)
+				require.NoError(t, err)
+				plans := rec.Take(t)
+				plantest.Check(t, plans, spec([]plantest.Rule{
+					{Match: "WHERE r.id = $1 OR r.owner_id = $1", Uses: []string{"resources_pkey", "idx_resources_owner_phase_page"}},
+					{Match: "SELECT r.kind, r.name, r.id", Uses: []string{"resources_kind_name_key"}},
+					{Match: "ON CONFLICT (kind, name) DO NOTHING"},
+					{Match: "DELETE FROM resource_deps d", Uses: []string{"resource_deps_pkey"}},
+				}))
+				t.Log("\n" + plantest.Summary(plans))
+			})
+		})
+	}
+}

@@ -1,0 +1,107 @@
+package store
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/store/internal/plantest"
+)
+
+// The rollup reads and the list pages keep their plans at the fixture's 10k
+// rows, at 1M-row statistics and after a bulk load the statistics have not
+// seen; every plan, the rollup gate's nested ones included, is recorded
+// through auto_explain.
+func TestPlans_RollupAndListKeepTheirPlans(t *testing.T) {
+	t.Parallel()
+	for _, stats := range []string{"analyzed", "1M", "bulk"} {
+		t.Run(stats, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			ctx := context.Background()
+			exec := func(sql string, args ...any) {
+				t.Helper()
+				_, err := e.pool.Exec(ctx, sql, args...)
+				require.NoError(t, err, sql)
+			}
+			require.NoError(t, applyFixtureKinds(ctx, e.store))
+			if stats == "bulk" {
+				exec(`ANALYZE`)
+			}
+			require.NoError(t, loadFixture(ctx, e.pool, 0, 10000))
+			switch stats {
+			case "analyzed":
+				exec(`ANALYZE`)
+			case "1M":
+				exec(`ANALYZE`)
+				plantest.Inflate(t, e.pool, 100, "resources", "resource_labels")
+			}
+			rec := &plantest.Recorder{}
+			s := New(plantest.Pool(t, e.pool.Config(), rec), nil)
+			spec := plantest.Spec{Hot: []string{"resources", "resource_labels"}}
+
+			var root uuid.UUID
+			require.NoError(t, e.pool.QueryRow(ctx, `SELECT id FROM resources WHERE name = 'bom-500'`).Scan(&root))
+
+			t.Run("rollup", func(t *testing.T) {
+				_, err := s.SubtreeSettled(ctx, root)
+				require.NoError(t, err)
+				sub, err := s.ComposedSubtree(ctx, root)
+				require.NoError(t, err)
+				require.NotEmpty(t, sub.Nodes)
+				plans := rec.Take(t)
+				spec.Rules = []plantest.Rule{
+					{Match: "FROM resources d", Uses: []string{"idx_resources_unsettled"}},
+					{Match: "WITH RECURSIVE sub", Uses: []string{"idx_resources_owner_phase_page"}},
+				}
+				plantest.Check(t, plans, spec)
+				t.Log("\n" + plantest.Summary(plans))
+			})
+
+			var deep Page
+			t.Run("list", func(t *testing.T) {
+				cases := []struct {
+					name  string
+					opts  ListOptions
+					index string
+				}{
+					{"unfiltered", ListOptions{}, "idx_resources_phase_page"},
+					{"phase", ListOptions{Phases: []resource.Phase{resource.PhaseReconciling}}, "idx_resources_phase_page"},
+					{"kind", ListOptions{Kind: "subnet"}, "idx_resources_kind_phase_page"},
+					{"kind+Ready", ListOptions{Kind: "subnet", Phases: []resource.Phase{resource.PhaseReady}}, "idx_resources_kind_phase_page"},
+					{"owner", ListOptions{OwnerID: &root}, "idx_resources_owner_phase_page"},
+					{"label", ListOptions{Labels: map[string]string{"team": "t7"}}, "resource_labels_pkey"},
+					{"label+phase", ListOptions{Labels: map[string]string{"env": "prod"}, Phases: []resource.Phase{resource.PhaseReady}}, "resource_labels_pkey"},
+				}
+				for _, tc := range cases {
+					page, err := s.ListResources(ctx, tc.opts)
+					require.NoError(t, err, tc.name)
+					plans := rec.Take(t)
+					spec.Rules = []plantest.Rule{{Match: "FROM resources r", Uses: []string{tc.index}}}
+					if tc.index == "resource_labels_pkey" {
+						spec.Rules[0].Match = "FROM resource_labels l"
+					}
+					plantest.Check(t, plans, spec)
+					if tc.name == "kind+Ready" {
+						deep = page
+					}
+				}
+				// the kind+Ready deep page: forty pages in
+				opts := ListOptions{Kind: "subnet", Phases: []resource.Phase{resource.PhaseReady}, Limit: 50}
+				for i := 0; i < 40 && deep.NextCursor != ""; i++ {
+					opts.After = deep.NextCursor
+					var err error
+					deep, err = s.ListResources(ctx, opts)
+					require.NoError(t, err)
+				}
+				plans := rec.Take(t)
+				spec.Rules = []plantest.Rule{{Match: "FROM resources r", Uses: []string{"idx_resources_kind_phase_page"}}}
+				plantest.Check(t, plans, spec)
+				t.Log("\n" + plantest.Summary(plans[len(plans)-1:]))
+			})
+		})
+	}
+}
