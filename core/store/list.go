@@ -207,7 +207,10 @@ SELECT ` + resourceColumns + `
 
 // labelQuery is the label walk: at most budget entries of one label, in list
 // order from the cursor, each fetched by primary key and checked against the
-// other filters, cut at limit+1 matches.
+// other filters, cut at limit+1 matches. The fetch is a fenced LATERAL probe
+// (OFFSET 0): as a plain join the planner, trusting a small GIN estimate for
+// the labels filter, bitmap-scanned resources for the label and nested-looped
+// over it — a plan whose cost grows with the label's size, not the page's.
 func labelQuery(sp listSpec, driver [2]string, budget int) listQuery {
 	args := argList{driver[0], driver[1], budget, sp.limit + 1}
 	cursor := ""
@@ -224,7 +227,7 @@ SELECT ` + resourceColumns + `
          ORDER BY l.created_at DESC, l.resource_id DESC
          LIMIT $3
        ) c
-  JOIN resources r ON r.id = c.resource_id
+ CROSS JOIN LATERAL (SELECT * FROM resources r WHERE r.id = c.resource_id OFFSET 0) r
  WHERE true` + where + `
  ORDER BY c.created_at DESC, c.resource_id DESC
  LIMIT $4`

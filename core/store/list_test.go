@@ -344,7 +344,7 @@ func TestListResources_PlanUsesPageIndexesWithoutSortingTheTable(t *testing.T) {
 	_, err = e.pool.Exec(ctx, `UPDATE resources SET owner_id = $1, root_id = $1
 		WHERE kind <> 'bom' AND name ~ '-1[0-5][0-9]{3}$'`, bigOwner)
 	require.NoError(t, err)
-	_, err = e.pool.Exec(ctx, "VACUUM ANALYZE resources")
+	_, err = e.pool.Exec(ctx, "VACUUM ANALYZE resources, resource_labels")
 	require.NoError(t, err)
 	var deepName string
 	require.NoError(t, e.pool.QueryRow(ctx,

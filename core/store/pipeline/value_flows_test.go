@@ -227,16 +227,16 @@ func TestApplyValueFlows_MatchesReference(t *testing.T) {
 	}
 	segs := []string{"a", "b", "x", "vpc_id", "0", "1", "-1", "5", "99999999999", "a~1b", "a~0b", "~01", "~", "k", ""}
 	pointer := func() any {
-		switch n := rng.Intn(20); {
-		case n == 0:
+		switch rng.Intn(20) {
+		case 0:
 			return ""
-		case n == 1:
+		case 1:
 			return "/"
-		case n == 2:
+		case 2:
 			return "a"
-		case n == 3:
+		case 3:
 			return 5
-		case n == 4:
+		case 4:
 			return nil
 		}
 		var b strings.Builder
@@ -288,10 +288,10 @@ func TestApplyValueFlows_MatchesReference(t *testing.T) {
 		default:
 			c.spec = enc(value(0))
 		}
-		switch n := rng.Intn(20); {
-		case n == 0:
+		switch n := rng.Intn(20); n {
+		case 0:
 			c.srcs = nil
-		case n == 1:
+		case 1:
 			c.srcs = enc(value(0))
 		default:
 			s := []any{src()}
