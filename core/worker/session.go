@@ -121,6 +121,11 @@ func (w *Worker) flush(send func(*workerv1.WorkStreamRequest) error, acks bool) 
 		w.sent++
 		w.mu.Unlock()
 		if err := send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Complete{Complete: c}}); err != nil {
+			w.mu.Lock()
+			if w.sent > 0 && w.pending[w.sent-1] == c {
+				w.sent-- // not sent: no ack may settle it
+			}
+			w.mu.Unlock()
 			return fmt.Errorf("send result of %s: %w", c.GetTaskId(), err)
 		}
 		if !acks {
