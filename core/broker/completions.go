@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -16,62 +17,133 @@ type outboxAppender interface {
 	AppendOutbox(ctx context.Context, results ...pipeline.Result) error
 }
 
+// completion is a worker's StageComplete and the acknowledgement to send
+// once the broker has taken responsibility for it.
+type completion struct {
+	msg *workerv1.StageComplete
+	ack func()
+}
+
 // completions routes a worker's StageComplete to the stage waiting for it
 // (by task id), or — for a completion redelivered from an earlier session
 // whose waiter is gone — applies it directly when it was the task's final
-// stage (the drain fences it on its claim_epoch).
+// stage (the drain fences it on its claim_epoch). Every completion is acked
+// once its fate is settled: by the waiting stage (see stager.stage), or here
+// when nobody waits, after the redelivered write committed or was refused.
 type completions struct {
 	outbox outboxAppender
 	log    zerolog.Logger
 
 	mu      sync.Mutex
-	waiters map[string]chan *workerv1.StageComplete
+	waiters map[string]*waiter
+}
+
+// waiter is a stage waiting for its completion. Copies of it that arrive
+// while the stage holds the first (a worker redelivering on a new session
+// what it sent on the broken one) are acked together with the first, when
+// the stage settles it: acking a copy sooner would let the worker drop the
+// result before the broker has written it.
+type waiter struct {
+	ch        chan completion
+	delivered bool     // the first copy went to ch; guarded by completions.mu
+	settled   bool     // the stage acked; guarded by completions.mu
+	acks      []func() // of every copy received; guarded by completions.mu
 }
 
 func newCompletions(outbox outboxAppender, log zerolog.Logger) *completions {
-	return &completions{outbox: outbox, log: log, waiters: map[string]chan *workerv1.StageComplete{}}
+	return &completions{outbox: outbox, log: log, waiters: map[string]*waiter{}}
 }
 
-// expect registers a waiter for taskID; forget withdraws it.
-func (c *completions) expect(taskID string) (ch <-chan *workerv1.StageComplete, forget func()) {
-	w := make(chan *workerv1.StageComplete, 1)
+// expect registers a waiter for taskID; forget withdraws it and settles a
+// completion left unread (one that raced the stage giving up) as if it had
+// arrived with nobody waiting.
+func (c *completions) expect(taskID string) (ch <-chan completion, forget func()) {
+	w := &waiter{ch: make(chan completion, 1)}
 	c.mu.Lock()
 	c.waiters[taskID] = w
 	c.mu.Unlock()
-	return w, func() {
+	return w.ch, func() {
 		c.mu.Lock()
-		delete(c.waiters, taskID)
+		if c.waiters[taskID] == w {
+			delete(c.waiters, taskID)
+		}
 		c.mu.Unlock()
+		select {
+		case left := <-w.ch:
+			c.orphan(left.msg, left.ack)
+		default:
+		}
 	}
 }
 
-// complete delivers m to its waiter or applies a redelivered final stage.
-func (c *completions) complete(m *workerv1.StageComplete) {
+// settle acks every copy w received, and any that arrives later at once.
+func (c *completions) settle(w *waiter) {
 	c.mu.Lock()
-	ch, ok := c.waiters[m.GetTaskId()]
+	acks := w.acks
+	w.acks, w.settled = nil, true
 	c.mu.Unlock()
-	if ok {
-		select {
-		case ch <- m:
-		default: // a duplicate redelivery; the first one won
-		}
+	for _, ack := range acks {
+		ack()
+	}
+}
+
+// complete delivers m to its waiter or applies a redelivered final stage;
+// ack is called once the broker answers for m.
+func (c *completions) complete(m *workerv1.StageComplete, ack func()) {
+	c.mu.Lock()
+	w, ok := c.waiters[m.GetTaskId()]
+	if !ok {
+		c.mu.Unlock()
+		c.orphan(m, ack)
 		return
 	}
+	if w.settled {
+		c.mu.Unlock()
+		ack() // a late copy of a result the stage has settled
+		return
+	}
+	w.acks = append(w.acks, ack)
+	first := !w.delivered
+	w.delivered = true
+	c.mu.Unlock()
+	if first {
+		w.ch <- completion{msg: m, ack: func() { c.settle(w) }} // buffered: never blocks
+	}
+}
+
+// orphan settles a completion nobody waits for: a final stage's is written
+// to the outbox (fenced there on its claim_epoch), any other is dropped.
+func (c *completions) orphan(m *workerv1.StageComplete, ack func()) {
 	id, err := parseTaskID(m.GetTaskId())
 	if err != nil {
 		c.log.Warn().Err(err).Str("task_id", m.GetTaskId()).Msg("completion for an unknown task; dropped")
+		ack()
 		return
 	}
 	if !id.final {
 		c.log.Debug().Str("task_id", m.GetTaskId()).Msg("orphaned mid-pipeline completion; the task re-runs after its lease lapses")
+		ack()
+		return
+	}
+	res := redelivered(id, m)
+	if err := res.Validate(); err != nil {
+		c.log.Warn().Err(err).Str("task_id", m.GetTaskId()).Msg("redelivered completion is invalid; dropped, the task re-runs")
+		ack()
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := c.outbox.AppendOutbox(ctx, redelivered(id, m)); err != nil {
+	if err := c.outbox.AppendOutbox(ctx, res); err != nil {
+		if errors.Is(err, pipeline.ErrInvalidResult) {
+			ack()
+		}
+		// Not acked: the worker redelivers it on its next session.
 		c.log.Warn().Err(err).Str("task_id", m.GetTaskId()).Msg("apply redelivered completion; the task re-runs")
 		return
 	}
+	// Written; a stale claim_epoch (the task was re-claimed meanwhile) is
+	// fenced by the drain, so a duplicate never applies twice.
+	ack()
 	c.log.Info().Str("task_id", m.GetTaskId()).Msg("applied a redelivered completion (fenced on its claim_epoch)")
 }
 

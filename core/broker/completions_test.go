@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/uuid"
@@ -21,7 +22,9 @@ func (f *fakeAppender) AppendOutbox(ctx context.Context, results ...pipeline.Res
 }
 
 // A completion goes to the stage waiting for it; one whose waiter is gone is
-// applied only when it was the task's final stage.
+// applied only when it was the task's final stage. Whoever settles it acks
+// it: the waiter (not tested here), or completions once the redelivered write
+// committed or was refused, or at once when it is dropped.
 func TestCompletionsComplete(t *testing.T) {
 	t.Parallel()
 	id := func(final bool) string {
@@ -31,27 +34,38 @@ func TestCompletionsComplete(t *testing.T) {
 	cases := map[string]struct {
 		reason     string
 		taskID     string
+		status     string
 		waiting    bool
 		appendErr  error
 		wantRouted bool
 		wantAppend bool
+		wantAcked  bool
 	}{
 		"WaiterGetsIt": {
-			reason: "a live stage receives its completion", taskID: id(false), waiting: true, wantRouted: true,
+			reason: "a live stage receives its completion and acks it itself", taskID: id(false), waiting: true, wantRouted: true,
 		},
 		"RedeliveredFinalStageIsApplied": {
-			reason: "a final stage redelivered after its waiter is gone is written, fenced on its epoch",
-			taskID: id(true), wantAppend: true,
+			reason: "a final stage redelivered after its waiter is gone is written, fenced on its epoch, and acked",
+			taskID: id(true), wantAppend: true, wantAcked: true,
 		},
 		"RedeliveredFinalStageAppendFails": {
-			reason: "a failed write is logged; the task re-runs after its lease lapses",
+			reason: "a failed write is logged and not acked: the worker redelivers it on its next session",
 			taskID: id(true), appendErr: errors.New("connection reset"), wantAppend: true,
 		},
+		"RedeliveredFinalStageAppendRefused": {
+			reason: "a result the outbox refuses will never be written: acked so the worker drops it",
+			taskID: id(true), appendErr: fmt.Errorf("%w: nope", pipeline.ErrInvalidResult), wantAppend: true, wantAcked: true,
+		},
+		"RedeliveredInvalidResultIsDropped": {
+			reason: "an invalid result is refused before the write, and acked", taskID: id(true), status: `{"ok":`,
+			wantAcked: true,
+		},
 		"OrphanedMidPipelineStageIsDropped": {
-			reason: "a mid-pipeline result alone cannot finish the task", taskID: id(false),
+			reason: "a mid-pipeline result alone cannot finish the task; nobody waits any more, so it is acked",
+			taskID: id(false), wantAcked: true,
 		},
 		"MalformedTaskIDIsDropped": {
-			reason: "a completion naming no task of ours is dropped", taskID: "react|nonsense",
+			reason: "a completion naming no task of ours is dropped and acked", taskID: "react|nonsense", wantAcked: true,
 		},
 	}
 	for name, tc := range cases {
@@ -62,20 +76,32 @@ func TestCompletionsComplete(t *testing.T) {
 				appended = append(appended, rs...)
 				return tc.appendErr
 			}}, testLog(t))
-			var ch <-chan *workerv1.StageComplete
+			var ch <-chan completion
 			if tc.waiting {
 				var forget func()
 				ch, forget = c.expect(tc.taskID)
 				defer forget()
 			}
+			status := tc.status
+			if status == "" {
+				status = `{"ok":true}`
+			}
 			m := &workerv1.StageComplete{TaskId: tc.taskID, Result: &workerv1.StageComplete_Outcome{
-				Outcome: &workerv1.Outcome{StatusJson: []byte(`{"ok":true}`)}}}
-			c.complete(m)
-			c.complete(m) // a duplicate redelivery never blocks
+				Outcome: &workerv1.Outcome{StatusJson: []byte(status)}}}
+			acked := 0
+			c.complete(m, func() { acked++ })
 			if tc.wantRouted {
-				require.Equal(t, m, <-ch, tc.reason)
+				got := <-ch
+				require.Equal(t, m, got.msg, tc.reason)
+				require.Zero(t, acked, "the waiter, not completions, acks a routed result")
+				got.ack()
 			}
 			require.Equal(t, tc.wantAppend, len(appended) > 0, tc.reason)
+			if tc.wantAcked {
+				require.Equal(t, 1, acked, tc.reason)
+			} else if !tc.wantRouted {
+				require.Zero(t, acked, tc.reason)
+			}
 			if tc.wantAppend {
 				require.Equal(t, int64(9), appended[0].ClaimEpoch, tc.reason)
 				require.Equal(t, "x/y", appended[0].Finalizer, tc.reason)
@@ -83,4 +109,51 @@ func TestCompletionsComplete(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A copy of a completion a stage already holds (the worker redelivering on a
+// new session what it sent on a broken one) never blocks and is acked only
+// when the stage settles the first; a later copy is acked at once. A
+// completion left unread when the stage gives up is settled as if nobody had
+// waited (a final stage's is written, then acked).
+func TestCompletionsComplete_CopiesAndLeftovers(t *testing.T) {
+	t.Parallel()
+	final := func() string {
+		return taskID{key: pipeline.TaskKey{ShardID: 1, ResourceID: uuid.New(), TaskType: pipeline.TaskReconcile},
+			epoch: 4, generation: 1, stage: "STAGE_WORK", final: true}.String()
+	}
+	var appended int
+	c := newCompletions(&fakeAppender{AppendFn: func(_ context.Context, rs ...pipeline.Result) error {
+		appended += len(rs)
+		return nil
+	}}, testLog(t))
+	msg := func(id string) *workerv1.StageComplete {
+		return &workerv1.StageComplete{TaskId: id, Result: &workerv1.StageComplete_Outcome{Outcome: &workerv1.Outcome{}}}
+	}
+
+	t.Run("CopiesAreAckedWithTheFirst", func(t *testing.T) {
+		id := final()
+		ch, forget := c.expect(id)
+		defer forget()
+		var first, copied, late int
+		c.complete(msg(id), func() { first++ })
+		got := <-ch
+		c.complete(msg(id), func() { copied++ })
+		require.Zero(t, first+copied, "nothing is acked before the stage settles")
+		got.ack()
+		require.Equal(t, 1, first)
+		require.Equal(t, 1, copied, "the copy is acked with the first")
+		c.complete(msg(id), func() { late++ })
+		require.Equal(t, 1, late, "a copy after the stage settled is acked at once")
+		require.Zero(t, appended, "no copy is written by completions")
+	})
+	t.Run("LeftoverIsSettledAsAnOrphan", func(t *testing.T) {
+		id := final()
+		_, forget := c.expect(id)
+		acked := 0
+		c.complete(msg(id), func() { acked++ })
+		forget() // the stage gave up without reading it
+		require.Equal(t, 1, appended, "the unread final result is written as a redelivery")
+		require.Equal(t, 1, acked, "…and then acked")
+	})
 }

@@ -163,10 +163,10 @@ func (f *fakeStages) dispatchLocal(ctx context.Context, kv manifest.KindVersion,
 }
 
 type fakeSink struct {
-	CompleteFn func(c *workerv1.StageComplete)
+	CompleteFn func(c *workerv1.StageComplete, ack func())
 }
 
-func (f *fakeSink) complete(c *workerv1.StageComplete) { f.CompleteFn(c) }
+func (f *fakeSink) complete(c *workerv1.StageComplete, ack func()) { f.CompleteFn(c, ack) }
 
 // fakeKinds is a fixed set of applied kinds.
 type fakeKinds []store.Kind

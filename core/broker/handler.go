@@ -21,9 +21,10 @@ type handlerStages interface {
 	dispatchLocal(ctx context.Context, kv manifest.KindVersion, task *workerv1.StageTask) (*workerv1.StageComplete, error)
 }
 
-// completionSink takes a worker's StageComplete.
+// completionSink takes a worker's StageComplete; it calls ack (once) when
+// the broker has taken responsibility for the result.
 type completionSink interface {
-	complete(c *workerv1.StageComplete)
+	complete(c *workerv1.StageComplete, ack func())
 }
 
 // workerService is the Connect WorkerService: workers' sessions
@@ -86,12 +87,13 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 		workerID: sub.GetWorkerId(),
 		maxIn:    maxIn,
 		out:      make(chan *workerv1.WorkStreamResponse, maxIn+16),
+		ackWake:  make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		ready:    readyMap(sub.GetKinds()),
 	}
 	log := h.log.With().Str("worker_id", s.workerID).Logger()
 	if err := stream.Send(&workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Subscribed{
-		Subscribed: &workerv1.Subscribed{BrokerId: h.id, Known: h.known(s, log)}}}); err != nil {
+		Subscribed: &workerv1.Subscribed{BrokerId: h.id, Known: h.known(s, log), AcksResults: true}}}); err != nil {
 		return err
 	}
 	h.reg.add(s)
@@ -120,8 +122,9 @@ func (h *workerService) known(s *session, log zerolog.Logger) []*workerv1.KindVe
 	return known
 }
 
-// serve runs an open session until its stream ends: one sender drains s.out,
-// the receive loop routes what the worker sends.
+// serve runs an open session until its stream ends: one sender drains s.out
+// and batches the session's result acks, the receive loop routes what the
+// worker sends.
 func (h *workerService) serve(ctx context.Context, stream *workStream, s *session, log zerolog.Logger) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -134,6 +137,16 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 				return
 			case m := <-s.out:
 				if err := stream.Send(m); err != nil {
+					cancel()
+					return
+				}
+			case <-s.ackWake:
+				ids := s.takeAcks()
+				if len(ids) == 0 {
+					continue
+				}
+				if err := stream.Send(&workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Ack{
+					Ack: &workerv1.ResultAck{TaskIds: ids}}}); err != nil {
 					cancel()
 					return
 				}
@@ -151,7 +164,8 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 		case *workerv1.WorkStreamRequest_Readiness:
 			h.reg.setReady(s, m.Readiness.GetKinds())
 		case *workerv1.WorkStreamRequest_Complete:
-			h.completions.complete(m.Complete)
+			id := m.Complete.GetTaskId()
+			h.completions.complete(m.Complete, func() { s.ack(id) })
 		case *workerv1.WorkStreamRequest_Heartbeat:
 			// Leases of tasks this broker runs are heartbeated by the
 			// dispatcher; nothing to do per worker beat.

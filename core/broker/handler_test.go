@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/metrics"
 	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/store/pipeline"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 	"github.com/converge-run/converge/workerproto/gen/converge/worker/v1/workerv1connect"
 )
@@ -35,7 +38,7 @@ func setupHandler(t *testing.T) *handlerBundle {
 		configs: &fakeConfigs{DefaultFn: func(context.Context, string) (store.ProviderConfig, bool, error) {
 			return store.ProviderConfig{}, false, nil
 		}},
-		sink: &fakeSink{CompleteFn: func(*workerv1.StageComplete) {}},
+		sink: &fakeSink{CompleteFn: func(*workerv1.StageComplete, func()) {}},
 		stages: &fakeStages{DispatchLocalFn: func(context.Context, manifest.KindVersion, *workerv1.StageTask) (*workerv1.StageComplete, error) {
 			return nil, errors.New("unexpected dispatch")
 		}},
@@ -115,7 +118,7 @@ func TestWorkerServiceWorkStream_Session(t *testing.T) {
 	t.Parallel()
 	b := setupHandler(t)
 	got := make(chan *workerv1.StageComplete, 1)
-	b.sink.CompleteFn = func(c *workerv1.StageComplete) { got <- c }
+	b.sink.CompleteFn = func(c *workerv1.StageComplete, _ func()) { got <- c }
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stream := b.clients()["Connect"].WorkStream(ctx)
@@ -232,6 +235,84 @@ func TestWorkerServiceRelayStage_RefusesWhatItCannotRun(t *testing.T) {
 			_, err := b.clients()["Connect"].RelayStage(context.Background(),
 				connect.NewRequest(&workerv1.RelayStageRequest{Task: tc.task, OriginBroker: "broker-2"}))
 			require.Equal(t, tc.want, connect.CodeOf(err), "%s: %v", tc.reason, err)
+		})
+	}
+}
+
+// Every StageComplete is acked on the stream it came in on once the broker
+// answers for it: a stale redelivery (written, and fenced by the drain on its
+// claim_epoch), an orphaned mid-pipeline result, a routed one and its
+// duplicates when the stage settles it, a late duplicate at once.
+func TestWorkerServiceWorkStream_AcksFencedAndDuplicateResults(t *testing.T) {
+	t.Parallel()
+	for _, proto := range []string{"Connect", "GRPC"} {
+		t.Run(proto, func(t *testing.T) {
+			t.Parallel()
+			b := setupHandler(t)
+			var mu sync.Mutex
+			var appended []pipeline.Result
+			comps := newCompletions(&fakeAppender{AppendFn: func(_ context.Context, rs ...pipeline.Result) error {
+				mu.Lock()
+				defer mu.Unlock()
+				appended = append(appended, rs...)
+				return nil
+			}}, testLog(t))
+			b.svc.completions = comps
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			stream := b.clients()[proto].WorkStream(ctx)
+			defer func() { _ = stream.CloseResponse() }()
+			require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{
+				Subscribe: &workerv1.Subscribe{WorkerId: "w1", Kinds: readiness("vpc")}}}))
+			resp, err := stream.Receive()
+			require.NoError(t, err)
+			require.True(t, resp.GetSubscribed().GetAcksResults(), "the broker says it acks results")
+
+			tid := func(final bool, epoch int64) string {
+				return taskID{key: pipeline.TaskKey{ShardID: 2, ResourceID: uuid.New(), TaskType: pipeline.TaskReconcile},
+					epoch: epoch, generation: 1, stage: "STAGE_WORK", final: final}.String()
+			}
+			complete := func(id string) {
+				require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Complete{
+					Complete: &workerv1.StageComplete{TaskId: id, Fence: &workerv1.Fence{ClaimEpoch: 3},
+						Result: &workerv1.StageComplete_Outcome{Outcome: &workerv1.Outcome{StatusJson: []byte(`{}`)}}}}}))
+			}
+			awaitAcks := func(want ...string) {
+				t.Helper()
+				var got []string
+				for len(got) < len(want) {
+					m, err := stream.Receive()
+					require.NoError(t, err, "waiting for acks of %v (got %v)", want, got)
+					got = append(got, m.GetAck().GetTaskIds()...)
+				}
+				require.ElementsMatch(t, want, got)
+			}
+
+			stale := tid(true, 3)
+			complete(stale)
+			awaitAcks(stale)
+			mu.Lock()
+			require.Len(t, appended, 1, "the stale redelivery is written for the drain to fence")
+			require.Equal(t, int64(3), appended[0].ClaimEpoch)
+			mu.Unlock()
+
+			orphan := tid(false, 5)
+			complete(orphan)
+			awaitAcks(orphan)
+
+			held := tid(true, 6)
+			ch, forget := comps.expect(held)
+			defer forget()
+			complete(held)
+			first := <-ch
+			complete(held) // a duplicate redelivery of the result the stage holds
+			first.ack()    // the stage's write settled: both copies are acked
+			awaitAcks(held, held)
+			complete(held) // a late duplicate
+			awaitAcks(held)
+			mu.Lock()
+			require.Len(t, appended, 1, "neither copy of the held result was written by completions")
+			mu.Unlock()
 		})
 	}
 }

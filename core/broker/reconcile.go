@@ -43,10 +43,25 @@ type taskStore interface {
 }
 
 // stageDispatcher hands one stage of a task to a worker and returns its
-// outcome (stager.stage).
+// outcome and the ack of a final stage's result, to call once the task's
+// result is settled (stager.stage).
 type stageDispatcher interface {
 	stage(ctx context.Context, t pipeline.Task, kind store.Kind, stage workerv1.Stage, reaction string,
-		final bool, req any) (*workerv1.Outcome, error)
+		final bool, req any) (*workerv1.Outcome, func(), error)
+}
+
+// heldAcks are the acks of the final-stage results a task's run answers
+// for: sent once its result is in the outbox, refused, or the task released
+// — never before, so a broker that dies first leaves each with its worker to
+// redeliver (to whichever broker it reconnects to).
+type heldAcks []func()
+
+func (h *heldAcks) hold(ack func()) { *h = append(*h, ack) }
+
+func (h heldAcks) send() {
+	for _, ack := range h {
+		ack()
+	}
 }
 
 // runner runs a claimed task's reconcile pipeline — compose, work, rollup;
@@ -73,14 +88,17 @@ func (rn *runner) runTask(ctx context.Context, lease pipeline.Lease, t pipeline.
 	}
 	defer cancel()
 
-	res, err := rn.pipeline(tctx, t)
+	var held heldAcks
+	res, err := rn.pipeline(tctx, t, &held)
 	switch {
 	case errors.Is(err, errAbandon) || (err != nil && ctx.Err() != nil):
 		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer rcancel()
 		if _, rerr := rn.store.Release(rctx, lease, []pipeline.TaskKey{t.Key}); rerr != nil {
 			rn.log.Warn().Err(rerr).Str("resource_id", t.Key.ResourceID.String()).Msg("release abandoned task; the reaper will reclaim it")
+			return
 		}
+		held.send()
 		return
 	case err != nil && tctx.Err() != nil:
 		res = t.Failure(fmt.Sprintf("task deadline of %s exceeded", t.Deadline), false)
@@ -104,9 +122,12 @@ func (rn *runner) runTask(ctx context.Context, lease pipeline.Lease, t pipeline.
 	if err != nil {
 		rn.log.Error().Err(err).Str("kind", t.Resource.Kind).Str("name", t.Resource.Name).
 			Msg("append result to outbox; releasing the task for a retry")
-		_, _ = rn.store.Release(actx, lease, []pipeline.TaskKey{t.Key})
+		if _, rerr := rn.store.Release(actx, lease, []pipeline.TaskKey{t.Key}); rerr == nil {
+			held.send() // the task re-runs; its worker need not redeliver
+		}
 		return
 	}
+	held.send()
 	result := "ok"
 	if res.Error != "" {
 		result = "error"
@@ -116,25 +137,25 @@ func (rn *runner) runTask(ctx context.Context, lease pipeline.Lease, t pipeline.
 }
 
 // pipeline runs the stages a task needs and builds its outbox result.
-func (rn *runner) pipeline(ctx context.Context, t pipeline.Task) (pipeline.Result, error) {
+func (rn *runner) pipeline(ctx context.Context, t pipeline.Task, held *heldAcks) (pipeline.Result, error) {
 	kind, ok := rn.kinds.Kind(kvOf(t))
 	if !ok {
 		return pipeline.Result{}, &stageError{msg: fmt.Sprintf("kind %s has no applied manifest", kvOf(t))}
 	}
 	switch t.Key.TaskType {
 	case pipeline.TaskDelete:
-		return rn.runDelete(ctx, t, kind)
+		return rn.runDelete(ctx, t, kind, held)
 	case pipeline.TaskOperate:
-		return rn.runOperate(ctx, t, kind)
+		return rn.runOperate(ctx, t, kind, held)
 	default:
-		return rn.runReconcile(ctx, t, kind)
+		return rn.runReconcile(ctx, t, kind, held)
 	}
 }
 
 // runReconcile: compose (when the spec moved past composed_gen) → work →
 // rollup (once every live descendant has settled; until then the partial
 // status is reported without advancing synced_gen).
-func (rn *runner) runReconcile(ctx context.Context, t pipeline.Task, kind store.Kind) (pipeline.Result, error) {
+func (rn *runner) runReconcile(ctx context.Context, t pipeline.Task, kind store.Kind, held *heldAcks) (pipeline.Result, error) {
 	m := kind.Manifest
 	res := pipeline.Result{Key: t.Key, ClaimEpoch: t.ClaimEpoch, Generation: t.Generation}
 	composer, hasComposer := m.Composer()
@@ -144,8 +165,9 @@ func (rn *runner) runReconcile(ctx context.Context, t pipeline.Task, kind store.
 	settledOnly := t.Trigger == string(manifest.TriggerChildrenSettled)
 
 	if hasComposer && !settledOnly && t.Resource.ComposedGen < t.Generation {
-		out, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_COMPOSE, composer.Name, false,
+		out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_COMPOSE, composer.Name, false,
 			&workerv1.StageTask_Compose{Compose: &workerv1.ComposeRequest{}})
+		held.hold(ack)
 		if err != nil {
 			return res, err
 		}
@@ -156,15 +178,17 @@ func (rn *runner) runReconcile(ctx context.Context, t pipeline.Task, kind store.
 	}
 	switch {
 	case t.Trigger == string(manifest.TriggerResync) && hasResync:
-		out, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_WORK, resync.Name, !hasRollup,
+		out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_WORK, resync.Name, !hasRollup,
 			&workerv1.StageTask_Work{Work: &workerv1.WorkRequest{Trigger: t.Trigger}})
+		held.hold(ack)
 		if err != nil {
 			return res, err
 		}
 		apply(&res, resync.Emits, out)
 	case hasWorker && !settledOnly:
-		out, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_WORK, worker.Name, !hasRollup,
+		out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_WORK, worker.Name, !hasRollup,
 			&workerv1.StageTask_Work{Work: &workerv1.WorkRequest{Trigger: t.Trigger}})
+		held.hold(ack)
 		if err != nil {
 			return res, err
 		}
@@ -196,8 +220,9 @@ func (rn *runner) runReconcile(ctx context.Context, t pipeline.Task, kind store.
 			req.Children = append(req.Children, &workerv1.ChildSummary{Id: n.ID.String(), Kind: n.Kind, Name: n.Name,
 				Phase: string(n.Phase), HealthOk: n.HealthOK, StatusJson: n.Status, OwnerId: n.OwnerID.String()})
 		}
-		out, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_ROLLUP, rollup.Name, true,
+		out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_ROLLUP, rollup.Name, true,
 			&workerv1.StageTask_Rollup{Rollup: req})
+		held.hold(ack)
 		if err != nil {
 			return res, err
 		}
@@ -209,7 +234,7 @@ func (rn *runner) runReconcile(ctx context.Context, t pipeline.Task, kind store.
 // runDelete runs the kind's finalizer teardown; a kind without a
 // deleteRequested reaction has nothing to tear down and its finalizer is
 // stripped at once.
-func (rn *runner) runDelete(ctx context.Context, t pipeline.Task, kind store.Kind) (pipeline.Result, error) {
+func (rn *runner) runDelete(ctx context.Context, t pipeline.Task, kind store.Kind, held *heldAcks) (pipeline.Result, error) {
 	fin := kind.Manifest.Finalizer()
 	res := pipeline.Result{Key: t.Key, ClaimEpoch: t.ClaimEpoch, Generation: t.Generation, Finalizer: fin}
 	deleter, ok := kind.Manifest.Deleter()
@@ -220,8 +245,9 @@ func (rn *runner) runDelete(ctx context.Context, t pipeline.Task, kind store.Kin
 		fin = deleter.Finalizer
 		res.Finalizer = fin
 	}
-	out, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_DELETE, deleter.Name, true,
+	out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_DELETE, deleter.Name, true,
 		&workerv1.StageTask_Delete{Delete: &workerv1.DeleteRequest{Finalizer: fin}})
+	held.hold(ack)
 	if err != nil {
 		return res, err
 	}
@@ -230,7 +256,7 @@ func (rn *runner) runDelete(ctx context.Context, t pipeline.Task, kind store.Kin
 }
 
 // runOperate runs an operator verb and returns its output.
-func (rn *runner) runOperate(ctx context.Context, t pipeline.Task, kind store.Kind) (pipeline.Result, error) {
+func (rn *runner) runOperate(ctx context.Context, t pipeline.Task, kind store.Kind, held *heldAcks) (pipeline.Result, error) {
 	res := pipeline.Result{Key: t.Key, ClaimEpoch: t.ClaimEpoch, Generation: t.Generation}
 	op, err := rn.store.OperationForTask(ctx, t.Key.OpID)
 	if err != nil {
@@ -240,8 +266,9 @@ func (rn *runner) runOperate(ctx context.Context, t pipeline.Task, kind store.Ki
 	if !ok {
 		return res, &stageError{msg: fmt.Sprintf("kind %s declares no operation %q", kvOf(t), op.Verb), terminal: true}
 	}
-	out, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_OPERATE, r.Name, true,
+	out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_OPERATE, r.Name, true,
 		&workerv1.StageTask_Operate{Operate: &workerv1.OperateRequest{OperationId: op.ID.String(), Verb: op.Verb, InputJson: op.Input}})
+	held.hold(ack)
 	if err != nil {
 		return res, err
 	}

@@ -29,6 +29,34 @@ type session struct {
 	// guarded by registry.mu
 	ready    map[manifest.KindVersion]bool
 	inFlight int
+
+	// acks are the task ids of results to acknowledge, batched into one
+	// ResultAck by the stream's sender (woken through ackWake).
+	ackMu   sync.Mutex
+	acks    []string
+	ackWake chan struct{}
+}
+
+// ack queues the acknowledgement of the worker's result for taskID. An ack
+// for a session that has ended is dropped: the worker redelivers the result
+// on its next session, fenced by its claim_epoch.
+func (s *session) ack(taskID string) {
+	s.ackMu.Lock()
+	s.acks = append(s.acks, taskID)
+	s.ackMu.Unlock()
+	select {
+	case s.ackWake <- struct{}{}:
+	default:
+	}
+}
+
+// takeAcks returns the queued acks and clears the queue.
+func (s *session) takeAcks() []string {
+	s.ackMu.Lock()
+	defer s.ackMu.Unlock()
+	out := s.acks
+	s.acks = nil
+	return out
 }
 
 // registry tracks connected workers and routes stages to them.

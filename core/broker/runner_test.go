@@ -41,11 +41,17 @@ func (f *fakeTaskStore) Release(ctx context.Context, l pipeline.Lease, keys []pi
 
 type fakeStageDispatcher struct {
 	StageFn func(ctx context.Context, t pipeline.Task, stage workerv1.Stage, reaction string, final bool) (*workerv1.Outcome, error)
+	// AckFn, if set, is the ack returned for a final stage's result.
+	AckFn func()
 }
 
 func (f *fakeStageDispatcher) stage(ctx context.Context, t pipeline.Task, _ store.Kind, stage workerv1.Stage, reaction string,
-	final bool, _ any) (*workerv1.Outcome, error) {
-	return f.StageFn(ctx, t, stage, reaction, final)
+	final bool, _ any) (*workerv1.Outcome, func(), error) {
+	out, err := f.StageFn(ctx, t, stage, reaction, final)
+	if !final || f.AckFn == nil {
+		return out, noAck, err
+	}
+	return out, f.AckFn, err
 }
 
 var workerKind = store.Kind{Name: "vpc", Version: "v1", Manifest: manifest.KindManifest{Kind: "vpc", Version: "v1",
@@ -61,41 +67,50 @@ func TestRunnerRunTask_Leaf(t *testing.T) {
 		errorHas string
 		terminal bool
 		released bool
+		// acked: the worker's result was acked, after the write settled.
+		acked bool
 	}
 	cases := map[string]struct {
-		reason    string
-		kinds     fakeKinds
-		outcome   *workerv1.Outcome
-		stageErr  error
-		appendErr error
-		want      want
+		reason     string
+		kinds      fakeKinds
+		outcome    *workerv1.Outcome
+		stageErr   error
+		appendErr  error
+		releaseErr error
+		want       want
 	}{
 		"StatusIsWritten": {
 			reason: "the work stage's status is the result", kinds: fakeKinds{workerKind},
 			outcome: &workerv1.Outcome{StatusJson: []byte(`{"id":"vpc-1"}`)},
-			want:    want{written: true, status: `{"id":"vpc-1"}`},
+			want:    want{written: true, status: `{"id":"vpc-1"}`, acked: true},
 		},
 		"WorkerErrorIsAFailure": {
 			reason: "a worker's terminal error fails the task terminally", kinds: fakeKinds{workerKind},
 			stageErr: &stageError{msg: "quota exceeded", terminal: true},
-			want:     want{written: true, errorHas: "quota exceeded", terminal: true},
+			want:     want{written: true, errorHas: "quota exceeded", terminal: true, acked: true},
 		},
 		"InvalidOutcomeIsAFailure": {
 			reason: "a malformed status is recorded as the task's failure rather than dropped", kinds: fakeKinds{workerKind},
 			outcome: &workerv1.Outcome{StatusJson: []byte(`{not json`)},
-			want:    want{written: true, errorHas: "invalid outcome"},
+			want:    want{written: true, errorHas: "invalid outcome", acked: true},
 		},
 		"UnknownKindIsAFailure": {
 			reason: "a task whose manifest vanished fails", want: want{written: true, errorHas: "no applied manifest"},
 		},
 		"AbandonedTaskIsReleased": {
 			reason: "a fenced task writes nothing and gives its lease back", kinds: fakeKinds{workerKind},
-			stageErr: errAbandon, want: want{released: true},
+			stageErr: errAbandon, want: want{released: true, acked: true},
 		},
 		"OutboxFailureReleases": {
 			reason: "a result that could not be written is released for a retry", kinds: fakeKinds{workerKind},
 			outcome: &workerv1.Outcome{StatusJson: []byte(`{}`)}, appendErr: errors.New("disk full"),
-			want: want{written: true, status: `{}`, released: true},
+			want: want{written: true, status: `{}`, released: true, acked: true},
+		},
+		"OutboxAndReleaseFailureKeepTheResultWithTheWorker": {
+			reason: "neither written nor released: the result stays unacked, for the worker to redeliver", kinds: fakeKinds{workerKind},
+			outcome: &workerv1.Outcome{StatusJson: []byte(`{}`)}, appendErr: errors.New("disk full"),
+			releaseErr: errors.New("connection refused"),
+			want:       want{written: true, status: `{}`, released: true},
 		},
 	}
 	for name, tc := range cases {
@@ -112,17 +127,23 @@ func TestRunnerRunTask_Leaf(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			go func() { _ = out.Run(ctx) }()
-			released := false
+			released, acked := false, false
 			rn := &runner{
 				store: &fakeTaskStore{ReleaseFn: func(context.Context, pipeline.Lease, []pipeline.TaskKey) (int, error) {
 					released = true
-					return 1, nil
+					return 1, tc.releaseErr
 				}},
 				stages: &fakeStageDispatcher{StageFn: func(_ context.Context, _ pipeline.Task, stage workerv1.Stage, reaction string, final bool) (*workerv1.Outcome, error) {
 					require.Equal(t, workerv1.Stage_STAGE_WORK, stage)
 					require.Equal(t, "work", reaction)
 					require.True(t, final, "a leaf's work stage is its last")
 					return tc.outcome, tc.stageErr
+				}, AckFn: func() {
+					mu.Lock()
+					defer mu.Unlock()
+					require.False(t, acked, "acked once")
+					acked = true
+					require.Equal(t, tc.want.written, len(written) > 0, "acked only after the write settled")
 				}},
 				outbox: out, kinds: tc.kinds, metrics: metrics.New(), clock: engine.RealClock, log: testLog(t),
 			}
@@ -134,6 +155,7 @@ func TestRunnerRunTask_Leaf(t *testing.T) {
 			require.Equal(t, tc.want.released, released, tc.reason)
 			mu.Lock()
 			defer mu.Unlock()
+			require.Equal(t, tc.want.acked, acked, tc.reason)
 			if !tc.want.written {
 				require.Empty(t, written, tc.reason)
 				return

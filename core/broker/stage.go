@@ -37,8 +37,14 @@ type stager struct {
 // that disconnects mid-stage gets RedeliveryWait to reconnect and redeliver
 // (its SDK buffers the result); after that the stage is dispatched again
 // (at-least-once; the claim_epoch fence keeps the write single).
+//
+// A non-final stage's result is acked to the worker once it arrives here. A
+// final stage's is not: stage returns its ack (never nil, also beside the
+// worker's own error) for the caller to call once the task's result is in
+// the outbox, refused, or the task released, so a broker that dies before
+// then leaves the result with the worker to redeliver.
 func (g *stager) stage(ctx context.Context, t pipeline.Task, kind store.Kind, stage workerv1.Stage, reaction string,
-	final bool, req any) (*workerv1.Outcome, error) {
+	final bool, req any) (*workerv1.Outcome, func(), error) {
 	kv := kvOf(t)
 	id := taskID{key: t.Key, epoch: t.ClaimEpoch, generation: t.Generation, stage: stage.String(), final: final}
 	if d, ok := req.(*workerv1.StageTask_Delete); ok {
@@ -48,33 +54,45 @@ func (g *stager) stage(ctx context.Context, t pipeline.Task, kind store.Kind, st
 	for {
 		task := g.stageTask(ctx, t, kind, stage, reaction, tid, req)
 		var (
-			c   *workerv1.StageComplete
+			c   *completion
 			err error
 		)
 		switch {
 		case g.reg.serves(kv):
-			c, err = g.dispatchLocal(ctx, kv, task)
+			c, err = g.handOver(ctx, kv, task)
 		case g.mesh.pick(kv) != nil:
-			c, err = g.relay(ctx, kv, task)
+			var m *workerv1.StageComplete
+			m, err = g.relay(ctx, kv, task)
 			if err != nil && ctx.Err() == nil {
 				g.log.Warn().Err(err).Str("kind", kv.String()).Msg("relay failed; retrying")
 				err = g.pause(ctx)
+			}
+			if m != nil {
+				c = &completion{msg: m, ack: noAck} // the peer acked its worker
 			}
 		default:
 			err = g.pause(ctx)
 		}
 		if err != nil {
-			return nil, err
+			return nil, noAck, err
 		}
 		if c == nil {
 			continue
 		}
-		if e := c.GetError(); e != nil {
-			return nil, &stageError{msg: e.GetMessage(), terminal: e.GetTerminal()}
+		ack := c.ack
+		if !final {
+			ack()
+			ack = noAck
 		}
-		return c.GetOutcome(), nil
+		if e := c.msg.GetError(); e != nil {
+			return nil, ack, &stageError{msg: e.GetMessage(), terminal: e.GetTerminal()}
+		}
+		return c.msg.GetOutcome(), ack, nil
 	}
 }
+
+// noAck is the ack of a result there is nothing to acknowledge for.
+func noAck() {}
 
 // pause waits for a routing change (a worker joining or freeing a slot) or a
 // second, whichever comes first.
@@ -89,9 +107,19 @@ func (g *stager) pause(ctx context.Context) error {
 }
 
 // dispatchLocal hands task to the least-loaded local worker serving kv and
-// waits for its completion; nil, nil means the worker vanished and did not
-// redeliver in time (dispatch again).
+// waits for its completion, acked as it arrives; nil, nil means the worker
+// vanished and did not redeliver in time (dispatch again).
 func (g *stager) dispatchLocal(ctx context.Context, kv manifest.KindVersion, task *workerv1.StageTask) (*workerv1.StageComplete, error) {
+	c, err := g.handOver(ctx, kv, task)
+	if c == nil {
+		return nil, err
+	}
+	c.ack()
+	return c.msg, nil
+}
+
+// handOver is dispatchLocal leaving the ack to the caller.
+func (g *stager) handOver(ctx context.Context, kv manifest.KindVersion, task *workerv1.StageTask) (*completion, error) {
 	ch, forget := g.completions.expect(task.GetTaskId())
 	defer forget()
 	s, err := g.acquireWait(ctx, kv)
@@ -115,17 +143,17 @@ func (g *stager) dispatchLocal(ctx context.Context, kv manifest.KindVersion, tas
 
 // await waits for the completion; nil, nil means the worker vanished and did
 // not redeliver in time.
-func (g *stager) await(ctx context.Context, s *session, ch <-chan *workerv1.StageComplete) (*workerv1.StageComplete, error) {
+func (g *stager) await(ctx context.Context, s *session, ch <-chan completion) (*completion, error) {
 	select {
 	case c := <-ch:
-		return c, nil
+		return &c, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-s.done:
 	}
 	select {
 	case c := <-ch:
-		return c, nil
+		return &c, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-g.clock.After(g.redeliveryWait):

@@ -34,8 +34,10 @@ type Options struct {
 	HeartbeatEvery time.Duration
 	// ReadinessEvery is how often Provider.Ready is polled (default 1s).
 	ReadinessEvery time.Duration
-	// BufferSize bounds results kept while the stream is down (default 4096);
-	// past it the oldest result is discarded and counted (its task re-runs).
+	// BufferSize bounds results kept until a broker acknowledges them —
+	// unsent while the stream is down, or sent and not yet acked (default
+	// 4096); past it the oldest result is discarded and counted (its task
+	// re-runs).
 	BufferSize int
 	// ReconnectMin and ReconnectMax bound the jittered reconnect backoff
 	// (defaults 100ms and 10s).
@@ -90,9 +92,13 @@ type Worker struct {
 	defaults  *defaults
 	sem       chan struct{}
 
-	mu       sync.Mutex
-	running  map[string]*workerv1.TaskRef // task_id → ref
-	pending  []*workerv1.StageComplete    // results not yet delivered
+	mu      sync.Mutex
+	running map[string]*workerv1.TaskRef // task_id → ref
+	// pending are the results not yet settled, oldest first: pending[:sent]
+	// went out on the current session and await the broker's ResultAck,
+	// pending[sent:] are still to send. A new session resends them all.
+	pending  []*workerv1.StageComplete
+	sent     int
 	draining bool
 	dropped  int64
 	wake     chan struct{} // a result is pending

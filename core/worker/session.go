@@ -37,7 +37,9 @@ func (w *Worker) session(ctx, workCtx context.Context) error {
 	if first.GetSubscribed() == nil {
 		return errors.New("broker did not acknowledge the subscription")
 	}
-	w.log.Info().Str("broker_id", first.GetSubscribed().GetBrokerId()).Int("kinds", len(ready)).Msg("connected to broker")
+	acks := first.GetSubscribed().GetAcksResults()
+	w.log.Info().Str("broker_id", first.GetSubscribed().GetBrokerId()).Int("kinds", len(ready)).
+		Int("redelivering", w.resend()).Msg("connected to broker")
 	lastReady := readinessKey(ready)
 
 	recvErr := make(chan error, 1)
@@ -53,6 +55,8 @@ func (w *Worker) session(ctx, workCtx context.Context) error {
 				w.start(workCtx, m.Task)
 			case *workerv1.WorkStreamResponse_Config:
 				w.applyConfig(m.Config.GetKind(), m.Config.GetConfig(), m.Config.GetDeleted())
+			case *workerv1.WorkStreamResponse_Ack:
+				w.acked(m.Ack.GetTaskIds())
 			}
 		}
 	}()
@@ -69,7 +73,7 @@ func (w *Worker) session(ctx, workCtx context.Context) error {
 		case err := <-recvErr:
 			return fmt.Errorf("receive: %w", err)
 		case <-w.wake:
-			if err := w.flush(stream.Send); err != nil {
+			if err := w.flush(stream.Send, acks); err != nil {
 				return err
 			}
 			// Draining flips readiness: tell the broker at once.
@@ -99,25 +103,67 @@ func (w *Worker) session(ctx, workCtx context.Context) error {
 	}
 }
 
-// flush sends every pending result; an unsent one stays pending for the next
-// session (redelivery, fenced by its claim_epoch).
-func (w *Worker) flush(send func(*workerv1.WorkStreamRequest) error) error {
+// flush sends every pending result not yet sent on this session. Against a
+// broker that acks results (acks), a sent result stays pending until its
+// ResultAck arrives: a send can succeed into a connection that is already
+// dead, so only the ack proves the broker took the result. Against one that
+// does not, a result is done once sent. Whatever is still pending when the
+// session breaks is sent again on the next one (redelivery, fenced by its
+// claim_epoch, so it never applies twice).
+func (w *Worker) flush(send func(*workerv1.WorkStreamRequest) error, acks bool) error {
 	for {
 		w.mu.Lock()
-		if len(w.pending) == 0 {
+		if w.sent >= len(w.pending) {
 			w.mu.Unlock()
 			return nil
 		}
-		c := w.pending[0]
+		c := w.pending[w.sent]
+		w.sent++
 		w.mu.Unlock()
 		if err := send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Complete{Complete: c}}); err != nil {
+			w.mu.Lock()
+			if w.sent > 0 && w.pending[w.sent-1] == c {
+				w.sent-- // not sent: no ack may settle it
+			}
+			w.mu.Unlock()
 			return fmt.Errorf("send result of %s: %w", c.GetTaskId(), err)
 		}
-		w.mu.Lock()
-		if len(w.pending) > 0 && w.pending[0] == c {
-			w.pending = w.pending[1:]
+		if !acks {
+			w.mu.Lock()
+			w.removeLocked(func(p *workerv1.StageComplete) bool { return p == c })
+			w.mu.Unlock()
 		}
-		w.mu.Unlock()
+	}
+}
+
+// resend marks every pending result unsent, for a new session to redeliver,
+// and reports how many there are.
+func (w *Worker) resend() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.sent = 0
+	return len(w.pending)
+}
+
+// acked drops the results the broker acknowledged: each id settles one sent
+// result with that task id (a task re-dispatched under the same id may have
+// two, and each is acked on its own).
+func (w *Worker) acked(ids []string) {
+	w.mu.Lock()
+	for _, id := range ids {
+		w.removeLocked(func(p *workerv1.StageComplete) bool { return p.GetTaskId() == id })
+	}
+	w.mu.Unlock()
+}
+
+// removeLocked drops the first sent result matching; w.mu is held.
+func (w *Worker) removeLocked(match func(*workerv1.StageComplete) bool) {
+	for i := 0; i < w.sent; i++ {
+		if match(w.pending[i]) {
+			w.pending = append(w.pending[:i], w.pending[i+1:]...)
+			w.sent--
+			return
+		}
 	}
 }
 
@@ -218,11 +264,15 @@ func completion(t *workerv1.StageTask, out *Outcome, err error) *workerv1.StageC
 	return c
 }
 
-// deliver queues a result for the current (or next) session.
+// deliver queues a result for the current (or next) session; it stays
+// pending until the broker acks it (see flush).
 func (w *Worker) deliver(c *workerv1.StageComplete) {
 	w.mu.Lock()
 	if len(w.pending) >= w.opts.BufferSize {
 		w.pending = w.pending[1:]
+		if w.sent > 0 {
+			w.sent--
+		}
 		w.dropped++
 		w.log.Warn().Int64("dropped", w.dropped).Msg("redelivery buffer full; discarded the oldest result (its task will re-run)")
 	}

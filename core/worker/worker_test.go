@@ -33,6 +33,7 @@ type scriptBroker struct {
 	outbox   chan *workerv1.WorkStreamResponse
 	kill     chan struct{} // closing it ends the current stream
 	config   *workerv1.ProviderConfig
+	acks     bool // advertise ResultAck support in Subscribed
 }
 
 func newScriptBroker(t *testing.T) *scriptBroker {
@@ -63,7 +64,7 @@ func (b *scriptBroker) GetProviderConfig(_ context.Context, req *connect.Request
 func (b *scriptBroker) WorkStream(ctx context.Context, s *connect.BidiStream[workerv1.WorkStreamRequest, workerv1.WorkStreamResponse]) error {
 	b.mu.Lock()
 	b.sessions++
-	kill := b.kill
+	kill, acks := b.kill, b.acks
 	b.mu.Unlock()
 	first, err := s.Receive()
 	if err != nil {
@@ -71,7 +72,7 @@ func (b *scriptBroker) WorkStream(ctx context.Context, s *connect.BidiStream[wor
 	}
 	b.inbox <- first
 	if err := s.Send(&workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Subscribed{
-		Subscribed: &workerv1.Subscribed{BrokerId: "script"}}}); err != nil {
+		Subscribed: &workerv1.Subscribed{BrokerId: "script", AcksResults: acks}}}); err != nil {
 		return err
 	}
 	errc := make(chan error, 1)

@@ -1988,7 +1988,12 @@ type Subscribed struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId string                 `protobuf:"bytes,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
 	// known lists the served pairs the broker has a manifest for; others get no work.
-	Known         []*KindVersion `protobuf:"bytes,2,rep,name=known,proto3" json:"known,omitempty"`
+	Known []*KindVersion `protobuf:"bytes,2,rep,name=known,proto3" json:"known,omitempty"`
+	// acks_results is true when the broker acknowledges every StageComplete
+	// with a ResultAck. A worker then keeps each sent result until it is acked
+	// and redelivers the unacked ones on its next session; against a broker
+	// that does not ack (false), a result is done once it is sent.
+	AcksResults   bool `protobuf:"varint,3,opt,name=acks_results,json=acksResults,proto3" json:"acks_results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2037,6 +2042,65 @@ func (x *Subscribed) GetKnown() []*KindVersion {
 	return nil
 }
 
+func (x *Subscribed) GetAcksResults() bool {
+	if x != nil {
+		return x.AcksResults
+	}
+	return false
+}
+
+// ResultAck acknowledges StageCompletes the broker has taken responsibility
+// for: a final stage's result once its outbox append committed (or the
+// result was refused, fenced as stale, or its task released for a re-run),
+// any other stage's once it reached the stage waiting for it or nobody waits
+// for it any more. The worker drops an acked result; one it never sees acked
+// is redelivered on its next session, to whatever broker, which fences it on
+// the echoed claim_epoch (so a redelivery never applies twice). Acks may be
+// batched; each task_id acknowledges one sent StageComplete with that id.
+type ResultAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskIds       []string               `protobuf:"bytes,1,rep,name=task_ids,json=taskIds,proto3" json:"task_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResultAck) Reset() {
+	*x = ResultAck{}
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResultAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResultAck) ProtoMessage() {}
+
+func (x *ResultAck) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResultAck.ProtoReflect.Descriptor instead.
+func (*ResultAck) Descriptor() ([]byte, []int) {
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ResultAck) GetTaskIds() []string {
+	if x != nil {
+		return x.TaskIds
+	}
+	return nil
+}
+
 // ConfigPush delivers a kind's whole default providerconfig on every edit.
 type ConfigPush struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -2050,7 +2114,7 @@ type ConfigPush struct {
 
 func (x *ConfigPush) Reset() {
 	*x = ConfigPush{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[26]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2126,7 @@ func (x *ConfigPush) String() string {
 func (*ConfigPush) ProtoMessage() {}
 
 func (x *ConfigPush) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[26]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2139,7 @@ func (x *ConfigPush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigPush.ProtoReflect.Descriptor instead.
 func (*ConfigPush) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{26}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ConfigPush) GetConfig() *ProviderConfig {
@@ -2107,6 +2171,7 @@ type WorkStreamResponse struct {
 	//	*WorkStreamResponse_Subscribed
 	//	*WorkStreamResponse_Task
 	//	*WorkStreamResponse_Config
+	//	*WorkStreamResponse_Ack
 	Msg           isWorkStreamResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2114,7 +2179,7 @@ type WorkStreamResponse struct {
 
 func (x *WorkStreamResponse) Reset() {
 	*x = WorkStreamResponse{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[27]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2191,7 @@ func (x *WorkStreamResponse) String() string {
 func (*WorkStreamResponse) ProtoMessage() {}
 
 func (x *WorkStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[27]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,7 +2204,7 @@ func (x *WorkStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkStreamResponse.ProtoReflect.Descriptor instead.
 func (*WorkStreamResponse) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{27}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WorkStreamResponse) GetMsg() isWorkStreamResponse_Msg {
@@ -2176,6 +2241,15 @@ func (x *WorkStreamResponse) GetConfig() *ConfigPush {
 	return nil
 }
 
+func (x *WorkStreamResponse) GetAck() *ResultAck {
+	if x != nil {
+		if x, ok := x.Msg.(*WorkStreamResponse_Ack); ok {
+			return x.Ack
+		}
+	}
+	return nil
+}
+
 type isWorkStreamResponse_Msg interface {
 	isWorkStreamResponse_Msg()
 }
@@ -2192,11 +2266,17 @@ type WorkStreamResponse_Config struct {
 	Config *ConfigPush `protobuf:"bytes,3,opt,name=config,proto3,oneof"`
 }
 
+type WorkStreamResponse_Ack struct {
+	Ack *ResultAck `protobuf:"bytes,4,opt,name=ack,proto3,oneof"`
+}
+
 func (*WorkStreamResponse_Subscribed) isWorkStreamResponse_Msg() {}
 
 func (*WorkStreamResponse_Task) isWorkStreamResponse_Msg() {}
 
 func (*WorkStreamResponse_Config) isWorkStreamResponse_Msg() {}
+
+func (*WorkStreamResponse_Ack) isWorkStreamResponse_Msg() {}
 
 // GetProviderConfigRequest asks for a kind's default providerconfig.
 type GetProviderConfigRequest struct {
@@ -2208,7 +2288,7 @@ type GetProviderConfigRequest struct {
 
 func (x *GetProviderConfigRequest) Reset() {
 	*x = GetProviderConfigRequest{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[28]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2220,7 +2300,7 @@ func (x *GetProviderConfigRequest) String() string {
 func (*GetProviderConfigRequest) ProtoMessage() {}
 
 func (x *GetProviderConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[28]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2233,7 +2313,7 @@ func (x *GetProviderConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetProviderConfigRequest) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{28}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetProviderConfigRequest) GetKind() string {
@@ -2254,7 +2334,7 @@ type GetProviderConfigResponse struct {
 
 func (x *GetProviderConfigResponse) Reset() {
 	*x = GetProviderConfigResponse{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[29]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2266,7 +2346,7 @@ func (x *GetProviderConfigResponse) String() string {
 func (*GetProviderConfigResponse) ProtoMessage() {}
 
 func (x *GetProviderConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[29]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2279,7 +2359,7 @@ func (x *GetProviderConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetProviderConfigResponse) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{29}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetProviderConfigResponse) GetFound() bool {
@@ -2308,7 +2388,7 @@ type RelayStageRequest struct {
 
 func (x *RelayStageRequest) Reset() {
 	*x = RelayStageRequest{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[30]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2320,7 +2400,7 @@ func (x *RelayStageRequest) String() string {
 func (*RelayStageRequest) ProtoMessage() {}
 
 func (x *RelayStageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[30]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2333,7 +2413,7 @@ func (x *RelayStageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayStageRequest.ProtoReflect.Descriptor instead.
 func (*RelayStageRequest) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{30}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RelayStageRequest) GetTask() *StageTask {
@@ -2360,7 +2440,7 @@ type RelayStageResponse struct {
 
 func (x *RelayStageResponse) Reset() {
 	*x = RelayStageResponse{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[31]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2372,7 +2452,7 @@ func (x *RelayStageResponse) String() string {
 func (*RelayStageResponse) ProtoMessage() {}
 
 func (x *RelayStageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[31]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2385,7 +2465,7 @@ func (x *RelayStageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayStageResponse.ProtoReflect.Descriptor instead.
 func (*RelayStageResponse) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{31}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RelayStageResponse) GetComplete() *StageComplete {
@@ -2557,22 +2637,26 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\treadiness\x18\x02 \x01(\v2#.converge.worker.v1.ReadinessUpdateH\x00R\treadiness\x12?\n" +
 	"\bcomplete\x18\x03 \x01(\v2!.converge.worker.v1.StageCompleteH\x00R\bcomplete\x12=\n" +
 	"\theartbeat\x18\x04 \x01(\v2\x1d.converge.worker.v1.HeartbeatH\x00R\theartbeatB\x05\n" +
-	"\x03msg\"`\n" +
+	"\x03msg\"\x83\x01\n" +
 	"\n" +
 	"Subscribed\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\tR\bbrokerId\x125\n" +
-	"\x05known\x18\x02 \x03(\v2\x1f.converge.worker.v1.KindVersionR\x05known\"v\n" +
+	"\x05known\x18\x02 \x03(\v2\x1f.converge.worker.v1.KindVersionR\x05known\x12!\n" +
+	"\facks_results\x18\x03 \x01(\bR\vacksResults\"&\n" +
+	"\tResultAck\x12\x19\n" +
+	"\btask_ids\x18\x01 \x03(\tR\ataskIds\"v\n" +
 	"\n" +
 	"ConfigPush\x12:\n" +
 	"\x06config\x18\x01 \x01(\v2\".converge.worker.v1.ProviderConfigR\x06config\x12\x18\n" +
 	"\adeleted\x18\x02 \x01(\bR\adeleted\x12\x12\n" +
-	"\x04kind\x18\x03 \x01(\tR\x04kind\"\xcc\x01\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\"\xff\x01\n" +
 	"\x12WorkStreamResponse\x12@\n" +
 	"\n" +
 	"subscribed\x18\x01 \x01(\v2\x1e.converge.worker.v1.SubscribedH\x00R\n" +
 	"subscribed\x123\n" +
 	"\x04task\x18\x02 \x01(\v2\x1d.converge.worker.v1.StageTaskH\x00R\x04task\x128\n" +
-	"\x06config\x18\x03 \x01(\v2\x1e.converge.worker.v1.ConfigPushH\x00R\x06configB\x05\n" +
+	"\x06config\x18\x03 \x01(\v2\x1e.converge.worker.v1.ConfigPushH\x00R\x06config\x121\n" +
+	"\x03ack\x18\x04 \x01(\v2\x1d.converge.worker.v1.ResultAckH\x00R\x03ackB\x05\n" +
 	"\x03msg\".\n" +
 	"\x18GetProviderConfigRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\"m\n" +
@@ -2613,7 +2697,7 @@ func file_converge_worker_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_converge_worker_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_converge_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_converge_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_converge_worker_v1_worker_proto_goTypes = []any{
 	(Stage)(0),                        // 0: converge.worker.v1.Stage
 	(*KindVersion)(nil),               // 1: converge.worker.v1.KindVersion
@@ -2642,18 +2726,19 @@ var file_converge_worker_v1_worker_proto_goTypes = []any{
 	(*Heartbeat)(nil),                 // 24: converge.worker.v1.Heartbeat
 	(*WorkStreamRequest)(nil),         // 25: converge.worker.v1.WorkStreamRequest
 	(*Subscribed)(nil),                // 26: converge.worker.v1.Subscribed
-	(*ConfigPush)(nil),                // 27: converge.worker.v1.ConfigPush
-	(*WorkStreamResponse)(nil),        // 28: converge.worker.v1.WorkStreamResponse
-	(*GetProviderConfigRequest)(nil),  // 29: converge.worker.v1.GetProviderConfigRequest
-	(*GetProviderConfigResponse)(nil), // 30: converge.worker.v1.GetProviderConfigResponse
-	(*RelayStageRequest)(nil),         // 31: converge.worker.v1.RelayStageRequest
-	(*RelayStageResponse)(nil),        // 32: converge.worker.v1.RelayStageResponse
-	nil,                               // 33: converge.worker.v1.Resource.LabelsEntry
-	nil,                               // 34: converge.worker.v1.Child.LabelsEntry
+	(*ResultAck)(nil),                 // 27: converge.worker.v1.ResultAck
+	(*ConfigPush)(nil),                // 28: converge.worker.v1.ConfigPush
+	(*WorkStreamResponse)(nil),        // 29: converge.worker.v1.WorkStreamResponse
+	(*GetProviderConfigRequest)(nil),  // 30: converge.worker.v1.GetProviderConfigRequest
+	(*GetProviderConfigResponse)(nil), // 31: converge.worker.v1.GetProviderConfigResponse
+	(*RelayStageRequest)(nil),         // 32: converge.worker.v1.RelayStageRequest
+	(*RelayStageResponse)(nil),        // 33: converge.worker.v1.RelayStageResponse
+	nil,                               // 34: converge.worker.v1.Resource.LabelsEntry
+	nil,                               // 35: converge.worker.v1.Child.LabelsEntry
 }
 var file_converge_worker_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: converge.worker.v1.KindReadiness.kind:type_name -> converge.worker.v1.KindVersion
-	33, // 1: converge.worker.v1.Resource.labels:type_name -> converge.worker.v1.Resource.LabelsEntry
+	34, // 1: converge.worker.v1.Resource.labels:type_name -> converge.worker.v1.Resource.LabelsEntry
 	6,  // 2: converge.worker.v1.RollupRequest.children:type_name -> converge.worker.v1.ChildSummary
 	3,  // 3: converge.worker.v1.StageTask.fence:type_name -> converge.worker.v1.Fence
 	0,  // 4: converge.worker.v1.StageTask.stage:type_name -> converge.worker.v1.Stage
@@ -2665,7 +2750,7 @@ var file_converge_worker_v1_worker_proto_depIdxs = []int32{
 	10, // 10: converge.worker.v1.StageTask.delete:type_name -> converge.worker.v1.DeleteRequest
 	11, // 11: converge.worker.v1.StageTask.operate:type_name -> converge.worker.v1.OperateRequest
 	12, // 12: converge.worker.v1.StageTask.react:type_name -> converge.worker.v1.ReactRequest
-	34, // 13: converge.worker.v1.Child.labels:type_name -> converge.worker.v1.Child.LabelsEntry
+	35, // 13: converge.worker.v1.Child.labels:type_name -> converge.worker.v1.Child.LabelsEntry
 	15, // 14: converge.worker.v1.Edge.value_flows:type_name -> converge.worker.v1.ValueFlow
 	14, // 15: converge.worker.v1.Outcome.conditions:type_name -> converge.worker.v1.Condition
 	16, // 16: converge.worker.v1.Outcome.children:type_name -> converge.worker.v1.Child
@@ -2688,21 +2773,22 @@ var file_converge_worker_v1_worker_proto_depIdxs = []int32{
 	5,  // 33: converge.worker.v1.ConfigPush.config:type_name -> converge.worker.v1.ProviderConfig
 	26, // 34: converge.worker.v1.WorkStreamResponse.subscribed:type_name -> converge.worker.v1.Subscribed
 	13, // 35: converge.worker.v1.WorkStreamResponse.task:type_name -> converge.worker.v1.StageTask
-	27, // 36: converge.worker.v1.WorkStreamResponse.config:type_name -> converge.worker.v1.ConfigPush
-	5,  // 37: converge.worker.v1.GetProviderConfigResponse.config:type_name -> converge.worker.v1.ProviderConfig
-	13, // 38: converge.worker.v1.RelayStageRequest.task:type_name -> converge.worker.v1.StageTask
-	23, // 39: converge.worker.v1.RelayStageResponse.complete:type_name -> converge.worker.v1.StageComplete
-	25, // 40: converge.worker.v1.WorkerService.WorkStream:input_type -> converge.worker.v1.WorkStreamRequest
-	29, // 41: converge.worker.v1.WorkerService.GetProviderConfig:input_type -> converge.worker.v1.GetProviderConfigRequest
-	31, // 42: converge.worker.v1.WorkerService.RelayStage:input_type -> converge.worker.v1.RelayStageRequest
-	28, // 43: converge.worker.v1.WorkerService.WorkStream:output_type -> converge.worker.v1.WorkStreamResponse
-	30, // 44: converge.worker.v1.WorkerService.GetProviderConfig:output_type -> converge.worker.v1.GetProviderConfigResponse
-	32, // 45: converge.worker.v1.WorkerService.RelayStage:output_type -> converge.worker.v1.RelayStageResponse
-	43, // [43:46] is the sub-list for method output_type
-	40, // [40:43] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	28, // 36: converge.worker.v1.WorkStreamResponse.config:type_name -> converge.worker.v1.ConfigPush
+	27, // 37: converge.worker.v1.WorkStreamResponse.ack:type_name -> converge.worker.v1.ResultAck
+	5,  // 38: converge.worker.v1.GetProviderConfigResponse.config:type_name -> converge.worker.v1.ProviderConfig
+	13, // 39: converge.worker.v1.RelayStageRequest.task:type_name -> converge.worker.v1.StageTask
+	23, // 40: converge.worker.v1.RelayStageResponse.complete:type_name -> converge.worker.v1.StageComplete
+	25, // 41: converge.worker.v1.WorkerService.WorkStream:input_type -> converge.worker.v1.WorkStreamRequest
+	30, // 42: converge.worker.v1.WorkerService.GetProviderConfig:input_type -> converge.worker.v1.GetProviderConfigRequest
+	32, // 43: converge.worker.v1.WorkerService.RelayStage:input_type -> converge.worker.v1.RelayStageRequest
+	29, // 44: converge.worker.v1.WorkerService.WorkStream:output_type -> converge.worker.v1.WorkStreamResponse
+	31, // 45: converge.worker.v1.WorkerService.GetProviderConfig:output_type -> converge.worker.v1.GetProviderConfigResponse
+	33, // 46: converge.worker.v1.WorkerService.RelayStage:output_type -> converge.worker.v1.RelayStageResponse
+	44, // [44:47] is the sub-list for method output_type
+	41, // [41:44] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_converge_worker_v1_worker_proto_init() }
@@ -2729,10 +2815,11 @@ func file_converge_worker_v1_worker_proto_init() {
 		(*WorkStreamRequest_Complete)(nil),
 		(*WorkStreamRequest_Heartbeat)(nil),
 	}
-	file_converge_worker_v1_worker_proto_msgTypes[27].OneofWrappers = []any{
+	file_converge_worker_v1_worker_proto_msgTypes[28].OneofWrappers = []any{
 		(*WorkStreamResponse_Subscribed)(nil),
 		(*WorkStreamResponse_Task)(nil),
 		(*WorkStreamResponse_Config)(nil),
+		(*WorkStreamResponse_Ack)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2740,7 +2827,7 @@ func file_converge_worker_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_converge_worker_v1_worker_proto_rawDesc), len(file_converge_worker_v1_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   34,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,123 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/worker"
+	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
+)
+
+func isSubscribe(m *workerv1.WorkStreamRequest) bool { return m.GetSubscribe() != nil }
+
+// ack acknowledges results on the current stream.
+func (b *scriptBroker) ack(ids ...string) {
+	b.outbox <- &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Ack{Ack: &workerv1.ResultAck{TaskIds: ids}}}
+}
+
+// completesUntil collects the task ids of the completions the worker sends
+// up to and including the one for last.
+func (b *scriptBroker) completesUntil(t *testing.T, last string) []string {
+	t.Helper()
+	var ids []string
+	b.next(t, "completion of "+last, func(m *workerv1.WorkStreamRequest) bool {
+		if c := m.GetComplete(); c != nil {
+			ids = append(ids, c.GetTaskId())
+			return c.GetTaskId() == last
+		}
+		return false
+	})
+	return ids
+}
+
+func okProvider() *fakeProvider {
+	return newProvider("vpc", func(_ context.Context, r worker.Request) (worker.Outcome, error) {
+		return worker.Outcome{Status: json.RawMessage(`{"name":"` + r.Resource.Name + `"}`)}, nil
+	})
+}
+
+// A send that succeeds proves nothing: the broker may die with the result
+// written into its dead connection. Against a broker that acks, a result
+// stays pending until acked and goes out again on the next session; an acked
+// one never does.
+func TestServe_UnackedResultIsRedeliveredOnTheNextSession(t *testing.T) {
+	t.Parallel()
+	b := newScriptBroker(t)
+	b.acks = true
+	startWorker(t, b, worker.Options{}, okProvider())
+	b.next(t, "subscribe", isSubscribe)
+
+	b.send(task("lost", "vpc", 7, 0))
+	require.Equal(t, []string{"lost"}, b.completesUntil(t, "lost"), "the send succeeded: the broker holds the message")
+	b.killStream() // …and dies before it acks
+
+	b.next(t, "re-subscribe", isSubscribe)
+	c := b.next(t, "redelivered completion", isComplete("lost")).GetComplete()
+	require.Equal(t, int64(7), c.GetFence().GetClaimEpoch(), "redelivered with its original fence")
+	require.JSONEq(t, `{"name":"lost"}`, string(c.GetOutcome().GetStatusJson()))
+
+	// The successor acks it. The ack and the next task share the stream, so
+	// once t2's completion arrives the ack has been taken.
+	b.ack("lost")
+	b.send(task("acked", "vpc", 8, 0))
+	require.Equal(t, []string{"acked"}, b.completesUntil(t, "acked"))
+	b.ack("acked")
+	b.send(task("unacked", "vpc", 9, 0))
+	require.Equal(t, []string{"unacked"}, b.completesUntil(t, "unacked"))
+	b.killStream()
+
+	b.next(t, "third subscribe", isSubscribe)
+	b.send(task("fresh", "vpc", 10, 0))
+	require.Equal(t, []string{"unacked", "fresh"}, b.completesUntil(t, "fresh"),
+		"only the unacked result is redelivered, ahead of new work")
+}
+
+// The redelivery buffer bounds sent-but-unacked results too: past it the
+// oldest is discarded and counted, and only the newest are redelivered.
+func TestServe_UnackedResultsAreBoundedByTheBuffer(t *testing.T) {
+	t.Parallel()
+	b := newScriptBroker(t)
+	b.acks = true
+	w, err := worker.New(b.srv.URL, worker.Options{BufferSize: 2, ReconnectMin: 10 * time.Millisecond,
+		ReconnectMax: 50 * time.Millisecond}, okProvider())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	b.next(t, "subscribe", isSubscribe)
+	for i := range 3 {
+		id := fmt.Sprintf("t%d", i)
+		b.send(task(id, "vpc", int64(i+1), 0))
+		b.next(t, "completion of "+id, isComplete(id))
+	}
+	require.Equal(t, int64(1), w.Dropped(), "the oldest unacked result was discarded and counted")
+	b.killStream()
+
+	b.next(t, "re-subscribe", isSubscribe)
+	b.send(task("fresh", "vpc", 9, 0))
+	require.Equal(t, []string{"t1", "t2", "fresh"}, b.completesUntil(t, "fresh"))
+}
+
+// A broker that predates acks never sends one: a sent result is done, as
+// before, and is not redelivered.
+func TestServe_BrokerWithoutAcksSettlesOnSend(t *testing.T) {
+	t.Parallel()
+	b := newScriptBroker(t)
+	startWorker(t, b, worker.Options{}, okProvider())
+	b.next(t, "subscribe", isSubscribe)
+	b.send(task("once", "vpc", 1, 0))
+	b.next(t, "completion", isComplete("once"))
+	b.killStream()
+	b.next(t, "re-subscribe", isSubscribe)
+	b.send(task("next", "vpc", 2, 0))
+	require.Equal(t, []string{"next"}, b.completesUntil(t, "next"))
+}
