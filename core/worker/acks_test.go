@@ -91,7 +91,7 @@ func TestServe_UnackedResultsAreBoundedByTheBuffer(t *testing.T) {
 	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		<-done //nolint:errcheck // Run's error after cancel is context.Canceled
 	})
 	b.next(t, "subscribe", isSubscribe)
 	for i := range 3 {

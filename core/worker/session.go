@@ -41,25 +41,21 @@ func (w *Worker) session(ctx, workCtx context.Context) error {
 	w.log.Info().Str("broker_id", first.GetSubscribed().GetBrokerId()).Int("kinds", len(ready)).
 		Int("redelivering", w.resend()).Msg("connected to broker")
 	lastReady := readinessKey(ready)
+	sendReadiness := func() error {
+		r := w.readiness()
+		if readinessKey(r) == lastReady {
+			return nil
+		}
+		lastReady = readinessKey(r)
+		if err := stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Readiness{
+			Readiness: &workerv1.ReadinessUpdate{Kinds: r}}}); err != nil {
+			return fmt.Errorf("send readiness: %w", err)
+		}
+		return nil
+	}
 
 	recvErr := make(chan error, 1)
-	go func() {
-		for {
-			msg, err := stream.Receive()
-			if err != nil {
-				recvErr <- err
-				return
-			}
-			switch m := msg.GetMsg().(type) {
-			case *workerv1.WorkStreamResponse_Task:
-				w.start(workCtx, m.Task)
-			case *workerv1.WorkStreamResponse_Config:
-				w.applyConfig(m.Config.GetKind(), m.Config.GetConfig(), m.Config.GetDeleted())
-			case *workerv1.WorkStreamResponse_Ack:
-				w.acked(m.Ack.GetTaskIds())
-			}
-		}
-	}()
+	go func() { recvErr <- w.receive(workCtx, stream) }()
 
 	hb := time.NewTicker(w.opts.HeartbeatEvery)
 	defer hb.Stop()
@@ -77,20 +73,12 @@ func (w *Worker) session(ctx, workCtx context.Context) error {
 				return err
 			}
 			// Draining flips readiness: tell the broker at once.
-			if r := w.readiness(); readinessKey(r) != lastReady {
-				lastReady = readinessKey(r)
-				if err := stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Readiness{
-					Readiness: &workerv1.ReadinessUpdate{Kinds: r}}}); err != nil {
-					return fmt.Errorf("send readiness: %w", err)
-				}
+			if err := sendReadiness(); err != nil {
+				return err
 			}
 		case <-rd.C:
-			if r := w.readiness(); readinessKey(r) != lastReady {
-				lastReady = readinessKey(r)
-				if err := stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Readiness{
-					Readiness: &workerv1.ReadinessUpdate{Kinds: r}}}); err != nil {
-					return fmt.Errorf("send readiness: %w", err)
-				}
+			if err := sendReadiness(); err != nil {
+				return err
 			}
 		case <-hb.C:
 			if refs := w.runningRefs(); len(refs) > 0 {
@@ -279,4 +267,25 @@ func (w *Worker) deliver(c *workerv1.StageComplete) {
 	w.pending = append(w.pending, c)
 	w.mu.Unlock()
 	w.signal()
+}
+
+// receive handles the broker's messages (tasks, config pushes, result acks)
+// until the stream breaks.
+func (w *Worker) receive(workCtx context.Context, stream interface {
+	Receive() (*workerv1.WorkStreamResponse, error)
+}) error {
+	for {
+		msg, err := stream.Receive()
+		if err != nil {
+			return err
+		}
+		switch m := msg.GetMsg().(type) {
+		case *workerv1.WorkStreamResponse_Task:
+			w.start(workCtx, m.Task)
+		case *workerv1.WorkStreamResponse_Config:
+			w.applyConfig(m.Config.GetKind(), m.Config.GetConfig(), m.Config.GetDeleted())
+		case *workerv1.WorkStreamResponse_Ack:
+			w.acked(m.Ack.GetTaskIds())
+		}
+	}
 }
