@@ -1,6 +1,7 @@
 package functions_test
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -87,14 +88,17 @@ func TestParseLedger(t *testing.T) {
 
 func TestLoad_ChecksumFollowsContent(t *testing.T) {
 	t.Parallel()
+	body := func(n int) []byte {
+		return fmt.Appendf(nil, "-- a\nCREATE OR REPLACE FUNCTION a() RETURNS int LANGUAGE sql AS $$ SELECT %d $$;\n", n)
+	}
 	fsys := fstest.MapFS{
-		"a.sql":   {Data: []byte("-- a\nCREATE OR REPLACE FUNCTION a() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$;\n")},
+		"a.sql":   {Data: body(1)},
 		"VERSION": {Data: []byte("1 sha256:x\n")},
 	}
 	s1, err := functions.Load(fsys)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, s1.Version)
-	fsys["a.sql"] = &fstest.MapFile{Data: []byte("-- a\nCREATE OR REPLACE FUNCTION a() RETURNS int LANGUAGE sql AS $$ SELECT 2 $$;\n")}
+	fsys["a.sql"] = &fstest.MapFile{Data: body(2)}
 	s2, err := functions.Load(fsys)
 	require.NoError(t, err)
 	require.NotEqual(t, s1.Checksum, s2.Checksum, "a changed body changes the checksum")

@@ -94,8 +94,9 @@ func TestFunctionSet_EqualVersionIsANoOp(t *testing.T) {
 	require.NoError(t, err)
 	// Change a body behind the runner's back: an equal set must not touch
 	// pg_proc at all (no re-apply, no plan invalidation on every boot).
+	const handEdited = "announce_cap"
 	_, err = connect(t, url).Exec(context.Background(),
-		`CREATE OR REPLACE FUNCTION announce_cap() RETURNS int LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 7 $$`)
+		`CREATE OR REPLACE FUNCTION `+handEdited+`() RETURNS int LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 7 $$`)
 	require.NoError(t, err)
 	rep, err := upWith(t, url, nil)
 	require.NoError(t, err)
