@@ -88,7 +88,7 @@ func (s *Store) ChildrenPages(ctx context.Context, keys []ChildrenKey) (map[Chil
 		}
 		for _, owner := range groups[sh] {
 			out[ChildrenKey{OwnerID: owner, Phases: sh.phases, Limit: sh.limit, After: sh.after}] =
-				childrenPage(byOwner[owner], limits[i])
+				newPage(byOwner[owner], limits[i])
 		}
 	}
 	return out, nil
@@ -165,18 +165,4 @@ func readChildrenPage(br pgx.BatchResults) (map[uuid.UUID][]resource.Resource, e
 		return nil, mapErr(err, "children pages")
 	}
 	return byOwner, nil
-}
-
-// childrenPage cuts one owner's rows (limit + 1 at most) into a page.
-func childrenPage(items []resource.Resource, limit int) Page {
-	page := Page{Items: items}
-	if len(items) > limit {
-		page.Items = items[:limit]
-		last := page.Items[limit-1]
-		page.NextCursor = encodeKeyset(last.CreatedAt, last.ID)
-	}
-	if page.Items == nil {
-		page.Items = []resource.Resource{}
-	}
-	return page
 }

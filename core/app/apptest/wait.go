@@ -14,15 +14,24 @@ import (
 // poll is how often the waits re-check their condition.
 const poll = 20 * time.Millisecond
 
-// WaitFor re-checks cond until it holds, failing the test after within.
-func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
+// eventually re-checks cond every poll until it holds (true) or within
+// has passed (false).
+func eventually(within time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
+			return false
 		}
 		time.Sleep(poll)
+	}
+	return true
+}
+
+// WaitFor re-checks cond until it holds, failing the test after within.
+func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !eventually(within, cond) {
+		t.Fatalf("timed out after %s waiting for %s", within, what)
 	}
 }
 
@@ -37,16 +46,15 @@ func (s *Stack) WaitPhase(kind, name string, phase resource.Phase, within time.D
 func WaitPhase(t testing.TB, st *store.Store, kind, name string, phase resource.Phase, within time.Duration) resource.Resource {
 	t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(within)
 	var last resource.Resource
-	for time.Now().Before(deadline) {
-		if r, err := st.GetResource(ctx, kind, name); err == nil {
+	if eventually(within, func() bool {
+		r, err := st.GetResource(ctx, kind, name)
+		if err == nil {
 			last = r
-			if r.Phase == phase {
-				return r
-			}
 		}
-		time.Sleep(poll)
+		return err == nil && r.Phase == phase
+	}) {
+		return last
 	}
 	t.Fatalf("%s/%s did not reach %s within %s; last phase %q (gen %d synced %d failure %d) status %s%s", kind, name, phase, within,
 		last.Phase, last.Generation, last.SyncedGen, last.FailureGen, last.Status, why(st, last))
@@ -59,20 +67,20 @@ func (s *Stack) WaitSubtree(kind, name string, within time.Duration,
 	done func(root resource.Resource, below []resource.Resource) bool) (resource.Resource, []resource.Resource) {
 	s.t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(within)
 	var (
 		root  resource.Resource
 		below []resource.Resource
 	)
-	for time.Now().Before(deadline) {
+	if eventually(within, func() bool {
 		r, err := s.Store.GetResource(ctx, kind, name)
-		if err == nil {
-			root = r
-			if below, err = s.descendants(ctx, r); err == nil && done(root, below) {
-				return root, below
-			}
+		if err != nil {
+			return false
 		}
-		time.Sleep(poll)
+		root = r
+		below, err = s.descendants(ctx, r)
+		return err == nil && done(root, below)
+	}) {
+		return root, below
 	}
 	var b strings.Builder
 	for _, c := range below {
