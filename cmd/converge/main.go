@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/converge-run/converge/core/app"
 	"github.com/converge-run/converge/core/dbauth"
 	"github.com/converge-run/converge/core/logging"
 	"github.com/converge-run/converge/db/migrate"
@@ -99,22 +100,7 @@ func migrateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rep, err := r.Up(ctx)
-			if err != nil {
-				return err
-			}
-			v, err := r.Version(ctx)
-			if err != nil {
-				return err
-			}
-			if rep.Functions.Action == migrate.FunctionsNewerPresent {
-				log.Warn().Int64("functions_embedded", rep.Functions.Embedded).Int64("functions_version", rep.Functions.Recorded).
-					Msg("a newer function set is present (a newer binary migrated this database); leaving it alone")
-			}
-			log.Info().Int("applied", rep.Migrations).Int64("version", v).
-				Str("functions", string(rep.Functions.Action)).Int64("functions_version", rep.Functions.Recorded).
-				Msg("schema up to date")
-			return nil
+			return app.MigrateUp(ctx, r, log)
 		}),
 	}, &cobra.Command{
 		Use:   "down",

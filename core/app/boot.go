@@ -27,6 +27,13 @@ func migrateAtBoot(ctx context.Context, cfg config.Config, hook dbauth.Hook, log
 		return err
 	}
 	defer r.Close()
+	return MigrateUp(ctx, r, log)
+}
+
+// MigrateUp applies the function set and pending migrations through r and
+// logs the outcome (a warning when a newer function set is present); boot
+// and `converge migrate up` both use it.
+func MigrateUp(ctx context.Context, r *migrate.Runner, log zerolog.Logger) error {
 	rep, err := r.Up(ctx)
 	if err != nil {
 		return err
