@@ -330,6 +330,9 @@ func (p *Process) servers(cfg config.Config, tlsR *tlsreload.Reloader, opts Opti
 			out["broker"] = b
 		}
 	}
+	if cfg.PprofAddr != "" {
+		out["pprof"] = server.Pprof(cfg.PprofAddr, p.Log)
+	}
 	if p.Broker != nil && cfg.BrokerAddr != "" {
 		b := server.New("broker", cfg.BrokerAddr, mainTLS, p.Log)
 		path, h := p.Broker.Handler()

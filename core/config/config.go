@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strconv"
@@ -43,6 +44,7 @@ type Config struct {
 	TLSReload       time.Duration // TLS_RELOAD_INTERVAL (default 3m)
 	DBIAMAuth       bool          // DB_IAM_AUTH: RDS/Aurora IAM auth tokens
 	APITokensFile   string        // API_TOKENS_FILE: bearer tokens → roles; empty = open API
+	PprofAddr       string        // PPROF_ADDR: a loopback host:port serving net/http/pprof; empty = off
 	Version         string        // build version (not from env)
 }
 
@@ -105,6 +107,7 @@ func Parse(getenv func(string) string, version string) (Config, error) {
 	str(&c.TLSKeyFile, "TLS_KEY_FILE")
 	str(&c.TLSClientCAFile, "TLS_CLIENT_CA_FILE")
 	str(&c.APITokensFile, "API_TOKENS_FILE")
+	str(&c.PprofAddr, "PPROF_ADDR")
 	dur := func(dst *time.Duration, name string) {
 		v := getenv(name)
 		if v == "" {
@@ -155,7 +158,26 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.validateListen()...)
+	if err := validatePprof(c.PprofAddr); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// validatePprof accepts only a loopback PPROF_ADDR: profiles expose
+// memory contents and cost CPU, so they are never served to the network.
+func validatePprof(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("PPROF_ADDR=%q: want host:port", addr)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("PPROF_ADDR=%q: profiling is served on loopback only (127.0.0.1, ::1 or localhost)", addr)
+	}
+	return nil
 }
 
 func (c Config) validateListen() []error {
@@ -201,6 +223,7 @@ func (c Config) Redacted() map[string]any {
 		"TLS_RELOAD_INTERVAL":            c.TLSReload.String(),
 		"DB_IAM_AUTH":                    c.DBIAMAuth,
 		"API_AUTH":                       c.APITokensFile != "",
+		"PPROF_ADDR":                     c.PprofAddr,
 	}
 }
 

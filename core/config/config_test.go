@@ -48,7 +48,11 @@ func TestParse(t *testing.T) {
 			require.True(t, c.Secure())
 			require.Equal(t, "0.0.0.0:8443", c.ListenHostPort())
 		}},
-		"bad scheme": {reason: "only http/https schemes", env: with("LISTEN_ADDR", "ftp://x:1"), wantErr: "LISTEN_ADDR"},
+		"bad scheme":   {reason: "only http/https schemes", env: with("LISTEN_ADDR", "ftp://x:1"), wantErr: "LISTEN_ADDR"},
+		"pprof public": {reason: "profiles are never served to the network", env: with("PPROF_ADDR", "0.0.0.0:6060"), wantErr: "loopback only"},
+		"pprof loopback": {reason: "a loopback profiler is accepted", env: with("PPROF_ADDR", "127.0.0.1:6060"), check: func(t *testing.T, c Config) {
+			require.Equal(t, "127.0.0.1:6060", c.PprofAddr)
+		}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

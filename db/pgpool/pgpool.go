@@ -4,7 +4,10 @@
 package pgpool
 
 import (
+	"context"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -36,6 +39,10 @@ func Config(url string, maxConns int32) (*pgxpool.Config, error) {
 	}
 	if maxConns > 0 {
 		pc.MaxConns = maxConns
+	}
+	pc.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		RegisterUUID(c.TypeMap())
+		return nil
 	}
 	return pc, nil
 }

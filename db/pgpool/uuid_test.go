@@ -1,0 +1,45 @@
+package pgpool_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/db/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// TestUUIDRoundTrip: ids go to Postgres and back as binary uuids through the
+// registered codec, alone, in arrays and as NULLs, and compare equal in SQL
+// (a text-formatted id would also compare equal, so the byte form is checked
+// through uuid_send).
+func TestUUIDRoundTrip(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t) // built from pgpool.Config
+	ctx := context.Background()
+	a, b := uuid.New(), uuid.New()
+
+	var got uuid.UUID
+	var raw []byte
+	require.NoError(t, pool.QueryRow(ctx, `SELECT $1::uuid, uuid_send($1::uuid)`, a).Scan(&got, &raw))
+	require.Equal(t, a, got)
+	require.Equal(t, a[:], raw)
+
+	var ids []uuid.UUID
+	require.NoError(t, pool.QueryRow(ctx, `SELECT array_agg(x ORDER BY o) FROM unnest($1::uuid[]) WITH ORDINALITY AS t(x, o)`,
+		[]uuid.UUID{a, b}).Scan(&ids))
+	require.Equal(t, []uuid.UUID{a, b}, ids)
+
+	var maybe *uuid.UUID
+	require.NoError(t, pool.QueryRow(ctx, `SELECT NULL::uuid`).Scan(&maybe))
+	require.Nil(t, maybe)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT $1::uuid`, b).Scan(&maybe))
+	require.Equal(t, b, *maybe)
+
+	var n *int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT cardinality($1::uuid[])`, []uuid.UUID(nil)).Scan(&n))
+	require.Nil(t, n, "a nil slice is a NULL array")
+}
