@@ -841,10 +841,16 @@ BEGIN
 
     SELECT array_agg(r.id) FILTER (WHERE r.root_id IS NULL) INTO v_top
       FROM resources r WHERE r.id = ANY (v_roots);
+    -- The unsettled descendants come from the phase index; the locks are
+    -- taken on their resources rows, which every settler locks first (the
+    -- phase index entry is rewritten later, by the statement's trigger), so
+    -- the wait is the same and no lock order is inverted.
     PERFORM 1 FROM resources d
-     WHERE (d.root_id = ANY (v_top)
-            OR d.id IN (SELECT descendant_ids(r.id) FROM resources r
-                         WHERE r.id = ANY (v_roots) AND r.root_id IS NOT NULL))
+     WHERE d.id IN (SELECT u.id FROM resource_phases u
+                     WHERE u.root_id = ANY (v_top) AND u.phase = 'Reconciling'
+                    UNION ALL
+                    SELECT x FROM resources r CROSS JOIN LATERAL descendant_ids(r.id) AS x
+                     WHERE r.id = ANY (v_roots) AND r.root_id IS NOT NULL)
        AND d.synced_gen < d.generation AND d.failure_gen <> d.generation
        AND d.frozen_until IS NULL AND d.deletion_requested_at IS NULL
        AND d.xmax <> '0'::xid
@@ -1432,24 +1438,26 @@ CREATE FUNCTION public.requeue_failed_and_pending(p_lo integer, p_hi integer, p_
     AS $$
 DECLARE
     v_ids    uuid[];
-    -- entries of idx_resources_lagging examined per shard per call
+    -- entries of idx_resource_phases_lagging examined per shard per call
     v_budget int := greatest(p_max, 64);
 BEGIN
     SELECT array_agg(c.id ORDER BY c.updated_at) INTO v_ids
       FROM (SELECT w.id, w.updated_at
               FROM generate_series(p_lo, p_hi) AS s(shard)
              CROSS JOIN LATERAL (
-                    SELECT r.id, r.updated_at, r.shard_id
-                      FROM resources r
-                     WHERE r.shard_id = s.shard
-                       AND r.synced_gen < r.generation
-                       AND r.updated_at < p_now - p_retry_after
-                     ORDER BY r.updated_at
+                    SELECT p.id, p.shard_id
+                      FROM resource_phases p
+                     WHERE p.shard_id = s.shard
+                       AND p.phase IN ('Reconciling', 'Failed')
+                       AND p.since < p_now - p_retry_after
+                     ORDER BY p.since
                      LIMIT v_budget) l
              CROSS JOIN LATERAL (
                     SELECT r.id, r.updated_at
                       FROM resources r
                      WHERE r.id = l.id
+                       AND r.synced_gen < r.generation
+                       AND r.updated_at < p_now - p_retry_after
                        AND r.frozen_until IS NULL
                        AND r.deletion_requested_at IS NULL
                        AND NOT (r.failure_terminal AND r.failure_gen = r.generation)
@@ -1468,6 +1476,14 @@ BEGIN
     IF v_ids IS NULL THEN
         RETURN 0;
     END IF;
+    -- To the back of the walk's line: a row that keeps failing is retried
+    -- once per window and never holds the budget against younger rows.
+    -- SKIP LOCKED: a drainer rewriting the same entries (its trigger, in no
+    -- particular order) is never waited on, so no lock cycle can form; the
+    -- entry it rewrites gets a fresh since from it anyway.
+    UPDATE resource_phases p SET since = p_now
+     WHERE p.id IN (SELECT l.id FROM resource_phases l WHERE l.id = ANY (v_ids)
+                     ORDER BY l.id FOR UPDATE SKIP LOCKED);
     RETURN coalesce(schedule_eligible(v_ids, p_now), 0);
 END
 $$;
@@ -1488,15 +1504,73 @@ BEGIN
     END IF;
     SELECT array_agg(c.id) INTO v_ids
       FROM (SELECT r.id
-              FROM resources r
-             WHERE r.kind = p_kind
-               AND r.phase IN ('Ready', 'Degraded')
-               AND r.version = p_version
-               AND r.shard_id BETWEEN p_lo AND p_hi
-               AND greatest(r.updated_at, r.last_resync_at) < p_now - p_interval
+              FROM resource_phases p
+             CROSS JOIN LATERAL (
+                    SELECT r.id, r.updated_at, r.last_resync_at
+                      FROM resources r
+                     WHERE r.id = p.id
+                       AND r.version = p_version
+                       AND greatest(r.updated_at, r.last_resync_at) < p_now - p_interval
+                    OFFSET 0) r
+             WHERE p.kind = p_kind
+               AND p.phase IN ('Ready', 'Degraded')
+               AND p.shard_id BETWEEN p_lo AND p_hi
              ORDER BY greatest(r.updated_at, r.last_resync_at)
              LIMIT p_max) c;
     RETURN resync_enqueue(v_ids, p_recompose, p_now);
+END
+$$;
+
+--
+-- Name: resource_phases_delete(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.resource_phases_delete() RETURNS trigger
+    LANGUAGE plpgsql
+    SET jit TO 'off'
+    AS $$
+BEGIN
+    DELETE FROM resource_phases s WHERE s.id = ANY (ARRAY(SELECT o.id FROM old_rows o));
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: resource_phases_insert(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.resource_phases_insert() RETURNS trigger
+    LANGUAGE plpgsql
+    SET jit TO 'off'
+    AS $$
+BEGIN
+    INSERT INTO resource_phases (id, kind, owner_id, root_id, shard_id, created_at, phase, since)
+    SELECT n.id, n.kind, n.owner_id, n.root_id, n.shard_id, n.created_at, n.phase, now()
+      FROM new_rows n
+    ON CONFLICT (id) DO NOTHING;
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: resource_phases_update(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.resource_phases_update() RETURNS trigger
+    LANGUAGE plpgsql
+    SET jit TO 'off'
+    AS $$
+BEGIN
+    UPDATE resource_phases s
+       SET phase = n.phase, kind = n.kind, owner_id = n.owner_id, root_id = n.root_id,
+           shard_id = n.shard_id, created_at = n.created_at,
+           since = CASE WHEN s.phase = n.phase THEN s.since ELSE now() END
+      FROM new_rows n
+     WHERE s.id = ANY (ARRAY(SELECT x.id FROM new_rows x))
+       AND s.id = n.id
+       AND (s.phase, s.kind, s.owner_id, s.root_id, s.shard_id, s.created_at)
+           IS DISTINCT FROM (n.phase, n.kind, n.owner_id, n.root_id, n.shard_id, n.created_at);
+    RETURN NULL;
 END
 $$;
 
@@ -1761,10 +1835,8 @@ DECLARE
 BEGIN
     IF p_top THEN
         SELECT count(*), coalesce(bool_or(NOT xmax_in_flight(x.xmax)), false) INTO v_n, v_idle
-          FROM (SELECT d.xmax FROM resources d
-                 WHERE d.root_id = p_root
-                   AND d.synced_gen < d.generation AND d.failure_gen <> d.generation
-                   AND d.frozen_until IS NULL AND d.deletion_requested_at IS NULL
+          FROM (SELECT d.xmax FROM resource_phases d
+                 WHERE d.root_id = p_root AND d.phase = 'Reconciling'
                  LIMIT 5) x;
         IF v_n = 0 THEN
             RETURN 0;
@@ -1776,23 +1848,17 @@ BEGIN
             RETURN 2;
         END IF;
         RETURN CASE WHEN EXISTS (
-                        SELECT 1 FROM resources d
-                         WHERE d.root_id = p_root
-                           AND d.synced_gen < d.generation AND d.failure_gen <> d.generation
-                           AND d.frozen_until IS NULL AND d.deletion_requested_at IS NULL
+                        SELECT 1 FROM resource_phases d
+                         WHERE d.root_id = p_root AND d.phase = 'Reconciling'
                            AND NOT xmax_in_flight(d.xmax))
                     THEN 1 ELSE 2 END;
     END IF;
     WITH RECURSIVE sub AS (
-        SELECT c.id, c.xmax AS x, c.synced_gen, c.generation, c.failure_gen, c.frozen_until, c.deletion_requested_at
-          FROM resources c WHERE c.owner_id = p_root
+        SELECT c.id, c.xmax AS x, c.phase FROM resource_phases c WHERE c.owner_id = p_root
         UNION ALL
-        SELECT c.id, c.xmax, c.synced_gen, c.generation, c.failure_gen, c.frozen_until, c.deletion_requested_at
-          FROM resources c JOIN sub s ON c.owner_id = s.id)
+        SELECT c.id, c.xmax, c.phase FROM resource_phases c JOIN sub s ON c.owner_id = s.id)
     SELECT count(*), coalesce(bool_or(NOT xmax_in_flight(u.x)), false) INTO v_n, v_idle
-      FROM (SELECT d.x FROM sub d
-             WHERE d.synced_gen < d.generation AND d.failure_gen <> d.generation
-               AND d.frozen_until IS NULL AND d.deletion_requested_at IS NULL) u;
+      FROM (SELECT d.x FROM sub d WHERE d.phase = 'Reconciling') u;
     RETURN CASE WHEN v_n = 0 THEN 0 WHEN v_n <= p_few OR NOT v_idle THEN 2 ELSE 1 END;
 END
 $$;
@@ -2855,6 +2921,22 @@ ALTER TABLE public.resource_phase_deltas ALTER COLUMN id ADD GENERATED ALWAYS AS
 );
 
 --
+-- Name: resource_phases; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.resource_phases (
+    id uuid NOT NULL,
+    kind text NOT NULL,
+    owner_id uuid,
+    root_id uuid,
+    shard_id integer NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    phase text NOT NULL,
+    since timestamp with time zone DEFAULT now() NOT NULL
+)
+WITH (fillfactor='90', autovacuum_vacuum_scale_factor='0.02', autovacuum_analyze_scale_factor='0.02');
+
+--
 -- Name: resources; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -2896,7 +2978,8 @@ END) STORED,
     CONSTRAINT resources_labels_check CHECK ((jsonb_typeof(labels) = 'object'::text)),
     CONSTRAINT resources_name_check CHECK ((name ~ '^[a-z0-9]([a-z0-9._-]{0,251}[a-z0-9])?$'::text)),
     CONSTRAINT resources_shard_id_check CHECK (((shard_id >= 0) AND (shard_id <= 255)))
-);
+)
+WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0.02', autovacuum_analyze_scale_factor='0.02');
 
 --
 -- Name: rollup_recheck; Type: TABLE; Schema: public; Owner: -
@@ -4261,6 +4344,13 @@ ALTER TABLE ONLY public.resource_phase_deltas
     ADD CONSTRAINT resource_phase_deltas_pkey PRIMARY KEY (id);
 
 --
+-- Name: resource_phases resource_phases_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.resource_phases
+    ADD CONSTRAINT resource_phases_pkey PRIMARY KEY (id);
+
+--
 -- Name: resources resources_kind_name_key; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -4587,6 +4677,36 @@ CREATE INDEX idx_resource_events_resource ON public.resource_events USING btree 
 CREATE INDEX idx_resource_operations_resource ON public.resource_operations USING btree (resource_id, created_at DESC);
 
 --
+-- Name: idx_resource_phases_kind_page; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_resource_phases_kind_page ON public.resource_phases USING btree (kind, phase, created_at DESC, id DESC);
+
+--
+-- Name: idx_resource_phases_lagging; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_resource_phases_lagging ON public.resource_phases USING btree (shard_id, since) WHERE (phase = ANY (ARRAY['Reconciling'::text, 'Failed'::text]));
+
+--
+-- Name: idx_resource_phases_owner_page; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_resource_phases_owner_page ON public.resource_phases USING btree (owner_id, phase, created_at DESC, id DESC) WHERE (owner_id IS NOT NULL);
+
+--
+-- Name: idx_resource_phases_page; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_resource_phases_page ON public.resource_phases USING btree (phase COLLATE "C", created_at DESC, id DESC);
+
+--
+-- Name: idx_resource_phases_unsettled; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_resource_phases_unsettled ON public.resource_phases USING btree (root_id) WHERE ((phase = 'Reconciling'::text) AND (root_id IS NOT NULL));
+
+--
 -- Name: idx_resources_deleting; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -4605,40 +4725,16 @@ CREATE INDEX idx_resources_failed ON public.resources USING btree (shard_id) WHE
 CREATE INDEX idx_resources_frozen_sweep ON public.resources USING btree (frozen_until) WHERE (frozen_until IS NOT NULL);
 
 --
--- Name: idx_resources_kind_phase_page; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX idx_resources_kind_phase_page ON public.resources USING btree (kind, phase, created_at DESC, id DESC);
-
---
 -- Name: idx_resources_labels; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX idx_resources_labels ON public.resources USING gin (labels jsonb_path_ops);
 
 --
--- Name: idx_resources_lagging; Type: INDEX; Schema: public; Owner: -
+-- Name: idx_resources_owner; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX idx_resources_lagging ON public.resources USING btree (shard_id, updated_at) WHERE (synced_gen < generation);
-
---
--- Name: idx_resources_owner_phase_page; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX idx_resources_owner_phase_page ON public.resources USING btree (owner_id, phase, created_at DESC, id DESC) WHERE (owner_id IS NOT NULL);
-
---
--- Name: idx_resources_phase_page; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX idx_resources_phase_page ON public.resources USING btree (phase COLLATE "C", created_at DESC, id DESC);
-
---
--- Name: idx_resources_unsettled; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX idx_resources_unsettled ON public.resources USING btree (root_id) WHERE ((root_id IS NOT NULL) AND (synced_gen < generation) AND (failure_gen <> generation) AND (frozen_until IS NULL) AND (deletion_requested_at IS NULL));
+CREATE INDEX idx_resources_owner ON public.resources USING btree (owner_id) WHERE (owner_id IS NOT NULL);
 
 --
 -- Name: idx_rollup_recheck_shard; Type: INDEX; Schema: public; Owner: -
@@ -5917,6 +6013,24 @@ ALTER INDEX public.idx_work_queue_pending ATTACH PARTITION public.work_queue_p9_
 --
 
 ALTER INDEX public.work_queue_pkey ATTACH PARTITION public.work_queue_p9_pkey;
+
+--
+-- Name: resources _resource_phases_delete; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER _resource_phases_delete AFTER DELETE ON public.resources REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION public.resource_phases_delete();
+
+--
+-- Name: resources _resource_phases_insert; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER _resource_phases_insert AFTER INSERT ON public.resources REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.resource_phases_insert();
+
+--
+-- Name: resources _resource_phases_update; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER _resource_phases_update AFTER UPDATE ON public.resources REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.resource_phases_update();
 
 --
 -- Name: resources cascade_on_ready_change; Type: TRIGGER; Schema: public; Owner: -

@@ -131,7 +131,7 @@ SELECT `+resourceColumns+`, o.owner_id
           FROM unnest($2::text[]) AS p(phase)
          CROSS JOIN LATERAL (
                 SELECT r.id, r.created_at
-                  FROM resources r
+                  FROM resource_phases r
                  WHERE r.owner_id = o.owner_id AND r.phase = p.phase`+cursor+`
                  ORDER BY r.created_at DESC, r.id DESC
                  LIMIT $3

@@ -43,8 +43,9 @@ type Page struct {
 //
 // Without a label filter the plan is one LATERAL branch per requested phase
 // (an unfiltered list is the union of all seven), each an index range scan of
-// a phase-keyed page index (idx_resources_kind_phase_page,
-// idx_resources_owner_phase_page or idx_resources_phase_page) that starts at
+// a page index of the phase index table resource_phases
+// (idx_resource_phases_kind_page, idx_resource_phases_owner_page or
+// idx_resource_phases_page) that starts at
 // the cursor and stops after limit+1 rows; the branches are merged and cut,
 // then the page's rows are fetched by primary key. Nothing sorts more than
 // 7 × (limit+1) index entries, whatever the table's size or the page's depth.
@@ -149,7 +150,9 @@ func (a *argList) add(v any) string {
 	return fmt.Sprintf("$%d", len(*a))
 }
 
-// filters renders the predicates on r other than the access path's own.
+// filters renders the predicates on r other than the access path's own
+// (the label filter on rl, the resources row, in the phase branch; on r in
+// the label walk, where r is the resources row).
 func (sp listSpec) filters(args *argList, phases, labels bool) string {
 	var w strings.Builder
 	if phases && !sp.allPhases {
@@ -162,13 +165,17 @@ func (sp listSpec) filters(args *argList, phases, labels bool) string {
 		fmt.Fprintf(&w, " AND r.owner_id = %s", args.add(*sp.owner))
 	}
 	if labels && len(sp.labels) > 0 {
-		fmt.Fprintf(&w, " AND r.labels @> %s::jsonb", args.add(sp.labels))
+		alias := "r"
+		if !phases {
+			alias = "rl"
+		}
+		fmt.Fprintf(&w, " AND %s.labels @> %s::jsonb", alias, args.add(sp.labels))
 	}
 	return w.String()
 }
 
 // phaseCond is a phase branch's phase match. Only a page without a kind or
-// owner filter compares under the "C" collation of idx_resources_phase_page,
+// owner filter compares under the "C" collation of idx_resource_phases_page,
 // so a kind or owner page can only walk its own index (see the index's
 // comment in the baseline migration).
 func phaseCond(sp listSpec) string {
@@ -185,6 +192,13 @@ func phaseQuery(sp listSpec) listQuery {
 	if sp.after != nil {
 		where += fmt.Sprintf(" AND (r.created_at, r.id) < (%s::timestamptz, %s::uuid)", args.add(sp.after.at), args.add(sp.after.id))
 	}
+	// The branch walks the phase index (resource_phases, whose columns are
+	// named as on resources); a label filter reads each entry's labels from
+	// its resources row by primary key.
+	from := "resource_phases r"
+	if len(sp.labels) > 0 {
+		from = "resource_phases r JOIN resources rl ON rl.id = r.id"
+	}
 	sql := `
 SELECT ` + resourceColumns + `
   FROM (
@@ -192,7 +206,7 @@ SELECT ` + resourceColumns + `
           FROM unnest($1::text[]) AS p(phase)
          CROSS JOIN LATERAL (
                 SELECT r.id, r.created_at
-                  FROM resources r
+                  FROM ` + from + `
                  WHERE ` + phaseCond(sp) + where + `
                  ORDER BY r.created_at DESC, r.id DESC
                  LIMIT $2

@@ -335,7 +335,7 @@ func TestListResources_PlanUsesPageIndexesWithoutSortingTheTable(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, applyFixtureKinds(ctx, e.store))
 	require.NoError(t, loadFixture(ctx, e.pool, 0, 20000))
-	_, err := e.pool.Exec(ctx, "VACUUM ANALYZE resources")
+	_, err := e.pool.Exec(ctx, "VACUUM ANALYZE resources, resource_phases")
 	require.NoError(t, err)
 	var owner, bigOwner uuid.UUID
 	require.NoError(t, e.pool.QueryRow(ctx, `SELECT id FROM resources WHERE name = 'bom-500'`).Scan(&owner))
@@ -344,7 +344,7 @@ func TestListResources_PlanUsesPageIndexesWithoutSortingTheTable(t *testing.T) {
 	_, err = e.pool.Exec(ctx, `UPDATE resources SET owner_id = $1, root_id = $1
 		WHERE kind <> 'bom' AND name ~ '-1[0-5][0-9]{3}$'`, bigOwner)
 	require.NoError(t, err)
-	_, err = e.pool.Exec(ctx, "VACUUM ANALYZE resources, resource_labels")
+	_, err = e.pool.Exec(ctx, "VACUUM ANALYZE resources, resource_phases, resource_labels")
 	require.NoError(t, err)
 	var deepName string
 	require.NoError(t, e.pool.QueryRow(ctx,
@@ -359,18 +359,18 @@ func TestListResources_PlanUsesPageIndexesWithoutSortingTheTable(t *testing.T) {
 		// returns: the planner's choice when a branch is known to be tiny.
 		smallSet bool
 	}{
-		"KindPhase":     {"a kind + phase page", ListOptions{Kind: "vpc", Phases: []resource.Phase{resource.PhaseFailed}}, "idx_resources_kind_phase_page", false},
-		"KindAllPhases": {"a kind page, all phases, deep", ListOptions{Kind: "subnet", After: cursor}, "idx_resources_kind_phase_page", false},
-		"Owner":         {"a large owner's page", ListOptions{OwnerID: &bigOwner}, "idx_resources_owner_phase_page", false},
-		"OwnerPhases":   {"a large owner's page, two phases", ListOptions{OwnerID: &bigOwner, Phases: []resource.Phase{resource.PhaseReady, resource.PhaseDegraded}}, "idx_resources_owner_phase_page", false},
-		"SmallOwner":    {"a small owner's page", ListOptions{OwnerID: &owner}, "idx_resources_owner_phase_page", true},
-		"Unfiltered":    {"the first page of everything", ListOptions{}, "idx_resources_phase_page", false},
-		"Deep":          {"a deep page of everything", ListOptions{After: cursor}, "idx_resources_phase_page", false},
+		"KindPhase":     {"a kind + phase page", ListOptions{Kind: "vpc", Phases: []resource.Phase{resource.PhaseFailed}}, "idx_resource_phases_kind_page", false},
+		"KindAllPhases": {"a kind page, all phases, deep", ListOptions{Kind: "subnet", After: cursor}, "idx_resource_phases_kind_page", false},
+		"Owner":         {"a large owner's page", ListOptions{OwnerID: &bigOwner}, "idx_resource_phases_owner_page", false},
+		"OwnerPhases":   {"a large owner's page, two phases", ListOptions{OwnerID: &bigOwner, Phases: []resource.Phase{resource.PhaseReady, resource.PhaseDegraded}}, "idx_resource_phases_owner_page", false},
+		"SmallOwner":    {"a small owner's page", ListOptions{OwnerID: &owner}, "idx_resource_phases_owner_page", true},
+		"Unfiltered":    {"the first page of everything", ListOptions{}, "idx_resource_phases_page", false},
+		"Deep":          {"a deep page of everything", ListOptions{After: cursor}, "idx_resource_phases_page", false},
 		"Label":         {"a label page walks the label's entries", ListOptions{Labels: map[string]string{"team": "t7"}, After: cursor}, "resource_labels_pkey", false},
 		"LabelPhase":    {"a label + phase page", ListOptions{Labels: map[string]string{"env": "prod"}, Phases: []resource.Phase{resource.PhaseFailed}}, "resource_labels_pkey", false},
 	}
-	pageIndexes := map[string]bool{"idx_resources_phase_page": true, "idx_resources_kind_phase_page": true,
-		"idx_resources_owner_phase_page": true, "resources_pkey": true, "resource_labels_pkey": true}
+	pageIndexes := map[string]bool{"idx_resource_phases_page": true, "idx_resource_phases_kind_page": true,
+		"idx_resource_phases_owner_page": true, "resources_pkey": true, "resource_labels_pkey": true}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			q, err := buildListQuery(tc.opts)
@@ -386,10 +386,10 @@ func TestListResources_PlanUsesPageIndexesWithoutSortingTheTable(t *testing.T) {
 				if n.Index != "" {
 					indexes[n.Index] = true
 				}
-				if n.Relation != "resources" && n.Relation != "resource_labels" {
+				if n.Relation != "resources" && n.Relation != "resource_phases" && n.Relation != "resource_labels" {
 					return
 				}
-				require.NotEqual(t, "Seq Scan", n.NodeType, "%s: sequential scan of resources\n%s", tc.reason, raw)
+				require.NotEqual(t, "Seq Scan", n.NodeType, "%s: sequential scan of %s\n%s", tc.reason, n.Relation, raw)
 				if n.NodeType == "Bitmap Heap Scan" {
 					require.True(t, tc.smallSet, "%s: bitmap scan of resources\n%s", tc.reason, raw)
 					return

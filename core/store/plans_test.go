@@ -54,8 +54,8 @@ func TestPlans_RollupAndListKeepTheirPlans(t *testing.T) {
 				require.NotEmpty(t, sub.Nodes)
 				plans := rec.Take(t)
 				spec.Rules = []plantest.Rule{
-					{Match: "FROM resources d", Uses: []string{"idx_resources_unsettled"}},
-					{Match: "WITH RECURSIVE sub", Uses: []string{"idx_resources_owner_phase_page"}},
+					{Match: "FROM resource_phases d", Uses: []string{"idx_resource_phases_unsettled"}},
+					{Match: "WITH RECURSIVE sub", Uses: []string{"idx_resources_owner"}},
 				}
 				plantest.Check(t, plans, spec)
 				t.Log("\n" + plantest.Summary(plans))
@@ -68,11 +68,11 @@ func TestPlans_RollupAndListKeepTheirPlans(t *testing.T) {
 					opts  ListOptions
 					index string
 				}{
-					{"unfiltered", ListOptions{}, "idx_resources_phase_page"},
-					{"phase", ListOptions{Phases: []resource.Phase{resource.PhaseReconciling}}, "idx_resources_phase_page"},
-					{"kind", ListOptions{Kind: "subnet"}, "idx_resources_kind_phase_page"},
-					{"kind+Ready", ListOptions{Kind: "subnet", Phases: []resource.Phase{resource.PhaseReady}}, "idx_resources_kind_phase_page"},
-					{"owner", ListOptions{OwnerID: &root}, "idx_resources_owner_phase_page"},
+					{"unfiltered", ListOptions{}, "idx_resource_phases_page"},
+					{"phase", ListOptions{Phases: []resource.Phase{resource.PhaseReconciling}}, "idx_resource_phases_page"},
+					{"kind", ListOptions{Kind: "subnet"}, "idx_resource_phases_kind_page"},
+					{"kind+Ready", ListOptions{Kind: "subnet", Phases: []resource.Phase{resource.PhaseReady}}, "idx_resource_phases_kind_page"},
+					{"owner", ListOptions{OwnerID: &root}, "idx_resource_phases_owner_page"},
 					{"label", ListOptions{Labels: map[string]string{"team": "t7"}}, "resource_labels_pkey"},
 					{"label+phase", ListOptions{Labels: map[string]string{"env": "prod"}, Phases: []resource.Phase{resource.PhaseReady}}, "resource_labels_pkey"},
 				}
@@ -80,7 +80,7 @@ func TestPlans_RollupAndListKeepTheirPlans(t *testing.T) {
 					page, err := s.ListResources(ctx, tc.opts)
 					require.NoError(t, err, tc.name)
 					plans := rec.Take(t)
-					spec.Rules = []plantest.Rule{{Match: "FROM resources r", Uses: []string{tc.index}}}
+					spec.Rules = []plantest.Rule{{Match: "FROM resource_phases r", Uses: []string{tc.index}}}
 					if tc.index == "resource_labels_pkey" {
 						spec.Rules[0].Match = "FROM resource_labels l"
 					}
@@ -98,7 +98,7 @@ func TestPlans_RollupAndListKeepTheirPlans(t *testing.T) {
 					require.NoError(t, err)
 				}
 				plans := rec.Take(t)
-				spec.Rules = []plantest.Rule{{Match: "FROM resources r", Uses: []string{"idx_resources_kind_phase_page"}}}
+				spec.Rules = []plantest.Rule{{Match: "FROM resource_phases r", Uses: []string{"idx_resource_phases_kind_page"}}}
 				plantest.Check(t, plans, spec)
 				t.Log("\n" + plantest.Summary(plans[len(plans)-1:]))
 			})

@@ -34,7 +34,7 @@ type Subtree struct {
 // SubtreeSettled reports whether every live descendant of root has settled,
 // without reading them: the database's own rollup gate (rollup_gate), which
 // for a top-level root stops at the first unsettled entry of
-// idx_resources_unsettled. A composite task calls it before ComposedSubtree,
+// idx_resource_phases_unsettled. A composite task calls it before ComposedSubtree,
 // so a rollup that must wait costs one probe, not a read of every child.
 // A root that no longer exists has nothing to wait for (true).
 func (s *Store) SubtreeSettled(ctx context.Context, root uuid.UUID) (bool, error) {
@@ -47,8 +47,8 @@ func (s *Store) SubtreeSettled(ctx context.Context, root uuid.UUID) (bool, error
 }
 
 // ComposedSubtree reads the live descendants of root by walking owner_id
-// down from it: the owner-leading list index at every level (there is no
-// plain root_id index; a root_id probe would read every resource), and only
+// down from it: idx_resources_owner at every level (there is no plain
+// root_id index; a root_id probe would read every resource), and only
 // below kinds that have a composer, so a composite of 1,000 leaves is one
 // index scan, not 1,000 more probes for children leaves cannot have. Each
 // deeper level is a LATERAL index probe per parent, never a table scan.

@@ -33,10 +33,16 @@ BEGIN
 
     SELECT array_agg(r.id) FILTER (WHERE r.root_id IS NULL) INTO v_top
       FROM resources r WHERE r.id = ANY (v_roots);
+    -- The unsettled descendants come from the phase index; the locks are
+    -- taken on their resources rows, which every settler locks first (the
+    -- phase index entry is rewritten later, by the statement's trigger), so
+    -- the wait is the same and no lock order is inverted.
     PERFORM 1 FROM resources d
-     WHERE (d.root_id = ANY (v_top)
-            OR d.id IN (SELECT descendant_ids(r.id) FROM resources r
-                         WHERE r.id = ANY (v_roots) AND r.root_id IS NOT NULL))
+     WHERE d.id IN (SELECT u.id FROM resource_phases u
+                     WHERE u.root_id = ANY (v_top) AND u.phase = 'Reconciling'
+                    UNION ALL
+                    SELECT x FROM resources r CROSS JOIN LATERAL descendant_ids(r.id) AS x
+                     WHERE r.id = ANY (v_roots) AND r.root_id IS NOT NULL)
        AND d.synced_gen < d.generation AND d.failure_gen <> d.generation
        AND d.frozen_until IS NULL AND d.deletion_requested_at IS NULL
        AND d.xmax <> '0'::xid

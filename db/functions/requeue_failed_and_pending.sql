@@ -1,8 +1,9 @@
 -- requeue_failed_and_pending: the reaper backstop for lagging rows.
 --
 -- Gates: rows in [p_lo, p_hi] whose spec is ahead of what was reconciled
--- (synced_gen < generation — idx_resources_lagging, empty in steady state, so
--- the scan is its own idle gate), untouched for p_retry_after (a failed
+-- (synced_gen < generation; walked through idx_resource_phases_lagging — the
+-- phase index's Reconciling and Failed rows, empty in steady state, so the
+-- scan is its own idle gate), untouched for p_retry_after (a failed
 -- reconcile is retried only after its window), with no reconcile row in the
 -- queue (the queue is UNLOGGED: after a crash this rebuilds it). Skips
 -- terminally failed rows (failure_terminal AND failure_gen = generation: they
@@ -13,7 +14,8 @@
 --
 -- Bounded work per tick, a plan that cannot go quadratic: shard by shard (a
 -- LATERAL per shard of the range) walk at most v_budget entries of
--- idx_resources_lagging oldest first, and test each for a queue row with one
+-- idx_resource_phases_lagging oldest first (since: entered the phase, or last
+-- re-pended here), and test each for a queue row with one
 -- primary-key probe of its own partition (every column of the queue's key is
 -- bound; the LIMIT 1 keeps each probe a probe, where a NOT EXISTS may be
 -- planned as a hash anti-join over the queue). The oldest p_max survivors
@@ -27,24 +29,26 @@ CREATE OR REPLACE FUNCTION requeue_failed_and_pending(p_lo int, p_hi int, p_max 
 RETURNS int LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET jit = off AS $$
 DECLARE
     v_ids    uuid[];
-    -- entries of idx_resources_lagging examined per shard per call
+    -- entries of idx_resource_phases_lagging examined per shard per call
     v_budget int := greatest(p_max, 64);
 BEGIN
     SELECT array_agg(c.id ORDER BY c.updated_at) INTO v_ids
       FROM (SELECT w.id, w.updated_at
               FROM generate_series(p_lo, p_hi) AS s(shard)
              CROSS JOIN LATERAL (
-                    SELECT r.id, r.updated_at, r.shard_id
-                      FROM resources r
-                     WHERE r.shard_id = s.shard
-                       AND r.synced_gen < r.generation
-                       AND r.updated_at < p_now - p_retry_after
-                     ORDER BY r.updated_at
+                    SELECT p.id, p.shard_id
+                      FROM resource_phases p
+                     WHERE p.shard_id = s.shard
+                       AND p.phase IN ('Reconciling', 'Failed')
+                       AND p.since < p_now - p_retry_after
+                     ORDER BY p.since
                      LIMIT v_budget) l
              CROSS JOIN LATERAL (
                     SELECT r.id, r.updated_at
                       FROM resources r
                      WHERE r.id = l.id
+                       AND r.synced_gen < r.generation
+                       AND r.updated_at < p_now - p_retry_after
                        AND r.frozen_until IS NULL
                        AND r.deletion_requested_at IS NULL
                        AND NOT (r.failure_terminal AND r.failure_gen = r.generation)
@@ -63,6 +67,14 @@ BEGIN
     IF v_ids IS NULL THEN
         RETURN 0;
     END IF;
+    -- To the back of the walk's line: a row that keeps failing is retried
+    -- once per window and never holds the budget against younger rows.
+    -- SKIP LOCKED: a drainer rewriting the same entries (its trigger, in no
+    -- particular order) is never waited on, so no lock cycle can form; the
+    -- entry it rewrites gets a fresh since from it anyway.
+    UPDATE resource_phases p SET since = p_now
+     WHERE p.id IN (SELECT l.id FROM resource_phases l WHERE l.id = ANY (v_ids)
+                     ORDER BY l.id FOR UPDATE SKIP LOCKED);
     RETURN coalesce(schedule_eligible(v_ids, p_now), 0);
 END
 $$;

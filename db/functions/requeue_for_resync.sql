@@ -6,8 +6,9 @@
 --
 -- Zero cost for kinds that do not opt in: the first statement is one PK probe
 -- on kind_config (resync_interval_secs > 0) and returns 0. For an opted-in
--- kind the scan reads the kind's settled rows through idx_resources_kind_phase_page
--- (no extra index taxes the hot write path of kinds that never resync).
+-- kind the scan reads the kind's settled rows through the phase index
+-- (idx_resource_phases_kind_page) and each row's times by primary key (no
+-- extra index taxes the hot write path of kinds that never resync).
 -- Returns the number of tasks enqueued.
 CREATE OR REPLACE FUNCTION requeue_for_resync(p_kind text, p_version text, p_lo int, p_hi int, p_interval interval,
                                    p_recompose boolean, p_max int, p_now timestamptz DEFAULT now())
@@ -21,12 +22,17 @@ BEGIN
     END IF;
     SELECT array_agg(c.id) INTO v_ids
       FROM (SELECT r.id
-              FROM resources r
-             WHERE r.kind = p_kind
-               AND r.phase IN ('Ready', 'Degraded')
-               AND r.version = p_version
-               AND r.shard_id BETWEEN p_lo AND p_hi
-               AND greatest(r.updated_at, r.last_resync_at) < p_now - p_interval
+              FROM resource_phases p
+             CROSS JOIN LATERAL (
+                    SELECT r.id, r.updated_at, r.last_resync_at
+                      FROM resources r
+                     WHERE r.id = p.id
+                       AND r.version = p_version
+                       AND greatest(r.updated_at, r.last_resync_at) < p_now - p_interval
+                    OFFSET 0) r
+             WHERE p.kind = p_kind
+               AND p.phase IN ('Ready', 'Degraded')
+               AND p.shard_id BETWEEN p_lo AND p_hi
              ORDER BY greatest(r.updated_at, r.last_resync_at)
              LIMIT p_max) c;
     RETURN resync_enqueue(v_ids, p_recompose, p_now);

@@ -10,16 +10,20 @@
 -- concurrent drain transactions, neither snapshot sees "all settled" and
 -- neither pends the root. That is only possible when every descendant this
 -- snapshot still sees as unsettled is being (or has just been) written by a
--- transaction it cannot see (xmax_in_flight). One idle unsettled descendant
+-- transaction it cannot see (xmax_in_flight). The probe reads the phase
+-- index (resource_phases, migration 00002): "unsettled" is its phase
+-- Reconciling, and a transaction that settles a row rewrites that row's
+-- phase index entry — before its own cascade runs this gate (the index's
+-- triggers fire first) — so the entry's xmax is the settler's. One idle unsettled descendant
 -- means its own settle will cascade to the root later: no straddle. At most
 -- p_few remaining unsettled also counts as "possible" (the cascade passes 4:
 -- it covers a MultiXactId xmax the in-flight test cannot read).
 -- Cost: a top root (root_id IS NULL) reads at most five entries of
--- idx_resources_unsettled (whose predicate is exactly the unsettled test) in
+-- idx_resource_phases_unsettled (whose predicate is exactly the unsettled test) in
 -- the common case — one idle row among the first five ends the probe — which
 -- keeps the per-batch root evaluation cheap on the 1M path; only a root whose
 -- first five are all in flight walks further. A nested composite walks its
--- owner subtree (lazily: the walk stops as soon as the answer is known). Each
+-- owner subtree in the phase index (lazily: the walk stops as soon as the answer is known). Each
 -- branch is planned on its own, and JIT is off (the recursive walk's estimate
 -- would otherwise compile on every call).
 CREATE OR REPLACE FUNCTION rollup_gate(p_root uuid, p_top boolean, p_few int) RETURNS int
@@ -30,10 +34,8 @@ DECLARE
 BEGIN
     IF p_top THEN
         SELECT count(*), coalesce(bool_or(NOT xmax_in_flight(x.xmax)), false) INTO v_n, v_idle
-          FROM (SELECT d.xmax FROM resources d
-                 WHERE d.root_id = p_root
-                   AND d.synced_gen < d.generation AND d.failure_gen <> d.generation
-                   AND d.frozen_until IS NULL AND d.deletion_requested_at IS NULL
+          FROM (SELECT d.xmax FROM resource_phases d
+                 WHERE d.root_id = p_root AND d.phase = 'Reconciling'
                  LIMIT 5) x;
         IF v_n = 0 THEN
             RETURN 0;
@@ -45,23 +47,17 @@ BEGIN
             RETURN 2;
         END IF;
         RETURN CASE WHEN EXISTS (
-                        SELECT 1 FROM resources d
-                         WHERE d.root_id = p_root
-                           AND d.synced_gen < d.generation AND d.failure_gen <> d.generation
-                           AND d.frozen_until IS NULL AND d.deletion_requested_at IS NULL
+                        SELECT 1 FROM resource_phases d
+                         WHERE d.root_id = p_root AND d.phase = 'Reconciling'
                            AND NOT xmax_in_flight(d.xmax))
                     THEN 1 ELSE 2 END;
     END IF;
     WITH RECURSIVE sub AS (
-        SELECT c.id, c.xmax AS x, c.synced_gen, c.generation, c.failure_gen, c.frozen_until, c.deletion_requested_at
-          FROM resources c WHERE c.owner_id = p_root
+        SELECT c.id, c.xmax AS x, c.phase FROM resource_phases c WHERE c.owner_id = p_root
         UNION ALL
-        SELECT c.id, c.xmax, c.synced_gen, c.generation, c.failure_gen, c.frozen_until, c.deletion_requested_at
-          FROM resources c JOIN sub s ON c.owner_id = s.id)
+        SELECT c.id, c.xmax, c.phase FROM resource_phases c JOIN sub s ON c.owner_id = s.id)
     SELECT count(*), coalesce(bool_or(NOT xmax_in_flight(u.x)), false) INTO v_n, v_idle
-      FROM (SELECT d.x FROM sub d
-             WHERE d.synced_gen < d.generation AND d.failure_gen <> d.generation
-               AND d.frozen_until IS NULL AND d.deletion_requested_at IS NULL) u;
+      FROM (SELECT d.x FROM sub d WHERE d.phase = 'Reconciling') u;
     RETURN CASE WHEN v_n = 0 THEN 0 WHEN v_n <= p_few OR NOT v_idle THEN 2 ELSE 1 END;
 END
 $$;

@@ -31,7 +31,7 @@
 -- distinct ids — LATERAL … OFFSET 0 subqueries and correlated sub-selects the
 -- planner cannot turn into scans — so the cached plan is right whatever the
 -- batch size and however stale the statistics of a fast-growing resources
--- table (a plan that trusted them would scan idx_resources_lagging or the
+-- table (a plan that trusted them would scan a partial index of lagging rows or the
 -- whole table per batch). JIT is off: compiling costs more than running.
 CREATE OR REPLACE FUNCTION schedule_candidates(p_ids uuid[], p_now timestamptz, p_repend boolean) RETURNS int
 LANGUAGE plpgsql SET jit = off AS $$

@@ -183,7 +183,7 @@ ON CONFLICT DO NOTHING`)
 				require.NoError(t, err)
 				plans := rec.Take(t)
 				plantest.Check(t, plans, spec([]plantest.Rule{
-					{Match: "WHERE r.id = $1 OR r.owner_id = $1", Uses: []string{"resources_pkey", "idx_resources_owner_phase_page"}},
+					{Match: "WHERE r.id = $1 OR r.owner_id = $1", Uses: []string{"resources_pkey", "idx_resources_owner"}},
 					{Match: "SELECT r.kind, r.name, r.id", Uses: []string{"resources_kind_name_key"}},
 					{Match: "ON CONFLICT (kind, name) DO NOTHING"},
 					{Match: "DELETE FROM resource_deps d", Uses: []string{"resource_deps_pkey"}},
