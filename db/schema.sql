@@ -2979,7 +2979,7 @@ END) STORED,
     CONSTRAINT resources_name_check CHECK ((name ~ '^[a-z0-9]([a-z0-9._-]{0,251}[a-z0-9])?$'::text)),
     CONSTRAINT resources_shard_id_check CHECK (((shard_id >= 0) AND (shard_id <= 255)))
 )
-WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0.02', autovacuum_analyze_scale_factor='0.02');
+WITH (fillfactor='50', autovacuum_vacuum_scale_factor='0.02', autovacuum_analyze_scale_factor='0.02');
 
 --
 -- Name: rollup_recheck; Type: TABLE; Schema: public; Owner: -
