@@ -129,9 +129,10 @@ SELECT schedule_eligible(array_agg(id)) FROM ins`, roots, benchLeaves/2)
 		wg.Wait()
 		total := n + roots
 		b.ReportMetric(float64(total)/elapsed.Seconds(), "resources/s")
-		fmt.Printf("bench-sched: n=%d resources_per_sec=%.0f drain_batch=%d claim_batch=%d elapsed_s=%.1f roots=%d leaves_per_root=%d claimers=%d drainers=%d tasks=%d composes=%d drain_deadlocks=%d\n",
+		hotPct := resourcesHotPct(ctx, pool)
+		fmt.Printf("bench-sched: n=%d resources_per_sec=%.0f drain_batch=%d claim_batch=%d elapsed_s=%.1f roots=%d leaves_per_root=%d claimers=%d drainers=%d tasks=%d composes=%d drain_deadlocks=%d resources_hot_pct=%.1f\n",
 			n, float64(total)/elapsed.Seconds(), benchDrainBatch, benchClaimBatch, elapsed.Seconds(), roots, benchLeaves,
-			benchClaimers, benchDrainers, claimed.Load(), composed.Load(), deadlocks.Load())
+			benchClaimers, benchDrainers, claimed.Load(), composed.Load(), deadlocks.Load(), hotPct)
 		if os.Getenv("BENCH_PROFILE") != "" {
 			printTimes()
 		}
@@ -422,4 +423,24 @@ SELECT round(total_exec_time)::bigint, calls, rows, round((total_exec_time / gre
 		}
 		fmt.Printf("  %8dms %7d calls %8d rows %9.3fms/call  %s\n", total, calls, nrows, mean, q)
 	}
+}
+
+// resourcesHotPct is the share of resources updates that were heap-only
+// over the run. Backends publish their table counters when idle (within
+// ~10 s), so it waits for two equal reads a second apart; -1 if unreadable.
+func resourcesHotPct(ctx context.Context, pool *pgxpool.Pool) float64 {
+	var prev, upd, hot int64 = -1, 0, 0
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		if err := pool.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'resources'`).Scan(&upd, &hot); err != nil {
+			return -1
+		}
+		if upd == prev && upd > 0 {
+			break
+		}
+		prev = upd
+	}
+	if upd == 0 {
+		return -1
+	}
+	return 100 * float64(hot) / float64(upd)
 }

@@ -20,7 +20,7 @@ import (
 // (owned with the resources statement triggers) joins jsonb_each_text to it
 // by a hash join over a Seq Scan when the table has no statistics yet.
 var (
-	planHot   = []string{"resources", "work_queue", "work_outbox", "resource_deps"}
+	planHot   = []string{"resources", "resource_phases", "work_queue", "work_outbox", "resource_deps"}
 	planParts = []string{"work_queue", "work_outbox"}
 )
 
