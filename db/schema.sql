@@ -4713,12 +4713,6 @@ CREATE INDEX idx_resource_phases_unsettled ON public.resource_phases USING btree
 CREATE INDEX idx_resources_deleting ON public.resources USING btree (shard_id) WHERE (deletion_requested_at IS NOT NULL);
 
 --
--- Name: idx_resources_failed; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX idx_resources_failed ON public.resources USING btree (shard_id) WHERE (failure_gen = generation);
-
---
 -- Name: idx_resources_frozen_sweep; Type: INDEX; Schema: public; Owner: -
 --
 

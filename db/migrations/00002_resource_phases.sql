@@ -44,8 +44,12 @@ CREATE INDEX idx_resource_phases_unsettled ON resource_phases (root_id)
 CREATE INDEX idx_resource_phases_lagging ON resource_phases (shard_id, since)
     WHERE phase IN ('Reconciling', 'Failed');
 
+-- idx_resources_failed goes too: nothing reads it (failed rows are listed
+-- through the phase index), and its predicate (failure_gen = generation)
+-- names generation, so every spec write — a value flow substituting an
+-- upstream's output, an apply — could not be heap-only while it existed.
 DROP INDEX idx_resources_phase_page, idx_resources_kind_phase_page, idx_resources_owner_phase_page,
-    idx_resources_unsettled, idx_resources_lagging;
+    idx_resources_unsettled, idx_resources_lagging, idx_resources_failed;
 -- owner_id lookups on resources itself: the owner FK's cascade, the
 -- deletion sweep's "has children" probe and the subtree walks. owner_id never
 -- changes on a status write, so this index does not cost HOT.
@@ -87,3 +91,4 @@ CREATE INDEX idx_resources_unsettled ON resources (root_id)
     WHERE root_id IS NOT NULL AND synced_gen < generation AND failure_gen <> generation
       AND frozen_until IS NULL AND deletion_requested_at IS NULL;
 CREATE INDEX idx_resources_lagging ON resources (shard_id, updated_at) WHERE synced_gen < generation;
+CREATE INDEX idx_resources_failed ON resources (shard_id) WHERE failure_gen = generation;
