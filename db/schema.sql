@@ -1559,6 +1559,8 @@ $$;
 CREATE FUNCTION public.resource_phases_update() RETURNS trigger
     LANGUAGE plpgsql
     SET jit TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 BEGIN
     UPDATE resource_phases s
@@ -1566,8 +1568,7 @@ BEGIN
            shard_id = n.shard_id, created_at = n.created_at,
            since = CASE WHEN s.phase = n.phase THEN s.since ELSE now() END
       FROM new_rows n
-     WHERE s.id = ANY (ARRAY(SELECT x.id FROM new_rows x))
-       AND s.id = n.id
+     WHERE s.id = n.id
        AND (s.phase, s.kind, s.owner_id, s.root_id, s.shard_id, s.created_at)
            IS DISTINCT FROM (n.phase, n.kind, n.owner_id, n.root_id, n.shard_id, n.created_at);
     RETURN NULL;

@@ -1,7 +1,8 @@
 -- resource_phases_delete: deleted resources leave the phase index. AFTER
 -- DELETE … FOR EACH STATEMENT (a cascade of the owner FK fires it once per
--- cascading statement). By primary key, for the reason resource_phases_update
--- gives.
+-- cascading statement). One primary-key index scan over the batch's ids
+-- (transition tables carry no statistics: a join could be planned as a hash
+-- over a seq scan of the whole table).
 CREATE OR REPLACE FUNCTION resource_phases_delete() RETURNS trigger
 LANGUAGE plpgsql SET jit = off AS $$
 BEGIN
