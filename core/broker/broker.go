@@ -55,6 +55,9 @@ type Options struct {
 	// RedeliveryWait is how long a stage whose worker vanished waits for the
 	// worker to reconnect and redeliver.
 	RedeliveryWait time.Duration
+	// ComposeSlots bounds the composes this broker runs at once
+	// (DefaultComposeSlots).
+	ComposeSlots int
 }
 
 func (o *Options) defaults() {
@@ -147,7 +150,7 @@ func (b *Broker) assemble() {
 			redeliveryWait: b.RedeliveryWait}
 		b.out = newOutboxWriter(d.Pipeline.AppendOutbox)
 		run := &runner{store: taskStores{d.Store, d.Pipeline}, stages: stg, outbox: b.out, kinds: kinds,
-			metrics: d.Metrics, clock: b.clock, log: b.log}
+			metrics: d.Metrics, clock: b.clock, log: b.log, composes: newComposeSlots(b.ComposeSlots)}
 		b.disp = &dispatcher{id: d.ID, claims: d.Pipeline, routes: rt, shards: d.Shards, tasks: b.tasks, runner: run,
 			wakes: wakes, metrics: d.Metrics, clock: b.clock, log: b.log,
 			pairCap: b.PairCap, pollMin: b.PollMin, pollMax: b.PollMax, drain: b.Drain}

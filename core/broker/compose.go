@@ -5,9 +5,31 @@ import (
 	"errors"
 
 	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/pipeline"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
+
+// compose runs the compose stage and writes the composition, holding one of
+// the broker's compose slots from before the stage is sent until the write
+// ends (see DefaultComposeSlots).
+func (rn *runner) compose(ctx context.Context, t pipeline.Task, kind store.Kind, composer manifest.ReactionDecl, held *heldAcks) (*workerv1.Outcome, error) {
+	release, err := rn.composes.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_COMPOSE, composer.Name, false,
+		&workerv1.StageTask_Compose{Compose: &workerv1.ComposeRequest{}})
+	held.hold(ack)
+	if err != nil {
+		return nil, err
+	}
+	if err := rn.applyCompose(ctx, t, composer, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
 // applyCompose writes a composer's output for t's root in one fenced
 // transaction, keeping only the parts its reaction emits. A composition the

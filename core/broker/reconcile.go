@@ -75,6 +75,8 @@ type runner struct {
 	metrics *metrics.Metrics
 	clock   engine.Clock
 	log     zerolog.Logger
+	// composes bounds the composes in flight (nil: unbounded).
+	composes composeSlots
 }
 
 // runTask runs one claimed task's pipeline under its deadline and appends the
@@ -165,13 +167,8 @@ func (rn *runner) runReconcile(ctx context.Context, t pipeline.Task, kind store.
 	settledOnly := t.Trigger == string(manifest.TriggerChildrenSettled)
 
 	if hasComposer && !settledOnly && t.Resource.ComposedGen < t.Generation {
-		out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_COMPOSE, composer.Name, false,
-			&workerv1.StageTask_Compose{Compose: &workerv1.ComposeRequest{}})
-		held.hold(ack)
+		out, err := rn.compose(ctx, t, kind, composer, held)
 		if err != nil {
-			return res, err
-		}
-		if err := rn.applyCompose(ctx, t, composer, out); err != nil {
 			return res, err
 		}
 		apply(&res, composer.Emits, out)

@@ -20,7 +20,8 @@ import (
 )
 
 type fakeTaskStore struct {
-	ReleaseFn func(ctx context.Context, l pipeline.Lease, keys []pipeline.TaskKey) (int, error)
+	ReleaseFn      func(ctx context.Context, l pipeline.Lease, keys []pipeline.TaskKey) (int, error)
+	ApplyComposeFn func(ctx context.Context, t pipeline.Task, c pipeline.Composition) (pipeline.ComposeResult, error)
 }
 
 func (f *fakeTaskStore) SubtreeSettled(context.Context, uuid.UUID) (bool, error) {
@@ -32,8 +33,11 @@ func (f *fakeTaskStore) ComposedSubtree(context.Context, uuid.UUID) (store.Subtr
 func (f *fakeTaskStore) OperationForTask(context.Context, uuid.UUID) (resource.Operation, error) {
 	panic("unexpected OperationForTask")
 }
-func (f *fakeTaskStore) ApplyCompose(context.Context, pipeline.Task, pipeline.Composition) (pipeline.ComposeResult, error) {
-	panic("unexpected ApplyCompose")
+func (f *fakeTaskStore) ApplyCompose(ctx context.Context, t pipeline.Task, c pipeline.Composition) (pipeline.ComposeResult, error) {
+	if f.ApplyComposeFn == nil {
+		panic("unexpected ApplyCompose")
+	}
+	return f.ApplyComposeFn(ctx, t, c)
 }
 func (f *fakeTaskStore) Release(ctx context.Context, l pipeline.Lease, keys []pipeline.TaskKey) (int, error) {
 	return f.ReleaseFn(ctx, l, keys)

@@ -1,0 +1,81 @@
+package broker
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/store/pipeline"
+	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
+)
+
+// With one compose slot, a second compose's stage is not sent to a worker
+// until the first composition is written; leaves' stages never wait.
+func TestRunnerCompose_SlotsBoundComposesInFlight(t *testing.T) {
+	t.Parallel()
+	composer := manifest.ReactionDecl{Name: "compose", Trigger: manifest.TriggerSpecChange, Emits: manifest.Mask(manifest.OutcomeChildren)}
+	kind := store.Kind{Name: "bom", Version: "v1", Manifest: manifest.KindManifest{Kind: "bom", Version: "v1",
+		Reactions: []manifest.ReactionDecl{composer}}}
+
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	writing := make(chan struct{})
+	unblock := make(chan struct{})
+	stages := &fakeStageDispatcher{StageFn: func(context.Context, pipeline.Task, workerv1.Stage, string, bool) (*workerv1.Outcome, error) {
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		mu.Unlock()
+		return &workerv1.Outcome{Children: []*workerv1.Child{{Kind: "leaf", Name: "a"}}}, nil
+	}}
+	st := &fakeTaskStore{ApplyComposeFn: func(context.Context, pipeline.Task, pipeline.Composition) (pipeline.ComposeResult, error) {
+		writing <- struct{}{}
+		<-unblock
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		return pipeline.ComposeResult{}, nil
+	}}
+	rn := &runner{store: st, stages: stages, composes: newComposeSlots(1), log: zerolog.Nop()}
+	task := func() pipeline.Task {
+		return pipeline.Task{Key: pipeline.TaskKey{ResourceID: uuid.New(), TaskType: pipeline.TaskReconcile}}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			var held heldAcks
+			_, err := rn.compose(ctx, task(), kind, composer, &held)
+			errs <- err
+		}()
+	}
+	<-writing // one composition is being written; the other waits for the slot
+	mu.Lock()
+	require.Equal(t, 1, inFlight, "the second compose stage waits for the first write")
+	mu.Unlock()
+	unblock <- struct{}{}
+	<-writing
+	unblock <- struct{}{}
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+	require.Equal(t, 1, most, "never two composes in flight with one slot")
+
+	// A cancelled wait gives up without sending its stage.
+	release, err := rn.composes.acquire(ctx)
+	require.NoError(t, err)
+	defer release()
+	wctx, wcancel := context.WithCancel(ctx)
+	wcancel()
+	var held heldAcks
+	_, err = rn.compose(wctx, task(), kind, composer, &held)
+	require.ErrorIs(t, err, context.Canceled)
+}
