@@ -10,15 +10,27 @@ import (
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 
-// compose runs the compose stage and writes the composition, holding one of
-// the broker's compose slots from before the stage is sent until the write
-// ends (see DefaultComposeSlots).
-func (rn *runner) compose(ctx context.Context, t pipeline.Task, kind store.Kind, composer manifest.ReactionDecl, held *heldAcks) (*workerv1.Outcome, error) {
-	release, err := rn.composes.acquire(ctx)
-	if err != nil {
-		return nil, err
+// composes reports whether a task runs its kind's compose stage: a
+// reconcile of a composite whose spec moved past what was composed.
+func composes(t pipeline.Task, kind store.Kind) bool {
+	_, hasComposer := kind.Manifest.Composer()
+	return hasComposer && t.Key.TaskType == pipeline.TaskReconcile &&
+		t.Trigger != string(manifest.TriggerChildrenSettled) && t.Resource.ComposedGen < t.Generation
+}
+
+// composeSlot takes one of the broker's compose slots for a task that will
+// compose (see DefaultComposeSlots), held until the task ends; other tasks
+// get a no-op release at once.
+func (rn *runner) composeSlot(ctx context.Context, t pipeline.Task) (func(), error) {
+	kind, ok := rn.kinds.Kind(kvOf(t))
+	if !ok || !composes(t, kind) {
+		return func() {}, nil
 	}
-	defer release()
+	return rn.composes.acquire(ctx)
+}
+
+// compose runs the compose stage and writes the composition.
+func (rn *runner) compose(ctx context.Context, t pipeline.Task, kind store.Kind, composer manifest.ReactionDecl, held *heldAcks) (*workerv1.Outcome, error) {
 	out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_COMPOSE, composer.Name, false,
 		&workerv1.StageTask_Compose{Compose: &workerv1.ComposeRequest{}})
 	held.hold(ack)

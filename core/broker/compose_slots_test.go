@@ -17,7 +17,8 @@ import (
 )
 
 // With one compose slot, a second compose's stage is not sent to a worker
-// until the first composition is written; leaves' stages never wait.
+// until the first composition is written; a task that does not compose never
+// waits for a slot.
 func TestRunnerCompose_SlotsBoundComposesInFlight(t *testing.T) {
 	t.Parallel()
 	composer := manifest.ReactionDecl{Name: "compose", Trigger: manifest.TriggerSpecChange, Emits: manifest.Mask(manifest.OutcomeChildren)}
@@ -43,20 +44,28 @@ func TestRunnerCompose_SlotsBoundComposesInFlight(t *testing.T) {
 		mu.Unlock()
 		return pipeline.ComposeResult{}, nil
 	}}
-	rn := &runner{store: st, stages: stages, composes: newComposeSlots(1), log: zerolog.Nop()}
+	rn := &runner{store: st, stages: stages, kinds: fakeKinds{kind, workerKind}, composes: newComposeSlots(1), log: zerolog.Nop()}
 	task := func() pipeline.Task {
-		return pipeline.Task{Key: pipeline.TaskKey{ResourceID: uuid.New(), TaskType: pipeline.TaskReconcile}}
+		t := pipeline.Task{Key: pipeline.TaskKey{ResourceID: uuid.New(), TaskType: pipeline.TaskReconcile}, Generation: 1}
+		t.Resource.Kind, t.Resource.Version = "bom", "v1"
+		return t
+	}
+	run := func(ctx context.Context, t pipeline.Task) error {
+		release, err := rn.composeSlot(ctx, t)
+		if err != nil {
+			return err
+		}
+		defer release()
+		var held heldAcks
+		_, err = rn.compose(ctx, t, kind, composer, &held)
+		return err
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	errs := make(chan error, 2)
 	for range 2 {
-		go func() {
-			var held heldAcks
-			_, err := rn.compose(ctx, task(), kind, composer, &held)
-			errs <- err
-		}()
+		go func() { errs <- run(ctx, task()) }()
 	}
 	<-writing // one composition is being written; the other waits for the slot
 	mu.Lock()
@@ -69,13 +78,25 @@ func TestRunnerCompose_SlotsBoundComposesInFlight(t *testing.T) {
 	require.NoError(t, <-errs)
 	require.Equal(t, 1, most, "never two composes in flight with one slot")
 
-	// A cancelled wait gives up without sending its stage.
+	// With the slot taken: a leaf gets through at once, a compose whose
+	// wait is cancelled gives up without sending its stage.
 	release, err := rn.composes.acquire(ctx)
 	require.NoError(t, err)
 	defer release()
+	leaf := task()
+	leaf.Resource.Kind = "vpc"
+	done, err := rn.composeSlot(ctx, leaf)
+	require.NoError(t, err, "a task that does not compose takes no slot")
+	done()
+	settled := task()
+	settled.Trigger = string(manifest.TriggerChildrenSettled)
+	done, err = rn.composeSlot(ctx, settled)
+	require.NoError(t, err, "a rollup re-pend does not compose")
+	done()
 	wctx, wcancel := context.WithCancel(ctx)
 	wcancel()
-	var held heldAcks
-	_, err = rn.compose(wctx, task(), kind, composer, &held)
-	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, run(wctx, task()), context.Canceled)
+	mu.Lock()
+	require.Zero(t, inFlight, "the cancelled compose sent no stage")
+	mu.Unlock()
 }

@@ -83,6 +83,14 @@ type runner struct {
 // outcome to the outbox.
 func (rn *runner) runTask(ctx context.Context, lease pipeline.Lease, t pipeline.Task) {
 	started := rn.clock.Now()
+	// A compose waits for its slot before its deadline starts: queueing
+	// behind this broker's other composes is not the worker's time.
+	release, err := rn.composeSlot(ctx, t)
+	if err != nil {
+		rn.abandon(lease, t, nil)
+		return
+	}
+	defer release()
 	tctx := ctx
 	var cancel context.CancelFunc = func() {}
 	if t.Deadline > 0 {
@@ -94,13 +102,7 @@ func (rn *runner) runTask(ctx context.Context, lease pipeline.Lease, t pipeline.
 	res, err := rn.pipeline(tctx, t, &held)
 	switch {
 	case errors.Is(err, errAbandon) || (err != nil && ctx.Err() != nil):
-		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer rcancel()
-		if _, rerr := rn.store.Release(rctx, lease, []pipeline.TaskKey{t.Key}); rerr != nil {
-			rn.log.Warn().Err(rerr).Str("resource_id", t.Key.ResourceID.String()).Msg("release abandoned task; the reaper will reclaim it")
-			return
-		}
-		held.send()
+		rn.abandon(lease, t, held)
 		return
 	case err != nil && tctx.Err() != nil:
 		res = t.Failure(fmt.Sprintf("task deadline of %s exceeded", t.Deadline), false)
@@ -138,6 +140,18 @@ func (rn *runner) runTask(ctx context.Context, lease pipeline.Lease, t pipeline.
 	rn.metrics.TaskDuration.WithLabelValues(t.Resource.Kind, string(t.Key.TaskType)).Observe(rn.clock.Now().Sub(started).Seconds())
 }
 
+// abandon gives a task's lease back without a result (shutdown, a fenced
+// compose) and acks the worker results it held once the release is written.
+func (rn *runner) abandon(lease pipeline.Lease, t pipeline.Task, held heldAcks) {
+	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer rcancel()
+	if _, rerr := rn.store.Release(rctx, lease, []pipeline.TaskKey{t.Key}); rerr != nil {
+		rn.log.Warn().Err(rerr).Str("resource_id", t.Key.ResourceID.String()).Msg("release abandoned task; the reaper will reclaim it")
+		return
+	}
+	held.send()
+}
+
 // pipeline runs the stages a task needs and builds its outbox result.
 func (rn *runner) pipeline(ctx context.Context, t pipeline.Task, held *heldAcks) (pipeline.Result, error) {
 	kind, ok := rn.kinds.Kind(kvOf(t))
@@ -160,13 +174,13 @@ func (rn *runner) pipeline(ctx context.Context, t pipeline.Task, held *heldAcks)
 func (rn *runner) runReconcile(ctx context.Context, t pipeline.Task, kind store.Kind, held *heldAcks) (pipeline.Result, error) {
 	m := kind.Manifest
 	res := pipeline.Result{Key: t.Key, ClaimEpoch: t.ClaimEpoch, Generation: t.Generation}
-	composer, hasComposer := m.Composer()
+	composer, _ := m.Composer()
 	worker, hasWorker := m.Worker()
 	rollup, hasRollup := m.Rollup()
 	resync, hasResync := m.Resync()
 	settledOnly := t.Trigger == string(manifest.TriggerChildrenSettled)
 
-	if hasComposer && !settledOnly && t.Resource.ComposedGen < t.Generation {
+	if composes(t, kind) {
 		out, err := rn.compose(ctx, t, kind, composer, held)
 		if err != nil {
 			return res, err
