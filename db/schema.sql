@@ -1438,6 +1438,7 @@ CREATE FUNCTION public.requeue_failed_and_pending(p_lo integer, p_hi integer, p_
     AS $$
 DECLARE
     v_ids    uuid[];
+    v_n      int;
     -- entries of idx_resource_phases_lagging examined per shard per call
     v_budget int := greatest(p_max, 64);
 BEGIN
@@ -1476,15 +1477,18 @@ BEGIN
     IF v_ids IS NULL THEN
         RETURN 0;
     END IF;
+    v_n := coalesce(schedule_eligible(v_ids, p_now), 0);
     -- To the back of the walk's line: a row that keeps failing is retried
     -- once per window and never holds the budget against younger rows.
-    -- SKIP LOCKED: a drainer rewriting the same entries (its trigger, in no
-    -- particular order) is never waited on, so no lock cycle can form; the
-    -- entry it rewrites gets a fresh since from it anyway.
+    -- Last, and SKIP LOCKED: this transaction never waits once it holds a
+    -- phase entry a drainer may be waiting for (a drainer holds its resources
+    -- rows while its trigger rewrites their entries, so taking entries before
+    -- schedule_eligible — which can wait on those rows — deadlocked). An entry
+    -- a drainer is rewriting gets a fresh since from it anyway.
     UPDATE resource_phases p SET since = p_now
      WHERE p.id IN (SELECT l.id FROM resource_phases l WHERE l.id = ANY (v_ids)
                      ORDER BY l.id FOR UPDATE SKIP LOCKED);
-    RETURN coalesce(schedule_eligible(v_ids, p_now), 0);
+    RETURN v_n;
 END
 $$;
 
