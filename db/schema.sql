@@ -1550,8 +1550,20 @@ CREATE FUNCTION public.resource_phases_insert() RETURNS trigger
 BEGIN
     INSERT INTO resource_phases (id, kind, owner_id, root_id, shard_id, created_at, phase, since)
     SELECT n.id, n.kind, n.owner_id, n.root_id, n.shard_id, n.created_at, n.phase, now()
-      FROM new_rows n
-    ON CONFLICT (id) DO NOTHING;
+      FROM new_rows n;
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: resource_phases_truncate(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.resource_phases_truncate() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    TRUNCATE resource_phases;
     RETURN NULL;
 END
 $$;
@@ -6024,6 +6036,12 @@ CREATE TRIGGER _resource_phases_delete AFTER DELETE ON public.resources REFERENC
 --
 
 CREATE TRIGGER _resource_phases_insert AFTER INSERT ON public.resources REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.resource_phases_insert();
+
+--
+-- Name: resources _resource_phases_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER _resource_phases_truncate AFTER TRUNCATE ON public.resources FOR EACH STATEMENT EXECUTE FUNCTION public.resource_phases_truncate();
 
 --
 -- Name: resources _resource_phases_update; Type: TRIGGER; Schema: public; Owner: -

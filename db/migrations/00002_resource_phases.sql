@@ -75,11 +75,14 @@ CREATE TRIGGER _resource_phases_update AFTER UPDATE ON resources
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION resource_phases_update();
 CREATE TRIGGER _resource_phases_delete AFTER DELETE ON resources
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION resource_phases_delete();
+CREATE TRIGGER _resource_phases_truncate AFTER TRUNCATE ON resources
+    FOR EACH STATEMENT EXECUTE FUNCTION resource_phases_truncate();
 
 -- +goose Down
 DROP TRIGGER IF EXISTS _resource_phases_insert ON resources;
 DROP TRIGGER IF EXISTS _resource_phases_update ON resources;
 DROP TRIGGER IF EXISTS _resource_phases_delete ON resources;
+DROP TRIGGER IF EXISTS _resource_phases_truncate ON resources;
 DROP TABLE IF EXISTS resource_phases;
 DROP INDEX IF EXISTS idx_resources_owner;
 ALTER TABLE resources RESET (fillfactor, autovacuum_vacuum_scale_factor, autovacuum_analyze_scale_factor);

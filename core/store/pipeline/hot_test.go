@@ -57,3 +57,41 @@ SELECT r.n_tup_upd, r.n_tup_hot_upd, p.n_tup_upd
 	require.GreaterOrEqual(t, hot, int64(n*9/10), "the status write is heap-only for nearly every row")
 	require.Equal(t, n, scalar[int](f, `SELECT count(*) FROM resource_phases WHERE phase = 'Ready'`))
 }
+
+// TestPhaseIndex_FollowsEveryWrite: the phase index holds exactly one entry
+// per resource, equal to the row's own phase and keys, through inserts,
+// status and spec writes, freezes, deletes (the owner cascade included) and
+// a TRUNCATE.
+func TestPhaseIndex_FollowsEveryWrite(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.kind("comp", reactComposite)
+	drift := func(step string) {
+		t.Helper()
+		n := scalar[int](f, `
+SELECT count(*) FROM resources r FULL JOIN resource_phases p ON p.id = r.id
+ WHERE r.id IS NULL OR p.id IS NULL
+    OR (r.phase, r.kind, r.owner_id, r.root_id, r.shard_id, r.created_at)
+       IS DISTINCT FROM (p.phase, p.kind, p.owner_id, p.root_id, p.shard_id, p.created_at)`)
+		require.Zero(t, n, "%s: resources and the phase index disagree", step)
+	}
+	root, kids := f.composite("root", 4)
+	drift("insert")
+	f.runLeaves("leaf", func(Task) string { return `{"ok":true}` })
+	drift("drain")
+	require.Equal(t, 4, scalar[int](f, `SELECT count(*) FROM resource_phases WHERE phase = 'Ready' AND owner_id = $1`, root))
+	f.set(kids[0], `spec = '{"v":2}'`)
+	f.set(kids[1], `frozen_until = 'infinity'`)
+	f.set(kids[2], `deletion_requested_at = now()`)
+	f.set(kids[3], `failure_gen = generation`)
+	drift("spec, freeze, delete request, failure")
+	require.Equal(t, []string{"Deleting", "Failed", "Quarantined", "Reconciling"},
+		scalar[[]string](f, `SELECT array_agg(phase ORDER BY phase) FROM resource_phases WHERE owner_id = $1`, root))
+	f.exec(`DELETE FROM resources WHERE id = $1`, root) // the children go by the owner FK's cascade
+	drift("delete with cascade")
+	require.Zero(t, scalar[int](f, `SELECT count(*) FROM resource_phases`))
+	f.res("leaf", "again")
+	f.exec(`TRUNCATE resources CASCADE`)
+	drift("truncate")
+}
