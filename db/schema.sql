@@ -1762,10 +1762,14 @@ $$;
 CREATE FUNCTION public.resources_labels_update() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
+DECLARE
+    v_key   text;
+    v_value text;
 BEGIN
-    DELETE FROM resource_labels l
-     USING jsonb_each_text(OLD.labels) ol
-     WHERE l.key = ol.key AND l.value = ol.value AND l.created_at = OLD.created_at AND l.resource_id = OLD.id;
+    FOR v_key, v_value IN SELECT ol.key, ol.value FROM jsonb_each_text(OLD.labels) ol LOOP
+        DELETE FROM resource_labels l
+         WHERE l.key = v_key AND l.value = v_value AND l.created_at = OLD.created_at AND l.resource_id = OLD.id;
+    END LOOP;
     INSERT INTO resource_labels (resource_id, key, value, created_at)
     SELECT NEW.id, l.key, l.value, NEW.created_at FROM jsonb_each_text(NEW.labels) l;
     RETURN NULL;

@@ -16,11 +16,8 @@ import (
 // none may Seq Scan resources, the queue or the outbox, and a shard range
 // within one partition touches at most two.
 
-// resource_labels is left out: resources_labels_update's per-row DELETE
-// (owned with the resources statement triggers) joins jsonb_each_text to it
-// by a hash join over a Seq Scan when the table has no statistics yet.
 var (
-	planHot   = []string{"resources", "resource_phases", "work_queue", "work_outbox", "resource_deps"}
+	planHot   = []string{"resources", "resource_phases", "resource_labels", "work_queue", "work_outbox", "resource_deps"}
 	planParts = []string{"work_queue", "work_outbox"}
 )
 

@@ -3,9 +3,12 @@ package pipeline
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/store/internal/plantest"
 )
 
 // TestDrain_StatusWriteIsHeapOnly: the drainer's status write of a batch of
@@ -94,4 +97,33 @@ SELECT count(*) FROM resources r FULL JOIN resource_phases p ON p.id = r.id
 	f.res("leaf", "again")
 	f.exec(`TRUNCATE resources CASCADE`)
 	drift("truncate")
+}
+
+// TestLabels_UpdateReplacesEntriesByPrimaryKey: a label edit replaces the
+// row's resource_labels entries, each old one deleted by its primary key,
+// never by a scan of the table — checked before the table has statistics,
+// with enough rows that a scan would be the planner's loss.
+func TestLabels_UpdateReplacesEntriesByPrimaryKey(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.exec(`INSERT INTO resources (kind, version, name, labels, shard_id)
+	        SELECT 'leaf', 'v1', 'l-' || g, jsonb_build_object('team', 't' || g % 50, 'env', 'prod'), g % 256
+	          FROM generate_series(1, 5000) g`)
+	id := f.res("leaf", "edited", labels(`{"team":"a","env":"dev"}`))
+	rec := &plantest.Recorder{}
+	pool := plantest.Pool(t, f.pool.Config(), rec)
+	_, err := pool.Exec(f.ctx, `UPDATE resources SET labels = '{"team":"b","tier":"gold"}' WHERE id = $1`, id)
+	require.NoError(t, err)
+	require.Equal(t, []string{"team=b", "tier=gold"},
+		scalar[[]string](f, `SELECT array_agg(key || '=' || value ORDER BY key) FROM resource_labels WHERE resource_id = $1`, id))
+	for _, p := range rec.Take(t) {
+		if !strings.Contains(p.Query, "DELETE FROM resource_labels") {
+			continue
+		}
+		for _, sc := range p.Scans() {
+			require.NotEqual(t, "Seq Scan", sc.Type, "label delete: %s", p)
+		}
+		require.Contains(t, p.String(), "resource_labels_pkey", "label delete by primary key")
+	}
 }
