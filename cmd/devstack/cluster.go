@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -17,6 +18,16 @@ import (
 const clusterHelp = `commands (type them here): list | drain NAME | kill NAME | add control|broker|worker
   drain: SIGTERM, as a rolling update does (a broker drains for SHUTDOWN_DRAIN); kill: SIGKILL, a crash.
   Watch the shard ranges re-tile on the dashboard's Cluster page, or: conctl get members`
+
+// topologyFlags defines --controls, --brokers and --workers (all 0: the
+// single-process stack).
+func topologyFlags() *stack.Topology {
+	var top stack.Topology
+	flag.IntVar(&top.Controls, "controls", 0, "a local cluster: this many ROLE=control processes (ROLE=all with --brokers 0; default 1)")
+	flag.IntVar(&top.Brokers, "brokers", 0, "a local cluster: this many ROLE=broker processes")
+	flag.IntVar(&top.Workers, "workers", 0, "a local cluster: this many workers, dialing the brokers through a round-robin balancer (default 1)")
+	return &top
+}
 
 // printMembers prints one line per member: "member: NAME role=ROLE pid=PID [url=URL]".
 func printMembers(st *stack.Stack) {

@@ -45,10 +45,7 @@ func run() error {
 	pgPort := flag.Int("pg-port", 0, "loopback port for the private Postgres (default: a free one)")
 	convergeBin := flag.String("converge-bin", "", "a prebuilt converge binary (default: built from this tree)")
 	workerBin := flag.String("worker-bin", "", "a prebuilt classic worker binary (default: built from this tree)")
-	var top stack.Topology
-	flag.IntVar(&top.Controls, "controls", 0, "a local cluster: this many ROLE=control processes (ROLE=all with --brokers 0; default 1)")
-	flag.IntVar(&top.Brokers, "brokers", 0, "a local cluster: this many ROLE=broker processes")
-	flag.IntVar(&top.Workers, "workers", 0, "a local cluster: this many workers, dialing the brokers through a round-robin balancer (default 1)")
+	top := topologyFlags()
 	flag.Parse()
 
 	log, err := logging.FromEnv()
@@ -63,7 +60,7 @@ func run() error {
 		return err
 	}
 	st, err := stack.Start(ctx, stack.Options{
-		Addr: *addr, DataDir: *dataDir, PGPort: *pgPort, ConvergeBin: *convergeBin, WorkerBin: *workerBin, Log: log, Topology: top,
+		Addr: *addr, DataDir: *dataDir, PGPort: *pgPort, ConvergeBin: *convergeBin, WorkerBin: *workerBin, Log: log, Topology: *top,
 		// Keep Ctrl+C snappy: in-flight demo tasks take about a second.
 		ConvergeEnv: []string{"SHUTDOWN_DRAIN=10s"},
 		WorkerEnv:   []string{"WORKER_DRAIN_TIMEOUT=10s"},

@@ -97,7 +97,7 @@ func (o *Objects) decode(d Doc) error {
 // sets (names and JSON tags as in cert-manager's API), so a misspelled field
 // fails the strict decode without importing cert-manager's module.
 type Certificate struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta
 	metav1.ObjectMeta `json:"metadata"`
 	Spec              CertificateSpec `json:"spec"`
 }

@@ -13,16 +13,16 @@ const (
 )
 
 var (
-	envOnce sync.Once
-	envSets map[string]map[string]bool
-	envErr  error
+	envOnce    sync.Once
+	envSets    map[string]map[string]bool
+	errEnvScan error
 )
 
 func env(t *testing.T) map[string]map[string]bool {
 	t.Helper()
-	envOnce.Do(func() { envSets, envErr = EnvSets(srcRoot) })
-	if envErr != nil {
-		t.Fatal(envErr)
+	envOnce.Do(func() { envSets, errEnvScan = EnvSets(srcRoot) })
+	if errEnvScan != nil {
+		t.Fatal(errEnvScan)
 	}
 	return envSets
 }

@@ -45,15 +45,18 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("helmcheck", flag.ContinueOnError)
 	chartDir := fs.String("chart", "../deploy/helm/converge", "the chart directory")
 	root := fs.String("root", "..", "the converge source tree (scanned for the env vars each binary reads)")
-	print := fs.Bool("print", false, "print the rendered objects of each values file (like helm template)")
+	printObjects := fs.Bool("print", false, "print the rendered objects of each values file (like helm template)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	files := fs.Args()
 	if len(files) == 0 {
 		var err error
-		if files, err = filepath.Glob(filepath.Join(*chartDir, "ci", "*-values.yaml")); err != nil || len(files) == 0 {
-			return fmt.Errorf("no values files given and none in %s/ci (%v)", *chartDir, err)
+		if files, err = filepath.Glob(filepath.Join(*chartDir, "ci", "*-values.yaml")); err != nil {
+			return fmt.Errorf("list %s/ci: %w", *chartDir, err)
+		}
+		if len(files) == 0 {
+			return fmt.Errorf("no values files given and none in %s/ci", *chartDir)
 		}
 	}
 	sort.Strings(files)
@@ -66,7 +69,7 @@ func run(args []string) error {
 	}
 	var errs []error
 	for _, f := range files {
-		if *print {
+		if *printObjects {
 			if err := printRendered(*chartDir, f); err != nil {
 				return err
 			}

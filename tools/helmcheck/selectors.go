@@ -46,13 +46,14 @@ func headlessSelects(o *Objects, name string, podLabels map[string]string) bool 
 func checkServices(o *Objects) []error {
 	var errs []error
 	for _, s := range o.Services {
+		where := "Service " + s.Name
 		if len(s.Spec.Selector) == 0 {
-			errs = append(errs, fmt.Errorf("Service %s: no selector", s.Name))
+			errs = append(errs, fmt.Errorf("%s: no selector", where))
 			continue
 		}
 		ds := selected(o, labels.SelectorFromSet(s.Spec.Selector))
 		if len(ds) == 0 {
-			errs = append(errs, fmt.Errorf("Service %s: selector %v matches no Deployment's pods", s.Name, s.Spec.Selector))
+			errs = append(errs, fmt.Errorf("%s: selector %v matches no Deployment's pods", where, s.Spec.Selector))
 		}
 		for _, d := range ds {
 			for _, p := range s.Spec.Ports {
@@ -61,7 +62,7 @@ func checkServices(o *Objects) []error {
 					ok = ok || portExists(&d.Spec.Template.Spec.Containers[i], p.TargetPort)
 				}
 				if !ok {
-					errs = append(errs, fmt.Errorf("Service %s: port %s targets %s, which Deployment %s's pods do not expose", s.Name, p.Name, p.TargetPort.String(), d.Name))
+					errs = append(errs, fmt.Errorf("%s: port %s targets %s, which Deployment %s's pods do not expose", where, p.Name, p.TargetPort.String(), d.Name))
 				}
 			}
 		}
@@ -74,9 +75,7 @@ func checkServices(o *Objects) []error {
 func checkSelectors(o *Objects) []error {
 	var errs []error
 	for _, p := range o.PDBs {
-		if ds, err := selectedBy(o, p.Spec.Selector); err != nil || len(ds) == 0 {
-			errs = append(errs, fmt.Errorf("PodDisruptionBudget %s: selects no Deployment's pods (%v)", p.Name, err))
-		}
+		errs = append(errs, selectsSome(o, "PodDisruptionBudget "+p.Name, p.Spec.Selector))
 	}
 	for _, h := range o.HPAs {
 		var target *appsv1.Deployment
@@ -103,13 +102,9 @@ func checkSelectors(o *Objects) []error {
 
 func checkNetworkPolicy(o *Objects, name string, pods *metav1.LabelSelector, peers []*metav1.LabelSelector) []error {
 	var errs []error
-	if ds, err := selectedBy(o, pods); err != nil || len(ds) == 0 {
-		errs = append(errs, fmt.Errorf("NetworkPolicy %s: podSelector matches no Deployment's pods (%v)", name, err))
-	}
+	errs = append(errs, selectsSome(o, "NetworkPolicy "+name+" podSelector", pods))
 	for _, p := range peers {
-		if ds, err := selectedBy(o, p); err != nil || len(ds) == 0 {
-			errs = append(errs, fmt.Errorf("NetworkPolicy %s: peer podSelector %v matches no Deployment's pods (%v)", name, p.MatchLabels, err))
-		}
+		errs = append(errs, selectsSome(o, fmt.Sprintf("NetworkPolicy %s peer podSelector %v", name, p.MatchLabels), p))
 	}
 	return errs
 }
@@ -161,6 +156,18 @@ func checkServiceMonitor(o *Objects, name string, sel *metav1.LabelSelector, end
 	}
 	if len(errs) > 0 {
 		return []error{errors.Join(errs...)}
+	}
+	return nil
+}
+
+// selectsSome fails a selector that is invalid or matches no Deployment's pods.
+func selectsSome(o *Objects, where string, ls *metav1.LabelSelector) error {
+	ds, err := selectedBy(o, ls)
+	if err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	if len(ds) == 0 {
+		return fmt.Errorf("%s: matches no Deployment's pods", where)
 	}
 	return nil
 }
