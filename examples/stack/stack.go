@@ -3,6 +3,8 @@
 // binary (ROLE=all) and the classic demo's worker binary connected to its
 // broker over loopback Connect. cmd/devstack is its command line; the
 // end-to-end benchmark (examples/classic/cmd/bench) drives the same stack.
+// Options.Topology makes it a local cluster instead: several ROLE=control
+// and ROLE=broker processes and workers on the one Postgres (cluster.go).
 //
 // converge runs as a child process built from this source tree, so the
 // stack serves exactly what the production binary serves (the GraphQL API
