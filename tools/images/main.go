@@ -152,7 +152,11 @@ func run(ctx context.Context, args []string) error {
 	if err := VerifyOutput(o.out, built, o.version); err != nil {
 		return fmt.Errorf("verify what was written: %w", err)
 	}
-	fmt.Printf("verified %d images in %s (OCI layout oci/, tarballs NAME.tar)\n", len(built), o.out)
+	outputs := "the OCI layout oci/ and NAME.tar per image"
+	if len(o.platforms) > 1 {
+		outputs = "the OCI layout oci/, an index per image"
+	}
+	fmt.Printf("verified %d images in %s: %s\n", len(built), o.out, outputs)
 	return nil
 }
 
