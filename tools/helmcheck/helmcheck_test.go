@@ -137,6 +137,8 @@ func TestChecksCatch(t *testing.T) {
 		{"a schema violation", minimal, map[string]any{"control": map[string]any{"replicas": "three"}}, "values don't meet the specifications"},
 		{"a missing database", minimal, map[string]any{"database": map[string]any{"url": ""}}, "DATABASE_URL is required"},
 		{"an open API without saying so", minimal, map[string]any{"apiTokens": map[string]any{"open": false}}, "apiTokens: set apiTokens.tokens"},
+		{"API tokens beside an open worker plane", minimal, map[string]any{"apiTokens": map[string]any{"open": false, "tokens": "abc admin"}},
+			"workerAuth.open=true beside API tokens"},
 		{"mTLS without TLS", minimal, map[string]any{"tls": map[string]any{"mtls": map[string]any{"enabled": true}}}, "tls.mtls.enabled needs tls.enabled"},
 	}
 	for _, c := range cases {

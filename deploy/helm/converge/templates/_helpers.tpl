@@ -88,6 +88,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and (not $plane) (not .Values.workerAuth.open) -}}
 {{- fail "workerAuth: enable workerAuth or tls.mtls, or set workerAuth.open=true to run the worker plane without credentials" -}}
 {{- end -}}
+{{- if and (include "converge.apiAuth" .) .Values.workerAuth.open -}}
+{{- fail "workerAuth.open=true beside API tokens: anyone who reaches a broker could forge task results the API's tokens guard; enable workerAuth or tls.mtls" -}}
+{{- end -}}
 {{- if and .Values.workerAuth.enabled (not .Values.workerAuth.existingSecret) (or (not .Values.workerAuth.token) (not .Values.workerAuth.meshToken)) -}}
 {{- fail "workerAuth.enabled: set workerAuth.token and workerAuth.meshToken, or workerAuth.existingSecret" -}}
 {{- end -}}
