@@ -155,8 +155,11 @@ func (m *Member) ExitError() error {
 // Add starts one more member of the role (control, broker or worker) and,
 // for a server, waits until it is ready.
 func (s *Stack) Add(ctx context.Context, role string) (*Member, error) {
+	if role == "control" && s.opts.Topology.Brokers == 0 {
+		role = "all" // the controls are the brokers too
+	}
 	switch role {
-	case "control", "broker":
+	case "control", "broker", "all":
 		m, err := s.startServer(role, "")
 		if err != nil {
 			return nil, err
