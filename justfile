@@ -90,3 +90,13 @@ generate-cli:
 # conctl's suite under the race detector (a real converge, worker and Postgres).
 test-cli *ARGS:
     go test -race {{ARGS}} ./cli/...
+
+# OCI images of converge, stdworker and the classic demo worker, without Docker (tools/images):
+# an OCI layout in .artifacts/images/oci and NAME.tar per image, each opened and verified after writing.
+images *ARGS:
+    cd tools && go run ./images -root .. -out ../.artifacts/images -version {{version}} {{ARGS}}
+
+# The Helm chart checked without a cluster (tools/helmcheck): each ci/*-values.yaml rendered with the
+# Helm SDK, decoded strictly into k8s.io/api types, and its invariants asserted. `just helm-check -print FILE` shows the objects.
+helm-check *ARGS:
+    cd tools && go run ./helmcheck -chart ../deploy/helm/converge -root .. {{ARGS}}

@@ -45,6 +45,7 @@ func run() error {
 	pgPort := flag.Int("pg-port", 0, "loopback port for the private Postgres (default: a free one)")
 	convergeBin := flag.String("converge-bin", "", "a prebuilt converge binary (default: built from this tree)")
 	workerBin := flag.String("worker-bin", "", "a prebuilt classic worker binary (default: built from this tree)")
+	top := topologyFlags()
 	flag.Parse()
 
 	log, err := logging.FromEnv()
@@ -59,7 +60,7 @@ func run() error {
 		return err
 	}
 	st, err := stack.Start(ctx, stack.Options{
-		Addr: *addr, DataDir: *dataDir, PGPort: *pgPort, ConvergeBin: *convergeBin, WorkerBin: *workerBin, Log: log,
+		Addr: *addr, DataDir: *dataDir, PGPort: *pgPort, ConvergeBin: *convergeBin, WorkerBin: *workerBin, Log: log, Topology: *top,
 		// Keep Ctrl+C snappy: in-flight demo tasks take about a second.
 		ConvergeEnv: []string{"SHUTDOWN_DRAIN=10s"},
 		WorkerEnv:   []string{"WORKER_DRAIN_TIMEOUT=10s"},
@@ -97,11 +98,17 @@ func run() error {
 	fmt.Printf("graphql: %s/graphql\n", st.BaseURL)
 	fmt.Printf("graphiql: %s/graphiql\n", st.BaseURL)
 	fmt.Printf("ui: %s/\n", st.BaseURL)
+	if top.Cluster() {
+		printMembers(st)
+	}
 	fmt.Printf("ready: %s\n", st.BaseURL)
 	if !*noSample {
 		go reportSample(ctx, st, log)
 	}
 
+	if top.Cluster() {
+		return watchCluster(ctx, st, os.Stdin, log)
+	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {

@@ -3,6 +3,8 @@
 // binary (ROLE=all) and the classic demo's worker binary connected to its
 // broker over loopback Connect. cmd/devstack is its command line; the
 // end-to-end benchmark (examples/classic/cmd/bench) drives the same stack.
+// Options.Topology makes it a local cluster instead: several ROLE=control
+// and ROLE=broker processes and workers on the one Postgres (cluster.go).
 //
 // converge runs as a child process built from this source tree, so the
 // stack serves exactly what the production binary serves (the GraphQL API
@@ -15,10 +17,10 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -60,7 +62,10 @@ type Options struct {
 	Setup func(ctx context.Context, s *Stack) error
 	// ReadyTimeout bounds start-up until /readyz answers (default 2m).
 	ReadyTimeout time.Duration
-	Log          zerolog.Logger
+	// Topology asks for a local cluster (several controls, brokers and
+	// workers); the zero value is one ROLE=all converge and one worker.
+	Topology Topology
+	Log      zerolog.Logger
 }
 
 // Stack is a running local stack.
@@ -73,12 +78,18 @@ type Stack struct {
 	// and the GraphQL API apply documents; see examples/apply).
 	Store *store.Store
 
-	pg       *pgcluster.Cluster
-	pool     *pgxpool.Pool
+	pg   *pgcluster.Cluster
+	pool *pgxpool.Pool
+	// converge is the first server (BaseURL), worker the first worker.
 	converge *process
 	worker   *process
 	binDir   string
 	log      zerolog.Logger
+	opts     Options
+
+	mu       sync.Mutex // guards members and their draining/gone flags
+	members  []*Member
+	balancer *balancer
 }
 
 // Start brings the stack up: Postgres, converge (which migrates the schema
@@ -92,18 +103,21 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	if opts.ReadyTimeout == 0 {
 		opts.ReadyTimeout = 2 * time.Minute
 	}
+	if err := opts.Topology.validate(); err != nil {
+		return nil, err
+	}
 	listen, urlHost, err := resolveAddr(opts.Addr)
 	if err != nil {
 		return nil, err
 	}
-	s = &Stack{BaseURL: "http://" + urlHost, log: opts.Log}
+	s = &Stack{BaseURL: "http://" + urlHost, log: opts.Log, opts: opts}
 	defer func() {
 		if err != nil {
 			_ = s.Stop()
 			s = nil
 		}
 	}()
-	if err := s.binaries(ctx, &opts); err != nil {
+	if err := s.binaries(ctx, &s.opts); err != nil {
 		return s, err
 	}
 	if s.pg, err = pgcluster.Start(ctx, pgcluster.Options{DataDir: opts.DataDir, Port: opts.PGPort, Settings: opts.PGSettings, Logger: opts.Log}); err != nil {
@@ -114,11 +128,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	}
 	s.DatabaseURL = s.pg.URL("converge")
 
-	env := append(os.Environ(), "DATABASE_URL="+s.DatabaseURL, "ROLE=all", "LISTEN_ADDR="+listen)
-	if s.converge, err = startProcess("converge", opts.ConvergeBin, nil, append(env, opts.ConvergeEnv...), opts.Output); err != nil {
-		return s, err
-	}
-	if err := s.waitReady(ctx, opts.ReadyTimeout); err != nil {
+	if err := s.startServers(ctx, listen); err != nil {
 		return s, err
 	}
 	if s.pool, err = pgxpool.New(ctx, s.DatabaseURL); err != nil {
@@ -130,8 +140,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 			return s, err
 		}
 	}
-	wenv := append(os.Environ(), "BROKER_URL="+s.BaseURL)
-	if s.worker, err = startProcess("worker", opts.WorkerBin, nil, append(wenv, opts.WorkerEnv...), opts.Output); err != nil {
+	if err := s.startWorkers(); err != nil {
 		return s, err
 	}
 	return s, nil
@@ -208,43 +217,31 @@ func (s *Stack) WaitAutovacuum(ctx context.Context, limit time.Duration) (time.D
 // StopProcesses stops the worker and converge, as Stop does, but leaves
 // Postgres (and Store) up; Stop later stops only Postgres.
 func (s *Stack) StopProcesses() error {
-	var errs []error
-	if s.worker != nil && !s.worker.stopped {
-		errs = append(errs, s.worker.stop(60*time.Second))
-	}
-	if s.converge != nil && !s.converge.stopped {
-		errs = append(errs, s.converge.stop(60*time.Second))
-	}
-	return errors.Join(errs...)
+	return s.stopMembers(60 * time.Second)
 }
 
 // Exited reports a child that has ended on its own (a crash), if any.
 func (s *Stack) Exited() error {
-	for _, p := range []*process{s.converge, s.worker} {
-		if p == nil || p.stopped {
+	for _, m := range s.Members() {
+		if m.proc.stopped {
 			continue
 		}
-		if ok, err := p.exited(); ok {
-			return fmt.Errorf("%s exited unexpectedly: %w", p.name, err)
+		if ok, err := m.proc.exited(); ok {
+			return fmt.Errorf("%s exited unexpectedly: %w", m.Name, err)
 		}
 	}
 	return nil
 }
 
-// Stop tears the stack down in order — the worker (which drains), converge
-// (which drains its broker and deregisters), then Postgres — and removes
-// temporary data. Every step runs even when an earlier one fails.
+// Stop tears the stack down in order — the workers (which drain), the
+// brokers and controls (which drain and deregister), then Postgres — and
+// removes temporary data. Every step runs even when an earlier one fails.
 func (s *Stack) Stop() error {
 	var errs []error
-	if s.worker != nil && !s.worker.stopped {
-		errs = append(errs, s.worker.stop(60*time.Second))
-	}
 	if s.pool != nil {
 		s.pool.Close()
 	}
-	if s.converge != nil && !s.converge.stopped {
-		errs = append(errs, s.converge.stop(60*time.Second))
-	}
+	errs = append(errs, s.stopMembers(60*time.Second))
 	if s.pg != nil {
 		errs = append(errs, s.pg.Stop())
 	}
@@ -295,33 +292,6 @@ func Build(ctx context.Context, dir string, pkgs ...string) error {
 		return fmt.Errorf("go build %v: %w\n%s", pkgs, err, out)
 	}
 	return nil
-}
-
-// waitReady polls /readyz until it answers 200, converge exits, or the
-// timeout passes.
-func (s *Stack) waitReady(ctx context.Context, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	client := &http.Client{Timeout: 2 * time.Second}
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.BaseURL+"/readyz", nil)
-		if res, err := client.Do(req); err == nil {
-			_, _ = io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-s.converge.done:
-			return fmt.Errorf("converge exited during start-up: %w", s.converge.err)
-		case <-ctx.Done():
-			return fmt.Errorf("converge not ready at %s/readyz: %w", s.BaseURL, ctx.Err())
-		case <-tick.C:
-		}
-	}
 }
 
 // resolveAddr fills in a free port for port 0 and returns the address to

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// The packages (relative to the main module's root) whose environment each
+// image's binary reads. The variable names are found in their sources, not
+// listed here: adding a variable to core/config (or the worker SDK) makes it
+// legal in the chart without touching this check.
+var binaryPackages = map[string][]string{
+	"converge":       {"core/config", "core/api", "core/logging", "core/dbauth", "cmd/converge", "frontend"},
+	"stdworker":      {"cmd/stdworker", "core/worker", "core/logging", "core/tlsreload"},
+	"classic-worker": {"examples/classic/cmd/worker", "core/worker", "core/logging"},
+}
+
+// libraryEnv are variables read by libraries a binary links, not by our
+// sources: allowed for the binaries that link them.
+var libraryEnv = map[string]map[string]string{
+	"converge": {"AWS_REGION": "the AWS SDK's default config (core/dbauth, DB_IAM_AUTH)"},
+}
+
+// pendingEnv are variables the chart sets that branches in flight add to
+// the binaries (the trust-boundary work: worker-plane and API auth). The
+// check accepts them and reports each one the sources now read, so the
+// entry can be deleted once it lands.
+var pendingEnv = map[string]string{
+	"API_AUTH":           "API_AUTH=none runs the API open deliberately",
+	"WORKER_AUTH":        "WORKER_AUTH=none runs the worker plane open deliberately",
+	"WORKER_TOKENS_FILE": "the brokers' file of worker bearer tokens",
+	"MESH_TOKENS_FILE":   "the brokers' file of peer-broker tokens",
+	"WORKER_TOKEN_FILE":  "the worker's own bearer token",
+}
+
+var envName = regexp.MustCompile(`^[A-Z][A-Z0-9_]{2,}$`)
+
+// ScanEnv finds the environment variables the Go files of the packages
+// read: in every non-test file that calls a getenv-like function (os.Getenv,
+// os.LookupEnv, a getenv parameter), the string literals that are an
+// argument of such a call or of a helper taking the name (str(&x, "NAME"),
+// dur(&x, "NAME")), or the leading element of a table entry
+// ({"NAME", &field}).
+func ScanEnv(root string, pkgs []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	fset := token.NewFileSet()
+	for _, pkg := range pkgs {
+		files, err := filepath.Glob(filepath.Join(root, pkg, "*.go"))
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", pkg, err)
+		}
+		if len(files) == 0 {
+			return nil, fmt.Errorf("no Go files in %s (is -root the converge source tree?)", filepath.Join(root, pkg))
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			src, err := os.ReadFile(f)
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", f, err)
+			}
+			file, err := parser.ParseFile(fset, f, src, parser.SkipObjectResolution)
+			if err != nil {
+				return nil, fmt.Errorf("parse %s: %w", f, err)
+			}
+			if readsEnv(file) {
+				collectNames(file, out)
+			}
+		}
+	}
+	return out, nil
+}
+
+func calleeName(e ast.Expr) string {
+	switch fn := e.(type) {
+	case *ast.Ident:
+		return fn.Name
+	case *ast.SelectorExpr:
+		return fn.Sel.Name
+	}
+	return ""
+}
+
+func isGetenv(name string) bool {
+	switch strings.ToLower(name) {
+	case "getenv", "lookupenv":
+		return true
+	}
+	return false
+}
+
+func readsEnv(file *ast.File) bool {
+	found := false
+	ast.Inspect(file, func(n ast.Node) bool {
+		if c, ok := n.(*ast.CallExpr); ok && isGetenv(calleeName(c.Fun)) {
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+func collectNames(file *ast.File, out map[string]bool) {
+	add := func(e ast.Expr) {
+		lit, ok := e.(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			return
+		}
+		if s, err := strconv.Unquote(lit.Value); err == nil && envName.MatchString(s) {
+			out[s] = true
+		}
+	}
+	ast.Inspect(file, func(n ast.Node) bool {
+		switch x := n.(type) {
+		case *ast.CallExpr:
+			for _, a := range x.Args {
+				add(a)
+			}
+		case *ast.CompositeLit:
+			if len(x.Elts) > 0 {
+				if _, kv := x.Elts[0].(*ast.KeyValueExpr); !kv {
+					add(x.Elts[0])
+				}
+			}
+		}
+		return true
+	})
+}
+
+// EnvSets scans every binary's packages once.
+func EnvSets(root string) (map[string]map[string]bool, error) {
+	sets := map[string]map[string]bool{}
+	for bin, pkgs := range binaryPackages {
+		s, err := ScanEnv(root, pkgs)
+		if err != nil {
+			return nil, err
+		}
+		for name := range libraryEnv[bin] {
+			s[name] = true
+		}
+		sets[bin] = s
+	}
+	return sets, nil
+}
+
+// LandedPending lists the pendingEnv entries some binary's sources now read.
+func LandedPending(sets map[string]map[string]bool) []string {
+	var out []string
+	for name := range pendingEnv {
+		for _, s := range sets {
+			if s[name] {
+				out = append(out, name)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+const (
+	chartDir = "../../deploy/helm/converge"
+	srcRoot  = "../.."
+)
+
+var (
+	envOnce    sync.Once
+	envSets    map[string]map[string]bool
+	errEnvScan error
+)
+
+func env(t *testing.T) map[string]map[string]bool {
+	t.Helper()
+	envOnce.Do(func() { envSets, errEnvScan = EnvSets(srcRoot) })
+	if errEnvScan != nil {
+		t.Fatal(errEnvScan)
+	}
+	return envSets
+}
+
+func ciValues(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(chartDir, "ci", "*-values.yaml"))
+	if err != nil || len(files) < 3 {
+		t.Fatalf("want the minimal, production and split values files in ci/, got %v (%v)", files, err)
+	}
+	return files
+}
+
+// TestChartValuesFiles renders, decodes and checks every values file the
+// chart ships for CI.
+func TestChartValuesFiles(t *testing.T) {
+	for _, f := range ciValues(t) {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			n, err := CheckFile(chartDir, env(t), []string{f}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n < 8 {
+				t.Errorf("only %d objects rendered", n)
+			}
+		})
+	}
+}
+
+// TestChartShapes pins what each install shape renders.
+func TestChartShapes(t *testing.T) {
+	render := func(file string) *Objects {
+		t.Helper()
+		docs, _, err := Render(chartDir, []string{filepath.Join(chartDir, "ci", file)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := Decode(docs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	roles := func(o *Objects) map[string]string {
+		out := map[string]string{}
+		for _, d := range o.Deployments {
+			c := d.Spec.Template.Spec.Containers[0]
+			v, _ := envValue(&c, "ROLE")
+			out[d.Name] = v
+		}
+		return out
+	}
+	minimal := render("minimal-values.yaml")
+	if got := roles(minimal); got["converge-control"] != "all" || len(got) != 2 {
+		t.Errorf("minimal: deployments and roles %v, want converge-control ROLE=all and one worker", got)
+	}
+	prod := render("production-values.yaml")
+	if got := roles(prod); got["converge-control"] != "control" || got["converge-broker"] != "broker" {
+		t.Errorf("production: roles %v", got)
+	}
+	if len(prod.Certificates) != 2 || len(prod.HPAs) != 2 || len(prod.ServiceMonitors) != 1 || len(prod.NetworkPolicies) != 3 {
+		t.Errorf("production: %d certificates, %d HPAs, %d service monitors, %d network policies",
+			len(prod.Certificates), len(prod.HPAs), len(prod.ServiceMonitors), len(prod.NetworkPolicies))
+	}
+	for _, sa := range prod.ServiceAccounts {
+		if sa.Annotations["eks.amazonaws.com/role-arn"] == "" {
+			t.Errorf("production: ServiceAccount %s has no IRSA role annotation", sa.Name)
+		}
+	}
+	for _, d := range prod.Deployments {
+		c := d.Spec.Template.Spec.Containers[0]
+		if v, _ := envValue(&c, "ROLE"); v == "control" {
+			if _, ok := envValue(&c, "DATABASE_READ_URL"); !ok {
+				t.Errorf("production: control pods do not read the replica")
+			}
+		}
+	}
+}
+
+// TestChecksCatch breaks each invariant through the values and checks the
+// check names the problem.
+func TestChecksCatch(t *testing.T) {
+	minimal := filepath.Join(chartDir, "ci", "minimal-values.yaml")
+	split := filepath.Join(chartDir, "ci", "split-values.yaml")
+	cases := []struct {
+		name     string
+		file     string
+		override map[string]any
+		want     string
+	}{
+		{"grace below the broker drain", minimal, map[string]any{"terminationGracePeriodSeconds": 40},
+			"terminationGracePeriodSeconds 40s does not exceed preStop 5s + SHUTDOWN_DRAIN 45s + deregistration 5s"},
+		{"grace below the worker drain", split, map[string]any{"workers": []any{map[string]any{
+			"name": "slow", "image": map[string]any{"repository": "converge-run/stdworker"}, "drainTimeout": "90s"}}},
+			"does not exceed preStop 0s + WORKER_DRAIN_TIMEOUT 1m30s"},
+		{"an env var converge does not read", minimal, map[string]any{"extraEnv": map[string]any{"SHUTDOWN_DRIAN": "10s"}},
+			"env SHUTDOWN_DRIAN is not read by converge"},
+		{"a worker env var its binary does not read", minimal, map[string]any{"workers": []any{map[string]any{
+			"name": "c", "image": map[string]any{"repository": "converge-run/classic-worker"}, "env": map[string]any{"STDWORKER_KINDS": "x"}}}},
+			"env STDWORKER_KINDS is not read by classic-worker"},
+		{"TLS on a worker that cannot dial TLS", minimal, map[string]any{"tls": map[string]any{"enabled": true, "secretName": "given-tls"}},
+			"env WORKER_TLS_CA_FILE is not read by classic-worker"},
+		{"an unknown field", minimal, map[string]any{"extraVolumes": []any{map[string]any{"name": "x", "emptyDirr": map[string]any{}}}},
+			`json: unknown field "emptyDirr"`},
+		{"a secret nobody makes", minimal, map[string]any{"extraVolumes": []any{map[string]any{"name": "x", "secret": map[string]any{"secretName": "nowhere"}}}},
+			`secret "nowhere" is neither rendered`},
+		{"a secret mounted with subPath", minimal, map[string]any{
+			"extraVolumes":      []any{map[string]any{"name": "ca", "secret": map[string]any{"secretName": "rds-ca"}}},
+			"extraVolumeMounts": []any{map[string]any{"name": "ca", "mountPath": "/etc/rds/ca.pem", "subPath": "ca.pem"}},
+			"database":          map[string]any{"existingSecret": "rds-ca", "url": ""}},
+			"mounted with subPath"},
+		{"a schema violation", minimal, map[string]any{"control": map[string]any{"replicas": "three"}}, "values don't meet the specifications"},
+		{"a missing database", minimal, map[string]any{"database": map[string]any{"url": ""}}, "DATABASE_URL is required"},
+		{"an open API without saying so", minimal, map[string]any{"apiTokens": map[string]any{"open": false}}, "apiTokens: set apiTokens.tokens"},
+		{"API tokens beside an open worker plane", minimal, map[string]any{"apiTokens": map[string]any{"open": false, "tokens": "abc admin"}},
+			"workerAuth.open=true beside API tokens"},
+		{"mTLS without TLS", minimal, map[string]any{"tls": map[string]any{"mtls": map[string]any{"enabled": true}}}, "tls.mtls.enabled needs tls.enabled"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := CheckFile(chartDir, env(t), []string{c.file}, c.override)
+			if err == nil {
+				t.Fatalf("the check passed; want an error containing %q", c.want)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error:\n%v\nwant it to contain %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestScanEnv checks the scan finds what core/config, the API limits and
+// the worker SDK read, and not the names that are only labels.
+func TestScanEnv(t *testing.T) {
+	sets := env(t)
+	for _, name := range []string{"DATABASE_URL", "ROLE", "SHUTDOWN_DRAIN", "TLS_CLIENT_CA_FILE", "API_MAX_COMPLEXITY", "API_WS_KEEPALIVE", "LOG_LEVEL", "CONVERGE_UI_DIR", "AWS_REGION"} {
+		if !sets["converge"][name] {
+			t.Errorf("converge: %s not found", name)
+		}
+	}
+	for _, name := range []string{"BROKER_URL", "WORKER_DRAIN_TIMEOUT", "WORKER_TLS_CA_FILE", "STDWORKER_KINDS"} {
+		if !sets["stdworker"][name] {
+			t.Errorf("stdworker: %s not found", name)
+		}
+	}
+	for _, name := range []string{"TLS", "TLS_CLIENT_CA", "BAD_USER_INPUT"} {
+		if sets["converge"][name] {
+			t.Errorf("converge: %s found, but it is a label, not a variable", name)
+		}
+	}
+	if sets["classic-worker"]["WORKER_TLS_CA_FILE"] {
+		t.Error("classic-worker: WORKER_TLS_CA_FILE found, but the demo worker has no TLS")
+	}
+}

@@ -1,0 +1,323 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Budgets the grace period must cover beyond the drains (docs/operations.md):
+// the member deregisters last, within 5 s.
+const deregisterBudget = 5 * time.Second
+
+// Checker holds what the invariants are checked against.
+type Checker struct {
+	// Env is, per binary (image name), the variables it reads.
+	Env map[string]map[string]bool
+	// ExternalSecrets are Secrets the values say exist outside the chart
+	// (existingSecret, secretName).
+	ExternalSecrets map[string]bool
+}
+
+// Check runs every invariant over the decoded objects and returns every
+// violation found (not just the first).
+func (c *Checker) Check(o *Objects) error {
+	var errs []error
+	secrets := c.secretKeys(o)
+	for _, d := range o.Deployments {
+		errs = append(errs, c.checkDeployment(d, o, secrets)...)
+	}
+	errs = append(errs, checkServices(o)...)
+	errs = append(errs, checkSelectors(o)...)
+	return errors.Join(errs...)
+}
+
+// secretKeys maps every Secret that will exist to its keys (nil keys: any
+// key, for Secrets made outside the chart or by cert-manager).
+func (c *Checker) secretKeys(o *Objects) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for name := range c.ExternalSecrets {
+		out[name] = nil
+	}
+	for _, cert := range o.Certificates {
+		out[cert.Spec.SecretName] = map[string]bool{"tls.crt": true, "tls.key": true, "ca.crt": true}
+	}
+	for _, s := range o.Secrets {
+		keys := map[string]bool{}
+		for k := range s.StringData {
+			keys[k] = true
+		}
+		for k := range s.Data {
+			keys[k] = true
+		}
+		out[s.Name] = keys
+	}
+	return out
+}
+
+func (c *Checker) checkDeployment(d *appsv1.Deployment, o *Objects, secrets map[string]map[string]bool) []error {
+	var errs []error
+	where := "Deployment " + d.Name
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		errs = append(errs, fmt.Errorf("%s: selector %v does not match its pod template's labels %v", where, d.Spec.Selector, d.Spec.Template.Labels))
+	}
+	pod := &d.Spec.Template.Spec
+	if pod.SecurityContext == nil || pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot {
+		errs = append(errs, fmt.Errorf("%s: pod does not set runAsNonRoot", where))
+	}
+	for i := range pod.Containers {
+		ctr := &pod.Containers[i]
+		w := fmt.Sprintf("%s container %s", where, ctr.Name)
+		errs = append(errs, checkProbes(w, ctr)...)
+		errs = append(errs, c.checkEnv(w, ctr)...)
+		errs = append(errs, checkGrace(w, pod, ctr)...)
+		errs = append(errs, checkResources(w, ctr)...)
+		errs = append(errs, checkSecretRefs(w, pod, ctr, secrets)...)
+		errs = append(errs, checkMounts(w, pod, ctr)...)
+	}
+	if pod.Subdomain != "" && !headlessSelects(o, pod.Subdomain, d.Spec.Template.Labels) {
+		errs = append(errs, fmt.Errorf("%s: subdomain %q is no headless Service selecting its pods (pod DNS names would not resolve)", where, pod.Subdomain))
+	}
+	return errs
+}
+
+func binaryOf(ctr *corev1.Container) string {
+	repo := ctr.Image
+	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+		repo = repo[:i]
+	}
+	return path.Base(repo)
+}
+
+func portExists(ctr *corev1.Container, p intstr.IntOrString) bool {
+	for _, cp := range ctr.Ports {
+		if (p.Type == intstr.String && cp.Name == p.StrVal) || (p.Type == intstr.Int && cp.ContainerPort == p.IntVal) {
+			return true
+		}
+	}
+	return false
+}
+
+func checkProbes(where string, ctr *corev1.Container) []error {
+	var errs []error
+	for name, p := range map[string]*corev1.Probe{"startup": ctr.StartupProbe, "liveness": ctr.LivenessProbe, "readiness": ctr.ReadinessProbe} {
+		if p == nil {
+			continue
+		}
+		var port intstr.IntOrString
+		switch {
+		case p.HTTPGet != nil:
+			port = p.HTTPGet.Port
+			if p.HTTPGet.Path != "/livez" && p.HTTPGet.Path != "/readyz" {
+				errs = append(errs, fmt.Errorf("%s: %s probe on %q, want /livez or /readyz", where, name, p.HTTPGet.Path))
+			}
+		case p.TCPSocket != nil:
+			port = p.TCPSocket.Port
+		default:
+			errs = append(errs, fmt.Errorf("%s: %s probe is neither HTTP nor TCP (the image has no shell for exec)", where, name))
+			continue
+		}
+		if !portExists(ctr, port) {
+			errs = append(errs, fmt.Errorf("%s: %s probe port %s is not a port of the container", where, name, port.String()))
+		}
+	}
+	if binaryOf(ctr) == "converge" && (ctr.LivenessProbe == nil || ctr.ReadinessProbe == nil) {
+		errs = append(errs, fmt.Errorf("%s: converge needs liveness and readiness probes", where))
+	}
+	return errs
+}
+
+var envRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+
+// checkEnv: every variable is one the container's binary reads, or one the
+// chart defines only to be expanded into another ($(POD_IP) in BROKER_URL),
+// or a pending one; every $(NAME) refers to an earlier variable.
+func (c *Checker) checkEnv(where string, ctr *corev1.Container) []error {
+	bin := binaryOf(ctr)
+	reads, known := c.Env[bin]
+	if !known {
+		return []error{fmt.Errorf("%s: image %s is none of the project's binaries (%v)", where, ctr.Image, keys(c.Env))}
+	}
+	var errs []error
+	referenced := map[string]bool{}
+	defined := map[string]bool{}
+	for _, e := range ctr.Env {
+		for _, m := range envRef.FindAllStringSubmatch(e.Value, -1) {
+			referenced[m[1]] = true
+			if !defined[m[1]] {
+				errs = append(errs, fmt.Errorf("%s: %s refers to $(%s), not defined before it", where, e.Name, m[1]))
+			}
+		}
+		if defined[e.Name] {
+			errs = append(errs, fmt.Errorf("%s: %s is set twice", where, e.Name))
+		}
+		defined[e.Name] = true
+	}
+	for _, e := range ctr.Env {
+		if reads[e.Name] || referenced[e.Name] || pendingEnv[e.Name] != "" {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("%s: env %s is not read by %s", where, e.Name, bin))
+	}
+	for _, e := range ctr.Env {
+		if strings.HasSuffix(e.Name, "_DRAIN") || strings.HasSuffix(e.Name, "_TIMEOUT") || strings.HasSuffix(e.Name, "_INTERVAL") {
+			if _, err := time.ParseDuration(e.Value); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %s=%q is not a duration", where, e.Name, e.Value))
+			}
+		}
+	}
+	return errs
+}
+
+func envValue(ctr *corev1.Container, name string) (string, bool) {
+	for _, e := range ctr.Env {
+		if e.Name == name {
+			return e.Value, true
+		}
+	}
+	return "", false
+}
+
+// checkGrace: the pod's grace period covers the preStop sleep, the drain
+// budget of what runs in it and the deregistration.
+func checkGrace(where string, pod *corev1.PodSpec, ctr *corev1.Container) []error {
+	grace := 30 * time.Second
+	if pod.TerminationGracePeriodSeconds != nil {
+		grace = time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
+	}
+	var preStop time.Duration
+	if l := ctr.Lifecycle; l != nil && l.PreStop != nil {
+		if l.PreStop.Sleep == nil {
+			return []error{fmt.Errorf("%s: preStop must be the sleep action (the image has no shell or sleep binary)", where)}
+		}
+		preStop = time.Duration(l.PreStop.Sleep.Seconds) * time.Second
+	}
+	role, _ := envValue(ctr, "ROLE")
+	var need time.Duration
+	var what string
+	switch {
+	case binaryOf(ctr) != "converge":
+		d, ok := envValue(ctr, "WORKER_DRAIN_TIMEOUT")
+		if !ok {
+			return []error{fmt.Errorf("%s: set WORKER_DRAIN_TIMEOUT explicitly (the grace check needs it)", where)}
+		}
+		drain, err := time.ParseDuration(d)
+		if err != nil {
+			return nil // reported by checkEnv
+		}
+		need, what = preStop+drain, fmt.Sprintf("preStop %s + WORKER_DRAIN_TIMEOUT %s", preStop, drain)
+	case role == "control":
+		if preStop == 0 {
+			return []error{fmt.Errorf("%s: a control pod needs the preStop sleep (endpoint removal race)", where)}
+		}
+		need, what = preStop+10*time.Second, fmt.Sprintf("preStop %s + the API's 10s shutdown grace", preStop)
+	default:
+		d, ok := envValue(ctr, "SHUTDOWN_DRAIN")
+		if !ok {
+			return []error{fmt.Errorf("%s: set SHUTDOWN_DRAIN explicitly on broker pods (the grace check needs it)", where)}
+		}
+		drain, err := time.ParseDuration(d)
+		if err != nil {
+			return nil
+		}
+		if preStop == 0 {
+			return []error{fmt.Errorf("%s: a broker pod needs the preStop sleep (endpoint removal race)", where)}
+		}
+		need, what = preStop+drain+deregisterBudget, fmt.Sprintf("preStop %s + SHUTDOWN_DRAIN %s + deregistration %s", preStop, drain, deregisterBudget)
+	}
+	if grace <= need {
+		return []error{fmt.Errorf("%s: terminationGracePeriodSeconds %s does not exceed %s = %s", where, grace, what, need)}
+	}
+	return nil
+}
+
+func checkResources(where string, ctr *corev1.Container) []error {
+	var errs []error
+	if _, ok := ctr.Resources.Requests[corev1.ResourceCPU]; !ok {
+		errs = append(errs, fmt.Errorf("%s: no cpu request", where))
+	}
+	if _, ok := ctr.Resources.Requests[corev1.ResourceMemory]; !ok {
+		errs = append(errs, fmt.Errorf("%s: no memory request", where))
+	}
+	if _, ok := ctr.Resources.Limits[corev1.ResourceMemory]; !ok {
+		errs = append(errs, fmt.Errorf("%s: no memory limit", where))
+	}
+	return errs
+}
+
+func hasKey(secrets map[string]map[string]bool, name, key string) error {
+	keys, ok := secrets[name]
+	switch {
+	case !ok:
+		return fmt.Errorf("secret %q is neither rendered, made by a Certificate, nor named in the values as existing", name)
+	case keys != nil && key != "" && !keys[key]:
+		return fmt.Errorf("secret %q has no key %q", name, key)
+	}
+	return nil
+}
+
+func checkSecretRefs(where string, pod *corev1.PodSpec, ctr *corev1.Container, secrets map[string]map[string]bool) []error {
+	var errs []error
+	for _, e := range ctr.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			r := e.ValueFrom.SecretKeyRef
+			if err := hasKey(secrets, r.Name, r.Key); err != nil {
+				errs = append(errs, fmt.Errorf("%s: env %s: %w", where, e.Name, err))
+			}
+		}
+	}
+	for _, v := range pod.Volumes {
+		if v.Secret == nil {
+			continue
+		}
+		if len(v.Secret.Items) == 0 {
+			if err := hasKey(secrets, v.Secret.SecretName, ""); err != nil {
+				errs = append(errs, fmt.Errorf("%s: volume %s: %w", where, v.Name, err))
+			}
+		}
+		for _, it := range v.Secret.Items {
+			if err := hasKey(secrets, v.Secret.SecretName, it.Key); err != nil {
+				errs = append(errs, fmt.Errorf("%s: volume %s: %w", where, v.Name, err))
+			}
+		}
+	}
+	return errs
+}
+
+// checkMounts: every mount names a volume; a Secret mounted with subPath
+// would never see a rotation (TLS hot reload), so none is.
+func checkMounts(where string, pod *corev1.PodSpec, ctr *corev1.Container) []error {
+	vols := map[string]*corev1.Volume{}
+	for i := range pod.Volumes {
+		vols[pod.Volumes[i].Name] = &pod.Volumes[i]
+	}
+	var errs []error
+	for _, m := range ctr.VolumeMounts {
+		v, ok := vols[m.Name]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("%s: mount %s names no volume", where, m.Name))
+		case v.Secret != nil && m.SubPath != "":
+			errs = append(errs, fmt.Errorf("%s: secret volume %s mounted with subPath (rotations would not reach the pod)", where, m.Name))
+		}
+	}
+	return errs
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
