@@ -120,6 +120,17 @@ const notReadyShown = 20
 // Ready makes the bom unhealthy (Degraded) with a ChildrenNotReady
 // condition; all Ready makes it healthy again.
 func (bom) rollup(req worker.Request) worker.Outcome {
+	status := map[string]any{}
+	var spec BOMSpec
+	if json.Unmarshal(req.Resource.Spec, &spec) == nil {
+		status["teams"] = spec.Teams
+	}
+	return rollupSubtree(req, status)
+}
+
+// rollupSubtree adds the subtree's counts to status (a composite's own
+// summary fields) and decides health.
+func rollupSubtree(req worker.Request, status map[string]any) worker.Outcome {
 	byKind := map[string]map[string]int{}
 	ready := 0
 	var notReady []string
@@ -135,11 +146,7 @@ func (bom) rollup(req worker.Request) worker.Outcome {
 		}
 	}
 	sort.Strings(notReady)
-	status := map[string]any{"phase": "rolled-up", "resources": len(req.Children), "ready": ready, "by_kind": byKind}
-	var spec BOMSpec
-	if json.Unmarshal(req.Resource.Spec, &spec) == nil {
-		status["teams"] = spec.Teams
-	}
+	status["phase"], status["resources"], status["ready"], status["by_kind"] = "rolled-up", len(req.Children), ready, byKind
 	healthy := len(notReady) == 0
 	out := worker.Outcome{HealthOK: &healthy}
 	// Healthy reports no condition: the drainer synthesizes Ready=True and

@@ -141,19 +141,21 @@ func TestFixtures_AreValidDocuments(t *testing.T) {
 	docs, err := classic.Documents(true)
 	require.NoError(t, err)
 	seen := map[apply.Type]int{}
-	kinds := map[string]bool{}
+	served := map[manifest.KindVersion]bool{}
 	for _, d := range docs {
 		seen[d.Type]++
 		if d.Type == apply.TypeManifest {
 			m, err := manifest.Parse(d.Raw)
 			require.NoError(t, err, d.Path)
-			kinds[m.Kind] = true
+			served[m.KindVersion()] = true
 		}
 	}
-	require.Equal(t, map[apply.Type]int{apply.TypeManifest: 5, apply.TypeProviderConfig: 4, apply.TypeReactorBinding: 1, apply.TypeResource: 1}, seen)
+	require.Equal(t, map[apply.Type]int{apply.TypeManifest: 8, apply.TypeProviderConfig: 5, apply.TypeReactorBinding: 2, apply.TypeResource: 2}, seen)
 	for _, p := range classic.Providers(apptest.Logger(t)) {
-		require.True(t, kinds[p.Kind().Kind], "provider %s has a fixture manifest", p.Kind())
+		require.True(t, served[p.Kind()], "provider %s has a fixture manifest", p.Kind())
+		delete(served, p.Kind())
 	}
+	require.Empty(t, served, "every manifest has a provider")
 	// The documents decode strictly (a recording applier sees them all).
 	rec := &recorder{}
 	require.NoError(t, apply.All(context.Background(), rec, docs))
