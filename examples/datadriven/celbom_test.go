@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/app/apptest"
+	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/worker"
 	"github.com/converge-run/converge/examples/apply"
 	"github.com/converge-run/converge/examples/datadriven"
@@ -95,5 +96,38 @@ func TestCELBOM_BadRulesFailTerminallyNamingTheRule(t *testing.T) {
 			require.True(t, worker.IsTerminal(err), "a bad rule is the author's to fix, not retried: %v", err)
 			require.Contains(t, err.Error(), tc.errHas)
 		})
+	}
+}
+
+// TestFixtures_AreValidDocuments: every manifest passes the legality
+// lattice, every provider has one, and every document decodes.
+func TestFixtures_AreValidDocuments(t *testing.T) {
+	t.Parallel()
+	docs, err := datadriven.Documents(true)
+	require.NoError(t, err)
+	served := map[manifest.KindVersion]bool{}
+	for _, d := range docs {
+		if d.Type == apply.TypeManifest {
+			m, err := manifest.Parse(d.Raw)
+			require.NoError(t, err, d.Path)
+			served[m.KindVersion()] = true
+		}
+	}
+	for _, p := range datadriven.Providers(apptest.Logger(t)) {
+		require.True(t, served[p.Kind()], "provider %s has a fixture manifest", p.Kind())
+		delete(served, p.Kind())
+	}
+	require.Empty(t, served, "every manifest has a provider")
+	// The sample celbom composes with the fixture rules, the sample
+	// stdstarlark with the fixture program.
+	for _, kind := range []string{datadriven.KindCELBOM, datadriven.KindStarlark} {
+		for _, d := range docs {
+			var r apply.Resource
+			if d.Type == apply.TypeResource && json.Unmarshal(d.Raw, &r) == nil && r.Kind == kind {
+				out, err := compose(t, kind, string(r.Spec), fixtureConfig(t, kind))
+				require.NoError(t, err, kind)
+				require.NotEmpty(t, out.Children, kind)
+			}
+		}
 	}
 }
