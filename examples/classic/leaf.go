@@ -20,8 +20,8 @@ type leaf struct {
 	kind        string
 	version     string // "" = manifest.DefaultVersion
 	deleteDelay time.Duration
-	observe func(name string, spec json.RawMessage) (any, error)
-	verbs   map[string]func(req worker.Request) (any, error)
+	observe     func(name string, spec json.RawMessage) (any, error)
+	verbs       map[string]func(req worker.Request) (any, error)
 }
 
 func (l *leaf) Kind() manifest.KindVersion {
