@@ -10,10 +10,10 @@ import (
 	"github.com/converge-run/converge/core/worker"
 )
 
-// ClassicBOMSpec is a classicbom's spec: every functional domain is staffed
+// DomainTeamsSpec is a classicbom's spec: every functional domain is staffed
 // by every team, and each (domain, team) pair — a unit — gets its own
 // account, VPC, transit gateway and route.
-type ClassicBOMSpec struct {
+type DomainTeamsSpec struct {
 	Domains []string `json:"domains"`
 	Teams   []string `json:"teams"`
 	Region  string   `json:"region,omitempty"`
@@ -30,7 +30,7 @@ const KindsPerUnit = 4
 const maxUnits = 65536
 
 // Descendants is how many resources a classicbom with this spec composes.
-func (s ClassicBOMSpec) Descendants() int { return len(s.Domains) * len(s.Teams) * KindsPerUnit }
+func (s DomainTeamsSpec) Descendants() int { return len(s.Domains) * len(s.Teams) * KindsPerUnit }
 
 // UnitName is the name prefix of a unit's resources: child names carry the
 // root's name, so they are unique across classicboms.
@@ -51,7 +51,7 @@ func (b classicBOM) Work(ctx context.Context, req worker.Request) (worker.Outcom
 	case worker.StageCompose:
 		return b.compose(req)
 	case worker.StageRollup:
-		var spec ClassicBOMSpec
+		var spec DomainTeamsSpec
 		status := map[string]any{}
 		if json.Unmarshal(req.Resource.Spec, &spec) == nil {
 			status["domains"], status["teams"] = len(spec.Domains), len(spec.Teams)
@@ -63,8 +63,8 @@ func (b classicBOM) Work(ctx context.Context, req worker.Request) (worker.Outcom
 	return worker.Outcome{}, worker.Terminal(fmt.Errorf("classicbom: unexpected stage %s", req.Stage))
 }
 
-func (classicBOM) spec(raw json.RawMessage) (ClassicBOMSpec, error) {
-	var spec ClassicBOMSpec
+func (classicBOM) spec(raw json.RawMessage) (DomainTeamsSpec, error) {
+	var spec DomainTeamsSpec
 	if err := json.Unmarshal(raw, &spec); err != nil {
 		return spec, fmt.Errorf("spec: %w", err)
 	}
@@ -117,7 +117,7 @@ func (b classicBOM) compose(req worker.Request) (worker.Outcome, error) {
 	return out, nil
 }
 
-func (classicBOM) unit(out *worker.Outcome, spec ClassicBOMSpec, root, domain, team string, i int) {
+func (classicBOM) unit(out *worker.Outcome, spec DomainTeamsSpec, root, domain, team string, i int) {
 	unit := UnitName(root, domain, team)
 	labels := map[string]string{"classicbom": root, "domain": domain, "team": team}
 	child := func(kind, version, name string, s map[string]any) worker.Ref {

@@ -12,11 +12,9 @@ import (
 
 	"github.com/rs/zerolog"
 	"gocloud.dev/blob"
-	// The object stores statussink can upload to: file://, mem:// and
-	// s3:// (the AWS SDK's default credential chain and SigV4 signing).
-	_ "gocloud.dev/blob/fileblob"
-	_ "gocloud.dev/blob/memblob"
-	_ "gocloud.dev/blob/s3blob"
+	_ "gocloud.dev/blob/fileblob" // file:///dir
+	_ "gocloud.dev/blob/memblob"  // mem://
+	_ "gocloud.dev/blob/s3blob"   // s3://bucket: the AWS SDK's credential chain and SigV4 signing
 
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/worker"

@@ -258,9 +258,12 @@ func (r compiledRule) child(ctx context.Context, vars map[string]any, root, team
 			return worker.Child{}, false, fmt.Errorf("rule %s: set.%s %q: %w", r.Name, field, r.Set[field], err)
 		}
 		native, err := v.ConvertToNative(types.JSONValueType)
+		if err != nil {
+			return worker.Child{}, false, fmt.Errorf("rule %s: set.%s %q gave %v, not a JSON value: %w", r.Name, field, r.Set[field], v, err)
+		}
 		jv, isJSON := native.(*structpb.Value)
-		if err != nil || !isJSON {
-			return worker.Child{}, false, fmt.Errorf("rule %s: set.%s %q gave %v, not a JSON value: %v", r.Name, field, r.Set[field], v, err)
+		if !isJSON {
+			return worker.Child{}, false, fmt.Errorf("rule %s: set.%s %q gave %v, not a JSON value", r.Name, field, r.Set[field], v)
 		}
 		spec[field] = jv.AsInterface()
 	}

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	starlarkjson "go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
-	"go.starlark.net/starlarkjson"
 	"go.starlark.net/syntax"
 
 	"github.com/converge-run/converge/core/manifest"
@@ -143,11 +143,11 @@ var fileOptions = &syntax.FileOptions{Set: true, While: false, TopLevelControl: 
 // RunStarlark runs compose(resource) from the bundle under the limits and
 // returns its decoded result. An error names the file and line.
 func RunStarlark(ctx context.Context, files map[string]string, resource map[string]any, maxSteps uint64,
-	timeout time.Duration, print func(msg string)) (StarlarkResult, error) {
+	timeout time.Duration, printFn func(msg string)) (StarlarkResult, error) {
 	var res StarlarkResult
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	thread := &starlark.Thread{Name: "stdstarlark", Print: func(_ *starlark.Thread, msg string) { print(msg) }}
+	thread := &starlark.Thread{Name: "stdstarlark", Print: func(_ *starlark.Thread, msg string) { printFn(msg) }}
 	thread.SetMaxExecutionSteps(maxSteps)
 	predeclared := starlark.StringDict{"json": starlarkjson.Module}
 	thread.Load = bundleLoader(files, predeclared)
