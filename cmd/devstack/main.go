@@ -35,6 +35,7 @@ import (
 // serves their kinds and the samples to report on.
 type demo struct {
 	docs          []apply.Document
+	datadriven    bool     // point the jobsaga reactor at this stack's API
 	workerPackage string   // "" = stack.WorkerPackage (classic)
 	workerEnv     []string // extra worker settings
 	samples       []apply.Resource
@@ -52,10 +53,10 @@ func selectDemo(name string, withSamples bool) (demo, error) {
 		loaders = append(loaders, classic.Documents)
 	case "datadriven":
 		loaders = append(loaders, datadriven.Documents)
-		d.workerPackage = DatadrivenWorkerPackage
+		d.workerPackage, d.datadriven = DatadrivenWorkerPackage, true
 	case "all":
 		loaders = append(loaders, classic.Documents, datadriven.Documents)
-		d.workerPackage, d.workerEnv = DatadrivenWorkerPackage, []string{"DEMO=all"}
+		d.workerPackage, d.workerEnv, d.datadriven = DatadrivenWorkerPackage, []string{"DEMO=all"}, true
 	default:
 		return d, fmt.Errorf("--demo %q: want classic, datadriven or all", name)
 	}
@@ -122,6 +123,11 @@ func run() error {
 			defer cancel()
 			if err := apply.All(actx, applier, docs); err != nil {
 				return err
+			}
+			if dm.datadriven {
+				if err := applier.ApplyProviderConfig(actx, datadriven.SagaConfigFor(st.BaseURL)); err != nil {
+					return fmt.Errorf("point jobsaga at %s: %w", st.BaseURL, err)
+				}
 			}
 			for _, d := range docs {
 				log.Debug().Str("type", string(d.Type)).Str("file", d.Path).Msg("applied")

@@ -197,7 +197,10 @@ func TestDevstack_DemoAllServesBothDemos(t *testing.T) {
 	d := start(t, "--addr", "127.0.0.1:0", "--converge-bin", bin.converge, "--worker-bin", bin.datadrivenWorker, "--demo", "all")
 	st := openStore(t, d.database)
 	ctx := context.Background()
-	for _, sample := range []struct{ kind, name string }{{"classicbom", "platform"}, {"celbom", "shop"}, {"stdstarlark", "builds"}} {
+	// The last one is applied by the jobsaga reactor, over the stack's API.
+	samples := []struct{ kind, name string }{{"classicbom", "platform"}, {"celbom", "shop"}, {"stdstarlark", "builds"},
+		{"fakek8sjob", "ops-terraform-job"}}
+	for _, sample := range samples {
 		apptest.WaitPhase(t, st, sample.kind, sample.name, resource.PhaseReady, 3*time.Minute)
 	}
 	_, err := st.GetResource(ctx, "bom", "acme")

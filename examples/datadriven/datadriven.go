@@ -5,7 +5,9 @@
 // providerconfig changes the next compose with no redeploy. The leaves are
 // a multi-edge DAG (fakeapp gated on both a fakevpc and a fakedb, values
 // flowing from both) and a pipeline (faketerraform → fakek8sjob, the built
-// image flowing into the job). Its documents are in testfixtures/
+// image flowing into the job), composed or — the saga — chained by the
+// jobsaga reactor, which applies the job over the GraphQL API when a
+// terraform syncs. Its documents are in testfixtures/
 // (embedded as Fixtures); cmd/worker serves the kinds.
 package datadriven
 
@@ -41,7 +43,7 @@ const FixturesDir = "testfixtures"
 func Providers(log zerolog.Logger) []worker.Provider {
 	return []worker.Provider{
 		newCELBOM(), newStarlark(log),
-		newFakeVPC(), newFakeDB(), newFakeApp(), newFakeTerraform(), newFakeK8sJob(),
+		newFakeVPC(), newFakeDB(), newFakeApp(), newFakeTerraform(), newFakeK8sJob(), newJobSaga(log),
 	}
 }
 
