@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Khan/genqlient/graphql"
@@ -57,13 +57,12 @@ func SagaConfigFor(baseURL string) apply.ProviderConfig {
 // SagaJobName is the name of the job the saga applies for a terraform.
 func SagaJobName(terraform string) string { return terraform + "-job" }
 
-// jobSaga is the reactor. It dials nothing until its default providerconfig
-// names the API; then each delivery applies the next resource over GraphQL.
+// jobSaga is the reactor. It is unready until its default providerconfig
+// names the API; each delivery then applies the next resource over GraphQL
+// with a client built from the task's effective config.
 type jobSaga struct {
-	log zerolog.Logger
-
-	mu     sync.Mutex
-	client graphql.Client // nil until a default config arrives
+	log   zerolog.Logger
+	ready atomic.Bool
 }
 
 func newJobSaga(log zerolog.Logger) *jobSaga {
@@ -74,18 +73,12 @@ func (*jobSaga) Kind() manifest.KindVersion {
 	return manifest.KindVersion{Kind: KindJobSaga, Version: manifest.DefaultVersion}
 }
 
-func (s *jobSaga) Ready() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.client != nil
-}
+func (s *jobSaga) Ready() bool { return s.ready.Load() }
 
-// OnConfig builds the GraphQL client from the default config.
+// OnConfig checks the default config names a usable API.
 func (s *jobSaga) OnConfig(cfg worker.ProviderConfig) {
-	c, err := sagaClient(cfg.Spec, cfg.Data)
-	s.mu.Lock()
-	s.client = c
-	s.mu.Unlock()
+	_, err := sagaClient(cfg.Spec, cfg.Data)
+	s.ready.Store(err == nil)
 	if err != nil {
 		s.log.Warn().Err(err).Msg("jobsaga unready: its default providerconfig names no usable API")
 		return

@@ -93,3 +93,19 @@ func TestJobSaga_TerraformSyncedAppliesTheJobOnceOverGraphQL(t *testing.T) {
 	_, err = s.Store.GetResource(ctx, datadriven.KindFakeK8sJob, datadriven.SagaJobName("lone-terraform"))
 	require.Error(t, err, "the unlabelled terraform started no saga")
 }
+
+func TestJobSaga_UnreadyUntilItsConfigNamesTheAPI(t *testing.T) {
+	t.Parallel()
+	saga := provider(t, datadriven.KindJobSaga)
+	require.False(t, saga.Ready(), "no config yet")
+	for cfg, ready := range map[string]bool{
+		`{"api_url":"http://127.0.0.1:8080/graphql"}`: true,
+		`{"api_url":"ftp://x/graphql"}`:               false,
+		`{"api_url":"http:///graphql"}`:               false,
+		`{"api_url":3}`:                               false,
+		`null`:                                        false,
+	} {
+		saga.OnConfig(worker.ProviderConfig{Kind: datadriven.KindJobSaga, Name: "default", IsDefault: true, Spec: json.RawMessage(cfg)})
+		require.Equal(t, ready, saga.Ready(), cfg)
+	}
+}
