@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/worker"
@@ -50,8 +51,9 @@ func RouteName(bom string, team, route int) string {
 	return fmt.Sprintf("%s-t%d-route-%d", bom, team, route)
 }
 
-// bom is the composite: compose fans the spec out, rollup summarises it.
-type bom struct{}
+// bom is the composite: compose fans the spec out, rollup summarises it,
+// teardown is its finalizer (paced by FAKE_DELETE_DELAY).
+type bom struct{ deleteDelay time.Duration }
 
 func (bom) Kind() manifest.KindVersion {
 	return manifest.KindVersion{Kind: KindBOM, Version: manifest.DefaultVersion}
@@ -59,12 +61,14 @@ func (bom) Kind() manifest.KindVersion {
 func (bom) OnConfig(worker.ProviderConfig) {}
 func (bom) Ready() bool                    { return true }
 
-func (b bom) Work(_ context.Context, req worker.Request) (worker.Outcome, error) {
+func (b bom) Work(ctx context.Context, req worker.Request) (worker.Outcome, error) {
 	switch req.Stage {
 	case worker.StageCompose:
 		return b.compose(req)
 	case worker.StageRollup:
 		return b.rollup(req), nil
+	case worker.StageDelete:
+		return worker.Outcome{}, sleep(ctx, int(b.deleteDelay/time.Millisecond), 0)
 	}
 	return worker.Outcome{}, worker.Terminal(fmt.Errorf("bom: unexpected stage %s", req.Stage))
 }

@@ -72,7 +72,7 @@ func Providers(log zerolog.Logger) []worker.Provider { return NewProviders(log, 
 // NewProviders are the demo's providers, one per served (kind, version).
 func NewProviders(log zerolog.Logger, o Options) []worker.Provider {
 	return []worker.Provider{
-		classicBOM{deleteDelay: o.DeleteDelay}, bom{},
+		classicBOM{deleteDelay: o.DeleteDelay}, bom{deleteDelay: o.DeleteDelay},
 		newAccount(o.DeleteDelay), newVPC(o.DeleteDelay, ""), newVPC(o.DeleteDelay, VPCv2),
 		newTGW(o.DeleteDelay), newRoute(o.DeleteDelay), newStatusSink(log),
 	}
