@@ -3,14 +3,16 @@
 //	go run ./cmd/devstack
 //
 // It starts a private Postgres (Postgres' default durability), the converge
-// server (ROLE=all, built from this tree) and the classic demo's worker,
-// applies the demo's kind manifests, providerconfigs and reactor binding and
-// a sample bom, prints the URLs, and on Ctrl+C (or SIGTERM) stops the worker,
-// then converge, then Postgres — leaving nothing running.
+// server (ROLE=all, built from this tree) and a demo's worker, applies the
+// demo's kind manifests, providerconfigs and reactor bindings and its
+// samples, prints the URLs, and on Ctrl+C (or SIGTERM) stops the worker,
+// then converge, then Postgres — leaving nothing running. --demo picks the
+// demo: classic (the default), datadriven or all.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,11 +27,56 @@ import (
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/examples/apply"
 	"github.com/converge-run/converge/examples/classic"
+	"github.com/converge-run/converge/examples/datadriven"
 	"github.com/converge-run/converge/examples/stack"
 )
 
-// sampleName is the bom resource-bom-sample.json applies.
-const sampleName = "acme"
+// demo is what --demo selects: the fixtures to apply, the worker that
+// serves their kinds and the samples to report on.
+type demo struct {
+	docs          []apply.Document
+	datadriven    bool     // point the jobsaga reactor at this stack's API
+	workerPackage string   // "" = stack.WorkerPackage (classic)
+	workerEnv     []string // extra worker settings
+	samples       []apply.Resource
+}
+
+// DatadrivenWorkerPackage serves the datadriven demo (and, with DEMO=all,
+// the classic one).
+const DatadrivenWorkerPackage = "github.com/converge-run/converge/examples/datadriven/cmd/worker"
+
+func selectDemo(name string, withSamples bool) (demo, error) {
+	var d demo
+	var loaders []func(bool) ([]apply.Document, error)
+	switch name {
+	case "classic":
+		loaders = append(loaders, classic.Documents)
+	case "datadriven":
+		loaders = append(loaders, datadriven.Documents)
+		d.workerPackage, d.datadriven = DatadrivenWorkerPackage, true
+	case "all":
+		loaders = append(loaders, classic.Documents, datadriven.Documents)
+		d.workerPackage, d.workerEnv, d.datadriven = DatadrivenWorkerPackage, []string{"DEMO=all"}, true
+	default:
+		return d, fmt.Errorf("--demo %q: want classic, datadriven or all", name)
+	}
+	for _, load := range loaders {
+		docs, err := load(withSamples)
+		if err != nil {
+			return d, err
+		}
+		d.docs = append(d.docs, docs...)
+	}
+	// Each demo's documents come in apply order and need none of the
+	// other demo's, so they are applied one demo after the other.
+	for _, doc := range d.docs {
+		var r apply.Resource
+		if doc.Type == apply.TypeResource && json.Unmarshal(doc.Raw, &r) == nil {
+			d.samples = append(d.samples, r)
+		}
+	}
+	return d, nil
+}
 
 func main() {
 	if err := run(); err != nil {
@@ -41,10 +88,11 @@ func main() {
 func run() error {
 	addr := flag.String("addr", "127.0.0.1:8080", "converge's listen address, host:port (port 0 picks a free one)")
 	dataDir := flag.String("data-dir", "", "keep the database in this directory between runs (default: a temporary one, removed on exit)")
-	noSample := flag.Bool("no-sample", false, "do not apply the sample bom (the kinds, configs and binding are still applied)")
+	noSample := flag.Bool("no-sample", false, "do not apply the demo's samples (the kinds, configs and bindings are still applied)")
+	demoName := flag.String("demo", "classic", "the demo to run: classic, datadriven or all")
 	pgPort := flag.Int("pg-port", 0, "loopback port for the private Postgres (default: a free one)")
 	convergeBin := flag.String("converge-bin", "", "a prebuilt converge binary (default: built from this tree)")
-	workerBin := flag.String("worker-bin", "", "a prebuilt classic worker binary (default: built from this tree)")
+	workerBin := flag.String("worker-bin", "", "a prebuilt worker binary for the demo (default: built from this tree)")
 	top := topologyFlags()
 	flag.Parse()
 
@@ -55,15 +103,17 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	docs, err := classic.Documents(!*noSample)
+	dm, err := selectDemo(*demoName, !*noSample)
 	if err != nil {
 		return err
 	}
+	docs := dm.docs
 	st, err := stack.Start(ctx, stack.Options{
 		Addr: *addr, DataDir: *dataDir, PGPort: *pgPort, ConvergeBin: *convergeBin, WorkerBin: *workerBin, Log: log, Topology: *top,
+		WorkerPackage: dm.workerPackage,
 		// Keep Ctrl+C snappy: in-flight demo tasks take about a second.
 		ConvergeEnv: []string{"SHUTDOWN_DRAIN=10s"},
-		WorkerEnv:   []string{"WORKER_DRAIN_TIMEOUT=10s"},
+		WorkerEnv:   append([]string{"WORKER_DRAIN_TIMEOUT=10s"}, dm.workerEnv...),
 		Setup: func(ctx context.Context, st *stack.Stack) error {
 			fmt.Printf("database: %s\n", st.DatabaseURL)
 			// The documents go through core/store in-process today. When
@@ -75,10 +125,15 @@ func run() error {
 			if err := apply.All(actx, applier, docs); err != nil {
 				return err
 			}
+			if dm.datadriven {
+				if err := applier.ApplyProviderConfig(actx, datadriven.SagaConfigFor(st.BaseURL)); err != nil {
+					return fmt.Errorf("point jobsaga at %s: %w", st.BaseURL, err)
+				}
+			}
 			for _, d := range docs {
 				log.Debug().Str("type", string(d.Type)).Str("file", d.Path).Msg("applied")
 			}
-			log.Info().Int("documents", len(docs)).Bool("sample", !*noSample).Msg("applied the classic demo's fixtures")
+			log.Info().Str("demo", *demoName).Int("documents", len(docs)).Bool("sample", !*noSample).Msg("applied the demo's fixtures")
 			return nil
 		},
 	})
@@ -102,8 +157,8 @@ func run() error {
 		printMembers(st)
 	}
 	fmt.Printf("ready: %s\n", st.BaseURL)
-	if !*noSample {
-		go reportSample(ctx, st, log)
+	for _, r := range dm.samples {
+		go reportSample(ctx, st, log, r.Kind, r.Name)
 	}
 
 	if top.Cluster() {
@@ -124,8 +179,8 @@ func run() error {
 	}
 }
 
-// reportSample logs once the sample bom has rolled up READY.
-func reportSample(ctx context.Context, st *stack.Stack, log zerolog.Logger) {
+// reportSample logs once a sample has rolled up READY.
+func reportSample(ctx context.Context, st *stack.Stack, log zerolog.Logger, kind, name string) {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -134,11 +189,11 @@ func reportSample(ctx context.Context, st *stack.Stack, log zerolog.Logger) {
 			return
 		case <-tick.C:
 		}
-		r, err := st.Store.GetResource(ctx, classic.KindBOM, sampleName)
+		r, err := st.Store.GetResource(ctx, kind, name)
 		if err != nil || r.Phase != resource.PhaseReady {
 			continue
 		}
-		log.Info().Str("bom", sampleName).RawJSON("status", r.Status).Msg("the sample bom is Ready")
+		log.Info().Str("kind", kind).Str("name", name).RawJSON("status", r.Status).Msg("the sample " + kind + " is Ready")
 		return
 	}
 }

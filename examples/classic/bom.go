@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/worker"
@@ -50,8 +51,9 @@ func RouteName(bom string, team, route int) string {
 	return fmt.Sprintf("%s-t%d-route-%d", bom, team, route)
 }
 
-// bom is the composite: compose fans the spec out, rollup summarises it.
-type bom struct{}
+// bom is the composite: compose fans the spec out, rollup summarises it,
+// teardown is its finalizer (paced by FAKE_DELETE_DELAY).
+type bom struct{ deleteDelay time.Duration }
 
 func (bom) Kind() manifest.KindVersion {
 	return manifest.KindVersion{Kind: KindBOM, Version: manifest.DefaultVersion}
@@ -59,12 +61,14 @@ func (bom) Kind() manifest.KindVersion {
 func (bom) OnConfig(worker.ProviderConfig) {}
 func (bom) Ready() bool                    { return true }
 
-func (b bom) Work(_ context.Context, req worker.Request) (worker.Outcome, error) {
+func (b bom) Work(ctx context.Context, req worker.Request) (worker.Outcome, error) {
 	switch req.Stage {
 	case worker.StageCompose:
 		return b.compose(req)
 	case worker.StageRollup:
 		return b.rollup(req), nil
+	case worker.StageDelete:
+		return worker.Outcome{}, sleep(ctx, int(b.deleteDelay/time.Millisecond), 0)
 	}
 	return worker.Outcome{}, worker.Terminal(fmt.Errorf("bom: unexpected stage %s", req.Stage))
 }
@@ -120,6 +124,17 @@ const notReadyShown = 20
 // Ready makes the bom unhealthy (Degraded) with a ChildrenNotReady
 // condition; all Ready makes it healthy again.
 func (bom) rollup(req worker.Request) worker.Outcome {
+	status := map[string]any{}
+	var spec BOMSpec
+	if json.Unmarshal(req.Resource.Spec, &spec) == nil {
+		status["teams"] = spec.Teams
+	}
+	return rollupSubtree(req, status)
+}
+
+// rollupSubtree adds the subtree's counts to status (a composite's own
+// summary fields) and decides health.
+func rollupSubtree(req worker.Request, status map[string]any) worker.Outcome {
 	byKind := map[string]map[string]int{}
 	ready := 0
 	var notReady []string
@@ -135,11 +150,7 @@ func (bom) rollup(req worker.Request) worker.Outcome {
 		}
 	}
 	sort.Strings(notReady)
-	status := map[string]any{"phase": "rolled-up", "resources": len(req.Children), "ready": ready, "by_kind": byKind}
-	var spec BOMSpec
-	if json.Unmarshal(req.Resource.Spec, &spec) == nil {
-		status["teams"] = spec.Teams
-	}
+	status["phase"], status["resources"], status["ready"], status["by_kind"] = "rolled-up", len(req.Children), ready, byKind
 	healthy := len(notReady) == 0
 	out := worker.Outcome{HealthOK: &healthy}
 	// Healthy reports no condition: the drainer synthesizes Ready=True and

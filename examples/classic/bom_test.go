@@ -141,19 +141,21 @@ func TestFixtures_AreValidDocuments(t *testing.T) {
 	docs, err := classic.Documents(true)
 	require.NoError(t, err)
 	seen := map[apply.Type]int{}
-	kinds := map[string]bool{}
+	served := map[manifest.KindVersion]bool{}
 	for _, d := range docs {
 		seen[d.Type]++
 		if d.Type == apply.TypeManifest {
 			m, err := manifest.Parse(d.Raw)
 			require.NoError(t, err, d.Path)
-			kinds[m.Kind] = true
+			served[m.KindVersion()] = true
 		}
 	}
-	require.Equal(t, map[apply.Type]int{apply.TypeManifest: 5, apply.TypeProviderConfig: 4, apply.TypeReactorBinding: 1, apply.TypeResource: 1}, seen)
+	require.Equal(t, map[apply.Type]int{apply.TypeManifest: 8, apply.TypeProviderConfig: 5, apply.TypeReactorBinding: 2, apply.TypeResource: 2}, seen)
 	for _, p := range classic.Providers(apptest.Logger(t)) {
-		require.True(t, kinds[p.Kind().Kind], "provider %s has a fixture manifest", p.Kind())
+		require.True(t, served[p.Kind()], "provider %s has a fixture manifest", p.Kind())
+		delete(served, p.Kind())
 	}
+	require.Empty(t, served, "every manifest has a provider")
 	// The documents decode strictly (a recording applier sees them all).
 	rec := &recorder{}
 	require.NoError(t, apply.All(context.Background(), rec, docs))
@@ -177,4 +179,48 @@ func (r *recorder) ApplyReactorBinding(_ context.Context, b apply.ReactorBinding
 func (r *recorder) ApplyResource(_ context.Context, res apply.Resource) error {
 	r.got = append(r.got, "resource/"+res.Kind+"/"+res.Name)
 	return nil
+}
+
+func TestOptionsFromEnv_FakeDeleteDelay(t *testing.T) {
+	t.Parallel()
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "FAKE_DELETE_DELAY" {
+				return v
+			}
+			return ""
+		}
+	}
+	o, err := classic.OptionsFromEnv(env(""))
+	require.NoError(t, err)
+	require.Equal(t, classic.DefaultDeleteDelay, o.DeleteDelay)
+	o, err = classic.OptionsFromEnv(env("250ms"))
+	require.NoError(t, err)
+	require.Equal(t, 250*time.Millisecond, o.DeleteDelay)
+	for _, bad := range []string{"5", "-1s", "soon"} {
+		_, err := classic.OptionsFromEnv(env(bad))
+		require.ErrorContains(t, err, "FAKE_DELETE_DELAY", bad)
+	}
+}
+
+func TestClassicBOMCompose_UnitsWireRoutesToBothVPCAndTGW(t *testing.T) {
+	t.Parallel()
+	p := provider(t, classic.KindClassicBOM)
+	out, err := p.Work(context.Background(), worker.Request{Stage: worker.StageCompose, Reaction: "compose",
+		Resource: worker.Resource{Kind: classic.KindClassicBOM, Name: "c", Spec: json.RawMessage(`{"domains":["pay"],"teams":["red","blue"]}`)}})
+	require.NoError(t, err)
+	require.Len(t, out.Children, 2*classic.KindsPerUnit)
+	var routeDeps []string
+	for _, e := range out.Edges {
+		if e.Dependent.Name == "c-pay-red-route" {
+			routeDeps = append(routeDeps, e.Dependency.Kind+"/"+e.Dependency.Name+" "+e.ValueFlows[0].SrcField)
+		}
+	}
+	require.Equal(t, []string{"vpc/c-pay-red-vpc /vpc_id", "tgw/c-pay-red-tgw /tgw_id"}, routeDeps)
+
+	// a-b × c and a × b-c would both be unit "a-b-c": refused, terminally.
+	_, err = p.Work(context.Background(), worker.Request{Stage: worker.StageCompose, Reaction: "compose",
+		Resource: worker.Resource{Kind: classic.KindClassicBOM, Name: "c", Spec: json.RawMessage(`{"domains":["a-b","a"],"teams":["c","b-c"]}`)}})
+	require.ErrorContains(t, err, `names unit "a-b-c" twice`)
+	require.True(t, worker.IsTerminal(err))
 }

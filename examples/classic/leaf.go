@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/worker"
@@ -16,13 +17,19 @@ import (
 // may fail as configured, and reports a status computed from its spec. Its
 // ids are derived from its name, so a re-run reports the same status.
 type leaf struct {
-	kind    string
-	observe func(name string, spec json.RawMessage) (any, error)
-	verbs   map[string]func(req worker.Request) (any, error)
+	kind        string
+	version     string // "" = manifest.DefaultVersion
+	deleteDelay time.Duration
+	observe     func(name string, spec json.RawMessage) (any, error)
+	verbs       map[string]func(req worker.Request) (any, error)
 }
 
 func (l *leaf) Kind() manifest.KindVersion {
-	return manifest.KindVersion{Kind: l.kind, Version: manifest.DefaultVersion}
+	v := l.version
+	if v == "" {
+		v = manifest.DefaultVersion
+	}
+	return manifest.KindVersion{Kind: l.kind, Version: v}
 }
 
 // OnConfig is a no-op: the simulation knobs are read per task from the
@@ -39,7 +46,7 @@ func (l *leaf) Work(ctx context.Context, req worker.Request) (worker.Outcome, er
 	}
 	switch req.Stage {
 	case worker.StageDelete:
-		return worker.Outcome{}, sim.teardown(ctx)
+		return worker.Outcome{}, sim.teardown(ctx, l.deleteDelay)
 	case worker.StageOperate:
 		verb, ok := l.verbs[req.Operation.Verb]
 		if !ok {
@@ -79,35 +86,61 @@ type vpcSpec struct {
 	Region    string `json:"region"`
 	CIDR      string `json:"cidr"`
 	AccountID string `json:"account_id"`
+	// IPv6 is v2 only: the vpc also gets an IPv6 block.
+	IPv6 bool `json:"ipv6,omitempty"`
+}
+
+type tgwSpec struct {
+	Team      string `json:"team"`
+	Region    string `json:"region"`
+	ASN       int    `json:"asn"`
+	AccountID string `json:"account_id"`
 }
 
 type routeSpec struct {
 	Team        string `json:"team"`
 	Destination string `json:"destination"`
 	VPCID       string `json:"vpc_id"`
+	// TGWID is set when the route targets a transit gateway (classicbom).
+	TGWID string `json:"tgw_id,omitempty"`
 }
 
-func newAccount() *leaf {
-	return &leaf{kind: KindAccount, observe: func(name string, raw json.RawMessage) (any, error) {
+func decodeSpec(raw json.RawMessage, into any) error {
+	if err := json.Unmarshal(raw, into); err != nil {
+		return fmt.Errorf("spec: %w", err)
+	}
+	return nil
+}
+
+func newAccount(deleteDelay time.Duration) *leaf {
+	return &leaf{kind: KindAccount, deleteDelay: deleteDelay, observe: func(name string, raw json.RawMessage) (any, error) {
 		var s accountSpec
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, fmt.Errorf("spec: %w", err)
+		if err := decodeSpec(raw, &s); err != nil {
+			return nil, err
 		}
 		return map[string]any{"account_id": id("acct", KindAccount, name), "team": s.Team, "region": s.Region}, nil
 	}}
 }
 
-func newVPC() *leaf {
-	return &leaf{kind: KindVPC,
+// newVPC serves the vpc kind at version ("" = v1). v2 adds the ipv6 field.
+func newVPC(deleteDelay time.Duration, version string) *leaf {
+	return &leaf{kind: KindVPC, version: version, deleteDelay: deleteDelay,
 		observe: func(name string, raw json.RawMessage) (any, error) {
 			var s vpcSpec
-			if err := json.Unmarshal(raw, &s); err != nil {
-				return nil, fmt.Errorf("spec: %w", err)
+			if err := decodeSpec(raw, &s); err != nil {
+				return nil, err
 			}
 			if s.AccountID == "" {
 				return nil, errors.New("spec.account_id is empty: a vpc lives in an account (a bom flows it in from the account's status)")
 			}
-			return map[string]any{"vpc_id": id("vpc", KindVPC, name), "cidr": s.CIDR, "account_id": s.AccountID}, nil
+			status := map[string]any{"vpc_id": id("vpc", KindVPC, name), "cidr": s.CIDR, "account_id": s.AccountID}
+			if version == VPCv2 {
+				status["api_version"] = VPCv2
+				if s.IPv6 {
+					status["ipv6_cidr"] = "2600:1f18:" + id("", KindVPC, name)[1:5] + "::/56"
+				}
+			}
+			return status, nil
 		},
 		verbs: map[string]func(worker.Request) (any, error){
 			"enable_flow_logs": func(req worker.Request) (any, error) {
@@ -118,16 +151,33 @@ func newVPC() *leaf {
 	}
 }
 
-func newRoute() *leaf {
-	return &leaf{kind: KindRoute, observe: func(name string, raw json.RawMessage) (any, error) {
+func newTGW(deleteDelay time.Duration) *leaf {
+	return &leaf{kind: KindTGW, deleteDelay: deleteDelay, observe: func(name string, raw json.RawMessage) (any, error) {
+		var s tgwSpec
+		if err := decodeSpec(raw, &s); err != nil {
+			return nil, err
+		}
+		if s.AccountID == "" {
+			return nil, errors.New("spec.account_id is empty: a tgw lives in an account (a classicbom flows it in from the account's status)")
+		}
+		return map[string]any{"tgw_id": id("tgw", KindTGW, name), "asn": s.ASN, "account_id": s.AccountID}, nil
+	}}
+}
+
+func newRoute(deleteDelay time.Duration) *leaf {
+	return &leaf{kind: KindRoute, deleteDelay: deleteDelay, observe: func(name string, raw json.RawMessage) (any, error) {
 		var s routeSpec
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, fmt.Errorf("spec: %w", err)
+		if err := decodeSpec(raw, &s); err != nil {
+			return nil, err
 		}
 		if s.VPCID == "" {
 			return nil, errors.New("spec.vpc_id is empty: a route belongs to a vpc (a bom flows it in from the vpc's status)")
 		}
-		return map[string]any{"route_id": id("rtb", KindRoute, name), "vpc_id": s.VPCID, "destination": s.Destination}, nil
+		status := map[string]any{"route_id": id("rtb", KindRoute, name), "vpc_id": s.VPCID, "destination": s.Destination}
+		if s.TGWID != "" {
+			status["tgw_id"] = s.TGWID
+		}
+		return status, nil
 	}}
 }
 

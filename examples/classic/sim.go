@@ -80,9 +80,13 @@ func (s Sim) reconcile(ctx context.Context) error {
 	return nil
 }
 
-// teardown waits the simulated delete latency; it never fails.
-func (s Sim) teardown(ctx context.Context) error {
-	return sleep(ctx, deref(s.DeleteLatencyMS), 0)
+// teardown waits the simulated delete latency — the config's
+// delete_latency_ms when set, else def (FAKE_DELETE_DELAY); it never fails.
+func (s Sim) teardown(ctx context.Context, def time.Duration) error {
+	if s.DeleteLatencyMS != nil {
+		return sleep(ctx, *s.DeleteLatencyMS, 0)
+	}
+	return sleep(ctx, int(def/time.Millisecond), 0)
 }
 
 func sleep(ctx context.Context, ms, jitterMS int) error {

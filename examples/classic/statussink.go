@@ -1,21 +1,20 @@
 package classic
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
-	"os"
 	"path"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
-	"time"
+	"sync"
 
 	"github.com/rs/zerolog"
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/fileblob" // file:///dir
+	_ "gocloud.dev/blob/memblob"  // mem://
+	_ "gocloud.dev/blob/s3blob"   // s3://bucket: the AWS SDK's credential chain and SigV4 signing
 
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/worker"
@@ -23,69 +22,114 @@ import (
 
 // sinkConfig is the statussink providerconfig spec.
 type sinkConfig struct {
-	// Endpoint is file:///dir or an http(s) URL that accepts PUT.
+	// Endpoint is a gocloud.dev/blob bucket URL: file:///dir, s3://bucket
+	// (?region=…&endpoint=…&use_path_style=true) or mem://.
 	Endpoint string `json:"endpoint"`
-	Prefix   string `json:"prefix"`
+	// Prefix is the folder inside the bucket the documents go to: relative,
+	// no "." or ".." segments — it can never leave the endpoint.
+	Prefix string `json:"prefix"`
 }
 
-func parseSinkConfig(raw json.RawMessage) (sinkConfig, *url.URL, error) {
+// sinkSchemes are the endpoint schemes statussink opens.
+var sinkSchemes = map[string]bool{"file": true, "mem": true, "s3": true}
+
+func parseSinkConfig(raw json.RawMessage) (sinkConfig, error) {
 	var c sinkConfig
 	if len(raw) == 0 || string(raw) == "null" {
-		return c, nil, errors.New("no providerconfig")
+		return c, errors.New("no providerconfig")
 	}
 	if err := json.Unmarshal(raw, &c); err != nil {
-		return c, nil, fmt.Errorf("providerconfig spec: %w", err)
+		return c, fmt.Errorf("providerconfig spec: %w", err)
 	}
 	u, err := url.Parse(c.Endpoint)
 	if err != nil {
-		return c, nil, fmt.Errorf("endpoint %q: %w", c.Endpoint, err)
+		return c, fmt.Errorf("endpoint %q: %w", c.Endpoint, err)
 	}
-	switch u.Scheme {
-	case "file":
-		if u.Path == "" {
-			return c, nil, fmt.Errorf("endpoint %q: want file:///absolute/dir", c.Endpoint)
+	if !sinkSchemes[u.Scheme] {
+		return c, fmt.Errorf("endpoint %q: want file:///dir, s3://bucket or mem://", c.Endpoint)
+	}
+	if u.Scheme == "file" && u.Path == "" {
+		return c, fmt.Errorf("endpoint %q: want file:///absolute/dir", c.Endpoint)
+	}
+	if _, err := confinedKey(c.Prefix, "x"); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// confinedKey is the object key <prefix>/<name>, refused when either part
+// could climb out of the endpoint or name an unexpected object.
+func confinedKey(prefix, name string) (string, error) {
+	prefix = strings.Trim(prefix, "/")
+	for _, part := range []struct{ what, v string }{{"prefix", prefix}, {"document name", name}} {
+		if strings.ContainsAny(part.v, "\\\x00") {
+			return "", fmt.Errorf("statussink %s %q: backslashes and NUL are not allowed", part.what, part.v)
 		}
-	case "http", "https":
-	default:
-		return c, nil, fmt.Errorf("endpoint %q: want file://, http:// or https://", c.Endpoint)
+		if part.v == "" {
+			continue
+		}
+		for _, seg := range strings.Split(part.v, "/") {
+			if seg == "" || seg == "." || seg == ".." {
+				return "", fmt.Errorf("statussink %s %q: empty, . and .. segments are not allowed (the output stays inside the endpoint)",
+					part.what, part.v)
+			}
+		}
 	}
-	return c, u, nil
+	if strings.Contains(name, "/") {
+		return "", fmt.Errorf("statussink document name %q: no / allowed", name)
+	}
+	return path.Join(prefix, name), nil
 }
 
 // statusSink is the reference reactor: when a bound transition fires it
-// writes the resource's status to <endpoint>/<prefix>/<name>-<generation>.json.
+// uploads the resource's status to <endpoint>/<prefix>/<name>-<generation>.json.
 // The key is stable per generation, so a redelivery overwrites rather than
-// duplicates. It is unready until its default providerconfig names a usable
-// endpoint.
+// duplicates. It opens its bucket from its default providerconfig and is
+// unready until that succeeds.
 type statusSink struct {
-	log    zerolog.Logger
-	client *http.Client
-	ready  atomic.Bool
+	log zerolog.Logger
+
+	mu       sync.Mutex
+	endpoint string       // the open bucket's URL
+	bucket   *blob.Bucket // nil until a default config opens one
 }
 
 func newStatusSink(log zerolog.Logger) *statusSink {
-	return &statusSink{log: log.With().Str("kind", KindStatusSink).Logger(), client: &http.Client{Timeout: 30 * time.Second}}
+	return &statusSink{log: log.With().Str("kind", KindStatusSink).Logger()}
 }
 
 func (s *statusSink) Kind() manifest.KindVersion {
 	return manifest.KindVersion{Kind: KindStatusSink, Version: manifest.DefaultVersion}
 }
 
-func (s *statusSink) Ready() bool { return s.ready.Load() }
+func (s *statusSink) Ready() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bucket != nil
+}
 
-// OnConfig checks the destination: a file endpoint's directory must be
-// creatable; an http endpoint is dialled per upload.
+// OnConfig opens the default config's bucket (replacing the previous one);
+// a bad config leaves the kind unready.
 func (s *statusSink) OnConfig(cfg worker.ProviderConfig) {
-	_, u, err := parseSinkConfig(cfg.Spec)
-	if err == nil && u.Scheme == "file" {
-		err = os.MkdirAll(u.Path, 0o755)
+	c, err := parseSinkConfig(cfg.Spec)
+	var b *blob.Bucket
+	if err == nil {
+		b, err = blob.OpenBucket(context.Background(), c.Endpoint)
 	}
-	s.ready.Store(err == nil)
+	s.mu.Lock()
+	old := s.bucket
+	s.bucket, s.endpoint = b, c.Endpoint
+	s.mu.Unlock()
+	if old != nil && old != b {
+		if cerr := old.Close(); cerr != nil {
+			s.log.Warn().Err(cerr).Msg("statussink: close the previous bucket")
+		}
+	}
 	if err != nil {
 		s.log.Warn().Err(err).Msg("statussink unready: its default providerconfig names no usable endpoint")
 		return
 	}
-	s.log.Info().Str("endpoint", u.String()).Msg("statussink ready")
+	s.log.Info().Str("endpoint", c.Endpoint).Str("prefix", c.Prefix).Msg("statussink ready")
 }
 
 // Document is what the sink writes.
@@ -102,12 +146,17 @@ func (s *statusSink) Work(ctx context.Context, req worker.Request) (worker.Outco
 	if req.Stage != worker.StageReact || req.React == nil {
 		return worker.Outcome{}, worker.Terminal(fmt.Errorf("statussink: unexpected stage %s", req.Stage))
 	}
-	cfg, u, err := parseSinkConfig(req.Config.Spec)
+	cfg, err := parseSinkConfig(req.Config.Spec)
 	if err != nil {
 		return worker.Outcome{}, worker.Terminal(err)
 	}
-	doc := Document{Name: req.Resource.Name, Generation: req.React.Generation, Transition: string(req.React.Transition),
-		Binding: req.React.Binding, DedupToken: req.React.DedupToken, Status: req.Resource.Status}
+	key, err := confinedKey(cfg.Prefix, fmt.Sprintf("%s-%d.json", req.Resource.Name, req.React.Generation))
+	if err != nil {
+		return worker.Outcome{}, worker.Terminal(err)
+	}
+	doc := Document{Name: req.Resource.Name, Generation: req.React.Generation,
+		Transition: string(req.React.Transition), Binding: req.React.Binding, DedupToken: req.React.DedupToken,
+		Status: req.Resource.Status}
 	if doc.Status == nil {
 		doc.Status = json.RawMessage("null")
 	}
@@ -115,50 +164,33 @@ func (s *statusSink) Work(ctx context.Context, req worker.Request) (worker.Outco
 	if err != nil {
 		return worker.Outcome{}, worker.Terminal(fmt.Errorf("encode document: %w", err))
 	}
-	key := path.Join(strings.Trim(cfg.Prefix, "/"), fmt.Sprintf("%s-%d.json", req.Resource.Name, req.React.Generation))
-	if u.Scheme == "file" {
-		return worker.Outcome{}, writeFile(filepath.Join(u.Path, filepath.FromSlash(key)), body)
+	b, release, err := s.bucketFor(ctx, cfg.Endpoint)
+	if err != nil {
+		return worker.Outcome{}, err
 	}
-	return worker.Outcome{}, s.put(ctx, u.JoinPath(key).String(), body)
+	defer release()
+	if err := b.WriteAll(ctx, key, body, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
+		return worker.Outcome{}, fmt.Errorf("statussink: upload %s to %s: %w", key, cfg.Endpoint, err)
+	}
+	return worker.Outcome{}, nil
 }
 
-// writeFile writes atomically (temp file + rename), so a reader never sees
-// half a document.
-func writeFile(name string, body []byte) error {
-	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-		return fmt.Errorf("statussink: %w", err)
+// bucketFor is the open default bucket when the task's endpoint is the
+// default's, else a bucket opened for this task (closed by release).
+func (s *statusSink) bucketFor(ctx context.Context, endpoint string) (*blob.Bucket, func(), error) {
+	s.mu.Lock()
+	b, same := s.bucket, s.endpoint == endpoint
+	s.mu.Unlock()
+	if b != nil && same {
+		return b, func() {}, nil
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(name), ".statussink-*")
+	b, err := blob.OpenBucket(ctx, endpoint)
 	if err != nil {
-		return fmt.Errorf("statussink: %w", err)
+		return nil, nil, worker.Terminal(fmt.Errorf("statussink: open %s: %w", endpoint, err))
 	}
-	defer os.Remove(tmp.Name()) // gone after the rename
-	if _, err := tmp.Write(body); err != nil {
-		tmp.Close()
-		return fmt.Errorf("statussink: write %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("statussink: close %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), name); err != nil {
-		return fmt.Errorf("statussink: %w", err)
-	}
-	return nil
-}
-
-func (s *statusSink) put(ctx context.Context, target string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, target, bytes.NewReader(body))
-	if err != nil {
-		return worker.Terminal(fmt.Errorf("statussink: %w", err))
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := s.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("statussink: put %s: %w", target, err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode/100 != 2 {
-		return fmt.Errorf("statussink: put %s: %s", target, res.Status)
-	}
-	return nil
+	return b, func() {
+		if err := b.Close(); err != nil {
+			s.log.Warn().Err(err).Str("endpoint", endpoint).Msg("statussink: close bucket")
+		}
+	}, nil
 }

@@ -46,6 +46,9 @@ type Options struct {
 	// ConvergeBin and WorkerBin are prebuilt binaries; "" builds them from
 	// this source tree with the go tool (cached after the first time).
 	ConvergeBin, WorkerBin string
+	// WorkerPackage is the worker main built when WorkerBin is "" (default
+	// WorkerPackage, the classic demo's worker).
+	WorkerPackage string
 	// ConvergeEnv and WorkerEnv are extra NAME=value settings for the
 	// children, on top of this process's environment.
 	ConvergeEnv, WorkerEnv []string
@@ -258,7 +261,11 @@ func (s *Stack) binaries(ctx context.Context, opts *Options) error {
 		pkgs = append(pkgs, ConvergePackage)
 	}
 	if opts.WorkerBin == "" {
-		pkgs = append(pkgs, WorkerPackage)
+		pkg := opts.WorkerPackage
+		if pkg == "" {
+			pkg = WorkerPackage
+		}
+		pkgs = append(pkgs, pkg)
 	}
 	if len(pkgs) == 0 {
 		return nil

@@ -1,5 +1,6 @@
-// Command worker serves the classic demo's kinds (bom, account, vpc, route,
-// statussink) to a broker:
+// Command worker serves the classic demo's kinds (classicbom, bom, account,
+// vpc v1 and v2, tgw, route, statussink) to a broker. FAKE_DELETE_DELAY (a Go
+// duration, default 5s) paces every kind's finalizer teardown:
 //
 //	BROKER_URL=http://127.0.0.1:8080 go run ./examples/classic/cmd/worker
 package main
@@ -48,6 +49,10 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
+	demo, err := classic.OptionsFromEnv(getenv)
+	if err != nil {
+		return err
+	}
 	log = log.With().Str("component", "classic-worker").Logger()
 	opts.WorkerID, opts.Logger = *id, log
 	if *parallel > 0 {
@@ -56,6 +61,6 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if *drain > 0 {
 		opts.DrainTimeout = *drain
 	}
-	log.Info().Str("broker", *broker).Msg("classic worker starting")
-	return worker.Serve(ctx, *broker, opts, classic.Providers(log)...)
+	log.Info().Str("broker", *broker).Dur("fake_delete_delay", demo.DeleteDelay).Msg("classic worker starting")
+	return worker.Serve(ctx, *broker, opts, classic.NewProviders(log, demo)...)
 }

@@ -1,0 +1,303 @@
+package datadriven
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	starlarkjson "go.starlark.net/lib/json"
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+
+	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/worker"
+)
+
+// StarlarkEntry is the bundle file the program starts in, and
+// StarlarkCompose the function it must define.
+const (
+	StarlarkEntry   = "main.star"
+	StarlarkCompose = "compose"
+)
+
+// StarlarkLimits is the stdstarlark providerconfig spec: the sandbox's
+// budget for one compose. Zero fields take the defaults; values above the
+// caps are refused.
+type StarlarkLimits struct {
+	MaxSteps  uint64 `json:"max_steps,omitempty"`
+	TimeoutMS int    `json:"timeout_ms,omitempty"`
+}
+
+// The sandbox's defaults and caps.
+const (
+	DefaultStarlarkSteps   = 1_000_000
+	MaxStarlarkSteps       = 100_000_000
+	DefaultStarlarkTimeout = 2 * time.Second
+	MaxStarlarkTimeout     = 30 * time.Second
+	maxStarlarkChildren    = 10_000
+	maxBundleBytes         = 1 << 20
+)
+
+// StarlarkResult is what compose returns (as a Starlark dict).
+type StarlarkResult struct {
+	Children []StarlarkChild `json:"children"`
+	Edges    []StarlarkEdge  `json:"edges,omitempty"`
+	Status   map[string]any  `json:"status,omitempty"`
+}
+
+// StarlarkChild is one composed child.
+type StarlarkChild struct {
+	Kind    string            `json:"kind"`
+	Version string            `json:"version,omitempty"`
+	Name    string            `json:"name"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	Spec    map[string]any    `json:"spec,omitempty"`
+}
+
+// StarlarkEdge orders the child named dependent after the child named
+// dependency; flows maps dependency status pointers to dependent spec
+// pointers.
+type StarlarkEdge struct {
+	Dependent  string            `json:"dependent"`
+	Dependency string            `json:"dependency"`
+	Flows      map[string]string `json:"flows,omitempty"`
+}
+
+// stdStarlark composes with the Starlark program in its providerconfig
+// bundle: compose(resource) in main.star, sandboxed — no I/O (load reads
+// only the bundle's own files), a step budget and a time limit, and no
+// while loops or recursion.
+type stdStarlark struct{ log zerolog.Logger }
+
+func newStarlark(log zerolog.Logger) *stdStarlark {
+	return &stdStarlark{log: log.With().Str("kind", KindStarlark).Logger()}
+}
+
+func (*stdStarlark) Kind() manifest.KindVersion {
+	return manifest.KindVersion{Kind: KindStarlark, Version: manifest.DefaultVersion}
+}
+func (*stdStarlark) OnConfig(worker.ProviderConfig) {}
+func (*stdStarlark) Ready() bool                    { return true }
+
+func (s *stdStarlark) Work(ctx context.Context, req worker.Request) (worker.Outcome, error) {
+	switch req.Stage {
+	case worker.StageCompose:
+		out, err := s.compose(ctx, req)
+		if err != nil {
+			return worker.Outcome{}, worker.Terminal(err)
+		}
+		return out, nil
+	case worker.StageRollup:
+		return rollup(req), nil
+	}
+	return worker.Outcome{}, worker.Terminal(fmt.Errorf("stdstarlark: unexpected stage %s", req.Stage))
+}
+
+func starlarkLimits(cfg worker.EffectiveConfig) (StarlarkLimits, time.Duration, error) {
+	var l StarlarkLimits
+	if len(cfg.Spec) > 0 && string(cfg.Spec) != "null" {
+		if err := json.Unmarshal(cfg.Spec, &l); err != nil {
+			return l, 0, fmt.Errorf("providerconfig %q spec: %w", cfg.Name, err)
+		}
+	}
+	if l.MaxSteps == 0 {
+		l.MaxSteps = DefaultStarlarkSteps
+	}
+	if l.MaxSteps > MaxStarlarkSteps {
+		return l, 0, fmt.Errorf("providerconfig %q: max_steps %d is above the cap of %d", cfg.Name, l.MaxSteps, MaxStarlarkSteps)
+	}
+	timeout := time.Duration(l.TimeoutMS) * time.Millisecond
+	if l.TimeoutMS <= 0 {
+		timeout = DefaultStarlarkTimeout
+	}
+	if timeout > MaxStarlarkTimeout {
+		return l, 0, fmt.Errorf("providerconfig %q: timeout_ms %d is above the cap of %d", cfg.Name, l.TimeoutMS, MaxStarlarkTimeout.Milliseconds())
+	}
+	return l, timeout, nil
+}
+
+// bundle reads the providerconfig's data: file name → Starlark source.
+func bundle(cfg worker.EffectiveConfig) (map[string]string, error) {
+	if len(cfg.Data) > maxBundleBytes {
+		return nil, fmt.Errorf("providerconfig %q: the bundle is %d bytes, at most %d", cfg.Name, len(cfg.Data), maxBundleBytes)
+	}
+	var files map[string]string
+	if len(cfg.Data) > 0 && string(cfg.Data) != "null" {
+		if err := json.Unmarshal(cfg.Data, &files); err != nil {
+			return nil, fmt.Errorf("providerconfig %q data: want an object of file name → Starlark source: %w", cfg.Name, err)
+		}
+	}
+	if _, ok := files[StarlarkEntry]; !ok {
+		return nil, fmt.Errorf("providerconfig %q: the bundle (its data) has no %s", cfg.Name, StarlarkEntry)
+	}
+	return files, nil
+}
+
+var fileOptions = &syntax.FileOptions{Set: true, While: false, TopLevelControl: false, GlobalReassign: false, Recursion: false}
+
+// RunStarlark runs compose(resource) from the bundle under the limits and
+// returns its decoded result. An error names the file and line.
+func RunStarlark(ctx context.Context, files map[string]string, resource map[string]any, maxSteps uint64,
+	timeout time.Duration, printFn func(msg string)) (StarlarkResult, error) {
+	var res StarlarkResult
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	thread := &starlark.Thread{Name: "stdstarlark", Print: func(_ *starlark.Thread, msg string) { printFn(msg) }}
+	thread.SetMaxExecutionSteps(maxSteps)
+	predeclared := starlark.StringDict{"json": starlarkjson.Module}
+	thread.Load = bundleLoader(files, predeclared)
+	stop := context.AfterFunc(ctx, func() {
+		thread.Cancel(fmt.Sprintf("the time limit of %s is exceeded", timeout))
+	})
+	defer stop()
+	globals, err := starlark.ExecFileOptions(fileOptions, thread, StarlarkEntry, files[StarlarkEntry], predeclared)
+	if err != nil {
+		return res, starlarkErr(err)
+	}
+	fn, ok := globals[StarlarkCompose].(starlark.Callable)
+	if !ok {
+		return res, fmt.Errorf("%s defines no function %s(resource)", StarlarkEntry, StarlarkCompose)
+	}
+	arg, err := toStarlark(thread, resource)
+	if err != nil {
+		return res, err
+	}
+	v, err := starlark.Call(thread, fn, starlark.Tuple{arg}, nil)
+	if err != nil {
+		return res, starlarkErr(err)
+	}
+	if _, isDict := v.(*starlark.Dict); !isDict {
+		return res, fmt.Errorf("%s returned %s, want a dict with children (and optional edges and status)", StarlarkCompose, v.Type())
+	}
+	encoded, err := starlark.Call(thread, starlarkjson.Module.Members["encode"], starlark.Tuple{v}, nil)
+	if err != nil {
+		return res, fmt.Errorf("%s's result is not JSON-encodable: %w", StarlarkCompose, starlarkErr(err))
+	}
+	dec := json.NewDecoder(strings.NewReader(string(encoded.(starlark.String))))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&res); err != nil {
+		return res, fmt.Errorf("%s's result: %w", StarlarkCompose, err)
+	}
+	return res, nil
+}
+
+// toStarlark converts a JSON-shaped Go value with json.decode.
+func toStarlark(thread *starlark.Thread, v any) (starlark.Value, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode the resource for Starlark: %w", err)
+	}
+	return starlark.Call(thread, starlarkjson.Module.Members["decode"], starlark.Tuple{starlark.String(b)}, nil)
+}
+
+// bundleLoader lets load() read only the bundle's own files, each once.
+func bundleLoader(files map[string]string, predeclared starlark.StringDict) func(*starlark.Thread, string) (starlark.StringDict, error) {
+	type entry struct {
+		globals starlark.StringDict
+		err     error
+	}
+	cache := map[string]*entry{}
+	return func(thread *starlark.Thread, module string) (starlark.StringDict, error) {
+		if e, ok := cache[module]; ok {
+			if e == nil {
+				return nil, fmt.Errorf("load(%q): a load cycle", module)
+			}
+			return e.globals, e.err
+		}
+		src, ok := files[module]
+		if !ok {
+			return nil, fmt.Errorf("load(%q): no such file in the bundle (load reads only the providerconfig's bundle)", module)
+		}
+		cache[module] = nil
+		g, err := starlark.ExecFileOptions(fileOptions, thread, module, src, predeclared)
+		cache[module] = &entry{g, err}
+		return g, err
+	}
+}
+
+// starlarkErr keeps the Starlark backtrace (file:line:col of each frame).
+func starlarkErr(err error) error {
+	var ee *starlark.EvalError
+	if errors.As(err, &ee) {
+		return fmt.Errorf("starlark: %s", strings.TrimSpace(ee.Backtrace()))
+	}
+	return fmt.Errorf("starlark: %w", err)
+}
+
+func (s *stdStarlark) compose(ctx context.Context, req worker.Request) (worker.Outcome, error) {
+	limits, timeout, err := starlarkLimits(req.Config)
+	if err != nil {
+		return worker.Outcome{}, err
+	}
+	files, err := bundle(req.Config)
+	if err != nil {
+		return worker.Outcome{}, err
+	}
+	var spec any
+	if err := json.Unmarshal(req.Resource.Spec, &spec); err != nil {
+		return worker.Outcome{}, fmt.Errorf("spec: %w", err)
+	}
+	labels := req.Resource.Labels
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	resource := map[string]any{"name": req.Resource.Name, "labels": labels, "spec": spec, "generation": req.Resource.Generation}
+	log := s.log.With().Str("resource", req.Resource.Name).Logger()
+	res, err := RunStarlark(ctx, files, resource, limits.MaxSteps, timeout, func(msg string) {
+		log.Info().Str("starlark_print", msg).Msg("stdstarlark print")
+	})
+	if err != nil {
+		return worker.Outcome{}, err
+	}
+	return toOutcome(req.Resource.Name, res)
+}
+
+func toOutcome(root string, res StarlarkResult) (worker.Outcome, error) {
+	if len(res.Children) > maxStarlarkChildren {
+		return worker.Outcome{}, fmt.Errorf("compose returned %d children, at most %d", len(res.Children), maxStarlarkChildren)
+	}
+	var out worker.Outcome
+	byName := map[string]worker.Ref{}
+	for i, c := range res.Children {
+		if c.Kind == "" || c.Name == "" {
+			return worker.Outcome{}, fmt.Errorf("compose: children[%d] needs a kind and a name", i)
+		}
+		if _, dup := byName[c.Name]; dup {
+			return worker.Outcome{}, fmt.Errorf("compose: children[%d]: the name %q is used twice (edges name children)", i, c.Name)
+		}
+		byName[c.Name] = worker.Ref{Kind: c.Kind, Name: c.Name}
+		spec := c.Spec
+		if spec == nil {
+			spec = map[string]any{}
+		}
+		labels := map[string]string{"stdstarlark": root}
+		for k, v := range c.Labels {
+			labels[k] = v
+		}
+		out.Children = append(out.Children, worker.Child{Kind: c.Kind, Version: c.Version, Name: c.Name, Labels: labels, Spec: mustJSON(spec)})
+	}
+	for i, e := range res.Edges {
+		dependent, ok1 := byName[e.Dependent]
+		dependency, ok2 := byName[e.Dependency]
+		if !ok1 || !ok2 {
+			return worker.Outcome{}, fmt.Errorf("compose: edges[%d] (%s after %s) names a child compose did not return", i, e.Dependent, e.Dependency)
+		}
+		edge := worker.Edge{Dependent: dependent, Dependency: dependency}
+		for src, dst := range e.Flows {
+			edge.ValueFlows = append(edge.ValueFlows, worker.ValueFlow{SrcField: src, DepField: dst})
+		}
+		sort.Slice(edge.ValueFlows, func(i, j int) bool { return edge.ValueFlows[i].SrcField < edge.ValueFlows[j].SrcField })
+		out.Edges = append(out.Edges, edge)
+	}
+	status := map[string]any{"phase": "composed", "resources": len(out.Children)}
+	for k, v := range res.Status {
+		status[k] = v
+	}
+	out.Status = mustJSON(status)
+	return out, nil
+}
