@@ -2318,6 +2318,72 @@ var AllHistoryEventType = []HistoryEventType{
 	HistoryEventTypeWarning,
 }
 
+// A partial update of a kind's policy: absent fields are kept.
+type KindConfigInput struct {
+	// The global per-kind concurrency cap (0 = unlimited).
+	MaxInflight *int `json:"maxInflight"`
+	// The most one task may run, in seconds (0 = no deadline).
+	TaskDeadlineSecs *int `json:"taskDeadlineSecs"`
+	// The drift re-observe interval, in seconds (0 = off).
+	ResyncIntervalSecs *int `json:"resyncIntervalSecs"`
+	// Whether a resync also re-runs the composer.
+	ResyncRecomposes *bool `json:"resyncRecomposes"`
+	// The grace window before a dropped child is torn down, in seconds.
+	OrphanGraceSecs *int `json:"orphanGraceSecs"`
+}
+
+// GetMaxInflight returns KindConfigInput.MaxInflight, and is useful for accessing the field via an interface.
+func (v *KindConfigInput) GetMaxInflight() *int { return v.MaxInflight }
+
+// GetTaskDeadlineSecs returns KindConfigInput.TaskDeadlineSecs, and is useful for accessing the field via an interface.
+func (v *KindConfigInput) GetTaskDeadlineSecs() *int { return v.TaskDeadlineSecs }
+
+// GetResyncIntervalSecs returns KindConfigInput.ResyncIntervalSecs, and is useful for accessing the field via an interface.
+func (v *KindConfigInput) GetResyncIntervalSecs() *int { return v.ResyncIntervalSecs }
+
+// GetResyncRecomposes returns KindConfigInput.ResyncRecomposes, and is useful for accessing the field via an interface.
+func (v *KindConfigInput) GetResyncRecomposes() *bool { return v.ResyncRecomposes }
+
+// GetOrphanGraceSecs returns KindConfigInput.OrphanGraceSecs, and is useful for accessing the field via an interface.
+func (v *KindConfigInput) GetOrphanGraceSecs() *int { return v.OrphanGraceSecs }
+
+// KindConfigRow includes the GraphQL fields of KindConfig requested by the fragment KindConfigRow.
+// The GraphQL type's documentation follows.
+//
+// A kind's runtime-editable operational policy.
+type KindConfigRow struct {
+	// The global per-kind concurrency cap (0 = unlimited).
+	MaxInflight int `json:"maxInflight"`
+	// The most one task may run, in seconds (0 = no deadline).
+	TaskDeadlineSecs int `json:"taskDeadlineSecs"`
+	// The drift re-observe interval, in seconds (0 = off).
+	ResyncIntervalSecs int `json:"resyncIntervalSecs"`
+	// Whether a resync also re-runs the composer.
+	ResyncRecomposes bool `json:"resyncRecomposes"`
+	// The grace window before a dropped child is torn down, in seconds.
+	OrphanGraceSecs int `json:"orphanGraceSecs"`
+	// When the policy last changed.
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// GetMaxInflight returns KindConfigRow.MaxInflight, and is useful for accessing the field via an interface.
+func (v *KindConfigRow) GetMaxInflight() int { return v.MaxInflight }
+
+// GetTaskDeadlineSecs returns KindConfigRow.TaskDeadlineSecs, and is useful for accessing the field via an interface.
+func (v *KindConfigRow) GetTaskDeadlineSecs() int { return v.TaskDeadlineSecs }
+
+// GetResyncIntervalSecs returns KindConfigRow.ResyncIntervalSecs, and is useful for accessing the field via an interface.
+func (v *KindConfigRow) GetResyncIntervalSecs() int { return v.ResyncIntervalSecs }
+
+// GetResyncRecomposes returns KindConfigRow.ResyncRecomposes, and is useful for accessing the field via an interface.
+func (v *KindConfigRow) GetResyncRecomposes() bool { return v.ResyncRecomposes }
+
+// GetOrphanGraceSecs returns KindConfigRow.OrphanGraceSecs, and is useful for accessing the field via an interface.
+func (v *KindConfigRow) GetOrphanGraceSecs() int { return v.OrphanGraceSecs }
+
+// GetUpdatedAt returns KindConfigRow.UpdatedAt, and is useful for accessing the field via an interface.
+func (v *KindConfigRow) GetUpdatedAt() time.Time { return v.UpdatedAt }
+
 // KindRow includes the GraphQL fields of Kind requested by the fragment KindRow.
 // The GraphQL type's documentation follows.
 //
@@ -2595,7 +2661,12 @@ func (v *ListClusterMembersResponse) GetClusterMembers() []ListClusterMembersClu
 // An applied kind manifest (one version of a kind) with its live operational policy.
 type ListKindsKindsKind struct {
 	KindRow `json:"-"`
+	// The manifest document exactly as applied.
+	Manifest json.RawMessage `json:"manifest"`
 }
+
+// GetManifest returns ListKindsKindsKind.Manifest, and is useful for accessing the field via an interface.
+func (v *ListKindsKindsKind) GetManifest() json.RawMessage { return v.Manifest }
 
 // GetName returns ListKindsKindsKind.Name, and is useful for accessing the field via an interface.
 func (v *ListKindsKindsKind) GetName() string { return v.KindRow.Name }
@@ -2653,6 +2724,8 @@ func (v *ListKindsKindsKind) UnmarshalJSON(b []byte) error {
 }
 
 type __premarshalListKindsKindsKind struct {
+	Manifest json.RawMessage `json:"manifest"`
+
 	Name string `json:"name"`
 
 	Version string `json:"version"`
@@ -2685,6 +2758,7 @@ func (v *ListKindsKindsKind) MarshalJSON() ([]byte, error) {
 func (v *ListKindsKindsKind) __premarshalJSON() (*__premarshalListKindsKindsKind, error) {
 	var retval __premarshalListKindsKindsKind
 
+	retval.Manifest = v.Manifest
 	retval.Name = v.KindRow.Name
 	retval.Version = v.KindRow.Version
 	retval.Description = v.KindRow.Description
@@ -3009,6 +3083,18 @@ func (v *ListResourcesResourcesResourcePage) GetNextCursor() *string { return v.
 // One resource: a root or a composed child. Phase and ready are read from the database, never re-derived.
 type ListResourcesResourcesResourcePageItemsResource struct {
 	ResourceRow `json:"-"`
+	// The desired state, validated against the kind's spec_schema.
+	Spec json.RawMessage `json:"spec"`
+	// The handler-reported status; null until a reconcile reports one.
+	Status *json.RawMessage `json:"status"`
+}
+
+// GetSpec returns ListResourcesResourcesResourcePageItemsResource.Spec, and is useful for accessing the field via an interface.
+func (v *ListResourcesResourcesResourcePageItemsResource) GetSpec() json.RawMessage { return v.Spec }
+
+// GetStatus returns ListResourcesResourcesResourcePageItemsResource.Status, and is useful for accessing the field via an interface.
+func (v *ListResourcesResourcesResourcePageItemsResource) GetStatus() *json.RawMessage {
+	return v.Status
 }
 
 // GetId returns ListResourcesResourcesResourcePageItemsResource.Id, and is useful for accessing the field via an interface.
@@ -3119,6 +3205,10 @@ func (v *ListResourcesResourcesResourcePageItemsResource) UnmarshalJSON(b []byte
 }
 
 type __premarshalListResourcesResourcesResourcePageItemsResource struct {
+	Spec json.RawMessage `json:"spec"`
+
+	Status *json.RawMessage `json:"status"`
+
 	Id string `json:"id"`
 
 	Kind string `json:"kind"`
@@ -3167,6 +3257,8 @@ func (v *ListResourcesResourcesResourcePageItemsResource) MarshalJSON() ([]byte,
 func (v *ListResourcesResourcesResourcePageItemsResource) __premarshalJSON() (*__premarshalListResourcesResourcesResourcePageItemsResource, error) {
 	var retval __premarshalListResourcesResourcesResourcePageItemsResource
 
+	retval.Spec = v.Spec
+	retval.Status = v.Status
 	retval.Id = v.ResourceRow.Id
 	retval.Kind = v.ResourceRow.Kind
 	retval.Version = v.ResourceRow.Version
@@ -4938,6 +5030,110 @@ func (v *UnquarantineResourceUnquarantineResource) __premarshalJSON() (*__premar
 	return &retval, nil
 }
 
+// UpdateKindConfigResponse is returned by UpdateKindConfig on success.
+type UpdateKindConfigResponse struct {
+	// Edit a kind version's live operational policy; absent fields are kept.
+	UpdateKindConfig UpdateKindConfigUpdateKindConfig `json:"updateKindConfig"`
+}
+
+// GetUpdateKindConfig returns UpdateKindConfigResponse.UpdateKindConfig, and is useful for accessing the field via an interface.
+func (v *UpdateKindConfigResponse) GetUpdateKindConfig() UpdateKindConfigUpdateKindConfig {
+	return v.UpdateKindConfig
+}
+
+// UpdateKindConfigUpdateKindConfig includes the requested fields of the GraphQL type KindConfig.
+// The GraphQL type's documentation follows.
+//
+// A kind's runtime-editable operational policy.
+type UpdateKindConfigUpdateKindConfig struct {
+	KindConfigRow `json:"-"`
+}
+
+// GetMaxInflight returns UpdateKindConfigUpdateKindConfig.MaxInflight, and is useful for accessing the field via an interface.
+func (v *UpdateKindConfigUpdateKindConfig) GetMaxInflight() int { return v.KindConfigRow.MaxInflight }
+
+// GetTaskDeadlineSecs returns UpdateKindConfigUpdateKindConfig.TaskDeadlineSecs, and is useful for accessing the field via an interface.
+func (v *UpdateKindConfigUpdateKindConfig) GetTaskDeadlineSecs() int {
+	return v.KindConfigRow.TaskDeadlineSecs
+}
+
+// GetResyncIntervalSecs returns UpdateKindConfigUpdateKindConfig.ResyncIntervalSecs, and is useful for accessing the field via an interface.
+func (v *UpdateKindConfigUpdateKindConfig) GetResyncIntervalSecs() int {
+	return v.KindConfigRow.ResyncIntervalSecs
+}
+
+// GetResyncRecomposes returns UpdateKindConfigUpdateKindConfig.ResyncRecomposes, and is useful for accessing the field via an interface.
+func (v *UpdateKindConfigUpdateKindConfig) GetResyncRecomposes() bool {
+	return v.KindConfigRow.ResyncRecomposes
+}
+
+// GetOrphanGraceSecs returns UpdateKindConfigUpdateKindConfig.OrphanGraceSecs, and is useful for accessing the field via an interface.
+func (v *UpdateKindConfigUpdateKindConfig) GetOrphanGraceSecs() int {
+	return v.KindConfigRow.OrphanGraceSecs
+}
+
+// GetUpdatedAt returns UpdateKindConfigUpdateKindConfig.UpdatedAt, and is useful for accessing the field via an interface.
+func (v *UpdateKindConfigUpdateKindConfig) GetUpdatedAt() time.Time { return v.KindConfigRow.UpdatedAt }
+
+func (v *UpdateKindConfigUpdateKindConfig) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*UpdateKindConfigUpdateKindConfig
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.UpdateKindConfigUpdateKindConfig = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.KindConfigRow)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalUpdateKindConfigUpdateKindConfig struct {
+	MaxInflight int `json:"maxInflight"`
+
+	TaskDeadlineSecs int `json:"taskDeadlineSecs"`
+
+	ResyncIntervalSecs int `json:"resyncIntervalSecs"`
+
+	ResyncRecomposes bool `json:"resyncRecomposes"`
+
+	OrphanGraceSecs int `json:"orphanGraceSecs"`
+
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+func (v *UpdateKindConfigUpdateKindConfig) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *UpdateKindConfigUpdateKindConfig) __premarshalJSON() (*__premarshalUpdateKindConfigUpdateKindConfig, error) {
+	var retval __premarshalUpdateKindConfigUpdateKindConfig
+
+	retval.MaxInflight = v.KindConfigRow.MaxInflight
+	retval.TaskDeadlineSecs = v.KindConfigRow.TaskDeadlineSecs
+	retval.ResyncIntervalSecs = v.KindConfigRow.ResyncIntervalSecs
+	retval.ResyncRecomposes = v.KindConfigRow.ResyncRecomposes
+	retval.OrphanGraceSecs = v.KindConfigRow.OrphanGraceSecs
+	retval.UpdatedAt = v.KindConfigRow.UpdatedAt
+	return &retval, nil
+}
+
 // A child as apply --wait follows it: its phase, why, and the upstreams it
 // waits on (a child behind a terminally failed upstream is stuck).
 type WaitRow struct {
@@ -6200,6 +6396,22 @@ func (v *__UnquarantineResourceInput) GetKind() string { return v.Kind }
 // GetName returns __UnquarantineResourceInput.Name, and is useful for accessing the field via an interface.
 func (v *__UnquarantineResourceInput) GetName() string { return v.Name }
 
+// __UpdateKindConfigInput is used internally by genqlient
+type __UpdateKindConfigInput struct {
+	Kind    string          `json:"kind"`
+	Version string          `json:"version"`
+	Input   KindConfigInput `json:"input"`
+}
+
+// GetKind returns __UpdateKindConfigInput.Kind, and is useful for accessing the field via an interface.
+func (v *__UpdateKindConfigInput) GetKind() string { return v.Kind }
+
+// GetVersion returns __UpdateKindConfigInput.Version, and is useful for accessing the field via an interface.
+func (v *__UpdateKindConfigInput) GetVersion() string { return v.Version }
+
+// GetInput returns __UpdateKindConfigInput.Input, and is useful for accessing the field via an interface.
+func (v *__UpdateKindConfigInput) GetInput() KindConfigInput { return v.Input }
+
 // __WaitTargetInput is used internally by genqlient
 type __WaitTargetInput struct {
 	Kind string `json:"kind"`
@@ -7019,6 +7231,7 @@ const ListKinds_Operation = `
 query ListKinds {
 	kinds {
 		... KindRow
+		manifest
 	}
 }
 fragment KindRow on Kind {
@@ -7177,6 +7390,8 @@ query ListResources ($kind: String, $phases: [Phase!], $labels: JSON, $ownerId: 
 	resources(kind: $kind, phases: $phases, labels: $labels, ownerId: $ownerId, first: $first, after: $after) {
 		items {
 			... ResourceRow
+			spec
+			status
 		}
 		nextCursor
 	}
@@ -7633,6 +7848,52 @@ func UnquarantineResource(
 	}
 
 	data_ = &UnquarantineResourceResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by UpdateKindConfig.
+const UpdateKindConfig_Operation = `
+mutation UpdateKindConfig ($kind: String!, $version: String!, $input: KindConfigInput!) {
+	updateKindConfig(kind: $kind, version: $version, input: $input) {
+		... KindConfigRow
+	}
+}
+fragment KindConfigRow on KindConfig {
+	maxInflight
+	taskDeadlineSecs
+	resyncIntervalSecs
+	resyncRecomposes
+	orphanGraceSecs
+	updatedAt
+}
+`
+
+func UpdateKindConfig(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	kind string,
+	version string,
+	input KindConfigInput,
+) (data_ *UpdateKindConfigResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "UpdateKindConfig",
+		Query:  UpdateKindConfig_Operation,
+		Variables: &__UpdateKindConfigInput{
+			Kind:    kind,
+			Version: version,
+			Input:   input,
+		},
+	}
+
+	data_ = &UpdateKindConfigResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(
