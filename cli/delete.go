@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -112,12 +113,19 @@ func (a *app) deleteResource(ctx context.Context, c *Conn, r ref, wait bool, tim
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	target, err := GetResource(ctx, c.GQL, r.kind, r.name)
+	if err != nil {
+		return fmt.Errorf("delete resource %s: %w", r, apiError(err))
+	}
+	if target.Resource == nil {
+		return notFound("resource", r.String())
+	}
 	ws := c.NewWS()
 	if _, err := ws.Start(ctx); err != nil {
 		return fmt.Errorf("delete resource %s: %w", r, err)
 	}
 	defer func() { _ = ws.Close() }()
-	events, _, err := WatchResources(ctx, ws, &r.kind, &r.name, nil, nil)
+	progress, _, err := WatchSubtree(ctx, ws, target.Resource.Id)
 	if err != nil {
 		return fmt.Errorf("delete resource %s: %w", r, err)
 	}
@@ -126,42 +134,58 @@ func (a *app) deleteResource(ctx context.Context, c *Conn, r ref, wait bool, tim
 		return fmt.Errorf("delete resource %s: %w", r, apiError(err))
 	}
 	fmt.Fprintf(a.stdout(), "resource/%s deletion requested (%s)\n", r, resp.DeleteResource.Phase)
-	tick := time.NewTicker(waitRecheck)
-	defer tick.Stop()
+	last := ""
 	for {
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("timed out after %s waiting for resource/%s to be deleted", timeout, r)
+				return fmt.Errorf("timed out after %s waiting for resource/%s to be deleted%s", timeout, r, last)
 			}
 			return ctx.Err()
-		case ev, ok := <-events:
+		case ev, ok := <-progress:
 			if !ok {
 				return fmt.Errorf("delete resource %s: the subscription ended", r)
 			}
 			if len(ev.Errors) > 0 {
+				if isNotFound(ev.Errors) { // gone before the subscription started
+					fmt.Fprintf(a.stdout(), "resource/%s deleted\n", r)
+					return nil
+				}
 				return fmt.Errorf("delete resource %s: %w", r, apiError(ev.Errors))
 			}
 			if ev.Data == nil {
 				continue
 			}
-			switch ev.Data.ResourceChanged.Type {
-			case ResourceEventTypeDeleted:
+			p := ev.Data.SubtreeProgress
+			if p.Root == nil {
 				fmt.Fprintf(a.stdout(), "resource/%s deleted\n", r)
 				return nil
-			case ResourceEventTypeUpserted:
-				continue
+			}
+			if line := teardownLine(p); line != last {
+				last = line
+				fmt.Fprintf(a.stderr(), "resource/%s %s%s\n", r, p.Root.Phase, line)
 			}
 		case <-ws.Reconnected():
-		case <-tick.C:
-		}
-		gone, err := GetResource(ctx, c.GQL, r.kind, r.name)
-		if err != nil {
-			return fmt.Errorf("delete resource %s: %w", r, apiError(err))
-		}
-		if gone.Resource == nil {
-			fmt.Fprintf(a.stdout(), "resource/%s deleted\n", r)
-			return nil
+			// the server pushes a fresh snapshot on re-subscribe
 		}
 	}
+}
+
+// teardownLine is " (12 left: 9 DELETING, 3 READY)" for a subtree being
+// torn down ("" once only the root is left).
+func teardownLine(p WatchSubtreeSubtreeProgress) string {
+	if p.Total == 0 {
+		return ""
+	}
+	n := map[Phase]int{}
+	for _, c := range p.Counts {
+		n[c.Phase] += c.Count
+	}
+	var parts []string
+	for _, ph := range AllPhase {
+		if n[ph] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n[ph], ph))
+		}
+	}
+	return fmt.Sprintf(" (%d left: %s)", p.Total, strings.Join(parts, ", "))
 }

@@ -197,7 +197,7 @@ func (a *app) run(ctx context.Context, r ref, verb string, input *json.RawMessag
 // followOperation waits for op to reach SUCCEEDED or FAILED, printing each
 // state change on progress. The subscription pushes the current state
 // first; behind it, the operation is re-read after a reconnect, when the
-// server ends the subscription early, and every waitRecheck (a NOTIFY is a
+// server ends the subscription early, and every operationRecheck (a NOTIFY is a
 // hint, never the source of truth).
 func (a *app) followOperation(ctx context.Context, c *Conn, op OperationRow, progress io.Writer) (OperationRow, error) {
 	last := op
@@ -210,7 +210,7 @@ func (a *app) followOperation(ctx context.Context, c *Conn, op OperationRow, pro
 	if err != nil {
 		return last, fmt.Errorf("follow operation %s: %w", op.Id, err)
 	}
-	tick := time.NewTicker(waitRecheck)
+	tick := time.NewTicker(operationRecheck)
 	defer tick.Stop()
 	for {
 		var cur *OperationRow
@@ -254,6 +254,10 @@ func (a *app) followOperation(ctx context.Context, c *Conn, op OperationRow, pro
 		}
 	}
 }
+
+// operationRecheck is how often a followed operation is re-read behind its
+// subscription.
+const operationRecheck = 3 * time.Second
 
 func isFinal(s OperationState) bool { return s == OperationStateSucceeded || s == OperationStateFailed }
 

@@ -25,7 +25,7 @@ func (a *app) watchCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "watch TYPE [NAME] | TYPE/NAME [filters]",
-		Short: "Stream changes live: one line per change (resources, clustermembers, an operation)",
+		Short: "Stream changes live: one line per change (resources, kinds, providerconfigs, reactorbindings, clustermembers, an operation)",
 		Long: `Print the current objects, then one line per change as it happens, over the
 API's websocket subscriptions (kubectl get -w style), until interrupted.
 
@@ -33,6 +33,10 @@ API's websocket subscriptions (kubectl get -w style), until interrupted.
                  NAME (KIND/NAME, or NAME under a kind), --owner, --phase
                  (a change is shown when the row enters or leaves those phases)
                  and --label (matched by conctl)
+  kind           manifest applies and live policy edits (conctl kind config)
+  providerconfig configs created, changed and deleted (--kind filters)
+  reactorbinding bindings created, changed and deleted (--kind: the watched
+                 kind, --reactor)
   clustermember  joins, leaves and status changes of the fleet
   operation ID   the operation's state changes, until it finishes
 
@@ -50,6 +54,9 @@ prints one JSON object per line, -o yaml one document per change.`,
 
   # Failures as they happen, as JSON lines
   conctl watch res --phase failed -o json
+
+  # Kinds and their live policy, as other operators change them
+  conctl watch kinds
 
   # The fleet
   conctl watch nodes`,
@@ -72,7 +79,7 @@ prints one JSON object per line, -o yaml one document per change.`,
 }
 
 // watchable are the types watch (and get -w) follow.
-var watchable = []objType{typeResource, typeClusterMember, typeOperation}
+var watchable = []objType{typeResource, typeKind, typeProviderConfig, typeReactorBinding, typeClusterMember, typeOperation}
 
 // getWatch follows a target live: get -w and watch.
 func (a *app) getWatch(ctx context.Context, tg target, lf listFlags, watchOnly bool) error {
@@ -111,6 +118,8 @@ func (a *app) getWatch(ctx context.Context, tg target, lf listFlags, watchOnly b
 			return usageError{fmt.Errorf("watch clustermembers takes no name")}
 		}
 		return a.watchMembers(ctx, c)
+	case typeKind, typeProviderConfig, typeReactorBinding:
+		return a.watchCatalogType(ctx, c, tg, lf, watchOnly)
 	default:
 		if len(tg.names) != 1 {
 			return usageError{fmt.Errorf("watch operation needs the operation's id")}
@@ -168,6 +177,8 @@ type watchEvent struct {
 	Event    string `json:"event"`
 	Resource any    `json:"resource,omitempty"`
 	Member   any    `json:"member,omitempty"`
+	// Object is a kind, providerconfig or reactor binding.
+	Object any `json:"object,omitempty"`
 }
 
 // emit prints one watch event in the -o format.
