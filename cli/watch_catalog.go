@@ -29,16 +29,16 @@ func watchCatalog[R any, T any](ctx context.Context, a *app, ws *WSClient, errs 
 		select {
 		case <-ctx.Done():
 			return nil
-		case err, ok := <-errs:
+		case werr, ok := <-errs:
 			if ok {
-				fmt.Fprintf(a.stderr(), "warning: %v\n", err)
+				fmt.Fprintf(a.stderr(), "warning: %v\n", werr)
 			}
 		case <-ws.Reconnected():
 			// the server pushes the whole list on (re)subscribe
 		case u, ok := <-updates:
 			if !ok {
-				if ctx.Err() != nil {
-					return nil
+				if cerr := ctx.Err(); cerr != nil {
+					return nil //nolint:nilerr // interrupted: a watch ends cleanly
 				}
 				return fmt.Errorf("watch %s: the subscription ended", v.what)
 			}
