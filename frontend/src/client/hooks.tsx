@@ -189,3 +189,31 @@ export function useMutation<R, V>(doc: TypedDocument<R, V>): [(variables: V) => 
   const reset = useCallback(() => setState({ running: false, error: null }), []);
   return [run, useMemo(() => ({ ...state, reset }), [state, reset])];
 }
+
+/**
+ * useRefetchOnPush re-runs a query (refetch) whenever a subscription that
+ * announces changes of what it shows pushes, after its first push (the
+ * state the query already read). For pages whose filtered, paged view the
+ * push does not carry; where it does, use useSubscriptionValue's data.
+ */
+export function useRefetchOnPush<R, V>(doc: TypedDocument<R, V>, variables: V, refetch: () => void, opts: { skip?: boolean } = {}): void {
+  const first = useRef(true);
+  const key = varsKey(variables);
+  const last = useRef(key);
+  if (last.current !== key) {
+    last.current = key;
+    first.current = true;
+  }
+  useSubscription(
+    doc,
+    variables,
+    () => {
+      if (first.current) {
+        first.current = false;
+        return;
+      }
+      refetch();
+    },
+    { skip: opts.skip },
+  );
+}

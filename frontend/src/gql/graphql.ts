@@ -410,6 +410,21 @@ export const DeleteReactorBindingDocument = {
   query: "mutation DeleteReactorBinding($name:String!){deleteReactorBinding(name:$name)}",
 } as TypedDocument<DeleteReactorBindingMutation, DeleteReactorBindingMutationVariables>;
 
+/** Subscription ReactorBindingsLive (src/bindings/bindings.graphql). */
+export type ReactorBindingsLiveSubscription = {
+  /** Reactor bindings (by name), pushed whole at once and on every change. */
+  reactorBindings: Array<ReactorBindingRowFragment>;
+};
+export type ReactorBindingsLiveSubscriptionVariables = {
+  watchKind?: string | null;
+  reactor?: string | null;
+};
+export const ReactorBindingsLiveDocument = {
+  kind: 'subscription',
+  operationName: 'ReactorBindingsLive',
+  query: "subscription ReactorBindingsLive($watchKind:String$reactor:String){reactorBindings(watchKind:$watchKind reactor:$reactor){...ReactorBindingRow}}fragment ReactorBindingRow on ReactorBinding{name watchKind transition reactor labelMatch enabled createdAt updatedAt}",
+} as TypedDocument<ReactorBindingsLiveSubscription, ReactorBindingsLiveSubscriptionVariables>;
+
 /** Subscription ClusterMembersLive (src/cluster/cluster.graphql). */
 export type ClusterMembersLiveSubscription = {
   /** The whole membership, pushed on every join, leave and status change. */
@@ -494,6 +509,25 @@ export const DeleteProviderConfigDocument = {
   operationName: 'DeleteProviderConfig',
   query: "mutation DeleteProviderConfig($kind:String!$name:String!){deleteProviderConfig(kind:$kind name:$name)}",
 } as TypedDocument<DeleteProviderConfigMutation, DeleteProviderConfigMutationVariables>;
+
+/** Subscription ProviderConfigsLive (src/configs/configs.graphql). */
+export type ProviderConfigsLiveSubscription = {
+  /** Provider configs (newest first, at most 500), pushed whole at once and on every change. */
+  providerConfigs: Array<{
+    /** The config's id (a UUID). */
+    id: string;
+    /** When it last changed. */
+    updatedAt: string;
+  }>;
+};
+export type ProviderConfigsLiveSubscriptionVariables = {
+  kind?: string | null;
+};
+export const ProviderConfigsLiveDocument = {
+  kind: 'subscription',
+  operationName: 'ProviderConfigsLive',
+  query: "subscription ProviderConfigsLive($kind:String){providerConfigs(kind:$kind){id updatedAt}}",
+} as TypedDocument<ProviderConfigsLiveSubscription, ProviderConfigsLiveSubscriptionVariables>;
 
 /** Query GraphRoot (src/graph/graph.graphql). */
 export type GraphRootQuery = {
@@ -635,6 +669,18 @@ export const UpdateKindConfigDocument = {
   operationName: 'UpdateKindConfig',
   query: "mutation UpdateKindConfig($kind:String!$version:String!$input:KindConfigInput!){updateKindConfig(kind:$kind version:$version input:$input){...KindPolicy}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs updatedAt}",
 } as TypedDocument<UpdateKindConfigMutation, UpdateKindConfigMutationVariables>;
+
+/** Subscription KindsLive (src/kinds/kinds.graphql). */
+export type KindsLiveSubscription = {
+  /** Every applied kind version with its live policy, pushed whole at once and on every manifest apply and policy edit. */
+  kinds: Array<KindSummaryFragment>;
+};
+export type KindsLiveSubscriptionVariables = Record<string, never>;
+export const KindsLiveDocument = {
+  kind: 'subscription',
+  operationName: 'KindsLive',
+  query: "subscription KindsLive{kinds{...KindSummary}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs updatedAt}fragment KindSummary on Kind{name version description isReactor finalizerName manifestGeneration updatedAt reactions{name trigger emits verb finalizer}config{...KindPolicy}}",
+} as TypedDocument<KindsLiveSubscription, KindsLiveSubscriptionVariables>;
 
 /** Query ResourcesPage (src/resources/resources.graphql). */
 export type ResourcesPageQuery = {
