@@ -6488,8 +6488,9 @@ func (v *WatchResourcesResourceChangedResourceEventResource) __premarshalJSON() 
 type WatchResourcesResponse struct {
 	// Row changes bridged from Postgres LISTEN, filtered server-side. All arguments are optional filters.
 	// kind, name and ownerId match the row; phases keeps a change when the row's phase before or after it is
-	// in the set, so a subscriber also sees rows leave its phases (compare resource.phase). Expect RESYNC
-	// events: on one, re-query what you show.
+	// in the set, so a subscriber also sees rows leave its phases (compare resource.phase). rootId keeps a
+	// top-level root (a resource without an owner) and every resource it composes, at every level. Expect
+	// RESYNC events: on one, re-query what you show.
 	ResourceChanged WatchResourcesResourceChangedResourceEvent `json:"resourceChanged"`
 }
 

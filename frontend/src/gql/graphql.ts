@@ -577,7 +577,7 @@ export const GraphChildrenDocument = {
 
 /** Subscription GraphChanged (src/graph/graph.graphql). */
 export type GraphChangedSubscription = {
-  /** Row changes bridged from Postgres LISTEN, filtered server-side. All arguments are optional filters. kind, name and ownerId match the row; phases keeps a change when the row's phase before or after it is in the set, so a subscriber also sees rows leave its phases (compare resource.phase). Expect RESYNC events: on one, re-query what you show. */
+  /** Row changes bridged from Postgres LISTEN, filtered server-side. All arguments are optional filters. kind, name and ownerId match the row; phases keeps a change when the row's phase before or after it is in the set, so a subscriber also sees rows leave its phases (compare resource.phase). rootId keeps a top-level root (a resource without an owner) and every resource it composes, at every level. Expect RESYNC events: on one, re-query what you show. */
   resourceChanged: {
     /** What happened. */
     type: ResourceEventType;
@@ -595,11 +595,12 @@ export type GraphChangedSubscriptionVariables = {
   ownerId?: string | null;
   kind?: string | null;
   name?: string | null;
+  rootId?: string | null;
 };
 export const GraphChangedDocument = {
   kind: 'subscription',
   operationName: 'GraphChanged',
-  query: "subscription GraphChanged($ownerId:ID$kind:String$name:String){resourceChanged(ownerId:$ownerId kind:$kind name:$name){type id kind name resource{...GraphNode}}}fragment GraphNode on Resource{id kind name phase updatedAt owner{id}dependencies{upstream{id}}}",
+  query: "subscription GraphChanged($ownerId:ID$kind:String$name:String$rootId:ID){resourceChanged(ownerId:$ownerId kind:$kind name:$name rootId:$rootId){type id kind name resource{...GraphNode}}}fragment GraphNode on Resource{id kind name phase updatedAt owner{id}dependencies{upstream{id}}}",
 } as TypedDocument<GraphChangedSubscription, GraphChangedSubscriptionVariables>;
 
 /** Query Kinds (src/kinds/kinds.graphql). */
@@ -708,7 +709,7 @@ export const ResourcesPageDocument = {
 
 /** Subscription ResourceRowsChanged (src/resources/resources.graphql). */
 export type ResourceRowsChangedSubscription = {
-  /** Row changes bridged from Postgres LISTEN, filtered server-side. All arguments are optional filters. kind, name and ownerId match the row; phases keeps a change when the row's phase before or after it is in the set, so a subscriber also sees rows leave its phases (compare resource.phase). Expect RESYNC events: on one, re-query what you show. */
+  /** Row changes bridged from Postgres LISTEN, filtered server-side. All arguments are optional filters. kind, name and ownerId match the row; phases keeps a change when the row's phase before or after it is in the set, so a subscriber also sees rows leave its phases (compare resource.phase). rootId keeps a top-level root (a resource without an owner) and every resource it composes, at every level. Expect RESYNC events: on one, re-query what you show. */
   resourceChanged: {
     /** What happened. */
     type: ResourceEventType;
@@ -945,7 +946,7 @@ export const ResourceHistoryDocument = {
 
 /** Subscription ResourceWatch (src/resources/resources.graphql). */
 export type ResourceWatchSubscription = {
-  /** Row changes bridged from Postgres LISTEN, filtered server-side. All arguments are optional filters. kind, name and ownerId match the row; phases keeps a change when the row's phase before or after it is in the set, so a subscriber also sees rows leave its phases (compare resource.phase). Expect RESYNC events: on one, re-query what you show. */
+  /** Row changes bridged from Postgres LISTEN, filtered server-side. All arguments are optional filters. kind, name and ownerId match the row; phases keeps a change when the row's phase before or after it is in the set, so a subscriber also sees rows leave its phases (compare resource.phase). rootId keeps a top-level root (a resource without an owner) and every resource it composes, at every level. Expect RESYNC events: on one, re-query what you show. */
   resourceChanged: {
     /** What happened. */
     type: ResourceEventType;

@@ -15,7 +15,11 @@ import { failurePaths } from './failures';
 import { layout, type GraphInput } from './layout';
 import { applyGraphEvent, cloneTree, loadMore, loadSubtree, mergeLoaded, NODE_BUDGET, type Subtree } from './load';
 
-/** The most per-owner subscriptions the view opens; past it, one unfiltered subscription. */
+/**
+ * The most per-owner subscriptions the view opens for a nested composite
+ * (past it, one unfiltered subscription). A top-level root needs one:
+ * resourceChanged(rootId:) carries its whole subtree.
+ */
 const MAX_OWNER_SUBS = 40;
 
 type Event = Parameters<typeof applyGraphEvent>[1];
@@ -36,8 +40,10 @@ export default function GraphPage() {
   const rootKey = root ? refString(root) : '';
   const treeRef = useRef(tree);
   treeRef.current = tree;
-  // The open subscriptions of this load: one per owner (key: its id), the
-  // root's own ('root'), or one unfiltered ('*') past MAX_OWNER_SUBS.
+  // The open subscriptions of this load: the root's own ('root') and, for a
+  // top-level root, one for its whole subtree ('tree'); for a nested
+  // composite, one per owner (key: its id), or one unfiltered ('*') past
+  // MAX_OWNER_SUBS.
   const subs = useRef(new Map<string, () => void>());
   const watchRef = useRef<(ownerId: string) => void>(() => {});
 
@@ -75,15 +81,17 @@ export default function GraphPage() {
     let buffer: Event[] | null = [];
     const sink = { next: (d: { resourceChanged: Event }) => (buffer ? buffer.push(d.resourceChanged) : onEvent(d.resourceChanged)) };
     // Subscribe before reading: nothing changes unseen between the two.
+    let topLevel = false;
     const watch = (ownerId: string) => {
-      if (open.has(ownerId) || open.has('*')) return;
-      if (open.size <= MAX_OWNER_SUBS) open.set(ownerId, client.subscribe(GraphChangedDocument, { ownerId }, sink));
+      if (open.has('tree') || open.has(ownerId) || open.has('*')) return;
+      if (topLevel) open.set('tree', client.subscribe(GraphChangedDocument, { rootId: ownerId }, sink));
+      else if (open.size <= MAX_OWNER_SUBS) open.set(ownerId, client.subscribe(GraphChangedDocument, { ownerId }, sink));
       else open.set('*', client.subscribe(GraphChangedDocument, {}, sink));
     };
     watchRef.current = watch;
     open.set('root', client.subscribe(GraphChangedDocument, { kind: root.kind, name: root.name }, sink));
     setLoading(true);
-    loadSubtree(client, root, budget.current, ctrl.signal, watch).then(
+    loadSubtree(client, root, budget.current, ctrl.signal, watch, (n) => (topLevel = n.owner === null)).then(
       (t) => {
         if (ctrl.signal.aborted) return;
         let cur = t;
