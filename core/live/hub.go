@@ -12,6 +12,21 @@
 // heartbeat age, which no NOTIFY announces) and pushed only when a member
 // joined, left or changed status.
 //
+// subtreeProgress (SubscribeSubtree) costs no query per change either: a
+// followed root's subtree is loaded once (one read, shared by every
+// subscriber of that root), then the rows re-read above are folded into it
+// (a row belongs when its root or its owner does) and the counts are
+// recomputed in memory, pushed at most once per CountsInterval; it is
+// re-loaded only after a RESYNC. While any subtree is followed, every
+// announced row is re-read (as for an unfiltered resourceChanged).
+//
+// The catalogs — kinds (kind_manifest_changed, kind_config_changed),
+// provider configs (providerconfig_changed) and reactor bindings
+// (reactor_binding_changed), one NOTIFY per statement — are re-listed once
+// per distinct subscriber filter on each announcement and pushed whole to the
+// subscribers whose last push differs (SubscribeKinds,
+// SubscribeProviderConfigs, SubscribeReactorBindings).
+//
 // A NOTIFY is a hint, never the source of truth: after a dropped LISTEN
 // connection (or a subscriber that fell behind, or a statement over the
 // announcement cap) the affected resource subscribers get a RESYNC change and
@@ -24,8 +39,9 @@
 //	go listener.Run(ctx)
 //	go hub.Run(ctx)
 //
-// Subscribers call SubscribeResources, SubscribePhaseCounts, SubscribeMembers
-// and SubscribeOperation with the subscription's context: the subscription
+// Subscribers call SubscribeResources, SubscribePhaseCounts, SubscribeMembers,
+// SubscribeOperation, SubscribeSubtree and the catalog subscriptions with the
+// subscription's context: the subscription
 // ends (and its channel is closed) when that context is done.
 package live
 
