@@ -12,6 +12,7 @@ import { PhaseBadge } from '../resources/PhaseBadge';
 import { ErrorBox } from '../widgets/ErrorBox';
 import { GraphCanvas } from './GraphCanvas';
 import { failurePaths } from './failures';
+import { fold, isAggregate } from './fold';
 import { layout, type GraphInput } from './layout';
 import { applyGraphEvent, cloneTree, loadMore, loadSubtree, mergeLoaded, NODE_BUDGET, type Subtree } from './load';
 
@@ -150,13 +151,22 @@ export default function GraphPage() {
     if (t && !loading && t.nodes.size < budget.current && [...t.more.values()].includes('')) readMore(t, (c) => c === '');
   }, [structure]); // only after structural changes
 
-  // Layout depends on the structure only; phases recolour without a re-layout.
-  const inputs: GraphInput[] = useMemo(() => (tree ? [...tree.nodes.values()].map((n) => ({ id: n.id, owner: n.owner, deps: n.deps, sortKey: `${n.kind}/${n.name}` })) : []), [structure]);
+  // Siblings of one kind in one tier fold into an aggregate until expanded
+  // (a click on it). The picture is re-folded on every change (phases
+  // recolour the aggregates' bars); the layout follows the structure only.
+  const [expanded, setExpanded] = useState<ReadonlySet<string>>(new Set());
+  useEffect(() => setExpanded(new Set()), [rootKey]);
+  const shown = useMemo(() => (tree ? fold(tree.nodes, tree.rootId, expanded) : null), [tree, expanded]);
+  const shownRef = useRef(shown);
+  shownRef.current = shown;
+  const inputs: GraphInput[] = useMemo(() => (shown ? [...shown.nodes.values()].map((n) => ({ id: n.id, owner: n.owner, deps: n.deps, sortKey: `${n.kind}/${n.name}` })) : []), [structure, expanded]);
   const lay = useMemo(() => (tree ? layout(tree.rootId, inputs) : null), [inputs]);
-  const highlight = useMemo(() => failurePaths(tree ? [...tree.nodes.values()] : [], (id) => tree?.nodes.get(id)?.phase), [tree]);
+  const highlight = useMemo(() => failurePaths(shown ? [...shown.nodes.values()] : [], (id) => shown?.nodes.get(id)?.phase), [shown]);
+  const failedReal = useMemo(() => (tree ? [...tree.nodes.values()].filter((n) => n.phase === 'FAILED').map((n) => n.id) : []), [tree]);
 
-  const selectedId = useMemo(() => (tree && sel ? ([...tree.nodes.values()].find((n) => n.kind === sel.kind && n.name === sel.name)?.id ?? null) : null), [tree, sel?.kind, sel?.name]);
-  const selected = selectedId ? tree?.nodes.get(selectedId) : undefined;
+  const selectedReal = useMemo(() => (tree && sel ? ([...tree.nodes.values()].find((n) => n.kind === sel.kind && n.name === sel.name)?.id ?? null) : null), [tree, sel?.kind, sel?.name]);
+  const selectedId = selectedReal ? (shown?.shownAs.get(selectedReal) ?? selectedReal) : null;
+  const selected = selectedReal ? tree?.nodes.get(selectedReal) : undefined;
   const graphHref = (s: ResourceRef | null) => {
     const q = new URLSearchParams();
     if (root) q.set('root', refString(root));
@@ -165,6 +175,11 @@ export default function GraphPage() {
   };
   const onSelect = useCallback(
     (id: string) => {
+      if (isAggregate(id)) {
+        setExpanded((e) => new Set([...e, id]));
+        setStructure((x) => x + 1);
+        return;
+      }
       const n = treeRef.current?.nodes.get(id);
       if (n) navigate(graphHref({ kind: n.kind, name: n.name }), { replace: true });
     },
@@ -212,7 +227,7 @@ export default function GraphPage() {
       <ErrorBox error={error} />
       {missing ? <p className="empty">{refString(root)} does not exist.</p> : null}
       <div className="graph-layout">
-        {lay && tree ? <GraphCanvas layout={lay} nodes={tree.nodes} highlight={highlight} selected={selectedId} onSelect={onSelect} /> : null}
+        {lay && tree && shown ? <GraphCanvas layout={lay} nodes={shown.nodes} aggregates={shown.aggregates} highlight={highlight} selected={selectedId} onSelect={onSelect} /> : null}
         <aside className="graph-side" aria-label="Graph details">
           <h2>Legend</h2>
           <ul className="legend">
@@ -232,13 +247,13 @@ export default function GraphPage() {
             </li>
           </ul>
           <h2>Failures</h2>
-          {highlight.failed.length === 0 ? (
+          {failedReal.length === 0 ? (
             <p className="muted" data-testid="failures">
               none
             </p>
           ) : (
             <ul data-testid="failures">
-              {highlight.failed.slice(0, 50).map((id) => {
+              {failedReal.slice(0, 50).map((id) => {
                 const n = tree!.nodes.get(id)!;
                 return (
                   <li key={id}>
@@ -246,7 +261,7 @@ export default function GraphPage() {
                   </li>
                 );
               })}
-              {highlight.failed.length > 50 ? <li className="muted">and more</li> : null}
+              {failedReal.length > 50 ? <li className="muted">and more</li> : null}
             </ul>
           )}
           {selected ? (
