@@ -192,28 +192,11 @@ export function useMutation<R, V>(doc: TypedDocument<R, V>): [(variables: V) => 
 
 /**
  * useRefetchOnPush re-runs a query (refetch) whenever a subscription that
- * announces changes of what it shows pushes, after its first push (the
- * state the query already read). For pages whose filtered, paged view the
- * push does not carry; where it does, use useSubscriptionValue's data.
+ * announces changes of what it shows pushes — its first push included: the
+ * query may have read before a change the subscription already carries.
+ * For pages whose filtered, paged view the push does not carry; where it
+ * does, use useSubscriptionValue's data.
  */
 export function useRefetchOnPush<R, V>(doc: TypedDocument<R, V>, variables: V, refetch: () => void, opts: { skip?: boolean } = {}): void {
-  const first = useRef(true);
-  const key = varsKey(variables);
-  const last = useRef(key);
-  if (last.current !== key) {
-    last.current = key;
-    first.current = true;
-  }
-  useSubscription(
-    doc,
-    variables,
-    () => {
-      if (first.current) {
-        first.current = false;
-        return;
-      }
-      refetch();
-    },
-    { skip: opts.skip },
-  );
+  useSubscription(doc, variables, () => refetch(), { skip: opts.skip });
 }
