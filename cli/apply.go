@@ -130,25 +130,34 @@ func (a *app) applyCommand() *cobra.Command {
 		Long: `Apply the JSON or YAML documents of files, directories and stdin (-f -). A file
 may hold several documents (concatenated JSON values, a JSON array, or YAML
 documents separated by ---). Each document is a kind manifest, a providerconfig,
-a reactor binding or a resource as a snake_case JSON document (docs/cli.md); its
-type is inferred from its keys (and, when two types fit, from the file naming
-convention <kind>.kind.json, providerconfig-*, reactor-binding-*, resource-*),
-or forced with --type.
+a reactor binding or a resource as a snake_case JSON document; its type is
+inferred from its keys — a resource is kind, name and spec (with labels,
+version, provider_config_ref), a providerconfig says is_default, a binding
+watch_kind, a manifest reactions — or, when two types still fit, from the file
+naming convention (<kind>.kind.json, providerconfig-*, reactor-binding-*,
+resource-*), or forced with --type. What conctl get -o json|yaml prints (one
+object or a list) applies too: the server-set fields (id, phase, generation,
+createdAt, ...) are ignored, so it applies back unchanged.
 
 Every document is read and checked before anything is written; they are then
 applied in dependency order (manifests, providerconfigs, bindings, resources),
 stopping at the first the server rejects. Each prints created, configured or
 unchanged.
 
-With --wait, conctl follows every applied resource's subtree over a subscription,
-with a progress bar of its children (READY / total) and failures named as they
-happen. It exits 0 once every resource is READY, and non-zero as soon as one
-FAILS terminally or settles DEGRADED, or when --timeout passes.`,
+With --wait, conctl follows every applied resource's whole subtree over the
+subtreeProgress subscription, with a live bar of READY over total (every level
+below the root) and failures named as they happen. It exits 0 once every
+resource is READY, and non-zero as soon as one FAILS terminally or settles
+DEGRADED, or when --timeout passes.`,
 		Example: `  # A directory of fixtures (every *.json, *.yaml and *.yml, in dependency order)
   conctl apply -f examples/classic/testfixtures
 
-  # One resource from stdin, forcing the type
-  echo '{"kind":"vpc","name":"vpc-1","spec":{"cidr":"10.0.0.0/24"}}' | conctl apply --type resource -f -
+  # One resource from stdin (kind, name and spec: a resource)
+  echo '{"kind":"bom","name":"small","spec":{"teams":1}}' | conctl apply -f -
+
+  # Print a resource, change it, apply it back
+  conctl get bom acme -o yaml > acme.yaml
+  conctl apply -f acme.yaml
 
   # Apply a BOM and wait up to 10 minutes for its subtree to be READY
   conctl apply -f bom.yaml --wait --timeout 10m`,

@@ -45,7 +45,7 @@ func TestCommands_UsageErrors(t *testing.T) {
 		{"a missing argument", []string{"get"}, []string{"requires at least 1 arg(s)"}},
 		{"an unknown --type", []string{"apply", "--type", "pod", "-f", "-"}, []string{`unknown type "pod"`}},
 		{"a bad --limit", []string{"get", "res", "--limit", "0"}, []string{"--limit 0: want 1-500"}},
-		{"watch refuses types without subscriptions", []string{"watch", "kinds"}, []string{"not supported here"}},
+		{"watch operation without its id", []string{"watch", "operations"}, []string{"watch operation needs the operation's id"}},
 		{"--tls-cert without --tls-key", []string{"get", "kinds", "--tls-cert", "c.pem"}, []string{"--tls-cert and --tls-key go together"}},
 		{"a missing CA file", []string{"get", "kinds", "--tls-ca", "/nonexistent/ca.pem"}, []string{"read --tls-ca"}},
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,9 +17,10 @@ func (a *app) deleteCommand() *cobra.Command {
 		timeout time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "delete TYPE NAME... [--wait]",
+		Use:   "delete TYPE NAME... | TYPE/NAME... [--wait]",
 		Short: "Delete resources, providerconfigs or reactor bindings",
-		Long: `Delete objects by name.
+		Long: `Delete objects by name. TYPE is a kind (delete bom acme, delete bom/acme: that
+kind's resources), resource, providerconfig (pc) or reactorbinding (rb).
 
 Deleting a resource is a soft delete: it marks the resource's teardown tree
 (everything it composes and everything that depends on it) DELETING and the
@@ -27,58 +29,23 @@ conctl follows the resource over a subscription until its row is gone (or
 --timeout passes). Provider configs (KIND/NAME) and reactor bindings (NAME) are
 deleted at once. Kinds (manifests) cannot be deleted through the API.`,
 		Example: `  # Tear a BOM down and wait until it is gone
-  conctl delete resource bom/acme --wait --timeout 10m
+  conctl delete bom/acme --wait --timeout 10m
 
   # A hand-authored provider config and a binding
   conctl delete pc vpc/staging
   conctl delete rb bom-synced-to-statussink`,
-		Args:              minArgs(2),
-		ValidArgsFunction: completeTypes(typeResource, typeProviderConfig, typeReactorBinding),
+		Args:              minArgs(1),
+		ValidArgsFunction: a.completeTargets(typeResource, typeProviderConfig, typeReactorBinding),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := parseObjType(args[0], typeResource, typeProviderConfig, typeReactorBinding)
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			for _, n := range args[1:] {
-				switch t {
-				case typeResource:
-					r, err := parseRef(n, kind)
-					if err != nil {
-						return err
-					}
-					if err := a.deleteResource(ctx, c, r, wait, timeout); err != nil {
-						return err
-					}
-				case typeProviderConfig:
-					r, err := parseRef(n, kind)
-					if err != nil {
-						return err
-					}
-					resp, err := DeleteProviderConfig(ctx, c.GQL, r.kind, r.name)
-					if err != nil {
-						return fmt.Errorf("delete providerconfig %s: %w", r, apiError(err))
-					}
-					if !resp.DeleteProviderConfig {
-						return notFound("providerconfig", r.String())
-					}
-					fmt.Fprintf(a.stdout(), "providerconfig/%s deleted\n", r)
-				case typeReactorBinding:
-					resp, err := DeleteReactorBinding(ctx, c.GQL, n)
-					if err != nil {
-						return fmt.Errorf("delete reactorbinding %s: %w", n, apiError(err))
-					}
-					if !resp.DeleteReactorBinding {
-						return notFound("reactorbinding", n)
-					}
-					fmt.Fprintf(a.stdout(), "reactorbinding/%s deleted\n", n)
-				}
+			tg, err := a.resolveTarget(ctx, args, typeResource, typeProviderConfig, typeReactorBinding)
+			if err != nil {
+				return err
 			}
-			return nil
+			if len(tg.names) == 0 {
+				return usageError{fmt.Errorf("delete needs at least one name")}
+			}
+			return a.deleteTargets(ctx, tg, kind, wait, timeout)
 		},
 	}
 	f := cmd.Flags()
@@ -86,6 +53,53 @@ deleted at once. Kinds (manifests) cannot be deleted through the API.`,
 	f.BoolVar(&wait, "wait", false, "wait until a deleted resource is gone")
 	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long --wait waits")
 	return cmd
+}
+
+// deleteTargets deletes every object tg names.
+func (a *app) deleteTargets(ctx context.Context, tg target, kind string, wait bool, timeout time.Duration) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	if tg.t == typeResource {
+		refs, err := tg.resourceRefs(kind)
+		if err != nil {
+			return err
+		}
+		for _, r := range refs {
+			if err := a.deleteResource(ctx, c, r, wait, timeout); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, n := range tg.names {
+		switch tg.t {
+		case typeProviderConfig:
+			r, err := parseRef(n, kind)
+			if err != nil {
+				return err
+			}
+			resp, err := DeleteProviderConfig(ctx, c.GQL, r.kind, r.name)
+			if err != nil {
+				return fmt.Errorf("delete providerconfig %s: %w", r, apiError(err))
+			}
+			if !resp.DeleteProviderConfig {
+				return notFound("providerconfig", r.String())
+			}
+			fmt.Fprintf(a.stdout(), "providerconfig/%s deleted\n", r)
+		case typeReactorBinding:
+			resp, err := DeleteReactorBinding(ctx, c.GQL, n)
+			if err != nil {
+				return fmt.Errorf("delete reactorbinding %s: %w", n, apiError(err))
+			}
+			if !resp.DeleteReactorBinding {
+				return notFound("reactorbinding", n)
+			}
+			fmt.Fprintf(a.stdout(), "reactorbinding/%s deleted\n", n)
+		}
+	}
+	return nil
 }
 
 func (a *app) deleteResource(ctx context.Context, c *Conn, r ref, wait bool, timeout time.Duration) error {
@@ -99,12 +113,19 @@ func (a *app) deleteResource(ctx context.Context, c *Conn, r ref, wait bool, tim
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	target, err := GetResource(ctx, c.GQL, r.kind, r.name)
+	if err != nil {
+		return fmt.Errorf("delete resource %s: %w", r, apiError(err))
+	}
+	if target.Resource == nil {
+		return notFound("resource", r.String())
+	}
 	ws := c.NewWS()
 	if _, err := ws.Start(ctx); err != nil {
 		return fmt.Errorf("delete resource %s: %w", r, err)
 	}
 	defer func() { _ = ws.Close() }()
-	events, _, err := WatchResources(ctx, ws, &r.kind, &r.name, nil, nil)
+	progress, _, err := WatchSubtree(ctx, ws, target.Resource.Id)
 	if err != nil {
 		return fmt.Errorf("delete resource %s: %w", r, err)
 	}
@@ -113,42 +134,58 @@ func (a *app) deleteResource(ctx context.Context, c *Conn, r ref, wait bool, tim
 		return fmt.Errorf("delete resource %s: %w", r, apiError(err))
 	}
 	fmt.Fprintf(a.stdout(), "resource/%s deletion requested (%s)\n", r, resp.DeleteResource.Phase)
-	tick := time.NewTicker(waitRecheck)
-	defer tick.Stop()
+	last := ""
 	for {
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("timed out after %s waiting for resource/%s to be deleted", timeout, r)
+				return fmt.Errorf("timed out after %s waiting for resource/%s to be deleted%s", timeout, r, last)
 			}
 			return ctx.Err()
-		case ev, ok := <-events:
+		case ev, ok := <-progress:
 			if !ok {
 				return fmt.Errorf("delete resource %s: the subscription ended", r)
 			}
 			if len(ev.Errors) > 0 {
+				if isNotFound(ev.Errors) { // gone before the subscription started
+					fmt.Fprintf(a.stdout(), "resource/%s deleted\n", r)
+					return nil
+				}
 				return fmt.Errorf("delete resource %s: %w", r, apiError(ev.Errors))
 			}
 			if ev.Data == nil {
 				continue
 			}
-			switch ev.Data.ResourceChanged.Type {
-			case ResourceEventTypeDeleted:
+			p := ev.Data.SubtreeProgress
+			if p.Root == nil {
 				fmt.Fprintf(a.stdout(), "resource/%s deleted\n", r)
 				return nil
-			case ResourceEventTypeUpserted:
-				continue
+			}
+			if line := teardownLine(p); line != last {
+				last = line
+				fmt.Fprintf(a.stderr(), "resource/%s %s%s\n", r, p.Root.Phase, line)
 			}
 		case <-ws.Reconnected():
-		case <-tick.C:
-		}
-		gone, err := GetResource(ctx, c.GQL, r.kind, r.name)
-		if err != nil {
-			return fmt.Errorf("delete resource %s: %w", r, apiError(err))
-		}
-		if gone.Resource == nil {
-			fmt.Fprintf(a.stdout(), "resource/%s deleted\n", r)
-			return nil
+			// the server pushes a fresh snapshot on re-subscribe
 		}
 	}
+}
+
+// teardownLine is " (12 left: 9 DELETING, 3 READY)" for a subtree being
+// torn down ("" once only the root is left).
+func teardownLine(p WatchSubtreeSubtreeProgress) string {
+	if p.Total == 0 {
+		return ""
+	}
+	n := map[Phase]int{}
+	for _, c := range p.Counts {
+		n[c.Phase] += c.Count
+	}
+	var parts []string
+	for _, ph := range AllPhase {
+		if n[ph] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n[ph], ph))
+		}
+	}
+	return fmt.Sprintf(" (%d left: %s)", p.Total, strings.Join(parts, ", "))
 }

@@ -20,29 +20,42 @@ func (a *app) describeCommand() *cobra.Command {
 		events int
 	)
 	cmd := &cobra.Command{
-		Use:   "describe resource KIND/NAME",
+		Use:   "describe KIND/NAME... | KIND NAME... | resource KIND/NAME...",
 		Short: "Show a resource in detail: phase, generations, conditions, dependencies, children, events",
 		Long: `Show one resource in detail: its phase and the generations behind it, the
 conditions that explain it, the upstream dependencies it waits on with their value
 flows, its dependents, a summary of its direct children by phase, its recent
 operations and its latest events. -o json or -o yaml print the same data.`,
-		Example: `  conctl describe resource bom/acme
-  conctl describe res vpc/acme-team-1 --events 50
-  conctl describe res acme --kind bom -o yaml`,
-		Args:              exactArgs(2),
-		ValidArgsFunction: completeTypes(typeResource),
+		Example: `  conctl describe bom/acme
+  conctl describe bom acme --events 50
+  conctl describe resource bom/acme -o yaml
+  conctl describe res acme --kind bom`,
+		Args:              minArgs(1),
+		ValidArgsFunction: a.completeTargets(typeResource),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := parseObjType(args[0], typeResource); err != nil {
-				return err
-			}
-			r, err := parseRef(args[1], kind)
-			if err != nil {
-				return err
-			}
 			if events < 1 || events > 500 {
 				return usageError{fmt.Errorf("--events %d: want 1-500", events)}
 			}
-			return a.describe(cmd.Context(), r, events)
+			tg, err := a.resolveTarget(cmd.Context(), args, typeResource)
+			if err != nil {
+				return err
+			}
+			refs, err := tg.resourceRefs(kind)
+			if err != nil {
+				return err
+			}
+			if len(refs) == 0 {
+				return usageError{fmt.Errorf("describe needs a resource: KIND/NAME, or KIND NAME")}
+			}
+			for i, r := range refs {
+				if i > 0 && a.output != outJSON && a.output != outYAML {
+					fmt.Fprintln(a.stdout())
+				}
+				if err := a.describe(cmd.Context(), r, events); err != nil {
+					return err
+				}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&kind, "kind", "", "the kind, when NAME is given without KIND/")

@@ -195,11 +195,25 @@ func parseDocuments(source, ext string, b []byte, forced DocType) ([]Document, e
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}
+	raws, err = expandLists(raws)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
 	docs := make([]Document, 0, len(raws))
 	for i, raw := range raws {
 		src := source
 		if len(raws) > 1 {
 			src = fmt.Sprintf("%s#%d", source, i+1)
+		}
+		if t, doc, ok, err := fromAPIObject(raw); ok || err != nil {
+			if err == nil && forced != "" && forced != t {
+				err = fmt.Errorf("--type %s, but this is a %s as conctl get prints it", forced, t)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", src, err)
+			}
+			docs = append(docs, Document{Source: src, Type: t, Raw: doc})
+			continue
 		}
 		t, err := docTypeOf(source, raw, forced)
 		if err != nil {
@@ -383,12 +397,18 @@ func docTypeOf(source string, raw json.RawMessage, forced DocType) (DocType, err
 		return marked[0], nil
 	case len(fits) == 1:
 		return fits[0], nil
+
 	case len(fits) == 0:
 		return "", fmt.Errorf("cannot tell what this document is (keys %s fit no manifest, providerconfig, "+
 			"reactor binding or resource): check the keys or pass --type", strings.Join(keys, ", "))
 	}
 	if hint, ok := typeFromFileName(source); ok && slices.Contains(fits, hint) {
 		return hint, nil
+	}
+	if len(marked) == 0 && slices.Equal(fits, []DocType{DocProviderConfig, DocResource}) {
+		// kind, name and spec alone: a provider config says is_default
+		// (or carries data), so this is a resource.
+		return DocResource, nil
 	}
 	names := make([]string, len(fits))
 	for i, t := range fits {

@@ -112,3 +112,6 @@ func signalContext() (context.Context, context.CancelFunc) {
 }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+// isNotFound reports whether the server answered NOT_FOUND.
+func isNotFound(err error) bool { return ErrorCode(apiError(err)) == "NOT_FOUND" }

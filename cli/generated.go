@@ -2318,6 +2318,72 @@ var AllHistoryEventType = []HistoryEventType{
 	HistoryEventTypeWarning,
 }
 
+// A partial update of a kind's policy: absent fields are kept.
+type KindConfigInput struct {
+	// The global per-kind concurrency cap (0 = unlimited).
+	MaxInflight *int `json:"maxInflight"`
+	// The most one task may run, in seconds (0 = no deadline).
+	TaskDeadlineSecs *int `json:"taskDeadlineSecs"`
+	// The drift re-observe interval, in seconds (0 = off).
+	ResyncIntervalSecs *int `json:"resyncIntervalSecs"`
+	// Whether a resync also re-runs the composer.
+	ResyncRecomposes *bool `json:"resyncRecomposes"`
+	// The grace window before a dropped child is torn down, in seconds.
+	OrphanGraceSecs *int `json:"orphanGraceSecs"`
+}
+
+// GetMaxInflight returns KindConfigInput.MaxInflight, and is useful for accessing the field via an interface.
+func (v *KindConfigInput) GetMaxInflight() *int { return v.MaxInflight }
+
+// GetTaskDeadlineSecs returns KindConfigInput.TaskDeadlineSecs, and is useful for accessing the field via an interface.
+func (v *KindConfigInput) GetTaskDeadlineSecs() *int { return v.TaskDeadlineSecs }
+
+// GetResyncIntervalSecs returns KindConfigInput.ResyncIntervalSecs, and is useful for accessing the field via an interface.
+func (v *KindConfigInput) GetResyncIntervalSecs() *int { return v.ResyncIntervalSecs }
+
+// GetResyncRecomposes returns KindConfigInput.ResyncRecomposes, and is useful for accessing the field via an interface.
+func (v *KindConfigInput) GetResyncRecomposes() *bool { return v.ResyncRecomposes }
+
+// GetOrphanGraceSecs returns KindConfigInput.OrphanGraceSecs, and is useful for accessing the field via an interface.
+func (v *KindConfigInput) GetOrphanGraceSecs() *int { return v.OrphanGraceSecs }
+
+// KindConfigRow includes the GraphQL fields of KindConfig requested by the fragment KindConfigRow.
+// The GraphQL type's documentation follows.
+//
+// A kind's runtime-editable operational policy.
+type KindConfigRow struct {
+	// The global per-kind concurrency cap (0 = unlimited).
+	MaxInflight int `json:"maxInflight"`
+	// The most one task may run, in seconds (0 = no deadline).
+	TaskDeadlineSecs int `json:"taskDeadlineSecs"`
+	// The drift re-observe interval, in seconds (0 = off).
+	ResyncIntervalSecs int `json:"resyncIntervalSecs"`
+	// Whether a resync also re-runs the composer.
+	ResyncRecomposes bool `json:"resyncRecomposes"`
+	// The grace window before a dropped child is torn down, in seconds.
+	OrphanGraceSecs int `json:"orphanGraceSecs"`
+	// When the policy last changed.
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// GetMaxInflight returns KindConfigRow.MaxInflight, and is useful for accessing the field via an interface.
+func (v *KindConfigRow) GetMaxInflight() int { return v.MaxInflight }
+
+// GetTaskDeadlineSecs returns KindConfigRow.TaskDeadlineSecs, and is useful for accessing the field via an interface.
+func (v *KindConfigRow) GetTaskDeadlineSecs() int { return v.TaskDeadlineSecs }
+
+// GetResyncIntervalSecs returns KindConfigRow.ResyncIntervalSecs, and is useful for accessing the field via an interface.
+func (v *KindConfigRow) GetResyncIntervalSecs() int { return v.ResyncIntervalSecs }
+
+// GetResyncRecomposes returns KindConfigRow.ResyncRecomposes, and is useful for accessing the field via an interface.
+func (v *KindConfigRow) GetResyncRecomposes() bool { return v.ResyncRecomposes }
+
+// GetOrphanGraceSecs returns KindConfigRow.OrphanGraceSecs, and is useful for accessing the field via an interface.
+func (v *KindConfigRow) GetOrphanGraceSecs() int { return v.OrphanGraceSecs }
+
+// GetUpdatedAt returns KindConfigRow.UpdatedAt, and is useful for accessing the field via an interface.
+func (v *KindConfigRow) GetUpdatedAt() time.Time { return v.UpdatedAt }
+
 // KindRow includes the GraphQL fields of Kind requested by the fragment KindRow.
 // The GraphQL type's documentation follows.
 //
@@ -2595,7 +2661,12 @@ func (v *ListClusterMembersResponse) GetClusterMembers() []ListClusterMembersClu
 // An applied kind manifest (one version of a kind) with its live operational policy.
 type ListKindsKindsKind struct {
 	KindRow `json:"-"`
+	// The manifest document exactly as applied.
+	Manifest json.RawMessage `json:"manifest"`
 }
+
+// GetManifest returns ListKindsKindsKind.Manifest, and is useful for accessing the field via an interface.
+func (v *ListKindsKindsKind) GetManifest() json.RawMessage { return v.Manifest }
 
 // GetName returns ListKindsKindsKind.Name, and is useful for accessing the field via an interface.
 func (v *ListKindsKindsKind) GetName() string { return v.KindRow.Name }
@@ -2653,6 +2724,8 @@ func (v *ListKindsKindsKind) UnmarshalJSON(b []byte) error {
 }
 
 type __premarshalListKindsKindsKind struct {
+	Manifest json.RawMessage `json:"manifest"`
+
 	Name string `json:"name"`
 
 	Version string `json:"version"`
@@ -2685,6 +2758,7 @@ func (v *ListKindsKindsKind) MarshalJSON() ([]byte, error) {
 func (v *ListKindsKindsKind) __premarshalJSON() (*__premarshalListKindsKindsKind, error) {
 	var retval __premarshalListKindsKindsKind
 
+	retval.Manifest = v.Manifest
 	retval.Name = v.KindRow.Name
 	retval.Version = v.KindRow.Version
 	retval.Description = v.KindRow.Description
@@ -3009,6 +3083,18 @@ func (v *ListResourcesResourcesResourcePage) GetNextCursor() *string { return v.
 // One resource: a root or a composed child. Phase and ready are read from the database, never re-derived.
 type ListResourcesResourcesResourcePageItemsResource struct {
 	ResourceRow `json:"-"`
+	// The desired state, validated against the kind's spec_schema.
+	Spec json.RawMessage `json:"spec"`
+	// The handler-reported status; null until a reconcile reports one.
+	Status *json.RawMessage `json:"status"`
+}
+
+// GetSpec returns ListResourcesResourcesResourcePageItemsResource.Spec, and is useful for accessing the field via an interface.
+func (v *ListResourcesResourcesResourcePageItemsResource) GetSpec() json.RawMessage { return v.Spec }
+
+// GetStatus returns ListResourcesResourcesResourcePageItemsResource.Status, and is useful for accessing the field via an interface.
+func (v *ListResourcesResourcesResourcePageItemsResource) GetStatus() *json.RawMessage {
+	return v.Status
 }
 
 // GetId returns ListResourcesResourcesResourcePageItemsResource.Id, and is useful for accessing the field via an interface.
@@ -3119,6 +3205,10 @@ func (v *ListResourcesResourcesResourcePageItemsResource) UnmarshalJSON(b []byte
 }
 
 type __premarshalListResourcesResourcesResourcePageItemsResource struct {
+	Spec json.RawMessage `json:"spec"`
+
+	Status *json.RawMessage `json:"status"`
+
 	Id string `json:"id"`
 
 	Kind string `json:"kind"`
@@ -3167,6 +3257,8 @@ func (v *ListResourcesResourcesResourcePageItemsResource) MarshalJSON() ([]byte,
 func (v *ListResourcesResourcesResourcePageItemsResource) __premarshalJSON() (*__premarshalListResourcesResourcesResourcePageItemsResource, error) {
 	var retval __premarshalListResourcesResourcesResourcePageItemsResource
 
+	retval.Spec = v.Spec
+	retval.Status = v.Status
 	retval.Id = v.ResourceRow.Id
 	retval.Kind = v.ResourceRow.Kind
 	retval.Version = v.ResourceRow.Version
@@ -4938,6 +5030,110 @@ func (v *UnquarantineResourceUnquarantineResource) __premarshalJSON() (*__premar
 	return &retval, nil
 }
 
+// UpdateKindConfigResponse is returned by UpdateKindConfig on success.
+type UpdateKindConfigResponse struct {
+	// Edit a kind version's live operational policy; absent fields are kept.
+	UpdateKindConfig UpdateKindConfigUpdateKindConfig `json:"updateKindConfig"`
+}
+
+// GetUpdateKindConfig returns UpdateKindConfigResponse.UpdateKindConfig, and is useful for accessing the field via an interface.
+func (v *UpdateKindConfigResponse) GetUpdateKindConfig() UpdateKindConfigUpdateKindConfig {
+	return v.UpdateKindConfig
+}
+
+// UpdateKindConfigUpdateKindConfig includes the requested fields of the GraphQL type KindConfig.
+// The GraphQL type's documentation follows.
+//
+// A kind's runtime-editable operational policy.
+type UpdateKindConfigUpdateKindConfig struct {
+	KindConfigRow `json:"-"`
+}
+
+// GetMaxInflight returns UpdateKindConfigUpdateKindConfig.MaxInflight, and is useful for accessing the field via an interface.
+func (v *UpdateKindConfigUpdateKindConfig) GetMaxInflight() int { return v.KindConfigRow.MaxInflight }
+
+// GetTaskDeadlineSecs returns UpdateKindConfigUpdateKindConfig.TaskDeadlineSecs, and is useful for accessing the field via an interface.
+func (v *UpdateKindConfigUpdateKindConfig) GetTaskDeadlineSecs() int {
+	return v.KindConfigRow.TaskDeadlineSecs
+}
+
+// GetResyncIntervalSecs returns UpdateKindConfigUpdateKindConfig.ResyncIntervalSecs, and is useful for accessing the field via an interface.
+func (v *UpdateKindConfigUpdateKindConfig) GetResyncIntervalSecs() int {
+	return v.KindConfigRow.ResyncIntervalSecs
+}
+
+// GetResyncRecomposes returns UpdateKindConfigUpdateKindConfig.ResyncRecomposes, and is useful for accessing the field via an interface.
+func (v *UpdateKindConfigUpdateKindConfig) GetResyncRecomposes() bool {
+	return v.KindConfigRow.ResyncRecomposes
+}
+
+// GetOrphanGraceSecs returns UpdateKindConfigUpdateKindConfig.OrphanGraceSecs, and is useful for accessing the field via an interface.
+func (v *UpdateKindConfigUpdateKindConfig) GetOrphanGraceSecs() int {
+	return v.KindConfigRow.OrphanGraceSecs
+}
+
+// GetUpdatedAt returns UpdateKindConfigUpdateKindConfig.UpdatedAt, and is useful for accessing the field via an interface.
+func (v *UpdateKindConfigUpdateKindConfig) GetUpdatedAt() time.Time { return v.KindConfigRow.UpdatedAt }
+
+func (v *UpdateKindConfigUpdateKindConfig) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*UpdateKindConfigUpdateKindConfig
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.UpdateKindConfigUpdateKindConfig = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.KindConfigRow)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalUpdateKindConfigUpdateKindConfig struct {
+	MaxInflight int `json:"maxInflight"`
+
+	TaskDeadlineSecs int `json:"taskDeadlineSecs"`
+
+	ResyncIntervalSecs int `json:"resyncIntervalSecs"`
+
+	ResyncRecomposes bool `json:"resyncRecomposes"`
+
+	OrphanGraceSecs int `json:"orphanGraceSecs"`
+
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+func (v *UpdateKindConfigUpdateKindConfig) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *UpdateKindConfigUpdateKindConfig) __premarshalJSON() (*__premarshalUpdateKindConfigUpdateKindConfig, error) {
+	var retval __premarshalUpdateKindConfigUpdateKindConfig
+
+	retval.MaxInflight = v.KindConfigRow.MaxInflight
+	retval.TaskDeadlineSecs = v.KindConfigRow.TaskDeadlineSecs
+	retval.ResyncIntervalSecs = v.KindConfigRow.ResyncIntervalSecs
+	retval.ResyncRecomposes = v.KindConfigRow.ResyncRecomposes
+	retval.OrphanGraceSecs = v.KindConfigRow.OrphanGraceSecs
+	retval.UpdatedAt = v.KindConfigRow.UpdatedAt
+	return &retval, nil
+}
+
 // A child as apply --wait follows it: its phase, why, and the upstreams it
 // waits on (a child behind a terminally failed upstream is stuck).
 type WaitRow struct {
@@ -5530,6 +5726,124 @@ func (v *WatchClusterMembersResponse) GetClusterMembers() []WatchClusterMembersC
 	return v.ClusterMembers
 }
 
+// WatchKindsKindsKind includes the requested fields of the GraphQL type Kind.
+// The GraphQL type's documentation follows.
+//
+// An applied kind manifest (one version of a kind) with its live operational policy.
+type WatchKindsKindsKind struct {
+	KindRow `json:"-"`
+}
+
+// GetName returns WatchKindsKindsKind.Name, and is useful for accessing the field via an interface.
+func (v *WatchKindsKindsKind) GetName() string { return v.KindRow.Name }
+
+// GetVersion returns WatchKindsKindsKind.Version, and is useful for accessing the field via an interface.
+func (v *WatchKindsKindsKind) GetVersion() string { return v.KindRow.Version }
+
+// GetDescription returns WatchKindsKindsKind.Description, and is useful for accessing the field via an interface.
+func (v *WatchKindsKindsKind) GetDescription() *string { return v.KindRow.Description }
+
+// GetIsReactor returns WatchKindsKindsKind.IsReactor, and is useful for accessing the field via an interface.
+func (v *WatchKindsKindsKind) GetIsReactor() bool { return v.KindRow.IsReactor }
+
+// GetFinalizerName returns WatchKindsKindsKind.FinalizerName, and is useful for accessing the field via an interface.
+func (v *WatchKindsKindsKind) GetFinalizerName() *string { return v.KindRow.FinalizerName }
+
+// GetManifestGeneration returns WatchKindsKindsKind.ManifestGeneration, and is useful for accessing the field via an interface.
+func (v *WatchKindsKindsKind) GetManifestGeneration() int { return v.KindRow.ManifestGeneration }
+
+// GetReactions returns WatchKindsKindsKind.Reactions, and is useful for accessing the field via an interface.
+func (v *WatchKindsKindsKind) GetReactions() []KindRowReactionsReaction { return v.KindRow.Reactions }
+
+// GetConfig returns WatchKindsKindsKind.Config, and is useful for accessing the field via an interface.
+func (v *WatchKindsKindsKind) GetConfig() KindRowConfigKindConfig { return v.KindRow.Config }
+
+// GetCreatedAt returns WatchKindsKindsKind.CreatedAt, and is useful for accessing the field via an interface.
+func (v *WatchKindsKindsKind) GetCreatedAt() time.Time { return v.KindRow.CreatedAt }
+
+// GetUpdatedAt returns WatchKindsKindsKind.UpdatedAt, and is useful for accessing the field via an interface.
+func (v *WatchKindsKindsKind) GetUpdatedAt() time.Time { return v.KindRow.UpdatedAt }
+
+func (v *WatchKindsKindsKind) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*WatchKindsKindsKind
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.WatchKindsKindsKind = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.KindRow)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalWatchKindsKindsKind struct {
+	Name string `json:"name"`
+
+	Version string `json:"version"`
+
+	Description *string `json:"description"`
+
+	IsReactor bool `json:"isReactor"`
+
+	FinalizerName *string `json:"finalizerName"`
+
+	ManifestGeneration int `json:"manifestGeneration"`
+
+	Reactions []KindRowReactionsReaction `json:"reactions"`
+
+	Config KindRowConfigKindConfig `json:"config"`
+
+	CreatedAt time.Time `json:"createdAt"`
+
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+func (v *WatchKindsKindsKind) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *WatchKindsKindsKind) __premarshalJSON() (*__premarshalWatchKindsKindsKind, error) {
+	var retval __premarshalWatchKindsKindsKind
+
+	retval.Name = v.KindRow.Name
+	retval.Version = v.KindRow.Version
+	retval.Description = v.KindRow.Description
+	retval.IsReactor = v.KindRow.IsReactor
+	retval.FinalizerName = v.KindRow.FinalizerName
+	retval.ManifestGeneration = v.KindRow.ManifestGeneration
+	retval.Reactions = v.KindRow.Reactions
+	retval.Config = v.KindRow.Config
+	retval.CreatedAt = v.KindRow.CreatedAt
+	retval.UpdatedAt = v.KindRow.UpdatedAt
+	return &retval, nil
+}
+
+// WatchKindsResponse is returned by WatchKinds on success.
+type WatchKindsResponse struct {
+	// Every applied kind version with its live policy, pushed whole at once and on every manifest apply and policy edit.
+	Kinds []WatchKindsKindsKind `json:"kinds"`
+}
+
+// GetKinds returns WatchKindsResponse.Kinds, and is useful for accessing the field via an interface.
+func (v *WatchKindsResponse) GetKinds() []WatchKindsKindsKind { return v.Kinds }
+
 // WatchOperationOperationUpdatedOperation includes the requested fields of the GraphQL type Operation.
 // The GraphQL type's documentation follows.
 //
@@ -5662,6 +5976,262 @@ type WatchOperationResponse struct {
 // GetOperationUpdated returns WatchOperationResponse.OperationUpdated, and is useful for accessing the field via an interface.
 func (v *WatchOperationResponse) GetOperationUpdated() WatchOperationOperationUpdatedOperation {
 	return v.OperationUpdated
+}
+
+// WatchProviderConfigsProviderConfigsProviderConfig includes the requested fields of the GraphQL type ProviderConfig.
+// The GraphQL type's documentation follows.
+//
+// A config document of one consumer kind: its default, or a named override a resource attaches.
+type WatchProviderConfigsProviderConfigsProviderConfig struct {
+	ProviderConfigRow `json:"-"`
+}
+
+// GetId returns WatchProviderConfigsProviderConfigsProviderConfig.Id, and is useful for accessing the field via an interface.
+func (v *WatchProviderConfigsProviderConfigsProviderConfig) GetId() string {
+	return v.ProviderConfigRow.Id
+}
+
+// GetKind returns WatchProviderConfigsProviderConfigsProviderConfig.Kind, and is useful for accessing the field via an interface.
+func (v *WatchProviderConfigsProviderConfigsProviderConfig) GetKind() string {
+	return v.ProviderConfigRow.Kind
+}
+
+// GetName returns WatchProviderConfigsProviderConfigsProviderConfig.Name, and is useful for accessing the field via an interface.
+func (v *WatchProviderConfigsProviderConfigsProviderConfig) GetName() string {
+	return v.ProviderConfigRow.Name
+}
+
+// GetIsDefault returns WatchProviderConfigsProviderConfigsProviderConfig.IsDefault, and is useful for accessing the field via an interface.
+func (v *WatchProviderConfigsProviderConfigsProviderConfig) GetIsDefault() bool {
+	return v.ProviderConfigRow.IsDefault
+}
+
+// GetSpec returns WatchProviderConfigsProviderConfigsProviderConfig.Spec, and is useful for accessing the field via an interface.
+func (v *WatchProviderConfigsProviderConfigsProviderConfig) GetSpec() json.RawMessage {
+	return v.ProviderConfigRow.Spec
+}
+
+// GetData returns WatchProviderConfigsProviderConfigsProviderConfig.Data, and is useful for accessing the field via an interface.
+func (v *WatchProviderConfigsProviderConfigsProviderConfig) GetData() *json.RawMessage {
+	return v.ProviderConfigRow.Data
+}
+
+// GetOwner returns WatchProviderConfigsProviderConfigsProviderConfig.Owner, and is useful for accessing the field via an interface.
+func (v *WatchProviderConfigsProviderConfigsProviderConfig) GetOwner() *ProviderConfigRowOwnerResource {
+	return v.ProviderConfigRow.Owner
+}
+
+// GetCreatedAt returns WatchProviderConfigsProviderConfigsProviderConfig.CreatedAt, and is useful for accessing the field via an interface.
+func (v *WatchProviderConfigsProviderConfigsProviderConfig) GetCreatedAt() time.Time {
+	return v.ProviderConfigRow.CreatedAt
+}
+
+// GetUpdatedAt returns WatchProviderConfigsProviderConfigsProviderConfig.UpdatedAt, and is useful for accessing the field via an interface.
+func (v *WatchProviderConfigsProviderConfigsProviderConfig) GetUpdatedAt() time.Time {
+	return v.ProviderConfigRow.UpdatedAt
+}
+
+func (v *WatchProviderConfigsProviderConfigsProviderConfig) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*WatchProviderConfigsProviderConfigsProviderConfig
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.WatchProviderConfigsProviderConfigsProviderConfig = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.ProviderConfigRow)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalWatchProviderConfigsProviderConfigsProviderConfig struct {
+	Id string `json:"id"`
+
+	Kind string `json:"kind"`
+
+	Name string `json:"name"`
+
+	IsDefault bool `json:"isDefault"`
+
+	Spec json.RawMessage `json:"spec"`
+
+	Data *json.RawMessage `json:"data"`
+
+	Owner *ProviderConfigRowOwnerResource `json:"owner"`
+
+	CreatedAt time.Time `json:"createdAt"`
+
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+func (v *WatchProviderConfigsProviderConfigsProviderConfig) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *WatchProviderConfigsProviderConfigsProviderConfig) __premarshalJSON() (*__premarshalWatchProviderConfigsProviderConfigsProviderConfig, error) {
+	var retval __premarshalWatchProviderConfigsProviderConfigsProviderConfig
+
+	retval.Id = v.ProviderConfigRow.Id
+	retval.Kind = v.ProviderConfigRow.Kind
+	retval.Name = v.ProviderConfigRow.Name
+	retval.IsDefault = v.ProviderConfigRow.IsDefault
+	retval.Spec = v.ProviderConfigRow.Spec
+	retval.Data = v.ProviderConfigRow.Data
+	retval.Owner = v.ProviderConfigRow.Owner
+	retval.CreatedAt = v.ProviderConfigRow.CreatedAt
+	retval.UpdatedAt = v.ProviderConfigRow.UpdatedAt
+	return &retval, nil
+}
+
+// WatchProviderConfigsResponse is returned by WatchProviderConfigs on success.
+type WatchProviderConfigsResponse struct {
+	// Provider configs (newest first, at most 500), pushed whole at once and on every change.
+	ProviderConfigs []WatchProviderConfigsProviderConfigsProviderConfig `json:"providerConfigs"`
+}
+
+// GetProviderConfigs returns WatchProviderConfigsResponse.ProviderConfigs, and is useful for accessing the field via an interface.
+func (v *WatchProviderConfigsResponse) GetProviderConfigs() []WatchProviderConfigsProviderConfigsProviderConfig {
+	return v.ProviderConfigs
+}
+
+// WatchReactorBindingsReactorBindingsReactorBinding includes the requested fields of the GraphQL type ReactorBinding.
+// The GraphQL type's documentation follows.
+//
+// Subscribes a reactor kind to a watched kind's lifecycle transition.
+type WatchReactorBindingsReactorBindingsReactorBinding struct {
+	ReactorBindingRow `json:"-"`
+}
+
+// GetName returns WatchReactorBindingsReactorBindingsReactorBinding.Name, and is useful for accessing the field via an interface.
+func (v *WatchReactorBindingsReactorBindingsReactorBinding) GetName() string {
+	return v.ReactorBindingRow.Name
+}
+
+// GetWatchKind returns WatchReactorBindingsReactorBindingsReactorBinding.WatchKind, and is useful for accessing the field via an interface.
+func (v *WatchReactorBindingsReactorBindingsReactorBinding) GetWatchKind() string {
+	return v.ReactorBindingRow.WatchKind
+}
+
+// GetTransition returns WatchReactorBindingsReactorBindingsReactorBinding.Transition, and is useful for accessing the field via an interface.
+func (v *WatchReactorBindingsReactorBindingsReactorBinding) GetTransition() Transition {
+	return v.ReactorBindingRow.Transition
+}
+
+// GetReactor returns WatchReactorBindingsReactorBindingsReactorBinding.Reactor, and is useful for accessing the field via an interface.
+func (v *WatchReactorBindingsReactorBindingsReactorBinding) GetReactor() string {
+	return v.ReactorBindingRow.Reactor
+}
+
+// GetLabelMatch returns WatchReactorBindingsReactorBindingsReactorBinding.LabelMatch, and is useful for accessing the field via an interface.
+func (v *WatchReactorBindingsReactorBindingsReactorBinding) GetLabelMatch() json.RawMessage {
+	return v.ReactorBindingRow.LabelMatch
+}
+
+// GetEnabled returns WatchReactorBindingsReactorBindingsReactorBinding.Enabled, and is useful for accessing the field via an interface.
+func (v *WatchReactorBindingsReactorBindingsReactorBinding) GetEnabled() bool {
+	return v.ReactorBindingRow.Enabled
+}
+
+// GetCreatedAt returns WatchReactorBindingsReactorBindingsReactorBinding.CreatedAt, and is useful for accessing the field via an interface.
+func (v *WatchReactorBindingsReactorBindingsReactorBinding) GetCreatedAt() time.Time {
+	return v.ReactorBindingRow.CreatedAt
+}
+
+// GetUpdatedAt returns WatchReactorBindingsReactorBindingsReactorBinding.UpdatedAt, and is useful for accessing the field via an interface.
+func (v *WatchReactorBindingsReactorBindingsReactorBinding) GetUpdatedAt() time.Time {
+	return v.ReactorBindingRow.UpdatedAt
+}
+
+func (v *WatchReactorBindingsReactorBindingsReactorBinding) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*WatchReactorBindingsReactorBindingsReactorBinding
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.WatchReactorBindingsReactorBindingsReactorBinding = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.ReactorBindingRow)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalWatchReactorBindingsReactorBindingsReactorBinding struct {
+	Name string `json:"name"`
+
+	WatchKind string `json:"watchKind"`
+
+	Transition Transition `json:"transition"`
+
+	Reactor string `json:"reactor"`
+
+	LabelMatch json.RawMessage `json:"labelMatch"`
+
+	Enabled bool `json:"enabled"`
+
+	CreatedAt time.Time `json:"createdAt"`
+
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+func (v *WatchReactorBindingsReactorBindingsReactorBinding) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *WatchReactorBindingsReactorBindingsReactorBinding) __premarshalJSON() (*__premarshalWatchReactorBindingsReactorBindingsReactorBinding, error) {
+	var retval __premarshalWatchReactorBindingsReactorBindingsReactorBinding
+
+	retval.Name = v.ReactorBindingRow.Name
+	retval.WatchKind = v.ReactorBindingRow.WatchKind
+	retval.Transition = v.ReactorBindingRow.Transition
+	retval.Reactor = v.ReactorBindingRow.Reactor
+	retval.LabelMatch = v.ReactorBindingRow.LabelMatch
+	retval.Enabled = v.ReactorBindingRow.Enabled
+	retval.CreatedAt = v.ReactorBindingRow.CreatedAt
+	retval.UpdatedAt = v.ReactorBindingRow.UpdatedAt
+	return &retval, nil
+}
+
+// WatchReactorBindingsResponse is returned by WatchReactorBindings on success.
+type WatchReactorBindingsResponse struct {
+	// Reactor bindings (by name), pushed whole at once and on every change.
+	ReactorBindings []WatchReactorBindingsReactorBindingsReactorBinding `json:"reactorBindings"`
+}
+
+// GetReactorBindings returns WatchReactorBindingsResponse.ReactorBindings, and is useful for accessing the field via an interface.
+func (v *WatchReactorBindingsResponse) GetReactorBindings() []WatchReactorBindingsReactorBindingsReactorBinding {
+	return v.ReactorBindings
 }
 
 // WatchResourcesResourceChangedResourceEvent includes the requested fields of the GraphQL type ResourceEvent.
@@ -5918,14 +6488,167 @@ func (v *WatchResourcesResourceChangedResourceEventResource) __premarshalJSON() 
 type WatchResourcesResponse struct {
 	// Row changes bridged from Postgres LISTEN, filtered server-side. All arguments are optional filters.
 	// kind, name and ownerId match the row; phases keeps a change when the row's phase before or after it is
-	// in the set, so a subscriber also sees rows leave its phases (compare resource.phase). Expect RESYNC
-	// events: on one, re-query what you show.
+	// in the set, so a subscriber also sees rows leave its phases (compare resource.phase). rootId keeps a
+	// top-level root (a resource without an owner) and every resource it composes, at every level. Expect
+	// RESYNC events: on one, re-query what you show.
 	ResourceChanged WatchResourcesResourceChangedResourceEvent `json:"resourceChanged"`
 }
 
 // GetResourceChanged returns WatchResourcesResponse.ResourceChanged, and is useful for accessing the field via an interface.
 func (v *WatchResourcesResponse) GetResourceChanged() WatchResourcesResourceChangedResourceEvent {
 	return v.ResourceChanged
+}
+
+// WatchSubtreeResponse is returned by WatchSubtree on success.
+type WatchSubtreeResponse struct {
+	// A root's whole subtree, live: the counts by kind and phase, READY over total and the failures
+	// named. Pushed at once, then coalesced (at most a few times a second) while the subtree changes,
+	// from the same change announcements as resourceChanged: no query per change. Follows a teardown to
+	// its end (root becomes null once the root is gone).
+	SubtreeProgress WatchSubtreeSubtreeProgress `json:"subtreeProgress"`
+}
+
+// GetSubtreeProgress returns WatchSubtreeResponse.SubtreeProgress, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeResponse) GetSubtreeProgress() WatchSubtreeSubtreeProgress {
+	return v.SubtreeProgress
+}
+
+// WatchSubtreeSubtreeProgress includes the requested fields of the GraphQL type SubtreeProgress.
+// The GraphQL type's documentation follows.
+//
+// A live snapshot of a root's whole subtree (subtreeProgress).
+type WatchSubtreeSubtreeProgress struct {
+	// The root's id.
+	RootId string `json:"rootId"`
+	// The root itself; null once it is gone (deleted), or when there was none.
+	Root *WatchSubtreeSubtreeProgressRootSubtreeMember `json:"root"`
+	// How many resources are below the root (the root not counted).
+	Total int `json:"total"`
+	// How many of them are READY.
+	Ready int `json:"ready"`
+	// The resources below the root by kind (sorted) and phase; non-zero counts only.
+	Counts []WatchSubtreeSubtreeProgressCountsKindPhaseCount `json:"counts"`
+	// The FAILED and DEGRADED resources below the root, by kind then name, at most 50.
+	Failures []WatchSubtreeSubtreeProgressFailuresSubtreeMember `json:"failures"`
+	// How many resources below the root are FAILED or DEGRADED (failures lists the first 50).
+	FailureCount int `json:"failureCount"`
+}
+
+// GetRootId returns WatchSubtreeSubtreeProgress.RootId, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeSubtreeProgress) GetRootId() string { return v.RootId }
+
+// GetRoot returns WatchSubtreeSubtreeProgress.Root, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeSubtreeProgress) GetRoot() *WatchSubtreeSubtreeProgressRootSubtreeMember {
+	return v.Root
+}
+
+// GetTotal returns WatchSubtreeSubtreeProgress.Total, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeSubtreeProgress) GetTotal() int { return v.Total }
+
+// GetReady returns WatchSubtreeSubtreeProgress.Ready, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeSubtreeProgress) GetReady() int { return v.Ready }
+
+// GetCounts returns WatchSubtreeSubtreeProgress.Counts, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeSubtreeProgress) GetCounts() []WatchSubtreeSubtreeProgressCountsKindPhaseCount {
+	return v.Counts
+}
+
+// GetFailures returns WatchSubtreeSubtreeProgress.Failures, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeSubtreeProgress) GetFailures() []WatchSubtreeSubtreeProgressFailuresSubtreeMember {
+	return v.Failures
+}
+
+// GetFailureCount returns WatchSubtreeSubtreeProgress.FailureCount, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeSubtreeProgress) GetFailureCount() int { return v.FailureCount }
+
+// WatchSubtreeSubtreeProgressCountsKindPhaseCount includes the requested fields of the GraphQL type KindPhaseCount.
+// The GraphQL type's documentation follows.
+//
+// How many resources of one kind are in one phase.
+type WatchSubtreeSubtreeProgressCountsKindPhaseCount struct {
+	// The kind.
+	Kind string `json:"kind"`
+	// The phase.
+	Phase Phase `json:"phase"`
+	// How many.
+	Count int `json:"count"`
+}
+
+// GetKind returns WatchSubtreeSubtreeProgressCountsKindPhaseCount.Kind, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeSubtreeProgressCountsKindPhaseCount) GetKind() string { return v.Kind }
+
+// GetPhase returns WatchSubtreeSubtreeProgressCountsKindPhaseCount.Phase, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeSubtreeProgressCountsKindPhaseCount) GetPhase() Phase { return v.Phase }
+
+// GetCount returns WatchSubtreeSubtreeProgressCountsKindPhaseCount.Count, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeSubtreeProgressCountsKindPhaseCount) GetCount() int { return v.Count }
+
+// WatchSubtreeSubtreeProgressFailuresSubtreeMember includes the requested fields of the GraphQL type SubtreeMember.
+// The GraphQL type's documentation follows.
+//
+// One resource of a followed subtree.
+type WatchSubtreeSubtreeProgressFailuresSubtreeMember struct {
+	// The resource's id.
+	Id string `json:"id"`
+	// Its kind.
+	Kind string `json:"kind"`
+	// Its name.
+	Name string `json:"name"`
+	// Its phase.
+	Phase Phase `json:"phase"`
+	// Its failure will not be retried.
+	FailureTerminal bool `json:"failureTerminal"`
+}
+
+// GetId returns WatchSubtreeSubtreeProgressFailuresSubtreeMember.Id, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeSubtreeProgressFailuresSubtreeMember) GetId() string { return v.Id }
+
+// GetKind returns WatchSubtreeSubtreeProgressFailuresSubtreeMember.Kind, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeSubtreeProgressFailuresSubtreeMember) GetKind() string { return v.Kind }
+
+// GetName returns WatchSubtreeSubtreeProgressFailuresSubtreeMember.Name, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeSubtreeProgressFailuresSubtreeMember) GetName() string { return v.Name }
+
+// GetPhase returns WatchSubtreeSubtreeProgressFailuresSubtreeMember.Phase, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeSubtreeProgressFailuresSubtreeMember) GetPhase() Phase { return v.Phase }
+
+// GetFailureTerminal returns WatchSubtreeSubtreeProgressFailuresSubtreeMember.FailureTerminal, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeSubtreeProgressFailuresSubtreeMember) GetFailureTerminal() bool {
+	return v.FailureTerminal
+}
+
+// WatchSubtreeSubtreeProgressRootSubtreeMember includes the requested fields of the GraphQL type SubtreeMember.
+// The GraphQL type's documentation follows.
+//
+// One resource of a followed subtree.
+type WatchSubtreeSubtreeProgressRootSubtreeMember struct {
+	// The resource's id.
+	Id string `json:"id"`
+	// Its kind.
+	Kind string `json:"kind"`
+	// Its name.
+	Name string `json:"name"`
+	// Its phase.
+	Phase Phase `json:"phase"`
+	// Its failure will not be retried.
+	FailureTerminal bool `json:"failureTerminal"`
+}
+
+// GetId returns WatchSubtreeSubtreeProgressRootSubtreeMember.Id, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeSubtreeProgressRootSubtreeMember) GetId() string { return v.Id }
+
+// GetKind returns WatchSubtreeSubtreeProgressRootSubtreeMember.Kind, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeSubtreeProgressRootSubtreeMember) GetKind() string { return v.Kind }
+
+// GetName returns WatchSubtreeSubtreeProgressRootSubtreeMember.Name, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeSubtreeProgressRootSubtreeMember) GetName() string { return v.Name }
+
+// GetPhase returns WatchSubtreeSubtreeProgressRootSubtreeMember.Phase, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeSubtreeProgressRootSubtreeMember) GetPhase() Phase { return v.Phase }
+
+// GetFailureTerminal returns WatchSubtreeSubtreeProgressRootSubtreeMember.FailureTerminal, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeSubtreeProgressRootSubtreeMember) GetFailureTerminal() bool {
+	return v.FailureTerminal
 }
 
 // __ApplyKindManifestInput is used internally by genqlient
@@ -6200,6 +6923,22 @@ func (v *__UnquarantineResourceInput) GetKind() string { return v.Kind }
 // GetName returns __UnquarantineResourceInput.Name, and is useful for accessing the field via an interface.
 func (v *__UnquarantineResourceInput) GetName() string { return v.Name }
 
+// __UpdateKindConfigInput is used internally by genqlient
+type __UpdateKindConfigInput struct {
+	Kind    string          `json:"kind"`
+	Version string          `json:"version"`
+	Input   KindConfigInput `json:"input"`
+}
+
+// GetKind returns __UpdateKindConfigInput.Kind, and is useful for accessing the field via an interface.
+func (v *__UpdateKindConfigInput) GetKind() string { return v.Kind }
+
+// GetVersion returns __UpdateKindConfigInput.Version, and is useful for accessing the field via an interface.
+func (v *__UpdateKindConfigInput) GetVersion() string { return v.Version }
+
+// GetInput returns __UpdateKindConfigInput.Input, and is useful for accessing the field via an interface.
+func (v *__UpdateKindConfigInput) GetInput() KindConfigInput { return v.Input }
+
 // __WaitTargetInput is used internally by genqlient
 type __WaitTargetInput struct {
 	Kind string `json:"kind"`
@@ -6220,6 +6959,26 @@ type __WatchOperationInput struct {
 // GetId returns __WatchOperationInput.Id, and is useful for accessing the field via an interface.
 func (v *__WatchOperationInput) GetId() string { return v.Id }
 
+// __WatchProviderConfigsInput is used internally by genqlient
+type __WatchProviderConfigsInput struct {
+	Kind *string `json:"kind"`
+}
+
+// GetKind returns __WatchProviderConfigsInput.Kind, and is useful for accessing the field via an interface.
+func (v *__WatchProviderConfigsInput) GetKind() *string { return v.Kind }
+
+// __WatchReactorBindingsInput is used internally by genqlient
+type __WatchReactorBindingsInput struct {
+	WatchKind *string `json:"watchKind"`
+	Reactor   *string `json:"reactor"`
+}
+
+// GetWatchKind returns __WatchReactorBindingsInput.WatchKind, and is useful for accessing the field via an interface.
+func (v *__WatchReactorBindingsInput) GetWatchKind() *string { return v.WatchKind }
+
+// GetReactor returns __WatchReactorBindingsInput.Reactor, and is useful for accessing the field via an interface.
+func (v *__WatchReactorBindingsInput) GetReactor() *string { return v.Reactor }
+
 // __WatchResourcesInput is used internally by genqlient
 type __WatchResourcesInput struct {
 	Kind    *string `json:"kind"`
@@ -6239,6 +6998,14 @@ func (v *__WatchResourcesInput) GetOwnerId() *string { return v.OwnerId }
 
 // GetPhases returns __WatchResourcesInput.Phases, and is useful for accessing the field via an interface.
 func (v *__WatchResourcesInput) GetPhases() []Phase { return v.Phases }
+
+// __WatchSubtreeInput is used internally by genqlient
+type __WatchSubtreeInput struct {
+	RootId string `json:"rootId"`
+}
+
+// GetRootId returns __WatchSubtreeInput.RootId, and is useful for accessing the field via an interface.
+func (v *__WatchSubtreeInput) GetRootId() string { return v.RootId }
 
 // The mutation executed by ApplyKindManifest.
 const ApplyKindManifest_Operation = `
@@ -7019,6 +7786,7 @@ const ListKinds_Operation = `
 query ListKinds {
 	kinds {
 		... KindRow
+		manifest
 	}
 }
 fragment KindRow on Kind {
@@ -7177,6 +7945,8 @@ query ListResources ($kind: String, $phases: [Phase!], $labels: JSON, $ownerId: 
 	resources(kind: $kind, phases: $phases, labels: $labels, ownerId: $ownerId, first: $first, after: $after) {
 		items {
 			... ResourceRow
+			spec
+			status
 		}
 		nextCursor
 	}
@@ -7644,6 +8414,52 @@ func UnquarantineResource(
 	return data_, err_
 }
 
+// The mutation executed by UpdateKindConfig.
+const UpdateKindConfig_Operation = `
+mutation UpdateKindConfig ($kind: String!, $version: String!, $input: KindConfigInput!) {
+	updateKindConfig(kind: $kind, version: $version, input: $input) {
+		... KindConfigRow
+	}
+}
+fragment KindConfigRow on KindConfig {
+	maxInflight
+	taskDeadlineSecs
+	resyncIntervalSecs
+	resyncRecomposes
+	orphanGraceSecs
+	updatedAt
+}
+`
+
+func UpdateKindConfig(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	kind string,
+	version string,
+	input KindConfigInput,
+) (data_ *UpdateKindConfigResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "UpdateKindConfig",
+		Query:  UpdateKindConfig_Operation,
+		Variables: &__UpdateKindConfigInput{
+			Kind:    kind,
+			Version: version,
+			Input:   input,
+		},
+	}
+
+	data_ = &UpdateKindConfigResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
 // The query executed by WaitTarget.
 const WaitTarget_Operation = `
 query WaitTarget ($kind: String!, $name: String!) {
@@ -7787,6 +8603,80 @@ func WatchClusterMembersForwardData(interfaceChan interface{}, jsonRawMsg json.R
 	return nil
 }
 
+// The subscription executed by WatchKinds.
+const WatchKinds_Operation = `
+subscription WatchKinds {
+	kinds {
+		... KindRow
+	}
+}
+fragment KindRow on Kind {
+	name
+	version
+	description
+	isReactor
+	finalizerName
+	manifestGeneration
+	reactions {
+		name
+		trigger
+		emits
+		verb
+		finalizer
+	}
+	config {
+		maxInflight
+		taskDeadlineSecs
+		resyncIntervalSecs
+		resyncRecomposes
+		orphanGraceSecs
+	}
+	createdAt
+	updatedAt
+}
+`
+
+// To unsubscribe, use [graphql.WebSocketClient.Unsubscribe]
+func WatchKinds(
+	ctx_ context.Context,
+	client_ graphql.WebSocketClient,
+) (dataChan_ chan WatchKindsWsResponse, subscriptionID_ string, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "WatchKinds",
+		Query:  WatchKinds_Operation,
+	}
+
+	dataChan_ = make(chan WatchKindsWsResponse)
+	subscriptionID_, err_ = client_.Subscribe(req_, dataChan_, WatchKindsForwardData)
+
+	return dataChan_, subscriptionID_, err_
+}
+
+type WatchKindsWsResponse graphql.BaseResponse[*WatchKindsResponse]
+
+func WatchKindsForwardData(interfaceChan interface{}, jsonRawMsg json.RawMessage) error {
+	var gqlResp graphql.Response
+	var wsResp WatchKindsWsResponse
+	err := json.Unmarshal(jsonRawMsg, &gqlResp)
+	if err != nil {
+		return err
+	}
+	if len(gqlResp.Errors) == 0 {
+		err = json.Unmarshal(jsonRawMsg, &wsResp)
+		if err != nil {
+			return err
+		}
+	} else {
+		wsResp.Errors = gqlResp.Errors
+	}
+	dataChan_, ok := interfaceChan.(chan WatchKindsWsResponse)
+	if !ok {
+		return errors.New("failed to cast interface into 'chan WatchKindsWsResponse'")
+	}
+	dataChan_ <- wsResp
+	return nil
+}
+
 // The subscription executed by WatchOperation.
 const WatchOperation_Operation = `
 subscription WatchOperation ($id: ID!) {
@@ -7851,6 +8741,140 @@ func WatchOperationForwardData(interfaceChan interface{}, jsonRawMsg json.RawMes
 	dataChan_, ok := interfaceChan.(chan WatchOperationWsResponse)
 	if !ok {
 		return errors.New("failed to cast interface into 'chan WatchOperationWsResponse'")
+	}
+	dataChan_ <- wsResp
+	return nil
+}
+
+// The subscription executed by WatchProviderConfigs.
+const WatchProviderConfigs_Operation = `
+subscription WatchProviderConfigs ($kind: String) {
+	providerConfigs(kind: $kind) {
+		... ProviderConfigRow
+	}
+}
+fragment ProviderConfigRow on ProviderConfig {
+	id
+	kind
+	name
+	isDefault
+	spec
+	data
+	owner {
+		kind
+		name
+	}
+	createdAt
+	updatedAt
+}
+`
+
+// To unsubscribe, use [graphql.WebSocketClient.Unsubscribe]
+func WatchProviderConfigs(
+	ctx_ context.Context,
+	client_ graphql.WebSocketClient,
+	kind *string,
+) (dataChan_ chan WatchProviderConfigsWsResponse, subscriptionID_ string, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "WatchProviderConfigs",
+		Query:  WatchProviderConfigs_Operation,
+		Variables: &__WatchProviderConfigsInput{
+			Kind: kind,
+		},
+	}
+
+	dataChan_ = make(chan WatchProviderConfigsWsResponse)
+	subscriptionID_, err_ = client_.Subscribe(req_, dataChan_, WatchProviderConfigsForwardData)
+
+	return dataChan_, subscriptionID_, err_
+}
+
+type WatchProviderConfigsWsResponse graphql.BaseResponse[*WatchProviderConfigsResponse]
+
+func WatchProviderConfigsForwardData(interfaceChan interface{}, jsonRawMsg json.RawMessage) error {
+	var gqlResp graphql.Response
+	var wsResp WatchProviderConfigsWsResponse
+	err := json.Unmarshal(jsonRawMsg, &gqlResp)
+	if err != nil {
+		return err
+	}
+	if len(gqlResp.Errors) == 0 {
+		err = json.Unmarshal(jsonRawMsg, &wsResp)
+		if err != nil {
+			return err
+		}
+	} else {
+		wsResp.Errors = gqlResp.Errors
+	}
+	dataChan_, ok := interfaceChan.(chan WatchProviderConfigsWsResponse)
+	if !ok {
+		return errors.New("failed to cast interface into 'chan WatchProviderConfigsWsResponse'")
+	}
+	dataChan_ <- wsResp
+	return nil
+}
+
+// The subscription executed by WatchReactorBindings.
+const WatchReactorBindings_Operation = `
+subscription WatchReactorBindings ($watchKind: String, $reactor: String) {
+	reactorBindings(watchKind: $watchKind, reactor: $reactor) {
+		... ReactorBindingRow
+	}
+}
+fragment ReactorBindingRow on ReactorBinding {
+	name
+	watchKind
+	transition
+	reactor
+	labelMatch
+	enabled
+	createdAt
+	updatedAt
+}
+`
+
+// To unsubscribe, use [graphql.WebSocketClient.Unsubscribe]
+func WatchReactorBindings(
+	ctx_ context.Context,
+	client_ graphql.WebSocketClient,
+	watchKind *string,
+	reactor *string,
+) (dataChan_ chan WatchReactorBindingsWsResponse, subscriptionID_ string, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "WatchReactorBindings",
+		Query:  WatchReactorBindings_Operation,
+		Variables: &__WatchReactorBindingsInput{
+			WatchKind: watchKind,
+			Reactor:   reactor,
+		},
+	}
+
+	dataChan_ = make(chan WatchReactorBindingsWsResponse)
+	subscriptionID_, err_ = client_.Subscribe(req_, dataChan_, WatchReactorBindingsForwardData)
+
+	return dataChan_, subscriptionID_, err_
+}
+
+type WatchReactorBindingsWsResponse graphql.BaseResponse[*WatchReactorBindingsResponse]
+
+func WatchReactorBindingsForwardData(interfaceChan interface{}, jsonRawMsg json.RawMessage) error {
+	var gqlResp graphql.Response
+	var wsResp WatchReactorBindingsWsResponse
+	err := json.Unmarshal(jsonRawMsg, &gqlResp)
+	if err != nil {
+		return err
+	}
+	if len(gqlResp.Errors) == 0 {
+		err = json.Unmarshal(jsonRawMsg, &wsResp)
+		if err != nil {
+			return err
+		}
+	} else {
+		wsResp.Errors = gqlResp.Errors
+	}
+	dataChan_, ok := interfaceChan.(chan WatchReactorBindingsWsResponse)
+	if !ok {
+		return errors.New("failed to cast interface into 'chan WatchReactorBindingsWsResponse'")
 	}
 	dataChan_ <- wsResp
 	return nil
@@ -7960,6 +8984,83 @@ func WatchResourcesForwardData(interfaceChan interface{}, jsonRawMsg json.RawMes
 	dataChan_, ok := interfaceChan.(chan WatchResourcesWsResponse)
 	if !ok {
 		return errors.New("failed to cast interface into 'chan WatchResourcesWsResponse'")
+	}
+	dataChan_ <- wsResp
+	return nil
+}
+
+// The subscription executed by WatchSubtree.
+const WatchSubtree_Operation = `
+subscription WatchSubtree ($rootId: ID!) {
+	subtreeProgress(rootId: $rootId) {
+		rootId
+		root {
+			id
+			kind
+			name
+			phase
+			failureTerminal
+		}
+		total
+		ready
+		counts {
+			kind
+			phase
+			count
+		}
+		failures {
+			id
+			kind
+			name
+			phase
+			failureTerminal
+		}
+		failureCount
+	}
+}
+`
+
+// A root's whole subtree, live (apply --wait, delete --wait).
+// To unsubscribe, use [graphql.WebSocketClient.Unsubscribe]
+func WatchSubtree(
+	ctx_ context.Context,
+	client_ graphql.WebSocketClient,
+	rootId string,
+) (dataChan_ chan WatchSubtreeWsResponse, subscriptionID_ string, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "WatchSubtree",
+		Query:  WatchSubtree_Operation,
+		Variables: &__WatchSubtreeInput{
+			RootId: rootId,
+		},
+	}
+
+	dataChan_ = make(chan WatchSubtreeWsResponse)
+	subscriptionID_, err_ = client_.Subscribe(req_, dataChan_, WatchSubtreeForwardData)
+
+	return dataChan_, subscriptionID_, err_
+}
+
+type WatchSubtreeWsResponse graphql.BaseResponse[*WatchSubtreeResponse]
+
+func WatchSubtreeForwardData(interfaceChan interface{}, jsonRawMsg json.RawMessage) error {
+	var gqlResp graphql.Response
+	var wsResp WatchSubtreeWsResponse
+	err := json.Unmarshal(jsonRawMsg, &gqlResp)
+	if err != nil {
+		return err
+	}
+	if len(gqlResp.Errors) == 0 {
+		err = json.Unmarshal(jsonRawMsg, &wsResp)
+		if err != nil {
+			return err
+		}
+	} else {
+		wsResp.Errors = gqlResp.Errors
+	}
+	dataChan_, ok := interfaceChan.(chan WatchSubtreeWsResponse)
+	if !ok {
+		return errors.New("failed to cast interface into 'chan WatchSubtreeWsResponse'")
 	}
 	dataChan_ <- wsResp
 	return nil

@@ -20,7 +20,14 @@ type listFlags struct {
 	limit   int
 	all     bool
 	after   string
+	sortBy  string
+	// pageSize is the page size the cursors are followed with (set by
+	// finish: --limit, else allPageSize).
+	pageSize int
 }
+
+// allPageSize is the page size when conctl follows every page.
+const allPageSize = 500
 
 func (l *listFlags) register(cmd *cobra.Command, paging bool) {
 	f := cmd.Flags()
@@ -31,9 +38,10 @@ func (l *listFlags) register(cmd *cobra.Command, paging bool) {
 	f.StringVar(&l.reactor, "reactor", "", "only reactor bindings that run this reactor kind")
 	f.StringVar(&l.version, "version", "", "the kind version (get kind NAME)")
 	if paging {
-		f.IntVar(&l.limit, "limit", 50, "page size (1-500)")
-		f.BoolVar(&l.all, "all", false, "follow the cursors to the last page")
-		f.StringVar(&l.after, "after", "", "start after this cursor (a previous page's next cursor)")
+		f.IntVar(&l.limit, "limit", 0, "one page of this many (1-500) instead of every page; with --all, the page size")
+		f.BoolVar(&l.all, "all", true, "follow the cursors to the last page (the default unless --limit or --after is given)")
+		f.StringVar(&l.after, "after", "", "start after this cursor (a previous page's next cursor); one page unless --all")
+		f.StringVar(&l.sortBy, "sort-by", "", "sort by a field of the -o json object (e.g. .name, .updatedAt, .spec.cidr)")
 	}
 	_ = cmd.RegisterFlagCompletionFunc("phase", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		out := make([]cobra.Completion, len(AllPhase))
@@ -42,6 +50,31 @@ func (l *listFlags) register(cmd *cobra.Command, paging bool) {
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp
 	})
+}
+
+// finish settles the paging flags after parsing: every page by default;
+// one page when --limit or --after is given without --all.
+func (l *listFlags) finish(cmd *cobra.Command) error {
+	f := cmd.Flags()
+	if f.Lookup("limit") == nil {
+		return nil
+	}
+	if f.Changed("limit") && (l.limit < 1 || l.limit > 500) {
+		return usageError{fmt.Errorf("--limit %d: want 1-500", l.limit)}
+	}
+	if !f.Changed("all") && (f.Changed("limit") || f.Changed("after")) {
+		l.all = false
+	}
+	l.pageSize = allPageSize
+	if l.limit > 0 {
+		l.pageSize = l.limit
+	}
+	if l.sortBy != "" {
+		if _, err := sortPath(l.sortBy); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // parsePhases reads --phase values in any case.
@@ -85,30 +118,47 @@ func parseLabels(in []string) (*json.RawMessage, error) {
 }
 
 func (a *app) getCommand() *cobra.Command {
-	var lf listFlags
+	var (
+		lf        listFlags
+		watch     bool
+		watchOnly bool
+	)
 	cmd := &cobra.Command{
-		Use:     "get TYPE [NAME...]",
+		Use:     "get TYPE [NAME...] | TYPE/NAME...",
 		Aliases: []string{"ls"},
-		Short:   "Show objects: resources, kinds, providerconfigs, reactorbindings, clustermembers, operations",
+		Short:   "Show objects: resources (by kind), kinds, providerconfigs, reactorbindings, clustermembers, operations",
 		Long: `Show one or more objects by name, or list them (the same as conctl list TYPE).
 
-TYPE is one of resource (res), kind (crd, manifest), providerconfig (pc),
-reactorbinding (rb), clustermember (member, node, nodes) or operation (op), in
-singular or plural. Names are KIND/NAME for resources and providerconfigs (or
-NAME with --kind), the name for kinds and reactor bindings, the id for cluster
-members and operations; "get operations KIND/NAME" lists a resource's operations.
+TYPE is a kind (get bom, get bom acme, get bom/acme: that kind's resources) or
+one of resource (res), kind (crd, manifest), providerconfig (pc), reactorbinding
+(rb), clustermember (member, node, nodes) or operation (op), in singular or
+plural. Names are NAME under a kind, KIND/NAME for resources and providerconfigs
+(or NAME with --kind), the name for kinds and reactor bindings, the id for
+cluster members and operations; "get operations KIND/NAME" lists a resource's
+operations.
 
-Lists are keyset-paginated and never counted: --limit sets the page size, --all
-follows the cursors to the end, --after resumes from a cursor. --phase repeats as
-a union; --label repeats as an intersection.`,
-		Example: `  # Resources of one kind, failed or degraded
-  conctl get res --kind vpc --phase failed --phase degraded
+Lists follow the keyset cursors to the last page (never counted); --limit N
+shows one page of N (with the cursor to go on with --after), --all with --limit
+follows the cursors in pages of N. --phase repeats as a union; --label repeats
+as an intersection; --sort-by orders by any field of the -o json object.
 
-  # One resource, as YAML
-  conctl get resource vpc/acme-team-1 -o yaml
+-o yaml and -o json print objects that conctl apply -f takes back unchanged
+(server-set fields such as id, phase and createdAt are ignored on apply).
+-w (--watch) prints the list, then one line per change, as conctl watch does.`,
+		Example: `  # A kind's resources, its one resource, the same in TYPE/NAME form
+  conctl get account
+  conctl get account ready-1
+  conctl get account/ready-1 -o yaml
 
-  # Every child of a BOM, following the cursors
-  conctl get resources --owner bom/acme --all -o wide
+  # Failed or degraded resources of any kind, newest change last
+  conctl get res --phase failed --phase degraded --sort-by .updatedAt
+
+  # Every child of a BOM, then its changes as they happen
+  conctl get res --owner bom/acme -o wide -w
+
+  # One page of 20, then the next
+  conctl get account --limit 20
+  conctl get account --limit 20 --after CURSOR
 
   # Kinds, provider configs and bindings
   conctl get crds
@@ -118,16 +168,24 @@ a union; --label repeats as an intersection.`,
   # The fleet
   conctl get nodes`,
 		Args:              minArgs(1),
-		ValidArgsFunction: completeTypes(),
+		ValidArgsFunction: a.completeTargets(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := parseObjType(args[0])
+			if err := lf.finish(cmd); err != nil {
+				return err
+			}
+			tg, err := a.resolveTarget(cmd.Context(), args)
 			if err != nil {
 				return err
 			}
-			return a.get(cmd.Context(), t, args[1:], lf)
+			if watch || watchOnly {
+				return a.getWatch(cmd.Context(), tg, lf, watchOnly)
+			}
+			return a.get(cmd.Context(), tg, lf)
 		},
 	}
 	lf.register(cmd, true)
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after listing, print one line per change (as conctl watch)")
+	cmd.Flags().BoolVar(&watchOnly, "watch-only", false, "print only changes, not the current objects first")
 	return cmd
 }
 
@@ -135,25 +193,30 @@ func (a *app) listCommand() *cobra.Command {
 	var lf listFlags
 	cmd := &cobra.Command{
 		Use:   "list TYPE",
-		Short: "List objects of a type, with filters (get TYPE without names)",
-		Long: `List the objects of a type. The filters and paging flags are those of conctl get;
-see conctl get --help for the types and their aliases.`,
-		Example: `  # Everything READY or RECONCILING, all pages
-  conctl list resources --phase ready --phase reconciling --all
+		Short: "List objects of a type (or a kind's resources), with filters: get TYPE without names",
+		Long: `List the objects of a type, or the resources of a kind. The filters, paging and
+sorting flags are those of conctl get; see conctl get --help for the types and
+their aliases.`,
+		Example: `  # Everything READY or RECONCILING
+  conctl list resources --phase ready --phase reconciling
 
-  # Resources labelled team=blue
-  conctl list res -l team=blue
+  # Accounts labelled team=blue, by name
+  conctl list account -l team=blue --sort-by .name
 
   # The kinds, with their policy
   conctl list kinds -o wide`,
 		Args:              exactArgs(1),
-		ValidArgsFunction: completeTypes(),
+		ValidArgsFunction: a.completeTargets(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := parseObjType(args[0])
+			if err := lf.finish(cmd); err != nil {
+				return err
+			}
+			tg, err := a.resolveTarget(cmd.Context(), args)
 			if err != nil {
 				return err
 			}
-			return a.get(cmd.Context(), t, nil, lf)
+			tg.names = nil
+			return a.get(cmd.Context(), tg, lf)
 		},
 	}
 	lf.register(cmd, true)
@@ -161,32 +224,36 @@ see conctl get --help for the types and their aliases.`,
 }
 
 // get dispatches on the type.
-func (a *app) get(ctx context.Context, t objType, names []string, lf listFlags) error {
-	if lf.limit < 1 || lf.limit > 500 {
-		return usageError{fmt.Errorf("--limit %d: want 1-500", lf.limit)}
-	}
+func (a *app) get(ctx context.Context, tg target, lf listFlags) error {
 	c, err := a.client()
 	if err != nil {
 		return err
 	}
-	switch t {
+	names := tg.names
+	switch tg.t {
 	case typeResource:
+		if tg.kind != "" {
+			if lf.kind != "" && lf.kind != tg.kind {
+				return usageError{fmt.Errorf("the type names kind %s but --kind is %s", tg.kind, lf.kind)}
+			}
+			lf.kind = tg.kind
+		}
 		if len(names) > 0 {
-			return a.getResources(ctx, c, names, lf.kind)
+			return a.getResources(ctx, c, tg, lf)
 		}
 		return a.listResources(ctx, c, lf)
 	case typeKind:
-		return a.getKinds(ctx, c, names, lf.version)
+		return a.getKinds(ctx, c, names, lf)
 	case typeProviderConfig:
 		return a.getProviderConfigs(ctx, c, names, lf)
 	case typeReactorBinding:
 		return a.getReactorBindings(ctx, c, names, lf)
 	case typeClusterMember:
-		return a.getMembers(ctx, c, names)
+		return a.getMembers(ctx, c, names, lf)
 	case typeOperation:
-		return a.getOperations(ctx, c, names)
+		return a.getOperations(ctx, c, names, lf)
 	}
-	return fmt.Errorf("unknown type %q", t)
+	return fmt.Errorf("unknown type %q", tg.t)
 }
 
 // resolveOwner turns --owner KIND/NAME into an id (an id passes through).
@@ -252,7 +319,7 @@ func (a *app) listResources(ctx context.Context, c *Conn, lf listFlags) error {
 	}
 	var items []ListResourcesResourcesResourcePageItemsResource
 	for {
-		resp, err := ListResources(ctx, c.GQL, kind, phases, labels, owner, lf.limit, after)
+		resp, err := ListResources(ctx, c.GQL, kind, phases, labels, owner, lf.pageSize, after)
 		if err != nil {
 			return fmt.Errorf("list resources: %w", apiError(err))
 		}
@@ -261,6 +328,9 @@ func (a *app) listResources(ctx context.Context, c *Conn, lf listFlags) error {
 		if after == nil || !lf.all {
 			break
 		}
+	}
+	if err := sortItems(items, lf.sortBy); err != nil {
+		return err
 	}
 	if ok, err := a.structured(page[ListResourcesResourcesResourcePageItemsResource]{Items: items, NextCursor: after}); ok {
 		return err
@@ -276,13 +346,14 @@ func (a *app) listResources(ctx context.Context, c *Conn, lf listFlags) error {
 	return nil
 }
 
-func (a *app) getResources(ctx context.Context, c *Conn, names []string, kind string) error {
+func (a *app) getResources(ctx context.Context, c *Conn, tg target, lf listFlags) error {
+	tg.kind = ""
+	refs, err := tg.resourceRefs(lf.kind)
+	if err != nil {
+		return err
+	}
 	var found []GetResourceResource
-	for _, n := range names {
-		r, err := parseRef(n, kind)
-		if err != nil {
-			return err
-		}
+	for _, r := range refs {
 		resp, err := GetResource(ctx, c.GQL, r.kind, r.name)
 		if err != nil {
 			return fmt.Errorf("get resource %s: %w", r, apiError(err))
@@ -291,6 +362,9 @@ func (a *app) getResources(ctx context.Context, c *Conn, names []string, kind st
 			return notFound("resource", r.String())
 		}
 		found = append(found, *resp.Resource)
+	}
+	if err := sortItems(found, lf.sortBy); err != nil {
+		return err
 	}
 	if ok, err := a.structuredOneOrMany(found); ok {
 		return err
@@ -318,6 +392,8 @@ func (a *app) structuredOneOrMany(xs any) (bool, error) {
 		return a.structured(structuredOneOrManyValue(v))
 	case []GetKindKind:
 		return a.structured(structuredOneOrManyValue(v))
+	case []ListKindsKindsKind:
+		return a.structured(structuredOneOrManyValue(v))
 	case []ProviderConfigRow:
 		return a.structured(structuredOneOrManyValue(v))
 	case []ReactorBindingRow:
@@ -330,24 +406,28 @@ func (a *app) structuredOneOrMany(xs any) (bool, error) {
 	return a.structured(xs)
 }
 
-func (a *app) getKinds(ctx context.Context, c *Conn, names []string, version string) error {
+func (a *app) getKinds(ctx context.Context, c *Conn, names []string, lf listFlags) error {
 	if len(names) == 0 {
 		resp, err := ListKinds(ctx, c.GQL)
 		if err != nil {
 			return fmt.Errorf("list kinds: %w", apiError(err))
 		}
-		rows := make([]KindRow, len(resp.Kinds))
-		for i, k := range resp.Kinds {
-			rows[i] = k.KindRow
-		}
-		if ok, err := a.structured(page[KindRow]{Items: rows}); ok {
+		items := resp.Kinds
+		if err := sortItems(items, lf.sortBy); err != nil {
 			return err
+		}
+		if ok, err := a.structured(page[ListKindsKindsKind]{Items: items}); ok {
+			return err
+		}
+		rows := make([]KindRow, len(items))
+		for i, k := range items {
+			rows[i] = k.KindRow
 		}
 		return a.kindTable(rows)
 	}
 	var v *string
-	if version != "" {
-		v = &version
+	if lf.version != "" {
+		v = &lf.version
 	}
 	var found []GetKindKind
 	for _, n := range names {
@@ -359,6 +439,9 @@ func (a *app) getKinds(ctx context.Context, c *Conn, names []string, version str
 			return notFound("kind", n)
 		}
 		found = append(found, *resp.Kind)
+	}
+	if err := sortItems(found, lf.sortBy); err != nil {
+		return err
 	}
 	if ok, err := a.structuredOneOrMany(found); ok {
 		return err
@@ -387,6 +470,9 @@ func (a *app) getProviderConfigs(ctx context.Context, c *Conn, names []string, l
 			}
 			found = append(found, resp.ProviderConfigs.Items[0].ProviderConfigRow)
 		}
+		if err := sortItems(found, lf.sortBy); err != nil {
+			return err
+		}
 		if ok, err := a.structuredOneOrMany(found); ok {
 			return err
 		}
@@ -401,7 +487,7 @@ func (a *app) getProviderConfigs(ctx context.Context, c *Conn, names []string, l
 	}
 	var rows []ProviderConfigRow
 	for {
-		resp, err := ListProviderConfigs(ctx, c.GQL, kind, nil, lf.limit, after)
+		resp, err := ListProviderConfigs(ctx, c.GQL, kind, nil, lf.pageSize, after)
 		if err != nil {
 			return fmt.Errorf("list providerconfigs: %w", apiError(err))
 		}
@@ -412,6 +498,9 @@ func (a *app) getProviderConfigs(ctx context.Context, c *Conn, names []string, l
 		if after == nil || !lf.all {
 			break
 		}
+	}
+	if err := sortItems(rows, lf.sortBy); err != nil {
+		return err
 	}
 	if ok, err := a.structured(page[ProviderConfigRow]{Items: rows, NextCursor: after}); ok {
 		return err
@@ -439,6 +528,9 @@ func (a *app) getReactorBindings(ctx context.Context, c *Conn, names []string, l
 	for _, b := range resp.ReactorBindings {
 		rows = append(rows, b.ReactorBindingRow)
 	}
+	if err := sortItems(rows, lf.sortBy); err != nil {
+		return err
+	}
 	if len(names) > 0 {
 		rows, err = pick(rows, names, "reactorbinding", func(b ReactorBindingRow) string { return b.Name })
 		if err != nil {
@@ -453,7 +545,7 @@ func (a *app) getReactorBindings(ctx context.Context, c *Conn, names []string, l
 	return a.reactorBindingTable(rows)
 }
 
-func (a *app) getMembers(ctx context.Context, c *Conn, names []string) error {
+func (a *app) getMembers(ctx context.Context, c *Conn, names []string, lf listFlags) error {
 	resp, err := ListClusterMembers(ctx, c.GQL)
 	if err != nil {
 		return fmt.Errorf("list cluster members: %w", apiError(err))
@@ -461,6 +553,9 @@ func (a *app) getMembers(ctx context.Context, c *Conn, names []string) error {
 	var rows []MemberRow
 	for _, m := range resp.ClusterMembers {
 		rows = append(rows, m.MemberRow)
+	}
+	if err := sortItems(rows, lf.sortBy); err != nil {
+		return err
 	}
 	if len(names) > 0 {
 		rows, err = pick(rows, names, "clustermember", func(m MemberRow) string { return m.Id })
@@ -476,7 +571,7 @@ func (a *app) getMembers(ctx context.Context, c *Conn, names []string) error {
 	return a.memberTable(rows)
 }
 
-func (a *app) getOperations(ctx context.Context, c *Conn, names []string) error {
+func (a *app) getOperations(ctx context.Context, c *Conn, names []string, lf listFlags) error {
 	if len(names) == 0 {
 		return usageError{fmt.Errorf("operations are listed per resource: conctl get operations KIND/NAME (or get operation ID)")}
 	}
@@ -509,6 +604,9 @@ func (a *app) getOperations(ctx context.Context, c *Conn, names []string) error 
 			return notFound("operation", n)
 		}
 		rows = append(rows, resp.Operation.OperationRow)
+	}
+	if err := sortItems(rows, lf.sortBy); err != nil {
+		return err
 	}
 	if listed {
 		if ok, err := a.structured(page[OperationRow]{Items: rows}); ok {

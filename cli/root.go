@@ -37,6 +37,8 @@ type app struct {
 	flags  connFlags
 	output string
 	conn   *Conn
+	// kinds caches the applied kinds' names (kindNames).
+	kinds []string
 }
 
 // Run executes conctl with args and returns the process exit code: 0 on
@@ -138,6 +140,8 @@ CONVERGE_SERVER (default ` + DefaultServer + `) and CONVERGE_TOKEN (a bearer tok
 		a.listCommand(),
 		a.describeCommand(),
 		a.deleteCommand(),
+		a.editCommand(),
+		a.kindCommand(),
 		a.quarantineCommand(),
 		a.unquarantineCommand(),
 		a.resyncCommand(),

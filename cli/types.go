@@ -3,8 +3,6 @@ package cli
 import (
 	"fmt"
 	"strings"
-
-	"github.com/spf13/cobra"
 )
 
 // objType is a type the get/list/delete/watch commands take.
@@ -70,23 +68,6 @@ func contains[T comparable](xs []T, x T) bool {
 		}
 	}
 	return false
-}
-
-// completeTypes completes the TYPE argument.
-func completeTypes(allowed ...objType) cobra.CompletionFunc {
-	return func(_ *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		if len(args) > 0 {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		var out []cobra.Completion
-		for _, o := range objTypes {
-			if len(allowed) == 0 || contains(allowed, o.t) {
-				out = append(out, string(o.t))
-				out = append(out, o.aliases...)
-			}
-		}
-		return out, cobra.ShellCompDirectiveNoFileComp
-	}
 }
 
 // ref is a KIND/NAME reference.

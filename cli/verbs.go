@@ -63,7 +63,7 @@ func (a *app) quarantineCommand() *cobra.Command {
 blocks its root's rollup. A quarantined resource (phase QUARANTINED) is frozen from
 every scheduler, excluded from its root's rollup and never reaped, until
 conctl unquarantine lifts it.`,
-		example: `  conctl quarantine vpc/acme-team-2`,
+		example: `  conctl quarantine vpc/acme-t1-vpc`,
 		done:    "quarantined",
 		call: func(ctx context.Context, c graphql.Client, kind, name string) (ResourceRow, error) {
 			resp, err := QuarantineResource(ctx, c, kind, name)
@@ -80,7 +80,7 @@ func (a *app) unquarantineCommand() *cobra.Command {
 		use:     "unquarantine",
 		short:   "Lift a quarantine and re-arm scheduling",
 		long:    `Lift the quarantine of resources: they are scheduled again and reconcile to their latest spec.`,
-		example: `  conctl unquarantine vpc/acme-team-2`,
+		example: `  conctl unquarantine vpc/acme-t1-vpc`,
 		done:    "unquarantined",
 		call: func(ctx context.Context, c graphql.Client, kind, name string) (ResourceRow, error) {
 			resp, err := UnquarantineResource(ctx, c, kind, name)
@@ -98,7 +98,7 @@ func (a *app) resyncCommand() *cobra.Command {
 		short: "Re-observe resources without a generation bump",
 		long: `Re-pend resources for a fresh observe (drift check) without bumping their
 generation: their workers run again against the same spec.`,
-		example: `  conctl resync account/acme-team-1 vpc/acme-team-1`,
+		example: `  conctl resync account/acme-t0-account vpc/acme-t0-vpc`,
 		done:    "resync requested",
 		call: func(ctx context.Context, c graphql.Client, kind, name string) (ResourceRow, error) {
 			resp, err := ResyncResource(ctx, c, kind, name)
@@ -124,7 +124,7 @@ func (a *app) runCommand() *cobra.Command {
 e.g. vpc's enable_flow_logs) with an optional JSON input. conctl prints the
 operation's id; with --wait it follows the operation over a subscription until
 it SUCCEEDS (printing its output; exit 0) or FAILS (exit 1).`,
-		Example: `  conctl run enable_flow_logs vpc/acme-team-1 --input '{"retention_days": 7}' --wait
+		Example: `  conctl run enable_flow_logs vpc/acme-t0-vpc --input '{"retention_days": 7}' --wait
   conctl get operation 0b6a3c1e-8f0d-4a53-9f7c-2d1f3a9e4b10`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -197,7 +197,7 @@ func (a *app) run(ctx context.Context, r ref, verb string, input *json.RawMessag
 // followOperation waits for op to reach SUCCEEDED or FAILED, printing each
 // state change on progress. The subscription pushes the current state
 // first; behind it, the operation is re-read after a reconnect, when the
-// server ends the subscription early, and every waitRecheck (a NOTIFY is a
+// server ends the subscription early, and every operationRecheck (a NOTIFY is a
 // hint, never the source of truth).
 func (a *app) followOperation(ctx context.Context, c *Conn, op OperationRow, progress io.Writer) (OperationRow, error) {
 	last := op
@@ -210,7 +210,7 @@ func (a *app) followOperation(ctx context.Context, c *Conn, op OperationRow, pro
 	if err != nil {
 		return last, fmt.Errorf("follow operation %s: %w", op.Id, err)
 	}
-	tick := time.NewTicker(waitRecheck)
+	tick := time.NewTicker(operationRecheck)
 	defer tick.Stop()
 	for {
 		var cur *OperationRow
@@ -254,6 +254,10 @@ func (a *app) followOperation(ctx context.Context, c *Conn, op OperationRow, pro
 		}
 	}
 }
+
+// operationRecheck is how often a followed operation is re-read behind its
+// subscription.
+const operationRecheck = 3 * time.Second
 
 func isFinal(s OperationState) bool { return s == OperationStateSucceeded || s == OperationStateFailed }
 

@@ -12,11 +12,6 @@ import (
 	"github.com/schollz/progressbar/v3"
 )
 
-// waitRecheck is how often apply --wait re-reads the root as a failsafe
-// behind the subscription (a NOTIFY is a hint; a change can fall between
-// the first read and the server registering the subscription).
-const waitRecheck = 3 * time.Second
-
 // follower tracks one root and its direct children for apply --wait.
 type follower struct {
 	a        *app
@@ -31,6 +26,12 @@ type follower struct {
 	// change of the summary is one plain line, and last is the latest.
 	bar  *progressbar.ProgressBar
 	last string
+	// progress is the latest subtreeProgress push (nil before the first);
+	// named are the failures already looked up; readSig is the progress
+	// the direct children were last read at.
+	progress *WatchSubtreeSubtreeProgress
+	named    map[string]bool
+	readSig  string
 }
 
 // newWaitBar is the terminal progress bar of a wait.
@@ -55,16 +56,11 @@ func (a *app) waitReady(ctx context.Context, c *Conn, r ref, timeout time.Durati
 		return fmt.Errorf("wait for %s: %w", r, err)
 	}
 	defer func() { _ = ws.Close() }()
-	rootCh, _, err := WatchResources(ctx, ws, &r.kind, &r.name, nil, nil)
-	if err != nil {
-		return fmt.Errorf("wait for %s: %w", r, err)
-	}
-	f := &follower{a: a, c: c, target: r, children: map[string]WaitRow{}, reported: map[string]int{}}
+	f := &follower{a: a, c: c, target: r, children: map[string]WaitRow{}, reported: map[string]int{}, named: map[string]bool{}}
 	if err := f.readRoot(ctx); err != nil {
 		return err
 	}
-	rootID := f.root.Id
-	childCh, _, err := WatchResources(ctx, ws, nil, nil, &rootID, nil)
+	progress, _, err := WatchSubtree(ctx, ws, f.root.Id)
 	if err != nil {
 		return fmt.Errorf("wait for %s: %w", r, err)
 	}
@@ -75,8 +71,6 @@ func (a *app) waitReady(ctx context.Context, c *Conn, r ref, timeout time.Durati
 		f.bar = newWaitBar(a.stderr(), r.String())
 	}
 	defer f.exit()
-	tick := time.NewTicker(waitRecheck)
-	defer tick.Stop()
 	fresh := true // the initial read: the root, then its children
 	for {
 		done, err, rerr := f.settle(ctx, fresh)
@@ -104,30 +98,79 @@ func (a *app) waitReady(ctx context.Context, c *Conn, r ref, timeout time.Durati
 					timeout, r, f.root.Phase, f.summary())
 			}
 			return ctx.Err()
-		case ev, ok := <-rootCh:
+		case ev, ok := <-progress:
 			if !ok {
 				return fmt.Errorf("wait for %s: the subscription ended", r)
 			}
-			if err := f.onRoot(ctx, ev); err != nil {
-				return err
-			}
-		case ev, ok := <-childCh:
-			if !ok {
-				return fmt.Errorf("wait for %s: the subscription ended", r)
-			}
-			if err := f.onChild(ctx, ev); err != nil {
+			if err := f.onProgress(ctx, ev); err != nil {
 				return err
 			}
 		case <-ws.Reconnected():
+			// The server pushes a fresh snapshot on re-subscribe; what the
+			// verdict reads directly is re-read once.
 			if err := f.refresh(ctx); err != nil {
-				return err
-			}
-		case <-tick.C:
-			if err := f.readRoot(ctx); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// onProgress takes one subtreeProgress push: it names new failures (one
+// read of each, once), re-reads the root when its phase changed, and
+// re-reads the direct children the verdict weighs only while something
+// failed and the picture changed — never on a timer.
+func (f *follower) onProgress(ctx context.Context, ev WatchSubtreeWsResponse) error {
+	if len(ev.Errors) > 0 {
+		return fmt.Errorf("wait for %s: %w", f.target, apiError(ev.Errors))
+	}
+	if ev.Data == nil {
+		return nil
+	}
+	p := ev.Data.SubtreeProgress
+	f.progress = &p
+	if p.Root == nil {
+		return fmt.Errorf("wait for %s: the resource was deleted", f.target)
+	}
+	if p.Root.Phase != f.root.Phase {
+		if err := f.readRoot(ctx); err != nil {
+			return err
+		}
+	}
+	for _, m := range p.Failures {
+		key := m.Id + "/" + string(m.Phase)
+		if m.Phase != PhaseFailed || f.named[key] {
+			continue
+		}
+		f.named[key] = true
+		resp, err := WaitTarget(ctx, f.c.GQL, m.Kind, m.Name)
+		if err != nil {
+			return fmt.Errorf("wait for %s: read the failed %s/%s: %w", f.target, m.Kind, m.Name, apiError(err))
+		}
+		if resp.Resource != nil {
+			f.noteFailure(resp.Resource.WaitRow)
+		}
+	}
+	failing := p.FailureCount > 0 || p.Root.Phase == PhaseDegraded || p.Root.Phase == PhaseFailed
+	if sig := progressSig(p); failing && sig != f.readSig {
+		f.readSig = sig
+		return f.listChildren(ctx)
+	}
+	return nil
+}
+
+// progressSig is what a push says, for "did anything change".
+func progressSig(p WatchSubtreeSubtreeProgress) string {
+	var b strings.Builder
+	if p.Root != nil {
+		b.WriteString(string(p.Root.Phase))
+	}
+	for _, c := range p.Counts {
+		fmt.Fprintf(&b, "|%s:%s:%d", c.Kind, c.Phase, c.Count)
+	}
+	for _, m := range p.Failures {
+		fmt.Fprintf(&b, "|%s:%s:%t", m.Id, m.Phase, m.FailureTerminal)
+	}
+	return b.String()
 }
 
 // settle decides whether waiting is over from one consistent read of the
@@ -191,52 +234,6 @@ func (f *follower) refresh(ctx context.Context) error {
 	return f.listChildren(ctx)
 }
 
-func (f *follower) onRoot(ctx context.Context, ev WatchResourcesWsResponse) error {
-	if len(ev.Errors) > 0 {
-		return fmt.Errorf("wait for %s: %w", f.target, apiError(ev.Errors))
-	}
-	if ev.Data == nil {
-		return nil
-	}
-	e := ev.Data.ResourceChanged
-	switch e.Type {
-	case ResourceEventTypeDeleted:
-		return fmt.Errorf("wait for %s: the resource was deleted", f.target)
-	case ResourceEventTypeResync:
-		return f.refresh(ctx)
-	}
-	if e.Resource != nil && !e.Resource.UpdatedAt.Before(f.root.UpdatedAt) {
-		f.root = e.Resource.WaitRow
-	}
-	return nil
-}
-
-func (f *follower) onChild(ctx context.Context, ev WatchResourcesWsResponse) error {
-	if len(ev.Errors) > 0 {
-		return fmt.Errorf("wait for %s: %w", f.target, apiError(ev.Errors))
-	}
-	if ev.Data == nil {
-		return nil
-	}
-	e := ev.Data.ResourceChanged
-	switch e.Type {
-	case ResourceEventTypeDeleted:
-		delete(f.children, e.Id)
-	case ResourceEventTypeResync:
-		return f.refresh(ctx)
-	default:
-		if e.Resource == nil {
-			return nil
-		}
-		if cur, ok := f.children[e.Id]; ok && e.Resource.UpdatedAt.Before(cur.UpdatedAt) {
-			return nil // an older row than the one listed
-		}
-		f.children[e.Id] = e.Resource.WaitRow
-		f.noteFailure(e.Resource.WaitRow)
-	}
-	return nil
-}
-
 // noteFailure prints a child's failure once per generation.
 func (f *follower) noteFailure(ch WaitRow) {
 	if ch.Phase != PhaseFailed {
@@ -289,13 +286,20 @@ func why(r WaitRow) string {
 	return *c.Message
 }
 
-// counts tallies the children by phase.
-func (f *follower) counts() map[Phase]int {
+// counts tallies the subtree by phase (the latest push; the direct
+// children before the first) and says how many there are.
+func (f *follower) counts() (map[Phase]int, int) {
 	n := map[Phase]int{}
+	if p := f.progress; p != nil {
+		for _, c := range p.Counts {
+			n[c.Phase] += c.Count
+		}
+		return n, p.Total
+	}
 	for _, ch := range f.children {
 		n[ch.Phase]++
 	}
-	return n
+	return n, len(f.children)
 }
 
 // render shows progress: children READY / total on the bar (the root
@@ -310,7 +314,8 @@ func (f *follower) render() {
 		return
 	}
 	// The root is one more unit, so the bar fills only when it is READY.
-	total, ready := len(f.children)+1, f.counts()[PhaseReady]
+	n, total := f.counts()
+	total, ready := total+1, n[PhaseReady]
 	if f.root.Phase == PhaseReady {
 		ready++
 	}
@@ -330,19 +335,20 @@ func (f *follower) exit() {
 	}
 }
 
-// summary is " (5/7 children ready; 1 FAILED, 1 RECONCILING)".
+// summary is " (5/7 children ready; 1 FAILED, 1 RECONCILING)", over the
+// whole subtree.
 func (f *follower) summary() string {
-	if len(f.children) == 0 {
+	n, total := f.counts()
+	if total == 0 {
 		return ""
 	}
-	n := f.counts()
 	var rest []string
 	for _, p := range AllPhase {
 		if p != PhaseReady && n[p] > 0 {
 			rest = append(rest, fmt.Sprintf("%d %s", n[p], p))
 		}
 	}
-	s := fmt.Sprintf(" (%d/%d children ready", n[PhaseReady], len(f.children))
+	s := fmt.Sprintf(" (%d/%d children ready", n[PhaseReady], total)
 	if len(rest) > 0 {
 		s += "; " + strings.Join(rest, ", ")
 	}

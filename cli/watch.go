@@ -24,22 +24,30 @@ func (a *app) watchCommand() *cobra.Command {
 		watchOnly bool
 	)
 	cmd := &cobra.Command{
-		Use:   "watch TYPE [NAME] [filters]",
-		Short: "Stream changes live: one line per change (resources, clustermembers, an operation)",
+		Use:   "watch TYPE [NAME] | TYPE/NAME [filters]",
+		Short: "Stream changes live: one line per change (resources, kinds, providerconfigs, reactorbindings, clustermembers, an operation)",
 		Long: `Print the current objects, then one line per change as it happens, over the
 API's websocket subscriptions (kubectl get -w style), until interrupted.
 
-  resource       every change matching --kind, NAME (KIND/NAME), --owner, --phase
+  resource       every change matching --kind (or a kind as TYPE: watch vpc),
+                 NAME (KIND/NAME, or NAME under a kind), --owner, --phase
                  (a change is shown when the row enters or leaves those phases)
                  and --label (matched by conctl)
+  kind           manifest applies and live policy edits (conctl kind config)
+  providerconfig configs created, changed and deleted (--kind filters)
+  reactorbinding bindings created, changed and deleted (--kind: the watched
+                 kind, --reactor)
   clustermember  joins, leaves and status changes of the fleet
   operation ID   the operation's state changes, until it finishes
 
 The EVENT column says ADDED, MODIFIED or DELETED. If the connection drops, conctl
 reconnects, re-subscribes and re-lists, printing what changed meanwhile. -o json
 prints one JSON object per line, -o yaml one document per change.`,
-		Example: `  # Everything happening to vpcs
-  conctl watch resources --kind vpc
+		Example: `  # Everything happening to vpcs (the same: watch resources --kind vpc)
+  conctl watch vpc
+
+  # One BOM
+  conctl watch bom/acme
 
   # A BOM's children, only changes (no initial listing)
   conctl watch res --owner bom/acme --watch-only
@@ -47,50 +55,77 @@ prints one JSON object per line, -o yaml one document per change.`,
   # Failures as they happen, as JSON lines
   conctl watch res --phase failed -o json
 
+  # Kinds and their live policy, as other operators change them
+  conctl watch kinds
+
   # The fleet
   conctl watch nodes`,
-		Args:              rangeArgs(1, 2),
-		ValidArgsFunction: completeTypes(typeResource, typeClusterMember, typeOperation),
+		Args:              minArgs(1),
+		ValidArgsFunction: a.completeTargets(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := parseObjType(args[0], typeResource, typeClusterMember, typeOperation)
+			if err := lf.finish(cmd); err != nil {
+				return err
+			}
+			tg, err := a.resolveTarget(cmd.Context(), args, watchable...)
 			if err != nil {
 				return err
 			}
-			if lf.limit < 1 || lf.limit > 500 {
-				return usageError{fmt.Errorf("--limit %d: want 1-500", lf.limit)}
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			switch t {
-			case typeResource:
-				var name *ref
-				if len(args) == 2 {
-					r, err := parseRef(args[1], lf.kind)
-					if err != nil {
-						return err
-					}
-					name = &r
-				}
-				return a.watchResources(ctx, c, lf, name, watchOnly)
-			case typeClusterMember:
-				if len(args) == 2 {
-					return usageError{fmt.Errorf("watch clustermembers takes no name")}
-				}
-				return a.watchMembers(ctx, c)
-			default:
-				if len(args) != 2 {
-					return usageError{fmt.Errorf("watch operation needs the operation's id")}
-				}
-				return a.watchOperation(ctx, c, args[1])
-			}
+			return a.getWatch(cmd.Context(), tg, lf, watchOnly)
 		},
 	}
 	lf.register(cmd, true)
 	cmd.Flags().BoolVar(&watchOnly, "watch-only", false, "print only changes, not the current objects first")
 	return cmd
+}
+
+// watchable are the types watch (and get -w) follow.
+var watchable = []objType{typeResource, typeKind, typeProviderConfig, typeReactorBinding, typeClusterMember, typeOperation}
+
+// getWatch follows a target live: get -w and watch.
+func (a *app) getWatch(ctx context.Context, tg target, lf listFlags, watchOnly bool) error {
+	if !contains(watchable, tg.t) {
+		return usageError{fmt.Errorf("type %q cannot be watched (use one of %s)", tg.t, typeList(watchable))}
+	}
+	if lf.sortBy != "" {
+		return usageError{fmt.Errorf("--sort-by does not apply to a watch (changes print as they happen)")}
+	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	switch tg.t {
+	case typeResource:
+		if tg.kind != "" {
+			if lf.kind != "" && lf.kind != tg.kind {
+				return usageError{fmt.Errorf("the type names kind %s but --kind is %s", tg.kind, lf.kind)}
+			}
+			lf.kind = tg.kind
+		}
+		refs, err := target{t: tg.t, names: tg.names}.resourceRefs(lf.kind)
+		if err != nil {
+			return err
+		}
+		if len(refs) > 1 {
+			return usageError{fmt.Errorf("watch follows one resource name at a time (or none, with filters)")}
+		}
+		var name *ref
+		if len(refs) == 1 {
+			name = &refs[0]
+		}
+		return a.watchResources(ctx, c, lf, name, watchOnly)
+	case typeClusterMember:
+		if len(tg.names) > 0 {
+			return usageError{fmt.Errorf("watch clustermembers takes no name")}
+		}
+		return a.watchMembers(ctx, c)
+	case typeKind, typeProviderConfig, typeReactorBinding:
+		return a.watchCatalogType(ctx, c, tg, lf, watchOnly)
+	default:
+		if len(tg.names) != 1 {
+			return usageError{fmt.Errorf("watch operation needs the operation's id")}
+		}
+		return a.watchOperation(ctx, c, tg.names[0])
+	}
 }
 
 // streamTable prints rows as they come, each column padded to the widest
@@ -142,6 +177,8 @@ type watchEvent struct {
 	Event    string `json:"event"`
 	Resource any    `json:"resource,omitempty"`
 	Member   any    `json:"member,omitempty"`
+	// Object is a kind, providerconfig or reactor binding.
+	Object any `json:"object,omitempty"`
 }
 
 // emit prints one watch event in the -o format.
@@ -326,7 +363,7 @@ func (w *resourceWatch) relist(ctx context.Context, first bool) error {
 	var after *string
 	complete := true
 	for w.name == nil {
-		resp, err := ListResources(ctx, w.c.GQL, w.kind, w.phases, labels, w.owner, w.lf.limit, after)
+		resp, err := ListResources(ctx, w.c.GQL, w.kind, w.phases, labels, w.owner, w.lf.pageSize, after)
 		if err != nil {
 			return fmt.Errorf("list resources: %w", apiError(err))
 		}

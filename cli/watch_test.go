@@ -26,8 +26,11 @@ func startWatch(t *testing.T, server string, args ...string) *watcher {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &watcher{cancel: cancel, done: make(chan int, 1)}
+	if len(args) == 0 || args[0] != "get" { // get ... -w runs as given
+		args = append([]string{"watch"}, args...)
+	}
 	go func() {
-		w.done <- cli.Run(ctx, testEnv(server, "", &w.out, &w.err), append([]string{"watch"}, args...))
+		w.done <- cli.Run(ctx, testEnv(server, "", &w.out, &w.err), args)
 	}()
 	t.Cleanup(func() { w.stop(t) })
 	return w

@@ -1048,6 +1048,19 @@ END
 $$;
 
 --
+-- Name: kind_config_changed(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.kind_config_changed() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('kind_config_changed', '');
+    RETURN NULL;
+END
+$$;
+
+--
 -- Name: kind_manifest_after_apply(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1308,6 +1321,19 @@ BEGIN
         PERFORM schedule_eligible(ARRAY[v_root]);
     END IF;
     RETURN true;
+END
+$$;
+
+--
+-- Name: reactor_bindings_changed(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reactor_bindings_changed() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('reactor_binding_changed', '');
+    RETURN NULL;
 END
 $$;
 
@@ -6066,6 +6092,12 @@ CREATE TRIGGER cascade_on_ready_change AFTER UPDATE ON public.resources REFERENC
 CREATE TRIGGER cluster_members_changed AFTER INSERT OR DELETE ON public.cluster_members FOR EACH ROW EXECUTE FUNCTION public.cluster_members_changed();
 
 --
+-- Name: kind_config kind_config_changed; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER kind_config_changed AFTER UPDATE ON public.kind_config FOR EACH STATEMENT EXECUTE FUNCTION public.kind_config_changed();
+
+--
 -- Name: kind_manifest kind_manifest_after_apply; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -6100,6 +6132,12 @@ CREATE TRIGGER propagate_dependency_failure AFTER UPDATE ON public.resources REF
 --
 
 CREATE TRIGGER providerconfigs_changed AFTER INSERT OR DELETE OR UPDATE ON public.providerconfigs FOR EACH STATEMENT EXECUTE FUNCTION public.providerconfigs_changed();
+
+--
+-- Name: reactor_bindings reactor_bindings_changed; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER reactor_bindings_changed AFTER INSERT OR DELETE OR UPDATE ON public.reactor_bindings FOR EACH STATEMENT EXECUTE FUNCTION public.reactor_bindings_changed();
 
 --
 -- Name: resources resources_announce_delete; Type: TRIGGER; Schema: public; Owner: -

@@ -114,6 +114,12 @@ type ComplexityRoot struct {
 		UpdatedAt          func(childComplexity int) int
 	}
 
+	KindPhaseCount struct {
+		Count func(childComplexity int) int
+		Kind  func(childComplexity int) int
+		Phase func(childComplexity int) int
+	}
+
 	Mutation struct {
 		ApplyKindManifest    func(childComplexity int, manifest json.RawMessage) int
 		ApplyProviderConfig  func(childComplexity int, input model.ProviderConfigInput) int
@@ -250,9 +256,32 @@ type ComplexityRoot struct {
 
 	Subscription struct {
 		ClusterMembers   func(childComplexity int) int
+		Kinds            func(childComplexity int) int
 		OperationUpdated func(childComplexity int, id string) int
 		PhaseCounts      func(childComplexity int, kind *string) int
-		ResourceChanged  func(childComplexity int, kind *string, name *string, ownerID *string, phases []model.Phase) int
+		ProviderConfigs  func(childComplexity int, kind *string) int
+		ReactorBindings  func(childComplexity int, watchKind *string, reactor *string) int
+		ResourceChanged  func(childComplexity int, kind *string, name *string, ownerID *string, phases []model.Phase, rootID *string) int
+		SubtreeProgress  func(childComplexity int, rootID string) int
+	}
+
+	SubtreeMember struct {
+		FailureTerminal func(childComplexity int) int
+		ID              func(childComplexity int) int
+		Kind            func(childComplexity int) int
+		Name            func(childComplexity int) int
+		OwnerID         func(childComplexity int) int
+		Phase           func(childComplexity int) int
+	}
+
+	SubtreeProgress struct {
+		Counts       func(childComplexity int) int
+		FailureCount func(childComplexity int) int
+		Failures     func(childComplexity int) int
+		Ready        func(childComplexity int) int
+		Root         func(childComplexity int) int
+		RootID       func(childComplexity int) int
+		Total        func(childComplexity int) int
 	}
 
 	ValueFlow struct {
@@ -319,10 +348,14 @@ type ResourceResolver interface {
 	History(ctx context.Context, obj *model.Resource, first *int, after *string) (*model.HistoryEventPage, error)
 }
 type SubscriptionResolver interface {
-	ResourceChanged(ctx context.Context, kind *string, name *string, ownerID *string, phases []model.Phase) (<-chan *model.ResourceEvent, error)
+	ResourceChanged(ctx context.Context, kind *string, name *string, ownerID *string, phases []model.Phase, rootID *string) (<-chan *model.ResourceEvent, error)
 	PhaseCounts(ctx context.Context, kind *string) (<-chan []*model.PhaseCount, error)
 	ClusterMembers(ctx context.Context) (<-chan []*model.ClusterMember, error)
 	OperationUpdated(ctx context.Context, id string) (<-chan *model.Operation, error)
+	SubtreeProgress(ctx context.Context, rootID string) (<-chan *model.SubtreeProgress, error)
+	Kinds(ctx context.Context) (<-chan []*model.Kind, error)
+	ProviderConfigs(ctx context.Context, kind *string) (<-chan []*model.ProviderConfig, error)
+	ReactorBindings(ctx context.Context, watchKind *string, reactor *string) (<-chan []*model.ReactorBinding, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -649,6 +682,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.KindConfig.UpdatedAt(childComplexity), true
+
+	case "KindPhaseCount.count":
+		if e.ComplexityRoot.KindPhaseCount.Count == nil {
+			break
+		}
+
+		return e.ComplexityRoot.KindPhaseCount.Count(childComplexity), true
+	case "KindPhaseCount.kind":
+		if e.ComplexityRoot.KindPhaseCount.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.KindPhaseCount.Kind(childComplexity), true
+	case "KindPhaseCount.phase":
+		if e.ComplexityRoot.KindPhaseCount.Phase == nil {
+			break
+		}
+
+		return e.ComplexityRoot.KindPhaseCount.Phase(childComplexity), true
 
 	case "Mutation.applyKindManifest":
 		if e.ComplexityRoot.Mutation.ApplyKindManifest == nil {
@@ -1394,6 +1446,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Subscription.ClusterMembers(childComplexity), true
+	case "Subscription.kinds":
+		if e.ComplexityRoot.Subscription.Kinds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subscription.Kinds(childComplexity), true
 	case "Subscription.operationUpdated":
 		if e.ComplexityRoot.Subscription.OperationUpdated == nil {
 			break
@@ -1416,6 +1474,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Subscription.PhaseCounts(childComplexity, args["kind"].(*string)), true
+	case "Subscription.providerConfigs":
+		if e.ComplexityRoot.Subscription.ProviderConfigs == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_providerConfigs_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.ProviderConfigs(childComplexity, args["kind"].(*string)), true
+	case "Subscription.reactorBindings":
+		if e.ComplexityRoot.Subscription.ReactorBindings == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_reactorBindings_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.ReactorBindings(childComplexity, args["watchKind"].(*string), args["reactor"].(*string)), true
 	case "Subscription.resourceChanged":
 		if e.ComplexityRoot.Subscription.ResourceChanged == nil {
 			break
@@ -1426,7 +1506,98 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Subscription.ResourceChanged(childComplexity, args["kind"].(*string), args["name"].(*string), args["ownerId"].(*string), args["phases"].([]model.Phase)), true
+		return e.ComplexityRoot.Subscription.ResourceChanged(childComplexity, args["kind"].(*string), args["name"].(*string), args["ownerId"].(*string), args["phases"].([]model.Phase), args["rootId"].(*string)), true
+	case "Subscription.subtreeProgress":
+		if e.ComplexityRoot.Subscription.SubtreeProgress == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_subtreeProgress_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.SubtreeProgress(childComplexity, args["rootId"].(string)), true
+
+	case "SubtreeMember.failureTerminal":
+		if e.ComplexityRoot.SubtreeMember.FailureTerminal == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SubtreeMember.FailureTerminal(childComplexity), true
+	case "SubtreeMember.id":
+		if e.ComplexityRoot.SubtreeMember.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SubtreeMember.ID(childComplexity), true
+	case "SubtreeMember.kind":
+		if e.ComplexityRoot.SubtreeMember.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SubtreeMember.Kind(childComplexity), true
+	case "SubtreeMember.name":
+		if e.ComplexityRoot.SubtreeMember.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SubtreeMember.Name(childComplexity), true
+	case "SubtreeMember.ownerId":
+		if e.ComplexityRoot.SubtreeMember.OwnerID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SubtreeMember.OwnerID(childComplexity), true
+	case "SubtreeMember.phase":
+		if e.ComplexityRoot.SubtreeMember.Phase == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SubtreeMember.Phase(childComplexity), true
+
+	case "SubtreeProgress.counts":
+		if e.ComplexityRoot.SubtreeProgress.Counts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SubtreeProgress.Counts(childComplexity), true
+	case "SubtreeProgress.failureCount":
+		if e.ComplexityRoot.SubtreeProgress.FailureCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SubtreeProgress.FailureCount(childComplexity), true
+	case "SubtreeProgress.failures":
+		if e.ComplexityRoot.SubtreeProgress.Failures == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SubtreeProgress.Failures(childComplexity), true
+	case "SubtreeProgress.ready":
+		if e.ComplexityRoot.SubtreeProgress.Ready == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SubtreeProgress.Ready(childComplexity), true
+	case "SubtreeProgress.root":
+		if e.ComplexityRoot.SubtreeProgress.Root == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SubtreeProgress.Root(childComplexity), true
+	case "SubtreeProgress.rootId":
+		if e.ComplexityRoot.SubtreeProgress.RootID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SubtreeProgress.RootID(childComplexity), true
+	case "SubtreeProgress.total":
+		if e.ComplexityRoot.SubtreeProgress.Total == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SubtreeProgress.Total(childComplexity), true
 
 	case "ValueFlow.depField":
 		if e.ComplexityRoot.ValueFlow.DepField == nil {
@@ -1724,6 +1895,18 @@ func (ec *executionContext) childFields_KindConfig(ctx context.Context, field gr
 	return nil, fmt.Errorf("no field named %q was found under type KindConfig", field.Name)
 }
 
+func (ec *executionContext) childFields_KindPhaseCount(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_KindPhaseCount_kind(ctx, field)
+	case "phase":
+		return ec.fieldContext_KindPhaseCount_phase(ctx, field)
+	case "count":
+		return ec.fieldContext_KindPhaseCount_count(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type KindPhaseCount", field.Name)
+}
+
 func (ec *executionContext) childFields_Operation(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -1930,6 +2113,44 @@ func (ec *executionContext) childFields_ResourcePage(ctx context.Context, field 
 		return ec.fieldContext_ResourcePage_nextCursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ResourcePage", field.Name)
+}
+
+func (ec *executionContext) childFields_SubtreeMember(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_SubtreeMember_id(ctx, field)
+	case "kind":
+		return ec.fieldContext_SubtreeMember_kind(ctx, field)
+	case "name":
+		return ec.fieldContext_SubtreeMember_name(ctx, field)
+	case "phase":
+		return ec.fieldContext_SubtreeMember_phase(ctx, field)
+	case "failureTerminal":
+		return ec.fieldContext_SubtreeMember_failureTerminal(ctx, field)
+	case "ownerId":
+		return ec.fieldContext_SubtreeMember_ownerId(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SubtreeMember", field.Name)
+}
+
+func (ec *executionContext) childFields_SubtreeProgress(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "rootId":
+		return ec.fieldContext_SubtreeProgress_rootId(ctx, field)
+	case "root":
+		return ec.fieldContext_SubtreeProgress_root(ctx, field)
+	case "total":
+		return ec.fieldContext_SubtreeProgress_total(ctx, field)
+	case "ready":
+		return ec.fieldContext_SubtreeProgress_ready(ctx, field)
+	case "counts":
+		return ec.fieldContext_SubtreeProgress_counts(ctx, field)
+	case "failures":
+		return ec.fieldContext_SubtreeProgress_failures(ctx, field)
+	case "failureCount":
+		return ec.fieldContext_SubtreeProgress_failureCount(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SubtreeProgress", field.Name)
 }
 
 func (ec *executionContext) childFields_ValueFlow(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2646,6 +2867,42 @@ func (ec *executionContext) field_Subscription_phaseCounts_args(ctx context.Cont
 	return args, nil
 }
 
+func (ec *executionContext) field_Subscription_providerConfigs_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "kind",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["kind"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_reactorBindings_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "watchKind",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["watchKind"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "reactor",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["reactor"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Subscription_resourceChanged_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2681,6 +2938,28 @@ func (ec *executionContext) field_Subscription_resourceChanged_args(ctx context.
 		return nil, err
 	}
 	args["phases"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "rootId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["rootId"] = arg4
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_subtreeProgress_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "rootId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["rootId"] = arg0
 	return args, nil
 }
 
@@ -3951,6 +4230,75 @@ func (ec *executionContext) _KindConfig_updatedAt(ctx context.Context, field gra
 }
 func (ec *executionContext) fieldContext_KindConfig_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("KindConfig", field, false, false, "Time")
+}
+
+func (ec *executionContext) _KindPhaseCount_kind(ctx context.Context, field graphql.CollectedField, obj *model.KindPhaseCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_KindPhaseCount_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_KindPhaseCount_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("KindPhaseCount", field, false, false, "String")
+}
+
+func (ec *executionContext) _KindPhaseCount_phase(ctx context.Context, field graphql.CollectedField, obj *model.KindPhaseCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_KindPhaseCount_phase(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Phase, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.Phase) graphql.Marshaler {
+			return ec.marshalNPhase2githubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐPhase(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_KindPhaseCount_phase(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("KindPhaseCount", field, false, false, "Phase")
+}
+
+func (ec *executionContext) _KindPhaseCount_count(ctx context.Context, field graphql.CollectedField, obj *model.KindPhaseCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_KindPhaseCount_count(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_KindPhaseCount_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("KindPhaseCount", field, false, false, "Int")
 }
 
 func (ec *executionContext) _Mutation_applyResource(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -6992,7 +7340,7 @@ func (ec *executionContext) _Subscription_resourceChanged(ctx context.Context, f
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Subscription().ResourceChanged(ctx, fc.Args["kind"].(*string), fc.Args["name"].(*string), fc.Args["ownerId"].(*string), fc.Args["phases"].([]model.Phase))
+			return ec.Resolvers.Subscription().ResourceChanged(ctx, fc.Args["kind"].(*string), fc.Args["name"].(*string), fc.Args["ownerId"].(*string), fc.Args["phases"].([]model.Phase), fc.Args["rootId"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.ResourceEvent) graphql.Marshaler {
@@ -7144,6 +7492,496 @@ func (ec *executionContext) fieldContext_Subscription_operationUpdated(ctx conte
 		return fc, err
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_subtreeProgress(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_subtreeProgress(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().SubtreeProgress(ctx, fc.Args["rootId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SubtreeProgress) graphql.Marshaler {
+			return ec.marshalNSubtreeProgress2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐSubtreeProgress(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_subtreeProgress(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SubtreeProgress(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_subtreeProgress_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_kinds(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_kinds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Subscription().Kinds(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Kind) graphql.Marshaler {
+			return ec.marshalNKind2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐKindᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_kinds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Kind(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_providerConfigs(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_providerConfigs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().ProviderConfigs(ctx, fc.Args["kind"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ProviderConfig) graphql.Marshaler {
+			return ec.marshalNProviderConfig2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐProviderConfigᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_providerConfigs(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ProviderConfig(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_providerConfigs_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_reactorBindings(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_reactorBindings(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().ReactorBindings(ctx, fc.Args["watchKind"].(*string), fc.Args["reactor"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ReactorBinding) graphql.Marshaler {
+			return ec.marshalNReactorBinding2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐReactorBindingᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_reactorBindings(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ReactorBinding(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_reactorBindings_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SubtreeMember_id(ctx context.Context, field graphql.CollectedField, obj *model.SubtreeMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SubtreeMember_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SubtreeMember_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SubtreeMember", field, false, false, "ID")
+}
+
+func (ec *executionContext) _SubtreeMember_kind(ctx context.Context, field graphql.CollectedField, obj *model.SubtreeMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SubtreeMember_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SubtreeMember_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SubtreeMember", field, false, false, "String")
+}
+
+func (ec *executionContext) _SubtreeMember_name(ctx context.Context, field graphql.CollectedField, obj *model.SubtreeMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SubtreeMember_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SubtreeMember_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SubtreeMember", field, false, false, "String")
+}
+
+func (ec *executionContext) _SubtreeMember_phase(ctx context.Context, field graphql.CollectedField, obj *model.SubtreeMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SubtreeMember_phase(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Phase, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.Phase) graphql.Marshaler {
+			return ec.marshalNPhase2githubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐPhase(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SubtreeMember_phase(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SubtreeMember", field, false, false, "Phase")
+}
+
+func (ec *executionContext) _SubtreeMember_failureTerminal(ctx context.Context, field graphql.CollectedField, obj *model.SubtreeMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SubtreeMember_failureTerminal(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FailureTerminal, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SubtreeMember_failureTerminal(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SubtreeMember", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _SubtreeMember_ownerId(ctx context.Context, field graphql.CollectedField, obj *model.SubtreeMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SubtreeMember_ownerId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OwnerID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SubtreeMember_ownerId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SubtreeMember", field, false, false, "ID")
+}
+
+func (ec *executionContext) _SubtreeProgress_rootId(ctx context.Context, field graphql.CollectedField, obj *model.SubtreeProgress) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SubtreeProgress_rootId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RootID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SubtreeProgress_rootId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SubtreeProgress", field, false, false, "ID")
+}
+
+func (ec *executionContext) _SubtreeProgress_root(ctx context.Context, field graphql.CollectedField, obj *model.SubtreeProgress) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SubtreeProgress_root(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Root, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SubtreeMember) graphql.Marshaler {
+			return ec.marshalOSubtreeMember2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐSubtreeMember(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SubtreeProgress_root(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SubtreeProgress",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SubtreeMember(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SubtreeProgress_total(ctx context.Context, field graphql.CollectedField, obj *model.SubtreeProgress) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SubtreeProgress_total(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Total, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SubtreeProgress_total(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SubtreeProgress", field, false, false, "Int")
+}
+
+func (ec *executionContext) _SubtreeProgress_ready(ctx context.Context, field graphql.CollectedField, obj *model.SubtreeProgress) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SubtreeProgress_ready(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Ready, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SubtreeProgress_ready(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SubtreeProgress", field, false, false, "Int")
+}
+
+func (ec *executionContext) _SubtreeProgress_counts(ctx context.Context, field graphql.CollectedField, obj *model.SubtreeProgress) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SubtreeProgress_counts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Counts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.KindPhaseCount) graphql.Marshaler {
+			return ec.marshalNKindPhaseCount2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐKindPhaseCountᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SubtreeProgress_counts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SubtreeProgress",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_KindPhaseCount(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SubtreeProgress_failures(ctx context.Context, field graphql.CollectedField, obj *model.SubtreeProgress) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SubtreeProgress_failures(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Failures, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.SubtreeMember) graphql.Marshaler {
+			return ec.marshalNSubtreeMember2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐSubtreeMemberᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SubtreeProgress_failures(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SubtreeProgress",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SubtreeMember(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SubtreeProgress_failureCount(ctx context.Context, field graphql.CollectedField, obj *model.SubtreeProgress) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SubtreeProgress_failureCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FailureCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SubtreeProgress_failureCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SubtreeProgress", field, false, false, "Int")
 }
 
 func (ec *executionContext) _ValueFlow_srcField(ctx context.Context, field graphql.CollectedField, obj *model.ValueFlow) (ret graphql.Marshaler) {
@@ -9063,6 +9901,49 @@ func (ec *executionContext) _KindConfig(ctx context.Context, sel ast.SelectionSe
 	return out
 }
 
+var kindPhaseCountImplementors = []string{"KindPhaseCount"}
+
+func (ec *executionContext) _KindPhaseCount(ctx context.Context, sel ast.SelectionSet, obj *model.KindPhaseCount) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, kindPhaseCountImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("KindPhaseCount")
+		case "kind":
+			out.Values[i] = ec._KindPhaseCount_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "phase":
+			out.Values[i] = ec._KindPhaseCount_phase(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "count":
+			out.Values[i] = ec._KindPhaseCount_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var mutationImplementors = []string{"Mutation"}
 
 func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet) graphql.Marshaler {
@@ -9975,9 +10856,138 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 		return ec._Subscription_clusterMembers(ctx, fields[0])
 	case "operationUpdated":
 		return ec._Subscription_operationUpdated(ctx, fields[0])
+	case "subtreeProgress":
+		return ec._Subscription_subtreeProgress(ctx, fields[0])
+	case "kinds":
+		return ec._Subscription_kinds(ctx, fields[0])
+	case "providerConfigs":
+		return ec._Subscription_providerConfigs(ctx, fields[0])
+	case "reactorBindings":
+		return ec._Subscription_reactorBindings(ctx, fields[0])
 	default:
 		panic("unknown field " + strconv.Quote(fields[0].Name))
 	}
+}
+
+var subtreeMemberImplementors = []string{"SubtreeMember"}
+
+func (ec *executionContext) _SubtreeMember(ctx context.Context, sel ast.SelectionSet, obj *model.SubtreeMember) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, subtreeMemberImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SubtreeMember")
+		case "id":
+			out.Values[i] = ec._SubtreeMember_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "kind":
+			out.Values[i] = ec._SubtreeMember_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._SubtreeMember_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "phase":
+			out.Values[i] = ec._SubtreeMember_phase(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "failureTerminal":
+			out.Values[i] = ec._SubtreeMember_failureTerminal(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "ownerId":
+			out.Values[i] = ec._SubtreeMember_ownerId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var subtreeProgressImplementors = []string{"SubtreeProgress"}
+
+func (ec *executionContext) _SubtreeProgress(ctx context.Context, sel ast.SelectionSet, obj *model.SubtreeProgress) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, subtreeProgressImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SubtreeProgress")
+		case "rootId":
+			out.Values[i] = ec._SubtreeProgress_rootId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "root":
+			out.Values[i] = ec._SubtreeProgress_root(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "total":
+			out.Values[i] = ec._SubtreeProgress_total(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "ready":
+			out.Values[i] = ec._SubtreeProgress_ready(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "counts":
+			out.Values[i] = ec._SubtreeProgress_counts(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "failures":
+			out.Values[i] = ec._SubtreeProgress_failures(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "failureCount":
+			out.Values[i] = ec._SubtreeProgress_failureCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
 }
 
 var valueFlowImplementors = []string{"ValueFlow"}
@@ -10663,6 +11673,30 @@ func (ec *executionContext) unmarshalNKindConfigInput2githubᚗcomᚋconvergeᚑ
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalNKindPhaseCount2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐKindPhaseCountᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.KindPhaseCount) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNKindPhaseCount2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐKindPhaseCount(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNKindPhaseCount2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐKindPhaseCount(ctx context.Context, sel ast.SelectionSet, v *model.KindPhaseCount) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "KindPhaseCount!")
+		return graphql.Null
+	}
+	return ec._KindPhaseCount(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNMemberRole2githubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐMemberRole(ctx context.Context, v any) (model.MemberRole, error) {
 	var res model.MemberRole
 	err := res.UnmarshalGQL(v)
@@ -10977,6 +12011,38 @@ func (ec *executionContext) marshalNString2ᚕstringᚄ(ctx context.Context, sel
 	}
 
 	return ret
+}
+
+func (ec *executionContext) marshalNSubtreeMember2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐSubtreeMemberᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.SubtreeMember) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSubtreeMember2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐSubtreeMember(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNSubtreeMember2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐSubtreeMember(ctx context.Context, sel ast.SelectionSet, v *model.SubtreeMember) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "SubtreeMember!")
+		return graphql.Null
+	}
+	return ec._SubtreeMember(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNSubtreeProgress2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐSubtreeProgress(ctx context.Context, sel ast.SelectionSet, v *model.SubtreeProgress) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "SubtreeProgress!")
+		return graphql.Null
+	}
+	return ec._SubtreeProgress(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNTime2timeᚐTime(ctx context.Context, v any) (time.Time, error) {
@@ -11367,6 +12433,13 @@ func (ec *executionContext) marshalOString2ᚖstring(ctx context.Context, sel as
 	_ = ctx
 	res := graphql.MarshalString(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOSubtreeMember2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐSubtreeMember(ctx context.Context, sel ast.SelectionSet, v *model.SubtreeMember) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._SubtreeMember(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOTime2ᚖtimeᚐTime(ctx context.Context, v any) (*time.Time, error) {

@@ -277,3 +277,29 @@ func fmtInt(n int64) string { return strconv.FormatInt(n, 10) }
 func errPhase(p resource.Phase) error {
 	return &store.InvalidError{Field: "phases", Rule: "phase_invalid", Message: fmt.Sprintf("unknown phase %q", p)}
 }
+
+func toSubtreeMember(m live.SubtreeMember) *model.SubtreeMember {
+	out := &model.SubtreeMember{ID: m.ID.String(), Kind: m.Kind, Name: m.Name, Phase: toPhase(m.Phase),
+		FailureTerminal: m.FailureTerminal}
+	if m.OwnerID != nil {
+		o := m.OwnerID.String()
+		out.OwnerID = &o
+	}
+	return out
+}
+
+func toSubtreeProgress(p live.SubtreeProgress) *model.SubtreeProgress {
+	out := &model.SubtreeProgress{RootID: p.RootID.String(), Total: p.Total, Ready: p.Ready,
+		FailureCount: p.FailureCount, Counts: make([]*model.KindPhaseCount, len(p.Counts)),
+		Failures: make([]*model.SubtreeMember, len(p.Failures))}
+	if p.Root != nil {
+		out.Root = toSubtreeMember(*p.Root)
+	}
+	for i, c := range p.Counts {
+		out.Counts[i] = &model.KindPhaseCount{Kind: c.Kind, Phase: toPhase(c.Phase), Count: c.Count}
+	}
+	for i, f := range p.Failures {
+		out.Failures[i] = toSubtreeMember(f)
+	}
+	return out
+}

@@ -12,6 +12,21 @@
 // heartbeat age, which no NOTIFY announces) and pushed only when a member
 // joined, left or changed status.
 //
+// subtreeProgress (SubscribeSubtree) costs no query per change either: a
+// followed root's subtree is loaded once (one read, shared by every
+// subscriber of that root), then the rows re-read above are folded into it
+// (a row belongs when its root or its owner does) and the counts are
+// recomputed in memory, pushed at most once per CountsInterval; it is
+// re-loaded only after a RESYNC. While any subtree is followed, every
+// announced row is re-read (as for an unfiltered resourceChanged).
+//
+// The catalogs — kinds (kind_manifest_changed, kind_config_changed),
+// provider configs (providerconfig_changed) and reactor bindings
+// (reactor_binding_changed), one NOTIFY per statement — are re-listed once
+// per distinct subscriber filter on each announcement and pushed whole to the
+// subscribers whose last push differs (SubscribeKinds,
+// SubscribeProviderConfigs, SubscribeReactorBindings).
+//
 // A NOTIFY is a hint, never the source of truth: after a dropped LISTEN
 // connection (or a subscriber that fell behind, or a statement over the
 // announcement cap) the affected resource subscribers get a RESYNC change and
@@ -24,8 +39,9 @@
 //	go listener.Run(ctx)
 //	go hub.Run(ctx)
 //
-// Subscribers call SubscribeResources, SubscribePhaseCounts, SubscribeMembers
-// and SubscribeOperation with the subscription's context: the subscription
+// Subscribers call SubscribeResources, SubscribePhaseCounts, SubscribeMembers,
+// SubscribeOperation, SubscribeSubtree and the catalog subscriptions with the
+// subscription's context: the subscription
 // ends (and its channel is closed) when that context is done.
 package live
 
@@ -35,6 +51,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -95,6 +112,12 @@ type Hub struct {
 	counts map[*countSub]struct{}
 	mems   map[*memberSub]struct{}
 	ops    map[opKey]map[*opSub]struct{}
+	// cats are the kinds / provider configs / bindings subscribers;
+	// catsFresh marks a catalog with a subscriber owed its first push.
+	cats      [catalogCount]map[*catalogSub]struct{}
+	catsFresh [catalogCount]bool
+	// trees are the followed subtrees (subtreeProgress), by root.
+	trees map[uuid.UUID]*tree
 
 	// seen dedupes pushes of an unchanged row (Run's goroutine only).
 	seen seenStates
@@ -118,8 +141,12 @@ func NewHub(listener *notify.Listener, readPool *pgxpool.Pool, log zerolog.Logge
 		counts:   map[*countSub]struct{}{},
 		mems:     map[*memberSub]struct{}{},
 		ops:      map[opKey]map[*opSub]struct{}{},
+		trees:    map[uuid.UUID]*tree{},
 		kick:     make(chan struct{}, 1),
 		started:  make(chan struct{}),
+	}
+	for c := range h.cats {
+		h.cats[c] = map[*catalogSub]struct{}{}
 	}
 	for _, o := range opts {
 		o(h)
@@ -157,27 +184,20 @@ func (h *Hub) Run(ctx context.Context) error {
 	defer opC.Close()
 	clC := h.listener.Subscribe(ChannelCluster, 16)
 	defer clC.Close()
+	catC := h.subscribeCatalogs()
+	defer func() {
+		for _, s := range catC {
+			s.Close()
+		}
+	}()
 	close(h.started)
 
 	memberTick := time.NewTicker(h.opts.MemberPoll)
 	defer memberTick.Stop()
-	countsTimer := time.NewTimer(time.Hour)
-	countsTimer.Stop()
-	defer countsTimer.Stop()
-	var (
-		countsDirty   bool
-		countsArmed   bool
-		lastCountsRun time.Time
-	)
-	markCounts := func() {
-		countsDirty = true
-		if countsArmed {
-			return
-		}
-		wait := h.opts.CountsInterval - time.Since(lastCountsRun)
-		countsTimer.Reset(max(wait, 0))
-		countsArmed = true
-	}
+	counts := newCoalescer(h.opts.CountsInterval)
+	defer counts.stop()
+	trees := newCoalescer(h.opts.CountsInterval)
+	defer trees.stop()
 
 	for {
 		select {
@@ -190,8 +210,12 @@ func (h *Hub) Run(ctx context.Context) error {
 			if resC.TakeLost() {
 				batch.lost = true
 			}
-			if h.handleResources(ctx, batch) {
-				markCounts()
+			countsChanged, touched := h.handleResources(ctx, batch)
+			if countsChanged {
+				counts.mark()
+			}
+			if touched {
+				trees.mark()
 			}
 		case ev := <-opC.C:
 			ob := newOpBatch()
@@ -207,18 +231,91 @@ func (h *Hub) Run(ctx context.Context) error {
 			h.refreshMembers(ctx)
 		case <-memberTick.C:
 			h.refreshMembers(ctx)
-		case <-countsTimer.C:
-			countsArmed = false
-			if countsDirty {
-				countsDirty = false
-				lastCountsRun = time.Now()
+		case <-counts.C():
+			if counts.fire() {
 				h.refreshCounts(ctx)
 			}
+		case <-trees.C():
+			if trees.fire() && h.refreshTrees(ctx) {
+				trees.mark()
+			}
+		case ev := <-catC[catKinds].C:
+			h.onCatalog(ctx, catC[catKinds], ev, catKinds)
+		case ev := <-catC[catalogCount].C: // kind_config_changed: the kinds catalog too
+			h.onCatalog(ctx, catC[catalogCount], ev, catKinds)
+		case ev := <-catC[catConfigs].C:
+			h.onCatalog(ctx, catC[catConfigs], ev, catConfigs)
+		case ev := <-catC[catBindings].C:
+			h.onCatalog(ctx, catC[catBindings], ev, catBindings)
 		case <-h.kick:
-			markCounts()
+			counts.mark()
+			trees.mark()
+			h.refreshFreshCatalogs(ctx)
 		}
 	}
 }
+
+// subscribeCatalogs LISTENs on the catalog channels: indexed by catalog,
+// plus kind_config_changed (which refreshes the kinds) at catalogCount.
+func (h *Hub) subscribeCatalogs() [catalogCount + 1]*notify.Subscription {
+	var subs [catalogCount + 1]*notify.Subscription
+	subs[catKinds] = h.listener.Subscribe(ChannelKindManifests, 1)
+	subs[catConfigs] = h.listener.Subscribe(ChannelProviderConfigs, 1)
+	subs[catBindings] = h.listener.Subscribe(ChannelReactorBindings, 1)
+	subs[catalogCount] = h.listener.Subscribe(ChannelKindConfig, 1)
+	return subs
+}
+
+// onCatalog re-lists a catalog after its announcement (or a reconnect).
+func (h *Hub) onCatalog(ctx context.Context, s *notify.Subscription, _ notify.Event, c catalogKind) {
+	drain(s, func(notify.Event) {})
+	_ = s.TakeLost()
+	h.mu.Lock()
+	n := len(h.cats[c])
+	h.mu.Unlock()
+	if n > 0 {
+		h.refreshCatalog(ctx, c)
+	}
+}
+
+// coalescer arms a timer at most once per interval: mark asks for a run,
+// C fires when it is due.
+type coalescer struct {
+	interval time.Duration
+	timer    *time.Timer
+	armed    bool
+	dirty    bool
+	last     time.Time
+}
+
+func newCoalescer(interval time.Duration) *coalescer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &coalescer{interval: interval, timer: t}
+}
+
+func (c *coalescer) C() <-chan time.Time { return c.timer.C }
+
+func (c *coalescer) mark() {
+	c.dirty = true
+	if c.armed {
+		return
+	}
+	c.timer.Reset(max(c.interval-time.Since(c.last), 0))
+	c.armed = true
+}
+
+// fire consumes a due run; false when nothing was marked.
+func (c *coalescer) fire() bool {
+	c.armed = false
+	if !c.dirty {
+		return false
+	}
+	c.dirty, c.last = false, time.Now()
+	return true
+}
+
+func (c *coalescer) stop() { c.timer.Stop() }
 
 // drain hands every event already queued on s to f, without waiting.
 func drain(s *notify.Subscription, f func(notify.Event)) {

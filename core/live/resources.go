@@ -39,6 +39,9 @@ type Change struct {
 	PreviousPhase resource.Phase
 	// OwnerID is the row's composing parent (nil for a root).
 	OwnerID *uuid.UUID
+	// RootID is the row's top-level composition root (nil for a root; for
+	// a deleted row, the root the hub last saw it under, else its owner).
+	RootID *uuid.UUID
 
 	memo *memo
 }
@@ -67,6 +70,8 @@ type ResourceFilter struct {
 	Kind    string
 	Name    string
 	OwnerID *uuid.UUID
+	// RootID keeps the changes of a root and of its whole subtree.
+	RootID *uuid.UUID
 	// Phases keeps a change when the row's phase before or after it is one
 	// of these, so a subscriber also sees rows leave its phases.
 	Phases []resource.Phase
@@ -83,6 +88,9 @@ func (f ResourceFilter) matches(c Change) bool {
 		return false
 	}
 	if f.OwnerID != nil && (c.OwnerID == nil || *c.OwnerID != *f.OwnerID) {
+		return false
+	}
+	if f.RootID != nil && c.ID != *f.RootID && (c.RootID == nil || *c.RootID != *f.RootID) {
 		return false
 	}
 	if len(f.Phases) > 0 {
@@ -110,6 +118,7 @@ type resourceSub struct {
 type resourceIndex struct {
 	byName  map[string]map[*resourceSub]struct{}
 	byOwner map[uuid.UUID]map[*resourceSub]struct{}
+	byRoot  map[uuid.UUID]map[*resourceSub]struct{}
 	byKind  map[string]map[*resourceSub]struct{}
 	rest    map[*resourceSub]struct{}
 	// kinds counts subscribers per kind filter ("" = any kind): a wake for
@@ -121,6 +130,7 @@ func newResourceIndex() resourceIndex {
 	return resourceIndex{
 		byName:  map[string]map[*resourceSub]struct{}{},
 		byOwner: map[uuid.UUID]map[*resourceSub]struct{}{},
+		byRoot:  map[uuid.UUID]map[*resourceSub]struct{}{},
 		byKind:  map[string]map[*resourceSub]struct{}{},
 		rest:    map[*resourceSub]struct{}{},
 		kinds:   map[string]int{},
@@ -141,6 +151,9 @@ func (x *resourceIndex) bucket(s *resourceSub) map[*resourceSub]struct{} {
 	case f.OwnerID != nil:
 		x.byOwner[*f.OwnerID] = add(x.byOwner[*f.OwnerID])
 		return x.byOwner[*f.OwnerID]
+	case f.RootID != nil:
+		x.byRoot[*f.RootID] = add(x.byRoot[*f.RootID])
+		return x.byRoot[*f.RootID]
 	case f.Kind != "":
 		x.byKind[f.Kind] = add(x.byKind[f.Kind])
 		return x.byKind[f.Kind]
@@ -162,6 +175,8 @@ func (x *resourceIndex) remove(s *resourceSub) {
 			delete(x.byName, f.Name)
 		case f.OwnerID != nil:
 			delete(x.byOwner, *f.OwnerID)
+		case f.RootID != nil:
+			delete(x.byRoot, *f.RootID)
 		case f.Kind != "":
 			delete(x.byKind, f.Kind)
 		}
@@ -199,6 +214,9 @@ func (x *resourceIndex) candidates(c Change, f func(*resourceSub)) {
 		for _, m := range x.byOwner {
 			each(m)
 		}
+		for _, m := range x.byRoot {
+			each(m)
+		}
 		for _, m := range x.byKind {
 			each(m)
 		}
@@ -207,6 +225,10 @@ func (x *resourceIndex) candidates(c Change, f func(*resourceSub)) {
 	each(x.byName[c.Name])
 	if c.OwnerID != nil {
 		each(x.byOwner[*c.OwnerID])
+	}
+	each(x.byRoot[c.ID])
+	if c.RootID != nil {
+		each(x.byRoot[*c.RootID])
 	}
 	each(x.byKind[c.Kind])
 	each(x.rest)
@@ -319,12 +341,13 @@ func (b *resourceBatch) add(ev notify.Event) {
 }
 
 // handleResources re-reads and fans out one wake's batch. It reports
-// whether phase counts may have changed.
-func (h *Hub) handleResources(ctx context.Context, b *resourceBatch) bool {
+// whether phase counts may have changed, and whether a followed subtree did.
+func (h *Hub) handleResources(ctx context.Context, b *resourceBatch) (counts, trees bool) {
 	h.mu.Lock()
 	var ids []uuid.UUID
+	all := h.anyTrees()
 	for _, id := range b.order {
-		if h.res.interested(b.upserts[id].kind) {
+		if all || h.res.interested(b.upserts[id].kind) {
 			ids = append(ids, id)
 		}
 	}
@@ -348,11 +371,12 @@ func (h *Hub) handleResources(ctx context.Context, b *resourceBatch) bool {
 				continue
 			}
 			changes = append(changes, Change{Type: Upserted, ID: id, Kind: r.Kind, Name: r.Name, Resource: &r,
-				PreviousPhase: b.upserts[id].prev, OwnerID: r.OwnerID})
+				PreviousPhase: b.upserts[id].prev, OwnerID: r.OwnerID, RootID: r.RootID})
 		}
 	}
-	for _, d := range b.deletes {
-		h.seen.forget(d.ID)
+	for i := range b.deletes {
+		b.deletes[i].RootID = h.seen.rootOf(b.deletes[i].ID, b.deletes[i].OwnerID)
+		h.seen.forget(b.deletes[i].ID)
 	}
 	changes = append(changes, b.deletes...)
 	switch {
@@ -365,6 +389,7 @@ func (h *Hub) handleResources(ctx context.Context, b *resourceBatch) bool {
 	}
 
 	h.mu.Lock()
+	trees = h.trackTrees(changes)
 	for _, c := range changes {
 		c.memo = &memo{}
 		h.res.candidates(c, func(s *resourceSub) {
@@ -383,7 +408,7 @@ func (h *Hub) handleResources(ctx context.Context, b *resourceBatch) bool {
 		})
 	}
 	h.mu.Unlock()
-	return len(b.kinds) > 0 || b.lost
+	return len(b.kinds) > 0 || b.lost, trees
 }
 
 // seenStates remembers a fingerprint of the last state pushed for each
@@ -393,6 +418,9 @@ func (h *Hub) handleResources(ctx context.Context, b *resourceBatch) bool {
 // duplicate push. Used by Run's goroutine only.
 type seenStates struct {
 	m map[uuid.UUID]uint64
+	// roots remembers each seen row's root, for its delete (whose payload
+	// names only the owner).
+	roots map[uuid.UUID]uuid.UUID
 }
 
 const maxSeen = 200000
@@ -401,6 +429,10 @@ func (s *seenStates) changed(id uuid.UUID, r resource.Resource) bool {
 	fp := fingerprint(r)
 	if s.m == nil || len(s.m) >= maxSeen {
 		s.m = make(map[uuid.UUID]uint64, 1024)
+		s.roots = make(map[uuid.UUID]uuid.UUID, 1024)
+	}
+	if r.RootID != nil {
+		s.roots[id] = *r.RootID
 	}
 	if old, ok := s.m[id]; ok && old == fp {
 		return false
@@ -409,7 +441,26 @@ func (s *seenStates) changed(id uuid.UUID, r resource.Resource) bool {
 	return true
 }
 
-func (s *seenStates) forget(id uuid.UUID) { delete(s.m, id) }
+func (s *seenStates) forget(id uuid.UUID) {
+	delete(s.m, id)
+	delete(s.roots, id)
+}
+
+// rootOf is a deleted row's root: the one it was last seen under, else its
+// owner's, else its owner (a direct child of a root); nil for a root.
+func (s *seenStates) rootOf(id uuid.UUID, owner *uuid.UUID) *uuid.UUID {
+	if r, ok := s.roots[id]; ok {
+		return &r
+	}
+	if owner == nil {
+		return nil
+	}
+	if r, ok := s.roots[*owner]; ok {
+		return &r
+	}
+	o := *owner
+	return &o
+}
 
 // fingerprint hashes every field a subscriber can see.
 func fingerprint(r resource.Resource) uint64 {

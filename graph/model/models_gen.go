@@ -153,6 +153,16 @@ type KindConfigInput struct {
 	OrphanGraceSecs *int `json:"orphanGraceSecs,omitempty"`
 }
 
+// How many resources of one kind are in one phase.
+type KindPhaseCount struct {
+	// The kind.
+	Kind string `json:"kind"`
+	// The phase.
+	Phase Phase `json:"phase"`
+	// How many.
+	Count int `json:"count"`
+}
+
 // Writes. Each is one transaction: nothing is written when one fails.
 type Mutation struct {
 }
@@ -283,6 +293,40 @@ type ResourcePage struct {
 
 // Live updates over websocket (graphql-transport-ws or graphql-ws), bridged from Postgres LISTEN.
 type Subscription struct {
+}
+
+// One resource of a followed subtree.
+type SubtreeMember struct {
+	// The resource's id.
+	ID string `json:"id"`
+	// Its kind.
+	Kind string `json:"kind"`
+	// Its name.
+	Name string `json:"name"`
+	// Its phase.
+	Phase Phase `json:"phase"`
+	// Its failure will not be retried.
+	FailureTerminal bool `json:"failureTerminal"`
+	// Its composing parent's id; null for the root.
+	OwnerID *string `json:"ownerId,omitempty"`
+}
+
+// A live snapshot of a root's whole subtree (subtreeProgress).
+type SubtreeProgress struct {
+	// The root's id.
+	RootID string `json:"rootId"`
+	// The root itself; null once it is gone (deleted), or when there was none.
+	Root *SubtreeMember `json:"root,omitempty"`
+	// How many resources are below the root (the root not counted).
+	Total int `json:"total"`
+	// How many of them are READY.
+	Ready int `json:"ready"`
+	// The resources below the root by kind (sorted) and phase; non-zero counts only.
+	Counts []*KindPhaseCount `json:"counts"`
+	// The FAILED and DEGRADED resources below the root, by kind then name, at most 50.
+	Failures []*SubtreeMember `json:"failures"`
+	// How many resources below the root are FAILED or DEGRADED (failures lists the first 50).
+	FailureCount int `json:"failureCount"`
 }
 
 // One value copied from an upstream's status into the dependent's spec.

@@ -1,12 +1,13 @@
 // Reactor bindings: which reactor kind runs on which watched kind's
 // transition. Create, edit, enable/disable (live), delete.
+// Live across clients (the reactorBindings subscription).
 // URL: /bindings?watch=kind&reactor=kind&sel=name (or new=1)
 import { useState } from 'react';
 import { Link, navigate, useLocation, withQuery } from '../app/router';
 import { useSession } from '../app/session';
 import { fieldErrors } from '../client/errors';
-import { useMutation, useQuery } from '../client/hooks';
-import { ApplyReactorBindingDocument, BindingKindsDocument, DeleteReactorBindingDocument, ReactorBindingsDocument, TransitionValues, type JSONValue, type ReactorBindingRowFragment, type Transition } from '../gql/graphql';
+import { useMutation, useQuery, useSubscriptionValue } from '../client/hooks';
+import { ApplyReactorBindingDocument, BindingKindsDocument, DeleteReactorBindingDocument, ReactorBindingsDocument, ReactorBindingsLiveDocument, TransitionValues, type JSONValue, type ReactorBindingRowFragment, type Transition } from '../gql/graphql';
 import { JsonEditor, parseJSON } from '../json/JsonEditor';
 import { labelEntries, prettyJSON, formatTime } from '../resources/mappers';
 import { ConfirmDialog } from '../widgets/Dialog';
@@ -32,13 +33,17 @@ export function BindingsPage() {
   const reactor = search.get('reactor') ?? '';
   const sel = search.get('sel');
   const isNew = search.get('new') === '1';
-  const list = useQuery(ReactorBindingsDocument, { watchKind: watch || null, reactor: reactor || null });
+  const vars = { watchKind: watch || null, reactor: reactor || null };
+  const list = useQuery(ReactorBindingsDocument, vars);
+  // Live: the server pushes the whole filtered list on every change, from
+  // any client; the query is the first paint.
+  const live = useSubscriptionValue(ReactorBindingsLiveDocument, vars);
   const kinds = useQuery(BindingKindsDocument, {});
   const { canMutate } = useSession();
   const [toggle, toggleState] = useMutation(ApplyReactorBindingDocument);
   const watchable = [...new Set((kinds.data?.kinds ?? []).filter((k) => !k.isReactor).map((k) => k.name))];
   const reactors = [...new Set((kinds.data?.kinds ?? []).filter((k) => k.isReactor).map((k) => k.name))];
-  const items = list.data?.reactorBindings ?? [];
+  const items = live.data?.reactorBindings ?? list.data?.reactorBindings ?? [];
   const selected = items.find((b) => b.name === sel) ?? null;
   const here = { watch, reactor };
   return (

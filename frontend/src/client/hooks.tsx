@@ -189,3 +189,14 @@ export function useMutation<R, V>(doc: TypedDocument<R, V>): [(variables: V) => 
   const reset = useCallback(() => setState({ running: false, error: null }), []);
   return [run, useMemo(() => ({ ...state, reset }), [state, reset])];
 }
+
+/**
+ * useRefetchOnPush re-runs a query (refetch) whenever a subscription that
+ * announces changes of what it shows pushes — its first push included: the
+ * query may have read before a change the subscription already carries.
+ * For pages whose filtered, paged view the push does not carry; where it
+ * does, use useSubscriptionValue's data.
+ */
+export function useRefetchOnPush<R, V>(doc: TypedDocument<R, V>, variables: V, refetch: () => void, opts: { skip?: boolean } = {}): void {
+  useSubscription(doc, variables, () => refetch(), { skip: opts.skip });
+}

@@ -5,8 +5,8 @@ import { useEffect, useMemo, useState } from 'react';
 import { Link, navigate, useLocation, withQuery } from '../app/router';
 import { useSession } from '../app/session';
 import { fieldErrors } from '../client/errors';
-import { useMutation, useQuery } from '../client/hooks';
-import { ApplyProviderConfigDocument, ConfigKindsDocument, DeleteProviderConfigDocument, ProviderConfigsDocument, type JSONValue, type ProviderConfigRowFragment } from '../gql/graphql';
+import { useMutation, useQuery, useRefetchOnPush } from '../client/hooks';
+import { ApplyProviderConfigDocument, ConfigKindsDocument, DeleteProviderConfigDocument, ProviderConfigsDocument, ProviderConfigsLiveDocument, type JSONValue, type ProviderConfigRowFragment } from '../gql/graphql';
 import { JsonEditor, JsonView, parseJSON } from '../json/JsonEditor';
 import { emptyList, listSearch } from '../resources/filters';
 import { formatTime, prettyJSON } from '../resources/mappers';
@@ -20,7 +20,10 @@ const href = (s: ConfigListState) => withQuery('/configs', configSearch(s));
 export function ConfigsPage() {
   const { search } = useLocation();
   const state = useMemo(() => parseConfigState(search), [search.toString()]);
-  const list = useQuery(ProviderConfigsDocument, configVariables(state));
+  const vars = configVariables(state);
+  const list = useQuery(ProviderConfigsDocument, vars);
+  // Live across clients: every change of the kind's configs re-reads this view.
+  useRefetchOnPush(ProviderConfigsLiveDocument, { kind: vars.kind ?? null }, list.refetch);
   const kinds = useQuery(ConfigKindsDocument, {});
   const { canMutate } = useSession();
   const [name, setName] = useState(state.name);

@@ -410,6 +410,21 @@ export const DeleteReactorBindingDocument = {
   query: "mutation DeleteReactorBinding($name:String!){deleteReactorBinding(name:$name)}",
 } as TypedDocument<DeleteReactorBindingMutation, DeleteReactorBindingMutationVariables>;
 
+/** Subscription ReactorBindingsLive (src/bindings/bindings.graphql). */
+export type ReactorBindingsLiveSubscription = {
+  /** Reactor bindings (by name), pushed whole at once and on every change. */
+  reactorBindings: Array<ReactorBindingRowFragment>;
+};
+export type ReactorBindingsLiveSubscriptionVariables = {
+  watchKind?: string | null;
+  reactor?: string | null;
+};
+export const ReactorBindingsLiveDocument = {
+  kind: 'subscription',
+  operationName: 'ReactorBindingsLive',
+  query: "subscription ReactorBindingsLive($watchKind:String$reactor:String){reactorBindings(watchKind:$watchKind reactor:$reactor){...ReactorBindingRow}}fragment ReactorBindingRow on ReactorBinding{name watchKind transition reactor labelMatch enabled createdAt updatedAt}",
+} as TypedDocument<ReactorBindingsLiveSubscription, ReactorBindingsLiveSubscriptionVariables>;
+
 /** Subscription ClusterMembersLive (src/cluster/cluster.graphql). */
 export type ClusterMembersLiveSubscription = {
   /** The whole membership, pushed on every join, leave and status change. */
@@ -495,6 +510,25 @@ export const DeleteProviderConfigDocument = {
   query: "mutation DeleteProviderConfig($kind:String!$name:String!){deleteProviderConfig(kind:$kind name:$name)}",
 } as TypedDocument<DeleteProviderConfigMutation, DeleteProviderConfigMutationVariables>;
 
+/** Subscription ProviderConfigsLive (src/configs/configs.graphql). */
+export type ProviderConfigsLiveSubscription = {
+  /** Provider configs (newest first, at most 500), pushed whole at once and on every change. */
+  providerConfigs: Array<{
+    /** The config's id (a UUID). */
+    id: string;
+    /** When it last changed. */
+    updatedAt: string;
+  }>;
+};
+export type ProviderConfigsLiveSubscriptionVariables = {
+  kind?: string | null;
+};
+export const ProviderConfigsLiveDocument = {
+  kind: 'subscription',
+  operationName: 'ProviderConfigsLive',
+  query: "subscription ProviderConfigsLive($kind:String){providerConfigs(kind:$kind){id updatedAt}}",
+} as TypedDocument<ProviderConfigsLiveSubscription, ProviderConfigsLiveSubscriptionVariables>;
+
 /** Query GraphRoot (src/graph/graph.graphql). */
 export type GraphRootQuery = {
   /** The resource (kind, name); null when there is none. */
@@ -543,7 +577,7 @@ export const GraphChildrenDocument = {
 
 /** Subscription GraphChanged (src/graph/graph.graphql). */
 export type GraphChangedSubscription = {
-  /** Row changes bridged from Postgres LISTEN, filtered server-side. All arguments are optional filters. kind, name and ownerId match the row; phases keeps a change when the row's phase before or after it is in the set, so a subscriber also sees rows leave its phases (compare resource.phase). Expect RESYNC events: on one, re-query what you show. */
+  /** Row changes bridged from Postgres LISTEN, filtered server-side. All arguments are optional filters. kind, name and ownerId match the row; phases keeps a change when the row's phase before or after it is in the set, so a subscriber also sees rows leave its phases (compare resource.phase). rootId keeps a top-level root (a resource without an owner) and every resource it composes, at every level. Expect RESYNC events: on one, re-query what you show. */
   resourceChanged: {
     /** What happened. */
     type: ResourceEventType;
@@ -561,11 +595,12 @@ export type GraphChangedSubscriptionVariables = {
   ownerId?: string | null;
   kind?: string | null;
   name?: string | null;
+  rootId?: string | null;
 };
 export const GraphChangedDocument = {
   kind: 'subscription',
   operationName: 'GraphChanged',
-  query: "subscription GraphChanged($ownerId:ID$kind:String$name:String){resourceChanged(ownerId:$ownerId kind:$kind name:$name){type id kind name resource{...GraphNode}}}fragment GraphNode on Resource{id kind name phase updatedAt owner{id}dependencies{upstream{id}}}",
+  query: "subscription GraphChanged($ownerId:ID$kind:String$name:String$rootId:ID){resourceChanged(ownerId:$ownerId kind:$kind name:$name rootId:$rootId){type id kind name resource{...GraphNode}}}fragment GraphNode on Resource{id kind name phase updatedAt owner{id}dependencies{upstream{id}}}",
 } as TypedDocument<GraphChangedSubscription, GraphChangedSubscriptionVariables>;
 
 /** Query Kinds (src/kinds/kinds.graphql). */
@@ -636,6 +671,18 @@ export const UpdateKindConfigDocument = {
   query: "mutation UpdateKindConfig($kind:String!$version:String!$input:KindConfigInput!){updateKindConfig(kind:$kind version:$version input:$input){...KindPolicy}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs updatedAt}",
 } as TypedDocument<UpdateKindConfigMutation, UpdateKindConfigMutationVariables>;
 
+/** Subscription KindsLive (src/kinds/kinds.graphql). */
+export type KindsLiveSubscription = {
+  /** Every applied kind version with its live policy, pushed whole at once and on every manifest apply and policy edit. */
+  kinds: Array<KindSummaryFragment>;
+};
+export type KindsLiveSubscriptionVariables = Record<string, never>;
+export const KindsLiveDocument = {
+  kind: 'subscription',
+  operationName: 'KindsLive',
+  query: "subscription KindsLive{kinds{...KindSummary}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs updatedAt}fragment KindSummary on Kind{name version description isReactor finalizerName manifestGeneration updatedAt reactions{name trigger emits verb finalizer}config{...KindPolicy}}",
+} as TypedDocument<KindsLiveSubscription, KindsLiveSubscriptionVariables>;
+
 /** Query ResourcesPage (src/resources/resources.graphql). */
 export type ResourcesPageQuery = {
   /** phases is a union (phase = ANY); labels is a containment match (labels @> $labels). */
@@ -662,7 +709,7 @@ export const ResourcesPageDocument = {
 
 /** Subscription ResourceRowsChanged (src/resources/resources.graphql). */
 export type ResourceRowsChangedSubscription = {
-  /** Row changes bridged from Postgres LISTEN, filtered server-side. All arguments are optional filters. kind, name and ownerId match the row; phases keeps a change when the row's phase before or after it is in the set, so a subscriber also sees rows leave its phases (compare resource.phase). Expect RESYNC events: on one, re-query what you show. */
+  /** Row changes bridged from Postgres LISTEN, filtered server-side. All arguments are optional filters. kind, name and ownerId match the row; phases keeps a change when the row's phase before or after it is in the set, so a subscriber also sees rows leave its phases (compare resource.phase). rootId keeps a top-level root (a resource without an owner) and every resource it composes, at every level. Expect RESYNC events: on one, re-query what you show. */
   resourceChanged: {
     /** What happened. */
     type: ResourceEventType;
@@ -899,7 +946,7 @@ export const ResourceHistoryDocument = {
 
 /** Subscription ResourceWatch (src/resources/resources.graphql). */
 export type ResourceWatchSubscription = {
-  /** Row changes bridged from Postgres LISTEN, filtered server-side. All arguments are optional filters. kind, name and ownerId match the row; phases keeps a change when the row's phase before or after it is in the set, so a subscriber also sees rows leave its phases (compare resource.phase). Expect RESYNC events: on one, re-query what you show. */
+  /** Row changes bridged from Postgres LISTEN, filtered server-side. All arguments are optional filters. kind, name and ownerId match the row; phases keeps a change when the row's phase before or after it is in the set, so a subscriber also sees rows leave its phases (compare resource.phase). rootId keeps a top-level root (a resource without an owner) and every resource it composes, at every level. Expect RESYNC events: on one, re-query what you show. */
   resourceChanged: {
     /** What happened. */
     type: ResourceEventType;

@@ -7,6 +7,7 @@ import type { Phase } from '../gql/graphql';
 import { phaseClass, phaseLabel } from '../resources/mappers';
 import { edgeKey, type FailureHighlight } from './failures';
 import { defaultLayout, edgePath, type Layout } from './layout';
+import type { Aggregate } from './fold';
 import type { GNode } from './load';
 
 interface View {
@@ -23,7 +24,23 @@ function fit(l: Layout, w: number, h: number): View {
   return { k, x: (w - l.width * k) / 2, y: Math.max(pad, (h - l.height * k) / 2) };
 }
 
-const Layer = memo(function Layer({ layout, nodes, highlight, selected, focused, onPick }: { layout: Layout; nodes: Map<string, GNode>; highlight: FailureHighlight; selected: string | null; focused: string | null; onPick: (id: string) => void }) {
+/** PhaseBar draws an aggregate's members by phase, worst first, with its counts. */
+function PhaseBar({ agg, width }: { agg: Aggregate; width: number }) {
+  const total = agg.members.length;
+  let x = 0;
+  return (
+    <g className="phase-bar" transform="translate(8,26)">
+      {agg.counts.map(({ phase, count }) => {
+        const w = Math.max(2, (count / total) * width);
+        const r = <rect key={phase} x={x} y={0} width={w} height={8} className={`bar ${phaseClass(phase)}`} />;
+        x += w;
+        return r;
+      })}
+    </g>
+  );
+}
+
+const Layer = memo(function Layer({ layout, nodes, aggregates, highlight, selected, focused, onPick }: { layout: Layout; nodes: Map<string, GNode>; aggregates: Map<string, Aggregate>; highlight: FailureHighlight; selected: string | null; focused: string | null; onPick: (id: string) => void }) {
   const o = defaultLayout;
   return (
     <>
@@ -40,6 +57,23 @@ const Layer = memo(function Layer({ layout, nodes, highlight, selected, focused,
           const n = nodes.get(p.id);
           if (!n) return null;
           const cls = ['node', phaseClass(n.phase), highlight.nodes.has(p.id) ? 'hot' : '', p.id === selected ? 'selected' : '', p.id === focused ? 'focused' : ''].filter(Boolean).join(' ');
+          const agg = aggregates.get(p.id);
+          if (agg) {
+            const counts = agg.counts.map((c) => `${c.count} ${phaseLabel(c.phase)}`).join(', ');
+            return (
+              <g key={p.id} className={`${cls} aggregate`} transform={`translate(${p.x},${p.y})`} onClick={() => onPick(p.id)} data-id={p.id} data-aggregate={agg.members.length} data-phase={n.phase}>
+                <title>{`${agg.members.length} ${n.kind} resources — ${counts}. Click to expand.`}</title>
+                <rect width={o.nodeW} height={o.nodeH} rx={6} />
+                <text x={8} y={17} className="node-name">
+                  {`${n.kind} ${n.name}`}
+                </text>
+                <text x={o.nodeW - 8} y={17} className="node-kind" textAnchor="end">
+                  {agg.counts[0]!.phase === 'READY' ? 'all ready' : `${agg.counts[0]!.count} ${phaseLabel(agg.counts[0]!.phase).toLowerCase()}`}
+                </text>
+                <PhaseBar agg={agg} width={o.nodeW - 16} />
+              </g>
+            );
+          }
           return (
             <g key={p.id} className={cls} transform={`translate(${p.x},${p.y})`} onClick={() => onPick(p.id)} data-id={p.id} data-name={n.name} data-phase={n.phase}>
               <title>{`${n.kind}/${n.name} — ${phaseLabel(n.phase)}`}</title>
@@ -58,7 +92,7 @@ const Layer = memo(function Layer({ layout, nodes, highlight, selected, focused,
   );
 });
 
-export function GraphCanvas({ layout, nodes, highlight, selected, onSelect }: { layout: Layout; nodes: Map<string, GNode>; highlight: FailureHighlight; selected: string | null; onSelect: (id: string) => void }) {
+export function GraphCanvas({ layout, nodes, aggregates, highlight, selected, onSelect }: { layout: Layout; nodes: Map<string, GNode>; aggregates: Map<string, Aggregate>; highlight: FailureHighlight; selected: string | null; onSelect: (id: string) => void }) {
   const box = useRef<HTMLDivElement>(null);
   const [view, setView] = useState<View | null>(null);
   const [focused, setFocused] = useState<string | null>(selected);
@@ -248,13 +282,13 @@ export function GraphCanvas({ layout, nodes, highlight, selected, onSelect }: { 
           </defs>
           {view ? (
             <g transform={`translate(${view.x},${view.y}) scale(${view.k})`}>
-              <Layer layout={layout} nodes={nodes} highlight={highlight} selected={selected} focused={focused} onPick={pick} />
+              <Layer layout={layout} nodes={nodes} aggregates={aggregates} highlight={highlight} selected={selected} focused={focused} onPick={pick} />
             </g>
           ) : null}
         </svg>
       </div>
       <p className="sr-only" aria-live="polite">
-        {fn ? `${fn.kind}/${fn.name}, ${phaseLabel(fn.phase as Phase)}` : ''}
+        {fn ? (aggregates.has(fn.id) ? `${fn.kind} ${fn.name}, Enter expands` : `${fn.kind}/${fn.name}, ${phaseLabel(fn.phase as Phase)}`) : ''}
       </p>
     </div>
   );

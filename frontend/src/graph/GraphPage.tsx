@@ -12,10 +12,15 @@ import { PhaseBadge } from '../resources/PhaseBadge';
 import { ErrorBox } from '../widgets/ErrorBox';
 import { GraphCanvas } from './GraphCanvas';
 import { failurePaths } from './failures';
+import { fold, isAggregate } from './fold';
 import { layout, type GraphInput } from './layout';
 import { applyGraphEvent, cloneTree, loadMore, loadSubtree, mergeLoaded, NODE_BUDGET, type Subtree } from './load';
 
-/** The most per-owner subscriptions the view opens; past it, one unfiltered subscription. */
+/**
+ * The most per-owner subscriptions the view opens for a nested composite
+ * (past it, one unfiltered subscription). A top-level root needs one:
+ * resourceChanged(rootId:) carries its whole subtree.
+ */
 const MAX_OWNER_SUBS = 40;
 
 type Event = Parameters<typeof applyGraphEvent>[1];
@@ -36,8 +41,10 @@ export default function GraphPage() {
   const rootKey = root ? refString(root) : '';
   const treeRef = useRef(tree);
   treeRef.current = tree;
-  // The open subscriptions of this load: one per owner (key: its id), the
-  // root's own ('root'), or one unfiltered ('*') past MAX_OWNER_SUBS.
+  // The open subscriptions of this load: the root's own ('root') and, for a
+  // top-level root, one for its whole subtree ('tree'); for a nested
+  // composite, one per owner (key: its id), or one unfiltered ('*') past
+  // MAX_OWNER_SUBS.
   const subs = useRef(new Map<string, () => void>());
   const watchRef = useRef<(ownerId: string) => void>(() => {});
 
@@ -75,15 +82,17 @@ export default function GraphPage() {
     let buffer: Event[] | null = [];
     const sink = { next: (d: { resourceChanged: Event }) => (buffer ? buffer.push(d.resourceChanged) : onEvent(d.resourceChanged)) };
     // Subscribe before reading: nothing changes unseen between the two.
+    let topLevel = false;
     const watch = (ownerId: string) => {
-      if (open.has(ownerId) || open.has('*')) return;
-      if (open.size <= MAX_OWNER_SUBS) open.set(ownerId, client.subscribe(GraphChangedDocument, { ownerId }, sink));
+      if (open.has('tree') || open.has(ownerId) || open.has('*')) return;
+      if (topLevel) open.set('tree', client.subscribe(GraphChangedDocument, { rootId: ownerId }, sink));
+      else if (open.size <= MAX_OWNER_SUBS) open.set(ownerId, client.subscribe(GraphChangedDocument, { ownerId }, sink));
       else open.set('*', client.subscribe(GraphChangedDocument, {}, sink));
     };
     watchRef.current = watch;
     open.set('root', client.subscribe(GraphChangedDocument, { kind: root.kind, name: root.name }, sink));
     setLoading(true);
-    loadSubtree(client, root, budget.current, ctrl.signal, watch).then(
+    loadSubtree(client, root, budget.current, ctrl.signal, watch, (n) => (topLevel = n.owner === null)).then(
       (t) => {
         if (ctrl.signal.aborted) return;
         let cur = t;
@@ -142,13 +151,22 @@ export default function GraphPage() {
     if (t && !loading && t.nodes.size < budget.current && [...t.more.values()].includes('')) readMore(t, (c) => c === '');
   }, [structure]); // only after structural changes
 
-  // Layout depends on the structure only; phases recolour without a re-layout.
-  const inputs: GraphInput[] = useMemo(() => (tree ? [...tree.nodes.values()].map((n) => ({ id: n.id, owner: n.owner, deps: n.deps, sortKey: `${n.kind}/${n.name}` })) : []), [structure]);
+  // Siblings of one kind in one tier fold into an aggregate until expanded
+  // (a click on it). The picture is re-folded on every change (phases
+  // recolour the aggregates' bars); the layout follows the structure only.
+  const [expanded, setExpanded] = useState<ReadonlySet<string>>(new Set());
+  useEffect(() => setExpanded(new Set()), [rootKey]);
+  const shown = useMemo(() => (tree ? fold(tree.nodes, tree.rootId, expanded) : null), [tree, expanded]);
+  const shownRef = useRef(shown);
+  shownRef.current = shown;
+  const inputs: GraphInput[] = useMemo(() => (shown ? [...shown.nodes.values()].map((n) => ({ id: n.id, owner: n.owner, deps: n.deps, sortKey: `${n.kind}/${n.name}` })) : []), [structure, expanded]);
   const lay = useMemo(() => (tree ? layout(tree.rootId, inputs) : null), [inputs]);
-  const highlight = useMemo(() => failurePaths(tree ? [...tree.nodes.values()] : [], (id) => tree?.nodes.get(id)?.phase), [tree]);
+  const highlight = useMemo(() => failurePaths(shown ? [...shown.nodes.values()] : [], (id) => shown?.nodes.get(id)?.phase), [shown]);
+  const failedReal = useMemo(() => (tree ? [...tree.nodes.values()].filter((n) => n.phase === 'FAILED').map((n) => n.id) : []), [tree]);
 
-  const selectedId = useMemo(() => (tree && sel ? ([...tree.nodes.values()].find((n) => n.kind === sel.kind && n.name === sel.name)?.id ?? null) : null), [tree, sel?.kind, sel?.name]);
-  const selected = selectedId ? tree?.nodes.get(selectedId) : undefined;
+  const selectedReal = useMemo(() => (tree && sel ? ([...tree.nodes.values()].find((n) => n.kind === sel.kind && n.name === sel.name)?.id ?? null) : null), [tree, sel?.kind, sel?.name]);
+  const selectedId = selectedReal ? (shown?.shownAs.get(selectedReal) ?? selectedReal) : null;
+  const selected = selectedReal ? tree?.nodes.get(selectedReal) : undefined;
   const graphHref = (s: ResourceRef | null) => {
     const q = new URLSearchParams();
     if (root) q.set('root', refString(root));
@@ -157,6 +175,11 @@ export default function GraphPage() {
   };
   const onSelect = useCallback(
     (id: string) => {
+      if (isAggregate(id)) {
+        setExpanded((e) => new Set([...e, id]));
+        setStructure((x) => x + 1);
+        return;
+      }
       const n = treeRef.current?.nodes.get(id);
       if (n) navigate(graphHref({ kind: n.kind, name: n.name }), { replace: true });
     },
@@ -204,7 +227,7 @@ export default function GraphPage() {
       <ErrorBox error={error} />
       {missing ? <p className="empty">{refString(root)} does not exist.</p> : null}
       <div className="graph-layout">
-        {lay && tree ? <GraphCanvas layout={lay} nodes={tree.nodes} highlight={highlight} selected={selectedId} onSelect={onSelect} /> : null}
+        {lay && tree && shown ? <GraphCanvas layout={lay} nodes={shown.nodes} aggregates={shown.aggregates} highlight={highlight} selected={selectedId} onSelect={onSelect} /> : null}
         <aside className="graph-side" aria-label="Graph details">
           <h2>Legend</h2>
           <ul className="legend">
@@ -224,13 +247,13 @@ export default function GraphPage() {
             </li>
           </ul>
           <h2>Failures</h2>
-          {highlight.failed.length === 0 ? (
+          {failedReal.length === 0 ? (
             <p className="muted" data-testid="failures">
               none
             </p>
           ) : (
             <ul data-testid="failures">
-              {highlight.failed.slice(0, 50).map((id) => {
+              {failedReal.slice(0, 50).map((id) => {
                 const n = tree!.nodes.get(id)!;
                 return (
                   <li key={id}>
@@ -238,7 +261,7 @@ export default function GraphPage() {
                   </li>
                 );
               })}
-              {highlight.failed.length > 50 ? <li className="muted">and more</li> : null}
+              {failedReal.length > 50 ? <li className="muted">and more</li> : null}
             </ul>
           )}
           {selected ? (

@@ -53,6 +53,12 @@ describe('loadSubtree', () => {
     expect(api.calls).toEqual(['GraphRoot::', 'watch:root', 'GraphChildren:root:', 'GraphChildren:root:2', 'watch:h1', 'GraphChildren:h1:']);
     expect(watched).toEqual(['root', 'h1']);
   });
+  it('hands the root to onRoot before anything is watched (a top-level root is followed by one rootId subscription)', async () => {
+    const api = fakeApi(kids);
+    const seen: string[] = [];
+    await loadSubtree(api as never, { kind: 'net', name: 'n-root' }, undefined, undefined, (id) => seen.push(`watch:${id}`), (r) => seen.push(`root:${r.id}:${r.owner ?? 'top'}`));
+    expect(seen.slice(0, 2)).toEqual(['root:root:top', 'watch:root']);
+  });
   it('stops at the budget and remembers where to go on', async () => {
     const api = fakeApi(kids);
     const t = (await loadSubtree(api as never, { kind: 'net', name: 'n-root' }, 3))!;

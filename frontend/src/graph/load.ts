@@ -41,9 +41,10 @@ type Requester = Pick<ApiClient, 'request'>;
  */
 export type Watch = (ownerId: string) => void;
 
-export async function loadSubtree(client: Requester, root: { kind: string; name: string }, budget = NODE_BUDGET, signal?: AbortSignal, watch: Watch = () => {}): Promise<Subtree | null> {
+export async function loadSubtree(client: Requester, root: { kind: string; name: string }, budget = NODE_BUDGET, signal?: AbortSignal, watch: Watch = () => {}, onRoot: (root: GNode) => void = () => {}): Promise<Subtree | null> {
   const r = await client.request(GraphRootDocument, root, signal);
   if (!r.resource) return null;
+  onRoot(toNode(r.resource));
   const composites = new Set(r.kinds.filter((k) => k.reactions.some((x) => x.emits.includes('CHILDREN'))).map((k) => k.name));
   const t: Subtree = { rootId: r.resource.id, nodes: new Map([[r.resource.id, toNode(r.resource)]]), composites, more: new Map() };
   if (composites.has(r.resource.kind)) t.more.set(r.resource.id, '');

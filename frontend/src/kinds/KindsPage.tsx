@@ -1,12 +1,12 @@
 // Kinds: every applied manifest, its reactions and schemas, its live
 // operational policy (editable), and applying a manifest.
 // URL: /kinds?sel=name&version=v&apply=1
-import { useEffect, useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { Link, navigate, useLocation, withQuery } from '../app/router';
 import { useSession } from '../app/session';
 import { fieldErrors } from '../client/errors';
 import { useMutation, useQuery, useSubscriptionValue } from '../client/hooks';
-import { ApplyKindManifestDocument, KindDetailDocument, KindsDocument, PhaseCountsLiveDocument, UpdateKindConfigDocument, type JSONValue, type KindSummaryFragment } from '../gql/graphql';
+import { ApplyKindManifestDocument, KindDetailDocument, KindsDocument, KindsLiveDocument, PhaseCountsLiveDocument, UpdateKindConfigDocument, type JSONValue, type KindSummaryFragment } from '../gql/graphql';
 import { JsonEditor, JsonView, parseJSON } from '../json/JsonEditor';
 import { countsInOrder, formatCount, formatTime, phaseClass, phaseLabel, prettyJSON } from '../resources/mappers';
 import { emptyList, listSearch } from '../resources/filters';
@@ -26,7 +26,13 @@ export function KindsPage() {
   const sel = search.get('sel');
   const version = search.get('version');
   const applying = search.get('apply') === '1';
-  const kinds = useQuery(KindsDocument, {});
+  const query = useQuery(KindsDocument, {});
+  // Live across clients: the server pushes every kind on each manifest
+  // apply and policy edit; the query is the first paint.
+  const live = useSubscriptionValue(KindsLiveDocument, {});
+  const kinds = { ...query, data: live.data ?? query.data };
+  const selected = kinds.data?.kinds.find((k) => k.name === sel && (!version || version === k.version));
+  const stamp = selected ? `${selected.manifestGeneration}|${selected.config.updatedAt}` : '';
   const { canMutate } = useSession();
   return (
     <section className={`page kinds-page${sel ? ' with-detail' : ''}`}>
@@ -71,13 +77,20 @@ export function KindsPage() {
           </div>
         ) : null}
       </div>
-      {sel ? <KindDetail key={`${sel}@${version ?? ''}`} name={sel} version={version} onChanged={kinds.refetch} onClose={() => navigate(kindsHref(null, null))} /> : null}
+      {sel ? <KindDetail key={`${sel}@${version ?? ''}`} name={sel} version={version} stamp={stamp} onChanged={kinds.refetch} onClose={() => navigate(kindsHref(null, null))} /> : null}
     </section>
   );
 }
 
-function KindDetail({ name, version, onChanged, onClose }: { name: string; version: string | null; onChanged: () => void; onClose: () => void }) {
+function KindDetail({ name, version, stamp, onChanged, onClose }: { name: string; version: string | null; stamp: string; onChanged: () => void; onClose: () => void }) {
   const q = useQuery(KindDetailDocument, { name, version });
+  // Another client changed this kind (manifest or policy): re-read it.
+  const seen = useRef(stamp);
+  const refetch = q.refetch;
+  useEffect(() => {
+    if (stamp && seen.current && stamp !== seen.current) refetch();
+    seen.current = stamp;
+  }, [stamp, refetch]);
   const [editing, setEditing] = useState(false);
   const { canMutate } = useSession();
   const k = q.data?.kind;

@@ -1,0 +1,263 @@
+package live
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/converge-run/converge/core/resource"
+)
+
+// FailureCap is the most failures one SubtreeProgress names (FailureCount
+// says how many there are).
+const FailureCap = 50
+
+// SubtreeMember is one resource of a followed subtree.
+type SubtreeMember struct {
+	ID              uuid.UUID
+	Kind            string
+	Name            string
+	Phase           resource.Phase
+	FailureTerminal bool
+	OwnerID         *uuid.UUID
+}
+
+// KindPhaseCount is how many resources of one kind are in one phase.
+type KindPhaseCount struct {
+	Kind  string
+	Phase resource.Phase
+	Count int
+}
+
+// SubtreeProgress is a snapshot of a root's whole subtree.
+type SubtreeProgress struct {
+	RootID uuid.UUID
+	// Root is the root itself; nil once it is gone (or when it never was).
+	Root *SubtreeMember
+	// Total counts the resources below the root; Ready those READY.
+	Total, Ready int
+	// Counts are by kind (sorted), then phase (in resource.AllPhases order),
+	// non-zero only; the root is not counted.
+	Counts []KindPhaseCount
+	// Failures are the FAILED and DEGRADED resources below the root, by kind
+	// then name, at most FailureCap; FailureCount counts them all.
+	Failures     []SubtreeMember
+	FailureCount int
+}
+
+// tree is one followed root, shared by all its subscribers: loaded once,
+// then kept up to date from the change announcements the hub re-reads
+// anyway (no query per change), re-loaded only after a missed one.
+type tree struct {
+	root    uuid.UUID
+	members map[uuid.UUID]SubtreeMember // the root included
+	loaded  bool
+	reload  bool
+	dirty   bool
+	subs    map[*treeSub]struct{}
+}
+
+type treeSub struct {
+	send    func(SubtreeProgress) bool
+	close   func()
+	pending bool // owes a push (new, or its buffer was full)
+	closed  bool
+}
+
+// SubscribeSubtree pushes root's subtree progress at once, then at most
+// once per CountsInterval while it changes.
+func SubscribeSubtree[T any](ctx context.Context, h *Hub, root uuid.UUID, conv func(SubtreeProgress) T) <-chan T {
+	ch := make(chan T, 16)
+	s := &treeSub{pending: true}
+	s.send = func(p SubtreeProgress) bool {
+		select {
+		case ch <- conv(p):
+			return true
+		default:
+			return false
+		}
+	}
+	s.close = func() { close(ch) }
+	h.mu.Lock()
+	t := h.trees[root]
+	if t == nil {
+		t = &tree{root: root, members: map[uuid.UUID]SubtreeMember{}, reload: true, subs: map[*treeSub]struct{}{}}
+		h.trees[root] = t
+	}
+	t.subs[s] = struct{}{}
+	h.mu.Unlock()
+	h.wake()
+	context.AfterFunc(ctx, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if s.closed {
+			return
+		}
+		s.closed = true
+		delete(t.subs, s)
+		if len(t.subs) == 0 && h.trees[root] == t {
+			delete(h.trees, root)
+		}
+		s.close()
+	})
+	return ch
+}
+
+func memberOf(r *resource.Resource) SubtreeMember {
+	return SubtreeMember{ID: r.ID, Kind: r.Kind, Name: r.Name, Phase: r.Phase, FailureTerminal: r.FailureTerminal,
+		OwnerID: r.OwnerID}
+}
+
+// trackTrees applies one wake's changes to the followed trees (Run's
+// goroutine; h.mu held by the caller). It reports whether any tree changed.
+func (h *Hub) trackTrees(changes []Change) bool {
+	touched := false
+	for _, t := range h.trees {
+		if !t.loaded {
+			continue
+		}
+		for _, c := range changes {
+			if t.apply(c) {
+				t.dirty, touched = true, true
+			}
+		}
+	}
+	return touched
+}
+
+// apply folds one change into the tree; true when the tree changed.
+func (t *tree) apply(c Change) bool {
+	switch c.Type {
+	case Resync:
+		t.reload = true
+		return true
+	case Deleted:
+		if _, ok := t.members[c.ID]; ok {
+			delete(t.members, c.ID)
+			return true
+		}
+		return false
+	}
+	r := c.Resource
+	_, known := t.members[c.ID]
+	under := r.ID == t.root || (r.RootID != nil && *r.RootID == t.root)
+	if !under && r.OwnerID != nil {
+		_, under = t.members[*r.OwnerID]
+	}
+	if !known && !under {
+		return false
+	}
+	m := memberOf(r)
+	if old, ok := t.members[c.ID]; ok && old == m {
+		return false
+	}
+	t.members[c.ID] = m
+	return true
+}
+
+// anyTrees reports whether a subtree is followed (every announced kind is
+// then re-read).
+func (h *Hub) anyTrees() bool { return len(h.trees) > 0 }
+
+// refreshTrees (re)loads the trees that need it, one subtree read each,
+// and pushes a snapshot to every subscriber of a changed tree and to those
+// owed one. It reports whether a push is still owed (a full buffer).
+func (h *Hub) refreshTrees(ctx context.Context) bool {
+	h.mu.Lock()
+	var load []*tree
+	for _, t := range h.trees {
+		if t.reload {
+			load = append(load, t)
+		}
+	}
+	h.mu.Unlock()
+	for _, t := range load {
+		rows, err := h.reader(ctx).SubtreeResources(ctx, t.root)
+		if err != nil {
+			if ctx.Err() == nil {
+				h.log.Error().Err(err).Stringer("root", t.root).Msg("load a followed subtree; retrying")
+			}
+			continue
+		}
+		members := make(map[uuid.UUID]SubtreeMember, len(rows))
+		for i := range rows {
+			members[rows[i].ID] = memberOf(&rows[i])
+		}
+		h.mu.Lock()
+		t.members, t.loaded, t.reload, t.dirty = members, true, false, true
+		h.mu.Unlock()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	owed := false
+	for _, t := range h.trees {
+		if !t.loaded {
+			owed = true
+			continue
+		}
+		var snap *SubtreeProgress
+		for s := range t.subs {
+			if s.closed || (!t.dirty && !s.pending) {
+				continue
+			}
+			if snap == nil {
+				p := t.snapshot()
+				snap = &p
+			}
+			s.pending = !s.send(*snap)
+			owed = owed || s.pending
+		}
+		t.dirty = false
+	}
+	return owed
+}
+
+// snapshot computes the tree's progress.
+func (t *tree) snapshot() SubtreeProgress {
+	p := SubtreeProgress{RootID: t.root}
+	counts := map[string]map[resource.Phase]int{}
+	for id, m := range t.members {
+		if id == t.root {
+			root := m
+			p.Root = &root
+			continue
+		}
+		p.Total++
+		if counts[m.Kind] == nil {
+			counts[m.Kind] = map[resource.Phase]int{}
+		}
+		counts[m.Kind][m.Phase]++
+		switch m.Phase {
+		case resource.PhaseReady:
+			p.Ready++
+		case resource.PhaseFailed, resource.PhaseDegraded:
+			p.FailureCount++
+			p.Failures = append(p.Failures, m)
+		}
+	}
+	kinds := make([]string, 0, len(counts))
+	for k := range counts {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		for _, ph := range resource.AllPhases {
+			if n := counts[k][ph]; n > 0 {
+				p.Counts = append(p.Counts, KindPhaseCount{Kind: k, Phase: ph, Count: n})
+			}
+		}
+	}
+	slices.SortFunc(p.Failures, func(a, b SubtreeMember) int {
+		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	if len(p.Failures) > FailureCap {
+		p.Failures = p.Failures[:FailureCap]
+	}
+	return p
+}

@@ -1,0 +1,28 @@
+package store
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	"github.com/converge-run/converge/core/resource"
+)
+
+// SubtreeResources reads root and every resource below it (the owner_id
+// walk of descendant_ids, one index probe per level through the owner page
+// index), from the read pool: what the subscription hub (core/live) loads
+// once when a subtreeProgress subscription for root starts, and again only
+// after a missed announcement. Deleting and orphaned rows are included: a
+// teardown is followed to its end. An unknown root reads as no rows.
+func (s *Store) SubtreeResources(ctx context.Context, root uuid.UUID) ([]resource.Resource, error) {
+	rows, err := s.read.Query(ctx, `SELECT `+resourceColumns+` FROM resources r
+		WHERE r.id = $1 OR r.id IN (SELECT descendant_ids($1))`, root)
+	if err != nil {
+		return nil, mapErr(err, "read the subtree of "+root.String())
+	}
+	list, err := collectResources(rows)
+	if err != nil {
+		return nil, mapErr(err, "read the subtree of "+root.String())
+	}
+	return list, nil
+}
