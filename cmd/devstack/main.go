@@ -60,6 +60,7 @@ func run() error {
 	}
 	st, err := stack.Start(ctx, stack.Options{
 		Addr: *addr, DataDir: *dataDir, PGPort: *pgPort, ConvergeBin: *convergeBin, WorkerBin: *workerBin, Log: log,
+		APIToken: true,
 		// Keep Ctrl+C snappy: in-flight demo tasks take about a second.
 		ConvergeEnv: []string{"SHUTDOWN_DRAIN=10s"},
 		WorkerEnv:   []string{"WORKER_DRAIN_TIMEOUT=10s"},
@@ -97,6 +98,7 @@ func run() error {
 	fmt.Printf("graphql: %s/graphql\n", st.BaseURL)
 	fmt.Printf("graphiql: %s/graphiql\n", st.BaseURL)
 	fmt.Printf("ui: %s/\n", st.BaseURL)
+	fmt.Printf("admin token: %s\n", st.AdminToken)
 	fmt.Printf("ready: %s\n", st.BaseURL)
 	if !*noSample {
 		go reportSample(ctx, st, log)
