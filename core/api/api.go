@@ -39,11 +39,9 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
-	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/converge-run/converge/core/auth"
 )
@@ -113,10 +111,11 @@ func NewHandler(d Deps) *Handler {
 	})
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	cache := newQueryCache(lim.QueryCacheBytes)
+	srv.SetQueryCache(cache)
+	srv.SetParserTokenLimit(lim.Tokens)
 	srv.Use(extension.Introspection{})
-	srv.Use(extension.FixedComplexityLimit(lim.Complexity))
-	srv.Use(depthLimit{max: lim.Depth})
+	srv.Use(&opLimits{complexity: lim.Complexity, depth: lim.Depth, aliases: lim.Aliases, introCost: lim.IntrospectionCost, cache: cache})
 	srv.Use(gate{maxSubs: lim.SubscriptionsPerConn, present: h.presentError})
 	for _, ext := range d.Schema.Extensions {
 		srv.Use(ext)
@@ -159,7 +158,7 @@ func (h *Handler) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, r, http.StatusUnauthorized, codeUnauthenticated, err.Error())
 		return
 	}
-	ctx := auth.WithIdentity(r.Context(), id)
+	ctx := withParking(auth.WithIdentity(r.Context(), id))
 	if !upgrade {
 		if r.ContentLength > h.limits.BodyBytes {
 			writeHTTPError(w, r, http.StatusRequestEntityTooLarge, codeBadUserInput, "request body too large")

@@ -44,6 +44,10 @@ func (h *Handler) presentError(ctx context.Context, err error) *gqlerror.Error {
 	out := graphql.DefaultErrorPresenter(ctx, err)
 	var gqlErr *gqlerror.Error
 	if errors.As(err, &gqlErr) && gqlErr.Err == nil {
+		if strings.HasPrefix(gqlErr.Message, "exceeded token limit") {
+			out.Message = gqlErr.Message + " (API_MAX_TOKENS)"
+			out.Extensions = map[string]any{"code": codeBadUserInput, "limit": "tokens"}
+		}
 		return out // parse/validation errors, already coded
 	}
 	ext := map[string]any{}

@@ -66,7 +66,7 @@ func TestWorkerPlane_ForgedCompletionIsRefusedAndTheRealResultApplies(t *testing
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	s := apptest.Start(t, apptest.Options{Manifests: []string{routeKind}})
 	s.StartWorker(apptest.Worker{Providers: []worker.Provider{apptest.NewProvider("route",
-		func(ctx context.Context, _ worker.Request) (worker.Outcome, error) {
+		func(context.Context, worker.Request) (worker.Outcome, error) {
 			select {
 			case entered <- struct{}{}:
 			default:
