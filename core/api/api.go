@@ -160,11 +160,9 @@ func (h *Handler) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := withParking(auth.WithIdentity(r.Context(), id))
 	if !upgrade {
-		if r.ContentLength > h.limits.BodyBytes {
-			writeHTTPError(w, r, http.StatusRequestEntityTooLarge, codeBadUserInput, "request body too large")
+		if !h.readBody(w, r) {
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, h.limits.BodyBytes)
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, h.limits.RequestTimeout)
 		defer cancel()

@@ -2,7 +2,9 @@ package api_test
 
 import (
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -110,4 +112,50 @@ func TestLimitsFromEnv_NewLimits(t *testing.T) {
 	require.Equal(t, api.Limits{Aliases: 7, IntrospectionCost: 9, Tokens: 300, QueryCacheBytes: 4096}, l)
 	_, err = api.LimitsFromEnv(func(k string) string { return map[string]string{"API_MAX_ALIASES": "-1"}[k] })
 	require.ErrorContains(t, err, "API_MAX_ALIASES")
+}
+
+// rawPost POSTs body as given (chunked when chunked) and returns the status
+// and the response body.
+func rawPost(t *testing.T, e *env, body string, chunked bool) (int, string) {
+	t.Helper()
+	var r io.Reader = strings.NewReader(body)
+	if chunked {
+		r = io.MultiReader(r) // no length: sent chunked
+	}
+	req, err := http.NewRequestWithContext(e.ctx, http.MethodPost, e.srv.URL+"/graphql", r)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+// Bodies: over the limit is 413 naming it, chunked or not; an undecodable
+// body is BAD_USER_INPUT and is not echoed back; a NUL character is
+// BAD_USER_INPUT, not an INTERNAL database failure.
+func TestLimits_BodiesAreRefusedWithCodesAndNeverEchoed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withLimits(api.Limits{BodyBytes: 4096}))
+	big := `{"query":"{ version }","variables":{"pad":"` + strings.Repeat("p", 8192) + `"}}`
+	for _, chunked := range []bool{false, true} {
+		status, body := rawPost(t, e, big, chunked)
+		require.Equal(t, http.StatusRequestEntityTooLarge, status, "chunked=%v", chunked)
+		require.Contains(t, body, "API_MAX_BODY_BYTES")
+		require.Contains(t, body, `"code":"BAD_USER_INPUT"`)
+	}
+	secret := "not-json-" + strings.Repeat("s", 1000)
+	status, body := rawPost(t, e, secret, false)
+	require.Equal(t, http.StatusBadRequest, status)
+	require.Contains(t, body, `"code":"BAD_USER_INPUT"`)
+	require.NotContains(t, body, "ssssssssss", "the request body is not echoed")
+
+	status, body = rawPost(t, e, `{"query":"query($n: String!) { resource(kind: \"leaf\", name: $n) { id } }","variables":{"n":"a\u0000b"}}`, false)
+	require.Equal(t, http.StatusBadRequest, status, body)
+	require.Contains(t, body, `"code":"BAD_USER_INPUT"`)
+	require.Contains(t, body, "NUL")
+	status, body = rawPost(t, e, `{"query":"{ version }","variables":{"s":"a\\u0000b"}}`, false)
+	require.Equal(t, http.StatusOK, status, "an escaped backslash before u0000 is not a NUL: %s", body)
 }
