@@ -86,7 +86,8 @@ func NewHandler(d Deps) *Handler {
 	lim := d.Limits.withDefaults()
 	log := d.Log.With().Str("component", "api").Logger()
 	if d.Tokens == nil {
-		log.Warn().Msg("API_TOKENS_FILE is not set: the GraphQL API is open to anyone who can reach it (every request may mutate)")
+		// At every log level: LOG_LEVEL=error must not hide an open API.
+		log.Log().Str("level", "warn").Msg("API_TOKENS_FILE is not set: the GraphQL API is open to anyone who can reach it (every request may mutate)")
 	}
 	es := d.Schema.Executable
 
