@@ -159,3 +159,22 @@ func TestLimits_BodiesAreRefusedWithCodesAndNeverEchoed(t *testing.T) {
 	status, body = rawPost(t, e, `{"query":"{ version }","variables":{"s":"a\\u0000b"}}`, false)
 	require.Equal(t, http.StatusOK, status, "an escaped backslash before u0000 is not a NUL: %s", body)
 }
+
+// A resource may carry at most 64 labels: 20,000 are refused naming the
+// rule, and nothing is written.
+func TestLimits_LabelCount(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withLimits(api.Limits{BodyBytes: 4 << 20}))
+	e.manifest(workerKind)
+	labels := map[string]string{}
+	for i := range 20000 {
+		labels[fmt.Sprintf("l%d", i)] = "v"
+	}
+	r := e.do("", `mutation($l: JSON) { applyResource(input: {kind: "leaf", name: "many", spec: {}, labels: $l}) { id } }`,
+		map[string]any{"l": labels})
+	require.Equal(t, "BAD_USER_INPUT", r.code(), "%+v", r.Errors)
+	require.Equal(t, "label_count", r.Errors[0].Extensions["rule"])
+	r = e.do("", `{ resource(kind: "leaf", name: "many") { id } }`, nil)
+	require.Contains(t, []string{"", "NOT_FOUND"}, r.code())
+	require.NotContains(t, string(r.Data), `"id"`, "nothing was written")
+}

@@ -57,7 +57,7 @@ func FuzzCompileSchema(f *testing.F) {
 	f.Add([]byte(`true`), []byte(`1`))
 	f.Add([]byte(`{"$ref":"#/definitions/x","definitions":{"x":{"$ref":"#/definitions/x"}}}`), []byte(`{}`))
 	f.Add([]byte(`{"pattern":"("}`), []byte(`"x"`))
-	f.Fuzz(func(t *testing.T, schema, doc []byte) {
+	f.Fuzz(func(_ *testing.T, schema, doc []byte) {
 		s, err := CompileSchema("/spec_schema", schema)
 		if err != nil || s == nil {
 			return

@@ -11,7 +11,7 @@ func FuzzParseOutcome(f *testing.F) {
 		`{"error":"boom","terminal":true}`, `{"statsu":{}}`, `{} {}`, `[1]`, `{"children":[{"kind":"k","name":"n","spec":{}}]}`, "\x00"} {
 		f.Add([]byte(s))
 	}
-	f.Fuzz(func(t *testing.T, stdout []byte) {
+	f.Fuzz(func(_ *testing.T, stdout []byte) {
 		_, _ = ParseOutcome(stdout)
 	})
 }
