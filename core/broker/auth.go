@@ -162,6 +162,21 @@ func subscribeAllowed(p auth.Principal, sub *workerv1.Subscribe) error {
 	return nil
 }
 
+// readinessAllowed refuses (and logs) a readiness update naming a kind the
+// session's credential may not serve: it would route that kind's tasks and
+// configs to it.
+func readinessAllowed(ctx context.Context, u *workerv1.ReadinessUpdate, log zerolog.Logger) bool {
+	p := principalFrom(ctx)
+	for _, k := range u.GetKinds() {
+		if !p.Serves(k.GetKind().GetKind()) {
+			log.Warn().Str("identity", p.Name).Str("kind", k.GetKind().GetKind()).
+				Msg("readiness update refused: the credential may not serve this kind")
+			return false
+		}
+	}
+	return true
+}
+
 // completionAllowed checks a StageComplete's lease secret against the
 // session that sends it; a refused completion is logged and acked (the
 // worker drops it; the task's real result, or a re-run, applies).

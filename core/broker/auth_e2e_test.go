@@ -3,6 +3,8 @@ package broker_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -162,4 +164,59 @@ func TestWorkerPlane_OversizedMessageIsRefused(t *testing.T) {
 		connect.NewRequest(&workerv1.GetProviderConfigRequest{Kind: string(big)}))
 	require.Error(t, err)
 	require.Contains(t, []connect.Code{connect.CodeResourceExhausted, connect.CodeInvalidArgument}, connect.CodeOf(err), "%v", err)
+}
+
+// A worker token restricted to some kinds (added to the running broker's
+// file: the credentials hot-reload) may neither subscribe to, read the
+// config of, nor flip ready another kind.
+func TestWorkerPlane_KindRestrictedTokenServesOnlyItsKinds(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{Manifests: []string{routeKind,
+		`{"kind":"sink","reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}`}})
+	const restricted = "restricted-token-0123456789abcdef"
+	f, err := os.OpenFile(s.WorkerTokensFile, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString(restricted + " sink-only sink\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.NoError(t, s.Process.Plane.Reload())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := client(t, s, restricted)
+
+	_, err = c.GetProviderConfig(ctx, connect.NewRequest(&workerv1.GetProviderConfigRequest{Kind: "route"}))
+	require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err), "another kind's config: %v", err)
+	_, err = c.GetProviderConfig(ctx, connect.NewRequest(&workerv1.GetProviderConfigRequest{Kind: "sink"}))
+	require.NoError(t, err, "its own kind's config")
+
+	kind := func(k string, ready bool) []*workerv1.KindReadiness {
+		return []*workerv1.KindReadiness{{Kind: &workerv1.KindVersion{Kind: k, Version: "v1"}, Ready: ready}}
+	}
+	stream := c.WorkStream(ctx)
+	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: &workerv1.Subscribe{
+		WorkerId: "w-route", Kinds: kind("route", true)}}}))
+	_, err = stream.Receive()
+	require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err), "subscribing to another kind: %v", err)
+	_ = stream.CloseResponse()
+
+	stream = c.WorkStream(ctx)
+	defer func() { _ = stream.CloseResponse() }()
+	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: &workerv1.Subscribe{
+		WorkerId: "w-sink", Kinds: kind("sink", true)}}}))
+	first, err := stream.Receive()
+	require.NoError(t, err)
+	require.NotNil(t, first.GetSubscribed())
+	apptest.WaitFor(t, 30*time.Second, "the sink session is served", func() bool {
+		return slices.Contains(s.Process.Broker.Served(), "sink/v1")
+	})
+	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Readiness{
+		Readiness: &workerv1.ReadinessUpdate{Kinds: append(kind("sink", true), kind("route", true)...)}}}))
+	// A readiness update that flips a permitted kind is applied in order
+	// after the refused one: once sink reads unready, route was not taken.
+	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Readiness{
+		Readiness: &workerv1.ReadinessUpdate{Kinds: kind("sink", false)}}}))
+	apptest.WaitFor(t, 30*time.Second, "the permitted update applies", func() bool {
+		return !slices.Contains(s.Process.Broker.Served(), "sink/v1")
+	})
+	require.NotContains(t, s.Process.Broker.Served(), "route/v1", "the refused update did not route another kind here")
 }

@@ -171,6 +171,9 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 		}
 		switch m := msg.GetMsg().(type) {
 		case *workerv1.WorkStreamRequest_Readiness:
+			if !readinessAllowed(ctx, m.Readiness, log) {
+				continue
+			}
 			h.reg.setReady(s, m.Readiness.GetKinds())
 		case *workerv1.WorkStreamRequest_Complete:
 			if !h.completionAllowed(s, m.Complete, log) {
