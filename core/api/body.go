@@ -22,6 +22,13 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) bool {
 	if r.ContentLength > h.limits.BodyBytes {
 		return tooLarge()
 	}
+	if r.Method == http.MethodGet {
+		q := r.URL.Query()
+		if hasNUL([]byte(q.Get("query"))) || hasNUL([]byte(q.Get("variables"))) {
+			writeHTTPError(w, r, http.StatusBadRequest, codeBadUserInput, "the request holds a NUL character (U+0000), which no string may contain")
+			return false
+		}
+	}
 	if r.Body == nil || r.Body == http.NoBody {
 		return true
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -177,4 +178,19 @@ func TestLimits_LabelCount(t *testing.T) {
 	r = e.do("", `{ resource(kind: "leaf", name: "many") { id } }`, nil)
 	require.Contains(t, []string{"", "NOT_FOUND"}, r.code())
 	require.NotContains(t, string(r.Data), `"id"`, "nothing was written")
+}
+
+// A NUL in a GET query's variables is BAD_USER_INPUT too.
+func TestLimits_NULInAGETRequest(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	u := e.srv.URL + "/graphql?query=" + url.QueryEscape(`query($n: String!) { resource(kind: "leaf", name: $n) { id } }`) +
+		"&variables=" + url.QueryEscape(`{"n":"a\u0000b"}`)
+	resp, err := http.Get(u)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", b)
+	require.Contains(t, string(b), `"code":"BAD_USER_INPUT"`)
 }
