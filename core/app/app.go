@@ -231,7 +231,7 @@ func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
 		p.Broker = broker.New(broker.Deps{ID: p.MemberID, Pipeline: p.Pipeline, Store: p.Store, Kinds: p.Kinds, Listener: p.Listener,
 			Lifecycle: lifecycle.New(p.Primary),
 			Shards:    p.Shards, Metrics: p.Metrics, Log: log, Credentials: p.Plane, MTLS: cfg.TLSClientCAFile != "",
-			Options: broker.Options{Drain: cfg.ShutdownDrain, MaxMessageBytes: cfg.WorkerMaxMsg}})
+			Options: broker.Options{Drain: cfg.ShutdownDrain, MaxMessageBytes: cfg.WorkerMaxMsg, StreamRate: cfg.WorkerRate}})
 		d.Reporter.Kinds = p.Broker.Served
 		d.Reporter.InFlight = p.Broker.InFlight
 		mesh := p.Broker.Mesh(p.Members, 3*cfg.HeartbeatEvery)

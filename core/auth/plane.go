@@ -258,8 +258,13 @@ func (p *Plane) MeshTokens() []string {
 	return p.cur.Load().meshTokens
 }
 
-// Swaps counts credential changes picked up since NewPlane.
-func (p *Plane) Swaps() int64 { return p.swaps.Load() }
+// Swaps counts credential changes picked up since NewPlane (0 for nil).
+func (p *Plane) Swaps() int64 {
+	if p == nil {
+		return 0
+	}
+	return p.swaps.Load()
+}
 
 // Reload re-reads the files now; it swaps only on a content change and
 // keeps the last good set when the new files do not parse.

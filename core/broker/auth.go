@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/rs/zerolog"
@@ -188,4 +189,44 @@ func (h *workerService) completionAllowed(s *session, m *workerv1.StageComplete,
 		Msg("completion refused: its lease secret was not issued to this worker for this task")
 	s.ack(m.GetTaskId())
 	return false
+}
+
+// streamRate paces what one worker stream may send: a token bucket of
+// rate messages per second (burst twice that). A stream past it is not cut
+// off; its next message is read only once the bucket allows, so HTTP/2
+// flow control pushes back on the sender.
+type streamRate struct {
+	rate, burst, tokens float64
+	last                time.Time
+}
+
+func newStreamRate(perSecond int) *streamRate {
+	r := float64(perSecond)
+	return &streamRate{rate: r, burst: 2 * r, tokens: 2 * r, last: time.Now()}
+}
+
+// wait takes one token, sleeping while the bucket is empty; false when ctx
+// ended first.
+func (r *streamRate) wait(ctx context.Context) bool {
+	if r == nil || r.rate <= 0 {
+		return true
+	}
+	now := time.Now()
+	r.tokens = min(r.burst, r.tokens+max(0, now.Sub(r.last).Seconds())*r.rate)
+	r.last = now
+	if r.tokens >= 1 {
+		r.tokens--
+		return true
+	}
+	wait := time.Duration((1 - r.tokens) / r.rate * float64(time.Second))
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		r.tokens = 0
+		r.last = time.Now()
+		return true
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 
@@ -35,6 +36,10 @@ const (
 type leaseKeys struct {
 	own   []byte
 	creds *auth.Plane // nil: no mesh tokens
+
+	mu      sync.Mutex
+	derived [][]byte // the keys of the credentials' generation seen
+	gen     int64    // creds.Swaps() when derived was computed
 }
 
 func newLeaseKeys(creds *auth.Plane) *leaseKeys {
@@ -43,15 +48,23 @@ func newLeaseKeys(creds *auth.Plane) *leaseKeys {
 	return &leaseKeys{own: k, creds: creds}
 }
 
-// keys are the MAC keys to verify with; the first one issues.
+// keys are the MAC keys to verify with; the first one issues. They are
+// derived again only when the credentials rotated.
 func (l *leaseKeys) keys() [][]byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.derived != nil && l.gen == l.creds.Swaps() {
+		return l.derived
+	}
+	l.gen = l.creds.Swaps()
 	var out [][]byte
 	for _, t := range l.creds.MeshTokens() {
 		m := hmac.New(sha256.New, []byte(t))
 		m.Write([]byte("converge lease secret v1"))
 		out = append(out, m.Sum(nil))
 	}
-	return append(out, l.own)
+	l.derived = append(out, l.own)
+	return l.derived
 }
 
 func leaseSum(key []byte, holder, taskID string, nonce []byte) []byte {

@@ -40,6 +40,8 @@ const (
 	// DefaultMaxMessageBytes bounds one WorkerService message either way
 	// (WORKER_MAX_MESSAGE_BYTES).
 	DefaultMaxMessageBytes = 16 << 20
+	// DefaultStreamRate paces one worker stream's messages per second.
+	DefaultStreamRate = 20000
 	// DefaultRedeliveryWait is how long a stage whose worker vanished waits
 	// for it to reconnect and redeliver.
 	DefaultRedeliveryWait = 30 * time.Second
@@ -61,6 +63,9 @@ type Options struct {
 	// MaxMessageBytes bounds one WorkerService message read or sent
 	// (requests, stream messages, relayed stages).
 	MaxMessageBytes int
+	// StreamRate paces the messages one worker stream may send per second
+	// (burst twice that; WORKER_MAX_STREAM_RATE; 0 = DefaultStreamRate).
+	StreamRate int
 }
 
 func (o *Options) defaults() {
@@ -79,6 +84,9 @@ func (o *Options) defaults() {
 	def(&o.RedeliveryWait, DefaultRedeliveryWait)
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if o.StreamRate <= 0 {
+		o.StreamRate = DefaultStreamRate
 	}
 }
 
@@ -176,7 +184,7 @@ func (b *Broker) assemble() {
 				every: b.HeartbeatEvery, clock: b.clock, log: b.log}
 		}
 		b.handler = &workerService{id: d.ID, reg: b.reg, kinds: kinds, configs: d.Store, completions: b.completions,
-			stages: stg, leases: b.leases, metrics: d.Metrics, log: b.log}
+			stages: stg, leases: b.leases, streamRate: b.StreamRate, metrics: d.Metrics, log: b.log}
 		b.mesh.clientOpts = []connect.ClientOption{connect.WithInterceptors(meshCredential{d.Credentials}),
 			connect.WithReadMaxBytes(b.MaxMessageBytes), connect.WithSendMaxBytes(b.MaxMessageBytes)}
 	})

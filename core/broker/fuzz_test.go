@@ -57,3 +57,16 @@ func FuzzWorkerMessages(f *testing.F) {
 		_ = res.Validate()
 	})
 }
+
+// BenchmarkLeaseSecret is the per-dispatch cost of a lease secret: one
+// issue and one verify.
+func BenchmarkLeaseSecret(b *testing.B) {
+	leases := newLeaseKeys(nil)
+	id := taskID{key: pipeline.TaskKey{ShardID: 3, ResourceID: uuid.New(), TaskType: pipeline.TaskReconcile, OpID: uuid.New()},
+		epoch: 7, generation: 2, stage: "STAGE_WORK", final: true}.String()
+	for b.Loop() {
+		if !leases.verify("token/worker/w1", id, leases.issue("token/worker/w1", id)) {
+			b.Fatal("a secret failed to verify")
+		}
+	}
+}

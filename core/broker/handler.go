@@ -38,6 +38,7 @@ type workerService struct {
 	completions completionSink
 	stages      handlerStages
 	leases      *leaseKeys
+	streamRate  int // messages per second one worker stream may send (0: unpaced)
 	metrics     *metrics.Metrics
 	log         zerolog.Logger
 	sessionSeq  atomic.Int64
@@ -162,9 +163,10 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 			}
 		}
 	}()
+	pace := newStreamRate(h.streamRate)
 	for {
 		msg, err := stream.Receive()
-		if err != nil {
+		if err != nil || !pace.wait(sctx) {
 			cancel()
 			<-sent
 			return

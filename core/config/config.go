@@ -49,6 +49,7 @@ type Config struct {
 	MeshTokens      string        // MESH_TOKENS_FILE: the peer brokers' bearer tokens (mesh auth)
 	WorkerAuth      string        // WORKER_AUTH: "none" runs the worker plane open deliberately
 	WorkerMaxMsg    int           // WORKER_MAX_MESSAGE_BYTES: one WorkerService message (default 16 MiB)
+	WorkerRate      int           // WORKER_MAX_STREAM_RATE: messages per second one worker stream may send (default 20000)
 	Version         string        // build version (not from env)
 }
 
@@ -80,6 +81,7 @@ func Defaults() Config {
 		UnclaimedAfter: 24 * time.Hour,
 		TLSReload:      3 * time.Minute,
 		WorkerMaxMsg:   16 << 20,
+		WorkerRate:     20000,
 	}
 }
 
@@ -122,6 +124,14 @@ func Parse(getenv func(string) string, version string) (Config, error) {
 			errs = append(errs, fmt.Errorf("WORKER_MAX_MESSAGE_BYTES=%q: want a byte count of at least 1024", v))
 		} else {
 			c.WorkerMaxMsg = n
+		}
+	}
+	if v := getenv("WORKER_MAX_STREAM_RATE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("WORKER_MAX_STREAM_RATE=%q: want a positive number of messages per second", v))
+		} else {
+			c.WorkerRate = n
 		}
 	}
 	dur := func(dst *time.Duration, name string) {
@@ -224,6 +234,7 @@ func (c Config) Redacted() map[string]any {
 		"WORKER_AUTH":                    c.WorkerPlaneAuth(),
 		"MESH_AUTH":                      c.MeshTokens != "" || c.TLSClientCAFile != "",
 		"WORKER_MAX_MESSAGE_BYTES":       c.WorkerMaxMsg,
+		"WORKER_MAX_STREAM_RATE":         c.WorkerRate,
 	}
 }
 
