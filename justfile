@@ -56,6 +56,10 @@ bench-river N="10000" *ARGS:
 bench-api ROWS="1000000":
     BENCH_ROWS={{ROWS}} go test ./core/api -run '^$' -bench '^BenchmarkAPI$' -benchtime 1x -timeout 60m
 
+# Every fuzz target for BUDGET each (CI runs 10s); commit the crashers it keeps under testdata/fuzz/.
+fuzz BUDGET="2m":
+    bash .ci/fuzz {{BUDGET}}
+
 # Every benchmark available, at size N.
 bench-all N="100000": (bench-sched N) (bench-store N) (bench N)
 

@@ -110,7 +110,7 @@ func run() error {
 	docs := dm.docs
 	st, err := stack.Start(ctx, stack.Options{
 		Addr: *addr, DataDir: *dataDir, PGPort: *pgPort, ConvergeBin: *convergeBin, WorkerBin: *workerBin, Log: log, Topology: *top,
-		WorkerPackage: dm.workerPackage,
+		WorkerPackage: dm.workerPackage, APIToken: true,
 		// Keep Ctrl+C snappy: in-flight demo tasks take about a second.
 		ConvergeEnv: []string{"SHUTDOWN_DRAIN=10s"},
 		WorkerEnv:   append([]string{"WORKER_DRAIN_TIMEOUT=10s"}, dm.workerEnv...),
@@ -153,6 +153,7 @@ func run() error {
 	fmt.Printf("graphql: %s/graphql\n", st.BaseURL)
 	fmt.Printf("graphiql: %s/graphiql\n", st.BaseURL)
 	fmt.Printf("ui: %s/\n", st.BaseURL)
+	fmt.Printf("admin token: %s\n", st.AdminToken)
 	if top.Cluster() {
 		printMembers(st)
 	}

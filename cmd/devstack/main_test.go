@@ -76,6 +76,7 @@ type devstack struct {
 	done     chan error
 	database string
 	ready    string
+	token    string // the admin token devstack generated and printed
 	stderr   *tailWriter
 }
 
@@ -116,6 +117,9 @@ func start(t *testing.T, args ...string) *devstack {
 			}
 			if v, ok := strings.CutPrefix(line, "database: "); ok {
 				d.database = v
+			}
+			if v, ok := strings.CutPrefix(line, "admin token: "); ok {
+				d.token = v
 			}
 			if v, ok := strings.CutPrefix(line, "ready: "); ok {
 				d.ready = v
@@ -160,6 +164,19 @@ func TestDevstack_StartsAppliesTheDemoAndTearsDownOnSIGINT(t *testing.T) {
 	require.NoError(t, err)
 	res.Body.Close()
 	require.Equal(t, http.StatusOK, res.StatusCode, "converge answers /readyz")
+	require.Len(t, d.token, 48, "devstack prints the admin token it generated")
+	for token, want := range map[string]int{"": http.StatusUnauthorized, d.token: http.StatusOK} {
+		req, err := http.NewRequest(http.MethodPost, d.ready+"/graphql", strings.NewReader(`{"query":"{__typename}"}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, want, res.StatusCode, "the API is authenticated by the printed token (token given: %v)", token != "")
+	}
 
 	st := openStore(t, d.database)
 	ctx := context.Background()

@@ -85,7 +85,8 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: stdworker --broker URL --kind KIND[/VERSION]...\n\n")
 		fs.PrintDefaults()
-		fmt.Fprintf(fs.Output(), "\nTLS (https:// brokers): WORKER_TLS_CERT_FILE, WORKER_TLS_KEY_FILE (client keypair for mTLS),\n"+
+		fmt.Fprintf(fs.Output(), "\nCredential: WORKER_TOKEN or WORKER_TOKEN_FILE (bearer token). Limits: WORKER_MAX_MESSAGE_BYTES.\n"+
+			"TLS (https:// brokers): WORKER_TLS_CERT_FILE, WORKER_TLS_KEY_FILE (client keypair for mTLS),\n"+
 			"WORKER_TLS_CA_FILE (CA to verify the broker), TLS_RELOAD_INTERVAL. Logs: LOG_FORMAT, LOG_LEVEL.\n")
 	}
 	if err := fs.Parse(args); err != nil {

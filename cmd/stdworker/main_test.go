@@ -136,7 +136,7 @@ func startStdworker(t *testing.T, bin, broker string) {
 	t.Helper()
 	var logs bytes.Buffer
 	cmd := exec.Command(bin, "--broker", broker, "--kind", "script", "--drain-timeout", "5s")
-	cmd.Env = append(os.Environ(), "LOG_LEVEL=warn", "LOG_FORMAT=json")
+	cmd.Env = append(os.Environ(), "LOG_LEVEL=warn", "LOG_FORMAT=json", "WORKER_TOKEN="+apptest.WorkerToken)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	require.NoError(t, cmd.Start())
 	done := make(chan error, 1)

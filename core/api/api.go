@@ -39,11 +39,9 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
-	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/converge-run/converge/core/auth"
 )
@@ -88,7 +86,8 @@ func NewHandler(d Deps) *Handler {
 	lim := d.Limits.withDefaults()
 	log := d.Log.With().Str("component", "api").Logger()
 	if d.Tokens == nil {
-		log.Warn().Msg("API_TOKENS_FILE is not set: the GraphQL API is open to anyone who can reach it (every request may mutate)")
+		// At every log level: LOG_LEVEL=error must not hide an open API.
+		log.Log().Str("level", "warn").Msg("API_TOKENS_FILE is not set: the GraphQL API is open to anyone who can reach it (every request may mutate)")
 	}
 	es := d.Schema.Executable
 
@@ -113,10 +112,11 @@ func NewHandler(d Deps) *Handler {
 	})
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	cache := newQueryCache(lim.QueryCacheBytes)
+	srv.SetQueryCache(cache)
+	srv.SetParserTokenLimit(lim.Tokens)
 	srv.Use(extension.Introspection{})
-	srv.Use(extension.FixedComplexityLimit(lim.Complexity))
-	srv.Use(depthLimit{max: lim.Depth})
+	srv.Use(&opLimits{complexity: lim.Complexity, depth: lim.Depth, aliases: lim.Aliases, introCost: lim.IntrospectionCost, cache: cache})
 	srv.Use(gate{maxSubs: lim.SubscriptionsPerConn, present: h.presentError})
 	for _, ext := range d.Schema.Extensions {
 		srv.Use(ext)
@@ -159,13 +159,11 @@ func (h *Handler) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, r, http.StatusUnauthorized, codeUnauthenticated, err.Error())
 		return
 	}
-	ctx := auth.WithIdentity(r.Context(), id)
+	ctx := withParking(auth.WithIdentity(r.Context(), id))
 	if !upgrade {
-		if r.ContentLength > h.limits.BodyBytes {
-			writeHTTPError(w, r, http.StatusRequestEntityTooLarge, codeBadUserInput, "request body too large")
+		if !h.readBody(w, r) {
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, h.limits.BodyBytes)
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, h.limits.RequestTimeout)
 		defer cancel()

@@ -44,7 +44,7 @@ func (h *Handler) presentError(ctx context.Context, err error) *gqlerror.Error {
 	out := graphql.DefaultErrorPresenter(ctx, err)
 	var gqlErr *gqlerror.Error
 	if errors.As(err, &gqlErr) && gqlErr.Err == nil {
-		return out // parse/validation errors, already coded
+		return presentProtocolError(out, gqlErr)
 	}
 	ext := map[string]any{}
 	var inv *store.InvalidError
@@ -119,4 +119,27 @@ func writeHTTPError(w http.ResponseWriter, r *http.Request, status int, code, ms
 		"message":    msg,
 		"extensions": map[string]any{"code": code, "requestId": RequestID(r.Context())},
 	}}})
+}
+
+// presentProtocolError codes GraphQL's own errors (parse, validation,
+// transport decoding): parse and validation errors keep their codes, the
+// parser's token limit and a body that is not a GraphQL request become
+// BAD_USER_INPUT, and a request body is never echoed back.
+func presentProtocolError(out, gqlErr *gqlerror.Error) *gqlerror.Error {
+	switch {
+	case strings.HasPrefix(gqlErr.Message, "exceeded token limit"):
+		out.Message = gqlErr.Message + " (API_MAX_TOKENS)"
+		out.Extensions = map[string]any{"code": codeBadUserInput, "limit": "tokens"}
+	case strings.HasPrefix(gqlErr.Message, "json request body could not be decoded"):
+		msg, _, _ := strings.Cut(gqlErr.Message, " body:")
+		out.Message = msg
+		out.Extensions = map[string]any{"code": codeBadUserInput}
+	}
+	if _, coded := out.Extensions["code"]; !coded {
+		if out.Extensions == nil {
+			out.Extensions = map[string]any{}
+		}
+		out.Extensions["code"] = codeBadUserInput
+	}
+	return out
 }

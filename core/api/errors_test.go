@@ -157,7 +157,7 @@ func TestErrors_InternalHidesTheCauseAndNamesTheRequest(t *testing.T) {
 // complexity limits.
 func TestLimits_RejectOversizedAndTooDeepRequests(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withLimits(api.Limits{BodyBytes: 2048, Depth: 4, Complexity: 500, RequestTimeout: 10 * time.Second}))
+	e := newEnv(t, withLimits(api.Limits{BodyBytes: 2048, Depth: 4, Complexity: 500, IntrospectionCost: 10, RequestTimeout: 10 * time.Second}))
 
 	big := `{ version }` + strings.Repeat(" ", 4096)
 	r := e.do("", big, nil)

@@ -38,7 +38,7 @@ const (
 
 // env is one test's database, hub and API server.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	ctx      context.Context
 	pool     *pgxpool.Pool
 	st       *store.Store
@@ -67,7 +67,7 @@ func withTokens() envOpt {
 
 func withLimits(l api.Limits) envOpt { return func(c *envConfig) { c.limits = l } }
 
-func newEnv(t *testing.T, opts ...envOpt) *env {
+func newEnv(t testing.TB, opts ...envOpt) *env {
 	t.Helper()
 	var cfg envConfig
 	for _, o := range opts {
@@ -195,7 +195,7 @@ func (e *env) apply(kind, name string, spec string, extra ...string) string {
 
 // wsClient is a graphql-transport-ws (or graphql-ws) client on gorilla.
 type wsClient struct {
-	t    *testing.T
+	t    testing.TB
 	conn *websocket.Conn
 	ws   string
 	in   chan wsMsg

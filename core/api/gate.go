@@ -108,27 +108,8 @@ func (g gate) reject(ctx context.Context, err error) graphql.ResponseHandler {
 	return graphql.OneShot(&graphql.Response{Errors: gqlerror.List{g.present(ctx, err)}})
 }
 
-// depthLimit rejects operations nested deeper than max (introspection
-// fields do not count: GraphiQL's introspection query is deep by design).
-type depthLimit struct{ max int }
-
-var (
-	_ graphql.HandlerExtension        = depthLimit{}
-	_ graphql.OperationContextMutator = depthLimit{}
-)
-
-func (depthLimit) ExtensionName() string                   { return "ConvergeDepthLimit" }
-func (depthLimit) Validate(graphql.ExecutableSchema) error { return nil }
-
-func (d depthLimit) MutateOperationContext(_ context.Context, oc *graphql.OperationContext) *gqlerror.Error {
-	if depth := selectionDepth(oc.Operation.SelectionSet, 0); depth > d.max {
-		err := gqlerror.Errorf("operation is nested %d levels deep; the limit is %d", depth, d.max)
-		err.Extensions = map[string]any{"code": codeBadUserInput, "limit": "depth"}
-		return err
-	}
-	return nil
-}
-
+// selectionDepth is an operation's nesting, introspection fields excluded
+// (GraphiQL's introspection query is deep by design; fullDepth bounds it).
 func selectionDepth(set ast.SelectionSet, seen int) int {
 	if seen > 64 { // fragment cycles are rejected by validation; be safe anyway
 		return seen

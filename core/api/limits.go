@@ -15,8 +15,22 @@ type Limits struct {
 	// multiplied by their page size (default 25,000; API_MAX_COMPLEXITY).
 	Complexity int
 	// Depth is the deepest selection nesting, introspection excluded
-	// (default 12; API_MAX_DEPTH).
+	// (default 12; API_MAX_DEPTH); counting introspection an operation may
+	// nest 12 levels more (GraphiQL's introspection query).
 	Depth int
+	// Aliases caps the aliased fields of one operation: each alias runs its
+	// resolver once more (default 100; API_MAX_ALIASES).
+	Aliases int
+	// IntrospectionCost is what each __schema or __type field adds to an
+	// operation's complexity (default 1000; API_INTROSPECTION_COST).
+	IntrospectionCost int
+	// Tokens caps the lexical tokens of one query document, checked while
+	// parsing (default 20,000; API_MAX_TOKENS).
+	Tokens int
+	// QueryCacheBytes bounds the parsed-query cache (estimated document
+	// bytes; default 32 MiB; API_QUERY_CACHE_BYTES). Only queries that passed
+	// every limit are cached.
+	QueryCacheBytes int64
 	// BodyBytes caps an HTTP request body (default 1 MiB; API_MAX_BODY_BYTES).
 	BodyBytes int64
 	// WSPayloadBytes caps one websocket message from a client (default
@@ -63,6 +77,10 @@ func (l Limits) withDefaults() Limits {
 	}
 	def(&l.Complexity, 25000)
 	def(&l.Depth, 12)
+	def(&l.Aliases, 100)
+	def(&l.IntrospectionCost, 1000)
+	def(&l.Tokens, 20000)
+	def64(&l.QueryCacheBytes, 32<<20)
 	def64(&l.BodyBytes, 1<<20)
 	def64(&l.WSPayloadBytes, 256<<10)
 	def(&l.SubscriptionsPerConn, 100)
@@ -80,7 +98,8 @@ func LimitsFromEnv(getenv func(string) string) (Limits, error) {
 	ints := []struct {
 		name string
 		dst  *int
-	}{{"API_MAX_COMPLEXITY", &l.Complexity}, {"API_MAX_DEPTH", &l.Depth}, {"API_WS_MAX_SUBSCRIPTIONS", &l.SubscriptionsPerConn}}
+	}{{"API_MAX_COMPLEXITY", &l.Complexity}, {"API_MAX_DEPTH", &l.Depth}, {"API_WS_MAX_SUBSCRIPTIONS", &l.SubscriptionsPerConn},
+		{"API_MAX_ALIASES", &l.Aliases}, {"API_INTROSPECTION_COST", &l.IntrospectionCost}, {"API_MAX_TOKENS", &l.Tokens}}
 	for _, f := range ints {
 		if v := getenv(f.name); v != "" {
 			n, err := strconv.Atoi(v)
@@ -93,7 +112,8 @@ func LimitsFromEnv(getenv func(string) string) (Limits, error) {
 	sizes := []struct {
 		name string
 		dst  *int64
-	}{{"API_MAX_BODY_BYTES", &l.BodyBytes}, {"API_WS_MAX_PAYLOAD_BYTES", &l.WSPayloadBytes}}
+	}{{"API_MAX_BODY_BYTES", &l.BodyBytes}, {"API_WS_MAX_PAYLOAD_BYTES", &l.WSPayloadBytes},
+		{"API_QUERY_CACHE_BYTES", &l.QueryCacheBytes}}
 	for _, f := range sizes {
 		if v := getenv(f.name); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)

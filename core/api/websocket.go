@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -60,6 +61,12 @@ type wsConn struct {
 	mu       sync.Mutex
 	deadline *time.Timer
 	closing  bool
+
+	// ids are the live operation ids the client started; only the read
+	// loop adds (and client stops remove), the writer removes an id the
+	// server completed.
+	idsMu sync.Mutex
+	ids   map[string]bool
 }
 
 var (
@@ -95,13 +102,85 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 		}
 		return int(typ), nil, err
 	}
+	if typ == websocket.MessageText {
+		if err := c.inspect(data); err != nil {
+			return int(typ), nil, err
+		}
+	}
 	return int(typ), bytes.NewReader(data), nil
+}
+
+// Close codes of the protocol checks (graphql-transport-ws).
+const (
+	closeBadRequest    = 4400
+	closeDuplicateID   = 4409
+	maxCloseReasonSize = 100
+)
+
+var errWSProtocol = errors.New("websocket protocol violation")
+
+// inspect enforces what gqlgen does not: a connection_init payload must be
+// a JSON object (gqlgen neither acks nor closes otherwise, leaking the
+// connection), and an operation id may not be reused while its operation
+// runs (gqlgen would overwrite it, and the first could never be stopped).
+// A violation closes the connection (4400, 4409) and ends the read loop.
+func (c *wsConn) inspect(data []byte) error {
+	var m struct {
+		Type    string          `json:"type"`
+		ID      string          `json:"id"`
+		Payload json.RawMessage `json:"payload"`
+	}
+	if !json.Valid(data) {
+		return nil // gqlgen answers invalid JSON itself
+	}
+	_ = json.Unmarshal(data, &m) // valid JSON of another shape leaves m empty
+	switch m.Type {
+	case "connection_init":
+		if p := bytes.TrimSpace(m.Payload); len(p) > 0 && p[0] != '{' && !bytes.Equal(p, []byte("null")) {
+			_ = c.WriteClose(closeBadRequest, "connection_init payload must be a JSON object")
+			return errWSProtocol
+		}
+	case "subscribe", "start":
+		c.idsMu.Lock()
+		dup := c.ids[m.ID]
+		if !dup {
+			if c.ids == nil {
+				c.ids = map[string]bool{}
+			}
+			c.ids[m.ID] = true
+		}
+		c.idsMu.Unlock()
+		if dup {
+			reason := "Subscriber for " + m.ID + " already exists"
+			_ = c.WriteClose(closeDuplicateID, reason[:min(len(reason), maxCloseReasonSize)])
+			return errWSProtocol
+		}
+	case "complete", "stop":
+		c.forget(m.ID)
+	}
+	return nil
+}
+
+func (c *wsConn) forget(id string) {
+	c.idsMu.Lock()
+	delete(c.ids, id)
+	c.idsMu.Unlock()
 }
 
 func (c *wsConn) WriteJSON(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
+	}
+	// gqlgen's messages end with their type: a complete or error ends the
+	// operation, and its id may be used again.
+	if bytes.HasSuffix(b, []byte(`"type":"complete"}`)) || bytes.HasSuffix(b, []byte(`"type":"error"}`)) {
+		var m struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(b, &m) == nil {
+			c.forget(m.ID)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

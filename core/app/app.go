@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/converge-run/converge/core/auth"
 	"github.com/converge-run/converge/core/broker"
 	"github.com/converge-run/converge/core/cluster"
 	"github.com/converge-run/converge/core/config"
@@ -53,6 +54,8 @@ type Process struct {
 	Broker   *broker.Broker // nil without the broker duty
 	Shards   *cluster.ShardSet
 	MemberID string
+	// Plane holds the worker plane's bearer tokens (nil without token files).
+	Plane *auth.Plane
 
 	mu     sync.Mutex
 	addrs  map[string]net.Addr
@@ -117,6 +120,9 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 			cfg.TLSReload, log); err != nil {
 			return err
 		}
+	}
+	if p.Plane, err = planeCredentials(cfg, log); err != nil {
+		return err
 	}
 	d := p.duties(tlsR)
 	if opts.Tune != nil {
@@ -224,7 +230,8 @@ func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
 	if cfg.HasBroker() {
 		p.Broker = broker.New(broker.Deps{ID: p.MemberID, Pipeline: p.Pipeline, Store: p.Store, Kinds: p.Kinds, Listener: p.Listener,
 			Lifecycle: lifecycle.New(p.Primary),
-			Shards:    p.Shards, Metrics: p.Metrics, Log: log, Options: broker.Options{Drain: cfg.ShutdownDrain}})
+			Shards:    p.Shards, Metrics: p.Metrics, Log: log, Credentials: p.Plane, MTLS: cfg.TLSClientCAFile != "",
+			Options: broker.Options{Drain: cfg.ShutdownDrain, MaxMessageBytes: cfg.WorkerMaxMsg, StreamRate: cfg.WorkerRate}})
 		d.Reporter.Kinds = p.Broker.Served
 		d.Reporter.InFlight = p.Broker.InFlight
 		mesh := p.Broker.Mesh(p.Members, 3*cfg.HeartbeatEvery)
@@ -277,6 +284,9 @@ func (p *Process) engine(d *Duties, tlsR *tlsreload.Reloader) *engine.Engine {
 	}
 	if tlsR != nil {
 		eng.Add(tlsR)
+	}
+	if p.Plane != nil {
+		eng.Add(p.Plane)
 	}
 	p.mu.Lock()
 	eng.Add(p.extras...)

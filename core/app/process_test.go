@@ -72,7 +72,8 @@ func TestHelperProcess(t *testing.T) {
 			<-ctx.Done() // hang until killed
 			return worker.Outcome{}, ctx.Err()
 		})
-		_ = worker.Serve(ctx, os.Getenv("HELPER_BROKER_URL"), worker.Options{ReconnectMax: 200 * time.Millisecond}, p)
+		_ = worker.Serve(ctx, os.Getenv("HELPER_BROKER_URL"), worker.Options{ReconnectMax: 200 * time.Millisecond,
+			Token: os.Getenv("HELPER_WORKER_TOKEN")}, p)
 		os.Exit(0)
 	}
 }
@@ -126,9 +127,15 @@ func freePort(t *testing.T) int {
 
 // spawnServer starts a converge process with role on dbURL; addr is its
 // LISTEN_ADDR (the API, or the broker listener of a broker) and probes the
-// port /readyz answers on.
+// port /readyz answers on. Its worker plane takes the harness's tokens
+// (apptest.WorkerToken, apptest.MeshToken), like an in-process stack's.
 func spawnServer(t *testing.T, dbURL string, role config.Role, listen, probes int, env ...string) *child {
 	t.Helper()
+	dir := t.TempDir()
+	workerTokens, meshTokens := filepath.Join(dir, "worker-tokens"), filepath.Join(dir, "mesh-tokens")
+	require.NoError(t, os.WriteFile(workerTokens, []byte(apptest.WorkerToken+" helper-worker\n"), 0o600))
+	require.NoError(t, os.WriteFile(meshTokens, []byte(apptest.MeshToken+" helper-mesh\n"), 0o600))
+	env = append([]string{"WORKER_TOKENS_FILE=" + workerTokens, "MESH_TOKENS_FILE=" + meshTokens}, env...)
 	c := spawn(t, append([]string{"CONVERGE_HELPER=server", "DATABASE_URL=" + dbURL, "ROLE=" + string(role),
 		fmt.Sprintf("LISTEN_ADDR=127.0.0.1:%d", listen), fmt.Sprintf("HEALTH_ADDR=127.0.0.1:%d", probes),
 		"MEMBER_HEARTBEAT_EVERY=1s", "SHUTDOWN_DRAIN=5s"}, env...)...)
@@ -148,7 +155,8 @@ func TestProcess_WorkerKilledMidTaskReRunsElsewhere(t *testing.T) {
 	p := startServer(t)
 	applyManifest(t, p.Store, leafKind)
 	marker := filepath.Join(t.TempDir(), "got-task")
-	doomed := spawn(t, "CONVERGE_HELPER=worker", "HELPER_BROKER_URL="+apptest.BrokerURL(p), "HELPER_MARKER="+marker)
+	doomed := spawn(t, "CONVERGE_HELPER=worker", "HELPER_BROKER_URL="+apptest.BrokerURL(p), "HELPER_MARKER="+marker,
+		"HELPER_WORKER_TOKEN="+apptest.WorkerToken)
 	applyResource(t, p.Store, "leaf", "survivor", `{}`)
 	require.Eventually(t, func() bool { _, err := os.Stat(marker); return err == nil }, 90*time.Second, 10*time.Millisecond,
 		"the first worker received the task")

@@ -235,7 +235,8 @@ func TestRuntime_BrokerSpeaksGRPC(t *testing.T) {
 	require.NoError(t, err)
 	hc, err := transport.ClientFor(apptest.BrokerURL(p), nil)
 	require.NoError(t, err)
-	client := workerv1connect.NewWorkerServiceClient(hc, apptest.BrokerURL(p), connect.WithGRPC())
+	client := workerv1connect.NewWorkerServiceClient(hc, apptest.BrokerURL(p), connect.WithGRPC(),
+		connect.WithInterceptors(workerToken{}))
 	res, err := client.GetProviderConfig(context.Background(), connect.NewRequest(&workerv1.GetProviderConfigRequest{Kind: "leaf"}))
 	require.NoError(t, err)
 	require.True(t, res.Msg.GetFound())
@@ -360,4 +361,22 @@ func TestRuntime_TerminallyFailedUpstreamFailsItsDependentsAndTheRootRollsUp(t *
 	root := apptest.WaitPhase(t, p.Store, "net", "web", resource.PhaseReady, 60*time.Second)
 	require.Equal(t, map[string]any{"children": float64(4), "ready": float64(0)}, status(t, root),
 		"the rollup ran over a subtree that failed instead of stalling")
+}
+
+// workerToken presents the harness's worker token on raw clients.
+type workerToken struct{}
+
+func (workerToken) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set("Authorization", "Bearer "+apptest.WorkerToken)
+		return next(ctx, req)
+	}
+}
+
+func (workerToken) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (workerToken) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
 }

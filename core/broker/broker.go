@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 
+	"github.com/converge-run/converge/core/auth"
 	"github.com/converge-run/converge/core/cluster"
 	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/kinds"
@@ -37,6 +38,11 @@ const (
 	DefaultPollMax = time.Second
 	// DefaultHeartbeatEvery is the lease heartbeat cadence.
 	DefaultHeartbeatEvery = 5 * time.Second
+	// DefaultMaxMessageBytes bounds one WorkerService message either way
+	// (WORKER_MAX_MESSAGE_BYTES).
+	DefaultMaxMessageBytes = 16 << 20
+	// DefaultStreamRate paces one worker stream's messages per second.
+	DefaultStreamRate = 20000
 	// DefaultRedeliveryWait is how long a stage whose worker vanished waits
 	// for it to reconnect and redeliver.
 	DefaultRedeliveryWait = 30 * time.Second
@@ -58,6 +64,12 @@ type Options struct {
 	// ComposeSlots bounds the composes this broker runs at once
 	// (DefaultComposeSlots).
 	ComposeSlots int
+	// MaxMessageBytes bounds one WorkerService message read or sent
+	// (requests, stream messages, relayed stages).
+	MaxMessageBytes int
+	// StreamRate paces the messages one worker stream may send per second
+	// (burst twice that; WORKER_MAX_STREAM_RATE; 0 = DefaultStreamRate).
+	StreamRate int
 }
 
 func (o *Options) defaults() {
@@ -74,6 +86,12 @@ func (o *Options) defaults() {
 	def(&o.PollMax, DefaultPollMax)
 	def(&o.HeartbeatEvery, DefaultHeartbeatEvery)
 	def(&o.RedeliveryWait, DefaultRedeliveryWait)
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if o.StreamRate <= 0 {
+		o.StreamRate = DefaultStreamRate
+	}
 }
 
 // Deps are what a broker is built from.
@@ -91,6 +109,11 @@ type Deps struct {
 	Log       zerolog.Logger
 	// Clock drives every loop (nil: the wall clock).
 	Clock engine.Clock
+	// Credentials are the worker plane's bearer tokens (nil: none); with
+	// MTLS the listener also verifies client certificates. Without either
+	// the WorkerService is open.
+	Credentials *auth.Plane
+	MTLS        bool
 	Options
 }
 
@@ -110,6 +133,7 @@ type Broker struct {
 	mesh        *Mesh
 	tasks       *inflight
 	completions *completions
+	leases      *leaseKeys
 
 	once     sync.Once
 	handler  *workerService
@@ -135,6 +159,7 @@ func New(d Deps) *Broker {
 	b.mesh = newMesh(d.ID, b.reg.notify, b.log)
 	b.tasks = newInflight()
 	b.completions = newCompletions(d.Pipeline, b.log)
+	b.leases = newLeaseKeys(d.Credentials)
 	return b
 }
 
@@ -146,7 +171,7 @@ func (b *Broker) assemble() {
 		kinds := cacheKinds{d.Kinds}
 		wakes := listenerWaker{d.Listener}
 		rt := &routes{reg: b.reg, mesh: b.mesh, kinds: kinds}
-		stg := &stager{id: d.ID, reg: b.reg, mesh: b.mesh, completions: b.completions, clock: b.clock, log: b.log,
+		stg := &stager{id: d.ID, reg: b.reg, mesh: b.mesh, completions: b.completions, leases: b.leases, clock: b.clock, log: b.log,
 			redeliveryWait: b.RedeliveryWait}
 		b.out = newOutboxWriter(d.Pipeline.AppendOutbox)
 		run := &runner{store: taskStores{d.Store, d.Pipeline}, stages: stg, outbox: b.out, kinds: kinds,
@@ -163,7 +188,9 @@ func (b *Broker) assemble() {
 				every: b.HeartbeatEvery, clock: b.clock, log: b.log}
 		}
 		b.handler = &workerService{id: d.ID, reg: b.reg, kinds: kinds, configs: d.Store, completions: b.completions,
-			stages: stg, metrics: d.Metrics, log: b.log}
+			stages: stg, leases: b.leases, streamRate: b.StreamRate, metrics: d.Metrics, log: b.log}
+		b.mesh.clientOpts = []connect.ClientOption{connect.WithInterceptors(meshCredential{d.Credentials}),
+			connect.WithReadMaxBytes(b.MaxMessageBytes), connect.WithSendMaxBytes(b.MaxMessageBytes)}
 	})
 }
 
@@ -174,10 +201,15 @@ func (b *Broker) assemble() {
 // provider config bundle are compressed, when the worker accepts gzip.
 const streamCompressMinBytes = 8 << 10
 
-// Handler is the Connect WorkerService to mount on the broker listener.
+// Handler is the Connect WorkerService to mount on the broker listener:
+// authenticated (see planeAuth) and bounded to MaxMessageBytes per message.
 func (b *Broker) Handler() (string, http.Handler) {
 	b.assemble()
-	return workerv1connect.NewWorkerServiceHandler(b.handler, connect.WithCompressMinBytes(streamCompressMinBytes))
+	pa := &planeAuth{creds: b.deps.Credentials, mtls: b.deps.MTLS, log: b.log}
+	path, h := workerv1connect.NewWorkerServiceHandler(b.handler, connect.WithInterceptors(pa),
+		connect.WithReadMaxBytes(b.MaxMessageBytes), connect.WithSendMaxBytes(b.MaxMessageBytes),
+		connect.WithCompressMinBytes(streamCompressMinBytes))
+	return path, withCertificate(h)
 }
 
 // Duties are the broker's long-running parts for the pod's engine: the

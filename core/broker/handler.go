@@ -37,6 +37,8 @@ type workerService struct {
 	configs     defaultConfigs
 	completions completionSink
 	stages      handlerStages
+	leases      *leaseKeys
+	streamRate  int // messages per second one worker stream may send (0: unpaced)
 	metrics     *metrics.Metrics
 	log         zerolog.Logger
 	sessionSeq  atomic.Int64
@@ -49,6 +51,9 @@ func (h *workerService) GetProviderConfig(ctx context.Context, req *connect.Requ
 	kind := req.Msg.GetKind()
 	if kind == "" {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("kind is required"))
+	}
+	if p := principalFrom(ctx); !p.Serves(kind) {
+		return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("credential %s may not serve kind %s", p.Name, kind))
 	}
 	pc, ok, err := h.configs.DefaultProviderConfig(ctx, kind)
 	if err != nil {
@@ -78,6 +83,10 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 	if sub.GetWorkerId() == "" || len(sub.GetKinds()) == 0 {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("subscribe needs a worker_id and at least one kind"))
 	}
+	principal := principalFrom(ctx)
+	if err := subscribeAllowed(principal, sub); err != nil {
+		return err
+	}
 	maxIn := int(sub.GetMaxInFlight())
 	if maxIn <= 0 {
 		maxIn = 16
@@ -85,6 +94,7 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 	s := &session{
 		id:       fmt.Sprintf("%s#%d", sub.GetWorkerId(), h.sessionSeq.Add(1)),
 		workerID: sub.GetWorkerId(),
+		holder:   holderOf(principal, sub.GetWorkerId()),
 		maxIn:    maxIn,
 		out:      make(chan *workerv1.WorkStreamResponse, maxIn+16),
 		ackWake:  make(chan struct{}, 1),
@@ -98,7 +108,7 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 	}
 	h.reg.add(s)
 	h.metrics.Workers.Set(float64(h.reg.count()))
-	log.Info().Int("kinds", len(s.ready)).Int("max_in_flight", maxIn).Int("resumed", len(sub.GetResumed())).Msg("worker connected")
+	log.Info().Str("identity", principal.Name).Str("auth", principal.Via).Int("kinds", len(s.ready)).Int("max_in_flight", maxIn).Int("resumed", len(sub.GetResumed())).Msg("worker connected")
 	defer func() {
 		h.reg.remove(s)
 		close(s.done)
@@ -153,17 +163,24 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 			}
 		}
 	}()
+	pace := newStreamRate(h.streamRate)
 	for {
 		msg, err := stream.Receive()
-		if err != nil {
+		if err != nil || !pace.wait(sctx) {
 			cancel()
 			<-sent
 			return
 		}
 		switch m := msg.GetMsg().(type) {
 		case *workerv1.WorkStreamRequest_Readiness:
+			if !readinessAllowed(ctx, m.Readiness, log) {
+				continue
+			}
 			h.reg.setReady(s, m.Readiness.GetKinds())
 		case *workerv1.WorkStreamRequest_Complete:
+			if !h.completionAllowed(s, m.Complete, log) {
+				continue
+			}
 			id := m.Complete.GetTaskId()
 			h.completions.complete(m.Complete, func() { s.ack(id) })
 		case *workerv1.WorkStreamRequest_Heartbeat:

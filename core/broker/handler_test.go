@@ -34,6 +34,13 @@ type handlerBundle struct {
 
 func setupHandler(t *testing.T) *handlerBundle {
 	t.Helper()
+	return setupHandlerAuth(t, nil)
+}
+
+// setupHandlerAuth is setupHandler behind the worker-plane interceptor (nil
+// pa: an open plane).
+func setupHandlerAuth(t *testing.T, pa *planeAuth) *handlerBundle {
+	t.Helper()
 	b := &handlerBundle{
 		configs: &fakeConfigs{DefaultFn: func(context.Context, string) (store.ProviderConfig, bool, error) {
 			return store.ProviderConfig{}, false, nil
@@ -45,13 +52,22 @@ func setupHandler(t *testing.T) *handlerBundle {
 	}
 	log := testLog(t)
 	b.svc = &workerService{id: "broker-1", reg: newRegistry(log), kinds: fakeKinds{vpcKind}, configs: b.configs,
-		completions: b.sink, stages: b.stages, metrics: metrics.New(), log: log}
-	_, h := workerv1connect.NewWorkerServiceHandler(b.svc)
-	b.srv = httptest.NewUnstartedServer(h)
+		completions: b.sink, stages: b.stages, leases: newLeaseKeys(nil), metrics: metrics.New(), log: log}
+	if pa == nil {
+		pa = &planeAuth{log: log}
+	}
+	_, h := workerv1connect.NewWorkerServiceHandler(b.svc, connect.WithInterceptors(pa))
+	b.srv = httptest.NewUnstartedServer(withCertificate(h))
 	b.srv.EnableHTTP2 = true
 	b.srv.StartTLS()
 	t.Cleanup(b.srv.Close)
 	return b
+}
+
+// secret is the lease secret the handler issued for taskID to an
+// anonymous (open-plane) session of workerID.
+func (b *handlerBundle) secret(workerID, taskID string) string {
+	return b.svc.leases.issue(holderOf(principalFrom(context.Background()), workerID), taskID)
 }
 
 // clients are the Connect and the gRPC protocol, both spoken by the handler.
@@ -133,7 +149,7 @@ func TestWorkerServiceWorkStream_Session(t *testing.T) {
 	require.Eventually(t, func() bool { return b.svc.reg.count() == 1 }, 5*time.Second, time.Millisecond)
 
 	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Complete{
-		Complete: &workerv1.StageComplete{TaskId: "t1"}}}))
+		Complete: &workerv1.StageComplete{TaskId: "t1", LeaseSecret: b.secret("w1", "t1")}}}))
 	select {
 	case c := <-got:
 		require.Equal(t, "t1", c.GetTaskId())
@@ -274,7 +290,7 @@ func TestWorkerServiceWorkStream_AcksFencedAndDuplicateResults(t *testing.T) {
 			}
 			complete := func(id string) {
 				require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Complete{
-					Complete: &workerv1.StageComplete{TaskId: id, Fence: &workerv1.Fence{ClaimEpoch: 3},
+					Complete: &workerv1.StageComplete{TaskId: id, Fence: &workerv1.Fence{ClaimEpoch: 3}, LeaseSecret: b.secret("w1", id),
 						Result: &workerv1.StageComplete_Outcome{Outcome: &workerv1.Outcome{StatusJson: []byte(`{}`)}}}}}))
 			}
 			awaitAcks := func(want ...string) {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/core/manifest"
@@ -50,6 +51,8 @@ type Mesh struct {
 	// claim).
 	onChange func()
 	log      zerolog.Logger
+	// clientOpts configure the peer clients (the mesh credential, limits).
+	clientOpts []connect.ClientOption
 
 	peers atomic.Pointer[[]*peer]
 	mu    sync.Mutex
@@ -93,7 +96,7 @@ func (m *Mesh) React(ctx context.Context) error {
 				m.log.Warn().Err(err).Str("peer", mem.ID).Msg("unusable peer broker url")
 				continue
 			}
-			p = &peer{id: mem.ID, url: url, client: workerv1connect.NewWorkerServiceClient(hc, url)}
+			p = &peer{id: mem.ID, url: url, client: workerv1connect.NewWorkerServiceClient(hc, url, m.clientOpts...)}
 			m.conns[url] = p
 		}
 		kinds := map[manifest.KindVersion]bool{}

@@ -22,6 +22,7 @@ import (
 type session struct {
 	id       string
 	workerID string
+	holder   string // the lease holder: authenticated identity and worker id
 	maxIn    int
 	out      chan *workerv1.WorkStreamResponse // the stream's single sender drains it
 	done     chan struct{}                     // closed when the stream ends

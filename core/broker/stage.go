@@ -25,6 +25,7 @@ type stager struct {
 	reg         *registry
 	mesh        *Mesh
 	completions *completions
+	leases      *leaseKeys
 	clock       engine.Clock
 	log         zerolog.Logger
 	// redeliveryWait is how long a stage whose worker vanished waits for
@@ -127,6 +128,7 @@ func (g *stager) handOver(ctx context.Context, kv manifest.KindVersion, task *wo
 		return nil, err
 	}
 	defer g.reg.release(s)
+	task = g.leases.leased(task, s)
 	if err := s.send(ctx, &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Task{Task: task}}); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -45,6 +45,12 @@ type Config struct {
 	DBIAMAuth       bool          // DB_IAM_AUTH: RDS/Aurora IAM auth tokens
 	APITokensFile   string        // API_TOKENS_FILE: bearer tokens → roles; empty = open API
 	PprofAddr       string        // PPROF_ADDR: a loopback host:port serving net/http/pprof; empty = off
+	APIAuth         string        // API_AUTH: "none" runs the API open deliberately (else it needs API_TOKENS_FILE off loopback)
+	WorkerTokens    string        // WORKER_TOKENS_FILE: the workers' bearer tokens (worker plane auth)
+	MeshTokens      string        // MESH_TOKENS_FILE: the peer brokers' bearer tokens (mesh auth)
+	WorkerAuth      string        // WORKER_AUTH: "none" runs the worker plane open deliberately
+	WorkerMaxMsg    int           // WORKER_MAX_MESSAGE_BYTES: one WorkerService message (default 16 MiB)
+	WorkerRate      int           // WORKER_MAX_STREAM_RATE: messages per second one worker stream may send (default 20000)
 	Version         string        // build version (not from env)
 }
 
@@ -75,6 +81,8 @@ func Defaults() Config {
 		HeartbeatEvery: 10 * time.Second,
 		UnclaimedAfter: 24 * time.Hour,
 		TLSReload:      3 * time.Minute,
+		WorkerMaxMsg:   16 << 20,
+		WorkerRate:     20000,
 	}
 }
 
@@ -108,6 +116,26 @@ func Parse(getenv func(string) string, version string) (Config, error) {
 	str(&c.TLSClientCAFile, "TLS_CLIENT_CA_FILE")
 	str(&c.APITokensFile, "API_TOKENS_FILE")
 	str(&c.PprofAddr, "PPROF_ADDR")
+	str(&c.APIAuth, "API_AUTH")
+	str(&c.WorkerTokens, "WORKER_TOKENS_FILE")
+	str(&c.MeshTokens, "MESH_TOKENS_FILE")
+	str(&c.WorkerAuth, "WORKER_AUTH")
+	if v := getenv("WORKER_MAX_MESSAGE_BYTES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1024 {
+			errs = append(errs, fmt.Errorf("WORKER_MAX_MESSAGE_BYTES=%q: want a byte count of at least 1024", v))
+		} else {
+			c.WorkerMaxMsg = n
+		}
+	}
+	if v := getenv("WORKER_MAX_STREAM_RATE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("WORKER_MAX_STREAM_RATE=%q: want a positive number of messages per second", v))
+		} else {
+			c.WorkerRate = n
+		}
+	}
 	dur := func(dst *time.Duration, name string) {
 		v := getenv(name)
 		if v == "" {
@@ -161,6 +189,7 @@ func (c Config) Validate() error {
 	if err := validatePprof(c.PprofAddr); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.validateAuth()...)
 	return errors.Join(errs...)
 }
 
@@ -224,6 +253,10 @@ func (c Config) Redacted() map[string]any {
 		"DB_IAM_AUTH":                    c.DBIAMAuth,
 		"API_AUTH":                       c.APITokensFile != "",
 		"PPROF_ADDR":                     c.PprofAddr,
+		"WORKER_AUTH":                    c.WorkerPlaneAuth(),
+		"MESH_AUTH":                      c.MeshTokens != "" || c.TLSClientCAFile != "",
+		"WORKER_MAX_MESSAGE_BYTES":       c.WorkerMaxMsg,
+		"WORKER_MAX_STREAM_RATE":         c.WorkerRate,
 	}
 }
 
@@ -244,4 +277,61 @@ func redactURL(raw string) string {
 		u.RawQuery = q.Encode()
 	}
 	return u.String()
+}
+
+// WorkerPlaneAuth reports whether the WorkerService requires credentials
+// (worker or mesh tokens, or client certificates).
+func (c Config) WorkerPlaneAuth() bool {
+	return c.WorkerTokens != "" || c.MeshTokens != "" || c.TLSClientCAFile != ""
+}
+
+// Loopback reports whether a listen address (host:port, with or without a
+// scheme) binds only the loopback interface; ":8080" binds every interface.
+func Loopback(addr string) bool {
+	a := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(addr, "https://"), "http://"), "/")
+	host, _, err := net.SplitHostPort(a)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// validateAuth refuses an unauthenticated API or worker plane where anyone
+// but this host could reach it, unless API_AUTH=none / WORKER_AUTH=none ask
+// for it explicitly, and a worker plane left open beside an authenticated
+// API (a forged result would then bypass the API's tokens).
+func (c Config) validateAuth() []error {
+	var errs []error
+	for name, v := range map[string]string{"API_AUTH": c.APIAuth, "WORKER_AUTH": c.WorkerAuth} {
+		if v != "" && v != "none" {
+			errs = append(errs, fmt.Errorf("%s=%q: the only value is none (run it open deliberately); unset it to require credentials", name, v))
+		}
+	}
+	if c.APIAuth == "none" && c.APITokensFile != "" {
+		errs = append(errs, errors.New("API_AUTH=none contradicts API_TOKENS_FILE: set one of them"))
+	}
+	if c.WorkerAuth == "none" && c.WorkerPlaneAuth() {
+		errs = append(errs, errors.New("WORKER_AUTH=none contradicts WORKER_TOKENS_FILE/MESH_TOKENS_FILE/TLS_CLIENT_CA_FILE: set one of them"))
+	}
+	if c.HasControl() && c.APITokensFile == "" && c.APIAuth != "none" && !Loopback(c.ListenAddr) {
+		errs = append(errs, fmt.Errorf("LISTEN_ADDR=%s is reachable beyond this host but the API has no API_TOKENS_FILE: set one, or API_AUTH=none to serve it open deliberately", c.ListenAddr))
+	}
+	if !c.HasBroker() || c.WorkerPlaneAuth() || c.WorkerAuth == "none" {
+		return errs
+	}
+	brokerAddr := c.ListenAddr
+	if c.BrokerAddr != "" {
+		brokerAddr = c.BrokerAddr
+	}
+	switch {
+	case !Loopback(brokerAddr):
+		errs = append(errs, fmt.Errorf("the broker listens on %s, reachable beyond this host, but the worker plane has no WORKER_TOKENS_FILE (or TLS_CLIENT_CA_FILE): set one, or WORKER_AUTH=none to serve it open deliberately", brokerAddr))
+	case c.APITokensFile != "":
+		errs = append(errs, errors.New("API_TOKENS_FILE is set but the worker plane is open (anyone who reaches the broker could forge task results): set WORKER_TOKENS_FILE, or WORKER_AUTH=none to run it open deliberately"))
+	}
+	return errs
 }

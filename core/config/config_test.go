@@ -12,7 +12,18 @@ func env(m map[string]string) func(string) string { return func(k string) string
 
 func TestParse(t *testing.T) {
 	t.Parallel()
-	base := map[string]string{"DATABASE_URL": "postgres://u:secret@db/converge"}
+	base := map[string]string{"DATABASE_URL": "postgres://u:secret@db/converge", "API_AUTH": "none", "WORKER_AUTH": "none"}
+	strict := map[string]string{"DATABASE_URL": "postgres://u:secret@db/converge"}
+	withStrict := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range strict {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
 	with := func(kv ...string) map[string]string {
 		m := map[string]string{}
 		for k, v := range base {
@@ -48,11 +59,29 @@ func TestParse(t *testing.T) {
 			require.True(t, c.Secure())
 			require.Equal(t, "0.0.0.0:8443", c.ListenHostPort())
 		}},
-		"bad scheme":   {reason: "only http/https schemes", env: with("LISTEN_ADDR", "ftp://x:1"), wantErr: "LISTEN_ADDR"},
 		"pprof public": {reason: "profiles are never served to the network", env: with("PPROF_ADDR", "0.0.0.0:6060"), wantErr: "loopback only"},
 		"pprof loopback": {reason: "a loopback profiler is accepted", env: with("PPROF_ADDR", "127.0.0.1:6060"), check: func(t *testing.T, c Config) {
 			require.Equal(t, "127.0.0.1:6060", c.PprofAddr)
 		}},
+		"open api off loopback": {reason: "an open API on every interface is refused", env: withStrict("WORKER_AUTH", "none"),
+			wantErr: "API_AUTH=none"},
+		"open worker plane off loopback": {reason: "an open worker plane on every interface is refused",
+			env: withStrict("API_AUTH", "none"), wantErr: "WORKER_AUTH=none"},
+		"open worker plane beside api tokens": {reason: "API tokens with an open worker plane would let results be forged",
+			env: withStrict("LISTEN_ADDR", "127.0.0.1:8080", "API_TOKENS_FILE", "t"), wantErr: "WORKER_TOKENS_FILE"},
+		"loopback open": {reason: "a loopback-only process may run open", env: withStrict("LISTEN_ADDR", "127.0.0.1:8080"),
+			check: func(t *testing.T, c Config) { require.False(t, c.WorkerPlaneAuth()) }},
+		"authenticated": {reason: "tokens for both planes satisfy the checks on any address",
+			env: withStrict("API_TOKENS_FILE", "a", "WORKER_TOKENS_FILE", "w", "MESH_TOKENS_FILE", "m"),
+			check: func(t *testing.T, c Config) {
+				require.True(t, c.WorkerPlaneAuth())
+				require.Equal(t, 16<<20, c.WorkerMaxMsg)
+			}},
+		"contradiction":  {reason: "API_AUTH=none with a tokens file is ambiguous", env: with("API_TOKENS_FILE", "t"), wantErr: "contradicts"},
+		"bad auth value": {reason: "API_AUTH has one value", env: with("API_AUTH", "off"), wantErr: `API_AUTH="off"`},
+		"bad max message": {reason: "message limits are validated", env: with("WORKER_MAX_MESSAGE_BYTES", "12"),
+			wantErr: "WORKER_MAX_MESSAGE_BYTES"},
+		"bad scheme": {reason: "only http/https schemes", env: with("LISTEN_ADDR", "ftp://x:1"), wantErr: "LISTEN_ADDR"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -73,6 +102,7 @@ func TestRedacted_HidesPasswords(t *testing.T) {
 	c, err := Parse(env(map[string]string{
 		"DATABASE_URL":      "postgres://app:hunter2@db:5432/converge",
 		"DATABASE_READ_URL": "postgres://db-ro/converge?user=app&password=hunter2",
+		"LISTEN_ADDR":       "127.0.0.1:8080",
 	}), "v1")
 	require.NoError(t, err)
 	for k, v := range c.Redacted() {
@@ -85,12 +115,14 @@ func TestRedacted_HidesPasswords(t *testing.T) {
 
 func TestDefaults_AreWhatParseStartsFrom(t *testing.T) {
 	t.Parallel()
-	got, err := Parse(env(map[string]string{"DATABASE_URL": "postgres://db/converge"}), "v1")
+	got, err := Parse(env(map[string]string{"DATABASE_URL": "postgres://db/converge", "API_AUTH": "none", "WORKER_AUTH": "none"}), "v1")
 	require.NoError(t, err)
 	want := Defaults()
-	want.DatabaseURL, want.Version = "postgres://db/converge", "v1"
-	require.Equal(t, want, got, "an empty environment parses to Defaults()")
-	require.NoError(t, want.Validate(), "Defaults() with a database is a valid configuration")
+	want.DatabaseURL, want.Version, want.APIAuth, want.WorkerAuth = "postgres://db/converge", "v1", "none", "none"
+	require.Equal(t, want, got, "an environment with only the required variables parses to Defaults()")
+	require.NoError(t, want.Validate(), "Defaults() with a database, run open deliberately, is a valid configuration")
+	want.APIAuth, want.WorkerAuth = "", ""
+	require.ErrorContains(t, want.Validate(), "API_AUTH=none", "Defaults() alone listen on every interface: credentials are required")
 	require.ErrorContains(t, Defaults().Validate(), "DATABASE_URL is required")
 }
 

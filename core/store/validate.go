@@ -30,11 +30,17 @@ var (
 const (
 	maxLabelName   = 63
 	maxLabelPrefix = 253
+	// MaxLabels caps the labels of one resource (or one selector): with the
+	// key and value bounds it keeps a resource's labels under ~25 KB.
+	MaxLabels = 64
 )
 
 // validateLabels checks every key and value (in key order, so the reported
 // violation is stable). field is the input's name ("labels", "labelMatch").
 func validateLabels(field string, labels map[string]string) error {
+	if len(labels) > MaxLabels {
+		return invalid(field, "label_count", "%d labels; at most %d are allowed", len(labels), MaxLabels)
+	}
 	keys := make([]string, 0, len(labels))
 	for k := range labels {
 		keys = append(keys, k)

@@ -8,7 +8,9 @@ import (
 )
 
 // OptionsFromEnv reads the worker's tunables from the environment:
-// WORKER_MAX_PARALLEL (default 64) and WORKER_DRAIN_TIMEOUT (default 50s).
+// WORKER_MAX_PARALLEL (default 64), WORKER_DRAIN_TIMEOUT (default 50s),
+// WORKER_MAX_MESSAGE_BYTES (default 16 MiB) and its credential,
+// WORKER_TOKEN or WORKER_TOKEN_FILE (not both).
 func OptionsFromEnv() (Options, error) { return optionsFrom(os.Getenv) }
 
 func optionsFrom(getenv func(string) string) (Options, error) {
@@ -26,6 +28,17 @@ func optionsFrom(getenv func(string) string) (Options, error) {
 			return o, fmt.Errorf("WORKER_DRAIN_TIMEOUT=%q: want a positive duration like 50s", v)
 		}
 		o.DrainTimeout = d
+	}
+	if v := getenv("WORKER_MAX_MESSAGE_BYTES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1024 {
+			return o, fmt.Errorf("WORKER_MAX_MESSAGE_BYTES=%q: want a byte count of at least 1024", v)
+		}
+		o.MaxMessageBytes = n
+	}
+	o.Token, o.TokenFile = getenv("WORKER_TOKEN"), getenv("WORKER_TOKEN_FILE")
+	if o.Token != "" && o.TokenFile != "" {
+		return o, fmt.Errorf("WORKER_TOKEN and WORKER_TOKEN_FILE are both set: set one")
 	}
 	return o, nil
 }

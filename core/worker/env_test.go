@@ -18,4 +18,12 @@ func TestOptionsFromEnv(t *testing.T) {
 	require.ErrorContains(t, err, "WORKER_MAX_PARALLEL")
 	_, err = optionsFrom(env(map[string]string{"WORKER_DRAIN_TIMEOUT": "soon"}))
 	require.ErrorContains(t, err, "WORKER_DRAIN_TIMEOUT")
+	o, err = optionsFrom(env(map[string]string{"WORKER_TOKEN_FILE": "/run/secrets/worker", "WORKER_MAX_MESSAGE_BYTES": "4096"}))
+	require.NoError(t, err)
+	require.Equal(t, "/run/secrets/worker", o.TokenFile)
+	require.Equal(t, 4096, o.MaxMessageBytes)
+	_, err = optionsFrom(env(map[string]string{"WORKER_TOKEN": "a", "WORKER_TOKEN_FILE": "b"}))
+	require.ErrorContains(t, err, "both set", "two credentials are ambiguous")
+	_, err = optionsFrom(env(map[string]string{"WORKER_MAX_MESSAGE_BYTES": "1"}))
+	require.ErrorContains(t, err, "WORKER_MAX_MESSAGE_BYTES")
 }

@@ -44,6 +44,15 @@ type Options struct {
 	ReconnectMin, ReconnectMax time.Duration
 	// TLS configures https:// brokers (client cert, pinned CA); nil = defaults.
 	TLS *tls.Config
+	// Token is the worker-plane bearer token sent on every call
+	// (WORKER_TOKEN); TokenFile names a file whose first line is the token,
+	// re-read on every call (WORKER_TOKEN_FILE). Neither: no token (an open
+	// broker, or mutual TLS with a converge-worker client certificate).
+	Token     string
+	TokenFile string
+	// MaxMessageBytes bounds one message from the broker (default 16 MiB,
+	// WORKER_MAX_MESSAGE_BYTES).
+	MaxMessageBytes int
 	// Version is reported to brokers.
 	Version string
 	Logger  zerolog.Logger
@@ -79,6 +88,9 @@ func (o *Options) defaults() {
 	}
 	if o.Version == "" {
 		o.Version = "dev"
+	}
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = 16 << 20
 	}
 }
 
@@ -126,9 +138,11 @@ func New(brokerURL string, opts Options, providers ...Provider) (*Worker, error)
 		return nil, err
 	}
 	w := &Worker{
-		opts:      opts,
-		log:       opts.Logger.With().Str("worker_id", opts.WorkerID).Logger(),
-		client:    workerv1connect.NewWorkerServiceClient(hc, brokerURL),
+		opts: opts,
+		log:  opts.Logger.With().Str("worker_id", opts.WorkerID).Logger(),
+		client: workerv1connect.NewWorkerServiceClient(hc, brokerURL,
+			connect.WithInterceptors(credential{token: opts.Token, file: opts.TokenFile}),
+			connect.WithReadMaxBytes(opts.MaxMessageBytes), connect.WithSendMaxBytes(opts.MaxMessageBytes)),
 		providers: map[string]Provider{},
 		defaults:  newDefaults(),
 		sem:       make(chan struct{}, opts.MaxParallel),

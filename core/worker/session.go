@@ -240,7 +240,8 @@ func (w *Worker) run(workCtx context.Context, t *workerv1.StageTask) (out Outcom
 }
 
 func completion(t *workerv1.StageTask, out *Outcome, err error) *workerv1.StageComplete {
-	c := &workerv1.StageComplete{TaskId: t.GetTaskId(), Fence: t.GetFence(), ResourceId: t.GetResource().GetId(), Stage: t.GetStage()}
+	c := &workerv1.StageComplete{TaskId: t.GetTaskId(), Fence: t.GetFence(), ResourceId: t.GetResource().GetId(), Stage: t.GetStage(),
+		LeaseSecret: t.GetLeaseSecret()}
 	if err != nil {
 		c.Result = &workerv1.StageComplete_Error{Error: &workerv1.TaskError{Message: err.Error(), Terminal: IsTerminal(err)}}
 		return c

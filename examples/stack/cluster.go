@@ -265,6 +265,7 @@ func (s *Stack) serverEnv(role, listen, health string) []string {
 	if health != "" {
 		env = append(env, "HEALTH_ADDR="+health)
 	}
+	env = append(env, s.creds.convergeEnv...)
 	return append(env, s.opts.ConvergeEnv...)
 }
 
@@ -312,6 +313,7 @@ func (s *Stack) startWorker() (*Member, error) {
 	if s.balancer != nil {
 		env = append(env, "WORKER_ID="+name)
 	}
+	env = append(env, s.creds.workerEnv...)
 	return s.startMember(name, "worker", s.opts.WorkerBin, append(env, s.opts.WorkerEnv...), "", "")
 }
 

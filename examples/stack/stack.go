@@ -63,6 +63,10 @@ type Options struct {
 	// the kind manifests here, so the worker's kinds are known when it
 	// connects).
 	Setup func(ctx context.Context, s *Stack) error
+	// APIToken has the stack generate an admin API token (API_TOKENS_FILE;
+	// Stack.AdminToken). The worker plane is always authenticated with
+	// tokens the stack generates.
+	APIToken bool
 	// ReadyTimeout bounds start-up until /readyz answers (default 2m).
 	ReadyTimeout time.Duration
 	// Topology asks for a local cluster (several controls, brokers and
@@ -77,6 +81,8 @@ type Stack struct {
 	BaseURL string
 	// DatabaseURL is the private Postgres' converge database.
 	DatabaseURL string
+	// AdminToken is the generated admin API token (with Options.APIToken).
+	AdminToken string
 	// Store reads and writes the database directly (the seam until conctl
 	// and the GraphQL API apply documents; see examples/apply).
 	Store *store.Store
@@ -87,6 +93,7 @@ type Stack struct {
 	converge *process
 	worker   *process
 	binDir   string
+	creds    *credentials
 	log      zerolog.Logger
 	opts     Options
 
@@ -130,6 +137,10 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 		return s, err
 	}
 	s.DatabaseURL = s.pg.URL("converge")
+	if s.creds, err = provision(opts.APIToken); err != nil {
+		return s, err
+	}
+	s.AdminToken = s.creds.adminToken
 
 	if err := s.startServers(ctx, listen); err != nil {
 		return s, err
@@ -251,6 +262,7 @@ func (s *Stack) Stop() error {
 	if s.binDir != "" {
 		errs = append(errs, os.RemoveAll(s.binDir))
 	}
+	errs = append(errs, s.creds.remove())
 	return errors.Join(errs...)
 }
 

@@ -18,6 +18,10 @@ package apptest
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
 	"reflect"
 	"sync"
 	"testing"
@@ -50,7 +54,8 @@ type Options struct {
 	Roles []config.Role
 	// Config adjusts each process's configuration, built from
 	// config.Defaults with loopback listeners on free ports, a 1s member
-	// heartbeat and a 5s shutdown drain.
+	// heartbeat, a 5s shutdown drain and the stack's worker-plane token
+	// files (clear WorkerTokens and MeshTokens for an open plane).
 	Config func(*config.Config)
 	// Version is each process's build version (default "test").
 	Version string
@@ -88,6 +93,36 @@ type Stack struct {
 	Store   *store.Store
 	// Log is the stack's logger (to t.Log).
 	Log zerolog.Logger
+	// WorkerTokensFile and MeshTokensFile are the worker plane's credential
+	// files every process gets (WORKER_TOKENS_FILE, MESH_TOKENS_FILE),
+	// holding WorkerToken and MeshToken.
+	WorkerTokensFile, MeshTokensFile string
+}
+
+// WorkerToken and MeshToken are the credentials every stack provisions for
+// its worker plane (fresh random values per test binary): workers started
+// by the harness present WorkerToken, brokers present MeshToken to peers.
+var (
+	WorkerToken = randomToken()
+	MeshToken   = randomToken()
+)
+
+func randomToken() string {
+	b := make([]byte, 24)
+	_, _ = crand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// provisionCredentials writes the stack's worker-plane token files.
+func (s *Stack) provisionCredentials() {
+	dir := s.t.TempDir()
+	s.WorkerTokensFile = filepath.Join(dir, "worker-tokens")
+	s.MeshTokensFile = filepath.Join(dir, "mesh-tokens")
+	for path, line := range map[string]string{s.WorkerTokensFile: WorkerToken + " apptest-worker\n", s.MeshTokensFile: MeshToken + " apptest-mesh\n"} {
+		if err := os.WriteFile(path, []byte(line), 0o600); err != nil {
+			s.t.Fatalf("apptest: write %s: %v", path, err)
+		}
+	}
 }
 
 // Start boots the stack and returns it once every process is ready, holds
@@ -105,6 +140,7 @@ func Start(t testing.TB, o Options) *Stack {
 		o.Version = "test"
 	}
 	s := &Stack{t: t, opts: o, DatabaseURL: o.DatabaseURL, Log: Logger(t)}
+	s.provisionCredentials()
 	for _, role := range o.Roles {
 		p, _ := s.StartProcess(role)
 		s.Processes = append(s.Processes, p)
@@ -130,6 +166,7 @@ func (s *Stack) Config(role config.Role) config.Config {
 	cfg.HeartbeatEvery = time.Second
 	cfg.ShutdownDrain = 5 * time.Second
 	cfg.Version = s.opts.Version
+	cfg.WorkerTokens, cfg.MeshTokens = s.WorkerTokensFile, s.MeshTokensFile
 	if s.opts.Config != nil {
 		s.opts.Config(&cfg)
 	}
@@ -224,9 +261,13 @@ func (s *Stack) StartWorker(w Worker) (stop func()) {
 }
 
 // StartWorker serves providers against the broker at url until the test
-// ends or stop is called.
+// ends or stop is called. Without a token or TLS settings in o it presents
+// WorkerToken.
 func StartWorker(t testing.TB, url string, o worker.Options, ps ...worker.Provider) (stop func()) {
 	t.Helper()
+	if o.Token == "" && o.TokenFile == "" && o.TLS == nil {
+		o.Token = WorkerToken
+	}
 	if o.DrainTimeout == 0 {
 		o.DrainTimeout = 5 * time.Second
 	}

@@ -891,6 +891,11 @@ type StageTask struct {
 	// task_deadline_ms bounds the handler (0 = no deadline); the broker's own
 	// timer stays authoritative.
 	TaskDeadlineMs int64 `protobuf:"varint,7,opt,name=task_deadline_ms,json=taskDeadlineMs,proto3" json:"task_deadline_ms,omitempty"`
+	// lease_secret is an unguessable per-dispatch secret, bound to the
+	// worker session the task was handed to. The completion (and every
+	// redelivery of it) must echo it; a completion without the right secret
+	// is refused, so nobody but the worker that got the task can complete it.
+	LeaseSecret string `protobuf:"bytes,8,opt,name=lease_secret,json=leaseSecret,proto3" json:"lease_secret,omitempty"`
 	// Types that are valid to be assigned to Request:
 	//
 	//	*StageTask_Compose
@@ -981,6 +986,13 @@ func (x *StageTask) GetTaskDeadlineMs() int64 {
 		return x.TaskDeadlineMs
 	}
 	return 0
+}
+
+func (x *StageTask) GetLeaseSecret() string {
+	if x != nil {
+		return x.LeaseSecret
+	}
+	return ""
 }
 
 func (x *StageTask) GetRequest() isStageTask_Request {
@@ -1719,7 +1731,9 @@ type StageComplete struct {
 	//
 	//	*StageComplete_Outcome
 	//	*StageComplete_Error
-	Result        isStageComplete_Result `protobuf_oneof:"result"`
+	Result isStageComplete_Result `protobuf_oneof:"result"`
+	// lease_secret echoes the StageTask's lease_secret.
+	LeaseSecret   string `protobuf:"bytes,7,opt,name=lease_secret,json=leaseSecret,proto3" json:"lease_secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1805,6 +1819,13 @@ func (x *StageComplete) GetError() *TaskError {
 		}
 	}
 	return nil
+}
+
+func (x *StageComplete) GetLeaseSecret() string {
+	if x != nil {
+		return x.LeaseSecret
+	}
+	return ""
 }
 
 type isStageComplete_Result interface {
@@ -2550,7 +2571,7 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"dedupToken\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x04 \x01(\x03R\n" +
-	"generation\"\xb8\x05\n" +
+	"generation\"\xdb\x05\n" +
 	"\tStageTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12/\n" +
 	"\x05fence\x18\x02 \x01(\v2\x19.converge.worker.v1.FenceR\x05fence\x12/\n" +
@@ -2558,7 +2579,8 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\breaction\x18\x04 \x01(\tR\breaction\x128\n" +
 	"\bresource\x18\x05 \x01(\v2\x1c.converge.worker.v1.ResourceR\bresource\x12:\n" +
 	"\x06config\x18\x06 \x01(\v2\".converge.worker.v1.ProviderConfigR\x06config\x12(\n" +
-	"\x10task_deadline_ms\x18\a \x01(\x03R\x0etaskDeadlineMs\x12>\n" +
+	"\x10task_deadline_ms\x18\a \x01(\x03R\x0etaskDeadlineMs\x12!\n" +
+	"\flease_secret\x18\b \x01(\tR\vleaseSecret\x12>\n" +
 	"\acompose\x18\n" +
 	" \x01(\v2\".converge.worker.v1.ComposeRequestH\x00R\acompose\x125\n" +
 	"\x04work\x18\v \x01(\v2\x1f.converge.worker.v1.WorkRequestH\x00R\x04work\x12;\n" +
@@ -2620,7 +2642,7 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\vresource_id\x18\x03 \x01(\tR\n" +
 	"resourceId\"J\n" +
 	"\x0fReadinessUpdate\x127\n" +
-	"\x05kinds\x18\x01 \x03(\v2!.converge.worker.v1.KindReadinessR\x05kinds\"\xa5\x02\n" +
+	"\x05kinds\x18\x01 \x03(\v2!.converge.worker.v1.KindReadinessR\x05kinds\"\xc8\x02\n" +
 	"\rStageComplete\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12/\n" +
 	"\x05fence\x18\x02 \x01(\v2\x19.converge.worker.v1.FenceR\x05fence\x12\x1f\n" +
@@ -2628,7 +2650,8 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"resourceId\x12/\n" +
 	"\x05stage\x18\x04 \x01(\x0e2\x19.converge.worker.v1.StageR\x05stage\x127\n" +
 	"\aoutcome\x18\x05 \x01(\v2\x1b.converge.worker.v1.OutcomeH\x00R\aoutcome\x125\n" +
-	"\x05error\x18\x06 \x01(\v2\x1d.converge.worker.v1.TaskErrorH\x00R\x05errorB\b\n" +
+	"\x05error\x18\x06 \x01(\v2\x1d.converge.worker.v1.TaskErrorH\x00R\x05error\x12!\n" +
+	"\flease_secret\x18\a \x01(\tR\vleaseSecretB\b\n" +
 	"\x06result\">\n" +
 	"\tHeartbeat\x121\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x1b.converge.worker.v1.TaskRefR\x05tasks\"\x9e\x02\n" +

@@ -1,0 +1,92 @@
+package api_test
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/stretchr/testify/require"
+)
+
+// closeCode waits for the server to close c and returns its close code.
+func closeCode(t *testing.T, c *wsClient) int {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case <-c.in:
+		case err := <-c.err:
+			var ce *websocket.CloseError
+			if errors.As(err, &ce) {
+				return ce.Code
+			}
+			t.Fatalf("connection ended without a close frame: %v", err)
+		case <-deadline:
+			t.Fatal("the server did not close the connection")
+		}
+	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	return len(ents)
+}
+
+// A connection_init payload that is not an object is answered with close
+// 4400 on both subprotocols, and nothing is left behind: no goroutine, no
+// file descriptor per connection. Not parallel: it counts the process's
+// goroutines and descriptors.
+func TestWebsocket_InitPayloadNotAnObjectClosesWith4400AndLeaksNothing(t *testing.T) { //nolint:paralleltest // counts process-wide goroutines and fds
+	e := newEnv(t, withTokens())
+	// Warm up: the first connection starts the server's shared goroutines.
+	warm := e.connect("graphql-transport-ws", map[string]any{"Authorization": "Bearer " + adminToken})
+	_ = warm.conn.Close()
+	time.Sleep(0) // yield
+	baseG, baseFD := runtime.NumGoroutine(), openFDs(t)
+	const n = 20
+	for i := range n {
+		proto := "graphql-transport-ws"
+		if i%2 == 1 {
+			proto = "graphql-ws"
+		}
+		payload := any("x")
+		if i%4 >= 2 {
+			payload = []int{1, 2}
+		}
+		c, _, err := e.dial(proto, nil)
+		require.NoError(t, err)
+		c.send(map[string]any{"type": "connection_init", "payload": payload})
+		require.Equal(t, 4400, closeCode(t, c), "%s with payload %v", proto, payload)
+		_ = c.conn.Close()
+	}
+	require.Eventually(t, func() bool {
+		return runtime.NumGoroutine() <= baseG+4 && openFDs(t) <= baseFD+4
+	}, 30*time.Second, 50*time.Millisecond, "goroutines %d (baseline %d), fds %d (baseline %d) after %d refused connections",
+		runtime.NumGoroutine(), baseG, openFDs(t), baseFD, n)
+}
+
+// An operation id in use may not be started again (graphql-transport-ws:
+// close 4409); once its operation completed the id is free again.
+func TestWebsocket_DuplicateOperationIDClosesWith4409(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := `subscription { resourceChanged(kind: "leaf") { type } }`
+	for _, proto := range []string{"graphql-transport-ws", "graphql-ws"} {
+		c := e.connect(proto, nil)
+		c.subscribe("a", `{ version }`, nil)
+		c.nextFor("a", 10*time.Second) // its result; complete follows
+		require.Eventually(t, func() bool {
+			m, err := c.read(100 * time.Millisecond)
+			return err == nil && m.Type == "complete"
+		}, 10*time.Second, time.Millisecond, "the query completes")
+		c.subscribe("a", q, nil) // the id is free again: accepted
+		c.quiet(300 * time.Millisecond)
+		c.subscribe("a", q, nil) // a duplicate of a live subscription
+		require.Equal(t, 4409, closeCode(t, c), "%s: a duplicate id closes the connection", proto)
+	}
+}

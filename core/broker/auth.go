@@ -1,0 +1,232 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/auth"
+	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
+	"github.com/converge-run/converge/workerproto/gen/converge/worker/v1/workerv1connect"
+)
+
+// planeAuth authenticates the WorkerService: every call carries a bearer
+// token (WORKER_TOKENS_FILE for workers, MESH_TOKENS_FILE for peer brokers)
+// or arrives over mutual TLS with a client certificate whose OU names its
+// audience. WorkStream and GetProviderConfig need a worker, RelayStage a
+// broker. Without any credential source configured the plane is open
+// (WORKER_AUTH=none; the process warns at boot) and every caller passes.
+type planeAuth struct {
+	creds *auth.Plane // nil: no token files
+	mtls  bool        // the listener verifies client certificates
+	log   zerolog.Logger
+}
+
+// enforced reports whether the plane requires credentials.
+func (a *planeAuth) enforced() bool { return a != nil && (a.creds != nil || a.mtls) }
+
+type principalKey struct{}
+type certKey struct{}
+
+// principalFrom is the authenticated caller of a handler call.
+func principalFrom(ctx context.Context) auth.Principal {
+	if p, ok := ctx.Value(principalKey{}).(auth.Principal); ok {
+		return p
+	}
+	return auth.Principal{Name: "anonymous", Audience: auth.AudienceOpen, Via: "open"}
+}
+
+// withCertificate records the identity of a verified client certificate for
+// the interceptor (Connect does not expose the TLS state to interceptors).
+func withCertificate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
+			if p, ok := auth.FromCertificate(r.TLS.VerifiedChains[0][0]); ok {
+				r = r.WithContext(context.WithValue(r.Context(), certKey{}, p))
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authenticate resolves the caller of one call: its bearer token wins over
+// its certificate.
+func (a *planeAuth) authenticate(ctx context.Context, h http.Header) (auth.Principal, error) {
+	if !a.enforced() {
+		return principalFrom(ctx), nil
+	}
+	if token := auth.Bearer(h.Get("Authorization")); token != "" {
+		if p, ok := a.creds.Lookup(token); ok {
+			return p, nil
+		}
+		return auth.Principal{}, connect.NewError(connect.CodeUnauthenticated, errors.New("unknown worker-plane token"))
+	}
+	if p, ok := ctx.Value(certKey{}).(auth.Principal); ok {
+		return p, nil
+	}
+	return auth.Principal{}, connect.NewError(connect.CodeUnauthenticated,
+		errors.New("the worker plane requires a credential: a bearer token (WORKER_TOKEN) or a client certificate"))
+}
+
+// authorize checks the caller may call procedure.
+func authorize(p auth.Principal, procedure string) error {
+	need := auth.AudienceWorker
+	if procedure == workerv1connect.WorkerServiceRelayStageProcedure {
+		need = auth.AudienceBroker
+	}
+	if !p.Is(need) {
+		return connect.NewError(connect.CodePermissionDenied, errors.New("this credential is a "+string(p.Audience)+
+			" credential; "+procedure+" needs a "+string(need)+" credential"))
+	}
+	return nil
+}
+
+// check authenticates and authorizes one call and returns its context.
+func (a *planeAuth) check(ctx context.Context, procedure string, h http.Header, peer string) (context.Context, error) {
+	p, err := a.authenticate(ctx, h)
+	if err == nil {
+		err = authorize(p, procedure)
+	}
+	if err != nil {
+		a.log.Warn().Err(err).Str("procedure", procedure).Str("peer", peer).Str("identity", p.Name).
+			Msg("worker-plane call refused")
+		return ctx, err
+	}
+	return context.WithValue(ctx, principalKey{}, p), nil
+}
+
+// WrapUnary implements connect.Interceptor.
+func (a *planeAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if req.Spec().IsClient {
+			return next(ctx, req)
+		}
+		ctx, err := a.check(ctx, req.Spec().Procedure, req.Header(), req.Peer().Addr)
+		if err != nil {
+			return nil, err
+		}
+		return next(ctx, req)
+	}
+}
+
+// WrapStreamingClient implements connect.Interceptor (nothing to do).
+func (a *planeAuth) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+// WrapStreamingHandler implements connect.Interceptor: the stream is refused
+// before its first message is read.
+func (a *planeAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		ctx, err := a.check(ctx, conn.Spec().Procedure, conn.RequestHeader(), conn.Peer().Addr)
+		if err != nil {
+			return err
+		}
+		return next(ctx, conn)
+	}
+}
+
+// meshCredential is the mesh client's interceptor: it presents this
+// broker's current mesh token (re-read on every call, so a rotation applies
+// at once).
+type meshCredential struct{ creds *auth.Plane }
+
+func (m meshCredential) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if t := m.creds.MeshToken(); t != "" && req.Spec().IsClient {
+			req.Header().Set("Authorization", "Bearer "+t)
+		}
+		return next(ctx, req)
+	}
+}
+
+func (m meshCredential) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (m meshCredential) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+// subscribeAllowed refuses a Subscribe for kinds the caller may not serve.
+func subscribeAllowed(p auth.Principal, sub *workerv1.Subscribe) error {
+	for _, k := range sub.GetKinds() {
+		if !p.Serves(k.GetKind().GetKind()) {
+			return connect.NewError(connect.CodePermissionDenied,
+				errors.New("credential "+p.Name+" may not serve kind "+k.GetKind().GetKind()))
+		}
+	}
+	return nil
+}
+
+// readinessAllowed refuses (and logs) a readiness update naming a kind the
+// session's credential may not serve: it would route that kind's tasks and
+// configs to it.
+func readinessAllowed(ctx context.Context, u *workerv1.ReadinessUpdate, log zerolog.Logger) bool {
+	p := principalFrom(ctx)
+	for _, k := range u.GetKinds() {
+		if !p.Serves(k.GetKind().GetKind()) {
+			log.Warn().Str("identity", p.Name).Str("kind", k.GetKind().GetKind()).
+				Msg("readiness update refused: the credential may not serve this kind")
+			return false
+		}
+	}
+	return true
+}
+
+// completionAllowed checks a StageComplete's lease secret against the
+// session that sends it; a refused completion is logged and acked (the
+// worker drops it; the task's real result, or a re-run, applies).
+func (h *workerService) completionAllowed(s *session, m *workerv1.StageComplete, log zerolog.Logger) bool {
+	if h.leases.verify(s.holder, m.GetTaskId(), m.GetLeaseSecret()) {
+		return true
+	}
+	log.Warn().Str("task_id", m.GetTaskId()).Str("identity", s.holder).Bool("has_secret", m.GetLeaseSecret() != "").
+		Msg("completion refused: its lease secret was not issued to this worker for this task")
+	s.ack(m.GetTaskId())
+	return false
+}
+
+// streamRate paces what one worker stream may send: a token bucket of
+// rate messages per second (burst twice that). A stream past it is not cut
+// off; its next message is read only once the bucket allows, so HTTP/2
+// flow control pushes back on the sender.
+type streamRate struct {
+	rate, burst, tokens float64
+	last                time.Time
+}
+
+func newStreamRate(perSecond int) *streamRate {
+	r := float64(perSecond)
+	return &streamRate{rate: r, burst: 2 * r, tokens: 2 * r, last: time.Now()}
+}
+
+// wait takes one token, sleeping while the bucket is empty; false when ctx
+// ended first.
+func (r *streamRate) wait(ctx context.Context) bool {
+	if r == nil || r.rate <= 0 {
+		return true
+	}
+	now := time.Now()
+	r.tokens = min(r.burst, r.tokens+max(0, now.Sub(r.last).Seconds())*r.rate)
+	r.last = now
+	if r.tokens >= 1 {
+		r.tokens--
+		return true
+	}
+	wait := time.Duration((1 - r.tokens) / r.rate * float64(time.Second))
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		r.tokens = 0
+		r.last = time.Now()
+		return true
+	}
+}

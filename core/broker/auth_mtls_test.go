@@ -1,0 +1,137 @@
+package broker_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/app/apptest"
+	"github.com/converge-run/converge/core/auth"
+	"github.com/converge-run/converge/core/config"
+	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/transport"
+	"github.com/converge-run/converge/core/worker"
+	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
+	"github.com/converge-run/converge/workerproto/gen/converge/worker/v1/workerv1connect"
+)
+
+// testCA issues the certificates of one mTLS test.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newTestCA(t *testing.T) testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	c, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	pool.AddCert(c)
+	return testCA{cert: c, key: key, pool: pool}
+}
+
+// issue writes a keypair for name with OU ou (none when "") into dir and
+// returns the cert and key paths and the loaded pair.
+func (c testCA) issue(t *testing.T, dir, name, ou string, serial int64) (certFile, keyFile string, pair tls.Certificate) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	subj := pkix.Name{CommonName: name}
+	if ou != "" {
+		subj.OrganizationalUnit = []string{ou}
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: subj,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
+	require.NoError(t, err)
+	kb, err := x509.MarshalECPrivateKey(key)
+	require.NoError(t, err)
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
+	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
+	require.NoError(t, os.WriteFile(certFile, certPEM, 0o600))
+	require.NoError(t, os.WriteFile(keyFile, keyPEM, 0o600))
+	pair, err = tls.X509KeyPair(certPEM, keyPEM)
+	require.NoError(t, err)
+	return certFile, keyFile, pair
+}
+
+// With mutual TLS and no token files, identities come from the client
+// certificates: a converge-worker certificate serves work, a certificate
+// without a plane OU (a dashboard's, say) is no worker-plane credential, and
+// only a converge-broker certificate may relay.
+func TestWorkerPlane_MutualTLSIdentitiesComeFromTheCertificate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca := newTestCA(t)
+	caFile := filepath.Join(dir, "ca.pem")
+	require.NoError(t, os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw}), 0o600))
+	srvCert, srvKey, _ := ca.issue(t, dir, "converge", auth.BrokerOU, 2)
+	_, _, workerPair := ca.issue(t, dir, "worker-1", auth.WorkerOU, 3)
+	_, _, plainPair := ca.issue(t, dir, "dashboard", "", 4)
+	_, _, brokerPair := ca.issue(t, dir, "broker-2", auth.BrokerOU, 5)
+
+	s := apptest.Start(t, apptest.Options{Manifests: []string{routeKind}, Config: func(c *config.Config) {
+		c.ListenAddr = "https://127.0.0.1:0"
+		c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile = srvCert, srvKey, caFile
+		c.WorkerTokens, c.MeshTokens = "", ""
+	}})
+	url := "https://" + s.Process.Addr("api").String()
+	tlsFor := func(pair tls.Certificate) *tls.Config {
+		return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: ca.pool, Certificates: []tls.Certificate{pair}}
+	}
+	clientFor := func(pair tls.Certificate) workerv1connect.WorkerServiceClient {
+		hc, err := transport.ClientFor(url, tlsFor(pair))
+		require.NoError(t, err)
+		return workerv1connect.NewWorkerServiceClient(hc, url)
+	}
+
+	apptest.StartWorker(t, url, worker.Options{TLS: tlsFor(workerPair)}, apptest.NewProvider("route",
+		func(context.Context, worker.Request) (worker.Outcome, error) {
+			return worker.Outcome{Status: json.RawMessage(`{"route_id":"viaMTLS"}`)}, nil
+		}))
+	_, _, err := s.Store.ApplyResource(context.Background(), store.ApplyResourceInput{Kind: "route", Name: "r1", Spec: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	r := s.WaitPhase("route", "r1", resource.PhaseReady, 60*time.Second)
+	require.JSONEq(t, `{"route_id":"viaMTLS"}`, string(r.Status), "a converge-worker certificate serves work")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	config := connect.NewRequest(&workerv1.GetProviderConfigRequest{Kind: "route"})
+	_, err = clientFor(plainPair).GetProviderConfig(ctx, config)
+	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "a certificate without a plane OU: %v", err)
+	_, err = clientFor(workerPair).GetProviderConfig(ctx, config)
+	require.NoError(t, err, "a worker certificate reads configs")
+	relay := connect.NewRequest(&workerv1.RelayStageRequest{OriginBroker: "broker-2",
+		Task: &workerv1.StageTask{TaskId: "t", Resource: &workerv1.Resource{Kind: "nokind", Version: "v1"}}})
+	_, err = clientFor(workerPair).RelayStage(ctx, relay)
+	require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err), "a worker certificate may not relay: %v", err)
+	_, err = clientFor(brokerPair).RelayStage(ctx, relay)
+	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "a broker certificate passes (nothing serves nokind): %v", err)
+}

@@ -1,0 +1,72 @@
+package broker
+
+import (
+	"testing"
+
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/converge-run/converge/core/store/pipeline"
+	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
+)
+
+// FuzzWorkerMessages feeds arbitrary bytes to what the broker does with a
+// worker's message: decode it, check a completion's lease secret, parse its
+// task id and build the result a redelivery would write. Nothing panics,
+// and no input forges a secret.
+func FuzzWorkerMessages(f *testing.F) {
+	leases := newLeaseKeys(nil)
+	id := taskID{key: pipeline.TaskKey{ShardID: 3, ResourceID: uuid.New(), TaskType: pipeline.TaskReconcile, OpID: uuid.New()},
+		epoch: 7, generation: 2, stage: "STAGE_WORK", final: true, finalizer: "a/b c"}.String()
+	seed := func(m *workerv1.WorkStreamRequest) {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	seed(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Complete{Complete: &workerv1.StageComplete{
+		TaskId: id, LeaseSecret: leases.issue("h", id), Fence: &workerv1.Fence{ClaimEpoch: 7},
+		Result: &workerv1.StageComplete_Outcome{Outcome: &workerv1.Outcome{StatusJson: []byte(`{"a":1}`)}}}}})
+	seed(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: &workerv1.Subscribe{WorkerId: "w",
+		Kinds: []*workerv1.KindReadiness{{Kind: &workerv1.KindVersion{Kind: "k", Version: "v1"}, Ready: true}}}}})
+	seed(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Heartbeat{Heartbeat: &workerv1.Heartbeat{}}})
+	f.Add([]byte{0x1a, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var m workerv1.WorkStreamRequest
+		if proto.Unmarshal(b, &m) != nil {
+			return
+		}
+		readyMap(m.GetSubscribe().GetKinds())
+		readyMap(m.GetReadiness().GetKinds())
+		c := m.GetComplete()
+		if c == nil {
+			return
+		}
+		if c.GetLeaseSecret() != "" && leases.verify("rogue", c.GetTaskId(), c.GetLeaseSecret()) {
+			t.Fatalf("a secret never issued to this holder verified: %q", c.GetLeaseSecret())
+		}
+		tid, err := parseTaskID(c.GetTaskId())
+		if err != nil {
+			return
+		}
+		if back, err := parseTaskID(tid.String()); err != nil || back != tid {
+			t.Fatalf("task id %q does not round-trip: %v", c.GetTaskId(), err)
+		}
+		res := redelivered(tid, c)
+		_ = res.Validate()
+	})
+}
+
+// BenchmarkLeaseSecret is the per-dispatch cost of a lease secret: one
+// issue and one verify.
+func BenchmarkLeaseSecret(b *testing.B) {
+	leases := newLeaseKeys(nil)
+	id := taskID{key: pipeline.TaskKey{ShardID: 3, ResourceID: uuid.New(), TaskType: pipeline.TaskReconcile, OpID: uuid.New()},
+		epoch: 7, generation: 2, stage: "STAGE_WORK", final: true}.String()
+	for b.Loop() {
+		if !leases.verify("token/worker/w1", id, leases.issue("token/worker/w1", id)) {
+			b.Fatal("a secret failed to verify")
+		}
+	}
+}
