@@ -218,17 +218,16 @@ $_$;
 CREATE FUNCTION public.assign_member_shards(p_member_id text, p_total integer DEFAULT 256, p_liveness_secs integer DEFAULT 30, p_now timestamp with time zone DEFAULT now()) RETURNS int4range
     LANGUAGE sql STABLE
     AS $$
-    WITH me AS (
-        SELECT role FROM cluster_members
-         WHERE member_id = p_member_id
-           AND last_heartbeat > p_now - make_interval(secs => p_liveness_secs)
+    WITH alive AS MATERIALIZED (
+        SELECT a.member_id, a.role FROM live_cluster_members(p_liveness_secs, p_now) a
+    ), me AS (
+        SELECT role FROM alive WHERE member_id = p_member_id
     ), live AS (
         SELECT m.member_id,
                row_number() OVER (ORDER BY m.member_id COLLATE "C") - 1 AS rank,
                count(*) OVER () AS n
-          FROM cluster_members m, me
+          FROM alive m, me
          WHERE m.role = me.role
-           AND m.last_heartbeat > p_now - make_interval(secs => p_liveness_secs)
     )
     SELECT coalesce(
         (SELECT int4range((rank * p_total / n)::int, ((rank + 1) * p_total / n)::int)
@@ -1119,6 +1118,26 @@ CREATE FUNCTION public.kind_manifest_is_reactor(m jsonb) RETURNS boolean
 $$;
 
 --
+-- Name: live_cluster_members(integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.live_cluster_members(p_liveness_secs integer DEFAULT 30, p_now timestamp with time zone DEFAULT now()) RETURNS TABLE(member_id text, role text)
+    LANGUAGE sql STABLE
+    AS $$
+    WITH held AS MATERIALIZED (
+        SELECT l.objid::bigint AS lock_key
+          FROM pg_locks l
+         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+           AND l.classid = 20251201::oid
+           AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+    )
+    SELECT m.member_id, m.role
+      FROM cluster_members m
+     WHERE m.last_heartbeat > p_now - make_interval(secs => p_liveness_secs)
+       AND (m.lock_key IS NULL OR m.lock_key IN (SELECT h.lock_key FROM held h))
+$$;
+
+--
 -- Name: manifest_violation(text, text, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1372,6 +1391,33 @@ BEGIN
         PERFORM notify_gated('work_ready');
     END IF;
     RETURN v_n;
+END
+$$;
+
+--
+-- Name: reap_unlocked_cluster_members(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reap_unlocked_cluster_members() RETURNS SETOF text
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_held bigint[];
+BEGIN
+    SELECT coalesce(array_agg(l.objid::bigint), '{}') INTO v_held
+      FROM pg_locks l
+     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+       AND l.classid = 20251201::oid
+       AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
+    IF NOT EXISTS (SELECT 1 FROM cluster_members m
+                    WHERE m.lock_key IS NOT NULL AND m.lock_key <> ALL (v_held)) THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    DELETE FROM cluster_members m
+     WHERE m.lock_key IS NOT NULL AND m.lock_key <> ALL (v_held)
+       AND pg_try_advisory_xact_lock(20251201, m.lock_key::int)
+    RETURNING m.member_id;
 END
 $$;
 
@@ -2279,6 +2325,8 @@ CREATE TABLE public.cluster_members (
     in_flight integer DEFAULT 0 NOT NULL,
     started_at timestamp with time zone DEFAULT now() NOT NULL,
     last_heartbeat timestamp with time zone DEFAULT now() NOT NULL,
+    lock_key integer,
+    CONSTRAINT cluster_members_lock_key_check CHECK ((lock_key > 0)),
     CONSTRAINT cluster_members_role_check CHECK ((role = ANY (ARRAY['all'::text, 'control'::text, 'broker'::text])))
 );
 
@@ -4525,6 +4573,12 @@ ALTER TABLE ONLY public.work_queue_p8
 
 ALTER TABLE ONLY public.work_queue_p9
     ADD CONSTRAINT work_queue_p9_pkey PRIMARY KEY (shard_id, resource_id, task_type, op_id);
+
+--
+-- Name: idx_cluster_members_lock_key; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX idx_cluster_members_lock_key ON public.cluster_members USING btree (lock_key) WHERE (lock_key IS NOT NULL);
 
 --
 -- Name: idx_cluster_members_role; Type: INDEX; Schema: public; Owner: -

@@ -93,6 +93,8 @@ type Options struct {
 type Duties struct {
 	Reporter *cluster.Reporter
 	Watcher  *cluster.TopologyWatcher
+	Lock     *cluster.LivenessLock
+	Probe    *cluster.DeadMemberProbe
 	Drainer  *control.Drainer
 	Reaper   *control.Reaper
 	Resyncer *control.Resyncer
@@ -122,6 +124,12 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 	if opts.Tune != nil {
 		opts.Tune(p, d)
 	}
+	// The liveness lock is held before the member registers and released
+	// after it deregisters.
+	if err := d.Lock.Take(ctx); err != nil {
+		return fmt.Errorf("take the member's liveness lock: %w", err)
+	}
+	defer d.Lock.Release()
 
 	// Listeners run on their own context: they close only after the duties
 	// have drained.
@@ -208,11 +216,17 @@ func newProcess(cfg config.Config, log zerolog.Logger, primary, read *pgxpool.Po
 func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
 	cfg, log := p.Config, p.Log
 	d := &Duties{}
+	d.Lock = p.livenessLock()
 	d.Reporter = &cluster.Reporter{Registry: p.Members, ID: p.MemberID, Role: string(cfg.Role), Version: cfg.Version,
-		Config: cfg.Redacted(), Every: cfg.HeartbeatEvery, Shards: p.Shards, Log: log}
+		Config: cfg.Redacted(), Every: cfg.HeartbeatEvery, Shards: p.Shards, Lock: d.Lock, Log: log}
 	d.Watcher = &cluster.TopologyWatcher{Listener: p.Listener, Poll: cfg.HeartbeatEvery, Log: log,
 		Reactors: []cluster.Reactor{&cluster.Resharder{Registry: p.Members, MemberID: p.MemberID, Shards: p.Shards,
-			Liveness: 3 * cfg.HeartbeatEvery, OnChange: d.Reporter.Kick, Log: log}}}
+			Liveness: 3 * cfg.HeartbeatEvery, OnChange: d.Reporter.Kick, Held: d.Lock.Held, Log: log}}}
+	// Losing the lock stops claiming at once; holding it again re-registers
+	// (peers may have removed the row) and re-tiles.
+	d.Lock.OnLost = func() { p.Shards.Set(shard.Range{}) }
+	d.Lock.OnHeld = func() { d.Reporter.Kick(); d.Watcher.Kick() }
+	d.Probe = &cluster.DeadMemberProbe{Registry: p.Members, Held: d.Lock.Held, Log: log}
 	if cfg.HasControl() {
 		maint := maintenance.New(p.Primary)
 		d.Drainer = &control.Drainer{Pipeline: p.Pipeline, Listener: p.Listener, Shards: p.Shards, Metrics: p.Metrics, Log: log}
@@ -236,6 +250,14 @@ func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
 		d.Watcher.Reactors = append(d.Watcher.Reactors, mesh)
 	}
 	return d
+}
+
+// livenessLock is the member's session advisory lock, on a connection taken
+// out of the primary pool.
+func (p *Process) livenessLock() *cluster.LivenessLock {
+	return &cluster.LivenessLock{Log: p.Log, Acquire: func(ctx context.Context, key int32) (cluster.LockSession, error) {
+		return membership.AcquireSessionLock(ctx, p.Primary, p.MemberID, key)
+	}}
 }
 
 // startServers starts the role's listeners on ctx and waits until each is
@@ -268,7 +290,7 @@ func (p *Process) startServers(ctx context.Context, wg *sync.WaitGroup, tlsR *tl
 
 // engine assembles the duties into one engine, in start order.
 func (p *Process) engine(d *Duties, tlsR *tlsreload.Reloader) *engine.Engine {
-	eng := engine.New(p.Log, p.Listener, p.Kinds, d.Reporter, d.Watcher)
+	eng := engine.New(p.Log, p.Listener, p.Kinds, d.Reporter, d.Watcher, d.Lock, d.Probe)
 	if p.Config.HasControl() {
 		eng.Add(d.Drainer, d.Reaper, d.Resyncer, d.MemberGC, d.Folder)
 	}

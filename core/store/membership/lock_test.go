@@ -1,0 +1,92 @@
+package membership_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/store/membership"
+	"github.com/converge-run/converge/db/pgtest"
+)
+
+func TestSessionLock_AKeyIsHeldByOneSessionAndRecordedOnce(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := membership.New(pool)
+	l, err := membership.AcquireSessionLock(ctx, pool, "a", 7)
+	require.NoError(t, err)
+	defer l.Close()
+	require.NoError(t, l.Ping(ctx, time.Second))
+	_, err = membership.AcquireSessionLock(ctx, pool, "b", 7)
+	require.ErrorIs(t, err, membership.ErrLockHeld, "a held key is refused")
+
+	_, err = s.Upsert(ctx, membership.Member{ID: "a", Role: membership.RoleBroker, LockKey: 7})
+	require.NoError(t, err)
+	l.Close()
+	_, err = membership.AcquireSessionLock(ctx, pool, "b", 7)
+	require.ErrorIs(t, err, membership.ErrLockHeld, "a key another member's row records is refused even when free")
+	again, err := membership.AcquireSessionLock(ctx, pool, "a", 7)
+	require.NoError(t, err, "the member itself re-takes its own key")
+	again.Close()
+}
+
+func TestReapUnlocked_RemovesOnlyMembersWhoseLockIsGone(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := membership.New(pool)
+	alive, err := membership.AcquireSessionLock(ctx, pool, "alive", 11)
+	require.NoError(t, err)
+	defer alive.Close()
+	crashed, err := membership.AcquireSessionLock(ctx, pool, "crashed", 12)
+	require.NoError(t, err)
+	for _, m := range []membership.Member{
+		{ID: "alive", Role: membership.RoleBroker, LockKey: 11},
+		{ID: "crashed", Role: membership.RoleBroker, LockKey: 12},
+		{ID: "old-binary", Role: membership.RoleBroker},
+	} {
+		_, err := s.Upsert(ctx, m)
+		require.NoError(t, err)
+	}
+	ids, err := s.ReapUnlocked(ctx)
+	require.NoError(t, err)
+	require.Empty(t, ids, "every lock is held")
+	span, err := s.AssignShards(ctx, "alive", membership.DefaultTotalShards, membership.DefaultLiveness)
+	require.NoError(t, err)
+	require.Equal(t, 85, span.Hi-span.Lo, "three live members")
+
+	crashed.Close() // the backend ends: the lock goes with it
+	span, err = s.AssignShards(ctx, "alive", membership.DefaultTotalShards, membership.DefaultLiveness)
+	require.NoError(t, err)
+	require.Equal(t, 128, span.Hi-span.Lo, "a member whose lock is gone is not live, before anyone reaps it")
+	live, err := s.ListLive(ctx, membership.DefaultLiveness)
+	require.NoError(t, err)
+	require.Len(t, live, 2, "routing agrees with tiling")
+
+	n := countNotifies(t, pool, 300*time.Millisecond, func() {
+		ids, err = s.ReapUnlocked(ctx)
+		require.NoError(t, err)
+	})
+	require.Equal(t, []string{"crashed"}, ids)
+	require.Equal(t, 1, n, "the removal wakes the topology watchers")
+	all, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, all, 2, "the live member and the lock-less one stay")
+}
+
+func TestReapUnlocked_IsScopedToItsDatabase(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	other := pgtest.Pool(t)
+	s := membership.New(pool)
+	// The same key held in another database of the cluster does not keep
+	// this database's member alive.
+	l, err := membership.AcquireSessionLock(ctx, other, "x", 21)
+	require.NoError(t, err)
+	defer l.Close()
+	_, err = s.Upsert(ctx, membership.Member{ID: "x", Role: membership.RoleControl, LockKey: 21})
+	require.NoError(t, err)
+	ids, err := s.ReapUnlocked(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"x"}, ids)
+}
