@@ -238,7 +238,7 @@ func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
 	if cfg.HasBroker() {
 		p.Broker = broker.New(broker.Deps{ID: p.MemberID, Pipeline: p.Pipeline, Store: p.Store, Kinds: p.Kinds, Listener: p.Listener,
 			Lifecycle: lifecycle.New(p.Primary),
-			Shards:    p.Shards, Metrics: p.Metrics, Log: log, Options: broker.Options{Drain: cfg.ShutdownDrain}})
+			Shards:    p.Shards, Metrics: p.Metrics, Log: log, Options: broker.Options{Drain: cfg.ShutdownDrain, RedeliveryWait: cfg.RedeliveryWait}})
 		d.Reporter.Kinds = p.Broker.Served
 		d.Reporter.InFlight = p.Broker.InFlight
 		mesh := p.Broker.Mesh(p.Members, 3*cfg.HeartbeatEvery)
