@@ -53,7 +53,11 @@ type Process struct {
 	Broker   *broker.Broker // nil without the broker duty
 	Shards   *cluster.ShardSet
 	MemberID string
+	// Outage is the process's one database-outage reporter, shared by every
+	// loop (one WARN when the database goes, one INFO when it returns).
+	Outage *engine.Outage
 
+	lock   *cluster.LivenessLock
 	mu     sync.Mutex
 	addrs  map[string]net.Addr
 	ready  chan struct{}
@@ -205,6 +209,8 @@ func newProcess(cfg config.Config, log zerolog.Logger, primary, read *pgxpool.Po
 	p.Metrics = metrics.New()
 	p.MemberID = cluster.NewMemberID(string(cfg.Role))
 	p.Shards = cluster.NewShardSet(shard.Range{})
+	p.Outage = &engine.Outage{Log: log}
+	p.Listener.ReportTo(p.Outage)
 	p.Metrics.RegisterQueueDepth(func(ctx context.Context) (map[[2]string]float64, error) {
 		return p.Store.QueueDepth(ctx)
 	}, 10*time.Second)
@@ -218,27 +224,30 @@ func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
 	d := &Duties{}
 	d.Lock = p.livenessLock()
 	d.Reporter = &cluster.Reporter{Registry: p.Members, ID: p.MemberID, Role: string(cfg.Role), Version: cfg.Version,
-		Config: cfg.Redacted(), Every: cfg.HeartbeatEvery, Shards: p.Shards, Lock: d.Lock, Log: log}
-	d.Watcher = &cluster.TopologyWatcher{Listener: p.Listener, Poll: cfg.HeartbeatEvery, Log: log,
+		Config: cfg.Redacted(), Every: cfg.HeartbeatEvery, Shards: p.Shards, Lock: d.Lock, Outage: p.Outage, Log: log}
+	d.Watcher = &cluster.TopologyWatcher{Listener: p.Listener, Poll: cfg.HeartbeatEvery, Log: log, Outage: p.Outage,
 		Reactors: []cluster.Reactor{&cluster.Resharder{Registry: p.Members, MemberID: p.MemberID, Shards: p.Shards,
 			Liveness: 3 * cfg.HeartbeatEvery, OnChange: d.Reporter.Kick, Held: d.Lock.Held, Log: log}}}
 	// Losing the lock stops claiming at once; holding it again re-registers
 	// (peers may have removed the row) and re-tiles.
 	d.Lock.OnLost = func() { p.Shards.Set(shard.Range{}) }
 	d.Lock.OnHeld = func() { d.Reporter.Kick(); d.Watcher.Kick() }
-	d.Probe = &cluster.DeadMemberProbe{Registry: p.Members, Held: d.Lock.Held, Log: log}
+	d.Probe = &cluster.DeadMemberProbe{Registry: p.Members, Held: d.Lock.Held, Outage: p.Outage, Log: log}
+	p.lock = d.Lock
 	if cfg.HasControl() {
 		maint := maintenance.New(p.Primary)
-		d.Drainer = &control.Drainer{Pipeline: p.Pipeline, Listener: p.Listener, Shards: p.Shards, Metrics: p.Metrics, Log: log}
-		d.Reaper = &control.Reaper{Maintenance: maint, Shards: p.Shards, Log: log, UnclaimedAfter: cfg.UnclaimedAfter}
-		d.Resyncer = &control.Resyncer{Maintenance: maint, Kinds: p.Kinds, Shards: p.Shards, Log: log}
-		d.MemberGC = &control.MemberGC{Members: p.Members, Log: log}
-		d.Folder = &control.CountFolder{Fold: p.Store.FoldPhaseCounts, Log: log}
+		d.Drainer = &control.Drainer{Pipeline: p.Pipeline, Listener: p.Listener, Shards: p.Shards, Metrics: p.Metrics, Log: log,
+			Outage: p.Outage}
+		d.Reaper = &control.Reaper{Maintenance: maint, Shards: p.Shards, Log: log, UnclaimedAfter: cfg.UnclaimedAfter, Outage: p.Outage}
+		d.Resyncer = &control.Resyncer{Maintenance: maint, Kinds: p.Kinds, Shards: p.Shards, Log: log, Outage: p.Outage}
+		d.MemberGC = &control.MemberGC{Members: p.Members, Log: log, Outage: p.Outage}
+		d.Folder = &control.CountFolder{Fold: p.Store.FoldPhaseCounts, Log: log, Outage: p.Outage}
 	}
 	if cfg.HasBroker() {
 		p.Broker = broker.New(broker.Deps{ID: p.MemberID, Pipeline: p.Pipeline, Store: p.Store, Kinds: p.Kinds, Listener: p.Listener,
 			Lifecycle: lifecycle.New(p.Primary),
-			Shards:    p.Shards, Metrics: p.Metrics, Log: log, Options: broker.Options{Drain: cfg.ShutdownDrain, RedeliveryWait: cfg.RedeliveryWait}})
+			Shards:    p.Shards, Metrics: p.Metrics, Log: log, Outage: p.Outage,
+			Options: broker.Options{Drain: cfg.ShutdownDrain, RedeliveryWait: cfg.RedeliveryWait}})
 		d.Reporter.Kinds = p.Broker.Served
 		d.Reporter.InFlight = p.Broker.InFlight
 		mesh := p.Broker.Mesh(p.Members, 3*cfg.HeartbeatEvery)
@@ -324,7 +333,7 @@ func (p *Process) announceReady(ctx context.Context, r *cluster.Reporter, opts O
 func (p *Process) servers(cfg config.Config, tlsR *tlsreload.Reloader, opts Options) (map[string]*server.Server, error) {
 	out := map[string]*server.Server{}
 	var mainTLS = tlsOf(tlsR)
-	ping := func(ctx context.Context) error { return p.Primary.Ping(ctx) }
+	ping := p.readiness
 	if cfg.HasControl() {
 		api := server.New("api", cfg.ListenHostPort(), mainTLS, p.Log)
 		api.ShutdownGrace = 10 * time.Second
@@ -359,4 +368,16 @@ func (p *Process) servers(cfg config.Config, tlsR *tlsreload.Reloader, opts Opti
 		out["broker"] = b
 	}
 	return out, nil
+}
+
+// errNotClaiming is /readyz's answer while the liveness lock is not held.
+var errNotClaiming = errors.New("liveness lock not held: the member is not claiming")
+
+// readiness is /readyz: the primary answers a ping and the member holds its
+// liveness lock (it owns shards and claims).
+func (p *Process) readiness(ctx context.Context) error {
+	if p.lock != nil && !p.lock.Held() {
+		return errNotClaiming
+	}
+	return p.Primary.Ping(ctx)
 }

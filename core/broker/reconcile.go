@@ -75,6 +75,7 @@ type runner struct {
 	metrics *metrics.Metrics
 	clock   engine.Clock
 	log     zerolog.Logger
+	outage  *engine.Outage // nil: a failed outbox write is logged
 }
 
 // runTask runs one claimed task's pipeline under its deadline and appends the
@@ -120,8 +121,10 @@ func (rn *runner) runTask(ctx context.Context, lease pipeline.Lease, t pipeline.
 		err = rn.outbox.write(actx, res)
 	}
 	if err != nil {
-		rn.log.Error().Err(err).Str("kind", t.Resource.Kind).Str("name", t.Resource.Name).
-			Msg("append result to outbox; releasing the task for a retry")
+		if !rn.outage.Failed("outbox", err) {
+			rn.log.Error().Err(err).Str("kind", t.Resource.Kind).Str("name", t.Resource.Name).
+				Msg("append result to outbox; releasing the task for a retry")
+		}
 		if _, rerr := rn.store.Release(actx, lease, []pipeline.TaskKey{t.Key}); rerr == nil {
 			held.send() // the task re-runs; its worker need not redeliver
 		}

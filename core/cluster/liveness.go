@@ -173,7 +173,7 @@ func (l *LivenessLock) defaults() {
 
 // retake re-acquires the same key (the old backend may take until the
 // server's keepalive to go), switching to a fresh key after repeated
-// refusals, with jittered backoff from 100 ms to 2 s. Failures are logged
+// refusals, with jittered backoff from 100 ms to 1 s. Failures are logged
 // at debug: the loss was logged once, the return is logged once.
 func (l *LivenessLock) retake(ctx context.Context, clock engine.Clock, lostAt time.Time) {
 	backoff := 100 * time.Millisecond
@@ -204,7 +204,7 @@ func (l *LivenessLock) retake(ctx context.Context, clock engine.Clock, lostAt ti
 			return
 		case <-clock.After(jittered(backoff)):
 		}
-		backoff = min(2*backoff, 2*time.Second)
+		backoff = min(2*backoff, time.Second)
 	}
 }
 
@@ -234,6 +234,7 @@ type DeadMemberProbe struct {
 	Registry Reaper
 	Every    time.Duration // default 500 ms
 	Held     func() bool   // nil: always probe
+	Outage   *engine.Outage
 	Log      zerolog.Logger
 	Clock    engine.Clock // nil: the wall clock
 
@@ -265,7 +266,7 @@ func (p *DeadMemberProbe) probe(ctx context.Context) {
 	ids, err := p.Registry.ReapUnlocked(ctx)
 	switch {
 	case err != nil:
-		if ctx.Err() == nil && !p.failing {
+		if ctx.Err() == nil && !p.Outage.Failed("dead-member-probe", err) && !p.failing {
 			p.failing = true
 			p.Log.Warn().Err(err).Msg("dead-member probe failed; retrying quietly until it succeeds")
 		}
@@ -274,6 +275,7 @@ func (p *DeadMemberProbe) probe(ctx context.Context) {
 		p.failing = false
 		p.Log.Info().Msg("dead-member probe succeeds again")
 	}
+	p.Outage.Succeeded()
 	for _, id := range ids {
 		p.Log.Warn().Str("member_id", id).
 			Msg("cluster member's liveness lock is gone (crashed or cut off); removed it, the role re-tiles")

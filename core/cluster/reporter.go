@@ -42,9 +42,10 @@ type Reporter struct {
 	// Lock is the member's liveness lock (nil: none). Its key is written on
 	// every beat, and no beat is sent while it is not held: a row without
 	// its lock would be reaped again at once.
-	Lock  *LivenessLock
-	Log   zerolog.Logger
-	Clock engine.Clock // nil: the wall clock
+	Lock   *LivenessLock
+	Outage *engine.Outage // nil: a failed beat is logged
+	Log    zerolog.Logger
+	Clock  engine.Clock // nil: the wall clock
 
 	TestSignals ReporterTestSignals
 
@@ -118,8 +119,12 @@ func (r *Reporter) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil //nolint:nilerr // a beat cut short by shutdown is not a failure
 			}
+			if r.Outage.Failed("member-beat", err) {
+				break
+			}
 			r.Log.Warn().Err(err).Str("member_id", r.ID).Msg("membership beat failed; retrying next beat")
 		case first:
+			r.Outage.Succeeded()
 			first = false
 			close(r.beaten)
 			r.Log.Info().Str("member_id", r.ID).Str("role", r.Role).Msg("registered cluster member")

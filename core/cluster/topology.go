@@ -28,9 +28,10 @@ type TopologyWatcher struct {
 	Listener *notify.Listener
 	Reactors []Reactor
 	// Poll is the failsafe re-read cadence (a crash fires no NOTIFY).
-	Poll  time.Duration
-	Log   zerolog.Logger
-	Clock engine.Clock // nil: the wall clock
+	Poll   time.Duration
+	Log    zerolog.Logger
+	Clock  engine.Clock   // nil: the wall clock
+	Outage *engine.Outage // nil: a failed reaction is logged
 
 	kickOnce sync.Once
 	kick     chan struct{}
@@ -70,7 +71,7 @@ func (w *TopologyWatcher) Run(ctx context.Context) error {
 	}
 	for {
 		for _, r := range w.Reactors {
-			if err := r.React(ctx); err != nil && ctx.Err() == nil {
+			if err := r.React(ctx); err != nil && ctx.Err() == nil && !w.Outage.Failed("topology", err) {
 				w.Log.Warn().Err(err).Str("reactor", r.Name()).Msg("topology reaction failed; retrying on the next wake")
 			}
 		}

@@ -33,5 +33,10 @@ BEGIN
      WHERE m.lock_key IS NOT NULL AND m.lock_key <> ALL (v_held)
        AND pg_try_advisory_xact_lock(20251201, m.lock_key::int)
     RETURNING m.member_id;
+    IF FOUND THEN
+        -- Ungated, on top of the trigger's gated wake: a removal is rare, and
+        -- its wake must not be coalesced away by a join a moment earlier.
+        PERFORM pg_notify('cluster_changed', '');
+    END IF;
 END
 $$;

@@ -55,15 +55,18 @@ func TestReapUnlocked_RemovesOnlyMembersWhoseLockIsGone(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 85, span.Hi-span.Lo, "three live members")
 
-	crashed.Close() // the backend ends: the lock goes with it
-	span, err = s.AssignShards(ctx, "alive", membership.DefaultTotalShards, membership.DefaultLiveness)
-	require.NoError(t, err)
-	require.Equal(t, 128, span.Hi-span.Lo, "a member whose lock is gone is not live, before anyone reaps it")
+	crashed.Close() // the backend ends (asynchronously): the lock goes with it
+	require.Eventually(t, func() bool {
+		span, err = s.AssignShards(ctx, "alive", membership.DefaultTotalShards, membership.DefaultLiveness)
+		require.NoError(t, err)
+		return span.Hi-span.Lo == 128
+	}, 10*time.Second, 5*time.Millisecond, "a member whose lock is gone is not live, before anyone reaps it")
 	live, err := s.ListLive(ctx, membership.DefaultLiveness)
 	require.NoError(t, err)
 	require.Len(t, live, 2, "routing agrees with tiling")
 
 	n := countNotifies(t, pool, 300*time.Millisecond, func() {
+		time.Sleep(60 * time.Millisecond) // past the gate window of the joins above: only the reap may wake
 		ids, err = s.ReapUnlocked(ctx)
 		require.NoError(t, err)
 	})
