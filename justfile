@@ -90,3 +90,7 @@ generate-cli:
 # conctl's suite under the race detector (a real converge, worker and Postgres).
 test-cli *ARGS:
     go test -race {{ARGS}} ./cli/...
+
+# The fault suite on real processes (private Postgres, two converge, two workers, a TCP proxy of ours): one line per fault with the time it added, three invariants checked.
+chaos N="300":
+    go run ./examples/chaos -n {{N}}

@@ -1141,9 +1141,11 @@ CREATE FUNCTION public.live_cluster_members(p_liveness_secs integer DEFAULT 30, 
     WITH held AS MATERIALIZED (
         SELECT l.objid::bigint AS lock_key
           FROM pg_locks l
+          LEFT JOIN pg_stat_activity a ON a.pid = l.pid
          WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
            AND l.classid = 20251201::oid
            AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+           AND NOT coalesce(a.state = 'idle' AND a.state_change < clock_timestamp() - interval '3 seconds', false)
     )
     SELECT m.member_id, m.role
       FROM cluster_members m
@@ -1417,26 +1419,61 @@ CREATE FUNCTION public.reap_unlocked_cluster_members() RETURNS SETOF text
     AS $$
 DECLARE
     v_held bigint[];
+    v_dead text[];
+    v_n    int;
 BEGIN
+    PERFORM pg_terminate_backend(l.pid)
+       FROM pg_locks l
+       JOIN pg_stat_activity a ON a.pid = l.pid
+      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+        AND l.classid = 20251201::oid
+        AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+        AND a.state = 'idle' AND a.state_change < clock_timestamp() - interval '3 seconds';
     SELECT coalesce(array_agg(l.objid::bigint), '{}') INTO v_held
       FROM pg_locks l
+      LEFT JOIN pg_stat_activity a ON a.pid = l.pid
      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
        AND l.classid = 20251201::oid
-       AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
+       AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+       AND NOT coalesce(a.state = 'idle' AND a.state_change < clock_timestamp() - interval '3 seconds', false);
     IF NOT EXISTS (SELECT 1 FROM cluster_members m
                     WHERE m.lock_key IS NOT NULL AND m.lock_key <> ALL (v_held)) THEN
         RETURN;
     END IF;
-    RETURN QUERY
-    DELETE FROM cluster_members m
-     WHERE m.lock_key IS NOT NULL AND m.lock_key <> ALL (v_held)
-       AND pg_try_advisory_xact_lock(20251201, m.lock_key::int)
-    RETURNING m.member_id;
-    IF FOUND THEN
-        -- Ungated, on top of the trigger's gated wake: a removal is rare, and
-        -- its wake must not be coalesced away by a join a moment earlier.
-        PERFORM pg_notify('cluster_changed', '');
+    WITH gone AS (
+        DELETE FROM cluster_members m
+         WHERE m.lock_key IS NOT NULL AND m.lock_key <> ALL (v_held)
+           AND pg_try_advisory_xact_lock(20251201, m.lock_key::int)
+        RETURNING m.member_id
+    )
+    SELECT array_agg(member_id) INTO v_dead FROM gone;
+    IF v_dead IS NULL THEN
+        RETURN;
     END IF;
+    PERFORM pg_notify('cluster_changed', '');
+    WITH held AS (
+        SELECT shard_id, resource_id, task_type, op_id FROM work_queue
+         WHERE worker_id = ANY (v_dead)
+         FOR UPDATE SKIP LOCKED
+    ), freed AS (
+        UPDATE work_queue q
+           SET worker_id = NULL, claim_epoch = NULL, leased_at = NULL, heartbeat_at = NULL, not_before = now()
+          FROM held h
+         WHERE q.shard_id = h.shard_id AND q.resource_id = h.resource_id
+           AND q.task_type = h.task_type AND q.op_id = h.op_id
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_n FROM freed;
+    IF v_n > 0 THEN
+        PERFORM pg_notify('work_ready', '');
+    END IF;
+    UPDATE lifecycle_outbox l
+       SET worker_id = NULL, claim_epoch = NULL, heartbeat_at = NULL
+     WHERE l.worker_id = ANY (v_dead);
+    IF FOUND THEN
+        PERFORM pg_notify('lifecycle_ready', '');
+    END IF;
+    RETURN QUERY SELECT unnest(v_dead);
 END
 $$;
 

@@ -41,7 +41,7 @@ func rootCmd() *cobra.Command {
 DATABASE_URL (required), DATABASE_READ_URL, ROLE, LISTEN_ADDR, HEALTH_ADDR,
 BROKER_ADDR, LOG_FORMAT, LOG_LEVEL, SHUTDOWN_DRAIN, MEMBER_HEARTBEAT_EVERY,
 SWEEPER_UNCLAIMED_DELETE_AFTER, TLS_CERT_FILE, TLS_KEY_FILE, TLS_CLIENT_CA_FILE,
-TLS_RELOAD_INTERVAL, API_TOKENS_FILE. See docs/operations.md.`,
+TLS_RELOAD_INTERVAL, API_TOKENS_FILE, WORKER_REDELIVERY_WAIT. See docs/operations.md.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return serveMain(cmd.Context()) },
 	}
 	root := &cobra.Command{

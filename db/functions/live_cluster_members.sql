@@ -6,14 +6,21 @@
 -- member drops out in the time it takes a peer to look, not after the
 -- heartbeat window. A member without a lock_key (an older binary) is judged
 -- by its heartbeat alone. pg_locks is read once per call.
+-- A lock whose session has sat idle for more than 3 s does not count: the
+-- member pings its lock session every 250 ms, so such a session belongs to a
+-- member cut off behind something that keeps its TCP connection open (a
+-- proxy, a NAT box) where the server's keepalives cannot see the loss. (A
+-- session whose activity this role may not read counts as live.)
 CREATE OR REPLACE FUNCTION live_cluster_members(p_liveness_secs int DEFAULT 30, p_now timestamptz DEFAULT now())
 RETURNS TABLE (member_id text, role text) LANGUAGE sql STABLE AS $$
     WITH held AS MATERIALIZED (
         SELECT l.objid::bigint AS lock_key
           FROM pg_locks l
+          LEFT JOIN pg_stat_activity a ON a.pid = l.pid
          WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
            AND l.classid = 20251201::oid
            AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+           AND NOT coalesce(a.state = 'idle' AND a.state_change < clock_timestamp() - interval '3 seconds', false)
     )
     SELECT m.member_id, m.role
       FROM cluster_members m

@@ -48,6 +48,7 @@ func TestReapUnlocked_RemovesOnlyMembersWhoseLockIsGone(t *testing.T) {
 		_, err := s.Upsert(ctx, m)
 		require.NoError(t, err)
 	}
+	require.NoError(t, alive.Ping(ctx, time.Second)) // a live owner pings its session
 	ids, err := s.ReapUnlocked(ctx)
 	require.NoError(t, err)
 	require.Empty(t, ids, "every lock is held")
@@ -67,6 +68,7 @@ func TestReapUnlocked_RemovesOnlyMembersWhoseLockIsGone(t *testing.T) {
 
 	n := countNotifies(t, pool, 300*time.Millisecond, func() {
 		time.Sleep(60 * time.Millisecond) // past the gate window of the joins above: only the reap may wake
+		require.NoError(t, alive.Ping(ctx, time.Second))
 		ids, err = s.ReapUnlocked(ctx)
 		require.NoError(t, err)
 	})
@@ -92,4 +94,36 @@ func TestReapUnlocked_IsScopedToItsDatabase(t *testing.T) {
 	ids, err := s.ReapUnlocked(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{"x"}, ids)
+}
+
+// A lock session that stops answering its owner (a partition behind a proxy
+// that keeps the TCP connection open: the server's keepalives see nothing)
+// sits idle; past 3 s it no longer counts, and the probe ends it.
+func TestReapUnlocked_AnIdleLockSessionIsACutOffMember(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := membership.New(pool)
+	cut, err := membership.AcquireSessionLock(ctx, pool, "cut-off", 31)
+	require.NoError(t, err)
+	defer cut.Close()
+	alive, err := membership.AcquireSessionLock(ctx, pool, "alive", 32)
+	require.NoError(t, err)
+	defer alive.Close()
+	for _, m := range []membership.Member{{ID: "cut-off", Role: membership.RoleBroker, LockKey: 31},
+		{ID: "alive", Role: membership.RoleBroker, LockKey: 32}} {
+		_, err := s.Upsert(ctx, m)
+		require.NoError(t, err)
+	}
+	pinged := time.Now()
+	var ids []string
+	require.Eventually(t, func() bool {
+		require.NoError(t, alive.Ping(ctx, time.Second)) // the live member keeps pinging
+		got, err := s.ReapUnlocked(ctx)
+		require.NoError(t, err)
+		ids = append(ids, got...)
+		return len(ids) > 0
+	}, 20*time.Second, 250*time.Millisecond)
+	require.Equal(t, []string{"cut-off"}, ids)
+	require.Greater(t, time.Since(pinged), 3*time.Second, "not before its session sat idle for 3 s")
+	require.Error(t, cut.Ping(ctx, time.Second), "its session was terminated")
 }
