@@ -52,8 +52,9 @@ func main() {
 	n := flag.Int("n", 300, "resources per wave")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *n); err != nil {
+	err := run(ctx, *n)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)
 	}
@@ -63,7 +64,7 @@ func main() {
 func runWorker(url string) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	p := apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+	p := apptest.NewProvider("leaf", func(ctx context.Context, _ worker.Request) (worker.Outcome, error) {
 		select {
 		case <-time.After(time.Duration(50+rand.IntN(250)) * time.Millisecond):
 		case <-ctx.Done():
