@@ -27,8 +27,10 @@ type Outage struct {
 	Log   zerolog.Logger
 	Clock Clock // nil: the wall clock
 	// Settle is how long failures must have stopped before a success ends
-	// the outage (default 500 ms): a pool's stale connections failing one by
-	// one after the database returns do not make a second outage.
+	// the outage (default 2 s, above every loop's 1 s backoff cap): a pool's
+	// stale connections failing one by one after the database returns do not
+	// make a second outage, and a loop that had nothing to ask the database
+	// (an empty shard range) cannot end one that the others still see.
 	Settle time.Duration
 
 	mu         sync.Mutex
@@ -80,7 +82,7 @@ func (o *Outage) Succeeded() {
 	now := o.clock().Now()
 	settle := o.Settle
 	if settle <= 0 {
-		settle = 500 * time.Millisecond
+		settle = 2 * time.Second
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()

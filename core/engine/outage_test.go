@@ -49,7 +49,7 @@ func TestOutage_OneWarnWhenItGoesOneInfoWhenItReturns(t *testing.T) {
 	require.True(t, o.Down())
 	o.Succeeded() // within the settle window of the last failure: same outage
 	require.True(t, o.Down())
-	clk.add(time.Second)
+	clk.add(2 * time.Second)
 	o.Succeeded()
 	o.Succeeded()
 	require.False(t, o.Down())
