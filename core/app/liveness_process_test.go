@@ -59,13 +59,22 @@ func TestProcess_AKilledMemberIsReTiledAwayAndWorkContinuesWithinSeconds(t *test
 			!members[0].Shards.Empty() && !members[1].Shards.Empty()
 	}, apptest.BootWithin, 20*time.Millisecond, "the two members split the shards")
 
+	const n = 40 // spread over the shard space: about half in each member's range
+	began := time.Now()
+	for i := range n {
+		applyResource(t, st, "leaf", "before-"+strconv.Itoa(i), `{}`)
+	}
+	for i := range n {
+		apptest.WaitPhase(t, st, "leaf", "before-"+strconv.Itoa(i), resource.PhaseReady, 60*time.Second)
+	}
+	baseline := time.Since(began)
+
 	doomed.kill(t)
 	killed := time.Now()
 	require.Eventually(t, func() bool { return soleOwner(t, ms, string(config.RoleAll)) }, 20*time.Second, 10*time.Millisecond,
 		"the survivor owns every shard")
 	retiled := time.Since(killed)
 
-	const n = 40 // spread over the shard space: about half were the dead member's
 	for i := range n {
 		applyResource(t, st, "leaf", "after-"+strconv.Itoa(i), `{}`)
 	}
@@ -73,7 +82,9 @@ func TestProcess_AKilledMemberIsReTiledAwayAndWorkContinuesWithinSeconds(t *test
 		apptest.WaitPhase(t, st, "leaf", "after-"+strconv.Itoa(i), resource.PhaseReady, 30*time.Second)
 	}
 	settled := time.Since(killed)
-	t.Logf("SIGKILL → survivor owns all shards: %s; → %d fresh resources Ready: %s", retiled, n, settled)
+	t.Logf("SIGKILL → survivor owns all shards: %s; → %d fresh resources Ready: %s (fault-free: %s)", retiled, n, settled, baseline)
 	require.Less(t, retiled, 3*time.Second, "the crash is detected by the lock, not the 30 s heartbeat window")
-	require.Less(t, settled, 6*time.Second, "work in the dead member's shards continues at once")
+	// Loaded machines slow both waves alike; without the lock the dead
+	// member's half would wait out the 30 s window.
+	require.Less(t, settled, retiled+2*baseline+3*time.Second, "work in the dead member's shards continues at once")
 }

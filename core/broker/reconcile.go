@@ -111,15 +111,15 @@ func (rn *runner) runTask(ctx context.Context, lease pipeline.Lease, t pipeline.
 			res = t.Failure(err.Error(), false)
 		}
 	}
-	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer acancel()
-	err = rn.outbox.write(actx, res)
+	err = rn.writeResult(ctx, res)
 	if errors.Is(err, pipeline.ErrInvalidResult) {
 		// A worker bug (malformed status JSON, a bad condition): record it
 		// as the task's failure rather than dropping the result.
 		res = t.Failure(fmt.Sprintf("worker returned an invalid outcome: %v", err), false)
-		err = rn.outbox.write(actx, res)
+		err = rn.writeResult(ctx, res)
 	}
+	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer acancel()
 	if err != nil {
 		if !rn.outage.Failed("outbox", err) {
 			rn.log.Error().Err(err).Str("kind", t.Resource.Kind).Str("name", t.Resource.Name).

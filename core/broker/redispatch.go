@@ -6,7 +6,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/store/pipeline"
 )
 
 // errWorkerLost: the worker running a stage vanished and the task's budget
@@ -95,4 +97,33 @@ func (c *completions) isSuperseded(tid string) bool {
 	defer c.mu.Unlock()
 	_, ok := c.superseded[tid]
 	return ok
+}
+
+// outboxRetryFor bounds how long a finished task's result write is retried
+// while the database is unreachable: about the stale-lease window, past
+// which the lease is reaped and the result would be fenced anyway.
+const outboxRetryFor = time.Minute
+
+// writeResult appends res to the outbox, retrying with jittered backoff
+// while the database is unreachable (a restart, a freeze), so a task that
+// finished during an outage lands when the database returns instead of
+// leaving its lease to lapse; the task stays in flight meanwhile, its lease
+// heartbeated. Any other error, or the budget spent, is returned.
+func (rn *runner) writeResult(ctx context.Context, res pipeline.Result) error {
+	var backoff engine.Backoff
+	giveUp := rn.clock.Now().Add(outboxRetryFor)
+	for {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		err := rn.outbox.write(actx, res)
+		cancel()
+		if err == nil || !engine.Unreachable(err) || rn.clock.Now().After(giveUp) {
+			return err
+		}
+		rn.outage.Failed("outbox", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-rn.clock.After(backoff.Next()):
+		}
+	}
 }
