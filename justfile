@@ -104,3 +104,7 @@ images *ARGS:
 # Helm SDK, decoded strictly into k8s.io/api types, and its invariants asserted. `just helm-check -print FILE` shows the objects.
 helm-check *ARGS:
     cd tools && go run ./helmcheck -chart ../deploy/helm/converge -root .. {{ARGS}}
+
+# The fault suite on real processes (private Postgres, two converge, two workers, a TCP proxy of ours): one line per fault with the time it added, three invariants checked.
+chaos N="300":
+    go run ./examples/chaos -n {{N}}

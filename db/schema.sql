@@ -49,7 +49,8 @@ CREATE TYPE public.ready_change AS (
 	rollup_event boolean,
 	became_degraded boolean,
 	became_failed boolean,
-	snapshot jsonb
+	snapshot jsonb,
+	resynced boolean
 );
 
 --
@@ -218,17 +219,16 @@ $_$;
 CREATE FUNCTION public.assign_member_shards(p_member_id text, p_total integer DEFAULT 256, p_liveness_secs integer DEFAULT 30, p_now timestamp with time zone DEFAULT now()) RETURNS int4range
     LANGUAGE sql STABLE
     AS $$
-    WITH me AS (
-        SELECT role FROM cluster_members
-         WHERE member_id = p_member_id
-           AND last_heartbeat > p_now - make_interval(secs => p_liveness_secs)
+    WITH alive AS MATERIALIZED (
+        SELECT a.member_id, a.role FROM live_cluster_members(p_liveness_secs, p_now) a
+    ), me AS (
+        SELECT role FROM alive WHERE member_id = p_member_id
     ), live AS (
         SELECT m.member_id,
                row_number() OVER (ORDER BY m.member_id COLLATE "C") - 1 AS rank,
                count(*) OVER () AS n
-          FROM cluster_members m, me
+          FROM alive m, me
          WHERE m.role = me.role
-           AND m.last_heartbeat > p_now - make_interval(secs => p_liveness_secs)
     )
     SELECT coalesce(
         (SELECT int4range((rank * p_total / n)::int, ((rank + 1) * p_total / n)::int)
@@ -310,7 +310,7 @@ BEGIN
     -- nested loop, quadratic in the batch.
     SELECT array_agg(ROW(g.id, g.owner_id, g.root_id, g.kind, g.shard_id, g.generation, g.labels, g.newly_synced,
                          g.newly_synced OR g.left_unsettled OR g.health_flip OR g.failure_flip,
-                         g.became_degraded, g.became_failed, g.snapshot)::ready_change)
+                         g.became_degraded, g.became_failed, g.snapshot, g.resynced)::ready_change)
       INTO v_ch
       FROM (SELECT x.id,
                    (array_agg(x.owner_id) FILTER (WHERE x.is_new))[1] AS owner_id,
@@ -330,9 +330,19 @@ BEGIN
                        AS became_degraded,
                    bool_or(x.is_new AND x.failed)
                    AND max(x.failure_gen) FILTER (WHERE x.is_new) <> max(x.failure_gen) FILTER (WHERE NOT x.is_new)
-                       AS became_failed
+                       AS became_failed,
+                   v_synced
+                   AND bool_and(x.synced_gen >= x.generation)
+                   AND max(x.generation) = min(x.generation)
+                   AND (bool_or(x.health_ok) <> bool_and(x.health_ok)
+                        OR (array_agg(x.phase) FILTER (WHERE x.is_new))[1]
+                           IS DISTINCT FROM (array_agg(x.phase) FILTER (WHERE NOT x.is_new))[1]
+                        OR (array_agg(x.status) FILTER (WHERE x.is_new))[1]
+                           IS DISTINCT FROM (array_agg(x.status) FILTER (WHERE NOT x.is_new))[1])
+                       AS resynced
               FROM (SELECT false AS is_new, o.id, o.owner_id, o.root_id, o.kind, o.shard_id, o.generation,
                            o.synced_gen, o.failure_gen, o.health_ok, o.phase, o.labels, NULL::jsonb AS snapshot,
+                           CASE WHEN v_synced THEN o.status END AS status,
                            o.failure_gen = o.generation AS failed,
                            o.synced_gen < o.generation AND o.failure_gen <> o.generation
                            AND o.frozen_until IS NULL AND o.deletion_requested_at IS NULL AS unsettled
@@ -341,13 +351,14 @@ BEGIN
                     SELECT true, n.id, n.owner_id, n.root_id, n.kind, n.shard_id, n.generation,
                            n.synced_gen, n.failure_gen, n.health_ok, n.phase, n.labels,
                            CASE WHEN v_synced OR v_degraded OR v_failed THEN to_jsonb(n) END,
+                           CASE WHEN v_synced THEN n.status END,
                            n.failure_gen = n.generation,
                            n.synced_gen < n.generation AND n.failure_gen <> n.generation
                            AND n.frozen_until IS NULL AND n.deletion_requested_at IS NULL
                       FROM new_rows n) x
              GROUP BY x.id) g
      WHERE g.newly_synced OR g.left_unsettled OR g.health_flip OR g.failure_flip
-        OR g.became_degraded OR g.became_failed;
+        OR g.became_degraded OR g.became_failed OR g.resynced;
     IF v_ch IS NULL THEN
         RETURN NULL;
     END IF;
@@ -376,13 +387,15 @@ BEGIN
         INSERT INTO lifecycle_outbox (resource_id, transition, generation, binding_name, shard_id, reactor, watch_kind, snapshot)
         SELECT c.id, t.transition, c.generation, b.name, c.shard_id, b.reactor, c.kind, c.snapshot
           FROM unnest(v_ch) c
-         CROSS JOIN LATERAL (VALUES ('synced', v_synced AND c.newly_synced),
+         CROSS JOIN LATERAL (VALUES ('synced', v_synced AND (c.newly_synced OR c.resynced)),
                                     ('degraded', v_degraded AND c.became_degraded),
                                     ('failed', v_failed AND c.became_failed)) t(transition, crossed)
           JOIN reactor_bindings b ON b.enabled AND b.transition = t.transition AND b.watch_kind = c.kind
                                  AND c.labels @> b.label_match
          WHERE t.crossed
-        ON CONFLICT DO NOTHING;
+        ON CONFLICT (resource_id, transition, generation, binding_name, shard_id) DO UPDATE
+           SET snapshot = EXCLUDED.snapshot, worker_id = NULL, claim_epoch = NULL, heartbeat_at = NULL,
+               created_at = now();
         GET DIAGNOSTICS v_life = ROW_COUNT;
     END IF;
     IF v_life > 0 THEN
@@ -1138,6 +1151,28 @@ CREATE FUNCTION public.kind_manifest_is_reactor(m jsonb) RETURNS boolean
 $$;
 
 --
+-- Name: live_cluster_members(integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.live_cluster_members(p_liveness_secs integer DEFAULT 30, p_now timestamp with time zone DEFAULT now()) RETURNS TABLE(member_id text, role text)
+    LANGUAGE sql STABLE
+    AS $$
+    WITH held AS MATERIALIZED (
+        SELECT l.objid::bigint AS lock_key
+          FROM pg_locks l
+          LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+           AND l.classid = 20251201::oid
+           AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+           AND NOT coalesce(a.state = 'idle' AND a.state_change < clock_timestamp() - interval '3 seconds', false)
+    )
+    SELECT m.member_id, m.role
+      FROM cluster_members m
+     WHERE m.last_heartbeat > p_now - make_interval(secs => p_liveness_secs)
+       AND (m.lock_key IS NULL OR m.lock_key IN (SELECT h.lock_key FROM held h))
+$$;
+
+--
 -- Name: manifest_violation(text, text, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1404,6 +1439,73 @@ BEGIN
         PERFORM notify_gated('work_ready');
     END IF;
     RETURN v_n;
+END
+$$;
+
+--
+-- Name: reap_unlocked_cluster_members(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reap_unlocked_cluster_members() RETURNS SETOF text
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_held bigint[];
+    v_dead text[];
+    v_n    int;
+BEGIN
+    PERFORM pg_terminate_backend(l.pid)
+       FROM pg_locks l
+       JOIN pg_stat_activity a ON a.pid = l.pid
+      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+        AND l.classid = 20251201::oid
+        AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+        AND a.state = 'idle' AND a.state_change < clock_timestamp() - interval '3 seconds';
+    SELECT coalesce(array_agg(l.objid::bigint), '{}') INTO v_held
+      FROM pg_locks l
+      LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+       AND l.classid = 20251201::oid
+       AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+       AND NOT coalesce(a.state = 'idle' AND a.state_change < clock_timestamp() - interval '3 seconds', false);
+    IF NOT EXISTS (SELECT 1 FROM cluster_members m
+                    WHERE m.lock_key IS NOT NULL AND m.lock_key <> ALL (v_held)) THEN
+        RETURN;
+    END IF;
+    WITH gone AS (
+        DELETE FROM cluster_members m
+         WHERE m.lock_key IS NOT NULL AND m.lock_key <> ALL (v_held)
+           AND pg_try_advisory_xact_lock(20251201, m.lock_key::int)
+        RETURNING m.member_id
+    )
+    SELECT array_agg(member_id) INTO v_dead FROM gone;
+    IF v_dead IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM pg_notify('cluster_changed', '');
+    WITH held AS (
+        SELECT shard_id, resource_id, task_type, op_id FROM work_queue
+         WHERE worker_id = ANY (v_dead)
+         FOR UPDATE SKIP LOCKED
+    ), freed AS (
+        UPDATE work_queue q
+           SET worker_id = NULL, claim_epoch = NULL, leased_at = NULL, heartbeat_at = NULL, not_before = now()
+          FROM held h
+         WHERE q.shard_id = h.shard_id AND q.resource_id = h.resource_id
+           AND q.task_type = h.task_type AND q.op_id = h.op_id
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_n FROM freed;
+    IF v_n > 0 THEN
+        PERFORM pg_notify('work_ready', '');
+    END IF;
+    UPDATE lifecycle_outbox l
+       SET worker_id = NULL, claim_epoch = NULL, heartbeat_at = NULL
+     WHERE l.worker_id = ANY (v_dead);
+    IF FOUND THEN
+        PERFORM pg_notify('lifecycle_ready', '');
+    END IF;
+    RETURN QUERY SELECT unnest(v_dead);
 END
 $$;
 
@@ -2392,6 +2494,8 @@ CREATE TABLE public.cluster_members (
     in_flight integer DEFAULT 0 NOT NULL,
     started_at timestamp with time zone DEFAULT now() NOT NULL,
     last_heartbeat timestamp with time zone DEFAULT now() NOT NULL,
+    lock_key integer,
+    CONSTRAINT cluster_members_lock_key_check CHECK ((lock_key > 0)),
     CONSTRAINT cluster_members_role_check CHECK ((role = ANY (ARRAY['all'::text, 'control'::text, 'broker'::text])))
 );
 
@@ -4662,6 +4766,12 @@ ALTER TABLE ONLY public.work_queue_p8
 
 ALTER TABLE ONLY public.work_queue_p9
     ADD CONSTRAINT work_queue_p9_pkey PRIMARY KEY (shard_id, resource_id, task_type, op_id);
+
+--
+-- Name: idx_cluster_members_lock_key; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX idx_cluster_members_lock_key ON public.cluster_members USING btree (lock_key) WHERE (lock_key IS NOT NULL);
 
 --
 -- Name: idx_cluster_members_role; Type: INDEX; Schema: public; Owner: -

@@ -31,7 +31,7 @@ type MountOptions struct {
 // same function.
 func Mount(o MountOptions) app.Mount {
 	return func(mux *http.ServeMux, p *app.Process) error {
-		hopts := append([]live.Option{live.WithPrimary(p.Primary)}, o.Hub...)
+		hopts := append([]live.Option{live.WithPrimary(p.Primary), live.WithOutage(p.Outage)}, o.Hub...)
 		hub := live.NewHub(p.Listener, p.Read, p.Log, hopts...)
 		p.AddDuty(hub)
 		if o.OnHub != nil {

@@ -56,7 +56,11 @@ type Process struct {
 	MemberID string
 	// Plane holds the worker plane's bearer tokens (nil without token files).
 	Plane *auth.Plane
+	// Outage is the process's one database-outage reporter, shared by every
+	// loop (one WARN when the database goes, one INFO when it returns).
+	Outage *engine.Outage
 
+	lock   *cluster.LivenessLock
 	mu     sync.Mutex
 	addrs  map[string]net.Addr
 	ready  chan struct{}
@@ -96,6 +100,8 @@ type Options struct {
 type Duties struct {
 	Reporter *cluster.Reporter
 	Watcher  *cluster.TopologyWatcher
+	Lock     *cluster.LivenessLock
+	Probe    *cluster.DeadMemberProbe
 	Drainer  *control.Drainer
 	Reaper   *control.Reaper
 	Resyncer *control.Resyncer
@@ -128,6 +134,12 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 	if opts.Tune != nil {
 		opts.Tune(p, d)
 	}
+	// The liveness lock is held before the member registers and released
+	// after it deregisters.
+	if err := d.Lock.Take(ctx); err != nil {
+		return fmt.Errorf("take the member's liveness lock: %w", err)
+	}
+	defer d.Lock.Release()
 
 	// Listeners run on their own context: they close only after the duties
 	// have drained.
@@ -203,6 +215,8 @@ func newProcess(cfg config.Config, log zerolog.Logger, primary, read *pgxpool.Po
 	p.Metrics = metrics.New()
 	p.MemberID = cluster.NewMemberID(string(cfg.Role))
 	p.Shards = cluster.NewShardSet(shard.Range{})
+	p.Outage = &engine.Outage{Log: log}
+	p.Listener.ReportTo(p.Outage)
 	p.Metrics.RegisterQueueDepth(func(ctx context.Context) (map[[2]string]float64, error) {
 		return p.Store.QueueDepth(ctx)
 	}, 10*time.Second)
@@ -214,24 +228,33 @@ func newProcess(cfg config.Config, log zerolog.Logger, primary, read *pgxpool.Po
 func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
 	cfg, log := p.Config, p.Log
 	d := &Duties{}
+	d.Lock = p.livenessLock()
 	d.Reporter = &cluster.Reporter{Registry: p.Members, ID: p.MemberID, Role: string(cfg.Role), Version: cfg.Version,
-		Config: cfg.Redacted(), Every: cfg.HeartbeatEvery, Shards: p.Shards, Log: log}
-	d.Watcher = &cluster.TopologyWatcher{Listener: p.Listener, Poll: cfg.HeartbeatEvery, Log: log,
+		Config: cfg.Redacted(), Every: cfg.HeartbeatEvery, Shards: p.Shards, Lock: d.Lock, Outage: p.Outage, Log: log}
+	d.Watcher = &cluster.TopologyWatcher{Listener: p.Listener, Poll: cfg.HeartbeatEvery, Log: log, Outage: p.Outage,
 		Reactors: []cluster.Reactor{&cluster.Resharder{Registry: p.Members, MemberID: p.MemberID, Shards: p.Shards,
-			Liveness: 3 * cfg.HeartbeatEvery, OnChange: d.Reporter.Kick, Log: log}}}
+			Liveness: 3 * cfg.HeartbeatEvery, OnChange: d.Reporter.Kick, Held: d.Lock.Held, Log: log}}}
+	// Losing the lock stops claiming at once; holding it again re-registers
+	// (peers may have removed the row) and re-tiles.
+	d.Lock.OnLost = func() { p.Shards.Set(shard.Range{}) }
+	d.Lock.OnHeld = func() { d.Reporter.Kick(); d.Watcher.Kick() }
+	d.Probe = &cluster.DeadMemberProbe{Registry: p.Members, Held: d.Lock.Held, Outage: p.Outage, Log: log}
+	p.lock = d.Lock
 	if cfg.HasControl() {
 		maint := maintenance.New(p.Primary)
-		d.Drainer = &control.Drainer{Pipeline: p.Pipeline, Listener: p.Listener, Shards: p.Shards, Metrics: p.Metrics, Log: log}
-		d.Reaper = &control.Reaper{Maintenance: maint, Shards: p.Shards, Log: log, UnclaimedAfter: cfg.UnclaimedAfter}
-		d.Resyncer = &control.Resyncer{Maintenance: maint, Kinds: p.Kinds, Shards: p.Shards, Log: log}
-		d.MemberGC = &control.MemberGC{Members: p.Members, Log: log}
-		d.Folder = &control.CountFolder{Fold: p.Store.FoldPhaseCounts, Log: log}
+		d.Drainer = &control.Drainer{Pipeline: p.Pipeline, Listener: p.Listener, Shards: p.Shards, Metrics: p.Metrics, Log: log,
+			Outage: p.Outage}
+		d.Reaper = &control.Reaper{Maintenance: maint, Shards: p.Shards, Log: log, UnclaimedAfter: cfg.UnclaimedAfter, Outage: p.Outage}
+		d.Resyncer = &control.Resyncer{Maintenance: maint, Kinds: p.Kinds, Shards: p.Shards, Log: log, Outage: p.Outage}
+		d.MemberGC = &control.MemberGC{Members: p.Members, Log: log, Outage: p.Outage}
+		d.Folder = &control.CountFolder{Fold: p.Store.FoldPhaseCounts, Log: log, Outage: p.Outage}
 	}
 	if cfg.HasBroker() {
 		p.Broker = broker.New(broker.Deps{ID: p.MemberID, Pipeline: p.Pipeline, Store: p.Store, Kinds: p.Kinds, Listener: p.Listener,
 			Lifecycle: lifecycle.New(p.Primary),
-			Shards:    p.Shards, Metrics: p.Metrics, Log: log, Credentials: p.Plane, MTLS: cfg.TLSClientCAFile != "",
-			Options: broker.Options{Drain: cfg.ShutdownDrain, MaxMessageBytes: cfg.WorkerMaxMsg, StreamRate: cfg.WorkerRate}})
+			Shards:    p.Shards, Metrics: p.Metrics, Log: log, Credentials: p.Plane, MTLS: cfg.TLSClientCAFile != "", Outage: p.Outage,
+			Options: broker.Options{Drain: cfg.ShutdownDrain, MaxMessageBytes: cfg.WorkerMaxMsg, StreamRate: cfg.WorkerRate,
+				RedeliveryWait: cfg.RedeliveryWait}})
 		d.Reporter.Kinds = p.Broker.Served
 		d.Reporter.InFlight = p.Broker.InFlight
 		mesh := p.Broker.Mesh(p.Members, 3*cfg.HeartbeatEvery)
@@ -243,6 +266,14 @@ func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
 		d.Watcher.Reactors = append(d.Watcher.Reactors, mesh)
 	}
 	return d
+}
+
+// livenessLock is the member's session advisory lock, on a connection taken
+// out of the primary pool.
+func (p *Process) livenessLock() *cluster.LivenessLock {
+	return &cluster.LivenessLock{Log: p.Log, Acquire: func(ctx context.Context, key int32) (cluster.LockSession, error) {
+		return membership.AcquireSessionLock(ctx, p.Primary, p.MemberID, key)
+	}}
 }
 
 // startServers starts the role's listeners on ctx and waits until each is
@@ -275,7 +306,7 @@ func (p *Process) startServers(ctx context.Context, wg *sync.WaitGroup, tlsR *tl
 
 // engine assembles the duties into one engine, in start order.
 func (p *Process) engine(d *Duties, tlsR *tlsreload.Reloader) *engine.Engine {
-	eng := engine.New(p.Log, p.Listener, p.Kinds, d.Reporter, d.Watcher)
+	eng := engine.New(p.Log, p.Listener, p.Kinds, d.Reporter, d.Watcher, d.Lock, d.Probe)
 	if p.Config.HasControl() {
 		eng.Add(d.Drainer, d.Reaper, d.Resyncer, d.MemberGC, d.Folder)
 	}
@@ -312,7 +343,7 @@ func (p *Process) announceReady(ctx context.Context, r *cluster.Reporter, opts O
 func (p *Process) servers(cfg config.Config, tlsR *tlsreload.Reloader, opts Options) (map[string]*server.Server, error) {
 	out := map[string]*server.Server{}
 	var mainTLS = tlsOf(tlsR)
-	ping := func(ctx context.Context) error { return p.Primary.Ping(ctx) }
+	ping := p.readiness
 	if cfg.HasControl() {
 		api := server.New("api", cfg.ListenHostPort(), mainTLS, p.Log)
 		api.ShutdownGrace = 10 * time.Second
@@ -350,4 +381,16 @@ func (p *Process) servers(cfg config.Config, tlsR *tlsreload.Reloader, opts Opti
 		out["broker"] = b
 	}
 	return out, nil
+}
+
+// errNotClaiming is /readyz's answer while the liveness lock is not held.
+var errNotClaiming = errors.New("liveness lock not held: the member is not claiming")
+
+// readiness is /readyz: the primary answers a ping and the member holds its
+// liveness lock (it owns shards and claims).
+func (p *Process) readiness(ctx context.Context) error {
+	if p.lock != nil && !p.lock.Held() {
+		return errNotClaiming
+	}
+	return p.Primary.Ping(ctx)
 }

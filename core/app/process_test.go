@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/app"
@@ -47,7 +48,11 @@ func TestHelperProcess(t *testing.T) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2) //nolint:gocritic // a helper process exits at once; stop() is moot
 		}
-		err = app.Run(ctx, cfg, apptest.StderrLogger(), app.Options{Tune: func(p *app.Process, d *app.Duties) {
+		log := apptest.StderrLogger()
+		if os.Getenv("HELPER_LOG") == "json" { // the outage test counts the lines
+			log = zerolog.New(os.Stderr).Level(zerolog.InfoLevel).With().Timestamp().Logger()
+		}
+		err = app.Run(ctx, cfg, log, app.Options{Tune: func(p *app.Process, d *app.Duties) {
 			if d.Reaper != nil {
 				d.Reaper.Every = 200 * time.Millisecond
 				d.Reaper.StaleAfter = 3 * time.Second

@@ -114,6 +114,9 @@ type Deps struct {
 	// the WorkerService is open.
 	Credentials *auth.Plane
 	MTLS        bool
+	// Outage is the process's shared database-outage reporter (nil: every
+	// error is logged by its loop).
+	Outage *engine.Outage
 	Options
 }
 
@@ -175,17 +178,18 @@ func (b *Broker) assemble() {
 			redeliveryWait: b.RedeliveryWait}
 		b.out = newOutboxWriter(d.Pipeline.AppendOutbox)
 		run := &runner{store: taskStores{d.Store, d.Pipeline}, stages: stg, outbox: b.out, kinds: kinds,
-			metrics: d.Metrics, clock: b.clock, log: b.log, composes: newComposeSlots(b.ComposeSlots)}
+			metrics: d.Metrics, clock: b.clock, log: b.log, composes: newComposeSlots(b.ComposeSlots), outage: d.Outage}
 		b.disp = &dispatcher{id: d.ID, claims: d.Pipeline, routes: rt, shards: d.Shards, tasks: b.tasks, runner: run,
-			wakes: wakes, metrics: d.Metrics, clock: b.clock, log: b.log,
+			wakes: wakes, metrics: d.Metrics, clock: b.clock, log: b.log, outage: d.Outage,
 			pairCap: b.PairCap, pollMin: b.PollMin, pollMax: b.PollMax, drain: b.Drain}
-		b.beats = &heartbeater{id: d.ID, leases: d.Pipeline, tasks: b.tasks, every: b.HeartbeatEvery, clock: b.clock, log: b.log}
+		b.beats = &heartbeater{id: d.ID, leases: d.Pipeline, tasks: b.tasks, every: b.HeartbeatEvery, clock: b.clock, log: b.log,
+			outage: d.Outage}
 		b.pushes = &configPusher{configs: d.Store, targets: b.reg, wakes: wakes, failsafe: configFailsafe,
 			clock: b.clock, log: b.log}
 		if d.Lifecycle != nil {
 			b.reactors = &reactorDispatcher{id: d.ID, deliveries: d.Lifecycle, routes: rt, sender: stg, kinds: kinds,
 				shards: d.Shards, wakes: wakes, freed: b.tasks.signal, cap: b.PairCap, pollMin: b.PollMin,
-				every: b.HeartbeatEvery, clock: b.clock, log: b.log}
+				every: b.HeartbeatEvery, clock: b.clock, log: b.log, outage: d.Outage}
 		}
 		b.handler = &workerService{id: d.ID, reg: b.reg, kinds: kinds, configs: d.Store, completions: b.completions,
 			stages: stg, leases: b.leases, streamRate: b.StreamRate, metrics: d.Metrics, log: b.log}

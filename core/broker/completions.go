@@ -36,6 +36,9 @@ type completions struct {
 
 	mu      sync.Mutex
 	waiters map[string]*waiter
+	// superseded are task ids of dispatches replaced by a new attempt
+	// (redispatch.go), with when.
+	superseded map[string]time.Time
 }
 
 // waiter is a stage waiting for its completion. Copies of it that arrive
@@ -114,6 +117,11 @@ func (c *completions) complete(m *workerv1.StageComplete, ack func()) {
 // orphan settles a completion nobody waits for: a final stage's is written
 // to the outbox (fenced there on its claim_epoch), any other is dropped.
 func (c *completions) orphan(m *workerv1.StageComplete, ack func()) {
+	if c.isSuperseded(m.GetTaskId()) {
+		c.log.Info().Str("task_id", m.GetTaskId()).Msg("late result of a superseded dispatch; discarded")
+		ack()
+		return
+	}
 	id, err := parseTaskID(m.GetTaskId())
 	if err != nil {
 		c.log.Warn().Err(err).Str("task_id", m.GetTaskId()).Msg("completion for an unknown task; dropped")

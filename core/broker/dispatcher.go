@@ -59,6 +59,7 @@ type dispatcher struct {
 	metrics *metrics.Metrics
 	clock   engine.Clock
 	log     zerolog.Logger
+	outage  *engine.Outage // nil: errors are logged
 
 	pairCap          int
 	pollMin, pollMax time.Duration
@@ -190,12 +191,13 @@ func (d *dispatcher) sweep(ctx, taskCtx context.Context, offset int, dry map[pai
 		}
 		n, err := d.claimPair(ctx, taskCtx, p, lo, hi)
 		if err != nil {
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && !d.outage.Failed("claim", err) {
 				d.log.Error().Err(err).Str("kind", p.kv.String()).Str("task_type", string(p.tt)).
 					Int("shard_lo", lo).Int("shard_hi", hi).Msg("claim failed")
 			}
 			continue
 		}
+		d.outage.Succeeded()
 		switch {
 		case n > 0:
 			claimed += n
@@ -216,7 +218,7 @@ func (d *dispatcher) probe(ctx context.Context, pairs []pairKey, lo, hi int, dry
 	}
 	has, err := d.claims.Claimable(ctx, lo, hi, batches)
 	if err != nil || len(has) != len(pairs) {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !d.outage.Failed("claim", err) {
 			d.log.Warn().Err(err).Int("shard_lo", lo).Int("shard_hi", hi).Msg("claimable probe failed; sweeping every pair")
 		}
 		clear(dry)

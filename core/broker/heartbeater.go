@@ -35,6 +35,7 @@ type heartbeater struct {
 	every  time.Duration
 	clock  engine.Clock
 	log    zerolog.Logger
+	outage *engine.Outage
 
 	testSignals heartbeaterSignals
 }
@@ -76,7 +77,7 @@ func (h *heartbeater) beat(ctx context.Context) int {
 		lo := p * heartbeatPartition
 		n, err := h.leases.Heartbeat(ctx, h.id, lo, lo+heartbeatPartition-1, keys)
 		if err != nil {
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && !h.outage.Failed("lease-heartbeat", err) {
 				h.log.Warn().Err(err).Int("tasks", len(keys)).Msg("lease heartbeat failed")
 			}
 			continue

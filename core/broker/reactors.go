@@ -58,6 +58,7 @@ type reactorDispatcher struct {
 	every   time.Duration // claim heartbeat cadence
 	clock   engine.Clock
 	log     zerolog.Logger
+	outage  *engine.Outage
 
 	mu       sync.Mutex
 	inflight map[lifecycle.Key]lifecycle.Delivery
@@ -116,7 +117,10 @@ func (r *reactorDispatcher) claim(ctx context.Context) int {
 	room := r.cap - len(r.inflight)
 	r.mu.Unlock()
 	ds, err := r.deliveries.Claim(ctx, r.id, kinds, lo, hi, room)
-	if err != nil && ctx.Err() == nil {
+	switch {
+	case err == nil:
+		r.outage.Succeeded()
+	case ctx.Err() == nil && !r.outage.Failed("reactor-claim", err):
 		r.log.Error().Err(err).Int("shard_lo", lo).Int("shard_hi", hi).Msg("claim lifecycle deliveries failed")
 	}
 	for _, d := range ds {
@@ -150,7 +154,8 @@ func (r *reactorDispatcher) heartbeats(ctx context.Context) {
 			ds = append(ds, d)
 		}
 		r.mu.Unlock()
-		if _, err := r.deliveries.Heartbeat(ctx, r.id, ds); err != nil && ctx.Err() == nil {
+		if _, err := r.deliveries.Heartbeat(ctx, r.id, ds); err != nil && ctx.Err() == nil &&
+			!r.outage.Failed("reactor-heartbeat", err) {
 			r.log.Warn().Err(err).Msg("lifecycle heartbeat failed")
 		}
 	}

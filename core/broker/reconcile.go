@@ -77,6 +77,7 @@ type runner struct {
 	log     zerolog.Logger
 	// composes bounds the composes in flight (nil: unbounded).
 	composes composeSlots
+	outage  *engine.Outage // nil: a failed outbox write is logged
 }
 
 // runTask runs one claimed task's pipeline under its deadline and appends the
@@ -114,18 +115,20 @@ func (rn *runner) runTask(ctx context.Context, lease pipeline.Lease, t pipeline.
 			res = t.Failure(err.Error(), false)
 		}
 	}
-	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer acancel()
-	err = rn.outbox.write(actx, res)
+	err = rn.writeResult(ctx, res)
 	if errors.Is(err, pipeline.ErrInvalidResult) {
 		// A worker bug (malformed status JSON, a bad condition): record it
 		// as the task's failure rather than dropping the result.
 		res = t.Failure(fmt.Sprintf("worker returned an invalid outcome: %v", err), false)
-		err = rn.outbox.write(actx, res)
+		err = rn.writeResult(ctx, res)
 	}
+	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer acancel()
 	if err != nil {
-		rn.log.Error().Err(err).Str("kind", t.Resource.Kind).Str("name", t.Resource.Name).
-			Msg("append result to outbox; releasing the task for a retry")
+		if !rn.outage.Failed("outbox", err) {
+			rn.log.Error().Err(err).Str("kind", t.Resource.Kind).Str("name", t.Resource.Name).
+				Msg("append result to outbox; releasing the task for a retry")
+		}
 		if _, rerr := rn.store.Release(actx, lease, []pipeline.TaskKey{t.Key}); rerr == nil {
 			held.send() // the task re-runs; its worker need not redeliver
 		}

@@ -105,6 +105,10 @@ func TestRunnerRunTask_Leaf(t *testing.T) {
 			reason: "a fenced task writes nothing and gives its lease back", kinds: fakeKinds{workerKind},
 			stageErr: errAbandon, want: want{released: true, acked: true},
 		},
+		"LostWorkerIsNoFailure": {
+			reason: "a worker that vanished with no other to take over is released, never recorded as the task's error",
+			kinds:  fakeKinds{workerKind}, stageErr: errWorkerLost, want: want{released: true, acked: true},
+		},
 		"OutboxFailureReleases": {
 			reason: "a result that could not be written is released for a retry", kinds: fakeKinds{workerKind},
 			outcome: &workerv1.Outcome{StatusJson: []byte(`{}`)}, appendErr: errors.New("disk full"),

@@ -35,9 +35,14 @@ type stager struct {
 
 // stage dispatches one stage of t to a ready worker — one of this broker's,
 // or a peer broker's over the mesh — and waits for its completion. A worker
-// that disconnects mid-stage gets RedeliveryWait to reconnect and redeliver
-// (its SDK buffers the result); after that the stage is dispatched again
-// (at-least-once; the claim_epoch fence keeps the write single).
+// that disconnects mid-stage is replaced at once when another ready worker
+// (local or a peer's) serves the kind: the stage is dispatched again under a
+// new attempt id, and a late result of the lost attempt is discarded
+// (completions.supersede; across brokers the claim_epoch fence keeps the
+// write single). Only when no other worker serves it does the stage wait up
+// to RedeliveryWait for the lost worker to reconnect and redeliver (its SDK
+// buffers the result). A worker's disappearance is never the task's
+// failure: past the task's deadline the task is released (errWorkerLost).
 //
 // A non-final stage's result is acked to the worker once it arrives here. A
 // final stage's is not: stage returns its ack (never nil, also beside the
@@ -51,8 +56,9 @@ func (g *stager) stage(ctx context.Context, t pipeline.Task, kind store.Kind, st
 	if d, ok := req.(*workerv1.StageTask_Delete); ok {
 		id.finalizer = d.Delete.GetFinalizer()
 	}
-	tid := id.String()
+	base, attempt, lost := id.String(), 0, false
 	for {
+		tid := attemptID(base, attempt)
 		task := g.stageTask(ctx, t, kind, stage, reaction, tid, req)
 		var (
 			c   *completion
@@ -75,9 +81,15 @@ func (g *stager) stage(ctx context.Context, t pipeline.Task, kind store.Kind, st
 			err = g.pause(ctx)
 		}
 		if err != nil {
+			if lost && ctx.Err() != nil {
+				err = errWorkerLost
+			}
 			return nil, noAck, err
 		}
-		if c == nil {
+		if c == nil { // the worker went away: a new attempt
+			lost = true
+			g.completions.supersede(tid)
+			attempt++
 			continue
 		}
 		ack := c.ack
@@ -135,17 +147,17 @@ func (g *stager) handOver(ctx context.Context, kv manifest.KindVersion, task *wo
 		}
 		return nil, nil // that worker went away before the hand-over
 	}
-	c, err := g.await(ctx, s, ch)
+	c, err := g.await(ctx, kv, s, ch)
 	if err == nil && c == nil {
-		g.log.Warn().Str("kind", kv.String()).Str("name", task.GetResource().GetName()).Str("stage", task.GetStage().String()).
-			Msg("worker lost mid-stage and did not redeliver; dispatching again")
+		g.log.Info().Str("kind", kv.String()).Str("name", task.GetResource().GetName()).Str("stage", task.GetStage().String()).
+			Msg("worker lost mid-stage; dispatching the stage again")
 	}
 	return c, err
 }
 
-// await waits for the completion; nil, nil means the worker vanished and did
-// not redeliver in time.
-func (g *stager) await(ctx context.Context, s *session, ch <-chan completion) (*completion, error) {
+// await waits for the completion; nil, nil means the worker vanished (see
+// awaitLost): dispatch again.
+func (g *stager) await(ctx context.Context, kv manifest.KindVersion, s *session, ch <-chan completion) (*completion, error) {
 	select {
 	case c := <-ch:
 		return &c, nil
@@ -153,14 +165,7 @@ func (g *stager) await(ctx context.Context, s *session, ch <-chan completion) (*
 		return nil, ctx.Err()
 	case <-s.done:
 	}
-	select {
-	case c := <-ch:
-		return &c, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-g.clock.After(g.redeliveryWait):
-		return nil, nil
-	}
+	return g.awaitLost(ctx, kv, s, ch)
 }
 
 // acquireWait reserves a slot on the least-loaded ready worker for kv,

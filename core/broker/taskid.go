@@ -35,6 +35,9 @@ func (t taskID) String() string {
 
 func parseTaskID(s string) (taskID, error) {
 	f := strings.Split(s, "|")
+	if len(f) == 11 && strings.HasPrefix(f[10], "a") {
+		f = f[:10] // a re-dispatch attempt (attemptID) of the same stage
+	}
 	if len(f) != 10 || f[0] != "v1" {
 		return taskID{}, fmt.Errorf("malformed task id %q", s)
 	}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -38,8 +39,13 @@ type Reporter struct {
 	Kinds    func() []string
 	Shards   *ShardSet
 	InFlight func() int
-	Log      zerolog.Logger
-	Clock    engine.Clock // nil: the wall clock
+	// Lock is the member's liveness lock (nil: none). Its key is written on
+	// every beat, and no beat is sent while it is not held: a row without
+	// its lock would be reaped again at once.
+	Lock   *LivenessLock
+	Outage *engine.Outage // nil: a failed beat is logged
+	Log    zerolog.Logger
+	Clock  engine.Clock // nil: the wall clock
 
 	TestSignals ReporterTestSignals
 
@@ -106,12 +112,19 @@ func (r *Reporter) Run(ctx context.Context) error {
 	for {
 		err := r.beat(ctx)
 		r.TestSignals.Beat.Signal(err)
-		if err != nil {
+		switch {
+		case errors.Is(err, errLockNotHeld):
+			// The lock's own loss and return are logged by the lock.
+		case err != nil:
 			if ctx.Err() != nil {
 				return nil //nolint:nilerr // a beat cut short by shutdown is not a failure
 			}
+			if r.Outage.Failed("member-beat", err) {
+				break
+			}
 			r.Log.Warn().Err(err).Str("member_id", r.ID).Msg("membership beat failed; retrying next beat")
-		} else if first {
+		case first:
+			r.Outage.Succeeded()
 			first = false
 			close(r.beaten)
 			r.Log.Info().Str("member_id", r.ID).Str("role", r.Role).Msg("registered cluster member")
@@ -140,10 +153,19 @@ func (r *Reporter) member() membership.Member {
 	if r.InFlight != nil {
 		m.InFlight = r.InFlight()
 	}
+	if r.Lock != nil {
+		m.LockKey = r.Lock.Key()
+	}
 	return m
 }
 
+// errLockNotHeld skips a beat while the liveness lock is being re-taken.
+var errLockNotHeld = errors.New("liveness lock not held")
+
 func (r *Reporter) beat(ctx context.Context) error {
+	if r.Lock != nil && !r.Lock.Held() {
+		return errLockNotHeld
+	}
 	_, err := r.Registry.Upsert(ctx, r.member())
 	return err
 }

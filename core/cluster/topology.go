@@ -2,11 +2,13 @@ package cluster
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/core/engine"
+	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store/membership"
 	"github.com/converge-run/converge/core/store/notify"
 )
@@ -26,13 +28,31 @@ type TopologyWatcher struct {
 	Listener *notify.Listener
 	Reactors []Reactor
 	// Poll is the failsafe re-read cadence (a crash fires no NOTIFY).
-	Poll  time.Duration
-	Log   zerolog.Logger
-	Clock engine.Clock // nil: the wall clock
+	Poll   time.Duration
+	Log    zerolog.Logger
+	Clock  engine.Clock   // nil: the wall clock
+	Outage *engine.Outage // nil: a failed reaction is logged
+
+	kickOnce sync.Once
+	kick     chan struct{}
 }
 
 // Name implements engine.Duty.
 func (w *TopologyWatcher) Name() string { return "topology-watcher" }
+
+func (w *TopologyWatcher) kicks() chan struct{} {
+	w.kickOnce.Do(func() { w.kick = make(chan struct{}, 1) })
+	return w.kick
+}
+
+// Kick runs the reactors now (for instance once the liveness lock is held
+// again), without waiting for a wake or the poll.
+func (w *TopologyWatcher) Kick() {
+	select {
+	case w.kicks() <- struct{}{}:
+	default:
+	}
+}
 
 // Run reacts until ctx ends.
 func (w *TopologyWatcher) Run(ctx context.Context) error {
@@ -51,7 +71,7 @@ func (w *TopologyWatcher) Run(ctx context.Context) error {
 	}
 	for {
 		for _, r := range w.Reactors {
-			if err := r.React(ctx); err != nil && ctx.Err() == nil {
+			if err := r.React(ctx); err != nil && ctx.Err() == nil && !w.Outage.Failed("topology", err) {
 				w.Log.Warn().Err(err).Str("reactor", r.Name()).Msg("topology reaction failed; retrying on the next wake")
 			}
 		}
@@ -59,6 +79,7 @@ func (w *TopologyWatcher) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-wake:
+		case <-w.kicks():
 		case <-clock.After(w.Poll):
 		}
 	}
@@ -73,7 +94,10 @@ type Resharder struct {
 	Liveness time.Duration
 	// OnChange runs after the range changed (e.g. Reporter.Kick).
 	OnChange func()
-	Log      zerolog.Logger
+	// Held gates claiming on the liveness lock (nil: always held): while it
+	// reports false the range is empty without asking the database.
+	Held func() bool
+	Log  zerolog.Logger
 }
 
 // Name implements Reactor.
@@ -85,9 +109,12 @@ func (r *Resharder) React(ctx context.Context) error {
 	if live <= 0 {
 		live = membership.DefaultLiveness
 	}
-	span, err := r.Registry.AssignShards(ctx, r.MemberID, membership.DefaultTotalShards, live)
-	if err != nil {
-		return err
+	var span shard.Range
+	if r.Held == nil || r.Held() {
+		var err error
+		if span, err = r.Registry.AssignShards(ctx, r.MemberID, membership.DefaultTotalShards, live); err != nil {
+			return err
+		}
 	}
 	if r.Shards.Set(span) {
 		r.Log.Info().Str("member_id", r.MemberID).Int("shard_lo", span.Lo).Int("shard_hi", span.Last()).

@@ -37,6 +37,7 @@ type Config struct {
 	LogLevel        string        // LOG_LEVEL: debug | info | warn | error
 	ShutdownDrain   time.Duration // SHUTDOWN_DRAIN: broker drain budget (default 45s)
 	HeartbeatEvery  time.Duration // MEMBER_HEARTBEAT_EVERY (default 10s)
+	RedeliveryWait  time.Duration // WORKER_REDELIVERY_WAIT: a lost worker's stage waits this long for it when no other worker serves the kind (default 30s)
 	UnclaimedAfter  time.Duration // SWEEPER_UNCLAIMED_DELETE_AFTER (default 24h)
 	TLSCertFile     string        // TLS_CERT_FILE (with https://)
 	TLSKeyFile      string        // TLS_KEY_FILE (with https://)
@@ -79,6 +80,7 @@ func Defaults() Config {
 		HealthAddr:     ":8081",
 		ShutdownDrain:  45 * time.Second,
 		HeartbeatEvery: 10 * time.Second,
+		RedeliveryWait: 30 * time.Second,
 		UnclaimedAfter: 24 * time.Hour,
 		TLSReload:      3 * time.Minute,
 		WorkerMaxMsg:   16 << 20,
@@ -150,6 +152,7 @@ func Parse(getenv func(string) string, version string) (Config, error) {
 	}
 	dur(&c.ShutdownDrain, "SHUTDOWN_DRAIN")
 	dur(&c.HeartbeatEvery, "MEMBER_HEARTBEAT_EVERY")
+	dur(&c.RedeliveryWait, "WORKER_REDELIVERY_WAIT")
 	dur(&c.UnclaimedAfter, "SWEEPER_UNCLAIMED_DELETE_AFTER")
 	dur(&c.TLSReload, "TLS_RELOAD_INTERVAL")
 	if v := getenv("DB_IAM_AUTH"); v != "" {
@@ -180,7 +183,8 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("ROLE=%q: want all, control or broker", c.Role))
 	}
 	for name, d := range map[string]time.Duration{"SHUTDOWN_DRAIN": c.ShutdownDrain, "MEMBER_HEARTBEAT_EVERY": c.HeartbeatEvery,
-		"SWEEPER_UNCLAIMED_DELETE_AFTER": c.UnclaimedAfter, "TLS_RELOAD_INTERVAL": c.TLSReload} {
+		"SWEEPER_UNCLAIMED_DELETE_AFTER": c.UnclaimedAfter, "TLS_RELOAD_INTERVAL": c.TLSReload,
+		"WORKER_REDELIVERY_WAIT": c.RedeliveryWait} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s=%s: want a positive duration", name, d))
 		}
@@ -246,6 +250,7 @@ func (c Config) Redacted() map[string]any {
 		"LOG_LEVEL":                      c.LogLevel,
 		"SHUTDOWN_DRAIN":                 c.ShutdownDrain.String(),
 		"MEMBER_HEARTBEAT_EVERY":         c.HeartbeatEvery.String(),
+		"WORKER_REDELIVERY_WAIT":         c.RedeliveryWait.String(),
 		"SWEEPER_UNCLAIMED_DELETE_AFTER": c.UnclaimedAfter.String(),
 		"TLS":                            c.Secure(),
 		"TLS_CLIENT_CA":                  c.TLSClientCAFile != "",

@@ -45,6 +45,7 @@ func TestParse(t *testing.T) {
 			require.Equal(t, ":8080", c.ListenAddr)
 			require.Equal(t, 45*time.Second, c.ShutdownDrain)
 			require.Equal(t, 10*time.Second, c.HeartbeatEvery)
+			require.Equal(t, 30*time.Second, c.RedeliveryWait)
 			require.True(t, c.HasBroker())
 			require.True(t, c.HasControl())
 		}},
@@ -136,7 +137,9 @@ func TestValidate_RejectsAConfigValueParseWouldReject(t *testing.T) {
 		"role":  {reason: "a built value gets the same role check", edit: func(c *Config) { c.Role = "worker" }, wantErr: "ROLE"},
 		"drain": {reason: "a zero duration would spin a cadence", edit: func(c *Config) { c.ShutdownDrain = 0 }, wantErr: "SHUTDOWN_DRAIN"},
 		"beat":  {reason: "a zero heartbeat is refused", edit: func(c *Config) { c.HeartbeatEvery = 0 }, wantErr: "MEMBER_HEARTBEAT_EVERY"},
-		"tls":   {reason: "https without a keypair", edit: func(c *Config) { c.ListenAddr = "https://:8443" }, wantErr: "TLS_CERT_FILE"},
+		"redelivery": {reason: "a zero redelivery wait is refused", edit: func(c *Config) { c.RedeliveryWait = 0 },
+			wantErr: "WORKER_REDELIVERY_WAIT"},
+		"tls": {reason: "https without a keypair", edit: func(c *Config) { c.ListenAddr = "https://:8443" }, wantErr: "TLS_CERT_FILE"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

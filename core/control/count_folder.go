@@ -20,6 +20,9 @@ type CountFolder struct {
 	Every time.Duration // default 1s
 	Clock engine.Clock  // nil: the wall clock
 	Log   zerolog.Logger
+	// Outage is the process's shared database-outage reporter (nil: errors
+	// are logged).
+	Outage *engine.Outage
 
 	TestSignals CountFolderTestSignals
 }
@@ -46,7 +49,10 @@ func (f *CountFolder) Run(ctx context.Context) error {
 
 func (f *CountFolder) fold(ctx context.Context) {
 	n, err := f.Fold(ctx)
-	if err != nil && ctx.Err() == nil {
+	if err == nil {
+		f.Outage.Succeeded()
+	}
+	if err != nil && ctx.Err() == nil && !f.Outage.Failed("count-folder", err) {
 		f.Log.Error().Err(err).Msg("fold phase counts failed")
 	}
 	f.TestSignals.Folded.Signal(n)

@@ -42,7 +42,10 @@ type Drainer struct {
 	Shards   *cluster.ShardSet
 	Metrics  *metrics.Metrics // may be nil
 	Log      zerolog.Logger
-	Clock    engine.Clock // nil: the wall clock
+	// Outage is the process's shared database-outage reporter (nil: errors
+	// are logged).
+	Outage *engine.Outage
+	Clock  engine.Clock // nil: the wall clock
 	// Batch is the rows per drain statement (default 1000).
 	Batch int
 	// Parallel is how many partition chunks drain at once (default 2).
@@ -121,7 +124,7 @@ func (d *Drainer) Run(ctx context.Context) error {
 	}
 	step := func(ctx context.Context) (bool, error) { return d.step(ctx, ready.Request) }
 	loop := &engine.PollLoop{Name: "drainer", Step: step, Wake: wake, Min: 5 * time.Millisecond, Max: d.Failsafe,
-		Clock: clock, Log: d.Log}
+		Clock: clock, Log: d.Log, Outage: d.Outage}
 	return loop.Run(ctx)
 }
 
@@ -146,7 +149,7 @@ func (d *Drainer) forward(ctx context.Context, ch string, in <-chan notify.Event
 // notifyWorkReady sends one work_ready NOTIFY (the coalescer's send).
 func (d *Drainer) notifyWorkReady(ctx context.Context) {
 	err := d.Pipeline.NotifyWorkReady(ctx)
-	if err != nil && ctx.Err() == nil {
+	if err != nil && ctx.Err() == nil && !d.Outage.Failed("drainer", err) {
 		d.Log.Warn().Err(err).Msg("work_ready notify failed; dispatchers fall back to their poll")
 	}
 	d.TestSignals.NotifiedWorkReady.Signal(err)

@@ -25,6 +25,9 @@ type MemberGC struct {
 	Every   time.Duration // default 1m
 	Clock   engine.Clock  // nil: the wall clock
 	Log     zerolog.Logger
+	// Outage is the process's shared database-outage reporter (nil: errors
+	// are logged).
+	Outage *engine.Outage
 
 	TestSignals MemberGCTestSignals
 }
@@ -55,6 +58,7 @@ func (g *MemberGC) Run(ctx context.Context) error {
 func (g *MemberGC) collect(ctx context.Context) {
 	n, err := g.Members.GCStale(ctx, g.TTL)
 	switch {
+	case err != nil && ctx.Err() == nil && g.Outage.Failed("member-gc", err):
 	case err != nil && ctx.Err() == nil:
 		g.Log.Error().Err(err).Msg("member gc failed")
 	case n > 0:

@@ -43,7 +43,10 @@ type Reaper struct {
 	Maintenance ReaperStore
 	Shards      *cluster.ShardSet
 	Log         zerolog.Logger
-	Clock       engine.Clock // nil: the wall clock
+	// Outage is the process's shared database-outage reporter (nil: errors
+	// are logged).
+	Outage *engine.Outage
+	Clock  engine.Clock // nil: the wall clock
 
 	Every          time.Duration // default 5s
 	StaleAfter     time.Duration // lease heartbeat lapse (default 60s)
@@ -130,7 +133,12 @@ func (r *Reaper) Tick(ctx context.Context, withOrphans bool) {
 		n, err := p.run(pctx)
 		cancel()
 		moved[p.name] = n
+		if err == nil {
+			r.Outage.Succeeded()
+		}
 		switch {
+		case err != nil && ctx.Err() == nil && r.Outage.Failed("reaper", err):
+			moved[p.name] = -1
 		case err != nil && ctx.Err() == nil:
 			moved[p.name] = -1
 			r.Log.Error().Err(err).Str("pass", p.name).Int("shard_lo", rng.Lo).Int("shard_hi", rng.Last()).
@@ -142,7 +150,7 @@ func (r *Reaper) Tick(ctx context.Context, withOrphans bool) {
 		}
 	}
 	if pended {
-		if err := r.Maintenance.NotifyWorkReady(ctx); err != nil && ctx.Err() == nil {
+		if err := r.Maintenance.NotifyWorkReady(ctx); err != nil && ctx.Err() == nil && !r.Outage.Failed("reaper", err) {
 			r.Log.Warn().Err(err).Msg("work_ready notify failed; dispatchers fall back to their poll")
 		}
 		r.TestSignals.NotifiedWorkReady.Signal(struct{}{})

@@ -36,9 +36,12 @@ type Resyncer struct {
 	Kinds       KindSnapshots
 	Shards      *cluster.ShardSet
 	Log         zerolog.Logger
-	Clock       engine.Clock  // nil: the wall clock
-	Every       time.Duration // default 5s
-	Max         int           // per kind per tick (default 1000)
+	// Outage is the process's shared database-outage reporter (nil: errors
+	// are logged).
+	Outage *engine.Outage
+	Clock  engine.Clock  // nil: the wall clock
+	Every  time.Duration // default 5s
+	Max    int           // per kind per tick (default 1000)
 
 	TestSignals ResyncerTestSignals
 }
@@ -82,13 +85,16 @@ func (r *Resyncer) tick(ctx context.Context) {
 			Interval: time.Duration(k.Config.ResyncIntervalSecs) * time.Second, Recompose: k.Config.ResyncRecomposes}
 		passes++
 		n, err := r.Maintenance.RequeueForResync(ctx, p, rng, r.Max)
-		if err != nil && ctx.Err() == nil {
+		if err == nil {
+			r.Outage.Succeeded()
+		}
+		if err != nil && ctx.Err() == nil && !r.Outage.Failed("resyncer", err) {
 			r.Log.Error().Err(err).Str("kind", k.Name).Stringer("shards", rng).Msg("resync pass failed")
 		}
 		pended += n
 	}
 	if pended > 0 { // announced after the passes committed (see Reaper.Tick)
-		if err := r.Maintenance.NotifyWorkReady(ctx); err != nil && ctx.Err() == nil {
+		if err := r.Maintenance.NotifyWorkReady(ctx); err != nil && ctx.Err() == nil && !r.Outage.Failed("resyncer", err) {
 			r.Log.Warn().Err(err).Msg("work_ready notify failed; dispatchers fall back to their poll")
 		}
 	}

@@ -23,8 +23,10 @@ var RealClock Clock = realClock{}
 
 // PollLoop calls Step repeatedly with adaptive backoff: while Step reports
 // work done it runs again at once; when idle it waits, doubling from Min up to
-// Max, and any Wake resets the wait. Errors are logged and retried after Min
-// (a Postgres blip must not kill a sweeper).
+// Max, and any Wake resets the wait. A failing Step is retried with jittered
+// backoff (Backoff: 100 ms doubling to 1 s; a Postgres blip must not kill a
+// sweeper, and an outage must not spin it); an unreachable database is
+// reported to Outage (logged once per process), any other error is logged.
 type PollLoop struct {
 	Name string
 	// Step does one unit of work and reports whether there was any.
@@ -34,6 +36,7 @@ type PollLoop struct {
 	Min, Max time.Duration
 	Clock    Clock
 	Log      zerolog.Logger
+	Outage   *Outage // nil: every error is logged
 }
 
 // Run loops until ctx ends.
@@ -49,6 +52,7 @@ func (p *PollLoop) Run(ctx context.Context) error {
 		p.Max = p.Min
 	}
 	wait := p.Min
+	var retry Backoff
 	for {
 		busy, err := p.Step(ctx)
 		if ctx.Err() != nil {
@@ -56,8 +60,16 @@ func (p *PollLoop) Run(ctx context.Context) error {
 		}
 		switch {
 		case err != nil:
-			p.Log.Error().Err(err).Str("loop", p.Name).Msg("step failed; retrying")
-			wait = p.Min
+			if !p.Outage.Failed(p.Name, err) {
+				p.Log.Error().Err(err).Str("loop", p.Name).Msg("step failed; retrying")
+			}
+			wait = retry.Next()
+		default:
+			retry.Reset()
+			p.Outage.Succeeded()
+		}
+		switch {
+		case err != nil:
 		case busy:
 			wait = p.Min
 			continue
@@ -66,7 +78,9 @@ func (p *PollLoop) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-p.Wake:
-			wait = p.Min
+			if err == nil {
+				wait = p.Min
+			}
 		case <-clock.After(wait):
 			if err == nil {
 				wait = min(wait*2, p.Max)

@@ -57,7 +57,7 @@ func (h *Hub) refreshCounts(ctx context.Context) {
 	}
 	byKind, err := h.reader(ctx).PhaseCountsByKind(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !h.outage.Failed("hub-counts", err) {
 			h.log.Error().Err(err).Msg("recompute phase counts")
 		}
 		return

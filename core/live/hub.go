@@ -55,6 +55,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/membership"
 	"github.com/converge-run/converge/core/store/notify"
@@ -97,6 +98,10 @@ func WithOptions(o Options) Option { return func(h *Hub) { h.opts = o } }
 // when the replica lags longer.
 func WithPrimary(primary *pgxpool.Pool) Option { return func(h *Hub) { h.primary = primary } }
 
+// WithOutage reports re-reads that fail because the database is unreachable
+// to o (logged once per outage for the process) instead of logging each.
+func WithOutage(o *engine.Outage) Option { return func(h *Hub) { h.outage = o } }
+
 // Hub fans Postgres change announcements out to subscribers.
 type Hub struct {
 	listener *notify.Listener
@@ -106,6 +111,7 @@ type Hub struct {
 	members  *membership.Store
 	log      zerolog.Logger
 	opts     Options
+	outage   *engine.Outage
 
 	mu     sync.Mutex
 	res    resourceIndex

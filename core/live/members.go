@@ -99,7 +99,7 @@ func (h *Hub) refreshMembers(ctx context.Context) {
 	}
 	ms, err := h.ListMembers(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !h.outage.Failed("hub-members", err) {
 			h.log.Error().Err(err).Msg("re-list cluster members")
 		}
 		return

@@ -112,7 +112,7 @@ func (h *Hub) recheckOps(ctx context.Context, ids []uuid.UUID) {
 	}
 	ops, err := h.reader(ctx).OperationsByIDs(ctx, ids)
 	if err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !h.outage.Failed("hub-operations", err) {
 			h.log.Error().Err(err).Int("ids", len(ids)).Msg("re-read announced operations")
 		}
 		return

@@ -15,6 +15,21 @@
 --     enabled binding, each behind an EXISTS short-circuit on the partial
 --     idx_reactor_bindings_transition, so with no binding it is one probe and
 --     no join; a direct pg_notify('lifecycle_ready') when rows were written.
+--     Which edges fire when:
+--       synced   — synced_gen newly reaches generation (the first rollup of a
+--                  composite, the first successful work of a leaf), AND again
+--                  for the same generation whenever a row that stays synced
+--                  changes phase, health or status (a composite re-rolled up
+--                  after a child recovered: Degraded → Ready). Every such edge
+--                  carries the same dedup token <id>:synced:<gen>:<binding>
+--                  and the latest snapshot, so an idempotent sink ends up
+--                  holding the final rolled-up state of the generation;
+--       degraded — the phase newly becomes Degraded;
+--       failed   — a new failure is recorded for the generation.
+--     A re-fired edge whose previous delivery is still queued or in flight
+--     replaces it (ON CONFLICT: new snapshot, claim cleared), so the sink is
+--     not left with the older state: an in-flight delivery's ack is then
+--     fenced by its claim_epoch and the row is delivered again.
 CREATE OR REPLACE FUNCTION cascade_on_ready_change() RETURNS trigger
 LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
@@ -31,7 +46,7 @@ BEGIN
     -- nested loop, quadratic in the batch.
     SELECT array_agg(ROW(g.id, g.owner_id, g.root_id, g.kind, g.shard_id, g.generation, g.labels, g.newly_synced,
                          g.newly_synced OR g.left_unsettled OR g.health_flip OR g.failure_flip,
-                         g.became_degraded, g.became_failed, g.snapshot)::ready_change)
+                         g.became_degraded, g.became_failed, g.snapshot, g.resynced)::ready_change)
       INTO v_ch
       FROM (SELECT x.id,
                    (array_agg(x.owner_id) FILTER (WHERE x.is_new))[1] AS owner_id,
@@ -51,9 +66,19 @@ BEGIN
                        AS became_degraded,
                    bool_or(x.is_new AND x.failed)
                    AND max(x.failure_gen) FILTER (WHERE x.is_new) <> max(x.failure_gen) FILTER (WHERE NOT x.is_new)
-                       AS became_failed
+                       AS became_failed,
+                   v_synced
+                   AND bool_and(x.synced_gen >= x.generation)
+                   AND max(x.generation) = min(x.generation)
+                   AND (bool_or(x.health_ok) <> bool_and(x.health_ok)
+                        OR (array_agg(x.phase) FILTER (WHERE x.is_new))[1]
+                           IS DISTINCT FROM (array_agg(x.phase) FILTER (WHERE NOT x.is_new))[1]
+                        OR (array_agg(x.status) FILTER (WHERE x.is_new))[1]
+                           IS DISTINCT FROM (array_agg(x.status) FILTER (WHERE NOT x.is_new))[1])
+                       AS resynced
               FROM (SELECT false AS is_new, o.id, o.owner_id, o.root_id, o.kind, o.shard_id, o.generation,
                            o.synced_gen, o.failure_gen, o.health_ok, o.phase, o.labels, NULL::jsonb AS snapshot,
+                           CASE WHEN v_synced THEN o.status END AS status,
                            o.failure_gen = o.generation AS failed,
                            o.synced_gen < o.generation AND o.failure_gen <> o.generation
                            AND o.frozen_until IS NULL AND o.deletion_requested_at IS NULL AS unsettled
@@ -62,13 +87,14 @@ BEGIN
                     SELECT true, n.id, n.owner_id, n.root_id, n.kind, n.shard_id, n.generation,
                            n.synced_gen, n.failure_gen, n.health_ok, n.phase, n.labels,
                            CASE WHEN v_synced OR v_degraded OR v_failed THEN to_jsonb(n) END,
+                           CASE WHEN v_synced THEN n.status END,
                            n.failure_gen = n.generation,
                            n.synced_gen < n.generation AND n.failure_gen <> n.generation
                            AND n.frozen_until IS NULL AND n.deletion_requested_at IS NULL
                       FROM new_rows n) x
              GROUP BY x.id) g
      WHERE g.newly_synced OR g.left_unsettled OR g.health_flip OR g.failure_flip
-        OR g.became_degraded OR g.became_failed;
+        OR g.became_degraded OR g.became_failed OR g.resynced;
     IF v_ch IS NULL THEN
         RETURN NULL;
     END IF;
@@ -97,13 +123,15 @@ BEGIN
         INSERT INTO lifecycle_outbox (resource_id, transition, generation, binding_name, shard_id, reactor, watch_kind, snapshot)
         SELECT c.id, t.transition, c.generation, b.name, c.shard_id, b.reactor, c.kind, c.snapshot
           FROM unnest(v_ch) c
-         CROSS JOIN LATERAL (VALUES ('synced', v_synced AND c.newly_synced),
+         CROSS JOIN LATERAL (VALUES ('synced', v_synced AND (c.newly_synced OR c.resynced)),
                                     ('degraded', v_degraded AND c.became_degraded),
                                     ('failed', v_failed AND c.became_failed)) t(transition, crossed)
           JOIN reactor_bindings b ON b.enabled AND b.transition = t.transition AND b.watch_kind = c.kind
                                  AND c.labels @> b.label_match
          WHERE t.crossed
-        ON CONFLICT DO NOTHING;
+        ON CONFLICT (resource_id, transition, generation, binding_name, shard_id) DO UPDATE
+           SET snapshot = EXCLUDED.snapshot, worker_id = NULL, claim_epoch = NULL, heartbeat_at = NULL,
+               created_at = now();
         GET DIAGNOSTICS v_life = ROW_COUNT;
     END IF;
     IF v_life > 0 THEN

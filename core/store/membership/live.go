@@ -10,14 +10,20 @@ import (
 	"github.com/converge-run/converge/core/store/internal/dbx"
 )
 
-// ListLive returns the members whose heartbeat is within liveness of the
-// database clock (the routing view: the same window shard tiling uses).
+// memberColumns is the column list scanMember reads.
+const memberColumns = `member_id, role, kinds, shard_lo, shard_hi, config, version, host, pid, in_flight, started_at,
+       last_heartbeat, coalesce(lock_key, 0)`
+
+// ListLive returns the live members (live_cluster_members: heartbeat within
+// liveness of the database clock and, for a member that holds one, its
+// liveness lock still granted): the routing view, by the same rule shard
+// tiling uses.
 func (s *Store) ListLive(ctx context.Context, liveness time.Duration) ([]Member, error) {
 	rows, err := s.db.Query(ctx, `
-SELECT member_id, role, kinds, shard_lo, shard_hi, config, version, host, pid, in_flight, started_at, last_heartbeat
+SELECT `+memberColumns+`
   FROM cluster_members
- WHERE last_heartbeat > now() - make_interval(secs => $1)
- ORDER BY role, member_id COLLATE "C"`, liveness.Seconds())
+ WHERE member_id IN (SELECT member_id FROM live_cluster_members($1))
+ ORDER BY role, member_id COLLATE "C"`, livenessSecs(liveness))
 	if err != nil {
 		return nil, dbx.Wrap(err, "list live cluster members")
 	}
@@ -34,7 +40,7 @@ func scanMember(row pgx.CollectableRow) (Member, error) {
 	var lo, hi *int
 	var cfg []byte
 	if err := row.Scan(&m.ID, &m.Role, &m.Kinds, &lo, &hi, &cfg, &m.Version, &m.Host, &m.PID, &m.InFlight,
-		&m.StartedAt, &m.LastHeartbeat); err != nil {
+		&m.StartedAt, &m.LastHeartbeat, &m.LockKey); err != nil {
 		return Member{}, err
 	}
 	if lo != nil && hi != nil {
@@ -42,4 +48,9 @@ func scanMember(row pgx.CollectableRow) (Member, error) {
 	}
 	m.Config = cfg
 	return m, nil
+}
+
+// livenessSecs is the whole-second window the SQL takes (at least 1).
+func livenessSecs(d time.Duration) int {
+	return max(1, int(d.Round(time.Second)/time.Second))
 }

@@ -46,6 +46,9 @@ type Member struct {
 	PID       int
 	InFlight  int
 	StartedAt time.Time
+	// LockKey is the key of the member's liveness lock (LockClass, LockKey);
+	// 0 when it holds none (then only its heartbeat says it is alive).
+	LockKey int32
 	// LastHeartbeat is stamped by the database; ignored on write.
 	LastHeartbeat time.Time
 }
@@ -60,12 +63,13 @@ func New(db DB) *Store { return &Store{db: db} }
 
 const upsertSQL = `
 INSERT INTO cluster_members AS m (member_id, role, kinds, shard_lo, shard_hi, config, version, host, pid,
-                                  in_flight, started_at, last_heartbeat)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11::timestamptz, now()), now())
+                                  in_flight, started_at, last_heartbeat, lock_key)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11::timestamptz, now()), now(), $12)
 ON CONFLICT (member_id) DO UPDATE
    SET role = EXCLUDED.role, kinds = EXCLUDED.kinds, shard_lo = EXCLUDED.shard_lo, shard_hi = EXCLUDED.shard_hi,
        config = EXCLUDED.config, version = EXCLUDED.version, host = EXCLUDED.host, pid = EXCLUDED.pid,
-       in_flight = EXCLUDED.in_flight, started_at = EXCLUDED.started_at, last_heartbeat = now()
+       in_flight = EXCLUDED.in_flight, started_at = EXCLUDED.started_at, last_heartbeat = now(),
+       lock_key = EXCLUDED.lock_key
 RETURNING last_heartbeat, started_at`
 
 // Upsert writes m's row in one primary-key upsert stamped with the database
@@ -93,9 +97,13 @@ func (s *Store) Upsert(ctx context.Context, m Member) (time.Time, error) {
 	if version == "" {
 		version = "dev"
 	}
+	var lockKey *int32
+	if m.LockKey != 0 {
+		lockKey = &m.LockKey
+	}
 	var beat, startedAt time.Time
 	err := s.db.QueryRow(ctx, upsertSQL, m.ID, m.Role, kinds, lo, hi, string(cfg), version, m.Host, m.PID,
-		m.InFlight, started).Scan(&beat, &startedAt)
+		m.InFlight, started, lockKey).Scan(&beat, &startedAt)
 	if err != nil {
 		return time.Time{}, dbx.Wrap(err, "upsert cluster member %s", m.ID)
 	}
@@ -122,7 +130,7 @@ func (s *Store) Deregister(ctx context.Context, id string) (bool, error) {
 // List returns every registered member, live or not, ordered by role and id.
 func (s *Store) List(ctx context.Context) ([]Member, error) {
 	rows, err := s.db.Query(ctx, `
-SELECT member_id, role, kinds, shard_lo, shard_hi, config, version, host, pid, in_flight, started_at, last_heartbeat
+SELECT `+memberColumns+`
   FROM cluster_members ORDER BY role, member_id COLLATE "C"`)
 	if err != nil {
 		return nil, dbx.Wrap(err, "list cluster members")
@@ -142,7 +150,7 @@ func (s *Store) AssignShards(ctx context.Context, id string, total int, liveness
 	var lo, hi *int
 	err := s.db.QueryRow(ctx, `
 SELECT lower(r), upper(r) FROM assign_member_shards($1, $2, $3) AS r`,
-		id, total, int(liveness.Round(time.Second)/time.Second)).Scan(&lo, &hi)
+		id, total, livenessSecs(liveness)).Scan(&lo, &hi)
 	if err != nil {
 		return shard.Range{}, dbx.Wrap(err, "assign shards to member %s", id)
 	}

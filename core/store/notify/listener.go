@@ -18,6 +18,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/engine"
 )
 
 // Event is one notification, or the news that the connection was re-made
@@ -57,7 +59,13 @@ type Listener struct {
 	readyOn sync.Once
 
 	reconnects atomic.Int64
+	outage     atomic.Pointer[engine.Outage]
 }
+
+// ReportTo makes the listener report a lost connection that is the database
+// being unreachable to o (logged once per outage for the whole process)
+// instead of logging every reconnect attempt.
+func (l *Listener) ReportTo(o *engine.Outage) { l.outage.Store(o) }
 
 // NewListener prepares a listener that takes its connection from pool.
 func NewListener(pool *pgxpool.Pool, log zerolog.Logger) *Listener {
@@ -114,18 +122,26 @@ func (l *Listener) Run(ctx context.Context) error {
 	backoff := 50 * time.Millisecond
 	first := true
 	for {
+		began := time.Now()
 		err := l.session(ctx, !first)
+		if time.Since(began) > 5*time.Second {
+			backoff = 50 * time.Millisecond // a session that held: start over
+		}
 		if ctx.Err() != nil {
 			return nil //nolint:nilerr // a session ended by shutdown is not a failure
 		}
 		first = false
-		l.log.Warn().Err(err).Dur("retry_in", backoff).Msg("listen connection lost; reconnecting")
+		if !l.outage.Load().Failed("listener", err) {
+			l.log.Warn().Err(err).Dur("retry_in", backoff).Msg("listen connection lost; reconnecting")
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(backoff/2 + time.Duration(rand.Int64N(int64(backoff)/2+1))):
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		// Capped at a second: the wakes this connection carries are lost
+		// until it is back, so it must not lag the database's return.
+		backoff = min(backoff*2, time.Second)
 	}
 }
 

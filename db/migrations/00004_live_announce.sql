@@ -1,4 +1,4 @@
--- 00005_live_announce: announcements for the subscriptions of kinds and
+-- 00004_live_announce: announcements for the subscriptions of kinds and
 -- reactor bindings (core/live). Provider configs announce already
 -- (providerconfigs_changed) and manifests too (kind_manifest_after_apply);
 -- these add the reactor bindings and the live policy edits of kind_config.

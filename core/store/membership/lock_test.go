@@ -1,0 +1,129 @@
+package membership_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/store/membership"
+	"github.com/converge-run/converge/db/pgtest"
+)
+
+func TestSessionLock_AKeyIsHeldByOneSessionAndRecordedOnce(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := membership.New(pool)
+	l, err := membership.AcquireSessionLock(ctx, pool, "a", 7)
+	require.NoError(t, err)
+	defer l.Close()
+	require.NoError(t, l.Ping(ctx, time.Second))
+	_, err = membership.AcquireSessionLock(ctx, pool, "b", 7)
+	require.ErrorIs(t, err, membership.ErrLockHeld, "a held key is refused")
+
+	_, err = s.Upsert(ctx, membership.Member{ID: "a", Role: membership.RoleBroker, LockKey: 7})
+	require.NoError(t, err)
+	l.Close()
+	_, err = membership.AcquireSessionLock(ctx, pool, "b", 7)
+	require.ErrorIs(t, err, membership.ErrLockHeld, "a key another member's row records is refused even when free")
+	again, err := membership.AcquireSessionLock(ctx, pool, "a", 7)
+	require.NoError(t, err, "the member itself re-takes its own key")
+	again.Close()
+}
+
+func TestReapUnlocked_RemovesOnlyMembersWhoseLockIsGone(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := membership.New(pool)
+	alive, err := membership.AcquireSessionLock(ctx, pool, "alive", 11)
+	require.NoError(t, err)
+	defer alive.Close()
+	crashed, err := membership.AcquireSessionLock(ctx, pool, "crashed", 12)
+	require.NoError(t, err)
+	for _, m := range []membership.Member{
+		{ID: "alive", Role: membership.RoleBroker, LockKey: 11},
+		{ID: "crashed", Role: membership.RoleBroker, LockKey: 12},
+		{ID: "old-binary", Role: membership.RoleBroker},
+	} {
+		_, err := s.Upsert(ctx, m)
+		require.NoError(t, err)
+	}
+	require.NoError(t, alive.Ping(ctx, time.Second)) // a live owner pings its session
+	ids, err := s.ReapUnlocked(ctx)
+	require.NoError(t, err)
+	require.Empty(t, ids, "every lock is held")
+	span, err := s.AssignShards(ctx, "alive", membership.DefaultTotalShards, membership.DefaultLiveness)
+	require.NoError(t, err)
+	require.Equal(t, 85, span.Hi-span.Lo, "three live members")
+
+	crashed.Close() // the backend ends (asynchronously): the lock goes with it
+	require.Eventually(t, func() bool {
+		span, err = s.AssignShards(ctx, "alive", membership.DefaultTotalShards, membership.DefaultLiveness)
+		require.NoError(t, err)
+		return span.Hi-span.Lo == 128
+	}, 10*time.Second, 5*time.Millisecond, "a member whose lock is gone is not live, before anyone reaps it")
+	live, err := s.ListLive(ctx, membership.DefaultLiveness)
+	require.NoError(t, err)
+	require.Len(t, live, 2, "routing agrees with tiling")
+
+	n := countNotifies(t, pool, 300*time.Millisecond, func() {
+		time.Sleep(60 * time.Millisecond) // past the gate window of the joins above: only the reap may wake
+		require.NoError(t, alive.Ping(ctx, time.Second))
+		ids, err = s.ReapUnlocked(ctx)
+		require.NoError(t, err)
+	})
+	require.Equal(t, []string{"crashed"}, ids)
+	require.Equal(t, 1, n, "the removal wakes the topology watchers")
+	all, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, all, 2, "the live member and the lock-less one stay")
+}
+
+func TestReapUnlocked_IsScopedToItsDatabase(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	other := pgtest.Pool(t)
+	s := membership.New(pool)
+	// The same key held in another database of the cluster does not keep
+	// this database's member alive.
+	l, err := membership.AcquireSessionLock(ctx, other, "x", 21)
+	require.NoError(t, err)
+	defer l.Close()
+	_, err = s.Upsert(ctx, membership.Member{ID: "x", Role: membership.RoleControl, LockKey: 21})
+	require.NoError(t, err)
+	ids, err := s.ReapUnlocked(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"x"}, ids)
+}
+
+// A lock session that stops answering its owner (a partition behind a proxy
+// that keeps the TCP connection open: the server's keepalives see nothing)
+// sits idle; past 3 s it no longer counts, and the probe ends it.
+func TestReapUnlocked_AnIdleLockSessionIsACutOffMember(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := membership.New(pool)
+	cut, err := membership.AcquireSessionLock(ctx, pool, "cut-off", 31)
+	require.NoError(t, err)
+	defer cut.Close()
+	alive, err := membership.AcquireSessionLock(ctx, pool, "alive", 32)
+	require.NoError(t, err)
+	defer alive.Close()
+	for _, m := range []membership.Member{{ID: "cut-off", Role: membership.RoleBroker, LockKey: 31},
+		{ID: "alive", Role: membership.RoleBroker, LockKey: 32}} {
+		_, err := s.Upsert(ctx, m)
+		require.NoError(t, err)
+	}
+	pinged := time.Now()
+	var ids []string
+	require.Eventually(t, func() bool {
+		require.NoError(t, alive.Ping(ctx, time.Second)) // the live member keeps pinging
+		got, err := s.ReapUnlocked(ctx)
+		require.NoError(t, err)
+		ids = append(ids, got...)
+		return len(ids) > 0
+	}, 20*time.Second, 250*time.Millisecond)
+	require.Equal(t, []string{"cut-off"}, ids)
+	require.Greater(t, time.Since(pinged), 3*time.Second, "not before its session sat idle for 3 s")
+	require.Error(t, cut.Ping(ctx, time.Second), "its session was terminated")
+}

@@ -1,0 +1,87 @@
+-- reap_unlocked_cluster_members: the fast failure detector. Every member runs
+-- it on a short timer; it deletes the rows of members that recorded a
+-- lock_key whose session advisory lock (classid 20251201, objid lock_key) is
+-- no longer granted in this database: the process crashed or its lock
+-- connection died, so its backend is gone. Each removed row fires
+-- cluster_changed (the row-level trigger's gated wake, plus one ungated wake
+-- here: a removal is rare and its wake must not be coalesced away by a join
+-- a moment earlier), so every member re-tiles at once. The leases the dead
+-- members held (work_queue and lifecycle_outbox rows stamped with their
+-- member id) are freed for re-claim at once instead of after the stale-lease
+-- window; clearing claim_epoch fences any late result of theirs, exactly as
+-- reap_stale_work does (rows another transaction holds are skipped; the
+-- reaper's stale pass still covers them).
+-- A member that is alive but lost its lock has already stopped claiming (it
+-- watches its own lock connection with a deadline shorter than the server's
+-- keepalive); it re-inserts its row when it holds the lock again. The DELETE
+-- takes the lock itself (a transaction-level try-lock on the same key)
+-- before it removes a row: the owner takes its lock before it writes its
+-- row, so a member that re-acquired its lock a moment ago keeps its row, and
+-- one that re-acquires while this runs waits for the commit and re-inserts
+-- after it. The idle tick is one read of pg_locks and one index probe.
+-- A lock whose session has sat idle for more than 3 s (the owner pings it
+-- every 250 ms) belongs to a member cut off behind something that keeps its
+-- connection open (a proxy, a NAT box): that session is terminated, so its
+-- lock goes and the row is removed on the next tick.
+-- Returns the ids removed.
+CREATE OR REPLACE FUNCTION reap_unlocked_cluster_members()
+RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE
+    v_held bigint[];
+    v_dead text[];
+    v_n    int;
+BEGIN
+    PERFORM pg_terminate_backend(l.pid)
+       FROM pg_locks l
+       JOIN pg_stat_activity a ON a.pid = l.pid
+      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+        AND l.classid = 20251201::oid
+        AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+        AND a.state = 'idle' AND a.state_change < clock_timestamp() - interval '3 seconds';
+    SELECT coalesce(array_agg(l.objid::bigint), '{}') INTO v_held
+      FROM pg_locks l
+      LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+       AND l.classid = 20251201::oid
+       AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+       AND NOT coalesce(a.state = 'idle' AND a.state_change < clock_timestamp() - interval '3 seconds', false);
+    IF NOT EXISTS (SELECT 1 FROM cluster_members m
+                    WHERE m.lock_key IS NOT NULL AND m.lock_key <> ALL (v_held)) THEN
+        RETURN;
+    END IF;
+    WITH gone AS (
+        DELETE FROM cluster_members m
+         WHERE m.lock_key IS NOT NULL AND m.lock_key <> ALL (v_held)
+           AND pg_try_advisory_xact_lock(20251201, m.lock_key::int)
+        RETURNING m.member_id
+    )
+    SELECT array_agg(member_id) INTO v_dead FROM gone;
+    IF v_dead IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM pg_notify('cluster_changed', '');
+    WITH held AS (
+        SELECT shard_id, resource_id, task_type, op_id FROM work_queue
+         WHERE worker_id = ANY (v_dead)
+         FOR UPDATE SKIP LOCKED
+    ), freed AS (
+        UPDATE work_queue q
+           SET worker_id = NULL, claim_epoch = NULL, leased_at = NULL, heartbeat_at = NULL, not_before = now()
+          FROM held h
+         WHERE q.shard_id = h.shard_id AND q.resource_id = h.resource_id
+           AND q.task_type = h.task_type AND q.op_id = h.op_id
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_n FROM freed;
+    IF v_n > 0 THEN
+        PERFORM pg_notify('work_ready', '');
+    END IF;
+    UPDATE lifecycle_outbox l
+       SET worker_id = NULL, claim_epoch = NULL, heartbeat_at = NULL
+     WHERE l.worker_id = ANY (v_dead);
+    IF FOUND THEN
+        PERFORM pg_notify('lifecycle_ready', '');
+    END IF;
+    RETURN QUERY SELECT unnest(v_dead);
+END
+$$;

@@ -1,0 +1,373 @@
+// Command chaos runs the fault suite against real processes: a private
+// Postgres, two converge processes (ROLE=all; the second reaches Postgres
+// through a TCP proxy of ours, examples/chaos/tcpproxy, so it can be
+// partitioned), and two workers (this binary re-executed). Each scenario
+// applies a wave of leaf resources, injects its fault once a third of the
+// wave has settled, and waits for the wave to converge; it prints one line
+// per fault with the time it added over the fault-free wave and checks three
+// invariants: eventual completion, progress (no window over 5 s without a
+// resource settling while work is queued) and no stranding (nothing left
+// Reconciling). Run it from the repository root:
+//
+//	go run ./examples/chaos            # worker crash, converge crash, partition, Postgres restart
+//	go run ./examples/chaos -n 2000    # bigger waves
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/app/apptest"
+	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/worker"
+	"github.com/converge-run/converge/db/pgcluster"
+	"github.com/converge-run/converge/examples/chaos/tcpproxy"
+)
+
+const leafKind = `{"kind":"leaf","spec_schema":{"type":"object"},
+ "reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}`
+
+func main() {
+	if len(os.Args) == 3 && os.Args[1] == "-worker" {
+		runWorker(os.Args[2])
+		return
+	}
+	n := flag.Int("n", 300, "resources per wave")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, *n)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(1)
+	}
+}
+
+// runWorker serves the leaf kind: 50–300 ms of "work" per resource.
+func runWorker(url string) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	p := apptest.NewProvider("leaf", func(ctx context.Context, _ worker.Request) (worker.Outcome, error) {
+		select {
+		case <-time.After(time.Duration(50+rand.IntN(250)) * time.Millisecond):
+		case <-ctx.Done():
+			return worker.Outcome{}, ctx.Err()
+		}
+		return worker.Outcome{Status: json.RawMessage(`{"done":true}`)}, nil
+	})
+	_ = worker.Serve(ctx, url, worker.Options{MaxParallel: 64, ReconnectMax: 200 * time.Millisecond}, p)
+}
+
+// proc is a child process the suite can kill and restart.
+type proc struct {
+	name string
+	args []string
+	env  []string
+	log  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (p *proc) start() error {
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	p.cmd = exec.Command(p.args[0], p.args[1:]...)
+	p.cmd.Env = append(os.Environ(), p.env...)
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	if err := p.cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", p.name, err)
+	}
+	p.done = make(chan struct{})
+	go func() { _ = p.cmd.Wait(); _ = f.Close(); close(p.done) }()
+	return nil
+}
+
+func (p *proc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+func (p *proc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		p.kill()
+	}
+}
+
+// stack is the running system under test.
+type stack struct {
+	dir      string
+	pg       *pgcluster.Cluster
+	pgOpts   pgcluster.Options
+	proxy    *tcpproxy.Proxy
+	st       *store.Store
+	pool     *pgxpool.Pool
+	servers  []*proc
+	workers  []*proc
+	apiPorts []int
+	applied  int
+}
+
+func run(ctx context.Context, n int) error {
+	s, err := boot(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	scenarios := []scenario{
+		{name: "fault-free"},
+		{name: "worker SIGKILLed", inject: func() error { s.workers[1].kill(); return s.workers[1].start() }},
+		{name: "converge SIGKILLed", inject: func() error { s.servers[1].kill(); return nil },
+			after: func() error { return s.restartServer(ctx, 1) }},
+		{name: "converge partitioned from Postgres 8s", inject: func() error {
+			s.proxy.Pause()
+			time.AfterFunc(8*time.Second, s.proxy.Heal)
+			return nil
+		}},
+		{name: "Postgres restarted (fast shutdown)", inject: func() error { return s.restartPostgres(ctx) }},
+	}
+	var base time.Duration
+	fmt.Printf("%-40s %10s %8s %9s %s\n", "fault", "converged", "added", "max gap", "invariants")
+	for i, sc := range scenarios {
+		res, err := s.wave(ctx, i, n, sc)
+		if err != nil {
+			return fmt.Errorf("%s: %w", sc.name, err)
+		}
+		if i == 0 {
+			base = res.took
+		}
+		fmt.Printf("%-40s %9.1fs %+7.1fs %8.1fs %s\n", sc.name, res.took.Seconds(), (res.took - base).Seconds(),
+			res.maxGap.Seconds(), res.verdict())
+		if !res.ok() {
+			return errors.New("an invariant failed; logs in " + s.dir)
+		}
+		if sc.after != nil {
+			if err := sc.after(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+type scenario struct {
+	name   string
+	inject func() error
+	after  func() error
+}
+
+type result struct {
+	took, maxGap time.Duration
+	complete     bool
+	stranded     int
+}
+
+func (r result) ok() bool { return r.complete && r.stranded == 0 && r.maxGap <= 5*time.Second }
+
+func (r result) verdict() string {
+	return fmt.Sprintf("completion=%t progress=%t stranded=%d", r.complete, r.maxGap <= 5*time.Second, r.stranded)
+}
+
+func boot(ctx context.Context) (*stack, error) {
+	dir, err := os.MkdirTemp("", "converge-chaos-")
+	if err != nil {
+		return nil, err
+	}
+	s := &stack{dir: dir}
+	fmt.Println("chaos: logs in", dir)
+	s.pgOpts = pgcluster.Options{DataDir: filepath.Join(dir, "pg"), Port: freePort(), Fast: true, Logger: zerolog.Nop()}
+	if s.pg, err = pgcluster.Start(ctx, s.pgOpts); err != nil {
+		return nil, err
+	}
+	if err := s.pg.CreateDatabase(ctx, "converge"); err != nil {
+		return s, err
+	}
+	if s.proxy, err = tcpproxy.Start(fmt.Sprintf("127.0.0.1:%d", s.pg.Port())); err != nil {
+		return s, err
+	}
+	bin := filepath.Join(dir, "converge")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/converge").CombinedOutput(); err != nil {
+		return s, fmt.Errorf("build converge (run from the repository root): %w\n%s", err, out)
+	}
+	for i, port := range []int{s.pg.Port(), s.proxy.Port()} {
+		api := freePort()
+		s.apiPorts = append(s.apiPorts, api)
+		s.servers = append(s.servers, &proc{name: "converge-" + strconv.Itoa(i), args: []string{bin},
+			log: filepath.Join(dir, fmt.Sprintf("converge-%d.log", i)),
+			env: []string{"DATABASE_URL=" + fmt.Sprintf("postgres://postgres@127.0.0.1:%d/converge?sslmode=disable", port),
+				"ROLE=all", fmt.Sprintf("LISTEN_ADDR=127.0.0.1:%d", api), "LOG_FORMAT=json", "SHUTDOWN_DRAIN=5s"}})
+		if err := s.restartServer(ctx, i); err != nil {
+			return s, err
+		}
+	}
+	if s.pool, err = pgxpool.New(ctx, s.pg.URL("converge")); err != nil {
+		return s, err
+	}
+	s.st = store.New(s.pool, nil)
+	if _, _, err := s.st.ApplyManifest(ctx, []byte(leafKind)); err != nil {
+		return s, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return s, err
+	}
+	for i, api := range s.apiPorts {
+		w := &proc{name: "worker-" + strconv.Itoa(i), args: []string{self, "-worker", fmt.Sprintf("http://127.0.0.1:%d", api)},
+			log: filepath.Join(dir, fmt.Sprintf("worker-%d.log", i))}
+		if err := w.start(); err != nil {
+			return s, err
+		}
+		s.workers = append(s.workers, w)
+	}
+	return s, nil
+}
+
+func (s *stack) restartServer(ctx context.Context, i int) error {
+	if err := s.servers[i].start(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		res, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", s.apiPorts[i]))
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s never became ready", s.servers[i].name)
+}
+
+// restartPostgres stops the server (fast shutdown: every session ends) and
+// starts it again on the same data directory and port.
+func (s *stack) restartPostgres(ctx context.Context) error {
+	if err := s.pg.Stop(); err != nil {
+		return err
+	}
+	pg, err := pgcluster.Start(ctx, s.pgOpts)
+	if err != nil {
+		return err
+	}
+	s.pg = pg
+	return nil
+}
+
+func (s *stack) close() {
+	for _, p := range append(s.workers, s.servers...) {
+		if p.cmd != nil && p.cmd.ProcessState == nil {
+			p.stop()
+		}
+	}
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	if s.proxy != nil {
+		s.proxy.Close()
+	}
+	if s.pg != nil {
+		_ = s.pg.Stop()
+	}
+}
+
+// ready is the number of Ready leaves (folded phase counts: about a second
+// behind).
+func (s *stack) ready(ctx context.Context) (int, error) {
+	counts, err := s.st.PhaseCounts(ctx, "leaf")
+	if err != nil {
+		return 0, err
+	}
+	for _, c := range counts {
+		if c.Phase == resource.PhaseReady {
+			return int(c.Count), nil
+		}
+	}
+	return 0, nil
+}
+
+// wave applies n resources, injects the fault at a third settled, and waits
+// for all of them.
+func (s *stack) wave(ctx context.Context, w, n int, sc scenario) (result, error) {
+	start := time.Now()
+	for i := range n {
+		if _, _, err := s.st.ApplyResource(ctx, store.ApplyResourceInput{Kind: "leaf",
+			Name: fmt.Sprintf("w%d-%d", w, i), Spec: json.RawMessage(`{}`)}); err != nil {
+			return result{}, err
+		}
+	}
+	s.applied += n
+	target, injected := s.applied, sc.inject == nil
+	var res result
+	last, lastAt := -1, time.Now()
+	deadline := start.Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		got, err := s.ready(ctx)
+		if err != nil { // the suite's own reads fail while Postgres restarts
+			got = max(last, 0)
+		}
+		if got != last {
+			last, lastAt = got, time.Now()
+		}
+		res.maxGap = max(res.maxGap, time.Since(lastAt))
+		if !injected && got-(target-n) >= n/3 {
+			if err := sc.inject(); err != nil {
+				return res, err
+			}
+			injected = true
+		}
+		if got >= target {
+			res.took, res.complete = time.Since(start), true
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if !res.complete {
+		res.took = time.Since(start)
+	}
+	page, err := s.st.ListResources(ctx, store.ListOptions{Kind: "leaf",
+		Phases: []resource.Phase{resource.PhaseReconciling, resource.PhaseFailed}, Limit: 500})
+	if err != nil {
+		return res, err
+	}
+	res.stranded = len(page.Items)
+	return res, nil
+}
+
+func freePort() int {
+	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
