@@ -107,35 +107,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	docs := dm.docs
 	st, err := stack.Start(ctx, stack.Options{
 		Addr: *addr, DataDir: *dataDir, PGPort: *pgPort, ConvergeBin: *convergeBin, WorkerBin: *workerBin, Log: log, Topology: *top,
 		WorkerPackage: dm.workerPackage, APIToken: true,
 		// Keep Ctrl+C snappy: in-flight demo tasks take about a second.
 		ConvergeEnv: []string{"SHUTDOWN_DRAIN=10s"},
 		WorkerEnv:   append([]string{"WORKER_DRAIN_TIMEOUT=10s"}, dm.workerEnv...),
-		Setup: func(ctx context.Context, st *stack.Stack) error {
-			fmt.Printf("database: %s\n", st.DatabaseURL)
-			// The documents go through core/store in-process today. When
-			// conctl and the GraphQL API land, an Applier backed by them
-			// replaces this one and nothing else changes.
-			var applier apply.Applier = apply.StoreApplier{Store: st.Store, Actor: "devstack"}
-			actx, cancel := context.WithTimeout(ctx, time.Minute)
-			defer cancel()
-			if err := apply.All(actx, applier, docs); err != nil {
-				return err
-			}
-			if dm.datadriven {
-				if err := applier.ApplyProviderConfig(actx, datadriven.SagaConfigFor(st.BaseURL)); err != nil {
-					return fmt.Errorf("point jobsaga at %s: %w", st.BaseURL, err)
-				}
-			}
-			for _, d := range docs {
-				log.Debug().Str("type", string(d.Type)).Str("file", d.Path).Msg("applied")
-			}
-			log.Info().Str("demo", *demoName).Int("documents", len(docs)).Bool("sample", !*noSample).Msg("applied the demo's fixtures")
-			return nil
-		},
+		Setup:       applyDemo(dm, *demoName, !*noSample, log),
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -165,6 +143,39 @@ func run() error {
 	if top.Cluster() {
 		return watchCluster(ctx, st, os.Stdin, log)
 	}
+	return waitForExit(ctx, st, log)
+}
+
+// applyDemo is the stack's Setup: it prints the database URL and applies the
+// demo's documents (and points the datadriven saga at this stack's API).
+func applyDemo(dm demo, name string, samples bool, log zerolog.Logger) func(context.Context, *stack.Stack) error {
+	docs := dm.docs
+	return func(ctx context.Context, st *stack.Stack) error {
+		fmt.Printf("database: %s\n", st.DatabaseURL)
+		// The documents go through core/store in-process today. When
+		// conctl and the GraphQL API land, an Applier backed by them
+		// replaces this one and nothing else changes.
+		var applier apply.Applier = apply.StoreApplier{Store: st.Store, Actor: "devstack"}
+		actx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if err := apply.All(actx, applier, docs); err != nil {
+			return err
+		}
+		if dm.datadriven {
+			if err := applier.ApplyProviderConfig(actx, datadriven.SagaConfigFor(st.BaseURL)); err != nil {
+				return fmt.Errorf("point jobsaga at %s: %w", st.BaseURL, err)
+			}
+		}
+		for _, d := range docs {
+			log.Debug().Str("type", string(d.Type)).Str("file", d.Path).Msg("applied")
+		}
+		log.Info().Str("demo", name).Int("documents", len(docs)).Bool("sample", samples).Msg("applied the demo's fixtures")
+		return nil
+	}
+}
+
+// waitForExit runs until Ctrl+C or a child's exit.
+func waitForExit(ctx context.Context, st *stack.Stack, log zerolog.Logger) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {

@@ -63,7 +63,8 @@ func (l *leaseKeys) keys() [][]byte {
 		m.Write([]byte("converge lease secret v1"))
 		out = append(out, m.Sum(nil))
 	}
-	l.derived = append(out, l.own)
+	out = append(out, l.own)
+	l.derived = out
 	return l.derived
 }
 

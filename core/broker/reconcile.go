@@ -77,7 +77,7 @@ type runner struct {
 	log     zerolog.Logger
 	// composes bounds the composes in flight (nil: unbounded).
 	composes composeSlots
-	outage  *engine.Outage // nil: a failed outbox write is logged
+	outage   *engine.Outage // nil: a failed outbox write is logged
 }
 
 // runTask runs one claimed task's pipeline under its deadline and appends the

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -27,18 +26,6 @@ var binaryPackages = map[string][]string{
 // sources: allowed for the binaries that link them.
 var libraryEnv = map[string]map[string]string{
 	"converge": {"AWS_REGION": "the AWS SDK's default config (core/dbauth, DB_IAM_AUTH)"},
-}
-
-// pendingEnv are variables the chart sets that branches in flight add to
-// the binaries (the trust-boundary work: worker-plane and API auth). The
-// check accepts them and reports each one the sources now read, so the
-// entry can be deleted once it lands.
-var pendingEnv = map[string]string{
-	"API_AUTH":           "API_AUTH=none runs the API open deliberately",
-	"WORKER_AUTH":        "WORKER_AUTH=none runs the worker plane open deliberately",
-	"WORKER_TOKENS_FILE": "the brokers' file of worker bearer tokens",
-	"MESH_TOKENS_FILE":   "the brokers' file of peer-broker tokens",
-	"WORKER_TOKEN_FILE":  "the worker's own bearer token",
 }
 
 var envName = regexp.MustCompile(`^[A-Z][A-Z0-9_]{2,}$`)
@@ -150,19 +137,4 @@ func EnvSets(root string) (map[string]map[string]bool, error) {
 		sets[bin] = s
 	}
 	return sets, nil
-}
-
-// LandedPending lists the pendingEnv entries some binary's sources now read.
-func LandedPending(sets map[string]map[string]bool) []string {
-	var out []string
-	for name := range pendingEnv {
-		for _, s := range sets {
-			if s[name] {
-				out = append(out, name)
-				break
-			}
-		}
-	}
-	sort.Strings(out)
-	return out
 }

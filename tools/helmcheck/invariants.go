@@ -140,8 +140,8 @@ func checkProbes(where string, ctr *corev1.Container) []error {
 var envRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
 
 // checkEnv: every variable is one the container's binary reads, or one the
-// chart defines only to be expanded into another ($(POD_IP) in BROKER_URL),
-// or a pending one; every $(NAME) refers to an earlier variable.
+// chart defines only to be expanded into another ($(POD_IP) in BROKER_URL);
+// every $(NAME) refers to an earlier variable.
 func (c *Checker) checkEnv(where string, ctr *corev1.Container) []error {
 	bin := binaryOf(ctr)
 	reads, known := c.Env[bin]
@@ -164,7 +164,7 @@ func (c *Checker) checkEnv(where string, ctr *corev1.Container) []error {
 		defined[e.Name] = true
 	}
 	for _, e := range ctr.Env {
-		if reads[e.Name] || referenced[e.Name] || pendingEnv[e.Name] != "" {
+		if reads[e.Name] || referenced[e.Name] {
 			continue
 		}
 		errs = append(errs, fmt.Errorf("%s: env %s is not read by %s", where, e.Name, bin))

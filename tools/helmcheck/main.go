@@ -64,9 +64,6 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	for _, name := range LandedPending(env) {
-		fmt.Printf("note: %s is now read by the sources; remove it from pendingEnv in tools/helmcheck\n", name)
-	}
 	var errs []error
 	for _, f := range files {
 		if *printObjects {
