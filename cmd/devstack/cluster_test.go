@@ -97,6 +97,9 @@ func (c *clusterStack) parse(t *testing.T, line string) {
 	if v, ok := strings.CutPrefix(line, "ready: "); ok {
 		c.ready = v
 	}
+	if v, ok := strings.CutPrefix(line, "admin token: "); ok {
+		c.token = v
+	}
 	rest, ok := strings.CutPrefix(line, "member: ")
 	if !ok {
 		return
@@ -147,14 +150,16 @@ type gqlMember struct {
 	Pid     int    `json:"pid"`
 }
 
-// clusterMembers reads the membership through the GraphQL API.
-func clusterMembers(ctx context.Context, api string) ([]gqlMember, error) {
+// clusterMembers reads the membership through the GraphQL API, with the
+// admin token devstack printed.
+func clusterMembers(ctx context.Context, api, token string) ([]gqlMember, error) {
 	body := []byte(`{"query":"{ clusterMembers { id role status shardLo shardHi pid } }"}`)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, api+"/graphql", bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err
@@ -218,7 +223,7 @@ func TestDevstack_ClusterConvergesThroughADrainAndACrash(t *testing.T) {
 	ctx := context.Background()
 	brokerPids := []int{c.members["broker-1"].pid, c.members["broker-2"].pid, c.members["broker-3"].pid}
 	waitFor(t, 90*time.Second, "three READY brokers tiling the shards", func() (bool, string) {
-		ms, err := clusterMembers(ctx, c.ready)
+		ms, err := clusterMembers(ctx, c.ready, c.token)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -262,7 +267,7 @@ func TestDevstack_ClusterConvergesThroughADrainAndACrash(t *testing.T) {
 	})
 	t.Logf("the bom is Ready %s after the apply", time.Since(applied).Round(time.Millisecond))
 	waitFor(t, 90*time.Second, "broker-1 alone owns every shard", func() (bool, string) {
-		ms, err := clusterMembers(ctx, c.ready)
+		ms, err := clusterMembers(ctx, c.ready, c.token)
 		if err != nil {
 			return false, err.Error()
 		}

@@ -162,7 +162,7 @@ func applyDemo(dm demo, name string, samples bool, log zerolog.Logger) func(cont
 			return err
 		}
 		if dm.datadriven {
-			if err := applier.ApplyProviderConfig(actx, datadriven.SagaConfigFor(st.BaseURL)); err != nil {
+			if err := applier.ApplyProviderConfig(actx, datadriven.SagaConfigFor(st.BaseURL, st.AdminToken)); err != nil {
 				return fmt.Errorf("point jobsaga at %s: %w", st.BaseURL, err)
 			}
 		}

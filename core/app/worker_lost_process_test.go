@@ -34,7 +34,8 @@ func TestProcess_AKilledWorkersStagesMoveToAnotherWorkerAtOnce(t *testing.T) {
 	p := s.Process
 	applyManifest(t, p.Store, leafKind)
 	marker := filepath.Join(t.TempDir(), "got-task")
-	doomed := spawn(t, "CONVERGE_HELPER=worker", "HELPER_BROKER_URL="+apptest.BrokerURL(p), "HELPER_MARKER="+marker)
+	doomed := spawn(t, "CONVERGE_HELPER=worker", "HELPER_BROKER_URL="+apptest.BrokerURL(p), "HELPER_MARKER="+marker,
+		"HELPER_WORKER_TOKEN="+apptest.WorkerToken)
 	const n = 20
 	for i := range n {
 		applyResource(t, p.Store, "leaf", "lost-"+strconv.Itoa(i), `{}`)

@@ -47,11 +47,16 @@ type SagaBundle struct {
 }
 
 // SagaConfigFor is the jobsaga default providerconfig pointing at the API
-// served at baseURL (devstack applies it over the fixture's, which assumes
-// the default 127.0.0.1:8080).
-func SagaConfigFor(baseURL string) apply.ProviderConfig {
-	return apply.ProviderConfig{Kind: KindJobSaga, Name: "default", IsDefault: true,
+// served at baseURL, presenting token when the API asks for one (devstack
+// applies it over the fixture's, which assumes the default 127.0.0.1:8080
+// and an open API).
+func SagaConfigFor(baseURL, token string) apply.ProviderConfig {
+	pc := apply.ProviderConfig{Kind: KindJobSaga, Name: "default", IsDefault: true,
 		Spec: mustJSON(SagaConfig{APIURL: strings.TrimSuffix(baseURL, "/") + "/graphql"})}
+	if token != "" {
+		pc.Data = mustJSON(SagaBundle{Token: token})
+	}
+	return pc
 }
 
 // SagaJobName is the name of the job the saga applies for a terraform.
