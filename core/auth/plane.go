@@ -46,6 +46,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/converge-run/converge/core/engine"
+
 	"github.com/rs/zerolog"
 )
 
@@ -290,16 +292,9 @@ func (p *Plane) Name() string { return "plane-credentials" }
 
 // Run refreshes every interval until ctx ends.
 func (p *Plane) Run(ctx context.Context) error {
-	t := time.NewTicker(p.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			if err := p.Reload(); err != nil {
-				p.log.Warn().Err(err).Msg("worker-plane token files unreadable (mid-rotation?); keeping the last good set")
-			}
+	return engine.Every(ctx, p.interval, func() {
+		if err := p.Reload(); err != nil {
+			p.log.Warn().Err(err).Msg("worker-plane token files unreadable (mid-rotation?); keeping the last good set")
 		}
-	}
+	})
 }

@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/converge-run/converge/core/engine"
+
 	"github.com/rs/zerolog"
 )
 
@@ -116,18 +118,11 @@ func (r *Reloader) Reload() error {
 
 // Run refreshes every interval until ctx ends.
 func (r *Reloader) Run(ctx context.Context) error {
-	t := time.NewTicker(r.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			if err := r.Reload(); err != nil {
-				r.log.Warn().Err(err).Msg("TLS files unreadable (mid-rotation?); keeping the last good material")
-			}
+	return engine.Every(ctx, r.interval, func() {
+		if err := r.Reload(); err != nil {
+			r.log.Warn().Err(err).Msg("TLS files unreadable (mid-rotation?); keeping the last good material")
 		}
-	}
+	})
 }
 
 // Name implements engine.Duty.
