@@ -56,10 +56,10 @@ func (l *opLimits) MutateOperationContext(ctx context.Context, oc *graphql.Opera
 
 func (l *opLimits) check(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
 	op := oc.Operation
-	if depth := selectionDepth(op.SelectionSet, 0); depth > l.depth {
+	if depth := selectionDepth(op.SelectionSet, 0, false); depth > l.depth {
 		return limitErr("depth", "operation is nested %d levels deep; the limit is %d (API_MAX_DEPTH)", depth, l.depth)
 	}
-	if depth := fullDepth(op.SelectionSet, 0); depth > l.depth+introspectionExtraDepth {
+	if depth := selectionDepth(op.SelectionSet, 0, true); depth > l.depth+introspectionExtraDepth {
 		return limitErr("depth", "operation is nested %d levels deep counting introspection; the limit is %d", depth, l.depth+introspectionExtraDepth)
 	}
 	if n := countAliases(op.SelectionSet, 0); n > l.aliases {
@@ -80,29 +80,6 @@ func (l *opLimits) check(ctx context.Context, oc *graphql.OperationContext) *gql
 // operation may nest counting introspection fields (GraphiQL's
 // introspection query nests type references about ten levels).
 const introspectionExtraDepth = 12
-
-// fullDepth is selectionDepth counting introspection fields too.
-func fullDepth(set ast.SelectionSet, seen int) int {
-	if seen > 128 {
-		return seen
-	}
-	deepest := 0
-	for _, s := range set {
-		var d int
-		switch s := s.(type) {
-		case *ast.Field:
-			d = 1 + fullDepth(s.SelectionSet, seen+1)
-		case *ast.InlineFragment:
-			d = fullDepth(s.SelectionSet, seen)
-		case *ast.FragmentSpread:
-			if s.Definition != nil {
-				d = fullDepth(s.Definition.SelectionSet, seen+1)
-			}
-		}
-		deepest = max(deepest, d)
-	}
-	return deepest
-}
 
 // countAliases counts the aliased fields of an operation, fragments
 // expanded (each alias of a field runs its resolver once more).

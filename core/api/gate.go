@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -108,10 +109,11 @@ func (g gate) reject(ctx context.Context, err error) graphql.ResponseHandler {
 	return graphql.OneShot(&graphql.Response{Errors: gqlerror.List{g.present(ctx, err)}})
 }
 
-// selectionDepth is an operation's nesting, introspection fields excluded
-// (GraphiQL's introspection query is deep by design; fullDepth bounds it).
-func selectionDepth(set ast.SelectionSet, seen int) int {
-	if seen > 64 { // fragment cycles are rejected by validation; be safe anyway
+// selectionDepth is an operation's nesting. Without introspection its
+// introspection fields are not counted (GraphiQL's introspection query is
+// deep by design, and is bounded by a higher limit counted with them).
+func selectionDepth(set ast.SelectionSet, seen int, introspection bool) int {
+	if seen > 128 { // fragment cycles are rejected by validation; be safe anyway
 		return seen
 	}
 	deepest := 0
@@ -119,15 +121,15 @@ func selectionDepth(set ast.SelectionSet, seen int) int {
 		var d int
 		switch s := s.(type) {
 		case *ast.Field:
-			if len(s.Name) > 1 && s.Name[:2] == "__" {
+			if !introspection && strings.HasPrefix(s.Name, "__") {
 				continue
 			}
-			d = 1 + selectionDepth(s.SelectionSet, seen+1)
+			d = 1 + selectionDepth(s.SelectionSet, seen+1, introspection)
 		case *ast.InlineFragment:
-			d = selectionDepth(s.SelectionSet, seen)
+			d = selectionDepth(s.SelectionSet, seen, introspection)
 		case *ast.FragmentSpread:
 			if s.Definition != nil {
-				d = selectionDepth(s.Definition.SelectionSet, seen+1)
+				d = selectionDepth(s.Definition.SelectionSet, seen+1, introspection)
 			}
 		}
 		deepest = max(deepest, d)
