@@ -238,6 +238,7 @@ func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
 	// (peers may have removed the row) and re-tiles.
 	d.Lock.OnLost = func() { p.Shards.Set(shard.Range{}) }
 	d.Lock.OnHeld = func() { d.Reporter.Kick(); d.Watcher.Kick() }
+	d.Reporter.OnRegistered = d.Watcher.Kick
 	d.Probe = &cluster.DeadMemberProbe{Registry: p.Members, Held: d.Lock.Held, Outage: p.Outage, Log: log}
 	p.lock = d.Lock
 	if cfg.HasControl() {

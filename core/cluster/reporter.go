@@ -46,6 +46,11 @@ type Reporter struct {
 	Outage *engine.Outage // nil: a failed beat is logged
 	Log    zerolog.Logger
 	Clock  engine.Clock // nil: the wall clock
+	// OnRegistered runs after the first beat lands (the row exists), e.g.
+	// the topology watcher's Kick: the member's own cluster_changed may
+	// reach its listener before that listens, and the range must not wait
+	// for the watcher's poll.
+	OnRegistered func()
 
 	TestSignals ReporterTestSignals
 
@@ -128,6 +133,9 @@ func (r *Reporter) Run(ctx context.Context) error {
 			first = false
 			close(r.beaten)
 			r.Log.Info().Str("member_id", r.ID).Str("role", r.Role).Msg("registered cluster member")
+			if r.OnRegistered != nil {
+				r.OnRegistered()
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -52,8 +52,10 @@ func TestReporter_Beats(t *testing.T) {
 		beats = append(beats, m)
 		return t0, nil
 	}}
+	registered := make(chan struct{}, 4)
 	r := &cluster.Reporter{Registry: reg, ID: "control-1", Role: "control", Every: 10 * time.Second, Clock: clock,
-		Shards: cluster.NewShardSet(shard.Between(0, 127)), InFlight: func() int { return 7 }, Log: zerolog.Nop()}
+		Shards: cluster.NewShardSet(shard.Between(0, 127)), InFlight: func() int { return 7 }, Log: zerolog.Nop(),
+		OnRegistered: func() { registered <- struct{}{} }}
 	r.TestSignals.Init()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -69,12 +71,18 @@ func TestReporter_Beats(t *testing.T) {
 	clock.Advance(10 * time.Second)
 	require.NoError(t, r.TestSignals.Beat.WaitOrTimeout(t))
 	<-r.Beaten()
+	select {
+	case <-registered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnRegistered did not run after the first beat landed")
+	}
 
 	r.Kick()
 	require.NoError(t, r.TestSignals.Beat.WaitOrTimeout(t), "Kick beats without waiting for the clock")
 	cancel()
 	require.NoError(t, <-done)
 
+	require.Empty(t, registered, "OnRegistered runs once, for the first beat only")
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, beats, 2)
