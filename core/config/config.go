@@ -122,22 +122,20 @@ func Parse(getenv func(string) string, version string) (Config, error) {
 	str(&c.WorkerTokens, "WORKER_TOKENS_FILE")
 	str(&c.MeshTokens, "MESH_TOKENS_FILE")
 	str(&c.WorkerAuth, "WORKER_AUTH")
-	if v := getenv("WORKER_MAX_MESSAGE_BYTES"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1024 {
-			errs = append(errs, fmt.Errorf("WORKER_MAX_MESSAGE_BYTES=%q: want a byte count of at least 1024", v))
-		} else {
-			c.WorkerMaxMsg = n
+	atLeast := func(dst *int, name string, floor int, want string) {
+		v := getenv(name)
+		if v == "" {
+			return
 		}
-	}
-	if v := getenv("WORKER_MAX_STREAM_RATE"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			errs = append(errs, fmt.Errorf("WORKER_MAX_STREAM_RATE=%q: want a positive number of messages per second", v))
-		} else {
-			c.WorkerRate = n
+		if err != nil || n < floor {
+			errs = append(errs, fmt.Errorf("%s=%q: want %s", name, v, want))
+			return
 		}
+		*dst = n
 	}
+	atLeast(&c.WorkerMaxMsg, "WORKER_MAX_MESSAGE_BYTES", 1024, "a byte count of at least 1024")
+	atLeast(&c.WorkerRate, "WORKER_MAX_STREAM_RATE", 1, "a positive number of messages per second")
 	dur := func(dst *time.Duration, name string) {
 		v := getenv(name)
 		if v == "" {
