@@ -375,8 +375,11 @@ func (f *follower) verdict() (bool, error) {
 		return true, fmt.Errorf("%s is quarantined", name)
 	}
 	var failed []string
-	blocked := 0
+	blocked, notReady := 0, 0
 	for _, ch := range f.children {
+		if ch.Phase != PhaseReady {
+			notReady++
+		}
 		switch {
 		case ch.Phase == PhaseFailed && ch.FailureTerminal:
 			failed = append(failed, fmt.Sprintf("%s/%s (%s)", ch.Kind, ch.Name, why(ch)))
@@ -386,7 +389,10 @@ func (f *follower) verdict() (bool, error) {
 			return false, nil // still in flight
 		}
 	}
-	degraded := r.Phase == PhaseDegraded && r.SyncedGeneration >= r.Generation
+	// A DEGRADED root whose children are all READY again (a transient
+	// failure recovered on retry) is not settled: its rollup to READY is
+	// on its way.
+	degraded := r.Phase == PhaseDegraded && r.SyncedGeneration >= r.Generation && notReady > 0
 	if len(failed) == 0 && !degraded {
 		return false, nil
 	}
