@@ -52,6 +52,8 @@ DECLARE
     v_pdels   boolean;
     v_pops    boolean;
     v_pconds  boolean;
+    v_fin     tid[];
+    v_rp      tid[];
     v_items   drain_item[] := '{}';
     v_dels    boolean := false;
     v_ops     boolean := false;
@@ -102,8 +104,8 @@ BEGIN
     -- 2. fence, finish or re-pend the queue rows, give capped slots back,
     --    one partition per statement (TIDs are unambiguous only inside one).
     --    tgt locks each result's queue row by primary key, only while it
-    --    still holds the result's claim_epoch; fin and rp then address those
-    --    tuples by TID.
+    --    still holds the result's claim_epoch; the finish and the re-pend
+    --    then address those tuples by TID, in statements of their own.
     FOR v_p IN SELECT DISTINCT u.shard_id / 16 FROM unnest(v_out) u LOOP
     v_plo := greatest(p_lo, v_p * 16);
     v_phi := least(p_hi, v_p * 16 + 15);
@@ -129,20 +131,6 @@ BEGIN
                  AND w.task_type = oc.task_type AND w.op_id = oc.op_id
                  AND w.claim_epoch = oc.claim_epoch
                  FOR UPDATE) w
-    ), fin AS (
-        DELETE FROM work_queue w
-         WHERE w.shard_id BETWEEN v_plo AND v_phi
-           AND w.ctid = ANY (ARRAY(SELECT t.tid FROM tgt t WHERE NOT t.retry))
-    ), rp AS (
-        UPDATE work_queue w
-           SET attempts     = w.attempts + 1,
-               not_before   = p_now + least(interval '5 minutes', interval '1 second' * power(2, least(w.attempts, 16))),
-               worker_id    = NULL,
-               claim_epoch  = NULL,
-               leased_at    = NULL,
-               heartbeat_at = NULL
-         WHERE w.shard_id BETWEEN v_plo AND v_phi
-           AND w.ctid = ANY (ARRAY(SELECT t.tid FROM tgt t WHERE t.retry))
     ), cap AS (
         INSERT INTO kind_inflight AS k (kind, version, range_lo, in_flight)
         SELECT t.kind, t.version, p_lo, -count(*)
@@ -156,9 +144,35 @@ BEGIN
                          t.error_message, t.error_terminal, t.finalizer, t.operation_output)::drain_item),
            bool_or(t.task_type = 'delete' AND t.error_message IS NULL),
            bool_or(t.task_type = 'operate'),
-           bool_or(t.error_message IS NOT NULL OR t.conditions IS NOT NULL)
-      INTO v_pitems, v_pdels, v_pops, v_pconds
+           bool_or(t.error_message IS NOT NULL OR t.conditions IS NOT NULL),
+           array_agg(t.tid) FILTER (WHERE NOT t.retry),
+           array_agg(t.tid) FILTER (WHERE t.retry)
+      INTO v_pitems, v_pdels, v_pops, v_pconds, v_fin, v_rp
       FROM tgt t;
+    -- Finish and re-pend by TID in statements of their own: tgt may have
+    -- locked a row's newer version (a heartbeat that committed while it
+    -- waited), which tgt's own snapshot cannot see — a delete by that TID
+    -- beside it would touch nothing and leave the task leased until the
+    -- reaper. A later statement's snapshot sees every version this
+    -- transaction locked, and the locks keep the TIDs stable. The TIDs go
+    -- through ARRAY(SELECT unnest(…)) so the planner cannot count them (a
+    -- counted array costed a Seq Scan of the partition; see the pop).
+    IF v_fin IS NOT NULL THEN
+        DELETE FROM work_queue w
+         WHERE w.shard_id BETWEEN v_plo AND v_phi
+           AND w.ctid = ANY (ARRAY(SELECT unnest(v_fin)));
+    END IF;
+    IF v_rp IS NOT NULL THEN
+        UPDATE work_queue w
+           SET attempts     = w.attempts + 1,
+               not_before   = p_now + least(interval '5 minutes', interval '1 second' * power(2, least(w.attempts, 16))),
+               worker_id    = NULL,
+               claim_epoch  = NULL,
+               leased_at    = NULL,
+               heartbeat_at = NULL
+         WHERE w.shard_id BETWEEN v_plo AND v_phi
+           AND w.ctid = ANY (ARRAY(SELECT unnest(v_rp)));
+    END IF;
     IF v_pitems IS NOT NULL THEN
         v_items := v_items || v_pitems;
         v_dels := v_dels OR v_pdels;

@@ -246,8 +246,16 @@ func (s *Store) claimSpan(ctx context.Context, l Lease, b Batch, lo, hi, limit i
 // heldCTE locks the work_queue rows of the keys ($3..$6) that worker $7
 // holds in shards [$1, $2] — one primary-key probe per key — so the
 // statement can then address them by TID, within one partition.
+//
+// A row another transaction updated and committed after this statement's
+// snapshot (a heartbeat racing a release) is locked at its NEW version,
+// whose TID the statement's own snapshot cannot see: the update by TID
+// beside it skips that row. Statements built on heldCTE therefore report
+// how many rows held locked and how many they changed, and heldRetry
+// re-runs them (a fresh snapshot sees the new version) until none is
+// missed — without it a release could leave a task leased until the reaper.
 const heldCTE = `
-WITH held AS (
+WITH held AS MATERIALIZED (
     SELECT w.ctid
       FROM unnest($3::int[], $4::uuid[], $5::text[], $6::uuid[]) AS k(shard_id, resource_id, task_type, op_id)
      CROSS JOIN LATERAL (
@@ -257,6 +265,28 @@ WITH held AS (
             AND w.task_type = k.task_type AND w.op_id = k.op_id AND w.worker_id = $7
             FOR UPDATE) w
 )`
+
+// heldRetries bounds heldRetry's re-runs: each one needs another
+// transaction to update a held row in the instant between a snapshot and
+// a lock, so a second run all but always finds none missed.
+const heldRetries = 5
+
+// heldRetry runs a heldCTE statement that returns (rows locked, rows
+// changed) until it misses none, and returns the rows changed in all runs.
+func heldRetry(run func() (locked, changed int, err error)) (int, error) {
+	total := 0
+	for range heldRetries {
+		locked, changed, err := run()
+		if err != nil {
+			return total, err
+		}
+		total += changed
+		if changed >= locked {
+			return total, nil
+		}
+	}
+	return total, nil
+}
 
 // byPartition groups keys inside [lo, hi] by work_queue partition, each
 // group in primary-key order: heldCTE locks rows in array order, and the
@@ -296,14 +326,21 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, lo, hi int, keys
 	total := 0
 	for p, ks := range byPartition(lo, hi, keys) {
 		shards, ids, types, ops := keyArrays(ks)
-		tag, err := s.pool.Exec(ctx, heldCTE+`
-UPDATE work_queue w SET heartbeat_at = coalesce($8::timestamptz, now())
- WHERE w.shard_id BETWEEN $1 AND $2 AND w.ctid = ANY (ARRAY(SELECT ctid FROM held))`,
-			p*partitionWidth, p*partitionWidth+partitionWidth-1, shards, ids, types, ops, workerID, s.now())
+		plo, phi := p*partitionWidth, p*partitionWidth+partitionWidth-1
+		n, err := heldRetry(func() (locked, changed int, err error) {
+			err = s.pool.QueryRow(ctx, heldCTE+`, beat AS (
+    UPDATE work_queue w SET heartbeat_at = coalesce($8::timestamptz, now())
+     WHERE w.shard_id BETWEEN $1 AND $2 AND w.ctid = ANY (ARRAY(SELECT ctid FROM held))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM beat)`,
+				plo, phi, shards, ids, types, ops, workerID, s.now()).Scan(&locked, &changed)
+			return locked, changed, err
+		})
+		total += n
 		if err != nil {
-			return total, wrap(err, "heartbeat %d tasks (shards %d-%d)", len(ks), p*partitionWidth, p*partitionWidth+partitionWidth-1)
+			return total, wrap(err, "heartbeat %d tasks (shards %d-%d)", len(ks), plo, phi)
 		}
-		total += int(tag.RowsAffected())
 	}
 	return total, nil
 }
@@ -316,8 +353,9 @@ func (s *Store) Release(ctx context.Context, l Lease, keys []TaskKey) (int, erro
 	total := 0
 	for p, ks := range byPartition(0, 255, keys) {
 		shards, ids, types, ops := keyArrays(ks)
-		var n int
-		err := s.pool.QueryRow(ctx, heldCTE+`, rel AS (
+		plo, phi := p*partitionWidth, p*partitionWidth+partitionWidth-1
+		n, err := heldRetry(func() (locked, changed int, err error) {
+			err = s.pool.QueryRow(ctx, heldCTE+`, rel AS (
     UPDATE work_queue w
        SET worker_id = NULL, claim_epoch = NULL, leased_at = NULL, heartbeat_at = NULL
      WHERE w.shard_id BETWEEN $1 AND $2 AND w.ctid = ANY (ARRAY(SELECT ctid FROM held))
@@ -330,11 +368,13 @@ func (s *Store) Release(ctx context.Context, l Lease, keys []TaskKey) (int, erro
      GROUP BY rel.kind, rel.version
     ON CONFLICT (kind, version, range_lo) DO UPDATE SET in_flight = k.in_flight + EXCLUDED.in_flight
 )
-SELECT count(*) FROM rel`, p*partitionWidth, p*partitionWidth+partitionWidth-1, shards, ids, types, ops, l.WorkerID, l.Lo).Scan(&n)
-		if err != nil {
-			return total, wrap(err, "release %d tasks (shards %d-%d)", len(ks), p*partitionWidth, p*partitionWidth+partitionWidth-1)
-		}
+SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM rel)`, plo, phi, shards, ids, types, ops, l.WorkerID, l.Lo).Scan(&locked, &changed)
+			return locked, changed, err
+		})
 		total += n
+		if err != nil {
+			return total, wrap(err, "release %d tasks (shards %d-%d)", len(ks), plo, phi)
+		}
 	}
 	return total, nil
 }
