@@ -4890,12 +4890,6 @@ CREATE INDEX idx_resources_deleting ON public.resources USING btree (shard_id) W
 CREATE INDEX idx_resources_frozen_sweep ON public.resources USING btree (frozen_until) WHERE (frozen_until IS NOT NULL);
 
 --
--- Name: idx_resources_labels; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX idx_resources_labels ON public.resources USING gin (labels jsonb_path_ops);
-
---
 -- Name: idx_resources_owner; Type: INDEX; Schema: public; Owner: -
 --
 
