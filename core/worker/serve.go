@@ -53,6 +53,9 @@ type Options struct {
 	// MaxMessageBytes bounds one message from the broker (default 16 MiB,
 	// WORKER_MAX_MESSAGE_BYTES).
 	MaxMessageBytes int
+	// HealthAddr is where /livez and /readyz are served (WORKER_HEALTH_ADDR,
+	// e.g. ":8081"; empty = no probes). See health.go.
+	HealthAddr string
 	// Version is reported to brokers.
 	Version string
 	Logger  zerolog.Logger
@@ -103,6 +106,7 @@ type Worker struct {
 	ordered   []Provider          // sorted by kind/version: stable readiness reports
 	defaults  *defaults
 	sem       chan struct{}
+	health    *healthServer // nil without HealthAddr
 
 	mu      sync.Mutex
 	running map[string]*workerv1.TaskRef // task_id → ref
@@ -112,9 +116,11 @@ type Worker struct {
 	pending  []*workerv1.StageComplete
 	sent     int
 	draining bool
-	dropped  int64
-	wake     chan struct{} // a result is pending
-	idle     chan struct{} // closed/replaced when running drops to zero
+	// subscribed is true while a session's Subscribe is acknowledged.
+	subscribed bool
+	dropped    int64
+	wake       chan struct{} // a result is pending
+	idle       chan struct{} // closed/replaced when running drops to zero
 }
 
 // Serve runs providers against the broker at brokerURL until ctx is done,
@@ -160,6 +166,9 @@ func New(brokerURL string, opts Options, providers ...Provider) (*Worker, error)
 		w.ordered = append(w.ordered, p)
 	}
 	sort.Slice(w.ordered, func(i, j int) bool { return kvKey(w.ordered[i].Kind()) < kvKey(w.ordered[j].Kind()) })
+	if w.health, err = newHealthServer(opts.HealthAddr, w); err != nil {
+		return nil, err
+	}
 	return w, nil
 }
 
@@ -174,6 +183,8 @@ func (w *Worker) Dropped() int64 {
 // drains: the broker is told every kind is unready, running handlers get up
 // to DrainTimeout to finish, and their results are delivered.
 func (w *Worker) Run(ctx context.Context) error {
+	stopHealth := w.health.serve()
+	defer stopHealth()
 	// Tasks run on a context that outlives ctx by the drain budget.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()

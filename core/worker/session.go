@@ -38,6 +38,8 @@ func (w *Worker) session(ctx, workCtx context.Context) error {
 		return errors.New("broker did not acknowledge the subscription")
 	}
 	acks := first.GetSubscribed().GetAcksResults()
+	w.setSubscribed(true)
+	defer w.setSubscribed(false)
 	w.log.Info().Str("broker_id", first.GetSubscribed().GetBrokerId()).Int("kinds", len(ready)).
 		Int("redelivering", w.resend()).Msg("connected to broker")
 	lastReady := readinessKey(ready)

@@ -1,0 +1,103 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+)
+
+// The worker's probes, served on Options.HealthAddr (WORKER_HEALTH_ADDR)
+// when it is set, for a Deployment's livenessProbe and readinessProbe:
+//
+//   - /livez answers 200 while Run runs. It never depends on a broker: a
+//     broker outage must not restart every worker.
+//   - /readyz answers 200 only while a session is subscribed to a broker and
+//     the worker is not draining, 503 with the reason otherwise. A rolling
+//     update then counts a new worker available once it takes work, and a
+//     draining one drops out at once.
+//
+// The listener is bound by New, so a bad or busy address fails at startup.
+
+// healthServer is the probes' HTTP server; nil when HealthAddr is empty.
+type healthServer struct {
+	ln  net.Listener
+	srv *http.Server
+	w   *Worker
+}
+
+func newHealthServer(addr string, w *Worker) (*healthServer, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("WORKER_HEALTH_ADDR=%q: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /livez", func(rw http.ResponseWriter, _ *http.Request) {
+		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = rw.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) {
+		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if reason := w.unready(); reason != "" {
+			rw.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = rw.Write([]byte(reason + "\n"))
+			return
+		}
+		_, _ = rw.Write([]byte("ok\n"))
+	})
+	return &healthServer{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, w: w}, nil
+}
+
+// serve answers probes until stop is called.
+func (h *healthServer) serve() (stop func()) {
+	if h == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := h.srv.Serve(h.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			h.w.log.Error().Err(err).Str("addr", h.ln.Addr().String()).Msg("health probes stopped serving; the pod will be restarted by its liveness probe")
+		}
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = h.srv.Shutdown(ctx)
+		<-done
+	}
+}
+
+// HealthAddr is the address the probes listen on ("" without HealthAddr),
+// with the port resolved (HealthAddr may ask for port 0).
+func (w *Worker) HealthAddr() string {
+	if w.health == nil {
+		return ""
+	}
+	return w.health.ln.Addr().String()
+}
+
+// unready says why /readyz fails, "" when the worker is ready.
+func (w *Worker) unready() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.draining:
+		return "draining: finishing in-flight tasks, taking no new ones"
+	case !w.subscribed:
+		return "not connected to a broker"
+	}
+	return ""
+}
+
+// setSubscribed records whether a session is open and subscribed.
+func (w *Worker) setSubscribed(on bool) {
+	w.mu.Lock()
+	w.subscribed = on
+	w.mu.Unlock()
+}
