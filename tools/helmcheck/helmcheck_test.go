@@ -5,6 +5,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 const (
@@ -175,5 +178,25 @@ func TestScanEnv(t *testing.T) {
 	}
 	if sets["classic-worker"]["WORKER_TLS_CA_FILE"] {
 		t.Error("classic-worker: WORKER_TLS_CA_FILE found, but the demo worker has no TLS")
+	}
+}
+
+// TestProbeChecks: every binary of ours is probed, and a worker only when
+// it serves the probes (WORKER_HEALTH_ADDR).
+func TestProbeChecks(t *testing.T) {
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}}}
+	ports := []corev1.ContainerPort{{Name: "health", ContainerPort: 8081}}
+	bare := &corev1.Container{Image: "converge-run/stdworker:1", Ports: ports}
+	if errs := checkProbes("w", bare); len(errs) != 1 || !strings.Contains(errs[0].Error(), "stdworker needs liveness and readiness probes") {
+		t.Errorf("a worker without probes: %v", errs)
+	}
+	unserved := &corev1.Container{Image: "converge-run/stdworker:1", Ports: ports, LivenessProbe: probe, ReadinessProbe: probe}
+	if errs := checkProbes("w", unserved); len(errs) != 1 || !strings.Contains(errs[0].Error(), "WORKER_HEALTH_ADDR is not set") {
+		t.Errorf("a worker probed without WORKER_HEALTH_ADDR: %v", errs)
+	}
+	served := unserved.DeepCopy()
+	served.Env = []corev1.EnvVar{{Name: "WORKER_HEALTH_ADDR", Value: ":8081"}}
+	if errs := checkProbes("w", served); len(errs) != 0 {
+		t.Errorf("a served worker: %v", errs)
 	}
 }

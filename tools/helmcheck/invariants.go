@@ -131,8 +131,14 @@ func checkProbes(where string, ctr *corev1.Container) []error {
 			errs = append(errs, fmt.Errorf("%s: %s probe port %s is not a port of the container", where, name, port.String()))
 		}
 	}
-	if binaryOf(ctr) == "converge" && (ctr.LivenessProbe == nil || ctr.ReadinessProbe == nil) {
-		errs = append(errs, fmt.Errorf("%s: converge needs liveness and readiness probes", where))
+	bin := binaryOf(ctr)
+	if _, known := binaryPackages[bin]; known && (ctr.LivenessProbe == nil || ctr.ReadinessProbe == nil) {
+		errs = append(errs, fmt.Errorf("%s: %s needs liveness and readiness probes", where, bin))
+	}
+	if _, known := binaryPackages[bin]; known && bin != "converge" && ctr.ReadinessProbe != nil {
+		if _, ok := envValue(ctr, "WORKER_HEALTH_ADDR"); !ok {
+			errs = append(errs, fmt.Errorf("%s: %s is probed but WORKER_HEALTH_ADDR is not set (the worker serves no probes without it)", where, bin))
+		}
 	}
 	return errs
 }
