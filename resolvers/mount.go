@@ -41,9 +41,10 @@ func Mount(o MountOptions) app.Mount {
 		if err != nil {
 			return fmt.Errorf("API_TOKENS_FILE: %w", err)
 		}
+		certs := p.Config.APIIdentities()
 		schema := NewSchema(Deps{Store: p.Store, Hub: hub, Version: p.Config.Version,
-			AuthRequired: tokens != nil, LoaderWait: o.Limits.LoaderWait})
-		h := api.NewHandler(api.Deps{Schema: schema, Log: p.Log, Tokens: tokens, Limits: o.Limits, UI: o.UI})
+			AuthRequired: tokens != nil || certs.Set(), LoaderWait: o.Limits.LoaderWait})
+		h := api.NewHandler(api.Deps{Schema: schema, Log: p.Log, Tokens: tokens, Certificates: certs, Limits: o.Limits, UI: o.UI})
 		mux.Handle("/graphql", h)
 		mux.Handle("/graphql/", h)
 		mux.Handle("/", h)

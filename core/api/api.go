@@ -61,8 +61,14 @@ type Deps struct {
 	Schema Schema
 	// Log receives the handler's own logs (startup warning, internal errors).
 	Log zerolog.Logger
-	// Tokens enables bearer-token auth; nil runs the API open.
+	// Tokens enables bearer-token auth; nil runs the API open unless
+	// Certificates lists identities.
 	Tokens *auth.Tokens
+	// Certificates admits client certificates (mutual TLS) whose identity
+	// API_CLIENT_IDENTITIES lists, with its role; a bearer token, when
+	// sent, still decides. Any other certificate — a worker's, a peer
+	// broker's — is no API credential.
+	Certificates auth.APIIdentities
 	// Limits bound every request; zero fields take their defaults.
 	Limits Limits
 	// UI, when set, serves every path the API does not (the dashboard and
@@ -77,6 +83,7 @@ type Handler struct {
 	ui     http.Handler
 	limits Limits
 	tokens *auth.Tokens
+	certs  auth.APIIdentities
 	log    zerolog.Logger
 	cors   []string
 }
@@ -85,13 +92,13 @@ type Handler struct {
 func NewHandler(d Deps) *Handler {
 	lim := d.Limits.withDefaults()
 	log := d.Log.With().Str("component", "api").Logger()
-	if d.Tokens == nil {
+	if d.Tokens == nil && !d.Certificates.Set() {
 		// At every log level: LOG_LEVEL=error must not hide an open API.
 		log.Log().Str("level", "warn").Msg("API_TOKENS_FILE is not set: the GraphQL API is open to anyone who can reach it (every request may mutate)")
 	}
 	es := d.Schema.Executable
 
-	h := &Handler{ui: d.UI, limits: lim, tokens: d.Tokens, log: log, cors: lim.AllowedOrigins}
+	h := &Handler{ui: d.UI, limits: lim, tokens: d.Tokens, certs: d.Certificates, log: log, cors: lim.AllowedOrigins}
 	srv := handler.New(es)
 	srv.AddTransport(transport.Websocket{
 		Implementation: wsImpl{
@@ -154,7 +161,7 @@ func (h *Handler) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	upgrade := r.Header.Get("Upgrade") != ""
-	id, err := h.authenticate(r.Header.Get("Authorization"), upgrade)
+	id, err := h.authenticate(r, upgrade)
 	if err != nil {
 		writeHTTPError(w, r, http.StatusUnauthorized, codeUnauthenticated, err.Error())
 		return
@@ -171,26 +178,34 @@ func (h *Handler) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	h.gql.ServeHTTP(w, r.WithContext(ctx))
 }
 
-// authenticate resolves an Authorization header. With tokens configured a
-// missing header is an error except on a websocket upgrade (browsers cannot
-// set headers there: the token comes in connection_init); an invalid one
-// is always an error.
-func (h *Handler) authenticate(header string, upgrade bool) (auth.Identity, error) {
-	if h.tokens == nil {
+// open reports whether the API runs without credentials.
+func (h *Handler) open() bool { return h.tokens == nil && !h.certs.Set() }
+
+// authenticate resolves a request's credential: its Authorization header,
+// else a listed client certificate. With credentials configured a missing
+// one is an error except on a websocket upgrade (browsers cannot set
+// headers there: the token comes in connection_init); an invalid token is
+// always an error, whatever certificate came with it.
+func (h *Handler) authenticate(r *http.Request, upgrade bool) (auth.Identity, error) {
+	if h.open() {
 		return auth.Identity{Role: auth.RoleAdmin}, nil
 	}
-	token := auth.Bearer(header)
-	if token == "" {
-		if upgrade {
-			return auth.Identity{}, nil
+	if token := auth.Bearer(r.Header.Get("Authorization")); token != "" {
+		id, ok := h.tokens.Lookup(token)
+		if !ok {
+			return auth.Identity{}, errUnauthenticated
 		}
-		return auth.Identity{}, errUnauthenticated
+		return id, nil
 	}
-	id, ok := h.tokens.Lookup(token)
-	if !ok {
-		return auth.Identity{}, errUnauthenticated
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
+		if id, ok := h.certs.Lookup(r.TLS.VerifiedChains[0][0]); ok {
+			return id, nil
+		}
 	}
-	return id, nil
+	if upgrade {
+		return auth.Identity{}, nil
+	}
+	return auth.Identity{}, errUnauthenticated
 }
 
 // corsPreflight answers CORS for the allowed origins; it reports whether

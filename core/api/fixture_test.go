@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,8 +52,10 @@ type env struct {
 type envOpt func(*envConfig)
 
 type envConfig struct {
-	tokens *auth.Tokens
-	limits api.Limits
+	tokens    *auth.Tokens
+	certs     auth.APIIdentities
+	serverTLS *tls.Config // nil: plain HTTP
+	limits    api.Limits
 }
 
 func withTokens() envOpt {
@@ -98,8 +101,15 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	}
 	st := store.New(pool, pool)
 	h := api.NewHandler(api.Deps{Schema: resolvers.NewSchema(resolvers.Deps{Store: st, Hub: hub, Version: "v-test",
-		AuthRequired: cfg.tokens != nil, LoaderWait: cfg.limits.LoaderWait}), Log: log, Tokens: cfg.tokens, Limits: cfg.limits})
-	srv := httptest.NewServer(h)
+		AuthRequired: cfg.tokens != nil || cfg.certs.Set(), LoaderWait: cfg.limits.LoaderWait}), Log: log,
+		Tokens: cfg.tokens, Certificates: cfg.certs, Limits: cfg.limits})
+	srv := httptest.NewUnstartedServer(h)
+	if cfg.serverTLS != nil {
+		srv.TLS = cfg.serverTLS
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
 	t.Cleanup(srv.Close)
 	return &env{t: t, ctx: ctx, pool: pool, st: st, hub: hub, listener: listener, srv: srv, stmts: stmts}
 }
@@ -144,6 +154,12 @@ func (r gqlResponse) code() string {
 // do POSTs a GraphQL request with an optional bearer token.
 func (e *env) do(token, query string, vars map[string]any) gqlResponse {
 	e.t.Helper()
+	return e.doAs(http.DefaultClient, token, query, vars)
+}
+
+// doAs is do through client (one presenting a client certificate, say).
+func (e *env) doAs(client *http.Client, token, query string, vars map[string]any) gqlResponse {
+	e.t.Helper()
 	body, err := json.Marshal(map[string]any{"query": query, "variables": vars})
 	require.NoError(e.t, err)
 	req, err := http.NewRequestWithContext(e.ctx, http.MethodPost, e.srv.URL+"/graphql", bytes.NewReader(body))
@@ -152,7 +168,7 @@ func (e *env) do(token, query string, vars map[string]any) gqlResponse {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	require.NoError(e.t, err)
 	defer resp.Body.Close()
 	var out gqlResponse

@@ -35,7 +35,7 @@ type connKey struct{}
 // subscription count.
 func (h *Handler) wsInit(ctx context.Context, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 	ctx = context.WithValue(ctx, connKey{}, &connState{})
-	if h.tokens == nil {
+	if h.open() {
 		return ctx, nil, nil
 	}
 	if hasIdentity(ctx) {

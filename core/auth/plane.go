@@ -25,7 +25,8 @@ package auth
 //   - client certificates, with mutual TLS (TLS_CLIENT_CA_FILE): the
 //     certificate was verified against the client CA during the handshake;
 //     its Organizational Unit says what it is (converge-worker or
-//     converge-broker) and its first URI SAN (else its Common Name) is the
+//     converge-broker), or the audiences' allow-lists do (CertPolicy,
+//     identities.go), and its first URI SAN (else its Common Name) is the
 //     identity's name.
 //
 // Both files are re-read every TLS_RELOAD_INTERVAL like the TLS material:
@@ -37,7 +38,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -88,28 +88,6 @@ func (p Principal) Serves(kind string) bool { return p.Kinds == nil || p.Kinds[k
 
 // Key identifies p for binding lease secrets to it.
 func (p Principal) Key() string { return string(p.Audience) + "/" + p.Via + "/" + p.Name }
-
-// FromCertificate is the identity a verified client certificate carries;
-// false when its OU names no audience.
-func FromCertificate(c *x509.Certificate) (Principal, bool) {
-	var a Audience
-	for _, ou := range c.Subject.OrganizationalUnit {
-		switch ou {
-		case WorkerOU:
-			a = AudienceWorker
-		case BrokerOU:
-			a = AudienceBroker
-		}
-	}
-	if a == "" {
-		return Principal{}, false
-	}
-	name := c.Subject.CommonName
-	if len(c.URIs) > 0 {
-		name = c.URIs[0].String()
-	}
-	return Principal{Name: name, Audience: a, Via: "certificate"}, true
-}
 
 // planeSet is one parsed generation of the files.
 type planeSet struct {

@@ -16,8 +16,9 @@ import (
 
 // planeAuth authenticates the WorkerService: every call carries a bearer
 // token (WORKER_TOKENS_FILE for workers, MESH_TOKENS_FILE for peer brokers)
-// or arrives over mutual TLS with a client certificate whose OU names its
-// audience. WorkStream and GetProviderConfig need a worker, RelayStage a
+// or arrives over mutual TLS with a client certificate whose OU — or, when
+// set, WORKER_CLIENT_IDENTITIES / MESH_CLIENT_IDENTITIES — names its
+// audience (auth.CertPolicy). WorkStream and GetProviderConfig need a worker, RelayStage a
 // broker. Without any credential source configured the plane is open
 // (WORKER_AUTH=none; the process warns at boot) and every caller passes.
 type planeAuth struct {
@@ -40,14 +41,21 @@ func principalFrom(ctx context.Context) auth.Principal {
 	return auth.Principal{Name: "anonymous", Audience: auth.AudienceOpen, Via: "open"}
 }
 
-// withCertificate records the identity of a verified client certificate for
+// certResult is what withCertificate read from a verified client
+// certificate: the worker-plane principal, or why it is none.
+type certResult struct {
+	p   auth.Principal
+	err error
+}
+
+// withCertificate records the worker-plane identity of a verified client
+// certificate, decided by policy (OU, or the audiences' allow-lists), for
 // the interceptor (Connect does not expose the TLS state to interceptors).
-func withCertificate(next http.Handler) http.Handler {
+func withCertificate(policy auth.CertPolicy, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
-			if p, ok := auth.FromCertificate(r.TLS.VerifiedChains[0][0]); ok {
-				r = r.WithContext(context.WithValue(r.Context(), certKey{}, p))
-			}
+			p, err := policy.Principal(r.TLS.VerifiedChains[0][0])
+			r = r.WithContext(context.WithValue(r.Context(), certKey{}, certResult{p: p, err: err}))
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -65,8 +73,11 @@ func (a *planeAuth) authenticate(ctx context.Context, h http.Header) (auth.Princ
 		}
 		return auth.Principal{}, connect.NewError(connect.CodeUnauthenticated, errors.New("unknown worker-plane token"))
 	}
-	if p, ok := ctx.Value(certKey{}).(auth.Principal); ok {
-		return p, nil
+	if c, ok := ctx.Value(certKey{}).(certResult); ok {
+		if c.err != nil {
+			return auth.Principal{}, connect.NewError(connect.CodeUnauthenticated, c.err)
+		}
+		return c.p, nil
 	}
 	return auth.Principal{}, connect.NewError(connect.CodeUnauthenticated,
 		errors.New("the worker plane requires a credential: a bearer token (WORKER_TOKEN) or a client certificate"))

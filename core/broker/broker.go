@@ -114,6 +114,9 @@ type Deps struct {
 	// the WorkerService is open.
 	Credentials *auth.Plane
 	MTLS        bool
+	// CertPolicy decides a client certificate's audience (the zero policy:
+	// by its OU).
+	CertPolicy auth.CertPolicy
 	// Outage is the process's shared database-outage reporter (nil: every
 	// error is logged by its loop).
 	Outage *engine.Outage
@@ -213,7 +216,7 @@ func (b *Broker) Handler() (string, http.Handler) {
 	path, h := workerv1connect.NewWorkerServiceHandler(b.handler, connect.WithInterceptors(pa),
 		connect.WithReadMaxBytes(b.MaxMessageBytes), connect.WithSendMaxBytes(b.MaxMessageBytes),
 		connect.WithCompressMinBytes(streamCompressMinBytes))
-	return path, withCertificate(h)
+	return path, withCertificate(b.deps.CertPolicy, h)
 }
 
 // Duties are the broker's long-running parts for the pod's engine: the

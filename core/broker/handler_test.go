@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/auth"
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/metrics"
 	"github.com/converge-run/converge/core/store"
@@ -57,7 +58,7 @@ func setupHandlerAuth(t *testing.T, pa *planeAuth) *handlerBundle {
 		pa = &planeAuth{log: log}
 	}
 	_, h := workerv1connect.NewWorkerServiceHandler(b.svc, connect.WithInterceptors(pa))
-	b.srv = httptest.NewUnstartedServer(withCertificate(h))
+	b.srv = httptest.NewUnstartedServer(withCertificate(auth.CertPolicy{}, h))
 	b.srv.EnableHTTP2 = true
 	b.srv.StartTLS()
 	t.Cleanup(b.srv.Close)

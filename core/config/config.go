@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/converge-run/converge/core/auth"
 )
 
 // Role selects a pod's duties.
@@ -52,7 +54,12 @@ type Config struct {
 	WorkerAuth      string        // WORKER_AUTH: "none" runs the worker plane open deliberately
 	WorkerMaxMsg    int           // WORKER_MAX_MESSAGE_BYTES: one WorkerService message (default 16 MiB)
 	WorkerRate      int           // WORKER_MAX_STREAM_RATE: messages per second one worker stream may send (default 20000)
-	Version         string        // build version (not from env)
+	// Identity per audience with mTLS (core/auth identities.go): allow-lists
+	// of client-certificate identities (SPIFFE IDs or CN=…), comma-separated.
+	APIClientIDs    string // API_CLIENT_IDENTITIES: ROLE:IDENTITY entries that may call the API
+	WorkerClientIDs string // WORKER_CLIENT_IDENTITIES: identities that may serve work
+	MeshClientIDs   string // MESH_CLIENT_IDENTITIES: identities of peer brokers that may relay
+	Version         string // build version (not from env)
 }
 
 // Secure reports whether LISTEN_ADDR asks for TLS.
@@ -122,6 +129,9 @@ func Parse(getenv func(string) string, version string) (Config, error) {
 	str(&c.WorkerTokens, "WORKER_TOKENS_FILE")
 	str(&c.MeshTokens, "MESH_TOKENS_FILE")
 	str(&c.WorkerAuth, "WORKER_AUTH")
+	str(&c.APIClientIDs, "API_CLIENT_IDENTITIES")
+	str(&c.WorkerClientIDs, "WORKER_CLIENT_IDENTITIES")
+	str(&c.MeshClientIDs, "MESH_CLIENT_IDENTITIES")
 	atLeast := func(dst *int, name string, floor int, want string) {
 		v := getenv(name)
 		if v == "" {
@@ -192,6 +202,7 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.validateAuth()...)
+	errs = append(errs, c.validateIdentities()...)
 	return errors.Join(errs...)
 }
 
@@ -254,7 +265,10 @@ func (c Config) Redacted() map[string]any {
 		"TLS_CLIENT_CA":                  c.TLSClientCAFile != "",
 		"TLS_RELOAD_INTERVAL":            c.TLSReload.String(),
 		"DB_IAM_AUTH":                    c.DBIAMAuth,
-		"API_AUTH":                       c.APITokensFile != "",
+		"API_AUTH":                       c.APIAuthenticated(),
+		"API_CLIENT_IDENTITIES":          c.APIClientIDs,
+		"WORKER_CLIENT_IDENTITIES":       c.WorkerClientIDs,
+		"MESH_CLIENT_IDENTITIES":         c.MeshClientIDs,
 		"PPROF_ADDR":                     c.PprofAddr,
 		"WORKER_AUTH":                    c.WorkerPlaneAuth(),
 		"MESH_AUTH":                      c.MeshTokens != "" || c.TLSClientCAFile != "",
@@ -303,6 +317,46 @@ func Loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// APIAuthenticated reports whether the API requires credentials: bearer
+// tokens, certificate identities, or both.
+func (c Config) APIAuthenticated() bool { return c.APITokensFile != "" || c.APIClientIDs != "" }
+
+// CertPolicy is the worker plane's certificate policy from
+// WORKER_CLIENT_IDENTITIES and MESH_CLIENT_IDENTITIES (validated by
+// Validate; a list that does not parse is left unset here).
+func (c Config) CertPolicy() auth.CertPolicy {
+	w, _ := auth.ParseIdentityList("WORKER_CLIENT_IDENTITIES", c.WorkerClientIDs)
+	m, _ := auth.ParseIdentityList("MESH_CLIENT_IDENTITIES", c.MeshClientIDs)
+	return auth.CertPolicy{Workers: w, Mesh: m}
+}
+
+// APIIdentities is API_CLIENT_IDENTITIES, parsed (validated by Validate).
+func (c Config) APIIdentities() auth.APIIdentities {
+	a, _ := auth.ParseAPIIdentities(c.APIClientIDs)
+	return a
+}
+
+// validateIdentities parses the allow-lists; each needs mutual TLS, since
+// the identities come from verified client certificates.
+func (c Config) validateIdentities() []error {
+	var errs []error
+	if _, err := auth.ParseAPIIdentities(c.APIClientIDs); err != nil {
+		errs = append(errs, err)
+	}
+	for name, v := range map[string]string{"WORKER_CLIENT_IDENTITIES": c.WorkerClientIDs, "MESH_CLIENT_IDENTITIES": c.MeshClientIDs} {
+		if _, err := auth.ParseIdentityList(name, v); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for name, v := range map[string]string{"API_CLIENT_IDENTITIES": c.APIClientIDs,
+		"WORKER_CLIENT_IDENTITIES": c.WorkerClientIDs, "MESH_CLIENT_IDENTITIES": c.MeshClientIDs} {
+		if v != "" && c.TLSClientCAFile == "" {
+			errs = append(errs, fmt.Errorf("%s is set but TLS_CLIENT_CA_FILE is not: identities come from verified client certificates (mutual TLS)", name))
+		}
+	}
+	return errs
+}
+
 // validateAuth refuses an unauthenticated API or worker plane where anyone
 // but this host could reach it, unless API_AUTH=none / WORKER_AUTH=none ask
 // for it explicitly, and a worker plane left open beside an authenticated
@@ -314,13 +368,13 @@ func (c Config) validateAuth() []error {
 			errs = append(errs, fmt.Errorf("%s=%q: the only value is none (run it open deliberately); unset it to require credentials", name, v))
 		}
 	}
-	if c.APIAuth == "none" && c.APITokensFile != "" {
-		errs = append(errs, errors.New("API_AUTH=none contradicts API_TOKENS_FILE: set one of them"))
+	if c.APIAuth == "none" && c.APIAuthenticated() {
+		errs = append(errs, errors.New("API_AUTH=none contradicts API_TOKENS_FILE/API_CLIENT_IDENTITIES: set one of them"))
 	}
 	if c.WorkerAuth == "none" && c.WorkerPlaneAuth() {
 		errs = append(errs, errors.New("WORKER_AUTH=none contradicts WORKER_TOKENS_FILE/MESH_TOKENS_FILE/TLS_CLIENT_CA_FILE: set one of them"))
 	}
-	if c.HasControl() && c.APITokensFile == "" && c.APIAuth != "none" && !Loopback(c.ListenAddr) {
+	if c.HasControl() && !c.APIAuthenticated() && c.APIAuth != "none" && !Loopback(c.ListenAddr) {
 		errs = append(errs, fmt.Errorf("LISTEN_ADDR=%s is reachable beyond this host but the API has no API_TOKENS_FILE: set one, or API_AUTH=none to serve it open deliberately", c.ListenAddr))
 	}
 	if !c.HasBroker() || c.WorkerPlaneAuth() || c.WorkerAuth == "none" {
@@ -333,8 +387,8 @@ func (c Config) validateAuth() []error {
 	switch {
 	case !Loopback(brokerAddr):
 		errs = append(errs, fmt.Errorf("the broker listens on %s, reachable beyond this host, but the worker plane has no WORKER_TOKENS_FILE (or TLS_CLIENT_CA_FILE): set one, or WORKER_AUTH=none to serve it open deliberately", brokerAddr))
-	case c.APITokensFile != "":
-		errs = append(errs, errors.New("API_TOKENS_FILE is set but the worker plane is open (anyone who reaches the broker could forge task results): set WORKER_TOKENS_FILE, or WORKER_AUTH=none to run it open deliberately"))
+	case c.APIAuthenticated():
+		errs = append(errs, errors.New("the API is authenticated but the worker plane is open (anyone who reaches the broker could forge task results): set WORKER_TOKENS_FILE, or WORKER_AUTH=none to run it open deliberately"))
 	}
 	return errs
 }
