@@ -180,11 +180,18 @@ func (s *Store) DeleteManifest(ctx context.Context, kind, version string) (bool,
 	kv := manifest.KindVersion{Kind: kind, Version: version}
 	var deleted bool
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var nVersions int
+		var (
+			nVersions int
+			applied   bool
+		)
 		err := tx.QueryRow(ctx, `
-			SELECT count(*) FROM (SELECT 1 FROM kind_manifest WHERE kind = $1 FOR UPDATE) m`, kind).Scan(&nVersions)
+			SELECT count(*), coalesce(bool_or(version = $2), false)
+			  FROM (SELECT version FROM kind_manifest WHERE kind = $1 FOR UPDATE) m`, kind, version).Scan(&nVersions, &applied)
 		if err != nil {
 			return mapErr(err, "kind "+kv.String())
+		}
+		if !applied {
+			return nil
 		}
 		brk, err := strandedBy(ctx, tx, kv, nVersions == 1)
 		if err != nil {
