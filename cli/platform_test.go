@@ -107,8 +107,9 @@ func TestApply_BreakingManifestRefusedWithResourcesNamedThenAccepted(t *testing.
 	})
 	r := s.conctlIn(breaking, "apply", "-f", "-")
 	require.NotEqual(t, 0, r.code, "refused")
-	require.Contains(t, r.stderr, "breaks 2 stored resource(s): a, b; fields: spec/team [type]")
-	require.Contains(t, r.stderr, "publish the change as a new version, or re-apply with acceptBreaking")
+	require.Equal(t, "Error: apply manifest/vpc (stdin): CONFLICT: the new spec_schema of kind vpc/v1 breaks 2 stored "+
+		"resource(s): a, b; fields: spec/team [type] (publish the change as a new version, or re-apply with "+
+		"acceptBreaking to accept it)\n", r.stderr, "the refusal docs/implementing-a-provider.md prints")
 
 	body := graphqlRaw(t, s.server, `mutation($m: JSON!) { applyKindManifest(manifest: $m) { manifestGeneration } }`,
 		map[string]any{"m": json.RawMessage(breaking)})

@@ -2116,6 +2116,7 @@ BEGIN
          ORDER BY c.shard_id, c.id
         ON CONFLICT (shard_id, resource_id, task_type, op_id) DO UPDATE
            SET generation      = EXCLUDED.generation,
+               version         = EXCLUDED.version,
                trigger         = EXCLUDED.trigger,
                provider_config = EXCLUDED.provider_config,
                provider_bundle = EXCLUDED.provider_bundle,

@@ -9,7 +9,7 @@ import (
 	"github.com/converge-run/converge/core/resource"
 )
 
-// migrateResource moves cur to kind version version live, in the apply's
+// migrateResource moves cur to another version of its kind live, in the apply's
 // transaction (the spec already validated against that version's schema):
 //
 //   - the row takes the new version, spec, labels and config reference, and
