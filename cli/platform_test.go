@@ -19,6 +19,8 @@ import (
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/worker"
+	"github.com/converge-run/converge/examples/apply"
+	"github.com/converge-run/converge/examples/classic"
 )
 
 // TestApply_AnotherVersionMigratesLiveUnderItsWorker: the classic worker
@@ -239,4 +241,41 @@ func graphqlRaw(t *testing.T, server, query string, vars map[string]any) []byte 
 	_, err = buf.ReadFrom(resp.Body)
 	require.NoError(t, err)
 	return buf.Bytes()
+}
+
+// TestComposer_ChildAtAnotherVersionMigratesLive: a classicbom whose
+// vpc_version moves from v1 to v2 re-composes its vpc at v2; the child keeps
+// its id and converges under the v2 provider, and the subtree settles READY.
+func TestComposer_ChildAtAnotherVersionMigratesLive(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, stackOpts{})
+	ctx := context.Background()
+	a := apply.StoreApplier{Store: s.store, Actor: "test"}
+	docs, err := classic.Documents(false)
+	require.NoError(t, err)
+	require.NoError(t, apply.All(ctx, a, docs))
+	for _, kind := range []string{classic.KindAccount, classic.KindVPC, classic.KindTGW, classic.KindRoute} {
+		require.NoError(t, a.ApplyProviderConfig(ctx, apply.ProviderConfig{Kind: kind, Name: "default", IsDefault: true,
+			Spec: json.RawMessage(`{"latency_ms":0,"jitter_ms":5,"failure_rate":0}`)}))
+	}
+	spec := func(v string) json.RawMessage {
+		return json.RawMessage(`{"domains":["payments"],"teams":["red"],"vpc_version":"` + v + `"}`)
+	}
+	require.NoError(t, a.ApplyResource(ctx, apply.Resource{Kind: classic.KindClassicBOM, Name: "corp", Spec: spec("v1")}))
+	s.WaitSubtree(classic.KindClassicBOM, "corp", 120*time.Second, apptest.AllIn(resource.PhaseReady))
+	vpcName := classic.UnitName("corp", "payments", "red") + "-vpc"
+	before, err := s.store.GetResource(ctx, classic.KindVPC, vpcName)
+	require.NoError(t, err)
+	require.Equal(t, "v1", before.Version)
+
+	require.NoError(t, a.ApplyResource(ctx, apply.Resource{Kind: classic.KindClassicBOM, Name: "corp", Spec: spec("v2")}))
+	var after resource.Resource
+	apptest.WaitFor(t, 120*time.Second, "the vpc converges at v2", func() bool {
+		after, err = s.store.GetResource(ctx, classic.KindVPC, vpcName)
+		return err == nil && after.Version == "v2" && after.Phase == resource.PhaseReady && after.SyncedGen == after.Generation &&
+			decodeMap(t, after.Status)["api_version"] == "v2"
+	})
+	require.Equal(t, before.ID, after.ID, "the same resource, migrated")
+	require.Greater(t, after.Generation, before.Generation)
+	s.WaitSubtree(classic.KindClassicBOM, "corp", 120*time.Second, apptest.AllIn(resource.PhaseReady))
 }
