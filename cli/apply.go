@@ -120,6 +120,8 @@ type applyFlags struct {
 	recursive bool
 	wait      bool
 	timeout   time.Duration
+	// acceptBreaking applies manifest changes the stored resources fail.
+	acceptBreaking bool
 }
 
 func (a *app) applyCommand() *cobra.Command {
@@ -142,7 +144,13 @@ createdAt, ...) are ignored, so it applies back unchanged.
 Every document is read and checked before anything is written; they are then
 applied in dependency order (manifests, providerconfigs, bindings, resources),
 stopping at the first the server rejects. Each prints created, configured or
-unchanged.
+unchanged; a resource applied at another version of its kind prints migrated
+(it moves to that version live and is reconciled by its workers).
+
+Re-applying a kind manifest whose spec_schema would reject stored resources of
+that version, or drops a required field they carry, is refused with the
+resources and fields named: publish the change as a new version, or pass
+--accept-breaking to accept it.
 
 With --wait, conctl follows every applied resource's whole subtree over the
 subtreeProgress subscription, with a live bar of READY over total (every level
@@ -170,6 +178,8 @@ DEGRADED, or when --timeout passes.`,
 	f.BoolVarP(&fl.recursive, "recursive", "R", false, "descend into subdirectories of a -f directory")
 	f.BoolVar(&fl.wait, "wait", false, "follow each applied resource until it is READY (or fails)")
 	f.DurationVar(&fl.timeout, "timeout", 5*time.Minute, "how long --wait waits")
+	f.BoolVar(&fl.acceptBreaking, "accept-breaking", false,
+		"apply kind manifests even when their new spec_schema breaks stored resources")
 	_ = cmd.MarkFlagFilename("filename", "json", "yaml", "yml")
 	_ = cmd.RegisterFlagCompletionFunc("type", cobra.FixedCompletions(
 		[]string{"manifest", "providerconfig", "reactorbinding", "resource"}, cobra.ShellCompDirectiveNoFileComp))
@@ -190,7 +200,7 @@ func (a *app) apply(ctx context.Context, fl applyFlags) error {
 	}
 	var roots []ref
 	for _, t := range checked {
-		outcome, err := a.applyOne(ctx, c, t)
+		outcome, err := a.applyOne(ctx, c, t, fl.acceptBreaking)
 		if err != nil {
 			return fmt.Errorf("apply %s (%s): %w", t.name(), t.Source, err)
 		}
@@ -242,15 +252,16 @@ const (
 	outcomeCreated    = "created"
 	outcomeConfigured = "configured"
 	outcomeUnchanged  = "unchanged"
+	outcomeMigrated   = "migrated"
 )
 
 // applyOne writes one document and reports what changed, comparing the
 // object before and after (the server writes nothing for an identical
 // document, so its change markers stay put).
-func (a *app) applyOne(ctx context.Context, c *Conn, t typed) (string, error) {
+func (a *app) applyOne(ctx context.Context, c *Conn, t typed, acceptBreaking bool) (string, error) {
 	switch t.Type {
 	case DocManifest:
-		return applyManifest(ctx, c, t)
+		return applyManifest(ctx, c, t, acceptBreaking)
 	case DocProviderConfig:
 		return applyProviderConfig(ctx, c, t.pc)
 	case DocReactorBinding:
@@ -261,7 +272,7 @@ func (a *app) applyOne(ctx context.Context, c *Conn, t typed) (string, error) {
 	return "", fmt.Errorf("unknown document type %q", t.Type)
 }
 
-func applyManifest(ctx context.Context, c *Conn, t typed) (string, error) {
+func applyManifest(ctx context.Context, c *Conn, t typed, acceptBreaking bool) (string, error) {
 	version := t.manifest.Version
 	if version == "" {
 		version = defaultManifestVersion
@@ -270,7 +281,11 @@ func applyManifest(ctx context.Context, c *Conn, t typed) (string, error) {
 	if err != nil {
 		return "", apiError(err)
 	}
-	after, err := ApplyKindManifest(ctx, c.GQL, t.Raw)
+	var accept *bool
+	if acceptBreaking {
+		accept = &acceptBreaking
+	}
+	after, err := ApplyKindManifest(ctx, c.GQL, t.Raw, accept)
 	if err != nil {
 		return "", apiError(err)
 	}
@@ -369,6 +384,8 @@ func applyResource(ctx context.Context, c *Conn, d resourceDoc) (string, error) 
 	switch {
 	case b == nil:
 		return outcomeCreated, nil
+	case b.Version != r.Version:
+		return fmt.Sprintf("%s (%s → %s)", outcomeMigrated, b.Version, r.Version), nil
 	case b.Generation != r.Generation || !jsonEqual(b.Labels, r.Labels):
 		return outcomeConfigured, nil
 	}

@@ -147,7 +147,9 @@ func (v *ApplyKindManifestApplyKindManifestKind) __premarshalJSON() (*__premarsh
 
 // ApplyKindManifestResponse is returned by ApplyKindManifest on success.
 type ApplyKindManifestResponse struct {
-	// The manifest JSON document, exactly the format of a kind fixture file.
+	// The manifest JSON document, exactly the format of a kind fixture file. Re-applying a version whose
+	// spec_schema would reject stored resources, or drops a required field they carry, is refused (CONFLICT,
+	// rule breaking_change, naming the resources and fields) unless acceptBreaking; a new version is never refused.
 	ApplyKindManifest ApplyKindManifestApplyKindManifestKind `json:"applyKindManifest"`
 }
 
@@ -790,6 +792,15 @@ var AllConditionStatus = []ConditionStatus{
 	ConditionStatusFalse,
 	ConditionStatusUnknown,
 }
+
+// DeleteKindManifestResponse is returned by DeleteKindManifest on success.
+type DeleteKindManifestResponse struct {
+	// Remove one kind version; refused (CONFLICT, rule breaking_change) while resources are instances of it, or, for the kind's last version, providerconfigs or reactor bindings name the kind. false when it was not applied.
+	DeleteKindManifest bool `json:"deleteKindManifest"`
+}
+
+// GetDeleteKindManifest returns DeleteKindManifestResponse.DeleteKindManifest, and is useful for accessing the field via an interface.
+func (v *DeleteKindManifestResponse) GetDeleteKindManifest() bool { return v.DeleteKindManifest }
 
 // DeleteProviderConfigResponse is returned by DeleteProviderConfig on success.
 type DeleteProviderConfigResponse struct {
@@ -2330,6 +2341,8 @@ type KindConfigInput struct {
 	ResyncRecomposes *bool `json:"resyncRecomposes"`
 	// The grace window before a dropped child is torn down, in seconds.
 	OrphanGraceSecs *int `json:"orphanGraceSecs"`
+	// Transient failures in a row after which a reconcile is dead-lettered; 0 = never.
+	MaxTransientAttempts *int `json:"maxTransientAttempts"`
 }
 
 // GetMaxInflight returns KindConfigInput.MaxInflight, and is useful for accessing the field via an interface.
@@ -2347,6 +2360,9 @@ func (v *KindConfigInput) GetResyncRecomposes() *bool { return v.ResyncRecompose
 // GetOrphanGraceSecs returns KindConfigInput.OrphanGraceSecs, and is useful for accessing the field via an interface.
 func (v *KindConfigInput) GetOrphanGraceSecs() *int { return v.OrphanGraceSecs }
 
+// GetMaxTransientAttempts returns KindConfigInput.MaxTransientAttempts, and is useful for accessing the field via an interface.
+func (v *KindConfigInput) GetMaxTransientAttempts() *int { return v.MaxTransientAttempts }
+
 // KindConfigRow includes the GraphQL fields of KindConfig requested by the fragment KindConfigRow.
 // The GraphQL type's documentation follows.
 //
@@ -2362,6 +2378,8 @@ type KindConfigRow struct {
 	ResyncRecomposes bool `json:"resyncRecomposes"`
 	// The grace window before a dropped child is torn down, in seconds.
 	OrphanGraceSecs int `json:"orphanGraceSecs"`
+	// Transient failures in a row after which a reconcile is dead-lettered (terminal until a spec edit); 0 = never.
+	MaxTransientAttempts int `json:"maxTransientAttempts"`
 	// When the policy last changed.
 	UpdatedAt time.Time `json:"updatedAt"`
 }
@@ -2380,6 +2398,9 @@ func (v *KindConfigRow) GetResyncRecomposes() bool { return v.ResyncRecomposes }
 
 // GetOrphanGraceSecs returns KindConfigRow.OrphanGraceSecs, and is useful for accessing the field via an interface.
 func (v *KindConfigRow) GetOrphanGraceSecs() int { return v.OrphanGraceSecs }
+
+// GetMaxTransientAttempts returns KindConfigRow.MaxTransientAttempts, and is useful for accessing the field via an interface.
+func (v *KindConfigRow) GetMaxTransientAttempts() int { return v.MaxTransientAttempts }
 
 // GetUpdatedAt returns KindConfigRow.UpdatedAt, and is useful for accessing the field via an interface.
 func (v *KindConfigRow) GetUpdatedAt() time.Time { return v.UpdatedAt }
@@ -2456,6 +2477,8 @@ type KindRowConfigKindConfig struct {
 	ResyncRecomposes bool `json:"resyncRecomposes"`
 	// The grace window before a dropped child is torn down, in seconds.
 	OrphanGraceSecs int `json:"orphanGraceSecs"`
+	// Transient failures in a row after which a reconcile is dead-lettered (terminal until a spec edit); 0 = never.
+	MaxTransientAttempts int `json:"maxTransientAttempts"`
 }
 
 // GetMaxInflight returns KindRowConfigKindConfig.MaxInflight, and is useful for accessing the field via an interface.
@@ -2472,6 +2495,9 @@ func (v *KindRowConfigKindConfig) GetResyncRecomposes() bool { return v.ResyncRe
 
 // GetOrphanGraceSecs returns KindRowConfigKindConfig.OrphanGraceSecs, and is useful for accessing the field via an interface.
 func (v *KindRowConfigKindConfig) GetOrphanGraceSecs() int { return v.OrphanGraceSecs }
+
+// GetMaxTransientAttempts returns KindRowConfigKindConfig.MaxTransientAttempts, and is useful for accessing the field via an interface.
+func (v *KindRowConfigKindConfig) GetMaxTransientAttempts() int { return v.MaxTransientAttempts }
 
 // KindRowReactionsReaction includes the requested fields of the GraphQL type Reaction.
 // The GraphQL type's documentation follows.
@@ -5072,6 +5098,11 @@ func (v *UpdateKindConfigUpdateKindConfig) GetOrphanGraceSecs() int {
 	return v.KindConfigRow.OrphanGraceSecs
 }
 
+// GetMaxTransientAttempts returns UpdateKindConfigUpdateKindConfig.MaxTransientAttempts, and is useful for accessing the field via an interface.
+func (v *UpdateKindConfigUpdateKindConfig) GetMaxTransientAttempts() int {
+	return v.KindConfigRow.MaxTransientAttempts
+}
+
 // GetUpdatedAt returns UpdateKindConfigUpdateKindConfig.UpdatedAt, and is useful for accessing the field via an interface.
 func (v *UpdateKindConfigUpdateKindConfig) GetUpdatedAt() time.Time { return v.KindConfigRow.UpdatedAt }
 
@@ -5111,6 +5142,8 @@ type __premarshalUpdateKindConfigUpdateKindConfig struct {
 
 	OrphanGraceSecs int `json:"orphanGraceSecs"`
 
+	MaxTransientAttempts int `json:"maxTransientAttempts"`
+
 	UpdatedAt time.Time `json:"updatedAt"`
 }
 
@@ -5130,6 +5163,7 @@ func (v *UpdateKindConfigUpdateKindConfig) __premarshalJSON() (*__premarshalUpda
 	retval.ResyncIntervalSecs = v.KindConfigRow.ResyncIntervalSecs
 	retval.ResyncRecomposes = v.KindConfigRow.ResyncRecomposes
 	retval.OrphanGraceSecs = v.KindConfigRow.OrphanGraceSecs
+	retval.MaxTransientAttempts = v.KindConfigRow.MaxTransientAttempts
 	retval.UpdatedAt = v.KindConfigRow.UpdatedAt
 	return &retval, nil
 }
@@ -6653,11 +6687,15 @@ func (v *WatchSubtreeSubtreeProgressRootSubtreeMember) GetFailureTerminal() bool
 
 // __ApplyKindManifestInput is used internally by genqlient
 type __ApplyKindManifestInput struct {
-	Manifest json.RawMessage `json:"manifest"`
+	Manifest       json.RawMessage `json:"manifest"`
+	AcceptBreaking *bool           `json:"acceptBreaking"`
 }
 
 // GetManifest returns __ApplyKindManifestInput.Manifest, and is useful for accessing the field via an interface.
 func (v *__ApplyKindManifestInput) GetManifest() json.RawMessage { return v.Manifest }
+
+// GetAcceptBreaking returns __ApplyKindManifestInput.AcceptBreaking, and is useful for accessing the field via an interface.
+func (v *__ApplyKindManifestInput) GetAcceptBreaking() *bool { return v.AcceptBreaking }
 
 // __ApplyProviderConfigInput is used internally by genqlient
 type __ApplyProviderConfigInput struct {
@@ -6690,6 +6728,18 @@ type __ClusterSummaryInput struct {
 
 // GetKind returns __ClusterSummaryInput.Kind, and is useful for accessing the field via an interface.
 func (v *__ClusterSummaryInput) GetKind() *string { return v.Kind }
+
+// __DeleteKindManifestInput is used internally by genqlient
+type __DeleteKindManifestInput struct {
+	Kind    string `json:"kind"`
+	Version string `json:"version"`
+}
+
+// GetKind returns __DeleteKindManifestInput.Kind, and is useful for accessing the field via an interface.
+func (v *__DeleteKindManifestInput) GetKind() string { return v.Kind }
+
+// GetVersion returns __DeleteKindManifestInput.Version, and is useful for accessing the field via an interface.
+func (v *__DeleteKindManifestInput) GetVersion() string { return v.Version }
 
 // __DeleteProviderConfigInput is used internally by genqlient
 type __DeleteProviderConfigInput struct {
@@ -7009,8 +7059,8 @@ func (v *__WatchSubtreeInput) GetRootId() string { return v.RootId }
 
 // The mutation executed by ApplyKindManifest.
 const ApplyKindManifest_Operation = `
-mutation ApplyKindManifest ($manifest: JSON!) {
-	applyKindManifest(manifest: $manifest) {
+mutation ApplyKindManifest ($manifest: JSON!, $acceptBreaking: Boolean) {
+	applyKindManifest(manifest: $manifest, acceptBreaking: $acceptBreaking) {
 		... KindRow
 	}
 }
@@ -7034,6 +7084,7 @@ fragment KindRow on Kind {
 		resyncIntervalSecs
 		resyncRecomposes
 		orphanGraceSecs
+		maxTransientAttempts
 	}
 	createdAt
 	updatedAt
@@ -7044,12 +7095,14 @@ func ApplyKindManifest(
 	ctx_ context.Context,
 	client_ graphql.Client,
 	manifest json.RawMessage,
+	acceptBreaking *bool,
 ) (data_ *ApplyKindManifestResponse, err_ error) {
 	req_ := &graphql.Request{
 		OpName: "ApplyKindManifest",
 		Query:  ApplyKindManifest_Operation,
 		Variables: &__ApplyKindManifestInput{
-			Manifest: manifest,
+			Manifest:       manifest,
+			AcceptBreaking: acceptBreaking,
 		},
 	}
 
@@ -7262,6 +7315,40 @@ func ClusterSummary(
 	}
 
 	data_ = &ClusterSummaryResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by DeleteKindManifest.
+const DeleteKindManifest_Operation = `
+mutation DeleteKindManifest ($kind: String!, $version: String!) {
+	deleteKindManifest(kind: $kind, version: $version)
+}
+`
+
+func DeleteKindManifest(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	kind string,
+	version string,
+) (data_ *DeleteKindManifestResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "DeleteKindManifest",
+		Query:  DeleteKindManifest_Operation,
+		Variables: &__DeleteKindManifestInput{
+			Kind:    kind,
+			Version: version,
+		},
+	}
+
+	data_ = &DeleteKindManifestResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(
@@ -7592,6 +7679,7 @@ fragment KindRow on Kind {
 		resyncIntervalSecs
 		resyncRecomposes
 		orphanGraceSecs
+		maxTransientAttempts
 	}
 	createdAt
 	updatedAt
@@ -7809,6 +7897,7 @@ fragment KindRow on Kind {
 		resyncIntervalSecs
 		resyncRecomposes
 		orphanGraceSecs
+		maxTransientAttempts
 	}
 	createdAt
 	updatedAt
@@ -8427,6 +8516,7 @@ fragment KindConfigRow on KindConfig {
 	resyncIntervalSecs
 	resyncRecomposes
 	orphanGraceSecs
+	maxTransientAttempts
 	updatedAt
 }
 `
@@ -8630,6 +8720,7 @@ fragment KindRow on Kind {
 		resyncIntervalSecs
 		resyncRecomposes
 		orphanGraceSecs
+		maxTransientAttempts
 	}
 	createdAt
 	updatedAt

@@ -20,6 +20,7 @@ type kindConfigFlags struct {
 	resync      string
 	recomposes  bool
 	orphanGrace string
+	maxAttempts int
 }
 
 func (a *app) kindCommand() *cobra.Command {
@@ -28,31 +29,38 @@ func (a *app) kindCommand() *cobra.Command {
 		Short: "Kinds' live operational policy: conctl kind config KIND",
 		Long: `Commands on a kind as a whole. The kind's manifest is applied with conctl apply;
 its live operational policy (kind_config: the concurrency cap, the task
-deadline, the drift resync interval, the orphan grace) is edited here without
-re-applying the manifest, and an edit survives a later re-apply.`,
+deadline, the drift resync interval, the orphan grace, the dead-letter bound)
+is edited here without re-applying the manifest, and an edit survives a later
+re-apply. conctl kind delete removes one version, refused while anything
+still depends on it.`,
 		Example: `  conctl kind config vpc
   conctl kind config vpc --max-inflight 8 --task-deadline 2m --resync 10m`,
 		Args: exactArgs(0),
 	}
-	cmd.AddCommand(a.kindConfigCommand())
+	cmd.AddCommand(a.kindConfigCommand(), a.kindDeleteCommand())
 	return cmd
 }
 
 func (a *app) kindConfigCommand() *cobra.Command {
 	var fl kindConfigFlags
 	cmd := &cobra.Command{
-		Use:   "config KIND [--max-inflight N] [--task-deadline D] [--resync D] [--resync-recomposes] [--orphan-grace D]",
+		Use:   "config KIND [--max-inflight N] [--task-deadline D] [--resync D] [--resync-recomposes] [--orphan-grace D] [--max-transient-attempts N]",
 		Short: "Show or edit a kind's live operational policy (updateKindConfig)",
 		Long: `Without policy flags, show a kind's live policy. With them, change only the
 given fields (the others are kept) and show the result. Durations are Go
 durations (90s, 5m, 1h) or whole seconds (90); 0 turns a limit off (no
-concurrency cap, no task deadline, no resync). --version picks the kind version
-when several are applied.`,
+concurrency cap, no task deadline, no resync). --max-transient-attempts N
+dead-letters a reconcile after N transient failures in a row (terminal until
+its spec changes; 0 = retry forever). --version picks the kind version when
+several are applied.`,
 		Example: `  # What is the policy of vpc?
   conctl kind config vpc
 
   # At most 8 vpc tasks at once, each at most 2 minutes, re-observed every 10 minutes
   conctl kind config vpc --max-inflight 8 --task-deadline 2m --resync 10m
+
+  # Stop retrying a vpc reconcile after 5 transient failures in a row
+  conctl kind config vpc --version v2 --max-transient-attempts 5
 
   # Resyncs also re-run the composer; no concurrency cap
   conctl kind config bom --resync-recomposes --max-inflight 0 -o yaml`,
@@ -73,6 +81,8 @@ when several are applied.`,
 	f.StringVar(&fl.resync, "resync", "", "the drift re-observe interval (0 = off)")
 	f.BoolVar(&fl.recomposes, "resync-recomposes", false, "whether a resync also re-runs the composer (=false to turn off)")
 	f.StringVar(&fl.orphanGrace, "orphan-grace", "", "the grace window before a dropped child is torn down")
+	f.IntVar(&fl.maxAttempts, "max-transient-attempts", 0,
+		"transient failures in a row before a reconcile is dead-lettered (0 = never)")
 	return cmd
 }
 
@@ -104,12 +114,19 @@ func (fl kindConfigFlags) input(cmd *cobra.Command) (KindConfigInput, bool, erro
 		}
 		*d.dst = &n
 	}
+	if f.Changed("max-transient-attempts") {
+		if fl.maxAttempts < 0 {
+			return in, false, usageError{fmt.Errorf("--max-transient-attempts %d: want 0 (never) or more", fl.maxAttempts)}
+		}
+		n := fl.maxAttempts
+		in.MaxTransientAttempts = &n
+	}
 	if f.Changed("resync-recomposes") {
 		b := fl.recomposes
 		in.ResyncRecomposes = &b
 	}
 	changed := in.MaxInflight != nil || in.TaskDeadlineSecs != nil || in.ResyncIntervalSecs != nil ||
-		in.OrphanGraceSecs != nil || in.ResyncRecomposes != nil
+		in.OrphanGraceSecs != nil || in.ResyncRecomposes != nil || in.MaxTransientAttempts != nil
 	return in, changed, nil
 }
 
@@ -162,7 +179,8 @@ func (a *app) kindConfig(ctx context.Context, kind, version string, in KindConfi
 	k := resp.Kind
 	cfg := KindConfigRow{MaxInflight: k.Config.MaxInflight, TaskDeadlineSecs: k.Config.TaskDeadlineSecs,
 		ResyncIntervalSecs: k.Config.ResyncIntervalSecs, ResyncRecomposes: k.Config.ResyncRecomposes,
-		OrphanGraceSecs: k.Config.OrphanGraceSecs, UpdatedAt: k.UpdatedAt}
+		OrphanGraceSecs: k.Config.OrphanGraceSecs, MaxTransientAttempts: k.Config.MaxTransientAttempts,
+		UpdatedAt: k.UpdatedAt}
 	if changed {
 		up, err := UpdateKindConfig(ctx, c.GQL, k.Name, k.Version, in)
 		if err != nil {
@@ -180,9 +198,55 @@ func (a *app) kindConfig(ctx context.Context, kind, version string, in KindConfi
 	if cfg.ResyncIntervalSecs > 0 && cfg.ResyncRecomposes {
 		resync += "+recompose"
 	}
-	return renderTable(a.stdout(), []string{"KIND", "VERSION", "MAX-INFLIGHT", "DEADLINE", "RESYNC", "ORPHAN-GRACE"},
+	return renderTable(a.stdout(), []string{"KIND", "VERSION", "MAX-INFLIGHT", "DEADLINE", "RESYNC", "ORPHAN-GRACE",
+		"DEAD-LETTER-AFTER"},
 		[][]string{{k.Name, k.Version, unlimited(cfg.MaxInflight), secs(cfg.TaskDeadlineSecs), resync,
-			secs(cfg.OrphanGraceSecs)}})
+			secs(cfg.OrphanGraceSecs), deadLetterAfter(cfg.MaxTransientAttempts)}})
+}
+
+// deadLetterAfter renders the dead-letter bound: "5 attempts", or "never".
+func deadLetterAfter(n int) string {
+	if n == 0 {
+		return "never"
+	}
+	return strconv.Itoa(n) + " attempts"
+}
+
+func (a *app) kindDeleteCommand() *cobra.Command {
+	var version string
+	cmd := &cobra.Command{
+		Use:   "delete KIND --version V",
+		Short: "Remove one kind version (deleteKindManifest); never strands what depends on it",
+		Long: `Remove one applied version of a kind and its live policy. It is refused, with
+the resources named, while resources are instances of that version (apply
+them at another version first: they migrate live, or delete them), and for
+the kind's last version while providerconfigs of the kind or reactor bindings
+naming it remain.`,
+		Example: `  # vpc v1 is retired once every vpc runs at v2
+  conctl kind delete vpc --version v1`,
+		Args:              exactArgs(1),
+		ValidArgsFunction: a.completeKindNames,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if version == "" {
+				return usageError{fmt.Errorf("--version is required: name the kind version to delete")}
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			resp, err := DeleteKindManifest(cmd.Context(), c.GQL, args[0], version)
+			if err != nil {
+				return fmt.Errorf("delete kind %s %s: %w", args[0], version, apiError(err))
+			}
+			if !resp.DeleteKindManifest {
+				return notFound("kind", args[0]+" "+version)
+			}
+			fmt.Fprintf(a.stdout(), "kind/%s %s deleted\n", args[0], version)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&version, "version", "", "the kind version to delete (required)")
+	return cmd
 }
 
 // completeKindNames completes a KIND argument from the server.

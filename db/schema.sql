@@ -590,6 +590,36 @@ END
 $$;
 
 --
+-- Name: drain_dead_letters(anyarray, uuid[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.drain_dead_letters(p_items anyarray, p_dead uuid[], p_now timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    WITH d AS (
+        SELECT DISTINCT ON (i.resource_id) i.resource_id, i.generation, left(i.error_message, 4096) AS message
+          FROM unnest(p_items) i
+         WHERE i.task_type = 'reconcile' AND i.resource_id = ANY (p_dead) AND i.error_message IS NOT NULL
+         ORDER BY i.resource_id
+    ), cond AS (
+        INSERT INTO resource_conditions AS c (resource_id, type, status, reason, message, observed_generation,
+                                              last_transition_time)
+        SELECT d.resource_id, 'Synced', 'False', 'DeadLettered', d.message, d.generation, p_now FROM d
+        ON CONFLICT (resource_id, type) DO UPDATE
+           SET status               = EXCLUDED.status,
+               reason               = EXCLUDED.reason,
+               message              = EXCLUDED.message,
+               observed_generation  = EXCLUDED.observed_generation,
+               last_transition_time = CASE WHEN c.status IS DISTINCT FROM EXCLUDED.status
+                                           THEN EXCLUDED.last_transition_time ELSE c.last_transition_time END
+    )
+    INSERT INTO resource_events (resource_id, type, reason, message, created_at)
+    SELECT d.resource_id, 'Warning', 'DeadLettered', d.message, p_now FROM d;
+END
+$$;
+
+--
 -- Name: drain_finish_deletes(anyarray, boolean, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -695,6 +725,8 @@ DECLARE
     v_dels    boolean := false;
     v_ops     boolean := false;
     v_conds   boolean := false;
+    v_pdead   uuid[];
+    v_dead    uuid[] := '{}';
     v_subst   uuid[];
     v_resched uuid[];
     i         int;
@@ -757,7 +789,10 @@ BEGIN
                  WHERE u.shard_id BETWEEN v_plo AND v_phi
                  ORDER BY u.shard_id, u.resource_id, u.task_type, u.op_id, u.claim_epoch DESC, u.id DESC) o
     ), tgt AS MATERIALIZED (
-        SELECT oc.*, w.tid, w.kind, w.version, w.generation AS task_gen, w.trigger, w.attempts, w.leased
+        SELECT oc.*, w.tid, w.kind, w.version, w.generation AS task_gen, w.trigger, w.attempts, w.leased,
+               coalesce(oc.retry AND oc.task_type = 'reconcile' AND dl.max_attempts > 0
+                        AND w.attempts + 1 >= dl.max_attempts, false) AS dead,
+               dl.max_attempts
           FROM oc
           CROSS JOIN LATERAL (
               SELECT w.ctid AS tid, w.kind, w.version, w.generation, w.trigger, w.attempts,
@@ -768,6 +803,10 @@ BEGIN
                  AND w.task_type = oc.task_type AND w.op_id = oc.op_id
                  AND w.claim_epoch = oc.claim_epoch
                  FOR UPDATE) w
+          LEFT JOIN LATERAL (
+              SELECT kc.max_transient_attempts AS max_attempts
+                FROM kind_config kc
+               WHERE oc.retry AND kc.kind = w.kind AND kc.version = w.version) dl ON true
     ), cap AS (
         INSERT INTO kind_inflight AS k (kind, version, range_lo, in_flight)
         SELECT t.kind, t.version, p_lo, -count(*)
@@ -777,14 +816,19 @@ BEGIN
         ON CONFLICT (kind, version, range_lo) DO UPDATE SET in_flight = k.in_flight + EXCLUDED.in_flight
     )
     SELECT array_agg(ROW(t.resource_id, t.shard_id, t.task_type, t.op_id, t.kind, t.version, t.task_gen, t.trigger,
-                         t.attempts, t.retry, t.status, t.health_ok, t.advance_synced_gen, t.conditions,
-                         t.error_message, t.error_terminal, t.finalizer, t.operation_output)::drain_item),
+                         t.attempts, t.retry AND NOT t.dead, t.status, t.health_ok, t.advance_synced_gen, t.conditions,
+                         CASE WHEN t.dead
+                              THEN format('dead-lettered after %s transient failures in a row (max_transient_attempts %s): %s',
+                                          t.attempts + 1, t.max_attempts, t.error_message)
+                              ELSE t.error_message END,
+                         t.error_terminal OR t.dead, t.finalizer, t.operation_output)::drain_item),
            bool_or(t.task_type = 'delete' AND t.error_message IS NULL),
            bool_or(t.task_type = 'operate'),
            bool_or(t.error_message IS NOT NULL OR t.conditions IS NOT NULL),
-           array_agg(t.tid) FILTER (WHERE NOT t.retry),
-           array_agg(t.tid) FILTER (WHERE t.retry)
-      INTO v_pitems, v_pdels, v_pops, v_pconds, v_fin, v_rp
+           array_agg(t.tid) FILTER (WHERE NOT t.retry OR t.dead),
+           array_agg(t.tid) FILTER (WHERE t.retry AND NOT t.dead),
+           array_agg(t.resource_id) FILTER (WHERE t.dead)
+      INTO v_pitems, v_pdels, v_pops, v_pconds, v_fin, v_rp, v_pdead
       FROM tgt t;
     -- Finish and re-pend by TID in statements of their own: tgt may have
     -- locked a row's newer version (a heartbeat that committed while it
@@ -812,6 +856,7 @@ BEGIN
     END IF;
     IF v_pitems IS NOT NULL THEN
         v_items := v_items || v_pitems;
+        v_dead := v_dead || coalesce(v_pdead, '{}');
         v_dels := v_dels OR v_pdels;
         v_ops := v_ops OR v_pops;
         v_conds := v_conds OR v_pconds;
@@ -832,6 +877,9 @@ BEGIN
 
     -- 6. conditions, operations
     PERFORM drain_conditions(v_items, v_conds, p_now);
+    IF cardinality(v_dead) > 0 THEN
+        PERFORM drain_dead_letters(v_items, v_dead, p_now);
+    END IF;
     IF v_ops THEN
         PERFORM drain_finish_operations(v_items, p_now);
     END IF;
@@ -1017,13 +1065,13 @@ BEGIN
     WITH batch AS (
         DELETE FROM resource_phase_deltas
          WHERE id IN (SELECT id FROM resource_phase_deltas ORDER BY id LIMIT p_max)
-        RETURNING kind, phase, dn
+        RETURNING kind, version, phase, dn
     ), agg AS (
-        SELECT kind, phase, sum(dn) AS dn, count(*) AS rows FROM batch GROUP BY kind, phase
+        SELECT kind, version, phase, sum(dn) AS dn, count(*) AS rows FROM batch GROUP BY kind, version, phase
     ), up AS (
-        INSERT INTO resource_phase_counts AS c (kind, phase, n)
-        SELECT kind, phase, dn FROM agg ORDER BY kind, phase
-        ON CONFLICT (kind, phase) DO UPDATE SET n = c.n + EXCLUDED.n
+        INSERT INTO resource_phase_counts AS c (kind, version, phase, n)
+        SELECT kind, version, phase, dn FROM agg ORDER BY kind, version, phase
+        ON CONFLICT (kind, version, phase) DO UPDATE SET n = c.n + EXCLUDED.n
     )
     SELECT coalesce(sum(rows), 0) INTO v_n FROM agg;
     DELETE FROM resource_phase_counts WHERE n = 0;
@@ -1104,7 +1152,7 @@ BEGIN
       INTO v_composer, v_rollup
       FROM jsonb_array_elements(m->'reactions') r;
     INSERT INTO kind_config AS c (kind, version, max_inflight, task_deadline_secs, resync_interval_secs,
-                                  resync_recomposes, orphan_grace_secs, finalizer_name,
+                                  resync_recomposes, orphan_grace_secs, max_transient_attempts, finalizer_name,
                                   has_composer, has_rollup, is_reactor)
     VALUES (NEW.kind, NEW.version,
             coalesce((m->>'max_inflight')::numeric::int, 0),
@@ -1112,6 +1160,7 @@ BEGIN
             coalesce((m->>'resync_interval_secs')::numeric::int, 0),
             coalesce((m->>'resync_recomposes')::boolean, false),
             coalesce((m->>'orphan_grace_secs')::numeric::int, 0),
+            coalesce((m->>'max_transient_attempts')::numeric::int, 20),
             kind_manifest_finalizer(m),
             coalesce(v_composer, false), coalesce(v_rollup, false), NEW.is_reactor)
     ON CONFLICT (kind, version) DO UPDATE
@@ -1826,8 +1875,8 @@ CREATE FUNCTION public.resources_count_delete() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    INSERT INTO resource_phase_deltas (kind, phase, dn)
-    SELECT kind, phase, -count(*) FROM old_rows GROUP BY kind, phase;
+    INSERT INTO resource_phase_deltas (kind, version, phase, dn)
+    SELECT kind, version, phase, -count(*) FROM old_rows GROUP BY kind, version, phase;
     RETURN NULL;
 END
 $$;
@@ -1840,8 +1889,8 @@ CREATE FUNCTION public.resources_count_insert() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    INSERT INTO resource_phase_deltas (kind, phase, dn)
-    SELECT kind, phase, count(*) FROM new_rows GROUP BY kind, phase;
+    INSERT INTO resource_phase_deltas (kind, version, phase, dn)
+    SELECT kind, version, phase, count(*) FROM new_rows GROUP BY kind, version, phase;
     RETURN NULL;
 END
 $$;
@@ -1854,13 +1903,13 @@ CREATE FUNCTION public.resources_count_update() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    INSERT INTO resource_phase_deltas (kind, phase, dn)
-    SELECT kind, phase, sum(dn) FROM (
-        SELECT o.kind, o.phase, -1 AS dn FROM old_rows o
+    INSERT INTO resource_phase_deltas (kind, version, phase, dn)
+    SELECT kind, version, phase, sum(dn) FROM (
+        SELECT o.kind, o.version, o.phase, -1 AS dn FROM old_rows o
         UNION ALL
-        SELECT n.kind, n.phase, 1 FROM new_rows n
+        SELECT n.kind, n.version, n.phase, 1 FROM new_rows n
     ) d
-    GROUP BY kind, phase
+    GROUP BY kind, version, phase
     HAVING sum(dn) <> 0;
     RETURN NULL;
 END
@@ -2081,6 +2130,7 @@ BEGIN
          ORDER BY c.shard_id, c.id
         ON CONFLICT (shard_id, resource_id, task_type, op_id) DO UPDATE
            SET generation      = EXCLUDED.generation,
+               version         = EXCLUDED.version,
                trigger         = EXCLUDED.trigger,
                provider_config = EXCLUDED.provider_config,
                provider_bundle = EXCLUDED.provider_bundle,
@@ -2296,7 +2346,8 @@ DECLARE
     v_ptr      text;
     c_top      text[] := ARRAY['kind','version','description','spec_schema','status_schema','config_schema',
                                'reactions','finalizer_name','max_inflight','task_deadline_secs',
-                               'resync_interval_secs','resync_recomposes','orphan_grace_secs'];
+                               'resync_interval_secs','resync_recomposes','orphan_grace_secs',
+                               'max_transient_attempts'];
     c_rkeys    text[] := ARRAY['name','trigger','emits','verb','finalizer'];
     c_triggers text[] := ARRAY['specChange','childrenSettled','deleteRequested','operation','reactor','resync'];
     c_outcomes text[] := ARRAY['children','edges','configs','status','conditions','finalizer','operationOutput','sideEffect'];
@@ -2326,7 +2377,8 @@ BEGIN
             RETURN manifest_violation('/' || k, 'must be a JSON Schema object', 'schema_invalid');
         END IF;
     END LOOP;
-    FOREACH k IN ARRAY ARRAY['max_inflight','orphan_grace_secs','resync_interval_secs','task_deadline_secs'] LOOP
+    FOREACH k IN ARRAY ARRAY['max_inflight','max_transient_attempts','orphan_grace_secs','resync_interval_secs',
+                             'task_deadline_secs'] LOOP
         IF m ? k AND (jsonb_typeof(m->k) IS DISTINCT FROM 'number'
                       OR (m->>k)::numeric <> trunc((m->>k)::numeric)
                       OR (m->>k)::numeric < 0
@@ -2540,7 +2592,9 @@ CREATE TABLE public.kind_config (
     has_rollup boolean DEFAULT false NOT NULL,
     is_reactor boolean DEFAULT false NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    max_transient_attempts integer DEFAULT 20 NOT NULL,
     CONSTRAINT kind_config_max_inflight_check CHECK ((max_inflight >= 0)),
+    CONSTRAINT kind_config_max_transient_attempts_check CHECK ((max_transient_attempts >= 0)),
     CONSTRAINT kind_config_orphan_grace_secs_check CHECK ((orphan_grace_secs >= 0)),
     CONSTRAINT kind_config_resync_interval_secs_check CHECK ((resync_interval_secs >= 0)),
     CONSTRAINT kind_config_task_deadline_secs_check CHECK ((task_deadline_secs >= 0))
@@ -3058,7 +3112,8 @@ CREATE TABLE public.resource_operations (
 CREATE TABLE public.resource_phase_counts (
     kind text NOT NULL,
     phase text NOT NULL,
-    n bigint NOT NULL
+    n bigint NOT NULL,
+    version text DEFAULT ''::text NOT NULL
 );
 
 --
@@ -3069,7 +3124,8 @@ CREATE TABLE public.resource_phase_deltas (
     id bigint NOT NULL,
     kind text NOT NULL,
     phase text NOT NULL,
-    dn bigint NOT NULL
+    dn bigint NOT NULL,
+    version text DEFAULT ''::text NOT NULL
 );
 
 --
@@ -4499,7 +4555,7 @@ ALTER TABLE ONLY public.resource_operations
 --
 
 ALTER TABLE ONLY public.resource_phase_counts
-    ADD CONSTRAINT resource_phase_counts_pkey PRIMARY KEY (kind, phase);
+    ADD CONSTRAINT resource_phase_counts_pkey PRIMARY KEY (kind, version, phase);
 
 --
 -- Name: resource_phase_deltas resource_phase_deltas_pkey; Type: CONSTRAINT; Schema: public; Owner: -

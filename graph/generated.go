@@ -31,6 +31,7 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
+	Kind() KindResolver
 	Mutation() MutationResolver
 	Operation() OperationResolver
 	ProviderConfig() ProviderConfigResolver
@@ -69,6 +70,12 @@ type ComplexityRoot struct {
 		Type               func(childComplexity int) int
 	}
 
+	DeadLetter struct {
+		Generation func(childComplexity int) int
+		Message    func(childComplexity int) int
+		Since      func(childComplexity int) int
+	}
+
 	Dependency struct {
 		Upstream   func(childComplexity int) int
 		ValueFlows func(childComplexity int) int
@@ -102,16 +109,18 @@ type ComplexityRoot struct {
 		SpecSchema         func(childComplexity int) int
 		StatusSchema       func(childComplexity int) int
 		UpdatedAt          func(childComplexity int) int
+		Usage              func(childComplexity int) int
 		Version            func(childComplexity int) int
 	}
 
 	KindConfig struct {
-		MaxInflight        func(childComplexity int) int
-		OrphanGraceSecs    func(childComplexity int) int
-		ResyncIntervalSecs func(childComplexity int) int
-		ResyncRecomposes   func(childComplexity int) int
-		TaskDeadlineSecs   func(childComplexity int) int
-		UpdatedAt          func(childComplexity int) int
+		MaxInflight          func(childComplexity int) int
+		MaxTransientAttempts func(childComplexity int) int
+		OrphanGraceSecs      func(childComplexity int) int
+		ResyncIntervalSecs   func(childComplexity int) int
+		ResyncRecomposes     func(childComplexity int) int
+		TaskDeadlineSecs     func(childComplexity int) int
+		UpdatedAt            func(childComplexity int) int
 	}
 
 	KindPhaseCount struct {
@@ -120,11 +129,17 @@ type ComplexityRoot struct {
 		Phase func(childComplexity int) int
 	}
 
+	KindUsage struct {
+		Resources func(childComplexity int) int
+		ServedBy  func(childComplexity int) int
+	}
+
 	Mutation struct {
-		ApplyKindManifest    func(childComplexity int, manifest json.RawMessage) int
+		ApplyKindManifest    func(childComplexity int, manifest json.RawMessage, acceptBreaking *bool) int
 		ApplyProviderConfig  func(childComplexity int, input model.ProviderConfigInput) int
 		ApplyReactorBinding  func(childComplexity int, input model.ReactorBindingInput) int
 		ApplyResource        func(childComplexity int, input model.ResourceInput) int
+		DeleteKindManifest   func(childComplexity int, kind string, version string) int
 		DeleteProviderConfig func(childComplexity int, kind string, name string) int
 		DeleteReactorBinding func(childComplexity int, name string) int
 		DeleteResource       func(childComplexity int, kind string, name string) int
@@ -209,6 +224,7 @@ type ComplexityRoot struct {
 		ComposedGeneration  func(childComplexity int) int
 		Conditions          func(childComplexity int) int
 		CreatedAt           func(childComplexity int) int
+		DeadLetter          func(childComplexity int) int
 		Definition          func(childComplexity int) int
 		DeletionRequestedAt func(childComplexity int) int
 		Dependencies        func(childComplexity int) int
@@ -299,6 +315,9 @@ type ComplexityRoot struct {
 
 // region    ************************** generated!.gotpl **************************
 
+type KindResolver interface {
+	Usage(ctx context.Context, obj *model.Kind) (*model.KindUsage, error)
+}
 type MutationResolver interface {
 	ApplyResource(ctx context.Context, input model.ResourceInput) (*model.Resource, error)
 	DeleteResource(ctx context.Context, kind string, name string) (*model.Resource, error)
@@ -306,7 +325,8 @@ type MutationResolver interface {
 	UnquarantineResource(ctx context.Context, kind string, name string) (*model.Resource, error)
 	ResyncResource(ctx context.Context, kind string, name string) (*model.Resource, error)
 	RunOperation(ctx context.Context, kind string, name string, verb string, input json.RawMessage) (*model.Operation, error)
-	ApplyKindManifest(ctx context.Context, manifest json.RawMessage) (*model.Kind, error)
+	ApplyKindManifest(ctx context.Context, manifest json.RawMessage, acceptBreaking *bool) (*model.Kind, error)
+	DeleteKindManifest(ctx context.Context, kind string, version string) (bool, error)
 	UpdateKindConfig(ctx context.Context, kind string, version string, input model.KindConfigInput) (*model.KindConfig, error)
 	ApplyProviderConfig(ctx context.Context, input model.ProviderConfigInput) (*model.ProviderConfig, error)
 	DeleteProviderConfig(ctx context.Context, kind string, name string) (bool, error)
@@ -340,6 +360,8 @@ type ResourceResolver interface {
 	Dependents(ctx context.Context, obj *model.Resource, first *int) ([]*model.Resource, error)
 	Conditions(ctx context.Context, obj *model.Resource) ([]*model.Condition, error)
 	ProviderConfig(ctx context.Context, obj *model.Resource) (*model.ProviderConfig, error)
+
+	DeadLetter(ctx context.Context, obj *model.Resource) (*model.DeadLetter, error)
 
 	Root(ctx context.Context, obj *model.Resource) (*model.Resource, error)
 
@@ -498,6 +520,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Condition.Type(childComplexity), true
 
+	case "DeadLetter.generation":
+		if e.ComplexityRoot.DeadLetter.Generation == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeadLetter.Generation(childComplexity), true
+	case "DeadLetter.message":
+		if e.ComplexityRoot.DeadLetter.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeadLetter.Message(childComplexity), true
+	case "DeadLetter.since":
+		if e.ComplexityRoot.DeadLetter.Since == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeadLetter.Since(childComplexity), true
+
 	case "Dependency.upstream":
 		if e.ComplexityRoot.Dependency.Upstream == nil {
 			break
@@ -639,6 +680,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Kind.UpdatedAt(childComplexity), true
+	case "Kind.usage":
+		if e.ComplexityRoot.Kind.Usage == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Kind.Usage(childComplexity), true
 	case "Kind.version":
 		if e.ComplexityRoot.Kind.Version == nil {
 			break
@@ -652,6 +699,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.KindConfig.MaxInflight(childComplexity), true
+	case "KindConfig.maxTransientAttempts":
+		if e.ComplexityRoot.KindConfig.MaxTransientAttempts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.KindConfig.MaxTransientAttempts(childComplexity), true
 	case "KindConfig.orphanGraceSecs":
 		if e.ComplexityRoot.KindConfig.OrphanGraceSecs == nil {
 			break
@@ -702,6 +755,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.KindPhaseCount.Phase(childComplexity), true
 
+	case "KindUsage.resources":
+		if e.ComplexityRoot.KindUsage.Resources == nil {
+			break
+		}
+
+		return e.ComplexityRoot.KindUsage.Resources(childComplexity), true
+	case "KindUsage.servedBy":
+		if e.ComplexityRoot.KindUsage.ServedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.KindUsage.ServedBy(childComplexity), true
+
 	case "Mutation.applyKindManifest":
 		if e.ComplexityRoot.Mutation.ApplyKindManifest == nil {
 			break
@@ -712,7 +778,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.ApplyKindManifest(childComplexity, args["manifest"].(json.RawMessage)), true
+		return e.ComplexityRoot.Mutation.ApplyKindManifest(childComplexity, args["manifest"].(json.RawMessage), args["acceptBreaking"].(*bool)), true
 	case "Mutation.applyProviderConfig":
 		if e.ComplexityRoot.Mutation.ApplyProviderConfig == nil {
 			break
@@ -746,6 +812,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ApplyResource(childComplexity, args["input"].(model.ResourceInput)), true
+	case "Mutation.deleteKindManifest":
+		if e.ComplexityRoot.Mutation.DeleteKindManifest == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteKindManifest_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteKindManifest(childComplexity, args["kind"].(string), args["version"].(string)), true
 	case "Mutation.deleteProviderConfig":
 		if e.ComplexityRoot.Mutation.DeleteProviderConfig == nil {
 			break
@@ -1200,6 +1277,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Resource.CreatedAt(childComplexity), true
+	case "Resource.deadLetter":
+		if e.ComplexityRoot.Resource.DeadLetter == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Resource.DeadLetter(childComplexity), true
 	case "Resource.definition":
 		if e.ComplexityRoot.Resource.Definition == nil {
 			break
@@ -1805,6 +1888,18 @@ func (ec *executionContext) childFields_Condition(ctx context.Context, field gra
 	return nil, fmt.Errorf("no field named %q was found under type Condition", field.Name)
 }
 
+func (ec *executionContext) childFields_DeadLetter(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "generation":
+		return ec.fieldContext_DeadLetter_generation(ctx, field)
+	case "message":
+		return ec.fieldContext_DeadLetter_message(ctx, field)
+	case "since":
+		return ec.fieldContext_DeadLetter_since(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type DeadLetter", field.Name)
+}
+
 func (ec *executionContext) childFields_Dependency(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "upstream":
@@ -1873,6 +1968,8 @@ func (ec *executionContext) childFields_Kind(ctx context.Context, field graphql.
 		return ec.fieldContext_Kind_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_Kind_updatedAt(ctx, field)
+	case "usage":
+		return ec.fieldContext_Kind_usage(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Kind", field.Name)
 }
@@ -1889,6 +1986,8 @@ func (ec *executionContext) childFields_KindConfig(ctx context.Context, field gr
 		return ec.fieldContext_KindConfig_resyncRecomposes(ctx, field)
 	case "orphanGraceSecs":
 		return ec.fieldContext_KindConfig_orphanGraceSecs(ctx, field)
+	case "maxTransientAttempts":
+		return ec.fieldContext_KindConfig_maxTransientAttempts(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_KindConfig_updatedAt(ctx, field)
 	}
@@ -1905,6 +2004,16 @@ func (ec *executionContext) childFields_KindPhaseCount(ctx context.Context, fiel
 		return ec.fieldContext_KindPhaseCount_count(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type KindPhaseCount", field.Name)
+}
+
+func (ec *executionContext) childFields_KindUsage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "resources":
+		return ec.fieldContext_KindUsage_resources(ctx, field)
+	case "servedBy":
+		return ec.fieldContext_KindUsage_servedBy(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type KindUsage", field.Name)
 }
 
 func (ec *executionContext) childFields_Operation(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2069,6 +2178,8 @@ func (ec *executionContext) childFields_Resource(ctx context.Context, field grap
 		return ec.fieldContext_Resource_composedGeneration(ctx, field)
 	case "failureTerminal":
 		return ec.fieldContext_Resource_failureTerminal(ctx, field)
+	case "deadLetter":
+		return ec.fieldContext_Resource_deadLetter(ctx, field)
 	case "quarantined":
 		return ec.fieldContext_Resource_quarantined(ctx, field)
 	case "providerConfigRef":
@@ -2300,6 +2411,14 @@ func (ec *executionContext) field_Mutation_applyKindManifest_args(ctx context.Co
 		return nil, err
 	}
 	args["manifest"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "acceptBreaking",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["acceptBreaking"] = arg1
 	return args, nil
 }
 
@@ -2342,6 +2461,28 @@ func (ec *executionContext) field_Mutation_applyResource_args(ctx context.Contex
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteKindManifest_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "kind",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["kind"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "version",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["version"] = arg1
 	return args, nil
 }
 
@@ -3497,6 +3638,75 @@ func (ec *executionContext) fieldContext_Condition_synthesized(_ context.Context
 	return graphql.NewScalarFieldContext("Condition", field, false, false, "Boolean")
 }
 
+func (ec *executionContext) _DeadLetter_generation(ctx context.Context, field graphql.CollectedField, obj *model.DeadLetter) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeadLetter_generation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Generation, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeadLetter_generation(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeadLetter", field, false, false, "Int")
+}
+
+func (ec *executionContext) _DeadLetter_message(ctx context.Context, field graphql.CollectedField, obj *model.DeadLetter) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeadLetter_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeadLetter_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeadLetter", field, false, false, "String")
+}
+
+func (ec *executionContext) _DeadLetter_since(ctx context.Context, field graphql.CollectedField, obj *model.DeadLetter) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeadLetter_since(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Since, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeadLetter_since(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeadLetter", field, false, false, "Time")
+}
+
 func (ec *executionContext) _Dependency_upstream(ctx context.Context, field graphql.CollectedField, obj *model.Dependency) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4094,6 +4304,38 @@ func (ec *executionContext) fieldContext_Kind_updatedAt(_ context.Context, field
 	return graphql.NewScalarFieldContext("Kind", field, false, false, "Time")
 }
 
+func (ec *executionContext) _Kind_usage(ctx context.Context, field graphql.CollectedField, obj *model.Kind) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Kind_usage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Kind().Usage(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.KindUsage) graphql.Marshaler {
+			return ec.marshalNKindUsage2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐKindUsage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Kind_usage(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Kind",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_KindUsage(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _KindConfig_maxInflight(ctx context.Context, field graphql.CollectedField, obj *model.KindConfig) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4209,6 +4451,29 @@ func (ec *executionContext) fieldContext_KindConfig_orphanGraceSecs(_ context.Co
 	return graphql.NewScalarFieldContext("KindConfig", field, false, false, "Int")
 }
 
+func (ec *executionContext) _KindConfig_maxTransientAttempts(ctx context.Context, field graphql.CollectedField, obj *model.KindConfig) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_KindConfig_maxTransientAttempts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxTransientAttempts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_KindConfig_maxTransientAttempts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("KindConfig", field, false, false, "Int")
+}
+
 func (ec *executionContext) _KindConfig_updatedAt(ctx context.Context, field graphql.CollectedField, obj *model.KindConfig) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4299,6 +4564,52 @@ func (ec *executionContext) _KindPhaseCount_count(ctx context.Context, field gra
 }
 func (ec *executionContext) fieldContext_KindPhaseCount_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("KindPhaseCount", field, false, false, "Int")
+}
+
+func (ec *executionContext) _KindUsage_resources(ctx context.Context, field graphql.CollectedField, obj *model.KindUsage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_KindUsage_resources(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Resources, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_KindUsage_resources(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("KindUsage", field, false, false, "Int")
+}
+
+func (ec *executionContext) _KindUsage_servedBy(ctx context.Context, field graphql.CollectedField, obj *model.KindUsage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_KindUsage_servedBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ServedBy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_KindUsage_servedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("KindUsage", field, false, false, "Int")
 }
 
 func (ec *executionContext) _Mutation_applyResource(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -4575,7 +4886,7 @@ func (ec *executionContext) _Mutation_applyKindManifest(ctx context.Context, fie
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().ApplyKindManifest(ctx, fc.Args["manifest"].(json.RawMessage))
+			return ec.Resolvers.Mutation().ApplyKindManifest(ctx, fc.Args["manifest"].(json.RawMessage), fc.Args["acceptBreaking"].(*bool))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Kind) graphql.Marshaler {
@@ -4603,6 +4914,50 @@ func (ec *executionContext) fieldContext_Mutation_applyKindManifest(ctx context.
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_applyKindManifest_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteKindManifest(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteKindManifest(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteKindManifest(ctx, fc.Args["kind"].(string), fc.Args["version"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteKindManifest(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteKindManifest_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -6907,6 +7262,38 @@ func (ec *executionContext) fieldContext_Resource_failureTerminal(_ context.Cont
 	return graphql.NewScalarFieldContext("Resource", field, false, false, "Boolean")
 }
 
+func (ec *executionContext) _Resource_deadLetter(ctx context.Context, field graphql.CollectedField, obj *model.Resource) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Resource_deadLetter(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Resource().DeadLetter(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.DeadLetter) graphql.Marshaler {
+			return ec.marshalODeadLetter2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐDeadLetter(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Resource_deadLetter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Resource",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DeadLetter(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Resource_quarantined(ctx context.Context, field graphql.CollectedField, obj *model.Resource) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -9160,7 +9547,7 @@ func (ec *executionContext) unmarshalInputKindConfigInput(ctx context.Context, o
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"maxInflight", "taskDeadlineSecs", "resyncIntervalSecs", "resyncRecomposes", "orphanGraceSecs"}
+	fieldsInOrder := [...]string{"maxInflight", "taskDeadlineSecs", "resyncIntervalSecs", "resyncRecomposes", "orphanGraceSecs", "maxTransientAttempts"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -9202,6 +9589,13 @@ func (ec *executionContext) unmarshalInputKindConfigInput(ctx context.Context, o
 				return it, err
 			}
 			it.OrphanGraceSecs = data
+		case "maxTransientAttempts":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxTransientAttempts"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxTransientAttempts = data
 		}
 	}
 	return it, nil
@@ -9611,6 +10005,49 @@ func (ec *executionContext) _Condition(ctx context.Context, sel ast.SelectionSet
 	return out
 }
 
+var deadLetterImplementors = []string{"DeadLetter"}
+
+func (ec *executionContext) _DeadLetter(ctx context.Context, sel ast.SelectionSet, obj *model.DeadLetter) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, deadLetterImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("DeadLetter")
+		case "generation":
+			out.Values[i] = ec._DeadLetter_generation(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "message":
+			out.Values[i] = ec._DeadLetter_message(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "since":
+			out.Values[i] = ec._DeadLetter_since(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var dependencyImplementors = []string{"Dependency"}
 
 func (ec *executionContext) _Dependency(ctx context.Context, sel ast.SelectionSet, obj *model.Dependency) graphql.Marshaler {
@@ -9759,73 +10196,79 @@ func (ec *executionContext) _Kind(ctx context.Context, sel ast.SelectionSet, obj
 		case "name":
 			out.Values[i] = ec._Kind_name(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "version":
 			out.Values[i] = ec._Kind_version(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "description":
 			out.Values[i] = ec._Kind_description(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "specSchema":
 			out.Values[i] = ec._Kind_specSchema(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "statusSchema":
 			out.Values[i] = ec._Kind_statusSchema(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "configSchema":
 			out.Values[i] = ec._Kind_configSchema(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "reactions":
 			out.Values[i] = ec._Kind_reactions(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "finalizerName":
 			out.Values[i] = ec._Kind_finalizerName(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "isReactor":
 			out.Values[i] = ec._Kind_isReactor(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "config":
 			out.Values[i] = ec._Kind_config(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "manifest":
 			out.Values[i] = ec._Kind_manifest(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "manifestGeneration":
 			out.Values[i] = ec._Kind_manifestGeneration(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "createdAt":
 			out.Values[i] = ec._Kind_createdAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "updatedAt":
 			out.Values[i] = ec._Kind_updatedAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "usage":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Kind_usage(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -9879,6 +10322,11 @@ func (ec *executionContext) _KindConfig(ctx context.Context, sel ast.SelectionSe
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "maxTransientAttempts":
+			out.Values[i] = ec._KindConfig_maxTransientAttempts(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "updatedAt":
 			out.Values[i] = ec._KindConfig_updatedAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -9924,6 +10372,44 @@ func (ec *executionContext) _KindPhaseCount(ctx context.Context, sel ast.Selecti
 			}
 		case "count":
 			out.Values[i] = ec._KindPhaseCount_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var kindUsageImplementors = []string{"KindUsage"}
+
+func (ec *executionContext) _KindUsage(ctx context.Context, sel ast.SelectionSet, obj *model.KindUsage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, kindUsageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("KindUsage")
+		case "resources":
+			out.Values[i] = ec._KindUsage_resources(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "servedBy":
+			out.Values[i] = ec._KindUsage_servedBy(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -10008,6 +10494,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "applyKindManifest":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_applyKindManifest(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteKindManifest":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteKindManifest(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -10683,6 +11176,12 @@ func (ec *executionContext) _Resource(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "deadLetter":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Resource_deadLetter(ctx, field, obj)
+				})
 		case "quarantined":
 			out.Values[i] = ec._Resource_quarantined(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -11697,6 +12196,14 @@ func (ec *executionContext) marshalNKindPhaseCount2ᚖgithubᚗcomᚋconvergeᚑ
 	return ec._KindPhaseCount(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNKindUsage2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐKindUsage(ctx context.Context, sel ast.SelectionSet, v *model.KindUsage) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "KindUsage!")
+		return graphql.Null
+	}
+	return ec._KindUsage(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNMemberRole2githubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐMemberRole(ctx context.Context, v any) (model.MemberRole, error) {
 	var res model.MemberRole
 	err := res.UnmarshalGQL(v)
@@ -12281,6 +12788,13 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	_ = ctx
 	res := graphql.MarshalBoolean(*v)
 	return res
+}
+
+func (ec *executionContext) marshalODeadLetter2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐDeadLetter(ctx context.Context, sel ast.SelectionSet, v *model.DeadLetter) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._DeadLetter(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOID2ᚖstring(ctx context.Context, v any) (*string, error) {

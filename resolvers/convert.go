@@ -129,6 +129,7 @@ func toKindConfig(c store.KindConfig) *model.KindConfig {
 	return &model.KindConfig{
 		MaxInflight: c.MaxInflight, TaskDeadlineSecs: c.TaskDeadlineSecs, ResyncIntervalSecs: c.ResyncIntervalSecs,
 		ResyncRecomposes: c.ResyncRecomposes, OrphanGraceSecs: c.OrphanGraceSecs, UpdatedAt: c.UpdatedAt,
+		MaxTransientAttempts: c.MaxTransientAttempts,
 	}
 }
 

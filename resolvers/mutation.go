@@ -65,8 +65,8 @@ func (m mutationResolver) RunOperation(ctx context.Context, kind, name, verb str
 	return toOperation(op), nil
 }
 
-func (m mutationResolver) ApplyKindManifest(ctx context.Context, manifest json.RawMessage) (*model.Kind, error) {
-	k, _, err := m.store.ApplyManifest(ctx, manifest)
+func (m mutationResolver) ApplyKindManifest(ctx context.Context, manifest json.RawMessage, acceptBreaking *bool) (*model.Kind, error) {
+	k, _, err := m.store.ApplyManifestWith(ctx, manifest, store.ManifestApplyOptions{AcceptBreaking: deref(acceptBreaking)})
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,8 @@ func (m mutationResolver) ApplyKindManifest(ctx context.Context, manifest json.R
 func (m mutationResolver) UpdateKindConfig(ctx context.Context, kind, version string, in model.KindConfigInput) (*model.KindConfig, error) {
 	c, err := m.store.UpdateKindConfig(ctx, kind, version, store.KindConfigPatch{MaxInflight: in.MaxInflight,
 		TaskDeadlineSecs: in.TaskDeadlineSecs, ResyncIntervalSecs: in.ResyncIntervalSecs,
-		ResyncRecomposes: in.ResyncRecomposes, OrphanGraceSecs: in.OrphanGraceSecs})
+		ResyncRecomposes: in.ResyncRecomposes, OrphanGraceSecs: in.OrphanGraceSecs,
+		MaxTransientAttempts: in.MaxTransientAttempts})
 	if err != nil {
 		return nil, err
 	}

@@ -79,6 +79,9 @@ func (r *Resolver) Operation() graph.OperationResolver { return operationResolve
 // ProviderConfig returns the provider config field resolver.
 func (r *Resolver) ProviderConfig() graph.ProviderConfigResolver { return providerConfigResolver{r} }
 
+// Kind returns the Kind field resolvers.
+func (r *Resolver) Kind() graph.KindResolver { return kindResolver{r} }
+
 type (
 	queryResolver          struct{ *Resolver }
 	mutationResolver       struct{ *Resolver }
@@ -86,4 +89,5 @@ type (
 	resourceResolver       struct{ *Resolver }
 	operationResolver      struct{ *Resolver }
 	providerConfigResolver struct{ *Resolver }
+	kindResolver           struct{ *Resolver }
 )

@@ -49,7 +49,13 @@ func (h *Handler) presentError(ctx context.Context, err error) *gqlerror.Error {
 	ext := map[string]any{}
 	var inv *store.InvalidError
 	var lim *limitError
+	var brk *store.BreakingChangeError
 	switch {
+	case errors.As(err, &brk):
+		ext["code"], ext["rule"] = codeConflict, "breaking_change"
+		ext["kind"], ext["version"], ext["resourceCount"] = brk.Kind, brk.Version, brk.Count
+		ext["resources"], ext["fields"], ext["others"] = nonNil(brk.Resources), nonNil(brk.Fields), nonNil(brk.Others)
+		out.Message = brk.Error()
 	case errors.As(err, &inv):
 		ext["code"] = codeBadUserInput
 		field, pointer := splitField(inv.Field)
@@ -142,4 +148,11 @@ func presentProtocolError(out, gqlErr *gqlerror.Error) *gqlerror.Error {
 		out.Extensions["code"] = codeBadUserInput
 	}
 	return out
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

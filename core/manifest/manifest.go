@@ -202,7 +202,15 @@ type KindManifest struct {
 	ResyncIntervalSecs int  `json:"resync_interval_secs,omitempty"`
 	ResyncRecomposes   bool `json:"resync_recomposes,omitempty"`
 	OrphanGraceSecs    int  `json:"orphan_grace_secs,omitempty"`
+	// MaxTransientAttempts bounds a reconcile's transient failures in a
+	// row before it is dead-lettered (terminal). nil = the default,
+	// DefaultMaxTransientAttempts; 0 = never.
+	MaxTransientAttempts *int `json:"max_transient_attempts,omitempty"`
 }
+
+// DefaultMaxTransientAttempts is the dead-letter bound a manifest that names
+// none seeds (kind_manifest_after_apply seeds the same).
+const DefaultMaxTransientAttempts = 20
 
 // KindVersion names one served (kind, version) pair.
 type KindVersion struct {

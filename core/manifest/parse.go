@@ -15,6 +15,8 @@ type wireManifest struct {
 	TaskDeadlineSecs   json.Number `json:"task_deadline_secs"`
 	ResyncIntervalSecs json.Number `json:"resync_interval_secs"`
 	OrphanGraceSecs    json.Number `json:"orphan_grace_secs"`
+	// MaxTransientAttempts shadows the embedded pointer field.
+	MaxTransientAttempts json.Number `json:"max_transient_attempts"`
 }
 
 // Parse validates raw against the legality lattice (ValidateManifest),
@@ -53,6 +55,14 @@ func Parse(raw []byte) (KindManifest, error) {
 			return KindManifest{}, fmt.Errorf("decode manifest: policy value %s is not a non-negative integer", f.num)
 		}
 		*f.dst = n
+	}
+	if w.MaxTransientAttempts != "" {
+		n, ok := wholeNumber(string(w.MaxTransientAttempts), maxPolicyInt)
+		if !ok { // unreachable after ValidateManifest
+			return KindManifest{}, fmt.Errorf("decode manifest: policy value %s is not a non-negative integer",
+				w.MaxTransientAttempts)
+		}
+		m.MaxTransientAttempts = &n
 	}
 	if m.Version == "" {
 		m.Version = DefaultVersion

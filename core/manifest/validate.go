@@ -73,11 +73,12 @@ var (
 var (
 	topLevelKeys = []string{"kind", "version", "description", "spec_schema", "status_schema", "config_schema",
 		"reactions", "finalizer_name", "max_inflight", "task_deadline_secs",
-		"resync_interval_secs", "resync_recomposes", "orphan_grace_secs"}
+		"resync_interval_secs", "resync_recomposes", "orphan_grace_secs", "max_transient_attempts"}
 	reactionKeys = []string{"name", "trigger", "emits", "verb", "finalizer"}
 	// schemaKeys and policyIntKeys are in the order the DB checks them.
 	schemaKeys    = []string{"config_schema", "spec_schema", "status_schema"}
-	policyIntKeys = []string{"max_inflight", "orphan_grace_secs", "resync_interval_secs", "task_deadline_secs"}
+	policyIntKeys = []string{"max_inflight", "max_transient_attempts", "orphan_grace_secs", "resync_interval_secs",
+		"task_deadline_secs"}
 )
 
 // maxPolicyInt is the largest policy value (kind_config's columns are int4).

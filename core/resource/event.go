@@ -29,6 +29,13 @@ const (
 	ReasonDeletionRequested  = "DeletionRequested"
 	ReasonResyncRequested    = "ResyncRequested"
 	ReasonOperationRequested = "OperationRequested"
+	// ReasonDeadLettered: the drain stopped retrying a reconcile that failed
+	// transiently max_transient_attempts times in a row (an event, and the
+	// reason of the Synced=False condition).
+	ReasonDeadLettered = "DeadLettered"
+	// ReasonVersionMigrated: an apply moved the resource to another version
+	// of its kind.
+	ReasonVersionMigrated = "VersionMigrated"
 )
 
 // ActorSystem is the actor of an event nobody in particular caused.

@@ -22,6 +22,8 @@ const (
 	Created    ApplyOutcome = "created"
 	Configured ApplyOutcome = "configured"
 	Unchanged  ApplyOutcome = "unchanged"
+	// Migrated: an existing resource applied at another version of its kind.
+	Migrated ApplyOutcome = "migrated"
 )
 
 // Kind is an applied kind manifest with its live operational config.
@@ -49,7 +51,10 @@ type KindConfig struct {
 	ResyncIntervalSecs int
 	ResyncRecomposes   bool
 	OrphanGraceSecs    int
-	UpdatedAt          time.Time
+	// MaxTransientAttempts: a reconcile failing transiently this many times
+	// in a row is dead-lettered (terminal); 0 = never.
+	MaxTransientAttempts int
+	UpdatedAt            time.Time
 }
 
 // KindConfigPatch is a partial update of a KindConfig: nil fields are kept.
@@ -59,11 +64,14 @@ type KindConfigPatch struct {
 	ResyncIntervalSecs *int
 	ResyncRecomposes   *bool
 	OrphanGraceSecs    *int
+	// MaxTransientAttempts: the dead-letter bound (0 = never).
+	MaxTransientAttempts *int
 }
 
 const kindColumns = `m.kind, m.version, m.manifest, m.manifest_gen, m.is_reactor, m.created_at, m.updated_at,
 	coalesce(c.max_inflight, 0), coalesce(c.task_deadline_secs, 0), coalesce(c.resync_interval_secs, 0),
-	coalesce(c.resync_recomposes, false), coalesce(c.orphan_grace_secs, 0), coalesce(c.updated_at, m.updated_at)`
+	coalesce(c.resync_recomposes, false), coalesce(c.orphan_grace_secs, 0), coalesce(c.updated_at, m.updated_at),
+	coalesce(c.max_transient_attempts, 0)`
 
 const kindFrom = `kind_manifest m LEFT JOIN kind_config c ON c.kind = m.kind AND c.version = m.version`
 
@@ -72,7 +80,7 @@ func (s *Store) scanKind(ctx context.Context, q querier, row pgx.Row) (Kind, err
 	var raw []byte
 	err := row.Scan(&k.Name, &k.Version, &raw, &k.ManifestGen, &k.IsReactor, &k.CreatedAt, &k.UpdatedAt,
 		&k.Config.MaxInflight, &k.Config.TaskDeadlineSecs, &k.Config.ResyncIntervalSecs,
-		&k.Config.ResyncRecomposes, &k.Config.OrphanGraceSecs, &k.Config.UpdatedAt)
+		&k.Config.ResyncRecomposes, &k.Config.OrphanGraceSecs, &k.Config.UpdatedAt, &k.Config.MaxTransientAttempts)
 	if err != nil {
 		return Kind{}, err
 	}
@@ -90,7 +98,26 @@ func (s *Store) scanKind(ctx context.Context, q querier, row pgx.Row) (Kind, err
 // changed (jsonb equality: a re-apply differing only in whitespace or key
 // order is Unchanged and writes nothing). The kind_config seed and the
 // kind_manifest_changed NOTIFY come from the table's trigger.
+//
+// The schema-stability gate: re-applying an existing (kind, version) whose
+// spec_schema changed validates every stored resource of it against the new
+// schema (checkSchemaStable) and refuses the apply with a
+// *BreakingChangeError naming them when any would be rejected or carries a
+// required field the new schema drops — unless opts.AcceptBreaking. A new
+// version is never gated: it has no resources yet.
 func (s *Store) ApplyManifest(ctx context.Context, raw []byte) (Kind, ApplyOutcome, error) {
+	return s.ApplyManifestWith(ctx, raw, ManifestApplyOptions{})
+}
+
+// ManifestApplyOptions are the owner's explicit choices for one apply.
+type ManifestApplyOptions struct {
+	// AcceptBreaking applies a spec_schema change the stored resources
+	// would fail (they keep their specs; their next edit must satisfy it).
+	AcceptBreaking bool
+}
+
+// ApplyManifestWith is ApplyManifest with the owner's options.
+func (s *Store) ApplyManifestWith(ctx context.Context, raw []byte, opts ManifestApplyOptions) (Kind, ApplyOutcome, error) {
 	m, err := manifest.Parse(raw)
 	if err != nil {
 		var ve *manifest.ValidationError
@@ -105,6 +132,11 @@ func (s *Store) ApplyManifest(ctx context.Context, raw []byte) (Kind, ApplyOutco
 		outcome = Unchanged
 	)
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		if !opts.AcceptBreaking {
+			if err := gateManifest(ctx, tx, kv, m.SpecSchema); err != nil {
+				return err
+			}
+		}
 		var inserted bool
 		err := tx.QueryRow(ctx, `
 			INSERT INTO kind_manifest AS m (kind, version, manifest) VALUES ($1, $2, $3::jsonb)
@@ -201,6 +233,7 @@ func (s *Store) UpdateKindConfig(ctx context.Context, kind, version string, p Ki
 		{"taskDeadlineSecs", p.TaskDeadlineSecs},
 		{"resyncIntervalSecs", p.ResyncIntervalSecs},
 		{"orphanGraceSecs", p.OrphanGraceSecs},
+		{"maxTransientAttempts", p.MaxTransientAttempts},
 	} {
 		if f.v != nil && (*f.v < 0 || *f.v > math.MaxInt32) {
 			return KindConfig{}, invalid(f.name, "policy_invalid", "must be a non-negative integer ≤ %d, got %d", math.MaxInt32, *f.v)
@@ -221,12 +254,16 @@ func (s *Store) UpdateKindConfig(ctx context.Context, kind, version string, p Ki
 			resync_interval_secs = coalesce($5, resync_interval_secs),
 			resync_recomposes    = coalesce($6, resync_recomposes),
 			orphan_grace_secs    = coalesce($7, orphan_grace_secs),
+			max_transient_attempts = coalesce($8, max_transient_attempts),
 			updated_at           = now()
 		WHERE kind = $1 AND version = $2
 		  AND EXISTS (SELECT 1 FROM kind_manifest m WHERE m.kind = $1 AND m.version = $2)
-		RETURNING max_inflight, task_deadline_secs, resync_interval_secs, resync_recomposes, orphan_grace_secs, updated_at`,
+		RETURNING max_inflight, task_deadline_secs, resync_interval_secs, resync_recomposes, orphan_grace_secs,
+		          updated_at, max_transient_attempts`,
 		kind, version, p.MaxInflight, p.TaskDeadlineSecs, p.ResyncIntervalSecs, p.ResyncRecomposes, p.OrphanGraceSecs,
-	).Scan(&c.MaxInflight, &c.TaskDeadlineSecs, &c.ResyncIntervalSecs, &c.ResyncRecomposes, &c.OrphanGraceSecs, &c.UpdatedAt)
+		p.MaxTransientAttempts,
+	).Scan(&c.MaxInflight, &c.TaskDeadlineSecs, &c.ResyncIntervalSecs, &c.ResyncRecomposes, &c.OrphanGraceSecs,
+		&c.UpdatedAt, &c.MaxTransientAttempts)
 	if err != nil {
 		return KindConfig{}, mapErr(err, fmt.Sprintf("kind %s/%s", kind, version))
 	}

@@ -197,19 +197,19 @@ func TestKindConfig_SeedNeverClobbersAnOperatorEdit(t *testing.T) {
 
 	_, _, err := e.store.ApplyManifest(ctx, []byte(withCap(5)))
 	require.NoError(t, err)
-	require.Equal(t, KindConfig{MaxInflight: 5, TaskDeadlineSecs: 30}, cfg(), "the first apply seeds the config")
+	require.Equal(t, KindConfig{MaxInflight: 5, TaskDeadlineSecs: 30, MaxTransientAttempts: 20}, cfg(), "the first apply seeds the config")
 
 	got, err := e.store.UpdateKindConfig(ctx, "capped", "v1", KindConfigPatch{MaxInflight: ptr(7), ResyncRecomposes: ptr(true)})
 	require.NoError(t, err)
 	got.UpdatedAt = time.Time{}
-	require.Equal(t, KindConfig{MaxInflight: 7, TaskDeadlineSecs: 30, ResyncRecomposes: true}, got,
+	require.Equal(t, KindConfig{MaxInflight: 7, TaskDeadlineSecs: 30, ResyncRecomposes: true, MaxTransientAttempts: 20}, got,
 		"nil patch fields are kept")
 
 	k, outcome, err := e.store.ApplyManifest(ctx, []byte(withCap(9)))
 	require.NoError(t, err)
 	require.Equal(t, Configured, outcome)
 	require.Equal(t, 9, k.Manifest.MaxInflight, "the manifest carries the new seed")
-	require.Equal(t, KindConfig{MaxInflight: 7, TaskDeadlineSecs: 30, ResyncRecomposes: true}, cfg(),
+	require.Equal(t, KindConfig{MaxInflight: 7, TaskDeadlineSecs: 30, ResyncRecomposes: true, MaxTransientAttempts: 20}, cfg(),
 		"the operator's edit survives the re-apply")
 }
 

@@ -111,7 +111,8 @@ var errApplyRace = errors.New("concurrent create")
 // Each write appends a resource event (Created, SpecUpdated, LabelsUpdated).
 // Errors: unknown kind, reactor kind, unknown version, schema violation,
 // bad name or labels, bad providerConfigRef → *InvalidError; a resource
-// being deleted or a different version → ErrConflict. Nothing is written
+// being deleted → ErrConflict. Naming another applied version of the kind
+// migrates the resource live (migrateResource): Migrated. Nothing is written
 // when anything fails.
 func (s *Store) ApplyResource(ctx context.Context, in ApplyResourceInput) (resource.Resource, ApplyOutcome, error) {
 	if err := validateName("name", in.Name); err != nil {
@@ -163,9 +164,12 @@ type kindVersionRow struct {
 	isReactor bool
 }
 
+// kindVersions reads the kind's applied versions under a key-share lock, so
+// a manifest re-apply's stability gate (which locks the row FOR UPDATE)
+// never races a resource written against the schema it replaces.
 func (s *Store) kindVersions(ctx context.Context, q querier, kind string) ([]kindVersionRow, error) {
 	rows, err := q.Query(ctx,
-		`SELECT version, manifest_gen, is_reactor FROM kind_manifest WHERE kind = $1 ORDER BY version`, kind)
+		`SELECT version, manifest_gen, is_reactor FROM kind_manifest WHERE kind = $1 ORDER BY version FOR KEY SHARE`, kind)
 	if err != nil {
 		return nil, mapErr(err, "kind "+kind)
 	}
@@ -220,11 +224,8 @@ func (s *Store) applyResource(ctx context.Context, tx pgx.Tx, in ApplyResourceIn
 	}
 
 	want := in.Version
-	if exists {
-		if want != "" && want != cur.Version {
-			return resource.Resource{}, "", conflict("%s is version %s, not %s (a version change is not an update)",
-				what, cur.Version, want)
-		}
+	migrate := exists && want != "" && want != cur.Version
+	if exists && !migrate {
 		want = cur.Version
 	}
 	kv, err := pickVersion("kind", in.Kind, want, versions)
@@ -245,6 +246,10 @@ func (s *Store) applyResource(ctx context.Context, tx pgx.Tx, in ApplyResourceIn
 	if !exists {
 		r, err := createResource(ctx, tx, in, kv.version)
 		return r, Created, err
+	}
+	if migrate {
+		r, err := migrateResource(ctx, tx, in, cur, kv.version, what)
+		return r, Migrated, err
 	}
 	if sameSpec && sameLabels && cur.ProviderConfigRef == in.ProviderConfigRef {
 		return cur, Unchanged, nil

@@ -19,14 +19,19 @@
 --      Several results for one task coalesce to the newest. Finished rows are
 --      deleted; a transient reconcile failure for the live spec and a failed
 --      delete re-pend the same row with exponential backoff (attempts+1,
---      not_before, lease cleared). Capped kinds give their in-flight back to
---      the drainer's kind_inflight partial (range_lo = p_lo);
+--      not_before, lease cleared) — unless that failure is the kind's
+--      max_transient_attempts-th in a row (kind_config; 0 = no bound): then
+--      the reconcile is dead-lettered, finished as a terminal failure whose
+--      message says so, so a poison pill never re-queues forever. Capped
+--      kinds give their in-flight back to the drainer's kind_inflight
+--      partial (range_lo = p_lo);
 --   3. drain_value_flows: upstream statuses into dependents' specs, before
 --      the status update, so the cascade sees them at their new generation;
 --   4. drain_apply: the coalesced status update (the cascade) and its events;
 --   5. drain_finish_deletes: finalizers stripped, delete failures recorded;
---   6. drain_conditions, drain_finish_operations: conditions on transition
---      only, operations finished;
+--   6. drain_conditions, drain_dead_letters, drain_finish_operations:
+--      conditions on transition only (a dead letter's Synced=False reason
+--      DeadLettered and its event), operations finished;
 --   7. the re-gate: resources still lagging after the update, and dependents
 --      re-substituted by an upstream that was already synced, go back through
 --      schedule_candidates.
@@ -58,6 +63,8 @@ DECLARE
     v_dels    boolean := false;
     v_ops     boolean := false;
     v_conds   boolean := false;
+    v_pdead   uuid[];
+    v_dead    uuid[] := '{}';
     v_subst   uuid[];
     v_resched uuid[];
     i         int;
@@ -120,7 +127,10 @@ BEGIN
                  WHERE u.shard_id BETWEEN v_plo AND v_phi
                  ORDER BY u.shard_id, u.resource_id, u.task_type, u.op_id, u.claim_epoch DESC, u.id DESC) o
     ), tgt AS MATERIALIZED (
-        SELECT oc.*, w.tid, w.kind, w.version, w.generation AS task_gen, w.trigger, w.attempts, w.leased
+        SELECT oc.*, w.tid, w.kind, w.version, w.generation AS task_gen, w.trigger, w.attempts, w.leased,
+               coalesce(oc.retry AND oc.task_type = 'reconcile' AND dl.max_attempts > 0
+                        AND w.attempts + 1 >= dl.max_attempts, false) AS dead,
+               dl.max_attempts
           FROM oc
           CROSS JOIN LATERAL (
               SELECT w.ctid AS tid, w.kind, w.version, w.generation, w.trigger, w.attempts,
@@ -131,6 +141,10 @@ BEGIN
                  AND w.task_type = oc.task_type AND w.op_id = oc.op_id
                  AND w.claim_epoch = oc.claim_epoch
                  FOR UPDATE) w
+          LEFT JOIN LATERAL (
+              SELECT kc.max_transient_attempts AS max_attempts
+                FROM kind_config kc
+               WHERE oc.retry AND kc.kind = w.kind AND kc.version = w.version) dl ON true
     ), cap AS (
         INSERT INTO kind_inflight AS k (kind, version, range_lo, in_flight)
         SELECT t.kind, t.version, p_lo, -count(*)
@@ -140,14 +154,19 @@ BEGIN
         ON CONFLICT (kind, version, range_lo) DO UPDATE SET in_flight = k.in_flight + EXCLUDED.in_flight
     )
     SELECT array_agg(ROW(t.resource_id, t.shard_id, t.task_type, t.op_id, t.kind, t.version, t.task_gen, t.trigger,
-                         t.attempts, t.retry, t.status, t.health_ok, t.advance_synced_gen, t.conditions,
-                         t.error_message, t.error_terminal, t.finalizer, t.operation_output)::drain_item),
+                         t.attempts, t.retry AND NOT t.dead, t.status, t.health_ok, t.advance_synced_gen, t.conditions,
+                         CASE WHEN t.dead
+                              THEN format('dead-lettered after %s transient failures in a row (max_transient_attempts %s): %s',
+                                          t.attempts + 1, t.max_attempts, t.error_message)
+                              ELSE t.error_message END,
+                         t.error_terminal OR t.dead, t.finalizer, t.operation_output)::drain_item),
            bool_or(t.task_type = 'delete' AND t.error_message IS NULL),
            bool_or(t.task_type = 'operate'),
            bool_or(t.error_message IS NOT NULL OR t.conditions IS NOT NULL),
-           array_agg(t.tid) FILTER (WHERE NOT t.retry),
-           array_agg(t.tid) FILTER (WHERE t.retry)
-      INTO v_pitems, v_pdels, v_pops, v_pconds, v_fin, v_rp
+           array_agg(t.tid) FILTER (WHERE NOT t.retry OR t.dead),
+           array_agg(t.tid) FILTER (WHERE t.retry AND NOT t.dead),
+           array_agg(t.resource_id) FILTER (WHERE t.dead)
+      INTO v_pitems, v_pdels, v_pops, v_pconds, v_fin, v_rp, v_pdead
       FROM tgt t;
     -- Finish and re-pend by TID in statements of their own: tgt may have
     -- locked a row's newer version (a heartbeat that committed while it
@@ -175,6 +194,7 @@ BEGIN
     END IF;
     IF v_pitems IS NOT NULL THEN
         v_items := v_items || v_pitems;
+        v_dead := v_dead || coalesce(v_pdead, '{}');
         v_dels := v_dels OR v_pdels;
         v_ops := v_ops OR v_pops;
         v_conds := v_conds OR v_pconds;
@@ -195,6 +215,9 @@ BEGIN
 
     -- 6. conditions, operations
     PERFORM drain_conditions(v_items, v_conds, p_now);
+    IF cardinality(v_dead) > 0 THEN
+        PERFORM drain_dead_letters(v_items, v_dead, p_now);
+    END IF;
     IF v_ops THEN
         PERFORM drain_finish_operations(v_items, p_now);
     END IF;

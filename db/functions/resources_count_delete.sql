@@ -3,8 +3,8 @@
 CREATE OR REPLACE FUNCTION resources_count_delete() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO resource_phase_deltas (kind, phase, dn)
-    SELECT kind, phase, -count(*) FROM old_rows GROUP BY kind, phase;
+    INSERT INTO resource_phase_deltas (kind, version, phase, dn)
+    SELECT kind, version, phase, -count(*) FROM old_rows GROUP BY kind, version, phase;
     RETURN NULL;
 END
 $$;

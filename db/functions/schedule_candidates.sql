@@ -13,7 +13,8 @@
 -- The attached providerconfig (provider_config_ref) is snapshotted into the
 -- row: spec → provider_config, data → provider_bundle.
 -- ON CONFLICT is gen-gated: only an unleased row is touched, and only to raise
--- its generation (which also resets its backoff), so re-running is idempotent
+-- its generation (which also resets its backoff, and takes the resource's
+-- version: a live version migration bumps generation), so re-running is idempotent
 -- and never disturbs a running task. Rows are written in key order, so two
 -- drainers scheduling the same roots and dependents queue up rather than
 -- deadlock. A rollup root that failed only the descendant gate is armed in
@@ -82,6 +83,7 @@ BEGIN
          ORDER BY c.shard_id, c.id
         ON CONFLICT (shard_id, resource_id, task_type, op_id) DO UPDATE
            SET generation      = EXCLUDED.generation,
+               version         = EXCLUDED.version,
                trigger         = EXCLUDED.trigger,
                provider_config = EXCLUDED.provider_config,
                provider_bundle = EXCLUDED.provider_bundle,

@@ -32,7 +32,8 @@ DECLARE
     v_ptr      text;
     c_top      text[] := ARRAY['kind','version','description','spec_schema','status_schema','config_schema',
                                'reactions','finalizer_name','max_inflight','task_deadline_secs',
-                               'resync_interval_secs','resync_recomposes','orphan_grace_secs'];
+                               'resync_interval_secs','resync_recomposes','orphan_grace_secs',
+                               'max_transient_attempts'];
     c_rkeys    text[] := ARRAY['name','trigger','emits','verb','finalizer'];
     c_triggers text[] := ARRAY['specChange','childrenSettled','deleteRequested','operation','reactor','resync'];
     c_outcomes text[] := ARRAY['children','edges','configs','status','conditions','finalizer','operationOutput','sideEffect'];
@@ -62,7 +63,8 @@ BEGIN
             RETURN manifest_violation('/' || k, 'must be a JSON Schema object', 'schema_invalid');
         END IF;
     END LOOP;
-    FOREACH k IN ARRAY ARRAY['max_inflight','orphan_grace_secs','resync_interval_secs','task_deadline_secs'] LOOP
+    FOREACH k IN ARRAY ARRAY['max_inflight','max_transient_attempts','orphan_grace_secs','resync_interval_secs',
+                             'task_deadline_secs'] LOOP
         IF m ? k AND (jsonb_typeof(m->k) IS DISTINCT FROM 'number'
                       OR (m->>k)::numeric <> trunc((m->>k)::numeric)
                       OR (m->>k)::numeric < 0

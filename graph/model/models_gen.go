@@ -59,6 +59,16 @@ type Condition struct {
 	Synthesized bool `json:"synthesized"`
 }
 
+// Why a resource's reconcile stopped retrying: the poison-pill bound of its kind was reached.
+type DeadLetter struct {
+	// The generation that was dead-lettered.
+	Generation int `json:"generation"`
+	// How many transient failures in a row, the bound and the last error.
+	Message string `json:"message"`
+	// When it was dead-lettered.
+	Since time.Time `json:"since"`
+}
+
 // An upstream edge: the resource this one waits on, and the values copied from it.
 type Dependency struct {
 	// The upstream resource.
@@ -121,6 +131,8 @@ type Kind struct {
 	CreatedAt time.Time `json:"createdAt"`
 	// When the manifest last changed.
 	UpdatedAt time.Time `json:"updatedAt"`
+	// How many resources are instances of this version and how many live members serve it.
+	Usage *KindUsage `json:"usage"`
 }
 
 // A kind's runtime-editable operational policy.
@@ -135,6 +147,8 @@ type KindConfig struct {
 	ResyncRecomposes bool `json:"resyncRecomposes"`
 	// The grace window before a dropped child is torn down, in seconds.
 	OrphanGraceSecs int `json:"orphanGraceSecs"`
+	// Transient failures in a row after which a reconcile is dead-lettered (terminal until a spec edit); 0 = never.
+	MaxTransientAttempts int `json:"maxTransientAttempts"`
 	// When the policy last changed.
 	UpdatedAt time.Time `json:"updatedAt"`
 }
@@ -151,6 +165,8 @@ type KindConfigInput struct {
 	ResyncRecomposes *bool `json:"resyncRecomposes,omitempty"`
 	// The grace window before a dropped child is torn down, in seconds.
 	OrphanGraceSecs *int `json:"orphanGraceSecs,omitempty"`
+	// Transient failures in a row after which a reconcile is dead-lettered; 0 = never.
+	MaxTransientAttempts *int `json:"maxTransientAttempts,omitempty"`
 }
 
 // How many resources of one kind are in one phase.
@@ -161,6 +177,14 @@ type KindPhaseCount struct {
 	Phase Phase `json:"phase"`
 	// How many.
 	Count int `json:"count"`
+}
+
+// How much one kind version is in use.
+type KindUsage struct {
+	// The resources that are instances of this version (from the folded phase counts: no table count).
+	Resources int `json:"resources"`
+	// The live members whose broker has a worker serving this version connected.
+	ServedBy int `json:"servedBy"`
 }
 
 // Writes. Each is one transaction: nothing is written when one fails.

@@ -87,6 +87,10 @@ WITH want AS (
 ), upd AS (
     UPDATE resources r
        SET version             = w.version,
+           -- a version change is a live migration: a new generation, so a
+           -- worker of the new version reconciles it (a spec change bumps
+           -- it too, in the trigger, to the same value)
+           generation          = CASE WHEN r.version <> w.version THEN r.generation + 1 ELSE r.generation END,
            labels              = w.labels,
            spec                = w.spec,
            provider_config_ref = w.ref,

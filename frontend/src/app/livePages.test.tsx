@@ -10,7 +10,7 @@ import { BindingsPage } from '../bindings/BindingsPage';
 const at = '2026-01-01T00:00:00Z';
 const binding = (name: string, enabled = true) => ({ name, watchKind: 'bom', transition: 'SYNCED', reactor: 'statussink', labelMatch: {}, enabled, createdAt: at, updatedAt: at });
 const policy = (maxInflight: number) => ({ maxInflight, taskDeadlineSecs: 0, resyncIntervalSecs: 0, resyncRecomposes: false, orphanGraceSecs: 0, updatedAt: at });
-const kind = (name: string, maxInflight = 0) => ({ name, version: 'v1', description: null, isReactor: false, finalizerName: null, manifestGeneration: 1, updatedAt: at, reactions: [], config: policy(maxInflight) });
+const kind = (name: string, maxInflight = 0) => ({ name, version: 'v1', description: null, isReactor: false, finalizerName: null, manifestGeneration: 1, updatedAt: at, reactions: [], config: policy(maxInflight), usage: { resources: 0, servedBy: 0 } });
 const config = (name: string) => ({ id: `id-${name}`, kind: 'vpc', name, isDefault: false, spec: {}, data: null, owner: null, createdAt: at, updatedAt: at });
 
 // A fake API: queries answer from `data`; subscriptions are captured so a

@@ -11,7 +11,7 @@ import { JsonEditor, JsonView, parseJSON } from '../json/JsonEditor';
 import { countsInOrder, formatCount, formatTime, phaseClass, phaseLabel, prettyJSON } from '../resources/mappers';
 import { emptyList, listSearch } from '../resources/filters';
 import { ErrorBox } from '../widgets/ErrorBox';
-import { MANIFEST_TEMPLATE, outcomesText, policyDraft, policyInput, reactionRole, triggerText, type PolicyDraft, type PolicyField } from './mappers';
+import { breakingChange, MANIFEST_TEMPLATE, outcomesText, policyDraft, policyInput, reactionRole, triggerText, type PolicyDraft, type PolicyField } from './mappers';
 
 function kindsHref(sel: string | null, version: string | null, apply = false) {
   const q = new URLSearchParams();
@@ -55,6 +55,8 @@ export function KindsPage() {
                   <th scope="col">Version</th>
                   <th scope="col">Type</th>
                   <th scope="col">Reactions</th>
+                  <th scope="col" className="num">Resources</th>
+                  <th scope="col" className="num">Served by</th>
                   <th scope="col" className="num">Cap</th>
                   <th scope="col">Updated</th>
                 </tr>
@@ -68,6 +70,10 @@ export function KindsPage() {
                     <td>{k.version}</td>
                     <td>{k.isReactor ? 'reactor' : 'work'}</td>
                     <td>{k.reactions.map((r) => reactionRole(r)).join(', ')}</td>
+                    <td className="num">{k.isReactor ? '—' : formatCount(k.usage.resources)}</td>
+                    <td className="num" title="live members with a worker serving this version">
+                      {k.usage.servedBy}
+                    </td>
                     <td className="num">{k.config.maxInflight || '∞'}</td>
                     <td>{formatTime(k.updatedAt)}</td>
                   </tr>
@@ -191,6 +197,7 @@ const POLICY_FIELDS: Array<{ f: PolicyField; label: string; help: string }> = [
   { f: 'taskDeadlineSecs', label: 'Task deadline (s)', help: '0 = none' },
   { f: 'resyncIntervalSecs', label: 'Resync interval (s)', help: '0 = off' },
   { f: 'orphanGraceSecs', label: 'Orphan grace (s)', help: '0 = prune at once' },
+  { f: 'maxTransientAttempts', label: 'Dead-letter after', help: 'transient failures in a row; 0 = retry forever' },
 ];
 
 function PolicyForm({ kind, onSaved }: { kind: KindSummaryFragment; onSaved: () => void }) {
@@ -247,16 +254,20 @@ function PolicyForm({ kind, onSaved }: { kind: KindSummaryFragment; onSaved: () 
 function ManifestForm({ initial, onApplied, onCancel }: { initial: string; onApplied: (k: KindSummaryFragment) => void; onCancel: () => void }) {
   const [text, setText] = useState(initial);
   const [apply, state] = useMutation(ApplyKindManifestDocument);
-  const fe = fieldErrors(state.error);
+  const breaking = breakingChange(state.error);
+  const fe = fieldErrors(breaking ? null : state.error);
+  const submit = (acceptBreaking: boolean) => {
+    const m = parseJSON(text);
+    if (!m.ok) return;
+    apply({ manifest: m.value as JSONValue, acceptBreaking }).then((r) => onApplied(r.applyKindManifest), () => {});
+  };
   return (
     <form
       className="editor"
       aria-label="Apply a kind manifest"
       onSubmit={(e) => {
         e.preventDefault();
-        const m = parseJSON(text);
-        if (!m.ok) return;
-        apply({ manifest: m.value as JSONValue }).then((r) => onApplied(r.applyKindManifest), () => {});
+        submit(false);
       }}
     >
       <JsonEditor label="Manifest (JSON, the kind fixture format)" value={text} onChange={setText} rows={16} errors={fe.fields.filter((f) => f.field === 'manifest')} />
@@ -267,6 +278,18 @@ function ManifestForm({ initial, onApplied, onCancel }: { initial: string; onApp
         </p>
       ))}
       {fe.general.length ? <ErrorBox error={fe.general.join('; ')} /> : null}
+      {breaking ? (
+        <div className="error-box" role="alert" data-testid="breaking-change">
+          <p>
+            The new spec schema breaks {formatCount(breaking.resourceCount)} stored resource{breaking.resourceCount === 1 ? '' : 's'}: {breaking.resources.join(', ')}
+            {breaking.resourceCount > breaking.resources.length ? ` and ${formatCount(breaking.resourceCount - breaking.resources.length)} more` : ''}.
+          </p>
+          <p>Fields: {breaking.fields.join(', ')}. Publish it as a new version (a new <code>version</code>), or accept it.</p>
+          <button type="button" className="danger" disabled={state.running} onClick={() => submit(true)}>
+            Apply anyway (accept breaking)
+          </button>
+        </div>
+      ) : null}
       <div className="form-actions">
         <button type="submit" className="primary" disabled={state.running}>
           {state.running ? 'Applying…' : 'Apply manifest'}

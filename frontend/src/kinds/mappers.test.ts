@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { policyDraft, policyInput, reactionRole } from './mappers';
+import { breakingChange, policyDraft, policyInput, reactionRole } from './mappers';
 
-const current = { maxInflight: 10, taskDeadlineSecs: 0, resyncIntervalSecs: 60, resyncRecomposes: false, orphanGraceSecs: 0, updatedAt: '' };
+const current = { maxInflight: 10, taskDeadlineSecs: 0, resyncIntervalSecs: 60, resyncRecomposes: false, orphanGraceSecs: 0, maxTransientAttempts: 20, updatedAt: '' };
 
 describe('policyInput', () => {
   it('sends only the fields that changed', () => {
@@ -28,5 +28,23 @@ describe('reactionRole', () => {
     { reason: 'verb', r: { trigger: 'OPERATION', emits: ['OPERATION_OUTPUT'], verb: 'ping' }, want: 'operator verb ping' },
   ] as const)('$reason', ({ r, want }) => {
     expect(reactionRole({ name: 'x', verb: null, finalizer: null, ...r, emits: [...r.emits] })).toBe(want);
+  });
+});
+
+describe('breakingChange', () => {
+  it('reads the gate refusal', () => {
+    const err = { errors: [{ message: 'breaks 2', extensions: { code: 'CONFLICT', rule: 'breaking_change', resourceCount: 2, resources: ['a', 'b'], fields: ['spec/team [type]'] } }] };
+    expect(breakingChange(err)).toEqual({ message: 'breaks 2', resourceCount: 2, resources: ['a', 'b'], fields: ['spec/team [type]'] });
+  });
+  it('is null for other errors', () => {
+    expect(breakingChange({ errors: [{ message: 'x', extensions: { code: 'BAD_USER_INPUT' } }] })).toBeNull();
+    expect(breakingChange(null)).toBeNull();
+  });
+});
+
+describe('policyInput maxTransientAttempts', () => {
+  it('sends the dead-letter bound when changed', () => {
+    const d = { ...policyDraft(current), maxTransientAttempts: '3' };
+    expect(policyInput(d, current)).toEqual({ input: { maxTransientAttempts: 3 }, errors: {} });
   });
 });

@@ -43,6 +43,7 @@ export interface PolicyDraft {
   resyncIntervalSecs: string;
   resyncRecomposes: boolean;
   orphanGraceSecs: string;
+  maxTransientAttempts: string;
 }
 
 export function policyDraft(p: KindPolicyFragment): PolicyDraft {
@@ -52,10 +53,11 @@ export function policyDraft(p: KindPolicyFragment): PolicyDraft {
     resyncIntervalSecs: String(p.resyncIntervalSecs),
     resyncRecomposes: p.resyncRecomposes,
     orphanGraceSecs: String(p.orphanGraceSecs),
+    maxTransientAttempts: String(p.maxTransientAttempts),
   };
 }
 
-export type PolicyField = 'maxInflight' | 'taskDeadlineSecs' | 'resyncIntervalSecs' | 'orphanGraceSecs';
+export type PolicyField = 'maxInflight' | 'taskDeadlineSecs' | 'resyncIntervalSecs' | 'orphanGraceSecs' | 'maxTransientAttempts';
 
 /**
  * policyInput turns the form into the partial update the server takes:
@@ -64,7 +66,7 @@ export type PolicyField = 'maxInflight' | 'taskDeadlineSecs' | 'resyncIntervalSe
 export function policyInput(draft: PolicyDraft, current: KindPolicyFragment): { input: Partial<KindPolicyFragment>; errors: Partial<Record<PolicyField, string>> } {
   const input: Partial<KindPolicyFragment> = {};
   const errors: Partial<Record<PolicyField, string>> = {};
-  for (const f of ['maxInflight', 'taskDeadlineSecs', 'resyncIntervalSecs', 'orphanGraceSecs'] as const) {
+  for (const f of ['maxInflight', 'taskDeadlineSecs', 'resyncIntervalSecs', 'orphanGraceSecs', 'maxTransientAttempts'] as const) {
     const t = draft[f].trim();
     if (!/^\d+$/.test(t)) {
       errors[f] = 'a whole number, 0 or more';
@@ -90,3 +92,20 @@ export const MANIFEST_TEMPLATE = `{
   "max_inflight": 0
 }
 `;
+
+/** A refused manifest apply: the stored resources and fields its new spec_schema would break. */
+export interface BreakingChange {
+  message: string;
+  resourceCount: number;
+  resources: string[];
+  fields: string[];
+}
+
+/** breakingChange picks the schema-stability gate's refusal out of an API error (null when it is not one). */
+export function breakingChange(err: { errors: readonly { message: string; extensions?: Record<string, unknown> }[] } | null | undefined): BreakingChange | null {
+  const e = err?.errors.find((x) => x.extensions?.rule === 'breaking_change');
+  if (!e) return null;
+  const x = e.extensions ?? {};
+  const strings = (v: unknown) => (Array.isArray(v) ? v.filter((s): s is string => typeof s === 'string') : []);
+  return { message: e.message, resourceCount: typeof x.resourceCount === 'number' ? x.resourceCount : 0, resources: strings(x.resources), fields: strings(x.fields) };
+}

@@ -8,6 +8,7 @@ import { ResourceDetailDocument, ResourceHistoryDocument, ResourceWatchDocument,
 import { JsonView } from '../json/JsonEditor';
 import { ErrorBox } from '../widgets/ErrorBox';
 import { ChildrenList } from './ChildrenList';
+import { DeadLetter } from './DeadLetter';
 import { DetailActions } from './DetailActions';
 import type { ResourceRef } from './filters';
 import { failureOf, formatTime, generationState, isComposite, labelEntries, type Detail } from './mappers';
@@ -42,6 +43,7 @@ export function DetailPanel({ target, onClose, hrefOf, childrenHref }: { target:
       {d ? (
         <>
           <DetailActions detail={d} onChanged={q.refetch} />
+          <DeadLetter target={target} stamp={`${d.generation}|${d.updatedAt}`} />
           <Facts d={d} hrefOf={hrefOf} />
           <Section title="Conditions">
             <Conditions d={d} />

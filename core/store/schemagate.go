@@ -1,0 +1,243 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/converge-run/converge/core/manifest"
+)
+
+// MaxBrokenListed bounds the resources a BreakingChangeError names (its
+// Count is the full number).
+const MaxBrokenListed = 20
+
+// BreakingChangeError refuses a kind manifest change that would break what
+// is stored: a re-applied spec_schema that rejects stored resources or drops
+// a required field they carry, or the removal of a kind version that still
+// has resources (or, for its last version, providerconfigs or reactor
+// bindings naming it). errors.Is(err, ErrConflict). Resources names at most
+// MaxBrokenListed of them, by name; Count is how many there are.
+type BreakingChangeError struct {
+	Kind, Version string
+	// Op is what was refused: "apply" or "delete".
+	Op string
+	// Count is how many stored resources it would break (or strand).
+	Count int
+	// Resources names the first MaxBrokenListed, by name.
+	Resources []string
+	// Fields names what breaks: "spec/cidr [required]", "spec/ipv4 [dropped]".
+	Fields []string
+	// Others names what else a delete would strand ("providerconfig vpc/default").
+	Others []string
+}
+
+func (e *BreakingChangeError) Error() string {
+	var b strings.Builder
+	kv := e.Kind + "/" + e.Version
+	if e.Op == "delete" {
+		fmt.Fprintf(&b, "kind %s still has %d resource(s)", kv, e.Count)
+	} else {
+		fmt.Fprintf(&b, "the new spec_schema of kind %s breaks %d stored resource(s)", kv, e.Count)
+	}
+	if len(e.Resources) > 0 {
+		b.WriteString(": " + strings.Join(e.Resources, ", "))
+		if e.Count > len(e.Resources) {
+			fmt.Fprintf(&b, " and %d more", e.Count-len(e.Resources))
+		}
+	}
+	if len(e.Fields) > 0 {
+		b.WriteString("; fields: " + strings.Join(e.Fields, ", "))
+	}
+	if len(e.Others) > 0 {
+		if e.Count == 0 {
+			b.Reset()
+			fmt.Fprintf(&b, "kind %s is the kind's last version", kv)
+		}
+		b.WriteString("; still named by " + strings.Join(e.Others, ", "))
+	}
+	if e.Op == "delete" {
+		b.WriteString(" (migrate them to another version by applying them at it, or delete them, first)")
+	} else {
+		b.WriteString(" (publish the change as a new version, or re-apply with acceptBreaking to accept it)")
+	}
+	return b.String()
+}
+
+// Is makes a BreakingChangeError an ErrConflict.
+func (e *BreakingChangeError) Is(target error) bool { return target == ErrConflict }
+
+// checkSchemaStable is the schema-stability gate of a manifest re-apply:
+// every stored resource of (kind, version) is validated against the new
+// spec_schema, and the old schema's required fields the new one drops are
+// looked for in their specs. The caller holds the manifest row FOR UPDATE,
+// and resource applies take that row's key-share lock (kindVersions), so no
+// resource is applied against the old schema while the scan runs. The scan
+// streams the kind's rows once, in name order.
+func checkSchemaStable(ctx context.Context, tx pgx.Tx, kv manifest.KindVersion, oldSpec, newSpec json.RawMessage) error {
+	schema, err := manifest.CompileSchema("/spec_schema", newSpec)
+	if err != nil {
+		return invalid("manifest/spec_schema", "schema_invalid", "%v", err)
+	}
+	dropped := manifest.DroppedRequired(oldSpec, newSpec)
+	rows, err := tx.Query(ctx, `SELECT name, spec FROM resources WHERE kind = $1 AND version = $2 ORDER BY name`,
+		kv.Kind, kv.Version)
+	if err != nil {
+		return mapErr(err, "kind "+kv.String()+": stored resources")
+	}
+	defer rows.Close()
+	brk := &BreakingChangeError{Kind: kv.Kind, Version: kv.Version, Op: "apply"}
+	fields := map[string]bool{}
+	addField := func(f string) {
+		if !fields[f] && len(brk.Fields) < MaxBrokenListed {
+			fields[f] = true
+			brk.Fields = append(brk.Fields, f)
+		}
+	}
+	for rows.Next() {
+		var (
+			name string
+			spec json.RawMessage
+		)
+		if err := rows.Scan(&name, &spec); err != nil {
+			return mapErr(err, "kind "+kv.String()+": stored resources")
+		}
+		broken := false
+		if err := schema.Validate(spec); err != nil {
+			var se *manifest.SchemaError
+			if !errors.As(err, &se) {
+				return fmt.Errorf("kind %s: validate stored resource %s: %w", kv, name, err)
+			}
+			for _, v := range se.Violations {
+				addField(fmt.Sprintf("spec%s [%s]", v.Pointer, v.Rule))
+			}
+			broken = true
+		}
+		if len(dropped) > 0 {
+			var top map[string]json.RawMessage
+			if json.Unmarshal(spec, &top) == nil {
+				for _, f := range dropped {
+					if _, ok := top[f]; ok {
+						addField("spec/" + f + " [dropped]")
+						broken = true
+					}
+				}
+			}
+		}
+		if broken {
+			brk.Count++
+			if len(brk.Resources) < MaxBrokenListed {
+				brk.Resources = append(brk.Resources, name)
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return mapErr(err, "kind "+kv.String()+": stored resources")
+	}
+	if brk.Count > 0 {
+		return brk
+	}
+	return nil
+}
+
+// gateManifest locks the applied (kind, version) row, if any, and runs the
+// stability check when the spec_schema changes.
+func gateManifest(ctx context.Context, tx pgx.Tx, kv manifest.KindVersion, newSpec json.RawMessage) error {
+	if len(newSpec) == 0 {
+		newSpec = json.RawMessage("null")
+	}
+	var (
+		oldSpec []byte
+		same    bool
+	)
+	err := tx.QueryRow(ctx, `
+		SELECT manifest->'spec_schema', coalesce(manifest->'spec_schema', 'null'::jsonb) = $3::jsonb
+		  FROM kind_manifest WHERE kind = $1 AND version = $2 FOR UPDATE`,
+		kv.Kind, kv.Version, string(newSpec)).Scan(&oldSpec, &same)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && same) {
+		return nil
+	}
+	if err != nil {
+		return mapErr(err, "kind "+kv.String())
+	}
+	return checkSchemaStable(ctx, tx, kv, oldSpec, newSpec)
+}
+
+// DeleteManifest removes one applied kind version and its live policy
+// (kind_config). It never strands what depends on it: a version that still
+// has resources is refused with a *BreakingChangeError naming them (at most
+// MaxBrokenListed, and the count), and so is the kind's last version while
+// providerconfigs of the kind or reactor bindings naming it remain. false
+// when the version is not applied.
+func (s *Store) DeleteManifest(ctx context.Context, kind, version string) (bool, error) {
+	if kind == "" || version == "" {
+		return false, invalid("version", "version_required", "name both the kind and the version to delete")
+	}
+	kv := manifest.KindVersion{Kind: kind, Version: version}
+	var deleted bool
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var (
+			nVersions int
+			applied   bool
+		)
+		err := tx.QueryRow(ctx, `
+			SELECT count(*), coalesce(bool_or(version = $2), false)
+			  FROM (SELECT version FROM kind_manifest WHERE kind = $1 FOR UPDATE) m`, kind, version).Scan(&nVersions, &applied)
+		if err != nil {
+			return mapErr(err, "kind "+kv.String())
+		}
+		if !applied {
+			return nil
+		}
+		brk, err := strandedBy(ctx, tx, kv, nVersions == 1)
+		if err != nil {
+			return err
+		}
+		if brk != nil {
+			return brk
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM kind_manifest WHERE kind = $1 AND version = $2`, kind, version)
+		if err != nil {
+			return mapErr(err, "kind "+kv.String())
+		}
+		deleted = tag.RowsAffected() == 1
+		if _, err := tx.Exec(ctx, `DELETE FROM kind_config WHERE kind = $1 AND version = $2`, kind, version); err != nil {
+			return mapErr(err, "kind "+kv.String()+": policy")
+		}
+		return nil
+	})
+	return deleted, err
+}
+
+// strandedBy names what deleting kv would strand; nil when nothing.
+func strandedBy(ctx context.Context, tx pgx.Tx, kv manifest.KindVersion, last bool) (*BreakingChangeError, error) {
+	brk := &BreakingChangeError{Kind: kv.Kind, Version: kv.Version, Op: "delete"}
+	err := tx.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM resources WHERE kind = $1 AND version = $2),
+		       coalesce((SELECT array_agg(name ORDER BY name) FROM (
+		                   SELECT name FROM resources WHERE kind = $1 AND version = $2 ORDER BY name LIMIT $3) n), '{}')`,
+		kv.Kind, kv.Version, MaxBrokenListed).Scan(&brk.Count, &brk.Resources)
+	if err != nil {
+		return nil, mapErr(err, "kind "+kv.String()+": resources")
+	}
+	if last {
+		err := tx.QueryRow(ctx, `
+			SELECT coalesce(array_agg(x ORDER BY x), '{}') FROM (
+			    (SELECT 'providerconfig ' || kind || '/' || name AS x FROM providerconfigs WHERE kind = $1
+			      ORDER BY name LIMIT $2)
+			    UNION ALL
+			    (SELECT 'reactor binding ' || name FROM reactor_bindings WHERE reactor = $1 OR watch_kind = $1
+			      ORDER BY name LIMIT $2)) o`, kv.Kind, MaxBrokenListed).Scan(&brk.Others)
+		if err != nil {
+			return nil, mapErr(err, "kind "+kv.String()+": dependents")
+		}
+	}
+	if brk.Count == 0 && len(brk.Others) == 0 {
+		return nil, nil
+	}
+	return brk, nil
+}
