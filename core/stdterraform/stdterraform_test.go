@@ -162,7 +162,7 @@ func TestParseConfig_RefusesBadConfigs(t *testing.T) {
 		`{}`:                                   "module is empty",
 		`{"module":"m","timeout_secs":-1}`:     "timeout_secs -1 is outside",
 		`{"module":"m","backend":{}}`:          "backend.type is empty",
-		`{"module":"m","modle":"x"}`:           `unknown field "modle"`,
+		`{"module":"m","modules":"x"}`:         `unknown field "modules"`,
 		`{"module":"m","max_output_bytes":-5}`: "max_output_bytes -5 is outside",
 	} {
 		_, err := stdterraform.ParseConfig(json.RawMessage(spec))
