@@ -187,16 +187,18 @@ func (g *typeGen) ref(ref, at string) (tref, error) {
 	if !ok {
 		return tref{}, fmt.Errorf("%s: $ref %q: only local #/$defs/NAME and #/definitions/NAME references are supported", at, ref)
 	}
-	name := pascal(ref[strings.LastIndex(ref, "/")+1:])
-	// Reserve the name first, so a recursive reference resolves to it.
+	// Reserve a free name and hand it to the definition's own declaration
+	// (resolve claims hint first), so a recursive reference resolves to it.
+	name := g.unique(pascal(ref[strings.LastIndex(ref, "/")+1:]))
+	delete(g.taken, name)
 	g.defName[ref] = name
 	t, err := g.resolve(d, name, ref)
 	if err != nil {
 		return tref{}, err
 	}
 	if t.named != name {
-		g.defName[ref] = g.unique(name)
-		g.types = append(g.types, &namedType{name: g.defName[ref], doc: d.Description, alias: &t})
+		g.taken[name] = true
+		g.types = append(g.types, &namedType{name: name, doc: d.Description, alias: &t})
 	}
 	return tref{named: g.defName[ref]}, nil
 }
