@@ -119,11 +119,11 @@ func (c Config) binary() (string, error) {
 	return "", fmt.Errorf("no %s on PATH %s", strings.Join(names, " or "), c.Path)
 }
 
-func (c Config) workRoot() (string, error) {
+func (c Config) workRoot(getenv func(string) string) (string, error) {
 	if c.WorkDir != "" {
 		return c.WorkDir, nil
 	}
-	if d := os.Getenv("STDTERRAFORM_WORK_DIR"); d != "" {
+	if d := getenv("STDTERRAFORM_WORK_DIR"); d != "" {
 		return d, nil
 	}
 	d, err := os.UserCacheDir()

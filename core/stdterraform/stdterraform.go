@@ -22,6 +22,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -124,7 +125,7 @@ func (p *Provider) Work(ctx context.Context, req worker.Request) (worker.Outcome
 	if err != nil {
 		return worker.Outcome{}, worker.Terminal(fmt.Errorf("config %q: %w", req.Config.Name, err))
 	}
-	root, err := c.workRoot()
+	root, err := c.workRoot(p.getenv)
 	if err != nil {
 		return worker.Outcome{}, worker.Terminal(err)
 	}
@@ -247,7 +248,7 @@ func (r *runner) run(ctx context.Context, args ...string) (stdio.Result, error) 
 	case res.OutputTooLarge:
 		return res, worker.Terminal(fmt.Errorf("terraform %s: stdout exceeded %d bytes (max_output_bytes)", args[0], r.cfg.MaxOutputBytes))
 	case res.TimedOut:
-		return res, fmt.Errorf("terraform %s: timed out after %s and was killed%s", args[0], res.Took.Round(1e6), res.StderrTail())
+		return res, fmt.Errorf("terraform %s: timed out after %s and was killed%s", args[0], res.Took.Round(time.Millisecond), res.StderrTail())
 	case res.Interrupted != nil:
 		return res, fmt.Errorf("terraform %s: interrupted: %w", args[0], res.Interrupted)
 	case res.ExitCode == 0, args[0] == "plan" && res.ExitCode == 2:
