@@ -34,10 +34,10 @@ property (TypeScript); properties are sorted by name, so the output only
 changes when the schema does. An untyped schema gives a map of any values.
 oneOf/anyOf/allOf and a property of several types become any (Go) or
 unknown (TypeScript).`,
-		Example: `  # Go types for the vpc kind into the package vpc
-  conctl kind types vpc --lang go --out vpc/types.go
+		Example: `  # Go types for the route kind, in the package route
+  conctl kind types route --lang go --out route_types.go
 
-  # TypeScript types for version v2 of the vpc kind
+  # TypeScript types for version v2 of the vpc kind (it has v1 and v2)
   conctl kind types vpc --version v2 --lang ts > vpc.ts`,
 		Args:              exactArgs(1),
 		ValidArgsFunction: a.completeKindNames,
