@@ -29,6 +29,13 @@ const SchemaVar = "schema"
 
 var idRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 
+// celReserved are CEL's reserved words and type names: not usable as ids.
+var celReserved = map[string]bool{"in": true, "as": true, "break": true, "const": true, "continue": true, "else": true,
+	"for": true, "function": true, "if": true, "import": true, "let": true, "loop": true, "package": true, "namespace": true,
+	"return": true, "var": true, "void": true, "while": true, "true": true, "false": true, "null": true, "int": true,
+	"uint": true, "double": true, "bool": true, "string": true, "bytes": true, "list": true, "map": true, "type": true,
+	"null_type": true, "dyn": true}
+
 // resourceFields are what an expression may read of another resource.
 var resourceFields = map[string]bool{"kind": true, "name": true, "labels": true, "spec": true, "status": true}
 
@@ -108,8 +115,9 @@ func Compile(g Graph) (*Plan, error) {
 	ids := map[string]bool{}
 	for i, t := range g.Resources {
 		switch {
-		case !idRE.MatchString(t.ID) || t.ID == SchemaVar:
-			return nil, fmt.Errorf("resources[%d]: id %q must be a lower-case identifier ([a-z][a-z0-9_]*, at most 63) other than %q", i, t.ID, SchemaVar)
+		case !idRE.MatchString(t.ID) || t.ID == SchemaVar || celReserved[t.ID]:
+			return nil, fmt.Errorf("resources[%d]: id %q must be a lower-case identifier ([a-z][a-z0-9_]*, at most 63), not %q and not a CEL reserved word or type name",
+				i, t.ID, SchemaVar)
 		case ids[t.ID]:
 			return nil, fmt.Errorf("resources[%d]: id %q is used twice", i, t.ID)
 		case t.Kind == "":

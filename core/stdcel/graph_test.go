@@ -71,6 +71,7 @@ func TestCompile_RefusesBadGraphs(t *testing.T) {
 			"a.metadata: a resource has kind, name, labels, spec and status"},
 		"unknown depends_on": {`{"resources":[{"id":"a","kind":"k","depends_on":["zz"]}]}`, `depends_on: unknown resource "zz"`},
 		"bad id":             {`{"resources":[{"id":"my-vpc","kind":"k"}]}`, "must be a lower-case identifier"},
+		"reserved id":        {`{"resources":[{"id":"int","kind":"k"}]}`, "not a CEL reserved word"},
 		"duplicate id":       {`{"resources":[{"id":"a","kind":"k"},{"id":"a","kind":"k"}]}`, `id "a" is used twice`},
 		"unterminated":       {`{"resources":[{"id":"a","kind":"k","spec":{"x":"${schema.spec"}}]}`, "unterminated expression"},
 		"syntax":             {`{"resources":[{"id":"a","kind":"k","spec":{"x":"${schema.spec.}"}}]}`, "resources[0] (a): spec.x: ${schema.spec.}"},
