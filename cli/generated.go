@@ -2531,6 +2531,42 @@ func (v *KindRowReactionsReaction) GetVerb() *string { return v.Verb }
 // GetFinalizer returns KindRowReactionsReaction.Finalizer, and is useful for accessing the field via an interface.
 func (v *KindRowReactionsReaction) GetFinalizer() *string { return v.Finalizer }
 
+// KindSchemasKind includes the requested fields of the GraphQL type Kind.
+// The GraphQL type's documentation follows.
+//
+// An applied kind manifest (one version of a kind) with its live operational policy.
+type KindSchemasKind struct {
+	// The kind's name.
+	Name string `json:"name"`
+	// The manifest's version.
+	Version string `json:"version"`
+	// The JSON Schema every resource spec is validated against; null = untyped.
+	SpecSchema *json.RawMessage `json:"specSchema"`
+	// The advisory JSON Schema of the status; null = untyped.
+	StatusSchema *json.RawMessage `json:"statusSchema"`
+}
+
+// GetName returns KindSchemasKind.Name, and is useful for accessing the field via an interface.
+func (v *KindSchemasKind) GetName() string { return v.Name }
+
+// GetVersion returns KindSchemasKind.Version, and is useful for accessing the field via an interface.
+func (v *KindSchemasKind) GetVersion() string { return v.Version }
+
+// GetSpecSchema returns KindSchemasKind.SpecSchema, and is useful for accessing the field via an interface.
+func (v *KindSchemasKind) GetSpecSchema() *json.RawMessage { return v.SpecSchema }
+
+// GetStatusSchema returns KindSchemasKind.StatusSchema, and is useful for accessing the field via an interface.
+func (v *KindSchemasKind) GetStatusSchema() *json.RawMessage { return v.StatusSchema }
+
+// KindSchemasResponse is returned by KindSchemas on success.
+type KindSchemasResponse struct {
+	// One kind; version defaults to its only version. null when there is none.
+	Kind *KindSchemasKind `json:"kind"`
+}
+
+// GetKind returns KindSchemasResponse.Kind, and is useful for accessing the field via an interface.
+func (v *KindSchemasResponse) GetKind() *KindSchemasKind { return v.Kind }
+
 // ListClusterMembersClusterMembersClusterMember includes the requested fields of the GraphQL type ClusterMember.
 // The GraphQL type's documentation follows.
 //
@@ -6825,6 +6861,18 @@ func (v *__GetResourceInput) GetKind() string { return v.Kind }
 // GetName returns __GetResourceInput.Name, and is useful for accessing the field via an interface.
 func (v *__GetResourceInput) GetName() string { return v.Name }
 
+// __KindSchemasInput is used internally by genqlient
+type __KindSchemasInput struct {
+	Name    string  `json:"name"`
+	Version *string `json:"version"`
+}
+
+// GetName returns __KindSchemasInput.Name, and is useful for accessing the field via an interface.
+func (v *__KindSchemasInput) GetName() string { return v.Name }
+
+// GetVersion returns __KindSchemasInput.Version, and is useful for accessing the field via an interface.
+func (v *__KindSchemasInput) GetVersion() *string { return v.Version }
+
 // __ListProviderConfigsInput is used internally by genqlient
 type __ListProviderConfigsInput struct {
 	Kind  *string `json:"kind"`
@@ -7813,6 +7861,45 @@ func GetResource(
 	}
 
 	data_ = &GetResourceResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The query executed by KindSchemas.
+const KindSchemas_Operation = `
+query KindSchemas ($name: String!, $version: String) {
+	kind(name: $name, version: $version) {
+		name
+		version
+		specSchema
+		statusSchema
+	}
+}
+`
+
+func KindSchemas(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	name string,
+	version *string,
+) (data_ *KindSchemasResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "KindSchemas",
+		Query:  KindSchemas_Operation,
+		Variables: &__KindSchemasInput{
+			Name:    name,
+			Version: version,
+		},
+	}
+
+	data_ = &KindSchemasResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(

@@ -26,18 +26,20 @@ type kindConfigFlags struct {
 func (a *app) kindCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "kind",
-		Short: "Kinds' live operational policy: conctl kind config KIND",
+		Short: "Kinds' live operational policy and generated types: conctl kind config|types KIND",
 		Long: `Commands on a kind as a whole. The kind's manifest is applied with conctl apply;
 its live operational policy (kind_config: the concurrency cap, the task
 deadline, the drift resync interval, the orphan grace, the dead-letter bound)
 is edited here without re-applying the manifest, and an edit survives a later
 re-apply. conctl kind delete removes one version, refused while anything
-still depends on it.`,
+still depends on it. Go and TypeScript types are generated from its stored
+schemas with kind types.`,
 		Example: `  conctl kind config vpc
-  conctl kind config vpc --max-inflight 8 --task-deadline 2m --resync 10m`,
+  conctl kind config vpc --max-inflight 8 --task-deadline 2m --resync 10m
+  conctl kind types vpc --lang go`,
 		Args: exactArgs(0),
 	}
-	cmd.AddCommand(a.kindConfigCommand(), a.kindDeleteCommand())
+	cmd.AddCommand(a.kindConfigCommand(), a.kindDeleteCommand(), a.kindTypesCommand())
 	return cmd
 }
 

@@ -132,10 +132,17 @@ func syncedMessage(t *testing.T, st *store.Store, r resource.Resource) string {
 
 // startStdworker runs the binary until the test ends, then stops it with
 // SIGTERM and expects a clean exit.
-func startStdworker(t *testing.T, bin, broker string) {
+func startStdworker(t *testing.T, bin, broker string, kinds ...string) {
 	t.Helper()
 	var logs bytes.Buffer
-	cmd := exec.Command(bin, "--broker", broker, "--kind", "script", "--drain-timeout", "5s")
+	if len(kinds) == 0 {
+		kinds = []string{"script"}
+	}
+	args := []string{"--broker", broker, "--drain-timeout", "5s"}
+	for _, k := range kinds {
+		args = append(args, "--kind", k)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "LOG_LEVEL=warn", "LOG_FORMAT=json", "WORKER_TOKEN="+apptest.WorkerToken)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	require.NoError(t, cmd.Start())

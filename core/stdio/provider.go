@@ -14,8 +14,6 @@ package stdio
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -86,42 +84,33 @@ func (p *Provider) Work(ctx context.Context, req worker.Request) (worker.Outcome
 	if err != nil {
 		return worker.Outcome{}, worker.Terminal(fmt.Errorf("config %q: %w", req.Config.Name, err))
 	}
-	if t := cfg.timeout(); t > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, t)
-		defer cancel()
+	env := make([]string, 0, len(p.env)+len(cfg.Env)+8)
+	env = append(env, p.env...)
+	for k, v := range cfg.Env {
+		env = append(env, k+"="+v)
 	}
-	var deadlineMS int64
-	if d, ok := ctx.Deadline(); ok {
-		deadlineMS = max(time.Until(d).Milliseconds(), 1)
-	}
-	task, err := json.Marshal(NewTask(req, deadlineMS))
-	if err != nil {
-		return worker.Outcome{}, worker.Terminal(fmt.Errorf("encode task: %w", err))
-	}
-	argv := cfg.argv(req.Reaction)
-	r, err := execute(ctx, argv, p.environ(cfg, req, deadlineMS), cfg.Dir, task, cfg.maxOutput(), cfg.killGrace())
-	if err != nil {
-		// The program could not be started (missing, not executable):
-		// retrying is pointless until the config changes.
-		return worker.Outcome{}, worker.Terminal(err)
-	}
-	p.log.Debug().Str("name", req.Resource.Name).Str("stage", string(req.Stage)).Int("exit", r.exitCode).
-		Dur("took", r.took).Int("stdout_bytes", len(r.stdout)).Bytes("stderr", r.stderr).Msg("program ran")
-	return interpret(argv[0], r, cfg)
+	out, r, err := RunTask(ctx, req, Program{Argv: cfg.argv(req.Reaction), Env: env, Dir: cfg.Dir,
+		Timeout: cfg.timeout(), KillGrace: cfg.killGrace(), MaxOutputBytes: cfg.maxOutput()})
+	p.log.Debug().Str("name", req.Resource.Name).Str("stage", string(req.Stage)).Int("exit", r.ExitCode).
+		Dur("took", r.Took).Int("stdout_bytes", len(r.Stdout)).Bytes("stderr", r.Stderr).Msg("program ran")
+	return out, err
 }
 
-// interpret maps a finished run to an outcome or a failure.
-func interpret(prog string, r run, cfg Config) (worker.Outcome, error) {
-	switch {
-	case errors.Is(r.cause, errOutputTooLarge):
-		return worker.Outcome{}, worker.Terminal(fmt.Errorf("%s: stdout exceeded %d bytes (max_output_bytes)", prog, cfg.maxOutput()))
-	case errors.Is(r.cause, context.DeadlineExceeded):
-		return worker.Outcome{}, fmt.Errorf("%s: timed out after %s and was killed%s", prog, r.took.Round(time.Millisecond), stderrSuffix(r.stderr))
-	case r.cause != nil:
-		return worker.Outcome{}, fmt.Errorf("%s: interrupted: %w", prog, r.cause)
+// Interpret maps a finished run of a stdio-protocol program to an outcome
+// or a failure (maxOut is the stdout bound it ran with, for the message).
+func Interpret(prog string, r Result, maxOut int) (worker.Outcome, error) {
+	if maxOut <= 0 {
+		maxOut = DefaultMaxOutputBytes
 	}
-	o, perr := ParseOutcome(r.stdout)
+	switch {
+	case r.OutputTooLarge:
+		return worker.Outcome{}, worker.Terminal(fmt.Errorf("%s: stdout exceeded %d bytes (max_output_bytes)", prog, maxOut))
+	case r.TimedOut:
+		return worker.Outcome{}, fmt.Errorf("%s: timed out after %s and was killed%s", prog, r.Took.Round(time.Millisecond), r.StderrTail())
+	case r.Interrupted != nil:
+		return worker.Outcome{}, fmt.Errorf("%s: interrupted: %w", prog, r.Interrupted)
+	}
+	o, perr := ParseOutcome(r.Stdout)
 	if o.Error != nil {
 		msg := o.Error.Message
 		if msg == "" {
@@ -133,17 +122,17 @@ func interpret(prog string, r run, cfg Config) (worker.Outcome, error) {
 		}
 		return worker.Outcome{}, err
 	}
-	switch code := r.exitCode; {
+	switch code := r.ExitCode; {
 	case code == 0 && perr != nil:
 		return worker.Outcome{}, worker.Terminal(fmt.Errorf("%s: %w", prog, perr))
 	case code == 0:
 		return o.Outcome(), nil
 	case code == ExitTerminal:
-		return worker.Outcome{}, worker.Terminal(fmt.Errorf("%s exited %d (terminal)%s", prog, code, stderrSuffix(r.stderr)))
+		return worker.Outcome{}, worker.Terminal(fmt.Errorf("%s exited %d (terminal)%s", prog, code, r.StderrTail()))
 	case code < 0:
-		return worker.Outcome{}, fmt.Errorf("%s was killed by a signal%s", prog, stderrSuffix(r.stderr))
+		return worker.Outcome{}, fmt.Errorf("%s was killed by a signal%s", prog, r.StderrTail())
 	default:
-		return worker.Outcome{}, fmt.Errorf("%s exited %d%s", prog, code, stderrSuffix(r.stderr))
+		return worker.Outcome{}, fmt.Errorf("%s exited %d%s", prog, code, r.StderrTail())
 	}
 }
 
@@ -158,22 +147,16 @@ func stderrSuffix(stderr []byte) string {
 	return ": " + s
 }
 
-// environ is the program's environment: the worker's, the config's env, and
-// the task variables.
-func (p *Provider) environ(cfg Config, req worker.Request, deadlineMS int64) []string {
-	env := make([]string, 0, len(p.env)+len(cfg.Env)+8)
-	env = append(env, p.env...)
-	for k, v := range cfg.Env {
-		env = append(env, k+"="+v)
+// TaskEnv is the CONVERGE_* variables describing req.
+func TaskEnv(req worker.Request, deadlineMS int64) []string {
+	return []string{
+		"CONVERGE_PROTOCOL=" + ProtocolVersion,
+		"CONVERGE_STAGE=" + string(req.Stage),
+		"CONVERGE_REACTION=" + req.Reaction,
+		"CONVERGE_KIND=" + req.Resource.Kind,
+		"CONVERGE_VERSION=" + req.Resource.Version,
+		"CONVERGE_NAME=" + req.Resource.Name,
+		"CONVERGE_GENERATION=" + strconv.FormatInt(req.Resource.Generation, 10),
+		"CONVERGE_DEADLINE_MS=" + strconv.FormatInt(deadlineMS, 10),
 	}
-	return append(env,
-		"CONVERGE_PROTOCOL="+ProtocolVersion,
-		"CONVERGE_STAGE="+string(req.Stage),
-		"CONVERGE_REACTION="+req.Reaction,
-		"CONVERGE_KIND="+req.Resource.Kind,
-		"CONVERGE_VERSION="+req.Resource.Version,
-		"CONVERGE_NAME="+req.Resource.Name,
-		"CONVERGE_GENERATION="+strconv.FormatInt(req.Resource.Generation, 10),
-		"CONVERGE_DEADLINE_MS="+strconv.FormatInt(deadlineMS, 10),
-	)
 }

@@ -1,7 +1,8 @@
 // Package datadriven is the data-driven demo: composition as data. celbom
 // fans a spec out with a fixed Go loop whose per-child decisions are CEL
 // rules read from its providerconfig spec; stdstarlark composes with a
-// Starlark program shipped in its providerconfig bundle. Editing either
+// Starlark program shipped in its providerconfig bundle (the built-in
+// composer of core/stdstarlark, which stdworker also serves). Editing either
 // providerconfig changes the next compose with no redeploy. The leaves are
 // a multi-edge DAG (fakeapp gated on both a fakevpc and a fakedb, values
 // flowing from both) and a pipeline (faketerraform → fakek8sjob, the built
@@ -16,6 +17,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/stdstarlark"
 	"github.com/converge-run/converge/core/worker"
 	"github.com/converge-run/converge/examples/apply"
 )
@@ -42,7 +45,7 @@ const FixturesDir = "testfixtures"
 // Providers are the demo's providers, one per kind.
 func Providers(log zerolog.Logger) []worker.Provider {
 	return []worker.Provider{
-		newCELBOM(), newStarlark(log),
+		newCELBOM(), stdstarlark.New(manifest.KindVersion{Kind: KindStarlark}, log),
 		newFakeVPC(), newFakeDB(), newFakeApp(), newFakeTerraform(), newFakeK8sJob(), newJobSaga(log),
 	}
 }

@@ -1,4 +1,4 @@
-package datadriven_test
+package stdstarlark_test
 
 import (
 	"context"
@@ -7,11 +7,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/converge-run/converge/examples/datadriven"
+	"github.com/converge-run/converge/core/stdstarlark"
 )
 
-func runStarlark(files map[string]string, steps uint64, timeout time.Duration) (datadriven.StarlarkResult, error) {
-	return datadriven.RunStarlark(context.Background(), files, map[string]any{"name": "r", "spec": map[string]any{"n": 3}},
+func runStarlark(files map[string]string, steps uint64, timeout time.Duration) (stdstarlark.Result, error) {
+	return stdstarlark.Run(context.Background(), files, map[string]any{"name": "r", "spec": map[string]any{"n": 3}},
 		steps, timeout, func(string) {})
 }
 
@@ -31,7 +31,7 @@ def compose(resource):
 	require.Len(t, res.Children, 3)
 	require.Equal(t, "r-2", res.Children[2].Name)
 	require.Equal(t, "10.2.0.0/16", res.Children[2].Spec["cidr"])
-	require.Equal(t, []datadriven.StarlarkEdge{{Dependent: "r-1", Dependency: "r-0", Flows: map[string]string{"/a": "/b"}}}, res.Edges)
+	require.Equal(t, []stdstarlark.Edge{{Dependent: "r-1", Dependency: "r-0", Flows: map[string]string{"/a": "/b"}}}, res.Edges)
 	require.Equal(t, `{"n":3}`, res.Status["echo"])
 }
 
@@ -49,7 +49,7 @@ func TestStarlark_SandboxLimits(t *testing.T) {
 		{"step budget", map[string]string{"main.star": "def compose(resource):\n    for i in range(100000000):\n        pass\n    return {}\n"},
 			10_000, 10 * time.Second, []string{"too many steps", "main.star:2"}},
 		{"time limit", map[string]string{"main.star": "def compose(resource):\n    x = 0\n    for i in range(1000000000):\n        x += i\n    return {}\n"},
-			datadriven.MaxStarlarkSteps, 50 * time.Millisecond, []string{"time limit of 50ms", "main.star:"}},
+			stdstarlark.MaxSteps, 50 * time.Millisecond, []string{"time limit of 50ms", "main.star:"}},
 		{"no file I/O", map[string]string{"main.star": "def compose(resource):\n    return open('/etc/passwd')\n"},
 			10_000, time.Second, []string{"main.star:2:12", "undefined: open"}},
 		{"load only from the bundle", map[string]string{"main.star": "load('/etc/passwd', 'x')\ndef compose(resource):\n    return {}\n"},

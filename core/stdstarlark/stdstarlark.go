@@ -1,4 +1,13 @@
-package datadriven
+// Package stdstarlark is the built-in composer that runs a Starlark
+// program carried in the kind's providerconfig bundle: compose(resource) in
+// main.star returns the children, the edges between them (with value flows)
+// and a status. The program is sandboxed: no I/O (load reads only the
+// bundle's own files), a step budget and a time limit (the providerconfig
+// spec's max_steps and timeout_ms, capped), and no while loops or
+// recursion; an error fails the compose terminally, naming the file and
+// line. Rollup counts the subtree's phases. stdworker serves it
+// (--kind K=stdstarlark) and examples/datadriven uses it.
+package stdstarlark
 
 import (
 	"context"
@@ -18,40 +27,40 @@ import (
 	"github.com/converge-run/converge/core/worker"
 )
 
-// StarlarkEntry is the bundle file the program starts in, and
-// StarlarkCompose the function it must define.
+// Entry is the bundle file the program starts in, and
+// ComposeFunc the function it must define.
 const (
-	StarlarkEntry   = "main.star"
-	StarlarkCompose = "compose"
+	Entry       = "main.star"
+	ComposeFunc = "compose"
 )
 
-// StarlarkLimits is the stdstarlark providerconfig spec: the sandbox's
+// Limits is the stdstarlark providerconfig spec: the sandbox's
 // budget for one compose. Zero fields take the defaults; values above the
 // caps are refused.
-type StarlarkLimits struct {
+type Limits struct {
 	MaxSteps  uint64 `json:"max_steps,omitempty"`
 	TimeoutMS int    `json:"timeout_ms,omitempty"`
 }
 
 // The sandbox's defaults and caps.
 const (
-	DefaultStarlarkSteps   = 1_000_000
-	MaxStarlarkSteps       = 100_000_000
-	DefaultStarlarkTimeout = 2 * time.Second
-	MaxStarlarkTimeout     = 30 * time.Second
-	maxStarlarkChildren    = 10_000
-	maxBundleBytes         = 1 << 20
+	DefaultSteps   = 1_000_000
+	MaxSteps       = 100_000_000
+	DefaultTimeout = 2 * time.Second
+	MaxTimeout     = 30 * time.Second
+	maxChildren    = 10_000
+	maxBundleBytes = 1 << 20
 )
 
-// StarlarkResult is what compose returns (as a Starlark dict).
-type StarlarkResult struct {
-	Children []StarlarkChild `json:"children"`
-	Edges    []StarlarkEdge  `json:"edges,omitempty"`
-	Status   map[string]any  `json:"status,omitempty"`
+// Result is what compose returns (as a Starlark dict).
+type Result struct {
+	Children []Child        `json:"children"`
+	Edges    []Edge         `json:"edges,omitempty"`
+	Status   map[string]any `json:"status,omitempty"`
 }
 
-// StarlarkChild is one composed child.
-type StarlarkChild struct {
+// Child is one composed child.
+type Child struct {
 	Kind    string            `json:"kind"`
 	Version string            `json:"version,omitempty"`
 	Name    string            `json:"name"`
@@ -59,32 +68,42 @@ type StarlarkChild struct {
 	Spec    map[string]any    `json:"spec,omitempty"`
 }
 
-// StarlarkEdge orders the child named dependent after the child named
+// Edge orders the child named dependent after the child named
 // dependency; flows maps dependency status pointers to dependent spec
 // pointers.
-type StarlarkEdge struct {
+type Edge struct {
 	Dependent  string            `json:"dependent"`
 	Dependency string            `json:"dependency"`
 	Flows      map[string]string `json:"flows,omitempty"`
 }
 
-// stdStarlark composes with the Starlark program in its providerconfig
-// bundle: compose(resource) in main.star, sandboxed — no I/O (load reads
-// only the bundle's own files), a step budget and a time limit, and no
-// while loops or recursion.
-type stdStarlark struct{ log zerolog.Logger }
-
-func newStarlark(log zerolog.Logger) *stdStarlark {
-	return &stdStarlark{log: log.With().Str("kind", KindStarlark).Logger()}
+// Provider composes one (kind, version) with the Starlark program in its
+// providerconfig bundle.
+type Provider struct {
+	kv  manifest.KindVersion
+	log zerolog.Logger
 }
 
-func (*stdStarlark) Kind() manifest.KindVersion {
-	return manifest.KindVersion{Kind: KindStarlark, Version: manifest.DefaultVersion}
+// New returns a stdstarlark provider for kv.
+func New(kv manifest.KindVersion, log zerolog.Logger) *Provider {
+	if kv.Version == "" {
+		kv.Version = manifest.DefaultVersion
+	}
+	return &Provider{kv: kv, log: log.With().Str("provider", "stdstarlark").Str("kind", kv.Kind).Str("version", kv.Version).Logger()}
 }
-func (*stdStarlark) OnConfig(worker.ProviderConfig) {}
-func (*stdStarlark) Ready() bool                    { return true }
 
-func (s *stdStarlark) Work(ctx context.Context, req worker.Request) (worker.Outcome, error) {
+// Kind is the (kind, version) served.
+func (s *Provider) Kind() manifest.KindVersion { return s.kv }
+
+// OnConfig is a no-op: every task reads its own effective config, so a
+// resource may attach a bundle of its own.
+func (*Provider) OnConfig(worker.ProviderConfig) {}
+
+// Ready is always true: a bad bundle fails its composes, naming the error.
+func (*Provider) Ready() bool { return true }
+
+// Work composes (StageCompose) or rolls up (StageRollup).
+func (s *Provider) Work(ctx context.Context, req worker.Request) (worker.Outcome, error) {
 	switch req.Stage {
 	case worker.StageCompose:
 		out, err := s.compose(ctx, req)
@@ -95,28 +114,28 @@ func (s *stdStarlark) Work(ctx context.Context, req worker.Request) (worker.Outc
 	case worker.StageRollup:
 		return rollup(req), nil
 	}
-	return worker.Outcome{}, worker.Terminal(fmt.Errorf("stdstarlark: unexpected stage %s", req.Stage))
+	return worker.Outcome{}, worker.Terminal(fmt.Errorf("stdstarlark: reaction %s at stage %s: a stdstarlark kind has only compose and rollup reactions", req.Reaction, req.Stage))
 }
 
-func starlarkLimits(cfg worker.EffectiveConfig) (StarlarkLimits, time.Duration, error) {
-	var l StarlarkLimits
+func limits(cfg worker.EffectiveConfig) (Limits, time.Duration, error) {
+	var l Limits
 	if len(cfg.Spec) > 0 && string(cfg.Spec) != "null" {
 		if err := json.Unmarshal(cfg.Spec, &l); err != nil {
 			return l, 0, fmt.Errorf("providerconfig %q spec: %w", cfg.Name, err)
 		}
 	}
 	if l.MaxSteps == 0 {
-		l.MaxSteps = DefaultStarlarkSteps
+		l.MaxSteps = DefaultSteps
 	}
-	if l.MaxSteps > MaxStarlarkSteps {
-		return l, 0, fmt.Errorf("providerconfig %q: max_steps %d is above the cap of %d", cfg.Name, l.MaxSteps, MaxStarlarkSteps)
+	if l.MaxSteps > MaxSteps {
+		return l, 0, fmt.Errorf("providerconfig %q: max_steps %d is above the cap of %d", cfg.Name, l.MaxSteps, MaxSteps)
 	}
 	timeout := time.Duration(l.TimeoutMS) * time.Millisecond
 	if l.TimeoutMS <= 0 {
-		timeout = DefaultStarlarkTimeout
+		timeout = DefaultTimeout
 	}
-	if timeout > MaxStarlarkTimeout {
-		return l, 0, fmt.Errorf("providerconfig %q: timeout_ms %d is above the cap of %d", cfg.Name, l.TimeoutMS, MaxStarlarkTimeout.Milliseconds())
+	if timeout > MaxTimeout {
+		return l, 0, fmt.Errorf("providerconfig %q: timeout_ms %d is above the cap of %d", cfg.Name, l.TimeoutMS, MaxTimeout.Milliseconds())
 	}
 	return l, timeout, nil
 }
@@ -132,19 +151,19 @@ func bundle(cfg worker.EffectiveConfig) (map[string]string, error) {
 			return nil, fmt.Errorf("providerconfig %q data: want an object of file name → Starlark source: %w", cfg.Name, err)
 		}
 	}
-	if _, ok := files[StarlarkEntry]; !ok {
-		return nil, fmt.Errorf("providerconfig %q: the bundle (its data) has no %s", cfg.Name, StarlarkEntry)
+	if _, ok := files[Entry]; !ok {
+		return nil, fmt.Errorf("providerconfig %q: the bundle (its data) has no %s", cfg.Name, Entry)
 	}
 	return files, nil
 }
 
 var fileOptions = &syntax.FileOptions{Set: true, While: false, TopLevelControl: false, GlobalReassign: false, Recursion: false}
 
-// RunStarlark runs compose(resource) from the bundle under the limits and
+// Run runs compose(resource) from the bundle under the limits and
 // returns its decoded result. An error names the file and line.
-func RunStarlark(ctx context.Context, files map[string]string, resource map[string]any, maxSteps uint64,
-	timeout time.Duration, printFn func(msg string)) (StarlarkResult, error) {
-	var res StarlarkResult
+func Run(ctx context.Context, files map[string]string, resource map[string]any, maxSteps uint64,
+	timeout time.Duration, printFn func(msg string)) (Result, error) {
+	var res Result
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	thread := &starlark.Thread{Name: "stdstarlark", Print: func(_ *starlark.Thread, msg string) { printFn(msg) }}
@@ -155,13 +174,13 @@ func RunStarlark(ctx context.Context, files map[string]string, resource map[stri
 		thread.Cancel(fmt.Sprintf("the time limit of %s is exceeded", timeout))
 	})
 	defer stop()
-	globals, err := starlark.ExecFileOptions(fileOptions, thread, StarlarkEntry, files[StarlarkEntry], predeclared)
+	globals, err := starlark.ExecFileOptions(fileOptions, thread, Entry, files[Entry], predeclared)
 	if err != nil {
 		return res, starlarkErr(err)
 	}
-	fn, ok := globals[StarlarkCompose].(starlark.Callable)
+	fn, ok := globals[ComposeFunc].(starlark.Callable)
 	if !ok {
-		return res, fmt.Errorf("%s defines no function %s(resource)", StarlarkEntry, StarlarkCompose)
+		return res, fmt.Errorf("%s defines no function %s(resource)", Entry, ComposeFunc)
 	}
 	arg, err := toStarlark(thread, resource)
 	if err != nil {
@@ -172,16 +191,16 @@ func RunStarlark(ctx context.Context, files map[string]string, resource map[stri
 		return res, starlarkErr(err)
 	}
 	if _, isDict := v.(*starlark.Dict); !isDict {
-		return res, fmt.Errorf("%s returned %s, want a dict with children (and optional edges and status)", StarlarkCompose, v.Type())
+		return res, fmt.Errorf("%s returned %s, want a dict with children (and optional edges and status)", ComposeFunc, v.Type())
 	}
 	encoded, err := starlark.Call(thread, starlarkjson.Module.Members["encode"], starlark.Tuple{v}, nil)
 	if err != nil {
-		return res, fmt.Errorf("%s's result is not JSON-encodable: %w", StarlarkCompose, starlarkErr(err))
+		return res, fmt.Errorf("%s's result is not JSON-encodable: %w", ComposeFunc, starlarkErr(err))
 	}
 	dec := json.NewDecoder(strings.NewReader(string(encoded.(starlark.String))))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&res); err != nil {
-		return res, fmt.Errorf("%s's result: %w", StarlarkCompose, err)
+		return res, fmt.Errorf("%s's result: %w", ComposeFunc, err)
 	}
 	return res, nil
 }
@@ -229,8 +248,8 @@ func starlarkErr(err error) error {
 	return fmt.Errorf("starlark: %w", err)
 }
 
-func (s *stdStarlark) compose(ctx context.Context, req worker.Request) (worker.Outcome, error) {
-	limits, timeout, err := starlarkLimits(req.Config)
+func (s *Provider) compose(ctx context.Context, req worker.Request) (worker.Outcome, error) {
+	limits, timeout, err := limits(req.Config)
 	if err != nil {
 		return worker.Outcome{}, err
 	}
@@ -248,7 +267,7 @@ func (s *stdStarlark) compose(ctx context.Context, req worker.Request) (worker.O
 	}
 	resource := map[string]any{"name": req.Resource.Name, "labels": labels, "spec": spec, "generation": req.Resource.Generation}
 	log := s.log.With().Str("resource", req.Resource.Name).Logger()
-	res, err := RunStarlark(ctx, files, resource, limits.MaxSteps, timeout, func(msg string) {
+	res, err := Run(ctx, files, resource, limits.MaxSteps, timeout, func(msg string) {
 		log.Info().Str("starlark_print", msg).Msg("stdstarlark print")
 	})
 	if err != nil {
@@ -257,9 +276,9 @@ func (s *stdStarlark) compose(ctx context.Context, req worker.Request) (worker.O
 	return toOutcome(req.Resource.Name, res)
 }
 
-func toOutcome(root string, res StarlarkResult) (worker.Outcome, error) {
-	if len(res.Children) > maxStarlarkChildren {
-		return worker.Outcome{}, fmt.Errorf("compose returned %d children, at most %d", len(res.Children), maxStarlarkChildren)
+func toOutcome(root string, res Result) (worker.Outcome, error) {
+	if len(res.Children) > maxChildren {
+		return worker.Outcome{}, fmt.Errorf("compose returned %d children, at most %d", len(res.Children), maxChildren)
 	}
 	var out worker.Outcome
 	byName := map[string]worker.Ref{}
@@ -300,4 +319,36 @@ func toOutcome(root string, res StarlarkResult) (worker.Outcome, error) {
 	}
 	out.Status = mustJSON(status)
 	return out, nil
+}
+
+// rollup counts the settled subtree by kind and phase; the root is healthy
+// when every resource below is Ready.
+func rollup(req worker.Request) worker.Outcome {
+	byKind := map[string]map[string]int{}
+	ready := 0
+	for _, c := range req.Children {
+		if byKind[c.Kind] == nil {
+			byKind[c.Kind] = map[string]int{}
+		}
+		byKind[c.Kind][c.Phase]++
+		if c.Phase == "Ready" {
+			ready++
+		}
+	}
+	healthy := ready == len(req.Children)
+	out := worker.Outcome{HealthOK: &healthy,
+		Status: mustJSON(map[string]any{"phase": "rolled-up", "resources": len(req.Children), "ready": ready, "by_kind": byKind})}
+	if !healthy {
+		out.Conditions = []worker.Condition{{Type: "Ready", Status: "False", Reason: "ChildrenNotReady",
+			Message: fmt.Sprintf("%d of %d resources not ready", len(req.Children)-ready, len(req.Children))}}
+	}
+	return out
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("stdstarlark: marshal a JSON-shaped value: %v", err))
+	}
+	return b
 }

@@ -1,0 +1,97 @@
+package stdcel_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/stdcel"
+	"github.com/converge-run/converge/core/worker"
+)
+
+func compile(t *testing.T, doc string) (*stdcel.Plan, error) {
+	t.Helper()
+	g, err := stdcel.ParseGraph(json.RawMessage(doc))
+	require.NoError(t, err)
+	return stdcel.Compile(g)
+}
+
+func TestCompile_InfersEdgesAndValueFlowsFromReferences(t *testing.T) {
+	t.Parallel()
+	p, err := compile(t, `{"resources":[
+	  {"id":"app","kind":"app","spec":{"net":{"subnet":"${subnet.status.subnet_id}"},"zones":["${vpc.status.zones[0]}"],
+	     "title":"app of ${schema.name} in ${vpc.spec.region}","replicas":"${schema.spec.replicas * 2.0}"}},
+	  {"id":"subnet","kind":"subnet","name":"${vpc.name}-sub","spec":{"vpc_id":"${vpc.status.vpc_id}","cidr":"${schema.spec.cidr}"}},
+	  {"id":"vpc","kind":"vpc","labels":{"team":"${schema.labels.team}"},"spec":{"region":"${schema.spec.region}","literal":"$${not.an.expr}"}}
+	]}`)
+	require.NoError(t, err)
+	children, edges, err := p.Children(context.Background(), stdcel.Composite{Name: "web", Labels: map[string]string{"team": "red"},
+		Spec: json.RawMessage(`{"cidr":"10.0.0.0/16","region":"eu-west-1","replicas":2}`)})
+	require.NoError(t, err)
+	require.Len(t, children, 3)
+	require.Equal(t, []string{"web-vpc", "web-vpc-sub", "web-app"}, []string{children[0].Name, children[1].Name, children[2].Name},
+		"children come in dependency order")
+	require.JSONEq(t, `{"region":"eu-west-1","literal":"${not.an.expr}"}`, string(children[0].Spec))
+	require.Equal(t, "red", children[0].Labels["team"])
+	require.Equal(t, "web", children[0].Labels["stdcel"])
+	require.JSONEq(t, `{"cidr":"10.0.0.0/16"}`, string(children[1].Spec), "a flowed field is left for the core to set")
+	require.JSONEq(t, `{"net":{},"zones":[null],"title":"app of web in eu-west-1","replicas":4}`, string(children[2].Spec))
+	require.Equal(t, worker.Edge{Dependent: worker.Ref{Kind: "subnet", Name: "web-vpc-sub"}, Dependency: worker.Ref{Kind: "vpc", Name: "web-vpc"},
+		ValueFlows: []worker.ValueFlow{{SrcField: "/vpc_id", DepField: "/vpc_id"}}}, edges[0], "subnet's name and vpc_id read vpc")
+	require.Len(t, edges, 3)
+	require.ElementsMatch(t, []worker.Edge{
+		{Dependent: worker.Ref{Kind: "app", Name: "web-app"}, Dependency: worker.Ref{Kind: "subnet", Name: "web-vpc-sub"},
+			ValueFlows: []worker.ValueFlow{{SrcField: "/subnet_id", DepField: "/net/subnet"}}},
+		{Dependent: worker.Ref{Kind: "app", Name: "web-app"}, Dependency: worker.Ref{Kind: "vpc", Name: "web-vpc"},
+			ValueFlows: []worker.ValueFlow{{SrcField: "/zones/0", DepField: "/zones/0"}}},
+	}, edges[1:])
+}
+
+func TestCompile_RefusesBadGraphs(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct{ doc, want string }{
+		"unknown reference": {`{"resources":[{"id":"subnet","kind":"subnet","spec":{"vpc_id":"${vpcx.status.id}"}}]}`,
+			"undeclared reference to 'vpcx'"},
+		"known names listed": {`{"resources":[{"id":"subnet","kind":"subnet","spec":{"vpc_id":"${vpcx.status.id}"}}]}`,
+			"known references: schema, subnet"},
+		"cycle": {`{"resources":[{"id":"a","kind":"k","spec":{"x":"${b.status.x}"}},{"id":"b","kind":"k","spec":{"y":"${c.status.y}"}},
+			{"id":"c","kind":"k","spec":{"z":"${a.status.z}"}}]}`, "the resources form a cycle: a → b → c → a"},
+		"self": {`{"resources":[{"id":"a","kind":"k","spec":{"x":"${a.status.x}"}}]}`, "cannot read its own status"},
+		"depends_on cycle": {`{"resources":[{"id":"a","kind":"k","depends_on":["b"]},{"id":"b","kind":"k","spec":{"v":"${a.spec}"}}]}`,
+			"cycle: a → b → a"},
+		"computing over status": {`{"resources":[{"id":"a","kind":"k"},{"id":"b","kind":"k","spec":{"x":"${a.status.n + 1}"}}]}`,
+			"a.status is known only after a converges"},
+		"status inside a string": {`{"resources":[{"id":"a","kind":"k"},{"id":"b","kind":"k","spec":{"x":"arn:${a.status.id}"}}]}`,
+			"must be the whole value"},
+		"status in a name": {`{"resources":[{"id":"a","kind":"k"},{"id":"b","kind":"k","name":"${a.status.id}"}]}`,
+			"it may flow into a spec, not into name"},
+		"unknown field": {`{"resources":[{"id":"a","kind":"k"},{"id":"b","kind":"k","spec":{"x":"${a.metadata}"}}]}`,
+			"a.metadata: a resource has kind, name, labels, spec and status"},
+		"unknown depends_on": {`{"resources":[{"id":"a","kind":"k","depends_on":["zz"]}]}`, `depends_on: unknown resource "zz"`},
+		"bad id":             {`{"resources":[{"id":"my-vpc","kind":"k"}]}`, "must be a lower-case identifier"},
+		"reserved id":        {`{"resources":[{"id":"int","kind":"k"}]}`, "not a CEL reserved word"},
+		"duplicate id":       {`{"resources":[{"id":"a","kind":"k"},{"id":"a","kind":"k"}]}`, `id "a" is used twice`},
+		"unterminated":       {`{"resources":[{"id":"a","kind":"k","spec":{"x":"${schema.spec"}}]}`, "unterminated expression"},
+		"syntax":             {`{"resources":[{"id":"a","kind":"k","spec":{"x":"${schema.spec.}"}}]}`, "resources[0] (a): spec.x: ${schema.spec.}"},
+		"no resources":       {`{"resources":[]}`, "no resources"},
+		"no kind":            {`{"resources":[{"id":"a"}]}`, "kind is empty"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := compile(t, tc.doc)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	_, err := stdcel.ParseGraph(json.RawMessage(`{"resource":[]}`))
+	require.ErrorContains(t, err, `unknown field "resource"`)
+}
+
+func TestPlan_EvaluationErrorsNameTheField(t *testing.T) {
+	t.Parallel()
+	p, err := compile(t, `{"resources":[{"id":"a","kind":"k","spec":{"x":{"y":"${schema.spec.missing}"}}}]}`)
+	require.NoError(t, err)
+	_, _, err = p.Children(context.Background(), stdcel.Composite{Name: "r", Spec: json.RawMessage(`{}`)})
+	require.ErrorContains(t, err, "resource a: spec.x: y: ${schema.spec.missing}: no such key: missing")
+}

@@ -1,0 +1,97 @@
+package stdstarlark_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/app/apptest"
+	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/stdstarlark"
+	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/worker"
+	"github.com/converge-run/converge/db/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const (
+	composerKind = `{"kind":"stack","spec_schema":{"type":"object"},
+ "reactions":[{"name":"compose","trigger":"specChange","emits":["children","edges","status"]},
+              {"name":"rollup","trigger":"childrenSettled","emits":["status","conditions"]}]}`
+	netKind = `{"kind":"net","spec_schema":{"type":"object"},
+ "reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}`
+	appKind = `{"kind":"app","spec_schema":{"type":"object"},
+ "reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}`
+)
+
+const program = `def compose(resource):
+    n = resource["name"]
+    net = {"kind": "net", "name": n + "-net", "spec": {"cidr": resource["spec"]["cidr"]}}
+    app = {"kind": "app", "name": n + "-app", "spec": {"replicas": resource["spec"]["replicas"]}}
+    return {"children": [net, app],
+            "edges": [{"dependent": app["name"], "dependency": net["name"], "flows": {"/net_id": "/net_id"}}],
+            "status": {"composed_by": "starlark"}}
+`
+
+// TestStdstarlark_ComposesAgainstAServer: the program's children converge
+// under a real converge, ordered by its edge, the value flowing from the
+// net's status into the app's spec, and the root rolls up Ready.
+func TestStdstarlark_ComposesAgainstAServer(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{})
+	for _, m := range []string{composerKind, netKind, appKind} {
+		s.ApplyManifest(m)
+	}
+	ctx := context.Background()
+	data, _ := json.Marshal(map[string]string{stdstarlark.Entry: program})
+	_, _, err := s.Store.ApplyProviderConfig(ctx, store.ProviderConfigInput{Kind: "stack", Name: "default", IsDefault: true,
+		Spec: json.RawMessage(`{"max_steps":100000}`), Data: data})
+	require.NoError(t, err)
+	net := apptest.NewProvider("net", func(_ context.Context, r worker.Request) (worker.Outcome, error) {
+		return worker.Outcome{Status: json.RawMessage(fmt.Sprintf(`{"net_id":"net-%s"}`, r.Resource.Name))}, nil
+	})
+	app := apptest.NewProvider("app", func(_ context.Context, r worker.Request) (worker.Outcome, error) {
+		var spec struct {
+			NetID string `json:"net_id"`
+		}
+		if err := json.Unmarshal(r.Resource.Spec, &spec); err != nil || spec.NetID == "" {
+			return worker.Outcome{}, fmt.Errorf("no net_id in %s", r.Resource.Spec)
+		}
+		return worker.Outcome{Status: json.RawMessage(`{"url":"https://` + spec.NetID + `.example"}`)}, nil
+	})
+	s.StartWorker(apptest.Worker{Providers: []worker.Provider{stdstarlark.New(manifest.KindVersion{Kind: "stack"}, s.Log), net, app}})
+	_, _, err = s.Store.ApplyResource(ctx, store.ApplyResourceInput{Kind: "stack", Name: "web", Spec: json.RawMessage(`{"cidr":"10.1.0.0/16","replicas":3}`)})
+	require.NoError(t, err)
+
+	root, below := s.WaitSubtree("stack", "web", 90*time.Second, apptest.AllIn(resource.PhaseReady))
+	require.Len(t, below, 2)
+	a := s.WaitPhase("app", "web-app", resource.PhaseReady, time.Second)
+	require.JSONEq(t, `{"replicas":3,"net_id":"net-web-net"}`, string(a.Spec), "the net's status flowed into the app's spec")
+	require.JSONEq(t, `{"url":"https://net-web-net.example"}`, string(a.Status))
+	var st map[string]any
+	require.NoError(t, json.Unmarshal(root.Status, &st))
+	require.EqualValues(t, 2, st["ready"], "the rollup counted the subtree: %s", root.Status)
+
+	// A broken program fails the compose terminally, naming its line.
+	bad, _ := json.Marshal(map[string]string{stdstarlark.Entry: "def compose(resource):\n    fail('no cidr')\n"})
+	_, _, err = s.Store.ApplyProviderConfig(ctx, store.ProviderConfigInput{Kind: "stack", Name: "broken", Data: bad})
+	require.NoError(t, err)
+	_, _, err = s.Store.ApplyResource(ctx, store.ApplyResourceInput{Kind: "stack", Name: "bad", Spec: json.RawMessage(`{}`), ProviderConfigRef: "broken"})
+	require.NoError(t, err)
+	failed := s.WaitPhase("stack", "bad", resource.PhaseFailed, 60*time.Second)
+	require.True(t, failed.FailureTerminal)
+	conds, err := s.Store.Conditions(ctx, failed.ID)
+	require.NoError(t, err)
+	msgs := ""
+	for _, c := range conds {
+		msgs += c.Message + "\n"
+	}
+	require.Contains(t, msgs, "main.star:2")
+	require.Contains(t, msgs, "no cidr")
+}

@@ -1,0 +1,336 @@
+// Package stdterraform is the built-in provider that converges a resource
+// by running terraform (or OpenTofu) on a module named in the kind's
+// providerconfig. Per resource it keeps a working directory whose root
+// module calls the configured module with the resource's spec as its
+// arguments; a work task runs init, plan and — when the plan has changes —
+// apply, then copies the module's outputs into the resource's status. The
+// delete reaction (the kind's finalizer) runs destroy and removes the
+// directory. Terraform runs with a clean environment (only the config's env
+// and pass_env), each command bounded by timeout_secs and the task
+// deadline. A failure is transient (retried) unless terraform reports a
+// configuration error a retry cannot fix — an unsupported or missing
+// argument, an invalid variable value or module source — which is terminal.
+package stdterraform
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/stdio"
+	"github.com/converge-run/converge/core/worker"
+)
+
+// RootFile is the generated root module in a resource's directory.
+const RootFile = "main.tf.json"
+
+// planFile is the saved plan apply runs.
+const planFile = "converge.tfplan"
+
+// metaArguments are module block arguments a spec may not set.
+var metaArguments = map[string]bool{"source": true, "version": true, "providers": true, "count": true, "for_each": true, "depends_on": true}
+
+// configErrors are terraform diagnostics a retry cannot fix.
+var configErrors = []string{
+	"Unsupported argument", "Missing required argument", "Invalid value for input variable", "Invalid value for variable",
+	"Invalid module source address", "Unreadable module directory", "Unsupported block type", "Invalid single-argument block definition",
+}
+
+// Provider runs terraform for one (kind, version).
+type Provider struct {
+	kv     manifest.KindVersion
+	log    zerolog.Logger
+	getenv func(string) string
+
+	mu    sync.Mutex
+	ready bool
+	locks map[string]*sync.Mutex
+}
+
+// New returns a stdterraform provider for kv; getenv reads the worker's
+// environment for pass_env (os.Getenv when nil).
+func New(kv manifest.KindVersion, log zerolog.Logger, getenv func(string) string) *Provider {
+	if kv.Version == "" {
+		kv.Version = manifest.DefaultVersion
+	}
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	return &Provider{kv: kv, getenv: getenv, locks: map[string]*sync.Mutex{},
+		log: log.With().Str("provider", "stdterraform").Str("kind", kv.Kind).Str("version", kv.Version).Logger()}
+}
+
+// Kind is the (kind, version) served.
+func (p *Provider) Kind() manifest.KindVersion { return p.kv }
+
+// Ready reports whether the default providerconfig names a module and a
+// terraform binary that exists.
+func (p *Provider) Ready() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ready
+}
+
+// OnConfig checks the default providerconfig.
+func (p *Provider) OnConfig(cfg worker.ProviderConfig) {
+	c, err := ParseConfig(cfg.Spec)
+	var bin string
+	if err == nil {
+		bin, err = c.binary()
+	}
+	p.mu.Lock()
+	p.ready = err == nil
+	p.mu.Unlock()
+	if err != nil {
+		p.log.Warn().Err(err).Str("config", cfg.Name).Msg("stdterraform kind unready")
+		return
+	}
+	p.log.Info().Str("config", cfg.Name).Str("binary", bin).Str("module", c.Module).Msg("stdterraform kind ready")
+}
+
+// lock serialises the tasks of one resource (one working directory).
+func (p *Provider) lock(id string) func() {
+	p.mu.Lock()
+	l, ok := p.locks[id]
+	if !ok {
+		l = &sync.Mutex{}
+		p.locks[id] = l
+	}
+	p.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// Work applies (work) or destroys (delete) the resource's module.
+func (p *Provider) Work(ctx context.Context, req worker.Request) (worker.Outcome, error) {
+	if req.Stage != worker.StageWork && req.Stage != worker.StageDelete {
+		return worker.Outcome{}, worker.Terminal(fmt.Errorf("stdterraform: reaction %s at stage %s: a stdterraform kind has a work and a delete reaction only",
+			req.Reaction, req.Stage))
+	}
+	c, err := ParseConfig(req.Config.Spec)
+	if err != nil {
+		return worker.Outcome{}, worker.Terminal(fmt.Errorf("config %q: %w", req.Config.Name, err))
+	}
+	bin, err := c.binary()
+	if err != nil {
+		return worker.Outcome{}, worker.Terminal(fmt.Errorf("config %q: %w", req.Config.Name, err))
+	}
+	root, err := c.workRoot(p.getenv)
+	if err != nil {
+		return worker.Outcome{}, worker.Terminal(err)
+	}
+	unlock := p.lock(req.Resource.ID)
+	defer unlock()
+	dir := filepath.Join(root, req.Resource.Kind, req.Resource.ID)
+	if err := p.prepare(c, req.Resource, root, dir); err != nil {
+		return worker.Outcome{}, err
+	}
+	r := &runner{bin: bin, dir: dir, cfg: c, env: p.environ(c, root, dir), log: p.log.With().Str("name", req.Resource.Name).Logger()}
+	if _, err := r.run(ctx, "init", "-input=false", "-no-color"); err != nil {
+		return worker.Outcome{}, err
+	}
+	if req.Stage == worker.StageDelete {
+		if _, err := r.run(ctx, "destroy", "-input=false", "-no-color", "-auto-approve"); err != nil {
+			return worker.Outcome{}, err
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return worker.Outcome{}, fmt.Errorf("stdterraform: remove %s: %w", dir, err)
+		}
+		p.mu.Lock()
+		delete(p.locks, req.Resource.ID)
+		p.mu.Unlock()
+		return worker.Outcome{}, nil
+	}
+	return r.apply(ctx)
+}
+
+// prepare writes the resource's root module.
+func (p *Provider) prepare(c Config, res worker.Resource, root, dir string) error {
+	doc, err := RootModule(c, res)
+	if err != nil {
+		return worker.Terminal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, ".plugin-cache"), 0o700); err != nil {
+		return fmt.Errorf("stdterraform: plugin cache: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("stdterraform: working directory: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, RootFile), doc, 0o600); err != nil {
+		return fmt.Errorf("stdterraform: write %s: %w", RootFile, err)
+	}
+	return nil
+}
+
+// RootModule is the generated root module: the configured module called
+// with the spec's fields as its arguments, its outputs re-exported whole
+// (marked sensitive, so a sensitive output of the module does not fail the
+// plan), and the backend, if any.
+func RootModule(c Config, res worker.Resource) ([]byte, error) {
+	args := map[string]any{}
+	if len(res.Spec) > 0 && string(res.Spec) != "null" {
+		if err := json.Unmarshal(res.Spec, &args); err != nil {
+			return nil, fmt.Errorf("spec: want an object of module arguments: %w", err)
+		}
+	}
+	for k := range args {
+		if metaArguments[k] {
+			return nil, fmt.Errorf("spec field %q is a module meta-argument; the module source and version come from the providerconfig", k)
+		}
+	}
+	args["source"] = c.Module
+	if c.Version != "" {
+		args["version"] = c.Version
+	}
+	doc := map[string]any{
+		"module": map[string]any{"this": args},
+		"output": map[string]any{"this": map[string]any{"value": "${module.this}", "sensitive": true}},
+	}
+	if b := c.Backend; b != nil {
+		cfg := map[string]any{}
+		for k, v := range b.Config {
+			if s, ok := v.(string); ok {
+				v = strings.NewReplacer("{kind}", res.Kind, "{name}", res.Name, "{id}", res.ID).Replace(s)
+			}
+			cfg[k] = v
+		}
+		doc["terraform"] = map[string]any{"backend": map[string]any{b.Type: cfg}}
+	}
+	return json.MarshalIndent(doc, "", "  ")
+}
+
+// environ is terraform's clean environment.
+func (p *Provider) environ(c Config, root, dir string) []string {
+	env := []string{"PATH=" + c.Path, "HOME=" + dir, "TMPDIR=" + os.TempDir(), "TF_IN_AUTOMATION=1", "TF_INPUT=0",
+		"CHECKPOINT_DISABLE=1", "TF_PLUGIN_CACHE_DIR=" + filepath.Join(root, ".plugin-cache")}
+	for _, k := range c.PassEnv {
+		if v := p.getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	keys := make([]string, 0, len(c.Env))
+	for k := range c.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+c.Env[k])
+	}
+	return env
+}
+
+// runner runs terraform commands in one resource's directory.
+type runner struct {
+	bin, dir string
+	cfg      Config
+	env      []string
+	log      zerolog.Logger
+}
+
+func (r *runner) run(ctx context.Context, args ...string) (stdio.Result, error) {
+	res, err := stdio.Run(ctx, stdio.Program{Argv: append([]string{r.bin}, args...), Env: r.env, Dir: r.dir,
+		Timeout: r.cfg.timeout(), MaxOutputBytes: r.cfg.MaxOutputBytes})
+	if err != nil {
+		return res, worker.Terminal(fmt.Errorf("terraform %s: %w", args[0], err))
+	}
+	r.log.Debug().Str("command", args[0]).Int("exit", res.ExitCode).Dur("took", res.Took).Msg("terraform ran")
+	switch {
+	case res.OutputTooLarge:
+		return res, worker.Terminal(fmt.Errorf("terraform %s: stdout exceeded %d bytes (max_output_bytes)", args[0], r.cfg.MaxOutputBytes))
+	case res.TimedOut:
+		return res, fmt.Errorf("terraform %s: timed out after %s and was killed%s", args[0], res.Took.Round(time.Millisecond), res.StderrTail())
+	case res.Interrupted != nil:
+		return res, fmt.Errorf("terraform %s: interrupted: %w", args[0], res.Interrupted)
+	case res.ExitCode == 0, args[0] == "plan" && res.ExitCode == 2:
+		return res, nil
+	}
+	err = fmt.Errorf("terraform %s exited %d%s", args[0], res.ExitCode, tail(res))
+	for _, marker := range configErrors {
+		if strings.Contains(string(res.Stderr), marker) {
+			return res, worker.Terminal(err)
+		}
+	}
+	return res, err
+}
+
+// tail is the end of stderr, or of stdout when stderr is empty (terraform
+// writes some diagnostics to stdout).
+func tail(res stdio.Result) string {
+	if s := res.StderrTail(); s != "" {
+		return s
+	}
+	return stdio.Result{Stderr: res.Stdout}.StderrTail()
+}
+
+// apply plans, applies a plan with changes, and reads the outputs.
+func (r *runner) apply(ctx context.Context) (worker.Outcome, error) {
+	plan, err := r.run(ctx, "plan", "-input=false", "-no-color", "-detailed-exitcode", "-out="+planFile)
+	if err != nil {
+		return worker.Outcome{}, err
+	}
+	changed := plan.ExitCode == 2
+	if changed {
+		if _, err := r.run(ctx, "apply", "-input=false", "-no-color", "-auto-approve", planFile); err != nil {
+			return worker.Outcome{}, err
+		}
+	}
+	_ = os.Remove(filepath.Join(r.dir, planFile))
+	out, err := r.run(ctx, "output", "-json", "-no-color")
+	if err != nil {
+		return worker.Outcome{}, err
+	}
+	status, err := outputs(out.Stdout, r.cfg.Outputs)
+	if err != nil {
+		return worker.Outcome{}, worker.Terminal(err)
+	}
+	r.log.Info().Bool("changed", changed).Int("outputs", len(status)).Msg("terraform converged")
+	b, err := json.Marshal(status)
+	if err != nil {
+		return worker.Outcome{}, worker.Terminal(fmt.Errorf("encode the outputs: %w", err))
+	}
+	return worker.Outcome{Status: b}, nil
+}
+
+// outputs reads `terraform output -json`: the root's one output, the
+// module's outputs object, filtered by the allow-list.
+func outputs(stdout []byte, allow []string) (map[string]any, error) {
+	var doc map[string]struct {
+		Value json.RawMessage `json:"value"`
+	}
+	if err := json.Unmarshal(stdout, &doc); err != nil {
+		return nil, fmt.Errorf("terraform output -json: %w", err)
+	}
+	values := map[string]any{}
+	if this, ok := doc["this"]; ok && len(this.Value) > 0 && string(this.Value) != "null" {
+		if err := json.Unmarshal(this.Value, &values); err != nil {
+			return nil, fmt.Errorf("terraform output -json: the module's outputs are not an object: %w", err)
+		}
+	}
+	if len(allow) == 0 {
+		return values, nil
+	}
+	kept := map[string]any{}
+	var missing []string
+	for _, k := range allow {
+		v, ok := values[k]
+		if !ok {
+			missing = append(missing, k)
+			continue
+		}
+		kept[k] = v
+	}
+	if len(missing) > 0 {
+		return nil, errors.New("the module has no output " + strings.Join(missing, ", ") + " (named in the providerconfig's outputs)")
+	}
+	return kept, nil
+}

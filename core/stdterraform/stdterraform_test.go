@@ -1,0 +1,182 @@
+package stdterraform_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/app/apptest"
+	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/stdterraform"
+	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/worker"
+	"github.com/converge-run/converge/db/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const networkKind = `{"kind":"network","spec_schema":{"type":"object"},
+ "status_schema":{"type":"object"},
+ "reactions":[{"name":"apply","trigger":"specChange","emits":["status"]},
+              {"name":"destroy","trigger":"deleteRequested","emits":["finalizer"]}],
+ "finalizer_name":"stdterraform.converge.dev/network","task_deadline_secs":60}`
+
+// fakeTerraform builds testdata/faketerraform into dir.
+func fakeTerraform(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "terraform")
+	out, err := exec.Command("go", "build", "-o", bin, "./testdata/faketerraform").CombinedOutput()
+	require.NoError(t, err, "build the fake terraform: %s", out)
+	return bin
+}
+
+// TestStdterraform_ConvergesAndDestroysAgainstAServer: under a real
+// converge a network resource's spec becomes the module's arguments; init,
+// plan and apply run and the outputs become its status; an edited spec
+// re-applies; an unsupported
+// argument is terminal, a throttled plan transient and retried; deleting
+// runs destroy through the finalizer and removes the working directory.
+func TestStdterraform_ConvergesAndDestroysAgainstAServer(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := fakeTerraform(t, dir)
+	module := filepath.Join(dir, "modules", "vpc")
+	require.NoError(t, os.MkdirAll(module, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(module, "variables.json"),
+		[]byte(`[{"name":"cidr","required":true},{"name":"fail_times"}]`), 0o644))
+	work, tfLog := filepath.Join(dir, "work"), filepath.Join(dir, "tf.log")
+
+	s := apptest.Start(t, apptest.Options{})
+	s.ApplyManifest(networkKind)
+	ctx := context.Background()
+	spec, _ := json.Marshal(map[string]any{"binary": bin, "module": module, "work_dir": work, "timeout_secs": 60,
+		"env": map[string]string{"FAKE_TF_LOG": tfLog}})
+	_, _, err := s.Store.ApplyProviderConfig(ctx, store.ProviderConfigInput{Kind: "network", Name: "default", IsDefault: true, Spec: spec})
+	require.NoError(t, err)
+	p := stdterraform.New(manifest.KindVersion{Kind: "network"}, s.Log, func(k string) string {
+		return map[string]string{"AWS_SECRET_ACCESS_KEY": "must-not-leak"}[k]
+	})
+	s.StartWorker(apptest.Worker{Providers: []worker.Provider{p}})
+
+	apply := func(name, spec string) {
+		t.Helper()
+		_, _, err := s.Store.ApplyResource(ctx, store.ApplyResourceInput{Kind: "network", Name: name, Spec: json.RawMessage(spec)})
+		require.NoError(t, err)
+	}
+	apply("a", `{"cidr":"10.0.0.0/16"}`)
+	apply("bad", `{"cidr":"10.1.0.0/16","bogus":1}`)
+	apply("flaky", `{"cidr":"10.2.0.0/16","fail_times":1}`)
+
+	a := s.WaitPhase("network", "a", resource.PhaseReady, 90*time.Second)
+	var st map[string]any
+	require.NoError(t, json.Unmarshal(a.Status, &st))
+	require.Equal(t, "10.0.0.0/16", st["echo_cidr"], "the module's outputs are the status: %s", a.Status)
+	firstID := st["id"]
+	require.NotEmpty(t, firstID)
+	resDir := filepath.Join(work, "network", a.ID.String())
+	require.FileExists(t, filepath.Join(resDir, "terraform.tfstate"))
+	require.Equal(t, []string{"init", "plan", "apply", "output"}, commands(t, tfLog, a.ID.String()))
+
+	apply("a", `{"cidr":"10.9.0.0/16"}`)
+	apptest.WaitFor(t, 90*time.Second, "the edited spec is applied", func() bool {
+		r, err := s.Store.GetResource(ctx, "network", "a")
+		return err == nil && r.Phase == resource.PhaseReady && strings.Contains(string(r.Status), "10.9.0.0/16")
+	})
+	require.Equal(t, []string{"init", "plan", "apply", "output", "init", "plan", "apply", "output"}, commands(t, tfLog, a.ID.String()))
+
+	bad := s.WaitPhase("network", "bad", resource.PhaseFailed, 90*time.Second)
+	require.True(t, bad.FailureTerminal, "an unsupported argument is a configuration error: terminal")
+	require.Contains(t, synced(t, s.Store, bad), `An argument named "bogus" is not expected here`)
+
+	flaky := s.WaitPhase("network", "flaky", resource.PhaseReady, 120*time.Second)
+	require.Contains(t, string(flaky.Status), "10.2.0.0/16", "the throttled plan was retried")
+	require.Equal(t, []string{"init", "plan", "init", "plan", "apply", "output"}, commands(t, tfLog, flaky.ID.String()))
+
+	_, err = s.Store.RequestDeletion(ctx, "network", "a", "test")
+	require.NoError(t, err)
+	apptest.WaitFor(t, 90*time.Second, "network/a is destroyed and gone", func() bool {
+		_, err := s.Store.GetResource(ctx, "network", "a")
+		return errors.Is(err, store.ErrNotFound)
+	})
+	got := commands(t, tfLog, a.ID.String())
+	require.Equal(t, []string{"init", "destroy"}, got[len(got)-2:], "the finalizer ran destroy")
+	require.NoDirExists(t, resDir, "the working directory is removed")
+}
+
+// commands are the terraform commands run in resource id's directory.
+func commands(t *testing.T, log, id string) []string {
+	t.Helper()
+	b, err := os.ReadFile(log)
+	require.NoError(t, err)
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if d, cmd, ok := strings.Cut(line, " "); ok && d == id {
+			out = append(out, cmd)
+		}
+	}
+	return out
+}
+
+func synced(t *testing.T, st *store.Store, r resource.Resource) string {
+	t.Helper()
+	conds, err := st.Conditions(context.Background(), r.ID)
+	require.NoError(t, err)
+	for _, c := range conds {
+		if c.Type == "Synced" {
+			return c.Message
+		}
+	}
+	t.Fatalf("no Synced condition on %s: %+v", r.Name, conds)
+	return ""
+}
+
+func TestRootModule_SpecBecomesModuleArguments(t *testing.T) {
+	t.Parallel()
+	c, err := stdterraform.ParseConfig(json.RawMessage(`{"module":"git::https://example.com/vpc.git?ref=v1","version":"",
+		"backend":{"type":"s3","config":{"bucket":"tf","key":"{kind}/{name}/{id}.tfstate","encrypt":true}}}`))
+	require.NoError(t, err)
+	doc, err := stdterraform.RootModule(c, worker.Resource{ID: "r1", Kind: "network", Name: "a", Spec: json.RawMessage(`{"cidr":"10.0.0.0/16"}`)})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"module":{"this":{"source":"git::https://example.com/vpc.git?ref=v1","cidr":"10.0.0.0/16"}},
+		"output":{"this":{"value":"${module.this}","sensitive":true}},
+		"terraform":{"backend":{"s3":{"bucket":"tf","key":"network/a/r1.tfstate","encrypt":true}}}}`, string(doc))
+	_, err = stdterraform.RootModule(c, worker.Resource{Spec: json.RawMessage(`{"source":"./evil"}`)})
+	require.ErrorContains(t, err, `spec field "source" is a module meta-argument`)
+	_, err = stdterraform.RootModule(c, worker.Resource{Spec: json.RawMessage(`[1]`)})
+	require.ErrorContains(t, err, "want an object of module arguments")
+}
+
+func TestParseConfig_RefusesBadConfigs(t *testing.T) {
+	t.Parallel()
+	for spec, want := range map[string]string{
+		``:                                     "it needs a module",
+		`{}`:                                   "module is empty",
+		`{"module":"m","timeout_secs":-1}`:     "timeout_secs -1 is outside",
+		`{"module":"m","backend":{}}`:          "backend.type is empty",
+		`{"module":"m","modules":"x"}`:         `unknown field "modules"`,
+		`{"module":"m","max_output_bytes":-5}`: "max_output_bytes -5 is outside",
+	} {
+		_, err := stdterraform.ParseConfig(json.RawMessage(spec))
+		require.ErrorContains(t, err, want, spec)
+	}
+}
+
+func TestOnConfig_UnreadyWithoutTheBinary(t *testing.T) {
+	t.Parallel()
+	p := stdterraform.New(manifest.KindVersion{Kind: "k"}, apptest.Logger(t), nil)
+	p.OnConfig(worker.ProviderConfig{Spec: json.RawMessage(`{"module":"m","binary":"/no/such/terraform"}`)})
+	require.False(t, p.Ready())
+	p.OnConfig(worker.ProviderConfig{Spec: json.RawMessage(`{"module":"m","binary":"terraform","path":"/nonexistent"}`)})
+	require.False(t, p.Ready())
+	p.OnConfig(worker.ProviderConfig{Spec: json.RawMessage(`{"module":"m","binary":"sh"}`)})
+	require.True(t, p.Ready(), "a binary found on the config's PATH")
+}
