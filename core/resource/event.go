@@ -29,6 +29,7 @@ const (
 	ReasonDeletionRequested  = "DeletionRequested"
 	ReasonResyncRequested    = "ResyncRequested"
 	ReasonOperationRequested = "OperationRequested"
+	ReasonRolledBack         = "RolledBack"
 )
 
 // ActorSystem is the actor of an event nobody in particular caused.

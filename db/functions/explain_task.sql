@@ -34,7 +34,8 @@ BEGIN
     END IF;
     IF w.not_before > p_now THEN
         RETURN QUERY SELECT 'backoff',
-            format('its %s task backs off after %s failed attempt(s)', p_task, w.attempts),
+            CASE WHEN w.attempts > 0 THEN format('its %s task backs off after %s failed attempt(s)', p_task, w.attempts)
+                 ELSE format('its %s task is not due yet', p_task) END,
             w.created_at, w.not_before, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
         RETURN;
     END IF;
