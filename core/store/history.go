@@ -190,3 +190,46 @@ func (s *Store) HistoryLimit(ctx context.Context, kind, version string) (int, er
 	}
 	return n, mapErr(err, fmt.Sprintf("kind %s/%s", kind, version))
 }
+
+// GenerationDiff is the spec and labels changes between two kept
+// generations.
+type GenerationDiff struct {
+	Spec, Labels []resource.Change
+}
+
+// SpecDiff diffs kept generations from and to of resource id. ErrNotFound
+// when either is not kept.
+func (s *Store) SpecDiff(ctx context.Context, id uuid.UUID, from, to int64) (GenerationDiff, error) {
+	rows, err := s.read.Query(ctx, `SELECT generation, spec, labels FROM resource_spec_history
+		WHERE resource_id = $1 AND generation = ANY ($2)`, id, []int64{from, to})
+	if err != nil {
+		return GenerationDiff{}, mapErr(err, "spec history of resource "+id.String())
+	}
+	type rev struct{ spec, labels json.RawMessage }
+	got := map[int64]rev{}
+	for rows.Next() {
+		var g int64
+		var r rev
+		if err := rows.Scan(&g, &r.spec, &r.labels); err != nil {
+			rows.Close()
+			return GenerationDiff{}, mapErr(err, "spec history of resource "+id.String())
+		}
+		got[g] = r
+	}
+	if err := rows.Err(); err != nil {
+		return GenerationDiff{}, mapErr(err, "spec history of resource "+id.String())
+	}
+	for _, g := range []int64{from, to} {
+		if _, ok := got[g]; !ok {
+			return GenerationDiff{}, notFound("resource %s: generation %d is not in its spec history", id, g)
+		}
+	}
+	var d GenerationDiff
+	if d.Spec, err = resource.Diff(got[from].spec, got[to].spec); err != nil {
+		return GenerationDiff{}, err
+	}
+	if d.Labels, err = resource.Diff(got[from].labels, got[to].labels); err != nil {
+		return GenerationDiff{}, err
+	}
+	return d, nil
+}

@@ -103,9 +103,6 @@ func collectResources(rows pgx.Rows) ([]resource.Resource, error) {
 // read and our insert; the apply is retried and becomes an update.
 var errApplyRace = errors.New("concurrent create")
 
-// errDryRun rolls a dry run's transaction back once it has succeeded.
-var errDryRun = errors.New("dry run")
-
 // ApplyResource creates the resource or updates its spec, labels and
 // provider config ref, in one transaction:
 //
@@ -144,6 +141,9 @@ func (s *Store) ApplyResource(ctx context.Context, in ApplyResourceInput) (resou
 	if in.Actor == "" {
 		in.Actor = resource.ActorSystem
 	}
+	if in.DryRun {
+		ctx = WithDryRun(ctx)
+	}
 	for attempt := 0; ; attempt++ {
 		var (
 			r       resource.Resource
@@ -152,14 +152,8 @@ func (s *Store) ApplyResource(ctx context.Context, in ApplyResourceInput) (resou
 		err := s.inTx(ctx, func(tx pgx.Tx) error {
 			var err error
 			r, outcome, err = s.applyResource(ctx, tx, in)
-			if err == nil && in.DryRun {
-				return errDryRun
-			}
 			return err
 		})
-		if errors.Is(err, errDryRun) {
-			err = nil
-		}
 		if errors.Is(err, errApplyRace) {
 			if attempt < 3 {
 				continue
