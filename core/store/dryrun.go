@@ -17,7 +17,9 @@ type dryRunKey struct{}
 // so the same errors — and then rolls it back. Nothing is written and no
 // NOTIFY is sent (Postgres delivers them only on commit); sequences may
 // advance. The write returns what it would have returned.
-func WithDryRun(ctx context.Context) context.Context { return context.WithValue(ctx, dryRunKey{}, true) }
+func WithDryRun(ctx context.Context) context.Context {
+	return context.WithValue(ctx, dryRunKey{}, true)
+}
 
 func isDryRun(ctx context.Context) bool {
 	v, _ := ctx.Value(dryRunKey{}).(bool)
