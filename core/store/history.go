@@ -94,6 +94,10 @@ func (s *Store) RollbackResource(ctx context.Context, kind, name string, toGener
 	if err != nil {
 		return resource.Resource{}, "", err
 	}
+	if cur.Generation <= 1 {
+		return resource.Resource{}, "", invalid("toGeneration", "out_of_range",
+			"resource %s/%s is at generation 1: there is no earlier generation to roll back to", kind, name)
+	}
 	if toGeneration < 1 || toGeneration >= cur.Generation {
 		return resource.Resource{}, "", invalid("toGeneration", "out_of_range",
 			"toGeneration must be an earlier generation (1-%d), got %d", cur.Generation-1, toGeneration)
