@@ -38,9 +38,9 @@ func TestExplainAndUndo_WhyHistoryRollbackDiff(t *testing.T) {
 	require.EqualValues(t, 1, cur.Generation, "nothing written")
 	r = s.conctlIn(`{"kind":"vpc","name":"net","spec":{"cidr":5}}`, "diff", "-f", "-")
 	require.Equal(t, 1, r.code)
-	real := s.conctlIn(`{"kind":"vpc","name":"net","spec":{"cidr":5}}`, "apply", "-f", "-")
-	require.Equal(t, 1, real.code)
-	require.Equal(t, strings.Replace(real.stderr, "apply resource/vpc/net", "dry run resource/vpc/net", 1), r.stderr,
+	applied := s.conctlIn(`{"kind":"vpc","name":"net","spec":{"cidr":5}}`, "apply", "-f", "-")
+	require.Equal(t, 1, applied.code)
+	require.Equal(t, strings.Replace(applied.stderr, "apply resource/vpc/net", "dry run resource/vpc/net", 1), r.stderr,
 		"the dry run fails exactly as the real apply")
 
 	must(t, s.conctlIn(next, "apply", "-f", "-"))

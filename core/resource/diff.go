@@ -89,7 +89,7 @@ func diffObject(out *[]Change, path string, a, b map[string]any) {
 }
 
 func diffArray(out *[]Change, path string, a, b []any) {
-	for i := 0; i < max(len(a), len(b)); i++ {
+	for i := range max(len(a), len(b)) {
 		var va, vb any
 		if i < len(a) {
 			va = a[i]
