@@ -11,6 +11,11 @@ export type ApiRole = 'ADMIN' | 'VIEWER';
 /** Every ApiRole value, in schema order. */
 export const ApiRoleValues: readonly ApiRole[] = ['ADMIN', 'VIEWER'];
 
+/** What an apply did, or would do. */
+export type ApplyOutcome = 'CREATED' | 'CONFIGURED' | 'UNCHANGED';
+/** Every ApplyOutcome value, in schema order. */
+export const ApplyOutcomeValues: readonly ApplyOutcome[] = ['CREATED', 'CONFIGURED', 'UNCHANGED'];
+
 /** A Kubernetes-style condition status. */
 export type ConditionStatus = 'TRUE' | 'FALSE' | 'UNKNOWN';
 /** Every ConditionStatus value, in schema order. */
@@ -60,6 +65,11 @@ export const TransitionValues: readonly Transition[] = ['CREATED', 'SYNCED', 'DE
 export type Trigger = 'SPEC_CHANGE' | 'CHILDREN_SETTLED' | 'DELETE_REQUESTED' | 'OPERATION' | 'REACTOR' | 'RESYNC';
 /** Every Trigger value, in schema order. */
 export const TriggerValues: readonly Trigger[] = ['SPEC_CHANGE', 'CHILDREN_SETTLED', 'DELETE_REQUESTED', 'OPERATION', 'REACTOR', 'RESYNC'];
+
+/** A gate that holds a resource back (Resource.waitingOn). */
+export type WaitGate = 'DELETING_CHILDREN' | 'DELETING_DEPENDENTS' | 'DELETING_SWEEP' | 'DELETING_TEARDOWN' | 'QUARANTINED' | 'ORPHANED' | 'FAILED_TERMINAL' | 'COMPOSING' | 'CLAIMED' | 'BACKOFF' | 'KIND_CAP' | 'NO_WORKER' | 'QUEUED' | 'FAILED_RETRY' | 'UPSTREAM' | 'DESCENDANTS' | 'NOT_QUEUED';
+/** Every WaitGate value, in schema order. */
+export const WaitGateValues: readonly WaitGate[] = ['DELETING_CHILDREN', 'DELETING_DEPENDENTS', 'DELETING_SWEEP', 'DELETING_TEARDOWN', 'QUARANTINED', 'ORPHANED', 'FAILED_TERMINAL', 'COMPOSING', 'CLAIMED', 'BACKOFF', 'KIND_CAP', 'NO_WORKER', 'QUEUED', 'FAILED_RETRY', 'UPSTREAM', 'DESCENDANTS', 'NOT_QUEUED'];
 
 /** A partial update of a kind's policy: absent fields are kept. */
 export type KindConfigInput = {
@@ -682,6 +692,153 @@ export const KindsLiveDocument = {
   operationName: 'KindsLive',
   query: "subscription KindsLive{kinds{...KindSummary}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs updatedAt}fragment KindSummary on Kind{name version description isReactor finalizerName manifestGeneration updatedAt reactions{name trigger emits verb finalizer}config{...KindPolicy}}",
 } as TypedDocument<KindsLiveSubscription, KindsLiveSubscriptionVariables>;
+
+/** Query ResourceWaitingOn (src/resources/explain.graphql). */
+export type ResourceWaitingOnQuery = {
+  /** The resource (kind, name); null when there is none. */
+  resource: {
+    /** The resource's id (a UUID). */
+    id: string;
+    /** The gates holding this resource back, the one holding it now first; empty when nothing holds it (READY or DEGRADED for its live spec). Computed in the database by the scheduler's, claim's and delete sweep's own predicates (explain_resource), never re-derived by a client. */
+    waitingOn: Array<{
+      /** The gate. */
+      gate: WaitGate;
+      /** A human-readable explanation, including what releases it. */
+      message: string;
+      /** When the gate began; null when unknown. */
+      since: string | null;
+      /** When it lifts by itself (an orphan's grace, a backoff); null otherwise. */
+      until: string | null;
+      /** How many resources hold it in all (blockers lists the first 20). */
+      blockerCount: number;
+      /** Up to 20 resources holding it (upstreams, unsettled descendants, children or dependents). */
+      blockers: Array<{
+        /** The resource's id (a UUID). */
+        id: string;
+        /** Its kind (a kind manifest's name). */
+        kind: string;
+        /** Its name, unique within the kind. */
+        name: string;
+        /** The single readiness signal. */
+        phase: Phase;
+      }>;
+      /** KIND_CAP: the kind's tasks in flight. */
+      inFlight: number | null;
+      /** KIND_CAP: the kind's concurrency cap. */
+      cap: number | null;
+      /** CLAIMED: the broker holding the task's lease. */
+      brokerId: string | null;
+    }>;
+  } | null;
+};
+export type ResourceWaitingOnQueryVariables = {
+  kind: string;
+  name: string;
+};
+export const ResourceWaitingOnDocument = {
+  kind: 'query',
+  operationName: 'ResourceWaitingOn',
+  query: "query ResourceWaitingOn($kind:String!$name:String!){resource(kind:$kind name:$name){id waitingOn{gate message since until blockerCount blockers{id kind name phase}inFlight cap brokerId}}}",
+} as TypedDocument<ResourceWaitingOnQuery, ResourceWaitingOnQueryVariables>;
+
+/** Query ResourceSpecHistory (src/resources/explain.graphql). */
+export type ResourceSpecHistoryQuery = {
+  /** The resource (kind, name); null when there is none. */
+  resource: {
+    /** The resource's id (a UUID). */
+    id: string;
+    /** Bumps on every spec change. */
+    generation: number;
+    /** Its kept applied generations (spec, labels, providerConfigRef), newest first; bounded by its kind's historyLimit. */
+    specHistory: Array<{
+      /** The generation. */
+      generation: number;
+      /** Created, SpecUpdated, LabelsUpdated or RolledBack. */
+      reason: string;
+      /** Who applied it. */
+      actor: string;
+      /** The generation a rollback copied; null otherwise. */
+      rolledBackFrom: number | null;
+      /** When it was applied. */
+      createdAt: string;
+    }>;
+  } | null;
+};
+export type ResourceSpecHistoryQueryVariables = {
+  kind: string;
+  name: string;
+};
+export const ResourceSpecHistoryDocument = {
+  kind: 'query',
+  operationName: 'ResourceSpecHistory',
+  query: "query ResourceSpecHistory($kind:String!$name:String!){resource(kind:$kind name:$name){id generation specHistory(first:50){generation reason actor rolledBackFrom createdAt}}}",
+} as TypedDocument<ResourceSpecHistoryQuery, ResourceSpecHistoryQueryVariables>;
+
+/** Query ResourceSpecDiff (src/resources/explain.graphql). */
+export type ResourceSpecDiffQuery = {
+  /** The resource (kind, name); null when there is none. */
+  resource: {
+    /** The resource's id (a UUID). */
+    id: string;
+    /** The spec and labels changes from kept generation `from` to kept generation `to` (default: the live one). NOT_FOUND when either is not kept. */
+    specDiff: {
+      /** The older generation. */
+      from: number;
+      /** The newer generation. */
+      to: number;
+      /** Spec changes. */
+      spec: Array<{
+        /** A JSON pointer into the document (empty: the whole document). */
+        path: string;
+        /** The value before; null when absent. */
+        before: JSONValue | null;
+        /** The value after; null when absent. */
+        after: JSONValue | null;
+      }>;
+      /** Labels changes. */
+      labels: Array<{
+        /** A JSON pointer into the document (empty: the whole document). */
+        path: string;
+        /** The value before; null when absent. */
+        before: JSONValue | null;
+        /** The value after; null when absent. */
+        after: JSONValue | null;
+      }>;
+    };
+  } | null;
+};
+export type ResourceSpecDiffQueryVariables = {
+  kind: string;
+  name: string;
+  from: number;
+  to?: number | null;
+};
+export const ResourceSpecDiffDocument = {
+  kind: 'query',
+  operationName: 'ResourceSpecDiff',
+  query: "query ResourceSpecDiff($kind:String!$name:String!$from:Int!$to:Int){resource(kind:$kind name:$name){id specDiff(from:$from to:$to){from to spec{path before after}labels{path before after}}}}",
+} as TypedDocument<ResourceSpecDiffQuery, ResourceSpecDiffQueryVariables>;
+
+/** Mutation RollbackResourceTo (src/resources/explain.graphql). */
+export type RollbackResourceToMutation = {
+  /** Apply generation toGeneration's kept spec, labels and providerConfigRef again: a new generation carrying the old spec, validated like any apply, recorded in the events as RolledBack with its actor. dryRun validates and returns the would-be resource without writing. */
+  rollbackResource: {
+    /** The resource's id (a UUID). */
+    id: string;
+    /** Bumps on every spec change. */
+    generation: number;
+  };
+};
+export type RollbackResourceToMutationVariables = {
+  kind: string;
+  name: string;
+  toGeneration: number;
+};
+export const RollbackResourceToDocument = {
+  kind: 'mutation',
+  operationName: 'RollbackResourceTo',
+  query: "mutation RollbackResourceTo($kind:String!$name:String!$toGeneration:Int!){rollbackResource(kind:$kind name:$name toGeneration:$toGeneration){id generation}}",
+} as TypedDocument<RollbackResourceToMutation, RollbackResourceToMutationVariables>;
 
 /** Query ResourcesPage (src/resources/resources.graphql). */
 export type ResourcesPageQuery = {
