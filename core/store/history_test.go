@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/resource"
 )
 
@@ -151,4 +153,65 @@ func (e env) exec(t *testing.T, sql string, args ...any) {
 	t.Helper()
 	_, err := e.pool.Exec(context.Background(), sql, args...)
 	require.NoError(t, err)
+}
+
+// catalog counts the rows a manifest, providerconfig or binding dry run
+// could write.
+func catalog(t *testing.T, e env) string {
+	t.Helper()
+	var s string
+	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT
+		(SELECT count(*) FROM kind_manifest) || '/' || (SELECT coalesce(max(manifest_gen), 0) FROM kind_manifest) || '/' ||
+		(SELECT count(*) FROM kind_config) || '/' || (SELECT count(*) FROM providerconfigs) || '/' ||
+		(SELECT coalesce(max(updated_at)::text, '') FROM providerconfigs) || '/' || (SELECT count(*) FROM reactor_bindings)`).Scan(&s))
+	return s
+}
+
+func TestDryRun_ManifestsConfigsAndBindings(t *testing.T) {
+	t.Parallel()
+	e := newEnvWithKinds(t)
+	ctx := context.Background()
+	before := catalog(t, e)
+	dry := WithDryRun(ctx)
+
+	k, outcome, err := e.store.DryRunManifest(ctx, []byte(`{"kind":"fresh","reactions":[{"name":"w","trigger":"specChange","emits":["status"]}]}`))
+	require.NoError(t, err)
+	require.Equal(t, Created, outcome)
+	require.Equal(t, "fresh", k.Name)
+	edited := strings.Replace(vpcManifest, "a leaf network", "edited", 1)
+	k, outcome, err = e.store.DryRunManifest(ctx, []byte(edited))
+	require.NoError(t, err)
+	require.Equal(t, Configured, outcome)
+	require.EqualValues(t, 2, k.ManifestGen)
+	_, _, dryErr := e.store.DryRunManifest(ctx, []byte(`{"kind":"bad","max_inflight":-1,"reactions":[]}`))
+	_, _, realErr := e.store.ApplyManifest(ctx, []byte(`{"kind":"bad","max_inflight":-1,"reactions":[]}`))
+	require.Error(t, realErr)
+	require.Equal(t, realErr.Error(), dryErr.Error())
+
+	_, outcome, err = e.store.ApplyProviderConfig(dry, ProviderConfigInput{Kind: "vpc", Name: "staging",
+		Spec: json.RawMessage(`{"region":"eu"}`)})
+	require.NoError(t, err)
+	require.Equal(t, Created, outcome)
+	bad := ProviderConfigInput{Kind: "vpc", Name: "staging", Spec: json.RawMessage(`{"region":5}`)}
+	_, _, dryErr = e.store.ApplyProviderConfig(dry, bad)
+	_, _, realErr = e.store.ApplyProviderConfig(ctx, bad)
+	require.ErrorIs(t, realErr, ErrInvalid)
+	require.Equal(t, realErr.Error(), dryErr.Error())
+
+	_, outcome, err = e.store.ApplyReactorBinding(dry, ReactorBindingInput{Name: "b", WatchKind: "vpc",
+		Transition: manifest.TransitionSynced, Reactor: "statussink"})
+	require.NoError(t, err)
+	require.Equal(t, Created, outcome)
+
+	require.Equal(t, before, catalog(t, e), "nothing written")
+	// the would-be manifest generation never reached the shared kind cache
+	r := e.apply(t, ApplyResourceInput{Kind: "vpc", Name: "net", Spec: json.RawMessage(`{"cidr":"10.0.0.0/16"}`)})
+	require.EqualValues(t, 1, r.Generation)
+	_, _, err = e.store.ApplyManifest(ctx, []byte(strings.Replace(vpcManifest, `"additionalProperties": false
+		},
+		"config_schema"`, `"additionalProperties": true
+		},
+		"config_schema"`, 1)))
+	require.NoError(t, err)
+	e.apply(t, ApplyResourceInput{Kind: "vpc", Name: "net2", Spec: json.RawMessage(`{"cidr":"10.0.0.0/16","extra":1}`)})
 }
