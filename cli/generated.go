@@ -2500,6 +2500,37 @@ func (v *KindConfigRow) GetOrphanGraceSecs() int { return v.OrphanGraceSecs }
 // GetUpdatedAt returns KindConfigRow.UpdatedAt, and is useful for accessing the field via an interface.
 func (v *KindConfigRow) GetUpdatedAt() time.Time { return v.UpdatedAt }
 
+// KindHistoryLimitKind includes the requested fields of the GraphQL type Kind.
+// The GraphQL type's documentation follows.
+//
+// An applied kind manifest (one version of a kind) with its live operational policy.
+type KindHistoryLimitKind struct {
+	// The kind's name.
+	Name string `json:"name"`
+	// The manifest's version.
+	Version string `json:"version"`
+	// How many applied generations each resource of this kind version keeps in its spec history (0-1000; 0 keeps none).
+	HistoryLimit int `json:"historyLimit"`
+}
+
+// GetName returns KindHistoryLimitKind.Name, and is useful for accessing the field via an interface.
+func (v *KindHistoryLimitKind) GetName() string { return v.Name }
+
+// GetVersion returns KindHistoryLimitKind.Version, and is useful for accessing the field via an interface.
+func (v *KindHistoryLimitKind) GetVersion() string { return v.Version }
+
+// GetHistoryLimit returns KindHistoryLimitKind.HistoryLimit, and is useful for accessing the field via an interface.
+func (v *KindHistoryLimitKind) GetHistoryLimit() int { return v.HistoryLimit }
+
+// KindHistoryLimitResponse is returned by KindHistoryLimit on success.
+type KindHistoryLimitResponse struct {
+	// One kind; version defaults to its only version. null when there is none.
+	Kind *KindHistoryLimitKind `json:"kind"`
+}
+
+// GetKind returns KindHistoryLimitResponse.Kind, and is useful for accessing the field via an interface.
+func (v *KindHistoryLimitResponse) GetKind() *KindHistoryLimitKind { return v.Kind }
+
 // KindRow includes the GraphQL fields of Kind requested by the fragment KindRow.
 // The GraphQL type's documentation follows.
 //
@@ -5386,6 +5417,39 @@ type ServerVersionResponse struct {
 // GetVersion returns ServerVersionResponse.Version, and is useful for accessing the field via an interface.
 func (v *ServerVersionResponse) GetVersion() string { return v.Version }
 
+// SetKindHistoryLimitResponse is returned by SetKindHistoryLimit on success.
+type SetKindHistoryLimitResponse struct {
+	// Set how many applied generations a kind version keeps per resource (0-1000; 0 keeps none).
+	SetKindHistoryLimit SetKindHistoryLimitSetKindHistoryLimitKind `json:"setKindHistoryLimit"`
+}
+
+// GetSetKindHistoryLimit returns SetKindHistoryLimitResponse.SetKindHistoryLimit, and is useful for accessing the field via an interface.
+func (v *SetKindHistoryLimitResponse) GetSetKindHistoryLimit() SetKindHistoryLimitSetKindHistoryLimitKind {
+	return v.SetKindHistoryLimit
+}
+
+// SetKindHistoryLimitSetKindHistoryLimitKind includes the requested fields of the GraphQL type Kind.
+// The GraphQL type's documentation follows.
+//
+// An applied kind manifest (one version of a kind) with its live operational policy.
+type SetKindHistoryLimitSetKindHistoryLimitKind struct {
+	// The kind's name.
+	Name string `json:"name"`
+	// The manifest's version.
+	Version string `json:"version"`
+	// How many applied generations each resource of this kind version keeps in its spec history (0-1000; 0 keeps none).
+	HistoryLimit int `json:"historyLimit"`
+}
+
+// GetName returns SetKindHistoryLimitSetKindHistoryLimitKind.Name, and is useful for accessing the field via an interface.
+func (v *SetKindHistoryLimitSetKindHistoryLimitKind) GetName() string { return v.Name }
+
+// GetVersion returns SetKindHistoryLimitSetKindHistoryLimitKind.Version, and is useful for accessing the field via an interface.
+func (v *SetKindHistoryLimitSetKindHistoryLimitKind) GetVersion() string { return v.Version }
+
+// GetHistoryLimit returns SetKindHistoryLimitSetKindHistoryLimitKind.HistoryLimit, and is useful for accessing the field via an interface.
+func (v *SetKindHistoryLimitSetKindHistoryLimitKind) GetHistoryLimit() int { return v.HistoryLimit }
+
 // The lifecycle edges a reactor binding can subscribe to.
 type Transition string
 
@@ -7585,6 +7649,18 @@ func (v *__GetResourceInput) GetKind() string { return v.Kind }
 // GetName returns __GetResourceInput.Name, and is useful for accessing the field via an interface.
 func (v *__GetResourceInput) GetName() string { return v.Name }
 
+// __KindHistoryLimitInput is used internally by genqlient
+type __KindHistoryLimitInput struct {
+	Kind    string  `json:"kind"`
+	Version *string `json:"version"`
+}
+
+// GetKind returns __KindHistoryLimitInput.Kind, and is useful for accessing the field via an interface.
+func (v *__KindHistoryLimitInput) GetKind() string { return v.Kind }
+
+// GetVersion returns __KindHistoryLimitInput.Version, and is useful for accessing the field via an interface.
+func (v *__KindHistoryLimitInput) GetVersion() *string { return v.Version }
+
 // __ListProviderConfigsInput is used internally by genqlient
 type __ListProviderConfigsInput struct {
 	Kind  *string `json:"kind"`
@@ -7764,6 +7840,22 @@ func (v *__RunOperationInput) GetVerb() string { return v.Verb }
 
 // GetInput returns __RunOperationInput.Input, and is useful for accessing the field via an interface.
 func (v *__RunOperationInput) GetInput() *json.RawMessage { return v.Input }
+
+// __SetKindHistoryLimitInput is used internally by genqlient
+type __SetKindHistoryLimitInput struct {
+	Kind         string `json:"kind"`
+	Version      string `json:"version"`
+	HistoryLimit int    `json:"historyLimit"`
+}
+
+// GetKind returns __SetKindHistoryLimitInput.Kind, and is useful for accessing the field via an interface.
+func (v *__SetKindHistoryLimitInput) GetKind() string { return v.Kind }
+
+// GetVersion returns __SetKindHistoryLimitInput.Version, and is useful for accessing the field via an interface.
+func (v *__SetKindHistoryLimitInput) GetVersion() string { return v.Version }
+
+// GetHistoryLimit returns __SetKindHistoryLimitInput.HistoryLimit, and is useful for accessing the field via an interface.
+func (v *__SetKindHistoryLimitInput) GetHistoryLimit() int { return v.HistoryLimit }
 
 // __UnquarantineResourceInput is used internally by genqlient
 type __UnquarantineResourceInput struct {
@@ -8705,6 +8797,44 @@ func GetResource(
 	return data_, err_
 }
 
+// The query executed by KindHistoryLimit.
+const KindHistoryLimit_Operation = `
+query KindHistoryLimit ($kind: String!, $version: String) {
+	kind(name: $kind, version: $version) {
+		name
+		version
+		historyLimit
+	}
+}
+`
+
+func KindHistoryLimit(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	kind string,
+	version *string,
+) (data_ *KindHistoryLimitResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "KindHistoryLimit",
+		Query:  KindHistoryLimit_Operation,
+		Variables: &__KindHistoryLimitInput{
+			Kind:    kind,
+			Version: version,
+		},
+	}
+
+	data_ = &KindHistoryLimitResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
 // The query executed by ListClusterMembers.
 const ListClusterMembers_Operation = `
 query ListClusterMembers {
@@ -9474,6 +9604,46 @@ func ServerVersion(
 	}
 
 	data_ = &ServerVersionResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by SetKindHistoryLimit.
+const SetKindHistoryLimit_Operation = `
+mutation SetKindHistoryLimit ($kind: String!, $version: String!, $historyLimit: Int!) {
+	setKindHistoryLimit(kind: $kind, version: $version, historyLimit: $historyLimit) {
+		name
+		version
+		historyLimit
+	}
+}
+`
+
+func SetKindHistoryLimit(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	kind string,
+	version string,
+	historyLimit int,
+) (data_ *SetKindHistoryLimitResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "SetKindHistoryLimit",
+		Query:  SetKindHistoryLimit_Operation,
+		Variables: &__SetKindHistoryLimitInput{
+			Kind:         kind,
+			Version:      version,
+			HistoryLimit: historyLimit,
+		},
+	}
+
+	data_ = &SetKindHistoryLimitResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(

@@ -34,7 +34,7 @@ re-applying the manifest, and an edit survives a later re-apply.`,
   conctl kind config vpc --max-inflight 8 --task-deadline 2m --resync 10m`,
 		Args: exactArgs(0),
 	}
-	cmd.AddCommand(a.kindConfigCommand())
+	cmd.AddCommand(a.kindConfigCommand(), a.kindHistoryLimitCommand())
 	return cmd
 }
 
