@@ -122,12 +122,13 @@ type applyFlags struct {
 	timeout   time.Duration
 	// acceptBreaking applies manifest changes the stored resources fail.
 	acceptBreaking bool
+	dryRun    bool
 }
 
 func (a *app) applyCommand() *cobra.Command {
 	var fl applyFlags
 	cmd := &cobra.Command{
-		Use:   "apply -f FILE|DIR|- [--type TYPE] [--wait [--timeout D]]",
+		Use:   "apply -f FILE|DIR|- [--type TYPE] [--wait [--timeout D]] [--dry-run]",
 		Short: "Create or update manifests, provider configs, reactor bindings and resources from files",
 		Long: `Apply the JSON or YAML documents of files, directories and stdin (-f -). A file
 may hold several documents (concatenated JSON values, a JSON array, or YAML
@@ -156,7 +157,11 @@ With --wait, conctl follows every applied resource's whole subtree over the
 subtreeProgress subscription, with a live bar of READY over total (every level
 below the root) and failures named as they happen. It exits 0 once every
 resource is READY, and non-zero as soon as one FAILS terminally or settles
-DEGRADED, or when --timeout passes.`,
+DEGRADED, or when --timeout passes.
+
+With --dry-run, every document is validated by the server exactly as a real
+apply (the same errors) and nothing is written; each prints what it would do.
+conctl diff -f also prints a resource's spec and labels changes.`,
 		Example: `  # A directory of fixtures (every *.json, *.yaml and *.yml, in dependency order)
   conctl apply -f examples/classic/testfixtures
 
@@ -180,6 +185,7 @@ DEGRADED, or when --timeout passes.`,
 	f.DurationVar(&fl.timeout, "timeout", 5*time.Minute, "how long --wait waits")
 	f.BoolVar(&fl.acceptBreaking, "accept-breaking", false,
 		"apply kind manifests even when their new spec_schema breaks stored resources")
+	f.BoolVar(&fl.dryRun, "dry-run", false, "validate every document fully on the server and print what would happen; write nothing")
 	_ = cmd.MarkFlagFilename("filename", "json", "yaml", "yml")
 	_ = cmd.RegisterFlagCompletionFunc("type", cobra.FixedCompletions(
 		[]string{"manifest", "providerconfig", "reactorbinding", "resource"}, cobra.ShellCompDirectiveNoFileComp))
@@ -190,6 +196,12 @@ DEGRADED, or when --timeout passes.`,
 // dependency order and, with --wait, follows each applied resource until it
 // is READY.
 func (a *app) apply(ctx context.Context, fl applyFlags) error {
+	if fl.dryRun {
+		if fl.wait {
+			return usageError{fmt.Errorf("--dry-run writes nothing: there is nothing to --wait for")}
+		}
+		return a.diff(ctx, fl, false)
+	}
 	checked, err := a.checkedDocuments(fl)
 	if err != nil {
 		return err

@@ -158,6 +158,24 @@ func (v *ApplyKindManifestResponse) GetApplyKindManifest() ApplyKindManifestAppl
 	return v.ApplyKindManifest
 }
 
+// What an apply did, or would do.
+type ApplyOutcome string
+
+const (
+	// The object was (would be) created.
+	ApplyOutcomeCreated ApplyOutcome = "CREATED"
+	// The object was (would be) changed.
+	ApplyOutcomeConfigured ApplyOutcome = "CONFIGURED"
+	// Nothing changed: nothing is written.
+	ApplyOutcomeUnchanged ApplyOutcome = "UNCHANGED"
+)
+
+var AllApplyOutcome = []ApplyOutcome{
+	ApplyOutcomeCreated,
+	ApplyOutcomeConfigured,
+	ApplyOutcomeUnchanged,
+}
+
 // ApplyProviderConfigApplyProviderConfig includes the requested fields of the GraphQL type ProviderConfig.
 // The GraphQL type's documentation follows.
 //
@@ -1862,6 +1880,84 @@ type DescribeResourceResponse struct {
 // GetResource returns DescribeResourceResponse.Resource, and is useful for accessing the field via an interface.
 func (v *DescribeResourceResponse) GetResource() *DescribeResourceResource { return v.Resource }
 
+// DryRunKindManifestApplyKindManifestKind includes the requested fields of the GraphQL type Kind.
+// The GraphQL type's documentation follows.
+//
+// An applied kind manifest (one version of a kind) with its live operational policy.
+type DryRunKindManifestApplyKindManifestKind struct {
+	// Bumps on every change of the manifest document.
+	ManifestGeneration int `json:"manifestGeneration"`
+}
+
+// GetManifestGeneration returns DryRunKindManifestApplyKindManifestKind.ManifestGeneration, and is useful for accessing the field via an interface.
+func (v *DryRunKindManifestApplyKindManifestKind) GetManifestGeneration() int {
+	return v.ManifestGeneration
+}
+
+// DryRunKindManifestResponse is returned by DryRunKindManifest on success.
+type DryRunKindManifestResponse struct {
+	// The manifest JSON document, exactly the format of a kind fixture file. Re-applying a version whose
+	// spec_schema would reject stored resources, or drops a required field they carry, is refused (CONFLICT,
+	// rule breaking_change, naming the resources and fields) unless acceptBreaking; a new version is never refused.
+	ApplyKindManifest DryRunKindManifestApplyKindManifestKind `json:"applyKindManifest"`
+}
+
+// GetApplyKindManifest returns DryRunKindManifestResponse.ApplyKindManifest, and is useful for accessing the field via an interface.
+func (v *DryRunKindManifestResponse) GetApplyKindManifest() DryRunKindManifestApplyKindManifestKind {
+	return v.ApplyKindManifest
+}
+
+// DryRunProviderConfigApplyProviderConfig includes the requested fields of the GraphQL type ProviderConfig.
+// The GraphQL type's documentation follows.
+//
+// A config document of one consumer kind: its default, or a named override a resource attaches.
+type DryRunProviderConfigApplyProviderConfig struct {
+	// When it last changed.
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// GetUpdatedAt returns DryRunProviderConfigApplyProviderConfig.UpdatedAt, and is useful for accessing the field via an interface.
+func (v *DryRunProviderConfigApplyProviderConfig) GetUpdatedAt() time.Time { return v.UpdatedAt }
+
+// DryRunProviderConfigResponse is returned by DryRunProviderConfig on success.
+type DryRunProviderConfigResponse struct {
+	// Create or update a hand-authored provider config, validated against the kind's config_schema.
+	ApplyProviderConfig DryRunProviderConfigApplyProviderConfig `json:"applyProviderConfig"`
+}
+
+// GetApplyProviderConfig returns DryRunProviderConfigResponse.ApplyProviderConfig, and is useful for accessing the field via an interface.
+func (v *DryRunProviderConfigResponse) GetApplyProviderConfig() DryRunProviderConfigApplyProviderConfig {
+	return v.ApplyProviderConfig
+}
+
+// DryRunReactorBindingApplyReactorBinding includes the requested fields of the GraphQL type ReactorBinding.
+// The GraphQL type's documentation follows.
+//
+// Subscribes a reactor kind to a watched kind's lifecycle transition.
+type DryRunReactorBindingApplyReactorBinding struct {
+	// When it was created.
+	CreatedAt time.Time `json:"createdAt"`
+	// When it last changed.
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// GetCreatedAt returns DryRunReactorBindingApplyReactorBinding.CreatedAt, and is useful for accessing the field via an interface.
+func (v *DryRunReactorBindingApplyReactorBinding) GetCreatedAt() time.Time { return v.CreatedAt }
+
+// GetUpdatedAt returns DryRunReactorBindingApplyReactorBinding.UpdatedAt, and is useful for accessing the field via an interface.
+func (v *DryRunReactorBindingApplyReactorBinding) GetUpdatedAt() time.Time { return v.UpdatedAt }
+
+// DryRunReactorBindingResponse is returned by DryRunReactorBinding on success.
+type DryRunReactorBindingResponse struct {
+	// Create or update a reactor binding.
+	ApplyReactorBinding DryRunReactorBindingApplyReactorBinding `json:"applyReactorBinding"`
+}
+
+// GetApplyReactorBinding returns DryRunReactorBindingResponse.ApplyReactorBinding, and is useful for accessing the field via an interface.
+func (v *DryRunReactorBindingResponse) GetApplyReactorBinding() DryRunReactorBindingApplyReactorBinding {
+	return v.ApplyReactorBinding
+}
+
 // GetKindKind includes the requested fields of the GraphQL type Kind.
 // The GraphQL type's documentation follows.
 //
@@ -2329,6 +2425,28 @@ var AllHistoryEventType = []HistoryEventType{
 	HistoryEventTypeWarning,
 }
 
+// JSONChangeRow includes the GraphQL fields of JSONChange requested by the fragment JSONChangeRow.
+// The GraphQL type's documentation follows.
+//
+// One difference between two JSON documents.
+type JSONChangeRow struct {
+	// A JSON pointer into the document (empty: the whole document).
+	Path string `json:"path"`
+	// The value before; null when absent.
+	Before *json.RawMessage `json:"before"`
+	// The value after; null when absent.
+	After *json.RawMessage `json:"after"`
+}
+
+// GetPath returns JSONChangeRow.Path, and is useful for accessing the field via an interface.
+func (v *JSONChangeRow) GetPath() string { return v.Path }
+
+// GetBefore returns JSONChangeRow.Before, and is useful for accessing the field via an interface.
+func (v *JSONChangeRow) GetBefore() *json.RawMessage { return v.Before }
+
+// GetAfter returns JSONChangeRow.After, and is useful for accessing the field via an interface.
+func (v *JSONChangeRow) GetAfter() *json.RawMessage { return v.After }
+
 // A partial update of a kind's policy: absent fields are kept.
 type KindConfigInput struct {
 	// The global per-kind concurrency cap (0 = unlimited).
@@ -2404,6 +2522,37 @@ func (v *KindConfigRow) GetMaxTransientAttempts() int { return v.MaxTransientAtt
 
 // GetUpdatedAt returns KindConfigRow.UpdatedAt, and is useful for accessing the field via an interface.
 func (v *KindConfigRow) GetUpdatedAt() time.Time { return v.UpdatedAt }
+
+// KindHistoryLimitKind includes the requested fields of the GraphQL type Kind.
+// The GraphQL type's documentation follows.
+//
+// An applied kind manifest (one version of a kind) with its live operational policy.
+type KindHistoryLimitKind struct {
+	// The kind's name.
+	Name string `json:"name"`
+	// The manifest's version.
+	Version string `json:"version"`
+	// How many applied generations each resource of this kind version keeps in its spec history (0-1000; 0 keeps none).
+	HistoryLimit int `json:"historyLimit"`
+}
+
+// GetName returns KindHistoryLimitKind.Name, and is useful for accessing the field via an interface.
+func (v *KindHistoryLimitKind) GetName() string { return v.Name }
+
+// GetVersion returns KindHistoryLimitKind.Version, and is useful for accessing the field via an interface.
+func (v *KindHistoryLimitKind) GetVersion() string { return v.Version }
+
+// GetHistoryLimit returns KindHistoryLimitKind.HistoryLimit, and is useful for accessing the field via an interface.
+func (v *KindHistoryLimitKind) GetHistoryLimit() int { return v.HistoryLimit }
+
+// KindHistoryLimitResponse is returned by KindHistoryLimit on success.
+type KindHistoryLimitResponse struct {
+	// One kind; version defaults to its only version. null when there is none.
+	Kind *KindHistoryLimitKind `json:"kind"`
+}
+
+// GetKind returns KindHistoryLimitResponse.Kind, and is useful for accessing the field via an interface.
+func (v *KindHistoryLimitResponse) GetKind() *KindHistoryLimitKind { return v.Kind }
 
 // KindRow includes the GraphQL fields of Kind requested by the fragment KindRow.
 // The GraphQL type's documentation follows.
@@ -3614,6 +3763,215 @@ var AllPhase = []Phase{
 	PhaseQuarantined,
 }
 
+// PlanResourcePlanResourceResourcePlan includes the requested fields of the GraphQL type ResourcePlan.
+// The GraphQL type's documentation follows.
+//
+// What applyResource would do, computed by a dry run: validated fully, nothing written.
+type PlanResourcePlanResourceResourcePlan struct {
+	// Created, configured or unchanged.
+	Outcome ApplyOutcome `json:"outcome"`
+	// The generation the resource would be at.
+	Generation int `json:"generation"`
+	// The stored resource; null when the apply would create it.
+	Current *PlanResourcePlanResourceResourcePlanCurrentResource `json:"current"`
+	// The spec changes against the stored object (for a create: the whole spec).
+	SpecChanges []PlanResourcePlanResourceResourcePlanSpecChangesJSONChange `json:"specChanges"`
+	// The labels changes against the stored object.
+	LabelsChanges []PlanResourcePlanResourceResourcePlanLabelsChangesJSONChange `json:"labelsChanges"`
+}
+
+// GetOutcome returns PlanResourcePlanResourceResourcePlan.Outcome, and is useful for accessing the field via an interface.
+func (v *PlanResourcePlanResourceResourcePlan) GetOutcome() ApplyOutcome { return v.Outcome }
+
+// GetGeneration returns PlanResourcePlanResourceResourcePlan.Generation, and is useful for accessing the field via an interface.
+func (v *PlanResourcePlanResourceResourcePlan) GetGeneration() int { return v.Generation }
+
+// GetCurrent returns PlanResourcePlanResourceResourcePlan.Current, and is useful for accessing the field via an interface.
+func (v *PlanResourcePlanResourceResourcePlan) GetCurrent() *PlanResourcePlanResourceResourcePlanCurrentResource {
+	return v.Current
+}
+
+// GetSpecChanges returns PlanResourcePlanResourceResourcePlan.SpecChanges, and is useful for accessing the field via an interface.
+func (v *PlanResourcePlanResourceResourcePlan) GetSpecChanges() []PlanResourcePlanResourceResourcePlanSpecChangesJSONChange {
+	return v.SpecChanges
+}
+
+// GetLabelsChanges returns PlanResourcePlanResourceResourcePlan.LabelsChanges, and is useful for accessing the field via an interface.
+func (v *PlanResourcePlanResourceResourcePlan) GetLabelsChanges() []PlanResourcePlanResourceResourcePlanLabelsChangesJSONChange {
+	return v.LabelsChanges
+}
+
+// PlanResourcePlanResourceResourcePlanCurrentResource includes the requested fields of the GraphQL type Resource.
+// The GraphQL type's documentation follows.
+//
+// One resource: a root or a composed child. Phase and ready are read from the database, never re-derived.
+type PlanResourcePlanResourceResourcePlanCurrentResource struct {
+	// Bumps on every spec change.
+	Generation int `json:"generation"`
+}
+
+// GetGeneration returns PlanResourcePlanResourceResourcePlanCurrentResource.Generation, and is useful for accessing the field via an interface.
+func (v *PlanResourcePlanResourceResourcePlanCurrentResource) GetGeneration() int {
+	return v.Generation
+}
+
+// PlanResourcePlanResourceResourcePlanLabelsChangesJSONChange includes the requested fields of the GraphQL type JSONChange.
+// The GraphQL type's documentation follows.
+//
+// One difference between two JSON documents.
+type PlanResourcePlanResourceResourcePlanLabelsChangesJSONChange struct {
+	JSONChangeRow `json:"-"`
+}
+
+// GetPath returns PlanResourcePlanResourceResourcePlanLabelsChangesJSONChange.Path, and is useful for accessing the field via an interface.
+func (v *PlanResourcePlanResourceResourcePlanLabelsChangesJSONChange) GetPath() string {
+	return v.JSONChangeRow.Path
+}
+
+// GetBefore returns PlanResourcePlanResourceResourcePlanLabelsChangesJSONChange.Before, and is useful for accessing the field via an interface.
+func (v *PlanResourcePlanResourceResourcePlanLabelsChangesJSONChange) GetBefore() *json.RawMessage {
+	return v.JSONChangeRow.Before
+}
+
+// GetAfter returns PlanResourcePlanResourceResourcePlanLabelsChangesJSONChange.After, and is useful for accessing the field via an interface.
+func (v *PlanResourcePlanResourceResourcePlanLabelsChangesJSONChange) GetAfter() *json.RawMessage {
+	return v.JSONChangeRow.After
+}
+
+func (v *PlanResourcePlanResourceResourcePlanLabelsChangesJSONChange) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*PlanResourcePlanResourceResourcePlanLabelsChangesJSONChange
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.PlanResourcePlanResourceResourcePlanLabelsChangesJSONChange = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.JSONChangeRow)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalPlanResourcePlanResourceResourcePlanLabelsChangesJSONChange struct {
+	Path string `json:"path"`
+
+	Before *json.RawMessage `json:"before"`
+
+	After *json.RawMessage `json:"after"`
+}
+
+func (v *PlanResourcePlanResourceResourcePlanLabelsChangesJSONChange) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *PlanResourcePlanResourceResourcePlanLabelsChangesJSONChange) __premarshalJSON() (*__premarshalPlanResourcePlanResourceResourcePlanLabelsChangesJSONChange, error) {
+	var retval __premarshalPlanResourcePlanResourceResourcePlanLabelsChangesJSONChange
+
+	retval.Path = v.JSONChangeRow.Path
+	retval.Before = v.JSONChangeRow.Before
+	retval.After = v.JSONChangeRow.After
+	return &retval, nil
+}
+
+// PlanResourcePlanResourceResourcePlanSpecChangesJSONChange includes the requested fields of the GraphQL type JSONChange.
+// The GraphQL type's documentation follows.
+//
+// One difference between two JSON documents.
+type PlanResourcePlanResourceResourcePlanSpecChangesJSONChange struct {
+	JSONChangeRow `json:"-"`
+}
+
+// GetPath returns PlanResourcePlanResourceResourcePlanSpecChangesJSONChange.Path, and is useful for accessing the field via an interface.
+func (v *PlanResourcePlanResourceResourcePlanSpecChangesJSONChange) GetPath() string {
+	return v.JSONChangeRow.Path
+}
+
+// GetBefore returns PlanResourcePlanResourceResourcePlanSpecChangesJSONChange.Before, and is useful for accessing the field via an interface.
+func (v *PlanResourcePlanResourceResourcePlanSpecChangesJSONChange) GetBefore() *json.RawMessage {
+	return v.JSONChangeRow.Before
+}
+
+// GetAfter returns PlanResourcePlanResourceResourcePlanSpecChangesJSONChange.After, and is useful for accessing the field via an interface.
+func (v *PlanResourcePlanResourceResourcePlanSpecChangesJSONChange) GetAfter() *json.RawMessage {
+	return v.JSONChangeRow.After
+}
+
+func (v *PlanResourcePlanResourceResourcePlanSpecChangesJSONChange) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*PlanResourcePlanResourceResourcePlanSpecChangesJSONChange
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.PlanResourcePlanResourceResourcePlanSpecChangesJSONChange = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.JSONChangeRow)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalPlanResourcePlanResourceResourcePlanSpecChangesJSONChange struct {
+	Path string `json:"path"`
+
+	Before *json.RawMessage `json:"before"`
+
+	After *json.RawMessage `json:"after"`
+}
+
+func (v *PlanResourcePlanResourceResourcePlanSpecChangesJSONChange) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *PlanResourcePlanResourceResourcePlanSpecChangesJSONChange) __premarshalJSON() (*__premarshalPlanResourcePlanResourceResourcePlanSpecChangesJSONChange, error) {
+	var retval __premarshalPlanResourcePlanResourceResourcePlanSpecChangesJSONChange
+
+	retval.Path = v.JSONChangeRow.Path
+	retval.Before = v.JSONChangeRow.Before
+	retval.After = v.JSONChangeRow.After
+	return &retval, nil
+}
+
+// PlanResourceResponse is returned by PlanResource on success.
+type PlanResourceResponse struct {
+	// Dry-run applyResource: every check and error a real apply makes, and the diff against the stored object; nothing is written.
+	PlanResource PlanResourcePlanResourceResourcePlan `json:"planResource"`
+}
+
+// GetPlanResource returns PlanResourceResponse.PlanResource, and is useful for accessing the field via an interface.
+func (v *PlanResourceResponse) GetPlanResource() PlanResourcePlanResourceResourcePlan {
+	return v.PlanResource
+}
+
 // A hand-authored provider config (a full replace).
 type ProviderConfigInput struct {
 	// The consumer kind (its manifest must be applied).
@@ -4544,6 +4902,94 @@ func (v *ResourceRowOwnerResource) GetKind() string { return v.Kind }
 // GetName returns ResourceRowOwnerResource.Name, and is useful for accessing the field via an interface.
 func (v *ResourceRowOwnerResource) GetName() string { return v.Name }
 
+// ResourceSpecHistoryResource includes the requested fields of the GraphQL type Resource.
+// The GraphQL type's documentation follows.
+//
+// One resource: a root or a composed child. Phase and ready are read from the database, never re-derived.
+type ResourceSpecHistoryResource struct {
+	// The resource's id (a UUID).
+	Id string `json:"id"`
+	// Bumps on every spec change.
+	Generation int `json:"generation"`
+	// Its kept applied generations (spec, labels, providerConfigRef), newest first; bounded by its kind's historyLimit.
+	SpecHistory []ResourceSpecHistoryResourceSpecHistorySpecRevision `json:"specHistory"`
+}
+
+// GetId returns ResourceSpecHistoryResource.Id, and is useful for accessing the field via an interface.
+func (v *ResourceSpecHistoryResource) GetId() string { return v.Id }
+
+// GetGeneration returns ResourceSpecHistoryResource.Generation, and is useful for accessing the field via an interface.
+func (v *ResourceSpecHistoryResource) GetGeneration() int { return v.Generation }
+
+// GetSpecHistory returns ResourceSpecHistoryResource.SpecHistory, and is useful for accessing the field via an interface.
+func (v *ResourceSpecHistoryResource) GetSpecHistory() []ResourceSpecHistoryResourceSpecHistorySpecRevision {
+	return v.SpecHistory
+}
+
+// ResourceSpecHistoryResourceSpecHistorySpecRevision includes the requested fields of the GraphQL type SpecRevision.
+// The GraphQL type's documentation follows.
+//
+// One kept applied generation of a resource.
+type ResourceSpecHistoryResourceSpecHistorySpecRevision struct {
+	// The generation.
+	Generation int `json:"generation"`
+	// Its spec.
+	Spec json.RawMessage `json:"spec"`
+	// Its labels (as last applied at this generation).
+	Labels json.RawMessage `json:"labels"`
+	// Its providerConfigRef; null = the kind's default.
+	ProviderConfigRef *string `json:"providerConfigRef"`
+	// Created, SpecUpdated, LabelsUpdated or RolledBack.
+	Reason string `json:"reason"`
+	// Who applied it.
+	Actor string `json:"actor"`
+	// The generation a rollback copied; null otherwise.
+	RolledBackFrom *int `json:"rolledBackFrom"`
+	// When it was applied.
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// GetGeneration returns ResourceSpecHistoryResourceSpecHistorySpecRevision.Generation, and is useful for accessing the field via an interface.
+func (v *ResourceSpecHistoryResourceSpecHistorySpecRevision) GetGeneration() int { return v.Generation }
+
+// GetSpec returns ResourceSpecHistoryResourceSpecHistorySpecRevision.Spec, and is useful for accessing the field via an interface.
+func (v *ResourceSpecHistoryResourceSpecHistorySpecRevision) GetSpec() json.RawMessage { return v.Spec }
+
+// GetLabels returns ResourceSpecHistoryResourceSpecHistorySpecRevision.Labels, and is useful for accessing the field via an interface.
+func (v *ResourceSpecHistoryResourceSpecHistorySpecRevision) GetLabels() json.RawMessage {
+	return v.Labels
+}
+
+// GetProviderConfigRef returns ResourceSpecHistoryResourceSpecHistorySpecRevision.ProviderConfigRef, and is useful for accessing the field via an interface.
+func (v *ResourceSpecHistoryResourceSpecHistorySpecRevision) GetProviderConfigRef() *string {
+	return v.ProviderConfigRef
+}
+
+// GetReason returns ResourceSpecHistoryResourceSpecHistorySpecRevision.Reason, and is useful for accessing the field via an interface.
+func (v *ResourceSpecHistoryResourceSpecHistorySpecRevision) GetReason() string { return v.Reason }
+
+// GetActor returns ResourceSpecHistoryResourceSpecHistorySpecRevision.Actor, and is useful for accessing the field via an interface.
+func (v *ResourceSpecHistoryResourceSpecHistorySpecRevision) GetActor() string { return v.Actor }
+
+// GetRolledBackFrom returns ResourceSpecHistoryResourceSpecHistorySpecRevision.RolledBackFrom, and is useful for accessing the field via an interface.
+func (v *ResourceSpecHistoryResourceSpecHistorySpecRevision) GetRolledBackFrom() *int {
+	return v.RolledBackFrom
+}
+
+// GetCreatedAt returns ResourceSpecHistoryResourceSpecHistorySpecRevision.CreatedAt, and is useful for accessing the field via an interface.
+func (v *ResourceSpecHistoryResourceSpecHistorySpecRevision) GetCreatedAt() time.Time {
+	return v.CreatedAt
+}
+
+// ResourceSpecHistoryResponse is returned by ResourceSpecHistory on success.
+type ResourceSpecHistoryResponse struct {
+	// The resource (kind, name); null when there is none.
+	Resource *ResourceSpecHistoryResource `json:"resource"`
+}
+
+// GetResource returns ResourceSpecHistoryResponse.Resource, and is useful for accessing the field via an interface.
+func (v *ResourceSpecHistoryResponse) GetResource() *ResourceSpecHistoryResource { return v.Resource }
+
 // ResyncResourceResponse is returned by ResyncResource on success.
 type ResyncResourceResponse struct {
 	// Re-pend for a fresh observe without a generation bump.
@@ -4724,6 +5170,190 @@ func (v *ResyncResourceResyncResource) __premarshalJSON() (*__premarshalResyncRe
 	return &retval, nil
 }
 
+// RollbackResourceResponse is returned by RollbackResource on success.
+type RollbackResourceResponse struct {
+	// Apply generation toGeneration's kept spec, labels and providerConfigRef again: a new generation carrying
+	// the old spec, validated like any apply, recorded in the events as RolledBack with its actor.
+	// dryRun validates and returns the would-be resource without writing.
+	RollbackResource RollbackResourceRollbackResource `json:"rollbackResource"`
+}
+
+// GetRollbackResource returns RollbackResourceResponse.RollbackResource, and is useful for accessing the field via an interface.
+func (v *RollbackResourceResponse) GetRollbackResource() RollbackResourceRollbackResource {
+	return v.RollbackResource
+}
+
+// RollbackResourceRollbackResource includes the requested fields of the GraphQL type Resource.
+// The GraphQL type's documentation follows.
+//
+// One resource: a root or a composed child. Phase and ready are read from the database, never re-derived.
+type RollbackResourceRollbackResource struct {
+	ResourceRow `json:"-"`
+}
+
+// GetId returns RollbackResourceRollbackResource.Id, and is useful for accessing the field via an interface.
+func (v *RollbackResourceRollbackResource) GetId() string { return v.ResourceRow.Id }
+
+// GetKind returns RollbackResourceRollbackResource.Kind, and is useful for accessing the field via an interface.
+func (v *RollbackResourceRollbackResource) GetKind() string { return v.ResourceRow.Kind }
+
+// GetVersion returns RollbackResourceRollbackResource.Version, and is useful for accessing the field via an interface.
+func (v *RollbackResourceRollbackResource) GetVersion() string { return v.ResourceRow.Version }
+
+// GetName returns RollbackResourceRollbackResource.Name, and is useful for accessing the field via an interface.
+func (v *RollbackResourceRollbackResource) GetName() string { return v.ResourceRow.Name }
+
+// GetLabels returns RollbackResourceRollbackResource.Labels, and is useful for accessing the field via an interface.
+func (v *RollbackResourceRollbackResource) GetLabels() json.RawMessage { return v.ResourceRow.Labels }
+
+// GetPhase returns RollbackResourceRollbackResource.Phase, and is useful for accessing the field via an interface.
+func (v *RollbackResourceRollbackResource) GetPhase() Phase { return v.ResourceRow.Phase }
+
+// GetReady returns RollbackResourceRollbackResource.Ready, and is useful for accessing the field via an interface.
+func (v *RollbackResourceRollbackResource) GetReady() bool { return v.ResourceRow.Ready }
+
+// GetGeneration returns RollbackResourceRollbackResource.Generation, and is useful for accessing the field via an interface.
+func (v *RollbackResourceRollbackResource) GetGeneration() int { return v.ResourceRow.Generation }
+
+// GetSyncedGeneration returns RollbackResourceRollbackResource.SyncedGeneration, and is useful for accessing the field via an interface.
+func (v *RollbackResourceRollbackResource) GetSyncedGeneration() int {
+	return v.ResourceRow.SyncedGeneration
+}
+
+// GetFailureGeneration returns RollbackResourceRollbackResource.FailureGeneration, and is useful for accessing the field via an interface.
+func (v *RollbackResourceRollbackResource) GetFailureGeneration() int {
+	return v.ResourceRow.FailureGeneration
+}
+
+// GetFailureTerminal returns RollbackResourceRollbackResource.FailureTerminal, and is useful for accessing the field via an interface.
+func (v *RollbackResourceRollbackResource) GetFailureTerminal() bool {
+	return v.ResourceRow.FailureTerminal
+}
+
+// GetHealthOk returns RollbackResourceRollbackResource.HealthOk, and is useful for accessing the field via an interface.
+func (v *RollbackResourceRollbackResource) GetHealthOk() bool { return v.ResourceRow.HealthOk }
+
+// GetDeletionRequestedAt returns RollbackResourceRollbackResource.DeletionRequestedAt, and is useful for accessing the field via an interface.
+func (v *RollbackResourceRollbackResource) GetDeletionRequestedAt() *time.Time {
+	return v.ResourceRow.DeletionRequestedAt
+}
+
+// GetFrozenUntil returns RollbackResourceRollbackResource.FrozenUntil, and is useful for accessing the field via an interface.
+func (v *RollbackResourceRollbackResource) GetFrozenUntil() *time.Time {
+	return v.ResourceRow.FrozenUntil
+}
+
+// GetProviderConfigRef returns RollbackResourceRollbackResource.ProviderConfigRef, and is useful for accessing the field via an interface.
+func (v *RollbackResourceRollbackResource) GetProviderConfigRef() *string {
+	return v.ResourceRow.ProviderConfigRef
+}
+
+// GetOwner returns RollbackResourceRollbackResource.Owner, and is useful for accessing the field via an interface.
+func (v *RollbackResourceRollbackResource) GetOwner() *ResourceRowOwnerResource {
+	return v.ResourceRow.Owner
+}
+
+// GetCreatedAt returns RollbackResourceRollbackResource.CreatedAt, and is useful for accessing the field via an interface.
+func (v *RollbackResourceRollbackResource) GetCreatedAt() time.Time { return v.ResourceRow.CreatedAt }
+
+// GetUpdatedAt returns RollbackResourceRollbackResource.UpdatedAt, and is useful for accessing the field via an interface.
+func (v *RollbackResourceRollbackResource) GetUpdatedAt() time.Time { return v.ResourceRow.UpdatedAt }
+
+func (v *RollbackResourceRollbackResource) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*RollbackResourceRollbackResource
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.RollbackResourceRollbackResource = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.ResourceRow)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalRollbackResourceRollbackResource struct {
+	Id string `json:"id"`
+
+	Kind string `json:"kind"`
+
+	Version string `json:"version"`
+
+	Name string `json:"name"`
+
+	Labels json.RawMessage `json:"labels"`
+
+	Phase Phase `json:"phase"`
+
+	Ready bool `json:"ready"`
+
+	Generation int `json:"generation"`
+
+	SyncedGeneration int `json:"syncedGeneration"`
+
+	FailureGeneration int `json:"failureGeneration"`
+
+	FailureTerminal bool `json:"failureTerminal"`
+
+	HealthOk bool `json:"healthOk"`
+
+	DeletionRequestedAt *time.Time `json:"deletionRequestedAt"`
+
+	FrozenUntil *time.Time `json:"frozenUntil"`
+
+	ProviderConfigRef *string `json:"providerConfigRef"`
+
+	Owner *ResourceRowOwnerResource `json:"owner"`
+
+	CreatedAt time.Time `json:"createdAt"`
+
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+func (v *RollbackResourceRollbackResource) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *RollbackResourceRollbackResource) __premarshalJSON() (*__premarshalRollbackResourceRollbackResource, error) {
+	var retval __premarshalRollbackResourceRollbackResource
+
+	retval.Id = v.ResourceRow.Id
+	retval.Kind = v.ResourceRow.Kind
+	retval.Version = v.ResourceRow.Version
+	retval.Name = v.ResourceRow.Name
+	retval.Labels = v.ResourceRow.Labels
+	retval.Phase = v.ResourceRow.Phase
+	retval.Ready = v.ResourceRow.Ready
+	retval.Generation = v.ResourceRow.Generation
+	retval.SyncedGeneration = v.ResourceRow.SyncedGeneration
+	retval.FailureGeneration = v.ResourceRow.FailureGeneration
+	retval.FailureTerminal = v.ResourceRow.FailureTerminal
+	retval.HealthOk = v.ResourceRow.HealthOk
+	retval.DeletionRequestedAt = v.ResourceRow.DeletionRequestedAt
+	retval.FrozenUntil = v.ResourceRow.FrozenUntil
+	retval.ProviderConfigRef = v.ResourceRow.ProviderConfigRef
+	retval.Owner = v.ResourceRow.Owner
+	retval.CreatedAt = v.ResourceRow.CreatedAt
+	retval.UpdatedAt = v.ResourceRow.UpdatedAt
+	return &retval, nil
+}
+
 // RunOperationResponse is returned by RunOperation on success.
 type RunOperationResponse struct {
 	// Invoke an operator verb the resource's kind declares; follow it with operationUpdated.
@@ -4850,6 +5480,39 @@ type ServerVersionResponse struct {
 
 // GetVersion returns ServerVersionResponse.Version, and is useful for accessing the field via an interface.
 func (v *ServerVersionResponse) GetVersion() string { return v.Version }
+
+// SetKindHistoryLimitResponse is returned by SetKindHistoryLimit on success.
+type SetKindHistoryLimitResponse struct {
+	// Set how many applied generations a kind version keeps per resource (0-1000; 0 keeps none).
+	SetKindHistoryLimit SetKindHistoryLimitSetKindHistoryLimitKind `json:"setKindHistoryLimit"`
+}
+
+// GetSetKindHistoryLimit returns SetKindHistoryLimitResponse.SetKindHistoryLimit, and is useful for accessing the field via an interface.
+func (v *SetKindHistoryLimitResponse) GetSetKindHistoryLimit() SetKindHistoryLimitSetKindHistoryLimitKind {
+	return v.SetKindHistoryLimit
+}
+
+// SetKindHistoryLimitSetKindHistoryLimitKind includes the requested fields of the GraphQL type Kind.
+// The GraphQL type's documentation follows.
+//
+// An applied kind manifest (one version of a kind) with its live operational policy.
+type SetKindHistoryLimitSetKindHistoryLimitKind struct {
+	// The kind's name.
+	Name string `json:"name"`
+	// The manifest's version.
+	Version string `json:"version"`
+	// How many applied generations each resource of this kind version keeps in its spec history (0-1000; 0 keeps none).
+	HistoryLimit int `json:"historyLimit"`
+}
+
+// GetName returns SetKindHistoryLimitSetKindHistoryLimitKind.Name, and is useful for accessing the field via an interface.
+func (v *SetKindHistoryLimitSetKindHistoryLimitKind) GetName() string { return v.Name }
+
+// GetVersion returns SetKindHistoryLimitSetKindHistoryLimitKind.Version, and is useful for accessing the field via an interface.
+func (v *SetKindHistoryLimitSetKindHistoryLimitKind) GetVersion() string { return v.Version }
+
+// GetHistoryLimit returns SetKindHistoryLimitSetKindHistoryLimitKind.HistoryLimit, and is useful for accessing the field via an interface.
+func (v *SetKindHistoryLimitSetKindHistoryLimitKind) GetHistoryLimit() int { return v.HistoryLimit }
 
 // The lifecycle edges a reactor binding can subscribe to.
 type Transition string
@@ -5202,6 +5865,66 @@ func (v *UpdateKindConfigUpdateKindConfig) __premarshalJSON() (*__premarshalUpda
 	retval.MaxTransientAttempts = v.KindConfigRow.MaxTransientAttempts
 	retval.UpdatedAt = v.KindConfigRow.UpdatedAt
 	return &retval, nil
+}
+
+// A gate that holds a resource back (Resource.waitingOn).
+type WaitGate string
+
+const (
+	// Deleting: owned children must be deleted first (blockers).
+	WaitGateDeletingChildren WaitGate = "DELETING_CHILDREN"
+	// Deleting: dependents must be deleted first, strict wait (blockers).
+	WaitGateDeletingDependents WaitGate = "DELETING_DEPENDENTS"
+	// Deleting, unblocked: the delete sweep has yet to queue its teardown or remove the row.
+	WaitGateDeletingSweep WaitGate = "DELETING_SWEEP"
+	// Deleting: its teardown task runs the finalizers (the task's claim state follows).
+	WaitGateDeletingTeardown WaitGate = "DELETING_TEARDOWN"
+	// Quarantined: frozen until an operator lifts it.
+	WaitGateQuarantined WaitGate = "QUARANTINED"
+	// Orphaned: deleted at until unless re-adopted.
+	WaitGateOrphaned WaitGate = "ORPHANED"
+	// Failed terminally for its live spec: not retried until the spec changes.
+	WaitGateFailedTerminal WaitGate = "FAILED_TERMINAL"
+	// The composer has not expanded the live generation yet.
+	WaitGateComposing WaitGate = "COMPOSING"
+	// Its task is claimed by a broker (brokerId) since since.
+	WaitGateClaimed WaitGate = "CLAIMED"
+	// Its task backs off until until.
+	WaitGateBackoff WaitGate = "BACKOFF"
+	// Its kind is at its concurrency cap (inFlight of cap).
+	WaitGateKindCap WaitGate = "KIND_CAP"
+	// No live broker reports a ready worker for its kind version.
+	WaitGateNoWorker WaitGate = "NO_WORKER"
+	// Its task is queued since since, waiting for a claim.
+	WaitGateQueued WaitGate = "QUEUED"
+	// Failed (retryable) with no task queued: the reaper retries it after its retry window.
+	WaitGateFailedRetry WaitGate = "FAILED_RETRY"
+	// Upstreams it depends on have not synced (blockers).
+	WaitGateUpstream WaitGate = "UPSTREAM"
+	// Rollup: live descendants still progressing (blockers).
+	WaitGateDescendants WaitGate = "DESCENDANTS"
+	// Eligible, but no task is queued: the reaper re-pends it.
+	WaitGateNotQueued WaitGate = "NOT_QUEUED"
+)
+
+var AllWaitGate = []WaitGate{
+	WaitGateDeletingChildren,
+	WaitGateDeletingDependents,
+	WaitGateDeletingSweep,
+	WaitGateDeletingTeardown,
+	WaitGateQuarantined,
+	WaitGateOrphaned,
+	WaitGateFailedTerminal,
+	WaitGateComposing,
+	WaitGateClaimed,
+	WaitGateBackoff,
+	WaitGateKindCap,
+	WaitGateNoWorker,
+	WaitGateQueued,
+	WaitGateFailedRetry,
+	WaitGateUpstream,
+	WaitGateDescendants,
+	WaitGateNotQueued,
 }
 
 // A child as apply --wait follows it: its phase, why, and the upstreams it
@@ -6721,6 +7444,135 @@ func (v *WatchSubtreeSubtreeProgressRootSubtreeMember) GetFailureTerminal() bool
 	return v.FailureTerminal
 }
 
+// WhyResourceResource includes the requested fields of the GraphQL type Resource.
+// The GraphQL type's documentation follows.
+//
+// One resource: a root or a composed child. Phase and ready are read from the database, never re-derived.
+type WhyResourceResource struct {
+	// The resource's id (a UUID).
+	Id string `json:"id"`
+	// Its kind (a kind manifest's name).
+	Kind string `json:"kind"`
+	// Its name, unique within the kind.
+	Name string `json:"name"`
+	// The single readiness signal.
+	Phase Phase `json:"phase"`
+	// Bumps on every spec change.
+	Generation int `json:"generation"`
+	// The generation the last successful full reconcile reached.
+	SyncedGeneration int `json:"syncedGeneration"`
+	// The gates holding this resource back, the one holding it now first; empty when nothing holds it
+	// (READY or DEGRADED for its live spec). Computed in the database by the scheduler's, claim's and
+	// delete sweep's own predicates (explain_resource), never re-derived by a client.
+	WaitingOn []WhyResourceResourceWaitingOnWait `json:"waitingOn"`
+}
+
+// GetId returns WhyResourceResource.Id, and is useful for accessing the field via an interface.
+func (v *WhyResourceResource) GetId() string { return v.Id }
+
+// GetKind returns WhyResourceResource.Kind, and is useful for accessing the field via an interface.
+func (v *WhyResourceResource) GetKind() string { return v.Kind }
+
+// GetName returns WhyResourceResource.Name, and is useful for accessing the field via an interface.
+func (v *WhyResourceResource) GetName() string { return v.Name }
+
+// GetPhase returns WhyResourceResource.Phase, and is useful for accessing the field via an interface.
+func (v *WhyResourceResource) GetPhase() Phase { return v.Phase }
+
+// GetGeneration returns WhyResourceResource.Generation, and is useful for accessing the field via an interface.
+func (v *WhyResourceResource) GetGeneration() int { return v.Generation }
+
+// GetSyncedGeneration returns WhyResourceResource.SyncedGeneration, and is useful for accessing the field via an interface.
+func (v *WhyResourceResource) GetSyncedGeneration() int { return v.SyncedGeneration }
+
+// GetWaitingOn returns WhyResourceResource.WaitingOn, and is useful for accessing the field via an interface.
+func (v *WhyResourceResource) GetWaitingOn() []WhyResourceResourceWaitingOnWait { return v.WaitingOn }
+
+// WhyResourceResourceWaitingOnWait includes the requested fields of the GraphQL type Wait.
+// The GraphQL type's documentation follows.
+//
+// One gate holding a resource back, as the database explains it.
+type WhyResourceResourceWaitingOnWait struct {
+	// The gate.
+	Gate WaitGate `json:"gate"`
+	// A human-readable explanation, including what releases it.
+	Message string `json:"message"`
+	// When the gate began; null when unknown.
+	Since *time.Time `json:"since"`
+	// When it lifts by itself (an orphan's grace, a backoff); null otherwise.
+	Until *time.Time `json:"until"`
+	// How many resources hold it in all (blockers lists the first 20).
+	BlockerCount int `json:"blockerCount"`
+	// Up to 20 resources holding it (upstreams, unsettled descendants, children or dependents).
+	Blockers []WhyResourceResourceWaitingOnWaitBlockersResource `json:"blockers"`
+	// KIND_CAP: the kind's tasks in flight.
+	InFlight *int `json:"inFlight"`
+	// KIND_CAP: the kind's concurrency cap.
+	Cap *int `json:"cap"`
+	// CLAIMED: the broker holding the task's lease.
+	BrokerId *string `json:"brokerId"`
+}
+
+// GetGate returns WhyResourceResourceWaitingOnWait.Gate, and is useful for accessing the field via an interface.
+func (v *WhyResourceResourceWaitingOnWait) GetGate() WaitGate { return v.Gate }
+
+// GetMessage returns WhyResourceResourceWaitingOnWait.Message, and is useful for accessing the field via an interface.
+func (v *WhyResourceResourceWaitingOnWait) GetMessage() string { return v.Message }
+
+// GetSince returns WhyResourceResourceWaitingOnWait.Since, and is useful for accessing the field via an interface.
+func (v *WhyResourceResourceWaitingOnWait) GetSince() *time.Time { return v.Since }
+
+// GetUntil returns WhyResourceResourceWaitingOnWait.Until, and is useful for accessing the field via an interface.
+func (v *WhyResourceResourceWaitingOnWait) GetUntil() *time.Time { return v.Until }
+
+// GetBlockerCount returns WhyResourceResourceWaitingOnWait.BlockerCount, and is useful for accessing the field via an interface.
+func (v *WhyResourceResourceWaitingOnWait) GetBlockerCount() int { return v.BlockerCount }
+
+// GetBlockers returns WhyResourceResourceWaitingOnWait.Blockers, and is useful for accessing the field via an interface.
+func (v *WhyResourceResourceWaitingOnWait) GetBlockers() []WhyResourceResourceWaitingOnWaitBlockersResource {
+	return v.Blockers
+}
+
+// GetInFlight returns WhyResourceResourceWaitingOnWait.InFlight, and is useful for accessing the field via an interface.
+func (v *WhyResourceResourceWaitingOnWait) GetInFlight() *int { return v.InFlight }
+
+// GetCap returns WhyResourceResourceWaitingOnWait.Cap, and is useful for accessing the field via an interface.
+func (v *WhyResourceResourceWaitingOnWait) GetCap() *int { return v.Cap }
+
+// GetBrokerId returns WhyResourceResourceWaitingOnWait.BrokerId, and is useful for accessing the field via an interface.
+func (v *WhyResourceResourceWaitingOnWait) GetBrokerId() *string { return v.BrokerId }
+
+// WhyResourceResourceWaitingOnWaitBlockersResource includes the requested fields of the GraphQL type Resource.
+// The GraphQL type's documentation follows.
+//
+// One resource: a root or a composed child. Phase and ready are read from the database, never re-derived.
+type WhyResourceResourceWaitingOnWaitBlockersResource struct {
+	// Its kind (a kind manifest's name).
+	Kind string `json:"kind"`
+	// Its name, unique within the kind.
+	Name string `json:"name"`
+	// The single readiness signal.
+	Phase Phase `json:"phase"`
+}
+
+// GetKind returns WhyResourceResourceWaitingOnWaitBlockersResource.Kind, and is useful for accessing the field via an interface.
+func (v *WhyResourceResourceWaitingOnWaitBlockersResource) GetKind() string { return v.Kind }
+
+// GetName returns WhyResourceResourceWaitingOnWaitBlockersResource.Name, and is useful for accessing the field via an interface.
+func (v *WhyResourceResourceWaitingOnWaitBlockersResource) GetName() string { return v.Name }
+
+// GetPhase returns WhyResourceResourceWaitingOnWaitBlockersResource.Phase, and is useful for accessing the field via an interface.
+func (v *WhyResourceResourceWaitingOnWaitBlockersResource) GetPhase() Phase { return v.Phase }
+
+// WhyResourceResponse is returned by WhyResource on success.
+type WhyResourceResponse struct {
+	// The resource (kind, name); null when there is none.
+	Resource *WhyResourceResource `json:"resource"`
+}
+
+// GetResource returns WhyResourceResponse.Resource, and is useful for accessing the field via an interface.
+func (v *WhyResourceResponse) GetResource() *WhyResourceResource { return v.Resource }
+
 // __ApplyKindManifestInput is used internally by genqlient
 type __ApplyKindManifestInput struct {
 	Manifest       json.RawMessage `json:"manifest"`
@@ -6829,6 +7681,30 @@ func (v *__DescribeResourceInput) GetEvents() int { return v.Events }
 // GetCap returns __DescribeResourceInput.Cap, and is useful for accessing the field via an interface.
 func (v *__DescribeResourceInput) GetCap() int { return v.Cap }
 
+// __DryRunKindManifestInput is used internally by genqlient
+type __DryRunKindManifestInput struct {
+	Manifest json.RawMessage `json:"manifest"`
+}
+
+// GetManifest returns __DryRunKindManifestInput.Manifest, and is useful for accessing the field via an interface.
+func (v *__DryRunKindManifestInput) GetManifest() json.RawMessage { return v.Manifest }
+
+// __DryRunProviderConfigInput is used internally by genqlient
+type __DryRunProviderConfigInput struct {
+	Input ProviderConfigInput `json:"input"`
+}
+
+// GetInput returns __DryRunProviderConfigInput.Input, and is useful for accessing the field via an interface.
+func (v *__DryRunProviderConfigInput) GetInput() ProviderConfigInput { return v.Input }
+
+// __DryRunReactorBindingInput is used internally by genqlient
+type __DryRunReactorBindingInput struct {
+	Input ReactorBindingInput `json:"input"`
+}
+
+// GetInput returns __DryRunReactorBindingInput.Input, and is useful for accessing the field via an interface.
+func (v *__DryRunReactorBindingInput) GetInput() ReactorBindingInput { return v.Input }
+
 // __GetKindInput is used internally by genqlient
 type __GetKindInput struct {
 	Name    string  `json:"name"`
@@ -6860,6 +7736,18 @@ func (v *__GetResourceInput) GetKind() string { return v.Kind }
 
 // GetName returns __GetResourceInput.Name, and is useful for accessing the field via an interface.
 func (v *__GetResourceInput) GetName() string { return v.Name }
+
+// __KindHistoryLimitInput is used internally by genqlient
+type __KindHistoryLimitInput struct {
+	Kind    string  `json:"kind"`
+	Version *string `json:"version"`
+}
+
+// GetKind returns __KindHistoryLimitInput.Kind, and is useful for accessing the field via an interface.
+func (v *__KindHistoryLimitInput) GetKind() string { return v.Kind }
+
+// GetVersion returns __KindHistoryLimitInput.Version, and is useful for accessing the field via an interface.
+func (v *__KindHistoryLimitInput) GetVersion() *string { return v.Version }
 
 // __KindSchemasInput is used internally by genqlient
 type __KindSchemasInput struct {
@@ -6933,6 +7821,14 @@ func (v *__ListResourcesInput) GetFirst() int { return v.First }
 // GetAfter returns __ListResourcesInput.After, and is useful for accessing the field via an interface.
 func (v *__ListResourcesInput) GetAfter() *string { return v.After }
 
+// __PlanResourceInput is used internally by genqlient
+type __PlanResourceInput struct {
+	Input ResourceInput `json:"input"`
+}
+
+// GetInput returns __PlanResourceInput.Input, and is useful for accessing the field via an interface.
+func (v *__PlanResourceInput) GetInput() ResourceInput { return v.Input }
+
 // __QuarantineResourceInput is used internally by genqlient
 type __QuarantineResourceInput struct {
 	Kind string `json:"kind"`
@@ -6977,6 +7873,22 @@ func (v *__ResourceOperationsInput) GetName() string { return v.Name }
 // GetFirst returns __ResourceOperationsInput.First, and is useful for accessing the field via an interface.
 func (v *__ResourceOperationsInput) GetFirst() int { return v.First }
 
+// __ResourceSpecHistoryInput is used internally by genqlient
+type __ResourceSpecHistoryInput struct {
+	Kind  string `json:"kind"`
+	Name  string `json:"name"`
+	First int    `json:"first"`
+}
+
+// GetKind returns __ResourceSpecHistoryInput.Kind, and is useful for accessing the field via an interface.
+func (v *__ResourceSpecHistoryInput) GetKind() string { return v.Kind }
+
+// GetName returns __ResourceSpecHistoryInput.Name, and is useful for accessing the field via an interface.
+func (v *__ResourceSpecHistoryInput) GetName() string { return v.Name }
+
+// GetFirst returns __ResourceSpecHistoryInput.First, and is useful for accessing the field via an interface.
+func (v *__ResourceSpecHistoryInput) GetFirst() int { return v.First }
+
 // __ResyncResourceInput is used internally by genqlient
 type __ResyncResourceInput struct {
 	Kind string `json:"kind"`
@@ -6988,6 +7900,26 @@ func (v *__ResyncResourceInput) GetKind() string { return v.Kind }
 
 // GetName returns __ResyncResourceInput.Name, and is useful for accessing the field via an interface.
 func (v *__ResyncResourceInput) GetName() string { return v.Name }
+
+// __RollbackResourceInput is used internally by genqlient
+type __RollbackResourceInput struct {
+	Kind         string `json:"kind"`
+	Name         string `json:"name"`
+	ToGeneration int    `json:"toGeneration"`
+	DryRun       bool   `json:"dryRun"`
+}
+
+// GetKind returns __RollbackResourceInput.Kind, and is useful for accessing the field via an interface.
+func (v *__RollbackResourceInput) GetKind() string { return v.Kind }
+
+// GetName returns __RollbackResourceInput.Name, and is useful for accessing the field via an interface.
+func (v *__RollbackResourceInput) GetName() string { return v.Name }
+
+// GetToGeneration returns __RollbackResourceInput.ToGeneration, and is useful for accessing the field via an interface.
+func (v *__RollbackResourceInput) GetToGeneration() int { return v.ToGeneration }
+
+// GetDryRun returns __RollbackResourceInput.DryRun, and is useful for accessing the field via an interface.
+func (v *__RollbackResourceInput) GetDryRun() bool { return v.DryRun }
 
 // __RunOperationInput is used internally by genqlient
 type __RunOperationInput struct {
@@ -7008,6 +7940,22 @@ func (v *__RunOperationInput) GetVerb() string { return v.Verb }
 
 // GetInput returns __RunOperationInput.Input, and is useful for accessing the field via an interface.
 func (v *__RunOperationInput) GetInput() *json.RawMessage { return v.Input }
+
+// __SetKindHistoryLimitInput is used internally by genqlient
+type __SetKindHistoryLimitInput struct {
+	Kind         string `json:"kind"`
+	Version      string `json:"version"`
+	HistoryLimit int    `json:"historyLimit"`
+}
+
+// GetKind returns __SetKindHistoryLimitInput.Kind, and is useful for accessing the field via an interface.
+func (v *__SetKindHistoryLimitInput) GetKind() string { return v.Kind }
+
+// GetVersion returns __SetKindHistoryLimitInput.Version, and is useful for accessing the field via an interface.
+func (v *__SetKindHistoryLimitInput) GetVersion() string { return v.Version }
+
+// GetHistoryLimit returns __SetKindHistoryLimitInput.HistoryLimit, and is useful for accessing the field via an interface.
+func (v *__SetKindHistoryLimitInput) GetHistoryLimit() int { return v.HistoryLimit }
 
 // __UnquarantineResourceInput is used internally by genqlient
 type __UnquarantineResourceInput struct {
@@ -7104,6 +8052,18 @@ type __WatchSubtreeInput struct {
 
 // GetRootId returns __WatchSubtreeInput.RootId, and is useful for accessing the field via an interface.
 func (v *__WatchSubtreeInput) GetRootId() string { return v.RootId }
+
+// __WhyResourceInput is used internally by genqlient
+type __WhyResourceInput struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+// GetKind returns __WhyResourceInput.Kind, and is useful for accessing the field via an interface.
+func (v *__WhyResourceInput) GetKind() string { return v.Kind }
+
+// GetName returns __WhyResourceInput.Name, and is useful for accessing the field via an interface.
+func (v *__WhyResourceInput) GetName() string { return v.Name }
 
 // The mutation executed by ApplyKindManifest.
 const ApplyKindManifest_Operation = `
@@ -7696,6 +8656,109 @@ func DescribeResource(
 	return data_, err_
 }
 
+// The mutation executed by DryRunKindManifest.
+const DryRunKindManifest_Operation = `
+mutation DryRunKindManifest ($manifest: JSON!) {
+	applyKindManifest(manifest: $manifest, dryRun: true) {
+		manifestGeneration
+	}
+}
+`
+
+func DryRunKindManifest(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	manifest json.RawMessage,
+) (data_ *DryRunKindManifestResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "DryRunKindManifest",
+		Query:  DryRunKindManifest_Operation,
+		Variables: &__DryRunKindManifestInput{
+			Manifest: manifest,
+		},
+	}
+
+	data_ = &DryRunKindManifestResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by DryRunProviderConfig.
+const DryRunProviderConfig_Operation = `
+mutation DryRunProviderConfig ($input: ProviderConfigInput!) {
+	applyProviderConfig(input: $input, dryRun: true) {
+		updatedAt
+	}
+}
+`
+
+func DryRunProviderConfig(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	input ProviderConfigInput,
+) (data_ *DryRunProviderConfigResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "DryRunProviderConfig",
+		Query:  DryRunProviderConfig_Operation,
+		Variables: &__DryRunProviderConfigInput{
+			Input: input,
+		},
+	}
+
+	data_ = &DryRunProviderConfigResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by DryRunReactorBinding.
+const DryRunReactorBinding_Operation = `
+mutation DryRunReactorBinding ($input: ReactorBindingInput!) {
+	applyReactorBinding(input: $input, dryRun: true) {
+		createdAt
+		updatedAt
+	}
+}
+`
+
+func DryRunReactorBinding(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	input ReactorBindingInput,
+) (data_ *DryRunReactorBindingResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "DryRunReactorBinding",
+		Query:  DryRunReactorBinding_Operation,
+		Variables: &__DryRunReactorBindingInput{
+			Input: input,
+		},
+	}
+
+	data_ = &DryRunReactorBindingResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
 // The query executed by GetKind.
 const GetKind_Operation = `
 query GetKind ($name: String!, $version: String) {
@@ -7861,6 +8924,44 @@ func GetResource(
 	}
 
 	data_ = &GetResourceResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The query executed by KindHistoryLimit.
+const KindHistoryLimit_Operation = `
+query KindHistoryLimit ($kind: String!, $version: String) {
+	kind(name: $kind, version: $version) {
+		name
+		version
+		historyLimit
+	}
+}
+`
+
+func KindHistoryLimit(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	kind string,
+	version *string,
+) (data_ *KindHistoryLimitResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "KindHistoryLimit",
+		Query:  KindHistoryLimit_Operation,
+		Variables: &__KindHistoryLimitInput{
+			Kind:    kind,
+			Version: version,
+		},
+	}
+
+	data_ = &KindHistoryLimitResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(
@@ -8188,6 +9289,55 @@ func ListResources(
 	return data_, err_
 }
 
+// The mutation executed by PlanResource.
+const PlanResource_Operation = `
+mutation PlanResource ($input: ResourceInput!) {
+	planResource(input: $input) {
+		outcome
+		generation
+		current {
+			generation
+		}
+		specChanges {
+			... JSONChangeRow
+		}
+		labelsChanges {
+			... JSONChangeRow
+		}
+	}
+}
+fragment JSONChangeRow on JSONChange {
+	path
+	before
+	after
+}
+`
+
+func PlanResource(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	input ResourceInput,
+) (data_ *PlanResourceResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "PlanResource",
+		Query:  PlanResource_Operation,
+		Variables: &__PlanResourceInput{
+			Input: input,
+		},
+	}
+
+	data_ = &PlanResourceResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
 // The mutation executed by QuarantineResource.
 const QuarantineResource_Operation = `
 mutation QuarantineResource ($kind: String!, $name: String!) {
@@ -8387,6 +9537,55 @@ func ResourceOperations(
 	return data_, err_
 }
 
+// The query executed by ResourceSpecHistory.
+const ResourceSpecHistory_Operation = `
+query ResourceSpecHistory ($kind: String!, $name: String!, $first: Int!) {
+	resource(kind: $kind, name: $name) {
+		id
+		generation
+		specHistory(first: $first) {
+			generation
+			spec
+			labels
+			providerConfigRef
+			reason
+			actor
+			rolledBackFrom
+			createdAt
+		}
+	}
+}
+`
+
+func ResourceSpecHistory(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	kind string,
+	name string,
+	first int,
+) (data_ *ResourceSpecHistoryResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "ResourceSpecHistory",
+		Query:  ResourceSpecHistory_Operation,
+		Variables: &__ResourceSpecHistoryInput{
+			Kind:  kind,
+			Name:  name,
+			First: first,
+		},
+	}
+
+	data_ = &ResourceSpecHistoryResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
 // The mutation executed by ResyncResource.
 const ResyncResource_Operation = `
 mutation ResyncResource ($kind: String!, $name: String!) {
@@ -8436,6 +9635,70 @@ func ResyncResource(
 	}
 
 	data_ = &ResyncResourceResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by RollbackResource.
+const RollbackResource_Operation = `
+mutation RollbackResource ($kind: String!, $name: String!, $toGeneration: Int!, $dryRun: Boolean!) {
+	rollbackResource(kind: $kind, name: $name, toGeneration: $toGeneration, dryRun: $dryRun) {
+		... ResourceRow
+	}
+}
+fragment ResourceRow on Resource {
+	id
+	kind
+	version
+	name
+	labels
+	phase
+	ready
+	generation
+	syncedGeneration
+	failureGeneration
+	failureTerminal
+	healthOk
+	deletionRequestedAt
+	frozenUntil
+	providerConfigRef
+	owner {
+		id
+		kind
+		name
+	}
+	createdAt
+	updatedAt
+}
+`
+
+func RollbackResource(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	kind string,
+	name string,
+	toGeneration int,
+	dryRun bool,
+) (data_ *RollbackResourceResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "RollbackResource",
+		Query:  RollbackResource_Operation,
+		Variables: &__RollbackResourceInput{
+			Kind:         kind,
+			Name:         name,
+			ToGeneration: toGeneration,
+			DryRun:       dryRun,
+		},
+	}
+
+	data_ = &RollbackResourceResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(
@@ -8519,6 +9782,46 @@ func ServerVersion(
 	}
 
 	data_ = &ServerVersionResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by SetKindHistoryLimit.
+const SetKindHistoryLimit_Operation = `
+mutation SetKindHistoryLimit ($kind: String!, $version: String!, $historyLimit: Int!) {
+	setKindHistoryLimit(kind: $kind, version: $version, historyLimit: $historyLimit) {
+		name
+		version
+		historyLimit
+	}
+}
+`
+
+func SetKindHistoryLimit(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	kind string,
+	version string,
+	historyLimit int,
+) (data_ *SetKindHistoryLimitResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "SetKindHistoryLimit",
+		Query:  SetKindHistoryLimit_Operation,
+		Variables: &__SetKindHistoryLimitInput{
+			Kind:         kind,
+			Version:      version,
+			HistoryLimit: historyLimit,
+		},
+	}
+
+	data_ = &SetKindHistoryLimitResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(
@@ -9242,4 +10545,60 @@ func WatchSubtreeForwardData(interfaceChan interface{}, jsonRawMsg json.RawMessa
 	}
 	dataChan_ <- wsResp
 	return nil
+}
+
+// The query executed by WhyResource.
+const WhyResource_Operation = `
+query WhyResource ($kind: String!, $name: String!) {
+	resource(kind: $kind, name: $name) {
+		id
+		kind
+		name
+		phase
+		generation
+		syncedGeneration
+		waitingOn {
+			gate
+			message
+			since
+			until
+			blockerCount
+			blockers {
+				kind
+				name
+				phase
+			}
+			inFlight
+			cap
+			brokerId
+		}
+	}
+}
+`
+
+func WhyResource(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	kind string,
+	name string,
+) (data_ *WhyResourceResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "WhyResource",
+		Query:  WhyResource_Operation,
+		Variables: &__WhyResourceInput{
+			Kind: kind,
+			Name: name,
+		},
+	}
+
+	data_ = &WhyResourceResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
 }

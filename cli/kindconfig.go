@@ -39,7 +39,7 @@ schemas with kind types.`,
   conctl kind types vpc --lang go`,
 		Args: exactArgs(0),
 	}
-	cmd.AddCommand(a.kindConfigCommand(), a.kindDeleteCommand(), a.kindTypesCommand())
+	cmd.AddCommand(a.kindConfigCommand(), a.kindDeleteCommand(), a.kindTypesCommand(), a.kindHistoryLimitCommand())
 	return cmd
 }
 

@@ -147,6 +147,10 @@ CONVERGE_SERVER (default ` + DefaultServer + `) and CONVERGE_TOKEN (a bearer tok
 		a.resyncCommand(),
 		a.runCommand(),
 		a.watchCommand(),
+		a.whyCommand(),
+		a.historyCommand(),
+		a.rollbackCommand(),
+		a.diffCommand(),
 		a.clusterCommand(),
 		a.versionCommand(),
 	)

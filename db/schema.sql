@@ -417,11 +417,10 @@ DECLARE
     v_used bigint;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('claim_budget'), hashtext(p_kind || '/' || p_version));
-    SELECT max_inflight INTO v_cap FROM kind_config WHERE kind = p_kind AND version = p_version;
+    SELECT u.cap, u.in_flight INTO v_cap, v_used FROM kind_cap_usage(p_kind, p_version) u;
     IF coalesce(v_cap, 0) = 0 THEN
         RETURN p_max;
     END IF;
-    SELECT coalesce(sum(in_flight), 0) INTO v_used FROM kind_inflight WHERE kind = p_kind AND version = p_version;
     RETURN greatest(0, least(p_max::bigint, v_cap - v_used))::int;
 END
 $$;
@@ -1050,6 +1049,195 @@ END
 $$;
 
 --
+-- Name: explain_resource(uuid, timestamp with time zone, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.explain_resource(p_id uuid, p_now timestamp with time zone DEFAULT now(), p_liveness_secs integer DEFAULT 30) RETURNS TABLE(gate text, message text, since timestamp with time zone, until_at timestamp with time zone, blocker_ids uuid[], blocker_count bigint, in_flight bigint, cap integer, broker_id text)
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+    r       record;
+    kc      record;
+    v_ids   uuid[];
+    v_n     bigint;
+    v_task  text;
+    v_found boolean := false;
+BEGIN
+    SELECT * INTO r FROM resources WHERE id = p_id;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    SELECT k.has_rollup, k.has_composer INTO kc FROM kind_config k WHERE k.kind = r.kind AND k.version = r.version;
+
+    IF r.deletion_requested_at IS NOT NULL THEN
+        SELECT array_agg(x.id), max(x.n) INTO v_ids, v_n
+          FROM (SELECT o.id, count(*) OVER () AS n FROM resources o WHERE o.owner_id = p_id ORDER BY o.id LIMIT 20) x;
+        IF v_ids IS NOT NULL THEN
+            RETURN QUERY SELECT 'deleting_children', format('deleting: waits for %s owned child(ren) to be deleted first', v_n),
+                r.deletion_requested_at, NULL::timestamptz, v_ids, v_n, NULL::bigint, NULL::int, NULL::text;
+        END IF;
+        SELECT array_agg(x.id), max(x.n) INTO v_ids, v_n
+          FROM (SELECT d.dependent_id AS id, count(*) OVER () AS n FROM resource_deps d
+                 WHERE d.dependency_id = p_id ORDER BY d.dependent_id LIMIT 20) x;
+        IF v_ids IS NOT NULL THEN
+            RETURN QUERY SELECT 'deleting_dependents',
+                format('deleting: waits for %s dependent(s) to be deleted first (strict wait)', v_n),
+                r.deletion_requested_at, NULL::timestamptz, v_ids, v_n, NULL::bigint, NULL::int, NULL::text;
+        END IF;
+        IF EXISTS (SELECT 1 FROM resources o WHERE o.owner_id = p_id)
+           OR EXISTS (SELECT 1 FROM resource_deps d WHERE d.dependency_id = p_id) THEN
+            RETURN;
+        END IF;
+        IF r.finalizers = '{}' THEN
+            RETURN QUERY SELECT 'deleting_sweep', 'deleting: unblocked, waits for the delete sweep to remove the row',
+                r.deletion_requested_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
+            RETURN;
+        END IF;
+        v_task := 'delete';
+        IF NOT EXISTS (SELECT 1 FROM work_queue w WHERE w.shard_id BETWEEN r.shard_id AND r.shard_id
+                          AND w.resource_id = p_id AND w.task_type = 'delete') THEN
+            RETURN QUERY SELECT 'deleting_sweep',
+                format('deleting: unblocked, waits for the delete sweep to queue its teardown (finalizers %s)',
+                       array_to_string(r.finalizers, ', ')),
+                r.deletion_requested_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
+            RETURN;
+        END IF;
+        RETURN QUERY SELECT 'deleting_teardown',
+            format('deleting: its teardown task runs the finalizers %s', array_to_string(r.finalizers, ', ')),
+            r.deletion_requested_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
+    ELSIF r.frozen_until = 'infinity' THEN
+        RETURN QUERY SELECT 'quarantined', 'quarantined: frozen from every scheduler until an operator lifts it (unquarantine)',
+            r.updated_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
+        RETURN;
+    ELSIF r.frozen_until IS NOT NULL THEN
+        RETURN QUERY SELECT 'orphaned', 'orphaned: its owner no longer composes it; deleted when the grace ends unless re-adopted',
+            r.updated_at, r.frozen_until, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
+        RETURN;
+    ELSIF r.failure_terminal AND r.failure_gen = r.generation THEN
+        RETURN QUERY SELECT 'failed_terminal',
+            format('failed terminally at generation %s: not retried until the spec changes', r.generation),
+            r.updated_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
+        RETURN;
+    ELSIF r.synced_gen >= r.generation THEN
+        RETURN;
+    ELSE
+        v_task := 'reconcile';
+    END IF;
+
+    IF v_task = 'reconcile' AND coalesce(kc.has_composer, false) AND r.composed_gen < r.generation THEN
+        RETURN QUERY SELECT 'composing', format('composing: the composer has not expanded generation %s yet', r.generation),
+            r.updated_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
+    END IF;
+    RETURN QUERY SELECT * FROM explain_task(p_id, r.shard_id, r.kind, r.version, v_task, p_now, p_liveness_secs);
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    IF v_n > 0 OR v_task = 'delete' THEN
+        RETURN;
+    END IF;
+
+    -- No task: the gate that keeps the scheduler from writing one.
+    IF r.failure_gen = r.generation THEN
+        v_found := true;
+        RETURN QUERY SELECT 'failed_retry',
+            format('failed at generation %s: the reaper retries it after its retry window', r.generation),
+            r.updated_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
+    END IF;
+    SELECT array_agg(x.dependency_id), max(x.n) INTO v_ids, v_n
+      FROM (SELECT u.dependency_id, count(*) OVER () AS n FROM schedule_lagging_upstreams(p_id) u
+             ORDER BY u.dependency_id LIMIT 20) x;
+    IF v_ids IS NOT NULL THEN
+        v_found := true;
+        RETURN QUERY SELECT 'upstream', format('waits for %s upstream(s) to sync their spec', v_n),
+            NULL::timestamptz, NULL::timestamptz, v_ids, v_n, NULL::bigint, NULL::int, NULL::text;
+    END IF;
+    IF schedule_rollup_gated(kc.has_rollup, kc.has_composer, r.composed_gen, r.generation)
+       AND rollup_gate(p_id, r.root_id IS NULL, 0) > 0 THEN
+        v_found := true;
+        SELECT array_agg(x.id), max(x.n) INTO v_ids, v_n
+          FROM (SELECT u.id, count(*) OVER () AS n FROM explain_unsettled(p_id, r.root_id IS NULL) u
+                 ORDER BY u.id LIMIT 20) x;
+        RETURN QUERY SELECT 'descendants',
+            format('rollup: waits for %s descendant(s) to settle (synced or failed)', coalesce(v_n, 0)),
+            NULL::timestamptz, NULL::timestamptz, v_ids, coalesce(v_n, 0), NULL::bigint, NULL::int, NULL::text;
+    END IF;
+    IF NOT v_found THEN
+        RETURN QUERY SELECT 'not_queued', 'eligible but no task is queued: the reaper re-pends it on its next pass',
+            r.updated_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
+    END IF;
+END
+$$;
+
+--
+-- Name: explain_task(uuid, integer, text, text, text, timestamp with time zone, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.explain_task(p_id uuid, p_shard integer, p_kind text, p_version text, p_task text, p_now timestamp with time zone DEFAULT now(), p_liveness_secs integer DEFAULT 30) RETURNS TABLE(gate text, message text, since timestamp with time zone, until_at timestamp with time zone, blocker_ids uuid[], blocker_count bigint, in_flight bigint, cap integer, broker_id text)
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+    w  record;
+    u  record;
+BEGIN
+    SELECT q.worker_id, q.leased_at, q.heartbeat_at, q.not_before, q.attempts, q.created_at, q.trigger
+      INTO w
+      FROM work_queue q
+     WHERE q.shard_id BETWEEN p_shard AND p_shard AND q.resource_id = p_id AND q.task_type = p_task
+     ORDER BY q.op_id
+     LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF w.worker_id IS NOT NULL THEN
+        RETURN QUERY SELECT 'claimed',
+            format('its %s task (%s) is claimed by broker %s, last heartbeat %s', p_task, w.trigger, w.worker_id,
+                   to_char(w.heartbeat_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')),
+            w.leased_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, w.worker_id;
+        RETURN;
+    END IF;
+    IF w.not_before > p_now THEN
+        RETURN QUERY SELECT 'backoff',
+            CASE WHEN w.attempts > 0 THEN format('its %s task backs off after %s failed attempt(s)', p_task, w.attempts)
+                 ELSE format('its %s task is not due yet', p_task) END,
+            w.created_at, w.not_before, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
+        RETURN;
+    END IF;
+    SELECT c.cap, c.in_flight INTO u FROM kind_cap_usage(p_kind, p_version) c;
+    IF u.cap > 0 AND u.in_flight >= u.cap THEN
+        RETURN QUERY SELECT 'kind_cap',
+            format('kind %s/%s is at its concurrency cap: %s in flight of %s', p_kind, p_version, u.in_flight, u.cap),
+            NULL::timestamptz, NULL::timestamptz, NULL::uuid[], NULL::bigint, u.in_flight, u.cap, NULL::text;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM live_cluster_members(p_liveness_secs, p_now) l
+                     JOIN cluster_members m ON m.member_id = l.member_id
+                    WHERE l.role IN ('all', 'broker') AND (p_kind || '/' || p_version) = ANY (m.kinds)) THEN
+        RETURN QUERY SELECT 'no_worker',
+            format('no live broker has a ready worker for kind %s/%s', p_kind, p_version),
+            NULL::timestamptz, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
+    END IF;
+    RETURN QUERY SELECT 'queued', format('its %s task (%s) is queued, waiting for a claim', p_task, w.trigger),
+        w.created_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, u.in_flight, u.cap, NULL::text;
+END
+$$;
+
+--
+-- Name: explain_unsettled(uuid, boolean); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.explain_unsettled(p_root uuid, p_top boolean) RETURNS TABLE(id uuid)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT d.id FROM resource_phases d
+     WHERE p_top AND d.root_id = p_root AND d.phase = 'Reconciling'
+    UNION ALL
+    SELECT s.id FROM (
+        WITH RECURSIVE sub AS (
+            SELECT c.id, c.phase FROM resource_phases c WHERE NOT p_top AND c.owner_id = p_root
+            UNION ALL
+            SELECT c.id, c.phase FROM resource_phases c JOIN sub s ON c.owner_id = s.id)
+        SELECT sub.id, sub.phase FROM sub) s
+     WHERE s.phase = 'Reconciling'
+$$;
+
+--
 -- Name: fold_phase_count_deltas(integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1120,6 +1308,17 @@ BEGIN
     END IF;
     RETURN v_path;
 END
+$$;
+
+--
+-- Name: kind_cap_usage(text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.kind_cap_usage(p_kind text, p_version text) RETURNS TABLE(cap integer, in_flight bigint)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT coalesce((SELECT kc.max_inflight FROM kind_config kc WHERE kc.kind = p_kind AND kc.version = p_version), 0),
+           coalesce((SELECT sum(k.in_flight) FROM kind_inflight k WHERE k.kind = p_kind AND k.version = p_version), 0)::bigint
 $$;
 
 --
@@ -1569,6 +1768,44 @@ BEGIN
         PERFORM pg_notify('lifecycle_ready', '');
     END IF;
     RETURN QUERY SELECT unnest(v_dead);
+END
+$$;
+
+--
+-- Name: record_spec_history(uuid, text, text, bigint, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.record_spec_history(p_id uuid, p_reason text, p_actor text, p_from bigint DEFAULT NULL::bigint, p_now timestamp with time zone DEFAULT now()) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_limit int;
+    v_gen   bigint;
+    v_n     int;
+BEGIN
+    SELECT coalesce(kc.history_limit, 20), r.generation INTO v_limit, v_gen
+      FROM resources r LEFT JOIN kind_config kc ON kc.kind = r.kind AND kc.version = r.version
+     WHERE r.id = p_id;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    IF v_limit > 0 THEN
+        INSERT INTO resource_spec_history AS h (resource_id, generation, spec, labels, provider_config_ref,
+                                                reason, actor, rolled_back_from, created_at)
+        SELECT r.id, r.generation, r.spec, r.labels, r.provider_config_ref, p_reason, p_actor, p_from, p_now
+          FROM resources r WHERE r.id = p_id
+        ON CONFLICT (resource_id, generation) DO UPDATE
+           SET spec = EXCLUDED.spec, labels = EXCLUDED.labels, provider_config_ref = EXCLUDED.provider_config_ref,
+               reason = EXCLUDED.reason, actor = EXCLUDED.actor,
+               rolled_back_from = coalesce(EXCLUDED.rolled_back_from, h.rolled_back_from),
+               created_at = EXCLUDED.created_at;
+    END IF;
+    DELETE FROM resource_spec_history h
+     WHERE h.resource_id = p_id
+       AND h.generation NOT IN (SELECT k.generation FROM resource_spec_history k
+                                 WHERE k.resource_id = p_id ORDER BY k.generation DESC LIMIT v_limit);
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN v_n;
 END
 $$;
 
@@ -2100,16 +2337,11 @@ BEGIN
                   CROSS JOIN LATERAL (SELECT * FROM resources r WHERE r.id = c.id OFFSET 0) r
                   LEFT JOIN kind_config kc ON kc.kind = r.kind AND kc.version = r.version
                   CROSS JOIN LATERAL (
-                      SELECT coalesce(kc.has_rollup, false)
-                             AND NOT (coalesce(kc.has_composer, false) AND r.composed_gen < r.generation) AS rollup_gated
+                      SELECT schedule_rollup_gated(kc.has_rollup, kc.has_composer, r.composed_gen, r.generation)
+                             AS rollup_gated
                   ) g
                   LEFT JOIN LATERAL (
-                      SELECT true AS blocked
-                        FROM resource_deps d
-                        CROSS JOIN LATERAL (SELECT 1 FROM resources u
-                                             WHERE u.id = d.dependency_id AND u.synced_gen < u.generation OFFSET 0) u
-                       WHERE d.dependent_id = r.id
-                       LIMIT 1) ub ON true
+                      SELECT true AS blocked FROM schedule_lagging_upstreams(r.id) LIMIT 1) ub ON true
                  WHERE (r.synced_gen < r.generation OR (p_repend AND g.rollup_gated))
                    AND r.deletion_requested_at IS NULL
                    AND r.frozen_until IS NULL
@@ -2167,6 +2399,31 @@ CREATE FUNCTION public.schedule_eligible(p_ids uuid[], p_now timestamp with time
     LANGUAGE sql
     AS $$
     SELECT schedule_candidates(p_ids, p_now, false)
+$$;
+
+--
+-- Name: schedule_lagging_upstreams(uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.schedule_lagging_upstreams(p_id uuid) RETURNS TABLE(dependency_id uuid)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT d.dependency_id
+      FROM resource_deps d
+      CROSS JOIN LATERAL (SELECT 1 FROM resources u
+                           WHERE u.id = d.dependency_id AND u.synced_gen < u.generation OFFSET 0) u
+     WHERE d.dependent_id = p_id
+$$;
+
+--
+-- Name: schedule_rollup_gated(boolean, boolean, bigint, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.schedule_rollup_gated(p_has_rollup boolean, p_has_composer boolean, p_composed_gen bigint, p_generation bigint) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT coalesce(p_has_rollup, false)
+           AND NOT (coalesce(p_has_composer, false) AND p_composed_gen < p_generation)
 $$;
 
 --
@@ -2593,6 +2850,8 @@ CREATE TABLE public.kind_config (
     is_reactor boolean DEFAULT false NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     max_transient_attempts integer DEFAULT 20 NOT NULL,
+    history_limit integer DEFAULT 20 NOT NULL,
+    CONSTRAINT kind_config_history_limit_check CHECK (((history_limit >= 0) AND (history_limit <= 1000))),
     CONSTRAINT kind_config_max_inflight_check CHECK ((max_inflight >= 0)),
     CONSTRAINT kind_config_max_transient_attempts_check CHECK ((max_transient_attempts >= 0)),
     CONSTRAINT kind_config_orphan_grace_secs_check CHECK ((orphan_grace_secs >= 0)),
@@ -3156,6 +3415,22 @@ CREATE TABLE public.resource_phases (
     since timestamp with time zone DEFAULT now() NOT NULL
 )
 WITH (fillfactor='90', autovacuum_vacuum_scale_factor='0.02', autovacuum_analyze_scale_factor='0.02');
+
+--
+-- Name: resource_spec_history; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.resource_spec_history (
+    resource_id uuid NOT NULL,
+    generation bigint NOT NULL,
+    spec jsonb NOT NULL,
+    labels jsonb DEFAULT '{}'::jsonb NOT NULL,
+    provider_config_ref text,
+    reason text NOT NULL,
+    actor text DEFAULT 'system'::text NOT NULL,
+    rolled_back_from bigint,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
 
 --
 -- Name: resources; Type: TABLE; Schema: public; Owner: -
@@ -4570,6 +4845,13 @@ ALTER TABLE ONLY public.resource_phase_deltas
 
 ALTER TABLE ONLY public.resource_phases
     ADD CONSTRAINT resource_phases_pkey PRIMARY KEY (id);
+
+--
+-- Name: resource_spec_history resource_spec_history_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.resource_spec_history
+    ADD CONSTRAINT resource_spec_history_pkey PRIMARY KEY (resource_id, generation);
 
 --
 -- Name: resources resources_kind_name_key; Type: CONSTRAINT; Schema: public; Owner: -
@@ -6426,6 +6708,13 @@ ALTER TABLE ONLY public.resource_events
 
 ALTER TABLE ONLY public.resource_operations
     ADD CONSTRAINT resource_operations_resource_id_fkey FOREIGN KEY (resource_id) REFERENCES public.resources(id) ON DELETE CASCADE;
+
+--
+-- Name: resource_spec_history resource_spec_history_resource_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.resource_spec_history
+    ADD CONSTRAINT resource_spec_history_resource_id_fkey FOREIGN KEY (resource_id) REFERENCES public.resources(id) ON DELETE CASCADE;
 
 --
 -- Name: resources resources_owner_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

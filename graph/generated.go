@@ -95,12 +95,19 @@ type ComplexityRoot struct {
 		NextCursor func(childComplexity int) int
 	}
 
+	JSONChange struct {
+		After  func(childComplexity int) int
+		Before func(childComplexity int) int
+		Path   func(childComplexity int) int
+	}
+
 	Kind struct {
 		Config             func(childComplexity int) int
 		ConfigSchema       func(childComplexity int) int
 		CreatedAt          func(childComplexity int) int
 		Description        func(childComplexity int) int
 		FinalizerName      func(childComplexity int) int
+		HistoryLimit       func(childComplexity int) int
 		IsReactor          func(childComplexity int) int
 		Manifest           func(childComplexity int) int
 		ManifestGeneration func(childComplexity int) int
@@ -135,17 +142,20 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		ApplyKindManifest    func(childComplexity int, manifest json.RawMessage, acceptBreaking *bool) int
-		ApplyProviderConfig  func(childComplexity int, input model.ProviderConfigInput) int
-		ApplyReactorBinding  func(childComplexity int, input model.ReactorBindingInput) int
-		ApplyResource        func(childComplexity int, input model.ResourceInput) int
+		ApplyKindManifest    func(childComplexity int, manifest json.RawMessage, acceptBreaking *bool, dryRun *bool) int
+		ApplyProviderConfig  func(childComplexity int, input model.ProviderConfigInput, dryRun *bool) int
+		ApplyReactorBinding  func(childComplexity int, input model.ReactorBindingInput, dryRun *bool) int
+		ApplyResource        func(childComplexity int, input model.ResourceInput, dryRun *bool) int
 		DeleteKindManifest   func(childComplexity int, kind string, version string) int
 		DeleteProviderConfig func(childComplexity int, kind string, name string) int
 		DeleteReactorBinding func(childComplexity int, name string) int
 		DeleteResource       func(childComplexity int, kind string, name string) int
+		PlanResource         func(childComplexity int, input model.ResourceInput) int
 		QuarantineResource   func(childComplexity int, kind string, name string) int
 		ResyncResource       func(childComplexity int, kind string, name string) int
+		RollbackResource     func(childComplexity int, kind string, name string, toGeneration int, dryRun *bool) int
 		RunOperation         func(childComplexity int, kind string, name string, verb string, input json.RawMessage) int
+		SetKindHistoryLimit  func(childComplexity int, kind string, version string, historyLimit int) int
 		UnquarantineResource func(childComplexity int, kind string, name string) int
 		UpdateKindConfig     func(childComplexity int, kind string, version string, input model.KindConfigInput) int
 	}
@@ -250,10 +260,13 @@ type ComplexityRoot struct {
 		Root                func(childComplexity int) int
 		ShardID             func(childComplexity int) int
 		Spec                func(childComplexity int) int
+		SpecDiff            func(childComplexity int, from int, to *int) int
+		SpecHistory         func(childComplexity int, first *int) int
 		Status              func(childComplexity int) int
 		SyncedGeneration    func(childComplexity int) int
 		UpdatedAt           func(childComplexity int) int
 		Version             func(childComplexity int) int
+		WaitingOn           func(childComplexity int) int
 	}
 
 	ResourceEvent struct {
@@ -268,6 +281,34 @@ type ComplexityRoot struct {
 	ResourcePage struct {
 		Items      func(childComplexity int) int
 		NextCursor func(childComplexity int) int
+	}
+
+	ResourcePlan struct {
+		Current       func(childComplexity int) int
+		Generation    func(childComplexity int) int
+		Labels        func(childComplexity int) int
+		LabelsChanges func(childComplexity int) int
+		Outcome       func(childComplexity int) int
+		Spec          func(childComplexity int) int
+		SpecChanges   func(childComplexity int) int
+	}
+
+	SpecDiff struct {
+		From   func(childComplexity int) int
+		Labels func(childComplexity int) int
+		Spec   func(childComplexity int) int
+		To     func(childComplexity int) int
+	}
+
+	SpecRevision struct {
+		Actor             func(childComplexity int) int
+		CreatedAt         func(childComplexity int) int
+		Generation        func(childComplexity int) int
+		Labels            func(childComplexity int) int
+		ProviderConfigRef func(childComplexity int) int
+		Reason            func(childComplexity int) int
+		RolledBackFrom    func(childComplexity int) int
+		Spec              func(childComplexity int) int
 	}
 
 	Subscription struct {
@@ -309,6 +350,18 @@ type ComplexityRoot struct {
 		AuthRequired func(childComplexity int) int
 		Role         func(childComplexity int) int
 	}
+
+	Wait struct {
+		BlockerCount func(childComplexity int) int
+		Blockers     func(childComplexity int) int
+		BrokerID     func(childComplexity int) int
+		Cap          func(childComplexity int) int
+		Gate         func(childComplexity int) int
+		InFlight     func(childComplexity int) int
+		Message      func(childComplexity int) int
+		Since        func(childComplexity int) int
+		Until        func(childComplexity int) int
+	}
 }
 
 // endregion ***************************** api!.gotpl *****************************
@@ -317,21 +370,25 @@ type ComplexityRoot struct {
 
 type KindResolver interface {
 	Usage(ctx context.Context, obj *model.Kind) (*model.KindUsage, error)
+	HistoryLimit(ctx context.Context, obj *model.Kind) (int, error)
 }
 type MutationResolver interface {
-	ApplyResource(ctx context.Context, input model.ResourceInput) (*model.Resource, error)
+	ApplyResource(ctx context.Context, input model.ResourceInput, dryRun *bool) (*model.Resource, error)
 	DeleteResource(ctx context.Context, kind string, name string) (*model.Resource, error)
 	QuarantineResource(ctx context.Context, kind string, name string) (*model.Resource, error)
 	UnquarantineResource(ctx context.Context, kind string, name string) (*model.Resource, error)
 	ResyncResource(ctx context.Context, kind string, name string) (*model.Resource, error)
 	RunOperation(ctx context.Context, kind string, name string, verb string, input json.RawMessage) (*model.Operation, error)
-	ApplyKindManifest(ctx context.Context, manifest json.RawMessage, acceptBreaking *bool) (*model.Kind, error)
+	ApplyKindManifest(ctx context.Context, manifest json.RawMessage, acceptBreaking *bool, dryRun *bool) (*model.Kind, error)
 	DeleteKindManifest(ctx context.Context, kind string, version string) (bool, error)
 	UpdateKindConfig(ctx context.Context, kind string, version string, input model.KindConfigInput) (*model.KindConfig, error)
-	ApplyProviderConfig(ctx context.Context, input model.ProviderConfigInput) (*model.ProviderConfig, error)
+	ApplyProviderConfig(ctx context.Context, input model.ProviderConfigInput, dryRun *bool) (*model.ProviderConfig, error)
 	DeleteProviderConfig(ctx context.Context, kind string, name string) (bool, error)
-	ApplyReactorBinding(ctx context.Context, input model.ReactorBindingInput) (*model.ReactorBinding, error)
+	ApplyReactorBinding(ctx context.Context, input model.ReactorBindingInput, dryRun *bool) (*model.ReactorBinding, error)
 	DeleteReactorBinding(ctx context.Context, name string) (bool, error)
+	RollbackResource(ctx context.Context, kind string, name string, toGeneration int, dryRun *bool) (*model.Resource, error)
+	PlanResource(ctx context.Context, input model.ResourceInput) (*model.ResourcePlan, error)
+	SetKindHistoryLimit(ctx context.Context, kind string, version string, historyLimit int) (*model.Kind, error)
 }
 type OperationResolver interface {
 	Resource(ctx context.Context, obj *model.Operation) (*model.Resource, error)
@@ -368,6 +425,9 @@ type ResourceResolver interface {
 	Definition(ctx context.Context, obj *model.Resource) (*model.Kind, error)
 	Operations(ctx context.Context, obj *model.Resource, first *int) ([]*model.Operation, error)
 	History(ctx context.Context, obj *model.Resource, first *int, after *string) (*model.HistoryEventPage, error)
+	WaitingOn(ctx context.Context, obj *model.Resource) ([]*model.Wait, error)
+	SpecHistory(ctx context.Context, obj *model.Resource, first *int) ([]*model.SpecRevision, error)
+	SpecDiff(ctx context.Context, obj *model.Resource, from int, to *int) (*model.SpecDiff, error)
 }
 type SubscriptionResolver interface {
 	ResourceChanged(ctx context.Context, kind *string, name *string, ownerID *string, phases []model.Phase, rootID *string) (<-chan *model.ResourceEvent, error)
@@ -602,6 +662,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.HistoryEventPage.NextCursor(childComplexity), true
 
+	case "JSONChange.after":
+		if e.ComplexityRoot.JSONChange.After == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JSONChange.After(childComplexity), true
+	case "JSONChange.before":
+		if e.ComplexityRoot.JSONChange.Before == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JSONChange.Before(childComplexity), true
+	case "JSONChange.path":
+		if e.ComplexityRoot.JSONChange.Path == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JSONChange.Path(childComplexity), true
+
 	case "Kind.config":
 		if e.ComplexityRoot.Kind.Config == nil {
 			break
@@ -632,6 +711,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Kind.FinalizerName(childComplexity), true
+	case "Kind.historyLimit":
+		if e.ComplexityRoot.Kind.HistoryLimit == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Kind.HistoryLimit(childComplexity), true
 	case "Kind.isReactor":
 		if e.ComplexityRoot.Kind.IsReactor == nil {
 			break
@@ -778,7 +863,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.ApplyKindManifest(childComplexity, args["manifest"].(json.RawMessage), args["acceptBreaking"].(*bool)), true
+		return e.ComplexityRoot.Mutation.ApplyKindManifest(childComplexity, args["manifest"].(json.RawMessage), args["acceptBreaking"].(*bool), args["dryRun"].(*bool)), true
 	case "Mutation.applyProviderConfig":
 		if e.ComplexityRoot.Mutation.ApplyProviderConfig == nil {
 			break
@@ -789,7 +874,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.ApplyProviderConfig(childComplexity, args["input"].(model.ProviderConfigInput)), true
+		return e.ComplexityRoot.Mutation.ApplyProviderConfig(childComplexity, args["input"].(model.ProviderConfigInput), args["dryRun"].(*bool)), true
 	case "Mutation.applyReactorBinding":
 		if e.ComplexityRoot.Mutation.ApplyReactorBinding == nil {
 			break
@@ -800,7 +885,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.ApplyReactorBinding(childComplexity, args["input"].(model.ReactorBindingInput)), true
+		return e.ComplexityRoot.Mutation.ApplyReactorBinding(childComplexity, args["input"].(model.ReactorBindingInput), args["dryRun"].(*bool)), true
 	case "Mutation.applyResource":
 		if e.ComplexityRoot.Mutation.ApplyResource == nil {
 			break
@@ -811,7 +896,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.ApplyResource(childComplexity, args["input"].(model.ResourceInput)), true
+		return e.ComplexityRoot.Mutation.ApplyResource(childComplexity, args["input"].(model.ResourceInput), args["dryRun"].(*bool)), true
 	case "Mutation.deleteKindManifest":
 		if e.ComplexityRoot.Mutation.DeleteKindManifest == nil {
 			break
@@ -856,6 +941,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeleteResource(childComplexity, args["kind"].(string), args["name"].(string)), true
+	case "Mutation.planResource":
+		if e.ComplexityRoot.Mutation.PlanResource == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_planResource_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.PlanResource(childComplexity, args["input"].(model.ResourceInput)), true
 	case "Mutation.quarantineResource":
 		if e.ComplexityRoot.Mutation.QuarantineResource == nil {
 			break
@@ -878,6 +974,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ResyncResource(childComplexity, args["kind"].(string), args["name"].(string)), true
+	case "Mutation.rollbackResource":
+		if e.ComplexityRoot.Mutation.RollbackResource == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_rollbackResource_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RollbackResource(childComplexity, args["kind"].(string), args["name"].(string), args["toGeneration"].(int), args["dryRun"].(*bool)), true
 	case "Mutation.runOperation":
 		if e.ComplexityRoot.Mutation.RunOperation == nil {
 			break
@@ -889,6 +996,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RunOperation(childComplexity, args["kind"].(string), args["name"].(string), args["verb"].(string), args["input"].(json.RawMessage)), true
+	case "Mutation.setKindHistoryLimit":
+		if e.ComplexityRoot.Mutation.SetKindHistoryLimit == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setKindHistoryLimit_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetKindHistoryLimit(childComplexity, args["kind"].(string), args["version"].(string), args["historyLimit"].(int)), true
 	case "Mutation.unquarantineResource":
 		if e.ComplexityRoot.Mutation.UnquarantineResource == nil {
 			break
@@ -1448,6 +1566,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Resource.Spec(childComplexity), true
+	case "Resource.specDiff":
+		if e.ComplexityRoot.Resource.SpecDiff == nil {
+			break
+		}
+
+		args, err := ec.field_Resource_specDiff_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Resource.SpecDiff(childComplexity, args["from"].(int), args["to"].(*int)), true
+	case "Resource.specHistory":
+		if e.ComplexityRoot.Resource.SpecHistory == nil {
+			break
+		}
+
+		args, err := ec.field_Resource_specHistory_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Resource.SpecHistory(childComplexity, args["first"].(*int)), true
 	case "Resource.status":
 		if e.ComplexityRoot.Resource.Status == nil {
 			break
@@ -1472,6 +1612,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Resource.Version(childComplexity), true
+	case "Resource.waitingOn":
+		if e.ComplexityRoot.Resource.WaitingOn == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Resource.WaitingOn(childComplexity), true
 
 	case "ResourceEvent.id":
 		if e.ComplexityRoot.ResourceEvent.ID == nil {
@@ -1522,6 +1668,123 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ResourcePage.NextCursor(childComplexity), true
+
+	case "ResourcePlan.current":
+		if e.ComplexityRoot.ResourcePlan.Current == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ResourcePlan.Current(childComplexity), true
+	case "ResourcePlan.generation":
+		if e.ComplexityRoot.ResourcePlan.Generation == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ResourcePlan.Generation(childComplexity), true
+	case "ResourcePlan.labels":
+		if e.ComplexityRoot.ResourcePlan.Labels == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ResourcePlan.Labels(childComplexity), true
+	case "ResourcePlan.labelsChanges":
+		if e.ComplexityRoot.ResourcePlan.LabelsChanges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ResourcePlan.LabelsChanges(childComplexity), true
+	case "ResourcePlan.outcome":
+		if e.ComplexityRoot.ResourcePlan.Outcome == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ResourcePlan.Outcome(childComplexity), true
+	case "ResourcePlan.spec":
+		if e.ComplexityRoot.ResourcePlan.Spec == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ResourcePlan.Spec(childComplexity), true
+	case "ResourcePlan.specChanges":
+		if e.ComplexityRoot.ResourcePlan.SpecChanges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ResourcePlan.SpecChanges(childComplexity), true
+
+	case "SpecDiff.from":
+		if e.ComplexityRoot.SpecDiff.From == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpecDiff.From(childComplexity), true
+	case "SpecDiff.labels":
+		if e.ComplexityRoot.SpecDiff.Labels == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpecDiff.Labels(childComplexity), true
+	case "SpecDiff.spec":
+		if e.ComplexityRoot.SpecDiff.Spec == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpecDiff.Spec(childComplexity), true
+	case "SpecDiff.to":
+		if e.ComplexityRoot.SpecDiff.To == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpecDiff.To(childComplexity), true
+
+	case "SpecRevision.actor":
+		if e.ComplexityRoot.SpecRevision.Actor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpecRevision.Actor(childComplexity), true
+	case "SpecRevision.createdAt":
+		if e.ComplexityRoot.SpecRevision.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpecRevision.CreatedAt(childComplexity), true
+	case "SpecRevision.generation":
+		if e.ComplexityRoot.SpecRevision.Generation == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpecRevision.Generation(childComplexity), true
+	case "SpecRevision.labels":
+		if e.ComplexityRoot.SpecRevision.Labels == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpecRevision.Labels(childComplexity), true
+	case "SpecRevision.providerConfigRef":
+		if e.ComplexityRoot.SpecRevision.ProviderConfigRef == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpecRevision.ProviderConfigRef(childComplexity), true
+	case "SpecRevision.reason":
+		if e.ComplexityRoot.SpecRevision.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpecRevision.Reason(childComplexity), true
+	case "SpecRevision.rolledBackFrom":
+		if e.ComplexityRoot.SpecRevision.RolledBackFrom == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpecRevision.RolledBackFrom(childComplexity), true
+	case "SpecRevision.spec":
+		if e.ComplexityRoot.SpecRevision.Spec == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpecRevision.Spec(childComplexity), true
 
 	case "Subscription.clusterMembers":
 		if e.ComplexityRoot.Subscription.ClusterMembers == nil {
@@ -1708,6 +1971,61 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Viewer.Role(childComplexity), true
 
+	case "Wait.blockerCount":
+		if e.ComplexityRoot.Wait.BlockerCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Wait.BlockerCount(childComplexity), true
+	case "Wait.blockers":
+		if e.ComplexityRoot.Wait.Blockers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Wait.Blockers(childComplexity), true
+	case "Wait.brokerId":
+		if e.ComplexityRoot.Wait.BrokerID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Wait.BrokerID(childComplexity), true
+	case "Wait.cap":
+		if e.ComplexityRoot.Wait.Cap == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Wait.Cap(childComplexity), true
+	case "Wait.gate":
+		if e.ComplexityRoot.Wait.Gate == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Wait.Gate(childComplexity), true
+	case "Wait.inFlight":
+		if e.ComplexityRoot.Wait.InFlight == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Wait.InFlight(childComplexity), true
+	case "Wait.message":
+		if e.ComplexityRoot.Wait.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Wait.Message(childComplexity), true
+	case "Wait.since":
+		if e.ComplexityRoot.Wait.Since == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Wait.Since(childComplexity), true
+	case "Wait.until":
+		if e.ComplexityRoot.Wait.Until == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Wait.Until(childComplexity), true
+
 	}
 	return 0, false
 }
@@ -1813,7 +2131,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "schema/cluster.graphqls" "schema/kind.graphqls" "schema/resource.graphqls" "schema/root.graphqls"
+//go:embed "schema/cluster.graphqls" "schema/explain.graphqls" "schema/kind.graphqls" "schema/resource.graphqls" "schema/root.graphqls"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -1826,6 +2144,7 @@ func sourceData(filename string) string {
 
 var sources = []*ast.Source{
 	{Name: "schema/cluster.graphqls", Input: sourceData("schema/cluster.graphqls"), BuiltIn: false},
+	{Name: "schema/explain.graphqls", Input: sourceData("schema/explain.graphqls"), BuiltIn: false},
 	{Name: "schema/kind.graphqls", Input: sourceData("schema/kind.graphqls"), BuiltIn: false},
 	{Name: "schema/resource.graphqls", Input: sourceData("schema/resource.graphqls"), BuiltIn: false},
 	{Name: "schema/root.graphqls", Input: sourceData("schema/root.graphqls"), BuiltIn: false},
@@ -1938,6 +2257,18 @@ func (ec *executionContext) childFields_HistoryEventPage(ctx context.Context, fi
 	return nil, fmt.Errorf("no field named %q was found under type HistoryEventPage", field.Name)
 }
 
+func (ec *executionContext) childFields_JSONChange(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "path":
+		return ec.fieldContext_JSONChange_path(ctx, field)
+	case "before":
+		return ec.fieldContext_JSONChange_before(ctx, field)
+	case "after":
+		return ec.fieldContext_JSONChange_after(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type JSONChange", field.Name)
+}
+
 func (ec *executionContext) childFields_Kind(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "name":
@@ -1970,6 +2301,8 @@ func (ec *executionContext) childFields_Kind(ctx context.Context, field graphql.
 		return ec.fieldContext_Kind_updatedAt(ctx, field)
 	case "usage":
 		return ec.fieldContext_Kind_usage(ctx, field)
+	case "historyLimit":
+		return ec.fieldContext_Kind_historyLimit(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Kind", field.Name)
 }
@@ -2194,6 +2527,12 @@ func (ec *executionContext) childFields_Resource(ctx context.Context, field grap
 		return ec.fieldContext_Resource_operations(ctx, field)
 	case "history":
 		return ec.fieldContext_Resource_history(ctx, field)
+	case "waitingOn":
+		return ec.fieldContext_Resource_waitingOn(ctx, field)
+	case "specHistory":
+		return ec.fieldContext_Resource_specHistory(ctx, field)
+	case "specDiff":
+		return ec.fieldContext_Resource_specDiff(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Resource", field.Name)
 }
@@ -2224,6 +2563,62 @@ func (ec *executionContext) childFields_ResourcePage(ctx context.Context, field 
 		return ec.fieldContext_ResourcePage_nextCursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ResourcePage", field.Name)
+}
+
+func (ec *executionContext) childFields_ResourcePlan(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "outcome":
+		return ec.fieldContext_ResourcePlan_outcome(ctx, field)
+	case "current":
+		return ec.fieldContext_ResourcePlan_current(ctx, field)
+	case "generation":
+		return ec.fieldContext_ResourcePlan_generation(ctx, field)
+	case "spec":
+		return ec.fieldContext_ResourcePlan_spec(ctx, field)
+	case "labels":
+		return ec.fieldContext_ResourcePlan_labels(ctx, field)
+	case "specChanges":
+		return ec.fieldContext_ResourcePlan_specChanges(ctx, field)
+	case "labelsChanges":
+		return ec.fieldContext_ResourcePlan_labelsChanges(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ResourcePlan", field.Name)
+}
+
+func (ec *executionContext) childFields_SpecDiff(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "from":
+		return ec.fieldContext_SpecDiff_from(ctx, field)
+	case "to":
+		return ec.fieldContext_SpecDiff_to(ctx, field)
+	case "spec":
+		return ec.fieldContext_SpecDiff_spec(ctx, field)
+	case "labels":
+		return ec.fieldContext_SpecDiff_labels(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SpecDiff", field.Name)
+}
+
+func (ec *executionContext) childFields_SpecRevision(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "generation":
+		return ec.fieldContext_SpecRevision_generation(ctx, field)
+	case "spec":
+		return ec.fieldContext_SpecRevision_spec(ctx, field)
+	case "labels":
+		return ec.fieldContext_SpecRevision_labels(ctx, field)
+	case "providerConfigRef":
+		return ec.fieldContext_SpecRevision_providerConfigRef(ctx, field)
+	case "reason":
+		return ec.fieldContext_SpecRevision_reason(ctx, field)
+	case "actor":
+		return ec.fieldContext_SpecRevision_actor(ctx, field)
+	case "rolledBackFrom":
+		return ec.fieldContext_SpecRevision_rolledBackFrom(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_SpecRevision_createdAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SpecRevision", field.Name)
 }
 
 func (ec *executionContext) childFields_SubtreeMember(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2282,6 +2677,30 @@ func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphq
 		return ec.fieldContext_Viewer_authRequired(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Viewer", field.Name)
+}
+
+func (ec *executionContext) childFields_Wait(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "gate":
+		return ec.fieldContext_Wait_gate(ctx, field)
+	case "message":
+		return ec.fieldContext_Wait_message(ctx, field)
+	case "since":
+		return ec.fieldContext_Wait_since(ctx, field)
+	case "until":
+		return ec.fieldContext_Wait_until(ctx, field)
+	case "blockers":
+		return ec.fieldContext_Wait_blockers(ctx, field)
+	case "blockerCount":
+		return ec.fieldContext_Wait_blockerCount(ctx, field)
+	case "inFlight":
+		return ec.fieldContext_Wait_inFlight(ctx, field)
+	case "cap":
+		return ec.fieldContext_Wait_cap(ctx, field)
+	case "brokerId":
+		return ec.fieldContext_Wait_brokerId(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Wait", field.Name)
 }
 
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2419,6 +2838,14 @@ func (ec *executionContext) field_Mutation_applyKindManifest_args(ctx context.Co
 		return nil, err
 	}
 	args["acceptBreaking"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "dryRun",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["dryRun"] = arg2
 	return args, nil
 }
 
@@ -2433,6 +2860,14 @@ func (ec *executionContext) field_Mutation_applyProviderConfig_args(ctx context.
 		return nil, err
 	}
 	args["input"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "dryRun",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["dryRun"] = arg1
 	return args, nil
 }
 
@@ -2447,6 +2882,14 @@ func (ec *executionContext) field_Mutation_applyReactorBinding_args(ctx context.
 		return nil, err
 	}
 	args["input"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "dryRun",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["dryRun"] = arg1
 	return args, nil
 }
 
@@ -2461,6 +2904,14 @@ func (ec *executionContext) field_Mutation_applyResource_args(ctx context.Contex
 		return nil, err
 	}
 	args["input"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "dryRun",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["dryRun"] = arg1
 	return args, nil
 }
 
@@ -2544,6 +2995,20 @@ func (ec *executionContext) field_Mutation_deleteResource_args(ctx context.Conte
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_planResource_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.ResourceInput, error) {
+			return ec.unmarshalNResourceInput2githubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐResourceInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_quarantineResource_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2588,6 +3053,44 @@ func (ec *executionContext) field_Mutation_resyncResource_args(ctx context.Conte
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_rollbackResource_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "kind",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["kind"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "toGeneration",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNInt2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["toGeneration"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "dryRun",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["dryRun"] = arg3
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_runOperation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2623,6 +3126,36 @@ func (ec *executionContext) field_Mutation_runOperation_args(ctx context.Context
 		return nil, err
 	}
 	args["input"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_setKindHistoryLimit_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "kind",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["kind"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "version",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["version"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "historyLimit",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNInt2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["historyLimit"] = arg2
 	return args, nil
 }
 
@@ -2967,6 +3500,42 @@ func (ec *executionContext) field_Resource_history_args(ctx context.Context, raw
 }
 
 func (ec *executionContext) field_Resource_operations_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Resource_specDiff_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "from",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNInt2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["from"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "to",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["to"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Resource_specHistory_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
@@ -3964,6 +4533,75 @@ func (ec *executionContext) fieldContext_HistoryEventPage_nextCursor(_ context.C
 	return graphql.NewScalarFieldContext("HistoryEventPage", field, false, false, "String")
 }
 
+func (ec *executionContext) _JSONChange_path(ctx context.Context, field graphql.CollectedField, obj *model.JSONChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JSONChange_path(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Path, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_JSONChange_path(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("JSONChange", field, false, false, "String")
+}
+
+func (ec *executionContext) _JSONChange_before(ctx context.Context, field graphql.CollectedField, obj *model.JSONChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JSONChange_before(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Before, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v json.RawMessage) graphql.Marshaler {
+			return ec.marshalOJSON2encodingᚋjsonᚐRawMessage(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_JSONChange_before(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("JSONChange", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _JSONChange_after(ctx context.Context, field graphql.CollectedField, obj *model.JSONChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JSONChange_after(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.After, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v json.RawMessage) graphql.Marshaler {
+			return ec.marshalOJSON2encodingᚋjsonᚐRawMessage(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_JSONChange_after(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("JSONChange", field, false, false, "JSON")
+}
+
 func (ec *executionContext) _Kind_name(ctx context.Context, field graphql.CollectedField, obj *model.Kind) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4336,6 +4974,29 @@ func (ec *executionContext) fieldContext_Kind_usage(_ context.Context, field gra
 	return fc, nil
 }
 
+func (ec *executionContext) _Kind_historyLimit(ctx context.Context, field graphql.CollectedField, obj *model.Kind) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Kind_historyLimit(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Kind().HistoryLimit(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Kind_historyLimit(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Kind", field, true, true, "Int")
+}
+
 func (ec *executionContext) _KindConfig_maxInflight(ctx context.Context, field graphql.CollectedField, obj *model.KindConfig) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4622,7 +5283,7 @@ func (ec *executionContext) _Mutation_applyResource(ctx context.Context, field g
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().ApplyResource(ctx, fc.Args["input"].(model.ResourceInput))
+			return ec.Resolvers.Mutation().ApplyResource(ctx, fc.Args["input"].(model.ResourceInput), fc.Args["dryRun"].(*bool))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Resource) graphql.Marshaler {
@@ -4886,7 +5547,7 @@ func (ec *executionContext) _Mutation_applyKindManifest(ctx context.Context, fie
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().ApplyKindManifest(ctx, fc.Args["manifest"].(json.RawMessage), fc.Args["acceptBreaking"].(*bool))
+			return ec.Resolvers.Mutation().ApplyKindManifest(ctx, fc.Args["manifest"].(json.RawMessage), fc.Args["acceptBreaking"].(*bool), fc.Args["dryRun"].(*bool))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Kind) graphql.Marshaler {
@@ -5018,7 +5679,7 @@ func (ec *executionContext) _Mutation_applyProviderConfig(ctx context.Context, f
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().ApplyProviderConfig(ctx, fc.Args["input"].(model.ProviderConfigInput))
+			return ec.Resolvers.Mutation().ApplyProviderConfig(ctx, fc.Args["input"].(model.ProviderConfigInput), fc.Args["dryRun"].(*bool))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.ProviderConfig) graphql.Marshaler {
@@ -5106,7 +5767,7 @@ func (ec *executionContext) _Mutation_applyReactorBinding(ctx context.Context, f
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().ApplyReactorBinding(ctx, fc.Args["input"].(model.ReactorBindingInput))
+			return ec.Resolvers.Mutation().ApplyReactorBinding(ctx, fc.Args["input"].(model.ReactorBindingInput), fc.Args["dryRun"].(*bool))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.ReactorBinding) graphql.Marshaler {
@@ -5178,6 +5839,138 @@ func (ec *executionContext) fieldContext_Mutation_deleteReactorBinding(ctx conte
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_deleteReactorBinding_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_rollbackResource(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_rollbackResource(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RollbackResource(ctx, fc.Args["kind"].(string), fc.Args["name"].(string), fc.Args["toGeneration"].(int), fc.Args["dryRun"].(*bool))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Resource) graphql.Marshaler {
+			return ec.marshalNResource2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐResource(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_rollbackResource(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Resource(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_rollbackResource_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_planResource(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_planResource(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().PlanResource(ctx, fc.Args["input"].(model.ResourceInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ResourcePlan) graphql.Marshaler {
+			return ec.marshalNResourcePlan2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐResourcePlan(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_planResource(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ResourcePlan(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_planResource_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_setKindHistoryLimit(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setKindHistoryLimit(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetKindHistoryLimit(ctx, fc.Args["kind"].(string), fc.Args["version"].(string), fc.Args["historyLimit"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Kind) graphql.Marshaler {
+			return ec.marshalNKind2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setKindHistoryLimit(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Kind(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setKindHistoryLimit_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -7515,6 +8308,126 @@ func (ec *executionContext) fieldContext_Resource_history(ctx context.Context, f
 	return fc, nil
 }
 
+func (ec *executionContext) _Resource_waitingOn(ctx context.Context, field graphql.CollectedField, obj *model.Resource) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Resource_waitingOn(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Resource().WaitingOn(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Wait) graphql.Marshaler {
+			return ec.marshalNWait2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐWaitᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Resource_waitingOn(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Resource",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Wait(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Resource_specHistory(ctx context.Context, field graphql.CollectedField, obj *model.Resource) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Resource_specHistory(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Resource().SpecHistory(ctx, obj, fc.Args["first"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.SpecRevision) graphql.Marshaler {
+			return ec.marshalNSpecRevision2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐSpecRevisionᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Resource_specHistory(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Resource",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SpecRevision(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Resource_specHistory_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Resource_specDiff(ctx context.Context, field graphql.CollectedField, obj *model.Resource) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Resource_specDiff(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Resource().SpecDiff(ctx, obj, fc.Args["from"].(int), fc.Args["to"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SpecDiff) graphql.Marshaler {
+			return ec.marshalNSpecDiff2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐSpecDiff(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Resource_specDiff(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Resource",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SpecDiff(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Resource_specDiff_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ResourceEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.ResourceEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7715,6 +8628,488 @@ func (ec *executionContext) _ResourcePage_nextCursor(ctx context.Context, field 
 }
 func (ec *executionContext) fieldContext_ResourcePage_nextCursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ResourcePage", field, false, false, "String")
+}
+
+func (ec *executionContext) _ResourcePlan_outcome(ctx context.Context, field graphql.CollectedField, obj *model.ResourcePlan) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ResourcePlan_outcome(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Outcome, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.ApplyOutcome) graphql.Marshaler {
+			return ec.marshalNApplyOutcome2githubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐApplyOutcome(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ResourcePlan_outcome(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ResourcePlan", field, false, false, "ApplyOutcome")
+}
+
+func (ec *executionContext) _ResourcePlan_current(ctx context.Context, field graphql.CollectedField, obj *model.ResourcePlan) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ResourcePlan_current(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Current, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Resource) graphql.Marshaler {
+			return ec.marshalOResource2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐResource(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ResourcePlan_current(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ResourcePlan",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Resource(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ResourcePlan_generation(ctx context.Context, field graphql.CollectedField, obj *model.ResourcePlan) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ResourcePlan_generation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Generation, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ResourcePlan_generation(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ResourcePlan", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ResourcePlan_spec(ctx context.Context, field graphql.CollectedField, obj *model.ResourcePlan) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ResourcePlan_spec(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Spec, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v json.RawMessage) graphql.Marshaler {
+			return ec.marshalNJSON2encodingᚋjsonᚐRawMessage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ResourcePlan_spec(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ResourcePlan", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _ResourcePlan_labels(ctx context.Context, field graphql.CollectedField, obj *model.ResourcePlan) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ResourcePlan_labels(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Labels, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v json.RawMessage) graphql.Marshaler {
+			return ec.marshalNJSON2encodingᚋjsonᚐRawMessage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ResourcePlan_labels(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ResourcePlan", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _ResourcePlan_specChanges(ctx context.Context, field graphql.CollectedField, obj *model.ResourcePlan) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ResourcePlan_specChanges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SpecChanges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.JSONChange) graphql.Marshaler {
+			return ec.marshalNJSONChange2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐJSONChangeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ResourcePlan_specChanges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ResourcePlan",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_JSONChange(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ResourcePlan_labelsChanges(ctx context.Context, field graphql.CollectedField, obj *model.ResourcePlan) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ResourcePlan_labelsChanges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LabelsChanges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.JSONChange) graphql.Marshaler {
+			return ec.marshalNJSONChange2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐJSONChangeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ResourcePlan_labelsChanges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ResourcePlan",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_JSONChange(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SpecDiff_from(ctx context.Context, field graphql.CollectedField, obj *model.SpecDiff) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpecDiff_from(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.From, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpecDiff_from(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpecDiff", field, false, false, "Int")
+}
+
+func (ec *executionContext) _SpecDiff_to(ctx context.Context, field graphql.CollectedField, obj *model.SpecDiff) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpecDiff_to(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.To, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpecDiff_to(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpecDiff", field, false, false, "Int")
+}
+
+func (ec *executionContext) _SpecDiff_spec(ctx context.Context, field graphql.CollectedField, obj *model.SpecDiff) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpecDiff_spec(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Spec, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.JSONChange) graphql.Marshaler {
+			return ec.marshalNJSONChange2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐJSONChangeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpecDiff_spec(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SpecDiff",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_JSONChange(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SpecDiff_labels(ctx context.Context, field graphql.CollectedField, obj *model.SpecDiff) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpecDiff_labels(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Labels, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.JSONChange) graphql.Marshaler {
+			return ec.marshalNJSONChange2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐJSONChangeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpecDiff_labels(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SpecDiff",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_JSONChange(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SpecRevision_generation(ctx context.Context, field graphql.CollectedField, obj *model.SpecRevision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpecRevision_generation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Generation, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpecRevision_generation(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpecRevision", field, false, false, "Int")
+}
+
+func (ec *executionContext) _SpecRevision_spec(ctx context.Context, field graphql.CollectedField, obj *model.SpecRevision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpecRevision_spec(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Spec, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v json.RawMessage) graphql.Marshaler {
+			return ec.marshalNJSON2encodingᚋjsonᚐRawMessage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpecRevision_spec(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpecRevision", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _SpecRevision_labels(ctx context.Context, field graphql.CollectedField, obj *model.SpecRevision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpecRevision_labels(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Labels, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v json.RawMessage) graphql.Marshaler {
+			return ec.marshalNJSON2encodingᚋjsonᚐRawMessage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpecRevision_labels(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpecRevision", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _SpecRevision_providerConfigRef(ctx context.Context, field graphql.CollectedField, obj *model.SpecRevision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpecRevision_providerConfigRef(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ProviderConfigRef, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SpecRevision_providerConfigRef(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpecRevision", field, false, false, "String")
+}
+
+func (ec *executionContext) _SpecRevision_reason(ctx context.Context, field graphql.CollectedField, obj *model.SpecRevision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpecRevision_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpecRevision_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpecRevision", field, false, false, "String")
+}
+
+func (ec *executionContext) _SpecRevision_actor(ctx context.Context, field graphql.CollectedField, obj *model.SpecRevision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpecRevision_actor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Actor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpecRevision_actor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpecRevision", field, false, false, "String")
+}
+
+func (ec *executionContext) _SpecRevision_rolledBackFrom(ctx context.Context, field graphql.CollectedField, obj *model.SpecRevision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpecRevision_rolledBackFrom(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RolledBackFrom, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SpecRevision_rolledBackFrom(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpecRevision", field, false, false, "Int")
+}
+
+func (ec *executionContext) _SpecRevision_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.SpecRevision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpecRevision_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpecRevision_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpecRevision", field, false, false, "Time")
 }
 
 func (ec *executionContext) _Subscription_resourceChanged(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
@@ -8461,6 +9856,222 @@ func (ec *executionContext) _Viewer_authRequired(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_Viewer_authRequired(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Viewer", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Wait_gate(ctx context.Context, field graphql.CollectedField, obj *model.Wait) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Wait_gate(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Gate, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.WaitGate) graphql.Marshaler {
+			return ec.marshalNWaitGate2githubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐWaitGate(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Wait_gate(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Wait", field, false, false, "WaitGate")
+}
+
+func (ec *executionContext) _Wait_message(ctx context.Context, field graphql.CollectedField, obj *model.Wait) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Wait_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Wait_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Wait", field, false, false, "String")
+}
+
+func (ec *executionContext) _Wait_since(ctx context.Context, field graphql.CollectedField, obj *model.Wait) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Wait_since(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Since, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Wait_since(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Wait", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Wait_until(ctx context.Context, field graphql.CollectedField, obj *model.Wait) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Wait_until(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Until, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Wait_until(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Wait", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Wait_blockers(ctx context.Context, field graphql.CollectedField, obj *model.Wait) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Wait_blockers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Blockers, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Resource) graphql.Marshaler {
+			return ec.marshalNResource2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐResourceᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Wait_blockers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Wait",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Resource(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Wait_blockerCount(ctx context.Context, field graphql.CollectedField, obj *model.Wait) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Wait_blockerCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.BlockerCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Wait_blockerCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Wait", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Wait_inFlight(ctx context.Context, field graphql.CollectedField, obj *model.Wait) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Wait_inFlight(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InFlight, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Wait_inFlight(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Wait", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Wait_cap(ctx context.Context, field graphql.CollectedField, obj *model.Wait) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Wait_cap(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cap, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Wait_cap(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Wait", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Wait_brokerId(ctx context.Context, field graphql.CollectedField, obj *model.Wait) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Wait_brokerId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.BrokerID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Wait_brokerId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Wait", field, false, false, "String")
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -10182,6 +11793,49 @@ func (ec *executionContext) _HistoryEventPage(ctx context.Context, sel ast.Selec
 	return out
 }
 
+var jSONChangeImplementors = []string{"JSONChange"}
+
+func (ec *executionContext) _JSONChange(ctx context.Context, sel ast.SelectionSet, obj *model.JSONChange) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, jSONChangeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("JSONChange")
+		case "path":
+			out.Values[i] = ec._JSONChange_path(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "before":
+			out.Values[i] = ec._JSONChange_before(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "after":
+			out.Values[i] = ec._JSONChange_after(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var kindImplementors = []string{"Kind"}
 
 func (ec *executionContext) _Kind(ctx context.Context, sel ast.SelectionSet, obj *model.Kind) graphql.Marshaler {
@@ -10268,6 +11922,12 @@ func (ec *executionContext) _Kind(ctx context.Context, sel ast.SelectionSet, obj
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Kind_usage(ctx, field, obj)
+				})
+		case "historyLimit":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Kind_historyLimit(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -10536,6 +12196,27 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "deleteReactorBinding":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_deleteReactorBinding(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "rollbackResource":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_rollbackResource(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "planResource":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_planResource(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "setKindHistoryLimit":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setKindHistoryLimit(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -11221,6 +12902,24 @@ func (ec *executionContext) _Resource(ctx context.Context, sel ast.SelectionSet,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Resource_history(ctx, field, obj)
 				})
+		case "waitingOn":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Resource_waitingOn(ctx, field, obj)
+				})
+		case "specHistory":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Resource_specHistory(ctx, field, obj)
+				})
+		case "specDiff":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Resource_specDiff(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -11315,6 +13014,185 @@ func (ec *executionContext) _ResourcePage(ctx context.Context, sel ast.Selection
 		case "nextCursor":
 			out.Values[i] = ec._ResourcePage_nextCursor(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var resourcePlanImplementors = []string{"ResourcePlan"}
+
+func (ec *executionContext) _ResourcePlan(ctx context.Context, sel ast.SelectionSet, obj *model.ResourcePlan) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, resourcePlanImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ResourcePlan")
+		case "outcome":
+			out.Values[i] = ec._ResourcePlan_outcome(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "current":
+			out.Values[i] = ec._ResourcePlan_current(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "generation":
+			out.Values[i] = ec._ResourcePlan_generation(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "spec":
+			out.Values[i] = ec._ResourcePlan_spec(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "labels":
+			out.Values[i] = ec._ResourcePlan_labels(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "specChanges":
+			out.Values[i] = ec._ResourcePlan_specChanges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "labelsChanges":
+			out.Values[i] = ec._ResourcePlan_labelsChanges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var specDiffImplementors = []string{"SpecDiff"}
+
+func (ec *executionContext) _SpecDiff(ctx context.Context, sel ast.SelectionSet, obj *model.SpecDiff) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, specDiffImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SpecDiff")
+		case "from":
+			out.Values[i] = ec._SpecDiff_from(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "to":
+			out.Values[i] = ec._SpecDiff_to(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "spec":
+			out.Values[i] = ec._SpecDiff_spec(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "labels":
+			out.Values[i] = ec._SpecDiff_labels(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var specRevisionImplementors = []string{"SpecRevision"}
+
+func (ec *executionContext) _SpecRevision(ctx context.Context, sel ast.SelectionSet, obj *model.SpecRevision) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, specRevisionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SpecRevision")
+		case "generation":
+			out.Values[i] = ec._SpecRevision_generation(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "spec":
+			out.Values[i] = ec._SpecRevision_spec(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "labels":
+			out.Values[i] = ec._SpecRevision_labels(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "providerConfigRef":
+			out.Values[i] = ec._SpecRevision_providerConfigRef(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "reason":
+			out.Values[i] = ec._SpecRevision_reason(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "actor":
+			out.Values[i] = ec._SpecRevision_actor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "rolledBackFrom":
+			out.Values[i] = ec._SpecRevision_rolledBackFrom(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._SpecRevision_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -11546,6 +13424,79 @@ func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, o
 		case "authRequired":
 			out.Values[i] = ec._Viewer_authRequired(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var waitImplementors = []string{"Wait"}
+
+func (ec *executionContext) _Wait(ctx context.Context, sel ast.SelectionSet, obj *model.Wait) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, waitImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Wait")
+		case "gate":
+			out.Values[i] = ec._Wait_gate(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "message":
+			out.Values[i] = ec._Wait_message(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "since":
+			out.Values[i] = ec._Wait_since(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "until":
+			out.Values[i] = ec._Wait_until(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "blockers":
+			out.Values[i] = ec._Wait_blockers(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "blockerCount":
+			out.Values[i] = ec._Wait_blockerCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "inFlight":
+			out.Values[i] = ec._Wait_inFlight(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "cap":
+			out.Values[i] = ec._Wait_cap(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "brokerId":
+			out.Values[i] = ec._Wait_brokerId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -11937,6 +13888,16 @@ func (ec *executionContext) marshalNApiRole2githubᚗcomᚋconvergeᚑrunᚋconv
 	return v
 }
 
+func (ec *executionContext) unmarshalNApplyOutcome2githubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐApplyOutcome(ctx context.Context, v any) (model.ApplyOutcome, error) {
+	var res model.ApplyOutcome
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNApplyOutcome2githubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐApplyOutcome(ctx context.Context, sel ast.SelectionSet, v model.ApplyOutcome) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNBoolean2bool(ctx context.Context, v any) (bool, error) {
 	res, err := graphql.UnmarshalBoolean(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -12133,6 +14094,30 @@ func (ec *executionContext) marshalNJSON2encodingᚋjsonᚐRawMessage(ctx contex
 		graphql.AddInvalidNullFromMarshaler(ctx, "JSON!")
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNJSONChange2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐJSONChangeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.JSONChange) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNJSONChange2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐJSONChange(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNJSONChange2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐJSONChange(ctx context.Context, sel ast.SelectionSet, v *model.JSONChange) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "JSONChange!")
+		return graphql.Null
+	}
+	return ec._JSONChange(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNKind2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐKindᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Kind) graphql.Marshaler {
@@ -12477,6 +14462,46 @@ func (ec *executionContext) marshalNResourcePage2ᚖgithubᚗcomᚋconvergeᚑru
 	return ec._ResourcePage(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNResourcePlan2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐResourcePlan(ctx context.Context, sel ast.SelectionSet, v *model.ResourcePlan) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ResourcePlan!")
+		return graphql.Null
+	}
+	return ec._ResourcePlan(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNSpecDiff2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐSpecDiff(ctx context.Context, sel ast.SelectionSet, v *model.SpecDiff) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "SpecDiff!")
+		return graphql.Null
+	}
+	return ec._SpecDiff(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNSpecRevision2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐSpecRevisionᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.SpecRevision) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSpecRevision2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐSpecRevision(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNSpecRevision2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐSpecRevision(ctx context.Context, sel ast.SelectionSet, v *model.SpecRevision) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "SpecRevision!")
+		return graphql.Null
+	}
+	return ec._SpecRevision(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalString(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -12616,6 +14641,40 @@ func (ec *executionContext) marshalNViewer2ᚖgithubᚗcomᚋconvergeᚑrunᚋco
 		return graphql.Null
 	}
 	return ec._Viewer(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNWait2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐWaitᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Wait) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNWait2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐWait(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNWait2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐWait(ctx context.Context, sel ast.SelectionSet, v *model.Wait) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Wait!")
+		return graphql.Null
+	}
+	return ec._Wait(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNWaitGate2githubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐWaitGate(ctx context.Context, v any) (model.WaitGate, error) {
+	var res model.WaitGate
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNWaitGate2githubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐWaitGate(ctx context.Context, sel ast.SelectionSet, v model.WaitGate) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {

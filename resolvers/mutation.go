@@ -11,14 +11,22 @@ import (
 
 func actor(ctx context.Context) string { return auth.FromContext(ctx).Actor() }
 
-func (m mutationResolver) ApplyResource(ctx context.Context, in model.ResourceInput) (*model.Resource, error) {
+// dryRunCtx marks ctx a store dry run when dryRun is set.
+func dryRunCtx(ctx context.Context, dryRun *bool) context.Context {
+	if deref(dryRun) {
+		return store.WithDryRun(ctx)
+	}
+	return ctx
+}
+
+func (m mutationResolver) ApplyResource(ctx context.Context, in model.ResourceInput, dryRun *bool) (*model.Resource, error) {
 	labels, err := labelMap("labels", in.Labels)
 	if err != nil {
 		return nil, err
 	}
 	r, _, err := m.store.ApplyResource(ctx, store.ApplyResourceInput{Kind: in.Kind, Name: in.Name,
 		Version: deref(in.Version), Labels: labels, Spec: in.Spec, ProviderConfigRef: deref(in.ProviderConfigRef),
-		Actor: actor(ctx)})
+		Actor: actor(ctx), DryRun: deref(dryRun)})
 	if err != nil {
 		return nil, err
 	}
@@ -65,8 +73,12 @@ func (m mutationResolver) RunOperation(ctx context.Context, kind, name, verb str
 	return toOperation(op), nil
 }
 
-func (m mutationResolver) ApplyKindManifest(ctx context.Context, manifest json.RawMessage, acceptBreaking *bool) (*model.Kind, error) {
-	k, _, err := m.store.ApplyManifestWith(ctx, manifest, store.ManifestApplyOptions{AcceptBreaking: deref(acceptBreaking)})
+func (m mutationResolver) ApplyKindManifest(ctx context.Context, manifest json.RawMessage, acceptBreaking *bool, dryRun *bool) (*model.Kind, error) {
+	apply := m.store.ApplyManifestWith
+	if deref(dryRun) {
+		apply = m.store.DryRunManifestWith
+	}
+	k, _, err := apply(ctx, manifest, store.ManifestApplyOptions{AcceptBreaking: deref(acceptBreaking)})
 	if err != nil {
 		return nil, err
 	}
@@ -84,8 +96,9 @@ func (m mutationResolver) UpdateKindConfig(ctx context.Context, kind, version st
 	return toKindConfig(c), nil
 }
 
-func (m mutationResolver) ApplyProviderConfig(ctx context.Context, in model.ProviderConfigInput) (*model.ProviderConfig, error) {
-	pc, _, err := m.store.ApplyProviderConfig(ctx, store.ProviderConfigInput{Kind: in.Kind, Name: in.Name,
+func (m mutationResolver) ApplyProviderConfig(ctx context.Context, in model.ProviderConfigInput,
+	dryRun *bool) (*model.ProviderConfig, error) {
+	pc, _, err := m.store.ApplyProviderConfig(dryRunCtx(ctx, dryRun), store.ProviderConfigInput{Kind: in.Kind, Name: in.Name,
 		IsDefault: in.IsDefault, Spec: in.Spec, Data: in.Data})
 	if err != nil {
 		return nil, err
@@ -100,12 +113,13 @@ func (m mutationResolver) DeleteProviderConfig(ctx context.Context, kind, name s
 	return true, nil
 }
 
-func (m mutationResolver) ApplyReactorBinding(ctx context.Context, in model.ReactorBindingInput) (*model.ReactorBinding, error) {
+func (m mutationResolver) ApplyReactorBinding(ctx context.Context, in model.ReactorBindingInput,
+	dryRun *bool) (*model.ReactorBinding, error) {
 	lm, err := labelMap("labelMatch", in.LabelMatch)
 	if err != nil {
 		return nil, err
 	}
-	b, _, err := m.store.ApplyReactorBinding(ctx, store.ReactorBindingInput{Name: in.Name, WatchKind: in.WatchKind,
+	b, _, err := m.store.ApplyReactorBinding(dryRunCtx(ctx, dryRun), store.ReactorBindingInput{Name: in.Name, WatchKind: in.WatchKind,
 		Transition: fromTransition(in.Transition), Reactor: in.Reactor, LabelMatch: lm, Enabled: in.Enabled})
 	if err != nil {
 		return nil, err

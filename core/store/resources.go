@@ -27,6 +27,11 @@ type ApplyResourceInput struct {
 	ProviderConfigRef string
 	// Actor is recorded on the resource event ("" = "system").
 	Actor string
+	// DryRun validates and applies in a transaction that is rolled back:
+	// the result is what the apply would return, and nothing is written.
+	DryRun bool
+	// rollbackFrom is the generation a rollback copies (0: a plain apply).
+	rollbackFrom int64
 }
 
 // resourceColumns is the select list scanResource reads, over alias r.
@@ -108,7 +113,10 @@ var errApplyRace = errors.New("concurrent create")
 //   - a labels-only change bumps nothing and schedules nothing;
 //   - no change writes nothing (Unchanged).
 //
-// Each write appends a resource event (Created, SpecUpdated, LabelsUpdated).
+// Each write appends a resource event (Created, SpecUpdated, LabelsUpdated)
+// and keeps the applied generation in the spec history (record_spec_history).
+// A DryRun does all of it in a transaction it rolls back: the same checks
+// and errors, the would-be result, nothing written.
 // Errors: unknown kind, reactor kind, unknown version, schema violation,
 // bad name or labels, bad providerConfigRef → *InvalidError; a resource
 // being deleted → ErrConflict. Naming another applied version of the kind
@@ -133,6 +141,9 @@ func (s *Store) ApplyResource(ctx context.Context, in ApplyResourceInput) (resou
 	}
 	if in.Actor == "" {
 		in.Actor = resource.ActorSystem
+	}
+	if in.DryRun {
+		ctx = WithDryRun(ctx)
 	}
 	for attempt := 0; ; attempt++ {
 		var (
@@ -303,10 +314,17 @@ func updateResource(ctx context.Context, tx pgx.Tx, in ApplyResourceInput, cur r
 			return resource.Resource{}, err
 		}
 		ev.Reason, ev.Message = resource.ReasonSpecUpdated, fmt.Sprintf("generation %d", r.Generation)
+		if in.rollbackFrom > 0 {
+			ev.Reason = resource.ReasonRolledBack
+			ev.Message = fmt.Sprintf("generation %d carries the spec of generation %d", r.Generation, in.rollbackFrom)
+		}
 	} else {
 		ev.Reason, ev.Message = resource.ReasonLabelsUpdated, "labels changed"
 	}
 	if _, err := appendEvent(ctx, tx, ev); err != nil {
+		return resource.Resource{}, err
+	}
+	if err := recordHistory(ctx, tx, r.ID, ev.Reason, in.Actor, in.rollbackFrom); err != nil {
 		return resource.Resource{}, err
 	}
 	return r, nil
@@ -335,7 +353,10 @@ func createResource(ctx context.Context, tx pgx.Tx, in ApplyResourceInput, versi
 	}
 	_, err = appendEvent(ctx, tx, resource.Event{ResourceID: r.ID, Type: resource.EventNormal,
 		Reason: resource.ReasonCreated, Message: fmt.Sprintf("generation %d", r.Generation), Actor: in.Actor})
-	return r, err
+	if err != nil {
+		return resource.Resource{}, err
+	}
+	return r, recordHistory(ctx, tx, r.ID, resource.ReasonCreated, in.Actor, 0)
 }
 
 // scheduleEligible hands the resource to the scheduling gate

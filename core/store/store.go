@@ -43,7 +43,11 @@ type querier = dbx.Querier
 
 // inTx runs fn in a transaction on the primary, committing when fn returns
 // nil and rolling back otherwise: nothing is written when anything fails.
+// Under a dry run (WithDryRun) a successful fn is rolled back too.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	if isDryRun(ctx) {
+		return dryRunTx(ctx, s.primary, fn)
+	}
 	return dbx.InTx(ctx, s.primary, fn)
 }
 

@@ -5,7 +5,8 @@
 -- Capped claims of one kind are serialised on a transaction advisory lock held
 -- to the claim's commit, and the SUM is read after the lock in a fresh
 -- snapshot (a VOLATILE function's statements take one each), so two claimers
--- can never spend the same budget.
+-- can never spend the same budget. The cap and the SUM are kind_cap_usage,
+-- which explain_resource reads too.
 CREATE OR REPLACE FUNCTION claim_budget(p_kind text, p_version text, p_max int) RETURNS int
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -13,11 +14,10 @@ DECLARE
     v_used bigint;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('claim_budget'), hashtext(p_kind || '/' || p_version));
-    SELECT max_inflight INTO v_cap FROM kind_config WHERE kind = p_kind AND version = p_version;
+    SELECT u.cap, u.in_flight INTO v_cap, v_used FROM kind_cap_usage(p_kind, p_version) u;
     IF coalesce(v_cap, 0) = 0 THEN
         RETURN p_max;
     END IF;
-    SELECT coalesce(sum(in_flight), 0) INTO v_used FROM kind_inflight WHERE kind = p_kind AND version = p_version;
     RETURN greatest(0, least(p_max::bigint, v_cap - v_used))::int;
 END
 $$;

@@ -27,7 +27,9 @@
 -- The upstream gate is a LATERAL probe with LIMIT 1 per candidate
 -- (resource_deps' primary key, then one resources primary-key probe per
 -- upstream), never a NOT EXISTS the planner may turn into a hash of every
--- lagging resource built per call.
+-- lagging resource built per call. The upstream and rollup predicates are
+-- schedule_lagging_upstreams and schedule_rollup_gated (inlined SQL), the
+-- definitions explain_resource shares to say why a resource waits.
 -- Plans: every lookup is a primary-key (or edge-index) probe driven from the
 -- distinct ids — LATERAL … OFFSET 0 subqueries and correlated sub-selects the
 -- planner cannot turn into scans — so the cached plan is right whatever the
@@ -53,16 +55,11 @@ BEGIN
                   CROSS JOIN LATERAL (SELECT * FROM resources r WHERE r.id = c.id OFFSET 0) r
                   LEFT JOIN kind_config kc ON kc.kind = r.kind AND kc.version = r.version
                   CROSS JOIN LATERAL (
-                      SELECT coalesce(kc.has_rollup, false)
-                             AND NOT (coalesce(kc.has_composer, false) AND r.composed_gen < r.generation) AS rollup_gated
+                      SELECT schedule_rollup_gated(kc.has_rollup, kc.has_composer, r.composed_gen, r.generation)
+                             AS rollup_gated
                   ) g
                   LEFT JOIN LATERAL (
-                      SELECT true AS blocked
-                        FROM resource_deps d
-                        CROSS JOIN LATERAL (SELECT 1 FROM resources u
-                                             WHERE u.id = d.dependency_id AND u.synced_gen < u.generation OFFSET 0) u
-                       WHERE d.dependent_id = r.id
-                       LIMIT 1) ub ON true
+                      SELECT true AS blocked FROM schedule_lagging_upstreams(r.id) LIMIT 1) ub ON true
                  WHERE (r.synced_gen < r.generation OR (p_repend AND g.rollup_gated))
                    AND r.deletion_requested_at IS NULL
                    AND r.frozen_until IS NULL

@@ -101,6 +101,16 @@ type HistoryEventPage struct {
 	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
+// One difference between two JSON documents.
+type JSONChange struct {
+	// A JSON pointer into the document (empty: the whole document).
+	Path string `json:"path"`
+	// The value before; null when absent.
+	Before json.RawMessage `json:"before,omitempty"`
+	// The value after; null when absent.
+	After json.RawMessage `json:"after,omitempty"`
+}
+
 // An applied kind manifest (one version of a kind) with its live operational policy.
 type Kind struct {
 	// The kind's name.
@@ -133,6 +143,8 @@ type Kind struct {
 	UpdatedAt time.Time `json:"updatedAt"`
 	// How many resources are instances of this version and how many live members serve it.
 	Usage *KindUsage `json:"usage"`
+	// How many applied generations each resource of this kind version keeps in its spec history (0-1000; 0 keeps none).
+	HistoryLimit int `json:"historyLimit"`
 }
 
 // A kind's runtime-editable operational policy.
@@ -315,6 +327,56 @@ type ResourcePage struct {
 	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
+// What applyResource would do, computed by a dry run: validated fully, nothing written.
+type ResourcePlan struct {
+	// Created, configured or unchanged.
+	Outcome ApplyOutcome `json:"outcome"`
+	// The stored resource; null when the apply would create it.
+	Current *Resource `json:"current,omitempty"`
+	// The generation the resource would be at.
+	Generation int `json:"generation"`
+	// The spec it would have.
+	Spec json.RawMessage `json:"spec"`
+	// The labels it would have.
+	Labels json.RawMessage `json:"labels"`
+	// The spec changes against the stored object (for a create: the whole spec).
+	SpecChanges []*JSONChange `json:"specChanges"`
+	// The labels changes against the stored object.
+	LabelsChanges []*JSONChange `json:"labelsChanges"`
+}
+
+// The changes between two generations of a resource.
+type SpecDiff struct {
+	// The older generation.
+	From int `json:"from"`
+	// The newer generation.
+	To int `json:"to"`
+	// Spec changes.
+	Spec []*JSONChange `json:"spec"`
+	// Labels changes.
+	Labels []*JSONChange `json:"labels"`
+}
+
+// One kept applied generation of a resource.
+type SpecRevision struct {
+	// The generation.
+	Generation int `json:"generation"`
+	// Its spec.
+	Spec json.RawMessage `json:"spec"`
+	// Its labels (as last applied at this generation).
+	Labels json.RawMessage `json:"labels"`
+	// Its providerConfigRef; null = the kind's default.
+	ProviderConfigRef *string `json:"providerConfigRef,omitempty"`
+	// Created, SpecUpdated, LabelsUpdated or RolledBack.
+	Reason string `json:"reason"`
+	// Who applied it.
+	Actor string `json:"actor"`
+	// The generation a rollback copied; null otherwise.
+	RolledBackFrom *int `json:"rolledBackFrom,omitempty"`
+	// When it was applied.
+	CreatedAt time.Time `json:"createdAt"`
+}
+
 // Live updates over websocket (graphql-transport-ws or graphql-ws), bridged from Postgres LISTEN.
 type Subscription struct {
 }
@@ -367,6 +429,28 @@ type Viewer struct {
 	Role APIRole `json:"role"`
 	// Whether the API requires bearer tokens.
 	AuthRequired bool `json:"authRequired"`
+}
+
+// One gate holding a resource back, as the database explains it.
+type Wait struct {
+	// The gate.
+	Gate WaitGate `json:"gate"`
+	// A human-readable explanation, including what releases it.
+	Message string `json:"message"`
+	// When the gate began; null when unknown.
+	Since *time.Time `json:"since,omitempty"`
+	// When it lifts by itself (an orphan's grace, a backoff); null otherwise.
+	Until *time.Time `json:"until,omitempty"`
+	// Up to 20 resources holding it (upstreams, unsettled descendants, children or dependents).
+	Blockers []*Resource `json:"blockers"`
+	// How many resources hold it in all (blockers lists the first 20).
+	BlockerCount int `json:"blockerCount"`
+	// KIND_CAP: the kind's tasks in flight.
+	InFlight *int `json:"inFlight,omitempty"`
+	// KIND_CAP: the kind's concurrency cap.
+	Cap *int `json:"cap,omitempty"`
+	// CLAIMED: the broker holding the task's lease.
+	BrokerID *string `json:"brokerId,omitempty"`
 }
 
 // The role a request runs with.
@@ -422,6 +506,67 @@ func (e *APIRole) UnmarshalJSON(b []byte) error {
 }
 
 func (e APIRole) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// What an apply did, or would do.
+type ApplyOutcome string
+
+const (
+	// The object was (would be) created.
+	ApplyOutcomeCreated ApplyOutcome = "CREATED"
+	// The object was (would be) changed.
+	ApplyOutcomeConfigured ApplyOutcome = "CONFIGURED"
+	// Nothing changed: nothing is written.
+	ApplyOutcomeUnchanged ApplyOutcome = "UNCHANGED"
+)
+
+var AllApplyOutcome = []ApplyOutcome{
+	ApplyOutcomeCreated,
+	ApplyOutcomeConfigured,
+	ApplyOutcomeUnchanged,
+}
+
+func (e ApplyOutcome) IsValid() bool {
+	switch e {
+	case ApplyOutcomeCreated, ApplyOutcomeConfigured, ApplyOutcomeUnchanged:
+		return true
+	}
+	return false
+}
+
+func (e ApplyOutcome) String() string {
+	return string(e)
+}
+
+func (e *ApplyOutcome) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ApplyOutcome(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ApplyOutcome", str)
+	}
+	return nil
+}
+
+func (e ApplyOutcome) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ApplyOutcome) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ApplyOutcome) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil
@@ -1071,6 +1216,109 @@ func (e *Trigger) UnmarshalJSON(b []byte) error {
 }
 
 func (e Trigger) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// A gate that holds a resource back (Resource.waitingOn).
+type WaitGate string
+
+const (
+	// Deleting: owned children must be deleted first (blockers).
+	WaitGateDeletingChildren WaitGate = "DELETING_CHILDREN"
+	// Deleting: dependents must be deleted first, strict wait (blockers).
+	WaitGateDeletingDependents WaitGate = "DELETING_DEPENDENTS"
+	// Deleting, unblocked: the delete sweep has yet to queue its teardown or remove the row.
+	WaitGateDeletingSweep WaitGate = "DELETING_SWEEP"
+	// Deleting: its teardown task runs the finalizers (the task's claim state follows).
+	WaitGateDeletingTeardown WaitGate = "DELETING_TEARDOWN"
+	// Quarantined: frozen until an operator lifts it.
+	WaitGateQuarantined WaitGate = "QUARANTINED"
+	// Orphaned: deleted at until unless re-adopted.
+	WaitGateOrphaned WaitGate = "ORPHANED"
+	// Failed terminally for its live spec: not retried until the spec changes.
+	WaitGateFailedTerminal WaitGate = "FAILED_TERMINAL"
+	// The composer has not expanded the live generation yet.
+	WaitGateComposing WaitGate = "COMPOSING"
+	// Its task is claimed by a broker (brokerId) since since.
+	WaitGateClaimed WaitGate = "CLAIMED"
+	// Its task backs off until until.
+	WaitGateBackoff WaitGate = "BACKOFF"
+	// Its kind is at its concurrency cap (inFlight of cap).
+	WaitGateKindCap WaitGate = "KIND_CAP"
+	// No live broker reports a ready worker for its kind version.
+	WaitGateNoWorker WaitGate = "NO_WORKER"
+	// Its task is queued since since, waiting for a claim.
+	WaitGateQueued WaitGate = "QUEUED"
+	// Failed (retryable) with no task queued: the reaper retries it after its retry window.
+	WaitGateFailedRetry WaitGate = "FAILED_RETRY"
+	// Upstreams it depends on have not synced (blockers).
+	WaitGateUpstream WaitGate = "UPSTREAM"
+	// Rollup: live descendants still progressing (blockers).
+	WaitGateDescendants WaitGate = "DESCENDANTS"
+	// Eligible, but no task is queued: the reaper re-pends it.
+	WaitGateNotQueued WaitGate = "NOT_QUEUED"
+)
+
+var AllWaitGate = []WaitGate{
+	WaitGateDeletingChildren,
+	WaitGateDeletingDependents,
+	WaitGateDeletingSweep,
+	WaitGateDeletingTeardown,
+	WaitGateQuarantined,
+	WaitGateOrphaned,
+	WaitGateFailedTerminal,
+	WaitGateComposing,
+	WaitGateClaimed,
+	WaitGateBackoff,
+	WaitGateKindCap,
+	WaitGateNoWorker,
+	WaitGateQueued,
+	WaitGateFailedRetry,
+	WaitGateUpstream,
+	WaitGateDescendants,
+	WaitGateNotQueued,
+}
+
+func (e WaitGate) IsValid() bool {
+	switch e {
+	case WaitGateDeletingChildren, WaitGateDeletingDependents, WaitGateDeletingSweep, WaitGateDeletingTeardown, WaitGateQuarantined, WaitGateOrphaned, WaitGateFailedTerminal, WaitGateComposing, WaitGateClaimed, WaitGateBackoff, WaitGateKindCap, WaitGateNoWorker, WaitGateQueued, WaitGateFailedRetry, WaitGateUpstream, WaitGateDescendants, WaitGateNotQueued:
+		return true
+	}
+	return false
+}
+
+func (e WaitGate) String() string {
+	return string(e)
+}
+
+func (e *WaitGate) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = WaitGate(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid WaitGate", str)
+	}
+	return nil
+}
+
+func (e WaitGate) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *WaitGate) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e WaitGate) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -11,6 +11,11 @@ export type ApiRole = 'ADMIN' | 'VIEWER';
 /** Every ApiRole value, in schema order. */
 export const ApiRoleValues: readonly ApiRole[] = ['ADMIN', 'VIEWER'];
 
+/** What an apply did, or would do. */
+export type ApplyOutcome = 'CREATED' | 'CONFIGURED' | 'UNCHANGED';
+/** Every ApplyOutcome value, in schema order. */
+export const ApplyOutcomeValues: readonly ApplyOutcome[] = ['CREATED', 'CONFIGURED', 'UNCHANGED'];
+
 /** A Kubernetes-style condition status. */
 export type ConditionStatus = 'TRUE' | 'FALSE' | 'UNKNOWN';
 /** Every ConditionStatus value, in schema order. */
@@ -61,6 +66,11 @@ export type Trigger = 'SPEC_CHANGE' | 'CHILDREN_SETTLED' | 'DELETE_REQUESTED' | 
 /** Every Trigger value, in schema order. */
 export const TriggerValues: readonly Trigger[] = ['SPEC_CHANGE', 'CHILDREN_SETTLED', 'DELETE_REQUESTED', 'OPERATION', 'REACTOR', 'RESYNC'];
 
+/** A gate that holds a resource back (Resource.waitingOn). */
+export type WaitGate = 'DELETING_CHILDREN' | 'DELETING_DEPENDENTS' | 'DELETING_SWEEP' | 'DELETING_TEARDOWN' | 'QUARANTINED' | 'ORPHANED' | 'FAILED_TERMINAL' | 'COMPOSING' | 'CLAIMED' | 'BACKOFF' | 'KIND_CAP' | 'NO_WORKER' | 'QUEUED' | 'FAILED_RETRY' | 'UPSTREAM' | 'DESCENDANTS' | 'NOT_QUEUED';
+/** Every WaitGate value, in schema order. */
+export const WaitGateValues: readonly WaitGate[] = ['DELETING_CHILDREN', 'DELETING_DEPENDENTS', 'DELETING_SWEEP', 'DELETING_TEARDOWN', 'QUARANTINED', 'ORPHANED', 'FAILED_TERMINAL', 'COMPOSING', 'CLAIMED', 'BACKOFF', 'KIND_CAP', 'NO_WORKER', 'QUEUED', 'FAILED_RETRY', 'UPSTREAM', 'DESCENDANTS', 'NOT_QUEUED'];
+
 /** A partial update of a kind's policy: absent fields are kept. */
 export type KindConfigInput = {
   /** The global per-kind concurrency cap (0 = unlimited). */
@@ -73,8 +83,6 @@ export type KindConfigInput = {
   resyncRecomposes?: boolean | null;
   /** The grace window before a dropped child is torn down, in seconds. */
   orphanGraceSecs?: number | null;
-  /** Transient failures in a row after which a reconcile is dead-lettered; 0 = never. */
-  maxTransientAttempts?: number | null;
 };
 
 /** A hand-authored provider config (a full replace). */
@@ -192,8 +200,6 @@ export type KindPolicyFragment = {
   resyncRecomposes: boolean;
   /** The grace window before a dropped child is torn down, in seconds. */
   orphanGraceSecs: number;
-  /** Transient failures in a row after which a reconcile is dead-lettered (terminal until a spec edit); 0 = never. */
-  maxTransientAttempts: number;
   /** When the policy last changed. */
   updatedAt: string;
 };
@@ -229,13 +235,6 @@ export type KindSummaryFragment = {
   }>;
   /** The live operational policy (kind_config), not the manifest's seed. */
   config: KindPolicyFragment;
-  /** How many resources are instances of this version and how many live members serve it. */
-  usage: {
-    /** The resources that are instances of this version (from the folded phase counts: no table count). */
-    resources: number;
-    /** The live members whose broker has a worker serving this version connected. */
-    servedBy: number;
-  };
 };
 
 /** Fragment OperationRow (src/resources/resources.graphql). */
@@ -623,7 +622,7 @@ export type KindsQueryVariables = Record<string, never>;
 export const KindsDocument = {
   kind: 'query',
   operationName: 'Kinds',
-  query: "query Kinds{kinds{...KindSummary}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs maxTransientAttempts updatedAt}fragment KindSummary on Kind{name version description isReactor finalizerName manifestGeneration updatedAt reactions{name trigger emits verb finalizer}config{...KindPolicy}usage{resources servedBy}}",
+  query: "query Kinds{kinds{...KindSummary}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs updatedAt}fragment KindSummary on Kind{name version description isReactor finalizerName manifestGeneration updatedAt reactions{name trigger emits verb finalizer}config{...KindPolicy}}",
 } as TypedDocument<KindsQuery, KindsQueryVariables>;
 
 /** Query KindDetail (src/kinds/kinds.graphql). */
@@ -649,22 +648,21 @@ export type KindDetailQueryVariables = {
 export const KindDetailDocument = {
   kind: 'query',
   operationName: 'KindDetail',
-  query: "query KindDetail($name:String!$version:String){kind(name:$name version:$version){...KindSummary specSchema statusSchema configSchema manifest createdAt}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs maxTransientAttempts updatedAt}fragment KindSummary on Kind{name version description isReactor finalizerName manifestGeneration updatedAt reactions{name trigger emits verb finalizer}config{...KindPolicy}usage{resources servedBy}}",
+  query: "query KindDetail($name:String!$version:String){kind(name:$name version:$version){...KindSummary specSchema statusSchema configSchema manifest createdAt}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs updatedAt}fragment KindSummary on Kind{name version description isReactor finalizerName manifestGeneration updatedAt reactions{name trigger emits verb finalizer}config{...KindPolicy}}",
 } as TypedDocument<KindDetailQuery, KindDetailQueryVariables>;
 
 /** Mutation ApplyKindManifest (src/kinds/kinds.graphql). */
 export type ApplyKindManifestMutation = {
-  /** The manifest JSON document, exactly the format of a kind fixture file. Re-applying a version whose spec_schema would reject stored resources, or drops a required field they carry, is refused (CONFLICT, rule breaking_change, naming the resources and fields) unless acceptBreaking; a new version is never refused. */
+  /** The manifest JSON document, exactly the format of a kind fixture file. */
   applyKindManifest: KindSummaryFragment;
 };
 export type ApplyKindManifestMutationVariables = {
   manifest: JSONValue;
-  acceptBreaking?: boolean | null;
 };
 export const ApplyKindManifestDocument = {
   kind: 'mutation',
   operationName: 'ApplyKindManifest',
-  query: "mutation ApplyKindManifest($manifest:JSON!$acceptBreaking:Boolean){applyKindManifest(manifest:$manifest acceptBreaking:$acceptBreaking){...KindSummary}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs maxTransientAttempts updatedAt}fragment KindSummary on Kind{name version description isReactor finalizerName manifestGeneration updatedAt reactions{name trigger emits verb finalizer}config{...KindPolicy}usage{resources servedBy}}",
+  query: "mutation ApplyKindManifest($manifest:JSON!){applyKindManifest(manifest:$manifest){...KindSummary}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs updatedAt}fragment KindSummary on Kind{name version description isReactor finalizerName manifestGeneration updatedAt reactions{name trigger emits verb finalizer}config{...KindPolicy}}",
 } as TypedDocument<ApplyKindManifestMutation, ApplyKindManifestMutationVariables>;
 
 /** Mutation UpdateKindConfig (src/kinds/kinds.graphql). */
@@ -680,7 +678,7 @@ export type UpdateKindConfigMutationVariables = {
 export const UpdateKindConfigDocument = {
   kind: 'mutation',
   operationName: 'UpdateKindConfig',
-  query: "mutation UpdateKindConfig($kind:String!$version:String!$input:KindConfigInput!){updateKindConfig(kind:$kind version:$version input:$input){...KindPolicy}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs maxTransientAttempts updatedAt}",
+  query: "mutation UpdateKindConfig($kind:String!$version:String!$input:KindConfigInput!){updateKindConfig(kind:$kind version:$version input:$input){...KindPolicy}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs updatedAt}",
 } as TypedDocument<UpdateKindConfigMutation, UpdateKindConfigMutationVariables>;
 
 /** Subscription KindsLive (src/kinds/kinds.graphql). */
@@ -692,47 +690,155 @@ export type KindsLiveSubscriptionVariables = Record<string, never>;
 export const KindsLiveDocument = {
   kind: 'subscription',
   operationName: 'KindsLive',
-  query: "subscription KindsLive{kinds{...KindSummary}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs maxTransientAttempts updatedAt}fragment KindSummary on Kind{name version description isReactor finalizerName manifestGeneration updatedAt reactions{name trigger emits verb finalizer}config{...KindPolicy}usage{resources servedBy}}",
+  query: "subscription KindsLive{kinds{...KindSummary}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs updatedAt}fragment KindSummary on Kind{name version description isReactor finalizerName manifestGeneration updatedAt reactions{name trigger emits verb finalizer}config{...KindPolicy}}",
 } as TypedDocument<KindsLiveSubscription, KindsLiveSubscriptionVariables>;
 
-/** Query ResourceDeadLetter (src/resources/deadletter.graphql). */
-export type ResourceDeadLetterQuery = {
+/** Query ResourceWaitingOn (src/resources/explain.graphql). */
+export type ResourceWaitingOnQuery = {
   /** The resource (kind, name); null when there is none. */
   resource: {
     /** The resource's id (a UUID). */
     id: string;
-    /** Set when its reconcile was dead-lettered: it failed transiently max_transient_attempts times in a row for this generation and stopped retrying (until a spec edit). */
-    deadLetter: {
-      /** The generation that was dead-lettered. */
-      generation: number;
-      /** How many transient failures in a row, the bound and the last error. */
+    /** The gates holding this resource back, the one holding it now first; empty when nothing holds it (READY or DEGRADED for its live spec). Computed in the database by the scheduler's, claim's and delete sweep's own predicates (explain_resource), never re-derived by a client. */
+    waitingOn: Array<{
+      /** The gate. */
+      gate: WaitGate;
+      /** A human-readable explanation, including what releases it. */
       message: string;
-      /** When it was dead-lettered. */
-      since: string;
-    } | null;
-    /** The kind version this resource is an instance of. */
-    definition: {
-      /** The kind's name. */
-      name: string;
-      /** The manifest's version. */
-      version: string;
-      /** The live operational policy (kind_config), not the manifest's seed. */
-      config: {
-        /** Transient failures in a row after which a reconcile is dead-lettered (terminal until a spec edit); 0 = never. */
-        maxTransientAttempts: number;
-      };
-    } | null;
+      /** When the gate began; null when unknown. */
+      since: string | null;
+      /** When it lifts by itself (an orphan's grace, a backoff); null otherwise. */
+      until: string | null;
+      /** How many resources hold it in all (blockers lists the first 20). */
+      blockerCount: number;
+      /** Up to 20 resources holding it (upstreams, unsettled descendants, children or dependents). */
+      blockers: Array<{
+        /** The resource's id (a UUID). */
+        id: string;
+        /** Its kind (a kind manifest's name). */
+        kind: string;
+        /** Its name, unique within the kind. */
+        name: string;
+        /** The single readiness signal. */
+        phase: Phase;
+      }>;
+      /** KIND_CAP: the kind's tasks in flight. */
+      inFlight: number | null;
+      /** KIND_CAP: the kind's concurrency cap. */
+      cap: number | null;
+      /** CLAIMED: the broker holding the task's lease. */
+      brokerId: string | null;
+    }>;
   } | null;
 };
-export type ResourceDeadLetterQueryVariables = {
+export type ResourceWaitingOnQueryVariables = {
   kind: string;
   name: string;
 };
-export const ResourceDeadLetterDocument = {
+export const ResourceWaitingOnDocument = {
   kind: 'query',
-  operationName: 'ResourceDeadLetter',
-  query: "query ResourceDeadLetter($kind:String!$name:String!){resource(kind:$kind name:$name){id deadLetter{generation message since}definition{name version config{maxTransientAttempts}}}}",
-} as TypedDocument<ResourceDeadLetterQuery, ResourceDeadLetterQueryVariables>;
+  operationName: 'ResourceWaitingOn',
+  query: "query ResourceWaitingOn($kind:String!$name:String!){resource(kind:$kind name:$name){id waitingOn{gate message since until blockerCount blockers{id kind name phase}inFlight cap brokerId}}}",
+} as TypedDocument<ResourceWaitingOnQuery, ResourceWaitingOnQueryVariables>;
+
+/** Query ResourceSpecHistory (src/resources/explain.graphql). */
+export type ResourceSpecHistoryQuery = {
+  /** The resource (kind, name); null when there is none. */
+  resource: {
+    /** The resource's id (a UUID). */
+    id: string;
+    /** Bumps on every spec change. */
+    generation: number;
+    /** Its kept applied generations (spec, labels, providerConfigRef), newest first; bounded by its kind's historyLimit. */
+    specHistory: Array<{
+      /** The generation. */
+      generation: number;
+      /** Created, SpecUpdated, LabelsUpdated or RolledBack. */
+      reason: string;
+      /** Who applied it. */
+      actor: string;
+      /** The generation a rollback copied; null otherwise. */
+      rolledBackFrom: number | null;
+      /** When it was applied. */
+      createdAt: string;
+    }>;
+  } | null;
+};
+export type ResourceSpecHistoryQueryVariables = {
+  kind: string;
+  name: string;
+};
+export const ResourceSpecHistoryDocument = {
+  kind: 'query',
+  operationName: 'ResourceSpecHistory',
+  query: "query ResourceSpecHistory($kind:String!$name:String!){resource(kind:$kind name:$name){id generation specHistory(first:50){generation reason actor rolledBackFrom createdAt}}}",
+} as TypedDocument<ResourceSpecHistoryQuery, ResourceSpecHistoryQueryVariables>;
+
+/** Query ResourceSpecDiff (src/resources/explain.graphql). */
+export type ResourceSpecDiffQuery = {
+  /** The resource (kind, name); null when there is none. */
+  resource: {
+    /** The resource's id (a UUID). */
+    id: string;
+    /** The spec and labels changes from kept generation `from` to kept generation `to` (default: the live one). NOT_FOUND when either is not kept. */
+    specDiff: {
+      /** The older generation. */
+      from: number;
+      /** The newer generation. */
+      to: number;
+      /** Spec changes. */
+      spec: Array<{
+        /** A JSON pointer into the document (empty: the whole document). */
+        path: string;
+        /** The value before; null when absent. */
+        before: JSONValue | null;
+        /** The value after; null when absent. */
+        after: JSONValue | null;
+      }>;
+      /** Labels changes. */
+      labels: Array<{
+        /** A JSON pointer into the document (empty: the whole document). */
+        path: string;
+        /** The value before; null when absent. */
+        before: JSONValue | null;
+        /** The value after; null when absent. */
+        after: JSONValue | null;
+      }>;
+    };
+  } | null;
+};
+export type ResourceSpecDiffQueryVariables = {
+  kind: string;
+  name: string;
+  from: number;
+  to?: number | null;
+};
+export const ResourceSpecDiffDocument = {
+  kind: 'query',
+  operationName: 'ResourceSpecDiff',
+  query: "query ResourceSpecDiff($kind:String!$name:String!$from:Int!$to:Int){resource(kind:$kind name:$name){id specDiff(from:$from to:$to){from to spec{path before after}labels{path before after}}}}",
+} as TypedDocument<ResourceSpecDiffQuery, ResourceSpecDiffQueryVariables>;
+
+/** Mutation RollbackResourceTo (src/resources/explain.graphql). */
+export type RollbackResourceToMutation = {
+  /** Apply generation toGeneration's kept spec, labels and providerConfigRef again: a new generation carrying the old spec, validated like any apply, recorded in the events as RolledBack with its actor. dryRun validates and returns the would-be resource without writing. */
+  rollbackResource: {
+    /** The resource's id (a UUID). */
+    id: string;
+    /** Bumps on every spec change. */
+    generation: number;
+  };
+};
+export type RollbackResourceToMutationVariables = {
+  kind: string;
+  name: string;
+  toGeneration: number;
+};
+export const RollbackResourceToDocument = {
+  kind: 'mutation',
+  operationName: 'RollbackResourceTo',
+  query: "mutation RollbackResourceTo($kind:String!$name:String!$toGeneration:Int!){rollbackResource(kind:$kind name:$name toGeneration:$toGeneration){id generation}}",
+} as TypedDocument<RollbackResourceToMutation, RollbackResourceToMutationVariables>;
 
 /** Query ResourcesPage (src/resources/resources.graphql). */
 export type ResourcesPageQuery = {

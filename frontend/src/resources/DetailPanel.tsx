@@ -10,9 +10,11 @@ import { ErrorBox } from '../widgets/ErrorBox';
 import { ChildrenList } from './ChildrenList';
 import { DeadLetter } from './DeadLetter';
 import { DetailActions } from './DetailActions';
+import { HistoryDiff } from './HistoryDiff';
 import type { ResourceRef } from './filters';
 import { failureOf, formatTime, generationState, isComposite, labelEntries, type Detail } from './mappers';
 import { PhaseBadge } from './PhaseBadge';
+import { WaitingBanner } from './WaitingBanner';
 
 type HistoryItem = NonNullable<ResourceHistoryQuery['resource']>['history']['items'][number];
 
@@ -44,6 +46,7 @@ export function DetailPanel({ target, onClose, hrefOf, childrenHref }: { target:
         <>
           <DetailActions detail={d} onChanged={q.refetch} />
           <DeadLetter target={target} stamp={`${d.generation}|${d.updatedAt}`} />
+          <WaitingBanner target={target} stamp={`${d.updatedAt}/${d.phase}/${d.generation}`} hrefOf={hrefOf} />
           <Facts d={d} hrefOf={hrefOf} />
           <Section title="Conditions">
             <Conditions d={d} />
@@ -64,6 +67,7 @@ export function DetailPanel({ target, onClose, hrefOf, childrenHref }: { target:
           <Section title="Spec">
             <JsonView value={d.spec} label="Spec" />
           </Section>
+          <Section title="Spec history"><HistoryDiff target={target} generation={d.generation} onChanged={q.refetch} /></Section>
           <Section title="Status">
             <JsonView value={d.status} label="Status" />
           </Section>

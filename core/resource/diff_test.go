@@ -1,0 +1,39 @@
+package resource
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestDiff(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		before, after string
+		want          []Change
+	}{
+		"Equal": {before: `{"a":1,"b":[1,2]}`, after: `{"b":[1,2],"a":1}`},
+		"Changed": {before: `{"a":1}`, after: `{"a":2}`,
+			want: []Change{{Path: "/a", Before: json.RawMessage(`1`), After: json.RawMessage(`2`)}}},
+		"AddedRemoved": {before: `{"a":1,"x/y":true}`, after: `{"b":{"c":"d"}}`,
+			want: []Change{{Path: "/a", Before: json.RawMessage(`1`)}, {Path: "/b", After: json.RawMessage(`{"c":"d"}`)},
+				{Path: "/x~1y", Before: json.RawMessage(`true`)}}},
+		"Nested": {before: `{"a":{"b":[1,2,3]}}`, after: `{"a":{"b":[1,5]}}`,
+			want: []Change{{Path: "/a/b/1", Before: json.RawMessage(`2`), After: json.RawMessage(`5`)},
+				{Path: "/a/b/2", Before: json.RawMessage(`3`)}}},
+		"TypeChange": {before: `{"a":[1]}`, after: `{"a":{"0":1}}`,
+			want: []Change{{Path: "/a", Before: json.RawMessage(`[1]`), After: json.RawMessage(`{"0":1}`)}}},
+		"Created": {after: `{"a":1}`, want: []Change{{Path: "", After: json.RawMessage(`{"a":1}`)}}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Diff(json.RawMessage(c.before), json.RawMessage(c.after))
+			require.NoError(t, err)
+			require.Equal(t, c.want, got)
+		})
+	}
+	_, err := Diff(json.RawMessage(`{`), nil)
+	require.Error(t, err)
+}

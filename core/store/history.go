@@ -1,0 +1,239 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/converge-run/converge/core/resource"
+)
+
+// SpecRevision is one applied generation of a resource, as its spec history
+// keeps it (resource_spec_history).
+type SpecRevision struct {
+	Generation        int64
+	Spec              json.RawMessage
+	Labels            map[string]string
+	ProviderConfigRef string
+	// Reason is Created, SpecUpdated, LabelsUpdated or RolledBack.
+	Reason string
+	Actor  string
+	// RolledBackFrom is the generation a rollback copied (0 otherwise).
+	RolledBackFrom int64
+	CreatedAt      time.Time
+}
+
+// MaxHistoryLimit is the most generations a kind may keep per resource.
+const MaxHistoryLimit = 1000
+
+// recordHistory keeps the resource's current generation in its history and
+// prunes it to the kind's history_limit (record_spec_history).
+func recordHistory(ctx context.Context, q querier, id uuid.UUID, reason, actor string, from int64) error {
+	var fromArg *int64
+	if from > 0 {
+		fromArg = &from
+	}
+	if actor == "" {
+		actor = resource.ActorSystem
+	}
+	if _, err := q.Exec(ctx, `SELECT record_spec_history($1, $2, $3, $4)`, id, reason, actor, fromArg); err != nil {
+		return mapErr(err, "spec history of resource "+id.String())
+	}
+	return nil
+}
+
+// SpecHistory returns resource id's kept generations, newest first, at most
+// limit (1-1000; 0 = all kept).
+func (s *Store) SpecHistory(ctx context.Context, id uuid.UUID, limit int) ([]SpecRevision, error) {
+	if limit < 0 || limit > MaxHistoryLimit {
+		return nil, invalid("first", "out_of_range", "first must be 1-%d, got %d", MaxHistoryLimit, limit)
+	}
+	if limit == 0 {
+		limit = MaxHistoryLimit
+	}
+	rows, err := s.read.Query(ctx, `
+		SELECT generation, spec, labels, coalesce(provider_config_ref, ''), reason, actor,
+		       coalesce(rolled_back_from, 0), created_at
+		  FROM resource_spec_history WHERE resource_id = $1
+		 ORDER BY generation DESC LIMIT $2`, id, limit)
+	if err != nil {
+		return nil, mapErr(err, "spec history of resource "+id.String())
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (SpecRevision, error) {
+		var h SpecRevision
+		err := row.Scan(&h.Generation, &h.Spec, (*labelMap)(&h.Labels), &h.ProviderConfigRef, &h.Reason, &h.Actor,
+			&h.RolledBackFrom, &h.CreatedAt)
+		if h.Labels == nil {
+			h.Labels = map[string]string{}
+		}
+		return h, err
+	})
+	if err != nil {
+		return nil, mapErr(err, "spec history of resource "+id.String())
+	}
+	return out, nil
+}
+
+// RollbackResource applies generation toGeneration's kept spec, labels and
+// provider config ref to resource (kind, name) again: a new generation
+// carrying the old spec, validated against the kind's schema as any apply is,
+// recorded in the events as RolledBack with its actor and in the history
+// with the generation it copied. When the kept revision equals the live one
+// nothing is written (Unchanged). Errors: no such resource or generation not
+// kept → ErrNotFound; a generation that is not older than the live one →
+// *InvalidError; a resource being deleted → ErrConflict. DryRun writes
+// nothing and returns what the rollback would.
+func (s *Store) RollbackResource(ctx context.Context, kind, name string, toGeneration int64, actor string,
+	dryRun bool) (resource.Resource, ApplyOutcome, error) {
+	cur, err := s.PrimaryReads().GetResource(ctx, kind, name)
+	if err != nil {
+		return resource.Resource{}, "", err
+	}
+	if cur.Generation <= 1 {
+		return resource.Resource{}, "", invalid("toGeneration", "out_of_range",
+			"resource %s/%s is at generation 1: there is no earlier generation to roll back to", kind, name)
+	}
+	if toGeneration < 1 || toGeneration >= cur.Generation {
+		return resource.Resource{}, "", invalid("toGeneration", "out_of_range",
+			"toGeneration must be an earlier generation (1-%d), got %d", cur.Generation-1, toGeneration)
+	}
+	var h SpecRevision
+	err = s.primary.QueryRow(ctx, `
+		SELECT spec, labels, coalesce(provider_config_ref, '') FROM resource_spec_history
+		 WHERE resource_id = $1 AND generation = $2`, cur.ID, toGeneration).
+		Scan(&h.Spec, (*labelMap)(&h.Labels), &h.ProviderConfigRef)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return resource.Resource{}, "", notFound("resource %s/%s: generation %d is not in its spec history "+
+			"(kept: the kind's history_limit newest applied generations)", kind, name, toGeneration)
+	}
+	if err != nil {
+		return resource.Resource{}, "", mapErr(err, fmt.Sprintf("spec history of resource %s/%s", kind, name))
+	}
+	return s.ApplyResource(ctx, ApplyResourceInput{Kind: kind, Name: name, Version: cur.Version, Labels: h.Labels,
+		Spec: h.Spec, ProviderConfigRef: h.ProviderConfigRef, Actor: actor, DryRun: dryRun, rollbackFrom: toGeneration})
+}
+
+// ApplyPlan is what an apply would do, computed by a dry run: the outcome,
+// the stored object (nil when the apply would create it), the would-be
+// object, and the spec and labels changes between them.
+type ApplyPlan struct {
+	Outcome       ApplyOutcome
+	Before        *resource.Resource
+	After         resource.Resource
+	SpecChanges   []resource.Change
+	LabelsChanges []resource.Change
+}
+
+// PlanResource runs the apply as a dry run (every check a real apply makes,
+// the same errors, nothing written) and diffs the result against the
+// stored object.
+func (s *Store) PlanResource(ctx context.Context, in ApplyResourceInput) (ApplyPlan, error) {
+	var before *resource.Resource
+	cur, err := s.PrimaryReads().GetResource(ctx, in.Kind, in.Name)
+	switch {
+	case err == nil:
+		before = &cur
+	case !errors.Is(err, ErrNotFound):
+		return ApplyPlan{}, err
+	}
+	in.DryRun = true
+	after, outcome, err := s.ApplyResource(ctx, in)
+	if err != nil {
+		return ApplyPlan{}, err
+	}
+	p := ApplyPlan{Outcome: outcome, Before: before, After: after}
+	var oldSpec, oldLabels json.RawMessage
+	if before != nil {
+		oldSpec = before.Spec
+		if oldLabels, err = json.Marshal(before.Labels); err != nil {
+			return ApplyPlan{}, fmt.Errorf("plan: labels: %w", err)
+		}
+	}
+	newLabels, err := json.Marshal(after.Labels)
+	if err != nil {
+		return ApplyPlan{}, fmt.Errorf("plan: labels: %w", err)
+	}
+	if p.SpecChanges, err = resource.Diff(oldSpec, after.Spec); err != nil {
+		return ApplyPlan{}, err
+	}
+	if p.LabelsChanges, err = resource.Diff(oldLabels, newLabels); err != nil {
+		return ApplyPlan{}, err
+	}
+	return p, nil
+}
+
+// SetHistoryLimit sets how many applied generations a kind version keeps per
+// resource (0-1000; 0 keeps none). Existing histories are pruned on their
+// next apply. ErrNotFound when the kind version has no config.
+func (s *Store) SetHistoryLimit(ctx context.Context, kind, version string, limit int) error {
+	if limit < 0 || limit > MaxHistoryLimit {
+		return invalid("historyLimit", "out_of_range", "historyLimit must be 0-%d, got %d", MaxHistoryLimit, limit)
+	}
+	tag, err := s.primary.Exec(ctx, `UPDATE kind_config SET history_limit = $3, updated_at = now()
+		WHERE kind = $1 AND version = $2`, kind, version, limit)
+	if err != nil {
+		return mapErr(err, fmt.Sprintf("kind %s/%s", kind, version))
+	}
+	if tag.RowsAffected() == 0 {
+		return notFound("kind %s/%s not found", kind, version)
+	}
+	return nil
+}
+
+// HistoryLimit returns the kind version's history_limit.
+func (s *Store) HistoryLimit(ctx context.Context, kind, version string) (int, error) {
+	var n int
+	err := s.read.QueryRow(ctx, `SELECT history_limit FROM kind_config WHERE kind = $1 AND version = $2`, kind, version).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, notFound("kind %s/%s not found", kind, version)
+	}
+	return n, mapErr(err, fmt.Sprintf("kind %s/%s", kind, version))
+}
+
+// GenerationDiff is the spec and labels changes between two kept
+// generations.
+type GenerationDiff struct {
+	Spec, Labels []resource.Change
+}
+
+// SpecDiff diffs kept generations from and to of resource id. ErrNotFound
+// when either is not kept.
+func (s *Store) SpecDiff(ctx context.Context, id uuid.UUID, from, to int64) (GenerationDiff, error) {
+	rows, err := s.read.Query(ctx, `SELECT generation, spec, labels FROM resource_spec_history
+		WHERE resource_id = $1 AND generation = ANY ($2)`, id, []int64{from, to})
+	if err != nil {
+		return GenerationDiff{}, mapErr(err, "spec history of resource "+id.String())
+	}
+	type rev struct{ spec, labels json.RawMessage }
+	got := map[int64]rev{}
+	for rows.Next() {
+		var g int64
+		var r rev
+		if err := rows.Scan(&g, &r.spec, &r.labels); err != nil {
+			rows.Close()
+			return GenerationDiff{}, mapErr(err, "spec history of resource "+id.String())
+		}
+		got[g] = r
+	}
+	if err := rows.Err(); err != nil {
+		return GenerationDiff{}, mapErr(err, "spec history of resource "+id.String())
+	}
+	for _, g := range []int64{from, to} {
+		if _, ok := got[g]; !ok {
+			return GenerationDiff{}, notFound("resource %s: generation %d is not in its spec history", id, g)
+		}
+	}
+	var d GenerationDiff
+	if d.Spec, err = resource.Diff(got[from].spec, got[to].spec); err != nil {
+		return GenerationDiff{}, err
+	}
+	if d.Labels, err = resource.Diff(got[from].labels, got[to].labels); err != nil {
+		return GenerationDiff{}, err
+	}
+	return d, nil
+}

@@ -1,0 +1,268 @@
+package pipeline
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/store"
+)
+
+// One test per gate explain_resource names: build the situation with the
+// real scheduler, claim and drain, check the explanation, then do what the
+// explanation says releases it and check the pipeline moves (and the
+// explanation with it).
+
+// why returns the gates holding id, first the holding one.
+func (f *fx) why(id uuid.UUID) []store.Wait {
+	f.t.Helper()
+	ws, err := store.New(f.pool, nil).Explain(f.ctx, id, 0)
+	require.NoError(f.t, err)
+	return ws
+}
+
+// gates lists the gate names of why(id).
+func (f *fx) gates(id uuid.UUID) []store.WaitGate {
+	f.t.Helper()
+	var out []store.WaitGate
+	for _, w := range f.why(id) {
+		out = append(out, w.Gate)
+	}
+	return out
+}
+
+// broker registers a live broker reporting ready workers for kinds.
+func (f *fx) broker(id string, kinds ...string) {
+	f.t.Helper()
+	f.exec(`INSERT INTO cluster_members (member_id, role, kinds, last_heartbeat) VALUES ($1, 'broker', $2, now())`, id, kinds)
+}
+
+func TestExplain_Upstream(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	up := f.res("leaf", "up")
+	dep := f.res("leaf", "dep")
+	f.edge(dep, up)
+	require.Zero(t, f.schedule(dep), "the scheduler holds it")
+	ws := f.why(dep)
+	require.Len(t, ws, 1)
+	require.Equal(t, store.GateUpstream, ws[0].Gate)
+	require.Equal(t, []uuid.UUID{up}, ws[0].Blockers)
+	require.Equal(t, 1, ws[0].BlockerCount)
+
+	f.synced(up) // what releases it: the upstream syncs (its cascade schedules the dependent)
+	f.schedule(dep)
+	require.True(t, f.isQueued(dep))
+	require.Equal(t, []store.WaitGate{store.GateNoWorker, store.GateQueued}, f.gates(dep))
+}
+
+func TestExplain_Descendants(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("comp", reactComposite)
+	f.kind("leaf", reactWorker)
+	root := f.res("comp", "root")
+	f.set(root, `composed_gen = generation`)
+	a := f.res("leaf", "a", owner(root))
+	b := f.res("leaf", "b", owner(root))
+	f.synced(a)
+	require.Zero(t, f.schedule(root))
+	ws := f.why(root)
+	require.Len(t, ws, 1)
+	require.Equal(t, store.GateDescendants, ws[0].Gate)
+	require.Equal(t, []uuid.UUID{b}, ws[0].Blockers, "only the unsettled descendant is named")
+
+	f.synced(b) // its last descendant settles (its cascade pends the root)
+	f.schedule(root)
+	require.True(t, f.isQueued(root))
+	require.Equal(t, store.GateQueued, f.gates(root)[len(f.gates(root))-1])
+}
+
+func TestExplain_Composing(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("comp", reactComposite)
+	f.broker("b1", "comp/v1")
+	root := f.res("comp", "root")
+	require.Equal(t, 1, f.schedule(root))
+	require.Equal(t, []store.WaitGate{store.GateComposing, store.GateQueued}, f.gates(root))
+
+	task := f.claimOne("comp")
+	_, err := f.st.ApplyCompose(f.ctx, task, Composition{})
+	require.NoError(t, err)
+	require.NotContains(t, f.gates(root), store.GateComposing, "the composer expanded the generation")
+}
+
+func TestExplain_QueuedClaimedThenDone(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.broker("b1", "leaf/v1")
+	id := f.res("leaf", "x")
+	require.Equal(t, 1, f.schedule(id))
+	ws := f.why(id)
+	require.Equal(t, []store.WaitGate{store.GateQueued}, f.gates(id))
+	require.NotNil(t, ws[0].Since)
+
+	task := f.claimOne("leaf") // a claim releases a queued task
+	ws = f.why(id)
+	require.Len(t, ws, 1)
+	require.Equal(t, store.GateClaimed, ws[0].Gate)
+	require.Equal(t, all.WorkerID, ws[0].BrokerID)
+
+	f.finish(task.Result([]byte(`{}`))) // the result lands: nothing holds it
+	require.Empty(t, f.why(id))
+	require.Equal(t, "Ready", f.phase(id))
+}
+
+func TestExplain_NoWorker(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	id := f.res("leaf", "x")
+	require.Equal(t, 1, f.schedule(id))
+	f.broker("b-other", "other/v1")
+	require.Equal(t, []store.WaitGate{store.GateNoWorker, store.GateQueued}, f.gates(id))
+	f.exec(`UPDATE cluster_members SET last_heartbeat = now() - interval '1 hour'`)
+	f.broker("b-stale", "leaf/v1")
+	f.exec(`UPDATE cluster_members SET last_heartbeat = now() - interval '1 hour' WHERE member_id = 'b-stale'`)
+	require.Contains(t, f.gates(id), store.GateNoWorker, "a broker past the liveness window does not count")
+
+	f.broker("b1", "leaf/v1") // a live broker with a ready worker for the kind
+	require.Equal(t, []store.WaitGate{store.GateQueued}, f.gates(id))
+}
+
+func TestExplain_KindCap(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("capped", reactWorker, `"max_inflight": 1`)
+	f.broker("b1", "capped/v1")
+	a := f.res("capped", "a")
+	b := f.res("capped", "b")
+	require.Equal(t, 2, f.schedule(a, b))
+	first := f.claimOne("capped")
+	other := a
+	if first.Key.ResourceID == a {
+		other = b
+	}
+	ws := f.why(other)
+	require.Equal(t, []store.WaitGate{store.GateKindCap, store.GateQueued}, f.gates(other))
+	require.Equal(t, 1, *ws[0].InFlight)
+	require.Equal(t, 1, *ws[0].Cap)
+	require.Empty(t, f.claim("capped", 10), "the claim agrees: the cap is full")
+
+	f.finish(first.Result([]byte(`{}`))) // the slot is given back
+	require.Equal(t, []store.WaitGate{store.GateQueued}, f.gates(other))
+	require.Len(t, f.claim("capped", 10), 1)
+}
+
+func TestExplain_Backoff(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.broker("b1", "leaf/v1")
+	id := f.res("leaf", "x")
+	f.schedule(id)
+	task := f.claimOne("leaf")
+	f.finish(task.Failure("boom", false))
+	ws := f.why(id)
+	require.Len(t, ws, 1)
+	require.Equal(t, store.GateBackoff, ws[0].Gate)
+	require.NotNil(t, ws[0].Until)
+	require.Empty(t, f.claim("leaf", 10), "the claim agrees: not before the backoff ends")
+
+	at := *ws[0].Until // the backoff ends
+	f.st.Clock = func() time.Time { return at.Add(time.Millisecond) }
+	require.Len(t, f.claim("leaf", 10), 1)
+}
+
+func TestExplain_FailedTerminal(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	id := f.res("leaf", "x")
+	f.schedule(id)
+	f.finish(f.claimOne("leaf").Failure("bad spec", true))
+	require.Equal(t, []store.WaitGate{store.GateFailedTerminal}, f.gates(id))
+	require.Zero(t, f.schedule(id))
+
+	f.exec(`UPDATE resources SET spec = '{"fixed":true}' WHERE id = $1`, id) // a spec change
+	require.Equal(t, 1, f.schedule(id))
+	require.NotContains(t, f.gates(id), store.GateFailedTerminal)
+}
+
+func TestExplain_FailedRetryAndNotQueued(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.broker("b1", "leaf/v1")
+	failed := f.res("leaf", "failed")
+	f.set(failed, `failure_gen = generation, updated_at = now() - interval '1 hour'`)
+	lost := f.res("leaf", "lost") // lagging, its queue row lost (the queue is UNLOGGED)
+	f.set(lost, `updated_at = now() - interval '1 hour'`)
+	require.Equal(t, []store.WaitGate{store.GateFailedRetry}, f.gates(failed))
+	require.Equal(t, []store.WaitGate{store.GateNotQueued}, f.gates(lost))
+
+	var n int // the reaper's pass re-pends both
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT requeue_failed_and_pending(0, 255, 100, interval '1 second', now() + interval '1 minute')`).Scan(&n))
+	require.Equal(t, 2, n)
+	for _, id := range []uuid.UUID{failed, lost} {
+		require.True(t, f.isQueued(id))
+		// queued at the pass's clock (a minute ahead): not before then
+		require.Equal(t, []store.WaitGate{store.GateBackoff}, f.gates(id))
+	}
+}
+
+func TestExplain_QuarantinedAndOrphaned(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	q := f.res("leaf", "q")
+	o := f.res("leaf", "o")
+	f.exec(`SELECT quarantine_resource($1)`, q)
+	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	f.set(o, `frozen_until = $2`, until)
+	require.Zero(t, f.schedule(q, o))
+	require.Equal(t, []store.WaitGate{store.GateQuarantined}, f.gates(q))
+	ws := f.why(o)
+	require.Equal(t, store.GateOrphaned, ws[0].Gate)
+	require.True(t, until.Equal(*ws[0].Until))
+
+	f.exec(`SELECT unquarantine_resource($1)`, q) // lifting the quarantine re-arms it
+	require.True(t, f.isQueued(q))
+	var n int // the grace ends: the orphan sweep deletes it
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT sweep_expired_orphans(0, 255, 100, $1)`, until.Add(time.Second)).Scan(&n))
+	require.Equal(t, 1, scalar[int](f, `SELECT count(*) FROM resources WHERE id = $1 AND deletion_requested_at IS NOT NULL`, o)+
+		scalar[int](f, `SELECT 1 - count(*) FROM resources WHERE id = $1`, o))
+}
+
+func TestExplain_DeletingBlockedThenTeardown(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("fin", reactFinalizer)
+	f.kind("leaf", reactWorker)
+	parent := f.res("fin", "parent")
+	f.set(parent, `finalizers = '{test/teardown}'`)
+	child := f.res("leaf", "child", owner(parent))
+	dependent := f.res("leaf", "dependent")
+	f.edge(dependent, parent)
+	f.set(parent, `deletion_requested_at = now()`)
+	ws := f.why(parent)
+	require.Equal(t, []store.WaitGate{store.GateDeletingChildren, store.GateDeletingDependents}, f.gates(parent))
+	require.Equal(t, []uuid.UUID{child}, ws[0].Blockers)
+	require.Equal(t, []uuid.UUID{dependent}, ws[1].Blockers)
+	sweep := func() int {
+		var n int
+		require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT sweep_deletable(0, 255, 100)`).Scan(&n))
+		return n
+	}
+	require.Zero(t, sweep(), "the sweep agrees: strict wait")
+
+	f.exec(`DELETE FROM resources WHERE id = ANY ($1)`, []uuid.UUID{child, dependent}) // the blockers go
+	require.Equal(t, []store.WaitGate{store.GateDeletingSweep}, f.gates(parent))
+	require.Equal(t, 1, sweep(), "the sweep queues its teardown")
+	require.Equal(t, []store.WaitGate{store.GateDeletingTeardown, store.GateNoWorker, store.GateQueued}, f.gates(parent))
+}

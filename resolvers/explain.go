@@ -1,0 +1,149 @@
+package resolvers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/graph/model"
+)
+
+// Explain and undo: Resource.waitingOn / specHistory / specDiff, Kind.historyLimit,
+// rollbackResource, planResource and setKindHistoryLimit.
+
+func (k kindResolver) HistoryLimit(ctx context.Context, obj *model.Kind) (int, error) {
+	return k.store.HistoryLimit(ctx, obj.Name, obj.Version)
+}
+
+func (r resourceResolver) WaitingOn(ctx context.Context, obj *model.Resource) ([]*model.Wait, error) {
+	ws, err := r.primary.Explain(ctx, obj.UUID, 0)
+	if err != nil {
+		return nil, err
+	}
+	var ids []uuid.UUID
+	for _, w := range ws {
+		ids = append(ids, w.Blockers...)
+	}
+	byID, err := r.primary.ResourcesByIDs(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*model.Wait, len(ws))
+	for i, w := range ws {
+		m := &model.Wait{Gate: model.WaitGate(strings.ToUpper(string(w.Gate))), Message: w.Message, Since: w.Since,
+			Until: w.Until, BlockerCount: w.BlockerCount, InFlight: w.InFlight, Cap: w.Cap, Blockers: []*model.Resource{}}
+		if !m.Gate.IsValid() {
+			return nil, fmt.Errorf("explain resource %s: unknown gate %q", obj.ID, w.Gate)
+		}
+		if w.BrokerID != "" {
+			m.BrokerID = &w.BrokerID
+		}
+		for _, id := range w.Blockers {
+			if b, ok := byID[id]; ok { // a blocker deleted since the explanation is left out
+				m.Blockers = append(m.Blockers, toResource(b))
+			}
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
+func (r resourceResolver) SpecHistory(ctx context.Context, obj *model.Resource, first *int) ([]*model.SpecRevision, error) {
+	n := 20
+	if first != nil {
+		n = *first
+		if n <= 0 {
+			return nil, &store.InvalidError{Field: "first", Rule: "limit_invalid",
+				Message: fmt.Sprintf("first must be 1-%d, got %d", store.MaxHistoryLimit, n)}
+		}
+	}
+	hs, err := r.primary.SpecHistory(ctx, obj.UUID, n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*model.SpecRevision, len(hs))
+	for i, h := range hs {
+		out[i] = toSpecRevision(h)
+	}
+	return out, nil
+}
+
+func toSpecRevision(h store.SpecRevision) *model.SpecRevision {
+	labels, _ := json.Marshal(h.Labels)
+	m := &model.SpecRevision{Generation: int(h.Generation), Spec: h.Spec, Labels: labels,
+		ProviderConfigRef: optString(h.ProviderConfigRef), Reason: h.Reason, Actor: h.Actor, CreatedAt: h.CreatedAt}
+	if h.RolledBackFrom > 0 {
+		from := int(h.RolledBackFrom)
+		m.RolledBackFrom = &from
+	}
+	return m
+}
+
+func (r resourceResolver) SpecDiff(ctx context.Context, obj *model.Resource, from int, to *int) (*model.SpecDiff, error) {
+	toGen := obj.Generation
+	if to != nil {
+		toGen = int64(*to)
+	}
+	d, err := r.primary.SpecDiff(ctx, obj.UUID, int64(from), toGen)
+	if err != nil {
+		return nil, err
+	}
+	return &model.SpecDiff{From: from, To: int(toGen), Spec: toChanges(d.Spec), Labels: toChanges(d.Labels)}, nil
+}
+
+func toChanges(cs []resource.Change) []*model.JSONChange {
+	out := make([]*model.JSONChange, len(cs))
+	for i, c := range cs {
+		out[i] = &model.JSONChange{Path: c.Path, Before: c.Before, After: c.After}
+	}
+	return out
+}
+
+func toOutcome(o store.ApplyOutcome) model.ApplyOutcome {
+	return model.ApplyOutcome(strings.ToUpper(string(o)))
+}
+
+func (m mutationResolver) RollbackResource(ctx context.Context, kind, name string, toGeneration int,
+	dryRun *bool) (*model.Resource, error) {
+	r, _, err := m.store.RollbackResource(ctx, kind, name, int64(toGeneration), actor(ctx), deref(dryRun))
+	if err != nil {
+		return nil, err
+	}
+	return toResource(r), nil
+}
+
+func (m mutationResolver) PlanResource(ctx context.Context, in model.ResourceInput) (*model.ResourcePlan, error) {
+	labels, err := labelMap("labels", in.Labels)
+	if err != nil {
+		return nil, err
+	}
+	p, err := m.store.PlanResource(ctx, store.ApplyResourceInput{Kind: in.Kind, Name: in.Name,
+		Version: deref(in.Version), Labels: labels, Spec: in.Spec, ProviderConfigRef: deref(in.ProviderConfigRef),
+		Actor: actor(ctx)})
+	if err != nil {
+		return nil, err
+	}
+	after := toResource(p.After)
+	out := &model.ResourcePlan{Outcome: toOutcome(p.Outcome), Generation: int(p.After.Generation), Spec: after.Spec,
+		Labels: after.Labels, SpecChanges: toChanges(p.SpecChanges), LabelsChanges: toChanges(p.LabelsChanges)}
+	if p.Before != nil {
+		out.Current = toResource(*p.Before)
+	}
+	return out, nil
+}
+
+func (m mutationResolver) SetKindHistoryLimit(ctx context.Context, kind, version string, limit int) (*model.Kind, error) {
+	if err := m.store.SetHistoryLimit(ctx, kind, version, limit); err != nil {
+		return nil, err
+	}
+	k, err := m.primary.GetKind(ctx, kind, version)
+	if err != nil {
+		return nil, err
+	}
+	return toKind(k), nil
+}
