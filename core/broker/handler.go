@@ -37,11 +37,14 @@ type workerService struct {
 	configs     defaultConfigs
 	completions completionSink
 	stages      handlerStages
-	leases      *leaseKeys
-	streamRate  int // messages per second one worker stream may send (0: unpaced)
-	metrics     *metrics.Metrics
-	log         zerolog.Logger
-	sessionSeq  atomic.Int64
+	// relays counts relayed stages against this broker's per-pair cap
+	// (nil: not counted).
+	relays     *inflight
+	leases     *leaseKeys
+	streamRate int // messages per second one worker stream may send (0: unpaced)
+	metrics    *metrics.Metrics
+	log        zerolog.Logger
+	sessionSeq atomic.Int64
 }
 
 var _ workerv1connect.WorkerServiceHandler = (*workerService)(nil)
@@ -201,6 +204,9 @@ func (h *workerService) RelayStage(ctx context.Context, req *connect.Request[wor
 	kv := manifest.KindVersion{Kind: t.GetResource().GetKind(), Version: t.GetResource().GetVersion()}
 	if !h.reg.serves(kv) {
 		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("no worker on broker %s serves %s", h.id, kv))
+	}
+	if id, err := parseTaskID(t.GetTaskId()); err == nil && h.relays != nil {
+		defer h.relays.relay(pairKey{kv: kv, tt: id.key.TaskType})()
 	}
 	c, err := h.stages.dispatchLocal(ctx, kv, t)
 	if err != nil {

@@ -332,3 +332,40 @@ func TestWorkerServiceWorkStream_AcksFencedAndDuplicateResults(t *testing.T) {
 		})
 	}
 }
+
+// A stage a peer relays to this broker's worker takes a slot of this
+// broker's per-pair cap while it runs (the dispatcher claims that much less
+// for itself), and frees it, waking the claim loop, when it ends.
+func TestRelayStage_CountsAgainstThisBrokersPairCap(t *testing.T) {
+	t.Parallel()
+	log := testLog(t)
+	reg := newRegistry(log)
+	reg.add(&session{id: "w#1", maxIn: 4, ready: map[manifest.KindVersion]bool{kvVPC: true}, done: make(chan struct{})})
+	running, finish := make(chan struct{}), make(chan struct{})
+	tasks := newInflight()
+	svc := &workerService{id: "broker-2", reg: reg, relays: tasks, leases: newLeaseKeys(nil), metrics: metrics.New(), log: log,
+		stages: &fakeStages{DispatchLocalFn: func(ctx context.Context, _ manifest.KindVersion, task *workerv1.StageTask) (*workerv1.StageComplete, error) {
+			close(running)
+			<-finish
+			return &workerv1.StageComplete{TaskId: task.GetTaskId()}, nil
+		}}}
+	tk := task(7, pipeline.TaskReconcile)
+	id := taskID{key: tk.Key, epoch: 41, generation: 1, stage: workerv1.Stage_STAGE_WORK.String(), final: true}
+	done := make(chan error, 1)
+	go func() {
+		_, err := svc.RelayStage(context.Background(), connect.NewRequest(&workerv1.RelayStageRequest{OriginBroker: "broker-1",
+			Task: &workerv1.StageTask{TaskId: id.String(), Resource: &workerv1.Resource{Id: tk.Key.ResourceID.String(), Kind: "vpc", Version: "v1"}}}))
+		done <- err
+	}()
+	<-running
+	require.Equal(t, 1, tasks.pair(pairVPC), "the relayed stage counts against the pair")
+	require.Zero(t, tasks.count(), "but it is no claim of this broker's: the drain does not wait for it")
+	close(finish)
+	require.NoError(t, <-done)
+	require.Zero(t, tasks.pair(pairVPC))
+	select {
+	case <-tasks.done:
+	default:
+		t.Fatal("the freed slot did not wake the claim loop")
+	}
+}

@@ -31,6 +31,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -71,13 +72,19 @@ func main() {
 func runWorker(url string) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
+	var runs atomic.Int64
+	self := strconv.Itoa(os.Getpid())
 	p := apptest.NewProvider("leaf", func(ctx context.Context, _ worker.Request) (worker.Outcome, error) {
 		select {
 		case <-time.After(time.Duration(50+rand.IntN(250)) * time.Millisecond):
 		case <-ctx.Done():
 			return worker.Outcome{}, ctx.Err()
 		}
-		return worker.Outcome{Status: json.RawMessage(`{"done":true}`)}, nil
+		// The claim stamp the apply audit counts: one fresh run id per
+		// execution, under the claim it served.
+		c, _ := worker.ClaimFrom(ctx)
+		return worker.Outcome{Status: json.RawMessage(fmt.Sprintf(`{"done":true,"epoch":%d,"run":"%s-%d"}`,
+			c.Epoch, self, runs.Add(1)))}, nil
 	})
 	_ = worker.Serve(ctx, url, worker.Options{MaxParallel: 64, ReconnectMax: 200 * time.Millisecond,
 		Token: os.Getenv("CHAOS_WORKER_TOKEN")}, p)
@@ -198,12 +205,18 @@ type result struct {
 	took, maxGap time.Duration
 	complete     bool
 	stranded     int
+	// doubled counts claims with more than one result applied (the
+	// invariant), reapplied resources with results of two claims applied.
+	doubled, reapplied int
 }
 
-func (r result) ok() bool { return r.complete && r.stranded == 0 && r.maxGap <= 5*time.Second }
+func (r result) ok() bool {
+	return r.complete && r.stranded == 0 && r.maxGap <= 5*time.Second && r.doubled == 0
+}
 
 func (r result) verdict() string {
-	return fmt.Sprintf("completion=%t progress=%t stranded=%d", r.complete, r.maxGap <= 5*time.Second, r.stranded)
+	return fmt.Sprintf("completion=%t progress=%t stranded=%d applied-twice=%d (resources re-applied under a second claim: %d)",
+		r.complete, r.maxGap <= 5*time.Second, r.stranded, r.doubled, r.reapplied)
 }
 
 func boot(ctx context.Context) (*stack, error) {
@@ -255,6 +268,9 @@ func boot(ctx context.Context) (*stack, error) {
 	}
 	s.st = store.New(s.pool, nil)
 	if _, _, err := s.st.ApplyManifest(ctx, []byte(leafKind)); err != nil {
+		return s, err
+	}
+	if err := s.st.InstallApplyAudit(ctx); err != nil {
 		return s, err
 	}
 	self, err := os.Executable()
@@ -394,6 +410,9 @@ func (s *stack) wave(ctx context.Context, w, n int, sc scenario) (result, error)
 		return res, err
 	}
 	res.stranded = len(page.Items)
+	if res.doubled, res.reapplied, err = s.st.AppliedTwice(ctx); err != nil {
+		return res, err
+	}
 	return res, nil
 }
 
