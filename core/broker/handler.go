@@ -206,7 +206,8 @@ func (h *workerService) RelayStage(ctx context.Context, req *connect.Request[wor
 		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("no worker on broker %s serves %s", h.id, kv))
 	}
 	if id, err := parseTaskID(t.GetTaskId()); err == nil && h.relays != nil {
-		defer h.relays.relay(pairKey{kv: kv, tt: id.key.TaskType})()
+		done := h.relays.relay(pairKey{kv: kv, tt: id.key.TaskType})
+		defer done()
 	}
 	c, err := h.stages.dispatchLocal(ctx, kv, t)
 	if err != nil {

@@ -344,7 +344,7 @@ func TestRelayStage_CountsAgainstThisBrokersPairCap(t *testing.T) {
 	running, finish := make(chan struct{}), make(chan struct{})
 	tasks := newInflight()
 	svc := &workerService{id: "broker-2", reg: reg, relays: tasks, leases: newLeaseKeys(nil), metrics: metrics.New(), log: log,
-		stages: &fakeStages{DispatchLocalFn: func(ctx context.Context, _ manifest.KindVersion, task *workerv1.StageTask) (*workerv1.StageComplete, error) {
+		stages: &fakeStages{DispatchLocalFn: func(_ context.Context, _ manifest.KindVersion, task *workerv1.StageTask) (*workerv1.StageComplete, error) {
 			close(running)
 			<-finish
 			return &workerv1.StageComplete{TaskId: task.GetTaskId()}, nil

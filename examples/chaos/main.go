@@ -46,7 +46,7 @@ import (
 	"github.com/converge-run/converge/examples/chaos/tcpproxy"
 )
 
-const leafKind = `{"kind":"leaf","spec_schema":{"type":"object"},
+const leafKind = `{"kind":"leaf","spec_schema":{"type":"object"},"task_deadline_secs":5,
  "reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}`
 
 func main() {
@@ -55,7 +55,7 @@ func main() {
 		return
 	}
 	n := flag.Int("n", 300, "resources per wave")
-	smoke := flag.Bool("smoke", false, "the CI smoke: the fault-free wave and the four faults once each")
+	smoke := flag.Bool("smoke", false, "the CI smoke: the fault-free wave and four faults (worker kill, converge kill, partition, Postgres fast restart)")
 	only := flag.String("faults", "", "comma-separated fault keys to run after the fault-free wave (default: all)")
 	repeat := flag.Int("repeat", 1, "run each selected fault this many times")
 	flag.Parse()
@@ -68,15 +68,37 @@ func main() {
 	}
 }
 
-// runWorker serves the leaf kind: 50–300 ms of "work" per resource.
+// runWorker serves the leaf kind: 50–300 ms of "work" per resource. SIGUSR1
+// hangs its next 5 handler calls (they ignore their context and never
+// return: the broker's task deadline gives up on them); SIGUSR2 toggles a
+// slow mode (ten times the latency).
 func runWorker(url string) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	var runs atomic.Int64
+	var runs, hang atomic.Int64
+	var slow atomic.Bool
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2)
+	go func() {
+		for sig := range sigs {
+			if sig == syscall.SIGUSR1 {
+				hang.Store(5)
+			} else {
+				slow.Store(!slow.Load())
+			}
+		}
+	}()
 	self := strconv.Itoa(os.Getpid())
 	p := apptest.NewProvider("leaf", func(ctx context.Context, _ worker.Request) (worker.Outcome, error) {
+		if hang.Add(-1) >= 0 {
+			select {} // hung: deaf to its context
+		}
+		latency := time.Duration(50+rand.IntN(250)) * time.Millisecond
+		if slow.Load() {
+			latency *= 10
+		}
 		select {
-		case <-time.After(time.Duration(50+rand.IntN(250)) * time.Millisecond):
+		case <-time.After(latency):
 		case <-ctx.Done():
 			return worker.Outcome{}, ctx.Err()
 		}
@@ -113,6 +135,13 @@ func (p *proc) start() error {
 	}
 	p.done = make(chan struct{})
 	go func() { _ = p.cmd.Wait(); _ = f.Close(); close(p.done) }()
+	return nil
+}
+
+func (p *proc) signal(sig syscall.Signal) error {
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("signal %s: %w", p.name, err)
+	}
 	return nil
 }
 
@@ -159,11 +188,21 @@ func run(ctx context.Context, n int, smoke bool, only string, repeat int) error 
 			time.AfterFunc(8*time.Second, s.proxy.Heal)
 			return nil
 		}},
-		{key: "pg-restart", name: "Postgres restarted (fast shutdown)", inject: func() error { return s.restartPostgres(ctx) }},
+		{key: "pg-restart", name: "Postgres restarted (fast shutdown)", inject: func() error { return s.restartPostgres(ctx, false) }},
+		{key: "pg-immediate", name: "Postgres restarted (immediate: a crash)", full: true,
+			inject: func() error { return s.restartPostgres(ctx, true) }},
+		{key: "pg-freeze", name: "Postgres frozen 8s (SIGSTOP)", full: true, outage: 8 * time.Second,
+			inject: func() error { return s.freezePostgres(8 * time.Second) }},
+		{key: "hung-handler", name: "5 handler calls hung (task deadline 5s)", full: true,
+			inject: func() error { return s.workers[0].signal(syscall.SIGUSR1) }},
+		{key: "slow-worker", name: "a worker 10x slower", full: true,
+			inject: func() error { return s.workers[1].signal(syscall.SIGUSR2) },
+			after:  func() error { return s.workers[1].signal(syscall.SIGUSR2) }},
 	}
 	var picked []scenario
 	for _, sc := range all {
-		if only == "" || slices.Contains(strings.Split(only, ","), sc.key) {
+		inSmoke := !sc.full || !smoke
+		if (only == "" && inSmoke) || slices.Contains(strings.Split(only, ","), sc.key) {
 			for range max(repeat, 1) {
 				picked = append(picked, sc)
 			}
@@ -195,8 +234,13 @@ func run(ctx context.Context, n int, smoke bool, only string, repeat int) error 
 }
 
 type scenario struct {
-	key    string
-	name   string
+	key  string
+	name string
+	// full: only in the full suite, not the CI smoke.
+	full bool
+	// outage is how long the fault itself stops all progress (a frozen
+	// database): the progress invariant starts counting after it.
+	outage time.Duration
 	inject func() error
 	after  func() error
 }
@@ -310,9 +354,20 @@ func (s *stack) restartServer(ctx context.Context, i int) error {
 	return fmt.Errorf("%s never became ready", s.servers[i].name)
 }
 
-// restartPostgres stops the server (fast shutdown: every session ends) and
-// starts it again on the same data directory and port.
-func (s *stack) restartPostgres(ctx context.Context) error {
+// restartPostgres stops the server and starts it again on the same data
+// directory and port: a fast shutdown (every session ends, a checkpoint) or,
+// immediate, a crash (SIGQUIT: no checkpoint, crash recovery on start, and
+// the UNLOGGED queue and outbox come back empty).
+func (s *stack) restartPostgres(ctx context.Context, immediate bool) error {
+	if immediate {
+		pid, err := s.postmaster()
+		if err != nil {
+			return err
+		}
+		if err := syscall.Kill(pid, syscall.SIGQUIT); err != nil {
+			return fmt.Errorf("SIGQUIT postgres: %w", err)
+		}
+	}
 	if err := s.pg.Stop(); err != nil {
 		return err
 	}
@@ -321,6 +376,36 @@ func (s *stack) restartPostgres(ctx context.Context) error {
 		return err
 	}
 	s.pg = pg
+	return nil
+}
+
+// postmaster is the running server's process id (postmaster.pid's first
+// line); it leads the process group of every backend.
+func (s *stack) postmaster() (int, error) {
+	b, err := os.ReadFile(filepath.Join(s.pg.DataDir(), "postmaster.pid"))
+	if err != nil {
+		return 0, fmt.Errorf("read postmaster.pid: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		return 0, fmt.Errorf("postmaster.pid: %w", err)
+	}
+	return pid, nil
+}
+
+// freezePostgres stops every Postgres process (SIGSTOP to the postmaster's
+// process group) and resumes them after d: connections stay open, nothing
+// answers.
+func (s *stack) freezePostgres(d time.Duration) error {
+	pid, err := s.postmaster()
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(-pid, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("SIGSTOP postgres: %w", err)
+	}
+	time.AfterFunc(d, func() { _ = syscall.Kill(-pid, syscall.SIGCONT) })
 	return nil
 }
 
@@ -372,24 +457,29 @@ func (s *stack) wave(ctx context.Context, w, n int, sc scenario) (result, error)
 	last, lastAt := -1, time.Now()
 	dumped := false
 	deadline := start.Add(3 * time.Minute)
+	var quietUntil time.Time // the fault's own outage: no progress expected
 	for time.Now().Before(deadline) {
-		got, err := s.ready(ctx)
-		if err != nil { // the suite's own reads fail while Postgres restarts
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		got, err := s.ready(rctx)
+		cancel()
+		if err != nil { // the suite's own reads fail while Postgres restarts or is frozen
 			got = max(last, 0)
 		}
 		if got != last {
 			last, lastAt = got, time.Now()
 		}
-		res.maxGap = max(res.maxGap, time.Since(lastAt))
-		if time.Since(lastAt) > 3*time.Second && !dumped {
-			dumped = true
-			s.dumpQueue(ctx)
+		if gap := time.Since(maxTime(lastAt, quietUntil)); time.Now().After(quietUntil) {
+			res.maxGap = max(res.maxGap, gap)
+			if gap > 3*time.Second && !dumped {
+				dumped = true
+				s.dumpQueue(ctx)
+			}
 		}
 		if !injected && got-(target-n) >= n/3 {
 			if err := sc.inject(); err != nil {
 				return res, err
 			}
-			injected = true
+			injected, quietUntil = true, time.Now().Add(sc.outage)
 		}
 		if got >= target {
 			res.took, res.complete = time.Since(start), true
@@ -452,4 +542,11 @@ func (s *stack) dumpQueue(ctx context.Context) {
 		fmt.Printf("    %s: %d rows, oldest lease %.1fs, newest heartbeat %.1fs ago, %d with a result in the outbox\n",
 			holder, h.Rows, h.OldestLease.Seconds(), h.NewestBeat.Seconds(), h.WithResult)
 	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
