@@ -39,7 +39,9 @@ type workerService struct {
 	stages      handlerStages
 	// relays counts relayed stages against this broker's per-pair cap
 	// (nil: not counted).
-	relays     *inflight
+	relays *inflight
+	// adopt takes over the leases of tasks a worker resumes here (nil: none).
+	adopt      *adoptions
 	leases     *leaseKeys
 	streamRate int // messages per second one worker stream may send (0: unpaced)
 	metrics    *metrics.Metrics
@@ -112,7 +114,13 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 	h.reg.add(s)
 	h.metrics.Workers.Set(float64(h.reg.count()))
 	log.Info().Str("identity", principal.Name).Str("auth", principal.Via).Int("kinds", len(s.ready)).Int("max_in_flight", maxIn).Int("resumed", len(sub.GetResumed())).Msg("worker connected")
+	if h.adopt != nil && len(sub.GetResumed()) > 0 {
+		go h.adopt.resumed(ctx, s, sub.GetResumed())
+	}
 	defer func() {
+		if h.adopt != nil {
+			defer h.adopt.ended(s)
+		}
 		h.reg.remove(s)
 		close(s.done)
 		h.metrics.Workers.Set(float64(h.reg.count()))

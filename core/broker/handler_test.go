@@ -369,3 +369,69 @@ func TestRelayStage_CountsAgainstThisBrokersPairCap(t *testing.T) {
 		t.Fatal("the freed slot did not wake the claim loop")
 	}
 }
+
+// fakeAdopter records adoptions and releases.
+type fakeAdopter struct {
+	mu       sync.Mutex
+	adopted  []pipeline.Held
+	released []pipeline.TaskKey
+}
+
+func (f *fakeAdopter) Adopt(_ context.Context, _ string, tasks []pipeline.Held) ([]pipeline.TaskKey, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.adopted = append(f.adopted, tasks...)
+	keys := make([]pipeline.TaskKey, len(tasks))
+	for i, t := range tasks {
+		keys[i] = t.Key
+	}
+	return keys, nil
+}
+
+func (f *fakeAdopter) Release(_ context.Context, _ pipeline.Lease, keys []pipeline.TaskKey) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.released = append(f.released, keys...)
+	return len(keys), nil
+}
+
+// The final-stage tasks a worker resumes here from another broker's session
+// are adopted and heartbeated with this broker's own; a result written for
+// one ends its adoption, and when the session ends the rest are released.
+func TestWorkerServiceWorkStream_AdoptsTheLeasesOfResumedTasks(t *testing.T) {
+	t.Parallel()
+	b := setupHandler(t)
+	st := &fakeAdopter{}
+	tasks := newInflight()
+	b.svc.adopt = &adoptions{id: "broker-1", store: st, tasks: tasks, log: testLog(t)}
+	ref := func(k pipeline.TaskKey, final bool) *workerv1.TaskRef {
+		id := taskID{key: k, epoch: 9, generation: 1, stage: workerv1.Stage_STAGE_WORK.String(), final: final}
+		return &workerv1.TaskRef{TaskId: id.String(), Fence: &workerv1.Fence{LeaseToken: "broker-0", ClaimEpoch: 9}}
+	}
+	done, left, mid := task(1, pipeline.TaskReconcile).Key, task(2, pipeline.TaskReconcile).Key, task(3, pipeline.TaskReconcile).Key
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream := b.clients()["Connect"].WorkStream(ctx)
+	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: &workerv1.Subscribe{
+		WorkerId: "w1", Kinds: readiness("vpc"), Resumed: []*workerv1.TaskRef{ref(done, true), ref(left, true), ref(mid, false)}}}}))
+	_, err := stream.Receive()
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(tasks.keys()) == 2 }, 5*time.Second, time.Millisecond,
+		"the two final-stage tasks are heartbeated; a mid-pipeline one cannot finish its task and is not adopted")
+	require.Zero(t, tasks.count(), "adopted leases are no claims of this broker's: the drain does not wait for them")
+	st.mu.Lock()
+	require.Equal(t, []pipeline.Held{{Key: done, Epoch: 9}, {Key: left, Epoch: 9}}, st.adopted)
+	st.mu.Unlock()
+
+	b.svc.adopt.done(done) // its redelivered result was written
+	require.ElementsMatch(t, []pipeline.TaskKey{left}, tasks.keys())
+	require.NoError(t, stream.CloseRequest())
+	_ = stream.CloseResponse()
+	require.Eventually(t, func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return len(st.released) == 1 && st.released[0] == left
+	}, 5*time.Second, time.Millisecond, "the session ended: the adopted lease whose result never came is released")
+	require.Empty(t, tasks.keys())
+}

@@ -33,6 +33,10 @@ type inflight struct {
 	// worker slots as this broker's own tasks, so they count against its
 	// per-pair cap (pair), though they are no claim of its own.
 	relayed map[pairKey]int
+	// adopted are leases of tasks workers resumed here from another
+	// broker's session, by the session that reported them (adopt.go):
+	// heartbeated with the claims, but no claim of this broker's.
+	adopted map[pipeline.TaskKey]*session
 	// done receives (coalesced) whenever a task or a reactor delivery
 	// finishes: a slot freed, worth a claim.
 	done chan struct{}
@@ -40,7 +44,7 @@ type inflight struct {
 
 func newInflight() *inflight {
 	return &inflight{running: map[pipeline.TaskKey]*running{}, perPair: map[pairKey]int{}, relayed: map[pairKey]int{},
-		done: make(chan struct{}, 1)}
+		adopted: map[pipeline.TaskKey]*session{}, done: make(chan struct{}, 1)}
 }
 
 // add records a claim's tasks.
@@ -112,13 +116,19 @@ func (f *inflight) all() []*running {
 	return out
 }
 
-// keys lists the keys of the tasks in flight.
+// keys lists the keys of the leases to heartbeat: the tasks in flight and
+// the adopted ones.
 func (f *inflight) keys() []pipeline.TaskKey {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]pipeline.TaskKey, 0, len(f.running))
+	out := make([]pipeline.TaskKey, 0, len(f.running)+len(f.adopted))
 	for k := range f.running {
 		out = append(out, k)
+	}
+	for k := range f.adopted {
+		if _, dup := f.running[k]; !dup {
+			out = append(out, k)
+		}
 	}
 	return out
 }
