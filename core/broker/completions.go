@@ -158,7 +158,8 @@ func (c *completions) orphan(m *workerv1.StageComplete, ack func()) {
 	if c.written != nil {
 		c.written(id.key)
 	}
-	c.log.Info().Str("task_id", m.GetTaskId()).Msg("applied a redelivered completion (fenced on its claim_epoch)")
+	// Debug: a reconnecting worker redelivers a burst of these at once.
+	c.log.Debug().Str("task_id", m.GetTaskId()).Msg("applied a redelivered completion (fenced on its claim_epoch)")
 }
 
 // redelivered is the outbox result of a final stage's completion.
