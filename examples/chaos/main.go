@@ -438,19 +438,50 @@ func (s *stack) postmaster() (int, error) {
 	return pid, nil
 }
 
-// freezePostgres stops every Postgres process (SIGSTOP to the postmaster's
-// process group) and resumes them after d: connections stay open, nothing
-// answers.
+// freezePostgres stops every Postgres process (SIGSTOP to the postmaster,
+// then to each of its children: every backend calls setsid, so they are not
+// in its process group) and resumes them after d: connections stay open,
+// nothing answers.
 func (s *stack) freezePostgres(d time.Duration) error {
 	pid, err := s.postmaster()
 	if err != nil {
 		return err
 	}
-	if err := syscall.Kill(-pid, syscall.SIGSTOP); err != nil {
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		return fmt.Errorf("SIGSTOP postgres: %w", err)
 	}
-	time.AfterFunc(d, func() { _ = syscall.Kill(-pid, syscall.SIGCONT) })
+	procs := append([]int{pid}, childrenOf(pid)...)
+	for _, c := range procs[1:] {
+		_ = syscall.Kill(c, syscall.SIGSTOP)
+	}
+	time.AfterFunc(d, func() {
+		for _, c := range slices.Backward(procs) {
+			_ = syscall.Kill(c, syscall.SIGCONT)
+		}
+	})
 	return nil
+}
+
+// childrenOf lists the processes whose parent is pid (from /proc).
+func childrenOf(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces and parentheses.
+		rest := string(b[bytes.LastIndexByte(b, ')')+1:])
+		if f := strings.Fields(rest); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
 }
 
 func (s *stack) close() {
