@@ -195,7 +195,11 @@ func (b *Broker) assemble() {
 				every: b.HeartbeatEvery, clock: b.clock, log: b.log, outage: d.Outage}
 		}
 		b.handler = &workerService{id: d.ID, reg: b.reg, kinds: kinds, configs: d.Store, completions: b.completions,
-			stages: stg, leases: b.leases, streamRate: b.StreamRate, metrics: d.Metrics, log: b.log}
+			stages: stg, relays: b.tasks, leases: b.leases, streamRate: b.StreamRate, metrics: d.Metrics, log: b.log}
+		if d.Pipeline != nil {
+			b.handler.adopt = &adoptions{id: d.ID, store: d.Pipeline, tasks: b.tasks, log: b.log}
+			b.completions.written = b.handler.adopt.done
+		}
 		b.mesh.clientOpts = []connect.ClientOption{connect.WithInterceptors(meshCredential{d.Credentials}),
 			connect.WithReadMaxBytes(b.MaxMessageBytes), connect.WithSendMaxBytes(b.MaxMessageBytes)}
 	})

@@ -33,6 +33,9 @@ type completion struct {
 type completions struct {
 	outbox outboxAppender
 	log    zerolog.Logger
+	// written is told the key of each redelivered final result written
+	// (nil: nobody): an adopted lease is then no longer heartbeated.
+	written func(pipeline.TaskKey)
 
 	mu      sync.Mutex
 	waiters map[string]*waiter
@@ -152,7 +155,11 @@ func (c *completions) orphan(m *workerv1.StageComplete, ack func()) {
 	// Written; a stale claim_epoch (the task was re-claimed meanwhile) is
 	// fenced by the drain, so a duplicate never applies twice.
 	ack()
-	c.log.Info().Str("task_id", m.GetTaskId()).Msg("applied a redelivered completion (fenced on its claim_epoch)")
+	if c.written != nil {
+		c.written(id.key)
+	}
+	// Debug: a reconnecting worker redelivers a burst of these at once.
+	c.log.Debug().Str("task_id", m.GetTaskId()).Msg("applied a redelivered completion (fenced on its claim_epoch)")
 }
 
 // redelivered is the outbox result of a final stage's completion.

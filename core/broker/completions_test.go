@@ -76,6 +76,8 @@ func TestCompletionsComplete(t *testing.T) {
 				appended = append(appended, rs...)
 				return tc.appendErr
 			}}, testLog(t))
+			written := 0
+			c.written = func(pipeline.TaskKey) { written++ }
 			var ch <-chan completion
 			if tc.waiting {
 				var forget func()
@@ -102,6 +104,8 @@ func TestCompletionsComplete(t *testing.T) {
 			} else if !tc.wantRouted {
 				require.Zero(t, acked, tc.reason)
 			}
+			require.Equal(t, tc.wantAppend && tc.appendErr == nil, written == 1,
+				"an adopted lease is let go once its result is written, only then: %s", tc.reason)
 			if tc.wantAppend {
 				require.Equal(t, int64(9), appended[0].ClaimEpoch, tc.reason)
 				require.Equal(t, "x/y", appended[0].Finalizer, tc.reason)

@@ -190,6 +190,7 @@ func (d *dispatcher) sweep(ctx, taskCtx context.Context, offset int, dry map[pai
 			continue
 		}
 		n, err := d.claimPair(ctx, taskCtx, p, lo, hi)
+		claimed += max(n, 0)
 		if err != nil {
 			if ctx.Err() == nil && !d.outage.Failed("claim", err) {
 				d.log.Error().Err(err).Str("kind", p.kv.String()).Str("task_type", string(p.tt)).
@@ -198,10 +199,7 @@ func (d *dispatcher) sweep(ctx, taskCtx context.Context, offset int, dry map[pai
 			continue
 		}
 		d.outage.Succeeded()
-		switch {
-		case n > 0:
-			claimed += n
-		case n == 0:
+		if n == 0 {
 			dry[p] = d.clock.Now().Add(dryWindow)
 		}
 	}
@@ -250,12 +248,14 @@ func (d *dispatcher) claimPair(ctx, taskCtx context.Context, p pairKey, lo, hi i
 		return -1, nil
 	}
 	lease := pipeline.Lease{WorkerID: d.id, Lo: lo, Hi: hi}
+	// A claim over several partitions that fails part-way (a pool
+	// connection the database dropped in a restart) still returns what the
+	// partitions before the failure leased: those leases are committed and
+	// ours, so they are run like any others — dropped, nobody would
+	// heartbeat them and they would wait out the stale-lease window.
 	tasks, err := d.claims.Claim(ctx, lease, pipeline.Batch{Kind: p.kv.Kind, Version: p.kv.Version, TaskType: p.tt, Max: room})
-	if err != nil {
-		return 0, err
-	}
 	if len(tasks) == 0 {
-		return 0, nil
+		return 0, err
 	}
 	d.metrics.Claims.WithLabelValues(p.kv.Kind, string(p.tt)).Add(float64(len(tasks)))
 	d.tasks.add(lease, p, tasks)
@@ -265,7 +265,7 @@ func (d *dispatcher) claimPair(ctx, taskCtx context.Context, p pairKey, lo, hi i
 			d.runner.runTask(taskCtx, lease, t)
 		}()
 	}
-	return len(tasks), nil
+	return len(tasks), err
 }
 
 // drainTasks gives in-flight tasks up to the drain budget (the Connect

@@ -169,6 +169,31 @@ func TestDispatcher(t *testing.T) {
 		require.Equal(t, 1, b.d.testSignals.swept.WaitOrTimeout(t))
 	})
 
+	// A claim over several partitions whose later statement fails (a pool
+	// connection the database dropped in a restart) has already leased the
+	// earlier partitions' rows: they run like any claim and are
+	// heartbeated, instead of waiting out the stale-lease window.
+	t.Run("TasksLeasedBeforeAClaimErrorRun", func(t *testing.T) {
+		t.Parallel()
+		b := setupDispatcher(t)
+		var calls atomic.Int32
+		b.claimer.ClaimFn = func(context.Context, pipeline.Lease, pipeline.Batch) ([]pipeline.Task, error) {
+			if calls.Add(1) == 1 {
+				return tasksOf(pairVPC, 3), errors.New("claim vpc/v1 reconcile (shards 16-31): unexpected EOF")
+			}
+			return nil, nil
+		}
+		release := make(chan struct{})
+		var ran atomic.Int32
+		b.runner.RunFn = func(context.Context, pipeline.Lease, pipeline.Task) { ran.Add(1); <-release }
+		b.start(t)
+		require.Equal(t, 3, b.d.testSignals.swept.WaitOrTimeout(t), "the partial claim counts as work found")
+		require.Equal(t, 3, b.d.tasks.pair(pairVPC), "in flight: the heartbeater renews their leases")
+		require.Len(t, b.d.tasks.keys(), 3)
+		close(release)
+		require.Eventually(t, func() bool { return ran.Load() == 3 }, 5*time.Second, time.Millisecond)
+	})
+
 	t.Run("UnownedRangeClaimsNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setupDispatcher(t)

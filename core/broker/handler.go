@@ -37,11 +37,16 @@ type workerService struct {
 	configs     defaultConfigs
 	completions completionSink
 	stages      handlerStages
-	leases      *leaseKeys
-	streamRate  int // messages per second one worker stream may send (0: unpaced)
-	metrics     *metrics.Metrics
-	log         zerolog.Logger
-	sessionSeq  atomic.Int64
+	// relays counts relayed stages against this broker's per-pair cap
+	// (nil: not counted).
+	relays *inflight
+	// adopt takes over the leases of tasks a worker resumes here (nil: none).
+	adopt      *adoptions
+	leases     *leaseKeys
+	streamRate int // messages per second one worker stream may send (0: unpaced)
+	metrics    *metrics.Metrics
+	log        zerolog.Logger
+	sessionSeq atomic.Int64
 }
 
 var _ workerv1connect.WorkerServiceHandler = (*workerService)(nil)
@@ -109,7 +114,13 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 	h.reg.add(s)
 	h.metrics.Workers.Set(float64(h.reg.count()))
 	log.Info().Str("identity", principal.Name).Str("auth", principal.Via).Int("kinds", len(s.ready)).Int("max_in_flight", maxIn).Int("resumed", len(sub.GetResumed())).Msg("worker connected")
+	if h.adopt != nil && len(sub.GetResumed()) > 0 {
+		go h.adopt.resumed(ctx, s, sub.GetResumed())
+	}
 	defer func() {
+		if h.adopt != nil {
+			defer h.adopt.ended(s)
+		}
 		h.reg.remove(s)
 		close(s.done)
 		h.metrics.Workers.Set(float64(h.reg.count()))
@@ -201,6 +212,10 @@ func (h *workerService) RelayStage(ctx context.Context, req *connect.Request[wor
 	kv := manifest.KindVersion{Kind: t.GetResource().GetKind(), Version: t.GetResource().GetVersion()}
 	if !h.reg.serves(kv) {
 		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("no worker on broker %s serves %s", h.id, kv))
+	}
+	if id, err := parseTaskID(t.GetTaskId()); err == nil && h.relays != nil {
+		done := h.relays.relay(pairKey{kv: kv, tt: id.key.TaskType})
+		defer done()
 	}
 	c, err := h.stages.dispatchLocal(ctx, kv, t)
 	if err != nil {

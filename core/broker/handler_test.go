@@ -333,3 +333,106 @@ func TestWorkerServiceWorkStream_AcksFencedAndDuplicateResults(t *testing.T) {
 		})
 	}
 }
+
+// A stage a peer relays to this broker's worker takes a slot of this
+// broker's per-pair cap while it runs (the dispatcher claims that much less
+// for itself), and frees it, waking the claim loop, when it ends.
+func TestRelayStage_CountsAgainstThisBrokersPairCap(t *testing.T) {
+	t.Parallel()
+	log := testLog(t)
+	reg := newRegistry(log)
+	reg.add(&session{id: "w#1", maxIn: 4, ready: map[manifest.KindVersion]bool{kvVPC: true}, done: make(chan struct{})})
+	running, finish := make(chan struct{}), make(chan struct{})
+	tasks := newInflight()
+	svc := &workerService{id: "broker-2", reg: reg, relays: tasks, leases: newLeaseKeys(nil), metrics: metrics.New(), log: log,
+		stages: &fakeStages{DispatchLocalFn: func(_ context.Context, _ manifest.KindVersion, task *workerv1.StageTask) (*workerv1.StageComplete, error) {
+			close(running)
+			<-finish
+			return &workerv1.StageComplete{TaskId: task.GetTaskId()}, nil
+		}}}
+	tk := task(7, pipeline.TaskReconcile)
+	id := taskID{key: tk.Key, epoch: 41, generation: 1, stage: workerv1.Stage_STAGE_WORK.String(), final: true}
+	done := make(chan error, 1)
+	go func() {
+		_, err := svc.RelayStage(context.Background(), connect.NewRequest(&workerv1.RelayStageRequest{OriginBroker: "broker-1",
+			Task: &workerv1.StageTask{TaskId: id.String(), Resource: &workerv1.Resource{Id: tk.Key.ResourceID.String(), Kind: "vpc", Version: "v1"}}}))
+		done <- err
+	}()
+	<-running
+	require.Equal(t, 1, tasks.pair(pairVPC), "the relayed stage counts against the pair")
+	require.Zero(t, tasks.count(), "but it is no claim of this broker's: the drain does not wait for it")
+	close(finish)
+	require.NoError(t, <-done)
+	require.Zero(t, tasks.pair(pairVPC))
+	select {
+	case <-tasks.done:
+	default:
+		t.Fatal("the freed slot did not wake the claim loop")
+	}
+}
+
+// fakeAdopter records adoptions and releases.
+type fakeAdopter struct {
+	mu       sync.Mutex
+	adopted  []pipeline.Held
+	released []pipeline.TaskKey
+}
+
+func (f *fakeAdopter) Adopt(_ context.Context, _ string, tasks []pipeline.Held) ([]pipeline.TaskKey, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.adopted = append(f.adopted, tasks...)
+	keys := make([]pipeline.TaskKey, len(tasks))
+	for i, t := range tasks {
+		keys[i] = t.Key
+	}
+	return keys, nil
+}
+
+func (f *fakeAdopter) Release(_ context.Context, _ pipeline.Lease, keys []pipeline.TaskKey) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.released = append(f.released, keys...)
+	return len(keys), nil
+}
+
+// The final-stage tasks a worker resumes here from another broker's session
+// are adopted and heartbeated with this broker's own; a result written for
+// one ends its adoption, and when the session ends the rest are released.
+func TestWorkerServiceWorkStream_AdoptsTheLeasesOfResumedTasks(t *testing.T) {
+	t.Parallel()
+	b := setupHandler(t)
+	st := &fakeAdopter{}
+	tasks := newInflight()
+	b.svc.adopt = &adoptions{id: "broker-1", store: st, tasks: tasks, log: testLog(t)}
+	ref := func(k pipeline.TaskKey, final bool) *workerv1.TaskRef {
+		id := taskID{key: k, epoch: 9, generation: 1, stage: workerv1.Stage_STAGE_WORK.String(), final: final}
+		return &workerv1.TaskRef{TaskId: id.String(), Fence: &workerv1.Fence{LeaseToken: "broker-0", ClaimEpoch: 9}}
+	}
+	done, left, mid := task(1, pipeline.TaskReconcile).Key, task(2, pipeline.TaskReconcile).Key, task(3, pipeline.TaskReconcile).Key
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream := b.clients()["Connect"].WorkStream(ctx)
+	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: &workerv1.Subscribe{
+		WorkerId: "w1", Kinds: readiness("vpc"), Resumed: []*workerv1.TaskRef{ref(done, true), ref(left, true), ref(mid, false)}}}}))
+	_, err := stream.Receive()
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(tasks.keys()) == 2 }, 5*time.Second, time.Millisecond,
+		"the two final-stage tasks are heartbeated; a mid-pipeline one cannot finish its task and is not adopted")
+	require.Zero(t, tasks.count(), "adopted leases are no claims of this broker's: the drain does not wait for them")
+	st.mu.Lock()
+	require.Equal(t, []pipeline.Held{{Key: done, Epoch: 9}, {Key: left, Epoch: 9}}, st.adopted)
+	st.mu.Unlock()
+
+	b.svc.adopt.done(done) // its redelivered result was written
+	require.ElementsMatch(t, []pipeline.TaskKey{left}, tasks.keys())
+	require.NoError(t, stream.CloseRequest())
+	_ = stream.CloseResponse()
+	require.Eventually(t, func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return len(st.released) == 1 && st.released[0] == left
+	}, 5*time.Second, time.Millisecond, "the session ended: the adopted lease whose result never came is released")
+	require.Empty(t, tasks.keys())
+}

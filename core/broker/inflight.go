@@ -28,13 +28,23 @@ type inflight struct {
 	mu      sync.Mutex
 	running map[pipeline.TaskKey]*running
 	perPair map[pairKey]int
+	// relayed counts, per pair, the stages peers relayed to this broker's
+	// workers (RelayStage) that are still running: they take the same
+	// worker slots as this broker's own tasks, so they count against its
+	// per-pair cap (pair), though they are no claim of its own.
+	relayed map[pairKey]int
+	// adopted are leases of tasks workers resumed here from another
+	// broker's session, by the session that reported them (adopt.go):
+	// heartbeated with the claims, but no claim of this broker's.
+	adopted map[pipeline.TaskKey]*session
 	// done receives (coalesced) whenever a task or a reactor delivery
 	// finishes: a slot freed, worth a claim.
 	done chan struct{}
 }
 
 func newInflight() *inflight {
-	return &inflight{running: map[pipeline.TaskKey]*running{}, perPair: map[pairKey]int{}, done: make(chan struct{}, 1)}
+	return &inflight{running: map[pipeline.TaskKey]*running{}, perPair: map[pairKey]int{}, relayed: map[pairKey]int{},
+		adopted: map[pipeline.TaskKey]*session{}, done: make(chan struct{}, 1)}
 }
 
 // add records a claim's tasks.
@@ -71,11 +81,28 @@ func (f *inflight) count() int {
 	return len(f.running)
 }
 
-// pair is the number of p's tasks in flight.
+// pair is the number of p's tasks in flight, peers' relayed stages of p
+// included.
 func (f *inflight) pair(p pairKey) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.perPair[p]
+	return f.perPair[p] + f.relayed[p]
+}
+
+// relay counts a peer's relayed stage of p against the pair until the
+// returned done is called; done frees the slot like a finished task.
+func (f *inflight) relay(p pairKey) (done func()) {
+	f.mu.Lock()
+	f.relayed[p]++
+	f.mu.Unlock()
+	return func() {
+		f.mu.Lock()
+		if f.relayed[p]--; f.relayed[p] <= 0 {
+			delete(f.relayed, p)
+		}
+		f.mu.Unlock()
+		f.signal()
+	}
 }
 
 // all lists the tasks in flight.
@@ -89,13 +116,19 @@ func (f *inflight) all() []*running {
 	return out
 }
 
-// keys lists the keys of the tasks in flight.
+// keys lists the keys of the leases to heartbeat: the tasks in flight and
+// the adopted ones.
 func (f *inflight) keys() []pipeline.TaskKey {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]pipeline.TaskKey, 0, len(f.running))
+	out := make([]pipeline.TaskKey, 0, len(f.running)+len(f.adopted))
 	for k := range f.running {
 		out = append(out, k)
+	}
+	for k := range f.adopted {
+		if _, dup := f.running[k]; !dup {
+			out = append(out, k)
+		}
 	}
 	return out
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
@@ -122,14 +121,12 @@ func (rn *runner) runTask(ctx context.Context, lease pipeline.Lease, t pipeline.
 		res = t.Failure(fmt.Sprintf("worker returned an invalid outcome: %v", err), false)
 		err = rn.writeResult(ctx, res)
 	}
-	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer acancel()
 	if err != nil {
 		if !rn.outage.Failed("outbox", err) {
 			rn.log.Error().Err(err).Str("kind", t.Resource.Kind).Str("name", t.Resource.Name).
 				Msg("append result to outbox; releasing the task for a retry")
 		}
-		if _, rerr := rn.store.Release(actx, lease, []pipeline.TaskKey{t.Key}); rerr == nil {
+		if rn.releaseLease(ctx, lease, t) == nil {
 			held.send() // the task re-runs; its worker need not redeliver
 		}
 		return
@@ -146,9 +143,7 @@ func (rn *runner) runTask(ctx context.Context, lease pipeline.Lease, t pipeline.
 // abandon gives a task's lease back without a result (shutdown, a fenced
 // compose) and acks the worker results it held once the release is written.
 func (rn *runner) abandon(lease pipeline.Lease, t pipeline.Task, held heldAcks) {
-	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer rcancel()
-	if _, rerr := rn.store.Release(rctx, lease, []pipeline.TaskKey{t.Key}); rerr != nil {
+	if rerr := rn.releaseLease(context.Background(), lease, t); rerr != nil {
 		rn.log.Warn().Err(rerr).Str("resource_id", t.Key.ResourceID.String()).Msg("release abandoned task; the reaper will reclaim it")
 		return
 	}

@@ -127,3 +127,23 @@ func (rn *runner) writeResult(ctx context.Context, res pipeline.Result) error {
 		}
 	}
 }
+
+// releaseLease gives t's lease back, retrying with jittered backoff while the
+// database is unreachable (up to outboxRetryFor). The task is still in
+// flight while this runs, so its lease stays heartbeated: a release that
+// fails in a restart does not leave the lease to lapse unwatched for the
+// stale-lease window.
+func (rn *runner) releaseLease(ctx context.Context, lease pipeline.Lease, t pipeline.Task) error {
+	var backoff engine.Backoff
+	giveUp := rn.clock.Now().Add(outboxRetryFor)
+	for {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_, err := rn.store.Release(rctx, lease, []pipeline.TaskKey{t.Key})
+		cancel()
+		if err == nil || !engine.Unreachable(err) || rn.clock.Now().After(giveUp) {
+			return err
+		}
+		rn.outage.Failed("release", err)
+		<-rn.clock.After(backoff.Next())
+	}
+}

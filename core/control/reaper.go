@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -61,6 +62,13 @@ type Reaper struct {
 	PassTimeout time.Duration
 
 	TestSignals ReaperTestSignals
+
+	// catchUp: an outage just ended; the next crash catch-up pass skips its
+	// retry window (a crash restart wiped the UNLOGGED queue: every lagging
+	// row without a task is one to re-pend now, not in RetryAfter).
+	catchUp atomic.Bool
+	// rebuildMore: the last catch-up pass moved a full batch.
+	rebuildMore atomic.Bool
 }
 
 // ReaperTestSignals report the reaper's progress to tests.
@@ -108,14 +116,26 @@ func (r *Reaper) defaults() {
 	}
 }
 
-// Run ticks until ctx ends.
+// Run ticks until ctx ends, and at once when a database outage ends (then
+// with the catch-up pass's retry window skipped: a crash restart of
+// Postgres comes back with the UNLOGGED queue empty, and the work it held
+// must not wait RetryAfter to be rebuilt).
 func (r *Reaper) Run(ctx context.Context) error {
 	r.defaults()
-	tick := 0
-	return tickEvery(ctx, clockOr(r.Clock), r.Every, func(ctx context.Context) {
+	clock := clockOr(r.Clock)
+	for tick := 0; ; tick++ {
 		r.Tick(ctx, tick%r.OrphanEvery == 0)
-		tick++
-	})
+		if r.rebuildMore.Load() && ctx.Err() == nil {
+			continue // a catch-up that moved a full batch: rebuild the rest now
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-clock.After(r.Every):
+		case <-r.Outage.Ended():
+			r.catchUp.Store(true)
+		}
+	}
 }
 
 // Tick runs every pass once (orphans too when withOrphans).
@@ -128,7 +148,17 @@ func (r *Reaper) Tick(ctx context.Context, withOrphans bool) {
 	}
 	moved := map[string]int{}
 	pended := false
-	for _, p := range r.passes(rng, withOrphans) {
+	catchUp := r.catchUp.Load()
+	defer func() {
+		// Done unless the pass failed (retry next tick) or moved a full
+		// batch (more to rebuild: Run ticks again at once).
+		n := moved["requeue_failed_and_pending"]
+		if catchUp && n >= 0 && n < r.Max {
+			r.catchUp.Store(false)
+		}
+		r.rebuildMore.Store(catchUp && n >= r.Max)
+	}()
+	for _, p := range r.passes(rng, withOrphans, catchUp) {
 		pctx, cancel := context.WithTimeout(ctx, r.PassTimeout)
 		n, err := p.run(pctx)
 		cancel()
@@ -165,12 +195,16 @@ type reaperPass struct {
 }
 
 // passes lists a tick's passes over rng, in order.
-func (r *Reaper) passes(rng shard.Range, withOrphans bool) []reaperPass {
+func (r *Reaper) passes(rng shard.Range, withOrphans, catchUp bool) []reaperPass {
 	m := r.Maintenance
+	retryAfter := r.RetryAfter
+	if catchUp {
+		retryAfter = 0
+	}
 	passes := []reaperPass{
 		{"reap_stale_work", func(ctx context.Context) (int, error) { return m.ReapStaleWork(ctx, rng, r.StaleAfter) }},
 		{"requeue_failed_and_pending", func(ctx context.Context) (int, error) {
-			return m.RequeueFailedAndPending(ctx, rng, r.Max, r.RetryAfter)
+			return m.RequeueFailedAndPending(ctx, rng, r.Max, retryAfter)
 		}},
 		{"delete_unclaimed_work", func(ctx context.Context) (int, error) { return m.DeleteUnclaimedWork(ctx, rng, r.UnclaimedAfter) }},
 		{"sweep_deletable", func(ctx context.Context) (int, error) { return m.SweepDeletable(ctx, rng, r.Max) }},

@@ -3,12 +3,14 @@ package control
 import (
 	"context"
 	"errors"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/shard"
 )
 
@@ -180,4 +182,31 @@ func TestReaper_AnnouncesWorkReadyAfterAPassThatPended(t *testing.T) {
 			require.Equal(t, want, notified, tc.reason)
 		})
 	}
+}
+
+// When a database outage ends the reaper ticks at once, and that tick's
+// crash catch-up skips its retry window: a crash restart of Postgres wiped
+// the UNLOGGED queue, and its work is re-pended now, not RetryAfter later.
+// The tick after it is an ordinary one.
+func TestReaper_CatchesUpAtOnceWhenAnOutageEnds(t *testing.T) {
+	t.Parallel()
+	clock := newClock()
+	outage := &engine.Outage{Log: zerolog.Nop(), Clock: clock}
+	windows := make(chan time.Duration, 8)
+	r := &Reaper{Maintenance: &reaperStoreFns{RequeueFailedAndPendingFn: func(_ context.Context, _ shard.Range, _ int, d time.Duration) (int, error) {
+		windows <- d
+		return 0, nil
+	}}, Shards: allShards(), Log: zerolog.Nop(), Clock: clock, Outage: outage}
+	r.TestSignals.Init()
+	runService(t, r)
+	require.Equal(t, 15*time.Second, <-windows, "an ordinary tick")
+	r.TestSignals.Ticked.WaitOrTimeout(t)
+
+	require.True(t, outage.Failed("claim", syscall.ECONNREFUSED))
+	clock.Advance(3 * time.Second) // past the outage's settle window, short of the next tick
+	outage.Succeeded()
+	require.Equal(t, time.Duration(0), <-windows, "the tick the outage's end triggers catches up at once")
+	r.TestSignals.Ticked.WaitOrTimeout(t)
+	advanceOnce(t, clock, 5*time.Second)
+	require.Equal(t, 15*time.Second, <-windows, "then ordinary ticks again")
 }

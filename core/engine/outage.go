@@ -34,6 +34,7 @@ type Outage struct {
 	Settle time.Duration
 
 	mu         sync.Mutex
+	ended      chan struct{} // closed when the current outage ends (Ended)
 	down       bool
 	since      time.Time
 	lastFail   time.Time
@@ -96,6 +97,26 @@ func (o *Outage) Succeeded() {
 	o.Log.Info().Dur("outage", o.lastFail.Sub(o.since)).Dur("down_for", now.Sub(o.since)).
 		Int("suppressed_errors", o.suppressed).Strs("loops", loops).Msg("database reachable again; loops resumed")
 	o.down, o.loops = false, nil
+	if o.ended != nil {
+		close(o.ended)
+		o.ended = nil
+	}
+}
+
+// Ended returns a channel closed when the outage in progress, or the next
+// one, ends (the moment Succeeded logs its INFO): a loop with catch-up work
+// after an outage (the reaper rebuilding a queue a crash wiped) waits on it.
+// A nil *Outage never ends one (nil channel).
+func (o *Outage) Ended() <-chan struct{} {
+	if o == nil {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ended == nil {
+		o.ended = make(chan struct{})
+	}
+	return o.ended
 }
 
 // Down reports whether an outage is in progress.

@@ -100,3 +100,32 @@ func TestBackoff_DoublesToItsCapWithJitter(t *testing.T) {
 	b.Reset()
 	require.LessOrEqual(t, b.Next(), 125*time.Millisecond)
 }
+
+// Ended is closed when the outage in progress ends, and a later call waits
+// for the next one.
+func TestOutage_EndedClosesWhenTheOutageEnds(t *testing.T) {
+	t.Parallel()
+	clk := &stepClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	o := &engine.Outage{Log: zerolog.Nop(), Clock: clk}
+	ended := o.Ended()
+	require.True(t, o.Failed("claim", syscall.ECONNREFUSED))
+	clk.add(2 * time.Second)
+	select {
+	case <-ended:
+		t.Fatal("closed before the outage ended")
+	default:
+	}
+	o.Succeeded()
+	select {
+	case <-ended:
+	default:
+		t.Fatal("not closed when the outage ended")
+	}
+	select {
+	case <-o.Ended():
+		t.Fatal("a new call waits for the next outage")
+	default:
+	}
+	var nilOutage *engine.Outage
+	require.Nil(t, nilOutage.Ended())
+}

@@ -210,10 +210,10 @@ func (w *Worker) run(workCtx context.Context, t *workerv1.StageTask) (out Outcom
 	if !ok {
 		return out, Terminal(fmt.Errorf("worker %s serves no provider for %s/%s", w.opts.WorkerID, r.GetKind(), r.GetVersion()))
 	}
-	ctx := workCtx
+	ctx := withClaim(workCtx, Claim{Epoch: t.GetFence().GetClaimEpoch(), Broker: t.GetFence().GetLeaseToken(), TaskID: t.GetTaskId()})
 	if ms := t.GetTaskDeadlineMs(); ms > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(workCtx, time.Duration(ms)*time.Millisecond)
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
 		defer cancel()
 	}
 	var def *ProviderConfig

@@ -382,3 +382,28 @@ func TestServe_DefaultConfigIsPrimedPushedAndMerged(t *testing.T) {
 	pushed := <-p.configs
 	require.JSONEq(t, `{"region":"us-east-1"}`, string(pushed.Spec), "a push live-reconfigures the provider")
 }
+
+// A handler reads the claim its call serves from its context: the lease's
+// claim_epoch and broker, and the dispatch's task id.
+func TestServe_HandlerSeesItsClaim(t *testing.T) {
+	t.Parallel()
+	b := newScriptBroker(t)
+	got := make(chan worker.Claim, 1)
+	p := newProvider("vpc", func(ctx context.Context, _ worker.Request) (worker.Outcome, error) {
+		c, ok := worker.ClaimFrom(ctx)
+		if !ok {
+			return worker.Outcome{}, errors.New("no claim in the handler's context")
+		}
+		got <- c
+		return worker.Outcome{}, nil
+	})
+	startWorker(t, b, worker.Options{}, p)
+	b.next(t, "subscribe", func(m *workerv1.WorkStreamRequest) bool { return m.GetSubscribe() != nil })
+
+	b.send(task("t1", "vpc", 41, 5000))
+	b.next(t, "completion", isComplete("t1"))
+	c := <-got
+	require.Equal(t, worker.Claim{Epoch: 41, Broker: "lease", TaskID: "t1"}, c)
+	_, ok := worker.ClaimFrom(context.Background())
+	require.False(t, ok, "no claim outside a handler call")
+}

@@ -4,16 +4,25 @@
 // partitioned), and two workers (this binary re-executed). Each scenario
 // applies a wave of leaf resources, injects its fault once a third of the
 // wave has settled, and waits for the wave to converge; it prints one line
-// per fault with the time it added over the fault-free wave and checks three
+// per fault with the time it added over the fault-free wave and checks four
 // invariants: eventual completion, progress (no window over 5 s without a
-// resource settling while work is queued) and no stranding (nothing left
-// Reconciling). Run it from the repository root:
+// resource settling while work is queued, counted from the end of the
+// fault's own outage for a frozen database), no stranding (nothing left
+// Reconciling or Failed) and no double-apply (an audit trigger records each
+// result the drain applies, stamped by the demo worker with the claim it
+// served: at most one per claim). Run it from the repository root:
 //
-//	go run ./examples/chaos            # worker crash, converge crash, partition, Postgres restart
-//	go run ./examples/chaos -n 2000    # bigger waves
+//	go run ./examples/chaos                        # every fault
+//	go run ./examples/chaos -n 200 -smoke          # the CI smoke: four faults
+//	go run ./examples/chaos -faults pg-restart -repeat 5
+//	go run ./examples/chaos -n 2000                # bigger waves
+//
+// Fault keys: worker-kill, converge-kill, partition, pg-restart,
+// pg-immediate, pg-freeze, worker-cut, hung-handler, slow-worker.
 package main
 
 import (
+	"bytes"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
@@ -28,7 +37,11 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,7 +56,7 @@ import (
 	"github.com/converge-run/converge/examples/chaos/tcpproxy"
 )
 
-const leafKind = `{"kind":"leaf","spec_schema":{"type":"object"},
+const leafKind = `{"kind":"leaf","spec_schema":{"type":"object"},"task_deadline_secs":5,
  "reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}`
 
 func main() {
@@ -52,10 +65,12 @@ func main() {
 		return
 	}
 	n := flag.Int("n", 300, "resources per wave")
-	smoke := flag.Bool("smoke", false, "the CI smoke: the fault-free wave and three faults (worker kill, converge kill, partition), without the Postgres restart")
+	smoke := flag.Bool("smoke", false, "the CI smoke: the fault-free wave and four faults (worker kill, converge kill, partition, Postgres fast restart)")
+	only := flag.String("faults", "", "comma-separated fault keys to run after the fault-free wave (default: all)")
+	repeat := flag.Int("repeat", 1, "run each selected fault this many times")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, *n, *smoke)
+	err := run(ctx, *n, *smoke, *only, *repeat)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
@@ -63,17 +78,52 @@ func main() {
 	}
 }
 
-// runWorker serves the leaf kind: 50–300 ms of "work" per resource.
+// runWorker serves the leaf kind: 50–300 ms of "work" per resource. SIGUSR1
+// hangs its next 5 handler calls, of 5 different resources (they ignore
+// their context and never return: the broker's task deadline gives up on
+// them, and the retry runs normally); SIGUSR2 toggles a slow mode (ten
+// times the latency).
 func runWorker(url string) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	p := apptest.NewProvider("leaf", func(ctx context.Context, _ worker.Request) (worker.Outcome, error) {
+	var runs, hang atomic.Int64
+	var slow atomic.Bool
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2)
+	go func() {
+		for sig := range sigs {
+			if sig == syscall.SIGUSR1 {
+				hang.Store(5)
+			} else {
+				slow.Store(!slow.Load())
+			}
+		}
+	}()
+	self := strconv.Itoa(os.Getpid())
+	var mu sync.Mutex
+	hung := map[string]bool{}
+	p := apptest.NewProvider("leaf", func(ctx context.Context, req worker.Request) (worker.Outcome, error) {
+		mu.Lock()
+		hangs := !hung[req.Resource.ID] && hang.Add(-1) >= 0
+		hung[req.Resource.ID] = hung[req.Resource.ID] || hangs
+		mu.Unlock()
+		if hangs { // once per resource: its retry runs normally
+			select {} // hung: deaf to its context
+		}
+		latency := time.Duration(50+rand.IntN(250)) * time.Millisecond
+		if slow.Load() {
+			latency *= 10
+		}
 		select {
-		case <-time.After(time.Duration(50+rand.IntN(250)) * time.Millisecond):
+		case <-time.After(latency):
 		case <-ctx.Done():
 			return worker.Outcome{}, ctx.Err()
 		}
-		return worker.Outcome{Status: json.RawMessage(`{"done":true}`)}, nil
+		// The claim stamp the apply audit counts: one fresh run id per
+		// execution, under the claim it served.
+		c, _ := worker.ClaimFrom(ctx)
+		return worker.Outcome{Status: json.RawMessage(fmt.Sprintf(`{"done":true,"epoch":%d,"run":"%s-%d"}`,
+			c.Epoch, self, runs.Add(1)))}, nil
 	})
 	_ = worker.Serve(ctx, url, worker.Options{MaxParallel: 64, ReconnectMax: 200 * time.Millisecond,
 		Token: os.Getenv("CHAOS_WORKER_TOKEN")}, p)
@@ -105,6 +155,13 @@ func (p *proc) start() error {
 	return nil
 }
 
+func (p *proc) signal(sig syscall.Signal) error {
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("signal %s: %w", p.name, err)
+	}
+	return nil
+}
+
 func (p *proc) kill() {
 	_ = p.cmd.Process.Kill()
 	<-p.done
@@ -121,42 +178,68 @@ func (p *proc) stop() {
 
 // stack is the running system under test.
 type stack struct {
-	dir      string
-	pg       *pgcluster.Cluster
-	pgOpts   pgcluster.Options
-	proxy    *tcpproxy.Proxy
-	st       *store.Store
-	pool     *pgxpool.Pool
-	servers  []*proc
-	workers  []*proc
-	apiPorts []int
-	applied  int
+	dir    string
+	pg     *pgcluster.Cluster
+	pgOpts pgcluster.Options
+	proxy  *tcpproxy.Proxy
+	// workerProxy is between worker-0 and converge-0.
+	workerProxy *tcpproxy.Proxy
+	st          *store.Store
+	pool        *pgxpool.Pool
+	servers     []*proc
+	workers     []*proc
+	apiPorts    []int
+	applied     int
 }
 
-func run(ctx context.Context, n int, smoke bool) error {
+func run(ctx context.Context, n int, smoke bool, only string, repeat int) error {
 	s, err := boot(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.close()
-	scenarios := []scenario{
-		{name: "fault-free"},
-		{name: "worker SIGKILLed", inject: func() error { s.workers[1].kill(); return s.workers[1].start() }},
-		{name: "converge SIGKILLed", inject: func() error { s.servers[1].kill(); return nil },
+	all := []scenario{
+		{key: "worker-kill", name: "worker SIGKILLed", inject: func() error { s.workers[1].kill(); return s.workers[1].start() }},
+		{key: "converge-kill", name: "converge SIGKILLed", inject: func() error { s.servers[1].kill(); return nil },
 			after: func() error { return s.restartServer(ctx, 1) }},
-		{name: "converge partitioned from Postgres 8s", inject: func() error {
+		{key: "partition", name: "converge partitioned from Postgres 8s", inject: func() error {
 			s.proxy.Pause()
 			time.AfterFunc(8*time.Second, s.proxy.Heal)
 			return nil
 		}},
-		{name: "Postgres restarted (fast shutdown)", inject: func() error { return s.restartPostgres(ctx) }},
+		{key: "pg-restart", name: "Postgres restarted (fast shutdown)", inject: func() error { return s.restartPostgres(ctx, false) }},
+		{key: "pg-immediate", name: "Postgres restarted (immediate: a crash)", full: true,
+			inject: func() error { return s.restartPostgres(ctx, true) }},
+		{key: "pg-freeze", name: "Postgres frozen 8s (SIGSTOP)", full: true, outage: 8 * time.Second,
+			inject: func() error { return s.freezePostgres(8 * time.Second) }},
+		// The stages in flight on the silenced connection wait for it (the
+		// worker's result arrives when it heals): the progress invariant
+		// counts from the heal.
+		{key: "worker-cut", name: "worker↔broker connection silent 8s", full: true, outage: 8 * time.Second, inject: func() error {
+			s.workerProxy.Pause()
+			time.AfterFunc(8*time.Second, s.workerProxy.Heal)
+			return nil
+		}},
+		// The hung resources wait out their 5 s task deadline (then fail
+		// and retry): the progress invariant counts from the deadline.
+		{key: "hung-handler", name: "5 handler calls hung (task deadline 5s)", full: true, outage: 5 * time.Second,
+			inject: func() error { return s.workers[0].signal(syscall.SIGUSR1) }},
+		{key: "slow-worker", name: "a worker 10x slower", full: true,
+			inject: func() error { return s.workers[1].signal(syscall.SIGUSR2) },
+			after:  func() error { return s.workers[1].signal(syscall.SIGUSR2) }},
 	}
-	if smoke {
-		// A fast restart sometimes still waits out the 60 s stale-lease
-		// window (2 of 5 runs at the end of the round; see docs/operations.md):
-		// a known defect the full suite keeps showing, not a gate for CI.
-		scenarios = scenarios[:4]
+	var picked []scenario
+	for _, sc := range all {
+		inSmoke := !sc.full || !smoke
+		if (only == "" && inSmoke) || slices.Contains(strings.Split(only, ","), sc.key) {
+			for range max(repeat, 1) {
+				picked = append(picked, sc)
+			}
+		}
 	}
+	// The first wave warms the processes up (connections, caches, the
+	// workers' sessions); the second, fault-free, is the baseline.
+	scenarios := append([]scenario{{key: "warm-up", name: "warm-up (no fault)"}, {key: "none", name: "fault-free"}}, picked...)
 	var base time.Duration
 	fmt.Printf("%-40s %10s %8s %9s %s\n", "fault", "converged", "added", "max gap", "invariants")
 	for i, sc := range scenarios {
@@ -164,7 +247,7 @@ func run(ctx context.Context, n int, smoke bool) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.name, err)
 		}
-		if i == 0 {
+		if i <= 1 {
 			base = res.took
 		}
 		fmt.Printf("%-40s %9.1fs %+7.1fs %8.1fs %s\n", sc.name, res.took.Seconds(), (res.took - base).Seconds(),
@@ -182,7 +265,13 @@ func run(ctx context.Context, n int, smoke bool) error {
 }
 
 type scenario struct {
-	name   string
+	key  string
+	name string
+	// full: only in the full suite, not the CI smoke.
+	full bool
+	// outage is how long the fault itself stops all progress (a frozen
+	// database): the progress invariant starts counting after it.
+	outage time.Duration
 	inject func() error
 	after  func() error
 }
@@ -191,12 +280,21 @@ type result struct {
 	took, maxGap time.Duration
 	complete     bool
 	stranded     int
+	// doubled counts claims with more than one result applied (the
+	// invariant), reapplied resources with results of two claims applied.
+	doubled, reapplied int
+	// logRate is the most log lines per second one converge process wrote
+	// over the wave.
+	logRate float64
 }
 
-func (r result) ok() bool { return r.complete && r.stranded == 0 && r.maxGap <= 5*time.Second }
+func (r result) ok() bool {
+	return r.complete && r.stranded == 0 && r.maxGap <= 5*time.Second && r.doubled == 0
+}
 
 func (r result) verdict() string {
-	return fmt.Sprintf("completion=%t progress=%t stranded=%d", r.complete, r.maxGap <= 5*time.Second, r.stranded)
+	return fmt.Sprintf("completion=%t progress=%t stranded=%d applied-twice=%d logs=%.1f/s (re-applied under a second claim: %d)",
+		r.complete, r.maxGap <= 5*time.Second, r.stranded, r.doubled, r.logRate, r.reapplied)
 }
 
 func boot(ctx context.Context) (*stack, error) {
@@ -206,7 +304,11 @@ func boot(ctx context.Context) (*stack, error) {
 	}
 	s := &stack{dir: dir}
 	fmt.Println("chaos: logs in", dir)
-	s.pgOpts = pgcluster.Options{DataDir: filepath.Join(dir, "pg"), Port: freePort(), Fast: true, Logger: zerolog.Nop()}
+	// Fast (no fsync: only an OS crash would need it) but with
+	// synchronous_commit on: a commit Postgres acknowledged survives the
+	// immediate restart (a crash of the server process), as in production.
+	s.pgOpts = pgcluster.Options{DataDir: filepath.Join(dir, "pg"), Port: freePort(), Fast: true,
+		Settings: map[string]string{"synchronous_commit": "on"}, Logger: zerolog.Nop()}
 	if s.pg, err = pgcluster.Start(ctx, s.pgOpts); err != nil {
 		return nil, err
 	}
@@ -250,11 +352,20 @@ func boot(ctx context.Context) (*stack, error) {
 	if _, _, err := s.st.ApplyManifest(ctx, []byte(leafKind)); err != nil {
 		return s, err
 	}
+	if err := s.st.InstallApplyAudit(ctx); err != nil {
+		return s, err
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return s, err
 	}
-	for i, api := range s.apiPorts {
+	// worker-0 reaches converge-0 through a proxy too, so its connection
+	// can be silenced (blackholed, no FIN or RST: what a half-open
+	// connection looks like from both ends).
+	if s.workerProxy, err = tcpproxy.Start(fmt.Sprintf("127.0.0.1:%d", s.apiPorts[0])); err != nil {
+		return s, err
+	}
+	for i, api := range []int{s.workerProxy.Port(), s.apiPorts[1]} {
 		w := &proc{name: "worker-" + strconv.Itoa(i), args: []string{self, "-worker", fmt.Sprintf("http://127.0.0.1:%d", api)},
 			log: filepath.Join(dir, fmt.Sprintf("worker-%d.log", i)), env: []string{"CHAOS_WORKER_TOKEN=" + workerToken}}
 		if err := w.start(); err != nil {
@@ -287,9 +398,20 @@ func (s *stack) restartServer(ctx context.Context, i int) error {
 	return fmt.Errorf("%s never became ready", s.servers[i].name)
 }
 
-// restartPostgres stops the server (fast shutdown: every session ends) and
-// starts it again on the same data directory and port.
-func (s *stack) restartPostgres(ctx context.Context) error {
+// restartPostgres stops the server and starts it again on the same data
+// directory and port: a fast shutdown (every session ends, a checkpoint) or,
+// immediate, a crash (SIGQUIT: no checkpoint, crash recovery on start, and
+// the UNLOGGED queue and outbox come back empty).
+func (s *stack) restartPostgres(ctx context.Context, immediate bool) error {
+	if immediate {
+		pid, err := s.postmaster()
+		if err != nil {
+			return err
+		}
+		if err := syscall.Kill(pid, syscall.SIGQUIT); err != nil {
+			return fmt.Errorf("SIGQUIT postgres: %w", err)
+		}
+	}
 	if err := s.pg.Stop(); err != nil {
 		return err
 	}
@@ -301,6 +423,67 @@ func (s *stack) restartPostgres(ctx context.Context) error {
 	return nil
 }
 
+// postmaster is the running server's process id (postmaster.pid's first
+// line); it leads the process group of every backend.
+func (s *stack) postmaster() (int, error) {
+	b, err := os.ReadFile(filepath.Join(s.pg.DataDir(), "postmaster.pid"))
+	if err != nil {
+		return 0, fmt.Errorf("read postmaster.pid: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		return 0, fmt.Errorf("postmaster.pid: %w", err)
+	}
+	return pid, nil
+}
+
+// freezePostgres stops every Postgres process (SIGSTOP to the postmaster,
+// then to each of its children: every backend calls setsid, so they are not
+// in its process group) and resumes them after d: connections stay open,
+// nothing answers.
+func (s *stack) freezePostgres(d time.Duration) error {
+	pid, err := s.postmaster()
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("SIGSTOP postgres: %w", err)
+	}
+	procs := append([]int{pid}, childrenOf(pid)...)
+	for _, c := range procs[1:] {
+		_ = syscall.Kill(c, syscall.SIGSTOP)
+	}
+	time.AfterFunc(d, func() {
+		for _, c := range slices.Backward(procs) {
+			_ = syscall.Kill(c, syscall.SIGCONT)
+		}
+	})
+	return nil
+}
+
+// childrenOf lists the processes whose parent is pid (from /proc).
+func childrenOf(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces and parentheses.
+		rest := string(b[bytes.LastIndexByte(b, ')')+1:])
+		if f := strings.Fields(rest); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
 func (s *stack) close() {
 	for _, p := range append(s.workers, s.servers...) {
 		if p.cmd != nil && p.cmd.ProcessState == nil {
@@ -309,6 +492,9 @@ func (s *stack) close() {
 	}
 	if s.pool != nil {
 		s.pool.Close()
+	}
+	if s.workerProxy != nil {
+		s.workerProxy.Close()
 	}
 	if s.proxy != nil {
 		s.proxy.Close()
@@ -337,6 +523,7 @@ func (s *stack) ready(ctx context.Context) (int, error) {
 // for all of them.
 func (s *stack) wave(ctx context.Context, w, n int, sc scenario) (result, error) {
 	start := time.Now()
+	logsBefore := s.logLines()
 	for i := range n {
 		if _, _, err := s.st.ApplyResource(ctx, store.ApplyResourceInput{Kind: "leaf",
 			Name: fmt.Sprintf("w%d-%d", w, i), Spec: json.RawMessage(`{}`)}); err != nil {
@@ -347,21 +534,31 @@ func (s *stack) wave(ctx context.Context, w, n int, sc scenario) (result, error)
 	target, injected := s.applied, sc.inject == nil
 	var res result
 	last, lastAt := -1, time.Now()
+	dumped := false
 	deadline := start.Add(3 * time.Minute)
+	var quietUntil time.Time // the fault's own outage: no progress expected
 	for time.Now().Before(deadline) {
-		got, err := s.ready(ctx)
-		if err != nil { // the suite's own reads fail while Postgres restarts
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		got, err := s.ready(rctx)
+		cancel()
+		if err != nil { // the suite's own reads fail while Postgres restarts or is frozen
 			got = max(last, 0)
 		}
 		if got != last {
 			last, lastAt = got, time.Now()
 		}
-		res.maxGap = max(res.maxGap, time.Since(lastAt))
+		if gap := time.Since(maxTime(lastAt, quietUntil)); time.Now().After(quietUntil) {
+			res.maxGap = max(res.maxGap, gap)
+			if gap > 3*time.Second && !dumped {
+				dumped = true
+				s.dumpQueue(ctx)
+			}
+		}
 		if !injected && got-(target-n) >= n/3 {
 			if err := sc.inject(); err != nil {
 				return res, err
 			}
-			injected = true
+			injected, quietUntil = true, time.Now().Add(sc.outage)
 		}
 		if got >= target {
 			res.took, res.complete = time.Since(start), true
@@ -382,6 +579,12 @@ func (s *stack) wave(ctx context.Context, w, n int, sc scenario) (result, error)
 		return res, err
 	}
 	res.stranded = len(page.Items)
+	for i, after := range s.logLines() {
+		res.logRate = max(res.logRate, float64(after-logsBefore[i])/res.took.Seconds())
+	}
+	if res.doubled, res.reapplied, err = s.st.AppliedTwice(ctx); err != nil {
+		return res, err
+	}
 	return res, nil
 }
 
@@ -401,4 +604,46 @@ func randomToken() string {
 		panic(err) // crypto/rand does not fail on Linux
 	}
 	return hex.EncodeToString(b)
+}
+
+// dumpQueue prints what the queue holds while a wave stalls: its rows by
+// claimer, with their lease and heartbeat ages (a lease nobody heartbeats is
+// one its broker lost track of).
+func (s *stack) dumpQueue(ctx context.Context) {
+	holders, err := s.st.QueueHolders(ctx)
+	if err != nil {
+		fmt.Println("  stall: queue dump:", err)
+		return
+	}
+	fmt.Printf("  stall at %s:\n", time.Now().UTC().Format("15:04:05.000"))
+	if counts, err := s.st.PhaseCounts(ctx, "leaf"); err == nil {
+		fmt.Printf("    leaves by phase: %v (of %d applied)\n", counts, s.applied)
+	}
+	for _, h := range holders {
+		holder := h.WorkerID
+		if holder == "" {
+			holder = "(unleased)"
+		}
+		fmt.Printf("    %s: %d rows, oldest lease %.1fs, newest heartbeat %.1fs ago, %d with a result in the outbox\n",
+			holder, h.Rows, h.OldestLease.Seconds(), h.NewestBeat.Seconds(), h.WithResult)
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// logLines counts the lines of each converge process's log so far.
+func (s *stack) logLines() []int {
+	out := make([]int, len(s.servers))
+	for i, p := range s.servers {
+		b, err := os.ReadFile(p.log)
+		if err == nil {
+			out[i] = bytes.Count(b, []byte("\n"))
+		}
+	}
+	return out
 }

@@ -148,7 +148,11 @@ func partitionSpans(lo, hi int, start uint64) [][2]int {
 // that spans partitions is claimed one partition at a time (each statement
 // prunes to one partition), rotating the starting partition between calls;
 // one probe first finds the partitions holding claimable rows, so an idle
-// pair costs one round trip, not one per partition.
+// pair costs one round trip, not one per partition. When a later partition's
+// statement fails, the tasks the earlier ones leased (committed: each
+// statement is its own transaction) are returned beside the error; the
+// caller must run or release them, or their leases sit unheartbeated until
+// the stale-lease window.
 func (s *Store) Claim(ctx context.Context, l Lease, b Batch) ([]Task, error) {
 	spans := partitionSpans(l.Lo, l.Hi, s.rotor.Add(1))
 	if len(spans) > 1 {
