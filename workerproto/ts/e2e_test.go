@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -180,6 +181,19 @@ func applyAll(t *testing.T, st *store.Store, kind string, specs map[string]strin
 func requireStatus(t *testing.T, r resource.Resource, want string) {
 	t.Helper()
 	require.JSONEq(t, want, string(r.Status), "%s/%s", r.Kind, r.Name)
+}
+
+// TestTSSDK_UnitSuite runs the SDK's node:test suite (test/*.test.ts): the
+// session semantics against a scripted Connect broker, options, merge rules.
+func TestTSSDK_UnitSuite(t *testing.T) {
+	t.Parallel()
+	build(t)
+	files, err := filepath.Glob("dist/test/*.test.js")
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "the build emitted no test files")
+	out, err := exec.Command("node", append([]string{"--test", "--test-reporter=spec"}, files...)...).CombinedOutput()
+	t.Log(string(out))
+	require.NoError(t, err, "node --test failed")
 }
 
 // TestTSWorker_ConvergesSurvivesABrokerRestartAndDrains runs the TypeScript

@@ -164,8 +164,10 @@ export class Worker {
   private pending: pb.StageComplete[] = [];
   private sent = 0;
   private draining = false;
+  private closing = false;
   private droppedCount = 0;
   private live: Live | undefined;
+  private outbox: Outbox | undefined;
   private readonly changed: Array<() => void> = [];
   private readonly workAbort = new AbortController();
 
@@ -223,6 +225,10 @@ export class Worker {
     if (!(await this.until(() => this.pending.length === 0, 5_000))) {
       this.log.warn("results not delivered before exit; their tasks will re-run", { undelivered: this.pending.length });
     }
+    // Half-close the stream so what is queued on it goes out, then stop.
+    this.closing = true;
+    this.outbox?.close();
+    await Promise.race([loop, sleep(2_000)]);
     sessions.abort();
     await loop;
   }
@@ -256,7 +262,7 @@ export class Worker {
   /** sessions keeps one session open at a time, reconnecting with backoff. */
   private async sessions(signal: AbortSignal): Promise<void> {
     let backoff = this.o.reconnectMinMs;
-    while (!signal.aborted) {
+    while (!signal.aborted && !this.closing) {
       await this.primeDefaults(signal);
       const started = Date.now();
       let err: unknown;
@@ -265,7 +271,7 @@ export class Worker {
       } catch (e) {
         err = e;
       }
-      if (signal.aborted) {
+      if (signal.aborted || this.closing) {
         return;
       }
       if (Date.now() - started > 30_000) {
@@ -355,6 +361,7 @@ export class Worker {
     const onAbort = (): void => abort.abort();
     signal.addEventListener("abort", onAbort, { once: true });
     const out = new Outbox();
+    this.outbox = out;
     const timers: NodeJS.Timeout[] = [];
     try {
       const ready = this.readiness();
@@ -393,6 +400,7 @@ export class Worker {
         clearInterval(tm);
       }
       this.live = undefined;
+      this.outbox = undefined;
       out.close();
       signal.removeEventListener("abort", onAbort);
       abort.abort();
