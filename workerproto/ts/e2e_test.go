@@ -183,6 +183,24 @@ func requireStatus(t *testing.T, r resource.Resource, want string) {
 	require.JSONEq(t, want, string(r.Status), "%s/%s", r.Kind, r.Name)
 }
 
+// TestGuide_TSBlocksAreTheExample: the TypeScript the provider guide shows
+// is exactly the example these tests run.
+func TestGuide_TSBlocksAreTheExample(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/implementing-a-provider.md")
+	require.NoError(t, err)
+	for _, name := range []string{"examples/greeter/greeter.ts", "examples/greeter/main.ts"} {
+		want, err := os.ReadFile(name)
+		require.NoError(t, err)
+		marker := "<!-- file: workerproto/ts/" + name + " -->\n```ts\n"
+		_, block, ok := strings.Cut(string(doc), marker)
+		require.True(t, ok, "the guide shows %s", name)
+		block, _, ok = strings.Cut(block, "\n```\n")
+		require.True(t, ok, "the guide's %s block ends", name)
+		require.Equal(t, string(want), block+"\n", "the guide's %s is out of date", name)
+	}
+}
+
 // TestTSSDK_UnitSuite runs the SDK's node:test suite (test/*.test.ts): the
 // session semantics against a scripted Connect broker, options, merge rules.
 func TestTSSDK_UnitSuite(t *testing.T) {
