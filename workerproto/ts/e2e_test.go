@@ -178,6 +178,18 @@ func applyAll(t *testing.T, st *store.Store, kind string, specs map[string]strin
 	}
 }
 
+// applyManifests applies the manifests the e2e worker prints.
+func applyManifests(t *testing.T, s *apptest.Stack) {
+	t.Helper()
+	out, err := exec.Command("node", "dist/e2e/worker.js", "--print-manifests").Output()
+	require.NoError(t, err)
+	var manifests []json.RawMessage
+	require.NoError(t, json.Unmarshal(out, &manifests))
+	for _, m := range manifests {
+		s.ApplyManifest(string(m))
+	}
+}
+
 func requireStatus(t *testing.T, r resource.Resource, want string) {
 	t.Helper()
 	require.JSONEq(t, want, string(r.Status), "%s/%s", r.Kind, r.Name)
@@ -234,13 +246,7 @@ func TestTSWorker_ConvergesSurvivesABrokerRestartAndDrains(t *testing.T) {
 			}
 		},
 	})
-	out, err := exec.Command("node", "dist/e2e/worker.js", "--print-manifests").Output()
-	require.NoError(t, err)
-	var manifests []json.RawMessage
-	require.NoError(t, json.Unmarshal(out, &manifests))
-	for _, m := range manifests {
-		s.ApplyManifest(string(m))
-	}
+	applyManifests(t, s)
 	_, stopBroker := s.StartProcess(config.RoleBroker)
 
 	w := startWorker(t, fmt.Sprintf("BROKER_URL=http://127.0.0.1:%d", port), "WORKER_TOKEN="+apptest.WorkerToken,
@@ -257,7 +263,7 @@ func TestTSWorker_ConvergesSurvivesABrokerRestartAndDrains(t *testing.T) {
 	}
 
 	// A live providerconfig edit reaches the worker; the next reconcile uses it.
-	_, _, err = s.Store.ApplyProviderConfig(ctx, store.ProviderConfigInput{Kind: "tsgreeting", Name: "default", IsDefault: true,
+	_, _, err := s.Store.ApplyProviderConfig(ctx, store.ProviderConfigInput{Kind: "tsgreeting", Name: "default", IsDefault: true,
 		Spec: json.RawMessage(`{"salutation":"Howdy"}`)})
 	require.NoError(t, err)
 	apptest.WaitFor(t, time.Minute, "the worker is pushed the config", func() bool {
