@@ -178,14 +178,24 @@ func applyAll(t *testing.T, st *store.Store, kind string, specs map[string]strin
 	}
 }
 
-// applyManifests applies the manifests the e2e worker prints.
-func applyManifests(t *testing.T, s *apptest.Stack) {
+// manifestDocs are the manifests the e2e worker prints.
+func manifestDocs(t *testing.T) [][]byte {
 	t.Helper()
 	out, err := exec.Command("node", "dist/e2e/worker.js", "--print-manifests").Output()
 	require.NoError(t, err)
 	var manifests []json.RawMessage
 	require.NoError(t, json.Unmarshal(out, &manifests))
+	docs := make([][]byte, 0, len(manifests))
 	for _, m := range manifests {
+		docs = append(docs, m)
+	}
+	return docs
+}
+
+// applyManifests applies the manifests the e2e worker prints.
+func applyManifests(t *testing.T, s *apptest.Stack) {
+	t.Helper()
+	for _, m := range manifestDocs(t) {
 		s.ApplyManifest(string(m))
 	}
 }

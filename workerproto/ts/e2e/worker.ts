@@ -3,6 +3,8 @@
 // behaviour (terminal or transient failures, a handler that outlives the
 // task deadline, one that holds a task for a while). Every task start, end
 // and config push is one JSON line on stdout for the test to wait on.
+import { existsSync } from "node:fs";
+
 import {
   loggerFromEnv,
   optionsFromEnv,
@@ -20,11 +22,13 @@ function event(e: Record<string, unknown>): void {
 }
 
 interface ProbeSpec {
-  mode: "ok" | "terminal" | "transient" | "overrun" | "hold";
+  mode: "ok" | "terminal" | "transient" | "overrun" | "hold" | "gate";
   /** transient: how many attempts fail before one succeeds. */
   fail_times?: number;
   /** hold: how long the handler runs. */
   hold_ms?: number;
+  /** gate: the handler finishes once this file exists. */
+  gate_file?: string;
 }
 
 const probeManifest = {
@@ -33,9 +37,10 @@ const probeManifest = {
   spec_schema: {
     type: "object",
     properties: {
-      mode: { enum: ["ok", "terminal", "transient", "overrun", "hold"] },
+      mode: { enum: ["ok", "terminal", "transient", "overrun", "hold", "gate"] },
       fail_times: { type: "integer", minimum: 0 },
       hold_ms: { type: "integer", minimum: 0 },
+      gate_file: { type: "string" },
     },
     required: ["mode"],
     additionalProperties: false,
@@ -67,7 +72,7 @@ const probe: Provider = {
     const key = `${req.resource.id}@${req.resource.generation}`;
     const n = (attempts.get(key) ?? 0) + 1;
     attempts.set(key, n);
-    event({ event: "start", kind: "tsprobe", name: req.resource.name, attempt: n, deadline: req.deadline !== undefined });
+    event({ event: "start", kind: req.resource.kind, name: req.resource.name, attempt: n, deadline: req.deadline !== undefined });
     switch (spec.mode) {
       case "terminal":
         throw terminal(new Error(`probe ${req.resource.name} refuses terminally`));
@@ -89,13 +94,23 @@ const probe: Provider = {
       case "hold":
         await sleep(spec.hold_ms ?? 1000, signal);
         break;
+      case "gate":
+        while (!existsSync(spec.gate_file ?? "")) {
+          await sleep(5, signal);
+        }
+        break;
       default:
         break;
     }
-    event({ event: "done", kind: "tsprobe", name: req.resource.name, attempt: n });
+    event({ event: "done", kind: req.resource.kind, name: req.resource.name, attempt: n });
     return { status: { attempts: n, lease: req.resource.id !== "" } };
   },
 };
+
+// tsgate is tsprobe with a deadline long enough for a broker to die and be
+// replaced while one of its tasks is held.
+const gateManifest = { ...probeManifest, kind: "tsgate", task_deadline_secs: 300 };
+const gate: Provider = { kind: { kind: "tsgate", version: "v1" }, work: (req, signal) => probe.work(req, signal) };
 
 const greeterTraced: Provider = {
   kind: greeter.kind,
@@ -109,10 +124,10 @@ const greeterTraced: Provider = {
 };
 
 if (process.argv[2] === "--print-manifests") {
-  console.log(JSON.stringify([greeterManifest, probeManifest]));
+  console.log(JSON.stringify([greeterManifest, probeManifest, gateManifest]));
 } else {
   const opts = { ...optionsFromEnv(), logger: loggerFromEnv(), heartbeatEveryMs: 500, reconnectMaxMs: 500 };
-  serve(shutdownSignal(), process.env["BROKER_URL"] ?? "", opts, greeterTraced, probe).then(
+  serve(shutdownSignal(), process.env["BROKER_URL"] ?? "", opts, greeterTraced, probe, gate).then(
     () => event({ event: "exit" }),
     (err: unknown) => {
       console.error("e2e worker:", err instanceof Error ? err.message : err);
