@@ -619,8 +619,8 @@ export async function serve(signal: AbortSignal, brokerUrl: string, opts: Worker
 }
 
 /**
- * shutdownSignal aborts on SIGTERM or SIGINT (once handled, a second signal
- * is not needed to stop: the worker drains and returns).
+ * shutdownSignal aborts on the first SIGTERM or SIGINT: the worker drains and
+ * returns. A second signal gets Node's default, ending the process at once.
  */
 export function shutdownSignal(): AbortSignal {
   const ac = new AbortController();
