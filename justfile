@@ -8,7 +8,7 @@ default:
     @just --list
 
 # Regenerate every generated file (committed; CI fails on a diff).
-generate: frontend-generate
+generate: frontend-generate ts-generate
     go generate ./...
 
 # Build the binaries into ./bin, stamped with the git version.
@@ -108,3 +108,16 @@ helm-check *ARGS:
 # The fault suite on real processes (private Postgres, two converge, two workers, a TCP proxy of ours): one line per fault with the time it added, four invariants checked.
 chaos N="300":
     go run ./examples/chaos -n {{N}}
+
+# Install the TypeScript worker SDK's npm packages from the lockfile (when missing or older than it).
+ts-deps:
+    cd workerproto/ts && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund; }
+
+# The TypeScript worker SDK's generated protocol code (protoc-gen-es via buf, workerproto/buf.gen.ts.yaml).
+ts-generate: ts-deps
+    cd workerproto/ts && npm run generate
+
+# The TypeScript worker SDK: typecheck, its node:test suite, and its end-to-end test against a real converge.
+ts-test: ts-deps
+    cd workerproto/ts && npm run typecheck && npm test
+    go test -count=1 ./workerproto/ts

@@ -132,6 +132,7 @@ func run() error {
 	fmt.Printf("graphiql: %s/graphiql\n", st.BaseURL)
 	fmt.Printf("ui: %s/\n", st.BaseURL)
 	fmt.Printf("admin token: %s\n", st.AdminToken)
+	fmt.Printf("worker token: %s\n", st.WorkerToken)
 	if top.Cluster() {
 		printMembers(st)
 	}

@@ -17,6 +17,7 @@ import (
 type credentials struct {
 	dir         string
 	adminToken  string
+	workerToken string
 	convergeEnv []string
 	workerEnv   []string
 }
@@ -33,8 +34,8 @@ func provision(apiToken bool) (*credentials, error) {
 	if err != nil {
 		return nil, fmt.Errorf("credentials directory: %w", err)
 	}
-	c := &credentials{dir: dir}
 	workerToken := token()
+	c := &credentials{dir: dir, workerToken: workerToken}
 	files := map[string]string{
 		"worker-tokens": workerToken + " stack-worker\n",
 		"worker-token":  workerToken + "\n",

@@ -83,6 +83,9 @@ type Stack struct {
 	DatabaseURL string
 	// AdminToken is the generated admin API token (with Options.APIToken).
 	AdminToken string
+	// WorkerToken is the worker-plane token the stack's brokers accept
+	// (WORKER_TOKENS_FILE): an extra worker presents it as WORKER_TOKEN.
+	WorkerToken string
 	// Store reads and writes the database directly (the seam until conctl
 	// and the GraphQL API apply documents; see examples/apply).
 	Store *store.Store
@@ -141,6 +144,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 		return s, err
 	}
 	s.AdminToken = s.creds.adminToken
+	s.WorkerToken = s.creds.workerToken
 
 	if err := s.startServers(ctx, listen); err != nil {
 		return s, err

@@ -1,0 +1,166 @@
+import { create } from "@bufbuild/protobuf";
+
+import { effective } from "./config.js";
+import * as pb from "./gen/converge/worker/v1/worker_pb.js";
+import type { Outcome, ProviderConfig, Request, Stage } from "./provider.js";
+
+const decoder = new TextDecoder("utf-8", { fatal: true });
+const encoder = new TextEncoder();
+
+/** parseJSON reads a JSON document off the wire (undefined when empty). */
+export function parseJSON(b: Uint8Array, what: string): unknown {
+  if (b.length === 0) {
+    return undefined;
+  }
+  try {
+    return JSON.parse(decoder.decode(b));
+  } catch (err) {
+    throw new Error(`${what} is not valid JSON: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+/** toJSON serialises a value for the wire (empty when undefined). */
+export function toJSON(v: unknown, what: string): Uint8Array {
+  if (v === undefined) {
+    return new Uint8Array();
+  }
+  const s = JSON.stringify(v);
+  if (s === undefined) {
+    throw new Error(`${what} cannot be serialised as JSON`);
+  }
+  return encoder.encode(s);
+}
+
+export function configFromProto(c: pb.ProviderConfig | undefined): ProviderConfig | undefined {
+  if (c === undefined) {
+    return undefined;
+  }
+  return {
+    kind: c.kind,
+    name: c.name,
+    isDefault: c.isDefault,
+    spec: parseJSON(c.specJson, `providerconfig ${c.name} spec`),
+    data: parseJSON(c.dataJson, `providerconfig ${c.name} data`),
+    revision: Number(c.revision),
+  };
+}
+
+const stages: Partial<Record<pb.Stage, Stage>> = {
+  [pb.Stage.COMPOSE]: "compose",
+  [pb.Stage.WORK]: "work",
+  [pb.Stage.ROLLUP]: "rollup",
+  [pb.Stage.DELETE]: "delete",
+  [pb.Stage.OPERATE]: "operate",
+  [pb.Stage.REACT]: "react",
+};
+
+/** requestFromTask builds the provider's view of a task; it throws on a malformed task. */
+export function requestFromTask(t: pb.StageTask, def: ProviderConfig | undefined): Request {
+  const r = t.resource ?? create(pb.ResourceSchema);
+  const stage = stages[t.stage];
+  if (stage === undefined) {
+    throw new Error(`task ${t.taskId} has an unknown stage ${t.stage}`);
+  }
+  const req: Request = {
+    stage,
+    reaction: t.reaction,
+    resource: {
+      id: r.id,
+      kind: r.kind,
+      version: r.version,
+      name: r.name,
+      labels: { ...r.labels },
+      spec: parseJSON(r.specJson, "resource spec"),
+      status: parseJSON(r.statusJson, "resource status"),
+      generation: Number(r.generation),
+      ownerId: r.ownerId,
+      finalizers: [...r.finalizers],
+    },
+    config: effective(def, configFromProto(t.config)),
+  };
+  const x = t.request;
+  switch (x.case) {
+    case "work":
+      req.trigger = x.value.trigger;
+      break;
+    case "rollup":
+      req.children = x.value.children.map((c) => ({
+        id: c.id,
+        kind: c.kind,
+        name: c.name,
+        phase: c.phase,
+        healthOk: c.healthOk,
+        status: parseJSON(c.statusJson, `child ${c.kind}/${c.name} status`),
+        ownerId: c.ownerId,
+      }));
+      break;
+    case "delete":
+      req.finalizer = x.value.finalizer;
+      break;
+    case "operate":
+      req.operation = { id: x.value.operationId, verb: x.value.verb, input: parseJSON(x.value.inputJson, "operation input") };
+      break;
+    case "react":
+      req.react = {
+        transition: x.value.transition,
+        binding: x.value.bindingName,
+        dedupToken: x.value.dedupToken,
+        generation: Number(x.value.generation),
+      };
+      break;
+    default:
+      break;
+  }
+  return req;
+}
+
+/** outcomeToProto converts a handler's outcome for the wire; it throws on what JSON cannot carry. */
+export function outcomeToProto(o: Outcome | undefined | null): pb.Outcome {
+  const v: Outcome = o ?? {};
+  const out = create(pb.OutcomeSchema, {
+    statusJson: toJSON(v.status, "outcome status"),
+    operationOutputJson: toJSON(v.operationOutput, "outcome operationOutput"),
+  });
+  if (v.healthOk !== undefined) {
+    out.healthOk = v.healthOk;
+  }
+  for (const c of v.conditions ?? []) {
+    out.conditions.push(create(pb.ConditionSchema, { type: c.type, status: c.status, reason: c.reason ?? "", message: c.message ?? "" }));
+  }
+  for (const c of v.children ?? []) {
+    out.children.push(
+      create(pb.ChildSchema, {
+        kind: c.kind,
+        version: c.version ?? "",
+        name: c.name,
+        labels: { ...(c.labels ?? {}) },
+        specJson: toJSON(c.spec, `child ${c.kind}/${c.name} spec`),
+        providerConfigRef: c.providerConfigRef ?? "",
+      }),
+    );
+  }
+  for (const e of v.edges ?? []) {
+    out.edges.push(
+      create(pb.EdgeSchema, {
+        dependentKind: e.dependent.kind,
+        dependentName: e.dependent.name,
+        dependencyKind: e.dependency.kind,
+        dependencyName: e.dependency.name,
+        valueFlows: (e.valueFlows ?? []).map((f) => create(pb.ValueFlowSchema, { srcField: f.srcField, depField: f.depField })),
+      }),
+    );
+  }
+  for (const c of v.configs ?? []) {
+    out.configs.push(
+      create(pb.ProviderConfigSchema, {
+        kind: c.kind,
+        name: c.name,
+        isDefault: c.isDefault ?? false,
+        specJson: toJSON(c.spec, `config ${c.name} spec`),
+        dataJson: toJSON(c.data, `config ${c.name} data`),
+        revision: BigInt(c.revision ?? 0),
+      }),
+    );
+  }
+  return out;
+}

@@ -1,0 +1,631 @@
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+
+import { create } from "@bufbuild/protobuf";
+import { createClient } from "@connectrpc/connect";
+
+import { Defaults } from "./config.js";
+import { configFromProto, outcomeToProto, requestFromTask } from "./convert.js";
+import * as pb from "./gen/converge/worker/v1/worker_pb.js";
+import { nopLogger, type Logger } from "./log.js";
+import { isTerminal, terminal, type Outcome, type Provider, type ProviderConfig } from "./provider.js";
+import { checkBrokerURL, Credential, dial, type TLSFiles } from "./transport.js";
+
+/** WorkerOptions tune a Worker; unset fields take the defaults noted (the Go SDK's). */
+export interface WorkerOptions {
+  /** Identifies this process to brokers (WORKER_ID, default host-pid-random). */
+  workerId?: string;
+  /** Bounds concurrent tasks (WORKER_MAX_PARALLEL, default 64). */
+  maxParallel?: number;
+  /**
+   * How long running handlers may finish on shutdown (WORKER_DRAIN_TIMEOUT,
+   * default 50 s) before their signals abort.
+   */
+  drainTimeoutMs?: number;
+  /** The cadence of coalesced progress heartbeats (default 5 s). */
+  heartbeatEveryMs?: number;
+  /** How often Provider.ready is polled (default 1 s). */
+  readinessEveryMs?: number;
+  /**
+   * Bounds results kept until a broker acknowledges them — unsent while the
+   * stream is down, or sent and not yet acked (default 4096); past it the
+   * oldest is discarded and counted (its task re-runs).
+   */
+  bufferSize?: number;
+  /** Bound the jittered reconnect backoff (defaults 100 ms and 10 s). */
+  reconnectMinMs?: number;
+  reconnectMaxMs?: number;
+  /** TLS for https:// brokers (client keypair, CA to verify the broker). */
+  tls?: TLSFiles;
+  /**
+   * The worker-plane bearer token sent on every call (WORKER_TOKEN), or a
+   * file whose first line is the token, re-read on every call
+   * (WORKER_TOKEN_FILE). Neither: no token (an open broker, or mutual TLS
+   * with a converge-worker client certificate).
+   */
+  token?: string;
+  tokenFile?: string;
+  /** Bounds one message either way (WORKER_MAX_MESSAGE_BYTES, default 16 MiB). */
+  maxMessageBytes?: number;
+  /** Reported to brokers (default "dev"). */
+  version?: string;
+  logger?: Logger;
+}
+
+type Resolved = Required<Omit<WorkerOptions, "tls" | "logger">> & { tls: TLSFiles | undefined; logger: Logger };
+
+function resolve(o: WorkerOptions): Resolved {
+  const pos = (v: number | undefined, d: number): number => (v !== undefined && v > 0 ? v : d);
+  return {
+    workerId: o.workerId || `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`,
+    maxParallel: pos(o.maxParallel, 64),
+    drainTimeoutMs: pos(o.drainTimeoutMs, 50_000),
+    heartbeatEveryMs: pos(o.heartbeatEveryMs, 5_000),
+    readinessEveryMs: pos(o.readinessEveryMs, 1_000),
+    bufferSize: pos(o.bufferSize, 4096),
+    reconnectMinMs: pos(o.reconnectMinMs, 100),
+    reconnectMaxMs: pos(o.reconnectMaxMs, 10_000),
+    tls: o.tls,
+    token: o.token ?? "",
+    tokenFile: o.tokenFile ?? "",
+    maxMessageBytes: pos(o.maxMessageBytes, 16 << 20),
+    version: o.version || "dev",
+    logger: o.logger ?? nopLogger,
+  };
+}
+
+/** Outbox is a session's outgoing message stream: pushed to synchronously, drained by the transport. */
+class Outbox implements AsyncIterable<pb.WorkStreamRequest> {
+  private readonly items: pb.WorkStreamRequest[] = [];
+  private wake: (() => void) | undefined;
+  private closed = false;
+
+  push(msg: pb.WorkStreamRequest["msg"]): void {
+    if (this.closed) {
+      return;
+    }
+    this.items.push(create(pb.WorkStreamRequestSchema, { msg }));
+    this.wake?.();
+  }
+
+  close(): void {
+    this.closed = true;
+    this.wake?.();
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<pb.WorkStreamRequest> {
+    for (;;) {
+      const next = this.items.shift();
+      if (next !== undefined) {
+        yield next;
+        continue;
+      }
+      if (this.closed) {
+        return;
+      }
+      await new Promise<void>((r) => (this.wake = r));
+      this.wake = undefined;
+    }
+  }
+}
+
+/** The live session, while there is one. */
+interface Live {
+  out: Outbox;
+  acks: boolean;
+  lastReady: string;
+}
+
+const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
+  new Promise((resolve) => {
+    if (signal?.aborted) {
+      resolve();
+      return;
+    }
+    const t = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(t);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done, { once: true });
+  });
+
+const kvKey = (p: Provider): string => `${p.kind.kind}/${p.kind.version}`;
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * Worker hosts providers and serves them to a broker: it dials in over
+ * Connect, subscribes with its kinds and their readiness, runs the tasks it is
+ * sent under their deadlines, and streams back each result — echoing the
+ * task's fence and lease secret — keeping it until the broker acknowledges
+ * it, so a result sent into a dying connection is redelivered on the next
+ * session, to whatever broker (the claim_epoch fence applies it once).
+ */
+export class Worker {
+  private readonly o: Resolved;
+  private readonly log: Logger;
+  private readonly cred: Credential;
+  private readonly providers = new Map<string, Provider>();
+  private readonly ordered: Provider[];
+  private readonly defaults = new Defaults();
+
+  private readonly running = new Map<string, pb.TaskRef>();
+  private readonly slotWaiters: Array<() => void> = [];
+  private busy = 0;
+  /**
+   * The results not yet settled, oldest first: pending[:sent] went out on the
+   * current session and await the broker's ResultAck, pending[sent:] are still
+   * to send. A new session resends them all.
+   */
+  private pending: pb.StageComplete[] = [];
+  private sent = 0;
+  private draining = false;
+  private closing = false;
+  private droppedCount = 0;
+  private live: Live | undefined;
+  private outbox: Outbox | undefined;
+  private readonly changed: Array<() => void> = [];
+  private readonly workAbort = new AbortController();
+
+  constructor(
+    private readonly brokerUrl: string,
+    opts: WorkerOptions,
+    providers: Provider[],
+  ) {
+    this.o = resolve(opts);
+    this.log = this.o.logger.with({ worker_id: this.o.workerId });
+    if (providers.length === 0) {
+      throw new Error("worker: no providers");
+    }
+    checkBrokerURL(brokerUrl);
+    for (const p of providers) {
+      const key = kvKey(p);
+      if (this.providers.has(key)) {
+        throw new Error(`worker: two providers serve ${key}`);
+      }
+      this.providers.set(key, p);
+    }
+    this.ordered = [...providers].sort((a, b) => (kvKey(a) < kvKey(b) ? -1 : kvKey(a) > kvKey(b) ? 1 : 0));
+    this.cred = new Credential(this.o.token, this.o.tokenFile);
+  }
+
+  /** The worker's id as brokers see it. */
+  get id(): string {
+    return this.o.workerId;
+  }
+
+  /** Counts results discarded because the redelivery buffer was full. */
+  get dropped(): number {
+    return this.droppedCount;
+  }
+
+  /**
+   * run serves until signal aborts, reconnecting with jittered backoff, then
+   * drains: the broker is told every kind is unready, running handlers get up
+   * to drainTimeoutMs to finish, and their results are delivered.
+   */
+  async run(signal: AbortSignal): Promise<void> {
+    const sessions = new AbortController();
+    const loop = this.sessions(sessions.signal);
+    await new Promise<void>((r) => (signal.aborted ? r() : signal.addEventListener("abort", () => r(), { once: true })));
+
+    this.draining = true;
+    this.log.info("draining in-flight tasks", { in_flight: this.running.size, budget_ms: this.o.drainTimeoutMs });
+    this.kick();
+    if (!(await this.until(() => this.running.size === 0, this.o.drainTimeoutMs))) {
+      this.log.warn("drain budget spent; aborting running handlers");
+      this.workAbort.abort(new Error("worker drain budget spent"));
+      await this.until(() => this.running.size === 0, 2_000);
+    }
+    // Give the session a moment to flush (and the broker to ack) the last results.
+    if (!(await this.until(() => this.pending.length === 0, 5_000))) {
+      this.log.warn("results not delivered before exit; their tasks will re-run", { undelivered: this.pending.length });
+    }
+    // Half-close the stream so what is queued on it goes out, then stop.
+    this.closing = true;
+    this.outbox?.close();
+    await Promise.race([loop, sleep(2_000)]);
+    sessions.abort();
+    await loop;
+  }
+
+  /** until resolves true once cond holds, or false after ms. */
+  private async until(cond: () => boolean, ms: number): Promise<boolean> {
+    const deadline = Date.now() + ms;
+    while (!cond()) {
+      const left = deadline - Date.now();
+      if (left <= 0) {
+        return false;
+      }
+      await new Promise<void>((r) => {
+        const t = setTimeout(fire, left);
+        function fire(): void {
+          clearTimeout(t);
+          r();
+        }
+        this.changed.push(fire);
+      });
+    }
+    return true;
+  }
+
+  private notify(): void {
+    for (const f of this.changed.splice(0)) {
+      f();
+    }
+  }
+
+  /** sessions keeps one session open at a time, reconnecting with backoff. */
+  private async sessions(signal: AbortSignal): Promise<void> {
+    let backoff = this.o.reconnectMinMs;
+    while (!signal.aborted && !this.closing) {
+      await this.primeDefaults(signal);
+      const started = Date.now();
+      let err: unknown;
+      try {
+        await this.session(signal);
+      } catch (e) {
+        err = e;
+      }
+      if (signal.aborted || this.closing) {
+        return;
+      }
+      if (Date.now() - started > 30_000) {
+        backoff = this.o.reconnectMinMs;
+      }
+      this.log.warn("broker stream lost; reconnecting", { error: message(err), retry_in_ms: backoff });
+      await sleep(backoff / 2 + Math.random() * (backoff / 2), signal);
+      backoff = Math.min(backoff * 2, this.o.reconnectMaxMs);
+    }
+  }
+
+  /** primeDefaults pulls every served kind's default providerconfig. */
+  private async primeDefaults(signal: AbortSignal): Promise<void> {
+    let t;
+    try {
+      t = dial(this.brokerUrl, this.cred, this.o.tls, this.o.maxMessageBytes);
+    } catch (err) {
+      this.log.debug("dial for providerconfig", { error: message(err) });
+      return;
+    }
+    try {
+      const client = createClient(pb.WorkerService, t.transport);
+      for (const p of this.providers.values()) {
+        const kind = p.kind.kind;
+        try {
+          const res = await client.getProviderConfig({ kind }, { signal, timeoutMs: 10_000 });
+          this.applyConfig(kind, res.config, !res.found);
+        } catch (err) {
+          this.log.debug("pull default providerconfig", { kind, error: message(err) });
+        }
+      }
+    } finally {
+      t.close();
+    }
+  }
+
+  private applyConfig(kind: string, c: pb.ProviderConfig | undefined, deleted: boolean): void {
+    let cfg: ProviderConfig | undefined;
+    try {
+      cfg = configFromProto(c);
+    } catch (err) {
+      this.log.error("default providerconfig unreadable; kept the previous one", { kind, error: message(err) });
+      return;
+    }
+    if (!this.defaults.set(kind, cfg, deleted)) {
+      return;
+    }
+    for (const p of this.providers.values()) {
+      if (p.kind.kind !== kind || p.onConfig === undefined) {
+        continue;
+      }
+      try {
+        p.onConfig(deleted ? undefined : cfg);
+      } catch (err) {
+        this.log.error("onConfig threw", { kind, error: message(err) });
+      }
+    }
+  }
+
+  private readiness(): pb.KindReadiness[] {
+    return this.ordered.map((p) => {
+      let ready = false;
+      try {
+        ready = !this.draining && (p.ready === undefined || p.ready());
+      } catch {
+        ready = false;
+      }
+      return create(pb.KindReadinessSchema, {
+        kind: create(pb.KindVersionSchema, { kind: p.kind.kind, version: p.kind.version }),
+        ready,
+      });
+    });
+  }
+
+  private runningRefs(): pb.TaskRef[] {
+    return [...this.running.values()];
+  }
+
+  /**
+   * session runs one WorkStream: subscribe, redeliver buffered results, then
+   * receive tasks and send results, heartbeats and readiness changes until
+   * the stream breaks or signal aborts.
+   */
+  private async session(signal: AbortSignal): Promise<void> {
+    const t = dial(this.brokerUrl, this.cred, this.o.tls, this.o.maxMessageBytes);
+    const abort = new AbortController();
+    const onAbort = (): void => abort.abort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    const out = new Outbox();
+    this.outbox = out;
+    const timers: NodeJS.Timeout[] = [];
+    try {
+      const ready = this.readiness();
+      out.push({
+        case: "subscribe",
+        value: create(pb.SubscribeSchema, {
+          workerId: this.o.workerId,
+          kinds: ready,
+          maxInFlight: this.o.maxParallel,
+          resumed: this.runningRefs(),
+          version: this.o.version,
+        }),
+      });
+      const client = createClient(pb.WorkerService, t.transport);
+      const stream = client.workStream(out, { signal: abort.signal })[Symbol.asyncIterator]();
+      const first = await stream.next();
+      if (first.done === true || first.value.msg.case !== "subscribed") {
+        throw new Error("broker did not acknowledge the subscription");
+      }
+      const sub = first.value.msg.value;
+      this.sent = 0; // a new session redelivers every pending result
+      this.log.info("connected to broker", { broker_id: sub.brokerId, kinds: ready.length, redelivering: this.pending.length });
+      this.live = { out, acks: sub.acksResults, lastReady: readinessKey(ready) };
+      timers.push(setInterval(() => this.heartbeat(), this.o.heartbeatEveryMs));
+      timers.push(setInterval(() => this.sendReadiness(), this.o.readinessEveryMs));
+      this.kick();
+      for (;;) {
+        const r = await stream.next();
+        if (r.done === true) {
+          throw new Error("the broker ended the stream");
+        }
+        this.handle(r.value);
+      }
+    } finally {
+      for (const tm of timers) {
+        clearInterval(tm);
+      }
+      this.live = undefined;
+      this.outbox = undefined;
+      out.close();
+      signal.removeEventListener("abort", onAbort);
+      abort.abort();
+      t.close();
+    }
+  }
+
+  private handle(msg: pb.WorkStreamResponse): void {
+    switch (msg.msg.case) {
+      case "task":
+        this.start(msg.msg.value);
+        break;
+      case "config":
+        this.applyConfig(msg.msg.value.kind, msg.msg.value.config, msg.msg.value.deleted);
+        break;
+      case "ack":
+        this.acked(msg.msg.value.taskIds);
+        break;
+      default:
+        break;
+    }
+  }
+
+  private heartbeat(): void {
+    if (this.live === undefined || this.running.size === 0) {
+      return;
+    }
+    this.live.out.push({ case: "heartbeat", value: create(pb.HeartbeatSchema, { tasks: this.runningRefs() }) });
+  }
+
+  private sendReadiness(): void {
+    const live = this.live;
+    if (live === undefined) {
+      return;
+    }
+    const r = this.readiness();
+    const key = readinessKey(r);
+    if (key === live.lastReady) {
+      return;
+    }
+    live.lastReady = key;
+    live.out.push({ case: "readiness", value: create(pb.ReadinessUpdateSchema, { kinds: r }) });
+  }
+
+  /** kick flushes pending results and reports a readiness change (draining flips it) at once. */
+  private kick(): void {
+    this.flush();
+    this.sendReadiness();
+    this.notify();
+  }
+
+  /**
+   * flush sends every pending result not yet sent on this session. Against a
+   * broker that acks results, a sent result stays pending until its ResultAck
+   * arrives (a send can land in a connection that is already dead, so only
+   * the ack proves the broker took it); against one that does not, a result
+   * is done once sent.
+   */
+  private flush(): void {
+    const live = this.live;
+    if (live === undefined) {
+      return;
+    }
+    while (this.sent < this.pending.length) {
+      const c = this.pending[this.sent] as pb.StageComplete;
+      live.out.push({ case: "complete", value: c });
+      if (live.acks) {
+        this.sent++;
+      } else {
+        this.pending.splice(this.sent, 1);
+      }
+    }
+  }
+
+  /**
+   * acked drops the results the broker acknowledged: each id settles one sent
+   * result with that task id (a task re-dispatched under the same id may have
+   * two, and each is acked on its own).
+   */
+  private acked(ids: string[]): void {
+    for (const id of ids) {
+      const i = this.pending.slice(0, this.sent).findIndex((p) => p.taskId === id);
+      if (i >= 0) {
+        this.pending.splice(i, 1);
+        this.sent--;
+      }
+    }
+    this.notify();
+  }
+
+  /** deliver queues a result for the current (or next) session; it stays pending until acked. */
+  private deliver(c: pb.StageComplete): void {
+    if (this.pending.length >= this.o.bufferSize) {
+      this.pending.shift();
+      if (this.sent > 0) {
+        this.sent--;
+      }
+      this.droppedCount++;
+      this.log.warn("redelivery buffer full; discarded the oldest result (its task will re-run)", { dropped: this.droppedCount });
+    }
+    this.pending.push(c);
+    this.kick();
+  }
+
+  /** start runs one task, bounded by maxParallel. */
+  private start(t: pb.StageTask): void {
+    if (this.draining) {
+      this.deliver(completion(t, undefined, new Error("worker is draining for shutdown")));
+      return;
+    }
+    if (this.running.has(t.taskId)) {
+      return; // already running (a redelivered dispatch)
+    }
+    this.running.set(t.taskId, create(pb.TaskRefSchema, { taskId: t.taskId, fence: t.fence, resourceId: t.resource?.id ?? "" }));
+    void this.runTask(t);
+  }
+
+  private async runTask(t: pb.StageTask): Promise<void> {
+    if (this.busy >= this.o.maxParallel) {
+      await new Promise<void>((r) => this.slotWaiters.push(r));
+    }
+    this.busy++;
+    try {
+      let c: pb.StageComplete;
+      try {
+        c = completion(t, await this.execute(t), undefined);
+      } catch (err) {
+        c = completion(t, undefined, err);
+      }
+      this.deliver(c);
+    } finally {
+      this.busy--;
+      this.slotWaiters.shift()?.();
+      this.running.delete(t.taskId);
+      this.notify();
+    }
+  }
+
+  /** execute runs the provider's handler under the task deadline. */
+  private async execute(t: pb.StageTask): Promise<Outcome> {
+    const r = t.resource;
+    const p = this.providers.get(`${r?.kind ?? ""}/${r?.version ?? ""}`);
+    if (p === undefined) {
+      throw terminal(new Error(`worker ${this.o.workerId} serves no provider for ${r?.kind ?? ""}/${r?.version ?? ""}`));
+    }
+    let req;
+    try {
+      req = requestFromTask(t, this.defaults.get(p.kind.kind));
+    } catch (err) {
+      throw terminal(err);
+    }
+    const ms = Number(t.taskDeadlineMs);
+    const deadline = new AbortController();
+    const timer = ms > 0 ? setTimeout(() => deadline.abort(new Error(`task deadline of ${ms}ms exceeded`)), ms) : undefined;
+    if (ms > 0) {
+      req.deadline = Date.now() + ms;
+    }
+    const signal = AbortSignal.any([this.workAbort.signal, deadline.signal]);
+    const started = Date.now();
+    try {
+      const out = await p.work(req, signal);
+      if (deadline.signal.aborted) {
+        throw new Error(`task deadline of ${ms}ms exceeded`);
+      }
+      this.log.debug("task done", { kind: p.kind.kind, name: req.resource.name, stage: req.stage, took_ms: Date.now() - started });
+      return out;
+    } catch (err) {
+      this.log.debug("task failed", {
+        kind: p.kind.kind,
+        name: req.resource.name,
+        stage: req.stage,
+        took_ms: Date.now() - started,
+        error: message(err),
+      });
+      if (deadline.signal.aborted && !isTerminal(err)) {
+        throw new Error(`task deadline of ${ms}ms exceeded: ${message(err)}`, { cause: err });
+      }
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+/** completion builds the StageComplete answering t, echoing its fence and lease secret. */
+export function completion(t: pb.StageTask, out: Outcome | undefined, err: unknown): pb.StageComplete {
+  const c = create(pb.StageCompleteSchema, {
+    taskId: t.taskId,
+    fence: t.fence,
+    resourceId: t.resource?.id ?? "",
+    stage: t.stage,
+    leaseSecret: t.leaseSecret,
+  });
+  if (err === undefined) {
+    try {
+      c.result = { case: "outcome", value: outcomeToProto(out) };
+      return c;
+    } catch (e) {
+      err = terminal(e);
+    }
+  }
+  c.result = { case: "error", value: create(pb.TaskErrorSchema, { message: message(err), terminal: isTerminal(err) }) };
+  return c;
+}
+
+function readinessKey(rs: pb.KindReadiness[]): string {
+  return rs.map((r) => `${r.kind?.kind ?? ""}/${r.kind?.version ?? ""}${r.ready ? "+" : "-"}`).join("");
+}
+
+/**
+ * serve runs providers against the broker at brokerUrl until signal aborts,
+ * then drains in-flight work (see WorkerOptions.drainTimeoutMs).
+ */
+export async function serve(signal: AbortSignal, brokerUrl: string, opts: WorkerOptions, ...providers: Provider[]): Promise<void> {
+  await new Worker(brokerUrl, opts, providers).run(signal);
+}
+
+/**
+ * shutdownSignal aborts on the first SIGTERM or SIGINT: the worker drains and
+ * returns. A second signal gets Node's default, ending the process at once.
+ */
+export function shutdownSignal(): AbortSignal {
+  const ac = new AbortController();
+  const stop = (sig: NodeJS.Signals): void => ac.abort(new Error(`received ${sig}`));
+  process.once("SIGTERM", stop);
+  process.once("SIGINT", stop);
+  return ac.signal;
+}

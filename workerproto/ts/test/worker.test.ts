@@ -1,0 +1,364 @@
+// The worker's session semantics against a scripted broker (a real Connect
+// server): subscribe and readiness, fences and lease secrets echoed, config
+// merge, terminal vs transient, deadlines, the redelivery buffer with
+// ResultAck, resume after reconnect, heartbeats, drain.
+import assert from "node:assert/strict";
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, test } from "node:test";
+
+import { create } from "@bufbuild/protobuf";
+
+import * as pb from "../src/gen/converge/worker/v1/worker_pb.js";
+import { terminal, Worker, type Provider, type Request, type WorkerOptions } from "../src/index.js";
+import { decode, FakeBroker, json, waitUntil, workTask } from "./fakebroker.js";
+
+const fast: WorkerOptions = { reconnectMinMs: 10, reconnectMaxMs: 50, heartbeatEveryMs: 50, readinessEveryMs: 20, drainTimeoutMs: 5_000 };
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) {
+    await c();
+  }
+});
+
+async function startBroker(o: ConstructorParameters<typeof FakeBroker>[0] = {}): Promise<FakeBroker> {
+  const b = new FakeBroker(o);
+  await b.listen();
+  cleanups.push(() => b.close());
+  return b;
+}
+
+/** startWorker runs a worker until the test ends (or stop is called). */
+function startWorker(url: string, opts: WorkerOptions, ...providers: Provider[]): { worker: Worker; stop: () => Promise<void> } {
+  const worker = new Worker(url, { ...fast, ...opts }, providers);
+  const ac = new AbortController();
+  const done = worker.run(ac.signal);
+  let stopped = false;
+  const stop = async (): Promise<void> => {
+    if (!stopped) {
+      stopped = true;
+      ac.abort();
+      await done;
+    }
+  };
+  cleanups.push(stop);
+  return { worker, stop };
+}
+
+function provider(kind: string, work: Provider["work"], extra: Partial<Provider> = {}): Provider {
+  return { kind: { kind, version: "v1" }, work, ...extra };
+}
+
+test("subscribes with its kinds sorted, their readiness, its id, bound and token; flips readiness live", async () => {
+  const b = await startBroker({ token: "tok" });
+  let ready = false;
+  startWorker(
+    b.url,
+    { workerId: "w1", maxParallel: 7, version: "1.2.3", token: "tok" },
+    provider("zeta", () => ({})),
+    provider("alpha", () => ({}), { ready: () => ready }),
+  );
+  const s = await b.session(0);
+  assert.equal(s.authorization, "Bearer tok");
+  assert.equal(s.subscribe.workerId, "w1");
+  assert.equal(s.subscribe.maxInFlight, 7);
+  assert.equal(s.subscribe.version, "1.2.3");
+  assert.deepEqual(
+    s.subscribe.kinds.map((k) => [k.kind?.kind, k.ready]),
+    [
+      ["alpha", false],
+      ["zeta", true],
+    ],
+  );
+  ready = true;
+  await waitUntil("a readiness update", () => s.readiness().length > 0);
+  assert.deepEqual(
+    s.readiness()[0]?.kinds.map((k) => [k.kind?.kind, k.ready]),
+    [
+      ["alpha", true],
+      ["zeta", true],
+    ],
+  );
+});
+
+test("the token file is re-read on every call, so a rotated token applies at the next reconnect", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "tssdk-"));
+  const file = join(dir, "token");
+  await writeFile(file, "first\nignored\n");
+  const b = await startBroker();
+  startWorker(b.url, { tokenFile: file }, provider("k", () => ({})));
+  const s0 = await b.session(0);
+  assert.equal(s0.authorization, "Bearer first");
+  await writeFile(file, "second\n");
+  s0.fail();
+  const s1 = await b.session(1);
+  assert.equal(s1.authorization, "Bearer second");
+});
+
+test("a result echoes the task's id, fence, resource, stage and lease secret; the config is the attached one merged over the default", async () => {
+  const defaults = new Map([
+    ["k", create(pb.ProviderConfigSchema, { kind: "k", name: "default", isDefault: true, specJson: json({ a: 1, b: 1 }), dataJson: json({ bundle: "d" }), revision: 4n })],
+  ]);
+  const b = await startBroker({ defaults });
+  const seen: Request[] = [];
+  const configs: unknown[] = [];
+  startWorker(
+    b.url,
+    {},
+    provider(
+      "k",
+      (req) => {
+        seen.push(req);
+        return { status: { got: (req.resource.spec as { x: number }).x }, healthOk: true, conditions: [{ type: "Synced", status: "True" }] };
+      },
+      { onConfig: (c) => configs.push(c?.spec) },
+    ),
+  );
+  const s = await b.session(0);
+  assert.deepEqual(configs, [{ a: 1, b: 1 }], "the default was primed before the session");
+  s.task(workTask("t1", "k", "r1", { x: 5 }, { config: create(pb.ProviderConfigSchema, { kind: "k", name: "special", specJson: json({ b: 2 }) }) }));
+  await waitUntil("the result", () => s.completes().length === 1);
+  const c = s.completes()[0] as pb.StageComplete;
+  assert.equal(c.taskId, "t1");
+  assert.equal(c.leaseSecret, "secret-t1");
+  assert.equal(c.resourceId, "id-r1");
+  assert.equal(c.stage, pb.Stage.WORK);
+  assert.deepEqual([c.fence?.leaseToken, c.fence?.claimEpoch, c.fence?.manifestGen], ["lease-t1", 7n, 3n]);
+  assert.equal(c.result.case, "outcome");
+  const out = c.result.value as pb.Outcome;
+  assert.deepEqual(decode(out.statusJson), { got: 5 });
+  assert.equal(out.healthOk, true);
+  assert.equal(out.conditions[0]?.type, "Synced");
+  const req = seen[0] as Request;
+  assert.deepEqual(req.config, { name: "special", spec: { a: 1, b: 2 }, data: { bundle: "d" } });
+  assert.equal(req.trigger, "specChange");
+  assert.equal(req.resource.generation, 2);
+
+  // A pushed edit reaches onConfig; an unchanged one does not.
+  const edit = create(pb.ProviderConfigSchema, { kind: "k", name: "default", isDefault: true, specJson: json({ a: 9 }), revision: 5n });
+  s.send({ case: "config", value: create(pb.ConfigPushSchema, { kind: "k", config: edit }) });
+  s.send({ case: "config", value: create(pb.ConfigPushSchema, { kind: "k", config: edit }) });
+  s.send({ case: "config", value: create(pb.ConfigPushSchema, { kind: "k", deleted: true }) });
+  await waitUntil("the pushes", () => configs.length === 3);
+  assert.deepEqual(configs, [{ a: 1, b: 1 }, { a: 9 }, undefined]);
+});
+
+test("terminal and transient failures are flagged as such; an unserved kind and a malformed spec are terminal", async () => {
+  const b = await startBroker();
+  startWorker(
+    b.url,
+    {},
+    provider("k", (req) => {
+      if (req.resource.name === "bad") {
+        throw terminal(new Error("bad spec"));
+      }
+      throw new Error("try again");
+    }),
+  );
+  const s = await b.session(0);
+  s.task(workTask("t1", "k", "bad", {}));
+  s.task(workTask("t2", "k", "flaky", {}));
+  s.task(workTask("t3", "other", "x", {}));
+  const malformed = workTask("t4", "k", "garbled", {});
+  malformed.resource = { ...malformed.resource, specJson: new TextEncoder().encode("{not json") };
+  s.task(malformed);
+  await waitUntil("four results", () => s.completes().length === 4);
+  const byId = new Map(s.completes().map((c) => [c.taskId, c.result.value as pb.TaskError]));
+  assert.deepEqual([byId.get("t1")?.message, byId.get("t1")?.terminal], ["bad spec", true]);
+  assert.deepEqual([byId.get("t2")?.message, byId.get("t2")?.terminal], ["try again", false]);
+  assert.equal(byId.get("t3")?.terminal, true);
+  assert.match(byId.get("t3")?.message ?? "", /serves no provider for other\/v1/);
+  assert.equal(byId.get("t4")?.terminal, true);
+  assert.match(byId.get("t4")?.message ?? "", /resource spec is not valid JSON/);
+});
+
+test("the task deadline aborts the handler's signal and fails the task transiently", async () => {
+  const b = await startBroker();
+  startWorker(
+    b.url,
+    {},
+    provider(
+      "k",
+      (_req, signal) =>
+        new Promise((_resolve, reject) => {
+          signal.addEventListener("abort", () => reject(signal.reason as Error), { once: true });
+        }),
+    ),
+  );
+  const s = await b.session(0);
+  s.task(workTask("t1", "k", "slow", {}, { taskDeadlineMs: 80n }));
+  await waitUntil("the result", () => s.completes().length === 1);
+  const e = s.completes()[0]?.result.value as pb.TaskError;
+  assert.equal(e.terminal, false);
+  assert.match(e.message, /^task deadline of 80ms exceeded/);
+});
+
+test("an unacknowledged result is redelivered on the next session until acked; heartbeats and resume name running tasks", async () => {
+  const b = await startBroker({ acks: true, autoAck: false });
+  let release: () => void = () => {};
+  const held = new Promise<void>((r) => (release = r));
+  startWorker(
+    b.url,
+    {},
+    provider("k", async (req) => {
+      if (req.resource.name === "held") {
+        await held;
+      }
+      return { status: { name: req.resource.name } };
+    }),
+  );
+  const s0 = await b.session(0);
+  s0.task(workTask("t1", "k", "quick", {}));
+  s0.task(workTask("t2", "k", "held", {}));
+  await waitUntil("t1's result", () => s0.completes().length === 1);
+  await waitUntil("a heartbeat for t2", () => s0.heartbeats().some((h) => h.tasks.some((t) => t.taskId === "t2")));
+  const hb = s0.heartbeats().find((h) => h.tasks.length > 0);
+  assert.deepEqual(
+    hb?.tasks.map((t) => [t.taskId, t.resourceId, t.fence?.claimEpoch]),
+    [["t2", "id-held", 7n]],
+  );
+
+  // No ack, and the broker goes away: the next session resumes t2 and
+  // redelivers t1's result with its lease secret.
+  s0.fail();
+  const s1 = await b.session(1);
+  assert.deepEqual(
+    s1.subscribe.resumed.map((r) => r.taskId),
+    ["t2"],
+  );
+  await waitUntil("t1 redelivered", () => s1.completes().length === 1);
+  assert.equal(s1.completes()[0]?.taskId, "t1");
+  assert.equal(s1.completes()[0]?.leaseSecret, "secret-t1");
+  s1.ack("t1");
+  release();
+  await waitUntil("t2's result", () => s1.completes().length === 2);
+
+  // t1 was acked, t2 was not: only t2 is redelivered after the next break.
+  s1.fail();
+  const s2 = await b.session(2);
+  await waitUntil("t2 redelivered", () => s2.completes().length === 1);
+  assert.deepEqual(
+    s2.completes().map((c) => c.taskId),
+    ["t2"],
+  );
+  assert.deepEqual(s2.subscribe.resumed, []);
+  s2.ack("t2");
+  s2.fail();
+  const s3 = await b.session(3);
+  await new Promise((r) => setTimeout(r, 200));
+  assert.deepEqual(s3.completes(), [], "nothing left to redeliver");
+});
+
+test("a redelivery survives the broker dying outright and a successor on the same address", async () => {
+  const b = await startBroker({ acks: true, autoAck: false });
+  startWorker(b.url, {}, provider("k", () => ({ status: { ok: true } })));
+  const s0 = await b.session(0);
+  s0.task(workTask("t1", "k", "r", {}));
+  await waitUntil("the result", () => s0.completes().length === 1);
+  const port = Number(new URL(b.url).port);
+  await b.close();
+  const successor = new FakeBroker({ acks: true });
+  await successor.listen(port);
+  cleanups.push(() => successor.close());
+  const s = await successor.session(0);
+  await waitUntil("the redelivery", () => s.completes().length === 1);
+  assert.equal(s.completes()[0]?.taskId, "t1");
+});
+
+test("against a broker that does not ack, a result is done once sent", async () => {
+  const b = await startBroker({ acks: false });
+  startWorker(b.url, {}, provider("k", () => ({})));
+  const s0 = await b.session(0);
+  s0.task(workTask("t1", "k", "r", {}));
+  await waitUntil("the result", () => s0.completes().length === 1);
+  s0.fail();
+  const s1 = await b.session(1);
+  await new Promise((r) => setTimeout(r, 200));
+  assert.deepEqual(s1.completes(), []);
+});
+
+test("the buffer keeps at most bufferSize results, dropping the oldest", async () => {
+  const b = await startBroker({ acks: true, autoAck: false });
+  const { worker } = startWorker(b.url, { bufferSize: 2 }, provider("k", () => ({})));
+  const s0 = await b.session(0);
+  for (const id of ["t1", "t2", "t3"]) {
+    s0.task(workTask(id, "k", id, {}));
+  }
+  await waitUntil("three results", () => s0.completes().length === 3);
+  assert.equal(worker.dropped, 1);
+  s0.fail();
+  const s1 = await b.session(1);
+  await waitUntil("two redelivered", () => s1.completes().length === 2);
+  assert.deepEqual(
+    s1.completes().map((c) => c.taskId),
+    ["t2", "t3"],
+  );
+  s1.ack("t2", "t3");
+});
+
+test("drain: kinds go unready, the running task finishes and is delivered, a new task is refused, run returns", async () => {
+  const b = await startBroker({ acks: true, autoAck: false });
+  let release: () => void = () => {};
+  const held = new Promise<void>((r) => (release = r));
+  const { stop } = startWorker(
+    b.url,
+    {},
+    provider("k", async () => {
+      await held;
+      return { status: { drained: true } };
+    }),
+  );
+  const s = await b.session(0);
+  s.task(workTask("t1", "k", "r", {}));
+  await waitUntil("a heartbeat", () => s.heartbeats().length > 0);
+  let returned = false;
+  const stopped = stop().then(() => (returned = true));
+  await waitUntil("the unready update", () => s.readiness().some((r) => r.kinds.every((k) => !k.ready)));
+  s.task(workTask("t2", "k", "late", {}));
+  await waitUntil("t2 refused", () => s.completes().some((c) => c.taskId === "t2"));
+  const refused = s.completes().find((c) => c.taskId === "t2")?.result.value as pb.TaskError;
+  assert.deepEqual([refused.message, refused.terminal], ["worker is draining for shutdown", false]);
+  s.ack("t2");
+  assert.equal(returned, false, "run waits for the running task");
+  release();
+  await waitUntil("t1 delivered", () => s.completes().some((c) => c.taskId === "t1"));
+  s.ack("t1");
+  await stopped;
+});
+
+test("drain budget spent: the handler's signal aborts", async () => {
+  const b = await startBroker({ acks: false });
+  let aborted = false;
+  const { stop } = startWorker(
+    b.url,
+    { drainTimeoutMs: 100 },
+    provider(
+      "k",
+      (_req, signal) =>
+        new Promise((_resolve, reject) => {
+          signal.addEventListener(
+            "abort",
+            () => {
+              aborted = true;
+              reject(new Error("aborted"));
+            },
+            { once: true },
+          );
+        }),
+    ),
+  );
+  const s = await b.session(0);
+  s.task(workTask("t1", "k", "r", {}));
+  await waitUntil("a heartbeat", () => s.heartbeats().length > 0);
+  await stop();
+  assert.equal(aborted, true);
+  assert.equal(s.completes()[0]?.taskId, "t1");
+});
+
+test("construction refuses what cannot work, naming why", () => {
+  assert.throws(() => new Worker("http://x", {}, []), /no providers/);
+  assert.throws(() => new Worker("ftp://x", {}, [provider("k", () => ({}))]), /scheme must be http or https/);
+  assert.throws(() => new Worker("http://x", {}, [provider("k", () => ({})), provider("k", () => ({}))]), /two providers serve k\/v1/);
+});
