@@ -13,8 +13,9 @@ import { ErrorBox } from '../widgets/ErrorBox';
 import { GraphCanvas } from './GraphCanvas';
 import { failurePaths } from './failures';
 import { fold, isAggregate } from './fold';
-import { layout, type GraphInput } from './layout';
-import { applyGraphEvent, cloneTree, loadMore, loadSubtree, mergeLoaded, NODE_BUDGET, type Subtree } from './load';
+import { defaultLayout, layout, type GraphInput } from './layout';
+import { applyGraphEvent, applyGraphEvents, cloneTree, loadMore, loadSubtree, mergeLoaded, NODE_BUDGET, type Subtree } from './load';
+import { findNode, revealIn } from './search';
 
 /**
  * The most per-owner subscriptions the view opens for a nested composite
@@ -24,6 +25,30 @@ import { applyGraphEvent, cloneTree, loadMore, loadSubtree, mergeLoaded, NODE_BU
 const MAX_OWNER_SUBS = 40;
 
 type Event = Parameters<typeof applyGraphEvent>[1];
+
+/** Live events are applied in batches, at most one per this many ms. */
+const BATCH_MS = 30;
+
+/**
+ * GraphStats is what the page measures of its live updates, on
+ * window.__convergeGraph (the browser test reads it): batches applied, the
+ * events in them, and each batch's time from applying it to the next frame
+ * after React Flow drew it.
+ */
+export interface GraphStats {
+  batches: number;
+  events: number;
+  lastMs: number;
+  maxMs: number;
+  totalMs: number;
+  /** Each batch's time, the first 5,000. */
+  each?: number[];
+}
+declare global {
+  interface Window {
+    __convergeGraph?: GraphStats;
+  }
+}
 
 export default function GraphPage() {
   const { search } = useLocation();
@@ -52,18 +77,52 @@ export default function GraphPage() {
   // returns, so what an event changed is recorded in a ref by the updater and
   // acted on once the new tree has rendered (a live-added node used to be
   // counted but never laid out).
-  const pending = useRef({ structural: false, resync: false });
-  const onEvent = useCallback((ev: Event) => {
+  const pending = useRef({ structural: false, resync: false, batchAt: 0, events: 0 });
+  // Events queue and are applied together, at most every BATCH_MS: a storm
+  // of a thousand phase changes is a few re-renders, not a thousand.
+  const queue = useRef<Event[]>([]);
+  const timer = useRef<ReturnType<typeof setTimeout> | null>(null);
+  const flush = useCallback(() => {
+    timer.current = null;
+    const evs = queue.current;
+    queue.current = [];
+    if (!evs.length) return;
+    pending.current.batchAt = performance.now();
+    pending.current.events += evs.length;
     setTree((t) => {
       if (!t) return t;
-      const r = applyGraphEvent(t, ev, budget.current);
+      const r = applyGraphEvents(t, evs, budget.current);
       if (r.structural) pending.current.structural = true;
       if (r.resync) pending.current.resync = true;
       return r.tree;
     });
   }, []);
+  const onEvent = useCallback(
+    (ev: Event) => {
+      queue.current.push(ev);
+      timer.current ??= setTimeout(flush, BATCH_MS);
+    },
+    [flush],
+  );
+  useEffect(() => () => void (timer.current && clearTimeout(timer.current)), []);
   useEffect(() => {
     const p = pending.current;
+    if (p.batchAt) {
+      const t0 = p.batchAt;
+      const events = p.events;
+      p.batchAt = 0;
+      p.events = 0;
+      requestAnimationFrame(() => {
+        const ms = performance.now() - t0;
+        const s = (window.__convergeGraph ??= { batches: 0, events: 0, lastMs: 0, maxMs: 0, totalMs: 0 });
+        s.batches++;
+        s.events += events;
+        s.lastMs = ms;
+        s.maxMs = Math.max(s.maxMs, ms);
+        s.totalMs += ms;
+        if ((s.each ??= []).length < 5000) s.each.push(ms);
+      });
+    }
     if (p.structural) {
       p.structural = false;
       setStructure((s) => s + 1);
@@ -160,7 +219,7 @@ export default function GraphPage() {
   const shownRef = useRef(shown);
   shownRef.current = shown;
   const inputs: GraphInput[] = useMemo(() => (shown ? [...shown.nodes.values()].map((n) => ({ id: n.id, owner: n.owner, deps: n.deps, sortKey: `${n.kind}/${n.name}` })) : []), [structure, expanded]);
-  const lay = useMemo(() => (tree ? layout(tree.rootId, inputs) : null), [inputs]);
+  const lay = useMemo(() => (tree ? layout(tree.rootId, inputs, defaultLayout, shownRef.current?.blocks) : null), [inputs]);
   const highlight = useMemo(() => failurePaths(shown ? [...shown.nodes.values()] : [], (id) => shown?.nodes.get(id)?.phase), [shown]);
   const failedReal = useMemo(() => (tree ? [...tree.nodes.values()].filter((n) => n.phase === 'FAILED').map((n) => n.id) : []), [tree]);
 
@@ -172,6 +231,28 @@ export default function GraphPage() {
     if (root) q.set('root', refString(root));
     if (s) q.set('sel', refString(s));
     return withQuery('/graph', q);
+  };
+  // Search: find a node by name, unfold what hides it, select it and centre on it.
+  const [query, setQuery] = useState('');
+  const [notFound, setNotFound] = useState('');
+  const [focus, setFocus] = useState<{ id: string; n: number } | null>(null);
+  const names = useMemo(() => (tree ? [...new Set([...tree.nodes.values()].map((n) => n.name))].sort().slice(0, 2000) : []), [structure]);
+  const onSearch = (e: React.FormEvent) => {
+    e.preventDefault();
+    const t = treeRef.current;
+    const hit = t ? findNode(t.nodes.values(), query) : undefined;
+    if (!t || !hit) {
+      setNotFound(query.trim() ? `No node named “${query.trim()}” is loaded.` : '');
+      return;
+    }
+    setNotFound('');
+    const exp = revealIn(t.nodes, t.rootId, expanded, hit.id);
+    if (exp !== expanded) {
+      setExpanded(exp);
+      setStructure((x) => x + 1);
+    }
+    setFocus((f) => ({ id: hit.id, n: (f?.n ?? 0) + 1 }));
+    navigate(graphHref({ kind: hit.kind, name: hit.name }), { replace: true });
   };
   const onSelect = useCallback(
     (id: string) => {
@@ -223,11 +304,25 @@ export default function GraphPage() {
             </>
           ) : null}
         </p>
+        <form className="graph-search" role="search" onSubmit={onSearch}>
+          <input type="search" aria-label="Find a node by name" placeholder="Find a node by name" list="graph-names" value={query} onChange={(e) => setQuery(e.target.value)} data-testid="graph-search" />
+          <datalist id="graph-names">
+            {names.map((n) => (
+              <option key={n} value={n} />
+            ))}
+          </datalist>
+          <button type="submit">Find</button>
+          {notFound ? (
+            <span className="muted" role="status">
+              {notFound}
+            </span>
+          ) : null}
+        </form>
       </header>
       <ErrorBox error={error} />
       {missing ? <p className="empty">{refString(root)} does not exist.</p> : null}
       <div className="graph-layout">
-        {lay && tree && shown ? <GraphCanvas layout={lay} nodes={shown.nodes} aggregates={shown.aggregates} highlight={highlight} selected={selectedId} onSelect={onSelect} /> : null}
+        {lay && tree && shown ? <GraphCanvas layout={lay} nodes={shown.nodes} aggregates={shown.aggregates} highlight={highlight} selected={selectedId} onSelect={onSelect} focus={focus} /> : null}
         <aside className="graph-side" aria-label="Graph details">
           <h2>Legend</h2>
           <ul className="legend">

@@ -38,6 +38,8 @@ export interface Folded {
   aggregates: Map<string, Aggregate>;
   /** Where each real node is drawn (itself, or its aggregate). */
   shownAs: Map<string, string>;
+  /** Expanded aggregates: their members, drawn one by one as a block (a grid). */
+  blocks: Map<string, string[]>;
 }
 
 /**
@@ -55,6 +57,7 @@ export function fold(nodes: ReadonlyMap<string, GNode>, rootId: string, expanded
   }
   const shownAs = new Map<string, string>([[rootId, rootId]]);
   const aggregates = new Map<string, Aggregate>();
+  const blocks = new Map<string, string[]>();
   // Top down, so an owner's place is known before its children are grouped.
   const queue = [rootId];
   for (let q = 0; q < queue.length; q++) {
@@ -74,6 +77,7 @@ export function fold(nodes: ReadonlyMap<string, GNode>, rootId: string, expanded
       const id = `${aggPrefix}${ownerShown}:${key}`;
       // Under a folded owner, its children fold too (whatever their number).
       const folded = (g.length > at || isAggregate(ownerShown)) && !expanded.has(id);
+      if (!folded && g.length > at) blocks.set(id, g.map((s) => s.id));
       let agg = folded ? aggregates.get(id) : undefined;
       if (folded && !agg) {
         agg = { id, kind: g[0]!.kind, members: [], counts: [] };
@@ -114,5 +118,5 @@ export function fold(nodes: ReadonlyMap<string, GNode>, rootId: string, expanded
     g.name = `×${a.members.length.toLocaleString('en-US')}`;
     g.phase = a.counts[0]!.phase;
   }
-  return { nodes: out, aggregates, shownAs };
+  return { nodes: out, aggregates, shownAs, blocks };
 }
