@@ -173,7 +173,7 @@ func TestDashboard(t *testing.T) {
 		// Keyboard: the canvas takes focus, Tab reaches a node and Enter opens it.
 		b.click(`[data-testid=graph]`)
 		b.waitFor(`document.querySelector('[data-testid=graph]').contains(document.activeElement)`, 5*time.Second)
-		require.NoError(t, chromedp.Run(b.ctx, chromedp.Focus(chromedp.CSS(`.react-flow__node[data-id]`))))
+		require.NoError(t, chromedp.Do(b.ctx, chromedp.Focus(chromedp.CSS(`.react-flow__node[data-id]`))))
 		require.NoError(t, pressKey(b, kb.Enter))
 		b.waitFor(`location.search.includes('sel=')`, 5*time.Second)
 		b.shot("graph-live")
