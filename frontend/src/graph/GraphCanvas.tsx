@@ -134,8 +134,10 @@ function useFlowEdges(layout: Layout, highlight: FailureHighlight): Edge[] {
     const next = new Map<string, Edge>();
     const out: Edge[] = [];
     for (const e of layout.edges) {
-      if (!e.drawn || !layout.nodes.has(e.from) || !layout.nodes.has(e.to)) continue;
+      if (!layout.nodes.has(e.from) || !layout.nodes.has(e.to)) continue;
       const hot = highlight.edges.has(edgeKey(e.from, e.to));
+      // An ownership edge the tiers make redundant is still drawn on a failure path.
+      if (!e.drawn && !hot) continue;
       const id = `${e.kind}:${e.from}>${e.to}`;
       const className = `edge-${e.kind}${hot ? ' hot' : ''}`;
       const prev = cache.current.get(id);
