@@ -33,11 +33,19 @@ func TestDashboard(t *testing.T) {
 		b.t = t
 		b.open("/")
 		b.waitFor(`document.querySelector('[data-testid=total-READY]')?.textContent === '30'`, 20*time.Second)
+		// First paint: from the one summary read, real numbers, never a placeholder.
+		paint := eval[map[string]any](b, `window.__probe.summaryPaint`)
+		t.Logf("Summary first paint: READY total %v shown %.0f ms after navigation start", paint["text"], paint["at"])
+		require.Equal(t, "30", paint["text"], "the first paint shows the count")
+		require.False(t, eval[bool](b, `!!window.__probe.placeholder`), "a count showed a placeholder")
 		require.Equal(t, "1", b.text(`document.querySelector('[data-testid=total-FAILED]').textContent`))
 		b.waitFor(`document.querySelector('[data-testid=by-kind] tr[data-kind=leaf]') !== null`, 10*time.Second)
+		require.Contains(t, b.text(`document.querySelector('[data-testid=failing-kinds]').textContent`), "leaf")
+		b.waitFor(`+document.querySelector('[data-testid=chart-phases]')?.dataset.points >= 1 && document.querySelector('[data-testid=chart-phases] canvas') !== null`, 20*time.Second)
 		// Live: a new resource moves the counts with no reload.
 		s.applyResource("leaf", "ready-30", map[string]any{"n": 30}, nil)
 		b.waitFor(`document.querySelector('[data-testid=total-READY]')?.textContent === '31'`, 30*time.Second)
+		b.waitFor(`+document.querySelector('[data-testid=chart-phases]').dataset.points >= 2`, 10*time.Second)
 		b.requireLabelled()
 		b.shot("summary")
 	})

@@ -91,7 +91,8 @@ func TestGraph_ThousandNodesReadAtFit(t *testing.T) {
 	require.Positive(t, failed, "5%% of 500 routes fail terminally")
 	b.waitFor(`+document.querySelector('[data-testid=graph] .gnode.aggregate[data-aggregate="500"] .bar.phase-failed')?.dataset.count === `+strconv.Itoa(failed), 60*time.Second)
 	require.True(t, eval[bool](b, `document.querySelector('[data-testid=graph] .gnode.aggregate[data-aggregate="500"]').classList.contains('hot')`), "the failing routes' aggregate is on the failure path")
-	require.True(t, eval[bool](b, `document.querySelectorAll('[data-testid=graph] .react-flow__edge.hot').length >= 1`), "the path to the failures is highlighted")
+	require.True(t, eval[bool](b, `document.querySelectorAll('[data-testid=graph] .react-flow__edge.hot').length >= 1`), "the path to the failures is highlighted: %s",
+		b.text(`JSON.stringify([...document.querySelectorAll('.react-flow__edge')].map(e => e.getAttribute('class') + ' ' + e.dataset.id))`))
 	require.Contains(t, b.text(`document.querySelector('[data-testid=failures]').textContent`), "route")
 	st := eval[graphStats](b, `window.__convergeGraph`)
 	sort.Float64s(st.Each)

@@ -1079,3 +1079,48 @@ export const OperationUpdatedDocument = {
   operationName: 'OperationUpdated',
   query: "subscription OperationUpdated($id:ID!){operationUpdated(id:$id){...OperationRow}}fragment OperationRow on Operation{id verb state input output error createdAt finishedAt}",
 } as TypedDocument<OperationUpdatedSubscription, OperationUpdatedSubscriptionVariables>;
+
+/** Query SummaryFirstPaint (src/resources/resources.graphql). */
+export type SummaryFirstPaintQuery = {
+  /** The Summary page's first paint in one read: the phase totals, the counts of every kind by phase, and the work queue by kind. */
+  summary: {
+    /** The number of resources in each phase (all seven, zeros included). */
+    phaseCounts: Array<{
+      /** The phase. */
+      phase: Phase;
+      /** How many resources are in it. */
+      count: number;
+    }>;
+    /** The counts of every applied non-reactor kind by phase, by kind; non-zero counts only. */
+    byKind: Array<{
+      /** The kind. */
+      kind: string;
+      /** The phase. */
+      phase: Phase;
+      /** How many. */
+      count: number;
+    }>;
+    /** The work queue by kind: an estimate from planner statistics (as fresh as each queue partition's last analyze), by kind. */
+    queue: Array<{
+      /** The kind, or (other) for rows the statistics cannot attribute. */
+      kind: string;
+      /** Tasks waiting for a worker. */
+      pending: number;
+      /** Tasks a worker holds: in flight. */
+      leased: number;
+    }>;
+  };
+  /** Every applied kind version, by name then version. */
+  kinds: Array<{
+    /** The kind's name. */
+    name: string;
+    /** True when the kind declares only reactor reactions: it owns no resources. */
+    isReactor: boolean;
+  }>;
+};
+export type SummaryFirstPaintQueryVariables = Record<string, never>;
+export const SummaryFirstPaintDocument = {
+  kind: 'query',
+  operationName: 'SummaryFirstPaint',
+  query: "query SummaryFirstPaint{summary{phaseCounts{phase count}byKind{kind phase count}queue{kind pending leased}}kinds{name isReactor}}",
+} as TypedDocument<SummaryFirstPaintQuery, SummaryFirstPaintQueryVariables>;
