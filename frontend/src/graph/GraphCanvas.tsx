@@ -5,7 +5,7 @@
 // they draw is unchanged, so a live update re-renders only the nodes whose
 // phase or highlight moved.
 import { memo, useCallback, useEffect, useMemo, useRef } from 'react';
-import { Handle, MarkerType, Position, ReactFlow, ReactFlowProvider, useReactFlow, type Edge, type Node, type NodeProps } from '@xyflow/react';
+import { Handle, MarkerType, Position, ReactFlow, ReactFlowProvider, useReactFlow, type Edge, type Node, type NodeHandle, type NodeProps } from '@xyflow/react';
 import '@xyflow/react/dist/base.css';
 import type { Phase } from '../gql/graphql';
 import { phaseClass, phaseLabel } from '../resources/mappers';
@@ -88,6 +88,12 @@ const AggNode = memo(function AggNode({ data }: NodeProps<AggFlowNode>) {
 
 const nodeTypes = { res: ResNode, agg: AggNode };
 
+/** Every node's two handles: edges leave the bottom centre and enter the top centre. */
+const nodeHandles: NodeHandle[] = [
+  { type: 'target', position: Position.Top, x: defaultLayout.nodeW / 2, y: 0, width: 1, height: 1 },
+  { type: 'source', position: Position.Bottom, x: defaultLayout.nodeW / 2, y: defaultLayout.nodeH - 1, width: 1, height: 1 },
+];
+
 interface Props {
   layout: Layout;
   nodes: Map<string, GNode>;
@@ -106,6 +112,9 @@ function useFlowNodes({ layout, nodes, aggregates, highlight, selected }: Omit<P
     const next = new Map<string, { key: string; node: FlowNode }>();
     const out: FlowNode[] = [];
     const { nodeW: width, nodeH: height } = defaultLayout;
+    // Sizes and handles given, not measured: an edge never waits for (or,
+    // after a node object is replaced, loses) a DOM measurement.
+    const measured = { width, height };
     for (const p of layout.nodes.values()) {
       const n = nodes.get(p.id);
       if (!n) continue;
@@ -118,8 +127,8 @@ function useFlowNodes({ layout, nodes, aggregates, highlight, selected }: Omit<P
         prev && prev.key === key && prev.node.data.n.kind === n.kind
           ? prev.node
           : agg
-            ? { id: p.id, type: 'agg', position: { x: p.x, y: p.y }, width, height, data: { n, agg, hot, sel } }
-            : { id: p.id, type: 'res', position: { x: p.x, y: p.y }, width, height, data: { n, hot, sel } };
+            ? { id: p.id, type: 'agg', position: { x: p.x, y: p.y }, width, height, measured, handles: nodeHandles, data: { n, agg, hot, sel } }
+            : { id: p.id, type: 'res', position: { x: p.x, y: p.y }, width, height, measured, handles: nodeHandles, data: { n, hot, sel } };
       next.set(p.id, { key, node });
       out.push(node);
     }
