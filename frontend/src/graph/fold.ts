@@ -120,3 +120,48 @@ export function fold(nodes: ReadonlyMap<string, GNode>, rootId: string, expanded
   }
   return { nodes: out, aggregates, shownAs, blocks };
 }
+
+/**
+ * recolour updates a folded picture for phase changes only, in O(changes +
+ * members of the aggregates they touch) instead of a full fold: prev was
+ * folded from before, nodes is the new subtree. It returns null when the
+ * structure changed (a node added, removed, moved or re-wired): fold again.
+ */
+export function recolour(prev: Folded, before: ReadonlyMap<string, GNode>, nodes: ReadonlyMap<string, GNode>): Folded | null {
+  if (before === nodes) return prev;
+  if (before.size !== nodes.size) return null;
+  const changed: GNode[] = [];
+  for (const [id, n] of nodes) {
+    const b = before.get(id);
+    if (!b) return null;
+    if (b === n) continue;
+    if (b.owner !== n.owner || b.deps.length !== n.deps.length || b.deps.some((d, i) => d !== n.deps[i])) return null;
+    if (b.phase !== n.phase) changed.push(n);
+  }
+  if (!changed.length) return prev;
+  const out = new Map(prev.nodes);
+  const aggregates = new Map(prev.aggregates);
+  const dirty = new Set<string>();
+  for (const n of changed) {
+    const at = prev.shownAs.get(n.id) ?? n.id;
+    if (isAggregate(at)) dirty.add(at);
+    else {
+      const cur = out.get(at);
+      if (cur) out.set(at, { ...cur, phase: n.phase, updatedAt: n.updatedAt });
+    }
+  }
+  for (const id of dirty) {
+    const a = prev.aggregates.get(id);
+    if (!a) continue;
+    const by = new Map<Phase, number>();
+    for (const m of a.members) {
+      const p = nodes.get(m)!.phase;
+      by.set(p, (by.get(p) ?? 0) + 1);
+    }
+    const counts = worst.filter((p) => by.has(p)).map((p) => ({ phase: p, count: by.get(p)! }));
+    aggregates.set(id, { ...a, counts });
+    const g = out.get(id);
+    if (g) out.set(id, { ...g, phase: counts[0]!.phase });
+  }
+  return { nodes: out, aggregates, shownAs: prev.shownAs, blocks: prev.blocks };
+}
