@@ -253,6 +253,17 @@ export default function GraphPage() {
   const [notFound, setNotFound] = useState('');
   const [focus, setFocus] = useState<{ id: string; n: number } | null>(null);
   const names = useMemo(() => (tree ? [...new Set([...tree.nodes.values()].map((n) => n.name))].sort().slice(0, 2000) : []), [structure]);
+  // Built once per structure: a live batch does not diff 1,000 options.
+  const datalist = useMemo(
+    () => (
+      <datalist id="graph-names">
+        {names.map((n) => (
+          <option key={n} value={n} />
+        ))}
+      </datalist>
+    ),
+    [names],
+  );
   const onSearch = (e: React.FormEvent) => {
     e.preventDefault();
     const t = treeRef.current;
@@ -322,11 +333,7 @@ export default function GraphPage() {
         </p>
         <form className="graph-search" role="search" onSubmit={onSearch}>
           <input type="search" aria-label="Find a node by name" placeholder="Find a node by name" list="graph-names" value={query} onChange={(e) => setQuery(e.target.value)} data-testid="graph-search" />
-          <datalist id="graph-names">
-            {names.map((n) => (
-              <option key={n} value={n} />
-            ))}
-          </datalist>
+          {datalist}
           <button type="submit">Find</button>
           {notFound ? (
             <span className="muted" role="status">
