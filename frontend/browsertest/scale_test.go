@@ -125,6 +125,10 @@ func TestGraph_ThousandNodesReadAtFit(t *testing.T) {
 	b.waitFor(`document.querySelectorAll('[data-testid=graph] .gnode').length === 752`, 20*time.Second)
 	took := eval[float64](b, `performance.now() - window.__t0`)
 	t.Logf("expanding 500 routes took %.0f ms (click to the nodes drawn, polled every 50 ms)", took)
+	require.Equal(t, 2, eval[int](b, `document.querySelectorAll('[data-testid=graph] .gblock').length`), "the expanded vpcs and routes are framed blocks")
 	b.shot("graph-1001-expanded")
+	// Fold the routes back from their block's frame.
+	b.click(`[data-testid=graph] .gblock[data-count="500"] button`)
+	b.waitFor(`document.querySelectorAll('[data-testid=graph] .gnode').length === 253`, 20*time.Second)
 	b.noExceptions()
 }

@@ -10,7 +10,7 @@ import '@xyflow/react/dist/base.css';
 import type { Phase } from '../gql/graphql';
 import { phaseClass, phaseLabel } from '../resources/mappers';
 import { edgeKey, type FailureHighlight } from './failures';
-import { defaultLayout, type Layout } from './layout';
+import { defaultLayout, type Layout, type LayoutEdge } from './layout';
 import type { Aggregate } from './fold';
 import type { GNode } from './load';
 
@@ -40,9 +40,35 @@ interface ResData extends Record<string, unknown> {
 interface AggData extends ResData {
   agg: Aggregate;
 }
+interface BlockData extends Record<string, unknown> {
+  id: string;
+  kind: string;
+  count: number;
+  onFold: (id: string) => void;
+}
 type ResFlowNode = Node<ResData, 'res'>;
 type AggFlowNode = Node<AggData, 'agg'>;
-type FlowNode = ResFlowNode | AggFlowNode;
+type BlockFlowNode = Node<BlockData, 'block'>;
+type FlowNode = ResFlowNode | AggFlowNode | BlockFlowNode;
+
+/** The frame around an expanded aggregate's grid: its kind and count, a button folding it back. */
+const BlockNode = memo(function BlockNode({ data }: NodeProps<BlockFlowNode>) {
+  return (
+    <div className="gblock" data-block={data.id} data-count={data.count}>
+      {handles}
+      <span className="gblock-head">
+        {`${data.kind} ×${data.count.toLocaleString('en-US')}`}
+        <button type="button" className="link nodrag" onClick={() => data.onFold(data.id)}>
+          fold
+        </button>
+      </span>
+    </div>
+  );
+});
+
+/** A block's frame: this much around its grid, the head above it. */
+const FRAME = 10;
+const FRAME_HEAD = 26;
 
 const handles = (
   <>
@@ -86,7 +112,7 @@ const AggNode = memo(function AggNode({ data }: NodeProps<AggFlowNode>) {
   );
 });
 
-const nodeTypes = { res: ResNode, agg: AggNode };
+const nodeTypes = { res: ResNode, agg: AggNode, block: BlockNode };
 
 /** Every node's two handles: edges leave the bottom centre and enter the top centre. */
 const nodeHandles: NodeHandle[] = [
@@ -101,16 +127,31 @@ interface Props {
   highlight: FailureHighlight;
   selected: string | null;
   onSelect: (id: string) => void;
+  /** Fold an expanded aggregate back. */
+  onFold: (id: string) => void;
   /** Centre the view on this node once it is laid out (n: a new request). */
   focus: { id: string; n: number } | null;
 }
 
 /** useFlowNodes builds React Flow's nodes, reusing each object whose drawing is unchanged. */
-function useFlowNodes({ layout, nodes, aggregates, highlight, selected }: Omit<Props, 'onSelect' | 'focus'>): FlowNode[] {
+function useFlowNodes({ layout, nodes, aggregates, highlight, selected, onFold }: Omit<Props, 'onSelect' | 'focus'>): FlowNode[] {
   const cache = useRef(new Map<string, { key: string; node: FlowNode }>());
   return useMemo(() => {
     const next = new Map<string, { key: string; node: FlowNode }>();
     const out: FlowNode[] = [];
+    for (const b of layout.blocks.values()) {
+      const kind = nodes.get(b.members[0]!)?.kind ?? '';
+      const key = `block:${b.x},${b.y},${b.width},${b.height},${kind},${b.members.length}`;
+      const prev = cache.current.get(b.id);
+      const w = b.width + FRAME * 2;
+      const h = b.height + FRAME + FRAME_HEAD;
+      const node: FlowNode =
+        prev && prev.key === key
+          ? prev.node
+          : { id: b.id, type: 'block', position: { x: b.x - FRAME, y: b.y - FRAME_HEAD }, width: w, height: h, measured: { width: w, height: h }, zIndex: -1, focusable: false, handles: [{ type: 'target', position: Position.Top, x: w / 2, y: 0, width: 1, height: 1 }], data: { id: b.id, kind, count: b.members.length, onFold } };
+      next.set(b.id, { key, node });
+      out.push(node);
+    }
     const { nodeW: width, nodeH: height } = defaultLayout;
     // Sizes and handles given, not measured: an edge never waits for (or,
     // after a node object is replaced, loses) a DOM measurement.
@@ -124,7 +165,7 @@ function useFlowNodes({ layout, nodes, aggregates, highlight, selected }: Omit<P
       const key = `${p.x},${p.y},${n.phase},${n.name},${hot},${sel}${agg ? agg.counts.map((c) => `,${c.phase}${c.count}`).join('') : ''}`;
       const prev = cache.current.get(p.id);
       const node: FlowNode =
-        prev && prev.key === key && prev.node.data.n.kind === n.kind
+        prev && prev.key === key && prev.node.type !== 'block' && (prev.node.data as ResData).n.kind === n.kind
           ? prev.node
           : agg
             ? { id: p.id, type: 'agg', position: { x: p.x, y: p.y }, width, height, measured, handles: nodeHandles, data: { n, agg, hot, sel } }
@@ -134,7 +175,7 @@ function useFlowNodes({ layout, nodes, aggregates, highlight, selected }: Omit<P
     }
     cache.current = next;
     return out;
-  }, [layout, nodes, aggregates, highlight, selected]);
+  }, [layout, nodes, aggregates, highlight, selected, onFold]);
 }
 
 function useFlowEdges(layout: Layout, highlight: FailureHighlight): Edge[] {
@@ -142,7 +183,35 @@ function useFlowEdges(layout: Layout, highlight: FailureHighlight): Edge[] {
   return useMemo(() => {
     const next = new Map<string, Edge>();
     const out: Edge[] = [];
+    // A node with edges into two or more members of one block (an expanded
+    // aggregate under its owner or upstream) gets one edge to the block's
+    // frame instead of a fan of hundreds.
+    const blockOf = new Map<string, string>();
+    for (const b of layout.blocks.values()) for (const m of b.members) blockOf.set(m, b.id);
+    const fan = new Map<string, { kind: LayoutEdge['kind']; from: string; to: string; n: number; hot: boolean }>();
     for (const e of layout.edges) {
+      const b = blockOf.get(e.to);
+      if (!b || blockOf.get(e.from) === b || (!e.drawn && !highlight.edges.has(edgeKey(e.from, e.to)))) continue;
+      const k = `${e.kind}:${e.from}>${b}`;
+      const f = fan.get(k) ?? { kind: e.kind, from: e.from, to: b, n: 0, hot: false };
+      f.n++;
+      f.hot ||= highlight.edges.has(edgeKey(e.from, e.to));
+      fan.set(k, f);
+    }
+    const fanned = (e: LayoutEdge) => {
+      const b = blockOf.get(e.to);
+      return b !== undefined && (fan.get(`${e.kind}:${e.from}>${b}`)?.n ?? 0) >= 2;
+    };
+    for (const [id, f] of fan) {
+      if (f.n < 2) continue;
+      const className = `edge-${f.kind} edge-fan${f.hot ? ' hot' : ''}`;
+      const prev = cache.current.get(id);
+      const edge: Edge = prev && prev.className === className ? prev : { id, source: f.from, target: f.to, className, focusable: false, markerEnd: f.kind === 'dep' ? { type: MarkerType.ArrowClosed, width: 16, height: 16 } : undefined };
+      next.set(id, edge);
+      out.push(edge);
+    }
+    for (const e of layout.edges) {
+      if (fanned(e)) continue;
       if (!layout.nodes.has(e.from) || !layout.nodes.has(e.to)) continue;
       const hot = highlight.edges.has(edgeKey(e.from, e.to));
       // An ownership edge the tiers make redundant is still drawn on a failure path.
@@ -180,11 +249,13 @@ function Flow(props: Props) {
   useEffect(() => {
     if (!userMoved.current && layout.nodes.size) refit();
   }, [layout, refit]);
-  // A search result: centre on it, close enough to read.
+  // A search result: centre on it once it is laid out, close enough to read.
+  const focused = useRef(0);
   useEffect(() => {
-    if (!focus) return;
+    if (!focus || focused.current === focus.n) return;
     const p = layout.nodes.get(focus.id);
     if (!p) return;
+    focused.current = focus.n;
     userMoved.current = true;
     void rf.setCenter(p.x + defaultLayout.nodeW / 2, p.y + defaultLayout.nodeH / 2, { zoom: Math.max(rf.getZoom(), 1.2), duration: 300 });
   }, [focus, layout, rf]);
@@ -248,7 +319,7 @@ function Flow(props: Props) {
           nodes={flowNodes}
           edges={flowEdges}
           nodeTypes={nodeTypes}
-          onNodeClick={(_, n) => onSelect(n.id)}
+          onNodeClick={(_, n) => n.type !== 'block' && onSelect(n.id)}
           onMoveStart={(ev) => {
             if (ev) userMoved.current = true;
           }}

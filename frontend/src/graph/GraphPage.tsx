@@ -293,6 +293,10 @@ export default function GraphPage() {
     },
     [rootKey],
   );
+  const onFold = useCallback((id: string) => {
+    setExpanded((e) => new Set([...e].filter((x) => x !== id)));
+    setStructure((x) => x + 1);
+  }, []);
   const resourcesHref = (r: ResourceRef) => `/resources?${listSearch({ ...emptyList, sel: r }).toString()}`;
 
   if (!root) {
@@ -345,7 +349,7 @@ export default function GraphPage() {
       <ErrorBox error={error} />
       {missing ? <p className="empty">{refString(root)} does not exist.</p> : null}
       <div className="graph-layout">
-        {lay && tree && shown ? <GraphCanvas layout={lay} nodes={shown.nodes} aggregates={shown.aggregates} highlight={highlight} selected={selectedId} onSelect={onSelect} focus={focus} /> : null}
+        {lay && tree && shown ? <GraphCanvas layout={lay} nodes={shown.nodes} aggregates={shown.aggregates} highlight={highlight} selected={selectedId} onSelect={onSelect} onFold={onFold} focus={focus} /> : null}
         <aside className="graph-side" aria-label="Graph details">
           <h2>Legend</h2>
           <ul className="legend">

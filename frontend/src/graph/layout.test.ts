@@ -57,6 +57,12 @@ describe('layout', () => {
     expect(ys.size).toBe(5);
     expect(Math.min(...ys)).toBeGreaterThan(l.nodes.get('vpc')!.y);
     expect(new Set(nodes.slice(2).map((x) => l.nodes.get(x.id)!.layer))).toEqual(new Set([2]));
+    const b = l.blocks.get('agg:c')!;
+    expect(b.members).toHaveLength(100);
+    for (const m of b.members) {
+      const p = l.nodes.get(m)!;
+      expect(p.x >= b.x && p.x + defaultLayout.nodeW <= b.x + b.width && p.y >= b.y && p.y + defaultLayout.nodeH <= b.y + b.height).toBe(true);
+    }
   });
 
   it('tiers by dependency depth: a leaf sits one tier below its owner, not on the bottom tier', () => {

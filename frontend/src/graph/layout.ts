@@ -45,8 +45,19 @@ export interface LayoutEdge {
   drawn: boolean;
 }
 
+/** Where a block (an expanded aggregate) is drawn: the box around its grid. */
+export interface PlacedBlock {
+  id: string;
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+  members: string[];
+}
+
 export interface Layout {
   nodes: Map<string, Placed>;
+  blocks: Map<string, PlacedBlock>;
   edges: LayoutEdge[];
   width: number;
   height: number;
@@ -155,21 +166,29 @@ export function layout(rootId: string, input: readonly GraphInput[], opts: Layou
   const layerOf = (u: string) => ys.indexOf(box(u).y);
   for (const n of sorted) if (!blockOf.has(n.id)) nodes.set(n.id, { id: n.id, ...box(n.id), layer: layerOf(n.id), row: layerOf(n.id) });
   // Blocks top down, so a block's upstream members are placed before it;
-  // each member's cell follows the mean x of its upstreams (edges stay short).
+  // each member's cell follows the reading order (row, then column) of its
+  // upstreams: the routes of a vpc sit in the vpc's order.
   const order = [...grid.keys()].sort((a, b) => box(a).y - box(b).y);
+  const placedBlocks = new Map<string, PlacedBlock>();
+  const rank = (p: Placed) => p.y * 1e6 + p.x;
   for (const b of order) {
     const { x, y } = box(b);
-    const { cols } = grid.get(b)!;
+    const { cols, rows } = grid.get(b)!;
     const layer = layerOf(b);
     const ms = blocks.get(b)!.filter((m) => blockOf.get(m) === b);
     const key = new Map<string, number>();
     for (const m of ms) {
-      const xs = byId.get(m)!.deps.map((d) => nodes.get(d)?.x).filter((v): v is number => v !== undefined);
-      key.set(m, xs.length ? xs.reduce((s, v) => s + v, 0) / xs.length : 0);
+      const rs = byId
+        .get(m)!
+        .deps.map((d) => nodes.get(d))
+        .filter((p): p is Placed => p !== undefined)
+        .map(rank);
+      key.set(m, rs.length ? rs.reduce((s, v) => s + v, 0) / rs.length : 0);
     }
+    placedBlocks.set(b, { id: b, x, y, width: cols * step - opts.gapX, height: rows * cellH - opts.gapX, members: ms });
     ms.sort((p, q) => key.get(p)! - key.get(q)! || cmp(byId.get(p)!.sortKey ?? p, byId.get(q)!.sortKey ?? q));
     ms.forEach((m, i) => nodes.set(m, { id: m, x: x + (i % cols) * step, y: y + Math.floor(i / cols) * cellH, layer, row: layer }));
   }
   const graph = g.graph() as { width?: number; height?: number };
-  return { nodes, edges, width: Math.max(1, graph.width ?? 1), height: Math.max(1, graph.height ?? 1) };
+  return { nodes, blocks: placedBlocks, edges, width: Math.max(1, graph.width ?? 1), height: Math.max(1, graph.height ?? 1) };
 }
