@@ -183,15 +183,16 @@ function useFlowEdges(layout: Layout, highlight: FailureHighlight): Edge[] {
   return useMemo(() => {
     const next = new Map<string, Edge>();
     const out: Edge[] = [];
-    // A node with edges into two or more members of one block (an expanded
-    // aggregate under its owner or upstream) gets one edge to the block's
-    // frame instead of a fan of hundreds.
+    // A node outside any block with edges into two or more members of one
+    // block (an expanded aggregate under its owner or upstream) gets one edge
+    // to the block's frame instead of a fan of hundreds.
     const blockOf = new Map<string, string>();
     for (const b of layout.blocks.values()) for (const m of b.members) blockOf.set(m, b.id);
     const fan = new Map<string, { kind: LayoutEdge['kind']; from: string; to: string; n: number; hot: boolean }>();
     for (const e of layout.edges) {
       const b = blockOf.get(e.to);
-      if (!b || blockOf.get(e.from) === b || (!e.drawn && !highlight.edges.has(edgeKey(e.from, e.to)))) continue;
+      // Member-to-member edges between two blocks stay one by one (a vpc to its routes).
+      if (!b || blockOf.has(e.from) || (!e.drawn && !highlight.edges.has(edgeKey(e.from, e.to)))) continue;
       const k = `${e.kind}:${e.from}>${b}`;
       const f = fan.get(k) ?? { kind: e.kind, from: e.from, to: b, n: 0, hot: false };
       f.n++;
