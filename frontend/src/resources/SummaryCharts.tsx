@@ -84,6 +84,12 @@ export function PhaseChart({ samples }: { samples: readonly Sample[] }) {
   );
 }
 
+/** xRange is the activity chart's time range: ten minutes up to the last bucket (or now). */
+export function xRange(lastBucket: number | null): uPlot.Range.MinMax {
+  const end = lastBucket != null && Number.isFinite(lastBucket) ? lastBucket : Math.floor(Date.now() / 60000) * 60;
+  return [end - 9 * 60 - 30, end + 90];
+}
+
 export function ActivityChart({ samples }: { samples: readonly Sample[] }) {
   const a = activity(samples);
   const data: uPlot.AlignedData = [a.minutes, a.started, a.ready, a.failed];
@@ -99,7 +105,8 @@ export function ActivityChart({ samples }: { samples: readonly Sample[] }) {
         height: HEIGHT,
         legend: { show: true },
         cursor: { drag: { x: false, y: false } },
-        scales: { x: { time: true, range: (_u, min, max) => [min - 60, max + 60] }, y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
+        // The last ten minutes with changes; before any, the current one.
+        scales: { x: { time: true, range: (_u, _min, max) => xRange(max) }, y: { range: (_u, _min, max) => [0, Math.max(1, max ?? 1)] } },
         axes: [axisStyle, { ...axisStyle, size: 56 }],
         series: [
           {},
