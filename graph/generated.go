@@ -136,6 +136,12 @@ type ComplexityRoot struct {
 		Phase func(childComplexity int) int
 	}
 
+	KindQueueDepth struct {
+		Kind    func(childComplexity int) int
+		Leased  func(childComplexity int) int
+		Pending func(childComplexity int) int
+	}
+
 	KindUsage struct {
 		Resources func(childComplexity int) int
 		ServedBy  func(childComplexity int) int
@@ -206,6 +212,7 @@ type ComplexityRoot struct {
 		Resource        func(childComplexity int, kind string, name string) int
 		ResourceByID    func(childComplexity int, id string) int
 		Resources       func(childComplexity int, kind *string, phases []model.Phase, labels json.RawMessage, ownerID *string, first *int, after *string) int
+		Summary         func(childComplexity int) int
 		Version         func(childComplexity int) int
 		Viewer          func(childComplexity int) int
 	}
@@ -341,6 +348,12 @@ type ComplexityRoot struct {
 		Total        func(childComplexity int) int
 	}
 
+	Summary struct {
+		ByKind      func(childComplexity int) int
+		PhaseCounts func(childComplexity int) int
+		Queue       func(childComplexity int) int
+	}
+
 	ValueFlow struct {
 		DepField func(childComplexity int) int
 		SrcField func(childComplexity int) int
@@ -409,6 +422,7 @@ type QueryResolver interface {
 	Operation(ctx context.Context, id string) (*model.Operation, error)
 	Version(ctx context.Context) (string, error)
 	Viewer(ctx context.Context) (*model.Viewer, error)
+	Summary(ctx context.Context) (*model.Summary, error)
 }
 type ResourceResolver interface {
 	Owner(ctx context.Context, obj *model.Resource) (*model.Resource, error)
@@ -839,6 +853,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.KindPhaseCount.Phase(childComplexity), true
+
+	case "KindQueueDepth.kind":
+		if e.ComplexityRoot.KindQueueDepth.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.KindQueueDepth.Kind(childComplexity), true
+	case "KindQueueDepth.leased":
+		if e.ComplexityRoot.KindQueueDepth.Leased == nil {
+			break
+		}
+
+		return e.ComplexityRoot.KindQueueDepth.Leased(childComplexity), true
+	case "KindQueueDepth.pending":
+		if e.ComplexityRoot.KindQueueDepth.Pending == nil {
+			break
+		}
+
+		return e.ComplexityRoot.KindQueueDepth.Pending(childComplexity), true
 
 	case "KindUsage.resources":
 		if e.ComplexityRoot.KindUsage.Resources == nil {
@@ -1273,6 +1306,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Resources(childComplexity, args["kind"].(*string), args["phases"].([]model.Phase), args["labels"].(json.RawMessage), args["ownerId"].(*string), args["first"].(*int), args["after"].(*string)), true
+	case "Query.summary":
+		if e.ComplexityRoot.Query.Summary == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Summary(childComplexity), true
 	case "Query.version":
 		if e.ComplexityRoot.Query.Version == nil {
 			break
@@ -1945,6 +1984,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.SubtreeProgress.Total(childComplexity), true
 
+	case "Summary.byKind":
+		if e.ComplexityRoot.Summary.ByKind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Summary.ByKind(childComplexity), true
+	case "Summary.phaseCounts":
+		if e.ComplexityRoot.Summary.PhaseCounts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Summary.PhaseCounts(childComplexity), true
+	case "Summary.queue":
+		if e.ComplexityRoot.Summary.Queue == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Summary.Queue(childComplexity), true
+
 	case "ValueFlow.depField":
 		if e.ComplexityRoot.ValueFlow.DepField == nil {
 			break
@@ -2131,7 +2189,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "schema/cluster.graphqls" "schema/explain.graphqls" "schema/kind.graphqls" "schema/resource.graphqls" "schema/root.graphqls"
+//go:embed "schema/cluster.graphqls" "schema/explain.graphqls" "schema/kind.graphqls" "schema/resource.graphqls" "schema/root.graphqls" "schema/summary.graphqls"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -2148,6 +2206,7 @@ var sources = []*ast.Source{
 	{Name: "schema/kind.graphqls", Input: sourceData("schema/kind.graphqls"), BuiltIn: false},
 	{Name: "schema/resource.graphqls", Input: sourceData("schema/resource.graphqls"), BuiltIn: false},
 	{Name: "schema/root.graphqls", Input: sourceData("schema/root.graphqls"), BuiltIn: false},
+	{Name: "schema/summary.graphqls", Input: sourceData("schema/summary.graphqls"), BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
 
@@ -2337,6 +2396,18 @@ func (ec *executionContext) childFields_KindPhaseCount(ctx context.Context, fiel
 		return ec.fieldContext_KindPhaseCount_count(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type KindPhaseCount", field.Name)
+}
+
+func (ec *executionContext) childFields_KindQueueDepth(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_KindQueueDepth_kind(ctx, field)
+	case "pending":
+		return ec.fieldContext_KindQueueDepth_pending(ctx, field)
+	case "leased":
+		return ec.fieldContext_KindQueueDepth_leased(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type KindQueueDepth", field.Name)
 }
 
 func (ec *executionContext) childFields_KindUsage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2657,6 +2728,18 @@ func (ec *executionContext) childFields_SubtreeProgress(ctx context.Context, fie
 		return ec.fieldContext_SubtreeProgress_failureCount(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SubtreeProgress", field.Name)
+}
+
+func (ec *executionContext) childFields_Summary(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "phaseCounts":
+		return ec.fieldContext_Summary_phaseCounts(ctx, field)
+	case "byKind":
+		return ec.fieldContext_Summary_byKind(ctx, field)
+	case "queue":
+		return ec.fieldContext_Summary_queue(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Summary", field.Name)
 }
 
 func (ec *executionContext) childFields_ValueFlow(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5227,6 +5310,75 @@ func (ec *executionContext) fieldContext_KindPhaseCount_count(_ context.Context,
 	return graphql.NewScalarFieldContext("KindPhaseCount", field, false, false, "Int")
 }
 
+func (ec *executionContext) _KindQueueDepth_kind(ctx context.Context, field graphql.CollectedField, obj *model.KindQueueDepth) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_KindQueueDepth_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_KindQueueDepth_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("KindQueueDepth", field, false, false, "String")
+}
+
+func (ec *executionContext) _KindQueueDepth_pending(ctx context.Context, field graphql.CollectedField, obj *model.KindQueueDepth) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_KindQueueDepth_pending(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Pending, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_KindQueueDepth_pending(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("KindQueueDepth", field, false, false, "Int")
+}
+
+func (ec *executionContext) _KindQueueDepth_leased(ctx context.Context, field graphql.CollectedField, obj *model.KindQueueDepth) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_KindQueueDepth_leased(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Leased, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_KindQueueDepth_leased(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("KindQueueDepth", field, false, false, "Int")
+}
+
 func (ec *executionContext) _KindUsage_resources(ctx context.Context, field graphql.CollectedField, obj *model.KindUsage) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6999,6 +7151,38 @@ func (ec *executionContext) fieldContext_Query_viewer(_ context.Context, field g
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Viewer(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_summary(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_summary(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Summary(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Summary) graphql.Marshaler {
+			return ec.marshalNSummary2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐSummary(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_summary(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Summary(ctx, field)
 		},
 	}
 	return fc, nil
@@ -9766,6 +9950,102 @@ func (ec *executionContext) fieldContext_SubtreeProgress_failureCount(_ context.
 	return graphql.NewScalarFieldContext("SubtreeProgress", field, false, false, "Int")
 }
 
+func (ec *executionContext) _Summary_phaseCounts(ctx context.Context, field graphql.CollectedField, obj *model.Summary) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Summary_phaseCounts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PhaseCounts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.PhaseCount) graphql.Marshaler {
+			return ec.marshalNPhaseCount2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐPhaseCountᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Summary_phaseCounts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Summary",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PhaseCount(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Summary_byKind(ctx context.Context, field graphql.CollectedField, obj *model.Summary) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Summary_byKind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ByKind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.KindPhaseCount) graphql.Marshaler {
+			return ec.marshalNKindPhaseCount2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐKindPhaseCountᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Summary_byKind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Summary",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_KindPhaseCount(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Summary_queue(ctx context.Context, field graphql.CollectedField, obj *model.Summary) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Summary_queue(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Queue, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.KindQueueDepth) graphql.Marshaler {
+			return ec.marshalNKindQueueDepth2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐKindQueueDepthᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Summary_queue(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Summary",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_KindQueueDepth(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ValueFlow_srcField(ctx context.Context, field graphql.CollectedField, obj *model.ValueFlow) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12052,6 +12332,49 @@ func (ec *executionContext) _KindPhaseCount(ctx context.Context, sel ast.Selecti
 	return out
 }
 
+var kindQueueDepthImplementors = []string{"KindQueueDepth"}
+
+func (ec *executionContext) _KindQueueDepth(ctx context.Context, sel ast.SelectionSet, obj *model.KindQueueDepth) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, kindQueueDepthImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("KindQueueDepth")
+		case "kind":
+			out.Values[i] = ec._KindQueueDepth_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pending":
+			out.Values[i] = ec._KindQueueDepth_pending(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "leased":
+			out.Values[i] = ec._KindQueueDepth_leased(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var kindUsageImplementors = []string{"KindUsage"}
 
 func (ec *executionContext) _KindUsage(ctx context.Context, sel ast.SelectionSet, obj *model.KindUsage) graphql.Marshaler {
@@ -12557,6 +12880,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_viewer(ctx, field)
+				})
+		case "summary":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_summary(ctx, field)
 				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
@@ -13347,6 +13676,49 @@ func (ec *executionContext) _SubtreeProgress(ctx context.Context, sel ast.Select
 			}
 		case "failureCount":
 			out.Values[i] = ec._SubtreeProgress_failureCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var summaryImplementors = []string{"Summary"}
+
+func (ec *executionContext) _Summary(ctx context.Context, sel ast.SelectionSet, obj *model.Summary) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, summaryImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Summary")
+		case "phaseCounts":
+			out.Values[i] = ec._Summary_phaseCounts(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "byKind":
+			out.Values[i] = ec._Summary_byKind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "queue":
+			out.Values[i] = ec._Summary_queue(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -14181,6 +14553,30 @@ func (ec *executionContext) marshalNKindPhaseCount2ᚖgithubᚗcomᚋconvergeᚑ
 	return ec._KindPhaseCount(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNKindQueueDepth2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐKindQueueDepthᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.KindQueueDepth) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNKindQueueDepth2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐKindQueueDepth(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNKindQueueDepth2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐKindQueueDepth(ctx context.Context, sel ast.SelectionSet, v *model.KindQueueDepth) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "KindQueueDepth!")
+		return graphql.Null
+	}
+	return ec._KindQueueDepth(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNKindUsage2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐKindUsage(ctx context.Context, sel ast.SelectionSet, v *model.KindUsage) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "KindUsage!")
@@ -14575,6 +14971,14 @@ func (ec *executionContext) marshalNSubtreeProgress2ᚖgithubᚗcomᚋconverge�
 		return graphql.Null
 	}
 	return ec._SubtreeProgress(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNSummary2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐSummary(ctx context.Context, sel ast.SelectionSet, v *model.Summary) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Summary!")
+		return graphql.Null
+	}
+	return ec._Summary(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNTime2timeᚐTime(ctx context.Context, v any) (time.Time, error) {

@@ -49,6 +49,13 @@ const instrument = `(() => {
   window.setInterval = function (...a) { window.__probe.intervals++; return si.apply(this, a); };
   const st = window.setTimeout;
   window.setTimeout = function (fn, ms, ...r) { if ((ms | 0) >= 1000) window.__probe.longTimeouts.push(ms | 0); return st.call(this, fn, ms, ...r); };
+  // The Summary's first paint: when its READY total first shows, and
+  // whether a placeholder ("…") ever showed in its counts.
+  document.addEventListener('DOMContentLoaded', () => new MutationObserver(() => {
+    const t = document.querySelector('[data-testid=total-READY]');
+    if (t && !window.__probe.summaryPaint) window.__probe.summaryPaint = { at: performance.now(), text: t.textContent };
+    for (const el of document.querySelectorAll('[data-testid=phase-totals], [data-testid=by-kind]')) if (el.textContent.includes('\u2026')) window.__probe.placeholder = true;
+  }).observe(document.body, { childList: true, subtree: true, characterData: true }));
 })();`
 
 // browser is one headless Chromium tab on the stack's dashboard.

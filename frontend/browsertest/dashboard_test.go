@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/resource"
@@ -31,11 +33,19 @@ func TestDashboard(t *testing.T) {
 		b.t = t
 		b.open("/")
 		b.waitFor(`document.querySelector('[data-testid=total-READY]')?.textContent === '30'`, 20*time.Second)
+		// First paint: from the one summary read, real numbers, never a placeholder.
+		paint := eval[map[string]any](b, `window.__probe.summaryPaint`)
+		t.Logf("Summary first paint: READY total %v shown %.0f ms after navigation start", paint["text"], paint["at"])
+		require.Equal(t, "30", paint["text"], "the first paint shows the count")
+		require.False(t, eval[bool](b, `!!window.__probe.placeholder`), "a count showed a placeholder")
 		require.Equal(t, "1", b.text(`document.querySelector('[data-testid=total-FAILED]').textContent`))
 		b.waitFor(`document.querySelector('[data-testid=by-kind] tr[data-kind=leaf]') !== null`, 10*time.Second)
+		require.Contains(t, b.text(`document.querySelector('[data-testid=failing-kinds]').textContent`), "leaf")
+		b.waitFor(`+document.querySelector('[data-testid=chart-phases]')?.dataset.points >= 1 && document.querySelector('[data-testid=chart-phases] canvas') !== null`, 20*time.Second)
 		// Live: a new resource moves the counts with no reload.
 		s.applyResource("leaf", "ready-30", map[string]any{"n": 30}, nil)
 		b.waitFor(`document.querySelector('[data-testid=total-READY]')?.textContent === '31'`, 30*time.Second)
+		b.waitFor(`+document.querySelector('[data-testid=chart-phases]').dataset.points >= 2`, 10*time.Second)
 		b.requireLabelled()
 		b.shot("summary")
 	})
@@ -156,21 +166,24 @@ func TestDashboard(t *testing.T) {
 		s.applyResource("net", "broken", map[string]any{"spokes": 2, "failSpoke": 1}, nil)
 		s.WaitPhase("leaf", "broken-spoke-1", resource.PhaseFailed, 90*time.Second)
 		b.open("/graph?root=net%2Fbroken")
-		b.waitFor(`document.querySelectorAll('[data-testid=graph] g.node').length === 4`, 20*time.Second)
-		b.waitFor(`document.querySelector('[data-testid=graph] g.node[data-name="broken-spoke-1"]')?.dataset.phase === 'FAILED'`, 20*time.Second)
-		require.True(t, eval[bool](b, `document.querySelector('g.node[data-name="broken-spoke-1"]').classList.contains('hot')`), "the failure is highlighted")
-		require.True(t, eval[bool](b, `document.querySelectorAll('[data-testid=graph] path.edge.hot').length >= 1`), "the path to it is highlighted")
+		b.waitFor(`document.querySelectorAll('[data-testid=graph] .gnode').length === 4`, 20*time.Second)
+		b.waitFor(`document.querySelector('[data-testid=graph] .gnode[data-name="broken-spoke-1"]')?.dataset.phase === 'FAILED'`, 20*time.Second)
+		require.True(t, eval[bool](b, `document.querySelector('.gnode[data-name="broken-spoke-1"]').classList.contains('hot')`), "the failure is highlighted")
+		require.True(t, eval[bool](b, `document.querySelectorAll('[data-testid=graph] .react-flow__edge.hot').length >= 1`), "the path to it is highlighted")
 		require.Contains(t, b.text(`document.querySelector('[data-testid=failures]').textContent`), "broken-spoke-1")
 		b.shot("graph")
 
 		// Live: a recompose adds a spoke to the open graph.
 		b.open("/graph?root=net%2Fmesh")
-		b.waitFor(`document.querySelectorAll('[data-testid=graph] g.node').length === 5`, 20*time.Second)
+		b.waitFor(`document.querySelectorAll('[data-testid=graph] .gnode').length === 5`, 20*time.Second)
 		s.applyResource("net", "mesh", map[string]any{"spokes": 4}, nil)
-		b.waitFor(`document.querySelector('[data-testid=graph] g.node[data-name="mesh-spoke-3"]')?.dataset.phase === 'READY'`, 60*time.Second)
-		// Keyboard: the canvas takes focus and arrows move between nodes.
+		b.waitFor(`document.querySelector('[data-testid=graph] .gnode[data-name="mesh-spoke-3"]')?.dataset.phase === 'READY'`, 60*time.Second)
+		// Keyboard: the canvas takes focus, Tab reaches a node and Enter opens it.
 		b.click(`[data-testid=graph]`)
-		b.waitFor(`document.activeElement === document.querySelector('[data-testid=graph]')`, 5*time.Second)
+		b.waitFor(`document.querySelector('[data-testid=graph]').contains(document.activeElement)`, 5*time.Second)
+		require.NoError(t, chromedp.Do(b.ctx, chromedp.Focus(chromedp.CSS(`.react-flow__node[data-id]`))))
+		require.NoError(t, pressKey(b, kb.Enter))
+		b.waitFor(`location.search.includes('sel=')`, 5*time.Second)
 		b.shot("graph-live")
 	})
 

@@ -191,6 +191,16 @@ type KindPhaseCount struct {
 	Count int `json:"count"`
 }
 
+// The estimated work queue of one kind.
+type KindQueueDepth struct {
+	// The kind, or (other) for rows the statistics cannot attribute.
+	Kind string `json:"kind"`
+	// Tasks waiting for a worker.
+	Pending int `json:"pending"`
+	// Tasks a worker holds: in flight.
+	Leased int `json:"leased"`
+}
+
 // How much one kind version is in use.
 type KindUsage struct {
 	// The resources that are instances of this version (from the folded phase counts: no table count).
@@ -413,6 +423,16 @@ type SubtreeProgress struct {
 	Failures []*SubtreeMember `json:"failures"`
 	// How many resources below the root are FAILED or DEGRADED (failures lists the first 50).
 	FailureCount int `json:"failureCount"`
+}
+
+// What the Summary page paints first; phaseCounts and resourceChanged keep it live.
+type Summary struct {
+	// The number of resources in each phase (all seven, zeros included).
+	PhaseCounts []*PhaseCount `json:"phaseCounts"`
+	// The counts of every applied non-reactor kind by phase, by kind; non-zero counts only.
+	ByKind []*KindPhaseCount `json:"byKind"`
+	// The work queue by kind: an estimate from planner statistics (as fresh as each queue partition's last analyze), by kind.
+	Queue []*KindQueueDepth `json:"queue"`
 }
 
 // One value copied from an upstream's status into the dependent's spec.

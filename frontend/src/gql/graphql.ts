@@ -83,6 +83,8 @@ export type KindConfigInput = {
   resyncRecomposes?: boolean | null;
   /** The grace window before a dropped child is torn down, in seconds. */
   orphanGraceSecs?: number | null;
+  /** Transient failures in a row after which a reconcile is dead-lettered; 0 = never. */
+  maxTransientAttempts?: number | null;
 };
 
 /** A hand-authored provider config (a full replace). */
@@ -200,6 +202,8 @@ export type KindPolicyFragment = {
   resyncRecomposes: boolean;
   /** The grace window before a dropped child is torn down, in seconds. */
   orphanGraceSecs: number;
+  /** Transient failures in a row after which a reconcile is dead-lettered (terminal until a spec edit); 0 = never. */
+  maxTransientAttempts: number;
   /** When the policy last changed. */
   updatedAt: string;
 };
@@ -235,6 +239,13 @@ export type KindSummaryFragment = {
   }>;
   /** The live operational policy (kind_config), not the manifest's seed. */
   config: KindPolicyFragment;
+  /** How many resources are instances of this version and how many live members serve it. */
+  usage: {
+    /** The resources that are instances of this version (from the folded phase counts: no table count). */
+    resources: number;
+    /** The live members whose broker has a worker serving this version connected. */
+    servedBy: number;
+  };
 };
 
 /** Fragment OperationRow (src/resources/resources.graphql). */
@@ -622,7 +633,7 @@ export type KindsQueryVariables = Record<string, never>;
 export const KindsDocument = {
   kind: 'query',
   operationName: 'Kinds',
-  query: "query Kinds{kinds{...KindSummary}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs updatedAt}fragment KindSummary on Kind{name version description isReactor finalizerName manifestGeneration updatedAt reactions{name trigger emits verb finalizer}config{...KindPolicy}}",
+  query: "query Kinds{kinds{...KindSummary}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs maxTransientAttempts updatedAt}fragment KindSummary on Kind{name version description isReactor finalizerName manifestGeneration updatedAt reactions{name trigger emits verb finalizer}config{...KindPolicy}usage{resources servedBy}}",
 } as TypedDocument<KindsQuery, KindsQueryVariables>;
 
 /** Query KindDetail (src/kinds/kinds.graphql). */
@@ -648,21 +659,22 @@ export type KindDetailQueryVariables = {
 export const KindDetailDocument = {
   kind: 'query',
   operationName: 'KindDetail',
-  query: "query KindDetail($name:String!$version:String){kind(name:$name version:$version){...KindSummary specSchema statusSchema configSchema manifest createdAt}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs updatedAt}fragment KindSummary on Kind{name version description isReactor finalizerName manifestGeneration updatedAt reactions{name trigger emits verb finalizer}config{...KindPolicy}}",
+  query: "query KindDetail($name:String!$version:String){kind(name:$name version:$version){...KindSummary specSchema statusSchema configSchema manifest createdAt}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs maxTransientAttempts updatedAt}fragment KindSummary on Kind{name version description isReactor finalizerName manifestGeneration updatedAt reactions{name trigger emits verb finalizer}config{...KindPolicy}usage{resources servedBy}}",
 } as TypedDocument<KindDetailQuery, KindDetailQueryVariables>;
 
 /** Mutation ApplyKindManifest (src/kinds/kinds.graphql). */
 export type ApplyKindManifestMutation = {
-  /** The manifest JSON document, exactly the format of a kind fixture file. */
+  /** The manifest JSON document, exactly the format of a kind fixture file. Re-applying a version whose spec_schema would reject stored resources, or drops a required field they carry, is refused (CONFLICT, rule breaking_change, naming the resources and fields) unless acceptBreaking; a new version is never refused. */
   applyKindManifest: KindSummaryFragment;
 };
 export type ApplyKindManifestMutationVariables = {
   manifest: JSONValue;
+  acceptBreaking?: boolean | null;
 };
 export const ApplyKindManifestDocument = {
   kind: 'mutation',
   operationName: 'ApplyKindManifest',
-  query: "mutation ApplyKindManifest($manifest:JSON!){applyKindManifest(manifest:$manifest){...KindSummary}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs updatedAt}fragment KindSummary on Kind{name version description isReactor finalizerName manifestGeneration updatedAt reactions{name trigger emits verb finalizer}config{...KindPolicy}}",
+  query: "mutation ApplyKindManifest($manifest:JSON!$acceptBreaking:Boolean){applyKindManifest(manifest:$manifest acceptBreaking:$acceptBreaking){...KindSummary}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs maxTransientAttempts updatedAt}fragment KindSummary on Kind{name version description isReactor finalizerName manifestGeneration updatedAt reactions{name trigger emits verb finalizer}config{...KindPolicy}usage{resources servedBy}}",
 } as TypedDocument<ApplyKindManifestMutation, ApplyKindManifestMutationVariables>;
 
 /** Mutation UpdateKindConfig (src/kinds/kinds.graphql). */
@@ -678,7 +690,7 @@ export type UpdateKindConfigMutationVariables = {
 export const UpdateKindConfigDocument = {
   kind: 'mutation',
   operationName: 'UpdateKindConfig',
-  query: "mutation UpdateKindConfig($kind:String!$version:String!$input:KindConfigInput!){updateKindConfig(kind:$kind version:$version input:$input){...KindPolicy}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs updatedAt}",
+  query: "mutation UpdateKindConfig($kind:String!$version:String!$input:KindConfigInput!){updateKindConfig(kind:$kind version:$version input:$input){...KindPolicy}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs maxTransientAttempts updatedAt}",
 } as TypedDocument<UpdateKindConfigMutation, UpdateKindConfigMutationVariables>;
 
 /** Subscription KindsLive (src/kinds/kinds.graphql). */
@@ -690,8 +702,47 @@ export type KindsLiveSubscriptionVariables = Record<string, never>;
 export const KindsLiveDocument = {
   kind: 'subscription',
   operationName: 'KindsLive',
-  query: "subscription KindsLive{kinds{...KindSummary}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs updatedAt}fragment KindSummary on Kind{name version description isReactor finalizerName manifestGeneration updatedAt reactions{name trigger emits verb finalizer}config{...KindPolicy}}",
+  query: "subscription KindsLive{kinds{...KindSummary}}fragment KindPolicy on KindConfig{maxInflight taskDeadlineSecs resyncIntervalSecs resyncRecomposes orphanGraceSecs maxTransientAttempts updatedAt}fragment KindSummary on Kind{name version description isReactor finalizerName manifestGeneration updatedAt reactions{name trigger emits verb finalizer}config{...KindPolicy}usage{resources servedBy}}",
 } as TypedDocument<KindsLiveSubscription, KindsLiveSubscriptionVariables>;
+
+/** Query ResourceDeadLetter (src/resources/deadletter.graphql). */
+export type ResourceDeadLetterQuery = {
+  /** The resource (kind, name); null when there is none. */
+  resource: {
+    /** The resource's id (a UUID). */
+    id: string;
+    /** Set when its reconcile was dead-lettered: it failed transiently max_transient_attempts times in a row for this generation and stopped retrying (until a spec edit). */
+    deadLetter: {
+      /** The generation that was dead-lettered. */
+      generation: number;
+      /** How many transient failures in a row, the bound and the last error. */
+      message: string;
+      /** When it was dead-lettered. */
+      since: string;
+    } | null;
+    /** The kind version this resource is an instance of. */
+    definition: {
+      /** The kind's name. */
+      name: string;
+      /** The manifest's version. */
+      version: string;
+      /** The live operational policy (kind_config), not the manifest's seed. */
+      config: {
+        /** Transient failures in a row after which a reconcile is dead-lettered (terminal until a spec edit); 0 = never. */
+        maxTransientAttempts: number;
+      };
+    } | null;
+  } | null;
+};
+export type ResourceDeadLetterQueryVariables = {
+  kind: string;
+  name: string;
+};
+export const ResourceDeadLetterDocument = {
+  kind: 'query',
+  operationName: 'ResourceDeadLetter',
+  query: "query ResourceDeadLetter($kind:String!$name:String!){resource(kind:$kind name:$name){id deadLetter{generation message since}definition{name version config{maxTransientAttempts}}}}",
+} as TypedDocument<ResourceDeadLetterQuery, ResourceDeadLetterQueryVariables>;
 
 /** Query ResourceWaitingOn (src/resources/explain.graphql). */
 export type ResourceWaitingOnQuery = {
@@ -1236,3 +1287,48 @@ export const OperationUpdatedDocument = {
   operationName: 'OperationUpdated',
   query: "subscription OperationUpdated($id:ID!){operationUpdated(id:$id){...OperationRow}}fragment OperationRow on Operation{id verb state input output error createdAt finishedAt}",
 } as TypedDocument<OperationUpdatedSubscription, OperationUpdatedSubscriptionVariables>;
+
+/** Query SummaryFirstPaint (src/resources/resources.graphql). */
+export type SummaryFirstPaintQuery = {
+  /** The Summary page's first paint in one read: the phase totals, the counts of every kind by phase, and the work queue by kind. */
+  summary: {
+    /** The number of resources in each phase (all seven, zeros included). */
+    phaseCounts: Array<{
+      /** The phase. */
+      phase: Phase;
+      /** How many resources are in it. */
+      count: number;
+    }>;
+    /** The counts of every applied non-reactor kind by phase, by kind; non-zero counts only. */
+    byKind: Array<{
+      /** The kind. */
+      kind: string;
+      /** The phase. */
+      phase: Phase;
+      /** How many. */
+      count: number;
+    }>;
+    /** The work queue by kind: an estimate from planner statistics (as fresh as each queue partition's last analyze), by kind. */
+    queue: Array<{
+      /** The kind, or (other) for rows the statistics cannot attribute. */
+      kind: string;
+      /** Tasks waiting for a worker. */
+      pending: number;
+      /** Tasks a worker holds: in flight. */
+      leased: number;
+    }>;
+  };
+  /** Every applied kind version, by name then version. */
+  kinds: Array<{
+    /** The kind's name. */
+    name: string;
+    /** True when the kind declares only reactor reactions: it owns no resources. */
+    isReactor: boolean;
+  }>;
+};
+export type SummaryFirstPaintQueryVariables = Record<string, never>;
+export const SummaryFirstPaintDocument = {
+  kind: 'query',
+  operationName: 'SummaryFirstPaint',
+  query: "query SummaryFirstPaint{summary{phaseCounts{phase count}byKind{kind phase count}queue{kind pending leased}}kinds{name isReactor}}",
+} as TypedDocument<SummaryFirstPaintQuery, SummaryFirstPaintQueryVariables>;

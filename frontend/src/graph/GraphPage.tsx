@@ -1,7 +1,7 @@
 // The graph view (a lazy chunk): a composite's subtree and its dependency
 // edges, laid out automatically, every node coloured by its live phase and
 // the paths to failures highlighted. URL: /graph?root=kind/name&sel=kind/name.
-import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
+import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from 'react';
 import { Link, navigate, useLocation, withQuery } from '../app/router';
 import { useClient, useConnection } from '../client/hooks';
 import { toApiError, type ApiError } from '../client/errors';
@@ -12,9 +12,10 @@ import { PhaseBadge } from '../resources/PhaseBadge';
 import { ErrorBox } from '../widgets/ErrorBox';
 import { GraphCanvas } from './GraphCanvas';
 import { failurePaths } from './failures';
-import { fold, isAggregate } from './fold';
-import { layout, type GraphInput } from './layout';
-import { applyGraphEvent, cloneTree, loadMore, loadSubtree, mergeLoaded, NODE_BUDGET, type Subtree } from './load';
+import { fold, isAggregate, recolour, type Folded } from './fold';
+import { defaultLayout, layout, type GraphInput } from './layout';
+import { applyGraphEvent, applyGraphEvents, cloneTree, loadMore, loadSubtree, mergeLoaded, NODE_BUDGET, type Subtree } from './load';
+import { findNode, revealIn } from './search';
 
 /**
  * The most per-owner subscriptions the view opens for a nested composite
@@ -24,6 +25,32 @@ import { applyGraphEvent, cloneTree, loadMore, loadSubtree, mergeLoaded, NODE_BU
 const MAX_OWNER_SUBS = 40;
 
 type Event = Parameters<typeof applyGraphEvent>[1];
+
+/** Live events are applied in batches, at most one per this many ms. */
+const BATCH_MS = 30;
+
+/**
+ * GraphStats is what the page measures of its live updates, on
+ * window.__convergeGraph (the browser test reads it): batches applied, the
+ * events in them, and each batch's time from applying it to the next frame
+ * after React Flow drew it.
+ */
+export interface GraphStats {
+  batches: number;
+  events: number;
+  lastMs: number;
+  maxMs: number;
+  totalMs: number;
+  /** Each batch's time, the first 5,000. */
+  each?: number[];
+  /** Each batch's time to React's commit of the page (before React Flow's own update and the paint). */
+  commits?: number[];
+}
+declare global {
+  interface Window {
+    __convergeGraph?: GraphStats;
+  }
+}
 
 export default function GraphPage() {
   const { search } = useLocation();
@@ -52,16 +79,55 @@ export default function GraphPage() {
   // returns, so what an event changed is recorded in a ref by the updater and
   // acted on once the new tree has rendered (a live-added node used to be
   // counted but never laid out).
-  const pending = useRef({ structural: false, resync: false });
-  const onEvent = useCallback((ev: Event) => {
+  const pending = useRef({ structural: false, resync: false, batchAt: 0, events: 0 });
+  // Events queue and are applied together, at most every BATCH_MS: a storm
+  // of a thousand phase changes is a few re-renders, not a thousand.
+  const queue = useRef<Event[]>([]);
+  const timer = useRef<ReturnType<typeof setTimeout> | null>(null);
+  const flush = useCallback(() => {
+    timer.current = null;
+    const evs = queue.current;
+    queue.current = [];
+    if (!evs.length) return;
+    pending.current.batchAt = performance.now();
+    pending.current.events += evs.length;
     setTree((t) => {
       if (!t) return t;
-      const r = applyGraphEvent(t, ev, budget.current);
+      const r = applyGraphEvents(t, evs, budget.current);
       if (r.structural) pending.current.structural = true;
       if (r.resync) pending.current.resync = true;
       return r.tree;
     });
   }, []);
+  const onEvent = useCallback(
+    (ev: Event) => {
+      queue.current.push(ev);
+      timer.current ??= setTimeout(flush, BATCH_MS);
+    },
+    [flush],
+  );
+  useEffect(() => () => void (timer.current && clearTimeout(timer.current)), []);
+  useLayoutEffect(() => {
+    const p = pending.current;
+    if (p.batchAt) {
+      const t0 = p.batchAt;
+      const events = p.events;
+      const commit = performance.now() - t0;
+      p.batchAt = 0;
+      p.events = 0;
+      requestAnimationFrame(() => {
+        const ms = performance.now() - t0;
+        const s = (window.__convergeGraph ??= { batches: 0, events: 0, lastMs: 0, maxMs: 0, totalMs: 0 });
+        s.batches++;
+        s.events += events;
+        s.lastMs = ms;
+        s.maxMs = Math.max(s.maxMs, ms);
+        s.totalMs += ms;
+        if ((s.each ??= []).length < 5000) s.each.push(ms);
+        if ((s.commits ??= []).length < 5000) s.commits.push(commit);
+      });
+    }
+  }, [tree]);
   useEffect(() => {
     const p = pending.current;
     if (p.structural) {
@@ -156,11 +222,20 @@ export default function GraphPage() {
   // recolour the aggregates' bars); the layout follows the structure only.
   const [expanded, setExpanded] = useState<ReadonlySet<string>>(new Set());
   useEffect(() => setExpanded(new Set()), [rootKey]);
-  const shown = useMemo(() => (tree ? fold(tree.nodes, tree.rootId, expanded) : null), [tree, expanded]);
+  // A batch of phase changes recolours the last picture (O(changes)); any
+  // other change folds again (O(n)).
+  const lastFold = useRef<{ nodes: Subtree['nodes']; rootId: string; expanded: ReadonlySet<string>; folded: Folded } | null>(null);
+  const shown = useMemo(() => {
+    if (!tree) return null;
+    const last = lastFold.current;
+    const folded = (last && last.rootId === tree.rootId && last.expanded === expanded && recolour(last.folded, last.nodes, tree.nodes)) || fold(tree.nodes, tree.rootId, expanded);
+    lastFold.current = { nodes: tree.nodes, rootId: tree.rootId, expanded, folded };
+    return folded;
+  }, [tree, expanded]);
   const shownRef = useRef(shown);
   shownRef.current = shown;
   const inputs: GraphInput[] = useMemo(() => (shown ? [...shown.nodes.values()].map((n) => ({ id: n.id, owner: n.owner, deps: n.deps, sortKey: `${n.kind}/${n.name}` })) : []), [structure, expanded]);
-  const lay = useMemo(() => (tree ? layout(tree.rootId, inputs) : null), [inputs]);
+  const lay = useMemo(() => (tree ? layout(tree.rootId, inputs, defaultLayout, shownRef.current?.blocks) : null), [inputs]);
   const highlight = useMemo(() => failurePaths(shown ? [...shown.nodes.values()] : [], (id) => shown?.nodes.get(id)?.phase), [shown]);
   const failedReal = useMemo(() => (tree ? [...tree.nodes.values()].filter((n) => n.phase === 'FAILED').map((n) => n.id) : []), [tree]);
 
@@ -172,6 +247,39 @@ export default function GraphPage() {
     if (root) q.set('root', refString(root));
     if (s) q.set('sel', refString(s));
     return withQuery('/graph', q);
+  };
+  // Search: find a node by name, unfold what hides it, select it and centre on it.
+  const [query, setQuery] = useState('');
+  const [notFound, setNotFound] = useState('');
+  const [focus, setFocus] = useState<{ id: string; n: number } | null>(null);
+  const names = useMemo(() => (tree ? [...new Set([...tree.nodes.values()].map((n) => n.name))].sort().slice(0, 2000) : []), [structure]);
+  // Built once per structure: a live batch does not diff 1,000 options.
+  const datalist = useMemo(
+    () => (
+      <datalist id="graph-names">
+        {names.map((n) => (
+          <option key={n} value={n} />
+        ))}
+      </datalist>
+    ),
+    [names],
+  );
+  const onSearch = (e: React.FormEvent) => {
+    e.preventDefault();
+    const t = treeRef.current;
+    const hit = t ? findNode(t.nodes.values(), query) : undefined;
+    if (!t || !hit) {
+      setNotFound(query.trim() ? `No node named “${query.trim()}” is loaded.` : '');
+      return;
+    }
+    setNotFound('');
+    const exp = revealIn(t.nodes, t.rootId, expanded, hit.id);
+    if (exp !== expanded) {
+      setExpanded(exp);
+      setStructure((x) => x + 1);
+    }
+    setFocus((f) => ({ id: hit.id, n: (f?.n ?? 0) + 1 }));
+    navigate(graphHref({ kind: hit.kind, name: hit.name }), { replace: true });
   };
   const onSelect = useCallback(
     (id: string) => {
@@ -185,6 +293,10 @@ export default function GraphPage() {
     },
     [rootKey],
   );
+  const onFold = useCallback((id: string) => {
+    setExpanded((e) => new Set([...e].filter((x) => x !== id)));
+    setStructure((x) => x + 1);
+  }, []);
   const resourcesHref = (r: ResourceRef) => `/resources?${listSearch({ ...emptyList, sel: r }).toString()}`;
 
   if (!root) {
@@ -223,11 +335,21 @@ export default function GraphPage() {
             </>
           ) : null}
         </p>
+        <form className="graph-search" role="search" onSubmit={onSearch}>
+          <input type="search" aria-label="Find a node by name" placeholder="Find a node by name" list="graph-names" value={query} onChange={(e) => setQuery(e.target.value)} data-testid="graph-search" />
+          {datalist}
+          <button type="submit">Find</button>
+          {notFound ? (
+            <span className="muted" role="status">
+              {notFound}
+            </span>
+          ) : null}
+        </form>
       </header>
       <ErrorBox error={error} />
       {missing ? <p className="empty">{refString(root)} does not exist.</p> : null}
       <div className="graph-layout">
-        {lay && tree && shown ? <GraphCanvas layout={lay} nodes={shown.nodes} aggregates={shown.aggregates} highlight={highlight} selected={selectedId} onSelect={onSelect} /> : null}
+        {lay && tree && shown ? <GraphCanvas layout={lay} nodes={shown.nodes} aggregates={shown.aggregates} highlight={highlight} selected={selectedId} onSelect={onSelect} onFold={onFold} focus={focus} /> : null}
         <aside className="graph-side" aria-label="Graph details">
           <h2>Legend</h2>
           <ul className="legend">

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { fold, isAggregate } from './fold';
+import { fold, isAggregate, recolour } from './fold';
 import type { GNode } from './load';
 
 const n = (id: string, kind: string, owner: string | null, deps: string[] = [], phase: GNode['phase'] = 'READY'): GNode => ({ id, kind, name: id, phase, owner, deps, updatedAt: '2026-01-01T00:00:00Z' });
@@ -55,5 +55,29 @@ describe('fold', () => {
     expect(f.nodes.size).toBe(3);
     expect(f.nodes.has('hub')).toBe(true);
     expect([...f.aggregates.values()][0]!.members).toHaveLength(1000);
+  });
+
+  it('recolours a folded picture for phase changes without folding again, and refuses a structural change', () => {
+    const before = bom(250);
+    const f = fold(before, 'bom', new Set());
+    const after = new Map(before);
+    after.set('r7a', { ...before.get('r7a')!, phase: 'FAILED' });
+    after.set('bom', { ...before.get('bom')!, phase: 'DEGRADED' });
+    const r = recolour(f, before, after)!;
+    expect(r.shownAs).toBe(f.shownAs);
+    const route = [...r.aggregates.values()].find((a) => a.kind === 'route')!;
+    expect(route.counts).toEqual([
+      { phase: 'FAILED', count: 2 },
+      { phase: 'READY', count: 498 },
+    ]);
+    expect(r.nodes.get('bom')!.phase).toBe('DEGRADED');
+    expect(r.nodes.get(route.id)!.phase).toBe('FAILED');
+    expect(f.nodes.get('bom')!.phase).toBe('READY'); // the previous picture is untouched
+    expect(r).toEqual({ ...fold(after, 'bom', new Set()) });
+    const moved = new Map(after);
+    moved.set('r7b', { ...after.get('r7b')!, deps: ['v8'] });
+    expect(recolour(r, after, moved)).toBeNull();
+    const grown = new Map(after).set('x', { ...after.get('r7b')!, id: 'x' });
+    expect(recolour(r, after, grown)).toBeNull();
   });
 });

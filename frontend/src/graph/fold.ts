@@ -38,6 +38,8 @@ export interface Folded {
   aggregates: Map<string, Aggregate>;
   /** Where each real node is drawn (itself, or its aggregate). */
   shownAs: Map<string, string>;
+  /** Expanded aggregates: their members, drawn one by one as a block (a grid). */
+  blocks: Map<string, string[]>;
 }
 
 /**
@@ -55,6 +57,7 @@ export function fold(nodes: ReadonlyMap<string, GNode>, rootId: string, expanded
   }
   const shownAs = new Map<string, string>([[rootId, rootId]]);
   const aggregates = new Map<string, Aggregate>();
+  const blocks = new Map<string, string[]>();
   // Top down, so an owner's place is known before its children are grouped.
   const queue = [rootId];
   for (let q = 0; q < queue.length; q++) {
@@ -74,6 +77,7 @@ export function fold(nodes: ReadonlyMap<string, GNode>, rootId: string, expanded
       const id = `${aggPrefix}${ownerShown}:${key}`;
       // Under a folded owner, its children fold too (whatever their number).
       const folded = (g.length > at || isAggregate(ownerShown)) && !expanded.has(id);
+      if (!folded && g.length > at) blocks.set(id, g.map((s) => s.id));
       let agg = folded ? aggregates.get(id) : undefined;
       if (folded && !agg) {
         agg = { id, kind: g[0]!.kind, members: [], counts: [] };
@@ -114,5 +118,50 @@ export function fold(nodes: ReadonlyMap<string, GNode>, rootId: string, expanded
     g.name = `×${a.members.length.toLocaleString('en-US')}`;
     g.phase = a.counts[0]!.phase;
   }
-  return { nodes: out, aggregates, shownAs };
+  return { nodes: out, aggregates, shownAs, blocks };
+}
+
+/**
+ * recolour updates a folded picture for phase changes only, in O(changes +
+ * members of the aggregates they touch) instead of a full fold: prev was
+ * folded from before, nodes is the new subtree. It returns null when the
+ * structure changed (a node added, removed, moved or re-wired): fold again.
+ */
+export function recolour(prev: Folded, before: ReadonlyMap<string, GNode>, nodes: ReadonlyMap<string, GNode>): Folded | null {
+  if (before === nodes) return prev;
+  if (before.size !== nodes.size) return null;
+  const changed: GNode[] = [];
+  for (const [id, n] of nodes) {
+    const b = before.get(id);
+    if (!b) return null;
+    if (b === n) continue;
+    if (b.owner !== n.owner || b.deps.length !== n.deps.length || b.deps.some((d, i) => d !== n.deps[i])) return null;
+    if (b.phase !== n.phase) changed.push(n);
+  }
+  if (!changed.length) return prev;
+  const out = new Map(prev.nodes);
+  const aggregates = new Map(prev.aggregates);
+  const dirty = new Set<string>();
+  for (const n of changed) {
+    const at = prev.shownAs.get(n.id) ?? n.id;
+    if (isAggregate(at)) dirty.add(at);
+    else {
+      const cur = out.get(at);
+      if (cur) out.set(at, { ...cur, phase: n.phase, updatedAt: n.updatedAt });
+    }
+  }
+  for (const id of dirty) {
+    const a = prev.aggregates.get(id);
+    if (!a) continue;
+    const by = new Map<Phase, number>();
+    for (const m of a.members) {
+      const p = nodes.get(m)!.phase;
+      by.set(p, (by.get(p) ?? 0) + 1);
+    }
+    const counts = worst.filter((p) => by.has(p)).map((p) => ({ phase: p, count: by.get(p)! }));
+    aggregates.set(id, { ...a, counts });
+    const g = out.get(id);
+    if (g) out.set(id, { ...g, phase: counts[0]!.phase });
+  }
+  return { nodes: out, aggregates, shownAs: prev.shownAs, blocks: prev.blocks };
 }

@@ -1,10 +1,12 @@
-// A layered layout for a composite's subtree: the root on top, each node's
-// children below it, and among siblings every dependency pushes the
-// dependent one layer further down (longest path), so ownership and
-// dependency edges both point downwards. Nodes in a layer are ordered by
-// the mean position of their owner and upstreams (one barycentric sweep),
-// and layers wider than maxPerRow wrap into several rows so a 1,000-node
-// tree stays a screen-shaped picture. O(n log n + edges).
+// The graph's layered layout, by dagre (a maintained Sugiyama-style
+// engine): tiers by dependency depth — the root on top, an owner above its
+// children, an upstream above its dependents — with dagre's crossing
+// minimisation ordering each tier. An expanded aggregate is a block: one
+// dagre node sized as a grid of at most maxPerRow columns, its members then
+// placed in the grid under their upstreams, so a 500-member tier stays a
+// screen-shaped picture and dagre's cost follows the folded picture. Only
+// structural changes re-run it: a phase change recolours nodes in place.
+import dagre from '@dagrejs/dagre';
 
 export interface GraphInput {
   id: string;
@@ -24,12 +26,13 @@ export interface LayoutOptions {
   maxPerRow: number;
 }
 
-export const defaultLayout: LayoutOptions = { nodeW: 168, nodeH: 40, gapX: 16, gapY: 40, maxPerRow: 24 };
+export const defaultLayout: LayoutOptions = { nodeW: 184, nodeH: 48, gapX: 20, gapY: 56, maxPerRow: 24 };
 
 export interface Placed {
   id: string;
   x: number;
   y: number;
+  /** The tier, from 0 at the top. */
   layer: number;
   row: number;
 }
@@ -38,13 +41,24 @@ export interface LayoutEdge {
   from: string;
   to: string;
   kind: 'own' | 'dep';
+  /** Drawn: an ownership edge is left out when its child depends on a sibling (the tier already shows it). */
+  drawn: boolean;
+}
+
+/** Where a block (an expanded aggregate) is drawn: the box around its grid. */
+export interface PlacedBlock {
+  id: string;
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+  members: string[];
 }
 
 export interface Layout {
   nodes: Map<string, Placed>;
+  blocks: Map<string, PlacedBlock>;
   edges: LayoutEdge[];
-  /** Node ids row by row, left to right (keyboard navigation). */
-  rows: string[][];
   width: number;
   height: number;
 }
@@ -86,102 +100,95 @@ export function siblingRanks(sibs: readonly GraphInput[]): Map<string, number> {
 
 const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
-export function layout(rootId: string, input: readonly GraphInput[], opts: LayoutOptions = defaultLayout): Layout {
+/** layoutEdges lists the ownership and dependency edges between present nodes. */
+export function layoutEdges(rootId: string, input: readonly GraphInput[]): LayoutEdge[] {
   const byId = new Map(input.map((n) => [n.id, n]));
-  const kids = new Map<string, GraphInput[]>();
-  for (const n of input) {
-    if (n.id === rootId) continue;
-    // A node whose owner is not loaded hangs off the root.
-    const o = n.owner && byId.has(n.owner) && n.owner !== n.id ? n.owner : rootId;
-    const l = kids.get(o);
-    if (l) l.push(n);
-    else kids.set(o, [n]);
-  }
-  // Layers: root 0; a child one below its owner plus its sibling rank.
-  const layerOf = new Map<string, number>();
-  const ownerOf = new Map<string, string>();
-  if (byId.has(rootId)) layerOf.set(rootId, 0);
-  const stack = [rootId];
-  while (stack.length) {
-    const p = stack.pop()!;
-    const cs = kids.get(p);
-    if (!cs) continue;
-    const ranks = siblingRanks(cs);
-    for (const c of cs) {
-      if (layerOf.has(c.id)) continue; // ownership cycle: keep the first placement
-      layerOf.set(c.id, layerOf.get(p)! + 1 + ranks.get(c.id)!);
-      ownerOf.set(c.id, p);
-      stack.push(c.id);
-    }
-  }
-  const layers: string[][] = [];
-  for (const [id, l] of layerOf) (layers[l] ??= []).push(id);
-
-  const step = opts.nodeW + opts.gapX;
-  const rowH = opts.nodeH + opts.gapY;
-  const center = new Map<string, number>(); // provisional x centre, in node slots
-  const nodes = new Map<string, Placed>();
-  const rows: string[][] = [];
-  let maxRow = 1;
-  for (const layer of layers) if (layer) maxRow = Math.max(maxRow, Math.min(layer.length, opts.maxPerRow));
-
-  let rowIndex = 0;
-  layers.forEach((layer, li) => {
-    if (!layer || layer.length === 0) return;
-    // Barycentre of owner and upstreams already placed.
-    const bary = new Map<string, number>();
-    for (const id of layer) {
-      let sum = 0;
-      let n = 0;
-      const o = ownerOf.get(id);
-      if (o !== undefined && center.has(o)) {
-        sum += center.get(o)! * 2; // the owner weighs double: siblings stay together
-        n += 2;
-      }
-      for (const d of byId.get(id)!.deps) {
-        const c = center.get(d);
-        if (c !== undefined) {
-          sum += c;
-          n++;
-        }
-      }
-      bary.set(id, n ? sum / n : maxRow / 2);
-    }
-    const sorted = layer.slice().sort((a, b) => bary.get(a)! - bary.get(b)! || cmp(byId.get(a)!.sortKey ?? a, byId.get(b)!.sortKey ?? b) || cmp(a, b));
-    for (let start = 0; start < sorted.length; start += opts.maxPerRow) {
-      const row = sorted.slice(start, start + opts.maxPerRow);
-      const offset = (maxRow - row.length) / 2;
-      row.forEach((id, i) => {
-        const slot = offset + i;
-        center.set(id, slot + 0.5);
-        nodes.set(id, { id, x: slot * step, y: rowIndex * rowH, layer: li, row: rowIndex });
-      });
-      rows.push(row);
-      rowIndex++;
-    }
-  });
-
+  const ownerOf = (n: GraphInput) => (n.owner && byId.has(n.owner) && n.owner !== n.id ? n.owner : rootId);
   const edges: LayoutEdge[] = [];
   for (const n of input) {
-    if (!nodes.has(n.id)) continue;
-    const o = ownerOf.get(n.id);
-    if (o !== undefined && nodes.has(o)) edges.push({ from: o, to: n.id, kind: 'own' });
-    for (const d of new Set(n.deps)) if (d !== n.id && nodes.has(d)) edges.push({ from: d, to: n.id, kind: 'dep' });
+    if (n.id === rootId) continue;
+    const o = ownerOf(n);
+    const deps = [...new Set(n.deps)].filter((d) => d !== n.id && byId.has(d));
+    const onSibling = deps.some((d) => d !== rootId && ownerOf(byId.get(d)!) === o);
+    if (byId.has(o)) edges.push({ from: o, to: n.id, kind: 'own', drawn: !onSibling });
+    for (const d of deps) edges.push({ from: d, to: n.id, kind: 'dep', drawn: true });
   }
-  return { nodes, edges, rows, width: Math.max(1, maxRow * step - opts.gapX), height: Math.max(1, rowIndex * rowH - opts.gapY) };
+  return edges;
 }
 
-/** edgePath draws an edge from the bottom of one node to the top of another. */
-export function edgePath(a: Placed, b: Placed, opts: LayoutOptions = defaultLayout): string {
-  const x1 = a.x + opts.nodeW / 2;
-  const y1 = a.y + opts.nodeH;
-  const x2 = b.x + opts.nodeW / 2;
-  const y2 = b.y;
-  if (y2 > y1) {
-    const my = (y1 + y2) / 2;
-    return `M${x1},${y1}C${x1},${my} ${x2},${my} ${x2},${y2}`;
+/** A block: siblings drawn as a grid (an expanded aggregate), laid out as one node. */
+export type Blocks = ReadonlyMap<string, readonly string[]>;
+
+export function layout(rootId: string, input: readonly GraphInput[], opts: LayoutOptions = defaultLayout, blocks: Blocks = new Map()): Layout {
+  const edges = layoutEdges(rootId, input);
+  const byId = new Map(input.map((n) => [n.id, n]));
+  // dagre lays out the folded picture with each block as one node sized to
+  // its grid: its cost follows what is drawn, not the number of members.
+  const blockOf = new Map<string, string>();
+  const step = opts.nodeW + opts.gapX;
+  const cellH = opts.nodeH + opts.gapX;
+  const grid = new Map<string, { cols: number; rows: number }>();
+  for (const [b, members] of blocks) {
+    const present = members.filter((m) => byId.has(m) && m !== rootId && !blockOf.has(m));
+    if (present.length < 2) continue;
+    const cols = Math.min(opts.maxPerRow, Math.ceil(Math.sqrt(present.length * 4)), present.length);
+    grid.set(b, { cols, rows: Math.ceil(present.length / cols) });
+    for (const m of present) blockOf.set(m, b);
   }
-  // Same row or upwards (a cross-owner dependency): loop out to the side.
-  const bend = opts.nodeH + Math.abs(x2 - x1) * 0.1;
-  return `M${x1},${y1}C${x1},${y1 + bend} ${x2},${y2 - bend} ${x2},${y2}`;
+  const unit = (id: string) => blockOf.get(id) ?? id;
+  const g = new dagre.graphlib.Graph({ multigraph: false });
+  g.setGraph({ rankdir: 'BT', nodesep: opts.gapX, ranksep: opts.gapY, ranker: 'longest-path' });
+  g.setDefaultEdgeLabel(() => ({}));
+  const sorted = [...input].sort((a, b) => cmp(a.sortKey ?? a.id, b.sortKey ?? b.id) || cmp(a.id, b.id));
+  for (const n of sorted) {
+    const u = unit(n.id);
+    if (g.hasNode(u)) continue;
+    const gr = grid.get(u);
+    g.setNode(u, gr ? { width: gr.cols * step - opts.gapX, height: gr.rows * cellH - opts.gapX } : { width: opts.nodeW, height: opts.nodeH });
+  }
+  // The edges go in reversed and drawn bottom-up: longest-path then ranks
+  // each node one tier below its deepest owner or upstream (its dependency
+  // depth from the root), which a forward longest-path would not (it sinks
+  // every leaf to the bottom tier). A child that depends on a sibling is
+  // below its owner through that sibling: its ownership edge is left out.
+  for (const e of edges) {
+    const [from, to] = [unit(e.from), unit(e.to)];
+    if (from !== to && e.drawn) g.setEdge(to, from);
+  }
+  dagre.layout(g);
+
+  const nodes = new Map<string, Placed>();
+  const box = (u: string) => {
+    const p = g.node(u) as { x: number; y: number; width: number; height: number };
+    return { x: p.x - p.width / 2, y: p.y - p.height / 2 };
+  };
+  const ys = [...new Set(g.nodes().map((u) => box(u).y))].sort((a, b) => a - b);
+  const layerOf = (u: string) => ys.indexOf(box(u).y);
+  for (const n of sorted) if (!blockOf.has(n.id)) nodes.set(n.id, { id: n.id, ...box(n.id), layer: layerOf(n.id), row: layerOf(n.id) });
+  // Blocks top down, so a block's upstream members are placed before it;
+  // each member's cell follows the reading order (row, then column) of its
+  // upstreams: the routes of a vpc sit in the vpc's order.
+  const order = [...grid.keys()].sort((a, b) => box(a).y - box(b).y);
+  const placedBlocks = new Map<string, PlacedBlock>();
+  const rank = (p: Placed) => p.y * 1e6 + p.x;
+  for (const b of order) {
+    const { x, y } = box(b);
+    const { cols, rows } = grid.get(b)!;
+    const layer = layerOf(b);
+    const ms = blocks.get(b)!.filter((m) => blockOf.get(m) === b);
+    const key = new Map<string, number>();
+    for (const m of ms) {
+      const rs = byId
+        .get(m)!
+        .deps.map((d) => nodes.get(d))
+        .filter((p): p is Placed => p !== undefined)
+        .map(rank);
+      key.set(m, rs.length ? rs.reduce((s, v) => s + v, 0) / rs.length : 0);
+    }
+    placedBlocks.set(b, { id: b, x, y, width: cols * step - opts.gapX, height: rows * cellH - opts.gapX, members: ms });
+    ms.sort((p, q) => key.get(p)! - key.get(q)! || cmp(byId.get(p)!.sortKey ?? p, byId.get(q)!.sortKey ?? q));
+    ms.forEach((m, i) => nodes.set(m, { id: m, x: x + (i % cols) * step, y: y + Math.floor(i / cols) * cellH, layer, row: layer }));
+  }
+  const graph = g.graph() as { width?: number; height?: number };
+  return { nodes, blocks: placedBlocks, edges, width: Math.max(1, graph.width ?? 1), height: Math.max(1, graph.height ?? 1) };
 }

@@ -83,35 +83,55 @@ export interface GraphEvent {
  * structural: nodes or edges changed (re-layout); resync: re-load.
  */
 export function applyGraphEvent(t: Subtree, ev: GraphEvent, budget = NODE_BUDGET): { tree: Subtree; structural: boolean; changed: boolean; resync: boolean } {
-  const same = { tree: t, structural: false, changed: false, resync: false };
-  if (ev.type === 'RESYNC') return { ...same, resync: true };
-  const cur = t.nodes.get(ev.id);
-  if (ev.type === 'DELETED') {
-    if (!cur || ev.id === t.rootId) return same;
-    const nodes = new Map(t.nodes);
-    nodes.delete(ev.id);
-    const more = new Map(t.more);
-    more.delete(ev.id);
-    return { tree: { ...t, nodes, more }, structural: true, changed: true, resync: false };
+  return applyGraphEvents(t, [ev], budget);
+}
+
+/**
+ * applyGraphEvents folds a batch of events into one new subtree (copied
+ * once, not once per event: a batch of 1,000 phase changes costs one copy).
+ * The tree is returned as is when nothing changed.
+ */
+export function applyGraphEvents(t: Subtree, evs: readonly GraphEvent[], budget = NODE_BUDGET): { tree: Subtree; structural: boolean; changed: boolean; resync: boolean } {
+  const out = { tree: t, structural: false, changed: false, resync: false };
+  let copy: Subtree | null = null;
+  for (const ev of evs) {
+    if (ev.type === 'RESYNC') {
+      out.resync = true;
+      continue;
+    }
+    const cur = (copy ?? t).nodes.get(ev.id);
+    const own = () => (copy ??= cloneTree(t));
+    if (ev.type === 'DELETED') {
+      if (!cur || ev.id === t.rootId) continue;
+      const c = own();
+      c.nodes.delete(ev.id);
+      c.more.delete(ev.id);
+      out.structural = out.changed = true;
+      continue;
+    }
+    if (!ev.resource) continue;
+    const n = toNode(ev.resource);
+    if (cur) {
+      // Events can overtake the read they update: never go back in time.
+      if (timeKey(n.updatedAt) < timeKey(cur.updatedAt)) continue;
+      const structural = cur.owner !== n.owner || cur.deps.join() !== n.deps.join();
+      if (!structural && cur.phase === n.phase) continue;
+      own().nodes.set(n.id, n);
+      out.changed = true;
+      out.structural ||= structural;
+      continue;
+    }
+    // A new child of a loaded node. A composite's own children are read once
+    // it is watched (more), like the ones loaded at first.
+    const base = copy ?? t;
+    if (!n.owner || !base.nodes.has(n.owner) || base.nodes.size >= budget) continue;
+    const c = own();
+    c.nodes.set(n.id, n);
+    if (c.composites.has(n.kind)) c.more.set(n.id, '');
+    out.structural = out.changed = true;
   }
-  if (!ev.resource) return same;
-  const n = toNode(ev.resource);
-  if (cur) {
-    // Events can overtake the read they update: never go back in time.
-    if (timeKey(n.updatedAt) < timeKey(cur.updatedAt)) return same;
-    const structural = cur.owner !== n.owner || cur.deps.join() !== n.deps.join();
-    if (!structural && cur.phase === n.phase) return same;
-    const nodes = new Map(t.nodes);
-    nodes.set(n.id, n);
-    return { tree: { ...t, nodes }, structural, changed: true, resync: false };
-  }
-  // A new child of a loaded node. A composite's own children are read once
-  // it is watched (more), like the ones loaded at first.
-  if (!n.owner || !t.nodes.has(n.owner) || t.nodes.size >= budget) return same;
-  const nodes = new Map(t.nodes);
-  nodes.set(n.id, n);
-  const more = t.composites.has(n.kind) ? new Map(t.more).set(n.id, '') : t.more;
-  return { tree: { ...t, nodes, more }, structural: true, changed: true, resync: false };
+  if (copy) out.tree = copy;
+  return out;
 }
 
 /** cloneTree copies a subtree so loadMore can fill it while the shown one keeps taking events. */

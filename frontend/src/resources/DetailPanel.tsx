@@ -4,8 +4,8 @@ import { useState } from 'react';
 import { Link } from '../app/router';
 import { toApiError, type ApiError } from '../client/errors';
 import { useClient, useQuery, useSubscription } from '../client/hooks';
+import { LongJson, ResourceTimeline } from './ResourceTimeline';
 import { ResourceDetailDocument, ResourceHistoryDocument, ResourceWatchDocument, type ResourceHistoryQuery } from '../gql/graphql';
-import { JsonView } from '../json/JsonEditor';
 import { ErrorBox } from '../widgets/ErrorBox';
 import { ChildrenList } from './ChildrenList';
 import { DeadLetter } from './DeadLetter';
@@ -65,11 +65,11 @@ export function DetailPanel({ target, onClose, hrefOf, childrenHref }: { target:
             )}
           </Section>
           <Section title="Spec">
-            <JsonView value={d.spec} label="Spec" />
+            <LongJson value={d.spec} label="Spec" />
           </Section>
           <Section title="Spec history"><HistoryDiff target={target} generation={d.generation} onChanged={q.refetch} /></Section>
           <Section title="Status">
-            <JsonView value={d.status} label="Status" />
+            <LongJson value={d.status} label="Status" />
           </Section>
           <Section title="Dependencies">
             {d.dependencies.length === 0 ? (
@@ -113,6 +113,7 @@ export function DetailPanel({ target, onClose, hrefOf, childrenHref }: { target:
           ) : null}
           <Section title="Events">
             <ErrorBox error={history.error} />
+            <ResourceTimeline d={d} events={[...(history.data?.resource?.history.items ?? []), ...(older?.items ?? [])]} />
             <History items={[...(history.data?.resource?.history.items ?? []), ...(older?.items ?? [])]} />
             {(older ? older.cursor : history.data?.resource?.history.nextCursor) ? (
               <LoadOlder target={target} after={(older ? older.cursor : history.data?.resource?.history.nextCursor)!} onLoaded={(items, cursor) => setOlder((o) => ({ items: [...(o?.items ?? []), ...items], cursor }))} />

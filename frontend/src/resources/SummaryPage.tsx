@@ -1,29 +1,40 @@
-// Summary: the phase totals and a by-kind breakdown, each pushed live by
-// the phaseCounts subscription (the server coalesces and sends only
-// changes). Counts are shown exactly as served.
+// Summary: the phase totals, the kinds failing most, the work queue by kind,
+// charts of the totals over time and a by-kind breakdown. The first paint
+// comes from one read (the summary query), so no count waits for a
+// subscription; the phaseCounts subscriptions then keep every count live
+// (the server coalesces and sends only changes), and a push re-reads the
+// queue and the by-kind counts at most about once a second. Counts are shown
+// exactly as served.
+import { lazy, Suspense, useEffect, useRef, useState } from 'react';
 import { Link } from '../app/router';
 import { useQuery, useSubscriptionValue } from '../client/hooks';
-import { PhaseCountsLiveDocument, PhaseValues, SummaryKindsDocument } from '../gql/graphql';
+import { PhaseCountsLiveDocument, PhaseValues, SummaryFirstPaintDocument, type Phase, type SummaryFirstPaintQuery } from '../gql/graphql';
 import { ErrorBox } from '../widgets/ErrorBox';
 import { listSearch, emptyList } from './filters';
-import { countsInOrder, formatCount, phaseClass, phaseLabel, PHASE_META } from './mappers';
+import { addSample, failingMost, toSample, type Sample } from './history';
+import { countsInOrder, formatCount, phaseClass, phaseLabel, PHASE_META, type PhaseCounts } from './mappers';
 
-function resourcesLink(kind: string, phase?: (typeof PhaseValues)[number]) {
+const SummaryCharts = lazy(() => import('./SummaryCharts'));
+
+/** A push re-reads the summary after this long (coalescing a burst of pushes into one read). */
+const REREAD_MS = 900;
+
+type First = SummaryFirstPaintQuery['summary'];
+
+function resourcesLink(kind: string, phase?: Phase) {
   return `/resources?${listSearch({ ...emptyList, kind, phases: phase ? [phase] : [] }).toString()}`;
 }
 
-function Totals() {
-  const { data, error } = useSubscriptionValue(PhaseCountsLiveDocument, { kind: null });
+function Totals({ counts }: { counts: PhaseCounts }) {
   return (
     <section aria-labelledby="totals-h">
       <h2 id="totals-h">Phases</h2>
-      <ErrorBox error={error} />
       <ul className="tiles" data-testid="phase-totals">
-        {countsInOrder(data?.phaseCounts).map(({ phase, count }) => (
+        {countsInOrder(counts).map(({ phase, count }) => (
           <li key={phase} className={`tile ${phaseClass(phase)}`} data-phase={phase}>
             <Link to={resourcesLink('', phase)} title={PHASE_META[phase].help}>
               <span className="tile-count" data-testid={`total-${phase}`}>
-                {data ? formatCount(count) : '…'}
+                {formatCount(count)}
               </span>
               <span className="tile-label">{phaseLabel(phase)}</span>
             </Link>
@@ -34,25 +45,21 @@ function Totals() {
   );
 }
 
-function KindRow({ kind }: { kind: string }) {
+function KindRow({ kind, seed }: { kind: string; seed: PhaseCounts }) {
   const { data } = useSubscriptionValue(PhaseCountsLiveDocument, { kind });
   return (
     <tr data-kind={kind}>
       <th scope="row">
         <Link to={resourcesLink(kind)}>{kind}</Link>
       </th>
-      {countsInOrder(data?.phaseCounts).map(({ phase, count }) => (
+      {countsInOrder(data?.phaseCounts ?? seed).map(({ phase, count }) => (
         <td key={phase} className="num">
-          {data ? (
-            count ? (
-              <Link to={resourcesLink(kind, phase)} className={`count ${phaseClass(phase)}`} aria-label={`${formatCount(count)} ${kind} ${phaseLabel(phase)}`}>
-                {formatCount(count)}
-              </Link>
-            ) : (
-              <span className="muted">{formatCount(count)}</span>
-            )
+          {count ? (
+            <Link to={resourcesLink(kind, phase)} className={`count ${phaseClass(phase)}`} aria-label={`${formatCount(count)} ${kind} ${phaseLabel(phase)}`}>
+              {formatCount(count)}
+            </Link>
           ) : (
-            '…'
+            <span className="muted">{formatCount(count ?? 0)}</span>
           )}
         </td>
       ))}
@@ -60,21 +67,119 @@ function KindRow({ kind }: { kind: string }) {
   );
 }
 
+/** Bars: one row per item, its parts as proportional segments of the largest total. */
+function Bars({ rows, parts, testid, label }: { rows: Array<{ key: string; to: string; values: number[] }>; parts: Array<{ name: string; cls: string }>; testid: string; label: string }) {
+  const max = Math.max(1, ...rows.map((r) => r.values.reduce((s, v) => s + v, 0)));
+  return (
+    <ul className="hbars" data-testid={testid} aria-label={label}>
+      {rows.map((r) => (
+        <li key={r.key} data-kind={r.key}>
+          <Link to={r.to} className="hbar-label">
+            {r.key}
+          </Link>
+          <span className="hbar-track" aria-hidden="true">
+            {r.values.map((v, i) => (v > 0 ? <span key={i} className={`hbar ${parts[i]!.cls}`} style={{ width: `${(v / max) * 100}%` }} /> : null))}
+          </span>
+          <span className="hbar-value">{r.values.map((v, i) => `${formatCount(v)} ${parts[i]!.name}`).join(' · ')}</span>
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+function seedFor(first: First, kind: string): PhaseCounts {
+  const m = new Map(first.byKind.filter((c) => c.kind === kind).map((c) => [c.phase, c.count]));
+  return PhaseValues.map((phase) => ({ phase, count: m.get(phase) ?? 0 }));
+}
+
 export function SummaryPage() {
-  const kinds = useQuery(SummaryKindsDocument, {});
-  const names = [...new Set((kinds.data?.kinds ?? []).filter((k) => !k.isReactor).map((k) => k.name))];
+  const first = useQuery(SummaryFirstPaintDocument, {});
+  const live = useSubscriptionValue(PhaseCountsLiveDocument, { kind: null });
+  const totals = live.data?.phaseCounts ?? first.data?.summary.phaseCounts;
+
+  // The history the charts draw: a sample per push.
+  const [samples, setSamples] = useState<Sample[]>([]);
+  useEffect(() => {
+    if (totals) setSamples((h) => addSample(h, toSample(Date.now() / 1000, totals)));
+  }, [totals]);
+
+  // A push re-reads the queue and the by-kind counts, coalesced.
+  const reread = useRef<ReturnType<typeof setTimeout> | null>(null);
+  const refetch = first.refetch;
+  useEffect(() => {
+    if (!live.data || reread.current) return;
+    reread.current = setTimeout(() => {
+      reread.current = null;
+      refetch();
+    }, REREAD_MS);
+  }, [live.data, refetch]);
+  useEffect(() => () => void (reread.current && clearTimeout(reread.current)), []);
+
+  const data = first.data;
+  const names = [...new Set((data?.kinds ?? []).filter((k) => !k.isReactor).map((k) => k.name))];
+  const failing = data ? failingMost(data.summary.byKind) : [];
+  const queue = data ? data.summary.queue.filter((q) => q.pending + q.leased > 0) : [];
   return (
     <section className="page">
       <h1>Summary</h1>
-      <Totals />
+      <ErrorBox error={first.error ?? live.error} />
+      {!totals ? (
+        <p className="muted" data-testid="summary-loading">
+          Reading the summary
+        </p>
+      ) : (
+        <>
+          <Totals counts={totals} />
+          <div className="summary-grid">
+            <section aria-labelledby="failing-h">
+              <h2 id="failing-h">Kinds failing most</h2>
+              {failing.length === 0 ? (
+                <p className="muted" data-testid="failing-kinds">
+                  No kind has failed or degraded resources.
+                </p>
+              ) : (
+                <Bars
+                  testid="failing-kinds"
+                  label="Kinds by failed and degraded resources"
+                  parts={[
+                    { name: 'failed', cls: 'phase-failed' },
+                    { name: 'degraded', cls: 'phase-degraded' },
+                  ]}
+                  rows={failing.map((k) => ({ key: k.kind, to: resourcesLink(k.kind, k.failed ? 'FAILED' : 'DEGRADED'), values: [k.failed, k.degraded] }))}
+                />
+              )}
+            </section>
+            <section aria-labelledby="queue-h">
+              <h2 id="queue-h">Work queue by kind</h2>
+              {queue.length === 0 ? (
+                <p className="muted" data-testid="queue">
+                  The queue is empty (an estimate from planner statistics).
+                </p>
+              ) : (
+                <Bars
+                  testid="queue"
+                  label="Work queue by kind: pending and in flight (an estimate)"
+                  parts={[
+                    { name: 'pending', cls: 'q-pending' },
+                    { name: 'in flight', cls: 'q-leased' },
+                  ]}
+                  rows={queue.map((q) => ({ key: q.kind, to: resourcesLink(q.kind === '(other)' ? '' : q.kind), values: [q.pending, q.leased] }))}
+                />
+              )}
+            </section>
+          </div>
+          <Suspense fallback={<div className="charts" aria-hidden="true" />}>
+            <SummaryCharts samples={samples} />
+          </Suspense>
+        </>
+      )}
       <section aria-labelledby="bykind-h">
         <h2 id="bykind-h">By kind</h2>
-        <ErrorBox error={kinds.error} />
-        {kinds.data && names.length === 0 ? (
+        {data && names.length === 0 ? (
           <p className="muted">
             No kinds yet: apply a manifest on the <Link to="/kinds">Kinds</Link> page.
           </p>
-        ) : (
+        ) : data ? (
           <div className="table-wrap">
             <table className="grid" data-testid="by-kind">
               <thead>
@@ -89,12 +194,12 @@ export function SummaryPage() {
               </thead>
               <tbody>
                 {names.map((k) => (
-                  <KindRow key={k} kind={k} />
+                  <KindRow key={k} kind={k} seed={seedFor(data.summary, k)} />
                 ))}
               </tbody>
             </table>
           </div>
-        )}
+        ) : null}
       </section>
     </section>
   );
