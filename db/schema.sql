@@ -1751,7 +1751,7 @@ BEGIN
          FOR UPDATE SKIP LOCKED
     ), freed AS (
         UPDATE work_queue q
-           SET worker_id = NULL, claim_epoch = NULL, leased_at = NULL, heartbeat_at = NULL, not_before = now()
+           SET worker_id = NULL, leased_at = NULL, heartbeat_at = NULL, not_before = now()
           FROM held h
          WHERE q.shard_id = h.shard_id AND q.resource_id = h.resource_id
            AND q.task_type = h.task_type AND q.op_id = h.op_id

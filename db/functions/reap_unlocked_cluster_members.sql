@@ -8,9 +8,13 @@
 -- a moment earlier), so every member re-tiles at once. The leases the dead
 -- members held (work_queue and lifecycle_outbox rows stamped with their
 -- member id) are freed for re-claim at once instead of after the stale-lease
--- window; clearing claim_epoch fences any late result of theirs, exactly as
--- reap_stale_work does (rows another transaction holds are skipped; the
--- reaper's stale pass still covers them).
+-- window (rows another transaction holds are skipped; the reaper's stale
+-- pass still covers them). A freed work_queue row keeps its claim_epoch
+-- until it is claimed again: the dead broker's worker still holds that
+-- claim's unacked result and redelivers it to whichever broker it reaches
+-- next, and the result is the claim's own — applying it (at most once: the
+-- drain deletes the row) spares a re-run, while a re-claim stamps a new
+-- epoch that fences it out.
 -- A member that is alive but lost its lock has already stopped claiming (it
 -- watches its own lock connection with a deadline shorter than the server's
 -- keepalive); it re-inserts its row when it holds the lock again. The DELETE
@@ -66,7 +70,7 @@ BEGIN
          FOR UPDATE SKIP LOCKED
     ), freed AS (
         UPDATE work_queue q
-           SET worker_id = NULL, claim_epoch = NULL, leased_at = NULL, heartbeat_at = NULL, not_before = now()
+           SET worker_id = NULL, leased_at = NULL, heartbeat_at = NULL, not_before = now()
           FROM held h
          WHERE q.shard_id = h.shard_id AND q.resource_id = h.resource_id
            AND q.task_type = h.task_type AND q.op_id = h.op_id

@@ -125,3 +125,53 @@ func TestRelease_RacingAHeartbeatStillReleases(t *testing.T) {
 	require.True(t, ok)
 	require.False(t, q.Leased, "the released task is claimable at once, not after the lease timeout")
 }
+
+// deadMember records a cluster member whose session lock nobody holds (its
+// process crashed) and returns its id.
+func (f *fx) deadMember() string {
+	f.t.Helper()
+	id := "dead-" + uuid.NewString()[:8]
+	f.exec(`INSERT INTO cluster_members (member_id, role, lock_key) VALUES ($1, 'broker', 987654)`, id)
+	return id
+}
+
+func TestReapUnlocked_AFreedLeaseStillTakesItsClaimsRedeliveredResult(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	id := f.res("leaf", "a")
+	f.schedule(id)
+	dead := f.deadMember()
+	ts, err := f.st.Claim(f.ctx, Lease{WorkerID: dead, Lo: 0, Hi: 255}, Batch{Kind: "leaf", Version: "v1", TaskType: TaskReconcile, Max: 1})
+	require.NoError(t, err)
+	require.Len(t, ts, 1)
+	require.Equal(t, []string{dead}, scalar[[]string](f, `SELECT coalesce(array_agg(x), '{}') FROM reap_unlocked_cluster_members() x`))
+	q, ok := f.queued(id, TaskReconcile)
+	require.True(t, ok)
+	require.False(t, q.Leased, "the dead member's lease is freed for re-claim at once")
+
+	// Its worker redelivers the claim's result before anyone re-claims.
+	f.finish(ts[0].Result(json.RawMessage(`{"from":"the dead broker's claim"}`)))
+	require.Equal(t, "Ready", f.phase(id), "the claim's own result applies: no re-run")
+	require.False(t, f.isQueued(id))
+}
+
+func TestReapUnlocked_AReClaimFencesTheDeadClaimsResult(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	id := f.res("leaf", "a")
+	f.schedule(id)
+	dead := f.deadMember()
+	ts, err := f.st.Claim(f.ctx, Lease{WorkerID: dead, Lo: 0, Hi: 255}, Batch{Kind: "leaf", Version: "v1", TaskType: TaskReconcile, Max: 1})
+	require.NoError(t, err)
+	require.Len(t, ts, 1)
+	f.exec(`SELECT reap_unlocked_cluster_members()`)
+	again := f.claimOne("leaf")
+	require.Greater(t, again.ClaimEpoch, ts[0].ClaimEpoch)
+
+	f.finish(ts[0].Result(json.RawMessage(`{"from":"dead"}`)))
+	require.Equal(t, "Reconciling", f.phase(id), "once re-claimed, the dead claim's result is fenced out")
+	f.finish(again.Result(json.RawMessage(`{"from":"successor"}`)))
+	require.Equal(t, "Ready", f.phase(id))
+}
