@@ -122,7 +122,7 @@ type applyFlags struct {
 	timeout   time.Duration
 	// acceptBreaking applies manifest changes the stored resources fail.
 	acceptBreaking bool
-	dryRun    bool
+	dryRun         bool
 }
 
 func (a *app) applyCommand() *cobra.Command {

@@ -36,7 +36,7 @@ const (
 	// ReasonVersionMigrated: an apply moved the resource to another version
 	// of its kind.
 	ReasonVersionMigrated = "VersionMigrated"
-	ReasonRolledBack         = "RolledBack"
+	ReasonRolledBack      = "RolledBack"
 )
 
 // ActorSystem is the actor of an event nobody in particular caused.
