@@ -132,6 +132,9 @@ func (s *Store) ApplyManifestWith(ctx context.Context, raw []byte, opts Manifest
 		outcome = Unchanged
 	)
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := gateReactorSwitch(ctx, tx, kv, m.IsReactor()); err != nil {
+			return err
+		}
 		if !opts.AcceptBreaking {
 			if err := gateManifest(ctx, tx, kv, m.SpecSchema); err != nil {
 				return err

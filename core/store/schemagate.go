@@ -24,7 +24,8 @@ const MaxBrokenListed = 20
 // MaxBrokenListed of them, by name; Count is how many there are.
 type BreakingChangeError struct {
 	Kind, Version string
-	// Op is what was refused: "apply" or "delete".
+	// Op is what was refused: "apply" (a breaking spec_schema), "delete", or
+	// "reactor" (a version with resources re-applied as reactor-only).
 	Op string
 	// Count is how many stored resources it would break (or strand).
 	Count int
@@ -39,9 +40,12 @@ type BreakingChangeError struct {
 func (e *BreakingChangeError) Error() string {
 	var b strings.Builder
 	kv := e.Kind + "/" + e.Version
-	if e.Op == "delete" {
+	switch e.Op {
+	case "delete":
 		fmt.Fprintf(&b, "kind %s still has %d resource(s)", kv, e.Count)
-	} else {
+	case "reactor":
+		fmt.Fprintf(&b, "kind %s would become reactor-only but still has %d resource(s)", kv, e.Count)
+	default:
 		fmt.Fprintf(&b, "the new spec_schema of kind %s breaks %d stored resource(s)", kv, e.Count)
 	}
 	if len(e.Resources) > 0 {
@@ -60,9 +64,12 @@ func (e *BreakingChangeError) Error() string {
 		}
 		b.WriteString("; still named by " + strings.Join(e.Others, ", "))
 	}
-	if e.Op == "delete" {
+	switch e.Op {
+	case "delete":
 		b.WriteString(" (migrate them to another version by applying them at it, or delete them, first)")
-	} else {
+	case "reactor":
+		b.WriteString(" (a reactor kind reconciles nothing, so they would sit unreconciled with their queued tasks: delete them, or migrate them to another version, first)")
+	default:
 		b.WriteString(" (publish the change as a new version, or re-apply with acceptBreaking to accept it)")
 	}
 	return b.String()
@@ -142,6 +149,31 @@ func checkSchemaStable(ctx context.Context, tx pgx.Tx, kv manifest.KindVersion, 
 		return brk
 	}
 	return nil
+}
+
+// gateReactorSwitch refuses re-applying a version that still has resources
+// as a reactor-only kind: a reactor kind owns nothing in the graph and
+// reconciles nothing, so its stored resources and their queued tasks would
+// sit untouched for ever. There is no override: nothing could carry them.
+func gateReactorSwitch(ctx context.Context, tx pgx.Tx, kv manifest.KindVersion, reactor bool) error {
+	if !reactor {
+		return nil
+	}
+	var was bool
+	err := tx.QueryRow(ctx, `SELECT is_reactor FROM kind_manifest WHERE kind = $1 AND version = $2 FOR UPDATE`,
+		kv.Kind, kv.Version).Scan(&was)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && was) {
+		return nil
+	}
+	if err != nil {
+		return mapErr(err, "kind "+kv.String())
+	}
+	brk, err := strandedBy(ctx, tx, kv, false)
+	if err != nil || brk == nil {
+		return err
+	}
+	brk.Op = "reactor"
+	return brk
 }
 
 // gateManifest locks the applied (kind, version) row, if any, and runs the
