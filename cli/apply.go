@@ -370,11 +370,8 @@ func applyReactorBinding(ctx context.Context, c *Conn, d reactorBindingDoc) (str
 	return outcomeConfigured, nil
 }
 
-func applyResource(ctx context.Context, c *Conn, d resourceDoc) (string, error) {
-	before, err := GetResource(ctx, c.GQL, d.Kind, d.Name)
-	if err != nil {
-		return "", apiError(err)
-	}
+// input is the document as the API's ResourceInput (unset fields left nil).
+func (d resourceDoc) input() ResourceInput {
 	in := ResourceInput{Kind: d.Kind, Name: d.Name, Spec: d.Spec}
 	if d.Version != "" {
 		v := d.Version
@@ -388,7 +385,15 @@ func applyResource(ctx context.Context, c *Conn, d resourceDoc) (string, error) 
 		p := d.ProviderConfigRef
 		in.ProviderConfigRef = &p
 	}
-	after, err := ApplyResource(ctx, c.GQL, in)
+	return in
+}
+
+func applyResource(ctx context.Context, c *Conn, d resourceDoc) (string, error) {
+	before, err := GetResource(ctx, c.GQL, d.Kind, d.Name)
+	if err != nil {
+		return "", apiError(err)
+	}
+	after, err := ApplyResource(ctx, c.GQL, d.input())
 	if err != nil {
 		return "", apiError(err)
 	}

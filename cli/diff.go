@@ -158,20 +158,7 @@ func dryRunReactorBinding(ctx context.Context, c *Conn, d reactorBindingDoc) (st
 }
 
 func dryRunResource(ctx context.Context, c *Conn, d resourceDoc) (string, []string, error) {
-	in := ResourceInput{Kind: d.Kind, Name: d.Name, Spec: d.Spec}
-	if d.Version != "" {
-		v := d.Version
-		in.Version = &v
-	}
-	if !isNull(d.Labels) {
-		l := d.Labels
-		in.Labels = &l
-	}
-	if d.ProviderConfigRef != "" {
-		p := d.ProviderConfigRef
-		in.ProviderConfigRef = &p
-	}
-	resp, err := PlanResource(ctx, c.GQL, in)
+	resp, err := PlanResource(ctx, c.GQL, d.input())
 	if err != nil {
 		return "", nil, apiError(err)
 	}

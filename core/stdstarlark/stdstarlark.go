@@ -112,7 +112,7 @@ func (s *Provider) Work(ctx context.Context, req worker.Request) (worker.Outcome
 		}
 		return out, nil
 	case worker.StageRollup:
-		return rollup(req), nil
+		return Rollup(req), nil
 	}
 	return worker.Outcome{}, worker.Terminal(fmt.Errorf("stdstarlark: reaction %s at stage %s: a stdstarlark kind has only compose and rollup reactions", req.Reaction, req.Stage))
 }
@@ -321,9 +321,11 @@ func toOutcome(root string, res Result) (worker.Outcome, error) {
 	return out, nil
 }
 
-// rollup counts the settled subtree by kind and phase; the root is healthy
-// when every resource below is Ready.
-func rollup(req worker.Request) worker.Outcome {
+// Rollup counts the settled subtree by kind and phase; the root is healthy
+// when every resource below is Ready (otherwise a ChildrenNotReady
+// condition says how many are not). The Starlark composer's rollup, and the
+// data-driven demo's composites'.
+func Rollup(req worker.Request) worker.Outcome {
 	byKind := map[string]map[string]int{}
 	ready := 0
 	for _, c := range req.Children {

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/converge-run/converge/core/stdstarlark"
+
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -102,7 +104,7 @@ func (b *celBOM) Work(ctx context.Context, req worker.Request) (worker.Outcome, 
 		}
 		return out, nil
 	case worker.StageRollup:
-		return rollup(req), nil
+		return stdstarlark.Rollup(req), nil
 	}
 	return worker.Outcome{}, worker.Terminal(fmt.Errorf("celbom: unexpected stage %s", req.Stage))
 }

@@ -187,27 +187,3 @@ func mustJSON(v any) json.RawMessage {
 	}
 	return b
 }
-
-// rollup counts the settled subtree by kind and phase; any descendant not
-// Ready makes the composite unhealthy with a ChildrenNotReady condition.
-func rollup(req worker.Request) worker.Outcome {
-	byKind := map[string]map[string]int{}
-	ready := 0
-	for _, c := range req.Children {
-		if byKind[c.Kind] == nil {
-			byKind[c.Kind] = map[string]int{}
-		}
-		byKind[c.Kind][c.Phase]++
-		if c.Phase == "Ready" {
-			ready++
-		}
-	}
-	healthy := ready == len(req.Children)
-	out := worker.Outcome{HealthOK: &healthy,
-		Status: mustJSON(map[string]any{"phase": "rolled-up", "resources": len(req.Children), "ready": ready, "by_kind": byKind})}
-	if !healthy {
-		out.Conditions = []worker.Condition{{Type: "Ready", Status: "False", Reason: "ChildrenNotReady",
-			Message: fmt.Sprintf("%d of %d resources not ready", len(req.Children)-ready, len(req.Children))}}
-	}
-	return out
-}
