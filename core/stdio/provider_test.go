@@ -24,6 +24,13 @@ import (
 
 // script writes a POSIX sh script into dir and returns its path. Scripts use
 // shell builtins only (no cat, sleep or touch): /bin/sh is all they need.
+// sh is the command that runs a script written by script. Through the
+// interpreter, not by exec'ing the script itself: a script still open for
+// writing in a parallel test is inherited by any child forked meanwhile,
+// and exec'ing it would fail with "text file busy" (ETXTBSY) until that
+// child execs.
+func sh(path string) []string { return []string{"/bin/sh", path} }
+
 func script(t *testing.T, dir, name, body string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
@@ -117,7 +124,7 @@ func TestWork_MapsExitCodesAndErrorDocuments(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			p := stdio.New(manifest.KindVersion{Kind: "script"}, zerolog.Nop())
-			cfg := config(t, map[string]any{"command": []string{script(t, dir, name+".sh", tc.body)}, "max_output_bytes": 1024})
+			cfg := config(t, map[string]any{"command": sh(script(t, dir, name+".sh", tc.body)), "max_output_bytes": 1024})
 			out, err := p.Work(context.Background(), request(name, cfg))
 			if tc.want.errHas == "" {
 				require.NoError(t, err, tc.reason)
@@ -142,7 +149,7 @@ func TestWork_TheProgramReadsTheTaskAndItsVariables(t *testing.T) {
 	echo := script(t, dir, "echo.sh",
 		`IFS= read -r task || :; printf '{"status":{"task":%s,"stage":"%s","name":"%s","extra":"%s"}}' "$task" "$CONVERGE_STAGE" "$CONVERGE_NAME" "$EXTRA"`)
 	p := stdio.New(manifest.KindVersion{Kind: "script"}, zerolog.Nop())
-	cfg := config(t, map[string]any{"command": []string{echo}, "env": map[string]string{"EXTRA": "x1"}, "region": "eu-west-1"})
+	cfg := config(t, map[string]any{"command": sh(echo), "env": map[string]string{"EXTRA": "x1"}, "region": "eu-west-1"})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	out, err := p.Work(ctx, request("web", cfg))
@@ -189,7 +196,7 @@ func TestWork_ComposerOutcomeConvertsToChildrenAndEdges(t *testing.T) {
            "value_flows":[{"src_field":"/vpc_id","dep_field":"/vpc_id"}]}],
  "health_ok":false}'`)
 	p := stdio.New(manifest.KindVersion{Kind: "script"}, zerolog.Nop())
-	req := request("a", config(t, map[string]any{"command": []string{compose}}))
+	req := request("a", config(t, map[string]any{"command": sh(compose)}))
 	req.Stage = worker.StageCompose
 	out, err := p.Work(context.Background(), req)
 	require.NoError(t, err)
@@ -230,7 +237,7 @@ func TestWork_TimeoutKillsTheWholeProcessGroup(t *testing.T) {
 			dir := t.TempDir()
 			pidFile := filepath.Join(dir, "child.pid")
 			p := stdio.New(manifest.KindVersion{Kind: "script"}, zerolog.Nop())
-			cfg := config(t, map[string]any{"command": []string{script(t, dir, "slow.sh", tc.body)},
+			cfg := config(t, map[string]any{"command": sh(script(t, dir, "slow.sh", tc.body)),
 				"timeout_secs": 0.3, "kill_grace_secs": 0.3, "env": map[string]string{"PIDFILE": pidFile}})
 			started := time.Now()
 			_, err := p.Work(context.Background(), request(name, cfg))
@@ -253,7 +260,7 @@ func TestWork_HonoursTheTaskDeadline(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	p := stdio.New(manifest.KindVersion{Kind: "script"}, zerolog.Nop())
-	cfg := config(t, map[string]any{"command": []string{script(t, dir, "slow.sh", `while :; do :; done`)}})
+	cfg := config(t, map[string]any{"command": sh(script(t, dir, "slow.sh", `while :; do :; done`))})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	started := time.Now()
@@ -292,8 +299,8 @@ func TestWork_ReactionCommandOverridesTheDefault(t *testing.T) {
 	dir := t.TempDir()
 	p := stdio.New(manifest.KindVersion{Kind: "script"}, zerolog.Nop())
 	cfg := config(t, map[string]any{
-		"command":  []string{script(t, dir, "work.sh", `echo '{"status":{"by":"work"}}'`)},
-		"commands": map[string][]string{"rollup": {script(t, dir, "rollup.sh", `echo '{"status":{"by":"rollup"}}'`)}},
+		"command":  sh(script(t, dir, "work.sh", `echo '{"status":{"by":"work"}}'`)),
+		"commands": map[string][]string{"rollup": sh(script(t, dir, "rollup.sh", `echo '{"status":{"by":"rollup"}}'`))},
 	})
 	for _, reaction := range []string{"work", "rollup"} {
 		req := request("r", cfg)
