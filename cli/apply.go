@@ -315,11 +315,7 @@ func applyProviderConfig(ctx context.Context, c *Conn, d providerConfigDoc) (str
 	if err != nil {
 		return "", apiError(err)
 	}
-	in := ProviderConfigInput{Kind: d.Kind, Name: d.Name, IsDefault: d.IsDefault, Spec: d.Spec}
-	if !isNull(d.Data) {
-		data := d.Data
-		in.Data = &data
-	}
+	in := d.input()
 	after, err := ApplyProviderConfig(ctx, c.GQL, in)
 	if err != nil {
 		return "", apiError(err)
@@ -339,16 +335,7 @@ func applyReactorBinding(ctx context.Context, c *Conn, d reactorBindingDoc) (str
 	if err != nil {
 		return "", apiError(err)
 	}
-	enabled := true
-	if d.Enabled != nil {
-		enabled = *d.Enabled
-	}
-	in := ReactorBindingInput{Name: d.Name, WatchKind: d.WatchKind, Transition: Transition(strings.ToUpper(d.Transition)),
-		Reactor: d.Reactor, Enabled: &enabled}
-	if !isNull(d.LabelMatch) {
-		lm := d.LabelMatch
-		in.LabelMatch = &lm
-	}
+	in := d.input()
 	after, err := ApplyReactorBinding(ctx, c.GQL, in)
 	if err != nil {
 		return "", apiError(err)
@@ -384,6 +371,32 @@ func (d resourceDoc) input() ResourceInput {
 	if d.ProviderConfigRef != "" {
 		p := d.ProviderConfigRef
 		in.ProviderConfigRef = &p
+	}
+	return in
+}
+
+// input is the document as the API's ProviderConfigInput.
+func (d providerConfigDoc) input() ProviderConfigInput {
+	in := ProviderConfigInput{Kind: d.Kind, Name: d.Name, IsDefault: d.IsDefault, Spec: d.Spec}
+	if !isNull(d.Data) {
+		data := d.Data
+		in.Data = &data
+	}
+	return in
+}
+
+// input is the document as the API's ReactorBindingInput (enabled unless
+// the document says otherwise).
+func (d reactorBindingDoc) input() ReactorBindingInput {
+	enabled := true
+	if d.Enabled != nil {
+		enabled = *d.Enabled
+	}
+	in := ReactorBindingInput{Name: d.Name, WatchKind: d.WatchKind, Transition: Transition(strings.ToUpper(d.Transition)),
+		Reactor: d.Reactor, Enabled: &enabled}
+	if !isNull(d.LabelMatch) {
+		lm := d.LabelMatch
+		in.LabelMatch = &lm
 	}
 	return in
 }

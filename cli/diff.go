@@ -105,11 +105,7 @@ func dryRunProviderConfig(ctx context.Context, c *Conn, d providerConfigDoc) (st
 	if err != nil {
 		return "", nil, apiError(err)
 	}
-	in := ProviderConfigInput{Kind: d.Kind, Name: d.Name, IsDefault: d.IsDefault, Spec: d.Spec}
-	if !isNull(d.Data) {
-		data := d.Data
-		in.Data = &data
-	}
+	in := d.input()
 	after, err := DryRunProviderConfig(ctx, c.GQL, in)
 	if err != nil {
 		return "", nil, apiError(err)
@@ -129,16 +125,7 @@ func dryRunReactorBinding(ctx context.Context, c *Conn, d reactorBindingDoc) (st
 	if err != nil {
 		return "", nil, apiError(err)
 	}
-	enabled := true
-	if d.Enabled != nil {
-		enabled = *d.Enabled
-	}
-	in := ReactorBindingInput{Name: d.Name, WatchKind: d.WatchKind, Transition: Transition(strings.ToUpper(d.Transition)),
-		Reactor: d.Reactor, Enabled: &enabled}
-	if !isNull(d.LabelMatch) {
-		lm := d.LabelMatch
-		in.LabelMatch = &lm
-	}
+	in := d.input()
 	after, err := DryRunReactorBinding(ctx, c.GQL, in)
 	if err != nil {
 		return "", nil, apiError(err)
