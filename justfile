@@ -105,7 +105,7 @@ images *ARGS:
 helm-check *ARGS:
     cd tools && go run ./helmcheck -chart ../deploy/helm/converge -root .. {{ARGS}}
 
-# The fault suite on real processes (private Postgres, two converge, two workers, a TCP proxy of ours): one line per fault with the time it added, four invariants checked.
+# The fault suite on real processes (private Postgres, 2 controls, 3 brokers, 4 workers, a TCP proxy of ours on every link): one line per fault with the time it added, four invariants checked.
 chaos N="300":
     go run ./examples/chaos -n {{N}}
 

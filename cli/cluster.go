@@ -13,10 +13,13 @@ func (a *app) clusterCommand() *cobra.Command {
 		Short: "Show the fleet: server version, members and resource counts by phase",
 		Long: `Show the server's version, the role of your token, every cluster member (one
 running converge process: its role, liveness derived from its heartbeat, owned
-shard range and in-flight tasks) and the number of resources in each phase.`,
+shard range and in-flight tasks) and the number of resources in each phase.
+"conctl cluster drain MEMBER" and "conctl cluster kill MEMBER" ask one member
+to leave gracefully or to exit at once (admin token).`,
 		Example: `  conctl cluster
   conctl cluster --kind vpc -o wide
-  conctl cluster -o json`,
+  conctl cluster -o json
+  conctl cluster drain MEMBER --wait`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.client()
@@ -59,6 +62,7 @@ shard range and in-flight tasks) and the number of resources in each phase.`,
 		},
 	}
 	cmd.Flags().StringVar(&kind, "kind", "", "count only this kind's resources")
+	cmd.AddCommand(a.memberControlCommands()...)
 	return cmd
 }
 

@@ -135,6 +135,7 @@ func (a *app) deleteResource(ctx context.Context, c *Conn, r ref, wait bool, tim
 	}
 	fmt.Fprintf(a.stdout(), "resource/%s deletion requested (%s)\n", r, resp.DeleteResource.Phase)
 	last := ""
+	reported := map[string]string{} // the failure line last printed, by id
 	for {
 		select {
 		case <-ctx.Done():
@@ -164,6 +165,12 @@ func (a *app) deleteResource(ctx context.Context, c *Conn, r ref, wait bool, tim
 			if line := teardownLine(p); line != last {
 				last = line
 				fmt.Fprintf(a.stderr(), "resource/%s %s%s\n", r, p.Root.Phase, line)
+			}
+			for _, m := range p.Failures { // a teardown that fails, named as it happens
+				if line := failureLine(m.SubtreeFailure); reported[m.Id] != line {
+					reported[m.Id] = line
+					fmt.Fprintln(a.stderr(), line)
+				}
 			}
 		case <-ws.Reconnected():
 			// the server pushes a fresh snapshot on re-subscribe

@@ -1880,6 +1880,167 @@ type DescribeResourceResponse struct {
 // GetResource returns DescribeResourceResponse.Resource, and is useful for accessing the field via an interface.
 func (v *DescribeResourceResponse) GetResource() *DescribeResourceResource { return v.Resource }
 
+// DrainClusterMemberDrainClusterMember includes the requested fields of the GraphQL type ClusterMember.
+// The GraphQL type's documentation follows.
+//
+// One running process of the converge binary.
+type DrainClusterMemberDrainClusterMember struct {
+	MemberRow `json:"-"`
+	// The drain or kill an admin requested; null when none (a kill is never downgraded to a drain).
+	RequestedAction *MemberAction `json:"requestedAction"`
+	// Who requested it (the token's actor).
+	RequestedBy *string `json:"requestedBy"`
+}
+
+// GetRequestedAction returns DrainClusterMemberDrainClusterMember.RequestedAction, and is useful for accessing the field via an interface.
+func (v *DrainClusterMemberDrainClusterMember) GetRequestedAction() *MemberAction {
+	return v.RequestedAction
+}
+
+// GetRequestedBy returns DrainClusterMemberDrainClusterMember.RequestedBy, and is useful for accessing the field via an interface.
+func (v *DrainClusterMemberDrainClusterMember) GetRequestedBy() *string { return v.RequestedBy }
+
+// GetId returns DrainClusterMemberDrainClusterMember.Id, and is useful for accessing the field via an interface.
+func (v *DrainClusterMemberDrainClusterMember) GetId() string { return v.MemberRow.Id }
+
+// GetRole returns DrainClusterMemberDrainClusterMember.Role, and is useful for accessing the field via an interface.
+func (v *DrainClusterMemberDrainClusterMember) GetRole() MemberRole { return v.MemberRow.Role }
+
+// GetStatus returns DrainClusterMemberDrainClusterMember.Status, and is useful for accessing the field via an interface.
+func (v *DrainClusterMemberDrainClusterMember) GetStatus() MemberStatus { return v.MemberRow.Status }
+
+// GetKinds returns DrainClusterMemberDrainClusterMember.Kinds, and is useful for accessing the field via an interface.
+func (v *DrainClusterMemberDrainClusterMember) GetKinds() []string { return v.MemberRow.Kinds }
+
+// GetShardLo returns DrainClusterMemberDrainClusterMember.ShardLo, and is useful for accessing the field via an interface.
+func (v *DrainClusterMemberDrainClusterMember) GetShardLo() *int { return v.MemberRow.ShardLo }
+
+// GetShardHi returns DrainClusterMemberDrainClusterMember.ShardHi, and is useful for accessing the field via an interface.
+func (v *DrainClusterMemberDrainClusterMember) GetShardHi() *int { return v.MemberRow.ShardHi }
+
+// GetInFlight returns DrainClusterMemberDrainClusterMember.InFlight, and is useful for accessing the field via an interface.
+func (v *DrainClusterMemberDrainClusterMember) GetInFlight() int { return v.MemberRow.InFlight }
+
+// GetVersion returns DrainClusterMemberDrainClusterMember.Version, and is useful for accessing the field via an interface.
+func (v *DrainClusterMemberDrainClusterMember) GetVersion() string { return v.MemberRow.Version }
+
+// GetHost returns DrainClusterMemberDrainClusterMember.Host, and is useful for accessing the field via an interface.
+func (v *DrainClusterMemberDrainClusterMember) GetHost() string { return v.MemberRow.Host }
+
+// GetPid returns DrainClusterMemberDrainClusterMember.Pid, and is useful for accessing the field via an interface.
+func (v *DrainClusterMemberDrainClusterMember) GetPid() int { return v.MemberRow.Pid }
+
+// GetStartedAt returns DrainClusterMemberDrainClusterMember.StartedAt, and is useful for accessing the field via an interface.
+func (v *DrainClusterMemberDrainClusterMember) GetStartedAt() time.Time { return v.MemberRow.StartedAt }
+
+// GetLastHeartbeat returns DrainClusterMemberDrainClusterMember.LastHeartbeat, and is useful for accessing the field via an interface.
+func (v *DrainClusterMemberDrainClusterMember) GetLastHeartbeat() time.Time {
+	return v.MemberRow.LastHeartbeat
+}
+
+// GetConfig returns DrainClusterMemberDrainClusterMember.Config, and is useful for accessing the field via an interface.
+func (v *DrainClusterMemberDrainClusterMember) GetConfig() json.RawMessage { return v.MemberRow.Config }
+
+func (v *DrainClusterMemberDrainClusterMember) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*DrainClusterMemberDrainClusterMember
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.DrainClusterMemberDrainClusterMember = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.MemberRow)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalDrainClusterMemberDrainClusterMember struct {
+	RequestedAction *MemberAction `json:"requestedAction"`
+
+	RequestedBy *string `json:"requestedBy"`
+
+	Id string `json:"id"`
+
+	Role MemberRole `json:"role"`
+
+	Status MemberStatus `json:"status"`
+
+	Kinds []string `json:"kinds"`
+
+	ShardLo *int `json:"shardLo"`
+
+	ShardHi *int `json:"shardHi"`
+
+	InFlight int `json:"inFlight"`
+
+	Version string `json:"version"`
+
+	Host string `json:"host"`
+
+	Pid int `json:"pid"`
+
+	StartedAt time.Time `json:"startedAt"`
+
+	LastHeartbeat time.Time `json:"lastHeartbeat"`
+
+	Config json.RawMessage `json:"config"`
+}
+
+func (v *DrainClusterMemberDrainClusterMember) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *DrainClusterMemberDrainClusterMember) __premarshalJSON() (*__premarshalDrainClusterMemberDrainClusterMember, error) {
+	var retval __premarshalDrainClusterMemberDrainClusterMember
+
+	retval.RequestedAction = v.RequestedAction
+	retval.RequestedBy = v.RequestedBy
+	retval.Id = v.MemberRow.Id
+	retval.Role = v.MemberRow.Role
+	retval.Status = v.MemberRow.Status
+	retval.Kinds = v.MemberRow.Kinds
+	retval.ShardLo = v.MemberRow.ShardLo
+	retval.ShardHi = v.MemberRow.ShardHi
+	retval.InFlight = v.MemberRow.InFlight
+	retval.Version = v.MemberRow.Version
+	retval.Host = v.MemberRow.Host
+	retval.Pid = v.MemberRow.Pid
+	retval.StartedAt = v.MemberRow.StartedAt
+	retval.LastHeartbeat = v.MemberRow.LastHeartbeat
+	retval.Config = v.MemberRow.Config
+	return &retval, nil
+}
+
+// DrainClusterMemberResponse is returned by DrainClusterMember on success.
+type DrainClusterMemberResponse struct {
+	// Drain a member (admin only): it stops claiming at once and its shards re-tile to the others, it finishes or
+	// hands back its in-flight work within its drain budget (SHUTDOWN_DRAIN), deregisters and exits, as on SIGTERM.
+	// The member acts within about a second. Under Kubernetes the Deployment starts a replacement pod; scale the
+	// Deployment to remove capacity. An unknown id is NOT_FOUND. Asking again is harmless.
+	DrainClusterMember DrainClusterMemberDrainClusterMember `json:"drainClusterMember"`
+}
+
+// GetDrainClusterMember returns DrainClusterMemberResponse.DrainClusterMember, and is useful for accessing the field via an interface.
+func (v *DrainClusterMemberResponse) GetDrainClusterMember() DrainClusterMemberDrainClusterMember {
+	return v.DrainClusterMember
+}
+
 // DryRunKindManifestApplyKindManifestKind includes the requested fields of the GraphQL type Kind.
 // The GraphQL type's documentation follows.
 //
@@ -2446,6 +2607,166 @@ func (v *JSONChangeRow) GetBefore() *json.RawMessage { return v.Before }
 
 // GetAfter returns JSONChangeRow.After, and is useful for accessing the field via an interface.
 func (v *JSONChangeRow) GetAfter() *json.RawMessage { return v.After }
+
+// KillClusterMemberKillClusterMember includes the requested fields of the GraphQL type ClusterMember.
+// The GraphQL type's documentation follows.
+//
+// One running process of the converge binary.
+type KillClusterMemberKillClusterMember struct {
+	MemberRow `json:"-"`
+	// The drain or kill an admin requested; null when none (a kill is never downgraded to a drain).
+	RequestedAction *MemberAction `json:"requestedAction"`
+	// Who requested it (the token's actor).
+	RequestedBy *string `json:"requestedBy"`
+}
+
+// GetRequestedAction returns KillClusterMemberKillClusterMember.RequestedAction, and is useful for accessing the field via an interface.
+func (v *KillClusterMemberKillClusterMember) GetRequestedAction() *MemberAction {
+	return v.RequestedAction
+}
+
+// GetRequestedBy returns KillClusterMemberKillClusterMember.RequestedBy, and is useful for accessing the field via an interface.
+func (v *KillClusterMemberKillClusterMember) GetRequestedBy() *string { return v.RequestedBy }
+
+// GetId returns KillClusterMemberKillClusterMember.Id, and is useful for accessing the field via an interface.
+func (v *KillClusterMemberKillClusterMember) GetId() string { return v.MemberRow.Id }
+
+// GetRole returns KillClusterMemberKillClusterMember.Role, and is useful for accessing the field via an interface.
+func (v *KillClusterMemberKillClusterMember) GetRole() MemberRole { return v.MemberRow.Role }
+
+// GetStatus returns KillClusterMemberKillClusterMember.Status, and is useful for accessing the field via an interface.
+func (v *KillClusterMemberKillClusterMember) GetStatus() MemberStatus { return v.MemberRow.Status }
+
+// GetKinds returns KillClusterMemberKillClusterMember.Kinds, and is useful for accessing the field via an interface.
+func (v *KillClusterMemberKillClusterMember) GetKinds() []string { return v.MemberRow.Kinds }
+
+// GetShardLo returns KillClusterMemberKillClusterMember.ShardLo, and is useful for accessing the field via an interface.
+func (v *KillClusterMemberKillClusterMember) GetShardLo() *int { return v.MemberRow.ShardLo }
+
+// GetShardHi returns KillClusterMemberKillClusterMember.ShardHi, and is useful for accessing the field via an interface.
+func (v *KillClusterMemberKillClusterMember) GetShardHi() *int { return v.MemberRow.ShardHi }
+
+// GetInFlight returns KillClusterMemberKillClusterMember.InFlight, and is useful for accessing the field via an interface.
+func (v *KillClusterMemberKillClusterMember) GetInFlight() int { return v.MemberRow.InFlight }
+
+// GetVersion returns KillClusterMemberKillClusterMember.Version, and is useful for accessing the field via an interface.
+func (v *KillClusterMemberKillClusterMember) GetVersion() string { return v.MemberRow.Version }
+
+// GetHost returns KillClusterMemberKillClusterMember.Host, and is useful for accessing the field via an interface.
+func (v *KillClusterMemberKillClusterMember) GetHost() string { return v.MemberRow.Host }
+
+// GetPid returns KillClusterMemberKillClusterMember.Pid, and is useful for accessing the field via an interface.
+func (v *KillClusterMemberKillClusterMember) GetPid() int { return v.MemberRow.Pid }
+
+// GetStartedAt returns KillClusterMemberKillClusterMember.StartedAt, and is useful for accessing the field via an interface.
+func (v *KillClusterMemberKillClusterMember) GetStartedAt() time.Time { return v.MemberRow.StartedAt }
+
+// GetLastHeartbeat returns KillClusterMemberKillClusterMember.LastHeartbeat, and is useful for accessing the field via an interface.
+func (v *KillClusterMemberKillClusterMember) GetLastHeartbeat() time.Time {
+	return v.MemberRow.LastHeartbeat
+}
+
+// GetConfig returns KillClusterMemberKillClusterMember.Config, and is useful for accessing the field via an interface.
+func (v *KillClusterMemberKillClusterMember) GetConfig() json.RawMessage { return v.MemberRow.Config }
+
+func (v *KillClusterMemberKillClusterMember) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*KillClusterMemberKillClusterMember
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.KillClusterMemberKillClusterMember = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.MemberRow)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalKillClusterMemberKillClusterMember struct {
+	RequestedAction *MemberAction `json:"requestedAction"`
+
+	RequestedBy *string `json:"requestedBy"`
+
+	Id string `json:"id"`
+
+	Role MemberRole `json:"role"`
+
+	Status MemberStatus `json:"status"`
+
+	Kinds []string `json:"kinds"`
+
+	ShardLo *int `json:"shardLo"`
+
+	ShardHi *int `json:"shardHi"`
+
+	InFlight int `json:"inFlight"`
+
+	Version string `json:"version"`
+
+	Host string `json:"host"`
+
+	Pid int `json:"pid"`
+
+	StartedAt time.Time `json:"startedAt"`
+
+	LastHeartbeat time.Time `json:"lastHeartbeat"`
+
+	Config json.RawMessage `json:"config"`
+}
+
+func (v *KillClusterMemberKillClusterMember) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *KillClusterMemberKillClusterMember) __premarshalJSON() (*__premarshalKillClusterMemberKillClusterMember, error) {
+	var retval __premarshalKillClusterMemberKillClusterMember
+
+	retval.RequestedAction = v.RequestedAction
+	retval.RequestedBy = v.RequestedBy
+	retval.Id = v.MemberRow.Id
+	retval.Role = v.MemberRow.Role
+	retval.Status = v.MemberRow.Status
+	retval.Kinds = v.MemberRow.Kinds
+	retval.ShardLo = v.MemberRow.ShardLo
+	retval.ShardHi = v.MemberRow.ShardHi
+	retval.InFlight = v.MemberRow.InFlight
+	retval.Version = v.MemberRow.Version
+	retval.Host = v.MemberRow.Host
+	retval.Pid = v.MemberRow.Pid
+	retval.StartedAt = v.MemberRow.StartedAt
+	retval.LastHeartbeat = v.MemberRow.LastHeartbeat
+	retval.Config = v.MemberRow.Config
+	return &retval, nil
+}
+
+// KillClusterMemberResponse is returned by KillClusterMember on success.
+type KillClusterMemberResponse struct {
+	// Kill a member (admin only): it exits at once without draining, as a crash would; peers see its liveness lock
+	// released within about a second, free its leases and re-tile its shards, and its in-flight tasks run again
+	// elsewhere. Overrides a drain under way. An unknown id is NOT_FOUND.
+	KillClusterMember KillClusterMemberKillClusterMember `json:"killClusterMember"`
+}
+
+// GetKillClusterMember returns KillClusterMemberResponse.KillClusterMember, and is useful for accessing the field via an interface.
+func (v *KillClusterMemberResponse) GetKillClusterMember() KillClusterMemberKillClusterMember {
+	return v.KillClusterMember
+}
 
 // A partial update of a kind's policy: absent fields are kept.
 type KindConfigInput struct {
@@ -3500,6 +3821,21 @@ type ListResourcesResponse struct {
 // GetResources returns ListResourcesResponse.Resources, and is useful for accessing the field via an interface.
 func (v *ListResourcesResponse) GetResources() ListResourcesResourcesResourcePage { return v.Resources }
 
+// An admin's request to a running member.
+type MemberAction string
+
+const (
+	// Leave gracefully, as on SIGTERM.
+	MemberActionDrain MemberAction = "DRAIN"
+	// Exit at once, as a crash would.
+	MemberActionKill MemberAction = "KILL"
+)
+
+var AllMemberAction = []MemberAction{
+	MemberActionDrain,
+	MemberActionKill,
+}
+
 // The duties a member runs.
 type MemberRole string
 
@@ -3590,7 +3926,7 @@ func (v *MemberRow) GetLastHeartbeat() time.Time { return v.LastHeartbeat }
 // GetConfig returns MemberRow.Config, and is useful for accessing the field via an interface.
 func (v *MemberRow) GetConfig() json.RawMessage { return v.Config }
 
-// A member's liveness, derived from its heartbeat age.
+// A member's liveness, derived from its heartbeat age and any drain or kill an admin requested.
 type MemberStatus string
 
 const (
@@ -3598,11 +3934,17 @@ const (
 	MemberStatusReady MemberStatus = "READY"
 	// Its heartbeat is older.
 	MemberStatusNotReady MemberStatus = "NOT_READY"
+	// An admin asked it to drain: it claims nothing (its shards re-tiled to the others), finishes or hands back its in-flight work within its drain budget, then leaves.
+	MemberStatusDraining MemberStatus = "DRAINING"
+	// An admin killed it: it exits at once without draining; its row goes when a peer sees its liveness lock released.
+	MemberStatusKilled MemberStatus = "KILLED"
 )
 
 var AllMemberStatus = []MemberStatus{
 	MemberStatusReady,
 	MemberStatusNotReady,
+	MemberStatusDraining,
+	MemberStatusKilled,
 }
 
 // OperationRow includes the GraphQL fields of Operation requested by the fragment OperationRow.
@@ -5514,6 +5856,45 @@ func (v *SetKindHistoryLimitSetKindHistoryLimitKind) GetVersion() string { retur
 // GetHistoryLimit returns SetKindHistoryLimitSetKindHistoryLimitKind.HistoryLimit, and is useful for accessing the field via an interface.
 func (v *SetKindHistoryLimitSetKindHistoryLimitKind) GetHistoryLimit() int { return v.HistoryLimit }
 
+// A failure below a followed root, with its reason.
+type SubtreeFailure struct {
+	// The resource's id.
+	Id string `json:"id"`
+	// Its kind.
+	Kind string `json:"kind"`
+	// Its name.
+	Name string `json:"name"`
+	// Its phase.
+	Phase Phase `json:"phase"`
+	// Its failure will not be retried.
+	FailureTerminal bool `json:"failureTerminal"`
+	// Why it is FAILED or DEGRADED: the CamelCase reason of its most specific false condition (the kind's own, then Synced, then Ready); null for the others and for the root.
+	Reason *string `json:"reason"`
+	// The human-readable message of that condition; null when reason is.
+	Message *string `json:"message"`
+}
+
+// GetId returns SubtreeFailure.Id, and is useful for accessing the field via an interface.
+func (v *SubtreeFailure) GetId() string { return v.Id }
+
+// GetKind returns SubtreeFailure.Kind, and is useful for accessing the field via an interface.
+func (v *SubtreeFailure) GetKind() string { return v.Kind }
+
+// GetName returns SubtreeFailure.Name, and is useful for accessing the field via an interface.
+func (v *SubtreeFailure) GetName() string { return v.Name }
+
+// GetPhase returns SubtreeFailure.Phase, and is useful for accessing the field via an interface.
+func (v *SubtreeFailure) GetPhase() Phase { return v.Phase }
+
+// GetFailureTerminal returns SubtreeFailure.FailureTerminal, and is useful for accessing the field via an interface.
+func (v *SubtreeFailure) GetFailureTerminal() bool { return v.FailureTerminal }
+
+// GetReason returns SubtreeFailure.Reason, and is useful for accessing the field via an interface.
+func (v *SubtreeFailure) GetReason() *string { return v.Reason }
+
+// GetMessage returns SubtreeFailure.Message, and is useful for accessing the field via an interface.
+func (v *SubtreeFailure) GetMessage() *string { return v.Message }
+
 // The lifecycle edges a reactor binding can subscribe to.
 type Transition string
 
@@ -7381,33 +7762,102 @@ func (v *WatchSubtreeSubtreeProgressCountsKindPhaseCount) GetCount() int { retur
 //
 // One resource of a followed subtree.
 type WatchSubtreeSubtreeProgressFailuresSubtreeMember struct {
-	// The resource's id.
-	Id string `json:"id"`
-	// Its kind.
-	Kind string `json:"kind"`
-	// Its name.
-	Name string `json:"name"`
-	// Its phase.
-	Phase Phase `json:"phase"`
-	// Its failure will not be retried.
-	FailureTerminal bool `json:"failureTerminal"`
+	SubtreeFailure `json:"-"`
 }
 
 // GetId returns WatchSubtreeSubtreeProgressFailuresSubtreeMember.Id, and is useful for accessing the field via an interface.
-func (v *WatchSubtreeSubtreeProgressFailuresSubtreeMember) GetId() string { return v.Id }
+func (v *WatchSubtreeSubtreeProgressFailuresSubtreeMember) GetId() string { return v.SubtreeFailure.Id }
 
 // GetKind returns WatchSubtreeSubtreeProgressFailuresSubtreeMember.Kind, and is useful for accessing the field via an interface.
-func (v *WatchSubtreeSubtreeProgressFailuresSubtreeMember) GetKind() string { return v.Kind }
+func (v *WatchSubtreeSubtreeProgressFailuresSubtreeMember) GetKind() string {
+	return v.SubtreeFailure.Kind
+}
 
 // GetName returns WatchSubtreeSubtreeProgressFailuresSubtreeMember.Name, and is useful for accessing the field via an interface.
-func (v *WatchSubtreeSubtreeProgressFailuresSubtreeMember) GetName() string { return v.Name }
+func (v *WatchSubtreeSubtreeProgressFailuresSubtreeMember) GetName() string {
+	return v.SubtreeFailure.Name
+}
 
 // GetPhase returns WatchSubtreeSubtreeProgressFailuresSubtreeMember.Phase, and is useful for accessing the field via an interface.
-func (v *WatchSubtreeSubtreeProgressFailuresSubtreeMember) GetPhase() Phase { return v.Phase }
+func (v *WatchSubtreeSubtreeProgressFailuresSubtreeMember) GetPhase() Phase {
+	return v.SubtreeFailure.Phase
+}
 
 // GetFailureTerminal returns WatchSubtreeSubtreeProgressFailuresSubtreeMember.FailureTerminal, and is useful for accessing the field via an interface.
 func (v *WatchSubtreeSubtreeProgressFailuresSubtreeMember) GetFailureTerminal() bool {
-	return v.FailureTerminal
+	return v.SubtreeFailure.FailureTerminal
+}
+
+// GetReason returns WatchSubtreeSubtreeProgressFailuresSubtreeMember.Reason, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeSubtreeProgressFailuresSubtreeMember) GetReason() *string {
+	return v.SubtreeFailure.Reason
+}
+
+// GetMessage returns WatchSubtreeSubtreeProgressFailuresSubtreeMember.Message, and is useful for accessing the field via an interface.
+func (v *WatchSubtreeSubtreeProgressFailuresSubtreeMember) GetMessage() *string {
+	return v.SubtreeFailure.Message
+}
+
+func (v *WatchSubtreeSubtreeProgressFailuresSubtreeMember) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*WatchSubtreeSubtreeProgressFailuresSubtreeMember
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.WatchSubtreeSubtreeProgressFailuresSubtreeMember = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.SubtreeFailure)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalWatchSubtreeSubtreeProgressFailuresSubtreeMember struct {
+	Id string `json:"id"`
+
+	Kind string `json:"kind"`
+
+	Name string `json:"name"`
+
+	Phase Phase `json:"phase"`
+
+	FailureTerminal bool `json:"failureTerminal"`
+
+	Reason *string `json:"reason"`
+
+	Message *string `json:"message"`
+}
+
+func (v *WatchSubtreeSubtreeProgressFailuresSubtreeMember) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *WatchSubtreeSubtreeProgressFailuresSubtreeMember) __premarshalJSON() (*__premarshalWatchSubtreeSubtreeProgressFailuresSubtreeMember, error) {
+	var retval __premarshalWatchSubtreeSubtreeProgressFailuresSubtreeMember
+
+	retval.Id = v.SubtreeFailure.Id
+	retval.Kind = v.SubtreeFailure.Kind
+	retval.Name = v.SubtreeFailure.Name
+	retval.Phase = v.SubtreeFailure.Phase
+	retval.FailureTerminal = v.SubtreeFailure.FailureTerminal
+	retval.Reason = v.SubtreeFailure.Reason
+	retval.Message = v.SubtreeFailure.Message
+	return &retval, nil
 }
 
 // WatchSubtreeSubtreeProgressRootSubtreeMember includes the requested fields of the GraphQL type SubtreeMember.
@@ -7681,6 +8131,14 @@ func (v *__DescribeResourceInput) GetEvents() int { return v.Events }
 // GetCap returns __DescribeResourceInput.Cap, and is useful for accessing the field via an interface.
 func (v *__DescribeResourceInput) GetCap() int { return v.Cap }
 
+// __DrainClusterMemberInput is used internally by genqlient
+type __DrainClusterMemberInput struct {
+	Id string `json:"id"`
+}
+
+// GetId returns __DrainClusterMemberInput.Id, and is useful for accessing the field via an interface.
+func (v *__DrainClusterMemberInput) GetId() string { return v.Id }
+
 // __DryRunKindManifestInput is used internally by genqlient
 type __DryRunKindManifestInput struct {
 	Manifest json.RawMessage `json:"manifest"`
@@ -7736,6 +8194,14 @@ func (v *__GetResourceInput) GetKind() string { return v.Kind }
 
 // GetName returns __GetResourceInput.Name, and is useful for accessing the field via an interface.
 func (v *__GetResourceInput) GetName() string { return v.Name }
+
+// __KillClusterMemberInput is used internally by genqlient
+type __KillClusterMemberInput struct {
+	Id string `json:"id"`
+}
+
+// GetId returns __KillClusterMemberInput.Id, and is useful for accessing the field via an interface.
+func (v *__KillClusterMemberInput) GetId() string { return v.Id }
 
 // __KindHistoryLimitInput is used internally by genqlient
 type __KindHistoryLimitInput struct {
@@ -8656,6 +9122,57 @@ func DescribeResource(
 	return data_, err_
 }
 
+// The mutation executed by DrainClusterMember.
+const DrainClusterMember_Operation = `
+mutation DrainClusterMember ($id: ID!) {
+	drainClusterMember(id: $id) {
+		... MemberRow
+		requestedAction
+		requestedBy
+	}
+}
+fragment MemberRow on ClusterMember {
+	id
+	role
+	status
+	kinds
+	shardLo
+	shardHi
+	inFlight
+	version
+	host
+	pid
+	startedAt
+	lastHeartbeat
+	config
+}
+`
+
+func DrainClusterMember(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	id string,
+) (data_ *DrainClusterMemberResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "DrainClusterMember",
+		Query:  DrainClusterMember_Operation,
+		Variables: &__DrainClusterMemberInput{
+			Id: id,
+		},
+	}
+
+	data_ = &DrainClusterMemberResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
 // The mutation executed by DryRunKindManifest.
 const DryRunKindManifest_Operation = `
 mutation DryRunKindManifest ($manifest: JSON!) {
@@ -8924,6 +9441,57 @@ func GetResource(
 	}
 
 	data_ = &GetResourceResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by KillClusterMember.
+const KillClusterMember_Operation = `
+mutation KillClusterMember ($id: ID!) {
+	killClusterMember(id: $id) {
+		... MemberRow
+		requestedAction
+		requestedBy
+	}
+}
+fragment MemberRow on ClusterMember {
+	id
+	role
+	status
+	kinds
+	shardLo
+	shardHi
+	inFlight
+	version
+	host
+	pid
+	startedAt
+	lastHeartbeat
+	config
+}
+`
+
+func KillClusterMember(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	id string,
+) (data_ *KillClusterMemberResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "KillClusterMember",
+		Query:  KillClusterMember_Operation,
+		Variables: &__KillClusterMemberInput{
+			Id: id,
+		},
+	}
+
+	data_ = &KillClusterMemberResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(
@@ -10490,14 +11058,19 @@ subscription WatchSubtree ($rootId: ID!) {
 			count
 		}
 		failures {
-			id
-			kind
-			name
-			phase
-			failureTerminal
+			... SubtreeFailure
 		}
 		failureCount
 	}
+}
+fragment SubtreeFailure on SubtreeMember {
+	id
+	kind
+	name
+	phase
+	failureTerminal
+	reason
+	message
 }
 `
 

@@ -19,18 +19,16 @@ type follower struct {
 	target   ref
 	root     WaitRow
 	children map[string]WaitRow
-	// reported are the children whose failure was already printed, by id
-	// and generation.
-	reported map[string]int
+	// reported is the failure line last printed of each resource, by id: a
+	// line is printed once, again only when it says something new.
+	reported map[string]string
 	// bar draws progress on a terminal; elsewhere (CI logs, pipes) each
 	// change of the summary is one plain line, and last is the latest.
 	bar  *progressbar.ProgressBar
 	last string
 	// progress is the latest subtreeProgress push (nil before the first);
-	// named are the failures already looked up; readSig is the progress
-	// the direct children were last read at.
+	// readSig is the progress the direct children were last read at.
 	progress *WatchSubtreeSubtreeProgress
-	named    map[string]bool
 	readSig  string
 }
 
@@ -56,7 +54,7 @@ func (a *app) waitReady(ctx context.Context, c *Conn, r ref, timeout time.Durati
 		return fmt.Errorf("wait for %s: %w", r, err)
 	}
 	defer func() { _ = ws.Close() }()
-	f := &follower{a: a, c: c, target: r, children: map[string]WaitRow{}, reported: map[string]int{}, named: map[string]bool{}}
+	f := &follower{a: a, c: c, target: r, children: map[string]WaitRow{}, reported: map[string]string{}}
 	if err := f.readRoot(ctx); err != nil {
 		return err
 	}
@@ -115,8 +113,8 @@ func (a *app) waitReady(ctx context.Context, c *Conn, r ref, timeout time.Durati
 	}
 }
 
-// onProgress takes one subtreeProgress push: it names new failures (one
-// read of each, once), re-reads the root when its phase changed, and
+// onProgress takes one subtreeProgress push: it names new failures with
+// the reasons the push carries (no read), re-reads the root when its phase changed, and
 // re-reads the direct children the verdict weighs only while something
 // failed and the picture changed — never on a timer.
 func (f *follower) onProgress(ctx context.Context, ev WatchSubtreeWsResponse) error {
@@ -137,18 +135,7 @@ func (f *follower) onProgress(ctx context.Context, ev WatchSubtreeWsResponse) er
 		}
 	}
 	for _, m := range p.Failures {
-		key := m.Id + "/" + string(m.Phase)
-		if m.Phase != PhaseFailed || f.named[key] {
-			continue
-		}
-		f.named[key] = true
-		resp, err := WaitTarget(ctx, f.c.GQL, m.Kind, m.Name)
-		if err != nil {
-			return fmt.Errorf("wait for %s: read the failed %s/%s: %w", f.target, m.Kind, m.Name, apiError(err))
-		}
-		if resp.Resource != nil {
-			f.noteFailure(resp.Resource.WaitRow)
-		}
+		f.printFailure(m.Id, failureLine(m.SubtreeFailure))
 	}
 	failing := p.FailureCount > 0 || p.Root.Phase == PhaseDegraded || p.Root.Phase == PhaseFailed
 	if sig := progressSig(p); failing && sig != f.readSig {
@@ -234,20 +221,48 @@ func (f *follower) refresh(ctx context.Context) error {
 	return f.listChildren(ctx)
 }
 
-// noteFailure prints a child's failure once per generation.
+// noteFailure prints a directly read child's failure (once: see printFailure).
 func (f *follower) noteFailure(ch WaitRow) {
 	if ch.Phase != PhaseFailed {
 		return
 	}
-	if g, ok := f.reported[ch.Id]; ok && g == ch.Generation {
+	f.printFailure(ch.Id, fmt.Sprintf("FAILED %s/%s (%s): %s", ch.Kind, ch.Name, retrying(ch.FailureTerminal), why(ch)))
+}
+
+func retrying(terminal bool) string {
+	if terminal {
+		return "terminal"
+	}
+	return "retrying"
+}
+
+// failureLine is how a wait names one failure of a subtreeProgress push:
+// "FAILED account/a (terminal): ReconcileError: quota exceeded".
+func failureLine(m SubtreeFailure) string {
+	what := string(m.Phase)
+	if m.Phase == PhaseFailed {
+		what += " " + m.Kind + "/" + m.Name + " (" + retrying(m.FailureTerminal) + ")"
+	} else {
+		what += " " + m.Kind + "/" + m.Name
+	}
+	switch {
+	case m.Reason != nil && *m.Reason != "" && m.Message != nil && *m.Message != "":
+		return what + ": " + *m.Reason + ": " + *m.Message
+	case m.Message != nil && *m.Message != "":
+		return what + ": " + *m.Message
+	case m.Reason != nil && *m.Reason != "":
+		return what + ": " + *m.Reason
+	}
+	return what + ": no reason reported"
+}
+
+// printFailure prints line for resource id unless it is the line last
+// printed for it (a retry with a new message is printed again).
+func (f *follower) printFailure(id, line string) {
+	if f.reported[id] == line {
 		return
 	}
-	f.reported[ch.Id] = ch.Generation
-	kind := "retrying"
-	if ch.FailureTerminal {
-		kind = "terminal"
-	}
-	line := fmt.Sprintf("FAILED %s/%s (%s): %s", ch.Kind, ch.Name, kind, why(ch))
+	f.reported[id] = line
 	if f.bar != nil {
 		_, _ = progressbar.Bprintln(f.bar, line)
 		return

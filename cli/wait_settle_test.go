@@ -82,7 +82,7 @@ func TestFollowerSettle_DecidesFromOneReadOfTheSubtree(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			f := &follower{c: &Conn{GQL: tc.server}, target: ref{kind: "bom", name: "x"},
-				root: waitRow(t, tc.root), children: map[string]WaitRow{}, reported: map[string]int{}}
+				root: waitRow(t, tc.root), children: map[string]WaitRow{}, reported: map[string]string{}}
 			for _, c := range tc.children {
 				r := waitRow(t, c)
 				f.children[r.Id] = r

@@ -426,6 +426,27 @@ END
 $$;
 
 --
+-- Name: claimable_spans(text, text, text, integer[], integer[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.claimable_spans(p_kind text, p_version text, p_task_type text, p_los integer[], p_his integer[], p_now timestamp with time zone) RETURNS integer[]
+    LANGUAGE plpgsql STABLE
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET jit TO 'off'
+    AS $$
+BEGIN
+    RETURN (SELECT coalesce(array_agg(x.i::int ORDER BY x.i), '{}')
+              FROM unnest(p_los, p_his) WITH ORDINALITY AS x(lo, hi, i)
+             CROSS JOIN LATERAL (SELECT 1 FROM work_queue w
+                                  WHERE w.shard_id BETWEEN x.lo AND x.hi
+                                    AND w.kind = p_kind AND w.version = p_version AND w.task_type = p_task_type
+                                    AND w.worker_id IS NULL AND w.not_before <= p_now
+                                  ORDER BY w.not_before
+                                  LIMIT 1) e);
+END
+$$;
+
+--
 -- Name: cluster_members_changed(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1432,6 +1453,7 @@ CREATE FUNCTION public.live_cluster_members(p_liveness_secs integer DEFAULT 30, 
       FROM cluster_members m
      WHERE m.last_heartbeat > p_now - make_interval(secs => p_liveness_secs)
        AND (m.lock_key IS NULL OR m.lock_key IN (SELECT h.lock_key FROM held h))
+       AND m.control IS NULL
 $$;
 
 --
@@ -1868,40 +1890,71 @@ DECLARE
     v_ids    uuid[];
     v_n      int;
     -- entries of idx_resource_phases_lagging examined per shard per call
-    v_budget int := greatest(p_max, 64);
+    v_budget int := greatest(8, ceil(4.0 * greatest(p_max, 1) / (p_hi - p_lo + 1))::int);
 BEGIN
-    SELECT array_agg(c.id ORDER BY c.updated_at) INTO v_ids
-      FROM (SELECT w.id, w.updated_at
-              FROM generate_series(p_lo, p_hi) AS s(shard)
-             CROSS JOIN LATERAL (
-                    SELECT p.id, p.shard_id
-                      FROM resource_phases p
-                     WHERE p.shard_id = s.shard
-                       AND p.phase IN ('Reconciling', 'Failed')
-                       AND p.since < p_now - p_retry_after
-                     ORDER BY p.since
-                     LIMIT v_budget) l
-             CROSS JOIN LATERAL (
-                    SELECT r.id, r.updated_at
-                      FROM resources r
-                     WHERE r.id = l.id
-                       AND r.synced_gen < r.generation
-                       AND r.updated_at < p_now - p_retry_after
-                       AND r.frozen_until IS NULL
-                       AND r.deletion_requested_at IS NULL
-                       AND NOT (r.failure_terminal AND r.failure_gen = r.generation)
-                    OFFSET 0) w
-              LEFT JOIN LATERAL (
-                    SELECT true AS queued
-                      FROM work_queue q
-                     WHERE q.shard_id BETWEEN p_lo AND p_hi
-                       AND q.shard_id = l.shard_id AND q.resource_id = l.id
-                       AND q.task_type = 'reconcile'
-                       AND q.op_id = '00000000-0000-0000-0000-000000000000'
-                     LIMIT 1) q ON true
-             WHERE q.queued IS NULL
-             ORDER BY w.updated_at
-             LIMIT p_max) c;
+    IF p_lo > p_hi THEN
+        RETURN 0;
+    END IF;
+    WITH walk AS MATERIALIZED (
+        SELECT s.shard, l.id, l.since, l.n, w.updated_at,
+               w.id IS NOT NULL AND q.queued IS NULL AS survivor
+          FROM generate_series(p_lo, p_hi) AS s(shard)
+          LEFT JOIN reaper_walk_cursors c ON c.shard_id = s.shard
+         CROSS JOIN LATERAL (
+                SELECT p.id, p.since, row_number() OVER (ORDER BY p.since, p.id) AS n
+                  FROM (SELECT p.id, p.since
+                          FROM resource_phases p
+                         WHERE p.shard_id = s.shard
+                           AND p.phase IN ('Reconciling', 'Failed')
+                           AND p.since < p_now - p_retry_after
+                           AND (p.since, p.id) > (coalesce(c.since, '-infinity'),
+                                                  coalesce(c.id, '00000000-0000-0000-0000-000000000000'))
+                         ORDER BY p.since, p.id
+                         LIMIT v_budget) p) l
+          LEFT JOIN LATERAL (
+                SELECT r.id, r.updated_at
+                  FROM resources r
+                 WHERE r.id = l.id
+                   AND r.synced_gen < r.generation
+                   AND r.updated_at < p_now - p_retry_after
+                   AND r.frozen_until IS NULL
+                   AND r.deletion_requested_at IS NULL
+                   AND NOT (r.failure_terminal AND r.failure_gen = r.generation)
+                OFFSET 0) w ON true
+          LEFT JOIN LATERAL (
+                SELECT true AS queued
+                  FROM work_queue q
+                 WHERE w.id IS NOT NULL
+                   AND q.shard_id BETWEEN p_lo AND p_hi
+                   AND q.shard_id = s.shard AND q.resource_id = l.id
+                   AND q.task_type = 'reconcile'
+                   AND q.op_id = '00000000-0000-0000-0000-000000000000'
+                 LIMIT 1) q ON true
+    ), pick AS MATERIALIZED (
+        SELECT wk.id, wk.updated_at FROM walk wk WHERE wk.survivor ORDER BY wk.updated_at LIMIT p_max
+    ), marks AS MATERIALIZED (
+        -- per shard: how far the walk went, and the first survivor p_max left over
+        SELECT wk.shard, count(*) AS walked,
+               min(wk.n) FILTER (WHERE wk.survivor AND NOT EXISTS (SELECT 1 FROM pick k WHERE k.id = wk.id)) AS first_cut
+          FROM walk wk GROUP BY wk.shard
+    ), ends AS (
+        SELECT m.shard, wk.since, wk.id
+          FROM marks m
+          JOIN walk wk ON wk.shard = m.shard
+                      AND wk.n = CASE WHEN m.first_cut IS NOT NULL THEN m.first_cut - 1
+                                      WHEN m.walked >= v_budget THEN m.walked END
+    ), advance AS (
+        INSERT INTO reaper_walk_cursors AS c (shard_id, since, id)
+        SELECT e.shard, e.since, e.id FROM ends e
+        ON CONFLICT (shard_id) DO UPDATE SET since = EXCLUDED.since, id = EXCLUDED.id
+    ), wrap AS (
+        -- a shard walked to its end starts again from its oldest entry
+        DELETE FROM reaper_walk_cursors c
+         WHERE c.shard_id BETWEEN p_lo AND p_hi
+           AND NOT EXISTS (SELECT 1 FROM marks m
+                            WHERE m.shard = c.shard_id AND (m.first_cut IS NOT NULL OR m.walked >= v_budget))
+    )
+    SELECT array_agg(k.id ORDER BY k.updated_at) INTO v_ids FROM pick k;
     IF v_ids IS NULL THEN
         RETURN 0;
     END IF;
@@ -2818,6 +2871,10 @@ CREATE TABLE public.cluster_members (
     started_at timestamp with time zone DEFAULT now() NOT NULL,
     last_heartbeat timestamp with time zone DEFAULT now() NOT NULL,
     lock_key integer,
+    control text,
+    control_by text,
+    control_at timestamp with time zone,
+    CONSTRAINT cluster_members_control_check CHECK ((control = ANY (ARRAY['drain'::text, 'kill'::text]))),
     CONSTRAINT cluster_members_lock_key_check CHECK ((lock_key > 0)),
     CONSTRAINT cluster_members_role_check CHECK ((role = ANY (ARRAY['all'::text, 'control'::text, 'broker'::text])))
 );
@@ -2884,6 +2941,30 @@ CREATE TABLE public.kind_manifest (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT kind_manifest_check CHECK (((manifest ->> 'kind'::text) = kind)),
     CONSTRAINT kind_manifest_legal CHECK (public.validate_kind_manifest(manifest))
+);
+
+--
+-- Name: lease_keys; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.lease_keys (
+    id bigint NOT NULL,
+    key bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT lease_keys_key_check CHECK ((length(key) = 32))
+);
+
+--
+-- Name: lease_keys_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.lease_keys ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.lease_keys_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
 );
 
 --
@@ -3278,6 +3359,16 @@ CREATE TABLE public.reactor_bindings (
     CONSTRAINT reactor_bindings_label_match_check CHECK ((jsonb_typeof(label_match) = 'object'::text)),
     CONSTRAINT reactor_bindings_name_check CHECK ((name ~ '^[a-z0-9]([a-z0-9._-]{0,251}[a-z0-9])?$'::text)),
     CONSTRAINT reactor_bindings_transition_check CHECK ((transition = ANY (ARRAY['created'::text, 'synced'::text, 'degraded'::text, 'failed'::text, 'deleted'::text])))
+);
+
+--
+-- Name: reaper_walk_cursors; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE UNLOGGED TABLE public.reaper_walk_cursors (
+    shard_id integer NOT NULL,
+    since timestamp with time zone NOT NULL,
+    id uuid NOT NULL
 );
 
 --
@@ -4651,6 +4742,13 @@ ALTER TABLE ONLY public.kind_manifest
     ADD CONSTRAINT kind_manifest_pkey PRIMARY KEY (kind, version);
 
 --
+-- Name: lease_keys lease_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.lease_keys
+    ADD CONSTRAINT lease_keys_pkey PRIMARY KEY (id);
+
+--
 -- Name: lifecycle_outbox lifecycle_outbox_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -4789,6 +4887,13 @@ ALTER TABLE ONLY public.providerconfigs
 
 ALTER TABLE ONLY public.reactor_bindings
     ADD CONSTRAINT reactor_bindings_pkey PRIMARY KEY (name);
+
+--
+-- Name: reaper_walk_cursors reaper_walk_cursors_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.reaper_walk_cursors
+    ADD CONSTRAINT reaper_walk_cursors_pkey PRIMARY KEY (shard_id);
 
 --
 -- Name: resource_conditions resource_conditions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -5195,7 +5300,7 @@ CREATE INDEX idx_resource_phases_kind_page ON public.resource_phases USING btree
 -- Name: idx_resource_phases_lagging; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX idx_resource_phases_lagging ON public.resource_phases USING btree (shard_id, since) WHERE (phase = ANY (ARRAY['Reconciling'::text, 'Failed'::text]));
+CREATE INDEX idx_resource_phases_lagging ON public.resource_phases USING btree (shard_id, since, id) WHERE (phase = ANY (ARRAY['Reconciling'::text, 'Failed'::text]));
 
 --
 -- Name: idx_resource_phases_owner_page; Type: INDEX; Schema: public; Owner: -

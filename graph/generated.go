@@ -45,19 +45,22 @@ type DirectiveRoot struct {
 
 type ComplexityRoot struct {
 	ClusterMember struct {
-		Config        func(childComplexity int) int
-		Host          func(childComplexity int) int
-		ID            func(childComplexity int) int
-		InFlight      func(childComplexity int) int
-		Kinds         func(childComplexity int) int
-		LastHeartbeat func(childComplexity int) int
-		Pid           func(childComplexity int) int
-		Role          func(childComplexity int) int
-		ShardHi       func(childComplexity int) int
-		ShardLo       func(childComplexity int) int
-		StartedAt     func(childComplexity int) int
-		Status        func(childComplexity int) int
-		Version       func(childComplexity int) int
+		Config          func(childComplexity int) int
+		Host            func(childComplexity int) int
+		ID              func(childComplexity int) int
+		InFlight        func(childComplexity int) int
+		Kinds           func(childComplexity int) int
+		LastHeartbeat   func(childComplexity int) int
+		Pid             func(childComplexity int) int
+		RequestedAction func(childComplexity int) int
+		RequestedAt     func(childComplexity int) int
+		RequestedBy     func(childComplexity int) int
+		Role            func(childComplexity int) int
+		ShardHi         func(childComplexity int) int
+		ShardLo         func(childComplexity int) int
+		StartedAt       func(childComplexity int) int
+		Status          func(childComplexity int) int
+		Version         func(childComplexity int) int
 	}
 
 	Condition struct {
@@ -156,6 +159,8 @@ type ComplexityRoot struct {
 		DeleteProviderConfig func(childComplexity int, kind string, name string) int
 		DeleteReactorBinding func(childComplexity int, name string) int
 		DeleteResource       func(childComplexity int, kind string, name string) int
+		DrainClusterMember   func(childComplexity int, id string) int
+		KillClusterMember    func(childComplexity int, id string) int
 		PlanResource         func(childComplexity int, input model.ResourceInput) int
 		QuarantineResource   func(childComplexity int, kind string, name string) int
 		ResyncResource       func(childComplexity int, kind string, name string) int
@@ -333,9 +338,11 @@ type ComplexityRoot struct {
 		FailureTerminal func(childComplexity int) int
 		ID              func(childComplexity int) int
 		Kind            func(childComplexity int) int
+		Message         func(childComplexity int) int
 		Name            func(childComplexity int) int
 		OwnerID         func(childComplexity int) int
 		Phase           func(childComplexity int) int
+		Reason          func(childComplexity int) int
 	}
 
 	SubtreeProgress struct {
@@ -350,6 +357,13 @@ type ComplexityRoot struct {
 
 	Summary struct {
 		ByKind      func(childComplexity int) int
+		History     func(childComplexity int) int
+		PhaseCounts func(childComplexity int) int
+		Queue       func(childComplexity int) int
+	}
+
+	SummarySample struct {
+		At          func(childComplexity int) int
 		PhaseCounts func(childComplexity int) int
 		Queue       func(childComplexity int) int
 	}
@@ -399,6 +413,8 @@ type MutationResolver interface {
 	DeleteProviderConfig(ctx context.Context, kind string, name string) (bool, error)
 	ApplyReactorBinding(ctx context.Context, input model.ReactorBindingInput, dryRun *bool) (*model.ReactorBinding, error)
 	DeleteReactorBinding(ctx context.Context, name string) (bool, error)
+	DrainClusterMember(ctx context.Context, id string) (*model.ClusterMember, error)
+	KillClusterMember(ctx context.Context, id string) (*model.ClusterMember, error)
 	RollbackResource(ctx context.Context, kind string, name string, toGeneration int, dryRun *bool) (*model.Resource, error)
 	PlanResource(ctx context.Context, input model.ResourceInput) (*model.ResourcePlan, error)
 	SetKindHistoryLimit(ctx context.Context, kind string, version string, historyLimit int) (*model.Kind, error)
@@ -514,6 +530,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ClusterMember.Pid(childComplexity), true
+	case "ClusterMember.requestedAction":
+		if e.ComplexityRoot.ClusterMember.RequestedAction == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClusterMember.RequestedAction(childComplexity), true
+	case "ClusterMember.requestedAt":
+		if e.ComplexityRoot.ClusterMember.RequestedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClusterMember.RequestedAt(childComplexity), true
+	case "ClusterMember.requestedBy":
+		if e.ComplexityRoot.ClusterMember.RequestedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClusterMember.RequestedBy(childComplexity), true
 	case "ClusterMember.role":
 		if e.ComplexityRoot.ClusterMember.Role == nil {
 			break
@@ -974,6 +1008,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeleteResource(childComplexity, args["kind"].(string), args["name"].(string)), true
+	case "Mutation.drainClusterMember":
+		if e.ComplexityRoot.Mutation.DrainClusterMember == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_drainClusterMember_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DrainClusterMember(childComplexity, args["id"].(string)), true
+	case "Mutation.killClusterMember":
+		if e.ComplexityRoot.Mutation.KillClusterMember == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_killClusterMember_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.KillClusterMember(childComplexity, args["id"].(string)), true
 	case "Mutation.planResource":
 		if e.ComplexityRoot.Mutation.PlanResource == nil {
 			break
@@ -1922,6 +1978,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SubtreeMember.Kind(childComplexity), true
+	case "SubtreeMember.message":
+		if e.ComplexityRoot.SubtreeMember.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SubtreeMember.Message(childComplexity), true
 	case "SubtreeMember.name":
 		if e.ComplexityRoot.SubtreeMember.Name == nil {
 			break
@@ -1940,6 +2002,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SubtreeMember.Phase(childComplexity), true
+	case "SubtreeMember.reason":
+		if e.ComplexityRoot.SubtreeMember.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SubtreeMember.Reason(childComplexity), true
 
 	case "SubtreeProgress.counts":
 		if e.ComplexityRoot.SubtreeProgress.Counts == nil {
@@ -1990,6 +2058,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Summary.ByKind(childComplexity), true
+	case "Summary.history":
+		if e.ComplexityRoot.Summary.History == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Summary.History(childComplexity), true
 	case "Summary.phaseCounts":
 		if e.ComplexityRoot.Summary.PhaseCounts == nil {
 			break
@@ -2002,6 +2076,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Summary.Queue(childComplexity), true
+
+	case "SummarySample.at":
+		if e.ComplexityRoot.SummarySample.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SummarySample.At(childComplexity), true
+	case "SummarySample.phaseCounts":
+		if e.ComplexityRoot.SummarySample.PhaseCounts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SummarySample.PhaseCounts(childComplexity), true
+	case "SummarySample.queue":
+		if e.ComplexityRoot.SummarySample.Queue == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SummarySample.Queue(childComplexity), true
 
 	case "ValueFlow.depField":
 		if e.ComplexityRoot.ValueFlow.DepField == nil {
@@ -2189,7 +2282,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "schema/cluster.graphqls" "schema/explain.graphqls" "schema/kind.graphqls" "schema/resource.graphqls" "schema/root.graphqls" "schema/summary.graphqls"
+//go:embed "schema/cluster.graphqls" "schema/explain.graphqls" "schema/kind.graphqls" "schema/live.graphqls" "schema/resource.graphqls" "schema/root.graphqls" "schema/summary.graphqls"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -2204,6 +2297,7 @@ var sources = []*ast.Source{
 	{Name: "schema/cluster.graphqls", Input: sourceData("schema/cluster.graphqls"), BuiltIn: false},
 	{Name: "schema/explain.graphqls", Input: sourceData("schema/explain.graphqls"), BuiltIn: false},
 	{Name: "schema/kind.graphqls", Input: sourceData("schema/kind.graphqls"), BuiltIn: false},
+	{Name: "schema/live.graphqls", Input: sourceData("schema/live.graphqls"), BuiltIn: false},
 	{Name: "schema/resource.graphqls", Input: sourceData("schema/resource.graphqls"), BuiltIn: false},
 	{Name: "schema/root.graphqls", Input: sourceData("schema/root.graphqls"), BuiltIn: false},
 	{Name: "schema/summary.graphqls", Input: sourceData("schema/summary.graphqls"), BuiltIn: false},
@@ -2242,6 +2336,12 @@ func (ec *executionContext) childFields_ClusterMember(ctx context.Context, field
 		return ec.fieldContext_ClusterMember_lastHeartbeat(ctx, field)
 	case "config":
 		return ec.fieldContext_ClusterMember_config(ctx, field)
+	case "requestedAction":
+		return ec.fieldContext_ClusterMember_requestedAction(ctx, field)
+	case "requestedBy":
+		return ec.fieldContext_ClusterMember_requestedBy(ctx, field)
+	case "requestedAt":
+		return ec.fieldContext_ClusterMember_requestedAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ClusterMember", field.Name)
 }
@@ -2706,6 +2806,10 @@ func (ec *executionContext) childFields_SubtreeMember(ctx context.Context, field
 		return ec.fieldContext_SubtreeMember_failureTerminal(ctx, field)
 	case "ownerId":
 		return ec.fieldContext_SubtreeMember_ownerId(ctx, field)
+	case "reason":
+		return ec.fieldContext_SubtreeMember_reason(ctx, field)
+	case "message":
+		return ec.fieldContext_SubtreeMember_message(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SubtreeMember", field.Name)
 }
@@ -2738,8 +2842,22 @@ func (ec *executionContext) childFields_Summary(ctx context.Context, field graph
 		return ec.fieldContext_Summary_byKind(ctx, field)
 	case "queue":
 		return ec.fieldContext_Summary_queue(ctx, field)
+	case "history":
+		return ec.fieldContext_Summary_history(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Summary", field.Name)
+}
+
+func (ec *executionContext) childFields_SummarySample(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "at":
+		return ec.fieldContext_SummarySample_at(ctx, field)
+	case "queue":
+		return ec.fieldContext_SummarySample_queue(ctx, field)
+	case "phaseCounts":
+		return ec.fieldContext_SummarySample_phaseCounts(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SummarySample", field.Name)
 }
 
 func (ec *executionContext) childFields_ValueFlow(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3075,6 +3193,34 @@ func (ec *executionContext) field_Mutation_deleteResource_args(ctx context.Conte
 		return nil, err
 	}
 	args["name"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_drainClusterMember_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_killClusterMember_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -4127,6 +4273,75 @@ func (ec *executionContext) _ClusterMember_config(ctx context.Context, field gra
 }
 func (ec *executionContext) fieldContext_ClusterMember_config(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ClusterMember", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _ClusterMember_requestedAction(ctx context.Context, field graphql.CollectedField, obj *model.ClusterMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClusterMember_requestedAction(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RequestedAction, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.MemberAction) graphql.Marshaler {
+			return ec.marshalOMemberAction2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐMemberAction(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ClusterMember_requestedAction(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClusterMember", field, false, false, "MemberAction")
+}
+
+func (ec *executionContext) _ClusterMember_requestedBy(ctx context.Context, field graphql.CollectedField, obj *model.ClusterMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClusterMember_requestedBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RequestedBy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ClusterMember_requestedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClusterMember", field, false, false, "String")
+}
+
+func (ec *executionContext) _ClusterMember_requestedAt(ctx context.Context, field graphql.CollectedField, obj *model.ClusterMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClusterMember_requestedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RequestedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ClusterMember_requestedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClusterMember", field, false, false, "Time")
 }
 
 func (ec *executionContext) _Condition_type(ctx context.Context, field graphql.CollectedField, obj *model.Condition) (ret graphql.Marshaler) {
@@ -5991,6 +6206,94 @@ func (ec *executionContext) fieldContext_Mutation_deleteReactorBinding(ctx conte
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_deleteReactorBinding_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_drainClusterMember(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_drainClusterMember(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DrainClusterMember(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ClusterMember) graphql.Marshaler {
+			return ec.marshalNClusterMember2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐClusterMember(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_drainClusterMember(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ClusterMember(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_drainClusterMember_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_killClusterMember(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_killClusterMember(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().KillClusterMember(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ClusterMember) graphql.Marshaler {
+			return ec.marshalNClusterMember2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐClusterMember(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_killClusterMember(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ClusterMember(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_killClusterMember_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -9762,6 +10065,52 @@ func (ec *executionContext) fieldContext_SubtreeMember_ownerId(_ context.Context
 	return graphql.NewScalarFieldContext("SubtreeMember", field, false, false, "ID")
 }
 
+func (ec *executionContext) _SubtreeMember_reason(ctx context.Context, field graphql.CollectedField, obj *model.SubtreeMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SubtreeMember_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SubtreeMember_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SubtreeMember", field, false, false, "String")
+}
+
+func (ec *executionContext) _SubtreeMember_message(ctx context.Context, field graphql.CollectedField, obj *model.SubtreeMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SubtreeMember_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SubtreeMember_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SubtreeMember", field, false, false, "String")
+}
+
 func (ec *executionContext) _SubtreeProgress_rootId(ctx context.Context, field graphql.CollectedField, obj *model.SubtreeProgress) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10041,6 +10390,125 @@ func (ec *executionContext) fieldContext_Summary_queue(_ context.Context, field 
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_KindQueueDepth(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Summary_history(ctx context.Context, field graphql.CollectedField, obj *model.Summary) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Summary_history(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.History, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.SummarySample) graphql.Marshaler {
+			return ec.marshalNSummarySample2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐSummarySampleᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Summary_history(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Summary",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SummarySample(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SummarySample_at(ctx context.Context, field graphql.CollectedField, obj *model.SummarySample) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SummarySample_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SummarySample_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SummarySample", field, false, false, "Time")
+}
+
+func (ec *executionContext) _SummarySample_queue(ctx context.Context, field graphql.CollectedField, obj *model.SummarySample) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SummarySample_queue(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Queue, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.KindQueueDepth) graphql.Marshaler {
+			return ec.marshalNKindQueueDepth2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐKindQueueDepthᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SummarySample_queue(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SummarySample",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_KindQueueDepth(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SummarySample_phaseCounts(ctx context.Context, field graphql.CollectedField, obj *model.SummarySample) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SummarySample_phaseCounts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PhaseCounts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.PhaseCount) graphql.Marshaler {
+			return ec.marshalNPhaseCount2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐPhaseCountᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SummarySample_phaseCounts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SummarySample",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PhaseCount(ctx, field)
 		},
 	}
 	return fc, nil
@@ -11816,6 +12284,21 @@ func (ec *executionContext) _ClusterMember(ctx context.Context, sel ast.Selectio
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "requestedAction":
+			out.Values[i] = ec._ClusterMember_requestedAction(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "requestedBy":
+			out.Values[i] = ec._ClusterMember_requestedBy(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "requestedAt":
+			out.Values[i] = ec._ClusterMember_requestedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -12519,6 +13002,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "deleteReactorBinding":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_deleteReactorBinding(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "drainClusterMember":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_drainClusterMember(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "killClusterMember":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_killClusterMember(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -13616,6 +14113,16 @@ func (ec *executionContext) _SubtreeMember(ctx context.Context, sel ast.Selectio
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "reason":
+			out.Values[i] = ec._SubtreeMember_reason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "message":
+			out.Values[i] = ec._SubtreeMember_message(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -13719,6 +14226,54 @@ func (ec *executionContext) _Summary(ctx context.Context, sel ast.SelectionSet, 
 			}
 		case "queue":
 			out.Values[i] = ec._Summary_queue(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "history":
+			out.Values[i] = ec._Summary_history(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var summarySampleImplementors = []string{"SummarySample"}
+
+func (ec *executionContext) _SummarySample(ctx context.Context, sel ast.SelectionSet, obj *model.SummarySample) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, summarySampleImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SummarySample")
+		case "at":
+			out.Values[i] = ec._SummarySample_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "queue":
+			out.Values[i] = ec._SummarySample_queue(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "phaseCounts":
+			out.Values[i] = ec._SummarySample_phaseCounts(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -14981,6 +15536,30 @@ func (ec *executionContext) marshalNSummary2ᚖgithubᚗcomᚋconvergeᚑrunᚋc
 	return ec._Summary(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNSummarySample2ᚕᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐSummarySampleᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.SummarySample) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSummarySample2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐSummarySample(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNSummarySample2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐSummarySample(ctx context.Context, sel ast.SelectionSet, v *model.SummarySample) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "SummarySample!")
+		return graphql.Null
+	}
+	return ec._SummarySample(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNTime2timeᚐTime(ctx context.Context, v any) (time.Time, error) {
 	res, err := graphql.UnmarshalTime(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -15319,6 +15898,22 @@ func (ec *executionContext) marshalOKind2ᚖgithubᚗcomᚋconvergeᚑrunᚋconv
 		return graphql.Null
 	}
 	return ec._Kind(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOMemberAction2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐMemberAction(ctx context.Context, v any) (*model.MemberAction, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.MemberAction)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOMemberAction2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐMemberAction(ctx context.Context, sel ast.SelectionSet, v *model.MemberAction) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) marshalOOperation2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐOperation(ctx context.Context, sel ast.SelectionSet, v *model.Operation) graphql.Marshaler {

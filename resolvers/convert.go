@@ -12,6 +12,7 @@ import (
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/store/membership"
 	"github.com/converge-run/converge/graph/model"
 )
 
@@ -206,6 +207,15 @@ func toMember(m live.Member) *model.ClusterMember {
 	if m.Ready {
 		out.Status = model.MemberStatusReady
 	}
+	switch m.Request.Action {
+	case membership.ActionDrain:
+		out.Status, out.RequestedAction = model.MemberStatusDraining, ptr(model.MemberActionDrain)
+	case membership.ActionKill:
+		out.Status, out.RequestedAction = model.MemberStatusKilled, ptr(model.MemberActionKill)
+	}
+	if m.Request.Pending() {
+		out.RequestedBy, out.RequestedAt = &m.Request.By, m.Request.At
+	}
 	if out.Kinds == nil {
 		out.Kinds = []string{}
 	}
@@ -285,6 +295,9 @@ func toSubtreeMember(m live.SubtreeMember) *model.SubtreeMember {
 	if m.OwnerID != nil {
 		o := m.OwnerID.String()
 		out.OwnerID = &o
+	}
+	if m.Reason != "" || m.Message != "" {
+		out.Reason, out.Message = &m.Reason, &m.Message
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/converge-run/converge/core/api"
 	"github.com/converge-run/converge/core/app"
 	"github.com/converge-run/converge/core/auth"
+	"github.com/converge-run/converge/core/cluster"
 	"github.com/converge-run/converge/core/live"
 )
 
@@ -43,7 +44,8 @@ func Mount(o MountOptions) app.Mount {
 		}
 		certs := p.Config.APIIdentities()
 		schema := NewSchema(Deps{Store: p.Store, Hub: hub, Version: p.Config.Version,
-			AuthRequired: tokens != nil || certs.Set(), LoaderWait: o.Limits.LoaderWait})
+			AuthRequired: tokens != nil || certs.Set(), LoaderWait: o.Limits.LoaderWait,
+			Control: &cluster.Controller{Store: p.Members, Log: p.Log}})
 		h := api.NewHandler(api.Deps{Schema: schema, Log: p.Log, Tokens: tokens, Certificates: certs, Limits: o.Limits, UI: o.UI})
 		mux.Handle("/graphql", h)
 		mux.Handle("/graphql/", h)

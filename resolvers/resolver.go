@@ -16,6 +16,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 
+	"github.com/converge-run/converge/core/cluster"
 	"github.com/converge-run/converge/core/live"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/graph"
@@ -35,6 +36,8 @@ type Deps struct {
 	// LoaderWait is how long a dataloader collects keys before it fetches
 	// (default 2ms).
 	LoaderWait time.Duration
+	// Control records the drain and kill mutations (nil: they fail).
+	Control *cluster.Controller
 }
 
 // Resolver is the root resolver.
@@ -45,12 +48,13 @@ type Resolver struct {
 	version      string
 	authRequired bool
 	loaderWait   time.Duration
+	control      *cluster.Controller
 }
 
 // New returns the root resolver.
 func New(d Deps) *Resolver {
 	r := &Resolver{store: d.Store, primary: d.Store.PrimaryReads(), hub: d.Hub, version: d.Version,
-		authRequired: d.AuthRequired, loaderWait: d.LoaderWait}
+		authRequired: d.AuthRequired, loaderWait: d.LoaderWait, control: d.Control}
 	if r.loaderWait <= 0 {
 		r.loaderWait = 2 * time.Millisecond
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sort"
 
+	"github.com/converge-run/converge/core/live"
+
 	"github.com/converge-run/converge/graph/model"
 )
 
@@ -55,5 +57,18 @@ func (q queryResolver) Summary(ctx context.Context) (*model.Summary, error) {
 		}
 	}
 	sort.Slice(out.Queue, func(i, j int) bool { return out.Queue[i].Kind < out.Queue[j].Kind })
+	out.History = toSummaryHistory(q.hub.Samples())
 	return out, nil
+}
+
+func toSummaryHistory(samples []live.Sample) []*model.SummarySample {
+	out := make([]*model.SummarySample, len(samples))
+	for i, s := range samples {
+		m := &model.SummarySample{At: s.At, Queue: make([]*model.KindQueueDepth, len(s.Queue)), PhaseCounts: toPhaseCounts(s.Phases)}
+		for j, k := range s.Queue {
+			m.Queue[j] = &model.KindQueueDepth{Kind: k.Kind, Pending: k.Pending, Leased: k.Leased}
+		}
+		out[i] = m
+	}
+	return out
 }

@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -17,7 +19,9 @@ import (
 // clusterHelp is printed after the member list of a local cluster.
 const clusterHelp = `commands (type them here): list | drain NAME | kill NAME | add control|broker|worker
   drain: SIGTERM, as a rolling update does (a broker drains for SHUTDOWN_DRAIN); kill: SIGKILL, a crash.
-  Watch the shard ranges re-tile on the dashboard's Cluster page, or: conctl get members`
+  Or through the API: the Drain and Kill buttons on the dashboard's Cluster page, or
+  conctl cluster drain|kill MEMBER_ID (conctl get members lists the ids). A member that exits is
+  not restarted: add starts a new one. Watch the shard ranges re-tile on the Cluster page.`
 
 // topologyFlags defines --controls, --brokers and --workers (all 0: the
 // single-process stack).
@@ -33,8 +37,8 @@ func topologyFlags() *stack.Topology {
 func printMembers(st *stack.Stack) {
 	for _, m := range st.Members() {
 		state := ""
-		if err := m.ExitError(); err != nil {
-			state = " exited=" + err.Error()
+		if m.Exited() {
+			state = " exited=" + strings.TrimPrefix(exitNote(m.ExitError()), "status=")
 		}
 		if m.URL != "" {
 			fmt.Printf("member: %s role=%s pid=%d url=%s%s\n", m.Name, m.Role, m.Pid(), m.URL, state)
@@ -69,8 +73,9 @@ func watchCluster(ctx context.Context, st *stack.Stack, in io.Reader, log zerolo
 			return nil
 		case <-tick.C:
 			for _, m := range st.Reap() {
-				log.Warn().Str("member", m.Name).Str("role", m.Role).AnErr("exit", m.ExitError()).Msg("member exited; the others re-tile its shards")
-				fmt.Printf("exited: %s\n", m.Name)
+				log.Warn().Str("member", m.Name).Str("role", m.Role).AnErr("exit", m.ExitError()).
+					Msg("member exited; the others re-tile its shards (not restarted: add starts a new one)")
+				fmt.Printf("exited: %s %s\n", m.Name, exitNote(m.ExitError()))
 			}
 		case line := <-lines:
 			command(ctx, st, line)
@@ -108,5 +113,19 @@ func command(ctx context.Context, st *stack.Stack, line string) {
 		fmt.Printf("added: %s pid=%d\n", m.Name, m.Pid())
 	default:
 		fmt.Printf("unknown command %q\n%s\n", line, clusterHelp)
+	}
+}
+
+// exitNote says how a member ended: status 0 is a drain (an API drain or a
+// SIGTERM), 137 a kill (the API's, or a SIGKILL).
+func exitNote(err error) string {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return "status=0 (drained)"
+	case errors.As(err, &ee) && ee.ExitCode() == 137:
+		return "status=137 (killed)"
+	default:
+		return "status=" + strings.ReplaceAll(err.Error(), " ", "_")
 	}
 }

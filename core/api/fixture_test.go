@@ -22,8 +22,10 @@ import (
 
 	"github.com/converge-run/converge/core/api"
 	"github.com/converge-run/converge/core/auth"
+	"github.com/converge-run/converge/core/cluster"
 	"github.com/converge-run/converge/core/live"
 	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/store/membership"
 	"github.com/converge-run/converge/core/store/notify"
 	"github.com/converge-run/converge/db/pgtest"
 	"github.com/converge-run/converge/resolvers"
@@ -101,7 +103,8 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	}
 	st := store.New(pool, pool)
 	h := api.NewHandler(api.Deps{Schema: resolvers.NewSchema(resolvers.Deps{Store: st, Hub: hub, Version: "v-test",
-		AuthRequired: cfg.tokens != nil || cfg.certs.Set(), LoaderWait: cfg.limits.LoaderWait}), Log: log,
+		AuthRequired: cfg.tokens != nil || cfg.certs.Set(), LoaderWait: cfg.limits.LoaderWait,
+		Control: &cluster.Controller{Store: membership.New(pool), Log: log}}), Log: log,
 		Tokens: cfg.tokens, Certificates: cfg.certs, Limits: cfg.limits})
 	srv := httptest.NewUnstartedServer(h)
 	if cfg.serverTLS != nil {

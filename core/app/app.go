@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -94,7 +95,14 @@ type Options struct {
 	OnStart func(*Process)
 	// Tune lets tests shorten cadences (heartbeats, polls) before start.
 	Tune func(*Process, *Duties)
+	// Exit ends the process when an admin kills this member (default
+	// os.Exit); it is called with KilledExitCode and must not return.
+	Exit func(code int)
 }
+
+// KilledExitCode is the exit status of a member an admin killed
+// (killClusterMember): 128 + SIGKILL, what a crashed process reports.
+const KilledExitCode = 137
 
 // Duties are the engine's parts, exposed so Options.Tune can adjust them.
 type Duties struct {
@@ -107,6 +115,9 @@ type Duties struct {
 	Resyncer *control.Resyncer
 	MemberGC *control.MemberGC
 	Folder   *control.CountFolder
+	// Control acts on an admin's drain or kill request on this member's
+	// row; it runs beside the engine, so a kill lands during a drain.
+	Control *cluster.ControlWatcher
 }
 
 // Run runs the process until ctx ends, then shuts down in order.
@@ -158,6 +169,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 	eng := p.engine(d, tlsR)
 	engCtx, stopEngine := context.WithCancel(ctx)
 	defer stopEngine()
+	ctlDone := p.watchControl(srvCtx, d.Control, stopEngine, opts.Exit)
 	engErr := make(chan error, 1)
 	go func() { engErr <- eng.Run(engCtx) }()
 	go p.announceReady(engCtx, d.Reporter, opts)
@@ -172,6 +184,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 	// Duties have drained; now close the listeners, then deregister last.
 	stopServers()
 	srvWG.Wait()
+	<-ctlDone
 	d.Reporter.Deregister()
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		return runErr
@@ -240,6 +253,7 @@ func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
 	d.Lock.OnHeld = func() { d.Reporter.Kick(); d.Watcher.Kick() }
 	d.Reporter.OnRegistered = d.Watcher.Kick
 	d.Probe = &cluster.DeadMemberProbe{Registry: p.Members, Held: d.Lock.Held, Outage: p.Outage, Log: log}
+	d.Control = &cluster.ControlWatcher{Registry: p.Members, ID: p.MemberID, Listener: p.Listener, Log: log}
 	p.lock = d.Lock
 	if cfg.HasControl() {
 		maint := maintenance.New(p.Primary)
@@ -255,9 +269,13 @@ func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
 			Lifecycle: lifecycle.New(p.Primary),
 			Shards:    p.Shards, Metrics: p.Metrics, Log: log, Credentials: p.Plane, MTLS: cfg.TLSClientCAFile != "", CertPolicy: cfg.CertPolicy(), Outage: p.Outage,
 			Options: broker.Options{Drain: cfg.ShutdownDrain, MaxMessageBytes: cfg.WorkerMaxMsg, StreamRate: cfg.WorkerRate,
-				RedeliveryWait: cfg.RedeliveryWait}})
+				RedeliveryWait: cfg.RedeliveryWait, SilenceTimeout: cfg.WorkerSilence}})
 		d.Reporter.Kinds = p.Broker.Served
 		d.Reporter.InFlight = p.Broker.InFlight
+		// A worker that connects, leaves or changes readiness is on the
+		// membership row at once, not at the next beat: a peer re-dispatching
+		// a dead worker's stages looks for a broker serving the kind there.
+		p.Broker.OnServedChange = d.Reporter.Kick
 		mesh := p.Broker.Mesh(p.Members, 3*cfg.HeartbeatEvery)
 		if tlsR != nil {
 			// Peers are reached with this pod's own keypair (mTLS) and the
@@ -267,6 +285,28 @@ func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
 		d.Watcher.Reactors = append(d.Watcher.Reactors, mesh)
 	}
 	return d
+}
+
+// watchControl runs the control watcher on ctx (the listeners' context, which
+// outlives the drain) and returns a channel closed when it has stopped. A
+// drain stops claiming at once (the peers already re-tiled the member's
+// shards) and shuts down as SIGTERM does; a kill exits at once.
+func (p *Process) watchControl(ctx context.Context, w *cluster.ControlWatcher, drain context.CancelFunc,
+	exit func(int)) <-chan struct{} {
+	if exit == nil {
+		exit = os.Exit
+	}
+	w.OnDrain = func(membership.Request) {
+		p.Shards.Set(shard.Range{})
+		drain()
+	}
+	w.OnKill = func(membership.Request) { exit(KilledExitCode) }
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Run(ctx)
+	}()
+	return done
 }
 
 // livenessLock is the member's session advisory lock, on a connection taken

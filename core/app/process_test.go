@@ -80,6 +80,16 @@ func TestHelperProcess(t *testing.T) {
 		_ = worker.Serve(ctx, os.Getenv("HELPER_BROKER_URL"), worker.Options{ReconnectMax: 200 * time.Millisecond,
 			Token: os.Getenv("HELPER_WORKER_TOKEN")}, p)
 		os.Exit(0)
+	case "crasher": // a leaf worker whose process dies on the resource HELPER_POISON
+		p := apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+			if r.Resource.Name == os.Getenv("HELPER_POISON") {
+				os.Exit(3)
+			}
+			return leafWork(ctx, r)
+		})
+		_ = worker.Serve(ctx, os.Getenv("HELPER_BROKER_URL"), worker.Options{ReconnectMax: 200 * time.Millisecond,
+			Token: os.Getenv("HELPER_WORKER_TOKEN")}, p)
+		os.Exit(0)
 	}
 }
 
@@ -179,12 +189,29 @@ func TestProcess_WorkerKilledMidTaskReRunsElsewhere(t *testing.T) {
 
 func TestProcess_BrokerKilledWithAResultInFlightRedeliversToItsSuccessor(t *testing.T) {
 	t.Parallel()
+	brokerKilledRedelivers(t)
+}
+
+// The same on an open worker plane (WORKER_AUTH=none, no mesh tokens): the
+// successor is another broker process, and it accepts the redelivered
+// result because the lease secret was issued with the cluster's shared key
+// (lease_keys), not a key of the dead process's own.
+func TestProcess_OpenPlaneRedeliveryToAnotherBrokerIsAccepted(t *testing.T) {
+	t.Parallel()
+	brokerKilledRedelivers(t, "WORKER_TOKENS_FILE=", "MESH_TOKENS_FILE=", "WORKER_AUTH=none")
+}
+
+// brokerKilledRedelivers kills the broker a worker's result is in flight to
+// and checks the successor (a new process on the same address, started
+// with env) applies the redelivered result without re-running the task.
+func brokerKilledRedelivers(t *testing.T, env ...string) {
 	db := pgtest.URL(t)
 	port := freePort(t)
 	// A lease outlives a broker restart by far in production; keep it
 	// so here, or the successor's reaper re-runs the task before the worker
 	// has reconnected to redeliver.
-	first := spawnServer(t, db, config.RoleAll, port, port, "HELPER_STALE_AFTER=5m")
+	env = append([]string{"HELPER_STALE_AFTER=5m"}, env...)
+	first := spawnServer(t, db, config.RoleAll, port, port, env...)
 	st := store.New(pgtest.PoolFor(t, db), nil)
 	applyManifest(t, st, leafKind)
 
@@ -213,7 +240,7 @@ func TestProcess_BrokerKilledWithAResultInFlightRedeliversToItsSuccessor(t *test
 	// The successor comes up on the same address; the worker reconnects and
 	// redelivers the unacked result, which the claim_epoch fence applies
 	// once (a copy the dead broker already wrote is fenced as stale).
-	spawnServer(t, db, config.RoleAll, port, port, "HELPER_STALE_AFTER=5m")
+	spawnServer(t, db, config.RoleAll, port, port, env...)
 	r := apptest.WaitPhase(t, st, "leaf", "inflight", resource.PhaseReady, 90*time.Second)
 	require.Equal(t, "id-inflight", status(t, r)["id"])
 	require.EqualValues(t, 1, calls.Load(), "the result was delivered, not recomputed")

@@ -1,16 +1,20 @@
 package broker
 
 import (
+	"context"
 	"crypto/hmac"
 	crand "crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"sync"
+	"time"
 
+	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/converge-run/converge/core/auth"
+	"github.com/converge-run/converge/core/engine"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 
@@ -22,10 +26,18 @@ import (
 // to that holder: a rogue client, even one holding a worker credential,
 // cannot complete a task it was not handed, and the real worker's result
 // still applies. The MAC is checkable without state, so a redelivery after
-// the stage stopped waiting is verified too. Its key is derived from the
-// mesh tokens when there are any (a peer broker can verify a redelivery of
-// a stage this broker handed out) and is otherwise random per process (a
-// redelivery to another broker is then refused and the task re-runs).
+// the stage stopped waiting is verified too, by any broker of the cluster:
+// secrets are issued with the key derived from the mesh tokens when there
+// are any (an authenticated mesh: unchanged), and otherwise with the
+// cluster's shared key from Postgres (lease_keys: created by the first
+// broker, rotated every LeaseKeyRotation, the newest few verifying), so a
+// worker's completion redelivered to another broker after a partition is
+// accepted on an open worker plane too. Every member verifies against all
+// of them: the mesh keys, the shared keys and its own random process key
+// (what it issued before the shared key was first read, or while Postgres
+// was unreachable at boot). A secret no key verifies triggers one re-read
+// of the shared keys (at most once per leaseReloadEvery), so a rotation by
+// another member is seen at once.
 
 const (
 	leaseNonce = 16
@@ -36,11 +48,22 @@ const (
 type leaseKeys struct {
 	own   []byte
 	creds *auth.Plane // nil: no mesh tokens
+	// shared reads the cluster's keys, newest first (nil: none, as in
+	// unit tests); every is how often run re-reads them.
+	source func(ctx context.Context) ([][]byte, error)
+	every  time.Duration
+	log    zerolog.Logger
 
-	mu      sync.Mutex
-	derived [][]byte // the keys of the credentials' generation seen
-	gen     int64    // creds.Swaps() when derived was computed
+	mu       sync.Mutex
+	derived  [][]byte // the keys of the credentials' generation seen
+	gen      int64    // creds.Swaps() when derived was computed
+	shared   [][]byte // the cluster keys last read, newest first
+	reloaded time.Time
 }
+
+// leaseReloadEvery bounds the re-reads a secret that verifies with no key
+// triggers (a forged one must not turn into a query per message).
+const leaseReloadEvery = time.Second
 
 func newLeaseKeys(creds *auth.Plane) *leaseKeys {
 	k := make([]byte, 32)
@@ -48,8 +71,9 @@ func newLeaseKeys(creds *auth.Plane) *leaseKeys {
 	return &leaseKeys{own: k, creds: creds}
 }
 
-// keys are the MAC keys to verify with; the first one issues. They are
-// derived again only when the credentials rotated.
+// keys are the MAC keys to verify with; the first one issues: the mesh
+// tokens' (derived again only when the credentials rotated), then the
+// cluster's shared keys, then this process's own.
 func (l *leaseKeys) keys() [][]byte {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -63,9 +87,66 @@ func (l *leaseKeys) keys() [][]byte {
 		m.Write([]byte("converge lease secret v1"))
 		out = append(out, m.Sum(nil))
 	}
+	out = append(out, l.shared...)
 	out = append(out, l.own)
 	l.derived = out
 	return l.derived
+}
+
+// load reads the cluster's shared keys; keys() derives its list again.
+func (l *leaseKeys) load(ctx context.Context) error {
+	if l.source == nil {
+		return nil
+	}
+	ks, err := l.source(ctx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reloaded = time.Now()
+	if err != nil {
+		return err
+	}
+	if len(ks) > 0 {
+		l.shared, l.derived = ks, nil
+	}
+	return nil
+}
+
+// reload re-reads the shared keys after a secret no key verified, at most
+// once per leaseReloadEvery; it reports whether it did.
+func (l *leaseKeys) reload() bool {
+	l.mu.Lock()
+	due := l.source != nil && time.Since(l.reloaded) >= leaseReloadEvery
+	if due {
+		l.reloaded = time.Now()
+	}
+	l.mu.Unlock()
+	if !due {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := l.load(ctx); err != nil {
+		l.log.Warn().Err(err).Msg("re-read the cluster lease keys")
+		return false
+	}
+	return true
+}
+
+// Name implements engine.Duty.
+func (l *leaseKeys) Name() string { return "lease-keys" }
+
+// Run re-reads the shared keys every l.every (creating or rotating them as
+// due) until ctx ends.
+func (l *leaseKeys) Run(ctx context.Context) error {
+	if l.source == nil {
+		<-ctx.Done()
+		return nil
+	}
+	return engine.Every(ctx, l.every, func() {
+		if err := l.load(ctx); err != nil && ctx.Err() == nil {
+			l.log.Warn().Err(err).Msg("re-read the cluster lease keys; the ones read before stay in use")
+		}
+	})
 }
 
 func leaseSum(key []byte, holder, taskID string, nonce []byte) []byte {
@@ -87,12 +168,18 @@ func (l *leaseKeys) issue(holder, taskID string) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// verify reports whether secret was issued for taskID to holder.
+// verify reports whether secret was issued for taskID to holder by any
+// member; one that no key verifies re-reads the shared keys once (a
+// rotation another member made) before it is refused.
 func (l *leaseKeys) verify(holder, taskID, secret string) bool {
 	b, err := base64.RawURLEncoding.DecodeString(secret)
 	if err != nil || len(b) != leaseNonce+leaseMAC {
 		return false
 	}
+	return l.verifyWith(holder, taskID, b) || (l.reload() && l.verifyWith(holder, taskID, b))
+}
+
+func (l *leaseKeys) verifyWith(holder, taskID string, b []byte) bool {
 	for _, k := range l.keys() {
 		if hmac.Equal(b[leaseNonce:], leaseSum(k, holder, taskID, b[:leaseNonce])) {
 			return true

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +47,11 @@ const (
 	// DefaultRedeliveryWait is how long a stage whose worker vanished waits
 	// for it to reconnect and redeliver.
 	DefaultRedeliveryWait = 30 * time.Second
+	// DefaultLeaseKeyRotation is how old the cluster's newest lease-secret
+	// key may grow before a broker adds a fresh one (lease_keys).
+	DefaultLeaseKeyRotation = 24 * time.Hour
+	// DefaultLeaseKeyReload is how often a broker re-reads the lease keys.
+	DefaultLeaseKeyReload = time.Minute
 )
 
 // Options tune the broker; zero values take the defaults above.
@@ -64,12 +70,22 @@ type Options struct {
 	// ComposeSlots bounds the composes this broker runs at once
 	// (DefaultComposeSlots).
 	ComposeSlots int
+	// RollupSlots bounds the other reconciles of rollup kinds this broker
+	// runs at once (DefaultRollupSlots).
+	RollupSlots int
 	// MaxMessageBytes bounds one WorkerService message read or sent
 	// (requests, stream messages, relayed stages).
 	MaxMessageBytes int
 	// StreamRate paces the messages one worker stream may send per second
 	// (burst twice that; WORKER_MAX_STREAM_RATE; 0 = DefaultStreamRate).
 	StreamRate int
+	// SilenceTimeout ends the session of a keepalive worker that sent
+	// nothing for this long, re-dispatching its stages
+	// (WORKER_SILENCE_TIMEOUT; 0 = DefaultSilenceTimeout).
+	SilenceTimeout time.Duration
+	// LeaseKeyRotation and LeaseKeyReload: how old the newest cluster
+	// lease key grows before it is rotated, and how often it is re-read.
+	LeaseKeyRotation, LeaseKeyReload time.Duration
 }
 
 func (o *Options) defaults() {
@@ -86,6 +102,9 @@ func (o *Options) defaults() {
 	def(&o.PollMax, DefaultPollMax)
 	def(&o.HeartbeatEvery, DefaultHeartbeatEvery)
 	def(&o.RedeliveryWait, DefaultRedeliveryWait)
+	def(&o.SilenceTimeout, DefaultSilenceTimeout)
+	def(&o.LeaseKeyRotation, DefaultLeaseKeyRotation)
+	def(&o.LeaseKeyReload, DefaultLeaseKeyReload)
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = DefaultMaxMessageBytes
 	}
@@ -130,6 +149,10 @@ type Deps struct {
 type Broker struct {
 	// Options may be changed until Duties or Handler is first called.
 	Options
+	// OnServedChange is called when the kinds this broker's workers serve
+	// ready change (the member reporter's Kick: peers route stages by the
+	// kinds the membership row advertises). Set before Duties.
+	OnServedChange func()
 
 	deps  Deps
 	clock engine.Clock
@@ -174,14 +197,23 @@ func (b *Broker) assemble() {
 	b.once.Do(func() {
 		b.defaults()
 		d := b.deps
+		b.leases.every, b.leases.log = b.LeaseKeyReload, b.log
+		if d.Store != nil {
+			rotate := b.LeaseKeyRotation
+			b.leases.source = func(ctx context.Context) ([][]byte, error) { return d.Store.LeaseKeys(ctx, rotate) }
+		}
 		kinds := cacheKinds{d.Kinds}
 		wakes := listenerWaker{d.Listener}
 		rt := &routes{reg: b.reg, mesh: b.mesh, kinds: kinds}
 		stg := &stager{id: d.ID, reg: b.reg, mesh: b.mesh, completions: b.completions, leases: b.leases, clock: b.clock, log: b.log,
 			redeliveryWait: b.RedeliveryWait}
+		if d.Pipeline != nil {
+			stg.attempts = d.Pipeline
+		}
 		b.out = newOutboxWriter(d.Pipeline.AppendOutbox)
 		run := &runner{store: taskStores{d.Store, d.Pipeline}, stages: stg, outbox: b.out, kinds: kinds,
-			metrics: d.Metrics, clock: b.clock, log: b.log, composes: newComposeSlots(b.ComposeSlots), outage: d.Outage}
+			metrics: d.Metrics, clock: b.clock, log: b.log, composes: newTaskSlots(b.ComposeSlots, DefaultComposeSlots),
+			rollups: newTaskSlots(b.RollupSlots, DefaultRollupSlots), outage: d.Outage}
 		b.disp = &dispatcher{id: d.ID, claims: d.Pipeline, routes: rt, shards: d.Shards, tasks: b.tasks, runner: run,
 			wakes: wakes, metrics: d.Metrics, clock: b.clock, log: b.log, outage: d.Outage,
 			pairCap: b.PairCap, pollMin: b.PollMin, pollMax: b.PollMax, drain: b.Drain}
@@ -195,7 +227,8 @@ func (b *Broker) assemble() {
 				every: b.HeartbeatEvery, clock: b.clock, log: b.log, outage: d.Outage}
 		}
 		b.handler = &workerService{id: d.ID, reg: b.reg, kinds: kinds, configs: d.Store, completions: b.completions,
-			stages: stg, relays: b.tasks, leases: b.leases, streamRate: b.StreamRate, metrics: d.Metrics, log: b.log}
+			stages: stg, relays: b.tasks, leases: b.leases, streamRate: b.StreamRate, silence: b.SilenceTimeout,
+			metrics: d.Metrics, log: b.log}
 		if d.Pipeline != nil {
 			b.handler.adopt = &adoptions{id: d.ID, store: d.Pipeline, tasks: b.tasks, log: b.log}
 			b.completions.written = b.handler.adopt.done
@@ -220,7 +253,7 @@ func (b *Broker) Handler() (string, http.Handler) {
 	path, h := workerv1connect.NewWorkerServiceHandler(b.handler, connect.WithInterceptors(pa),
 		connect.WithReadMaxBytes(b.MaxMessageBytes), connect.WithSendMaxBytes(b.MaxMessageBytes),
 		connect.WithCompressMinBytes(streamCompressMinBytes))
-	return path, withCertificate(b.deps.CertPolicy, h)
+	return path, withStreamAbort(withCertificate(b.deps.CertPolicy, h))
 }
 
 // Duties are the broker's long-running parts for the pod's engine: the
@@ -233,7 +266,42 @@ func (b *Broker) Duties() []engine.Duty {
 	if b.reactors != nil {
 		out = append(out, b.reactors)
 	}
+	if b.OnServedChange != nil {
+		out = append(out, engine.Func{N: "served-kinds", F: func(ctx context.Context) error {
+			b.watchServed(ctx, b.OnServedChange, servedPace)
+			return nil
+		}})
+	}
 	return out
+}
+
+// servedPace spaces watchServed's comparisons: the registry signals every
+// capacity change (each finished stage), the served kinds change rarely.
+const servedPace = 100 * time.Millisecond
+
+// watchServed calls onChange once at start and then whenever the served
+// kinds differ from the last call's, comparing at most once per pace, until
+// ctx ends. The change channel is taken before each comparison, so a change
+// that lands while one is made, or during the pace, is seen by the next.
+func (b *Broker) watchServed(ctx context.Context, onChange func(), pace time.Duration) {
+	last := "\x00" // no set of kinds joins to this: the first comparison differs
+	for {
+		ch := b.reg.changed()
+		if cur := strings.Join(b.Served(), ","); cur != last {
+			last = cur
+			onChange()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pace):
+		}
+	}
 }
 
 // run claims and dispatches until ctx ends, then drains: in-flight tasks get
@@ -242,8 +310,16 @@ func (b *Broker) Duties() []engine.Duty {
 // results written); stragglers' leases are released for fast re-claim.
 func (b *Broker) run(ctx context.Context) error {
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// The cluster's lease key before the first dispatch, so the secrets
+	// handed out verify on every member (unreachable: the process's own key
+	// issues until the next read).
+	lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
+	if err := b.leases.load(lctx); err != nil {
+		b.log.Warn().Err(err).Msg("read the cluster lease keys; issuing with this process's own key until they are read")
+	}
+	lcancel()
 	var wg sync.WaitGroup
-	for _, s := range []engine.Duty{b.out, b.beats, b.pushes} {
+	for _, s := range []engine.Duty{b.out, b.beats, b.pushes, b.leases} {
 		wg.Go(func() { _ = s.Run(bg) })
 	}
 	err := b.disp.Run(ctx)

@@ -18,15 +18,23 @@ func composes(t pipeline.Task, kind store.Kind) bool {
 		t.Trigger != string(manifest.TriggerChildrenSettled) && t.Resource.ComposedGen < t.Generation
 }
 
-// composeSlot takes one of the broker's compose slots for a task that will
-// compose (see DefaultComposeSlots), held until the task ends; other tasks
-// get a no-op release at once.
-func (rn *runner) composeSlot(ctx context.Context, t pipeline.Task) (func(), error) {
+// taskSlot takes the slot a task's heaviest stage needs, held until the
+// task ends: a compose slot for a task that will compose
+// (DefaultComposeSlots), a rollup slot for any other reconcile of a kind
+// with a rollup, which may read its whole subtree (DefaultRollupSlots).
+// Other tasks get a no-op release at once.
+func (rn *runner) taskSlot(ctx context.Context, t pipeline.Task) (func(), error) {
 	kind, ok := rn.kinds.Kind(kvOf(t))
-	if !ok || !composes(t, kind) {
+	if !ok {
 		return func() {}, nil
 	}
-	return rn.composes.acquire(ctx)
+	if composes(t, kind) {
+		return rn.composes.acquire(ctx)
+	}
+	if _, hasRollup := kind.Manifest.Rollup(); hasRollup && t.Key.TaskType == pipeline.TaskReconcile {
+		return rn.rollups.acquire(ctx)
+	}
+	return func() {}, nil
 }
 
 // compose runs the compose stage and writes the composition.

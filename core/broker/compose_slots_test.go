@@ -44,14 +44,14 @@ func TestRunnerCompose_SlotsBoundComposesInFlight(t *testing.T) {
 		mu.Unlock()
 		return pipeline.ComposeResult{}, nil
 	}}
-	rn := &runner{store: st, stages: stages, kinds: fakeKinds{kind, workerKind}, composes: newComposeSlots(1), log: zerolog.Nop()}
+	rn := &runner{store: st, stages: stages, kinds: fakeKinds{kind, workerKind}, composes: newTaskSlots(1, DefaultComposeSlots), log: zerolog.Nop()}
 	task := func() pipeline.Task {
 		t := pipeline.Task{Key: pipeline.TaskKey{ResourceID: uuid.New(), TaskType: pipeline.TaskReconcile}, Generation: 1}
 		t.Resource.Kind, t.Resource.Version = "bom", "v1"
 		return t
 	}
 	run := func(ctx context.Context, t pipeline.Task) error {
-		release, err := rn.composeSlot(ctx, t)
+		release, err := rn.taskSlot(ctx, t)
 		if err != nil {
 			return err
 		}
@@ -85,12 +85,12 @@ func TestRunnerCompose_SlotsBoundComposesInFlight(t *testing.T) {
 	defer release()
 	leaf := task()
 	leaf.Resource.Kind = "vpc"
-	done, err := rn.composeSlot(ctx, leaf)
+	done, err := rn.taskSlot(ctx, leaf)
 	require.NoError(t, err, "a task that does not compose takes no slot")
 	done()
 	settled := task()
 	settled.Trigger = string(manifest.TriggerChildrenSettled)
-	done, err = rn.composeSlot(ctx, settled)
+	done, err = rn.taskSlot(ctx, settled)
 	require.NoError(t, err, "a rollup re-pend does not compose")
 	done()
 	wctx, wcancel := context.WithCancel(ctx)
@@ -99,4 +99,45 @@ func TestRunnerCompose_SlotsBoundComposesInFlight(t *testing.T) {
 	mu.Lock()
 	require.Zero(t, inFlight, "the cancelled compose sent no stage")
 	mu.Unlock()
+}
+
+// A reconcile of a rollup kind that does not compose (a rollup re-pend, a
+// resync) waits for a rollup slot; a compose of the same kind takes a compose
+// slot instead, and a leaf neither.
+func TestRunnerTaskSlot_RollupsWaitForARollupSlot(t *testing.T) {
+	t.Parallel()
+	kind := store.Kind{Name: "bom", Version: "v1", Manifest: manifest.KindManifest{Kind: "bom", Version: "v1",
+		Reactions: []manifest.ReactionDecl{
+			{Name: "compose", Trigger: manifest.TriggerSpecChange, Emits: manifest.Mask(manifest.OutcomeChildren)},
+			{Name: "rollup", Trigger: manifest.TriggerChildrenSettled, Emits: manifest.Mask(manifest.OutcomeStatus)},
+		}}}
+	rn := &runner{kinds: fakeKinds{kind, workerKind}, composes: newTaskSlots(1, DefaultComposeSlots),
+		rollups: newTaskSlots(1, DefaultRollupSlots), log: zerolog.Nop()}
+	task := func(kindName, trigger string, composedGen int64) pipeline.Task {
+		t := pipeline.Task{Key: pipeline.TaskKey{ResourceID: uuid.New(), TaskType: pipeline.TaskReconcile}, Generation: 2, Trigger: trigger}
+		t.Resource.Kind, t.Resource.Version, t.Resource.ComposedGen = kindName, "v1", composedGen
+		return t
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	first, err := rn.taskSlot(ctx, task("bom", string(manifest.TriggerChildrenSettled), 2))
+	require.NoError(t, err)
+	wctx, wcancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer wcancel()
+	_, err = rn.taskSlot(wctx, task("bom", string(manifest.TriggerChildrenSettled), 2))
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a second rollup waits while the only rollup slot is held")
+
+	done, err := rn.taskSlot(ctx, task("bom", string(manifest.TriggerSpecChange), 1))
+	require.NoError(t, err, "a compose takes a compose slot, not the rollup slot")
+	require.Len(t, rn.composes, 1)
+	done()
+	done, err = rn.taskSlot(ctx, task("vpc", string(manifest.TriggerSpecChange), 0))
+	require.NoError(t, err, "a leaf takes no slot")
+	done()
+
+	first()
+	done, err = rn.taskSlot(ctx, task("bom", string(manifest.TriggerChildrenSettled), 2))
+	require.NoError(t, err, "the freed slot is taken")
+	done()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/rs/zerolog"
@@ -44,6 +45,9 @@ type workerService struct {
 	adopt      *adoptions
 	leases     *leaseKeys
 	streamRate int // messages per second one worker stream may send (0: unpaced)
+	// silence ends a keepalive session that sent nothing for this long
+	// (WORKER_SILENCE_TIMEOUT; 0: never).
+	silence    time.Duration
 	metrics    *metrics.Metrics
 	log        zerolog.Logger
 	sessionSeq atomic.Int64
@@ -107,8 +111,13 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 		ready:    readyMap(sub.GetKinds()),
 	}
 	log := h.log.With().Str("worker_id", s.workerID).Logger()
+	watch := h.silence > 0 && sub.GetKeepalive() && streamAbort(ctx) != nil
+	subscribed := &workerv1.Subscribed{BrokerId: h.id, Known: h.known(s, log), AcksResults: true}
+	if watch {
+		subscribed.KeepaliveMs = keepaliveEvery(h.silence).Milliseconds()
+	}
 	if err := stream.Send(&workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Subscribed{
-		Subscribed: &workerv1.Subscribed{BrokerId: h.id, Known: h.known(s, log), AcksResults: true}}}); err != nil {
+		Subscribed: subscribed}}); err != nil {
 		return err
 	}
 	h.reg.add(s)
@@ -126,7 +135,7 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 		h.metrics.Workers.Set(float64(h.reg.count()))
 		log.Info().Msg("worker disconnected")
 	}()
-	h.serve(ctx, stream, s, log)
+	h.serve(ctx, stream, s, watch, log)
 	return nil
 }
 
@@ -145,10 +154,16 @@ func (h *workerService) known(s *session, log zerolog.Logger) []*workerv1.KindVe
 
 // serve runs an open session until its stream ends: one sender drains s.out
 // and batches the session's result acks, the receive loop routes what the
-// worker sends.
-func (h *workerService) serve(ctx context.Context, stream *workStream, s *session, log zerolog.Logger) {
+// worker sends, and with watch a watchdog cuts the stream once the worker
+// has been silent for the silence timeout.
+func (h *workerService) serve(ctx context.Context, stream *workStream, s *session, watch bool, log zerolog.Logger) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var heard atomic.Int64
+	heard.Store(time.Now().UnixNano())
+	if watch {
+		go silenceWatch(sctx, &heard, h.silence, streamAbort(ctx), log)
+	}
 	sent := make(chan struct{})
 	go func() {
 		defer close(sent)
@@ -182,6 +197,7 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 			<-sent
 			return
 		}
+		heard.Store(time.Now().UnixNano())
 		switch m := msg.GetMsg().(type) {
 		case *workerv1.WorkStreamRequest_Readiness:
 			if !readinessAllowed(ctx, m.Readiness, log) {
@@ -196,7 +212,8 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 			h.completions.complete(m.Complete, func() { s.ack(id) })
 		case *workerv1.WorkStreamRequest_Heartbeat:
 			// Leases of tasks this broker runs are heartbeated by the
-			// dispatcher; nothing to do per worker beat.
+			// dispatcher; a worker's beat (empty when it is idle) only
+			// proves the session alive (heard, above).
 		case *workerv1.WorkStreamRequest_Subscribe:
 			log.Warn().Msg("duplicate subscribe on an open stream; ignored")
 		}

@@ -58,7 +58,7 @@ func setupHandlerAuth(t *testing.T, pa *planeAuth) *handlerBundle {
 		pa = &planeAuth{log: log}
 	}
 	_, h := workerv1connect.NewWorkerServiceHandler(b.svc, connect.WithInterceptors(pa))
-	b.srv = httptest.NewUnstartedServer(withCertificate(auth.CertPolicy{}, h))
+	b.srv = httptest.NewUnstartedServer(withStreamAbort(withCertificate(auth.CertPolicy{}, h)))
 	b.srv.EnableHTTP2 = true
 	b.srv.StartTLS()
 	t.Cleanup(b.srv.Close)

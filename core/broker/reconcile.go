@@ -74,18 +74,19 @@ type runner struct {
 	metrics *metrics.Metrics
 	clock   engine.Clock
 	log     zerolog.Logger
-	// composes bounds the composes in flight (nil: unbounded).
-	composes composeSlots
-	outage   *engine.Outage // nil: a failed outbox write is logged
+	// composes and rollups bound the composes and the rollup kinds' other
+	// reconciles in flight (nil: unbounded).
+	composes, rollups taskSlots
+	outage            *engine.Outage // nil: a failed outbox write is logged
 }
 
 // runTask runs one claimed task's pipeline under its deadline and appends the
 // outcome to the outbox.
 func (rn *runner) runTask(ctx context.Context, lease pipeline.Lease, t pipeline.Task) {
 	started := rn.clock.Now()
-	// A compose waits for its slot before its deadline starts: queueing
-	// behind this broker's other composes is not the worker's time.
-	release, err := rn.composeSlot(ctx, t)
+	// A compose or a rollup waits for its slot before its deadline starts:
+	// queueing behind this broker's others is not the worker's time.
+	release, err := rn.taskSlot(ctx, t)
 	if err != nil {
 		rn.abandon(lease, t, nil)
 		return

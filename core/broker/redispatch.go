@@ -2,13 +2,16 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/store/pipeline"
+	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 
 // errWorkerLost: the worker running a stage vanished and the task's budget
@@ -30,6 +33,15 @@ func attemptID(base string, n int) string {
 		return base
 	}
 	return base + "|a" + strconv.Itoa(n)
+}
+
+// isReady reports whether session s last declared kv ready (its readiness
+// outlives the session: a worker that drained declared every kind unready
+// before it left).
+func (r *registry) isReady(s *session, kv manifest.KindVersion) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return s.ready[kv]
 }
 
 // servesOther reports whether a ready worker other than gone serves kv.
@@ -146,4 +158,56 @@ func (rn *runner) releaseLease(ctx context.Context, lease pipeline.Lease, t pipe
 		rn.outage.Failed("release", err)
 		<-rn.clock.After(backoff.Next())
 	}
+}
+
+// lostAttempts is the store side of counting lost workers
+// (pipeline.Store.RecordLostAttempt).
+type lostAttempts interface {
+	RecordLostAttempt(ctx context.Context, t pipeline.Task) (attempts, limit int, last bool, err error)
+}
+
+// countLost counts the lost-th worker lost mid-stage in this run of the
+// reconcile t as one of its attempts, like a transient failure, so a poison
+// pill that crashes every worker it reaches is bounded by the kind's
+// max_transient_attempts instead of re-dispatching forever. At the bound it
+// returns a transient stageError, which the runner writes as the task's
+// result and the drain dead-letters (Synced reason DeadLettered, with this
+// message). What counts: a worker whose stream ended mid-stage without the
+// result redelivered (its process died, was killed, or lost its
+// connection). What does not: a worker that declared the kind unready
+// before it left (a planned drain: the SDK does so first on SIGTERM), a
+// stage that never reached the worker, this broker shutting down or
+// crashing (the run ends first; a reaped lease is never counted), a result
+// redelivered after a reconnect, a delete or an operate task. A kind with
+// max_transient_attempts 0 counts but never dead-letters. A lease that
+// moved on abandons the run.
+func (g *stager) countLost(ctx context.Context, t pipeline.Task, stage workerv1.Stage, lost int) error {
+	select {
+	case <-ctx.Done(): // this broker is shutting down (or the budget is spent): not the task's fault
+		return nil
+	default:
+	}
+	if g.attempts == nil || t.Key.TaskType != pipeline.TaskReconcile {
+		return nil
+	}
+	n, limit, last, err := g.attempts.RecordLostAttempt(context.WithoutCancel(ctx), t)
+	switch {
+	case errors.Is(err, pipeline.ErrFenced):
+		return fmt.Errorf("%w: the lease moved on while its worker was lost", errAbandon)
+	case err != nil:
+		// Not counted this time; the stage is dispatched again all the same.
+		g.log.Warn().Err(err).Str("resource_id", t.Key.ResourceID.String()).Msg("count a lost worker against max_transient_attempts")
+		return nil
+	case last:
+		return &stageError{msg: fmt.Sprintf("worker lost: the worker running the %s stage died or disconnected without a result, %d times in a row in this run",
+			stageName(stage), lost)}
+	}
+	g.log.Info().Str("resource_id", t.Key.ResourceID.String()).Int("attempts", n).Int("max_transient_attempts", limit).
+		Msg("lost worker counted as a failed attempt")
+	return nil
+}
+
+// stageName is a stage's lower-case name ("work" for STAGE_WORK).
+func stageName(s workerv1.Stage) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "STAGE_"))
 }

@@ -31,6 +31,9 @@ type stager struct {
 	// redeliveryWait is how long a stage whose worker vanished waits for
 	// the worker to reconnect and redeliver.
 	redeliveryWait time.Duration
+	// attempts records a reconcile's lost workers against its kind's
+	// max_transient_attempts (nil: not counted).
+	attempts lostAttempts
 }
 
 // stage dispatches one stage of t to a ready worker — one of this broker's,
@@ -56,7 +59,7 @@ func (g *stager) stage(ctx context.Context, t pipeline.Task, kind store.Kind, st
 	if d, ok := req.(*workerv1.StageTask_Delete); ok {
 		id.finalizer = d.Delete.GetFinalizer()
 	}
-	base, attempt, lost := id.String(), 0, false
+	base, attempt, lost, crashed := id.String(), 0, 0, 0
 	for {
 		tid := attemptID(base, attempt)
 		task := g.stageTask(ctx, t, kind, stage, reaction, tid, req)
@@ -64,9 +67,12 @@ func (g *stager) stage(ctx context.Context, t pipeline.Task, kind store.Kind, st
 			c   *completion
 			err error
 		)
+		uncounted := false // a loss that is not the task's: see countLost
 		switch {
 		case g.reg.serves(kv):
-			c, err = g.handOver(ctx, kv, task)
+			var s *session
+			c, s, err = g.handOverTo(ctx, kv, task)
+			uncounted = c == nil && err == nil && (s == nil || !g.reg.isReady(s, kv))
 		case g.mesh.pick(kv) != nil:
 			var m *workerv1.StageComplete
 			m, err = g.relay(ctx, kv, task)
@@ -81,15 +87,22 @@ func (g *stager) stage(ctx context.Context, t pipeline.Task, kind store.Kind, st
 			err = g.pause(ctx)
 		}
 		if err != nil {
-			if lost && ctx.Err() != nil {
+			if lost > 0 && ctx.Err() != nil {
 				err = errWorkerLost
 			}
 			return nil, noAck, err
 		}
 		if c == nil { // the worker went away: a new attempt
-			lost = true
+			lost++
 			g.completions.supersede(tid)
 			attempt++
+			if uncounted { // never handed over, or the worker drained (declared itself unready) before it left
+				continue
+			}
+			crashed++
+			if err := g.countLost(ctx, t, stage, crashed); err != nil {
+				return nil, noAck, err
+			}
 			continue
 		}
 		ack := c.ack
@@ -133,26 +146,33 @@ func (g *stager) dispatchLocal(ctx context.Context, kv manifest.KindVersion, tas
 
 // handOver is dispatchLocal leaving the ack to the caller.
 func (g *stager) handOver(ctx context.Context, kv manifest.KindVersion, task *workerv1.StageTask) (*completion, error) {
+	c, _, err := g.handOverTo(ctx, kv, task)
+	return c, err
+}
+
+// handOverTo is handOver also returning the worker session the stage went
+// to (nil when it went to none); nil, s, nil means s was lost mid-stage.
+func (g *stager) handOverTo(ctx context.Context, kv manifest.KindVersion, task *workerv1.StageTask) (*completion, *session, error) {
 	ch, forget := g.completions.expect(task.GetTaskId())
 	defer forget()
 	s, err := g.acquireWait(ctx, kv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer g.reg.release(s)
 	task = g.leases.leased(task, s)
 	if err := s.send(ctx, &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Task{Task: task}}); err != nil {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
-		return nil, nil // that worker went away before the hand-over
+		return nil, nil, nil // that worker went away before the hand-over: no attempt was lost
 	}
 	c, err := g.await(ctx, kv, s, ch)
 	if err == nil && c == nil {
 		g.log.Info().Str("kind", kv.String()).Str("name", task.GetResource().GetName()).Str("stage", task.GetStage().String()).
 			Msg("worker lost mid-stage; dispatching the stage again")
 	}
-	return c, err
+	return c, s, err
 }
 
 // await waits for the completion; nil, nil means the worker vanished (see

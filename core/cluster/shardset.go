@@ -6,15 +6,18 @@
 package cluster
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/converge-run/converge/core/shard"
 )
 
 // ShardSet is this pod's current contiguous shard range, swapped atomically
-// by the resharder and read lock-free by every driver.
+// by the resharder and read lock-free by every driver. Writers take mu, so
+// a conditional swap (SetIf) and a plain one cannot interleave.
 type ShardSet struct {
-	p atomic.Pointer[shard.Range]
+	mu sync.Mutex
+	p  atomic.Pointer[shard.Range]
 }
 
 // NewShardSet starts with span (use the full range for a single pod until
@@ -27,6 +30,26 @@ func NewShardSet(span shard.Range) *ShardSet {
 
 // Set swaps the range and reports whether it changed.
 func (s *ShardSet) Set(span shard.Range) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.swap(span)
+}
+
+// SetIf swaps the range to span if held reports true at the swap, and to
+// the empty range otherwise; it reports whether the range changed. held is
+// asked under the writers' lock, so a writer that empties the range after
+// held turned false (the liveness lock's OnLost) is never overtaken by a
+// swap that saw held true before: the range ends empty either way.
+func (s *ShardSet) SetIf(span shard.Range, held func() bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !held() {
+		span = shard.Range{}
+	}
+	return s.swap(span)
+}
+
+func (s *ShardSet) swap(span shard.Range) bool {
 	old := s.p.Swap(&span)
 	return old == nil || *old != span
 }

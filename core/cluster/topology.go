@@ -109,14 +109,22 @@ func (r *Resharder) React(ctx context.Context) error {
 	if live <= 0 {
 		live = membership.DefaultLiveness
 	}
+	held := r.Held
+	if held == nil {
+		held = func() bool { return true }
+	}
 	var span shard.Range
-	if r.Held == nil || r.Held() {
+	if held() {
 		var err error
 		if span, err = r.Registry.AssignShards(ctx, r.MemberID, membership.DefaultTotalShards, live); err != nil {
 			return err
 		}
 	}
-	if r.Shards.Set(span) {
+	// Held is asked again at the swap: the lock may have been lost while the
+	// assignment was read, and its OnLost has emptied the range already —
+	// a plain swap here would hand the range back to a member that must not
+	// claim.
+	if r.Shards.SetIf(span, held) {
 		r.Log.Info().Str("member_id", r.MemberID).Int("shard_lo", span.Lo).Int("shard_hi", span.Last()).
 			Bool("empty", span.Empty()).Msg("shard range re-tiled")
 		if r.OnChange != nil {

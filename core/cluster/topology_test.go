@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,4 +73,22 @@ func TestResharder_React(t *testing.T) {
 			require.Equal(t, tc.changed, changes == 1, tc.reason)
 		})
 	}
+}
+
+// The liveness lock lost while the assignment is read: its OnLost empties
+// the range, and the resharder's swap, which read the lock as held before,
+// must not hand the range back (the member would claim without its lock).
+func TestResharder_ALockLostDuringTheAssignmentLeavesTheRangeEmpty(t *testing.T) {
+	t.Parallel()
+	set := cluster.NewShardSet(shard.All)
+	var held atomic.Bool
+	held.Store(true)
+	r := &cluster.Resharder{Registry: &registryFns{
+		AssignShardsFn: func(context.Context, string, int, time.Duration) (shard.Range, error) {
+			held.Store(false)      // the lock's check failed…
+			set.Set(shard.Range{}) // …and its OnLost emptied the range
+			return shard.Between(0, 127), nil
+		}}, MemberID: "m1", Shards: set, Held: held.Load, Log: zerolog.Nop()}
+	require.NoError(t, r.React(context.Background()))
+	require.True(t, set.Span().Empty(), "no range while the lock is not held, got %v", set.Span())
 }

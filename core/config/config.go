@@ -40,6 +40,7 @@ type Config struct {
 	ShutdownDrain   time.Duration // SHUTDOWN_DRAIN: broker drain budget (default 45s)
 	HeartbeatEvery  time.Duration // MEMBER_HEARTBEAT_EVERY (default 10s)
 	RedeliveryWait  time.Duration // WORKER_REDELIVERY_WAIT: a lost worker's stage waits this long for it when no other worker serves the kind (default 30s)
+	WorkerSilence   time.Duration // WORKER_SILENCE_TIMEOUT: a keepalive worker silent this long loses its session (default 10s)
 	UnclaimedAfter  time.Duration // SWEEPER_UNCLAIMED_DELETE_AFTER (default 24h)
 	TLSCertFile     string        // TLS_CERT_FILE (with https://)
 	TLSKeyFile      string        // TLS_KEY_FILE (with https://)
@@ -88,6 +89,7 @@ func Defaults() Config {
 		ShutdownDrain:  45 * time.Second,
 		HeartbeatEvery: 10 * time.Second,
 		RedeliveryWait: 30 * time.Second,
+		WorkerSilence:  10 * time.Second,
 		UnclaimedAfter: 24 * time.Hour,
 		TLSReload:      3 * time.Minute,
 		WorkerMaxMsg:   16 << 20,
@@ -161,6 +163,7 @@ func Parse(getenv func(string) string, version string) (Config, error) {
 	dur(&c.ShutdownDrain, "SHUTDOWN_DRAIN")
 	dur(&c.HeartbeatEvery, "MEMBER_HEARTBEAT_EVERY")
 	dur(&c.RedeliveryWait, "WORKER_REDELIVERY_WAIT")
+	dur(&c.WorkerSilence, "WORKER_SILENCE_TIMEOUT")
 	dur(&c.UnclaimedAfter, "SWEEPER_UNCLAIMED_DELETE_AFTER")
 	dur(&c.TLSReload, "TLS_RELOAD_INTERVAL")
 	if v := getenv("DB_IAM_AUTH"); v != "" {
@@ -192,7 +195,7 @@ func (c Config) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{"SHUTDOWN_DRAIN": c.ShutdownDrain, "MEMBER_HEARTBEAT_EVERY": c.HeartbeatEvery,
 		"SWEEPER_UNCLAIMED_DELETE_AFTER": c.UnclaimedAfter, "TLS_RELOAD_INTERVAL": c.TLSReload,
-		"WORKER_REDELIVERY_WAIT": c.RedeliveryWait} {
+		"WORKER_REDELIVERY_WAIT": c.RedeliveryWait, "WORKER_SILENCE_TIMEOUT": c.WorkerSilence} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s=%s: want a positive duration", name, d))
 		}
@@ -260,6 +263,7 @@ func (c Config) Redacted() map[string]any {
 		"SHUTDOWN_DRAIN":                 c.ShutdownDrain.String(),
 		"MEMBER_HEARTBEAT_EVERY":         c.HeartbeatEvery.String(),
 		"WORKER_REDELIVERY_WAIT":         c.RedeliveryWait.String(),
+		"WORKER_SILENCE_TIMEOUT":         c.WorkerSilence.String(),
 		"SWEEPER_UNCLAIMED_DELETE_AFTER": c.UnclaimedAfter.String(),
 		"TLS":                            c.Secure(),
 		"TLS_CLIENT_CA":                  c.TLSClientCAFile != "",

@@ -46,6 +46,7 @@ func TestParse(t *testing.T) {
 			require.Equal(t, 45*time.Second, c.ShutdownDrain)
 			require.Equal(t, 10*time.Second, c.HeartbeatEvery)
 			require.Equal(t, 30*time.Second, c.RedeliveryWait)
+			require.Equal(t, 10*time.Second, c.WorkerSilence)
 			require.True(t, c.HasBroker())
 			require.True(t, c.HasControl())
 		}},
@@ -139,6 +140,8 @@ func TestValidate_RejectsAConfigValueParseWouldReject(t *testing.T) {
 		"beat":  {reason: "a zero heartbeat is refused", edit: func(c *Config) { c.HeartbeatEvery = 0 }, wantErr: "MEMBER_HEARTBEAT_EVERY"},
 		"redelivery": {reason: "a zero redelivery wait is refused", edit: func(c *Config) { c.RedeliveryWait = 0 },
 			wantErr: "WORKER_REDELIVERY_WAIT"},
+		"silence": {reason: "a zero silence timeout would end every session", edit: func(c *Config) { c.WorkerSilence = 0 },
+			wantErr: "WORKER_SILENCE_TIMEOUT"},
 		"tls": {reason: "https without a keypair", edit: func(c *Config) { c.ListenAddr = "https://:8443" }, wantErr: "TLS_CERT_FILE"},
 	}
 	for name, tc := range cases {

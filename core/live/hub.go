@@ -10,7 +10,10 @@
 // CountsInterval and pushed only when they changed; the membership is
 // re-listed on cluster_changed and every MemberPoll (liveness is derived from
 // heartbeat age, which no NOTIFY announces) and pushed only when a member
-// joined, left or changed status.
+// joined, left or changed status. Every SampleEvery the hub samples the work
+// queue estimate and the phase totals into a bounded ring (Samples: the
+// Summary's history at first paint, two catalog-cheap statements per sample
+// whoever is watching).
 //
 // subtreeProgress (SubscribeSubtree) costs no query per change either: a
 // followed root's subtree is loaded once (one read, shared by every
@@ -82,8 +85,13 @@ type Options struct {
 	// Liveness is the heartbeat age past which a member is NOT_READY
 	// (default membership.DefaultLiveness, 30s).
 	Liveness time.Duration
-	// Clock stamps member liveness (default time.Now).
+	// Clock stamps member liveness and samples (default time.Now).
 	Clock func() time.Time
+	// SampleEvery is how often the Summary's sample (the queue estimate and
+	// the phase totals) is taken (default 5s); SampleWindow how many are
+	// kept (default 120: ten minutes).
+	SampleEvery  time.Duration
+	SampleWindow int
 }
 
 // Option sets an Option.
@@ -124,6 +132,8 @@ type Hub struct {
 	catsFresh [catalogCount]bool
 	// trees are the followed subtrees (subtreeProgress), by root.
 	trees map[uuid.UUID]*tree
+	// samples are the Summary's recent samples (Samples).
+	samples sampleRing
 
 	// seen dedupes pushes of an unchanged row (Run's goroutine only).
 	seen seenStates
@@ -177,6 +187,13 @@ func NewHub(listener *notify.Listener, readPool *pgxpool.Pool, log zerolog.Logge
 	if h.opts.Clock == nil {
 		h.opts.Clock = time.Now
 	}
+	if h.opts.SampleEvery <= 0 {
+		h.opts.SampleEvery = 5 * time.Second
+	}
+	if h.opts.SampleWindow <= 0 {
+		h.opts.SampleWindow = 120
+	}
+	h.samples.buf = make([]Sample, 0, h.opts.SampleWindow)
 	return h
 }
 
@@ -200,6 +217,9 @@ func (h *Hub) Run(ctx context.Context) error {
 
 	memberTick := time.NewTicker(h.opts.MemberPoll)
 	defer memberTick.Stop()
+	sampleTick := time.NewTicker(h.opts.SampleEvery)
+	defer sampleTick.Stop()
+	h.sample(ctx)
 	counts := newCoalescer(h.opts.CountsInterval)
 	defer counts.stop()
 	trees := newCoalescer(h.opts.CountsInterval)
@@ -237,6 +257,8 @@ func (h *Hub) Run(ctx context.Context) error {
 			h.refreshMembers(ctx)
 		case <-memberTick.C:
 			h.refreshMembers(ctx)
+		case <-sampleTick.C:
+			h.sample(ctx)
 		case <-counts.C():
 			if counts.fire() {
 				h.refreshCounts(ctx)

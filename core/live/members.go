@@ -41,7 +41,8 @@ func (h *Hub) withStatus(list []membership.Member) []Member {
 }
 
 // signature is what a push is about: who is there, in which role, with
-// which status and shard span (heartbeats alone do not push).
+// which status, shard span and drain/kill request (heartbeats alone do not
+// push).
 func signature(ms []Member) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
@@ -49,7 +50,7 @@ func signature(ms []Member) []string {
 		if m.Shards != nil {
 			span = fmt.Sprintf("%d:%d", m.Shards.Lo, m.Shards.Hi)
 		}
-		out[i] = fmt.Sprintf("%s|%s|%s|%s|%t", m.ID, m.Role, span, m.Version, m.Ready)
+		out[i] = fmt.Sprintf("%s|%s|%s|%s|%t|%s", m.ID, m.Role, span, m.Version, m.Ready, m.Request.Action)
 	}
 	return out
 }

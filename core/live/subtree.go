@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -23,6 +24,12 @@ type SubtreeMember struct {
 	Phase           resource.Phase
 	FailureTerminal bool
 	OwnerID         *uuid.UUID
+	// UpdatedAt is the row's updated_at: a failure's reason is re-read when
+	// it moves.
+	UpdatedAt time.Time
+	// Reason and Message say why a FAILED or DEGRADED member is (its most
+	// specific false condition); empty for the others and the root.
+	Reason, Message string
 }
 
 // KindPhaseCount is how many resources of one kind are in one phase.
@@ -43,7 +50,8 @@ type SubtreeProgress struct {
 	// non-zero only; the root is not counted.
 	Counts []KindPhaseCount
 	// Failures are the FAILED and DEGRADED resources below the root, by kind
-	// then name, at most FailureCap; FailureCount counts them all.
+	// then name, at most FailureCap, each with its Reason and Message;
+	// FailureCount counts them all.
 	Failures     []SubtreeMember
 	FailureCount int
 }
@@ -54,6 +62,9 @@ type SubtreeProgress struct {
 type tree struct {
 	root    uuid.UUID
 	members map[uuid.UUID]SubtreeMember // the root included
+	// reasons are the failure reasons read for the named failures, by id,
+	// stamped with the row's updated_at they were read at.
+	reasons map[uuid.UUID]SubtreeMember
 	loaded  bool
 	reload  bool
 	dirty   bool
@@ -84,7 +95,8 @@ func SubscribeSubtree[T any](ctx context.Context, h *Hub, root uuid.UUID, conv f
 	h.mu.Lock()
 	t := h.trees[root]
 	if t == nil {
-		t = &tree{root: root, members: map[uuid.UUID]SubtreeMember{}, reload: true, subs: map[*treeSub]struct{}{}}
+		t = &tree{root: root, members: map[uuid.UUID]SubtreeMember{}, reasons: map[uuid.UUID]SubtreeMember{}, reload: true,
+			subs: map[*treeSub]struct{}{}}
 		h.trees[root] = t
 	}
 	t.subs[s] = struct{}{}
@@ -108,7 +120,7 @@ func SubscribeSubtree[T any](ctx context.Context, h *Hub, root uuid.UUID, conv f
 
 func memberOf(r *resource.Resource) SubtreeMember {
 	return SubtreeMember{ID: r.ID, Kind: r.Kind, Name: r.Name, Phase: r.Phase, FailureTerminal: r.FailureTerminal,
-		OwnerID: r.OwnerID}
+		OwnerID: r.OwnerID, UpdatedAt: r.UpdatedAt}
 }
 
 // trackTrees applies one wake's changes to the followed trees (Run's
@@ -151,11 +163,20 @@ func (t *tree) apply(c Change) bool {
 		return false
 	}
 	m := memberOf(r)
-	if old, ok := t.members[c.ID]; ok && old == m {
+	if old, ok := t.members[c.ID]; ok && sameMember(old, m) {
 		return false
 	}
 	t.members[c.ID] = m
 	return true
+}
+
+// sameMember reports whether a push would say the same of b as of a (a
+// failing row that was written again may have a new reason).
+func sameMember(a, b SubtreeMember) bool {
+	failing := b.Phase == resource.PhaseFailed || b.Phase == resource.PhaseDegraded
+	return a.ID == b.ID && a.Kind == b.Kind && a.Name == b.Name && a.Phase == b.Phase &&
+		a.FailureTerminal == b.FailureTerminal && (!failing || a.UpdatedAt.Equal(b.UpdatedAt)) &&
+		(a.OwnerID == nil) == (b.OwnerID == nil) && (a.OwnerID == nil || *a.OwnerID == *b.OwnerID)
 }
 
 // anyTrees reports whether a subtree is followed (every announced kind is
@@ -190,6 +211,7 @@ func (h *Hub) refreshTrees(ctx context.Context) bool {
 		t.members, t.loaded, t.reload, t.dirty = members, true, false, true
 		h.mu.Unlock()
 	}
+	h.loadReasons(ctx)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	owed := false
@@ -215,6 +237,122 @@ func (h *Hub) refreshTrees(ctx context.Context) bool {
 	return owed
 }
 
+// ReasonBatch bounds the failures whose reasons one refresh reads (across
+// every followed tree); the rest are read on the next refresh.
+const ReasonBatch = 500
+
+// loadReasons reads, in one statement for every followed tree, the
+// reasons of the failures a push is about to name (at most FailureCap per
+// tree) that were not read yet or whose row changed since. Only trees owing
+// a push are looked at; nothing is read when no named failure is new.
+func (h *Hub) loadReasons(ctx context.Context) {
+	h.mu.Lock()
+	want := map[uuid.UUID]time.Time{}
+	for _, t := range h.trees {
+		if !t.loaded || !t.owesPush() {
+			continue
+		}
+		for _, m := range t.failures() {
+			if r, ok := t.reasons[m.ID]; (!ok || !r.UpdatedAt.Equal(m.UpdatedAt)) && len(want) < ReasonBatch {
+				want[m.ID] = m.UpdatedAt
+			}
+		}
+	}
+	h.mu.Unlock()
+	if len(want) == 0 {
+		return
+	}
+	ids := make([]uuid.UUID, 0, len(want))
+	for id := range want {
+		ids = append(ids, id)
+	}
+	conds, err := h.reader(ctx).StoredConditionsFor(ctx, ids)
+	if err != nil {
+		if ctx.Err() == nil {
+			h.log.Error().Err(err).Int("failures", len(ids)).Msg("read the reasons of followed failures; naming them without")
+		}
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, t := range h.trees {
+		for id, at := range want {
+			m, ok := t.members[id]
+			if !ok {
+				continue
+			}
+			m.UpdatedAt = at
+			m.Reason, m.Message = FailureReason(m.Phase, conds[id])
+			t.reasons[id] = m
+		}
+	}
+}
+
+// FailureReason picks why a FAILED or DEGRADED resource is, from its stored
+// conditions: the most specific false one with a message (the kind's own,
+// then Synced, then Ready); without one, the synthesized reason of phase.
+func FailureReason(phase resource.Phase, stored []resource.Condition) (reason, message string) {
+	rank := func(typ string) int {
+		switch typ {
+		case resource.ConditionReady:
+			return 2
+		case resource.ConditionSynced:
+			return 1
+		}
+		return 0
+	}
+	best := -1
+	for i, c := range stored {
+		if c.Status != resource.ConditionFalse || c.Message == "" {
+			continue
+		}
+		if best < 0 || rank(c.Type) < rank(stored[best].Type) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		return stored[best].Reason, stored[best].Message
+	}
+	if phase == resource.PhaseDegraded {
+		return resource.ReasonUnavailable, "synced but observed unhealthy"
+	}
+	return resource.ReasonReconcileError, "the last reconcile failed (no message reported)"
+}
+
+// owesPush reports whether a refresh pushes this tree to anyone.
+func (t *tree) owesPush() bool {
+	if t.dirty {
+		return len(t.subs) > 0
+	}
+	for s := range t.subs {
+		if s.pending && !s.closed {
+			return true
+		}
+	}
+	return false
+}
+
+// failures are the members a push names: FAILED and DEGRADED below the
+// root, by kind then name, at most FailureCap (without their reasons).
+func (t *tree) failures() []SubtreeMember {
+	var out []SubtreeMember
+	for id, m := range t.members {
+		if id != t.root && (m.Phase == resource.PhaseFailed || m.Phase == resource.PhaseDegraded) {
+			out = append(out, m)
+		}
+	}
+	slices.SortFunc(out, func(a, b SubtreeMember) int {
+		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	if len(out) > FailureCap {
+		out = out[:FailureCap]
+	}
+	return out
+}
+
 // snapshot computes the tree's progress.
 func (t *tree) snapshot() SubtreeProgress {
 	p := SubtreeProgress{RootID: t.root}
@@ -235,9 +373,16 @@ func (t *tree) snapshot() SubtreeProgress {
 			p.Ready++
 		case resource.PhaseFailed, resource.PhaseDegraded:
 			p.FailureCount++
-			p.Failures = append(p.Failures, m)
 		}
 	}
+	p.Failures = t.failures()
+	for i, m := range p.Failures {
+		if r, ok := t.reasons[m.ID]; ok {
+			// the latest reason read (stale only while a re-read is due)
+			p.Failures[i].Reason, p.Failures[i].Message = r.Reason, r.Message
+		}
+	}
+	t.pruneReasons()
 	kinds := make([]string, 0, len(counts))
 	for k := range counts {
 		kinds = append(kinds, k)
@@ -250,14 +395,14 @@ func (t *tree) snapshot() SubtreeProgress {
 			}
 		}
 	}
-	slices.SortFunc(p.Failures, func(a, b SubtreeMember) int {
-		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	if len(p.Failures) > FailureCap {
-		p.Failures = p.Failures[:FailureCap]
-	}
 	return p
+}
+
+// pruneReasons forgets the reasons of members no longer failing.
+func (t *tree) pruneReasons() {
+	for id := range t.reasons {
+		if m, ok := t.members[id]; !ok || (m.Phase != resource.PhaseFailed && m.Phase != resource.PhaseDegraded) {
+			delete(t.reasons, id)
+		}
+	}
 }

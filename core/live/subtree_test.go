@@ -129,13 +129,30 @@ func TestSubtreeProgress_FollowsTheWholeSubtreeFromTheAnnouncements(t *testing.T
 	require.Equal(t, 11, count(got, "leaf", resource.PhaseReconciling), "a leaf of another root is not counted")
 
 	e.exec(`UPDATE resources SET synced_gen = generation WHERE id = ANY($1)`, leaves[:6])
+	e.exec(`INSERT INTO resource_conditions (resource_id, type, status, reason, message, observed_generation)
+		VALUES ($1, 'Synced', 'False', 'ReconcileError', 'quota exceeded', 1)`, leaves[9])
 	e.exec(`UPDATE resources SET failure_gen = generation, failure_terminal = true WHERE id = $1`, leaves[9])
 	got = next(t, p1, "six READY and one FAILED", func(p live.SubtreeProgress) bool { return p.Ready == 6 && p.FailureCount == 1 })
 	require.Equal(t, 6, count(got, "leaf", resource.PhaseReady))
 	require.Equal(t, "l9", got.Failures[0].Name)
 	require.Equal(t, resource.PhaseFailed, got.Failures[0].Phase)
 	require.True(t, got.Failures[0].FailureTerminal)
-	next(t, p2, "the other subscriber sees the same", func(p live.SubtreeProgress) bool { return p.Ready == 6 && p.FailureCount == 1 })
+	require.Equal(t, "ReconcileError", got.Failures[0].Reason, "the failure's reason rides the push")
+	require.Equal(t, "quota exceeded", got.Failures[0].Message)
+
+	// a new message on the same failure (the row written again) is pushed
+	e.exec(`UPDATE resource_conditions SET message = 'quota exceeded in us-east-1' WHERE resource_id = $1`, leaves[9])
+	e.exec(`UPDATE resources SET updated_at = clock_timestamp() + interval '1 second' WHERE id = $1`, leaves[9])
+	next(t, p1, "the failure's new message", func(p live.SubtreeProgress) bool {
+		return len(p.Failures) == 1 && p.Failures[0].Message == "quota exceeded in us-east-1"
+	})
+	// a failure with no stored condition is named with the synthesized reason
+	e.exec(`UPDATE resources SET failure_gen = generation WHERE id = $1`, leaves[8])
+	got = next(t, p1, "a second failure", func(p live.SubtreeProgress) bool { return p.FailureCount == 2 })
+	require.Equal(t, "l8", got.Failures[0].Name)
+	require.Equal(t, resource.ReasonReconcileError, got.Failures[0].Reason)
+	require.NotEmpty(t, got.Failures[0].Message)
+	next(t, p2, "the other subscriber sees the same", func(p live.SubtreeProgress) bool { return p.Ready == 6 && p.FailureCount >= 1 })
 
 	e.exec(`DELETE FROM resources WHERE id = ANY($1)`, leaves[:3])
 	next(t, p1, "three leaves deleted", func(p live.SubtreeProgress) bool { return p.Total == 9 })

@@ -82,9 +82,12 @@ func (e *BreakingChangeError) Is(target error) bool { return target == ErrConfli
 // every stored resource of (kind, version) is validated against the new
 // spec_schema, and the old schema's required fields the new one drops are
 // looked for in their specs. The caller holds the manifest row FOR UPDATE,
-// and resource applies take that row's key-share lock (kindVersions), so no
-// resource is applied against the old schema while the scan runs. The scan
-// streams the kind's rows once, in name order.
+// and both writers of resources take that row's key-share lock — resource
+// applies (kindVersions) and composes writing children (pipeline loadKinds,
+// before it validates them) — so no resource is written against the old
+// schema while the scan runs, and one written before it started is
+// committed (and scanned) first. The scan streams the kind's rows once, in
+// name order.
 func checkSchemaStable(ctx context.Context, tx pgx.Tx, kv manifest.KindVersion, oldSpec, newSpec json.RawMessage) error {
 	schema, err := manifest.CompileSchema("/spec_schema", newSpec)
 	if err != nil {

@@ -121,3 +121,20 @@ func TestServe_BrokerWithoutAcksSettlesOnSend(t *testing.T) {
 	b.send(task("next", "vpc", 2, 0))
 	require.Equal(t, []string{"next"}, b.completesUntil(t, "next"))
 }
+
+// A worker promises keepalives and, against a broker that asks for them,
+// sends a heartbeat at the broker's cadence even while it runs nothing (its
+// own heartbeat cadence, an hour here, would say nothing for an hour), so
+// the broker can tell a silent connection from an idle worker.
+func TestServe_SendsKeepalivesWhenTheBrokerAsks(t *testing.T) {
+	t.Parallel()
+	b := newScriptBroker(t)
+	b.acks, b.keepaliveMs = true, 50
+	startWorker(t, b, worker.Options{HeartbeatEvery: time.Hour}, okProvider())
+	sub := b.next(t, "subscribe", isSubscribe).GetSubscribe()
+	require.True(t, sub.GetKeepalive(), "the worker promises keepalives")
+	for i := range 3 {
+		hb := b.next(t, fmt.Sprintf("keepalive %d", i), func(m *workerv1.WorkStreamRequest) bool { return m.GetHeartbeat() != nil })
+		require.Empty(t, hb.GetHeartbeat().GetTasks(), "an idle worker's keepalive lists no task")
+	}
+}

@@ -26,6 +26,7 @@ func (w *Worker) session(ctx, workCtx context.Context) error {
 		MaxInFlight: int32(w.opts.MaxParallel),
 		Resumed:     w.runningRefs(),
 		Version:     w.opts.Version,
+		Keepalive:   true,
 	}
 	if err := stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: sub}}); err != nil {
 		return fmt.Errorf("subscribe: %w", err)
@@ -59,7 +60,14 @@ func (w *Worker) session(ctx, workCtx context.Context) error {
 	recvErr := make(chan error, 1)
 	go func() { recvErr <- w.receive(workCtx, stream) }()
 
-	hb := time.NewTicker(w.opts.HeartbeatEvery)
+	// A broker that times out silent sessions (keepalive_ms) hears from
+	// this worker at least that often: an empty heartbeat when idle.
+	keepalive := time.Duration(first.GetSubscribed().GetKeepaliveMs()) * time.Millisecond
+	every := w.opts.HeartbeatEvery
+	if keepalive > 0 {
+		every = min(every, keepalive)
+	}
+	hb := time.NewTicker(every)
 	defer hb.Stop()
 	rd := time.NewTicker(w.opts.ReadinessEvery)
 	defer rd.Stop()
@@ -83,7 +91,7 @@ func (w *Worker) session(ctx, workCtx context.Context) error {
 				return err
 			}
 		case <-hb.C:
-			if refs := w.runningRefs(); len(refs) > 0 {
+			if refs := w.runningRefs(); len(refs) > 0 || keepalive > 0 {
 				if err := stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Heartbeat{
 					Heartbeat: &workerv1.Heartbeat{Tasks: refs}}}); err != nil {
 					return fmt.Errorf("send heartbeat: %w", err)

@@ -34,6 +34,8 @@ type scriptBroker struct {
 	kill     chan struct{} // closing it ends the current stream
 	config   *workerv1.ProviderConfig
 	acks     bool // advertise ResultAck support in Subscribed
+	// keepaliveMs is the Subscribed.keepalive_ms asked for (0: none).
+	keepaliveMs int64
 }
 
 func newScriptBroker(t *testing.T) *scriptBroker {
@@ -64,7 +66,7 @@ func (b *scriptBroker) GetProviderConfig(_ context.Context, req *connect.Request
 func (b *scriptBroker) WorkStream(ctx context.Context, s *connect.BidiStream[workerv1.WorkStreamRequest, workerv1.WorkStreamResponse]) error {
 	b.mu.Lock()
 	b.sessions++
-	kill, acks := b.kill, b.acks
+	kill, acks, keepalive := b.kill, b.acks, b.keepaliveMs
 	b.mu.Unlock()
 	first, err := s.Receive()
 	if err != nil {
@@ -72,7 +74,7 @@ func (b *scriptBroker) WorkStream(ctx context.Context, s *connect.BidiStream[wor
 	}
 	b.inbox <- first
 	if err := s.Send(&workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Subscribed{
-		Subscribed: &workerv1.Subscribed{BrokerId: "script", AcksResults: acks}}}); err != nil {
+		Subscribed: &workerv1.Subscribed{BrokerId: "script", AcksResults: acks, KeepaliveMs: keepalive}}}); err != nil {
 		return err
 	}
 	errc := make(chan error, 1)

@@ -11,6 +11,9 @@
 -- member cut off behind something that keeps its TCP connection open (a
 -- proxy, a NAT box) where the server's keepalives cannot see the loss. (A
 -- session whose activity this role may not read counts as live.)
+-- A member an admin asked to drain or kill (cluster_members.control) is not
+-- live either: it claims nothing more and its shards re-tile to the others
+-- while it finishes its in-flight work.
 CREATE OR REPLACE FUNCTION live_cluster_members(p_liveness_secs int DEFAULT 30, p_now timestamptz DEFAULT now())
 RETURNS TABLE (member_id text, role text) LANGUAGE sql STABLE AS $$
     WITH held AS MATERIALIZED (
@@ -26,4 +29,5 @@ RETURNS TABLE (member_id text, role text) LANGUAGE sql STABLE AS $$
       FROM cluster_members m
      WHERE m.last_heartbeat > p_now - make_interval(secs => p_liveness_secs)
        AND (m.lock_key IS NULL OR m.lock_key IN (SELECT h.lock_key FROM held h))
+       AND m.control IS NULL
 $$;

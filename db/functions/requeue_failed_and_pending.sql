@@ -12,18 +12,25 @@
 -- the one gate: upstreams must be synced, and a rollup root waits only for
 -- still-progressing descendants (a failed descendant does not hold it back).
 --
--- Bounded work per tick, a plan that cannot go quadratic: shard by shard (a
--- LATERAL per shard of the range) walk at most v_budget entries of
--- idx_resource_phases_lagging oldest first (since: entered the phase, or last
--- re-pended here), and test each for a queue row with one
--- primary-key probe of its own partition (every column of the queue's key is
--- bound; the LIMIT 1 keeps each probe a probe, where a NOT EXISTS may be
--- planned as a hash anti-join over the queue). The oldest p_max survivors
--- across the range go through schedule_eligible. A lagging row that already
--- has its task is exactly what a big backlog is full of, so the walk is what
--- bounds a tick: at most (hi - lo + 1) × v_budget probes, only in shards that
--- lag. Plans are custom per call (current statistics, the real range).
--- Returns how many reconcile tasks schedule_eligible enqueued.
+-- Bounded work per tick, a plan that cannot go quadratic, and a walk that
+-- resumes: shard by shard (a LATERAL per shard of the range) walk at most
+-- v_budget entries of idx_resource_phases_lagging in (since, id) order from
+-- the shard's position in reaper_walk_cursors (since: entered the phase, or
+-- last re-pended here), and test each for a queue row with one primary-key
+-- probe of its own partition (every column of the queue's key is bound; the
+-- LIMIT 1 keeps each probe a probe, where a NOT EXISTS may be planned as a
+-- hash anti-join over the queue). The oldest p_max survivors across the
+-- range go through schedule_eligible. The position then moves to the last
+-- entry examined — or, when a survivor was left over by p_max, to the entry
+-- before the first one left over, so it is examined again next tick — and a
+-- shard whose walk reached its end starts again from its oldest entry. A
+-- lagging row that already has its task is exactly what a big backlog is
+-- full of; walking from the oldest entry every tick re-read that same front
+-- and never reached a row without a task behind it. v_budget spreads about
+-- 4 × p_max probes over the range's shards, so a tick's work is bounded by
+-- p_max, not by the range's width or the backlog. Plans are custom per call
+-- (current statistics, the real range). Returns how many reconcile tasks
+-- schedule_eligible enqueued.
 CREATE OR REPLACE FUNCTION requeue_failed_and_pending(p_lo int, p_hi int, p_max int, p_retry_after interval,
                                                       p_now timestamptz DEFAULT now())
 RETURNS int LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET jit = off AS $$
@@ -31,40 +38,71 @@ DECLARE
     v_ids    uuid[];
     v_n      int;
     -- entries of idx_resource_phases_lagging examined per shard per call
-    v_budget int := greatest(p_max, 64);
+    v_budget int := greatest(8, ceil(4.0 * greatest(p_max, 1) / (p_hi - p_lo + 1))::int);
 BEGIN
-    SELECT array_agg(c.id ORDER BY c.updated_at) INTO v_ids
-      FROM (SELECT w.id, w.updated_at
-              FROM generate_series(p_lo, p_hi) AS s(shard)
-             CROSS JOIN LATERAL (
-                    SELECT p.id, p.shard_id
-                      FROM resource_phases p
-                     WHERE p.shard_id = s.shard
-                       AND p.phase IN ('Reconciling', 'Failed')
-                       AND p.since < p_now - p_retry_after
-                     ORDER BY p.since
-                     LIMIT v_budget) l
-             CROSS JOIN LATERAL (
-                    SELECT r.id, r.updated_at
-                      FROM resources r
-                     WHERE r.id = l.id
-                       AND r.synced_gen < r.generation
-                       AND r.updated_at < p_now - p_retry_after
-                       AND r.frozen_until IS NULL
-                       AND r.deletion_requested_at IS NULL
-                       AND NOT (r.failure_terminal AND r.failure_gen = r.generation)
-                    OFFSET 0) w
-              LEFT JOIN LATERAL (
-                    SELECT true AS queued
-                      FROM work_queue q
-                     WHERE q.shard_id BETWEEN p_lo AND p_hi
-                       AND q.shard_id = l.shard_id AND q.resource_id = l.id
-                       AND q.task_type = 'reconcile'
-                       AND q.op_id = '00000000-0000-0000-0000-000000000000'
-                     LIMIT 1) q ON true
-             WHERE q.queued IS NULL
-             ORDER BY w.updated_at
-             LIMIT p_max) c;
+    IF p_lo > p_hi THEN
+        RETURN 0;
+    END IF;
+    WITH walk AS MATERIALIZED (
+        SELECT s.shard, l.id, l.since, l.n, w.updated_at,
+               w.id IS NOT NULL AND q.queued IS NULL AS survivor
+          FROM generate_series(p_lo, p_hi) AS s(shard)
+          LEFT JOIN reaper_walk_cursors c ON c.shard_id = s.shard
+         CROSS JOIN LATERAL (
+                SELECT p.id, p.since, row_number() OVER (ORDER BY p.since, p.id) AS n
+                  FROM (SELECT p.id, p.since
+                          FROM resource_phases p
+                         WHERE p.shard_id = s.shard
+                           AND p.phase IN ('Reconciling', 'Failed')
+                           AND p.since < p_now - p_retry_after
+                           AND (p.since, p.id) > (coalesce(c.since, '-infinity'),
+                                                  coalesce(c.id, '00000000-0000-0000-0000-000000000000'))
+                         ORDER BY p.since, p.id
+                         LIMIT v_budget) p) l
+          LEFT JOIN LATERAL (
+                SELECT r.id, r.updated_at
+                  FROM resources r
+                 WHERE r.id = l.id
+                   AND r.synced_gen < r.generation
+                   AND r.updated_at < p_now - p_retry_after
+                   AND r.frozen_until IS NULL
+                   AND r.deletion_requested_at IS NULL
+                   AND NOT (r.failure_terminal AND r.failure_gen = r.generation)
+                OFFSET 0) w ON true
+          LEFT JOIN LATERAL (
+                SELECT true AS queued
+                  FROM work_queue q
+                 WHERE w.id IS NOT NULL
+                   AND q.shard_id BETWEEN p_lo AND p_hi
+                   AND q.shard_id = s.shard AND q.resource_id = l.id
+                   AND q.task_type = 'reconcile'
+                   AND q.op_id = '00000000-0000-0000-0000-000000000000'
+                 LIMIT 1) q ON true
+    ), pick AS MATERIALIZED (
+        SELECT wk.id, wk.updated_at FROM walk wk WHERE wk.survivor ORDER BY wk.updated_at LIMIT p_max
+    ), marks AS MATERIALIZED (
+        -- per shard: how far the walk went, and the first survivor p_max left over
+        SELECT wk.shard, count(*) AS walked,
+               min(wk.n) FILTER (WHERE wk.survivor AND NOT EXISTS (SELECT 1 FROM pick k WHERE k.id = wk.id)) AS first_cut
+          FROM walk wk GROUP BY wk.shard
+    ), ends AS (
+        SELECT m.shard, wk.since, wk.id
+          FROM marks m
+          JOIN walk wk ON wk.shard = m.shard
+                      AND wk.n = CASE WHEN m.first_cut IS NOT NULL THEN m.first_cut - 1
+                                      WHEN m.walked >= v_budget THEN m.walked END
+    ), advance AS (
+        INSERT INTO reaper_walk_cursors AS c (shard_id, since, id)
+        SELECT e.shard, e.since, e.id FROM ends e
+        ON CONFLICT (shard_id) DO UPDATE SET since = EXCLUDED.since, id = EXCLUDED.id
+    ), wrap AS (
+        -- a shard walked to its end starts again from its oldest entry
+        DELETE FROM reaper_walk_cursors c
+         WHERE c.shard_id BETWEEN p_lo AND p_hi
+           AND NOT EXISTS (SELECT 1 FROM marks m
+                            WHERE m.shard = c.shard_id AND (m.first_cut IS NOT NULL OR m.walked >= v_budget))
+    )
+    SELECT array_agg(k.id ORDER BY k.updated_at) INTO v_ids FROM pick k;
     IF v_ids IS NULL THEN
         RETURN 0;
     END IF;

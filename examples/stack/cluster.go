@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -144,6 +146,13 @@ func (s *Stack) Reap() []*Member {
 	return out
 }
 
+// Exited reports whether the member's process has ended (on its own, or
+// through Drain or Kill).
+func (m *Member) Exited() bool {
+	ok, _ := m.proc.exited()
+	return ok
+}
+
 // ExitError is the exit error of a member that has ended.
 func (m *Member) ExitError() error {
 	if ok, err := m.proc.exited(); ok {
@@ -189,7 +198,11 @@ func (s *Stack) nextName(role string) string {
 func (s *Stack) startServers(ctx context.Context, listen string) error {
 	top := s.opts.Topology.normalized()
 	if !s.opts.Topology.Cluster() {
-		m, err := s.startMember("converge", "all", s.opts.ConvergeBin, s.serverEnv("all", listen, ""), s.BaseURL, s.BaseURL)
+		env, err := s.serverEnv("converge", "all", listen, "")
+		if err != nil {
+			return err
+		}
+		m, err := s.startMember("converge", "all", s.opts.ConvergeBin, nil, env, s.BaseURL, s.BaseURL)
 		if err != nil {
 			return err
 		}
@@ -254,11 +267,19 @@ func (s *Stack) startServer(role, listen string) (*Member, error) {
 	if role == "all" {
 		name = s.nextName("control")
 	}
-	return s.startMember(name, role, s.opts.ConvergeBin, s.serverEnv(role, listen, health), url, ready)
+	env, err := s.serverEnv(name, role, listen, health)
+	if err != nil {
+		return nil, err
+	}
+	return s.startMember(name, role, s.opts.ConvergeBin, nil, env, url, ready)
 }
 
-func (s *Stack) serverEnv(role, listen, health string) []string {
-	env := append(os.Environ(), "DATABASE_URL="+s.DatabaseURL, "ROLE="+role, "LISTEN_ADDR="+listen)
+func (s *Stack) serverEnv(name, role, listen, health string) ([]string, error) {
+	dbURL, err := s.databaseURLFor(name)
+	if err != nil {
+		return nil, err
+	}
+	env := append(os.Environ(), "DATABASE_URL="+dbURL, "ROLE="+role, "LISTEN_ADDR="+listen)
 	if s.opts.Topology.Cluster() && role != "control" {
 		env = append(env, "BROKER_URL=http://"+listen)
 	}
@@ -266,11 +287,27 @@ func (s *Stack) serverEnv(role, listen, health string) []string {
 		env = append(env, "HEALTH_ADDR="+health)
 	}
 	env = append(env, s.creds.convergeEnv...)
-	return append(env, s.opts.ConvergeEnv...)
+	return append(env, s.opts.ConvergeEnv...), nil
 }
 
-func (s *Stack) startMember(name, role, bin string, env []string, url, ready string) (*Member, error) {
-	p, err := startProcess(name, bin, nil, env, s.opts.Output)
+// databaseURLFor is the converge database's URL as member dials it
+// (through Options.Via when set).
+func (s *Stack) databaseURLFor(member string) (string, error) {
+	if s.opts.Via == nil {
+		return s.DatabaseURL, nil
+	}
+	u, err := url.Parse(s.DatabaseURL)
+	if err != nil {
+		return "", fmt.Errorf("database url: %w", err)
+	}
+	if u.Host, err = s.opts.Via(member, u.Host); err != nil {
+		return "", fmt.Errorf("%s's route to postgres: %w", member, err)
+	}
+	return u.String(), nil
+}
+
+func (s *Stack) startMember(name, role, bin string, args, env []string, url, ready string) (*Member, error) {
+	p, err := startProcess(name, bin, args, env, s.opts.Output)
 	if err != nil {
 		return nil, err
 	}
@@ -309,12 +346,19 @@ func (s *Stack) startWorker() (*Member, error) {
 	if s.balancer != nil {
 		brokerURL, name = "http://"+s.balancer.addr(), s.nextName("worker")
 	}
+	if s.opts.Via != nil {
+		addr, err := s.opts.Via(name, strings.TrimPrefix(brokerURL, "http://"))
+		if err != nil {
+			return nil, fmt.Errorf("%s's route to the brokers: %w", name, err)
+		}
+		brokerURL = "http://" + addr
+	}
 	env := append(os.Environ(), "BROKER_URL="+brokerURL)
 	if s.balancer != nil {
 		env = append(env, "WORKER_ID="+name)
 	}
 	env = append(env, s.creds.workerEnv...)
-	return s.startMember(name, "worker", s.opts.WorkerBin, append(env, s.opts.WorkerEnv...), "", "")
+	return s.startMember(name, "worker", s.opts.WorkerBin, s.opts.WorkerArgs, append(env, s.opts.WorkerEnv...), "", "")
 }
 
 // liveBrokers are the host:port of the members workers may connect to now.

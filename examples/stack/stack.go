@@ -2,7 +2,8 @@
 // Postgres (db/pgcluster, Postgres' default durability), the `converge`
 // binary (ROLE=all) and the classic demo's worker binary connected to its
 // broker over loopback Connect. cmd/devstack is its command line; the
-// end-to-end benchmark (examples/classic/cmd/bench) drives the same stack.
+// end-to-end benchmark (examples/classic/cmd/bench) and the chaos suite
+// (examples/chaos: Options.Via, RestartPostgres) drive the same stack.
 // Options.Topology makes it a local cluster instead: several ROLE=control
 // and ROLE=broker processes and workers on the one Postgres (cluster.go).
 //
@@ -72,7 +73,14 @@ type Options struct {
 	// Topology asks for a local cluster (several controls, brokers and
 	// workers); the zero value is one ROLE=all converge and one worker.
 	Topology Topology
-	Log      zerolog.Logger
+	// WorkerArgs are the worker binary's command-line arguments.
+	WorkerArgs []string
+	// Via, when set, is asked for the address each member dials instead of
+	// target, the host:port it would reach directly: Postgres for a
+	// converge process, the brokers' balancer (or the single converge) for
+	// a worker. The chaos suite puts a fault-injecting proxy there.
+	Via func(member, target string) (string, error)
+	Log zerolog.Logger
 }
 
 // Stack is a running local stack.
@@ -90,8 +98,9 @@ type Stack struct {
 	// and the GraphQL API apply documents; see examples/apply).
 	Store *store.Store
 
-	pg   *pgcluster.Cluster
-	pool *pgxpool.Pool
+	pg     *pgcluster.Cluster
+	pgOpts pgcluster.Options
+	pool   *pgxpool.Pool
 	// converge is the first server (BaseURL), worker the first worker.
 	converge *process
 	worker   *process
@@ -133,9 +142,11 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	if err := s.binaries(ctx, &s.opts); err != nil {
 		return s, err
 	}
-	if s.pg, err = pgcluster.Start(ctx, pgcluster.Options{DataDir: opts.DataDir, Port: opts.PGPort, Settings: opts.PGSettings, Logger: opts.Log}); err != nil {
+	s.pgOpts = pgcluster.Options{DataDir: opts.DataDir, Port: opts.PGPort, Settings: opts.PGSettings, Logger: opts.Log}
+	if s.pg, err = pgcluster.Start(ctx, s.pgOpts); err != nil {
 		return s, err
 	}
+	s.pgOpts.Port = s.pg.Port() // a restart comes back on the same port
 	if err := s.pg.CreateDatabase(ctx, "converge"); err != nil {
 		return s, err
 	}

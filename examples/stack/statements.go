@@ -26,7 +26,10 @@ type StatementStat struct {
 	Calls      int64
 	Rows       int64
 	Exec, Plan time.Duration
-	Query      string
+	// Buffers is shared blocks hit plus read: the work a statement did,
+	// which, unlike its time, a busy machine does not inflate.
+	Buffers int64
+	Query   string
 }
 
 // ResetStatements creates pg_stat_statements in the converge database
@@ -47,7 +50,7 @@ func (s *Stack) ResetStatements(ctx context.Context) error {
 // on a busy machine, included), not CPU.
 func (s *Stack) Statements(ctx context.Context) ([]StatementStat, error) {
 	rows, err := s.pool.Query(ctx, `
-SELECT toplevel, calls, rows, total_exec_time, total_plan_time, regexp_replace(query, '\s+', ' ', 'g')
+SELECT toplevel, calls, rows, total_exec_time, total_plan_time, shared_blks_hit + shared_blks_read, regexp_replace(query, '\s+', ' ', 'g')
   FROM pg_stat_statements
  WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
  ORDER BY total_exec_time + total_plan_time DESC`)
@@ -59,7 +62,7 @@ SELECT toplevel, calls, rows, total_exec_time, total_plan_time, regexp_replace(q
 	for rows.Next() {
 		var st StatementStat
 		var execMS, planMS float64
-		if err := rows.Scan(&st.TopLevel, &st.Calls, &st.Rows, &execMS, &planMS, &st.Query); err != nil {
+		if err := rows.Scan(&st.TopLevel, &st.Calls, &st.Rows, &execMS, &planMS, &st.Buffers, &st.Query); err != nil {
 			return nil, fmt.Errorf("read pg_stat_statements: %w", err)
 		}
 		st.Exec = time.Duration(execMS * float64(time.Millisecond))

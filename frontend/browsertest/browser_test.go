@@ -51,7 +51,10 @@ const instrument = `(() => {
   window.setTimeout = function (fn, ms, ...r) { if ((ms | 0) >= 1000) window.__probe.longTimeouts.push(ms | 0); return st.call(this, fn, ms, ...r); };
   // The Summary's first paint: when its READY total first shows, and
   // whether a placeholder ("…") ever showed in its counts.
+  // (Only on the Summary: elsewhere it would add its cost to what the
+  // graph's live batches measure.)
   document.addEventListener('DOMContentLoaded', () => new MutationObserver(() => {
+    if (location.pathname !== '/') return;
     const t = document.querySelector('[data-testid=total-READY]');
     if (t && !window.__probe.summaryPaint) window.__probe.summaryPaint = { at: performance.now(), text: t.textContent };
     for (const el of document.querySelectorAll('[data-testid=phase-totals], [data-testid=by-kind]')) if (el.textContent.includes('\u2026')) window.__probe.placeholder = true;

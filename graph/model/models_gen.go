@@ -39,6 +39,12 @@ type ClusterMember struct {
 	LastHeartbeat time.Time `json:"lastHeartbeat"`
 	// The booted runtime configuration, secrets redacted.
 	Config json.RawMessage `json:"config"`
+	// The drain or kill an admin requested; null when none (a kill is never downgraded to a drain).
+	RequestedAction *MemberAction `json:"requestedAction,omitempty"`
+	// Who requested it (the token's actor).
+	RequestedBy *string `json:"requestedBy,omitempty"`
+	// When it was requested, by the database clock.
+	RequestedAt *time.Time `json:"requestedAt,omitempty"`
 }
 
 // A Kubernetes-style condition: the why behind the phase.
@@ -405,6 +411,10 @@ type SubtreeMember struct {
 	FailureTerminal bool `json:"failureTerminal"`
 	// Its composing parent's id; null for the root.
 	OwnerID *string `json:"ownerId,omitempty"`
+	// Why it is FAILED or DEGRADED: the CamelCase reason of its most specific false condition (the kind's own, then Synced, then Ready); null for the others and for the root.
+	Reason *string `json:"reason,omitempty"`
+	// The human-readable message of that condition; null when reason is.
+	Message *string `json:"message,omitempty"`
 }
 
 // A live snapshot of a root's whole subtree (subtreeProgress).
@@ -433,6 +443,18 @@ type Summary struct {
 	ByKind []*KindPhaseCount `json:"byKind"`
 	// The work queue by kind: an estimate from planner statistics (as fresh as each queue partition's last analyze), by kind.
 	Queue []*KindQueueDepth `json:"queue"`
+	// The recent past, oldest first: the API server samples the work queue estimate and the phase totals every 5 s and keeps the last 10 minutes (empty just after it starts), so the Summary's charts have history at first paint.
+	History []*SummarySample `json:"history"`
+}
+
+// One sample of the Summary's history.
+type SummarySample struct {
+	// When it was taken.
+	At time.Time `json:"at"`
+	// The work queue by kind (the estimate of queue), non-empty kinds only.
+	Queue []*KindQueueDepth `json:"queue"`
+	// The number of resources in each phase (all seven, zeros included).
+	PhaseCounts []*PhaseCount `json:"phaseCounts"`
 }
 
 // One value copied from an upstream's status into the dependent's spec.
@@ -711,6 +733,64 @@ func (e HistoryEventType) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// An admin's request to a running member.
+type MemberAction string
+
+const (
+	// Leave gracefully, as on SIGTERM.
+	MemberActionDrain MemberAction = "DRAIN"
+	// Exit at once, as a crash would.
+	MemberActionKill MemberAction = "KILL"
+)
+
+var AllMemberAction = []MemberAction{
+	MemberActionDrain,
+	MemberActionKill,
+}
+
+func (e MemberAction) IsValid() bool {
+	switch e {
+	case MemberActionDrain, MemberActionKill:
+		return true
+	}
+	return false
+}
+
+func (e MemberAction) String() string {
+	return string(e)
+}
+
+func (e *MemberAction) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = MemberAction(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid MemberAction", str)
+	}
+	return nil
+}
+
+func (e MemberAction) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *MemberAction) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e MemberAction) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
 // The duties a member runs.
 type MemberRole string
 
@@ -772,7 +852,7 @@ func (e MemberRole) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// A member's liveness, derived from its heartbeat age.
+// A member's liveness, derived from its heartbeat age and any drain or kill an admin requested.
 type MemberStatus string
 
 const (
@@ -780,16 +860,22 @@ const (
 	MemberStatusReady MemberStatus = "READY"
 	// Its heartbeat is older.
 	MemberStatusNotReady MemberStatus = "NOT_READY"
+	// An admin asked it to drain: it claims nothing (its shards re-tiled to the others), finishes or hands back its in-flight work within its drain budget, then leaves.
+	MemberStatusDraining MemberStatus = "DRAINING"
+	// An admin killed it: it exits at once without draining; its row goes when a peer sees its liveness lock released.
+	MemberStatusKilled MemberStatus = "KILLED"
 )
 
 var AllMemberStatus = []MemberStatus{
 	MemberStatusReady,
 	MemberStatusNotReady,
+	MemberStatusDraining,
+	MemberStatusKilled,
 }
 
 func (e MemberStatus) IsValid() bool {
 	switch e {
-	case MemberStatusReady, MemberStatusNotReady:
+	case MemberStatusReady, MemberStatusNotReady, MemberStatusDraining, MemberStatusKilled:
 		return true
 	}
 	return false

@@ -200,3 +200,127 @@ func TestProbeChecks(t *testing.T) {
 		t.Errorf("a served worker: %v", errs)
 	}
 }
+
+// TestChartIdentities: tls.mtls.identities renders the per-audience
+// allow-lists where converge reads them — API_CLIENT_IDENTITIES on the pods
+// that serve the API (with client-certificate verification there), the
+// worker and mesh lists on broker pods, nothing on workers — and a list
+// alone authenticates the API.
+func TestChartIdentities(t *testing.T) {
+	prod := filepath.Join(chartDir, "ci", "production-values.yaml")
+	ids := map[string]any{"tls": map[string]any{"mtls": map[string]any{"identities": map[string]any{
+		"api":     []any{"admin:spiffe://prod.example/ns/ops/sa/conctl", "viewer:CN=dashboard"},
+		"workers": []any{"spiffe://prod.example/ns/converge/sa/worker"},
+		"mesh":    []any{"spiffe://prod.example/ns/converge/sa/converge", "spiffe://prod.example/ns/edge/sa/*"},
+	}}}}
+	if _, err := CheckFile(chartDir, env(t), []string{prod}, ids); err != nil {
+		t.Fatalf("production with identities: %v", err)
+	}
+	envs := func(override map[string]any) map[string]map[string]string {
+		t.Helper()
+		docs, _, err := Render(chartDir, []string{prod}, override)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := Decode(docs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]map[string]string{}
+		for _, d := range o.Deployments {
+			c := d.Spec.Template.Spec.Containers[0]
+			m := map[string]string{}
+			for _, e := range c.Env {
+				m[e.Name] = e.Value
+			}
+			out[d.Name] = m
+		}
+		return out
+	}
+	got := envs(ids)
+	control, broker := got["converge-control"], got["converge-broker"]
+	if control == nil || broker == nil {
+		t.Fatalf("deployments %v", got)
+	}
+	want := map[string]string{"API_CLIENT_IDENTITIES": "admin:spiffe://prod.example/ns/ops/sa/conctl,viewer:CN=dashboard",
+		"TLS_CLIENT_CA_FILE": "/etc/converge/tls/ca.crt"}
+	for k, v := range want {
+		if control[k] != v {
+			t.Errorf("control: %s=%q, want %q", k, control[k], v)
+		}
+	}
+	for _, k := range []string{"WORKER_CLIENT_IDENTITIES", "MESH_CLIENT_IDENTITIES", "API_AUTH"} {
+		if _, ok := control[k]; ok {
+			t.Errorf("control: %s set", k)
+		}
+	}
+	want = map[string]string{"WORKER_CLIENT_IDENTITIES": "spiffe://prod.example/ns/converge/sa/worker",
+		"MESH_CLIENT_IDENTITIES": "spiffe://prod.example/ns/converge/sa/converge,spiffe://prod.example/ns/edge/sa/*"}
+	for k, v := range want {
+		if broker[k] != v {
+			t.Errorf("broker: %s=%q, want %q", k, broker[k], v)
+		}
+	}
+	if _, ok := broker["API_CLIENT_IDENTITIES"]; ok {
+		t.Error("broker (ROLE=broker serves no API): API_CLIENT_IDENTITIES set")
+	}
+	for name, e := range got {
+		if name == "converge-control" || name == "converge-broker" {
+			continue
+		}
+		for _, k := range []string{"API_CLIENT_IDENTITIES", "WORKER_CLIENT_IDENTITIES", "MESH_CLIENT_IDENTITIES"} {
+			if _, ok := e[k]; ok {
+				t.Errorf("worker %s: %s set", name, k)
+			}
+		}
+	}
+	if _, ok := envs(nil)["converge-control"]["TLS_CLIENT_CA_FILE"]; ok {
+		t.Error("control without API identities verifies client certificates (split=true keeps the API on tokens)")
+	}
+
+	// The API list alone authenticates the API: no tokens, no API_AUTH=none.
+	only := map[string]any{"apiTokens": map[string]any{"existingSecret": ""},
+		"tls": map[string]any{"mtls": map[string]any{"identities": map[string]any{"api": []any{"admin:CN=ops"}}}}}
+	if _, err := CheckFile(chartDir, env(t), []string{prod}, only); err != nil {
+		t.Fatalf("API identities without tokens: %v", err)
+	}
+	c := envs(only)["converge-control"]
+	if _, ok := c["API_TOKENS_FILE"]; ok {
+		t.Error("API_TOKENS_FILE without tokens")
+	}
+	if v, ok := c["API_AUTH"]; ok {
+		t.Errorf("API_AUTH=%s beside API_CLIENT_IDENTITIES (converge refuses the contradiction)", v)
+	}
+}
+
+// TestChartIdentitiesRefused: lists without mTLS, an API entry without a
+// role, a comma inside an entry, and an open API beside an API list.
+func TestChartIdentitiesRefused(t *testing.T) {
+	minimal := filepath.Join(chartDir, "ci", "minimal-values.yaml")
+	prod := filepath.Join(chartDir, "ci", "production-values.yaml")
+	list := func(audience string, entries ...any) map[string]any {
+		return map[string]any{"tls": map[string]any{"mtls": map[string]any{"identities": map[string]any{audience: entries}}}}
+	}
+	cases := []struct {
+		name     string
+		file     string
+		override map[string]any
+		want     string
+	}{
+		{"a worker list without mTLS", minimal, list("workers", "spiffe://x/sa/worker"), "need tls.enabled and tls.mtls.enabled"},
+		{"an API list without mTLS", minimal, list("api", "admin:CN=ops"), "need tls.enabled and tls.mtls.enabled"},
+		{"an API entry without a role", prod, list("api", "CN=ops"), "values don't meet the specifications"},
+		{"a comma inside an entry", prod, list("mesh", "a,b"), "values don't meet the specifications"},
+		{"an open API beside an API list", prod, map[string]any{"apiTokens": map[string]any{"existingSecret": "", "open": true},
+			"tls": map[string]any{"mtls": map[string]any{"identities": map[string]any{"api": []any{"admin:CN=ops"}}}}},
+			"apiTokens: open=true contradicts"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := CheckFile(chartDir, env(t), []string{c.file}, c.override)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+}

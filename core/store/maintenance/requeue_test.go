@@ -146,3 +146,47 @@ func TestRequeueFailedAndPending_ScansOnlyItsRangeAndCapsAtMax(t *testing.T) {
 	require.Equal(t, 6, f.int(`SELECT count(*) FROM work_queue`), "rows outside [12,17] untouched")
 	require.Equal(t, 6, f.int(`SELECT count(*) FROM work_queue WHERE shard_id BETWEEN 12 AND 17`))
 }
+
+// A backlog's oldest lagging rows are the ones already queued, and the pass
+// does not move them; the walk must resume past them tick by tick (the old
+// walk began at the oldest entry every tick and never reached a row behind
+// its budget's worth of queued ones), and start again at a shard's end. The
+// queued rows share one since, as a drain batch's do: the position is exact
+// inside such a run.
+func TestRequeueFailedAndPending_WalkResumesPastAQueuedBacklog(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.kind(kind{name: "leaf"})
+	const sh, queued, batch = 30, 100, 2
+	old := t0.Add(-time.Hour)
+	for range queued {
+		id := f.res(res{shard: sh, gen: 2, lagging: true, updatedAt: old})
+		f.task(id, "reconcile", "", time.Time{}, old)
+	}
+	lost := f.res(res{shard: sh, gen: 2, lagging: true, updatedAt: old.Add(time.Second)})
+	store := f.at(t0)
+	// ceil(4 × batch / 1 shard) is under the floor of 8 entries a call
+	budget := 8
+	reach := func(what string) int {
+		t.Helper()
+		for call := 1; call <= queued/budget+2; call++ {
+			n, err := store.RequeueFailedAndPending(ctx, shard.Between(sh, sh), batch, time.Minute)
+			require.NoError(t, err)
+			if n > 0 {
+				require.Equal(t, 1, n, "%s: only the lost row lacks a task", what)
+				require.Len(t, f.tasks(lost), 1, "%s: the lost row is queued", what)
+				return call
+			}
+		}
+		t.Fatalf("%s: the lost row was never reached behind %d queued rows", what, queued)
+		return 0
+	}
+	first := reach("first cycle")
+	require.Greater(t, first, queued/budget, "each call examines at most its budget of entries")
+	// The lost row is queued again and the walk sits past the shard's end:
+	// the next call wraps; a second loss is found from the oldest entry on.
+	f.exec(`DELETE FROM work_queue WHERE resource_id = $1`, lost)
+	f.exec(`UPDATE resource_phases SET since = $2 WHERE id = $1`, lost, old.Add(time.Second))
+	reach("after the wrap")
+	require.Equal(t, queued+1, f.int(`SELECT count(*) FROM work_queue WHERE shard_id = $1`, sh))
+}

@@ -12,7 +12,7 @@ import (
 
 // memberColumns is the column list scanMember reads.
 const memberColumns = `member_id, role, kinds, shard_lo, shard_hi, config, version, host, pid, in_flight, started_at,
-       last_heartbeat, coalesce(lock_key, 0)`
+       last_heartbeat, coalesce(lock_key, 0), coalesce(control, ''), coalesce(control_by, ''), control_at`
 
 // ListLive returns the live members (live_cluster_members: heartbeat within
 // liveness of the database clock and, for a member that holds one, its
@@ -35,12 +35,16 @@ SELECT `+memberColumns+`
 }
 
 // scanMember reads one cluster_members row in the column order List uses.
-func scanMember(row pgx.CollectableRow) (Member, error) {
+func scanMember(row pgx.CollectableRow) (Member, error) { return scanMemberThen(row) }
+
+// scanMemberThen reads memberColumns, then the extra columns into more.
+func scanMemberThen(row pgx.CollectableRow, more ...any) (Member, error) {
 	var m Member
 	var lo, hi *int
 	var cfg []byte
-	if err := row.Scan(&m.ID, &m.Role, &m.Kinds, &lo, &hi, &cfg, &m.Version, &m.Host, &m.PID, &m.InFlight,
-		&m.StartedAt, &m.LastHeartbeat, &m.LockKey); err != nil {
+	dest := []any{&m.ID, &m.Role, &m.Kinds, &lo, &hi, &cfg, &m.Version, &m.Host, &m.PID, &m.InFlight,
+		&m.StartedAt, &m.LastHeartbeat, &m.LockKey, &m.Request.Action, &m.Request.By, &m.Request.At}
+	if err := row.Scan(append(dest, more...)...); err != nil {
 		return Member{}, err
 	}
 	if lo != nil && hi != nil {

@@ -51,6 +51,9 @@ type Member struct {
 	LockKey int32
 	// LastHeartbeat is stamped by the database; ignored on write.
 	LastHeartbeat time.Time
+	// Request is an admin's pending drain or kill (zero: none); read-only,
+	// written by RequestControl.
+	Request Request
 }
 
 // Store reads and writes cluster_members.
@@ -61,7 +64,16 @@ type Store struct {
 // New returns a Store on db.
 func New(db DB) *Store { return &Store{db: db} }
 
+// upsertSQL writes a member's row. A beat that changes the member's served
+// kinds fires cluster_changed (the join's own wake is the insert trigger's):
+// peers route stages to a broker by the kinds its row advertises, and without
+// the wake they would learn of a worker that just connected only at their
+// next poll — a dead worker's stages waited that long for a peer's worker.
+// prev reads the row as it was before this statement (its snapshot).
 const upsertSQL = `
+WITH prev AS (
+    SELECT kinds FROM cluster_members WHERE member_id = $1
+), up AS (
 INSERT INTO cluster_members AS m (member_id, role, kinds, shard_lo, shard_hi, config, version, host, pid,
                                   in_flight, started_at, last_heartbeat, lock_key)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11::timestamptz, now()), now(), $12)
@@ -70,11 +82,17 @@ ON CONFLICT (member_id) DO UPDATE
        config = EXCLUDED.config, version = EXCLUDED.version, host = EXCLUDED.host, pid = EXCLUDED.pid,
        in_flight = EXCLUDED.in_flight, started_at = EXCLUDED.started_at, last_heartbeat = now(),
        lock_key = EXCLUDED.lock_key
-RETURNING last_heartbeat, started_at`
+RETURNING last_heartbeat, started_at, kinds
+)
+SELECT up.last_heartbeat, up.started_at,
+       CASE WHEN EXISTS (SELECT 1 FROM prev) AND (SELECT kinds FROM prev) IS DISTINCT FROM up.kinds
+            THEN pg_notify('cluster_changed', '') END IS NULL
+  FROM up`
 
 // Upsert writes m's row in one primary-key upsert stamped with the database
 // clock and returns the stamped heartbeat. The first upsert of a member is a
-// join (it fires cluster_changed); later ones are plain beats (they do not).
+// join (it fires cluster_changed); later ones are plain beats, which fire it
+// only when the served kinds changed.
 // A zero StartedAt becomes the database's now() on the first write.
 func (s *Store) Upsert(ctx context.Context, m Member) (time.Time, error) {
 	kinds := m.Kinds
@@ -102,8 +120,9 @@ func (s *Store) Upsert(ctx context.Context, m Member) (time.Time, error) {
 		lockKey = &m.LockKey
 	}
 	var beat, startedAt time.Time
+	var notified bool
 	err := s.db.QueryRow(ctx, upsertSQL, m.ID, m.Role, kinds, lo, hi, string(cfg), version, m.Host, m.PID,
-		m.InFlight, started, lockKey).Scan(&beat, &startedAt)
+		m.InFlight, started, lockKey).Scan(&beat, &startedAt, &notified)
 	if err != nil {
 		return time.Time{}, dbx.Wrap(err, "upsert cluster member %s", m.ID)
 	}

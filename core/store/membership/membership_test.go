@@ -133,3 +133,21 @@ func TestGCStale_RemovesOnlyRowsPastTheTTL(t *testing.T) {
 		require.Zero(t, n)
 	}), "an idle GC tick wakes nobody")
 }
+
+// A beat that changes the served kinds wakes the peers (they route stages by
+// the kinds a row advertises); a beat that changes nothing else does not.
+func TestUpsert_ABeatThatChangesTheServedKindsWakesThePeers(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := membership.New(pool)
+	beat := func(kinds ...string) {
+		t.Helper()
+		_, err := s.Upsert(ctx, membership.Member{ID: "broker-k", Role: membership.RoleBroker, Kinds: kinds})
+		require.NoError(t, err)
+	}
+	require.Positive(t, countNotifies(t, pool, 500*time.Millisecond, func() { beat() }), "a join wakes the peers")
+	require.Zero(t, countNotifies(t, pool, 500*time.Millisecond, func() { beat() }), "a plain beat does not")
+	require.Positive(t, countNotifies(t, pool, 500*time.Millisecond, func() { beat("vpc/v1") }), "a worker's kind arrived")
+	require.Zero(t, countNotifies(t, pool, 500*time.Millisecond, func() { beat("vpc/v1") }), "the same kinds again")
+	require.Positive(t, countNotifies(t, pool, 500*time.Millisecond, func() { beat() }), "the kind's last worker left")
+}

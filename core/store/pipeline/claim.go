@@ -5,11 +5,13 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // Lease is a claimer: its worker id and the contiguous shard range it claims
@@ -176,20 +178,13 @@ func (s *Store) Claim(ctx context.Context, l Lease, b Batch) ([]Task, error) {
 }
 
 // claimableSpans keeps the spans whose partition holds a claimable row of
-// the pair (pending, due). The LATERAL … LIMIT 1 is a parameterised probe
-// per span: run-time pruning scans only that span's partition.
+// the pair (pending, due): claimable_spans, one LIMIT 1 probe per span under
+// a cached generic plan.
 func (s *Store) claimableSpans(ctx context.Context, b Batch, spans [][2]int) ([][2]int, error) {
 	los, his := spanBounds(spans)
 	var keep []int32
-	err := s.pool.QueryRow(ctx, `
-SELECT coalesce(array_agg(x.i ORDER BY x.i), '{}')
-  FROM unnest($1::int[], $2::int[]) WITH ORDINALITY AS x(lo, hi, i)
- CROSS JOIN LATERAL (SELECT 1 FROM work_queue w
-                      WHERE w.shard_id BETWEEN x.lo AND x.hi
-                        AND w.kind = $3 AND w.version = $4 AND w.task_type = $5
-                        AND w.worker_id IS NULL AND w.not_before <= coalesce($6::timestamptz, now())
-                      LIMIT 1) e`,
-		los, his, b.Kind, b.Version, string(b.TaskType), s.now()).Scan(&keep)
+	err := s.pool.QueryRow(ctx, `SELECT claimable_spans($1, $2, $3, $4::int[], $5::int[], coalesce($6::timestamptz, now()))`,
+		b.Kind, b.Version, string(b.TaskType), los, his, s.now()).Scan(&keep)
 	if err != nil {
 		return nil, wrap(err, "probe claimable partitions of %s/%s %s", b.Kind, b.Version, b.TaskType)
 	}
@@ -381,4 +376,38 @@ SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM rel)`, plo, phi, shard
 		}
 	}
 	return total, nil
+}
+
+// RecordLostAttempt counts one attempt of the reconcile task t whose worker
+// was lost mid-stage (its process died or its stream ended without the
+// result being redelivered) against its kind's live max_transient_attempts
+// (kind_config, read here as the drain reads it), like a transient failure:
+// attempts is bumped while the lease is still t's (its claim_epoch). It
+// returns the attempts now recorded, the bound, and whether this loss is the
+// max-th in a row: then attempts is left as is and the caller finishes the
+// task as a transient failure, which the drain dead-letters (attempts+1 >=
+// max). A bound of 0 never dead-letters. ErrFenced: the lease moved on.
+func (s *Store) RecordLostAttempt(ctx context.Context, t Task) (attempts, limit int, last bool, err error) {
+	k := t.Key
+	err = s.pool.QueryRow(ctx, `
+UPDATE work_queue w
+   SET attempts = o.prev + CASE WHEN o.last THEN 0 ELSE 1 END
+  FROM (SELECT q.attempts AS prev, coalesce(kc.max_transient_attempts, 0) AS lim,
+               coalesce(kc.max_transient_attempts > 0 AND q.attempts + 1 >= kc.max_transient_attempts, false) AS last
+          FROM work_queue q
+          LEFT JOIN kind_config kc ON kc.kind = q.kind AND kc.version = q.version
+         WHERE q.shard_id BETWEEN $1 AND $1 AND q.resource_id = $2 AND q.task_type = $3 AND q.op_id = $4
+           AND q.claim_epoch = $5
+           FOR UPDATE OF q) o
+ WHERE w.shard_id BETWEEN $1 AND $1 AND w.resource_id = $2 AND w.task_type = $3 AND w.op_id = $4
+   AND w.claim_epoch = $5
+RETURNING w.attempts, o.lim, o.last`,
+		k.ShardID, k.ResourceID, string(k.TaskType), k.OpID, t.ClaimEpoch).Scan(&attempts, &limit, &last)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, false, ErrFenced
+	}
+	if err != nil {
+		return 0, 0, false, wrap(err, "record a lost attempt of %s task of %s", k.TaskType, k.ResourceID)
+	}
+	return attempts, limit, last, nil
 }

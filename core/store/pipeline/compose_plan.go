@@ -173,7 +173,15 @@ func planChildren(st *composeState, children []Child) (*composePlan, error) {
 		if owned {
 			pc.id, pc.readopt = o.id, o.orphaned
 		} else {
-			pc.id, pc.isNew = uuid.New(), true
+			// Time-ordered, as the API's ids are: a composition's children
+			// are inserted together, so their primary-key entries (here, in
+			// the phase index, the labels and the edges) land on the right
+			// edge of each index instead of a thousand random leaf pages.
+			id, err := uuid.NewV7()
+			if err != nil {
+				return nil, fmt.Errorf("new id for child %s: %w", ch.Name, err)
+			}
+			pc.id, pc.isNew = id, true
 		}
 		plan.ids[ch.Name] = pc.id
 		plan.keep = append(plan.keep, pc.id)
@@ -235,10 +243,19 @@ func loadKinds(ctx context.Context, tx pgx.Tx, c Composition) (map[manifest.Kind
 	if len(ks) == 0 {
 		return out, nil
 	}
+	// FOR KEY SHARE: the schema-stability gate of a manifest re-apply holds
+	// the row FOR UPDATE while it scans the stored resources. A compose that
+	// locks first makes the gate wait for its children (the gate's scan then
+	// sees them); one that comes second waits for the re-apply and reads, and
+	// validates against, the schema it committed. So no child is written
+	// against a schema the gate has replaced. Rows in key order, as a
+	// multi-document apply locks them.
 	rows, err := tx.Query(ctx, `
 SELECT m.kind, m.version, m.manifest_gen, m.is_reactor, m.manifest->'spec_schema', m.manifest->'config_schema'
   FROM kind_manifest m
- WHERE (m.kind, m.version) IN (SELECT DISTINCT k, v FROM unnest($1::text[], $2::text[]) AS x(k, v))`, ks, vs)
+ WHERE (m.kind, m.version) IN (SELECT DISTINCT k, v FROM unnest($1::text[], $2::text[]) AS x(k, v))
+ ORDER BY m.kind, m.version
+   FOR KEY SHARE OF m`, ks, vs)
 	if err != nil {
 		return nil, wrap(err, "compose: read kinds")
 	}

@@ -82,3 +82,48 @@ func TestDrain_TransientFailuresDeadLetterAtTheKindsBound(t *testing.T) {
 	}
 	require.Equal(t, "Deleting", f.phase(d))
 }
+
+// TestRecordLostAttempt: a worker lost mid-stage counts one attempt against
+// the kind's live max_transient_attempts while the lease is the caller's;
+// the max-th loss leaves attempts as is and says so, and the transient
+// failure written then is dead-lettered by the drain (the bound counts lost
+// workers and failures alike). A moved-on lease is ErrFenced; 0 counts and
+// never says last.
+func TestRecordLostAttempt(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.exec(`UPDATE kind_config SET max_transient_attempts = 3 WHERE kind = 'leaf'`)
+	id := f.res("leaf", "poison")
+	f.schedule(id)
+	task := f.claimOne("leaf")
+
+	for want := 1; want <= 2; want++ {
+		n, limit, last, err := f.st.RecordLostAttempt(f.ctx, task)
+		require.NoError(t, err)
+		require.Equal(t, []any{want, 3, false}, []any{n, limit, last}, "loss %d", want)
+	}
+	n, _, last, err := f.st.RecordLostAttempt(f.ctx, task)
+	require.NoError(t, err)
+	require.True(t, last, "the third loss is the last")
+	require.Equal(t, 2, n, "left for the drain to count the failure written now")
+	f.finish(task.Failure("worker lost", false))
+	require.False(t, f.isQueued(id))
+	c, ok := f.condition(id, "Synced")
+	require.True(t, ok)
+	require.Equal(t, "DeadLettered", c.Reason)
+	require.Equal(t, "dead-lettered after 3 transient failures in a row (max_transient_attempts 3): worker lost", c.Message)
+
+	_, _, _, err = f.st.RecordLostAttempt(f.ctx, task)
+	require.ErrorIs(t, err, ErrFenced, "the task is finished: its lease is gone")
+
+	f.exec(`UPDATE kind_config SET max_transient_attempts = 0 WHERE kind = 'leaf'`)
+	other := f.res("leaf", "other")
+	f.schedule(other)
+	task = f.claimOne("leaf")
+	for want := 1; want <= 5; want++ {
+		n, limit, last, err := f.st.RecordLostAttempt(f.ctx, task)
+		require.NoError(t, err)
+		require.Equal(t, []any{want, 0, false}, []any{n, limit, last})
+	}
+}

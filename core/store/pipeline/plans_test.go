@@ -114,6 +114,27 @@ func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
 				rec.Take(t)
 			})
 
+			t.Run("claimable probes", func(t *testing.T) {
+				// Both probes walk idx_work_queue_pending in its own order. The
+				// spans probe was planned as a bitmap over the primary key's
+				// shard range (every row of the partition, leased or not), and
+				// the idle probe as a hash semi-join over a Seq Scan of every
+				// partition.
+				_, err := st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 31}, Batch{Kind: "leaf", Version: "v1", TaskType: TaskReconcile, Max: 1})
+				require.NoError(t, err)
+				has, err := st.Claimable(ctx, 0, 15, []Batch{{Kind: "leaf", Version: "v1", TaskType: TaskReconcile}, {Kind: "comp", Version: "v1", TaskType: TaskDelete}})
+				require.NoError(t, err)
+				require.Equal(t, []bool{true, false}, has)
+				plans := rec.Take(t)
+				pending := []string{"work_queue_kind_version_task_type_not_before_idx"}
+				plantest.Check(t, plans, spec([]plantest.Rule{
+					{Match: "unnest(p_los, p_his)", Uses: pending},
+					{Match: "unnest($1::text[], $2::text[], $3::text[])", Uses: pending},
+					{Match: "WITH kc AS", Uses: pending},
+				}))
+				t.Log("\n" + plantest.Summary(plans))
+			})
+
 			t.Run("claim generic plan", func(t *testing.T) {
 				// The claim is planned per call: its generic plan costs all 16
 				// partitions, so plan_cache_mode=auto keeps the custom one, and

@@ -26,15 +26,20 @@ export type HistoryEventType = 'NORMAL' | 'WARNING';
 /** Every HistoryEventType value, in schema order. */
 export const HistoryEventTypeValues: readonly HistoryEventType[] = ['NORMAL', 'WARNING'];
 
+/** An admin's request to a running member. */
+export type MemberAction = 'DRAIN' | 'KILL';
+/** Every MemberAction value, in schema order. */
+export const MemberActionValues: readonly MemberAction[] = ['DRAIN', 'KILL'];
+
 /** The duties a member runs. */
 export type MemberRole = 'ALL' | 'CONTROL' | 'BROKER';
 /** Every MemberRole value, in schema order. */
 export const MemberRoleValues: readonly MemberRole[] = ['ALL', 'CONTROL', 'BROKER'];
 
-/** A member's liveness, derived from its heartbeat age. */
-export type MemberStatus = 'READY' | 'NOT_READY';
+/** A member's liveness, derived from its heartbeat age and any drain or kill an admin requested. */
+export type MemberStatus = 'READY' | 'NOT_READY' | 'DRAINING' | 'KILLED';
 /** Every MemberStatus value, in schema order. */
-export const MemberStatusValues: readonly MemberStatus[] = ['READY', 'NOT_READY'];
+export const MemberStatusValues: readonly MemberStatus[] = ['READY', 'NOT_READY', 'DRAINING', 'KILLED'];
 
 /** Where an operation is. */
 export type OperationState = 'PENDING' | 'RUNNING' | 'SUCCEEDED' | 'FAILED';
@@ -161,6 +166,12 @@ export type ClusterMemberRowFragment = {
   lastHeartbeat: string;
   /** The booted runtime configuration, secrets redacted. */
   config: JSONValue;
+  /** The drain or kill an admin requested; null when none (a kill is never downgraded to a drain). */
+  requestedAction: MemberAction | null;
+  /** Who requested it (the token's actor). */
+  requestedBy: string | null;
+  /** When it was requested, by the database clock. */
+  requestedAt: string | null;
 };
 
 /** Fragment GraphNode (src/graph/graph.graphql). */
@@ -455,8 +466,36 @@ export type ClusterMembersLiveSubscriptionVariables = Record<string, never>;
 export const ClusterMembersLiveDocument = {
   kind: 'subscription',
   operationName: 'ClusterMembersLive',
-  query: "subscription ClusterMembersLive{clusterMembers{...ClusterMemberRow}}fragment ClusterMemberRow on ClusterMember{id role status kinds shardLo shardHi inFlight version host pid startedAt lastHeartbeat config}",
+  query: "subscription ClusterMembersLive{clusterMembers{...ClusterMemberRow}}fragment ClusterMemberRow on ClusterMember{id role status kinds shardLo shardHi inFlight version host pid startedAt lastHeartbeat config requestedAction requestedBy requestedAt}",
 } as TypedDocument<ClusterMembersLiveSubscription, ClusterMembersLiveSubscriptionVariables>;
+
+/** Mutation DrainClusterMember (src/cluster/cluster.graphql). */
+export type DrainClusterMemberMutation = {
+  /** Drain a member (admin only): it stops claiming at once and its shards re-tile to the others, it finishes or hands back its in-flight work within its drain budget (SHUTDOWN_DRAIN), deregisters and exits, as on SIGTERM. The member acts within about a second. Under Kubernetes the Deployment starts a replacement pod; scale the Deployment to remove capacity. An unknown id is NOT_FOUND. Asking again is harmless. */
+  drainClusterMember: ClusterMemberRowFragment;
+};
+export type DrainClusterMemberMutationVariables = {
+  id: string;
+};
+export const DrainClusterMemberDocument = {
+  kind: 'mutation',
+  operationName: 'DrainClusterMember',
+  query: "mutation DrainClusterMember($id:ID!){drainClusterMember(id:$id){...ClusterMemberRow}}fragment ClusterMemberRow on ClusterMember{id role status kinds shardLo shardHi inFlight version host pid startedAt lastHeartbeat config requestedAction requestedBy requestedAt}",
+} as TypedDocument<DrainClusterMemberMutation, DrainClusterMemberMutationVariables>;
+
+/** Mutation KillClusterMember (src/cluster/cluster.graphql). */
+export type KillClusterMemberMutation = {
+  /** Kill a member (admin only): it exits at once without draining, as a crash would; peers see its liveness lock released within about a second, free its leases and re-tile its shards, and its in-flight tasks run again elsewhere. Overrides a drain under way. An unknown id is NOT_FOUND. */
+  killClusterMember: ClusterMemberRowFragment;
+};
+export type KillClusterMemberMutationVariables = {
+  id: string;
+};
+export const KillClusterMemberDocument = {
+  kind: 'mutation',
+  operationName: 'KillClusterMember',
+  query: "mutation KillClusterMember($id:ID!){killClusterMember(id:$id){...ClusterMemberRow}}fragment ClusterMemberRow on ClusterMember{id role status kinds shardLo shardHi inFlight version host pid startedAt lastHeartbeat config requestedAction requestedBy requestedAt}",
+} as TypedDocument<KillClusterMemberMutation, KillClusterMemberMutationVariables>;
 
 /** Query ProviderConfigs (src/configs/configs.graphql). */
 export type ProviderConfigsQuery = {
@@ -1317,6 +1356,27 @@ export type SummaryFirstPaintQuery = {
       /** Tasks a worker holds: in flight. */
       leased: number;
     }>;
+    /** The recent past, oldest first: the API server samples the work queue estimate and the phase totals every 5 s and keeps the last 10 minutes (empty just after it starts), so the Summary's charts have history at first paint. */
+    history: Array<{
+      /** When it was taken. */
+      at: string;
+      /** The work queue by kind (the estimate of queue), non-empty kinds only. */
+      queue: Array<{
+        /** The kind, or (other) for rows the statistics cannot attribute. */
+        kind: string;
+        /** Tasks waiting for a worker. */
+        pending: number;
+        /** Tasks a worker holds: in flight. */
+        leased: number;
+      }>;
+      /** The number of resources in each phase (all seven, zeros included). */
+      phaseCounts: Array<{
+        /** The phase. */
+        phase: Phase;
+        /** How many resources are in it. */
+        count: number;
+      }>;
+    }>;
   };
   /** Every applied kind version, by name then version. */
   kinds: Array<{
@@ -1330,5 +1390,54 @@ export type SummaryFirstPaintQueryVariables = Record<string, never>;
 export const SummaryFirstPaintDocument = {
   kind: 'query',
   operationName: 'SummaryFirstPaint',
-  query: "query SummaryFirstPaint{summary{phaseCounts{phase count}byKind{kind phase count}queue{kind pending leased}}kinds{name isReactor}}",
+  query: "query SummaryFirstPaint{summary{phaseCounts{phase count}byKind{kind phase count}queue{kind pending leased}history{at queue{kind pending leased}phaseCounts{phase count}}}kinds{name isReactor}}",
 } as TypedDocument<SummaryFirstPaintQuery, SummaryFirstPaintQueryVariables>;
+
+/** Subscription SubtreeProgress (src/resources/subtree.graphql). */
+export type SubtreeProgressSubscription = {
+  /** A root's whole subtree, live: the counts by kind and phase, READY over total and the failures named. Pushed at once, then coalesced (at most a few times a second) while the subtree changes, from the same change announcements as resourceChanged: no query per change. Follows a teardown to its end (root becomes null once the root is gone). */
+  subtreeProgress: {
+    /** The root's id. */
+    rootId: string;
+    /** How many resources are below the root (the root not counted). */
+    total: number;
+    /** How many of them are READY. */
+    ready: number;
+    /** The resources below the root by kind (sorted) and phase; non-zero counts only. */
+    counts: Array<{
+      /** The kind. */
+      kind: string;
+      /** The phase. */
+      phase: Phase;
+      /** How many. */
+      count: number;
+    }>;
+    /** The FAILED and DEGRADED resources below the root, by kind then name, at most 50. */
+    failures: Array<{
+      /** The resource's id. */
+      id: string;
+      /** Its kind. */
+      kind: string;
+      /** Its name. */
+      name: string;
+      /** Its phase. */
+      phase: Phase;
+      /** Its failure will not be retried. */
+      failureTerminal: boolean;
+      /** Why it is FAILED or DEGRADED: the CamelCase reason of its most specific false condition (the kind's own, then Synced, then Ready); null for the others and for the root. */
+      reason: string | null;
+      /** The human-readable message of that condition; null when reason is. */
+      message: string | null;
+    }>;
+    /** How many resources below the root are FAILED or DEGRADED (failures lists the first 50). */
+    failureCount: number;
+  };
+};
+export type SubtreeProgressSubscriptionVariables = {
+  rootId: string;
+};
+export const SubtreeProgressDocument = {
+  kind: 'subscription',
+  operationName: 'SubtreeProgress',
+  query: "subscription SubtreeProgress($rootId:ID!){subtreeProgress(rootId:$rootId){rootId total ready counts{kind phase count}failures{id kind name phase failureTerminal reason message}failureCount}}",
+} as TypedDocument<SubtreeProgressSubscription, SubtreeProgressSubscriptionVariables>;

@@ -14,6 +14,7 @@ import { HistoryDiff } from './HistoryDiff';
 import type { ResourceRef } from './filters';
 import { failureOf, formatTime, generationState, isComposite, labelEntries, type Detail } from './mappers';
 import { PhaseBadge } from './PhaseBadge';
+import { SubtreeProgress } from './SubtreeProgress';
 import { WaitingBanner } from './WaitingBanner';
 
 type HistoryItem = NonNullable<ResourceHistoryQuery['resource']>['history']['items'][number];
@@ -106,6 +107,11 @@ export function DetailPanel({ target, onClose, hrefOf, childrenHref }: { target:
               </ul>
             )}
           </Section>
+          {isComposite(d) || d.composedGeneration > 0 ? (
+            <Section title="Subtree">
+              <SubtreeProgress rootId={d.id} hrefOf={hrefOf} />
+            </Section>
+          ) : null}
           {isComposite(d) || d.composedGeneration > 0 ? (
             <Section title="Children">
               <ChildrenList ownerId={d.id} hrefOf={hrefOf} listHref={childrenHref(d.id)} />

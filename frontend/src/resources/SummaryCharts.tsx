@@ -6,7 +6,7 @@ import { useEffect, useRef, useState } from 'react';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { PhaseValues, type Phase } from '../gql/graphql';
-import { activity, type Sample } from './history';
+import { activity, queueSeries, type QueueSample, type Sample } from './history';
 import { phaseLabel } from './mappers';
 
 /** The phase colours of styles.css (canvas cannot read CSS variables cheaply). */
@@ -119,16 +119,56 @@ export function ActivityChart({ samples }: { samples: readonly Sample[] }) {
   );
 }
 
-export default function SummaryCharts({ samples }: { samples: readonly Sample[] }) {
+/** Kind colours of the queue chart (pending solid, in flight dashed). */
+const KIND_COLOURS = ['#0b63ce', '#b35900', '#1a7f37', '#6e40c9', '#c62828', '#39424e'];
+
+export function QueueChart({ samples }: { samples: readonly QueueSample[] }) {
+  const q = queueSeries(samples);
+  const key = q.kinds.map((k) => k.kind).join() || '-';
+  const data: uPlot.AlignedData = [q.t, ...q.kinds.flatMap((k) => [k.pending, k.leased])];
+  const lastOf = (xs: number[]) => xs[xs.length - 1] ?? 0;
+  return (
+    <Chart
+      key={key}
+      testid="chart-queue"
+      label={q.kinds.length ? `Work queue now: ${q.kinds.map((k) => `${k.kind} ${lastOf(k.pending)} pending, ${lastOf(k.leased)} in flight`).join('; ')}` : 'The work queue has been empty'}
+      data={data}
+      opts={(width) => ({
+        width,
+        height: HEIGHT,
+        legend: { show: true },
+        cursor: { drag: { x: false, y: false } },
+        scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max ?? 1)] } },
+        axes: [axisStyle, { ...axisStyle, size: 56 }],
+        series: [
+          {},
+          ...q.kinds.flatMap((k, i) => {
+            const stroke = KIND_COLOURS[i % KIND_COLOURS.length]!;
+            return [
+              { label: `${k.kind} pending`, stroke, width: 2 },
+              { label: `${k.kind} in flight`, stroke, width: 1.5, dash: [5, 4] },
+            ];
+          }),
+        ],
+      })}
+    />
+  );
+}
+
+export default function SummaryCharts({ samples, queue }: { samples: readonly Sample[]; queue: readonly QueueSample[] }) {
   return (
     <div className="charts">
       <figure className="chart-card">
-        <figcaption>Resources by phase, since this page opened</figcaption>
+        <figcaption>Resources by phase, the last minutes</figcaption>
         <PhaseChart samples={samples} />
       </figure>
       <figure className="chart-card">
-        <figcaption>Changes per minute (rises in each phase between pushes: a lower bound)</figcaption>
+        <figcaption>Changes per minute (rises in each phase between samples: a lower bound)</figcaption>
         <ActivityChart samples={samples} />
+      </figure>
+      <figure className="chart-card">
+        <figcaption>Work queue by kind, sampled every 5 s (an estimate from planner statistics)</figcaption>
+        <QueueChart samples={queue} />
       </figure>
     </div>
   );

@@ -26,6 +26,11 @@ describe('SummaryPage', () => {
                   { kind: 'route', phase: 'FAILED', count: 3 },
                 ],
                 queue: [{ kind: 'route', pending: 40, leased: 8 }],
+                history: [0, 1, 2].map((i) => ({
+                  at: new Date(Date.now() - (3 - i) * 5000).toISOString(),
+                  queue: [{ kind: 'route', pending: 40 + i, leased: 8 }],
+                  phaseCounts: phases.map((phase) => ({ phase, count: phase === 'READY' ? 1230 + i : 0 })),
+                })),
               },
               kinds: [
                 { name: 'vpc', isReactor: false },

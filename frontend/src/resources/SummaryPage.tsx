@@ -3,15 +3,17 @@
 // comes from one read (the summary query), so no count waits for a
 // subscription; the phaseCounts subscriptions then keep every count live
 // (the server coalesces and sends only changes), and a push re-reads the
-// queue and the by-kind counts at most about once a second. Counts are shown
-// exactly as served.
-import { lazy, Suspense, useEffect, useRef, useState } from 'react';
+// queue and the by-kind counts at most about once a second. The charts start
+// from the server's history (samples of the phase totals and of the queue
+// every 5 s over the last 10 minutes), then the pushes add to the phases.
+// Counts are shown exactly as served.
+import { lazy, Suspense, useEffect, useMemo, useRef, useState } from 'react';
 import { Link } from '../app/router';
 import { useQuery, useSubscriptionValue } from '../client/hooks';
 import { PhaseCountsLiveDocument, PhaseValues, SummaryFirstPaintDocument, type Phase, type SummaryFirstPaintQuery } from '../gql/graphql';
 import { ErrorBox } from '../widgets/ErrorBox';
 import { listSearch, emptyList } from './filters';
-import { addSample, failingMost, toSample, type Sample } from './history';
+import { addSample, failingMost, mergeSamples, toSample, type QueueSample, type Sample } from './history';
 import { countsInOrder, formatCount, phaseClass, phaseLabel, PHASE_META, type PhaseCounts } from './mappers';
 
 const SummaryCharts = lazy(() => import('./SummaryCharts'));
@@ -116,6 +118,11 @@ export function SummaryPage() {
   useEffect(() => () => void (reread.current && clearTimeout(reread.current)), []);
 
   const data = first.data;
+  // The server's history (its samples from before this page opened) first.
+  const history = data?.summary.history;
+  const serverSamples = useMemo(() => (history ?? []).map((h) => toSample(Date.parse(h.at) / 1000, h.phaseCounts)), [history]);
+  const merged = useMemo(() => mergeSamples(serverSamples, samples), [serverSamples, samples]);
+  const queueSamples: QueueSample[] = useMemo(() => (history ?? []).map((h) => ({ t: Date.parse(h.at) / 1000, kinds: h.queue })), [history]);
   const names = [...new Set((data?.kinds ?? []).filter((k) => !k.isReactor).map((k) => k.name))];
   const failing = data ? failingMost(data.summary.byKind) : [];
   const queue = data ? data.summary.queue.filter((q) => q.pending + q.leased > 0) : [];
@@ -169,7 +176,7 @@ export function SummaryPage() {
             </section>
           </div>
           <Suspense fallback={<div className="charts" aria-hidden="true" />}>
-            <SummaryCharts samples={samples} />
+            <SummaryCharts samples={merged} queue={queueSamples} />
           </Suspense>
         </>
       )}

@@ -40,3 +40,25 @@ describe('history', () => {
     expect(ks[2]).toEqual({ kind: 'vpc', failed: 0, degraded: 3, total: 13 });
   });
 });
+
+describe('the server history', () => {
+  it('comes before the page samples, without duplicates', async () => {
+    const { mergeSamples } = await import('./history');
+    const s = (t: number) => toSample(t, [{ phase: 'READY', count: t }]);
+    expect(mergeSamples([s(1), s(2)], [s(2), s(3)]).map((x) => x.t)).toEqual([1, 2, 3]);
+    expect(mergeSamples([], [s(3)]).map((x) => x.t)).toEqual([3]);
+  });
+  it('charts the busiest kinds of the queue, pending and in flight', async () => {
+    const { queueSeries } = await import('./history');
+    const q = queueSeries([
+      { t: 1, kinds: [{ kind: 'route', pending: 40, leased: 8 }] },
+      { t: 2, kinds: [{ kind: 'vpc', pending: 2, leased: 1 }, { kind: 'route', pending: 10, leased: 8 }] },
+      { t: 3, kinds: [] },
+    ]);
+    expect(q.t).toEqual([1, 2, 3]);
+    expect(q.kinds).toEqual([
+      { kind: 'route', pending: [40, 10, 0], leased: [8, 8, 0] },
+      { kind: 'vpc', pending: [0, 2, 0], leased: [0, 1, 0] },
+    ]);
+  });
+});

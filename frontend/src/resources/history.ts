@@ -18,6 +18,45 @@ export function toSample(t: number, counts: ReadonlyArray<{ phase: Phase; count:
   return { t, counts: c };
 }
 
+/**
+ * mergeSamples puts the server's history (sampled every few seconds before
+ * this page opened) before the page's own samples: the local ones newer
+ * than the server's last, so a re-read of the history never duplicates.
+ */
+export function mergeSamples(server: readonly Sample[], local: readonly Sample[]): Sample[] {
+  const last = server[server.length - 1]?.t ?? -Infinity;
+  return [...server, ...local.filter((s) => s.t > last)];
+}
+
+/** One sample of the work queue: pending and in flight by kind. */
+export interface QueueSample {
+  t: number;
+  kinds: ReadonlyArray<{ kind: string; pending: number; leased: number }>;
+}
+
+/** QueueSeries is the queue history as chart columns: per kind (busiest first, at most n), pending and in flight. */
+export interface QueueSeries {
+  t: number[];
+  kinds: Array<{ kind: string; pending: number[]; leased: number[] }>;
+}
+
+export function queueSeries(h: readonly QueueSample[], n = 6): QueueSeries {
+  const peak = new Map<string, number>();
+  for (const s of h) for (const k of s.kinds) peak.set(k.kind, Math.max(peak.get(k.kind) ?? 0, k.pending + k.leased));
+  const kinds = [...peak.entries()]
+    .filter(([, v]) => v > 0)
+    .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+    .slice(0, n)
+    .map(([k]) => k);
+  return {
+    t: h.map((s) => s.t),
+    kinds: kinds.map((kind) => {
+      const at = h.map((s) => s.kinds.find((k) => k.kind === kind));
+      return { kind, pending: at.map((k) => k?.pending ?? 0), leased: at.map((k) => k?.leased ?? 0) };
+    }),
+  };
+}
+
 /** addSample appends s unless it repeats the last counts; the history stays under MAX_SAMPLES. */
 export function addSample(h: readonly Sample[], s: Sample): Sample[] {
   const last = h[h.length - 1];

@@ -114,6 +114,8 @@ interface Live {
   out: Outbox;
   acks: boolean;
   lastReady: string;
+  /** keepalive: the broker asked for a heartbeat even while nothing runs. */
+  keepalive: boolean;
 }
 
 const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
@@ -373,6 +375,7 @@ export class Worker {
           maxInFlight: this.o.maxParallel,
           resumed: this.runningRefs(),
           version: this.o.version,
+          keepalive: true,
         }),
       });
       const client = createClient(pb.WorkerService, t.transport);
@@ -384,8 +387,12 @@ export class Worker {
       const sub = first.value.msg.value;
       this.sent = 0; // a new session redelivers every pending result
       this.log.info("connected to broker", { broker_id: sub.brokerId, kinds: ready.length, redelivering: this.pending.length });
-      this.live = { out, acks: sub.acksResults, lastReady: readinessKey(ready) };
-      timers.push(setInterval(() => this.heartbeat(), this.o.heartbeatEveryMs));
+      // A broker that times out silent sessions (keepaliveMs) hears from
+      // this worker at least that often: an empty heartbeat when idle.
+      const keepaliveMs = Number(sub.keepaliveMs);
+      this.live = { out, acks: sub.acksResults, lastReady: readinessKey(ready), keepalive: keepaliveMs > 0 };
+      const beatEvery = keepaliveMs > 0 ? Math.min(this.o.heartbeatEveryMs, keepaliveMs) : this.o.heartbeatEveryMs;
+      timers.push(setInterval(() => this.heartbeat(), beatEvery));
       timers.push(setInterval(() => this.sendReadiness(), this.o.readinessEveryMs));
       this.kick();
       for (;;) {
@@ -425,7 +432,7 @@ export class Worker {
   }
 
   private heartbeat(): void {
-    if (this.live === undefined || this.running.size === 0) {
+    if (this.live === undefined || (this.running.size === 0 && !this.live.keepalive)) {
       return;
     }
     this.live.out.push({ case: "heartbeat", value: create(pb.HeartbeatSchema, { tasks: this.runningRefs() }) });

@@ -104,6 +104,8 @@ export interface FakeBrokerOptions {
   defaults?: Map<string, pb.ProviderConfig>;
   /** token, when set, is required as the bearer token. */
   token?: string;
+  /** keepaliveMs is the Subscribed.keepalive_ms asked for (default 0: none). */
+  keepaliveMs?: number;
 }
 
 /** FakeBroker is the scripted broker. */
@@ -157,7 +159,11 @@ export class FakeBroker {
     })();
     await waitUntil("the Subscribe", () => s.received.length > 0);
     yield create(pb.WorkStreamResponseSchema, {
-      msg: { case: "subscribed", value: create(pb.SubscribedSchema, { brokerId: "fake", acksResults: this.o.acks ?? true }) },
+      msg: { case: "subscribed", value: create(pb.SubscribedSchema, {
+          brokerId: "fake",
+          acksResults: this.o.acks ?? true,
+          keepaliveMs: BigInt(this.o.keepaliveMs ?? 0),
+        }) },
     });
     for (;;) {
       const o = await s.next();

@@ -83,6 +83,15 @@ test("subscribes with its kinds sorted, their readiness, its id, bound and token
   );
 });
 
+test("promises keepalives and, when the broker asks, heartbeats at its cadence while idle", async () => {
+  const b = await startBroker({ keepaliveMs: 30 });
+  startWorker(b.url, { workerId: "w1", heartbeatEveryMs: 3_600_000 }, provider("vpc", () => ({})));
+  const s = await b.session(0);
+  assert.equal(s.subscribe.keepalive, true);
+  await waitUntil("three idle keepalives", () => s.heartbeats().length >= 3);
+  assert.ok(s.heartbeats().every((h) => h.tasks.length === 0), "an idle worker's keepalive lists no task");
+});
+
 test("the token file is re-read on every call, so a rotated token applies at the next reconnect", async () => {
   const dir = await mkdtemp(join(tmpdir(), "tssdk-"));
   const file = join(dir, "token");

@@ -64,6 +64,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if or .Values.apiTokens.tokens .Values.apiTokens.existingSecret -}}true{{- end -}}
 {{- end -}}
 
+{{/* converge.apiIdentities: "true" when API_CLIENT_IDENTITIES is set (tls.mtls.identities.api). */}}
+{{- define "converge.apiIdentities" -}}
+{{- if .Values.tls.mtls.identities.api -}}true{{- end -}}
+{{- end -}}
+
+{{/* converge.apiAuthenticated: "true" when the API needs credentials (tokens or certificate identities). */}}
+{{- define "converge.apiAuthenticated" -}}
+{{- if or (include "converge.apiAuth" .) (include "converge.apiIdentities" .) -}}true{{- end -}}
+{{- end -}}
+
 {{/* Fail fast on contradictory or missing settings (the binary would refuse them at boot). */}}
 {{- define "converge.validate" -}}
 {{- if and (not .Values.database.url) (not .Values.database.existingSecret) -}}
@@ -75,11 +85,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and .Values.database.readReplica .Values.database.url (not .Values.database.readUrl) -}}
 {{- fail "database.readReplica is true but database.readUrl is empty" -}}
 {{- end -}}
-{{- if and (include "converge.apiAuth" .) .Values.apiTokens.open -}}
-{{- fail "apiTokens: open=true contradicts tokens/existingSecret (API_AUTH=none and API_TOKENS_FILE): set one" -}}
+{{- $ids := .Values.tls.mtls.identities -}}
+{{- if and (or $ids.api $ids.workers $ids.mesh) (not (and .Values.tls.enabled .Values.tls.mtls.enabled)) -}}
+{{- fail "tls.mtls.identities: the allow-lists name client-certificate identities, so they need tls.enabled and tls.mtls.enabled" -}}
 {{- end -}}
-{{- if and (not (include "converge.apiAuth" .)) (not .Values.apiTokens.open) -}}
-{{- fail "apiTokens: set apiTokens.tokens or apiTokens.existingSecret, or apiTokens.open=true to serve the API without tokens" -}}
+{{- if and (include "converge.apiAuthenticated" .) .Values.apiTokens.open -}}
+{{- fail "apiTokens: open=true contradicts tokens/existingSecret/tls.mtls.identities.api (API_AUTH=none and API_TOKENS_FILE or API_CLIENT_IDENTITIES): set one" -}}
+{{- end -}}
+{{- if and (not (include "converge.apiAuthenticated" .)) (not .Values.apiTokens.open) -}}
+{{- fail "apiTokens: set apiTokens.tokens or apiTokens.existingSecret (or tls.mtls.identities.api), or apiTokens.open=true to serve the API without tokens" -}}
 {{- end -}}
 {{- $plane := or .Values.workerAuth.enabled (and .Values.tls.enabled .Values.tls.mtls.enabled) -}}
 {{- if and $plane .Values.workerAuth.open -}}
@@ -88,7 +102,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and (not $plane) (not .Values.workerAuth.open) -}}
 {{- fail "workerAuth: enable workerAuth or tls.mtls, or set workerAuth.open=true to run the worker plane without credentials" -}}
 {{- end -}}
-{{- if and (include "converge.apiAuth" .) .Values.workerAuth.open -}}
+{{- if and (include "converge.apiAuthenticated" .) .Values.workerAuth.open -}}
 {{- fail "workerAuth.open=true beside API tokens: anyone who reaches a broker could forge task results the API's tokens guard; enable workerAuth or tls.mtls" -}}
 {{- end -}}
 {{- if and .Values.workerAuth.enabled (not .Values.workerAuth.existingSecret) (or (not .Values.workerAuth.token) (not .Values.workerAuth.meshToken)) -}}
@@ -180,7 +194,7 @@ root (the chart context) and role (all | control | broker).
   value: /etc/converge/tls/tls.key
 - name: TLS_RELOAD_INTERVAL
   value: {{ $v.tls.reloadInterval | quote }}
-{{- if and $v.tls.mtls.enabled $broker }}
+{{- if and $v.tls.mtls.enabled (or $broker (include "converge.apiIdentities" $)) }}
 - name: TLS_CLIENT_CA_FILE
   value: /etc/converge/tls/ca.crt
 {{- end }}
@@ -189,9 +203,23 @@ root (the chart context) and role (all | control | broker).
 {{- if include "converge.apiAuth" $ }}
 - name: API_TOKENS_FILE
   value: /etc/converge/api-tokens/tokens
-{{- else }}
+{{- else if not (include "converge.apiIdentities" $) }}
 - name: API_AUTH
   value: none
+{{- end }}
+{{- with $v.tls.mtls.identities.api }}
+- name: API_CLIENT_IDENTITIES
+  value: {{ join "," . | quote }}
+{{- end }}
+{{- end }}
+{{- if and $broker $v.tls.mtls.enabled }}
+{{- with $v.tls.mtls.identities.workers }}
+- name: WORKER_CLIENT_IDENTITIES
+  value: {{ join "," . | quote }}
+{{- end }}
+{{- with $v.tls.mtls.identities.mesh }}
+- name: MESH_CLIENT_IDENTITIES
+  value: {{ join "," . | quote }}
 {{- end }}
 {{- end }}
 {{- if $broker }}
@@ -293,7 +321,7 @@ with root, role, component and section (the values section: control or broker).
 {{- $broker := ne .role "control" -}}
 {{- $probePort := ternary "health" "http" (eq .role "broker") -}}
 {{- $https := and $v.tls.enabled (ne .role "broker") -}}
-{{- $tcp := and $v.tls.enabled $v.tls.mtls.enabled (eq .role "all") -}}
+{{- $tcp := and $v.tls.enabled $v.tls.mtls.enabled (or (eq .role "all") (and (eq .role "control") (include "converge.apiIdentities" $))) -}}
 metadata:
   labels:
     {{- include "converge.selectorLabels" $ | nindent 4 }}

@@ -112,8 +112,9 @@ func printStatements(ctx context.Context, st *stack.Stack, top, n int) error {
 		if len(q) > 160 {
 			q = q[:160] + "…"
 		}
-		fmt.Printf("bench-stmt: %d level=%s exec_ms_per_leaf=%.3f plan_ms_per_leaf=%.3f calls=%d rows=%d query=%s\n",
-			i+1, level, perLeaf(s.Exec), perLeaf(s.Plan), s.Calls, s.Rows, q)
+		fmt.Printf("bench-stmt: %d level=%s exec_ms_per_leaf=%.3f plan_ms_per_leaf=%.3f calls=%d rows=%d buffers_per_call=%.1f buffers_per_leaf=%.2f query=%s\n",
+			i+1, level, perLeaf(s.Exec), perLeaf(s.Plan), s.Calls, s.Rows,
+			float64(s.Buffers)/float64(max(s.Calls, 1)), float64(s.Buffers)/float64(n), q)
 	}
 	return nil
 }

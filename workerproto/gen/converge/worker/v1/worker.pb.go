@@ -1542,8 +1542,15 @@ type Subscribe struct {
 	// max_in_flight bounds how many tasks the broker may hand this worker at once.
 	MaxInFlight int32 `protobuf:"varint,3,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
 	// resumed lists tasks still running on the worker from a previous session.
-	Resumed       []*TaskRef `protobuf:"bytes,4,rep,name=resumed,proto3" json:"resumed,omitempty"`
-	Version       string     `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
+	Resumed []*TaskRef `protobuf:"bytes,4,rep,name=resumed,proto3" json:"resumed,omitempty"`
+	Version string     `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
+	// keepalive is true when the worker sends a Heartbeat (empty when it runs
+	// nothing) at least every Subscribed.keepalive_ms. The broker then ends a
+	// session it has heard nothing from for its silence timeout
+	// (WORKER_SILENCE_TIMEOUT) and re-dispatches the session's stages as for a
+	// dead worker. A worker without it (false) is never timed out (only the
+	// transport's HTTP/2 pings detect a dead connection).
+	Keepalive     bool `protobuf:"varint,6,opt,name=keepalive,proto3" json:"keepalive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1611,6 +1618,13 @@ func (x *Subscribe) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *Subscribe) GetKeepalive() bool {
+	if x != nil {
+		return x.Keepalive
+	}
+	return false
 }
 
 // TaskRef names a task and its fence.
@@ -2014,7 +2028,11 @@ type Subscribed struct {
 	// with a ResultAck. A worker then keeps each sent result until it is acked
 	// and redelivers the unacked ones on its next session; against a broker
 	// that does not ack (false), a result is done once it is sent.
-	AcksResults   bool `protobuf:"varint,3,opt,name=acks_results,json=acksResults,proto3" json:"acks_results,omitempty"`
+	AcksResults bool `protobuf:"varint,3,opt,name=acks_results,json=acksResults,proto3" json:"acks_results,omitempty"`
+	// keepalive_ms is how often a keepalive worker (Subscribe.keepalive) must
+	// send something: a third of the broker's silence timeout. 0 (an older
+	// broker): none asked for; the worker heartbeats only its running tasks.
+	KeepaliveMs   int64 `protobuf:"varint,4,opt,name=keepalive_ms,json=keepaliveMs,proto3" json:"keepalive_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2068,6 +2086,13 @@ func (x *Subscribed) GetAcksResults() bool {
 		return x.AcksResults
 	}
 	return false
+}
+
+func (x *Subscribed) GetKeepaliveMs() int64 {
+	if x != nil {
+		return x.KeepaliveMs
+	}
+	return 0
 }
 
 // ResultAck acknowledges StageCompletes the broker has taken responsibility
@@ -2629,13 +2654,14 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"_health_ok\"A\n" +
 	"\tTaskError\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x1a\n" +
-	"\bterminal\x18\x02 \x01(\bR\bterminal\"\xd6\x01\n" +
+	"\bterminal\x18\x02 \x01(\bR\bterminal\"\xf4\x01\n" +
 	"\tSubscribe\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x127\n" +
 	"\x05kinds\x18\x02 \x03(\v2!.converge.worker.v1.KindReadinessR\x05kinds\x12\"\n" +
 	"\rmax_in_flight\x18\x03 \x01(\x05R\vmaxInFlight\x125\n" +
 	"\aresumed\x18\x04 \x03(\v2\x1b.converge.worker.v1.TaskRefR\aresumed\x12\x18\n" +
-	"\aversion\x18\x05 \x01(\tR\aversion\"t\n" +
+	"\aversion\x18\x05 \x01(\tR\aversion\x12\x1c\n" +
+	"\tkeepalive\x18\x06 \x01(\bR\tkeepalive\"t\n" +
 	"\aTaskRef\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12/\n" +
 	"\x05fence\x18\x02 \x01(\v2\x19.converge.worker.v1.FenceR\x05fence\x12\x1f\n" +
@@ -2660,12 +2686,13 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\treadiness\x18\x02 \x01(\v2#.converge.worker.v1.ReadinessUpdateH\x00R\treadiness\x12?\n" +
 	"\bcomplete\x18\x03 \x01(\v2!.converge.worker.v1.StageCompleteH\x00R\bcomplete\x12=\n" +
 	"\theartbeat\x18\x04 \x01(\v2\x1d.converge.worker.v1.HeartbeatH\x00R\theartbeatB\x05\n" +
-	"\x03msg\"\x83\x01\n" +
+	"\x03msg\"\xa6\x01\n" +
 	"\n" +
 	"Subscribed\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\tR\bbrokerId\x125\n" +
 	"\x05known\x18\x02 \x03(\v2\x1f.converge.worker.v1.KindVersionR\x05known\x12!\n" +
-	"\facks_results\x18\x03 \x01(\bR\vacksResults\"&\n" +
+	"\facks_results\x18\x03 \x01(\bR\vacksResults\x12!\n" +
+	"\fkeepalive_ms\x18\x04 \x01(\x03R\vkeepaliveMs\"&\n" +
 	"\tResultAck\x12\x19\n" +
 	"\btask_ids\x18\x01 \x03(\tR\ataskIds\"v\n" +
 	"\n" +

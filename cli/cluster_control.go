@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// memberControl is one member action: its verb, the mutation, and what the
+// member does.
+type memberControl struct {
+	verb, short, long, example string
+	do                         func(ctx context.Context, c *Conn, id string) (MemberRow, string, error)
+}
+
+func (a *app) memberControlCommands() []*cobra.Command {
+	drain := memberControl{verb: "drain", short: "Drain a cluster member: it stops claiming, finishes its work and leaves",
+		long: `Ask a running member to leave gracefully (admin token). It stops claiming at
+once and its shards re-tile to the other members of its role; it finishes or
+hands back its in-flight work within its drain budget (SHUTDOWN_DRAIN),
+deregisters and exits, as on SIGTERM. The member acts within about a second.
+Under Kubernetes its Deployment starts a replacement pod (scale the Deployment
+to remove capacity). With --wait, conctl waits until the member has left.`,
+		example: `  conctl get members
+  conctl cluster drain broker-host-a-4242-118532 --wait`,
+		do: func(ctx context.Context, c *Conn, id string) (MemberRow, string, error) {
+			r, err := DrainClusterMember(ctx, c.GQL, id)
+			if err != nil {
+				return MemberRow{}, "", err
+			}
+			return r.DrainClusterMember.MemberRow, deref(r.DrainClusterMember.RequestedBy), nil
+		}}
+	kill := memberControl{verb: "kill", short: "Kill a cluster member: it exits at once, as a crash would",
+		long: `Ask a running member to exit at once without draining (admin token), as a
+crash would: its peers see its liveness lock released within about a second,
+free its leases and re-tile its shards, and its in-flight tasks run again
+elsewhere. It overrides a drain under way. With --wait, conctl waits until the
+member is gone from the membership.`,
+		example: `  conctl cluster kill broker-host-a-4242-118532 --wait`,
+		do: func(ctx context.Context, c *Conn, id string) (MemberRow, string, error) {
+			r, err := KillClusterMember(ctx, c.GQL, id)
+			if err != nil {
+				return MemberRow{}, "", err
+			}
+			return r.KillClusterMember.MemberRow, deref(r.KillClusterMember.RequestedBy), nil
+		}}
+	return []*cobra.Command{a.memberControlCommand(drain), a.memberControlCommand(kill)}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func (a *app) memberControlCommand(mc memberControl) *cobra.Command {
+	var (
+		wait    bool
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use: mc.verb + " MEMBER [--wait]", Short: mc.short, Long: mc.long, Example: mc.example,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			m, by, err := mc.do(cmd.Context(), c, args[0])
+			if err != nil {
+				return fmt.Errorf("%s cluster member %s: %w", mc.verb, args[0], apiError(err))
+			}
+			if ok, err := a.structured(m); ok {
+				return err
+			}
+			fmt.Fprintf(a.stdout(), "member %s: %s requested by %s (status %s)\n", m.Id, mc.verb, by, m.Status)
+			if !wait {
+				return nil
+			}
+			if err := a.waitMemberGone(cmd.Context(), c, m.Id, timeout); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout(), "member %s: left the membership\n", m.Id)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the member has left the membership")
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long --wait waits (a drain takes up to SHUTDOWN_DRAIN)")
+	return cmd
+}
+
+// waitMemberGone polls the membership every 500 ms until id is gone.
+func (a *app) waitMemberGone(ctx context.Context, c *Conn, id string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		resp, err := ListClusterMembers(ctx, c.GQL)
+		if err == nil && !slices.ContainsFunc(resp.ClusterMembers, func(m ListClusterMembersClusterMembersClusterMember) bool {
+			return m.Id == id
+		}) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("member %s still registered after %s (conctl get members shows its status)", id, timeout)
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package broker
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// DefaultSilenceTimeout is WORKER_SILENCE_TIMEOUT: how long a keepalive
+// worker's session may stay silent (no result, heartbeat or readiness
+// message) before the broker ends it and re-dispatches its stages as for a
+// dead worker. The worker is asked to send something every third of it.
+const DefaultSilenceTimeout = 10 * time.Second
+
+// streamAbortKey carries a request's abort function (withStreamAbort).
+type streamAbortKey struct{}
+
+// withStreamAbort gives each request's context a function that cuts the
+// request's stream at once: its read and write deadlines are set in the
+// past, so a Receive blocked on a silent peer and a Send blocked on a full
+// flow-control window both return an error. Only a deadline reaches into
+// the transport: cancelling a context does not unblock a stream's
+// Receive, and the handler's own context ends only when the peer does.
+func withStreamAbort(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		abort := func() {
+			past := time.Unix(1, 0)
+			_ = rc.SetReadDeadline(past)
+			_ = rc.SetWriteDeadline(past)
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), streamAbortKey{}, abort)))
+	})
+}
+
+// streamAbort is the abort function withStreamAbort put in ctx (nil when
+// the handler is mounted without it).
+func streamAbort(ctx context.Context) func() {
+	f, _ := ctx.Value(streamAbortKey{}).(func())
+	return f
+}
+
+// keepaliveEvery is the cadence a keepalive worker is asked to send at: a
+// third of the silence timeout, so two lost beats do not end a session.
+func keepaliveEvery(silence time.Duration) time.Duration { return silence / 3 }
+
+// silenceWatch ends a session whose worker has gone silent: heard is
+// stamped (UnixNano) on every message received; when nothing came for
+// timeout, it logs once and aborts the stream, which ends the session (its
+// waiting stages are re-dispatched to another worker or wait for this one
+// to reconnect, as for a vanished worker). It returns when ctx ends.
+func silenceWatch(ctx context.Context, heard *atomic.Int64, timeout time.Duration, abort func(), log zerolog.Logger) {
+	tick := time.NewTicker(max(timeout/8, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			quiet := now.Sub(time.Unix(0, heard.Load()))
+			if quiet < timeout {
+				continue
+			}
+			log.Warn().Dur("silent_for", quiet).Dur("timeout", timeout).
+				Msg("worker silent past WORKER_SILENCE_TIMEOUT; ending its session (its stages are re-dispatched)")
+			abort()
+			return
+		}
+	}
+}

@@ -1,0 +1,87 @@
+package broker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
+	"github.com/converge-run/converge/workerproto/gen/converge/worker/v1/workerv1connect"
+)
+
+// subscribe opens a session for workerID over a real Connect client and
+// returns its stream and the broker's Subscribed.
+func subscribe(ctx context.Context, t *testing.T, c workerv1connect.WorkerServiceClient, workerID string, keepalive bool) (
+	*workStreamClient, *workerv1.Subscribed) {
+	t.Helper()
+	stream := c.WorkStream(ctx)
+	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{
+		Subscribe: &workerv1.Subscribe{WorkerId: workerID, Kinds: readiness("vpc"), Keepalive: keepalive}}}))
+	resp, err := stream.Receive()
+	require.NoError(t, err)
+	require.NotNil(t, resp.GetSubscribed())
+	return stream, resp.GetSubscribed()
+}
+
+type workStreamClient = connect.BidiStreamForClient[workerv1.WorkStreamRequest, workerv1.WorkStreamResponse]
+
+// A keepalive worker that stops sending (its process frozen, its
+// connection half-open: the transport still answers HTTP/2 pings) loses
+// its session once it has been silent for the silence timeout, so its
+// stages are re-dispatched as for a dead worker; one that heartbeats keeps
+// its session, and an older worker that never promised keepalives is never
+// timed out.
+func TestWorkerServiceWorkStream_EndsASilentKeepaliveSession(t *testing.T) {
+	t.Parallel()
+	b := setupHandler(t)
+	b.svc.silence = 2 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := b.clients()["Connect"]
+
+	started := time.Now()
+	silent, sub := subscribe(ctx, t, c, "silent", true)
+	require.Equal(t, int64(666), sub.GetKeepaliveMs(), "a keepalive worker is asked to send every third of the timeout")
+	beating, _ := subscribe(ctx, t, c, "beating", true)
+	old, oldSub := subscribe(ctx, t, c, "old", false)
+	require.Zero(t, oldSub.GetKeepaliveMs(), "an older worker is asked for nothing")
+	require.Eventually(t, func() bool { return b.svc.reg.count() == 3 }, 10*time.Second, 5*time.Millisecond)
+
+	stopBeats := make(chan struct{})
+	beatsDone := make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopBeats:
+				beatsDone <- nil
+				return
+			case <-tick.C:
+				if err := beating.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Heartbeat{
+					Heartbeat: &workerv1.Heartbeat{}}}); err != nil {
+					beatsDone <- err
+					return
+				}
+			}
+		}
+	}()
+
+	_, err := silent.Receive()
+	require.Error(t, err, "the broker ends the silent session")
+	require.GreaterOrEqual(t, time.Since(started), b.svc.silence, "not before the silence timeout")
+	require.Eventually(t, func() bool { return b.svc.reg.count() == 2 }, 10*time.Second, 5*time.Millisecond,
+		"the silent session is unregistered: its stages see it lost")
+	// The other two outlive the silent one by another timeout.
+	time.Sleep(b.svc.silence + time.Second) // proving an absence: nothing ends them over a whole timeout
+	require.Equal(t, 2, b.svc.reg.count(), "the heartbeating and the older worker keep their sessions")
+	close(stopBeats)
+	require.NoError(t, <-beatsDone)
+	for _, s := range []*workStreamClient{silent, beating, old} {
+		_ = s.CloseRequest()
+		_ = s.CloseResponse()
+	}
+}

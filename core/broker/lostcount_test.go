@@ -1,0 +1,86 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/store/pipeline"
+	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
+)
+
+// fakeAttempts records RecordLostAttempt calls; the limit-th is the last.
+type fakeAttempts struct {
+	mu    sync.Mutex
+	calls int
+	limit int
+}
+
+func (f *fakeAttempts) RecordLostAttempt(context.Context, pipeline.Task) (int, int, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return f.calls, f.limit, f.calls >= f.limit, nil
+}
+
+// A worker lost mid-stage while ready counts as an attempt; one that
+// declared the kind unready first (a planned drain) does not; the bound
+// ends the stage as a transient failure saying the worker was lost.
+func TestStagerCountsLostWorkersButNotDrainedOnes(t *testing.T) {
+	t.Parallel()
+	kv := manifest.KindVersion{Kind: "vpc", Version: "v1"}
+	reg := newRegistry(testLog(t))
+	attempts := &fakeAttempts{limit: 2}
+	g := &stager{id: "b", reg: reg, completions: newCompletions(nil, testLog(t)), leases: newLeaseKeys(nil),
+		clock: newFakeClock(), log: testLog(t), redeliveryWait: time.Minute, attempts: attempts}
+	newSess := func(id string) *session {
+		s := &session{id: id, holder: id, maxIn: 4, ready: map[manifest.KindVersion]bool{kv: true},
+			out: make(chan *workerv1.WorkStreamResponse, 4), done: make(chan struct{})}
+		reg.add(s)
+		return s
+	}
+	task := pipeline.Task{Key: pipeline.TaskKey{ResourceID: uuid.New(), TaskType: pipeline.TaskReconcile}, ClaimEpoch: 1,
+		Resource: pipeline.Snapshot{Kind: "vpc", Version: "v1", Name: "poison"}}
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := g.stage(context.Background(), task, store.Kind{}, workerv1.Stage_STAGE_WORK, "work", true,
+			&workerv1.StageTask_Work{Work: &workerv1.WorkRequest{}})
+		errc <- err
+	}()
+	die := func(s *session, drain bool) *session {
+		t.Helper()
+		select {
+		case <-s.out: // the stage reached s
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the stage never reached %s", s.id)
+		}
+		if drain {
+			reg.setReady(s, []*workerv1.KindReadiness{{Kind: &workerv1.KindVersion{Kind: kv.Kind, Version: kv.Version}, Ready: false}})
+		}
+		next := newSess(s.id + "-next") // its successor, ready: the stage moves there at once
+		reg.remove(s)
+		close(s.done)
+		return next
+	}
+	s := die(newSess("w1"), true) // drained: not counted
+	s = die(s, false)
+	die(s, false)
+	var err error
+	select {
+	case err = <-errc:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stage did not end at the bound")
+	}
+	var se *stageError
+	require.True(t, errors.As(err, &se), "%v", err)
+	require.False(t, se.terminal, "transient: the drain dead-letters it")
+	require.Contains(t, se.msg, "worker lost: the worker running the work stage died or disconnected without a result, 2 times in a row")
+	require.Equal(t, 2, attempts.calls, "the drained worker was not counted")
+}

@@ -1,0 +1,78 @@
+package membership_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/store/membership"
+	"github.com/converge-run/converge/db/pgtest"
+)
+
+func TestRequestControl_DrainLeavesTheTilingAndKillWins(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := membership.New(pool)
+	for _, id := range []string{"b-1", "b-2"} {
+		_, err := s.Upsert(ctx, membership.Member{ID: id, Role: membership.RoleBroker})
+		require.NoError(t, err)
+	}
+	span, err := s.AssignShards(ctx, "b-1", 256, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, 128, span.Hi, "two live brokers split the shards")
+
+	_, err = s.RequestControl(ctx, "nope", membership.ActionDrain, "admin:ops")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.Contains(t, err.Error(), `"nope"`)
+	_, err = s.RequestControl(ctx, "b-2", membership.Action("reboot"), "admin:ops")
+	require.ErrorIs(t, err, membership.ErrUnknownAction)
+	r, err := s.PendingRequest(ctx, "b-2")
+	require.NoError(t, err)
+	require.False(t, r.Pending(), "a refused request writes nothing")
+
+	var m membership.Member
+	n := countNotifies(t, pool, 500*time.Millisecond, func() {
+		m, err = s.RequestControl(ctx, "b-2", membership.ActionDrain, "admin:ops")
+		require.NoError(t, err)
+	})
+	require.Positive(t, n, "a request wakes every member")
+	require.Equal(t, membership.ActionDrain, m.Request.Action)
+	require.Equal(t, "admin:ops", m.Request.By)
+	require.NotNil(t, m.Request.At)
+	require.Nil(t, m.Shards, "a draining member's span is cleared")
+
+	live, err := s.ListLive(ctx, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, live, 1, "a draining member is not live")
+	require.Equal(t, "b-1", live[0].ID)
+	span, err = s.AssignShards(ctx, "b-1", 256, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, [2]int{0, 256}, [2]int{span.Lo, span.Hi}, "the other broker takes every shard")
+	span, err = s.AssignShards(ctx, "b-2", 256, time.Minute)
+	require.NoError(t, err)
+	require.True(t, span.Empty(), "the draining broker owns nothing")
+
+	_, err = s.Upsert(ctx, membership.Member{ID: "b-2", Role: membership.RoleBroker})
+	require.NoError(t, err)
+	r, err = s.PendingRequest(ctx, "b-2")
+	require.NoError(t, err)
+	require.Equal(t, membership.ActionDrain, r.Action, "a heartbeat keeps the request")
+
+	m, err = s.RequestControl(ctx, "b-2", membership.ActionKill, "admin:oncall")
+	require.NoError(t, err)
+	require.Equal(t, membership.ActionKill, m.Request.Action, "a kill overrides a drain")
+	m, err = s.RequestControl(ctx, "b-2", membership.ActionDrain, "admin:late")
+	require.NoError(t, err)
+	require.Equal(t, membership.ActionKill, m.Request.Action, "a drain never downgrades a kill")
+	require.Equal(t, "admin:oncall", m.Request.By)
+
+	all, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, all, 2)
+	require.Equal(t, membership.ActionKill, all[1].Request.Action, "List carries the request")
+	r, err = s.PendingRequest(ctx, "gone")
+	require.NoError(t, err)
+	require.False(t, r.Pending())
+}

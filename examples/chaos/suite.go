@@ -1,0 +1,267 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/examples/chaos/tcpproxy"
+	"github.com/converge-run/converge/examples/stack"
+)
+
+// The cluster under test: the topology the fault schedule names.
+var topology = stack.Topology{Controls: 2, Brokers: 3, Workers: 4}
+
+// silenceTimeout is the brokers' WORKER_SILENCE_TIMEOUT: shorter than the
+// worker-cut fault's 8 s silence, so the fault exercises it.
+const silenceTimeout = 4 * time.Second
+
+// suite is the running system under test.
+type suite struct {
+	dir   string
+	st    *stack.Stack
+	store *store.Store
+	logs  *lineCounter
+
+	mu sync.Mutex
+	// proxies are each member's route: to Postgres for a converge process,
+	// to the brokers' balancer for a worker.
+	proxies map[string]*tcpproxy.Proxy
+	turn    int // rotates the member a fault hits
+	applied int
+}
+
+func boot(ctx context.Context) (*suite, error) {
+	dir, err := os.MkdirTemp("", "converge-chaos-")
+	if err != nil {
+		return nil, err
+	}
+	logf, err := os.Create(filepath.Join(dir, "cluster.log"))
+	if err != nil {
+		return nil, err
+	}
+	s := &suite{dir: dir, proxies: map[string]*tcpproxy.Proxy{}, logs: &lineCounter{out: logf, lines: map[string]int{}}}
+	fmt.Println("chaos: logs in", filepath.Join(dir, "cluster.log"))
+	self, err := os.Executable()
+	if err != nil {
+		return s, err
+	}
+	s.st, err = stack.Start(ctx, stack.Options{
+		Addr: "127.0.0.1:0", DataDir: filepath.Join(dir, "pg"), Topology: topology,
+		WorkerBin: self, WorkerArgs: []string{"-worker"},
+		// Fast (no fsync: only an OS crash would need it) but with
+		// synchronous_commit on: a commit Postgres acknowledged survives
+		// the immediate restart (a crash of the server process), as in
+		// production.
+		PGSettings: map[string]string{"fsync": "off", "full_page_writes": "off", "synchronous_commit": "on"},
+		ConvergeEnv: []string{"LOG_FORMAT=json", "SHUTDOWN_DRAIN=5s",
+			"WORKER_SILENCE_TIMEOUT=" + silenceTimeout.String()},
+		WorkerEnv: []string{"WORKER_DRAIN_TIMEOUT=5s"},
+		Output:    s.logs,
+		Via:       s.via,
+		Setup: func(ctx context.Context, st *stack.Stack) error {
+			if _, _, err := st.Store.ApplyManifest(ctx, []byte(leafKind)); err != nil {
+				return err
+			}
+			return st.Store.InstallApplyAudit(ctx)
+		},
+		Log: zerolog.Nop(),
+	})
+	if err != nil {
+		return s, err
+	}
+	s.store = s.st.Store
+	return s, nil
+}
+
+// via starts member's proxy in front of target.
+func (s *suite) via(member, target string) (string, error) {
+	p, err := tcpproxy.Start(target)
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	s.proxies[member] = p
+	s.mu.Unlock()
+	return p.Addr(), nil
+}
+
+// pick is a live member of role, a different one each time.
+func (s *suite) pick(role string) (*stack.Member, error) {
+	live := s.st.Live(role)
+	if len(live) == 0 {
+		return nil, fmt.Errorf("no live %s", role)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.turn++
+	return live[s.turn%len(live)], nil
+}
+
+// kill SIGKILLs a member of role: a crash.
+func (s *suite) kill(role string) error {
+	m, err := s.pick(role)
+	if err != nil {
+		return err
+	}
+	return s.st.Kill(m.Name)
+}
+
+// add starts one more member of role (a join): its replacement after a
+// kill.
+func (s *suite) add(ctx context.Context, role string) error {
+	_, err := s.st.Add(ctx, role)
+	return err
+}
+
+// rollover is a rolling update's step: a new member of role joins, then
+// an old one drains (SIGTERM: a broker hands back its leases within
+// SHUTDOWN_DRAIN, a worker finishes its handlers) and leaves.
+func (s *suite) rollover(ctx context.Context, role string) error {
+	old, err := s.pick(role)
+	if err != nil {
+		return err
+	}
+	if err := s.add(ctx, role); err != nil {
+		return err
+	}
+	return s.st.Drain(old.Name, 30*time.Second)
+}
+
+// partition pauses the route of a member of role for d: to Postgres for
+// a converge process, to the brokers for a worker (bytes wait in socket
+// buffers, nothing is closed: a half-open connection to both ends).
+func (s *suite) partition(role string, d time.Duration) error {
+	m, err := s.pick(role)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	p := s.proxies[m.Name]
+	s.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("%s has no proxy", m.Name)
+	}
+	p.Pause()
+	time.AfterFunc(d, p.Heal)
+	return nil
+}
+
+// signal sends sig to a worker (the demo worker's hang and slow switches).
+func (s *suite) signal(role string, sig syscall.Signal) error {
+	live := s.st.Live(role)
+	if len(live) == 0 {
+		return fmt.Errorf("no live %s", role)
+	}
+	return live[0].Signal(sig)
+}
+
+// freezePostgres stops every Postgres process (SIGSTOP to the postmaster,
+// then to each of its children: every backend calls setsid, so they are not
+// in its process group) and resumes them after d: connections stay open,
+// nothing answers.
+func (s *suite) freezePostgres(d time.Duration) error {
+	pid, err := s.st.PostgresPid()
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("SIGSTOP postgres: %w", err)
+	}
+	procs := append([]int{pid}, childrenOf(pid)...)
+	for _, c := range procs[1:] {
+		_ = syscall.Kill(c, syscall.SIGSTOP)
+	}
+	time.AfterFunc(d, func() {
+		for _, c := range slices.Backward(procs) {
+			_ = syscall.Kill(c, syscall.SIGCONT)
+		}
+	})
+	return nil
+}
+
+// childrenOf lists the processes whose parent is pid (from /proc).
+func childrenOf(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces and parentheses.
+		rest := string(b[bytes.LastIndexByte(b, ')')+1:])
+		if f := strings.Fields(rest); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+func (s *suite) close() {
+	if s.st != nil {
+		if err := s.st.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "chaos: teardown:", err)
+		}
+	}
+	s.mu.Lock()
+	for _, p := range s.proxies {
+		p.Close()
+	}
+	s.mu.Unlock()
+	if f, ok := s.logs.out.(*os.File); ok {
+		_ = f.Close()
+	}
+}
+
+// logLines counts the log lines of each converge process so far.
+func (s *suite) logLines() map[string]int {
+	out := map[string]int{}
+	for _, m := range s.st.Members() {
+		if m.Role != "worker" {
+			out[m.Name] = s.logs.count(m.Name)
+		}
+	}
+	return out
+}
+
+// lineCounter is the stack's log sink: every line goes to out, counted by
+// the "[member] " prefix the stack puts on it.
+type lineCounter struct {
+	mu    sync.Mutex
+	out   io.Writer
+	lines map[string]int
+}
+
+func (l *lineCounter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if rest, ok := bytes.CutPrefix(b, []byte("[")); ok {
+		if name, _, ok := bytes.Cut(rest, []byte("] ")); ok {
+			l.lines[string(name)] += bytes.Count(b, []byte("\n"))
+		}
+	}
+	return l.out.Write(b)
+}
+
+func (l *lineCounter) count(member string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lines[member]
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/store"
+)
+
+type result struct {
+	took, maxGap time.Duration
+	complete     bool
+	stranded     int
+	// doubled counts claims with more than one result applied (the
+	// invariant), reapplied resources with results of two claims applied.
+	doubled, reapplied int
+	// logRate is the most log lines per second one converge process wrote
+	// over the wave.
+	logRate float64
+}
+
+func (r result) ok() bool {
+	return r.complete && r.stranded == 0 && r.maxGap <= 5*time.Second && r.doubled == 0
+}
+
+func (r result) verdict() string {
+	return fmt.Sprintf("completion=%t progress=%t stranded=%d applied-twice=%d logs=%.1f/s (re-applied under a second claim: %d)",
+		r.complete, r.maxGap <= 5*time.Second, r.stranded, r.doubled, r.logRate, r.reapplied)
+}
+
+// ready is the number of Ready leaves (folded phase counts: about a second
+// behind).
+func (s *suite) ready(ctx context.Context) (int, error) {
+	counts, err := s.store.PhaseCounts(ctx, "leaf")
+	if err != nil {
+		return 0, err
+	}
+	for _, c := range counts {
+		if c.Phase == resource.PhaseReady {
+			return int(c.Count), nil
+		}
+	}
+	return 0, nil
+}
+
+// wave applies n resources, injects the fault at a third settled, and waits
+// for all of them.
+func (s *suite) wave(ctx context.Context, w, n int, sc scenario) (result, error) {
+	start := time.Now()
+	logsBefore := s.logLines()
+	for i := range n {
+		if _, _, err := s.store.ApplyResource(ctx, store.ApplyResourceInput{Kind: "leaf",
+			Name: fmt.Sprintf("w%d-%d", w, i), Spec: json.RawMessage(`{}`)}); err != nil {
+			return result{}, err
+		}
+	}
+	s.applied += n
+	res, f := s.await(ctx, start, n, sc)
+	if f != nil {
+		<-f.done // the fault's own step (a drain) ends before the next wave
+		if f.err != nil {
+			return res, fmt.Errorf("inject: %w", f.err)
+		}
+	}
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	page, err := s.store.ListResources(ctx, store.ListOptions{Kind: "leaf",
+		Phases: []resource.Phase{resource.PhaseReconciling, resource.PhaseFailed}, Limit: 500})
+	if err != nil {
+		return res, err
+	}
+	res.stranded = len(page.Items)
+	for name, after := range s.logLines() {
+		res.logRate = max(res.logRate, float64(after-logsBefore[name])/res.took.Seconds())
+	}
+	if res.doubled, res.reapplied, err = s.store.AppliedTwice(ctx); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// fault is an injection running in its own goroutine.
+type fault struct {
+	done chan struct{} // closed when inject returned
+	err  error
+	at   atomic.Int64 // UnixNano when inject returned
+}
+
+func startFault(inject func() error) *fault {
+	f := &fault{done: make(chan struct{})}
+	go func() {
+		f.err = inject()
+		f.at.Store(time.Now().UnixNano())
+		close(f.done)
+	}()
+	return f
+}
+
+// await polls the Ready count until the wave's n resources are Ready (or 3
+// minutes pass), starting the fault at a third, and measures the longest
+// window without progress. It returns the fault (nil if it never started).
+func (s *suite) await(ctx context.Context, start time.Time, n int, sc scenario) (result, *fault) {
+	target := s.applied
+	var res result
+	var injected *fault
+	last, lastAt := -1, time.Now()
+	dumped := false
+	deadline := start.Add(3 * time.Minute)
+	var quietUntil time.Time // the fault's own outage: no progress expected
+	for time.Now().Before(deadline) {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		got, err := s.ready(rctx)
+		cancel()
+		if err != nil { // the suite's own reads fail while Postgres restarts or is frozen
+			got = max(last, 0)
+		}
+		if got != last {
+			last, lastAt = got, time.Now()
+		}
+		if injected != nil && sc.outageIsInject {
+			quietUntil = time.Now() // down until inject returns…
+			if at := injected.at.Load(); at != 0 {
+				quietUntil = time.Unix(0, at) // …and from then on, progress is due
+			}
+		}
+		if gap := time.Since(maxTime(lastAt, quietUntil)); !time.Now().Before(quietUntil) {
+			res.maxGap = max(res.maxGap, gap)
+			if gap > 3*time.Second && !dumped {
+				dumped = true
+				s.dumpQueue(ctx)
+			}
+		}
+		if injected == nil && sc.inject != nil && got-(target-n) >= n/3 {
+			injected = startFault(sc.inject)
+			quietUntil = time.Now().Add(sc.outage)
+		}
+		if got >= target {
+			res.took, res.complete = time.Since(start), true
+			return res, injected
+		}
+		select {
+		case <-ctx.Done():
+			return res, injected
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	res.took = time.Since(start)
+	return res, injected
+}
+
+// dumpQueue prints what the queue holds while a wave stalls: its rows by
+// claimer, with their lease and heartbeat ages (a lease nobody heartbeats is
+// one its broker lost track of).
+func (s *suite) dumpQueue(ctx context.Context) {
+	holders, err := s.store.QueueHolders(ctx)
+	if err != nil {
+		fmt.Println("  stall: queue dump:", err)
+		return
+	}
+	fmt.Printf("  stall at %s:\n", time.Now().UTC().Format("15:04:05.000"))
+	if counts, err := s.store.PhaseCounts(ctx, "leaf"); err == nil {
+		fmt.Printf("    leaves by phase: %v (of %d applied)\n", counts, s.applied)
+	}
+	for _, h := range holders {
+		holder := h.WorkerID
+		if holder == "" {
+			holder = "(unleased)"
+		}
+		fmt.Printf("    %s: %d rows, oldest lease %.1fs, newest heartbeat %.1fs ago, %d with a result in the outbox\n",
+			holder, h.Rows, h.OldestLease.Seconds(), h.NewestBeat.Seconds(), h.WithResult)
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
