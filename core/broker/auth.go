@@ -216,20 +216,20 @@ func newStreamRate(perSecond int) *streamRate {
 	return &streamRate{rate: r, burst: 2 * r, tokens: 2 * r, last: time.Now()}
 }
 
-// wait takes one token, sleeping while the bucket is empty; false when ctx
-// ended first.
-func (r *streamRate) wait(ctx context.Context) bool {
+// wait takes n tokens (a message, or each result of a batch), sleeping
+// until the bucket has refilled what it lacks; false when ctx ended first.
+func (r *streamRate) wait(ctx context.Context, n int) bool {
 	if r == nil || r.rate <= 0 {
 		return true
 	}
 	now := time.Now()
 	r.tokens = min(r.burst, r.tokens+max(0, now.Sub(r.last).Seconds())*r.rate)
 	r.last = now
-	if r.tokens >= 1 {
-		r.tokens--
+	if r.tokens >= float64(n) {
+		r.tokens -= float64(n)
 		return true
 	}
-	wait := time.Duration((1 - r.tokens) / r.rate * float64(time.Second))
+	wait := time.Duration((float64(n) - r.tokens) / r.rate * float64(time.Second))
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {

@@ -185,7 +185,7 @@ func New(d Deps) *Broker {
 	b := &Broker{Options: d.Options, deps: d, clock: d.Clock,
 		log: d.Log.With().Str("component", "broker").Str("broker_id", d.ID).Logger()}
 	b.reg = newRegistry(b.log)
-	b.mesh = newMesh(d.ID, b.reg.notify, b.log)
+	b.mesh = newMesh(d.ID, b.reg.notifyRoutes, b.log)
 	b.tasks = newInflight()
 	b.completions = newCompletions(d.Pipeline, b.log)
 	b.leases = newLeaseKeys(d.Credentials)
@@ -275,8 +275,8 @@ func (b *Broker) Duties() []engine.Duty {
 	return out
 }
 
-// servedPace spaces watchServed's comparisons: the registry signals every
-// capacity change (each finished stage), the served kinds change rarely.
+// servedPace spaces watchServed's comparisons: a flapping worker's
+// readiness changes the routes at most once a pace for its listeners.
 const servedPace = 100 * time.Millisecond
 
 // watchServed calls onChange once at start and then whenever the served
@@ -286,7 +286,7 @@ const servedPace = 100 * time.Millisecond
 func (b *Broker) watchServed(ctx context.Context, onChange func(), pace time.Duration) {
 	last := "\x00" // no set of kinds joins to this: the first comparison differs
 	for {
-		ch := b.reg.changed()
+		ch := b.reg.routesChanged()
 		if cur := strings.Join(b.Served(), ","); cur != last {
 			last = cur
 			onChange()

@@ -49,10 +49,11 @@ func (f *fakeClaimer) Release(ctx context.Context, l pipeline.Lease, keys []pipe
 }
 
 type fakeRoutes struct {
-	PairsFn        func() []pairKey
-	LocalFreeFn    func(kv manifest.KindVersion) (int, bool)
-	ChangedFn      func() <-chan struct{}
-	ReactorKindsFn func() []string
+	PairsFn         func() []pairKey
+	LocalFreeFn     func(kv manifest.KindVersion) (int, bool)
+	ChangedFn       func() <-chan struct{}
+	RoutesChangedFn func() <-chan struct{}
+	ReactorKindsFn  func() []string
 }
 
 func (f *fakeRoutes) pairs() []pairKey { return f.PairsFn() }
@@ -67,6 +68,12 @@ func (f *fakeRoutes) changed() <-chan struct{} {
 		return nil
 	}
 	return f.ChangedFn()
+}
+func (f *fakeRoutes) routesChanged() <-chan struct{} {
+	if f.RoutesChangedFn == nil {
+		return nil
+	}
+	return f.RoutesChangedFn()
 }
 func (f *fakeRoutes) reactorKinds() []string { return f.ReactorKindsFn() }
 

@@ -31,6 +31,11 @@ func FuzzWorkerMessages(f *testing.F) {
 	seed(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: &workerv1.Subscribe{WorkerId: "w",
 		Kinds: []*workerv1.KindReadiness{{Kind: &workerv1.KindVersion{Kind: "k", Version: "v1"}, Ready: true}}}}})
 	seed(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Heartbeat{Heartbeat: &workerv1.Heartbeat{}}})
+	seed(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Completes{Completes: &workerv1.StageCompletes{
+		Completes: []*workerv1.StageComplete{
+			{TaskId: id, LeaseSecret: leases.issue("h", id), Result: &workerv1.StageComplete_Error{Error: &workerv1.TaskError{Message: "x"}}},
+			{TaskId: "not-a-task-id", LeaseSecret: "forged"},
+		}}}})
 	f.Add([]byte{0x1a, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var m workerv1.WorkStreamRequest
@@ -39,23 +44,30 @@ func FuzzWorkerMessages(f *testing.F) {
 		}
 		readyMap(m.GetSubscribe().GetKinds())
 		readyMap(m.GetReadiness().GetKinds())
-		c := m.GetComplete()
-		if c == nil {
-			return
+		for _, c := range append([]*workerv1.StageComplete{m.GetComplete()}, m.GetCompletes().GetCompletes()...) {
+			checkCompletion(t, leases, c)
 		}
-		if c.GetLeaseSecret() != "" && leases.verify("rogue", c.GetTaskId(), c.GetLeaseSecret()) {
-			t.Fatalf("a secret never issued to this holder verified: %q", c.GetLeaseSecret())
-		}
-		tid, err := parseTaskID(c.GetTaskId())
-		if err != nil {
-			return
-		}
-		if back, err := parseTaskID(tid.String()); err != nil || back != tid {
-			t.Fatalf("task id %q does not round-trip: %v", c.GetTaskId(), err)
-		}
-		res := redelivered(tid, c)
-		_ = res.Validate()
 	})
+}
+
+// checkCompletion is what the broker does with one completion, alone or
+// from a batch.
+func checkCompletion(t *testing.T, leases *leaseKeys, c *workerv1.StageComplete) {
+	if c == nil {
+		return
+	}
+	if c.GetLeaseSecret() != "" && leases.verify("rogue", c.GetTaskId(), c.GetLeaseSecret()) {
+		t.Fatalf("a secret never issued to this holder verified: %q", c.GetLeaseSecret())
+	}
+	tid, err := parseTaskID(c.GetTaskId())
+	if err != nil {
+		return
+	}
+	if back, err := parseTaskID(tid.String()); err != nil || back != tid {
+		t.Fatalf("task id %q does not round-trip: %v", c.GetTaskId(), err)
+	}
+	res := redelivered(tid, c)
+	_ = res.Validate()
 }
 
 // BenchmarkLeaseSecret is the per-dispatch cost of a lease secret: one

@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/metrics"
@@ -112,7 +113,7 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 	}
 	log := h.log.With().Str("worker_id", s.workerID).Logger()
 	watch := h.silence > 0 && sub.GetKeepalive() && streamAbort(ctx) != nil
-	subscribed := &workerv1.Subscribed{BrokerId: h.id, Known: h.known(s, log), AcksResults: true}
+	subscribed := &workerv1.Subscribed{BrokerId: h.id, Known: h.known(s, log), AcksResults: true, Batches: true}
 	if watch {
 		subscribed.KeepaliveMs = keepaliveEvery(h.silence).Milliseconds()
 	}
@@ -130,13 +131,22 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 		if h.adopt != nil {
 			defer h.adopt.ended(s)
 		}
-		h.reg.remove(s)
+		inFlight := h.reg.remove(s)
 		close(s.done)
 		h.metrics.Workers.Set(float64(h.reg.count()))
-		log.Info().Msg("worker disconnected")
+		// One line per session, however many stages it held: each is
+		// dispatched again (or awaits the worker's redelivery) without a
+		// line of its own.
+		log.Info().Int("stages_in_flight", inFlight).Msg("worker disconnected")
 	}()
-	h.serve(ctx, stream, s, watch, log)
+	h.serve(ctx, stream, s, sessionOpts{watch: watch, batches: sub.GetBatches()}, log)
 	return nil
+}
+
+// sessionOpts is what a session's Subscribe negotiated.
+type sessionOpts struct {
+	watch   bool // time the session out when the worker falls silent
+	batches bool // the worker takes StageTasks batches
 }
 
 // known lists the kinds s serves that have an applied manifest.
@@ -153,15 +163,16 @@ func (h *workerService) known(s *session, log zerolog.Logger) []*workerv1.KindVe
 }
 
 // serve runs an open session until its stream ends: one sender drains s.out
-// and batches the session's result acks, the receive loop routes what the
-// worker sends, and with watch a watchdog cuts the stream once the worker
-// has been silent for the silence timeout.
-func (h *workerService) serve(ctx context.Context, stream *workStream, s *session, watch bool, log zerolog.Logger) {
+// (tasks batched when the worker takes batches) and batches the session's
+// result acks, the receive loop routes what the worker sends, and with
+// o.watch a watchdog cuts the stream once the worker has been silent for the
+// silence timeout.
+func (h *workerService) serve(ctx context.Context, stream *workStream, s *session, o sessionOpts, log zerolog.Logger) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var heard atomic.Int64
 	heard.Store(time.Now().UnixNano())
-	if watch {
+	if o.watch {
 		go silenceWatch(sctx, &heard, h.silence, streamAbort(ctx), log)
 	}
 	sent := make(chan struct{})
@@ -172,7 +183,7 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 			case <-sctx.Done():
 				return
 			case m := <-s.out:
-				if err := stream.Send(m); err != nil {
+				if err := sendOut(stream, s.out, m, o.batches); err != nil {
 					cancel()
 					return
 				}
@@ -192,7 +203,7 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 	pace := newStreamRate(h.streamRate)
 	for {
 		msg, err := stream.Receive()
-		if err != nil || !pace.wait(sctx) {
+		if err != nil || !pace.wait(sctx, max(1, len(msg.GetCompletes().GetCompletes()))) {
 			cancel()
 			<-sent
 			return
@@ -205,11 +216,11 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 			}
 			h.reg.setReady(s, m.Readiness.GetKinds())
 		case *workerv1.WorkStreamRequest_Complete:
-			if !h.completionAllowed(s, m.Complete, log) {
-				continue
+			h.complete(s, m.Complete, log)
+		case *workerv1.WorkStreamRequest_Completes:
+			for _, c := range m.Completes.GetCompletes() {
+				h.complete(s, c, log)
 			}
-			id := m.Complete.GetTaskId()
-			h.completions.complete(m.Complete, func() { s.ack(id) })
 		case *workerv1.WorkStreamRequest_Heartbeat:
 			// Leases of tasks this broker runs are heartbeated by the
 			// dispatcher; a worker's beat (empty when it is idle) only
@@ -218,6 +229,66 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 			log.Warn().Msg("duplicate subscribe on an open stream; ignored")
 		}
 	}
+}
+
+// complete takes one of the session's completions, once its lease secret
+// checks out.
+func (h *workerService) complete(s *session, c *workerv1.StageComplete, log zerolog.Logger) {
+	if !h.completionAllowed(s, c, log) {
+		return
+	}
+	id := c.GetTaskId()
+	h.completions.complete(c, func() { s.ack(id) })
+}
+
+// Task batches: what one StageTasks message may carry. The bytes stay under
+// the stream's compression floor, so batching never adds compression work
+// (and never fails a send a lone task would not); a task that would take a
+// batch past them goes out on its own.
+const (
+	maxTaskBatch   = 128
+	taskBatchBytes = streamCompressMinBytes
+)
+
+// sendOut sends m and, when the worker takes batches and m is a task, every
+// task already queued behind it (up to a batch) in the same message: it
+// never waits for more, so a batch costs no latency, and under load one
+// frame and one write carry many tasks. A message that is not a task (a
+// config push), or a task too big for the batch, goes out after it, in
+// order.
+func sendOut(stream interface {
+	Send(*workerv1.WorkStreamResponse) error
+}, out <-chan *workerv1.WorkStreamResponse, m *workerv1.WorkStreamResponse, batches bool) error {
+	first := m.GetTask()
+	if !batches || first == nil {
+		return stream.Send(m)
+	}
+	tasks, size := []*workerv1.StageTask{first}, proto.Size(first)
+	var next *workerv1.WorkStreamResponse
+collect:
+	for len(tasks) < maxTaskBatch {
+		select {
+		case n := <-out:
+			t := n.GetTask()
+			if t == nil || size+proto.Size(t) > taskBatchBytes {
+				next = n
+				break collect
+			}
+			tasks, size = append(tasks, t), size+proto.Size(t)
+		default:
+			break collect
+		}
+	}
+	if len(tasks) > 1 {
+		m = &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Tasks{Tasks: &workerv1.StageTasks{Tasks: tasks}}}
+	}
+	if err := stream.Send(m); err != nil {
+		return err
+	}
+	if next != nil {
+		return stream.Send(next)
+	}
+	return nil
 }
 
 // RelayStage runs a peer's stage on a local worker.

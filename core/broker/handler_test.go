@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -435,4 +436,166 @@ func TestWorkerServiceWorkStream_AdoptsTheLeasesOfResumedTasks(t *testing.T) {
 		return len(st.released) == 1 && st.released[0] == left
 	}, 5*time.Second, time.Millisecond, "the session ended: the adopted lease whose result never came is released")
 	require.Empty(t, tasks.keys())
+}
+
+// A worker that takes batches gets the tasks queued for it in one message
+// and may answer them in one; each result is handled (and refused, for a
+// bad secret) exactly as if it came alone.
+func TestWorkerServiceWorkStream_Batches(t *testing.T) {
+	t.Parallel()
+	b := setupHandler(t)
+	got := make(chan *workerv1.StageComplete, 8)
+	b.sink.CompleteFn = func(c *workerv1.StageComplete, _ func()) { got <- c }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream := b.clients()["Connect"].WorkStream(ctx)
+	defer func() { _ = stream.CloseResponse() }()
+	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{
+		Subscribe: &workerv1.Subscribe{WorkerId: "w1", Kinds: readiness("vpc"), MaxInFlight: 8, Batches: true}}}))
+	resp, err := stream.Receive()
+	require.NoError(t, err)
+	require.True(t, resp.GetSubscribed().GetBatches(), "the broker says it takes batches")
+	require.Eventually(t, func() bool { return b.svc.reg.count() == 1 }, 5*time.Second, time.Millisecond)
+
+	// Tasks reach the worker in order, batched or not (whether they share a
+	// message depends on what is queued when the sender is free:
+	// TestSendOut pins the batching itself).
+	var s *session
+	b.svc.reg.mu.Lock()
+	for _, x := range b.svc.reg.sessions {
+		s = x
+	}
+	b.svc.reg.mu.Unlock()
+	for _, id := range []string{"t1", "t2", "t3"} {
+		require.NoError(t, s.send(ctx, &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Task{
+			Task: &workerv1.StageTask{TaskId: id}}}))
+	}
+	var ids []string
+	for len(ids) < 3 {
+		m, err := stream.Receive()
+		require.NoError(t, err)
+		if one := m.GetTask(); one != nil {
+			ids = append(ids, one.GetTaskId())
+		}
+		for _, t := range m.GetTasks().GetTasks() {
+			ids = append(ids, t.GetTaskId())
+		}
+	}
+	require.Equal(t, []string{"t1", "t2", "t3"}, ids)
+
+	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Completes{
+		Completes: &workerv1.StageCompletes{Completes: []*workerv1.StageComplete{
+			{TaskId: "t1", LeaseSecret: b.secret("w1", "t1")},
+			{TaskId: "t2", LeaseSecret: "forged"},
+			{TaskId: "t3", LeaseSecret: b.secret("w1", "t3")},
+		}}}}))
+	for _, want := range []string{"t1", "t3"} {
+		select {
+		case c := <-got:
+			require.Equal(t, want, c.GetTaskId(), "results are routed in order; the forged one is refused")
+		case <-ctx.Done():
+			t.Fatal("batched completion not routed")
+		}
+	}
+	select {
+	case c := <-got:
+		t.Fatalf("the forged result %s was routed", c.GetTaskId())
+	default:
+	}
+}
+
+// recordingSender records the messages sendOut sends.
+type recordingSender struct {
+	sent []*workerv1.WorkStreamResponse
+}
+
+func (r *recordingSender) Send(m *workerv1.WorkStreamResponse) error {
+	r.sent = append(r.sent, m)
+	return nil
+}
+
+// ids renders what a sender sent: one entry per message, the task ids of a
+// batch joined with "+", a config push as "config".
+func (r *recordingSender) ids() []string {
+	var out []string
+	for _, m := range r.sent {
+		switch {
+		case m.GetTask() != nil:
+			out = append(out, m.GetTask().GetTaskId())
+		case m.GetTasks() != nil:
+			var ids []string
+			for _, t := range m.GetTasks().GetTasks() {
+				ids = append(ids, t.GetTaskId())
+			}
+			out = append(out, strings.Join(ids, "+"))
+		default:
+			out = append(out, "config")
+		}
+	}
+	return out
+}
+
+func TestSendOut(t *testing.T) {
+	t.Parallel()
+	task := func(id string, specBytes int) *workerv1.WorkStreamResponse {
+		return &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Task{Task: &workerv1.StageTask{TaskId: id,
+			Resource: &workerv1.Resource{SpecJson: make([]byte, specBytes)}}}}
+	}
+	config := &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Config{Config: &workerv1.ConfigPush{Kind: "vpc"}}}
+	many := make([]*workerv1.WorkStreamResponse, maxTaskBatch+1)
+	for i := range many {
+		many[i] = task("m", 0)
+	}
+	cases := map[string]struct {
+		reason   string
+		batches  bool
+		first    *workerv1.WorkStreamResponse
+		queued   []*workerv1.WorkStreamResponse
+		want     []string
+		leftOver int
+	}{
+		"NoBatches": {
+			reason: "a worker that did not ask for batches gets one task a message",
+			first:  task("a", 0), queued: []*workerv1.WorkStreamResponse{task("b", 0)},
+			want: []string{"a"}, leftOver: 1,
+		},
+		"QueuedTasksShareAMessage": {
+			reason:  "what is queued behind the first task goes with it",
+			batches: true, first: task("a", 0), queued: []*workerv1.WorkStreamResponse{task("b", 0), task("c", 0)},
+			want: []string{"a+b+c"},
+		},
+		"NothingQueued": {
+			reason:  "a lone task goes as a task, never waiting for company",
+			batches: true, first: task("a", 0),
+			want: []string{"a"},
+		},
+		"AConfigPushKeepsItsPlace": {
+			reason:  "a config push ends the batch and follows it; what is behind it waits for the next send",
+			batches: true, first: task("a", 0), queued: []*workerv1.WorkStreamResponse{task("b", 0), config, task("c", 0)},
+			want: []string{"a+b", "config"}, leftOver: 1,
+		},
+		"ABigTaskGoesAlone": {
+			reason:  "a task that would take the batch past its bytes goes in a message of its own",
+			batches: true, first: task("a", 10), queued: []*workerv1.WorkStreamResponse{task("big", taskBatchBytes), task("c", 0)},
+			want: []string{"a", "big"}, leftOver: 1,
+		},
+		"BoundedCount": {
+			reason:  "a batch carries at most maxTaskBatch tasks",
+			batches: true, first: task("f", 0), queued: many,
+			want: []string{"f" + strings.Repeat("+m", maxTaskBatch-1)}, leftOver: 2,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			out := make(chan *workerv1.WorkStreamResponse, len(tc.queued))
+			for _, m := range tc.queued {
+				out <- m
+			}
+			rec := &recordingSender{}
+			require.NoError(t, sendOut(rec, out, tc.first, tc.batches))
+			require.Equal(t, tc.want, rec.ids(), tc.reason)
+			require.Len(t, out, tc.leftOver, tc.reason)
+		})
+	}
 }

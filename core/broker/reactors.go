@@ -27,7 +27,9 @@ type deliveries interface {
 type reactorRoutes interface {
 	// reactorKinds lists the served kinds that declare a reactor reaction.
 	reactorKinds() []string
-	changed() <-chan struct{}
+	// routesChanged is closed at the next routing change (not at every
+	// finished stage: the dispatcher's own deliveries wake it through ended).
+	routesChanged() <-chan struct{}
 }
 
 // taskSender ships one stage task to a worker (local or over the mesh).
@@ -62,6 +64,9 @@ type reactorDispatcher struct {
 
 	mu       sync.Mutex
 	inflight map[lifecycle.Key]lifecycle.Delivery
+	// ended is signalled when one of this dispatcher's deliveries ends:
+	// room to claim again.
+	ended chan struct{}
 
 	testSignals reactorSignals
 }
@@ -81,6 +86,8 @@ func (r *reactorDispatcher) Run(ctx context.Context) error {
 	defer stop()
 	r.mu.Lock()
 	r.inflight = map[lifecycle.Key]lifecycle.Delivery{}
+	r.ended = make(chan struct{}, 1)
+	ended := r.ended
 	r.mu.Unlock()
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -97,7 +104,9 @@ func (r *reactorDispatcher) Run(ctx context.Context) error {
 			return nil
 		case <-wake:
 			wait = r.pollMin
-		case <-r.routes.changed():
+		case <-r.routes.routesChanged():
+			wait = r.pollMin
+		case <-ended:
 			wait = r.pollMin
 		case <-r.clock.After(wait):
 			wait = min(wait*2, reactorPollMax)
@@ -131,7 +140,12 @@ func (r *reactorDispatcher) claim(ctx context.Context) int {
 			defer func() {
 				r.mu.Lock()
 				delete(r.inflight, d.Key)
+				ended := r.ended
 				r.mu.Unlock()
+				select {
+				case ended <- struct{}{}:
+				default:
+				}
 				r.freed()
 			}()
 			r.testSignals.delivered.Signal(r.deliver(ctx, d))

@@ -94,6 +94,38 @@ func TestReactorDispatcher(t *testing.T) {
 	})
 }
 
+func TestReactorDispatcher_AtItsCapClaimsAgainWhenADeliveryEnds(t *testing.T) {
+	t.Parallel()
+	r, _, ds, sender := setupReactors(t)
+	r.cap = 1
+	var claims atomic.Int32
+	ds.ClaimFn = func(_ context.Context, _ string, _ []string, _, _, limit int) ([]lifecycle.Delivery, error) {
+		if limit == 0 || claims.Load() == 2 {
+			return nil, nil
+		}
+		claims.Add(1)
+		return []lifecycle.Delivery{delivery(`{"id":"r1"}`)}, nil
+	}
+	release := make(chan struct{})
+	sender.DispatchFn = func(ctx context.Context, _ manifest.KindVersion, st *workerv1.StageTask) (*workerv1.StageComplete, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return &workerv1.StageComplete{TaskId: st.GetTaskId()}, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = r.Run(ctx) }()
+	require.Eventually(t, func() bool { return claims.Load() == 1 }, 5*time.Second, time.Millisecond)
+	close(release)
+	// No clock advance and no routing change: only the first delivery's end
+	// can wake the dispatcher to use the room it left.
+	require.True(t, r.testSignals.delivered.WaitOrTimeout(t))
+	require.True(t, r.testSignals.delivered.WaitOrTimeout(t), "the second delivery was claimed once the first ended")
+	require.EqualValues(t, 2, claims.Load())
+}
+
 // A delivery is acknowledged only when its reactor succeeded; anything else
 // leaves it claimed, to be re-armed when the claim lapses.
 func TestReactorDispatcherDeliver_AcksOnlyOnSuccess(t *testing.T) {

@@ -9,6 +9,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"sync"
 
@@ -68,6 +69,12 @@ type registry struct {
 	// bcast is closed (and replaced) whenever capacity may have grown: a
 	// worker joined, became ready, or finished a stage.
 	bcast chan struct{}
+	// routes is closed (and replaced) only when what can be served may have
+	// changed: a worker joined, left or changed readiness, or the mesh's
+	// peers changed — not at every finished stage.
+	routes chan struct{}
+	// servedKinds caches served() until the routes change (nil: stale).
+	servedKinds []manifest.KindVersion
 	// waiters are the stages waiting for a slot, oldest first: a freed slot
 	// goes to the oldest waiter it can serve, so a task claimed a moment ago
 	// never overtakes a stage that has been waiting.
@@ -75,13 +82,25 @@ type registry struct {
 }
 
 func newRegistry(log zerolog.Logger) *registry {
-	return &registry{log: log, sessions: map[string]*session{}, bcast: make(chan struct{})}
+	return &registry{log: log, sessions: map[string]*session{}, bcast: make(chan struct{}), routes: make(chan struct{})}
 }
 
+// notify signals a capacity change (a slot freed).
 func (r *registry) notify() {
 	r.mu.Lock()
 	close(r.bcast)
 	r.bcast = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// notifyRoutes signals a routing change, which is a capacity change too.
+func (r *registry) notifyRoutes() {
+	r.mu.Lock()
+	close(r.bcast)
+	r.bcast = make(chan struct{})
+	close(r.routes)
+	r.routes = make(chan struct{})
+	r.servedKinds = nil
 	r.mu.Unlock()
 }
 
@@ -92,19 +111,29 @@ func (r *registry) changed() <-chan struct{} {
 	return r.bcast
 }
 
+// routesChanged returns a channel closed at the next routing change.
+func (r *registry) routesChanged() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.routes
+}
+
 func (r *registry) add(s *session) {
 	r.mu.Lock()
 	r.sessions[s.id] = s
 	r.handOffLocked()
 	r.mu.Unlock()
-	r.notify()
+	r.notifyRoutes()
 }
 
-func (r *registry) remove(s *session) {
+// remove drops s and returns how many stages it held.
+func (r *registry) remove(s *session) int {
 	r.mu.Lock()
 	delete(r.sessions, s.id)
+	n := s.inFlight
 	r.mu.Unlock()
-	r.notify()
+	r.notifyRoutes()
+	return n
 }
 
 func (r *registry) setReady(s *session, kinds []*workerv1.KindReadiness) {
@@ -112,7 +141,7 @@ func (r *registry) setReady(s *session, kinds []*workerv1.KindReadiness) {
 	s.ready = readyMap(kinds)
 	r.handOffLocked()
 	r.mu.Unlock()
-	r.notify()
+	r.notifyRoutes()
 }
 
 func readyMap(kinds []*workerv1.KindReadiness) map[manifest.KindVersion]bool {
@@ -238,10 +267,19 @@ func (r *registry) capacity(kv manifest.KindVersion) int {
 	return n
 }
 
-// served lists the pairs at least one connected worker serves ready.
+// served lists the pairs at least one connected worker serves ready, sorted.
+// It is computed once per routing change; callers must not modify it (an
+// append copies: the slice is clipped).
 func (r *registry) served() []manifest.KindVersion {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.servedKinds == nil {
+		r.servedKinds = r.servedLocked()
+	}
+	return slices.Clip(r.servedKinds)
+}
+
+func (r *registry) servedLocked() []manifest.KindVersion {
 	set := map[manifest.KindVersion]bool{}
 	for _, s := range r.sessions {
 		for kv, ok := range s.ready {

@@ -6,6 +6,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/core/manifest"
+	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 
 // A freed slot goes to the oldest waiting stage, and a stage arriving while
@@ -58,5 +59,56 @@ func TestRegistryHandsSlotsToTheOldestWaiter(t *testing.T) {
 		if n := r.capacity(kv); n != 1 {
 			t.Fatalf("capacity after cancelling a served waiter = %d, want 1", n)
 		}
+	}
+}
+
+// A finished stage signals capacity, not a routing change; joins and
+// readiness changes signal both, and the served kinds follow them.
+func TestRegistrySignalsRoutingChangesApartFromCapacity(t *testing.T) {
+	vpc := manifest.KindVersion{Kind: "vpc", Version: "v1"}
+	tgw := manifest.KindVersion{Kind: "tgw", Version: "v1"}
+	r := newRegistry(zerolog.Nop())
+	closed := func(c <-chan struct{}) bool {
+		select {
+		case <-c:
+			return true
+		default:
+			return false
+		}
+	}
+
+	routes, capacity := r.routesChanged(), r.changed()
+	s := &session{id: "a", maxIn: 2, ready: map[manifest.KindVersion]bool{vpc: true}, done: make(chan struct{})}
+	r.add(s)
+	if !closed(routes) || !closed(capacity) {
+		t.Fatal("a worker joining is a routing and a capacity change")
+	}
+	if got := r.served(); len(got) != 1 || got[0] != vpc {
+		t.Fatalf("served after the join = %v, want [vpc/v1]", got)
+	}
+
+	routes, capacity = r.routesChanged(), r.changed()
+	got, _ := r.acquireOrWait(vpc)
+	r.release(got)
+	if closed(routes) {
+		t.Fatal("a finished stage signalled a routing change")
+	}
+	if !closed(capacity) {
+		t.Fatal("a finished stage did not signal capacity")
+	}
+
+	routes = r.routesChanged()
+	r.setReady(s, []*workerv1.KindReadiness{
+		{Kind: &workerv1.KindVersion{Kind: "vpc", Version: "v1"}, Ready: false},
+		{Kind: &workerv1.KindVersion{Kind: "tgw", Version: "v1"}, Ready: true},
+	})
+	if !closed(routes) {
+		t.Fatal("a readiness change did not signal a routing change")
+	}
+	if got := r.served(); len(got) != 1 || got[0] != tgw {
+		t.Fatalf("served after the readiness change = %v, want [tgw/v1]: the cache was not refreshed", got)
+	}
+	if kvs := append(r.served(), vpc); len(r.served()) != 1 || len(kvs) != 2 {
+		t.Fatal("appending to served() changed the registry's copy")
 	}
 }

@@ -101,3 +101,7 @@ func (r *routes) localFree(kv manifest.KindVersion) (free int, onlyLocal bool) {
 
 // changed returns a channel closed at the next routing or capacity change.
 func (r *routes) changed() <-chan struct{} { return r.reg.changed() }
+
+// routesChanged returns a channel closed at the next routing change only
+// (a worker joining, leaving or changing readiness; the peers changing).
+func (r *routes) routesChanged() <-chan struct{} { return r.reg.routesChanged() }

@@ -169,7 +169,8 @@ func (g *stager) handOverTo(ctx context.Context, kv manifest.KindVersion, task *
 	}
 	c, err := g.await(ctx, kv, s, ch)
 	if err == nil && c == nil {
-		g.log.Info().Str("kind", kv.String()).Str("name", task.GetResource().GetName()).Str("stage", task.GetStage().String()).
+		// Debug: the session's end logs once, with its count of stages.
+		g.log.Debug().Str("kind", kv.String()).Str("name", task.GetResource().GetName()).Str("stage", task.GetStage().String()).
 			Msg("worker lost mid-stage; dispatching the stage again")
 	}
 	return c, s, err

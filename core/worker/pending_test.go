@@ -20,17 +20,29 @@ func (nopProvider) Work(context.Context, Request) (Outcome, error) { return Outc
 func (nopProvider) OnConfig(ProviderConfig)                        {}
 func (nopProvider) Ready() bool                                    { return true }
 
-// fakeStream records what flush sends; failAfter > 0 fails sends past it.
+// fakeStream records what a flush sends: the task ids in order (sent) and
+// per message (msgs); failAfter > 0 fails sends once that many messages
+// went out, closed fails every send.
 type fakeStream struct {
 	sent      []string
+	msgs      [][]string
 	failAfter int
+	closed    bool
 }
 
 func (f *fakeStream) send(m *workerv1.WorkStreamRequest) error {
-	if f.failAfter > 0 && len(f.sent) >= f.failAfter {
+	if f.closed || (f.failAfter > 0 && len(f.msgs) >= f.failAfter) {
 		return errors.New("stream closed")
 	}
-	f.sent = append(f.sent, m.GetComplete().GetTaskId())
+	var ids []string
+	if c := m.GetComplete(); c != nil {
+		ids = append(ids, c.GetTaskId())
+	}
+	for _, c := range m.GetCompletes().GetCompletes() {
+		ids = append(ids, c.GetTaskId())
+	}
+	f.msgs = append(f.msgs, ids)
+	f.sent = append(f.sent, ids...)
 	return nil
 }
 
@@ -52,15 +64,15 @@ func TestWorkerFlush_KeepsSentResultsUntilAcked(t *testing.T) {
 		w := newTestWorker(t, 8)
 		w.deliver(result("a"))
 		s1 := &fakeStream{}
-		require.NoError(t, w.flush(s1.send, true))
+		require.NoError(t, w.flushOneByOne(s1.send, true))
 		require.Equal(t, []string{"a"}, s1.sent)
 		require.Equal(t, 1, w.pendingCount(), "sent but unacked: still pending")
-		require.NoError(t, w.flush(s1.send, true))
+		require.NoError(t, w.flushOneByOne(s1.send, true))
 		require.Equal(t, []string{"a"}, s1.sent, "not resent on the same session")
 
 		require.Equal(t, 1, w.resend(), "the next session redelivers it")
 		s2 := &fakeStream{}
-		require.NoError(t, w.flush(s2.send, true))
+		require.NoError(t, w.flushOneByOne(s2.send, true))
 		require.Equal(t, []string{"a"}, s2.sent)
 		w.acked([]string{"a"})
 		require.Zero(t, w.pendingCount(), "acked: dropped")
@@ -71,12 +83,12 @@ func TestWorkerFlush_KeepsSentResultsUntilAcked(t *testing.T) {
 		w.deliver(result("a"))
 		w.deliver(result("b"))
 		s1 := &fakeStream{failAfter: 1}
-		require.Error(t, w.flush(s1.send, true))
+		require.Error(t, w.flushOneByOne(s1.send, true))
 		w.acked([]string{"a", "b"}) // b was never sent: its ack (from nowhere) settles nothing
 		require.Equal(t, 1, w.pendingCount())
 		w.resend()
 		s2 := &fakeStream{}
-		require.NoError(t, w.flush(s2.send, true))
+		require.NoError(t, w.flushOneByOne(s2.send, true))
 		require.Equal(t, []string{"b"}, s2.sent)
 	})
 	t.Run("EachAckSettlesOneCopy", func(t *testing.T) {
@@ -85,7 +97,7 @@ func TestWorkerFlush_KeepsSentResultsUntilAcked(t *testing.T) {
 		w.deliver(result("a")) // a task re-dispatched under the same id ran twice
 		w.deliver(result("a"))
 		s := &fakeStream{}
-		require.NoError(t, w.flush(s.send, true))
+		require.NoError(t, w.flushOneByOne(s.send, true))
 		w.acked([]string{"a"})
 		require.Equal(t, 1, w.pendingCount())
 		w.acked([]string{"a"})
@@ -96,15 +108,15 @@ func TestWorkerFlush_KeepsSentResultsUntilAcked(t *testing.T) {
 		w := newTestWorker(t, 2)
 		w.deliver(result("a"))
 		s := &fakeStream{}
-		require.NoError(t, w.flush(s.send, true))
+		require.NoError(t, w.flushOneByOne(s.send, true))
 		w.deliver(result("b"))
 		w.deliver(result("c")) // discards a, sent and unacked
 		require.Equal(t, int64(1), w.Dropped())
-		require.NoError(t, w.flush(s.send, true))
+		require.NoError(t, w.flushOneByOne(s.send, true))
 		require.Equal(t, []string{"a", "b", "c"}, s.sent, "b and c still go out on this session")
 		w.resend()
 		s2 := &fakeStream{}
-		require.NoError(t, w.flush(s2.send, true))
+		require.NoError(t, w.flushOneByOne(s2.send, true))
 		require.Equal(t, []string{"b", "c"}, s2.sent)
 	})
 	t.Run("BrokerWithoutAcksSettlesOnSend", func(t *testing.T) {
@@ -112,7 +124,72 @@ func TestWorkerFlush_KeepsSentResultsUntilAcked(t *testing.T) {
 		w := newTestWorker(t, 8)
 		w.deliver(result("a"))
 		s := &fakeStream{}
-		require.NoError(t, w.flush(s.send, false))
+		require.NoError(t, w.flushOneByOne(s.send, false))
 		require.Zero(t, w.pendingCount())
+	})
+}
+
+// Against a broker that takes batches, one flush sends every pending
+// result not yet sent in as few messages as the bounds allow; acks and
+// redelivery work per result, exactly as one by one.
+func TestWorkerFlushBatched_SendsWhatIsPendingInOneMessage(t *testing.T) {
+	t.Parallel()
+	t.Run("OneMessageThenAcksPerResult", func(t *testing.T) {
+		t.Parallel()
+		w := newTestWorker(t, 8)
+		for _, id := range []string{"a", "b", "c"} {
+			w.deliver(result(id))
+		}
+		s := &fakeStream{}
+		require.NoError(t, w.flushBatched(s.send, true))
+		require.Equal(t, [][]string{{"a", "b", "c"}}, s.msgs)
+		w.acked([]string{"a", "c"})
+		require.Equal(t, 1, w.pendingCount(), "b is still unacked")
+		w.deliver(result("d"))
+		require.NoError(t, w.flushBatched(s.send, true))
+		require.Equal(t, [][]string{{"a", "b", "c"}, {"d"}}, s.msgs, "only the unsent result goes out")
+
+		require.Equal(t, 2, w.resend())
+		s2 := &fakeStream{}
+		require.NoError(t, w.flushBatched(s2.send, true))
+		require.Equal(t, [][]string{{"b", "d"}}, s2.msgs, "the next session redelivers what is unacked")
+	})
+	t.Run("AFailedBatchIsResentWhole", func(t *testing.T) {
+		t.Parallel()
+		w := newTestWorker(t, 8)
+		w.deliver(result("a"))
+		w.deliver(result("b"))
+		s1 := &fakeStream{closed: true}
+		require.Error(t, w.flushBatched(s1.send, true))
+		require.Equal(t, 2, w.resend())
+		s2 := &fakeStream{}
+		require.NoError(t, w.flushBatched(s2.send, true))
+		require.Equal(t, [][]string{{"a", "b"}}, s2.msgs)
+	})
+	t.Run("BatchesAreBounded", func(t *testing.T) {
+		t.Parallel()
+		w := newTestWorker(t, 2*maxResultBatch)
+		for range maxResultBatch + 1 {
+			w.deliver(result("x"))
+		}
+		s := &fakeStream{}
+		require.NoError(t, w.flushBatched(s.send, true))
+		require.Len(t, s.msgs, 2)
+		require.Len(t, s.msgs[0], maxResultBatch)
+		require.Len(t, s.msgs[1], 1)
+	})
+	t.Run("TheAckSettlesTheOldestCopy", func(t *testing.T) {
+		t.Parallel()
+		w := newTestWorker(t, 8)
+		first, second := result("a"), result("a")
+		w.deliver(first)
+		w.deliver(second)
+		require.NoError(t, w.flushBatched((&fakeStream{}).send, true))
+		w.acked([]string{"a"})
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		require.Len(t, w.pending, 1)
+		require.Same(t, second, w.pending[0])
+		require.Equal(t, 1, w.sent)
 	})
 }

@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 
@@ -20,28 +22,20 @@ func (w *Worker) session(ctx, workCtx context.Context) error {
 	defer stream.CloseResponse() //nolint:errcheck // best effort on teardown
 
 	ready := w.readiness()
-	sub := &workerv1.Subscribe{
-		WorkerId:    w.opts.WorkerID,
-		Kinds:       ready,
-		MaxInFlight: int32(w.opts.MaxParallel),
-		Resumed:     w.runningRefs(),
-		Version:     w.opts.Version,
-		Keepalive:   true,
-	}
-	if err := stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: sub}}); err != nil {
-		return fmt.Errorf("subscribe: %w", err)
-	}
-	first, err := stream.Receive()
+	subscribed, err := w.subscribe(stream, ready)
 	if err != nil {
-		return fmt.Errorf("await subscribed: %w", err)
+		return err
 	}
-	if first.GetSubscribed() == nil {
-		return errors.New("broker did not acknowledge the subscription")
+	acks := subscribed.GetAcksResults()
+	// A broker that acks and takes batches gets every result pending at a
+	// flush in one message.
+	send := w.flushOneByOne
+	if acks && subscribed.GetBatches() {
+		send = w.flushBatched
 	}
-	acks := first.GetSubscribed().GetAcksResults()
 	w.setSubscribed(true)
 	defer w.setSubscribed(false)
-	w.log.Info().Str("broker_id", first.GetSubscribed().GetBrokerId()).Int("kinds", len(ready)).
+	w.log.Info().Str("broker_id", subscribed.GetBrokerId()).Int("kinds", len(ready)).
 		Int("redelivering", w.resend()).Msg("connected to broker")
 	lastReady := readinessKey(ready)
 	sendReadiness := func() error {
@@ -62,7 +56,7 @@ func (w *Worker) session(ctx, workCtx context.Context) error {
 
 	// A broker that times out silent sessions (keepalive_ms) hears from
 	// this worker at least that often: an empty heartbeat when idle.
-	keepalive := time.Duration(first.GetSubscribed().GetKeepaliveMs()) * time.Millisecond
+	keepalive := time.Duration(subscribed.GetKeepaliveMs()) * time.Millisecond
 	every := w.opts.HeartbeatEvery
 	if keepalive > 0 {
 		every = min(every, keepalive)
@@ -79,7 +73,7 @@ func (w *Worker) session(ctx, workCtx context.Context) error {
 		case err := <-recvErr:
 			return fmt.Errorf("receive: %w", err)
 		case <-w.wake:
-			if err := w.flush(stream.Send, acks); err != nil {
+			if err := send(stream.Send, acks); err != nil {
 				return err
 			}
 			// Draining flips readiness: tell the broker at once.
@@ -101,14 +95,44 @@ func (w *Worker) session(ctx, workCtx context.Context) error {
 	}
 }
 
-// flush sends every pending result not yet sent on this session. Against a
-// broker that acks results (acks), a sent result stays pending until its
-// ResultAck arrives: a send can succeed into a connection that is already
-// dead, so only the ack proves the broker took the result. Against one that
-// does not, a result is done once sent. Whatever is still pending when the
-// session breaks is sent again on the next one (redelivery, fenced by its
-// claim_epoch, so it never applies twice).
-func (w *Worker) flush(send func(*workerv1.WorkStreamRequest) error, acks bool) error {
+// subscribe opens the session: it sends the Subscribe (the kinds and their
+// readiness, the tasks still running from an earlier session) and waits for
+// the broker's Subscribed.
+func (w *Worker) subscribe(stream interface {
+	Send(*workerv1.WorkStreamRequest) error
+	Receive() (*workerv1.WorkStreamResponse, error)
+}, ready []*workerv1.KindReadiness) (*workerv1.Subscribed, error) {
+	sub := &workerv1.Subscribe{
+		WorkerId:    w.opts.WorkerID,
+		Kinds:       ready,
+		MaxInFlight: int32(w.opts.MaxParallel),
+		Resumed:     w.runningRefs(),
+		Version:     w.opts.Version,
+		Keepalive:   true,
+		Batches:     true,
+	}
+	if err := stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: sub}}); err != nil {
+		return nil, fmt.Errorf("subscribe: %w", err)
+	}
+	first, err := stream.Receive()
+	if err != nil {
+		return nil, fmt.Errorf("await subscribed: %w", err)
+	}
+	if first.GetSubscribed() == nil {
+		return nil, errors.New("broker did not acknowledge the subscription")
+	}
+	return first.GetSubscribed(), nil
+}
+
+// flushOneByOne sends every pending result not yet sent on this session,
+// one message each. Against a broker that acks results (acks), a sent
+// result stays pending until its ResultAck arrives: a send can succeed into
+// a connection that is already dead, so only the ack proves the broker took
+// the result. Against one that does not, a result is done once sent.
+// Whatever is still pending when the session breaks is sent again on the
+// next one (redelivery, fenced by its claim_epoch, so it never applies
+// twice).
+func (w *Worker) flushOneByOne(send func(*workerv1.WorkStreamRequest) error, acks bool) error {
 	for {
 		w.mu.Lock()
 		if w.sent >= len(w.pending) {
@@ -134,6 +158,50 @@ func (w *Worker) flush(send func(*workerv1.WorkStreamRequest) error, acks bool) 
 	}
 }
 
+// Result batches: what one StageCompletes message may carry, far below the
+// stream's message limit; a result that would take a batch past the bytes
+// starts the next message.
+const (
+	maxResultBatch   = 256
+	resultBatchBytes = 1 << 20
+)
+
+// flushBatched is flushOneByOne for a broker that acks and takes batches:
+// the pending results not yet sent go out in as few messages as the batch
+// bounds allow (the broker handles each as if it came alone). A sent result
+// stays pending until acked, as above.
+func (w *Worker) flushBatched(send func(*workerv1.WorkStreamRequest) error, _ bool) error {
+	for {
+		w.mu.Lock()
+		var batch []*workerv1.StageComplete
+		size := 0
+		for w.sent < len(w.pending) && len(batch) < maxResultBatch {
+			c := w.pending[w.sent]
+			n := proto.Size(c)
+			if len(batch) > 0 && size+n > resultBatchBytes {
+				break
+			}
+			batch, size = append(batch, c), size+n
+			w.sent++
+		}
+		w.mu.Unlock()
+		var m *workerv1.WorkStreamRequest
+		switch len(batch) {
+		case 0:
+			return nil
+		case 1:
+			m = &workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Complete{Complete: batch[0]}}
+		default:
+			m = &workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Completes{Completes: &workerv1.StageCompletes{Completes: batch}}}
+		}
+		if err := send(m); err != nil {
+			// The session is over: the next one resends everything pending
+			// (resend), these included.
+			return fmt.Errorf("send %d results (first %s): %w", len(batch), batch[0].GetTaskId(), err)
+		}
+	}
+}
+
 // resend marks every pending result unsent, for a new session to redeliver,
 // and reports how many there are.
 func (w *Worker) resend() int {
@@ -144,13 +212,27 @@ func (w *Worker) resend() int {
 }
 
 // acked drops the results the broker acknowledged: each id settles one sent
-// result with that task id (a task re-dispatched under the same id may have
-// two, and each is acked on its own).
+// result with that task id, the oldest (a task re-dispatched under the same
+// id may have two, and each is acked on its own). One pass over the sent
+// results, however many ids an ack carries.
 func (w *Worker) acked(ids []string) {
-	w.mu.Lock()
+	settle := make(map[string]int, len(ids))
 	for _, id := range ids {
-		w.removeLocked(func(p *workerv1.StageComplete) bool { return p.GetTaskId() == id })
+		settle[id]++
 	}
+	w.mu.Lock()
+	kept := w.pending[:0]
+	sent := w.sent
+	for i, p := range w.pending {
+		if i < w.sent && settle[p.GetTaskId()] > 0 {
+			settle[p.GetTaskId()]--
+			sent--
+			continue
+		}
+		kept = append(kept, p)
+	}
+	clear(w.pending[len(kept):])
+	w.pending, w.sent = kept, sent
 	w.mu.Unlock()
 }
 
@@ -293,6 +375,10 @@ func (w *Worker) receive(workCtx context.Context, stream interface {
 		switch m := msg.GetMsg().(type) {
 		case *workerv1.WorkStreamResponse_Task:
 			w.start(workCtx, m.Task)
+		case *workerv1.WorkStreamResponse_Tasks:
+			for _, t := range m.Tasks.GetTasks() {
+				w.start(workCtx, t)
+			}
 		case *workerv1.WorkStreamResponse_Config:
 			w.applyConfig(m.Config.GetKind(), m.Config.GetConfig(), m.Config.GetDeleted())
 		case *workerv1.WorkStreamResponse_Ack:

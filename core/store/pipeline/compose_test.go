@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 )
@@ -272,4 +273,81 @@ func TestCompose_RefusesAConfigOwnedElsewhere(t *testing.T) {
 	res := f.compose(task, c)
 	require.Equal(t, 1, res.Configs, "a vanished owned config is pruned")
 	require.Zero(t, scalar[int](f, `SELECT count(*) FROM providerconfigs`))
+}
+
+func TestCompose_GatesOnlyChildrenNotWaitingOnAFreshSibling(t *testing.T) {
+	t.Parallel()
+	a, b, c, d, old := uuid.New(), uuid.New(), uuid.New(), uuid.New(), uuid.New()
+	plan := &composePlan{edges: []plannedEdge{
+		{dep: b, up: a},   // b waits on a, created in the same compose
+		{dep: c, up: b},   // c waits on b, also fresh
+		{dep: d, up: old}, // d waits on a resource outside the compose
+		{dep: old, up: a}, // an updated child waiting on a fresh one
+	}}
+	cases := map[string]struct {
+		reason           string
+		created, updated []uuid.UUID
+		want             []uuid.UUID
+	}{
+		"chain": {
+			reason:  "only the head of a chain of fresh children can be ready; the cascade schedules the rest",
+			created: []uuid.UUID{a, b, c},
+			want:    []uuid.UUID{a},
+		},
+		"outside upstream": {
+			reason:  "an upstream the compose did not create may be synced already: the gate decides",
+			created: []uuid.UUID{d},
+			want:    []uuid.UUID{d},
+		},
+		"updated child": {
+			reason:  "a changed child always goes through the gate, whatever its upstreams",
+			created: []uuid.UUID{a}, updated: []uuid.UUID{old},
+			want: []uuid.UUID{a, old},
+		},
+		"upstream not fresh": {
+			reason:  "b's upstream a was not created by this compose: b goes through the gate",
+			created: []uuid.UUID{b},
+			want:    []uuid.UUID{b},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, gateCandidates(plan, tc.created, tc.updated)); diff != "" {
+				t.Errorf("%s\n-want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestCompose_AChainOfFreshChildrenIsScheduledByTheCascade(t *testing.T) {
+	t.Parallel()
+	f, task := composeFx(t)
+	c := Composition{
+		Children: []Child{
+			{Kind: "net", Name: "net-a", Spec: json.RawMessage(`{"cidr":"10.0.0.0/16"}`)},
+			{Kind: "app", Name: "app-a", Spec: json.RawMessage(`{"image":"x"}`)},
+			{Kind: "app", Name: "app-b", Spec: json.RawMessage(`{"image":"y"}`)},
+		},
+		Edges: []Edge{
+			{Dependent: "app-a", Dependency: Ref{Child: "net-a"}, ValueFlows: []ValueFlow{{SrcField: "/net_id", DepField: "/net_id"}}},
+			{Dependent: "app-b", Dependency: Ref{Child: "app-a"}},
+		},
+	}
+	res := f.compose(task, c)
+	require.Equal(t, 1, res.Scheduled, "only the net is queued at compose")
+	net, appA, appB := f.childID("net", "net-a"), f.childID("app", "app-a"), f.childID("app", "app-b")
+	require.True(t, f.isQueued(net))
+	require.False(t, f.isQueued(appA), "app-a waits on its net")
+	require.False(t, f.isQueued(appB), "app-b waits on app-a")
+
+	require.Equal(t, 1, f.runLeaves("net", func(Task) string { return `{"net_id":"n-1"}` }))
+	require.True(t, f.isQueued(appA), "the net synced: the cascade queued app-a")
+	require.False(t, f.isQueued(appB), "app-b still waits on app-a")
+	require.JSONEq(t, `{"image":"x","net_id":"n-1"}`, scalar[string](f, `SELECT spec::text FROM resources WHERE id = $1`, appA))
+
+	ts := f.claim("app", 10)
+	require.Len(t, ts, 1, "only app-a is claimable")
+	require.Equal(t, appA, ts[0].Key.ResourceID)
+	f.finish(ts[0].Result(json.RawMessage(`{}`)))
+	require.True(t, f.isQueued(appB), "app-a synced: the cascade queued app-b")
 }

@@ -13,7 +13,7 @@ import (
 // edges, configs, composed_gen, then schedules and records the event.
 func (s *Store) writeCompose(ctx context.Context, tx pgx.Tx, st *composeState, plan *composePlan, gen int64, res *ComposeResult) error {
 	now := s.now()
-	touched, err := writeChildren(ctx, tx, st, plan, now, res)
+	created, updated, err := writeChildren(ctx, tx, st, plan, now, res)
 	if err != nil {
 		return err
 	}
@@ -31,9 +31,9 @@ UPDATE resources SET composed_gen = $2, updated_at = coalesce($3::timestamptz, n
  WHERE id = $1 AND composed_gen < $2`, st.root, gen, now); err != nil {
 		return wrap(err, "compose %s: set composed_gen", st.root)
 	}
-	if len(touched) > 0 {
+	if gate := gateCandidates(plan, created, updated); len(gate) > 0 {
 		if err := tx.QueryRow(ctx, `SELECT schedule_eligible($1::uuid[], coalesce($2::timestamptz, now()))`,
-			touched, now).Scan(&res.Scheduled); err != nil {
+			gate, now).Scan(&res.Scheduled); err != nil {
 			return wrap(err, "compose %s: schedule children", st.root)
 		}
 	}
@@ -49,11 +49,38 @@ VALUES ($1, 'Normal', 'Composed', $2, coalesce($3::timestamptz, now()))`, st.roo
 	return nil
 }
 
+// gateCandidates is what the compose sends through the gate: the children
+// it wrote (created, updated), less each new child that depends on another
+// child this same compose created. Such an upstream was inserted with
+// synced_gen 0 < generation, so the gate would only find the dependent
+// blocked (a probe of its edges and upstreams per child, in a composition
+// mostly made of dependents); the cascade schedules it when that upstream
+// syncs, exactly as it would have after a blocked gate.
+func gateCandidates(plan *composePlan, created, updated []uuid.UUID) []uuid.UUID {
+	fresh := make(map[uuid.UUID]bool, len(created))
+	for _, id := range created {
+		fresh[id] = true
+	}
+	waits := make(map[uuid.UUID]bool)
+	for _, e := range plan.edges {
+		if fresh[e.dep] && fresh[e.up] {
+			waits[e.dep] = true
+		}
+	}
+	out := make([]uuid.UUID, 0, len(created)+len(updated))
+	for _, id := range created {
+		if !waits[id] {
+			out = append(out, id)
+		}
+	}
+	return append(out, updated...)
+}
+
 // writeChildren inserts the new children and updates the changed and
-// re-adopted ones in one statement; it returns the ids written.
-func writeChildren(ctx context.Context, tx pgx.Tx, st *composeState, plan *composePlan, now any, res *ComposeResult) ([]uuid.UUID, error) {
+// re-adopted ones in one statement; it returns the ids of each.
+func writeChildren(ctx context.Context, tx pgx.Tx, st *composeState, plan *composePlan, now any, res *ComposeResult) (created, updated []uuid.UUID, err error) {
 	if len(plan.children) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	n := len(plan.children)
 	ids, kinds, versions, names := make([]uuid.UUID, n), make([]string, n), make([]string, n), make([]string, n)
@@ -68,8 +95,7 @@ func writeChildren(ctx context.Context, tx pgx.Tx, st *composeState, plan *compo
 			res.Readopted++
 		}
 	}
-	var created, updated []uuid.UUID
-	err := tx.QueryRow(ctx, `
+	err = tx.QueryRow(ctx, `
 WITH want AS (
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[], $7::text[], $8::bool[])
         AS w(id, kind, version, name, labels, spec, ref, is_new)
@@ -105,7 +131,7 @@ WITH want AS (
 SELECT coalesce((SELECT array_agg(id) FROM ins), '{}'), coalesce((SELECT array_agg(id) FROM upd), '{}')`,
 		ids, kinds, versions, names, labels, specs, refs, isNew, st.root, st.top, now).Scan(&created, &updated)
 	if err != nil {
-		return nil, wrap(err, "compose %s: write children", st.root)
+		return nil, nil, wrap(err, "compose %s: write children", st.root)
 	}
 	nNew := 0
 	for _, ch := range plan.children {
@@ -115,10 +141,10 @@ SELECT coalesce((SELECT array_agg(id) FROM ins), '{}'), coalesce((SELECT array_a
 	}
 	if len(created) < nNew {
 		// The caller rolls the transaction back: nothing is written.
-		return nil, takenChild(plan, created)
+		return nil, nil, takenChild(plan, created)
 	}
 	res.Created, res.Updated = len(created), len(updated)
-	return append(created, updated...), nil
+	return created, updated, nil
 }
 
 // pruneChildren handles the owned children the composition no longer

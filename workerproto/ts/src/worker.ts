@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 
-import { create } from "@bufbuild/protobuf";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 
 import { Defaults } from "./config.js";
@@ -116,6 +116,8 @@ interface Live {
   lastReady: string;
   /** keepalive: the broker asked for a heartbeat even while nothing runs. */
   keepalive: boolean;
+  /** batches: the broker acks results and takes several in one message. */
+  batches: boolean;
 }
 
 const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
@@ -134,6 +136,14 @@ const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
   });
 
 const kvKey = (p: Provider): string => `${p.kind.kind}/${p.kind.version}`;
+
+/**
+ * maxResultBatch and resultBatchBytes bound what one StageCompletes message
+ * carries, far below the stream's message limit; a result that would take a
+ * batch past the bytes starts the next message.
+ */
+const maxResultBatch = 256;
+const resultBatchBytes = 1 << 20;
 
 function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
@@ -164,6 +174,8 @@ export class Worker {
    * to send. A new session resends them all.
    */
   private pending: pb.StageComplete[] = [];
+  /** kickQueued: a deferred kick (batched results) is scheduled. */
+  private kickQueued = false;
   private sent = 0;
   private draining = false;
   private closing = false;
@@ -376,6 +388,7 @@ export class Worker {
           resumed: this.runningRefs(),
           version: this.o.version,
           keepalive: true,
+          batches: true,
         }),
       });
       const client = createClient(pb.WorkerService, t.transport);
@@ -390,7 +403,13 @@ export class Worker {
       // A broker that times out silent sessions (keepaliveMs) hears from
       // this worker at least that often: an empty heartbeat when idle.
       const keepaliveMs = Number(sub.keepaliveMs);
-      this.live = { out, acks: sub.acksResults, lastReady: readinessKey(ready), keepalive: keepaliveMs > 0 };
+      this.live = {
+        out,
+        acks: sub.acksResults,
+        lastReady: readinessKey(ready),
+        keepalive: keepaliveMs > 0,
+        batches: sub.acksResults && sub.batches,
+      };
       const beatEvery = keepaliveMs > 0 ? Math.min(this.o.heartbeatEveryMs, keepaliveMs) : this.o.heartbeatEveryMs;
       timers.push(setInterval(() => this.heartbeat(), beatEvery));
       timers.push(setInterval(() => this.sendReadiness(), this.o.readinessEveryMs));
@@ -419,6 +438,11 @@ export class Worker {
     switch (msg.msg.case) {
       case "task":
         this.start(msg.msg.value);
+        break;
+      case "tasks":
+        for (const task of msg.msg.value.tasks) {
+          this.start(task);
+        }
         break;
       case "config":
         this.applyConfig(msg.msg.value.kind, msg.msg.value.config, msg.msg.value.deleted);
@@ -464,11 +488,34 @@ export class Worker {
    * broker that acks results, a sent result stays pending until its ResultAck
    * arrives (a send can land in a connection that is already dead, so only
    * the ack proves the broker took it); against one that does not, a result
-   * is done once sent.
+   * is done once sent. A broker that takes batches gets what is pending in as
+   * few messages as maxResultBatch allows.
    */
   private flush(): void {
     const live = this.live;
     if (live === undefined) {
+      return;
+    }
+    if (live.batches) {
+      while (this.sent < this.pending.length) {
+        const batch: pb.StageComplete[] = [];
+        let bytes = 0;
+        while (this.sent < this.pending.length && batch.length < maxResultBatch) {
+          const c = this.pending[this.sent] as pb.StageComplete;
+          const n = toBinary(pb.StageCompleteSchema, c).length;
+          if (batch.length > 0 && bytes + n > resultBatchBytes) {
+            break;
+          }
+          batch.push(c);
+          bytes += n;
+          this.sent++;
+        }
+        live.out.push(
+          batch.length === 1
+            ? { case: "complete", value: batch[0] as pb.StageComplete }
+            : { case: "completes", value: create(pb.StageCompletesSchema, { completes: batch }) },
+        );
+      }
       return;
     }
     while (this.sent < this.pending.length) {
@@ -488,13 +535,23 @@ export class Worker {
    * two, and each is acked on its own).
    */
   private acked(ids: string[]): void {
+    const settle = new Map<string, number>();
     for (const id of ids) {
-      const i = this.pending.slice(0, this.sent).findIndex((p) => p.taskId === id);
-      if (i >= 0) {
-        this.pending.splice(i, 1);
-        this.sent--;
-      }
+      settle.set(id, (settle.get(id) ?? 0) + 1);
     }
+    const kept: pb.StageComplete[] = [];
+    let sent = this.sent;
+    this.pending.forEach((p, i) => {
+      const n = settle.get(p.taskId) ?? 0;
+      if (i < this.sent && n > 0) {
+        settle.set(p.taskId, n - 1);
+        sent--;
+        return;
+      }
+      kept.push(p);
+    });
+    this.pending = kept;
+    this.sent = sent;
     this.notify();
   }
 
@@ -509,7 +566,19 @@ export class Worker {
       this.log.warn("redelivery buffer full; discarded the oldest result (its task will re-run)", { dropped: this.droppedCount });
     }
     this.pending.push(c);
-    this.kick();
+    if (this.live?.batches !== true) {
+      this.kick();
+      return;
+    }
+    // Against a broker that takes batches, the results finished in this turn
+    // of the event loop go out together, one turn later.
+    if (!this.kickQueued) {
+      this.kickQueued = true;
+      setImmediate(() => {
+        this.kickQueued = false;
+        this.kick();
+      });
+    }
   }
 
   /** start runs one task, bounded by maxParallel. */

@@ -45,9 +45,18 @@ export class Session {
     return m.value;
   }
 
-  /** completes lists the StageCompletes received, in order. */
+  /** completes lists the StageCompletes received, in order, batched or not. */
   completes(): pb.StageComplete[] {
-    return this.received.flatMap((r) => (r.msg.case === "complete" ? [r.msg.value] : []));
+    return this.received.flatMap((r) =>
+      r.msg.case === "complete" ? [r.msg.value] : r.msg.case === "completes" ? r.msg.value.completes : [],
+    );
+  }
+
+  /** batchSizes lists how many results each result message carried. */
+  batchSizes(): number[] {
+    return this.received.flatMap((r) =>
+      r.msg.case === "complete" ? [1] : r.msg.case === "completes" ? [r.msg.value.completes.length] : [],
+    );
   }
 
   heartbeats(): pb.Heartbeat[] {
@@ -69,6 +78,11 @@ export class Session {
 
   task(t: TaskInit): void {
     this.send({ case: "task", value: create(pb.StageTaskSchema, t) });
+  }
+
+  /** tasks sends several tasks in one StageTasks message. */
+  tasks(...ts: TaskInit[]): void {
+    this.send({ case: "tasks", value: create(pb.StageTasksSchema, { tasks: ts.map((t) => create(pb.StageTaskSchema, t)) }) });
   }
 
   ack(...taskIds: string[]): void {
@@ -106,6 +120,8 @@ export interface FakeBrokerOptions {
   token?: string;
   /** keepaliveMs is the Subscribed.keepalive_ms asked for (default 0: none). */
   keepaliveMs?: number;
+  /** batches is the Subscribed.batches advertised (default false). */
+  batches?: boolean;
 }
 
 /** FakeBroker is the scripted broker. */
@@ -147,8 +163,12 @@ export class FakeBroker {
       try {
         for await (const r of reqs) {
           s.received.push(r);
-          if (r.msg.case === "complete" && (this.o.acks ?? true) && (this.o.autoAck ?? true)) {
-            s.ack(r.msg.value.taskId);
+          if ((this.o.acks ?? true) && (this.o.autoAck ?? true)) {
+            if (r.msg.case === "complete") {
+              s.ack(r.msg.value.taskId);
+            } else if (r.msg.case === "completes") {
+              s.ack(...r.msg.value.completes.map((c) => c.taskId));
+            }
           }
         }
       } catch {
@@ -163,6 +183,7 @@ export class FakeBroker {
           brokerId: "fake",
           acksResults: this.o.acks ?? true,
           keepaliveMs: BigInt(this.o.keepaliveMs ?? 0),
+          batches: this.o.batches ?? false,
         }) },
     });
     for (;;) {

@@ -276,6 +276,36 @@ test("a redelivery survives the broker dying outright and a successor on the sam
   assert.equal(s.completes()[0]?.taskId, "t1");
 });
 
+test("against a broker that takes batches: a batch of tasks runs each, pending results go out together, acks settle each", async () => {
+  const b = await startBroker({ acks: true, autoAck: false, batches: true });
+  let release: () => void = () => {};
+  const held = new Promise<void>((r) => (release = r));
+  startWorker(
+    b.url,
+    {},
+    provider("k", async (req) => {
+      await held;
+      return { status: { name: req.resource.name } };
+    }),
+  );
+  const s0 = await b.session(0);
+  assert.equal(s0.subscribe.batches, true, "the worker says it takes batches");
+  s0.tasks(workTask("t1", "k", "a", {}), workTask("t2", "k", "b", {}), workTask("t3", "k", "c", {}));
+  await waitUntil("all three running", () => s0.heartbeats().some((h) => h.tasks.length === 3));
+  release();
+  await waitUntil("three results", () => s0.completes().length === 3);
+  assert.deepEqual(
+    s0.completes().map((c) => c.taskId).sort(),
+    ["t1", "t2", "t3"],
+  );
+  assert.ok(s0.batchSizes().length < 3, `results finished together share a message (${s0.batchSizes().join(",")})`);
+  s0.ack("t1", "t3");
+  s0.fail();
+  const s1 = await b.session(1);
+  await waitUntil("t2 redelivered", () => s1.completes().length === 1);
+  assert.equal(s1.completes()[0]?.taskId, "t2");
+});
+
 test("against a broker that does not ack, a result is done once sent", async () => {
   const b = await startBroker({ acks: false });
   startWorker(b.url, {}, provider("k", () => ({})));

@@ -1550,7 +1550,13 @@ type Subscribe struct {
 	// (WORKER_SILENCE_TIMEOUT) and re-dispatches the session's stages as for a
 	// dead worker. A worker without it (false) is never timed out (only the
 	// transport's HTTP/2 pings detect a dead connection).
-	Keepalive     bool `protobuf:"varint,6,opt,name=keepalive,proto3" json:"keepalive,omitempty"`
+	Keepalive bool `protobuf:"varint,6,opt,name=keepalive,proto3" json:"keepalive,omitempty"`
+	// batches is true when the worker takes several tasks in one message
+	// (WorkStreamResponse.tasks) and may answer several in one
+	// (WorkStreamRequest.completes). Each side batches only when the other
+	// said it takes batches; batching never delays a message (a batch is what
+	// is already queued when the stream is free to send).
+	Batches       bool `protobuf:"varint,7,opt,name=batches,proto3" json:"batches,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1623,6 +1629,13 @@ func (x *Subscribe) GetVersion() string {
 func (x *Subscribe) GetKeepalive() bool {
 	if x != nil {
 		return x.Keepalive
+	}
+	return false
+}
+
+func (x *Subscribe) GetBatches() bool {
+	if x != nil {
+		return x.Batches
 	}
 	return false
 }
@@ -1858,6 +1871,52 @@ func (*StageComplete_Outcome) isStageComplete_Result() {}
 
 func (*StageComplete_Error) isStageComplete_Result() {}
 
+// StageCompletes is several StageCompletes in one stream message, each
+// handled exactly as if it had come alone, in order.
+type StageCompletes struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Completes     []*StageComplete       `protobuf:"bytes,1,rep,name=completes,proto3" json:"completes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StageCompletes) Reset() {
+	*x = StageCompletes{}
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StageCompletes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StageCompletes) ProtoMessage() {}
+
+func (x *StageCompletes) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StageCompletes.ProtoReflect.Descriptor instead.
+func (*StageCompletes) Descriptor() ([]byte, []int) {
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *StageCompletes) GetCompletes() []*StageComplete {
+	if x != nil {
+		return x.Completes
+	}
+	return nil
+}
+
 // Heartbeat lists the tasks still making progress (coalesced).
 type Heartbeat struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1868,7 +1927,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[23]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +1939,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[23]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +1952,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{23}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Heartbeat) GetTasks() []*TaskRef {
@@ -1912,6 +1971,7 @@ type WorkStreamRequest struct {
 	//	*WorkStreamRequest_Readiness
 	//	*WorkStreamRequest_Complete
 	//	*WorkStreamRequest_Heartbeat
+	//	*WorkStreamRequest_Completes
 	Msg           isWorkStreamRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1919,7 +1979,7 @@ type WorkStreamRequest struct {
 
 func (x *WorkStreamRequest) Reset() {
 	*x = WorkStreamRequest{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[24]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1931,7 +1991,7 @@ func (x *WorkStreamRequest) String() string {
 func (*WorkStreamRequest) ProtoMessage() {}
 
 func (x *WorkStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[24]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1944,7 +2004,7 @@ func (x *WorkStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkStreamRequest.ProtoReflect.Descriptor instead.
 func (*WorkStreamRequest) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{24}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WorkStreamRequest) GetMsg() isWorkStreamRequest_Msg {
@@ -1990,6 +2050,15 @@ func (x *WorkStreamRequest) GetHeartbeat() *Heartbeat {
 	return nil
 }
 
+func (x *WorkStreamRequest) GetCompletes() *StageCompletes {
+	if x != nil {
+		if x, ok := x.Msg.(*WorkStreamRequest_Completes); ok {
+			return x.Completes
+		}
+	}
+	return nil
+}
+
 type isWorkStreamRequest_Msg interface {
 	isWorkStreamRequest_Msg()
 }
@@ -2010,6 +2079,11 @@ type WorkStreamRequest_Heartbeat struct {
 	Heartbeat *Heartbeat `protobuf:"bytes,4,opt,name=heartbeat,proto3,oneof"`
 }
 
+type WorkStreamRequest_Completes struct {
+	// completes is sent only to a broker whose Subscribed.batches is true.
+	Completes *StageCompletes `protobuf:"bytes,5,opt,name=completes,proto3,oneof"`
+}
+
 func (*WorkStreamRequest_Subscribe) isWorkStreamRequest_Msg() {}
 
 func (*WorkStreamRequest_Readiness) isWorkStreamRequest_Msg() {}
@@ -2017,6 +2091,8 @@ func (*WorkStreamRequest_Readiness) isWorkStreamRequest_Msg() {}
 func (*WorkStreamRequest_Complete) isWorkStreamRequest_Msg() {}
 
 func (*WorkStreamRequest_Heartbeat) isWorkStreamRequest_Msg() {}
+
+func (*WorkStreamRequest_Completes) isWorkStreamRequest_Msg() {}
 
 // Subscribed acknowledges a Subscribe.
 type Subscribed struct {
@@ -2032,14 +2108,18 @@ type Subscribed struct {
 	// keepalive_ms is how often a keepalive worker (Subscribe.keepalive) must
 	// send something: a third of the broker's silence timeout. 0 (an older
 	// broker): none asked for; the worker heartbeats only its running tasks.
-	KeepaliveMs   int64 `protobuf:"varint,4,opt,name=keepalive_ms,json=keepaliveMs,proto3" json:"keepalive_ms,omitempty"`
+	KeepaliveMs int64 `protobuf:"varint,4,opt,name=keepalive_ms,json=keepaliveMs,proto3" json:"keepalive_ms,omitempty"`
+	// batches is true when the broker takes WorkStreamRequest.completes (and
+	// may send WorkStreamResponse.tasks to a worker whose Subscribe.batches
+	// is true).
+	Batches       bool `protobuf:"varint,5,opt,name=batches,proto3" json:"batches,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Subscribed) Reset() {
 	*x = Subscribed{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[25]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2051,7 +2131,7 @@ func (x *Subscribed) String() string {
 func (*Subscribed) ProtoMessage() {}
 
 func (x *Subscribed) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[25]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2064,7 +2144,7 @@ func (x *Subscribed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscribed.ProtoReflect.Descriptor instead.
 func (*Subscribed) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{25}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Subscribed) GetBrokerId() string {
@@ -2095,6 +2175,59 @@ func (x *Subscribed) GetKeepaliveMs() int64 {
 	return 0
 }
 
+func (x *Subscribed) GetBatches() bool {
+	if x != nil {
+		return x.Batches
+	}
+	return false
+}
+
+// StageTasks is several StageTasks in one stream message, each handled
+// exactly as if it had come alone, in order.
+type StageTasks struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tasks         []*StageTask           `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StageTasks) Reset() {
+	*x = StageTasks{}
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StageTasks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StageTasks) ProtoMessage() {}
+
+func (x *StageTasks) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StageTasks.ProtoReflect.Descriptor instead.
+func (*StageTasks) Descriptor() ([]byte, []int) {
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *StageTasks) GetTasks() []*StageTask {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
 // ResultAck acknowledges StageCompletes the broker has taken responsibility
 // for: a final stage's result once its outbox append committed (or the
 // result was refused, fenced as stale, or its task released for a re-run),
@@ -2112,7 +2245,7 @@ type ResultAck struct {
 
 func (x *ResultAck) Reset() {
 	*x = ResultAck{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[26]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2124,7 +2257,7 @@ func (x *ResultAck) String() string {
 func (*ResultAck) ProtoMessage() {}
 
 func (x *ResultAck) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[26]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2137,7 +2270,7 @@ func (x *ResultAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultAck.ProtoReflect.Descriptor instead.
 func (*ResultAck) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{26}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ResultAck) GetTaskIds() []string {
@@ -2160,7 +2293,7 @@ type ConfigPush struct {
 
 func (x *ConfigPush) Reset() {
 	*x = ConfigPush{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[27]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2172,7 +2305,7 @@ func (x *ConfigPush) String() string {
 func (*ConfigPush) ProtoMessage() {}
 
 func (x *ConfigPush) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[27]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2185,7 +2318,7 @@ func (x *ConfigPush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigPush.ProtoReflect.Descriptor instead.
 func (*ConfigPush) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{27}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ConfigPush) GetConfig() *ProviderConfig {
@@ -2218,6 +2351,7 @@ type WorkStreamResponse struct {
 	//	*WorkStreamResponse_Task
 	//	*WorkStreamResponse_Config
 	//	*WorkStreamResponse_Ack
+	//	*WorkStreamResponse_Tasks
 	Msg           isWorkStreamResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2225,7 +2359,7 @@ type WorkStreamResponse struct {
 
 func (x *WorkStreamResponse) Reset() {
 	*x = WorkStreamResponse{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[28]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2237,7 +2371,7 @@ func (x *WorkStreamResponse) String() string {
 func (*WorkStreamResponse) ProtoMessage() {}
 
 func (x *WorkStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[28]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2250,7 +2384,7 @@ func (x *WorkStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkStreamResponse.ProtoReflect.Descriptor instead.
 func (*WorkStreamResponse) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{28}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WorkStreamResponse) GetMsg() isWorkStreamResponse_Msg {
@@ -2296,6 +2430,15 @@ func (x *WorkStreamResponse) GetAck() *ResultAck {
 	return nil
 }
 
+func (x *WorkStreamResponse) GetTasks() *StageTasks {
+	if x != nil {
+		if x, ok := x.Msg.(*WorkStreamResponse_Tasks); ok {
+			return x.Tasks
+		}
+	}
+	return nil
+}
+
 type isWorkStreamResponse_Msg interface {
 	isWorkStreamResponse_Msg()
 }
@@ -2316,6 +2459,11 @@ type WorkStreamResponse_Ack struct {
 	Ack *ResultAck `protobuf:"bytes,4,opt,name=ack,proto3,oneof"`
 }
 
+type WorkStreamResponse_Tasks struct {
+	// tasks is sent only to a worker whose Subscribe.batches is true.
+	Tasks *StageTasks `protobuf:"bytes,5,opt,name=tasks,proto3,oneof"`
+}
+
 func (*WorkStreamResponse_Subscribed) isWorkStreamResponse_Msg() {}
 
 func (*WorkStreamResponse_Task) isWorkStreamResponse_Msg() {}
@@ -2323,6 +2471,8 @@ func (*WorkStreamResponse_Task) isWorkStreamResponse_Msg() {}
 func (*WorkStreamResponse_Config) isWorkStreamResponse_Msg() {}
 
 func (*WorkStreamResponse_Ack) isWorkStreamResponse_Msg() {}
+
+func (*WorkStreamResponse_Tasks) isWorkStreamResponse_Msg() {}
 
 // GetProviderConfigRequest asks for a kind's default providerconfig.
 type GetProviderConfigRequest struct {
@@ -2334,7 +2484,7 @@ type GetProviderConfigRequest struct {
 
 func (x *GetProviderConfigRequest) Reset() {
 	*x = GetProviderConfigRequest{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[29]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2346,7 +2496,7 @@ func (x *GetProviderConfigRequest) String() string {
 func (*GetProviderConfigRequest) ProtoMessage() {}
 
 func (x *GetProviderConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[29]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2359,7 +2509,7 @@ func (x *GetProviderConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetProviderConfigRequest) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{29}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetProviderConfigRequest) GetKind() string {
@@ -2380,7 +2530,7 @@ type GetProviderConfigResponse struct {
 
 func (x *GetProviderConfigResponse) Reset() {
 	*x = GetProviderConfigResponse{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[30]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2392,7 +2542,7 @@ func (x *GetProviderConfigResponse) String() string {
 func (*GetProviderConfigResponse) ProtoMessage() {}
 
 func (x *GetProviderConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[30]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2405,7 +2555,7 @@ func (x *GetProviderConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetProviderConfigResponse) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{30}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetProviderConfigResponse) GetFound() bool {
@@ -2434,7 +2584,7 @@ type RelayStageRequest struct {
 
 func (x *RelayStageRequest) Reset() {
 	*x = RelayStageRequest{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[31]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2446,7 +2596,7 @@ func (x *RelayStageRequest) String() string {
 func (*RelayStageRequest) ProtoMessage() {}
 
 func (x *RelayStageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[31]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2459,7 +2609,7 @@ func (x *RelayStageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayStageRequest.ProtoReflect.Descriptor instead.
 func (*RelayStageRequest) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{31}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RelayStageRequest) GetTask() *StageTask {
@@ -2486,7 +2636,7 @@ type RelayStageResponse struct {
 
 func (x *RelayStageResponse) Reset() {
 	*x = RelayStageResponse{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[32]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2498,7 +2648,7 @@ func (x *RelayStageResponse) String() string {
 func (*RelayStageResponse) ProtoMessage() {}
 
 func (x *RelayStageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[32]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2511,7 +2661,7 @@ func (x *RelayStageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayStageResponse.ProtoReflect.Descriptor instead.
 func (*RelayStageResponse) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{32}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RelayStageResponse) GetComplete() *StageComplete {
@@ -2654,14 +2804,15 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"_health_ok\"A\n" +
 	"\tTaskError\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x1a\n" +
-	"\bterminal\x18\x02 \x01(\bR\bterminal\"\xf4\x01\n" +
+	"\bterminal\x18\x02 \x01(\bR\bterminal\"\x8e\x02\n" +
 	"\tSubscribe\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x127\n" +
 	"\x05kinds\x18\x02 \x03(\v2!.converge.worker.v1.KindReadinessR\x05kinds\x12\"\n" +
 	"\rmax_in_flight\x18\x03 \x01(\x05R\vmaxInFlight\x125\n" +
 	"\aresumed\x18\x04 \x03(\v2\x1b.converge.worker.v1.TaskRefR\aresumed\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12\x1c\n" +
-	"\tkeepalive\x18\x06 \x01(\bR\tkeepalive\"t\n" +
+	"\tkeepalive\x18\x06 \x01(\bR\tkeepalive\x12\x18\n" +
+	"\abatches\x18\a \x01(\bR\abatches\"t\n" +
 	"\aTaskRef\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12/\n" +
 	"\x05fence\x18\x02 \x01(\v2\x19.converge.worker.v1.FenceR\x05fence\x12\x1f\n" +
@@ -2678,35 +2829,43 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\aoutcome\x18\x05 \x01(\v2\x1b.converge.worker.v1.OutcomeH\x00R\aoutcome\x125\n" +
 	"\x05error\x18\x06 \x01(\v2\x1d.converge.worker.v1.TaskErrorH\x00R\x05error\x12!\n" +
 	"\flease_secret\x18\a \x01(\tR\vleaseSecretB\b\n" +
-	"\x06result\">\n" +
+	"\x06result\"Q\n" +
+	"\x0eStageCompletes\x12?\n" +
+	"\tcompletes\x18\x01 \x03(\v2!.converge.worker.v1.StageCompleteR\tcompletes\">\n" +
 	"\tHeartbeat\x121\n" +
-	"\x05tasks\x18\x01 \x03(\v2\x1b.converge.worker.v1.TaskRefR\x05tasks\"\x9e\x02\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x1b.converge.worker.v1.TaskRefR\x05tasks\"\xe2\x02\n" +
 	"\x11WorkStreamRequest\x12=\n" +
 	"\tsubscribe\x18\x01 \x01(\v2\x1d.converge.worker.v1.SubscribeH\x00R\tsubscribe\x12C\n" +
 	"\treadiness\x18\x02 \x01(\v2#.converge.worker.v1.ReadinessUpdateH\x00R\treadiness\x12?\n" +
 	"\bcomplete\x18\x03 \x01(\v2!.converge.worker.v1.StageCompleteH\x00R\bcomplete\x12=\n" +
-	"\theartbeat\x18\x04 \x01(\v2\x1d.converge.worker.v1.HeartbeatH\x00R\theartbeatB\x05\n" +
-	"\x03msg\"\xa6\x01\n" +
+	"\theartbeat\x18\x04 \x01(\v2\x1d.converge.worker.v1.HeartbeatH\x00R\theartbeat\x12B\n" +
+	"\tcompletes\x18\x05 \x01(\v2\".converge.worker.v1.StageCompletesH\x00R\tcompletesB\x05\n" +
+	"\x03msg\"\xc0\x01\n" +
 	"\n" +
 	"Subscribed\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\tR\bbrokerId\x125\n" +
 	"\x05known\x18\x02 \x03(\v2\x1f.converge.worker.v1.KindVersionR\x05known\x12!\n" +
 	"\facks_results\x18\x03 \x01(\bR\vacksResults\x12!\n" +
-	"\fkeepalive_ms\x18\x04 \x01(\x03R\vkeepaliveMs\"&\n" +
+	"\fkeepalive_ms\x18\x04 \x01(\x03R\vkeepaliveMs\x12\x18\n" +
+	"\abatches\x18\x05 \x01(\bR\abatches\"A\n" +
+	"\n" +
+	"StageTasks\x123\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x1d.converge.worker.v1.StageTaskR\x05tasks\"&\n" +
 	"\tResultAck\x12\x19\n" +
 	"\btask_ids\x18\x01 \x03(\tR\ataskIds\"v\n" +
 	"\n" +
 	"ConfigPush\x12:\n" +
 	"\x06config\x18\x01 \x01(\v2\".converge.worker.v1.ProviderConfigR\x06config\x12\x18\n" +
 	"\adeleted\x18\x02 \x01(\bR\adeleted\x12\x12\n" +
-	"\x04kind\x18\x03 \x01(\tR\x04kind\"\xff\x01\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\"\xb7\x02\n" +
 	"\x12WorkStreamResponse\x12@\n" +
 	"\n" +
 	"subscribed\x18\x01 \x01(\v2\x1e.converge.worker.v1.SubscribedH\x00R\n" +
 	"subscribed\x123\n" +
 	"\x04task\x18\x02 \x01(\v2\x1d.converge.worker.v1.StageTaskH\x00R\x04task\x128\n" +
 	"\x06config\x18\x03 \x01(\v2\x1e.converge.worker.v1.ConfigPushH\x00R\x06config\x121\n" +
-	"\x03ack\x18\x04 \x01(\v2\x1d.converge.worker.v1.ResultAckH\x00R\x03ackB\x05\n" +
+	"\x03ack\x18\x04 \x01(\v2\x1d.converge.worker.v1.ResultAckH\x00R\x03ack\x126\n" +
+	"\x05tasks\x18\x05 \x01(\v2\x1e.converge.worker.v1.StageTasksH\x00R\x05tasksB\x05\n" +
 	"\x03msg\".\n" +
 	"\x18GetProviderConfigRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\"m\n" +
@@ -2747,7 +2906,7 @@ func file_converge_worker_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_converge_worker_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_converge_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_converge_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_converge_worker_v1_worker_proto_goTypes = []any{
 	(Stage)(0),                        // 0: converge.worker.v1.Stage
 	(*KindVersion)(nil),               // 1: converge.worker.v1.KindVersion
@@ -2773,22 +2932,24 @@ var file_converge_worker_v1_worker_proto_goTypes = []any{
 	(*TaskRef)(nil),                   // 21: converge.worker.v1.TaskRef
 	(*ReadinessUpdate)(nil),           // 22: converge.worker.v1.ReadinessUpdate
 	(*StageComplete)(nil),             // 23: converge.worker.v1.StageComplete
-	(*Heartbeat)(nil),                 // 24: converge.worker.v1.Heartbeat
-	(*WorkStreamRequest)(nil),         // 25: converge.worker.v1.WorkStreamRequest
-	(*Subscribed)(nil),                // 26: converge.worker.v1.Subscribed
-	(*ResultAck)(nil),                 // 27: converge.worker.v1.ResultAck
-	(*ConfigPush)(nil),                // 28: converge.worker.v1.ConfigPush
-	(*WorkStreamResponse)(nil),        // 29: converge.worker.v1.WorkStreamResponse
-	(*GetProviderConfigRequest)(nil),  // 30: converge.worker.v1.GetProviderConfigRequest
-	(*GetProviderConfigResponse)(nil), // 31: converge.worker.v1.GetProviderConfigResponse
-	(*RelayStageRequest)(nil),         // 32: converge.worker.v1.RelayStageRequest
-	(*RelayStageResponse)(nil),        // 33: converge.worker.v1.RelayStageResponse
-	nil,                               // 34: converge.worker.v1.Resource.LabelsEntry
-	nil,                               // 35: converge.worker.v1.Child.LabelsEntry
+	(*StageCompletes)(nil),            // 24: converge.worker.v1.StageCompletes
+	(*Heartbeat)(nil),                 // 25: converge.worker.v1.Heartbeat
+	(*WorkStreamRequest)(nil),         // 26: converge.worker.v1.WorkStreamRequest
+	(*Subscribed)(nil),                // 27: converge.worker.v1.Subscribed
+	(*StageTasks)(nil),                // 28: converge.worker.v1.StageTasks
+	(*ResultAck)(nil),                 // 29: converge.worker.v1.ResultAck
+	(*ConfigPush)(nil),                // 30: converge.worker.v1.ConfigPush
+	(*WorkStreamResponse)(nil),        // 31: converge.worker.v1.WorkStreamResponse
+	(*GetProviderConfigRequest)(nil),  // 32: converge.worker.v1.GetProviderConfigRequest
+	(*GetProviderConfigResponse)(nil), // 33: converge.worker.v1.GetProviderConfigResponse
+	(*RelayStageRequest)(nil),         // 34: converge.worker.v1.RelayStageRequest
+	(*RelayStageResponse)(nil),        // 35: converge.worker.v1.RelayStageResponse
+	nil,                               // 36: converge.worker.v1.Resource.LabelsEntry
+	nil,                               // 37: converge.worker.v1.Child.LabelsEntry
 }
 var file_converge_worker_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: converge.worker.v1.KindReadiness.kind:type_name -> converge.worker.v1.KindVersion
-	34, // 1: converge.worker.v1.Resource.labels:type_name -> converge.worker.v1.Resource.LabelsEntry
+	36, // 1: converge.worker.v1.Resource.labels:type_name -> converge.worker.v1.Resource.LabelsEntry
 	6,  // 2: converge.worker.v1.RollupRequest.children:type_name -> converge.worker.v1.ChildSummary
 	3,  // 3: converge.worker.v1.StageTask.fence:type_name -> converge.worker.v1.Fence
 	0,  // 4: converge.worker.v1.StageTask.stage:type_name -> converge.worker.v1.Stage
@@ -2800,7 +2961,7 @@ var file_converge_worker_v1_worker_proto_depIdxs = []int32{
 	10, // 10: converge.worker.v1.StageTask.delete:type_name -> converge.worker.v1.DeleteRequest
 	11, // 11: converge.worker.v1.StageTask.operate:type_name -> converge.worker.v1.OperateRequest
 	12, // 12: converge.worker.v1.StageTask.react:type_name -> converge.worker.v1.ReactRequest
-	35, // 13: converge.worker.v1.Child.labels:type_name -> converge.worker.v1.Child.LabelsEntry
+	37, // 13: converge.worker.v1.Child.labels:type_name -> converge.worker.v1.Child.LabelsEntry
 	15, // 14: converge.worker.v1.Edge.value_flows:type_name -> converge.worker.v1.ValueFlow
 	14, // 15: converge.worker.v1.Outcome.conditions:type_name -> converge.worker.v1.Condition
 	16, // 16: converge.worker.v1.Outcome.children:type_name -> converge.worker.v1.Child
@@ -2814,31 +2975,35 @@ var file_converge_worker_v1_worker_proto_depIdxs = []int32{
 	0,  // 24: converge.worker.v1.StageComplete.stage:type_name -> converge.worker.v1.Stage
 	18, // 25: converge.worker.v1.StageComplete.outcome:type_name -> converge.worker.v1.Outcome
 	19, // 26: converge.worker.v1.StageComplete.error:type_name -> converge.worker.v1.TaskError
-	21, // 27: converge.worker.v1.Heartbeat.tasks:type_name -> converge.worker.v1.TaskRef
-	20, // 28: converge.worker.v1.WorkStreamRequest.subscribe:type_name -> converge.worker.v1.Subscribe
-	22, // 29: converge.worker.v1.WorkStreamRequest.readiness:type_name -> converge.worker.v1.ReadinessUpdate
-	23, // 30: converge.worker.v1.WorkStreamRequest.complete:type_name -> converge.worker.v1.StageComplete
-	24, // 31: converge.worker.v1.WorkStreamRequest.heartbeat:type_name -> converge.worker.v1.Heartbeat
-	1,  // 32: converge.worker.v1.Subscribed.known:type_name -> converge.worker.v1.KindVersion
-	5,  // 33: converge.worker.v1.ConfigPush.config:type_name -> converge.worker.v1.ProviderConfig
-	26, // 34: converge.worker.v1.WorkStreamResponse.subscribed:type_name -> converge.worker.v1.Subscribed
-	13, // 35: converge.worker.v1.WorkStreamResponse.task:type_name -> converge.worker.v1.StageTask
-	28, // 36: converge.worker.v1.WorkStreamResponse.config:type_name -> converge.worker.v1.ConfigPush
-	27, // 37: converge.worker.v1.WorkStreamResponse.ack:type_name -> converge.worker.v1.ResultAck
-	5,  // 38: converge.worker.v1.GetProviderConfigResponse.config:type_name -> converge.worker.v1.ProviderConfig
-	13, // 39: converge.worker.v1.RelayStageRequest.task:type_name -> converge.worker.v1.StageTask
-	23, // 40: converge.worker.v1.RelayStageResponse.complete:type_name -> converge.worker.v1.StageComplete
-	25, // 41: converge.worker.v1.WorkerService.WorkStream:input_type -> converge.worker.v1.WorkStreamRequest
-	30, // 42: converge.worker.v1.WorkerService.GetProviderConfig:input_type -> converge.worker.v1.GetProviderConfigRequest
-	32, // 43: converge.worker.v1.WorkerService.RelayStage:input_type -> converge.worker.v1.RelayStageRequest
-	29, // 44: converge.worker.v1.WorkerService.WorkStream:output_type -> converge.worker.v1.WorkStreamResponse
-	31, // 45: converge.worker.v1.WorkerService.GetProviderConfig:output_type -> converge.worker.v1.GetProviderConfigResponse
-	33, // 46: converge.worker.v1.WorkerService.RelayStage:output_type -> converge.worker.v1.RelayStageResponse
-	44, // [44:47] is the sub-list for method output_type
-	41, // [41:44] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	23, // 27: converge.worker.v1.StageCompletes.completes:type_name -> converge.worker.v1.StageComplete
+	21, // 28: converge.worker.v1.Heartbeat.tasks:type_name -> converge.worker.v1.TaskRef
+	20, // 29: converge.worker.v1.WorkStreamRequest.subscribe:type_name -> converge.worker.v1.Subscribe
+	22, // 30: converge.worker.v1.WorkStreamRequest.readiness:type_name -> converge.worker.v1.ReadinessUpdate
+	23, // 31: converge.worker.v1.WorkStreamRequest.complete:type_name -> converge.worker.v1.StageComplete
+	25, // 32: converge.worker.v1.WorkStreamRequest.heartbeat:type_name -> converge.worker.v1.Heartbeat
+	24, // 33: converge.worker.v1.WorkStreamRequest.completes:type_name -> converge.worker.v1.StageCompletes
+	1,  // 34: converge.worker.v1.Subscribed.known:type_name -> converge.worker.v1.KindVersion
+	13, // 35: converge.worker.v1.StageTasks.tasks:type_name -> converge.worker.v1.StageTask
+	5,  // 36: converge.worker.v1.ConfigPush.config:type_name -> converge.worker.v1.ProviderConfig
+	27, // 37: converge.worker.v1.WorkStreamResponse.subscribed:type_name -> converge.worker.v1.Subscribed
+	13, // 38: converge.worker.v1.WorkStreamResponse.task:type_name -> converge.worker.v1.StageTask
+	30, // 39: converge.worker.v1.WorkStreamResponse.config:type_name -> converge.worker.v1.ConfigPush
+	29, // 40: converge.worker.v1.WorkStreamResponse.ack:type_name -> converge.worker.v1.ResultAck
+	28, // 41: converge.worker.v1.WorkStreamResponse.tasks:type_name -> converge.worker.v1.StageTasks
+	5,  // 42: converge.worker.v1.GetProviderConfigResponse.config:type_name -> converge.worker.v1.ProviderConfig
+	13, // 43: converge.worker.v1.RelayStageRequest.task:type_name -> converge.worker.v1.StageTask
+	23, // 44: converge.worker.v1.RelayStageResponse.complete:type_name -> converge.worker.v1.StageComplete
+	26, // 45: converge.worker.v1.WorkerService.WorkStream:input_type -> converge.worker.v1.WorkStreamRequest
+	32, // 46: converge.worker.v1.WorkerService.GetProviderConfig:input_type -> converge.worker.v1.GetProviderConfigRequest
+	34, // 47: converge.worker.v1.WorkerService.RelayStage:input_type -> converge.worker.v1.RelayStageRequest
+	31, // 48: converge.worker.v1.WorkerService.WorkStream:output_type -> converge.worker.v1.WorkStreamResponse
+	33, // 49: converge.worker.v1.WorkerService.GetProviderConfig:output_type -> converge.worker.v1.GetProviderConfigResponse
+	35, // 50: converge.worker.v1.WorkerService.RelayStage:output_type -> converge.worker.v1.RelayStageResponse
+	48, // [48:51] is the sub-list for method output_type
+	45, // [45:48] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_converge_worker_v1_worker_proto_init() }
@@ -2859,17 +3024,19 @@ func file_converge_worker_v1_worker_proto_init() {
 		(*StageComplete_Outcome)(nil),
 		(*StageComplete_Error)(nil),
 	}
-	file_converge_worker_v1_worker_proto_msgTypes[24].OneofWrappers = []any{
+	file_converge_worker_v1_worker_proto_msgTypes[25].OneofWrappers = []any{
 		(*WorkStreamRequest_Subscribe)(nil),
 		(*WorkStreamRequest_Readiness)(nil),
 		(*WorkStreamRequest_Complete)(nil),
 		(*WorkStreamRequest_Heartbeat)(nil),
+		(*WorkStreamRequest_Completes)(nil),
 	}
-	file_converge_worker_v1_worker_proto_msgTypes[28].OneofWrappers = []any{
+	file_converge_worker_v1_worker_proto_msgTypes[30].OneofWrappers = []any{
 		(*WorkStreamResponse_Subscribed)(nil),
 		(*WorkStreamResponse_Task)(nil),
 		(*WorkStreamResponse_Config)(nil),
 		(*WorkStreamResponse_Ack)(nil),
+		(*WorkStreamResponse_Tasks)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2877,7 +3044,7 @@ func file_converge_worker_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_converge_worker_v1_worker_proto_rawDesc), len(file_converge_worker_v1_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   35,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file converge/worker/v1/worker.proto.
  */
 export const file_converge_worker_v1_worker: GenFile = /*@__PURE__*/
-  fileDesc("Ch9jb252ZXJnZS93b3JrZXIvdjEvd29ya2VyLnByb3RvEhJjb252ZXJnZS53b3JrZXIudjEiLAoLS2luZFZlcnNpb24SDAoEa2luZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJIk0KDUtpbmRSZWFkaW5lc3MSLQoEa2luZBgBIAEoCzIfLmNvbnZlcmdlLndvcmtlci52MS5LaW5kVmVyc2lvbhINCgVyZWFkeRgCIAEoCCJHCgVGZW5jZRITCgtsZWFzZV90b2tlbhgBIAEoCRITCgtjbGFpbV9lcG9jaBgCIAEoAxIUCgxtYW5pZmVzdF9nZW4YAyABKAMijgIKCFJlc291cmNlEgoKAmlkGAEgASgJEgwKBGtpbmQYAiABKAkSDwoHdmVyc2lvbhgDIAEoCRIMCgRuYW1lGAQgASgJEjgKBmxhYmVscxgFIAMoCzIoLmNvbnZlcmdlLndvcmtlci52MS5SZXNvdXJjZS5MYWJlbHNFbnRyeRIRCglzcGVjX2pzb24YBiABKAwSEwoLc3RhdHVzX2pzb24YByABKAwSEgoKZ2VuZXJhdGlvbhgIIAEoAxIQCghvd25lcl9pZBgJIAEoCRISCgpmaW5hbGl6ZXJzGAogAygJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEieAoOUHJvdmlkZXJDb25maWcSDAoEa2luZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCmlzX2RlZmF1bHQYAyABKAgSEQoJc3BlY19qc29uGAQgASgMEhEKCWRhdGFfanNvbhgFIAEoDBIQCghyZXZpc2lvbhgGIAEoAyJ/CgxDaGlsZFN1bW1hcnkSCgoCaWQYASABKAkSDAoEa2luZBgCIAEoCRIMCgRuYW1lGAMgASgJEg0KBXBoYXNlGAQgASgJEhEKCWhlYWx0aF9vaxgFIAEoCBITCgtzdGF0dXNfanNvbhgGIAEoDBIQCghvd25lcl9pZBgHIAEoCSIQCg5Db21wb3NlUmVxdWVzdCIeCgtXb3JrUmVxdWVzdBIPCgd0cmlnZ2VyGAEgASgJIkMKDVJvbGx1cFJlcXVlc3QSMgoIY2hpbGRyZW4YASADKAsyIC5jb252ZXJnZS53b3JrZXIudjEuQ2hpbGRTdW1tYXJ5IiIKDURlbGV0ZVJlcXVlc3QSEQoJZmluYWxpemVyGAEgASgJIkgKDk9wZXJhdGVSZXF1ZXN0EhQKDG9wZXJhdGlvbl9pZBgBIAEoCRIMCgR2ZXJiGAIgASgJEhIKCmlucHV0X2pzb24YAyABKAwiYQoMUmVhY3RSZXF1ZXN0EhIKCnRyYW5zaXRpb24YASABKAkSFAoMYmluZGluZ19uYW1lGAIgASgJEhMKC2RlZHVwX3Rva2VuGAMgASgJEhIKCmdlbmVyYXRpb24YBCABKAMi3QQKCVN0YWdlVGFzaxIPCgd0YXNrX2lkGAEgASgJEigKBWZlbmNlGAIgASgLMhkuY29udmVyZ2Uud29ya2VyLnYxLkZlbmNlEigKBXN0YWdlGAMgASgOMhkuY29udmVyZ2Uud29ya2VyLnYxLlN0YWdlEhAKCHJlYWN0aW9uGAQgASgJEi4KCHJlc291cmNlGAUgASgLMhwuY29udmVyZ2Uud29ya2VyLnYxLlJlc291cmNlEjIKBmNvbmZpZxgGIAEoCzIiLmNvbnZlcmdlLndvcmtlci52MS5Qcm92aWRlckNvbmZpZxIYChB0YXNrX2RlYWRsaW5lX21zGAcgASgDEhQKDGxlYXNlX3NlY3JldBgIIAEoCRI1Cgdjb21wb3NlGAogASgLMiIuY29udmVyZ2Uud29ya2VyLnYxLkNvbXBvc2VSZXF1ZXN0SAASLwoEd29yaxgLIAEoCzIfLmNvbnZlcmdlLndvcmtlci52MS5Xb3JrUmVxdWVzdEgAEjMKBnJvbGx1cBgMIAEoCzIhLmNvbnZlcmdlLndvcmtlci52MS5Sb2xsdXBSZXF1ZXN0SAASMwoGZGVsZXRlGA0gASgLMiEuY29udmVyZ2Uud29ya2VyLnYxLkRlbGV0ZVJlcXVlc3RIABI1CgdvcGVyYXRlGA4gASgLMiIuY29udmVyZ2Uud29ya2VyLnYxLk9wZXJhdGVSZXF1ZXN0SAASMQoFcmVhY3QYDyABKAsyIC5jb252ZXJnZS53b3JrZXIudjEuUmVhY3RSZXF1ZXN0SABCCQoHcmVxdWVzdCJKCglDb25kaXRpb24SDAoEdHlwZRgBIAEoCRIOCgZzdGF0dXMYAiABKAkSDgoGcmVhc29uGAMgASgJEg8KB21lc3NhZ2UYBCABKAkiMQoJVmFsdWVGbG93EhEKCXNyY19maWVsZBgBIAEoCRIRCglkZXBfZmllbGQYAiABKAkiygEKBUNoaWxkEgwKBGtpbmQYASABKAkSDwoHdmVyc2lvbhgCIAEoCRIMCgRuYW1lGAMgASgJEjUKBmxhYmVscxgEIAMoCzIlLmNvbnZlcmdlLndvcmtlci52MS5DaGlsZC5MYWJlbHNFbnRyeRIRCglzcGVjX2pzb24YBSABKAwSGwoTcHJvdmlkZXJfY29uZmlnX3JlZhgGIAEoCRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIpwBCgRFZGdlEhYKDmRlcGVuZGVudF9raW5kGAEgASgJEhYKDmRlcGVuZGVudF9uYW1lGAIgASgJEhcKD2RlcGVuZGVuY3lfa2luZBgDIAEoCRIXCg9kZXBlbmRlbmN5X25hbWUYBCABKAkSMgoLdmFsdWVfZmxvd3MYBSADKAsyHS5jb252ZXJnZS53b3JrZXIudjEuVmFsdWVGbG93IqECCgdPdXRjb21lEhMKC3N0YXR1c19qc29uGAEgASgMEhYKCWhlYWx0aF9vaxgCIAEoCEgAiAEBEjEKCmNvbmRpdGlvbnMYAyADKAsyHS5jb252ZXJnZS53b3JrZXIudjEuQ29uZGl0aW9uEisKCGNoaWxkcmVuGAQgAygLMhkuY29udmVyZ2Uud29ya2VyLnYxLkNoaWxkEicKBWVkZ2VzGAUgAygLMhguY29udmVyZ2Uud29ya2VyLnYxLkVkZ2USMwoHY29uZmlncxgGIAMoCzIiLmNvbnZlcmdlLndvcmtlci52MS5Qcm92aWRlckNvbmZpZxIdChVvcGVyYXRpb25fb3V0cHV0X2pzb24YByABKAxCDAoKX2hlYWx0aF9vayIuCglUYXNrRXJyb3ISDwoHbWVzc2FnZRgBIAEoCRIQCgh0ZXJtaW5hbBgCIAEoCCK5AQoJU3Vic2NyaWJlEhEKCXdvcmtlcl9pZBgBIAEoCRIwCgVraW5kcxgCIAMoCzIhLmNvbnZlcmdlLndvcmtlci52MS5LaW5kUmVhZGluZXNzEhUKDW1heF9pbl9mbGlnaHQYAyABKAUSLAoHcmVzdW1lZBgEIAMoCzIbLmNvbnZlcmdlLndvcmtlci52MS5UYXNrUmVmEg8KB3ZlcnNpb24YBSABKAkSEQoJa2VlcGFsaXZlGAYgASgIIlkKB1Rhc2tSZWYSDwoHdGFza19pZBgBIAEoCRIoCgVmZW5jZRgCIAEoCzIZLmNvbnZlcmdlLndvcmtlci52MS5GZW5jZRITCgtyZXNvdXJjZV9pZBgDIAEoCSJDCg9SZWFkaW5lc3NVcGRhdGUSMAoFa2luZHMYASADKAsyIS5jb252ZXJnZS53b3JrZXIudjEuS2luZFJlYWRpbmVzcyKJAgoNU3RhZ2VDb21wbGV0ZRIPCgd0YXNrX2lkGAEgASgJEigKBWZlbmNlGAIgASgLMhkuY29udmVyZ2Uud29ya2VyLnYxLkZlbmNlEhMKC3Jlc291cmNlX2lkGAMgASgJEigKBXN0YWdlGAQgASgOMhkuY29udmVyZ2Uud29ya2VyLnYxLlN0YWdlEi4KB291dGNvbWUYBSABKAsyGy5jb252ZXJnZS53b3JrZXIudjEuT3V0Y29tZUgAEi4KBWVycm9yGAYgASgLMh0uY29udmVyZ2Uud29ya2VyLnYxLlRhc2tFcnJvckgAEhQKDGxlYXNlX3NlY3JldBgHIAEoCUIICgZyZXN1bHQiNwoJSGVhcnRiZWF0EioKBXRhc2tzGAEgAygLMhsuY29udmVyZ2Uud29ya2VyLnYxLlRhc2tSZWYi8wEKEVdvcmtTdHJlYW1SZXF1ZXN0EjIKCXN1YnNjcmliZRgBIAEoCzIdLmNvbnZlcmdlLndvcmtlci52MS5TdWJzY3JpYmVIABI4CglyZWFkaW5lc3MYAiABKAsyIy5jb252ZXJnZS53b3JrZXIudjEuUmVhZGluZXNzVXBkYXRlSAASNQoIY29tcGxldGUYAyABKAsyIS5jb252ZXJnZS53b3JrZXIudjEuU3RhZ2VDb21wbGV0ZUgAEjIKCWhlYXJ0YmVhdBgEIAEoCzIdLmNvbnZlcmdlLndvcmtlci52MS5IZWFydGJlYXRIAEIFCgNtc2ciewoKU3Vic2NyaWJlZBIRCglicm9rZXJfaWQYASABKAkSLgoFa25vd24YAiADKAsyHy5jb252ZXJnZS53b3JrZXIudjEuS2luZFZlcnNpb24SFAoMYWNrc19yZXN1bHRzGAMgASgIEhQKDGtlZXBhbGl2ZV9tcxgEIAEoAyIdCglSZXN1bHRBY2sSEAoIdGFza19pZHMYASADKAkiXwoKQ29uZmlnUHVzaBIyCgZjb25maWcYASABKAsyIi5jb252ZXJnZS53b3JrZXIudjEuUHJvdmlkZXJDb25maWcSDwoHZGVsZXRlZBgCIAEoCBIMCgRraW5kGAMgASgJIuABChJXb3JrU3RyZWFtUmVzcG9uc2USNAoKc3Vic2NyaWJlZBgBIAEoCzIeLmNvbnZlcmdlLndvcmtlci52MS5TdWJzY3JpYmVkSAASLQoEdGFzaxgCIAEoCzIdLmNvbnZlcmdlLndvcmtlci52MS5TdGFnZVRhc2tIABIwCgZjb25maWcYAyABKAsyHi5jb252ZXJnZS53b3JrZXIudjEuQ29uZmlnUHVzaEgAEiwKA2FjaxgEIAEoCzIdLmNvbnZlcmdlLndvcmtlci52MS5SZXN1bHRBY2tIAEIFCgNtc2ciKAoYR2V0UHJvdmlkZXJDb25maWdSZXF1ZXN0EgwKBGtpbmQYASABKAkiXgoZR2V0UHJvdmlkZXJDb25maWdSZXNwb25zZRINCgVmb3VuZBgBIAEoCBIyCgZjb25maWcYAiABKAsyIi5jb252ZXJnZS53b3JrZXIudjEuUHJvdmlkZXJDb25maWciVwoRUmVsYXlTdGFnZVJlcXVlc3QSKwoEdGFzaxgBIAEoCzIdLmNvbnZlcmdlLndvcmtlci52MS5TdGFnZVRhc2sSFQoNb3JpZ2luX2Jyb2tlchgCIAEoCSJJChJSZWxheVN0YWdlUmVzcG9uc2USMwoIY29tcGxldGUYASABKAsyIS5jb252ZXJnZS53b3JrZXIudjEuU3RhZ2VDb21wbGV0ZSqJAQoFU3RhZ2USFQoRU1RBR0VfVU5TUEVDSUZJRUQQABIRCg1TVEFHRV9DT01QT1NFEAESDgoKU1RBR0VfV09SSxACEhAKDFNUQUdFX1JPTExVUBADEhAKDFNUQUdFX0RFTEVURRAEEhEKDVNUQUdFX09QRVJBVEUQBRIPCgtTVEFHRV9SRUFDVBAGMr8CCg1Xb3JrZXJTZXJ2aWNlEl8KCldvcmtTdHJlYW0SJS5jb252ZXJnZS53b3JrZXIudjEuV29ya1N0cmVhbVJlcXVlc3QaJi5jb252ZXJnZS53b3JrZXIudjEuV29ya1N0cmVhbVJlc3BvbnNlKAEwARJwChFHZXRQcm92aWRlckNvbmZpZxIsLmNvbnZlcmdlLndvcmtlci52MS5HZXRQcm92aWRlckNvbmZpZ1JlcXVlc3QaLS5jb252ZXJnZS53b3JrZXIudjEuR2V0UHJvdmlkZXJDb25maWdSZXNwb25zZRJbCgpSZWxheVN0YWdlEiUuY29udmVyZ2Uud29ya2VyLnYxLlJlbGF5U3RhZ2VSZXF1ZXN0GiYuY29udmVyZ2Uud29ya2VyLnYxLlJlbGF5U3RhZ2VSZXNwb25zZUJOWkxnaXRodWIuY29tL2NvbnZlcmdlLXJ1bi9jb252ZXJnZS93b3JrZXJwcm90by9nZW4vY29udmVyZ2Uvd29ya2VyL3YxO3dvcmtlcnYxYgZwcm90bzM");
+  fileDesc("Ch9jb252ZXJnZS93b3JrZXIvdjEvd29ya2VyLnByb3RvEhJjb252ZXJnZS53b3JrZXIudjEiLAoLS2luZFZlcnNpb24SDAoEa2luZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJIk0KDUtpbmRSZWFkaW5lc3MSLQoEa2luZBgBIAEoCzIfLmNvbnZlcmdlLndvcmtlci52MS5LaW5kVmVyc2lvbhINCgVyZWFkeRgCIAEoCCJHCgVGZW5jZRITCgtsZWFzZV90b2tlbhgBIAEoCRITCgtjbGFpbV9lcG9jaBgCIAEoAxIUCgxtYW5pZmVzdF9nZW4YAyABKAMijgIKCFJlc291cmNlEgoKAmlkGAEgASgJEgwKBGtpbmQYAiABKAkSDwoHdmVyc2lvbhgDIAEoCRIMCgRuYW1lGAQgASgJEjgKBmxhYmVscxgFIAMoCzIoLmNvbnZlcmdlLndvcmtlci52MS5SZXNvdXJjZS5MYWJlbHNFbnRyeRIRCglzcGVjX2pzb24YBiABKAwSEwoLc3RhdHVzX2pzb24YByABKAwSEgoKZ2VuZXJhdGlvbhgIIAEoAxIQCghvd25lcl9pZBgJIAEoCRISCgpmaW5hbGl6ZXJzGAogAygJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEieAoOUHJvdmlkZXJDb25maWcSDAoEa2luZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCmlzX2RlZmF1bHQYAyABKAgSEQoJc3BlY19qc29uGAQgASgMEhEKCWRhdGFfanNvbhgFIAEoDBIQCghyZXZpc2lvbhgGIAEoAyJ/CgxDaGlsZFN1bW1hcnkSCgoCaWQYASABKAkSDAoEa2luZBgCIAEoCRIMCgRuYW1lGAMgASgJEg0KBXBoYXNlGAQgASgJEhEKCWhlYWx0aF9vaxgFIAEoCBITCgtzdGF0dXNfanNvbhgGIAEoDBIQCghvd25lcl9pZBgHIAEoCSIQCg5Db21wb3NlUmVxdWVzdCIeCgtXb3JrUmVxdWVzdBIPCgd0cmlnZ2VyGAEgASgJIkMKDVJvbGx1cFJlcXVlc3QSMgoIY2hpbGRyZW4YASADKAsyIC5jb252ZXJnZS53b3JrZXIudjEuQ2hpbGRTdW1tYXJ5IiIKDURlbGV0ZVJlcXVlc3QSEQoJZmluYWxpemVyGAEgASgJIkgKDk9wZXJhdGVSZXF1ZXN0EhQKDG9wZXJhdGlvbl9pZBgBIAEoCRIMCgR2ZXJiGAIgASgJEhIKCmlucHV0X2pzb24YAyABKAwiYQoMUmVhY3RSZXF1ZXN0EhIKCnRyYW5zaXRpb24YASABKAkSFAoMYmluZGluZ19uYW1lGAIgASgJEhMKC2RlZHVwX3Rva2VuGAMgASgJEhIKCmdlbmVyYXRpb24YBCABKAMi3QQKCVN0YWdlVGFzaxIPCgd0YXNrX2lkGAEgASgJEigKBWZlbmNlGAIgASgLMhkuY29udmVyZ2Uud29ya2VyLnYxLkZlbmNlEigKBXN0YWdlGAMgASgOMhkuY29udmVyZ2Uud29ya2VyLnYxLlN0YWdlEhAKCHJlYWN0aW9uGAQgASgJEi4KCHJlc291cmNlGAUgASgLMhwuY29udmVyZ2Uud29ya2VyLnYxLlJlc291cmNlEjIKBmNvbmZpZxgGIAEoCzIiLmNvbnZlcmdlLndvcmtlci52MS5Qcm92aWRlckNvbmZpZxIYChB0YXNrX2RlYWRsaW5lX21zGAcgASgDEhQKDGxlYXNlX3NlY3JldBgIIAEoCRI1Cgdjb21wb3NlGAogASgLMiIuY29udmVyZ2Uud29ya2VyLnYxLkNvbXBvc2VSZXF1ZXN0SAASLwoEd29yaxgLIAEoCzIfLmNvbnZlcmdlLndvcmtlci52MS5Xb3JrUmVxdWVzdEgAEjMKBnJvbGx1cBgMIAEoCzIhLmNvbnZlcmdlLndvcmtlci52MS5Sb2xsdXBSZXF1ZXN0SAASMwoGZGVsZXRlGA0gASgLMiEuY29udmVyZ2Uud29ya2VyLnYxLkRlbGV0ZVJlcXVlc3RIABI1CgdvcGVyYXRlGA4gASgLMiIuY29udmVyZ2Uud29ya2VyLnYxLk9wZXJhdGVSZXF1ZXN0SAASMQoFcmVhY3QYDyABKAsyIC5jb252ZXJnZS53b3JrZXIudjEuUmVhY3RSZXF1ZXN0SABCCQoHcmVxdWVzdCJKCglDb25kaXRpb24SDAoEdHlwZRgBIAEoCRIOCgZzdGF0dXMYAiABKAkSDgoGcmVhc29uGAMgASgJEg8KB21lc3NhZ2UYBCABKAkiMQoJVmFsdWVGbG93EhEKCXNyY19maWVsZBgBIAEoCRIRCglkZXBfZmllbGQYAiABKAkiygEKBUNoaWxkEgwKBGtpbmQYASABKAkSDwoHdmVyc2lvbhgCIAEoCRIMCgRuYW1lGAMgASgJEjUKBmxhYmVscxgEIAMoCzIlLmNvbnZlcmdlLndvcmtlci52MS5DaGlsZC5MYWJlbHNFbnRyeRIRCglzcGVjX2pzb24YBSABKAwSGwoTcHJvdmlkZXJfY29uZmlnX3JlZhgGIAEoCRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIpwBCgRFZGdlEhYKDmRlcGVuZGVudF9raW5kGAEgASgJEhYKDmRlcGVuZGVudF9uYW1lGAIgASgJEhcKD2RlcGVuZGVuY3lfa2luZBgDIAEoCRIXCg9kZXBlbmRlbmN5X25hbWUYBCABKAkSMgoLdmFsdWVfZmxvd3MYBSADKAsyHS5jb252ZXJnZS53b3JrZXIudjEuVmFsdWVGbG93IqECCgdPdXRjb21lEhMKC3N0YXR1c19qc29uGAEgASgMEhYKCWhlYWx0aF9vaxgCIAEoCEgAiAEBEjEKCmNvbmRpdGlvbnMYAyADKAsyHS5jb252ZXJnZS53b3JrZXIudjEuQ29uZGl0aW9uEisKCGNoaWxkcmVuGAQgAygLMhkuY29udmVyZ2Uud29ya2VyLnYxLkNoaWxkEicKBWVkZ2VzGAUgAygLMhguY29udmVyZ2Uud29ya2VyLnYxLkVkZ2USMwoHY29uZmlncxgGIAMoCzIiLmNvbnZlcmdlLndvcmtlci52MS5Qcm92aWRlckNvbmZpZxIdChVvcGVyYXRpb25fb3V0cHV0X2pzb24YByABKAxCDAoKX2hlYWx0aF9vayIuCglUYXNrRXJyb3ISDwoHbWVzc2FnZRgBIAEoCRIQCgh0ZXJtaW5hbBgCIAEoCCLKAQoJU3Vic2NyaWJlEhEKCXdvcmtlcl9pZBgBIAEoCRIwCgVraW5kcxgCIAMoCzIhLmNvbnZlcmdlLndvcmtlci52MS5LaW5kUmVhZGluZXNzEhUKDW1heF9pbl9mbGlnaHQYAyABKAUSLAoHcmVzdW1lZBgEIAMoCzIbLmNvbnZlcmdlLndvcmtlci52MS5UYXNrUmVmEg8KB3ZlcnNpb24YBSABKAkSEQoJa2VlcGFsaXZlGAYgASgIEg8KB2JhdGNoZXMYByABKAgiWQoHVGFza1JlZhIPCgd0YXNrX2lkGAEgASgJEigKBWZlbmNlGAIgASgLMhkuY29udmVyZ2Uud29ya2VyLnYxLkZlbmNlEhMKC3Jlc291cmNlX2lkGAMgASgJIkMKD1JlYWRpbmVzc1VwZGF0ZRIwCgVraW5kcxgBIAMoCzIhLmNvbnZlcmdlLndvcmtlci52MS5LaW5kUmVhZGluZXNzIokCCg1TdGFnZUNvbXBsZXRlEg8KB3Rhc2tfaWQYASABKAkSKAoFZmVuY2UYAiABKAsyGS5jb252ZXJnZS53b3JrZXIudjEuRmVuY2USEwoLcmVzb3VyY2VfaWQYAyABKAkSKAoFc3RhZ2UYBCABKA4yGS5jb252ZXJnZS53b3JrZXIudjEuU3RhZ2USLgoHb3V0Y29tZRgFIAEoCzIbLmNvbnZlcmdlLndvcmtlci52MS5PdXRjb21lSAASLgoFZXJyb3IYBiABKAsyHS5jb252ZXJnZS53b3JrZXIudjEuVGFza0Vycm9ySAASFAoMbGVhc2Vfc2VjcmV0GAcgASgJQggKBnJlc3VsdCJGCg5TdGFnZUNvbXBsZXRlcxI0Cgljb21wbGV0ZXMYASADKAsyIS5jb252ZXJnZS53b3JrZXIudjEuU3RhZ2VDb21wbGV0ZSI3CglIZWFydGJlYXQSKgoFdGFza3MYASADKAsyGy5jb252ZXJnZS53b3JrZXIudjEuVGFza1JlZiKsAgoRV29ya1N0cmVhbVJlcXVlc3QSMgoJc3Vic2NyaWJlGAEgASgLMh0uY29udmVyZ2Uud29ya2VyLnYxLlN1YnNjcmliZUgAEjgKCXJlYWRpbmVzcxgCIAEoCzIjLmNvbnZlcmdlLndvcmtlci52MS5SZWFkaW5lc3NVcGRhdGVIABI1Cghjb21wbGV0ZRgDIAEoCzIhLmNvbnZlcmdlLndvcmtlci52MS5TdGFnZUNvbXBsZXRlSAASMgoJaGVhcnRiZWF0GAQgASgLMh0uY29udmVyZ2Uud29ya2VyLnYxLkhlYXJ0YmVhdEgAEjcKCWNvbXBsZXRlcxgFIAEoCzIiLmNvbnZlcmdlLndvcmtlci52MS5TdGFnZUNvbXBsZXRlc0gAQgUKA21zZyKMAQoKU3Vic2NyaWJlZBIRCglicm9rZXJfaWQYASABKAkSLgoFa25vd24YAiADKAsyHy5jb252ZXJnZS53b3JrZXIudjEuS2luZFZlcnNpb24SFAoMYWNrc19yZXN1bHRzGAMgASgIEhQKDGtlZXBhbGl2ZV9tcxgEIAEoAxIPCgdiYXRjaGVzGAUgASgIIjoKClN0YWdlVGFza3MSLAoFdGFza3MYASADKAsyHS5jb252ZXJnZS53b3JrZXIudjEuU3RhZ2VUYXNrIh0KCVJlc3VsdEFjaxIQCgh0YXNrX2lkcxgBIAMoCSJfCgpDb25maWdQdXNoEjIKBmNvbmZpZxgBIAEoCzIiLmNvbnZlcmdlLndvcmtlci52MS5Qcm92aWRlckNvbmZpZxIPCgdkZWxldGVkGAIgASgIEgwKBGtpbmQYAyABKAkikQIKEldvcmtTdHJlYW1SZXNwb25zZRI0CgpzdWJzY3JpYmVkGAEgASgLMh4uY29udmVyZ2Uud29ya2VyLnYxLlN1YnNjcmliZWRIABItCgR0YXNrGAIgASgLMh0uY29udmVyZ2Uud29ya2VyLnYxLlN0YWdlVGFza0gAEjAKBmNvbmZpZxgDIAEoCzIeLmNvbnZlcmdlLndvcmtlci52MS5Db25maWdQdXNoSAASLAoDYWNrGAQgASgLMh0uY29udmVyZ2Uud29ya2VyLnYxLlJlc3VsdEFja0gAEi8KBXRhc2tzGAUgASgLMh4uY29udmVyZ2Uud29ya2VyLnYxLlN0YWdlVGFza3NIAEIFCgNtc2ciKAoYR2V0UHJvdmlkZXJDb25maWdSZXF1ZXN0EgwKBGtpbmQYASABKAkiXgoZR2V0UHJvdmlkZXJDb25maWdSZXNwb25zZRINCgVmb3VuZBgBIAEoCBIyCgZjb25maWcYAiABKAsyIi5jb252ZXJnZS53b3JrZXIudjEuUHJvdmlkZXJDb25maWciVwoRUmVsYXlTdGFnZVJlcXVlc3QSKwoEdGFzaxgBIAEoCzIdLmNvbnZlcmdlLndvcmtlci52MS5TdGFnZVRhc2sSFQoNb3JpZ2luX2Jyb2tlchgCIAEoCSJJChJSZWxheVN0YWdlUmVzcG9uc2USMwoIY29tcGxldGUYASABKAsyIS5jb252ZXJnZS53b3JrZXIudjEuU3RhZ2VDb21wbGV0ZSqJAQoFU3RhZ2USFQoRU1RBR0VfVU5TUEVDSUZJRUQQABIRCg1TVEFHRV9DT01QT1NFEAESDgoKU1RBR0VfV09SSxACEhAKDFNUQUdFX1JPTExVUBADEhAKDFNUQUdFX0RFTEVURRAEEhEKDVNUQUdFX09QRVJBVEUQBRIPCgtTVEFHRV9SRUFDVBAGMr8CCg1Xb3JrZXJTZXJ2aWNlEl8KCldvcmtTdHJlYW0SJS5jb252ZXJnZS53b3JrZXIudjEuV29ya1N0cmVhbVJlcXVlc3QaJi5jb252ZXJnZS53b3JrZXIudjEuV29ya1N0cmVhbVJlc3BvbnNlKAEwARJwChFHZXRQcm92aWRlckNvbmZpZxIsLmNvbnZlcmdlLndvcmtlci52MS5HZXRQcm92aWRlckNvbmZpZ1JlcXVlc3QaLS5jb252ZXJnZS53b3JrZXIudjEuR2V0UHJvdmlkZXJDb25maWdSZXNwb25zZRJbCgpSZWxheVN0YWdlEiUuY29udmVyZ2Uud29ya2VyLnYxLlJlbGF5U3RhZ2VSZXF1ZXN0GiYuY29udmVyZ2Uud29ya2VyLnYxLlJlbGF5U3RhZ2VSZXNwb25zZUJOWkxnaXRodWIuY29tL2NvbnZlcmdlLXJ1bi9jb252ZXJnZS93b3JrZXJwcm90by9nZW4vY29udmVyZ2Uvd29ya2VyL3YxO3dvcmtlcnYxYgZwcm90bzM");
 
 /**
  * KindVersion names one served (kind, version) pair.
@@ -792,6 +792,17 @@ export type Subscribe = Message<"converge.worker.v1.Subscribe"> & {
    * @generated from field: bool keepalive = 6;
    */
   keepalive: boolean;
+
+  /**
+   * batches is true when the worker takes several tasks in one message
+   * (WorkStreamResponse.tasks) and may answer several in one
+   * (WorkStreamRequest.completes). Each side batches only when the other
+   * said it takes batches; batching never delays a message (a batch is what
+   * is already queued when the stream is free to send).
+   *
+   * @generated from field: bool batches = 7;
+   */
+  batches: boolean;
 };
 
 /**
@@ -909,6 +920,26 @@ export const StageCompleteSchema: GenMessage<StageComplete> = /*@__PURE__*/
   messageDesc(file_converge_worker_v1_worker, 22);
 
 /**
+ * StageCompletes is several StageCompletes in one stream message, each
+ * handled exactly as if it had come alone, in order.
+ *
+ * @generated from message converge.worker.v1.StageCompletes
+ */
+export type StageCompletes = Message<"converge.worker.v1.StageCompletes"> & {
+  /**
+   * @generated from field: repeated converge.worker.v1.StageComplete completes = 1;
+   */
+  completes: StageComplete[];
+};
+
+/**
+ * Describes the message converge.worker.v1.StageCompletes.
+ * Use `create(StageCompletesSchema)` to create a new message.
+ */
+export const StageCompletesSchema: GenMessage<StageCompletes> = /*@__PURE__*/
+  messageDesc(file_converge_worker_v1_worker, 23);
+
+/**
  * Heartbeat lists the tasks still making progress (coalesced).
  *
  * @generated from message converge.worker.v1.Heartbeat
@@ -925,7 +956,7 @@ export type Heartbeat = Message<"converge.worker.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 23);
+  messageDesc(file_converge_worker_v1_worker, 24);
 
 /**
  * WorkStreamRequest is a worker → broker message.
@@ -960,6 +991,14 @@ export type WorkStreamRequest = Message<"converge.worker.v1.WorkStreamRequest"> 
      */
     value: Heartbeat;
     case: "heartbeat";
+  } | {
+    /**
+     * completes is sent only to a broker whose Subscribed.batches is true.
+     *
+     * @generated from field: converge.worker.v1.StageCompletes completes = 5;
+     */
+    value: StageCompletes;
+    case: "completes";
   } | { case: undefined; value?: undefined };
 };
 
@@ -968,7 +1007,7 @@ export type WorkStreamRequest = Message<"converge.worker.v1.WorkStreamRequest"> 
  * Use `create(WorkStreamRequestSchema)` to create a new message.
  */
 export const WorkStreamRequestSchema: GenMessage<WorkStreamRequest> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 24);
+  messageDesc(file_converge_worker_v1_worker, 25);
 
 /**
  * Subscribed acknowledges a Subscribe.
@@ -1006,6 +1045,15 @@ export type Subscribed = Message<"converge.worker.v1.Subscribed"> & {
    * @generated from field: int64 keepalive_ms = 4;
    */
   keepaliveMs: bigint;
+
+  /**
+   * batches is true when the broker takes WorkStreamRequest.completes (and
+   * may send WorkStreamResponse.tasks to a worker whose Subscribe.batches
+   * is true).
+   *
+   * @generated from field: bool batches = 5;
+   */
+  batches: boolean;
 };
 
 /**
@@ -1013,7 +1061,27 @@ export type Subscribed = Message<"converge.worker.v1.Subscribed"> & {
  * Use `create(SubscribedSchema)` to create a new message.
  */
 export const SubscribedSchema: GenMessage<Subscribed> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 25);
+  messageDesc(file_converge_worker_v1_worker, 26);
+
+/**
+ * StageTasks is several StageTasks in one stream message, each handled
+ * exactly as if it had come alone, in order.
+ *
+ * @generated from message converge.worker.v1.StageTasks
+ */
+export type StageTasks = Message<"converge.worker.v1.StageTasks"> & {
+  /**
+   * @generated from field: repeated converge.worker.v1.StageTask tasks = 1;
+   */
+  tasks: StageTask[];
+};
+
+/**
+ * Describes the message converge.worker.v1.StageTasks.
+ * Use `create(StageTasksSchema)` to create a new message.
+ */
+export const StageTasksSchema: GenMessage<StageTasks> = /*@__PURE__*/
+  messageDesc(file_converge_worker_v1_worker, 27);
 
 /**
  * ResultAck acknowledges StageCompletes the broker has taken responsibility
@@ -1039,7 +1107,7 @@ export type ResultAck = Message<"converge.worker.v1.ResultAck"> & {
  * Use `create(ResultAckSchema)` to create a new message.
  */
 export const ResultAckSchema: GenMessage<ResultAck> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 26);
+  messageDesc(file_converge_worker_v1_worker, 28);
 
 /**
  * ConfigPush delivers a kind's whole default providerconfig on every edit.
@@ -1070,7 +1138,7 @@ export type ConfigPush = Message<"converge.worker.v1.ConfigPush"> & {
  * Use `create(ConfigPushSchema)` to create a new message.
  */
 export const ConfigPushSchema: GenMessage<ConfigPush> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 27);
+  messageDesc(file_converge_worker_v1_worker, 29);
 
 /**
  * WorkStreamResponse is a broker → worker message.
@@ -1105,6 +1173,14 @@ export type WorkStreamResponse = Message<"converge.worker.v1.WorkStreamResponse"
      */
     value: ResultAck;
     case: "ack";
+  } | {
+    /**
+     * tasks is sent only to a worker whose Subscribe.batches is true.
+     *
+     * @generated from field: converge.worker.v1.StageTasks tasks = 5;
+     */
+    value: StageTasks;
+    case: "tasks";
   } | { case: undefined; value?: undefined };
 };
 
@@ -1113,7 +1189,7 @@ export type WorkStreamResponse = Message<"converge.worker.v1.WorkStreamResponse"
  * Use `create(WorkStreamResponseSchema)` to create a new message.
  */
 export const WorkStreamResponseSchema: GenMessage<WorkStreamResponse> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 28);
+  messageDesc(file_converge_worker_v1_worker, 30);
 
 /**
  * GetProviderConfigRequest asks for a kind's default providerconfig.
@@ -1132,7 +1208,7 @@ export type GetProviderConfigRequest = Message<"converge.worker.v1.GetProviderCo
  * Use `create(GetProviderConfigRequestSchema)` to create a new message.
  */
 export const GetProviderConfigRequestSchema: GenMessage<GetProviderConfigRequest> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 29);
+  messageDesc(file_converge_worker_v1_worker, 31);
 
 /**
  * GetProviderConfigResponse carries it; found is false when the kind has none.
@@ -1156,7 +1232,7 @@ export type GetProviderConfigResponse = Message<"converge.worker.v1.GetProviderC
  * Use `create(GetProviderConfigResponseSchema)` to create a new message.
  */
 export const GetProviderConfigResponseSchema: GenMessage<GetProviderConfigResponse> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 30);
+  messageDesc(file_converge_worker_v1_worker, 32);
 
 /**
  * RelayStageRequest carries one stage to a peer broker.
@@ -1182,7 +1258,7 @@ export type RelayStageRequest = Message<"converge.worker.v1.RelayStageRequest"> 
  * Use `create(RelayStageRequestSchema)` to create a new message.
  */
 export const RelayStageRequestSchema: GenMessage<RelayStageRequest> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 31);
+  messageDesc(file_converge_worker_v1_worker, 33);
 
 /**
  * RelayStageResponse is the worker's completion of the relayed stage.
@@ -1201,7 +1277,7 @@ export type RelayStageResponse = Message<"converge.worker.v1.RelayStageResponse"
  * Use `create(RelayStageResponseSchema)` to create a new message.
  */
 export const RelayStageResponseSchema: GenMessage<RelayStageResponse> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 32);
+  messageDesc(file_converge_worker_v1_worker, 34);
 
 /**
  * Stage is the part of the pipeline a task runs.
