@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"compress/gzip"
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -238,6 +240,20 @@ func (b *Broker) assemble() {
 	})
 }
 
+// fastGzip replaces the handler's gzip compressor with one at
+// gzip.BestSpeed: the messages worth compressing (a rollup's subtree, a
+// composite's children) are JSON-heavy, and the default level spent about 4%
+// of the broker's CPU in a 100k-leaf run on them for a few percent of size.
+// The wire format is plain gzip, so every client decodes it unchanged.
+func fastGzip() connect.HandlerOption {
+	return connect.WithCompression("gzip",
+		func() connect.Decompressor { return &gzip.Reader{} },
+		func() connect.Compressor {
+			w, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed) // BestSpeed is a valid level: no error
+			return w
+		})
+}
+
 // streamCompressMinBytes is the smallest stream message the broker
 // compresses. A stage or an ack is a few hundred bytes: gzip's per-message
 // reset and Huffman tables cost more than the bytes they save (they were
@@ -252,7 +268,7 @@ func (b *Broker) Handler() (string, http.Handler) {
 	pa := &planeAuth{creds: b.deps.Credentials, mtls: b.deps.MTLS, log: b.log}
 	path, h := workerv1connect.NewWorkerServiceHandler(b.handler, connect.WithInterceptors(pa),
 		connect.WithReadMaxBytes(b.MaxMessageBytes), connect.WithSendMaxBytes(b.MaxMessageBytes),
-		connect.WithCompressMinBytes(streamCompressMinBytes))
+		connect.WithCompressMinBytes(streamCompressMinBytes), fastGzip())
 	return path, withStreamAbort(withCertificate(b.deps.CertPolicy, h))
 }
 

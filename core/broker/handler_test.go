@@ -1,8 +1,12 @@
 package broker
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -598,4 +602,90 @@ func TestSendOut(t *testing.T) {
 			require.Len(t, out, tc.leftOver, tc.reason)
 		})
 	}
+}
+
+// tapBody records every byte of the response bodies read through it.
+type tapBody struct {
+	io.ReadCloser
+	mu  *sync.Mutex
+	buf *bytes.Buffer
+}
+
+func (b tapBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.mu.Lock()
+	b.buf.Write(p[:n])
+	b.mu.Unlock()
+	return n, err
+}
+
+type tapTransport struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	buf  bytes.Buffer
+}
+
+func (t *tapTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if err == nil {
+		resp.Body = tapBody{ReadCloser: resp.Body, mu: &t.mu, buf: &t.buf}
+	}
+	return resp, err
+}
+
+// A stream message past the compression floor goes out gzipped at
+// BestSpeed (the gzip header's XFL byte is 4), and decodes intact.
+func TestWorkerServiceWorkStream_CompressesBigMessagesFast(t *testing.T) {
+	t.Parallel()
+	b := setupHandler(t)
+	h := b.srv.Client()
+	tap := &tapTransport{next: h.Transport}
+	h.Transport = tap
+	// The test's handler has no compression options of its own: serve one
+	// with the broker's.
+	_, handler := workerv1connect.NewWorkerServiceHandler(b.svc, connect.WithCompressMinBytes(streamCompressMinBytes), fastGzip())
+	srv := httptest.NewUnstartedServer(withStreamAbort(handler))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	client := workerv1connect.NewWorkerServiceClient(h, srv.URL)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream := client.WorkStream(ctx)
+	defer func() { _ = stream.CloseResponse() }()
+	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{
+		Subscribe: &workerv1.Subscribe{WorkerId: "w1", Kinds: readiness("vpc")}}}))
+	_, err := stream.Receive()
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return b.svc.reg.count() == 1 }, 5*time.Second, time.Millisecond)
+	var s *session
+	b.svc.reg.mu.Lock()
+	for _, x := range b.svc.reg.sessions {
+		s = x
+	}
+	b.svc.reg.mu.Unlock()
+	spec := []byte(`{"cidr":"` + strings.Repeat("10.0.0.0/16,", 4000) + `"}`)
+	require.NoError(t, s.send(ctx, &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Task{
+		Task: &workerv1.StageTask{TaskId: "big", Resource: &workerv1.Resource{SpecJson: spec}}}}))
+	m, err := stream.Receive()
+	require.NoError(t, err)
+	require.Equal(t, spec, m.GetTask().GetResource().GetSpecJson(), "the big task decodes intact")
+
+	tap.mu.Lock()
+	wire := tap.buf.Bytes()
+	tap.mu.Unlock()
+	compressed := 0
+	for len(wire) >= 5 {
+		flags, n := wire[0], int(binary.BigEndian.Uint32(wire[1:5]))
+		require.LessOrEqual(t, 5+n, len(wire), "a whole envelope was read")
+		payload := wire[5 : 5+n]
+		if flags&1 == 1 {
+			compressed++
+			require.Equal(t, []byte{0x1f, 0x8b}, payload[:2], "gzip")
+			require.EqualValues(t, 4, payload[8], "XFL 4: compressed at the fastest level")
+		}
+		wire = wire[5+n:]
+	}
+	require.Equal(t, 1, compressed, "only the message past the floor was compressed")
 }
