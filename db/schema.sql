@@ -303,6 +303,7 @@ DECLARE
     v_ch       ready_change[];
     v_deps     uuid[];
     v_roots    uuid[];
+    v_root     uuid;
     v_life     int := 0;
 BEGIN
     -- Fold the old and new side of each row with one aggregation: transition
@@ -379,6 +380,17 @@ BEGIN
     END IF;
     IF v_roots IS NOT NULL THEN
         PERFORM schedule_candidates(v_roots, now(), true);
+        -- A root whose reconcile is leased was not re-pended above, and its
+        -- running rollup may have read the subtree before this change: mark
+        -- the lease, and the drain that finishes it sends the root through
+        -- the gate again. One statement per root (a batch has a few), each a
+        -- primary-key probe pruned to the root's partition.
+        FOREACH v_root IN ARRAY v_roots LOOP
+            UPDATE work_queue w SET rerun = true
+             WHERE w.shard_id = shard_of(v_root) AND w.resource_id = v_root AND w.task_type = 'reconcile'
+               AND w.op_id = '00000000-0000-0000-0000-000000000000'
+               AND w.worker_id IS NOT NULL AND NOT w.rerun;
+        END LOOP;
     END IF;
 
     -- One insert for the three transitions: each row of the batch emits the
@@ -746,6 +758,8 @@ DECLARE
     v_ops     boolean := false;
     v_conds   boolean := false;
     v_pdead   uuid[];
+    v_prerun  uuid[];
+    v_rerun   uuid[] := '{}';
     v_dead    uuid[] := '{}';
     v_subst   uuid[];
     v_resched uuid[];
@@ -809,14 +823,14 @@ BEGIN
                  WHERE u.shard_id BETWEEN v_plo AND v_phi
                  ORDER BY u.shard_id, u.resource_id, u.task_type, u.op_id, u.claim_epoch DESC, u.id DESC) o
     ), tgt AS MATERIALIZED (
-        SELECT oc.*, w.tid, w.kind, w.version, w.generation AS task_gen, w.trigger, w.attempts, w.leased,
+        SELECT oc.*, w.tid, w.kind, w.version, w.generation AS task_gen, w.trigger, w.attempts, w.leased, w.rerun,
                coalesce(oc.retry AND oc.task_type = 'reconcile' AND dl.max_attempts > 0
                         AND w.attempts + 1 >= dl.max_attempts, false) AS dead,
                dl.max_attempts
           FROM oc
           CROSS JOIN LATERAL (
               SELECT w.ctid AS tid, w.kind, w.version, w.generation, w.trigger, w.attempts,
-                     w.worker_id IS NOT NULL AS leased
+                     w.worker_id IS NOT NULL AS leased, w.rerun
                 FROM work_queue w
                WHERE w.shard_id BETWEEN v_plo AND v_phi
                  AND w.shard_id = oc.shard_id AND w.resource_id = oc.resource_id
@@ -847,8 +861,9 @@ BEGIN
            bool_or(t.error_message IS NOT NULL OR t.conditions IS NOT NULL),
            array_agg(t.tid) FILTER (WHERE NOT t.retry OR t.dead),
            array_agg(t.tid) FILTER (WHERE t.retry AND NOT t.dead),
-           array_agg(t.resource_id) FILTER (WHERE t.dead)
-      INTO v_pitems, v_pdels, v_pops, v_pconds, v_fin, v_rp, v_pdead
+           array_agg(t.resource_id) FILTER (WHERE t.dead),
+           array_agg(t.resource_id) FILTER (WHERE t.rerun AND (NOT t.retry OR t.dead))
+      INTO v_pitems, v_pdels, v_pops, v_pconds, v_fin, v_rp, v_pdead, v_prerun
       FROM tgt t;
     -- Finish and re-pend by TID in statements of their own: tgt may have
     -- locked a row's newer version (a heartbeat that committed while it
@@ -877,6 +892,7 @@ BEGIN
     IF v_pitems IS NOT NULL THEN
         v_items := v_items || v_pitems;
         v_dead := v_dead || coalesce(v_pdead, '{}');
+        v_rerun := v_rerun || coalesce(v_prerun, '{}');
         v_dels := v_dels OR v_pdels;
         v_ops := v_ops OR v_pops;
         v_conds := v_conds OR v_pconds;
@@ -904,9 +920,14 @@ BEGIN
         PERFORM drain_finish_operations(v_items, p_now);
     END IF;
 
-    -- 7. re-gate: still lagging, and substituted dependents
+    -- 7. re-gate: still lagging, and substituted dependents; and rollup
+    --    roots whose finished lease was marked rerun (the subtree changed
+    --    while it ran), through the gate in re-pend mode
     IF v_resched IS NOT NULL OR v_subst IS NOT NULL THEN
         PERFORM schedule_candidates(coalesce(v_resched, '{}') || coalesce(v_subst, '{}'), p_now, false);
+    END IF;
+    IF cardinality(v_rerun) > 0 THEN
+        PERFORM schedule_candidates(v_rerun, p_now, true);
     END IF;
     RETURN v_n;
 END
@@ -4014,6 +4035,7 @@ CREATE UNLOGGED TABLE public.work_queue (
     leased_at timestamp with time zone,
     heartbeat_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    rerun boolean DEFAULT false NOT NULL,
     CONSTRAINT work_queue_task_type_check CHECK ((task_type = ANY (ARRAY['reconcile'::text, 'delete'::text, 'operate'::text])))
 )
 PARTITION BY RANGE (shard_id);
@@ -4040,6 +4062,7 @@ CREATE UNLOGGED TABLE public.work_queue_p0 (
     leased_at timestamp with time zone,
     heartbeat_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    rerun boolean DEFAULT false NOT NULL,
     CONSTRAINT work_queue_task_type_check CHECK ((task_type = ANY (ARRAY['reconcile'::text, 'delete'::text, 'operate'::text])))
 );
 
@@ -4065,6 +4088,7 @@ CREATE UNLOGGED TABLE public.work_queue_p1 (
     leased_at timestamp with time zone,
     heartbeat_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    rerun boolean DEFAULT false NOT NULL,
     CONSTRAINT work_queue_task_type_check CHECK ((task_type = ANY (ARRAY['reconcile'::text, 'delete'::text, 'operate'::text])))
 );
 
@@ -4090,6 +4114,7 @@ CREATE UNLOGGED TABLE public.work_queue_p10 (
     leased_at timestamp with time zone,
     heartbeat_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    rerun boolean DEFAULT false NOT NULL,
     CONSTRAINT work_queue_task_type_check CHECK ((task_type = ANY (ARRAY['reconcile'::text, 'delete'::text, 'operate'::text])))
 );
 
@@ -4115,6 +4140,7 @@ CREATE UNLOGGED TABLE public.work_queue_p11 (
     leased_at timestamp with time zone,
     heartbeat_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    rerun boolean DEFAULT false NOT NULL,
     CONSTRAINT work_queue_task_type_check CHECK ((task_type = ANY (ARRAY['reconcile'::text, 'delete'::text, 'operate'::text])))
 );
 
@@ -4140,6 +4166,7 @@ CREATE UNLOGGED TABLE public.work_queue_p12 (
     leased_at timestamp with time zone,
     heartbeat_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    rerun boolean DEFAULT false NOT NULL,
     CONSTRAINT work_queue_task_type_check CHECK ((task_type = ANY (ARRAY['reconcile'::text, 'delete'::text, 'operate'::text])))
 );
 
@@ -4165,6 +4192,7 @@ CREATE UNLOGGED TABLE public.work_queue_p13 (
     leased_at timestamp with time zone,
     heartbeat_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    rerun boolean DEFAULT false NOT NULL,
     CONSTRAINT work_queue_task_type_check CHECK ((task_type = ANY (ARRAY['reconcile'::text, 'delete'::text, 'operate'::text])))
 );
 
@@ -4190,6 +4218,7 @@ CREATE UNLOGGED TABLE public.work_queue_p14 (
     leased_at timestamp with time zone,
     heartbeat_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    rerun boolean DEFAULT false NOT NULL,
     CONSTRAINT work_queue_task_type_check CHECK ((task_type = ANY (ARRAY['reconcile'::text, 'delete'::text, 'operate'::text])))
 );
 
@@ -4215,6 +4244,7 @@ CREATE UNLOGGED TABLE public.work_queue_p15 (
     leased_at timestamp with time zone,
     heartbeat_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    rerun boolean DEFAULT false NOT NULL,
     CONSTRAINT work_queue_task_type_check CHECK ((task_type = ANY (ARRAY['reconcile'::text, 'delete'::text, 'operate'::text])))
 );
 
@@ -4240,6 +4270,7 @@ CREATE UNLOGGED TABLE public.work_queue_p2 (
     leased_at timestamp with time zone,
     heartbeat_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    rerun boolean DEFAULT false NOT NULL,
     CONSTRAINT work_queue_task_type_check CHECK ((task_type = ANY (ARRAY['reconcile'::text, 'delete'::text, 'operate'::text])))
 );
 
@@ -4265,6 +4296,7 @@ CREATE UNLOGGED TABLE public.work_queue_p3 (
     leased_at timestamp with time zone,
     heartbeat_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    rerun boolean DEFAULT false NOT NULL,
     CONSTRAINT work_queue_task_type_check CHECK ((task_type = ANY (ARRAY['reconcile'::text, 'delete'::text, 'operate'::text])))
 );
 
@@ -4290,6 +4322,7 @@ CREATE UNLOGGED TABLE public.work_queue_p4 (
     leased_at timestamp with time zone,
     heartbeat_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    rerun boolean DEFAULT false NOT NULL,
     CONSTRAINT work_queue_task_type_check CHECK ((task_type = ANY (ARRAY['reconcile'::text, 'delete'::text, 'operate'::text])))
 );
 
@@ -4315,6 +4348,7 @@ CREATE UNLOGGED TABLE public.work_queue_p5 (
     leased_at timestamp with time zone,
     heartbeat_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    rerun boolean DEFAULT false NOT NULL,
     CONSTRAINT work_queue_task_type_check CHECK ((task_type = ANY (ARRAY['reconcile'::text, 'delete'::text, 'operate'::text])))
 );
 
@@ -4340,6 +4374,7 @@ CREATE UNLOGGED TABLE public.work_queue_p6 (
     leased_at timestamp with time zone,
     heartbeat_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    rerun boolean DEFAULT false NOT NULL,
     CONSTRAINT work_queue_task_type_check CHECK ((task_type = ANY (ARRAY['reconcile'::text, 'delete'::text, 'operate'::text])))
 );
 
@@ -4365,6 +4400,7 @@ CREATE UNLOGGED TABLE public.work_queue_p7 (
     leased_at timestamp with time zone,
     heartbeat_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    rerun boolean DEFAULT false NOT NULL,
     CONSTRAINT work_queue_task_type_check CHECK ((task_type = ANY (ARRAY['reconcile'::text, 'delete'::text, 'operate'::text])))
 );
 
@@ -4390,6 +4426,7 @@ CREATE UNLOGGED TABLE public.work_queue_p8 (
     leased_at timestamp with time zone,
     heartbeat_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    rerun boolean DEFAULT false NOT NULL,
     CONSTRAINT work_queue_task_type_check CHECK ((task_type = ANY (ARRAY['reconcile'::text, 'delete'::text, 'operate'::text])))
 );
 
@@ -4415,6 +4452,7 @@ CREATE UNLOGGED TABLE public.work_queue_p9 (
     leased_at timestamp with time zone,
     heartbeat_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    rerun boolean DEFAULT false NOT NULL,
     CONSTRAINT work_queue_task_type_check CHECK ((task_type = ANY (ARRAY['reconcile'::text, 'delete'::text, 'operate'::text])))
 );
 

@@ -34,7 +34,9 @@
 --      DeadLettered and its event), operations finished;
 --   7. the re-gate: resources still lagging after the update, and dependents
 --      re-substituted by an upstream that was already synced, go back through
---      schedule_candidates.
+--      schedule_candidates; so do rollup roots whose finished lease the
+--      cascade marked rerun (a descendant changed while the rollup ran), in
+--      re-pend mode, so the composite rolls up the subtree as it is now.
 -- Plans are custom per call (the batch arrays' real sizes are what the
 -- planner sees; the helpers run under this function's SET clauses), lookups
 -- are primary-key probes (LATERAL … OFFSET 0) and queue rows are addressed by
@@ -64,6 +66,8 @@ DECLARE
     v_ops     boolean := false;
     v_conds   boolean := false;
     v_pdead   uuid[];
+    v_prerun  uuid[];
+    v_rerun   uuid[] := '{}';
     v_dead    uuid[] := '{}';
     v_subst   uuid[];
     v_resched uuid[];
@@ -127,14 +131,14 @@ BEGIN
                  WHERE u.shard_id BETWEEN v_plo AND v_phi
                  ORDER BY u.shard_id, u.resource_id, u.task_type, u.op_id, u.claim_epoch DESC, u.id DESC) o
     ), tgt AS MATERIALIZED (
-        SELECT oc.*, w.tid, w.kind, w.version, w.generation AS task_gen, w.trigger, w.attempts, w.leased,
+        SELECT oc.*, w.tid, w.kind, w.version, w.generation AS task_gen, w.trigger, w.attempts, w.leased, w.rerun,
                coalesce(oc.retry AND oc.task_type = 'reconcile' AND dl.max_attempts > 0
                         AND w.attempts + 1 >= dl.max_attempts, false) AS dead,
                dl.max_attempts
           FROM oc
           CROSS JOIN LATERAL (
               SELECT w.ctid AS tid, w.kind, w.version, w.generation, w.trigger, w.attempts,
-                     w.worker_id IS NOT NULL AS leased
+                     w.worker_id IS NOT NULL AS leased, w.rerun
                 FROM work_queue w
                WHERE w.shard_id BETWEEN v_plo AND v_phi
                  AND w.shard_id = oc.shard_id AND w.resource_id = oc.resource_id
@@ -165,8 +169,9 @@ BEGIN
            bool_or(t.error_message IS NOT NULL OR t.conditions IS NOT NULL),
            array_agg(t.tid) FILTER (WHERE NOT t.retry OR t.dead),
            array_agg(t.tid) FILTER (WHERE t.retry AND NOT t.dead),
-           array_agg(t.resource_id) FILTER (WHERE t.dead)
-      INTO v_pitems, v_pdels, v_pops, v_pconds, v_fin, v_rp, v_pdead
+           array_agg(t.resource_id) FILTER (WHERE t.dead),
+           array_agg(t.resource_id) FILTER (WHERE t.rerun AND (NOT t.retry OR t.dead))
+      INTO v_pitems, v_pdels, v_pops, v_pconds, v_fin, v_rp, v_pdead, v_prerun
       FROM tgt t;
     -- Finish and re-pend by TID in statements of their own: tgt may have
     -- locked a row's newer version (a heartbeat that committed while it
@@ -195,6 +200,7 @@ BEGIN
     IF v_pitems IS NOT NULL THEN
         v_items := v_items || v_pitems;
         v_dead := v_dead || coalesce(v_pdead, '{}');
+        v_rerun := v_rerun || coalesce(v_prerun, '{}');
         v_dels := v_dels OR v_pdels;
         v_ops := v_ops OR v_pops;
         v_conds := v_conds OR v_pconds;
@@ -222,9 +228,14 @@ BEGIN
         PERFORM drain_finish_operations(v_items, p_now);
     END IF;
 
-    -- 7. re-gate: still lagging, and substituted dependents
+    -- 7. re-gate: still lagging, and substituted dependents; and rollup
+    --    roots whose finished lease was marked rerun (the subtree changed
+    --    while it ran), through the gate in re-pend mode
     IF v_resched IS NOT NULL OR v_subst IS NOT NULL THEN
         PERFORM schedule_candidates(coalesce(v_resched, '{}') || coalesce(v_subst, '{}'), p_now, false);
+    END IF;
+    IF cardinality(v_rerun) > 0 THEN
+        PERFORM schedule_candidates(v_rerun, p_now, true);
     END IF;
     RETURN v_n;
 END

@@ -218,3 +218,79 @@ func TestCascade_QuarantiningAProgressingChildUnblocksTheRollup(t *testing.T) {
 	f.set(kids[1], `frozen_until = 'infinity'`)
 	require.True(t, f.isQueued(root), "the quarantined child left the gate: the rollup pends")
 }
+
+// degradedRollupRunning: root's two children settled, the second as a
+// transient failure, and the root's rollup claimed (reading that picture)
+// but not finished; the failed child's retry is due.
+func degradedRollupRunning(t *testing.T) (*fx, uuid.UUID, []uuid.UUID, Task) {
+	t.Helper()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.kind("comp", reactComposite)
+	root, kids := f.composite("root", 2)
+	ts := f.claim("leaf", 10)
+	byID := map[uuid.UUID]Task{ts[0].Key.ResourceID: ts[0], ts[1].Key.ResourceID: ts[1]}
+	f.finish(byID[kids[0]].Result(nil), byID[kids[1]].Failure("flaky", false))
+	require.Equal(t, "Failed", f.phase(kids[1]))
+	rollup := f.claimOne("comp")
+	f.exec(`UPDATE work_queue SET not_before = now() - interval '1 minute' WHERE resource_id = $1`, kids[1])
+	return f, root, kids, rollup
+}
+
+// staleDegraded is the running rollup's result: what it read.
+func staleDegraded(rollup Task) Result {
+	r := rollup.Result(json.RawMessage(`{"ready":1,"failed":1}`))
+	r.HealthOK = healthy(false)
+	return r
+}
+
+func TestCascade_AChildRecoveringWhileTheRollupRunsRollsTheRootUpAgain(t *testing.T) {
+	t.Parallel()
+	f, root, kids, rollup := degradedRollupRunning(t)
+	f.finish(f.claimOne("leaf").Result(nil))
+	require.Equal(t, "Ready", f.phase(kids[1]), "the child recovered while the root's rollup ran")
+
+	f.finish(staleDegraded(rollup))
+	require.Equal(t, "Degraded", f.phase(root), "the running rollup's picture applies")
+	q, ok := f.queued(root, TaskReconcile)
+	require.True(t, ok, "the subtree changed after the rollup read it: the root rolls up again")
+	require.Equal(t, "childrenSettled", q.Trigger)
+	r := f.claimOne("comp").Result(json.RawMessage(`{"ready":2}`))
+	r.HealthOK = healthy(true)
+	f.finish(r)
+	require.Equal(t, "Ready", f.phase(root))
+	require.False(t, f.isQueued(root), "once: the second rollup saw no change")
+}
+
+func TestCascade_ARerunRootStillWaitsForItsGate(t *testing.T) {
+	t.Parallel()
+	f, root, kids, rollup := degradedRollupRunning(t)
+	f.finish(f.claimOne("leaf").Result(nil)) // marks the running rollup
+	f.set(kids[0], `spec = '{"changed":true}'`)
+	f.schedule(kids[0])
+
+	f.finish(staleDegraded(rollup))
+	require.False(t, f.isQueued(root), "a descendant is progressing: the gate holds the re-run back")
+	f.finish(f.claimOne("leaf").Result(nil))
+	q, ok := f.queued(root, TaskReconcile)
+	require.True(t, ok, "the descendant settled: the root pends")
+	require.Equal(t, "childrenSettled", q.Trigger)
+}
+
+func TestCascade_TheRerunMarkBelongsToOneLease(t *testing.T) {
+	t.Parallel()
+	f, root, _, rollup := degradedRollupRunning(t)
+	f.finish(f.claimOne("leaf").Result(nil)) // marks the running rollup
+	require.True(t, scalar[bool](f, `SELECT rerun FROM work_queue WHERE resource_id = $1`, root))
+	n, err := f.st.Release(f.ctx, all, []TaskKey{rollup.Key})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+
+	again := f.claimOne("comp") // a new lease reads the subtree afresh
+	require.False(t, scalar[bool](f, `SELECT rerun FROM work_queue WHERE resource_id = $1`, root), "the claim cleared the mark")
+	r := again.Result(json.RawMessage(`{"ready":2}`))
+	r.HealthOK = healthy(true)
+	f.finish(r)
+	require.Equal(t, "Ready", f.phase(root))
+	require.False(t, f.isQueued(root), "no re-run for a change the new lease already saw")
+}

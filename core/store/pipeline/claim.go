@@ -104,7 +104,8 @@ WITH kc AS (
        SET worker_id    = $7,
            leased_at    = coalesce($8::timestamptz, now()),
            heartbeat_at = coalesce($8::timestamptz, now()),
-           claim_epoch  = (SELECT e FROM epoch)
+           claim_epoch  = (SELECT e FROM epoch),
+           rerun        = false
      WHERE w.shard_id BETWEEN $5 AND $6
        AND w.ctid = ANY (ARRAY(SELECT ctid FROM picked))
     RETURNING w.shard_id, w.resource_id, w.task_type, w.op_id, w.claim_epoch, w.generation, w.trigger,
