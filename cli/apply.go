@@ -168,12 +168,16 @@ conctl diff -f also prints a resource's spec and labels changes.`,
   # One resource from stdin (kind, name and spec: a resource)
   echo '{"kind":"bom","name":"small","spec":{"teams":1}}' | conctl apply -f -
 
+  # A provider config beside the kind's default (is_default says what it is);
+  # a resource picks it with provider_config_ref
+  echo '{"kind":"vpc","name":"staging","is_default":false,"spec":{"latency_ms":100}}' | conctl apply -f -
+
   # Print a resource, change it, apply it back
   conctl get bom acme -o yaml > acme.yaml
   conctl apply -f acme.yaml
 
   # Apply a BOM and wait up to 10 minutes for its subtree to be READY
-  conctl apply -f bom.yaml --wait --timeout 10m`,
+  conctl apply -f examples/classic/testfixtures/resource-bom-sample.json --wait --timeout 10m`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.apply(cmd.Context(), fl) },
 	}

@@ -18,8 +18,7 @@ shard range and in-flight tasks) and the number of resources in each phase.
 to leave gracefully or to exit at once (admin token).`,
 		Example: `  conctl cluster
   conctl cluster --kind vpc -o wide
-  conctl cluster -o json
-  conctl cluster drain MEMBER --wait`,
+  conctl cluster -o json`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.client()
@@ -68,12 +67,11 @@ to leave gracefully or to exit at once (admin token).`,
 
 func (a *app) versionCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print conctl's version and the server's",
-		Long:  `Print conctl's build version and, when the server answers, its build version.`,
-		Example: `  conctl version
-  conctl version --server https://converge.example.com`,
-		Args: exactArgs(0),
+		Use:     "version",
+		Short:   "Print conctl's version and the server's",
+		Long:    `Print conctl's build version and, when the server answers, its build version.`,
+		Example: `  conctl version`,
+		Args:    exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fmt.Fprintf(a.stdout(), "conctl: %s\n", a.env.Version)
 			c, err := a.client()

@@ -24,8 +24,9 @@ hands back its in-flight work within its drain budget (SHUTDOWN_DRAIN),
 deregisters and exits, as on SIGTERM. The member acts within about a second.
 Under Kubernetes its Deployment starts a replacement pod (scale the Deployment
 to remove capacity). With --wait, conctl waits until the member has left.`,
-		example: `  conctl get members
-  conctl cluster drain broker-host-a-4242-118532 --wait`,
+		example: `  # Find the member's ID, then drain it and wait until it has left
+  conctl get members
+  conctl cluster drain broker-host-a-4242-118532 --wait   # placeholder ID: one that conctl get members lists`,
 		do: func(ctx context.Context, c *Conn, id string) (MemberRow, string, error) {
 			r, err := DrainClusterMember(ctx, c.GQL, id)
 			if err != nil {
@@ -39,7 +40,7 @@ crash would: its peers see its liveness lock released within about a second,
 free its leases and re-tile its shards, and its in-flight tasks run again
 elsewhere. It overrides a drain under way. With --wait, conctl waits until the
 member is gone from the membership.`,
-		example: `  conctl cluster kill broker-host-a-4242-118532 --wait`,
+		example: `  conctl cluster kill broker-host-a-4242-118532 --wait   # placeholder ID: one that conctl get members lists`,
 		do: func(ctx context.Context, c *Conn, id string) (MemberRow, string, error) {
 			r, err := KillClusterMember(ctx, c.GQL, id)
 			if err != nil {

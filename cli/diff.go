@@ -22,7 +22,10 @@ and labels changes against the stored object ("- path: before" and
 its outcome. Each document is checked against what is stored now: a resource
 of a kind the same files declare but that is not applied yet fails as
 unknown_kind. Exits 0 when every document validates.`,
-		Example: `  conctl diff -f acme.yaml
+		Example: `  # What applying the demo's documents again would do
+  conctl diff -f examples/classic/testfixtures
+
+  # A change to a stored BOM, shown before it is made
   conctl get bom acme -o yaml | sed 's/teams: 3/teams: 4/' | conctl diff -f -`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.diff(cmd.Context(), fl, true) },

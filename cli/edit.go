@@ -33,9 +33,11 @@ A resource's spec and labels, a provider config's spec, data and is_default, a
 binding's fields and a kind's whole manifest can be edited; a kind's live policy
 is edited with conctl kind config.`,
 		Example: `  conctl edit bom/acme
-  conctl edit account ready-1
-  EDITOR=nano conctl edit pc account/default
-  conctl edit kind vpc`,
+  conctl edit account acme-t0-account
+  conctl edit kind route
+
+  # Without a terminal: the editor is any command that changes the file it is given
+  EDITOR='sed -i "s/latency_ms: 300/latency_ms: 250/"' conctl edit pc account/default`,
 		Args:              rangeArgs(1, 2),
 		ValidArgsFunction: a.completeTargets(typeResource, typeKind, typeProviderConfig, typeReactorBinding),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -147,18 +147,20 @@ as an intersection; --sort-by orders by any field of the -o json object.
 -w (--watch) prints the list, then one line per change, as conctl watch does.`,
 		Example: `  # A kind's resources, its one resource, the same in TYPE/NAME form
   conctl get account
-  conctl get account ready-1
-  conctl get account/ready-1 -o yaml
+  conctl get account acme-t0-account
+  conctl get account/acme-t0-account -o yaml
 
   # Failed or degraded resources of any kind, newest change last
   conctl get res --phase failed --phase degraded --sort-by .updatedAt
 
-  # Every child of a BOM, then its changes as they happen
+  # Every child of a BOM, then its changes as they happen (until Ctrl+C)
   conctl get res --owner bom/acme -o wide -w
 
-  # One page of 20, then the next
-  conctl get account --limit 20
-  conctl get account --limit 20 --after CURSOR
+  # One page of 5 (stderr prints the --after cursor of the next page)
+  conctl get account --limit 5
+
+  # Every page, fetched 5 at a time
+  conctl get account --limit 5 --all
 
   # Kinds, provider configs and bindings
   conctl get crds

@@ -24,9 +24,9 @@ generation, why it was applied (Created, SpecUpdated, LabelsUpdated, RolledBack)
 who applied it and when. The kind's historyLimit bounds how many are kept
 (conctl rollback restores one). With --diff, each generation is followed by
 the spec and labels changes from the kept generation before it.`,
-		Example: `  conctl history vpc/acme-t0-vpc
-  conctl history vpc/acme-t0-vpc --diff
-  conctl history vpc/acme-t0-vpc -o json`,
+		Example: `  conctl history bom/acme
+  conctl history bom/acme --diff
+  conctl history bom/acme -o json`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if first < 1 || first > 1000 {

@@ -17,8 +17,8 @@ func (a *app) kindHistoryLimitCommand() *cobra.Command {
 ref) each resource of the kind keeps in its spec history (conctl history,
 conctl rollback). With N (0-1000; 0 keeps none), set it: each resource's
 history is pruned to the newest N on its next apply.`,
-		Example: `  conctl kind history-limit vpc
-  conctl kind history-limit vpc 50`,
+		Example: `  conctl kind history-limit bom
+  conctl kind history-limit bom 50`,
 		Args:              rangeArgs(1, 2),
 		ValidArgsFunction: a.completeKindNames,
 		RunE: func(cmd *cobra.Command, args []string) error {

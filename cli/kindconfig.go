@@ -34,9 +34,9 @@ is edited here without re-applying the manifest, and an edit survives a later
 re-apply. conctl kind delete removes one version, refused while anything
 still depends on it. Go and TypeScript types are generated from its stored
 schemas with kind types.`,
-		Example: `  conctl kind config vpc
-  conctl kind config vpc --max-inflight 8 --task-deadline 2m --resync 10m
-  conctl kind types vpc --lang go`,
+		Example: `  conctl kind config route
+  conctl kind config route --max-inflight 8 --task-deadline 2m --resync 10m
+  conctl kind types route --lang go`,
 		Args: exactArgs(0),
 	}
 	cmd.AddCommand(a.kindConfigCommand(), a.kindDeleteCommand(), a.kindTypesCommand(), a.kindHistoryLimitCommand())
@@ -55,13 +55,13 @@ concurrency cap, no task deadline, no resync). --max-transient-attempts N
 dead-letters a reconcile after N transient failures in a row (terminal until
 its spec changes; 0 = retry forever). --version picks the kind version when
 several are applied.`,
-		Example: `  # What is the policy of vpc?
-  conctl kind config vpc
+		Example: `  # What is the policy of route?
+  conctl kind config route
 
-  # At most 8 vpc tasks at once, each at most 2 minutes, re-observed every 10 minutes
-  conctl kind config vpc --max-inflight 8 --task-deadline 2m --resync 10m
+  # At most 8 route tasks at once, each at most 2 minutes, re-observed every 10 minutes
+  conctl kind config route --max-inflight 8 --task-deadline 2m --resync 10m
 
-  # Stop retrying a vpc reconcile after 5 transient failures in a row
+  # Stop retrying a vpc v2 reconcile after 5 transient failures in a row (vpc has v1 and v2)
   conctl kind config vpc --version v2 --max-transient-attempts 5
 
   # Resyncs also re-run the composer; no concurrency cap
@@ -224,8 +224,8 @@ the resources named, while resources are instances of that version (apply
 them at another version first: they migrate live, or delete them), and for
 the kind's last version while providerconfigs of the kind or reactor bindings
 naming it remain.`,
-		Example: `  # vpc v1 is retired once every vpc runs at v2
-  conctl kind delete vpc --version v1`,
+		Example: `  # vpc v1 is retired once every vpc runs at v2; until then it is refused
+  conctl kind delete vpc --version v1   # exits 1: the demo's vpcs run v1`,
 		Args:              exactArgs(1),
 		ValidArgsFunction: a.completeKindNames,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -22,9 +22,12 @@ number only ever grows), validated against the kind's current schema like any
 apply, scheduled like any spec change, and recorded in the resource's events
 as RolledBack with who did it. conctl history lists the kept generations.
 --dry-run validates and prints what would happen without writing.`,
-		Example: `  conctl history vpc/acme-t0-vpc
-  conctl rollback vpc/acme-t0-vpc --to 3
-  conctl rollback vpc/acme-t0-vpc --to 3 --dry-run`,
+		Example: `  # Give bom/acme a fourth team (generation 2), see what changed, then apply
+  # generation 1's spec again (generation 3)
+  conctl get bom acme -o yaml | sed 's/teams: 3/teams: 4/' | conctl apply -f -
+  conctl history bom/acme --diff
+  conctl rollback bom/acme --to 1 --dry-run
+  conctl rollback bom/acme --to 1`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if to < 1 {

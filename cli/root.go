@@ -275,22 +275,38 @@ func minArgs(n int) cobra.PositionalArgs {
 	}
 }
 
+// completionExamples are the examples of cobra's generated completion
+// commands: each runs as printed in bash (cli/clidocs_test.go runs them),
+// writing under ~ where the shell looks for completions.
+var completionExamples = map[string]string{
+	"completion": `  # Names of kinds, resources and configs complete from the server as you type
+  source <(conctl completion bash)`,
+	"bash": `  # Load completions into the current bash session
+  source <(conctl completion bash)
+
+  # Load them in every new session (bash-completion's per-user directory)
+  mkdir -p ~/.local/share/bash-completion/completions
+  conctl completion bash > ~/.local/share/bash-completion/completions/conctl`,
+	"zsh": `  # Write the script into a directory on $fpath (add fpath=(~/.zsh/completions $fpath)
+  # to ~/.zshrc before compinit), then start a new shell
+  mkdir -p ~/.zsh/completions
+  conctl completion zsh > ~/.zsh/completions/_conctl`,
+	"fish": `  # Write the script where fish looks for completions, then start a new shell
+  mkdir -p ~/.config/fish/completions
+  conctl completion fish > ~/.config/fish/completions/conctl.fish`,
+	"powershell": `  # Write the script, then dot-source it from your profile: . ~/conctl.ps1
+  conctl completion powershell > ~/conctl.ps1`,
+}
+
 // exampleCompletion gives cobra's generated completion commands examples.
 func exampleCompletion(root *cobra.Command) {
 	for _, c := range root.Commands() {
 		if c.Name() != "completion" {
 			continue
 		}
-		c.Example = "  conctl completion bash > /etc/bash_completion.d/conctl\n  source <(conctl completion zsh)"
+		c.Example = completionExamples[c.Name()]
 		for _, sh := range c.Commands() {
-			switch sh.Name() {
-			case "powershell":
-				sh.Example = "  conctl completion powershell | Out-String | Invoke-Expression"
-			case "fish":
-				sh.Example = "  conctl completion fish > ~/.config/fish/completions/conctl.fish"
-			default:
-				sh.Example = fmt.Sprintf("  source <(conctl completion %s)", sh.Name())
-			}
+			sh.Example = completionExamples[sh.Name()]
 		}
 	}
 }

@@ -125,7 +125,7 @@ e.g. vpc's enable_flow_logs) with an optional JSON input. conctl prints the
 operation's id; with --wait it follows the operation over a subscription until
 it SUCCEEDS (printing its output; exit 0) or FAILS (exit 1).`,
 		Example: `  conctl run enable_flow_logs vpc/acme-t0-vpc --input '{"retention_days": 7}' --wait
-  conctl get operation 0b6a3c1e-8f0d-4a53-9f7c-2d1f3a9e4b10`,
+  conctl get operations vpc/acme-t0-vpc`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := parseRef(args[1], kind)

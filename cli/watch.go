@@ -52,8 +52,8 @@ prints one JSON object per line, -o yaml one document per change.`,
   # A BOM's children, only changes (no initial listing)
   conctl watch res --owner bom/acme --watch-only
 
-  # Failures as they happen, as JSON lines
-  conctl watch res --phase failed -o json
+  # Failures as they happen (not those already failed), as JSON lines
+  conctl watch res --phase failed --watch-only -o json
 
   # Kinds and their live policy, as other operators change them
   conctl watch kinds
