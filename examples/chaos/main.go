@@ -5,52 +5,46 @@
 // stack's round-robin balancer. A TCP proxy of ours
 // (examples/chaos/tcpproxy) sits between each converge process and
 // Postgres and between each worker and the balancer, so any one link can
-// be partitioned or silenced.
+// be partitioned, silenced, slowed down or reset.
 //
-// Each scenario applies a wave of leaf resources, injects its fault once a
-// third of the wave has settled, and waits for the wave to converge; it
-// prints one line per fault with the time it added over the fault-free
-// wave and checks four invariants: eventual completion, progress (no
-// window over 5 s without a resource settling while work is queued,
-// counted from the end of the fault's own outage for a frozen database),
-// no stranding (nothing left Reconciling or Failed) and no double-apply
-// (an audit trigger records each result the drain applies, stamped by the
-// demo worker with the claim it served: at most one per claim). Run it
-// from the repository root:
+// Each scenario applies a wave of composites — -n classic bom roots, each
+// composing 2 teams × (account → vpc → 2 routes), the vpc gated on its
+// account and each route on its vpc, the ids flowing down the edges, and
+// the subtree rolled up into the root (9 resources a root) — injects its
+// fault once a third of the wave's resources have settled, and waits for
+// the wave to converge; it prints one line per fault with the time it added
+// over the fault-free wave and checks four invariants: eventual completion
+// (every root and every child Ready), progress (no window over 5 s without
+// a resource settling while work is queued, counted from the end of the
+// fault's own outage for a frozen database), no stranding (nothing left
+// Reconciling, Failed or Degraded) and no double-apply (an audit trigger
+// records each result the drain applies — a leaf's reconcile, a root's
+// compose and rollups — stamped by the worker with the claim it served: at
+// most one per claim). Run it from the repository root:
 //
 //	go run ./examples/chaos                        # every fault
 //	go run ./examples/chaos -n 200 -smoke          # the CI smoke: three faults
 //	go run ./examples/chaos -faults pg-restart -repeat 5
 //	go run ./examples/chaos -n 2000                # bigger waves
 //
-// Fault keys: worker-kill, worker-drain, broker-kill, broker-drain,
-// control-kill, control-partition, broker-partition, pg-restart,
-// pg-immediate, pg-freeze, worker-cut, hung-handler, slow-worker.
+// Fault keys: worker-kill, worker-drain, worker-reset, broker-kill,
+// broker-drain, control-kill, control-partition, broker-partition,
+// pg-latency, pg-restart, pg-immediate, pg-freeze, worker-cut,
+// hung-handler, slow-worker.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/signal"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/converge-run/converge/core/app/apptest"
-	"github.com/converge-run/converge/core/worker"
 )
-
-const leafKind = `{"kind":"leaf","spec_schema":{"type":"object"},"task_deadline_secs":5,
- "reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}`
 
 func main() {
 	if len(os.Args) == 2 && os.Args[1] == "-worker" {
@@ -60,13 +54,13 @@ func main() {
 		}
 		return
 	}
-	n := flag.Int("n", 300, "resources per wave")
+	n := flag.Int("n", 300, fmt.Sprintf("bom roots per wave (%d resources each)", 1+waveShape.Descendants()))
 	smoke := flag.Bool("smoke", false, "the CI smoke: the fault-free wave and three faults (worker kill, broker kill, Postgres fast restart)")
 	only := flag.String("faults", "", "comma-separated fault keys to run after the fault-free wave (default: all)")
 	repeat := flag.Int("repeat", 1, "run each selected fault this many times")
 	flag.Parse()
-	if *n < 3 {
-		fmt.Fprintln(os.Stderr, "chaos: -n must be at least 3 (the fault is injected at a third of the wave)")
+	if *n < 1 {
+		fmt.Fprintln(os.Stderr, "chaos: -n must be at least 1")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -76,64 +70,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)
 	}
-}
-
-// runWorker serves the leaf kind on BROKER_URL (the stack's worker
-// settings: WORKER_ID, WORKER_TOKEN_FILE, WORKER_DRAIN_TIMEOUT): 50–300 ms
-// of "work" per resource. SIGUSR1 hangs its next 5 handler calls, of 5
-// different resources (they ignore their context and never return: the
-// broker's task deadline gives up on them, and the retry runs normally);
-// SIGUSR2 toggles a slow mode (ten times the latency).
-func runWorker() error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	opts, err := worker.OptionsFromEnv()
-	if err != nil {
-		return err
-	}
-	opts.WorkerID = os.Getenv("WORKER_ID")
-	opts.MaxParallel = max(opts.MaxParallel, 64)
-	opts.ReconnectMax = 200 * time.Millisecond
-	var runs, hang atomic.Int64
-	var slow atomic.Bool
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2)
-	go func() {
-		for sig := range sigs {
-			if sig == syscall.SIGUSR1 {
-				hang.Store(5)
-			} else {
-				slow.Store(!slow.Load())
-			}
-		}
-	}()
-	self := strconv.Itoa(os.Getpid())
-	var mu sync.Mutex
-	hung := map[string]bool{}
-	p := apptest.NewProvider("leaf", func(ctx context.Context, req worker.Request) (worker.Outcome, error) {
-		mu.Lock()
-		hangs := !hung[req.Resource.ID] && hang.Add(-1) >= 0
-		hung[req.Resource.ID] = hung[req.Resource.ID] || hangs
-		mu.Unlock()
-		if hangs { // once per resource: its retry runs normally
-			select {} // hung: deaf to its context
-		}
-		latency := time.Duration(50+rand.IntN(250)) * time.Millisecond
-		if slow.Load() {
-			latency *= 10
-		}
-		select {
-		case <-time.After(latency):
-		case <-ctx.Done():
-			return worker.Outcome{}, ctx.Err()
-		}
-		// The claim stamp the apply audit counts: one fresh run id per
-		// execution, under the claim it served.
-		c, _ := worker.ClaimFrom(ctx)
-		return worker.Outcome{Status: json.RawMessage(fmt.Sprintf(`{"done":true,"epoch":%d,"run":"%s-%d"}`,
-			c.Epoch, self, runs.Add(1)))}, nil
-	})
-	return worker.Serve(ctx, os.Getenv("BROKER_URL"), opts, p)
 }
 
 type scenario struct {
@@ -167,11 +103,16 @@ func (s *suite) scenarios(ctx context.Context) []scenario {
 		{key: "pg-restart", name: "Postgres restarted (fast shutdown)", outageIsInject: true,
 			inject: func() error { return s.st.RestartPostgres(ctx, false) }},
 		{key: "broker-partition", name: "broker partitioned from Postgres 8s", full: true,
-			inject: func() error { return s.partition("broker", 8*time.Second) }},
+			inject: func() error { return s.partition(ctx, "broker", 8*time.Second) }},
+		// Every statement of one broker pays a 400 ms round trip: its
+		// claims, heartbeats and result appends slow down, its liveness
+		// lock holds (nothing is lost, the link only got long).
+		{key: "pg-latency", name: "broker↔Postgres +200ms each way 8s", full: true,
+			inject: func() error { return s.slowLink(ctx, "broker", 200*time.Millisecond, 8*time.Second) }},
 		{key: "control-kill", name: "control SIGKILLed", full: true, inject: func() error { return s.kill("control") },
 			after: func() error { return s.add(ctx, "control") }},
 		{key: "control-partition", name: "control partitioned from Postgres 8s", full: true,
-			inject: func() error { return s.partition("control", 8*time.Second) }},
+			inject: func() error { return s.partition(ctx, "control", 8*time.Second) }},
 		{key: "worker-drain", name: "worker drained, a new one joins", full: true,
 			inject: func() error { return s.rollover(ctx, "worker") }},
 		{key: "broker-drain", name: "broker drained, a new one joins", full: true,
@@ -184,7 +125,14 @@ func (s *suite) scenarios(ctx context.Context) []scenario {
 		// and re-dispatches its stages: the progress invariant counts from
 		// then.
 		{key: "worker-cut", name: "worker↔broker connection silent 8s", full: true, outage: silenceTimeout,
-			inject: func() error { return s.partition("worker", 8*time.Second) }},
+			inject: func() error { return s.partition(ctx, "worker", 8*time.Second) }},
+		// Every worker's session is reset at once (an RST to the worker, the
+		// balancer closes the broker's side): each worker reconnects, to
+		// another broker as likely as not, and redelivers the results the
+		// old session had not acked; the brokers re-dispatch what was in
+		// flight on it.
+		{key: "worker-reset", name: "every worker↔broker connection reset", full: true,
+			inject: func() error { return s.reset("worker") }},
 		// The hung resources wait out their 5 s task deadline (then fail
 		// and retry): the progress invariant counts from the deadline.
 		{key: "hung-handler", name: "5 handler calls hung (task deadline 5s)", full: true, outage: 5 * time.Second,
@@ -225,6 +173,8 @@ func run(ctx context.Context, n int, smoke bool, only string, repeat int) error 
 	// workers' sessions); the second, fault-free, is the baseline.
 	scenarios := append([]scenario{{key: "warm-up", name: "warm-up (no fault)"}, {key: "none", name: "fault-free"}}, picked...)
 	var base time.Duration
+	fmt.Printf("chaos: each wave: %d bom roots × %d teams × (account → vpc → %d routes) = %d resources\n",
+		n, waveShape.Teams, waveRoutes, n*(1+waveShape.Descendants()))
 	fmt.Printf("%-40s %10s %8s %9s %s\n", "fault", "converged", "added", "max gap", "invariants")
 	for i, sc := range scenarios {
 		res, err := s.wave(ctx, i, n, sc)

@@ -40,7 +40,9 @@ type suite struct {
 	// to the brokers' balancer for a worker.
 	proxies map[string]*tcpproxy.Proxy
 	turn    int // rotates the member a fault hits
-	applied int
+	// applied counts the resources the waves made so far (roots and their
+	// children), roots the roots.
+	applied, roots int
 }
 
 func boot(ctx context.Context) (*suite, error) {
@@ -72,7 +74,7 @@ func boot(ctx context.Context) (*suite, error) {
 		Output:    s.logs,
 		Via:       s.via,
 		Setup: func(ctx context.Context, st *stack.Stack) error {
-			if _, _, err := st.Store.ApplyManifest(ctx, []byte(leafKind)); err != nil {
+			if err := applyKinds(ctx, st.Store); err != nil {
 				return err
 			}
 			return st.Store.InstallApplyAudit(ctx)
@@ -140,22 +142,76 @@ func (s *suite) rollover(ctx context.Context, role string) error {
 	return s.st.Drain(old.Name, 30*time.Second)
 }
 
-// partition pauses the route of a member of role for d: to Postgres for
-// a converge process, to the brokers for a worker (bytes wait in socket
-// buffers, nothing is closed: a half-open connection to both ends).
-func (s *suite) partition(role string, d time.Duration) error {
+// route is the proxy of a live member of role (a different one each
+// time): its route to Postgres for a converge process, to the brokers for
+// a worker.
+func (s *suite) route(role string) (*tcpproxy.Proxy, error) {
 	m, err := s.pick(role)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.proxies[m.Name]; p != nil {
+		return p, nil
+	}
+	return nil, fmt.Errorf("%s has no proxy", m.Name)
+}
+
+// partition pauses the route of a member of role for d (bytes wait in
+// socket buffers, nothing is closed: a half-open connection to both ends),
+// and heals it.
+func (s *suite) partition(ctx context.Context, role string, d time.Duration) error {
+	p, err := s.route(role)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	p := s.proxies[m.Name]
-	s.mu.Unlock()
-	if p == nil {
-		return fmt.Errorf("%s has no proxy", m.Name)
-	}
 	p.Pause()
-	time.AfterFunc(d, p.Heal)
+	return healAfter(ctx, p, d)
+}
+
+// slowLink holds the route of a member of role back by latency in each
+// direction for d, and heals it.
+func (s *suite) slowLink(ctx context.Context, role string, latency, d time.Duration) error {
+	p, err := s.route(role)
+	if err != nil {
+		return err
+	}
+	p.Delay(latency)
+	return healAfter(ctx, p, d)
+}
+
+// healAfter heals p after d (at once if ctx ends first): a link fault's
+// inject returns when the link is whole again, so the next wave never
+// starts on a faulty one.
+func healAfter(ctx context.Context, p *tcpproxy.Proxy, d time.Duration) error {
+	defer p.Heal()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// reset resets the route of every live member of role: each of its
+// connections gets an RST at both ends of the proxy.
+func (s *suite) reset(role string) error {
+	live := s.st.Live(role)
+	if len(live) == 0 {
+		return fmt.Errorf("no live %s", role)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range live {
+		p := s.proxies[m.Name]
+		if p == nil {
+			return fmt.Errorf("%s has no proxy", m.Name)
+		}
+		p.Reset()
+	}
 	return nil
 }
 

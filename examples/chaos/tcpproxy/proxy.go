@@ -1,8 +1,10 @@
 // Package tcpproxy is the chaos suite's fault injector: a TCP proxy between
 // a component and what it dials (Postgres, a broker) that can pause the
 // traffic both ways (a partition: nothing is lost, bytes wait in socket
-// buffers, the stream resumes intact when it heals) and reset every
-// connection (RST, as a crashed middlebox or a failover would).
+// buffers, the stream resumes intact when it heals), delay it (each
+// direction's bytes held back by a latency, in order: a slow or distant
+// link) and reset every connection (RST, as a crashed middlebox or a
+// failover would).
 package tcpproxy
 
 import (
@@ -10,6 +12,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 )
 
 // Proxy forwards connections accepted on its listener to Target.
@@ -20,8 +23,12 @@ type Proxy struct {
 	mu     sync.Mutex
 	paused bool
 	heal   chan struct{} // closed when a pause ends
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
+	delay  time.Duration
+	// redelay is closed (and replaced) whenever the delay changes, so a
+	// chunk being held re-reads it.
+	redelay chan struct{}
+	conns   map[net.Conn]struct{}
+	wg      sync.WaitGroup
 }
 
 // Start listens on a free loopback port.
@@ -30,7 +37,8 @@ func Start(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{Target: target, ln: ln, conns: map[net.Conn]struct{}{}, heal: make(chan struct{})}
+	p := &Proxy{Target: target, ln: ln, conns: map[net.Conn]struct{}{},
+		heal: make(chan struct{}), redelay: make(chan struct{})}
 	close(p.heal)
 	p.wg.Add(1)
 	go p.accept()
@@ -53,8 +61,23 @@ func (p *Proxy) Pause() {
 	}
 }
 
-// Heal resumes forwarding.
+// Delay holds every byte back by d, in each direction, from the moment
+// the proxy read it: a link with d of one-way latency (2d added to a round
+// trip). Bytes keep their order. Delay(0) or Heal ends it; bytes held at
+// that moment are released at once (a bigger d holds them longer).
+func (p *Proxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if d != p.delay {
+		p.delay = max(d, 0)
+		close(p.redelay)
+		p.redelay = make(chan struct{})
+	}
+}
+
+// Heal resumes forwarding: it ends a pause and a delay.
 func (p *Proxy) Heal() {
+	p.Delay(0)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.paused {
@@ -63,19 +86,26 @@ func (p *Proxy) Heal() {
 	}
 }
 
-// Reset closes every open connection with an RST.
+// Reset closes every open connection with an RST, to both ends: the
+// component sees its connection reset and dials again.
 func (p *Proxy) Reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for c := range p.conns {
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.SetLinger(0)
-		}
-		_ = c.Close()
+		abort(c)
 	}
 }
 
-// Close stops the proxy and every connection.
+// abort closes c with an RST instead of a FIN.
+func abort(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+// Close stops the proxy and every connection, and waits for its
+// goroutines.
 func (p *Proxy) Close() {
 	_ = p.ln.Close()
 	p.Heal()
@@ -87,6 +117,30 @@ func (p *Proxy) gate() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.heal
+}
+
+func (p *Proxy) currentDelay() (time.Duration, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.delay, p.redelay
+}
+
+// hold waits until read+delay, re-reading the delay when it changes.
+func (p *Proxy) hold(read time.Time) {
+	for {
+		d, changed := p.currentDelay()
+		wait := time.Until(read.Add(d))
+		if wait <= 0 {
+			return
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+			return
+		case <-changed:
+			t.Stop()
+		}
+	}
 }
 
 func (p *Proxy) track(c net.Conn, on bool) {
@@ -111,6 +165,11 @@ func (p *Proxy) accept() {
 	}
 }
 
+// serve forwards one connection both ways until both directions end. A
+// direction that ends with EOF half-closes its destination (the other keeps
+// flowing); one that ends with an error (a reset, a failed write) resets
+// both connections, so a reset on one side reaches the other as a reset
+// (also when Reset caught the connection before its target was dialed).
 func (p *Proxy) serve(client net.Conn) {
 	defer p.wg.Done()
 	p.track(client, true)
@@ -124,31 +183,65 @@ func (p *Proxy) serve(client net.Conn) {
 	p.track(server, true)
 	defer p.track(server, false)
 	defer server.Close()
-	done := make(chan struct{}, 2)
-	go func() { p.pipe(server, client); done <- struct{}{} }()
-	go func() { p.pipe(client, server); done <- struct{}{} }()
-	<-done
+	ended := make(chan error, 2)
+	go func() { ended <- p.pipe(server, client) }()
+	go func() { ended <- p.pipe(client, server) }()
+	for range 2 {
+		if err := <-ended; err != nil {
+			abort(client)
+			abort(server)
+		}
+	}
 }
 
-// pipe copies src to dst, holding each chunk while the proxy is paused.
-func (p *Proxy) pipe(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			<-p.gate()
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+// chunk is what one read from a connection returned, and when.
+type chunk struct {
+	b    []byte
+	read time.Time
+	err  error // the read's error: the last chunk of the direction
+}
+
+// pipe copies src to dst: a reader stamps each chunk with the time it was
+// read and queues it; the writer (this goroutine) holds each one for the
+// delay and while the proxy is paused, then writes it. One queue per
+// direction keeps the bytes in order. It returns nil when src ended with
+// EOF (dst is half-closed in turn) and an error otherwise.
+func (p *Proxy) pipe(dst, src net.Conn) error {
+	q := make(chan chunk, 256)
+	go func() {
+		defer close(q)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				q <- chunk{b: append([]byte(nil), buf[:n]...), read: time.Now()}
+			}
+			if err != nil {
+				q <- chunk{read: time.Now(), err: err}
 				return
 			}
 		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				_ = dst.Close()
+	}()
+	defer func() {
+		for range q { // a failed write: unblock the reader (src is closed)
+		}
+	}()
+	for c := range q {
+		p.hold(c.read)
+		<-p.gate()
+		if c.err != nil {
+			if errors.Is(c.err, io.EOF) {
+				if tc, ok := dst.(*net.TCPConn); ok {
+					_ = tc.CloseWrite()
+				}
+				return nil
 			}
-			if tc, ok := dst.(*net.TCPConn); ok {
-				_ = tc.CloseWrite()
-			}
-			return
+			return c.err
+		}
+		if _, err := dst.Write(c.b); err != nil {
+			_ = src.Close()
+			return err
 		}
 	}
+	return nil
 }
