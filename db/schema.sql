@@ -466,7 +466,7 @@ CREATE FUNCTION public.cluster_members_changed() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    PERFORM notify_gated('cluster_changed');
+    PERFORM pg_notify('cluster_changed', '');
     RETURN NULL;
 END
 $$;

@@ -202,7 +202,9 @@ func (g *stager) countLost(ctx context.Context, t pipeline.Task, stage workerv1.
 		return &stageError{msg: fmt.Sprintf("worker lost: the worker running the %s stage died or disconnected without a result, %d times in a row in this run",
 			stageName(stage), lost)}
 	}
-	g.log.Info().Str("resource_id", t.Key.ResourceID.String()).Int("attempts", n).Int("max_transient_attempts", limit).
+	// Debug: a worker's loss is logged once, with its stages in flight, when
+	// its session ends; a dead-lettered resource says why on its own.
+	g.log.Debug().Str("resource_id", t.Key.ResourceID.String()).Int("attempts", n).Int("max_transient_attempts", limit).
 		Msg("lost worker counted as a failed attempt")
 	return nil
 }

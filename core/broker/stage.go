@@ -77,7 +77,8 @@ func (g *stager) stage(ctx context.Context, t pipeline.Task, kind store.Kind, st
 			var m *workerv1.StageComplete
 			m, err = g.relay(ctx, kv, task)
 			if err != nil && ctx.Err() == nil {
-				g.log.Warn().Err(err).Str("kind", kv.String()).Msg("relay failed; retrying")
+				quiet := g.log.Sample(relayWarnings)
+				quiet.Warn().Err(err).Str("kind", kv.String()).Msg("relay failed; retrying")
 				err = g.pause(ctx)
 			}
 			if m != nil {
@@ -116,6 +117,10 @@ func (g *stager) stage(ctx context.Context, t pipeline.Task, kind store.Kind, st
 		return c.msg.GetOutcome(), ack, nil
 	}
 }
+
+// relayWarnings spaces the relay-failure warnings to one a second per
+// process: a peer that went away fails every stage relayed to it at once.
+var relayWarnings = &zerolog.BurstSampler{Burst: 1, Period: time.Second}
 
 // noAck is the ack of a result there is nothing to acknowledge for.
 func noAck() {}

@@ -136,6 +136,23 @@ func TestGCStale_RemovesOnlyRowsPastTheTTL(t *testing.T) {
 
 // A beat that changes the served kinds wakes the peers (they route stages by
 // the kinds a row advertises); a beat that changes nothing else does not.
+// Members that come back together after an outage re-register within
+// milliseconds of each other: each join must wake the peers, or a peer that
+// re-tiled on the first join keeps a view without the later ones until its
+// next poll (shards nobody claims meanwhile).
+func TestUpsert_EveryJoinOfABurstWakesThePeers(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := membership.New(pool)
+	n := countNotifies(t, pool, 500*time.Millisecond, func() {
+		for _, id := range []string{"broker-a", "broker-b", "broker-c"} {
+			_, err := s.Upsert(ctx, membership.Member{ID: id, Role: membership.RoleBroker})
+			require.NoError(t, err)
+		}
+	})
+	require.Equal(t, 3, n, "three joins, three wakes")
+}
+
 func TestUpsert_ABeatThatChangesTheServedKindsWakesThePeers(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
