@@ -303,7 +303,6 @@ DECLARE
     v_ch       ready_change[];
     v_deps     uuid[];
     v_roots    uuid[];
-    v_root     uuid;
     v_life     int := 0;
 BEGIN
     -- Fold the old and new side of each row with one aggregation: transition
@@ -380,17 +379,6 @@ BEGIN
     END IF;
     IF v_roots IS NOT NULL THEN
         PERFORM schedule_candidates(v_roots, now(), true);
-        -- A root whose reconcile is leased was not re-pended above, and its
-        -- running rollup may have read the subtree before this change: mark
-        -- the lease, and the drain that finishes it sends the root through
-        -- the gate again. One statement per root (a batch has a few), each a
-        -- primary-key probe pruned to the root's partition.
-        FOREACH v_root IN ARRAY v_roots LOOP
-            UPDATE work_queue w SET rerun = true
-             WHERE w.shard_id = shard_of(v_root) AND w.resource_id = v_root AND w.task_type = 'reconcile'
-               AND w.op_id = '00000000-0000-0000-0000-000000000000'
-               AND w.worker_id IS NOT NULL AND NOT w.rerun;
-        END LOOP;
     END IF;
 
     -- One insert for the three transitions: each row of the batch emits the
@@ -2435,15 +2423,17 @@ BEGIN
          WHERE c.gate = 0
          ORDER BY c.shard_id, c.id
         ON CONFLICT (shard_id, resource_id, task_type, op_id) DO UPDATE
-           SET generation      = EXCLUDED.generation,
-               version         = EXCLUDED.version,
-               trigger         = EXCLUDED.trigger,
-               provider_config = EXCLUDED.provider_config,
-               provider_bundle = EXCLUDED.provider_bundle,
-               attempts        = 0,
-               not_before      = EXCLUDED.not_before
-         WHERE w.worker_id IS NULL AND w.generation < EXCLUDED.generation
-        RETURNING 1
+           SET generation      = CASE WHEN w.worker_id IS NULL THEN EXCLUDED.generation ELSE w.generation END,
+               version         = CASE WHEN w.worker_id IS NULL THEN EXCLUDED.version ELSE w.version END,
+               trigger         = CASE WHEN w.worker_id IS NULL THEN EXCLUDED.trigger ELSE w.trigger END,
+               provider_config = CASE WHEN w.worker_id IS NULL THEN EXCLUDED.provider_config ELSE w.provider_config END,
+               provider_bundle = CASE WHEN w.worker_id IS NULL THEN EXCLUDED.provider_bundle ELSE w.provider_bundle END,
+               attempts        = CASE WHEN w.worker_id IS NULL THEN 0 ELSE w.attempts END,
+               not_before      = CASE WHEN w.worker_id IS NULL THEN EXCLUDED.not_before ELSE w.not_before END,
+               rerun           = w.worker_id IS NOT NULL
+         WHERE (w.worker_id IS NULL AND w.generation < EXCLUDED.generation)
+            OR (p_repend AND w.worker_id IS NOT NULL AND NOT w.rerun AND EXCLUDED.trigger = 'childrenSettled')
+        RETURNING w.worker_id IS NULL AS pended
     ), arm AS (
         INSERT INTO rollup_recheck AS rr (root_id, shard_id, armed_at)
         SELECT c.id, c.shard_id, p_now
@@ -2454,7 +2444,7 @@ BEGIN
         ON CONFLICT (root_id) DO NOTHING
         RETURNING 1
     )
-    SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM arm) INTO v_n, v_armed;
+    SELECT (SELECT count(*) FILTER (WHERE pended) FROM ins), (SELECT count(*) FROM arm) INTO v_n, v_armed;
     IF v_n > 0 THEN
         PERFORM notify_gated('work_ready');
     END IF;

@@ -8,9 +8,8 @@
 --     recovered from a failure — re-evaluates the rollup-having owner and top
 --     root it belongs to: a lagging root pends when its gate clears, a synced
 --     one is re-pended with trigger childrenSettled so the composite demotes
---     (Degraded) and recovers reactively. A root whose reconcile is leased
---     (its rollup may have read the subtree before the change) is marked
---     rerun instead, and re-gated by the drain that finishes it. Roots whose gate may have been
+--     (Degraded) and recovers reactively (a root whose reconcile is leased
+--     is marked rerun instead: see schedule_candidates). Roots whose gate may have been
 --     straddled by a concurrent drain are armed in rollup_recheck there (see
 --     rollup_gate);
 --   * lifecycle_outbox rows for synced / degraded / failed, one per matching
@@ -41,7 +40,6 @@ DECLARE
     v_ch       ready_change[];
     v_deps     uuid[];
     v_roots    uuid[];
-    v_root     uuid;
     v_life     int := 0;
 BEGIN
     -- Fold the old and new side of each row with one aggregation: transition
@@ -118,17 +116,6 @@ BEGIN
     END IF;
     IF v_roots IS NOT NULL THEN
         PERFORM schedule_candidates(v_roots, now(), true);
-        -- A root whose reconcile is leased was not re-pended above, and its
-        -- running rollup may have read the subtree before this change: mark
-        -- the lease, and the drain that finishes it sends the root through
-        -- the gate again. One statement per root (a batch has a few), each a
-        -- primary-key probe pruned to the root's partition.
-        FOREACH v_root IN ARRAY v_roots LOOP
-            UPDATE work_queue w SET rerun = true
-             WHERE w.shard_id = shard_of(v_root) AND w.resource_id = v_root AND w.task_type = 'reconcile'
-               AND w.op_id = '00000000-0000-0000-0000-000000000000'
-               AND w.worker_id IS NOT NULL AND NOT w.rerun;
-        END LOOP;
     END IF;
 
     -- One insert for the three transitions: each row of the batch emits the

@@ -15,7 +15,12 @@
 -- ON CONFLICT is gen-gated: only an unleased row is touched, and only to raise
 -- its generation (which also resets its backoff, and takes the resource's
 -- version: a live version migration bumps generation), so re-running is idempotent
--- and never disturbs a running task. Rows are written in key order, so two
+-- and never disturbs a running task. One exception, which changes nothing of
+-- the task: a re-pend (p_repend) of a rollup root whose gate is open but whose
+-- reconcile is leased marks the lease rerun — its running rollup may have
+-- read the subtree before this change — and the drain that finishes it sends
+-- the root through this gate again. The mark rides the same key-ordered
+-- statement, so it takes no lock the insert would not. Rows are written in key order, so two
 -- drainers scheduling the same roots and dependents queue up rather than
 -- deadlock. A rollup root that failed only the descendant gate is armed in
 -- rollup_recheck when a straddle is possible — behind a transaction advisory
@@ -79,15 +84,17 @@ BEGIN
          WHERE c.gate = 0
          ORDER BY c.shard_id, c.id
         ON CONFLICT (shard_id, resource_id, task_type, op_id) DO UPDATE
-           SET generation      = EXCLUDED.generation,
-               version         = EXCLUDED.version,
-               trigger         = EXCLUDED.trigger,
-               provider_config = EXCLUDED.provider_config,
-               provider_bundle = EXCLUDED.provider_bundle,
-               attempts        = 0,
-               not_before      = EXCLUDED.not_before
-         WHERE w.worker_id IS NULL AND w.generation < EXCLUDED.generation
-        RETURNING 1
+           SET generation      = CASE WHEN w.worker_id IS NULL THEN EXCLUDED.generation ELSE w.generation END,
+               version         = CASE WHEN w.worker_id IS NULL THEN EXCLUDED.version ELSE w.version END,
+               trigger         = CASE WHEN w.worker_id IS NULL THEN EXCLUDED.trigger ELSE w.trigger END,
+               provider_config = CASE WHEN w.worker_id IS NULL THEN EXCLUDED.provider_config ELSE w.provider_config END,
+               provider_bundle = CASE WHEN w.worker_id IS NULL THEN EXCLUDED.provider_bundle ELSE w.provider_bundle END,
+               attempts        = CASE WHEN w.worker_id IS NULL THEN 0 ELSE w.attempts END,
+               not_before      = CASE WHEN w.worker_id IS NULL THEN EXCLUDED.not_before ELSE w.not_before END,
+               rerun           = w.worker_id IS NOT NULL
+         WHERE (w.worker_id IS NULL AND w.generation < EXCLUDED.generation)
+            OR (p_repend AND w.worker_id IS NOT NULL AND NOT w.rerun AND EXCLUDED.trigger = 'childrenSettled')
+        RETURNING w.worker_id IS NULL AS pended
     ), arm AS (
         INSERT INTO rollup_recheck AS rr (root_id, shard_id, armed_at)
         SELECT c.id, c.shard_id, p_now
@@ -98,7 +105,7 @@ BEGIN
         ON CONFLICT (root_id) DO NOTHING
         RETURNING 1
     )
-    SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM arm) INTO v_n, v_armed;
+    SELECT (SELECT count(*) FILTER (WHERE pended) FROM ins), (SELECT count(*) FROM arm) INTO v_n, v_armed;
     IF v_n > 0 THEN
         PERFORM notify_gated('work_ready');
     END IF;
