@@ -121,7 +121,9 @@ func (c *completions) complete(m *workerv1.StageComplete, ack func()) {
 // to the outbox (fenced there on its claim_epoch), any other is dropped.
 func (c *completions) orphan(m *workerv1.StageComplete, ack func()) {
 	if c.isSuperseded(m.GetTaskId()) {
-		c.log.Info().Str("task_id", m.GetTaskId()).Msg("late result of a superseded dispatch; discarded")
+		// Debug: a reconnecting worker redelivers a burst of these (its
+		// session's loss is logged once, where its stages were re-dispatched).
+		c.log.Debug().Str("task_id", m.GetTaskId()).Msg("late result of a superseded dispatch; discarded")
 		ack()
 		return
 	}
