@@ -454,22 +454,12 @@ func TestWorkerServiceWorkStream_Batches(t *testing.T) {
 	defer cancel()
 	stream := b.clients()["Connect"].WorkStream(ctx)
 	defer func() { _ = stream.CloseResponse() }()
-	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{
-		Subscribe: &workerv1.Subscribe{WorkerId: "w1", Kinds: readiness("vpc"), MaxInFlight: 8, Batches: true}}}))
-	resp, err := stream.Receive()
-	require.NoError(t, err)
-	require.True(t, resp.GetSubscribed().GetBatches(), "the broker says it takes batches")
-	require.Eventually(t, func() bool { return b.svc.reg.count() == 1 }, 5*time.Second, time.Millisecond)
+	subscribed, s := b.openSession(t, stream, &workerv1.Subscribe{WorkerId: "w1", Kinds: readiness("vpc"), MaxInFlight: 8, Batches: true})
+	require.True(t, subscribed.GetBatches(), "the broker says it takes batches")
 
 	// Tasks reach the worker in order, batched or not (whether they share a
 	// message depends on what is queued when the sender is free:
 	// TestSendOut pins the batching itself).
-	var s *session
-	b.svc.reg.mu.Lock()
-	for _, x := range b.svc.reg.sessions {
-		s = x
-	}
-	b.svc.reg.mu.Unlock()
 	for _, id := range []string{"t1", "t2", "t3"} {
 		require.NoError(t, s.send(ctx, &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Task{
 			Task: &workerv1.StageTask{TaskId: id}}}))
@@ -506,6 +496,24 @@ func TestWorkerServiceWorkStream_Batches(t *testing.T) {
 		t.Fatalf("the forged result %s was routed", c.GetTaskId())
 	default:
 	}
+}
+
+// openSession subscribes on stream and returns the broker's Subscribed and
+// the session it registered (the test's only one).
+func (b *handlerBundle) openSession(t *testing.T, stream *connect.BidiStreamForClient[workerv1.WorkStreamRequest, workerv1.WorkStreamResponse],
+	sub *workerv1.Subscribe) (*workerv1.Subscribed, *session) {
+	t.Helper()
+	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: sub}}))
+	resp, err := stream.Receive()
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return b.svc.reg.count() == 1 }, 5*time.Second, time.Millisecond)
+	b.svc.reg.mu.Lock()
+	defer b.svc.reg.mu.Unlock()
+	for _, s := range b.svc.reg.sessions {
+		return resp.GetSubscribed(), s
+	}
+	t.Fatal("no session registered")
+	return nil, nil
 }
 
 // recordingSender records the messages sendOut sends.
@@ -654,17 +662,7 @@ func TestWorkerServiceWorkStream_CompressesBigMessagesFast(t *testing.T) {
 	defer cancel()
 	stream := client.WorkStream(ctx)
 	defer func() { _ = stream.CloseResponse() }()
-	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{
-		Subscribe: &workerv1.Subscribe{WorkerId: "w1", Kinds: readiness("vpc")}}}))
-	_, err := stream.Receive()
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return b.svc.reg.count() == 1 }, 5*time.Second, time.Millisecond)
-	var s *session
-	b.svc.reg.mu.Lock()
-	for _, x := range b.svc.reg.sessions {
-		s = x
-	}
-	b.svc.reg.mu.Unlock()
+	_, s := b.openSession(t, stream, &workerv1.Subscribe{WorkerId: "w1", Kinds: readiness("vpc")})
 	spec := []byte(`{"cidr":"` + strings.Repeat("10.0.0.0/16,", 4000) + `"}`)
 	require.NoError(t, s.send(ctx, &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Task{
 		Task: &workerv1.StageTask{TaskId: "big", Resource: &workerv1.Resource{SpecJson: spec}}}}))
