@@ -7,7 +7,11 @@
 --      never waits on us). A row its settler committed is re-checked on its new
 --      version, found settled and not locked at all;
 --   2. re-run the gate (schedule_candidates, re-pend mode) in a fresh snapshot
---      that now sees every sibling the arming transactions could not;
+--      that now sees every sibling the arming transactions could not — for
+--      every armed root but one whose reconcile was claimed after it was
+--      armed: that rollup reads the subtree after the straddling settles, so
+--      it needs neither a pend nor a rerun mark (a lease from before the
+--      arming is marked rerun by the gate: its read may predate them);
 --   3. delete the rows that pended (or already have their reconcile row), no
 --      longer need one (gone, frozen, deleting, not a composed rollup root) or
 --      can no longer be straddled (an idle unsettled descendant remains: its
@@ -18,18 +22,26 @@
 CREATE OR REPLACE FUNCTION drain_rollup_rechecks(p_max int, p_lo int, p_hi int, p_now timestamptz DEFAULT now()) RETURNS int
 LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
+    v_armed uuid[];
     v_roots uuid[];
     v_top   uuid[];
     v_n     int;
 BEGIN
-    SELECT array_agg(x.root_id) INTO v_roots
-      FROM (SELECT rr.root_id FROM rollup_recheck rr
+    SELECT array_agg(x.root_id), array_agg(x.root_id) FILTER (WHERE NOT x.fresh) INTO v_armed, v_roots
+      FROM (SELECT rr.root_id,
+                   EXISTS (SELECT 1 FROM work_queue w
+                            WHERE w.shard_id = rr.shard_id AND w.resource_id = rr.root_id
+                              AND w.task_type = 'reconcile'
+                              AND w.op_id = '00000000-0000-0000-0000-000000000000'
+                              AND w.leased_at >= rr.armed_at) AS fresh
+              FROM rollup_recheck rr
              WHERE rr.shard_id BETWEEN p_lo AND p_hi
              ORDER BY rr.armed_at
              LIMIT p_max) x;
-    IF v_roots IS NULL THEN
+    IF v_armed IS NULL THEN
         RETURN 0;
     END IF;
+    v_roots := coalesce(v_roots, '{}');
 
     SELECT array_agg(r.id) FILTER (WHERE r.root_id IS NULL) INTO v_top
       FROM resources r WHERE r.id = ANY (v_roots);
@@ -52,7 +64,7 @@ BEGIN
     v_n := schedule_candidates(v_roots, p_now, true);
 
     DELETE FROM rollup_recheck rr
-     WHERE rr.root_id = ANY (v_roots)
+     WHERE rr.root_id = ANY (v_armed)
        AND (rr.armed_at < p_now - interval '30 seconds'
             OR EXISTS (SELECT 1 FROM work_queue w
                         WHERE w.shard_id = rr.shard_id AND w.resource_id = rr.root_id

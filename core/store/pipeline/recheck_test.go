@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -149,4 +150,40 @@ func TestRecheck_ArmsOnlyNearTheEnd(t *testing.T) {
 	f.finish(ts[2].Result(nil))
 	require.Equal(t, 1, scalar[int](f, `SELECT count(*) FROM rollup_recheck WHERE root_id = $1`, root),
 		"four remain: armed (the small-remainder rule)")
+}
+
+// A recheck finds the root's reconcile already leased. Claimed after the
+// root was armed, the rollup reads the subtree after the straddling settles:
+// no rerun. Claimed before (a rollup already running when the straddle
+// happened), its read may predate them: the lease is marked rerun.
+func TestRecheck_MarksOnlyALeaseFromBeforeTheArming(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		reason    string
+		armed     string // armed_at, relative to the lease
+		wantRerun bool
+	}{
+		"ClaimedAfter":  {reason: "a rollup claimed after the arming reads the settled subtree", armed: "leased_at - interval '1 second'", wantRerun: false},
+		"ClaimedBefore": {reason: "a rollup claimed before the arming may have read the subtree before the straddle", armed: "leased_at + interval '1 second'", wantRerun: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFx(t)
+			f.kind("leaf", reactWorker)
+			f.kind("comp", reactComposite)
+			root, _ := f.composite("root", 2)
+			f.runLeaves("leaf", func(Task) string { return `{}` })
+			rollup := f.claimOne("comp") // the gate opened: the rollup runs
+			f.exec(`INSERT INTO rollup_recheck (root_id, shard_id, armed_at)
+			        SELECT w.resource_id, w.shard_id, `+tc.armed+` FROM work_queue w WHERE w.resource_id = $1`, root)
+
+			_, err := f.st.DrainRollupRechecks(f.ctx, 100, 0, 255)
+			require.NoError(t, err)
+			require.Zero(t, scalar[int](f, `SELECT count(*) FROM rollup_recheck`), "disarmed: the root has its reconcile row")
+			require.Equal(t, tc.wantRerun, scalar[bool](f, `SELECT rerun FROM work_queue WHERE resource_id = $1`, root), tc.reason)
+
+			f.finish(rollup.Result(json.RawMessage(`{"ready":2}`)))
+			require.Equal(t, tc.wantRerun, f.isQueued(root), "a marked lease rolls up again; an unmarked one is done")
+		})
+	}
 }
