@@ -48,12 +48,8 @@ func (w *ControlWatcher) Run(ctx context.Context) {
 		w.Every = DefaultControlEvery
 	}
 	clock := clockOf(w.Clock)
-	var wake <-chan notify.Event
-	if w.Listener != nil {
-		sub := w.Listener.Subscribe("cluster_changed", 1)
-		defer sub.Close()
-		wake = sub.C
-	}
+	wake, stop := clusterWakes(w.Listener)
+	defer stop()
 	for {
 		if w.check(ctx) {
 			return

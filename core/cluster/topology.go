@@ -59,16 +59,9 @@ func (w *TopologyWatcher) Run(ctx context.Context) error {
 	if w.Poll <= 0 {
 		w.Poll = 10 * time.Second
 	}
-	clock := w.Clock
-	if clock == nil {
-		clock = engine.RealClock
-	}
-	var wake <-chan notify.Event
-	if w.Listener != nil {
-		sub := w.Listener.Subscribe("cluster_changed", 1)
-		defer sub.Close()
-		wake = sub.C
-	}
+	clock := clockOf(w.Clock)
+	wake, stop := clusterWakes(w.Listener)
+	defer stop()
 	for {
 		for _, r := range w.Reactors {
 			if err := r.React(ctx); err != nil && ctx.Err() == nil && !w.Outage.Failed("topology", err) {
@@ -83,6 +76,16 @@ func (w *TopologyWatcher) Run(ctx context.Context) error {
 		case <-clock.After(w.Poll):
 		}
 	}
+}
+
+// clusterWakes subscribes to cluster_changed on l; a nil listener never
+// wakes (its caller's poll carries it). stop ends the subscription.
+func clusterWakes(l *notify.Listener) (<-chan notify.Event, func()) {
+	if l == nil {
+		return nil, func() {}
+	}
+	sub := l.Subscribe("cluster_changed", 1)
+	return sub.C, sub.Close
 }
 
 // Resharder asks the database for this pod's range among the live members of

@@ -57,12 +57,7 @@ func TestSchemaGate_WaitsForAComposeWritingChildren(t *testing.T) {
 	_, err = blocker.Exec(f.ctx, `LOCK TABLE resource_events IN SHARE MODE`)
 	require.NoError(t, err)
 
-	composed := make(chan error, 1)
-	go func() {
-		_, err := f.st.ApplyCompose(f.ctx, task, Composition{Children: []Child{
-			{Kind: "net", Name: "net-a", Spec: json.RawMessage(`{"cidr":"10.0.0.0/16"}`)}}})
-		composed <- err
-	}()
+	composed := composeNetAsync(f, task)
 	f.waitingOn("INSERT INTO resource_events", nil)
 
 	applied := make(chan error, 1)
@@ -100,12 +95,7 @@ func TestSchemaGate_AComposeAfterTheGateValidatesAgainstTheNewSchema(t *testing.
 	_, err = gate.Exec(f.ctx, `UPDATE kind_manifest SET manifest = $1::jsonb WHERE kind = 'net' AND version = 'v1'`, breakingNet)
 	require.NoError(t, err)
 
-	composed := make(chan error, 1)
-	go func() {
-		_, err := f.st.ApplyCompose(f.ctx, task, Composition{Children: []Child{
-			{Kind: "net", Name: "net-a", Spec: json.RawMessage(`{"cidr":"10.0.0.0/16"}`)}}})
-		composed <- err
-	}()
+	composed := composeNetAsync(f, task)
 	f.waitingOn("FOR KEY SHARE OF m", nil)
 	require.NoError(t, gate.Commit(f.ctx))
 	err = <-composed
@@ -114,4 +104,16 @@ func TestSchemaGate_AComposeAfterTheGateValidatesAgainstTheNewSchema(t *testing.
 	var n int
 	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT count(*) FROM resources WHERE kind = 'net'`).Scan(&n))
 	require.Zero(t, n, "no child written against the replaced schema")
+}
+
+// composeNetAsync applies a composition of one net child in a goroutine;
+// the channel gets its error.
+func composeNetAsync(f *fx, task Task) <-chan error {
+	composed := make(chan error, 1)
+	go func() {
+		_, err := f.st.ApplyCompose(f.ctx, task, Composition{Children: []Child{
+			{Kind: "net", Name: "net-a", Spec: json.RawMessage(`{"cidr":"10.0.0.0/16"}`)}}})
+		composed <- err
+	}()
+	return composed
 }
