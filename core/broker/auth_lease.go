@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"hash"
 	"sync"
 	"time"
 
@@ -55,9 +56,9 @@ type leaseKeys struct {
 	log    zerolog.Logger
 
 	mu       sync.Mutex
-	derived  [][]byte // the keys of the credentials' generation seen
-	gen      int64    // creds.Swaps() when derived was computed
-	shared   [][]byte // the cluster keys last read, newest first
+	derived  []*macKey // the keys of the credentials' generation seen
+	gen      int64     // creds.Swaps() when derived was computed
+	shared   [][]byte  // the cluster keys last read, newest first
 	reloaded time.Time
 }
 
@@ -74,23 +75,41 @@ func newLeaseKeys(creds *auth.Plane) *leaseKeys {
 // keys are the MAC keys to verify with; the first one issues: the mesh
 // tokens' (derived again only when the credentials rotated), then the
 // cluster's shared keys, then this process's own.
-func (l *leaseKeys) keys() [][]byte {
+func (l *leaseKeys) keys() []*macKey {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.derived != nil && l.gen == l.creds.Swaps() {
 		return l.derived
 	}
 	l.gen = l.creds.Swaps()
-	var out [][]byte
+	var out []*macKey
 	for _, t := range l.creds.MeshTokens() {
 		m := hmac.New(sha256.New, []byte(t))
 		m.Write([]byte("converge lease secret v1"))
-		out = append(out, m.Sum(nil))
+		out = append(out, newMACKey(m.Sum(nil)))
 	}
-	out = append(out, l.shared...)
-	out = append(out, l.own)
+	for _, k := range l.shared {
+		out = append(out, newMACKey(k))
+	}
+	out = append(out, newMACKey(l.own))
 	l.derived = out
 	return l.derived
+}
+
+// macKey is one lease key with a pool of its HMAC states: every stage
+// hand-over and every completion computes a MAC, and hmac.New per call
+// (two SHA-256 states, the pads hashed again) was a few percent of the
+// broker's CPU. A pooled state is Reset to the keyed start, which costs no
+// hashing.
+type macKey struct {
+	key  []byte
+	macs sync.Pool // of hash.Hash keyed with key
+}
+
+func newMACKey(key []byte) *macKey {
+	k := &macKey{key: key}
+	k.macs.New = func() any { return hmac.New(sha256.New, k.key) }
+	return k
 }
 
 // load reads the cluster's shared keys; keys() derives its list again.
@@ -149,22 +168,28 @@ func (l *leaseKeys) Run(ctx context.Context) error {
 	})
 }
 
-func leaseSum(key []byte, holder, taskID string, nonce []byte) []byte {
-	m := hmac.New(sha256.New, key)
-	for _, part := range [][]byte{[]byte(holder), []byte(taskID), nonce} {
-		var n [8]byte
+// leaseSum is the MAC of a secret: each part length-prefixed, so no two
+// (holder, task, nonce) triples hash the same bytes. It appends the MAC to
+// dst.
+func leaseSum(dst []byte, key *macKey, holder, taskID string, nonce []byte) []byte {
+	m := key.macs.Get().(hash.Hash)
+	defer key.macs.Put(m)
+	m.Reset()
+	var n [8]byte
+	for _, part := range [...][]byte{[]byte(holder), []byte(taskID), nonce} {
 		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
 		m.Write(n[:])
 		m.Write(part)
 	}
-	return m.Sum(nil)[:leaseMAC]
+	var sum [sha256.Size]byte
+	return append(dst, m.Sum(sum[:0])[:leaseMAC]...)
 }
 
 // issue is a fresh secret for handing taskID to holder.
 func (l *leaseKeys) issue(holder, taskID string) string {
 	b := make([]byte, leaseNonce, leaseNonce+leaseMAC)
 	_, _ = crand.Read(b)
-	b = append(b, leaseSum(l.keys()[0], holder, taskID, b)...)
+	b = leaseSum(b, l.keys()[0], holder, taskID, b)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
@@ -180,8 +205,9 @@ func (l *leaseKeys) verify(holder, taskID, secret string) bool {
 }
 
 func (l *leaseKeys) verifyWith(holder, taskID string, b []byte) bool {
+	var sum [leaseMAC]byte
 	for _, k := range l.keys() {
-		if hmac.Equal(b[leaseNonce:], leaseSum(k, holder, taskID, b[:leaseNonce])) {
+		if hmac.Equal(b[leaseNonce:], leaseSum(sum[:0], k, holder, taskID, b[:leaseNonce])) {
 			return true
 		}
 	}

@@ -1,7 +1,12 @@
 package broker
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -53,4 +58,43 @@ func key(b byte) []byte {
 		k[i] = b
 	}
 	return k
+}
+
+// A pooled HMAC state, reset between uses and shared by goroutines, gives
+// the same MAC as a fresh keyed HMAC over the length-prefixed parts; a
+// different key, holder, task or nonce gives another.
+func TestLeaseSum_PooledStateMatchesAFreshHMAC(t *testing.T) {
+	t.Parallel()
+	want := func(k []byte, holder, task string, nonce []byte) []byte {
+		m := hmac.New(sha256.New, k)
+		for _, part := range [][]byte{[]byte(holder), []byte(task), nonce} {
+			var n [8]byte
+			binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+			m.Write(n[:])
+			m.Write(part)
+		}
+		return m.Sum(nil)[:leaseMAC]
+	}
+	mk := newMACKey(key(7))
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				holder, task := fmt.Sprintf("h%d", g), fmt.Sprintf("task-%d", i)
+				nonce := []byte(fmt.Sprintf("nonce-%016d", i))
+				got := leaseSum(nil, mk, holder, task, nonce)
+				if !bytes.Equal(got, want(key(7), holder, task, nonce)) {
+					t.Errorf("leaseSum(%s, %s) = %x, want a fresh HMAC's", holder, task, got)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	a := leaseSum(nil, mk, "h", "t", []byte("n"))
+	require.NotEqual(t, a, leaseSum(nil, newMACKey(key(8)), "h", "t", []byte("n")), "another key")
+	require.NotEqual(t, a, leaseSum(nil, mk, "h2", "t", []byte("n")), "another holder")
+	require.NotEqual(t, a, leaseSum(nil, mk, "h", "t2", []byte("n")), "another task")
+	require.NotEqual(t, a, leaseSum(nil, mk, "h", "t", []byte("m")), "another nonce")
+	require.NotEqual(t, a, leaseSum(nil, mk, "ht", "", []byte("n")), "the parts are length-prefixed")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/converge-run/converge/core/store/pipeline"
 )
@@ -19,6 +20,7 @@ type outboxWriter struct {
 	reqs    chan outboxReq
 	max     int
 	writers int
+	timeout time.Duration // bounds each append (a hung database fails the batch)
 }
 
 type outboxReq struct {
@@ -30,10 +32,14 @@ type outboxReq struct {
 const (
 	outboxBatchMax = 500 // results per append statement
 	outboxWriters  = 2   // appends in flight at once
+	// outboxAppendTimeout bounds one append statement: one timer per batch,
+	// where a timer per result was a percent of the broker's CPU.
+	outboxAppendTimeout = 10 * time.Second
 )
 
 func newOutboxWriter(appendFn func(context.Context, ...pipeline.Result) error) *outboxWriter {
-	return &outboxWriter{append: appendFn, reqs: make(chan outboxReq, outboxBatchMax), max: outboxBatchMax, writers: outboxWriters}
+	return &outboxWriter{append: appendFn, reqs: make(chan outboxReq, outboxBatchMax), max: outboxBatchMax,
+		writers: outboxWriters, timeout: outboxAppendTimeout}
 }
 
 // Name implements engine.Duty.
@@ -77,7 +83,9 @@ func (w *outboxWriter) loop(ctx context.Context) {
 		for _, r := range batch {
 			results = append(results, r.res)
 		}
-		err := w.append(ctx, results...)
+		actx, cancel := context.WithTimeout(ctx, w.timeout)
+		err := w.append(actx, results...)
+		cancel()
 		for _, r := range batch {
 			r.done <- err
 		}
@@ -85,7 +93,8 @@ func (w *outboxWriter) loop(ctx context.Context) {
 }
 
 // write appends res in the next batch and waits until that batch is
-// written. A result the insert would refuse is refused here, alone (an
+// written (or ctx ends): at most the queue ahead of it and one append
+// timeout. A result the insert would refuse is refused here, alone (an
 // error wrapping pipeline.ErrInvalidResult), so it can never fail the
 // results batched beside it.
 func (w *outboxWriter) write(ctx context.Context, res pipeline.Result) error {

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/store/pipeline"
 )
@@ -99,4 +101,28 @@ func TestOutboxWriterRefusesAnInvalidResultAlone(t *testing.T) {
 	if calls != 1 {
 		t.Fatalf("append ran %d times, want once (the valid result only)", calls)
 	}
+}
+
+// A hung append fails its batch after the writer's timeout: every result in
+// it learns so (and is released for a retry), and the writer goes on with
+// the next batch.
+func TestOutboxWriterTimesOutAHungAppend(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var hang atomic.Bool
+	hang.Store(true)
+	w := newOutboxWriter(func(actx context.Context, _ ...pipeline.Result) error {
+		if hang.Load() {
+			<-actx.Done()
+			return actx.Err()
+		}
+		return nil
+	})
+	w.timeout = 50 * time.Millisecond
+	go func() { _ = w.Run(ctx) }()
+	err := w.write(context.Background(), result())
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the hung append's result fails")
+	hang.Store(false)
+	require.NoError(t, w.write(context.Background(), result()), "the next batch is written")
 }

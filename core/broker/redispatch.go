@@ -125,9 +125,9 @@ func (rn *runner) writeResult(ctx context.Context, res pipeline.Result) error {
 	var backoff engine.Backoff
 	giveUp := rn.clock.Now().Add(outboxRetryFor)
 	for {
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		err := rn.outbox.write(actx, res)
-		cancel()
+		// Not cancelled with the task: a result the worker finished is
+		// written even as the broker drains; the writer bounds the append.
+		err := rn.outbox.write(context.WithoutCancel(ctx), res)
 		if err == nil || !engine.Unreachable(err) || rn.clock.Now().After(giveUp) {
 			return err
 		}

@@ -6,14 +6,14 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/converge-run/converge/core/resource"
 )
 
-// objectNameRE is the name rule of resources, provider configs and reactor
-// bindings (the tables' CHECK constraints say the same).
-var objectNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,251}[a-z0-9])?$`)
-
+// validateName checks the name rule of resources, provider configs and
+// reactor bindings (the tables' CHECK constraints say the same).
 func validateName(field, name string) error {
-	if !objectNameRE.MatchString(name) {
+	if !resource.ValidName(name) {
 		return invalid(field, "name_invalid",
 			"%q must be 1-253 lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit", name)
 	}

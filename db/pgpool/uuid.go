@@ -1,6 +1,8 @@
 package pgpool
 
 import (
+	"fmt"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -10,11 +12,41 @@ import (
 // Without it pgx reaches uuid.UUID through database/sql's Valuer: every id
 // of every uuid[] parameter is formatted to 36 characters and parsed back —
 // 5% of converge's CPU on the outbox append and claim paths at 30k leaves.
-// Scans are left to uuid.UUID's sql.Scanner, which pgx always prefers.
+// Scans likewise: pgx prefers a target's sql.Scanner to every wrapper, so
+// a *uuid.UUID was scanned by formatting the 16 bytes to text and parsing
+// them back; the uuid type's codec now copies them (uuidCodec), and a
+// uuid[] decodes its elements the same way.
 func RegisterUUID(m *pgtype.Map) {
 	m.TryWrapEncodePlanFuncs = append([]pgtype.TryWrapEncodePlanFunc{tryWrapUUIDEncode}, m.TryWrapEncodePlanFuncs...)
+	ut := &pgtype.Type{Name: "uuid", OID: pgtype.UUIDOID, Codec: uuidCodec{}}
+	m.RegisterType(ut)
+	m.RegisterType(&pgtype.Type{Name: "_uuid", OID: pgtype.UUIDArrayOID, Codec: &pgtype.ArrayCodec{ElementType: ut}})
 	m.RegisterDefaultPgType(uuid.UUID{}, "uuid")
 	m.RegisterDefaultPgType([]uuid.UUID{}, "_uuid")
+}
+
+// uuidCodec is pgtype's UUID codec that also scans a binary uuid straight
+// into a *uuid.UUID.
+type uuidCodec struct{ pgtype.UUIDCodec }
+
+func (c uuidCodec) PlanScan(m *pgtype.Map, oid uint32, format int16, target any) pgtype.ScanPlan {
+	if _, ok := target.(*uuid.UUID); ok && format == pgtype.BinaryFormatCode {
+		return uuidScanPlan{}
+	}
+	return c.UUIDCodec.PlanScan(m, oid, format, target)
+}
+
+type uuidScanPlan struct{}
+
+func (uuidScanPlan) Scan(src []byte, dst any) error {
+	if src == nil {
+		return fmt.Errorf("cannot scan NULL into *uuid.UUID")
+	}
+	if len(src) != 16 {
+		return fmt.Errorf("invalid length for uuid: %d", len(src))
+	}
+	copy(dst.(*uuid.UUID)[:], src)
+	return nil
 }
 
 // pgUUID is a uuid.UUID as pgtype's UUID codec reads and writes it.

@@ -2,9 +2,12 @@ package pgpool_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/db/pgtest"
@@ -42,4 +45,16 @@ func TestUUIDRoundTrip(t *testing.T) {
 	var n *int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT cardinality($1::uuid[])`, []uuid.UUID(nil)).Scan(&n))
 	require.Nil(t, n, "a nil slice is a NULL array")
+
+	require.ErrorContains(t, pool.QueryRow(ctx, `SELECT NULL::uuid`).Scan(&got), "NULL", "NULL into a uuid.UUID")
+	require.NoError(t, pool.QueryRow(ctx, `SELECT $1::uuid`, pgx.QueryExecModeSimpleProtocol, b).Scan(&got))
+	require.Equal(t, b, got, "the text format still scans")
+
+	// A binary uuid is copied into a *uuid.UUID, not formatted to text for
+	// its sql.Scanner and parsed back.
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	plan := conn.Conn().TypeMap().PlanScan(pgtype.UUIDOID, pgtype.BinaryFormatCode, &got)
+	require.NotContains(t, fmt.Sprintf("%T", plan), "SQLScanner", "the plan: %T", plan)
 }

@@ -221,8 +221,7 @@ func (s *Store) claimSpan(ctx context.Context, l Lease, b Batch, lo, hi, limit i
 		var tt string
 		var deadline int32
 		var cfg, bundle, status []byte
-		var spec []byte
-		var labels map[string]string
+		var spec, labels []byte
 		if err := rows.Scan(&t.Key.ShardID, &t.Key.ResourceID, &tt, &t.Key.OpID, &t.ClaimEpoch, &t.Generation,
 			&t.Trigger, &t.Attempts, &cfg, &bundle, &deadline,
 			&t.Resource.Kind, &t.Resource.Version, &t.Resource.Name, &labels, &spec, &status,
@@ -231,7 +230,9 @@ func (s *Store) claimSpan(ctx context.Context, l Lease, b Batch, lo, hi, limit i
 		}
 		t.Key.TaskType = TaskType(tt)
 		t.Resource.ID = t.Key.ResourceID
-		t.Resource.Labels = labels
+		if t.Resource.Labels, err = decodeLabels(labels); err != nil {
+			return nil, wrap(err, "decode the labels of claimed %s %s", tt, t.Key.ResourceID)
+		}
 		t.Resource.Spec, t.Resource.Status = spec, status
 		t.ProviderConfig, t.ProviderBundle = cfg, bundle
 		t.Deadline = time.Duration(deadline) * time.Second

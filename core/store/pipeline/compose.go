@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -113,9 +112,6 @@ func (e *ComposeError) Error() string {
 func composeErr(child, rule, format string, args ...any) *ComposeError {
 	return &ComposeError{Child: child, Rule: rule, Message: fmt.Sprintf(format, args...)}
 }
-
-// nameRE is the resources/providerconfigs name CHECK.
-var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,251}[a-z0-9])?$`)
 
 // ApplyCompose applies a composer's output for the root of task, in one
 // transaction fenced on the task's claim_epoch (ErrFenced when the lease

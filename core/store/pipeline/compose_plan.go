@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/store/internal/schemacache"
 )
 
@@ -155,17 +156,14 @@ func planChildren(st *composeState, children []Child) (*composePlan, error) {
 		if ch.Kind == "" {
 			return nil, composeErr(ch.Name, "kind_missing", "a child needs a kind")
 		}
-		if !nameRE.MatchString(ch.Name) {
+		if !resource.ValidName(ch.Name) {
 			return nil, composeErr(ch.Name, "name_invalid",
 				"%q must be 1-253 lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit", ch.Name)
 		}
 		if _, dup := plan.ids[ch.Name]; dup {
 			return nil, composeErr(ch.Name, "duplicate_child", "two children are named %q", ch.Name)
 		}
-		pc := plannedChild{Child: ch, labels: []byte(`{}`), spec: ch.Spec}
-		if len(ch.Labels) > 0 {
-			pc.labels, _ = json.Marshal(ch.Labels) // a map[string]string always marshals
-		}
+		pc := plannedChild{Child: ch, labels: encodeLabels(ch.Labels), spec: ch.Spec}
 		if len(pc.spec) == 0 {
 			pc.spec = json.RawMessage(`{}`)
 		}
@@ -199,7 +197,7 @@ func planChildren(st *composeState, children []Child) (*composePlan, error) {
 func (s *Store) planConfigs(kinds map[manifest.KindVersion]kindInfo, cfgs []Config) ([]Config, error) {
 	seen := map[childKey]bool{}
 	for _, cfg := range cfgs {
-		if !nameRE.MatchString(cfg.Name) {
+		if !resource.ValidName(cfg.Name) {
 			return nil, composeErr(cfg.Name, "name_invalid", "config name %q is not a valid name", cfg.Name)
 		}
 		key := childKey{cfg.Kind, cfg.Name}
