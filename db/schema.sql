@@ -3358,7 +3358,7 @@ CREATE TABLE public.providerconfigs (
     owner_id uuid,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT providerconfigs_name_check CHECK ((name ~ '^[a-z0-9]([a-z0-9._-]{0,251}[a-z0-9])?$'::text))
+    CONSTRAINT providerconfigs_name_check CHECK (((length(name) <= 253) AND (name ~ '^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$'::text)))
 );
 
 --
@@ -3376,7 +3376,7 @@ CREATE TABLE public.reactor_bindings (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT reactor_bindings_check CHECK ((reactor <> watch_kind)),
     CONSTRAINT reactor_bindings_label_match_check CHECK ((jsonb_typeof(label_match) = 'object'::text)),
-    CONSTRAINT reactor_bindings_name_check CHECK ((name ~ '^[a-z0-9]([a-z0-9._-]{0,251}[a-z0-9])?$'::text)),
+    CONSTRAINT reactor_bindings_name_check CHECK (((length(name) <= 253) AND (name ~ '^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$'::text))),
     CONSTRAINT reactor_bindings_transition_check CHECK ((transition = ANY (ARRAY['created'::text, 'synced'::text, 'degraded'::text, 'failed'::text, 'deleted'::text])))
 );
 
@@ -3582,7 +3582,7 @@ CASE
 END) STORED,
     last_resync_at timestamp with time zone,
     CONSTRAINT resources_labels_check CHECK ((jsonb_typeof(labels) = 'object'::text)),
-    CONSTRAINT resources_name_check CHECK ((name ~ '^[a-z0-9]([a-z0-9._-]{0,251}[a-z0-9])?$'::text)),
+    CONSTRAINT resources_name_check CHECK (((length(name) <= 253) AND (name ~ '^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$'::text))),
     CONSTRAINT resources_shard_id_check CHECK (((shard_id >= 0) AND (shard_id <= 255)))
 )
 WITH (fillfactor='50', autovacuum_vacuum_scale_factor='0.02', autovacuum_analyze_scale_factor='0.02');
