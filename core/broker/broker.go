@@ -268,43 +268,58 @@ type gzipPool struct{ free chan *gzip.Writer }
 func (gp *gzipPool) compressor() connect.Compressor { return &pooledGzip{pool: gp} }
 
 // pooledGzip is a connect.Compressor borrowing a writer from its pool
-// between Reset and Close.
+// from its first Write until Close. Connect calls Reset(dst), Write, Close
+// and then Reset(io.Discard) before pooling the handle, so the handle never
+// holds a writer between messages.
 type pooledGzip struct {
 	pool *gzipPool
+	dst  io.Writer
 	w    *gzip.Writer
 }
 
 func (p *pooledGzip) Reset(dst io.Writer) {
-	if p.w == nil {
-		select {
-		case p.w = <-p.pool.free:
-		default:
-			p.w, _ = gzip.NewWriterLevel(dst, gzip.BestSpeed) // BestSpeed is a valid level: no error
-			return
-		}
-	}
-	p.w.Reset(dst)
+	p.release() // a message abandoned before Close: its writer is reset on reuse
+	p.dst = dst
 }
 
 func (p *pooledGzip) Write(b []byte) (int, error) {
-	if p.w == nil {
-		p.Reset(io.Discard) // Connect always Resets first; never write to nowhere
-	}
+	p.borrow()
 	return p.w.Write(b)
 }
 
-// Close flushes the message and returns the writer to the free list.
+// Close finishes the message (an empty one too, as gzip.Writer would) and
+// returns the writer to the free list.
 func (p *pooledGzip) Close() error {
-	if p.w == nil {
-		return nil
-	}
+	p.borrow()
 	err := p.w.Close()
+	p.release()
+	return err
+}
+
+func (p *pooledGzip) borrow() {
+	if p.w != nil {
+		return
+	}
+	if p.dst == nil {
+		p.dst = io.Discard
+	}
+	select {
+	case p.w = <-p.pool.free:
+		p.w.Reset(p.dst)
+	default:
+		p.w, _ = gzip.NewWriterLevel(p.dst, gzip.BestSpeed) // BestSpeed is a valid level: no error
+	}
+}
+
+func (p *pooledGzip) release() {
+	if p.w == nil {
+		return
+	}
 	select {
 	case p.pool.free <- p.w:
 	default: // the list is full: let this one go
 	}
 	p.w = nil
-	return err
 }
 
 // streamCompressMinBytes is the smallest stream message the broker
