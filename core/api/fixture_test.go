@@ -48,7 +48,7 @@ type env struct {
 	hub      *live.Hub
 	listener *notify.Listener
 	srv      *httptest.Server
-	stmts    *atomic.Int64 // SQL statements sent through pool (the tracer)
+	stmts    *atomic.Int64 // SQL statements sent through pool (the tracer): the requests' own
 }
 
 type envOpt func(*envConfig)
@@ -80,18 +80,25 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	stmts := &atomic.Int64{}
-	pcfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	url := pgtest.URL(t)
+	pcfg, err := pgxpool.ParseConfig(url)
 	require.NoError(t, err)
 	pcfg.MaxConns = 20
 	pcfg.ConnConfig.Tracer = counter{n: stmts}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	t.Cleanup(cancel) // runs first: stops the hub and the listener before the pool closes
+	// The listener and the hub poll on timers of their own (members every
+	// 100ms, samples, counts): on a pool of their own, so the counted pool
+	// sees only what requests run.
+	background, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(background.Close)
+	t.Cleanup(cancel) // runs first: stops the hub and the listener before the pools close
 
 	log := zerolog.Nop()
-	listener := notify.NewListener(pool, log)
-	hub := live.NewHub(listener, pool, log, live.WithOptions(live.Options{
+	listener := notify.NewListener(background, log)
+	hub := live.NewHub(listener, background, log, live.WithOptions(live.Options{
 		CountsInterval: 20 * time.Millisecond, MemberPoll: 100 * time.Millisecond}))
 	go func() { _ = hub.Run(ctx) }()
 	<-hub.Started()
