@@ -1,11 +1,13 @@
 package classic
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/converge-run/converge/core/worker"
@@ -48,21 +50,61 @@ func (s Sim) over(o *Sim) Sim {
 // simFor reads the effective simulation for a task: the config's knobs,
 // overridden by the spec's sim block.
 func simFor(req worker.Request) (Sim, error) {
-	var s Sim
-	if len(req.Config.Spec) > 0 && string(req.Config.Spec) != "null" {
-		if err := json.Unmarshal(req.Config.Spec, &s); err != nil {
-			return s, fmt.Errorf("providerconfig %q: %w", req.Config.Name, err)
-		}
+	s, err := configSim(req.Config.Name, req.Config.Spec)
+	if err != nil {
+		return s, err
+	}
+	if !mayHaveSim(req.Resource.Spec) {
+		return s, nil
 	}
 	var spec struct {
 		Sim *Sim `json:"sim"`
 	}
-	if len(req.Resource.Spec) > 0 {
-		if err := json.Unmarshal(req.Resource.Spec, &spec); err != nil {
-			return s, fmt.Errorf("spec: %w", err)
-		}
+	if err := json.Unmarshal(req.Resource.Spec, &spec); err != nil {
+		return s, fmt.Errorf("spec: %w", err)
 	}
 	return s.over(spec.Sim), nil
+}
+
+// mayHaveSim reports whether spec could hold a "sim" member: a spec
+// without those bytes (or a \u escape that could spell them) has none, and
+// is not decoded a second time for it (its kind's observe decodes it).
+func mayHaveSim(spec json.RawMessage) bool {
+	return len(spec) > 0 && (bytes.Contains(spec, []byte("sim")) || bytes.Contains(spec, []byte(`\u`)))
+}
+
+// configSims caches the simulation a providerconfig spec sets, keyed by the
+// spec's bytes: every task reads its kind's config, which changes rarely,
+// and decoding it again for each task was a good part of the demo worker's
+// JSON work. Bounded: it starts over past configSimsMax distinct specs.
+var configSims struct {
+	sync.Mutex
+	m map[string]Sim
+}
+
+const configSimsMax = 64
+
+func configSim(name string, spec json.RawMessage) (Sim, error) {
+	var s Sim
+	if len(spec) == 0 || string(spec) == "null" {
+		return s, nil
+	}
+	configSims.Lock()
+	s, ok := configSims.m[string(spec)]
+	configSims.Unlock()
+	if ok {
+		return s, nil // shared pointers: a Sim is only read (over copies)
+	}
+	if err := json.Unmarshal(spec, &s); err != nil {
+		return s, fmt.Errorf("providerconfig %q: %w", name, err)
+	}
+	configSims.Lock()
+	if configSims.m == nil || len(configSims.m) >= configSimsMax {
+		configSims.m = map[string]Sim{}
+	}
+	configSims.m[string(spec)] = s
+	configSims.Unlock()
+	return s, nil
 }
 
 // reconcile waits the simulated latency (cut short by ctx) and then draws
