@@ -171,9 +171,11 @@ func redelivered(id taskID, m *workerv1.StageComplete) pipeline.Result {
 		res.Error, res.Terminal = e.GetMessage(), e.GetTerminal()
 		return res
 	}
-	o := m.GetOutcome()
+	o := m.GetOutcome() // nil when the completion carried no result: an empty outcome
 	res.Status = raw(o.GetStatusJson())
-	res.HealthOK = o.HealthOk
+	if o != nil {
+		res.HealthOK = o.HealthOk
+	}
 	res.Conditions = conditions(o.GetConditions())
 	res.OperationOutput = raw(o.GetOperationOutputJson())
 	res.Finalizer = id.finalizer

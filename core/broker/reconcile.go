@@ -288,13 +288,15 @@ func (rn *runner) runOperate(ctx context.Context, t pipeline.Task, kind store.Ki
 	return res, nil
 }
 
-// apply copies the parts of out that emits declares into res.
+// apply copies the parts of out that emits declares into res. A
+// completion that carried neither an outcome nor an error (nil out) reports
+// nothing: the protocol's empty outcome, never a crash.
 func apply(res *pipeline.Result, emits manifest.OutcomeMask, out *workerv1.Outcome) {
 	if emits.Has(manifest.OutcomeStatus) {
 		if s := raw(out.GetStatusJson()); s != nil {
 			res.Status = s
 		}
-		if out.HealthOk != nil {
+		if out != nil && out.HealthOk != nil {
 			res.HealthOK = out.HealthOk
 		}
 	}

@@ -88,6 +88,11 @@ func TestRunnerRunTask_Leaf(t *testing.T) {
 			outcome: &workerv1.Outcome{StatusJson: []byte(`{"id":"vpc-1"}`)},
 			want:    want{written: true, status: `{"id":"vpc-1"}`, acked: true},
 		},
+		"ACompletionWithoutAResultIsAnEmptyOutcome": {
+			reason: "a completion carrying neither an outcome nor an error (a broken worker) writes an empty outcome, never crashes the broker",
+			kinds:  fakeKinds{workerKind}, outcome: nil,
+			want: want{written: true, acked: true},
+		},
 		"WorkerErrorIsAFailure": {
 			reason: "a worker's terminal error fails the task terminally", kinds: fakeKinds{workerKind},
 			stageErr: &stageError{msg: "quota exceeded", terminal: true},
