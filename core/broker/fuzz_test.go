@@ -6,6 +6,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/store/pipeline"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
@@ -68,6 +69,10 @@ func checkCompletion(t *testing.T, leases *leaseKeys, c *workerv1.StageComplete)
 	}
 	res := redelivered(tid, c)
 	_ = res.Validate()
+	// The live path: a stage's outcome applied to the task's result.
+	live := pipeline.Result{Key: tid.key}
+	apply(&live, manifest.Mask(manifest.OutcomeStatus, manifest.OutcomeConditions), c.GetOutcome())
+	_ = live.Validate()
 }
 
 // BenchmarkLeaseSecret is the per-dispatch cost of a lease secret: one
