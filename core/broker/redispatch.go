@@ -124,10 +124,11 @@ const outboxRetryFor = time.Minute
 func (rn *runner) writeResult(ctx context.Context, res pipeline.Result) error {
 	var backoff engine.Backoff
 	giveUp := rn.clock.Now().Add(outboxRetryFor)
+	// Not cancelled with the task: a result the worker finished is written
+	// even as the broker drains; the writer bounds the append.
+	wctx := context.WithoutCancel(ctx)
 	for {
-		// Not cancelled with the task: a result the worker finished is
-		// written even as the broker drains; the writer bounds the append.
-		err := rn.outbox.write(context.WithoutCancel(ctx), res)
+		err := rn.outbox.write(wctx, res)
 		if err == nil || !engine.Unreachable(err) || rn.clock.Now().After(giveUp) {
 			return err
 		}

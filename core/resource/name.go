@@ -1,5 +1,8 @@
 package resource
 
+// NameRule says what ValidName admits, for the refusals that quote it.
+const NameRule = "must be 1-253 lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit"
+
 // ValidName reports whether s is a valid object name — of resources,
 // provider configs and reactor bindings, as the tables' CHECK constraints
 // say: 1-253 lowercase letters, digits, '.', '_' or '-', starting and ending

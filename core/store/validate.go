@@ -15,7 +15,7 @@ import (
 func validateName(field, name string) error {
 	if !resource.ValidName(name) {
 		return invalid(field, "name_invalid",
-			"%q must be 1-253 lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit", name)
+			"%q "+resource.NameRule, name)
 	}
 	return nil
 }

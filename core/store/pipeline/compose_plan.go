@@ -158,7 +158,7 @@ func planChildren(st *composeState, children []Child) (*composePlan, error) {
 		}
 		if !resource.ValidName(ch.Name) {
 			return nil, composeErr(ch.Name, "name_invalid",
-				"%q must be 1-253 lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit", ch.Name)
+				"%q "+resource.NameRule, ch.Name)
 		}
 		if _, dup := plan.ids[ch.Name]; dup {
 			return nil, composeErr(ch.Name, "duplicate_child", "two children are named %q", ch.Name)
