@@ -1754,6 +1754,7 @@ DECLARE
     v_held bigint[];
     v_dead text[];
     v_n    int;
+    v_gone text[];
 BEGIN
     PERFORM pg_terminate_backend(l.pid)
        FROM pg_locks l
@@ -1769,24 +1770,34 @@ BEGIN
        AND l.classid = 20251201::oid
        AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
        AND NOT coalesce(a.state = 'idle' AND a.state_change < clock_timestamp() - interval '3 seconds', false);
-    IF NOT EXISTS (SELECT 1 FROM cluster_members m
-                    WHERE m.lock_key IS NOT NULL AND m.lock_key <> ALL (v_held)) THEN
+    IF EXISTS (SELECT 1 FROM cluster_members m
+                WHERE m.lock_key IS NOT NULL AND m.lock_key <> ALL (v_held)) THEN
+        WITH gone AS (
+            DELETE FROM cluster_members m
+             WHERE m.lock_key IS NOT NULL AND m.lock_key <> ALL (v_held)
+               AND pg_try_advisory_xact_lock(20251201, m.lock_key::int)
+            RETURNING m.member_id
+        )
+        SELECT array_agg(member_id) INTO v_dead FROM gone;
+    END IF;
+    IF v_dead IS NOT NULL THEN
+        INSERT INTO cluster_member_tombstones (member_id)
+        SELECT unnest(v_dead)
+        ON CONFLICT (member_id) DO UPDATE SET removed_at = now();
+        DELETE FROM cluster_member_tombstones WHERE removed_at < now() - interval '10 minutes';
+        PERFORM pg_notify('cluster_changed', '');
+    END IF;
+    SELECT array_agg(t.member_id) INTO v_gone
+      FROM cluster_member_tombstones t
+     WHERE t.removed_at > now() - interval '1 minute'
+       AND NOT EXISTS (SELECT 1 FROM cluster_members m WHERE m.member_id = t.member_id);
+    IF v_gone IS NULL THEN
+        RETURN QUERY SELECT unnest(v_dead);
         RETURN;
     END IF;
-    WITH gone AS (
-        DELETE FROM cluster_members m
-         WHERE m.lock_key IS NOT NULL AND m.lock_key <> ALL (v_held)
-           AND pg_try_advisory_xact_lock(20251201, m.lock_key::int)
-        RETURNING m.member_id
-    )
-    SELECT array_agg(member_id) INTO v_dead FROM gone;
-    IF v_dead IS NULL THEN
-        RETURN;
-    END IF;
-    PERFORM pg_notify('cluster_changed', '');
     WITH held AS (
         SELECT shard_id, resource_id, task_type, op_id FROM work_queue
-         WHERE worker_id = ANY (v_dead)
+         WHERE worker_id = ANY (v_gone)
          FOR UPDATE SKIP LOCKED
     ), freed AS (
         UPDATE work_queue q
@@ -1802,7 +1813,7 @@ BEGIN
     END IF;
     UPDATE lifecycle_outbox l
        SET worker_id = NULL, claim_epoch = NULL, heartbeat_at = NULL
-     WHERE l.worker_id = ANY (v_dead);
+     WHERE l.worker_id = ANY (v_gone);
     IF FOUND THEN
         PERFORM pg_notify('lifecycle_ready', '');
     END IF;
@@ -2871,6 +2882,15 @@ CREATE SEQUENCE public.claim_epoch_seq
     NO MINVALUE
     NO MAXVALUE
     CACHE 1;
+
+--
+-- Name: cluster_member_tombstones; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.cluster_member_tombstones (
+    member_id text NOT NULL,
+    removed_at timestamp with time zone DEFAULT now() NOT NULL
+);
 
 --
 -- Name: cluster_members; Type: TABLE; Schema: public; Owner: -
@@ -4741,6 +4761,13 @@ ALTER TABLE ONLY public.work_queue ATTACH PARTITION public.work_queue_p8 FOR VAL
 --
 
 ALTER TABLE ONLY public.work_queue ATTACH PARTITION public.work_queue_p9 FOR VALUES FROM (144) TO (160);
+
+--
+-- Name: cluster_member_tombstones cluster_member_tombstones_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.cluster_member_tombstones
+    ADD CONSTRAINT cluster_member_tombstones_pkey PRIMARY KEY (member_id);
 
 --
 -- Name: cluster_members cluster_members_pkey; Type: CONSTRAINT; Schema: public; Owner: -

@@ -86,7 +86,12 @@ func (rn *runner) applyCompose(ctx context.Context, t pipeline.Task, r manifest.
 				Spec: raw(pc.GetSpecJson()), Data: raw(pc.GetDataJson())})
 		}
 	}
-	res, err := rn.store.ApplyCompose(ctx, t, c)
+	// Retried while the database is unreachable: the write is fenced by the
+	// claim's epoch and diffs against the children already there, so a
+	// retry after a commit whose reply was lost changes nothing.
+	res, err := storeStep(ctx, rn, "compose", func(ctx context.Context) (pipeline.ComposeResult, error) {
+		return rn.store.ApplyCompose(ctx, t, c)
+	})
 	var ce *pipeline.ComposeError
 	switch {
 	case errors.As(err, &ce):

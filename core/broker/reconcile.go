@@ -205,7 +205,9 @@ func (rn *runner) runReconcile(ctx context.Context, t pipeline.Task, kind store.
 		apply(&res, worker.Emits, out)
 	}
 	if hasRollup {
-		settled, err := rn.store.SubtreeSettled(ctx, t.Key.ResourceID)
+		settled, err := storeStep(ctx, rn, "rollup", func(ctx context.Context) (bool, error) {
+			return rn.store.SubtreeSettled(ctx, t.Key.ResourceID)
+		})
 		if err != nil {
 			return res, err
 		}
@@ -215,7 +217,9 @@ func (rn *runner) runReconcile(ctx context.Context, t pipeline.Task, kind store.
 			res.DeferSync = true
 			return res, nil
 		}
-		sub, err := rn.store.ComposedSubtree(ctx, t.Key.ResourceID)
+		sub, err := storeStep(ctx, rn, "rollup", func(ctx context.Context) (store.Subtree, error) {
+			return rn.store.ComposedSubtree(ctx, t.Key.ResourceID)
+		})
 		if err != nil {
 			return res, err
 		}
@@ -239,6 +243,30 @@ func (rn *runner) runReconcile(ctx context.Context, t pipeline.Task, kind store.
 		apply(&res, rollup.Emits, out)
 	}
 	return res, nil
+}
+
+// storeStep runs one of a task's own database steps (a composition's write,
+// a rollup's subtree reads, an operation's lookup), retrying with backoff
+// while the database is unreachable, until the task's context ends (its
+// deadline, the broker's shutdown). A Postgres restart is the control
+// plane's outage, not the resource's failure: recorded as one, it would
+// show the resource Failed and hold it behind the transient-failure backoff
+// (1 s, 2 s, 4 s … per failure in a row) after the database is back. A step
+// the database refuses (a constraint, a fence) fails at once.
+func storeStep[T any](ctx context.Context, rn *runner, step string, fn func(context.Context) (T, error)) (T, error) {
+	var backoff engine.Backoff
+	for {
+		v, err := fn(ctx)
+		if err == nil || !engine.Unreachable(err) || ctx.Err() != nil {
+			return v, err
+		}
+		rn.outage.Failed(step, err)
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-rn.clock.After(backoff.Next()):
+		}
+	}
 }
 
 // runDelete runs the kind's finalizer teardown; a kind without a
@@ -268,7 +296,9 @@ func (rn *runner) runDelete(ctx context.Context, t pipeline.Task, kind store.Kin
 // runOperate runs an operator verb and returns its output.
 func (rn *runner) runOperate(ctx context.Context, t pipeline.Task, kind store.Kind, held *heldAcks) (pipeline.Result, error) {
 	res := pipeline.Result{Key: t.Key, ClaimEpoch: t.ClaimEpoch, Generation: t.Generation}
-	op, err := rn.store.OperationForTask(ctx, t.Key.OpID)
+	op, err := storeStep(ctx, rn, "operation", func(ctx context.Context) (resource.Operation, error) {
+		return rn.store.OperationForTask(ctx, t.Key.OpID)
+	})
 	if err != nil {
 		return res, err
 	}

@@ -3,9 +3,13 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -181,6 +185,77 @@ func TestRunnerRunTask_Leaf(t *testing.T) {
 			}
 			require.True(t, strings.Contains(res.Error, tc.want.errorHas), "%s: error %q", tc.reason, res.Error)
 			require.Equal(t, tc.want.terminal, res.Terminal, tc.reason)
+		})
+	}
+}
+
+// The database going away under a task's own store step (a Postgres
+// restart) is the control plane's outage: the step is retried until the
+// database is back, within the task's deadline, and the resource is not
+// recorded as failed. An error the database answers with fails at once.
+func TestRunnerRunTask_AnUnreachableDatabaseIsRetriedNotRecorded(t *testing.T) {
+	t.Parallel()
+	composer := manifest.ReactionDecl{Name: "compose", Trigger: manifest.TriggerSpecChange, Emits: manifest.Mask(manifest.OutcomeChildren)}
+	bom := store.Kind{Name: "bom", Version: "v1", Manifest: manifest.KindManifest{Kind: "bom", Version: "v1",
+		Reactions: []manifest.ReactionDecl{composer}}}
+	refused := fmt.Errorf("compose: begin: %w", syscall.ECONNREFUSED)
+	cases := map[string]struct {
+		errs     []error // ApplyCompose's answers, in order; then nil
+		deadline time.Duration
+		calls    int
+		errorHas string
+	}{
+		"RetriedUntilTheDatabaseIsBack": {errs: []error{refused, refused}, calls: 3},
+		"ARefusalFailsAtOnce":           {errs: []error{errors.New("compose: check violation")}, calls: 1, errorHas: "check violation"},
+		"TheDeadlineStillBoundsIt": {errs: slices.Repeat([]error{refused}, 1000), deadline: 300 * time.Millisecond,
+			errorHas: "task deadline of 300ms exceeded"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			var written []pipeline.Result
+			out := newOutboxWriter(func(_ context.Context, rs ...pipeline.Result) error {
+				mu.Lock()
+				defer mu.Unlock()
+				written = append(written, rs...)
+				return nil
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			go func() { _ = out.Run(ctx) }()
+			calls := 0
+			rn := &runner{
+				store: &fakeTaskStore{ApplyComposeFn: func(context.Context, pipeline.Task, pipeline.Composition) (pipeline.ComposeResult, error) {
+					calls++
+					if calls <= len(tc.errs) {
+						return pipeline.ComposeResult{}, tc.errs[calls-1]
+					}
+					return pipeline.ComposeResult{Created: 1}, nil
+				}},
+				stages: &fakeStageDispatcher{StageFn: func(context.Context, pipeline.Task, workerv1.Stage, string, bool) (*workerv1.Outcome, error) {
+					return &workerv1.Outcome{Children: []*workerv1.Child{{Kind: "vpc", Version: "v1", Name: "a"}}}, nil
+				}},
+				outbox: out, kinds: fakeKinds{bom, workerKind}, metrics: metrics.New(), clock: engine.RealClock,
+				outage: &engine.Outage{Log: testLog(t)}, log: testLog(t),
+			}
+			tk := task(5, pipeline.TaskReconcile)
+			tk.Resource = pipeline.Snapshot{Kind: "bom", Version: "v1", Name: "root"}
+			tk.Generation, tk.Deadline = 1, tc.deadline
+			rn.runTask(ctx, pipeline.Lease{WorkerID: "broker-1"}, tk)
+
+			if tc.calls > 0 {
+				require.Equal(t, tc.calls, calls)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			require.Len(t, written, 1)
+			if tc.errorHas == "" {
+				require.Empty(t, written[0].Error, "the outage is not the resource's failure")
+				return
+			}
+			require.Contains(t, written[0].Error, tc.errorHas)
+			require.False(t, written[0].Terminal)
 		})
 	}
 }

@@ -8,8 +8,15 @@
 -- a moment earlier), so every member re-tiles at once. The leases the dead
 -- members held (work_queue and lifecycle_outbox rows stamped with their
 -- member id) are freed for re-claim at once instead of after the stale-lease
--- window (rows another transaction holds are skipped; the reaper's stale
--- pass still covers them). A freed work_queue row keeps its claim_epoch
+-- window. Each removed id is recorded in cluster_member_tombstones, and for a
+-- minute after, every tick frees again whatever leases it still holds: rows
+-- another transaction held were skipped (SKIP LOCKED), and a claim the dead
+-- process sent before it died can still be executing in its backend and
+-- commit after the removal, stamping leases with the removed id (the
+-- backend notices its client is gone only when it replies). An id whose
+-- member registered again is left alone. While no tombstone is younger than
+-- a minute nothing more runs. A freed
+-- work_queue row keeps its claim_epoch
 -- until it is claimed again: the dead broker's worker still holds that
 -- claim's unacked result and redelivers it to whichever broker it reaches
 -- next, and the result is the claim's own — applying it (at most once: the
@@ -22,7 +29,8 @@
 -- before it removes a row: the owner takes its lock before it writes its
 -- row, so a member that re-acquired its lock a moment ago keeps its row, and
 -- one that re-acquires while this runs waits for the commit and re-inserts
--- after it. The idle tick is one read of pg_locks and one index probe.
+-- after it. The idle tick is one read of pg_locks, one index probe of
+-- cluster_members and one of cluster_member_tombstones.
 -- A lock whose session has sat idle for more than 3 s (the owner pings it
 -- every 250 ms) belongs to a member cut off behind something that keeps its
 -- connection open (a proxy, a NAT box): that session is terminated, so its
@@ -34,6 +42,7 @@ DECLARE
     v_held bigint[];
     v_dead text[];
     v_n    int;
+    v_gone text[];
 BEGIN
     PERFORM pg_terminate_backend(l.pid)
        FROM pg_locks l
@@ -49,24 +58,34 @@ BEGIN
        AND l.classid = 20251201::oid
        AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
        AND NOT coalesce(a.state = 'idle' AND a.state_change < clock_timestamp() - interval '3 seconds', false);
-    IF NOT EXISTS (SELECT 1 FROM cluster_members m
-                    WHERE m.lock_key IS NOT NULL AND m.lock_key <> ALL (v_held)) THEN
+    IF EXISTS (SELECT 1 FROM cluster_members m
+                WHERE m.lock_key IS NOT NULL AND m.lock_key <> ALL (v_held)) THEN
+        WITH gone AS (
+            DELETE FROM cluster_members m
+             WHERE m.lock_key IS NOT NULL AND m.lock_key <> ALL (v_held)
+               AND pg_try_advisory_xact_lock(20251201, m.lock_key::int)
+            RETURNING m.member_id
+        )
+        SELECT array_agg(member_id) INTO v_dead FROM gone;
+    END IF;
+    IF v_dead IS NOT NULL THEN
+        INSERT INTO cluster_member_tombstones (member_id)
+        SELECT unnest(v_dead)
+        ON CONFLICT (member_id) DO UPDATE SET removed_at = now();
+        DELETE FROM cluster_member_tombstones WHERE removed_at < now() - interval '10 minutes';
+        PERFORM pg_notify('cluster_changed', '');
+    END IF;
+    SELECT array_agg(t.member_id) INTO v_gone
+      FROM cluster_member_tombstones t
+     WHERE t.removed_at > now() - interval '1 minute'
+       AND NOT EXISTS (SELECT 1 FROM cluster_members m WHERE m.member_id = t.member_id);
+    IF v_gone IS NULL THEN
+        RETURN QUERY SELECT unnest(v_dead);
         RETURN;
     END IF;
-    WITH gone AS (
-        DELETE FROM cluster_members m
-         WHERE m.lock_key IS NOT NULL AND m.lock_key <> ALL (v_held)
-           AND pg_try_advisory_xact_lock(20251201, m.lock_key::int)
-        RETURNING m.member_id
-    )
-    SELECT array_agg(member_id) INTO v_dead FROM gone;
-    IF v_dead IS NULL THEN
-        RETURN;
-    END IF;
-    PERFORM pg_notify('cluster_changed', '');
     WITH held AS (
         SELECT shard_id, resource_id, task_type, op_id FROM work_queue
-         WHERE worker_id = ANY (v_dead)
+         WHERE worker_id = ANY (v_gone)
          FOR UPDATE SKIP LOCKED
     ), freed AS (
         UPDATE work_queue q
@@ -82,7 +101,7 @@ BEGIN
     END IF;
     UPDATE lifecycle_outbox l
        SET worker_id = NULL, claim_epoch = NULL, heartbeat_at = NULL
-     WHERE l.worker_id = ANY (v_dead);
+     WHERE l.worker_id = ANY (v_gone);
     IF FOUND THEN
         PERFORM pg_notify('lifecycle_ready', '');
     END IF;

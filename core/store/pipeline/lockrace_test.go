@@ -175,3 +175,54 @@ func TestReapUnlocked_AReClaimFencesTheDeadClaimsResult(t *testing.T) {
 	f.finish(again.Result(json.RawMessage(`{"from":"successor"}`)))
 	require.Equal(t, "Ready", f.phase(id))
 }
+
+// A claim the dead broker sent before it died can still be executing in its
+// backend when a peer's probe removes the member, and commit after: its
+// leases carry an id nobody heartbeats. The next probe frees them (not the
+// stale-lease reaper a minute later).
+func TestReapUnlocked_AClaimCommittingAfterTheRemovalIsFreedByTheNextProbe(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	id := f.res("leaf", "a")
+	f.schedule(id)
+	dead := f.deadMember()
+	require.Equal(t, []string{dead}, scalar[[]string](f, `SELECT coalesce(array_agg(x), '{}') FROM reap_unlocked_cluster_members() x`))
+
+	// The in-flight claim commits after the removal.
+	ts, err := f.st.Claim(f.ctx, Lease{WorkerID: dead, Lo: 0, Hi: 255}, Batch{Kind: "leaf", Version: "v1", TaskType: TaskReconcile, Max: 1})
+	require.NoError(t, err)
+	require.Len(t, ts, 1)
+	q, ok := f.queued(id, TaskReconcile)
+	require.True(t, ok)
+	require.True(t, q.Leased)
+
+	require.Empty(t, scalar[[]string](f, `SELECT coalesce(array_agg(x), '{}') FROM reap_unlocked_cluster_members() x`),
+		"no member is removed twice")
+	q, ok = f.queued(id, TaskReconcile)
+	require.True(t, ok)
+	require.False(t, q.Leased, "the late claim's lease is freed by the next probe")
+	require.Equal(t, ts[0].ClaimEpoch, scalar[int64](f, `SELECT claim_epoch FROM work_queue WHERE resource_id = $1`, id),
+		"…keeping its claim_epoch: a redelivered result of that claim still applies")
+}
+
+// A member that had only lost its lock registers again under the same id:
+// its tombstone no longer frees the leases it takes after.
+func TestReapUnlocked_AMemberRegisteredAgainKeepsItsLeases(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	id := f.res("leaf", "a")
+	f.schedule(id)
+	member := f.deadMember()
+	f.exec(`SELECT reap_unlocked_cluster_members()`)
+	f.exec(`INSERT INTO cluster_members (member_id, role) VALUES ($1, 'broker')`, member)
+
+	ts, err := f.st.Claim(f.ctx, Lease{WorkerID: member, Lo: 0, Hi: 255}, Batch{Kind: "leaf", Version: "v1", TaskType: TaskReconcile, Max: 1})
+	require.NoError(t, err)
+	require.Len(t, ts, 1)
+	f.exec(`SELECT reap_unlocked_cluster_members()`)
+	q, ok := f.queued(id, TaskReconcile)
+	require.True(t, ok)
+	require.True(t, q.Leased, "a registered member's lease is its own")
+}
