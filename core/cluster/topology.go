@@ -62,18 +62,33 @@ func (w *TopologyWatcher) Run(ctx context.Context) error {
 	clock := clockOf(w.Clock)
 	wake, stop := clusterWakes(w.Listener)
 	defer stop()
+	var backoff engine.Backoff
 	for {
+		failed := false
 		for _, r := range w.Reactors {
-			if err := r.React(ctx); err != nil && ctx.Err() == nil && !w.Outage.Failed("topology", err) {
-				w.Log.Warn().Err(err).Str("reactor", r.Name()).Msg("topology reaction failed; retrying on the next wake")
+			if err := r.React(ctx); err != nil && ctx.Err() == nil {
+				failed = true
+				if !w.Outage.Failed("topology", err) {
+					w.Log.Warn().Err(err).Str("reactor", r.Name()).Msg("topology reaction failed; retrying")
+				}
 			}
+		}
+		// A failed reaction left this member's view stale, and the wakes
+		// that would correct it may already have come and gone (members
+		// re-registering together after a database restart wake once each):
+		// retry with backoff rather than wait for the next wake or the poll.
+		next := w.Poll
+		if failed {
+			next = backoff.Next()
+		} else {
+			backoff = engine.Backoff{}
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-wake:
 		case <-w.kicks():
-		case <-clock.After(w.Poll):
+		case <-clock.After(next):
 		}
 	}
 }

@@ -24,24 +24,48 @@ func TestTopologyWatcher_ReactsAtStartAndOnEveryPoll(t *testing.T) {
 	t.Parallel()
 	clock := enginetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	reacted := make(chan struct{}, 10)
+	var calls atomic.Int32
 	w := &cluster.TopologyWatcher{Poll: 10 * time.Second, Clock: clock, Log: zerolog.Nop(),
 		Reactors: []cluster.Reactor{reactorFn(func(context.Context) error {
-			reacted <- struct{}{}
-			return errors.New("transient") // logged, retried on the next wake
+			defer func() { reacted <- struct{}{} }()
+			if calls.Add(1) == 1 {
+				return errors.New("conn closed") // the first read after a database restart
+			}
+			return nil
 		})}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	<-reacted
+	awaitReaction(t, reacted)
+	// A failed reaction is retried within the backoff (100 ms ±25%), not
+	// after the 10 s poll: its view of the members is stale, and the wakes
+	// that would have corrected it may have come and gone.
 	require.True(t, clock.WaitForWaiters(1, 5*time.Second))
-	clock.Advance(10 * time.Second)
-	<-reacted
+	clock.Advance(200 * time.Millisecond)
+	awaitReaction(t, reacted)
+	// Once it succeeds, the next reaction is the poll's.
+	require.True(t, clock.WaitForWaiters(1, 5*time.Second))
+	clock.Advance(9 * time.Second)
+	require.Empty(t, reacted, "no reaction before the poll")
+	clock.Advance(time.Second)
+	awaitReaction(t, reacted)
+	require.Equal(t, int32(3), calls.Load())
 	cancel()
 	select {
 	case err := <-done:
 		require.NoError(t, err)
 	case <-time.After(time.Second):
 		t.Fatal("the watcher did not stop within a second of cancel")
+	}
+}
+
+// awaitReaction waits for the next reaction, failing after 5 s.
+func awaitReaction(t *testing.T, reacted <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-reacted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reaction within 5 s")
 	}
 }
 

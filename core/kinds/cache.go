@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/notify"
@@ -137,15 +138,29 @@ func (c *Cache) Run(ctx context.Context) error {
 		defer sub.Close()
 		wake = sub.C
 	}
+	var backoff engine.Backoff
+	failing := false
 	for {
-		if err := c.Reload(ctx); err != nil && ctx.Err() == nil {
-			c.log.Warn().Err(err).Msg("reload kind manifests; keeping the last view")
+		// A failed reload (the first read after a database restart) is
+		// retried with backoff, not after the failsafe: the wake that would
+		// have carried a change made meanwhile is gone. Logged once per
+		// streak of failures.
+		next := c.failsafe
+		switch err := c.Reload(ctx); {
+		case err != nil && ctx.Err() == nil:
+			if !failing {
+				c.log.Warn().Err(err).Msg("reload kind manifests failed; keeping the last view and retrying")
+			}
+			failing, next = true, backoff.Next()
+		case err == nil && failing:
+			c.log.Info().Msg("kind manifests reloaded again")
+			failing, backoff = false, engine.Backoff{}
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-wake:
-		case <-time.After(c.failsafe):
+		case <-time.After(next):
 		}
 	}
 }

@@ -18,6 +18,12 @@ type QueueHolder struct {
 	// WithResult counts rows whose result for their claim_epoch already
 	// waits in work_outbox (the drain has yet to apply it).
 	WithResult int
+	// BackingOff counts rows whose not_before is still ahead (a retry
+	// backing off after a failed attempt), LongestBackoff the furthest.
+	BackingOff     int
+	LongestBackoff time.Duration
+	// Retried counts rows with a failed attempt behind them.
+	Retried int
 }
 
 // QueueHolders scans work_queue whole and groups it by claimer. It is a
@@ -31,7 +37,10 @@ SELECT coalesce(q.worker_id, ''), count(*),
        count(*) FILTER (WHERE EXISTS (SELECT 1 FROM work_outbox o
                                        WHERE o.shard_id = q.shard_id AND o.resource_id = q.resource_id
                                          AND o.task_type = q.task_type AND o.op_id = q.op_id
-                                         AND o.claim_epoch = q.claim_epoch))
+                                         AND o.claim_epoch = q.claim_epoch)),
+       count(*) FILTER (WHERE q.not_before > now()),
+       coalesce(extract(epoch FROM max(q.not_before) - now()), 0)::float8,
+       count(*) FILTER (WHERE q.attempts > 0)
   FROM work_queue q
  GROUP BY 1 ORDER BY 1`)
 	if err != nil {
@@ -41,11 +50,12 @@ SELECT coalesce(q.worker_id, ''), count(*),
 	var out []QueueHolder
 	for rows.Next() {
 		var h QueueHolder
-		var lease, beat float64
-		if err := rows.Scan(&h.WorkerID, &h.Rows, &lease, &beat, &h.WithResult); err != nil {
+		var lease, beat, backoff float64
+		if err := rows.Scan(&h.WorkerID, &h.Rows, &lease, &beat, &h.WithResult, &h.BackingOff, &backoff, &h.Retried); err != nil {
 			return nil, fmt.Errorf("read queue holders: %w", err)
 		}
 		h.OldestLease, h.NewestBeat = time.Duration(lease*float64(time.Second)), time.Duration(beat*float64(time.Second))
+		h.LongestBackoff = max(time.Duration(backoff*float64(time.Second)), 0)
 		out = append(out, h)
 	}
 	if err := rows.Err(); err != nil {

@@ -179,8 +179,10 @@ func (s *suite) dumpQueue(ctx context.Context) {
 		if holder == "" {
 			holder = "(unleased)"
 		}
-		fmt.Printf("    %s: %d rows, oldest lease %.1fs, newest heartbeat %.1fs ago, %d with a result in the outbox\n",
-			holder, h.Rows, h.OldestLease.Seconds(), h.NewestBeat.Seconds(), h.WithResult)
+		fmt.Printf("    %s: %d rows, oldest lease %.1fs, newest heartbeat %.1fs ago, %d with a result in the outbox, "+
+			"%d retried after a failure, %d backing off (longest %.1fs more)\n",
+			holder, h.Rows, h.OldestLease.Seconds(), h.NewestBeat.Seconds(), h.WithResult, h.Retried, h.BackingOff,
+			h.LongestBackoff.Seconds())
 	}
 }
 
