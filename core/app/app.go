@@ -250,7 +250,7 @@ func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
 	// Losing the lock stops claiming at once; holding it again re-registers
 	// (peers may have removed the row) and re-tiles.
 	d.Lock.OnLost = func() { p.Shards.Set(shard.Range{}) }
-	d.Lock.OnHeld = func() { d.Reporter.Kick(); d.Watcher.Kick() }
+	d.Lock.OnHeld = func() { d.Reporter.Rejoin(); d.Watcher.Kick() }
 	d.Reporter.OnRegistered = d.Watcher.Kick
 	d.Probe = &cluster.DeadMemberProbe{Registry: p.Members, Held: d.Lock.Held, Outage: p.Outage, Log: log}
 	d.Control = &cluster.ControlWatcher{Registry: p.Members, ID: p.MemberID, Listener: p.Listener, Log: log}

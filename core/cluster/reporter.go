@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -58,6 +59,9 @@ type Reporter struct {
 	initOnce sync.Once
 	beaten   chan struct{}
 	kick     chan struct{}
+	// rejoin: the next beat that lands is a return after a lost liveness
+	// lock, and wakes the peers (Member.Rejoin).
+	rejoin atomic.Bool
 }
 
 // ReporterTestSignals report the reporter's beats to tests.
@@ -96,6 +100,15 @@ func NewMemberID(role string) string {
 func (r *Reporter) Beaten() <-chan struct{} {
 	r.init()
 	return r.beaten
+}
+
+// Rejoin beats now and makes that beat (or, if it fails, the next one that
+// lands) wake the peers: the member holds its liveness lock again, and peers
+// that re-tiled while it was counted out must hear it is back even though
+// its row never went away.
+func (r *Reporter) Rejoin() {
+	r.rejoin.Store(true)
+	r.Kick()
 }
 
 // Name implements engine.Duty.
@@ -174,7 +187,12 @@ func (r *Reporter) beat(ctx context.Context) error {
 	if r.Lock != nil && !r.Lock.Held() {
 		return errLockNotHeld
 	}
-	_, err := r.Registry.Upsert(ctx, r.member())
+	m := r.member()
+	m.Rejoin = r.rejoin.Swap(false)
+	_, err := r.Registry.Upsert(ctx, m)
+	if err != nil && m.Rejoin {
+		r.rejoin.Store(true) // the return is still to be announced
+	}
 	return err
 }
 

@@ -93,3 +93,47 @@ func TestReporter_Beats(t *testing.T) {
 		require.Equal(t, t0, m.StartedAt, "started is stamped from the injected clock")
 	}
 }
+
+// After its liveness lock is held again, the member's next beat that lands
+// is a rejoin (it wakes the peers); a failed one leaves the rejoin to the
+// next, and later beats are plain.
+func TestReporter_RejoinMarksTheNextBeatThatLands(t *testing.T) {
+	t.Parallel()
+	clock := enginetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var mu sync.Mutex
+	var rejoins []bool
+	failNext := false
+	reg := &registryFns{UpsertFn: func(_ context.Context, m membership.Member) (time.Time, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		rejoins = append(rejoins, m.Rejoin)
+		if failNext {
+			failNext = false
+			return time.Time{}, errors.New("connection refused")
+		}
+		return clock.Now(), nil
+	}}
+	r := &cluster.Reporter{Registry: reg, ID: "broker-1", Role: "broker", Every: 10 * time.Second, Clock: clock, Log: zerolog.Nop()}
+	r.TestSignals.Init()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	require.NoError(t, r.TestSignals.Beat.WaitOrTimeout(t), "the first beat")
+
+	mu.Lock()
+	failNext = true
+	mu.Unlock()
+	r.Rejoin()
+	require.Error(t, r.TestSignals.Beat.WaitOrTimeout(t), "the rejoin beat fails")
+	r.Kick()
+	require.NoError(t, r.TestSignals.Beat.WaitOrTimeout(t), "the next beat lands")
+	r.Kick()
+	require.NoError(t, r.TestSignals.Beat.WaitOrTimeout(t))
+	cancel()
+	require.NoError(t, <-done)
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []bool{false, true, true, false}, rejoins,
+		"plain, the failed rejoin, the rejoin again, plain")
+}

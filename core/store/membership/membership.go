@@ -51,6 +51,14 @@ type Member struct {
 	LockKey int32
 	// LastHeartbeat is stamped by the database; ignored on write.
 	LastHeartbeat time.Time
+	// Rejoin makes this write wake the peers (cluster_changed) even when
+	// the row was already there: the member is back after its liveness lock
+	// was lost (a database restart, a cut connection), and its peers'
+	// liveness rule has counted it out meanwhile. A row that survived the
+	// loss fires no insert trigger, so without this wake peers that re-tiled
+	// without it learn of its return only at their next poll, and the shards
+	// each side believes the other owns go unclaimed until then. Write-only.
+	Rejoin bool
 	// Request is an admin's pending drain or kill (zero: none); read-only,
 	// written by RequestControl.
 	Request Request
@@ -65,7 +73,9 @@ type Store struct {
 func New(db DB) *Store { return &Store{db: db} }
 
 // upsertSQL writes a member's row. A beat that changes the member's served
-// kinds fires cluster_changed (the join's own wake is the insert trigger's):
+// kinds, and a rejoin ($13: the member holds its liveness lock again after
+// losing it), fire cluster_changed (the join's own wake is the insert
+// trigger's):
 // peers route stages to a broker by the kinds its row advertises, and without
 // the wake they would learn of a worker that just connected only at their
 // next poll — a dead worker's stages waited that long for a peer's worker.
@@ -85,7 +95,8 @@ ON CONFLICT (member_id) DO UPDATE
 RETURNING last_heartbeat, started_at, kinds
 )
 SELECT up.last_heartbeat, up.started_at,
-       CASE WHEN EXISTS (SELECT 1 FROM prev) AND (SELECT kinds FROM prev) IS DISTINCT FROM up.kinds
+       CASE WHEN EXISTS (SELECT 1 FROM prev)
+                 AND ($13 OR (SELECT kinds FROM prev) IS DISTINCT FROM up.kinds)
             THEN pg_notify('cluster_changed', '') END IS NULL
   FROM up`
 
@@ -122,7 +133,7 @@ func (s *Store) Upsert(ctx context.Context, m Member) (time.Time, error) {
 	var beat, startedAt time.Time
 	var notified bool
 	err := s.db.QueryRow(ctx, upsertSQL, m.ID, m.Role, kinds, lo, hi, string(cfg), version, m.Host, m.PID,
-		m.InFlight, started, lockKey).Scan(&beat, &startedAt, &notified)
+		m.InFlight, started, lockKey, m.Rejoin).Scan(&beat, &startedAt, &notified)
 	if err != nil {
 		return time.Time{}, dbx.Wrap(err, "upsert cluster member %s", m.ID)
 	}

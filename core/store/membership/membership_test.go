@@ -168,3 +168,21 @@ func TestUpsert_ABeatThatChangesTheServedKindsWakesThePeers(t *testing.T) {
 	require.Zero(t, countNotifies(t, pool, 500*time.Millisecond, func() { beat("vpc/v1") }), "the same kinds again")
 	require.Positive(t, countNotifies(t, pool, 500*time.Millisecond, func() { beat() }), "the kind's last worker left")
 }
+
+// A member back after losing its liveness lock (a database restart) whose
+// row stayed fires no insert trigger: its rejoin beat wakes the peers, whose
+// liveness rule counted it out meanwhile.
+func TestUpsert_ARejoinWakesThePeersThoughTheRowStayed(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := membership.New(pool)
+	beat := func(rejoin bool) {
+		t.Helper()
+		_, err := s.Upsert(ctx, membership.Member{ID: "broker-r", Role: membership.RoleBroker, Rejoin: rejoin})
+		require.NoError(t, err)
+	}
+	require.Positive(t, countNotifies(t, pool, 500*time.Millisecond, func() { beat(false) }), "a join wakes the peers")
+	require.Zero(t, countNotifies(t, pool, 500*time.Millisecond, func() { beat(false) }), "a plain beat does not")
+	require.Equal(t, 1, countNotifies(t, pool, 500*time.Millisecond, func() { beat(true) }), "a rejoin does")
+	require.Zero(t, countNotifies(t, pool, 500*time.Millisecond, func() { beat(false) }), "and the beat after it does not")
+}
