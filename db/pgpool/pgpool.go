@@ -22,8 +22,19 @@ import (
 // 100k rows). Nothing on the store's paths runs long enough to repay a
 // compile, so JIT is off for our sessions only; an operator's ad-hoc
 // analytics sessions keep the server's setting.
+//
+// idle_in_transaction_session_timeout=60s: a member cut off from the
+// database in the middle of a transaction (a partition, a hung process)
+// leaves its backend idle in that transaction, holding its row locks —
+// the resources a drain or a compose had locked, the queue rows a claim had
+// — and every drain that reaches those rows waits behind it for as long as
+// the cut lasts (the server's TCP keepalive takes hours by default). No
+// transaction of ours waits on its client for more than a moment between
+// statements, so the server ends one that has for a minute, and its locks go
+// with it. Operators' own sessions keep the server's setting.
 var SessionParams = map[string]string{
-	"jit": "off",
+	"jit":                                 "off",
+	"idle_in_transaction_session_timeout": "60s",
 }
 
 // Config parses url and applies SessionParams. maxConns > 0 caps the pool.

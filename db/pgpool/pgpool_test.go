@@ -1,0 +1,76 @@
+package pgpool_test
+
+import (
+	"context"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/db/pgpool"
+	"github.com/converge-run/converge/db/pgtest"
+)
+
+// Every session of a pool built by Config runs with SessionParams, and a
+// parameter the URL sets wins over ours.
+func TestConfig_SessionParams(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t) // built from pgpool.Config
+	var jit, idle string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT current_setting('jit'), current_setting('idle_in_transaction_session_timeout')`).
+		Scan(&jit, &idle))
+	require.Equal(t, "off", jit)
+	require.Equal(t, "1min", idle)
+
+	u, err := url.Parse(pgtest.URL(t))
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("jit", "on")
+	u.RawQuery = q.Encode()
+	cfg, err := pgpool.Config(u.String(), 2)
+	require.NoError(t, err)
+	own, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer own.Close()
+	require.NoError(t, own.QueryRow(ctx, `SELECT current_setting('jit')`).Scan(&jit))
+	require.Equal(t, "on", jit, "the URL's own setting is kept")
+}
+
+// A transaction whose client went quiet is ended by the server, and the row
+// locks it held go with it (the timeout shortened to a second for the test;
+// ours is a minute).
+func TestConfig_AnAbandonedTransactionReleasesItsLocks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u, err := url.Parse(pgtest.URL(t))
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("idle_in_transaction_session_timeout", "1s")
+	u.RawQuery = q.Encode()
+	cfg, err := pgpool.Config(u.String(), 4)
+	require.NoError(t, err)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	_, err = pool.Exec(ctx, `CREATE TABLE held (id int PRIMARY KEY); INSERT INTO held VALUES (1)`)
+	require.NoError(t, err)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM held WHERE id = 1 FOR UPDATE`)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	// The holder now says nothing, as a partitioned member would.
+
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	started := time.Now()
+	_, err = pool.Exec(wctx, `UPDATE held SET id = 1 WHERE id = 1`)
+	require.NoError(t, err, "the waiting writer gets the row once the idle holder is ended")
+	require.Less(t, time.Since(started), 15*time.Second)
+	_, err = tx.Exec(ctx, `SELECT 1`)
+	require.Error(t, err, "the abandoned transaction's session is gone")
+}
