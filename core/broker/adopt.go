@@ -35,7 +35,9 @@ type adoptions struct {
 }
 
 // resumed adopts what s's worker reports still running from earlier
-// sessions; the handler runs it beside the session.
+// sessions; the handler runs it before it registers the session (bounded by
+// adoptWithin: a database that does not answer delays the session that
+// long, and the leases not adopted wait for their stale-lease window).
 func (a *adoptions) resumed(ctx context.Context, s *session, refs []*workerv1.TaskRef) {
 	var held []pipeline.Held
 	for _, r := range refs {
@@ -48,7 +50,7 @@ func (a *adoptions) resumed(ctx context.Context, s *session, refs []*workerv1.Ta
 	if len(held) == 0 {
 		return
 	}
-	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	actx, cancel := context.WithTimeout(ctx, adoptWithin)
 	defer cancel()
 	keys, err := a.store.Adopt(actx, a.id, held)
 	a.tasks.adopt(keys, s)
@@ -60,6 +62,9 @@ func (a *adoptions) resumed(ctx context.Context, s *session, refs []*workerv1.Ta
 	a.log.Info().Str("worker_id", s.workerID).Int("resumed", len(held)).Int("adopted", len(keys)).
 		Msg("adopted the leases of tasks the worker resumed from another session")
 }
+
+// adoptWithin bounds the adoption a session waits for before it starts.
+const adoptWithin = 5 * time.Second
 
 // done forgets an adopted task whose result was written.
 func (a *adoptions) done(key pipeline.TaskKey) { a.tasks.unadopt(key) }

@@ -121,12 +121,17 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 		Subscribed: subscribed}}); err != nil {
 		return err
 	}
+	if h.adopt != nil && len(sub.GetResumed()) > 0 {
+		// Before the session is registered: once it is, its kinds are
+		// routable here, and the dispatcher could claim a resumed task whose
+		// lease was freed with its dead broker's (at once, by the peers'
+		// dead-member probe) under a new epoch — fencing out the result the
+		// worker is about to redeliver, and running the task again.
+		h.adopt.resumed(ctx, s, sub.GetResumed())
+	}
 	h.reg.add(s)
 	h.metrics.Workers.Set(float64(h.reg.count()))
 	log.Info().Str("identity", principal.Name).Str("auth", principal.Via).Int("kinds", len(s.ready)).Int("max_in_flight", maxIn).Int("resumed", len(sub.GetResumed())).Msg("worker connected")
-	if h.adopt != nil && len(sub.GetResumed()) > 0 {
-		go h.adopt.resumed(ctx, s, sub.GetResumed())
-	}
 	defer func() {
 		if h.adopt != nil {
 			defer h.adopt.ended(s)

@@ -376,14 +376,21 @@ func TestRelayStage_CountsAgainstThisBrokersPairCap(t *testing.T) {
 	}
 }
 
-// fakeAdopter records adoptions and releases.
+// fakeAdopter records adoptions and releases. With gate set, Adopt signals
+// entered and waits for gate to close.
 type fakeAdopter struct {
 	mu       sync.Mutex
 	adopted  []pipeline.Held
 	released []pipeline.TaskKey
+	entered  chan struct{}
+	gate     chan struct{}
 }
 
 func (f *fakeAdopter) Adopt(_ context.Context, _ string, tasks []pipeline.Held) ([]pipeline.TaskKey, error) {
+	if f.gate != nil {
+		f.entered <- struct{}{}
+		<-f.gate
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.adopted = append(f.adopted, tasks...)
@@ -440,6 +447,37 @@ func TestWorkerServiceWorkStream_AdoptsTheLeasesOfResumedTasks(t *testing.T) {
 		return len(st.released) == 1 && st.released[0] == left
 	}, 5*time.Second, time.Millisecond, "the session ended: the adopted lease whose result never came is released")
 	require.Empty(t, tasks.keys())
+}
+
+// A resumed task's lease is adopted before the worker's session is
+// registered: once registered, its kinds are routable and the dispatcher
+// could claim the task (its dead broker's lease was freed at once) under a
+// new epoch, fencing out the result the worker is about to redeliver.
+func TestWorkerServiceWorkStream_AdoptsBeforeTheWorkerIsRoutable(t *testing.T) {
+	t.Parallel()
+	b := setupHandler(t)
+	st := &fakeAdopter{entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	b.svc.adopt = &adoptions{id: "broker-1", store: st, tasks: newInflight(), log: testLog(t)}
+	k := task(1, pipeline.TaskReconcile).Key
+	id := taskID{key: k, epoch: 9, generation: 1, stage: workerv1.Stage_STAGE_WORK.String(), final: true}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream := b.clients()["Connect"].WorkStream(ctx)
+	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: &workerv1.Subscribe{
+		WorkerId: "w1", Kinds: readiness("vpc"), Resumed: []*workerv1.TaskRef{{TaskId: id.String(),
+			Fence: &workerv1.Fence{LeaseToken: "broker-0", ClaimEpoch: 9}}}}}}))
+	select {
+	case <-st.entered:
+	case <-ctx.Done():
+		t.Fatal("the resumed task was never adopted")
+	}
+	require.Zero(t, b.svc.reg.count(), "the worker is not routable while its resumed leases are being adopted")
+	close(st.gate)
+	require.Eventually(t, func() bool { return b.svc.reg.count() == 1 }, 5*time.Second, time.Millisecond,
+		"the session is registered once the adoption is done")
+	require.NoError(t, stream.CloseRequest())
+	_ = stream.CloseResponse()
 }
 
 // A worker that takes batches gets the tasks queued for it in one message
