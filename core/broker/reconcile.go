@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
@@ -254,19 +255,12 @@ func (rn *runner) runReconcile(ctx context.Context, t pipeline.Task, kind store.
 // (1 s, 2 s, 4 s … per failure in a row) after the database is back. A step
 // the database refuses (a constraint, a fence) fails at once.
 func storeStep[T any](ctx context.Context, rn *runner, step string, fn func(context.Context) (T, error)) (T, error) {
-	var backoff engine.Backoff
-	for {
-		v, err := fn(ctx)
-		if err == nil || !engine.Unreachable(err) || ctx.Err() != nil {
-			return v, err
-		}
-		rn.outage.Failed(step, err)
-		select {
-		case <-ctx.Done():
-			return v, err
-		case <-rn.clock.After(backoff.Next()):
-		}
-	}
+	var v T
+	err := rn.whileUnreachable(ctx, step, time.Time{}, func() (err error) {
+		v, err = fn(ctx)
+		return err
+	})
+	return v, err
 }
 
 // runDelete runs the kind's finalizer teardown; a kind without a

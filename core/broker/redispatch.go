@@ -122,42 +122,46 @@ const outboxRetryFor = time.Minute
 // leaving its lease to lapse; the task stays in flight meanwhile, its lease
 // heartbeated. Any other error, or the budget spent, is returned.
 func (rn *runner) writeResult(ctx context.Context, res pipeline.Result) error {
-	var backoff engine.Backoff
-	giveUp := rn.clock.Now().Add(outboxRetryFor)
 	// Not cancelled with the task: a result the worker finished is written
 	// even as the broker drains; the writer bounds the append.
 	wctx := context.WithoutCancel(ctx)
-	for {
-		err := rn.outbox.write(wctx, res)
-		if err == nil || !engine.Unreachable(err) || rn.clock.Now().After(giveUp) {
-			return err
-		}
-		rn.outage.Failed("outbox", err)
-		select {
-		case <-ctx.Done():
-			return err
-		case <-rn.clock.After(backoff.Next()):
-		}
-	}
+	return rn.whileUnreachable(ctx, "outbox", rn.clock.Now().Add(outboxRetryFor), func() error {
+		return rn.outbox.write(wctx, res)
+	})
 }
 
 // releaseLease gives t's lease back, retrying with jittered backoff while the
 // database is unreachable (up to outboxRetryFor). The task is still in
 // flight while this runs, so its lease stays heartbeated: a release that
 // fails in a restart does not leave the lease to lapse unwatched for the
-// stale-lease window.
+// stale-lease window. Not cancelled with ctx: each attempt has 5 s.
 func (rn *runner) releaseLease(ctx context.Context, lease pipeline.Lease, t pipeline.Task) error {
+	rctx := context.WithoutCancel(ctx)
+	return rn.whileUnreachable(rctx, "release", rn.clock.Now().Add(outboxRetryFor), func() error {
+		actx, cancel := context.WithTimeout(rctx, 5*time.Second)
+		defer cancel()
+		_, err := rn.store.Release(actx, lease, []pipeline.TaskKey{t.Key})
+		return err
+	})
+}
+
+// whileUnreachable runs attempt until it succeeds, fails with an error other
+// than the database being unreachable, ctx ends, or giveUp passes (zero: no
+// bound but ctx), waiting a jittered backoff between attempts and reporting
+// each failure to the outage reporter as loop. It returns the last error.
+func (rn *runner) whileUnreachable(ctx context.Context, loop string, giveUp time.Time, attempt func() error) error {
 	var backoff engine.Backoff
-	giveUp := rn.clock.Now().Add(outboxRetryFor)
 	for {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_, err := rn.store.Release(rctx, lease, []pipeline.TaskKey{t.Key})
-		cancel()
-		if err == nil || !engine.Unreachable(err) || rn.clock.Now().After(giveUp) {
+		err := attempt()
+		if err == nil || !engine.Unreachable(err) || (!giveUp.IsZero() && rn.clock.Now().After(giveUp)) {
 			return err
 		}
-		rn.outage.Failed("release", err)
-		<-rn.clock.After(backoff.Next())
+		rn.outage.Failed(loop, err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-rn.clock.After(backoff.Next()):
+		}
 	}
 }
 

@@ -25,12 +25,7 @@ func TestConfig_SessionParams(t *testing.T) {
 	require.Equal(t, "off", jit)
 	require.Equal(t, "1min", idle)
 
-	u, err := url.Parse(pgtest.URL(t))
-	require.NoError(t, err)
-	q := u.Query()
-	q.Set("jit", "on")
-	u.RawQuery = q.Encode()
-	cfg, err := pgpool.Config(u.String(), 2)
+	cfg, err := pgpool.Config(urlWith(t, "jit", "on"), 2)
 	require.NoError(t, err)
 	own, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
@@ -45,12 +40,7 @@ func TestConfig_SessionParams(t *testing.T) {
 func TestConfig_AnAbandonedTransactionReleasesItsLocks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	u, err := url.Parse(pgtest.URL(t))
-	require.NoError(t, err)
-	q := u.Query()
-	q.Set("idle_in_transaction_session_timeout", "1s")
-	u.RawQuery = q.Encode()
-	cfg, err := pgpool.Config(u.String(), 4)
+	cfg, err := pgpool.Config(urlWith(t, "idle_in_transaction_session_timeout", "1s"), 4)
 	require.NoError(t, err)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
@@ -73,4 +63,15 @@ func TestConfig_AnAbandonedTransactionReleasesItsLocks(t *testing.T) {
 	require.Less(t, time.Since(started), 15*time.Second)
 	_, err = tx.Exec(ctx, `SELECT 1`)
 	require.Error(t, err, "the abandoned transaction's session is gone")
+}
+
+// urlWith is a fresh test database's URL with one run-time parameter set.
+func urlWith(t *testing.T, param, value string) string {
+	t.Helper()
+	u, err := url.Parse(pgtest.URL(t))
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set(param, value)
+	u.RawQuery = q.Encode()
+	return u.String()
 }

@@ -199,6 +199,16 @@ func (f *fx) claimOne(kind string) Task {
 	return ts[0]
 }
 
+// claimOneAs claims kind's single pending reconcile task for claimer (a
+// cluster member id) over every shard.
+func (f *fx) claimOneAs(claimer, kind string) Task {
+	f.t.Helper()
+	ts, err := f.st.Claim(f.ctx, Lease{WorkerID: claimer, Lo: 0, Hi: 255}, Batch{Kind: kind, Version: "v1", TaskType: TaskReconcile, Max: 1})
+	require.NoError(f.t, err)
+	require.Len(f.t, ts, 1, "one %s task pending", kind)
+	return ts[0]
+}
+
 // finish appends results and drains the outbox dry.
 func (f *fx) finish(results ...Result) {
 	f.t.Helper()

@@ -142,16 +142,14 @@ func TestReapUnlocked_AFreedLeaseStillTakesItsClaimsRedeliveredResult(t *testing
 	id := f.res("leaf", "a")
 	f.schedule(id)
 	dead := f.deadMember()
-	ts, err := f.st.Claim(f.ctx, Lease{WorkerID: dead, Lo: 0, Hi: 255}, Batch{Kind: "leaf", Version: "v1", TaskType: TaskReconcile, Max: 1})
-	require.NoError(t, err)
-	require.Len(t, ts, 1)
+	claimed := f.claimOneAs(dead, "leaf")
 	require.Equal(t, []string{dead}, scalar[[]string](f, `SELECT coalesce(array_agg(x), '{}') FROM reap_unlocked_cluster_members() x`))
 	q, ok := f.queued(id, TaskReconcile)
 	require.True(t, ok)
 	require.False(t, q.Leased, "the dead member's lease is freed for re-claim at once")
 
 	// Its worker redelivers the claim's result before anyone re-claims.
-	f.finish(ts[0].Result(json.RawMessage(`{"from":"the dead broker's claim"}`)))
+	f.finish(claimed.Result(json.RawMessage(`{"from":"the dead broker's claim"}`)))
 	require.Equal(t, "Ready", f.phase(id), "the claim's own result applies: no re-run")
 	require.False(t, f.isQueued(id))
 }
@@ -163,14 +161,12 @@ func TestReapUnlocked_AReClaimFencesTheDeadClaimsResult(t *testing.T) {
 	id := f.res("leaf", "a")
 	f.schedule(id)
 	dead := f.deadMember()
-	ts, err := f.st.Claim(f.ctx, Lease{WorkerID: dead, Lo: 0, Hi: 255}, Batch{Kind: "leaf", Version: "v1", TaskType: TaskReconcile, Max: 1})
-	require.NoError(t, err)
-	require.Len(t, ts, 1)
+	claimed := f.claimOneAs(dead, "leaf")
 	f.exec(`SELECT reap_unlocked_cluster_members()`)
 	again := f.claimOne("leaf")
-	require.Greater(t, again.ClaimEpoch, ts[0].ClaimEpoch)
+	require.Greater(t, again.ClaimEpoch, claimed.ClaimEpoch)
 
-	f.finish(ts[0].Result(json.RawMessage(`{"from":"dead"}`)))
+	f.finish(claimed.Result(json.RawMessage(`{"from":"dead"}`)))
 	require.Equal(t, "Reconciling", f.phase(id), "once re-claimed, the dead claim's result is fenced out")
 	f.finish(again.Result(json.RawMessage(`{"from":"successor"}`)))
 	require.Equal(t, "Ready", f.phase(id))
@@ -190,9 +186,7 @@ func TestReapUnlocked_AClaimCommittingAfterTheRemovalIsFreedByTheNextProbe(t *te
 	require.Equal(t, []string{dead}, scalar[[]string](f, `SELECT coalesce(array_agg(x), '{}') FROM reap_unlocked_cluster_members() x`))
 
 	// The in-flight claim commits after the removal.
-	ts, err := f.st.Claim(f.ctx, Lease{WorkerID: dead, Lo: 0, Hi: 255}, Batch{Kind: "leaf", Version: "v1", TaskType: TaskReconcile, Max: 1})
-	require.NoError(t, err)
-	require.Len(t, ts, 1)
+	claimed := f.claimOneAs(dead, "leaf")
 	q, ok := f.queued(id, TaskReconcile)
 	require.True(t, ok)
 	require.True(t, q.Leased)
@@ -202,7 +196,7 @@ func TestReapUnlocked_AClaimCommittingAfterTheRemovalIsFreedByTheNextProbe(t *te
 	q, ok = f.queued(id, TaskReconcile)
 	require.True(t, ok)
 	require.False(t, q.Leased, "the late claim's lease is freed by the next probe")
-	require.Equal(t, ts[0].ClaimEpoch, scalar[int64](f, `SELECT claim_epoch FROM work_queue WHERE resource_id = $1`, id),
+	require.Equal(t, claimed.ClaimEpoch, scalar[int64](f, `SELECT claim_epoch FROM work_queue WHERE resource_id = $1`, id),
 		"…keeping its claim_epoch: a redelivered result of that claim still applies")
 }
 
@@ -218,9 +212,7 @@ func TestReapUnlocked_AMemberRegisteredAgainKeepsItsLeases(t *testing.T) {
 	f.exec(`SELECT reap_unlocked_cluster_members()`)
 	f.exec(`INSERT INTO cluster_members (member_id, role) VALUES ($1, 'broker')`, member)
 
-	ts, err := f.st.Claim(f.ctx, Lease{WorkerID: member, Lo: 0, Hi: 255}, Batch{Kind: "leaf", Version: "v1", TaskType: TaskReconcile, Max: 1})
-	require.NoError(t, err)
-	require.Len(t, ts, 1)
+	f.claimOneAs(member, "leaf")
 	f.exec(`SELECT reap_unlocked_cluster_members()`)
 	q, ok := f.queued(id, TaskReconcile)
 	require.True(t, ok)
