@@ -107,6 +107,56 @@ func TestServe_UnackedResultsAreBoundedByTheBuffer(t *testing.T) {
 	require.Equal(t, []string{"t1", "t2", "fresh"}, b.completesUntil(t, "fresh"))
 }
 
+// carries matches a message holding the result of task id, alone or in a
+// batch.
+func carries(id string) func(*workerv1.WorkStreamRequest) bool {
+	return func(m *workerv1.WorkStreamRequest) bool {
+		if m.GetComplete().GetTaskId() == id {
+			return true
+		}
+		for _, c := range m.GetCompletes().GetCompletes() {
+			if c.GetTaskId() == id {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// Against a broker that acks and takes batches, a result finished while an
+// earlier one awaits its ack is held back to share a message, until that
+// ack or its linger: with no ack coming at all it still goes, no sooner
+// than the linger.
+func TestServe_AHeldResultGoesAtItsLingerOrTheAck(t *testing.T) {
+	t.Parallel()
+	t.Run("NoAckComes", func(t *testing.T) {
+		t.Parallel()
+		b := newScriptBroker(t)
+		b.acks, b.batches = true, true
+		const linger = 200 * time.Millisecond
+		startWorker(t, b, worker.Options{ResultLinger: linger}, okProvider())
+		b.next(t, "subscribe", isSubscribe)
+		b.send(task("a", "vpc", 1, 0))
+		b.next(t, "completion of a", carries("a"))
+		sent := time.Now()
+		b.send(task("b", "vpc", 2, 0))
+		b.next(t, "completion of b", carries("b"))
+		require.GreaterOrEqual(t, time.Since(sent), linger, "b was held while a awaited its ack")
+	})
+	t.Run("TheAckReleasesIt", func(t *testing.T) {
+		t.Parallel()
+		b := newScriptBroker(t)
+		b.acks, b.batches = true, true
+		startWorker(t, b, worker.Options{ResultLinger: time.Hour}, okProvider())
+		b.next(t, "subscribe", isSubscribe)
+		b.send(task("a", "vpc", 1, 0))
+		b.next(t, "completion of a", carries("a"))
+		b.send(task("b", "vpc", 2, 0))
+		b.ack("a") // before or after b is done: either way b goes now, not in an hour
+		b.next(t, "completion of b", carries("b"))
+	})
+}
+
 // A broker that predates acks never sends one: a sent result is done, as
 // before, and is not redelivered.
 func TestServe_BrokerWithoutAcksSettlesOnSend(t *testing.T) {

@@ -37,19 +37,7 @@ func (w *Worker) session(ctx, workCtx context.Context) error {
 	defer w.setSubscribed(false)
 	w.log.Info().Str("broker_id", subscribed.GetBrokerId()).Int("kinds", len(ready)).
 		Int("redelivering", w.resend()).Msg("connected to broker")
-	lastReady := readinessKey(ready)
-	sendReadiness := func() error {
-		r := w.readiness()
-		if readinessKey(r) == lastReady {
-			return nil
-		}
-		lastReady = readinessKey(r)
-		if err := stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Readiness{
-			Readiness: &workerv1.ReadinessUpdate{Kinds: r}}}); err != nil {
-			return fmt.Errorf("send readiness: %w", err)
-		}
-		return nil
-	}
+	readiness := &readinessReporter{w: w, send: stream.Send, last: readinessKey(ready)}
 
 	recvErr := make(chan error, 1)
 	go func() { recvErr <- w.receive(workCtx, stream) }()
@@ -65,6 +53,20 @@ func (w *Worker) session(ctx, workCtx context.Context) error {
 	defer hb.Stop()
 	rd := time.NewTicker(w.opts.ReadinessEvery)
 	defer rd.Stop()
+	// linger fires when results held back to share a message are due.
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
+	defer linger.Stop()
+	flush := func() error {
+		wait, err := send(stream.Send, acks)
+		if err != nil {
+			return err
+		}
+		if wait > 0 {
+			linger.Reset(wait)
+		}
+		return nil
+	}
 	w.signal() // flush anything buffered while disconnected
 	for {
 		select {
@@ -72,16 +74,20 @@ func (w *Worker) session(ctx, workCtx context.Context) error {
 			return ctx.Err()
 		case err := <-recvErr:
 			return fmt.Errorf("receive: %w", err)
+		case <-linger.C:
+			if err := flush(); err != nil {
+				return err
+			}
 		case <-w.wake:
-			if err := send(stream.Send, acks); err != nil {
+			if err := flush(); err != nil {
 				return err
 			}
 			// Draining flips readiness: tell the broker at once.
-			if err := sendReadiness(); err != nil {
+			if err := readiness.report(); err != nil {
 				return err
 			}
 		case <-rd.C:
-			if err := sendReadiness(); err != nil {
+			if err := readiness.report(); err != nil {
 				return err
 			}
 		case <-hb.C:
@@ -93,6 +99,28 @@ func (w *Worker) session(ctx, workCtx context.Context) error {
 			}
 		}
 	}
+}
+
+// readinessReporter tells the broker the worker's readiness when it
+// changed since it last did.
+type readinessReporter struct {
+	w    *Worker
+	send func(*workerv1.WorkStreamRequest) error
+	last string
+}
+
+func (r *readinessReporter) report() error {
+	kinds := r.w.readiness()
+	key := readinessKey(kinds)
+	if key == r.last {
+		return nil
+	}
+	r.last = key
+	if err := r.send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Readiness{
+		Readiness: &workerv1.ReadinessUpdate{Kinds: kinds}}}); err != nil {
+		return fmt.Errorf("send readiness: %w", err)
+	}
+	return nil
 }
 
 // subscribe opens the session: it sends the Subscribe (the kinds and their
@@ -132,12 +160,12 @@ func (w *Worker) subscribe(stream interface {
 // Whatever is still pending when the session breaks is sent again on the
 // next one (redelivery, fenced by its claim_epoch, so it never applies
 // twice).
-func (w *Worker) flushOneByOne(send func(*workerv1.WorkStreamRequest) error, acks bool) error {
+func (w *Worker) flushOneByOne(send func(*workerv1.WorkStreamRequest) error, acks bool) (time.Duration, error) {
 	for {
 		w.mu.Lock()
 		if w.sent >= len(w.pending) {
 			w.mu.Unlock()
-			return nil
+			return 0, nil
 		}
 		c := w.pending[w.sent]
 		w.sent++
@@ -148,7 +176,7 @@ func (w *Worker) flushOneByOne(send func(*workerv1.WorkStreamRequest) error, ack
 				w.sent-- // not sent: no ack may settle it
 			}
 			w.mu.Unlock()
-			return fmt.Errorf("send result of %s: %w", c.GetTaskId(), err)
+			return 0, fmt.Errorf("send result of %s: %w", c.GetTaskId(), err)
 		}
 		if !acks {
 			w.mu.Lock()
@@ -170,7 +198,21 @@ const (
 // the pending results not yet sent go out in as few messages as the batch
 // bounds allow (the broker handles each as if it came alone). A sent result
 // stays pending until acked, as above.
-func (w *Worker) flushBatched(send func(*workerv1.WorkStreamRequest) error, _ bool) error {
+//
+// While results sent earlier still await their ack, new ones are held back
+// (Nagle's rule, on acks): they go when the last ack is in, when a full
+// batch has gathered, or when the oldest has waited Options.ResultLinger,
+// whichever comes first. The returned duration is what is left of that
+// linger (zero once everything is sent): the session flushes again then.
+func (w *Worker) flushBatched(send func(*workerv1.WorkStreamRequest) error, _ bool) (time.Duration, error) {
+	w.mu.Lock()
+	if unsent := len(w.pending) - w.sent; unsent > 0 && w.sent > 0 && unsent < maxResultBatch {
+		if wait := w.opts.ResultLinger - time.Since(w.unsentSince); wait > 0 {
+			w.mu.Unlock()
+			return wait, nil
+		}
+	}
+	w.mu.Unlock()
 	for {
 		w.mu.Lock()
 		var batch []*workerv1.StageComplete
@@ -188,7 +230,7 @@ func (w *Worker) flushBatched(send func(*workerv1.WorkStreamRequest) error, _ bo
 		var m *workerv1.WorkStreamRequest
 		switch len(batch) {
 		case 0:
-			return nil
+			return 0, nil
 		case 1:
 			m = &workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Complete{Complete: batch[0]}}
 		default:
@@ -197,7 +239,7 @@ func (w *Worker) flushBatched(send func(*workerv1.WorkStreamRequest) error, _ bo
 		if err := send(m); err != nil {
 			// The session is over: the next one resends everything pending
 			// (resend), these included.
-			return fmt.Errorf("send %d results (first %s): %w", len(batch), batch[0].GetTaskId(), err)
+			return 0, fmt.Errorf("send %d results (first %s): %w", len(batch), batch[0].GetTaskId(), err)
 		}
 	}
 }
@@ -233,7 +275,11 @@ func (w *Worker) acked(ids []string) {
 	}
 	clear(w.pending[len(kept):])
 	w.pending, w.sent = kept, sent
+	held := sent == 0 && len(kept) > 0
 	w.mu.Unlock()
+	if held {
+		w.signal() // results held back for this ack go now
+	}
 }
 
 // removeLocked drops the first sent result matching; w.mu is held.
@@ -356,6 +402,9 @@ func (w *Worker) deliver(c *workerv1.StageComplete) {
 		}
 		w.dropped++
 		w.log.Warn().Int64("dropped", w.dropped).Msg("redelivery buffer full; discarded the oldest result (its task will re-run)")
+	}
+	if w.sent == len(w.pending) {
+		w.unsentSince = time.Now()
 	}
 	w.pending = append(w.pending, c)
 	w.mu.Unlock()

@@ -34,6 +34,7 @@ type scriptBroker struct {
 	kill     chan struct{} // closing it ends the current stream
 	config   *workerv1.ProviderConfig
 	acks     bool // advertise ResultAck support in Subscribed
+	batches  bool // advertise batched messages in Subscribed
 	// keepaliveMs is the Subscribed.keepalive_ms asked for (0: none).
 	keepaliveMs int64
 }
@@ -66,7 +67,7 @@ func (b *scriptBroker) GetProviderConfig(_ context.Context, req *connect.Request
 func (b *scriptBroker) WorkStream(ctx context.Context, s *connect.BidiStream[workerv1.WorkStreamRequest, workerv1.WorkStreamResponse]) error {
 	b.mu.Lock()
 	b.sessions++
-	kill, acks, keepalive := b.kill, b.acks, b.keepaliveMs
+	kill, acks, batches, keepalive := b.kill, b.acks, b.batches, b.keepaliveMs
 	b.mu.Unlock()
 	first, err := s.Receive()
 	if err != nil {
@@ -74,7 +75,7 @@ func (b *scriptBroker) WorkStream(ctx context.Context, s *connect.BidiStream[wor
 	}
 	b.inbox <- first
 	if err := s.Send(&workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Subscribed{
-		Subscribed: &workerv1.Subscribed{BrokerId: "script", AcksResults: acks, KeepaliveMs: keepalive}}}); err != nil {
+		Subscribed: &workerv1.Subscribed{BrokerId: "script", AcksResults: acks, Batches: batches, KeepaliveMs: keepalive}}}); err != nil {
 		return err
 	}
 	errc := make(chan error, 1)
