@@ -8,6 +8,7 @@
 //	bench: n=<N> resources_per_sec=<f> ready_p50_ms=<f> ready_p99_ms=<f> rollup_ms=<f> converge_rss_mb=<f> worker_rss_mb=<f>
 //	  leaf_per_sec=<f> tail_ms=<f> pg_cpu_ms_per_leaf=<f> converge_cpu_ms_per_leaf=<f> worker_cpu_ms_per_leaf=<f>
 //	  first_leaf_ms=<f> cpu_cores=<f> converge_rss_end_mb=<f> worker_rss_end_mb=<f> probe_polls=<n> probe_pg_cpu_ms=<f>
+//	  converge_io_calls_per_leaf=<f> worker_io_calls_per_leaf=<f>
 //	  [river_jobs_per_sec=<f> ratio=<f> river_n=<n> river_pg_cpu_ms_per_job=<f> river_cpu_ms_per_job=<f>]
 //
 // (one line; wrapped here). The run starts at the first measured root's
@@ -30,6 +31,10 @@
 // worker_rss_mb are peak RSS (VmHWM); *_rss_end_mb the current RSS (VmRSS)
 // at the end. probe_polls and probe_pg_cpu_ms are the bench's own load on
 // the database while it waits (included in pg_cpu_ms_per_leaf): see probe.
+// converge_io_calls_per_leaf and worker_io_calls_per_leaf are each
+// process's read- and write-class system calls (/proc/<pid>/io syscr +
+// syscw) over the same window, divided by n: the stream messages and the
+// database round trips a leaf costs, on the wire.
 //
 // With -statements N the cluster tracks statements (pg_stat_statements,
 // nested ones included, planning too: a small cost on every statement) and

@@ -14,6 +14,7 @@ import (
 // are measure's).
 type usage struct {
 	cpu    stack.CPU     // Postgres' process tree, converge, the worker
+	calls  [2]int64      // converge, worker: I/O system calls (reads + writes)
 	wall   time.Duration // the window on this process's clock
 	polls  int           // probe reads
 	probe  float64       // ms of the probe backend's CPU (NaN: not attributable)
@@ -44,6 +45,10 @@ func runWindow(ctx context.Context, st *stack.Stack, p params, roots, n int, spe
 	if err != nil {
 		return u, err
 	}
+	convergeCalls, workerCalls, err := st.IOCalls()
+	if err != nil {
+		return u, err
+	}
 	started := time.Now()
 	if err := applyRoots(ctx, st, roots, spec); err != nil {
 		return u, err
@@ -55,8 +60,15 @@ func runWindow(ctx context.Context, st *stack.Stack, p params, roots, n int, spe
 	if err != nil {
 		return u, err
 	}
+	convergeAfter, workerAfter, err := st.IOCalls()
+	if err != nil {
+		return u, err
+	}
 	u.wall = time.Since(started)
 	u.cpu = cpuAfter.Sub(cpuBefore)
+	for i, d := range []stack.IOCalls{convergeAfter.Sub(convergeCalls), workerAfter.Sub(workerCalls)} {
+		u.calls[i] = d.Reads + d.Writes
+	}
 	u.polls, u.probe = pr.polls, pr.cpuSince(ctx, probeBefore)
 	if p.statements > 0 {
 		if err := printStatements(ctx, st, p.statements, n); err != nil {
@@ -77,11 +89,13 @@ func formatLine(n int, res result, u usage) string {
 	perLeaf := func(d time.Duration) float64 { return ms(d) / float64(n) }
 	return fmt.Sprintf("bench: n=%d resources_per_sec=%.1f ready_p50_ms=%.1f ready_p99_ms=%.1f rollup_ms=%.1f converge_rss_mb=%.1f worker_rss_mb=%.1f"+
 		" leaf_per_sec=%.1f tail_ms=%.1f pg_cpu_ms_per_leaf=%.3f converge_cpu_ms_per_leaf=%.3f worker_cpu_ms_per_leaf=%.3f"+
-		" first_leaf_ms=%.1f cpu_cores=%.2f converge_rss_end_mb=%.1f worker_rss_end_mb=%.1f probe_polls=%d probe_pg_cpu_ms=%.1f",
+		" first_leaf_ms=%.1f cpu_cores=%.2f converge_rss_end_mb=%.1f worker_rss_end_mb=%.1f probe_polls=%d probe_pg_cpu_ms=%.1f"+
+		" converge_io_calls_per_leaf=%.2f worker_io_calls_per_leaf=%.2f",
 		n, res.rate, res.p50, res.p99, res.rollup, u.peakMB[0], u.peakMB[1],
 		res.leafRate, res.tail, perLeaf(u.cpu.Postgres), perLeaf(u.cpu.Converge), perLeaf(u.cpu.Worker),
 		res.firstLeaf, (u.cpu.Postgres+u.cpu.Converge+u.cpu.Worker).Seconds()/u.wall.Seconds(),
-		u.endMB[0], u.endMB[1], u.polls, u.probe)
+		u.endMB[0], u.endMB[1], u.polls, u.probe,
+		float64(u.calls[0])/float64(n), float64(u.calls[1])/float64(n))
 }
 
 // printStatements prints the top statements of the measured window, one
