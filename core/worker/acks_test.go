@@ -110,8 +110,9 @@ func TestServe_UnackedResultsAreBoundedByTheBuffer(t *testing.T) {
 // carries matches a message holding the result of task id, alone or in a
 // batch.
 func carries(id string) func(*workerv1.WorkStreamRequest) bool {
+	alone := isComplete(id)
 	return func(m *workerv1.WorkStreamRequest) bool {
-		if m.GetComplete().GetTaskId() == id {
+		if alone(m) {
 			return true
 		}
 		for _, c := range m.GetCompletes().GetCompletes() {

@@ -207,6 +207,19 @@ func TestWorkerFlushBatched_HoldsResultsWhileAnAckIsOutstanding(t *testing.T) {
 		require.NoError(t, err)
 		return w
 	}
+	// inFlight is a lingering worker whose results ids went out in one
+	// message and await their ack, and the stream they went out on.
+	inFlight := func(t *testing.T, ids ...string) (*Worker, *fakeStream) {
+		t.Helper()
+		w := newLingering(t)
+		for _, id := range ids {
+			w.deliver(result(id))
+		}
+		s := &fakeStream{}
+		require.NoError(t, errOf(w.flushBatched(s.send, true)))
+		require.Equal(t, [][]string{ids}, s.msgs)
+		return w, s
+	}
 	t.Run("NothingAwaitingAnAckGoesAtOnce", func(t *testing.T) {
 		t.Parallel()
 		w := newLingering(t)
@@ -219,10 +232,7 @@ func TestWorkerFlushBatched_HoldsResultsWhileAnAckIsOutstanding(t *testing.T) {
 	})
 	t.Run("HeldUntilTheAckThenOneMessage", func(t *testing.T) {
 		t.Parallel()
-		w := newLingering(t)
-		w.deliver(result("a"))
-		s := &fakeStream{}
-		require.NoError(t, errOf(w.flushBatched(s.send, true)))
+		w, s := inFlight(t, "a")
 		w.deliver(result("b"))
 		w.deliver(result("c"))
 		wait, err := w.flushBatched(s.send, true)
@@ -245,11 +255,7 @@ func TestWorkerFlushBatched_HoldsResultsWhileAnAckIsOutstanding(t *testing.T) {
 	})
 	t.Run("APartialAckKeepsHolding", func(t *testing.T) {
 		t.Parallel()
-		w := newLingering(t)
-		w.deliver(result("a"))
-		w.deliver(result("b"))
-		s := &fakeStream{}
-		require.NoError(t, errOf(w.flushBatched(s.send, true)))
+		w, s := inFlight(t, "a", "b")
 		w.deliver(result("c"))
 		drainWake(w)
 		w.acked([]string{"a"}) // b still awaits its ack
@@ -265,10 +271,7 @@ func TestWorkerFlushBatched_HoldsResultsWhileAnAckIsOutstanding(t *testing.T) {
 	})
 	t.Run("AFullBatchGoesWithoutWaiting", func(t *testing.T) {
 		t.Parallel()
-		w := newLingering(t)
-		w.deliver(result("first"))
-		s := &fakeStream{}
-		require.NoError(t, errOf(w.flushBatched(s.send, true)))
+		w, s := inFlight(t, "first")
 		for range maxResultBatch {
 			w.deliver(result("x"))
 		}
@@ -280,10 +283,7 @@ func TestWorkerFlushBatched_HoldsResultsWhileAnAckIsOutstanding(t *testing.T) {
 	})
 	t.Run("TheLingerCountsFromTheOldestHeldResult", func(t *testing.T) {
 		t.Parallel()
-		w := newLingering(t)
-		w.deliver(result("a"))
-		s := &fakeStream{}
-		require.NoError(t, errOf(w.flushBatched(s.send, true)))
+		w, s := inFlight(t, "a")
 		w.deliver(result("b"))
 		w.lingerSince(time.Hour - time.Minute)
 		w.deliver(result("c")) // a later result does not restart b's linger
