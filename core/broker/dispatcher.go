@@ -126,16 +126,20 @@ const dryWindow = 50 * time.Millisecond
 // A pair whose claim came back empty is dry for a wake window: a sweep
 // triggered only by a finished task (which frees a slot but creates no work)
 // skips it, and so does one triggered by a routing change or a freed worker
-// slot; a work_ready wake sweeps every pair, the idle timer every pair the
-// probe finds claimable rows for. The window matches notify_gated's, so work
-// whose wake the gate coalesced away is still claimed within about one
-// window of arriving, even while another pair's completions keep the loop
-// from ever idling.
+// slot. A work_ready wake and the idle timer both probe first: one statement
+// asks every pair at once which hold claimable rows, and the sweep claims
+// from those (a wake names no pair, and under load most pairs of a wake
+// have nothing: claiming from each would cost a statement per empty pair
+// per wake). With a single pair the wake skips the probe and claims (the
+// claim's own partition probe is the same statement). The window matches
+// notify_gated's, so work whose wake the gate coalesced away is still
+// claimed within about one window of arriving, even while another pair's
+// completions keep the loop from ever idling.
 func (d *dispatcher) claimLoop(ctx, taskCtx context.Context, wake <-chan notify.Event) {
 	wait := d.pollMin
 	offset := 0
 	dry := map[pairKey]time.Time{}
-	probe := false // the idle timer fired: probe before claiming
+	probe := false // a wake or the idle timer: probe before claiming
 	for ctx.Err() == nil {
 		// Taken before the sweep: a change while it runs closes this one.
 		changed := d.routes.changed()
@@ -155,7 +159,7 @@ func (d *dispatcher) claimLoop(ctx, taskCtx context.Context, wake <-chan notify.
 		case <-wake:
 			d.metrics.Wakes.WithLabelValues("work_ready").Inc()
 			wait = d.pollMin
-			clear(dry)
+			probe = true
 		case <-changed:
 			// A worker joined, left, changed readiness or freed a slot:
 			// room to claim, but no new rows, so dry pairs stay dry
@@ -172,16 +176,20 @@ func (d *dispatcher) claimLoop(ctx, taskCtx context.Context, wake <-chan notify.
 
 // sweep claims once from every pair that is not dry, starting one pair
 // further round each time; it returns the tasks claimed and the next offset.
-// A probing sweep (the idle failsafe) first asks which pairs hold claimable
-// rows, in one statement, and claims only from those.
+// A probing sweep (a wake, the idle failsafe) first asks which pairs hold
+// claimable rows, in one statement, and claims only from those; with one
+// pair it claims at once.
 func (d *dispatcher) sweep(ctx, taskCtx context.Context, offset int, dry map[pairKey]time.Time, probe bool) (claimed, next int) {
 	pairs := d.routes.pairs()
 	lo, hi, owned := d.shards.Bounds()
 	if !owned || len(pairs) == 0 {
 		return 0, offset
 	}
-	if probe {
+	switch {
+	case probe && len(pairs) > 1:
 		d.probe(ctx, pairs, lo, hi, dry)
+	case probe:
+		clear(dry)
 	}
 	offset = (offset + 1) % len(pairs)
 	for i := range pairs {

@@ -405,22 +405,39 @@ func TestDispatcher_Drain(t *testing.T) {
 	})
 }
 
-// The idle failsafe costs one statement: the timer's sweep probes every pair
-// at once and claims only from those with claimable rows; a failed probe
-// falls back to claiming from every pair.
+// The idle failsafe and a work_ready wake each cost one statement for the
+// pairs without work: the sweep probes every pair at once and claims only
+// from those with claimable rows; a failed probe falls back to claiming
+// from every pair.
 func TestDispatcher_IdleFailsafeProbesOnce(t *testing.T) {
 	t.Parallel()
+	timer := func(b *dispatcherBundle) { b.clock.Advance(b.d.testSignals.idle.WaitOrTimeout(t)) }
+	wake := func(b *dispatcherBundle) { b.d.testSignals.idle.WaitOrTimeout(t); b.wake.fire() }
 	cases := map[string]struct {
 		reason     string
+		trigger    func(b *dispatcherBundle)
 		probeErr   error
 		wantClaims []pipeline.TaskType
 	}{
 		"ClaimsOnlyWhereTheProbeFoundWork": {
 			reason:     "the reconcile pair has rows, the delete pair none",
+			trigger:    timer,
 			wantClaims: []pipeline.TaskType{pipeline.TaskReconcile},
 		},
 		"AFailedProbeSweepsEveryPair": {
 			reason:     "without an answer every pair is claimed from",
+			trigger:    timer,
+			probeErr:   errors.New("connection reset"),
+			wantClaims: []pipeline.TaskType{pipeline.TaskReconcile, pipeline.TaskDelete},
+		},
+		"AWakeClaimsOnlyWhereTheProbeFoundWork": {
+			reason:     "a wake names no pair: the probe finds which have rows",
+			trigger:    wake,
+			wantClaims: []pipeline.TaskType{pipeline.TaskReconcile},
+		},
+		"AWakeWhoseProbeFailedSweepsEveryPair": {
+			reason:     "without an answer every pair is claimed from",
+			trigger:    wake,
 			probeErr:   errors.New("connection reset"),
 			wantClaims: []pipeline.TaskType{pipeline.TaskReconcile, pipeline.TaskDelete},
 		},
@@ -456,7 +473,7 @@ func TestDispatcher_IdleFailsafeProbesOnce(t *testing.T) {
 			require.Zero(t, probes, "the first sweep claims from every pair")
 			claims = nil
 			mu.Unlock()
-			b.clock.Advance(b.d.testSignals.idle.WaitOrTimeout(t))
+			tc.trigger(b)
 			require.Equal(t, 0, b.d.testSignals.swept.WaitOrTimeout(t))
 			mu.Lock()
 			defer mu.Unlock()
