@@ -178,7 +178,11 @@ func (d *dispatcher) claimLoop(ctx, taskCtx context.Context, wake <-chan notify.
 // further round each time; it returns the tasks claimed and the next offset.
 // A probing sweep (a wake, the idle failsafe) first asks which pairs hold
 // claimable rows, in one statement, and claims only from those; with one
-// pair it claims at once.
+// pair it claims at once. Pairs whose dry window has run out are asked
+// again the same way, together: under load the loop sweeps without pause,
+// and each pair that has nothing (the delete and operate pairs of a
+// reconcile-heavy run) would otherwise cost a statement of its own every
+// window.
 func (d *dispatcher) sweep(ctx, taskCtx context.Context, offset int, dry map[pairKey]time.Time, probe bool) (claimed, next int) {
 	pairs := d.routes.pairs()
 	lo, hi, owned := d.shards.Bounds()
@@ -190,6 +194,10 @@ func (d *dispatcher) sweep(ctx, taskCtx context.Context, offset int, dry map[pai
 		d.probe(ctx, pairs, lo, hi, dry)
 	case probe:
 		clear(dry)
+	default:
+		if expired := dryExpired(pairs, dry, d.clock.Now()); len(expired) > 1 {
+			d.probe(ctx, expired, lo, hi, dry)
+		}
 	}
 	offset = (offset + 1) % len(pairs)
 	for i := range pairs {
@@ -214,9 +222,20 @@ func (d *dispatcher) sweep(ctx, taskCtx context.Context, offset int, dry map[pai
 	return claimed, offset
 }
 
-// probe sets the dry marks from one Claimable probe: a pair with claimable
-// rows is swept, one without is dry for a window (as if its claim had come
-// back empty). When the probe fails every pair is swept.
+// dryExpired returns the pairs whose dry mark has run out by now.
+func dryExpired(pairs []pairKey, dry map[pairKey]time.Time, now time.Time) []pairKey {
+	var out []pairKey
+	for _, p := range pairs {
+		if until, ok := dry[p]; ok && !now.Before(until) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// probe sets the dry marks of pairs from one Claimable probe: a pair with
+// claimable rows is swept, one without is dry for a window (as if its claim
+// had come back empty). When the probe fails every pair is swept.
 func (d *dispatcher) probe(ctx context.Context, pairs []pairKey, lo, hi int, dry map[pairKey]time.Time) {
 	batches := make([]pipeline.Batch, len(pairs))
 	for i, p := range pairs {

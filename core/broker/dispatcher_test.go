@@ -482,3 +482,61 @@ func TestDispatcher_IdleFailsafeProbesOnce(t *testing.T) {
 		})
 	}
 }
+
+// Pairs whose dry window has run out are asked again together, in one
+// probe, not with a claim each; a pair still inside its window is left
+// alone, and a pair the probe finds work for is claimed from in the same
+// sweep.
+func TestDispatcherSweep_ExpiredDryPairsAreProbedTogether(t *testing.T) {
+	t.Parallel()
+	pairVPCOp := pairKey{kvVPC, pipeline.TaskOperate}
+	pairAcct := pairKey{manifest.KindVersion{Kind: "account", Version: "v1"}, pipeline.TaskReconcile}
+	cases := map[string]struct {
+		expired    []pairKey // dry marks that ran out
+		wantProbed []pairKey // nil: no probe
+		wantClaims []pairKey
+	}{
+		"TwoExpiredOneProbe": {
+			expired:    []pairKey{pairVPCDe, pairVPCOp},
+			wantProbed: []pairKey{pairVPCDe, pairVPCOp},
+			wantClaims: []pairKey{pairVPC, pairVPCOp}, // the probe found operate rows, no delete rows
+		},
+		"OneExpiredIsClaimedFromDirectly": {
+			expired:    []pairKey{pairVPCDe},
+			wantClaims: []pairKey{pairVPC, pairVPCDe, pairVPCOp}, // a probe would cost the same statement
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setupDispatcher(t)
+			b.routes.PairsFn = func() []pairKey { return []pairKey{pairVPC, pairVPCDe, pairVPCOp, pairAcct} }
+			var probed, claims []pairKey
+			b.claimer.ClaimableFn = func(_ context.Context, _, _ int, batches []pipeline.Batch) ([]bool, error) {
+				out := make([]bool, len(batches))
+				for i, bt := range batches {
+					p := pairKey{manifest.KindVersion{Kind: bt.Kind, Version: bt.Version}, bt.TaskType}
+					probed = append(probed, p)
+					out[i] = p == pairVPCOp
+				}
+				return out, nil
+			}
+			b.claimer.ClaimFn = func(_ context.Context, _ pipeline.Lease, bt pipeline.Batch) ([]pipeline.Task, error) {
+				claims = append(claims, pairKey{manifest.KindVersion{Kind: bt.Kind, Version: bt.Version}, bt.TaskType})
+				return nil, nil
+			}
+			now := b.clock.Now()
+			dry := map[pairKey]time.Time{pairAcct: now.Add(time.Millisecond)} // still dry
+			for _, p := range tc.expired {
+				dry[p] = now
+			}
+			b.d.sweep(context.Background(), context.Background(), 0, dry, false)
+			require.ElementsMatch(t, tc.wantProbed, probed)
+			require.ElementsMatch(t, tc.wantClaims, claims)
+			require.True(t, dry[pairAcct].After(now), "a pair inside its window stays dry")
+			if tc.wantProbed != nil {
+				require.Equal(t, now.Add(dryWindow), dry[pairVPCDe], "a probed pair without rows is dry for a new window")
+			}
+		})
+	}
+}

@@ -36,7 +36,7 @@ var errAbandon = errors.New("task abandoned")
 // verb need, the compose write, and the lease release of an abandoned task.
 type taskStore interface {
 	SubtreeSettled(ctx context.Context, root uuid.UUID) (bool, error)
-	ComposedSubtree(ctx context.Context, root uuid.UUID) (store.Subtree, error)
+	WalkComposedSubtree(ctx context.Context, root uuid.UUID, visit func(store.SubtreeNode)) (bool, error)
 	OperationForTask(ctx context.Context, id uuid.UUID) (resource.Operation, error)
 	ApplyCompose(ctx context.Context, t pipeline.Task, c pipeline.Composition) (pipeline.ComposeResult, error)
 	Release(ctx context.Context, l pipeline.Lease, keys []pipeline.TaskKey) (int, error)
@@ -218,22 +218,19 @@ func (rn *runner) runReconcile(ctx context.Context, t pipeline.Task, kind store.
 			res.DeferSync = true
 			return res, nil
 		}
-		sub, err := storeStep(ctx, rn, "rollup", func(ctx context.Context) (store.Subtree, error) {
-			return rn.store.ComposedSubtree(ctx, t.Key.ResourceID)
+		req := &workerv1.RollupRequest{}
+		settled, err = storeStep(ctx, rn, "rollup", func(ctx context.Context) (bool, error) {
+			req.Children = req.Children[:0] // a retried read starts over
+			return rn.store.WalkComposedSubtree(ctx, t.Key.ResourceID, rollupChildren(req))
 		})
 		if err != nil {
 			return res, err
 		}
-		if !sub.Settled {
+		if !settled {
 			// Report what we have; the cascade re-pends the root when the
 			// last descendant settles.
 			res.DeferSync = true
 			return res, nil
-		}
-		req := &workerv1.RollupRequest{}
-		for _, n := range sub.Nodes {
-			req.Children = append(req.Children, &workerv1.ChildSummary{Id: n.ID.String(), Kind: n.Kind, Name: n.Name,
-				Phase: string(n.Phase), HealthOk: n.HealthOK, StatusJson: n.Status, OwnerId: n.OwnerID.String()})
 		}
 		out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_ROLLUP, rollup.Name, true,
 			&workerv1.StageTask_Rollup{Rollup: req})
@@ -244,6 +241,21 @@ func (rn *runner) runReconcile(ctx context.Context, t pipeline.Task, kind store.
 		apply(&res, rollup.Emits, out)
 	}
 	return res, nil
+}
+
+// rollupChildren appends each subtree node to req as the rollup's child
+// summary, as the store reads it. Siblings share their owner: its id is
+// formatted once per run of them, not once per child.
+func rollupChildren(req *workerv1.RollupRequest) func(store.SubtreeNode) {
+	var owner uuid.UUID
+	var ownerID string
+	return func(n store.SubtreeNode) {
+		if ownerID == "" || n.OwnerID != owner {
+			owner, ownerID = n.OwnerID, n.OwnerID.String()
+		}
+		req.Children = append(req.Children, &workerv1.ChildSummary{Id: n.ID.String(), Kind: n.Kind, Name: n.Name,
+			Phase: string(n.Phase), HealthOk: n.HealthOK, StatusJson: n.Status, OwnerId: ownerID})
+	}
 }
 
 // storeStep runs one of a task's own database steps (a composition's write,

@@ -46,13 +46,32 @@ func (s *Store) SubtreeSettled(ctx context.Context, root uuid.UUID) (bool, error
 	return gate == nil || *gate == 0, nil
 }
 
-// ComposedSubtree reads the live descendants of root by walking owner_id
-// down from it: idx_resources_owner at every level (there is no plain
+// ComposedSubtree reads the live descendants of root (WalkComposedSubtree)
+// into one Subtree.
+func (s *Store) ComposedSubtree(ctx context.Context, root uuid.UUID) (Subtree, error) {
+	var out Subtree
+	settled, err := s.WalkComposedSubtree(ctx, root, func(n SubtreeNode) { out.Nodes = append(out.Nodes, n) })
+	if err != nil {
+		return Subtree{}, err
+	}
+	out.Settled = settled
+	return out, nil
+}
+
+// WalkComposedSubtree reads the live descendants of root by walking
+// owner_id down from it and hands each to visit as it is read, in (kind,
+// name) order; it reports whether the subtree has settled. A rollup builds
+// its request from the rows as they arrive, so a composite of 1,000 leaves
+// is never held twice (as nodes, then as the request).
+//
+// The walk uses idx_resources_owner at every level (there is no plain
 // root_id index; a root_id probe would read every resource), and only
 // below kinds that have a composer, so a composite of 1,000 leaves is one
 // index scan, not 1,000 more probes for children leaves cannot have. Each
 // deeper level is a LATERAL index probe per parent, never a table scan.
-func (s *Store) ComposedSubtree(ctx context.Context, root uuid.UUID) (Subtree, error) {
+// A node's Status is its own copy of the row's bytes (scanned as bytes:
+// decoding it as JSON would only re-check what Postgres stored).
+func (s *Store) WalkComposedSubtree(ctx context.Context, root uuid.UUID, visit func(SubtreeNode)) (settled bool, err error) {
 	rows, err := s.primary.Query(ctx, `
 WITH RECURSIVE sub AS (
     SELECT c.id, c.kind, c.version, c.name, c.phase, c.health_ok, c.status, c.owner_id, c.synced_gen,
@@ -71,25 +90,26 @@ SELECT r.id, r.kind, r.name, r.phase, r.health_ok, r.status, r.owner_id,
  WHERE r.frozen_until IS NULL AND r.deletion_requested_at IS NULL
  ORDER BY r.kind, r.name`, root)
 	if err != nil {
-		return Subtree{}, fmt.Errorf("read subtree of %s: %w", root, err)
+		return false, fmt.Errorf("read subtree of %s: %w", root, err)
 	}
 	defer rows.Close()
-	out := Subtree{Settled: true}
+	settled = true
 	for rows.Next() {
 		var n SubtreeNode
 		var phase string
+		var status []byte
 		var progressing bool
-		if err := rows.Scan(&n.ID, &n.Kind, &n.Name, &phase, &n.HealthOK, &n.Status, &n.OwnerID, &progressing); err != nil {
-			return Subtree{}, fmt.Errorf("read subtree of %s: %w", root, err)
+		if err := rows.Scan(&n.ID, &n.Kind, &n.Name, &phase, &n.HealthOK, &status, &n.OwnerID, &progressing); err != nil {
+			return false, fmt.Errorf("read subtree of %s: %w", root, err)
 		}
-		n.Phase = resource.Phase(phase)
+		n.Phase, n.Status = resource.Phase(phase), status
 		if progressing {
-			out.Settled = false
+			settled = false
 		}
-		out.Nodes = append(out.Nodes, n)
+		visit(n)
 	}
 	if err := rows.Err(); err != nil {
-		return Subtree{}, fmt.Errorf("read subtree of %s: %w", root, err)
+		return false, fmt.Errorf("read subtree of %s: %w", root, err)
 	}
-	return out, nil
+	return settled, nil
 }
