@@ -130,8 +130,8 @@ const dryWindow = 50 * time.Millisecond
 // asks every pair at once which hold claimable rows, and the sweep claims
 // from those (a wake names no pair, and under load most pairs of a wake
 // have nothing: claiming from each would cost a statement per empty pair
-// per wake). With a single pair the wake skips the probe and claims (the
-// claim's own partition probe is the same statement). The window matches
+// per wake). With a single pair either claims at once (the claim's own
+// partition probe is the same one statement). The window matches
 // notify_gated's, so work whose wake the gate coalesced away is still
 // claimed within about one window of arriving, even while another pair's
 // completions keep the loop from ever idling.
@@ -215,8 +215,11 @@ func (d *dispatcher) sweep(ctx, taskCtx context.Context, offset int, dry map[pai
 			continue
 		}
 		d.outage.Succeeded()
-		if n == 0 {
+		switch {
+		case n == 0:
 			dry[p] = d.clock.Now().Add(dryWindow)
+		case n > 0:
+			delete(dry, p) // it has work: not one to ask again with the others
 		}
 	}
 	return claimed, offset

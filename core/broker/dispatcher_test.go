@@ -495,6 +495,7 @@ func TestDispatcherSweep_ExpiredDryPairsAreProbedTogether(t *testing.T) {
 		expired    []pairKey // dry marks that ran out
 		wantProbed []pairKey // nil: no probe
 		wantClaims []pairKey
+		work       pairKey // its claim returns a task
 	}{
 		"TwoExpiredOneProbe": {
 			expired:    []pairKey{pairVPCDe, pairVPCOp},
@@ -504,6 +505,11 @@ func TestDispatcherSweep_ExpiredDryPairsAreProbedTogether(t *testing.T) {
 		"OneExpiredIsClaimedFromDirectly": {
 			expired:    []pairKey{pairVPCDe},
 			wantClaims: []pairKey{pairVPC, pairVPCDe, pairVPCOp}, // a probe would cost the same statement
+		},
+		"AnExpiredPairThatClaimsIsNoLongerDry": {
+			expired:    []pairKey{pairVPCDe},
+			work:       pairVPCDe,
+			wantClaims: []pairKey{pairVPC, pairVPCDe, pairVPCOp},
 		},
 	}
 	for name, tc := range cases {
@@ -522,7 +528,11 @@ func TestDispatcherSweep_ExpiredDryPairsAreProbedTogether(t *testing.T) {
 				return out, nil
 			}
 			b.claimer.ClaimFn = func(_ context.Context, _ pipeline.Lease, bt pipeline.Batch) ([]pipeline.Task, error) {
-				claims = append(claims, pairKey{manifest.KindVersion{Kind: bt.Kind, Version: bt.Version}, bt.TaskType})
+				p := pairKey{manifest.KindVersion{Kind: bt.Kind, Version: bt.Version}, bt.TaskType}
+				claims = append(claims, p)
+				if p == tc.work {
+					return tasksOf(p, 1), nil
+				}
 				return nil, nil
 			}
 			now := b.clock.Now()
@@ -534,7 +544,10 @@ func TestDispatcherSweep_ExpiredDryPairsAreProbedTogether(t *testing.T) {
 			require.ElementsMatch(t, tc.wantProbed, probed)
 			require.ElementsMatch(t, tc.wantClaims, claims)
 			require.True(t, dry[pairAcct].After(now), "a pair inside its window stays dry")
-			if tc.wantProbed != nil {
+			switch {
+			case tc.work != pairKey{}:
+				require.NotContains(t, dry, tc.work, "a pair that claimed work is not asked again with the dry ones")
+			case tc.wantProbed != nil:
 				require.Equal(t, now.Add(dryWindow), dry[pairVPCDe], "a probed pair without rows is dry for a new window")
 			}
 		})
