@@ -56,7 +56,11 @@ func TestServe_UnackedResultIsRedeliveredOnTheNextSession(t *testing.T) {
 	require.Equal(t, []string{"lost"}, b.completesUntil(t, "lost"), "the send succeeded: the broker holds the message")
 	b.killStream() // …and dies before it acks
 
-	b.next(t, "re-subscribe", isSubscribe)
+	// The new session names the task whose result awaits its ack, so the
+	// broker adopts its lease before anyone can claim it afresh (a new
+	// claim epoch would fence the redelivered result out).
+	resub := b.next(t, "re-subscribe", isSubscribe).GetSubscribe()
+	require.Equal(t, map[string]int64{"lost": 7}, resumedEpochs(resub), "the unacked result's task is resumed")
 	c := b.next(t, "redelivered completion", isComplete("lost")).GetComplete()
 	require.Equal(t, int64(7), c.GetFence().GetClaimEpoch(), "redelivered with its original fence")
 	require.JSONEq(t, `{"name":"lost"}`, string(c.GetOutcome().GetStatusJson()))
@@ -71,7 +75,8 @@ func TestServe_UnackedResultIsRedeliveredOnTheNextSession(t *testing.T) {
 	require.Equal(t, []string{"unacked"}, b.completesUntil(t, "unacked"))
 	b.killStream()
 
-	b.next(t, "third subscribe", isSubscribe)
+	third := b.next(t, "third subscribe", isSubscribe).GetSubscribe()
+	require.Equal(t, map[string]int64{"unacked": 9}, resumedEpochs(third), "acked results are not resumed")
 	b.send(task("fresh", "vpc", 10, 0))
 	require.Equal(t, []string{"unacked", "fresh"}, b.completesUntil(t, "fresh"),
 		"only the unacked result is redelivered, ahead of new work")
@@ -188,4 +193,13 @@ func TestServe_SendsKeepalivesWhenTheBrokerAsks(t *testing.T) {
 		hb := b.next(t, fmt.Sprintf("keepalive %d", i), func(m *workerv1.WorkStreamRequest) bool { return m.GetHeartbeat() != nil })
 		require.Empty(t, hb.GetHeartbeat().GetTasks(), "an idle worker's keepalive lists no task")
 	}
+}
+
+// resumedEpochs maps each task a Subscribe resumes to its claim epoch.
+func resumedEpochs(sub *workerv1.Subscribe) map[string]int64 {
+	out := map[string]int64{}
+	for _, r := range sub.GetResumed() {
+		out[r.GetTaskId()] = r.GetFence().GetClaimEpoch()
+	}
+	return out
 }

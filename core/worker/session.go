@@ -124,8 +124,8 @@ func (r *readinessReporter) report() error {
 }
 
 // subscribe opens the session: it sends the Subscribe (the kinds and their
-// readiness, the tasks still running from an earlier session) and waits for
-// the broker's Subscribed.
+// readiness, the tasks still running from an earlier session or awaiting
+// the ack of their result) and waits for the broker's Subscribed.
 func (w *Worker) subscribe(stream interface {
 	Send(*workerv1.WorkStreamRequest) error
 	Receive() (*workerv1.WorkStreamResponse, error)
@@ -134,7 +134,7 @@ func (w *Worker) subscribe(stream interface {
 		WorkerId:    w.opts.WorkerID,
 		Kinds:       ready,
 		MaxInFlight: int32(w.opts.MaxParallel),
-		Resumed:     w.runningRefs(),
+		Resumed:     w.resumedRefs(),
 		Version:     w.opts.Version,
 		Keepalive:   true,
 		Batches:     true,
@@ -291,6 +291,30 @@ func (w *Worker) removeLocked(match func(*workerv1.StageComplete) bool) {
 			return
 		}
 	}
+}
+
+// resumedRefs lists what a new session's Subscribe reports as resumed: the
+// tasks still running and the finished ones whose results await an ack
+// (they go out again on this session). The broker adopts their leases
+// before it makes this worker routable, so a lease the dead broker's
+// removal freed is not claimed afresh — a new claim epoch would fence out
+// the result about to be redelivered, and the task would run again.
+func (w *Worker) resumedRefs() []*workerv1.TaskRef {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]*workerv1.TaskRef, 0, len(w.running)+len(w.pending))
+	seen := make(map[string]bool, len(w.running))
+	for id, r := range w.running {
+		seen[id] = true
+		out = append(out, r)
+	}
+	for _, p := range w.pending {
+		if !seen[p.GetTaskId()] {
+			seen[p.GetTaskId()] = true
+			out = append(out, &workerv1.TaskRef{TaskId: p.GetTaskId(), Fence: p.GetFence(), ResourceId: p.GetResourceId()})
+		}
+	}
+	return out
 }
 
 func (w *Worker) runningRefs() []*workerv1.TaskRef {

@@ -365,6 +365,24 @@ export class Worker {
   }
 
   /**
+   * resumedRefs lists what a new session's Subscribe reports as resumed: the
+   * tasks still running and the finished ones whose results await an ack
+   * (they go out again on this session). The broker adopts their leases
+   * before it makes this worker routable, so a lease the dead broker's
+   * removal freed is not claimed afresh — a new claim epoch would fence out
+   * the result about to be redelivered, and the task would run again.
+   */
+  private resumedRefs(): pb.TaskRef[] {
+    const out = new Map<string, pb.TaskRef>(this.running);
+    for (const c of this.pending) {
+      if (!out.has(c.taskId)) {
+        out.set(c.taskId, create(pb.TaskRefSchema, { taskId: c.taskId, fence: c.fence, resourceId: c.resourceId }));
+      }
+    }
+    return [...out.values()];
+  }
+
+  /**
    * session runs one WorkStream: subscribe, redeliver buffered results, then
    * receive tasks and send results, heartbeats and readiness changes until
    * the stream breaks or signal aborts.
@@ -385,7 +403,7 @@ export class Worker {
           workerId: this.o.workerId,
           kinds: ready,
           maxInFlight: this.o.maxParallel,
-          resumed: this.runningRefs(),
+          resumed: this.resumedRefs(),
           version: this.o.version,
           keepalive: true,
           batches: true,

@@ -204,7 +204,7 @@ test("the task deadline aborts the handler's signal and fails the task transient
   assert.match(e.message, /^task deadline of 80ms exceeded/);
 });
 
-test("an unacknowledged result is redelivered on the next session until acked; heartbeats and resume name running tasks", async () => {
+test("an unacknowledged result is redelivered on the next session until acked; heartbeats name running tasks, resume names them and the unacked", async () => {
   const b = await startBroker({ acks: true, autoAck: false });
   let release: () => void = () => {};
   const held = new Promise<void>((r) => (release = r));
@@ -229,13 +229,18 @@ test("an unacknowledged result is redelivered on the next session until acked; h
     [["t2", "id-held", 7n]],
   );
 
-  // No ack, and the broker goes away: the next session resumes t2 and
-  // redelivers t1's result with its lease secret.
+  // No ack, and the broker goes away: the next session resumes t2 (still
+  // running) and t1 (its result awaits the ack, so the broker adopts its
+  // lease before anyone can claim it afresh), and redelivers t1's result
+  // with its lease secret.
   s0.fail();
   const s1 = await b.session(1);
   assert.deepEqual(
-    s1.subscribe.resumed.map((r) => r.taskId),
-    ["t2"],
+    s1.subscribe.resumed.map((r) => [r.taskId, r.resourceId, r.fence?.claimEpoch]),
+    [
+      ["t2", "id-held", 7n],
+      ["t1", "id-quick", 7n],
+    ],
   );
   await waitUntil("t1 redelivered", () => s1.completes().length === 1);
   assert.equal(s1.completes()[0]?.taskId, "t1");
@@ -252,10 +257,15 @@ test("an unacknowledged result is redelivered on the next session until acked; h
     s2.completes().map((c) => c.taskId),
     ["t2"],
   );
-  assert.deepEqual(s2.subscribe.resumed, []);
+  assert.deepEqual(
+    s2.subscribe.resumed.map((r) => r.taskId),
+    ["t2"],
+    "t2's result awaits its ack",
+  );
   s2.ack("t2");
   s2.fail();
   const s3 = await b.session(3);
+  assert.deepEqual(s3.subscribe.resumed, [], "nothing running, nothing unacked");
   await new Promise((r) => setTimeout(r, 200));
   assert.deepEqual(s3.completes(), [], "nothing left to redeliver");
 });
