@@ -341,7 +341,7 @@ func TestDispatcher_DryPairsStayDryAcrossCompletions(t *testing.T) {
 	b.wake.fire()
 	require.Equal(t, 0, b.d.testSignals.swept.WaitOrTimeout(t))
 	mu.Lock()
-	require.Equal(t, reconcileProbes+1, probes[pairVPC], "a work_ready wake probes every pair")
+	require.Equal(t, reconcileProbes+1, probes[pairVPC], "a work_ready wake claims again from every pair its probe finds work for")
 	mu.Unlock()
 	release <- struct{}{}
 }

@@ -303,16 +303,17 @@ func (w *Worker) resumedRefs() []*workerv1.TaskRef {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make([]*workerv1.TaskRef, 0, len(w.running)+len(w.pending))
-	seen := make(map[string]bool, len(w.running))
-	for id, r := range w.running {
-		seen[id] = true
+	for _, r := range w.running {
 		out = append(out, r)
 	}
+	listed := map[string]bool{} // a task re-dispatched under one id may have two results pending
 	for _, p := range w.pending {
-		if !seen[p.GetTaskId()] {
-			seen[p.GetTaskId()] = true
-			out = append(out, &workerv1.TaskRef{TaskId: p.GetTaskId(), Fence: p.GetFence(), ResourceId: p.GetResourceId()})
+		id := p.GetTaskId()
+		if _, running := w.running[id]; running || listed[id] {
+			continue
 		}
+		listed[id] = true
+		out = append(out, &workerv1.TaskRef{TaskId: id, Fence: p.GetFence(), ResourceId: p.GetResourceId()})
 	}
 	return out
 }
