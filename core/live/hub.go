@@ -5,7 +5,9 @@
 // and operation_changed (00004_announce.sql: coalesced per statement, never
 // per row) and on cluster_changed; on each wake it re-reads the announced rows
 // in one query, matches them against every subscriber's filter in memory and
-// pushes the matching ones with a non-blocking send. Phase counts are
+// pushes the matching ones with a non-blocking send. The ids of a kind no
+// subscriber could match are not even parsed, so with nobody watching a
+// wake costs a look at each payload's head. Phase counts are
 // recomputed (one query for every subscribed kind) at most once per
 // CountsInterval and pushed only when they changed; the membership is
 // re-listed on cluster_changed and every MemberPoll (liveness is derived from
@@ -230,7 +232,7 @@ func (h *Hub) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case ev := <-resC.C:
-			batch := newResourceBatch()
+			batch := newResourceBatch(h.upsertInterest())
 			batch.add(ev)
 			drain(resC, batch.add)
 			if resC.TakeLost() {

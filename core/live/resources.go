@@ -267,6 +267,10 @@ func SubscribeResources[T any](ctx context.Context, h *Hub, f ResourceFilter, co
 // resourceBatch is what one wake collected: the announced ids, the deleted
 // rows and the "many" markers.
 type resourceBatch struct {
+	// wants says whether an upserted row of a kind could reach a subscriber
+	// (see Hub.upsertInterest); the ids of other kinds are not parsed. With
+	// no subscriber at all, a wake costs a scan of each payload's head.
+	wants   func(kind string) bool
 	upserts map[uuid.UUID]upsertNote
 	order   []uuid.UUID
 	deletes []Change
@@ -280,8 +284,29 @@ type upsertNote struct {
 	prev resource.Phase
 }
 
-func newResourceBatch() *resourceBatch {
-	return &resourceBatch{upserts: map[uuid.UUID]upsertNote{}, many: map[string]bool{}, kinds: map[string]bool{}}
+func newResourceBatch(wants func(kind string) bool) *resourceBatch {
+	return &resourceBatch{wants: wants, upserts: map[uuid.UUID]upsertNote{}, many: map[string]bool{}, kinds: map[string]bool{}}
+}
+
+// upsertInterest snapshots which kinds' upserts a wake must collect: every
+// kind while a subtree is followed or an unfiltered subscriber exists, the
+// subscribed kinds otherwise, none with no resource subscriber. A subscriber
+// that joins after the snapshot misses only announcements delivered before
+// it joined, which its own first read covers.
+func (h *Hub) upsertInterest() func(kind string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.anyTrees() || h.res.kinds[""] > 0 {
+		return func(string) bool { return true }
+	}
+	if len(h.res.kinds) == 0 {
+		return func(string) bool { return false }
+	}
+	kinds := make(map[string]bool, len(h.res.kinds))
+	for k := range h.res.kinds {
+		kinds[k] = true
+	}
+	return func(kind string) bool { return kinds[kind] }
 }
 
 var phaseCodes = map[byte]resource.Phase{
@@ -306,6 +331,9 @@ func (b *resourceBatch) add(ev notify.Event) {
 	case "m":
 		b.many[kind] = true
 	case "u":
+		if !b.wants(kind) {
+			return
+		}
 		for item := range strings.SplitSeq(items, ",") {
 			if len(item) != 37 {
 				continue

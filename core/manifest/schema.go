@@ -166,13 +166,16 @@ func (s *Schema) Validate(doc json.RawMessage) error {
 	if len(doc) == 0 {
 		doc = json.RawMessage("null")
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
-	if err != nil {
-		return &SchemaError{Subject: s.subject, Violations: []Violation{{
-			Pointer: "", Rule: "malformed", Message: fmt.Sprintf("not JSON: %v", err),
-		}}}
+	v, ok := decodeSimple(doc)
+	if !ok {
+		var err error
+		if v, err = jsonschema.UnmarshalJSON(bytes.NewReader(doc)); err != nil {
+			return &SchemaError{Subject: s.subject, Violations: []Violation{{
+				Pointer: "", Rule: "malformed", Message: fmt.Sprintf("not JSON: %v", err),
+			}}}
+		}
 	}
-	err = s.compiled.Validate(v)
+	err := s.compiled.Validate(v)
 	if err == nil {
 		return nil
 	}

@@ -169,11 +169,10 @@ func (s *Store) Claim(ctx context.Context, l Lease, b Batch) ([]Task, error) {
 		if len(out) >= b.Max {
 			break
 		}
-		ts, err := s.claimSpan(ctx, l, b, span[0], span[1], b.Max-len(out))
-		if err != nil {
+		var err error
+		if out, err = s.claimSpan(ctx, l, b, span[0], span[1], b.Max-len(out), out); err != nil {
 			return out, err
 		}
-		out = append(out, ts...)
 	}
 	return out, nil
 }
@@ -209,29 +208,36 @@ func pickSpans(spans [][2]int, ords []int32) [][2]int {
 	return out
 }
 
-func (s *Store) claimSpan(ctx context.Context, l Lease, b Batch, lo, hi, limit int) ([]Task, error) {
+// claimSpan claims up to limit tasks in shards [lo, hi] and appends them to
+// out. On an error it returns out as it was. Each row is scanned into one
+// scratch task through one destination list, then copied: per row, only
+// what pgx itself allocates (the strings, the JSON, the owner id).
+func (s *Store) claimSpan(ctx context.Context, l Lease, b Batch, lo, hi, limit int, out []Task) ([]Task, error) {
 	rows, err := s.pool.Query(ctx, claimSQL, b.Kind, b.Version, string(b.TaskType), limit, lo, hi, l.WorkerID, s.now(), l.Lo)
 	if err != nil {
-		return nil, wrap(err, "claim %s/%s %s (shards %d-%d)", b.Kind, b.Version, b.TaskType, lo, hi)
+		return out, wrap(err, "claim %s/%s %s (shards %d-%d)", b.Kind, b.Version, b.TaskType, lo, hi)
 	}
 	defer rows.Close()
-	var out []Task
+	before := len(out)
+	var (
+		t                                 Task
+		tt                                string
+		deadline                          int32
+		cfg, bundle, status, spec, labels []byte
+	)
+	dest := []any{&t.Key.ShardID, &t.Key.ResourceID, &tt, &t.Key.OpID, &t.ClaimEpoch, &t.Generation,
+		&t.Trigger, &t.Attempts, &cfg, &bundle, &deadline,
+		&t.Resource.Kind, &t.Resource.Version, &t.Resource.Name, &labels, &spec, &status,
+		&t.Resource.Generation, &t.Resource.ComposedGen, &t.Resource.OwnerID, &t.Resource.Finalizers}
 	for rows.Next() {
-		var t Task
-		var tt string
-		var deadline int32
-		var cfg, bundle, status []byte
-		var spec, labels []byte
-		if err := rows.Scan(&t.Key.ShardID, &t.Key.ResourceID, &tt, &t.Key.OpID, &t.ClaimEpoch, &t.Generation,
-			&t.Trigger, &t.Attempts, &cfg, &bundle, &deadline,
-			&t.Resource.Kind, &t.Resource.Version, &t.Resource.Name, &labels, &spec, &status,
-			&t.Resource.Generation, &t.Resource.ComposedGen, &t.Resource.OwnerID, &t.Resource.Finalizers); err != nil {
-			return nil, wrap(err, "scan claimed task")
+		t = Task{} // pgx allocates each value it scans (a fresh owner id too): the copies share nothing
+		if err := rows.Scan(dest...); err != nil {
+			return out[:before], wrap(err, "scan claimed task")
 		}
 		t.Key.TaskType = TaskType(tt)
 		t.Resource.ID = t.Key.ResourceID
 		if t.Resource.Labels, err = decodeLabels(labels); err != nil {
-			return nil, wrap(err, "decode the labels of claimed %s %s", tt, t.Key.ResourceID)
+			return out[:before], wrap(err, "decode the labels of claimed %s %s", tt, t.Key.ResourceID)
 		}
 		t.Resource.Spec, t.Resource.Status = spec, status
 		t.ProviderConfig, t.ProviderBundle = cfg, bundle
@@ -239,7 +245,7 @@ func (s *Store) claimSpan(ctx context.Context, l Lease, b Batch, lo, hi, limit i
 		out = append(out, t)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, wrap(err, "claim %s/%s %s (shards %d-%d)", b.Kind, b.Version, b.TaskType, lo, hi)
+		return out[:before], wrap(err, "claim %s/%s %s (shards %d-%d)", b.Kind, b.Version, b.TaskType, lo, hi)
 	}
 	return out, nil
 }

@@ -46,6 +46,56 @@ func TestClaim_StampsLeaseAndReturnsTheSnapshot(t *testing.T) {
 	require.Empty(t, f.claim("leaf", 10), "a leased row is not claimed twice")
 }
 
+// TestClaim_EachTaskHasItsOwnSnapshot: a claim of many rows returns each
+// row's own owner, labels, spec and finalizers — nothing of one row's
+// snapshot shared with or left over from another's (the rows are scanned
+// through one scratch task).
+func TestClaim_EachTaskHasItsOwnSnapshot(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	parents := []uuid.UUID{f.res("leaf", "p0"), f.res("leaf", "p1")}
+	type want struct {
+		owner *uuid.UUID
+		name  string
+		fin   []string
+	}
+	wants := map[uuid.UUID]want{}
+	for i := range 12 {
+		name := fmt.Sprintf("c%d", i)
+		opts := []resOpt{spec(fmt.Sprintf(`{"i":%d}`, i)), labels(fmt.Sprintf(`{"n":"%d"}`, i))}
+		var o *uuid.UUID
+		if i%3 != 2 { // every third one has no owner: a NULL after a non-NULL
+			o = &parents[i%2]
+			opts = append(opts, owner(*o))
+		}
+		id := f.res("leaf", name, opts...)
+		var fin []string
+		if i%2 == 0 {
+			fin = []string{"test/" + name}
+			f.set(id, fmt.Sprintf(`finalizers = '{test/%s}'`, name))
+		}
+		wants[id] = want{owner: o, name: name, fin: fin}
+		f.schedule(id)
+	}
+
+	tasks := f.claim("leaf", 100)
+	require.Len(t, tasks, len(wants))
+	for _, task := range tasks {
+		w := wants[task.Resource.ID]
+		i := strings.TrimPrefix(w.name, "c")
+		require.Equal(t, w.name, task.Resource.Name)
+		require.Equal(t, w.owner, task.Resource.OwnerID, "%s's owner", w.name)
+		require.Equal(t, map[string]string{"n": i}, task.Resource.Labels, "%s's labels", w.name)
+		require.JSONEq(t, `{"i":`+i+`}`, string(task.Resource.Spec), "%s's spec", w.name)
+		if w.fin == nil {
+			require.Empty(t, task.Resource.Finalizers, "%s's finalizers", w.name)
+		} else {
+			require.Equal(t, w.fin, task.Resource.Finalizers, "%s's finalizers", w.name)
+		}
+	}
+}
+
 func TestClaim_TakesOnlyDueRowsInItsRange(t *testing.T) {
 	t.Parallel()
 	f := newFx(t)
