@@ -92,18 +92,8 @@ func (d *simpleDecoder) object(depth int) (any, bool) {
 			return nil, false
 		}
 		m[k.(string)] = v // a repeated key: the last one wins, as in encoding/json
-		d.space()
-		if d.i >= len(d.b) {
-			return nil, false
-		}
-		switch d.b[d.i] {
-		case ',':
-			d.i++
-		case '}':
-			d.i++
-			return m, true
-		default:
-			return nil, false
+		if done, ok := d.after('}'); !ok || done {
+			return m, ok
 		}
 	}
 }
@@ -122,20 +112,28 @@ func (d *simpleDecoder) array(depth int) (any, bool) {
 			return nil, false
 		}
 		a = append(a, v)
-		d.space()
-		if d.i >= len(d.b) {
-			return nil, false
-		}
-		switch d.b[d.i] {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			return a, true
-		default:
-			return nil, false
+		if done, ok := d.after(']'); !ok || done {
+			return a, ok
 		}
 	}
+}
+
+// after reads what follows a member: a comma (more follow) or the closing
+// bracket (done); anything else is not ok.
+func (d *simpleDecoder) after(closing byte) (done, ok bool) {
+	d.space()
+	if d.i >= len(d.b) {
+		return false, false
+	}
+	switch d.b[d.i] {
+	case ',':
+		d.i++
+		return false, true
+	case closing:
+		d.i++
+		return true, true
+	}
+	return false, false
 }
 
 // str reads a string whose escapes, if any, are the one-character ones.
