@@ -438,20 +438,37 @@ func bootstrapFlows(ctx context.Context, tx pgx.Tx, plan *composePlan) error {
 	if len(plan.edges) == 0 {
 		return nil
 	}
-	idx := map[uuid.UUID]int{}
-	var specs []json.RawMessage
+	idx := make(map[uuid.UUID]int, len(plan.children))
+	fresh := map[uuid.UUID]bool{}
 	for i, ch := range plan.children {
 		idx[ch.id] = i
-		specs = append(specs, ch.spec)
+		if ch.isNew {
+			fresh[ch.id] = true
+		}
 	}
-	var deps []int32
-	var ups []uuid.UUID
-	var flows [][]byte
+	// Only the edges whose upstream may have a status: a child this
+	// composition creates has none yet (a first composition sends nothing),
+	// and only their dependents' specs go to the statement.
+	var (
+		deps  []int32 // per edge, the position of its dependent in specs
+		ups   []uuid.UUID
+		flows [][]byte
+		specs []json.RawMessage
+		child []int // per entry of specs, the plan's child
+	)
+	pos := map[int]int32{}
 	for _, e := range plan.edges {
-		if string(e.flows) == "[]" {
+		if string(e.flows) == "[]" || fresh[e.up] {
 			continue
 		}
-		deps, ups, flows = append(deps, int32(idx[e.dep])), append(ups, e.up), append(flows, e.flows)
+		i := idx[e.dep]
+		p, ok := pos[i]
+		if !ok {
+			p = int32(len(specs))
+			pos[i] = p
+			specs, child = append(specs, plan.children[i].spec), append(child, i)
+		}
+		deps, ups, flows = append(deps, p), append(ups, e.up), append(flows, e.flows)
 	}
 	if len(deps) == 0 {
 		return nil
@@ -466,12 +483,12 @@ SELECT e.dep, apply_value_flows(($1::jsonb[])[e.dep + 1], jsonb_agg(jsonb_build_
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var i int32
+		var p int32
 		var spec json.RawMessage
-		if err := rows.Scan(&i, &spec); err != nil {
+		if err := rows.Scan(&p, &spec); err != nil {
 			return wrap(err, "compose: bootstrap value flows")
 		}
-		plan.children[i].spec = spec
+		plan.children[child[p]].spec = spec
 	}
 	return wrap(rows.Err(), "compose: bootstrap value flows")
 }

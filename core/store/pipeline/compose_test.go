@@ -257,6 +257,41 @@ func TestCompose_BootstrapsValueFlowsFromUpstreamsWithStatus(t *testing.T) {
 	require.False(t, res.Changed(), "a recompose reproduces the flowed value instead of reverting it")
 }
 
+// TestCompose_BootstrapsValueFlowsFromSiblingsOnceTheyHaveStatus: a
+// sibling created by this composition has no status to flow (the first
+// composition writes the specs as given); once it has one, a recompose
+// substitutes it into exactly the children whose edges carry a flow, each
+// into its own spec.
+func TestCompose_BootstrapsValueFlowsFromSiblingsOnceTheyHaveStatus(t *testing.T) {
+	t.Parallel()
+	f, task := composeFx(t)
+	flow := []ValueFlow{{SrcField: "/net_id", DepField: "/net_id"}}
+	c := Composition{
+		Children: []Child{
+			{Kind: "net", Name: "net-a", Spec: json.RawMessage(`{}`)},
+			{Kind: "app", Name: "app-plain", Spec: json.RawMessage(`{"image":"p"}`)},
+			{Kind: "app", Name: "app-1", Spec: json.RawMessage(`{"image":"1"}`)},
+			{Kind: "app", Name: "app-2", Spec: json.RawMessage(`{"image":"2"}`)},
+		},
+		Edges: []Edge{
+			{Dependent: "app-plain", Dependency: Ref{Child: "net-a"}},
+			{Dependent: "app-1", Dependency: Ref{Child: "net-a"}, ValueFlows: flow},
+			{Dependent: "app-2", Dependency: Ref{Child: "net-a"}, ValueFlows: flow},
+		},
+	}
+	specOf := func(name string) string {
+		return scalar[string](f, `SELECT spec::text FROM resources WHERE id = $1`, f.childID("app", name))
+	}
+	f.compose(task, c)
+	require.JSONEq(t, `{"image":"1"}`, specOf("app-1"), "a fresh sibling has nothing to flow")
+
+	f.set(f.childID("net", "net-a"), `status = '{"net_id":"n-7"}', synced_gen = generation`)
+	f.compose(task, c)
+	require.JSONEq(t, `{"image":"p"}`, specOf("app-plain"))
+	require.JSONEq(t, `{"image":"1","net_id":"n-7"}`, specOf("app-1"))
+	require.JSONEq(t, `{"image":"2","net_id":"n-7"}`, specOf("app-2"))
+}
+
 func TestCompose_RefusesAConfigOwnedElsewhere(t *testing.T) {
 	t.Parallel()
 	f, task := composeFx(t)
