@@ -103,12 +103,12 @@ func (l *leaseKeys) keys() []*macKey {
 // hashing.
 type macKey struct {
 	key  []byte
-	macs sync.Pool // of hash.Hash keyed with key
+	macs sync.Pool // of *macState keyed with key
 }
 
 func newMACKey(key []byte) *macKey {
 	k := &macKey{key: key}
-	k.macs.New = func() any { return hmac.New(sha256.New, k.key) }
+	k.macs.New = func() any { return &macState{mac: hmac.New(sha256.New, k.key)} }
 	return k
 }
 
@@ -168,21 +168,31 @@ func (l *leaseKeys) Run(ctx context.Context) error {
 	})
 }
 
+// macState is a keyed MAC with the scratch space one sum needs, pooled
+// together: a sum then allocates nothing (it runs for every task handed
+// over and every result verified).
+type macState struct {
+	mac hash.Hash
+	msg []byte
+	sum [sha256.Size]byte
+}
+
 // leaseSum is the MAC of a secret: each part length-prefixed, so no two
 // (holder, task, nonce) triples hash the same bytes. It appends the MAC to
 // dst.
 func leaseSum(dst []byte, key *macKey, holder, taskID string, nonce []byte) []byte {
-	m := key.macs.Get().(hash.Hash)
-	defer key.macs.Put(m)
-	m.Reset()
-	var n [8]byte
-	for _, part := range [...][]byte{[]byte(holder), []byte(taskID), nonce} {
-		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
-		m.Write(n[:])
-		m.Write(part)
-	}
-	var sum [sha256.Size]byte
-	return append(dst, m.Sum(sum[:0])[:leaseMAC]...)
+	st := key.macs.Get().(*macState)
+	defer key.macs.Put(st)
+	msg := binary.BigEndian.AppendUint64(st.msg[:0], uint64(len(holder)))
+	msg = append(msg, holder...)
+	msg = binary.BigEndian.AppendUint64(msg, uint64(len(taskID)))
+	msg = append(msg, taskID...)
+	msg = binary.BigEndian.AppendUint64(msg, uint64(len(nonce)))
+	msg = append(msg, nonce...)
+	st.msg = msg
+	st.mac.Reset()
+	st.mac.Write(msg)
+	return append(dst, st.mac.Sum(st.sum[:0])[:leaseMAC]...)
 }
 
 // issue is a fresh secret for handing taskID to holder.
