@@ -148,7 +148,9 @@ func (s *Store) planCompose(ctx context.Context, tx pgx.Tx, st *composeState, c 
 // planChildren checks the children's names and resolves each to the row the
 // root owns (kind, name) or a new id.
 func planChildren(st *composeState, children []Child) (*composePlan, error) {
-	plan := &composePlan{ids: map[string]uuid.UUID{}, skip: map[string]bool{}}
+	n := len(children)
+	plan := &composePlan{ids: make(map[string]uuid.UUID, n), skip: map[string]bool{},
+		children: make([]plannedChild, 0, n), keep: make([]uuid.UUID, 0, n)}
 	for _, ch := range children {
 		if ch.Version == "" {
 			ch.Version = manifest.DefaultVersion
