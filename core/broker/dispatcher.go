@@ -65,6 +65,9 @@ type dispatcher struct {
 	pollMin, pollMax time.Duration
 	drain            time.Duration
 
+	// pool runs the claimed tasks while Run runs (nil: a goroutine each).
+	pool *goPool
+
 	testSignals dispatcherSignals
 }
 
@@ -89,12 +92,18 @@ func (d *dispatcher) Name() string { return "dispatcher" }
 func (d *dispatcher) Run(ctx context.Context) error {
 	taskCtx, cancelTasks := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelTasks()
+	d.pool = newGoPool(taskIdle)
+	defer d.pool.stop()
 	wake, stop := d.wakes.subscribe("work_ready")
 	defer stop()
 	d.claimLoop(ctx, taskCtx, wake)
 	d.drainTasks(cancelTasks)
 	return nil
 }
+
+// taskIdle is how long a task goroutine waits for the next task before it
+// exits (see goPool).
+const taskIdle = time.Second
 
 // dryWindow is how long an empty pair is skipped by completion-only sweeps:
 // notify_gated's coalescing window.
@@ -290,12 +299,21 @@ func (d *dispatcher) claimPair(ctx, taskCtx context.Context, p pairKey, lo, hi i
 	d.metrics.Claims.WithLabelValues(p.kv.Kind, string(p.tt)).Add(float64(len(tasks)))
 	d.tasks.add(lease, p, tasks)
 	for _, t := range tasks {
-		go func() {
+		d.spawn(func() {
 			defer d.tasks.finish(p, t.Key)
 			d.runner.runTask(taskCtx, lease, t)
-		}()
+		})
 	}
 	return len(tasks), err
+}
+
+// spawn runs a claimed task on the pool (on its own goroutine outside Run).
+func (d *dispatcher) spawn(f func()) {
+	if d.pool == nil {
+		go f()
+		return
+	}
+	d.pool.Go(f)
 }
 
 // drainTasks gives in-flight tasks up to the drain budget (the Connect
