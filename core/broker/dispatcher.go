@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/core/engine"
+	"github.com/converge-run/converge/core/gopool"
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/metrics"
 	"github.com/converge-run/converge/core/store/notify"
@@ -66,7 +67,7 @@ type dispatcher struct {
 	drain            time.Duration
 
 	// pool runs the claimed tasks while Run runs (nil: a goroutine each).
-	pool *goPool
+	pool *gopool.Pool
 
 	testSignals dispatcherSignals
 }
@@ -92,8 +93,8 @@ func (d *dispatcher) Name() string { return "dispatcher" }
 func (d *dispatcher) Run(ctx context.Context) error {
 	taskCtx, cancelTasks := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelTasks()
-	d.pool = newGoPool(taskIdle)
-	defer d.pool.stop()
+	d.pool = gopool.New(taskIdle)
+	defer d.pool.Stop()
 	wake, stop := d.wakes.subscribe("work_ready")
 	defer stop()
 	d.claimLoop(ctx, taskCtx, wake)
@@ -102,7 +103,7 @@ func (d *dispatcher) Run(ctx context.Context) error {
 }
 
 // taskIdle is how long a task goroutine waits for the next task before it
-// exits (see goPool).
+// exits (see gopool.Pool).
 const taskIdle = time.Second
 
 // dryWindow is how long an empty pair is skipped by completion-only sweeps:
@@ -299,21 +300,12 @@ func (d *dispatcher) claimPair(ctx, taskCtx context.Context, p pairKey, lo, hi i
 	d.metrics.Claims.WithLabelValues(p.kv.Kind, string(p.tt)).Add(float64(len(tasks)))
 	d.tasks.add(lease, p, tasks)
 	for _, t := range tasks {
-		d.spawn(func() {
+		d.pool.Go(func() {
 			defer d.tasks.finish(p, t.Key)
 			d.runner.runTask(taskCtx, lease, t)
 		})
 	}
 	return len(tasks), err
-}
-
-// spawn runs a claimed task on the pool (on its own goroutine outside Run).
-func (d *dispatcher) spawn(f func()) {
-	if d.pool == nil {
-		go f()
-		return
-	}
-	d.pool.Go(f)
 }
 
 // drainTasks gives in-flight tasks up to the drain budget (the Connect

@@ -1,4 +1,4 @@
-package broker
+package gopool
 
 import (
 	"testing"
@@ -8,14 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestGoPool_ReusesIdleGoroutinesAndLetsThemGo: a goroutine that finished
+// TestPool_ReusesIdleGoroutinesAndLetsThemGo: a goroutine that finished
 // takes the next function; concurrent functions get goroutines of their
 // own; an idle goroutine exits after the idle window, and every goroutine
 // exits after stop (synctest fails the test if any were left blocked).
-func TestGoPool_ReusesIdleGoroutinesAndLetsThemGo(t *testing.T) {
+func TestPool_ReusesIdleGoroutinesAndLetsThemGo(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		p := newGoPool(time.Second)
+		p := New(time.Second)
 		ran := make(chan int, 16)
 
 		p.Go(func() { ran <- 1 })
@@ -43,7 +43,7 @@ func TestGoPool_ReusesIdleGoroutinesAndLetsThemGo(t *testing.T) {
 		block := make(chan struct{})
 		p.Go(func() { <-block; ran <- 7 })
 		synctest.Wait()
-		p.stop()
+		p.Stop()
 		close(block) // the busy one exits once its function returns, not after the idle window
 		synctest.Wait()
 		require.EqualValues(t, 4, p.exited.Load(), "stopped: every goroutine gone at once")
