@@ -207,8 +207,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	sessCtx, cancelSess := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelSess()
 	// Task goroutines keep the stacks they grew for the next task (see
-	// gopool); one idle for a second exits.
-	w.tasks = gopool.New(time.Second)
+	// gopool); one idle for 100 ms exits (longer kept bursts' stacks).
+	w.tasks = gopool.New(100 * time.Millisecond)
 	defer w.tasks.Stop()
 
 	done := make(chan struct{})
