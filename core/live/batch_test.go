@@ -36,24 +36,31 @@ func TestResourceBatch_CollectsOnlyTheUpsertsSomeoneWants(t *testing.T) {
 	require.True(t, none.kinds["a"])
 }
 
-// TestUpsertInterest_FollowsTheSubscribers: none without subscribers, the
+// TestWantsUpserts_FollowsTheSubscribers: no kind without subscribers, the
 // subscribed kinds with kind filters, every kind once an unfiltered
-// subscriber (or a followed subtree) exists.
-func TestUpsertInterest_FollowsTheSubscribers(t *testing.T) {
+// subscriber exists — asked per announcement, so a subscriber that joins
+// mid-wake gets the announcements collected after it joined.
+func TestWantsUpserts_FollowsTheSubscribers(t *testing.T) {
 	h := &Hub{res: newResourceIndex()}
-	require.False(t, h.upsertInterest()("a"))
+	require.False(t, h.wantsUpserts("a"))
 
 	sa := &resourceSub{filter: ResourceFilter{Kind: "a"}}
 	h.res.add(sa)
-	wants := h.upsertInterest()
-	require.True(t, wants("a"))
-	require.False(t, wants("b"))
+	require.True(t, h.wantsUpserts("a"))
+	require.False(t, h.wantsUpserts("b"))
 
 	all := &resourceSub{filter: ResourceFilter{}}
 	h.res.add(all)
-	require.True(t, h.upsertInterest()("b"))
+	require.True(t, h.wantsUpserts("b"))
 
 	h.res.remove(all)
 	h.res.remove(sa)
-	require.False(t, h.upsertInterest()("a"))
+	require.False(t, h.wantsUpserts("a"))
+
+	id := uuid.New()
+	batch := newResourceBatch(h.wantsUpserts)
+	batch.add(notify.Event{Channel: ChannelResources, Payload: "u|a|" + uuid.New().String() + "C"})
+	h.res.add(sa) // joins while the wake is being collected
+	batch.add(notify.Event{Channel: ChannelResources, Payload: "u|a|" + id.String() + "R"})
+	require.Equal(t, []uuid.UUID{id}, batch.order, "only the announcement after it joined")
 }

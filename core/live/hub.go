@@ -232,7 +232,7 @@ func (h *Hub) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case ev := <-resC.C:
-			batch := newResourceBatch(h.upsertInterest())
+			batch := newResourceBatch(h.wantsUpserts)
 			batch.add(ev)
 			drain(resC, batch.add)
 			if resC.TakeLost() {

@@ -268,8 +268,8 @@ func SubscribeResources[T any](ctx context.Context, h *Hub, f ResourceFilter, co
 // rows and the "many" markers.
 type resourceBatch struct {
 	// wants says whether an upserted row of a kind could reach a subscriber
-	// (see Hub.upsertInterest); the ids of other kinds are not parsed. With
-	// no subscriber at all, a wake costs a scan of each payload's head.
+	// (Hub.wantsUpserts); the ids of other kinds are not parsed. With no
+	// subscriber at all, a wake costs a look at each payload's head.
 	wants   func(kind string) bool
 	upserts map[uuid.UUID]upsertNote
 	order   []uuid.UUID
@@ -288,25 +288,15 @@ func newResourceBatch(wants func(kind string) bool) *resourceBatch {
 	return &resourceBatch{wants: wants, upserts: map[uuid.UUID]upsertNote{}, many: map[string]bool{}, kinds: map[string]bool{}}
 }
 
-// upsertInterest snapshots which kinds' upserts a wake must collect: every
-// kind while a subtree is followed or an unfiltered subscriber exists, the
-// subscribed kinds otherwise, none with no resource subscriber. A subscriber
-// that joins after the snapshot misses only announcements delivered before
-// it joined, which its own first read covers.
-func (h *Hub) upsertInterest() func(kind string) bool {
+// wantsUpserts reports whether an upserted row of kind could reach a
+// subscriber now: any kind while a subtree is followed or an unfiltered
+// subscriber exists, a subscribed kind otherwise. It is asked per
+// announcement as the wake collects them, so a subscriber gets every
+// change announced after it subscribed, and nothing is parsed for nobody.
+func (h *Hub) wantsUpserts(kind string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.anyTrees() || h.res.kinds[""] > 0 {
-		return func(string) bool { return true }
-	}
-	if len(h.res.kinds) == 0 {
-		return func(string) bool { return false }
-	}
-	kinds := make(map[string]bool, len(h.res.kinds))
-	for k := range h.res.kinds {
-		kinds[k] = true
-	}
-	return func(kind string) bool { return kinds[kind] }
+	return h.anyTrees() || h.res.interested(kind)
 }
 
 var phaseCodes = map[byte]resource.Phase{
