@@ -16,7 +16,6 @@ import (
 	"connectrpc.com/connect"
 	"github.com/rs/zerolog"
 
-	"github.com/converge-run/converge/core/gopool"
 	"github.com/converge-run/converge/core/transport"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 	"github.com/converge-run/converge/workerproto/gen/converge/worker/v1/workerv1connect"
@@ -118,7 +117,6 @@ type Worker struct {
 	ordered   []Provider          // sorted by kind/version: stable readiness reports
 	defaults  *defaults
 	sem       chan struct{}
-	tasks     *gopool.Pool  // runs the tasks while Run runs (nil: a goroutine each)
 	health    *healthServer // nil without HealthAddr
 
 	mu      sync.Mutex
@@ -206,10 +204,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer cancelWork()
 	sessCtx, cancelSess := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelSess()
-	// Task goroutines keep the stacks they grew for the next task (see
-	// gopool); one idle for 100 ms exits (longer kept bursts' stacks).
-	w.tasks = gopool.New(100 * time.Millisecond)
-	defer w.tasks.Stop()
 
 	done := make(chan struct{})
 	go func() {

@@ -328,7 +328,7 @@ func (w *Worker) runningRefs() []*workerv1.TaskRef {
 	return out
 }
 
-// start runs one task on a pooled goroutine, bounded by MaxParallel.
+// start runs one task in its own goroutine, bounded by MaxParallel.
 func (w *Worker) start(workCtx context.Context, t *workerv1.StageTask) {
 	ref := &workerv1.TaskRef{TaskId: t.GetTaskId(), Fence: t.GetFence(), ResourceId: t.GetResource().GetId()}
 	w.mu.Lock()
@@ -348,7 +348,7 @@ func (w *Worker) start(workCtx context.Context, t *workerv1.StageTask) {
 	w.mu.Unlock()
 
 	w.sem <- struct{}{}
-	w.tasks.Go(func() {
+	go func() {
 		defer func() {
 			<-w.sem
 			w.mu.Lock()
@@ -360,7 +360,7 @@ func (w *Worker) start(workCtx context.Context, t *workerv1.StageTask) {
 		}()
 		out, err := w.run(workCtx, t)
 		w.deliver(completion(t, &out, err))
-	})
+	}()
 }
 
 // run executes the provider's handler under the task deadline, isolating a
