@@ -57,7 +57,10 @@ func (d *simpleDecoder) value(depth int) (any, bool) {
 	case c == '[':
 		return d.array(depth)
 	case c == '"':
-		return d.str()
+		if s, ok := d.str(); ok {
+			return s, true
+		}
+		return nil, false
 	case c == '-' || (c >= '0' && c <= '9'):
 		return d.number()
 	default:
@@ -91,7 +94,7 @@ func (d *simpleDecoder) object(depth int) (any, bool) {
 		if !ok {
 			return nil, false
 		}
-		m[k.(string)] = v // a repeated key: the last one wins, as in encoding/json
+		m[k] = v // a repeated key: the last one wins, as in encoding/json
 		if done, ok := d.after('}'); !ok || done {
 			return m, ok
 		}
@@ -137,7 +140,7 @@ func (d *simpleDecoder) after(closing byte) (done, ok bool) {
 }
 
 // str reads a string whose escapes, if any, are the one-character ones.
-func (d *simpleDecoder) str() (any, bool) {
+func (d *simpleDecoder) str() (string, bool) {
 	d.i++ // "
 	start, ascii := d.i, true
 	for d.i < len(d.b) {
@@ -146,23 +149,23 @@ func (d *simpleDecoder) str() (any, bool) {
 			s := d.b[start:d.i]
 			d.i++
 			if !ascii && !utf8.Valid(s) {
-				return nil, false // encoding/json replaces invalid bytes
+				return "", false // encoding/json replaces invalid bytes
 			}
 			return string(s), true
 		case c == '\\':
 			return d.escaped(start)
 		case c < 0x20:
-			return nil, false
+			return "", false
 		case c >= utf8.RuneSelf:
 			ascii = false
 		}
 		d.i++
 	}
-	return nil, false
+	return "", false
 }
 
 // escaped finishes a string with an escape at d.i, its text from start.
-func (d *simpleDecoder) escaped(start int) (any, bool) {
+func (d *simpleDecoder) escaped(start int) (string, bool) {
 	out := append(make([]byte, 0, d.i-start+16), d.b[start:d.i]...)
 	for d.i < len(d.b) {
 		c := d.b[d.i]
@@ -170,18 +173,18 @@ func (d *simpleDecoder) escaped(start int) (any, bool) {
 		case c == '"':
 			d.i++
 			if !utf8.Valid(out) {
-				return nil, false
+				return "", false
 			}
 			return string(out), true
 		case c < 0x20:
-			return nil, false
+			return "", false
 		case c != '\\':
 			out = append(out, c)
 			d.i++
 			continue
 		}
 		if d.i+1 >= len(d.b) {
-			return nil, false
+			return "", false
 		}
 		switch d.b[d.i+1] {
 		case '"', '\\', '/':
@@ -197,11 +200,11 @@ func (d *simpleDecoder) escaped(start int) (any, bool) {
 		case 't':
 			out = append(out, '\t')
 		default: // \u (surrogates, invalid code points) and malformed escapes
-			return nil, false
+			return "", false
 		}
 		d.i += 2
 	}
-	return nil, false
+	return "", false
 }
 
 // number reads a JSON number as its literal text, as UseNumber does.

@@ -302,10 +302,7 @@ func (w *Worker) removeLocked(match func(*workerv1.StageComplete) bool) {
 func (w *Worker) resumedRefs() []*workerv1.TaskRef {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make([]*workerv1.TaskRef, 0, len(w.running)+len(w.pending))
-	for _, r := range w.running {
-		out = append(out, r)
-	}
+	out := w.runningRefsLocked()
 	listed := map[string]bool{} // a task re-dispatched under one id may have two results pending
 	for _, p := range w.pending {
 		id := p.GetTaskId()
@@ -321,6 +318,11 @@ func (w *Worker) resumedRefs() []*workerv1.TaskRef {
 func (w *Worker) runningRefs() []*workerv1.TaskRef {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.runningRefsLocked()
+}
+
+// runningRefsLocked lists the running tasks; w.mu is held.
+func (w *Worker) runningRefsLocked() []*workerv1.TaskRef {
 	out := make([]*workerv1.TaskRef, 0, len(w.running))
 	for _, r := range w.running {
 		out = append(out, r)

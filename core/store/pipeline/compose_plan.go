@@ -441,12 +441,8 @@ func bootstrapFlows(ctx context.Context, tx pgx.Tx, plan *composePlan) error {
 		return nil
 	}
 	idx := make(map[uuid.UUID]int, len(plan.children))
-	fresh := map[uuid.UUID]bool{}
 	for i, ch := range plan.children {
 		idx[ch.id] = i
-		if ch.isNew {
-			fresh[ch.id] = true
-		}
 	}
 	// Only the edges whose upstream may have a status: a child this
 	// composition creates has none yet (a first composition sends nothing),
@@ -460,7 +456,7 @@ func bootstrapFlows(ctx context.Context, tx pgx.Tx, plan *composePlan) error {
 	)
 	pos := map[int]int32{}
 	for _, e := range plan.edges {
-		if string(e.flows) == "[]" || fresh[e.up] {
+		if u, sibling := idx[e.up]; string(e.flows) == "[]" || (sibling && plan.children[u].isNew) {
 			continue
 		}
 		i := idx[e.dep]
