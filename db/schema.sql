@@ -2383,10 +2383,17 @@ BEGIN
                            AND NOT xmax_in_flight(d.xmax))
                     THEN 1 ELSE 2 END;
     END IF;
+    -- the walk's step probes idx_resource_phases_owner_page once per node
+    -- (LATERAL … OFFSET 0): as a join, the step's size is a guess, and at
+    -- 1M-row statistics it was planned as a hash join over a Seq Scan of
+    -- the whole phase index
     WITH RECURSIVE sub AS (
         SELECT c.id, c.xmax AS x, c.phase FROM resource_phases c WHERE c.owner_id = p_root
         UNION ALL
-        SELECT c.id, c.xmax, c.phase FROM resource_phases c JOIN sub s ON c.owner_id = s.id)
+        SELECT c.id, c.xmax, c.phase
+          FROM sub s
+         CROSS JOIN LATERAL (SELECT c.id, c.xmax, c.phase FROM resource_phases c
+                              WHERE c.owner_id = s.id OFFSET 0) c)
     SELECT count(*), coalesce(bool_or(NOT xmax_in_flight(u.x)), false) INTO v_n, v_idle
       FROM (SELECT d.x FROM sub d WHERE d.phase = 'Reconciling') u;
     RETURN CASE WHEN v_n = 0 THEN 0 WHEN v_n <= p_few OR NOT v_idle THEN 2 ELSE 1 END;

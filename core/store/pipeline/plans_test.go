@@ -183,6 +183,36 @@ func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
 				t.Log("\n" + plantest.Summary(plans))
 			})
 
+			t.Run("rollup gate", func(t *testing.T) {
+				// a top root's probe reads the unsettled partial index; a
+				// nested composite's walk probes the phase index by owner at
+				// every step (as a join, the step was a hash join over a Seq
+				// Scan of resource_phases at 1M-row statistics)
+				var roots []string
+				rows, err := f.pool.Query(ctx, `SELECT id::text FROM resources WHERE kind = 'comp' ORDER BY name LIMIT 3`)
+				require.NoError(t, err)
+				for rows.Next() {
+					var id string
+					require.NoError(t, rows.Scan(&id))
+					roots = append(roots, id)
+				}
+				require.NoError(t, rows.Err())
+				require.Len(t, roots, 3)
+				for _, root := range roots {
+					for _, top := range []bool{true, false} {
+						var gate int
+						require.NoError(t, st.pool.QueryRow(ctx, `SELECT rollup_gate($1::uuid, $2, 0)`, root, top).Scan(&gate))
+						require.Equal(t, 1, gate, "40%% of the root's leaves reconcile and none is in flight")
+					}
+				}
+				plans := rec.Take(t)
+				plantest.Check(t, plans, spec([]plantest.Rule{
+					{Match: "FROM resource_phases d", Uses: []string{"idx_resource_phases_unsettled"}},
+					{Match: "WITH RECURSIVE sub", Uses: []string{"idx_resource_phases_owner_page"}},
+				}))
+				t.Log("\n" + plantest.Summary(plans))
+			})
+
 			t.Run("compose", func(t *testing.T) {
 				f.exec(`INSERT INTO work_queue (resource_id, task_type, shard_id, kind, version, generation)
 SELECT id, 'reconcile', shard_id, kind, version, generation FROM resources WHERE kind = 'comp'
