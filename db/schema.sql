@@ -506,7 +506,9 @@ CREATE FUNCTION public.descendant_ids(p_root uuid) RETURNS SETOF uuid
     WITH RECURSIVE sub AS (
         SELECT c.id FROM resources c WHERE c.owner_id = p_root
         UNION ALL
-        SELECT c.id FROM resources c JOIN sub s ON c.owner_id = s.id)
+        SELECT c.id
+          FROM sub s
+         CROSS JOIN LATERAL (SELECT c.id FROM resources c WHERE c.owner_id = s.id OFFSET 0) c)
     SELECT id FROM sub
 $$;
 
@@ -1270,7 +1272,10 @@ CREATE FUNCTION public.explain_unsettled(p_root uuid, p_top boolean) RETURNS TAB
         WITH RECURSIVE sub AS (
             SELECT c.id, c.phase FROM resource_phases c WHERE NOT p_top AND c.owner_id = p_root
             UNION ALL
-            SELECT c.id, c.phase FROM resource_phases c JOIN sub s ON c.owner_id = s.id)
+            SELECT c.id, c.phase
+              FROM sub s
+             CROSS JOIN LATERAL (SELECT c.id, c.phase FROM resource_phases c
+                                  WHERE c.owner_id = s.id OFFSET 0) c)
         SELECT sub.id, sub.phase FROM sub) s
      WHERE s.phase = 'Reconciling'
 $$;
@@ -1593,10 +1598,16 @@ BEGIN
     IF v_failed IS NULL THEN
         RETURN NULL;
     END IF;
+    -- each step probes idx_resource_deps_dependency per node (LATERAL …
+    -- OFFSET 0), as the owner walks do (see descendant_ids): a join to the
+    -- step can be planned as a hash join over a Seq Scan of every edge
     WITH RECURSIVE down(id) AS (
         SELECT d.dependent_id FROM resource_deps d WHERE d.dependency_id = ANY (v_failed)
         UNION
-        SELECT d.dependent_id FROM resource_deps d JOIN down ON d.dependency_id = down.id
+        SELECT d.dependent_id
+          FROM down
+         CROSS JOIN LATERAL (SELECT d.dependent_id FROM resource_deps d
+                              WHERE d.dependency_id = down.id OFFSET 0) d
     ), marked AS (
         UPDATE resources r
            SET failure_gen = r.generation, failure_terminal = false, updated_at = now()

@@ -29,10 +29,16 @@ BEGIN
     IF v_failed IS NULL THEN
         RETURN NULL;
     END IF;
+    -- each step probes idx_resource_deps_dependency per node (LATERAL …
+    -- OFFSET 0), as the owner walks do (see descendant_ids): a join to the
+    -- step can be planned as a hash join over a Seq Scan of every edge
     WITH RECURSIVE down(id) AS (
         SELECT d.dependent_id FROM resource_deps d WHERE d.dependency_id = ANY (v_failed)
         UNION
-        SELECT d.dependent_id FROM resource_deps d JOIN down ON d.dependency_id = down.id
+        SELECT d.dependent_id
+          FROM down
+         CROSS JOIN LATERAL (SELECT d.dependent_id FROM resource_deps d
+                              WHERE d.dependency_id = down.id OFFSET 0) d
     ), marked AS (
         UPDATE resources r
            SET failure_gen = r.generation, failure_terminal = false, updated_at = now()

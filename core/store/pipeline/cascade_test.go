@@ -294,3 +294,32 @@ func TestCascade_TheRerunMarkBelongsToOneLease(t *testing.T) {
 	require.Equal(t, "Ready", f.phase(root))
 	require.False(t, f.isQueued(root), "no re-run for a change the new lease already saw")
 }
+
+func TestCascade_ATerminalFailureBlocksEveryTransitiveDependent(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	// a ← b ← c ← d ← e, d already synced
+	a, b, c, d, e := f.res("leaf", "a"), f.res("leaf", "b"), f.res("leaf", "c"), f.res("leaf", "d"), f.res("leaf", "e")
+	f.edge(b, a)
+	f.edge(c, b)
+	f.edge(d, c)
+	f.edge(e, d)
+	f.synced(d)
+
+	f.set(a, `failure_gen = generation, failure_terminal = true`)
+
+	require.Equal(t, "Failed", f.phase(a))
+	for _, id := range []uuid.UUID{b, c} {
+		require.Equal(t, "Failed", f.phase(id), "every progressing dependent down the chain is blocked")
+		var terminal bool
+		var reason string
+		require.NoError(t, f.pool.QueryRow(f.ctx, `
+SELECT r.failure_terminal, c.reason FROM resources r JOIN resource_conditions c ON c.resource_id = r.id AND c.type = 'Synced'
+ WHERE r.id = $1`, id).Scan(&terminal, &reason))
+		require.False(t, terminal, "blocked, not terminal: it reconciles once the upstream recovers")
+		require.Equal(t, "DependencyFailed", reason)
+	}
+	require.Equal(t, "Ready", f.phase(d), "a synced dependent keeps its state")
+	require.Equal(t, "Failed", f.phase(e), "the walk goes on through a synced dependent to the progressing ones below it")
+}

@@ -211,6 +211,24 @@ func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
 					{Match: "WITH RECURSIVE sub", Uses: []string{"idx_resource_phases_owner_page"}},
 				}))
 				t.Log("\n" + plantest.Summary(plans))
+
+				// the other owner-subtree walks take the same per-step probe:
+				// the rollup rechecks' and the live subtree's descendant_ids,
+				// explain's unsettled list
+				for _, root := range roots {
+					var n, unsettled int
+					require.NoError(t, st.pool.QueryRow(ctx, `SELECT count(*) FROM descendant_ids($1::uuid)`, root).Scan(&n))
+					require.Equal(t, 99, n)
+					require.NoError(t, st.pool.QueryRow(ctx, `SELECT count(*) FROM explain_unsettled($1::uuid, false)`, root).Scan(&unsettled))
+					require.Positive(t, unsettled)
+					require.Less(t, unsettled, n)
+				}
+				plans = rec.Take(t)
+				plantest.Check(t, plans, spec([]plantest.Rule{
+					{Match: "SELECT c.id FROM resources c WHERE c.owner_id = p_root", Uses: []string{"idx_resources_owner"}},
+					{Match: "explain_unsettled(", Uses: []string{"idx_resource_phases_owner_page"}},
+				}))
+				t.Log("\n" + plantest.Summary(plans))
 			})
 
 			t.Run("compose", func(t *testing.T) {
