@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/store/internal/plantest"
@@ -188,21 +189,16 @@ func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
 				// nested composite's walk probes the phase index by owner at
 				// every step (as a join, the step was a hash join over a Seq
 				// Scan of resource_phases at 1M-row statistics)
-				var roots []string
 				rows, err := f.pool.Query(ctx, `SELECT id::text FROM resources WHERE kind = 'comp' ORDER BY name LIMIT 3`)
 				require.NoError(t, err)
-				for rows.Next() {
-					var id string
-					require.NoError(t, rows.Scan(&id))
-					roots = append(roots, id)
-				}
-				require.NoError(t, rows.Err())
+				roots, err := pgx.CollectRows(rows, pgx.RowTo[string])
+				require.NoError(t, err)
 				require.Len(t, roots, 3)
 				for _, root := range roots {
 					for _, top := range []bool{true, false} {
 						var gate int
 						require.NoError(t, st.pool.QueryRow(ctx, `SELECT rollup_gate($1::uuid, $2, 0)`, root, top).Scan(&gate))
-						require.Equal(t, 1, gate, "40%% of the root's leaves reconcile and none is in flight")
+						require.Equal(t, 1, gate, "40% of the root's leaves reconcile and none is in flight")
 					}
 				}
 				plans := rec.Take(t)
