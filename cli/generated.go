@@ -2980,6 +2980,9 @@ type KindRowReactionsReaction struct {
 	Trigger Trigger `json:"trigger"`
 	// What of the handler's outcome the core applies.
 	Emits []Outcome `json:"emits"`
+	// The parts of the resource the handler receives: the manifest's reads, or
+	// every part when the reaction declares none.
+	Reads []ResourcePart `json:"reads"`
 	// The subresource verb (OPERATION reactions only).
 	Verb *string `json:"verb"`
 	// The finalizer it strips (DELETE_REQUESTED reactions only).
@@ -2994,6 +2997,9 @@ func (v *KindRowReactionsReaction) GetTrigger() Trigger { return v.Trigger }
 
 // GetEmits returns KindRowReactionsReaction.Emits, and is useful for accessing the field via an interface.
 func (v *KindRowReactionsReaction) GetEmits() []Outcome { return v.Emits }
+
+// GetReads returns KindRowReactionsReaction.Reads, and is useful for accessing the field via an interface.
+func (v *KindRowReactionsReaction) GetReads() []ResourcePart { return v.Reads }
 
 // GetVerb returns KindRowReactionsReaction.Verb, and is useful for accessing the field via an interface.
 func (v *KindRowReactionsReaction) GetVerb() *string { return v.Verb }
@@ -5124,6 +5130,31 @@ type ResourceOperationsResponse struct {
 
 // GetResource returns ResourceOperationsResponse.Resource, and is useful for accessing the field via an interface.
 func (v *ResourceOperationsResponse) GetResource() *ResourceOperationsResource { return v.Resource }
+
+// The parts of a resource a reaction's handler receives, beyond its identity
+// (id, kind, version, name, generation and owner, which are always sent).
+type ResourcePart string
+
+const (
+	// The resource's spec.
+	ResourcePartSpec ResourcePart = "SPEC"
+	// The resource's status document.
+	ResourcePartStatus ResourcePart = "STATUS"
+	// The resource's labels.
+	ResourcePartLabels ResourcePart = "LABELS"
+	// The resource's finalizers.
+	ResourcePartFinalizers ResourcePart = "FINALIZERS"
+	// A rollup's children's status documents (their kind, name, phase and health are always sent).
+	ResourcePartChildStatus ResourcePart = "CHILD_STATUS"
+)
+
+var AllResourcePart = []ResourcePart{
+	ResourcePartSpec,
+	ResourcePartStatus,
+	ResourcePartLabels,
+	ResourcePartFinalizers,
+	ResourcePartChildStatus,
+}
 
 // ResourceRow includes the GraphQL fields of Resource requested by the fragment ResourceRow.
 // The GraphQL type's documentation follows.
@@ -8549,6 +8580,7 @@ fragment KindRow on Kind {
 		name
 		trigger
 		emits
+		reads
 		verb
 		finalizer
 	}
@@ -9298,6 +9330,7 @@ fragment KindRow on Kind {
 		name
 		trigger
 		emits
+		reads
 		verb
 		finalizer
 	}
@@ -9644,6 +9677,7 @@ fragment KindRow on Kind {
 		name
 		trigger
 		emits
+		reads
 		verb
 		finalizer
 	}
@@ -10669,6 +10703,7 @@ fragment KindRow on Kind {
 		name
 		trigger
 		emits
+		reads
 		verb
 		finalizer
 	}

@@ -2696,6 +2696,7 @@ DECLARE
     e          jsonb;
     v_trigger  text;
     v_emits    text[];
+    v_reads    text[];
     v_names    text[] := '{}';
     v_verbs    text[] := '{}';
     v_composers int := 0;
@@ -2706,9 +2707,10 @@ DECLARE
                                'reactions','finalizer_name','max_inflight','task_deadline_secs',
                                'resync_interval_secs','resync_recomposes','orphan_grace_secs',
                                'max_transient_attempts'];
-    c_rkeys    text[] := ARRAY['name','trigger','emits','verb','finalizer'];
+    c_rkeys    text[] := ARRAY['name','trigger','emits','verb','finalizer','reads'];
     c_triggers text[] := ARRAY['specChange','childrenSettled','deleteRequested','operation','reactor','resync'];
     c_outcomes text[] := ARRAY['children','edges','configs','status','conditions','finalizer','operationOutput','sideEffect'];
+    c_reads    text[] := ARRAY['spec','status','labels','finalizers','childStatus'];
 BEGIN
     IF m IS NULL OR jsonb_typeof(m) <> 'object' THEN
         RETURN manifest_violation('', 'must be a JSON object', 'unknown_field');
@@ -2791,6 +2793,28 @@ BEGIN
             END IF;
             v_emits := v_emits || (e #>> '{}');
         END LOOP;
+        -- reads is optional (absent: the handler reads every part); each
+        -- element is checked in turn: known, not a duplicate, its trigger.
+        IF r ? 'reads' THEN
+            IF jsonb_typeof(r->'reads') IS DISTINCT FROM 'array' THEN
+                RETURN manifest_violation(v_ptr || '/reads',
+                    'must be an array of parts among spec, status, labels, finalizers, childStatus', 'reads_invalid');
+            END IF;
+            v_reads := '{}';
+            FOR e IN SELECT value FROM jsonb_array_elements(r->'reads') LOOP
+                IF jsonb_typeof(e) <> 'string' OR NOT (e #>> '{}') = ANY (c_reads) THEN
+                    RETURN manifest_violation(v_ptr || '/reads',
+                        'parts must be among spec, status, labels, finalizers, childStatus', 'reads_invalid');
+                END IF;
+                IF (e #>> '{}') = ANY (v_reads) THEN
+                    RETURN manifest_violation(v_ptr || '/reads', format('duplicate read %L', e #>> '{}'), 'reads_invalid');
+                END IF;
+                IF (e #>> '{}') = 'childStatus' AND v_trigger <> 'childrenSettled' THEN
+                    RETURN manifest_violation(v_ptr || '/reads', 'childStatus is only for childrenSettled reactions', 'reads_invalid');
+                END IF;
+                v_reads := v_reads || (e #>> '{}');
+            END LOOP;
+        END IF;
 
         IF r ? 'verb' AND jsonb_typeof(r->'verb') IS DISTINCT FROM 'null' AND coalesce(r->>'verb', '') <> '' AND v_trigger <> 'operation' THEN
             RETURN manifest_violation(v_ptr || '/verb', 'verb is only for operation reactions', 'verb_without_operation');

@@ -226,6 +226,7 @@ type ComplexityRoot struct {
 		Emits     func(childComplexity int) int
 		Finalizer func(childComplexity int) int
 		Name      func(childComplexity int) int
+		Reads     func(childComplexity int) int
 		Trigger   func(childComplexity int) int
 		Verb      func(childComplexity int) int
 	}
@@ -1399,6 +1400,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Reaction.Name(childComplexity), true
+	case "Reaction.reads":
+		if e.ComplexityRoot.Reaction.Reads == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Reaction.Reads(childComplexity), true
 	case "Reaction.trigger":
 		if e.ComplexityRoot.Reaction.Trigger == nil {
 			break
@@ -2598,6 +2605,8 @@ func (ec *executionContext) childFields_Reaction(ctx context.Context, field grap
 		return ec.fieldContext_Reaction_trigger(ctx, field)
 	case "emits":
 		return ec.fieldContext_Reaction_emits(ctx, field)
+	case "reads":
+		return ec.fieldContext_Reaction_reads(ctx, field)
 	case "verb":
 		return ec.fieldContext_Reaction_verb(ctx, field)
 	case "finalizer":
@@ -7634,6 +7643,29 @@ func (ec *executionContext) _Reaction_emits(ctx context.Context, field graphql.C
 }
 func (ec *executionContext) fieldContext_Reaction_emits(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Reaction", field, false, false, "Outcome")
+}
+
+func (ec *executionContext) _Reaction_reads(ctx context.Context, field graphql.CollectedField, obj *model.Reaction) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Reaction_reads(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reads, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.ResourcePart) graphql.Marshaler {
+			return ec.marshalNResourcePart2ᚕgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐResourcePartᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Reaction_reads(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Reaction", field, false, false, "ResourcePart")
 }
 
 func (ec *executionContext) _Reaction_verb(ctx context.Context, field graphql.CollectedField, obj *model.Reaction) (ret graphql.Marshaler) {
@@ -13441,6 +13473,11 @@ func (ec *executionContext) _Reaction(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "reads":
+			out.Values[i] = ec._Reaction_reads(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "verb":
 			out.Values[i] = ec._Reaction_verb(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
@@ -15411,6 +15448,46 @@ func (ec *executionContext) marshalNResourcePage2ᚖgithubᚗcomᚋconvergeᚑru
 		return graphql.Null
 	}
 	return ec._ResourcePage(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNResourcePart2githubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐResourcePart(ctx context.Context, v any) (model.ResourcePart, error) {
+	var res model.ResourcePart
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNResourcePart2githubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐResourcePart(ctx context.Context, sel ast.SelectionSet, v model.ResourcePart) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNResourcePart2ᚕgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐResourcePartᚄ(ctx context.Context, v any) ([]model.ResourcePart, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]model.ResourcePart, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNResourcePart2githubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐResourcePart(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNResourcePart2ᚕgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐResourcePartᚄ(ctx context.Context, sel ast.SelectionSet, v []model.ResourcePart) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNResourcePart2githubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐResourcePart(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalNResourcePlan2ᚖgithubᚗcomᚋconvergeᚑrunᚋconvergeᚋgraphᚋmodelᚐResourcePlan(ctx context.Context, sel ast.SelectionSet, v *model.ResourcePlan) graphql.Marshaler {

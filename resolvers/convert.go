@@ -154,6 +154,31 @@ var outcomeNames = map[manifest.OutcomeBit]model.Outcome{
 	manifest.OutcomeSideEffect:      model.OutcomeSideEffect,
 }
 
+// readParts maps each read bit to its GraphQL part, in canonical order.
+var readParts = []struct {
+	bit  manifest.ReadBit
+	part model.ResourcePart
+}{
+	{manifest.ReadSpec, model.ResourcePartSpec},
+	{manifest.ReadStatus, model.ResourcePartStatus},
+	{manifest.ReadLabels, model.ResourcePartLabels},
+	{manifest.ReadFinalizers, model.ResourcePartFinalizers},
+	{manifest.ReadChildStatus, model.ResourcePartChildStatus},
+}
+
+// toReads lists the parts a reaction's handler receives: its effective
+// reads (every part when it declares none).
+func toReads(r manifest.ReactionDecl) []model.ResourcePart {
+	reads := r.Reading()
+	out := []model.ResourcePart{}
+	for _, p := range readParts {
+		if reads.Has(p.bit) {
+			out = append(out, p.part)
+		}
+	}
+	return out
+}
+
 func toKind(k store.Kind) *model.Kind {
 	m := k.Manifest
 	out := &model.Kind{
@@ -169,7 +194,7 @@ func toKind(k store.Kind) *model.Kind {
 			emits = append(emits, outcomeNames[b])
 		}
 		out.Reactions[i] = &model.Reaction{Name: r.Name, Trigger: triggerNames[r.Trigger], Emits: emits,
-			Verb: optString(r.Verb), Finalizer: optString(r.Finalizer)}
+			Reads: toReads(r), Verb: optString(r.Verb), Finalizer: optString(r.Finalizer)}
 	}
 	return out
 }

@@ -8,7 +8,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
+	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/graph/model"
 )
 
 // The GraphQL model carries no core type; the nested resolvers rebuild the
@@ -44,5 +47,75 @@ func TestFromResource_InvertsToResource(t *testing.T) {
 				t.Errorf("%s: fromResource(toResource(r)) -want +got:\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+// Reaction.reads is the handler's effective reads: what the manifest
+// declares, or every part when it declares none.
+func TestToKind_ReactionReads(t *testing.T) {
+	t.Parallel()
+	all := []model.ResourcePart{model.ResourcePartSpec, model.ResourcePartStatus, model.ResourcePartLabels,
+		model.ResourcePartFinalizers, model.ResourcePartChildStatus}
+	cases := map[string]struct {
+		reason    string
+		reactions string
+		want      [][]model.ResourcePart
+	}{
+		"Absent": {
+			reason:    "a reaction without reads receives every part, CHILD_STATUS included",
+			reactions: `[{"name":"work","trigger":"specChange","emits":["status"]}]`,
+			want:      [][]model.ResourcePart{all},
+		},
+		"Empty": {
+			reason:    "an empty reads is identity only: an empty list, never null",
+			reactions: `[{"name":"work","trigger":"specChange","emits":["status"],"reads":[]}]`,
+			want:      [][]model.ResourcePart{{}},
+		},
+		"Listed": {
+			reason: "declared parts in canonical order, whatever order the manifest lists them in",
+			reactions: `[{"name":"compose","trigger":"specChange","emits":["children","status"],"reads":["labels","spec"]},
+				{"name":"rollup","trigger":"childrenSettled","emits":["status"],"reads":["childStatus","status"]},
+				{"name":"teardown","trigger":"deleteRequested","emits":["finalizer"],"finalizer":"f","reads":["finalizers"]},
+				{"name":"probe","trigger":"resync","emits":["status"]}]`,
+			want: [][]model.ResourcePart{
+				{model.ResourcePartSpec, model.ResourcePartLabels},
+				{model.ResourcePartStatus, model.ResourcePartChildStatus},
+				{model.ResourcePartFinalizers},
+				all,
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			m, err := manifest.Parse([]byte(`{"kind":"net","reactions":` + tc.reactions + `}`))
+			if err != nil {
+				t.Fatalf("%s: parse: %v", tc.reason, err)
+			}
+			k := toKind(store.Kind{Name: m.Kind, Version: m.Version, Manifest: m})
+			got := make([][]model.ResourcePart, len(k.Reactions))
+			for i, r := range k.Reactions {
+				got[i] = r.Reads
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s: Reaction.reads -want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// Every read bit has a GraphQL part: AllReads maps to every ResourcePart.
+func TestReadParts_CoverEveryBit(t *testing.T) {
+	t.Parallel()
+	got := toReads(manifest.ReactionDecl{})
+	if diff := cmp.Diff(model.AllResourcePart, got); diff != "" {
+		t.Errorf("the parts of AllReads -every ResourcePart +mapped:\n%s", diff)
+	}
+	var mapped manifest.ReadMask
+	for _, p := range readParts {
+		mapped |= manifest.ReadMask(p.bit)
+	}
+	if mapped != manifest.AllReads {
+		t.Errorf("readParts maps %b, AllReads is %b", mapped, manifest.AllReads)
 	}
 }

@@ -28,7 +28,7 @@ func TestContract_EveryQueryAndMutationRoundTrips(t *testing.T) {
 			IsReactor     bool
 			Reactions     []struct {
 				Name, Trigger string
-				Emits         []string
+				Emits, Reads  []string
 				Verb          *string
 			}
 			Config   struct{ MaxInflight int }
@@ -36,13 +36,34 @@ func TestContract_EveryQueryAndMutationRoundTrips(t *testing.T) {
 		}
 	}
 	e.ok(`mutation($m: JSON!) { applyKindManifest(manifest: $m) {
-		name version isReactor reactions { name trigger emits verb } config { maxInflight } manifest } }`,
+		name version isReactor reactions { name trigger emits reads verb } config { maxInflight } manifest } }`,
 		map[string]any{"m": json.RawMessage(workerKind)}, &k)
 	require.Equal(t, "leaf", k.ApplyKindManifest.Name)
 	require.Equal(t, "v1", k.ApplyKindManifest.Version)
 	require.Equal(t, "OPERATION", k.ApplyKindManifest.Reactions[1].Trigger)
 	require.Equal(t, []string{"OPERATION_OUTPUT"}, k.ApplyKindManifest.Reactions[1].Emits)
+	require.Equal(t, []string{"SPEC", "STATUS", "LABELS", "FINALIZERS", "CHILD_STATUS"}, k.ApplyKindManifest.Reactions[0].Reads,
+		"a reaction that declares no reads receives every part")
 	require.JSONEq(t, workerKind, string(k.ApplyKindManifest.Manifest))
+
+	// Reaction.reads: what the manifest declares, in canonical order; [] is identity only.
+	var dry struct {
+		ApplyKindManifest struct {
+			Reactions []struct {
+				Name  string
+				Reads []string
+			}
+		}
+	}
+	e.ok(`mutation($m: JSON!) { applyKindManifest(manifest: $m, dryRun: true) { reactions { name reads } } }`,
+		map[string]any{"m": json.RawMessage(`{"kind":"net","reactions":[
+			{"name":"compose","trigger":"specChange","emits":["children","status"],"reads":["labels","spec"]},
+			{"name":"rollup","trigger":"childrenSettled","emits":["status"],"reads":["childStatus"]},
+			{"name":"probe","trigger":"resync","emits":["status"],"reads":[]}]}`)}, &dry)
+	require.Len(t, dry.ApplyKindManifest.Reactions, 3)
+	require.Equal(t, []string{"SPEC", "LABELS"}, dry.ApplyKindManifest.Reactions[0].Reads)
+	require.Equal(t, []string{"CHILD_STATUS"}, dry.ApplyKindManifest.Reactions[1].Reads)
+	require.Equal(t, []string{}, dry.ApplyKindManifest.Reactions[2].Reads)
 	e.manifest(reactorKind)
 
 	var kinds struct {

@@ -441,8 +441,8 @@ func (t taskStores) SubtreeSettled(ctx context.Context, root uuid.UUID) (bool, e
 	return t.s.SubtreeSettled(ctx, root)
 }
 
-func (t taskStores) WalkComposedSubtree(ctx context.Context, root uuid.UUID, visit func(store.SubtreeNode)) (bool, error) {
-	return t.s.WalkComposedSubtree(ctx, root, visit)
+func (t taskStores) WalkComposedSubtree(ctx context.Context, root uuid.UUID, withStatus bool, visit func(store.SubtreeNode)) (bool, error) {
+	return t.s.WalkComposedSubtree(ctx, root, withStatus, visit)
 }
 
 func (t taskStores) OperationForTask(ctx context.Context, id uuid.UUID) (resource.Operation, error) {

@@ -39,7 +39,7 @@ func (rn *runner) taskSlot(ctx context.Context, t pipeline.Task) (func(), error)
 
 // compose runs the compose stage and writes the composition.
 func (rn *runner) compose(ctx context.Context, t pipeline.Task, kind store.Kind, composer manifest.ReactionDecl, held *heldAcks) (*workerv1.Outcome, error) {
-	out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_COMPOSE, composer.Name, false,
+	out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_COMPOSE, composer, false,
 		&workerv1.StageTask_Compose{Compose: &workerv1.ComposeRequest{}})
 	held.hold(ack)
 	if err != nil {

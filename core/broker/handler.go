@@ -102,14 +102,15 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 		maxIn = 16
 	}
 	s := &session{
-		id:       fmt.Sprintf("%s#%d", sub.GetWorkerId(), h.sessionSeq.Add(1)),
-		workerID: sub.GetWorkerId(),
-		holder:   holderOf(principal, sub.GetWorkerId()),
-		maxIn:    maxIn,
-		out:      make(chan *workerv1.WorkStreamResponse, maxIn+16),
-		ackWake:  make(chan struct{}, 1),
-		done:     make(chan struct{}),
-		ready:    readyMap(sub.GetKinds()),
+		id:             fmt.Sprintf("%s#%d", sub.GetWorkerId(), h.sessionSeq.Add(1)),
+		workerID:       sub.GetWorkerId(),
+		holder:         holderOf(principal, sub.GetWorkerId()),
+		maxIn:          maxIn,
+		compactRollups: sub.GetCompactRollups(),
+		out:            make(chan *workerv1.WorkStreamResponse, maxIn+16),
+		ackWake:        make(chan struct{}, 1),
+		done:           make(chan struct{}),
+		ready:          readyMap(sub.GetKinds()),
 	}
 	log := h.log.With().Str("worker_id", s.workerID).Logger()
 	watch := h.silence > 0 && sub.GetKeepalive() && streamAbort(ctx) != nil

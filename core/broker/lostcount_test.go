@@ -50,7 +50,7 @@ func TestStagerCountsLostWorkersButNotDrainedOnes(t *testing.T) {
 		Resource: pipeline.Snapshot{Kind: "vpc", Version: "v1", Name: "poison"}}
 	errc := make(chan error, 1)
 	go func() {
-		_, _, err := g.stage(context.Background(), task, store.Kind{}, workerv1.Stage_STAGE_WORK, "work", true,
+		_, _, err := g.stage(context.Background(), task, store.Kind{}, workerv1.Stage_STAGE_WORK, manifest.ReactionDecl{Name: "work"}, true,
 			&workerv1.StageTask_Work{Work: &workerv1.WorkRequest{}})
 		errc <- err
 	}()

@@ -234,8 +234,8 @@ func (r *reactorDispatcher) reactor(name string) (manifest.KindVersion, manifest
 // snapshot and the binding.
 func reactTask(brokerID string, d lifecycle.Delivery, kv manifest.KindVersion, reaction manifest.ReactionDecl,
 	snap lifecycleSnapshot) *workerv1.StageTask {
-	res := &workerv1.Resource{Id: snap.ID, Kind: kv.Kind, Version: kv.Version, Name: snap.Name, Labels: snap.Labels,
-		SpecJson: snap.Spec, StatusJson: snap.Status, Generation: snap.Generation, Finalizers: snap.Finalizers}
+	res := &workerv1.Resource{Id: snap.ID, Kind: kv.Kind, Version: kv.Version, Name: snap.Name, Generation: snap.Generation}
+	readParts(res, reaction.Reading(), snap.Spec, snap.Status, snap.Labels, snap.Finalizers)
 	if snap.OwnerID != nil {
 		res.OwnerId = *snap.OwnerID
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/pipeline"
+	"github.com/converge-run/converge/workerproto/childcols"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 
@@ -36,7 +37,7 @@ var errAbandon = errors.New("task abandoned")
 // verb need, the compose write, and the lease release of an abandoned task.
 type taskStore interface {
 	SubtreeSettled(ctx context.Context, root uuid.UUID) (bool, error)
-	WalkComposedSubtree(ctx context.Context, root uuid.UUID, visit func(store.SubtreeNode)) (bool, error)
+	WalkComposedSubtree(ctx context.Context, root uuid.UUID, withStatus bool, visit func(store.SubtreeNode)) (bool, error)
 	OperationForTask(ctx context.Context, id uuid.UUID) (resource.Operation, error)
 	ApplyCompose(ctx context.Context, t pipeline.Task, c pipeline.Composition) (pipeline.ComposeResult, error)
 	Release(ctx context.Context, l pipeline.Lease, keys []pipeline.TaskKey) (int, error)
@@ -46,7 +47,7 @@ type taskStore interface {
 // outcome and the ack of a final stage's result, to call once the task's
 // result is settled (stager.stage).
 type stageDispatcher interface {
-	stage(ctx context.Context, t pipeline.Task, kind store.Kind, stage workerv1.Stage, reaction string,
+	stage(ctx context.Context, t pipeline.Task, kind store.Kind, stage workerv1.Stage, reaction manifest.ReactionDecl,
 		final bool, req any) (*workerv1.Outcome, func(), error)
 }
 
@@ -189,7 +190,7 @@ func (rn *runner) runReconcile(ctx context.Context, t pipeline.Task, kind store.
 	}
 	switch {
 	case t.Trigger == string(manifest.TriggerResync) && hasResync:
-		out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_WORK, resync.Name, !hasRollup,
+		out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_WORK, resync, !hasRollup,
 			&workerv1.StageTask_Work{Work: &workerv1.WorkRequest{Trigger: t.Trigger}})
 		held.hold(ack)
 		if err != nil {
@@ -197,7 +198,7 @@ func (rn *runner) runReconcile(ctx context.Context, t pipeline.Task, kind store.
 		}
 		apply(&res, resync.Emits, out)
 	case hasWorker && !settledOnly:
-		out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_WORK, worker.Name, !hasRollup,
+		out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_WORK, worker, !hasRollup,
 			&workerv1.StageTask_Work{Work: &workerv1.WorkRequest{Trigger: t.Trigger}})
 		held.hold(ack)
 		if err != nil {
@@ -218,10 +219,13 @@ func (rn *runner) runReconcile(ctx context.Context, t pipeline.Task, kind store.
 			res.DeferSync = true
 			return res, nil
 		}
-		req := &workerv1.RollupRequest{}
+		withStatus := rollup.Reading().Has(manifest.ReadChildStatus)
+		cols := childcols.New(t.Key.ResourceID, 0, withStatus)
 		settled, err = storeStep(ctx, rn, "rollup", func(ctx context.Context) (bool, error) {
-			req.Children = req.Children[:0] // a retried read starts over
-			return rn.store.WalkComposedSubtree(ctx, t.Key.ResourceID, rollupChildren(req))
+			cols.Reset() // a retried read starts over
+			return rn.store.WalkComposedSubtree(ctx, t.Key.ResourceID, withStatus, func(n store.SubtreeNode) {
+				cols.Add(n.ID, n.Kind, n.Name, string(n.Phase), n.HealthOK, n.Status, n.OwnerID)
+			})
 		})
 		if err != nil {
 			return res, err
@@ -232,8 +236,12 @@ func (rn *runner) runReconcile(ctx context.Context, t pipeline.Task, kind store.
 			res.DeferSync = true
 			return res, nil
 		}
-		out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_ROLLUP, rollup.Name, true,
-			&workerv1.StageTask_Rollup{Rollup: req})
+		compact, err := cols.Finish()
+		if err != nil {
+			return res, err
+		}
+		out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_ROLLUP, rollup, true,
+			&workerv1.StageTask_Rollup{Rollup: &workerv1.RollupRequest{Compact: compact}})
 		held.hold(ack)
 		if err != nil {
 			return res, err
@@ -241,21 +249,6 @@ func (rn *runner) runReconcile(ctx context.Context, t pipeline.Task, kind store.
 		apply(&res, rollup.Emits, out)
 	}
 	return res, nil
-}
-
-// rollupChildren appends each subtree node to req as the rollup's child
-// summary, as the store reads it. Siblings share their owner: its id is
-// formatted once per run of them, not once per child.
-func rollupChildren(req *workerv1.RollupRequest) func(store.SubtreeNode) {
-	var owner uuid.UUID
-	var ownerID string
-	return func(n store.SubtreeNode) {
-		if ownerID == "" || n.OwnerID != owner {
-			owner, ownerID = n.OwnerID, n.OwnerID.String()
-		}
-		req.Children = append(req.Children, &workerv1.ChildSummary{Id: n.ID.String(), Kind: n.Kind, Name: n.Name,
-			Phase: string(n.Phase), HealthOk: n.HealthOK, StatusJson: n.Status, OwnerId: ownerID})
-	}
 }
 
 // storeStep runs one of a task's own database steps (a composition's write,
@@ -289,7 +282,7 @@ func (rn *runner) runDelete(ctx context.Context, t pipeline.Task, kind store.Kin
 		fin = deleter.Finalizer
 		res.Finalizer = fin
 	}
-	out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_DELETE, deleter.Name, true,
+	out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_DELETE, deleter, true,
 		&workerv1.StageTask_Delete{Delete: &workerv1.DeleteRequest{Finalizer: fin}})
 	held.hold(ack)
 	if err != nil {
@@ -312,7 +305,7 @@ func (rn *runner) runOperate(ctx context.Context, t pipeline.Task, kind store.Ki
 	if !ok {
 		return res, &stageError{msg: fmt.Sprintf("kind %s declares no operation %q", kvOf(t), op.Verb), terminal: true}
 	}
-	out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_OPERATE, r.Name, true,
+	out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_OPERATE, r, true,
 		&workerv1.StageTask_Operate{Operate: &workerv1.OperateRequest{OperationId: op.ID.String(), Verb: op.Verb, InputJson: op.Input}})
 	held.hold(ack)
 	if err != nil {

@@ -25,8 +25,10 @@ type session struct {
 	workerID string
 	holder   string // the lease holder: authenticated identity and worker id
 	maxIn    int
-	out      chan *workerv1.WorkStreamResponse // the stream's single sender drains it
-	done     chan struct{}                     // closed when the stream ends
+	// compactRollups: the worker takes a rollup's subtree as columns.
+	compactRollups bool
+	out            chan *workerv1.WorkStreamResponse // the stream's single sender drains it
+	done           chan struct{}                     // closed when the stream ends
 
 	// guarded by registry.mu
 	ready    map[manifest.KindVersion]bool

@@ -31,7 +31,7 @@ type fakeTaskStore struct {
 func (f *fakeTaskStore) SubtreeSettled(context.Context, uuid.UUID) (bool, error) {
 	panic("unexpected SubtreeSettled")
 }
-func (f *fakeTaskStore) WalkComposedSubtree(context.Context, uuid.UUID, func(store.SubtreeNode)) (bool, error) {
+func (f *fakeTaskStore) WalkComposedSubtree(context.Context, uuid.UUID, bool, func(store.SubtreeNode)) (bool, error) {
 	panic("unexpected WalkComposedSubtree")
 }
 func (f *fakeTaskStore) OperationForTask(context.Context, uuid.UUID) (resource.Operation, error) {
@@ -53,9 +53,9 @@ type fakeStageDispatcher struct {
 	AckFn func()
 }
 
-func (f *fakeStageDispatcher) stage(ctx context.Context, t pipeline.Task, _ store.Kind, stage workerv1.Stage, reaction string,
+func (f *fakeStageDispatcher) stage(ctx context.Context, t pipeline.Task, _ store.Kind, stage workerv1.Stage, reaction manifest.ReactionDecl,
 	final bool, _ any) (*workerv1.Outcome, func(), error) {
-	out, err := f.StageFn(ctx, t, stage, reaction, final)
+	out, err := f.StageFn(ctx, t, stage, reaction.Name, final)
 	if !final || f.AckFn == nil {
 		return out, noAck, err
 	}
@@ -257,33 +257,5 @@ func TestRunnerRunTask_AnUnreachableDatabaseIsRetriedNotRecorded(t *testing.T) {
 			require.Contains(t, written[0].Error, tc.errorHas)
 			require.False(t, written[0].Terminal)
 		})
-	}
-}
-
-// A rollup's request is built from the subtree's rows as they are read: each
-// child keeps its own owner (a nested composite's children name it, not the
-// root), also when owners alternate.
-func TestRollupChildren_EachChildNamesItsOwner(t *testing.T) {
-	t.Parallel()
-	root, mid := uuid.New(), uuid.New()
-	nodes := []store.SubtreeNode{
-		{ID: uuid.New(), Kind: "vpc", Name: "a", Phase: resource.PhaseReady, HealthOK: true, Status: []byte(`{"id":1}`), OwnerID: root},
-		{ID: uuid.New(), Kind: "vpc", Name: "b", Phase: resource.PhaseReady, HealthOK: true, OwnerID: mid},
-		{ID: uuid.New(), Kind: "vpc", Name: "c", Phase: resource.PhaseFailed, OwnerID: mid},
-		{ID: uuid.New(), Kind: "vpc", Name: "d", Phase: resource.PhaseReady, HealthOK: true, OwnerID: root},
-	}
-	req := &workerv1.RollupRequest{}
-	visit := rollupChildren(req)
-	for _, n := range nodes {
-		visit(n)
-	}
-	require.Len(t, req.Children, len(nodes))
-	for i, n := range nodes {
-		c := req.Children[i]
-		require.Equal(t, n.ID.String(), c.Id, n.Name)
-		require.Equal(t, n.OwnerID.String(), c.OwnerId, n.Name)
-		require.Equal(t, []string{n.Kind, n.Name, string(n.Phase)}, []string{c.Kind, c.Name, c.Phase}, n.Name)
-		require.Equal(t, n.HealthOK, c.HealthOk, n.Name)
-		require.Equal(t, []byte(n.Status), c.StatusJson, n.Name)
 	}
 }

@@ -8,11 +8,13 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/pipeline"
+	"github.com/converge-run/converge/workerproto/childcols"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 
@@ -52,7 +54,7 @@ type stager struct {
 // worker's own error) for the caller to call once the task's result is in
 // the outbox, refused, or the task released, so a broker that dies before
 // then leaves the result with the worker to redeliver.
-func (g *stager) stage(ctx context.Context, t pipeline.Task, kind store.Kind, stage workerv1.Stage, reaction string,
+func (g *stager) stage(ctx context.Context, t pipeline.Task, kind store.Kind, stage workerv1.Stage, reaction manifest.ReactionDecl,
 	final bool, req any) (*workerv1.Outcome, func(), error) {
 	kv := kvOf(t)
 	id := taskID{key: t.Key, epoch: t.ClaimEpoch, generation: t.Generation, stage: stage.String(), final: final}
@@ -165,6 +167,10 @@ func (g *stager) handOverTo(ctx context.Context, kv manifest.KindVersion, task *
 		return nil, nil, err
 	}
 	defer g.reg.release(s)
+	task, err = inForm(task, s)
+	if err != nil {
+		return nil, nil, err
+	}
 	task = g.leases.leased(task, s)
 	if err := s.send(ctx, &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Task{Task: task}}); err != nil {
 		if ctx.Err() != nil {
@@ -212,16 +218,19 @@ func (g *stager) acquireWait(ctx context.Context, kv manifest.KindVersion) (*ses
 	}
 }
 
-func (g *stager) stageTask(ctx context.Context, t pipeline.Task, kind store.Kind, stage workerv1.Stage, reaction, tid string, req any) *workerv1.StageTask {
+// stageTask builds the task of one stage attempt. The resource carries the
+// parts the reaction reads (its manifest's reads) and its identity.
+func (g *stager) stageTask(ctx context.Context, t pipeline.Task, kind store.Kind, stage workerv1.Stage, reaction manifest.ReactionDecl,
+	tid string, req any) *workerv1.StageTask {
 	r := t.Resource
 	task := &workerv1.StageTask{
 		TaskId:   tid,
 		Fence:    &workerv1.Fence{LeaseToken: g.id, ClaimEpoch: t.ClaimEpoch, ManifestGen: kind.ManifestGen},
 		Stage:    stage,
-		Reaction: reaction,
-		Resource: &workerv1.Resource{Id: r.ID.String(), Kind: r.Kind, Version: r.Version, Name: r.Name, Labels: r.Labels,
-			SpecJson: r.Spec, StatusJson: r.Status, Generation: t.Generation, Finalizers: r.Finalizers},
+		Reaction: reaction.Name,
+		Resource: &workerv1.Resource{Id: r.ID.String(), Kind: r.Kind, Version: r.Version, Name: r.Name, Generation: t.Generation},
 	}
+	readParts(task.Resource, reaction.Reading(), r.Spec, r.Status, r.Labels, r.Finalizers)
 	if r.OwnerID != nil {
 		task.Resource.OwnerId = r.OwnerID.String()
 	}
@@ -250,6 +259,41 @@ func (g *stager) stageTask(ctx context.Context, t pipeline.Task, kind store.Kind
 	return task
 }
 
+// readParts sets the parts of a task's resource its reaction reads.
+func readParts(res *workerv1.Resource, reads manifest.ReadMask, spec, status []byte, labels map[string]string, finalizers []string) {
+	if reads.Has(manifest.ReadSpec) {
+		res.SpecJson = spec
+	}
+	if reads.Has(manifest.ReadStatus) {
+		res.StatusJson = status
+	}
+	if reads.Has(manifest.ReadLabels) {
+		res.Labels = labels
+	}
+	if reads.Has(manifest.ReadFinalizers) {
+		res.Finalizers = finalizers
+	}
+}
+
+// inForm returns task in the form worker session s takes: a rollup's
+// subtree, built as columns, spelled out as one ChildSummary per child when
+// the worker did not ask for columns (Subscribe.compact_rollups), and
+// always before a relay (s nil), since the peer may predate columns. The
+// task is copied, not changed: a later attempt may go to another worker.
+func inForm(task *workerv1.StageTask, s *session) (*workerv1.StageTask, error) {
+	roll := task.GetRollup()
+	if roll.GetCompact() == nil || (s != nil && s.compactRollups) {
+		return task, nil
+	}
+	children, err := childcols.Summaries(roll.GetCompact(), task.GetResource().GetId())
+	if err != nil {
+		return nil, fmt.Errorf("rollup of %s: %w", task.GetResource().GetName(), err)
+	}
+	spelled := proto.CloneOf(task)
+	spelled.Request = &workerv1.StageTask_Rollup{Rollup: &workerv1.RollupRequest{Children: children}}
+	return spelled, nil
+}
+
 // dispatch sends task to a local worker serving kv, else to a peer.
 func (g *stager) dispatch(ctx context.Context, kv manifest.KindVersion, task *workerv1.StageTask) (*workerv1.StageComplete, error) {
 	if g.reg.serves(kv) {
@@ -266,6 +310,10 @@ func (g *stager) relay(ctx context.Context, kv manifest.KindVersion, task *worke
 	p := g.mesh.pick(kv)
 	if p == nil {
 		return nil, errNoRoute
+	}
+	task, err := inForm(task, nil)
+	if err != nil {
+		return nil, err
 	}
 	res, err := p.client.RelayStage(ctx, connect.NewRequest(&workerv1.RelayStageRequest{Task: task, OriginBroker: g.id}))
 	if err != nil {

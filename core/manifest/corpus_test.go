@@ -30,9 +30,24 @@ type corpusCase struct {
 	// rule and pointer are what ValidateManifest and the DB CHECK both
 	// report; rule "" means both accept.
 	rule, pointer string
+	// message, when set, is the violation's message (before " [rule]"):
+	// cases that pin which of several violations wins.
+	message string
 	// parseRule is Parse's rule where it differs: schema compilation is
 	// Go-only, so Parse can reject what the lattice accepts.
 	parseRule string
+	// reading, when set, is each parsed reaction's effective reads
+	// (ReactionDecl.Reading), in declaration order.
+	reading []manifest.ReadMask
+}
+
+// reads builds a ReadMask for the corpus' expectations.
+func reads(bits ...manifest.ReadBit) manifest.ReadMask {
+	var m manifest.ReadMask
+	for _, b := range bits {
+		m |= manifest.ReadMask(b)
+	}
+	return m
 }
 
 var corpus = map[string]corpusCase{
@@ -83,6 +98,28 @@ var corpus = map[string]corpusCase{
 	"legal-external-ref-schema-db-accepts.json": {
 		reason:    "an external $ref passes the lattice; Parse refuses to load it (schemas are self-contained)",
 		parseRule: manifest.RuleSchemaInvalid},
+	"legal-reads-list.json": {
+		reason: "reads lists parts in any order on any trigger; a reaction without reads reads every part",
+		reading: []manifest.ReadMask{
+			reads(manifest.ReadSpec, manifest.ReadLabels),
+			reads(manifest.ReadSpec, manifest.ReadFinalizers),
+			reads(manifest.ReadSpec, manifest.ReadStatus),
+			manifest.AllReads,
+			reads(manifest.ReadStatus, manifest.ReadLabels),
+		}},
+	"legal-reads-empty.json": {
+		reason:  "an empty reads is legal: the handler gets the resource's identity only",
+		reading: []manifest.ReadMask{0}},
+	"legal-reads-child-status-on-rollup.json": {
+		reason: "childStatus on childrenSettled reactions, a rollup or not; a composer reads its spec and labels",
+		reading: []manifest.ReadMask{
+			reads(manifest.ReadSpec, manifest.ReadLabels),
+			reads(manifest.ReadStatus, manifest.ReadChildStatus),
+			reads(manifest.ReadChildStatus),
+		}},
+	"legal-reads-rollup-without-child-status.json": {
+		reason:  "a rollup may read nothing: its children's kind, name, phase and health always ride",
+		reading: []manifest.ReadMask{manifest.AllReads, 0}},
 
 	// Illegal, one rule at a time in the DB's order.
 	"illegal-not-an-object.json": {
@@ -173,6 +210,56 @@ var corpus = map[string]corpusCase{
 		reason: "the outcome set is closed", rule: manifest.RuleEmitsInvalid, pointer: "/reactions/0/emits"},
 	"illegal-emits-duplicate-outcome.json": {
 		reason: "an outcome is listed once", rule: manifest.RuleEmitsInvalid, pointer: "/reactions/0/emits"},
+	"illegal-reads-not-array.json": {
+		reason: "reads is an array of names", rule: manifest.RuleReadsInvalid, pointer: "/reactions/0/reads",
+		message: "must be an array of parts among spec, status, labels, finalizers, childStatus"},
+	"illegal-reads-null.json": {
+		reason: "reads may be absent (every part) but not null", rule: manifest.RuleReadsInvalid, pointer: "/reactions/0/reads",
+		message: "must be an array of parts among spec, status, labels, finalizers, childStatus"},
+	"illegal-reads-object.json": {
+		reason: "an object of flags is not an array", rule: manifest.RuleReadsInvalid, pointer: "/reactions/0/reads"},
+	"illegal-reads-unknown-part.json": {
+		reason: "the part set is closed", rule: manifest.RuleReadsInvalid, pointer: "/reactions/0/reads",
+		message: "parts must be among spec, status, labels, finalizers, childStatus"},
+	"illegal-reads-wrong-case.json": {
+		reason: "part names are case-sensitive", rule: manifest.RuleReadsInvalid, pointer: "/reactions/0/reads"},
+	"illegal-reads-number.json": {
+		reason: "a part is a string", rule: manifest.RuleReadsInvalid, pointer: "/reactions/0/reads"},
+	"illegal-reads-nested-array.json": {
+		reason: "a nested array is not a part name", rule: manifest.RuleReadsInvalid, pointer: "/reactions/0/reads"},
+	"illegal-reads-duplicate.json": {
+		reason: "a part is listed once", rule: manifest.RuleReadsInvalid, pointer: "/reactions/0/reads",
+		message: "duplicate read 'spec'"},
+	"illegal-reads-child-status-on-worker.json": {
+		reason: "childStatus is only for childrenSettled", rule: manifest.RuleReadsInvalid, pointer: "/reactions/0/reads",
+		message: "childStatus is only for childrenSettled reactions"},
+	"illegal-reads-child-status-on-deleter.json": {
+		reason: "a deleter has no settled children to read", rule: manifest.RuleReadsInvalid, pointer: "/reactions/0/reads"},
+	"illegal-reads-child-status-on-composer.json": {
+		reason: "a composer runs before its children settle", rule: manifest.RuleReadsInvalid, pointer: "/reactions/0/reads"},
+	"illegal-reads-misspelled-key.json": {
+		reason: "read is not reads", rule: manifest.RuleUnknownField, pointer: "/reactions/0/read"},
+	"illegal-reads-on-second-reaction.json": {
+		reason: "a rollup lists childStatus once", rule: manifest.RuleReadsInvalid, pointer: "/reactions/1/reads",
+		message: "duplicate read 'childStatus'"},
+	"illegal-order-emits-before-reads.json": {
+		reason: "emits is checked before reads", rule: manifest.RuleEmitsInvalid, pointer: "/reactions/0/emits"},
+	"illegal-order-reads-duplicate-before-unknown.json": {
+		reason: "reads' elements are checked in order: the duplicate second before the unknown third",
+		rule:   manifest.RuleReadsInvalid, pointer: "/reactions/0/reads",
+		message: "duplicate read 'spec'"},
+	"illegal-order-reads-child-status-before-duplicate.json": {
+		reason: "an element's trigger is checked before the next element's duplicate",
+		rule:   manifest.RuleReadsInvalid, pointer: "/reactions/0/reads",
+		message: "childStatus is only for childrenSettled reactions"},
+	"illegal-order-reads-unknown-before-child-status.json": {
+		reason: "an unknown first element is reported before a misplaced childStatus second",
+		rule:   manifest.RuleReadsInvalid, pointer: "/reactions/0/reads",
+		message: "parts must be among spec, status, labels, finalizers, childStatus"},
+	"illegal-order-reads-before-verb.json": {
+		reason: "reads is checked before verb", rule: manifest.RuleReadsInvalid, pointer: "/reactions/0/reads"},
+	"illegal-order-reads-before-composer-rule.json": {
+		reason: "reads is checked before the composer's emits rules", rule: manifest.RuleReadsInvalid, pointer: "/reactions/0/reads"},
 	"illegal-verb-without-operation.json": {
 		reason: "verb is only for operation reactions", rule: manifest.RuleVerbWithoutOperation, pointer: "/reactions/0/verb"},
 	"illegal-verb-number-on-worker.json": {
@@ -280,6 +367,9 @@ func TestCorpus_GoValidatorAgreesWithDBCheck(t *testing.T) {
 
 			goGot := goOutcome(t, manifest.ValidateManifest(raw))
 			want := outcome{Rule: tc.rule, Pointer: tc.pointer, Message: goGot.Message}
+			if tc.message != "" {
+				want.Message = (&manifest.ValidationError{Pointer: tc.pointer, Message: tc.message, Rule: tc.rule}).Error()
+			}
 			if diff := cmp.Diff(want, goGot); diff != "" {
 				t.Errorf("%s\nValidateManifest: -want +got:\n%s", tc.reason, diff)
 			}
@@ -315,6 +405,15 @@ func TestCorpus_GoValidatorAgreesWithDBCheck(t *testing.T) {
 				}
 				if diff := cmp.Diff(goConfig, dbConfig); diff != "" {
 					t.Errorf("%s\nkind_config: -Parse +DB:\n%s", tc.reason, diff)
+				}
+				if tc.reading != nil {
+					got := make([]manifest.ReadMask, len(m.Reactions))
+					for i, r := range m.Reactions {
+						got[i] = r.Reading()
+					}
+					if diff := cmp.Diff(tc.reading, got); diff != "" {
+						t.Errorf("%s\nReading: -want +got:\n%s", tc.reason, diff)
+					}
 				}
 			}
 		})

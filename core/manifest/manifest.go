@@ -145,6 +145,92 @@ func (m *OutcomeMask) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// ReadBit is one part of a task's input that a reaction's handler reads.
+type ReadBit uint8
+
+// The read bits, in their canonical order. A task's identity (id, kind,
+// version, name, generation, owner) is always sent and is not a part.
+const (
+	ReadSpec        ReadBit = 1 << iota // "spec"
+	ReadStatus                          // "status"
+	ReadLabels                          // "labels"
+	ReadFinalizers                      // "finalizers"
+	ReadChildStatus                     // "childStatus": a rollup's children's status documents
+)
+
+var readNames = []struct {
+	bit  ReadBit
+	name string
+}{
+	{ReadSpec, "spec"},
+	{ReadStatus, "status"},
+	{ReadLabels, "labels"},
+	{ReadFinalizers, "finalizers"},
+	{ReadChildStatus, "childStatus"},
+}
+
+// String is the part's manifest name.
+func (b ReadBit) String() string {
+	for _, r := range readNames {
+		if r.bit == b {
+			return r.name
+		}
+	}
+	return fmt.Sprintf("ReadBit(%d)", uint8(b))
+}
+
+// ParseRead maps a manifest name to its bit.
+func ParseRead(name string) (ReadBit, bool) {
+	for _, r := range readNames {
+		if r.name == name {
+			return r.bit, true
+		}
+	}
+	return 0, false
+}
+
+// ReadMask is a set of ReadBits: the parts of a resource a reaction's
+// handler receives. In JSON it is an array of names.
+type ReadMask uint8
+
+// AllReads is every part: what a reaction that declares no reads gets.
+const AllReads = ReadMask(ReadSpec | ReadStatus | ReadLabels | ReadFinalizers | ReadChildStatus)
+
+// Has reports whether the mask contains b.
+func (m ReadMask) Has(b ReadBit) bool { return m&ReadMask(b) != 0 }
+
+// Names lists the mask's part names in canonical order ([] when empty).
+func (m ReadMask) Names() []string {
+	out := []string{}
+	for _, r := range readNames {
+		if m.Has(r.bit) {
+			out = append(out, r.name)
+		}
+	}
+	return out
+}
+
+// MarshalJSON writes the mask as an array of names.
+func (m ReadMask) MarshalJSON() ([]byte, error) { return json.Marshal(m.Names()) }
+
+// UnmarshalJSON reads an array of names.
+func (m *ReadMask) UnmarshalJSON(b []byte) error {
+	var names []string
+	if err := json.Unmarshal(b, &names); err != nil {
+		return fmt.Errorf("reads: %w", err)
+	}
+	var out ReadMask
+	for _, n := range names {
+		bit, ok := ParseRead(n)
+		if !ok {
+			return fmt.Errorf("reads: unknown part %q", n)
+		}
+		out |= ReadMask(bit)
+	}
+	*m = out
+	return nil
+}
+
 // Transition is a lifecycle edge a reactor binding subscribes to.
 type Transition string
 
@@ -170,7 +256,8 @@ func (t Transition) Valid() bool {
 	return false
 }
 
-// ReactionDecl is one (Trigger, Emits) pair a kind declares.
+// ReactionDecl is one (Trigger, Emits) pair a kind declares, with what its
+// handler reads.
 type ReactionDecl struct {
 	// Name is the stable handle a worker keys its handler by (kind, Name).
 	Name    string      `json:"name"`
@@ -180,6 +267,17 @@ type ReactionDecl struct {
 	Verb string `json:"verb,omitempty"`
 	// Finalizer is only for Trigger=deleteRequested: the finalizer it strips.
 	Finalizer string `json:"finalizer,omitempty"`
+	// Reads lists the parts of the resource the handler reads; nil (absent
+	// in the manifest) reads them all.
+	Reads *ReadMask `json:"reads,omitempty"`
+}
+
+// Reading is the reaction's effective reads: AllReads when it declares none.
+func (r ReactionDecl) Reading() ReadMask {
+	if r.Reads == nil {
+		return AllReads
+	}
+	return *r.Reads
 }
 
 // KindManifest is a kind's CRD: schemas, reactions and lifecycle policy.

@@ -102,6 +102,156 @@ func TestOutcomeMask_UnmarshalJSON(t *testing.T) {
 	}
 }
 
+func TestReadMask_JSONRoundTrip(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		reason string
+		mask   manifest.ReadMask
+		json   string
+	}{
+		"Empty": {
+			reason: "the empty mask (identity only) is an empty array, never null",
+			mask:   0,
+			json:   `[]`,
+		},
+		"Spec": {
+			reason: "one bit is one name",
+			mask:   manifest.ReadMask(manifest.ReadSpec),
+			json:   `["spec"]`,
+		},
+		"Rollup": {
+			reason: "names come out in canonical order, whatever order the bits were given in",
+			mask:   manifest.ReadMask(manifest.ReadChildStatus | manifest.ReadLabels | manifest.ReadStatus),
+			json:   `["status","labels","childStatus"]`,
+		},
+		"All": {
+			reason: "every part has a name; AllReads is all five",
+			mask:   manifest.AllReads,
+			json:   `["spec","status","labels","finalizers","childStatus"]`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, err := json.Marshal(tc.mask)
+			require.NoError(t, err)
+			if diff := cmp.Diff(tc.json, string(got)); diff != "" {
+				t.Errorf("%s\nMarshal: -want +got:\n%s", tc.reason, diff)
+			}
+			var back manifest.ReadMask
+			require.NoError(t, json.Unmarshal(got, &back))
+			if diff := cmp.Diff(tc.mask, back); diff != "" {
+				t.Errorf("%s\nround trip: -want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestReadMask_UnmarshalJSON(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		reason  string
+		json    string
+		want    manifest.ReadMask
+		wantErr string
+	}{
+		"AnyOrder": {
+			reason: "input order does not matter",
+			json:   `["finalizers","spec"]`,
+			want:   manifest.ReadMask(manifest.ReadSpec | manifest.ReadFinalizers),
+		},
+		"UnknownPart": {
+			reason:  "the part set is closed",
+			json:    `["spec","children"]`,
+			wantErr: `reads: unknown part "children"`,
+		},
+		"CaseSensitive": {
+			reason:  "part names are case-sensitive",
+			json:    `["childstatus"]`,
+			wantErr: `reads: unknown part "childstatus"`,
+		},
+		"NotAnArray": {
+			reason:  "reads is an array of names",
+			json:    `"spec"`,
+			wantErr: "reads: ",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var got manifest.ReadMask
+			err := json.Unmarshal([]byte(tc.json), &got)
+			if tc.wantErr != "" {
+				require.Error(t, err, tc.reason)
+				require.True(t, strings.HasPrefix(err.Error(), tc.wantErr), "%s: got %q", tc.reason, err)
+				return
+			}
+			require.NoError(t, err, tc.reason)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\n-want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestReadBit_Names(t *testing.T) {
+	t.Parallel()
+	for _, name := range manifest.AllReads.Names() {
+		bit, ok := manifest.ParseRead(name)
+		require.True(t, ok, "%s parses", name)
+		require.Equal(t, name, bit.String(), "String is the manifest name")
+		require.True(t, manifest.AllReads.Has(bit))
+	}
+	_, ok := manifest.ParseRead("Spec")
+	require.False(t, ok, "names are case-sensitive")
+	require.Equal(t, "ReadBit(64)", manifest.ReadBit(64).String(), "a bit outside the set names its value")
+	require.False(t, manifest.AllReads.Has(manifest.ReadBit(64)), "AllReads is the five parts only")
+}
+
+func TestReactionDecl_Reading(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		reason   string
+		decl     string
+		want     manifest.ReadMask
+		wantJSON string
+	}{
+		"Absent": {
+			reason:   "a reaction that declares no reads reads every part, and re-encodes without reads",
+			decl:     `{"name":"work","trigger":"specChange","emits":["status"]}`,
+			want:     manifest.AllReads,
+			wantJSON: `{"name":"work","trigger":"specChange","emits":["status"]}`,
+		},
+		"Empty": {
+			reason:   "an empty reads is identity only, and stays explicit when re-encoded",
+			decl:     `{"name":"work","trigger":"specChange","emits":["status"],"reads":[]}`,
+			want:     0,
+			wantJSON: `{"name":"work","trigger":"specChange","emits":["status"],"reads":[]}`,
+		},
+		"Listed": {
+			reason:   "a list reads exactly its parts, re-encoded in canonical order",
+			decl:     `{"name":"rollup","trigger":"childrenSettled","emits":["status"],"reads":["childStatus","spec"]}`,
+			want:     manifest.ReadMask(manifest.ReadSpec | manifest.ReadChildStatus),
+			wantJSON: `{"name":"rollup","trigger":"childrenSettled","emits":["status"],"reads":["spec","childStatus"]}`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var r manifest.ReactionDecl
+			require.NoError(t, json.Unmarshal([]byte(tc.decl), &r))
+			if diff := cmp.Diff(tc.want, r.Reading()); diff != "" {
+				t.Errorf("%s\nReading: -want +got:\n%s", tc.reason, diff)
+			}
+			out, err := json.Marshal(r)
+			require.NoError(t, err)
+			if diff := cmp.Diff(tc.wantJSON, string(out)); diff != "" {
+				t.Errorf("%s\nMarshal: -want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
 func reaction(name string, trigger manifest.Trigger, bits ...manifest.OutcomeBit) manifest.ReactionDecl {
 	return manifest.ReactionDecl{Name: name, Trigger: trigger, Emits: manifest.Mask(bits...)}
 }

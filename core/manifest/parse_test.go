@@ -42,6 +42,27 @@ func TestParse(t *testing.T) {
 					{Name: "snap", Trigger: manifest.TriggerOperation, Emits: manifest.Mask(manifest.OutcomeOperationOutput), Verb: "snapshot"},
 					{Name: "teardown", Trigger: manifest.TriggerDeleteRequested, Emits: manifest.Mask(manifest.OutcomeFinalizer), Finalizer: "converge.run/own"}}},
 		},
+		"Reads": {
+			reason: "reads decodes to a mask; absent is nil (every part), [] is an empty mask (identity only)",
+			raw: `{"kind": "net", "reactions": [
+					{"name": "compose", "trigger": "specChange", "emits": ["children", "status"], "reads": ["spec"]},
+					{"name": "rollup", "trigger": "childrenSettled", "emits": ["status"], "reads": ["childStatus", "status"]},
+					{"name": "probe", "trigger": "resync", "emits": ["status"], "reads": []},
+					{"name": "work", "trigger": "specChange", "emits": ["status"]}]}`,
+			want: manifest.KindManifest{Kind: "net", Version: "v1", Reactions: []manifest.ReactionDecl{
+				{Name: "compose", Trigger: manifest.TriggerSpecChange, Emits: manifest.Mask(manifest.OutcomeChildren, manifest.OutcomeStatus),
+					Reads: readMask(manifest.ReadSpec)},
+				{Name: "rollup", Trigger: manifest.TriggerChildrenSettled, Emits: manifest.Mask(manifest.OutcomeStatus),
+					Reads: readMask(manifest.ReadStatus, manifest.ReadChildStatus)},
+				{Name: "probe", Trigger: manifest.TriggerResync, Emits: manifest.Mask(manifest.OutcomeStatus),
+					Reads: readMask()},
+				work}},
+		},
+		"ReadsChildStatusOnWorker": {
+			reason:  "childStatus is only for childrenSettled reactions",
+			raw:     `{"kind": "vpc", "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status"], "reads": ["spec", "childStatus"]}]}`,
+			wantErr: &manifest.ValidationError{Pointer: "/reactions/0/reads", Rule: manifest.RuleReadsInvalid, Message: "childStatus is only for childrenSettled reactions"},
+		},
 		"LatticeFirst": {
 			reason:  "the lattice is checked before any schema is compiled",
 			raw:     `{"kind": "vpc", "spec_schema": {"type": 5}, "reactions": []}`,
@@ -80,4 +101,10 @@ func TestParse(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readMask is a non-nil *ReadMask of bits: a reaction's declared reads.
+func readMask(bits ...manifest.ReadBit) *manifest.ReadMask {
+	m := reads(bits...)
+	return &m
 }

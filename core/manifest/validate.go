@@ -30,6 +30,7 @@ const (
 	RuleReactionNameDuplicate      = "reaction_name_duplicate"
 	RuleTriggerUnknown             = "trigger_unknown"
 	RuleEmitsInvalid               = "emits_invalid"
+	RuleReadsInvalid               = "reads_invalid"
 	RuleVerbWithoutOperation       = "verb_without_operation"
 	RuleOperationRequiresVerb      = "operation_requires_verb"
 	RuleVerbDuplicate              = "verb_duplicate"
@@ -74,7 +75,7 @@ var (
 	topLevelKeys = []string{"kind", "version", "description", "spec_schema", "status_schema", "config_schema",
 		"reactions", "finalizer_name", "max_inflight", "task_deadline_secs",
 		"resync_interval_secs", "resync_recomposes", "orphan_grace_secs", "max_transient_attempts"}
-	reactionKeys = []string{"name", "trigger", "emits", "verb", "finalizer"}
+	reactionKeys = []string{"name", "trigger", "emits", "verb", "finalizer", "reads"}
 	// schemaKeys and policyIntKeys are in the order the DB checks them.
 	schemaKeys    = []string{"config_schema", "spec_schema", "status_schema"}
 	policyIntKeys = []string{"max_inflight", "max_transient_attempts", "orphan_grace_secs", "resync_interval_secs",
@@ -169,7 +170,10 @@ type lattice struct {
 	composers, rollups, reactors int
 }
 
-// reaction checks one reaction at ptr, in the DB's order.
+// reaction checks one reaction at ptr, in the DB's order: reaction_invalid,
+// unknown_field, reaction_name_invalid, reaction_name_duplicate,
+// trigger_unknown, emits_invalid, reads_invalid, then verbAndFinalizer's
+// rules and role's.
 func (l *lattice) reaction(ptr string, rv any, finalizerName string) error {
 	r, ok := rv.(map[string]any)
 	if !ok {
@@ -198,6 +202,11 @@ func (l *lattice) reaction(ptr string, rv any, finalizerName string) error {
 	if err != nil {
 		return err
 	}
+	if v, ok := r["reads"]; ok {
+		if err := checkReads(ptr+"/reads", v, trigger); err != nil {
+			return err
+		}
+	}
 	if err := l.verbAndFinalizer(ptr, r, trigger, finalizerName); err != nil {
 		return err
 	}
@@ -225,6 +234,33 @@ func parseEmits(ptr string, v any) (OutcomeMask, error) {
 		emits |= OutcomeMask(bit)
 	}
 	return emits, nil
+}
+
+// checkReads checks a present reads: an array of distinct part names,
+// childStatus only on a childrenSettled reaction. Each element is checked in
+// turn: known, then not a duplicate, then its trigger.
+func checkReads(ptr string, v any, trigger Trigger) error {
+	list, ok := v.([]any)
+	if !ok {
+		return violation(ptr, "must be an array of parts among spec, status, labels, finalizers, childStatus",
+			RuleReadsInvalid)
+	}
+	var reads ReadMask
+	for _, e := range list {
+		s, _ := e.(string)
+		bit, ok := ParseRead(s)
+		if !ok {
+			return violation(ptr, "parts must be among spec, status, labels, finalizers, childStatus", RuleReadsInvalid)
+		}
+		if reads.Has(bit) {
+			return violation(ptr, fmt.Sprintf("duplicate read '%s'", s), RuleReadsInvalid)
+		}
+		if bit == ReadChildStatus && trigger != TriggerChildrenSettled {
+			return violation(ptr, "childStatus is only for childrenSettled reactions", RuleReadsInvalid)
+		}
+		reads |= ReadMask(bit)
+	}
+	return nil
 }
 
 // verbAndFinalizer checks that verb belongs to operations and finalizer to

@@ -50,7 +50,7 @@ func (s *Store) SubtreeSettled(ctx context.Context, root uuid.UUID) (bool, error
 // into one Subtree.
 func (s *Store) ComposedSubtree(ctx context.Context, root uuid.UUID) (Subtree, error) {
 	var out Subtree
-	settled, err := s.WalkComposedSubtree(ctx, root, func(n SubtreeNode) { out.Nodes = append(out.Nodes, n) })
+	settled, err := s.WalkComposedSubtree(ctx, root, true, func(n SubtreeNode) { out.Nodes = append(out.Nodes, n) })
 	if err != nil {
 		return Subtree{}, err
 	}
@@ -70,16 +70,18 @@ func (s *Store) ComposedSubtree(ctx context.Context, root uuid.UUID) (Subtree, e
 // index scan, not 1,000 more probes for children leaves cannot have. Each
 // deeper level is a LATERAL index probe per parent, never a table scan.
 // A node's Status is its own copy of the row's bytes (scanned as bytes:
-// decoding it as JSON would only re-check what Postgres stored).
-func (s *Store) WalkComposedSubtree(ctx context.Context, root uuid.UUID, visit func(SubtreeNode)) (settled bool, err error) {
+// decoding it as JSON would only re-check what Postgres stored), and nil
+// unless withStatus: a rollup that does not read its children's status
+// does not have the database read and send a document per child.
+func (s *Store) WalkComposedSubtree(ctx context.Context, root uuid.UUID, withStatus bool, visit func(SubtreeNode)) (settled bool, err error) {
 	rows, err := s.primary.Query(ctx, `
 WITH RECURSIVE sub AS (
-    SELECT c.id, c.kind, c.version, c.name, c.phase, c.health_ok, c.status, c.owner_id, c.synced_gen,
-           c.generation, c.failure_gen, c.frozen_until, c.deletion_requested_at
+    SELECT c.id, c.kind, c.version, c.name, c.phase, c.health_ok, CASE WHEN $2 THEN c.status END AS status,
+           c.owner_id, c.synced_gen, c.generation, c.failure_gen, c.frozen_until, c.deletion_requested_at
       FROM resources c WHERE c.owner_id = $1
     UNION ALL
-    SELECT c.id, c.kind, c.version, c.name, c.phase, c.health_ok, c.status, c.owner_id, c.synced_gen,
-           c.generation, c.failure_gen, c.frozen_until, c.deletion_requested_at
+    SELECT c.id, c.kind, c.version, c.name, c.phase, c.health_ok, CASE WHEN $2 THEN c.status END,
+           c.owner_id, c.synced_gen, c.generation, c.failure_gen, c.frozen_until, c.deletion_requested_at
       FROM sub p
       JOIN kind_config kc ON kc.kind = p.kind AND kc.version = p.version AND kc.has_composer
      CROSS JOIN LATERAL (SELECT * FROM resources c WHERE c.owner_id = p.id OFFSET 0) c
@@ -88,7 +90,7 @@ SELECT r.id, r.kind, r.name, r.phase, r.health_ok, r.status, r.owner_id,
        (r.synced_gen < r.generation AND r.failure_gen <> r.generation) AS progressing
   FROM sub r
  WHERE r.frozen_until IS NULL AND r.deletion_requested_at IS NULL
- ORDER BY r.kind, r.name`, root)
+ ORDER BY r.kind, r.name`, root, withStatus)
 	if err != nil {
 		return false, fmt.Errorf("read subtree of %s: %w", root, err)
 	}

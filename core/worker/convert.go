@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/workerproto/childcols"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 
@@ -57,6 +58,17 @@ func requestFromTask(t *workerv1.StageTask, def *ProviderConfig) (Request, error
 	case *workerv1.StageTask_Work:
 		req.Trigger = x.Work.GetTrigger()
 	case *workerv1.StageTask_Rollup:
+		if cols := x.Rollup.GetCompact(); cols != nil {
+			req.Children = make([]ChildSummary, 0, childcols.Len(cols))
+			err := childcols.Walk(cols, r.GetId(), func(c childcols.Child) {
+				req.Children = append(req.Children, ChildSummary{ID: c.ID, Kind: c.Kind, Name: c.Name,
+					Phase: c.Phase, HealthOK: c.HealthOK, Status: raw(c.Status), OwnerID: c.OwnerID})
+			})
+			if err != nil {
+				return req, err
+			}
+			break
+		}
 		for _, c := range x.Rollup.GetChildren() {
 			req.Children = append(req.Children, ChildSummary{ID: c.GetId(), Kind: c.GetKind(), Name: c.GetName(),
 				Phase: c.GetPhase(), HealthOK: c.GetHealthOk(), Status: raw(c.GetStatusJson()), OwnerID: c.GetOwnerId()})

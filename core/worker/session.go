@@ -138,6 +138,8 @@ func (w *Worker) subscribe(stream interface {
 		Version:     w.opts.Version,
 		Keepalive:   true,
 		Batches:     true,
+		// Columns are read by requestFromTask (childcols), the list too.
+		CompactRollups: true,
 	}
 	if err := stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: sub}}); err != nil {
 		return nil, fmt.Errorf("subscribe: %w", err)

@@ -261,6 +261,9 @@ type Reaction struct {
 	Trigger Trigger `json:"trigger"`
 	// What of the handler's outcome the core applies.
 	Emits []Outcome `json:"emits"`
+	// The parts of the resource the handler receives: the manifest's reads, or
+	// every part when the reaction declares none.
+	Reads []ResourcePart `json:"reads"`
 	// The subresource verb (OPERATION reactions only).
 	Verb *string `json:"verb,omitempty"`
 	// The finalizer it strips (DELETE_REQUESTED reactions only).
@@ -1185,6 +1188,74 @@ func (e *ResourceEventType) UnmarshalJSON(b []byte) error {
 }
 
 func (e ResourceEventType) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// The parts of a resource a reaction's handler receives, beyond its identity
+// (id, kind, version, name, generation and owner, which are always sent).
+type ResourcePart string
+
+const (
+	// The resource's spec.
+	ResourcePartSpec ResourcePart = "SPEC"
+	// The resource's status document.
+	ResourcePartStatus ResourcePart = "STATUS"
+	// The resource's labels.
+	ResourcePartLabels ResourcePart = "LABELS"
+	// The resource's finalizers.
+	ResourcePartFinalizers ResourcePart = "FINALIZERS"
+	// A rollup's children's status documents (their kind, name, phase and health are always sent).
+	ResourcePartChildStatus ResourcePart = "CHILD_STATUS"
+)
+
+var AllResourcePart = []ResourcePart{
+	ResourcePartSpec,
+	ResourcePartStatus,
+	ResourcePartLabels,
+	ResourcePartFinalizers,
+	ResourcePartChildStatus,
+}
+
+func (e ResourcePart) IsValid() bool {
+	switch e {
+	case ResourcePartSpec, ResourcePartStatus, ResourcePartLabels, ResourcePartFinalizers, ResourcePartChildStatus:
+		return true
+	}
+	return false
+}
+
+func (e ResourcePart) String() string {
+	return string(e)
+}
+
+func (e *ResourcePart) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ResourcePart(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ResourcePart", str)
+	}
+	return nil
+}
+
+func (e ResourcePart) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ResourcePart) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ResourcePart) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -14,12 +14,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/app/apptest"
@@ -343,4 +345,111 @@ func TestTSWorker_ConvergesSurvivesABrokerRestartAndDrains(t *testing.T) {
 	require.True(t, w.has(map[string]any{"event": "exit"}))
 	requireStatus(t, s.WaitPhase("tsprobe", "draining", resource.PhaseReady, time.Minute), `{"attempts":1,"lease":true}`)
 	require.Equal(t, 1, w.logged("draining in-flight tasks"))
+}
+
+// last returns the last event matching every field in want, or nil.
+func (w *nodeWorker) last(want map[string]any) map[string]any {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := len(w.evs) - 1; i >= 0; i-- {
+		ev, ok := w.evs[i], true
+		for k, v := range want {
+			if fmt.Sprint(ev[k]) != fmt.Sprint(v) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return ev
+		}
+	}
+	return nil
+}
+
+// TestTSWorker_RollupReceivesItsSubtree: a composite served by the
+// TypeScript worker (tsfleet: probes and a nested fleet) rolls up with
+// every descendant as the store holds it: ids, kinds, names, phases
+// (Ready, Failed), health, owners (the root, and the nested fleet for its
+// own probes) and, when its rollup reads childStatus, their status. The
+// broker sends the subtree as columns or as a list; the handler sees the
+// same either way. Its rollup reads no part of its own resource, which
+// arrives as identity alone.
+func TestTSWorker_RollupReceivesItsSubtree(t *testing.T) {
+	t.Parallel()
+	build(t)
+	ctx := context.Background()
+	s := apptest.Start(t, apptest.Options{})
+	applyManifests(t, s)
+	w := startWorker(t, "BROKER_URL="+s.BrokerURL(), "WORKER_TOKEN="+apptest.WorkerToken, "LOG_FORMAT=json")
+
+	const spec = `{"modes":["ok","terminal"],"sub":{"modes":["ok","unhealthy"]}}`
+	applyAll(t, s.Store, "tsfleet", map[string]string{"fleet": spec})
+	applyAll(t, s.Store, "tsfleetbare", map[string]string{"bare": spec})
+	for _, tc := range []struct {
+		reason, kind, name string
+		withStatus         bool
+	}{
+		{"the rollup reads childStatus: each child's status arrives", "tsfleet", "fleet", true},
+		{"the rollup reads nothing: no child's status arrives", "tsfleetbare", "bare", false},
+	} {
+		root := s.WaitPhase(tc.kind, tc.name, resource.PhaseReady, 2*time.Minute)
+		s.WaitPhase("tsprobe", tc.name+"-p1", resource.PhaseFailed, time.Minute)
+		s.WaitPhase(tc.kind, tc.name+"-sub", resource.PhaseReady, time.Minute)
+
+		// The descendants as the store holds them, as the handler reports them.
+		want := func() []any {
+			rs, err := s.Store.SubtreeResources(ctx, root.ID)
+			require.NoError(t, err)
+			out := []any{}
+			for _, r := range rs {
+				if r.ID == root.ID {
+					continue
+				}
+				var status any
+				if tc.withStatus && len(r.Status) > 0 {
+					require.NoError(t, json.Unmarshal(r.Status, &status))
+				}
+				out = append(out, map[string]any{"id": r.ID.String(), "kind": r.Kind, "name": r.Name, "phase": string(r.Phase),
+					"healthOk": r.HealthOK, "ownerId": r.OwnerID.String(), "status": status})
+			}
+			return out
+		}
+		byID := func(l []any) []any {
+			slices.SortFunc(l, func(a, b any) int {
+				return strings.Compare(a.(map[string]any)["id"].(string), b.(map[string]any)["id"].(string))
+			})
+			return l
+		}
+		var diff string
+		apptest.WaitFor(t, time.Minute, tc.name+"'s rollup saw its settled subtree", func() bool {
+			ev := w.last(map[string]any{"event": "rollup", "kind": tc.kind, "name": tc.name})
+			if ev == nil {
+				diff = "no rollup yet"
+				return false
+			}
+			got, _ := ev["children"].([]any)
+			diff = cmp.Diff(byID(want()), byID(got))
+			return diff == ""
+		})
+		require.Empty(t, diff, tc.reason)
+
+		got := w.last(map[string]any{"event": "rollup", "kind": tc.kind, "name": tc.name})
+		kids := got["children"].([]any)
+		require.Len(t, kids, 5, "two probes, the nested fleet and its two probes")
+		phases, owners, unhealthy := map[string]bool{}, map[string]bool{}, 0
+		for _, k := range kids {
+			c := k.(map[string]any)
+			phases[c["phase"].(string)] = true
+			owners[c["ownerId"].(string)] = true
+			if c["healthOk"] == false {
+				unhealthy++
+			}
+		}
+		require.True(t, phases["Ready"] && phases["Failed"], "phases seen: %v", phases)
+		require.Len(t, owners, 2, "the root and the nested fleet own children")
+		require.True(t, owners[root.ID.String()])
+		require.Positive(t, unhealthy, "the unhealthy probe arrives unhealthy")
+		require.Equal(t, map[string]any{"spec": nil, "status": nil, "labels": map[string]any{}, "finalizers": []any{}}, got["resource"],
+			"the rollup reads no part of its own resource")
+	}
 }

@@ -61,6 +61,11 @@ export type ResourceEventType = 'UPSERTED' | 'DELETED' | 'RESYNC';
 /** Every ResourceEventType value, in schema order. */
 export const ResourceEventTypeValues: readonly ResourceEventType[] = ['UPSERTED', 'DELETED', 'RESYNC'];
 
+/** The parts of a resource a reaction's handler receives, beyond its identity (id, kind, version, name, generation and owner, which are always sent). */
+export type ResourcePart = 'SPEC' | 'STATUS' | 'LABELS' | 'FINALIZERS' | 'CHILD_STATUS';
+/** Every ResourcePart value, in schema order. */
+export const ResourcePartValues: readonly ResourcePart[] = ['SPEC', 'STATUS', 'LABELS', 'FINALIZERS', 'CHILD_STATUS'];
+
 /** The lifecycle edges a reactor binding can subscribe to. */
 export type Transition = 'CREATED' | 'SYNCED' | 'DEGRADED' | 'FAILED' | 'DELETED';
 /** Every Transition value, in schema order. */

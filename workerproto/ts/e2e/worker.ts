@@ -1,8 +1,10 @@
 // The worker the Go end-to-end test (workerproto/ts/e2e_test.go) runs with
 // node: the tsgreeting example plus tsprobe, a kind whose spec picks a
 // behaviour (terminal or transient failures, a handler that outlives the
-// task deadline, one that holds a task for a while). Every task start, end
-// and config push is one JSON line on stdout for the test to wait on.
+// task deadline, one that holds a task for a while, an unhealthy result),
+// and tsfleet, a composite of probes (and one nested fleet) whose rollup
+// reports the subtree it was given. Every task start, end, rollup and config
+// push is one JSON line on stdout for the test to wait on.
 import { existsSync } from "node:fs";
 
 import {
@@ -22,7 +24,7 @@ function event(e: Record<string, unknown>): void {
 }
 
 interface ProbeSpec {
-  mode: "ok" | "terminal" | "transient" | "overrun" | "hold" | "gate";
+  mode: "ok" | "terminal" | "transient" | "overrun" | "hold" | "gate" | "unhealthy";
   /** transient: how many attempts fail before one succeeds. */
   fail_times?: number;
   /** hold: how long the handler runs. */
@@ -37,7 +39,7 @@ const probeManifest = {
   spec_schema: {
     type: "object",
     properties: {
-      mode: { enum: ["ok", "terminal", "transient", "overrun", "hold", "gate"] },
+      mode: { enum: ["ok", "terminal", "transient", "overrun", "hold", "gate", "unhealthy"] },
       fail_times: { type: "integer", minimum: 0 },
       hold_ms: { type: "integer", minimum: 0 },
       gate_file: { type: "string" },
@@ -103,7 +105,11 @@ const probe: Provider = {
         break;
     }
     event({ event: "done", kind: req.resource.kind, name: req.resource.name, attempt: n });
-    return { status: { attempts: n, lease: req.resource.id !== "" } };
+    const out: Outcome = { status: { attempts: n, lease: req.resource.id !== "" } };
+    if (spec.mode === "unhealthy") {
+      out.healthOk = false;
+    }
+    return out;
   },
 };
 
@@ -123,11 +129,73 @@ const greeterTraced: Provider = {
   },
 };
 
+interface FleetSpec {
+  /** One tsprobe child per mode, named <fleet>-p<i>. */
+  modes: ProbeSpec["mode"][];
+  /** A nested fleet of the same kind, named <fleet>-sub. */
+  sub?: { modes: ProbeSpec["mode"][] };
+}
+
+const fleetModes = { type: "array", items: { enum: ["ok", "terminal", "unhealthy"] } };
+
+// tsfleet's rollup reads only its children's status: its own spec, status,
+// labels and finalizers are not sent, and it reports what it was given.
+// tsfleetbare is the same composite whose rollup reads nothing at all.
+const fleetManifest = {
+  kind: "tsfleet",
+  description: "The TypeScript SDK's end-to-end composite: probes and a nested fleet, rolled up.",
+  spec_schema: {
+    type: "object",
+    properties: {
+      modes: fleetModes,
+      sub: { type: "object", properties: { modes: fleetModes }, required: ["modes"], additionalProperties: false },
+    },
+    required: ["modes"],
+    additionalProperties: false,
+  },
+  reactions: [
+    { name: "compose", trigger: "specChange", emits: ["children", "status"], reads: ["spec"] },
+    { name: "rollup", trigger: "childrenSettled", emits: ["status"], reads: ["childStatus"] },
+  ],
+};
+const fleetBareManifest = {
+  ...fleetManifest,
+  kind: "tsfleetbare",
+  reactions: [fleetManifest.reactions[0], { name: "rollup", trigger: "childrenSettled", emits: ["status"], reads: [] }],
+};
+
+function fleet(kind: string): Provider {
+  return {
+    kind: { kind, version: "v1" },
+    work(req: Request): Outcome {
+      const name = req.resource.name;
+      if (req.stage === "compose") {
+        const spec = req.resource.spec as FleetSpec;
+        const children: NonNullable<Outcome["children"]> = spec.modes.map((mode, i) => ({ kind: "tsprobe", name: `${name}-p${i}`, spec: { mode } }));
+        if (spec.sub !== undefined) {
+          children.push({ kind, name: `${name}-sub`, spec: { modes: spec.sub.modes } });
+        }
+        return { children, status: { composed: children.length } };
+      }
+      const kids = req.children ?? [];
+      const r = req.resource;
+      event({
+        event: "rollup",
+        kind,
+        name,
+        resource: { spec: r.spec ?? null, status: r.status ?? null, labels: r.labels, finalizers: r.finalizers },
+        children: kids.map((c) => ({ id: c.id, kind: c.kind, name: c.name, phase: c.phase, healthOk: c.healthOk, ownerId: c.ownerId, status: c.status ?? null })),
+      });
+      return { status: { children: kids.length, ready: kids.filter((c) => c.phase === "Ready").length } };
+    },
+  };
+}
+
 if (process.argv[2] === "--print-manifests") {
-  console.log(JSON.stringify([greeterManifest, probeManifest, gateManifest]));
+  console.log(JSON.stringify([greeterManifest, probeManifest, gateManifest, fleetManifest, fleetBareManifest]));
 } else {
   const opts = { ...optionsFromEnv(), logger: loggerFromEnv(), heartbeatEveryMs: 500, reconnectMaxMs: 500 };
-  serve(shutdownSignal(), process.env["BROKER_URL"] ?? "", opts, greeterTraced, probe, gate).then(
+  serve(shutdownSignal(), process.env["BROKER_URL"] ?? "", opts, greeterTraced, probe, gate, fleet("tsfleet"), fleet("tsfleetbare")).then(
     () => event({ event: "exit" }),
     (err: unknown) => {
       console.error("e2e worker:", err instanceof Error ? err.message : err);

@@ -1,35 +1,10 @@
 import { create } from "@bufbuild/protobuf";
 
+import { childrenFromColumns } from "./childcols.js";
 import { effective } from "./config.js";
 import * as pb from "./gen/converge/worker/v1/worker_pb.js";
+import { parseJSON, toJSON } from "./json.js";
 import type { Outcome, ProviderConfig, Request, Stage } from "./provider.js";
-
-const decoder = new TextDecoder("utf-8", { fatal: true });
-const encoder = new TextEncoder();
-
-/** parseJSON reads a JSON document off the wire (undefined when empty). */
-export function parseJSON(b: Uint8Array, what: string): unknown {
-  if (b.length === 0) {
-    return undefined;
-  }
-  try {
-    return JSON.parse(decoder.decode(b));
-  } catch (err) {
-    throw new Error(`${what} is not valid JSON: ${err instanceof Error ? err.message : String(err)}`);
-  }
-}
-
-/** toJSON serialises a value for the wire (empty when undefined). */
-export function toJSON(v: unknown, what: string): Uint8Array {
-  if (v === undefined) {
-    return new Uint8Array();
-  }
-  const s = JSON.stringify(v);
-  if (s === undefined) {
-    throw new Error(`${what} cannot be serialised as JSON`);
-  }
-  return encoder.encode(s);
-}
 
 export function configFromProto(c: pb.ProviderConfig | undefined): ProviderConfig | undefined {
   if (c === undefined) {
@@ -54,7 +29,11 @@ const stages: Partial<Record<pb.Stage, Stage>> = {
   [pb.Stage.REACT]: "react",
 };
 
-/** requestFromTask builds the provider's view of a task; it throws on a malformed task. */
+/**
+ * requestFromTask builds the provider's view of a task; it throws on a
+ * malformed task (a document that is not JSON, rollup columns that do not
+ * add up), which the worker fails terminally.
+ */
 export function requestFromTask(t: pb.StageTask, def: ProviderConfig | undefined): Request {
   const r = t.resource ?? create(pb.ResourceSchema);
   const stage = stages[t.stage];
@@ -84,6 +63,12 @@ export function requestFromTask(t: pb.StageTask, def: ProviderConfig | undefined
       req.trigger = x.value.trigger;
       break;
     case "rollup":
+      // A broker sends the subtree as columns to a worker that asked for
+      // them, and as a list otherwise (an older broker, a relayed stage).
+      if (x.value.compact !== undefined) {
+        req.children = childrenFromColumns(x.value.compact, r.id);
+        break;
+      }
       req.children = x.value.children.map((c) => ({
         id: c.id,
         kind: c.kind,

@@ -12,7 +12,13 @@ export interface KindVersion {
 /** The part of the reconcile pipeline a task runs. */
 export type Stage = "compose" | "work" | "rollup" | "delete" | "operate" | "react";
 
-/** The snapshot of the resource a task is about. */
+/**
+ * The snapshot of the resource a task is about. The identity (id, kind,
+ * version, name, generation, ownerId) is always set; spec, status, labels
+ * and finalizers only when the task's reaction reads them (its manifest's
+ * reads; a reaction that declares none reads all four); a part it does
+ * not read is undefined (spec, status), {} (labels) or [] (finalizers).
+ */
 export interface Resource {
   id: string;
   kind: string;
@@ -60,7 +66,12 @@ export interface ChildSummary {
   name: string;
   phase: string;
   healthOk: boolean;
+  /**
+   * The parsed status (undefined when empty, and for every child when the
+   * rollup's manifest reads leave out childStatus).
+   */
   status: unknown;
+  /** The owning resource: the rollup's own, or another descendant. */
   ownerId: string;
 }
 

@@ -407,6 +407,7 @@ export class Worker {
           version: this.o.version,
           keepalive: true,
           batches: true,
+          compactRollups: true,
         }),
       });
       const client = createClient(pb.WorkerService, t.transport);

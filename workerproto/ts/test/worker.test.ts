@@ -12,6 +12,7 @@ import { create } from "@bufbuild/protobuf";
 
 import * as pb from "../src/gen/converge/worker/v1/worker_pb.js";
 import { terminal, Worker, type Provider, type Request, type WorkerOptions } from "../src/index.js";
+import { columnsOf, rollupTask } from "./columns.js";
 import { decode, FakeBroker, json, waitUntil, workTask } from "./fakebroker.js";
 
 const fast: WorkerOptions = { reconnectMinMs: 10, reconnectMaxMs: 50, heartbeatEveryMs: 50, readinessEveryMs: 20, drainTimeoutMs: 5_000 };
@@ -65,6 +66,7 @@ test("subscribes with its kinds sorted, their readiness, its id, bound and token
   assert.equal(s.subscribe.workerId, "w1");
   assert.equal(s.subscribe.maxInFlight, 7);
   assert.equal(s.subscribe.version, "1.2.3");
+  assert.equal(s.subscribe.compactRollups, true, "the worker takes a rollup's subtree as columns");
   assert.deepEqual(
     s.subscribe.kinds.map((k) => [k.kind?.kind, k.ready]),
     [
@@ -181,6 +183,42 @@ test("terminal and transient failures are flagged as such; an unserved kind and 
   assert.match(byId.get("t3")?.message ?? "", /serves no provider for other\/v1/);
   assert.equal(byId.get("t4")?.terminal, true);
   assert.match(byId.get("t4")?.message ?? "", /resource spec is not valid JSON/);
+});
+
+test("a rollup's columns reach the handler as its children; malformed ones fail the task terminally without running it", async () => {
+  const b = await startBroker();
+  const seen: Request[] = [];
+  startWorker(
+    b.url,
+    {},
+    provider("k", (req) => {
+      seen.push(req);
+      return { status: { children: req.children?.length } };
+    }),
+  );
+  const s = await b.session(0);
+  const root = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0";
+  const kid = "00000000-0000-4000-8000-000000000001";
+  const children = [
+    create(pb.ChildSummarySchema, { id: kid, kind: "vpc", name: "main", phase: "Ready", healthOk: true, ownerId: root, statusJson: json({ cidr: "10/8" }) }),
+    create(pb.ChildSummarySchema, { id: "00000000-0000-4000-8000-000000000002", kind: "route", name: "r", phase: "Failed", ownerId: kid }),
+  ];
+  const good = rollupTask(root, { compact: columnsOf(root, children, true) });
+  s.task({ ...good, taskId: "good" });
+  const cols = columnsOf(root, children, true);
+  cols.owners[1] = 2;
+  s.task({ ...rollupTask(root, { compact: cols }), taskId: "bad" });
+  await waitUntil("both results", () => s.completes().length === 2);
+  const byId = new Map(s.completes().map((c) => [c.taskId, c.result]));
+  assert.equal(byId.get("good")?.case, "outcome");
+  assert.deepEqual(seen.map((r) => r.children), [
+    [
+      { id: kid, kind: "vpc", name: "main", phase: "Ready", healthOk: true, status: { cidr: "10/8" }, ownerId: root },
+      { id: "00000000-0000-4000-8000-000000000002", kind: "route", name: "r", phase: "Failed", healthOk: false, status: undefined, ownerId: kid },
+    ],
+  ], "the handler ran once, for the well-formed rollup");
+  const bad = byId.get("bad")?.value as pb.TaskError;
+  assert.deepEqual([bad.message, bad.terminal], ["rollup columns: child 1 names owner 2 (0 for the root, 1..2 for a child other than itself)", true]);
 });
 
 test("the task deadline aborts the handler's signal and fails the task transiently", async () => {

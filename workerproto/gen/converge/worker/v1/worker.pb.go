@@ -271,7 +271,10 @@ func (x *Fence) GetManifestGen() int64 {
 	return 0
 }
 
-// Resource is the snapshot of the resource a task is about.
+// Resource is the snapshot of the resource a task is about. The identity
+// (id, kind, version, name, generation, owner_id) is always set; spec_json,
+// status_json, labels and finalizers only when the task's reaction reads
+// them (its manifest's reads; a reaction that declares none reads all four).
 type Resource struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -651,10 +654,15 @@ func (x *WorkRequest) GetTrigger() string {
 	return ""
 }
 
-// RollupRequest carries the settled subtree to aggregate.
+// RollupRequest carries the settled subtree to aggregate, in one of two
+// forms: children (a message per descendant) for a worker that did not ask
+// for columns, compact for one whose Subscribe.compact_rollups is true. A
+// worker that asked for columns must still take children (a broker that
+// predates them, or a peer that relayed the stage, sends those).
 type RollupRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Children      []*ChildSummary        `protobuf:"bytes,1,rep,name=children,proto3" json:"children,omitempty"`
+	Compact       *ChildColumns          `protobuf:"bytes,2,opt,name=compact,proto3" json:"compact,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -696,6 +704,137 @@ func (x *RollupRequest) GetChildren() []*ChildSummary {
 	return nil
 }
 
+func (x *RollupRequest) GetCompact() *ChildColumns {
+	if x != nil {
+		return x.Compact
+	}
+	return nil
+}
+
+// ChildColumns is a rollup's subtree in columns: entry i of every per-child
+// column describes descendant i, in the order the broker read them ((kind,
+// name) order). Kinds and phases are spelled once each and referred to by
+// index; owners by position in the list. It carries what a list of
+// ChildSummary carries, in about a third of the bytes and a handful of
+// allocations instead of several per child.
+type ChildColumns struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ids is each descendant's uuid, 16 bytes apiece (RFC 4122 byte order).
+	Ids []byte `protobuf:"bytes,1,opt,name=ids,proto3" json:"ids,omitempty"`
+	// kind_names lists each distinct kind once; kinds[i] indexes it.
+	KindNames []string `protobuf:"bytes,2,rep,name=kind_names,json=kindNames,proto3" json:"kind_names,omitempty"`
+	Kinds     []uint32 `protobuf:"varint,3,rep,packed,name=kinds,proto3" json:"kinds,omitempty"`
+	Names     []string `protobuf:"bytes,4,rep,name=names,proto3" json:"names,omitempty"`
+	// phase_names lists each distinct phase once; phases[i] indexes it.
+	PhaseNames []string `protobuf:"bytes,5,rep,name=phase_names,json=phaseNames,proto3" json:"phase_names,omitempty"`
+	Phases     []uint32 `protobuf:"varint,6,rep,packed,name=phases,proto3" json:"phases,omitempty"`
+	// unhealthy lists, ascending, the descendants whose health_ok is false
+	// (usually none); every other descendant's is true.
+	Unhealthy []uint32 `protobuf:"varint,7,rep,packed,name=unhealthy,proto3" json:"unhealthy,omitempty"`
+	// owners[i] is 0 when the rollup's own resource owns descendant i, and
+	// j+1 when descendant j does.
+	Owners []uint32 `protobuf:"varint,8,rep,packed,name=owners,proto3" json:"owners,omitempty"`
+	// statuses[i] is descendant i's status JSON (empty for none). The list is
+	// empty when the rollup does not read its children's status (its
+	// reaction's manifest reads leave out childStatus).
+	Statuses      [][]byte `protobuf:"bytes,9,rep,name=statuses,proto3" json:"statuses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChildColumns) Reset() {
+	*x = ChildColumns{}
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChildColumns) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChildColumns) ProtoMessage() {}
+
+func (x *ChildColumns) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChildColumns.ProtoReflect.Descriptor instead.
+func (*ChildColumns) Descriptor() ([]byte, []int) {
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ChildColumns) GetIds() []byte {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *ChildColumns) GetKindNames() []string {
+	if x != nil {
+		return x.KindNames
+	}
+	return nil
+}
+
+func (x *ChildColumns) GetKinds() []uint32 {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
+func (x *ChildColumns) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+func (x *ChildColumns) GetPhaseNames() []string {
+	if x != nil {
+		return x.PhaseNames
+	}
+	return nil
+}
+
+func (x *ChildColumns) GetPhases() []uint32 {
+	if x != nil {
+		return x.Phases
+	}
+	return nil
+}
+
+func (x *ChildColumns) GetUnhealthy() []uint32 {
+	if x != nil {
+		return x.Unhealthy
+	}
+	return nil
+}
+
+func (x *ChildColumns) GetOwners() []uint32 {
+	if x != nil {
+		return x.Owners
+	}
+	return nil
+}
+
+func (x *ChildColumns) GetStatuses() [][]byte {
+	if x != nil {
+		return x.Statuses
+	}
+	return nil
+}
+
 // DeleteRequest asks for one finalizer's teardown.
 type DeleteRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -706,7 +845,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[9]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -718,7 +857,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[9]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -731,7 +870,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{9}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteRequest) GetFinalizer() string {
@@ -753,7 +892,7 @@ type OperateRequest struct {
 
 func (x *OperateRequest) Reset() {
 	*x = OperateRequest{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[10]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +904,7 @@ func (x *OperateRequest) String() string {
 func (*OperateRequest) ProtoMessage() {}
 
 func (x *OperateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[10]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +917,7 @@ func (x *OperateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperateRequest.ProtoReflect.Descriptor instead.
 func (*OperateRequest) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{10}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *OperateRequest) GetOperationId() string {
@@ -818,7 +957,7 @@ type ReactRequest struct {
 
 func (x *ReactRequest) Reset() {
 	*x = ReactRequest{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[11]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +969,7 @@ func (x *ReactRequest) String() string {
 func (*ReactRequest) ProtoMessage() {}
 
 func (x *ReactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[11]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +982,7 @@ func (x *ReactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReactRequest.ProtoReflect.Descriptor instead.
 func (*ReactRequest) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{11}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReactRequest) GetTransition() string {
@@ -911,7 +1050,7 @@ type StageTask struct {
 
 func (x *StageTask) Reset() {
 	*x = StageTask{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[12]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1062,7 @@ func (x *StageTask) String() string {
 func (*StageTask) ProtoMessage() {}
 
 func (x *StageTask) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[12]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1075,7 @@ func (x *StageTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageTask.ProtoReflect.Descriptor instead.
 func (*StageTask) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{12}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StageTask) GetTaskId() string {
@@ -1110,7 +1249,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[13]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1261,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[13]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1274,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{13}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Condition) GetType() string {
@@ -1179,7 +1318,7 @@ type ValueFlow struct {
 
 func (x *ValueFlow) Reset() {
 	*x = ValueFlow{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[14]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1330,7 @@ func (x *ValueFlow) String() string {
 func (*ValueFlow) ProtoMessage() {}
 
 func (x *ValueFlow) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[14]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1343,7 @@ func (x *ValueFlow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValueFlow.ProtoReflect.Descriptor instead.
 func (*ValueFlow) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{14}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ValueFlow) GetSrcField() string {
@@ -1236,7 +1375,7 @@ type Child struct {
 
 func (x *Child) Reset() {
 	*x = Child{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[15]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1387,7 @@ func (x *Child) String() string {
 func (*Child) ProtoMessage() {}
 
 func (x *Child) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[15]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1400,7 @@ func (x *Child) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Child.ProtoReflect.Descriptor instead.
 func (*Child) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{15}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Child) GetKind() string {
@@ -1321,7 +1460,7 @@ type Edge struct {
 
 func (x *Edge) Reset() {
 	*x = Edge{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[16]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1333,7 +1472,7 @@ func (x *Edge) String() string {
 func (*Edge) ProtoMessage() {}
 
 func (x *Edge) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[16]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1346,7 +1485,7 @@ func (x *Edge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Edge.ProtoReflect.Descriptor instead.
 func (*Edge) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{16}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Edge) GetDependentKind() string {
@@ -1402,7 +1541,7 @@ type Outcome struct {
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[17]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1553,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[17]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1566,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{17}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Outcome) GetStatusJson() []byte {
@@ -1491,7 +1630,7 @@ type TaskError struct {
 
 func (x *TaskError) Reset() {
 	*x = TaskError{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[18]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1642,7 @@ func (x *TaskError) String() string {
 func (*TaskError) ProtoMessage() {}
 
 func (x *TaskError) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[18]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1655,7 @@ func (x *TaskError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskError.ProtoReflect.Descriptor instead.
 func (*TaskError) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{18}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TaskError) GetMessage() string {
@@ -1556,14 +1695,18 @@ type Subscribe struct {
 	// (WorkStreamRequest.completes). Each side batches only when the other
 	// said it takes batches; batching never delays a message (a batch is what
 	// is already queued when the stream is free to send).
-	Batches       bool `protobuf:"varint,7,opt,name=batches,proto3" json:"batches,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Batches bool `protobuf:"varint,7,opt,name=batches,proto3" json:"batches,omitempty"`
+	// compact_rollups is true when the worker takes a rollup's subtree as
+	// RollupRequest.compact. A broker sends columns only to a worker that
+	// said so; any other gets RollupRequest.children.
+	CompactRollups bool `protobuf:"varint,8,opt,name=compact_rollups,json=compactRollups,proto3" json:"compact_rollups,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Subscribe) Reset() {
 	*x = Subscribe{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[19]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1575,7 +1718,7 @@ func (x *Subscribe) String() string {
 func (*Subscribe) ProtoMessage() {}
 
 func (x *Subscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[19]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1588,7 +1731,7 @@ func (x *Subscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscribe.ProtoReflect.Descriptor instead.
 func (*Subscribe) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{19}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Subscribe) GetWorkerId() string {
@@ -1640,6 +1783,13 @@ func (x *Subscribe) GetBatches() bool {
 	return false
 }
 
+func (x *Subscribe) GetCompactRollups() bool {
+	if x != nil {
+		return x.CompactRollups
+	}
+	return false
+}
+
 // TaskRef names a task and its fence.
 type TaskRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1652,7 +1802,7 @@ type TaskRef struct {
 
 func (x *TaskRef) Reset() {
 	*x = TaskRef{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[20]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1664,7 +1814,7 @@ func (x *TaskRef) String() string {
 func (*TaskRef) ProtoMessage() {}
 
 func (x *TaskRef) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[20]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1677,7 +1827,7 @@ func (x *TaskRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskRef.ProtoReflect.Descriptor instead.
 func (*TaskRef) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{20}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TaskRef) GetTaskId() string {
@@ -1711,7 +1861,7 @@ type ReadinessUpdate struct {
 
 func (x *ReadinessUpdate) Reset() {
 	*x = ReadinessUpdate{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[21]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1723,7 +1873,7 @@ func (x *ReadinessUpdate) String() string {
 func (*ReadinessUpdate) ProtoMessage() {}
 
 func (x *ReadinessUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[21]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1736,7 +1886,7 @@ func (x *ReadinessUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadinessUpdate.ProtoReflect.Descriptor instead.
 func (*ReadinessUpdate) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{21}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReadinessUpdate) GetKinds() []*KindReadiness {
@@ -1767,7 +1917,7 @@ type StageComplete struct {
 
 func (x *StageComplete) Reset() {
 	*x = StageComplete{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[22]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1779,7 +1929,7 @@ func (x *StageComplete) String() string {
 func (*StageComplete) ProtoMessage() {}
 
 func (x *StageComplete) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[22]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1792,7 +1942,7 @@ func (x *StageComplete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageComplete.ProtoReflect.Descriptor instead.
 func (*StageComplete) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{22}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StageComplete) GetTaskId() string {
@@ -1882,7 +2032,7 @@ type StageCompletes struct {
 
 func (x *StageCompletes) Reset() {
 	*x = StageCompletes{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[23]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +2044,7 @@ func (x *StageCompletes) String() string {
 func (*StageCompletes) ProtoMessage() {}
 
 func (x *StageCompletes) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[23]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +2057,7 @@ func (x *StageCompletes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageCompletes.ProtoReflect.Descriptor instead.
 func (*StageCompletes) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{23}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StageCompletes) GetCompletes() []*StageComplete {
@@ -1927,7 +2077,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[24]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1939,7 +2089,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[24]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1952,7 +2102,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{24}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Heartbeat) GetTasks() []*TaskRef {
@@ -1979,7 +2129,7 @@ type WorkStreamRequest struct {
 
 func (x *WorkStreamRequest) Reset() {
 	*x = WorkStreamRequest{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[25]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2141,7 @@ func (x *WorkStreamRequest) String() string {
 func (*WorkStreamRequest) ProtoMessage() {}
 
 func (x *WorkStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[25]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2154,7 @@ func (x *WorkStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkStreamRequest.ProtoReflect.Descriptor instead.
 func (*WorkStreamRequest) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{25}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WorkStreamRequest) GetMsg() isWorkStreamRequest_Msg {
@@ -2119,7 +2269,7 @@ type Subscribed struct {
 
 func (x *Subscribed) Reset() {
 	*x = Subscribed{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[26]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2281,7 @@ func (x *Subscribed) String() string {
 func (*Subscribed) ProtoMessage() {}
 
 func (x *Subscribed) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[26]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2294,7 @@ func (x *Subscribed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscribed.ProtoReflect.Descriptor instead.
 func (*Subscribed) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{26}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Subscribed) GetBrokerId() string {
@@ -2193,7 +2343,7 @@ type StageTasks struct {
 
 func (x *StageTasks) Reset() {
 	*x = StageTasks{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[27]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2355,7 @@ func (x *StageTasks) String() string {
 func (*StageTasks) ProtoMessage() {}
 
 func (x *StageTasks) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[27]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2368,7 @@ func (x *StageTasks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageTasks.ProtoReflect.Descriptor instead.
 func (*StageTasks) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{27}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StageTasks) GetTasks() []*StageTask {
@@ -2245,7 +2395,7 @@ type ResultAck struct {
 
 func (x *ResultAck) Reset() {
 	*x = ResultAck{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[28]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2257,7 +2407,7 @@ func (x *ResultAck) String() string {
 func (*ResultAck) ProtoMessage() {}
 
 func (x *ResultAck) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[28]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2270,7 +2420,7 @@ func (x *ResultAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultAck.ProtoReflect.Descriptor instead.
 func (*ResultAck) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{28}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ResultAck) GetTaskIds() []string {
@@ -2293,7 +2443,7 @@ type ConfigPush struct {
 
 func (x *ConfigPush) Reset() {
 	*x = ConfigPush{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[29]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2305,7 +2455,7 @@ func (x *ConfigPush) String() string {
 func (*ConfigPush) ProtoMessage() {}
 
 func (x *ConfigPush) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[29]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2318,7 +2468,7 @@ func (x *ConfigPush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigPush.ProtoReflect.Descriptor instead.
 func (*ConfigPush) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{29}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ConfigPush) GetConfig() *ProviderConfig {
@@ -2359,7 +2509,7 @@ type WorkStreamResponse struct {
 
 func (x *WorkStreamResponse) Reset() {
 	*x = WorkStreamResponse{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[30]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2371,7 +2521,7 @@ func (x *WorkStreamResponse) String() string {
 func (*WorkStreamResponse) ProtoMessage() {}
 
 func (x *WorkStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[30]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2384,7 +2534,7 @@ func (x *WorkStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkStreamResponse.ProtoReflect.Descriptor instead.
 func (*WorkStreamResponse) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{30}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WorkStreamResponse) GetMsg() isWorkStreamResponse_Msg {
@@ -2484,7 +2634,7 @@ type GetProviderConfigRequest struct {
 
 func (x *GetProviderConfigRequest) Reset() {
 	*x = GetProviderConfigRequest{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[31]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2496,7 +2646,7 @@ func (x *GetProviderConfigRequest) String() string {
 func (*GetProviderConfigRequest) ProtoMessage() {}
 
 func (x *GetProviderConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[31]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2509,7 +2659,7 @@ func (x *GetProviderConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetProviderConfigRequest) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{31}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetProviderConfigRequest) GetKind() string {
@@ -2530,7 +2680,7 @@ type GetProviderConfigResponse struct {
 
 func (x *GetProviderConfigResponse) Reset() {
 	*x = GetProviderConfigResponse{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[32]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2542,7 +2692,7 @@ func (x *GetProviderConfigResponse) String() string {
 func (*GetProviderConfigResponse) ProtoMessage() {}
 
 func (x *GetProviderConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[32]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2555,7 +2705,7 @@ func (x *GetProviderConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetProviderConfigResponse) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{32}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetProviderConfigResponse) GetFound() bool {
@@ -2584,7 +2734,7 @@ type RelayStageRequest struct {
 
 func (x *RelayStageRequest) Reset() {
 	*x = RelayStageRequest{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[33]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2596,7 +2746,7 @@ func (x *RelayStageRequest) String() string {
 func (*RelayStageRequest) ProtoMessage() {}
 
 func (x *RelayStageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[33]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2609,7 +2759,7 @@ func (x *RelayStageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayStageRequest.ProtoReflect.Descriptor instead.
 func (*RelayStageRequest) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{33}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RelayStageRequest) GetTask() *StageTask {
@@ -2636,7 +2786,7 @@ type RelayStageResponse struct {
 
 func (x *RelayStageResponse) Reset() {
 	*x = RelayStageResponse{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[34]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2648,7 +2798,7 @@ func (x *RelayStageResponse) String() string {
 func (*RelayStageResponse) ProtoMessage() {}
 
 func (x *RelayStageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[34]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2661,7 +2811,7 @@ func (x *RelayStageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayStageResponse.ProtoReflect.Descriptor instead.
 func (*RelayStageResponse) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{34}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RelayStageResponse) GetComplete() *StageComplete {
@@ -2727,9 +2877,22 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\bowner_id\x18\a \x01(\tR\aownerId\"\x10\n" +
 	"\x0eComposeRequest\"'\n" +
 	"\vWorkRequest\x12\x18\n" +
-	"\atrigger\x18\x01 \x01(\tR\atrigger\"M\n" +
+	"\atrigger\x18\x01 \x01(\tR\atrigger\"\x89\x01\n" +
 	"\rRollupRequest\x12<\n" +
-	"\bchildren\x18\x01 \x03(\v2 .converge.worker.v1.ChildSummaryR\bchildren\"-\n" +
+	"\bchildren\x18\x01 \x03(\v2 .converge.worker.v1.ChildSummaryR\bchildren\x12:\n" +
+	"\acompact\x18\x02 \x01(\v2 .converge.worker.v1.ChildColumnsR\acompact\"\xf6\x01\n" +
+	"\fChildColumns\x12\x10\n" +
+	"\x03ids\x18\x01 \x01(\fR\x03ids\x12\x1d\n" +
+	"\n" +
+	"kind_names\x18\x02 \x03(\tR\tkindNames\x12\x14\n" +
+	"\x05kinds\x18\x03 \x03(\rR\x05kinds\x12\x14\n" +
+	"\x05names\x18\x04 \x03(\tR\x05names\x12\x1f\n" +
+	"\vphase_names\x18\x05 \x03(\tR\n" +
+	"phaseNames\x12\x16\n" +
+	"\x06phases\x18\x06 \x03(\rR\x06phases\x12\x1c\n" +
+	"\tunhealthy\x18\a \x03(\rR\tunhealthy\x12\x16\n" +
+	"\x06owners\x18\b \x03(\rR\x06owners\x12\x1a\n" +
+	"\bstatuses\x18\t \x03(\fR\bstatuses\"-\n" +
 	"\rDeleteRequest\x12\x1c\n" +
 	"\tfinalizer\x18\x01 \x01(\tR\tfinalizer\"f\n" +
 	"\x0eOperateRequest\x12!\n" +
@@ -2804,7 +2967,7 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"_health_ok\"A\n" +
 	"\tTaskError\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x1a\n" +
-	"\bterminal\x18\x02 \x01(\bR\bterminal\"\x8e\x02\n" +
+	"\bterminal\x18\x02 \x01(\bR\bterminal\"\xb7\x02\n" +
 	"\tSubscribe\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x127\n" +
 	"\x05kinds\x18\x02 \x03(\v2!.converge.worker.v1.KindReadinessR\x05kinds\x12\"\n" +
@@ -2812,7 +2975,8 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\aresumed\x18\x04 \x03(\v2\x1b.converge.worker.v1.TaskRefR\aresumed\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12\x1c\n" +
 	"\tkeepalive\x18\x06 \x01(\bR\tkeepalive\x12\x18\n" +
-	"\abatches\x18\a \x01(\bR\abatches\"t\n" +
+	"\abatches\x18\a \x01(\bR\abatches\x12'\n" +
+	"\x0fcompact_rollups\x18\b \x01(\bR\x0ecompactRollups\"t\n" +
 	"\aTaskRef\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12/\n" +
 	"\x05fence\x18\x02 \x01(\v2\x19.converge.worker.v1.FenceR\x05fence\x12\x1f\n" +
@@ -2906,7 +3070,7 @@ func file_converge_worker_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_converge_worker_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_converge_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_converge_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_converge_worker_v1_worker_proto_goTypes = []any{
 	(Stage)(0),                        // 0: converge.worker.v1.Stage
 	(*KindVersion)(nil),               // 1: converge.worker.v1.KindVersion
@@ -2918,92 +3082,94 @@ var file_converge_worker_v1_worker_proto_goTypes = []any{
 	(*ComposeRequest)(nil),            // 7: converge.worker.v1.ComposeRequest
 	(*WorkRequest)(nil),               // 8: converge.worker.v1.WorkRequest
 	(*RollupRequest)(nil),             // 9: converge.worker.v1.RollupRequest
-	(*DeleteRequest)(nil),             // 10: converge.worker.v1.DeleteRequest
-	(*OperateRequest)(nil),            // 11: converge.worker.v1.OperateRequest
-	(*ReactRequest)(nil),              // 12: converge.worker.v1.ReactRequest
-	(*StageTask)(nil),                 // 13: converge.worker.v1.StageTask
-	(*Condition)(nil),                 // 14: converge.worker.v1.Condition
-	(*ValueFlow)(nil),                 // 15: converge.worker.v1.ValueFlow
-	(*Child)(nil),                     // 16: converge.worker.v1.Child
-	(*Edge)(nil),                      // 17: converge.worker.v1.Edge
-	(*Outcome)(nil),                   // 18: converge.worker.v1.Outcome
-	(*TaskError)(nil),                 // 19: converge.worker.v1.TaskError
-	(*Subscribe)(nil),                 // 20: converge.worker.v1.Subscribe
-	(*TaskRef)(nil),                   // 21: converge.worker.v1.TaskRef
-	(*ReadinessUpdate)(nil),           // 22: converge.worker.v1.ReadinessUpdate
-	(*StageComplete)(nil),             // 23: converge.worker.v1.StageComplete
-	(*StageCompletes)(nil),            // 24: converge.worker.v1.StageCompletes
-	(*Heartbeat)(nil),                 // 25: converge.worker.v1.Heartbeat
-	(*WorkStreamRequest)(nil),         // 26: converge.worker.v1.WorkStreamRequest
-	(*Subscribed)(nil),                // 27: converge.worker.v1.Subscribed
-	(*StageTasks)(nil),                // 28: converge.worker.v1.StageTasks
-	(*ResultAck)(nil),                 // 29: converge.worker.v1.ResultAck
-	(*ConfigPush)(nil),                // 30: converge.worker.v1.ConfigPush
-	(*WorkStreamResponse)(nil),        // 31: converge.worker.v1.WorkStreamResponse
-	(*GetProviderConfigRequest)(nil),  // 32: converge.worker.v1.GetProviderConfigRequest
-	(*GetProviderConfigResponse)(nil), // 33: converge.worker.v1.GetProviderConfigResponse
-	(*RelayStageRequest)(nil),         // 34: converge.worker.v1.RelayStageRequest
-	(*RelayStageResponse)(nil),        // 35: converge.worker.v1.RelayStageResponse
-	nil,                               // 36: converge.worker.v1.Resource.LabelsEntry
-	nil,                               // 37: converge.worker.v1.Child.LabelsEntry
+	(*ChildColumns)(nil),              // 10: converge.worker.v1.ChildColumns
+	(*DeleteRequest)(nil),             // 11: converge.worker.v1.DeleteRequest
+	(*OperateRequest)(nil),            // 12: converge.worker.v1.OperateRequest
+	(*ReactRequest)(nil),              // 13: converge.worker.v1.ReactRequest
+	(*StageTask)(nil),                 // 14: converge.worker.v1.StageTask
+	(*Condition)(nil),                 // 15: converge.worker.v1.Condition
+	(*ValueFlow)(nil),                 // 16: converge.worker.v1.ValueFlow
+	(*Child)(nil),                     // 17: converge.worker.v1.Child
+	(*Edge)(nil),                      // 18: converge.worker.v1.Edge
+	(*Outcome)(nil),                   // 19: converge.worker.v1.Outcome
+	(*TaskError)(nil),                 // 20: converge.worker.v1.TaskError
+	(*Subscribe)(nil),                 // 21: converge.worker.v1.Subscribe
+	(*TaskRef)(nil),                   // 22: converge.worker.v1.TaskRef
+	(*ReadinessUpdate)(nil),           // 23: converge.worker.v1.ReadinessUpdate
+	(*StageComplete)(nil),             // 24: converge.worker.v1.StageComplete
+	(*StageCompletes)(nil),            // 25: converge.worker.v1.StageCompletes
+	(*Heartbeat)(nil),                 // 26: converge.worker.v1.Heartbeat
+	(*WorkStreamRequest)(nil),         // 27: converge.worker.v1.WorkStreamRequest
+	(*Subscribed)(nil),                // 28: converge.worker.v1.Subscribed
+	(*StageTasks)(nil),                // 29: converge.worker.v1.StageTasks
+	(*ResultAck)(nil),                 // 30: converge.worker.v1.ResultAck
+	(*ConfigPush)(nil),                // 31: converge.worker.v1.ConfigPush
+	(*WorkStreamResponse)(nil),        // 32: converge.worker.v1.WorkStreamResponse
+	(*GetProviderConfigRequest)(nil),  // 33: converge.worker.v1.GetProviderConfigRequest
+	(*GetProviderConfigResponse)(nil), // 34: converge.worker.v1.GetProviderConfigResponse
+	(*RelayStageRequest)(nil),         // 35: converge.worker.v1.RelayStageRequest
+	(*RelayStageResponse)(nil),        // 36: converge.worker.v1.RelayStageResponse
+	nil,                               // 37: converge.worker.v1.Resource.LabelsEntry
+	nil,                               // 38: converge.worker.v1.Child.LabelsEntry
 }
 var file_converge_worker_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: converge.worker.v1.KindReadiness.kind:type_name -> converge.worker.v1.KindVersion
-	36, // 1: converge.worker.v1.Resource.labels:type_name -> converge.worker.v1.Resource.LabelsEntry
+	37, // 1: converge.worker.v1.Resource.labels:type_name -> converge.worker.v1.Resource.LabelsEntry
 	6,  // 2: converge.worker.v1.RollupRequest.children:type_name -> converge.worker.v1.ChildSummary
-	3,  // 3: converge.worker.v1.StageTask.fence:type_name -> converge.worker.v1.Fence
-	0,  // 4: converge.worker.v1.StageTask.stage:type_name -> converge.worker.v1.Stage
-	4,  // 5: converge.worker.v1.StageTask.resource:type_name -> converge.worker.v1.Resource
-	5,  // 6: converge.worker.v1.StageTask.config:type_name -> converge.worker.v1.ProviderConfig
-	7,  // 7: converge.worker.v1.StageTask.compose:type_name -> converge.worker.v1.ComposeRequest
-	8,  // 8: converge.worker.v1.StageTask.work:type_name -> converge.worker.v1.WorkRequest
-	9,  // 9: converge.worker.v1.StageTask.rollup:type_name -> converge.worker.v1.RollupRequest
-	10, // 10: converge.worker.v1.StageTask.delete:type_name -> converge.worker.v1.DeleteRequest
-	11, // 11: converge.worker.v1.StageTask.operate:type_name -> converge.worker.v1.OperateRequest
-	12, // 12: converge.worker.v1.StageTask.react:type_name -> converge.worker.v1.ReactRequest
-	37, // 13: converge.worker.v1.Child.labels:type_name -> converge.worker.v1.Child.LabelsEntry
-	15, // 14: converge.worker.v1.Edge.value_flows:type_name -> converge.worker.v1.ValueFlow
-	14, // 15: converge.worker.v1.Outcome.conditions:type_name -> converge.worker.v1.Condition
-	16, // 16: converge.worker.v1.Outcome.children:type_name -> converge.worker.v1.Child
-	17, // 17: converge.worker.v1.Outcome.edges:type_name -> converge.worker.v1.Edge
-	5,  // 18: converge.worker.v1.Outcome.configs:type_name -> converge.worker.v1.ProviderConfig
-	2,  // 19: converge.worker.v1.Subscribe.kinds:type_name -> converge.worker.v1.KindReadiness
-	21, // 20: converge.worker.v1.Subscribe.resumed:type_name -> converge.worker.v1.TaskRef
-	3,  // 21: converge.worker.v1.TaskRef.fence:type_name -> converge.worker.v1.Fence
-	2,  // 22: converge.worker.v1.ReadinessUpdate.kinds:type_name -> converge.worker.v1.KindReadiness
-	3,  // 23: converge.worker.v1.StageComplete.fence:type_name -> converge.worker.v1.Fence
-	0,  // 24: converge.worker.v1.StageComplete.stage:type_name -> converge.worker.v1.Stage
-	18, // 25: converge.worker.v1.StageComplete.outcome:type_name -> converge.worker.v1.Outcome
-	19, // 26: converge.worker.v1.StageComplete.error:type_name -> converge.worker.v1.TaskError
-	23, // 27: converge.worker.v1.StageCompletes.completes:type_name -> converge.worker.v1.StageComplete
-	21, // 28: converge.worker.v1.Heartbeat.tasks:type_name -> converge.worker.v1.TaskRef
-	20, // 29: converge.worker.v1.WorkStreamRequest.subscribe:type_name -> converge.worker.v1.Subscribe
-	22, // 30: converge.worker.v1.WorkStreamRequest.readiness:type_name -> converge.worker.v1.ReadinessUpdate
-	23, // 31: converge.worker.v1.WorkStreamRequest.complete:type_name -> converge.worker.v1.StageComplete
-	25, // 32: converge.worker.v1.WorkStreamRequest.heartbeat:type_name -> converge.worker.v1.Heartbeat
-	24, // 33: converge.worker.v1.WorkStreamRequest.completes:type_name -> converge.worker.v1.StageCompletes
-	1,  // 34: converge.worker.v1.Subscribed.known:type_name -> converge.worker.v1.KindVersion
-	13, // 35: converge.worker.v1.StageTasks.tasks:type_name -> converge.worker.v1.StageTask
-	5,  // 36: converge.worker.v1.ConfigPush.config:type_name -> converge.worker.v1.ProviderConfig
-	27, // 37: converge.worker.v1.WorkStreamResponse.subscribed:type_name -> converge.worker.v1.Subscribed
-	13, // 38: converge.worker.v1.WorkStreamResponse.task:type_name -> converge.worker.v1.StageTask
-	30, // 39: converge.worker.v1.WorkStreamResponse.config:type_name -> converge.worker.v1.ConfigPush
-	29, // 40: converge.worker.v1.WorkStreamResponse.ack:type_name -> converge.worker.v1.ResultAck
-	28, // 41: converge.worker.v1.WorkStreamResponse.tasks:type_name -> converge.worker.v1.StageTasks
-	5,  // 42: converge.worker.v1.GetProviderConfigResponse.config:type_name -> converge.worker.v1.ProviderConfig
-	13, // 43: converge.worker.v1.RelayStageRequest.task:type_name -> converge.worker.v1.StageTask
-	23, // 44: converge.worker.v1.RelayStageResponse.complete:type_name -> converge.worker.v1.StageComplete
-	26, // 45: converge.worker.v1.WorkerService.WorkStream:input_type -> converge.worker.v1.WorkStreamRequest
-	32, // 46: converge.worker.v1.WorkerService.GetProviderConfig:input_type -> converge.worker.v1.GetProviderConfigRequest
-	34, // 47: converge.worker.v1.WorkerService.RelayStage:input_type -> converge.worker.v1.RelayStageRequest
-	31, // 48: converge.worker.v1.WorkerService.WorkStream:output_type -> converge.worker.v1.WorkStreamResponse
-	33, // 49: converge.worker.v1.WorkerService.GetProviderConfig:output_type -> converge.worker.v1.GetProviderConfigResponse
-	35, // 50: converge.worker.v1.WorkerService.RelayStage:output_type -> converge.worker.v1.RelayStageResponse
-	48, // [48:51] is the sub-list for method output_type
-	45, // [45:48] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	10, // 3: converge.worker.v1.RollupRequest.compact:type_name -> converge.worker.v1.ChildColumns
+	3,  // 4: converge.worker.v1.StageTask.fence:type_name -> converge.worker.v1.Fence
+	0,  // 5: converge.worker.v1.StageTask.stage:type_name -> converge.worker.v1.Stage
+	4,  // 6: converge.worker.v1.StageTask.resource:type_name -> converge.worker.v1.Resource
+	5,  // 7: converge.worker.v1.StageTask.config:type_name -> converge.worker.v1.ProviderConfig
+	7,  // 8: converge.worker.v1.StageTask.compose:type_name -> converge.worker.v1.ComposeRequest
+	8,  // 9: converge.worker.v1.StageTask.work:type_name -> converge.worker.v1.WorkRequest
+	9,  // 10: converge.worker.v1.StageTask.rollup:type_name -> converge.worker.v1.RollupRequest
+	11, // 11: converge.worker.v1.StageTask.delete:type_name -> converge.worker.v1.DeleteRequest
+	12, // 12: converge.worker.v1.StageTask.operate:type_name -> converge.worker.v1.OperateRequest
+	13, // 13: converge.worker.v1.StageTask.react:type_name -> converge.worker.v1.ReactRequest
+	38, // 14: converge.worker.v1.Child.labels:type_name -> converge.worker.v1.Child.LabelsEntry
+	16, // 15: converge.worker.v1.Edge.value_flows:type_name -> converge.worker.v1.ValueFlow
+	15, // 16: converge.worker.v1.Outcome.conditions:type_name -> converge.worker.v1.Condition
+	17, // 17: converge.worker.v1.Outcome.children:type_name -> converge.worker.v1.Child
+	18, // 18: converge.worker.v1.Outcome.edges:type_name -> converge.worker.v1.Edge
+	5,  // 19: converge.worker.v1.Outcome.configs:type_name -> converge.worker.v1.ProviderConfig
+	2,  // 20: converge.worker.v1.Subscribe.kinds:type_name -> converge.worker.v1.KindReadiness
+	22, // 21: converge.worker.v1.Subscribe.resumed:type_name -> converge.worker.v1.TaskRef
+	3,  // 22: converge.worker.v1.TaskRef.fence:type_name -> converge.worker.v1.Fence
+	2,  // 23: converge.worker.v1.ReadinessUpdate.kinds:type_name -> converge.worker.v1.KindReadiness
+	3,  // 24: converge.worker.v1.StageComplete.fence:type_name -> converge.worker.v1.Fence
+	0,  // 25: converge.worker.v1.StageComplete.stage:type_name -> converge.worker.v1.Stage
+	19, // 26: converge.worker.v1.StageComplete.outcome:type_name -> converge.worker.v1.Outcome
+	20, // 27: converge.worker.v1.StageComplete.error:type_name -> converge.worker.v1.TaskError
+	24, // 28: converge.worker.v1.StageCompletes.completes:type_name -> converge.worker.v1.StageComplete
+	22, // 29: converge.worker.v1.Heartbeat.tasks:type_name -> converge.worker.v1.TaskRef
+	21, // 30: converge.worker.v1.WorkStreamRequest.subscribe:type_name -> converge.worker.v1.Subscribe
+	23, // 31: converge.worker.v1.WorkStreamRequest.readiness:type_name -> converge.worker.v1.ReadinessUpdate
+	24, // 32: converge.worker.v1.WorkStreamRequest.complete:type_name -> converge.worker.v1.StageComplete
+	26, // 33: converge.worker.v1.WorkStreamRequest.heartbeat:type_name -> converge.worker.v1.Heartbeat
+	25, // 34: converge.worker.v1.WorkStreamRequest.completes:type_name -> converge.worker.v1.StageCompletes
+	1,  // 35: converge.worker.v1.Subscribed.known:type_name -> converge.worker.v1.KindVersion
+	14, // 36: converge.worker.v1.StageTasks.tasks:type_name -> converge.worker.v1.StageTask
+	5,  // 37: converge.worker.v1.ConfigPush.config:type_name -> converge.worker.v1.ProviderConfig
+	28, // 38: converge.worker.v1.WorkStreamResponse.subscribed:type_name -> converge.worker.v1.Subscribed
+	14, // 39: converge.worker.v1.WorkStreamResponse.task:type_name -> converge.worker.v1.StageTask
+	31, // 40: converge.worker.v1.WorkStreamResponse.config:type_name -> converge.worker.v1.ConfigPush
+	30, // 41: converge.worker.v1.WorkStreamResponse.ack:type_name -> converge.worker.v1.ResultAck
+	29, // 42: converge.worker.v1.WorkStreamResponse.tasks:type_name -> converge.worker.v1.StageTasks
+	5,  // 43: converge.worker.v1.GetProviderConfigResponse.config:type_name -> converge.worker.v1.ProviderConfig
+	14, // 44: converge.worker.v1.RelayStageRequest.task:type_name -> converge.worker.v1.StageTask
+	24, // 45: converge.worker.v1.RelayStageResponse.complete:type_name -> converge.worker.v1.StageComplete
+	27, // 46: converge.worker.v1.WorkerService.WorkStream:input_type -> converge.worker.v1.WorkStreamRequest
+	33, // 47: converge.worker.v1.WorkerService.GetProviderConfig:input_type -> converge.worker.v1.GetProviderConfigRequest
+	35, // 48: converge.worker.v1.WorkerService.RelayStage:input_type -> converge.worker.v1.RelayStageRequest
+	32, // 49: converge.worker.v1.WorkerService.WorkStream:output_type -> converge.worker.v1.WorkStreamResponse
+	34, // 50: converge.worker.v1.WorkerService.GetProviderConfig:output_type -> converge.worker.v1.GetProviderConfigResponse
+	36, // 51: converge.worker.v1.WorkerService.RelayStage:output_type -> converge.worker.v1.RelayStageResponse
+	49, // [49:52] is the sub-list for method output_type
+	46, // [46:49] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_converge_worker_v1_worker_proto_init() }
@@ -3011,7 +3177,7 @@ func file_converge_worker_v1_worker_proto_init() {
 	if File_converge_worker_v1_worker_proto != nil {
 		return
 	}
-	file_converge_worker_v1_worker_proto_msgTypes[12].OneofWrappers = []any{
+	file_converge_worker_v1_worker_proto_msgTypes[13].OneofWrappers = []any{
 		(*StageTask_Compose)(nil),
 		(*StageTask_Work)(nil),
 		(*StageTask_Rollup)(nil),
@@ -3019,19 +3185,19 @@ func file_converge_worker_v1_worker_proto_init() {
 		(*StageTask_Operate)(nil),
 		(*StageTask_React)(nil),
 	}
-	file_converge_worker_v1_worker_proto_msgTypes[17].OneofWrappers = []any{}
-	file_converge_worker_v1_worker_proto_msgTypes[22].OneofWrappers = []any{
+	file_converge_worker_v1_worker_proto_msgTypes[18].OneofWrappers = []any{}
+	file_converge_worker_v1_worker_proto_msgTypes[23].OneofWrappers = []any{
 		(*StageComplete_Outcome)(nil),
 		(*StageComplete_Error)(nil),
 	}
-	file_converge_worker_v1_worker_proto_msgTypes[25].OneofWrappers = []any{
+	file_converge_worker_v1_worker_proto_msgTypes[26].OneofWrappers = []any{
 		(*WorkStreamRequest_Subscribe)(nil),
 		(*WorkStreamRequest_Readiness)(nil),
 		(*WorkStreamRequest_Complete)(nil),
 		(*WorkStreamRequest_Heartbeat)(nil),
 		(*WorkStreamRequest_Completes)(nil),
 	}
-	file_converge_worker_v1_worker_proto_msgTypes[30].OneofWrappers = []any{
+	file_converge_worker_v1_worker_proto_msgTypes[31].OneofWrappers = []any{
 		(*WorkStreamResponse_Subscribed)(nil),
 		(*WorkStreamResponse_Task)(nil),
 		(*WorkStreamResponse_Config)(nil),
@@ -3044,7 +3210,7 @@ func file_converge_worker_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_converge_worker_v1_worker_proto_rawDesc), len(file_converge_worker_v1_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
