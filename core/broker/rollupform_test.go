@@ -110,10 +110,7 @@ func TestStageTask_CarriesThePartsTheReactionReads(t *testing.T) {
 			Labels: map[string]string{"team": "t1"}, Finalizers: []string{"cloud"}}}
 	task.Resource.ID = task.Key.ResourceID
 	only := func(bits ...manifest.ReadBit) *manifest.ReadMask {
-		var m manifest.ReadMask
-		for _, b := range bits {
-			m |= manifest.ReadMask(b)
-		}
+		m := manifest.Reads(bits...)
 		return &m
 	}
 	cases := map[string]struct {

@@ -41,15 +41,6 @@ type corpusCase struct {
 	reading []manifest.ReadMask
 }
 
-// reads builds a ReadMask for the corpus' expectations.
-func reads(bits ...manifest.ReadBit) manifest.ReadMask {
-	var m manifest.ReadMask
-	for _, b := range bits {
-		m |= manifest.ReadMask(b)
-	}
-	return m
-}
-
 var corpus = map[string]corpusCase{
 	// Legal.
 	"legal-worker.json": {
@@ -101,11 +92,11 @@ var corpus = map[string]corpusCase{
 	"legal-reads-list.json": {
 		reason: "reads lists parts in any order on any trigger; a reaction without reads reads every part",
 		reading: []manifest.ReadMask{
-			reads(manifest.ReadSpec, manifest.ReadLabels),
-			reads(manifest.ReadSpec, manifest.ReadFinalizers),
-			reads(manifest.ReadSpec, manifest.ReadStatus),
+			manifest.Reads(manifest.ReadSpec, manifest.ReadLabels),
+			manifest.Reads(manifest.ReadSpec, manifest.ReadFinalizers),
+			manifest.Reads(manifest.ReadSpec, manifest.ReadStatus),
 			manifest.AllReads,
-			reads(manifest.ReadStatus, manifest.ReadLabels),
+			manifest.Reads(manifest.ReadStatus, manifest.ReadLabels),
 		}},
 	"legal-reads-empty.json": {
 		reason:  "an empty reads is legal: the handler gets the resource's identity only",
@@ -113,9 +104,9 @@ var corpus = map[string]corpusCase{
 	"legal-reads-child-status-on-rollup.json": {
 		reason: "childStatus on childrenSettled reactions, a rollup or not; a composer reads its spec and labels",
 		reading: []manifest.ReadMask{
-			reads(manifest.ReadSpec, manifest.ReadLabels),
-			reads(manifest.ReadStatus, manifest.ReadChildStatus),
-			reads(manifest.ReadChildStatus),
+			manifest.Reads(manifest.ReadSpec, manifest.ReadLabels),
+			manifest.Reads(manifest.ReadStatus, manifest.ReadChildStatus),
+			manifest.Reads(manifest.ReadChildStatus),
 		}},
 	"legal-reads-rollup-without-child-status.json": {
 		reason:  "a rollup may read nothing: its children's kind, name, phase and health always ride",

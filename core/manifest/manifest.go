@@ -193,6 +193,15 @@ func ParseRead(name string) (ReadBit, bool) {
 // handler receives. In JSON it is an array of names.
 type ReadMask uint8
 
+// Reads builds a mask from bits.
+func Reads(bits ...ReadBit) ReadMask {
+	var m ReadMask
+	for _, b := range bits {
+		m |= ReadMask(b)
+	}
+	return m
+}
+
 // AllReads is every part: what a reaction that declares no reads gets.
 const AllReads = ReadMask(ReadSpec | ReadStatus | ReadLabels | ReadFinalizers | ReadChildStatus)
 

@@ -105,6 +105,6 @@ func TestParse(t *testing.T) {
 
 // readMask is a non-nil *ReadMask of bits: a reaction's declared reads.
 func readMask(bits ...manifest.ReadBit) *manifest.ReadMask {
-	m := reads(bits...)
+	m := manifest.Reads(bits...)
 	return &m
 }
