@@ -117,6 +117,7 @@ type Worker struct {
 	ordered   []Provider          // sorted by kind/version: stable readiness reports
 	defaults  *defaults
 	sem       chan struct{}
+	handoff   chan job      // an idle runner's next task (see runner)
 	health    *healthServer // nil without HealthAddr
 
 	mu      sync.Mutex
@@ -166,6 +167,7 @@ func New(brokerURL string, opts Options, providers ...Provider) (*Worker, error)
 		providers: map[string]Provider{},
 		defaults:  newDefaults(),
 		sem:       make(chan struct{}, opts.MaxParallel),
+		handoff:   make(chan job),
 		running:   map[string]*workerv1.TaskRef{},
 		wake:      make(chan struct{}, 1),
 		idle:      make(chan struct{}),
@@ -317,19 +319,19 @@ func (w *Worker) applyConfig(kind string, c *workerv1.ProviderConfig, deleted bo
 	}
 }
 
-func (w *Worker) readiness() []*workerv1.KindReadiness {
+func (w *Worker) readiness() (kinds []*workerv1.KindReadiness, draining bool) {
 	w.mu.Lock()
-	draining := w.draining
+	draining = w.draining
 	w.mu.Unlock()
-	out := make([]*workerv1.KindReadiness, 0, len(w.ordered))
+	kinds = make([]*workerv1.KindReadiness, 0, len(w.ordered))
 	for _, p := range w.ordered {
 		kv := p.Kind()
-		out = append(out, &workerv1.KindReadiness{
+		kinds = append(kinds, &workerv1.KindReadiness{
 			Kind:  &workerv1.KindVersion{Kind: kv.Kind, Version: kv.Version},
 			Ready: !draining && safeReady(p),
 		})
 	}
-	return out
+	return kinds, draining
 }
 
 func safeReady(p Provider) (ok bool) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -176,7 +177,9 @@ func startWorker(t *testing.T, b *scriptBroker, opts worker.Options, ps ...worke
 	t.Helper()
 	ctx, cancelFn := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	opts.ReadinessEvery = 20 * time.Millisecond
+	if opts.ReadinessEvery == 0 {
+		opts.ReadinessEvery = 20 * time.Millisecond
+	}
 	opts.ReconnectMin = 10 * time.Millisecond
 	opts.ReconnectMax = 50 * time.Millisecond
 	go func() {
@@ -333,7 +336,8 @@ func TestServe_ShutdownDrainsRunningTasks(t *testing.T) {
 			return worker.Outcome{}, ctx.Err()
 		}
 	})
-	cancel, done := startWorker(t, b, worker.Options{DrainTimeout: 20 * time.Second}, p)
+	// The readiness ticker never fires here: the drain itself must tell.
+	cancel, done := startWorker(t, b, worker.Options{DrainTimeout: 20 * time.Second, ReadinessEvery: time.Hour}, p)
 	b.next(t, "subscribe", func(m *workerv1.WorkStreamRequest) bool { return m.GetSubscribe() != nil })
 	b.send(task("inflight", "vpc", 9, 0))
 	<-started
@@ -409,4 +413,66 @@ func TestServe_HandlerSeesItsClaim(t *testing.T) {
 	require.Equal(t, worker.Claim{Epoch: 41, Broker: "lease", TaskID: "t1"}, c)
 	_, ok := worker.ClaimFrom(context.Background())
 	require.False(t, ok, "no claim outside a handler call")
+}
+
+// TestServe_RunsAtMostMaxParallelTasksAtOnce holds every handler until
+// the test releases it: the worker starts MaxParallel tasks, then one more
+// per finished task, never more at once, and its runners still take work
+// after they have gone quiet.
+func TestServe_RunsAtMostMaxParallelTasksAtOnce(t *testing.T) {
+	t.Parallel()
+	b := newScriptBroker(t)
+	const limit, total = 2, 6
+	var inFlight, most atomic.Int32
+	started := make(chan string, total+2)
+	release := make(chan struct{})
+	p := newProvider("vpc", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+		n := inFlight.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		started <- r.Resource.Name
+		defer inFlight.Add(-1)
+		select {
+		case <-release:
+			return worker.Outcome{Status: json.RawMessage(`{}`)}, nil
+		case <-ctx.Done():
+			return worker.Outcome{}, ctx.Err()
+		}
+	})
+	startWorker(t, b, worker.Options{MaxParallel: limit}, p)
+	b.next(t, "subscribe", func(m *workerv1.WorkStreamRequest) bool { return m.GetSubscribe() != nil })
+
+	waitStarted := func(what string) {
+		t.Helper()
+		select {
+		case <-started:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("timed out waiting for %s to start", what)
+		}
+	}
+	isAnyComplete := func(m *workerv1.WorkStreamRequest) bool { return m.GetComplete() != nil }
+	for i := range total {
+		b.send(task(fmt.Sprintf("t%d", i), "vpc", 1, 0))
+	}
+	for i := range limit {
+		waitStarted(fmt.Sprintf("task %d of the first %d", i+1, limit))
+	}
+	done := map[string]bool{}
+	for i := limit; i < total; i++ {
+		release <- struct{}{} // one handler returns: one more task may start
+		done[b.next(t, "a completion", isAnyComplete).GetComplete().GetTaskId()] = true
+		waitStarted(fmt.Sprintf("task %d, after a slot freed", i+1))
+	}
+	for range limit {
+		release <- struct{}{}
+		done[b.next(t, "a completion", isAnyComplete).GetComplete().GetTaskId()] = true
+	}
+	require.Len(t, done, total, "every task completed once")
+	require.Equal(t, int32(limit), most.Load(), "at most MaxParallel handlers ran at once, and that many did")
+
+	// The runners are idle now; new work still runs.
+	b.send(task("late", "vpc", 1, 0))
+	waitStarted("a task sent after the others finished")
+	release <- struct{}{}
+	b.next(t, "the late completion", isComplete("late"))
 }

@@ -90,31 +90,40 @@ func (bom) compose(req worker.Request) (worker.Outcome, error) {
 		Children: make([]worker.Child, 0, spec.Descendants()),
 		Edges:    make([]worker.Edge, 0, spec.Teams*(1+routes)),
 	}
-	child := func(kind, name string, team int, spec map[string]any, sim *Sim) {
-		if sim != nil {
-			spec["sim"] = sim
-		}
-		out.Children = append(out.Children, worker.Child{Kind: kind, Name: name,
-			Labels: map[string]string{"bom": root, "team": fmt.Sprintf("t%d", team)}, Spec: mustJSON(spec)})
+	child := func(kind, name string, labels map[string]string, s teamChildSpec) {
+		s.Sim = spec.LeafSim
+		out.Children = append(out.Children, worker.Child{Kind: kind, Name: name, Labels: labels, Spec: mustJSON(s)})
 	}
 	for t := range spec.Teams {
 		team := fmt.Sprintf("%s-t%d", root, t)
+		// The children share their team's labels: the map is only read.
+		labels := map[string]string{"bom": root, "team": fmt.Sprintf("t%d", t)}
 		acct, vpc := AccountName(root, t), VPCName(root, t)
-		child(KindAccount, acct, t, map[string]any{"team": team, "region": spec.region()}, spec.LeafSim)
-		child(KindVPC, vpc, t, map[string]any{"team": team, "region": spec.region(),
-			"cidr": fmt.Sprintf("10.%d.%d.0/24", t/256, t%256)}, spec.LeafSim)
+		child(KindAccount, acct, labels, teamChildSpec{Team: team, Region: spec.region()})
+		child(KindVPC, vpc, labels, teamChildSpec{Team: team, Region: spec.region(), CIDR: fmt.Sprintf("10.%d.%d.0/24", t/256, t%256)})
 		out.Edges = append(out.Edges, worker.Edge{
 			Dependent: worker.Ref{Kind: KindVPC, Name: vpc}, Dependency: worker.Ref{Kind: KindAccount, Name: acct},
 			ValueFlows: []worker.ValueFlow{{SrcField: "/account_id", DepField: "/account_id"}}})
 		for r := range routes {
 			rt := RouteName(root, t, r)
-			child(KindRoute, rt, t, map[string]any{"team": team, "destination": fmt.Sprintf("192.168.%d.0/24", r)}, spec.LeafSim)
+			child(KindRoute, rt, labels, teamChildSpec{Team: team, Destination: fmt.Sprintf("192.168.%d.0/24", r)})
 			out.Edges = append(out.Edges, worker.Edge{
 				Dependent: worker.Ref{Kind: KindRoute, Name: rt}, Dependency: worker.Ref{Kind: KindVPC, Name: vpc},
 				ValueFlows: []worker.ValueFlow{{SrcField: "/vpc_id", DepField: "/vpc_id"}}})
 		}
 	}
 	return out, nil
+}
+
+// teamChildSpec is the spec compose writes for a team's account, VPC or
+// route: each sets the fields its kind reads (the value flows add
+// account_id and vpc_id), and sim when the bom sets leaf_sim.
+type teamChildSpec struct {
+	Team        string `json:"team"`
+	Region      string `json:"region,omitempty"`
+	CIDR        string `json:"cidr,omitempty"`
+	Destination string `json:"destination,omitempty"`
+	Sim         *Sim   `json:"sim,omitempty"`
 }
 
 // notReadyShown bounds the names a rollup lists.
