@@ -351,7 +351,7 @@ func (w *Worker) runningRefsLocked() []*workerv1.TaskRef {
 	return out
 }
 
-// start runs one task in its own goroutine, bounded by MaxParallel.
+// start runs one task on the pool, at most MaxParallel at once.
 func (w *Worker) start(workCtx context.Context, t *workerv1.StageTask) {
 	ref := &workerv1.TaskRef{TaskId: t.GetTaskId(), Fence: t.GetFence(), ResourceId: t.GetResource().GetId()}
 	w.mu.Lock()
@@ -371,47 +371,11 @@ func (w *Worker) start(workCtx context.Context, t *workerv1.StageTask) {
 	w.mu.Unlock()
 
 	w.sem <- struct{}{}
-	j := job{ctx: workCtx, task: t}
-	select {
-	case w.handoff <- j: // a runner was waiting for work
-	default:
-		go w.runner(j)
-	}
-}
-
-// job is a task handed to a runner, with the context it runs under.
-type job struct {
-	ctx  context.Context
-	task *workerv1.StageTask
-}
-
-// runnerIdle is how long a runner waits for its next task before it ends.
-const runnerIdle = 5 * time.Second
-
-// runner runs tasks one after another until none has come for runnerIdle,
-// or the worker's tasks are cancelled. At most MaxParallel run at once (the
-// semaphore start takes). A goroutine per task paid, for every task, for
-// its creation and for growing its stack through the handler's JSON again:
-// about a tenth of the demo worker's CPU, measured with perf.
-func (w *Worker) runner(j job) {
-	idle := time.NewTimer(runnerIdle)
-	defer idle.Stop()
-	for {
-		w.execute(j)
-		idle.Reset(runnerIdle)
-		select {
-		case j = <-w.handoff:
-		case <-idle.C:
-			return
-		case <-j.ctx.Done():
-			return
-		}
-	}
+	w.pool.Go(func() { w.execute(workCtx, t) })
 }
 
 // execute runs one task, delivers its result and releases its slot.
-func (w *Worker) execute(j job) {
-	t := j.task
+func (w *Worker) execute(workCtx context.Context, t *workerv1.StageTask) {
 	defer func() {
 		<-w.sem
 		w.mu.Lock()
@@ -421,7 +385,7 @@ func (w *Worker) execute(j job) {
 		}
 		w.mu.Unlock()
 	}()
-	out, err := w.run(j.ctx, t)
+	out, err := w.run(workCtx, t)
 	w.deliver(completion(t, &out, err))
 }
 
