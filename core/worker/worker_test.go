@@ -428,7 +428,10 @@ func TestServe_RunsAtMostMaxParallelTasksAtOnce(t *testing.T) {
 	release := make(chan struct{})
 	p := newProvider("vpc", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
 		n := inFlight.Add(1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		for m := most.Load(); n > m; m = most.Load() {
+			if most.CompareAndSwap(m, n) {
+				break
+			}
 		}
 		started <- r.Resource.Name
 		defer inFlight.Add(-1)
