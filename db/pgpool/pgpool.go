@@ -53,6 +53,7 @@ func Config(url string, maxConns int32) (*pgxpool.Config, error) {
 	}
 	pc.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
 		RegisterUUID(c.TypeMap())
+		RegisterArrays(c.TypeMap())
 		return nil
 	}
 	return pc, nil

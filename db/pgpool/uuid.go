@@ -36,6 +36,25 @@ func (c uuidCodec) PlanScan(m *pgtype.Map, oid uint32, format int16, target any)
 	return c.UUIDCodec.PlanScan(m, oid, format, target)
 }
 
+// PlanEncode encodes a *uuid.UUID (an Array's element) by copying its 16
+// bytes; every other value as pgtype's UUID codec does.
+func (c uuidCodec) PlanEncode(m *pgtype.Map, oid uint32, format int16, value any) pgtype.EncodePlan {
+	if _, ok := value.(*uuid.UUID); ok && format == pgtype.BinaryFormatCode {
+		return uuidPtrEncodePlan{}
+	}
+	return c.UUIDCodec.PlanEncode(m, oid, format, value)
+}
+
+type uuidPtrEncodePlan struct{}
+
+func (uuidPtrEncodePlan) Encode(value any, buf []byte) ([]byte, error) {
+	u := value.(*uuid.UUID)
+	if u == nil {
+		return nil, nil
+	}
+	return append(buf, u[:]...), nil
+}
+
 type uuidScanPlan struct{}
 
 func (uuidScanPlan) Scan(src []byte, dst any) error {

@@ -226,18 +226,26 @@ func (s *Store) planConfigs(kinds map[manifest.KindVersion]kindInfo, cfgs []Conf
 	return cfgs, nil
 }
 
-// loadKinds reads the manifests of the children's and configs' kinds.
+// loadKinds reads the manifests of the children's and configs' kinds. The
+// pairs are made distinct here: a composition of a thousand children names
+// a handful of kinds, and the statement need not carry one per child.
 func loadKinds(ctx context.Context, tx pgx.Tx, c Composition) (map[manifest.KindVersion]kindInfo, error) {
 	var ks, vs []string
-	for _, ch := range c.Children {
-		v := ch.Version
-		if v == "" {
-			v = manifest.DefaultVersion
+	seen := map[manifest.KindVersion]bool{}
+	add := func(kind, version string) {
+		if version == "" {
+			version = manifest.DefaultVersion
 		}
-		ks, vs = append(ks, ch.Kind), append(vs, v)
+		if kv := (manifest.KindVersion{Kind: kind, Version: version}); !seen[kv] {
+			seen[kv] = true
+			ks, vs = append(ks, kind), append(vs, version)
+		}
+	}
+	for _, ch := range c.Children {
+		add(ch.Kind, ch.Version)
 	}
 	for _, cfg := range c.Configs {
-		ks, vs = append(ks, cfg.Kind), append(vs, manifest.DefaultVersion)
+		add(cfg.Kind, "")
 	}
 	out := map[manifest.KindVersion]kindInfo{}
 	if len(ks) == 0 {
@@ -253,7 +261,7 @@ func loadKinds(ctx context.Context, tx pgx.Tx, c Composition) (map[manifest.Kind
 	rows, err := tx.Query(ctx, `
 SELECT m.kind, m.version, m.manifest_gen, m.is_reactor, m.manifest->'spec_schema', m.manifest->'config_schema'
   FROM kind_manifest m
- WHERE (m.kind, m.version) IN (SELECT DISTINCT k, v FROM unnest($1::text[], $2::text[]) AS x(k, v))
+ WHERE (m.kind, m.version) IN (SELECT k, v FROM unnest($1::text[], $2::text[]) AS x(k, v))
  ORDER BY m.kind, m.version
    FOR KEY SHARE OF m`, ks, vs)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/converge-run/converge/db/pgpool"
 )
 
 // writeCompose writes the delta of a validated plan: children, prune,
@@ -33,7 +35,7 @@ UPDATE resources SET composed_gen = $2, updated_at = coalesce($3::timestamptz, n
 	}
 	if gate := gateCandidates(plan, created, updated); len(gate) > 0 {
 		if err := tx.QueryRow(ctx, `SELECT schedule_eligible($1::uuid[], coalesce($2::timestamptz, now()))`,
-			gate, now).Scan(&res.Scheduled); err != nil {
+			pgpool.Array[uuid.UUID](gate), now).Scan(&res.Scheduled); err != nil {
 			return wrap(err, "compose %s: schedule children", st.root)
 		}
 	}
@@ -83,8 +85,8 @@ func writeChildren(ctx context.Context, tx pgx.Tx, st *composeState, plan *compo
 		return nil, nil, nil
 	}
 	n := len(plan.children)
-	ids, kinds, versions, names := make([]uuid.UUID, n), make([]string, n), make([]string, n), make([]string, n)
-	labels, specs, refs, isNew := make([][]byte, n), make([]json.RawMessage, n), make([]*string, n), make([]bool, n)
+	ids, kinds, versions, names := make(pgpool.Array[uuid.UUID], n), make(pgpool.Array[string], n), make(pgpool.Array[string], n), make(pgpool.Array[string], n)
+	labels, specs, refs, isNew := make(pgpool.Array[json.RawMessage], n), make(pgpool.Array[json.RawMessage], n), make([]*string, n), make([]bool, n)
 	for i, ch := range plan.children {
 		ids[i], kinds[i], versions[i], names[i] = ch.id, ch.Kind, ch.Version, ch.Name
 		labels[i], specs[i], isNew[i] = ch.labels, ch.spec, ch.isNew
@@ -209,11 +211,11 @@ func writeEdges(ctx context.Context, tx pgx.Tx, plan *composePlan, res *ComposeR
 	if len(plan.children) == 0 {
 		return nil
 	}
-	children := make([]uuid.UUID, len(plan.children))
+	children := make(pgpool.Array[uuid.UUID], len(plan.children))
 	for i, ch := range plan.children {
 		children[i] = ch.id
 	}
-	deps, ups, flows := make([]uuid.UUID, len(plan.edges)), make([]uuid.UUID, len(plan.edges)), make([][]byte, len(plan.edges))
+	deps, ups, flows := make(pgpool.Array[uuid.UUID], len(plan.edges)), make(pgpool.Array[uuid.UUID], len(plan.edges)), make(pgpool.Array[json.RawMessage], len(plan.edges))
 	for i, e := range plan.edges {
 		deps[i], ups[i], flows[i] = e.dep, e.up, e.flows
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+
+	"github.com/converge-run/converge/db/pgpool"
 )
 
 // Result is a finished task's outcome, appended to work_outbox for the
@@ -88,9 +90,10 @@ func (s *Store) AppendOutbox(ctx context.Context, results ...Result) error {
 		return nil
 	}
 	n := len(results)
-	shards, ids, types, ops := make([]int32, n), make([]uuid.UUID, n), make([]string, n), make([]uuid.UUID, n)
-	epochs, gens := make([]int64, n), make([]int64, n)
-	statuses, conds, outputs := make([]json.RawMessage, n), make([]json.RawMessage, n), make([]json.RawMessage, n)
+	// Arrays: pgx would box each element of a plain slice (pgpool.Array).
+	shards, ids, types, ops := make([]int32, n), make(pgpool.Array[uuid.UUID], n), make(pgpool.Array[string], n), make(pgpool.Array[uuid.UUID], n)
+	epochs, gens := make(pgpool.Array[int64], n), make(pgpool.Array[int64], n)
+	statuses, conds, outputs := make(pgpool.Array[json.RawMessage], n), make(pgpool.Array[json.RawMessage], n), make(pgpool.Array[json.RawMessage], n)
 	health, advance, terminal := make([]*bool, n), make([]bool, n), make([]bool, n)
 	errs, fins := make([]*string, n), make([]*string, n)
 	for i, r := range results {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/converge-run/converge/core/store/internal/dbx"
 	"github.com/converge-run/converge/core/store/internal/schemacache"
+	"github.com/converge-run/converge/db/pgpool"
 )
 
 // Store runs the pipeline's statements on the primary. Safe for concurrent use.
@@ -67,11 +68,11 @@ type TaskKey struct {
 var ErrFenced = errors.New("claim fenced: the task's lease moved on")
 
 // keyArrays splits keys into the parallel arrays the unnest statements take.
-func keyArrays(keys []TaskKey) (shards []int32, ids []uuid.UUID, types []string, ops []uuid.UUID) {
+func keyArrays(keys []TaskKey) (shards []int32, ids pgpool.Array[uuid.UUID], types pgpool.Array[string], ops pgpool.Array[uuid.UUID]) {
 	shards = make([]int32, len(keys))
-	ids = make([]uuid.UUID, len(keys))
-	types = make([]string, len(keys))
-	ops = make([]uuid.UUID, len(keys))
+	ids = make(pgpool.Array[uuid.UUID], len(keys))
+	types = make(pgpool.Array[string], len(keys))
+	ops = make(pgpool.Array[uuid.UUID], len(keys))
 	for i, k := range keys {
 		shards[i], ids[i], types[i], ops[i] = int32(k.ShardID), k.ResourceID, string(k.TaskType), k.OpID
 	}
