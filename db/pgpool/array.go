@@ -74,6 +74,34 @@ func (jsonbRawEncodePlan) Encode(value any, buf []byte) ([]byte, error) {
 	return append(append(buf, 1), *r...), nil // 1: jsonb's binary format version
 }
 
+// ptrEncodePlan encodes a *T as the valuer as makes of it (a pointer
+// conversion, no copy); a nil *T is NULL.
+type ptrEncodePlan[T any] struct {
+	next pgtype.EncodePlan
+	as   func(*T) any
+}
+
+func (p *ptrEncodePlan[T]) SetNext(next pgtype.EncodePlan) { p.next = next }
+
+func (p *ptrEncodePlan[T]) Encode(value any, buf []byte) ([]byte, error) {
+	v := value.(*T)
+	if v == nil {
+		return nil, nil
+	}
+	return p.next.Encode(p.as(v), buf)
+}
+
+// tryWrapPtr plans a *T as the valuer as makes of it: as(nil) is that
+// valuer's type, for pgx to plan the next step.
+func tryWrapPtr[T any](as func(*T) any) pgtype.TryWrapEncodePlanFunc {
+	return func(value any) (pgtype.WrappedEncodePlanNextSetter, any, bool) {
+		if _, ok := value.(*T); ok {
+			return &ptrEncodePlan[T]{as: as}, as(nil), true
+		}
+		return nil, nil, false
+	}
+}
+
 // textRef is a *string as pgtype's text codecs read it (TextValuer).
 type textRef string
 
@@ -81,24 +109,7 @@ func (t *textRef) TextValue() (pgtype.Text, error) {
 	return pgtype.Text{String: string(*t), Valid: true}, nil
 }
 
-type stringPtrEncodePlan struct{ next pgtype.EncodePlan }
-
-func (p *stringPtrEncodePlan) SetNext(next pgtype.EncodePlan) { p.next = next }
-
-func (p *stringPtrEncodePlan) Encode(value any, buf []byte) ([]byte, error) {
-	s := value.(*string)
-	if s == nil {
-		return nil, nil
-	}
-	return p.next.Encode((*textRef)(s), buf)
-}
-
-func tryWrapStringPtr(value any) (pgtype.WrappedEncodePlanNextSetter, any, bool) {
-	if _, ok := value.(*string); ok {
-		return &stringPtrEncodePlan{}, (*textRef)(nil), true
-	}
-	return nil, nil, false
-}
+var tryWrapStringPtr = tryWrapPtr(func(s *string) any { return (*textRef)(s) })
 
 // int8Ref is a *int64 as pgtype's integer codecs read it (Int64Valuer).
 type int8Ref int64
@@ -107,21 +118,4 @@ func (v *int8Ref) Int64Value() (pgtype.Int8, error) {
 	return pgtype.Int8{Int64: int64(*v), Valid: true}, nil
 }
 
-type int64PtrEncodePlan struct{ next pgtype.EncodePlan }
-
-func (p *int64PtrEncodePlan) SetNext(next pgtype.EncodePlan) { p.next = next }
-
-func (p *int64PtrEncodePlan) Encode(value any, buf []byte) ([]byte, error) {
-	v := value.(*int64)
-	if v == nil {
-		return nil, nil
-	}
-	return p.next.Encode((*int8Ref)(v), buf)
-}
-
-func tryWrapInt64Ptr(value any) (pgtype.WrappedEncodePlanNextSetter, any, bool) {
-	if _, ok := value.(*int64); ok {
-		return &int64PtrEncodePlan{}, (*int8Ref)(nil), true
-	}
-	return nil, nil, false
-}
+var tryWrapInt64Ptr = tryWrapPtr(func(v *int64) any { return (*int8Ref)(v) })
