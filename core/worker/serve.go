@@ -111,8 +111,8 @@ func (o *Options) defaults() {
 
 // taskIdle is how long a task's goroutine waits for the next task before
 // it exits (gopool.Pool). A goroutine per task grew its stack through the
-// handler's JSON and the SDK for every task: runtime.morestack was 6.5% of
-// the demo worker's CPU in a 100k run, 1.8% with the goroutines reused. A
+// handler's JSON and the SDK for every task: runtime.morestack was 6.4% of
+// the demo worker's CPU in a 100k run, 1.4% with the goroutines reused. A
 // tenth of a second, as the broker's: under load the next task comes
 // within milliseconds, and a burst's goroutines do not outlive it.
 const taskIdle = 100 * time.Millisecond
