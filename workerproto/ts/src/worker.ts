@@ -114,6 +114,8 @@ interface Live {
   out: Outbox;
   acks: boolean;
   lastReady: string;
+  /** drainReported: a readiness report since the drain began was made. */
+  drainReported: boolean;
   /** keepalive: the broker asked for a heartbeat even while nothing runs. */
   keepalive: boolean;
   /** batches: the broker acks results and takes several in one message. */
@@ -426,6 +428,7 @@ export class Worker {
         out,
         acks: sub.acksResults,
         lastReady: readinessKey(ready),
+        drainReported: this.draining,
         keepalive: keepaliveMs > 0,
         batches: sub.acksResults && sub.batches,
       };
@@ -486,6 +489,7 @@ export class Worker {
     if (live === undefined) {
       return;
     }
+    live.drainReported ||= this.draining;
     const r = this.readiness();
     const key = readinessKey(r);
     if (key === live.lastReady) {
@@ -495,10 +499,17 @@ export class Worker {
     live.out.push({ case: "readiness", value: create(pb.ReadinessUpdateSchema, { kinds: r }) });
   }
 
-  /** kick flushes pending results and reports a readiness change (draining flips it) at once. */
+  /**
+   * kick flushes pending results and, once the drain begins, reports it at
+   * once (draining flips every kind unready). Kicks also follow finished
+   * tasks, so a provider's own readiness waits for the ticker instead of
+   * being rebuilt for every batch of results.
+   */
   private kick(): void {
     this.flush();
-    this.sendReadiness();
+    if (this.draining && this.live?.drainReported === false) {
+      this.sendReadiness();
+    }
     this.notify();
   }
 

@@ -389,9 +389,10 @@ test("drain: kinds go unready, the running task finishes and is delivered, a new
   const b = await startBroker({ acks: true, autoAck: false });
   let release: () => void = () => {};
   const held = new Promise<void>((r) => (release = r));
+  // The readiness ticker never fires here: the drain itself must tell.
   const { stop } = startWorker(
     b.url,
-    {},
+    { readinessEveryMs: 3_600_000 },
     provider("k", async () => {
       await held;
       return { status: { drained: true } };
