@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/converge-run/converge/core/auth"
+	"github.com/converge-run/converge/core/server"
 )
 
 // Role selects a pod's duties.
@@ -201,28 +202,12 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.validateListen()...)
-	if err := validatePprof(c.PprofAddr); err != nil {
+	if err := server.CheckPprofAddr("PPROF_ADDR", c.PprofAddr); err != nil {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.validateAuth()...)
 	errs = append(errs, c.validateIdentities()...)
 	return errors.Join(errs...)
-}
-
-// validatePprof accepts only a loopback PPROF_ADDR: profiles expose
-// memory contents and cost CPU, so they are never served to the network.
-func validatePprof(addr string) error {
-	if addr == "" {
-		return nil
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("PPROF_ADDR=%q: want host:port", addr)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("PPROF_ADDR=%q: profiling is served on loopback only (127.0.0.1, ::1 or localhost)", addr)
-	}
-	return nil
 }
 
 func (c Config) validateListen() []error {

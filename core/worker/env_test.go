@@ -26,4 +26,21 @@ func TestOptionsFromEnv(t *testing.T) {
 	require.ErrorContains(t, err, "both set", "two credentials are ambiguous")
 	_, err = optionsFrom(env(map[string]string{"WORKER_MAX_MESSAGE_BYTES": "1"}))
 	require.ErrorContains(t, err, "WORKER_MAX_MESSAGE_BYTES")
+
+	for _, addr := range []string{"127.0.0.1:6062", "[::1]:6062", "localhost:0"} {
+		o, err = optionsFrom(env(map[string]string{"WORKER_PPROF_ADDR": addr}))
+		require.NoError(t, err, addr)
+		require.Equal(t, addr, o.PprofAddr)
+	}
+	for addr, why := range map[string]string{
+		"0.0.0.0:6062":   "loopback only",
+		":6062":          "loopback only",
+		"10.0.0.7:6062":  "loopback only",
+		"127.0.0.1":      "want host:port",
+		"pprof.internal": "want host:port",
+	} {
+		_, err = optionsFrom(env(map[string]string{"WORKER_PPROF_ADDR": addr}))
+		require.ErrorContains(t, err, "WORKER_PPROF_ADDR", addr)
+		require.ErrorContains(t, err, why, addr)
+	}
 }

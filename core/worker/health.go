@@ -1,13 +1,6 @@
 package worker
 
-import (
-	"context"
-	"errors"
-	"fmt"
-	"net"
-	"net/http"
-	"time"
-)
+import "net/http"
 
 // The worker's probes, served on Options.HealthAddr (WORKER_HEALTH_ADDR)
 // when it is set, for a Deployment's livenessProbe and readinessProbe:
@@ -21,20 +14,10 @@ import (
 //
 // The listener is bound by New, so a bad or busy address fails at startup.
 
-// healthServer is the probes' HTTP server; nil when HealthAddr is empty.
-type healthServer struct {
-	ln  net.Listener
-	srv *http.Server
-	w   *Worker
-}
-
-func newHealthServer(addr string, w *Worker) (*healthServer, error) {
+// newHealthServer binds the probes' listener; nil when addr is empty.
+func newHealthServer(addr string, w *Worker) (*sideServer, error) {
 	if addr == "" {
 		return nil, nil
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("WORKER_HEALTH_ADDR=%q: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /livez", func(rw http.ResponseWriter, _ *http.Request) {
@@ -50,37 +33,13 @@ func newHealthServer(addr string, w *Worker) (*healthServer, error) {
 		}
 		_, _ = rw.Write([]byte("ok\n"))
 	})
-	return &healthServer{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, w: w}, nil
-}
-
-// serve answers probes until stop is called.
-func (h *healthServer) serve() (stop func()) {
-	if h == nil {
-		return func() {}
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := h.srv.Serve(h.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			h.w.log.Error().Err(err).Str("addr", h.ln.Addr().String()).Msg("health probes stopped serving; the pod will be restarted by its liveness probe")
-		}
-	}()
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = h.srv.Shutdown(ctx)
-		<-done
-	}
+	return listenSide("WORKER_HEALTH_ADDR", addr, mux, w.log,
+		"health probes stopped serving; the pod will be restarted by its liveness probe")
 }
 
 // HealthAddr is the address the probes listen on ("" without HealthAddr),
 // with the port resolved (HealthAddr may ask for port 0).
-func (w *Worker) HealthAddr() string {
-	if w.health == nil {
-		return ""
-	}
-	return w.health.ln.Addr().String()
-}
+func (w *Worker) HealthAddr() string { return w.health.addr() }
 
 // unready says why /readyz fails, "" when the worker is ready.
 func (w *Worker) unready() string {

@@ -65,6 +65,10 @@ type Options struct {
 	// HealthAddr is where /livez and /readyz are served (WORKER_HEALTH_ADDR,
 	// e.g. ":8081"; empty = no probes). See health.go.
 	HealthAddr string
+	// PprofAddr is where Go's profiler is served (WORKER_PPROF_ADDR, a
+	// loopback host:port such as "127.0.0.1:6062"; empty = off; any other
+	// address is refused). See pprof.go.
+	PprofAddr string
 	// Version is reported to brokers.
 	Version string
 	Logger  zerolog.Logger
@@ -126,8 +130,9 @@ type Worker struct {
 	ordered   []Provider          // sorted by kind/version: stable readiness reports
 	defaults  *defaults
 	sem       chan struct{}
-	pool      *gopool.Pool  // the goroutines tasks run on (see taskIdle)
-	health    *healthServer // nil without HealthAddr
+	pool      *gopool.Pool // the goroutines tasks run on (see taskIdle)
+	health    *sideServer  // the probes; nil without HealthAddr
+	pprof     *sideServer  // the profiler; nil without PprofAddr
 
 	mu      sync.Mutex
 	running map[string]*workerv1.TaskRef // task_id → ref
@@ -191,7 +196,11 @@ func New(brokerURL string, opts Options, providers ...Provider) (*Worker, error)
 		w.ordered = append(w.ordered, p)
 	}
 	sort.Slice(w.ordered, func(i, j int) bool { return kvKey(w.ordered[i].Kind()) < kvKey(w.ordered[j].Kind()) })
+	if w.pprof, err = newPprofServer(opts.PprofAddr, w); err != nil {
+		return nil, err
+	}
 	if w.health, err = newHealthServer(opts.HealthAddr, w); err != nil {
+		w.pprof.close() // New fails: nothing will serve it
 		return nil, err
 	}
 	return w, nil
@@ -210,6 +219,8 @@ func (w *Worker) Dropped() int64 {
 func (w *Worker) Run(ctx context.Context) error {
 	stopHealth := w.health.serve()
 	defer stopHealth()
+	stopPprof := w.pprof.serve()
+	defer stopPprof()
 	defer w.pool.Stop()
 	// Tasks run on a context that outlives ctx by the drain budget.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
