@@ -417,8 +417,8 @@ func TestServe_HandlerSeesItsClaim(t *testing.T) {
 
 // TestServe_RunsAtMostMaxParallelTasksAtOnce holds every handler until
 // the test releases it: the worker starts MaxParallel tasks, then one more
-// per finished task, never more at once, and its runners still take work
-// after they have gone quiet.
+// per finished task, never more at once, and its pool still takes work
+// after its goroutines have gone quiet.
 func TestServe_RunsAtMostMaxParallelTasksAtOnce(t *testing.T) {
 	t.Parallel()
 	b := newScriptBroker(t)
@@ -473,7 +473,7 @@ func TestServe_RunsAtMostMaxParallelTasksAtOnce(t *testing.T) {
 	require.Len(t, done, total, "every task completed once")
 	require.Equal(t, int32(limit), most.Load(), "at most MaxParallel handlers ran at once, and that many did")
 
-	// The runners are idle now; new work still runs.
+	// The pool's goroutines are idle now; new work still runs.
 	b.send(task("late", "vpc", 1, 0))
 	waitStarted("a task sent after the others finished")
 	release <- struct{}{}

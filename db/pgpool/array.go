@@ -46,32 +46,46 @@ func (a Array[T]) IndexType() any { return (*T)(nil) }
 func RegisterArrays(m *pgtype.Map) {
 	m.TryWrapEncodePlanFuncs = append([]pgtype.TryWrapEncodePlanFunc{tryWrapStringPtr, tryWrapInt64Ptr}, m.TryWrapEncodePlanFuncs...)
 	if t, ok := m.TypeForName("jsonb"); ok {
-		jt := &pgtype.Type{Name: "jsonb", OID: pgtype.JSONBOID, Codec: jsonbCodec{Codec: t.Codec}}
+		jt := &pgtype.Type{Name: "jsonb", OID: pgtype.JSONBOID, Codec: ptrCodec[json.RawMessage]{Codec: t.Codec, appendTo: appendJSONB}}
 		m.RegisterType(jt)
 		m.RegisterType(&pgtype.Type{Name: "_jsonb", OID: pgtype.JSONBArrayOID, Codec: &pgtype.ArrayCodec{ElementType: jt}})
 	}
 }
 
-// jsonbCodec is the map's jsonb codec that also encodes a *json.RawMessage
-// in binary as it is: the format's version byte, then the document.
-// JSONCodec would dereference the pointer through reflection first.
-type jsonbCodec struct{ pgtype.Codec }
+// ptrCodec is a codec that also encodes a *T (an Array's element) in
+// binary by appending the value where it lies; every other value, and
+// every scan, goes to the codec it wraps (which would dereference the
+// pointer through reflection first).
+type ptrCodec[T any] struct {
+	pgtype.Codec
+	appendTo func(buf []byte, v *T) []byte // nil: NULL
+}
 
-func (c jsonbCodec) PlanEncode(m *pgtype.Map, oid uint32, format int16, value any) pgtype.EncodePlan {
-	if _, ok := value.(*json.RawMessage); ok && format == pgtype.BinaryFormatCode {
-		return jsonbRawEncodePlan{}
+func (c ptrCodec[T]) PlanEncode(m *pgtype.Map, oid uint32, format int16, value any) pgtype.EncodePlan {
+	if _, ok := value.(*T); ok && format == pgtype.BinaryFormatCode {
+		return appendPtrPlan[T](c.appendTo)
 	}
 	return c.Codec.PlanEncode(m, oid, format, value)
 }
 
-type jsonbRawEncodePlan struct{}
+// appendPtrPlan encodes a *T by appending it to buf; a nil *T is NULL.
+type appendPtrPlan[T any] func(buf []byte, v *T) []byte
 
-func (jsonbRawEncodePlan) Encode(value any, buf []byte) ([]byte, error) {
-	r := value.(*json.RawMessage)
-	if r == nil || *r == nil {
+func (p appendPtrPlan[T]) Encode(value any, buf []byte) ([]byte, error) {
+	v := value.(*T)
+	if v == nil {
 		return nil, nil
 	}
-	return append(append(buf, 1), *r...), nil // 1: jsonb's binary format version
+	return p(buf, v), nil
+}
+
+// appendJSONB is a document in jsonb's binary format: its version byte (1),
+// then the text. A nil document is NULL.
+func appendJSONB(buf []byte, r *json.RawMessage) []byte {
+	if *r == nil {
+		return nil
+	}
+	return append(append(buf, 1), *r...)
 }
 
 // ptrEncodePlan encodes a *T as the valuer as makes of it (a pointer

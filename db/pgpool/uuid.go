@@ -18,7 +18,10 @@ import (
 // uuid[] decodes its elements the same way.
 func RegisterUUID(m *pgtype.Map) {
 	m.TryWrapEncodePlanFuncs = append([]pgtype.TryWrapEncodePlanFunc{tryWrapUUIDEncode}, m.TryWrapEncodePlanFuncs...)
-	ut := &pgtype.Type{Name: "uuid", OID: pgtype.UUIDOID, Codec: uuidCodec{}}
+	ut := &pgtype.Type{Name: "uuid", OID: pgtype.UUIDOID, Codec: uuidCodec{ptrCodec[uuid.UUID]{
+		Codec:    pgtype.UUIDCodec{},
+		appendTo: func(buf []byte, u *uuid.UUID) []byte { return append(buf, u[:]...) },
+	}}}
 	m.RegisterType(ut)
 	m.RegisterType(&pgtype.Type{Name: "_uuid", OID: pgtype.UUIDArrayOID, Codec: &pgtype.ArrayCodec{ElementType: ut}})
 	m.RegisterDefaultPgType(uuid.UUID{}, "uuid")
@@ -26,33 +29,15 @@ func RegisterUUID(m *pgtype.Map) {
 }
 
 // uuidCodec is pgtype's UUID codec that also scans a binary uuid straight
-// into a *uuid.UUID.
-type uuidCodec struct{ pgtype.UUIDCodec }
+// into a *uuid.UUID, and encodes a *uuid.UUID (an Array's element) by
+// copying its 16 bytes (ptrCodec).
+type uuidCodec struct{ ptrCodec[uuid.UUID] }
 
 func (c uuidCodec) PlanScan(m *pgtype.Map, oid uint32, format int16, target any) pgtype.ScanPlan {
 	if _, ok := target.(*uuid.UUID); ok && format == pgtype.BinaryFormatCode {
 		return uuidScanPlan{}
 	}
-	return c.UUIDCodec.PlanScan(m, oid, format, target)
-}
-
-// PlanEncode encodes a *uuid.UUID (an Array's element) by copying its 16
-// bytes; every other value as pgtype's UUID codec does.
-func (c uuidCodec) PlanEncode(m *pgtype.Map, oid uint32, format int16, value any) pgtype.EncodePlan {
-	if _, ok := value.(*uuid.UUID); ok && format == pgtype.BinaryFormatCode {
-		return uuidPtrEncodePlan{}
-	}
-	return c.UUIDCodec.PlanEncode(m, oid, format, value)
-}
-
-type uuidPtrEncodePlan struct{}
-
-func (uuidPtrEncodePlan) Encode(value any, buf []byte) ([]byte, error) {
-	u := value.(*uuid.UUID)
-	if u == nil {
-		return nil, nil
-	}
-	return append(buf, u[:]...), nil
+	return c.Codec.PlanScan(m, oid, format, target)
 }
 
 type uuidScanPlan struct{}
