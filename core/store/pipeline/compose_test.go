@@ -3,6 +3,7 @@ package pipeline
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -385,4 +386,66 @@ func TestCompose_AChainOfFreshChildrenIsScheduledByTheCascade(t *testing.T) {
 	require.Equal(t, appA, ts[0].Key.ResourceID)
 	f.finish(ts[0].Result(json.RawMessage(`{}`)))
 	require.True(t, f.isQueued(appB), "app-a synced: the cascade queued app-b")
+}
+
+// A composition larger than one statement's chunk is written whole, in one
+// transaction: every child, its labels and phase row; a change anywhere in
+// it is found; and a taken name in its last chunk leaves nothing written,
+// not even the chunks before it.
+func TestCompose_WritesALargeCompositionInChunks(t *testing.T) {
+	t.Parallel()
+	f, task := composeFx(t)
+	root := task.Key.ResourceID
+	n := 2*composeChunk + 7
+	big := func(changed ...int) Composition {
+		var c Composition
+		for i := range n {
+			spec := `{"cidr":"10.0.0.0/16"}`
+			for _, j := range changed {
+				if i == j {
+					spec = `{"cidr":"10.9.0.0/16"}`
+				}
+			}
+			c.Children = append(c.Children, Child{Kind: "net", Name: fmt.Sprintf("net-%04d", i), Spec: json.RawMessage(spec),
+				Labels: map[string]string{"tier": "net", "n": fmt.Sprint(i)}})
+		}
+		return c
+	}
+
+	res := f.compose(task, big())
+	require.Equal(t, n, res.Created)
+	require.Equal(t, n, scalar[int](f, `SELECT count(*) FROM resources WHERE owner_id = $1`, root))
+	require.Equal(t, n, scalar[int](f, `SELECT count(*) FROM resource_phases WHERE owner_id = $1`, root))
+	require.Equal(t, 2*n, scalar[int](f, `SELECT count(*) FROM resource_labels l JOIN resources r ON r.id = l.resource_id WHERE r.owner_id = $1`, root))
+	require.JSONEq(t, `{"tier":"net","n":"`+fmt.Sprint(n-1)+`"}`,
+		scalar[string](f, `SELECT labels::text FROM resources WHERE kind = 'net' AND name = $1`, fmt.Sprintf("net-%04d", n-1)))
+
+	// one change in each chunk, the last one partial
+	changed := []int{0, composeChunk, n - 1}
+	xmin := func() string {
+		return scalar[string](f, `SELECT string_agg(xmin::text, ',' ORDER BY name) FROM resources WHERE owner_id = $1 AND name NOT IN ($2, $3, $4)`,
+			root, fmt.Sprintf("net-%04d", changed[0]), fmt.Sprintf("net-%04d", changed[1]), fmt.Sprintf("net-%04d", changed[2]))
+	}
+	before := xmin()
+	res = f.compose(task, big(changed...))
+	require.Equal(t, 0, res.Created)
+	require.Equal(t, len(changed), res.Updated)
+	require.Equal(t, before, xmin(), "the unchanged children are not rewritten")
+	for _, i := range changed {
+		require.JSONEq(t, `{"cidr":"10.9.0.0/16"}`,
+			scalar[string](f, `SELECT spec::text FROM resources WHERE kind = 'net' AND name = $1`, fmt.Sprintf("net-%04d", i)))
+	}
+
+	// a name another owner holds, in the last chunk, after a change in the first
+	f.res("net", "taken")
+	c := big()
+	c.Children = append(c.Children, Child{Kind: "net", Name: "taken"})
+	_, err := f.st.ApplyCompose(f.ctx, task, c)
+	var ce *ComposeError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "owned_elsewhere", ce.Rule)
+	require.Equal(t, n, scalar[int](f, `SELECT count(*) FROM resources WHERE owner_id = $1`, root))
+	require.JSONEq(t, `{"cidr":"10.9.0.0/16"}`,
+		scalar[string](f, `SELECT spec::text FROM resources WHERE kind = 'net' AND name = 'net-0000'`),
+		"the first chunk's update rolled back with the refusal")
 }
