@@ -6,6 +6,7 @@ import (
 	"github.com/converge-run/converge/core/app"
 	"github.com/converge-run/converge/core/config"
 	"github.com/converge-run/converge/core/logging"
+	"github.com/converge-run/converge/core/memlimit"
 )
 
 func serveMain(ctx context.Context) error {
@@ -17,6 +18,7 @@ func serveMain(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	memlimit.ApplyAndLog(log)
 	ms, err := mounts()
 	if err != nil {
 		return err

@@ -27,6 +27,7 @@ import (
 
 	"github.com/converge-run/converge/core/logging"
 	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/memlimit"
 	"github.com/converge-run/converge/core/stdcel"
 	"github.com/converge-run/converge/core/stdio"
 	"github.com/converge-run/converge/core/stdshell"
@@ -153,6 +154,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
+	memlimit.ApplyAndLog(log)
 	opts, err := worker.OptionsFromEnv()
 	if err != nil {
 		return err
