@@ -42,7 +42,7 @@ func ClientFor(baseURL string, tlsCfg *tls.Config) (*http.Client, error) {
 		return nil, fmt.Errorf("broker url %q: scheme must be http or https", baseURL)
 	}
 	tr.Protocols = &p
-	return &http.Client{Transport: tr}, nil
+	return &http.Client{Transport: envelopeFrames{base: tr}}, nil
 }
 
 // ServerProtocols enables HTTP/1.1 and HTTP/2, including cleartext HTTP/2
