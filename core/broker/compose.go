@@ -56,26 +56,33 @@ func (rn *runner) compose(ctx context.Context, t pipeline.Task, kind store.Kind,
 // store refuses (schema violation, unknown kind, cycle…) is a terminal
 // failure of the root; a fenced one means the lease moved on: abandon.
 func (rn *runner) applyCompose(ctx context.Context, t pipeline.Task, r manifest.ReactionDecl, out *workerv1.Outcome) error {
+	// Sized up front: a composition is a thousand children and their edges.
 	var c pipeline.Composition
 	if r.Emits.Has(manifest.OutcomeChildren) {
+		c.Children = make([]pipeline.Child, 0, len(out.GetChildren()))
 		for _, ch := range out.GetChildren() {
 			c.Children = append(c.Children, pipeline.Child{Kind: ch.GetKind(), Version: ch.GetVersion(), Name: ch.GetName(),
 				Labels: ch.GetLabels(), Spec: raw(ch.GetSpecJson()), ProviderConfigRef: ch.GetProviderConfigRef()})
 		}
 	}
 	if r.Emits.Has(manifest.OutcomeEdges) {
-		children := map[string]bool{}
+		type kindName struct{ kind, name string }
+		children := make(map[kindName]bool, len(c.Children))
 		for _, ch := range c.Children {
-			children[ch.Kind+"/"+ch.Name] = true
+			children[kindName{ch.Kind, ch.Name}] = true
 		}
+		c.Edges = make([]pipeline.Edge, 0, len(out.GetEdges()))
 		for _, e := range out.GetEdges() {
 			dep := pipeline.Ref{Kind: e.GetDependencyKind(), Name: e.GetDependencyName()}
-			if children[e.GetDependencyKind()+"/"+e.GetDependencyName()] {
+			if children[kindName{e.GetDependencyKind(), e.GetDependencyName()}] {
 				dep = pipeline.Ref{Child: e.GetDependencyName()}
 			}
 			edge := pipeline.Edge{Dependent: e.GetDependentName(), Dependency: dep}
-			for _, f := range e.GetValueFlows() {
-				edge.ValueFlows = append(edge.ValueFlows, pipeline.ValueFlow{SrcField: f.GetSrcField(), DepField: f.GetDepField()})
+			if flows := e.GetValueFlows(); len(flows) > 0 {
+				edge.ValueFlows = make([]pipeline.ValueFlow, 0, len(flows))
+				for _, f := range flows {
+					edge.ValueFlows = append(edge.ValueFlows, pipeline.ValueFlow{SrcField: f.GetSrcField(), DepField: f.GetDepField()})
+				}
 			}
 			c.Edges = append(c.Edges, edge)
 		}
