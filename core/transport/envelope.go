@@ -69,17 +69,16 @@ func (b *envelopeBody) Close() error { return b.r.Close() }
 func (b *envelopeBody) track(data []byte) bool {
 	onPrefix := false
 	for len(data) > 0 {
+		onPrefix = false
 		if b.left > 0 {
 			k := min(b.left, uint64(len(data)))
 			b.left -= k
 			data = data[k:]
-			onPrefix = false
 			continue
 		}
 		k := copy(b.pre[b.npre:], data)
 		b.npre += k
 		data = data[k:]
-		onPrefix = false
 		if b.npre == len(b.pre) {
 			b.npre = 0
 			b.left = uint64(binary.BigEndian.Uint32(b.pre[1:]))

@@ -155,7 +155,7 @@ func TestEnvelopeFrames_StreamsEachMessageInOneWrite(t *testing.T) {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 
-	run := func(contentType string, rt func(*http.Transport) http.RoundTripper) (writes int64, body []byte) {
+	run := func(contentType string, rt func(*http.Transport) http.RoundTripper) (writes int64) {
 		var n atomic.Int64
 		dialer := &net.Dialer{}
 		tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -189,6 +189,7 @@ func TestEnvelopeFrames_StreamsEachMessageInOneWrite(t *testing.T) {
 		resp := <-done
 		require.NotNil(t, resp)
 		_ = resp.Body.Close()
+		var body []byte
 		select {
 		case body = <-received:
 		case <-time.After(10 * time.Second):
@@ -199,12 +200,12 @@ func TestEnvelopeFrames_StreamsEachMessageInOneWrite(t *testing.T) {
 			want = append(append(want, prefix(len(m))...), m...)
 		}
 		require.Equal(t, want, body, "the server read the stream unchanged")
-		return n.Load(), body
+		return n.Load()
 	}
 
-	plain, _ := run("application/connect+proto", func(tr *http.Transport) http.RoundTripper { return tr })
-	framed, _ := run("application/connect+proto", func(tr *http.Transport) http.RoundTripper { return envelopeFrames{base: tr} })
-	unary, _ := run("application/proto", func(tr *http.Transport) http.RoundTripper { return envelopeFrames{base: tr} })
+	plain := run("application/connect+proto", func(tr *http.Transport) http.RoundTripper { return tr })
+	framed := run("application/connect+proto", func(tr *http.Transport) http.RoundTripper { return envelopeFrames{base: tr} })
+	unary := run("application/proto", func(tr *http.Transport) http.RoundTripper { return envelopeFrames{base: tr} })
 	t.Logf("socket writes for %d messages: %d plain, %d with envelopeFrames, %d for a non-enveloped content type", messages, plain, framed, unary)
 	require.GreaterOrEqual(t, plain, int64(2*messages), "without it, two writes a message")
 	require.Less(t, framed, int64(messages+messages/2), "with it, about one a message")
