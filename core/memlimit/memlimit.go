@@ -13,7 +13,6 @@
 package memlimit
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -143,10 +142,9 @@ func cgroupPaths(s string) (v1, v2 string) {
 // mountOf finds the first mount in /proc/self/mountinfo that match accepts:
 // the cgroup path mounted (its root) and where (its mount point).
 func mountOf(s string, match func(fstype, options string) bool) (root, point string, ok bool) {
-	sc := bufio.NewScanner(strings.NewReader(s))
-	for sc.Scan() {
+	for line := range strings.Lines(s) {
 		// id parent major:minor root point options [optional…] - fstype source super-options
-		pre, post, found := strings.Cut(sc.Text(), " - ")
+		pre, post, found := strings.Cut(strings.TrimSuffix(line, "\n"), " - ")
 		if !found {
 			continue
 		}

@@ -312,16 +312,16 @@ func ownedElsewhere(what, kind, name string) error {
 	return composeErr(name, "owned_elsewhere", "%s %s/%s exists and is not owned by this root", what, kind, name)
 }
 
-// takenChild names a new child of plan whose INSERT the (kind, name) unique
-// constraint skipped: a resource another owner holds (planChildren resolved
-// every (kind, name) the root owns to its row, so a new child that was not
-// inserted collides with someone else's).
-func takenChild(plan *composePlan, created []uuid.UUID) error {
+// takenChild names a new child among children whose INSERT the (kind, name)
+// unique constraint skipped: a resource another owner holds (planChildren
+// resolved every (kind, name) the root owns to its row, so a new child that
+// was not inserted collides with someone else's).
+func takenChild(children []plannedChild, created []uuid.UUID) error {
 	made := make(map[uuid.UUID]bool, len(created))
 	for _, id := range created {
 		made[id] = true
 	}
-	for _, ch := range plan.children {
+	for _, ch := range children {
 		if ch.isNew && !made[ch.id] {
 			return ownedElsewhere("resource", ch.Kind, ch.Name)
 		}

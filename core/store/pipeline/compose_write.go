@@ -88,30 +88,39 @@ func gateCandidates(plan *composePlan, created, updated []uuid.UUID) []uuid.UUID
 const composeChunk = 250
 
 // writeChildren inserts the new children and updates the changed and
-// re-adopted ones, composeChunk at a time; it returns the ids of each.
+// re-adopted ones, composeChunk at a time; it returns the ids of each. The
+// first chunk with a taken name ends it: the caller rolls the transaction
+// back, so nothing is written, and the chunks after it are not sent.
 func writeChildren(ctx context.Context, tx pgx.Tx, st *composeState, plan *composePlan, now any, res *ComposeResult) (created, updated []uuid.UUID, err error) {
-	nNew := 0
 	for _, ch := range plan.children {
-		if ch.isNew {
-			nNew++
-		}
 		if ch.readopt {
 			res.Readopted++
 		}
 	}
 	for lo := 0; lo < len(plan.children); lo += composeChunk {
-		c, u, err := writeChildChunk(ctx, tx, st, plan.children[lo:min(lo+composeChunk, len(plan.children))], now)
+		chunk := plan.children[lo:min(lo+composeChunk, len(plan.children))]
+		c, u, err := writeChildChunk(ctx, tx, st, chunk, now)
 		if err != nil {
 			return nil, nil, err
 		}
+		if len(c) < newChildren(chunk) {
+			return nil, nil, takenChild(chunk, c)
+		}
 		created, updated = append(created, c...), append(updated, u...)
-	}
-	if len(created) < nNew {
-		// The caller rolls the transaction back: nothing is written.
-		return nil, nil, takenChild(plan, created)
 	}
 	res.Created, res.Updated = len(created), len(updated)
 	return created, updated, nil
+}
+
+// newChildren counts the children to insert.
+func newChildren(children []plannedChild) int {
+	n := 0
+	for _, ch := range children {
+		if ch.isNew {
+			n++
+		}
+	}
+	return n
 }
 
 // writeChildChunk writes one chunk of children in one statement.
