@@ -215,7 +215,7 @@ func (b *Broker) assemble() {
 		b.out = newOutboxWriter(d.Pipeline.AppendOutbox)
 		run := &runner{store: taskStores{d.Store, d.Pipeline}, stages: stg, outbox: b.out, kinds: kinds,
 			metrics: d.Metrics, clock: b.clock, log: b.log, composes: newTaskSlots(b.ComposeSlots, DefaultComposeSlots),
-			rollups: newTaskSlots(b.RollupSlots, DefaultRollupSlots), outage: d.Outage}
+			rollups: newTaskSlots(b.RollupSlots, DefaultRollupSlots()), outage: d.Outage}
 		b.disp = &dispatcher{id: d.ID, claims: d.Pipeline, routes: rt, shards: d.Shards, tasks: b.tasks, runner: run,
 			wakes: wakes, metrics: d.Metrics, clock: b.clock, log: b.log, outage: d.Outage,
 			pairCap: b.PairCap, pollMin: b.PollMin, pollMax: b.PollMax, drain: b.Drain}

@@ -1,6 +1,9 @@
 package broker
 
-import "context"
+import (
+	"context"
+	"runtime"
+)
 
 // DefaultComposeSlots is how many composes one broker runs at once.
 //
@@ -18,13 +21,20 @@ import "context"
 const DefaultComposeSlots = 2
 
 // DefaultRollupSlots is how many tasks of rollup kinds one broker runs at
-// once, composes aside (they hold compose slots). A rollup reads the
-// composite's whole subtree and sends it to the worker as one request — for
-// a bom, 1,000 child summaries, about a megabyte held until the stage
-// returns. At the end of a 1M run about 300 roots rolled up in the same few
-// seconds, and converge's RSS went from 56 MB to 153 MB with them; sixteen
-// at once keep two cores busy and bound that memory to the slots.
-const DefaultRollupSlots = 16
+// once, composes aside (they hold compose slots), when RollupSlots is not
+// set: two per core the process may use (GOMAXPROCS), at least 4 and at
+// most 16. A rollup reads the composite's whole subtree and sends it to the
+// worker as one request — for a bom, 1,000 child summaries — and holds that
+// until the stage returns. It is CPU work (the database's read, the
+// message, the worker's fold), so slots beyond a couple per core only hold
+// more subtrees in memory at once: at the end of a 1M run about 300 roots
+// roll up in the same few seconds. Sixteen on two cores took converge's 1M
+// peak to 69–70 MB; four, 63–65 MB, at the same rate and tail
+// (docs/benchmarks.md, "Where it stands").
+func DefaultRollupSlots() int { return rollupSlotsFor(runtime.GOMAXPROCS(0)) }
+
+// rollupSlotsFor is DefaultRollupSlots for procs cores.
+func rollupSlotsFor(procs int) int { return min(max(2*procs, 4), 16) }
 
 // taskSlots bounds the tasks of one sort in flight on one broker (the
 // composes, the rollups): a task takes a slot before its deadline starts and

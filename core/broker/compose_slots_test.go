@@ -112,7 +112,7 @@ func TestRunnerTaskSlot_RollupsWaitForARollupSlot(t *testing.T) {
 			{Name: "rollup", Trigger: manifest.TriggerChildrenSettled, Emits: manifest.Mask(manifest.OutcomeStatus)},
 		}}}
 	rn := &runner{kinds: fakeKinds{kind, workerKind}, composes: newTaskSlots(1, DefaultComposeSlots),
-		rollups: newTaskSlots(1, DefaultRollupSlots), log: zerolog.Nop()}
+		rollups: newTaskSlots(1, DefaultRollupSlots()), log: zerolog.Nop()}
 	task := func(kindName, trigger string, composedGen int64) pipeline.Task {
 		t := pipeline.Task{Key: pipeline.TaskKey{ResourceID: uuid.New(), TaskType: pipeline.TaskReconcile}, Generation: 2, Trigger: trigger}
 		t.Resource.Kind, t.Resource.Version, t.Resource.ComposedGen = kindName, "v1", composedGen
@@ -140,4 +140,14 @@ func TestRunnerTaskSlot_RollupsWaitForARollupSlot(t *testing.T) {
 	done, err = rn.taskSlot(ctx, task("bom", string(manifest.TriggerChildrenSettled), 2))
 	require.NoError(t, err, "the freed slot is taken")
 	done()
+}
+
+// The rollup slots follow the cores: two each, no fewer than 4 (a small
+// pod still overlaps a rollup's read with another's fold) and no more than
+// 16 (each holds a subtree in memory).
+func TestRollupSlotsFor_TwoPerCoreWithinBounds(t *testing.T) {
+	t.Parallel()
+	for procs, want := range map[int]int{1: 4, 2: 4, 3: 6, 4: 8, 8: 16, 64: 16} {
+		require.Equal(t, want, rollupSlotsFor(procs), "GOMAXPROCS %d", procs)
+	}
 }
