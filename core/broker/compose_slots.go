@@ -27,10 +27,11 @@ const DefaultComposeSlots = 2
 // worker as one request — for a bom, 1,000 child summaries — and holds that
 // until the stage returns. It is CPU work (the database's read, the
 // message, the worker's fold), so slots beyond a couple per core only hold
-// more subtrees in memory at once. At the end of a 1M run about 300 roots
-// roll up in the same few seconds: unbounded, they took converge's RSS from
-// 56 to 153 MB; sixteen slots on two cores, to 69–70 MB; four, to 63–65 MB,
-// at the same rate and tail (docs/benchmarks.md, "Where it stands").
+// more subtrees in memory at once. A 1M run's roots become ready in bursts
+// of dozens a second. Unbounded, an earlier design's rollups (about 300
+// within a few seconds) took converge's RSS from 56 to 153 MB; sixteen slots
+// on two cores took the peak to 69–70 MB, four to 63–65 MB, at the same rate
+// and tail (docs/benchmarks.md, "Where it stands").
 func DefaultRollupSlots() int { return rollupSlotsFor(runtime.GOMAXPROCS(0)) }
 
 // rollupSlotsFor is DefaultRollupSlots for procs cores.
