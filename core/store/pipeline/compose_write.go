@@ -89,8 +89,9 @@ const composeChunk = 250
 
 // writeChildren inserts the new children and updates the changed and
 // re-adopted ones, composeChunk at a time; it returns the ids of each. The
-// first chunk with a taken name ends it: the caller rolls the transaction
-// back, so nothing is written, and the chunks after it are not sent.
+// first chunk with a taken name ends it (writeChildChunk): the caller rolls
+// the transaction back, so nothing is written, and the chunks after it are
+// not sent.
 func writeChildren(ctx context.Context, tx pgx.Tx, st *composeState, plan *composePlan, now any, res *ComposeResult) (created, updated []uuid.UUID, err error) {
 	for _, ch := range plan.children {
 		if ch.readopt {
@@ -98,13 +99,9 @@ func writeChildren(ctx context.Context, tx pgx.Tx, st *composeState, plan *compo
 		}
 	}
 	for lo := 0; lo < len(plan.children); lo += composeChunk {
-		chunk := plan.children[lo:min(lo+composeChunk, len(plan.children))]
-		c, u, err := writeChildChunk(ctx, tx, st, chunk, now)
+		c, u, err := writeChildChunk(ctx, tx, st, plan.children[lo:min(lo+composeChunk, len(plan.children))], now)
 		if err != nil {
 			return nil, nil, err
-		}
-		if len(c) < newChildren(chunk) {
-			return nil, nil, takenChild(chunk, c)
 		}
 		created, updated = append(created, c...), append(updated, u...)
 	}
@@ -112,26 +109,21 @@ func writeChildren(ctx context.Context, tx pgx.Tx, st *composeState, plan *compo
 	return created, updated, nil
 }
 
-// newChildren counts the children to insert.
-func newChildren(children []plannedChild) int {
-	n := 0
-	for _, ch := range children {
-		if ch.isNew {
-			n++
-		}
-	}
-	return n
-}
-
-// writeChildChunk writes one chunk of children in one statement.
+// writeChildChunk writes one chunk of children in one statement. A new
+// child the insert skipped has a name another owner holds: it is refused
+// (takenChild).
 func writeChildChunk(ctx context.Context, tx pgx.Tx, st *composeState, children []plannedChild, now any) (created, updated []uuid.UUID, err error) {
 	n := len(children)
 	ids, kinds, versions, names := make(pgpool.Array[uuid.UUID], n), make(pgpool.Array[string], n), make(pgpool.Array[string], n), make(pgpool.Array[string], n)
 	labels, specs, refs, isNew := make(pgpool.Array[json.RawMessage], n), make(pgpool.Array[json.RawMessage], n), make([]*string, n), make([]bool, n)
+	nNew := 0
 	for i := range children {
 		ch := &children[i]
 		ids[i], kinds[i], versions[i], names[i] = ch.id, ch.Kind, ch.Version, ch.Name
 		labels[i], specs[i], isNew[i] = ch.labels, ch.spec, ch.isNew
+		if ch.isNew {
+			nNew++
+		}
 		if ch.ProviderConfigRef != "" {
 			refs[i] = &ch.ProviderConfigRef
 		}
@@ -173,6 +165,9 @@ SELECT coalesce((SELECT array_agg(id) FROM ins), '{}'), coalesce((SELECT array_a
 		ids, kinds, versions, names, labels, specs, refs, isNew, st.root, st.top, now).Scan(&created, &updated)
 	if err != nil {
 		return nil, nil, wrap(err, "compose %s: write children", st.root)
+	}
+	if len(created) < nNew {
+		return nil, nil, takenChild(children, created)
 	}
 	return created, updated, nil
 }
