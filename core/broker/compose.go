@@ -22,11 +22,11 @@ func composes(t pipeline.Task, kind store.Kind) bool {
 // task ends: a compose slot for a task that will compose
 // (DefaultComposeSlots), a rollup slot for any other reconcile of a kind
 // with a rollup, which may read its whole subtree (DefaultRollupSlots).
-// Other tasks get a no-op release at once.
+// Other tasks get a nil release at once.
 func (rn *runner) taskSlot(ctx context.Context, t pipeline.Task) (func(), error) {
 	kind, ok := rn.kinds.Kind(kvOf(t))
 	if !ok {
-		return func() {}, nil
+		return nil, nil
 	}
 	if composes(t, kind) {
 		return rn.composes.acquire(ctx)
@@ -34,7 +34,7 @@ func (rn *runner) taskSlot(ctx context.Context, t pipeline.Task) (func(), error)
 	if _, hasRollup := kind.Manifest.Rollup(); hasRollup && t.Key.TaskType == pipeline.TaskReconcile {
 		return rn.rollups.acquire(ctx)
 	}
-	return func() {}, nil
+	return nil, nil
 }
 
 // compose runs the compose stage and writes the composition.

@@ -88,7 +88,7 @@ type fakeRunner struct {
 	RunFn func(ctx context.Context, lease pipeline.Lease, t pipeline.Task)
 }
 
-func (f *fakeRunner) runTask(ctx context.Context, lease pipeline.Lease, t pipeline.Task) {
+func (f *fakeRunner) runTask(ctx context.Context, lease pipeline.Lease, t pipeline.Task, _ *claimDeadline) {
 	f.RunFn(ctx, lease, t)
 }
 

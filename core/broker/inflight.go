@@ -13,11 +13,12 @@ type pairKey struct {
 	tt pipeline.TaskType
 }
 
-// running is one claimed task in flight on this broker.
+// running is one claimed task in flight on this broker: what the drain
+// needs to release its lease. It is held by value, not the task (the task's
+// goroutine holds that): no allocation per claimed task.
 type running struct {
-	task  pipeline.Task
+	key   pipeline.TaskKey
 	lease pipeline.Lease
-	pair  pairKey
 }
 
 // inflight is the broker's table of claimed tasks: the dispatcher adds a
@@ -26,7 +27,7 @@ type running struct {
 // reports its size.
 type inflight struct {
 	mu      sync.Mutex
-	running map[pipeline.TaskKey]*running
+	running map[pipeline.TaskKey]running
 	perPair map[pairKey]int
 	// relayed counts, per pair, the stages peers relayed to this broker's
 	// workers (RelayStage) that are still running: they take the same
@@ -43,7 +44,7 @@ type inflight struct {
 }
 
 func newInflight() *inflight {
-	return &inflight{running: map[pipeline.TaskKey]*running{}, perPair: map[pairKey]int{}, relayed: map[pairKey]int{},
+	return &inflight{running: map[pipeline.TaskKey]running{}, perPair: map[pairKey]int{}, relayed: map[pairKey]int{},
 		adopted: map[pipeline.TaskKey]*session{}, done: make(chan struct{}, 1)}
 }
 
@@ -51,7 +52,7 @@ func newInflight() *inflight {
 func (f *inflight) add(lease pipeline.Lease, p pairKey, tasks []pipeline.Task) {
 	f.mu.Lock()
 	for _, t := range tasks {
-		f.running[t.Key] = &running{task: t, lease: lease, pair: p}
+		f.running[t.Key] = running{key: t.Key, lease: lease}
 	}
 	f.perPair[p] += len(tasks)
 	f.mu.Unlock()
@@ -106,10 +107,10 @@ func (f *inflight) relay(p pairKey) (done func()) {
 }
 
 // all lists the tasks in flight.
-func (f *inflight) all() []*running {
+func (f *inflight) all() []running {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]*running, 0, len(f.running))
+	out := make([]running, 0, len(f.running))
 	for _, r := range f.running {
 		out = append(out, r)
 	}

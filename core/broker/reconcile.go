@@ -83,8 +83,9 @@ type runner struct {
 }
 
 // runTask runs one claimed task's pipeline under its deadline and appends the
-// outcome to the outbox.
-func (rn *runner) runTask(ctx context.Context, lease pipeline.Lease, t pipeline.Task) {
+// outcome to the outbox. A task that takes no slot runs under its claim's
+// deadline (due; nil: its own).
+func (rn *runner) runTask(ctx context.Context, lease pipeline.Lease, t pipeline.Task, due *claimDeadline) {
 	started := rn.clock.Now()
 	// A compose or a rollup waits for its slot before its deadline starts:
 	// queueing behind this broker's others is not the worker's time.
@@ -93,13 +94,16 @@ func (rn *runner) runTask(ctx context.Context, lease pipeline.Lease, t pipeline.
 		rn.abandon(lease, t, nil)
 		return
 	}
-	defer release()
-	tctx := ctx
-	var cancel context.CancelFunc = func() {}
-	if t.Deadline > 0 {
-		tctx, cancel = context.WithTimeout(ctx, t.Deadline)
+	if release != nil {
+		defer release()
+		due = nil // its deadline starts now, not at the claim
 	}
-	defer cancel()
+	tctx := ctx
+	if t.Deadline > 0 {
+		var cancel context.CancelFunc
+		tctx, cancel = due.context(ctx, t.Deadline)
+		defer cancel()
+	}
 
 	var held heldAcks
 	res, err := rn.pipeline(tctx, t, &held)
