@@ -325,9 +325,10 @@ func (d *dispatcher) claimPair(ctx, taskCtx context.Context, p pairKey, lo, hi i
 
 // claimDeadline is the deadline the tasks of one claim share. They are of
 // one kind, so they have one deadline, and they start together: one timer
-// and one context per claim, where one per task was 4% of the broker's CPU
-// at a 100k run's rate. A task that waits for a compose or rollup slot
-// first does not use it (its deadline starts once it has the slot).
+// and one context per claim, where one per task was nearly 4% of the
+// broker's CPU at a 100k run's rate. A task that waits for a compose or
+// rollup slot first does not use it (its deadline starts once it has the
+// slot).
 type claimDeadline struct {
 	ctx      context.Context // nil: the claim's tasks have no deadline
 	cancel   context.CancelFunc
