@@ -14,6 +14,7 @@ import (
 	"github.com/converge-run/converge/core/store/lifecycle"
 	"github.com/converge-run/converge/core/store/notify"
 	"github.com/converge-run/converge/core/store/pipeline"
+	"github.com/converge-run/converge/core/testlog"
 	"github.com/converge-run/converge/core/testsignal"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
@@ -240,9 +241,10 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.timers = kept
 }
 
-// testLog routes a service's logs to t.Log.
+// testLog routes a service's logs to t.Log until the test ends (a stream
+// handler that returns after its test's server closed must not log to it).
 func testLog(t *testing.T) zerolog.Logger {
-	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel)
+	return zerolog.New(testlog.Writer(t)).Level(zerolog.DebugLevel)
 }
 
 // task is a claimed task on shard with a fresh resource id.

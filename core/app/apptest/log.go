@@ -1,22 +1,20 @@
 package apptest
 
 import (
-	"bytes"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/testlog"
 )
 
 // Logger routes zerolog output to t.Log (shown for failing tests and with
 // -v) at CONVERGE_TEST_LOG's level (debug, info, warn, error; default info).
 // Lines written after the test ended are dropped: t.Log then panics.
 func Logger(t testing.TB) zerolog.Logger {
-	w := &tWriter{t: t}
-	t.Cleanup(w.close) // registered first by the caller's stack: runs last
-	out := zerolog.ConsoleWriter{Out: w, NoColor: true, TimeFormat: "15:04:05.000"}
+	out := zerolog.ConsoleWriter{Out: testlog.Writer(t), NoColor: true, TimeFormat: "15:04:05.000"}
 	return zerolog.New(out).Level(Level()).With().Timestamp().Logger()
 }
 
@@ -35,25 +33,4 @@ func Level() zerolog.Level {
 		return l
 	}
 	return zerolog.InfoLevel
-}
-
-type tWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *tWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(string(bytes.TrimRight(p, "\n")))
-	}
-	return len(p), nil
-}
-
-func (w *tWriter) close() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.done = true
 }

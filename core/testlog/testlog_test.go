@@ -1,0 +1,43 @@
+package testlog
+
+import (
+	"io"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// recorder is the part of testing.TB the writer uses: Log and Cleanup.
+type recorder struct {
+	testing.TB // nil: any other method panics
+	logs       []string
+	cleanups   []func()
+}
+
+func (r *recorder) Log(args ...any) {
+	for _, a := range args {
+		r.logs = append(r.logs, a.(string))
+	}
+}
+
+func (r *recorder) Cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
+
+// A line written while the test runs reaches its log, without its newline;
+// one written after the test's cleanups ran is dropped (t.Log would panic
+// then, or race with the test's end) and still reported written.
+func TestWriter_DropsLinesAfterTheTestEnded(t *testing.T) {
+	t.Parallel()
+	r := &recorder{}
+	w := Writer(r)
+	n, err := io.WriteString(w, "during the test\n")
+	require.NoError(t, err)
+	require.Equal(t, len("during the test\n"), n)
+	for _, f := range slices.Backward(r.cleanups) {
+		f()
+	}
+	n, err = io.WriteString(w, "after the test\n")
+	require.NoError(t, err)
+	require.Equal(t, len("after the test\n"), n, "reported written, so the logger does not complain")
+	require.Equal(t, []string{"during the test"}, r.logs, "the line after the cleanups is dropped")
+}
