@@ -382,22 +382,22 @@ drain:
 			break drain
 		}
 	}
-	left := d.tasks.all()
-	if len(left) > 0 {
-		d.log.Warn().Int("stragglers", len(left)).Msg("drain budget spent; releasing leases for re-claim")
+	left, n := d.tasks.byLease(), 0
+	for _, keys := range left {
+		n += len(keys)
+	}
+	if n > 0 {
+		d.log.Warn().Int("stragglers", n).Msg("drain budget spent; releasing leases for re-claim")
 		cancelTasks()
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		d.release(rctx, left)
 		cancel()
 	}
-	d.testSignals.drained.Signal(len(left))
+	d.testSignals.drained.Signal(n)
 }
 
-func (d *dispatcher) release(ctx context.Context, rs []running) {
-	byLease := map[pipeline.Lease][]pipeline.TaskKey{}
-	for _, r := range rs {
-		byLease[r.lease] = append(byLease[r.lease], r.key)
-	}
+// release gives the stragglers' leases back, one statement per lease.
+func (d *dispatcher) release(ctx context.Context, byLease map[pipeline.Lease][]pipeline.TaskKey) {
 	for l, keys := range byLease {
 		if _, err := d.claims.Release(ctx, l, keys); err != nil {
 			d.log.Warn().Err(err).Int("tasks", len(keys)).Msg("release leases; the reaper will reclaim them")

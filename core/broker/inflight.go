@@ -13,21 +13,15 @@ type pairKey struct {
 	tt pipeline.TaskType
 }
 
-// running is one claimed task in flight on this broker: what the drain
-// needs to release its lease. It is held by value, not the task (the task's
-// goroutine holds that): no allocation per claimed task.
-type running struct {
-	key   pipeline.TaskKey
-	lease pipeline.Lease
-}
-
 // inflight is the broker's table of claimed tasks: the dispatcher adds a
 // claim's tasks and forgets each when it finishes, the heartbeater keeps
 // their leases alive, the drain waits for it to empty, and membership
 // reports its size.
 type inflight struct {
-	mu      sync.Mutex
-	running map[pipeline.TaskKey]running
+	mu sync.Mutex
+	// running maps each claimed task in flight to its lease: what the drain
+	// needs to release it (the task itself is its goroutine's).
+	running map[pipeline.TaskKey]pipeline.Lease
 	perPair map[pairKey]int
 	// relayed counts, per pair, the stages peers relayed to this broker's
 	// workers (RelayStage) that are still running: they take the same
@@ -44,7 +38,7 @@ type inflight struct {
 }
 
 func newInflight() *inflight {
-	return &inflight{running: map[pipeline.TaskKey]running{}, perPair: map[pairKey]int{}, relayed: map[pairKey]int{},
+	return &inflight{running: map[pipeline.TaskKey]pipeline.Lease{}, perPair: map[pairKey]int{}, relayed: map[pairKey]int{},
 		adopted: map[pipeline.TaskKey]*session{}, done: make(chan struct{}, 1)}
 }
 
@@ -52,7 +46,7 @@ func newInflight() *inflight {
 func (f *inflight) add(lease pipeline.Lease, p pairKey, tasks []pipeline.Task) {
 	f.mu.Lock()
 	for _, t := range tasks {
-		f.running[t.Key] = running{key: t.Key, lease: lease}
+		f.running[t.Key] = lease
 	}
 	f.perPair[p] += len(tasks)
 	f.mu.Unlock()
@@ -106,13 +100,13 @@ func (f *inflight) relay(p pairKey) (done func()) {
 	}
 }
 
-// all lists the tasks in flight.
-func (f *inflight) all() []running {
+// byLease groups the tasks in flight by their lease, for a release each.
+func (f *inflight) byLease() map[pipeline.Lease][]pipeline.TaskKey {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]running, 0, len(f.running))
-	for _, r := range f.running {
-		out = append(out, r)
+	out := map[pipeline.Lease][]pipeline.TaskKey{}
+	for k, l := range f.running {
+		out[l] = append(out[l], k)
 	}
 	return out
 }
