@@ -8,6 +8,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -164,17 +165,40 @@ func (s *Store) Claim(ctx context.Context, l Lease, b Batch) ([]Task, error) {
 			return nil, err
 		}
 	}
-	var out []Task
+	scratch := claimScratch.Get().(*[]Task)
+	defer claimScratch.Put(scratch)
+	out := (*scratch)[:0]
+	var err error
 	for _, span := range spans {
 		if len(out) >= b.Max {
 			break
 		}
-		var err error
 		if out, err = s.claimSpan(ctx, l, b, span[0], span[1], b.Max-len(out), out); err != nil {
-			return out, err
+			break
 		}
 	}
-	return out, nil
+	tasks := exactTasks(out)
+	clear(out) // the scratch keeps no claimed task's documents
+	*scratch = out[:0]
+	return tasks, err
+}
+
+// claimScratch holds the slices claims scan into. A claim's rows arrive
+// one by one, so a slice grown by append would be allocated about twice
+// over (a 320-byte task each time), and the claim's slice lives until its
+// last task ends: the rows go into a reused scratch slice, and the claim
+// gets a copy of exactly its size. That was an eighth of the broker's
+// allocated bytes at a 100k run's rate.
+var claimScratch = sync.Pool{New: func() any { return new([]Task) }}
+
+// exactTasks copies tasks into a slice of their size (nil for none).
+func exactTasks(tasks []Task) []Task {
+	if len(tasks) == 0 {
+		return nil
+	}
+	out := make([]Task, len(tasks))
+	copy(out, tasks)
+	return out
 }
 
 // claimableSpans keeps the spans whose partition holds a claimable row of

@@ -96,6 +96,35 @@ func TestClaim_EachTaskHasItsOwnSnapshot(t *testing.T) {
 	}
 }
 
+// Claims scan into a reused scratch slice: each must still hand back tasks
+// of its own, which the next claim cannot overwrite, in a slice of exactly
+// their number.
+func TestClaim_EachClaimOwnsItsTasks(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	for i := range 6 {
+		f.schedule(f.res("leaf", fmt.Sprintf("c%d", i)))
+	}
+
+	first := f.claim("leaf", 3)
+	names := func(ts []Task) []string {
+		var out []string
+		for _, task := range ts {
+			out = append(out, task.Resource.Name)
+		}
+		return out
+	}
+	firstNames := names(first)
+	second := f.claim("leaf", 3)
+	require.Len(t, first, 3)
+	require.Len(t, second, 3)
+	require.Equal(t, 3, cap(first), "the first claim's slice is of its size")
+	require.Equal(t, firstNames, names(first), "the second claim left the first one's tasks alone")
+	require.NotContains(t, names(second), firstNames[0], "the two claims hold different tasks")
+	require.Empty(t, f.claim("leaf", 3), "nothing left to claim")
+}
+
 func TestClaim_TakesOnlyDueRowsInItsRange(t *testing.T) {
 	t.Parallel()
 	f := newFx(t)

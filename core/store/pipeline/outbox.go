@@ -96,7 +96,8 @@ func (s *Store) AppendOutbox(ctx context.Context, results ...Result) error {
 	statuses, conds, outputs := make(pgpool.Array[json.RawMessage], n), make(pgpool.Array[json.RawMessage], n), make(pgpool.Array[json.RawMessage], n)
 	health, advance, terminal := make([]*bool, n), make([]bool, n), make([]bool, n)
 	errs, fins := make([]*string, n), make([]*string, n)
-	for i, r := range results {
+	for i := range results {
+		r := &results[i] // a pointer: a copy of r whose fields are taken (errs, fins) would be one allocation per result
 		if err := r.Validate(); err != nil {
 			return fmt.Errorf("append outbox: %w", err)
 		}
