@@ -5468,6 +5468,12 @@ CREATE INDEX idx_work_queue_leased ON ONLY public.work_queue USING btree (kind, 
 CREATE INDEX idx_work_queue_pending ON ONLY public.work_queue USING btree (kind, version, task_type, not_before) WHERE (worker_id IS NULL);
 
 --
+-- Name: idx_work_queue_settled; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_work_queue_settled ON ONLY public.work_queue USING btree (kind, version, task_type, not_before) WHERE ((worker_id IS NULL) AND (trigger = 'childrenSettled'::text));
+
+--
 -- Name: lifecycle_outbox_p0_heartbeat_at_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -5774,6 +5780,12 @@ CREATE INDEX work_queue_p0_kind_version_heartbeat_at_idx ON public.work_queue_p0
 CREATE INDEX work_queue_p0_kind_version_task_type_not_before_idx ON public.work_queue_p0 USING btree (kind, version, task_type, not_before) WHERE (worker_id IS NULL);
 
 --
+-- Name: work_queue_p0_kind_version_task_type_not_before_idx1; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_queue_p0_kind_version_task_type_not_before_idx1 ON public.work_queue_p0 USING btree (kind, version, task_type, not_before) WHERE ((worker_id IS NULL) AND (trigger = 'childrenSettled'::text));
+
+--
 -- Name: work_queue_p10_kind_version_heartbeat_at_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -5784,6 +5796,12 @@ CREATE INDEX work_queue_p10_kind_version_heartbeat_at_idx ON public.work_queue_p
 --
 
 CREATE INDEX work_queue_p10_kind_version_task_type_not_before_idx ON public.work_queue_p10 USING btree (kind, version, task_type, not_before) WHERE (worker_id IS NULL);
+
+--
+-- Name: work_queue_p10_kind_version_task_type_not_before_idx1; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_queue_p10_kind_version_task_type_not_before_idx1 ON public.work_queue_p10 USING btree (kind, version, task_type, not_before) WHERE ((worker_id IS NULL) AND (trigger = 'childrenSettled'::text));
 
 --
 -- Name: work_queue_p11_kind_version_heartbeat_at_idx; Type: INDEX; Schema: public; Owner: -
@@ -5798,6 +5816,12 @@ CREATE INDEX work_queue_p11_kind_version_heartbeat_at_idx ON public.work_queue_p
 CREATE INDEX work_queue_p11_kind_version_task_type_not_before_idx ON public.work_queue_p11 USING btree (kind, version, task_type, not_before) WHERE (worker_id IS NULL);
 
 --
+-- Name: work_queue_p11_kind_version_task_type_not_before_idx1; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_queue_p11_kind_version_task_type_not_before_idx1 ON public.work_queue_p11 USING btree (kind, version, task_type, not_before) WHERE ((worker_id IS NULL) AND (trigger = 'childrenSettled'::text));
+
+--
 -- Name: work_queue_p12_kind_version_heartbeat_at_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -5808,6 +5832,12 @@ CREATE INDEX work_queue_p12_kind_version_heartbeat_at_idx ON public.work_queue_p
 --
 
 CREATE INDEX work_queue_p12_kind_version_task_type_not_before_idx ON public.work_queue_p12 USING btree (kind, version, task_type, not_before) WHERE (worker_id IS NULL);
+
+--
+-- Name: work_queue_p12_kind_version_task_type_not_before_idx1; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_queue_p12_kind_version_task_type_not_before_idx1 ON public.work_queue_p12 USING btree (kind, version, task_type, not_before) WHERE ((worker_id IS NULL) AND (trigger = 'childrenSettled'::text));
 
 --
 -- Name: work_queue_p13_kind_version_heartbeat_at_idx; Type: INDEX; Schema: public; Owner: -
@@ -5822,6 +5852,12 @@ CREATE INDEX work_queue_p13_kind_version_heartbeat_at_idx ON public.work_queue_p
 CREATE INDEX work_queue_p13_kind_version_task_type_not_before_idx ON public.work_queue_p13 USING btree (kind, version, task_type, not_before) WHERE (worker_id IS NULL);
 
 --
+-- Name: work_queue_p13_kind_version_task_type_not_before_idx1; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_queue_p13_kind_version_task_type_not_before_idx1 ON public.work_queue_p13 USING btree (kind, version, task_type, not_before) WHERE ((worker_id IS NULL) AND (trigger = 'childrenSettled'::text));
+
+--
 -- Name: work_queue_p14_kind_version_heartbeat_at_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -5832,6 +5868,12 @@ CREATE INDEX work_queue_p14_kind_version_heartbeat_at_idx ON public.work_queue_p
 --
 
 CREATE INDEX work_queue_p14_kind_version_task_type_not_before_idx ON public.work_queue_p14 USING btree (kind, version, task_type, not_before) WHERE (worker_id IS NULL);
+
+--
+-- Name: work_queue_p14_kind_version_task_type_not_before_idx1; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_queue_p14_kind_version_task_type_not_before_idx1 ON public.work_queue_p14 USING btree (kind, version, task_type, not_before) WHERE ((worker_id IS NULL) AND (trigger = 'childrenSettled'::text));
 
 --
 -- Name: work_queue_p15_kind_version_heartbeat_at_idx; Type: INDEX; Schema: public; Owner: -
@@ -5846,6 +5888,12 @@ CREATE INDEX work_queue_p15_kind_version_heartbeat_at_idx ON public.work_queue_p
 CREATE INDEX work_queue_p15_kind_version_task_type_not_before_idx ON public.work_queue_p15 USING btree (kind, version, task_type, not_before) WHERE (worker_id IS NULL);
 
 --
+-- Name: work_queue_p15_kind_version_task_type_not_before_idx1; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_queue_p15_kind_version_task_type_not_before_idx1 ON public.work_queue_p15 USING btree (kind, version, task_type, not_before) WHERE ((worker_id IS NULL) AND (trigger = 'childrenSettled'::text));
+
+--
 -- Name: work_queue_p1_kind_version_heartbeat_at_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -5856,6 +5904,12 @@ CREATE INDEX work_queue_p1_kind_version_heartbeat_at_idx ON public.work_queue_p1
 --
 
 CREATE INDEX work_queue_p1_kind_version_task_type_not_before_idx ON public.work_queue_p1 USING btree (kind, version, task_type, not_before) WHERE (worker_id IS NULL);
+
+--
+-- Name: work_queue_p1_kind_version_task_type_not_before_idx1; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_queue_p1_kind_version_task_type_not_before_idx1 ON public.work_queue_p1 USING btree (kind, version, task_type, not_before) WHERE ((worker_id IS NULL) AND (trigger = 'childrenSettled'::text));
 
 --
 -- Name: work_queue_p2_kind_version_heartbeat_at_idx; Type: INDEX; Schema: public; Owner: -
@@ -5870,6 +5924,12 @@ CREATE INDEX work_queue_p2_kind_version_heartbeat_at_idx ON public.work_queue_p2
 CREATE INDEX work_queue_p2_kind_version_task_type_not_before_idx ON public.work_queue_p2 USING btree (kind, version, task_type, not_before) WHERE (worker_id IS NULL);
 
 --
+-- Name: work_queue_p2_kind_version_task_type_not_before_idx1; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_queue_p2_kind_version_task_type_not_before_idx1 ON public.work_queue_p2 USING btree (kind, version, task_type, not_before) WHERE ((worker_id IS NULL) AND (trigger = 'childrenSettled'::text));
+
+--
 -- Name: work_queue_p3_kind_version_heartbeat_at_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -5880,6 +5940,12 @@ CREATE INDEX work_queue_p3_kind_version_heartbeat_at_idx ON public.work_queue_p3
 --
 
 CREATE INDEX work_queue_p3_kind_version_task_type_not_before_idx ON public.work_queue_p3 USING btree (kind, version, task_type, not_before) WHERE (worker_id IS NULL);
+
+--
+-- Name: work_queue_p3_kind_version_task_type_not_before_idx1; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_queue_p3_kind_version_task_type_not_before_idx1 ON public.work_queue_p3 USING btree (kind, version, task_type, not_before) WHERE ((worker_id IS NULL) AND (trigger = 'childrenSettled'::text));
 
 --
 -- Name: work_queue_p4_kind_version_heartbeat_at_idx; Type: INDEX; Schema: public; Owner: -
@@ -5894,6 +5960,12 @@ CREATE INDEX work_queue_p4_kind_version_heartbeat_at_idx ON public.work_queue_p4
 CREATE INDEX work_queue_p4_kind_version_task_type_not_before_idx ON public.work_queue_p4 USING btree (kind, version, task_type, not_before) WHERE (worker_id IS NULL);
 
 --
+-- Name: work_queue_p4_kind_version_task_type_not_before_idx1; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_queue_p4_kind_version_task_type_not_before_idx1 ON public.work_queue_p4 USING btree (kind, version, task_type, not_before) WHERE ((worker_id IS NULL) AND (trigger = 'childrenSettled'::text));
+
+--
 -- Name: work_queue_p5_kind_version_heartbeat_at_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -5904,6 +5976,12 @@ CREATE INDEX work_queue_p5_kind_version_heartbeat_at_idx ON public.work_queue_p5
 --
 
 CREATE INDEX work_queue_p5_kind_version_task_type_not_before_idx ON public.work_queue_p5 USING btree (kind, version, task_type, not_before) WHERE (worker_id IS NULL);
+
+--
+-- Name: work_queue_p5_kind_version_task_type_not_before_idx1; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_queue_p5_kind_version_task_type_not_before_idx1 ON public.work_queue_p5 USING btree (kind, version, task_type, not_before) WHERE ((worker_id IS NULL) AND (trigger = 'childrenSettled'::text));
 
 --
 -- Name: work_queue_p6_kind_version_heartbeat_at_idx; Type: INDEX; Schema: public; Owner: -
@@ -5918,6 +5996,12 @@ CREATE INDEX work_queue_p6_kind_version_heartbeat_at_idx ON public.work_queue_p6
 CREATE INDEX work_queue_p6_kind_version_task_type_not_before_idx ON public.work_queue_p6 USING btree (kind, version, task_type, not_before) WHERE (worker_id IS NULL);
 
 --
+-- Name: work_queue_p6_kind_version_task_type_not_before_idx1; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_queue_p6_kind_version_task_type_not_before_idx1 ON public.work_queue_p6 USING btree (kind, version, task_type, not_before) WHERE ((worker_id IS NULL) AND (trigger = 'childrenSettled'::text));
+
+--
 -- Name: work_queue_p7_kind_version_heartbeat_at_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -5928,6 +6012,12 @@ CREATE INDEX work_queue_p7_kind_version_heartbeat_at_idx ON public.work_queue_p7
 --
 
 CREATE INDEX work_queue_p7_kind_version_task_type_not_before_idx ON public.work_queue_p7 USING btree (kind, version, task_type, not_before) WHERE (worker_id IS NULL);
+
+--
+-- Name: work_queue_p7_kind_version_task_type_not_before_idx1; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_queue_p7_kind_version_task_type_not_before_idx1 ON public.work_queue_p7 USING btree (kind, version, task_type, not_before) WHERE ((worker_id IS NULL) AND (trigger = 'childrenSettled'::text));
 
 --
 -- Name: work_queue_p8_kind_version_heartbeat_at_idx; Type: INDEX; Schema: public; Owner: -
@@ -5942,6 +6032,12 @@ CREATE INDEX work_queue_p8_kind_version_heartbeat_at_idx ON public.work_queue_p8
 CREATE INDEX work_queue_p8_kind_version_task_type_not_before_idx ON public.work_queue_p8 USING btree (kind, version, task_type, not_before) WHERE (worker_id IS NULL);
 
 --
+-- Name: work_queue_p8_kind_version_task_type_not_before_idx1; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_queue_p8_kind_version_task_type_not_before_idx1 ON public.work_queue_p8 USING btree (kind, version, task_type, not_before) WHERE ((worker_id IS NULL) AND (trigger = 'childrenSettled'::text));
+
+--
 -- Name: work_queue_p9_kind_version_heartbeat_at_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -5952,6 +6048,12 @@ CREATE INDEX work_queue_p9_kind_version_heartbeat_at_idx ON public.work_queue_p9
 --
 
 CREATE INDEX work_queue_p9_kind_version_task_type_not_before_idx ON public.work_queue_p9 USING btree (kind, version, task_type, not_before) WHERE (worker_id IS NULL);
+
+--
+-- Name: work_queue_p9_kind_version_task_type_not_before_idx1; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_queue_p9_kind_version_task_type_not_before_idx1 ON public.work_queue_p9 USING btree (kind, version, task_type, not_before) WHERE ((worker_id IS NULL) AND (trigger = 'childrenSettled'::text));
 
 --
 -- Name: lifecycle_outbox_p0_heartbeat_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -6446,6 +6548,12 @@ ALTER INDEX public.idx_work_queue_leased ATTACH PARTITION public.work_queue_p0_k
 ALTER INDEX public.idx_work_queue_pending ATTACH PARTITION public.work_queue_p0_kind_version_task_type_not_before_idx;
 
 --
+-- Name: work_queue_p0_kind_version_task_type_not_before_idx1; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_queue_settled ATTACH PARTITION public.work_queue_p0_kind_version_task_type_not_before_idx1;
+
+--
 -- Name: work_queue_p0_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -6462,6 +6570,12 @@ ALTER INDEX public.idx_work_queue_leased ATTACH PARTITION public.work_queue_p10_
 --
 
 ALTER INDEX public.idx_work_queue_pending ATTACH PARTITION public.work_queue_p10_kind_version_task_type_not_before_idx;
+
+--
+-- Name: work_queue_p10_kind_version_task_type_not_before_idx1; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_queue_settled ATTACH PARTITION public.work_queue_p10_kind_version_task_type_not_before_idx1;
 
 --
 -- Name: work_queue_p10_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -6482,6 +6596,12 @@ ALTER INDEX public.idx_work_queue_leased ATTACH PARTITION public.work_queue_p11_
 ALTER INDEX public.idx_work_queue_pending ATTACH PARTITION public.work_queue_p11_kind_version_task_type_not_before_idx;
 
 --
+-- Name: work_queue_p11_kind_version_task_type_not_before_idx1; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_queue_settled ATTACH PARTITION public.work_queue_p11_kind_version_task_type_not_before_idx1;
+
+--
 -- Name: work_queue_p11_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -6498,6 +6618,12 @@ ALTER INDEX public.idx_work_queue_leased ATTACH PARTITION public.work_queue_p12_
 --
 
 ALTER INDEX public.idx_work_queue_pending ATTACH PARTITION public.work_queue_p12_kind_version_task_type_not_before_idx;
+
+--
+-- Name: work_queue_p12_kind_version_task_type_not_before_idx1; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_queue_settled ATTACH PARTITION public.work_queue_p12_kind_version_task_type_not_before_idx1;
 
 --
 -- Name: work_queue_p12_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -6518,6 +6644,12 @@ ALTER INDEX public.idx_work_queue_leased ATTACH PARTITION public.work_queue_p13_
 ALTER INDEX public.idx_work_queue_pending ATTACH PARTITION public.work_queue_p13_kind_version_task_type_not_before_idx;
 
 --
+-- Name: work_queue_p13_kind_version_task_type_not_before_idx1; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_queue_settled ATTACH PARTITION public.work_queue_p13_kind_version_task_type_not_before_idx1;
+
+--
 -- Name: work_queue_p13_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -6534,6 +6666,12 @@ ALTER INDEX public.idx_work_queue_leased ATTACH PARTITION public.work_queue_p14_
 --
 
 ALTER INDEX public.idx_work_queue_pending ATTACH PARTITION public.work_queue_p14_kind_version_task_type_not_before_idx;
+
+--
+-- Name: work_queue_p14_kind_version_task_type_not_before_idx1; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_queue_settled ATTACH PARTITION public.work_queue_p14_kind_version_task_type_not_before_idx1;
 
 --
 -- Name: work_queue_p14_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -6554,6 +6692,12 @@ ALTER INDEX public.idx_work_queue_leased ATTACH PARTITION public.work_queue_p15_
 ALTER INDEX public.idx_work_queue_pending ATTACH PARTITION public.work_queue_p15_kind_version_task_type_not_before_idx;
 
 --
+-- Name: work_queue_p15_kind_version_task_type_not_before_idx1; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_queue_settled ATTACH PARTITION public.work_queue_p15_kind_version_task_type_not_before_idx1;
+
+--
 -- Name: work_queue_p15_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -6570,6 +6714,12 @@ ALTER INDEX public.idx_work_queue_leased ATTACH PARTITION public.work_queue_p1_k
 --
 
 ALTER INDEX public.idx_work_queue_pending ATTACH PARTITION public.work_queue_p1_kind_version_task_type_not_before_idx;
+
+--
+-- Name: work_queue_p1_kind_version_task_type_not_before_idx1; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_queue_settled ATTACH PARTITION public.work_queue_p1_kind_version_task_type_not_before_idx1;
 
 --
 -- Name: work_queue_p1_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -6590,6 +6740,12 @@ ALTER INDEX public.idx_work_queue_leased ATTACH PARTITION public.work_queue_p2_k
 ALTER INDEX public.idx_work_queue_pending ATTACH PARTITION public.work_queue_p2_kind_version_task_type_not_before_idx;
 
 --
+-- Name: work_queue_p2_kind_version_task_type_not_before_idx1; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_queue_settled ATTACH PARTITION public.work_queue_p2_kind_version_task_type_not_before_idx1;
+
+--
 -- Name: work_queue_p2_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -6606,6 +6762,12 @@ ALTER INDEX public.idx_work_queue_leased ATTACH PARTITION public.work_queue_p3_k
 --
 
 ALTER INDEX public.idx_work_queue_pending ATTACH PARTITION public.work_queue_p3_kind_version_task_type_not_before_idx;
+
+--
+-- Name: work_queue_p3_kind_version_task_type_not_before_idx1; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_queue_settled ATTACH PARTITION public.work_queue_p3_kind_version_task_type_not_before_idx1;
 
 --
 -- Name: work_queue_p3_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -6626,6 +6788,12 @@ ALTER INDEX public.idx_work_queue_leased ATTACH PARTITION public.work_queue_p4_k
 ALTER INDEX public.idx_work_queue_pending ATTACH PARTITION public.work_queue_p4_kind_version_task_type_not_before_idx;
 
 --
+-- Name: work_queue_p4_kind_version_task_type_not_before_idx1; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_queue_settled ATTACH PARTITION public.work_queue_p4_kind_version_task_type_not_before_idx1;
+
+--
 -- Name: work_queue_p4_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -6642,6 +6810,12 @@ ALTER INDEX public.idx_work_queue_leased ATTACH PARTITION public.work_queue_p5_k
 --
 
 ALTER INDEX public.idx_work_queue_pending ATTACH PARTITION public.work_queue_p5_kind_version_task_type_not_before_idx;
+
+--
+-- Name: work_queue_p5_kind_version_task_type_not_before_idx1; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_queue_settled ATTACH PARTITION public.work_queue_p5_kind_version_task_type_not_before_idx1;
 
 --
 -- Name: work_queue_p5_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -6662,6 +6836,12 @@ ALTER INDEX public.idx_work_queue_leased ATTACH PARTITION public.work_queue_p6_k
 ALTER INDEX public.idx_work_queue_pending ATTACH PARTITION public.work_queue_p6_kind_version_task_type_not_before_idx;
 
 --
+-- Name: work_queue_p6_kind_version_task_type_not_before_idx1; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_queue_settled ATTACH PARTITION public.work_queue_p6_kind_version_task_type_not_before_idx1;
+
+--
 -- Name: work_queue_p6_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -6678,6 +6858,12 @@ ALTER INDEX public.idx_work_queue_leased ATTACH PARTITION public.work_queue_p7_k
 --
 
 ALTER INDEX public.idx_work_queue_pending ATTACH PARTITION public.work_queue_p7_kind_version_task_type_not_before_idx;
+
+--
+-- Name: work_queue_p7_kind_version_task_type_not_before_idx1; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_queue_settled ATTACH PARTITION public.work_queue_p7_kind_version_task_type_not_before_idx1;
 
 --
 -- Name: work_queue_p7_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -6698,6 +6884,12 @@ ALTER INDEX public.idx_work_queue_leased ATTACH PARTITION public.work_queue_p8_k
 ALTER INDEX public.idx_work_queue_pending ATTACH PARTITION public.work_queue_p8_kind_version_task_type_not_before_idx;
 
 --
+-- Name: work_queue_p8_kind_version_task_type_not_before_idx1; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_queue_settled ATTACH PARTITION public.work_queue_p8_kind_version_task_type_not_before_idx1;
+
+--
 -- Name: work_queue_p8_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -6714,6 +6906,12 @@ ALTER INDEX public.idx_work_queue_leased ATTACH PARTITION public.work_queue_p9_k
 --
 
 ALTER INDEX public.idx_work_queue_pending ATTACH PARTITION public.work_queue_p9_kind_version_task_type_not_before_idx;
+
+--
+-- Name: work_queue_p9_kind_version_task_type_not_before_idx1; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_queue_settled ATTACH PARTITION public.work_queue_p9_kind_version_task_type_not_before_idx1;
 
 --
 -- Name: work_queue_p9_pkey; Type: INDEX ATTACH; Schema: public; Owner: -

@@ -72,8 +72,14 @@ type Snapshot struct {
 // kind_config; for a capped kind (max_inflight > 0) budget asks claim_budget
 // (max_inflight − SUM of the kind_inflight partials, serialised per kind)
 // and bump adds the rows stamped to the claimer's own partial; an uncapped
-// kind skips both. picked is the FOR UPDATE SKIP LOCKED scan of
-// idx_work_queue_pending, oldest not_before first: the ORDER BY is the
+// kind skips both. settled takes the pair's due rollups (trigger
+// childrenSettled) first, through idx_work_queue_settled, oldest first: a
+// rollup finishes a whole tree, and queued behind its kind's composes (all
+// pended when the roots were applied) a root waited minutes with every
+// descendant READY. rest fills the batch with the pair's other rows, the
+// FOR UPDATE SKIP LOCKED scan of idx_work_queue_pending, oldest not_before
+// first (a row settled skipped, locked by another claimer, stays skipped):
+// the ORDER BY is the
 // index's own order, so the index returns the first rows at once while any
 // other plan must sort every pending row of the range first. Without it, a
 // partition whose statistics say "every row matches" is read by a Seq Scan
@@ -89,15 +95,28 @@ WITH kc AS (
 ), budget AS (
     SELECT CASE WHEN coalesce((SELECT max_inflight FROM kc), 0) > 0
                 THEN claim_budget($1, $2, $4) ELSE $4 END AS n
-), picked AS (
+), settled AS (
     SELECT w.ctid
       FROM work_queue w
      WHERE w.kind = $1 AND w.version = $2 AND w.task_type = $3 AND w.worker_id IS NULL
+       AND w.trigger = 'childrenSettled'
        AND w.not_before <= coalesce($8::timestamptz, now())
        AND w.shard_id BETWEEN $5 AND $6
      ORDER BY w.not_before
      LIMIT (SELECT n FROM budget)
        FOR UPDATE SKIP LOCKED
+), rest AS (
+    SELECT w.ctid
+      FROM work_queue w
+     WHERE w.kind = $1 AND w.version = $2 AND w.task_type = $3 AND w.worker_id IS NULL
+       AND w.trigger <> 'childrenSettled'
+       AND w.not_before <= coalesce($8::timestamptz, now())
+       AND w.shard_id BETWEEN $5 AND $6
+     ORDER BY w.not_before
+     LIMIT greatest((SELECT n FROM budget) - (SELECT count(*) FROM settled), 0)
+       FOR UPDATE SKIP LOCKED
+), picked AS (
+    SELECT ctid FROM settled UNION ALL SELECT ctid FROM rest
 ), epoch AS (
     SELECT nextval('claim_epoch_seq') AS e
 ), upd AS (

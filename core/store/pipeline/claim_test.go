@@ -125,6 +125,38 @@ func TestClaim_EachClaimOwnsItsTasks(t *testing.T) {
 	require.Empty(t, f.claim("leaf", 3), "nothing left to claim")
 }
 
+// A composite's rollup (pended with trigger childrenSettled once its
+// descendants settle) is claimed ahead of its kind's older pending rows:
+// queued behind the kind's composes, pended when the roots were applied, a
+// root waited minutes with every descendant READY. A rollup not yet due
+// still waits its turn. The order holds within a partition (a claim goes
+// partition by partition), so the rows here share one.
+func TestClaim_TakesDueRollupsFirst(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("comp", reactComposite)
+	in := func(name string) uuid.UUID { return f.res("comp", name, withID(f.idInShards(0, 15))) }
+	older1, older2, rollup := in("older-1"), in("older-2"), in("rollup")
+	f.schedule(older1, older2, rollup)
+	f.exec(`UPDATE work_queue SET not_before = now() - interval '1 hour' WHERE resource_id IN ($1, $2)`, older1, older2)
+	f.exec(`UPDATE work_queue SET trigger = 'childrenSettled' WHERE resource_id = $1`, rollup)
+
+	first := f.claim("comp", 1)
+	require.Len(t, first, 1)
+	require.Equal(t, rollup, first[0].Resource.ID, "the rollup, pended last, is claimed first")
+	require.Equal(t, "childrenSettled", first[0].Trigger)
+
+	rest := f.claim("comp", 5)
+	require.Len(t, rest, 2)
+	require.ElementsMatch(t, []uuid.UUID{older1, older2}, []uuid.UUID{rest[0].Resource.ID, rest[1].Resource.ID},
+		"the batch is filled with the kind's other rows")
+
+	later := in("later")
+	f.schedule(later)
+	f.exec(`UPDATE work_queue SET trigger = 'childrenSettled', not_before = now() + interval '1 hour' WHERE resource_id = $1`, later)
+	require.Empty(t, f.claim("comp", 5), "a rollup not yet due is not claimed")
+}
+
 func TestClaim_TakesOnlyDueRowsInItsRange(t *testing.T) {
 	t.Parallel()
 	f := newFx(t)
