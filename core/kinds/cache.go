@@ -133,10 +133,11 @@ func (c *Cache) Name() string { return "kind-cache" }
 // Run reloads on every kind_manifest_changed wake and every failsafe tick.
 func (c *Cache) Run(ctx context.Context) error {
 	var wake <-chan notify.Event
+	var listening <-chan struct{} // nil once read again after the LISTEN
 	if c.listener != nil {
 		sub := c.listener.Subscribe("kind_manifest_changed", 1)
 		defer sub.Close()
-		wake = sub.C
+		wake, listening = sub.C, sub.Listening()
 	}
 	var backoff engine.Backoff
 	failing := false
@@ -160,6 +161,11 @@ func (c *Cache) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-wake:
+		case <-listening:
+			// The first read may have come before the LISTEN took effect, and
+			// a manifest applied in between would wait for the failsafe
+			// (30 s in converge): read again now that no change can slip by.
+			listening = nil
 		case <-time.After(next):
 		}
 	}

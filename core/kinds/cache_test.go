@@ -13,7 +13,11 @@ import (
 	"github.com/converge-run/converge/core/kinds"
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/store/notify"
+	"github.com/converge-run/converge/db/pgtest"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 type listerFn func(ctx context.Context) ([]store.Kind, error)
 
@@ -43,6 +47,43 @@ func TestCache_AFailedReloadIsRetriedBeforeTheFailsafe(t *testing.T) {
 	_, ok := c.Snapshot().Get(manifest.KindVersion{Kind: "vpc", Version: "v1"})
 	require.True(t, ok)
 	require.Equal(t, int32(3), calls.Load())
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// A kind applied after the cache's first read but before its LISTEN took
+// effect (Subscribe returns before the listener issues it) sends a
+// notification nobody hears; the cache reads again once the LISTEN is in,
+// not at its failsafe. In a CI run, a test's kind applied just after
+// converge started went unseen for the 30 s failsafe, and its resource
+// never ran.
+func TestCache_ReadsAgainOnceItsChannelIsListened(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l := notify.NewListener(pgtest.Pool(t), zerolog.Nop())
+	var applied atomic.Bool
+	vpc := store.Kind{Name: "vpc", Version: "v1", ManifestGen: 1}
+	c := kinds.New(listerFn(func(context.Context) ([]store.Kind, error) {
+		if applied.Load() {
+			return []store.Kind{vpc}, nil
+		}
+		return nil, nil
+	}), l, time.Hour, zerolog.Nop())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	select {
+	case <-c.Loaded():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cache did not load")
+	}
+	// Applied now, before the listener runs: no LISTEN yet, so no wake.
+	applied.Store(true)
+	go func() { _ = l.Run(ctx) }()
+	require.Eventually(t, func() bool {
+		_, ok := c.Snapshot().Get(manifest.KindVersion{Kind: "vpc", Version: "v1"})
+		return ok
+	}, 10*time.Second, 10*time.Millisecond, "the kind is read once the LISTEN is in, not at the hour's failsafe")
 	cancel()
 	require.NoError(t, <-done)
 }

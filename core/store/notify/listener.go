@@ -37,7 +37,17 @@ type Subscription struct {
 	channel string
 	lost    atomic.Bool
 	l       *Listener
+
+	listening chan struct{} // closed once the channel is LISTENed (l.mu)
+	heard     bool          // listening is closed (l.mu)
 }
+
+// Listening is closed once the subscription's channel is LISTENed on the
+// listener's connection. Subscribe returns before that (the LISTEN is the
+// listener's to issue), so a notification sent in between is not delivered:
+// a consumer that reads its source of truth right after subscribing reads
+// again once this is closed, or it can miss a change until its next poll.
+func (s *Subscription) Listening() <-chan struct{} { return s.listening }
 
 // TakeLost reports (and clears) whether events were dropped because C was
 // full; a consumer that sees true must re-read from the source of truth.
@@ -87,13 +97,16 @@ func (l *Listener) Subscribe(channel string, buf int) *Subscription {
 		buf = 1
 	}
 	ch := make(chan Event, buf)
-	s := &Subscription{C: ch, ch: ch, channel: channel, l: l}
+	s := &Subscription{C: ch, ch: ch, channel: channel, l: l, listening: make(chan struct{})}
 	l.mu.Lock()
 	if l.subs[channel] == nil {
 		l.subs[channel] = map[*Subscription]struct{}{}
 	}
 	l.subs[channel][s] = struct{}{}
 	need := !l.listen[channel]
+	if !need {
+		s.markListening()
+	}
 	l.mu.Unlock()
 	if need {
 		select {
@@ -211,9 +224,20 @@ func (l *Listener) listenAll(ctx context.Context, c *pgx.Conn) error {
 		}
 		l.mu.Lock()
 		l.listen[ch] = true
+		for s := range l.subs[ch] {
+			s.markListening()
+		}
 		l.mu.Unlock()
 	}
 	return nil
+}
+
+// markListening closes s.listening once; l.mu is held.
+func (s *Subscription) markListening() {
+	if !s.heard {
+		s.heard = true
+		close(s.listening)
+	}
 }
 
 func (l *Listener) dispatch(e Event) {

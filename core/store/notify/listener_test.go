@@ -92,3 +92,37 @@ func TestListener_FullBufferCoalescesAndMarksLost(t *testing.T) {
 	require.Eventually(t, s.TakeLost, 10*time.Second, 10*time.Millisecond, "overflow is reported so the consumer re-reads")
 	require.False(t, s.TakeLost(), "TakeLost clears the flag")
 }
+
+// Subscribe returns before its channel is LISTENed; Listening says when it
+// is, and from then on a notification reaches the subscriber. A channel
+// already LISTENed is listening at once.
+func TestListener_ListeningClosesOnceTheChannelIsListened(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pool := pgtest.Pool(t)
+	l := notify.NewListener(pool, zerolog.Nop())
+	early := l.Subscribe("work_ready", 1)
+	select {
+	case <-early.Listening():
+		t.Fatal("listening before the listener ran")
+	default:
+	}
+	go func() { _ = l.Run(ctx) }()
+	late := l.Subscribe("cluster_changed", 1)
+	for _, s := range []*notify.Subscription{early, late} {
+		select {
+		case <-s.Listening():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the channel was never LISTENed")
+		}
+	}
+	_, err := pool.Exec(ctx, "SELECT pg_notify('cluster_changed', 'c1')")
+	require.NoError(t, err)
+	require.Equal(t, "c1", recv(t, late, "a notification sent once listening").Payload)
+	select {
+	case <-l.Subscribe("cluster_changed", 1).Listening():
+	default:
+		t.Fatal("a channel already LISTENed is listening at once")
+	}
+}
