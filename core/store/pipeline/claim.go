@@ -67,28 +67,28 @@ type Snapshot struct {
 	Finalizers  []string
 }
 
-// claimSQL is the claim: one statement over shards [$5, $6], which lie in
-// one partition (Claim splits a wider range). kc is a PK probe on
-// kind_config; for a capped kind (max_inflight > 0) budget asks claim_budget
-// (max_inflight − SUM of the kind_inflight partials, serialised per kind)
-// and bump adds the rows stamped to the claimer's own partial; an uncapped
-// kind skips both. settled takes the pair's due rollups (trigger
-// childrenSettled) first, through idx_work_queue_settled, oldest first: a
-// rollup finishes a whole tree, and queued behind its kind's composes (all
-// pended when the roots were applied) a root waited minutes with every
-// descendant READY. rest fills the batch with the pair's other rows, the
-// FOR UPDATE SKIP LOCKED scan of idx_work_queue_pending, oldest not_before
-// first (a row settled skipped, locked by another claimer, stays skipped):
-// the ORDER BY is the
-// index's own order, so the index returns the first rows at once while any
-// other plan must sort every pending row of the range first. Without it, a
-// partition whose statistics say "every row matches" is read by a Seq Scan
-// that stops after LIMIT matches, which at scale walks past every leased
-// and locked row first (the partial index holds only the pending ones); upd stamps worker, lease, heartbeat and one fresh
-// claim_epoch on exactly the locked tuples by TID (unambiguous within one
-// partition, and stable: picked holds their locks), so no join plan — which
-// queue statistics, always stale, could turn into a scan — is involved. The
-// snapshot is a primary-key probe per claimed row (LATERAL … OFFSET 0).
+// claimSQL is the claim: one statement over shards [$5, $6], which lie in one
+// partition (Claim splits a wider range). kc is a PK probe on kind_config; for
+// a capped kind (max_inflight > 0) budget asks claim_budget (max_inflight −
+// SUM of the kind_inflight partials, serialised per kind) and bump adds the
+// rows stamped to the claimer's own partial; an uncapped kind skips both.
+// settled takes the pair's due rollups (trigger childrenSettled) first,
+// through idx_work_queue_settled, oldest first: a rollup finishes a whole
+// tree, and queued behind its kind's composes (all pended when the roots were
+// applied) a root waited minutes with every descendant READY. rest fills the
+// batch with the pair's other rows, the FOR UPDATE SKIP LOCKED scan of
+// idx_work_queue_pending, oldest not_before first (a row settled skipped,
+// locked by another claimer, stays skipped): the ORDER BY is the index's own
+// order, so the index returns the first rows at once while any other plan must
+// sort every pending row of the range first. Without it, a partition whose
+// statistics say "every row matches" is read by a Seq Scan that stops after
+// LIMIT matches, which at scale walks past every leased and locked row first
+// (the partial index holds only the pending ones); upd stamps worker, lease,
+// heartbeat and one fresh claim_epoch on exactly the locked tuples by TID
+// (unambiguous within one partition, and stable: picked holds their locks), so
+// no join plan — which queue statistics, always stale, could turn into a scan
+// — is involved. The snapshot is a primary-key probe per claimed row (LATERAL
+// … OFFSET 0).
 const claimSQL = `
 WITH kc AS (
     SELECT max_inflight, task_deadline_secs FROM kind_config WHERE kind = $1 AND version = $2
