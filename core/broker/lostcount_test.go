@@ -84,3 +84,47 @@ func TestStagerCountsLostWorkersButNotDrainedOnes(t *testing.T) {
 	require.Contains(t, se.msg, "worker lost: the worker running the work stage died or disconnected without a result, 2 times in a row")
 	require.Equal(t, 2, attempts.calls, "the drained worker was not counted")
 }
+
+// A stage that finds no worker for its kind waits for one; that wait is not
+// a lost worker. Each second of it was counted as one (against
+// max_transient_attempts, so a kind with no ready worker for a few seconds
+// dead-lettered its resources), and a worker that joined between the
+// stager's look and its wait went unnoticed until the second was up.
+func TestStagerDoesNotCountAWaitForAWorker(t *testing.T) {
+	t.Parallel()
+	kv := manifest.KindVersion{Kind: "vpc", Version: "v1"}
+	reg := newRegistry(testLog(t))
+	attempts := &fakeAttempts{limit: 1} // any count would end the stage
+	clock := newFakeClock()
+	g := &stager{id: "b", reg: reg, completions: newCompletions(nil, testLog(t)), leases: newLeaseKeys(nil),
+		clock: clock, log: testLog(t), redeliveryWait: time.Minute, attempts: attempts}
+	task := pipeline.Task{Key: pipeline.TaskKey{ResourceID: uuid.New(), TaskType: pipeline.TaskReconcile}, ClaimEpoch: 1,
+		Resource: pipeline.Snapshot{Kind: "vpc", Version: "v1", Name: "patient"}}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := g.stage(ctx, task, store.Kind{}, workerv1.Stage_STAGE_WORK, manifest.ReactionDecl{Name: "work"}, true,
+			&workerv1.StageTask_Work{Work: &workerv1.WorkRequest{}})
+		errc <- err
+	}()
+	for range 3 { // three seconds with no worker
+		require.Equal(t, time.Second, clock.waits.WaitOrTimeout(t), "the stage waits for a worker")
+		clock.Advance(time.Second)
+	}
+	require.Equal(t, time.Second, clock.waits.WaitOrTimeout(t))
+	s := &session{id: "late", holder: "late", maxIn: 4, ready: map[manifest.KindVersion]bool{kv: true},
+		out: make(chan *workerv1.WorkStreamResponse, 4), done: make(chan struct{})}
+	reg.add(s) // within the wait: the stage goes to it without the clock
+	select {
+	case <-s.out:
+	case err := <-errc:
+		t.Fatalf("the stage ended instead of reaching the worker: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stage never reached the worker that joined")
+	}
+	cancel() // the worker never answers: end the stage
+	require.Error(t, <-errc)
+	attempts.mu.Lock()
+	defer attempts.mu.Unlock()
+	require.Zero(t, attempts.calls, "waiting for a worker is not a lost worker")
+}

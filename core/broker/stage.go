@@ -70,6 +70,9 @@ func (g *stager) stage(ctx context.Context, t pipeline.Task, kind store.Kind, st
 			err error
 		)
 		uncounted := false // a loss that is not the task's: see countLost
+		// Taken before the checks below: a worker that joins after them
+		// still ends the pause.
+		changed := g.reg.changed()
 		switch {
 		case g.reg.serves(kv):
 			var s *session
@@ -81,13 +84,16 @@ func (g *stager) stage(ctx context.Context, t pipeline.Task, kind store.Kind, st
 			if err != nil && ctx.Err() == nil {
 				quiet := g.log.Sample(relayWarnings)
 				quiet.Warn().Err(err).Str("kind", kv.String()).Msg("relay failed; retrying")
-				err = g.pause(ctx)
+				err = g.pause(ctx, changed)
 			}
 			if m != nil {
 				c = &completion{msg: m, ack: noAck} // the peer acked its worker
 			}
 		default:
-			err = g.pause(ctx)
+			// No worker serves the kind: nothing was handed over, so nothing
+			// was lost that the task should be charged for.
+			err = g.pause(ctx, changed)
+			uncounted = true
 		}
 		if err != nil {
 			if lost > 0 && ctx.Err() != nil {
@@ -127,13 +133,14 @@ var relayWarnings = &zerolog.BurstSampler{Burst: 1, Period: time.Second}
 // noAck is the ack of a result there is nothing to acknowledge for.
 func noAck() {}
 
-// pause waits for a routing change (a worker joining or freeing a slot) or a
+// pause waits for a routing change (a worker joining or freeing a slot;
+// changed is the registry's channel taken before the caller looked) or a
 // second, whichever comes first.
-func (g *stager) pause(ctx context.Context) error {
+func (g *stager) pause(ctx context.Context, changed <-chan struct{}) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-g.reg.changed():
+	case <-changed:
 	case <-g.clock.After(time.Second):
 	}
 	return nil
