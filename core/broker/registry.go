@@ -246,14 +246,22 @@ func (r *registry) release(s *session) {
 
 // serves reports whether a connected worker serves kv ready.
 func (r *registry) serves(kv manifest.KindVersion) bool {
+	ok, _ := r.servesUntil(kv)
+	return ok
+}
+
+// servesUntil is serves, and the channel closed at the next capacity change
+// after its answer (one look: a worker that joins just after still closes
+// it).
+func (r *registry) servesUntil(kv manifest.KindVersion) (bool, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, s := range r.sessions {
 		if s.ready[kv] {
-			return true
+			return true, r.bcast
 		}
 	}
-	return false
+	return false, r.bcast
 }
 
 // capacity is the free slots of ready workers for kv.

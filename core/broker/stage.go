@@ -70,11 +70,11 @@ func (g *stager) stage(ctx context.Context, t pipeline.Task, kind store.Kind, st
 			err error
 		)
 		uncounted := false // a loss that is not the task's: see countLost
-		// Taken before the checks below: a worker that joins after them
-		// still ends the pause.
-		changed := g.reg.changed()
+		// changed is taken with the look at the workers: one that joins
+		// after it still ends the pause.
+		served, changed := g.reg.servesUntil(kv)
 		switch {
-		case g.reg.serves(kv):
+		case served:
 			var s *session
 			c, s, err = g.handOverTo(ctx, kv, task)
 			uncounted = c == nil && err == nil && (s == nil || !g.reg.isReady(s, kv))
