@@ -426,6 +426,28 @@ END
 $$;
 
 --
+-- Name: claimable_rollup_spans(text, text, text, integer[], integer[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.claimable_rollup_spans(p_kind text, p_version text, p_task_type text, p_los integer[], p_his integer[], p_now timestamp with time zone) RETURNS integer[]
+    LANGUAGE plpgsql STABLE
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET jit TO 'off'
+    AS $$
+BEGIN
+    RETURN (SELECT coalesce(array_agg(x.i::int ORDER BY x.i), '{}')
+              FROM unnest(p_los, p_his) WITH ORDINALITY AS x(lo, hi, i)
+             CROSS JOIN LATERAL (SELECT 1 FROM work_queue w
+                                  WHERE w.shard_id BETWEEN x.lo AND x.hi
+                                    AND w.kind = p_kind AND w.version = p_version AND w.task_type = p_task_type
+                                    AND w.worker_id IS NULL AND w.trigger = 'childrenSettled'
+                                    AND w.not_before <= p_now
+                                  ORDER BY w.not_before
+                                  LIMIT 1) e);
+END
+$$;
+
+--
 -- Name: claimable_spans(text, text, text, integer[], integer[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 

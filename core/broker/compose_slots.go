@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"runtime"
+
+	"github.com/converge-run/converge/core/store/pipeline"
 )
 
 // DefaultComposeSlots is how many composes one broker runs at once.
@@ -36,6 +38,37 @@ func DefaultRollupSlots() int { return rollupSlotsFor(runtime.GOMAXPROCS(0)) }
 
 // rollupSlotsFor is DefaultRollupSlots for procs cores.
 func rollupSlotsFor(procs int) int { return min(max(2*procs, 4), 16) }
+
+// rollupBounds gives a rollup kind's rollups room of their own: when its
+// pair has no room worth a claim, the broker still claims the pair's
+// rollups, up to twice the rollup slots less those in flight. A composite's
+// composes are all pended when its roots are applied, and claimed as the
+// pair's room allows they fill it and wait in the broker for its two
+// compose slots; the pair claimed again only once a quarter of its limit was
+// free, in its own room and in the worker's free slots (which the leaf
+// kinds take as fast as they free). A root whose leaves had all finished
+// while composes ran waited up to two minutes for its rollup to be claimed,
+// with the claim taking rollups first.
+type rollupBounds struct {
+	kinds       kindSource
+	rollupSlots int
+}
+
+// bound is p's rollup room; ok is false for a pair whose kind has no
+// rollup, or that is not a reconcile.
+func (r rollupBounds) bound(p pairKey) (int, bool) {
+	if p.tt != pipeline.TaskReconcile || r.rollupSlots <= 0 {
+		return 0, false
+	}
+	kind, ok := r.kinds.Kind(p.kv)
+	if !ok {
+		return 0, false
+	}
+	if _, rolls := kind.Manifest.Rollup(); !rolls {
+		return 0, false
+	}
+	return 2 * r.rollupSlots, true
+}
 
 // taskSlots bounds the tasks of one sort in flight on one broker (the
 // composes, the rollups): a task takes a slot before its deadline starts and

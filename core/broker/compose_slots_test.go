@@ -151,3 +151,41 @@ func TestRollupSlotsFor_TwoPerCoreWithinBounds(t *testing.T) {
 		require.Equal(t, want, rollupSlotsFor(procs), "GOMAXPROCS %d", procs)
 	}
 }
+
+// A rollup kind's reconcile pair has rollup room of twice the rollup
+// slots; other kinds and other task types have none.
+func TestRollupBounds_TwiceTheRollupSlots(t *testing.T) {
+	t.Parallel()
+	compose := manifest.ReactionDecl{Name: "compose", Trigger: manifest.TriggerSpecChange, Emits: manifest.Mask(manifest.OutcomeChildren)}
+	rollup := manifest.ReactionDecl{Name: "rollup", Trigger: manifest.TriggerChildrenSettled, Emits: manifest.Mask(manifest.OutcomeStatus)}
+	kind := func(name string, reactions ...manifest.ReactionDecl) store.Kind {
+		return store.Kind{Name: name, Version: "v1", Manifest: manifest.KindManifest{Kind: name, Version: "v1", Reactions: reactions}}
+	}
+	kinds := fakeKinds{kind("bom", compose, rollup), kind("stack", compose), kind("group", rollup), workerKind}
+	pair := func(name string, tt pipeline.TaskType) pairKey {
+		return pairKey{manifest.KindVersion{Kind: name, Version: "v1"}, tt}
+	}
+	type want struct {
+		bound int
+		ok    bool
+	}
+	for name, tc := range map[string]struct {
+		slots int
+		pair  pairKey
+		want  want
+	}{
+		"AComposerWithARollup": {4, pair("bom", pipeline.TaskReconcile), want{8, true}},
+		"ARollupKind":          {4, pair("group", pipeline.TaskReconcile), want{8, true}},
+		"AComposerOnly":        {4, pair("stack", pipeline.TaskReconcile), want{0, false}},
+		"ALeaf":                {4, pair("vpc", pipeline.TaskReconcile), want{0, false}},
+		"ADeleteOfARollupKind": {4, pair("bom", pipeline.TaskDelete), want{0, false}},
+		"AnUnknownKind":        {4, pair("nope", pipeline.TaskReconcile), want{0, false}},
+		"UnboundedSlots":       {0, pair("bom", pipeline.TaskReconcile), want{0, false}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			bound, ok := rollupBounds{kinds: kinds, rollupSlots: tc.slots}.bound(tc.pair)
+			require.Equal(t, tc.want, want{bound, ok})
+		})
+	}
+}

@@ -64,7 +64,10 @@ type dispatcher struct {
 	log     zerolog.Logger
 	outage  *engine.Outage // nil: errors are logged
 
-	pairCap          int
+	pairCap int
+	// rollupBound is the room p's rollups have when the pair's is full
+	// (ok false: none of their own); nil gives none.
+	rollupBound      func(p pairKey) (bound int, ok bool)
 	pollMin, pollMax time.Duration
 	drain            time.Duration
 
@@ -282,16 +285,29 @@ func (d *dispatcher) probe(ctx context.Context, pairs []pairKey, lo, hi int, dry
 // It returns -1 without claiming when the pair has no room worth a claim:
 // full, or — with tasks still in flight — less than a quarter of its limit
 // free. That hysteresis turns a stream of completions into claims of a
-// quarter of the limit each instead of one statement per finished task.
+// quarter of the limit each instead of one statement per finished task. A
+// rollup kind's pair without room still claims its rollups, up to their own
+// room (rollupRoom).
 func (d *dispatcher) claimPair(ctx, taskCtx context.Context, p pairKey, lo, hi int) (int, error) {
 	inflight := d.tasks.pair(p)
 	room, limit := d.pairCap-inflight, d.pairCap
-	if free, onlyLocal := d.routes.localFree(p.kv); onlyLocal {
+	free, onlyLocal := d.routes.localFree(p.kv)
+	if onlyLocal {
 		// Only local workers: claim what they can take.
 		room, limit = min(room, free), min(limit, inflight+free)
 	}
+	batch := pipeline.Batch{Kind: p.kv.Kind, Version: p.kv.Version, TaskType: p.tt, Max: room}
 	if room <= 0 || (inflight > 0 && room < max(1, limit/4)) {
-		return -1, nil
+		// No room worth a claim. A rollup kind's rollups have some of
+		// their own: a composite's pair fills with composes waiting for
+		// their slots, and a rollup finishes a whole tree. Whether or not
+		// a worker slot is free: a stage waiting for one gets the next
+		// freed, ahead of the claims that would take it for leaves.
+		rollups, ok := d.rollupRoom(p)
+		if !ok || rollups <= 0 {
+			return -1, nil
+		}
+		batch.Max, batch.OnlyRollups = rollups, true
 	}
 	lease := pipeline.Lease{WorkerID: d.id, Lo: lo, Hi: hi}
 	// A claim over several partitions that fails part-way (a pool
@@ -299,7 +315,7 @@ func (d *dispatcher) claimPair(ctx, taskCtx context.Context, p pairKey, lo, hi i
 	// partitions before the failure leased: those leases are committed and
 	// ours, so they are run like any others — dropped, nobody would
 	// heartbeat them and they would wait out the stale-lease window.
-	tasks, err := d.claims.Claim(ctx, lease, pipeline.Batch{Kind: p.kv.Kind, Version: p.kv.Version, TaskType: p.tt, Max: room})
+	tasks, err := d.claims.Claim(ctx, lease, batch)
 	if len(tasks) == 0 {
 		return 0, err
 	}
@@ -313,7 +329,7 @@ func (d *dispatcher) claimPair(ctx, taskCtx context.Context, p pairKey, lo, hi i
 		t := &tasks[i]
 		d.pool.Go(func() {
 			defer func() {
-				d.tasks.finish(p, t.Key)
+				d.tasks.finish(p, t.Key, t.IsRollup())
 				*t = pipeline.Task{}
 				due.done()
 			}()
@@ -321,6 +337,19 @@ func (d *dispatcher) claimPair(ctx, taskCtx context.Context, p pairKey, lo, hi i
 		})
 	}
 	return len(tasks), err
+}
+
+// rollupRoom is how many rollups p may claim beyond its room: its rollup
+// bound less its rollups in flight (ok false: it has no bound).
+func (d *dispatcher) rollupRoom(p pairKey) (int, bool) {
+	if d.rollupBound == nil {
+		return 0, false
+	}
+	bound, ok := d.rollupBound(p)
+	if !ok {
+		return 0, false
+	}
+	return bound - d.tasks.pairRollups(p), true
 }
 
 // claimDeadline is the deadline the tasks of one claim share. They are of

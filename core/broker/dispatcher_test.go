@@ -298,6 +298,86 @@ func TestDispatcherClaimPair_Hysteresis(t *testing.T) {
 	}
 }
 
+// A rollup kind's pair with no room worth a claim still claims its
+// rollups, and only those, up to their own room less the rollups in
+// flight; a pair with room claims as before, and a pair of a kind without
+// a rollup claims nothing when full.
+func TestDispatcherClaimPair_RollupsHaveRoomOfTheirOwn(t *testing.T) {
+	t.Parallel()
+	b := setupDispatcher(t)
+	b.d.rollupBound = func(p pairKey) (int, bool) { return 8, p == pairVPC }
+	rollup := func() pipeline.Task {
+		t := task(0, pipeline.TaskReconcile)
+		t.Trigger = string(manifest.TriggerChildrenSettled)
+		return t
+	}
+	// the pair is full: 97 composes waiting for their slots, 3 rollups
+	b.d.tasks.add(pipeline.Lease{}, pairVPC, append(tasksOf(pairVPC, 97), rollup(), rollup(), rollup()))
+
+	var mu sync.Mutex
+	var asked []pipeline.Batch
+	settled := rollup()
+	next := []pipeline.Task{settled}
+	b.claimer.ClaimFn = func(_ context.Context, _ pipeline.Lease, batch pipeline.Batch) ([]pipeline.Task, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, batch)
+		out := next
+		next = nil
+		return out, nil
+	}
+	release := make(chan struct{})
+	b.runner.RunFn = func(_ context.Context, _ pipeline.Lease, tk pipeline.Task) {
+		if tk.Key == settled.Key {
+			<-release
+		}
+	}
+	claim := func(p pairKey) (int, *pipeline.Batch) {
+		t.Helper()
+		mu.Lock()
+		before := len(asked)
+		mu.Unlock()
+		n, err := b.d.claimPair(context.Background(), context.Background(), p, 0, 255)
+		require.NoError(t, err)
+		mu.Lock()
+		defer mu.Unlock()
+		if len(asked) == before {
+			return n, nil
+		}
+		return n, &asked[len(asked)-1]
+	}
+
+	n, batch := claim(pairVPC)
+	require.Equal(t, 1, n)
+	require.NotNil(t, batch)
+	require.Equal(t, pipeline.Batch{Kind: "vpc", Version: "v1", TaskType: pipeline.TaskReconcile, Max: 5, OnlyRollups: true}, *batch,
+		"a full pair claims rollups only: their room of 8 less the 3 in flight")
+	require.Equal(t, 101, b.d.tasks.pair(pairVPC))
+	require.Equal(t, 4, b.d.tasks.pairRollups(pairVPC))
+
+	_, batch = claim(pairVPC)
+	require.Equal(t, 4, batch.Max, "the claimed rollup takes its room")
+	close(release)
+	require.Eventually(t, func() bool { return b.d.tasks.pairRollups(pairVPC) == 3 }, 10*time.Second, time.Millisecond,
+		"a finished rollup gives its room back")
+	require.Equal(t, 100, b.d.tasks.pair(pairVPC))
+
+	b.d.tasks.add(pipeline.Lease{}, pairVPC, []pipeline.Task{rollup(), rollup(), rollup(), rollup(), rollup()})
+	n, batch = claim(pairVPC)
+	require.Equal(t, -1, n, "rollups at their bound: no claim")
+	require.Nil(t, batch)
+
+	b.d.tasks.add(pipeline.Lease{}, pairVPCDe, tasksOf(pairVPCDe, 100))
+	n, batch = claim(pairVPCDe)
+	require.Equal(t, -1, n, "a full pair without a rollup bound claims nothing")
+	require.Nil(t, batch)
+
+	empty := pairKey{manifest.KindVersion{Kind: "subnet", Version: "v1"}, pipeline.TaskReconcile}
+	_, batch = claim(empty)
+	require.Equal(t, pipeline.Batch{Kind: "subnet", Version: "v1", TaskType: pipeline.TaskReconcile, Max: 100}, *batch,
+		"a pair with room claims everything, rollups first, as before")
+}
+
 // A pair whose claim came back empty is skipped by sweeps that only a
 // finished task triggered, for one dry window; a work_ready wake or the idle
 // timer probes it again.

@@ -23,6 +23,9 @@ type inflight struct {
 	// needs to release it (the task itself is its goroutine's).
 	running map[pipeline.TaskKey]pipeline.Lease
 	perPair map[pairKey]int
+	// perPairRollups counts, of perPair, the rollups: their own room when
+	// the pair's is full (rollupBounds).
+	perPairRollups map[pairKey]int
 	// relayed counts, per pair, the stages peers relayed to this broker's
 	// workers (RelayStage) that are still running: they take the same
 	// worker slots as this broker's own tasks, so they count against its
@@ -38,8 +41,8 @@ type inflight struct {
 }
 
 func newInflight() *inflight {
-	return &inflight{running: map[pipeline.TaskKey]pipeline.Lease{}, perPair: map[pairKey]int{}, relayed: map[pairKey]int{},
-		adopted: map[pipeline.TaskKey]*session{}, done: make(chan struct{}, 1)}
+	return &inflight{running: map[pipeline.TaskKey]pipeline.Lease{}, perPair: map[pairKey]int{}, perPairRollups: map[pairKey]int{},
+		relayed: map[pairKey]int{}, adopted: map[pipeline.TaskKey]*session{}, done: make(chan struct{}, 1)}
 }
 
 // add records a claim's tasks.
@@ -47,16 +50,23 @@ func (f *inflight) add(lease pipeline.Lease, p pairKey, tasks []pipeline.Task) {
 	f.mu.Lock()
 	for _, t := range tasks {
 		f.running[t.Key] = lease
+		if t.IsRollup() {
+			f.perPairRollups[p]++
+		}
 	}
 	f.perPair[p] += len(tasks)
 	f.mu.Unlock()
 }
 
-// finish forgets a task and frees its pair slot.
-func (f *inflight) finish(p pairKey, key pipeline.TaskKey) {
+// finish forgets a task (rollup: whether it is one) and frees its pair
+// slot.
+func (f *inflight) finish(p pairKey, key pipeline.TaskKey, rollup bool) {
 	f.mu.Lock()
 	delete(f.running, key)
 	f.perPair[p]--
+	if rollup {
+		f.perPairRollups[p]--
+	}
 	f.mu.Unlock()
 	f.signal()
 }
@@ -82,6 +92,13 @@ func (f *inflight) pair(p pairKey) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.perPair[p] + f.relayed[p]
+}
+
+// pairRollups is the number of p's claimed rollups in flight.
+func (f *inflight) pairRollups(p pairKey) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.perPairRollups[p]
 }
 
 // relay counts a peer's relayed stage of p against the pair until the

@@ -23,12 +23,25 @@ type Lease struct {
 }
 
 // Batch is what one claim asks for: up to Max pending tasks of one
-// (kind, version, task type).
+// (kind, version, task type), its due rollups first.
 type Batch struct {
 	Kind, Version string
 	TaskType      TaskType
 	Max           int
+	// OnlyRollups claims only rollups (trigger childrenSettled): a
+	// composite's pair whose room its composes fill (they wait in the
+	// broker for its few compose slots) still claims the rollups that
+	// finish its trees.
+	OnlyRollups bool
 }
+
+// IsRollup reports whether a task is a rollup: a reconcile its
+// children's settling fired.
+func (t Task) IsRollup() bool { return t.Trigger == triggerChildrenSettled }
+
+// triggerChildrenSettled is the trigger of a rollup (the claim's settled
+// part takes these first).
+const triggerChildrenSettled = "childrenSettled"
 
 // Task is a claimed work_queue row with the resource snapshot its handler
 // needs.
@@ -76,8 +89,8 @@ type Snapshot struct {
 // through idx_work_queue_settled, oldest first: a rollup finishes a whole
 // tree, and queued behind its kind's composes (all pended when the roots were
 // applied) a root waited minutes with every descendant READY. rest fills the
-// batch with the pair's other rows, the FOR UPDATE SKIP LOCKED scan of
-// idx_work_queue_pending, oldest not_before first (a row settled skipped,
+// batch with the pair's other rows (none when $10, only rollups, is true),
+// the FOR UPDATE SKIP LOCKED scan of idx_work_queue_pending, oldest not_before first (a row settled skipped,
 // locked by another claimer, stays skipped): the ORDER BY is the index's own
 // order, so the index returns the first rows at once while any other plan must
 // sort every pending row of the range first. Without it, a partition whose
@@ -113,7 +126,7 @@ WITH kc AS (
        AND w.not_before <= coalesce($8::timestamptz, now())
        AND w.shard_id BETWEEN $5 AND $6
      ORDER BY w.not_before
-     LIMIT greatest((SELECT n FROM budget) - (SELECT count(*) FROM settled), 0)
+     LIMIT CASE WHEN $10::bool THEN 0 ELSE greatest((SELECT n FROM budget) - (SELECT count(*) FROM settled), 0) END
        FOR UPDATE SKIP LOCKED
 ), picked AS (
     SELECT ctid FROM settled UNION ALL SELECT ctid FROM rest
@@ -221,13 +234,17 @@ func exactTasks(tasks []Task) []Task {
 }
 
 // claimableSpans keeps the spans whose partition holds a claimable row of
-// the pair (pending, due): claimable_spans, one LIMIT 1 probe per span under
-// a cached generic plan.
+// the pair (pending, due), or for a claim of rollups only a claimable
+// rollup: claimable_spans or claimable_rollup_spans, one LIMIT 1 probe per
+// span under a cached generic plan.
 func (s *Store) claimableSpans(ctx context.Context, b Batch, spans [][2]int) ([][2]int, error) {
 	los, his := spanBounds(spans)
+	probe := `SELECT claimable_spans($1, $2, $3, $4::int[], $5::int[], coalesce($6::timestamptz, now()))`
+	if b.OnlyRollups {
+		probe = `SELECT claimable_rollup_spans($1, $2, $3, $4::int[], $5::int[], coalesce($6::timestamptz, now()))`
+	}
 	var keep []int32
-	err := s.pool.QueryRow(ctx, `SELECT claimable_spans($1, $2, $3, $4::int[], $5::int[], coalesce($6::timestamptz, now()))`,
-		b.Kind, b.Version, string(b.TaskType), los, his, s.now()).Scan(&keep)
+	err := s.pool.QueryRow(ctx, probe, b.Kind, b.Version, string(b.TaskType), los, his, s.now()).Scan(&keep)
 	if err != nil {
 		return nil, wrap(err, "probe claimable partitions of %s/%s %s", b.Kind, b.Version, b.TaskType)
 	}
@@ -256,7 +273,8 @@ func pickSpans(spans [][2]int, ords []int32) [][2]int {
 // scratch task through one destination list, then copied: per row, only
 // what pgx itself allocates (the strings, the JSON, the owner id).
 func (s *Store) claimSpan(ctx context.Context, l Lease, b Batch, lo, hi, limit int, out []Task) ([]Task, error) {
-	rows, err := s.pool.Query(ctx, claimSQL, b.Kind, b.Version, string(b.TaskType), limit, lo, hi, l.WorkerID, s.now(), l.Lo)
+	rows, err := s.pool.Query(ctx, claimSQL, b.Kind, b.Version, string(b.TaskType), limit, lo, hi, l.WorkerID, s.now(), l.Lo,
+		b.OnlyRollups)
 	if err != nil {
 		return out, wrap(err, "claim %s/%s %s (shards %d-%d)", b.Kind, b.Version, b.TaskType, lo, hi)
 	}

@@ -157,6 +157,44 @@ func TestClaim_TakesDueRollupsFirst(t *testing.T) {
 	require.Empty(t, f.claim("comp", 5), "a rollup not yet due is not claimed")
 }
 
+func TestClaim_OnlyRollupsTakesNothingElse(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("comp", reactComposite)
+	// one other row in each of five partitions, and two rollups
+	var others []uuid.UUID
+	for p := range 5 {
+		others = append(others, f.res("comp", fmt.Sprintf("other-%d", p), withID(f.idInShards(16*p, 16*p+15))))
+	}
+	r1, r2 := f.res("comp", "rollup-1", withID(f.idInShards(80, 95))), f.res("comp", "rollup-2", withID(f.idInShards(96, 111)))
+	f.schedule(append([]uuid.UUID{r1, r2}, others...)...)
+	f.exec(`UPDATE work_queue SET trigger = 'childrenSettled' WHERE resource_id IN ($1, $2)`, r1, r2)
+	batch := func(onlyRollups bool) Batch {
+		return Batch{Kind: "comp", Version: "v1", TaskType: TaskReconcile, Max: 10, OnlyRollups: onlyRollups}
+	}
+
+	spans := partitionSpans(0, 255, 0)
+	probed, err := f.st.claimableSpans(f.ctx, batch(true), spans)
+	require.NoError(t, err)
+	require.Equal(t, [][2]int{{80, 95}, {96, 111}}, probed, "for rollups only, the probe keeps only the rollups' partitions")
+	probed, err = f.st.claimableSpans(f.ctx, batch(false), spans)
+	require.NoError(t, err)
+	require.Len(t, probed, 7, "otherwise, every partition holding a row")
+
+	ts, err := f.st.Claim(f.ctx, all, batch(true))
+	require.NoError(t, err)
+	require.Len(t, ts, 2)
+	require.ElementsMatch(t, []uuid.UUID{r1, r2}, []uuid.UUID{ts[0].Resource.ID, ts[1].Resource.ID})
+	require.True(t, ts[0].IsRollup() && ts[1].IsRollup())
+
+	ts, err = f.st.Claim(f.ctx, all, batch(true))
+	require.NoError(t, err)
+	require.Empty(t, ts, "no rollup is left, and nothing else is taken")
+	ts, err = f.st.Claim(f.ctx, all, batch(false))
+	require.NoError(t, err)
+	require.Len(t, ts, 5, "the others are there for a full claim")
+}
+
 func TestClaim_TakesOnlyDueRowsInItsRange(t *testing.T) {
 	t.Parallel()
 	f := newFx(t)
@@ -335,7 +373,7 @@ func TestClaim_ExplainPrunesANarrowRangeToOnePartition(t *testing.T) {
 	t.Parallel()
 	f := newFx(t)
 	f.kind("leaf", reactWorker)
-	rows, err := f.pool.Query(f.ctx, "EXPLAIN "+claimSQL, "leaf", "v1", "reconcile", 100, 0, 5, "w", nil, 0)
+	rows, err := f.pool.Query(f.ctx, "EXPLAIN "+claimSQL, "leaf", "v1", "reconcile", 100, 0, 5, "w", nil, 0, false)
 	require.NoError(t, err)
 	var plan strings.Builder
 	for rows.Next() {

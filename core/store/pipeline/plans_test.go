@@ -140,6 +140,20 @@ func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
 				t.Log("\n" + plantest.Summary(plans))
 			})
 
+			t.Run("rollup probe", func(t *testing.T) {
+				// A claim of rollups only probes their partial index, never
+				// the pending one's composes.
+				_, err := st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 31},
+					Batch{Kind: "comp", Version: "v1", TaskType: TaskReconcile, Max: 10, OnlyRollups: true})
+				require.NoError(t, err)
+				plans := rec.Take(t)
+				plantest.Check(t, plans, spec([]plantest.Rule{
+					{Match: "w.worker_id IS NULL AND w.trigger = 'childrenSettled'",
+						Uses: []string{"work_queue_kind_version_task_type_not_before_idx1"}},
+				}))
+				t.Log("\n" + plantest.Summary(plans))
+			})
+
 			t.Run("claim generic plan", func(t *testing.T) {
 				// The claim is planned per call: its generic plan costs all 16
 				// partitions, so plan_cache_mode=auto keeps the custom one, and
@@ -157,7 +171,7 @@ func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
 				_, err = conn.Exec(ctx, `PREPARE claim_generic AS `+claimSQL)
 				require.NoError(t, err)
 				var raw []byte
-				require.NoError(t, conn.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE claim_generic('leaf', 'v1', 'reconcile', 50, 0, 15, 'w', NULL, 0)`).Scan(&raw))
+				require.NoError(t, conn.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE claim_generic('leaf', 'v1', 'reconcile', 50, 0, 15, 'w', NULL, 0, false)`).Scan(&raw))
 				var out []plantest.Plan
 				require.NoError(t, json.Unmarshal(raw, &out))
 				p := out[0]
