@@ -90,10 +90,11 @@ type Snapshot struct {
 // tree, and queued behind its kind's composes (all pended when the roots were
 // applied) a root waited minutes with every descendant READY. rest fills the
 // batch with the pair's other rows (none when $10, only rollups, is true),
-// the FOR UPDATE SKIP LOCKED scan of idx_work_queue_pending, oldest not_before first (a row settled skipped,
-// locked by another claimer, stays skipped): the ORDER BY is the index's own
-// order, so the index returns the first rows at once while any other plan must
-// sort every pending row of the range first. Without it, a partition whose
+// the FOR UPDATE SKIP LOCKED scan of idx_work_queue_pending, oldest
+// not_before first (a row settled skipped, locked by another claimer, stays
+// skipped): the ORDER BY is the index's own order, so the index returns the
+// first rows at once while any other plan must sort every pending row of the
+// range first. Without it, a partition whose
 // statistics say "every row matches" is read by a Seq Scan that stops after
 // LIMIT matches, which at scale walks past every leased and locked row first
 // (the partial index holds only the pending ones); upd stamps worker, lease,
