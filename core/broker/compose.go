@@ -15,7 +15,7 @@ import (
 func composes(t pipeline.Task, kind store.Kind) bool {
 	_, hasComposer := kind.Manifest.Composer()
 	return hasComposer && t.Key.TaskType == pipeline.TaskReconcile &&
-		t.Trigger != string(manifest.TriggerChildrenSettled) && t.Resource.ComposedGen < t.Generation
+		!t.IsRollup() && t.Resource.ComposedGen < t.Generation
 }
 
 // taskSlot takes the slot a task's heaviest stage needs, held until the

@@ -28,11 +28,14 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 type pgQueue struct {
 	t    *testing.T
 	pool *pgxpool.Pool
+	d    *dispatcher
 	mu   sync.Mutex
 	at   map[uuid.UUID]time.Time
 }
 
-func startPgDispatcher(t *testing.T) *pgQueue {
+// startPgDispatcher starts the queue's dispatcher once configure (a test's
+// own runner, cap or rollup bound) has changed it.
+func startPgDispatcher(t *testing.T, configure ...func(*dispatcher)) *pgQueue {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	q := &pgQueue{t: t, pool: pgtest.Pool(t), at: map[uuid.UUID]time.Time{}}
@@ -54,6 +57,10 @@ func startPgDispatcher(t *testing.T) *pgQueue {
 		}},
 		wakes: listenerWaker{listener}, metrics: metrics.New(), clock: engine.RealClock, log: log,
 		pairCap: 100, pollMin: DefaultPollMin, pollMax: DefaultPollMax, drain: time.Second}
+	for _, c := range configure {
+		c(d)
+	}
+	q.d = d
 	select {
 	case <-listener.Ready():
 	case <-time.After(10 * time.Second):

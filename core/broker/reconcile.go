@@ -183,7 +183,7 @@ func (rn *runner) runReconcile(ctx context.Context, t pipeline.Task, kind store.
 	worker, hasWorker := m.Worker()
 	rollup, hasRollup := m.Rollup()
 	resync, hasResync := m.Resync()
-	settledOnly := t.Trigger == string(manifest.TriggerChildrenSettled)
+	settledOnly := t.IsRollup()
 
 	if composes(t, kind) {
 		out, err := rn.compose(ctx, t, kind, composer, held)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/converge-run/converge/core/manifest"
 )
 
 // Lease is a claimer: its worker id and the contiguous shard range it claims
@@ -36,12 +38,8 @@ type Batch struct {
 }
 
 // IsRollup reports whether a task is a rollup: a reconcile its
-// children's settling fired.
-func (t Task) IsRollup() bool { return t.Trigger == triggerChildrenSettled }
-
-// triggerChildrenSettled is the trigger of a rollup (the claim's settled
-// part takes these first).
-const triggerChildrenSettled = "childrenSettled"
+// children's settling fired (the claim's settled part takes these first).
+func (t Task) IsRollup() bool { return t.Trigger == string(manifest.TriggerChildrenSettled) }
 
 // Task is a claimed work_queue row with the resource snapshot its handler
 // needs.
