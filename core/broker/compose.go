@@ -7,6 +7,7 @@ import (
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/pipeline"
+	"github.com/converge-run/converge/workerproto/composecols"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 
@@ -56,42 +57,9 @@ func (rn *runner) compose(ctx context.Context, t pipeline.Task, kind store.Kind,
 // store refuses (schema violation, unknown kind, cycle…) is a terminal
 // failure of the root; a fenced one means the lease moved on: abandon.
 func (rn *runner) applyCompose(ctx context.Context, t pipeline.Task, r manifest.ReactionDecl, out *workerv1.Outcome) error {
-	// Sized up front: a composition is a thousand children and their edges.
-	var c pipeline.Composition
-	if r.Emits.Has(manifest.OutcomeChildren) {
-		c.Children = make([]pipeline.Child, 0, len(out.GetChildren()))
-		for _, ch := range out.GetChildren() {
-			c.Children = append(c.Children, pipeline.Child{Kind: ch.GetKind(), Version: ch.GetVersion(), Name: ch.GetName(),
-				Labels: ch.GetLabels(), Spec: raw(ch.GetSpecJson()), ProviderConfigRef: ch.GetProviderConfigRef()})
-		}
-	}
-	if r.Emits.Has(manifest.OutcomeEdges) {
-		type kindName struct{ kind, name string }
-		children := make(map[kindName]bool, len(c.Children))
-		for _, ch := range c.Children {
-			children[kindName{ch.Kind, ch.Name}] = true
-		}
-		c.Edges = make([]pipeline.Edge, 0, len(out.GetEdges()))
-		for _, e := range out.GetEdges() {
-			dep := pipeline.Ref{Kind: e.GetDependencyKind(), Name: e.GetDependencyName()}
-			if children[kindName{e.GetDependencyKind(), e.GetDependencyName()}] {
-				dep = pipeline.Ref{Child: e.GetDependencyName()}
-			}
-			edge := pipeline.Edge{Dependent: e.GetDependentName(), Dependency: dep}
-			if flows := e.GetValueFlows(); len(flows) > 0 {
-				edge.ValueFlows = make([]pipeline.ValueFlow, 0, len(flows))
-				for _, f := range flows {
-					edge.ValueFlows = append(edge.ValueFlows, pipeline.ValueFlow{SrcField: f.GetSrcField(), DepField: f.GetDepField()})
-				}
-			}
-			c.Edges = append(c.Edges, edge)
-		}
-	}
-	if r.Emits.Has(manifest.OutcomeConfigs) {
-		for _, pc := range out.GetConfigs() {
-			c.Configs = append(c.Configs, pipeline.Config{Kind: pc.GetKind(), Name: pc.GetName(), IsDefault: pc.GetIsDefault(),
-				Spec: raw(pc.GetSpecJson()), Data: raw(pc.GetDataJson())})
-		}
+	c, err := composition(r.Emits, out)
+	if err != nil {
+		return &stageError{msg: err.Error(), terminal: true}
 	}
 	// Retried while the database is unreachable: the write is fenced by the
 	// claim's epoch and diffs against the children already there, so a
@@ -111,4 +79,101 @@ func (rn *runner) applyCompose(ctx context.Context, t pipeline.Task, r manifest.
 	rn.log.Debug().Str("kind", t.Resource.Kind).Str("name", t.Resource.Name).Int("created", res.Created).
 		Int("updated", res.Updated).Int("pruned", res.Deleted+res.Teardown+res.Orphaned).Msg("composed")
 	return nil
+}
+
+// composition reads a composer's output into the store's terms, keeping
+// only the parts its reaction emits. The children and edges come as lists
+// or, from a worker that sends them to a broker taking them
+// (Subscribed.compact_compositions), as columns; a malformed or doubled
+// composition is an error.
+func composition(emits manifest.OutcomeMask, out *workerv1.Outcome) (pipeline.Composition, error) {
+	var c pipeline.Composition
+	if cols := out.GetComposition(); cols != nil {
+		if len(out.GetChildren()) > 0 || len(out.GetEdges()) > 0 {
+			return c, errors.New("the outcome carries its composition both as columns and as children or edges lists")
+		}
+		if err := fromColumns(&c, emits, cols); err != nil {
+			return c, err
+		}
+	} else {
+		fromLists(&c, emits, out)
+	}
+	if emits.Has(manifest.OutcomeConfigs) {
+		for _, pc := range out.GetConfigs() {
+			c.Configs = append(c.Configs, pipeline.Config{Kind: pc.GetKind(), Name: pc.GetName(), IsDefault: pc.GetIsDefault(),
+				Spec: raw(pc.GetSpecJson()), Data: raw(pc.GetDataJson())})
+		}
+	}
+	return c, nil
+}
+
+// fromColumns reads a composition in columns: a child's name and spec are
+// slices of the message's, and children that share a label set, and edges
+// that share a value-flow list, share one map or slice.
+func fromColumns(c *pipeline.Composition, emits manifest.OutcomeMask, cols *workerv1.CompositionColumns) error {
+	var onChild func(int, composecols.Child)
+	if emits.Has(manifest.OutcomeChildren) {
+		c.Children = make([]pipeline.Child, 0, composecols.Len(cols))
+		onChild = func(_ int, ch composecols.Child) {
+			c.Children = append(c.Children, pipeline.Child{Kind: ch.Kind, Version: ch.Version, Name: ch.Name,
+				Labels: ch.Labels, Spec: raw(ch.Spec), ProviderConfigRef: ch.ConfigRef})
+		}
+	}
+	var onEdge func(int, composecols.Edge)
+	if emits.Has(manifest.OutcomeEdges) {
+		sets := composecols.FlowSets(cols)
+		flows := make([][]pipeline.ValueFlow, len(sets))
+		for i, set := range sets {
+			flows[i] = make([]pipeline.ValueFlow, len(set))
+			for j, f := range set {
+				flows[i][j] = pipeline.ValueFlow{SrcField: f.Src, DepField: f.Dep}
+			}
+		}
+		c.Edges = make([]pipeline.Edge, 0, composecols.Edges(cols))
+		onEdge = func(_ int, e composecols.Edge) {
+			edge := pipeline.Edge{Dependent: e.DependentName, Dependency: pipeline.Ref{Kind: e.External.Kind, Name: e.External.Name}}
+			if e.Dependency >= 0 {
+				edge.Dependency = pipeline.Ref{Child: e.DependencyName}
+			}
+			if e.FlowSet >= 0 {
+				edge.ValueFlows = flows[e.FlowSet]
+			}
+			c.Edges = append(c.Edges, edge)
+		}
+	}
+	return composecols.Walk(cols, onChild, onEdge)
+}
+
+// fromLists reads a composition sent as lists of children and edges.
+func fromLists(c *pipeline.Composition, emits manifest.OutcomeMask, out *workerv1.Outcome) {
+	// Sized up front: a composition is a thousand children and their edges.
+	if emits.Has(manifest.OutcomeChildren) {
+		c.Children = make([]pipeline.Child, 0, len(out.GetChildren()))
+		for _, ch := range out.GetChildren() {
+			c.Children = append(c.Children, pipeline.Child{Kind: ch.GetKind(), Version: ch.GetVersion(), Name: ch.GetName(),
+				Labels: ch.GetLabels(), Spec: raw(ch.GetSpecJson()), ProviderConfigRef: ch.GetProviderConfigRef()})
+		}
+	}
+	if emits.Has(manifest.OutcomeEdges) {
+		type kindName struct{ kind, name string }
+		children := make(map[kindName]bool, len(out.GetChildren()))
+		for _, ch := range out.GetChildren() {
+			children[kindName{ch.GetKind(), ch.GetName()}] = true
+		}
+		c.Edges = make([]pipeline.Edge, 0, len(out.GetEdges()))
+		for _, e := range out.GetEdges() {
+			dep := pipeline.Ref{Kind: e.GetDependencyKind(), Name: e.GetDependencyName()}
+			if children[kindName{e.GetDependencyKind(), e.GetDependencyName()}] {
+				dep = pipeline.Ref{Child: e.GetDependencyName()}
+			}
+			edge := pipeline.Edge{Dependent: e.GetDependentName(), Dependency: dep}
+			if flows := e.GetValueFlows(); len(flows) > 0 {
+				edge.ValueFlows = make([]pipeline.ValueFlow, 0, len(flows))
+				for _, f := range flows {
+					edge.ValueFlows = append(edge.ValueFlows, pipeline.ValueFlow{SrcField: f.GetSrcField(), DepField: f.GetDepField()})
+				}
+			}
+			c.Edges = append(c.Edges, edge)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/store/pipeline"
+	"github.com/converge-run/converge/workerproto/composecols"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 
@@ -37,6 +38,13 @@ func FuzzWorkerMessages(f *testing.F) {
 			{TaskId: id, LeaseSecret: leases.issue("h", id), Result: &workerv1.StageComplete_Error{Error: &workerv1.TaskError{Message: "x"}}},
 			{TaskId: "not-a-task-id", LeaseSecret: "forged"},
 		}}}})
+	cb := composecols.NewBuilder(2, 1)
+	cb.Child("account", "", "a", map[string]string{"team": "t0"}, []byte(`{}`), "")
+	cb.Child("vpc", "v2", "v", nil, nil, "eu")
+	cb.Edge(composecols.Ref{Kind: "vpc", Name: "v"}, composecols.Ref{Kind: "account", Name: "a"}, []composecols.Flow{{Src: "/x", Dep: "/y"}})
+	cols, _ := cb.Finish()
+	seed(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Complete{Complete: &workerv1.StageComplete{
+		TaskId: id, Result: &workerv1.StageComplete_Outcome{Outcome: &workerv1.Outcome{Composition: cols}}}}})
 	f.Add([]byte{0x1a, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var m workerv1.WorkStreamRequest
@@ -73,6 +81,8 @@ func checkCompletion(t *testing.T, leases *leaseKeys, c *workerv1.StageComplete)
 	live := pipeline.Result{Key: tid.key}
 	apply(&live, manifest.Mask(manifest.OutcomeStatus, manifest.OutcomeConditions), c.GetOutcome())
 	_ = live.Validate()
+	// A composer's outcome read into the store's terms, lists or columns.
+	_, _ = composition(manifest.Mask(manifest.OutcomeChildren, manifest.OutcomeEdges, manifest.OutcomeConfigs), c.GetOutcome())
 }
 
 // BenchmarkLeaseSecret is the per-dispatch cost of a lease secret: one

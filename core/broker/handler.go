@@ -14,6 +14,7 @@ import (
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/metrics"
 
+	"github.com/converge-run/converge/workerproto/composecols"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 	"github.com/converge-run/converge/workerproto/gen/converge/worker/v1/workerv1connect"
 )
@@ -114,7 +115,9 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 	}
 	log := h.log.With().Str("worker_id", s.workerID).Logger()
 	watch := h.silence > 0 && sub.GetKeepalive() && streamAbort(ctx) != nil
-	subscribed := &workerv1.Subscribed{BrokerId: h.id, Known: h.known(s, log), AcksResults: true, Batches: true}
+	// Columns are read by applyCompose (composecols), the lists too.
+	subscribed := &workerv1.Subscribed{BrokerId: h.id, Known: h.known(s, log), AcksResults: true, Batches: true,
+		CompactCompositions: true}
 	if watch {
 		subscribed.KeepaliveMs = keepaliveEvery(h.silence).Milliseconds()
 	}
@@ -321,6 +324,17 @@ func (h *workerService) RelayStage(ctx context.Context, req *connect.Request[wor
 	}
 	if c == nil {
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("worker lost mid-stage and did not redeliver"))
+	}
+	if !req.Msg.GetCompactCompositions() {
+		// A peer that predates columns would read a composition it cannot
+		// see as empty: it gets lists, or, for columns that do not read, the
+		// terminal failure this broker's own compose would have made of them.
+		spelled, err := composecols.Spelled(c)
+		if err != nil {
+			spelled = proto.CloneOf(c)
+			spelled.Result = &workerv1.StageComplete_Error{Error: &workerv1.TaskError{Message: err.Error(), Terminal: true}}
+		}
+		c = spelled
 	}
 	return connect.NewResponse(&workerv1.RelayStageResponse{Complete: c}), nil
 }

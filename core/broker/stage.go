@@ -322,7 +322,8 @@ func (g *stager) relay(ctx context.Context, kv manifest.KindVersion, task *worke
 	if err != nil {
 		return nil, err
 	}
-	res, err := p.client.RelayStage(ctx, connect.NewRequest(&workerv1.RelayStageRequest{Task: task, OriginBroker: g.id}))
+	res, err := p.client.RelayStage(ctx, connect.NewRequest(&workerv1.RelayStageRequest{Task: task, OriginBroker: g.id,
+		CompactCompositions: true}))
 	if err != nil {
 		return nil, fmt.Errorf("relay %s stage to broker %s: %w", kv, p.id, err)
 	}

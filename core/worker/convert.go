@@ -5,6 +5,7 @@ import (
 
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/workerproto/childcols"
+	"github.com/converge-run/converge/workerproto/composecols"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 
@@ -90,11 +91,22 @@ func outcomeToProto(o Outcome) *workerv1.Outcome {
 	for _, c := range o.Conditions {
 		out.Conditions = append(out.Conditions, &workerv1.Condition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
 	}
+	if len(o.Children) > 0 {
+		if cols, ok := compositionColumns(o); ok {
+			out.Composition = cols
+		}
+	}
 	for _, c := range o.Children {
+		if out.Composition != nil {
+			break
+		}
 		out.Children = append(out.Children, &workerv1.Child{Kind: c.Kind, Version: c.Version, Name: c.Name,
 			Labels: c.Labels, SpecJson: c.Spec, ProviderConfigRef: c.ProviderConfigRef})
 	}
 	for _, e := range o.Edges {
+		if out.Composition != nil {
+			break
+		}
 		pe := &workerv1.Edge{DependentKind: e.Dependent.Kind, DependentName: e.Dependent.Name,
 			DependencyKind: e.Dependency.Kind, DependencyName: e.Dependency.Name}
 		for _, f := range e.ValueFlows {
@@ -106,4 +118,25 @@ func outcomeToProto(o Outcome) *workerv1.Outcome {
 		out.Configs = append(out.Configs, configToProto(c))
 	}
 	return out
+}
+
+// compositionColumns writes o's children and edges in columns, the form a
+// broker that takes them reads without an allocation per child (session.go
+// spells them out for one that does not). ok is false when the composition
+// does not fit columns (composecols.Builder.Finish): it then goes as lists.
+func compositionColumns(o Outcome) (*workerv1.CompositionColumns, bool) {
+	b := composecols.NewBuilder(len(o.Children), len(o.Edges))
+	for _, c := range o.Children {
+		b.Child(c.Kind, c.Version, c.Name, c.Labels, c.Spec, c.ProviderConfigRef)
+	}
+	var flows []composecols.Flow
+	for _, e := range o.Edges {
+		flows = flows[:0]
+		for _, f := range e.ValueFlows {
+			flows = append(flows, composecols.Flow{Src: f.SrcField, Dep: f.DepField})
+		}
+		b.Edge(composecols.Ref{Kind: e.Dependent.Kind, Name: e.Dependent.Name},
+			composecols.Ref{Kind: e.Dependency.Kind, Name: e.Dependency.Name}, flows)
+	}
+	return b.Finish()
 }

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/converge-run/converge/workerproto/composecols"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 
@@ -58,8 +60,9 @@ func (w *Worker) session(ctx, workCtx context.Context) error {
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
 	defer linger.Stop()
+	sendMsg := inForm(stream.Send, subscribed)
 	flush := func() error {
-		wait, err := send(stream.Send, acks)
+		wait, err := send(sendMsg, acks)
 		if err != nil {
 			return err
 		}
@@ -492,5 +495,53 @@ func (w *Worker) receive(workCtx context.Context, stream interface {
 		case *workerv1.WorkStreamResponse_Ack:
 			w.acked(m.Ack.GetTaskIds())
 		}
+	}
+}
+
+// inForm is a session's send, spelling compositions out for a broker that
+// does not take them in columns.
+func inForm(send func(*workerv1.WorkStreamRequest) error, subscribed *workerv1.Subscribed) func(*workerv1.WorkStreamRequest) error {
+	if subscribed.GetCompactCompositions() {
+		return send
+	}
+	return spellCompositions(send)
+}
+
+// spellCompositions wraps a session's send for a broker that does not take
+// a composition in columns (Subscribed.compact_compositions false): a
+// result that carries columns goes as a copy with them spelled out as
+// children and edges. The pending result keeps its columns, for a later
+// session's broker that takes them.
+func spellCompositions(send func(*workerv1.WorkStreamRequest) error) func(*workerv1.WorkStreamRequest) error {
+	return func(m *workerv1.WorkStreamRequest) error {
+		switch x := m.GetMsg().(type) {
+		case *workerv1.WorkStreamRequest_Complete:
+			c, err := composecols.Spelled(x.Complete)
+			if err != nil {
+				return err
+			}
+			if c != x.Complete {
+				m = &workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Complete{Complete: c}}
+			}
+		case *workerv1.WorkStreamRequest_Completes:
+			var batch []*workerv1.StageComplete
+			for i, c := range x.Completes.GetCompletes() {
+				s, err := composecols.Spelled(c)
+				if err != nil {
+					return err
+				}
+				if s != c && batch == nil {
+					batch = slices.Clone(x.Completes.GetCompletes())
+				}
+				if batch != nil {
+					batch[i] = s
+				}
+			}
+			if batch != nil {
+				m = &workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Completes{
+					Completes: &workerv1.StageCompletes{Completes: batch}}}
+			}
+		}
+		return send(m)
 	}
 }

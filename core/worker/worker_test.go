@@ -36,6 +36,8 @@ type scriptBroker struct {
 	config   *workerv1.ProviderConfig
 	acks     bool // advertise ResultAck support in Subscribed
 	batches  bool // advertise batched messages in Subscribed
+	// compositions advertises compositions in columns in Subscribed.
+	compositions bool
 	// keepaliveMs is the Subscribed.keepalive_ms asked for (0: none).
 	keepaliveMs int64
 }
@@ -68,7 +70,7 @@ func (b *scriptBroker) GetProviderConfig(_ context.Context, req *connect.Request
 func (b *scriptBroker) WorkStream(ctx context.Context, s *connect.BidiStream[workerv1.WorkStreamRequest, workerv1.WorkStreamResponse]) error {
 	b.mu.Lock()
 	b.sessions++
-	kill, acks, batches, keepalive := b.kill, b.acks, b.batches, b.keepaliveMs
+	kill, acks, batches, keepalive, compositions := b.kill, b.acks, b.batches, b.keepaliveMs, b.compositions
 	b.mu.Unlock()
 	first, err := s.Receive()
 	if err != nil {
@@ -76,7 +78,8 @@ func (b *scriptBroker) WorkStream(ctx context.Context, s *connect.BidiStream[wor
 	}
 	b.inbox <- first
 	if err := s.Send(&workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Subscribed{
-		Subscribed: &workerv1.Subscribed{BrokerId: "script", AcksResults: acks, Batches: batches, KeepaliveMs: keepalive}}}); err != nil {
+		Subscribed: &workerv1.Subscribed{BrokerId: "script", AcksResults: acks, Batches: batches, KeepaliveMs: keepalive,
+			CompactCompositions: compositions}}}); err != nil {
 		return err
 	}
 	errc := make(chan error, 1)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -151,6 +152,10 @@ func planChildren(st *composeState, children []Child) (*composePlan, error) {
 	n := len(children)
 	plan := &composePlan{ids: make(map[string]uuid.UUID, n), skip: map[string]bool{},
 		children: make([]plannedChild, 0, n), keep: make([]uuid.UUID, 0, n)}
+	// Children that share a labels map (a composition read from columns
+	// shares one per label set) share its encoding.
+	var lastLabels map[string]string
+	var lastEncoded []byte
 	for _, ch := range children {
 		if ch.Version == "" {
 			ch.Version = manifest.DefaultVersion
@@ -165,7 +170,10 @@ func planChildren(st *composeState, children []Child) (*composePlan, error) {
 		if _, dup := plan.ids[ch.Name]; dup {
 			return nil, composeErr(ch.Name, "duplicate_child", "two children are named %q", ch.Name)
 		}
-		pc := plannedChild{Child: ch, labels: encodeLabels(ch.Labels), spec: ch.Spec}
+		if lastEncoded == nil || !sameMap(ch.Labels, lastLabels) {
+			lastLabels, lastEncoded = ch.Labels, encodeLabels(ch.Labels)
+		}
+		pc := plannedChild{Child: ch, labels: lastEncoded, spec: ch.Spec}
 		if len(pc.spec) == 0 {
 			pc.spec = json.RawMessage(`{}`)
 		}
@@ -364,6 +372,7 @@ SELECT r.kind, r.name, r.id
 	}
 	type pair struct{ dep, up uuid.UUID }
 	seen := map[pair]bool{}
+	encoded := map[flowList][]byte{}
 	next := map[uuid.UUID][]uuid.UUID{}
 	for _, e := range c.Edges {
 		dep, ok := plan.ids[e.Dependent]
@@ -394,10 +403,7 @@ SELECT r.kind, r.name, r.id
 					"value flow %q → %q: both fields must be JSON pointers like /vpc_id", f.SrcField, f.DepField)
 			}
 		}
-		flows, _ := json.Marshal(e.ValueFlows)
-		if e.ValueFlows == nil {
-			flows = []byte(`[]`)
-		}
+		flows := encodeFlows(e.ValueFlows, encoded)
 		plan.edges = append(plan.edges, plannedEdge{dep: dep, up: up, flows: flows})
 		next[dep] = append(next[dep], up)
 	}
@@ -405,6 +411,33 @@ SELECT r.kind, r.name, r.id
 		return composeErr(name, "edge_cycle", "the edges form a cycle through %q: it would never be scheduled", name)
 	}
 	return nil
+}
+
+// sameMap reports whether a and b are the same map (not merely equal).
+func sameMap(a, b map[string]string) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+// encodeFlows is an edge's value flows as JSON. Edges that share a list (a
+// composition read from columns shares one per distinct list) share its
+// encoding, kept in encoded by the list's first element and length.
+func encodeFlows(flows []ValueFlow, encoded map[flowList][]byte) []byte {
+	if len(flows) == 0 {
+		return []byte(`[]`)
+	}
+	key := flowList{&flows[0], len(flows)}
+	if b, ok := encoded[key]; ok {
+		return b
+	}
+	b, _ := json.Marshal(flows) // strings only: always marshals
+	encoded[key] = b
+	return b
+}
+
+// flowList identifies a list of value flows by where it is.
+type flowList struct {
+	first *ValueFlow
+	n     int
 }
 
 // cycle returns the name of a child on a dependency cycle, or "".

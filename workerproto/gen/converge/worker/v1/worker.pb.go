@@ -1523,25 +1523,354 @@ func (x *Edge) GetValueFlows() []*ValueFlow {
 	return nil
 }
 
+// CompositionColumns is a composition's children and edges in columns:
+// entry i of every per-child column describes child i, and an edge names
+// its children by position. Kinds, label sets, provider config refs and
+// value-flow lists are spelled once each and referred to by index; the
+// names and the specs are each one string of them all, cut by lengths. It
+// carries what lists of Child and Edge carry, in about half the bytes and a
+// handful of allocations instead of several per child. A worker sends it
+// only to a broker whose Subscribed.compact_compositions is true.
+type CompositionColumns struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kinds lists each distinct (kind, version) once; child_kinds[i] indexes it.
+	Kinds      []*KindVersion `protobuf:"bytes,1,rep,name=kinds,proto3" json:"kinds,omitempty"`
+	ChildKinds []uint32       `protobuf:"varint,2,rep,packed,name=child_kinds,json=childKinds,proto3" json:"child_kinds,omitempty"`
+	// names is every child's name, one after the other; name_lengths[i] is
+	// child i's length in bytes.
+	Names       string   `protobuf:"bytes,3,opt,name=names,proto3" json:"names,omitempty"`
+	NameLengths []uint32 `protobuf:"varint,4,rep,packed,name=name_lengths,json=nameLengths,proto3" json:"name_lengths,omitempty"`
+	// specs is every child's spec JSON, one after the other; spec_lengths[i]
+	// is child i's length in bytes (0: an empty spec).
+	Specs       []byte   `protobuf:"bytes,5,opt,name=specs,proto3" json:"specs,omitempty"`
+	SpecLengths []uint32 `protobuf:"varint,6,rep,packed,name=spec_lengths,json=specLengths,proto3" json:"spec_lengths,omitempty"`
+	// label_sets lists each distinct set of labels once; child_label_sets[i]
+	// is j+1 when child i carries label_sets[j], 0 when it has none. The
+	// column is empty when no child has labels.
+	LabelSets      []*LabelSet `protobuf:"bytes,7,rep,name=label_sets,json=labelSets,proto3" json:"label_sets,omitempty"`
+	ChildLabelSets []uint32    `protobuf:"varint,8,rep,packed,name=child_label_sets,json=childLabelSets,proto3" json:"child_label_sets,omitempty"`
+	// config_refs lists each distinct provider config ref once;
+	// child_config_refs[i] is j+1 for config_refs[j], 0 for none; empty when
+	// no child names one.
+	ConfigRefs      []string `protobuf:"bytes,9,rep,name=config_refs,json=configRefs,proto3" json:"config_refs,omitempty"`
+	ChildConfigRefs []uint32 `protobuf:"varint,10,rep,packed,name=child_config_refs,json=childConfigRefs,proto3" json:"child_config_refs,omitempty"`
+	// edge_dependents[e] is the position of edge e's dependent child.
+	EdgeDependents []uint32 `protobuf:"varint,11,rep,packed,name=edge_dependents,json=edgeDependents,proto3" json:"edge_dependents,omitempty"`
+	// edge_dependencies[e] is the position of edge e's dependency among the
+	// children when below their number n, and external_dependencies[v-n]
+	// (a resource outside the composition) when v is n or more.
+	EdgeDependencies     []uint32       `protobuf:"varint,12,rep,packed,name=edge_dependencies,json=edgeDependencies,proto3" json:"edge_dependencies,omitempty"`
+	ExternalDependencies []*ResourceRef `protobuf:"bytes,13,rep,name=external_dependencies,json=externalDependencies,proto3" json:"external_dependencies,omitempty"`
+	// flow_sets lists each distinct list of value flows once;
+	// edge_flow_sets[e] is j+1 for flow_sets[j], 0 for none; empty when no
+	// edge carries flows.
+	FlowSets      []*ValueFlows `protobuf:"bytes,14,rep,name=flow_sets,json=flowSets,proto3" json:"flow_sets,omitempty"`
+	EdgeFlowSets  []uint32      `protobuf:"varint,15,rep,packed,name=edge_flow_sets,json=edgeFlowSets,proto3" json:"edge_flow_sets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompositionColumns) Reset() {
+	*x = CompositionColumns{}
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompositionColumns) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompositionColumns) ProtoMessage() {}
+
+func (x *CompositionColumns) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompositionColumns.ProtoReflect.Descriptor instead.
+func (*CompositionColumns) Descriptor() ([]byte, []int) {
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *CompositionColumns) GetKinds() []*KindVersion {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
+func (x *CompositionColumns) GetChildKinds() []uint32 {
+	if x != nil {
+		return x.ChildKinds
+	}
+	return nil
+}
+
+func (x *CompositionColumns) GetNames() string {
+	if x != nil {
+		return x.Names
+	}
+	return ""
+}
+
+func (x *CompositionColumns) GetNameLengths() []uint32 {
+	if x != nil {
+		return x.NameLengths
+	}
+	return nil
+}
+
+func (x *CompositionColumns) GetSpecs() []byte {
+	if x != nil {
+		return x.Specs
+	}
+	return nil
+}
+
+func (x *CompositionColumns) GetSpecLengths() []uint32 {
+	if x != nil {
+		return x.SpecLengths
+	}
+	return nil
+}
+
+func (x *CompositionColumns) GetLabelSets() []*LabelSet {
+	if x != nil {
+		return x.LabelSets
+	}
+	return nil
+}
+
+func (x *CompositionColumns) GetChildLabelSets() []uint32 {
+	if x != nil {
+		return x.ChildLabelSets
+	}
+	return nil
+}
+
+func (x *CompositionColumns) GetConfigRefs() []string {
+	if x != nil {
+		return x.ConfigRefs
+	}
+	return nil
+}
+
+func (x *CompositionColumns) GetChildConfigRefs() []uint32 {
+	if x != nil {
+		return x.ChildConfigRefs
+	}
+	return nil
+}
+
+func (x *CompositionColumns) GetEdgeDependents() []uint32 {
+	if x != nil {
+		return x.EdgeDependents
+	}
+	return nil
+}
+
+func (x *CompositionColumns) GetEdgeDependencies() []uint32 {
+	if x != nil {
+		return x.EdgeDependencies
+	}
+	return nil
+}
+
+func (x *CompositionColumns) GetExternalDependencies() []*ResourceRef {
+	if x != nil {
+		return x.ExternalDependencies
+	}
+	return nil
+}
+
+func (x *CompositionColumns) GetFlowSets() []*ValueFlows {
+	if x != nil {
+		return x.FlowSets
+	}
+	return nil
+}
+
+func (x *CompositionColumns) GetEdgeFlowSets() []uint32 {
+	if x != nil {
+		return x.EdgeFlowSets
+	}
+	return nil
+}
+
+// LabelSet is one set of labels that children share.
+type LabelSet struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Labels        map[string]string      `protobuf:"bytes,1,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LabelSet) Reset() {
+	*x = LabelSet{}
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LabelSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LabelSet) ProtoMessage() {}
+
+func (x *LabelSet) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LabelSet.ProtoReflect.Descriptor instead.
+func (*LabelSet) Descriptor() ([]byte, []int) {
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *LabelSet) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+// ValueFlows is one list of value flows that edges share.
+type ValueFlows struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Flows         []*ValueFlow           `protobuf:"bytes,1,rep,name=flows,proto3" json:"flows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValueFlows) Reset() {
+	*x = ValueFlows{}
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValueFlows) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValueFlows) ProtoMessage() {}
+
+func (x *ValueFlows) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValueFlows.ProtoReflect.Descriptor instead.
+func (*ValueFlows) Descriptor() ([]byte, []int) {
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ValueFlows) GetFlows() []*ValueFlow {
+	if x != nil {
+		return x.Flows
+	}
+	return nil
+}
+
+// ResourceRef names a resource by kind and name.
+type ResourceRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceRef) Reset() {
+	*x = ResourceRef{}
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceRef) ProtoMessage() {}
+
+func (x *ResourceRef) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceRef.ProtoReflect.Descriptor instead.
+func (*ResourceRef) Descriptor() ([]byte, []int) {
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ResourceRef) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ResourceRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 // Outcome is what a handler returns. The broker applies only the parts the
 // reaction's manifest Emits declares.
 type Outcome struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	StatusJson []byte                 `protobuf:"bytes,1,opt,name=status_json,json=statusJson,proto3" json:"status_json,omitempty"`
 	// health_ok unset leaves health unchanged.
-	HealthOk            *bool             `protobuf:"varint,2,opt,name=health_ok,json=healthOk,proto3,oneof" json:"health_ok,omitempty"`
-	Conditions          []*Condition      `protobuf:"bytes,3,rep,name=conditions,proto3" json:"conditions,omitempty"`
-	Children            []*Child          `protobuf:"bytes,4,rep,name=children,proto3" json:"children,omitempty"`
-	Edges               []*Edge           `protobuf:"bytes,5,rep,name=edges,proto3" json:"edges,omitempty"`
-	Configs             []*ProviderConfig `protobuf:"bytes,6,rep,name=configs,proto3" json:"configs,omitempty"`
-	OperationOutputJson []byte            `protobuf:"bytes,7,opt,name=operation_output_json,json=operationOutputJson,proto3" json:"operation_output_json,omitempty"`
+	HealthOk   *bool        `protobuf:"varint,2,opt,name=health_ok,json=healthOk,proto3,oneof" json:"health_ok,omitempty"`
+	Conditions []*Condition `protobuf:"bytes,3,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// children and edges are a composition as lists; composition is the same
+	// in columns, set instead of them (never both) for a broker whose
+	// Subscribed.compact_compositions is true.
+	Children            []*Child            `protobuf:"bytes,4,rep,name=children,proto3" json:"children,omitempty"`
+	Edges               []*Edge             `protobuf:"bytes,5,rep,name=edges,proto3" json:"edges,omitempty"`
+	Configs             []*ProviderConfig   `protobuf:"bytes,6,rep,name=configs,proto3" json:"configs,omitempty"`
+	OperationOutputJson []byte              `protobuf:"bytes,7,opt,name=operation_output_json,json=operationOutputJson,proto3" json:"operation_output_json,omitempty"`
+	Composition         *CompositionColumns `protobuf:"bytes,8,opt,name=composition,proto3" json:"composition,omitempty"`
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[18]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1553,7 +1882,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[18]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1566,7 +1895,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{18}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Outcome) GetStatusJson() []byte {
@@ -1618,6 +1947,13 @@ func (x *Outcome) GetOperationOutputJson() []byte {
 	return nil
 }
 
+func (x *Outcome) GetComposition() *CompositionColumns {
+	if x != nil {
+		return x.Composition
+	}
+	return nil
+}
+
 // TaskError is a handler failure. Terminal failures stop retrying for the
 // current generation; transient ones are retried with backoff.
 type TaskError struct {
@@ -1630,7 +1966,7 @@ type TaskError struct {
 
 func (x *TaskError) Reset() {
 	*x = TaskError{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[19]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1642,7 +1978,7 @@ func (x *TaskError) String() string {
 func (*TaskError) ProtoMessage() {}
 
 func (x *TaskError) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[19]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1655,7 +1991,7 @@ func (x *TaskError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskError.ProtoReflect.Descriptor instead.
 func (*TaskError) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{19}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TaskError) GetMessage() string {
@@ -1706,7 +2042,7 @@ type Subscribe struct {
 
 func (x *Subscribe) Reset() {
 	*x = Subscribe{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[20]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1718,7 +2054,7 @@ func (x *Subscribe) String() string {
 func (*Subscribe) ProtoMessage() {}
 
 func (x *Subscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[20]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1731,7 +2067,7 @@ func (x *Subscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscribe.ProtoReflect.Descriptor instead.
 func (*Subscribe) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{20}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Subscribe) GetWorkerId() string {
@@ -1802,7 +2138,7 @@ type TaskRef struct {
 
 func (x *TaskRef) Reset() {
 	*x = TaskRef{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[21]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1814,7 +2150,7 @@ func (x *TaskRef) String() string {
 func (*TaskRef) ProtoMessage() {}
 
 func (x *TaskRef) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[21]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1827,7 +2163,7 @@ func (x *TaskRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskRef.ProtoReflect.Descriptor instead.
 func (*TaskRef) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{21}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TaskRef) GetTaskId() string {
@@ -1861,7 +2197,7 @@ type ReadinessUpdate struct {
 
 func (x *ReadinessUpdate) Reset() {
 	*x = ReadinessUpdate{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[22]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +2209,7 @@ func (x *ReadinessUpdate) String() string {
 func (*ReadinessUpdate) ProtoMessage() {}
 
 func (x *ReadinessUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[22]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +2222,7 @@ func (x *ReadinessUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadinessUpdate.ProtoReflect.Descriptor instead.
 func (*ReadinessUpdate) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{22}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReadinessUpdate) GetKinds() []*KindReadiness {
@@ -1917,7 +2253,7 @@ type StageComplete struct {
 
 func (x *StageComplete) Reset() {
 	*x = StageComplete{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[23]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1929,7 +2265,7 @@ func (x *StageComplete) String() string {
 func (*StageComplete) ProtoMessage() {}
 
 func (x *StageComplete) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[23]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1942,7 +2278,7 @@ func (x *StageComplete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageComplete.ProtoReflect.Descriptor instead.
 func (*StageComplete) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{23}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StageComplete) GetTaskId() string {
@@ -2032,7 +2368,7 @@ type StageCompletes struct {
 
 func (x *StageCompletes) Reset() {
 	*x = StageCompletes{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[24]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2380,7 @@ func (x *StageCompletes) String() string {
 func (*StageCompletes) ProtoMessage() {}
 
 func (x *StageCompletes) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[24]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2393,7 @@ func (x *StageCompletes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageCompletes.ProtoReflect.Descriptor instead.
 func (*StageCompletes) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{24}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StageCompletes) GetCompletes() []*StageComplete {
@@ -2077,7 +2413,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[25]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2425,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[25]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2438,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{25}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Heartbeat) GetTasks() []*TaskRef {
@@ -2129,7 +2465,7 @@ type WorkStreamRequest struct {
 
 func (x *WorkStreamRequest) Reset() {
 	*x = WorkStreamRequest{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[26]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2141,7 +2477,7 @@ func (x *WorkStreamRequest) String() string {
 func (*WorkStreamRequest) ProtoMessage() {}
 
 func (x *WorkStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[26]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2154,7 +2490,7 @@ func (x *WorkStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkStreamRequest.ProtoReflect.Descriptor instead.
 func (*WorkStreamRequest) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{26}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WorkStreamRequest) GetMsg() isWorkStreamRequest_Msg {
@@ -2262,14 +2598,18 @@ type Subscribed struct {
 	// batches is true when the broker takes WorkStreamRequest.completes (and
 	// may send WorkStreamResponse.tasks to a worker whose Subscribe.batches
 	// is true).
-	Batches       bool `protobuf:"varint,5,opt,name=batches,proto3" json:"batches,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Batches bool `protobuf:"varint,5,opt,name=batches,proto3" json:"batches,omitempty"`
+	// compact_compositions is true when the broker takes a composition as
+	// Outcome.composition (columns). A worker sends columns only to a broker
+	// that said so; any other gets Outcome.children and Outcome.edges.
+	CompactCompositions bool `protobuf:"varint,6,opt,name=compact_compositions,json=compactCompositions,proto3" json:"compact_compositions,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Subscribed) Reset() {
 	*x = Subscribed{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[27]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2281,7 +2621,7 @@ func (x *Subscribed) String() string {
 func (*Subscribed) ProtoMessage() {}
 
 func (x *Subscribed) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[27]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2294,7 +2634,7 @@ func (x *Subscribed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscribed.ProtoReflect.Descriptor instead.
 func (*Subscribed) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{27}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Subscribed) GetBrokerId() string {
@@ -2332,6 +2672,13 @@ func (x *Subscribed) GetBatches() bool {
 	return false
 }
 
+func (x *Subscribed) GetCompactCompositions() bool {
+	if x != nil {
+		return x.CompactCompositions
+	}
+	return false
+}
+
 // StageTasks is several StageTasks in one stream message, each handled
 // exactly as if it had come alone, in order.
 type StageTasks struct {
@@ -2343,7 +2690,7 @@ type StageTasks struct {
 
 func (x *StageTasks) Reset() {
 	*x = StageTasks{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[28]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2355,7 +2702,7 @@ func (x *StageTasks) String() string {
 func (*StageTasks) ProtoMessage() {}
 
 func (x *StageTasks) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[28]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2368,7 +2715,7 @@ func (x *StageTasks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageTasks.ProtoReflect.Descriptor instead.
 func (*StageTasks) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{28}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StageTasks) GetTasks() []*StageTask {
@@ -2395,7 +2742,7 @@ type ResultAck struct {
 
 func (x *ResultAck) Reset() {
 	*x = ResultAck{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[29]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2407,7 +2754,7 @@ func (x *ResultAck) String() string {
 func (*ResultAck) ProtoMessage() {}
 
 func (x *ResultAck) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[29]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2420,7 +2767,7 @@ func (x *ResultAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultAck.ProtoReflect.Descriptor instead.
 func (*ResultAck) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{29}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ResultAck) GetTaskIds() []string {
@@ -2443,7 +2790,7 @@ type ConfigPush struct {
 
 func (x *ConfigPush) Reset() {
 	*x = ConfigPush{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[30]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2455,7 +2802,7 @@ func (x *ConfigPush) String() string {
 func (*ConfigPush) ProtoMessage() {}
 
 func (x *ConfigPush) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[30]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2468,7 +2815,7 @@ func (x *ConfigPush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigPush.ProtoReflect.Descriptor instead.
 func (*ConfigPush) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{30}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ConfigPush) GetConfig() *ProviderConfig {
@@ -2509,7 +2856,7 @@ type WorkStreamResponse struct {
 
 func (x *WorkStreamResponse) Reset() {
 	*x = WorkStreamResponse{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[31]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2521,7 +2868,7 @@ func (x *WorkStreamResponse) String() string {
 func (*WorkStreamResponse) ProtoMessage() {}
 
 func (x *WorkStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[31]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2534,7 +2881,7 @@ func (x *WorkStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkStreamResponse.ProtoReflect.Descriptor instead.
 func (*WorkStreamResponse) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{31}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WorkStreamResponse) GetMsg() isWorkStreamResponse_Msg {
@@ -2634,7 +2981,7 @@ type GetProviderConfigRequest struct {
 
 func (x *GetProviderConfigRequest) Reset() {
 	*x = GetProviderConfigRequest{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[32]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2646,7 +2993,7 @@ func (x *GetProviderConfigRequest) String() string {
 func (*GetProviderConfigRequest) ProtoMessage() {}
 
 func (x *GetProviderConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[32]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2659,7 +3006,7 @@ func (x *GetProviderConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetProviderConfigRequest) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{32}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetProviderConfigRequest) GetKind() string {
@@ -2680,7 +3027,7 @@ type GetProviderConfigResponse struct {
 
 func (x *GetProviderConfigResponse) Reset() {
 	*x = GetProviderConfigResponse{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[33]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2692,7 +3039,7 @@ func (x *GetProviderConfigResponse) String() string {
 func (*GetProviderConfigResponse) ProtoMessage() {}
 
 func (x *GetProviderConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[33]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2705,7 +3052,7 @@ func (x *GetProviderConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetProviderConfigResponse) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{33}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetProviderConfigResponse) GetFound() bool {
@@ -2727,14 +3074,18 @@ type RelayStageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Task  *StageTask             `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
 	// origin_broker is the relaying broker's member id (for logs).
-	OriginBroker  string `protobuf:"bytes,2,opt,name=origin_broker,json=originBroker,proto3" json:"origin_broker,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OriginBroker string `protobuf:"bytes,2,opt,name=origin_broker,json=originBroker,proto3" json:"origin_broker,omitempty"`
+	// compact_compositions is true when the relaying broker takes the
+	// completion's composition as columns (Outcome.composition); a broker
+	// that did not say so gets it as children and edges.
+	CompactCompositions bool `protobuf:"varint,3,opt,name=compact_compositions,json=compactCompositions,proto3" json:"compact_compositions,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *RelayStageRequest) Reset() {
 	*x = RelayStageRequest{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[34]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +3097,7 @@ func (x *RelayStageRequest) String() string {
 func (*RelayStageRequest) ProtoMessage() {}
 
 func (x *RelayStageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[34]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +3110,7 @@ func (x *RelayStageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayStageRequest.ProtoReflect.Descriptor instead.
 func (*RelayStageRequest) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{34}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RelayStageRequest) GetTask() *StageTask {
@@ -2776,6 +3127,13 @@ func (x *RelayStageRequest) GetOriginBroker() string {
 	return ""
 }
 
+func (x *RelayStageRequest) GetCompactCompositions() bool {
+	if x != nil {
+		return x.CompactCompositions
+	}
+	return false
+}
+
 // RelayStageResponse is the worker's completion of the relayed stage.
 type RelayStageResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2786,7 +3144,7 @@ type RelayStageResponse struct {
 
 func (x *RelayStageResponse) Reset() {
 	*x = RelayStageResponse{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[35]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2798,7 +3156,7 @@ func (x *RelayStageResponse) String() string {
 func (*RelayStageResponse) ProtoMessage() {}
 
 func (x *RelayStageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[35]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2811,7 +3169,7 @@ func (x *RelayStageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayStageResponse.ProtoReflect.Descriptor instead.
 func (*RelayStageResponse) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{35}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RelayStageResponse) GetComplete() *StageComplete {
@@ -2951,7 +3309,38 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\x0fdependency_kind\x18\x03 \x01(\tR\x0edependencyKind\x12'\n" +
 	"\x0fdependency_name\x18\x04 \x01(\tR\x0edependencyName\x12>\n" +
 	"\vvalue_flows\x18\x05 \x03(\v2\x1d.converge.worker.v1.ValueFlowR\n" +
-	"valueFlows\"\xf2\x02\n" +
+	"valueFlows\"\xa1\x05\n" +
+	"\x12CompositionColumns\x125\n" +
+	"\x05kinds\x18\x01 \x03(\v2\x1f.converge.worker.v1.KindVersionR\x05kinds\x12\x1f\n" +
+	"\vchild_kinds\x18\x02 \x03(\rR\n" +
+	"childKinds\x12\x14\n" +
+	"\x05names\x18\x03 \x01(\tR\x05names\x12!\n" +
+	"\fname_lengths\x18\x04 \x03(\rR\vnameLengths\x12\x14\n" +
+	"\x05specs\x18\x05 \x01(\fR\x05specs\x12!\n" +
+	"\fspec_lengths\x18\x06 \x03(\rR\vspecLengths\x12;\n" +
+	"\n" +
+	"label_sets\x18\a \x03(\v2\x1c.converge.worker.v1.LabelSetR\tlabelSets\x12(\n" +
+	"\x10child_label_sets\x18\b \x03(\rR\x0echildLabelSets\x12\x1f\n" +
+	"\vconfig_refs\x18\t \x03(\tR\n" +
+	"configRefs\x12*\n" +
+	"\x11child_config_refs\x18\n" +
+	" \x03(\rR\x0fchildConfigRefs\x12'\n" +
+	"\x0fedge_dependents\x18\v \x03(\rR\x0eedgeDependents\x12+\n" +
+	"\x11edge_dependencies\x18\f \x03(\rR\x10edgeDependencies\x12T\n" +
+	"\x15external_dependencies\x18\r \x03(\v2\x1f.converge.worker.v1.ResourceRefR\x14externalDependencies\x12;\n" +
+	"\tflow_sets\x18\x0e \x03(\v2\x1e.converge.worker.v1.ValueFlowsR\bflowSets\x12$\n" +
+	"\x0eedge_flow_sets\x18\x0f \x03(\rR\fedgeFlowSets\"\x87\x01\n" +
+	"\bLabelSet\x12@\n" +
+	"\x06labels\x18\x01 \x03(\v2(.converge.worker.v1.LabelSet.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +
+	"\n" +
+	"ValueFlows\x123\n" +
+	"\x05flows\x18\x01 \x03(\v2\x1d.converge.worker.v1.ValueFlowR\x05flows\"5\n" +
+	"\vResourceRef\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xbc\x03\n" +
 	"\aOutcome\x12\x1f\n" +
 	"\vstatus_json\x18\x01 \x01(\fR\n" +
 	"statusJson\x12 \n" +
@@ -2962,7 +3351,8 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\bchildren\x18\x04 \x03(\v2\x19.converge.worker.v1.ChildR\bchildren\x12.\n" +
 	"\x05edges\x18\x05 \x03(\v2\x18.converge.worker.v1.EdgeR\x05edges\x12<\n" +
 	"\aconfigs\x18\x06 \x03(\v2\".converge.worker.v1.ProviderConfigR\aconfigs\x122\n" +
-	"\x15operation_output_json\x18\a \x01(\fR\x13operationOutputJsonB\f\n" +
+	"\x15operation_output_json\x18\a \x01(\fR\x13operationOutputJson\x12H\n" +
+	"\vcomposition\x18\b \x01(\v2&.converge.worker.v1.CompositionColumnsR\vcompositionB\f\n" +
 	"\n" +
 	"_health_ok\"A\n" +
 	"\tTaskError\x12\x18\n" +
@@ -3004,14 +3394,15 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\bcomplete\x18\x03 \x01(\v2!.converge.worker.v1.StageCompleteH\x00R\bcomplete\x12=\n" +
 	"\theartbeat\x18\x04 \x01(\v2\x1d.converge.worker.v1.HeartbeatH\x00R\theartbeat\x12B\n" +
 	"\tcompletes\x18\x05 \x01(\v2\".converge.worker.v1.StageCompletesH\x00R\tcompletesB\x05\n" +
-	"\x03msg\"\xc0\x01\n" +
+	"\x03msg\"\xf3\x01\n" +
 	"\n" +
 	"Subscribed\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\tR\bbrokerId\x125\n" +
 	"\x05known\x18\x02 \x03(\v2\x1f.converge.worker.v1.KindVersionR\x05known\x12!\n" +
 	"\facks_results\x18\x03 \x01(\bR\vacksResults\x12!\n" +
 	"\fkeepalive_ms\x18\x04 \x01(\x03R\vkeepaliveMs\x12\x18\n" +
-	"\abatches\x18\x05 \x01(\bR\abatches\"A\n" +
+	"\abatches\x18\x05 \x01(\bR\abatches\x121\n" +
+	"\x14compact_compositions\x18\x06 \x01(\bR\x13compactCompositions\"A\n" +
 	"\n" +
 	"StageTasks\x123\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x1d.converge.worker.v1.StageTaskR\x05tasks\"&\n" +
@@ -3035,10 +3426,11 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\"m\n" +
 	"\x19GetProviderConfigResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12:\n" +
-	"\x06config\x18\x02 \x01(\v2\".converge.worker.v1.ProviderConfigR\x06config\"k\n" +
+	"\x06config\x18\x02 \x01(\v2\".converge.worker.v1.ProviderConfigR\x06config\"\x9e\x01\n" +
 	"\x11RelayStageRequest\x121\n" +
 	"\x04task\x18\x01 \x01(\v2\x1d.converge.worker.v1.StageTaskR\x04task\x12#\n" +
-	"\rorigin_broker\x18\x02 \x01(\tR\foriginBroker\"S\n" +
+	"\rorigin_broker\x18\x02 \x01(\tR\foriginBroker\x121\n" +
+	"\x14compact_compositions\x18\x03 \x01(\bR\x13compactCompositions\"S\n" +
 	"\x12RelayStageResponse\x12=\n" +
 	"\bcomplete\x18\x01 \x01(\v2!.converge.worker.v1.StageCompleteR\bcomplete*\x89\x01\n" +
 	"\x05Stage\x12\x15\n" +
@@ -3070,7 +3462,7 @@ func file_converge_worker_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_converge_worker_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_converge_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_converge_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_converge_worker_v1_worker_proto_goTypes = []any{
 	(Stage)(0),                        // 0: converge.worker.v1.Stage
 	(*KindVersion)(nil),               // 1: converge.worker.v1.KindVersion
@@ -3091,30 +3483,35 @@ var file_converge_worker_v1_worker_proto_goTypes = []any{
 	(*ValueFlow)(nil),                 // 16: converge.worker.v1.ValueFlow
 	(*Child)(nil),                     // 17: converge.worker.v1.Child
 	(*Edge)(nil),                      // 18: converge.worker.v1.Edge
-	(*Outcome)(nil),                   // 19: converge.worker.v1.Outcome
-	(*TaskError)(nil),                 // 20: converge.worker.v1.TaskError
-	(*Subscribe)(nil),                 // 21: converge.worker.v1.Subscribe
-	(*TaskRef)(nil),                   // 22: converge.worker.v1.TaskRef
-	(*ReadinessUpdate)(nil),           // 23: converge.worker.v1.ReadinessUpdate
-	(*StageComplete)(nil),             // 24: converge.worker.v1.StageComplete
-	(*StageCompletes)(nil),            // 25: converge.worker.v1.StageCompletes
-	(*Heartbeat)(nil),                 // 26: converge.worker.v1.Heartbeat
-	(*WorkStreamRequest)(nil),         // 27: converge.worker.v1.WorkStreamRequest
-	(*Subscribed)(nil),                // 28: converge.worker.v1.Subscribed
-	(*StageTasks)(nil),                // 29: converge.worker.v1.StageTasks
-	(*ResultAck)(nil),                 // 30: converge.worker.v1.ResultAck
-	(*ConfigPush)(nil),                // 31: converge.worker.v1.ConfigPush
-	(*WorkStreamResponse)(nil),        // 32: converge.worker.v1.WorkStreamResponse
-	(*GetProviderConfigRequest)(nil),  // 33: converge.worker.v1.GetProviderConfigRequest
-	(*GetProviderConfigResponse)(nil), // 34: converge.worker.v1.GetProviderConfigResponse
-	(*RelayStageRequest)(nil),         // 35: converge.worker.v1.RelayStageRequest
-	(*RelayStageResponse)(nil),        // 36: converge.worker.v1.RelayStageResponse
-	nil,                               // 37: converge.worker.v1.Resource.LabelsEntry
-	nil,                               // 38: converge.worker.v1.Child.LabelsEntry
+	(*CompositionColumns)(nil),        // 19: converge.worker.v1.CompositionColumns
+	(*LabelSet)(nil),                  // 20: converge.worker.v1.LabelSet
+	(*ValueFlows)(nil),                // 21: converge.worker.v1.ValueFlows
+	(*ResourceRef)(nil),               // 22: converge.worker.v1.ResourceRef
+	(*Outcome)(nil),                   // 23: converge.worker.v1.Outcome
+	(*TaskError)(nil),                 // 24: converge.worker.v1.TaskError
+	(*Subscribe)(nil),                 // 25: converge.worker.v1.Subscribe
+	(*TaskRef)(nil),                   // 26: converge.worker.v1.TaskRef
+	(*ReadinessUpdate)(nil),           // 27: converge.worker.v1.ReadinessUpdate
+	(*StageComplete)(nil),             // 28: converge.worker.v1.StageComplete
+	(*StageCompletes)(nil),            // 29: converge.worker.v1.StageCompletes
+	(*Heartbeat)(nil),                 // 30: converge.worker.v1.Heartbeat
+	(*WorkStreamRequest)(nil),         // 31: converge.worker.v1.WorkStreamRequest
+	(*Subscribed)(nil),                // 32: converge.worker.v1.Subscribed
+	(*StageTasks)(nil),                // 33: converge.worker.v1.StageTasks
+	(*ResultAck)(nil),                 // 34: converge.worker.v1.ResultAck
+	(*ConfigPush)(nil),                // 35: converge.worker.v1.ConfigPush
+	(*WorkStreamResponse)(nil),        // 36: converge.worker.v1.WorkStreamResponse
+	(*GetProviderConfigRequest)(nil),  // 37: converge.worker.v1.GetProviderConfigRequest
+	(*GetProviderConfigResponse)(nil), // 38: converge.worker.v1.GetProviderConfigResponse
+	(*RelayStageRequest)(nil),         // 39: converge.worker.v1.RelayStageRequest
+	(*RelayStageResponse)(nil),        // 40: converge.worker.v1.RelayStageResponse
+	nil,                               // 41: converge.worker.v1.Resource.LabelsEntry
+	nil,                               // 42: converge.worker.v1.Child.LabelsEntry
+	nil,                               // 43: converge.worker.v1.LabelSet.LabelsEntry
 }
 var file_converge_worker_v1_worker_proto_depIdxs = []int32{
 	1,  // 0: converge.worker.v1.KindReadiness.kind:type_name -> converge.worker.v1.KindVersion
-	37, // 1: converge.worker.v1.Resource.labels:type_name -> converge.worker.v1.Resource.LabelsEntry
+	41, // 1: converge.worker.v1.Resource.labels:type_name -> converge.worker.v1.Resource.LabelsEntry
 	6,  // 2: converge.worker.v1.RollupRequest.children:type_name -> converge.worker.v1.ChildSummary
 	10, // 3: converge.worker.v1.RollupRequest.compact:type_name -> converge.worker.v1.ChildColumns
 	3,  // 4: converge.worker.v1.StageTask.fence:type_name -> converge.worker.v1.Fence
@@ -3127,49 +3524,56 @@ var file_converge_worker_v1_worker_proto_depIdxs = []int32{
 	11, // 11: converge.worker.v1.StageTask.delete:type_name -> converge.worker.v1.DeleteRequest
 	12, // 12: converge.worker.v1.StageTask.operate:type_name -> converge.worker.v1.OperateRequest
 	13, // 13: converge.worker.v1.StageTask.react:type_name -> converge.worker.v1.ReactRequest
-	38, // 14: converge.worker.v1.Child.labels:type_name -> converge.worker.v1.Child.LabelsEntry
+	42, // 14: converge.worker.v1.Child.labels:type_name -> converge.worker.v1.Child.LabelsEntry
 	16, // 15: converge.worker.v1.Edge.value_flows:type_name -> converge.worker.v1.ValueFlow
-	15, // 16: converge.worker.v1.Outcome.conditions:type_name -> converge.worker.v1.Condition
-	17, // 17: converge.worker.v1.Outcome.children:type_name -> converge.worker.v1.Child
-	18, // 18: converge.worker.v1.Outcome.edges:type_name -> converge.worker.v1.Edge
-	5,  // 19: converge.worker.v1.Outcome.configs:type_name -> converge.worker.v1.ProviderConfig
-	2,  // 20: converge.worker.v1.Subscribe.kinds:type_name -> converge.worker.v1.KindReadiness
-	22, // 21: converge.worker.v1.Subscribe.resumed:type_name -> converge.worker.v1.TaskRef
-	3,  // 22: converge.worker.v1.TaskRef.fence:type_name -> converge.worker.v1.Fence
-	2,  // 23: converge.worker.v1.ReadinessUpdate.kinds:type_name -> converge.worker.v1.KindReadiness
-	3,  // 24: converge.worker.v1.StageComplete.fence:type_name -> converge.worker.v1.Fence
-	0,  // 25: converge.worker.v1.StageComplete.stage:type_name -> converge.worker.v1.Stage
-	19, // 26: converge.worker.v1.StageComplete.outcome:type_name -> converge.worker.v1.Outcome
-	20, // 27: converge.worker.v1.StageComplete.error:type_name -> converge.worker.v1.TaskError
-	24, // 28: converge.worker.v1.StageCompletes.completes:type_name -> converge.worker.v1.StageComplete
-	22, // 29: converge.worker.v1.Heartbeat.tasks:type_name -> converge.worker.v1.TaskRef
-	21, // 30: converge.worker.v1.WorkStreamRequest.subscribe:type_name -> converge.worker.v1.Subscribe
-	23, // 31: converge.worker.v1.WorkStreamRequest.readiness:type_name -> converge.worker.v1.ReadinessUpdate
-	24, // 32: converge.worker.v1.WorkStreamRequest.complete:type_name -> converge.worker.v1.StageComplete
-	26, // 33: converge.worker.v1.WorkStreamRequest.heartbeat:type_name -> converge.worker.v1.Heartbeat
-	25, // 34: converge.worker.v1.WorkStreamRequest.completes:type_name -> converge.worker.v1.StageCompletes
-	1,  // 35: converge.worker.v1.Subscribed.known:type_name -> converge.worker.v1.KindVersion
-	14, // 36: converge.worker.v1.StageTasks.tasks:type_name -> converge.worker.v1.StageTask
-	5,  // 37: converge.worker.v1.ConfigPush.config:type_name -> converge.worker.v1.ProviderConfig
-	28, // 38: converge.worker.v1.WorkStreamResponse.subscribed:type_name -> converge.worker.v1.Subscribed
-	14, // 39: converge.worker.v1.WorkStreamResponse.task:type_name -> converge.worker.v1.StageTask
-	31, // 40: converge.worker.v1.WorkStreamResponse.config:type_name -> converge.worker.v1.ConfigPush
-	30, // 41: converge.worker.v1.WorkStreamResponse.ack:type_name -> converge.worker.v1.ResultAck
-	29, // 42: converge.worker.v1.WorkStreamResponse.tasks:type_name -> converge.worker.v1.StageTasks
-	5,  // 43: converge.worker.v1.GetProviderConfigResponse.config:type_name -> converge.worker.v1.ProviderConfig
-	14, // 44: converge.worker.v1.RelayStageRequest.task:type_name -> converge.worker.v1.StageTask
-	24, // 45: converge.worker.v1.RelayStageResponse.complete:type_name -> converge.worker.v1.StageComplete
-	27, // 46: converge.worker.v1.WorkerService.WorkStream:input_type -> converge.worker.v1.WorkStreamRequest
-	33, // 47: converge.worker.v1.WorkerService.GetProviderConfig:input_type -> converge.worker.v1.GetProviderConfigRequest
-	35, // 48: converge.worker.v1.WorkerService.RelayStage:input_type -> converge.worker.v1.RelayStageRequest
-	32, // 49: converge.worker.v1.WorkerService.WorkStream:output_type -> converge.worker.v1.WorkStreamResponse
-	34, // 50: converge.worker.v1.WorkerService.GetProviderConfig:output_type -> converge.worker.v1.GetProviderConfigResponse
-	36, // 51: converge.worker.v1.WorkerService.RelayStage:output_type -> converge.worker.v1.RelayStageResponse
-	49, // [49:52] is the sub-list for method output_type
-	46, // [46:49] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	1,  // 16: converge.worker.v1.CompositionColumns.kinds:type_name -> converge.worker.v1.KindVersion
+	20, // 17: converge.worker.v1.CompositionColumns.label_sets:type_name -> converge.worker.v1.LabelSet
+	22, // 18: converge.worker.v1.CompositionColumns.external_dependencies:type_name -> converge.worker.v1.ResourceRef
+	21, // 19: converge.worker.v1.CompositionColumns.flow_sets:type_name -> converge.worker.v1.ValueFlows
+	43, // 20: converge.worker.v1.LabelSet.labels:type_name -> converge.worker.v1.LabelSet.LabelsEntry
+	16, // 21: converge.worker.v1.ValueFlows.flows:type_name -> converge.worker.v1.ValueFlow
+	15, // 22: converge.worker.v1.Outcome.conditions:type_name -> converge.worker.v1.Condition
+	17, // 23: converge.worker.v1.Outcome.children:type_name -> converge.worker.v1.Child
+	18, // 24: converge.worker.v1.Outcome.edges:type_name -> converge.worker.v1.Edge
+	5,  // 25: converge.worker.v1.Outcome.configs:type_name -> converge.worker.v1.ProviderConfig
+	19, // 26: converge.worker.v1.Outcome.composition:type_name -> converge.worker.v1.CompositionColumns
+	2,  // 27: converge.worker.v1.Subscribe.kinds:type_name -> converge.worker.v1.KindReadiness
+	26, // 28: converge.worker.v1.Subscribe.resumed:type_name -> converge.worker.v1.TaskRef
+	3,  // 29: converge.worker.v1.TaskRef.fence:type_name -> converge.worker.v1.Fence
+	2,  // 30: converge.worker.v1.ReadinessUpdate.kinds:type_name -> converge.worker.v1.KindReadiness
+	3,  // 31: converge.worker.v1.StageComplete.fence:type_name -> converge.worker.v1.Fence
+	0,  // 32: converge.worker.v1.StageComplete.stage:type_name -> converge.worker.v1.Stage
+	23, // 33: converge.worker.v1.StageComplete.outcome:type_name -> converge.worker.v1.Outcome
+	24, // 34: converge.worker.v1.StageComplete.error:type_name -> converge.worker.v1.TaskError
+	28, // 35: converge.worker.v1.StageCompletes.completes:type_name -> converge.worker.v1.StageComplete
+	26, // 36: converge.worker.v1.Heartbeat.tasks:type_name -> converge.worker.v1.TaskRef
+	25, // 37: converge.worker.v1.WorkStreamRequest.subscribe:type_name -> converge.worker.v1.Subscribe
+	27, // 38: converge.worker.v1.WorkStreamRequest.readiness:type_name -> converge.worker.v1.ReadinessUpdate
+	28, // 39: converge.worker.v1.WorkStreamRequest.complete:type_name -> converge.worker.v1.StageComplete
+	30, // 40: converge.worker.v1.WorkStreamRequest.heartbeat:type_name -> converge.worker.v1.Heartbeat
+	29, // 41: converge.worker.v1.WorkStreamRequest.completes:type_name -> converge.worker.v1.StageCompletes
+	1,  // 42: converge.worker.v1.Subscribed.known:type_name -> converge.worker.v1.KindVersion
+	14, // 43: converge.worker.v1.StageTasks.tasks:type_name -> converge.worker.v1.StageTask
+	5,  // 44: converge.worker.v1.ConfigPush.config:type_name -> converge.worker.v1.ProviderConfig
+	32, // 45: converge.worker.v1.WorkStreamResponse.subscribed:type_name -> converge.worker.v1.Subscribed
+	14, // 46: converge.worker.v1.WorkStreamResponse.task:type_name -> converge.worker.v1.StageTask
+	35, // 47: converge.worker.v1.WorkStreamResponse.config:type_name -> converge.worker.v1.ConfigPush
+	34, // 48: converge.worker.v1.WorkStreamResponse.ack:type_name -> converge.worker.v1.ResultAck
+	33, // 49: converge.worker.v1.WorkStreamResponse.tasks:type_name -> converge.worker.v1.StageTasks
+	5,  // 50: converge.worker.v1.GetProviderConfigResponse.config:type_name -> converge.worker.v1.ProviderConfig
+	14, // 51: converge.worker.v1.RelayStageRequest.task:type_name -> converge.worker.v1.StageTask
+	28, // 52: converge.worker.v1.RelayStageResponse.complete:type_name -> converge.worker.v1.StageComplete
+	31, // 53: converge.worker.v1.WorkerService.WorkStream:input_type -> converge.worker.v1.WorkStreamRequest
+	37, // 54: converge.worker.v1.WorkerService.GetProviderConfig:input_type -> converge.worker.v1.GetProviderConfigRequest
+	39, // 55: converge.worker.v1.WorkerService.RelayStage:input_type -> converge.worker.v1.RelayStageRequest
+	36, // 56: converge.worker.v1.WorkerService.WorkStream:output_type -> converge.worker.v1.WorkStreamResponse
+	38, // 57: converge.worker.v1.WorkerService.GetProviderConfig:output_type -> converge.worker.v1.GetProviderConfigResponse
+	40, // 58: converge.worker.v1.WorkerService.RelayStage:output_type -> converge.worker.v1.RelayStageResponse
+	56, // [56:59] is the sub-list for method output_type
+	53, // [53:56] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_converge_worker_v1_worker_proto_init() }
@@ -3185,19 +3589,19 @@ func file_converge_worker_v1_worker_proto_init() {
 		(*StageTask_Operate)(nil),
 		(*StageTask_React)(nil),
 	}
-	file_converge_worker_v1_worker_proto_msgTypes[18].OneofWrappers = []any{}
-	file_converge_worker_v1_worker_proto_msgTypes[23].OneofWrappers = []any{
+	file_converge_worker_v1_worker_proto_msgTypes[22].OneofWrappers = []any{}
+	file_converge_worker_v1_worker_proto_msgTypes[27].OneofWrappers = []any{
 		(*StageComplete_Outcome)(nil),
 		(*StageComplete_Error)(nil),
 	}
-	file_converge_worker_v1_worker_proto_msgTypes[26].OneofWrappers = []any{
+	file_converge_worker_v1_worker_proto_msgTypes[30].OneofWrappers = []any{
 		(*WorkStreamRequest_Subscribe)(nil),
 		(*WorkStreamRequest_Readiness)(nil),
 		(*WorkStreamRequest_Complete)(nil),
 		(*WorkStreamRequest_Heartbeat)(nil),
 		(*WorkStreamRequest_Completes)(nil),
 	}
-	file_converge_worker_v1_worker_proto_msgTypes[31].OneofWrappers = []any{
+	file_converge_worker_v1_worker_proto_msgTypes[35].OneofWrappers = []any{
 		(*WorkStreamResponse_Subscribed)(nil),
 		(*WorkStreamResponse_Task)(nil),
 		(*WorkStreamResponse_Config)(nil),
@@ -3210,7 +3614,7 @@ func file_converge_worker_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_converge_worker_v1_worker_proto_rawDesc), len(file_converge_worker_v1_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   38,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

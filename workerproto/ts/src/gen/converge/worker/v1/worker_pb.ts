@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file converge/worker/v1/worker.proto.
  */
 export const file_converge_worker_v1_worker: GenFile = /*@__PURE__*/
-  fileDesc("Ch9jb252ZXJnZS93b3JrZXIvdjEvd29ya2VyLnByb3RvEhJjb252ZXJnZS53b3JrZXIudjEiLAoLS2luZFZlcnNpb24SDAoEa2luZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJIk0KDUtpbmRSZWFkaW5lc3MSLQoEa2luZBgBIAEoCzIfLmNvbnZlcmdlLndvcmtlci52MS5LaW5kVmVyc2lvbhINCgVyZWFkeRgCIAEoCCJHCgVGZW5jZRITCgtsZWFzZV90b2tlbhgBIAEoCRITCgtjbGFpbV9lcG9jaBgCIAEoAxIUCgxtYW5pZmVzdF9nZW4YAyABKAMijgIKCFJlc291cmNlEgoKAmlkGAEgASgJEgwKBGtpbmQYAiABKAkSDwoHdmVyc2lvbhgDIAEoCRIMCgRuYW1lGAQgASgJEjgKBmxhYmVscxgFIAMoCzIoLmNvbnZlcmdlLndvcmtlci52MS5SZXNvdXJjZS5MYWJlbHNFbnRyeRIRCglzcGVjX2pzb24YBiABKAwSEwoLc3RhdHVzX2pzb24YByABKAwSEgoKZ2VuZXJhdGlvbhgIIAEoAxIQCghvd25lcl9pZBgJIAEoCRISCgpmaW5hbGl6ZXJzGAogAygJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEieAoOUHJvdmlkZXJDb25maWcSDAoEa2luZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCmlzX2RlZmF1bHQYAyABKAgSEQoJc3BlY19qc29uGAQgASgMEhEKCWRhdGFfanNvbhgFIAEoDBIQCghyZXZpc2lvbhgGIAEoAyJ/CgxDaGlsZFN1bW1hcnkSCgoCaWQYASABKAkSDAoEa2luZBgCIAEoCRIMCgRuYW1lGAMgASgJEg0KBXBoYXNlGAQgASgJEhEKCWhlYWx0aF9vaxgFIAEoCBITCgtzdGF0dXNfanNvbhgGIAEoDBIQCghvd25lcl9pZBgHIAEoCSIQCg5Db21wb3NlUmVxdWVzdCIeCgtXb3JrUmVxdWVzdBIPCgd0cmlnZ2VyGAEgASgJInYKDVJvbGx1cFJlcXVlc3QSMgoIY2hpbGRyZW4YASADKAsyIC5jb252ZXJnZS53b3JrZXIudjEuQ2hpbGRTdW1tYXJ5EjEKB2NvbXBhY3QYAiABKAsyIC5jb252ZXJnZS53b3JrZXIudjEuQ2hpbGRDb2x1bW5zIqcBCgxDaGlsZENvbHVtbnMSCwoDaWRzGAEgASgMEhIKCmtpbmRfbmFtZXMYAiADKAkSDQoFa2luZHMYAyADKA0SDQoFbmFtZXMYBCADKAkSEwoLcGhhc2VfbmFtZXMYBSADKAkSDgoGcGhhc2VzGAYgAygNEhEKCXVuaGVhbHRoeRgHIAMoDRIOCgZvd25lcnMYCCADKA0SEAoIc3RhdHVzZXMYCSADKAwiIgoNRGVsZXRlUmVxdWVzdBIRCglmaW5hbGl6ZXIYASABKAkiSAoOT3BlcmF0ZVJlcXVlc3QSFAoMb3BlcmF0aW9uX2lkGAEgASgJEgwKBHZlcmIYAiABKAkSEgoKaW5wdXRfanNvbhgDIAEoDCJhCgxSZWFjdFJlcXVlc3QSEgoKdHJhbnNpdGlvbhgBIAEoCRIUCgxiaW5kaW5nX25hbWUYAiABKAkSEwoLZGVkdXBfdG9rZW4YAyABKAkSEgoKZ2VuZXJhdGlvbhgEIAEoAyLdBAoJU3RhZ2VUYXNrEg8KB3Rhc2tfaWQYASABKAkSKAoFZmVuY2UYAiABKAsyGS5jb252ZXJnZS53b3JrZXIudjEuRmVuY2USKAoFc3RhZ2UYAyABKA4yGS5jb252ZXJnZS53b3JrZXIudjEuU3RhZ2USEAoIcmVhY3Rpb24YBCABKAkSLgoIcmVzb3VyY2UYBSABKAsyHC5jb252ZXJnZS53b3JrZXIudjEuUmVzb3VyY2USMgoGY29uZmlnGAYgASgLMiIuY29udmVyZ2Uud29ya2VyLnYxLlByb3ZpZGVyQ29uZmlnEhgKEHRhc2tfZGVhZGxpbmVfbXMYByABKAMSFAoMbGVhc2Vfc2VjcmV0GAggASgJEjUKB2NvbXBvc2UYCiABKAsyIi5jb252ZXJnZS53b3JrZXIudjEuQ29tcG9zZVJlcXVlc3RIABIvCgR3b3JrGAsgASgLMh8uY29udmVyZ2Uud29ya2VyLnYxLldvcmtSZXF1ZXN0SAASMwoGcm9sbHVwGAwgASgLMiEuY29udmVyZ2Uud29ya2VyLnYxLlJvbGx1cFJlcXVlc3RIABIzCgZkZWxldGUYDSABKAsyIS5jb252ZXJnZS53b3JrZXIudjEuRGVsZXRlUmVxdWVzdEgAEjUKB29wZXJhdGUYDiABKAsyIi5jb252ZXJnZS53b3JrZXIudjEuT3BlcmF0ZVJlcXVlc3RIABIxCgVyZWFjdBgPIAEoCzIgLmNvbnZlcmdlLndvcmtlci52MS5SZWFjdFJlcXVlc3RIAEIJCgdyZXF1ZXN0IkoKCUNvbmRpdGlvbhIMCgR0eXBlGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIOCgZyZWFzb24YAyABKAkSDwoHbWVzc2FnZRgEIAEoCSIxCglWYWx1ZUZsb3cSEQoJc3JjX2ZpZWxkGAEgASgJEhEKCWRlcF9maWVsZBgCIAEoCSLKAQoFQ2hpbGQSDAoEa2luZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJEgwKBG5hbWUYAyABKAkSNQoGbGFiZWxzGAQgAygLMiUuY29udmVyZ2Uud29ya2VyLnYxLkNoaWxkLkxhYmVsc0VudHJ5EhEKCXNwZWNfanNvbhgFIAEoDBIbChNwcm92aWRlcl9jb25maWdfcmVmGAYgASgJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEinAEKBEVkZ2USFgoOZGVwZW5kZW50X2tpbmQYASABKAkSFgoOZGVwZW5kZW50X25hbWUYAiABKAkSFwoPZGVwZW5kZW5jeV9raW5kGAMgASgJEhcKD2RlcGVuZGVuY3lfbmFtZRgEIAEoCRIyCgt2YWx1ZV9mbG93cxgFIAMoCzIdLmNvbnZlcmdlLndvcmtlci52MS5WYWx1ZUZsb3cioQIKB091dGNvbWUSEwoLc3RhdHVzX2pzb24YASABKAwSFgoJaGVhbHRoX29rGAIgASgISACIAQESMQoKY29uZGl0aW9ucxgDIAMoCzIdLmNvbnZlcmdlLndvcmtlci52MS5Db25kaXRpb24SKwoIY2hpbGRyZW4YBCADKAsyGS5jb252ZXJnZS53b3JrZXIudjEuQ2hpbGQSJwoFZWRnZXMYBSADKAsyGC5jb252ZXJnZS53b3JrZXIudjEuRWRnZRIzCgdjb25maWdzGAYgAygLMiIuY29udmVyZ2Uud29ya2VyLnYxLlByb3ZpZGVyQ29uZmlnEh0KFW9wZXJhdGlvbl9vdXRwdXRfanNvbhgHIAEoDEIMCgpfaGVhbHRoX29rIi4KCVRhc2tFcnJvchIPCgdtZXNzYWdlGAEgASgJEhAKCHRlcm1pbmFsGAIgASgIIuMBCglTdWJzY3JpYmUSEQoJd29ya2VyX2lkGAEgASgJEjAKBWtpbmRzGAIgAygLMiEuY29udmVyZ2Uud29ya2VyLnYxLktpbmRSZWFkaW5lc3MSFQoNbWF4X2luX2ZsaWdodBgDIAEoBRIsCgdyZXN1bWVkGAQgAygLMhsuY29udmVyZ2Uud29ya2VyLnYxLlRhc2tSZWYSDwoHdmVyc2lvbhgFIAEoCRIRCglrZWVwYWxpdmUYBiABKAgSDwoHYmF0Y2hlcxgHIAEoCBIXCg9jb21wYWN0X3JvbGx1cHMYCCABKAgiWQoHVGFza1JlZhIPCgd0YXNrX2lkGAEgASgJEigKBWZlbmNlGAIgASgLMhkuY29udmVyZ2Uud29ya2VyLnYxLkZlbmNlEhMKC3Jlc291cmNlX2lkGAMgASgJIkMKD1JlYWRpbmVzc1VwZGF0ZRIwCgVraW5kcxgBIAMoCzIhLmNvbnZlcmdlLndvcmtlci52MS5LaW5kUmVhZGluZXNzIokCCg1TdGFnZUNvbXBsZXRlEg8KB3Rhc2tfaWQYASABKAkSKAoFZmVuY2UYAiABKAsyGS5jb252ZXJnZS53b3JrZXIudjEuRmVuY2USEwoLcmVzb3VyY2VfaWQYAyABKAkSKAoFc3RhZ2UYBCABKA4yGS5jb252ZXJnZS53b3JrZXIudjEuU3RhZ2USLgoHb3V0Y29tZRgFIAEoCzIbLmNvbnZlcmdlLndvcmtlci52MS5PdXRjb21lSAASLgoFZXJyb3IYBiABKAsyHS5jb252ZXJnZS53b3JrZXIudjEuVGFza0Vycm9ySAASFAoMbGVhc2Vfc2VjcmV0GAcgASgJQggKBnJlc3VsdCJGCg5TdGFnZUNvbXBsZXRlcxI0Cgljb21wbGV0ZXMYASADKAsyIS5jb252ZXJnZS53b3JrZXIudjEuU3RhZ2VDb21wbGV0ZSI3CglIZWFydGJlYXQSKgoFdGFza3MYASADKAsyGy5jb252ZXJnZS53b3JrZXIudjEuVGFza1JlZiKsAgoRV29ya1N0cmVhbVJlcXVlc3QSMgoJc3Vic2NyaWJlGAEgASgLMh0uY29udmVyZ2Uud29ya2VyLnYxLlN1YnNjcmliZUgAEjgKCXJlYWRpbmVzcxgCIAEoCzIjLmNvbnZlcmdlLndvcmtlci52MS5SZWFkaW5lc3NVcGRhdGVIABI1Cghjb21wbGV0ZRgDIAEoCzIhLmNvbnZlcmdlLndvcmtlci52MS5TdGFnZUNvbXBsZXRlSAASMgoJaGVhcnRiZWF0GAQgASgLMh0uY29udmVyZ2Uud29ya2VyLnYxLkhlYXJ0YmVhdEgAEjcKCWNvbXBsZXRlcxgFIAEoCzIiLmNvbnZlcmdlLndvcmtlci52MS5TdGFnZUNvbXBsZXRlc0gAQgUKA21zZyKMAQoKU3Vic2NyaWJlZBIRCglicm9rZXJfaWQYASABKAkSLgoFa25vd24YAiADKAsyHy5jb252ZXJnZS53b3JrZXIudjEuS2luZFZlcnNpb24SFAoMYWNrc19yZXN1bHRzGAMgASgIEhQKDGtlZXBhbGl2ZV9tcxgEIAEoAxIPCgdiYXRjaGVzGAUgASgIIjoKClN0YWdlVGFza3MSLAoFdGFza3MYASADKAsyHS5jb252ZXJnZS53b3JrZXIudjEuU3RhZ2VUYXNrIh0KCVJlc3VsdEFjaxIQCgh0YXNrX2lkcxgBIAMoCSJfCgpDb25maWdQdXNoEjIKBmNvbmZpZxgBIAEoCzIiLmNvbnZlcmdlLndvcmtlci52MS5Qcm92aWRlckNvbmZpZxIPCgdkZWxldGVkGAIgASgIEgwKBGtpbmQYAyABKAkikQIKEldvcmtTdHJlYW1SZXNwb25zZRI0CgpzdWJzY3JpYmVkGAEgASgLMh4uY29udmVyZ2Uud29ya2VyLnYxLlN1YnNjcmliZWRIABItCgR0YXNrGAIgASgLMh0uY29udmVyZ2Uud29ya2VyLnYxLlN0YWdlVGFza0gAEjAKBmNvbmZpZxgDIAEoCzIeLmNvbnZlcmdlLndvcmtlci52MS5Db25maWdQdXNoSAASLAoDYWNrGAQgASgLMh0uY29udmVyZ2Uud29ya2VyLnYxLlJlc3VsdEFja0gAEi8KBXRhc2tzGAUgASgLMh4uY29udmVyZ2Uud29ya2VyLnYxLlN0YWdlVGFza3NIAEIFCgNtc2ciKAoYR2V0UHJvdmlkZXJDb25maWdSZXF1ZXN0EgwKBGtpbmQYASABKAkiXgoZR2V0UHJvdmlkZXJDb25maWdSZXNwb25zZRINCgVmb3VuZBgBIAEoCBIyCgZjb25maWcYAiABKAsyIi5jb252ZXJnZS53b3JrZXIudjEuUHJvdmlkZXJDb25maWciVwoRUmVsYXlTdGFnZVJlcXVlc3QSKwoEdGFzaxgBIAEoCzIdLmNvbnZlcmdlLndvcmtlci52MS5TdGFnZVRhc2sSFQoNb3JpZ2luX2Jyb2tlchgCIAEoCSJJChJSZWxheVN0YWdlUmVzcG9uc2USMwoIY29tcGxldGUYASABKAsyIS5jb252ZXJnZS53b3JrZXIudjEuU3RhZ2VDb21wbGV0ZSqJAQoFU3RhZ2USFQoRU1RBR0VfVU5TUEVDSUZJRUQQABIRCg1TVEFHRV9DT01QT1NFEAESDgoKU1RBR0VfV09SSxACEhAKDFNUQUdFX1JPTExVUBADEhAKDFNUQUdFX0RFTEVURRAEEhEKDVNUQUdFX09QRVJBVEUQBRIPCgtTVEFHRV9SRUFDVBAGMr8CCg1Xb3JrZXJTZXJ2aWNlEl8KCldvcmtTdHJlYW0SJS5jb252ZXJnZS53b3JrZXIudjEuV29ya1N0cmVhbVJlcXVlc3QaJi5jb252ZXJnZS53b3JrZXIudjEuV29ya1N0cmVhbVJlc3BvbnNlKAEwARJwChFHZXRQcm92aWRlckNvbmZpZxIsLmNvbnZlcmdlLndvcmtlci52MS5HZXRQcm92aWRlckNvbmZpZ1JlcXVlc3QaLS5jb252ZXJnZS53b3JrZXIudjEuR2V0UHJvdmlkZXJDb25maWdSZXNwb25zZRJbCgpSZWxheVN0YWdlEiUuY29udmVyZ2Uud29ya2VyLnYxLlJlbGF5U3RhZ2VSZXF1ZXN0GiYuY29udmVyZ2Uud29ya2VyLnYxLlJlbGF5U3RhZ2VSZXNwb25zZUJOWkxnaXRodWIuY29tL2NvbnZlcmdlLXJ1bi9jb252ZXJnZS93b3JrZXJwcm90by9nZW4vY29udmVyZ2Uvd29ya2VyL3YxO3dvcmtlcnYxYgZwcm90bzM");
+  fileDesc("Ch9jb252ZXJnZS93b3JrZXIvdjEvd29ya2VyLnByb3RvEhJjb252ZXJnZS53b3JrZXIudjEiLAoLS2luZFZlcnNpb24SDAoEa2luZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJIk0KDUtpbmRSZWFkaW5lc3MSLQoEa2luZBgBIAEoCzIfLmNvbnZlcmdlLndvcmtlci52MS5LaW5kVmVyc2lvbhINCgVyZWFkeRgCIAEoCCJHCgVGZW5jZRITCgtsZWFzZV90b2tlbhgBIAEoCRITCgtjbGFpbV9lcG9jaBgCIAEoAxIUCgxtYW5pZmVzdF9nZW4YAyABKAMijgIKCFJlc291cmNlEgoKAmlkGAEgASgJEgwKBGtpbmQYAiABKAkSDwoHdmVyc2lvbhgDIAEoCRIMCgRuYW1lGAQgASgJEjgKBmxhYmVscxgFIAMoCzIoLmNvbnZlcmdlLndvcmtlci52MS5SZXNvdXJjZS5MYWJlbHNFbnRyeRIRCglzcGVjX2pzb24YBiABKAwSEwoLc3RhdHVzX2pzb24YByABKAwSEgoKZ2VuZXJhdGlvbhgIIAEoAxIQCghvd25lcl9pZBgJIAEoCRISCgpmaW5hbGl6ZXJzGAogAygJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEieAoOUHJvdmlkZXJDb25maWcSDAoEa2luZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCmlzX2RlZmF1bHQYAyABKAgSEQoJc3BlY19qc29uGAQgASgMEhEKCWRhdGFfanNvbhgFIAEoDBIQCghyZXZpc2lvbhgGIAEoAyJ/CgxDaGlsZFN1bW1hcnkSCgoCaWQYASABKAkSDAoEa2luZBgCIAEoCRIMCgRuYW1lGAMgASgJEg0KBXBoYXNlGAQgASgJEhEKCWhlYWx0aF9vaxgFIAEoCBITCgtzdGF0dXNfanNvbhgGIAEoDBIQCghvd25lcl9pZBgHIAEoCSIQCg5Db21wb3NlUmVxdWVzdCIeCgtXb3JrUmVxdWVzdBIPCgd0cmlnZ2VyGAEgASgJInYKDVJvbGx1cFJlcXVlc3QSMgoIY2hpbGRyZW4YASADKAsyIC5jb252ZXJnZS53b3JrZXIudjEuQ2hpbGRTdW1tYXJ5EjEKB2NvbXBhY3QYAiABKAsyIC5jb252ZXJnZS53b3JrZXIudjEuQ2hpbGRDb2x1bW5zIqcBCgxDaGlsZENvbHVtbnMSCwoDaWRzGAEgASgMEhIKCmtpbmRfbmFtZXMYAiADKAkSDQoFa2luZHMYAyADKA0SDQoFbmFtZXMYBCADKAkSEwoLcGhhc2VfbmFtZXMYBSADKAkSDgoGcGhhc2VzGAYgAygNEhEKCXVuaGVhbHRoeRgHIAMoDRIOCgZvd25lcnMYCCADKA0SEAoIc3RhdHVzZXMYCSADKAwiIgoNRGVsZXRlUmVxdWVzdBIRCglmaW5hbGl6ZXIYASABKAkiSAoOT3BlcmF0ZVJlcXVlc3QSFAoMb3BlcmF0aW9uX2lkGAEgASgJEgwKBHZlcmIYAiABKAkSEgoKaW5wdXRfanNvbhgDIAEoDCJhCgxSZWFjdFJlcXVlc3QSEgoKdHJhbnNpdGlvbhgBIAEoCRIUCgxiaW5kaW5nX25hbWUYAiABKAkSEwoLZGVkdXBfdG9rZW4YAyABKAkSEgoKZ2VuZXJhdGlvbhgEIAEoAyLdBAoJU3RhZ2VUYXNrEg8KB3Rhc2tfaWQYASABKAkSKAoFZmVuY2UYAiABKAsyGS5jb252ZXJnZS53b3JrZXIudjEuRmVuY2USKAoFc3RhZ2UYAyABKA4yGS5jb252ZXJnZS53b3JrZXIudjEuU3RhZ2USEAoIcmVhY3Rpb24YBCABKAkSLgoIcmVzb3VyY2UYBSABKAsyHC5jb252ZXJnZS53b3JrZXIudjEuUmVzb3VyY2USMgoGY29uZmlnGAYgASgLMiIuY29udmVyZ2Uud29ya2VyLnYxLlByb3ZpZGVyQ29uZmlnEhgKEHRhc2tfZGVhZGxpbmVfbXMYByABKAMSFAoMbGVhc2Vfc2VjcmV0GAggASgJEjUKB2NvbXBvc2UYCiABKAsyIi5jb252ZXJnZS53b3JrZXIudjEuQ29tcG9zZVJlcXVlc3RIABIvCgR3b3JrGAsgASgLMh8uY29udmVyZ2Uud29ya2VyLnYxLldvcmtSZXF1ZXN0SAASMwoGcm9sbHVwGAwgASgLMiEuY29udmVyZ2Uud29ya2VyLnYxLlJvbGx1cFJlcXVlc3RIABIzCgZkZWxldGUYDSABKAsyIS5jb252ZXJnZS53b3JrZXIudjEuRGVsZXRlUmVxdWVzdEgAEjUKB29wZXJhdGUYDiABKAsyIi5jb252ZXJnZS53b3JrZXIudjEuT3BlcmF0ZVJlcXVlc3RIABIxCgVyZWFjdBgPIAEoCzIgLmNvbnZlcmdlLndvcmtlci52MS5SZWFjdFJlcXVlc3RIAEIJCgdyZXF1ZXN0IkoKCUNvbmRpdGlvbhIMCgR0eXBlGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIOCgZyZWFzb24YAyABKAkSDwoHbWVzc2FnZRgEIAEoCSIxCglWYWx1ZUZsb3cSEQoJc3JjX2ZpZWxkGAEgASgJEhEKCWRlcF9maWVsZBgCIAEoCSLKAQoFQ2hpbGQSDAoEa2luZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJEgwKBG5hbWUYAyABKAkSNQoGbGFiZWxzGAQgAygLMiUuY29udmVyZ2Uud29ya2VyLnYxLkNoaWxkLkxhYmVsc0VudHJ5EhEKCXNwZWNfanNvbhgFIAEoDBIbChNwcm92aWRlcl9jb25maWdfcmVmGAYgASgJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEinAEKBEVkZ2USFgoOZGVwZW5kZW50X2tpbmQYASABKAkSFgoOZGVwZW5kZW50X25hbWUYAiABKAkSFwoPZGVwZW5kZW5jeV9raW5kGAMgASgJEhcKD2RlcGVuZGVuY3lfbmFtZRgEIAEoCRIyCgt2YWx1ZV9mbG93cxgFIAMoCzIdLmNvbnZlcmdlLndvcmtlci52MS5WYWx1ZUZsb3ci3gMKEkNvbXBvc2l0aW9uQ29sdW1ucxIuCgVraW5kcxgBIAMoCzIfLmNvbnZlcmdlLndvcmtlci52MS5LaW5kVmVyc2lvbhITCgtjaGlsZF9raW5kcxgCIAMoDRINCgVuYW1lcxgDIAEoCRIUCgxuYW1lX2xlbmd0aHMYBCADKA0SDQoFc3BlY3MYBSABKAwSFAoMc3BlY19sZW5ndGhzGAYgAygNEjAKCmxhYmVsX3NldHMYByADKAsyHC5jb252ZXJnZS53b3JrZXIudjEuTGFiZWxTZXQSGAoQY2hpbGRfbGFiZWxfc2V0cxgIIAMoDRITCgtjb25maWdfcmVmcxgJIAMoCRIZChFjaGlsZF9jb25maWdfcmVmcxgKIAMoDRIXCg9lZGdlX2RlcGVuZGVudHMYCyADKA0SGQoRZWRnZV9kZXBlbmRlbmNpZXMYDCADKA0SPgoVZXh0ZXJuYWxfZGVwZW5kZW5jaWVzGA0gAygLMh8uY29udmVyZ2Uud29ya2VyLnYxLlJlc291cmNlUmVmEjEKCWZsb3dfc2V0cxgOIAMoCzIeLmNvbnZlcmdlLndvcmtlci52MS5WYWx1ZUZsb3dzEhYKDmVkZ2VfZmxvd19zZXRzGA8gAygNInMKCExhYmVsU2V0EjgKBmxhYmVscxgBIAMoCzIoLmNvbnZlcmdlLndvcmtlci52MS5MYWJlbFNldC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjoKClZhbHVlRmxvd3MSLAoFZmxvd3MYASADKAsyHS5jb252ZXJnZS53b3JrZXIudjEuVmFsdWVGbG93IikKC1Jlc291cmNlUmVmEgwKBGtpbmQYASABKAkSDAoEbmFtZRgCIAEoCSLeAgoHT3V0Y29tZRITCgtzdGF0dXNfanNvbhgBIAEoDBIWCgloZWFsdGhfb2sYAiABKAhIAIgBARIxCgpjb25kaXRpb25zGAMgAygLMh0uY29udmVyZ2Uud29ya2VyLnYxLkNvbmRpdGlvbhIrCghjaGlsZHJlbhgEIAMoCzIZLmNvbnZlcmdlLndvcmtlci52MS5DaGlsZBInCgVlZGdlcxgFIAMoCzIYLmNvbnZlcmdlLndvcmtlci52MS5FZGdlEjMKB2NvbmZpZ3MYBiADKAsyIi5jb252ZXJnZS53b3JrZXIudjEuUHJvdmlkZXJDb25maWcSHQoVb3BlcmF0aW9uX291dHB1dF9qc29uGAcgASgMEjsKC2NvbXBvc2l0aW9uGAggASgLMiYuY29udmVyZ2Uud29ya2VyLnYxLkNvbXBvc2l0aW9uQ29sdW1uc0IMCgpfaGVhbHRoX29rIi4KCVRhc2tFcnJvchIPCgdtZXNzYWdlGAEgASgJEhAKCHRlcm1pbmFsGAIgASgIIuMBCglTdWJzY3JpYmUSEQoJd29ya2VyX2lkGAEgASgJEjAKBWtpbmRzGAIgAygLMiEuY29udmVyZ2Uud29ya2VyLnYxLktpbmRSZWFkaW5lc3MSFQoNbWF4X2luX2ZsaWdodBgDIAEoBRIsCgdyZXN1bWVkGAQgAygLMhsuY29udmVyZ2Uud29ya2VyLnYxLlRhc2tSZWYSDwoHdmVyc2lvbhgFIAEoCRIRCglrZWVwYWxpdmUYBiABKAgSDwoHYmF0Y2hlcxgHIAEoCBIXCg9jb21wYWN0X3JvbGx1cHMYCCABKAgiWQoHVGFza1JlZhIPCgd0YXNrX2lkGAEgASgJEigKBWZlbmNlGAIgASgLMhkuY29udmVyZ2Uud29ya2VyLnYxLkZlbmNlEhMKC3Jlc291cmNlX2lkGAMgASgJIkMKD1JlYWRpbmVzc1VwZGF0ZRIwCgVraW5kcxgBIAMoCzIhLmNvbnZlcmdlLndvcmtlci52MS5LaW5kUmVhZGluZXNzIokCCg1TdGFnZUNvbXBsZXRlEg8KB3Rhc2tfaWQYASABKAkSKAoFZmVuY2UYAiABKAsyGS5jb252ZXJnZS53b3JrZXIudjEuRmVuY2USEwoLcmVzb3VyY2VfaWQYAyABKAkSKAoFc3RhZ2UYBCABKA4yGS5jb252ZXJnZS53b3JrZXIudjEuU3RhZ2USLgoHb3V0Y29tZRgFIAEoCzIbLmNvbnZlcmdlLndvcmtlci52MS5PdXRjb21lSAASLgoFZXJyb3IYBiABKAsyHS5jb252ZXJnZS53b3JrZXIudjEuVGFza0Vycm9ySAASFAoMbGVhc2Vfc2VjcmV0GAcgASgJQggKBnJlc3VsdCJGCg5TdGFnZUNvbXBsZXRlcxI0Cgljb21wbGV0ZXMYASADKAsyIS5jb252ZXJnZS53b3JrZXIudjEuU3RhZ2VDb21wbGV0ZSI3CglIZWFydGJlYXQSKgoFdGFza3MYASADKAsyGy5jb252ZXJnZS53b3JrZXIudjEuVGFza1JlZiKsAgoRV29ya1N0cmVhbVJlcXVlc3QSMgoJc3Vic2NyaWJlGAEgASgLMh0uY29udmVyZ2Uud29ya2VyLnYxLlN1YnNjcmliZUgAEjgKCXJlYWRpbmVzcxgCIAEoCzIjLmNvbnZlcmdlLndvcmtlci52MS5SZWFkaW5lc3NVcGRhdGVIABI1Cghjb21wbGV0ZRgDIAEoCzIhLmNvbnZlcmdlLndvcmtlci52MS5TdGFnZUNvbXBsZXRlSAASMgoJaGVhcnRiZWF0GAQgASgLMh0uY29udmVyZ2Uud29ya2VyLnYxLkhlYXJ0YmVhdEgAEjcKCWNvbXBsZXRlcxgFIAEoCzIiLmNvbnZlcmdlLndvcmtlci52MS5TdGFnZUNvbXBsZXRlc0gAQgUKA21zZyKqAQoKU3Vic2NyaWJlZBIRCglicm9rZXJfaWQYASABKAkSLgoFa25vd24YAiADKAsyHy5jb252ZXJnZS53b3JrZXIudjEuS2luZFZlcnNpb24SFAoMYWNrc19yZXN1bHRzGAMgASgIEhQKDGtlZXBhbGl2ZV9tcxgEIAEoAxIPCgdiYXRjaGVzGAUgASgIEhwKFGNvbXBhY3RfY29tcG9zaXRpb25zGAYgASgIIjoKClN0YWdlVGFza3MSLAoFdGFza3MYASADKAsyHS5jb252ZXJnZS53b3JrZXIudjEuU3RhZ2VUYXNrIh0KCVJlc3VsdEFjaxIQCgh0YXNrX2lkcxgBIAMoCSJfCgpDb25maWdQdXNoEjIKBmNvbmZpZxgBIAEoCzIiLmNvbnZlcmdlLndvcmtlci52MS5Qcm92aWRlckNvbmZpZxIPCgdkZWxldGVkGAIgASgIEgwKBGtpbmQYAyABKAkikQIKEldvcmtTdHJlYW1SZXNwb25zZRI0CgpzdWJzY3JpYmVkGAEgASgLMh4uY29udmVyZ2Uud29ya2VyLnYxLlN1YnNjcmliZWRIABItCgR0YXNrGAIgASgLMh0uY29udmVyZ2Uud29ya2VyLnYxLlN0YWdlVGFza0gAEjAKBmNvbmZpZxgDIAEoCzIeLmNvbnZlcmdlLndvcmtlci52MS5Db25maWdQdXNoSAASLAoDYWNrGAQgASgLMh0uY29udmVyZ2Uud29ya2VyLnYxLlJlc3VsdEFja0gAEi8KBXRhc2tzGAUgASgLMh4uY29udmVyZ2Uud29ya2VyLnYxLlN0YWdlVGFza3NIAEIFCgNtc2ciKAoYR2V0UHJvdmlkZXJDb25maWdSZXF1ZXN0EgwKBGtpbmQYASABKAkiXgoZR2V0UHJvdmlkZXJDb25maWdSZXNwb25zZRINCgVmb3VuZBgBIAEoCBIyCgZjb25maWcYAiABKAsyIi5jb252ZXJnZS53b3JrZXIudjEuUHJvdmlkZXJDb25maWcidQoRUmVsYXlTdGFnZVJlcXVlc3QSKwoEdGFzaxgBIAEoCzIdLmNvbnZlcmdlLndvcmtlci52MS5TdGFnZVRhc2sSFQoNb3JpZ2luX2Jyb2tlchgCIAEoCRIcChRjb21wYWN0X2NvbXBvc2l0aW9ucxgDIAEoCCJJChJSZWxheVN0YWdlUmVzcG9uc2USMwoIY29tcGxldGUYASABKAsyIS5jb252ZXJnZS53b3JrZXIudjEuU3RhZ2VDb21wbGV0ZSqJAQoFU3RhZ2USFQoRU1RBR0VfVU5TUEVDSUZJRUQQABIRCg1TVEFHRV9DT01QT1NFEAESDgoKU1RBR0VfV09SSxACEhAKDFNUQUdFX1JPTExVUBADEhAKDFNUQUdFX0RFTEVURRAEEhEKDVNUQUdFX09QRVJBVEUQBRIPCgtTVEFHRV9SRUFDVBAGMr8CCg1Xb3JrZXJTZXJ2aWNlEl8KCldvcmtTdHJlYW0SJS5jb252ZXJnZS53b3JrZXIudjEuV29ya1N0cmVhbVJlcXVlc3QaJi5jb252ZXJnZS53b3JrZXIudjEuV29ya1N0cmVhbVJlc3BvbnNlKAEwARJwChFHZXRQcm92aWRlckNvbmZpZxIsLmNvbnZlcmdlLndvcmtlci52MS5HZXRQcm92aWRlckNvbmZpZ1JlcXVlc3QaLS5jb252ZXJnZS53b3JrZXIudjEuR2V0UHJvdmlkZXJDb25maWdSZXNwb25zZRJbCgpSZWxheVN0YWdlEiUuY29udmVyZ2Uud29ya2VyLnYxLlJlbGF5U3RhZ2VSZXF1ZXN0GiYuY29udmVyZ2Uud29ya2VyLnYxLlJlbGF5U3RhZ2VSZXNwb25zZUJOWkxnaXRodWIuY29tL2NvbnZlcmdlLXJ1bi9jb252ZXJnZS93b3JrZXJwcm90by9nZW4vY29udmVyZ2Uvd29ya2VyL3YxO3dvcmtlcnYxYgZwcm90bzM");
 
 /**
  * KindVersion names one served (kind, version) pair.
@@ -760,6 +760,190 @@ export const EdgeSchema: GenMessage<Edge> = /*@__PURE__*/
   messageDesc(file_converge_worker_v1_worker, 17);
 
 /**
+ * CompositionColumns is a composition's children and edges in columns:
+ * entry i of every per-child column describes child i, and an edge names
+ * its children by position. Kinds, label sets, provider config refs and
+ * value-flow lists are spelled once each and referred to by index; the
+ * names and the specs are each one string of them all, cut by lengths. It
+ * carries what lists of Child and Edge carry, in about half the bytes and a
+ * handful of allocations instead of several per child. A worker sends it
+ * only to a broker whose Subscribed.compact_compositions is true.
+ *
+ * @generated from message converge.worker.v1.CompositionColumns
+ */
+export type CompositionColumns = Message<"converge.worker.v1.CompositionColumns"> & {
+  /**
+   * kinds lists each distinct (kind, version) once; child_kinds[i] indexes it.
+   *
+   * @generated from field: repeated converge.worker.v1.KindVersion kinds = 1;
+   */
+  kinds: KindVersion[];
+
+  /**
+   * @generated from field: repeated uint32 child_kinds = 2;
+   */
+  childKinds: number[];
+
+  /**
+   * names is every child's name, one after the other; name_lengths[i] is
+   * child i's length in bytes.
+   *
+   * @generated from field: string names = 3;
+   */
+  names: string;
+
+  /**
+   * @generated from field: repeated uint32 name_lengths = 4;
+   */
+  nameLengths: number[];
+
+  /**
+   * specs is every child's spec JSON, one after the other; spec_lengths[i]
+   * is child i's length in bytes (0: an empty spec).
+   *
+   * @generated from field: bytes specs = 5;
+   */
+  specs: Uint8Array;
+
+  /**
+   * @generated from field: repeated uint32 spec_lengths = 6;
+   */
+  specLengths: number[];
+
+  /**
+   * label_sets lists each distinct set of labels once; child_label_sets[i]
+   * is j+1 when child i carries label_sets[j], 0 when it has none. The
+   * column is empty when no child has labels.
+   *
+   * @generated from field: repeated converge.worker.v1.LabelSet label_sets = 7;
+   */
+  labelSets: LabelSet[];
+
+  /**
+   * @generated from field: repeated uint32 child_label_sets = 8;
+   */
+  childLabelSets: number[];
+
+  /**
+   * config_refs lists each distinct provider config ref once;
+   * child_config_refs[i] is j+1 for config_refs[j], 0 for none; empty when
+   * no child names one.
+   *
+   * @generated from field: repeated string config_refs = 9;
+   */
+  configRefs: string[];
+
+  /**
+   * @generated from field: repeated uint32 child_config_refs = 10;
+   */
+  childConfigRefs: number[];
+
+  /**
+   * edge_dependents[e] is the position of edge e's dependent child.
+   *
+   * @generated from field: repeated uint32 edge_dependents = 11;
+   */
+  edgeDependents: number[];
+
+  /**
+   * edge_dependencies[e] is the position of edge e's dependency among the
+   * children when below their number n, and external_dependencies[v-n]
+   * (a resource outside the composition) when v is n or more.
+   *
+   * @generated from field: repeated uint32 edge_dependencies = 12;
+   */
+  edgeDependencies: number[];
+
+  /**
+   * @generated from field: repeated converge.worker.v1.ResourceRef external_dependencies = 13;
+   */
+  externalDependencies: ResourceRef[];
+
+  /**
+   * flow_sets lists each distinct list of value flows once;
+   * edge_flow_sets[e] is j+1 for flow_sets[j], 0 for none; empty when no
+   * edge carries flows.
+   *
+   * @generated from field: repeated converge.worker.v1.ValueFlows flow_sets = 14;
+   */
+  flowSets: ValueFlows[];
+
+  /**
+   * @generated from field: repeated uint32 edge_flow_sets = 15;
+   */
+  edgeFlowSets: number[];
+};
+
+/**
+ * Describes the message converge.worker.v1.CompositionColumns.
+ * Use `create(CompositionColumnsSchema)` to create a new message.
+ */
+export const CompositionColumnsSchema: GenMessage<CompositionColumns> = /*@__PURE__*/
+  messageDesc(file_converge_worker_v1_worker, 18);
+
+/**
+ * LabelSet is one set of labels that children share.
+ *
+ * @generated from message converge.worker.v1.LabelSet
+ */
+export type LabelSet = Message<"converge.worker.v1.LabelSet"> & {
+  /**
+   * @generated from field: map<string, string> labels = 1;
+   */
+  labels: { [key: string]: string };
+};
+
+/**
+ * Describes the message converge.worker.v1.LabelSet.
+ * Use `create(LabelSetSchema)` to create a new message.
+ */
+export const LabelSetSchema: GenMessage<LabelSet> = /*@__PURE__*/
+  messageDesc(file_converge_worker_v1_worker, 19);
+
+/**
+ * ValueFlows is one list of value flows that edges share.
+ *
+ * @generated from message converge.worker.v1.ValueFlows
+ */
+export type ValueFlows = Message<"converge.worker.v1.ValueFlows"> & {
+  /**
+   * @generated from field: repeated converge.worker.v1.ValueFlow flows = 1;
+   */
+  flows: ValueFlow[];
+};
+
+/**
+ * Describes the message converge.worker.v1.ValueFlows.
+ * Use `create(ValueFlowsSchema)` to create a new message.
+ */
+export const ValueFlowsSchema: GenMessage<ValueFlows> = /*@__PURE__*/
+  messageDesc(file_converge_worker_v1_worker, 20);
+
+/**
+ * ResourceRef names a resource by kind and name.
+ *
+ * @generated from message converge.worker.v1.ResourceRef
+ */
+export type ResourceRef = Message<"converge.worker.v1.ResourceRef"> & {
+  /**
+   * @generated from field: string kind = 1;
+   */
+  kind: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message converge.worker.v1.ResourceRef.
+ * Use `create(ResourceRefSchema)` to create a new message.
+ */
+export const ResourceRefSchema: GenMessage<ResourceRef> = /*@__PURE__*/
+  messageDesc(file_converge_worker_v1_worker, 21);
+
+/**
  * Outcome is what a handler returns. The broker applies only the parts the
  * reaction's manifest Emits declares.
  *
@@ -784,6 +968,10 @@ export type Outcome = Message<"converge.worker.v1.Outcome"> & {
   conditions: Condition[];
 
   /**
+   * children and edges are a composition as lists; composition is the same
+   * in columns, set instead of them (never both) for a broker whose
+   * Subscribed.compact_compositions is true.
+   *
    * @generated from field: repeated converge.worker.v1.Child children = 4;
    */
   children: Child[];
@@ -802,6 +990,11 @@ export type Outcome = Message<"converge.worker.v1.Outcome"> & {
    * @generated from field: bytes operation_output_json = 7;
    */
   operationOutputJson: Uint8Array;
+
+  /**
+   * @generated from field: converge.worker.v1.CompositionColumns composition = 8;
+   */
+  composition?: CompositionColumns | undefined;
 };
 
 /**
@@ -809,7 +1002,7 @@ export type Outcome = Message<"converge.worker.v1.Outcome"> & {
  * Use `create(OutcomeSchema)` to create a new message.
  */
 export const OutcomeSchema: GenMessage<Outcome> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 18);
+  messageDesc(file_converge_worker_v1_worker, 22);
 
 /**
  * TaskError is a handler failure. Terminal failures stop retrying for the
@@ -834,7 +1027,7 @@ export type TaskError = Message<"converge.worker.v1.TaskError"> & {
  * Use `create(TaskErrorSchema)` to create a new message.
  */
 export const TaskErrorSchema: GenMessage<TaskError> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 19);
+  messageDesc(file_converge_worker_v1_worker, 23);
 
 /**
  * Subscribe opens a session.
@@ -911,7 +1104,7 @@ export type Subscribe = Message<"converge.worker.v1.Subscribe"> & {
  * Use `create(SubscribeSchema)` to create a new message.
  */
 export const SubscribeSchema: GenMessage<Subscribe> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 20);
+  messageDesc(file_converge_worker_v1_worker, 24);
 
 /**
  * TaskRef names a task and its fence.
@@ -940,7 +1133,7 @@ export type TaskRef = Message<"converge.worker.v1.TaskRef"> & {
  * Use `create(TaskRefSchema)` to create a new message.
  */
 export const TaskRefSchema: GenMessage<TaskRef> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 21);
+  messageDesc(file_converge_worker_v1_worker, 25);
 
 /**
  * ReadinessUpdate reports readiness changes live.
@@ -959,7 +1152,7 @@ export type ReadinessUpdate = Message<"converge.worker.v1.ReadinessUpdate"> & {
  * Use `create(ReadinessUpdateSchema)` to create a new message.
  */
 export const ReadinessUpdateSchema: GenMessage<ReadinessUpdate> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 22);
+  messageDesc(file_converge_worker_v1_worker, 26);
 
 /**
  * StageComplete answers a StageTask (or redelivers a buffered answer to a
@@ -1018,7 +1211,7 @@ export type StageComplete = Message<"converge.worker.v1.StageComplete"> & {
  * Use `create(StageCompleteSchema)` to create a new message.
  */
 export const StageCompleteSchema: GenMessage<StageComplete> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 23);
+  messageDesc(file_converge_worker_v1_worker, 27);
 
 /**
  * StageCompletes is several StageCompletes in one stream message, each
@@ -1038,7 +1231,7 @@ export type StageCompletes = Message<"converge.worker.v1.StageCompletes"> & {
  * Use `create(StageCompletesSchema)` to create a new message.
  */
 export const StageCompletesSchema: GenMessage<StageCompletes> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 24);
+  messageDesc(file_converge_worker_v1_worker, 28);
 
 /**
  * Heartbeat lists the tasks still making progress (coalesced).
@@ -1057,7 +1250,7 @@ export type Heartbeat = Message<"converge.worker.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 25);
+  messageDesc(file_converge_worker_v1_worker, 29);
 
 /**
  * WorkStreamRequest is a worker → broker message.
@@ -1108,7 +1301,7 @@ export type WorkStreamRequest = Message<"converge.worker.v1.WorkStreamRequest"> 
  * Use `create(WorkStreamRequestSchema)` to create a new message.
  */
 export const WorkStreamRequestSchema: GenMessage<WorkStreamRequest> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 26);
+  messageDesc(file_converge_worker_v1_worker, 30);
 
 /**
  * Subscribed acknowledges a Subscribe.
@@ -1155,6 +1348,15 @@ export type Subscribed = Message<"converge.worker.v1.Subscribed"> & {
    * @generated from field: bool batches = 5;
    */
   batches: boolean;
+
+  /**
+   * compact_compositions is true when the broker takes a composition as
+   * Outcome.composition (columns). A worker sends columns only to a broker
+   * that said so; any other gets Outcome.children and Outcome.edges.
+   *
+   * @generated from field: bool compact_compositions = 6;
+   */
+  compactCompositions: boolean;
 };
 
 /**
@@ -1162,7 +1364,7 @@ export type Subscribed = Message<"converge.worker.v1.Subscribed"> & {
  * Use `create(SubscribedSchema)` to create a new message.
  */
 export const SubscribedSchema: GenMessage<Subscribed> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 27);
+  messageDesc(file_converge_worker_v1_worker, 31);
 
 /**
  * StageTasks is several StageTasks in one stream message, each handled
@@ -1182,7 +1384,7 @@ export type StageTasks = Message<"converge.worker.v1.StageTasks"> & {
  * Use `create(StageTasksSchema)` to create a new message.
  */
 export const StageTasksSchema: GenMessage<StageTasks> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 28);
+  messageDesc(file_converge_worker_v1_worker, 32);
 
 /**
  * ResultAck acknowledges StageCompletes the broker has taken responsibility
@@ -1208,7 +1410,7 @@ export type ResultAck = Message<"converge.worker.v1.ResultAck"> & {
  * Use `create(ResultAckSchema)` to create a new message.
  */
 export const ResultAckSchema: GenMessage<ResultAck> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 29);
+  messageDesc(file_converge_worker_v1_worker, 33);
 
 /**
  * ConfigPush delivers a kind's whole default providerconfig on every edit.
@@ -1239,7 +1441,7 @@ export type ConfigPush = Message<"converge.worker.v1.ConfigPush"> & {
  * Use `create(ConfigPushSchema)` to create a new message.
  */
 export const ConfigPushSchema: GenMessage<ConfigPush> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 30);
+  messageDesc(file_converge_worker_v1_worker, 34);
 
 /**
  * WorkStreamResponse is a broker → worker message.
@@ -1290,7 +1492,7 @@ export type WorkStreamResponse = Message<"converge.worker.v1.WorkStreamResponse"
  * Use `create(WorkStreamResponseSchema)` to create a new message.
  */
 export const WorkStreamResponseSchema: GenMessage<WorkStreamResponse> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 31);
+  messageDesc(file_converge_worker_v1_worker, 35);
 
 /**
  * GetProviderConfigRequest asks for a kind's default providerconfig.
@@ -1309,7 +1511,7 @@ export type GetProviderConfigRequest = Message<"converge.worker.v1.GetProviderCo
  * Use `create(GetProviderConfigRequestSchema)` to create a new message.
  */
 export const GetProviderConfigRequestSchema: GenMessage<GetProviderConfigRequest> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 32);
+  messageDesc(file_converge_worker_v1_worker, 36);
 
 /**
  * GetProviderConfigResponse carries it; found is false when the kind has none.
@@ -1333,7 +1535,7 @@ export type GetProviderConfigResponse = Message<"converge.worker.v1.GetProviderC
  * Use `create(GetProviderConfigResponseSchema)` to create a new message.
  */
 export const GetProviderConfigResponseSchema: GenMessage<GetProviderConfigResponse> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 33);
+  messageDesc(file_converge_worker_v1_worker, 37);
 
 /**
  * RelayStageRequest carries one stage to a peer broker.
@@ -1352,6 +1554,15 @@ export type RelayStageRequest = Message<"converge.worker.v1.RelayStageRequest"> 
    * @generated from field: string origin_broker = 2;
    */
   originBroker: string;
+
+  /**
+   * compact_compositions is true when the relaying broker takes the
+   * completion's composition as columns (Outcome.composition); a broker
+   * that did not say so gets it as children and edges.
+   *
+   * @generated from field: bool compact_compositions = 3;
+   */
+  compactCompositions: boolean;
 };
 
 /**
@@ -1359,7 +1570,7 @@ export type RelayStageRequest = Message<"converge.worker.v1.RelayStageRequest"> 
  * Use `create(RelayStageRequestSchema)` to create a new message.
  */
 export const RelayStageRequestSchema: GenMessage<RelayStageRequest> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 34);
+  messageDesc(file_converge_worker_v1_worker, 38);
 
 /**
  * RelayStageResponse is the worker's completion of the relayed stage.
@@ -1378,7 +1589,7 @@ export type RelayStageResponse = Message<"converge.worker.v1.RelayStageResponse"
  * Use `create(RelayStageResponseSchema)` to create a new message.
  */
 export const RelayStageResponseSchema: GenMessage<RelayStageResponse> = /*@__PURE__*/
-  messageDesc(file_converge_worker_v1_worker, 35);
+  messageDesc(file_converge_worker_v1_worker, 39);
 
 /**
  * Stage is the part of the pipeline a task runs.
