@@ -1,10 +1,11 @@
 import { create } from "@bufbuild/protobuf";
 
 import { childrenFromColumns } from "./childcols.js";
+import { CompositionBuilder } from "./composecols.js";
 import { effective } from "./config.js";
 import * as pb from "./gen/converge/worker/v1/worker_pb.js";
 import { parseJSON, toJSON } from "./json.js";
-import type { Outcome, ProviderConfig, Request, Stage } from "./provider.js";
+import type { Child, Edge, Outcome, ProviderConfig, Request, Stage } from "./provider.js";
 
 export function configFromProto(c: pb.ProviderConfig | undefined): ProviderConfig | undefined {
   if (c === undefined) {
@@ -99,7 +100,14 @@ export function requestFromTask(t: pb.StageTask, def: ProviderConfig | undefined
   return req;
 }
 
-/** outcomeToProto converts a handler's outcome for the wire; it throws on what JSON cannot carry. */
+/**
+ * outcomeToProto converts a handler's outcome for the wire; it throws on
+ * what JSON cannot carry. A composition goes in columns (Outcome.composition)
+ * when it fits them, else as children and edges; the worker spells columns
+ * out as lists when it sends them to a broker that does not take them
+ * (Subscribed.compact_compositions), so a result kept for redelivery keeps
+ * its columns for a later broker that does.
+ */
 export function outcomeToProto(o: Outcome | undefined | null): pb.Outcome {
   const v: Outcome = o ?? {};
   const out = create(pb.OutcomeSchema, {
@@ -112,28 +120,36 @@ export function outcomeToProto(o: Outcome | undefined | null): pb.Outcome {
   for (const c of v.conditions ?? []) {
     out.conditions.push(create(pb.ConditionSchema, { type: c.type, status: c.status, reason: c.reason ?? "", message: c.message ?? "" }));
   }
-  for (const c of v.children ?? []) {
-    out.children.push(
-      create(pb.ChildSchema, {
-        kind: c.kind,
-        version: c.version ?? "",
-        name: c.name,
-        labels: { ...(c.labels ?? {}) },
-        specJson: toJSON(c.spec, `child ${c.kind}/${c.name} spec`),
-        providerConfigRef: c.providerConfigRef ?? "",
-      }),
-    );
+  const children = v.children ?? [];
+  const edges = v.edges ?? [];
+  const specs = children.map((c) => toJSON(c.spec, `child ${c.kind}/${c.name} spec`));
+  if (children.length > 0) {
+    out.composition = compositionColumns(children, specs, edges);
   }
-  for (const e of v.edges ?? []) {
-    out.edges.push(
-      create(pb.EdgeSchema, {
-        dependentKind: e.dependent.kind,
-        dependentName: e.dependent.name,
-        dependencyKind: e.dependency.kind,
-        dependencyName: e.dependency.name,
-        valueFlows: (e.valueFlows ?? []).map((f) => create(pb.ValueFlowSchema, { srcField: f.srcField, depField: f.depField })),
-      }),
-    );
+  if (out.composition === undefined) {
+    children.forEach((c, i) => {
+      out.children.push(
+        create(pb.ChildSchema, {
+          kind: c.kind,
+          version: c.version ?? "",
+          name: c.name,
+          labels: { ...(c.labels ?? {}) },
+          specJson: specs[i] as Uint8Array,
+          providerConfigRef: c.providerConfigRef ?? "",
+        }),
+      );
+    });
+    for (const e of edges) {
+      out.edges.push(
+        create(pb.EdgeSchema, {
+          dependentKind: e.dependent.kind,
+          dependentName: e.dependent.name,
+          dependencyKind: e.dependency.kind,
+          dependencyName: e.dependency.name,
+          valueFlows: (e.valueFlows ?? []).map((f) => create(pb.ValueFlowSchema, { srcField: f.srcField, depField: f.depField })),
+        }),
+      );
+    }
   }
   for (const c of v.configs ?? []) {
     out.configs.push(
@@ -148,4 +164,19 @@ export function outcomeToProto(o: Outcome | undefined | null): pb.Outcome {
     );
   }
   return out;
+}
+
+/**
+ * compositionColumns writes children (their specs already serialised) and
+ * edges in columns, the form a broker that takes them reads without an
+ * allocation per child; undefined when the composition does not fit columns
+ * (CompositionBuilder.finish): it then goes as lists.
+ */
+function compositionColumns(children: readonly Child[], specs: readonly Uint8Array[], edges: readonly Edge[]): pb.CompositionColumns | undefined {
+  const b = new CompositionBuilder();
+  children.forEach((c, i) => b.child(c.kind, c.version ?? "", c.name, c.labels, specs[i] as Uint8Array, c.providerConfigRef ?? ""));
+  for (const e of edges) {
+    b.edge(e.dependent, e.dependency, e.valueFlows);
+  }
+  return b.finish();
 }

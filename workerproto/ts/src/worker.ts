@@ -4,6 +4,7 @@ import { hostname } from "node:os";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 
+import { spelled } from "./composecols.js";
 import { Defaults } from "./config.js";
 import { configFromProto, outcomeToProto, requestFromTask } from "./convert.js";
 import * as pb from "./gen/converge/worker/v1/worker_pb.js";
@@ -120,6 +121,12 @@ interface Live {
   keepalive: boolean;
   /** batches: the broker acks results and takes several in one message. */
   batches: boolean;
+  /**
+   * compositions: the broker takes a composition in columns
+   * (Subscribed.compact_compositions); any other gets it spelled out as
+   * children and edges when it is sent.
+   */
+  compositions: boolean;
 }
 
 const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
@@ -431,6 +438,7 @@ export class Worker {
         drainReported: this.draining,
         keepalive: keepaliveMs > 0,
         batches: sub.acksResults && sub.batches,
+        compositions: sub.compactCompositions,
       };
       const beatEvery = keepaliveMs > 0 ? Math.min(this.o.heartbeatEveryMs, keepaliveMs) : this.o.heartbeatEveryMs;
       timers.push(setInterval(() => this.heartbeat(), beatEvery));
@@ -531,7 +539,7 @@ export class Worker {
         const batch: pb.StageComplete[] = [];
         let bytes = 0;
         while (this.sent < this.pending.length && batch.length < maxResultBatch) {
-          const c = this.pending[this.sent] as pb.StageComplete;
+          const c = this.onWire(this.pending[this.sent] as pb.StageComplete, live);
           const n = toBinary(pb.StageCompleteSchema, c).length;
           if (batch.length > 0 && bytes + n > resultBatchBytes) {
             break;
@@ -549,13 +557,32 @@ export class Worker {
       return;
     }
     while (this.sent < this.pending.length) {
-      const c = this.pending[this.sent] as pb.StageComplete;
-      live.out.push({ case: "complete", value: c });
+      live.out.push({ case: "complete", value: this.onWire(this.pending[this.sent] as pb.StageComplete, live) });
       if (live.acks) {
         this.sent++;
       } else {
         this.pending.splice(this.sent, 1);
       }
+    }
+  }
+
+  /**
+   * onWire is c as this session's broker takes it. A pending result keeps
+   * the composition columns it was built with (outcomeToProto); a broker
+   * that does not take columns gets a copy with them spelled out as
+   * children and edges, so a redelivery to a later broker that takes them
+   * still carries them. Columns that do not read back (which the builder
+   * never writes) go as a transient failure, so the task re-runs.
+   */
+  private onWire(c: pb.StageComplete, live: Live): pb.StageComplete {
+    if (live.compositions) {
+      return c;
+    }
+    try {
+      return spelled(c);
+    } catch (err) {
+      this.log.error("a result's composition columns do not read back; sending it as a failure", { task_id: c.taskId, error: message(err) });
+      return { ...c, result: { case: "error", value: create(pb.TaskErrorSchema, { message: message(err), terminal: false }) } };
     }
   }
 
@@ -691,7 +718,13 @@ export class Worker {
   }
 }
 
-/** completion builds the StageComplete answering t, echoing its fence and lease secret. */
+/**
+ * completion builds the StageComplete answering t, echoing its fence and
+ * lease secret. A composition in the outcome goes in columns when it fits
+ * them (outcomeToProto): send it as is only to a broker whose
+ * Subscribed.compact_compositions is true; the Worker spells it out as
+ * children and edges for any other.
+ */
 export function completion(t: pb.StageTask, out: Outcome | undefined, err: unknown): pb.StageComplete {
   const c = create(pb.StageCompleteSchema, {
     taskId: t.taskId,

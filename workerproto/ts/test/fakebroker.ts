@@ -122,6 +122,8 @@ export interface FakeBrokerOptions {
   keepaliveMs?: number;
   /** batches is the Subscribed.batches advertised (default false). */
   batches?: boolean;
+  /** compositions is the Subscribed.compact_compositions advertised (default false). */
+  compositions?: boolean;
 }
 
 /** FakeBroker is the scripted broker. */
@@ -131,8 +133,15 @@ export class FakeBroker {
   private server: http2.Http2Server | undefined;
   private readonly conns = new Set<http2.ServerHttp2Session>();
   url = "";
+  /**
+   * compositions is the Subscribed.compact_compositions the next session is
+   * told (options.compositions until a test changes it).
+   */
+  compositions: boolean;
 
-  constructor(private readonly o: FakeBrokerOptions = {}) {}
+  constructor(private readonly o: FakeBrokerOptions = {}) {
+    this.compositions = o.compositions ?? false;
+  }
 
   private routes = (router: ConnectRouter): void => {
     router.service(pb.WorkerService, {
@@ -184,6 +193,7 @@ export class FakeBroker {
           acksResults: this.o.acks ?? true,
           keepaliveMs: BigInt(this.o.keepaliveMs ?? 0),
           batches: this.o.batches ?? false,
+          compactCompositions: this.compositions,
         }) },
     });
     for (;;) {

@@ -8,12 +8,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, test } from "node:test";
 
-import { create } from "@bufbuild/protobuf";
+import { create, toJson } from "@bufbuild/protobuf";
 
+import { spellComposition } from "../src/composecols.js";
 import * as pb from "../src/gen/converge/worker/v1/worker_pb.js";
-import { terminal, Worker, type Provider, type Request, type WorkerOptions } from "../src/index.js";
+import { terminal, Worker, type Outcome, type Provider, type Request, type WorkerOptions } from "../src/index.js";
 import { columnsOf, rollupTask } from "./columns.js";
-import { decode, FakeBroker, json, waitUntil, workTask } from "./fakebroker.js";
+import { decode, FakeBroker, json, waitUntil, workTask, type Session } from "./fakebroker.js";
 
 const fast: WorkerOptions = { reconnectMinMs: 10, reconnectMaxMs: 50, heartbeatEveryMs: 50, readinessEveryMs: 20, drainTimeoutMs: 5_000 };
 
@@ -220,6 +221,82 @@ test("a rollup's columns reach the handler as its children; malformed ones fail 
   const bad = byId.get("bad")?.value as pb.TaskError;
   assert.deepEqual([bad.message, bad.terminal], ["rollup columns: child 1 names owner 2 (0 for the root, 1..2 for a child other than itself)", true]);
 });
+
+/**
+ * composer emits two teams' account and VPC, a team's children sharing one
+ * labels object, each VPC after its account with a value flow.
+ */
+const composer = provider("bom", (req) => {
+  const out: Outcome = { status: { phase: "composed" }, children: [], edges: [] };
+  for (const team of ["t0", "t1"]) {
+    const labels = { bom: req.resource.name, team };
+    const acct = `${req.resource.name}-${team}-account`;
+    const vpc = `${req.resource.name}-${team}-vpc`;
+    out.children?.push({ kind: "account", name: acct, labels, spec: { team } }, { kind: "vpc", name: vpc, labels, spec: { cidr: "10.0.0.0/24" } });
+    out.edges?.push({ dependent: { kind: "vpc", name: vpc }, dependency: { kind: "account", name: acct }, valueFlows: [{ srcField: "/account_id", depField: "/account_id" }] });
+  }
+  return out;
+});
+
+/** composedLists is composer's composition of bom b1 as children and edges lists, in proto JSON. */
+function composedLists(): unknown {
+  const out = create(pb.OutcomeSchema, { statusJson: json({ phase: "composed" }) });
+  for (const team of ["t0", "t1"]) {
+    const labels = { bom: "b1", team };
+    const acct = `b1-${team}-account`;
+    const vpc = `b1-${team}-vpc`;
+    out.children.push(
+      create(pb.ChildSchema, { kind: "account", name: acct, labels, specJson: json({ team }) }),
+      create(pb.ChildSchema, { kind: "vpc", name: vpc, labels, specJson: json({ cidr: "10.0.0.0/24" }) }),
+    );
+    out.edges.push(
+      create(pb.EdgeSchema, {
+        dependentKind: "vpc",
+        dependentName: vpc,
+        dependencyKind: "account",
+        dependencyName: acct,
+        valueFlows: [create(pb.ValueFlowSchema, { srcField: "/account_id", depField: "/account_id" })],
+      }),
+    );
+  }
+  return toJson(pb.OutcomeSchema, out);
+}
+
+for (const batches of [false, true]) {
+  test(`a composition goes as lists to a broker that does not take columns and as columns to one that does; an unacked result keeps its columns for the next session (batches: ${batches})`, async () => {
+    const b = await startBroker({ acks: true, autoAck: false, batches });
+    startWorker(b.url, {}, composer, provider("k", () => ({ status: { plain: true } })));
+    const compose = workTask("c1", "bom", "b1", {}, { stage: pb.Stage.COMPOSE, reaction: "compose", request: { case: "compose", value: create(pb.ComposeRequestSchema) } });
+    const s0 = await b.session(0);
+    s0.tasks(compose, workTask("p1", "k", "plain", {}));
+    await waitUntil("both results", () => s0.completes().length === 2);
+    const outcome = (s: Session, id: string): pb.Outcome => {
+      const c = s.completes().find((x) => x.taskId === id);
+      assert.ok(c !== undefined && c.result.case === "outcome", `${id}'s outcome`);
+      return c.result.value;
+    };
+    const lists = outcome(s0, "c1");
+    assert.equal(lists.composition, undefined, "no columns for a broker that did not ask for them");
+    assert.deepEqual(toJson(pb.OutcomeSchema, lists), composedLists());
+    assert.deepEqual(decode(outcome(s0, "p1").statusJson), { plain: true });
+
+    // Unacked, the results go again on the next session, whose broker takes columns.
+    b.compositions = true;
+    s0.fail();
+    const s1 = await b.session(1);
+    await waitUntil("both redelivered", () => s1.completes().length === 2);
+    const again = outcome(s1, "c1");
+    assert.ok(again.composition !== undefined, "columns for a broker that takes them");
+    assert.deepEqual([again.children, again.edges], [[], []], "never both forms");
+    assert.equal(again.composition.labelSets.length, 2, "a team's children share one label set");
+    assert.equal(again.composition.flowSets.length, 1, "the edges share one list of flows");
+    const spelledOut = spellComposition(again.composition);
+    assert.deepEqual(toJson(pb.OutcomeSchema, create(pb.OutcomeSchema, { statusJson: again.statusJson, ...spelledOut })), composedLists());
+    assert.deepEqual(decode(outcome(s1, "p1").statusJson), { plain: true });
+    assert.equal(s1.completes().find((c) => c.taskId === "c1")?.leaseSecret, "secret-c1");
+    s1.ack("c1", "p1");
+  });
+}
 
 test("the task deadline aborts the handler's signal and fails the task transiently", async () => {
   const b = await startBroker();
