@@ -219,7 +219,7 @@ func (b *Broker) assemble() {
 		b.disp = &dispatcher{id: d.ID, claims: d.Pipeline, routes: rt, shards: d.Shards, tasks: b.tasks, runner: run,
 			wakes: wakes, metrics: d.Metrics, clock: b.clock, log: b.log, outage: d.Outage,
 			pairCap: b.PairCap, pollMin: b.PollMin, pollMax: b.PollMax, drain: b.Drain,
-			rollupBound: rollupBounds{kinds: kinds, rollupSlots: cap(run.rollups)}.bound}
+			rollupBound: rollupBounds{kinds: kinds, rollupSlots: run.rollups.n}.bound}
 		b.beats = &heartbeater{id: d.ID, leases: d.Pipeline, tasks: b.tasks, every: b.HeartbeatEvery, clock: b.clock, log: b.log,
 			outage: d.Outage}
 		b.pushes = &configPusher{configs: d.Store, targets: b.reg, wakes: wakes, failsafe: configFailsafe,

@@ -89,20 +89,17 @@ func TestRunnerRunTask_DeadlineFromTheClaimOrFromTheSlot(t *testing.T) {
 		due := newClaimDeadline(ctx, []pipeline.Task{leaf})
 		claimed := time.Now()
 		time.Sleep(10 * time.Second) // the leaf starts a while after its claim
-		rn.runTask(ctx, pipeline.Lease{WorkerID: "broker-1"}, leaf, due)
+		rn.runTask(ctx, pipeline.Lease{WorkerID: "broker-1"}, leaf, due, func() {})
 		require.Equal(t, claimed.Add(time.Minute), <-deadlines, "a leaf's deadline counts from its claim")
 
 		root := task(2, pipeline.TaskReconcile)
 		root.Resource = pipeline.Snapshot{Kind: "bom", Version: "v1", Name: "root"}
 		root.Generation, root.Deadline = 1, time.Minute
 		due = newClaimDeadline(ctx, []pipeline.Task{root})
-		holder, err := rn.composes.acquire(ctx)
+		holder, err := acquire(ctx, rn.composes)
 		require.NoError(t, err)
 		ran := make(chan struct{})
-		go func() {
-			defer close(ran)
-			rn.runTask(ctx, pipeline.Lease{WorkerID: "broker-1"}, root, due)
-		}()
+		rn.runTask(ctx, pipeline.Lease{WorkerID: "broker-1"}, root, due, func() { close(ran) })
 		time.Sleep(2 * time.Minute) // past the claim's deadline, waiting for the slot
 		synctest.Wait()
 		select {

@@ -19,23 +19,23 @@ func composes(t pipeline.Task, kind store.Kind) bool {
 		!t.IsRollup() && t.Resource.ComposedGen < t.Generation
 }
 
-// taskSlot takes the slot a task's heaviest stage needs, held until the
-// task ends: a compose slot for a task that will compose
-// (DefaultComposeSlots), a rollup slot for any other reconcile of a kind
-// with a rollup, which may read its whole subtree (DefaultRollupSlots).
-// Other tasks get a nil release at once.
-func (rn *runner) taskSlot(ctx context.Context, t pipeline.Task) (func(), error) {
+// slotsFor is the slots a task's heaviest stage takes, held until the task
+// ends: the compose slots for a task that will compose
+// (DefaultComposeSlots), the rollup slots for any other reconcile of a kind
+// with a rollup, which may read its whole subtree (DefaultRollupSlots). Other
+// tasks take none (nil).
+func (rn *runner) slotsFor(t pipeline.Task) *taskSlots {
 	kind, ok := rn.kinds.Kind(kvOf(t))
 	if !ok {
-		return nil, nil
+		return nil
 	}
 	if composes(t, kind) {
-		return rn.composes.acquire(ctx)
+		return rn.composes
 	}
 	if _, hasRollup := kind.Manifest.Rollup(); hasRollup && t.Key.TaskType == pipeline.TaskReconcile {
-		return rn.rollups.acquire(ctx)
+		return rn.rollups
 	}
-	return nil, nil
+	return nil
 }
 
 // compose runs the compose stage and writes the composition.

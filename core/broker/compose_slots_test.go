@@ -4,13 +4,16 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/metrics"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/pipeline"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
@@ -51,7 +54,7 @@ func TestRunnerCompose_SlotsBoundComposesInFlight(t *testing.T) {
 		return t
 	}
 	run := func(ctx context.Context, t pipeline.Task) error {
-		release, err := rn.taskSlot(ctx, t)
+		release, err := acquire(ctx, rn.slotsFor(t))
 		if err != nil {
 			return err
 		}
@@ -80,19 +83,15 @@ func TestRunnerCompose_SlotsBoundComposesInFlight(t *testing.T) {
 
 	// With the slot taken: a leaf gets through at once, a compose whose
 	// wait is cancelled gives up without sending its stage.
-	release, err := rn.composes.acquire(ctx)
+	release, err := acquire(ctx, rn.composes)
 	require.NoError(t, err)
 	defer release()
 	leaf := task()
 	leaf.Resource.Kind = "vpc"
-	done, err := rn.taskSlot(ctx, leaf)
-	require.NoError(t, err)
-	require.Nil(t, done, "a task that does not compose takes no slot")
+	require.Nil(t, rn.slotsFor(leaf), "a task that does not compose takes no slot")
 	settled := task()
 	settled.Trigger = string(manifest.TriggerChildrenSettled)
-	done, err = rn.taskSlot(ctx, settled)
-	require.NoError(t, err)
-	require.Nil(t, done, "a rollup re-pend does not compose (and this kind has no rollup)")
+	require.Nil(t, rn.slotsFor(settled), "a rollup re-pend does not compose (and this kind has no rollup)")
 	wctx, wcancel := context.WithCancel(ctx)
 	wcancel()
 	require.ErrorIs(t, run(wctx, task()), context.Canceled)
@@ -121,25 +120,109 @@ func TestRunnerTaskSlot_RollupsWaitForARollupSlot(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	first, err := rn.taskSlot(ctx, task("bom", string(manifest.TriggerChildrenSettled), 2))
+	first, err := acquire(ctx, rn.slotsFor(task("bom", string(manifest.TriggerChildrenSettled), 2)))
 	require.NoError(t, err)
 	wctx, wcancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer wcancel()
-	_, err = rn.taskSlot(wctx, task("bom", string(manifest.TriggerChildrenSettled), 2))
+	_, err = acquire(wctx, rn.slotsFor(task("bom", string(manifest.TriggerChildrenSettled), 2)))
 	require.ErrorIs(t, err, context.DeadlineExceeded, "a second rollup waits while the only rollup slot is held")
 
-	done, err := rn.taskSlot(ctx, task("bom", string(manifest.TriggerSpecChange), 1))
-	require.NoError(t, err, "a compose takes a compose slot, not the rollup slot")
-	require.Len(t, rn.composes, 1)
-	done()
-	done, err = rn.taskSlot(ctx, task("vpc", string(manifest.TriggerSpecChange), 0))
-	require.NoError(t, err)
-	require.Nil(t, done, "a leaf takes no slot")
+	require.Same(t, rn.composes, rn.slotsFor(task("bom", string(manifest.TriggerSpecChange), 1)),
+		"a compose takes a compose slot, not the rollup slot")
+	require.Nil(t, rn.slotsFor(task("vpc", string(manifest.TriggerSpecChange), 0)), "a leaf takes no slot")
 
 	first()
-	done, err = rn.taskSlot(ctx, task("bom", string(manifest.TriggerChildrenSettled), 2))
+	done, err := acquire(ctx, rn.slotsFor(task("bom", string(manifest.TriggerChildrenSettled), 2)))
 	require.NoError(t, err, "the freed slot is taken")
 	done()
+}
+
+// acquire waits for one of s's slots, as a task does, and returns its
+// release, or ctx's error if ctx ends first.
+func acquire(ctx context.Context, s *taskSlots) (func(), error) {
+	got := make(chan func(), 1)
+	s.take(ctx, func(release func(), _ bool) { got <- release })
+	release := <-got
+	if release == nil {
+		return nil, ctx.Err()
+	}
+	return release, nil
+}
+
+// A task that finds no slot free waits as data: runTask returns at once,
+// holding no goroutine, and the task runs on a goroutine of its own when a
+// slot is given back, in the order the tasks came. One whose context ends
+// while it waits gives its lease back without a slot, and the slot goes to
+// the next in line.
+func TestRunnerRunTask_AWaitingTaskHoldsNoGoroutine(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		composer := manifest.ReactionDecl{Name: "compose", Trigger: manifest.TriggerSpecChange, Emits: manifest.Mask(manifest.OutcomeChildren)}
+		kind := store.Kind{Name: "bom", Version: "v1", Manifest: manifest.KindManifest{Kind: "bom", Version: "v1",
+			Reactions: []manifest.ReactionDecl{composer}}}
+		var mu sync.Mutex
+		var order []string
+		released := 0
+		rn := &runner{
+			store: &fakeTaskStore{ReleaseFn: func(context.Context, pipeline.Lease, []pipeline.TaskKey) (int, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				released++
+				return 1, nil
+			}, ApplyComposeFn: func(context.Context, pipeline.Task, pipeline.Composition) (pipeline.ComposeResult, error) {
+				return pipeline.ComposeResult{}, nil
+			}},
+			stages: &fakeStageDispatcher{StageFn: func(_ context.Context, tk pipeline.Task, _ workerv1.Stage, _ string, _ bool) (*workerv1.Outcome, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				order = append(order, tk.Resource.Name)
+				return &workerv1.Outcome{}, nil
+			}},
+			outbox: newOutboxWriter(func(context.Context, ...pipeline.Result) error { return nil }),
+			kinds:  fakeKinds{kind, workerKind}, composes: newTaskSlots(1, DefaultComposeSlots),
+			metrics: metrics.New(), clock: engine.RealClock, log: zerolog.Nop(),
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() { _ = rn.outbox.Run(ctx) }()
+		compose := func(name string) pipeline.Task {
+			t := pipeline.Task{Key: pipeline.TaskKey{ResourceID: uuid.New(), TaskType: pipeline.TaskReconcile}, Generation: 1}
+			t.Resource.Kind, t.Resource.Version, t.Resource.Name = "bom", "v1", name
+			return t
+		}
+		holder, err := acquire(ctx, rn.composes)
+		require.NoError(t, err)
+
+		ended := make(chan string, 3)
+		gone, giveUp := context.WithCancel(ctx)
+		for _, name := range []string{"first", "gives-up", "second"} {
+			tctx := ctx
+			if name == "gives-up" {
+				tctx = gone
+			}
+			// Called on this goroutine: it returns though the slot is
+			// held, so the task waits without it (a runTask that waited
+			// on a goroutine would block here for good).
+			rn.runTask(tctx, pipeline.Lease{WorkerID: "broker-1"}, compose(name), nil, func() { ended <- name })
+		}
+		synctest.Wait()
+		require.Empty(t, ended, "three tasks wait")
+
+		giveUp()
+		require.Equal(t, "gives-up", <-ended, "a task whose context ends gives up while it waits")
+		mu.Lock()
+		require.Equal(t, 1, released, "its lease is given back")
+		require.Empty(t, order, "and it sent no stage")
+		mu.Unlock()
+
+		holder()
+		require.Equal(t, "first", <-ended)
+		require.Equal(t, "second", <-ended)
+		mu.Lock()
+		require.Equal(t, []string{"first", "second"}, order, "in the order they came, one slot at a time")
+		mu.Unlock()
+		require.Zero(t, rn.composes.inUse(), "every slot given back")
+	})
 }
 
 // The rollup slots follow the cores: two each, no fewer than 4 (a small

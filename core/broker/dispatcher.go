@@ -41,9 +41,11 @@ type shardBounds interface {
 }
 
 // taskRunner runs one claimed task to its outbox result, under the deadline
-// its claim shares unless it waits for a slot first.
+// its claim shares unless it waits for a slot first, and calls done when the
+// task has ended (which may be after runTask returns: a task waiting for a
+// slot holds no goroutine).
 type taskRunner interface {
-	runTask(ctx context.Context, lease pipeline.Lease, t pipeline.Task, due *claimDeadline)
+	runTask(ctx context.Context, lease pipeline.Lease, t pipeline.Task, due *claimDeadline, done func())
 }
 
 // dispatcher is the claim loop: it round-robins every (kind, version, task
@@ -328,12 +330,11 @@ func (d *dispatcher) claimPair(ctx, taskCtx context.Context, p pairKey, lo, hi i
 		// claim's last task ends, keeps no finished task's documents.
 		t := &tasks[i]
 		d.pool.Go(func() {
-			defer func() {
+			d.runner.runTask(taskCtx, lease, *t, due, func() {
 				d.tasks.finish(p, t.Key, t.IsRollup())
 				*t = pipeline.Task{}
 				due.done()
-			}()
-			d.runner.runTask(taskCtx, lease, *t, due)
+			})
 		})
 	}
 	return len(tasks), err

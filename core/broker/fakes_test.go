@@ -89,7 +89,8 @@ type fakeRunner struct {
 	RunFn func(ctx context.Context, lease pipeline.Lease, t pipeline.Task)
 }
 
-func (f *fakeRunner) runTask(ctx context.Context, lease pipeline.Lease, t pipeline.Task, _ *claimDeadline) {
+func (f *fakeRunner) runTask(ctx context.Context, lease pipeline.Lease, t pipeline.Task, _ *claimDeadline, done func()) {
+	defer done()
 	f.RunFn(ctx, lease, t)
 }
 

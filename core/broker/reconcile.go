@@ -78,26 +78,46 @@ type runner struct {
 	log     zerolog.Logger
 	// composes and rollups bound the composes and the rollup kinds' other
 	// reconciles in flight (nil: unbounded).
-	composes, rollups taskSlots
+	composes, rollups *taskSlots
 	outage            *engine.Outage // nil: a failed outbox write is logged
 }
 
-// runTask runs one claimed task's pipeline under its deadline and appends the
-// outcome to the outbox. A task that takes no slot runs under its claim's
-// deadline (due; nil: its own).
-func (rn *runner) runTask(ctx context.Context, lease pipeline.Lease, t pipeline.Task, due *claimDeadline) {
-	started := rn.clock.Now()
-	// A compose or a rollup waits for its slot before its deadline starts:
-	// queueing behind this broker's others is not the worker's time.
-	release, err := rn.taskSlot(ctx, t)
-	if err != nil {
-		rn.abandon(lease, t, nil)
+// runTask runs one claimed task's pipeline under its deadline, appends the
+// outcome to the outbox, and calls done when the task has ended. A task that
+// takes no slot runs at once, under its claim's deadline (due; nil: its
+// own). A compose or a rollup takes its slot first (slotsFor), and its
+// deadline starts at the slot: queueing behind this broker's others is not
+// the worker's time. One that finds no slot free waits without a goroutine:
+// runTask returns, and the task runs on a goroutine of its own once a slot
+// is free (or gives its lease back if ctx ends first).
+func (rn *runner) runTask(ctx context.Context, lease pipeline.Lease, t pipeline.Task, due *claimDeadline, done func()) {
+	slots := rn.slotsFor(t)
+	if slots == nil {
+		rn.run(ctx, lease, t, due)
+		done()
 		return
 	}
-	if release != nil {
-		defer release()
-		due = nil // its deadline starts now, not at the claim
-	}
+	slots.take(ctx, func(release func(), queued bool) {
+		run := func() {
+			defer done()
+			if release == nil {
+				rn.abandon(lease, t, nil)
+				return
+			}
+			defer release()
+			rn.run(ctx, lease, t, nil)
+		}
+		if queued {
+			go run()
+			return
+		}
+		run()
+	})
+}
+
+// run is runTask for a task that holds its slot, if it needs one.
+func (rn *runner) run(ctx context.Context, lease pipeline.Lease, t pipeline.Task, due *claimDeadline) {
+	started := rn.clock.Now()
 	tctx := ctx
 	if t.Deadline > 0 {
 		var cancel context.CancelFunc

@@ -167,7 +167,7 @@ func TestRunnerRunTask_Leaf(t *testing.T) {
 			tk := task(5, pipeline.TaskReconcile)
 			tk.Resource = pipeline.Snapshot{Kind: "vpc", Version: "v1", Name: "vpc-1"}
 			tk.Generation = 1
-			rn.runTask(ctx, pipeline.Lease{WorkerID: "broker-1"}, tk, nil)
+			rn.runTask(ctx, pipeline.Lease{WorkerID: "broker-1"}, tk, nil, func() {})
 
 			require.Equal(t, tc.want.released, released, tc.reason)
 			mu.Lock()
@@ -242,7 +242,7 @@ func TestRunnerRunTask_AnUnreachableDatabaseIsRetriedNotRecorded(t *testing.T) {
 			tk := task(5, pipeline.TaskReconcile)
 			tk.Resource = pipeline.Snapshot{Kind: "bom", Version: "v1", Name: "root"}
 			tk.Generation, tk.Deadline = 1, tc.deadline
-			rn.runTask(ctx, pipeline.Lease{WorkerID: "broker-1"}, tk, nil)
+			rn.runTask(ctx, pipeline.Lease{WorkerID: "broker-1"}, tk, nil, func() {})
 
 			if tc.calls > 0 {
 				require.Equal(t, tc.calls, calls)
