@@ -91,22 +91,31 @@ func outcomeToProto(o Outcome) *workerv1.Outcome {
 	for _, c := range o.Conditions {
 		out.Conditions = append(out.Conditions, &workerv1.Condition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
 	}
+	// Only a composition is worth columns; a leaf's outcome has none.
+	var cols *workerv1.CompositionColumns
+	ok := false
 	if len(o.Children) > 0 {
-		if cols, ok := compositionColumns(o); ok {
-			out.Composition = cols
-		}
+		cols, ok = compositionColumns(o)
 	}
+	if ok {
+		out.Composition = cols
+	} else {
+		appendLists(out, o)
+	}
+	for _, c := range o.Configs {
+		out.Configs = append(out.Configs, configToProto(c))
+	}
+	return out
+}
+
+// appendLists writes o's children and edges as lists, for a composition
+// columns cannot carry.
+func appendLists(out *workerv1.Outcome, o Outcome) {
 	for _, c := range o.Children {
-		if out.Composition != nil {
-			break
-		}
 		out.Children = append(out.Children, &workerv1.Child{Kind: c.Kind, Version: c.Version, Name: c.Name,
 			Labels: c.Labels, SpecJson: c.Spec, ProviderConfigRef: c.ProviderConfigRef})
 	}
 	for _, e := range o.Edges {
-		if out.Composition != nil {
-			break
-		}
 		pe := &workerv1.Edge{DependentKind: e.Dependent.Kind, DependentName: e.Dependent.Name,
 			DependencyKind: e.Dependency.Kind, DependencyName: e.Dependency.Name}
 		for _, f := range e.ValueFlows {
@@ -114,10 +123,6 @@ func outcomeToProto(o Outcome) *workerv1.Outcome {
 		}
 		out.Edges = append(out.Edges, pe)
 	}
-	for _, c := range o.Configs {
-		out.Configs = append(out.Configs, configToProto(c))
-	}
-	return out
 }
 
 // compositionColumns writes o's children and edges in columns, the form a
