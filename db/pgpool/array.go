@@ -8,9 +8,10 @@ import (
 )
 
 // Element is what an Array holds: the element types of the hot statements'
-// array parameters (uuid[], text[], bigint[], jsonb[]).
+// array parameters (uuid[], text[], bigint[], int[], bool[], jsonb[]); a nil
+// *string or *bool, like a nil json.RawMessage, is a NULL element.
 type Element interface {
-	uuid.UUID | string | int64 | json.RawMessage
+	uuid.UUID | string | *string | int64 | int32 | bool | *bool | json.RawMessage
 }
 
 // Array is a slice passed as a Postgres array parameter, its elements
@@ -19,9 +20,11 @@ type Element interface {
 // []int64, and for a []uuid.UUID reflection and two allocations. The
 // broker's multi-row statements (outbox appends, compose writes) pass
 // thousands of elements a second, and those allocations were a quarter of
-// converge's at a 100k run. Array hands pgx a pointer to each element
-// instead, which the plans RegisterArrays adds encode without a copy. A nil
-// Array is a NULL array, as a nil slice is.
+// converge's at a 100k run. In binary (as pgx sends arrays), the array types
+// RegisterUUID and RegisterArrays set up encode an Array in one pass
+// (arrayPlan); elsewhere Array hands pgx a pointer to each element, which the
+// element plans RegisterArrays adds encode without a copy. A nil Array is a
+// NULL array, as a nil slice is.
 type Array[T Element] []T
 
 // Dimensions is the array's one dimension (nil: NULL).
@@ -43,6 +46,8 @@ func (a Array[T]) IndexType() any { return (*T)(nil) }
 // jsonb, *json.RawMessage. Without them pgx dereferences a pointer through
 // reflection, which allocates the copy again. A nil pointer is NULL, as
 // before, and so is a nil json.RawMessage; only the copy is saved.
+// The array types of text, bigint, int, bool and jsonb then encode an Array
+// of their element in one pass (registerArrayPlans).
 func RegisterArrays(m *pgtype.Map) {
 	m.TryWrapEncodePlanFuncs = append([]pgtype.TryWrapEncodePlanFunc{tryWrapStringPtr, tryWrapInt64Ptr}, m.TryWrapEncodePlanFuncs...)
 	if t, ok := m.TypeForName("jsonb"); ok {
@@ -50,6 +55,7 @@ func RegisterArrays(m *pgtype.Map) {
 		m.RegisterType(jt)
 		m.RegisterType(&pgtype.Type{Name: "_jsonb", OID: pgtype.JSONBArrayOID, Codec: &pgtype.ArrayCodec{ElementType: jt}})
 	}
+	registerArrayPlans(m)
 }
 
 // ptrCodec is a codec that also encodes a *T (an Array's element) in

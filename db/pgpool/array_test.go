@@ -80,6 +80,99 @@ func TestArrayRoundTrip(t *testing.T) {
 	require.Len(t, nullable, 2)
 	require.Equal(t, word, *nullable[0])
 	require.Nil(t, nullable[1], "a nil *string element is still NULL")
+	nullable = nil
+	require.NoError(t, pool.QueryRow(ctx, `SELECT $1::text[]`, pgpool.Array[*string]{nil, &word}).Scan(&nullable))
+	require.Len(t, nullable, 2)
+	require.Nil(t, nullable[0], "a nil *string element of an Array is NULL")
+	require.Equal(t, word, *nullable[1])
+
+	var shards []int32
+	require.NoError(t, pool.QueryRow(ctx, `SELECT $1::int[]`, pgpool.Array[int32]{0, 7, -3, 1 << 30}).Scan(&shards))
+	require.Equal(t, []int32{0, 7, -3, 1 << 30}, shards)
+	yes, no := true, false
+	var flags []*bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT $1::bool[] || $2::bool[]`, pgpool.Array[bool]{true, false}, pgpool.Array[*bool]{&yes, nil, &no}).Scan(&flags))
+	require.Len(t, flags, 5)
+	for i, want := range []*bool{&yes, &no, &yes, nil, &no} {
+		require.Equal(t, want, flags[i], "flag %d", i)
+	}
+	var hasNull bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT array_position($1::bool[], NULL) IS NOT NULL`, pgpool.Array[*bool]{&yes, nil}).Scan(&hasNull))
+	require.True(t, hasNull, "the array knows it holds a NULL")
+
+	// An Array for an array type it has no one-pass plan for still encodes,
+	// element by element.
+	var vc []string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT $1::varchar[]::text[]`, pgpool.Array[string]{"a", "bé"}).Scan(&vc))
+	require.Equal(t, []string{"a", "bé"}, vc)
+	for typ, empty := range map[string]any{"uuid[]": pgpool.Array[uuid.UUID]{}, "bigint[]": pgpool.Array[int64]{}, "int[]": pgpool.Array[int32]{},
+		"bool[]": pgpool.Array[bool]{}, "jsonb[]": pgpool.Array[json.RawMessage]{}, "text[]": pgpool.Array[*string]{}} {
+		var card *int
+		var eq bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT cardinality($1::`+typ+`), $1::`+typ+` = '{}'`, empty).Scan(&card, &eq), "%T", empty)
+		require.NotNil(t, card, "%T", empty)
+		require.Zero(t, *card, "%T: an empty Array is an empty array", empty)
+		require.True(t, eq, "%T: equal to '{}'", empty)
+	}
+}
+
+// TestArrayEncodesAsPgxDoes: an Array's one-pass encoding is byte for byte
+// what pgx's own array codec makes of the same elements (the element plans
+// RegisterArrays and RegisterUUID leave to it), NULL elements included.
+func TestArrayEncodesAsPgxDoes(t *testing.T) {
+	t.Parallel()
+	ours := pgtype.NewMap()
+	pgpool.RegisterUUID(ours)
+	pgpool.RegisterArrays(ours)
+	theirs := pgtype.NewMap()
+	word, yes := "région ✓", true
+	for _, c := range []struct {
+		oid          uint32
+		array, plain any
+	}{
+		{pgtype.UUIDArrayOID, pgpool.Array[uuid.UUID]{uuid.New(), uuid.New()}, nil},
+		{pgtype.TextArrayOID, pgpool.Array[string]{"vpc", "", word}, []string{"vpc", "", word}},
+		{pgtype.TextArrayOID, pgpool.Array[*string]{&word, nil}, []*string{&word, nil}},
+		{pgtype.Int8ArrayOID, pgpool.Array[int64]{0, -1, 1 << 62}, []int64{0, -1, 1 << 62}},
+		{pgtype.Int4ArrayOID, pgpool.Array[int32]{0, -1, 1 << 30}, []int32{0, -1, 1 << 30}},
+		{pgtype.BoolArrayOID, pgpool.Array[bool]{true, false}, []bool{true, false}},
+		{pgtype.BoolArrayOID, pgpool.Array[*bool]{nil, &yes}, []*bool{nil, &yes}},
+		{pgtype.JSONBArrayOID, pgpool.Array[json.RawMessage]{json.RawMessage(`{"a":1}`), nil}, nil},
+	} {
+		plain := c.plain
+		switch a := c.array.(type) {
+		case pgpool.Array[uuid.UUID]:
+			plain = []pgtype.UUID{{Bytes: a[0], Valid: true}, {Bytes: a[1], Valid: true}}
+		case pgpool.Array[json.RawMessage]:
+			plain = []*map[string]int{{"a": 1}, nil}
+		}
+		got, err := ours.Encode(c.oid, pgtype.BinaryFormatCode, c.array, []byte("prefix"))
+		require.NoError(t, err, "%T", c.array)
+		want, err := theirs.Encode(c.oid, pgtype.BinaryFormatCode, plain, []byte("prefix"))
+		require.NoError(t, err, "%T", plain)
+		require.Equal(t, want, got, "%T appended as pgx encodes %T", c.array, plain)
+	}
+}
+
+// TestArrayGrowsTheBufferOnce: a statement's parameters are appended to one
+// buffer that pgx starts small for every statement; an Array grows it once
+// (a single allocation), however many elements it has.
+func TestArrayGrowsTheBufferOnce(t *testing.T) { //nolint:paralleltest // AllocsPerRun counts the whole process's allocations
+	m := pgtype.NewMap()
+	pgpool.RegisterUUID(m)
+	pgpool.RegisterArrays(m)
+	docs := make(pgpool.Array[json.RawMessage], 256)
+	for i := range docs {
+		docs[i] = json.RawMessage(`{"vpc_id":"` + uuid.NewString() + `","cidr":"10.0.0.0/16"}`)
+	}
+	var arg any = docs // boxed once, as pgx's caller has it
+	allocs := testing.AllocsPerRun(20, func() {
+		if _, err := m.Encode(pgtype.JSONBArrayOID, pgtype.BinaryFormatCode, arg, make([]byte, 0, 256)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// Two: the 256-byte buffer the statement starts with, and its one growth.
+	require.LessOrEqual(t, allocs, 2.0, "256 documents grow the buffer once")
 }
 
 // TestArrayEncodesWithoutAnAllocationPerElement encodes each Array and the

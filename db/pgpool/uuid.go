@@ -15,7 +15,8 @@ import (
 // Scans likewise: pgx prefers a target's sql.Scanner to every wrapper, so
 // a *uuid.UUID was scanned by formatting the 16 bytes to text and parsing
 // them back; the uuid type's codec now copies them (uuidCodec), and a
-// uuid[] decodes its elements the same way.
+// uuid[] decodes its elements the same way. A uuid[] encodes an
+// Array[uuid.UUID] in one pass (arrayPlan).
 func RegisterUUID(m *pgtype.Map) {
 	m.TryWrapEncodePlanFuncs = append([]pgtype.TryWrapEncodePlanFunc{tryWrapUUIDEncode}, m.TryWrapEncodePlanFuncs...)
 	ut := &pgtype.Type{Name: "uuid", OID: pgtype.UUIDOID, Codec: uuidCodec{ptrCodec[uuid.UUID]{
@@ -23,7 +24,10 @@ func RegisterUUID(m *pgtype.Map) {
 		appendTo: func(buf []byte, u *uuid.UUID) []byte { return append(buf, u[:]...) },
 	}}}
 	m.RegisterType(ut)
-	m.RegisterType(&pgtype.Type{Name: "_uuid", OID: pgtype.UUIDArrayOID, Codec: &pgtype.ArrayCodec{ElementType: ut}})
+	m.RegisterType(&pgtype.Type{Name: "_uuid", OID: pgtype.UUIDArrayOID, Codec: arrayCodec{
+		Codec:   &pgtype.ArrayCodec{ElementType: ut},
+		planFor: func(v any) pgtype.EncodePlan { return planIf(v, uuidElems) },
+	}})
 	m.RegisterDefaultPgType(uuid.UUID{}, "uuid")
 	m.RegisterDefaultPgType([]uuid.UUID{}, "_uuid")
 }

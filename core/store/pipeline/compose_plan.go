@@ -13,6 +13,7 @@ import (
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/store/internal/schemacache"
+	"github.com/converge-run/converge/db/pgpool"
 )
 
 // composeState is the root and what it owns, read under lock.
@@ -489,10 +490,10 @@ func bootstrapFlows(ctx context.Context, tx pgx.Tx, plan *composePlan) error {
 	// composition creates has none yet (a first composition sends nothing),
 	// and only their dependents' specs go to the statement.
 	var (
-		deps  []int32 // per edge, the position of its dependent in specs
-		ups   []uuid.UUID
-		flows [][]byte
-		specs []json.RawMessage
+		deps  pgpool.Array[int32] // per edge, the position of its dependent in specs
+		ups   pgpool.Array[uuid.UUID]
+		flows pgpool.Array[json.RawMessage]
+		specs pgpool.Array[json.RawMessage]
 		child []int // per entry of specs, the plan's child
 	)
 	pos := map[int]int32{}

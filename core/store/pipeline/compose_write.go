@@ -115,7 +115,7 @@ func writeChildren(ctx context.Context, tx pgx.Tx, st *composeState, plan *compo
 func writeChildChunk(ctx context.Context, tx pgx.Tx, st *composeState, children []plannedChild, now any) (created, updated []uuid.UUID, err error) {
 	n := len(children)
 	ids, kinds, versions, names := make(pgpool.Array[uuid.UUID], n), make(pgpool.Array[string], n), make(pgpool.Array[string], n), make(pgpool.Array[string], n)
-	labels, specs, refs, isNew := make(pgpool.Array[json.RawMessage], n), make(pgpool.Array[json.RawMessage], n), make([]*string, n), make([]bool, n)
+	labels, specs, refs, isNew := make(pgpool.Array[json.RawMessage], n), make(pgpool.Array[json.RawMessage], n), make(pgpool.Array[*string], n), make(pgpool.Array[bool], n)
 	nNew := 0
 	for i := range children {
 		ch := &children[i]

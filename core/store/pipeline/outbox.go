@@ -91,11 +91,11 @@ func (s *Store) AppendOutbox(ctx context.Context, results ...Result) error {
 	}
 	n := len(results)
 	// Arrays: pgx would box each element of a plain slice (pgpool.Array).
-	shards, ids, types, ops := make([]int32, n), make(pgpool.Array[uuid.UUID], n), make(pgpool.Array[string], n), make(pgpool.Array[uuid.UUID], n)
+	shards, ids, types, ops := make(pgpool.Array[int32], n), make(pgpool.Array[uuid.UUID], n), make(pgpool.Array[string], n), make(pgpool.Array[uuid.UUID], n)
 	epochs, gens := make(pgpool.Array[int64], n), make(pgpool.Array[int64], n)
 	statuses, conds, outputs := make(pgpool.Array[json.RawMessage], n), make(pgpool.Array[json.RawMessage], n), make(pgpool.Array[json.RawMessage], n)
-	health, advance, terminal := make([]*bool, n), make([]bool, n), make([]bool, n)
-	errs, fins := make([]*string, n), make([]*string, n)
+	health, advance, terminal := make(pgpool.Array[*bool], n), make(pgpool.Array[bool], n), make(pgpool.Array[bool], n)
+	errs, fins := make(pgpool.Array[*string], n), make(pgpool.Array[*string], n)
 	for i := range results {
 		r := &results[i] // a pointer: a copy of r whose fields are taken (errs, fins) would be one allocation per result
 		if err := r.Validate(); err != nil {

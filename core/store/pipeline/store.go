@@ -68,8 +68,8 @@ type TaskKey struct {
 var ErrFenced = errors.New("claim fenced: the task's lease moved on")
 
 // keyArrays splits keys into the parallel arrays the unnest statements take.
-func keyArrays(keys []TaskKey) (shards []int32, ids pgpool.Array[uuid.UUID], types pgpool.Array[string], ops pgpool.Array[uuid.UUID]) {
-	shards = make([]int32, len(keys))
+func keyArrays(keys []TaskKey) (shards pgpool.Array[int32], ids pgpool.Array[uuid.UUID], types pgpool.Array[string], ops pgpool.Array[uuid.UUID]) {
+	shards = make(pgpool.Array[int32], len(keys))
 	ids = make(pgpool.Array[uuid.UUID], len(keys))
 	types = make(pgpool.Array[string], len(keys))
 	ops = make(pgpool.Array[uuid.UUID], len(keys))
