@@ -154,6 +154,70 @@ func TestArrayEncodesAsPgxDoes(t *testing.T) {
 	}
 }
 
+// TestReserve_GrowsTheBufferOnceForTheStatement: a statement's arguments
+// encoded one after another into one buffer, as pgx does, grow it once when
+// they went through Reserve, and once per Array when they did not; the
+// bytes are the same either way, and Postgres reads them (a NULL Array and a
+// scalar among them, the first argument not an Array).
+func TestReserve_GrowsTheBufferOnceForTheStatement(t *testing.T) { //nolint:paralleltest // AllocsPerRun counts the whole process's allocations
+	m := pgtype.NewMap()
+	pgpool.RegisterUUID(m)
+	pgpool.RegisterArrays(m)
+	const n = 256
+	ids, names, docs, flags := make(pgpool.Array[uuid.UUID], n), make(pgpool.Array[string], n), make(pgpool.Array[json.RawMessage], n), make(pgpool.Array[*bool], n)
+	yes := true
+	for i := range n {
+		ids[i], names[i] = uuid.New(), "leaf-"+uuid.NewString()
+		docs[i] = json.RawMessage(`{"vpc_id":"` + names[i] + `"}`)
+		if i%3 == 0 {
+			flags[i] = &yes
+		}
+	}
+	oids := []uint32{pgtype.Int8OID, pgtype.UUIDArrayOID, pgtype.TextArrayOID, pgtype.JSONBArrayOID, pgtype.BoolArrayOID, pgtype.Int8ArrayOID}
+	plain := []any{int64(7), ids, names, docs, flags, pgpool.Array[int64](nil)}
+	encode := func(args []any) ([]byte, error) {
+		buf := make([]byte, 0, 256) // what pgx starts each statement with
+		for i, a := range args {
+			var err error
+			if buf, err = m.Encode(oids[i], pgtype.BinaryFormatCode, a, buf); err != nil {
+				return nil, err
+			}
+		}
+		return buf, nil
+	}
+	want, err := encode(plain)
+	require.NoError(t, err)
+	reservedArgs := pgpool.Reserve(append([]any(nil), plain...)...)
+	got, err := encode(reservedArgs)
+	require.NoError(t, err)
+	require.Equal(t, want, got, "the same bytes")
+	count := func(args []any) float64 {
+		return testing.AllocsPerRun(20, func() {
+			if _, err := encode(args); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	alone, together := count(plain), count(reservedArgs)
+	t.Logf("%.0f allocations without Reserve, %.0f with", alone, together)
+	require.GreaterOrEqual(t, alone, 4.0, "one growth per Array at least")
+	require.LessOrEqual(t, together, 2.0, "the statement's first buffer and its one growth")
+
+	pool := pgtest.Pool(t)
+	var gotIDs []uuid.UUID
+	var gotNames []string
+	var nulls, k int
+	var none *int
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT $1::bigint, $2::uuid[], $3::text[], cardinality($4::jsonb[]), (SELECT count(*) FROM unnest($5::bool[]) f WHERE f IS NULL), cardinality($6::bigint[])`,
+		pgpool.Reserve(int64(7), ids, names, docs, flags, pgpool.Array[int64](nil))...).Scan(&k, &gotIDs, &gotNames, &nulls, &nulls, &none))
+	require.Equal(t, 7, k)
+	require.Equal(t, []uuid.UUID(ids), gotIDs)
+	require.Equal(t, []string(names), gotNames)
+	require.Equal(t, n-(n+2)/3, nulls, "the NULL flags")
+	require.Nil(t, none, "a NULL array")
+}
+
 // TestArrayGrowsTheBufferOnce: a statement's parameters are appended to one
 // buffer that pgx starts small for every statement; an Array grows it once
 // (a single allocation), however many elements it has.

@@ -1,6 +1,10 @@
 package pipeline
 
-import "context"
+import (
+	"context"
+
+	"github.com/converge-run/converge/db/pgpool"
+)
 
 // Held is a task lease as a worker reports it: the task and the claim_epoch
 // it was dispatched under.
@@ -29,7 +33,7 @@ func (s *Store) Adopt(ctx context.Context, workerID string, tasks []Held) ([]Tas
 	var out []TaskKey
 	for p, ks := range byPartition(0, 255, keys) {
 		shards, ids, types, ops := keyArrays(ks)
-		epochs := make([]int64, len(ks))
+		epochs := make(pgpool.Array[int64], len(ks))
 		for i, k := range ks {
 			epochs[i] = epochOf[k]
 		}
@@ -47,7 +51,7 @@ WITH held AS (
 UPDATE work_queue w SET worker_id = $8, heartbeat_at = coalesce($9::timestamptz, now())
  WHERE w.shard_id BETWEEN $1 AND $2 AND w.ctid = ANY (ARRAY(SELECT ctid FROM held))
 RETURNING w.shard_id, w.resource_id, w.task_type, w.op_id`,
-			p*partitionWidth, p*partitionWidth+partitionWidth-1, shards, ids, types, ops, epochs, workerID, s.now())
+			pgpool.Reserve(p*partitionWidth, p*partitionWidth+partitionWidth-1, shards, ids, types, ops, epochs, workerID, s.now())...)
 		if err != nil {
 			return out, wrap(err, "adopt %d leases (shards %d-%d)", len(ks), p*partitionWidth, p*partitionWidth+partitionWidth-1)
 		}

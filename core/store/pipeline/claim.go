@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/db/pgpool"
 )
 
 // Lease is a claimer: its worker id and the contiguous shard range it claims
@@ -401,7 +402,7 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, lo, hi int, keys
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM beat)`,
-				plo, phi, shards, ids, types, ops, workerID, s.now()).Scan(&locked, &changed)
+				pgpool.Reserve(plo, phi, shards, ids, types, ops, workerID, s.now())...).Scan(&locked, &changed)
 			return locked, changed, err
 		})
 		total += n
@@ -435,7 +436,7 @@ func (s *Store) Release(ctx context.Context, l Lease, keys []TaskKey) (int, erro
      GROUP BY rel.kind, rel.version
     ON CONFLICT (kind, version, range_lo) DO UPDATE SET in_flight = k.in_flight + EXCLUDED.in_flight
 )
-SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM rel)`, plo, phi, shards, ids, types, ops, l.WorkerID, l.Lo).Scan(&locked, &changed)
+SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM rel)`, pgpool.Reserve(plo, phi, shards, ids, types, ops, l.WorkerID, l.Lo)...).Scan(&locked, &changed)
 			return locked, changed, err
 		})
 		total += n

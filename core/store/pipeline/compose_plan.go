@@ -517,7 +517,7 @@ func bootstrapFlows(ctx context.Context, tx pgx.Tx, plan *composePlan) error {
 SELECT e.dep, apply_value_flows(($1::jsonb[])[e.dep + 1], jsonb_agg(jsonb_build_array(e.flows, u.status) ORDER BY e.ord))
   FROM unnest($2::int[], $3::uuid[], $4::jsonb[]) WITH ORDINALITY AS e(dep, up, flows, ord)
  CROSS JOIN LATERAL (SELECT u.status FROM resources u WHERE u.id = e.up AND u.status IS NOT NULL OFFSET 0) u
- GROUP BY e.dep`, specs, deps, ups, flows)
+ GROUP BY e.dep`, pgpool.Reserve(specs, deps, ups, flows)...)
 	if err != nil {
 		return wrap(err, "compose: bootstrap value flows")
 	}

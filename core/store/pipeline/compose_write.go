@@ -162,7 +162,7 @@ WITH want AS (
     RETURNING r.id
 )
 SELECT coalesce((SELECT array_agg(id) FROM ins), '{}'), coalesce((SELECT array_agg(id) FROM upd), '{}')`,
-		ids, kinds, versions, names, labels, specs, refs, isNew, st.root, st.top, now).Scan(&created, &updated)
+		pgpool.Reserve(ids, kinds, versions, names, labels, specs, refs, isNew, st.root, st.top, now)...).Scan(&created, &updated)
 	if err != nil {
 		return nil, nil, wrap(err, "compose %s: write children", st.root)
 	}
@@ -265,7 +265,7 @@ WITH want AS (
      WHERE d.value_flows IS DISTINCT FROM EXCLUDED.value_flows
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM del) + (SELECT count(*) FROM ups)`, children, deps, ups, flows).Scan(&res.Edges)
+SELECT (SELECT count(*) FROM del) + (SELECT count(*) FROM ups)`, pgpool.Reserve(children, deps, ups, flows)...).Scan(&res.Edges)
 	return wrap(err, "compose: write edges")
 }
 

@@ -128,6 +128,6 @@ WITH ins AS (
     RETURNING 1
 )
 SELECT notify_gated('outbox_ready') WHERE EXISTS (SELECT 1 FROM ins)`,
-		shards, ids, types, ops, epochs, gens, statuses, health, advance, conds, errs, terminal, fins, outputs)
+		pgpool.Reserve(shards, ids, types, ops, epochs, gens, statuses, health, advance, conds, errs, terminal, fins, outputs)...)
 	return wrap(err, "append %d results to the outbox", n)
 }
