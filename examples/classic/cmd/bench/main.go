@@ -8,7 +8,7 @@
 //	bench: n=<N> resources_per_sec=<f> ready_p50_ms=<f> ready_p99_ms=<f> rollup_ms=<f> converge_rss_mb=<f> worker_rss_mb=<f>
 //	  leaf_per_sec=<f> tail_ms=<f> pg_cpu_ms_per_leaf=<f> converge_cpu_ms_per_leaf=<f> worker_cpu_ms_per_leaf=<f>
 //	  first_leaf_ms=<f> cpu_cores=<f> converge_rss_end_mb=<f> worker_rss_end_mb=<f> probe_polls=<n> probe_pg_cpu_ms=<f>
-//	  converge_io_calls_per_leaf=<f> worker_io_calls_per_leaf=<f>
+//	  converge_io_calls_per_leaf=<f> worker_io_calls_per_leaf=<f> converge_rss_mean_mb=<f> worker_rss_mean_mb=<f>
 //	  [river_jobs_per_sec=<f> ratio=<f> river_n=<n> river_pg_cpu_ms_per_job=<f> river_cpu_ms_per_job=<f>]
 //
 // (one line; wrapped here). The run starts at the first measured root's
@@ -29,7 +29,8 @@
 // the same window's wall time: how many cores the stack kept busy (about
 // the core count when CPU-bound, far below it in a stall). converge_rss_mb and
 // worker_rss_mb are peak RSS (VmHWM); *_rss_end_mb the current RSS (VmRSS)
-// at the end. probe_polls and probe_pg_cpu_ms are the bench's own load on
+// at the end; *_rss_mean_mb the RSS averaged over the window, sampled every
+// 100 ms (see rssSampler: a longer run's peak is the largest of more swings). probe_polls and probe_pg_cpu_ms are the bench's own load on
 // the database while it waits (included in pg_cpu_ms_per_leaf): see probe.
 // converge_io_calls_per_leaf and worker_io_calls_per_leaf are each
 // process's read- and write-class system calls (/proc/<pid>/io syscr +
