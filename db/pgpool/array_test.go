@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/db/pgpool"
@@ -216,6 +217,22 @@ func TestReserve_GrowsTheBufferOnceForTheStatement(t *testing.T) { //nolint:para
 	require.Equal(t, []string(names), gotNames)
 	require.Equal(t, n-(n+2)/3, nulls, "the NULL flags")
 	require.Nil(t, none, "a NULL array")
+
+	// A pool not built by Config has none of the plans: reserved arguments
+	// are still encoded, element by element.
+	bare, err := pgxpool.New(context.Background(), pgtest.URL(t))
+	require.NoError(t, err)
+	defer bare.Close()
+	var shards []int32
+	var words []*string
+	var ok *bool
+	require.NoError(t, bare.QueryRow(context.Background(), `SELECT $1::int[], $2::text[], ($3::bool[])[2]`,
+		pgpool.Reserve(pgpool.Array[int32]{3, 1}, pgpool.Array[*string]{&names[0], nil}, pgpool.Array[*bool]{&yes, nil})...).Scan(&shards, &words, &ok))
+	require.Equal(t, []int32{3, 1}, shards)
+	require.Len(t, words, 2)
+	require.Equal(t, names[0], *words[0])
+	require.Nil(t, words[1], "a NULL word")
+	require.Nil(t, ok, "a NULL flag")
 }
 
 // TestArrayGrowsTheBufferOnce: a statement's parameters are appended to one

@@ -38,7 +38,8 @@ func (c arrayCodec) PlanEncode(m *pgtype.Map, oid uint32, format int16, value an
 // 13% of converge's allocation in a 200k run. Reserved, it grows once, by
 // the statement's size. Only the first Array's parameter must be of an
 // array type RegisterArrays or RegisterUUID set up (uuid[], text[],
-// bigint[], int[], bool[], jsonb[]); args is changed in place.
+// bigint[], int[], bool[], jsonb[]) for the room to be made; elsewhere the
+// Array is encoded as it would be unreserved. args is changed in place.
 func Reserve(args ...any) []any {
 	first, total := -1, 0
 	for i, a := range args {
@@ -62,11 +63,21 @@ func Reserve(args ...any) []any {
 type sizer interface{ encodedSize() int }
 
 // reserved is an argument that makes room for size bytes, then encodes
-// as arg.
+// as arg. On a connection whose type map lacks the plans (a pool not built
+// by Config), it is the Array it wraps to pgx's own array codec
+// (pgtype.ArrayGetter): encoded element by element, without the room.
 type reserved struct {
-	arg  any
+	arg  any // an Array
 	size int
 }
+
+func (r reserved) Dimensions() []pgtype.ArrayDimension {
+	return r.arg.(pgtype.ArrayGetter).Dimensions()
+}
+
+func (r reserved) Index(i int) any { return r.arg.(pgtype.ArrayGetter).Index(i) }
+
+func (r reserved) IndexType() any { return r.arg.(pgtype.ArrayGetter).IndexType() }
 
 // reservePlan grows the buffer by the reserved size and encodes the
 // argument with the plan m has for it (pgx caches plans by the value's
