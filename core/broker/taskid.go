@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"encoding/hex"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -23,14 +24,50 @@ type taskID struct {
 	finalizer  string
 }
 
+// String is the id as it travels: its fields, '|'-separated, built in one
+// buffer (every stage dispatch makes one).
 func (t taskID) String() string {
-	final := "0"
+	fin := url.QueryEscape(t.finalizer)
+	var b strings.Builder
+	b.Grow(3 + 4 + 37 + len(t.key.TaskType) + 1 + 37 + 2*21 + len(t.stage) + 1 + 2 + len(fin))
+	b.WriteString("v1|")
+	var num [20]byte
+	b.Write(strconv.AppendInt(num[:0], int64(t.key.ShardID), 10))
+	b.WriteByte('|')
+	writeUUID(&b, t.key.ResourceID)
+	b.WriteByte('|')
+	b.WriteString(string(t.key.TaskType))
+	b.WriteByte('|')
+	writeUUID(&b, t.key.OpID)
+	b.WriteByte('|')
+	b.Write(strconv.AppendInt(num[:0], t.epoch, 10))
+	b.WriteByte('|')
+	b.Write(strconv.AppendInt(num[:0], t.generation, 10))
+	b.WriteByte('|')
+	b.WriteString(t.stage)
 	if t.final {
-		final = "1"
+		b.WriteString("|1|")
+	} else {
+		b.WriteString("|0|")
 	}
-	return strings.Join([]string{"v1", strconv.Itoa(t.key.ShardID), t.key.ResourceID.String(), string(t.key.TaskType),
-		t.key.OpID.String(), strconv.FormatInt(t.epoch, 10), strconv.FormatInt(t.generation, 10), t.stage, final,
-		url.QueryEscape(t.finalizer)}, "|")
+	b.WriteString(fin)
+	return b.String()
+}
+
+// writeUUID writes u in its canonical 36-character form (as u.String()
+// spells it, without the string of its own).
+func writeUUID(b *strings.Builder, u uuid.UUID) {
+	var s [36]byte
+	hex.Encode(s[0:8], u[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], u[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], u[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], u[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], u[10:])
+	b.Write(s[:])
 }
 
 func parseTaskID(s string) (taskID, error) {
