@@ -29,7 +29,9 @@ type taskID struct {
 func (t taskID) String() string {
 	fin := url.QueryEscape(t.finalizer)
 	var b strings.Builder
-	b.Grow(3 + 4 + 37 + len(t.key.TaskType) + 1 + 37 + 2*21 + len(t.stage) + 1 + 2 + len(fin))
+	// "v1|", then each field and its '|': a shard of up to three digits, a
+	// uuid's 36 characters, two int64s of up to 20 characters, "0" or "1".
+	b.Grow(len("v1|") + 4 + 37 + len(t.key.TaskType) + 1 + 37 + 2*21 + len(t.stage) + 1 + 2 + len(fin))
 	b.WriteString("v1|")
 	var num [20]byte
 	b.Write(strconv.AppendInt(num[:0], int64(t.key.ShardID), 10))

@@ -95,10 +95,15 @@ func (p reservePlan) Encode(value any, buf []byte) ([]byte, error) {
 	return p.m.Encode(p.oid, pgtype.BinaryFormatCode, r.arg, buf)
 }
 
-// encodedSize is the size of a's binary array form (0: NULL).
+// encodedSize is the size of a's binary array form (0: NULL): the header
+// (dimensions, has-null flag, element type), its one dimension (length,
+// lower bound) unless empty, and each element's length and bytes.
 func (a Array[T]) encodedSize() int {
 	if a == nil {
 		return 0
+	}
+	if len(a) == 0 {
+		return 12
 	}
 	n := 12 + 8 + 4*len(a)
 	for i := range a {
@@ -180,19 +185,7 @@ func (p arrayPlan[T]) Encode(value any, buf []byte) ([]byte, error) {
 	if a == nil {
 		return nil, nil // a NULL array
 	}
-	need, hasNull := 12, int32(0) // ndim, has-null flag, element type
-	if len(a) > 0 {
-		need += 8 // the dimension: length, lower bound
-	}
-	for i := range a {
-		need += 4
-		if n := elemSize(&a[i]); n >= 0 {
-			need += n
-		} else {
-			hasNull = 1
-		}
-	}
-	if cap(buf)-len(buf) < need {
+	if need := a.encodedSize(); cap(buf)-len(buf) < need {
 		buf = slices.Grow(buf, max(need, len(buf)))
 	}
 	if len(a) == 0 {
@@ -202,7 +195,8 @@ func (p arrayPlan[T]) Encode(value any, buf []byte) ([]byte, error) {
 		return binary.BigEndian.AppendUint32(buf, p.elemOID), nil
 	}
 	buf = binary.BigEndian.AppendUint32(buf, 1)
-	buf = binary.BigEndian.AppendUint32(buf, uint32(hasNull))
+	hasNull := len(buf)
+	buf = binary.BigEndian.AppendUint32(buf, 0) // set below if an element is NULL
 	buf = binary.BigEndian.AppendUint32(buf, p.elemOID)
 	buf = binary.BigEndian.AppendUint32(buf, uint32(len(a)))
 	buf = binary.BigEndian.AppendUint32(buf, 1)
@@ -211,6 +205,8 @@ func (p arrayPlan[T]) Encode(value any, buf []byte) ([]byte, error) {
 		buf = binary.BigEndian.AppendUint32(buf, uint32(int32(n))) //nolint:gosec // -1 is NULL's length, on purpose
 		if n >= 0 {
 			buf = p.put(buf, &a[i])
+		} else {
+			binary.BigEndian.PutUint32(buf[hasNull:], 1)
 		}
 	}
 	return buf, nil
@@ -219,8 +215,7 @@ func (p arrayPlan[T]) Encode(value any, buf []byte) ([]byte, error) {
 // The element forms Arrays are encoded in: Postgres' binary send format of
 // each element type.
 var (
-	uuidElems = arrayPlan[uuid.UUID]{elemOID: pgtype.UUIDOID,
-		put: func(buf []byte, v *uuid.UUID) []byte { return append(buf, v[:]...) }}
+	uuidElems = arrayPlan[uuid.UUID]{elemOID: pgtype.UUIDOID, put: appendUUID}
 	textElems = arrayPlan[string]{elemOID: pgtype.TextOID,
 		put: func(buf []byte, v *string) []byte { return append(buf, *v...) }}
 	nullTextElems = arrayPlan[*string]{elemOID: pgtype.TextOID,

@@ -21,7 +21,7 @@ func RegisterUUID(m *pgtype.Map) {
 	m.TryWrapEncodePlanFuncs = append([]pgtype.TryWrapEncodePlanFunc{tryWrapUUIDEncode}, m.TryWrapEncodePlanFuncs...)
 	ut := &pgtype.Type{Name: "uuid", OID: pgtype.UUIDOID, Codec: uuidCodec{ptrCodec[uuid.UUID]{
 		Codec:    pgtype.UUIDCodec{},
-		appendTo: func(buf []byte, u *uuid.UUID) []byte { return append(buf, u[:]...) },
+		appendTo: appendUUID,
 	}}}
 	m.RegisterType(ut)
 	m.RegisterType(&pgtype.Type{Name: "_uuid", OID: pgtype.UUIDArrayOID, Codec: arrayCodec{
@@ -31,6 +31,9 @@ func RegisterUUID(m *pgtype.Map) {
 	m.RegisterDefaultPgType(uuid.UUID{}, "uuid")
 	m.RegisterDefaultPgType([]uuid.UUID{}, "_uuid")
 }
+
+// appendUUID is a uuid in binary: its 16 bytes.
+func appendUUID(buf []byte, u *uuid.UUID) []byte { return append(buf, u[:]...) }
 
 // uuidCodec is pgtype's UUID codec that also scans a binary uuid straight
 // into a *uuid.UUID, and encodes a *uuid.UUID (an Array's element) by

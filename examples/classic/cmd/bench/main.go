@@ -30,8 +30,9 @@
 // the core count when CPU-bound, far below it in a stall). converge_rss_mb and
 // worker_rss_mb are peak RSS (VmHWM); *_rss_end_mb the current RSS (VmRSS)
 // at the end; *_rss_mean_mb the RSS averaged over the window, sampled every
-// 100 ms (see rssSampler: a longer run's peak is the largest of more swings). probe_polls and probe_pg_cpu_ms are the bench's own load on
-// the database while it waits (included in pg_cpu_ms_per_leaf): see probe.
+// 100 ms (see rssSampler: a longer run's peak is the largest of more
+// swings). probe_polls and probe_pg_cpu_ms are the bench's own load on the
+// database while it waits (included in pg_cpu_ms_per_leaf): see probe.
 // converge_io_calls_per_leaf and worker_io_calls_per_leaf are each
 // process's read- and write-class system calls (/proc/<pid>/io syscr +
 // syscw) over the same window, divided by n: the stream messages and the
