@@ -22,6 +22,8 @@ type Schema struct {
 	pointer  string // where the schema sits in its manifest, e.g. "/spec_schema"
 	subject  string // what it validates, e.g. "spec" (names violations in errors)
 	compiled *jsonschema.Schema
+	shape    *shape // the fast check, when fast; nil then accepts anything
+	fast     bool   // the schema uses only the keywords a shape checks
 }
 
 // Pointer is the JSON pointer of the schema inside its manifest.
@@ -127,7 +129,8 @@ func CompileSchema(pointer string, raw json.RawMessage) (*Schema, error) {
 	if err != nil {
 		return nil, invalid("%s", compileMessage(err))
 	}
-	return &Schema{pointer: pointer, subject: subjectOf(pointer), compiled: compiled}, nil
+	sh, fast := shapeOf(compiled)
+	return &Schema{pointer: pointer, subject: subjectOf(pointer), compiled: compiled, shape: sh, fast: fast}, nil
 }
 
 // subjectOf names what a schema at pointer validates: "/spec_schema" →
@@ -165,6 +168,9 @@ func (s *Schema) Validate(doc json.RawMessage) error {
 	doc = bytes.TrimSpace(doc)
 	if len(doc) == 0 {
 		doc = json.RawMessage("null")
+	}
+	if s.fast && s.shape.accepts(doc) {
+		return nil
 	}
 	v, ok := decodeSimple(doc)
 	if !ok {
