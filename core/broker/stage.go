@@ -230,13 +230,11 @@ func (g *stager) acquireWait(ctx context.Context, kv manifest.KindVersion) (*ses
 func (g *stager) stageTask(ctx context.Context, t pipeline.Task, kind store.Kind, stage workerv1.Stage, reaction manifest.ReactionDecl,
 	tid string, req any) *workerv1.StageTask {
 	r := t.Resource
-	task := &workerv1.StageTask{
-		TaskId:   tid,
-		Fence:    &workerv1.Fence{LeaseToken: g.id, ClaimEpoch: t.ClaimEpoch, ManifestGen: kind.ManifestGen},
-		Stage:    stage,
-		Reaction: reaction.Name,
-		Resource: &workerv1.Resource{Id: r.ID.String(), Kind: r.Kind, Version: r.Version, Name: r.Name, Generation: t.Generation},
-	}
+	m := new(stageTaskMessages)
+	task, fence, res := &m.task, &m.fence, &m.resource
+	fence.LeaseToken, fence.ClaimEpoch, fence.ManifestGen = g.id, t.ClaimEpoch, kind.ManifestGen
+	res.Id, res.Kind, res.Version, res.Name, res.Generation = r.ID.String(), r.Kind, r.Version, r.Name, t.Generation
+	task.TaskId, task.Fence, task.Stage, task.Reaction, task.Resource = tid, fence, stage, reaction.Name, res
 	readParts(task.Resource, reaction.Reading(), r.Spec, r.Status, r.Labels, r.Finalizers)
 	if r.OwnerID != nil {
 		task.Resource.OwnerId = r.OwnerID.String()
@@ -264,6 +262,14 @@ func (g *stager) stageTask(ctx context.Context, t pipeline.Task, kind store.Kind
 		task.Request = x
 	}
 	return task
+}
+
+// stageTaskMessages are a stage task and the fence and resource it points
+// to, allocated together: one allocation a stage instead of three.
+type stageTaskMessages struct {
+	task     workerv1.StageTask
+	fence    workerv1.Fence
+	resource workerv1.Resource
 }
 
 // readParts sets the parts of a task's resource its reaction reads.
