@@ -197,10 +197,11 @@ func leaseSum(dst []byte, key *macKey, holder, taskID string, nonce []byte) []by
 
 // issue is a fresh secret for handing taskID to holder.
 func (l *leaseKeys) issue(holder, taskID string) string {
-	b := make([]byte, leaseNonce, leaseNonce+leaseMAC)
-	_, _ = crand.Read(b)
-	b = leaseSum(b, l.keys()[0], holder, taskID, b)
-	return base64.RawURLEncoding.EncodeToString(b)
+	var raw [leaseNonce + leaseMAC]byte
+	_, _ = crand.Read(raw[:leaseNonce])
+	b := leaseSum(raw[:leaseNonce], l.keys()[0], holder, taskID, raw[:leaseNonce])
+	var text [(leaseNonce + leaseMAC + 2) / 3 * 4]byte
+	return string(base64.RawURLEncoding.AppendEncode(text[:0], b)) // one allocation, the string
 }
 
 // verify reports whether secret was issued for taskID to holder by any

@@ -98,3 +98,17 @@ func TestLeaseSum_PooledStateMatchesAFreshHMAC(t *testing.T) {
 	require.NotEqual(t, a, leaseSum(nil, mk, "h", "t", []byte("m")), "another nonce")
 	require.NotEqual(t, a, leaseSum(nil, mk, "ht", "", []byte("n")), "the parts are length-prefixed")
 }
+
+// A secret is issued in one allocation (the string) and verifies for its
+// holder and task only.
+func TestLeaseKeys_IssueAllocatesTheSecretOnly(t *testing.T) { //nolint:paralleltest // AllocsPerRun
+	l := newLeaseKeys(nil)
+	var secret string
+	allocs := testing.AllocsPerRun(100, func() { secret = l.issue("holder", "task-1") })
+	require.LessOrEqual(t, allocs, 1.0)
+	require.Len(t, secret, (leaseNonce+leaseMAC)*4/3+1) // unpadded base64 of 32 bytes: 43
+	require.True(t, l.verify("holder", "task-1", secret))
+	require.False(t, l.verify("holder", "task-2", secret))
+	require.False(t, l.verify("other", "task-1", secret))
+	require.NotEqual(t, secret, l.issue("holder", "task-1"), "a fresh nonce each time")
+}

@@ -69,8 +69,12 @@ type registry struct {
 	mu       sync.Mutex
 	sessions map[string]*session
 	// bcast is closed (and replaced) whenever capacity may have grown: a
-	// worker joined, became ready, or finished a stage.
-	bcast chan struct{}
+	// worker joined, became ready, or finished a stage. It is replaced only
+	// once someone has taken it (bcastTaken): every finished stage signals,
+	// and between two looks of the dispatcher nobody else holds the
+	// channel, so the others would each allocate one to close it unread.
+	bcast      chan struct{}
+	bcastTaken bool
 	// routes is closed (and replaced) only when what can be served may have
 	// changed: a worker joined, left or changed readiness, or the mesh's
 	// peers changed — not at every finished stage.
@@ -90,16 +94,29 @@ func newRegistry(log zerolog.Logger) *registry {
 // notify signals a capacity change (a slot freed).
 func (r *registry) notify() {
 	r.mu.Lock()
-	close(r.bcast)
-	r.bcast = make(chan struct{})
+	r.signalLocked()
 	r.mu.Unlock()
+}
+
+// signalLocked closes bcast for whoever took it. One nobody took since it
+// was made has no reader to wake, and is left as it is.
+func (r *registry) signalLocked() {
+	if r.bcastTaken {
+		close(r.bcast)
+		r.bcast, r.bcastTaken = make(chan struct{}), false
+	}
+}
+
+// bcastLocked hands out bcast, marking it taken.
+func (r *registry) bcastLocked() <-chan struct{} {
+	r.bcastTaken = true
+	return r.bcast
 }
 
 // notifyRoutes signals a routing change, which is a capacity change too.
 func (r *registry) notifyRoutes() {
 	r.mu.Lock()
-	close(r.bcast)
-	r.bcast = make(chan struct{})
+	r.signalLocked()
 	close(r.routes)
 	r.routes = make(chan struct{})
 	r.servedKinds = nil
@@ -110,7 +127,7 @@ func (r *registry) notifyRoutes() {
 func (r *registry) changed() <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.bcast
+	return r.bcastLocked()
 }
 
 // routesChanged returns a channel closed at the next routing change.
@@ -258,10 +275,10 @@ func (r *registry) servesUntil(kv manifest.KindVersion) (bool, <-chan struct{}) 
 	defer r.mu.Unlock()
 	for _, s := range r.sessions {
 		if s.ready[kv] {
-			return true, r.bcast
+			return true, r.bcastLocked()
 		}
 	}
-	return false, r.bcast
+	return false, r.bcastLocked()
 }
 
 // capacity is the free slots of ready workers for kv.

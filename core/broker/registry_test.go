@@ -112,3 +112,42 @@ func TestRegistrySignalsRoutingChangesApartFromCapacity(t *testing.T) {
 		t.Fatal("appending to served() changed the registry's copy")
 	}
 }
+
+// Every finished stage signals capacity, but a signal nobody is waiting for
+// costs nothing: the channel is replaced only once someone took it, and
+// whoever takes it is woken by the next release.
+func TestRegistry_ASignalNobodyTookIsFree(t *testing.T) { //nolint:paralleltest // AllocsPerRun
+	vpc := manifest.KindVersion{Kind: "vpc", Version: "v1"}
+	r := newRegistry(zerolog.Nop())
+	s := &session{id: "a", maxIn: 2, ready: map[manifest.KindVersion]bool{vpc: true}, done: make(chan struct{})}
+	r.add(s)
+	allocs := testing.AllocsPerRun(100, func() {
+		got, _ := r.acquireOrWait(vpc)
+		r.release(got)
+	})
+	if allocs != 0 {
+		t.Fatalf("a release nobody waits for allocated %.0f times, want none", allocs)
+	}
+
+	capacity := r.changed()
+	got, _ := r.acquireOrWait(vpc)
+	select {
+	case <-capacity:
+		t.Fatal("capacity signalled before any release")
+	default:
+	}
+	r.release(got)
+	select {
+	case <-capacity:
+	default:
+		t.Fatal("the release after the channel was taken did not close it")
+	}
+	_, serves := r.servesUntil(vpc)
+	got, _ = r.acquireOrWait(vpc)
+	r.release(got)
+	select {
+	case <-serves:
+	default:
+		t.Fatal("servesUntil's channel was not closed by the next release")
+	}
+}
