@@ -231,7 +231,7 @@ func orUnbounded(n *int) int {
 // accepts reports whether doc certainly satisfies the shape; false leaves
 // it to the full validator.
 func (s *shape) accepts(doc []byte) bool {
-	c := checker{b: doc}
+	c := checker{simpleDecoder{b: doc}}
 	if !c.value(s, 0) {
 		return false
 	}
@@ -239,23 +239,9 @@ func (s *shape) accepts(doc []byte) bool {
 	return c.i == len(c.b)
 }
 
-// checker walks a document's bytes against a shape, as decodeSimple walks
-// them to decode.
-type checker struct {
-	b []byte
-	i int
-}
-
-func (c *checker) space() {
-	for c.i < len(c.b) {
-		switch c.b[c.i] {
-		case ' ', '\t', '\n', '\r':
-			c.i++
-		default:
-			return
-		}
-	}
-}
+// checker walks a document's bytes against a shape. It reads them as
+// decodeSimple does, and shares its whitespace and separator scanning.
+type checker struct{ simpleDecoder }
 
 // value checks the value at c.i against s (nil: anything).
 func (c *checker) value(s *shape, depth int) bool {
@@ -354,22 +340,6 @@ func (c *checker) array(s *shape, depth int) bool {
 }
 
 func within(n, lo, hi int) bool { return (lo < 0 || n >= lo) && (hi < 0 || n <= hi) }
-
-func (c *checker) after(closing byte) (done, ok bool) {
-	c.space()
-	if c.i >= len(c.b) {
-		return false, false
-	}
-	switch c.b[c.i] {
-	case ',':
-		c.i++
-		return false, true
-	case closing:
-		c.i++
-		return true, true
-	}
-	return false, false
-}
 
 // str reads a string with no escapes and valid UTF-8, returning its bytes
 // (which are then its text).
