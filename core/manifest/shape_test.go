@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 
@@ -130,12 +129,36 @@ func TestShape_AcceptsOnlyWhatTheValidatorAccepts(t *testing.T) {
 	}
 }
 
-// TestShape_TheExampleKindsSpecs: every spec schema of the examples' kinds
-// but those using a keyword a shape does not check has a shape, and it
-// accepts the specs the classic demo composes.
-func TestShape_TheExampleKindsSpecs(t *testing.T) {
+// routeSpecSchema is the classic demo's route kind's spec schema, the one a
+// bench run validates a million times.
+const routeSpecSchema = `{
+  "type": "object",
+  "properties": {
+    "team": {"type": "string"},
+    "destination": {"type": "string", "pattern": "^[0-9.]+/[0-9]+$"},
+    "vpc_id": {"type": "string"},
+    "tgw_id": {"type": "string"},
+    "sim": {
+      "type": "object",
+      "properties": {
+        "latency_ms": {"type": "integer", "minimum": 0},
+        "jitter_ms": {"type": "integer", "minimum": 0},
+        "failure_rate": {"type": "number", "minimum": 0, "maximum": 1},
+        "terminal_failure_rate": {"type": "number", "minimum": 0, "maximum": 1}
+      },
+      "additionalProperties": false
+    }
+  },
+  "required": ["destination"],
+  "additionalProperties": false
+}`
+
+// TestShape_TheClassicRouteSpecs: the route kind's schema has a shape, it
+// accepts the specs the classic demo composes, and what it refuses the full
+// validator words.
+func TestShape_TheClassicRouteSpecs(t *testing.T) {
 	t.Parallel()
-	route := mustKindSchema(t, "../../examples/classic/testfixtures/route.kind.json")
+	route := mustSchema(t, routeSpecSchema)
 	require.True(t, route.fast)
 	for _, spec := range []string{
 		`{"team":"team-0001","destination":"10.1.0.0/16","vpc_id":"vpc-7","tgw_id":"tgw-1"}`,
@@ -154,16 +177,10 @@ func TestShape_TheExampleKindsSpecs(t *testing.T) {
 	}
 }
 
-func mustKindSchema(t *testing.T, path string) *Schema {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var m struct {
-		Spec json.RawMessage `json:"spec_schema"`
-	}
-	require.NoError(t, json.Unmarshal(raw, &m))
-	s, err := CompileSchema("/spec_schema", m.Spec)
-	require.NoError(t, err)
+func mustSchema(tb testing.TB, raw string) *Schema {
+	tb.Helper()
+	s, err := CompileSchema("/spec_schema", json.RawMessage(raw))
+	require.NoError(tb, err)
 	return s
 }
 
@@ -191,7 +208,7 @@ func TestShape_OtherKeywordsHaveNone(t *testing.T) {
 // TestValidate_AValidSpecAllocatesNothing: a composed child's spec is
 // checked off its bytes.
 func TestValidate_AValidSpecAllocatesNothing(t *testing.T) { //nolint:paralleltest // AllocsPerRun
-	route := mustKindSchema(t, "../../examples/classic/testfixtures/route.kind.json")
+	route := mustSchema(t, routeSpecSchema)
 	spec := json.RawMessage(`{"team":"team-0001","destination":"10.1.0.0/16","vpc_id":"vpc-7","tgw_id":"tgw-1"}`)
 	allocs := testing.AllocsPerRun(100, func() {
 		if err := route.Validate(spec); err != nil {
@@ -221,20 +238,7 @@ func FuzzShape(f *testing.F) {
 // BenchmarkValidateSpec: a composed child's spec validated by its shape and
 // by the full validator.
 func BenchmarkValidateSpec(b *testing.B) {
-	raw, err := os.ReadFile("../../examples/classic/testfixtures/route.kind.json")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var m struct {
-		Spec json.RawMessage `json:"spec_schema"`
-	}
-	if err := json.Unmarshal(raw, &m); err != nil {
-		b.Fatal(err)
-	}
-	s, err := CompileSchema("/spec_schema", m.Spec)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := mustSchema(b, routeSpecSchema)
 	spec := json.RawMessage(`{"team":"team-0001","destination":"10.1.0.0/16","vpc_id":"vpc-7","tgw_id":"tgw-1"}`)
 	b.Run("shape", func(b *testing.B) {
 		b.ReportAllocs()
