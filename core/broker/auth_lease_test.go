@@ -105,7 +105,9 @@ func TestLeaseKeys_IssueAllocatesTheSecretOnly(t *testing.T) { //nolint:parallel
 	l := newLeaseKeys(nil)
 	var secret string
 	allocs := testing.AllocsPerRun(100, func() { secret = l.issue("holder", "task-1") })
-	require.LessOrEqual(t, allocs, 1.0)
+	if !raceEnabled { // the HMAC states come from a sync.Pool
+		require.LessOrEqual(t, allocs, 1.0)
+	}
 	require.Len(t, secret, (leaseNonce+leaseMAC)*4/3+1) // unpadded base64 of 32 bytes: 43
 	require.True(t, l.verify("holder", "task-1", secret))
 	require.False(t, l.verify("holder", "task-2", secret))
