@@ -21,11 +21,17 @@ type outboxWriter struct {
 	max     int
 	writers int
 	timeout time.Duration // bounds each append (a hung database fails the batch)
+	// replies pools the callers' reply channels: one a result was an
+	// allocation per leaf. A channel goes back only when it is empty and
+	// nobody will send on it again. The pool is the writer's own, so its
+	// channels never cross into another writer's goroutines (a test's
+	// synctest bubble among them).
+	replies sync.Pool
 }
 
 type outboxReq struct {
 	res  pipeline.Result
-	done chan error
+	done chan error // buffered (1): the writer's one send never blocks
 }
 
 // Defaults of the outbox writer.
@@ -39,7 +45,8 @@ const (
 
 func newOutboxWriter(appendFn func(context.Context, ...pipeline.Result) error) *outboxWriter {
 	return &outboxWriter{append: appendFn, reqs: make(chan outboxReq, outboxBatchMax), max: outboxBatchMax,
-		writers: outboxWriters, timeout: outboxAppendTimeout}
+		writers: outboxWriters, timeout: outboxAppendTimeout,
+		replies: sync.Pool{New: func() any { return make(chan error, 1) }}}
 }
 
 // Name implements engine.Duty.
@@ -101,18 +108,22 @@ func (w *outboxWriter) write(ctx context.Context, res pipeline.Result) error {
 	if err := res.Validate(); err != nil {
 		return err
 	}
-	req := outboxReq{res: res, done: make(chan error, 1)}
+	done := w.replies.Get().(chan error)
+	req := outboxReq{res: res, done: done}
 	select {
 	case w.reqs <- req:
 	case <-ctx.Done():
+		w.replies.Put(done) // never queued: nothing will send on it
 		return fmt.Errorf("queue result for the outbox: %w", ctx.Err())
 	}
 	select {
-	case err := <-req.done:
+	case err := <-done:
+		w.replies.Put(done) // its one send received: empty again
 		return err
 	case <-ctx.Done():
 		// The batch may still be written; the claim_epoch fence keeps a
-		// re-run's result and this one from both applying.
+		// re-run's result and this one from both applying. Its writer
+		// will still send on done, so done is left to the collector.
 		return fmt.Errorf("wait for the outbox append: %w", ctx.Err())
 	}
 }

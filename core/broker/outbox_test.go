@@ -126,3 +126,40 @@ func TestOutboxWriterTimesOutAHungAppend(t *testing.T) {
 	hang.Store(false)
 	require.NoError(t, w.write(context.Background(), result()), "the next batch is written")
 }
+
+// A caller that gives up while its batch is being written leaves its reply
+// channel behind: the writer's late reply reaches no one else, and every
+// later caller learns its own batch's outcome (the reply channels are
+// pooled).
+func TestOutboxWriter_ALateReplyReachesNoOneElse(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	entered, gate := make(chan struct{}, 1), make(chan struct{})
+	var calls atomic.Int32
+	w := newOutboxWriter(func(_ context.Context, _ ...pipeline.Result) error {
+		if calls.Add(1) == 1 {
+			entered <- struct{}{}
+			<-gate
+			return errors.New("the abandoned batch's error")
+		}
+		return nil
+	})
+	w.writers = 1
+	go func() { _ = w.Run(ctx) }()
+
+	giveUp, stop := context.WithCancel(ctx)
+	abandoned := make(chan error, 1)
+	go func() { abandoned <- w.write(giveUp, result()) }()
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("the first append never started")
+	}
+	stop()
+	require.ErrorIs(t, <-abandoned, context.Canceled)
+	close(gate) // the writer now replies to the caller that left
+
+	for i := range 200 {
+		require.NoError(t, w.write(ctx, result()), "write %d got another caller's reply", i)
+	}
+}

@@ -179,7 +179,10 @@ func (g *stager) handOverTo(ctx context.Context, kv manifest.KindVersion, task *
 		return nil, nil, err
 	}
 	task = g.leases.leased(task, s)
-	if err := s.send(ctx, &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Task{Task: task}}); err != nil {
+	env := new(taskEnvelope) // the message and its oneof wrapper, one allocation
+	env.task.Task = task
+	env.msg.Msg = &env.task
+	if err := s.send(ctx, &env.msg); err != nil {
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()
 		}
@@ -270,6 +273,13 @@ type stageTaskMessages struct {
 	task     workerv1.StageTask
 	fence    workerv1.Fence
 	resource workerv1.Resource
+}
+
+// taskEnvelope is a stream message carrying one stage task, with its oneof
+// wrapper, allocated together.
+type taskEnvelope struct {
+	msg  workerv1.WorkStreamResponse
+	task workerv1.WorkStreamResponse_Task
 }
 
 // readParts sets the parts of a task's resource its reaction reads.
