@@ -60,25 +60,30 @@ func newCompletions(outbox outboxAppender, log zerolog.Logger) *completions {
 	return &completions{outbox: outbox, log: log, waiters: map[string]*waiter{}}
 }
 
-// expect registers a waiter for taskID; forget withdraws it and settles a
-// completion left unread (one that raced the stage giving up) as if it had
-// arrived with nobody waiting.
-func (c *completions) expect(taskID string) (ch <-chan completion, forget func()) {
+// expect registers a waiter for taskID, whose channel the completion
+// arrives on; forget withdraws it.
+func (c *completions) expect(taskID string) *waiter {
 	w := &waiter{ch: make(chan completion, 1)}
 	c.mu.Lock()
 	c.waiters[taskID] = w
 	c.mu.Unlock()
-	return w.ch, func() {
-		c.mu.Lock()
-		if c.waiters[taskID] == w {
-			delete(c.waiters, taskID)
-		}
-		c.mu.Unlock()
-		select {
-		case left := <-w.ch:
-			c.orphan(left.msg, left.ack)
-		default:
-		}
+	return w
+}
+
+// forget withdraws w, expected for taskID, and settles a completion left
+// unread (one that raced the stage giving up) as if it had arrived with
+// nobody waiting. (A method, not a closure expect returns: that closure was
+// an allocation a stage.)
+func (c *completions) forget(taskID string, w *waiter) {
+	c.mu.Lock()
+	if c.waiters[taskID] == w {
+		delete(c.waiters, taskID)
+	}
+	c.mu.Unlock()
+	select {
+	case left := <-w.ch:
+		c.orphan(left.msg, left.ack)
+	default:
 	}
 }
 

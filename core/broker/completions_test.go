@@ -80,9 +80,9 @@ func TestCompletionsComplete(t *testing.T) {
 			c.written = func(pipeline.TaskKey) { written++ }
 			var ch <-chan completion
 			if tc.waiting {
-				var forget func()
-				ch, forget = c.expect(tc.taskID)
-				defer forget()
+				w := c.expect(tc.taskID)
+				ch = w.ch
+				defer c.forget(tc.taskID, w)
 			}
 			status := tc.status
 			if status == "" {
@@ -137,8 +137,9 @@ func TestCompletionsComplete_CopiesAndLeftovers(t *testing.T) {
 
 	t.Run("CopiesAreAckedWithTheFirst", func(t *testing.T) {
 		id := final()
-		ch, forget := c.expect(id)
-		defer forget()
+		w := c.expect(id)
+		ch := w.ch
+		defer c.forget(id, w)
 		var first, copied, late int
 		c.complete(msg(id), func() { first++ })
 		got := <-ch
@@ -153,10 +154,10 @@ func TestCompletionsComplete_CopiesAndLeftovers(t *testing.T) {
 	})
 	t.Run("LeftoverIsSettledAsAnOrphan", func(t *testing.T) {
 		id := final()
-		_, forget := c.expect(id)
+		w := c.expect(id)
 		acked := 0
 		c.complete(msg(id), func() { acked++ })
-		forget() // the stage gave up without reading it
+		c.forget(id, w) // the stage gave up without reading it
 		require.Equal(t, 1, appended, "the unread final result is written as a redelivery")
 		require.Equal(t, 1, acked, "…and then acked")
 	})

@@ -323,8 +323,9 @@ func TestWorkerServiceWorkStream_AcksFencedAndDuplicateResults(t *testing.T) {
 			awaitAcks(orphan)
 
 			held := tid(true, 6)
-			ch, forget := comps.expect(held)
-			defer forget()
+			w := comps.expect(held)
+			ch := w.ch
+			defer comps.forget(held, w)
 			complete(held)
 			first := <-ch
 			complete(held) // a duplicate redelivery of the result the stage holds

@@ -167,8 +167,10 @@ func (g *stager) handOver(ctx context.Context, kv manifest.KindVersion, task *wo
 // handOverTo is handOver also returning the worker session the stage went
 // to (nil when it went to none); nil, s, nil means s was lost mid-stage.
 func (g *stager) handOverTo(ctx context.Context, kv manifest.KindVersion, task *workerv1.StageTask) (*completion, *session, error) {
-	ch, forget := g.completions.expect(task.GetTaskId())
-	defer forget()
+	taskID := task.GetTaskId()
+	w := g.completions.expect(taskID)
+	defer g.completions.forget(taskID, w)
+	ch := w.ch
 	s, err := g.acquireWait(ctx, kv)
 	if err != nil {
 		return nil, nil, err
