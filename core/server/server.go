@@ -49,6 +49,11 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen %s on %s: %w", s.Name, s.Addr, err)
 	}
+	return s.serve(ctx, ln)
+}
+
+// serve serves ln (a TCP listener) as Run does.
+func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	s.bound <- ln.Addr()
 	srv := &http.Server{
 		Handler:           s.Mux,
@@ -60,6 +65,8 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.TLS != nil {
 		srv.TLSConfig = s.TLS
 		ln = tls.NewListener(ln, s.TLS)
+	} else {
+		ln = readBufferedListener{ln}
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
