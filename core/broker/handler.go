@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/converge-run/converge/core/manifest"
@@ -187,26 +188,8 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 	sent := make(chan struct{})
 	go func() {
 		defer close(sent)
-		for {
-			select {
-			case <-sctx.Done():
-				return
-			case m := <-s.out:
-				if err := sendOut(stream, s.out, m, o.batches); err != nil {
-					cancel()
-					return
-				}
-			case <-s.ackWake:
-				ids := s.takeAcks()
-				if len(ids) == 0 {
-					continue
-				}
-				if err := stream.Send(&workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Ack{
-					Ack: &workerv1.ResultAck{TaskIds: ids}}}); err != nil {
-					cancel()
-					return
-				}
-			}
+		if err := h.send(sctx, stream, s, o.batches); err != nil {
+			cancel()
 		}
 	}()
 	pace := newStreamRate(h.streamRate)
@@ -240,6 +223,51 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 	}
 }
 
+// send is the session's send loop: tasks (batched when the worker takes
+// batches) and result acks, until ctx ends or a send fails.
+func (h *workerService) send(ctx context.Context, stream *workStream, s *session, batches bool) error {
+	var carry *workerv1.WorkStreamResponse
+	for {
+		var m *workerv1.WorkStreamResponse
+		if carry != nil {
+			// A deep queue keeps a carry going; acks still go out between
+			// batches.
+			select {
+			case <-s.ackWake:
+				if err := sendAcks(stream, s); err != nil {
+					return err
+				}
+			default:
+			}
+			m = carry
+		} else {
+			select {
+			case <-ctx.Done():
+				return nil
+			case m = <-s.out:
+			case <-s.ackWake:
+				if err := sendAcks(stream, s); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		var err error
+		if carry, err = sendOut(stream, s.out, m, batches); err != nil {
+			return err
+		}
+	}
+}
+
+// sendAcks sends the session's pending result acks, if any.
+func sendAcks(stream *workStream, s *session) error {
+	ids := s.takeAcks()
+	if len(ids) == 0 {
+		return nil
+	}
+	return stream.Send(&workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Ack{Ack: &workerv1.ResultAck{TaskIds: ids}}})
+}
+
 // complete takes one of the session's completions, once its lease secret
 // checks out.
 func (h *workerService) complete(s *session, c *workerv1.StageComplete, log zerolog.Logger) {
@@ -250,41 +278,62 @@ func (h *workerService) complete(s *session, c *workerv1.StageComplete, log zero
 	h.completions.complete(c, func() { s.ack(id) })
 }
 
-// Task batches: what one StageTasks message may carry. The bytes stay under
-// the stream's compression floor, so batching never adds compression work
-// (and never fails a send a lone task would not); a task that would take a
-// batch past them goes out on its own.
+// Task batches: what one StageTasks message may carry. A batch is at most
+// one HTTP/2 DATA frame that the server writes in line. net/http's HTTP/2
+// server cuts a handler's writes into 4 KiB chunks, a DATA frame each, and
+// writes a frame that fits its 4 KiB connection buffer in line, but a
+// bigger one from a goroutine of its own. Batches of up to 8 KiB were two
+// frames, the first always written by its own goroutine. A batch of at most
+// taskBatchBytes is one frame: the message, Connect's 5-byte prefix and the
+// frame's 9-byte header. A task too big for a batch goes out on its own.
+// The bound is also under the compression floor, so batching never adds
+// compression work (and never fails a send a lone task would not).
 const (
 	maxTaskBatch   = 128
-	taskBatchBytes = streamCompressMinBytes
+	taskBatchBytes = 4<<10 - 9 - 5
 )
+
+// batchedBytes is what a task of size bytes adds to a StageTasks message:
+// the task, its length and its field tag.
+func batchedBytes(size int) int {
+	return protowire.SizeTag(1) + protowire.SizeBytes(size)
+}
+
+// batchHeadroom is the WorkStreamResponse around a StageTasks message: its
+// field tag and a length of up to three bytes (2 MiB).
+const batchHeadroom = 1 + 3
 
 // sendOut sends m and, when the worker takes batches and m is a task, every
 // task already queued behind it (up to a batch) in the same message: it
 // never waits for more, so a batch costs no latency, and under load one
-// frame and one write carry many tasks. A message that is not a task (a
-// config push), or a task too big for the batch, goes out after it, in
-// order.
+// frame and one write carry many tasks. The task that ends a batch for its
+// bytes is returned, to start the next one; a config push, or a task too
+// big for any batch, goes out right after the batch, in order.
 func sendOut(stream interface {
 	Send(*workerv1.WorkStreamResponse) error
-}, out <-chan *workerv1.WorkStreamResponse, m *workerv1.WorkStreamResponse, batches bool) error {
+}, out <-chan *workerv1.WorkStreamResponse, m *workerv1.WorkStreamResponse, batches bool) (carry *workerv1.WorkStreamResponse, err error) {
 	first := m.GetTask()
 	if !batches || first == nil {
-		return stream.Send(m)
+		return nil, stream.Send(m)
 	}
-	tasks, size := []*workerv1.StageTask{first}, proto.Size(first)
+	tasks, size := []*workerv1.StageTask{first}, batchHeadroom+batchedBytes(proto.Size(first))
 	var next *workerv1.WorkStreamResponse
 collect:
 	for len(tasks) < maxTaskBatch {
 		select {
 		case n := <-out:
 			t := n.GetTask()
-			ts := 0
-			if t != nil {
-				ts = proto.Size(t) // once: sizing was a third of the sender's CPU
-			}
-			if t == nil || size+ts > taskBatchBytes {
+			if t == nil {
 				next = n
+				break collect
+			}
+			ts := batchedBytes(proto.Size(t)) // once: sizing was a third of the sender's CPU
+			if size+ts > taskBatchBytes {
+				if batchHeadroom+ts <= taskBatchBytes {
+					carry = n
+				} else {
+					next = n
+				}
 				break collect
 			}
 			tasks, size = append(tasks, t), size+ts
@@ -296,12 +345,12 @@ collect:
 		m = &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Tasks{Tasks: &workerv1.StageTasks{Tasks: tasks}}}
 	}
 	if err := stream.Send(m); err != nil {
-		return err
+		return nil, err
 	}
 	if next != nil {
-		return stream.Send(next)
+		return nil, stream.Send(next)
 	}
-	return nil
+	return carry, nil
 }
 
 // RelayStage runs a peer's stage on a local worker.

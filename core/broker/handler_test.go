@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/converge-run/converge/core/auth"
 	"github.com/converge-run/converge/core/manifest"
@@ -603,6 +605,7 @@ func TestSendOut(t *testing.T) {
 		first    *workerv1.WorkStreamResponse
 		queued   []*workerv1.WorkStreamResponse
 		want     []string
+		carry    string
 		leftOver int
 	}{
 		"NoBatches": {
@@ -630,6 +633,11 @@ func TestSendOut(t *testing.T) {
 			batches: true, first: task("a", 10), queued: []*workerv1.WorkStreamResponse{task("big", taskBatchBytes), task("c", 0)},
 			want: []string{"a", "big"}, leftOver: 1,
 		},
+		"ATaskThatDoesNotFitStartsTheNextBatch": {
+			reason:  "the task that would take the batch past its bytes is returned, to start the next batch",
+			batches: true, first: task("a", 2500), queued: []*workerv1.WorkStreamResponse{task("b", 2500), task("c", 0)},
+			want: []string{"a"}, carry: "b", leftOver: 1,
+		},
 		"BoundedCount": {
 			reason:  "a batch carries at most maxTaskBatch tasks",
 			batches: true, first: task("f", 0), queued: many,
@@ -644,11 +652,55 @@ func TestSendOut(t *testing.T) {
 				out <- m
 			}
 			rec := &recordingSender{}
-			require.NoError(t, sendOut(rec, out, tc.first, tc.batches))
+			carry, err := sendOut(rec, out, tc.first, tc.batches)
+			require.NoError(t, err)
 			require.Equal(t, tc.want, rec.ids(), tc.reason)
+			require.Equal(t, tc.carry, carry.GetTask().GetTaskId(), tc.reason)
 			require.Len(t, out, tc.leftOver, tc.reason)
 		})
 	}
+}
+
+// A batch is cut by its bytes so that, with Connect's 5-byte prefix and
+// the DATA frame's 9-byte header, it fits the HTTP/2 server's 4 KiB
+// connection buffer: one frame, written in line. And it is cut only when
+// the next task would not fit.
+func TestSendOut_ABatchIsOneInlineFrame(t *testing.T) {
+	t.Parallel()
+	const n = 2000
+	out := make(chan *workerv1.WorkStreamResponse, n)
+	largest := 0
+	for i := range n {
+		m := &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Task{Task: &workerv1.StageTask{
+			TaskId: fmt.Sprint(i), Resource: &workerv1.Resource{SpecJson: make([]byte, (i*7919)%700)}}}}
+		largest = max(largest, proto.Size(m.GetTask()))
+		out <- m
+	}
+	rec := &recordingSender{}
+	var carry *workerv1.WorkStreamResponse
+	for len(out) > 0 || carry != nil {
+		m := carry
+		if m == nil {
+			m = <-out
+		}
+		var err error
+		carry, err = sendOut(rec, out, m, true)
+		require.NoError(t, err)
+	}
+	sent := 0
+	for i, m := range rec.sent {
+		size := proto.Size(m)
+		require.LessOrEqual(t, 9+5+size, 4<<10, "message %d: %d bytes do not fit one 4 KiB frame with their prefix and header", i, size)
+		sent += len(m.GetTasks().GetTasks())
+		if m.GetTask() != nil {
+			sent++
+		}
+		if i < len(rec.sent)-1 {
+			require.Greater(t, size, taskBatchBytes-batchHeadroom-batchedBytes(largest),
+				"message %d was cut at %d bytes with room for the next task", i, size)
+		}
+	}
+	require.Equal(t, n, sent, "every task sent once")
 }
 
 // tapBody records every byte of the response bodies read through it.
