@@ -107,7 +107,7 @@ func TestStageTask_CarriesThePartsTheReactionReads(t *testing.T) {
 	task := pipeline.Task{Key: pipeline.TaskKey{ResourceID: uuid.New()}, ClaimEpoch: 3, Generation: 7,
 		Resource: pipeline.Snapshot{Kind: "vpc", Version: "v1", Name: "v", OwnerID: &owner,
 			Spec: []byte(`{"cidr":"10.0.0.0/24"}`), Status: []byte(`{"vpc_id":"x"}`),
-			Labels: map[string]string{"team": "t1"}, Finalizers: []string{"cloud"}}}
+			LabelsJSON: []byte(`{"team": "t1"}`), Finalizers: []string{"cloud"}}}
 	task.Resource.ID = task.Key.ResourceID
 	only := func(bits ...manifest.ReadBit) *manifest.ReadMask {
 		m := manifest.Reads(bits...)
@@ -126,15 +126,43 @@ func TestStageTask_CarriesThePartsTheReactionReads(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			st := g.stageTask(context.Background(), task, store.Kind{}, workerv1.Stage_STAGE_WORK,
+			st, err := g.stageTask(context.Background(), task, store.Kind{}, workerv1.Stage_STAGE_WORK,
 				manifest.ReactionDecl{Name: "work", Reads: tc.reads}, "tid", &workerv1.StageTask_Work{Work: &workerv1.WorkRequest{}})
+			require.NoError(t, err)
 			r := st.GetResource()
 			require.Equal(t, []any{task.Key.ResourceID.String(), "vpc", "v1", "v", int64(7), owner.String()},
 				[]any{r.GetId(), r.GetKind(), r.GetVersion(), r.GetName(), r.GetGeneration(), r.GetOwnerId()}, "identity")
 			require.Equal(t, tc.spec, len(r.GetSpecJson()) > 0, "spec")
 			require.Equal(t, tc.status, len(r.GetStatusJson()) > 0, "status")
-			require.Equal(t, tc.labels, len(r.GetLabels()) > 0, "labels")
+			if tc.labels {
+				require.Equal(t, map[string]string{"team": "t1"}, r.GetLabels(), "labels")
+			} else {
+				require.Empty(t, r.GetLabels(), "labels")
+			}
 			require.Equal(t, tc.finalize, len(r.GetFinalizers()) > 0, "finalizers")
 		})
 	}
+}
+
+// Labels are decoded only for a reaction that reads them; labels that do
+// not decode fail that reaction's stage for good, naming the resource, and
+// cost any other reaction nothing.
+func TestStageTask_LabelsThatDoNotDecodeFailOnlyAReactionThatReadsThem(t *testing.T) {
+	t.Parallel()
+	g := &stager{id: "b", clock: newFakeClock()}
+	task := pipeline.Task{Key: pipeline.TaskKey{ResourceID: uuid.New()}, ClaimEpoch: 1, Generation: 2,
+		Resource: pipeline.Snapshot{Kind: "vpc", Version: "v1", Name: "v", Spec: []byte(`{}`), LabelsJSON: []byte(`{"team": 7}`)}}
+	work := &workerv1.StageTask_Work{Work: &workerv1.WorkRequest{}}
+	spec := manifest.Reads(manifest.ReadSpec)
+	st, err := g.stageTask(context.Background(), task, store.Kind{}, workerv1.Stage_STAGE_WORK,
+		manifest.ReactionDecl{Name: "work", Reads: &spec}, "tid", work)
+	require.NoError(t, err, "a reaction that reads the spec alone")
+	require.NotNil(t, st.GetResource().GetSpecJson())
+
+	_, err = g.stageTask(context.Background(), task, store.Kind{}, workerv1.Stage_STAGE_WORK,
+		manifest.ReactionDecl{Name: "work"}, "tid", work) // no reads declared: all, labels too
+	var se *stageError
+	require.ErrorAs(t, err, &se)
+	require.True(t, se.terminal, "the labels cannot change without a new generation")
+	require.Contains(t, se.msg, "the labels of vpc v1/v are not a JSON object of strings")
 }

@@ -64,11 +64,11 @@ func (g *stager) stage(ctx context.Context, t pipeline.Task, kind store.Kind, st
 	base, attempt, lost, crashed := id.String(), 0, 0, 0
 	for {
 		tid := attemptID(base, attempt)
-		task := g.stageTask(ctx, t, kind, stage, reaction, tid, req)
-		var (
-			c   *completion
-			err error
-		)
+		task, err := g.stageTask(ctx, t, kind, stage, reaction, tid, req)
+		if err != nil {
+			return nil, noAck, err
+		}
+		var c *completion
 		uncounted := false // a loss that is not the task's: see countLost
 		// changed is taken with the look at the workers: one that joins
 		// after it still ends the pause.
@@ -231,16 +231,26 @@ func (g *stager) acquireWait(ctx context.Context, kv manifest.KindVersion) (*ses
 }
 
 // stageTask builds the task of one stage attempt. The resource carries the
-// parts the reaction reads (its manifest's reads) and its identity.
+// parts the reaction reads (its manifest's reads) and its identity. Labels
+// that do not decode fail the stage for good: they cannot change without a
+// write, which would be a new generation.
 func (g *stager) stageTask(ctx context.Context, t pipeline.Task, kind store.Kind, stage workerv1.Stage, reaction manifest.ReactionDecl,
-	tid string, req any) *workerv1.StageTask {
+	tid string, req any) (*workerv1.StageTask, error) {
 	r := t.Resource
+	reads := reaction.Reading()
+	var labels map[string]string
+	if reads.Has(manifest.ReadLabels) {
+		var err error
+		if labels, err = r.Labels(); err != nil {
+			return nil, &stageError{msg: err.Error(), terminal: true}
+		}
+	}
 	m := new(stageTaskMessages)
 	task, fence, res := &m.task, &m.fence, &m.resource
 	fence.LeaseToken, fence.ClaimEpoch, fence.ManifestGen = g.id, t.ClaimEpoch, kind.ManifestGen
 	res.Id, res.Kind, res.Version, res.Name, res.Generation = r.ID.String(), r.Kind, r.Version, r.Name, t.Generation
 	task.TaskId, task.Fence, task.Stage, task.Reaction, task.Resource = tid, fence, stage, reaction.Name, res
-	readParts(task.Resource, reaction.Reading(), r.Spec, r.Status, r.Labels, r.Finalizers)
+	readParts(task.Resource, reads, r.Spec, r.Status, labels, r.Finalizers)
 	if r.OwnerID != nil {
 		task.Resource.OwnerId = r.OwnerID.String()
 	}
@@ -266,7 +276,7 @@ func (g *stager) stageTask(ctx context.Context, t pipeline.Task, kind store.Kind
 	case *workerv1.StageTask_React:
 		task.Request = x
 	}
-	return task
+	return task, nil
 }
 
 // stageTaskMessages are a stage task and the fence and resource it points
