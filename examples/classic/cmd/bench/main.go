@@ -9,6 +9,7 @@
 //	  leaf_per_sec=<f> tail_ms=<f> pg_cpu_ms_per_leaf=<f> converge_cpu_ms_per_leaf=<f> worker_cpu_ms_per_leaf=<f>
 //	  first_leaf_ms=<f> cpu_cores=<f> converge_rss_end_mb=<f> worker_rss_end_mb=<f> probe_polls=<n> probe_pg_cpu_ms=<f>
 //	  converge_io_calls_per_leaf=<f> worker_io_calls_per_leaf=<f> converge_rss_mean_mb=<f> worker_rss_mean_mb=<f>
+//	  host_syscall_us=<f> host_rtt_us=<f>
 //	  [river_jobs_per_sec=<f> ratio=<f> river_n=<n> river_pg_cpu_ms_per_job=<f> river_cpu_ms_per_job=<f>]
 //
 // (one line; wrapped here). The run starts at the first measured root's
@@ -163,6 +164,10 @@ func run() error {
 		p.riverN = max(n, 20000)
 	}
 
+	host, err := measureHost()
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(os.Stderr, "bench: building and starting postgres, converge and the worker…\n")
 	st, err := stack.Start(ctx, stackOptions(p, log))
 	if err != nil {
@@ -190,7 +195,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	line := formatLine(n, res, u)
+	line := formatLine(n, res, u, host)
 	if p.riverBin != "" {
 		// River gets the server to itself: converge and the worker stop
 		// first (the probe and the stack's pool only idle).

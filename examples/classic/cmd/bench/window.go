@@ -90,17 +90,19 @@ func runWindow(ctx context.Context, st *stack.Stack, p params, roots, n int, spe
 }
 
 // formatLine is the bench: line (River's fields are appended to it).
-func formatLine(n int, res result, u usage) string {
+func formatLine(n int, res result, u usage, h hostSpeed) string {
 	perLeaf := func(d time.Duration) float64 { return ms(d) / float64(n) }
 	return fmt.Sprintf("bench: n=%d resources_per_sec=%.1f ready_p50_ms=%.1f ready_p99_ms=%.1f rollup_ms=%.1f converge_rss_mb=%.1f worker_rss_mb=%.1f"+
 		" leaf_per_sec=%.1f tail_ms=%.1f pg_cpu_ms_per_leaf=%.3f converge_cpu_ms_per_leaf=%.3f worker_cpu_ms_per_leaf=%.3f"+
 		" first_leaf_ms=%.1f cpu_cores=%.2f converge_rss_end_mb=%.1f worker_rss_end_mb=%.1f probe_polls=%d probe_pg_cpu_ms=%.1f"+
-		" converge_io_calls_per_leaf=%.2f worker_io_calls_per_leaf=%.2f converge_rss_mean_mb=%.1f worker_rss_mean_mb=%.1f",
+		" converge_io_calls_per_leaf=%.2f worker_io_calls_per_leaf=%.2f converge_rss_mean_mb=%.1f worker_rss_mean_mb=%.1f"+
+		" host_syscall_us=%.2f host_rtt_us=%.1f",
 		n, res.rate, res.p50, res.p99, res.rollup, u.peakMB[0], u.peakMB[1],
 		res.leafRate, res.tail, perLeaf(u.cpu.Postgres), perLeaf(u.cpu.Converge), perLeaf(u.cpu.Worker),
 		res.firstLeaf, (u.cpu.Postgres+u.cpu.Converge+u.cpu.Worker).Seconds()/u.wall.Seconds(),
 		u.endMB[0], u.endMB[1], u.polls, u.probe,
-		float64(u.calls[0])/float64(n), float64(u.calls[1])/float64(n), u.meanMB[0], u.meanMB[1])
+		float64(u.calls[0])/float64(n), float64(u.calls[1])/float64(n), u.meanMB[0], u.meanMB[1],
+		h.syscallUS, h.rttUS)
 }
 
 // printStatements prints the top statements of the measured window, one
