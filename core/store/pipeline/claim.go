@@ -303,9 +303,10 @@ func (s *Store) claimSpan(ctx context.Context, l Lease, b Batch, lo, hi, limit i
 		deadline                  int32
 		cfg, bundle, status, spec []byte
 	)
-	dest := []any{&t.Key.ShardID, &t.Key.ResourceID, &tt, &t.Key.OpID, &t.ClaimEpoch, &t.Generation,
-		&t.Trigger, &t.Attempts, &cfg, &bundle, &deadline,
-		&t.Resource.Kind, &t.Resource.Version, &t.Resource.Name, &t.Resource.LabelsJSON, &spec, &status,
+	dest := []any{&t.Key.ShardID, &t.Key.ResourceID, &knownText{&tt, taskTypeNames}, &t.Key.OpID, &t.ClaimEpoch, &t.Generation,
+		&knownText{&t.Trigger, triggerNames}, &t.Attempts, &cfg, &bundle, &deadline,
+		&knownText{&t.Resource.Kind, []string{b.Kind}}, &knownText{&t.Resource.Version, []string{b.Version}},
+		&t.Resource.Name, &t.Resource.LabelsJSON, &spec, &status,
 		&t.Resource.Generation, &t.Resource.ComposedGen, &t.Resource.OwnerID, &t.Resource.Finalizers}
 	for rows.Next() {
 		t = Task{} // pgx allocates each value it scans (a fresh owner id too): the copies share nothing
@@ -324,6 +325,40 @@ func (s *Store) claimSpan(ctx context.Context, l Lease, b Batch, lo, hi, limit i
 	}
 	return out, nil
 }
+
+// knownText scans a text column into *s, without allocating when the value
+// is one of known: the claim's kind and version, a task type, a trigger.
+// pgx allocates a string for each text column of each row it scans, and
+// those four were most of a claimed row's strings. The columns are NOT
+// NULL (a NULL would read as "").
+type knownText struct {
+	s     *string
+	known []string
+}
+
+// ScanBytes is pgx's BytesScanner: v is the driver's memory, valid during
+// the call.
+func (k *knownText) ScanBytes(v []byte) error {
+	for _, s := range k.known {
+		if string(v) == s {
+			*k.s = s
+			return nil
+		}
+	}
+	*k.s = string(v)
+	return nil
+}
+
+var (
+	taskTypeNames = []string{string(TaskReconcile), string(TaskDelete), string(TaskOperate)}
+	triggerNames  = func() []string {
+		names := make([]string, len(manifest.AllTriggers))
+		for i, tr := range manifest.AllTriggers {
+			names[i] = string(tr)
+		}
+		return names
+	}()
+)
 
 // heldCTE locks the work_queue rows of the keys ($3..$6) that worker $7
 // holds in shards [$1, $2] — one primary-key probe per key — so the

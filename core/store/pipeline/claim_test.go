@@ -33,6 +33,7 @@ func TestClaim_StampsLeaseAndReturnsTheSnapshot(t *testing.T) {
 	require.JSONEq(t, `{"r":1}`, string(task.ProviderConfig))
 	require.JSONEq(t, `{"b":2}`, string(task.ProviderBundle))
 	require.Equal(t, "a", task.Resource.Name)
+	require.Equal(t, []string{"leaf", "v1"}, []string{task.Resource.Kind, task.Resource.Version})
 	labels, err := task.Resource.Labels()
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"team": "x"}, labels)
