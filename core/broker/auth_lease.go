@@ -207,11 +207,18 @@ func (l *leaseKeys) issue(holder, taskID string) string {
 // verify reports whether secret was issued for taskID to holder by any
 // member; one that no key verifies re-reads the shared keys once (a
 // rotation another member made) before it is refused.
+// It allocates nothing: the secret is decoded in stack buffers.
 func (l *leaseKeys) verify(holder, taskID, secret string) bool {
-	b, err := base64.RawURLEncoding.DecodeString(secret)
-	if err != nil || len(b) != leaseNonce+leaseMAC {
+	var text [(leaseNonce + leaseMAC + 2) / 3 * 4]byte
+	var raw [leaseNonce + leaseMAC]byte
+	if len(secret) > len(text) || base64.RawURLEncoding.DecodedLen(len(secret)) != len(raw) {
 		return false
 	}
+	n := copy(text[:], secret)
+	if m, err := base64.RawURLEncoding.Decode(raw[:], text[:n]); err != nil || m != len(raw) {
+		return false
+	}
+	b := raw[:]
 	return l.verifyWith(holder, taskID, b) || (l.reload() && l.verifyWith(holder, taskID, b))
 }
 

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -105,12 +106,17 @@ func TestLeaseKeys_IssueAllocatesTheSecretOnly(t *testing.T) { //nolint:parallel
 	l := newLeaseKeys(nil)
 	var secret string
 	allocs := testing.AllocsPerRun(100, func() { secret = l.issue("holder", "task-1") })
+	verifies := testing.AllocsPerRun(100, func() { _ = l.verify("holder", "task-1", secret) })
 	if !raceEnabled { // the HMAC states come from a sync.Pool
 		require.LessOrEqual(t, allocs, 1.0)
+		require.Zero(t, verifies, "a verification allocates nothing")
 	}
 	require.Len(t, secret, (leaseNonce+leaseMAC)*4/3+1) // unpadded base64 of 32 bytes: 43
 	require.True(t, l.verify("holder", "task-1", secret))
 	require.False(t, l.verify("holder", "task-2", secret))
 	require.False(t, l.verify("other", "task-1", secret))
 	require.NotEqual(t, secret, l.issue("holder", "task-1"), "a fresh nonce each time")
+	for _, bad := range []string{"", secret[:len(secret)-1], secret + "A", secret[:42] + "!", strings.Repeat("A", 1000)} {
+		require.False(t, l.verify("holder", "task-1", bad), "%q", bad)
+	}
 }
