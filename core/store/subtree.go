@@ -96,12 +96,20 @@ SELECT r.id, r.kind, r.name, r.phase, r.health_ok, r.status, r.owner_id,
 	}
 	defer rows.Close()
 	settled = true
+	// One set of destinations for every row: variables taken by address
+	// for each row's Scan moved to the heap, four allocations a child. pgx
+	// allocates each value it scans afresh (strings, bytes, the owner id),
+	// so the nodes visited share nothing.
+	var (
+		n           SubtreeNode
+		phase       string
+		status      []byte
+		progressing bool
+	)
+	dest := []any{&n.ID, &n.Kind, &n.Name, &phase, &n.HealthOK, &status, &n.OwnerID, &progressing}
 	for rows.Next() {
-		var n SubtreeNode
-		var phase string
-		var status []byte
-		var progressing bool
-		if err := rows.Scan(&n.ID, &n.Kind, &n.Name, &phase, &n.HealthOK, &status, &n.OwnerID, &progressing); err != nil {
+		n = SubtreeNode{}
+		if err := rows.Scan(dest...); err != nil {
 			return false, fmt.Errorf("read subtree of %s: %w", root, err)
 		}
 		n.Phase, n.Status = resource.Phase(phase), status

@@ -72,3 +72,37 @@ UPDATE resources SET owner_id = $1, root_id = $1 WHERE id IN ($2, $3);
 	require.NoError(t, err)
 	require.True(t, got)
 }
+
+// The nodes a walk visits share nothing: each has its own identity, owner
+// and status, whatever the walk reuses to read the rows.
+func TestComposedSubtree_NodesShareNothing(t *testing.T) {
+	ctx := context.Background()
+	e := newEnvWithKinds(t)
+	_, _, err := e.store.ApplyManifest(ctx, []byte(`{"kind": "stack", "reactions": [
+		{"name": "compose", "trigger": "specChange", "emits": ["children", "status"]}]}`))
+	require.NoError(t, err)
+	root := e.apply(t, ApplyResourceInput{Kind: "stack", Name: "root", Spec: json.RawMessage(`{}`)})
+	mid := e.apply(t, ApplyResourceInput{Kind: "stack", Name: "mid", Spec: json.RawMessage(`{}`)})
+	a, b, deep := e.noop(t, "a", nil), e.noop(t, "b", nil), e.noop(t, "deep", nil)
+	_, err = e.pool.Exec(ctx, `UPDATE resources SET owner_id = $1, root_id = $1 WHERE id IN ($2, $3, $4)`, root.ID, mid.ID, a.ID, b.ID)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `UPDATE resources SET owner_id = $1, root_id = $2 WHERE id = $3`, mid.ID, root.ID, deep.ID)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `UPDATE resources SET status = jsonb_build_object('name', name) WHERE id IN ($1, $2, $3, $4)`,
+		mid.ID, a.ID, b.ID, deep.ID)
+	require.NoError(t, err)
+
+	sub, err := e.store.ComposedSubtree(ctx, root.ID)
+	require.NoError(t, err)
+	got := map[string][]string{}
+	for _, n := range sub.Nodes {
+		require.NotNil(t, n.OwnerID, n.Name)
+		got[n.Name] = []string{n.ID.String(), n.OwnerID.String(), string(n.Status)}
+	}
+	require.Equal(t, map[string][]string{
+		"a":    {a.ID.String(), root.ID.String(), `{"name": "a"}`},
+		"b":    {b.ID.String(), root.ID.String(), `{"name": "b"}`},
+		"mid":  {mid.ID.String(), root.ID.String(), `{"name": "mid"}`},
+		"deep": {deep.ID.String(), mid.ID.String(), `{"name": "deep"}`},
+	}, got)
+}
