@@ -51,9 +51,13 @@ type completions struct {
 // result before the broker has written it.
 type waiter struct {
 	ch        chan completion
-	delivered bool     // the first copy went to ch; guarded by completions.mu
-	settled   bool     // the stage acked; guarded by completions.mu
-	acks      []func() // of every copy received; guarded by completions.mu
+	delivered bool // the first copy went to ch; guarded by completions.mu
+	settled   bool // the stage acked; guarded by completions.mu
+	// ack and more are the acks of every copy received, the first's in ack
+	// (a slice for the one copy nearly every stage gets was an allocation
+	// a stage); guarded by completions.mu.
+	ack  func()
+	more []func()
 }
 
 func newCompletions(outbox outboxAppender, log zerolog.Logger) *completions {
@@ -90,10 +94,13 @@ func (c *completions) forget(taskID string, w *waiter) {
 // settle acks every copy w received, and any that arrives later at once.
 func (c *completions) settle(w *waiter) {
 	c.mu.Lock()
-	acks := w.acks
-	w.acks, w.settled = nil, true
+	first, more := w.ack, w.more
+	w.ack, w.more, w.settled = nil, nil, true
 	c.mu.Unlock()
-	for _, ack := range acks {
+	if first != nil {
+		first()
+	}
+	for _, ack := range more {
 		ack()
 	}
 }
@@ -113,7 +120,11 @@ func (c *completions) complete(m *workerv1.StageComplete, ack func()) {
 		ack() // a late copy of a result the stage has settled
 		return
 	}
-	w.acks = append(w.acks, ack)
+	if w.ack == nil {
+		w.ack = ack
+	} else {
+		w.more = append(w.more, ack)
+	}
 	first := !w.delivered
 	w.delivered = true
 	c.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/store/pipeline"
@@ -161,4 +162,24 @@ func TestCompletionsComplete_CopiesAndLeftovers(t *testing.T) {
 		require.Equal(t, 1, appended, "the unread final result is written as a redelivery")
 		require.Equal(t, 1, acked, "…and then acked")
 	})
+}
+
+// A stage's round trip through completions (expect, the completion, its
+// ack, forget) allocates the waiter, its channel (two allocations: the
+// buffer of a channel of pointers is separate) and the settling ack alone:
+// the ack of the one copy nearly every stage gets is held inline.
+func TestCompletions_ARoundTripAllocatesTheWaiterAlone(t *testing.T) { //nolint:paralleltest // AllocsPerRun
+	c := newCompletions(&fakeAppender{}, zerolog.Nop())
+	m := &workerv1.StageComplete{TaskId: "t"}
+	acked := 0
+	ack := func() { acked++ }
+	n := testing.AllocsPerRun(100, func() {
+		w := c.expect("t")
+		c.complete(m, ack)
+		got := <-w.ch
+		got.ack()
+		c.forget("t", w)
+	})
+	require.Equal(t, 101, acked, "every completion acked once") // AllocsPerRun runs once more to warm up
+	require.LessOrEqual(t, n, 4.0)
 }
