@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -42,7 +43,8 @@ func (c countingConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-// startPlain serves a plaintext Server with probes on a counting listener.
+// startPlain serves a plaintext Server on a counting listener: the probes,
+// an echo of a request body, and an upgrade that echoes what follows it.
 func startPlain(t *testing.T) (string, *atomic.Int64) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -59,6 +61,17 @@ func startPlain(t *testing.T) (string, *atomic.Int64) {
 			return
 		}
 		_, _ = w.Write(b)
+	})
+	s.Mux.HandleFunc("GET /upgrade", func(w http.ResponseWriter, _ *http.Request) {
+		c, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		defer c.Close()
+		_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+		_ = rw.Flush()
+		_, _ = io.Copy(c, io.MultiReader(io.LimitReader(rw, int64(rw.Reader.Buffered())), c)) // an echo
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -165,5 +178,41 @@ func TestServer_BufferedReadsServeHTTP1AndH2C(t *testing.T) {
 					tc.name, req.method, req.path, resp.Status, resp.ProtoMajor, len(got), tc.proto, len(req.want))
 			}
 		}
+	}
+}
+
+// A hijacked connection (a websocket's upgrade) keeps every byte the client
+// sent behind its request, whether net/http's reader or the buffer under it
+// had already read them.
+func TestServer_HijackKeepsTheBytesBehindTheRequest(t *testing.T) {
+	t.Parallel()
+	addr, _ := startPlain(t)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	behind := strings.Repeat("frame;", 4000) // past net/http's 4 KiB reader, within the 16 KiB buffer
+	if _, err := io.WriteString(c, "GET /upgrade HTTP/1.1\r\nHost: x\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n"+behind); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetReadDeadline(time.Now().Add(30 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %s", resp.Status)
+	}
+	got := make([]byte, len(behind))
+	if _, err := io.ReadFull(br, got); err != nil {
+		t.Fatalf("the echo of the bytes behind the request: %v", err)
+	}
+	if string(got) != behind {
+		t.Fatal("the bytes behind the request came back changed")
 	}
 }
