@@ -58,6 +58,8 @@ type waiter struct {
 	// a stage); guarded by completions.mu.
 	ack  func()
 	more []func()
+	// got is the completion the stage received from ch (stager.await).
+	got completion
 }
 
 func newCompletions(outbox outboxAppender, log zerolog.Logger) *completions {

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/store/pipeline"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
@@ -182,4 +183,20 @@ func TestCompletions_ARoundTripAllocatesTheWaiterAlone(t *testing.T) { //nolint:
 	})
 	require.Equal(t, 101, acked, "every completion acked once") // AllocsPerRun runs once more to warm up
 	require.LessOrEqual(t, n, 4.0)
+}
+
+// A stage receives its completion into its waiter: awaiting one allocates
+// nothing.
+func TestStager_AwaitAllocatesNothing(t *testing.T) { //nolint:paralleltest // AllocsPerRun
+	g := &stager{}
+	s := &session{done: make(chan struct{})}
+	w := &waiter{ch: make(chan completion, 1)}
+	m := &workerv1.StageComplete{TaskId: "t"}
+	var got *completion
+	n := testing.AllocsPerRun(100, func() {
+		w.ch <- completion{msg: m, ack: noAck}
+		got, _ = g.await(context.Background(), manifest.KindVersion{}, s, w)
+	})
+	require.Zero(t, n)
+	require.Same(t, m, got.msg)
 }

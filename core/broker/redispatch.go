@@ -62,20 +62,20 @@ func (r *registry) servesOther(kv manifest.KindVersion, gone *session) bool {
 // does it waits for s to reconnect and redeliver, up to redeliveryWait, and
 // re-checks whenever the routing changes. When ctx ends first it returns
 // errWorkerLost.
-func (g *stager) awaitLost(ctx context.Context, kv manifest.KindVersion, s *session, ch <-chan completion) (*completion, error) {
+func (g *stager) awaitLost(ctx context.Context, kv manifest.KindVersion, s *session, w *waiter) (*completion, error) {
 	wait := g.clock.After(g.redeliveryWait)
 	for {
 		select {
-		case c := <-ch: // redelivered already (a reconnect to this broker)
-			return &c, nil
+		case w.got = <-w.ch: // redelivered already (a reconnect to this broker)
+			return &w.got, nil
 		default:
 		}
 		if g.reg.servesOther(kv, s) || g.mesh.pick(kv) != nil {
 			return nil, nil
 		}
 		select {
-		case c := <-ch:
-			return &c, nil
+		case w.got = <-w.ch:
+			return &w.got, nil
 		case <-ctx.Done():
 			return nil, errWorkerLost
 		case <-wait:

@@ -32,7 +32,7 @@ func TestStagerAwaitLost(t *testing.T) {
 		t.Parallel()
 		g, _, gone := setup(t)
 		g.reg.add(newSess("other"))
-		c, err := g.awaitLost(context.Background(), kv, gone, make(chan completion))
+		c, err := g.awaitLost(context.Background(), kv, gone, &waiter{ch: make(chan completion)})
 		require.NoError(t, err)
 		require.Nil(t, c, "dispatch again now, without the redelivery wait")
 	})
@@ -40,7 +40,10 @@ func TestStagerAwaitLost(t *testing.T) {
 		t.Parallel()
 		g, _, gone := setup(t)
 		done := make(chan error, 1)
-		go func() { _, err := g.awaitLost(context.Background(), kv, gone, make(chan completion)); done <- err }()
+		go func() {
+			_, err := g.awaitLost(context.Background(), kv, gone, &waiter{ch: make(chan completion)})
+			done <- err
+		}()
 		select {
 		case err := <-done:
 			t.Fatalf("returned (%v) with no worker to take over", err)
@@ -59,7 +62,7 @@ func TestStagerAwaitLost(t *testing.T) {
 		g, _, gone := setup(t)
 		ch := make(chan completion, 1)
 		ch <- completion{msg: &workerv1.StageComplete{TaskId: "x"}, ack: noAck}
-		c, err := g.awaitLost(context.Background(), kv, gone, ch)
+		c, err := g.awaitLost(context.Background(), kv, gone, &waiter{ch: ch})
 		require.NoError(t, err)
 		require.Equal(t, "x", c.msg.GetTaskId(), "the lost worker's redelivered result")
 	})
@@ -67,7 +70,10 @@ func TestStagerAwaitLost(t *testing.T) {
 		t.Parallel()
 		g, clk, gone := setup(t)
 		done := make(chan error, 1)
-		go func() { _, err := g.awaitLost(context.Background(), kv, gone, make(chan completion)); done <- err }()
+		go func() {
+			_, err := g.awaitLost(context.Background(), kv, gone, &waiter{ch: make(chan completion)})
+			done <- err
+		}()
 		clk.waits.WaitOrTimeout(t)
 		clk.Advance(time.Minute)
 		select {
@@ -82,7 +88,7 @@ func TestStagerAwaitLost(t *testing.T) {
 		g, _, gone := setup(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		_, err := g.awaitLost(ctx, kv, gone, make(chan completion))
+		_, err := g.awaitLost(ctx, kv, gone, &waiter{ch: make(chan completion)})
 		require.ErrorIs(t, err, errAbandon)
 	})
 }

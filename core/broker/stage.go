@@ -170,7 +170,6 @@ func (g *stager) handOverTo(ctx context.Context, kv manifest.KindVersion, task *
 	taskID := task.GetTaskId()
 	w := g.completions.expect(taskID)
 	defer g.completions.forget(taskID, w)
-	ch := w.ch
 	s, err := g.acquireWait(ctx, kv)
 	if err != nil {
 		return nil, nil, err
@@ -190,7 +189,7 @@ func (g *stager) handOverTo(ctx context.Context, kv manifest.KindVersion, task *
 		}
 		return nil, nil, nil // that worker went away before the hand-over: no attempt was lost
 	}
-	c, err := g.await(ctx, kv, s, ch)
+	c, err := g.await(ctx, kv, s, w)
 	if err == nil && c == nil {
 		// Debug: the session's end logs once, with its count of stages.
 		g.log.Debug().Str("kind", kv.String()).Str("name", task.GetResource().GetName()).Str("stage", task.GetStage().String()).
@@ -199,17 +198,18 @@ func (g *stager) handOverTo(ctx context.Context, kv manifest.KindVersion, task *
 	return c, s, err
 }
 
-// await waits for the completion; nil, nil means the worker vanished (see
-// awaitLost): dispatch again.
-func (g *stager) await(ctx context.Context, kv manifest.KindVersion, s *session, ch <-chan completion) (*completion, error) {
+// await waits for w's completion; nil, nil means the worker vanished (see
+// awaitLost): dispatch again. The completion is returned in w, which the
+// stage already holds (a completion of its own was an allocation a stage).
+func (g *stager) await(ctx context.Context, kv manifest.KindVersion, s *session, w *waiter) (*completion, error) {
 	select {
-	case c := <-ch:
-		return &c, nil
+	case w.got = <-w.ch:
+		return &w.got, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-s.done:
 	}
-	return g.awaitLost(ctx, kv, s, ch)
+	return g.awaitLost(ctx, kv, s, w)
 }
 
 // acquireWait reserves a slot on the least-loaded ready worker for kv,
