@@ -43,6 +43,9 @@ import (
 const (
 	leaseNonce = 16
 	leaseMAC   = 16
+	// leaseSecretLen is a secret's length: its nonce and MAC in unpadded
+	// base64url.
+	leaseSecretLen = ((leaseNonce+leaseMAC)*8 + 5) / 6
 )
 
 // leaseKeys issues and verifies lease secrets.
@@ -200,7 +203,7 @@ func (l *leaseKeys) issue(holder, taskID string) string {
 	var raw [leaseNonce + leaseMAC]byte
 	_, _ = crand.Read(raw[:leaseNonce])
 	b := leaseSum(raw[:leaseNonce], l.keys()[0], holder, taskID, raw[:leaseNonce])
-	var text [(leaseNonce + leaseMAC + 2) / 3 * 4]byte
+	var text [leaseSecretLen]byte
 	return string(base64.RawURLEncoding.AppendEncode(text[:0], b)) // one allocation, the string
 }
 
@@ -209,13 +212,13 @@ func (l *leaseKeys) issue(holder, taskID string) string {
 // rotation another member made) before it is refused.
 // It allocates nothing: the secret is decoded in stack buffers.
 func (l *leaseKeys) verify(holder, taskID, secret string) bool {
-	var text [(leaseNonce + leaseMAC + 2) / 3 * 4]byte
-	var raw [leaseNonce + leaseMAC]byte
-	if len(secret) > len(text) || base64.RawURLEncoding.DecodedLen(len(secret)) != len(raw) {
+	if len(secret) != leaseSecretLen {
 		return false
 	}
-	n := copy(text[:], secret)
-	if m, err := base64.RawURLEncoding.Decode(raw[:], text[:n]); err != nil || m != len(raw) {
+	var text [leaseSecretLen]byte
+	var raw [leaseNonce + leaseMAC]byte
+	copy(text[:], secret)
+	if n, err := base64.RawURLEncoding.Decode(raw[:], text[:]); err != nil || n != len(raw) {
 		return false
 	}
 	b := raw[:]

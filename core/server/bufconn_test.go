@@ -85,17 +85,28 @@ func startPlain(t *testing.T) (string, *atomic.Int64) {
 	return ln.Addr().String(), reads
 }
 
-// A burst of small HTTP/2 frames on a cleartext connection is read in a
-// few reads, not two a frame (the header, then the payload), which is how
-// net/http's HTTP/2 server reads a connection it is handed unbuffered.
-func TestServer_CleartextHTTP2FramesAreReadInBursts(t *testing.T) {
-	t.Parallel()
+// dialPlain starts a plaintext Server (startPlain) and dials it raw, with
+// a deadline on the test's reads.
+func dialPlain(t *testing.T) (net.Conn, *atomic.Int64) {
+	t.Helper()
 	addr, reads := startPlain(t)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	if err := c.SetReadDeadline(time.Now().Add(30 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	return c, reads
+}
+
+// A burst of small HTTP/2 frames on a cleartext connection is read in a
+// few reads, not two a frame (the header, then the payload), which is how
+// net/http's HTTP/2 server reads a connection it is handed unbuffered.
+func TestServer_CleartextHTTP2FramesAreReadInBursts(t *testing.T) {
+	t.Parallel()
+	c, reads := dialPlain(t)
 	const pings = 200
 	var out bytes.Buffer
 	out.WriteString("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
@@ -105,9 +116,6 @@ func TestServer_CleartextHTTP2FramesAreReadInBursts(t *testing.T) {
 		_ = binary.Write(&out, binary.BigEndian, uint64(i))
 	}
 	if _, err := c.Write(out.Bytes()); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SetReadDeadline(time.Now().Add(30 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	acks := 0
@@ -186,17 +194,9 @@ func TestServer_BufferedReadsServeHTTP1AndH2C(t *testing.T) {
 // had already read them.
 func TestServer_HijackKeepsTheBytesBehindTheRequest(t *testing.T) {
 	t.Parallel()
-	addr, _ := startPlain(t)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	behind := strings.Repeat("frame;", 4000) // past net/http's 4 KiB reader, within the 16 KiB buffer
+	c, _ := dialPlain(t)
+	behind := strings.Repeat("frame;", 4000) // 24 KB: past net/http's 4 KiB reader and the 16 KiB buffer under it
 	if _, err := io.WriteString(c, "GET /upgrade HTTP/1.1\r\nHost: x\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n"+behind); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SetReadDeadline(time.Now().Add(30 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	br := bufio.NewReader(c)

@@ -72,9 +72,10 @@ type Snapshot struct {
 	Version string
 	Name    string
 	// LabelsJSON is the labels as Postgres prints them (a JSON object of
-	// strings), decoded by Labels only for a reaction that reads them: a
-	// map a claimed task was about a tenth of converge's allocations per
-	// leaf, for reactions that mostly read the spec alone.
+	// strings), decoded by Labels only for a reaction that reads them:
+	// decoding a map for every claimed task was about a tenth of
+	// converge's allocations per leaf, for reactions that mostly read the
+	// spec alone.
 	LabelsJSON  []byte
 	Spec        json.RawMessage
 	Status      json.RawMessage
