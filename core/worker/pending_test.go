@@ -281,6 +281,34 @@ func TestWorkerFlushBatched_HoldsResultsWhileAnAckIsOutstanding(t *testing.T) {
 		require.Len(t, s.msgs, 2)
 		require.Len(t, s.msgs[1], maxResultBatch)
 	})
+	t.Run("AResultFinishedDuringASendIsHeld", func(t *testing.T) {
+		t.Parallel()
+		w := newLingering(t)
+		w.deliver(result("a"))
+		drainWake(w)
+		s := &fakeStream{}
+		// b finishes while a's message is being written: the broker may
+		// already hold a, so b awaits a's ack like any later result.
+		during := func(m *workerv1.WorkStreamRequest) error {
+			if len(s.msgs) == 0 {
+				w.deliver(result("b"))
+			}
+			return s.send(m)
+		}
+		wait, err := w.flushBatched(during, true)
+		require.NoError(t, err)
+		require.Zero(t, wait)
+		require.Equal(t, [][]string{{"a"}}, s.msgs, "b did not ride on a's flush")
+		select {
+		case <-w.wake:
+		default:
+			t.Fatal("b's delivery must wake the session")
+		}
+		wait, err = w.flushBatched(s.send, true)
+		require.NoError(t, err)
+		require.Positive(t, wait, "a awaits its ack: b waits")
+		require.Equal(t, [][]string{{"a"}}, s.msgs)
+	})
 	t.Run("TheLingerCountsFromTheOldestHeldResult", func(t *testing.T) {
 		t.Parallel()
 		w, s := inFlight(t, "a")

@@ -228,9 +228,14 @@ const (
 // batch has gathered, or when the oldest has waited Options.ResultLinger,
 // whichever comes first. The returned duration is what is left of that
 // linger (zero once everything is sent): the session flushes again then.
+//
+// A flush sends only the results pending when it began. One delivered while
+// a send is under way woke the session, and the next flush holds it by the
+// rule above: the ack for what just went out is still to come.
 func (w *Worker) flushBatched(send func(*workerv1.WorkStreamRequest) error, _ bool) (time.Duration, error) {
 	w.mu.Lock()
-	if unsent := len(w.pending) - w.sent; unsent > 0 && w.sent > 0 && unsent < maxResultBatch {
+	left := len(w.pending) - w.sent
+	if left > 0 && w.sent > 0 && left < maxResultBatch {
 		if wait := w.opts.ResultLinger - time.Since(w.unsentSince); wait > 0 {
 			w.mu.Unlock()
 			return wait, nil
@@ -241,7 +246,7 @@ func (w *Worker) flushBatched(send func(*workerv1.WorkStreamRequest) error, _ bo
 		w.mu.Lock()
 		var batch []*workerv1.StageComplete
 		size := 0
-		for w.sent < len(w.pending) && len(batch) < maxResultBatch {
+		for w.sent < len(w.pending) && len(batch) < min(left, maxResultBatch) {
 			c := w.pending[w.sent]
 			n := proto.Size(c)
 			if len(batch) > 0 && size+n > resultBatchBytes {
@@ -250,6 +255,7 @@ func (w *Worker) flushBatched(send func(*workerv1.WorkStreamRequest) error, _ bo
 			batch, size = append(batch, c), size+n
 			w.sent++
 		}
+		left -= len(batch)
 		w.mu.Unlock()
 		var m *workerv1.WorkStreamRequest
 		switch len(batch) {
