@@ -269,7 +269,8 @@ func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
 			Lifecycle: lifecycle.New(p.Primary),
 			Shards:    p.Shards, Metrics: p.Metrics, Log: log, Credentials: p.Plane, MTLS: cfg.TLSClientCAFile != "", CertPolicy: cfg.CertPolicy(), Outage: p.Outage,
 			Options: broker.Options{Drain: cfg.ShutdownDrain, MaxMessageBytes: cfg.WorkerMaxMsg, StreamRate: cfg.WorkerRate,
-				RedeliveryWait: cfg.RedeliveryWait, SilenceTimeout: cfg.WorkerSilence}})
+				CompressMinBytes: cfg.WorkerCompress,
+				RedeliveryWait:   cfg.RedeliveryWait, SilenceTimeout: cfg.WorkerSilence}})
 		d.Reporter.Kinds = p.Broker.Served
 		d.Reporter.InFlight = p.Broker.InFlight
 		// A worker that connects, leaves or changes readiness is on the

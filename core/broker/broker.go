@@ -4,6 +4,7 @@ import (
 	"compress/gzip"
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -78,6 +79,10 @@ type Options struct {
 	// MaxMessageBytes bounds one WorkerService message read or sent
 	// (requests, stream messages, relayed stages).
 	MaxMessageBytes int
+	// CompressMinBytes is the smallest stream message the broker gzips for
+	// a worker that accepts gzip (WORKER_COMPRESS_MIN_BYTES); 0, the
+	// default, compresses nothing. See compression.
+	CompressMinBytes int
 	// StreamRate paces the messages one worker stream may send per second
 	// (burst twice that; WORKER_MAX_STREAM_RATE; 0 = DefaultStreamRate).
 	StreamRate int
@@ -323,21 +328,36 @@ func (p *pooledGzip) release() {
 	p.w = nil
 }
 
-// streamCompressMinBytes is the smallest stream message the broker
-// compresses. A stage or an ack is a few hundred bytes: gzip's per-message
-// reset and Huffman tables cost more than the bytes they save (they were
-// 45% of converge's CPU at 30k leaves), so only large messages such as a
-// provider config bundle are compressed, when the worker accepts gzip.
-const streamCompressMinBytes = 8 << 10
+// compression is the WorkerService handler's gzip: stream messages of at
+// least minBytes go out gzipped at BestSpeed to a worker that accepts gzip;
+// with minBytes 0 none do. A gzipped request is read either way.
+//
+// Off is the default because a broker's scarce resource is its CPU, not the
+// bandwidth to its workers, which run beside it in the cluster. The messages
+// big enough to be worth compressing are a rollup's subtree and a provider
+// config bundle: gzip cost 2% of converge's CPU in a 200k-leaf run, and
+// each writer in use holds about 1 MB of tables, which showed as 3–4 MB of
+// converge's RSS (peak, mean and end) in 200k runs with and without it. A
+// stage or an ack is a few hundred bytes, which gzip never pays for (its
+// per-message reset and tables were 45% of converge's CPU at 30k leaves when
+// everything was compressed). Workers across a slow link are what the
+// setting is for.
+func compression(minBytes int) []connect.HandlerOption {
+	if minBytes <= 0 {
+		minBytes = math.MaxInt
+	}
+	return []connect.HandlerOption{connect.WithCompressMinBytes(minBytes), fastGzip()}
+}
 
 // Handler is the Connect WorkerService to mount on the broker listener:
 // authenticated (see planeAuth) and bounded to MaxMessageBytes per message.
 func (b *Broker) Handler() (string, http.Handler) {
 	b.assemble()
 	pa := &planeAuth{creds: b.deps.Credentials, mtls: b.deps.MTLS, log: b.log}
-	path, h := workerv1connect.NewWorkerServiceHandler(b.handler, connect.WithInterceptors(pa),
-		connect.WithReadMaxBytes(b.MaxMessageBytes), connect.WithSendMaxBytes(b.MaxMessageBytes),
-		connect.WithCompressMinBytes(streamCompressMinBytes), fastGzip())
+	opts := append([]connect.HandlerOption{connect.WithInterceptors(pa),
+		connect.WithReadMaxBytes(b.MaxMessageBytes), connect.WithSendMaxBytes(b.MaxMessageBytes)},
+		compression(b.CompressMinBytes)...)
+	path, h := workerv1connect.NewWorkerServiceHandler(b.handler, opts...)
 	return path, withStreamAbort(withCertificate(b.deps.CertPolicy, h))
 }
 

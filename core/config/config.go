@@ -56,6 +56,7 @@ type Config struct {
 	WorkerAuth      string        // WORKER_AUTH: "none" runs the worker plane open deliberately
 	WorkerMaxMsg    int           // WORKER_MAX_MESSAGE_BYTES: one WorkerService message (default 16 MiB)
 	WorkerRate      int           // WORKER_MAX_STREAM_RATE: messages per second one worker stream may send (default 20000)
+	WorkerCompress  int           // WORKER_COMPRESS_MIN_BYTES: stream messages this big are gzipped for workers that accept it; 0 = never (default)
 	// Identity per audience with mTLS (core/auth identities.go): allow-lists
 	// of client-certificate identities (SPIFFE IDs or CN=…), comma-separated.
 	APIClientIDs    string // API_CLIENT_IDENTITIES: ROLE:IDENTITY entries that may call the API
@@ -149,6 +150,7 @@ func Parse(getenv func(string) string, version string) (Config, error) {
 	}
 	atLeast(&c.WorkerMaxMsg, "WORKER_MAX_MESSAGE_BYTES", 1024, "a byte count of at least 1024")
 	atLeast(&c.WorkerRate, "WORKER_MAX_STREAM_RATE", 1, "a positive number of messages per second")
+	atLeast(&c.WorkerCompress, "WORKER_COMPRESS_MIN_BYTES", 0, "a byte count, 0 to compress nothing")
 	dur := func(dst *time.Duration, name string) {
 		v := getenv(name)
 		if v == "" {
@@ -263,6 +265,7 @@ func (c Config) Redacted() map[string]any {
 		"MESH_AUTH":                      c.MeshTokens != "" || c.TLSClientCAFile != "",
 		"WORKER_MAX_MESSAGE_BYTES":       c.WorkerMaxMsg,
 		"WORKER_MAX_STREAM_RATE":         c.WorkerRate,
+		"WORKER_COMPRESS_MIN_BYTES":      c.WorkerCompress,
 	}
 }
 

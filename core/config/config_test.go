@@ -78,7 +78,12 @@ func TestParse(t *testing.T) {
 			check: func(t *testing.T, c Config) {
 				require.True(t, c.WorkerPlaneAuth())
 				require.Equal(t, 16<<20, c.WorkerMaxMsg)
+				require.Zero(t, c.WorkerCompress, "stream compression is off unless asked for")
 			}},
+		"compression floor": {reason: "a worker stream may be compressed past a floor", env: with("WORKER_COMPRESS_MIN_BYTES", "65536"),
+			check: func(t *testing.T, c Config) { require.Equal(t, 65536, c.WorkerCompress) }},
+		"bad compression floor": {reason: "the floor is a byte count", env: with("WORKER_COMPRESS_MIN_BYTES", "-1"),
+			wantErr: "WORKER_COMPRESS_MIN_BYTES"},
 		"contradiction":  {reason: "API_AUTH=none with a tokens file is ambiguous", env: with("API_TOKENS_FILE", "t"), wantErr: "contradicts"},
 		"bad auth value": {reason: "API_AUTH has one value", env: with("API_AUTH", "off"), wantErr: `API_AUTH="off"`},
 		"bad max message": {reason: "message limits are validated", env: with("WORKER_MAX_MESSAGE_BYTES", "12"),
