@@ -108,8 +108,11 @@ func TestServe_UnackedResultsAreBoundedByTheBuffer(t *testing.T) {
 	b.killStream()
 
 	b.next(t, "re-subscribe", isSubscribe)
+	require.Equal(t, []string{"t1", "t2"}, b.completesUntil(t, "t2"), "only the newest two are redelivered")
+	// Only now the next task: had it finished before the redelivery, the
+	// full buffer would have discarded t1 for it, as it should.
 	b.send(task("fresh", "vpc", 9, 0))
-	require.Equal(t, []string{"t1", "t2", "fresh"}, b.completesUntil(t, "fresh"))
+	require.Equal(t, []string{"fresh"}, b.completesUntil(t, "fresh"))
 }
 
 // carries matches a message holding the result of task id, alone or in a
