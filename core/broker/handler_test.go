@@ -1,13 +1,9 @@
 package broker
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -701,102 +697,4 @@ func TestSendOut_ABatchIsOneInlineFrame(t *testing.T) {
 		}
 	}
 	require.Equal(t, n, sent, "every task sent once")
-}
-
-// tapBody records every byte of the response bodies read through it.
-type tapBody struct {
-	io.ReadCloser
-	mu  *sync.Mutex
-	buf *bytes.Buffer
-}
-
-func (b tapBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.mu.Lock()
-	b.buf.Write(p[:n])
-	b.mu.Unlock()
-	return n, err
-}
-
-type tapTransport struct {
-	next http.RoundTripper
-	mu   sync.Mutex
-	buf  bytes.Buffer
-}
-
-func (t *tapTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(r)
-	if err == nil {
-		resp.Body = tapBody{ReadCloser: resp.Body, mu: &t.mu, buf: &t.buf}
-	}
-	return resp, err
-}
-
-// A worker stream is not compressed unless the broker is given a floor
-// (WORKER_COMPRESS_MIN_BYTES): then a message past it goes out gzipped at
-// BestSpeed (the gzip header's XFL byte is 4), smaller ones plain, and
-// every message decodes intact either way.
-func TestWorkerServiceWorkStream_CompressesBigMessagesOnlyPastAFloor(t *testing.T) {
-	t.Parallel()
-	for name, tc := range map[string]struct {
-		floor, want int
-	}{
-		"Off":   {floor: 0, want: 0},
-		"Floor": {floor: 8 << 10, want: 1},
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			require.Equal(t, tc.want, compressedBigTasks(t, tc.floor))
-		})
-	}
-}
-
-// compressedBigTasks sends one 48 KB task on a stream served with the
-// broker's compression at floor and counts the compressed messages the
-// worker's side received, checking each is gzip at the fastest level.
-func compressedBigTasks(t *testing.T, floor int) int {
-	t.Helper()
-	b := setupHandler(t)
-	h := b.srv.Client()
-	tap := &tapTransport{next: h.Transport}
-	h.Transport = tap
-	// The test's handler has no compression options of its own: serve one
-	// with the broker's.
-	_, handler := workerv1connect.NewWorkerServiceHandler(b.svc, compression(floor)...)
-	srv := httptest.NewUnstartedServer(withStreamAbort(handler))
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	client := workerv1connect.NewWorkerServiceClient(h, srv.URL)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	stream := client.WorkStream(ctx)
-	defer func() { _ = stream.CloseResponse() }()
-	_, s := b.openSession(t, stream, &workerv1.Subscribe{WorkerId: "w1", Kinds: readiness("vpc")})
-	spec := []byte(`{"cidr":"` + strings.Repeat("10.0.0.0/16,", 4000) + `"}`)
-	require.NoError(t, s.send(ctx, &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Task{
-		Task: &workerv1.StageTask{TaskId: "big", Resource: &workerv1.Resource{SpecJson: spec}}}}))
-	m, err := stream.Receive()
-	require.NoError(t, err)
-	require.Equal(t, spec, m.GetTask().GetResource().GetSpecJson(), "the big task decodes intact")
-
-	tap.mu.Lock()
-	wire := tap.buf.Bytes()
-	tap.mu.Unlock()
-	compressed, messages := 0, 0
-	for len(wire) >= 5 {
-		flags, n := wire[0], int(binary.BigEndian.Uint32(wire[1:5]))
-		require.LessOrEqual(t, 5+n, len(wire), "a whole envelope was read")
-		payload := wire[5 : 5+n]
-		messages++
-		if flags&1 == 1 {
-			compressed++
-			require.Equal(t, []byte{0x1f, 0x8b}, payload[:2], "gzip")
-			require.EqualValues(t, 4, payload[8], "XFL 4: compressed at the fastest level")
-		}
-		wire = wire[5+n:]
-	}
-	require.GreaterOrEqual(t, messages, 2, "the subscription's answer and the task were read off the wire")
-	return compressed
 }
