@@ -183,7 +183,14 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 	var heard atomic.Int64
 	heard.Store(time.Now().UnixNano())
 	if o.watch {
-		go silenceWatch(sctx, &heard, h.silence, streamAbort(ctx), log)
+		// The watchdog is done before the session returns, so it never
+		// aborts a stream whose handler has finished.
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			silenceWatch(sctx, &heard, h.silence, streamAbort(ctx), log)
+		}()
+		defer func() { cancel(); <-watched }()
 	}
 	sent := make(chan struct{})
 	go func() {

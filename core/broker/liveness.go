@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,14 +25,30 @@ type streamAbortKey struct{}
 // flow-control window both return an error. Only a deadline reaches into
 // the transport: cancelling a context does not unblock a stream's
 // Receive, and the handler's own context ends only when the peer does.
+//
+// An abort after the handler returned does nothing: the server then frees
+// the response writer (HTTP/2 pools its state for the next stream), so a
+// late deadline would dereference nil or cut an unrelated stream.
 func withStreamAbort(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
+		var mu sync.Mutex
+		served := false
 		abort := func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if served {
+				return
+			}
 			past := time.Unix(1, 0)
 			_ = rc.SetReadDeadline(past)
 			_ = rc.SetWriteDeadline(past)
 		}
+		defer func() {
+			mu.Lock()
+			served = true
+			mu.Unlock()
+		}()
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), streamAbortKey{}, abort)))
 	})
 }
@@ -61,7 +78,7 @@ func silenceWatch(ctx context.Context, heard *atomic.Int64, timeout time.Duratio
 			return
 		case now := <-tick.C:
 			quiet := now.Sub(time.Unix(0, heard.Load()))
-			if quiet < timeout {
+			if quiet < timeout || ctx.Err() != nil {
 				continue
 			}
 			log.Warn().Dur("silent_for", quiet).Dur("timeout", timeout).
