@@ -1834,13 +1834,16 @@ BEGIN
          FOR UPDATE SKIP LOCKED
     ), freed AS (
         UPDATE work_queue q
-           SET worker_id = NULL, leased_at = NULL, heartbeat_at = NULL, not_before = now()
+           SET worker_id = NULL, leased_at = NULL, heartbeat_at = NULL,
+               not_before = now() + interval '1 second'
           FROM held h
          WHERE q.shard_id = h.shard_id AND q.resource_id = h.resource_id
            AND q.task_type = h.task_type AND q.op_id = h.op_id
         RETURNING 1
     )
     SELECT count(*) INTO v_n FROM freed;
+    -- The wake restarts every dispatcher's idle backoff: its trailing sweeps
+    -- (+25 ms, +75 ms, ... +1.6 s) take the rows once the grace is over.
     IF v_n > 0 THEN
         PERFORM pg_notify('work_ready', '');
     END IF;

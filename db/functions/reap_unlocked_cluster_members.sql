@@ -7,8 +7,14 @@
 -- here: a removal is rare and its wake must not be coalesced away by a join
 -- a moment earlier), so every member re-tiles at once. The leases the dead
 -- members held (work_queue and lifecycle_outbox rows stamped with their
--- member id) are freed for re-claim at once instead of after the stale-lease
--- window. Each removed id is recorded in cluster_member_tombstones, and for a
+-- member id) are freed instead of waiting out the stale-lease window. A
+-- freed queue row is claimable after a redelivery grace of one second
+-- (not_before): the dead broker's workers reconnect within their
+-- 0.1-0.5 s backoff and adopt the tasks they still run or hold a result of
+-- (same epoch, no re-run), and every member has re-read its routes on the
+-- removal's cluster_changed (a broker that still counted the dead one as a
+-- peer serving the kind would claim the task for it, stamp a new epoch and
+-- re-run it on whichever worker comes next). Each removed id is recorded in cluster_member_tombstones, and for a
 -- minute after, every tick frees again whatever leases it still holds: rows
 -- another transaction held were skipped (SKIP LOCKED), and a claim the dead
 -- process sent before it died can still be executing in its backend and
@@ -89,13 +95,16 @@ BEGIN
          FOR UPDATE SKIP LOCKED
     ), freed AS (
         UPDATE work_queue q
-           SET worker_id = NULL, leased_at = NULL, heartbeat_at = NULL, not_before = now()
+           SET worker_id = NULL, leased_at = NULL, heartbeat_at = NULL,
+               not_before = now() + interval '1 second'
           FROM held h
          WHERE q.shard_id = h.shard_id AND q.resource_id = h.resource_id
            AND q.task_type = h.task_type AND q.op_id = h.op_id
         RETURNING 1
     )
     SELECT count(*) INTO v_n FROM freed;
+    -- The wake restarts every dispatcher's idle backoff: its trailing sweeps
+    -- (+25 ms, +75 ms, ... +1.6 s) take the rows once the grace is over.
     IF v_n > 0 THEN
         PERFORM pg_notify('work_ready', '');
     END IF;

@@ -2,6 +2,9 @@ package pipeline
 
 import (
 	"context"
+	"slices"
+
+	"github.com/google/uuid"
 
 	"github.com/converge-run/converge/db/pgpool"
 )
@@ -32,13 +35,39 @@ func (s *Store) Adopt(ctx context.Context, workerID string, tasks []Held) ([]Tas
 	}
 	var out []TaskKey
 	for p, ks := range byPartition(0, 255, keys) {
-		shards, ids, types, ops := keyArrays(ks)
-		epochs := make(pgpool.Array[int64], len(ks))
-		for i, k := range ks {
-			epochs[i] = epochOf[k]
+		plo, phi := p*partitionWidth, p*partitionWidth+partitionWidth-1
+		// A row another transaction updated between this statement's
+		// snapshot and its lock (the reaper freeing a dead broker's
+		// leases: the very moment a successor adopts them) is locked in
+		// its new version, which the UPDATE by TID cannot see: it is
+		// locked but not adopted, so the rest are tried again, as
+		// heldRetry does for the heartbeat.
+		for range heldRetries {
+			got, locked, err := s.adoptOnce(ctx, workerID, plo, phi, ks, epochOf)
+			out = append(out, got...)
+			if err != nil {
+				return out, err
+			}
+			if len(got) >= locked {
+				break
+			}
+			ks = slices.DeleteFunc(ks, func(k TaskKey) bool { return slices.Contains(got, k) })
 		}
-		rows, err := s.pool.Query(ctx, `
-WITH held AS (
+	}
+	return out, nil
+}
+
+// adoptOnce is one adoption statement over keys of one partition: it
+// returns the keys adopted and how many rows it locked.
+func (s *Store) adoptOnce(ctx context.Context, workerID string, plo, phi int, ks []TaskKey,
+	epochOf map[TaskKey]int64) ([]TaskKey, int, error) {
+	shards, ids, types, ops := keyArrays(ks)
+	epochs := make(pgpool.Array[int64], len(ks))
+	for i, k := range ks {
+		epochs[i] = epochOf[k]
+	}
+	rows, err := s.pool.Query(ctx, `
+WITH held AS MATERIALIZED (
     SELECT w.ctid
       FROM unnest($3::int[], $4::uuid[], $5::text[], $6::uuid[], $7::bigint[]) AS k(shard_id, resource_id, task_type, op_id, epoch)
      CROSS JOIN LATERAL (
@@ -47,28 +76,37 @@ WITH held AS (
             AND w.shard_id = k.shard_id AND w.resource_id = k.resource_id
             AND w.task_type = k.task_type AND w.op_id = k.op_id AND w.claim_epoch = k.epoch
             FOR UPDATE) w
+), adopted AS (
+    UPDATE work_queue w SET worker_id = $8, heartbeat_at = coalesce($9::timestamptz, now())
+     WHERE w.shard_id BETWEEN $1 AND $2 AND w.ctid = ANY (ARRAY(SELECT ctid FROM held))
+    RETURNING w.shard_id, w.resource_id, w.task_type, w.op_id
 )
-UPDATE work_queue w SET worker_id = $8, heartbeat_at = coalesce($9::timestamptz, now())
- WHERE w.shard_id BETWEEN $1 AND $2 AND w.ctid = ANY (ARRAY(SELECT ctid FROM held))
-RETURNING w.shard_id, w.resource_id, w.task_type, w.op_id`,
-			pgpool.Reserve(p*partitionWidth, p*partitionWidth+partitionWidth-1, shards, ids, types, ops, epochs, workerID, s.now())...)
-		if err != nil {
-			return out, wrap(err, "adopt %d leases (shards %d-%d)", len(ks), p*partitionWidth, p*partitionWidth+partitionWidth-1)
+SELECT (SELECT count(*) FROM held), a.shard_id, a.resource_id, a.task_type, a.op_id
+  FROM (SELECT) one LEFT JOIN adopted a ON true`,
+		pgpool.Reserve(plo, phi, shards, ids, types, ops, epochs, workerID, s.now())...)
+	if err != nil {
+		return nil, 0, wrap(err, "adopt %d leases (shards %d-%d)", len(ks), plo, phi)
+	}
+	defer rows.Close()
+	var (
+		out    []TaskKey
+		locked int
+	)
+	for rows.Next() {
+		var (
+			shard  *int
+			id, op *uuid.UUID
+			tt     *string
+		)
+		if err := rows.Scan(&locked, &shard, &id, &tt, &op); err != nil {
+			return out, locked, wrap(err, "scan an adopted lease")
 		}
-		for rows.Next() {
-			var k TaskKey
-			var tt string
-			if err := rows.Scan(&k.ShardID, &k.ResourceID, &tt, &k.OpID); err != nil {
-				rows.Close()
-				return out, wrap(err, "scan an adopted lease")
-			}
-			k.TaskType = TaskType(tt)
-			out = append(out, k)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return out, wrap(err, "adopt %d leases (shards %d-%d)", len(ks), p*partitionWidth, p*partitionWidth+partitionWidth-1)
+		if shard != nil {
+			out = append(out, TaskKey{ShardID: *shard, ResourceID: *id, TaskType: TaskType(*tt), OpID: *op})
 		}
 	}
-	return out, nil
+	if err := rows.Err(); err != nil {
+		return out, locked, wrap(err, "adopt %d leases (shards %d-%d)", len(ks), plo, phi)
+	}
+	return out, locked, nil
 }

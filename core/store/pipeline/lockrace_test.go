@@ -154,6 +154,10 @@ func TestReapUnlocked_AFreedLeaseStillTakesItsClaimsRedeliveredResult(t *testing
 	require.False(t, f.isQueued(id))
 }
 
+// redeliveryGrace is how long reap_unlocked_cluster_members keeps a dead
+// member's freed task from being claimed again.
+const redeliveryGrace = time.Second
+
 func TestReapUnlocked_AReClaimFencesTheDeadClaimsResult(t *testing.T) {
 	t.Parallel()
 	f := newFx(t)
@@ -163,6 +167,8 @@ func TestReapUnlocked_AReClaimFencesTheDeadClaimsResult(t *testing.T) {
 	dead := f.deadMember()
 	claimed := f.claimOneAs(dead, "leaf")
 	f.exec(`SELECT reap_unlocked_cluster_members()`)
+	require.Empty(t, f.claim("leaf", 1), "within the redelivery grace the freed task waits for its worker's adoption")
+	f.st.Clock = func() time.Time { return time.Now().Add(redeliveryGrace) }
 	again := f.claimOne("leaf")
 	require.Greater(t, again.ClaimEpoch, claimed.ClaimEpoch)
 
@@ -217,4 +223,47 @@ func TestReapUnlocked_AMemberRegisteredAgainKeepsItsLeases(t *testing.T) {
 	q, ok := f.queued(id, TaskReconcile)
 	require.True(t, ok)
 	require.True(t, q.Leased, "a registered member's lease is its own")
+}
+
+// A successor broker adopts the lease a worker reports resumed at the very
+// moment its reaper frees the dead claimer's leases: the adoption waits on
+// the reaper's row lock and must still take the freed row (same epoch), or
+// the task is claimed again and the worker's finished result is fenced out
+// (a re-run where a redelivery was due).
+func TestAdopt_RacingTheReaperStillAdopts(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	id := f.res("leaf", "a")
+	f.schedule(id)
+	dead := f.deadMember()
+	claimed := f.claimOneAs(dead, "leaf")
+
+	conn, err := f.pool.Acquire(f.ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	tx, err := conn.Begin(f.ctx)
+	require.NoError(t, err)
+	var reaped []string
+	require.NoError(t, tx.QueryRow(f.ctx, `SELECT coalesce(array_agg(x), '{}') FROM reap_unlocked_cluster_members() x`).Scan(&reaped))
+	require.Equal(t, []string{dead}, reaped)
+
+	type adopted struct {
+		keys []TaskKey
+		err  error
+	}
+	done := make(chan adopted, 1)
+	go func() {
+		keys, err := f.st.Adopt(f.ctx, "successor", []Held{{Key: claimed.Key, Epoch: claimed.ClaimEpoch}})
+		done <- adopted{keys, err}
+	}()
+	f.waitBlocked("claim_epoch = k.epoch")
+	require.NoError(t, tx.Commit(f.ctx))
+	a := <-done
+	require.NoError(t, a.err)
+	require.Equal(t, []TaskKey{claimed.Key}, a.keys, "the freed lease is adopted under its epoch")
+	require.Equal(t, "successor", scalar[string](f, `SELECT worker_id FROM work_queue WHERE resource_id = $1`, id))
+
+	f.finish(claimed.Result(json.RawMessage(`{"from":"the worker, redelivered"}`)))
+	require.Equal(t, "Ready", f.phase(id), "the claim's own result applies: no re-run")
 }
