@@ -82,6 +82,23 @@ func (a *adoptions) ended(s *session) {
 	}
 }
 
+// refused releases the adopted lease of a task whose redelivered result s's
+// worker sent with a secret no key verifies: the result is refused and
+// acked (the worker drops it), so nothing would finish the task while the
+// session lasts, and its lease, heartbeated here, would never lapse.
+// Released, it is claimed and run again at once.
+func (a *adoptions) refused(s *session, taskID string) {
+	id, err := parseTaskID(taskID)
+	if err != nil || !a.tasks.unadoptOf(id.key, s) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := a.store.Release(ctx, pipeline.Lease{WorkerID: a.id}, []pipeline.TaskKey{id.key}); err != nil {
+		a.log.Warn().Err(err).Str("task_id", taskID).Msg("release the adopted lease of a refused result; the reaper will reclaim it")
+	}
+}
+
 // adopt records adopted leases of s's tasks: heartbeated (keys) but not this
 // broker's claims (count, pair).
 func (f *inflight) adopt(keys []pipeline.TaskKey, s *session) {
@@ -96,6 +113,17 @@ func (f *inflight) unadopt(key pipeline.TaskKey) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.adopted, key)
+}
+
+// unadoptOf forgets key's adoption if s holds it, and reports whether it did.
+func (f *inflight) unadoptOf(key pipeline.TaskKey, s *session) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if owner, ok := f.adopted[key]; !ok || owner != s {
+		return false
+	}
+	delete(f.adopted, key)
+	return true
 }
 
 func (f *inflight) unadoptSession(s *session) []pipeline.TaskKey {

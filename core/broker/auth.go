@@ -191,7 +191,8 @@ func readinessAllowed(ctx context.Context, u *workerv1.ReadinessUpdate, log zero
 
 // completionAllowed checks a StageComplete's lease secret against the
 // session that sends it; a refused completion is logged and acked (the
-// worker drops it; the task's real result, or a re-run, applies).
+// worker drops it; the task's real result, or a re-run, applies), and the
+// lease of a task the session resumed here is released for that re-run.
 func (h *workerService) completionAllowed(s *session, m *workerv1.StageComplete, log zerolog.Logger) bool {
 	if h.leases.verify(s.holder, m.GetTaskId(), m.GetLeaseSecret()) {
 		return true
@@ -199,6 +200,9 @@ func (h *workerService) completionAllowed(s *session, m *workerv1.StageComplete,
 	log.Warn().Str("task_id", m.GetTaskId()).Str("identity", s.holder).Bool("has_secret", m.GetLeaseSecret() != "").
 		Msg("completion refused: its lease secret was not issued to this worker for this task")
 	s.ack(m.GetTaskId())
+	if h.adopt != nil {
+		h.adopt.refused(s, m.GetTaskId())
+	}
 	return false
 }
 

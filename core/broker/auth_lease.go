@@ -62,7 +62,8 @@ type leaseKeys struct {
 	derived  []*macKey // the keys of the credentials' generation seen
 	gen      int64     // creds.Swaps() when derived was computed
 	shared   [][]byte  // the cluster keys last read, newest first
-	reloaded time.Time
+	reloaded time.Time // when the last read ended
+	reading  *keyRead  // the read under way (nil: none)
 }
 
 // leaseReloadEvery bounds the re-reads a secret that verifies with no key
@@ -115,32 +116,56 @@ func newMACKey(key []byte) *macKey {
 	return k
 }
 
-// load reads the cluster's shared keys; keys() derives its list again.
+// load reads the cluster's shared keys; keys() derives its list again. One
+// read runs at a time: a caller that finds one under way waits for it and
+// shares its outcome. A broker that just started gets its workers'
+// redelivered results before its first read has returned; each of them
+// must wait for the keys that read is fetching, not be refused because
+// another one's miss had started it.
 func (l *leaseKeys) load(ctx context.Context) error {
 	if l.source == nil {
 		return nil
 	}
+	l.mu.Lock()
+	if r := l.reading; r != nil {
+		l.mu.Unlock()
+		select {
+		case <-r.done:
+			return r.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	r := &keyRead{done: make(chan struct{})}
+	l.reading = r
+	l.mu.Unlock()
 	ks, err := l.source(ctx)
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.reloaded = time.Now()
-	if err != nil {
-		return err
-	}
-	if len(ks) > 0 {
+	if err == nil && len(ks) > 0 {
 		l.shared, l.derived = ks, nil
 	}
-	return nil
+	l.reading = nil
+	l.mu.Unlock()
+	r.err = err
+	close(r.done)
+	return err
 }
 
-// reload re-reads the shared keys after a secret no key verified, at most
-// once per leaseReloadEvery; it reports whether it did.
+// keyRead is a read of the shared keys under way; err is set before done
+// closes.
+type keyRead struct {
+	done chan struct{}
+	err  error
+}
+
+// reload re-reads the shared keys after a secret no key verified: it joins
+// a read under way, or starts one when the last ended leaseReloadEvery ago
+// or more (forged secrets cost at most one query a second); it reports
+// whether the keys were read.
 func (l *leaseKeys) reload() bool {
 	l.mu.Lock()
-	due := l.source != nil && time.Since(l.reloaded) >= leaseReloadEvery
-	if due {
-		l.reloaded = time.Now()
-	}
+	due := l.source != nil && (l.reading != nil || time.Since(l.reloaded) >= leaseReloadEvery)
 	l.mu.Unlock()
 	if !due {
 		return false

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -51,6 +52,43 @@ func TestLeaseKeys_SharedClusterKeyVerifiesAcrossBrokers(t *testing.T) {
 	rotated := a.issue("holder", "t3")
 	require.True(t, b.verify("holder", "t3", rotated), "an unverifiable secret re-reads the keys once")
 	require.True(t, b.verify("holder", "t1", s), "the previous key still verifies")
+}
+
+// A broker that just started verifies its workers' redelivered results
+// while its first read of the cluster keys is still running: every secret
+// that misses waits for that read and verifies with its keys. (Before, the
+// first miss started a read and a second miss within the second was
+// refused outright: its worker dropped the result and the task, adopted by
+// this broker, hung until the worker's session ended.)
+func TestLeaseKeys_MissesDuringAReadWaitForIt(t *testing.T) {
+	t.Parallel()
+	issuer := newLeaseKeys(nil)
+	issuer.source = func(context.Context) ([][]byte, error) { return [][]byte{key(3)}, nil }
+	require.NoError(t, issuer.load(context.Background()))
+	secrets := []string{issuer.issue("holder", "t1"), issuer.issue("holder", "t2")}
+
+	started, release := make(chan struct{}), make(chan struct{})
+	var reads sync.WaitGroup
+	reads.Add(1)
+	successor := newLeaseKeys(nil)
+	successor.source = func(context.Context) ([][]byte, error) {
+		reads.Done() // a second read would panic: one read serves every miss
+		close(started)
+		<-release
+		return [][]byte{key(3)}, nil
+	}
+	got := make(chan bool, 2)
+	go func() { got <- successor.verify("holder", "t1", secrets[0]) }()
+	<-started
+	go func() { got <- successor.verify("holder", "t2", secrets[1]) }()
+	select {
+	case ok := <-got:
+		t.Fatalf("a verification returned %v before the read under way ended", ok)
+	case <-time.After(50 * time.Millisecond): // proving an absence: neither returns early
+	}
+	close(release)
+	require.True(t, <-got)
+	require.True(t, <-got)
 }
 
 func key(b byte) []byte {

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -446,6 +447,58 @@ func TestWorkerServiceWorkStream_AdoptsTheLeasesOfResumedTasks(t *testing.T) {
 		return len(st.released) == 1 && st.released[0] == left
 	}, 5*time.Second, time.Millisecond, "the session ended: the adopted lease whose result never came is released")
 	require.Empty(t, tasks.keys())
+}
+
+// A resumed task whose redelivered result is refused (its secret verifies
+// with no key: issued by a process-own key of a broker that died before it
+// read the cluster's) is released at once: its worker drops the result, and
+// the adopted lease, heartbeated here, would otherwise hold the task until
+// the worker's session ended. A refused result of a task not adopted here
+// releases nothing.
+func TestWorkerServiceWorkStream_ARefusedResultOfAnAdoptedTaskReleasesIt(t *testing.T) {
+	t.Parallel()
+	b := setupHandler(t)
+	st := &fakeAdopter{}
+	tasks := newInflight()
+	b.svc.adopt = &adoptions{id: "broker-1", store: st, tasks: tasks, log: testLog(t)}
+	var written atomic.Int32
+	b.sink.CompleteFn = func(*workerv1.StageComplete, func()) { written.Add(1) }
+	adopted, other := task(1, pipeline.TaskReconcile).Key, task(2, pipeline.TaskReconcile).Key
+	tid := func(k pipeline.TaskKey) string {
+		return taskID{key: k, epoch: 9, generation: 1, stage: workerv1.Stage_STAGE_WORK.String(), final: true}.String()
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream := b.clients()["Connect"].WorkStream(ctx)
+	t.Cleanup(func() { // before the server's Close, which waits for the stream
+		_ = stream.CloseRequest()
+		_ = stream.CloseResponse()
+	})
+	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: &workerv1.Subscribe{
+		WorkerId: "w1", Kinds: readiness("vpc"), Resumed: []*workerv1.TaskRef{{TaskId: tid(adopted),
+			Fence: &workerv1.Fence{LeaseToken: "broker-0", ClaimEpoch: 9}}}}}}))
+	_, err := stream.Receive()
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(tasks.keys()) == 1 }, 5*time.Second, time.Millisecond)
+
+	foreign := newLeaseKeys(nil) // another process's own key
+	holder := holderOf(principalFrom(context.Background()), "w1")
+	for _, k := range []pipeline.TaskKey{other, adopted} {
+		require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Complete{Complete: &workerv1.StageComplete{
+			TaskId: tid(k), LeaseSecret: foreign.issue(holder, tid(k)),
+			Result: &workerv1.StageComplete_Outcome{Outcome: &workerv1.Outcome{}}}}}))
+	}
+	require.Eventually(t, func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return len(st.released) == 1
+	}, 5*time.Second, time.Millisecond, "the refused result's adopted lease is released")
+	st.mu.Lock()
+	require.Equal(t, []pipeline.TaskKey{adopted}, st.released, "only the adopted task's")
+	st.mu.Unlock()
+	require.Empty(t, tasks.keys(), "no longer heartbeated here")
+	require.Zero(t, written.Load(), "neither refused result is written")
 }
 
 // A resumed task's lease is adopted before the worker's session is
