@@ -166,9 +166,10 @@ func TestReapUnlocked_AReClaimFencesTheDeadClaimsResult(t *testing.T) {
 	f.schedule(id)
 	dead := f.deadMember()
 	claimed := f.claimOneAs(dead, "leaf")
-	f.exec(`SELECT reap_unlocked_cluster_members()`)
+	reapedAt := scalar[time.Time](f, `SELECT now() FROM reap_unlocked_cluster_members()`)
+	f.st.Clock = func() time.Time { return reapedAt.Add(redeliveryGrace - time.Millisecond) }
 	require.Empty(t, f.claim("leaf", 1), "within the redelivery grace the freed task waits for its worker's adoption")
-	f.st.Clock = func() time.Time { return time.Now().Add(redeliveryGrace) }
+	f.st.Clock = func() time.Time { return reapedAt.Add(redeliveryGrace) }
 	again := f.claimOne("leaf")
 	require.Greater(t, again.ClaimEpoch, claimed.ClaimEpoch)
 
