@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,12 +69,12 @@ func TestLeaseKeys_MissesDuringAReadWaitForIt(t *testing.T) {
 	secrets := []string{issuer.issue("holder", "t1"), issuer.issue("holder", "t2")}
 
 	started, release := make(chan struct{}), make(chan struct{})
-	var reads sync.WaitGroup
-	reads.Add(1)
+	var reads atomic.Int32
 	successor := newLeaseKeys(nil)
 	successor.source = func(context.Context) ([][]byte, error) {
-		reads.Done() // a second read would panic: one read serves every miss
-		close(started)
+		if reads.Add(1) == 1 {
+			close(started)
+		}
 		<-release
 		return [][]byte{key(3)}, nil
 	}
@@ -89,6 +90,7 @@ func TestLeaseKeys_MissesDuringAReadWaitForIt(t *testing.T) {
 	close(release)
 	require.True(t, <-got)
 	require.True(t, <-got)
+	require.EqualValues(t, 1, reads.Load(), "one read served both misses")
 }
 
 func key(b byte) []byte {

@@ -408,6 +408,13 @@ func (f *fakeAdopter) Release(_ context.Context, _ pipeline.Lease, keys []pipeli
 	return len(keys), nil
 }
 
+// resumedRef is what a worker's Subscribe lists for task k it still runs or
+// holds the result of, from a session with broker-0 (claim_epoch 9).
+func resumedRef(k pipeline.TaskKey, final bool) *workerv1.TaskRef {
+	id := taskID{key: k, epoch: 9, generation: 1, stage: workerv1.Stage_STAGE_WORK.String(), final: final}
+	return &workerv1.TaskRef{TaskId: id.String(), Fence: &workerv1.Fence{LeaseToken: "broker-0", ClaimEpoch: 9}}
+}
+
 // The final-stage tasks a worker resumes here from another broker's session
 // are adopted and heartbeated with this broker's own; a result written for
 // one ends its adoption, and when the session ends the rest are released.
@@ -417,17 +424,13 @@ func TestWorkerServiceWorkStream_AdoptsTheLeasesOfResumedTasks(t *testing.T) {
 	st := &fakeAdopter{}
 	tasks := newInflight()
 	b.svc.adopt = &adoptions{id: "broker-1", store: st, tasks: tasks, log: testLog(t)}
-	ref := func(k pipeline.TaskKey, final bool) *workerv1.TaskRef {
-		id := taskID{key: k, epoch: 9, generation: 1, stage: workerv1.Stage_STAGE_WORK.String(), final: final}
-		return &workerv1.TaskRef{TaskId: id.String(), Fence: &workerv1.Fence{LeaseToken: "broker-0", ClaimEpoch: 9}}
-	}
 	done, left, mid := task(1, pipeline.TaskReconcile).Key, task(2, pipeline.TaskReconcile).Key, task(3, pipeline.TaskReconcile).Key
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stream := b.clients()["Connect"].WorkStream(ctx)
 	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: &workerv1.Subscribe{
-		WorkerId: "w1", Kinds: readiness("vpc"), Resumed: []*workerv1.TaskRef{ref(done, true), ref(left, true), ref(mid, false)}}}}))
+		WorkerId: "w1", Kinds: readiness("vpc"), Resumed: []*workerv1.TaskRef{resumedRef(done, true), resumedRef(left, true), resumedRef(mid, false)}}}}))
 	_, err := stream.Receive()
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(tasks.keys()) == 2 }, 5*time.Second, time.Millisecond,
@@ -464,9 +467,7 @@ func TestWorkerServiceWorkStream_ARefusedResultOfAnAdoptedTaskReleasesIt(t *test
 	var written atomic.Int32
 	b.sink.CompleteFn = func(*workerv1.StageComplete, func()) { written.Add(1) }
 	adopted, other := task(1, pipeline.TaskReconcile).Key, task(2, pipeline.TaskReconcile).Key
-	tid := func(k pipeline.TaskKey) string {
-		return taskID{key: k, epoch: 9, generation: 1, stage: workerv1.Stage_STAGE_WORK.String(), final: true}.String()
-	}
+	tid := func(k pipeline.TaskKey) string { return resumedRef(k, true).GetTaskId() }
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -476,8 +477,7 @@ func TestWorkerServiceWorkStream_ARefusedResultOfAnAdoptedTaskReleasesIt(t *test
 		_ = stream.CloseResponse()
 	})
 	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: &workerv1.Subscribe{
-		WorkerId: "w1", Kinds: readiness("vpc"), Resumed: []*workerv1.TaskRef{{TaskId: tid(adopted),
-			Fence: &workerv1.Fence{LeaseToken: "broker-0", ClaimEpoch: 9}}}}}}))
+		WorkerId: "w1", Kinds: readiness("vpc"), Resumed: []*workerv1.TaskRef{resumedRef(adopted, true)}}}}))
 	_, err := stream.Receive()
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(tasks.keys()) == 1 }, 5*time.Second, time.Millisecond)
@@ -511,14 +511,12 @@ func TestWorkerServiceWorkStream_AdoptsBeforeTheWorkerIsRoutable(t *testing.T) {
 	st := &fakeAdopter{entered: make(chan struct{}, 1), gate: make(chan struct{})}
 	b.svc.adopt = &adoptions{id: "broker-1", store: st, tasks: newInflight(), log: testLog(t)}
 	k := task(1, pipeline.TaskReconcile).Key
-	id := taskID{key: k, epoch: 9, generation: 1, stage: workerv1.Stage_STAGE_WORK.String(), final: true}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stream := b.clients()["Connect"].WorkStream(ctx)
 	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: &workerv1.Subscribe{
-		WorkerId: "w1", Kinds: readiness("vpc"), Resumed: []*workerv1.TaskRef{{TaskId: id.String(),
-			Fence: &workerv1.Fence{LeaseToken: "broker-0", ClaimEpoch: 9}}}}}}))
+		WorkerId: "w1", Kinds: readiness("vpc"), Resumed: []*workerv1.TaskRef{resumedRef(k, true)}}}}))
 	select {
 	case <-st.entered:
 	case <-ctx.Done():

@@ -14,16 +14,16 @@
 -- (same epoch, no re-run), and every member has re-read its routes on the
 -- removal's cluster_changed (a broker that still counted the dead one as a
 -- peer serving the kind would claim the task for it, stamp a new epoch and
--- re-run it on whichever worker comes next). Each removed id is recorded in cluster_member_tombstones, and for a
--- minute after, every tick frees again whatever leases it still holds: rows
--- another transaction held were skipped (SKIP LOCKED), and a claim the dead
--- process sent before it died can still be executing in its backend and
--- commit after the removal, stamping leases with the removed id (the
--- backend notices its client is gone only when it replies). An id whose
--- member registered again is left alone. While no tombstone is younger than
--- a minute nothing more runs. A freed
--- work_queue row keeps its claim_epoch
--- until it is claimed again: the dead broker's worker still holds that
+-- re-run it on whichever worker comes next). Each removed id is recorded in
+-- cluster_member_tombstones, and for a minute after, every tick frees again
+-- whatever leases it still holds: rows another transaction held were
+-- skipped (SKIP LOCKED), and a claim the dead process sent before it died
+-- can still be executing in its backend and commit after the removal,
+-- stamping leases with the removed id (the backend notices its client is
+-- gone only when it replies). An id whose member registered again is left
+-- alone. While no tombstone is younger than a minute nothing more runs. A
+-- freed work_queue row keeps its claim_epoch until it is claimed again:
+-- the dead broker's worker still holds that
 -- claim's unacked result and redelivers it to whichever broker it reaches
 -- next, and the result is the claim's own — applying it (at most once: the
 -- drain deletes the row) spares a re-run, while a re-claim stamps a new

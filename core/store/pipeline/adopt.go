@@ -36,22 +36,17 @@ func (s *Store) Adopt(ctx context.Context, workerID string, tasks []Held) ([]Tas
 	var out []TaskKey
 	for p, ks := range byPartition(0, 255, keys) {
 		plo, phi := p*partitionWidth, p*partitionWidth+partitionWidth-1
-		// A row another transaction updated between this statement's
+		// A row another transaction updated between the statement's
 		// snapshot and its lock (the reaper freeing a dead broker's
-		// leases: the very moment a successor adopts them) is locked in
-		// its new version, which the UPDATE by TID cannot see: it is
-		// locked but not adopted, so the rest are tried again, as
-		// heldRetry does for the heartbeat.
-		for range heldRetries {
+		// leases: the very moment a successor adopts them) is locked but
+		// not adopted; heldRetry runs the keys not yet adopted again.
+		if _, err := heldRetry(func() (locked, changed int, err error) {
 			got, locked, err := s.adoptOnce(ctx, workerID, plo, phi, ks, epochOf)
 			out = append(out, got...)
-			if err != nil {
-				return out, err
-			}
-			if len(got) >= locked {
-				break
-			}
 			ks = slices.DeleteFunc(ks, func(k TaskKey) bool { return slices.Contains(got, k) })
+			return locked, len(got), err
+		}); err != nil {
+			return out, err
 		}
 	}
 	return out, nil

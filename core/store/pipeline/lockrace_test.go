@@ -126,6 +126,17 @@ func TestRelease_RacingAHeartbeatStillReleases(t *testing.T) {
 	require.False(t, q.Leased, "the released task is claimable at once, not after the lease timeout")
 }
 
+// newDeadMemberFx is the scene of the reaper's tests: a leaf's reconcile
+// task pending (id) and a member whose process crashed (dead).
+func newDeadMemberFx(t *testing.T) (f *fx, id uuid.UUID, dead string) {
+	t.Helper()
+	f = newFx(t)
+	f.kind("leaf", reactWorker)
+	id = f.res("leaf", "a")
+	f.schedule(id)
+	return f, id, f.deadMember()
+}
+
 // deadMember records a cluster member whose session lock nobody holds (its
 // process crashed) and returns its id.
 func (f *fx) deadMember() string {
@@ -137,11 +148,7 @@ func (f *fx) deadMember() string {
 
 func TestReapUnlocked_AFreedLeaseStillTakesItsClaimsRedeliveredResult(t *testing.T) {
 	t.Parallel()
-	f := newFx(t)
-	f.kind("leaf", reactWorker)
-	id := f.res("leaf", "a")
-	f.schedule(id)
-	dead := f.deadMember()
+	f, id, dead := newDeadMemberFx(t)
 	claimed := f.claimOneAs(dead, "leaf")
 	require.Equal(t, []string{dead}, scalar[[]string](f, `SELECT coalesce(array_agg(x), '{}') FROM reap_unlocked_cluster_members() x`))
 	q, ok := f.queued(id, TaskReconcile)
@@ -160,11 +167,7 @@ const redeliveryGrace = time.Second
 
 func TestReapUnlocked_AReClaimFencesTheDeadClaimsResult(t *testing.T) {
 	t.Parallel()
-	f := newFx(t)
-	f.kind("leaf", reactWorker)
-	id := f.res("leaf", "a")
-	f.schedule(id)
-	dead := f.deadMember()
+	f, id, dead := newDeadMemberFx(t)
 	claimed := f.claimOneAs(dead, "leaf")
 	reapedAt := scalar[time.Time](f, `SELECT now() FROM reap_unlocked_cluster_members()`)
 	f.st.Clock = func() time.Time { return reapedAt.Add(redeliveryGrace - time.Millisecond) }
@@ -185,11 +188,7 @@ func TestReapUnlocked_AReClaimFencesTheDeadClaimsResult(t *testing.T) {
 // stale-lease reaper a minute later).
 func TestReapUnlocked_AClaimCommittingAfterTheRemovalIsFreedByTheNextProbe(t *testing.T) {
 	t.Parallel()
-	f := newFx(t)
-	f.kind("leaf", reactWorker)
-	id := f.res("leaf", "a")
-	f.schedule(id)
-	dead := f.deadMember()
+	f, id, dead := newDeadMemberFx(t)
 	require.Equal(t, []string{dead}, scalar[[]string](f, `SELECT coalesce(array_agg(x), '{}') FROM reap_unlocked_cluster_members() x`))
 
 	// The in-flight claim commits after the removal.
@@ -211,11 +210,7 @@ func TestReapUnlocked_AClaimCommittingAfterTheRemovalIsFreedByTheNextProbe(t *te
 // its tombstone no longer frees the leases it takes after.
 func TestReapUnlocked_AMemberRegisteredAgainKeepsItsLeases(t *testing.T) {
 	t.Parallel()
-	f := newFx(t)
-	f.kind("leaf", reactWorker)
-	id := f.res("leaf", "a")
-	f.schedule(id)
-	member := f.deadMember()
+	f, id, member := newDeadMemberFx(t)
 	f.exec(`SELECT reap_unlocked_cluster_members()`)
 	f.exec(`INSERT INTO cluster_members (member_id, role) VALUES ($1, 'broker')`, member)
 
@@ -233,11 +228,7 @@ func TestReapUnlocked_AMemberRegisteredAgainKeepsItsLeases(t *testing.T) {
 // (a re-run where a redelivery was due).
 func TestAdopt_RacingTheReaperStillAdopts(t *testing.T) {
 	t.Parallel()
-	f := newFx(t)
-	f.kind("leaf", reactWorker)
-	id := f.res("leaf", "a")
-	f.schedule(id)
-	dead := f.deadMember()
+	f, id, dead := newDeadMemberFx(t)
 	claimed := f.claimOneAs(dead, "leaf")
 
 	conn, err := f.pool.Acquire(f.ctx)
