@@ -415,6 +415,14 @@ func resumedRef(k pipeline.TaskKey, final bool) *workerv1.TaskRef {
 	return &workerv1.TaskRef{TaskId: id.String(), Fence: &workerv1.Fence{LeaseToken: "broker-0", ClaimEpoch: 9}}
 }
 
+// adoptWith has the handler adopt resumed tasks' leases through st, and
+// returns the in-flight set the adopted leases are heartbeated from.
+func (b *handlerBundle) adoptWith(t *testing.T, st *fakeAdopter) *inflight {
+	tasks := newInflight()
+	b.svc.adopt = &adoptions{id: "broker-1", store: st, tasks: tasks, log: testLog(t)}
+	return tasks
+}
+
 // The final-stage tasks a worker resumes here from another broker's session
 // are adopted and heartbeated with this broker's own; a result written for
 // one ends its adoption, and when the session ends the rest are released.
@@ -422,8 +430,7 @@ func TestWorkerServiceWorkStream_AdoptsTheLeasesOfResumedTasks(t *testing.T) {
 	t.Parallel()
 	b := setupHandler(t)
 	st := &fakeAdopter{}
-	tasks := newInflight()
-	b.svc.adopt = &adoptions{id: "broker-1", store: st, tasks: tasks, log: testLog(t)}
+	tasks := b.adoptWith(t, st)
 	done, left, mid := task(1, pipeline.TaskReconcile).Key, task(2, pipeline.TaskReconcile).Key, task(3, pipeline.TaskReconcile).Key
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -462,8 +469,7 @@ func TestWorkerServiceWorkStream_ARefusedResultOfAnAdoptedTaskReleasesIt(t *test
 	t.Parallel()
 	b := setupHandler(t)
 	st := &fakeAdopter{}
-	tasks := newInflight()
-	b.svc.adopt = &adoptions{id: "broker-1", store: st, tasks: tasks, log: testLog(t)}
+	tasks := b.adoptWith(t, st)
 	var written atomic.Int32
 	b.sink.CompleteFn = func(*workerv1.StageComplete, func()) { written.Add(1) }
 	adopted, other := task(1, pipeline.TaskReconcile).Key, task(2, pipeline.TaskReconcile).Key
@@ -509,7 +515,7 @@ func TestWorkerServiceWorkStream_AdoptsBeforeTheWorkerIsRoutable(t *testing.T) {
 	t.Parallel()
 	b := setupHandler(t)
 	st := &fakeAdopter{entered: make(chan struct{}, 1), gate: make(chan struct{})}
-	b.svc.adopt = &adoptions{id: "broker-1", store: st, tasks: newInflight(), log: testLog(t)}
+	b.adoptWith(t, st)
 	k := task(1, pipeline.TaskReconcile).Key
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
