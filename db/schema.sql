@@ -1601,6 +1601,22 @@ END
 $$;
 
 --
+-- Name: outbox_lag(integer, integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.outbox_lag(p_lo integer, p_hi integer, p_now timestamp with time zone DEFAULT now()) RETURNS bigint
+    LANGUAGE sql STABLE
+    SET enable_sort TO 'off'
+    SET jit TO 'off'
+    AS $$
+    SELECT coalesce((SELECT greatest(0, (extract(epoch FROM p_now - o.created_at) * 1e6)::bigint)
+                       FROM work_outbox o
+                      WHERE o.shard_id BETWEEN p_lo AND p_hi
+                      ORDER BY o.id
+                      LIMIT 1), 0)
+$$;
+
+--
 -- Name: propagate_dependency_failure(); Type: FUNCTION; Schema: public; Owner: -
 --
 

@@ -31,7 +31,8 @@ import (
 
 // Defaults of the broker duty.
 const (
-	// DefaultPairCap is the per-pod in-flight ceiling of one (kind, task type).
+	// DefaultPairCap is the per-pod in-flight ceiling of one (kind, task
+	// type); a leaf kind's pairs hold twice as many (pairCaps).
 	DefaultPairCap = 100
 	// DefaultDrain is SHUTDOWN_DRAIN: how long in-flight tasks may finish.
 	DefaultDrain = 45 * time.Second
@@ -55,11 +56,16 @@ const (
 	DefaultLeaseKeyRotation = 24 * time.Hour
 	// DefaultLeaseKeyReload is how often a broker re-reads the lease keys.
 	DefaultLeaseKeyReload = time.Minute
+	// DefaultMaxDrainLag is how long the oldest result may wait in the
+	// outbox before the dispatcher stops claiming anything but rollups (see
+	// dispatcher.drainBehind).
+	DefaultMaxDrainLag = 2 * time.Second
 )
 
 // Options tune the broker; zero values take the defaults above.
 type Options struct {
-	// PairCap caps one (kind, version, task type) per pod.
+	// PairCap caps one (kind, version, task type) per pod; a leaf kind's
+	// pairs hold twice as many.
 	PairCap int
 	// Drain is the shutdown drain budget (SHUTDOWN_DRAIN).
 	Drain time.Duration
@@ -93,6 +99,10 @@ type Options struct {
 	// LeaseKeyRotation and LeaseKeyReload: how old the newest cluster
 	// lease key grows before it is rotated, and how often it is re-read.
 	LeaseKeyRotation, LeaseKeyReload time.Duration
+	// MaxDrainLag is the longest the oldest outbox result may wait for the
+	// drain before the dispatcher claims only rollups (DefaultMaxDrainLag;
+	// negative: claims never wait on the drain).
+	MaxDrainLag time.Duration
 }
 
 func (o *Options) defaults() {
@@ -112,6 +122,9 @@ func (o *Options) defaults() {
 	def(&o.SilenceTimeout, DefaultSilenceTimeout)
 	def(&o.LeaseKeyRotation, DefaultLeaseKeyRotation)
 	def(&o.LeaseKeyReload, DefaultLeaseKeyReload)
+	if o.MaxDrainLag == 0 {
+		o.MaxDrainLag = DefaultMaxDrainLag
+	}
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = DefaultMaxMessageBytes
 	}
@@ -223,7 +236,7 @@ func (b *Broker) assemble() {
 			rollups: newTaskSlots(b.RollupSlots, DefaultRollupSlots()), outage: d.Outage}
 		b.disp = &dispatcher{id: d.ID, claims: d.Pipeline, routes: rt, shards: d.Shards, tasks: b.tasks, runner: run,
 			wakes: wakes, metrics: d.Metrics, clock: b.clock, log: b.log, outage: d.Outage,
-			pairCap: b.PairCap, pollMin: b.PollMin, pollMax: b.PollMax, drain: b.Drain,
+			caps: pairCaps{base: b.PairCap, kinds: kinds}, pollMin: b.PollMin, pollMax: b.PollMax, drain: b.Drain, maxDrainLag: b.MaxDrainLag,
 			rollupBound: rollupBounds{kinds: kinds, rollupSlots: run.rollups.n}.bound}
 		b.beats = &heartbeater{id: d.ID, leases: d.Pipeline, tasks: b.tasks, every: b.HeartbeatEvery, clock: b.clock, log: b.log,
 			outage: d.Outage}

@@ -72,6 +72,42 @@ func (r rollupBounds) bound(p pairKey) (int, bool) {
 	return 2 * r.rollupSlots, true
 }
 
+// pairCaps is the in-flight ceiling of each pair on one broker. A leaf
+// kind's pair (no composer, no rollup) holds leafPairFactor times base: its
+// tasks make up the claims, the stream's batches and the drain's, and at
+// base those were no bigger than what was in flight (at 100k one or two leaf
+// kinds have work at a time; twice the depth cut a leaf's CPU by a seventh
+// in each process). A composite kind's pair holds base: its composes wait
+// for the compose slots once claimed, and more of them claimed only wait
+// longer. The deeper leaf pairs rely on the drain-lag bound
+// (dispatcher.drainBehind): without it the extra depth only lengthened the
+// outbox backlog that a 1M run's rollups waited behind.
+type pairCaps struct {
+	base  int
+	kinds kindSource // nil: every pair holds base
+}
+
+// leafPairFactor is how many times base a leaf kind's pair may hold.
+const leafPairFactor = 2
+
+// of is p's ceiling.
+func (c pairCaps) of(p pairKey) int {
+	if c.kinds == nil {
+		return c.base
+	}
+	kind, ok := c.kinds.Kind(p.kv)
+	if !ok {
+		return c.base
+	}
+	if _, composes := kind.Manifest.Composer(); composes {
+		return c.base
+	}
+	if _, rolls := kind.Manifest.Rollup(); rolls {
+		return c.base
+	}
+	return leafPairFactor * c.base
+}
+
 // taskSlots bounds the tasks of one sort in flight on one broker (the
 // composes, the rollups): a task takes a slot before its deadline starts and
 // gives it back when it ends. Other tasks never wait on it. A task that finds

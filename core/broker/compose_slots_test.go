@@ -241,15 +241,7 @@ func TestRollupSlotsFor_TwoPerCoreWithinBounds(t *testing.T) {
 // slots; other kinds and other task types have none.
 func TestRollupBounds_TwiceTheRollupSlots(t *testing.T) {
 	t.Parallel()
-	compose := manifest.ReactionDecl{Name: "compose", Trigger: manifest.TriggerSpecChange, Emits: manifest.Mask(manifest.OutcomeChildren)}
-	rollup := manifest.ReactionDecl{Name: "rollup", Trigger: manifest.TriggerChildrenSettled, Emits: manifest.Mask(manifest.OutcomeStatus)}
-	kind := func(name string, reactions ...manifest.ReactionDecl) store.Kind {
-		return store.Kind{Name: name, Version: "v1", Manifest: manifest.KindManifest{Kind: name, Version: "v1", Reactions: reactions}}
-	}
-	kinds := fakeKinds{kind("bom", compose, rollup), kind("stack", compose), kind("group", rollup), workerKind}
-	pair := func(name string, tt pipeline.TaskType) pairKey {
-		return pairKey{manifest.KindVersion{Kind: name, Version: "v1"}, tt}
-	}
+	kinds, pair := shapedKinds()
 	type want struct {
 		bound int
 		ok    bool
@@ -273,4 +265,41 @@ func TestRollupBounds_TwiceTheRollupSlots(t *testing.T) {
 			require.Equal(t, tc.want, want{bound, ok})
 		})
 	}
+}
+
+// shapedKinds are a kind of each shape — a composer with a rollup ("bom"),
+// a composer ("stack"), a rollup ("group") and a leaf ("vpc") — and the
+// pair of one of them (or of a kind not among them) for a task type.
+func shapedKinds() (fakeKinds, func(name string, tt pipeline.TaskType) pairKey) {
+	compose := manifest.ReactionDecl{Name: "compose", Trigger: manifest.TriggerSpecChange, Emits: manifest.Mask(manifest.OutcomeChildren)}
+	rollup := manifest.ReactionDecl{Name: "rollup", Trigger: manifest.TriggerChildrenSettled, Emits: manifest.Mask(manifest.OutcomeStatus)}
+	kind := func(name string, reactions ...manifest.ReactionDecl) store.Kind {
+		return store.Kind{Name: name, Version: "v1", Manifest: manifest.KindManifest{Kind: name, Version: "v1", Reactions: reactions}}
+	}
+	pair := func(name string, tt pipeline.TaskType) pairKey {
+		return pairKey{manifest.KindVersion{Kind: name, Version: "v1"}, tt}
+	}
+	return fakeKinds{kind("bom", compose, rollup), kind("stack", compose), kind("group", rollup), workerKind}, pair
+}
+
+// A leaf kind's pairs hold twice the base; a kind that composes or rolls
+// up, and a kind not applied, hold the base.
+func TestPairCaps_ALeafKindHoldsTwiceTheBase(t *testing.T) {
+	t.Parallel()
+	kinds, pair := shapedKinds()
+	caps := pairCaps{base: 100, kinds: kinds}
+	for name, tc := range map[string]struct {
+		pair pairKey
+		want int
+	}{
+		"ALeaf":                {pair("vpc", pipeline.TaskReconcile), 200},
+		"ALeafsDeletes":        {pair("vpc", pipeline.TaskDelete), 200},
+		"AComposerWithARollup": {pair("bom", pipeline.TaskReconcile), 100},
+		"AComposerOnly":        {pair("stack", pipeline.TaskReconcile), 100},
+		"ARollupKind":          {pair("group", pipeline.TaskReconcile), 100},
+		"AnUnknownKind":        {pair("nope", pipeline.TaskReconcile), 100},
+	} {
+		require.Equal(t, tc.want, caps.of(tc.pair), name)
+	}
+	require.Equal(t, 100, pairCaps{base: 100}.of(pair("vpc", pipeline.TaskReconcile)), "no kinds: the base")
 }

@@ -22,6 +22,9 @@ type claimer interface {
 	Claimable(ctx context.Context, lo, hi int, batches []pipeline.Batch) ([]bool, error)
 	Claim(ctx context.Context, l pipeline.Lease, b pipeline.Batch) ([]pipeline.Task, error)
 	Release(ctx context.Context, l pipeline.Lease, keys []pipeline.TaskKey) (int, error)
+	// OutboxLag is how long the oldest result in [lo, hi] has waited for
+	// the drain (0: none waits).
+	OutboxLag(ctx context.Context, lo, hi int) (time.Duration, error)
 }
 
 // claimRoutes is what the dispatcher asks of the routing table.
@@ -66,12 +69,18 @@ type dispatcher struct {
 	log     zerolog.Logger
 	outage  *engine.Outage // nil: errors are logged
 
-	pairCap int
+	caps pairCaps
 	// rollupBound is the room p's rollups have when the pair's is full
 	// (ok false: none of their own); nil gives none.
 	rollupBound      func(p pairKey) (bound int, ok bool)
 	pollMin, pollMax time.Duration
 	drain            time.Duration
+	// maxDrainLag bounds how far claims run ahead of the drain (see
+	// drainBehind; <= 0: unbounded). lagAt is when the outbox was last
+	// read, behind what it said.
+	maxDrainLag time.Duration
+	lagAt       time.Time
+	behind      bool
 
 	// pool runs the claimed tasks while Run runs (nil: a goroutine each).
 	pool *gopool.Pool
@@ -210,7 +219,10 @@ func (d *dispatcher) sweep(ctx, taskCtx context.Context, offset int, dry map[pai
 	if !owned || len(pairs) == 0 {
 		return 0, offset
 	}
+	behind := d.drainBehind(ctx, lo, hi)
 	switch {
+	case behind:
+		// Only rollups are claimed: no probe for the other pairs' work.
 	case probe && len(pairs) > 1:
 		d.probe(ctx, pairs, lo, hi, dry)
 	case probe:
@@ -226,7 +238,7 @@ func (d *dispatcher) sweep(ctx, taskCtx context.Context, offset int, dry map[pai
 		if until, ok := dry[p]; ok && d.clock.Now().Before(until) {
 			continue
 		}
-		n, err := d.claimPair(ctx, taskCtx, p, lo, hi)
+		n, err := d.claimPair(ctx, taskCtx, p, lo, hi, behind)
 		claimed += max(n, 0)
 		if err != nil {
 			if ctx.Err() == nil && !d.outage.Failed("claim", err) {
@@ -289,17 +301,19 @@ func (d *dispatcher) probe(ctx context.Context, pairs []pairKey, lo, hi int, dry
 // free. That hysteresis turns a stream of completions into claims of a
 // quarter of the limit each instead of one statement per finished task. A
 // rollup kind's pair without room still claims its rollups, up to their own
-// room (rollupRoom).
-func (d *dispatcher) claimPair(ctx, taskCtx context.Context, p pairKey, lo, hi int) (int, error) {
+// room (rollupRoom); so does every rollup kind's pair while the drain is
+// behind (drainBehind), and no other pair claims then.
+func (d *dispatcher) claimPair(ctx, taskCtx context.Context, p pairKey, lo, hi int, behind bool) (int, error) {
 	inflight := d.tasks.pair(p)
-	room, limit := d.pairCap-inflight, d.pairCap
+	limit := d.caps.of(p)
+	room := limit - inflight
 	free, onlyLocal := d.routes.localFree(p.kv)
 	if onlyLocal {
 		// Only local workers: claim what they can take.
 		room, limit = min(room, free), min(limit, inflight+free)
 	}
 	batch := pipeline.Batch{Kind: p.kv.Kind, Version: p.kv.Version, TaskType: p.tt, Max: room}
-	if room <= 0 || (inflight > 0 && room < max(1, limit/4)) {
+	if behind || room <= 0 || (inflight > 0 && room < max(1, limit/4)) {
 		// No room worth a claim. A rollup kind's rollups have some of
 		// their own: a composite's pair fills with composes waiting for
 		// their slots, and a rollup finishes a whole tree. Whether or not
@@ -339,6 +353,59 @@ func (d *dispatcher) claimPair(ctx, taskCtx context.Context, p pairKey, lo, hi i
 	}
 	return len(tasks), err
 }
+
+// lagEvery is the longest drainBehind trusts its last read of the outbox:
+// under load the loop sweeps without pause, and reads the outbox at most
+// ten times a second.
+const lagEvery = 100 * time.Millisecond
+
+// drainBehind reports whether the oldest result in [lo, hi] has waited for
+// the drain longer than maxDrainLag, reading the outbox at most every
+// lagEvery. The pair caps bound the tasks a broker runs, not the results
+// waiting to be applied: a task ends once its result is in the outbox, and
+// its room is claimed again at once. When the drain is the slower side
+// (Postgres busy with a 1M run's composes), every claim only lengthens the
+// backlog — a 1M run kept 10,000–28,000 results waiting, up to 25 s each,
+// with the roots' rollups behind them, and a result that waits past the
+// reaper's stale-lease window has its task run again. While behind, the
+// dispatcher claims only rollups (they finish whole trees, and are few);
+// the backlog drains, and the claims resume once the wait is back under
+// the bound. The read failing counts as not behind: the claims' own
+// statements report the outage.
+func (d *dispatcher) drainBehind(ctx context.Context, lo, hi int) bool {
+	if d.maxDrainLag <= 0 {
+		return false
+	}
+	now := d.clock.Now()
+	if !d.lagAt.IsZero() && now.Sub(d.lagAt) < lagEvery {
+		return d.behind
+	}
+	d.lagAt = now
+	lag, err := d.claims.OutboxLag(ctx, lo, hi)
+	if err != nil {
+		d.behind = false
+		return false
+	}
+	d.metrics.OutboxLag.Set(lag.Seconds())
+	if behind := lag > d.maxDrainLag; behind != d.behind {
+		d.behind = behind
+		d.log.Debug().Dur("lag", lag).Dur("bound", d.maxDrainLag).Bool("behind", behind).
+			Msg("outbox lag crossed its bound; claiming only rollups while behind")
+	}
+	if lag > drainStalled {
+		stalled := d.log.Sample(drainStalledWarnings)
+		stalled.Warn().Dur("lag", lag).Int("shard_lo", lo).Int("shard_hi", hi).
+			Msg("results have waited this long for a drainer; claiming only rollups until one catches up (the drainer runs in ROLE=control and ROLE=all pods)")
+	}
+	return d.behind
+}
+
+// drainStalled is the outbox lag past which the drain is not slow but
+// stopped (no drainer runs for these shards, or its statements fail): worth
+// a warning, at most once a minute (drainStalledWarnings).
+const drainStalled = 30 * time.Second
+
+var drainStalledWarnings = &zerolog.BurstSampler{Burst: 1, Period: time.Minute}
 
 // rollupRoom is how many rollups p may claim beyond its room: its rollup
 // bound less its rollups in flight (ok false: it has no bound).

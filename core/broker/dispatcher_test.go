@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/manifest"
@@ -51,7 +52,7 @@ func setupDispatcher(t *testing.T) *dispatcherBundle {
 	}
 	b.d = &dispatcher{id: "broker-1", claims: b.claimer, routes: b.routes, shards: fakeShards{0, 255, true},
 		tasks: newInflight(), runner: b.runner, wakes: b.wake, metrics: metrics.New(), clock: b.clock, log: testLog(t),
-		pairCap: 100, pollMin: testPollMin, pollMax: testPollMax, drain: 45 * time.Second}
+		caps: pairCaps{base: 100}, pollMin: testPollMin, pollMax: testPollMax, drain: 45 * time.Second}
 	b.d.testSignals.init()
 	return b
 }
@@ -230,6 +231,7 @@ func TestDispatcherClaimPair_Hysteresis(t *testing.T) {
 		inflight  int
 		free      int
 		onlyLocal bool
+		leaf      bool // the dispatcher knows vpc's manifest: a leaf kind
 	}
 	cases := map[string]struct {
 		reason string
@@ -276,19 +278,37 @@ func TestDispatcherClaimPair_Hysteresis(t *testing.T) {
 			args:   args{inflight: 14, free: 2, onlyLocal: true},
 			want:   -1,
 		},
+		"ALeafKindAsksTwiceTheCap": {
+			reason: "a leaf kind's pair holds twice the cap",
+			args:   args{inflight: 0, leaf: true},
+			want:   200,
+		},
+		"ALeafKindPastTheCapStillClaims": {
+			reason: "100 in flight of a leaf kind's 200 leaves room worth a claim",
+			args:   args{inflight: 100, leaf: true},
+			want:   100,
+		},
+		"ALeafKindsQuarterIsOfItsOwnCap": {
+			reason: "40 free of a leaf kind's 200 is below a quarter",
+			args:   args{inflight: 160, leaf: true},
+			want:   -1,
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			b := setupDispatcher(t)
 			b.routes.LocalFreeFn = func(manifest.KindVersion) (int, bool) { return tc.args.free, tc.args.onlyLocal }
+			if tc.args.leaf {
+				b.d.caps.kinds = fakeKinds{workerKind}
+			}
 			b.d.tasks.add(pipeline.Lease{}, pairVPC, tasksOf(pairVPC, tc.args.inflight))
 			asked := -1
 			b.claimer.ClaimFn = func(_ context.Context, _ pipeline.Lease, batch pipeline.Batch) ([]pipeline.Task, error) {
 				asked = batch.Max
 				return nil, nil
 			}
-			n, err := b.d.claimPair(context.Background(), context.Background(), pairVPC, 0, 255)
+			n, err := b.d.claimPair(context.Background(), context.Background(), pairVPC, 0, 255, false)
 			require.NoError(t, err)
 			if tc.want < 0 {
 				require.Equal(t, -1, n, tc.reason)
@@ -337,7 +357,7 @@ func TestDispatcherClaimPair_RollupsHaveRoomOfTheirOwn(t *testing.T) {
 		mu.Lock()
 		before := len(asked)
 		mu.Unlock()
-		n, err := b.d.claimPair(context.Background(), context.Background(), p, 0, 255)
+		n, err := b.d.claimPair(context.Background(), context.Background(), p, 0, 255, false)
 		require.NoError(t, err)
 		mu.Lock()
 		defer mu.Unlock()
@@ -632,4 +652,113 @@ func TestDispatcherSweep_ExpiredDryPairsAreProbedTogether(t *testing.T) {
 			}
 		})
 	}
+}
+
+// While the oldest outbox result has waited longer than the bound, a sweep
+// claims only the rollups of rollup kinds' pairs (within their own room)
+// and asks no other pair, not even in a probe; it reads the outbox at most
+// once per lagEvery, and claims everything again once the wait is back
+// under the bound. A failed read does not hold the claims back, and with
+// no bound the outbox is never read.
+func TestDispatcherSweep_ClaimsOnlyRollupsWhileTheDrainIsBehind(t *testing.T) {
+	t.Parallel()
+	pairBOM := pairKey{manifest.KindVersion{Kind: "bom", Version: "v1"}, pipeline.TaskReconcile}
+	type sweepSaw struct {
+		claims  []pipeline.Batch
+		probed  bool
+		lagRead int
+	}
+	setup := func(t *testing.T, bound time.Duration) (*dispatcherBundle, *time.Duration, *error, func() sweepSaw) {
+		b := setupDispatcher(t)
+		b.d.maxDrainLag = bound
+		b.d.rollupBound = func(p pairKey) (int, bool) { return 8, p == pairBOM }
+		b.routes.PairsFn = func() []pairKey { return []pairKey{pairVPC, pairBOM} }
+		lag, lagErr := new(time.Duration), new(error)
+		var saw sweepSaw
+		b.claimer.OutboxLagFn = func(_ context.Context, lo, hi int) (time.Duration, error) {
+			require.Equal(t, [2]int{0, 255}, [2]int{lo, hi}, "the pod's own range")
+			saw.lagRead++
+			return *lag, *lagErr
+		}
+		b.claimer.ClaimableFn = func(_ context.Context, _, _ int, batches []pipeline.Batch) ([]bool, error) {
+			saw.probed = true
+			return make([]bool, len(batches)), nil
+		}
+		b.claimer.ClaimFn = func(_ context.Context, _ pipeline.Lease, bt pipeline.Batch) ([]pipeline.Task, error) {
+			saw.claims = append(saw.claims, bt)
+			return nil, nil
+		}
+		sweep := func() sweepSaw {
+			saw = sweepSaw{}
+			b.d.sweep(context.Background(), context.Background(), 0, map[pairKey]time.Time{}, false)
+			return saw
+		}
+		return b, lag, lagErr, sweep
+	}
+	onlyRollups := pipeline.Batch{Kind: "bom", Version: "v1", TaskType: pipeline.TaskReconcile, Max: 8, OnlyRollups: true}
+	everything := []pipeline.Batch{
+		{Kind: kvVPC.Kind, Version: kvVPC.Version, TaskType: pipeline.TaskReconcile, Max: 100},
+		{Kind: "bom", Version: "v1", TaskType: pipeline.TaskReconcile, Max: 100},
+	}
+
+	t.Run("BehindThenCaughtUp", func(t *testing.T) {
+		t.Parallel()
+		b, lag, _, sweep := setup(t, 2*time.Second)
+		*lag = 2*time.Second + time.Millisecond
+		saw := sweep()
+		require.Equal(t, sweepSaw{claims: []pipeline.Batch{onlyRollups}, lagRead: 1}, saw, "behind: the rollups alone")
+		require.InDelta(t, lag.Seconds(), testutil.ToFloat64(b.d.metrics.OutboxLag), 1e-9, "the gauge shows the wait read")
+
+		*lag = 0 // drained, but the last read is still fresh
+		b.clock.Advance(lagEvery - time.Millisecond)
+		saw = sweep()
+		require.Equal(t, sweepSaw{claims: []pipeline.Batch{onlyRollups}}, saw, "within lagEvery the last read stands")
+
+		b.clock.Advance(time.Millisecond)
+		saw = sweep()
+		require.Equal(t, 1, saw.lagRead)
+		require.ElementsMatch(t, everything, saw.claims, "caught up: every pair claims again")
+
+		*lag = 2 * time.Second // at the bound is not behind
+		b.clock.Advance(lagEvery)
+		saw = sweep()
+		require.ElementsMatch(t, everything, saw.claims)
+	})
+
+	t.Run("AProbingSweepBehindProbesNothing", func(t *testing.T) {
+		t.Parallel()
+		b, lag, _, _ := setup(t, time.Second)
+		*lag = time.Minute
+		var asked []pipeline.Batch
+		probed := false
+		b.claimer.ClaimableFn = func(context.Context, int, int, []pipeline.Batch) ([]bool, error) {
+			probed = true
+			return nil, nil
+		}
+		b.claimer.ClaimFn = func(_ context.Context, _ pipeline.Lease, bt pipeline.Batch) ([]pipeline.Task, error) {
+			asked = append(asked, bt)
+			return nil, nil
+		}
+		b.d.sweep(context.Background(), context.Background(), 0, map[pairKey]time.Time{}, true)
+		require.False(t, probed, "no pair but the rollups' is claimed from: nothing to probe")
+		require.Equal(t, []pipeline.Batch{onlyRollups}, asked)
+	})
+
+	t.Run("AFailedReadHoldsNothingBack", func(t *testing.T) {
+		t.Parallel()
+		_, lag, lagErr, sweep := setup(t, time.Second)
+		*lag, *lagErr = time.Minute, errors.New("connection refused")
+		saw := sweep()
+		require.Equal(t, 1, saw.lagRead)
+		require.ElementsMatch(t, everything, saw.claims)
+	})
+
+	t.Run("NoBoundNoRead", func(t *testing.T) {
+		t.Parallel()
+		_, lag, _, sweep := setup(t, 0)
+		*lag = time.Hour
+		saw := sweep()
+		require.Zero(t, saw.lagRead)
+		require.ElementsMatch(t, everything, saw.claims)
+	})
 }

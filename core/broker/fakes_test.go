@@ -28,6 +28,8 @@ type fakeClaimer struct {
 	ClaimableFn func(ctx context.Context, lo, hi int, batches []pipeline.Batch) ([]bool, error)
 	ClaimFn     func(ctx context.Context, l pipeline.Lease, b pipeline.Batch) ([]pipeline.Task, error)
 	ReleaseFn   func(ctx context.Context, l pipeline.Lease, keys []pipeline.TaskKey) (int, error)
+	// OutboxLagFn unset: nothing waits for the drain.
+	OutboxLagFn func(ctx context.Context, lo, hi int) (time.Duration, error)
 }
 
 func (f *fakeClaimer) Claimable(ctx context.Context, lo, hi int, batches []pipeline.Batch) ([]bool, error) {
@@ -47,6 +49,13 @@ func (f *fakeClaimer) Claim(ctx context.Context, l pipeline.Lease, b pipeline.Ba
 
 func (f *fakeClaimer) Release(ctx context.Context, l pipeline.Lease, keys []pipeline.TaskKey) (int, error) {
 	return f.ReleaseFn(ctx, l, keys)
+}
+
+func (f *fakeClaimer) OutboxLag(ctx context.Context, lo, hi int) (time.Duration, error) {
+	if f.OutboxLagFn == nil {
+		return 0, nil
+	}
+	return f.OutboxLagFn(ctx, lo, hi)
 }
 
 type fakeRoutes struct {

@@ -56,7 +56,7 @@ func startPgDispatcher(t *testing.T, configure ...func(*dispatcher)) *pgQueue {
 			q.mu.Unlock()
 		}},
 		wakes: listenerWaker{listener}, metrics: metrics.New(), clock: engine.RealClock, log: log,
-		pairCap: 100, pollMin: DefaultPollMin, pollMax: DefaultPollMax, drain: time.Second}
+		caps: pairCaps{base: 100}, pollMin: DefaultPollMin, pollMax: DefaultPollMax, drain: time.Second}
 	for _, c := range configure {
 		c(d)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/store/pipeline"
@@ -22,7 +23,7 @@ func TestDispatcher_AFullPairStillClaimsItsRollupsAgainstPostgres(t *testing.T) 
 	running := map[uuid.UUID]bool{}
 	rollups := make(chan uuid.UUID, 1)
 	q := startPgDispatcher(t, func(d *dispatcher) {
-		d.pairCap, d.drain = 4, 10*time.Millisecond
+		d.caps, d.drain = pairCaps{base: 4}, 10*time.Millisecond
 		d.rollupBound = func(p pairKey) (int, bool) { return 2, p == pairVPC }
 		d.runner = &fakeRunner{RunFn: func(tctx context.Context, _ pipeline.Lease, task pipeline.Task) {
 			if task.IsRollup() {
@@ -66,4 +67,50 @@ func TestDispatcher_AFullPairStillClaimsItsRollupsAgainstPostgres(t *testing.T) 
 	mu.Lock()
 	require.Len(t, running, 4)
 	mu.Unlock()
+}
+
+// End to end on Postgres: while a result has waited in the outbox longer
+// than the bound, the dispatcher claims a pended rollup but not the leaf
+// pended beside it in the same transaction; once the drain has taken the
+// result, the leaf is claimed.
+func TestDispatcher_ClaimsWaitForTheDrainAgainstPostgres(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rollups := make(chan uuid.UUID, 1)
+	q := startPgDispatcher(t, func(d *dispatcher) {
+		d.maxDrainLag = time.Second
+		d.rollupBound = func(p pairKey) (int, bool) { return 2, p == pairVPC }
+		run := d.runner.(*fakeRunner).RunFn
+		d.runner = &fakeRunner{RunFn: func(tctx context.Context, l pipeline.Lease, task pipeline.Task) {
+			if task.IsRollup() {
+				rollups <- task.Key.ResourceID
+			}
+			run(tctx, l, task)
+		}}
+	})
+	_, err := q.pool.Exec(ctx, `INSERT INTO work_outbox (shard_id, resource_id, task_type, claim_epoch, generation, created_at)
+	                            VALUES (7, gen_random_uuid(), 'reconcile', 1, 1, now() - interval '5 seconds')`)
+	require.NoError(t, err)
+
+	tx := q.begin(ctx)
+	leaf, rollup := q.pend(ctx, tx), q.pend(ctx, tx)
+	_, err = tx.Exec(ctx, `UPDATE work_queue SET trigger = 'childrenSettled' WHERE resource_id = $1`, rollup)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	select {
+	case got := <-rollups:
+		require.Equal(t, rollup, got)
+	case <-time.After(stallBound):
+		t.Fatalf("the rollup was not claimed within %s while the drain was behind", stallBound)
+	}
+	var leased bool
+	require.NoError(t, q.pool.QueryRow(ctx, `SELECT worker_id IS NOT NULL FROM work_queue WHERE resource_id = $1`, leaf).Scan(&leased))
+	require.False(t, leased, "the leaf pended with the rollup waits for the drain")
+	require.GreaterOrEqual(t, testutil.ToFloat64(q.d.metrics.OutboxLag), 5.0, "the gauge shows the wait")
+
+	committed := time.Now()
+	_, err = q.pool.Exec(ctx, `DELETE FROM work_outbox; SELECT pg_notify('work_ready', '')`)
+	require.NoError(t, err)
+	waited := q.waitClaimed(leaf, committed)
+	require.Less(t, waited, stallBound+lagEvery, "the leaf is claimed once the drain caught up")
 }

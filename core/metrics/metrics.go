@@ -26,6 +26,7 @@ type Metrics struct {
 	DrainLatency prometheus.Histogram     // one drain batch
 	Wakes        *prometheus.CounterVec   // LISTEN wakes received, by channel
 	Workers      prometheus.Gauge         // workers connected to this broker
+	OutboxLag    prometheus.Gauge         // the oldest outbox result's wait, as the dispatcher last read it
 }
 
 // New builds the collectors on a fresh registry, with Go and process metrics.
@@ -59,8 +60,12 @@ func New() *Metrics {
 		Workers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "converge", Name: "workers_connected", Help: "Workers connected to this broker.",
 		}),
+		OutboxLag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "converge", Name: "outbox_lag_seconds",
+			Help: "How long the oldest result in this broker's shards had waited for the drain when its dispatcher last looked (it claims only rollups while this exceeds its bound).",
+		}),
 	}
-	r.MustRegister(m.Claims, m.Completions, m.TaskDuration, m.DrainBatches, m.DrainRows, m.DrainLatency, m.Wakes, m.Workers,
+	r.MustRegister(m.Claims, m.Completions, m.TaskDuration, m.DrainBatches, m.DrainRows, m.DrainLatency, m.Wakes, m.Workers, m.OutboxLag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

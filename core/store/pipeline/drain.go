@@ -1,6 +1,9 @@
 package pipeline
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // DrainOutboxBatch applies up to limit outbox results in shards [lo, hi]
 // (drain_outbox_batch) in one transaction and returns how many it popped; a
@@ -34,4 +37,17 @@ func (s *Store) DrainRollupRechecks(ctx context.Context, limit, lo, hi int) (int
 func (s *Store) NotifyWorkReady(ctx context.Context) error {
 	_, err := s.pool.Exec(ctx, `SELECT pg_notify('work_ready', '')`)
 	return wrap(err, "notify work_ready")
+}
+
+// OutboxLag is how long the oldest result in shards [lo, hi] has waited in
+// work_outbox for the drain (outbox_lag): 0 when none waits. The brokers'
+// claims pace themselves on it (the dispatcher's drain-lag bound). One
+// index probe a partition of the range, however long the backlog.
+func (s *Store) OutboxLag(ctx context.Context, lo, hi int) (time.Duration, error) {
+	var us int64
+	err := s.pool.QueryRow(ctx, `SELECT outbox_lag($1, $2, coalesce($3::timestamptz, now()))`, lo, hi, s.now()).Scan(&us)
+	if err != nil {
+		return 0, wrap(err, "read the outbox's lag (shards %d-%d)", lo, hi)
+	}
+	return time.Duration(us) * time.Microsecond, nil
 }

@@ -184,6 +184,22 @@ func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
 				require.NoError(t, err)
 			})
 
+			t.Run("outbox lag", func(t *testing.T) {
+				// the head of each partition's idx_work_outbox_fifo, merged
+				// in id order: never a sort of the backlog
+				lag, err := st.OutboxLag(ctx, 0, 15)
+				require.NoError(t, err)
+				require.Positive(t, lag, "results wait in the outbox")
+				plans := rec.Take(t)
+				plantest.Check(t, plans, spec([]plantest.Rule{
+					{Match: "FROM work_outbox o\n", Uses: []string{"work_outbox_p0_id_idx"}},
+				}))
+				for _, p := range plans {
+					p.Plan.Walk(func(n plantest.Node) { require.NotEqual(t, "Sort", n.Type, "the backlog sorted\n%s", p.String()) })
+				}
+				t.Log("\n" + plantest.Summary(plans))
+			})
+
 			t.Run("drain", func(t *testing.T) {
 				// below the backlog (the claim added 50 to ~400): with a limit past
 				// every row of the partition, reading it whole and sorting is
