@@ -219,10 +219,10 @@ func (d *dispatcher) sweep(ctx, taskCtx context.Context, offset int, dry map[pai
 	if !owned || len(pairs) == 0 {
 		return 0, offset
 	}
-	behind := d.drainBehind(ctx, lo, hi)
 	switch {
-	case behind:
-		// Only rollups are claimed: no probe for the other pairs' work.
+	case d.behind:
+		// Behind at the last read: only rollups are claimed, so no probe
+		// for the other pairs' work.
 	case probe && len(pairs) > 1:
 		d.probe(ctx, pairs, lo, hi, dry)
 	case probe:
@@ -233,10 +233,16 @@ func (d *dispatcher) sweep(ctx, taskCtx context.Context, offset int, dry map[pai
 		}
 	}
 	offset = (offset + 1) % len(pairs)
+	behind, read := d.behind, false
 	for i := range pairs {
 		p := pairs[(offset+i)%len(pairs)]
 		if until, ok := dry[p]; ok && d.clock.Now().Before(until) {
 			continue
+		}
+		if !read {
+			// Read only once a pair may be claimed from: an idle poll whose
+			// probe finds nothing costs no statement more.
+			behind, read = d.drainBehind(ctx, lo, hi), true
 		}
 		n, err := d.claimPair(ctx, taskCtx, p, lo, hi, behind)
 		claimed += max(n, 0)

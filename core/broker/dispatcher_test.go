@@ -727,10 +727,13 @@ func TestDispatcherSweep_ClaimsOnlyRollupsWhileTheDrainIsBehind(t *testing.T) {
 
 	t.Run("AProbingSweepBehindProbesNothing", func(t *testing.T) {
 		t.Parallel()
-		b, lag, _, _ := setup(t, time.Second)
+		b, lag, _, sweep := setup(t, time.Second)
 		*lag = time.Minute
+		saw := sweep()
+		require.Equal(t, []pipeline.Batch{onlyRollups}, saw.claims)
+		b.clock.Advance(lagEvery)
 		var asked []pipeline.Batch
-		probed := false
+		probed, reads := false, 0
 		b.claimer.ClaimableFn = func(context.Context, int, int, []pipeline.Batch) ([]bool, error) {
 			probed = true
 			return nil, nil
@@ -739,9 +742,27 @@ func TestDispatcherSweep_ClaimsOnlyRollupsWhileTheDrainIsBehind(t *testing.T) {
 			asked = append(asked, bt)
 			return nil, nil
 		}
+		b.claimer.OutboxLagFn = func(context.Context, int, int) (time.Duration, error) {
+			reads++
+			return *lag, nil
+		}
 		b.d.sweep(context.Background(), context.Background(), 0, map[pairKey]time.Time{}, true)
 		require.False(t, probed, "no pair but the rollups' is claimed from: nothing to probe")
+		require.Equal(t, 1, reads)
 		require.Equal(t, []pipeline.Batch{onlyRollups}, asked)
+	})
+
+	t.Run("AnIdlePollReadsNothing", func(t *testing.T) {
+		t.Parallel()
+		b, _, _, _ := setup(t, time.Second)
+		reads := 0
+		b.claimer.OutboxLagFn = func(context.Context, int, int) (time.Duration, error) {
+			reads++
+			return 0, nil
+		}
+		// the probe finds no work for either pair: no claim, so no read
+		b.d.sweep(context.Background(), context.Background(), 0, map[pairKey]time.Time{}, true)
+		require.Zero(t, reads, "an idle poll costs its probe alone")
 	})
 
 	t.Run("AFailedReadHoldsNothingBack", func(t *testing.T) {
