@@ -236,7 +236,8 @@ func (b *Broker) assemble() {
 			rollups: newTaskSlots(b.RollupSlots, DefaultRollupSlots()), outage: d.Outage}
 		b.disp = &dispatcher{id: d.ID, claims: d.Pipeline, routes: rt, shards: d.Shards, tasks: b.tasks, runner: run,
 			wakes: wakes, metrics: d.Metrics, clock: b.clock, log: b.log, outage: d.Outage,
-			caps: pairCaps{base: b.PairCap, kinds: kinds}, pollMin: b.PollMin, pollMax: b.PollMax, drain: b.Drain, maxDrainLag: b.MaxDrainLag,
+			caps: pairCaps{base: b.PairCap, kinds: kinds}, maxDrainLag: b.MaxDrainLag,
+			pollMin: b.PollMin, pollMax: b.PollMax, drain: b.Drain,
 			rollupBound: rollupBounds{kinds: kinds, rollupSlots: run.rollups.n}.bound}
 		b.beats = &heartbeater{id: d.ID, leases: d.Pipeline, tasks: b.tasks, every: b.HeartbeatEvery, clock: b.clock, log: b.log,
 			outage: d.Outage}
