@@ -37,12 +37,28 @@ type pgQueue struct {
 // own runner, cap or rollup bound) has changed it.
 func startPgDispatcher(t *testing.T, configure ...func(*dispatcher)) *pgQueue {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	q := newPgQueue(t)
+	q.start(configure...)
+	return q
+}
+
+// newPgQueue is the database with the vpc kind applied and no dispatcher
+// yet, for a test that seeds rows the dispatcher must see from its first
+// sweep.
+func newPgQueue(t *testing.T) *pgQueue {
+	t.Helper()
 	q := &pgQueue{t: t, pool: pgtest.Pool(t), at: map[uuid.UUID]time.Time{}}
-	_, err := q.pool.Exec(ctx, `INSERT INTO kind_manifest (kind, version, manifest) VALUES ('vpc', 'v1',
+	_, err := q.pool.Exec(context.Background(), `INSERT INTO kind_manifest (kind, version, manifest) VALUES ('vpc', 'v1',
 	    '{"kind":"vpc","reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}')`)
 	require.NoError(t, err)
+	return q
+}
 
+// start runs the queue's dispatcher once configure has changed it.
+func (q *pgQueue) start(configure ...func(*dispatcher)) {
+	t := q.t
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
 	log := testLog(t)
 	listener := notify.NewListener(q.pool, log)
 	var wg sync.WaitGroup
@@ -68,7 +84,6 @@ func startPgDispatcher(t *testing.T, configure ...func(*dispatcher)) *pgQueue {
 	}
 	wg.Go(func() { _ = d.Run(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	return q
 }
 
 // pend inserts a vpc resource and schedules it in tx (schedule_eligible
