@@ -77,9 +77,10 @@ type dispatcher struct {
 	drain            time.Duration
 	// maxDrainLag bounds how far claims run ahead of the drain (see
 	// drainBehind; <= 0: unbounded). lagAt is when the outbox was last
-	// read, behind what it said.
+	// read, lag what it said and behind whether that was past the bound.
 	maxDrainLag time.Duration
 	lagAt       time.Time
+	lag         time.Duration
 	behind      bool
 
 	// pool runs the claimed tasks while Run runs (nil: a goroutine each).
@@ -261,6 +262,13 @@ func (d *dispatcher) sweep(ctx, taskCtx context.Context, offset int, dry map[pai
 			delete(dry, p) // it has work: not one to ask again with the others
 		}
 	}
+	if !read && d.lag > 0 {
+		// No pair to claim from, but results waited at the last read: read
+		// on until the outbox is seen empty, so the gauge and the bound
+		// follow the drain while the broker idles. An idle broker whose last
+		// read found nothing waiting reads nothing.
+		d.drainBehind(ctx, lo, hi)
+	}
 	return claimed, offset
 }
 
@@ -392,6 +400,7 @@ func (d *dispatcher) drainBehind(ctx context.Context, lo, hi int) bool {
 		d.behind = false
 		return false
 	}
+	d.lag = lag
 	d.metrics.OutboxLag.Set(lag.Seconds())
 	if behind := lag > d.maxDrainLag; behind != d.behind {
 		d.behind = behind

@@ -765,6 +765,41 @@ func TestDispatcherSweep_ClaimsOnlyRollupsWhileTheDrainIsBehind(t *testing.T) {
 		require.Zero(t, reads, "an idle poll costs its probe alone")
 	})
 
+	t.Run("AnIdlePollReadsUntilTheOutboxIsEmpty", func(t *testing.T) {
+		t.Parallel()
+		b, lag, _, _ := setup(t, 2*time.Second)
+		reads := 0
+		b.claimer.OutboxLagFn = func(context.Context, int, int) (time.Duration, error) {
+			reads++
+			return *lag, nil
+		}
+		b.claimer.ClaimFn = func(context.Context, pipeline.Lease, pipeline.Batch) ([]pipeline.Task, error) { return nil, nil }
+		idlePoll := func() {
+			b.clock.Advance(lagEvery)
+			// the probe finds no work for either pair
+			b.d.sweep(context.Background(), context.Background(), 0, map[pairKey]time.Time{}, true)
+		}
+
+		*lag = 500 * time.Millisecond // results waited, under the bound
+		b.d.sweep(context.Background(), context.Background(), 0, map[pairKey]time.Time{}, false)
+		require.Equal(t, 1, reads)
+
+		*lag = 3 * time.Second // the drain fell behind while nothing was claimed
+		idlePoll()
+		require.Equal(t, 2, reads, "an idle poll reads while results waited at the last read")
+		require.True(t, b.d.behind, "and sees the drain fall behind")
+		require.InDelta(t, 3.0, testutil.ToFloat64(b.d.metrics.OutboxLag), 1e-9)
+
+		*lag = 0 // drained
+		idlePoll()
+		require.Equal(t, 3, reads)
+		require.False(t, b.d.behind)
+		require.Zero(t, testutil.ToFloat64(b.d.metrics.OutboxLag), "the gauge follows the drain to empty")
+
+		idlePoll()
+		require.Equal(t, 3, reads, "once seen empty, an idle poll reads nothing")
+	})
+
 	t.Run("AFailedReadHoldsNothingBack", func(t *testing.T) {
 		t.Parallel()
 		_, lag, lagErr, sweep := setup(t, time.Second)

@@ -62,7 +62,7 @@ func New() *Metrics {
 		}),
 		OutboxLag: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "converge", Name: "outbox_lag_seconds",
-			Help: "How long the oldest result in this broker's shards had waited for the drain when its dispatcher last looked (it claims only rollups while this exceeds its bound).",
+			Help: "How long the oldest result in this broker's shards had waited for the drain at its dispatcher's last look: at most ten times a second while it claims, and on each idle poll until it sees the outbox empty (it claims only rollups while this exceeds its bound).",
 		}),
 	}
 	r.MustRegister(m.Claims, m.Completions, m.TaskDuration, m.DrainBatches, m.DrainRows, m.DrainLatency, m.Wakes, m.Workers, m.OutboxLag,
