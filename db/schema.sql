@@ -2409,6 +2409,7 @@ $$;
 
 CREATE FUNCTION public.rollup_gate(p_root uuid, p_top boolean, p_few integer) RETURNS integer
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
     SET jit TO 'off'
     AS $$
 DECLARE

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -228,18 +229,42 @@ func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
 				roots, err := pgx.CollectRows(rows, pgx.RowTo[string])
 				require.NoError(t, err)
 				require.Len(t, roots, 3)
+				// called as the drain's cascade calls it: under the drain's
+				// force_custom_plan
+				tx, err := st.pool.Begin(ctx)
+				require.NoError(t, err)
+				defer func() { _ = tx.Rollback(ctx) }()
+				_, err = tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_custom_plan`)
+				require.NoError(t, err)
 				for _, root := range roots {
 					for _, top := range []bool{true, false} {
 						var gate int
-						require.NoError(t, st.pool.QueryRow(ctx, `SELECT rollup_gate($1::uuid, $2, 0)`, root, top).Scan(&gate))
+						require.NoError(t, tx.QueryRow(ctx, `SELECT rollup_gate($1::uuid, $2, 0)`, root, top).Scan(&gate))
 						require.Equal(t, 1, gate, "40% of the root's leaves reconcile and none is in flight")
 					}
 				}
+				require.NoError(t, tx.Commit(ctx))
 				plans := rec.Take(t)
 				plantest.Check(t, plans, spec([]plantest.Rule{
 					{Match: "FROM resource_phases d", Uses: []string{"idx_resource_phases_unsettled"}},
 					{Match: "WITH RECURSIVE sub", Uses: []string{"idx_resource_phases_owner_page"}},
 				}))
+				// the gate's plans are generic (its SET plan_cache_mode): the
+				// probe's condition names the root as a parameter, where a
+				// plan made for the call would carry the root's uuid
+				probes := 0
+				for _, p := range plans {
+					if !strings.Contains(p.Query, "FROM resource_phases d") {
+						continue
+					}
+					p.Plan.Walk(func(n plantest.Node) {
+						if strings.Contains(n.IndexCond, "root_id") {
+							probes++
+							require.Contains(t, n.IndexCond, "$1", "the gate's probe is planned per call\n%s", p.String())
+						}
+					})
+				}
+				require.Positive(t, probes, "no probe of the unsettled index recorded")
 				t.Log("\n" + plantest.Summary(plans))
 
 				// the other owner-subtree walks take the same per-step probe:

@@ -31,6 +31,7 @@ type Node struct {
 	Type        string  `json:"Node Type"`
 	Relation    string  `json:"Relation Name"`
 	Index       string  `json:"Index Name"`
+	IndexCond   string  `json:"Index Cond"`
 	Subplan     string  `json:"Subplan Name"`
 	Loops       *int64  `json:"Actual Loops"`
 	SharedHit   int64   `json:"Shared Hit Blocks"`
