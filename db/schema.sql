@@ -2410,6 +2410,7 @@ $$;
 CREATE FUNCTION public.rollup_gate(p_root uuid, p_top boolean, p_few integer) RETURNS integer
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
     SET jit TO 'off'
     AS $$
 DECLARE

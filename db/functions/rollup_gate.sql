@@ -32,9 +32,13 @@
 -- and planning per call was the gate's larger cost. Without its own setting
 -- it ran under the drain's force_custom_plan (the cascade calls it inside
 -- drain_outbox_range): one plan per call, 0.08 ms against 0.05 ms of
--- execution, for ~0.3 calls a leaf at 1M.
+-- execution, for ~0.3 calls a leaf at 1M. A generic plan is kept until an
+-- ANALYZE replaces it, and one made on a fresh install's empty phase index
+-- was a Seq Scan of the table as it grew: enable_seqscan is off here, so
+-- every plan of the gate is an index probe whatever the statistics of the
+-- moment it was made (every statement has one).
 CREATE OR REPLACE FUNCTION rollup_gate(p_root uuid, p_top boolean, p_few int) RETURNS int
-LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET jit = off AS $$
+LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET jit = off AS $$
 DECLARE
     v_n    int;
     v_idle boolean;

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -38,6 +39,21 @@ func planFx(t *testing.T, stats string) (*fx, *plantest.Recorder, *Store) {
 	if stats == "bulk" {
 		f.exec(`ANALYZE`)
 	}
+	loadPlanFixture(f)
+	switch stats {
+	case "analyzed":
+		f.exec(`ANALYZE`)
+	case "1M":
+		f.exec(`ANALYZE`)
+		plantest.Inflate(t, f.pool, 100, planHot...)
+	}
+	rec := &plantest.Recorder{}
+	st := New(plantest.Pool(t, f.pool.Config(), rec))
+	return f, rec, st
+}
+
+// loadPlanFixture writes planFx's rows.
+func loadPlanFixture(f *fx) {
 	f.exec(`
 INSERT INTO resources (id, kind, version, name, shard_id, created_at)
 SELECT id, 'comp', 'v1', 'root-' || g, shard_of(id) & 15, now() - g * interval '1 minute'
@@ -63,16 +79,62 @@ SELECT id, 'reconcile', shard_id, kind, version, generation, now() - interval '1
 INSERT INTO work_outbox (shard_id, resource_id, task_type, claim_epoch, generation, status, health_ok)
 SELECT shard_id, resource_id, task_type, claim_epoch, generation, '{"net_id":"n2"}', true
   FROM work_queue WHERE worker_id IS NOT NULL`)
-	switch stats {
-	case "analyzed":
-		f.exec(`ANALYZE`)
-	case "1M":
-		f.exec(`ANALYZE`)
-		plantest.Inflate(t, f.pool, 100, planHot...)
-	}
+}
+
+// TestPlans_RollupGatePlannedOnAnEmptyTable: the gate's generic plan is
+// made once per session, from the statistics of that moment. A session
+// whose first call came on a fresh install's empty tables (the first drained
+// batch) keeps that plan while the tables grow until an ANALYZE replaces it,
+// so the plan made on the empty table must already be the index probe.
+func TestPlans_RollupGatePlannedOnAnEmptyTable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.kind("comp", reactComposite)
+	f.exec(`ANALYZE`)
 	rec := &plantest.Recorder{}
-	st := New(plantest.Pool(t, f.pool.Config(), rec))
-	return f, rec, st
+	conn, err := plantest.Pool(t, f.pool.Config(), rec).Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	gate := func(root string) int {
+		tx, err := conn.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_custom_plan`)
+		require.NoError(t, err)
+		var g int
+		require.NoError(t, tx.QueryRow(ctx, `SELECT rollup_gate($1::uuid, true, 0)`, root).Scan(&g))
+		require.NoError(t, tx.Commit(ctx))
+		return g
+	}
+	require.Equal(t, 0, gate("00000000-0000-0000-0000-000000000001"), "nothing unsettled under an unknown root")
+	rec.Take(t)
+
+	loadPlanFixture(f)
+	rows, err := f.pool.Query(ctx, `SELECT id::text FROM resources WHERE kind = 'comp' ORDER BY name LIMIT 3`)
+	require.NoError(t, err)
+	roots, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	for _, root := range roots {
+		require.Equal(t, 1, gate(root), "40% of the root's leaves reconcile and none is in flight")
+	}
+	plans := rec.Take(t)
+	probes := 0
+	for _, p := range plans {
+		if !strings.Contains(p.Query, "FROM resource_phases d") {
+			continue
+		}
+		p.Plan.Walk(func(n plantest.Node) {
+			require.NotEqual(t, "Seq Scan", n.Type, "the plan made on the empty table scans the loaded one\n%s", p.String())
+			if strings.Contains(n.IndexCond, "root_id") {
+				probes++
+				require.Contains(t, n.IndexCond, "$1", "the probe is planned per call\n%s", p.String())
+			}
+		})
+	}
+	require.Equal(t, len(roots), probes, "one probe of the unsettled index a call\n%s", plantest.Summary(plans))
+	t.Log("\n" + plantest.Summary(plans))
 }
 
 func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
