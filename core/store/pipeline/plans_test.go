@@ -120,21 +120,30 @@ func TestPlans_RollupGatePlannedOnAnEmptyTable(t *testing.T) {
 		require.Equal(t, 1, gate(root), "40% of the root's leaves reconcile and none is in flight")
 	}
 	plans := rec.Take(t)
+	require.Equal(t, len(roots), genericGateProbes(t, plans), "one probe of the unsettled index a call\n%s", plantest.Summary(plans))
+	t.Log("\n" + plantest.Summary(plans))
+}
+
+// genericGateProbes checks the rollup gate's probes among plans and counts
+// them: each reads the unsettled index, never a Seq Scan, on the gate's
+// generic plan (its SET plan_cache_mode), whose condition names the root as
+// a parameter where a plan made for the call would carry the root's uuid.
+func genericGateProbes(t *testing.T, plans []plantest.Plan) int {
+	t.Helper()
 	probes := 0
 	for _, p := range plans {
 		if !strings.Contains(p.Query, "FROM resource_phases d") {
 			continue
 		}
 		p.Plan.Walk(func(n plantest.Node) {
-			require.NotEqual(t, "Seq Scan", n.Type, "the plan made on the empty table scans the loaded one\n%s", p.String())
+			require.NotEqual(t, "Seq Scan", n.Type, "the gate's probe scans the phase index\n%s", p.String())
 			if strings.Contains(n.IndexCond, "root_id") {
 				probes++
-				require.Contains(t, n.IndexCond, "$1", "the probe is planned per call\n%s", p.String())
+				require.Contains(t, n.IndexCond, "$1", "the gate's probe is planned per call\n%s", p.String())
 			}
 		})
 	}
-	require.Equal(t, len(roots), probes, "one probe of the unsettled index a call\n%s", plantest.Summary(plans))
-	t.Log("\n" + plantest.Summary(plans))
+	return probes
 }
 
 func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
@@ -311,22 +320,7 @@ func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
 					{Match: "FROM resource_phases d", Uses: []string{"idx_resource_phases_unsettled"}},
 					{Match: "WITH RECURSIVE sub", Uses: []string{"idx_resource_phases_owner_page"}},
 				}))
-				// the gate's plans are generic (its SET plan_cache_mode): the
-				// probe's condition names the root as a parameter, where a
-				// plan made for the call would carry the root's uuid
-				probes := 0
-				for _, p := range plans {
-					if !strings.Contains(p.Query, "FROM resource_phases d") {
-						continue
-					}
-					p.Plan.Walk(func(n plantest.Node) {
-						if strings.Contains(n.IndexCond, "root_id") {
-							probes++
-							require.Contains(t, n.IndexCond, "$1", "the gate's probe is planned per call\n%s", p.String())
-						}
-					})
-				}
-				require.Positive(t, probes, "no probe of the unsettled index recorded")
+				require.Positive(t, genericGateProbes(t, plans), "no probe of the unsettled index recorded")
 				t.Log("\n" + plantest.Summary(plans))
 
 				// the other owner-subtree walks take the same per-step probe:
