@@ -119,10 +119,14 @@ func (r *Reaper) defaults() {
 // Run ticks until ctx ends, and at once when a database outage ends (then
 // with the catch-up pass's retry window skipped: a crash restart of
 // Postgres comes back with the UNLOGGED queue empty, and the work it held
-// must not wait RetryAfter to be rebuilt).
+// must not wait RetryAfter to be rebuilt). The outage's end is watched
+// from before the first tick and again as soon as one is seen, so an
+// outage that ends while a tick runs still triggers its catch-up: a
+// channel taken only at the wait would belong to the next outage.
 func (r *Reaper) Run(ctx context.Context) error {
 	r.defaults()
 	clock := clockOr(r.Clock)
+	ended := r.Outage.Ended()
 	for tick := 0; ; tick++ {
 		r.Tick(ctx, tick%r.OrphanEvery == 0)
 		if r.rebuildMore.Load() && ctx.Err() == nil {
@@ -132,8 +136,9 @@ func (r *Reaper) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-clock.After(r.Every):
-		case <-r.Outage.Ended():
+		case <-ended:
 			r.catchUp.Store(true)
+			ended = r.Outage.Ended()
 		}
 	}
 }
