@@ -97,18 +97,7 @@ func TestPlans_RollupGatePlannedOnAnEmptyTable(t *testing.T) {
 	conn, err := plantest.Pool(t, f.pool.Config(), rec).Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
-	gate := func(root string) int {
-		tx, err := conn.Begin(ctx)
-		require.NoError(t, err)
-		defer func() { _ = tx.Rollback(ctx) }()
-		_, err = tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_custom_plan`)
-		require.NoError(t, err)
-		var g int
-		require.NoError(t, tx.QueryRow(ctx, `SELECT rollup_gate($1::uuid, true, 0)`, root).Scan(&g))
-		require.NoError(t, tx.Commit(ctx))
-		return g
-	}
-	require.Equal(t, 0, gate("00000000-0000-0000-0000-000000000001"), "nothing unsettled under an unknown root")
+	require.Equal(t, 0, gateAsDrain(t, conn, "00000000-0000-0000-0000-000000000001", true), "nothing unsettled under an unknown root")
 	rec.Take(t)
 
 	loadPlanFixture(f)
@@ -117,11 +106,29 @@ func TestPlans_RollupGatePlannedOnAnEmptyTable(t *testing.T) {
 	roots, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	for _, root := range roots {
-		require.Equal(t, 1, gate(root), "40% of the root's leaves reconcile and none is in flight")
+		require.Equal(t, 1, gateAsDrain(t, conn, root, true), "40% of the root's leaves reconcile and none is in flight")
 	}
 	plans := rec.Take(t)
 	require.Equal(t, len(roots), genericGateProbes(t, plans), "one probe of the unsettled index a call\n%s", plantest.Summary(plans))
 	t.Log("\n" + plantest.Summary(plans))
+}
+
+// gateAsDrain calls rollup_gate as the drain's cascade does: under the
+// drain's force_custom_plan.
+func gateAsDrain(t *testing.T, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, root string, top bool) int {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_custom_plan`)
+	require.NoError(t, err)
+	var g int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT rollup_gate($1::uuid, $2, 0)`, root, top).Scan(&g))
+	require.NoError(t, tx.Commit(ctx))
+	return g
 }
 
 // genericGateProbes checks the rollup gate's probes among plans and counts
@@ -300,21 +307,11 @@ func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
 				roots, err := pgx.CollectRows(rows, pgx.RowTo[string])
 				require.NoError(t, err)
 				require.Len(t, roots, 3)
-				// called as the drain's cascade calls it: under the drain's
-				// force_custom_plan
-				tx, err := st.pool.Begin(ctx)
-				require.NoError(t, err)
-				defer func() { _ = tx.Rollback(ctx) }()
-				_, err = tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_custom_plan`)
-				require.NoError(t, err)
 				for _, root := range roots {
 					for _, top := range []bool{true, false} {
-						var gate int
-						require.NoError(t, tx.QueryRow(ctx, `SELECT rollup_gate($1::uuid, $2, 0)`, root, top).Scan(&gate))
-						require.Equal(t, 1, gate, "40% of the root's leaves reconcile and none is in flight")
+						require.Equal(t, 1, gateAsDrain(t, st.pool, root, top), "40% of the root's leaves reconcile and none is in flight")
 					}
 				}
-				require.NoError(t, tx.Commit(ctx))
 				plans := rec.Take(t)
 				plantest.Check(t, plans, spec([]plantest.Rule{
 					{Match: "FROM resource_phases d", Uses: []string{"idx_resource_phases_unsettled"}},
