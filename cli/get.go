@@ -331,21 +331,9 @@ func (a *app) listResources(ctx context.Context, c *Conn, lf listFlags) error {
 			break
 		}
 	}
-	if err := sortItems(items, lf.sortBy); err != nil {
-		return err
-	}
-	if ok, err := a.structured(page[ListResourcesResourcesResourcePageItemsResource]{Items: items, NextCursor: after}); ok {
-		return err
-	}
-	rows := make([]ResourceRow, len(items))
-	for i, it := range items {
-		rows[i] = it.ResourceRow
-	}
-	if err := a.resourceTable(rows); err != nil {
-		return err
-	}
-	a.morePages(after)
-	return nil
+	return writeItems(a, items, false, after, lf.sortBy, func(items []ListResourcesResourcesResourcePageItemsResource) error {
+		return a.resourceTable(rowsOf(items, func(it ListResourcesResourcesResourcePageItemsResource) ResourceRow { return it.ResourceRow }))
+	})
 }
 
 func (a *app) getResources(ctx context.Context, c *Conn, tg target, lf listFlags) error {
@@ -365,47 +353,41 @@ func (a *app) getResources(ctx context.Context, c *Conn, tg target, lf listFlags
 		}
 		found = append(found, *resp.Resource)
 	}
-	if err := sortItems(found, lf.sortBy); err != nil {
-		return err
-	}
-	if ok, err := a.structuredOneOrMany(found); ok {
-		return err
-	}
-	rows := make([]ResourceRow, len(found))
-	for i, f := range found {
-		rows[i] = f.ResourceRow
-	}
-	return a.resourceTable(rows)
+	return writeItems(a, found, true, nil, lf.sortBy, func(found []GetResourceResource) error {
+		return a.resourceTable(rowsOf(found, func(f GetResourceResource) ResourceRow { return f.ResourceRow }))
+	})
 }
 
-// structuredOneOrMany writes one object bare, several as {"items": […]}.
-// (A pointer, so the generated MarshalJSON of fragment-embedding types
-// applies.)
-func structuredOneOrManyValue[T any](xs []T) any {
-	if len(xs) == 1 {
-		return &xs[0]
+// writeItems writes what a get found, sorted by sortBy: with -o json or yaml,
+// the one item a command named bare (named, and one found) and anything else
+// as a page {"items": […], "nextCursor": …}; otherwise as table writes them,
+// with the next page's hint on stderr. (The bare item is a pointer, so the
+// generated MarshalJSON of fragment-embedding types applies.)
+func writeItems[T any](a *app, items []T, named bool, next *string, sortBy string, table func([]T) error) error {
+	if err := sortItems(items, sortBy); err != nil {
+		return err
 	}
-	return page[T]{Items: xs}
+	var v any = page[T]{Items: items, NextCursor: next}
+	if named && len(items) == 1 {
+		v = &items[0]
+	}
+	if ok, err := a.structured(v); ok {
+		return err
+	}
+	if err := table(items); err != nil {
+		return err
+	}
+	a.morePages(next)
+	return nil
 }
 
-func (a *app) structuredOneOrMany(xs any) (bool, error) {
-	switch v := xs.(type) {
-	case []GetResourceResource:
-		return a.structured(structuredOneOrManyValue(v))
-	case []GetKindKind:
-		return a.structured(structuredOneOrManyValue(v))
-	case []ListKindsKindsKind:
-		return a.structured(structuredOneOrManyValue(v))
-	case []ProviderConfigRow:
-		return a.structured(structuredOneOrManyValue(v))
-	case []ReactorBindingRow:
-		return a.structured(structuredOneOrManyValue(v))
-	case []MemberRow:
-		return a.structured(structuredOneOrManyValue(v))
-	case []OperationRow:
-		return a.structured(structuredOneOrManyValue(v))
+// rowsOf maps items to the rows a table shows.
+func rowsOf[T, R any](items []T, row func(T) R) []R {
+	rows := make([]R, len(items))
+	for i, it := range items {
+		rows[i] = row(it)
 	}
-	return a.structured(xs)
+	return rows
 }
 
 func (a *app) getKinds(ctx context.Context, c *Conn, names []string, lf listFlags) error {
@@ -414,18 +396,9 @@ func (a *app) getKinds(ctx context.Context, c *Conn, names []string, lf listFlag
 		if err != nil {
 			return fmt.Errorf("list kinds: %w", apiError(err))
 		}
-		items := resp.Kinds
-		if err := sortItems(items, lf.sortBy); err != nil {
-			return err
-		}
-		if ok, err := a.structured(page[ListKindsKindsKind]{Items: items}); ok {
-			return err
-		}
-		rows := make([]KindRow, len(items))
-		for i, k := range items {
-			rows[i] = k.KindRow
-		}
-		return a.kindTable(rows)
+		return writeItems(a, resp.Kinds, false, nil, lf.sortBy, func(items []ListKindsKindsKind) error {
+			return a.kindTable(rowsOf(items, func(k ListKindsKindsKind) KindRow { return k.KindRow }))
+		})
 	}
 	var v *string
 	if lf.version != "" {
@@ -442,17 +415,9 @@ func (a *app) getKinds(ctx context.Context, c *Conn, names []string, lf listFlag
 		}
 		found = append(found, *resp.Kind)
 	}
-	if err := sortItems(found, lf.sortBy); err != nil {
-		return err
-	}
-	if ok, err := a.structuredOneOrMany(found); ok {
-		return err
-	}
-	rows := make([]KindRow, len(found))
-	for i, k := range found {
-		rows[i] = k.KindRow
-	}
-	return a.kindTable(rows)
+	return writeItems(a, found, true, nil, lf.sortBy, func(found []GetKindKind) error {
+		return a.kindTable(rowsOf(found, func(k GetKindKind) KindRow { return k.KindRow }))
+	})
 }
 
 func (a *app) getProviderConfigs(ctx context.Context, c *Conn, names []string, lf listFlags) error {
@@ -472,13 +437,7 @@ func (a *app) getProviderConfigs(ctx context.Context, c *Conn, names []string, l
 			}
 			found = append(found, resp.ProviderConfigs.Items[0].ProviderConfigRow)
 		}
-		if err := sortItems(found, lf.sortBy); err != nil {
-			return err
-		}
-		if ok, err := a.structuredOneOrMany(found); ok {
-			return err
-		}
-		return a.providerConfigTable(found)
+		return writeItems(a, found, true, nil, lf.sortBy, a.providerConfigTable)
 	}
 	var kind, after *string
 	if lf.kind != "" {
@@ -501,17 +460,7 @@ func (a *app) getProviderConfigs(ctx context.Context, c *Conn, names []string, l
 			break
 		}
 	}
-	if err := sortItems(rows, lf.sortBy); err != nil {
-		return err
-	}
-	if ok, err := a.structured(page[ProviderConfigRow]{Items: rows, NextCursor: after}); ok {
-		return err
-	}
-	if err := a.providerConfigTable(rows); err != nil {
-		return err
-	}
-	a.morePages(after)
-	return nil
+	return writeItems(a, rows, false, after, lf.sortBy, a.providerConfigTable)
 }
 
 func (a *app) getReactorBindings(ctx context.Context, c *Conn, names []string, lf listFlags) error {
@@ -530,21 +479,12 @@ func (a *app) getReactorBindings(ctx context.Context, c *Conn, names []string, l
 	for _, b := range resp.ReactorBindings {
 		rows = append(rows, b.ReactorBindingRow)
 	}
-	if err := sortItems(rows, lf.sortBy); err != nil {
-		return err
-	}
 	if len(names) > 0 {
-		rows, err = pick(rows, names, "reactorbinding", func(b ReactorBindingRow) string { return b.Name })
-		if err != nil {
+		if rows, err = pick(rows, names, "reactorbinding", func(b ReactorBindingRow) string { return b.Name }); err != nil {
 			return err
 		}
-		if ok, err := a.structuredOneOrMany(rows); ok {
-			return err
-		}
-	} else if ok, err := a.structured(page[ReactorBindingRow]{Items: rows}); ok {
-		return err
 	}
-	return a.reactorBindingTable(rows)
+	return writeItems(a, rows, len(names) > 0, nil, lf.sortBy, a.reactorBindingTable)
 }
 
 func (a *app) getMembers(ctx context.Context, c *Conn, names []string, lf listFlags) error {
@@ -556,21 +496,12 @@ func (a *app) getMembers(ctx context.Context, c *Conn, names []string, lf listFl
 	for _, m := range resp.ClusterMembers {
 		rows = append(rows, m.MemberRow)
 	}
-	if err := sortItems(rows, lf.sortBy); err != nil {
-		return err
-	}
 	if len(names) > 0 {
-		rows, err = pick(rows, names, "clustermember", func(m MemberRow) string { return m.Id })
-		if err != nil {
+		if rows, err = pick(rows, names, "clustermember", func(m MemberRow) string { return m.Id }); err != nil {
 			return err
 		}
-		if ok, err := a.structuredOneOrMany(rows); ok {
-			return err
-		}
-	} else if ok, err := a.structured(page[MemberRow]{Items: rows}); ok {
-		return err
 	}
-	return a.memberTable(rows)
+	return writeItems(a, rows, len(names) > 0, nil, lf.sortBy, a.memberTable)
 }
 
 func (a *app) getOperations(ctx context.Context, c *Conn, names []string, lf listFlags) error {
@@ -607,17 +538,7 @@ func (a *app) getOperations(ctx context.Context, c *Conn, names []string, lf lis
 		}
 		rows = append(rows, resp.Operation.OperationRow)
 	}
-	if err := sortItems(rows, lf.sortBy); err != nil {
-		return err
-	}
-	if listed {
-		if ok, err := a.structured(page[OperationRow]{Items: rows}); ok {
-			return err
-		}
-	} else if ok, err := a.structuredOneOrMany(rows); ok {
-		return err
-	}
-	return a.operationTable(rows)
+	return writeItems(a, rows, !listed, nil, lf.sortBy, a.operationTable)
 }
 
 // pick keeps the rows with the given names, in the names' order.

@@ -83,6 +83,12 @@ func habitSortBy(t *testing.T, s *stack) {
 	}
 	require.Equal(t, got, col, "the table is sorted the same way (kubectl's {.name} spelling)")
 
+	named := []string{"get", "account", "ready-3", "ready-1", "ready-2", "-o", "json"}
+	require.Equal(t, []string{"ready-3", "ready-1", "ready-2"}, names(t, must(t, s.conctl(named...)).stdout),
+		"named items come in the order named")
+	require.Equal(t, []string{"ready-1", "ready-2", "ready-3"}, names(t, must(t, s.conctl(append(named, "--sort-by", ".name")...)).stdout),
+		"and --sort-by sorts them too")
+
 	var phases []string
 	var page struct {
 		Items []struct{ Phase string } `json:"items"`
