@@ -52,3 +52,46 @@ func TestCheckTLS(t *testing.T) {
 		})
 	}
 }
+
+// isolateAWS points the AWS default chain at the environment alone: no
+// shared config or credentials files, no instance metadata service.
+func isolateAWS(t *testing.T) {
+	dir := t.TempDir()
+	for k, v := range map[string]string{
+		"AWS_CONFIG_FILE": dir + "/config", "AWS_SHARED_CREDENTIALS_FILE": dir + "/credentials",
+		"AWS_EC2_METADATA_DISABLED": "true", "AWS_PROFILE": "", "AWS_REGION": "", "AWS_DEFAULT_REGION": "",
+		"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "",
+		"AWS_WEB_IDENTITY_TOKEN_FILE": "", "AWS_ROLE_ARN": "",
+		"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "", "AWS_CONTAINER_CREDENTIALS_FULL_URI": "",
+	} {
+		t.Setenv(k, v)
+	}
+}
+
+// TestLoadIAM_FailsFastWithoutRegionOrCredentials: DB_IAM_AUTH resolves its
+// region and credentials at start-up and says which is missing, instead of
+// failing the first connection; with both, the hook signs for that region.
+func TestLoadIAM_FailsFastWithoutRegionOrCredentials(t *testing.T) {
+	isolateAWS(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	_, err := LoadIAM(t.Context())
+	require.ErrorContains(t, err, "DB_IAM_AUTH: no AWS region (set AWS_REGION)")
+
+	isolateAWS(t)
+	t.Setenv("AWS_REGION", "eu-west-1")
+	_, err = LoadIAM(t.Context())
+	require.ErrorContains(t, err, "DB_IAM_AUTH: no AWS credentials")
+
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	hook, err := LoadIAM(t.Context())
+	require.NoError(t, err)
+	cc, err := pgx.ParseConfig("postgres://app@db.example:5432/converge?sslmode=require")
+	require.NoError(t, err)
+	require.NoError(t, hook(t.Context(), cc))
+	q, err := url.ParseQuery(cc.Password[strings.Index(cc.Password, "?")+1:])
+	require.NoError(t, err)
+	require.Contains(t, q.Get("X-Amz-Credential"), "AKIDEXAMPLE/", "signed with the environment's key")
+	require.Contains(t, q.Get("X-Amz-Credential"), "/eu-west-1/rds-db/", "for the environment's region")
+}
