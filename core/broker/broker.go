@@ -225,8 +225,9 @@ func (b *Broker) assemble() {
 		kinds := cacheKinds{d.Kinds}
 		wakes := listenerWaker{d.Listener}
 		rt := &routes{reg: b.reg, mesh: b.mesh, kinds: kinds}
+		draining := make(chan struct{})
 		stg := &stager{id: d.ID, reg: b.reg, mesh: b.mesh, completions: b.completions, leases: b.leases, clock: b.clock, log: b.log,
-			redeliveryWait: b.RedeliveryWait}
+			redeliveryWait: b.RedeliveryWait, draining: draining}
 		if d.Pipeline != nil {
 			stg.attempts = d.Pipeline
 		}
@@ -237,7 +238,7 @@ func (b *Broker) assemble() {
 		b.disp = &dispatcher{id: d.ID, claims: d.Pipeline, routes: rt, shards: d.Shards, tasks: b.tasks, runner: run,
 			wakes: wakes, metrics: d.Metrics, clock: b.clock, log: b.log, outage: d.Outage,
 			caps: pairCaps{base: b.PairCap, kinds: kinds}, maxDrainLag: b.MaxDrainLag,
-			pollMin: b.PollMin, pollMax: b.PollMax, drain: b.Drain,
+			pollMin: b.PollMin, pollMax: b.PollMax, drain: b.Drain, beginDrain: sync.OnceFunc(func() { close(draining) }),
 			rollupBound: rollupBounds{kinds: kinds, rollupSlots: run.rollups.n}.bound}
 		b.beats = &heartbeater{id: d.ID, leases: d.Pipeline, tasks: b.tasks, every: b.HeartbeatEvery, clock: b.clock, log: b.log,
 			outage: d.Outage}

@@ -75,6 +75,9 @@ type dispatcher struct {
 	rollupBound      func(p pairKey) (bound int, ok bool)
 	pollMin, pollMax time.Duration
 	drain            time.Duration
+	// beginDrain is called once claiming has stopped, before the drain
+	// waits: it gives back the stages no worker has taken (stager.draining).
+	beginDrain func()
 	// maxDrainLag bounds how far claims run ahead of the drain (see
 	// drainBehind; <= 0: unbounded). lagAt is when the outbox was last
 	// read, lag what it said and behind whether that was past the bound.
@@ -115,6 +118,9 @@ func (d *dispatcher) Run(ctx context.Context) error {
 	wake, stop := d.wakes.subscribe("work_ready")
 	defer stop()
 	d.claimLoop(ctx, taskCtx, wake)
+	if d.beginDrain != nil {
+		d.beginDrain()
+	}
 	d.drainTasks(cancelTasks)
 	return nil
 }

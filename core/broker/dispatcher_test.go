@@ -475,6 +475,26 @@ func TestDispatcher_Drain(t *testing.T) {
 		<-stopped
 	})
 
+	t.Run("BeginsByGivingBackStagesNoWorkerTook", func(t *testing.T) {
+		t.Parallel()
+		b := setupDispatcher(t)
+		begun := make(chan struct{})
+		b.d.beginDrain = func() { close(begun) }
+		// Each task waits for a worker until the drain begins, then gives
+		// itself back (as the stager does); the runner releases its lease.
+		b.runner.RunFn = func(context.Context, pipeline.Lease, pipeline.Task) { <-begun }
+		b.claimer.ReleaseFn = func(context.Context, pipeline.Lease, []pipeline.TaskKey) (int, error) {
+			t.Error("the dispatcher releases only stragglers left when the budget is spent")
+			return 0, nil
+		}
+		b.claimsFrom(tasksOf(pairVPC, 3))
+		stop := b.start(t)
+		require.Equal(t, 3, b.d.testSignals.swept.WaitOrTimeout(t))
+		go stop()
+		require.Equal(t, 0, b.d.testSignals.drained.WaitOrTimeout(t),
+			"the drain ends as the tasks give themselves back, with the budget unspent (the clock never moved)")
+	})
+
 	t.Run("ReleasesStragglersWhenTheBudgetIsSpent", func(t *testing.T) {
 		t.Parallel()
 		b := setupDispatcher(t)

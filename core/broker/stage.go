@@ -36,7 +36,17 @@ type stager struct {
 	// attempts records a reconcile's lost workers against its kind's
 	// max_transient_attempts (nil: not counted).
 	attempts lostAttempts
+	// draining is closed when the broker begins its shutdown drain (nil:
+	// never). A stage that has not reached a worker by then — none serves
+	// its kind, or every slot is taken — is given back (errDraining)
+	// instead of waiting out the drain budget: another broker claims it,
+	// and the budget is left to the stages workers are running.
+	draining <-chan struct{}
 }
+
+// errDraining: the broker began draining before any worker took the stage;
+// the task is released for another broker to claim.
+var errDraining = fmt.Errorf("%w: the broker is draining and no worker has taken the stage", errAbandon)
 
 // stage dispatches one stage of t to a ready worker — one of this broker's,
 // or a peer broker's over the mesh — and waits for its completion. A worker
@@ -140,6 +150,8 @@ func (g *stager) pause(ctx context.Context, changed <-chan struct{}) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-g.draining:
+		return errDraining
 	case <-changed:
 	case <-g.clock.After(time.Second):
 	}
@@ -227,6 +239,9 @@ func (g *stager) acquireWait(ctx context.Context, kv manifest.KindVersion) (*ses
 	case <-ctx.Done():
 		g.reg.cancelWait(w)
 		return nil, ctx.Err()
+	case <-g.draining:
+		g.reg.cancelWait(w)
+		return nil, errDraining
 	}
 }
 
