@@ -22,14 +22,31 @@ func state(synced, failed int64, terminal, healthy, ready, deleting bool) Resour
 	return r
 }
 
+// synthCase is a resource's scalars and the synthesized condition's status,
+// reason and message they must give.
+type synthCase struct {
+	r       Resource
+	status  ConditionStatus
+	reason  string
+	message string
+}
+
+// checkSynthesized runs synth over cases: each gives a condition of type typ
+// at generation 3, stamped with the row's updated_at and marked synthesized.
+func checkSynthesized(t *testing.T, typ string, synth func(Resource) Condition, cases map[string]synthCase) {
+	t.Helper()
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, Condition{Type: typ, Status: c.status, Reason: c.reason, Message: c.message,
+				ObservedGeneration: 3, LastTransitionTime: at, Synthesized: true}, synth(c.r))
+		})
+	}
+}
+
 func TestReadyCondition_FirstMatchingReasonWins(t *testing.T) {
 	t.Parallel()
-	cases := map[string]struct {
-		r       Resource
-		status  ConditionStatus
-		reason  string
-		message string
-	}{
+	checkSynthesized(t, ConditionReady, ReadyCondition, map[string]synthCase{
 		"ready":                          {state(3, 0, false, true, true, false), ConditionTrue, ReasonAvailable, "synced and healthy"},
 		"deleting, even when failed":     {state(2, 3, true, true, false, true), ConditionFalse, ReasonDeleting, "deletion requested"},
 		"failed for the live spec":       {state(2, 3, false, true, false, false), ConditionFalse, ReasonReconcileError, "reconcile of generation 3 failed"},
@@ -38,40 +55,19 @@ func TestReadyCondition_FirstMatchingReasonWins(t *testing.T) {
 		"never reconciled":               {state(0, 0, false, true, false, false), ConditionFalse, ReasonCreating, "not reconciled yet"},
 		"a spec change in flight":        {state(2, 0, false, true, false, false), ConditionFalse, ReasonReconciling, "generation 3 not reconciled yet (synced generation 2)"},
 		"an older failure, reconciling":  {state(1, 2, false, true, false, false), ConditionFalse, ReasonReconciling, "generation 3 not reconciled yet (synced generation 1)"},
-	}
-	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			got := ReadyCondition(c.r)
-			require.Equal(t, Condition{Type: ConditionReady, Status: c.status, Reason: c.reason, Message: c.message,
-				ObservedGeneration: 3, LastTransitionTime: at, Synthesized: true}, got)
-		})
-	}
+	})
 }
 
 func TestSyncedCondition_TheFailureIsCheckedFirst(t *testing.T) {
 	t.Parallel()
-	cases := map[string]struct {
-		r       Resource
-		status  ConditionStatus
-		reason  string
-		message string
-	}{
+	checkSynthesized(t, ConditionSynced, SyncedCondition, map[string]synthCase{
 		"reconciled":                     {state(3, 0, false, true, true, false), ConditionTrue, ReasonReconcileSuccess, "generation 3 reconciled"},
 		"reconciled ahead of generation": {state(4, 0, false, true, true, false), ConditionTrue, ReasonReconcileSuccess, "generation 3 reconciled"},
 		"failed, retried":                {state(2, 3, false, true, false, false), ConditionFalse, ReasonReconcileError, "reconcile of generation 3 failed"},
 		"failed, terminal":               {state(2, 3, true, true, false, false), ConditionFalse, ReasonReconcileError, "reconcile of generation 3 failed (terminal: not retried until the spec changes)"},
 		"failed although synced":         {state(3, 3, false, true, false, false), ConditionFalse, ReasonReconcileError, "reconcile of generation 3 failed"},
 		"not reconciled yet":             {state(2, 1, false, true, false, false), ConditionUnknown, ReasonReconciling, "generation 3 not reconciled yet (synced generation 2)"},
-	}
-	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			got := SyncedCondition(c.r)
-			require.Equal(t, Condition{Type: ConditionSynced, Status: c.status, Reason: c.reason, Message: c.message,
-				ObservedGeneration: 3, LastTransitionTime: at, Synthesized: true}, got)
-		})
-	}
+	})
 }
 
 func TestMergeConditions_StoredWinsThenReadySyncedAndTheRestByName(t *testing.T) {
