@@ -37,10 +37,12 @@ type stager struct {
 	// max_transient_attempts (nil: not counted).
 	attempts lostAttempts
 	// draining is closed when the broker begins its shutdown drain (nil:
-	// never). A stage that has not reached a worker by then — none serves
-	// its kind, or every slot is taken — is given back (errDraining)
-	// instead of waiting out the drain budget: another broker claims it,
-	// and the budget is left to the stages workers are running.
+	// never). A stage that no ready worker serves by then, or from when the
+	// last one leaves, is given back (errDraining) instead of waiting out
+	// the drain budget for a worker that is not coming to a leaving broker:
+	// another broker claims it. A stage waiting for a busy worker's slot
+	// keeps waiting: the slot frees within the budget, and the worker runs
+	// it without a re-claim.
 	draining <-chan struct{}
 }
 
@@ -228,20 +230,34 @@ func (g *stager) await(ctx context.Context, kv manifest.KindVersion, s *session,
 // waiting for one to free up. Waiters are served oldest first (the
 // registry hands a freed slot to the oldest stage it can serve), so a
 // composite's rollup stage is not starved by leaf tasks claimed after it.
+//
+// Once the broker drains, the stage waits on only while a ready worker
+// serves kv: when the last one leaves, it is given back (errDraining).
 func (g *stager) acquireWait(ctx context.Context, kv manifest.KindVersion) (*session, error) {
 	s, w := g.reg.acquireOrWait(kv)
 	if s != nil {
 		return s, nil
 	}
-	select {
-	case s := <-w.got:
-		return s, nil
-	case <-ctx.Done():
-		g.reg.cancelWait(w)
-		return nil, ctx.Err()
-	case <-g.draining:
-		g.reg.cancelWait(w)
-		return nil, errDraining
+	draining := g.draining
+	var changed <-chan struct{} // while draining: the next routing change
+	for {
+		if draining == nil && g.draining != nil {
+			var served bool
+			if served, changed = g.reg.servesUntil(kv); !served {
+				g.reg.cancelWait(w)
+				return nil, errDraining
+			}
+		}
+		select {
+		case s := <-w.got:
+			return s, nil
+		case <-ctx.Done():
+			g.reg.cancelWait(w)
+			return nil, ctx.Err()
+		case <-draining:
+			draining = nil
+		case <-changed:
+		}
 	}
 }
 
