@@ -36,6 +36,28 @@ func drainingStager(t *testing.T, reg *registry) (chan struct{}, chan error) {
 	return draining, errc
 }
 
+// queuedForABusyWorkerThenDraining: a ready vpc worker s with one slot, held
+// by a stage already running; a second stage queued for that slot; then the
+// broker's drain begins. The second stage's error arrives on errc.
+func queuedForABusyWorkerThenDraining(t *testing.T) (*registry, *session, chan error) {
+	t.Helper()
+	kv := manifest.KindVersion{Kind: "vpc", Version: "v1"}
+	reg := newRegistry(testLog(t))
+	s := &session{id: "w1", holder: "w1", maxIn: 1, ready: map[manifest.KindVersion]bool{kv: true},
+		out: make(chan *workerv1.WorkStreamResponse, 1), done: make(chan struct{})}
+	reg.add(s)
+	taken, _ := reg.acquireOrWait(kv)
+	require.Same(t, s, taken)
+	draining, errc := drainingStager(t, reg)
+	require.Eventually(t, func() bool {
+		reg.mu.Lock()
+		defer reg.mu.Unlock()
+		return len(reg.waiters) == 1
+	}, 30*time.Second, time.Millisecond, "the stage queues for the slot")
+	close(draining)
+	return reg, s, errc
+}
+
 // When the broker begins its drain, a stage that no ready worker serves is
 // given back at once (errDraining, an abandon: the runner releases its lease
 // for another broker) instead of waiting out the drain budget for a worker
@@ -60,21 +82,7 @@ func TestStager_DrainGivesBackAStageNoWorkerServes(t *testing.T) {
 // (the slot frees within the budget) and is handed over when it does.
 func TestStager_DrainKeepsAStageWaitingForABusyWorker(t *testing.T) {
 	t.Parallel()
-	kv := manifest.KindVersion{Kind: "vpc", Version: "v1"}
-	reg := newRegistry(testLog(t))
-	s := &session{id: "w1", holder: "w1", maxIn: 1, ready: map[manifest.KindVersion]bool{kv: true},
-		out: make(chan *workerv1.WorkStreamResponse, 1), done: make(chan struct{})}
-	reg.add(s)
-	taken, _ := reg.acquireOrWait(kv) // the one slot, held by a stage already running
-	require.Same(t, s, taken)
-
-	draining, errc := drainingStager(t, reg)
-	require.Eventually(t, func() bool {
-		reg.mu.Lock()
-		defer reg.mu.Unlock()
-		return len(reg.waiters) == 1
-	}, 30*time.Second, time.Millisecond, "the stage queues for the slot")
-	close(draining)
+	reg, s, errc := queuedForABusyWorkerThenDraining(t)
 	require.Never(t, func() bool { return len(errc) > 0 || len(s.out) > 0 }, 100*time.Millisecond, 10*time.Millisecond,
 		"the drain does not give back a stage a ready worker serves")
 	reg.release(s) // the running stage finishes
@@ -91,21 +99,7 @@ func TestStager_DrainKeepsAStageWaitingForABusyWorker(t *testing.T) {
 // when that worker leaves and no other ready worker serves the kind.
 func TestStager_DrainGivesBackAStageWhoseWorkerLeaves(t *testing.T) {
 	t.Parallel()
-	kv := manifest.KindVersion{Kind: "vpc", Version: "v1"}
-	reg := newRegistry(testLog(t))
-	s := &session{id: "w1", holder: "w1", maxIn: 1, ready: map[manifest.KindVersion]bool{kv: true},
-		out: make(chan *workerv1.WorkStreamResponse, 1), done: make(chan struct{})}
-	reg.add(s)
-	taken, _ := reg.acquireOrWait(kv)
-	require.Same(t, s, taken)
-
-	draining, errc := drainingStager(t, reg)
-	require.Eventually(t, func() bool {
-		reg.mu.Lock()
-		defer reg.mu.Unlock()
-		return len(reg.waiters) == 1
-	}, 30*time.Second, time.Millisecond, "the stage queues for the slot")
-	close(draining)
+	reg, s, errc := queuedForABusyWorkerThenDraining(t)
 	require.Never(t, func() bool { return len(errc) > 0 }, 100*time.Millisecond, 10*time.Millisecond,
 		"it waits while the worker is there")
 	reg.remove(s) // the worker leaves
