@@ -63,6 +63,9 @@ func TestHelperProcess(t *testing.T) {
 			}
 			if p.Broker != nil {
 				p.Broker.HeartbeatEvery = 500 * time.Millisecond
+				if v, err := time.ParseDuration(os.Getenv("HELPER_REDELIVERY_WAIT")); err == nil {
+					p.Broker.RedeliveryWait = v
+				}
 			}
 		}})
 		if err != nil {
@@ -77,8 +80,9 @@ func TestHelperProcess(t *testing.T) {
 			<-ctx.Done() // hang until killed
 			return worker.Outcome{}, ctx.Err()
 		})
+		parallel, _ := strconv.Atoi(os.Getenv("HELPER_MAX_PARALLEL")) // 0: the default
 		_ = worker.Serve(ctx, os.Getenv("HELPER_BROKER_URL"), worker.Options{ReconnectMax: 200 * time.Millisecond,
-			Token: os.Getenv("HELPER_WORKER_TOKEN")}, p)
+			Token: os.Getenv("HELPER_WORKER_TOKEN"), MaxParallel: parallel}, p)
 		os.Exit(0)
 	case "crasher": // a leaf worker whose process dies on the resource HELPER_POISON
 		p := apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {

@@ -109,20 +109,44 @@ func (s *dispatcherSignals) init() {
 func (d *dispatcher) Name() string { return "dispatcher" }
 
 // Run claims and dispatches until ctx ends, then drains. Tasks run on a
-// context that outlives ctx by the drain budget.
+// context that outlives ctx by the drain budget, and so does a claim in
+// flight when ctx ends (see claimContext).
 func (d *dispatcher) Run(ctx context.Context) error {
 	taskCtx, cancelTasks := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelTasks()
+	claimCtx, cancelClaims := d.claimContext(ctx)
+	defer cancelClaims()
 	d.pool = gopool.New(taskIdle)
 	defer d.pool.Stop()
 	wake, stop := d.wakes.subscribe("work_ready")
 	defer stop()
-	d.claimLoop(ctx, taskCtx, wake)
+	d.claimLoop(ctx, claimCtx, taskCtx, wake)
 	if d.beginDrain != nil {
 		d.beginDrain()
 	}
 	d.drainTasks(cancelTasks)
 	return nil
+}
+
+// claimContext is the context the claim statements run on: ctx's values
+// but not its end. A claim cut short by the shutdown signal can still commit
+// its leases after the broker has given up on it, and those tasks would sit
+// leased, run and heartbeated by nobody, until the reaper's stale-lease
+// window: the chaos suite's rolled broker left up to three that way, and
+// their roots waited a minute. So a claim in flight when ctx ends finishes,
+// and its tasks are run or given back by the drain like any others; it is
+// cut short only when the database has not answered within the drain
+// budget. No claim starts once ctx has ended (the sweep checks it).
+func (d *dispatcher) claimContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	claimCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		select {
+		case <-d.clock.After(d.drain):
+			cancel()
+		case <-claimCtx.Done():
+		}
+	})
+	return claimCtx, func() { stop(); cancel() }
 }
 
 // taskIdle is how long a task goroutine waits for the next task before it
@@ -172,7 +196,7 @@ const dryWindow = 50 * time.Millisecond
 // notify_gated's, so work whose wake the gate coalesced away is still
 // claimed within about one window of arriving, even while another pair's
 // completions keep the loop from ever idling.
-func (d *dispatcher) claimLoop(ctx, taskCtx context.Context, wake <-chan notify.Event) {
+func (d *dispatcher) claimLoop(ctx, claimCtx, taskCtx context.Context, wake <-chan notify.Event) {
 	wait := d.pollMin
 	offset := 0
 	dry := map[pairKey]time.Time{}
@@ -181,7 +205,7 @@ func (d *dispatcher) claimLoop(ctx, taskCtx context.Context, wake <-chan notify.
 		// Taken before the sweep: a change while it runs closes this one.
 		changed := d.routes.changed()
 		var claimed int
-		claimed, offset = d.sweep(ctx, taskCtx, offset, dry, probe)
+		claimed, offset = d.sweep(ctx, claimCtx, taskCtx, offset, dry, probe)
 		probe = false
 		d.testSignals.swept.Signal(claimed)
 		if claimed > 0 {
@@ -220,7 +244,7 @@ func (d *dispatcher) claimLoop(ctx, taskCtx context.Context, wake <-chan notify.
 // and each pair that has nothing (the delete and operate pairs of a
 // reconcile-heavy run) would otherwise cost a statement of its own every
 // window.
-func (d *dispatcher) sweep(ctx, taskCtx context.Context, offset int, dry map[pairKey]time.Time, probe bool) (claimed, next int) {
+func (d *dispatcher) sweep(ctx, claimCtx, taskCtx context.Context, offset int, dry map[pairKey]time.Time, probe bool) (claimed, next int) {
 	pairs := d.routes.pairs()
 	lo, hi, owned := d.shards.Bounds()
 	if !owned || len(pairs) == 0 {
@@ -243,6 +267,9 @@ func (d *dispatcher) sweep(ctx, taskCtx context.Context, offset int, dry map[pai
 	behind, read := d.behind, false
 	for i := range pairs {
 		p := pairs[(offset+i)%len(pairs)]
+		if ctx.Err() != nil {
+			break // shutting down: no claim starts
+		}
 		if until, ok := dry[p]; ok && d.clock.Now().Before(until) {
 			continue
 		}
@@ -251,7 +278,7 @@ func (d *dispatcher) sweep(ctx, taskCtx context.Context, offset int, dry map[pai
 			// probe finds nothing costs no statement more.
 			behind, read = d.drainBehind(ctx, lo, hi), true
 		}
-		n, err := d.claimPair(ctx, taskCtx, p, lo, hi, behind)
+		n, err := d.claimPair(claimCtx, taskCtx, p, lo, hi, behind)
 		claimed += max(n, 0)
 		if err != nil {
 			if ctx.Err() == nil && !d.outage.Failed("claim", err) {
@@ -323,7 +350,7 @@ func (d *dispatcher) probe(ctx context.Context, pairs []pairKey, lo, hi int, dry
 // rollup kind's pair without room still claims its rollups, up to their own
 // room (rollupRoom); so does every rollup kind's pair while the drain is
 // behind (drainBehind), and no other pair claims then.
-func (d *dispatcher) claimPair(ctx, taskCtx context.Context, p pairKey, lo, hi int, behind bool) (int, error) {
+func (d *dispatcher) claimPair(claimCtx, taskCtx context.Context, p pairKey, lo, hi int, behind bool) (int, error) {
 	inflight := d.tasks.pair(p)
 	limit := d.caps.of(p)
 	room := limit - inflight
@@ -351,7 +378,7 @@ func (d *dispatcher) claimPair(ctx, taskCtx context.Context, p pairKey, lo, hi i
 	// partitions before the failure leased: those leases are committed and
 	// ours, so they are run like any others — dropped, nobody would
 	// heartbeat them and they would wait out the stale-lease window.
-	tasks, err := d.claims.Claim(ctx, lease, batch)
+	tasks, err := d.claims.Claim(claimCtx, lease, batch)
 	if len(tasks) == 0 {
 		return 0, err
 	}

@@ -495,6 +495,52 @@ func TestDispatcher_Drain(t *testing.T) {
 			"the drain ends as the tasks give themselves back, with the budget unspent (the clock never moved)")
 	})
 
+	// A claim statement the signal would cut short can still commit its
+	// leases on the server: the fake commits whatever happens, and returns
+	// its tasks only to a client that has not given up (ctx still live),
+	// as pgx does. The claim in flight finishes, its tasks run in the
+	// drain, and no claim starts after the signal.
+	t.Run("AClaimInFlightWhenStoppedFinishesAndItsTasksRun", func(t *testing.T) {
+		t.Parallel()
+		b := setupDispatcher(t)
+		b.routes.PairsFn = func() []pairKey { return []pairKey{pairVPC, pairVPCDe} }
+		entered, commit := make(chan struct{}), make(chan struct{})
+		var claims atomic.Int32
+		b.claimer.ClaimFn = func(ctx context.Context, _ pipeline.Lease, batch pipeline.Batch) ([]pipeline.Task, error) {
+			if claims.Add(1) > 1 {
+				t.Errorf("a %s claim started after the signal", batch.TaskType)
+				return nil, nil
+			}
+			close(entered)
+			<-commit
+			if err := ctx.Err(); err != nil {
+				return nil, err // committed, but the client gave up: the leases are lost to it
+			}
+			return tasksOf(pairKey{kvVPC, batch.TaskType}, 3), nil
+		}
+		var ran atomic.Int32
+		b.runner.RunFn = func(context.Context, pipeline.Lease, pipeline.Task) { ran.Add(1) }
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- b.d.Run(ctx) }()
+		select {
+		case <-entered:
+		case <-time.After(5 * time.Second):
+			t.Fatal("no claim started")
+		}
+		cancel()
+		close(commit)
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("dispatcher did not stop")
+		}
+		require.EqualValues(t, 3, ran.Load(), "the claim's tasks ran")
+		require.Equal(t, 0, b.d.testSignals.drained.WaitOrTimeout(t), "nothing was left to release")
+		require.EqualValues(t, 1, claims.Load())
+	})
+
 	t.Run("ReleasesStragglersWhenTheBudgetIsSpent", func(t *testing.T) {
 		t.Parallel()
 		b := setupDispatcher(t)
@@ -659,7 +705,7 @@ func TestDispatcherSweep_ExpiredDryPairsAreProbedTogether(t *testing.T) {
 			for _, p := range tc.expired {
 				dry[p] = now
 			}
-			b.d.sweep(context.Background(), context.Background(), 0, dry, false)
+			b.d.sweep(context.Background(), context.Background(), context.Background(), 0, dry, false)
 			require.ElementsMatch(t, tc.wantProbed, probed)
 			require.ElementsMatch(t, tc.wantClaims, claims)
 			require.True(t, dry[pairAcct].After(now), "a pair inside its window stays dry")

@@ -52,7 +52,7 @@ func TestDispatcherSweep_ClaimsOnlyRollupsWhileTheDrainIsBehind(t *testing.T) {
 		}
 		sweep := func(probe bool) sweepSaw {
 			saw = sweepSaw{}
-			b.d.sweep(context.Background(), context.Background(), 0, map[pairKey]time.Time{}, probe)
+			b.d.sweep(context.Background(), context.Background(), context.Background(), 0, map[pairKey]time.Time{}, probe)
 			return saw
 		}
 		return b, lag, lagErr, sweep

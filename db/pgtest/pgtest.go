@@ -66,9 +66,16 @@ func Main(m *testing.M, ignore ...goleak.Option) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	go func() {
-		<-sig
+		s := <-sig
 		stop()
-		os.Exit(130)
+		// Hand the signal back: with this handler gone it ends the binary
+		// as it would have, unless the binary handles it itself — a helper
+		// process the tests re-execute (a converge server draining on
+		// SIGTERM), which an exit here would cut short.
+		signal.Stop(sig)
+		if s, ok := s.(syscall.Signal); ok {
+			_ = syscall.Kill(os.Getpid(), s)
+		}
 	}()
 	code := m.Run()
 	if code == 0 {
