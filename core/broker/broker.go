@@ -191,6 +191,9 @@ type Broker struct {
 	pushes   *configPusher
 	reactors *reactorDispatcher
 	out      *outboxWriter
+	// endSessions ends the workers' sessions once the drain has ended
+	// (workerService.closing).
+	endSessions func()
 }
 
 // New returns a broker over deps; mount Handler on the listener workers dial
@@ -225,7 +228,8 @@ func (b *Broker) assemble() {
 		kinds := cacheKinds{d.Kinds}
 		wakes := listenerWaker{d.Listener}
 		rt := &routes{reg: b.reg, mesh: b.mesh, kinds: kinds}
-		draining := make(chan struct{})
+		draining, closing := make(chan struct{}), make(chan struct{})
+		b.endSessions = sync.OnceFunc(func() { close(closing) })
 		stg := &stager{id: d.ID, reg: b.reg, mesh: b.mesh, completions: b.completions, leases: b.leases, clock: b.clock, log: b.log,
 			redeliveryWait: b.RedeliveryWait, draining: draining}
 		if d.Pipeline != nil {
@@ -251,7 +255,7 @@ func (b *Broker) assemble() {
 		}
 		b.handler = &workerService{id: d.ID, reg: b.reg, kinds: kinds, configs: d.Store, completions: b.completions,
 			stages: stg, relays: b.tasks, leases: b.leases, streamRate: b.StreamRate, silence: b.SilenceTimeout,
-			metrics: d.Metrics, log: b.log}
+			closing: closing, metrics: d.Metrics, log: b.log}
 		if d.Pipeline != nil {
 			b.handler.adopt = &adoptions{id: d.ID, store: d.Pipeline, tasks: b.tasks, log: b.log}
 			b.completions.written = b.handler.adopt.done
@@ -443,6 +447,9 @@ func (b *Broker) run(ctx context.Context) error {
 		wg.Go(func() { _ = s.Run(bg) })
 	}
 	err := b.disp.Run(ctx)
+	// Drained: every task's result is written or its lease released, so the
+	// workers' sessions end now, and the workers move to another broker.
+	b.endSessions()
 	cancel()
 	wg.Wait()
 	return err

@@ -50,7 +50,12 @@ type workerService struct {
 	streamRate int // messages per second one worker stream may send (0: unpaced)
 	// silence ends a keepalive session that sent nothing for this long
 	// (WORKER_SILENCE_TIMEOUT; 0: never).
-	silence    time.Duration
+	silence time.Duration
+	// closing is closed when the broker's drain has ended (nil: never).
+	// Its sessions then end, acks sent, with Unavailable, and new ones are
+	// refused: the workers reconnect to another broker at once, instead of
+	// idling on this one until the listener's shutdown grace cuts them.
+	closing    <-chan struct{}
 	metrics    *metrics.Metrics
 	log        zerolog.Logger
 	sessionSeq atomic.Int64
@@ -98,6 +103,9 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 	principal := principalFrom(ctx)
 	if err := subscribeAllowed(principal, sub); err != nil {
 		return err
+	}
+	if h.isClosing() {
+		return errBrokerClosing
 	}
 	maxIn := int(sub.GetMaxInFlight())
 	if maxIn <= 0 {
@@ -150,7 +158,25 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 		log.Info().Int("stages_in_flight", inFlight).Msg("worker disconnected")
 	}()
 	h.serve(ctx, stream, s, sessionOpts{watch: watch, batches: sub.GetBatches()}, log)
+	if h.isClosing() {
+		return errBrokerClosing
+	}
 	return nil
+}
+
+// errBrokerClosing ends a session with a broker whose drain has ended; the
+// worker reconnects (to another broker, behind a Service) and redelivers
+// any result whose ack it did not get.
+var errBrokerClosing = connect.NewError(connect.CodeUnavailable, errors.New("the broker has drained and is shutting down; reconnect"))
+
+// isClosing reports whether the broker's drain has ended.
+func (h *workerService) isClosing() bool {
+	select {
+	case <-h.closing:
+		return true
+	default:
+		return false
+	}
 }
 
 // sessionOpts is what a session's Subscribe negotiated.
@@ -192,6 +218,17 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 		}()
 		defer func() { cancel(); <-watched }()
 	}
+	if end := streamEndReads(ctx); h.closing != nil && end != nil {
+		// The drain has ended: stop reading, so the loop below returns and
+		// the sender sends the acks queued and exits.
+		go func() {
+			select {
+			case <-h.closing:
+				end()
+			case <-sctx.Done():
+			}
+		}()
+	}
 	sent := make(chan struct{})
 	go func() {
 		defer close(sent)
@@ -231,7 +268,9 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 }
 
 // send is the session's send loop: tasks (batched when the worker takes
-// batches) and result acks, until ctx ends or a send fails.
+// batches) and result acks, until ctx ends or a send fails. When ctx ends it
+// sends the acks still queued, best effort: a worker whose stream still
+// takes them need not redeliver those results.
 func (h *workerService) send(ctx context.Context, stream *workStream, s *session, batches bool) error {
 	var carry *workerv1.WorkStreamResponse
 	for {
@@ -250,6 +289,7 @@ func (h *workerService) send(ctx context.Context, stream *workStream, s *session
 		} else {
 			select {
 			case <-ctx.Done():
+				_ = sendAcks(stream, s)
 				return nil
 			case m = <-s.out:
 			case <-s.ackWake:

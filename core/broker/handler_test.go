@@ -35,6 +35,8 @@ type handlerBundle struct {
 	sink    *fakeSink
 	stages  *fakeStages
 	srv     *httptest.Server
+	// closing ends the broker's sessions (workerService.closing).
+	closing chan struct{}
 }
 
 func setupHandler(t *testing.T) *handlerBundle {
@@ -54,10 +56,11 @@ func setupHandlerAuth(t *testing.T, pa *planeAuth) *handlerBundle {
 		stages: &fakeStages{DispatchLocalFn: func(context.Context, manifest.KindVersion, *workerv1.StageTask) (*workerv1.StageComplete, error) {
 			return nil, errors.New("unexpected dispatch")
 		}},
+		closing: make(chan struct{}),
 	}
 	log := testLog(t)
 	b.svc = &workerService{id: "broker-1", reg: newRegistry(log), kinds: fakeKinds{vpcKind}, configs: b.configs,
-		completions: b.sink, stages: b.stages, leases: newLeaseKeys(nil), metrics: metrics.New(), log: log}
+		completions: b.sink, stages: b.stages, leases: newLeaseKeys(nil), closing: b.closing, metrics: metrics.New(), log: log}
 	if pa == nil {
 		pa = &planeAuth{log: log}
 	}
@@ -164,6 +167,62 @@ func TestWorkerServiceWorkStream_Session(t *testing.T) {
 	require.NoError(t, stream.CloseRequest())
 	require.Eventually(t, func() bool { return b.svc.reg.count() == 0 }, 5*time.Second, time.Millisecond)
 	_ = stream.CloseResponse()
+}
+
+// Once the broker's drain has ended, its sessions end with Unavailable after
+// the acks still queued (sent without a wake here, so only the session's
+// end sends them), and a new session is refused before it registers: the
+// workers reconnect elsewhere at once.
+func TestWorkerServiceWorkStream_EndsSessionsWhenTheBrokerHasDrained(t *testing.T) {
+	t.Parallel()
+	b := setupHandler(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	type open struct {
+		stream *connect.BidiStreamForClient[workerv1.WorkStreamRequest, workerv1.WorkStreamResponse]
+		ack    string
+	}
+	streams := map[string]open{}
+	for proto, c := range b.clients() {
+		stream := c.WorkStream(ctx)
+		require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{
+			Subscribe: &workerv1.Subscribe{WorkerId: "w-" + proto, Kinds: readiness("vpc")}}}))
+		_, err := stream.Receive()
+		require.NoError(t, err, proto)
+		streams[proto] = open{stream: stream, ack: "t-" + proto}
+	}
+	require.Eventually(t, func() bool { return b.svc.reg.count() == len(streams) }, 5*time.Second, time.Millisecond)
+	b.svc.reg.mu.Lock()
+	for _, s := range b.svc.reg.sessions {
+		s.ackMu.Lock()
+		s.acks = append(s.acks, "t-"+strings.TrimPrefix(s.workerID, "w-"))
+		s.ackMu.Unlock()
+	}
+	b.svc.reg.mu.Unlock()
+
+	close(b.closing)
+	for proto, o := range streams {
+		resp, err := o.stream.Receive()
+		require.NoError(t, err, proto)
+		require.Equal(t, []string{o.ack}, resp.GetAck().GetTaskIds(), "%s: the queued ack is sent before the end", proto)
+		_, err = o.stream.Receive()
+		require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%s: %v", proto, err)
+		require.Contains(t, err.Error(), "drained", proto)
+		_ = o.stream.CloseRequest()
+		_ = o.stream.CloseResponse()
+	}
+	require.Eventually(t, func() bool { return b.svc.reg.count() == 0 }, 5*time.Second, time.Millisecond)
+
+	for proto, c := range b.clients() {
+		late := c.WorkStream(ctx)
+		require.NoError(t, late.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{
+			Subscribe: &workerv1.Subscribe{WorkerId: "late-" + proto, Kinds: readiness("vpc")}}}))
+		_, err := late.Receive()
+		require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%s: a session after the drain is refused: %v", proto, err)
+		_ = late.CloseRequest()
+		_ = late.CloseResponse()
+	}
+	require.Zero(t, b.svc.reg.count(), "a refused session never registers")
 }
 
 func TestWorkerServiceGetProviderConfig(t *testing.T) {

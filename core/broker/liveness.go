@@ -16,48 +16,73 @@ import (
 // dead worker. The worker is asked to send something every third of it.
 const DefaultSilenceTimeout = 10 * time.Second
 
-// streamAbortKey carries a request's abort function (withStreamAbort).
-type streamAbortKey struct{}
+// streamCutKey carries a request's stream cuts (withStreamAbort).
+type streamCutKey struct{}
 
-// withStreamAbort gives each request's context a function that cuts the
-// request's stream at once: its read and write deadlines are set in the
-// past, so a Receive blocked on a silent peer and a Send blocked on a full
-// flow-control window both return an error. Only a deadline reaches into
-// the transport: cancelling a context does not unblock a stream's
-// Receive, and the handler's own context ends only when the peer does.
-//
-// An abort after the handler returned does nothing: the server then frees
-// the response writer (HTTP/2 pools its state for the next stream), so a
-// late deadline would dereference nil or cut an unrelated stream.
+// streamCut cuts one request's stream from the handler's side. Only a
+// deadline reaches into the transport: cancelling a context does not
+// unblock a stream's Receive, and the handler's own context ends only when
+// the peer does.
+type streamCut struct {
+	rc     *http.ResponseController
+	mu     sync.Mutex
+	served bool
+}
+
+// abort cuts the stream at once: its read and write deadlines are set in
+// the past, so a Receive blocked on a silent peer and a Send blocked on a
+// full flow-control window both return an error.
+func (c *streamCut) abort() { c.cut(true) }
+
+// endReads ends only the reading: a blocked Receive returns an error, and
+// the handler can still send what it has (acks, its final status).
+func (c *streamCut) endReads() { c.cut(false) }
+
+// cut sets the deadlines in the past, unless the handler has returned: the
+// server then frees the response writer (HTTP/2 pools its state for the
+// next stream), so a late deadline would dereference nil or cut an
+// unrelated stream.
+func (c *streamCut) cut(writes bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.served {
+		return
+	}
+	past := time.Unix(1, 0)
+	_ = c.rc.SetReadDeadline(past)
+	if writes {
+		_ = c.rc.SetWriteDeadline(past)
+	}
+}
+
+// withStreamAbort gives each request's context its streamCut.
 func withStreamAbort(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rc := http.NewResponseController(w)
-		var mu sync.Mutex
-		served := false
-		abort := func() {
-			mu.Lock()
-			defer mu.Unlock()
-			if served {
-				return
-			}
-			past := time.Unix(1, 0)
-			_ = rc.SetReadDeadline(past)
-			_ = rc.SetWriteDeadline(past)
-		}
+		c := &streamCut{rc: http.NewResponseController(w)}
 		defer func() {
-			mu.Lock()
-			served = true
-			mu.Unlock()
+			c.mu.Lock()
+			c.served = true
+			c.mu.Unlock()
 		}()
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), streamAbortKey{}, abort)))
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), streamCutKey{}, c)))
 	})
 }
 
-// streamAbort is the abort function withStreamAbort put in ctx (nil when
-// the handler is mounted without it).
+// streamAbort is the abort of the streamCut withStreamAbort put in ctx (nil
+// when the handler is mounted without it).
 func streamAbort(ctx context.Context) func() {
-	f, _ := ctx.Value(streamAbortKey{}).(func())
-	return f
+	if c, ok := ctx.Value(streamCutKey{}).(*streamCut); ok {
+		return c.abort
+	}
+	return nil
+}
+
+// streamEndReads is the endReads of ctx's streamCut (nil without one).
+func streamEndReads(ctx context.Context) func() {
+	if c, ok := ctx.Value(streamCutKey{}).(*streamCut); ok {
+		return c.endReads
+	}
+	return nil
 }
 
 // keepaliveEvery is the cadence a keepalive worker is asked to send at: a
