@@ -229,7 +229,10 @@ func (b *Broker) assemble() {
 		wakes := listenerWaker{d.Listener}
 		rt := &routes{reg: b.reg, mesh: b.mesh, kinds: kinds}
 		draining, closing := make(chan struct{}), make(chan struct{})
-		b.endSessions = sync.OnceFunc(func() { close(closing) })
+		b.endSessions = sync.OnceFunc(func() {
+			b.reg.closeRouting()
+			close(closing)
+		})
 		stg := &stager{id: d.ID, reg: b.reg, mesh: b.mesh, completions: b.completions, leases: b.leases, clock: b.clock, log: b.log,
 			redeliveryWait: b.RedeliveryWait, draining: draining}
 		if d.Pipeline != nil {

@@ -51,10 +51,12 @@ type workerService struct {
 	// silence ends a keepalive session that sent nothing for this long
 	// (WORKER_SILENCE_TIMEOUT; 0: never).
 	silence time.Duration
-	// closing is closed when the broker's drain has ended (nil: never).
-	// Its sessions then end, acks sent, with Unavailable, and new ones are
-	// refused: the workers reconnect to another broker at once, instead of
-	// idling on this one until the listener's shutdown grace cuts them.
+	// closing is closed when the broker's drain has ended (nil: never),
+	// after the registry stopped routing (closeRouting). Each session then
+	// ends once its running stages have finished, acks sent, with
+	// Unavailable, and new ones are refused: the workers reconnect to
+	// another broker at once, instead of idling on this one until the
+	// listener's shutdown grace cuts them.
 	closing    <-chan struct{}
 	metrics    *metrics.Metrics
 	log        zerolog.Logger
@@ -179,6 +181,32 @@ func (h *workerService) isClosing() bool {
 	}
 }
 
+// endWhenDrained ends s once the broker has drained (closing) and s runs no
+// stage: the registry routes it nothing new by then, and a stage it runs
+// (a peer's relay, which outlives this broker's own drain) finishes and
+// goes back to the peer first. end stops the session's reading, so serve's
+// loop returns and its sender sends the acks still queued. It returns when
+// ctx (the session) ends.
+func (h *workerService) endWhenDrained(ctx context.Context, s *session, end func()) {
+	select {
+	case <-h.closing:
+	case <-ctx.Done():
+		return
+	}
+	for {
+		idle, changed := h.reg.idleUntil(s)
+		if idle {
+			end()
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // sessionOpts is what a session's Subscribe negotiated.
 type sessionOpts struct {
 	watch   bool // time the session out when the worker falls silent
@@ -219,15 +247,7 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 		defer func() { cancel(); <-watched }()
 	}
 	if end := streamEndReads(ctx); h.closing != nil && end != nil {
-		// The drain has ended: stop reading, so the loop below returns and
-		// the sender sends the acks queued and exits.
-		go func() {
-			select {
-			case <-h.closing:
-				end()
-			case <-sctx.Done():
-			}
-		}()
+		go h.endWhenDrained(sctx, s, end)
 	}
 	sent := make(chan struct{})
 	go func() {

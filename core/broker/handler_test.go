@@ -170,48 +170,70 @@ func TestWorkerServiceWorkStream_Session(t *testing.T) {
 }
 
 // Once the broker's drain has ended, its sessions end with Unavailable after
-// the acks still queued (sent without a wake here, so only the session's
-// end sends them), and a new session is refused before it registers: the
+// the acks still queued (queued without a wake here, so only the session's
+// end sends them) — a session running a stage (a peer's relay) only once the
+// stage is done — and a new session is refused before it registers: the
 // workers reconnect elsewhere at once.
 func TestWorkerServiceWorkStream_EndsSessionsWhenTheBrokerHasDrained(t *testing.T) {
 	t.Parallel()
 	b := setupHandler(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	type open struct {
-		stream *connect.BidiStreamForClient[workerv1.WorkStreamRequest, workerv1.WorkStreamResponse]
-		ack    string
-	}
-	streams := map[string]open{}
+	type stream = *connect.BidiStreamForClient[workerv1.WorkStreamRequest, workerv1.WorkStreamResponse]
+	streams := map[string]stream{}
 	for proto, c := range b.clients() {
-		stream := c.WorkStream(ctx)
-		require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{
-			Subscribe: &workerv1.Subscribe{WorkerId: "w-" + proto, Kinds: readiness("vpc")}}}))
-		_, err := stream.Receive()
+		st := c.WorkStream(ctx)
+		require.NoError(t, st.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{
+			Subscribe: &workerv1.Subscribe{WorkerId: proto, Kinds: readiness("vpc")}}}))
+		_, err := st.Receive()
 		require.NoError(t, err, proto)
-		streams[proto] = open{stream: stream, ack: "t-" + proto}
+		streams[proto] = st
 	}
 	require.Eventually(t, func() bool { return b.svc.reg.count() == len(streams) }, 5*time.Second, time.Millisecond)
+	var busy *session // the gRPC worker's session runs a stage
 	b.svc.reg.mu.Lock()
 	for _, s := range b.svc.reg.sessions {
 		s.ackMu.Lock()
-		s.acks = append(s.acks, "t-"+strings.TrimPrefix(s.workerID, "w-"))
+		s.acks = append(s.acks, "t-"+s.workerID)
 		s.ackMu.Unlock()
+		if s.workerID == "GRPC" {
+			busy = s
+			s.inFlight++
+		}
 	}
 	b.svc.reg.mu.Unlock()
-
-	close(b.closing)
-	for proto, o := range streams {
-		resp, err := o.stream.Receive()
+	ended := func(proto string) {
+		t.Helper()
+		resp, err := streams[proto].Receive()
 		require.NoError(t, err, proto)
-		require.Equal(t, []string{o.ack}, resp.GetAck().GetTaskIds(), "%s: the queued ack is sent before the end", proto)
-		_, err = o.stream.Receive()
+		require.Equal(t, []string{"t-" + proto}, resp.GetAck().GetTaskIds(), "%s: the queued ack is sent before the end", proto)
+		_, err = streams[proto].Receive()
 		require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%s: %v", proto, err)
 		require.Contains(t, err.Error(), "drained", proto)
-		_ = o.stream.CloseRequest()
-		_ = o.stream.CloseResponse()
+	}
+
+	b.svc.reg.closeRouting() // as the broker does, then closing
+	close(b.closing)
+	busyEnded := make(chan struct{})
+	go func() { defer close(busyEnded); ended("GRPC") }()
+	ended("Connect")
+	require.Eventually(t, func() bool { return b.svc.reg.count() == 1 }, 5*time.Second, time.Millisecond)
+	select {
+	case <-busyEnded:
+		t.Fatal("a session running a stage ended before the stage finished")
+	default:
+	}
+	b.svc.reg.release(busy)
+	select {
+	case <-busyEnded:
+	case <-ctx.Done():
+		t.Fatal("the busy session did not end once its stage finished")
 	}
 	require.Eventually(t, func() bool { return b.svc.reg.count() == 0 }, 5*time.Second, time.Millisecond)
+	for _, st := range streams {
+		_ = st.CloseRequest()
+		_ = st.CloseResponse()
+	}
 
 	for proto, c := range b.clients() {
 		late := c.WorkStream(ctx)

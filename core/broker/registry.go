@@ -85,6 +85,9 @@ type registry struct {
 	// goes to the oldest waiter it can serve, so a task claimed a moment ago
 	// never overtakes a stage that has been waiting.
 	waiters []*slotWaiter
+	// closed: the broker has drained; no session is ready for anything, so
+	// no stage is routed here any more (closeRouting).
+	closed bool
 }
 
 func newRegistry(log zerolog.Logger) *registry {
@@ -139,6 +142,9 @@ func (r *registry) routesChanged() <-chan struct{} {
 
 func (r *registry) add(s *session) {
 	r.mu.Lock()
+	if r.closed {
+		clear(s.ready)
+	}
 	r.sessions[s.id] = s
 	r.handOffLocked()
 	r.mu.Unlock()
@@ -157,6 +163,10 @@ func (r *registry) remove(s *session) int {
 
 func (r *registry) setReady(s *session, kinds []*workerv1.KindReadiness) {
 	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
 	s.ready = readyMap(kinds)
 	r.handOffLocked()
 	r.mu.Unlock()
@@ -169,6 +179,29 @@ func readyMap(kinds []*workerv1.KindReadiness) map[manifest.KindVersion]bool {
 		m[manifest.KindVersion{Kind: k.GetKind().GetKind(), Version: k.GetKind().GetVersion()}] = k.GetReady()
 	}
 	return m
+}
+
+// closeRouting makes every session, and any that joins later, unready for
+// every kind, for good: the broker has drained, and nothing more is routed
+// to its workers. What they run already (a peer's relayed stage) finishes.
+// Waiting stages are woken to look again (a draining stager gives back a
+// stage no ready worker serves).
+func (r *registry) closeRouting() {
+	r.mu.Lock()
+	r.closed = true
+	for _, s := range r.sessions {
+		clear(s.ready)
+	}
+	r.mu.Unlock()
+	r.notifyRoutes()
+}
+
+// idleUntil reports whether s runs no stage, and the channel closed at the
+// next capacity change after that answer (a finished stage is one).
+func (r *registry) idleUntil(s *session) (bool, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return s.inFlight == 0, r.bcastLocked()
 }
 
 // slotWaiter is a stage waiting in acquireWait; got receives its reserved

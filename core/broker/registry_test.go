@@ -151,3 +151,51 @@ func TestRegistry_ASignalNobodyTookIsFree(t *testing.T) { //nolint:paralleltest 
 		t.Fatal("servesUntil's channel was not closed by the next release")
 	}
 }
+
+// Once routing is closed (the broker has drained), no worker is ready for
+// anything: not those connected, not one that says so again, not one that
+// joins. A stage already running keeps its slot until it finishes, and
+// idleUntil says when.
+func TestRegistry_ClosedRoutingRoutesNothing(t *testing.T) {
+	t.Parallel()
+	kv := manifest.KindVersion{Kind: "vpc", Version: "v1"}
+	r := newRegistry(zerolog.Nop())
+	s := &session{id: "a", maxIn: 4, ready: map[manifest.KindVersion]bool{kv: true}, done: make(chan struct{})}
+	r.add(s)
+	if got, _ := r.acquireOrWait(kv); got != s {
+		t.Fatal("an open registry routes to a ready worker")
+	}
+	routes := r.routesChanged()
+
+	r.closeRouting()
+	select {
+	case <-routes:
+	default:
+		t.Fatal("closing routing is a routing change (a waiting stage looks again)")
+	}
+	if r.serves(kv) || r.capacity(kv) != 0 || len(r.served()) != 0 {
+		t.Fatal("a closed registry still serves the kind")
+	}
+	r.setReady(s, []*workerv1.KindReadiness{{Kind: &workerv1.KindVersion{Kind: "vpc", Version: "v1"}, Ready: true}})
+	late := &session{id: "b", maxIn: 4, ready: map[manifest.KindVersion]bool{kv: true}, done: make(chan struct{})}
+	r.add(late)
+	if got, w := r.acquireOrWait(kv); got != nil {
+		t.Fatalf("a closed registry routed a stage to %s", got.id)
+	} else {
+		r.cancelWait(w)
+	}
+
+	idle, changed := r.idleUntil(s)
+	if idle {
+		t.Fatal("the running stage keeps its session busy")
+	}
+	r.release(s)
+	select {
+	case <-changed:
+	default:
+		t.Fatal("the finished stage did not signal")
+	}
+	if idle, _ := r.idleUntil(s); !idle {
+		t.Fatal("the session ran its last stage")
+	}
+}
