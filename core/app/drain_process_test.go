@@ -26,10 +26,10 @@ import (
 // it exits in a fraction of the budget, and a successor re-claims and runs
 // the tasks at once, not after the reaper's stale-lease window.
 //
-// The worker takes two tasks at a time and dies running two; their stages
-// are given back once their redelivery wait has passed, and so is any task
-// the broker claimed ahead for the worker's slots (a sweep can claim again
-// before the worker has taken the first batch).
+// The worker takes two tasks at a time and dies running two: their stages,
+// waiting for the worker to reconnect and redeliver, are given back, and so
+// is any task the broker claimed ahead for the worker's slots (a sweep can
+// claim again before the worker has taken the first batch).
 func TestProcess_ADrainingBrokerGivesBackTasksNoWorkerWillTake(t *testing.T) {
 	t.Parallel()
 	const (
@@ -38,10 +38,10 @@ func TestProcess_ADrainingBrokerGivesBackTasksNoWorkerWillTake(t *testing.T) {
 	)
 	db := pgtest.URL(t)
 	port := freePort(t)
-	// Leases outlive the test (the reaper cannot be what frees them), the
-	// drain budget is far longer than the test waits for the exit, and a
-	// vanished worker's stages wait 1 s for it to redeliver.
-	env := []string{"HELPER_STALE_AFTER=5m", "SHUTDOWN_DRAIN=" + budget.String(), "HELPER_REDELIVERY_WAIT=1s"}
+	// Leases outlive the test (the reaper cannot be what frees them), and
+	// the drain budget is far longer than the test waits for the exit (so is
+	// the 30 s redelivery window the vanished worker's stages wait in).
+	env := []string{"HELPER_STALE_AFTER=5m", "SHUTDOWN_DRAIN=" + budget.String()}
 	first := spawnServer(t, db, config.RoleAll, port, port, env...)
 	st := store.New(pgtest.PoolFor(t, db), nil)
 	applyManifest(t, st, leafKind)

@@ -63,9 +63,6 @@ func TestHelperProcess(t *testing.T) {
 			}
 			if p.Broker != nil {
 				p.Broker.HeartbeatEvery = 500 * time.Millisecond
-				if v, err := time.ParseDuration(os.Getenv("HELPER_REDELIVERY_WAIT")); err == nil {
-					p.Broker.RedeliveryWait = v
-				}
 			}
 		}})
 		if err != nil {

@@ -113,3 +113,35 @@ func TestStager_DrainGivesBackAStageWhoseWorkerLeaves(t *testing.T) {
 	defer reg.mu.Unlock()
 	require.Empty(t, reg.waiters, "its place in the slot queue is gone")
 }
+
+// A stage whose worker vanished mid-stage, with no other worker for the
+// kind, waits for the worker to reconnect and redeliver — until the drain
+// begins: then it is given back instead of holding the drain for the
+// redelivery window (a minute here, on a clock that never moves).
+func TestStager_DrainGivesBackAStageWhoseWorkerVanished(t *testing.T) {
+	t.Parallel()
+	kv := manifest.KindVersion{Kind: "vpc", Version: "v1"}
+	reg := newRegistry(testLog(t))
+	s := &session{id: "w1", holder: "w1", maxIn: 1, ready: map[manifest.KindVersion]bool{kv: true},
+		out: make(chan *workerv1.WorkStreamResponse, 1), done: make(chan struct{})}
+	reg.add(s)
+	draining, errc := drainingStager(t, reg)
+	select {
+	case <-s.out: // handed over
+	case err := <-errc:
+		t.Fatalf("the stage ended before reaching the worker: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stage never reached the worker")
+	}
+	reg.remove(s) // the worker vanishes mid-stage
+	close(s.done)
+	require.Never(t, func() bool { return len(errc) > 0 }, 100*time.Millisecond, 10*time.Millisecond,
+		"the stage waits for the lost worker's redelivery until the drain begins")
+	close(draining)
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, errDraining)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stage kept waiting for the redelivery after the drain began")
+	}
+}

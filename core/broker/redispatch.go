@@ -61,7 +61,10 @@ func (r *registry) servesOther(kv manifest.KindVersion, gone *session) bool {
 // once (nil, nil: dispatch again, under a new attempt id). Only when none
 // does it waits for s to reconnect and redeliver, up to redeliveryWait, and
 // re-checks whenever the routing changes. When ctx ends first it returns
-// errWorkerLost.
+// errWorkerLost. Once the broker drains it stops waiting (errDraining: the
+// task is given back): a reconnecting worker reaches another broker, not
+// one leaving the endpoints, and redelivers there, where the claim_epoch
+// fence applies the result or the re-claim's run supersedes it.
 func (g *stager) awaitLost(ctx context.Context, kv manifest.KindVersion, s *session, w *waiter) (*completion, error) {
 	wait := g.clock.After(g.redeliveryWait)
 	for {
@@ -80,6 +83,8 @@ func (g *stager) awaitLost(ctx context.Context, kv manifest.KindVersion, s *sess
 			return nil, errWorkerLost
 		case <-wait:
 			return nil, nil
+		case <-g.draining:
+			return nil, errDraining
 		case <-g.reg.changed():
 		}
 	}
