@@ -254,7 +254,7 @@ func (b *Broker) assemble() {
 		if d.Lifecycle != nil {
 			b.reactors = &reactorDispatcher{id: d.ID, deliveries: d.Lifecycle, routes: rt, sender: stg, kinds: kinds,
 				shards: d.Shards, wakes: wakes, freed: b.tasks.signal, cap: b.PairCap, pollMin: b.PollMin,
-				every: b.HeartbeatEvery, clock: b.clock, log: b.log, outage: d.Outage}
+				every: b.HeartbeatEvery, drain: b.Drain, clock: b.clock, log: b.log, outage: d.Outage}
 		}
 		b.handler = &workerService{id: d.ID, reg: b.reg, kinds: kinds, configs: d.Store, completions: b.completions,
 			stages: stg, relays: b.tasks, leases: b.leases, streamRate: b.StreamRate, silence: b.SilenceTimeout,

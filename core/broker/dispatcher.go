@@ -138,15 +138,22 @@ func (d *dispatcher) Run(ctx context.Context) error {
 // cut short only when the database has not answered within the drain
 // budget. No claim starts once ctx has ended (the sweep checks it).
 func (d *dispatcher) claimContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	claimCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	return outlive(ctx, d.clock, d.drain)
+}
+
+// outlive returns a context with ctx's values that ends grace after ctx
+// does (or when cancelled): work begun before a shutdown signal gets the
+// drain budget to finish.
+func outlive(ctx context.Context, clock engine.Clock, grace time.Duration) (context.Context, context.CancelFunc) {
+	out, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, func() {
 		select {
-		case <-d.clock.After(d.drain):
+		case <-clock.After(grace):
 			cancel()
-		case <-claimCtx.Done():
+		case <-out.Done():
 		}
 	})
-	return claimCtx, func() { stop(); cancel() }
+	return out, func() { stop(); cancel() }
 }
 
 // taskIdle is how long a task goroutine waits for the next task before it

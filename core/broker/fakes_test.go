@@ -152,6 +152,7 @@ type fakeDeliveries struct {
 	ClaimFn     func(ctx context.Context, workerID string, reactors []string, lo, hi, limit int) ([]lifecycle.Delivery, error)
 	AckFn       func(ctx context.Context, d lifecycle.Delivery) (bool, error)
 	HeartbeatFn func(ctx context.Context, workerID string, ds []lifecycle.Delivery) (int, error)
+	ReleaseFn   func(ctx context.Context, workerID string, ds []lifecycle.Delivery) (int, error)
 }
 
 func (f *fakeDeliveries) Claim(ctx context.Context, workerID string, reactors []string, lo, hi, limit int) ([]lifecycle.Delivery, error) {
@@ -162,6 +163,9 @@ func (f *fakeDeliveries) Ack(ctx context.Context, d lifecycle.Delivery) (bool, e
 }
 func (f *fakeDeliveries) Heartbeat(ctx context.Context, workerID string, ds []lifecycle.Delivery) (int, error) {
 	return f.HeartbeatFn(ctx, workerID, ds)
+}
+func (f *fakeDeliveries) Release(ctx context.Context, workerID string, ds []lifecycle.Delivery) (int, error) {
+	return f.ReleaseFn(ctx, workerID, ds)
 }
 
 type fakeSender struct {

@@ -21,6 +21,7 @@ type deliveries interface {
 	Claim(ctx context.Context, workerID string, reactors []string, lo, hi, limit int) ([]lifecycle.Delivery, error)
 	Ack(ctx context.Context, d lifecycle.Delivery) (bool, error)
 	Heartbeat(ctx context.Context, workerID string, ds []lifecycle.Delivery) (int, error)
+	Release(ctx context.Context, workerID string, ds []lifecycle.Delivery) (int, error)
 }
 
 // reactorRoutes is what the reactor dispatcher asks of the routing table.
@@ -58,15 +59,23 @@ type reactorDispatcher struct {
 	cap     int
 	pollMin time.Duration
 	every   time.Duration // claim heartbeat cadence
-	clock   engine.Clock
-	log     zerolog.Logger
-	outage  *engine.Outage
+	// drain is the budget the deliveries in flight get to finish once ctx
+	// ends (SHUTDOWN_DRAIN).
+	drain  time.Duration
+	clock  engine.Clock
+	log    zerolog.Logger
+	outage *engine.Outage
 
 	mu       sync.Mutex
 	inflight map[lifecycle.Key]lifecycle.Delivery
 	// ended is signalled when one of this dispatcher's deliveries ends:
 	// room to claim again.
 	ended chan struct{}
+	// running counts the delivery goroutines; unacked are the deliveries
+	// that ended unacknowledged once the shutdown began, given back when
+	// the drain ends.
+	running sync.WaitGroup
+	unacked []lifecycle.Delivery
 
 	testSignals reactorSignals
 }
@@ -79,23 +88,37 @@ type reactorSignals struct {
 // Name implements engine.Duty.
 func (r *reactorDispatcher) Name() string { return "reactor-dispatcher" }
 
-// Run claims and delivers until ctx ends; in-flight deliveries end with it
-// (unacked, they are re-armed when their claims lapse).
+// Run claims and delivers until ctx ends, then drains: the deliveries in
+// flight get up to the drain budget to finish (heartbeated meanwhile), and
+// every delivery that ended unacknowledged after ctx ended — cut short, or
+// given back by the draining stager — is released for another broker to
+// deliver at once, instead of when its claim lapses. A reactor that failed
+// before ctx ended keeps its claim until it lapses: that wait is its retry's
+// backoff.
 func (r *reactorDispatcher) Run(ctx context.Context) error {
 	wake, stop := r.wakes.subscribe("lifecycle_ready")
 	defer stop()
 	r.mu.Lock()
 	r.inflight = map[lifecycle.Key]lifecycle.Delivery{}
 	r.ended = make(chan struct{}, 1)
+	r.unacked = nil
 	ended := r.ended
 	r.mu.Unlock()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Go(func() { r.heartbeats(ctx) })
+	// Deliveries and their heartbeats outlive ctx by the drain budget; so
+	// does a claim in flight when ctx ends (see dispatcher.claimContext: a
+	// claim cut short can still commit).
+	live, cancelLive := outlive(ctx, r.clock, r.drain)
+	defer cancelLive()
+	var beats sync.WaitGroup
+	beats.Go(func() { r.heartbeats(live) })
+	defer func() {
+		r.drainDeliveries(cancelLive)
+		beats.Wait()
+	}()
 
 	wait := r.pollMin
 	for ctx.Err() == nil {
-		if r.claim(ctx) > 0 {
+		if r.claim(ctx, live) > 0 {
 			wait = r.pollMin
 			continue
 		}
@@ -115,8 +138,34 @@ func (r *reactorDispatcher) Run(ctx context.Context) error {
 	return nil
 }
 
-// claim claims up to the room left and starts each delivery.
-func (r *reactorDispatcher) claim(ctx context.Context) int {
+// drainDeliveries waits for the deliveries in flight (live, their context,
+// ends at most the drain budget after the shutdown began, cutting short any
+// still running), stops the heartbeats (cancel), and releases every delivery
+// that ended unacknowledged during the shutdown.
+func (r *reactorDispatcher) drainDeliveries(cancel context.CancelFunc) {
+	r.running.Wait()
+	cancel()
+	r.mu.Lock()
+	give := r.unacked
+	r.unacked = nil
+	r.mu.Unlock()
+	if len(give) == 0 {
+		return
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer rcancel()
+	n, err := r.deliveries.Release(rctx, r.id, give)
+	if err != nil {
+		r.log.Warn().Err(err).Int("deliveries", len(give)).Msg("release lifecycle deliveries; they are re-armed when their claims lapse")
+		return
+	}
+	r.log.Info().Int("released", n).Msg("reactor deliveries given back for another broker")
+}
+
+// claim claims up to the room left and starts each delivery on live, which
+// outlives ctx (the shutdown) by the drain. The claim statement itself runs
+// on live too: a claim cut short by the shutdown could still commit.
+func (r *reactorDispatcher) claim(ctx, live context.Context) int {
 	kinds := r.routes.reactorKinds()
 	lo, hi, owned := r.shards.Bounds()
 	if !owned || len(kinds) == 0 {
@@ -125,7 +174,7 @@ func (r *reactorDispatcher) claim(ctx context.Context) int {
 	r.mu.Lock()
 	room := r.cap - len(r.inflight)
 	r.mu.Unlock()
-	ds, err := r.deliveries.Claim(ctx, r.id, kinds, lo, hi, room)
+	ds, err := r.deliveries.Claim(live, r.id, kinds, lo, hi, room)
 	switch {
 	case err == nil:
 		r.outage.Succeeded()
@@ -136,7 +185,9 @@ func (r *reactorDispatcher) claim(ctx context.Context) int {
 		r.mu.Lock()
 		r.inflight[d.Key] = d
 		r.mu.Unlock()
+		r.running.Add(1)
 		go func() {
+			defer r.running.Done()
 			defer func() {
 				r.mu.Lock()
 				delete(r.inflight, d.Key)
@@ -148,7 +199,13 @@ func (r *reactorDispatcher) claim(ctx context.Context) int {
 				}
 				r.freed()
 			}()
-			r.testSignals.delivered.Signal(r.deliver(ctx, d))
+			acked := r.deliver(live, d)
+			if !acked && ctx.Err() != nil {
+				r.mu.Lock()
+				r.unacked = append(r.unacked, d)
+				r.mu.Unlock()
+			}
+			r.testSignals.delivered.Signal(acked)
 		}()
 	}
 	return len(ds)

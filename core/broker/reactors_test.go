@@ -198,3 +198,103 @@ func TestReactorDispatcherDeliver_AcksOnlyOnSuccess(t *testing.T) {
 		})
 	}
 }
+
+// On shutdown the deliveries in flight get the drain budget: one that
+// finishes in it is acknowledged and nothing is released; one still running
+// when the budget is spent is cut short and given back (released), so another
+// broker delivers it at once instead of when its claim lapses.
+func TestReactorDispatcher_Drain(t *testing.T) {
+	t.Parallel()
+	const budget = 45 * time.Second
+	start := func(t *testing.T, dispatch func(ctx context.Context) error) (r *reactorDispatcher, clock *fakeClock,
+		ds *fakeDeliveries, stop func() <-chan error) {
+		t.Helper()
+		r, clock, ds, sender := setupReactors(t)
+		r.drain = budget
+		var claims atomic.Int32
+		ds.ClaimFn = func(context.Context, string, []string, int, int, int) ([]lifecycle.Delivery, error) {
+			if claims.Add(1) == 1 {
+				return []lifecycle.Delivery{delivery(`{"id":"r1","name":"vpc-1"}`)}, nil
+			}
+			return nil, nil
+		}
+		entered := make(chan struct{})
+		sender.DispatchFn = func(ctx context.Context, _ manifest.KindVersion, st *workerv1.StageTask) (*workerv1.StageComplete, error) {
+			close(entered)
+			if err := dispatch(ctx); err != nil {
+				return nil, err
+			}
+			return &workerv1.StageComplete{TaskId: st.GetTaskId()}, nil
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			clock.Advance(budget)
+		})
+		select {
+		case <-entered:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the delivery never reached the worker")
+		}
+		return r, clock, ds, func() <-chan error { cancel(); return done }
+	}
+
+	t.Run("ADeliveryThatFinishesInTheBudgetIsAcked", func(t *testing.T) {
+		t.Parallel()
+		finish := make(chan struct{})
+		r, _, ds, stop := start(t, func(ctx context.Context) error {
+			select {
+			case <-finish:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		ds.ReleaseFn = func(context.Context, string, []lifecycle.Delivery) (int, error) {
+			t.Error("a delivery that finished in the budget was released")
+			return 0, nil
+		}
+		done := stop()
+		close(finish) // the reactor answers after the shutdown began
+		require.True(t, r.testSignals.delivered.WaitOrTimeout(t), "acknowledged")
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("the dispatcher did not stop once its delivery ended (the clock never moved)")
+		}
+	})
+
+	t.Run("ADeliveryCutShortByTheBudgetIsGivenBack", func(t *testing.T) {
+		t.Parallel()
+		r, clock, ds, stop := start(t, func(ctx context.Context) error {
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		released := make(chan []lifecycle.Delivery, 1)
+		ds.ReleaseFn = func(_ context.Context, workerID string, got []lifecycle.Delivery) (int, error) {
+			require.Equal(t, "broker-1", workerID)
+			released <- got
+			return len(got), nil
+		}
+		done := stop()
+		require.Never(t, func() bool { return len(released) > 0 }, 50*time.Millisecond, 5*time.Millisecond,
+			"nothing is cut short before the budget is spent")
+		require.Eventually(t, func() bool {
+			clock.Advance(budget)
+			return len(released) > 0
+		}, 5*time.Second, time.Millisecond)
+		got := <-released
+		require.Len(t, got, 1)
+		require.Equal(t, "audit", got[0].Key.Binding)
+		require.False(t, r.testSignals.delivered.WaitOrTimeout(t), "not acknowledged")
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("the dispatcher did not stop")
+		}
+	})
+}

@@ -136,3 +136,38 @@ UPDATE lifecycle_outbox l SET heartbeat_at = now()
 	}
 	return int(tag.RowsAffected()), nil
 }
+
+// Release gives back the claims of deliveries this dispatcher will not
+// finish (its broker is shutting down), fenced on their claim epochs: each is
+// claimable again at once, by any broker, instead of when its claim lapses.
+// The reactor dispatchers are woken (lifecycle_ready) when any was freed. It
+// reports how many were.
+func (s *Store) Release(ctx context.Context, workerID string, ds []Delivery) (int, error) {
+	if len(ds) == 0 {
+		return 0, nil
+	}
+	ids := make([]uuid.UUID, len(ds))
+	epochs := make([]int64, len(ds))
+	lo, hi := 255, 0
+	for i, d := range ds {
+		ids[i], epochs[i] = d.Key.ResourceID, d.ClaimEpoch
+		lo, hi = min(lo, d.Key.ShardID), max(hi, d.Key.ShardID)
+	}
+	var n int
+	err := s.pool.QueryRow(ctx, `
+WITH freed AS (
+    UPDATE lifecycle_outbox l SET worker_id = NULL, claim_epoch = NULL, heartbeat_at = NULL
+      FROM unnest($4::uuid[], $5::bigint[]) AS k(resource_id, claim_epoch)
+     WHERE l.shard_id BETWEEN $2 AND $3 AND l.worker_id = $1
+       AND l.resource_id = k.resource_id AND l.claim_epoch = k.claim_epoch
+    RETURNING 1
+), n AS (
+    SELECT count(*)::int AS n FROM freed
+)
+SELECT n.n FROM n LEFT JOIN LATERAL (SELECT pg_notify('lifecycle_ready', '') WHERE n.n > 0) w ON true`,
+		workerID, lo, hi, ids, epochs).Scan(&n)
+	if err != nil {
+		return 0, dbx.Wrap(err, "release %d lifecycle deliveries", len(ds))
+	}
+	return n, nil
+}

@@ -1,0 +1,78 @@
+package lifecycle_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/store/lifecycle"
+	"github.com/converge-run/converge/db/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// Release frees exactly the deliveries named, each fenced on its claim
+// epoch and on its claimer, and wakes the reactor dispatchers.
+func TestRelease_FreesTheNamedClaimsAndWakesTheDispatchers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	pool := pgtest.PoolFor(t, url)
+	type row struct {
+		id     uuid.UUID
+		shard  int
+		worker string
+		epoch  int64
+	}
+	ours := row{uuid.New(), 3, "broker-1", 11}
+	ours2 := row{uuid.New(), 200, "broker-1", 12}
+	reclaimed := row{uuid.New(), 3, "broker-1", 13}   // named with an older epoch below: re-claimed since
+	someoneElse := row{uuid.New(), 3, "broker-2", 14} // named, but another broker's claim
+	for _, r := range []row{ours, ours2, reclaimed, someoneElse} {
+		_, err := pool.Exec(ctx, `
+INSERT INTO lifecycle_outbox (resource_id, transition, generation, binding_name, shard_id, reactor, watch_kind, snapshot,
+                              worker_id, claim_epoch, heartbeat_at)
+VALUES ($1, 'synced', 1, 'audit', $2, 'sink', 'vpc', '{}', $3, $4, now())`, r.id, r.shard, r.worker, r.epoch)
+		require.NoError(t, err)
+	}
+	listener, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = listener.Close(context.Background()) })
+	_, err = listener.Exec(ctx, "LISTEN lifecycle_ready")
+	require.NoError(t, err)
+
+	named := func(r row, epoch int64) lifecycle.Delivery {
+		return lifecycle.Delivery{Key: lifecycle.Key{ResourceID: r.id, Transition: "synced", Generation: 1, Binding: "audit",
+			ShardID: r.shard}, ClaimEpoch: epoch}
+	}
+	n, err := lifecycle.New(pool).Release(ctx, "broker-1",
+		[]lifecycle.Delivery{named(ours, 11), named(ours2, 12), named(reclaimed, 9), named(someoneElse, 14)})
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+
+	claimed := map[uuid.UUID]bool{}
+	rows, err := pool.Query(ctx, `SELECT resource_id, worker_id IS NOT NULL AND claim_epoch IS NOT NULL FROM lifecycle_outbox`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id uuid.UUID
+		var c bool
+		require.NoError(t, rows.Scan(&id, &c))
+		claimed[id] = c
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, map[uuid.UUID]bool{ours.id: false, ours2.id: false, reclaimed.id: true, someoneElse.id: true}, claimed)
+
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	note, err := listener.WaitForNotification(wctx)
+	require.NoError(t, err, "the dispatchers are woken")
+	require.Equal(t, "lifecycle_ready", note.Channel)
+
+	n, err = lifecycle.New(pool).Release(ctx, "broker-1", []lifecycle.Delivery{named(ours, 11)})
+	require.NoError(t, err)
+	require.Zero(t, n, "a released claim is not released twice")
+}
