@@ -41,6 +41,7 @@ func TestHelperProcess(t *testing.T) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	go exitWithParent(os.Getppid())
 	switch mode {
 	case "server":
 		cfg, err := config.FromEnv("test")
@@ -91,6 +92,19 @@ func TestHelperProcess(t *testing.T) {
 		_ = worker.Serve(ctx, os.Getenv("HELPER_BROKER_URL"), worker.Options{ReconnectMax: 200 * time.Millisecond,
 			Token: os.Getenv("HELPER_WORKER_TOKEN")}, p)
 		os.Exit(0)
+	}
+}
+
+// exitWithParent ends a helper process once the test binary that spawned it
+// is gone (its parent changes): a binary killed by a timeout or a signal
+// never runs the cleanup that would have killed its helpers, which would
+// otherwise run on, retrying a database that is gone.
+func exitWithParent(parent int) {
+	tick := time.NewTicker(250 * time.Millisecond) // runs until the process ends
+	for range tick.C {
+		if os.Getppid() != parent {
+			os.Exit(2)
+		}
 	}
 }
 
