@@ -270,7 +270,7 @@ func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
 			Shards:    p.Shards, Metrics: p.Metrics, Log: log, Credentials: p.Plane, MTLS: cfg.TLSClientCAFile != "", CertPolicy: cfg.CertPolicy(), Outage: p.Outage,
 			Options: broker.Options{Drain: cfg.ShutdownDrain, MaxMessageBytes: cfg.WorkerMaxMsg, StreamRate: cfg.WorkerRate,
 				CompressMinBytes: cfg.WorkerCompress,
-				RedeliveryWait:   cfg.RedeliveryWait, SilenceTimeout: cfg.WorkerSilence}})
+				RedeliveryWait:   cfg.RedeliveryWait, SilenceTimeout: cfg.WorkerSilence, SessionMaxAge: cfg.WorkerSessionMaxAge}})
 		d.Reporter.Kinds = p.Broker.Served
 		d.Reporter.InFlight = p.Broker.InFlight
 		// A worker that connects, leaves or changes readiness is on the

@@ -96,6 +96,11 @@ type Options struct {
 	// nothing for this long, re-dispatching its stages
 	// (WORKER_SILENCE_TIMEOUT; 0 = DefaultSilenceTimeout).
 	SilenceTimeout time.Duration
+	// SessionMaxAge ends a worker's session, once its stages have finished,
+	// after about this long (±10%): the worker reconnects, through the
+	// Service, to any broker, so workers spread over brokers added since
+	// (WORKER_SESSION_MAX_AGE; 0: never).
+	SessionMaxAge time.Duration
 	// LeaseKeyRotation and LeaseKeyReload: how old the newest cluster
 	// lease key grows before it is rotated, and how often it is re-read.
 	LeaseKeyRotation, LeaseKeyReload time.Duration
@@ -257,7 +262,7 @@ func (b *Broker) assemble() {
 				every: b.HeartbeatEvery, drain: b.Drain, clock: b.clock, log: b.log, outage: d.Outage}
 		}
 		b.handler = &workerService{id: d.ID, reg: b.reg, kinds: kinds, configs: d.Store, completions: b.completions,
-			stages: stg, relays: b.tasks, leases: b.leases, streamRate: b.StreamRate, silence: b.SilenceTimeout,
+			stages: stg, relays: b.tasks, leases: b.leases, streamRate: b.StreamRate, silence: b.SilenceTimeout, maxAge: b.SessionMaxAge,
 			closing: closing, metrics: d.Metrics, log: b.log}
 		if d.Pipeline != nil {
 			b.handler.adopt = &adoptions{id: d.ID, store: d.Pipeline, tasks: b.tasks, log: b.log}

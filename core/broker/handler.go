@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/metrics"
 
+	"github.com/converge-run/converge/workerproto"
 	"github.com/converge-run/converge/workerproto/composecols"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 	"github.com/converge-run/converge/workerproto/gen/converge/worker/v1/workerv1connect"
@@ -57,7 +59,11 @@ type workerService struct {
 	// Unavailable, and new ones are refused: the workers reconnect to
 	// another broker at once, instead of idling on this one until the
 	// listener's shutdown grace cuts them.
-	closing    <-chan struct{}
+	closing <-chan struct{}
+	// maxAge retires a session after about this long (±10%): it is routed
+	// nothing new and ends, with Unavailable, once its stages have finished,
+	// so workers spread over brokers added since (0: never).
+	maxAge     time.Duration
 	metrics    *metrics.Metrics
 	log        zerolog.Logger
 	sessionSeq atomic.Int64
@@ -160,16 +166,24 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 		log.Info().Int("stages_in_flight", inFlight).Msg("worker disconnected")
 	}()
 	h.serve(ctx, stream, s, sessionOpts{watch: watch, batches: sub.GetBatches()}, log)
-	if h.isClosing() {
+	switch {
+	case h.isClosing():
 		return errBrokerClosing
+	case h.reg.isRetired(s):
+		return errSessionRetired
 	}
 	return nil
 }
 
-// errBrokerClosing ends a session with a broker whose drain has ended; the
-// worker reconnects (to another broker, behind a Service) and redelivers
-// any result whose ack it did not get.
-var errBrokerClosing = connect.NewError(connect.CodeUnavailable, errors.New("the broker has drained and is shutting down; reconnect"))
+// The planned ends of a session (workerproto.PlannedSessionEnd). The worker
+// reconnects (to any broker, behind a Service) and redelivers any result
+// whose ack it did not get.
+var (
+	errBrokerClosing = connect.NewError(connect.CodeUnavailable,
+		errors.New(workerproto.PlannedSessionEnd+": the broker has drained and is shutting down; reconnect"))
+	errSessionRetired = connect.NewError(connect.CodeUnavailable,
+		errors.New(workerproto.PlannedSessionEnd+": the session reached WORKER_SESSION_MAX_AGE; reconnect"))
+)
 
 // isClosing reports whether the broker's drain has ended.
 func (h *workerService) isClosing() bool {
@@ -181,15 +195,25 @@ func (h *workerService) isClosing() bool {
 	}
 }
 
-// endWhenDrained ends s once the broker has drained (closing) and s runs no
-// stage: the registry routes it nothing new by then, and a stage it runs
-// (a peer's relay, which outlives this broker's own drain) finishes and
-// goes back to the peer first. end stops the session's reading, so serve's
-// loop returns and its sender sends the acks still queued. It returns when
-// ctx (the session) ends.
-func (h *workerService) endWhenDrained(ctx context.Context, s *session, end func()) {
+// endWhenDue ends s once the broker has drained (closing), or once s has
+// reached its maximum age (it is retired then), and s runs no stage: the
+// registry routes it nothing new by then, and a stage it runs (a peer's
+// relay, which outlives this broker's own drain) finishes and goes back
+// first. end stops the session's reading, so serve's loop returns and its
+// sender sends the acks still queued. It returns when ctx (the session)
+// ends.
+func (h *workerService) endWhenDue(ctx context.Context, s *session, end func(), log zerolog.Logger) {
+	var aged <-chan time.Time
+	if h.maxAge > 0 {
+		t := time.NewTimer(jittered(h.maxAge))
+		defer t.Stop()
+		aged = t.C
+	}
 	select {
 	case <-h.closing:
+	case <-aged:
+		h.reg.retire(s)
+		log.Info().Dur("max_age", h.maxAge).Msg("worker session reached WORKER_SESSION_MAX_AGE; ending it once its stages finish")
 	case <-ctx.Done():
 		return
 	}
@@ -205,6 +229,11 @@ func (h *workerService) endWhenDrained(ctx context.Context, s *session, end func
 			return
 		}
 	}
+}
+
+// jittered is d ± 10%, so sessions opened together do not all end together.
+func jittered(d time.Duration) time.Duration {
+	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
 }
 
 // sessionOpts is what a session's Subscribe negotiated.
@@ -246,8 +275,8 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 		}()
 		defer func() { cancel(); <-watched }()
 	}
-	if end := streamEndReads(ctx); h.closing != nil && end != nil {
-		go h.endWhenDrained(sctx, s, end)
+	if end := streamEndReads(ctx); end != nil && (h.closing != nil || h.maxAge > 0) {
+		go h.endWhenDue(sctx, s, end, log)
 	}
 	sent := make(chan struct{})
 	go func() {

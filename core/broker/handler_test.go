@@ -21,6 +21,7 @@ import (
 	"github.com/converge-run/converge/core/metrics"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/pipeline"
+	"github.com/converge-run/converge/workerproto"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 	"github.com/converge-run/converge/workerproto/gen/converge/worker/v1/workerv1connect"
 )
@@ -46,7 +47,7 @@ func setupHandler(t *testing.T) *handlerBundle {
 
 // setupHandlerAuth is setupHandler behind the worker-plane interceptor (nil
 // pa: an open plane).
-func setupHandlerAuth(t *testing.T, pa *planeAuth) *handlerBundle {
+func setupHandlerAuth(t *testing.T, pa *planeAuth, tune ...func(*workerService)) *handlerBundle {
 	t.Helper()
 	b := &handlerBundle{
 		configs: &fakeConfigs{DefaultFn: func(context.Context, string) (store.ProviderConfig, bool, error) {
@@ -61,6 +62,9 @@ func setupHandlerAuth(t *testing.T, pa *planeAuth) *handlerBundle {
 	log := testLog(t)
 	b.svc = &workerService{id: "broker-1", reg: newRegistry(log), kinds: fakeKinds{vpcKind}, configs: b.configs,
 		completions: b.sink, stages: b.stages, leases: newLeaseKeys(nil), closing: b.closing, metrics: metrics.New(), log: log}
+	for _, f := range tune {
+		f(b.svc)
+	}
 	if pa == nil {
 		pa = &planeAuth{log: log}
 	}
@@ -245,6 +249,37 @@ func TestWorkerServiceWorkStream_EndsSessionsWhenTheBrokerHasDrained(t *testing.
 		_ = late.CloseResponse()
 	}
 	require.Zero(t, b.svc.reg.count(), "a refused session never registers")
+}
+
+// A session past its maximum age is retired — routed nothing new — and ends with Unavailable once the stage it
+// runs has finished, so the worker reconnects, maybe to a broker added since.
+func TestWorkerServiceWorkStream_EndsASessionAtItsMaxAge(t *testing.T) {
+	t.Parallel()
+	const age = 300 * time.Millisecond
+	b := setupHandlerAuth(t, nil, func(s *workerService) { s.maxAge = age })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream := b.clients()["Connect"].WorkStream(ctx)
+	opened := time.Now()
+	_, s := b.openSession(t, stream, &workerv1.Subscribe{WorkerId: "w1", Kinds: readiness("vpc")})
+	busy, _ := b.svc.reg.acquireOrWait(kvVPC) // a stage the session runs
+	require.Same(t, s, busy)
+
+	require.Eventually(t, func() bool { return b.svc.reg.isRetired(s) }, 5*time.Second, time.Millisecond)
+	require.GreaterOrEqual(t, time.Since(opened), age-age/10, "retired at its age, less the jitter")
+	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Heartbeat{
+		Heartbeat: &workerv1.Heartbeat{}}}), "a retired session still reads until it ends")
+	require.False(t, b.svc.reg.serves(kvVPC), "a retired session is routed nothing")
+	require.Never(t, func() bool { return b.svc.reg.count() == 0 }, 100*time.Millisecond, 5*time.Millisecond,
+		"a session running a stage is not ended")
+
+	b.svc.reg.release(busy) // its stage finishes
+	_, err := stream.Receive()
+	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
+	require.Contains(t, err.Error(), workerproto.PlannedSessionEnd+": the session reached WORKER_SESSION_MAX_AGE")
+	require.Eventually(t, func() bool { return b.svc.reg.count() == 0 }, 5*time.Second, time.Millisecond)
+	_ = stream.CloseRequest()
+	_ = stream.CloseResponse()
 }
 
 func TestWorkerServiceGetProviderConfig(t *testing.T) {

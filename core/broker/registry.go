@@ -33,6 +33,7 @@ type session struct {
 	// guarded by registry.mu
 	ready    map[manifest.KindVersion]bool
 	inFlight int
+	retired  bool // unready for good: the session ends once idle (registry.retire)
 
 	// acks are the task ids of results to acknowledge, batched into one
 	// ResultAck by the stream's sender (woken through ackWake).
@@ -163,7 +164,7 @@ func (r *registry) remove(s *session) int {
 
 func (r *registry) setReady(s *session, kinds []*workerv1.KindReadiness) {
 	r.mu.Lock()
-	if r.closed {
+	if r.closed || s.retired {
 		r.mu.Unlock()
 		return
 	}
@@ -194,6 +195,24 @@ func (r *registry) closeRouting() {
 	}
 	r.mu.Unlock()
 	r.notifyRoutes()
+}
+
+// retire makes s unready for every kind, for good (its readiness updates
+// are ignored from now on): nothing new is routed to it, and it ends once
+// the stages it runs have finished (WORKER_SESSION_MAX_AGE).
+func (r *registry) retire(s *session) {
+	r.mu.Lock()
+	s.retired = true
+	clear(s.ready)
+	r.mu.Unlock()
+	r.notifyRoutes()
+}
+
+// isRetired reports whether s was retired.
+func (r *registry) isRetired(s *session) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return s.retired
 }
 
 // idleUntil reports whether s runs no stage, and the channel closed at the

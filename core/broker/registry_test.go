@@ -199,3 +199,36 @@ func TestRegistry_ClosedRoutingRoutesNothing(t *testing.T) {
 		t.Fatal("the session ran its last stage")
 	}
 }
+
+// A retired session is unready for good: its worker's readiness updates are
+// ignored, the other sessions are untouched, and its running stage keeps its
+// slot until released.
+func TestRegistry_ARetiredSessionGetsNothingNew(t *testing.T) {
+	t.Parallel()
+	kv := manifest.KindVersion{Kind: "vpc", Version: "v1"}
+	r := newRegistry(zerolog.Nop())
+	old := &session{id: "old", maxIn: 4, ready: map[manifest.KindVersion]bool{kv: true}, done: make(chan struct{})}
+	r.add(old)
+	if got, _ := r.acquireOrWait(kv); got != old {
+		t.Fatal("the only ready session takes the stage")
+	}
+	routes := r.routesChanged()
+	r.retire(old)
+	select {
+	case <-routes:
+	default:
+		t.Fatal("retiring a session is a routing change")
+	}
+	r.setReady(old, []*workerv1.KindReadiness{{Kind: &workerv1.KindVersion{Kind: "vpc", Version: "v1"}, Ready: true}})
+	if r.serves(kv) || !r.isRetired(old) {
+		t.Fatal("a retired session came back through a readiness update")
+	}
+	fresh := &session{id: "fresh", maxIn: 4, ready: map[manifest.KindVersion]bool{kv: true}, done: make(chan struct{})}
+	r.add(fresh)
+	if got, _ := r.acquireOrWait(kv); got != fresh {
+		t.Fatalf("the stage went to %v, not the session that is not retired", got)
+	}
+	if idle, _ := r.idleUntil(old); idle {
+		t.Fatal("the retired session's running stage keeps its slot")
+	}
+}

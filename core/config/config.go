@@ -27,6 +27,10 @@ const (
 	RoleBroker  Role = "broker"  // broker only; probes on HEALTH_ADDR
 )
 
+// MinWorkerSessionMaxAge is the shortest WORKER_SESSION_MAX_AGE: a worker's
+// session that ended more often would spend more of its life reconnecting.
+const MinWorkerSessionMaxAge = time.Minute
+
 // Config is the server configuration.
 type Config struct {
 	DatabaseURL     string        // DATABASE_URL (required)
@@ -42,21 +46,25 @@ type Config struct {
 	HeartbeatEvery  time.Duration // MEMBER_HEARTBEAT_EVERY (default 10s)
 	RedeliveryWait  time.Duration // WORKER_REDELIVERY_WAIT: a lost worker's stage waits this long for it when no other worker serves the kind (default 30s)
 	WorkerSilence   time.Duration // WORKER_SILENCE_TIMEOUT: a keepalive worker silent this long loses its session (default 10s)
-	UnclaimedAfter  time.Duration // SWEEPER_UNCLAIMED_DELETE_AFTER (default 24h)
-	TLSCertFile     string        // TLS_CERT_FILE (with https://)
-	TLSKeyFile      string        // TLS_KEY_FILE (with https://)
-	TLSClientCAFile string        // TLS_CLIENT_CA_FILE: require client certs (mTLS)
-	TLSReload       time.Duration // TLS_RELOAD_INTERVAL (default 3m)
-	DBIAMAuth       bool          // DB_IAM_AUTH: RDS/Aurora IAM auth tokens
-	APITokensFile   string        // API_TOKENS_FILE: bearer tokens → roles; empty = open API
-	PprofAddr       string        // PPROF_ADDR: a loopback host:port serving net/http/pprof; empty = off
-	APIAuth         string        // API_AUTH: "none" runs the API open deliberately (else it needs API_TOKENS_FILE off loopback)
-	WorkerTokens    string        // WORKER_TOKENS_FILE: the workers' bearer tokens (worker plane auth)
-	MeshTokens      string        // MESH_TOKENS_FILE: the peer brokers' bearer tokens (mesh auth)
-	WorkerAuth      string        // WORKER_AUTH: "none" runs the worker plane open deliberately
-	WorkerMaxMsg    int           // WORKER_MAX_MESSAGE_BYTES: one WorkerService message (default 16 MiB)
-	WorkerRate      int           // WORKER_MAX_STREAM_RATE: messages per second one worker stream may send (default 20000)
-	WorkerCompress  int           // WORKER_COMPRESS_MIN_BYTES: stream messages this big are gzipped for workers that accept it; 0 = never (default)
+	// WORKER_SESSION_MAX_AGE: a worker's session is ended, once its stages
+	// have finished, after about this long (±10%), so workers spread over
+	// brokers added since (default 30m; 0: never).
+	WorkerSessionMaxAge time.Duration
+	UnclaimedAfter      time.Duration // SWEEPER_UNCLAIMED_DELETE_AFTER (default 24h)
+	TLSCertFile         string        // TLS_CERT_FILE (with https://)
+	TLSKeyFile          string        // TLS_KEY_FILE (with https://)
+	TLSClientCAFile     string        // TLS_CLIENT_CA_FILE: require client certs (mTLS)
+	TLSReload           time.Duration // TLS_RELOAD_INTERVAL (default 3m)
+	DBIAMAuth           bool          // DB_IAM_AUTH: RDS/Aurora IAM auth tokens
+	APITokensFile       string        // API_TOKENS_FILE: bearer tokens → roles; empty = open API
+	PprofAddr           string        // PPROF_ADDR: a loopback host:port serving net/http/pprof; empty = off
+	APIAuth             string        // API_AUTH: "none" runs the API open deliberately (else it needs API_TOKENS_FILE off loopback)
+	WorkerTokens        string        // WORKER_TOKENS_FILE: the workers' bearer tokens (worker plane auth)
+	MeshTokens          string        // MESH_TOKENS_FILE: the peer brokers' bearer tokens (mesh auth)
+	WorkerAuth          string        // WORKER_AUTH: "none" runs the worker plane open deliberately
+	WorkerMaxMsg        int           // WORKER_MAX_MESSAGE_BYTES: one WorkerService message (default 16 MiB)
+	WorkerRate          int           // WORKER_MAX_STREAM_RATE: messages per second one worker stream may send (default 20000)
+	WorkerCompress      int           // WORKER_COMPRESS_MIN_BYTES: stream messages this big are gzipped for workers that accept it; 0 = never (default)
 	// Identity per audience with mTLS (core/auth identities.go): allow-lists
 	// of client-certificate identities (SPIFFE IDs or CN=…), comma-separated.
 	APIClientIDs    string // API_CLIENT_IDENTITIES: ROLE:IDENTITY entries that may call the API
@@ -85,22 +93,38 @@ func (c Config) HasBroker() bool { return c.Role == RoleAll || c.Role == RoleBro
 // faking the environment; DatabaseURL is still required (Validate).
 func Defaults() Config {
 	return Config{
-		Role:           RoleAll,
-		ListenAddr:     ":8080",
-		HealthAddr:     ":8081",
-		ShutdownDrain:  45 * time.Second,
-		HeartbeatEvery: 10 * time.Second,
-		RedeliveryWait: 30 * time.Second,
-		WorkerSilence:  10 * time.Second,
-		UnclaimedAfter: 24 * time.Hour,
-		TLSReload:      3 * time.Minute,
-		WorkerMaxMsg:   16 << 20,
-		WorkerRate:     20000,
+		Role:                RoleAll,
+		ListenAddr:          ":8080",
+		HealthAddr:          ":8081",
+		ShutdownDrain:       45 * time.Second,
+		HeartbeatEvery:      10 * time.Second,
+		RedeliveryWait:      30 * time.Second,
+		WorkerSilence:       10 * time.Second,
+		UnclaimedAfter:      24 * time.Hour,
+		WorkerSessionMaxAge: 30 * time.Minute,
+		TLSReload:           3 * time.Minute,
+		WorkerMaxMsg:        16 << 20,
+		WorkerRate:          20000,
 	}
 }
 
 // FromEnv reads the configuration from the process environment.
 func FromEnv(version string) (Config, error) { return Parse(os.Getenv, version) }
+
+// sessionMaxAge reads WORKER_SESSION_MAX_AGE into dst, when set: unlike the
+// other durations, 0 is a value (never).
+func sessionMaxAge(getenv func(string) string, dst *time.Duration) error {
+	v := getenv("WORKER_SESSION_MAX_AGE")
+	if v == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return fmt.Errorf("WORKER_SESSION_MAX_AGE=%q: want 0 (never) or a duration like 30m", v)
+	}
+	*dst = d
+	return nil
+}
 
 // Parse reads the configuration through getenv over Defaults and validates
 // it.
@@ -167,6 +191,9 @@ func Parse(getenv func(string) string, version string) (Config, error) {
 	dur(&c.HeartbeatEvery, "MEMBER_HEARTBEAT_EVERY")
 	dur(&c.RedeliveryWait, "WORKER_REDELIVERY_WAIT")
 	dur(&c.WorkerSilence, "WORKER_SILENCE_TIMEOUT")
+	if err := sessionMaxAge(getenv, &c.WorkerSessionMaxAge); err != nil {
+		errs = append(errs, err)
+	}
 	dur(&c.UnclaimedAfter, "SWEEPER_UNCLAIMED_DELETE_AFTER")
 	dur(&c.TLSReload, "TLS_RELOAD_INTERVAL")
 	if v := getenv("DB_IAM_AUTH"); v != "" {
@@ -179,10 +206,7 @@ func Parse(getenv func(string) string, version string) (Config, error) {
 	if err := c.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) > 0 {
-		return c, errors.Join(errs...)
-	}
-	return c, nil
+	return c, errors.Join(errs...) // nil when errs is empty
 }
 
 // Validate checks a configuration the way Parse does after reading it.
@@ -202,6 +226,9 @@ func (c Config) Validate() error {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s=%s: want a positive duration", name, d))
 		}
+	}
+	if a := c.WorkerSessionMaxAge; a != 0 && a < MinWorkerSessionMaxAge {
+		errs = append(errs, fmt.Errorf("WORKER_SESSION_MAX_AGE=%s: want 0 (never) or at least %s", a, MinWorkerSessionMaxAge))
 	}
 	errs = append(errs, c.validateListen()...)
 	if err := server.CheckPprofAddr("PPROF_ADDR", c.PprofAddr); err != nil {
@@ -251,6 +278,7 @@ func (c Config) Redacted() map[string]any {
 		"MEMBER_HEARTBEAT_EVERY":         c.HeartbeatEvery.String(),
 		"WORKER_REDELIVERY_WAIT":         c.RedeliveryWait.String(),
 		"WORKER_SILENCE_TIMEOUT":         c.WorkerSilence.String(),
+		"WORKER_SESSION_MAX_AGE":         c.WorkerSessionMaxAge.String(),
 		"SWEEPER_UNCLAIMED_DELETE_AFTER": c.UnclaimedAfter.String(),
 		"TLS":                            c.Secure(),
 		"TLS_CLIENT_CA":                  c.TLSClientCAFile != "",

@@ -47,13 +47,21 @@ func TestParse(t *testing.T) {
 			require.Equal(t, 10*time.Second, c.HeartbeatEvery)
 			require.Equal(t, 30*time.Second, c.RedeliveryWait)
 			require.Equal(t, 10*time.Second, c.WorkerSilence)
+			require.Equal(t, 30*time.Minute, c.WorkerSessionMaxAge)
 			require.True(t, c.HasBroker())
 			require.True(t, c.HasControl())
 		}},
-		"missing db":    {reason: "no DATABASE_URL fails fast", env: map[string]string{}, wantErr: "DATABASE_URL is required"},
-		"bad role":      {reason: "unknown roles are rejected", env: with("ROLE", "worker"), wantErr: `ROLE="worker"`},
-		"broker role":   {reason: "a broker has no control bundle", env: with("ROLE", "BROKER"), check: func(t *testing.T, c Config) { require.False(t, c.HasControl()) }},
-		"bad duration":  {reason: "durations are validated", env: with("SHUTDOWN_DRAIN", "soon"), wantErr: "SHUTDOWN_DRAIN"},
+		"missing db":   {reason: "no DATABASE_URL fails fast", env: map[string]string{}, wantErr: "DATABASE_URL is required"},
+		"bad role":     {reason: "unknown roles are rejected", env: with("ROLE", "worker"), wantErr: `ROLE="worker"`},
+		"broker role":  {reason: "a broker has no control bundle", env: with("ROLE", "BROKER"), check: func(t *testing.T, c Config) { require.False(t, c.HasControl()) }},
+		"bad duration": {reason: "durations are validated", env: with("SHUTDOWN_DRAIN", "soon"), wantErr: "SHUTDOWN_DRAIN"},
+		"sessions never age": {reason: "0 turns the session age off", env: with("WORKER_SESSION_MAX_AGE", "0s"), check: func(t *testing.T, c Config) {
+			require.Zero(t, c.WorkerSessionMaxAge)
+		}},
+		"sessions age fast": {reason: "a session ended every few seconds would spend its life reconnecting",
+			env: with("WORKER_SESSION_MAX_AGE", "30s"), wantErr: "WORKER_SESSION_MAX_AGE=30s: want 0 (never) or at least 1m0s"},
+		"sessions age backwards": {reason: "a negative age is a typo", env: with("WORKER_SESSION_MAX_AGE", "-5m"),
+			wantErr: `WORKER_SESSION_MAX_AGE="-5m": want 0 (never) or a duration like 30m`},
 		"https no cert": {reason: "https:// needs the cert/key pair", env: with("LISTEN_ADDR", "https://:8443"), wantErr: "TLS_CERT_FILE and TLS_KEY_FILE"},
 		"cert no https": {reason: "a cert with plain http is refused", env: with("TLS_CERT_FILE", "c.pem", "TLS_KEY_FILE", "k.pem"), wantErr: "not https://"},
 		"ca no https":   {reason: "mTLS without https is refused", env: with("TLS_CLIENT_CA_FILE", "ca.pem"), wantErr: "TLS_CLIENT_CA_FILE"},

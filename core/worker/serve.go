@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 
 	"github.com/converge-run/converge/core/gopool"
 	"github.com/converge-run/converge/core/transport"
+	"github.com/converge-run/converge/workerproto"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 	"github.com/converge-run/converge/workerproto/gen/converge/worker/v1/workerv1connect"
 )
@@ -301,7 +303,15 @@ func (w *Worker) sessions(ctx, workCtx context.Context) {
 		if time.Since(started) > 30*time.Second {
 			backoff = w.opts.ReconnectMin
 		}
-		w.log.Warn().Err(err).Dur("retry_in", backoff).Msg("broker stream lost; reconnecting")
+		if plannedEnd(err) {
+			// The broker drained, or the session reached its maximum age:
+			// nothing failed, and the next session starts after the
+			// shortest backoff.
+			w.log.Info().Err(err).Msg("broker ended the session; reconnecting")
+			backoff = w.opts.ReconnectMin
+		} else {
+			w.log.Warn().Err(err).Dur("retry_in", backoff).Msg("broker stream lost; reconnecting")
+		}
 		jitter := time.Duration(rand.Int64N(int64(backoff)/2 + 1))
 		select {
 		case <-ctx.Done():
@@ -310,6 +320,14 @@ func (w *Worker) sessions(ctx, workCtx context.Context) {
 		}
 		backoff = min(backoff*2, w.opts.ReconnectMax)
 	}
+}
+
+// plannedEnd reports whether err is a broker ending the session on purpose
+// (workerproto.PlannedSessionEnd).
+func plannedEnd(err error) bool {
+	var ce *connect.Error
+	return errors.As(err, &ce) && ce.Code() == connect.CodeUnavailable &&
+		strings.HasPrefix(ce.Message(), workerproto.PlannedSessionEnd)
 }
 
 // primeDefaults pulls every served kind's default providerconfig.

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 
 import { create, toBinary } from "@bufbuild/protobuf";
-import { createClient } from "@connectrpc/connect";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
 
 import { spelled } from "./composecols.js";
 import { Defaults } from "./config.js";
@@ -300,7 +300,15 @@ export class Worker {
       if (Date.now() - started > 30_000) {
         backoff = this.o.reconnectMinMs;
       }
-      this.log.warn("broker stream lost; reconnecting", { error: message(err), retry_in_ms: backoff });
+      if (plannedEnd(err)) {
+        // The broker drained, or the session reached its maximum age:
+        // nothing failed, and the next session starts after the shortest
+        // backoff.
+        this.log.info("broker ended the session; reconnecting", { error: message(err) });
+        backoff = this.o.reconnectMinMs;
+      } else {
+        this.log.warn("broker stream lost; reconnecting", { error: message(err), retry_in_ms: backoff });
+      }
       await sleep(backoff / 2 + Math.random() * (backoff / 2), signal);
       backoff = Math.min(backoff * 2, this.o.reconnectMaxMs);
     }
@@ -767,4 +775,16 @@ export function shutdownSignal(): AbortSignal {
   process.once("SIGTERM", stop);
   process.once("SIGINT", stop);
   return ac.signal;
+}
+
+/**
+ * PLANNED_SESSION_END begins the message of the Unavailable status with which
+ * a broker ends a session on purpose (it drained, or the session reached
+ * WORKER_SESSION_MAX_AGE): the Go protocol package's PlannedSessionEnd.
+ */
+export const PLANNED_SESSION_END = "session ended by the broker";
+
+/** plannedEnd reports whether err is a broker ending the session on purpose. */
+export function plannedEnd(err: unknown): boolean {
+  return err instanceof ConnectError && err.code === Code.Unavailable && err.rawMessage.startsWith(PLANNED_SESSION_END);
 }
