@@ -3,8 +3,12 @@ package app_test
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
+	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,10 +44,41 @@ func (c *lineCounter) count() int {
 	return c.n
 }
 
+// countingProxy forwards TCP connections to target and counts them: the
+// connections a worker opens to its broker.
+func countingProxy(t *testing.T, target string) (string, *atomic.Int32) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	conns := new(atomic.Int32)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				defer c.Close()
+				up, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go func() { _, _ = io.Copy(up, c) }()
+				_, _ = io.Copy(c, up)
+			}()
+		}
+	}()
+	return l.Addr().String(), conns
+}
+
 // With a short maximum session age, the broker ends the worker's session
 // again and again while resources keep coming: the Go SDK takes each end
-// as planned (logged at INFO, not as a lost stream) and reconnects, and
-// every resource is reconciled, exactly once.
+// as planned (logged at INFO, not as a lost stream) and reconnects on a new
+// connection (through a Service, it may reach another broker), and every
+// resource is reconciled, exactly once.
 func TestSessionMaxAge_AWorkerReconnectsAndNothingIsLostOrRunTwice(t *testing.T) {
 	t.Parallel()
 	s := apptest.Start(t, apptest.Options{Config: func(c *config.Config) { c.ShutdownDrain = 10 * time.Second },
@@ -59,7 +94,10 @@ func TestSessionMaxAge_AWorkerReconnectsAndNothingIsLostOrRunTwice(t *testing.T)
 	lost := &lineCounter{phrase: []byte("broker stream lost")}
 	var mu sync.Mutex
 	calls := map[string]int{}
-	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{Logger: zerolog.New(zerolog.MultiLevelWriter(planned, lost))},
+	broker, err := url.Parse(apptest.BrokerURL(p))
+	require.NoError(t, err)
+	via, conns := countingProxy(t, broker.Host)
+	apptest.StartWorker(t, "http://"+via, worker.Options{Logger: zerolog.New(zerolog.MultiLevelWriter(planned, lost))},
 		apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
 			mu.Lock()
 			calls[r.Resource.Name]++
@@ -77,6 +115,11 @@ func TestSessionMaxAge_AWorkerReconnectsAndNothingIsLostOrRunTwice(t *testing.T)
 	}
 	apptest.WaitFor(t, 30*time.Second, "the session to end on its age at least twice", func() bool { return planned.count() >= 2 })
 	require.Zero(t, lost.count(), "a planned end is not logged as a lost stream")
+	// The first connection, and one more for each planned end but perhaps
+	// the last (its reconnect may still be on its way).
+	ends := planned.count()
+	require.GreaterOrEqual(t, int(conns.Load()), ends,
+		"each session after a planned end runs on a new connection, not the HTTP/2 connection to the same broker")
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, calls, n)

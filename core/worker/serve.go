@@ -125,9 +125,12 @@ const taskIdle = 100 * time.Millisecond
 
 // Worker hosts providers and serves them to a broker.
 type Worker struct {
-	opts      Options
-	log       zerolog.Logger
-	client    workerv1connect.WorkerServiceClient
+	opts   Options
+	log    zerolog.Logger
+	client workerv1connect.WorkerServiceClient
+	// conns is the client's HTTP client: a planned end of the session
+	// closes its idle connections (see sessions).
+	conns     interface{ CloseIdleConnections() }
 	providers map[string]Provider // by "kind/version"
 	ordered   []Provider          // sorted by kind/version: stable readiness reports
 	defaults  *defaults
@@ -175,8 +178,9 @@ func New(brokerURL string, opts Options, providers ...Provider) (*Worker, error)
 		return nil, err
 	}
 	w := &Worker{
-		opts: opts,
-		log:  opts.Logger.With().Str("worker_id", opts.WorkerID).Logger(),
+		opts:  opts,
+		log:   opts.Logger.With().Str("worker_id", opts.WorkerID).Logger(),
+		conns: hc,
 		client: workerv1connect.NewWorkerServiceClient(hc, brokerURL,
 			connect.WithInterceptors(credential{token: opts.Token, file: opts.TokenFile}),
 			connect.WithReadMaxBytes(opts.MaxMessageBytes), connect.WithSendMaxBytes(opts.MaxMessageBytes)),
@@ -306,8 +310,12 @@ func (w *Worker) sessions(ctx, workCtx context.Context) {
 		if plannedEnd(err) {
 			// The broker drained, or the session reached its maximum age:
 			// nothing failed, and the next session starts after the
-			// shortest backoff.
+			// shortest backoff — on a new connection. The HTTP/2 client
+			// would otherwise open the next stream on the connection it
+			// has, to the same broker behind the Service, and a session
+			// ended to move the worker would stay where it was.
 			w.log.Info().Err(err).Msg("broker ended the session; reconnecting")
+			w.conns.CloseIdleConnections()
 			backoff = w.opts.ReconnectMin
 		} else {
 			w.log.Warn().Err(err).Dur("retry_in", backoff).Msg("broker stream lost; reconnecting")
