@@ -126,7 +126,7 @@ func (q *pgQueue) begin(ctx context.Context) pgx.Tx {
 
 // stallBound is what the dispatcher guarantees a pend whose wake was lost
 // (PollMax), plus slack for a loaded test machine.
-const stallBound = DefaultPollMax + 750*time.Millisecond
+const stallBound = DefaultPollMax + loadSlack
 
 // End to end on Postgres: pends committed where notify_gated loses their
 // wake are still claimed within PollMax.
