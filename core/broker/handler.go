@@ -152,7 +152,7 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 	}
 	h.reg.add(s)
 	h.metrics.Workers.Set(float64(h.reg.count()))
-	log.Info().Str("identity", principal.Name).Str("auth", principal.Via).Int("kinds", len(s.ready)).Int("max_in_flight", maxIn).Int("resumed", len(sub.GetResumed())).Msg("worker connected")
+	log.Info().Str("identity", principal.Name).Str("auth", principal.Via).Int("kinds", len(sub.GetKinds())).Int("max_in_flight", maxIn).Int("resumed", len(sub.GetResumed())).Msg("worker connected")
 	defer func() {
 		if h.adopt != nil {
 			defer h.adopt.ended(s)
