@@ -114,18 +114,24 @@ DELETE FROM lifecycle_outbox
 	return tag.RowsAffected() == 1, nil
 }
 
+// claimsOf is ds's claims as statement arrays (resource ids and claim
+// epochs, in step) and the shard range they span.
+func claimsOf(ds []Delivery) (ids []uuid.UUID, epochs []int64, lo, hi int) {
+	ids, epochs = make([]uuid.UUID, len(ds)), make([]int64, len(ds))
+	lo, hi = 255, 0
+	for i, d := range ds {
+		ids[i], epochs[i] = d.Key.ResourceID, d.ClaimEpoch
+		lo, hi = min(lo, d.Key.ShardID), max(hi, d.Key.ShardID)
+	}
+	return ids, epochs, lo, hi
+}
+
 // Heartbeat keeps the claims of running reactors alive.
 func (s *Store) Heartbeat(ctx context.Context, workerID string, ds []Delivery) (int, error) {
 	if len(ds) == 0 {
 		return 0, nil
 	}
-	ids := make([]uuid.UUID, len(ds))
-	epochs := make([]int64, len(ds))
-	lo, hi := 255, 0
-	for i, d := range ds {
-		ids[i], epochs[i] = d.Key.ResourceID, d.ClaimEpoch
-		lo, hi = min(lo, d.Key.ShardID), max(hi, d.Key.ShardID)
-	}
+	ids, epochs, lo, hi := claimsOf(ds)
 	tag, err := s.pool.Exec(ctx, `
 UPDATE lifecycle_outbox l SET heartbeat_at = now()
   FROM unnest($4::uuid[], $5::bigint[]) AS k(resource_id, claim_epoch)
@@ -146,13 +152,7 @@ func (s *Store) Release(ctx context.Context, workerID string, ds []Delivery) (in
 	if len(ds) == 0 {
 		return 0, nil
 	}
-	ids := make([]uuid.UUID, len(ds))
-	epochs := make([]int64, len(ds))
-	lo, hi := 255, 0
-	for i, d := range ds {
-		ids[i], epochs[i] = d.Key.ResourceID, d.ClaimEpoch
-		lo, hi = min(lo, d.Key.ShardID), max(hi, d.Key.ShardID)
-	}
+	ids, epochs, lo, hi := claimsOf(ds)
 	var n int
 	err := s.pool.QueryRow(ctx, `
 WITH freed AS (
