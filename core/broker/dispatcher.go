@@ -109,12 +109,20 @@ func (s *dispatcherSignals) init() {
 func (d *dispatcher) Name() string { return "dispatcher" }
 
 // Run claims and dispatches until ctx ends, then drains. Tasks run on a
-// context that outlives ctx by the drain budget, and so does a claim in
-// flight when ctx ends (see claimContext).
+// context that outlives ctx by the drain budget, and so do the claim
+// statements: a claim cut short by the shutdown signal can still commit its
+// leases after the broker has given up on it, and those tasks would sit
+// leased, run and heartbeated by nobody, until the reaper's stale-lease
+// window (the chaos suite's rolled broker left up to three that way, and
+// their roots waited a minute). So a claim in flight when ctx ends
+// finishes, and its tasks are run or given back by the drain like any
+// others; it is cut short only when the database has not answered within
+// the drain budget. No claim starts once ctx has ended (the sweep checks
+// it).
 func (d *dispatcher) Run(ctx context.Context) error {
 	taskCtx, cancelTasks := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelTasks()
-	claimCtx, cancelClaims := d.claimContext(ctx)
+	claimCtx, cancelClaims := outlive(ctx, d.clock, d.drain)
 	defer cancelClaims()
 	d.pool = gopool.New(taskIdle)
 	defer d.pool.Stop()
@@ -126,19 +134,6 @@ func (d *dispatcher) Run(ctx context.Context) error {
 	}
 	d.drainTasks(cancelTasks)
 	return nil
-}
-
-// claimContext is the context the claim statements run on: ctx's values
-// but not its end. A claim cut short by the shutdown signal can still commit
-// its leases after the broker has given up on it, and those tasks would sit
-// leased, run and heartbeated by nobody, until the reaper's stale-lease
-// window: the chaos suite's rolled broker left up to three that way, and
-// their roots waited a minute. So a claim in flight when ctx ends finishes,
-// and its tasks are run or given back by the drain like any others; it is
-// cut short only when the database has not answered within the drain
-// budget. No claim starts once ctx has ended (the sweep checks it).
-func (d *dispatcher) claimContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return outlive(ctx, d.clock, d.drain)
 }
 
 // outlive returns a context with ctx's values that ends grace after ctx

@@ -131,7 +131,7 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 		ready:          readyMap(sub.GetKinds()),
 	}
 	log := h.log.With().Str("worker_id", s.workerID).Logger()
-	watch := h.silence > 0 && sub.GetKeepalive() && streamAbort(ctx) != nil
+	watch := h.silence > 0 && sub.GetKeepalive() && streamCutOf(ctx) != nil
 	// Columns are read by applyCompose (composecols), the lists too.
 	subscribed := &workerv1.Subscribed{BrokerId: h.id, Known: h.known(s, log), AcksResults: true, Batches: true,
 		CompactCompositions: true}
@@ -271,12 +271,12 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 		watched := make(chan struct{})
 		go func() {
 			defer close(watched)
-			silenceWatch(sctx, &heard, h.silence, streamAbort(ctx), log)
+			silenceWatch(sctx, &heard, h.silence, streamCutOf(ctx).abort, log)
 		}()
 		defer func() { cancel(); <-watched }()
 	}
-	if end := streamEndReads(ctx); end != nil && (h.closing != nil || h.maxAge > 0) {
-		go h.endWhenDue(sctx, s, end, log)
+	if cut := streamCutOf(ctx); cut != nil && (h.closing != nil || h.maxAge > 0) {
+		go h.endWhenDue(sctx, s, cut.endReads, log)
 	}
 	sent := make(chan struct{})
 	go func() {

@@ -68,21 +68,11 @@ func withStreamAbort(h http.Handler) http.Handler {
 	})
 }
 
-// streamAbort is the abort of the streamCut withStreamAbort put in ctx (nil
-// when the handler is mounted without it).
-func streamAbort(ctx context.Context) func() {
-	if c, ok := ctx.Value(streamCutKey{}).(*streamCut); ok {
-		return c.abort
-	}
-	return nil
-}
-
-// streamEndReads is the endReads of ctx's streamCut (nil without one).
-func streamEndReads(ctx context.Context) func() {
-	if c, ok := ctx.Value(streamCutKey{}).(*streamCut); ok {
-		return c.endReads
-	}
-	return nil
+// streamCutOf is the streamCut withStreamAbort put in ctx (nil when the
+// handler is mounted without it).
+func streamCutOf(ctx context.Context) *streamCut {
+	c, _ := ctx.Value(streamCutKey{}).(*streamCut)
+	return c
 }
 
 // keepaliveEvery is the cadence a keepalive worker is asked to send at: a

@@ -99,7 +99,7 @@ func TestWithStreamAbort_AnAbortAfterTheHandlerReturnedDoesNothing(t *testing.T)
 	w := &deadlineWriter{ResponseWriter: httptest.NewRecorder()}
 	var abort func()
 	withStreamAbort(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-		abort = streamAbort(r.Context())
+		abort = streamCutOf(r.Context()).abort
 		abort()
 	})).ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/", nil))
 	require.Equal(t, []string{"read", "write"}, w.cut, "while the handler runs, both directions are cut")

@@ -105,7 +105,7 @@ func (r *reactorDispatcher) Run(ctx context.Context) error {
 	ended := r.ended
 	r.mu.Unlock()
 	// Deliveries and their heartbeats outlive ctx by the drain budget; so
-	// does a claim in flight when ctx ends (see dispatcher.claimContext: a
+	// does a claim in flight when ctx ends (see dispatcher.Run: a
 	// claim cut short can still commit).
 	live, cancelLive := outlive(ctx, r.clock, r.drain)
 	defer cancelLive()

@@ -86,8 +86,9 @@ type registry struct {
 	// goes to the oldest waiter it can serve, so a task claimed a moment ago
 	// never overtakes a stage that has been waiting.
 	waiters []*slotWaiter
-	// closed: the broker has drained; no session is ready for anything, so
-	// no stage is routed here any more (closeRouting).
+	// closed: the broker has drained; every session, and any that joins
+	// later, is retired, so no stage is routed here any more
+	// (closeRouting).
 	closed bool
 }
 
@@ -144,7 +145,7 @@ func (r *registry) routesChanged() <-chan struct{} {
 func (r *registry) add(s *session) {
 	r.mu.Lock()
 	if r.closed {
-		clear(s.ready)
+		retireLocked(s)
 	}
 	r.sessions[s.id] = s
 	r.handOffLocked()
@@ -164,7 +165,7 @@ func (r *registry) remove(s *session) int {
 
 func (r *registry) setReady(s *session, kinds []*workerv1.KindReadiness) {
 	r.mu.Lock()
-	if r.closed || s.retired {
+	if s.retired {
 		r.mu.Unlock()
 		return
 	}
@@ -182,16 +183,15 @@ func readyMap(kinds []*workerv1.KindReadiness) map[manifest.KindVersion]bool {
 	return m
 }
 
-// closeRouting makes every session, and any that joins later, unready for
-// every kind, for good: the broker has drained, and nothing more is routed
-// to its workers. What they run already (a peer's relayed stage) finishes.
-// Waiting stages are woken to look again (a draining stager gives back a
-// stage no ready worker serves).
+// closeRouting retires every session, and any that joins later: the broker
+// has drained, and nothing more is routed to its workers. What they run
+// already (a peer's relayed stage) finishes. Waiting stages are woken to
+// look again (a draining stager gives back a stage no ready worker serves).
 func (r *registry) closeRouting() {
 	r.mu.Lock()
 	r.closed = true
 	for _, s := range r.sessions {
-		clear(s.ready)
+		retireLocked(s)
 	}
 	r.mu.Unlock()
 	r.notifyRoutes()
@@ -199,13 +199,18 @@ func (r *registry) closeRouting() {
 
 // retire makes s unready for every kind, for good (its readiness updates
 // are ignored from now on): nothing new is routed to it, and it ends once
-// the stages it runs have finished (WORKER_SESSION_MAX_AGE).
+// the stages it runs have finished (WORKER_SESSION_MAX_AGE, or the drain's
+// end).
 func (r *registry) retire(s *session) {
 	r.mu.Lock()
-	s.retired = true
-	clear(s.ready)
+	retireLocked(s)
 	r.mu.Unlock()
 	r.notifyRoutes()
+}
+
+func retireLocked(s *session) {
+	s.retired = true
+	clear(s.ready)
 }
 
 // isRetired reports whether s was retired.
