@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -81,22 +80,10 @@ func TestProcess_ADrainingBrokerGivesBackTasksNoWorkerWillTake(t *testing.T) {
 	// A successor broker and a working worker: the given-back tasks are
 	// claimed again and run, each once.
 	spawnServer(t, db, config.RoleAll, port, port, env...)
-	var mu sync.Mutex
-	calls := map[string]int{}
-	apptest.StartWorker(t, fmt.Sprintf("http://127.0.0.1:%d", port), worker.Options{}, apptest.NewProvider("leaf",
-		func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
-			mu.Lock()
-			calls[r.Resource.Name]++
-			mu.Unlock()
-			return leafWork(ctx, r)
-		}))
+	var calls leafCalls
+	apptest.StartWorker(t, fmt.Sprintf("http://127.0.0.1:%d", port), worker.Options{}, calls.provider())
 	for _, r := range ids {
 		apptest.WaitPhase(t, st, "leaf", r.Name, resource.PhaseReady, 90*time.Second)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	require.Len(t, calls, n)
-	for name, c := range calls {
-		require.Equal(t, 1, c, "%s ran once on the successor", name)
-	}
+	calls.requireEachOnce(t, n)
 }

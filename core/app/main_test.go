@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/converge-run/converge/core/config"
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/worker"
 	"github.com/converge-run/converge/db/pgtest"
 )
 
@@ -69,4 +72,40 @@ func js(v any) json.RawMessage {
 		panic(fmt.Sprint("marshal: ", err))
 	}
 	return b
+}
+
+// leafCalls counts a leaf provider's calls by resource name.
+type leafCalls struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// provider is a leaf provider (leafWork) that counts its calls.
+func (c *leafCalls) provider() *apptest.Provider {
+	return apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+		c.mu.Lock()
+		if c.n == nil {
+			c.n = map[string]int{}
+		}
+		c.n[r.Resource.Name]++
+		c.mu.Unlock()
+		return leafWork(ctx, r)
+	})
+}
+
+// byName is a copy of the counts.
+func (c *leafCalls) byName() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.n)
+}
+
+// requireEachOnce fails unless n resources ran, each exactly once.
+func (c *leafCalls) requireEachOnce(t *testing.T, n int) {
+	t.Helper()
+	calls := c.byName()
+	require.Len(t, calls, n)
+	for name, k := range calls {
+		require.Equal(t, 1, k, "%s ran once", name)
+	}
 }

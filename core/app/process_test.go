@@ -312,16 +312,9 @@ func TestProcess_BrokersAndControlsTileAndRetileUnderLoad(t *testing.T) {
 		port := freePort(t)
 		controls = append(controls, spawnServer(t, db, config.RoleControl, port, port))
 	}
-	var mu sync.Mutex
-	calls := map[string]int{}
+	var calls leafCalls
 	for _, b := range brokers {
-		apptest.StartWorker(t, fmt.Sprintf("http://127.0.0.1:%d", b.port), worker.Options{MaxParallel: 64},
-			apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
-				mu.Lock()
-				calls[r.Resource.Name]++
-				mu.Unlock()
-				return leafWork(ctx, r)
-			}))
+		apptest.StartWorker(t, fmt.Sprintf("http://127.0.0.1:%d", b.port), worker.Options{MaxParallel: 64}, calls.provider())
 	}
 	require.Eventually(t, func() bool { return tiled(t, ms, "broker", 3) && tiled(t, ms, "control", 2) }, 90*time.Second,
 		50*time.Millisecond, "each role tiles [0,256)")
@@ -371,11 +364,10 @@ func TestProcess_BrokersAndControlsTileAndRetileUnderLoad(t *testing.T) {
 	page, err := st.ListResources(context.Background(), store.ListOptions{Kind: "leaf", Phases: []resource.Phase{resource.PhaseReconciling, resource.PhaseFailed}})
 	require.NoError(t, err)
 	require.Empty(t, page.Items)
-	mu.Lock()
-	defer mu.Unlock()
-	require.Len(t, calls, n, "every resource was reconciled")
+	byName := calls.byName()
+	require.Len(t, byName, n, "every resource was reconciled")
 	var reruns int
-	for _, c := range calls {
+	for _, c := range byName {
 		if c > 1 {
 			reruns++
 		}

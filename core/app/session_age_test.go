@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net"
 	"net/url"
@@ -92,18 +91,12 @@ func TestSessionMaxAge_AWorkerReconnectsAndNothingIsLostOrRunTwice(t *testing.T)
 	applyManifest(t, p.Store, leafKind)
 	planned := &lineCounter{phrase: []byte("broker ended the session")}
 	lost := &lineCounter{phrase: []byte("broker stream lost")}
-	var mu sync.Mutex
-	calls := map[string]int{}
 	broker, err := url.Parse(apptest.BrokerURL(p))
 	require.NoError(t, err)
 	via, conns := countingProxy(t, broker.Host)
+	var calls leafCalls
 	apptest.StartWorker(t, "http://"+via, worker.Options{Logger: zerolog.New(zerolog.MultiLevelWriter(planned, lost))},
-		apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
-			mu.Lock()
-			calls[r.Resource.Name]++
-			mu.Unlock()
-			return leafWork(ctx, r)
-		}))
+		calls.provider())
 
 	const n = 30
 	for i := range n { // spread over several session ages
@@ -120,10 +113,5 @@ func TestSessionMaxAge_AWorkerReconnectsAndNothingIsLostOrRunTwice(t *testing.T)
 	ends := planned.count()
 	require.GreaterOrEqual(t, int(conns.Load()), ends,
 		"each session after a planned end runs on a new connection, not the HTTP/2 connection to the same broker")
-	mu.Lock()
-	defer mu.Unlock()
-	require.Len(t, calls, n)
-	for name, c := range calls {
-		require.Equal(t, 1, c, "%s ran once", name)
-	}
+	calls.requireEachOnce(t, n)
 }

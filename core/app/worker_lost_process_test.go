@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -45,15 +44,8 @@ func TestProcess_AKilledWorkersStagesMoveToAnotherWorkerAtOnce(t *testing.T) {
 		return err == nil && p.Broker.InFlight() == n
 	})
 
-	var mu sync.Mutex
-	calls := map[string]int{}
-	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, apptest.NewProvider("leaf",
-		func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
-			mu.Lock()
-			calls[r.Resource.Name]++
-			mu.Unlock()
-			return leafWork(ctx, r)
-		}))
+	var calls leafCalls
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, calls.provider())
 	doomed.kill(t)
 	killed := time.Now()
 	var ids []resource.Resource
@@ -70,7 +62,5 @@ func TestProcess_AKilledWorkersStagesMoveToAnotherWorkerAtOnce(t *testing.T) {
 			require.NotEqual(t, "ReconcileFailed", ev.Reason, "%s: a worker's disappearance is no task failure: %s", r.Name, ev.Message)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	require.Len(t, calls, n)
+	require.Len(t, calls.byName(), n)
 }
