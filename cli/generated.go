@@ -627,6 +627,9 @@ func (v *ClusterSummaryClusterMembersClusterMember) GetShardHi() *int { return v
 // GetInFlight returns ClusterSummaryClusterMembersClusterMember.InFlight, and is useful for accessing the field via an interface.
 func (v *ClusterSummaryClusterMembersClusterMember) GetInFlight() int { return v.MemberRow.InFlight }
 
+// GetWorkers returns ClusterSummaryClusterMembersClusterMember.Workers, and is useful for accessing the field via an interface.
+func (v *ClusterSummaryClusterMembersClusterMember) GetWorkers() int { return v.MemberRow.Workers }
+
 // GetVersion returns ClusterSummaryClusterMembersClusterMember.Version, and is useful for accessing the field via an interface.
 func (v *ClusterSummaryClusterMembersClusterMember) GetVersion() string { return v.MemberRow.Version }
 
@@ -691,6 +694,8 @@ type __premarshalClusterSummaryClusterMembersClusterMember struct {
 
 	InFlight int `json:"inFlight"`
 
+	Workers int `json:"workers"`
+
 	Version string `json:"version"`
 
 	Host string `json:"host"`
@@ -722,6 +727,7 @@ func (v *ClusterSummaryClusterMembersClusterMember) __premarshalJSON() (*__prema
 	retval.ShardLo = v.MemberRow.ShardLo
 	retval.ShardHi = v.MemberRow.ShardHi
 	retval.InFlight = v.MemberRow.InFlight
+	retval.Workers = v.MemberRow.Workers
 	retval.Version = v.MemberRow.Version
 	retval.Host = v.MemberRow.Host
 	retval.Pid = v.MemberRow.Pid
@@ -1921,6 +1927,9 @@ func (v *DrainClusterMemberDrainClusterMember) GetShardHi() *int { return v.Memb
 // GetInFlight returns DrainClusterMemberDrainClusterMember.InFlight, and is useful for accessing the field via an interface.
 func (v *DrainClusterMemberDrainClusterMember) GetInFlight() int { return v.MemberRow.InFlight }
 
+// GetWorkers returns DrainClusterMemberDrainClusterMember.Workers, and is useful for accessing the field via an interface.
+func (v *DrainClusterMemberDrainClusterMember) GetWorkers() int { return v.MemberRow.Workers }
+
 // GetVersion returns DrainClusterMemberDrainClusterMember.Version, and is useful for accessing the field via an interface.
 func (v *DrainClusterMemberDrainClusterMember) GetVersion() string { return v.MemberRow.Version }
 
@@ -1985,6 +1994,8 @@ type __premarshalDrainClusterMemberDrainClusterMember struct {
 
 	InFlight int `json:"inFlight"`
 
+	Workers int `json:"workers"`
+
 	Version string `json:"version"`
 
 	Host string `json:"host"`
@@ -2018,6 +2029,7 @@ func (v *DrainClusterMemberDrainClusterMember) __premarshalJSON() (*__premarshal
 	retval.ShardLo = v.MemberRow.ShardLo
 	retval.ShardHi = v.MemberRow.ShardHi
 	retval.InFlight = v.MemberRow.InFlight
+	retval.Workers = v.MemberRow.Workers
 	retval.Version = v.MemberRow.Version
 	retval.Host = v.MemberRow.Host
 	retval.Pid = v.MemberRow.Pid
@@ -2649,6 +2661,9 @@ func (v *KillClusterMemberKillClusterMember) GetShardHi() *int { return v.Member
 // GetInFlight returns KillClusterMemberKillClusterMember.InFlight, and is useful for accessing the field via an interface.
 func (v *KillClusterMemberKillClusterMember) GetInFlight() int { return v.MemberRow.InFlight }
 
+// GetWorkers returns KillClusterMemberKillClusterMember.Workers, and is useful for accessing the field via an interface.
+func (v *KillClusterMemberKillClusterMember) GetWorkers() int { return v.MemberRow.Workers }
+
 // GetVersion returns KillClusterMemberKillClusterMember.Version, and is useful for accessing the field via an interface.
 func (v *KillClusterMemberKillClusterMember) GetVersion() string { return v.MemberRow.Version }
 
@@ -2713,6 +2728,8 @@ type __premarshalKillClusterMemberKillClusterMember struct {
 
 	InFlight int `json:"inFlight"`
 
+	Workers int `json:"workers"`
+
 	Version string `json:"version"`
 
 	Host string `json:"host"`
@@ -2746,6 +2763,7 @@ func (v *KillClusterMemberKillClusterMember) __premarshalJSON() (*__premarshalKi
 	retval.ShardLo = v.MemberRow.ShardLo
 	retval.ShardHi = v.MemberRow.ShardHi
 	retval.InFlight = v.MemberRow.InFlight
+	retval.Workers = v.MemberRow.Workers
 	retval.Version = v.MemberRow.Version
 	retval.Host = v.MemberRow.Host
 	retval.Pid = v.MemberRow.Pid
@@ -3076,6 +3094,9 @@ func (v *ListClusterMembersClusterMembersClusterMember) GetInFlight() int {
 	return v.MemberRow.InFlight
 }
 
+// GetWorkers returns ListClusterMembersClusterMembersClusterMember.Workers, and is useful for accessing the field via an interface.
+func (v *ListClusterMembersClusterMembersClusterMember) GetWorkers() int { return v.MemberRow.Workers }
+
 // GetVersion returns ListClusterMembersClusterMembersClusterMember.Version, and is useful for accessing the field via an interface.
 func (v *ListClusterMembersClusterMembersClusterMember) GetVersion() string {
 	return v.MemberRow.Version
@@ -3142,6 +3163,8 @@ type __premarshalListClusterMembersClusterMembersClusterMember struct {
 
 	InFlight int `json:"inFlight"`
 
+	Workers int `json:"workers"`
+
 	Version string `json:"version"`
 
 	Host string `json:"host"`
@@ -3173,6 +3196,7 @@ func (v *ListClusterMembersClusterMembersClusterMember) __premarshalJSON() (*__p
 	retval.ShardLo = v.MemberRow.ShardLo
 	retval.ShardHi = v.MemberRow.ShardHi
 	retval.InFlight = v.MemberRow.InFlight
+	retval.Workers = v.MemberRow.Workers
 	retval.Version = v.MemberRow.Version
 	retval.Host = v.MemberRow.Host
 	retval.Pid = v.MemberRow.Pid
@@ -3879,6 +3903,8 @@ type MemberRow struct {
 	ShardHi *int `json:"shardHi"`
 	// Tasks it is running.
 	InFlight int `json:"inFlight"`
+	// Worker sessions it serves (a broker; 0 for a control). Brokers end the sessions above their share of these to spread the workers.
+	Workers int `json:"workers"`
 	// Its build version.
 	Version string `json:"version"`
 	// Its host name.
@@ -3913,6 +3939,9 @@ func (v *MemberRow) GetShardHi() *int { return v.ShardHi }
 
 // GetInFlight returns MemberRow.InFlight, and is useful for accessing the field via an interface.
 func (v *MemberRow) GetInFlight() int { return v.InFlight }
+
+// GetWorkers returns MemberRow.Workers, and is useful for accessing the field via an interface.
+func (v *MemberRow) GetWorkers() int { return v.Workers }
 
 // GetVersion returns MemberRow.Version, and is useful for accessing the field via an interface.
 func (v *MemberRow) GetVersion() string { return v.Version }
@@ -6814,6 +6843,9 @@ func (v *WatchClusterMembersClusterMembersClusterMember) GetInFlight() int {
 	return v.MemberRow.InFlight
 }
 
+// GetWorkers returns WatchClusterMembersClusterMembersClusterMember.Workers, and is useful for accessing the field via an interface.
+func (v *WatchClusterMembersClusterMembersClusterMember) GetWorkers() int { return v.MemberRow.Workers }
+
 // GetVersion returns WatchClusterMembersClusterMembersClusterMember.Version, and is useful for accessing the field via an interface.
 func (v *WatchClusterMembersClusterMembersClusterMember) GetVersion() string {
 	return v.MemberRow.Version
@@ -6880,6 +6912,8 @@ type __premarshalWatchClusterMembersClusterMembersClusterMember struct {
 
 	InFlight int `json:"inFlight"`
 
+	Workers int `json:"workers"`
+
 	Version string `json:"version"`
 
 	Host string `json:"host"`
@@ -6911,6 +6945,7 @@ func (v *WatchClusterMembersClusterMembersClusterMember) __premarshalJSON() (*__
 	retval.ShardLo = v.MemberRow.ShardLo
 	retval.ShardHi = v.MemberRow.ShardHi
 	retval.InFlight = v.MemberRow.InFlight
+	retval.Workers = v.MemberRow.Workers
 	retval.Version = v.MemberRow.Version
 	retval.Host = v.MemberRow.Host
 	retval.Pid = v.MemberRow.Pid
@@ -8798,6 +8833,7 @@ fragment MemberRow on ClusterMember {
 	shardLo
 	shardHi
 	inFlight
+	workers
 	version
 	host
 	pid
@@ -9171,6 +9207,7 @@ fragment MemberRow on ClusterMember {
 	shardLo
 	shardHi
 	inFlight
+	workers
 	version
 	host
 	pid
@@ -9502,6 +9539,7 @@ fragment MemberRow on ClusterMember {
 	shardLo
 	shardHi
 	inFlight
+	workers
 	version
 	host
 	pid
@@ -9628,6 +9666,7 @@ fragment MemberRow on ClusterMember {
 	shardLo
 	shardHi
 	inFlight
+	workers
 	version
 	host
 	pid
@@ -10635,6 +10674,7 @@ fragment MemberRow on ClusterMember {
 	shardLo
 	shardHi
 	inFlight
+	workers
 	version
 	host
 	pid

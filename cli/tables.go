@@ -124,14 +124,18 @@ func (a *app) reactorBindingTable(rows []ReactorBindingRow) error {
 
 func (a *app) memberTable(rows []MemberRow) error {
 	wide := a.output == outWide
-	header := []string{"ID", "ROLE", "STATUS", "SHARDS", "IN-FLIGHT", "VERSION", "HEARTBEAT", "AGE"}
+	header := []string{"ID", "ROLE", "STATUS", "SHARDS", "IN-FLIGHT", "WORKERS", "VERSION", "HEARTBEAT", "AGE"}
 	if wide {
-		header = []string{"ID", "ROLE", "STATUS", "SHARDS", "IN-FLIGHT", "VERSION", "HEARTBEAT", "HOST", "PID", "KINDS", "AGE"}
+		header = []string{"ID", "ROLE", "STATUS", "SHARDS", "IN-FLIGHT", "WORKERS", "VERSION", "HEARTBEAT", "HOST", "PID", "KINDS", "AGE"}
 	}
 	out := make([][]string, len(rows))
 	for i, m := range rows {
+		workers := itoa(m.Workers)
+		if m.Role == MemberRoleControl {
+			workers = "-"
+		}
 		row := []string{m.Id, string(m.Role), string(m.Status), shardSpan(m.ShardLo, m.ShardHi), itoa(m.InFlight),
-			m.Version, a.age(m.LastHeartbeat) + " ago"}
+			workers, m.Version, a.age(m.LastHeartbeat) + " ago"}
 		if wide {
 			kinds := "<all>"
 			if len(m.Kinds) > 0 {

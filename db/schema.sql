@@ -2998,9 +2998,11 @@ CREATE TABLE public.cluster_members (
     control text,
     control_by text,
     control_at timestamp with time zone,
+    workers integer DEFAULT 0 NOT NULL,
     CONSTRAINT cluster_members_control_check CHECK ((control = ANY (ARRAY['drain'::text, 'kill'::text]))),
     CONSTRAINT cluster_members_lock_key_check CHECK ((lock_key > 0)),
-    CONSTRAINT cluster_members_role_check CHECK ((role = ANY (ARRAY['all'::text, 'control'::text, 'broker'::text])))
+    CONSTRAINT cluster_members_role_check CHECK ((role = ANY (ARRAY['all'::text, 'control'::text, 'broker'::text]))),
+    CONSTRAINT cluster_members_workers_check CHECK ((workers >= 0))
 );
 
 --

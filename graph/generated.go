@@ -61,6 +61,7 @@ type ComplexityRoot struct {
 		StartedAt       func(childComplexity int) int
 		Status          func(childComplexity int) int
 		Version         func(childComplexity int) int
+		Workers         func(childComplexity int) int
 	}
 
 	Condition struct {
@@ -585,6 +586,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ClusterMember.Version(childComplexity), true
+	case "ClusterMember.workers":
+		if e.ComplexityRoot.ClusterMember.Workers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClusterMember.Workers(childComplexity), true
 
 	case "Condition.lastTransitionTime":
 		if e.ComplexityRoot.Condition.LastTransitionTime == nil {
@@ -2331,6 +2338,8 @@ func (ec *executionContext) childFields_ClusterMember(ctx context.Context, field
 		return ec.fieldContext_ClusterMember_shardHi(ctx, field)
 	case "inFlight":
 		return ec.fieldContext_ClusterMember_inFlight(ctx, field)
+	case "workers":
+		return ec.fieldContext_ClusterMember_workers(ctx, field)
 	case "version":
 		return ec.fieldContext_ClusterMember_version(ctx, field)
 	case "host":
@@ -4143,6 +4152,29 @@ func (ec *executionContext) _ClusterMember_inFlight(ctx context.Context, field g
 	)
 }
 func (ec *executionContext) fieldContext_ClusterMember_inFlight(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClusterMember", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ClusterMember_workers(ctx context.Context, field graphql.CollectedField, obj *model.ClusterMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClusterMember_workers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Workers, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ClusterMember_workers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ClusterMember", field, false, false, "Int")
 }
 
@@ -12283,6 +12315,11 @@ func (ec *executionContext) _ClusterMember(ctx context.Context, sel ast.Selectio
 			}
 		case "inFlight":
 			out.Values[i] = ec._ClusterMember_inFlight(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "workers":
+			out.Values[i] = ec._ClusterMember_workers(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

@@ -226,7 +226,7 @@ func toOperation(op resource.Operation) *model.Operation {
 func toMember(m live.Member) *model.ClusterMember {
 	out := &model.ClusterMember{
 		ID: m.ID, Role: model.MemberRole(strings.ToUpper(m.Role)), Status: model.MemberStatusNotReady,
-		Kinds: m.Kinds, InFlight: m.InFlight, Version: m.Version, Host: m.Host, Pid: m.PID,
+		Kinds: m.Kinds, InFlight: m.InFlight, Workers: m.Workers, Version: m.Version, Host: m.Host, Pid: m.PID,
 		StartedAt: m.StartedAt, LastHeartbeat: m.LastHeartbeat, Config: m.Config,
 	}
 	if m.Ready {

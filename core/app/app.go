@@ -273,6 +273,7 @@ func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
 				RedeliveryWait:   cfg.RedeliveryWait, SilenceTimeout: cfg.WorkerSilence, SessionMaxAge: cfg.WorkerSessionMaxAge}})
 		d.Reporter.Kinds = p.Broker.Served
 		d.Reporter.InFlight = p.Broker.InFlight
+		d.Reporter.Workers = p.Broker.Workers
 		// A worker that connects, leaves or changes readiness is on the
 		// membership row at once, not at the next beat: a peer re-dispatching
 		// a dead worker's stages looks for a broker serving the kind there.

@@ -2,8 +2,6 @@ package app_test
 
 import (
 	"bytes"
-	"io"
-	"net"
 	"net/url"
 	"strconv"
 	"sync"
@@ -47,30 +45,9 @@ func (c *lineCounter) count() int {
 // connections a worker opens to its broker.
 func countingProxy(t *testing.T, target string) (string, *atomic.Int32) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	conns := new(atomic.Int32)
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			go func() {
-				defer c.Close()
-				up, err := net.Dial("tcp", target)
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				go func() { _, _ = io.Copy(up, c) }()
-				_, _ = io.Copy(c, up)
-			}()
-		}
-	}()
-	return l.Addr().String(), conns
+	b := &balancer{}
+	b.add(target)
+	return b.serve(t), &b.conns
 }
 
 // With a short maximum session age, the broker ends the worker's session

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -175,8 +176,9 @@ type Broker struct {
 	// Options may be changed until Duties or Handler is first called.
 	Options
 	// OnServedChange is called when the kinds this broker's workers serve
-	// ready change (the member reporter's Kick: peers route stages by the
-	// kinds the membership row advertises). Set before Duties.
+	// ready, or the number of its workers, change (the member reporter's
+	// Kick: peers route stages by the kinds the membership row advertises,
+	// and spread the workers by its count). Set before Duties.
 	OnServedChange func()
 
 	deps  Deps
@@ -398,6 +400,12 @@ func (b *Broker) Duties() []engine.Duty {
 	if b.reactors != nil {
 		out = append(out, b.reactors)
 	}
+	if b.SessionMaxAge > 0 {
+		// Ending sessions is allowed (WORKER_SESSION_MAX_AGE is not 0), so
+		// they are ended to spread the workers too.
+		out = append(out, &spreader{reg: b.reg, peers: b.mesh.peerWorkers, clock: b.clock, log: b.log,
+			cooldown: spreadCooldown, settle: spreadSettle, pace: servedPace})
+	}
 	if b.OnServedChange != nil {
 		out = append(out, engine.Func{N: "served-kinds", F: func(ctx context.Context) error {
 			b.watchServed(ctx, b.OnServedChange, servedPace)
@@ -412,14 +420,15 @@ func (b *Broker) Duties() []engine.Duty {
 const servedPace = 100 * time.Millisecond
 
 // watchServed calls onChange once at start and then whenever the served
-// kinds differ from the last call's, comparing at most once per pace, until
-// ctx ends. The change channel is taken before each comparison, so a change
-// that lands while one is made, or during the pace, is seen by the next.
+// kinds or the number of workers differ from the last call's, comparing at
+// most once per pace, until ctx ends. The change channel is taken before
+// each comparison, so a change that lands while one is made, or during the
+// pace, is seen by the next.
 func (b *Broker) watchServed(ctx context.Context, onChange func(), pace time.Duration) {
 	last := "\x00" // no set of kinds joins to this: the first comparison differs
 	for {
 		ch := b.reg.routesChanged()
-		if cur := strings.Join(b.Served(), ","); cur != last {
+		if cur := strings.Join(b.Served(), ",") + "|" + strconv.Itoa(b.reg.workers()); cur != last {
 			last = cur
 			onChange()
 		}
@@ -465,6 +474,10 @@ func (b *Broker) run(ctx context.Context) error {
 
 // InFlight is the number of tasks this broker runs now (for membership).
 func (b *Broker) InFlight() int { return b.tasks.count() }
+
+// Workers is the number of worker sessions this broker serves, less those
+// ending (for membership: its peers spread the workers by it).
+func (b *Broker) Workers() int { return b.reg.workers() }
 
 // Served lists the (kind, version) pairs connected workers serve ready.
 func (b *Broker) Served() []string {

@@ -128,6 +128,7 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 		out:            make(chan *workerv1.WorkStreamResponse, maxIn+16),
 		ackWake:        make(chan struct{}, 1),
 		done:           make(chan struct{}),
+		shedCh:         make(chan struct{}),
 		ready:          readyMap(sub.GetKinds()),
 	}
 	log := h.log.With().Str("worker_id", s.workerID).Logger()
@@ -169,6 +170,8 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 	switch {
 	case h.isClosing():
 		return errBrokerClosing
+	case h.reg.wasShed(s):
+		return errSessionShed
 	case h.reg.isRetired(s):
 		return errSessionRetired
 	}
@@ -183,6 +186,8 @@ var (
 		errors.New(workerproto.PlannedSessionEnd+": the broker has drained and is shutting down; reconnect"))
 	errSessionRetired = connect.NewError(connect.CodeUnavailable,
 		errors.New(workerproto.PlannedSessionEnd+": the session reached WORKER_SESSION_MAX_AGE; reconnect"))
+	errSessionShed = connect.NewError(connect.CodeUnavailable,
+		errors.New(workerproto.PlannedSessionEnd+": the broker serves more than its share of the workers; reconnect"))
 )
 
 // isClosing reports whether the broker's drain has ended.
@@ -195,8 +200,9 @@ func (h *workerService) isClosing() bool {
 	}
 }
 
-// endWhenDue ends s once the broker has drained (closing), or once s has
-// reached its maximum age (it is retired then), and s runs no stage: the
+// endWhenDue ends s once the broker has drained (closing), once s has
+// reached its maximum age (it is retired then), or once it was shed to
+// spread the workers (spreader), and s runs no stage: the
 // registry routes it nothing new by then, and a stage it runs (a peer's
 // relay, which outlives this broker's own drain) finishes and goes back
 // first. end stops the session's reading, so serve's loop returns and its
@@ -214,6 +220,7 @@ func (h *workerService) endWhenDue(ctx context.Context, s *session, end func(), 
 	case <-aged:
 		h.reg.retire(s)
 		log.Info().Dur("max_age", h.maxAge).Msg("worker session reached WORKER_SESSION_MAX_AGE; ending it once its stages finish")
+	case <-s.shedCh: // logged by the spreader
 	case <-ctx.Done():
 		return
 	}

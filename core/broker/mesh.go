@@ -29,10 +29,12 @@ import (
 
 // peer is a live broker reachable over the mesh.
 type peer struct {
-	id     string
-	url    string
-	kinds  map[manifest.KindVersion]bool
-	client workerv1connect.WorkerServiceClient
+	id    string
+	url   string
+	kinds map[manifest.KindVersion]bool
+	// workers is the worker sessions the peer reported serving.
+	workers int
+	client  workerv1connect.WorkerServiceClient
 }
 
 // liveMembers reads the live cluster membership.
@@ -106,7 +108,7 @@ func (m *Mesh) React(ctx context.Context) error {
 			}
 		}
 		p.kinds = kinds
-		next = append(next, &peer{id: p.id, url: p.url, kinds: kinds, client: p.client})
+		next = append(next, &peer{id: p.id, url: p.url, kinds: kinds, workers: mem.Workers, client: p.client})
 	}
 	sort.Slice(next, func(i, j int) bool { return next[i].id < next[j].id })
 	m.peers.Store(&next)
@@ -124,6 +126,19 @@ func (m *Mesh) servedByPeers() map[manifest.KindVersion]bool {
 		for kv := range p.kinds {
 			out[kv] = true
 		}
+	}
+	return out
+}
+
+// peerWorkers lists the number of workers each live peer reports.
+func (m *Mesh) peerWorkers() []int {
+	if m == nil {
+		return nil
+	}
+	peers := *m.peers.Load()
+	out := make([]int, len(peers))
+	for i, p := range peers {
+		out[i] = p.workers
 	}
 	return out
 }

@@ -34,6 +34,10 @@ type session struct {
 	ready    map[manifest.KindVersion]bool
 	inFlight int
 	retired  bool // unready for good: the session ends once idle (registry.retire)
+	// shed: retired to spread the workers (registry.shed); closed by
+	// then, shedCh wakes the session's endWhenDue (nil: never shed).
+	shed   bool
+	shedCh chan struct{}
 
 	// acks are the task ids of results to acknowledge, batched into one
 	// ResultAck by the stream's sender (woken through ackWake).
@@ -211,6 +215,59 @@ func (r *registry) retire(s *session) {
 func retireLocked(s *session) {
 	s.retired = true
 	clear(s.ready)
+}
+
+// workers is the number of sessions that are not retired: the workers this
+// broker serves, as its membership row reports them.
+func (r *registry) workers() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, s := range r.sessions {
+		if !s.retired {
+			n++
+		}
+	}
+	return n
+}
+
+// shed retires up to n sessions to spread the workers over the brokers —
+// those running the fewest stages, so they end soonest — and returns them.
+// A session shed ends like one retired for its age, with its own reason.
+func (r *registry) shed(n int) []*session {
+	r.mu.Lock()
+	var live []*session
+	for _, s := range r.sessions {
+		if !s.retired {
+			live = append(live, s)
+		}
+	}
+	sort.Slice(live, func(i, j int) bool {
+		if live[i].inFlight != live[j].inFlight {
+			return live[i].inFlight < live[j].inFlight
+		}
+		return live[i].id < live[j].id
+	})
+	out := live[:min(max(n, 0), len(live))]
+	for _, s := range out {
+		retireLocked(s)
+		s.shed = true
+		if s.shedCh != nil {
+			close(s.shedCh)
+		}
+	}
+	r.mu.Unlock()
+	if len(out) > 0 {
+		r.notifyRoutes()
+	}
+	return out
+}
+
+// wasShed reports whether s was retired to spread the workers.
+func (r *registry) wasShed(s *session) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return s.shed
 }
 
 // isRetired reports whether s was retired.

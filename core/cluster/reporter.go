@@ -36,10 +36,12 @@ type Reporter struct {
 	Version  string
 	Config   map[string]any
 	Every    time.Duration
-	// Kinds, Shards and InFlight are read on every beat (may be nil).
+	// Kinds, Shards, InFlight and Workers are read on every beat (may be
+	// nil).
 	Kinds    func() []string
 	Shards   *ShardSet
 	InFlight func() int
+	Workers  func() int
 	// Lock is the member's liveness lock (nil: none). Its key is written on
 	// every beat, and no beat is sent while it is not held: a row without
 	// its lock would be reaped again at once.
@@ -173,6 +175,9 @@ func (r *Reporter) member() membership.Member {
 	}
 	if r.InFlight != nil {
 		m.InFlight = r.InFlight()
+	}
+	if r.Workers != nil {
+		m.Workers = r.Workers()
 	}
 	if r.Lock != nil {
 		m.LockKey = r.Lock.Key()

@@ -40,7 +40,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -56,7 +55,7 @@ func main() {
 	}
 	n := flag.Int("n", 300, fmt.Sprintf("bom roots per wave (%d resources each)", 1+waveShape.Descendants()))
 	smoke := flag.Bool("smoke", false, "the CI smoke: the fault-free wave and four faults (worker kill, broker kill, Postgres fast restart, broker drain)")
-	only := flag.String("faults", "", "comma-separated fault keys to run after the fault-free wave (default: all)")
+	only := flag.String("faults", "", "comma-separated fault keys to run after the fault-free wave (default: all; \"none\" repeats the fault-free wave)")
 	repeat := flag.Int("repeat", 1, "run each selected fault this many times")
 	flag.Parse()
 	if *n < 1 {
@@ -145,6 +144,43 @@ func (s *suite) scenarios(ctx context.Context) []scenario {
 	}
 }
 
+// pick is the schedule of faulted waves: every fault of the suite (or the
+// smoke's) in the suite's order, or the faults only names, in the order it
+// names them, each run repeat times in a row. "none", named, is the
+// fault-free wave again: repeated, it shows a run's drift with no fault at
+// all, the yardstick for every fault's "added".
+func pick(all []scenario, only string, smoke bool, repeat int) ([]scenario, error) {
+	var picked []scenario
+	add := func(sc scenario) {
+		for range max(repeat, 1) {
+			picked = append(picked, sc)
+		}
+	}
+	if only == "" {
+		for _, sc := range all {
+			if !sc.full || !smoke {
+				add(sc)
+			}
+		}
+		return picked, nil
+	}
+	byKey := map[string]scenario{"none": {key: "none", name: "fault-free"}}
+	for _, sc := range all {
+		byKey[sc.key] = sc
+	}
+	for _, k := range strings.Split(only, ",") {
+		if k == "" {
+			continue
+		}
+		sc, ok := byKey[k]
+		if !ok {
+			return nil, fmt.Errorf("-faults: unknown fault %q", k)
+		}
+		add(sc)
+	}
+	return picked, nil
+}
+
 func run(ctx context.Context, n int, smoke bool, only string, repeat int) error {
 	s, err := boot(ctx)
 	if err != nil {
@@ -154,22 +190,9 @@ func run(ctx context.Context, n int, smoke bool, only string, repeat int) error 
 		return err
 	}
 	defer s.close()
-	var picked []scenario
-	keys := strings.Split(only, ",")
-	known := map[string]bool{}
-	for _, sc := range s.scenarios(ctx) {
-		known[sc.key] = true
-		inSmoke := !sc.full || !smoke
-		if (only == "" && inSmoke) || slices.Contains(keys, sc.key) {
-			for range max(repeat, 1) {
-				picked = append(picked, sc)
-			}
-		}
-	}
-	for _, k := range keys {
-		if k != "" && !known[k] {
-			return fmt.Errorf("-faults: unknown fault %q", k)
-		}
+	picked, err := pick(s.scenarios(ctx), only, smoke, repeat)
+	if err != nil {
+		return err
 	}
 	// The first wave warms the processes up (connections, caches, the
 	// workers' sessions); the second, fault-free, is the baseline.

@@ -27,6 +27,8 @@ type ClusterMember struct {
 	ShardHi *int `json:"shardHi,omitempty"`
 	// Tasks it is running.
 	InFlight int `json:"inFlight"`
+	// Worker sessions it serves (a broker; 0 for a control). Brokers end the sessions above their share of these to spread the workers.
+	Workers int `json:"workers"`
 	// Its build version.
 	Version string `json:"version"`
 	// Its host name.

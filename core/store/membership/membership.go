@@ -36,15 +36,18 @@ const (
 
 // Member is one running process of the binary.
 type Member struct {
-	ID        string
-	Role      string
-	Kinds     []string
-	Shards    *shard.Range    // the span it currently owns; nil when none reported
-	Config    json.RawMessage // its booted runtime config; nil stores {}
-	Version   string
-	Host      string
-	PID       int
-	InFlight  int
+	ID       string
+	Role     string
+	Kinds    []string
+	Shards   *shard.Range    // the span it currently owns; nil when none reported
+	Config   json.RawMessage // its booted runtime config; nil stores {}
+	Version  string
+	Host     string
+	PID      int
+	InFlight int
+	// Workers is the worker sessions a broker serves (0 for a control):
+	// its peers read it to spread the workers over the brokers.
+	Workers   int
 	StartedAt time.Time
 	// LockKey is the key of the member's liveness lock (LockClass, LockKey);
 	// 0 when it holds none (then only its heartbeat says it is alive).
@@ -73,30 +76,32 @@ type Store struct {
 func New(db DB) *Store { return &Store{db: db} }
 
 // upsertSQL writes a member's row. A beat that changes the member's served
-// kinds, and a rejoin ($13: the member holds its liveness lock again after
-// losing it), fire cluster_changed (the join's own wake is the insert
-// trigger's):
+// kinds or its number of workers, and a rejoin ($13: the member holds its
+// liveness lock again after losing it), fire cluster_changed (the join's own
+// wake is the insert trigger's):
 // peers route stages to a broker by the kinds its row advertises, and without
 // the wake they would learn of a worker that just connected only at their
-// next poll — a dead worker's stages waited that long for a peer's worker.
+// next poll — a dead worker's stages waited that long for a peer's worker;
+// and they spread the workers by the numbers the rows report (spread.go in
+// the broker).
 // prev reads the row as it was before this statement (its snapshot).
 const upsertSQL = `
 WITH prev AS (
-    SELECT kinds FROM cluster_members WHERE member_id = $1
+    SELECT kinds, workers FROM cluster_members WHERE member_id = $1
 ), up AS (
 INSERT INTO cluster_members AS m (member_id, role, kinds, shard_lo, shard_hi, config, version, host, pid,
-                                  in_flight, started_at, last_heartbeat, lock_key)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11::timestamptz, now()), now(), $12)
+                                  in_flight, workers, started_at, last_heartbeat, lock_key)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $14, coalesce($11::timestamptz, now()), now(), $12)
 ON CONFLICT (member_id) DO UPDATE
    SET role = EXCLUDED.role, kinds = EXCLUDED.kinds, shard_lo = EXCLUDED.shard_lo, shard_hi = EXCLUDED.shard_hi,
        config = EXCLUDED.config, version = EXCLUDED.version, host = EXCLUDED.host, pid = EXCLUDED.pid,
-       in_flight = EXCLUDED.in_flight, started_at = EXCLUDED.started_at, last_heartbeat = now(),
-       lock_key = EXCLUDED.lock_key
-RETURNING last_heartbeat, started_at, kinds
+       in_flight = EXCLUDED.in_flight, workers = EXCLUDED.workers, started_at = EXCLUDED.started_at,
+       last_heartbeat = now(), lock_key = EXCLUDED.lock_key
+RETURNING last_heartbeat, started_at, kinds, workers
 )
 SELECT up.last_heartbeat, up.started_at,
        CASE WHEN EXISTS (SELECT 1 FROM prev)
-                 AND ($13 OR (SELECT kinds FROM prev) IS DISTINCT FROM up.kinds)
+                 AND ($13 OR (SELECT (kinds, workers) FROM prev) IS DISTINCT FROM (up.kinds, up.workers))
             THEN pg_notify('cluster_changed', '') END IS NULL
   FROM up`
 
@@ -133,7 +138,7 @@ func (s *Store) Upsert(ctx context.Context, m Member) (time.Time, error) {
 	var beat, startedAt time.Time
 	var notified bool
 	err := s.db.QueryRow(ctx, upsertSQL, m.ID, m.Role, kinds, lo, hi, string(cfg), version, m.Host, m.PID,
-		m.InFlight, started, lockKey, m.Rejoin).Scan(&beat, &startedAt, &notified)
+		m.InFlight, started, lockKey, m.Rejoin, m.Workers).Scan(&beat, &startedAt, &notified)
 	if err != nil {
 		return time.Time{}, dbx.Wrap(err, "upsert cluster member %s", m.ID)
 	}

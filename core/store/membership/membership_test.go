@@ -47,7 +47,7 @@ func TestUpsert_StampsTheDatabaseClockAndRoundTrips(t *testing.T) {
 	m := membership.Member{
 		ID: "broker-7f9c", Role: membership.RoleBroker, Kinds: []string{"vpc", "route"},
 		Shards: &shard.Range{Lo: 64, Hi: 128}, Config: json.RawMessage(`{"drain": "45s"}`),
-		Version: "v1.2.3", Host: "node-a", PID: 4242, InFlight: 17, StartedAt: started,
+		Version: "v1.2.3", Host: "node-a", PID: 4242, InFlight: 17, Workers: 5, StartedAt: started,
 	}
 	var dbNow time.Time
 	require.NoError(t, pool.QueryRow(ctx, `SELECT now()`).Scan(&dbNow))
@@ -65,12 +65,13 @@ func TestUpsert_StampsTheDatabaseClockAndRoundTrips(t *testing.T) {
 	m.LastHeartbeat = got[0].LastHeartbeat
 	require.Equal(t, m, got[0])
 
-	m.InFlight, m.Shards = 3, nil
+	m.InFlight, m.Workers, m.Shards = 3, 2, nil
 	_, err = s.Heartbeat(ctx, m)
 	require.NoError(t, err)
 	got, err = s.List(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 3, got[0].InFlight, "a beat carries the live in-flight count")
+	require.Equal(t, 2, got[0].Workers, "and the workers the broker serves")
 	require.Nil(t, got[0].Shards)
 	require.False(t, got[0].LastHeartbeat.Before(beat))
 }
@@ -167,6 +168,29 @@ func TestUpsert_ABeatThatChangesTheServedKindsWakesThePeers(t *testing.T) {
 	require.Positive(t, countNotifies(t, pool, 500*time.Millisecond, func() { beat("vpc/v1") }), "a worker's kind arrived")
 	require.Zero(t, countNotifies(t, pool, 500*time.Millisecond, func() { beat("vpc/v1") }), "the same kinds again")
 	require.Positive(t, countNotifies(t, pool, 500*time.Millisecond, func() { beat() }), "the kind's last worker left")
+}
+
+// Peers spread the workers by the numbers the rows report: a beat that
+// changes a broker's number of workers wakes them, one that keeps it does
+// not, and a number below zero is refused.
+func TestUpsert_ABeatThatChangesTheNumberOfWorkersWakesThePeers(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := membership.New(pool)
+	beat := func(workers int) error {
+		_, err := s.Upsert(ctx, membership.Member{ID: "broker-w", Role: membership.RoleBroker, Kinds: []string{"vpc/v1"},
+			Workers: workers})
+		return err
+	}
+	require.Positive(t, countNotifies(t, pool, 500*time.Millisecond, func() { require.NoError(t, beat(1)) }), "a join wakes the peers")
+	require.Zero(t, countNotifies(t, pool, 500*time.Millisecond, func() { require.NoError(t, beat(1)) }), "a plain beat does not")
+	require.Positive(t, countNotifies(t, pool, 500*time.Millisecond, func() { require.NoError(t, beat(2)) }), "a second worker arrived")
+	require.Positive(t, countNotifies(t, pool, 500*time.Millisecond, func() { require.NoError(t, beat(0)) }), "both left")
+	err := beat(-1)
+	require.ErrorContains(t, err, "cluster_members_workers_check")
+	live, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Zero(t, live[0].Workers, "the refused beat wrote nothing")
 }
 
 // A member back after losing its liveness lock (a database restart) whose

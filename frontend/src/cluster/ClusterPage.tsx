@@ -88,6 +88,9 @@ export function ClusterPage() {
                 <th scope="col" className="num">
                   In-flight
                 </th>
+                <th scope="col" className="num">
+                  Workers
+                </th>
                 <th scope="col">Version</th>
                 <th scope="col">Uptime</th>
                 <th scope="col">Last heartbeat</th>
@@ -117,6 +120,7 @@ export function ClusterPage() {
                     <td>{kindsText(m.kinds)}</td>
                     <td>{shardsText(m)}</td>
                     <td className="num">{m.inFlight}</td>
+                    <td className="num">{m.role === 'CONTROL' ? '' : m.workers}</td>
                     <td>{m.version}</td>
                     <td title={formatTime(m.startedAt)}>{age(m.startedAt, now)}</td>
                     <td title={formatTime(m.lastHeartbeat)}>{formatTime(m.lastHeartbeat)}</td>

@@ -159,6 +159,8 @@ export type ClusterMemberRowFragment = {
   shardHi: number | null;
   /** Tasks it is running. */
   inFlight: number;
+  /** Worker sessions it serves (a broker; 0 for a control). Brokers end the sessions above their share of these to spread the workers. */
+  workers: number;
   /** Its build version. */
   version: string;
   /** Its host name. */
@@ -471,7 +473,7 @@ export type ClusterMembersLiveSubscriptionVariables = Record<string, never>;
 export const ClusterMembersLiveDocument = {
   kind: 'subscription',
   operationName: 'ClusterMembersLive',
-  query: "subscription ClusterMembersLive{clusterMembers{...ClusterMemberRow}}fragment ClusterMemberRow on ClusterMember{id role status kinds shardLo shardHi inFlight version host pid startedAt lastHeartbeat config requestedAction requestedBy requestedAt}",
+  query: "subscription ClusterMembersLive{clusterMembers{...ClusterMemberRow}}fragment ClusterMemberRow on ClusterMember{id role status kinds shardLo shardHi inFlight workers version host pid startedAt lastHeartbeat config requestedAction requestedBy requestedAt}",
 } as TypedDocument<ClusterMembersLiveSubscription, ClusterMembersLiveSubscriptionVariables>;
 
 /** Mutation DrainClusterMember (src/cluster/cluster.graphql). */
@@ -485,7 +487,7 @@ export type DrainClusterMemberMutationVariables = {
 export const DrainClusterMemberDocument = {
   kind: 'mutation',
   operationName: 'DrainClusterMember',
-  query: "mutation DrainClusterMember($id:ID!){drainClusterMember(id:$id){...ClusterMemberRow}}fragment ClusterMemberRow on ClusterMember{id role status kinds shardLo shardHi inFlight version host pid startedAt lastHeartbeat config requestedAction requestedBy requestedAt}",
+  query: "mutation DrainClusterMember($id:ID!){drainClusterMember(id:$id){...ClusterMemberRow}}fragment ClusterMemberRow on ClusterMember{id role status kinds shardLo shardHi inFlight workers version host pid startedAt lastHeartbeat config requestedAction requestedBy requestedAt}",
 } as TypedDocument<DrainClusterMemberMutation, DrainClusterMemberMutationVariables>;
 
 /** Mutation KillClusterMember (src/cluster/cluster.graphql). */
@@ -499,7 +501,7 @@ export type KillClusterMemberMutationVariables = {
 export const KillClusterMemberDocument = {
   kind: 'mutation',
   operationName: 'KillClusterMember',
-  query: "mutation KillClusterMember($id:ID!){killClusterMember(id:$id){...ClusterMemberRow}}fragment ClusterMemberRow on ClusterMember{id role status kinds shardLo shardHi inFlight version host pid startedAt lastHeartbeat config requestedAction requestedBy requestedAt}",
+  query: "mutation KillClusterMember($id:ID!){killClusterMember(id:$id){...ClusterMemberRow}}fragment ClusterMemberRow on ClusterMember{id role status kinds shardLo shardHi inFlight workers version host pid startedAt lastHeartbeat config requestedAction requestedBy requestedAt}",
 } as TypedDocument<KillClusterMemberMutation, KillClusterMemberMutationVariables>;
 
 /** Query ProviderConfigs (src/configs/configs.graphql). */
