@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -37,6 +38,13 @@ type peer struct {
 	client  workerv1connect.WorkerServiceClient
 }
 
+// meshConn is the client of one peer's URL, kept across refreshes.
+type meshConn struct {
+	id     string
+	http   *http.Client
+	client workerv1connect.WorkerServiceClient
+}
+
 // liveMembers reads the live cluster membership.
 type liveMembers interface {
 	ListLive(ctx context.Context, liveness time.Duration) ([]membership.Member, error)
@@ -58,12 +66,12 @@ type Mesh struct {
 
 	peers atomic.Pointer[[]*peer]
 	mu    sync.Mutex
-	conns map[string]*peer // by url, reused across refreshes
+	conns map[string]*meshConn // by url, reused across refreshes while the peer is live
 	rr    atomic.Uint64
 }
 
 func newMesh(self string, onChange func(), log zerolog.Logger) *Mesh {
-	m := &Mesh{Self: self, onChange: onChange, log: log, conns: map[string]*peer{}}
+	m := &Mesh{Self: self, onChange: onChange, log: log, conns: map[string]*meshConn{}}
 	empty := []*peer{}
 	m.peers.Store(&empty)
 	return m
@@ -81,6 +89,7 @@ func (m *Mesh) React(ctx context.Context) error {
 	var next []*peer
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	seen := make(map[string]bool, len(live))
 	for _, mem := range live {
 		if mem.ID == m.Self || (mem.Role != membership.RoleBroker && mem.Role != membership.RoleAll) {
 			continue
@@ -91,24 +100,37 @@ func (m *Mesh) React(ctx context.Context) error {
 		if url == "" {
 			continue
 		}
-		p, ok := m.conns[url]
-		if !ok || p.id != mem.ID {
+		c, ok := m.conns[url]
+		if !ok || c.id != mem.ID {
 			hc, err := transport.ClientFor(url, m.TLS)
 			if err != nil {
 				m.log.Warn().Err(err).Str("peer", mem.ID).Msg("unusable peer broker url")
 				continue
 			}
-			p = &peer{id: mem.ID, url: url, client: workerv1connect.NewWorkerServiceClient(hc, url, m.clientOpts...)}
-			m.conns[url] = p
+			if ok {
+				c.http.CloseIdleConnections() // a new member at a dead one's address
+			}
+			c = &meshConn{id: mem.ID, http: hc, client: workerv1connect.NewWorkerServiceClient(hc, url, m.clientOpts...)}
+			m.conns[url] = c
 		}
+		seen[url] = true
 		kinds := map[manifest.KindVersion]bool{}
 		for _, k := range mem.Kinds {
 			if kind, version, ok := strings.Cut(k, "/"); ok {
 				kinds[manifest.KindVersion{Kind: kind, Version: version}] = true
 			}
 		}
-		p.kinds = kinds
-		next = append(next, &peer{id: p.id, url: p.url, kinds: kinds, workers: mem.Workers, client: p.client})
+		next = append(next, &peer{id: c.id, url: url, kinds: kinds, workers: mem.Workers, client: c.client})
+	}
+	// The clients of peers no longer live go, with their idle connections:
+	// every rolled pod is a new address, and a long-lived broker would keep
+	// one client for each it ever saw. A relay still on its way finishes on
+	// the connection it holds.
+	for url, c := range m.conns {
+		if !seen[url] {
+			c.http.CloseIdleConnections()
+			delete(m.conns, url)
+		}
 	}
 	sort.Slice(next, func(i, j int) bool { return next[i].id < next[j].id })
 	m.peers.Store(&next)

@@ -55,3 +55,32 @@ func TestMeshReact_PeersAreLiveBrokersWithAURL(t *testing.T) {
 	require.Equal(t, "b", m.pick(subnet).id)
 	require.Nil(t, m.pick(manifest.KindVersion{Kind: "route", Version: "v1"}))
 }
+
+// A peer's client is kept while the peer is live, and goes once it is not
+// (every rolled pod is a new address); each peer's reported workers are
+// read with it.
+func TestMeshReact_KeepsClientsOfLivePeersOnly(t *testing.T) {
+	t.Parallel()
+	m := newMesh("self", func() {}, testLog(t))
+	var live []membership.Member
+	m.Members = &fakeMembers{ListLiveFn: func(context.Context, time.Duration) ([]membership.Member, error) { return live, nil }}
+	b, c := member("b", membership.RoleBroker, "http://127.0.0.1:2", "vpc/v1"), member("c", membership.RoleBroker, "http://127.0.0.1:3", "vpc/v1")
+	b.Workers, c.Workers = 3, 1
+	live = []membership.Member{b, c}
+	require.NoError(t, m.React(context.Background()))
+	require.Len(t, m.conns, 2)
+	kept := m.conns["http://127.0.0.1:2"]
+	require.ElementsMatch(t, []int{3, 1}, m.peerWorkers())
+
+	live = []membership.Member{b} // c died
+	require.NoError(t, m.React(context.Background()))
+	require.Len(t, m.conns, 1, "the dead peer's client is gone")
+	require.Same(t, kept, m.conns["http://127.0.0.1:2"], "the live peer's client is reused")
+	require.Equal(t, []int{3}, m.peerWorkers())
+
+	d := member("d", membership.RoleBroker, "http://127.0.0.1:2", "vpc/v1") // a new pod at b's address
+	live = []membership.Member{d}
+	require.NoError(t, m.React(context.Background()))
+	require.NotSame(t, kept, m.conns["http://127.0.0.1:2"], "a new member at an old address gets a client of its own")
+	require.Equal(t, "d", m.pick(manifest.KindVersion{Kind: "vpc", Version: "v1"}).id)
+}
