@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 	"github.com/converge-run/converge/core/app"
 	"github.com/converge-run/converge/core/app/apptest"
 	"github.com/converge-run/converge/core/config"
+	"github.com/converge-run/converge/core/loopback"
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store"
@@ -147,12 +147,13 @@ func (c *child) term(t *testing.T) {
 	}
 }
 
+// freePort is a loopback port for a helper process to listen on, which no
+// outgoing connection can take before it binds it (core/loopback).
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := loopback.FreePort("")
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // spawnServer starts a converge process with role on dbURL; addr is its

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/converge-run/converge/core/loopback"
 )
 
 // Topology is the shape of the local cluster: how many converge processes
@@ -417,14 +419,9 @@ func (s *Stack) stopMembers(grace time.Duration) error {
 	return errors.Join(errs...)
 }
 
-func freeLoopback() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free loopback port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
+// freeLoopback is a loopback address for a member to listen on: a port no
+// outgoing connection can take before the member binds it (core/loopback).
+func freeLoopback() (string, error) { return loopback.Addr() }
 
 // balancer is a round-robin TCP proxy in front of the live brokers: each
 // new connection (a worker's session) goes to the next one that accepts.

@@ -21,12 +21,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/converge-run/converge/core/loopback"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/db/pgcluster"
 )
@@ -339,12 +341,11 @@ func resolveAddr(addr string) (listen, reach string, err error) {
 		return "", "", fmt.Errorf("address %q: want host:port: %w", addr, err)
 	}
 	if port == "0" {
-		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		p, err := loopback.FreePort(host)
 		if err != nil {
-			return "", "", fmt.Errorf("find a free port on %q: %w", host, err)
+			return "", "", err
 		}
-		_, port, _ = net.SplitHostPort(l.Addr().String())
-		l.Close()
+		port = strconv.Itoa(p)
 	}
 	reachHost := host
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/converge-run/converge/core/app/apptest"
 	"github.com/converge-run/converge/core/config"
+	"github.com/converge-run/converge/core/loopback"
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/db/pgtest"
@@ -164,12 +164,13 @@ func (w *nodeWorker) logged(msg string) int {
 	return n
 }
 
+// freePort is a loopback port for a helper process to listen on, which no
+// outgoing connection can take before it binds it (core/loopback).
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := loopback.FreePort("")
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 func applyAll(t *testing.T, st *store.Store, kind string, specs map[string]string) {
