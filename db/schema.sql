@@ -1333,6 +1333,52 @@ END
 $$;
 
 --
+-- Name: free_dead_member_leases(text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.free_dead_member_leases(p_gone text[]) RETURNS integer
+    LANGUAGE plpgsql
+    SET jit TO 'off'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    AS $$
+DECLARE
+    v_n int;
+BEGIN
+    IF p_gone IS NULL OR cardinality(p_gone) = 0 THEN
+        RETURN 0;
+    END IF;
+    WITH held AS (
+        SELECT shard_id, resource_id, task_type, op_id FROM work_queue
+         WHERE worker_id IS NOT NULL AND worker_id = ANY (p_gone)
+         FOR UPDATE SKIP LOCKED
+    ), freed AS (
+        UPDATE work_queue q
+           SET worker_id = NULL, leased_at = NULL, heartbeat_at = NULL,
+               not_before = now() + interval '1 second'
+          FROM held h
+         WHERE q.shard_id = h.shard_id AND q.resource_id = h.resource_id
+           AND q.task_type = h.task_type AND q.op_id = h.op_id
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_n FROM freed;
+    -- The wake restarts every dispatcher's idle backoff: its trailing sweeps
+    -- (+25 ms, +75 ms, ... +1.6 s) take the rows once the grace is over.
+    IF v_n > 0 THEN
+        PERFORM pg_notify('work_ready', '');
+    END IF;
+    UPDATE lifecycle_outbox l
+       SET worker_id = NULL, claim_epoch = NULL, heartbeat_at = NULL
+     WHERE l.worker_id IS NOT NULL AND l.worker_id = ANY (p_gone);
+    IF FOUND THEN
+        PERFORM pg_notify('lifecycle_ready', '');
+    END IF;
+    RETURN v_n;
+END
+$$;
+
+--
 -- Name: gc_stale_cluster_members(interval, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1802,7 +1848,6 @@ CREATE FUNCTION public.reap_unlocked_cluster_members() RETURNS SETOF text
 DECLARE
     v_held bigint[];
     v_dead text[];
-    v_n    int;
     v_gone text[];
 BEGIN
     PERFORM pg_terminate_backend(l.pid)
@@ -1844,31 +1889,7 @@ BEGIN
         RETURN QUERY SELECT unnest(v_dead);
         RETURN;
     END IF;
-    WITH held AS (
-        SELECT shard_id, resource_id, task_type, op_id FROM work_queue
-         WHERE worker_id = ANY (v_gone)
-         FOR UPDATE SKIP LOCKED
-    ), freed AS (
-        UPDATE work_queue q
-           SET worker_id = NULL, leased_at = NULL, heartbeat_at = NULL,
-               not_before = now() + interval '1 second'
-          FROM held h
-         WHERE q.shard_id = h.shard_id AND q.resource_id = h.resource_id
-           AND q.task_type = h.task_type AND q.op_id = h.op_id
-        RETURNING 1
-    )
-    SELECT count(*) INTO v_n FROM freed;
-    -- The wake restarts every dispatcher's idle backoff: its trailing sweeps
-    -- (+25 ms, +75 ms, ... +1.6 s) take the rows once the grace is over.
-    IF v_n > 0 THEN
-        PERFORM pg_notify('work_ready', '');
-    END IF;
-    UPDATE lifecycle_outbox l
-       SET worker_id = NULL, claim_epoch = NULL, heartbeat_at = NULL
-     WHERE l.worker_id = ANY (v_gone);
-    IF FOUND THEN
-        PERFORM pg_notify('lifecycle_ready', '');
-    END IF;
+    PERFORM free_dead_member_leases(v_gone);
     RETURN QUERY SELECT unnest(v_dead);
 END
 $$;

@@ -36,7 +36,9 @@
 -- row, so a member that re-acquired its lock a moment ago keeps its row, and
 -- one that re-acquires while this runs waits for the commit and re-inserts
 -- after it. The idle tick is one read of pg_locks, one index probe of
--- cluster_members and one of cluster_member_tombstones.
+-- cluster_members and one of cluster_member_tombstones; a tick within the
+-- minute after a removal adds free_dead_member_leases, which reads only the
+-- leased rows.
 -- A lock whose session has sat idle for more than 3 s (the owner pings it
 -- every 250 ms) belongs to a member cut off behind something that keeps its
 -- connection open (a proxy, a NAT box): that session is terminated, so its
@@ -47,7 +49,6 @@ RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
     v_held bigint[];
     v_dead text[];
-    v_n    int;
     v_gone text[];
 BEGIN
     PERFORM pg_terminate_backend(l.pid)
@@ -89,31 +90,7 @@ BEGIN
         RETURN QUERY SELECT unnest(v_dead);
         RETURN;
     END IF;
-    WITH held AS (
-        SELECT shard_id, resource_id, task_type, op_id FROM work_queue
-         WHERE worker_id = ANY (v_gone)
-         FOR UPDATE SKIP LOCKED
-    ), freed AS (
-        UPDATE work_queue q
-           SET worker_id = NULL, leased_at = NULL, heartbeat_at = NULL,
-               not_before = now() + interval '1 second'
-          FROM held h
-         WHERE q.shard_id = h.shard_id AND q.resource_id = h.resource_id
-           AND q.task_type = h.task_type AND q.op_id = h.op_id
-        RETURNING 1
-    )
-    SELECT count(*) INTO v_n FROM freed;
-    -- The wake restarts every dispatcher's idle backoff: its trailing sweeps
-    -- (+25 ms, +75 ms, ... +1.6 s) take the rows once the grace is over.
-    IF v_n > 0 THEN
-        PERFORM pg_notify('work_ready', '');
-    END IF;
-    UPDATE lifecycle_outbox l
-       SET worker_id = NULL, claim_epoch = NULL, heartbeat_at = NULL
-     WHERE l.worker_id = ANY (v_gone);
-    IF FOUND THEN
-        PERFORM pg_notify('lifecycle_ready', '');
-    END IF;
+    PERFORM free_dead_member_leases(v_gone);
     RETURN QUERY SELECT unnest(v_dead);
 END
 $$;

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/store/internal/plantest"
+	"github.com/converge-run/converge/core/store/membership"
 )
 
 // The hot statements' plans, pinned at the fixture's 10k rows, at 1M-row
@@ -362,6 +363,30 @@ ON CONFLICT DO NOTHING`)
 					{Match: "ON CONFLICT (kind, name) DO NOTHING"},
 					{Match: "DELETE FROM resource_deps d", Uses: []string{"resource_deps_pkey"}},
 				}))
+				t.Log("\n" + plantest.Summary(plans))
+			})
+
+			t.Run("dead member's leases", func(t *testing.T) {
+				// For a minute after a member's crash, every member's
+				// dead-member probe frees the leases its id still holds,
+				// twice a second: through the leased rows' own index, never
+				// a scan of every queued row (a 1M fleet queues hundreds of
+				// thousands). Last: it frees the fixture's leases.
+				f.exec(`INSERT INTO cluster_member_tombstones (member_id) VALUES ('w-old')`)
+				reaped, err := membership.New(plantest.Pool(t, f.pool.Config(), rec)).ReapUnlocked(ctx)
+				require.NoError(t, err)
+				require.Empty(t, reaped)
+				var held int
+				require.NoError(t, f.pool.QueryRow(ctx, `SELECT count(*) FROM work_queue WHERE worker_id = 'w-old'`).Scan(&held))
+				require.Zero(t, held, "the tombstoned id's leases are freed")
+				plans := rec.Take(t)
+				// Every partition's leased-row index (a dead broker's range is
+				// not known here; an empty partition's index is one page),
+				// never a scan; the update probes the held rows' keys.
+				plantest.Check(t, plans, plantest.Spec{Hot: planHot, Small: small, Allow: allow, Rules: []plantest.Rule{
+					{Match: "WITH held AS", Uses: []string{"work_queue_p0_kind_version_heartbeat_at_idx", "work_queue_p0_pkey"}},
+					{Match: "UPDATE lifecycle_outbox l", Uses: []string{"lifecycle_outbox_p0_heartbeat_at_idx"}},
+				}})
 				t.Log("\n" + plantest.Summary(plans))
 			})
 		})
