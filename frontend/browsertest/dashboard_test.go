@@ -192,8 +192,12 @@ func TestDashboard(t *testing.T) {
 		b.open("/cluster")
 		b.waitFor(`document.querySelectorAll('[data-testid=members] tbody tr[data-status=READY]').length === 1`, 20*time.Second)
 		require.Contains(t, b.text(`document.querySelector('[data-testid=members] tbody tr[data-status=READY]').textContent`), "all")
+		require.Contains(t, b.text(`document.querySelector('[data-testid=members] thead').textContent`), "Workers")
 		b.clickText(`[data-testid=members]`, "Config")
 		b.waitFor(`document.querySelector('[data-testid=members] tr.expanded pre') !== null`, 10*time.Second)
+		// The runtime config spans the whole row, whatever the columns.
+		b.waitFor(`document.querySelector('[data-testid=members] tr.expanded td').colSpan ===
+		  document.querySelectorAll('[data-testid=members] thead th').length`, 5*time.Second)
 		b.requireLabelled()
 		b.shot("cluster")
 	})

@@ -142,7 +142,7 @@ export function ClusterPage() {
                   </tr>
                   {open.has(m.id) ? (
                     <tr id={`cfg-${m.id}`} className="expanded">
-                      <td colSpan={canMutate ? 11 : 10}>
+                      <td colSpan={canMutate ? 12 : 11}>
                         <p className="muted">
                           Member <code>{m.id}</code> · started {formatTime(m.startedAt)}
                         </p>
