@@ -11,13 +11,13 @@ import (
 
 // The spread. Workers dial whichever broker their load balancer picks and
 // keep that session, so after a broker crashes or rolls its workers bunch on
-// the brokers that were up, and a broker that joins gets none. Every broker
-// still claims its own shards, and a broker with few workers runs its shards'
-// stages on them, or relays them to its peers' — so the brokers left with
-// few workers for their shards set the pace of the whole cluster (in the
-// chaos suite, each broker killed and replaced made the next fault-free wave
-// slower: 11.6 s before five kills, 15.0 s after). WORKER_SESSION_MAX_AGE
-// spreads them again, but only over its 30 minutes.
+// the brokers that were up, and a broker that joins gets none (in the chaos
+// suite's stack, five crashes, each replaced, left one broker with three of
+// the four workers and the newest with none). Every broker still claims its
+// own shards and runs their stages on its own workers, or relays them to its
+// peers': a broker with many workers carries their traffic and its peers'
+// relays, and one with few waits on them. WORKER_SESSION_MAX_AGE spreads
+// them again, but only over its 30 minutes.
 //
 // So a broker that serves more than its share of the workers — the cluster's
 // workers, as the brokers' membership rows report them, over the live
