@@ -128,7 +128,7 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 		out:            make(chan *workerv1.WorkStreamResponse, maxIn+16),
 		ackWake:        make(chan struct{}, 1),
 		done:           make(chan struct{}),
-		shedCh:         make(chan struct{}),
+		retiredCh:      make(chan struct{}),
 		ready:          readyMap(sub.GetKinds()),
 	}
 	log := h.log.With().Str("worker_id", s.workerID).Logger()
@@ -167,15 +167,10 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 		log.Info().Int("stages_in_flight", inFlight).Msg("worker disconnected")
 	}()
 	h.serve(ctx, stream, s, sessionOpts{watch: watch, batches: sub.GetBatches()}, log)
-	switch {
-	case h.isClosing():
+	if h.isClosing() {
 		return errBrokerClosing
-	case h.reg.wasShed(s):
-		return errSessionShed
-	case h.reg.isRetired(s):
-		return errSessionRetired
 	}
-	return nil
+	return h.reg.retiredFor(s) // a planned end, or nil
 }
 
 // The planned ends of a session (workerproto.PlannedSessionEnd). The worker
@@ -200,9 +195,9 @@ func (h *workerService) isClosing() bool {
 	}
 }
 
-// endWhenDue ends s once the broker has drained (closing), once s has
-// reached its maximum age (it is retired then), or once it was shed to
-// spread the workers (spreader), and s runs no stage: the
+// endWhenDue ends s once it is retired — the broker has drained
+// (closeRouting), s has reached its maximum age (retired here), or it was
+// shed to spread the workers (spreader) — and s runs no stage: the
 // registry routes it nothing new by then, and a stage it runs (a peer's
 // relay, which outlives this broker's own drain) finishes and goes back
 // first. end stops the session's reading, so serve's loop returns and its
@@ -216,11 +211,10 @@ func (h *workerService) endWhenDue(ctx context.Context, s *session, end func(), 
 		aged = t.C
 	}
 	select {
-	case <-h.closing:
+	case <-s.retiredCh: // logged where it was retired
 	case <-aged:
-		h.reg.retire(s)
+		h.reg.retire(s, errSessionRetired)
 		log.Info().Dur("max_age", h.maxAge).Msg("worker session reached WORKER_SESSION_MAX_AGE; ending it once its stages finish")
-	case <-s.shedCh: // logged by the spreader
 	case <-ctx.Done():
 		return
 	}

@@ -33,11 +33,12 @@ type session struct {
 	// guarded by registry.mu
 	ready    map[manifest.KindVersion]bool
 	inFlight int
-	retired  bool // unready for good: the session ends once idle (registry.retire)
-	// shed: retired to spread the workers (registry.shed); closed by
-	// then, shedCh wakes the session's endWhenDue (nil: never shed).
-	shed   bool
-	shedCh chan struct{}
+	// retired is why the session ends once idle (one of the planned ends,
+	// errBrokerClosing, errSessionRetired or errSessionShed; nil while it
+	// serves): unready for good. retiredCh, closed when it is retired, wakes
+	// the session's endWhenDue (nil: nobody waits on it).
+	retired   error
+	retiredCh chan struct{}
 
 	// acks are the task ids of results to acknowledge, batched into one
 	// ResultAck by the stream's sender (woken through ackWake).
@@ -149,7 +150,7 @@ func (r *registry) routesChanged() <-chan struct{} {
 func (r *registry) add(s *session) {
 	r.mu.Lock()
 	if r.closed {
-		retireLocked(s)
+		retireLocked(s, errBrokerClosing)
 	}
 	r.sessions[s.id] = s
 	r.handOffLocked()
@@ -169,7 +170,7 @@ func (r *registry) remove(s *session) int {
 
 func (r *registry) setReady(s *session, kinds []*workerv1.KindReadiness) {
 	r.mu.Lock()
-	if s.retired {
+	if s.retired != nil {
 		r.mu.Unlock()
 		return
 	}
@@ -195,26 +196,32 @@ func (r *registry) closeRouting() {
 	r.mu.Lock()
 	r.closed = true
 	for _, s := range r.sessions {
-		retireLocked(s)
+		retireLocked(s, errBrokerClosing)
 	}
 	r.mu.Unlock()
 	r.notifyRoutes()
 }
 
-// retire makes s unready for every kind, for good (its readiness updates
-// are ignored from now on): nothing new is routed to it, and it ends once
-// the stages it runs have finished (WORKER_SESSION_MAX_AGE, or the drain's
-// end).
-func (r *registry) retire(s *session) {
+// retire makes s unready for every kind, for good, for why (a planned end:
+// its readiness updates are ignored from now on): nothing new is routed to
+// it, and it ends once the stages it runs have finished. A session already
+// retired keeps its first reason.
+func (r *registry) retire(s *session, why error) {
 	r.mu.Lock()
-	retireLocked(s)
+	retireLocked(s, why)
 	r.mu.Unlock()
 	r.notifyRoutes()
 }
 
-func retireLocked(s *session) {
-	s.retired = true
+func retireLocked(s *session, why error) {
+	if s.retired != nil {
+		return
+	}
+	s.retired = why
 	clear(s.ready)
+	if s.retiredCh != nil {
+		close(s.retiredCh)
+	}
 }
 
 // workers is the number of sessions that are not retired: the workers this
@@ -224,21 +231,21 @@ func (r *registry) workers() int {
 	defer r.mu.Unlock()
 	n := 0
 	for _, s := range r.sessions {
-		if !s.retired {
+		if s.retired == nil {
 			n++
 		}
 	}
 	return n
 }
 
-// shed retires up to n sessions to spread the workers over the brokers —
-// those running the fewest stages, so they end soonest — and returns them.
-// A session shed ends like one retired for its age, with its own reason.
+// shed retires up to n sessions to spread the workers over the brokers
+// (errSessionShed) — those running the fewest stages, so they end soonest —
+// and returns them.
 func (r *registry) shed(n int) []*session {
 	r.mu.Lock()
 	var live []*session
 	for _, s := range r.sessions {
-		if !s.retired {
+		if s.retired == nil {
 			live = append(live, s)
 		}
 	}
@@ -250,11 +257,7 @@ func (r *registry) shed(n int) []*session {
 	})
 	out := live[:min(max(n, 0), len(live))]
 	for _, s := range out {
-		retireLocked(s)
-		s.shed = true
-		if s.shedCh != nil {
-			close(s.shedCh)
-		}
+		retireLocked(s, errSessionShed)
 	}
 	r.mu.Unlock()
 	if len(out) > 0 {
@@ -263,15 +266,8 @@ func (r *registry) shed(n int) []*session {
 	return out
 }
 
-// wasShed reports whether s was retired to spread the workers.
-func (r *registry) wasShed(s *session) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return s.shed
-}
-
-// isRetired reports whether s was retired.
-func (r *registry) isRetired(s *session) bool {
+// retiredFor is why s was retired (nil: it was not).
+func (r *registry) retiredFor(s *session) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return s.retired

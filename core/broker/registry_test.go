@@ -213,14 +213,14 @@ func TestRegistry_ARetiredSessionGetsNothingNew(t *testing.T) {
 		t.Fatal("the only ready session takes the stage")
 	}
 	routes := r.routesChanged()
-	r.retire(old)
+	r.retire(old, errSessionRetired)
 	select {
 	case <-routes:
 	default:
 		t.Fatal("retiring a session is a routing change")
 	}
 	r.setReady(old, []*workerv1.KindReadiness{{Kind: &workerv1.KindVersion{Kind: "vpc", Version: "v1"}, Ready: true}})
-	if r.serves(kv) || !r.isRetired(old) {
+	if r.serves(kv) || r.retiredFor(old) == nil {
 		t.Fatal("a retired session came back through a readiness update")
 	}
 	fresh := &session{id: "fresh", maxIn: 4, ready: map[manifest.KindVersion]bool{kv: true}, done: make(chan struct{})}

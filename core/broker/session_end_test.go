@@ -107,7 +107,7 @@ func TestWorkerServiceWorkStream_EndsASessionAtItsMaxAge(t *testing.T) {
 	busy, _ := b.svc.reg.acquireOrWait(kvVPC) // a stage the session runs
 	require.Same(t, s, busy)
 
-	require.Eventually(t, func() bool { return b.svc.reg.isRetired(s) }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return b.svc.reg.retiredFor(s) != nil }, 5*time.Second, time.Millisecond)
 	require.GreaterOrEqual(t, time.Since(opened), age-age/10, "retired at its age, less the jitter")
 	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Heartbeat{
 		Heartbeat: &workerv1.Heartbeat{}}}), "a retired session still reads until it ends")

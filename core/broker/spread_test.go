@@ -67,7 +67,7 @@ func TestSpreader_ShedsAboveItsShareOnceSettledAndOncePerCooldown(t *testing.T) 
 	sessions := map[string]*session{}
 	for _, id := range []string{"a", "b", "c"} {
 		s := &session{id: id, workerID: id, maxIn: 4, ready: map[manifest.KindVersion]bool{kv: true},
-			done: make(chan struct{}), shedCh: make(chan struct{})}
+			done: make(chan struct{}), retiredCh: make(chan struct{})}
 		reg.add(s)
 		sessions[id] = s
 	}
@@ -97,7 +97,7 @@ func TestSpreader_ShedsAboveItsShareOnceSettledAndOncePerCooldown(t *testing.T) 
 	}
 	shed := func(id string) bool {
 		select {
-		case <-sessions[id].shedCh:
+		case <-sessions[id].retiredCh:
 			return true
 		default:
 			return false
@@ -120,7 +120,7 @@ func TestSpreader_ShedsAboveItsShareOnceSettledAndOncePerCooldown(t *testing.T) 
 	require.True(t, shed("b"), "the idle session is shed")
 	require.False(t, shed("a") || shed("c"), "only one session is above the share")
 	require.Equal(t, 2, reg.workers(), "a shed session no longer counts as this broker's worker")
-	require.True(t, reg.isRetired(sessions["b"]) && reg.wasShed(sessions["b"]))
+	require.ErrorIs(t, reg.retiredFor(sessions["b"]), errSessionShed)
 
 	// The peers' rows have not caught up (the shed worker is still on its
 	// way): by them this broker is still above its share, but it waits out

@@ -251,7 +251,7 @@ func (s *Stack) startServers(ctx context.Context, listen string) error {
 func (s *Stack) startServer(role, listen string) (*Member, error) {
 	if listen == "" {
 		var err error
-		if listen, err = freeLoopback(); err != nil {
+		if listen, err = loopback.Addr(); err != nil {
 			return nil, err
 		}
 	}
@@ -259,7 +259,7 @@ func (s *Stack) startServer(role, listen string) (*Member, error) {
 	ready := url
 	var health string
 	if role == "broker" {
-		h, err := freeLoopback()
+		h, err := loopback.Addr()
 		if err != nil {
 			return nil, err
 		}
@@ -418,10 +418,6 @@ func (s *Stack) stopMembers(grace time.Duration) error {
 	}
 	return errors.Join(errs...)
 }
-
-// freeLoopback is a loopback address for a member to listen on: a port no
-// outgoing connection can take before the member binds it (core/loopback).
-func freeLoopback() (string, error) { return loopback.Addr() }
 
 // balancer is a round-robin TCP proxy in front of the live brokers: each
 // new connection (a worker's session) goes to the next one that accepts.
