@@ -17,24 +17,40 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // below is the lowest port handed out; the highest is one under the
 // ephemeral range.
 const below = 10000
 
+// given are the ports this process handed out: a port is given once. Its
+// user binds it only later (a child process, after its start-up), and
+// until then it is free to bind again here.
+var given = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
 // FreePort returns a TCP port free on host ("127.0.0.1" when empty) at the
-// time of the call, outside the kernel's ephemeral range when the range
-// leaves room below it; otherwise one the kernel picks.
+// time of the call and never handed out before by this process, outside the
+// kernel's ephemeral range when the range leaves room below it; otherwise
+// one the kernel picks.
 func FreePort(host string) (int, error) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
 	if lo := ephemeralLow(); lo > below+1000 {
+		given.Lock()
+		defer given.Unlock()
 		for range 64 {
 			p := below + rand.IntN(lo-below)
+			if given.ports[p] {
+				continue
+			}
 			if l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p))); err == nil {
 				_ = l.Close()
+				given.ports[p] = true
 				return p, nil
 			}
 		}

@@ -49,3 +49,16 @@ func TestFreePort_SkipsPortsInUse(t *testing.T) {
 		held[p] = true
 	}
 }
+
+// A port handed out and not yet bound (its user is still starting) is
+// free, but is never handed out again: two members started together do not
+// get the same port.
+func TestFreePort_NeverHandsOutAPortTwice(t *testing.T) {
+	seen := map[int]bool{}
+	for range 500 {
+		p, err := FreePort("")
+		require.NoError(t, err)
+		require.False(t, seen[p], "port %d handed out twice", p)
+		seen[p] = true
+	}
+}
