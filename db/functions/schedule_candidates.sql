@@ -40,9 +40,15 @@
 -- planner cannot turn into scans — so the cached plan is right whatever the
 -- batch size and however stale the statistics of a fast-growing resources
 -- table (a plan that trusted them would scan a partial index of lagging rows or the
--- whole table per batch). JIT is off: compiling costs more than running.
+-- whole table per batch). Seq scans are off as well: outside a drain (whose
+-- force_custom_plan replans each call) a session keeps the generic plan it
+-- made on its first calls, and on a fresh install those come on empty tables,
+-- where a scan of resources and of the edges per candidate is the cheap plan;
+-- kept while a bulk apply grew the edges, it read them whole for every
+-- candidate until autovacuum's first ANALYZE (a 100k run: 4,060 scans, 115M
+-- rows read). JIT is off: compiling costs more than running.
 CREATE OR REPLACE FUNCTION schedule_candidates(p_ids uuid[], p_now timestamptz, p_repend boolean) RETURNS int
-LANGUAGE plpgsql SET jit = off AS $$
+LANGUAGE plpgsql SET jit = off SET enable_seqscan = off AS $$
 DECLARE
     v_n     int;
     v_armed int;

@@ -114,6 +114,53 @@ func TestPlans_RollupGatePlannedOnAnEmptyTable(t *testing.T) {
 	t.Log("\n" + plantest.Summary(plans))
 }
 
+// TestPlans_ScheduleGatePlannedOnEmptyTables: schedule_eligible's plan is
+// cached per session too, and outside a drain (whose force_custom_plan
+// replans each call) the session keeps a generic plan once five calls have
+// cost no less than it — as they do on the empty tables of a fresh install,
+// where a compose's first calls come. A bulk apply then grows the edges by
+// hundreds of thousands of rows before autovacuum's first ANALYZE replaces
+// the plan, so the plan made on the empty tables must already probe the
+// edges' and resources' keys. (Before it was pinned, a 100k run's composes
+// scanned resource_deps 4,060 times, 115M rows read, one scan per candidate.)
+func TestPlans_ScheduleGatePlannedOnEmptyTables(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.kind("comp", reactComposite)
+	f.exec(`ANALYZE`)
+	rec := &plantest.Recorder{}
+	conn, err := plantest.Pool(t, f.pool.Config(), rec).Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	// The plan such a session keeps, made at once rather than after five
+	// calls.
+	_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
+	require.NoError(t, err)
+	var queued int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT schedule_eligible(ARRAY[gen_random_uuid()])`).Scan(&queued))
+	require.Zero(t, queued, "an unknown id queues nothing")
+	rec.Take(t)
+
+	loadPlanFixture(f)
+	// Dependents whose upstream has not synced, not yet queued: each one's
+	// edges and upstream are probed, and none is queued.
+	f.exec(`DELETE FROM work_queue w USING resource_deps d WHERE w.resource_id = d.dependent_id`)
+	f.exec(`UPDATE resources r SET synced_gen = 0 FROM resource_deps d WHERE r.id = d.dependency_id`)
+	var deps []string
+	require.NoError(t, f.pool.QueryRow(ctx, `
+SELECT array_agg(d.id::text) FROM (SELECT DISTINCT dependent_id AS id FROM resource_deps LIMIT 50) d`).Scan(&deps))
+	require.Len(t, deps, 50)
+	require.NoError(t, conn.QueryRow(ctx, `SELECT schedule_eligible($1::uuid[])`, deps).Scan(&queued))
+	require.Zero(t, queued, "every upstream is still reconciling")
+	plans := rec.Take(t)
+	plantest.Check(t, plans, plantest.Spec{Hot: planHot, Parts: planParts, Rules: []plantest.Rule{
+		{Match: "WITH cand AS MATERIALIZED", Uses: []string{"resources_pkey", "resource_deps_pkey"}},
+	}})
+	t.Log("\n" + plantest.Summary(plans))
+}
+
 // gateAsDrain calls rollup_gate as the drain's cascade does: under the
 // drain's force_custom_plan.
 func gateAsDrain(t *testing.T, db interface {
