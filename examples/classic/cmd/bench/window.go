@@ -13,14 +13,15 @@ import (
 // /proc around it (the window's figures from the database's timestamps
 // are measure's).
 type usage struct {
-	cpu    stack.CPU     // Postgres' process tree, converge, the worker
-	calls  [2]int64      // converge, worker: I/O system calls (reads + writes)
-	wall   time.Duration // the window on this process's clock
-	polls  int           // probe reads
-	probe  float64       // ms of the probe backend's CPU (NaN: not attributable)
-	peakMB [2]float64    // converge, worker: VmHWM at the end
-	endMB  [2]float64    // converge, worker: VmRSS at the end
-	meanMB [2]float64    // converge, worker: VmRSS averaged over the window (rssSampler)
+	cpu     stack.CPU     // Postgres' process tree, converge, the worker
+	calls   [2]int64      // converge, worker: I/O system calls (reads + writes)
+	wall    time.Duration // the window on this process's clock
+	polls   int           // probe reads
+	probe   float64       // ms of the probe backend's CPU (NaN: not attributable)
+	peakMB  [2]float64    // converge, worker: VmHWM at the end
+	endMB   [2]float64    // converge, worker: VmRSS at the end
+	meanMB  [2]float64    // converge, worker: VmRSS averaged over the window (rssSampler)
+	seqRows int64         // rows Seq Scans read from the growing tables (stack.SeqRowsRead)
 }
 
 // runWindow is the measured window: from just before the first root's
@@ -50,6 +51,10 @@ func runWindow(ctx context.Context, st *stack.Stack, p params, roots, n int, spe
 	if err != nil {
 		return u, err
 	}
+	seqBefore, err := st.SeqRowsRead(ctx)
+	if err != nil {
+		return u, err
+	}
 	started := time.Now()
 	rss := sampleRSS(ctx, st)
 	if err := applyRoots(ctx, st, roots, spec); err != nil {
@@ -70,6 +75,11 @@ func runWindow(ctx context.Context, st *stack.Stack, p params, roots, n int, spe
 		return u, err
 	}
 	u.wall = time.Since(started)
+	seqAfter, err := st.SeqRowsRead(ctx)
+	if err != nil {
+		return u, err
+	}
+	u.seqRows = seqAfter - seqBefore
 	u.cpu = cpuAfter.Sub(cpuBefore)
 	for i, d := range []stack.IOCalls{convergeAfter.Sub(convergeCalls), workerAfter.Sub(workerCalls)} {
 		u.calls[i] = d.Reads + d.Writes
@@ -96,13 +106,13 @@ func formatLine(n int, res result, u usage, h hostSpeed) string {
 		" leaf_per_sec=%.1f tail_ms=%.1f pg_cpu_ms_per_leaf=%.3f converge_cpu_ms_per_leaf=%.3f worker_cpu_ms_per_leaf=%.3f"+
 		" first_leaf_ms=%.1f cpu_cores=%.2f converge_rss_end_mb=%.1f worker_rss_end_mb=%.1f probe_polls=%d probe_pg_cpu_ms=%.1f"+
 		" converge_io_calls_per_leaf=%.2f worker_io_calls_per_leaf=%.2f converge_rss_mean_mb=%.1f worker_rss_mean_mb=%.1f"+
-		" host_syscall_us=%.2f host_rtt_us=%.1f",
+		" host_syscall_us=%.2f host_rtt_us=%.1f seq_rows_per_leaf=%.2f",
 		n, res.rate, res.p50, res.p99, res.rollup, u.peakMB[0], u.peakMB[1],
 		res.leafRate, res.tail, perLeaf(u.cpu.Postgres), perLeaf(u.cpu.Converge), perLeaf(u.cpu.Worker),
 		res.firstLeaf, (u.cpu.Postgres+u.cpu.Converge+u.cpu.Worker).Seconds()/u.wall.Seconds(),
 		u.endMB[0], u.endMB[1], u.polls, u.probe,
 		float64(u.calls[0])/float64(n), float64(u.calls[1])/float64(n), u.meanMB[0], u.meanMB[1],
-		h.syscallUS, h.rttUS)
+		h.syscallUS, h.rttUS, float64(u.seqRows)/float64(n))
 }
 
 // printStatements prints the top statements of the measured window, one
