@@ -291,8 +291,15 @@ func pickSpans(spans [][2]int, ords []int32) [][2]int {
 // scratch task through one destination list, then copied: per row, only
 // what pgx itself allocates (the strings, the JSON, the owner id).
 func (s *Store) claimSpan(ctx context.Context, l Lease, b Batch, lo, hi, limit int, out []Task) ([]Task, error) {
-	rows, err := s.pool.Query(ctx, claimSQL, b.Kind, b.Version, string(b.TaskType), limit, lo, hi, l.WorkerID, s.now(), l.Lo,
-		b.OnlyRollups)
+	// Planned for each call, with its arguments (pgx's unnamed statement):
+	// a session's cached statement goes to a generic plan once five calls
+	// cost no less than it, as they do while the queue and resources are
+	// small, and the one made then read the partition and resources by Seq
+	// Scan on every claim while a bulk apply grew them, until an ANALYZE
+	// (TestPlans_BrokerSessionPlannedOnEmptyTables). A custom plan sees
+	// the relations' real sizes.
+	rows, err := s.pool.Query(ctx, claimSQL, pgx.QueryExecModeCacheDescribe, b.Kind, b.Version, string(b.TaskType), limit, lo, hi,
+		l.WorkerID, s.now(), l.Lo, b.OnlyRollups)
 	if err != nil {
 		return out, wrap(err, "claim %s/%s %s (shards %d-%d)", b.Kind, b.Version, b.TaskType, lo, hi)
 	}

@@ -161,6 +161,89 @@ SELECT array_agg(d.id::text) FROM (SELECT DISTINCT dependent_id AS id FROM resou
 	t.Log("\n" + plantest.Summary(plans))
 }
 
+// TestPlans_BrokerSessionPlannedOnEmptyTables: a broker's sessions start
+// on a fresh install's empty tables, and each keeps the generic plans it
+// made there — the claimable probes' by their own setting, every other
+// statement once five calls cost no less — until an ANALYZE of the table
+// replaces them, a minute or more into a bulk apply. So one session claims
+// and composes six roots on near-empty tables, the 10k fixture is loaded
+// with no ANALYZE after it, and the same session's next claims and compose
+// must still probe by key: no Seq Scan of a table that grows with the
+// fleet, whatever its size (no small-table allowance here: a kept plan
+// does not follow the table's growth).
+func TestPlans_BrokerSessionPlannedOnEmptyTables(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.kind("comp", reactComposite)
+	f.kind("early", reactComposite) // the roots composed before the load (the fixture gives every comp root leaves)
+	f.exec(`ANALYZE`)
+	rec := &plantest.Recorder{}
+	st := New(plantest.Session(t, f.pool.Config(), rec))
+	leaves := Batch{Kind: "leaf", Version: "v1", TaskType: TaskReconcile, Max: 50}
+	rollups := Batch{Kind: "comp", Version: "v1", TaskType: TaskReconcile, Max: 10, OnlyRollups: true}
+	// compose claims a root of kind and composes children leaves, each
+	// after the first waiting on the first, the last also on external (if
+	// set).
+	compose := func(kind string, children int, external string) {
+		t.Helper()
+		ts, err := st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 15}, Batch{Kind: kind, Version: "v1", TaskType: TaskReconcile, Max: 1})
+		require.NoError(t, err)
+		require.Len(t, ts, 1)
+		name := ts[0].Resource.Name
+		c := Composition{}
+		for i := 1; i <= children; i++ {
+			c.Children = append(c.Children, Child{Kind: "leaf", Name: fmt.Sprintf("%s-leaf-%d", name, i)})
+			if i > 1 {
+				c.Edges = append(c.Edges, Edge{Dependent: fmt.Sprintf("%s-leaf-%d", name, i), Dependency: Ref{Child: name + "-leaf-1"}})
+			}
+		}
+		if external != "" {
+			c.Edges = append(c.Edges, Edge{Dependent: fmt.Sprintf("%s-leaf-%d", name, children), Dependency: Ref{Kind: "leaf", Name: external}})
+		}
+		_, err = st.ApplyCompose(ctx, ts[0], c)
+		require.NoError(t, err)
+	}
+	for i := range 6 { // past the plan cache's five custom plans
+		f.exec(`
+INSERT INTO resources (id, kind, version, name, shard_id) SELECT id, 'early', 'v1', $1, shard_of(id) & 15 FROM (SELECT gen_random_uuid() AS id) x`,
+			fmt.Sprintf("early-%d", i))
+		f.exec(`INSERT INTO work_queue (resource_id, task_type, shard_id, kind, version, generation)
+SELECT id, 'reconcile', shard_id, kind, version, generation FROM resources WHERE name = $1`, fmt.Sprintf("early-%d", i))
+		compose("early", 3, "")
+		_, err := st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 15}, leaves)
+		require.NoError(t, err)
+		_, err = st.Claimable(ctx, 0, 15, []Batch{{Kind: "leaf", Version: "v1", TaskType: TaskReconcile}})
+		require.NoError(t, err)
+		_, err = st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 15}, rollups)
+		require.NoError(t, err)
+	}
+	rec.Take(t)
+
+	f.exec(`DELETE FROM work_queue`) // the fixture queues every reconciling leaf, the early ones too
+	loadPlanFixture(f)
+	f.exec(`INSERT INTO work_queue (resource_id, task_type, shard_id, kind, version, generation)
+SELECT id, 'reconcile', shard_id, kind, version, generation FROM resources WHERE kind = 'comp'
+ON CONFLICT DO NOTHING`)
+	ts, err := st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 15}, leaves)
+	require.NoError(t, err)
+	require.NotEmpty(t, ts, "the fixture queues leaves")
+	has, err := st.Claimable(ctx, 0, 15, []Batch{{Kind: "leaf", Version: "v1", TaskType: TaskReconcile}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true}, has)
+	_, err = st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 15}, rollups)
+	require.NoError(t, err)
+	compose("comp", 120, "root-9-leaf-3")
+	plans := rec.Take(t)
+	plantest.Check(t, plans, plantest.Spec{Hot: planHot, Parts: planParts, Rules: []plantest.Rule{
+		{Match: "WITH kc AS", Uses: []string{"work_queue_kind_version_task_type_not_before_idx", "resources_pkey"}},
+		{Match: "unnest($1::text[], $2::text[], $3::text[])", Uses: []string{"work_queue_kind_version_task_type_not_before_idx"}},
+		{Match: "WITH cand AS MATERIALIZED", Uses: []string{"resources_pkey", "resource_deps_pkey"}},
+	}})
+	t.Log("\n" + plantest.Summary(plans))
+}
+
 // gateAsDrain calls rollup_gate as the drain's cascade does: under the
 // drain's force_custom_plan.
 func gateAsDrain(t *testing.T, db interface {

@@ -157,8 +157,21 @@ func (r *Recorder) notice(_ *pgconn.PgConn, n *pgconn.Notice) {
 // plan (nested ones included) is recorded in r.
 func Pool(t testing.TB, cfg *pgxpool.Config, r *Recorder) *pgxpool.Pool {
 	t.Helper()
+	return recordedPool(t, cfg, r, 4)
+}
+
+// Session is Pool with one connection: every call runs in one session, so
+// a plan it cached on an earlier call (a generic plan, made from the
+// statistics of that moment) is the plan a later call runs.
+func Session(t testing.TB, cfg *pgxpool.Config, r *Recorder) *pgxpool.Pool {
+	t.Helper()
+	return recordedPool(t, cfg, r, 1)
+}
+
+func recordedPool(t testing.TB, cfg *pgxpool.Config, r *Recorder, conns int32) *pgxpool.Pool {
+	t.Helper()
 	c := cfg.Copy()
-	c.MaxConns = 4
+	c.MaxConns = conns
 	c.ConnConfig.OnNotice = r.notice
 	prev := c.AfterConnect
 	c.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
