@@ -165,12 +165,12 @@ SELECT array_agg(d.id::text) FROM (SELECT DISTINCT dependent_id AS id FROM resou
 // on a fresh install's empty tables, and each keeps the generic plans it
 // made there — the claimable probes' by their own setting, every other
 // statement once five calls cost no less — until an ANALYZE of the table
-// replaces them, a minute or more into a bulk apply. So one session claims
-// and composes six roots on near-empty tables, the 10k fixture is loaded
-// with no ANALYZE after it, and the same session's next claims and compose
-// must still probe by key: no Seq Scan of a table that grows with the
-// fleet, whatever its size (no small-table allowance here: a kept plan
-// does not follow the table's growth).
+// replaces them, a minute or more into a bulk apply. So one session claims,
+// composes and drains six roots on near-empty tables, the 10k fixture is
+// loaded with no ANALYZE after it, and the same session's next claims,
+// compose and drain must still probe by key: no Seq Scan of a table that
+// grows with the fleet, whatever its size (no small-table allowance here:
+// a kept plan does not follow the table's growth).
 func TestPlans_BrokerSessionPlannedOnEmptyTables(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -205,6 +205,23 @@ func TestPlans_BrokerSessionPlannedOnEmptyTables(t *testing.T) {
 		_, err = st.ApplyCompose(ctx, ts[0], c)
 		require.NoError(t, err)
 	}
+	// finish reports each task's result and drains them, with their
+	// cascade, the value flows to their dependents and the phase rows.
+	finish := func(ts []Task) {
+		t.Helper()
+		var results []Result
+		for _, task := range ts {
+			results = append(results, task.Result(json.RawMessage(`{"net_id":"n3"}`)))
+		}
+		require.NoError(t, st.AppendOutbox(ctx, results...))
+		for {
+			n, err := st.DrainOutboxBatch(ctx, 1000, 0, 15)
+			require.NoError(t, err)
+			if n == 0 {
+				return
+			}
+		}
+	}
 	for i := range 6 { // past the plan cache's five custom plans
 		f.exec(`
 INSERT INTO resources (id, kind, version, name, shard_id) SELECT id, 'early', 'v1', $1, shard_of(id) & 15 FROM (SELECT gen_random_uuid() AS id) x`,
@@ -212,8 +229,9 @@ INSERT INTO resources (id, kind, version, name, shard_id) SELECT id, 'early', 'v
 		f.exec(`INSERT INTO work_queue (resource_id, task_type, shard_id, kind, version, generation)
 SELECT id, 'reconcile', shard_id, kind, version, generation FROM resources WHERE name = $1`, fmt.Sprintf("early-%d", i))
 		compose("early", 3, "")
-		_, err := st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 15}, leaves)
+		ts, err := st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 15}, leaves)
 		require.NoError(t, err)
+		finish(ts)
 		_, err = st.Claimable(ctx, 0, 15, []Batch{{Kind: "leaf", Version: "v1", TaskType: TaskReconcile}})
 		require.NoError(t, err)
 		_, err = st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 15}, rollups)
@@ -229,6 +247,7 @@ ON CONFLICT DO NOTHING`)
 	ts, err := st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 15}, leaves)
 	require.NoError(t, err)
 	require.NotEmpty(t, ts, "the fixture queues leaves")
+	finish(ts)
 	has, err := st.Claimable(ctx, 0, 15, []Batch{{Kind: "leaf", Version: "v1", TaskType: TaskReconcile}})
 	require.NoError(t, err)
 	require.Equal(t, []bool{true}, has)
@@ -240,6 +259,7 @@ ON CONFLICT DO NOTHING`)
 		{Match: "WITH kc AS", Uses: []string{"work_queue_kind_version_task_type_not_before_idx", "resources_pkey"}},
 		{Match: "unnest($1::text[], $2::text[], $3::text[])", Uses: []string{"work_queue_kind_version_task_type_not_before_idx"}},
 		{Match: "WITH cand AS MATERIALIZED", Uses: []string{"resources_pkey", "resource_deps_pkey"}},
+		{Match: "UPDATE resource_phases s", Uses: []string{"resource_phases_pkey"}},
 	}})
 	t.Log("\n" + plantest.Summary(plans))
 }
