@@ -2482,6 +2482,7 @@ $$;
 CREATE FUNCTION public.schedule_candidates(p_ids uuid[], p_now timestamp with time zone, p_repend boolean) RETURNS integer
     LANGUAGE plpgsql
     SET jit TO 'off'
+    SET enable_seqscan TO 'off'
     AS $$
 DECLARE
     v_n     int;
