@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/store/internal/plantest"
@@ -53,6 +54,29 @@ func planFx(t *testing.T, stats string) (*fx, *plantest.Recorder, *Store) {
 	return f, rec, st
 }
 
+// emptyPlanFx is planFx's schema with empty tables, analyzed: the
+// statistics of a fresh install's first minutes, from which a session's
+// first plans are made. The caller loads the rows (loadPlanFixture) when
+// those plans are made.
+func emptyPlanFx(t *testing.T) (*fx, *plantest.Recorder) {
+	t.Helper()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.kind("comp", reactComposite)
+	f.exec(`ANALYZE`)
+	return f, &plantest.Recorder{}
+}
+
+// recordedSession is one connection to f's database whose plans rec
+// records: every call on it runs in one session, with the plans it keeps.
+func recordedSession(t *testing.T, f *fx, rec *plantest.Recorder) *pgxpool.Conn {
+	t.Helper()
+	conn, err := plantest.Session(t, f.pool.Config(), rec).Acquire(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(conn.Release)
+	return conn
+}
+
 // loadPlanFixture writes planFx's rows.
 func loadPlanFixture(f *fx) {
 	f.exec(`
@@ -90,14 +114,8 @@ SELECT shard_id, resource_id, task_type, claim_epoch, generation, '{"net_id":"n2
 func TestPlans_RollupGatePlannedOnAnEmptyTable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := newFx(t)
-	f.kind("leaf", reactWorker)
-	f.kind("comp", reactComposite)
-	f.exec(`ANALYZE`)
-	rec := &plantest.Recorder{}
-	conn, err := plantest.Pool(t, f.pool.Config(), rec).Acquire(ctx)
-	require.NoError(t, err)
-	defer conn.Release()
+	f, rec := emptyPlanFx(t)
+	conn := recordedSession(t, f, rec)
 	require.Equal(t, 0, gateAsDrain(t, conn, "00000000-0000-0000-0000-000000000001", true), "nothing unsettled under an unknown root")
 	rec.Take(t)
 
@@ -126,17 +144,11 @@ func TestPlans_RollupGatePlannedOnAnEmptyTable(t *testing.T) {
 func TestPlans_ScheduleGatePlannedOnEmptyTables(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := newFx(t)
-	f.kind("leaf", reactWorker)
-	f.kind("comp", reactComposite)
-	f.exec(`ANALYZE`)
-	rec := &plantest.Recorder{}
-	conn, err := plantest.Pool(t, f.pool.Config(), rec).Acquire(ctx)
-	require.NoError(t, err)
-	defer conn.Release()
+	f, rec := emptyPlanFx(t)
+	conn := recordedSession(t, f, rec)
 	// The plan such a session keeps, made at once rather than after five
 	// calls.
-	_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
+	_, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
 	require.NoError(t, err)
 	var queued int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT schedule_eligible(ARRAY[gen_random_uuid()])`).Scan(&queued))
@@ -174,12 +186,8 @@ SELECT array_agg(d.id::text) FROM (SELECT DISTINCT dependent_id AS id FROM resou
 func TestPlans_BrokerSessionPlannedOnEmptyTables(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := newFx(t)
-	f.kind("leaf", reactWorker)
-	f.kind("comp", reactComposite)
+	f, rec := emptyPlanFx(t)
 	f.kind("early", reactComposite) // the roots composed before the load (the fixture gives every comp root leaves)
-	f.exec(`ANALYZE`)
-	rec := &plantest.Recorder{}
 	st := New(plantest.Session(t, f.pool.Config(), rec))
 	leaves := Batch{Kind: "leaf", Version: "v1", TaskType: TaskReconcile, Max: 50}
 	rollups := Batch{Kind: "comp", Version: "v1", TaskType: TaskReconcile, Max: 10, OnlyRollups: true}
