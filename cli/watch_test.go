@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,18 +51,27 @@ func (w *watcher) stop(t *testing.T) int {
 	return -1
 }
 
-// waitLine waits for an output line matching re.
+// waitLine waits up to 30 s for an output line matching re; a timeout
+// shows what the watch printed instead.
 func (w *watcher) waitLine(t *testing.T, reason, re string) {
 	t.Helper()
 	rx := regexp.MustCompile(re)
-	apptest.WaitFor(t, 30*time.Second, reason+" (/"+re+"/ in watch output)", func() bool {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(30 * time.Second)
+	for {
 		for _, l := range strings.Split(w.out.String(), "\n") {
 			if rx.MatchString(l) {
-				return true
+				return
 			}
 		}
-		return false
-	})
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("timed out after 30s waiting for %s (/%s/ in watch output); it printed:\n%s\nand on stderr:\n%s",
+				reason, re, w.out.String(), w.err.String())
+		}
+	}
 }
 
 // waitSubscribed waits until the stack's hub has n resource subscribers.
@@ -73,8 +83,12 @@ func (s *stack) waitSubscribed(t *testing.T, n int) {
 	})
 }
 
-func account(name string) string {
-	return `{"kind":"account","name":"` + name + `","labels":{},"spec":{"team":"x","sim":{"latency_ms":0,"failure_rate":0}}}`
+func account(name string) string { return accountTaking(name, 0) }
+
+// accountTaking is an account whose reconcile takes ms milliseconds.
+func accountTaking(name string, ms int) string {
+	return `{"kind":"account","name":"` + name + `","labels":{},"spec":{"team":"x","sim":{"latency_ms":` + strconv.Itoa(ms) +
+		`,"failure_rate":0}}}`
 }
 
 func TestWatch_PrintsChangesMadeByAnotherClient(t *testing.T) {
@@ -96,8 +110,11 @@ func TestWatch_PrintsChangesMadeByAnotherClient(t *testing.T) {
 		table  string // a line of the table watch
 		json   string // a line of the JSON watch
 	}{
+		// Its reconcile takes 3 s: a watch shows a row's latest state, and
+		// an instant reconcile could be READY before the hub re-reads the
+		// new row (seen under a loaded CI run), so RECONCILING never shows.
 		{"a resource another client creates shows up as ADDED",
-			func() { must(t, s.conctlIn(account("w-2"), "apply", "-f", "-")) },
+			func() { must(t, s.conctlIn(accountTaking("w-2", 3000), "apply", "-f", "-")) },
 			`^ADDED\s+account\s+w-2\s+RECONCILING\s+1\s+0\s+1m$`, `"event":"ADDED".*"name":"w-2".*"phase":"RECONCILING"`},
 		{"its reconcile shows up as MODIFIED, READY",
 			func() {},
