@@ -1809,6 +1809,7 @@ $$;
 
 CREATE FUNCTION public.reap_stale_work(p_lo integer, p_hi integer, p_stale_after interval, p_now timestamp with time zone DEFAULT now()) RETURNS integer
     LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
     AS $$
 DECLARE
     v_n int;
@@ -2608,6 +2609,7 @@ $$;
 
 CREATE FUNCTION public.sweep_deletable(p_lo integer, p_hi integer, p_max integer, p_now timestamp with time zone DEFAULT now()) RETURNS integer
     LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
     AS $$
 DECLARE
     v_hard   uuid[];
@@ -2679,6 +2681,7 @@ $$;
 
 CREATE FUNCTION public.sweep_expired_orphans(p_lo integer, p_hi integer, p_max integer, p_now timestamp with time zone DEFAULT now()) RETURNS integer
     LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
     AS $$
 DECLARE
     v_soft uuid[];

@@ -6,8 +6,12 @@
 -- reads only leased rows (idx_work_queue_leased) of the pruned partitions and
 -- skips rows a claimer or the drain holds (SKIP LOCKED). Returns the number
 -- freed; wakes the dispatchers when any.
+-- Seq scans are off: a session keeps the generic plan it made on its first
+-- calls, on a fresh install's empty tables, where a scan is the cheap plan;
+-- kept while a bulk apply grows the table, it would read it whole on every
+-- tick until an ANALYZE (TestPlans_ReaperSessionPlannedOnEmptyTables).
 CREATE OR REPLACE FUNCTION reap_stale_work(p_lo int, p_hi int, p_stale_after interval, p_now timestamptz DEFAULT now())
-RETURNS int LANGUAGE plpgsql AS $$
+RETURNS int LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
     v_n int;
 BEGIN

@@ -16,8 +16,12 @@
 -- Idle gate: idx_resources_deleting (empty in steady state). Candidates are
 -- locked SKIP LOCKED; at most p_max rows are advanced per call.
 -- Returns the number of rows advanced (tasks enqueued + rows deleted).
+-- Seq scans are off: a session keeps the generic plan it made on its first
+-- calls, on a fresh install's empty tables, where a scan is the cheap plan;
+-- kept while a bulk apply grows the table, it would read it whole on every
+-- tick until an ANALYZE (TestPlans_ReaperSessionPlannedOnEmptyTables).
 CREATE OR REPLACE FUNCTION sweep_deletable(p_lo int, p_hi int, p_max int, p_now timestamptz DEFAULT now())
-RETURNS int LANGUAGE plpgsql AS $$
+RETURNS int LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
     v_hard   uuid[];
     v_fin    uuid[];

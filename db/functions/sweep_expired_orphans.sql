@@ -9,8 +9,12 @@
 -- Idle gate: one probe of idx_resources_frozen_sweep below p_now (empty in
 -- steady state; quarantined rows sort above any finite instant). Candidates
 -- are locked SKIP LOCKED. Returns the number of orphans escalated.
+-- Seq scans are off: a session keeps the generic plan it made on its first
+-- calls, on a fresh install's empty tables, where a scan is the cheap plan;
+-- kept while a bulk apply grows the table, it would read it whole on every
+-- tick until an ANALYZE (TestPlans_ReaperSessionPlannedOnEmptyTables).
 CREATE OR REPLACE FUNCTION sweep_expired_orphans(p_lo int, p_hi int, p_max int, p_now timestamptz DEFAULT now())
-RETURNS int LANGUAGE plpgsql AS $$
+RETURNS int LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
     v_soft uuid[];
     v_hard uuid[];
