@@ -487,6 +487,7 @@ $$;
 
 CREATE FUNCTION public.delete_unclaimed_work(p_lo integer, p_hi integer, p_after interval DEFAULT '24:00:00'::interval, p_now timestamp with time zone DEFAULT now()) RETURNS integer
     LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
     AS $$
 DECLARE
     v_n int;
@@ -2081,6 +2082,7 @@ $$;
 
 CREATE FUNCTION public.requeue_for_resync(p_kind text, p_version text, p_lo integer, p_hi integer, p_interval interval, p_recompose boolean, p_max integer, p_now timestamp with time zone DEFAULT now()) RETURNS integer
     LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
     AS $$
 DECLARE
     v_ids uuid[];

@@ -7,9 +7,13 @@
 -- (reap_stale_work resets it when it frees a lease, so a once-claimed row
 -- restarts its clock). Idle gate: a LIMIT 1 probe of the pruned partitions'
 -- pending rows (idx_work_queue_pending); SKIP LOCKED never waits on a claimer.
+-- Seq scans are off: a session keeps the generic plan it made on its first
+-- calls, on a fresh install's empty tables, where a scan is the cheap plan;
+-- kept while a bulk apply grows the table, it would read it whole on every
+-- tick until an ANALYZE (TestPlans_ReaperSessionPlannedOnEmptyTables).
 CREATE OR REPLACE FUNCTION delete_unclaimed_work(p_lo int, p_hi int, p_after interval DEFAULT interval '24 hours',
                                       p_now timestamptz DEFAULT now())
-RETURNS int LANGUAGE plpgsql AS $$
+RETURNS int LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
     v_n int;
 BEGIN

@@ -10,9 +10,13 @@
 -- (idx_resource_phases_kind_page) and each row's times by primary key (no
 -- extra index taxes the hot write path of kinds that never resync).
 -- Returns the number of tasks enqueued.
+-- Seq scans are off: a session keeps the generic plan it made on its first
+-- calls, on a fresh install's empty tables, where a scan is the cheap plan;
+-- kept while a bulk apply grows the table, it would read it whole on every
+-- tick until an ANALYZE (TestPlans_ReaperSessionPlannedOnEmptyTables).
 CREATE OR REPLACE FUNCTION requeue_for_resync(p_kind text, p_version text, p_lo int, p_hi int, p_interval interval,
                                    p_recompose boolean, p_max int, p_now timestamptz DEFAULT now())
-RETURNS int LANGUAGE plpgsql AS $$
+RETURNS int LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
     v_ids uuid[];
 BEGIN

@@ -21,7 +21,7 @@ func TestPlans_ReaperWalksKeepTheirPlans(t *testing.T) {
 		t.Run(stats, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
-			f.kind(kind{name: "leaf", orphanGraceS: 60})
+			f.kind(kind{name: "leaf", orphanGraceS: 60, resyncSecs: 3600})
 			if stats == "bulk" {
 				f.exec(`ANALYZE`)
 			}
@@ -64,7 +64,7 @@ func TestPlans_ReaperWalksKeepTheirPlans(t *testing.T) {
 func TestPlans_ReaperSessionPlannedOnEmptyTables(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.kind(kind{name: "leaf", orphanGraceS: 60})
+	f.kind(kind{name: "leaf", orphanGraceS: 60, resyncSecs: 3600})
 	f.exec(`ANALYZE`)
 	rec := &plantest.Recorder{}
 	st := maintenance.New(plantest.Session(t, f.db.Config(), rec)).WithClock(func() time.Time { return t0 })
@@ -127,5 +127,11 @@ func reaperWalks(st *maintenance.Store, r shard.Range) []reaperWalk {
 		{"reap", func() (int, error) { return st.ReapStaleWork(ctx, r, time.Minute) }},
 		{"orphans", func() (int, error) { return st.SweepExpiredOrphans(ctx, r, 100) }},
 		{"deletable", func() (int, error) { return st.SweepDeletable(ctx, r, 100) }},
+		{"resync", func() (int, error) {
+			return st.RequeueForResync(ctx, maintenance.Resync{Kind: "leaf", Version: "v1", Interval: time.Hour}, r, 100)
+		}},
+		{"unclaimed", func() (int, error) { return st.DeleteUnclaimedWork(ctx, r, time.Hour) }},
+		{"lifecycle", func() (int, error) { return st.ReapStaleLifecycle(ctx, r, time.Minute) }},
+		{"inflight", func() (int, error) { return st.RecountInflight(ctx, r) }},
 	}
 }
