@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/converge-run/converge/core/store/internal/dbx"
@@ -58,6 +59,10 @@ func (s *Store) Claim(ctx context.Context, workerID string, reactors []string, l
 	if len(reactors) == 0 || limit <= 0 {
 		return nil, nil
 	}
+	// Planned for each call, with its arguments (pgx's unnamed statement):
+	// as a session's cached statement it went to a generic plan made on a
+	// near-empty outbox and scanned the partition on every claim
+	// (TestPlans_ClaimPlannedOnAnEmptyOutbox).
 	rows, err := s.pool.Query(ctx, `
 WITH dropped AS (
     DELETE FROM lifecycle_outbox l
@@ -79,7 +84,7 @@ UPDATE lifecycle_outbox l
    AND l.shard_id = p.shard_id AND l.resource_id = p.resource_id AND l.transition = p.transition
    AND l.generation = p.generation AND l.binding_name = p.binding_name
 RETURNING l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id, l.reactor, l.watch_kind,
-          l.claim_epoch, l.attempts, l.snapshot, l.created_at`, workerID, lo, hi, reactors, limit)
+          l.claim_epoch, l.attempts, l.snapshot, l.created_at`, pgx.QueryExecModeCacheDescribe, workerID, lo, hi, reactors, limit)
 	if err != nil {
 		return nil, dbx.Wrap(err, "claim lifecycle deliveries (shards %d-%d)", lo, hi)
 	}

@@ -1,0 +1,54 @@
+package lifecycle_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/store/internal/plantest"
+	"github.com/converge-run/converge/core/store/lifecycle"
+	"github.com/converge-run/converge/db/pgtest"
+)
+
+// TestPlans_ClaimPlannedOnAnEmptyOutbox: a broker's session makes its
+// plans on a fresh install's empty tables and keeps what it cached until an
+// ANALYZE replaces it — a prepared statement's generic plan once five calls
+// cost no less than it, as they do on a near-empty outbox. After a burst of
+// transitions fills the outbox (no ANALYZE), the same session's claim must
+// still read the pending rows through their index, never scan a partition.
+func TestPlans_ClaimPlannedOnAnEmptyOutbox(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	pool := pgtest.PoolFor(t, url)
+	_, err := pool.Exec(ctx, `INSERT INTO reactor_bindings (name, watch_kind, transition, reactor) VALUES ('audit', 'vpc', 'synced', 'sink');
+ANALYZE`)
+	require.NoError(t, err)
+	fill := func(n int) {
+		t.Helper()
+		_, err := pool.Exec(ctx, `
+INSERT INTO lifecycle_outbox (resource_id, transition, generation, binding_name, shard_id, reactor, watch_kind, snapshot, created_at)
+SELECT gen_random_uuid(), 'synced', 1, 'audit', g % 16, 'sink', 'vpc', '{}', now() - g * interval '1 millisecond'
+  FROM generate_series(1, $1) g`, n)
+		require.NoError(t, err)
+	}
+	rec := &plantest.Recorder{}
+	st := lifecycle.New(plantest.Session(t, pool.Config(), rec))
+	for range 6 { // past the plan cache's five custom plans
+		fill(2)
+		ds, err := st.Claim(ctx, "broker-1", []string{"sink"}, 0, 15, 50)
+		require.NoError(t, err)
+		require.Len(t, ds, 2)
+	}
+	rec.Take(t)
+
+	fill(20000)
+	ds, err := st.Claim(ctx, "broker-1", []string{"sink"}, 0, 15, 50)
+	require.NoError(t, err)
+	require.Len(t, ds, 50)
+	plans := rec.Take(t)
+	plantest.Check(t, plans, plantest.Spec{Hot: []string{"lifecycle_outbox"}, Parts: []string{"lifecycle_outbox"},
+		Rules: []plantest.Rule{{Match: "WITH dropped AS", Uses: []string{"lifecycle_outbox_reactor_created_at_idx"}}}})
+	t.Log("\n" + plantest.Summary(plans))
+}
