@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/uuid"
@@ -104,4 +105,40 @@ func TestPlans_RollupAndListKeepTheirPlans(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestPlans_APISessionPlannedOnEmptyTables: an API pod's session makes its
+// plans on a fresh install's empty tables and keeps what it cached — the
+// foreign keys' check plans, and a statement's generic plan once five calls
+// cost no less — until an ANALYZE replaces it. After a bulk load (no
+// ANALYZE), the same session's applies must still reach their rows by key:
+// no Seq Scan of a table that grows with the fleet.
+func TestPlans_APISessionPlannedOnEmptyTables(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	require.NoError(t, applyFixtureKinds(ctx, e.store))
+	_, err := e.pool.Exec(ctx, `ANALYZE`)
+	require.NoError(t, err)
+	rec := &plantest.Recorder{}
+	s := New(plantest.Session(t, e.pool.Config(), rec), nil)
+	apply := func(name string) {
+		t.Helper()
+		_, _, err := s.ApplyResource(ctx, ApplyResourceInput{Kind: "account", Name: name, Labels: map[string]string{"team": "t1"},
+			Spec: []byte(`{"n":1}`)})
+		require.NoError(t, err)
+		_, _, err = s.ApplyResource(ctx, ApplyResourceInput{Kind: "account", Name: name, Labels: map[string]string{"team": "t1"},
+			Spec: []byte(`{"n":2}`)})
+		require.NoError(t, err)
+	}
+	for i := range 6 { // past the plan cache's five custom plans
+		apply(fmt.Sprintf("early-%d", i))
+	}
+	rec.Take(t)
+
+	require.NoError(t, loadFixture(ctx, e.pool, 0, 10000))
+	apply("late")
+	plans := rec.Take(t)
+	plantest.Check(t, plans, plantest.Spec{Hot: []string{"resources", "resource_phases", "resource_labels", "resource_events"}})
+	t.Log("\n" + plantest.Summary(plans))
 }

@@ -220,6 +220,9 @@ func pickVersion(field, kind, want string, versions []kindVersionRow) (kindVersi
 }
 
 func (s *Store) applyResource(ctx context.Context, tx pgx.Tx, in ApplyResourceInput) (resource.Resource, ApplyOutcome, error) {
+	if err := byKeyOnly(ctx, tx); err != nil {
+		return resource.Resource{}, "", err
+	}
 	versions, err := s.kindVersions(ctx, tx, in.Kind)
 	if err != nil {
 		return resource.Resource{}, "", err
