@@ -52,6 +52,9 @@ func (s *Store) operatorAction(ctx context.Context, kind, name, actor, fn, reaso
 	what := fmt.Sprintf("resource %s/%s", kind, name)
 	var out resource.Resource
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := byKeyOnly(ctx, tx); err != nil {
+			return err
+		}
 		cur, err := scanResource(tx.QueryRow(ctx,
 			`SELECT `+resourceColumns+` FROM resources r WHERE r.kind = $1 AND r.name = $2`, kind, name))
 		if err != nil {

@@ -111,8 +111,8 @@ func TestPlans_RollupAndListKeepTheirPlans(t *testing.T) {
 // plans on a fresh install's empty tables and keeps what it cached — the
 // foreign keys' check plans, and a statement's generic plan once five calls
 // cost no less — until an ANALYZE replaces it. After a bulk load (no
-// ANALYZE), the same session's applies must still reach their rows by key:
-// no Seq Scan of a table that grows with the fleet.
+// ANALYZE), the same session's applies and operator verbs must still reach
+// their rows by key: no Seq Scan of a table that grows with the fleet.
 func TestPlans_APISessionPlannedOnEmptyTables(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -122,6 +122,8 @@ func TestPlans_APISessionPlannedOnEmptyTables(t *testing.T) {
 	require.NoError(t, err)
 	rec := &plantest.Recorder{}
 	s := New(plantest.Session(t, e.pool.Config(), rec), nil)
+	// apply creates name, changes its spec, runs each operator verb on it
+	// and deletes it.
 	apply := func(name string) {
 		t.Helper()
 		_, _, err := s.ApplyResource(ctx, ApplyResourceInput{Kind: "account", Name: name, Labels: map[string]string{"team": "t1"},
@@ -130,6 +132,12 @@ func TestPlans_APISessionPlannedOnEmptyTables(t *testing.T) {
 		_, _, err = s.ApplyResource(ctx, ApplyResourceInput{Kind: "account", Name: name, Labels: map[string]string{"team": "t1"},
 			Spec: []byte(`{"n":2}`)})
 		require.NoError(t, err)
+		for _, verb := range []func(context.Context, string, string, string) (resource.Resource, error){
+			s.Resync, s.Quarantine, s.Unquarantine, s.RequestDeletion,
+		} {
+			_, err := verb(ctx, "account", name, "test")
+			require.NoError(t, err)
+		}
 	}
 	for i := range 6 { // past the plan cache's five custom plans
 		apply(fmt.Sprintf("early-%d", i))
