@@ -1988,6 +1988,7 @@ CREATE FUNCTION public.requeue_failed_and_pending(p_lo integer, p_hi integer, p_
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_custom_plan'
     SET jit TO 'off'
+    SET enable_seqscan TO 'off'
     AS $$
 DECLARE
     v_ids    uuid[];
