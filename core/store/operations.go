@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/store/internal/dbx"
 )
 
 // The operator actions are carried out by plpgsql (00003_maintenance.sql);
@@ -52,7 +53,7 @@ func (s *Store) operatorAction(ctx context.Context, kind, name, actor, fn, reaso
 	what := fmt.Sprintf("resource %s/%s", kind, name)
 	var out resource.Resource
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if err := byKeyOnly(ctx, tx); err != nil {
+		if err := dbx.ByKeyOnly(ctx, tx); err != nil {
 			return err
 		}
 		cur, err := scanResource(tx.QueryRow(ctx,

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/store/internal/dbx"
 )
 
 // ApplyResourceInput is the desired state of one resource. An apply is a full
@@ -220,7 +221,7 @@ func pickVersion(field, kind, want string, versions []kindVersionRow) (kindVersi
 }
 
 func (s *Store) applyResource(ctx context.Context, tx pgx.Tx, in ApplyResourceInput) (resource.Resource, ApplyOutcome, error) {
-	if err := byKeyOnly(ctx, tx); err != nil {
+	if err := dbx.ByKeyOnly(ctx, tx); err != nil {
 		return resource.Resource{}, "", err
 	}
 	versions, err := s.kindVersions(ctx, tx, in.Kind)

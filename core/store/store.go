@@ -51,22 +51,6 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return dbx.InTx(ctx, s.primary, fn)
 }
 
-// byKeyOnly turns seq scans off for the rest of tx: for a write that
-// reaches every row it touches by key (an apply: its row by (kind, name),
-// its events, history and phase rows, the foreign keys' checks). A
-// session keeps some plans past the tables' growth — each foreign key's
-// check plan, and a statement's generic plan once five calls cost no less
-// than it — and a plan made while the tables were small (a fresh install's
-// first applies) is a Seq Scan, which it would keep while a bulk apply
-// grows them, until an ANALYZE replaces it
-// (TestPlans_APISessionPlannedOnEmptyTables).
-func byKeyOnly(ctx context.Context, tx pgx.Tx) error {
-	if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
-		return dbx.Wrap(err, "set enable_seqscan")
-	}
-	return nil
-}
-
 // PrimaryReads returns a view of the store whose reads go to the primary:
 // the read-your-writes path (a mutation's nested fields, a hub re-read that
 // must not trail the NOTIFY it follows). It shares the kind cache.

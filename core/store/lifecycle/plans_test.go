@@ -35,7 +35,7 @@ SELECT gen_random_uuid(), 'synced', 1, 'audit', g % 16, 'sink', 'vpc', '{}', now
 	}
 	rec := &plantest.Recorder{}
 	st := lifecycle.New(plantest.Session(t, pool.Config(), rec))
-	for range 6 { // past the plan cache's five custom plans
+	for range plantest.KeptPlanCalls {
 		fill(2)
 		ds, err := st.Claim(ctx, "broker-1", []string{"sink"}, 0, 15, 50)
 		require.NoError(t, err)

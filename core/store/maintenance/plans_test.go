@@ -42,14 +42,7 @@ func TestPlans_ReaperWalksKeepTheirPlans(t *testing.T) {
 				Small: plantest.SmallRelations(t, f.db, 64, "work_queue"),
 			}
 
-			for _, step := range reaperWalks(st, r) {
-				_, err := step.run()
-				require.NoError(t, err, step.name)
-				plans := rec.Take(t)
-				require.NotEmpty(t, plans, step.name)
-				plantest.Check(t, plans, spec)
-				t.Logf("%s:\n%s", step.name, plantest.Summary(plans))
-			}
+			checkWalks(t, reaperWalks(st, r), rec, spec)
 		})
 	}
 }
@@ -70,7 +63,7 @@ func TestPlans_ReaperSessionPlannedOnEmptyTables(t *testing.T) {
 	st := maintenance.New(plantest.Session(t, f.db.Config(), rec)).WithClock(func() time.Time { return t0 })
 	r := shard.Between(0, 15)
 	walks := reaperWalks(st, r)
-	for range 6 { // past the plan cache's five custom plans
+	for range plantest.KeptPlanCalls {
 		for _, step := range walks {
 			_, err := step.run()
 			require.NoError(t, err, step.name)
@@ -79,7 +72,12 @@ func TestPlans_ReaperSessionPlannedOnEmptyTables(t *testing.T) {
 	rec.Take(t)
 
 	loadReaperRows(f)
-	spec := plantest.Spec{Hot: []string{"resources", "resource_phases", "work_queue"}, Parts: []string{"work_queue"}}
+	checkWalks(t, walks, rec, plantest.Spec{Hot: []string{"resources", "resource_phases", "work_queue"}, Parts: []string{"work_queue"}})
+}
+
+// checkWalks runs each walk once and checks the plans rec recorded for it.
+func checkWalks(t *testing.T, walks []reaperWalk, rec *plantest.Recorder, spec plantest.Spec) {
+	t.Helper()
 	for _, step := range walks {
 		_, err := step.run()
 		require.NoError(t, err, step.name)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/converge-run/converge/core/store/internal/dbx"
 )
 
 // Composition is what a composer returned for its root: the desired
@@ -139,15 +141,10 @@ func (s *Store) ApplyCompose(ctx context.Context, task Task, c Composition) (Com
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	// The batch statements below can be estimated above jit_above_cost on a
-	// large table; compiling them costs far more than running them. Seq
-	// scans are off: every statement of a compose, and the foreign-key
-	// checks its inserts fire, reach their rows by key, and a plan made
-	// while the tables are small — the foreign keys' are made once per
-	// session and kept, and so are the statements' once five calls cost no
-	// less than their generic plan — would otherwise scan resources and the
-	// edges for every child, kept while a bulk apply grows them, until an
-	// ANALYZE replaces it (TestPlans_BrokerSessionPlannedOnEmptyTables).
-	if _, err := tx.Exec(ctx, `SET LOCAL jit = off; SET LOCAL enable_seqscan = off`); err != nil {
+	// large table; compiling them costs far more than running them. Every
+	// statement of a compose, and every foreign-key check its inserts fire,
+	// reaches its rows by key (dbx.ByKeyOnlySQL, in the same round trip).
+	if _, err := tx.Exec(ctx, `SET LOCAL jit = off; `+dbx.ByKeyOnlySQL); err != nil {
 		return res, wrap(err, "compose %s: set planner options", root)
 	}
 

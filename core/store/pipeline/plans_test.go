@@ -230,7 +230,7 @@ func TestPlans_BrokerSessionPlannedOnEmptyTables(t *testing.T) {
 			}
 		}
 	}
-	for i := range 6 { // past the plan cache's five custom plans
+	for i := range plantest.KeptPlanCalls {
 		f.exec(`
 INSERT INTO resources (id, kind, version, name, shard_id) SELECT id, 'early', 'v1', $1, shard_of(id) & 15 FROM (SELECT gen_random_uuid() AS id) x`,
 			fmt.Sprintf("early-%d", i))

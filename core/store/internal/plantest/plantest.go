@@ -160,6 +160,13 @@ func Pool(t testing.TB, cfg *pgxpool.Config, r *Recorder) *pgxpool.Pool {
 	return recordedPool(t, cfg, r, 4)
 }
 
+// KeptPlanCalls is how many calls of a statement a test makes in one
+// session before the plan it is checking can be a kept one: Postgres plans
+// the first five for their arguments, and from the sixth reuses the
+// statement's generic plan — made from the statistics of that moment — as
+// long as it costs no more than they did on average.
+const KeptPlanCalls = 6
+
 // Session is Pool with one connection: every call runs in one session, so
 // a plan it cached on an earlier call (a generic plan, made from the
 // statistics of that moment) is the plan a later call runs.
