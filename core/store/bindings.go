@@ -105,6 +105,11 @@ func (s *Store) ApplyReactorBinding(ctx context.Context, in ReactorBindingInput)
 			return invalid("reactor", "not_a_reactor",
 				"%q is not a registered reactor kind (a kind whose manifest declares only reactor reactions)", in.Reactor)
 		}
+		if !enabled { // a disabled binding fires nothing
+			if err := dropPendingDeliveries(ctx, tx, in.Name); err != nil {
+				return err
+			}
+		}
 		var inserted bool
 		b, err = scanBinding(tx.QueryRow(ctx, `
 			INSERT INTO reactor_bindings AS b (name, watch_kind, transition, reactor, label_match, enabled)
@@ -172,14 +177,33 @@ func (s *Store) ListReactorBindings(ctx context.Context, watchKind, reactor stri
 	return out, nil
 }
 
-// DeleteReactorBinding deletes the binding name; ErrNotFound when absent.
+// DeleteReactorBinding deletes the binding name and its pending deliveries
+// (claimed ones finish); ErrNotFound when absent.
 func (s *Store) DeleteReactorBinding(ctx context.Context, name string) error {
-	tag, err := s.primary.Exec(ctx, `DELETE FROM reactor_bindings WHERE name = $1`, name)
-	if err != nil {
-		return mapErr(err, "reactor binding "+name)
-	}
-	if tag.RowsAffected() == 0 {
-		return notFound("reactor binding %s not found", name)
-	}
-	return nil
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := dropPendingDeliveries(ctx, tx, name); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM reactor_bindings WHERE name = $1`, name)
+		if err != nil {
+			return mapErr(err, "reactor binding "+name)
+		}
+		if tag.RowsAffected() == 0 {
+			return notFound("reactor binding %s not found", name)
+		}
+		return nil
+	})
+}
+
+// dropPendingDeliveries deletes the unclaimed lifecycle_outbox rows of the
+// binding name, read through its reactor's pending index: a disabled or
+// deleted binding's backlog goes with it, not one claim batch at a time. Rows a transition
+// commits beside the disable, and claims that lapse after it, are dropped by
+// the claim that meets them (lifecycle.Store.Claim).
+func dropPendingDeliveries(ctx context.Context, tx pgx.Tx, name string) error {
+	_, err := tx.Exec(ctx, `
+DELETE FROM lifecycle_outbox l
+ USING reactor_bindings b
+ WHERE b.name = $1 AND l.reactor = b.reactor AND l.binding_name = b.name AND l.worker_id IS NULL`, name)
+	return mapErr(err, "drop the pending deliveries of reactor binding "+name)
 }

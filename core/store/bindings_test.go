@@ -134,3 +134,52 @@ func TestReactorBindings_ListAndDelete(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotFound)
 	require.Equal(t, []string{"a-noop-sink", "c-vpc-sink"}, names("", ""))
 }
+
+// A disabled binding fires nothing: disabling it, or deleting it, drops its
+// pending deliveries in the same transaction. Deliveries already claimed
+// finish, and other bindings' rows are left alone.
+func TestReactorBinding_DisableAndDeleteDropPendingDeliveries(t *testing.T) {
+	t.Parallel()
+	e := newEnvWithKinds(t)
+	ctx := context.Background()
+	for _, name := range []string{"audit", "other"} {
+		_, _, err := e.store.ApplyReactorBinding(ctx, ReactorBindingInput{Name: name, WatchKind: "vpc",
+			Transition: manifest.TransitionSynced, Reactor: "statussink"})
+		require.NoError(t, err)
+	}
+	_, err := e.pool.Exec(ctx, `
+INSERT INTO lifecycle_outbox (resource_id, transition, generation, binding_name, shard_id, reactor, watch_kind, snapshot,
+                              worker_id, claim_epoch, heartbeat_at)
+SELECT gen_random_uuid(), 'synced', 1, b, g % 256, 'statussink', 'vpc', '{}',
+       CASE WHEN g % 4 = 0 THEN 'broker-1' END, CASE WHEN g % 4 = 0 THEN g END, CASE WHEN g % 4 = 0 THEN now() END
+  FROM unnest(ARRAY['audit', 'other']) b, generate_series(1, 40) g`)
+	require.NoError(t, err)
+	rows := func() map[string][2]int { // binding → {pending, claimed}
+		t.Helper()
+		out := map[string][2]int{}
+		r, err := e.pool.Query(ctx, `SELECT binding_name, count(*) FILTER (WHERE worker_id IS NULL), count(*) FILTER (WHERE worker_id IS NOT NULL)
+  FROM lifecycle_outbox GROUP BY 1`)
+		require.NoError(t, err)
+		for r.Next() {
+			var b string
+			var p, c int
+			require.NoError(t, r.Scan(&b, &p, &c))
+			out[b] = [2]int{p, c}
+		}
+		require.NoError(t, r.Err())
+		return out
+	}
+	require.Equal(t, map[string][2]int{"audit": {30, 10}, "other": {30, 10}}, rows())
+
+	_, outcome, err := e.store.ApplyReactorBinding(ctx, ReactorBindingInput{Name: "audit", WatchKind: "vpc",
+		Transition: manifest.TransitionSynced, Reactor: "statussink", Enabled: ptr(false)})
+	require.NoError(t, err)
+	require.Equal(t, Configured, outcome)
+	require.Equal(t, map[string][2]int{"audit": {0, 10}, "other": {30, 10}}, rows(), "disabling drops the binding's pending rows")
+
+	require.NoError(t, e.store.DeleteReactorBinding(ctx, "other"))
+	require.Equal(t, map[string][2]int{"audit": {0, 10}, "other": {0, 10}}, rows(), "deleting drops the binding's pending rows")
+
+	err = e.store.DeleteReactorBinding(ctx, "other")
+	require.ErrorIs(t, err, ErrNotFound)
+}

@@ -46,62 +46,129 @@ type Delivery struct {
 }
 
 // Store claims and acknowledges deliveries.
-type Store struct{ pool dbx.Querier }
+type Store struct{ pool *pgxpool.Pool }
 
 // New returns a Store on the primary pool.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // Claim leases up to limit pending deliveries for the reactor kinds in shards
-// [lo, hi] (range-pruned, FOR UPDATE SKIP LOCKED), oldest first. Rows whose
-// binding was deleted or disabled since they were written are dropped: a
-// disabled binding never fires.
+// [lo, hi] (range-pruned, FOR UPDATE SKIP LOCKED), oldest first. A row whose
+// binding was deleted or disabled after it was written (a transition that
+// committed beside the disable, or a claim that lapsed) is dropped instead of
+// delivered: a disabled binding never fires. The bulk of a disabled
+// binding's backlog is deleted with the disable (ApplyReactorBinding,
+// DeleteReactorBinding), so a claim drops only such stragglers.
+//
+// A claim reads the rows it returns, not the backlog: each reactor's oldest
+// limit rows by its pending index, merged by age (TestPlans_ClaimReadsItsBatchNotTheBacklog).
 func (s *Store) Claim(ctx context.Context, workerID string, reactors []string, lo, hi, limit int) ([]Delivery, error) {
 	if len(reactors) == 0 || limit <= 0 {
 		return nil, nil
 	}
+	for {
+		ds, dropped, err := s.claimOnce(ctx, workerID, reactors, lo, hi, limit)
+		// A batch of stragglers only: the rows behind them may be live.
+		if err != nil || len(ds) > 0 || dropped == 0 {
+			return ds, err
+		}
+	}
+}
+
+// claimOnce claims the oldest limit pending rows, dropping those whose
+// binding is no longer enabled; it returns the claimed deliveries and how
+// many rows it dropped.
+func (s *Store) claimOnce(ctx context.Context, workerID string, reactors []string, lo, hi, limit int) ([]Delivery, int, error) {
+	var (
+		out     []Delivery
+		dropped int
+	)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// The picked rows are updated (or dropped) by key. Over a range
+		// of several partitions, the join to them was otherwise planned as
+		// a hash over Seq Scans of every partition in the range while the
+		// backlog was small enough for that to cost less: a read of the
+		// whole backlog, which is exactly what the claim must not do.
+		if err := dbx.ByKeyOnly(ctx, tx); err != nil {
+			return err
+		}
+		var err error
+		out, dropped, err = claimRows(ctx, tx, workerID, reactors, lo, hi, limit)
+		return err
+	})
+	if err != nil {
+		return nil, 0, dbx.Wrap(err, "claim lifecycle deliveries (shards %d-%d)", lo, hi)
+	}
+	return out, dropped, nil
+}
+
+// claimRows is claimOnce's statement.
+func claimRows(ctx context.Context, tx pgx.Tx, workerID string, reactors []string, lo, hi, limit int) ([]Delivery, int, error) {
 	// Planned for each call, with its arguments (pgx's unnamed statement):
 	// as a session's cached statement it went to a generic plan made on a
 	// near-empty outbox and scanned the partition on every claim
-	// (TestPlans_ClaimPlannedOnAnEmptyOutbox).
-	rows, err := s.pool.Query(ctx, `
-WITH dropped AS (
-    DELETE FROM lifecycle_outbox l
-     WHERE l.shard_id BETWEEN $2 AND $3 AND l.worker_id IS NULL AND l.reactor = ANY($4)
-       AND NOT EXISTS (SELECT 1 FROM reactor_bindings b WHERE b.name = l.binding_name AND b.enabled)
-), picked AS (
-    SELECT l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id
-      FROM lifecycle_outbox l
-     WHERE l.shard_id BETWEEN $2 AND $3 AND l.worker_id IS NULL AND l.reactor = ANY($4)
-       AND EXISTS (SELECT 1 FROM reactor_bindings b WHERE b.name = l.binding_name AND b.enabled)
-     ORDER BY l.created_at
+	// (TestPlans_ClaimPlannedOnAnEmptyOutbox). One reactor's rows are taken
+	// per lateral probe: ordered by age over reactor = ANY(...), the pending
+	// index gives no order, and every pending row was read and sorted.
+	rows, err := tx.Query(ctx, `
+WITH picked AS (
+    SELECT c.resource_id, c.transition, c.generation, c.binding_name, c.shard_id,
+           EXISTS (SELECT 1 FROM reactor_bindings b WHERE b.name = c.binding_name AND b.enabled) AS live
+      FROM unnest($4::text[]) AS r(reactor)
+     CROSS JOIN LATERAL (
+        SELECT l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id, l.created_at
+          FROM lifecycle_outbox l
+         WHERE l.reactor = r.reactor AND l.worker_id IS NULL AND l.shard_id BETWEEN $2 AND $3
+         ORDER BY l.created_at
+         LIMIT $5
+           FOR UPDATE OF l SKIP LOCKED) c
+     ORDER BY c.created_at
      LIMIT $5
-       FOR UPDATE OF l SKIP LOCKED
+), dropped AS (
+    DELETE FROM lifecycle_outbox l
+     USING picked p
+     WHERE NOT p.live AND l.shard_id BETWEEN $2 AND $3
+       AND l.shard_id = p.shard_id AND l.resource_id = p.resource_id AND l.transition = p.transition
+       AND l.generation = p.generation AND l.binding_name = p.binding_name
+    RETURNING l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id, l.reactor, l.watch_kind,
+              0::bigint, l.attempts, NULL::jsonb, l.created_at
+), claimed AS (
+    UPDATE lifecycle_outbox l
+       SET worker_id = $1, claim_epoch = nextval('claim_epoch_seq'), heartbeat_at = now(), attempts = l.attempts + 1
+      FROM picked p
+     WHERE p.live AND l.shard_id BETWEEN $2 AND $3
+       AND l.shard_id = p.shard_id AND l.resource_id = p.resource_id AND l.transition = p.transition
+       AND l.generation = p.generation AND l.binding_name = p.binding_name
+    RETURNING l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id, l.reactor, l.watch_kind,
+              l.claim_epoch, l.attempts, l.snapshot, l.created_at
 )
-UPDATE lifecycle_outbox l
-   SET worker_id = $1, claim_epoch = nextval('claim_epoch_seq'), heartbeat_at = now(), attempts = l.attempts + 1
-  FROM picked p
- WHERE l.shard_id BETWEEN $2 AND $3
-   AND l.shard_id = p.shard_id AND l.resource_id = p.resource_id AND l.transition = p.transition
-   AND l.generation = p.generation AND l.binding_name = p.binding_name
-RETURNING l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id, l.reactor, l.watch_kind,
-          l.claim_epoch, l.attempts, l.snapshot, l.created_at`, pgx.QueryExecModeCacheDescribe, workerID, lo, hi, reactors, limit)
+SELECT true, * FROM claimed
+ UNION ALL
+SELECT false, * FROM dropped`,
+		pgx.QueryExecModeCacheDescribe, workerID, lo, hi, reactors, limit)
 	if err != nil {
-		return nil, dbx.Wrap(err, "claim lifecycle deliveries (shards %d-%d)", lo, hi)
+		return nil, 0, err
 	}
 	defer rows.Close()
-	var out []Delivery
+	var (
+		out     []Delivery
+		dropped int
+	)
 	for rows.Next() {
-		var d Delivery
-		if err := rows.Scan(&d.Key.ResourceID, &d.Key.Transition, &d.Key.Generation, &d.Key.Binding, &d.Key.ShardID,
+		var (
+			d    Delivery
+			kept bool
+		)
+		if err := rows.Scan(&kept, &d.Key.ResourceID, &d.Key.Transition, &d.Key.Generation, &d.Key.Binding, &d.Key.ShardID,
 			&d.Reactor, &d.WatchKind, &d.ClaimEpoch, &d.Attempts, &d.Snapshot, &d.Created); err != nil {
-			return nil, dbx.Wrap(err, "claim lifecycle deliveries")
+			return nil, 0, err
+		}
+		if !kept {
+			dropped++
+			continue
 		}
 		out = append(out, d)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, dbx.Wrap(err, "claim lifecycle deliveries (shards %d-%d)", lo, hi)
-	}
-	return out, nil
+	return out, dropped, rows.Err()
 }
 
 // Ack deletes a delivered row, fenced on its claim epoch (a row re-armed

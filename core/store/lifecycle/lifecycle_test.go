@@ -76,3 +76,37 @@ VALUES ($1, 'synced', 1, 'audit', $2, 'sink', 'vpc', '{}', $3, $4, now())`, r.id
 	require.NoError(t, err)
 	require.Zero(t, n, "a released claim is not released twice")
 }
+
+// A claim drops the rows of a binding disabled after they were written (the
+// disable deletes its backlog, but a transition committing beside it, or a
+// claim lapsing after it, leaves such rows), and claims the live rows behind
+// them in the same call, however many stragglers come first.
+func TestClaim_DropsADisabledBindingsStragglersAndClaimsWhatFollows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.PoolFor(t, pgtest.URL(t))
+	_, err := pool.Exec(ctx, `
+INSERT INTO reactor_bindings (name, watch_kind, transition, reactor, enabled)
+VALUES ('audit', 'vpc', 'synced', 'sink', true), ('old', 'vpc', 'synced', 'sink', false);
+INSERT INTO lifecycle_outbox (resource_id, transition, generation, binding_name, shard_id, reactor, watch_kind, snapshot, created_at)
+SELECT gen_random_uuid(), 'synced', 1, CASE WHEN g <= 120 THEN 'old' ELSE 'audit' END, g % 256, 'sink', 'vpc', '{}',
+       now() - (200 - g) * interval '1 second'
+  FROM generate_series(1, 130) g`)
+	require.NoError(t, err)
+
+	ds, err := lifecycle.New(pool).Claim(ctx, "broker-1", []string{"sink"}, 0, 255, 50)
+	require.NoError(t, err)
+	require.Len(t, ds, 10, "the live rows behind 120 stragglers, in one call")
+	for _, d := range ds {
+		require.Equal(t, "audit", d.Key.Binding)
+		require.NotZero(t, d.ClaimEpoch)
+		require.JSONEq(t, `{}`, string(d.Snapshot))
+	}
+	var left int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM lifecycle_outbox WHERE binding_name = 'old'`).Scan(&left))
+	require.Zero(t, left, "the stragglers are deleted, not delivered")
+
+	ds, err = lifecycle.New(pool).Claim(ctx, "broker-1", []string{"sink"}, 0, 255, 50)
+	require.NoError(t, err)
+	require.Empty(t, ds)
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/store/internal/plantest"
@@ -49,6 +51,53 @@ SELECT gen_random_uuid(), 'synced', 1, 'audit', g % 16, 'sink', 'vpc', '{}', now
 	require.Len(t, ds, 50)
 	plans := rec.Take(t)
 	plantest.Check(t, plans, plantest.Spec{Hot: []string{"lifecycle_outbox"}, Parts: []string{"lifecycle_outbox"},
-		Rules: []plantest.Rule{{Match: "WITH dropped AS", Uses: []string{"lifecycle_outbox_reactor_created_at_idx"}}}})
+		Rules: []plantest.Rule{{Match: "WITH picked AS", Uses: []string{"lifecycle_outbox_reactor_created_at_idx"}}}})
+	t.Log("\n" + plantest.Summary(plans))
+}
+
+// TestPlans_ClaimReadsItsBatchNotTheBacklog: a reactor that lags holds a
+// backlog; a claim of 50 must read about 50 rows, whatever the backlog and
+// however many reactors the broker serves, and still hand them out oldest
+// first across the reactors. (Ordered by age over reactor = ANY(...), the
+// pending index gave no order: every claim read the whole backlog, 21,018
+// buffers for 50 of 20,000.)
+func TestPlans_ClaimReadsItsBatchNotTheBacklog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	pool := pgtest.PoolFor(t, url)
+	_, err := pool.Exec(ctx, `
+INSERT INTO reactor_bindings (name, watch_kind, transition, reactor) VALUES ('audit', 'vpc', 'synced', 'sink'),
+                                                                            ('billing', 'vpc', 'synced', 'meter');
+INSERT INTO lifecycle_outbox (resource_id, transition, generation, binding_name, shard_id, reactor, watch_kind, snapshot, created_at)
+SELECT gen_random_uuid(), 'synced', 1, CASE WHEN g % 2 = 0 THEN 'audit' ELSE 'billing' END, g % 256,
+       CASE WHEN g % 2 = 0 THEN 'sink' ELSE 'meter' END, 'vpc', '{}', now() - g * interval '1 millisecond'
+  FROM generate_series(1, 40000) g;
+ANALYZE`)
+	require.NoError(t, err)
+	rows, err := pool.Query(ctx, `SELECT resource_id FROM lifecycle_outbox WHERE shard_id < 128 ORDER BY created_at LIMIT 50`)
+	require.NoError(t, err)
+	oldest, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	require.NoError(t, err)
+	rec := &plantest.Recorder{}
+	st := lifecycle.New(plantest.Pool(t, pool.Config(), rec))
+
+	ds, err := st.Claim(ctx, "broker-1", []string{"sink", "meter"}, 0, 127, 50)
+	require.NoError(t, err)
+	got := make([]uuid.UUID, len(ds))
+	reactors := map[string]int{}
+	for i, d := range ds {
+		got[i] = d.Key.ResourceID
+		reactors[d.Reactor]++
+	}
+	require.ElementsMatch(t, oldest, got, "the 50 oldest of the shards 0-127")
+	require.Equal(t, map[string]int{"sink": 25, "meter": 25}, reactors, "from both reactors")
+
+	plans := rec.Take(t)
+	plantest.Check(t, plans, plantest.Spec{Hot: []string{"lifecycle_outbox"},
+		Rules: []plantest.Rule{{Match: "WITH picked AS", Uses: []string{"lifecycle_outbox_reactor_created_at_idx"}}}})
+	for _, p := range plans {
+		require.Less(t, p.Buffers(), int64(2000), "a claim of 50 reads its batch, not the backlog:\n%s", p)
+	}
 	t.Log("\n" + plantest.Summary(plans))
 }
