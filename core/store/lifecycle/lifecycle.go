@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/converge-run/converge/core/store/internal/dbx"
@@ -82,15 +83,7 @@ func (s *Store) claimOnce(ctx context.Context, workerID string, reactors []strin
 		out     []Delivery
 		dropped int
 	)
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// The picked rows are updated (or dropped) by key. Over a range
-		// of several partitions, the join to them was otherwise planned as
-		// a hash over Seq Scans of every partition in the range while the
-		// backlog was small enough for that to cost less: a read of the
-		// whole backlog, which is exactly what the claim must not do.
-		if err := dbx.ByKeyOnly(ctx, tx); err != nil {
-			return err
-		}
+	err := s.byKey(ctx, func(tx pgx.Tx) error {
 		var err error
 		out, dropped, err = claimRows(ctx, tx, workerID, reactors, lo, hi, limit)
 		return err
@@ -99,6 +92,22 @@ func (s *Store) claimOnce(ctx context.Context, workerID string, reactors []strin
 		return nil, 0, dbx.Wrap(err, "claim lifecycle deliveries (shards %d-%d)", lo, hi)
 	}
 	return out, dropped, nil
+}
+
+// byKey runs fn in a transaction that reaches rows by key only
+// (dbx.ByKeyOnly). The claim, the heartbeat and the release join a batch of
+// rows to the partitions of a shard range; while the backlog is small enough
+// for it to cost less, that join was planned as a hash over Seq Scans of every
+// partition in the range — a read of the whole backlog, on every call, that
+// grows with it (TestPlans_ClaimReadsItsBatchNotTheBacklog,
+// TestPlans_ClaimPlannedOnAnEmptyOutbox).
+func (s *Store) byKey(ctx context.Context, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := dbx.ByKeyOnly(ctx, tx); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
 }
 
 // claimRows is claimOnce's statement.
@@ -179,7 +188,7 @@ func (s *Store) Ack(ctx context.Context, d Delivery) (bool, error) {
 DELETE FROM lifecycle_outbox
  WHERE shard_id BETWEEN $5 AND $5 AND shard_id = $5 AND resource_id = $1 AND transition = $2
    AND generation = $3 AND binding_name = $4 AND claim_epoch = $6`,
-		d.Key.ResourceID, d.Key.Transition, d.Key.Generation, d.Key.Binding, d.Key.ShardID, d.ClaimEpoch)
+		pgx.QueryExecModeCacheDescribe, d.Key.ResourceID, d.Key.Transition, d.Key.Generation, d.Key.Binding, d.Key.ShardID, d.ClaimEpoch)
 	if err != nil {
 		return false, dbx.Wrap(err, "ack lifecycle delivery %s", d.Key.DedupToken())
 	}
@@ -204,11 +213,17 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, ds []Delivery) (
 		return 0, nil
 	}
 	ids, epochs, lo, hi := claimsOf(ds)
-	tag, err := s.pool.Exec(ctx, `
+	var tag pgconn.CommandTag
+	err := s.byKey(ctx, func(tx pgx.Tx) error {
+		var err error
+		tag, err = tx.Exec(ctx, `
 UPDATE lifecycle_outbox l SET heartbeat_at = now()
   FROM unnest($4::uuid[], $5::bigint[]) AS k(resource_id, claim_epoch)
  WHERE l.shard_id BETWEEN $2 AND $3 AND l.worker_id = $1
-   AND l.resource_id = k.resource_id AND l.claim_epoch = k.claim_epoch`, workerID, lo, hi, ids, epochs)
+   AND l.resource_id = k.resource_id AND l.claim_epoch = k.claim_epoch`,
+			pgx.QueryExecModeCacheDescribe, workerID, lo, hi, ids, epochs)
+		return err
+	})
 	if err != nil {
 		return 0, dbx.Wrap(err, "heartbeat %d lifecycle deliveries", len(ds))
 	}
@@ -226,7 +241,8 @@ func (s *Store) Release(ctx context.Context, workerID string, ds []Delivery) (in
 	}
 	ids, epochs, lo, hi := claimsOf(ds)
 	var n int
-	err := s.pool.QueryRow(ctx, `
+	err := s.byKey(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `
 WITH freed AS (
     UPDATE lifecycle_outbox l SET worker_id = NULL, claim_epoch = NULL, heartbeat_at = NULL
       FROM unnest($4::uuid[], $5::bigint[]) AS k(resource_id, claim_epoch)
@@ -237,7 +253,8 @@ WITH freed AS (
     SELECT count(*)::int AS n FROM freed
 )
 SELECT n.n FROM n LEFT JOIN LATERAL (SELECT pg_notify('lifecycle_ready', '') WHERE n.n > 0) w ON true`,
-		workerID, lo, hi, ids, epochs).Scan(&n)
+			pgx.QueryExecModeCacheDescribe, workerID, lo, hi, ids, epochs).Scan(&n)
+	})
 	if err != nil {
 		return 0, dbx.Wrap(err, "release %d lifecycle deliveries", len(ds))
 	}

@@ -37,18 +37,31 @@ SELECT gen_random_uuid(), 'synced', 1, 'audit', g % 16, 'sink', 'vpc', '{}', now
 	}
 	rec := &plantest.Recorder{}
 	st := lifecycle.New(plantest.Session(t, pool.Config(), rec))
-	for range plantest.KeptPlanCalls {
-		fill(2)
+	// A claim, then the claimed rows' heartbeat, an ack and a release:
+	// every statement a dispatcher sends.
+	round := func(want int) {
+		t.Helper()
 		ds, err := st.Claim(ctx, "broker-1", []string{"sink"}, 0, 15, 50)
 		require.NoError(t, err)
-		require.Len(t, ds, 2)
+		require.Len(t, ds, want)
+		n, err := st.Heartbeat(ctx, "broker-1", ds)
+		require.NoError(t, err)
+		require.Equal(t, want, n)
+		acked, err := st.Ack(ctx, ds[0])
+		require.NoError(t, err)
+		require.True(t, acked)
+		n, err = st.Release(ctx, "broker-1", ds[want-1:])
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+	}
+	for i := range plantest.KeptPlanCalls {
+		fill(2)
+		round(2 + min(i, 1)) // the two new rows, and the one released last round
 	}
 	rec.Take(t)
 
 	fill(20000)
-	ds, err := st.Claim(ctx, "broker-1", []string{"sink"}, 0, 15, 50)
-	require.NoError(t, err)
-	require.Len(t, ds, 50)
+	round(50) // the oldest: of the 20,000
 	plans := rec.Take(t)
 	plantest.Check(t, plans, plantest.Spec{Hot: []string{"lifecycle_outbox"}, Parts: []string{"lifecycle_outbox"},
 		Rules: []plantest.Rule{{Match: "WITH picked AS", Uses: []string{"lifecycle_outbox_reactor_created_at_idx"}}}})
