@@ -230,6 +230,33 @@ func TestPlans_BrokerSessionPlannedOnEmptyTables(t *testing.T) {
 			}
 		}
 	}
+	// leased does what a broker does with claimed leaf tasks before their
+	// results: heartbeats them, adopts them (a worker's resumed session),
+	// counts a lost attempt of one, reads the outbox's lag, and releases the
+	// last (it is claimed again later). It returns the tasks left to finish.
+	leased := func(ts []Task) []Task {
+		t.Helper()
+		require.GreaterOrEqual(t, len(ts), 2)
+		keys := make([]TaskKey, len(ts))
+		held := make([]Held, len(ts))
+		for i, task := range ts {
+			keys[i], held[i] = task.Key, Held{Key: task.Key, Epoch: task.ClaimEpoch}
+		}
+		n, err := st.Heartbeat(ctx, "w", 0, 15, keys)
+		require.NoError(t, err)
+		require.Equal(t, len(ts), n)
+		adopted, err := st.Adopt(ctx, "w", held)
+		require.NoError(t, err)
+		require.Len(t, adopted, len(ts))
+		_, _, _, err = st.RecordLostAttempt(ctx, ts[0])
+		require.NoError(t, err)
+		_, err = st.OutboxLag(ctx, 0, 15)
+		require.NoError(t, err)
+		n, err = st.Release(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 15}, keys[len(ts)-1:])
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		return ts[:len(ts)-1]
+	}
 	for i := range plantest.KeptPlanCalls {
 		f.exec(`
 INSERT INTO resources (id, kind, version, name, shard_id) SELECT id, 'early', 'v1', $1, shard_of(id) & 15 FROM (SELECT gen_random_uuid() AS id) x`,
@@ -240,6 +267,17 @@ SELECT id, 'reconcile', shard_id, kind, version, generation FROM resources WHERE
 		ts, err := st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 15}, leaves)
 		require.NoError(t, err)
 		finish(ts)
+		f.exec(`
+WITH r AS (
+    INSERT INTO resources (id, kind, version, name, shard_id)
+    SELECT id, 'leaf', 'v1', $1 || g, shard_of(id) & 15 FROM (SELECT gen_random_uuid() AS id, g FROM generate_series(1, 2) g) x
+    RETURNING id, shard_id, kind, version, generation
+)
+INSERT INTO work_queue (resource_id, task_type, shard_id, kind, version, generation)
+SELECT id, 'reconcile', shard_id, kind, version, generation FROM r`, fmt.Sprintf("solo-%d-", i))
+		ts, err = st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 15}, leaves)
+		require.NoError(t, err)
+		finish(leased(ts))
 		_, err = st.Claimable(ctx, 0, 15, []Batch{{Kind: "leaf", Version: "v1", TaskType: TaskReconcile}})
 		require.NoError(t, err)
 		_, err = st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 15}, rollups)
@@ -255,7 +293,7 @@ ON CONFLICT DO NOTHING`)
 	ts, err := st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 15}, leaves)
 	require.NoError(t, err)
 	require.NotEmpty(t, ts, "the fixture queues leaves")
-	finish(ts)
+	finish(leased(ts))
 	has, err := st.Claimable(ctx, 0, 15, []Batch{{Kind: "leaf", Version: "v1", TaskType: TaskReconcile}})
 	require.NoError(t, err)
 	require.Equal(t, []bool{true}, has)

@@ -9,7 +9,7 @@
 //	  leaf_per_sec=<f> tail_ms=<f> pg_cpu_ms_per_leaf=<f> converge_cpu_ms_per_leaf=<f> worker_cpu_ms_per_leaf=<f>
 //	  first_leaf_ms=<f> cpu_cores=<f> converge_rss_end_mb=<f> worker_rss_end_mb=<f> probe_polls=<n> probe_pg_cpu_ms=<f>
 //	  converge_io_calls_per_leaf=<f> worker_io_calls_per_leaf=<f> converge_rss_mean_mb=<f> worker_rss_mean_mb=<f>
-//	  host_syscall_us=<f> host_rtt_us=<f> seq_rows_per_leaf=<f>
+//	  host_syscall_us=<f> host_rtt_us=<f> seq_rows_per_leaf=<f> outbox_seq_rows_per_leaf=<f>
 //	  [river_jobs_per_sec=<f> ratio=<f> river_n=<n> river_pg_cpu_ms_per_job=<f> river_cpu_ms_per_job=<f>]
 //
 // (one line; wrapped here). The run starts at the first measured root's
@@ -40,7 +40,9 @@
 // database round trips a leaf costs, on the wire. seq_rows_per_leaf is the
 // rows Seq Scans read from the tables that grow with the fleet over the
 // same window, divided by n (stack.SeqRowsRead): a plan trap's signature,
-// near zero in a healthy run.
+// near zero in a healthy run. outbox_seq_rows_per_leaf is the same for the
+// outbox's partitions, apart: the drain's pops read small partitions whole
+// (see stack.SeqRows).
 //
 // With -statements N the cluster tracks statements (pg_stat_statements,
 // nested ones included, planning too: a small cost on every statement) and

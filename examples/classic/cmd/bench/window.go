@@ -21,7 +21,7 @@ type usage struct {
 	peakMB  [2]float64    // converge, worker: VmHWM at the end
 	endMB   [2]float64    // converge, worker: VmRSS at the end
 	meanMB  [2]float64    // converge, worker: VmRSS averaged over the window (rssSampler)
-	seqRows int64         // rows Seq Scans read from the growing tables (stack.SeqRowsRead)
+	seqRows stack.SeqRows // rows Seq Scans read from the growing tables and the outbox
 }
 
 // runWindow is the measured window: from just before the first root's
@@ -79,7 +79,7 @@ func runWindow(ctx context.Context, st *stack.Stack, p params, roots, n int, spe
 	if err != nil {
 		return u, err
 	}
-	u.seqRows = seqAfter - seqBefore
+	u.seqRows = stack.SeqRows{Fleet: seqAfter.Fleet - seqBefore.Fleet, Outbox: seqAfter.Outbox - seqBefore.Outbox}
 	u.cpu = cpuAfter.Sub(cpuBefore)
 	for i, d := range []stack.IOCalls{convergeAfter.Sub(convergeCalls), workerAfter.Sub(workerCalls)} {
 		u.calls[i] = d.Reads + d.Writes
@@ -106,13 +106,13 @@ func formatLine(n int, res result, u usage, h hostSpeed) string {
 		" leaf_per_sec=%.1f tail_ms=%.1f pg_cpu_ms_per_leaf=%.3f converge_cpu_ms_per_leaf=%.3f worker_cpu_ms_per_leaf=%.3f"+
 		" first_leaf_ms=%.1f cpu_cores=%.2f converge_rss_end_mb=%.1f worker_rss_end_mb=%.1f probe_polls=%d probe_pg_cpu_ms=%.1f"+
 		" converge_io_calls_per_leaf=%.2f worker_io_calls_per_leaf=%.2f converge_rss_mean_mb=%.1f worker_rss_mean_mb=%.1f"+
-		" host_syscall_us=%.2f host_rtt_us=%.1f seq_rows_per_leaf=%.2f",
+		" host_syscall_us=%.2f host_rtt_us=%.1f seq_rows_per_leaf=%.2f outbox_seq_rows_per_leaf=%.2f",
 		n, res.rate, res.p50, res.p99, res.rollup, u.peakMB[0], u.peakMB[1],
 		res.leafRate, res.tail, perLeaf(u.cpu.Postgres), perLeaf(u.cpu.Converge), perLeaf(u.cpu.Worker),
 		res.firstLeaf, (u.cpu.Postgres+u.cpu.Converge+u.cpu.Worker).Seconds()/u.wall.Seconds(),
 		u.endMB[0], u.endMB[1], u.polls, u.probe,
 		float64(u.calls[0])/float64(n), float64(u.calls[1])/float64(n), u.meanMB[0], u.meanMB[1],
-		h.syscallUS, h.rttUS, float64(u.seqRows)/float64(n))
+		h.syscallUS, h.rttUS, float64(u.seqRows.Fleet)/float64(n), float64(u.seqRows.Outbox)/float64(n))
 }
 
 // printStatements prints the top statements of the measured window, one
