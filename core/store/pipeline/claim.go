@@ -379,6 +379,13 @@ var (
 // how many rows held locked and how many they changed, and heldRetry
 // re-runs them (a fresh snapshot sees the new version) until none is
 // missed — without it a release could leave a task leased until the reaper.
+// The statements built on it (heartbeat, release, adopt) are planned per
+// call, with their arguments (pgx's unnamed statement), as the claim is: a
+// session's cached statement goes to a generic plan once five calls cost no
+// less than it, and one made while the queue is small — a fresh install's
+// first tasks — reads the partition by Seq Scan on every later call
+// (TestPlans_BrokerSessionPlannedOnEmptyTables; it caught the lost-attempt
+// count doing so).
 const heldCTE = `
 WITH held AS MATERIALIZED (
     SELECT w.ctid
@@ -459,7 +466,7 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, lo, hi int, keys
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM beat)`,
-				pgpool.Reserve(plo, phi, shards, ids, types, ops, workerID, s.now())...).Scan(&locked, &changed)
+				pgpool.Reserve(pgx.QueryExecModeCacheDescribe, plo, phi, shards, ids, types, ops, workerID, s.now())...).Scan(&locked, &changed)
 			return locked, changed, err
 		})
 		total += n
@@ -493,7 +500,8 @@ func (s *Store) Release(ctx context.Context, l Lease, keys []TaskKey) (int, erro
      GROUP BY rel.kind, rel.version
     ON CONFLICT (kind, version, range_lo) DO UPDATE SET in_flight = k.in_flight + EXCLUDED.in_flight
 )
-SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM rel)`, pgpool.Reserve(plo, phi, shards, ids, types, ops, l.WorkerID, l.Lo)...).Scan(&locked, &changed)
+SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM rel)`,
+				pgpool.Reserve(pgx.QueryExecModeCacheDescribe, plo, phi, shards, ids, types, ops, l.WorkerID, l.Lo)...).Scan(&locked, &changed)
 			return locked, changed, err
 		})
 		total += n
@@ -528,7 +536,7 @@ UPDATE work_queue w
  WHERE w.shard_id BETWEEN $1 AND $1 AND w.resource_id = $2 AND w.task_type = $3 AND w.op_id = $4
    AND w.claim_epoch = $5
 RETURNING w.attempts, o.lim, o.last`,
-		k.ShardID, k.ResourceID, string(k.TaskType), k.OpID, t.ClaimEpoch).Scan(&attempts, &limit, &last)
+		pgx.QueryExecModeCacheDescribe, k.ShardID, k.ResourceID, string(k.TaskType), k.OpID, t.ClaimEpoch).Scan(&attempts, &limit, &last)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, false, ErrFenced
 	}
