@@ -40,6 +40,10 @@ bench-store ROWS="1000000":
 bench-sched N="100000":
     BENCH_N={{N}} go test ./core/store/pipeline -run '^$' -bench '^BenchmarkSched$' -benchtime 1x -timeout 60m
 
+# Reactor delivery from the store's side: a backlog of N deliveries claimed and acked as a broker does.
+bench-delivery N="20000":
+    BENCH_N={{N}} go test ./core/store/lifecycle -run '^$' -bench '^BenchmarkDelivery$' -benchtime 1x -timeout 60m
+
 # End to end: N leaves under bom roots through real converge and worker processes; one line of rates, tail, CPU per leaf, RSS.
 bench N="10000" *ARGS:
     go run ./examples/classic/cmd/bench -n {{N}} {{ARGS}}
