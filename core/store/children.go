@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/store/internal/dbx"
 )
 
 // ChildrenKey asks for one page of a resource's direct composed children.
@@ -70,7 +71,7 @@ func (s *Store) ChildrenPages(ctx context.Context, keys []ChildrenKey) (map[Chil
 	if len(order) == 0 {
 		return out, nil
 	}
-	batch := &pgx.Batch{}
+	batch := dbx.ByKeyBatch()
 	limits := make([]int, len(order))
 	for i, sh := range order {
 		limit, err := queueChildrenPage(batch, sh, groups[sh])
@@ -79,7 +80,10 @@ func (s *Store) ChildrenPages(ctx context.Context, keys []ChildrenKey) (map[Chil
 		}
 		limits[i] = limit
 	}
-	br := s.read.SendBatch(ctx, batch)
+	br, err := dbx.SendByKey(ctx, s.read, batch)
+	if err != nil {
+		return nil, mapErr(err, "children pages")
+	}
 	defer func() { _ = br.Close() }()
 	for i, sh := range order {
 		byOwner, err := readChildrenPage(br)

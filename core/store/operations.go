@@ -181,7 +181,7 @@ func (s *Store) OperationsFor(ctx context.Context, keys []OperationsKey) (map[Op
 	if len(limits) == 0 {
 		return out, nil
 	}
-	batch := &pgx.Batch{}
+	batch := dbx.ByKeyBatch()
 	for _, l := range limits {
 		if l < 0 {
 			return nil, invalid("first", "limit_invalid", "must be positive, got %d", l)
@@ -195,7 +195,10 @@ SELECT `+operationColumns+`
        ) o
  ORDER BY o.resource_id, o.created_at DESC`, byLimit[l], min(max(l, 1), 100))
 	}
-	br := s.read.SendBatch(ctx, batch)
+	br, err := dbx.SendByKey(ctx, s.read, batch)
+	if err != nil {
+		return nil, mapErr(err, "operations")
+	}
 	defer func() { _ = br.Close() }()
 	for _, l := range limits {
 		rows, err := br.Query()

@@ -111,8 +111,10 @@ func TestPlans_RollupAndListKeepTheirPlans(t *testing.T) {
 // plans on a fresh install's empty tables and keeps what it cached — the
 // foreign keys' check plans, and a statement's generic plan once five calls
 // cost no less — until an ANALYZE replaces it. After a bulk load (no
-// ANALYZE), the same session's applies and operator verbs must still reach
-// their rows by key: no Seq Scan of a table that grows with the fleet.
+// ANALYZE), the same session's applies, operator verbs and reads (the
+// resource, its events, the list pages and the dataloader's batches) must
+// still reach their rows by key: no Seq Scan of a table that grows with the
+// fleet.
 func TestPlans_APISessionPlannedOnEmptyTables(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -122,8 +124,37 @@ func TestPlans_APISessionPlannedOnEmptyTables(t *testing.T) {
 	require.NoError(t, err)
 	rec := &plantest.Recorder{}
 	s := New(plantest.Session(t, e.pool.Config(), rec), nil)
-	// apply creates name, changes its spec, runs each operator verb on it
-	// and deletes it.
+	// read reads name as the API's queries and pages do.
+	read := func(name string) {
+		t.Helper()
+		r, err := s.GetResource(ctx, "account", name)
+		require.NoError(t, err)
+		_, err = s.GetResourceByID(ctx, r.ID)
+		require.NoError(t, err)
+		_, err = s.ListEvents(ctx, r.ID, 20, "")
+		require.NoError(t, err)
+		_, err = s.Conditions(ctx, r.ID)
+		require.NoError(t, err)
+		// the API's dataloader batches
+		_, err = s.ConditionsFor(ctx, []uuid.UUID{r.ID})
+		require.NoError(t, err)
+		_, err = s.ChildrenPages(ctx, []ChildrenKey{{OwnerID: r.ID, Limit: 20}})
+		require.NoError(t, err)
+		_, err = s.OperationsFor(ctx, []OperationsKey{{ResourceID: r.ID, Limit: 20}})
+		require.NoError(t, err)
+		_, err = s.DependentsFor(ctx, []DependentsKey{{ID: r.ID, Limit: 20}})
+		require.NoError(t, err)
+		for _, opts := range []ListOptions{
+			{}, {Phases: []resource.Phase{resource.PhaseReconciling}}, {Kind: "account"},
+			{Kind: "account", Phases: []resource.Phase{resource.PhaseReady}}, {OwnerID: &r.ID},
+			{Labels: map[string]string{"team": "t1"}},
+		} {
+			_, err := s.ListResources(ctx, opts)
+			require.NoError(t, err)
+		}
+	}
+	// apply creates name, changes its spec, reads it, runs each operator
+	// verb on it and deletes it.
 	apply := func(name string) {
 		t.Helper()
 		_, _, err := s.ApplyResource(ctx, ApplyResourceInput{Kind: "account", Name: name, Labels: map[string]string{"team": "t1"},
@@ -132,6 +163,7 @@ func TestPlans_APISessionPlannedOnEmptyTables(t *testing.T) {
 		_, _, err = s.ApplyResource(ctx, ApplyResourceInput{Kind: "account", Name: name, Labels: map[string]string{"team": "t1"},
 			Spec: []byte(`{"n":2}`)})
 		require.NoError(t, err)
+		read(name)
 		for _, verb := range []func(context.Context, string, string, string) (resource.Resource, error){
 			s.Resync, s.Quarantine, s.Unquarantine, s.RequestDeletion,
 		} {
@@ -145,8 +177,13 @@ func TestPlans_APISessionPlannedOnEmptyTables(t *testing.T) {
 	rec.Take(t)
 
 	require.NoError(t, loadFixture(ctx, e.pool, 0, 10000))
+	_, err = e.pool.Exec(ctx, `
+INSERT INTO resource_events (resource_id, type, reason, message) SELECT id, 'Normal', 'Loaded', '' FROM resources, generate_series(1, 2);
+INSERT INTO resource_conditions (resource_id, type, status) SELECT id, 'Ready', 'True' FROM resources WHERE kind = 'subnet'`)
+	require.NoError(t, err)
 	apply("late")
 	plans := rec.Take(t)
-	plantest.Check(t, plans, plantest.Spec{Hot: []string{"resources", "resource_phases", "resource_labels", "resource_events"}})
+	plantest.Check(t, plans, plantest.Spec{Hot: []string{"resources", "resource_phases", "resource_labels", "resource_events",
+		"resource_conditions", "resource_deps", "resource_operations"}})
 	t.Log("\n" + plantest.Summary(plans))
 }

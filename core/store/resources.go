@@ -395,13 +395,14 @@ func checkConfigRef(ctx context.Context, tx pgx.Tx, kind, name string) error {
 // GetResource returns the resource (kind, name).
 func (s *Store) GetResource(ctx context.Context, kind, name string) (resource.Resource, error) {
 	r, err := scanResource(s.read.QueryRow(ctx,
-		`SELECT `+resourceColumns+` FROM resources r WHERE r.kind = $1 AND r.name = $2`, kind, name))
+		`SELECT `+resourceColumns+` FROM resources r WHERE r.kind = $1 AND r.name = $2`, pgx.QueryExecModeCacheDescribe, kind, name))
 	return r, mapErr(err, fmt.Sprintf("resource %s/%s", kind, name))
 }
 
 // GetResourceByID returns the resource with id.
 func (s *Store) GetResourceByID(ctx context.Context, id uuid.UUID) (resource.Resource, error) {
-	r, err := scanResource(s.read.QueryRow(ctx, `SELECT `+resourceColumns+` FROM resources r WHERE r.id = $1`, id))
+	r, err := scanResource(s.read.QueryRow(ctx, `SELECT `+resourceColumns+` FROM resources r WHERE r.id = $1`,
+		pgx.QueryExecModeCacheDescribe, id))
 	return r, mapErr(err, "resource "+id.String())
 }
 

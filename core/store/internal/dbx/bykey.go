@@ -25,3 +25,35 @@ func ByKeyOnly(ctx context.Context, tx pgx.Tx) error {
 	}
 	return nil
 }
+
+// byKeyBatchSQL is ByKeySQL for a batch: a batch's statements run in one
+// implicit transaction (one Sync), so a setting local to it lasts for the
+// batch's statements and no longer.
+const byKeyBatchSQL = `SELECT set_config('enable_seqscan', 'off', true)`
+
+// ByKeyBatch returns a batch whose statements reach rows by key only (see
+// ByKeyOnlySQL): the API's dataloader batches are cached statements of a
+// read pool, whose generic plans, made on a fresh install's small tables,
+// scanned them on every later call (TestPlans_APISessionPlannedOnEmptyTables).
+// Send it with SendByKey.
+func ByKeyBatch() *pgx.Batch {
+	b := &pgx.Batch{}
+	b.Queue(byKeyBatchSQL)
+	return b
+}
+
+// BatchSender sends batches (a pool, a connection or a transaction).
+type BatchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// SendByKey sends b, made by ByKeyBatch, and reads the setting's result:
+// the results returned are those of the statements queued after it.
+func SendByKey(ctx context.Context, q BatchSender, b *pgx.Batch) (pgx.BatchResults, error) {
+	br := q.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return nil, Wrap(err, "set enable_seqscan")
+	}
+	return br, nil
+}
