@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/converge-run/converge/core/resource"
 )
@@ -15,8 +16,11 @@ import (
 // after a missed announcement. Deleting and orphaned rows are included: a
 // teardown is followed to its end. An unknown root reads as no rows.
 func (s *Store) SubtreeResources(ctx context.Context, root uuid.UUID) ([]resource.Resource, error) {
+	// One array of ids, probed by key: "r.id = $1 OR r.id IN (…)" was
+	// planned as a Seq Scan of resources filtered on both, whatever their
+	// sizes (an OR with a subquery has no index path).
 	rows, err := s.read.Query(ctx, `SELECT `+resourceColumns+` FROM resources r
-		WHERE r.id = $1 OR r.id IN (SELECT descendant_ids($1))`, root)
+		WHERE r.id = ANY (ARRAY[$1::uuid] || ARRAY(SELECT descendant_ids($1)))`, pgx.QueryExecModeCacheDescribe, root)
 	if err != nil {
 		return nil, mapErr(err, "read the subtree of "+root.String())
 	}

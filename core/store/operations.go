@@ -229,7 +229,8 @@ func (s *Store) OperationsByIDs(ctx context.Context, ids []uuid.UUID) (map[uuid.
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := s.read.Query(ctx, `SELECT `+operationColumns+` FROM resource_operations o WHERE o.id = ANY($1::uuid[])`, ids)
+	rows, err := s.read.Query(ctx, `SELECT `+operationColumns+` FROM resource_operations o WHERE o.id = ANY($1::uuid[])`,
+		pgx.QueryExecModeCacheDescribe, ids)
 	if err != nil {
 		return nil, mapErr(err, "operations by id")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -144,6 +145,16 @@ func TestPlans_APISessionPlannedOnEmptyTables(t *testing.T) {
 		require.NoError(t, err)
 		_, err = s.DependentsFor(ctx, []DependentsKey{{ID: r.ID, Limit: 20}})
 		require.NoError(t, err)
+		_, err = s.ResourcesByIDs(ctx, []uuid.UUID{r.ID}) // the live hub's re-read of announced rows
+		require.NoError(t, err)
+		_, err = s.OperationsByIDs(ctx, []uuid.UUID{r.ID})
+		require.NoError(t, err)
+		_, err = s.SubtreeResources(ctx, r.ID)
+		require.NoError(t, err)
+		_, err = s.SpecHistory(ctx, r.ID, 20)
+		require.NoError(t, err)
+		_, err = s.Explain(ctx, r.ID, time.Minute)
+		require.NoError(t, err)
 		for _, opts := range []ListOptions{
 			{}, {Phases: []resource.Phase{resource.PhaseReconciling}}, {Kind: "account"},
 			{Kind: "account", Phases: []resource.Phase{resource.PhaseReady}}, {OwnerID: &r.ID},
@@ -179,7 +190,8 @@ func TestPlans_APISessionPlannedOnEmptyTables(t *testing.T) {
 	require.NoError(t, loadFixture(ctx, e.pool, 0, 10000))
 	_, err = e.pool.Exec(ctx, `
 INSERT INTO resource_events (resource_id, type, reason, message) SELECT id, 'Normal', 'Loaded', '' FROM resources, generate_series(1, 2);
-INSERT INTO resource_conditions (resource_id, type, status) SELECT id, 'Ready', 'True' FROM resources WHERE kind = 'subnet'`)
+INSERT INTO resource_conditions (resource_id, type, status) SELECT id, 'Ready', 'True' FROM resources WHERE kind = 'subnet';
+INSERT INTO resource_operations (resource_id, verb, state) SELECT id, 'probe', 'Succeeded' FROM resources`)
 	require.NoError(t, err)
 	apply("late")
 	plans := rec.Take(t)

@@ -414,7 +414,8 @@ func (s *Store) ResourcesByIDs(ctx context.Context, ids []uuid.UUID) (map[uuid.U
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := s.read.Query(ctx, `SELECT `+resourceColumns+` FROM resources r WHERE r.id = ANY($1::uuid[])`, ids)
+	rows, err := s.read.Query(ctx, `SELECT `+resourceColumns+` FROM resources r WHERE r.id = ANY($1::uuid[])`,
+		pgx.QueryExecModeCacheDescribe, ids)
 	if err != nil {
 		return nil, mapErr(err, "resources by id")
 	}
