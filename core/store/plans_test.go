@@ -149,6 +149,10 @@ func TestPlans_APISessionPlannedOnEmptyTables(t *testing.T) {
 		require.NoError(t, err)
 		_, err = s.OperationsByIDs(ctx, []uuid.UUID{r.ID})
 		require.NoError(t, err)
+		_, err = s.GetOperation(ctx, r.ID) // no operation has the resource's id
+		require.ErrorIs(t, err, ErrNotFound)
+		_, err = s.OperationForTask(ctx, r.ID)
+		require.ErrorIs(t, err, ErrNotFound)
 		_, err = s.SubtreeResources(ctx, r.ID)
 		require.NoError(t, err)
 		_, err = s.SpecHistory(ctx, r.ID, 20)
