@@ -159,6 +159,11 @@ func TestPlans_APISessionPlannedOnEmptyTables(t *testing.T) {
 		require.NoError(t, err)
 		_, err = s.Explain(ctx, r.ID, time.Minute)
 		require.NoError(t, err)
+		// a rollup's reads (a broker's session)
+		_, err = s.SubtreeSettled(ctx, r.ID)
+		require.NoError(t, err)
+		_, err = s.ComposedSubtree(ctx, r.ID)
+		require.NoError(t, err)
 		for _, opts := range []ListOptions{
 			{}, {Phases: []resource.Phase{resource.PhaseReconciling}}, {Kind: "account"},
 			{Kind: "account", Phases: []resource.Phase{resource.PhaseReady}}, {OwnerID: &r.ID},

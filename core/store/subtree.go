@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/converge-run/converge/core/resource"
 )
@@ -39,7 +40,8 @@ type Subtree struct {
 // A root that no longer exists has nothing to wait for (true).
 func (s *Store) SubtreeSettled(ctx context.Context, root uuid.UUID) (bool, error) {
 	var gate *int32
-	err := s.primary.QueryRow(ctx, `SELECT (SELECT rollup_gate(r.id, r.root_id IS NULL, 0) FROM resources r WHERE r.id = $1)`, root).Scan(&gate)
+	err := s.primary.QueryRow(ctx, `SELECT (SELECT rollup_gate(r.id, r.root_id IS NULL, 0) FROM resources r WHERE r.id = $1)`,
+		pgx.QueryExecModeCacheDescribe, root).Scan(&gate)
 	if err != nil {
 		return false, fmt.Errorf("probe the subtree of %s: %w", root, err)
 	}
@@ -64,7 +66,11 @@ func (s *Store) ComposedSubtree(ctx context.Context, root uuid.UUID) (Subtree, e
 // its request from the rows as they arrive, so a composite of 1,000 leaves
 // is never held twice (as nodes, then as the request).
 //
-// The walk uses idx_resources_owner at every level (there is no plain
+// The walk (like SubtreeSettled's probe) is planned per call, with its
+// arguments: as a session's cached statement, its generic plan made while
+// the tables were small read resources by Seq Scan on every later rollup
+// (TestPlans_APISessionPlannedOnEmptyTables). The walk uses
+// idx_resources_owner at every level (there is no plain
 // root_id index; a root_id probe would read every resource), and only
 // below kinds that have a composer, so a composite of 1,000 leaves is one
 // index scan, not 1,000 more probes for children leaves cannot have. Each
@@ -90,7 +96,7 @@ SELECT r.id, r.kind, r.name, r.phase, r.health_ok, r.status, r.owner_id,
        (r.synced_gen < r.generation AND r.failure_gen <> r.generation) AS progressing
   FROM sub r
  WHERE r.frozen_until IS NULL AND r.deletion_requested_at IS NULL
- ORDER BY r.kind, r.name`, root, withStatus)
+ ORDER BY r.kind, r.name`, pgx.QueryExecModeCacheDescribe, root, withStatus)
 	if err != nil {
 		return false, fmt.Errorf("read subtree of %s: %w", root, err)
 	}
