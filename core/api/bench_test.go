@@ -20,7 +20,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -29,9 +28,7 @@ import (
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/notify"
 	"github.com/converge-run/converge/core/store/pipeline"
-	"github.com/converge-run/converge/db/migrate"
-	"github.com/converge-run/converge/db/migrations"
-	"github.com/converge-run/converge/db/pgcluster"
+	"github.com/converge-run/converge/db/pgtest"
 	"github.com/converge-run/converge/resolvers"
 )
 
@@ -183,28 +180,8 @@ func envInt(b *testing.B, name string, def int) int {
 // database; all removed when the benchmark ends.
 func benchPool(b *testing.B, ctx context.Context) *pgxpool.Pool {
 	b.Helper()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{Settings: benchSettings, Logger: zerolog.Nop(), StartTimeout: 2 * time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = c.Stop() })
-	admin, err := pgx.Connect(ctx, c.URL("postgres"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE bench"); err != nil {
-		b.Fatal(err)
-	}
-	_ = admin.Close(ctx)
-	fsys := migrations.FS
-	if dir := os.Getenv("PGTEST_MIGRATIONS_DIR"); dir != "" {
-		if err := migrate.UpFS(ctx, c.URL("bench"), os.DirFS(dir)); err != nil {
-			b.Fatal(err)
-		}
-	} else if err := migrate.UpFS(ctx, c.URL("bench"), fsys); err != nil {
-		b.Fatal(err)
-	}
-	cfg, err := pgxpool.ParseConfig(c.URL("bench"))
+	url := pgtest.BenchURL(b, benchSettings)
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		b.Fatal(err)
 	}

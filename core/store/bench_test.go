@@ -6,7 +6,6 @@ import (
 	"crypto/md5"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -19,12 +18,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/core/resource"
-	"github.com/converge-run/converge/db/migrate"
-	"github.com/converge-run/converge/db/migrations"
-	"github.com/converge-run/converge/db/pgcluster"
+	"github.com/converge-run/converge/db/pgtest"
 )
 
 // benchSettings are the server settings of the benchmark's private cluster:
@@ -237,27 +233,8 @@ func BenchmarkStore(b *testing.B) {
 func benchPool(b *testing.B) *pgxpool.Pool {
 	b.Helper()
 	ctx := context.Background()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{Settings: benchSettings, Logger: zerolog.Nop(), StartTimeout: 2 * time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = c.Stop() })
-	admin, err := pgx.Connect(ctx, c.URL("postgres"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE bench"); err != nil {
-		b.Fatal(err)
-	}
-	_ = admin.Close(ctx)
-	var fsys fs.FS = migrations.FS
-	if dir := os.Getenv("PGTEST_MIGRATIONS_DIR"); dir != "" {
-		fsys = os.DirFS(dir)
-	}
-	if err := migrate.UpFS(ctx, c.URL("bench"), fsys); err != nil {
-		b.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, c.URL("bench"))
+	url := pgtest.BenchURL(b, benchSettings)
+	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		b.Fatal(err)
 	}

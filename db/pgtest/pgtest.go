@@ -150,11 +150,7 @@ func start() (*server, error) {
 	}
 	// PGTEST_MIGRATIONS_DIR lets a developer iterate on a migration in a
 	// scratch copy of db/migrations without breaking everyone else's runs.
-	var fsys fs.FS = migrations.FS
-	if dir := os.Getenv("PGTEST_MIGRATIONS_DIR"); dir != "" {
-		fsys = os.DirFS(dir)
-	}
-	if err := migrate.UpFS(ctx, s.urlFor(s.template), fsys); err != nil {
+	if err := migrate.UpFS(ctx, s.urlFor(s.template), migrationsFS()); err != nil {
 		return nil, fmt.Errorf("migrate template database: %w", err)
 	}
 	return s, nil
@@ -270,4 +266,36 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return strings.ToLower(hex.EncodeToString(b))
+}
+
+// migrationsFS is the migrations a database gets: the embedded set, or
+// PGTEST_MIGRATIONS_DIR's.
+func migrationsFS() fs.FS {
+	if dir := os.Getenv("PGTEST_MIGRATIONS_DIR"); dir != "" {
+		return os.DirFS(dir)
+	}
+	return migrations.FS
+}
+
+// BenchURL starts a private cluster for one benchmark, at Postgres' default
+// durability (fsync, synchronous_commit and full_page_writes on, unlike the
+// tests' cluster) with settings on top, creates and migrates a database
+// "bench" on it, and returns its URL; the cluster and its data are removed
+// when the benchmark ends. A benchmark measures what production runs, so it
+// gets its own server rather than the tests' shared, fsync-less one.
+func BenchURL(b testing.TB, settings map[string]string) string {
+	b.Helper()
+	ctx := context.Background()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{Settings: settings, Logger: zerolog.Nop(), StartTimeout: 2 * time.Minute})
+	if err != nil {
+		b.Fatalf("pgtest: start the benchmark's cluster: %v", err)
+	}
+	b.Cleanup(func() { _ = c.Stop() })
+	if err := c.CreateDatabase(ctx, "bench"); err != nil {
+		b.Fatalf("pgtest: create the benchmark's database: %v", err)
+	}
+	if err := migrate.UpFS(ctx, c.URL("bench"), migrationsFS()); err != nil {
+		b.Fatalf("pgtest: migrate the benchmark's database: %v", err)
+	}
+	return c.URL("bench")
 }

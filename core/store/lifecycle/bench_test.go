@@ -9,12 +9,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/core/store/lifecycle"
-	"github.com/converge-run/converge/db/migrate"
-	"github.com/converge-run/converge/db/pgcluster"
 	"github.com/converge-run/converge/db/pgpool"
+	"github.com/converge-run/converge/db/pgtest"
 )
 
 // BenchmarkDelivery drains a reactor backlog as a broker's reactor
@@ -85,19 +83,7 @@ const benchDeliveryBatch = 100
 
 func deliveryPool(b *testing.B, ctx context.Context) *pgxpool.Pool {
 	b.Helper()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{Logger: zerolog.Nop(),
-		Settings: map[string]string{"shared_buffers": "1GB", "max_wal_size": "8GB", "checkpoint_timeout": "30min"}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = c.Stop() })
-	if err := c.CreateDatabase(ctx, "bench"); err != nil {
-		b.Fatal(err)
-	}
-	url := c.URL("bench")
-	if err := migrate.Up(ctx, url); err != nil {
-		b.Fatal(err)
-	}
+	url := pgtest.BenchURL(b, map[string]string{"shared_buffers": "1GB", "max_wal_size": "8GB", "checkpoint_timeout": "30min"})
 	cfg, err := pgpool.Config(url, 4)
 	if err != nil {
 		b.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"strconv"
 	"sync"
@@ -15,12 +14,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/rs/zerolog"
 
-	"github.com/converge-run/converge/db/migrate"
-	"github.com/converge-run/converge/db/migrations"
-	"github.com/converge-run/converge/db/pgcluster"
 	"github.com/converge-run/converge/db/pgpool"
+	"github.com/converge-run/converge/db/pgtest"
 )
 
 // Benchmark shape. BENCH_N leaves under composite roots of benchLeaves
@@ -362,23 +358,7 @@ func benchPool(b *testing.B, ctx context.Context) *pgxpool.Pool {
 		settings["shared_preload_libraries"] = "pg_stat_statements"
 		settings["pg_stat_statements.track"] = "all"
 	}
-	c, err := pgcluster.Start(ctx, pgcluster.Options{Logger: zerolog.Nop(), Settings: settings})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = c.Stop() })
-	if err := c.CreateDatabase(ctx, "bench"); err != nil {
-		b.Fatal(err)
-	}
-	url := c.URL("bench")
-	var fsys fs.FS = migrations.FS
-	if dir := os.Getenv("PGTEST_MIGRATIONS_DIR"); dir != "" {
-		fsys = os.DirFS(dir)
-	}
-	if err := migrate.UpFS(ctx, url, fsys); err != nil {
-		b.Fatal(err)
-	}
-
+	url := pgtest.BenchURL(b, settings)
 	cfg, err := pgpool.Config(url, 16)
 	if err != nil {
 		b.Fatal(err)
