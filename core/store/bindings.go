@@ -197,9 +197,9 @@ func (s *Store) DeleteReactorBinding(ctx context.Context, name string) error {
 
 // dropPendingDeliveries deletes the unclaimed lifecycle_outbox rows of the
 // binding name, read through its reactor's pending index: a disabled or
-// deleted binding's backlog goes with it, not one claim batch at a time. Rows a transition
-// commits beside the disable, and claims that lapse after it, are dropped by
-// the claim that meets them (lifecycle.Store.Claim).
+// deleted binding's backlog goes with it, not one claim batch at a time.
+// Rows a transition commits beside the disable, and claims that lapse after
+// it, are dropped by the claim that meets them (lifecycle.Store.Claim).
 func dropPendingDeliveries(ctx context.Context, tx pgx.Tx, name string) error {
 	_, err := tx.Exec(ctx, `
 DELETE FROM lifecycle_outbox l

@@ -26,7 +26,7 @@ func ByKeyOnly(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
-// byKeyBatchSQL is ByKeySQL for a batch: a batch's statements run in one
+// byKeyBatchSQL is ByKeyOnlySQL for a batch: a batch's statements run in one
 // implicit transaction (one Sync), so a setting local to it lasts for the
 // batch's statements and no longer.
 const byKeyBatchSQL = `SELECT set_config('enable_seqscan', 'off', true)`
