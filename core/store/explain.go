@@ -69,10 +69,7 @@ func (s *Store) Explain(ctx context.Context, id uuid.UUID, liveness time.Duratio
 	var out []Wait
 	// By key only: explain_resource's statements are plans a session keeps
 	// (TestPlans_APISessionPlannedOnEmptyTables).
-	err := pgx.BeginFunc(ctx, s.primary, func(tx pgx.Tx) error {
-		if err := dbx.ByKeyOnly(ctx, tx); err != nil {
-			return err
-		}
+	err := dbx.InByKeyTx(ctx, s.primary, func(tx pgx.Tx) error {
 		var exists bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM resources WHERE id = $1)`, id).Scan(&exists); err != nil {
 			return mapErr(err, "resource "+id.String())

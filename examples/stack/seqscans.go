@@ -21,6 +21,11 @@ type SeqRows struct {
 	Outbox int64
 }
 
+// Sub is the rows read between an earlier reading b and s.
+func (s SeqRows) Sub(b SeqRows) SeqRows {
+	return SeqRows{Fleet: s.Fleet - b.Fleet, Outbox: s.Outbox - b.Outbox}
+}
+
 // SeqRowsRead reads the Seq Scan counters of the fleet's tables and the
 // outbox (the catalog-sized tables beside them are left out: scanning those
 // is the cheap plan). The counters are the server's cumulative statistics,

@@ -95,19 +95,14 @@ func (s *Store) claimOnce(ctx context.Context, workerID string, reactors []strin
 }
 
 // byKey runs fn in a transaction that reaches rows by key only
-// (dbx.ByKeyOnly). The claim, the heartbeat and the release join a batch of
+// (dbx.InByKeyTx). The claim, the heartbeat and the release join a batch of
 // rows to the partitions of a shard range; while the backlog is small enough
 // for it to cost less, that join was planned as a hash over Seq Scans of every
 // partition in the range — a read of the whole backlog, on every call, that
 // grows with it (TestPlans_ClaimReadsItsBatchNotTheBacklog,
 // TestPlans_ClaimPlannedOnAnEmptyOutbox).
 func (s *Store) byKey(ctx context.Context, fn func(pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := dbx.ByKeyOnly(ctx, tx); err != nil {
-			return err
-		}
-		return fn(tx)
-	})
+	return dbx.InByKeyTx(ctx, s.pool, fn)
 }
 
 // claimRows is claimOnce's statement.

@@ -26,6 +26,18 @@ func ByKeyOnly(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
+// InByKeyTx is InTx whose statements reach rows by key only (ByKeyOnly):
+// for the statements that join a batch of keys to a table, or call a
+// function, whose plans a session would otherwise keep as Seq Scans.
+func InByKeyTx(ctx context.Context, db Beginner, fn func(tx pgx.Tx) error) error {
+	return InTx(ctx, db, func(tx pgx.Tx) error {
+		if err := ByKeyOnly(ctx, tx); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
 // byKeyBatchSQL is ByKeyOnlySQL for a batch: a batch's statements run in one
 // implicit transaction (one Sync), so a setting local to it lasts for the
 // batch's statements and no longer.

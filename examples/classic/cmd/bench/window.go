@@ -79,7 +79,7 @@ func runWindow(ctx context.Context, st *stack.Stack, p params, roots, n int, spe
 	if err != nil {
 		return u, err
 	}
-	u.seqRows = stack.SeqRows{Fleet: seqAfter.Fleet - seqBefore.Fleet, Outbox: seqAfter.Outbox - seqBefore.Outbox}
+	u.seqRows = seqAfter.Sub(seqBefore)
 	u.cpu = cpuAfter.Sub(cpuBefore)
 	for i, d := range []stack.IOCalls{convergeAfter.Sub(convergeCalls), workerAfter.Sub(workerCalls)} {
 		u.calls[i] = d.Reads + d.Writes
