@@ -136,13 +136,7 @@ func (counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) 
 func (c counter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
 	return ctx
 }
-func (c counter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
-	// A dataloader batch starts with the store's by-key setting (seq scans
-	// off for the batch): part of the batch's round trip, not a statement
-	// of a field.
-	if strings.HasPrefix(d.SQL, "SELECT set_config('enable_seqscan'") {
-		return
-	}
+func (c counter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, _ pgx.TraceBatchQueryData) {
 	c.n.Add(1)
 }
 func (counter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/converge-run/converge/core/resource"
-	"github.com/converge-run/converge/core/store/internal/dbx"
 )
 
 // ChildrenKey asks for one page of a resource's direct composed children.
@@ -71,7 +70,7 @@ func (s *Store) ChildrenPages(ctx context.Context, keys []ChildrenKey) (map[Chil
 	if len(order) == 0 {
 		return out, nil
 	}
-	batch := dbx.ByKeyBatch()
+	batch := &pgx.Batch{}
 	limits := make([]int, len(order))
 	for i, sh := range order {
 		limit, err := queueChildrenPage(batch, sh, groups[sh])
@@ -80,10 +79,7 @@ func (s *Store) ChildrenPages(ctx context.Context, keys []ChildrenKey) (map[Chil
 		}
 		limits[i] = limit
 	}
-	br, err := dbx.SendByKey(ctx, s.read, batch)
-	if err != nil {
-		return nil, mapErr(err, "children pages")
-	}
+	br := s.read.SendBatch(ctx, batch)
 	defer func() { _ = br.Close() }()
 	for i, sh := range order {
 		byOwner, err := readChildrenPage(br)

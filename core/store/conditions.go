@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/converge-run/converge/core/resource"
-	"github.com/converge-run/converge/core/store/internal/dbx"
 )
 
 // Conditions returns a resource's conditions: the stored rows plus the
@@ -33,17 +32,14 @@ func (s *Store) ConditionsFor(ctx context.Context, ids []uuid.UUID) (map[uuid.UU
 	if len(ids) == 0 {
 		return out, nil
 	}
-	batch := dbx.ByKeyBatch()
+	batch := &pgx.Batch{}
 	batch.Queue(`SELECT id, generation, synced_gen, health_ok, failure_gen, failure_terminal,
 		deletion_requested_at, is_ready, updated_at
 		FROM resources WHERE id = ANY($1::uuid[])`, ids)
 	batch.Queue(`SELECT resource_id, type, status, coalesce(reason, ''), coalesce(message, ''),
 		observed_generation, last_transition_time
 		FROM resource_conditions WHERE resource_id = ANY($1::uuid[])`, ids)
-	br, err := dbx.SendByKey(ctx, s.read, batch)
-	if err != nil {
-		return nil, mapErr(err, "conditions")
-	}
+	br := s.read.SendBatch(ctx, batch)
 	defer func() { _ = br.Close() }()
 
 	rows, err := br.Query()

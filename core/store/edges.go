@@ -10,9 +10,9 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/converge-run/converge/core/resource"
-	"github.com/converge-run/converge/core/store/internal/dbx"
 )
 
 // ValueFlow copies a field of an upstream's status (Src, a JSON pointer) into
@@ -87,7 +87,7 @@ func (s *Store) DependentsFor(ctx context.Context, keys []DependentsKey) (map[De
 	if len(limits) == 0 {
 		return out, nil
 	}
-	batch := dbx.ByKeyBatch()
+	batch := &pgx.Batch{}
 	for _, l := range limits {
 		n, err := pageLimit(l)
 		if err != nil {
@@ -106,10 +106,7 @@ SELECT `+resourceColumns+`, u.id
   JOIN resources r ON r.id = e.dependent_id
  ORDER BY u.id, r.created_at DESC, r.id DESC`, byLimit[l], n)
 	}
-	br, err := dbx.SendByKey(ctx, s.read, batch)
-	if err != nil {
-		return nil, mapErr(err, "dependents")
-	}
+	br := s.read.SendBatch(ctx, batch)
 	defer func() { _ = br.Close() }()
 	for _, l := range limits {
 		rows, err := br.Query()

@@ -6,7 +6,6 @@ import (
 	"math"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/converge-run/converge/core/resource"
 )
@@ -70,7 +69,7 @@ func (s *Store) ListEvents(ctx context.Context, resourceID uuid.UUID, limit int,
 		  FROM resource_events
 		 WHERE resource_id = $1 AND id < $2
 		 ORDER BY id DESC
-		 LIMIT $3`, pgx.QueryExecModeCacheDescribe, resourceID, before, n+1)
+		 LIMIT $3`, resourceID, before, n+1)
 	if err != nil {
 		return EventPage{}, mapErr(err, "events of resource "+resourceID.String())
 	}

@@ -60,7 +60,7 @@ func (s *Store) SpecHistory(ctx context.Context, id uuid.UUID, limit int) ([]Spe
 		SELECT generation, spec, labels, coalesce(provider_config_ref, ''), reason, actor,
 		       coalesce(rolled_back_from, 0), created_at
 		  FROM resource_spec_history WHERE resource_id = $1
-		 ORDER BY generation DESC LIMIT $2`, pgx.QueryExecModeCacheDescribe, id, limit)
+		 ORDER BY generation DESC LIMIT $2`, id, limit)
 	if err != nil {
 		return nil, mapErr(err, "spec history of resource "+id.String())
 	}

@@ -263,7 +263,7 @@ func (s *Store) labelCounts(ctx context.Context, q querier, sp listSpec, pairs [
 	}
 	var counts []int64
 	err := q.QueryRow(ctx, `SELECT ARRAY[`+strings.Join(parts, ", ")+`]::bigint[]`,
-		append([]any{pgx.QueryExecModeCacheDescribe}, args...)...).Scan(&counts)
+		args...).Scan(&counts)
 	if err != nil {
 		return nil, mapErr(err, "list resources (label sizes)")
 	}
@@ -280,12 +280,12 @@ func labelPairs(labels map[string]string) [][2]string {
 	return out
 }
 
-// queryResources runs a page statement. It is planned per call (an unnamed
-// statement): the best plan depends on the values (a phase holding 0.05% or
-// 90% of the rows, an owner of 5 or 50,000 children), and a cached generic
-// plan would pick one for all.
+// queryResources runs a page statement, planned per call (pgpool.ExecMode):
+// the best plan depends on the values (a phase holding 0.05% or 90% of the
+// rows, an owner of 5 or 50,000 children), and a generic plan would pick
+// one for all.
 func (s *Store) queryResources(ctx context.Context, db querier, q listQuery) ([]resource.Resource, error) {
-	rows, err := db.Query(ctx, q.sql, append([]any{pgx.QueryExecModeCacheDescribe}, q.args...)...)
+	rows, err := db.Query(ctx, q.sql, q.args...)
 	if err != nil {
 		return nil, mapErr(err, "list resources")
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/converge-run/converge/core/resource"
 )
@@ -20,7 +19,7 @@ func (s *Store) SubtreeResources(ctx context.Context, root uuid.UUID) ([]resourc
 	// planned as a Seq Scan of resources filtered on both, whatever their
 	// sizes (an OR with a subquery has no index path).
 	rows, err := s.read.Query(ctx, `SELECT `+resourceColumns+` FROM resources r
-		WHERE r.id = ANY (ARRAY[$1::uuid] || ARRAY(SELECT descendant_ids($1)))`, pgx.QueryExecModeCacheDescribe, root)
+		WHERE r.id = ANY (ARRAY[$1::uuid] || ARRAY(SELECT descendant_ids($1)))`, root)
 	if err != nil {
 		return nil, mapErr(err, "read the subtree of "+root.String())
 	}

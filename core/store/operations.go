@@ -157,7 +157,7 @@ func (s *Store) RunOperation(ctx context.Context, kind, name, verb string, input
 // GetOperation returns the operation id.
 func (s *Store) GetOperation(ctx context.Context, id uuid.UUID) (resource.Operation, error) {
 	op, err := scanOperation(s.read.QueryRow(ctx, `SELECT `+operationColumns+` FROM resource_operations o WHERE o.id = $1`,
-		pgx.QueryExecModeCacheDescribe, id))
+		id))
 	return op, mapErr(err, "operation "+id.String())
 }
 
@@ -182,7 +182,7 @@ func (s *Store) OperationsFor(ctx context.Context, keys []OperationsKey) (map[Op
 	if len(limits) == 0 {
 		return out, nil
 	}
-	batch := dbx.ByKeyBatch()
+	batch := &pgx.Batch{}
 	for _, l := range limits {
 		if l < 0 {
 			return nil, invalid("first", "limit_invalid", "must be positive, got %d", l)
@@ -196,10 +196,7 @@ SELECT `+operationColumns+`
        ) o
  ORDER BY o.resource_id, o.created_at DESC`, byLimit[l], min(max(l, 1), 100))
 	}
-	br, err := dbx.SendByKey(ctx, s.read, batch)
-	if err != nil {
-		return nil, mapErr(err, "operations")
-	}
+	br := s.read.SendBatch(ctx, batch)
 	defer func() { _ = br.Close() }()
 	for _, l := range limits {
 		rows, err := br.Query()
@@ -231,7 +228,7 @@ func (s *Store) OperationsByIDs(ctx context.Context, ids []uuid.UUID) (map[uuid.
 		return out, nil
 	}
 	rows, err := s.read.Query(ctx, `SELECT `+operationColumns+` FROM resource_operations o WHERE o.id = ANY($1::uuid[])`,
-		pgx.QueryExecModeCacheDescribe, ids)
+		ids)
 	if err != nil {
 		return nil, mapErr(err, "operations by id")
 	}
@@ -254,6 +251,6 @@ func (s *Store) OperationsByIDs(ctx context.Context, ids []uuid.UUID) (map[uuid.
 // after the write that pended it, and a lagging replica would be wrong here.
 func (s *Store) OperationForTask(ctx context.Context, id uuid.UUID) (resource.Operation, error) {
 	op, err := scanOperation(s.primary.QueryRow(ctx, `SELECT `+operationColumns+` FROM resource_operations o WHERE o.id = $1`,
-		pgx.QueryExecModeCacheDescribe, id))
+		id))
 	return op, mapErr(err, "operation "+id.String())
 }

@@ -200,7 +200,11 @@ func TestPlans_APISessionPlannedOnEmptyTables(t *testing.T) {
 	_, err = e.pool.Exec(ctx, `
 INSERT INTO resource_events (resource_id, type, reason, message) SELECT id, 'Normal', 'Loaded', '' FROM resources, generate_series(1, 2);
 INSERT INTO resource_conditions (resource_id, type, status) SELECT id, 'Ready', 'True' FROM resources WHERE kind = 'subnet';
-INSERT INTO resource_operations (resource_id, verb, state) SELECT id, 'probe', 'Succeeded' FROM resources`)
+INSERT INTO resource_operations (resource_id, verb, state) SELECT id, 'probe', 'Succeeded' FROM resources;
+INSERT INTO resource_deps (dependent_id, dependency_id)
+SELECT a.id, b.id FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM resources) a
+  JOIN (SELECT id, row_number() OVER (ORDER BY id) AS n FROM resources) b ON b.n = a.n + 1
+ WHERE a.n % 2 = 0`)
 	require.NoError(t, err)
 	apply("late")
 	plans := rec.Take(t)

@@ -395,14 +395,14 @@ func checkConfigRef(ctx context.Context, tx pgx.Tx, kind, name string) error {
 // GetResource returns the resource (kind, name).
 func (s *Store) GetResource(ctx context.Context, kind, name string) (resource.Resource, error) {
 	r, err := scanResource(s.read.QueryRow(ctx,
-		`SELECT `+resourceColumns+` FROM resources r WHERE r.kind = $1 AND r.name = $2`, pgx.QueryExecModeCacheDescribe, kind, name))
+		`SELECT `+resourceColumns+` FROM resources r WHERE r.kind = $1 AND r.name = $2`, kind, name))
 	return r, mapErr(err, fmt.Sprintf("resource %s/%s", kind, name))
 }
 
 // GetResourceByID returns the resource with id.
 func (s *Store) GetResourceByID(ctx context.Context, id uuid.UUID) (resource.Resource, error) {
 	r, err := scanResource(s.read.QueryRow(ctx, `SELECT `+resourceColumns+` FROM resources r WHERE r.id = $1`,
-		pgx.QueryExecModeCacheDescribe, id))
+		id))
 	return r, mapErr(err, "resource "+id.String())
 }
 
@@ -415,7 +415,7 @@ func (s *Store) ResourcesByIDs(ctx context.Context, ids []uuid.UUID) (map[uuid.U
 		return out, nil
 	}
 	rows, err := s.read.Query(ctx, `SELECT `+resourceColumns+` FROM resources r WHERE r.id = ANY($1::uuid[])`,
-		pgx.QueryExecModeCacheDescribe, ids)
+		ids)
 	if err != nil {
 		return nil, mapErr(err, "resources by id")
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/converge-run/converge/core/resource"
 )
@@ -41,7 +40,7 @@ type Subtree struct {
 func (s *Store) SubtreeSettled(ctx context.Context, root uuid.UUID) (bool, error) {
 	var gate *int32
 	err := s.primary.QueryRow(ctx, `SELECT (SELECT rollup_gate(r.id, r.root_id IS NULL, 0) FROM resources r WHERE r.id = $1)`,
-		pgx.QueryExecModeCacheDescribe, root).Scan(&gate)
+		root).Scan(&gate)
 	if err != nil {
 		return false, fmt.Errorf("probe the subtree of %s: %w", root, err)
 	}
@@ -66,9 +65,9 @@ func (s *Store) ComposedSubtree(ctx context.Context, root uuid.UUID) (Subtree, e
 // its request from the rows as they arrive, so a composite of 1,000 leaves
 // is never held twice (as nodes, then as the request).
 //
-// The walk (like SubtreeSettled's probe) is planned per call, with its
-// arguments: as a session's cached statement, its generic plan made while
-// the tables were small read resources by Seq Scan on every later rollup
+// The walk (like SubtreeSettled's probe) is planned per call
+// (pgpool.ExecMode): kept as a session's generic plan made while the tables
+// were small, it read resources by Seq Scan on every later rollup
 // (TestPlans_APISessionPlannedOnEmptyTables). The walk uses
 // idx_resources_owner at every level (there is no plain
 // root_id index; a root_id probe would read every resource), and only
@@ -96,7 +95,7 @@ SELECT r.id, r.kind, r.name, r.phase, r.health_ok, r.status, r.owner_id,
        (r.synced_gen < r.generation AND r.failure_gen <> r.generation) AS progressing
   FROM sub r
  WHERE r.frozen_until IS NULL AND r.deletion_requested_at IS NULL
- ORDER BY r.kind, r.name`, pgx.QueryExecModeCacheDescribe, root, withStatus)
+ ORDER BY r.kind, r.name`, root, withStatus)
 	if err != nil {
 		return false, fmt.Errorf("read subtree of %s: %w", root, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -63,6 +64,43 @@ func TestConfig_AnAbandonedTransactionReleasesItsLocks(t *testing.T) {
 	require.Less(t, time.Since(started), 15*time.Second)
 	_, err = tx.Exec(ctx, `SELECT 1`)
 	require.Error(t, err, "the abandoned transaction's session is gone")
+}
+
+// A session of ours keeps no statement, so it can keep no generic plan: a
+// point read called past the five calls after which Postgres would switch a
+// prepared statement to its generic plan leaves nothing in the session's
+// pg_prepared_statements. The same calls on pgx's own default (named
+// statements, kept) do leave one there, on its generic plan — the plan a
+// statement would then keep, made here on an empty table, while the table
+// grows. A URL that names its own mode keeps it.
+func TestConfig_NoSessionKeepsAStatement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	kept := func(dbURL string) (statements, generic int) {
+		cfg, err := pgpool.Config(dbURL, 1)
+		require.NoError(t, err)
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		require.NoError(t, err)
+		defer pool.Close()
+		_, err = pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS points (id int PRIMARY KEY, v int); ANALYZE points`)
+		require.NoError(t, err)
+		for i := range 10 {
+			var v int
+			err := pool.QueryRow(ctx, `SELECT v FROM points WHERE id = $1`, i).Scan(&v)
+			require.ErrorIs(t, err, pgx.ErrNoRows)
+		}
+		require.NoError(t, pool.QueryRow(ctx,
+			`SELECT count(*), coalesce(sum(generic_plans), 0) FROM pg_prepared_statements WHERE statement LIKE 'SELECT v %'`).
+			Scan(&statements, &generic))
+		return statements, generic
+	}
+
+	n, _ := kept(pgtest.URL(t))
+	require.Zero(t, n, "a pool built by Config sends unnamed statements, planned per call")
+
+	n, generic := kept(urlWith(t, "default_query_exec_mode", "cache_statement"))
+	require.Equal(t, 1, n, "the URL's own mode is kept: pgx's named, cached statement")
+	require.Positive(t, generic, "and Postgres has switched it to the generic plan a session keeps")
 }
 
 // urlWith is a fresh test database's URL with one run-time parameter set.

@@ -107,10 +107,9 @@ func (s *Store) byKey(ctx context.Context, fn func(pgx.Tx) error) error {
 
 // claimRows is claimOnce's statement.
 func claimRows(ctx context.Context, tx pgx.Tx, workerID string, reactors []string, lo, hi, limit int) ([]Delivery, int, error) {
-	// Planned for each call, with its arguments (pgx's unnamed statement):
-	// as a session's cached statement it went to a generic plan made on a
-	// near-empty outbox and scanned the partition on every claim
-	// (TestPlans_ClaimPlannedOnAnEmptyOutbox). One reactor's rows are taken
+	// Planned for each call (pgpool.ExecMode): kept as a session's generic
+	// plan made on a near-empty outbox, it scanned the partition on every
+	// claim (TestPlans_ClaimPlannedOnAnEmptyOutbox). One reactor's rows are taken
 	// per lateral probe: ordered by age over reactor = ANY(...), the pending
 	// index gives no order, and every pending row was read and sorted.
 	rows, err := tx.Query(ctx, `
@@ -148,7 +147,7 @@ WITH picked AS (
 SELECT true, * FROM claimed
  UNION ALL
 SELECT false, * FROM dropped`,
-		pgx.QueryExecModeCacheDescribe, workerID, lo, hi, reactors, limit)
+		workerID, lo, hi, reactors, limit)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -183,7 +182,7 @@ func (s *Store) Ack(ctx context.Context, d Delivery) (bool, error) {
 DELETE FROM lifecycle_outbox
  WHERE shard_id BETWEEN $5 AND $5 AND shard_id = $5 AND resource_id = $1 AND transition = $2
    AND generation = $3 AND binding_name = $4 AND claim_epoch = $6`,
-		pgx.QueryExecModeCacheDescribe, d.Key.ResourceID, d.Key.Transition, d.Key.Generation, d.Key.Binding, d.Key.ShardID, d.ClaimEpoch)
+		d.Key.ResourceID, d.Key.Transition, d.Key.Generation, d.Key.Binding, d.Key.ShardID, d.ClaimEpoch)
 	if err != nil {
 		return false, dbx.Wrap(err, "ack lifecycle delivery %s", d.Key.DedupToken())
 	}
@@ -216,7 +215,7 @@ UPDATE lifecycle_outbox l SET heartbeat_at = now()
   FROM unnest($4::uuid[], $5::bigint[]) AS k(resource_id, claim_epoch)
  WHERE l.shard_id BETWEEN $2 AND $3 AND l.worker_id = $1
    AND l.resource_id = k.resource_id AND l.claim_epoch = k.claim_epoch`,
-			pgx.QueryExecModeCacheDescribe, workerID, lo, hi, ids, epochs)
+			workerID, lo, hi, ids, epochs)
 		return err
 	})
 	if err != nil {
@@ -248,7 +247,7 @@ WITH freed AS (
     SELECT count(*)::int AS n FROM freed
 )
 SELECT n.n FROM n LEFT JOIN LATERAL (SELECT pg_notify('lifecycle_ready', '') WHERE n.n > 0) w ON true`,
-			pgx.QueryExecModeCacheDescribe, workerID, lo, hi, ids, epochs).Scan(&n)
+			workerID, lo, hi, ids, epochs).Scan(&n)
 	})
 	if err != nil {
 		return 0, dbx.Wrap(err, "release %d lifecycle deliveries", len(ds))

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/converge-run/converge/db/pgpool"
 )
@@ -79,7 +78,7 @@ WITH held AS MATERIALIZED (
 )
 SELECT (SELECT count(*) FROM held), a.shard_id, a.resource_id, a.task_type, a.op_id
   FROM (SELECT) one LEFT JOIN adopted a ON true`,
-		pgpool.Reserve(pgx.QueryExecModeCacheDescribe, plo, phi, shards, ids, types, ops, epochs, workerID, s.now())...)
+		pgpool.Reserve(plo, phi, shards, ids, types, ops, epochs, workerID, s.now())...)
 	if err != nil {
 		return nil, 0, wrap(err, "adopt %d leases (shards %d-%d)", len(ks), plo, phi)
 	}

@@ -291,14 +291,12 @@ func pickSpans(spans [][2]int, ords []int32) [][2]int {
 // scratch task through one destination list, then copied: per row, only
 // what pgx itself allocates (the strings, the JSON, the owner id).
 func (s *Store) claimSpan(ctx context.Context, l Lease, b Batch, lo, hi, limit int, out []Task) ([]Task, error) {
-	// Planned for each call, with its arguments (pgx's unnamed statement):
-	// a session's cached statement goes to a generic plan once five calls
-	// cost no less than it, as they do while the queue and resources are
-	// small, and the one made then read the partition and resources by Seq
-	// Scan on every claim while a bulk apply grew them, until an ANALYZE
-	// (TestPlans_BrokerSessionPlannedOnEmptyTables). A custom plan sees
-	// the relations' real sizes.
-	rows, err := s.pool.Query(ctx, claimSQL, pgx.QueryExecModeCacheDescribe, b.Kind, b.Version, string(b.TaskType), limit, lo, hi,
+	// Planned for each call with its arguments, as every statement is
+	// (pgpool.ExecMode): kept as a session's generic plan, made while the
+	// queue and resources were small, it read the partition and resources
+	// by Seq Scan on every claim while a bulk apply grew them
+	// (TestPlans_BrokerSessionPlannedOnEmptyTables).
+	rows, err := s.pool.Query(ctx, claimSQL, b.Kind, b.Version, string(b.TaskType), limit, lo, hi,
 		l.WorkerID, s.now(), l.Lo, b.OnlyRollups)
 	if err != nil {
 		return out, wrap(err, "claim %s/%s %s (shards %d-%d)", b.Kind, b.Version, b.TaskType, lo, hi)
@@ -380,12 +378,10 @@ var (
 // re-runs them (a fresh snapshot sees the new version) until none is
 // missed — without it a release could leave a task leased until the reaper.
 // The statements built on it (heartbeat, release, adopt) are planned per
-// call, with their arguments (pgx's unnamed statement), as the claim is: a
-// session's cached statement goes to a generic plan once five calls cost no
-// less than it, and one made while the queue is small — a fresh install's
-// first tasks — reads the partition by Seq Scan on every later call
-// (TestPlans_BrokerSessionPlannedOnEmptyTables; it caught the lost-attempt
-// count doing so).
+// call, as every statement is (pgpool.ExecMode): a generic plan made while
+// the queue was small — a fresh install's first tasks — read the partition
+// by Seq Scan on every later call (TestPlans_BrokerSessionPlannedOnEmptyTables
+// caught the lost-attempt count doing so).
 const heldCTE = `
 WITH held AS MATERIALIZED (
     SELECT w.ctid
@@ -466,7 +462,7 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, lo, hi int, keys
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM beat)`,
-				pgpool.Reserve(pgx.QueryExecModeCacheDescribe, plo, phi, shards, ids, types, ops, workerID, s.now())...).Scan(&locked, &changed)
+				pgpool.Reserve(plo, phi, shards, ids, types, ops, workerID, s.now())...).Scan(&locked, &changed)
 			return locked, changed, err
 		})
 		total += n
@@ -501,7 +497,7 @@ func (s *Store) Release(ctx context.Context, l Lease, keys []TaskKey) (int, erro
     ON CONFLICT (kind, version, range_lo) DO UPDATE SET in_flight = k.in_flight + EXCLUDED.in_flight
 )
 SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM rel)`,
-				pgpool.Reserve(pgx.QueryExecModeCacheDescribe, plo, phi, shards, ids, types, ops, l.WorkerID, l.Lo)...).Scan(&locked, &changed)
+				pgpool.Reserve(plo, phi, shards, ids, types, ops, l.WorkerID, l.Lo)...).Scan(&locked, &changed)
 			return locked, changed, err
 		})
 		total += n
@@ -536,7 +532,7 @@ UPDATE work_queue w
  WHERE w.shard_id BETWEEN $1 AND $1 AND w.resource_id = $2 AND w.task_type = $3 AND w.op_id = $4
    AND w.claim_epoch = $5
 RETURNING w.attempts, o.lim, o.last`,
-		pgx.QueryExecModeCacheDescribe, k.ShardID, k.ResourceID, string(k.TaskType), k.OpID, t.ClaimEpoch).Scan(&attempts, &limit, &last)
+		k.ShardID, k.ResourceID, string(k.TaskType), k.OpID, t.ClaimEpoch).Scan(&attempts, &limit, &last)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, false, ErrFenced
 	}
