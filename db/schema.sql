@@ -5457,6 +5457,12 @@ CREATE INDEX idx_reactor_bindings_transition ON public.reactor_bindings USING bt
 CREATE INDEX idx_resource_deps_dependency ON public.resource_deps USING btree (dependency_id);
 
 --
+-- Name: idx_resource_events_created; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_resource_events_created ON public.resource_events USING btree (created_at);
+
+--
 -- Name: idx_resource_events_resource; Type: INDEX; Schema: public; Owner: -
 --
 

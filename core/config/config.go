@@ -51,20 +51,23 @@ type Config struct {
 	// brokers added since (default 30m; 0: never).
 	WorkerSessionMaxAge time.Duration
 	UnclaimedAfter      time.Duration // SWEEPER_UNCLAIMED_DELETE_AFTER (default 24h)
-	TLSCertFile         string        // TLS_CERT_FILE (with https://)
-	TLSKeyFile          string        // TLS_KEY_FILE (with https://)
-	TLSClientCAFile     string        // TLS_CLIENT_CA_FILE: require client certs (mTLS)
-	TLSReload           time.Duration // TLS_RELOAD_INTERVAL (default 3m)
-	DBIAMAuth           bool          // DB_IAM_AUTH: RDS/Aurora IAM auth tokens
-	APITokensFile       string        // API_TOKENS_FILE: bearer tokens → roles; empty = open API
-	PprofAddr           string        // PPROF_ADDR: a loopback host:port serving net/http/pprof; empty = off
-	APIAuth             string        // API_AUTH: "none" runs the API open deliberately (else it needs API_TOKENS_FILE off loopback)
-	WorkerTokens        string        // WORKER_TOKENS_FILE: the workers' bearer tokens (worker plane auth)
-	MeshTokens          string        // MESH_TOKENS_FILE: the peer brokers' bearer tokens (mesh auth)
-	WorkerAuth          string        // WORKER_AUTH: "none" runs the worker plane open deliberately
-	WorkerMaxMsg        int           // WORKER_MAX_MESSAGE_BYTES: one WorkerService message (default 16 MiB)
-	WorkerRate          int           // WORKER_MAX_STREAM_RATE: messages per second one worker stream may send (default 20000)
-	WorkerCompress      int           // WORKER_COMPRESS_MIN_BYTES: stream messages this big are gzipped for workers that accept it; 0 = never (default)
+	// EVENT_RETENTION: resource events older than this are deleted by the
+	// control bundle (default 168h; 0: kept forever).
+	EventRetention  time.Duration
+	TLSCertFile     string        // TLS_CERT_FILE (with https://)
+	TLSKeyFile      string        // TLS_KEY_FILE (with https://)
+	TLSClientCAFile string        // TLS_CLIENT_CA_FILE: require client certs (mTLS)
+	TLSReload       time.Duration // TLS_RELOAD_INTERVAL (default 3m)
+	DBIAMAuth       bool          // DB_IAM_AUTH: RDS/Aurora IAM auth tokens
+	APITokensFile   string        // API_TOKENS_FILE: bearer tokens → roles; empty = open API
+	PprofAddr       string        // PPROF_ADDR: a loopback host:port serving net/http/pprof; empty = off
+	APIAuth         string        // API_AUTH: "none" runs the API open deliberately (else it needs API_TOKENS_FILE off loopback)
+	WorkerTokens    string        // WORKER_TOKENS_FILE: the workers' bearer tokens (worker plane auth)
+	MeshTokens      string        // MESH_TOKENS_FILE: the peer brokers' bearer tokens (mesh auth)
+	WorkerAuth      string        // WORKER_AUTH: "none" runs the worker plane open deliberately
+	WorkerMaxMsg    int           // WORKER_MAX_MESSAGE_BYTES: one WorkerService message (default 16 MiB)
+	WorkerRate      int           // WORKER_MAX_STREAM_RATE: messages per second one worker stream may send (default 20000)
+	WorkerCompress  int           // WORKER_COMPRESS_MIN_BYTES: stream messages this big are gzipped for workers that accept it; 0 = never (default)
 	// Identity per audience with mTLS (core/auth identities.go): allow-lists
 	// of client-certificate identities (SPIFFE IDs or CN=…), comma-separated.
 	APIClientIDs    string // API_CLIENT_IDENTITIES: ROLE:IDENTITY entries that may call the API
@@ -101,6 +104,7 @@ func Defaults() Config {
 		RedeliveryWait:      30 * time.Second,
 		WorkerSilence:       10 * time.Second,
 		UnclaimedAfter:      24 * time.Hour,
+		EventRetention:      7 * 24 * time.Hour,
 		WorkerSessionMaxAge: 30 * time.Minute,
 		TLSReload:           3 * time.Minute,
 		WorkerMaxMsg:        16 << 20,
@@ -111,16 +115,16 @@ func Defaults() Config {
 // FromEnv reads the configuration from the process environment.
 func FromEnv(version string) (Config, error) { return Parse(os.Getenv, version) }
 
-// sessionMaxAge reads WORKER_SESSION_MAX_AGE into dst, when set: unlike the
-// other durations, 0 is a value (never).
-func sessionMaxAge(getenv func(string) string, dst *time.Duration) error {
-	v := getenv("WORKER_SESSION_MAX_AGE")
+// zeroOrDuration reads the duration name into dst, when set: unlike the
+// other durations, 0 is a value (zero says what it means, e.g. "never").
+func zeroOrDuration(getenv func(string) string, dst *time.Duration, name, zero, like string) error {
+	v := getenv(name)
 	if v == "" {
 		return nil
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 {
-		return fmt.Errorf("WORKER_SESSION_MAX_AGE=%q: want 0 (never) or a duration like 30m", v)
+		return fmt.Errorf("%s=%q: want 0 (%s) or a duration like %s", name, v, zero, like)
 	}
 	*dst = d
 	return nil
@@ -191,7 +195,10 @@ func Parse(getenv func(string) string, version string) (Config, error) {
 	dur(&c.HeartbeatEvery, "MEMBER_HEARTBEAT_EVERY")
 	dur(&c.RedeliveryWait, "WORKER_REDELIVERY_WAIT")
 	dur(&c.WorkerSilence, "WORKER_SILENCE_TIMEOUT")
-	if err := sessionMaxAge(getenv, &c.WorkerSessionMaxAge); err != nil {
+	if err := zeroOrDuration(getenv, &c.WorkerSessionMaxAge, "WORKER_SESSION_MAX_AGE", "never", "30m"); err != nil {
+		errs = append(errs, err)
+	}
+	if err := zeroOrDuration(getenv, &c.EventRetention, "EVENT_RETENTION", "keep events forever", "168h"); err != nil {
 		errs = append(errs, err)
 	}
 	dur(&c.UnclaimedAfter, "SWEEPER_UNCLAIMED_DELETE_AFTER")
@@ -229,6 +236,9 @@ func (c Config) Validate() error {
 	}
 	if a := c.WorkerSessionMaxAge; a != 0 && a < MinWorkerSessionMaxAge {
 		errs = append(errs, fmt.Errorf("WORKER_SESSION_MAX_AGE=%s: want 0 (never) or at least %s", a, MinWorkerSessionMaxAge))
+	}
+	if c.EventRetention < 0 {
+		errs = append(errs, fmt.Errorf("EVENT_RETENTION=%s: want 0 (keep events forever) or a positive duration", c.EventRetention))
 	}
 	errs = append(errs, c.validateListen()...)
 	if err := server.CheckPprofAddr("PPROF_ADDR", c.PprofAddr); err != nil {
@@ -280,6 +290,7 @@ func (c Config) Redacted() map[string]any {
 		"WORKER_SILENCE_TIMEOUT":         c.WorkerSilence.String(),
 		"WORKER_SESSION_MAX_AGE":         c.WorkerSessionMaxAge.String(),
 		"SWEEPER_UNCLAIMED_DELETE_AFTER": c.UnclaimedAfter.String(),
+		"EVENT_RETENTION":                c.EventRetention.String(),
 		"TLS":                            c.Secure(),
 		"TLS_CLIENT_CA":                  c.TLSClientCAFile != "",
 		"TLS_RELOAD_INTERVAL":            c.TLSReload.String(),

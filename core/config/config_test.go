@@ -48,6 +48,7 @@ func TestParse(t *testing.T) {
 			require.Equal(t, 30*time.Second, c.RedeliveryWait)
 			require.Equal(t, 10*time.Second, c.WorkerSilence)
 			require.Equal(t, 30*time.Minute, c.WorkerSessionMaxAge)
+			require.Equal(t, 168*time.Hour, c.EventRetention)
 			require.True(t, c.HasBroker())
 			require.True(t, c.HasControl())
 		}},
@@ -62,6 +63,16 @@ func TestParse(t *testing.T) {
 			env: with("WORKER_SESSION_MAX_AGE", "30s"), wantErr: "WORKER_SESSION_MAX_AGE=30s: want 0 (never) or at least 1m0s"},
 		"sessions age backwards": {reason: "a negative age is a typo", env: with("WORKER_SESSION_MAX_AGE", "-5m"),
 			wantErr: `WORKER_SESSION_MAX_AGE="-5m": want 0 (never) or a duration like 30m`},
+		"events kept forever": {reason: "0 turns event retention off", env: with("EVENT_RETENTION", "0"), check: func(t *testing.T, c Config) {
+			require.Zero(t, c.EventRetention)
+		}},
+		"events kept a day": {reason: "a retention is a duration", env: with("EVENT_RETENTION", "24h"), check: func(t *testing.T, c Config) {
+			require.Equal(t, 24*time.Hour, c.EventRetention)
+		}},
+		"events kept backwards": {reason: "a negative retention is a typo", env: with("EVENT_RETENTION", "-1h"),
+			wantErr: `EVENT_RETENTION="-1h": want 0 (keep events forever) or a duration like 168h`},
+		"events kept for a while": {reason: "a retention needs a unit", env: with("EVENT_RETENTION", "7"),
+			wantErr: `EVENT_RETENTION="7": want 0 (keep events forever) or a duration like 168h`},
 		"https no cert": {reason: "https:// needs the cert/key pair", env: with("LISTEN_ADDR", "https://:8443"), wantErr: "TLS_CERT_FILE and TLS_KEY_FILE"},
 		"cert no https": {reason: "a cert with plain http is refused", env: with("TLS_CERT_FILE", "c.pem", "TLS_KEY_FILE", "k.pem"), wantErr: "not https://"},
 		"ca no https":   {reason: "mTLS without https is refused", env: with("TLS_CLIENT_CA_FILE", "ca.pem"), wantErr: "TLS_CLIENT_CA_FILE"},

@@ -1,8 +1,8 @@
 // Package control is the control bundle of a pod, one service per file: the
 // drainer that applies worker results from the outbox (drainer.go), the
 // reaper's backstop passes (reaper.go), the drift resyncer (resyncer.go),
-// the cluster-member GC (member_gc.go) and the phase-count folder
-// (count_folder.go). Each sweeper works only on this pod's shard range (read
+// the cluster-member GC (member_gc.go), the phase-count folder
+// (count_folder.go) and the event pruner (event_pruner.go). Each sweeper works only on this pod's shard range (read
 // lock-free from the ShardSet on every tick) and is idempotent, so control
 // pods need no leader.
 //

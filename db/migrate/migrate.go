@@ -4,14 +4,19 @@
 // Every pod migrates at boot. The runner holds a Postgres session advisory
 // lock while it works (goose's lock id, so runners of every version exclude
 // each other), so of several pods booting at once exactly one applies what is
-// pending and the others wait, then find nothing to do.
+// pending and the others wait, then find nothing to do. They wait by asking
+// for the lock every LockPoll, not in a blocked pg_advisory_lock: a
+// statement blocked there is an open transaction, and a migration that
+// builds an index CONCURRENTLY waits for every open transaction to end —
+// for the waiters, who wait for it.
 //
 // Up applies, in this order:
 //
 //  1. the function set, in one transaction with check_function_bodies off,
 //     and only if it is newer than the one the database records (see
 //     functions.go: an older binary never replaces newer function bodies);
-//  2. the pending versioned migrations, each in its own transaction.
+//  2. the pending versioned migrations, each in its own transaction (or
+//     none, for one marked NO TRANSACTION: a concurrent index build).
 //
 // Functions come first because the schema depends on them (a CHECK, a
 // generated column and every trigger name a function) while a function body
@@ -47,6 +52,9 @@ const LockID = lock.DefaultLockID
 // LockWait bounds the wait for another pod's migrate run (goose's own
 // locker gave up after the same five minutes).
 const LockWait = 5 * time.Minute
+
+// LockPoll is how often a waiting run asks for the lock again.
+const LockPoll = 200 * time.Millisecond
 
 // Runner applies, rolls back and reports the schema of one database.
 type Runner struct {
@@ -173,11 +181,8 @@ func (r *Runner) locked(ctx context.Context, f func(*sql.Conn) error) (err error
 		return fmt.Errorf("migration lock: connect: %w", err)
 	}
 	defer conn.Close()
-	lockCtx, cancel := context.WithTimeout(ctx, LockWait)
-	_, err = conn.ExecContext(lockCtx, "SELECT pg_advisory_lock($1)", LockID)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("migration lock (waited at most %s for another migrate run): %w", LockWait, err)
+	if err := waitLock(ctx, conn); err != nil {
+		return err
 	}
 	defer func() {
 		// A session lock must not outlive the run even if ctx is done; if the
@@ -190,6 +195,30 @@ func (r *Runner) locked(ctx context.Context, f func(*sql.Conn) error) (err error
 		}
 	}()
 	return f(conn)
+}
+
+// waitLock takes LockID on conn, asking every LockPoll for at most
+// LockWait. Each ask is a statement of its own that returns at once, so a
+// waiting run holds no transaction open (see the package comment).
+func waitLock(ctx context.Context, conn *sql.Conn) error {
+	deadline := time.Now().Add(LockWait)
+	for {
+		var held bool
+		if err := conn.QueryRowContext(ctx, "SELECT pg_try_advisory_lock($1)", LockID).Scan(&held); err != nil {
+			return fmt.Errorf("migration lock: %w", err)
+		}
+		if held {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("migration lock: another migrate run held it for more than %s", LockWait)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("migration lock (waiting for another migrate run): %w", ctx.Err())
+		case <-time.After(LockPoll):
+		}
+	}
 }
 
 // Version is the current schema version (0 = empty database).

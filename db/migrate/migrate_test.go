@@ -165,10 +165,13 @@ func TestMigrate_HoldsTheLockAcrossFunctionsAndDDL(t *testing.T) {
 
 	probe := connect(t, url)
 	require.Eventually(t, func() bool {
+		// The run asks for the lock, finds it held and asks again later: a
+		// session of this database whose last statement was that ask, idle
+		// (no transaction left open while it waits).
 		var waiting int
-		err := probe.QueryRow(ctx, `SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
-		                             WHERE l.locktype = 'advisory' AND NOT l.granted AND d.datname = current_database()`).
-			Scan(&waiting)
+		err := probe.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		                             WHERE datname = current_database() AND state = 'idle'
+		                               AND query LIKE 'SELECT pg_try_advisory_lock%'`).Scan(&waiting)
 		return err == nil && waiting == 1
 	}, 30*time.Second, 10*time.Millisecond, "the run waits for the lock")
 	var fnTable, schema bool

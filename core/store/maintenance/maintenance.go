@@ -1,11 +1,13 @@
 // Package maintenance is the Go face of the reaper's plpgsql passes
 // (db/migrations/00003_maintenance.sql): dead-lease recovery, abandoned-work
 // GC, crash catch-up, drift resync, orphan expiry, the delete sweep, the
-// concurrency-cap recount and the reactor-delivery reaper. Each method runs
-// one pass over one contiguous shard range (a shard.Range; every pass filters
-// shard_id BETWEEN Lo AND Last() so the planner prunes the partitioned queue
-// tables to the partitions that hold it) and returns how many rows it
-// moved; the control plane's reaper decides when to call which.
+// concurrency-cap recount and the reactor-delivery reaper, and the event
+// log's pruning (events.go). Each shard pass runs over one contiguous shard
+// range (a shard.Range; every pass filters shard_id BETWEEN Lo AND Last() so
+// the planner prunes the partitioned queue tables to the partitions that
+// hold it) and returns how many rows it moved; the control plane's reaper
+// decides when to call which. The event log is not sharded: its pruning
+// takes the log's head, whichever pod runs it.
 //
 // The passes read the clock of the database (now()) unless a clock is
 // injected with WithClock, which tests use to drive time.

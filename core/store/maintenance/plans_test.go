@@ -37,7 +37,7 @@ func TestPlans_ReaperWalksKeepTheirPlans(t *testing.T) {
 			st := maintenance.New(plantest.Pool(t, f.db.Config(), rec)).WithClock(func() time.Time { return t0 })
 			r := shard.Between(0, 15)
 			spec := plantest.Spec{
-				Hot:   []string{"resources", "work_queue"},
+				Hot:   []string{"resources", "work_queue", "resource_events"},
 				Parts: []string{"work_queue"},
 				Small: plantest.SmallRelations(t, f.db, 64, "work_queue"),
 			}
@@ -72,7 +72,7 @@ func TestPlans_ReaperSessionPlannedOnEmptyTables(t *testing.T) {
 	rec.Take(t)
 
 	loadReaperRows(f)
-	checkWalks(t, walks, rec, plantest.Spec{Hot: []string{"resources", "resource_phases", "work_queue"}, Parts: []string{"work_queue"}})
+	checkWalks(t, walks, rec, plantest.Spec{Hot: []string{"resources", "resource_phases", "work_queue", "resource_events"}, Parts: []string{"work_queue"}})
 }
 
 // checkWalks runs each walk once and checks the plans rec recorded for it.
@@ -105,6 +105,11 @@ SELECT id, 'leaf', 'v1', 'r-' || g, shard_of(id) & 15,
 INSERT INTO work_queue (resource_id, task_type, shard_id, kind, version, generation, worker_id, claim_epoch, leased_at, heartbeat_at)
 SELECT id, 'reconcile', shard_id, kind, version, generation, 'w', 1, $1::timestamptz - interval '1 hour', $1::timestamptz - interval '1 hour'
   FROM resources WHERE name ~ '0$' AND synced_gen >= generation AND failure_gen <> generation`, t0)
+	// Two events a resource, the oldest 1% past a week's retention.
+	f.exec(`
+INSERT INTO resource_events (resource_id, type, reason, created_at)
+SELECT id, 'Normal', 'Loaded', $1::timestamptz - CASE WHEN n <= 200 THEN interval '8 days' ELSE interval '1 hour' END
+  FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM resources, generate_series(1, 2)) x ORDER BY n`, t0)
 }
 
 // reaperWalk is one of the reaper's walks, by name.
@@ -126,5 +131,27 @@ func reaperWalks(st *maintenance.Store, r shard.Range) []reaperWalk {
 		{"unclaimed", func() (int, error) { return st.DeleteUnclaimedWork(ctx, r, time.Hour) }},
 		{"lifecycle", func() (int, error) { return st.ReapStaleLifecycle(ctx, r, time.Minute) }},
 		{"inflight", func() (int, error) { return st.RecountInflight(ctx, r) }},
+		{"events", func() (int, error) { return st.PruneEvents(ctx, t0.Add(-7*24*time.Hour), 1000) }},
 	}
+}
+
+// With nothing expired, an event prune is one probe of the primary key,
+// however long the log: 20,000 events inside the retention, and the pass
+// reads a handful of buffers and deletes nothing.
+func TestPlans_EventPruneIdleIsOneProbe(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	r := f.res(res{})
+	f.exec(`INSERT INTO resource_events (resource_id, type, reason, created_at)
+SELECT $1, 'Normal', 'Test', $2::timestamptz - interval '1 hour' FROM generate_series(1, 20000)`, r, t0)
+	f.exec(`ANALYZE`)
+	rec := &plantest.Recorder{}
+	st := maintenance.New(plantest.Session(t, f.db.Config(), rec))
+	n, err := st.PruneEvents(ctx, t0.Add(-7*24*time.Hour), 10000)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	plans := rec.Take(t)
+	require.Len(t, plans, 1)
+	require.Less(t, plans[0].Buffers(), int64(10), plantest.Summary(plans))
+	require.Equal(t, 20000, f.int(`SELECT count(*)::int FROM resource_events`))
 }
