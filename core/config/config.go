@@ -51,23 +51,21 @@ type Config struct {
 	// brokers added since (default 30m; 0: never).
 	WorkerSessionMaxAge time.Duration
 	UnclaimedAfter      time.Duration // SWEEPER_UNCLAIMED_DELETE_AFTER (default 24h)
-	// EVENT_RETENTION: resource events older than this are deleted by the
-	// control bundle (default 168h; 0: kept forever).
-	EventRetention  time.Duration
-	TLSCertFile     string        // TLS_CERT_FILE (with https://)
-	TLSKeyFile      string        // TLS_KEY_FILE (with https://)
-	TLSClientCAFile string        // TLS_CLIENT_CA_FILE: require client certs (mTLS)
-	TLSReload       time.Duration // TLS_RELOAD_INTERVAL (default 3m)
-	DBIAMAuth       bool          // DB_IAM_AUTH: RDS/Aurora IAM auth tokens
-	APITokensFile   string        // API_TOKENS_FILE: bearer tokens → roles; empty = open API
-	PprofAddr       string        // PPROF_ADDR: a loopback host:port serving net/http/pprof; empty = off
-	APIAuth         string        // API_AUTH: "none" runs the API open deliberately (else it needs API_TOKENS_FILE off loopback)
-	WorkerTokens    string        // WORKER_TOKENS_FILE: the workers' bearer tokens (worker plane auth)
-	MeshTokens      string        // MESH_TOKENS_FILE: the peer brokers' bearer tokens (mesh auth)
-	WorkerAuth      string        // WORKER_AUTH: "none" runs the worker plane open deliberately
-	WorkerMaxMsg    int           // WORKER_MAX_MESSAGE_BYTES: one WorkerService message (default 16 MiB)
-	WorkerRate      int           // WORKER_MAX_STREAM_RATE: messages per second one worker stream may send (default 20000)
-	WorkerCompress  int           // WORKER_COMPRESS_MIN_BYTES: stream messages this big are gzipped for workers that accept it; 0 = never (default)
+	EventRetention      time.Duration // EVENT_RETENTION: events older than this are deleted (default 168h; 0: kept forever)
+	TLSCertFile         string        // TLS_CERT_FILE (with https://)
+	TLSKeyFile          string        // TLS_KEY_FILE (with https://)
+	TLSClientCAFile     string        // TLS_CLIENT_CA_FILE: require client certs (mTLS)
+	TLSReload           time.Duration // TLS_RELOAD_INTERVAL (default 3m)
+	DBIAMAuth           bool          // DB_IAM_AUTH: RDS/Aurora IAM auth tokens
+	APITokensFile       string        // API_TOKENS_FILE: bearer tokens → roles; empty = open API
+	PprofAddr           string        // PPROF_ADDR: a loopback host:port serving net/http/pprof; empty = off
+	APIAuth             string        // API_AUTH: "none" runs the API open deliberately (else it needs API_TOKENS_FILE off loopback)
+	WorkerTokens        string        // WORKER_TOKENS_FILE: the workers' bearer tokens (worker plane auth)
+	MeshTokens          string        // MESH_TOKENS_FILE: the peer brokers' bearer tokens (mesh auth)
+	WorkerAuth          string        // WORKER_AUTH: "none" runs the worker plane open deliberately
+	WorkerMaxMsg        int           // WORKER_MAX_MESSAGE_BYTES: one WorkerService message (default 16 MiB)
+	WorkerRate          int           // WORKER_MAX_STREAM_RATE: messages per second one worker stream may send (default 20000)
+	WorkerCompress      int           // WORKER_COMPRESS_MIN_BYTES: stream messages this big are gzipped for workers that accept it; 0 = never (default)
 	// Identity per audience with mTLS (core/auth identities.go): allow-lists
 	// of client-certificate identities (SPIFFE IDs or CN=…), comma-separated.
 	APIClientIDs    string // API_CLIENT_IDENTITIES: ROLE:IDENTITY entries that may call the API

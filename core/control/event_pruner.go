@@ -27,8 +27,8 @@ const (
 // times the retention instead of growing for the life of the install.
 // Every control pod runs it; concurrent passes share the work (PruneEvents).
 type EventPruner struct {
-	// Prune deletes up to limit of the expired events at the log's head
-	// and returns how many (maintenance.Store.PruneEvents).
+	// Prune deletes the oldest events created before the cutoff, at most
+	// limit, and returns how many (maintenance.Store.PruneEvents).
 	Prune func(ctx context.Context, before time.Time, limit int) (int, error)
 	// Retention is how long an event is kept; 0 keeps events forever (the
 	// duty ends at once).
