@@ -1068,7 +1068,7 @@ type DescribeResourceResource struct {
 	ChildrenQuarantined DescribeResourceResourceChildrenQuarantinedResourcePage `json:"childrenQuarantined"`
 	// Its operator verb invocations, newest first.
 	Operations []DescribeResourceResourceOperationsOperation `json:"operations"`
-	// Its append-only history, newest first, keyset-paginated.
+	// Its event history, newest first, keyset-paginated: composes, failures, rollups and operators' actions, kept for the server's EVENT_RETENTION (7 days by default).
 	History DescribeResourceResourceHistoryHistoryEventPage `json:"history"`
 }
 
@@ -1767,7 +1767,7 @@ func (v *DescribeResourceResourceHistoryHistoryEventPage) GetItems() []DescribeR
 // DescribeResourceResourceHistoryHistoryEventPageItemsHistoryEvent includes the requested fields of the GraphQL type HistoryEvent.
 // The GraphQL type's documentation follows.
 //
-// One entry of a resource's append-only history.
+// One entry of a resource's event history.
 type DescribeResourceResourceHistoryHistoryEventPageItemsHistoryEvent struct {
 	// Its severity.
 	Type HistoryEventType `json:"type"`

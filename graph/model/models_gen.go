@@ -85,7 +85,7 @@ type Dependency struct {
 	ValueFlows []*ValueFlow `json:"valueFlows"`
 }
 
-// One entry of a resource's append-only history.
+// One entry of a resource's event history.
 type HistoryEvent struct {
 	// The event's id (increasing).
 	ID string `json:"id"`

@@ -1165,7 +1165,7 @@ export type ResourceHistoryQuery = {
   resource: {
     /** The resource's id (a UUID). */
     id: string;
-    /** Its append-only history, newest first, keyset-paginated. */
+    /** Its event history, newest first, keyset-paginated: composes, failures, rollups and operators' actions, kept for the server's EVENT_RETENTION (7 days by default). */
     history: {
       /** The page's events. */
       items: Array<{
