@@ -1117,6 +1117,7 @@ $$;
 
 CREATE FUNCTION public.explain_resource(p_id uuid, p_now timestamp with time zone DEFAULT now(), p_liveness_secs integer DEFAULT 30) RETURNS TABLE(gate text, message text, since timestamp with time zone, until_at timestamp with time zone, blocker_ids uuid[], blocker_count bigint, in_flight bigint, cap integer, broker_id text)
     LANGUAGE plpgsql STABLE
+    SET enable_seqscan TO 'off'
     AS $$
 DECLARE
     r       record;

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/app"
@@ -28,25 +27,23 @@ func TestProcess_EventsPastTheirRetentionAreDeleted(t *testing.T) {
 	ctx := context.Background()
 	applyManifest(t, s.Store, leafKind)
 	r := applyResource(t, s.Store, "leaf", "logged", `{}`)
-	pool, err := pgxpool.New(ctx, s.DatabaseURL)
-	require.NoError(t, err)
-	defer pool.Close()
+	db := s.Process.Primary
 	count := func(sql string) int {
 		var n int
-		require.NoError(t, pool.QueryRow(ctx, sql, r.ID).Scan(&n))
+		require.NoError(t, db.QueryRow(ctx, sql, r.ID).Scan(&n))
 		return n
 	}
 	young := count(`SELECT count(*)::int FROM resource_events WHERE resource_id = $1`)
 	require.Positive(t, young, "the apply wrote an event")
-	_, err = pool.Exec(ctx, `INSERT INTO resource_events (resource_id, type, reason, created_at)
+	_, err := db.Exec(ctx, `INSERT INTO resource_events (resource_id, type, reason, created_at)
 SELECT $1, 'Normal', 'Old', now() - interval '2 hours' FROM generate_series(1, 3)`, r.ID)
 	require.NoError(t, err)
 
-	deadline := time.Now().Add(30 * time.Second)
-	for count(`SELECT count(*)::int FROM resource_events WHERE resource_id = $1 AND reason = 'Old'`) > 0 {
-		require.True(t, time.Now().Before(deadline), "the expired events are still there after 30s")
-		time.Sleep(50 * time.Millisecond)
-	}
+	require.Eventually(t, func() bool {
+		var old int
+		err := db.QueryRow(ctx, `SELECT count(*)::int FROM resource_events WHERE resource_id = $1 AND reason = 'Old'`, r.ID).Scan(&old)
+		return err == nil && old == 0
+	}, 30*time.Second, 50*time.Millisecond, "the expired events are deleted")
 	require.Equal(t, young, count(`SELECT count(*)::int FROM resource_events WHERE resource_id = $1 AND reason <> 'Old'`),
 		"the events inside the retention stay")
 }

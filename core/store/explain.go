@@ -6,8 +6,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/converge-run/converge/core/store/internal/dbx"
 )
 
 // WaitGate names one gate that holds a resource back (explain_resource).
@@ -66,27 +64,14 @@ func (s *Store) Explain(ctx context.Context, id uuid.UUID, liveness time.Duratio
 	if liveness <= 0 {
 		liveness = DefaultLiveness
 	}
-	var out []Wait
-	// By key only: explain_resource's statements are plans a session keeps
-	// (TestPlans_APISessionPlannedOnEmptyTables).
-	err := dbx.InByKeyTx(ctx, s.primary, func(tx pgx.Tx) error {
-		var exists bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM resources WHERE id = $1)`, id).Scan(&exists); err != nil {
-			return mapErr(err, "resource "+id.String())
-		}
-		if !exists {
-			return notFound("resource %s not found", id)
-		}
-		var err error
-		out, err = explainRows(ctx, tx, id, liveness)
-		return err
-	})
-	return out, err
-}
-
-// explainRows reads explain_resource's rows for id.
-func explainRows(ctx context.Context, tx pgx.Tx, id uuid.UUID, liveness time.Duration) ([]Wait, error) {
-	rows, err := tx.Query(ctx, `
+	var exists bool
+	if err := s.primary.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM resources WHERE id = $1)`, id).Scan(&exists); err != nil {
+		return nil, mapErr(err, "resource "+id.String())
+	}
+	if !exists {
+		return nil, notFound("resource %s not found", id)
+	}
+	rows, err := s.primary.Query(ctx, `
 		SELECT gate, message, since, until_at, coalesce(blocker_ids, '{}'), coalesce(blocker_count, 0), in_flight, cap,
 		       coalesce(broker_id, '')
 		  FROM explain_resource($1, now(), $2)`, id, int(liveness.Seconds()))

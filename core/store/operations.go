@@ -156,8 +156,7 @@ func (s *Store) RunOperation(ctx context.Context, kind, name, verb string, input
 
 // GetOperation returns the operation id.
 func (s *Store) GetOperation(ctx context.Context, id uuid.UUID) (resource.Operation, error) {
-	op, err := scanOperation(s.read.QueryRow(ctx, `SELECT `+operationColumns+` FROM resource_operations o WHERE o.id = $1`,
-		id))
+	op, err := scanOperation(s.read.QueryRow(ctx, `SELECT `+operationColumns+` FROM resource_operations o WHERE o.id = $1`, id))
 	return op, mapErr(err, "operation "+id.String())
 }
 
@@ -227,8 +226,7 @@ func (s *Store) OperationsByIDs(ctx context.Context, ids []uuid.UUID) (map[uuid.
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := s.read.Query(ctx, `SELECT `+operationColumns+` FROM resource_operations o WHERE o.id = ANY($1::uuid[])`,
-		ids)
+	rows, err := s.read.Query(ctx, `SELECT `+operationColumns+` FROM resource_operations o WHERE o.id = ANY($1::uuid[])`, ids)
 	if err != nil {
 		return nil, mapErr(err, "operations by id")
 	}
@@ -250,7 +248,6 @@ func (s *Store) OperationsByIDs(ctx context.Context, ids []uuid.UUID) (map[uuid.
 // A broker's read, so it goes to the primary: a task is dispatched right
 // after the write that pended it, and a lagging replica would be wrong here.
 func (s *Store) OperationForTask(ctx context.Context, id uuid.UUID) (resource.Operation, error) {
-	op, err := scanOperation(s.primary.QueryRow(ctx, `SELECT `+operationColumns+` FROM resource_operations o WHERE o.id = $1`,
-		id))
+	op, err := scanOperation(s.primary.QueryRow(ctx, `SELECT `+operationColumns+` FROM resource_operations o WHERE o.id = $1`, id))
 	return op, mapErr(err, "operation "+id.String())
 }

@@ -401,8 +401,7 @@ func (s *Store) GetResource(ctx context.Context, kind, name string) (resource.Re
 
 // GetResourceByID returns the resource with id.
 func (s *Store) GetResourceByID(ctx context.Context, id uuid.UUID) (resource.Resource, error) {
-	r, err := scanResource(s.read.QueryRow(ctx, `SELECT `+resourceColumns+` FROM resources r WHERE r.id = $1`,
-		id))
+	r, err := scanResource(s.read.QueryRow(ctx, `SELECT `+resourceColumns+` FROM resources r WHERE r.id = $1`, id))
 	return r, mapErr(err, "resource "+id.String())
 }
 
@@ -414,8 +413,7 @@ func (s *Store) ResourcesByIDs(ctx context.Context, ids []uuid.UUID) (map[uuid.U
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := s.read.Query(ctx, `SELECT `+resourceColumns+` FROM resources r WHERE r.id = ANY($1::uuid[])`,
-		ids)
+	rows, err := s.read.Query(ctx, `SELECT `+resourceColumns+` FROM resources r WHERE r.id = ANY($1::uuid[])`, ids)
 	if err != nil {
 		return nil, mapErr(err, "resources by id")
 	}

@@ -39,8 +39,7 @@ type Subtree struct {
 // A root that no longer exists has nothing to wait for (true).
 func (s *Store) SubtreeSettled(ctx context.Context, root uuid.UUID) (bool, error) {
 	var gate *int32
-	err := s.primary.QueryRow(ctx, `SELECT (SELECT rollup_gate(r.id, r.root_id IS NULL, 0) FROM resources r WHERE r.id = $1)`,
-		root).Scan(&gate)
+	err := s.primary.QueryRow(ctx, `SELECT (SELECT rollup_gate(r.id, r.root_id IS NULL, 0) FROM resources r WHERE r.id = $1)`, root).Scan(&gate)
 	if err != nil {
 		return false, fmt.Errorf("probe the subtree of %s: %w", root, err)
 	}

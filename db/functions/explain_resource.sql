@@ -18,11 +18,15 @@
 -- scheduler from writing it is. Rows carry up to 20 blocker ids and their
 -- total count; p_liveness_secs is the fleet's liveness window.
 -- Read-only and bounded (index probes, at most 20 ids per row); not a hot
--- path: one call per Resource.waitingOn / `conctl why`.
+-- path: one call per Resource.waitingOn / `conctl why`. Seq scans are off:
+-- a session keeps the plans of these statements, and one made on a fresh
+-- install's small tables scanned resources and the phase rows on every
+-- later call (TestPlans_APISessionPlannedOnEmptyTables); every row it reads
+-- is reached by key, and the setting holds for the helpers it calls.
 CREATE OR REPLACE FUNCTION explain_resource(p_id uuid, p_now timestamptz DEFAULT now(), p_liveness_secs int DEFAULT 30)
 RETURNS TABLE (gate text, message text, since timestamptz, until_at timestamptz, blocker_ids uuid[],
                blocker_count bigint, in_flight bigint, cap int, broker_id text)
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
 DECLARE
     r       record;
     kc      record;

@@ -277,6 +277,14 @@ func migrationsFS() fs.FS {
 	return migrations.FS
 }
 
+// QueueBenchSettings are the server settings of the write path's
+// benchmarks (bench-sched, bench-delivery) on top of the default
+// durability: room in memory for their tables, and checkpoints spaced out
+// of a run. A new map each call, to add to.
+func QueueBenchSettings() map[string]string {
+	return map[string]string{"shared_buffers": "1GB", "max_wal_size": "8GB", "checkpoint_timeout": "30min"}
+}
+
 // BenchURL starts a private cluster for one benchmark, at Postgres' default
 // durability (fsync, synchronous_commit and full_page_writes on, unlike the
 // tests' cluster) with settings on top, creates and migrates a database

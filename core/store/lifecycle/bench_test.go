@@ -83,7 +83,7 @@ const benchDeliveryBatch = 100
 
 func deliveryPool(b *testing.B, ctx context.Context) *pgxpool.Pool {
 	b.Helper()
-	url := pgtest.BenchURL(b, map[string]string{"shared_buffers": "1GB", "max_wal_size": "8GB", "checkpoint_timeout": "30min"})
+	url := pgtest.BenchURL(b, pgtest.QueueBenchSettings())
 	cfg, err := pgpool.Config(url, 4)
 	if err != nil {
 		b.Fatal(err)

@@ -336,7 +336,7 @@ func ignoreCancel(err error) error {
 // on a freshly migrated database.
 func benchPool(b *testing.B, ctx context.Context) *pgxpool.Pool {
 	b.Helper()
-	settings := map[string]string{"shared_buffers": "1GB", "max_wal_size": "8GB", "checkpoint_timeout": "30min"}
+	settings := pgtest.QueueBenchSettings()
 	if dir := os.Getenv("BENCH_LOG_DIR"); dir != "" {
 		// Profiling: the server log goes to dir/pg.log; with BENCH_EXPLAIN_MS
 		// every statement (nested in plpgsql too) slower than that is logged

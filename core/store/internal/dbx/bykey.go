@@ -27,9 +27,9 @@ func ByKeyOnly(ctx context.Context, tx pgx.Tx) error {
 }
 
 // InByKeyTx is InTx whose statements reach rows by key only (ByKeyOnly):
-// for the statements that join a batch of keys to a table, which a custom
+// for statements that join a batch of keys to a table, which even a custom
 // plan may hash over Seq Scans of every partition while the backlog is
-// small, or that call a function, whose plans a session keeps.
+// small.
 func InByKeyTx(ctx context.Context, db Beginner, fn func(tx pgx.Tx) error) error {
 	return InTx(ctx, db, func(tx pgx.Tx) error {
 		if err := ByKeyOnly(ctx, tx); err != nil {
