@@ -247,18 +247,7 @@ DECLARE
     v_ids uuid[];
     v_n   int;
 BEGIN
-    WITH RECURSIVE tree(id) AS (
-        SELECT id FROM resources WHERE id = p_id
-        UNION
-        SELECT n.id
-          FROM tree t
-         CROSS JOIN LATERAL (
-               SELECT c.id FROM resources c WHERE c.owner_id = t.id
-               UNION ALL
-               SELECT d.dependent_id FROM resource_deps d WHERE d.dependency_id = t.id
-         ) n
-    )
-    SELECT array_agg(id ORDER BY id) INTO v_ids FROM tree;
+    SELECT array_agg(t.id ORDER BY t.id) INTO v_ids FROM teardown_tree(p_id) t(id);
     IF v_ids IS NULL THEN
         RETURN 0;
     END IF;
@@ -724,7 +713,15 @@ BEGIN
                       CROSS JOIN LATERAL (SELECT d.dependent_id FROM resource_deps d
                                            WHERE d.dependency_id = u.resource_id AND d.value_flows <> '[]'::jsonb
                                           OFFSET 0) d
-                      WHERE u.task_type = 'reconcile' AND u.error_message IS NULL AND u.status IS NOT NULL) x
+                      WHERE u.task_type = 'reconcile' AND u.error_message IS NULL AND u.status IS NOT NULL
+                     UNION ALL
+                     SELECT p.id FROM unnest(p_out) u
+                      CROSS JOIN LATERAL (SELECT r.owner_id AS id FROM resources r
+                                           WHERE r.id = u.resource_id AND r.owner_id IS NOT NULL
+                                          UNION ALL
+                                          SELECT d.dependency_id FROM resource_deps d
+                                           WHERE d.dependent_id = u.resource_id) p
+                      WHERE u.task_type = 'delete' AND u.error_message IS NULL) x
               ORDER BY x.id) ids
       CROSS JOIN LATERAL (SELECT 1 FROM resources r WHERE r.id = ids.id FOR NO KEY UPDATE) l;
 END
@@ -941,6 +938,20 @@ BEGIN
     END IF;
     IF cardinality(v_rerun) > 0 THEN
         PERFORM schedule_candidates(v_rerun, p_now, true);
+    END IF;
+
+    -- 8. teardown: a row whose last finalizer was just stripped goes now,
+    --    and the layer above advances (locked in step 1); a row that still
+    --    holds a finalizer the task did not own is left to the reaper's
+    --    sweep, at its pace, as before (re-queued here at once, a finalizer
+    --    no Deleter strips would loop through the worker without a pause)
+    IF v_dels THEN
+        PERFORM teardown_advance(ARRAY(SELECT i.resource_id FROM unnest(v_items) i
+                                        CROSS JOIN LATERAL (SELECT 1 FROM resources r
+                                                             WHERE r.id = i.resource_id AND r.finalizers = '{}'
+                                                            OFFSET 0) r
+                                        WHERE i.task_type = 'delete' AND i.error_message IS NULL),
+                                 0, 255, p_now, NULL);
     END IF;
     RETURN v_n;
 END
@@ -1976,7 +1987,7 @@ DECLARE
     v_n int;
 BEGIN
     v_n := cascade_mark_for_deletion(p_id, p_now);
-    PERFORM sweep_deletable(0, 255, 1000, p_now);
+    PERFORM teardown_advance(ARRAY(SELECT teardown_tree(p_id)), 0, 255, p_now, NULL);
     RETURN v_n;
 END
 $$;
@@ -2614,68 +2625,29 @@ $$;
 CREATE FUNCTION public.sweep_deletable(p_lo integer, p_hi integer, p_max integer, p_now timestamp with time zone DEFAULT now()) RETURNS integer
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
     AS $$
 DECLARE
-    v_hard   uuid[];
-    v_fin    uuid[];
-    v_enq    int;
-    v_del    int;
-    v_queued int := 0;
-    v_total  int := 0;
+    v_walk  int := 20 * greatest(p_max, 1);
+    v_start int;
+    v_ids   uuid[];
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM resources
-                    WHERE deletion_requested_at IS NOT NULL AND shard_id BETWEEN p_lo AND p_hi) THEN
+    IF p_max <= 0 OR NOT EXISTS (SELECT 1 FROM resources
+                                  WHERE deletion_requested_at IS NOT NULL AND shard_id BETWEEN p_lo AND p_hi) THEN
         RETURN 0;
     END IF;
-    LOOP
-        v_enq := 0;
-        v_del := 0;
-        SELECT array_agg(c.id) FILTER (WHERE c.finalizers = '{}'),
-               array_agg(c.id) FILTER (WHERE c.finalizers <> '{}')
-          INTO v_hard, v_fin
-          FROM (SELECT r.id, r.finalizers
-                  FROM resources r
-                 WHERE r.deletion_requested_at IS NOT NULL
-                   AND r.shard_id BETWEEN p_lo AND p_hi
-                   -- OFFSET 0 keeps each probe a per-row index probe: no
-                   -- anti-join or hashed subplan over a Seq Scan
-                   AND NOT EXISTS (SELECT 1 FROM resources o WHERE o.owner_id = r.id OFFSET 0)
-                   AND NOT EXISTS (SELECT 1 FROM resource_deps d WHERE d.dependency_id = r.id OFFSET 0)
-                   AND (r.finalizers = '{}'
-                        OR NOT EXISTS (SELECT 1 FROM work_queue q
-                                        WHERE q.shard_id BETWEEN p_lo AND p_hi
-                                          AND q.shard_id = r.shard_id AND q.resource_id = r.id
-                                          AND q.task_type = 'delete' OFFSET 0))
-                 LIMIT p_max - v_total
-                 FOR UPDATE OF r SKIP LOCKED) c;
-
-        IF v_fin IS NOT NULL THEN
-            INSERT INTO work_queue (resource_id, task_type, shard_id, kind, version, generation, trigger,
-                                    provider_config, provider_bundle, not_before)
-            SELECT r.id, 'delete', r.shard_id, r.kind, r.version, r.generation, 'deleteRequested',
-                   pc.spec, pc.data, p_now
-              FROM resources r
-              LEFT JOIN providerconfigs pc ON pc.kind = r.kind AND pc.name = r.provider_config_ref
-             WHERE r.id = ANY (v_fin)
-            ON CONFLICT (shard_id, resource_id, task_type, op_id) DO NOTHING;
-            GET DIAGNOSTICS v_enq = ROW_COUNT;
-            v_queued := v_queued + v_enq;
-        END IF;
-
-        IF v_hard IS NOT NULL THEN
-            DELETE FROM work_queue WHERE shard_id BETWEEN p_lo AND p_hi AND resource_id = ANY (v_hard);
-            -- ARRAY(SELECT unnest(…)): uncountable, so a primary-key probe
-            DELETE FROM resources WHERE id = ANY (ARRAY(SELECT unnest(v_hard)));
-            GET DIAGNOSTICS v_del = ROW_COUNT;
-        END IF;
-
-        v_total := v_total + v_enq + v_del;
-        EXIT WHEN v_del = 0 OR v_total >= p_max;
-    END LOOP;
-    IF v_queued > 0 THEN
-        PERFORM notify_gated('work_ready');
-    END IF;
-    RETURN v_total;
+    v_start := p_lo + floor(random() * (p_hi - p_lo + 1))::int;
+    v_ids := ARRAY(
+        SELECT w.id FROM (
+            (SELECT r.id FROM resources r
+              WHERE r.deletion_requested_at IS NOT NULL AND r.shard_id BETWEEN v_start AND p_hi
+              ORDER BY r.shard_id LIMIT v_walk)
+            UNION ALL
+            (SELECT r.id FROM resources r
+              WHERE r.deletion_requested_at IS NOT NULL AND r.shard_id BETWEEN p_lo AND v_start - 1
+              ORDER BY r.shard_id LIMIT v_walk)) w
+        LIMIT v_walk);
+    RETURN teardown_advance(v_ids, p_lo, p_hi, p_now, p_max);
 END
 $$;
 
@@ -2730,11 +2702,119 @@ BEGIN
         FOREACH v_id IN ARRAY v_soft LOOP
             PERFORM cascade_mark_for_deletion(v_id, p_now);
         END LOOP;
-        PERFORM sweep_deletable(0, 255, greatest(p_max, 1000), p_now);
+        PERFORM teardown_advance(ARRAY(SELECT t.id FROM unnest(v_soft) s(id) CROSS JOIN LATERAL teardown_tree(s.id) t(id)),
+                                 0, 255, p_now, NULL);
         v_n := v_n + cardinality(v_soft);
     END IF;
     RETURN v_n;
 END
+$$;
+
+--
+-- Name: teardown_advance(uuid[], integer, integer, timestamp with time zone, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.teardown_advance(p_ids uuid[], p_lo integer, p_hi integer, p_now timestamp with time zone, p_max integer) RETURNS integer
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_cand   uuid[] := p_ids;
+    v_hard   uuid[];
+    v_fin    uuid[];
+    v_enq    int;
+    v_del    int;
+    v_queued int := 0;
+    v_total  int := 0;
+BEGIN
+    WHILE cardinality(v_cand) > 0 AND (p_max IS NULL OR v_total < p_max) LOOP
+        v_enq := 0;
+        v_del := 0;
+        SELECT array_agg(c.id) FILTER (WHERE c.finalizers = '{}'),
+               array_agg(c.id) FILTER (WHERE c.finalizers <> '{}')
+          INTO v_hard, v_fin
+          FROM (SELECT r.id, r.finalizers
+                  FROM (SELECT DISTINCT u.id FROM unnest(v_cand) u(id) ORDER BY u.id) u
+                 -- each candidate by its primary key, locked only if it
+                 -- qualifies; OFFSET 0 keeps every probe a per-row index
+                 -- probe (no anti-join or hashed subplan over a scan, and
+                 -- never a walk of idx_resources_deleting filtered by id)
+                 CROSS JOIN LATERAL (
+                       SELECT r.id, r.finalizers
+                         FROM resources r
+                        WHERE r.id = u.id
+                          AND r.shard_id BETWEEN p_lo AND p_hi
+                          AND r.deletion_requested_at IS NOT NULL
+                          AND NOT EXISTS (SELECT 1 FROM resources o WHERE o.owner_id = r.id OFFSET 0)
+                          AND NOT EXISTS (SELECT 1 FROM resource_deps d WHERE d.dependency_id = r.id OFFSET 0)
+                          AND (r.finalizers = '{}'
+                               OR NOT EXISTS (SELECT 1 FROM work_queue q
+                                               WHERE q.shard_id BETWEEN p_lo AND p_hi
+                                                 AND q.shard_id = r.shard_id AND q.resource_id = r.id
+                                                 AND q.task_type = 'delete' OFFSET 0))
+                       OFFSET 0
+                          FOR UPDATE OF r SKIP LOCKED) r
+                 LIMIT p_max - v_total) c;
+        v_cand := '{}';
+
+        IF v_fin IS NOT NULL THEN
+            INSERT INTO work_queue (resource_id, task_type, shard_id, kind, version, generation, trigger,
+                                    provider_config, provider_bundle, not_before)
+            SELECT r.id, 'delete', r.shard_id, r.kind, r.version, r.generation, 'deleteRequested',
+                   pc.spec, pc.data, p_now
+              FROM unnest(v_fin) f(id)
+             CROSS JOIN LATERAL (SELECT r.* FROM resources r WHERE r.id = f.id OFFSET 0) r
+              LEFT JOIN providerconfigs pc ON pc.kind = r.kind AND pc.name = r.provider_config_ref
+            ON CONFLICT (shard_id, resource_id, task_type, op_id) DO NOTHING;
+            GET DIAGNOSTICS v_enq = ROW_COUNT;
+            v_queued := v_queued + v_enq;
+        END IF;
+
+        IF v_hard IS NOT NULL THEN
+            -- the layer above, read before the rows (and their edges) go
+            SELECT coalesce(array_agg(DISTINCT p.id), '{}') INTO v_cand
+              FROM (SELECT r.owner_id AS id FROM unnest(v_hard) h(id)
+                     CROSS JOIN LATERAL (SELECT r.owner_id FROM resources r WHERE r.id = h.id OFFSET 0) r
+                     WHERE r.owner_id IS NOT NULL
+                    UNION ALL
+                    SELECT d.dependency_id FROM resource_deps d WHERE d.dependent_id = ANY (v_hard)) p
+             WHERE p.id <> ALL (v_hard);
+            -- ARRAY(SELECT unnest(…)): uncountable, so a primary-key probe
+            DELETE FROM resources WHERE id = ANY (ARRAY(SELECT unnest(v_hard)));
+            GET DIAGNOSTICS v_del = ROW_COUNT;
+        END IF;
+
+        v_total := v_total + v_enq + v_del;
+        EXIT WHEN v_del = 0;
+    END LOOP;
+    IF v_queued > 0 THEN
+        PERFORM notify_gated('work_ready');
+    END IF;
+    RETURN v_total;
+END
+$$;
+
+--
+-- Name: teardown_tree(uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.teardown_tree(p_id uuid) RETURNS SETOF uuid
+    LANGUAGE sql STABLE
+    SET jit TO 'off'
+    AS $$
+    WITH RECURSIVE tree(id) AS (
+        SELECT id FROM resources WHERE id = p_id
+        UNION
+        SELECT n.id
+          FROM tree t
+         CROSS JOIN LATERAL (
+               SELECT c.id FROM resources c WHERE c.owner_id = t.id
+               UNION ALL
+               SELECT d.dependent_id FROM resource_deps d WHERE d.dependency_id = t.id
+         ) n
+    )
+    SELECT id FROM tree
 $$;
 
 --

@@ -1,16 +1,14 @@
--- cascade_mark_for_deletion: step 1 of a delete. Walks from p_id across BOTH
--- edge kinds, transitively: everything it owns (owner_id subtree) and
--- everything that depends on it (resource_deps dependency → dependent). The
--- recursive CTE uses UNION, which discards ids already reached, so a
--- dependency cycle terminates. Each newly marked row gets
--- deletion_requested_at = p_now and its kind's finalizer_name (kind_config)
--- seeded into finalizers[]; a row already marked keeps its state (re-seeding
--- would re-run a finished teardown). A finite frozen_until (orphan grace) is
+-- cascade_mark_for_deletion: step 1 of a delete. Marks p_id's teardown tree
+-- (teardown_tree: across BOTH edge kinds, transitively, everything it owns
+-- and everything that depends on it; a dependency cycle terminates). Each
+-- newly marked row gets deletion_requested_at = p_now and its kind's
+-- finalizer_name (kind_config) seeded into finalizers[]; a row already marked
+-- keeps its state (re-seeding would re-run a finished teardown). A finite frozen_until (orphan grace) is
 -- cleared: the row is being deleted now; a quarantine ('infinity') stays, it
 -- does not hold teardown back. Pending reconcile tasks of the marked rows are
 -- dropped (a leased one finishes; its result cannot un-mark). Rows are locked
 -- in id order so two overlapping cascades cannot deadlock.
--- Enqueues nothing and removes nothing: that is sweep_deletable's job, in a
+-- Enqueues nothing and removes nothing: that is teardown_advance's job, in a
 -- separate statement, because a data-modifying CTE would see the pre-mark
 -- snapshot and take every node for an unblocked leaf.
 -- Returns the number of rows newly marked.
@@ -20,18 +18,7 @@ DECLARE
     v_ids uuid[];
     v_n   int;
 BEGIN
-    WITH RECURSIVE tree(id) AS (
-        SELECT id FROM resources WHERE id = p_id
-        UNION
-        SELECT n.id
-          FROM tree t
-         CROSS JOIN LATERAL (
-               SELECT c.id FROM resources c WHERE c.owner_id = t.id
-               UNION ALL
-               SELECT d.dependent_id FROM resource_deps d WHERE d.dependency_id = t.id
-         ) n
-    )
-    SELECT array_agg(id ORDER BY id) INTO v_ids FROM tree;
+    SELECT array_agg(t.id ORDER BY t.id) INTO v_ids FROM teardown_tree(p_id) t(id);
     IF v_ids IS NULL THEN
         RETURN 0;
     END IF;

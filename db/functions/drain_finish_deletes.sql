@@ -1,7 +1,7 @@
 -- drain_finish_deletes: step 5 of drain_outbox_range. A successful delete
--- task strips its finalizer (the task's, else the kind's; the sweep then
--- removes the row); a failed one records a DeleteFailed event on its first
--- attempt. p_dels says whether the batch holds a successful delete at all.
+-- task strips its finalizer (the task's, else the kind's; step 8,
+-- teardown_advance, then removes the row); a failed one records a
+-- DeleteFailed event on its first attempt. p_dels says whether the batch holds a successful delete at all.
 -- p_items is the fenced batch, drain_item[]: declared anyarray because the
 -- function set is created before the schema's types exist (db/migrate), so a
 -- signature cannot name one. Called once per batch, only by

@@ -37,6 +37,11 @@
 --      schedule_candidates; so do rollup roots whose finished lease the
 --      cascade marked rerun (a descendant changed while the rollup ran), in
 --      re-pend mode, so the composite rolls up the subtree as it is now.
+--   8. teardown_advance: the rows whose teardown task succeeded and left
+--      no finalizer (stripped in step 5) are removed, and their owners and
+--      dependencies, locked in step 1, get their own teardown queued once
+--      nothing below them is left: a delete moves up the tree as fast as
+--      its teardowns finish, not at the reaper's pace.
 -- Plans are custom per call (the batch arrays' real sizes are what the
 -- planner sees; the helpers run under this function's SET clauses), lookups
 -- are primary-key probes (LATERAL … OFFSET 0) and queue rows are addressed by
@@ -236,6 +241,20 @@ BEGIN
     END IF;
     IF cardinality(v_rerun) > 0 THEN
         PERFORM schedule_candidates(v_rerun, p_now, true);
+    END IF;
+
+    -- 8. teardown: a row whose last finalizer was just stripped goes now,
+    --    and the layer above advances (locked in step 1); a row that still
+    --    holds a finalizer the task did not own is left to the reaper's
+    --    sweep, at its pace, as before (re-queued here at once, a finalizer
+    --    no Deleter strips would loop through the worker without a pause)
+    IF v_dels THEN
+        PERFORM teardown_advance(ARRAY(SELECT i.resource_id FROM unnest(v_items) i
+                                        CROSS JOIN LATERAL (SELECT 1 FROM resources r
+                                                             WHERE r.id = i.resource_id AND r.finalizers = '{}'
+                                                            OFFSET 0) r
+                                        WHERE i.task_type = 'delete' AND i.error_message IS NULL),
+                                 0, 255, p_now, NULL);
     END IF;
     RETURN v_n;
 END

@@ -3,8 +3,8 @@
 -- quarantined 'infinity' row) and that nobody re-adopted are escalated to the
 -- real delete, oldest deadline first, at most p_max:
 --   * a kind with a finalizer (kind_config.finalizer_name), or a row that owns
---     children → the soft-delete protocol (cascade_mark_for_deletion, then one
---     sweep_deletable kick), so every Deleter runs in order;
+--     children → the soft-delete protocol (cascade_mark_for_deletion, then
+--     teardown_advance over the marked trees), so every Deleter runs in order;
 --   * a leaf kind without a finalizer → hard delete.
 -- Idle gate: one probe of idx_resources_frozen_sweep below p_now (empty in
 -- steady state; quarantined rows sort above any finite instant). Candidates
@@ -58,7 +58,8 @@ BEGIN
         FOREACH v_id IN ARRAY v_soft LOOP
             PERFORM cascade_mark_for_deletion(v_id, p_now);
         END LOOP;
-        PERFORM sweep_deletable(0, 255, greatest(p_max, 1000), p_now);
+        PERFORM teardown_advance(ARRAY(SELECT t.id FROM unnest(v_soft) s(id) CROSS JOIN LATERAL teardown_tree(s.id) t(id)),
+                                 0, 255, p_now, NULL);
         v_n := v_n + cardinality(v_soft);
     END IF;
     RETURN v_n;

@@ -321,7 +321,7 @@ func TestDrain_DeleteTaskStripsItsFinalizerOrRetries(t *testing.T) {
 	require.Equal(t, []string{"other/keep"}, f.state(id).Finalizers, "the kind's finalizer is stripped")
 	_, ok = f.queued(id, TaskDelete)
 	require.False(t, ok)
-	require.Equal(t, "Deleting", f.phase(id), "the sweep removes the row, not the drain")
+	require.Equal(t, "Deleting", f.phase(id), "a finalizer the task did not own keeps the row, for the reaper's sweep")
 }
 
 // TestDrain_ExplainPrunesANarrowRangeToOnePartition runs a drain of shards

@@ -49,6 +49,11 @@
 // the top N of the measured window are printed before the line, as
 // bench-stmt: lines.
 //
+// With -teardown every measured root is then deleted as an operator deletes
+// one, and the teardown is timed until none of their rows is left: a
+// bench-teardown: line, printed before the bench: line (see teardown.go).
+// The worker's simulated teardowns are instant (FAKE_DELETE_DELAY=0s).
+//
 // With -river DIR (or -river-bin PATH) the River peer benchmark runs
 // afterwards on the same Postgres (see river.go): river_jobs_per_sec is its
 // line's figure, ratio is resources_per_sec over it.
@@ -93,7 +98,7 @@ type params struct {
 	riverDir, riverBin           string
 	riverN, riverWorkers         int
 	statements                   int
-	verbose, hold                bool
+	verbose, hold, teardown      bool
 	pgSettings                   map[string]string
 }
 
@@ -119,6 +124,7 @@ func parseParams() (params, error) {
 	flag.StringVar(&p.riverBin, "river-bin", "", "also run this prebuilt River peer benchmark binary")
 	flag.IntVar(&p.riverN, "river-n", 0, "River jobs (0 = max(n, 20000))")
 	flag.IntVar(&p.riverWorkers, "river-workers", 2000, "River's MaxWorkers")
+	flag.BoolVar(&p.teardown, "teardown", false, "then delete every measured root and time the teardown (a bench-teardown: line)")
 	flag.IntVar(&p.statements, "statements", 0, "track statements (pg_stat_statements) and print the top N before the line, as bench-stmt: lines")
 	flag.Parse()
 	if p.statements > 0 {
@@ -201,6 +207,13 @@ func run() error {
 		return err
 	}
 	line := formatLine(n, res, u, host)
+	if p.teardown {
+		td, err := runTeardown(ctx, st, p, roots, n)
+		if err != nil {
+			return err
+		}
+		fmt.Println(td)
+	}
 	if p.riverBin != "" {
 		// River gets the server to itself: converge and the worker stop
 		// first (the probe and the stack's pool only idle).
@@ -227,8 +240,9 @@ func stackOptions(p params, log zerolog.Logger) stack.Options {
 	opts := stack.Options{Addr: "127.0.0.1:0", Log: log,
 		PGSettings:  p.pgSettings,
 		ConvergeEnv: []string{"LOG_LEVEL=warn"},
-		WorkerEnv:   []string{"LOG_LEVEL=warn", fmt.Sprintf("WORKER_MAX_PARALLEL=%d", p.parallel)},
-		Setup:       setup}
+		WorkerEnv: []string{"LOG_LEVEL=warn", fmt.Sprintf("WORKER_MAX_PARALLEL=%d", p.parallel),
+			"FAKE_DELETE_DELAY=0s"},
+		Setup: setup}
 	if !p.verbose {
 		opts.Output = discard{}
 	}

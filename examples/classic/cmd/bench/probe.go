@@ -125,3 +125,18 @@ func count(cs []resource.PhaseCount, p resource.Phase) int {
 	}
 	return 0
 }
+
+// total is every resource row, of every kind and phase, by the folded
+// phase counts.
+func (p *probe) total(ctx context.Context) (int, error) {
+	p.polls++
+	counts, err := p.store.PhaseCounts(ctx, "")
+	if err != nil {
+		return 0, err
+	}
+	t := 0
+	for _, c := range counts {
+		t += int(c.Count)
+	}
+	return t, nil
+}

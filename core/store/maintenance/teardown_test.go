@@ -1,0 +1,186 @@
+package maintenance_test
+
+import (
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/shard"
+	"github.com/converge-run/converge/core/store/pipeline"
+)
+
+// The diamond torn down by the worker round trip alone: no reaper tick. The
+// request queues the first teardown, and each drain that finishes one
+// removes its row and queues the next layer's.
+func TestTeardown_DiamondThroughTheDrainAlone(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.kind(kind{name: "bom", finalizer: "bom.example/teardown", hasComposer: true, hasRollup: true})
+	f.kind(kind{name: "net", finalizer: "net.example/teardown"})
+	d := f.diamond("bom", "net")
+	names := d.names()
+	require.Equal(t, 5, f.int(`SELECT request_resource_deletion($1, $2)`, d.R, t0))
+	require.Equal(t, []string{"D"}, f.queuedDeletes(names), "the request queues the unblocked leaf's teardown")
+
+	var waves [][]string
+	for i := range 10 {
+		worked := f.work(t0.Add(time.Duration(i+1)*time.Second), pipeline.TaskDelete, `null`, "bom", "net")
+		if len(worked) == 0 {
+			break
+		}
+		var wave []string
+		for _, id := range worked {
+			wave = append(wave, names[id])
+		}
+		sort.Strings(wave)
+		waves = append(waves, wave)
+	}
+	require.Empty(t, cmp.Diff([][]string{{"D"}, {"B", "C"}, {"A"}, {"R"}}, waves),
+		"dependents before dependencies, the composition root last, each layer queued by the drain")
+	require.Zero(t, f.int(`SELECT count(*) FROM resources`), "the drain removed every row")
+	require.Zero(t, f.int(`SELECT count(*) FROM work_queue`))
+}
+
+// A finalizer the task did not own stays, and the drain leaves that row to
+// the reaper's sweep: queued again at once, a finalizer no Deleter strips
+// would go round the worker without a pause.
+func TestTeardown_ARowKeepingAForeignFinalizerWaitsForTheSweep(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.kind(kind{name: "net", finalizer: "net.example/teardown"})
+	id := f.res(res{kind: "net", name: "n"})
+	f.int(`SELECT request_resource_deletion($1, $2)`, id, t0)
+	f.exec(`UPDATE resources SET finalizers = finalizers || '{other.example/keep}'::text[] WHERE id = $1`, id)
+
+	require.Equal(t, []string{id}, f.work(t0.Add(time.Second), pipeline.TaskDelete, `null`, "net"))
+	require.True(t, f.exists(id), "a finalizer is left")
+	require.Empty(t, f.tasks(id), "the drain queues no second teardown")
+	require.Equal(t, "Deleting", f.phase(id))
+}
+
+// Two drains at once finish the last two dependents of one upstream: each
+// locks the upstream first (drain_lock), so the second waits for the
+// first's commit and then sees both dependents gone. Without the lock each
+// would see the other's dependent still there, and the upstream would wait
+// for the reaper.
+func TestTeardown_ConcurrentDrainsOfTheLastTwoDependentsAdvanceTheUpstream(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.kind(kind{name: "net", finalizer: "net.example/teardown"})
+	up := f.res(res{kind: "net", name: "up", shard: 100})
+	b := f.res(res{kind: "net", name: "b", shard: 40})  // partition 2
+	c := f.res(res{kind: "net", name: "c", shard: 200}) // partition 12
+	f.dep(b, up)
+	f.dep(c, up)
+	names := map[string]string{up: "up", b: "b", c: "c"}
+	require.Equal(t, 3, f.int(`SELECT request_resource_deletion($1, $2)`, up, t0))
+	require.Equal(t, []string{"b", "c"}, f.queuedDeletes(names))
+
+	p := f.pipe(t0)
+	tasks, err := p.Claim(ctx, pipeline.Lease{WorkerID: "w", Lo: 0, Hi: 255},
+		pipeline.Batch{Kind: "net", Version: "v1", TaskType: pipeline.TaskDelete, Max: 10})
+	require.NoError(t, err)
+	require.Len(t, tasks, 2)
+	for _, task := range tasks {
+		require.NoError(t, p.AppendOutbox(ctx, task.Result(nil)))
+	}
+
+	first, err := f.db.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = first.Rollback(ctx) }()
+	var n int
+	require.NoError(t, first.QueryRow(ctx, `SELECT drain_outbox_batch(10, 32, 47, $1)`, t0).Scan(&n))
+	require.Equal(t, 1, n, "the first drain takes b")
+
+	second, err := f.db.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = second.Rollback(ctx) }()
+	var pid int
+	require.NoError(t, second.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+	done := make(chan error, 1)
+	go func() {
+		var m int
+		err := second.QueryRow(ctx, `SELECT drain_outbox_batch(10, 192, 207, $1)`, t0).Scan(&m)
+		if err == nil && m != 1 {
+			err = fmt.Errorf("the second drain popped %d results, want c alone", m)
+		}
+		done <- err
+	}()
+	// The second drain must wait on the upstream's lock while the first is
+	// open (or, without the lock, have finished already).
+	deadline := time.Now().Add(10 * time.Second)
+	blocked := false
+	for !blocked && time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+			require.Fail(t, "the second drain finished while the first held the upstream: it did not lock it")
+		default:
+		}
+		blocked = f.bool(`SELECT coalesce((SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1), false)`, pid)
+		if !blocked {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	require.True(t, blocked, "the second drain waits for the upstream's lock")
+	require.NoError(t, first.Commit(ctx))
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		require.Fail(t, "the second drain did not finish after the first committed")
+	}
+	require.NoError(t, second.Commit(ctx))
+
+	require.Equal(t, []string{"up"}, f.queuedDeletes(names), "the upstream's teardown is queued by the second drain")
+	require.False(t, f.exists(b))
+	require.False(t, f.exists(c))
+}
+
+// The backstop reads a bounded window of the marked rows (20 × p_max) from a
+// random shard on: one call never reads the whole marked set, and calls
+// together cover the range, so a row the events left behind is found.
+func TestSweepDeletable_ReadsAWindowAndCoversTheRangeOverCalls(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.kind(kind{name: "leaf"})
+	for i := range 200 { // marked but blocked: each still owns a live child
+		owner := f.res(res{shard: i * 255 / 199, deleting: true})
+		f.res(res{shard: i * 255 / 199, owner: owner})
+	}
+	target := f.res(res{shard: 128, deleting: true}) // unblocked, no finalizer: the backstop removes it
+
+	read := func() (advanced, indexRows int) {
+		tx, err := f.db.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		// The backend's counts not yet reported (they add up across
+		// transactions until they are), before and after the call.
+		const entries = `SELECT pg_stat_get_xact_tuples_returned('idx_resources_deleting'::regclass)::int`
+		var before int
+		require.NoError(t, tx.QueryRow(ctx, entries).Scan(&before))
+		require.NoError(t, tx.QueryRow(ctx, `SELECT sweep_deletable(0, 255, 1, $1)`, t0).Scan(&advanced))
+		require.NoError(t, tx.QueryRow(ctx, entries).Scan(&indexRows))
+		indexRows -= before
+		require.NoError(t, tx.Commit(ctx))
+		return advanced, indexRows
+	}
+	calls := 0
+	for f.exists(target) {
+		calls++
+		require.LessOrEqual(t, calls, 300, "the backstop never reached the row in 300 calls")
+		advanced, rows := read()
+		require.LessOrEqual(t, advanced, 1, "at most p_max rows advanced")
+		require.LessOrEqual(t, rows, 1+20, "the idle gate's probe and a window of 20 × p_max marked rows, of 201")
+	}
+	require.Equal(t, 200, f.int(`SELECT count(*) FROM resources WHERE deletion_requested_at IS NOT NULL`),
+		"the blocked rows stay")
+
+	n, err := f.at(t0).SweepDeletable(ctx, shard.All, 1000)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing left to advance")
+}
