@@ -206,31 +206,40 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	line := formatLine(n, res, u, host)
-	if p.teardown {
-		td, err := runTeardown(ctx, st, p, roots, n)
-		if err != nil {
-			return err
-		}
-		fmt.Println(td)
+	more, err := followUps(ctx, st, p, roots, n, res.rate)
+	if err != nil {
+		return err
 	}
-	if p.riverBin != "" {
-		// River gets the server to itself: converge and the worker stop
-		// first (the probe and the stack's pool only idle).
-		if err := st.StopProcesses(); err != nil {
-			return err
-		}
-		rr, err := runRiver(ctx, st, p.riverBin, p.riverN, p.riverWorkers)
-		if err != nil {
-			return err
-		}
-		line += riverFields(rr, res.rate)
-	}
-	fmt.Println(line)
+	fmt.Println(formatLine(n, res, u, host) + more)
 	if p.hold {
 		hold(ctx, st, p.riverBin != "")
 	}
 	return nil
+}
+
+// followUps runs what comes after the measured run: the teardown (its line
+// printed here) and River, whose fields it returns for the bench: line.
+func followUps(ctx context.Context, st *stack.Stack, p params, roots, n int, rate float64) (string, error) {
+	if p.teardown {
+		td, err := runTeardown(ctx, st, p, roots, n)
+		if err != nil {
+			return "", err
+		}
+		fmt.Println(td)
+	}
+	if p.riverBin == "" {
+		return "", nil
+	}
+	// River gets the server to itself: converge and the worker stop first
+	// (the probe and the stack's pool only idle).
+	if err := st.StopProcesses(); err != nil {
+		return "", err
+	}
+	rr, err := runRiver(ctx, st, p.riverBin, p.riverN, p.riverWorkers)
+	if err != nil {
+		return "", err
+	}
+	return riverFields(rr, rate), nil
 }
 
 // stackOptions: durability stays at Postgres' defaults (fsync,
