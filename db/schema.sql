@@ -2752,7 +2752,12 @@ BEGIN
                          FROM resources r
                         WHERE r.id = u.id
                           AND r.shard_id BETWEEN p_lo AND p_hi
-                          AND r.deletion_requested_at IS NOT NULL
+                          -- not a bare IS NOT NULL: it would let the plan
+                          -- walk idx_resources_deleting (whose predicate it
+                          -- is) filtered by id, which a session's plan made
+                          -- while few rows were marked does, reading every
+                          -- marked row for each candidate at a million
+                          AND coalesce(r.deletion_requested_at IS NOT NULL, false)
                           AND NOT EXISTS (SELECT 1 FROM resources o WHERE o.owner_id = r.id OFFSET 0)
                           AND NOT EXISTS (SELECT 1 FROM resource_deps d WHERE d.dependency_id = r.id OFFSET 0)
                           AND (r.finalizers = '{}'

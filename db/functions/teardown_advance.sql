@@ -21,9 +21,9 @@
 -- Only candidates in shards [p_lo, p_hi] are considered (the reaper's range;
 -- 0..255 for the others), locked in id order, SKIP LOCKED (a row another
 -- transaction holds is left to its holder, or to the backstop); at most
--- p_max rows are advanced (NULL: no bound). Every step is a primary-key or index probe per
--- candidate. Returns the number of rows advanced (tasks enqueued + rows
--- deleted); sends work_ready when it enqueued a task.
+-- p_max rows are advanced (NULL: no bound). Every step is a primary-key or
+-- index probe per candidate. Returns the number of rows advanced (tasks
+-- enqueued + rows deleted); sends work_ready when it enqueued a task.
 CREATE OR REPLACE FUNCTION teardown_advance(p_ids uuid[], p_lo int, p_hi int, p_now timestamptz, p_max int)
 RETURNS int LANGUAGE plpgsql SET enable_seqscan = off SET jit = off AS $$
 DECLARE
@@ -52,7 +52,12 @@ BEGIN
                          FROM resources r
                         WHERE r.id = u.id
                           AND r.shard_id BETWEEN p_lo AND p_hi
-                          AND r.deletion_requested_at IS NOT NULL
+                          -- not a bare IS NOT NULL: it would let the plan
+                          -- walk idx_resources_deleting (whose predicate it
+                          -- is) filtered by id, which a session's plan made
+                          -- while few rows were marked does, reading every
+                          -- marked row for each candidate at a million
+                          AND coalesce(r.deletion_requested_at IS NOT NULL, false)
                           AND NOT EXISTS (SELECT 1 FROM resources o WHERE o.owner_id = r.id OFFSET 0)
                           AND NOT EXISTS (SELECT 1 FROM resource_deps d WHERE d.dependency_id = r.id OFFSET 0)
                           AND (r.finalizers = '{}'

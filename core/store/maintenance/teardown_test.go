@@ -220,3 +220,41 @@ func TestTeardown_RemovingLabeledRowsProbesTheirLabelsByKey(t *testing.T) {
 	}
 	require.Equal(t, 40000-2*deleted, f.int(`SELECT count(*) FROM resource_labels`), "their label rows are gone, no other")
 }
+
+// A session's plans of the teardown's probes, made while nothing was marked
+// (a fresh install, or any quiet hour), still find each candidate by its
+// primary key once half the fleet is marked: a plan that walks the marked
+// rows' index filtered by id (the cheapest while it is empty) read every
+// marked row for each candidate, and made a 1M fleet's delete requests take
+// minutes.
+func TestTeardown_ProbesStayByKeyWhenTheMarkedSetGrows(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.kind(kind{name: "leaf"})
+	f.exec(`INSERT INTO resources (kind, version, name, shard_id)
+	        SELECT 'leaf', 'v1', 'l' || i, i % 256 FROM generate_series(1, 10000) i`)
+	f.exec(`ANALYZE`)
+	conn, err := f.db.Acquire(ctx) // one session: its plpgsql plans are kept across calls
+	require.NoError(t, err)
+	defer conn.Release()
+	probe := `SELECT teardown_advance(ARRAY(SELECT id FROM resources WHERE name = ANY ($1)), 0, 255, $2, NULL)`
+	names := []string{"l1", "l2", "l3", "l4", "l5", "l6", "l7", "l8", "l9", "l10"}
+	for range 8 { // past plpgsql's five custom plans: the session keeps its generic plan
+		var n int
+		require.NoError(t, conn.QueryRow(ctx, probe, names, t0).Scan(&n))
+		require.Zero(t, n, "nothing is marked")
+	}
+	f.exec(`UPDATE resources SET deletion_requested_at = $1 WHERE name <> ALL ($2)`, t0, names[:5])
+
+	const entries = `SELECT pg_stat_get_xact_tuples_returned('idx_resources_deleting'::regclass)::int`
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	var before, after, n int
+	require.NoError(t, tx.QueryRow(ctx, entries).Scan(&before))
+	require.NoError(t, tx.QueryRow(ctx, probe, names, t0).Scan(&n))
+	require.NoError(t, tx.QueryRow(ctx, entries).Scan(&after))
+	require.Equal(t, 5, n, "the five marked candidates are removed")
+	require.Zero(t, after-before, "no walk of the 9,995 marked rows' index")
+	require.NoError(t, tx.Commit(ctx))
+}
