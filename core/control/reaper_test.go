@@ -207,7 +207,15 @@ func TestReaper_CatchesUpAtOnceWhenAnOutageEnds(t *testing.T) {
 	outage.Succeeded()
 	require.Equal(t, time.Duration(0), recvWindow(t, windows), "the tick the outage's end triggers catches up at once")
 	r.TestSignals.Ticked.WaitOrTimeout(t)
-	advanceOnce(t, clock, 5*time.Second)
+	// The first tick's wait (due at t0+5s) was left behind when the
+	// outage's end won the select, and stays registered: wait for the
+	// reaper's new wait beside it before advancing. Advanced on the old one
+	// alone, the clock could pass before the new wait was made, leaving it
+	// due 5 s after the advance, never reached (a CI failure under -race).
+	if !clock.WaitForWaiters(2, 5*time.Second) {
+		t.Fatal("the reaper never waited for its next tick")
+	}
+	clock.Advance(5 * time.Second)
 	require.Equal(t, 15*time.Second, recvWindow(t, windows), "then ordinary ticks again")
 }
 
