@@ -2329,18 +2329,14 @@ $$;
 CREATE FUNCTION public.resources_labels_delete() RETURNS trigger
     LANGUAGE plpgsql
     SET jit TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 BEGIN
     DELETE FROM resource_labels l
-     WHERE l.ctid = ANY (ARRAY(
-           SELECT x.ctid
-             FROM old_rows o
-            CROSS JOIN LATERAL jsonb_each_text(o.labels) ol
-            CROSS JOIN LATERAL (SELECT l.ctid FROM resource_labels l
-                                 WHERE l.key = ol.key AND l.value = ol.value
-                                   AND l.created_at = o.created_at AND l.resource_id = o.id
-                                OFFSET 0) x
-            WHERE o.labels <> '{}'));
+     USING old_rows o CROSS JOIN LATERAL jsonb_each_text(o.labels) ol
+     WHERE o.labels <> '{}'
+       AND l.key = ol.key AND l.value = ol.value AND l.created_at = o.created_at AND l.resource_id = o.id;
     RETURN NULL;
 END
 $$;

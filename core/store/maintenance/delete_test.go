@@ -238,9 +238,9 @@ func TestSweepDeletable_HonoursRangeMaxAndIdleGate(t *testing.T) {
 	require.Zero(t, n, "a queued delete task is not queued twice")
 }
 
-// The same diamond, torn down by the real worker round trip: the delete tasks
-// are claimed, succeed, and the drain strips each finalizer; the reaper's
-// sweep then advances the next layer.
+// The same diamond, torn down by the real worker round trip alone, no
+// reaper tick: the request queues the first teardown, and each drain that
+// finishes one removes its row and queues the next layer's.
 func TestRequestResourceDeletion_DiamondThroughClaimAndDrain(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -250,11 +250,11 @@ func TestRequestResourceDeletion_DiamondThroughClaimAndDrain(t *testing.T) {
 	d := f.diamond("bom", "net")
 	names := d.names()
 	require.Equal(t, 5, f.int(`SELECT request_resource_deletion($1, $2)`, d.R, t0))
+	require.Equal(t, []string{"D"}, f.queuedDeletes(names), "the request queues the unblocked leaf's teardown")
 
 	var waves [][]string
 	for i := range 10 {
-		now := t0.Add(time.Duration(i+1) * time.Second)
-		worked := f.work(now, pipeline.TaskDelete, `null`, "bom", "net")
+		worked := f.work(t0.Add(time.Duration(i+1)*time.Second), pipeline.TaskDelete, `null`, "bom", "net")
 		if len(worked) == 0 {
 			break
 		}
@@ -264,10 +264,9 @@ func TestRequestResourceDeletion_DiamondThroughClaimAndDrain(t *testing.T) {
 		}
 		sort.Strings(wave)
 		waves = append(waves, wave)
-		_, err := f.at(now).SweepDeletable(ctx, shard.All, 1000)
-		require.NoError(t, err)
 	}
 	require.Empty(t, cmp.Diff([][]string{{"D"}, {"B", "C"}, {"A"}, {"R"}}, waves),
-		"dependents before dependencies, the composition root last")
-	require.Zero(t, f.int(`SELECT count(*) FROM resources`))
+		"dependents before dependencies, the composition root last, each layer queued by the drain")
+	require.Zero(t, f.int(`SELECT count(*) FROM resources`), "the drain removed every row")
+	require.Zero(t, f.int(`SELECT count(*) FROM work_queue`))
 }

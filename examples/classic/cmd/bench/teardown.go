@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/converge-run/converge/examples/classic"
@@ -95,31 +93,10 @@ func runTeardown(ctx context.Context, st *stack.Stack, p params, roots, leaves i
 
 // deleteRoots requests every measured root's deletion from a few goroutines.
 func deleteRoots(ctx context.Context, st *stack.Stack, roots int) error {
-	started := time.Now()
-	var next atomic.Int64
-	errc := make(chan error, 8)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= roots {
-					return
-				}
-				if _, err := st.Store.RequestDeletion(ctx, classic.KindBOM, rootName(i), "bench"); err != nil {
-					errc <- fmt.Errorf("delete root %s: %w", rootName(i), err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errc)
-	if err := <-errc; err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "bench: %d roots' deletion requested in %s\n", roots, time.Since(started).Round(time.Millisecond))
-	return nil
+	return eachRoot(roots, "deletion requested", func(name string) error {
+		if _, err := st.Store.RequestDeletion(ctx, classic.KindBOM, name, "bench"); err != nil {
+			return fmt.Errorf("delete root %s: %w", name, err)
+		}
+		return nil
+	})
 }
