@@ -2333,10 +2333,13 @@ CREATE FUNCTION public.resources_labels_delete() RETURNS trigger
     SET enable_mergejoin TO 'off'
     AS $$
 BEGIN
+    WITH gone AS MATERIALIZED (
+        SELECT ol.key, ol.value, o.created_at, o.id
+          FROM old_rows o CROSS JOIN LATERAL jsonb_each_text(o.labels) ol
+         WHERE o.labels <> '{}')
     DELETE FROM resource_labels l
-     USING old_rows o CROSS JOIN LATERAL jsonb_each_text(o.labels) ol
-     WHERE o.labels <> '{}'
-       AND l.key = ol.key AND l.value = ol.value AND l.created_at = o.created_at AND l.resource_id = o.id;
+     USING gone g
+     WHERE l.key = g.key AND l.value = g.value AND l.created_at = g.created_at AND l.resource_id = g.id;
     RETURN NULL;
 END
 $$;
@@ -2788,9 +2791,7 @@ BEGIN
                     UNION ALL
                     SELECT d.dependency_id FROM resource_deps d WHERE d.dependent_id = ANY (v_hard)) p
              WHERE p.id <> ALL (v_hard);
-            -- ARRAY(SELECT unnest(…)): uncountable, so a primary-key probe
-            DELETE FROM resources WHERE id = ANY (ARRAY(SELECT unnest(v_hard)));
-            GET DIAGNOSTICS v_del = ROW_COUNT;
+            v_del := teardown_remove(v_hard);
         END IF;
 
         v_total := v_total + v_enq + v_del;
@@ -2800,6 +2801,25 @@ BEGIN
         PERFORM notify_gated('work_ready');
     END IF;
     RETURN v_total;
+END
+$$;
+
+--
+-- Name: teardown_remove(uuid[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.teardown_remove(p_ids uuid[]) RETURNS integer
+    LANGUAGE plpgsql
+    SET plan_cache_mode TO 'auto'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_n int;
+BEGIN
+    -- ARRAY(SELECT unnest(…)): uncountable, so a primary-key probe
+    DELETE FROM resources WHERE id = ANY (ARRAY(SELECT unnest(p_ids)));
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN v_n;
 END
 $$;
 

@@ -6,7 +6,8 @@
 --     (trigger 'deleteRequested'): its teardown runs now and only now, after
 --     every dependent is gone;
 --   * finalizers empty (teardown done, or a kind without one) → hard-delete
---     the row (its queue rows go with it: on_resources_deleted).
+--     the row (teardown_remove; its queue rows go with it:
+--     on_resources_deleted).
 -- A hard delete can unblock the layer above, so the rows it removed hand
 -- their owners and their dependencies on as the next candidates, until a
 -- round deletes nothing: a finalizer-free subtree collapses at once, and a
@@ -92,9 +93,7 @@ BEGIN
                     UNION ALL
                     SELECT d.dependency_id FROM resource_deps d WHERE d.dependent_id = ANY (v_hard)) p
              WHERE p.id <> ALL (v_hard);
-            -- ARRAY(SELECT unnest(…)): uncountable, so a primary-key probe
-            DELETE FROM resources WHERE id = ANY (ARRAY(SELECT unnest(v_hard)));
-            GET DIAGNOSTICS v_del = ROW_COUNT;
+            v_del := teardown_remove(v_hard);
         END IF;
 
         v_total := v_total + v_enq + v_del;

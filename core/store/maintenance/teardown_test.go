@@ -5,10 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store/pipeline"
+	"github.com/converge-run/converge/db/pgtest"
 )
 
 // A finalizer the task did not own stays, and the drain leaves that row to
@@ -153,12 +155,17 @@ func TestSweepDeletable_ReadsAWindowAndCoversTheRangeOverCalls(t *testing.T) {
 
 // Removing rows removes their label rows by key, in every statement of a
 // session: a fleet's teardown deletes a few hundred rows a statement from a
-// table of millions of labels, and a join over the whole label index in
-// each (the plan the trigger's join got in a 1M teardown: 1.8 million index
-// entries a statement) made it crawl. The session turns nested loops off,
-// so a planner left to choose takes the join (the trigger written plainly
-// then reads all 40,000 labels for each 1,000 rows); the trigger's own
-// settings must keep it probing.
+// table of millions of labels, where a compose's children share their label
+// values and their created_at (one statement's now()), so only the fourth
+// column of the key tells them apart. Two plans the trigger's join got in
+// teardowns read far more than its rows: a merge join over the whole label
+// index (1M: 1.8 million index entries a statement) and, with that fixed,
+// a probe by the key's first two columns with the rest as a filter (20k:
+// 250 index entries a label). Each session here deletes 1,000 rows a round:
+// one with the planner's defaults, one with nested loops off, so a planner
+// left to choose takes the join (the trigger written plainly then reads all
+// 40,000 labels for each 1,000 rows); the trigger must probe by its whole
+// key in both.
 func TestTeardown_RemovingLabeledRowsProbesTheirLabelsByKey(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -169,27 +176,40 @@ func TestTeardown_RemovingLabeledRowsProbesTheirLabelsByKey(t *testing.T) {
 	f.exec(`ANALYZE`)
 	require.Equal(t, 40000, f.int(`SELECT count(*) FROM resource_labels`))
 
-	conn, err := f.db.Acquire(ctx) // one session: its trigger plans are kept across statements
-	require.NoError(t, err)
-	defer conn.Release()
-	_, err = conn.Exec(ctx, `SET enable_nestloop = off`)
-	require.NoError(t, err)
-	defer func() { _, _ = conn.Exec(ctx, `RESET enable_nestloop`) }()
-	// The backend's counts not yet reported, before and after each delete.
-	// Label rows read: by Seq Scans of the table, and index entries.
+	// The backend's counts not yet reported, before and after each delete:
+	// label rows returned by Seq Scans of the table, and the label index's
+	// pages read (not its entries returned: a scan by the key's last columns
+	// checks every entry inside the index and returns only its match).
 	const entries = `SELECT (pg_stat_get_xact_tuples_returned('resource_labels'::regclass)
-	                        + pg_stat_get_xact_tuples_returned('resource_labels_pkey'::regclass))::int`
+	                        + pg_stat_get_xact_blocks_fetched('resource_labels_pkey'::regclass))::int`
 	deleted := 0
-	for round := range 8 { // past plpgsql's five custom plans, so a kept generic plan is measured too
+	deleteRound := func(conn *pgxpool.Conn, session string, round int) {
+		// One transaction: the backend's counts are its own until it reports them.
+		tx, err := conn.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
 		var before, after int
-		require.NoError(t, conn.QueryRow(ctx, entries).Scan(&before))
-		lo := round*1000 + 1
-		tag, err := conn.Exec(ctx, `DELETE FROM resources WHERE name IN (SELECT 'l' || i FROM generate_series($1::int, $1::int + 999) i)`, lo)
+		require.NoError(t, tx.QueryRow(ctx, entries).Scan(&before))
+		tag, err := tx.Exec(ctx, `DELETE FROM resources WHERE name IN (SELECT 'l' || i FROM generate_series($1::int, $1::int + 999) i)`, deleted+1)
 		require.NoError(t, err)
 		require.EqualValues(t, 1000, tag.RowsAffected())
+		require.NoError(t, tx.QueryRow(ctx, entries).Scan(&after))
+		require.NoError(t, tx.Commit(ctx))
 		deleted += 1000
-		require.NoError(t, conn.QueryRow(ctx, entries).Scan(&after))
-		require.LessOrEqual(t, after-before, 2000, "round %d: one probe of the label key per label of the 1,000 rows", round)
+		require.LessOrEqual(t, after-before, 4*2000,
+			"%s, round %d: one descent of the label index (three levels, a leaf's neighbour at most) per label of the 1,000 rows", session, round)
+	}
+	for _, session := range []string{"RESET enable_nestloop", "SET enable_nestloop = off"} {
+		conn, err := f.db.Acquire(ctx) // one session: its trigger plans are kept across statements
+		require.NoError(t, err)
+		t.Cleanup(conn.Release)
+		_, err = conn.Exec(ctx, session)
+		require.NoError(t, err)
+		for round := range 8 { // past plpgsql's five custom plans, so a kept generic plan is measured too
+			deleteRound(conn, session, round)
+		}
+		_, err = conn.Exec(ctx, `RESET enable_nestloop`)
+		require.NoError(t, err)
 	}
 	require.Equal(t, 40000-2*deleted, f.int(`SELECT count(*) FROM resource_labels`), "their label rows are gone, no other")
 }
@@ -230,4 +250,67 @@ func TestTeardown_ProbesStayByKeyWhenTheMarkedSetGrows(t *testing.T) {
 	require.Equal(t, 5, n, "the five marked candidates are removed")
 	require.Zero(t, after-before, "no walk of the 9,995 marked rows' index")
 	require.NoError(t, tx.Commit(ctx))
+}
+
+// A fleet's teardown removes rows a few hundred a statement, mostly in the
+// drain, whose session plans every statement per call (force_custom_plan).
+// Each removed row fires eight foreign keys' ON DELETE actions — Postgres's
+// own saved statements, one run a row each — and they must keep their plans
+// (teardown_remove runs them under auto): planned again for every row, they
+// cost more than their probes (0.11 ms a row in a 20k teardown). Counting
+// plans takes pg_stat_statements with track_planning, so the test has a
+// cluster of its own.
+func TestTeardown_RemovedRowsForeignKeyActionsKeepTheirPlans(t *testing.T) {
+	t.Parallel()
+	url := pgtest.BenchURL(t, map[string]string{"shared_preload_libraries": "pg_stat_statements",
+		"pg_stat_statements.track": "all", "pg_stat_statements.track_planning": "on"})
+	f := &fixture{t: t, db: pgtest.PoolFor(t, url)}
+	f.exec(`CREATE EXTENSION pg_stat_statements`)
+	f.kind(kind{name: "leaf"})
+	f.exec(`INSERT INTO resources (kind, version, name, shard_id, deletion_requested_at)
+	        SELECT 'leaf', 'v1', 'l' || i, i % 256, $1 FROM generate_series(1, 200) i`, t0)
+
+	conn, err := f.db.Acquire(ctx) // one session, planning as the drain's does
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `SET plan_cache_mode = force_custom_plan`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `SELECT pg_stat_statements_reset()`)
+	require.NoError(t, err)
+	for round := range 4 { // 50 rows a statement
+		var n int
+		require.NoError(t, conn.QueryRow(ctx, `SELECT teardown_advance(ARRAY(SELECT id FROM resources WHERE name = ANY ($1)), 0, 255, $2, NULL)`,
+			names(round*50+1, 50), t0).Scan(&n))
+		require.Equal(t, 50, n, "round %d: the marked, finalizer-free rows are removed", round)
+	}
+	require.Zero(t, f.int(`SELECT count(*) FROM resources`))
+
+	rows, err := f.db.Query(ctx, `SELECT query, calls, plans FROM pg_stat_statements
+	                               WHERE query LIKE 'DELETE FROM ONLY %' ORDER BY query`)
+	require.NoError(t, err)
+	type action struct {
+		query        string
+		calls, plans int64
+	}
+	var actions []action
+	for rows.Next() {
+		var a action
+		require.NoError(t, rows.Scan(&a.query, &a.calls, &a.plans))
+		actions = append(actions, a)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, actions, 8, "one referential action for each foreign key to resources: %+v", actions)
+	for _, a := range actions {
+		require.EqualValues(t, 200, a.calls, "%s: once a removed row", a.query)
+		require.LessOrEqual(t, a.plans, int64(10), "%s: planned a few times, then kept, not once a row", a.query)
+	}
+}
+
+// names are the fixture names l<from> … l<from+n-1>.
+func names(from, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("l%d", from+i)
+	}
+	return out
 }

@@ -49,6 +49,11 @@
 // the top N of the measured window are printed before the line, as
 // bench-stmt: lines.
 //
+// With -update every measured root is then applied again with a spec that
+// changes every leaf's, and the rollout is timed until every root is READY
+// again: a bench-update: line, printed before the bench: line (see
+// update.go).
+//
 // With -teardown every measured root is then deleted as an operator deletes
 // one, and the teardown is timed until none of their rows is left: a
 // bench-teardown: line, printed before the bench: line (see teardown.go).
@@ -93,13 +98,13 @@ func main() {
 }
 
 type params struct {
-	n, perRoot, routes, parallel int
-	timeout, poll                time.Duration
-	riverDir, riverBin           string
-	riverN, riverWorkers         int
-	statements                   int
-	verbose, hold, teardown      bool
-	pgSettings                   map[string]string
+	n, perRoot, routes, parallel    int
+	timeout, poll                   time.Duration
+	riverDir, riverBin              string
+	riverN, riverWorkers            int
+	statements                      int
+	verbose, hold, update, teardown bool
+	pgSettings                      map[string]string
 }
 
 func parseParams() (params, error) {
@@ -124,6 +129,7 @@ func parseParams() (params, error) {
 	flag.StringVar(&p.riverBin, "river-bin", "", "also run this prebuilt River peer benchmark binary")
 	flag.IntVar(&p.riverN, "river-n", 0, "River jobs (0 = max(n, 20000))")
 	flag.IntVar(&p.riverWorkers, "river-workers", 2000, "River's MaxWorkers")
+	flag.BoolVar(&p.update, "update", false, "then apply every measured root again with a spec that changes every leaf, and time the rollout (a bench-update: line)")
 	flag.BoolVar(&p.teardown, "teardown", false, "then delete every measured root and time the teardown (a bench-teardown: line)")
 	flag.IntVar(&p.statements, "statements", 0, "track statements (pg_stat_statements) and print the top N before the line, as bench-stmt: lines")
 	flag.Parse()
@@ -197,7 +203,8 @@ func run() error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "bench: %d roots × %d teams × (account + vpc + %d routes) = %d leaves\n", roots, teams, p.routes, n)
-	spec, _ := json.Marshal(classic.BOMSpec{Teams: teams, RoutesPerTeam: &p.routes})
+	bom := classic.BOMSpec{Teams: teams, RoutesPerTeam: &p.routes}
+	spec, _ := json.Marshal(bom)
 	u, err := runWindow(ctx, st, p, roots, n, spec)
 	if err != nil {
 		return err
@@ -206,7 +213,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	more, err := followUps(ctx, st, p, roots, n, res.rate)
+	more, err := followUps(ctx, st, p, roots, n, bom, res.rate)
 	if err != nil {
 		return err
 	}
@@ -217,9 +224,17 @@ func run() error {
 	return nil
 }
 
-// followUps runs what comes after the measured run: the teardown (its line
-// printed here) and River, whose fields it returns for the bench: line.
-func followUps(ctx context.Context, st *stack.Stack, p params, roots, n int, rate float64) (string, error) {
+// followUps runs what comes after the measured run: the rollout and the
+// teardown (their lines printed here) and River, whose fields it returns
+// for the bench: line.
+func followUps(ctx context.Context, st *stack.Stack, p params, roots, n int, bom classic.BOMSpec, rate float64) (string, error) {
+	if p.update {
+		up, err := runUpdate(ctx, st, p, roots, n, bom)
+		if err != nil {
+			return "", err
+		}
+		fmt.Println(up)
+	}
 	if p.teardown {
 		td, err := runTeardown(ctx, st, p, roots, n)
 		if err != nil {

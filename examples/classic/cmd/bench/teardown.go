@@ -37,6 +37,11 @@ func runTeardown(ctx context.Context, st *stack.Stack, p params, roots, leaves i
 	}
 	n := roots + leaves
 	target := before - n
+	if p.statements > 0 {
+		if err := st.ResetStatements(ctx); err != nil {
+			return "", err
+		}
+	}
 	cpuBefore, err := st.CPU()
 	if err != nil {
 		return "", err
@@ -81,6 +86,11 @@ func runTeardown(ctx context.Context, st *stack.Stack, p params, roots, leaves i
 	seqAfter, err := st.SeqRowsRead(ctx)
 	if err != nil {
 		return "", err
+	}
+	if p.statements > 0 {
+		if err := printStatements(ctx, st, p.statements, n, "teardown"); err != nil {
+			return "", err
+		}
 	}
 	cpu := cpuAfter.Sub(cpuBefore)
 	per := func(d time.Duration) float64 { return ms(d) / float64(n) }

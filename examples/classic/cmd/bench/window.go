@@ -86,7 +86,7 @@ func runWindow(ctx context.Context, st *stack.Stack, p params, roots, n int, spe
 	}
 	u.polls, u.probe = pr.polls, pr.cpuSince(ctx, probeBefore)
 	if p.statements > 0 {
-		if err := printStatements(ctx, st, p.statements, n); err != nil {
+		if err := printStatements(ctx, st, p.statements, n, ""); err != nil {
 			return u, err
 		}
 	}
@@ -118,8 +118,10 @@ func formatLine(n int, res result, u usage, h hostSpeed) string {
 // printStatements prints the top statements of the measured window, one
 // bench-stmt: line each, and their totals: server-side wall time per leaf
 // (not CPU: waits are included). A nested statement (level=nested) ran
-// inside a function, and its time is also in its caller's.
-func printStatements(ctx context.Context, st *stack.Stack, top, n int) error {
+// inside a function, and its time is also in its caller's. A follow-up
+// window's lines (the rollout's, the teardown's) name it after the prefix,
+// as "bench-stmt: window=teardown …", and divide by that window's n.
+func printStatements(ctx context.Context, st *stack.Stack, top, n int, window string) error {
 	stats, err := st.Statements(ctx)
 	if err != nil {
 		return err
@@ -132,7 +134,11 @@ func printStatements(ctx context.Context, st *stack.Stack, top, n int) error {
 			exec, plan, calls = exec+s.Exec, plan+s.Plan, calls+s.Calls
 		}
 	}
-	fmt.Printf("bench-stmt: total level=top exec_ms_per_leaf=%.3f plan_ms_per_leaf=%.3f calls=%d statements=%d\n",
+	prefix := "bench-stmt:"
+	if window != "" {
+		prefix += " window=" + window
+	}
+	fmt.Printf(prefix+" total level=top exec_ms_per_leaf=%.3f plan_ms_per_leaf=%.3f calls=%d statements=%d\n",
 		perLeaf(exec), perLeaf(plan), calls, len(stats))
 	for i, s := range stats[:min(top, len(stats))] {
 		level := "top"
@@ -143,7 +149,7 @@ func printStatements(ctx context.Context, st *stack.Stack, top, n int) error {
 		if len(q) > 160 {
 			q = q[:160] + "…"
 		}
-		fmt.Printf("bench-stmt: %d level=%s exec_ms_per_leaf=%.3f plan_ms_per_leaf=%.3f calls=%d rows=%d buffers_per_call=%.1f buffers_per_leaf=%.2f query=%s\n",
+		fmt.Printf(prefix+" %d level=%s exec_ms_per_leaf=%.3f plan_ms_per_leaf=%.3f calls=%d rows=%d buffers_per_call=%.1f buffers_per_leaf=%.2f query=%s\n",
 			i+1, level, perLeaf(s.Exec), perLeaf(s.Plan), s.Calls, s.Rows,
 			float64(s.Buffers)/float64(max(s.Calls, 1)), float64(s.Buffers)/float64(n), q)
 	}
