@@ -44,3 +44,18 @@ SELECT coalesce(sum(seq_tup_read) FILTER (WHERE relname !~ '^work_outbox_p'), 0)
 	}
 	return n, nil
 }
+
+// BuffersTouched is how many buffers the database's backends have read
+// since the cluster started — found in shared buffers or read in
+// (pg_stat_database's blks_hit + blks_read) — flushed as the Seq Scan
+// counters are. Over a window, divided by its rows, it is a trap's other
+// signature: a plan that probes an index by the wrong columns reads no row
+// by a Seq Scan and yet hundreds of pages a row.
+func (s *Stack) BuffersTouched(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT (blks_hit + blks_read)::bigint FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("read the database's buffer counters: %w", err)
+	}
+	return n, nil
+}

@@ -9,7 +9,7 @@
 //	  leaf_per_sec=<f> tail_ms=<f> pg_cpu_ms_per_leaf=<f> converge_cpu_ms_per_leaf=<f> worker_cpu_ms_per_leaf=<f>
 //	  first_leaf_ms=<f> cpu_cores=<f> converge_rss_end_mb=<f> worker_rss_end_mb=<f> probe_polls=<n> probe_pg_cpu_ms=<f>
 //	  converge_io_calls_per_leaf=<f> worker_io_calls_per_leaf=<f> converge_rss_mean_mb=<f> worker_rss_mean_mb=<f>
-//	  host_syscall_us=<f> host_rtt_us=<f> seq_rows_per_leaf=<f> outbox_seq_rows_per_leaf=<f>
+//	  host_syscall_us=<f> host_rtt_us=<f> seq_rows_per_leaf=<f> outbox_seq_rows_per_leaf=<f> pg_buffers_per_leaf=<f>
 //	  [river_jobs_per_sec=<f> ratio=<f> river_n=<n> river_pg_cpu_ms_per_job=<f> river_cpu_ms_per_job=<f>]
 //
 // (one line; wrapped here). The run starts at the first measured root's
@@ -42,7 +42,10 @@
 // same window, divided by n (stack.SeqRowsRead): a plan trap's signature,
 // near zero in a healthy run. outbox_seq_rows_per_leaf is the same for the
 // outbox's partitions, apart: the drain's pops read small partitions whole
-// (see stack.SeqRows).
+// (see stack.SeqRows). pg_buffers_per_leaf is the buffers the database's
+// backends touched over the window, divided by n (stack.BuffersTouched): a
+// probe by the wrong index columns reads no row by a Seq Scan, and shows
+// here as hundreds of pages a leaf.
 //
 // With -statements N the cluster tracks statements (pg_stat_statements,
 // nested ones included, planning too: a small cost on every statement) and
@@ -52,11 +55,12 @@
 // With -update every measured root is then applied again with a spec that
 // changes every leaf's, and the rollout is timed until every root is READY
 // again: a bench-update: line, printed before the bench: line (see
-// update.go).
+// update.go and followUp).
 //
 // With -teardown every measured root is then deleted as an operator deletes
 // one, and the teardown is timed until none of their rows is left: a
-// bench-teardown: line, printed before the bench: line (see teardown.go).
+// bench-teardown: line, printed before the bench: line (see teardown.go and
+// followUp).
 // The worker's simulated teardowns are instant (FAKE_DELETE_DELAY=0s).
 //
 // With -river DIR (or -river-bin PATH) the River peer benchmark runs

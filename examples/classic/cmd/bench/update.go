@@ -21,12 +21,8 @@ import (
 // reconciles again with its upstreams' values flowing down, and the roots
 // roll up. The window ends when the probe sees every root READY again, and
 // every leaf is then read back to check it was rewritten and reconciled at
-// its new generation. It prints one line:
-//
-//	bench-update: n=<leaves> resources_per_sec=<f> wall_ms=<f> pg_cpu_ms_per_resource=<f>
-//	  converge_cpu_ms_per_resource=<f> worker_cpu_ms_per_resource=<f> cpu_cores=<f> seq_rows_per_resource=<f>
-//
-// (one line; wrapped here), the figures as the teardown's, over the leaves.
+// its new generation. It returns a bench-update: line (followUp) whose n
+// is the leaves.
 func runUpdate(ctx context.Context, st *stack.Stack, p params, roots, leaves int, spec classic.BOMSpec) (string, error) {
 	pr, err := openProbe(ctx, st.DatabaseURL)
 	if err != nil {
@@ -39,50 +35,19 @@ func runUpdate(ctx context.Context, st *stack.Stack, p params, roots, leaves int
 	if err != nil {
 		return "", err
 	}
-	if p.statements > 0 {
-		if err := st.ResetStatements(ctx); err != nil {
-			return "", err
+	line, err := followUp(ctx, st, p, "update", leaves, func(started time.Time) error {
+		if err := applyRoots(ctx, st, roots, raw); err != nil {
+			return err
 		}
-	}
-	cpuBefore, err := st.CPU()
+		return pr.waitRoots(ctx, st, roots, p.poll, started)
+	})
 	if err != nil {
 		return "", err
-	}
-	seqBefore, err := st.SeqRowsRead(ctx)
-	if err != nil {
-		return "", err
-	}
-	started := time.Now()
-	if err := applyRoots(ctx, st, roots, raw); err != nil {
-		return "", err
-	}
-	if err := pr.waitRoots(ctx, st, roots, p.poll, started); err != nil {
-		return "", fmt.Errorf("update: %w", err)
-	}
-	wall := time.Since(started)
-	cpuAfter, err := st.CPU()
-	if err != nil {
-		return "", err
-	}
-	seqAfter, err := st.SeqRowsRead(ctx)
-	if err != nil {
-		return "", err
-	}
-	if p.statements > 0 {
-		if err := printStatements(ctx, st, p.statements, leaves, "update"); err != nil {
-			return "", err
-		}
 	}
 	if err := checkRolledOut(ctx, st, leaves); err != nil {
 		return "", err
 	}
-	cpu := cpuAfter.Sub(cpuBefore)
-	per := func(d time.Duration) float64 { return ms(d) / float64(leaves) }
-	return fmt.Sprintf("bench-update: n=%d resources_per_sec=%.1f wall_ms=%.1f pg_cpu_ms_per_resource=%.3f"+
-		" converge_cpu_ms_per_resource=%.3f worker_cpu_ms_per_resource=%.3f cpu_cores=%.2f seq_rows_per_resource=%.2f",
-		leaves, float64(leaves)/wall.Seconds(), ms(wall), per(cpu.Postgres), per(cpu.Converge), per(cpu.Worker),
-		(cpu.Postgres+cpu.Converge+cpu.Worker).Seconds()/wall.Seconds(),
-		float64(seqAfter.Sub(seqBefore).Fleet)/float64(leaves)), nil
+	return line, nil
 }
 
 // checkRolledOut reads every leaf back: each measured one must carry the

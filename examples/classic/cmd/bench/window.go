@@ -22,6 +22,7 @@ type usage struct {
 	endMB   [2]float64    // converge, worker: VmRSS at the end
 	meanMB  [2]float64    // converge, worker: VmRSS averaged over the window (rssSampler)
 	seqRows stack.SeqRows // rows Seq Scans read from the growing tables and the outbox
+	buffers int64         // buffers the database's backends touched
 }
 
 // runWindow is the measured window: from just before the first root's
@@ -39,7 +40,7 @@ func runWindow(ctx context.Context, st *stack.Stack, p params, roots, n int, spe
 			return u, err
 		}
 	}
-	cpuBefore, err := st.CPU()
+	before, err := readCounters(ctx, st)
 	if err != nil {
 		return u, err
 	}
@@ -48,10 +49,6 @@ func runWindow(ctx context.Context, st *stack.Stack, p params, roots, n int, spe
 		return u, err
 	}
 	convergeCalls, workerCalls, err := st.IOCalls()
-	if err != nil {
-		return u, err
-	}
-	seqBefore, err := st.SeqRowsRead(ctx)
 	if err != nil {
 		return u, err
 	}
@@ -66,7 +63,7 @@ func runWindow(ctx context.Context, st *stack.Stack, p params, roots, n int, spe
 	if err != nil {
 		return u, err
 	}
-	cpuAfter, err := st.CPU()
+	after, err := readCounters(ctx, st)
 	if err != nil {
 		return u, err
 	}
@@ -75,12 +72,8 @@ func runWindow(ctx context.Context, st *stack.Stack, p params, roots, n int, spe
 		return u, err
 	}
 	u.wall = time.Since(started)
-	seqAfter, err := st.SeqRowsRead(ctx)
-	if err != nil {
-		return u, err
-	}
-	u.seqRows = seqAfter.Sub(seqBefore)
-	u.cpu = cpuAfter.Sub(cpuBefore)
+	d := after.sub(before)
+	u.cpu, u.seqRows, u.buffers = d.cpu, d.seq, d.buffers
 	for i, d := range []stack.IOCalls{convergeAfter.Sub(convergeCalls), workerAfter.Sub(workerCalls)} {
 		u.calls[i] = d.Reads + d.Writes
 	}
@@ -106,13 +99,14 @@ func formatLine(n int, res result, u usage, h hostSpeed) string {
 		" leaf_per_sec=%.1f tail_ms=%.1f pg_cpu_ms_per_leaf=%.3f converge_cpu_ms_per_leaf=%.3f worker_cpu_ms_per_leaf=%.3f"+
 		" first_leaf_ms=%.1f cpu_cores=%.2f converge_rss_end_mb=%.1f worker_rss_end_mb=%.1f probe_polls=%d probe_pg_cpu_ms=%.1f"+
 		" converge_io_calls_per_leaf=%.2f worker_io_calls_per_leaf=%.2f converge_rss_mean_mb=%.1f worker_rss_mean_mb=%.1f"+
-		" host_syscall_us=%.2f host_rtt_us=%.1f seq_rows_per_leaf=%.2f outbox_seq_rows_per_leaf=%.2f",
+		" host_syscall_us=%.2f host_rtt_us=%.1f seq_rows_per_leaf=%.2f outbox_seq_rows_per_leaf=%.2f pg_buffers_per_leaf=%.1f",
 		n, res.rate, res.p50, res.p99, res.rollup, u.peakMB[0], u.peakMB[1],
 		res.leafRate, res.tail, perLeaf(u.cpu.Postgres), perLeaf(u.cpu.Converge), perLeaf(u.cpu.Worker),
 		res.firstLeaf, (u.cpu.Postgres+u.cpu.Converge+u.cpu.Worker).Seconds()/u.wall.Seconds(),
 		u.endMB[0], u.endMB[1], u.polls, u.probe,
 		float64(u.calls[0])/float64(n), float64(u.calls[1])/float64(n), u.meanMB[0], u.meanMB[1],
-		h.syscallUS, h.rttUS, float64(u.seqRows.Fleet)/float64(n), float64(u.seqRows.Outbox)/float64(n))
+		h.syscallUS, h.rttUS, float64(u.seqRows.Fleet)/float64(n), float64(u.seqRows.Outbox)/float64(n),
+		float64(u.buffers)/float64(n))
 }
 
 // printStatements prints the top statements of the measured window, one
