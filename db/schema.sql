@@ -2638,20 +2638,20 @@ DECLARE
     v_start int;
     v_ids   uuid[];
 BEGIN
-    IF p_max <= 0 OR NOT EXISTS (SELECT 1 FROM resources
-                                  WHERE deletion_requested_at IS NOT NULL AND shard_id BETWEEN p_lo AND p_hi) THEN
+    IF p_max <= 0 OR NOT EXISTS (SELECT 1 FROM resource_phases
+                                  WHERE phase = 'Deleting' AND shard_id BETWEEN p_lo AND p_hi) THEN
         RETURN 0;
     END IF;
     v_start := p_lo + floor(random() * (p_hi - p_lo + 1))::int;
     v_ids := ARRAY(
         SELECT w.id FROM (
-            (SELECT r.id FROM resources r
-              WHERE r.deletion_requested_at IS NOT NULL AND r.shard_id BETWEEN v_start AND p_hi
-              ORDER BY r.shard_id LIMIT v_walk)
+            (SELECT p.id FROM resource_phases p
+              WHERE p.phase = 'Deleting' AND p.shard_id BETWEEN v_start AND p_hi
+              ORDER BY p.shard_id LIMIT v_walk)
             UNION ALL
-            (SELECT r.id FROM resources r
-              WHERE r.deletion_requested_at IS NOT NULL AND r.shard_id BETWEEN p_lo AND v_start - 1
-              ORDER BY r.shard_id LIMIT v_walk)) w
+            (SELECT p.id FROM resource_phases p
+              WHERE p.phase = 'Deleting' AND p.shard_id BETWEEN p_lo AND v_start - 1
+              ORDER BY p.shard_id LIMIT v_walk)) w
         LIMIT v_walk);
     RETURN teardown_advance(v_ids, p_lo, p_hi, p_now, p_max);
 END
@@ -2745,17 +2745,18 @@ BEGIN
                  -- each candidate by its primary key, locked only if it
                  -- qualifies; OFFSET 0 keeps every probe a per-row index
                  -- probe (no anti-join or hashed subplan over a scan, and
-                 -- never a walk of idx_resources_deleting filtered by id)
+                 -- never a walk of a marked-rows index filtered by id)
                  CROSS JOIN LATERAL (
                        SELECT r.id, r.finalizers
                          FROM resources r
                         WHERE r.id = u.id
                           AND r.shard_id BETWEEN p_lo AND p_hi
-                          -- not a bare IS NOT NULL: it would let the plan
-                          -- walk idx_resources_deleting (whose predicate it
-                          -- is) filtered by id, which a session's plan made
-                          -- while few rows were marked does, reading every
-                          -- marked row for each candidate at a million
+                          -- not a bare IS NOT NULL: while resources had a
+                          -- partial index of the marked rows, it let a
+                          -- session's plan made while few rows were marked
+                          -- walk that index filtered by id, reading every
+                          -- marked row for each candidate at a million; the
+                          -- test stays one no index can match
                           AND coalesce(r.deletion_requested_at IS NOT NULL, false)
                           AND NOT EXISTS (SELECT 1 FROM resources o WHERE o.owner_id = r.id OFFSET 0)
                           AND NOT EXISTS (SELECT 1 FROM resource_deps d WHERE d.dependency_id = r.id OFFSET 0)
@@ -5584,6 +5585,12 @@ CREATE INDEX idx_resource_events_resource ON public.resource_events USING btree 
 CREATE INDEX idx_resource_operations_resource ON public.resource_operations USING btree (resource_id, created_at DESC);
 
 --
+-- Name: idx_resource_phases_deleting; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_resource_phases_deleting ON public.resource_phases USING btree (shard_id) WHERE (phase = 'Deleting'::text);
+
+--
 -- Name: idx_resource_phases_kind_page; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -5612,12 +5619,6 @@ CREATE INDEX idx_resource_phases_page ON public.resource_phases USING btree (pha
 --
 
 CREATE INDEX idx_resource_phases_unsettled ON public.resource_phases USING btree (root_id) WHERE ((phase = 'Reconciling'::text) AND (root_id IS NOT NULL));
-
---
--- Name: idx_resources_deleting; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX idx_resources_deleting ON public.resources USING btree (shard_id) WHERE (deletion_requested_at IS NOT NULL);
 
 --
 -- Name: idx_resources_frozen_sweep; Type: INDEX; Schema: public; Owner: -

@@ -7,7 +7,9 @@
 -- went in a drain, a teardown a crash interrupted. It hands the marked rows
 -- of a bounded walk to teardown_advance, which advances each unblocked one
 -- (queues its teardown task, or removes it and moves up), at most p_max.
--- The walk reads at most 20 × p_max marked rows of idx_resources_deleting,
+-- The walk reads at most 20 × p_max marked rows — their resource_phases
+-- entries, phase Deleting, by idx_resource_phases_deleting (on resources
+-- the mark's column is in no index, so a mark is a heap-only update) —
 -- from a random shard of the range onwards, wrapping around: a teardown of a
 -- million rows is mostly rows still blocked or with their task queued, and
 -- reading them all on every tick would cost the reaper seconds; each tick
@@ -19,7 +21,7 @@
 -- blocks its owners and dependencies forever (no dead-letter unblock),
 -- surfacing the stuck row instead of orphaning infrastructure. (A dependency
 -- cycle among marked rows never unblocks either; composers emit DAGs.)
--- Idle gate: idx_resources_deleting (empty in steady state).
+-- Idle gate: idx_resource_phases_deleting (empty in steady state).
 -- Returns the number of rows advanced (tasks enqueued + rows deleted).
 -- Seq scans are off: a session keeps the generic plan it made on its first
 -- calls, on a fresh install's empty tables, where a scan is the cheap plan;
@@ -32,20 +34,20 @@ DECLARE
     v_start int;
     v_ids   uuid[];
 BEGIN
-    IF p_max <= 0 OR NOT EXISTS (SELECT 1 FROM resources
-                                  WHERE deletion_requested_at IS NOT NULL AND shard_id BETWEEN p_lo AND p_hi) THEN
+    IF p_max <= 0 OR NOT EXISTS (SELECT 1 FROM resource_phases
+                                  WHERE phase = 'Deleting' AND shard_id BETWEEN p_lo AND p_hi) THEN
         RETURN 0;
     END IF;
     v_start := p_lo + floor(random() * (p_hi - p_lo + 1))::int;
     v_ids := ARRAY(
         SELECT w.id FROM (
-            (SELECT r.id FROM resources r
-              WHERE r.deletion_requested_at IS NOT NULL AND r.shard_id BETWEEN v_start AND p_hi
-              ORDER BY r.shard_id LIMIT v_walk)
+            (SELECT p.id FROM resource_phases p
+              WHERE p.phase = 'Deleting' AND p.shard_id BETWEEN v_start AND p_hi
+              ORDER BY p.shard_id LIMIT v_walk)
             UNION ALL
-            (SELECT r.id FROM resources r
-              WHERE r.deletion_requested_at IS NOT NULL AND r.shard_id BETWEEN p_lo AND v_start - 1
-              ORDER BY r.shard_id LIMIT v_walk)) w
+            (SELECT p.id FROM resource_phases p
+              WHERE p.phase = 'Deleting' AND p.shard_id BETWEEN p_lo AND v_start - 1
+              ORDER BY p.shard_id LIMIT v_walk)) w
         LIMIT v_walk);
     RETURN teardown_advance(v_ids, p_lo, p_hi, p_now, p_max);
 END

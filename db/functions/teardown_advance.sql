@@ -47,17 +47,18 @@ BEGIN
                  -- each candidate by its primary key, locked only if it
                  -- qualifies; OFFSET 0 keeps every probe a per-row index
                  -- probe (no anti-join or hashed subplan over a scan, and
-                 -- never a walk of idx_resources_deleting filtered by id)
+                 -- never a walk of a marked-rows index filtered by id)
                  CROSS JOIN LATERAL (
                        SELECT r.id, r.finalizers
                          FROM resources r
                         WHERE r.id = u.id
                           AND r.shard_id BETWEEN p_lo AND p_hi
-                          -- not a bare IS NOT NULL: it would let the plan
-                          -- walk idx_resources_deleting (whose predicate it
-                          -- is) filtered by id, which a session's plan made
-                          -- while few rows were marked does, reading every
-                          -- marked row for each candidate at a million
+                          -- not a bare IS NOT NULL: while resources had a
+                          -- partial index of the marked rows, it let a
+                          -- session's plan made while few rows were marked
+                          -- walk that index filtered by id, reading every
+                          -- marked row for each candidate at a million; the
+                          -- test stays one no index can match
                           AND coalesce(r.deletion_requested_at IS NOT NULL, false)
                           AND NOT EXISTS (SELECT 1 FROM resources o WHERE o.owner_id = r.id OFFSET 0)
                           AND NOT EXISTS (SELECT 1 FROM resource_deps d WHERE d.dependency_id = r.id OFFSET 0)

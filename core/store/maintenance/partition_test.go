@@ -133,7 +133,7 @@ func TestReaperPasses_IdleGatesProbeEmptyPartialIndexes(t *testing.T) {
 	_, err := conn.Exec(ctx, `SET enable_seqscan = off`)
 	require.NoError(t, err)
 	gates := map[string]struct{ sql, index string }{
-		"sweep_deletable":            {`SELECT sweep_deletable(0, 15, 100, $1)`, "idx_resources_deleting"},
+		"sweep_deletable":            {`SELECT sweep_deletable(0, 15, 100, $1)`, "idx_resource_phases_deleting"},
 		"sweep_expired_orphans":      {`SELECT sweep_expired_orphans(0, 15, 100, $1)`, "idx_resources_frozen_sweep"},
 		"requeue_failed_and_pending": {`SELECT requeue_failed_and_pending(0, 15, 100, interval '1 minute', $1)`, "idx_resource_phases_lagging"},
 	}
