@@ -2697,12 +2697,9 @@ BEGIN
              FOR UPDATE OF r SKIP LOCKED) c;
 
     IF v_hard IS NOT NULL THEN
-        DELETE FROM work_queue WHERE shard_id BETWEEN p_lo AND p_hi AND resource_id = ANY (v_hard);
-        -- ARRAY(SELECT unnest(…)): the planner cannot count it, so the
-        -- delete probes the primary key; a known array of ~p_max ids was
-        -- costed as a Seq Scan on a table of a few hundred pages.
-        DELETE FROM resources WHERE id = ANY (ARRAY(SELECT unnest(v_hard)));
-        v_n := v_n + cardinality(v_hard);
+        -- the teardown's own hard delete: each row by its primary key, its
+        -- queue rows with it (on_resources_deleted)
+        v_n := v_n + teardown_remove(v_hard);
     END IF;
     IF v_soft IS NOT NULL THEN
         FOREACH v_id IN ARRAY v_soft LOOP
@@ -2817,7 +2814,6 @@ CREATE FUNCTION public.teardown_remove(p_ids uuid[]) RETURNS integer
 DECLARE
     v_n int;
 BEGIN
-    -- ARRAY(SELECT unnest(…)): uncountable, so a primary-key probe
     DELETE FROM resources WHERE id = ANY (ARRAY(SELECT unnest(p_ids)));
     GET DIAGNOSTICS v_n = ROW_COUNT;
     RETURN v_n;

@@ -5,7 +5,7 @@
 --   * a kind with a finalizer (kind_config.finalizer_name), or a row that owns
 --     children → the soft-delete protocol (cascade_mark_for_deletion, then
 --     teardown_advance over the marked trees), so every Deleter runs in order;
---   * a leaf kind without a finalizer → hard delete.
+--   * a leaf kind without a finalizer → hard delete (teardown_remove).
 -- Idle gate: one probe of idx_resources_frozen_sweep below p_now (empty in
 -- steady state; quarantined rows sort above any finite instant). Candidates
 -- are locked SKIP LOCKED. Returns the number of orphans escalated.
@@ -47,12 +47,9 @@ BEGIN
              FOR UPDATE OF r SKIP LOCKED) c;
 
     IF v_hard IS NOT NULL THEN
-        DELETE FROM work_queue WHERE shard_id BETWEEN p_lo AND p_hi AND resource_id = ANY (v_hard);
-        -- ARRAY(SELECT unnest(…)): the planner cannot count it, so the
-        -- delete probes the primary key; a known array of ~p_max ids was
-        -- costed as a Seq Scan on a table of a few hundred pages.
-        DELETE FROM resources WHERE id = ANY (ARRAY(SELECT unnest(v_hard)));
-        v_n := v_n + cardinality(v_hard);
+        -- the teardown's own hard delete: each row by its primary key, its
+        -- queue rows with it (on_resources_deleted)
+        v_n := v_n + teardown_remove(v_hard);
     END IF;
     IF v_soft IS NOT NULL THEN
         FOREACH v_id IN ARRAY v_soft LOOP
