@@ -242,6 +242,8 @@ $$;
 
 CREATE FUNCTION public.cascade_mark_for_deletion(p_id uuid, p_now timestamp with time zone DEFAULT now()) RETURNS integer
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
     AS $$
 DECLARE
     v_ids uuid[];
@@ -284,6 +286,7 @@ $$;
 CREATE FUNCTION public.cascade_on_ready_change() RETURNS trigger
     LANGUAGE plpgsql
     SET jit TO 'off'
+    SET enable_seqscan TO 'off'
     AS $$
 DECLARE
     v_synced   boolean := EXISTS (SELECT 1 FROM reactor_bindings WHERE enabled AND transition = 'synced');
@@ -1609,6 +1612,8 @@ CREATE FUNCTION public.on_resources_deleted() RETURNS trigger
     LANGUAGE plpgsql
     SET enable_hashjoin TO 'off'
     SET enable_mergejoin TO 'off'
+    SET enable_seqscan TO 'off'
+    SET enable_material TO 'off'
     SET jit TO 'off'
     AS $$
 BEGIN
@@ -2130,6 +2135,7 @@ $$;
 CREATE FUNCTION public.resource_phases_delete() RETURNS trigger
     LANGUAGE plpgsql
     SET jit TO 'off'
+    SET enable_seqscan TO 'off'
     AS $$
 BEGIN
     DELETE FROM resource_phases s WHERE s.id = ANY (ARRAY(SELECT o.id FROM old_rows o));
@@ -2175,6 +2181,7 @@ CREATE FUNCTION public.resource_phases_update() RETURNS trigger
     SET jit TO 'off'
     SET enable_hashjoin TO 'off'
     SET enable_mergejoin TO 'off'
+    SET enable_seqscan TO 'off'
     AS $$
 BEGIN
     UPDATE resource_phases s
@@ -2808,7 +2815,8 @@ $$;
 
 CREATE FUNCTION public.teardown_remove(p_ids uuid[]) RETURNS integer
     LANGUAGE plpgsql
-    SET plan_cache_mode TO 'auto'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
     SET jit TO 'off'
     AS $$
 DECLARE

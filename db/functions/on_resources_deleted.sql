@@ -2,9 +2,15 @@
 -- with no resource would be claimed forever) and no recheck; and 'deleted'
 -- lifecycle rows, snapshotted from the old row, for matching enabled
 -- bindings. Hash joins are off so the queue delete is a PK probe per row,
--- pruned to the row's partition, never a scan of all sixteen.
+-- pruned to the row's partition, never a scan of all sixteen. The statement
+-- takes no parameters, so a session keeps the plan of its first call; made
+-- on an empty queue, that loop ran over every partition read whole once and
+-- kept in memory (a Materialize over Seq Scans), and so it did as the queue
+-- grew. Seq scans and materializing are off, so the kept plan probes each
+-- row's partition by key whatever the queue's size when it was made
+-- (TestPlans_TeardownSessionPlannedOnEmptyTables).
 CREATE OR REPLACE FUNCTION on_resources_deleted() RETURNS trigger
-LANGUAGE plpgsql SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off AS $$
+LANGUAGE plpgsql SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET enable_material = off SET jit = off AS $$
 BEGIN
     DELETE FROM work_queue w USING old_rows o WHERE w.shard_id = o.shard_id AND w.resource_id = o.id;
     DELETE FROM rollup_recheck rr USING old_rows o WHERE rr.root_id = o.id;

@@ -7,9 +7,12 @@
 -- table (hash and merge joins are off for this function — transition tables
 -- carry no statistics, and a hash join over a seq scan of the whole table, or
 -- an "= ANY (batch ids)" recheck per probe, made a 1,000-row batch cost
--- 600 ms instead of a few).
+-- 600 ms instead of a few). Seq scans are off too: the statement takes no
+-- parameters, so a session keeps the plan of its first call, and one made on
+-- a fresh install's empty table ran the loop over a Seq Scan of the phase
+-- index, kept as the fleet grew (TestPlans_TeardownSessionPlannedOnEmptyTables).
 CREATE OR REPLACE FUNCTION resource_phases_update() RETURNS trigger
-LANGUAGE plpgsql SET jit = off SET enable_hashjoin = off SET enable_mergejoin = off AS $$
+LANGUAGE plpgsql SET jit = off SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off AS $$
 BEGIN
     UPDATE resource_phases s
        SET phase = n.phase, kind = n.kind, owner_id = n.owner_id, root_id = n.root_id,

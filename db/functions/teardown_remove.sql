@@ -4,19 +4,24 @@
 -- known array of a few hundred ids was costed as a Seq Scan of a small
 -- table), their queue rows with them (on_resources_deleted), and returns
 -- how many went.
--- Its own function for one setting: plan_cache_mode = auto. A removed row
--- fires the foreign keys' ON DELETE CASCADE actions, eight of them (its
--- children, its edges both ways, its events, conditions, operations, spec
--- history and owned provider configs), each one of Postgres's saved
--- referential-action statements run once per row. The drain calls teardown_advance under its
--- own force_custom_plan, which would plan each of them anew on every row:
--- 0.11 ms of planning a removed row in a fleet's teardown, more than the
--- probes themselves. Under auto a session plans each action a few times,
--- then keeps its generic plan, one probe of the referencing column's index
--- (each such column has one). The statement triggers the delete fires run
--- under auto too, as they do on every delete outside the drain.
+-- Its own function for its settings. A removed row fires the foreign keys'
+-- ON DELETE CASCADE actions, eight of them (its children, its edges both
+-- ways, its events, conditions, operations, spec history and owned provider
+-- configs), each one of Postgres's saved referential-action statements run
+-- once per row. Planned for its row, each costs more than its probe: the
+-- drain's force_custom_plan made that 0.11 ms a removed row, and auto is not
+-- enough — in a 1M teardown auto planned the children's action for every
+-- row (0.025 ms a row), because a plan for a leaf's id, read against the
+-- owner column's common values, always came out a little cheaper than the
+-- kept plan for any id, which expects an owner's thousand children. So the
+-- actions here run their generic plans, one plan a session, and seq scans
+-- are off, so that plan is a probe of the referencing column's index (each
+-- such column has one) whatever the statistics of the moment it was made,
+-- an empty table's included. The statement triggers the delete fires run
+-- under the same settings, and every statement of theirs that reads a
+-- table by its rows probes it by key.
 CREATE OR REPLACE FUNCTION teardown_remove(p_ids uuid[]) RETURNS int
-LANGUAGE plpgsql SET plan_cache_mode = auto SET jit = off AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET jit = off AS $$
 DECLARE
     v_n int;
 BEGIN

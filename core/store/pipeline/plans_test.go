@@ -588,3 +588,90 @@ ON CONFLICT DO NOTHING`)
 		})
 	}
 }
+
+// TestPlans_TeardownSessionPlannedOnEmptyTables: a session deletes with the
+// plans it made on its first deletes, and a fresh install's first deletes
+// come while its tables, the queue among them, are empty. Those plans are
+// kept until an ANALYZE or a change to a table replaces them: a plpgsql
+// statement's generic plan from its sixth call, a statement trigger's
+// (it takes no parameters) from its first, and the foreign keys' cascade
+// actions (saved per session). One session deletes six small trees on
+// empty, analyzed tables — each request as the API makes it, then its
+// teardowns claimed, worked and drained as a broker does, until the tree is
+// gone — then the 10k fixture is loaded (no ANALYZE; a few thousand rows
+// queued) and the same session deletes one of its roots the same way: no
+// Seq Scan of a table that grows with the fleet, whatever its size. (Made
+// on the empty tables, the mark read resources whole and the queue delete
+// every queue partition whole, the mark's cascade read resources by a Seq
+// Scan for each owner, and the phase index's update looped over a Seq Scan
+// of the phase rows.) The request's mark reaches every partition its rows
+// are in, so only the drains are held to the two partitions of a range.
+func TestPlans_TeardownSessionPlannedOnEmptyTables(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFx(t)
+	f.kind("leaf", reactFinalizer)
+	f.kind("comp", reactComposite)
+	f.exec(`ANALYZE`)
+	rec := &plantest.Recorder{}
+	sess := plantest.Session(t, f.pool.Config(), rec)
+	st := New(sess)
+	// request asks for root's delete as the API does and returns its id.
+	request := func(root string) string {
+		t.Helper()
+		var id string
+		require.NoError(t, f.pool.QueryRow(ctx, `SELECT id::text FROM resources WHERE name = $1`, root).Scan(&id))
+		_, err := sess.Exec(ctx, `SELECT request_resource_deletion($1::uuid)`, id)
+		require.NoError(t, err)
+		return id
+	}
+	// teardown claims, works and drains the teardowns of root's tree, a
+	// layer at a time, until no row of it is left.
+	teardown := func(root, id string) {
+		t.Helper()
+		for range 5 {
+			ts, err := st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 15}, Batch{Kind: "leaf", Version: "v1", TaskType: TaskDelete, Max: 200})
+			require.NoError(t, err)
+			var results []Result
+			for _, task := range ts {
+				results = append(results, task.Result(json.RawMessage(`null`)))
+			}
+			require.NoError(t, st.AppendOutbox(ctx, results...))
+			for {
+				n, err := st.DrainOutboxBatch(ctx, 1000, 0, 15)
+				require.NoError(t, err)
+				if n == 0 {
+					break
+				}
+			}
+		}
+		require.Zero(t, scalar[int](f, `SELECT count(*) FROM resources WHERE id = $1 OR owner_id = $1`, id), "%s's tree is gone", root)
+	}
+	for i := range plantest.KeptPlanCalls {
+		root := fmt.Sprintf("early-%d", i)
+		f.exec(`
+WITH r AS (
+    INSERT INTO resources (id, kind, version, name, shard_id)
+    SELECT id, 'comp', 'v1', $1, shard_of(id) & 15 FROM (SELECT gen_random_uuid() AS id) x
+    RETURNING id
+), c AS (
+    INSERT INTO resources (id, kind, version, name, owner_id, root_id, shard_id)
+    SELECT c.id, 'leaf', 'v1', $1 || '-leaf-' || g, r.id, r.id, shard_of(c.id) & 15
+      FROM r CROSS JOIN LATERAL (SELECT gen_random_uuid() AS id, g FROM generate_series(1, 3) g) c
+    RETURNING id, name
+)
+INSERT INTO resource_deps (dependent_id, dependency_id)
+SELECT d.id, u.id FROM c d JOIN c u ON u.name = $1 || '-leaf-1' WHERE d.name <> u.name`, root)
+		teardown(root, request(root))
+	}
+	rec.Take(t)
+
+	loadPlanFixture(f)
+	id := request("root-7")
+	marks := rec.Take(t)
+	plantest.Check(t, marks, plantest.Spec{Hot: planHot})
+	teardown("root-7", id)
+	drains := rec.Take(t)
+	plantest.Check(t, drains, plantest.Spec{Hot: planHot, Parts: planParts})
+	t.Log("\n" + plantest.Summary(append(marks, drains...)))
+}
