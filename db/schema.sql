@@ -424,6 +424,7 @@ $$;
 CREATE FUNCTION public.claimable_rollup_spans(p_kind text, p_version text, p_task_type text, p_los integer[], p_his integer[], p_now timestamp with time zone) RETURNS integer[]
     LANGUAGE plpgsql STABLE
     SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
     SET jit TO 'off'
     AS $$
 BEGIN
@@ -446,6 +447,7 @@ $$;
 CREATE FUNCTION public.claimable_spans(p_kind text, p_version text, p_task_type text, p_los integer[], p_his integer[], p_now timestamp with time zone) RETURNS integer[]
     LANGUAGE plpgsql STABLE
     SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
     SET jit TO 'off'
     AS $$
 BEGIN

@@ -31,12 +31,13 @@
 --     replaces it (ON CONFLICT: new snapshot, claim cleared), so the sink is
 --     not left with the older state: an in-flight delivery's ack is then
 --     fenced by its claim_epoch and the row is delivered again.
--- Seq scans are off: outside the drain (whose force_custom_plan plans every
--- call) a session keeps the plans it made on its first calls, and a plan of
--- the owners' and roots' probe made on a fresh install's empty tables read
--- resources by a Seq Scan for each of them, kept as the fleet grew (the
--- delete's mark fires this trigger too:
--- TestPlans_TeardownSessionPlannedOnEmptyTables).
+-- Seq scans are off here, whatever the caller's settings: outside the drain
+-- (whose force_custom_plan plans every call) a session keeps the plans it
+-- made on its first calls, and a plan of the owners' and roots' probe made
+-- on a fresh install's empty tables, by a caller that left seq scans on,
+-- read resources by a Seq Scan for each of them, kept as the fleet grew
+-- (TestPlans_TeardownSessionPlannedOnEmptyTables: a delete's mark fires
+-- this trigger).
 CREATE OR REPLACE FUNCTION cascade_on_ready_change() RETURNS trigger
 LANGUAGE plpgsql SET jit = off SET enable_seqscan = off AS $$
 DECLARE

@@ -10,10 +10,11 @@
 -- to find none. One parameterised LIMIT 1 probe of
 -- idx_work_queue_settled per span (its rows are the pending rollups only,
 -- a handful); run-time pruning visits only that span's partition, and the
--- plan is generic and cached for the session as claimable_spans' is.
+-- plan is generic and cached for the session as claimable_spans' is, with
+-- seq scans off for the same reason.
 CREATE OR REPLACE FUNCTION claimable_rollup_spans(p_kind text, p_version text, p_task_type text,
                                                   p_los int[], p_his int[], p_now timestamptz)
-RETURNS int[] LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET jit = off AS $$
+RETURNS int[] LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET jit = off AS $$
 BEGIN
     RETURN (SELECT coalesce(array_agg(x.i::int ORDER BY x.i), '{}')
               FROM unnest(p_los, p_his) WITH ORDINALITY AS x(lo, hi, i)

@@ -16,10 +16,16 @@
 -- whose span bounds arrive in arrays, so no partition can be pruned when
 -- planning), the statement costed the planning of all sixteen partitions'
 -- indexes every time — at 300k resources more time than the probe itself,
--- on about one call in twelve leaves.
+-- on about one call in twelve leaves. Seq scans are off: the generic plan is
+-- made again after each ANALYZE of a partition, and one made while the
+-- partitions were empty (a fresh install; the queue drained empty after a
+-- fleet's creation, before its rollout or teardown filled it again) sorted
+-- each span's partition read whole, kept while the queue grew (a test
+-- claims across two partitions in a session planned on empty tables:
+-- TestPlans_BrokerSessionPlannedOnEmptyTables).
 CREATE OR REPLACE FUNCTION claimable_spans(p_kind text, p_version text, p_task_type text,
                                            p_los int[], p_his int[], p_now timestamptz)
-RETURNS int[] LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET jit = off AS $$
+RETURNS int[] LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET jit = off AS $$
 BEGIN
     RETURN (SELECT coalesce(array_agg(x.i::int ORDER BY x.i), '{}')
               FROM unnest(p_los, p_his) WITH ORDINALITY AS x(lo, hi, i)

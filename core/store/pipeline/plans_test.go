@@ -177,12 +177,16 @@ SELECT array_agg(d.id::text) FROM (SELECT DISTINCT dependent_id AS id FROM resou
 // on a fresh install's empty tables, and each keeps the generic plans it
 // made there — the claimable probes' by their own setting, every other
 // statement once five calls cost no less — until an ANALYZE of the table
-// replaces them, a minute or more into a bulk apply. So one session claims,
-// composes and drains six roots on near-empty tables, the 10k fixture is
-// loaded with no ANALYZE after it, and the same session's next claims,
+// replaces them, a minute or more into a bulk apply (and an ANALYZE of a
+// queue drained empty makes them again, on an empty table). So one session
+// claims, composes and drains six roots on near-empty tables, the 10k
+// fixture is loaded with no ANALYZE after it, and the same session's next
+// claims (over two partitions too, where the claimable probe runs first),
 // compose and drain must still probe by key: no Seq Scan of a table that
 // grows with the fleet, whatever its size (no small-table allowance here:
-// a kept plan does not follow the table's growth).
+// a kept plan does not follow the table's growth). Until the claims over two
+// partitions were added, the probes' kept plans went unchecked, and they
+// sorted each partition read whole.
 func TestPlans_BrokerSessionPlannedOnEmptyTables(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -257,6 +261,22 @@ func TestPlans_BrokerSessionPlannedOnEmptyTables(t *testing.T) {
 		require.Equal(t, 1, n)
 		return ts[:len(ts)-1]
 	}
+	// acrossPartitions claims over two partitions' shards, as a broker whose
+	// range spans partitions does: the claimable-partitions probe first
+	// (claimable_spans, and claimable_rollup_spans for rollups only), with
+	// its generic plan cached for the session. Delete tasks, of which there
+	// are none: the probes read, nothing is leased.
+	acrossPartitions := func() {
+		t.Helper()
+		for _, b := range []Batch{
+			{Kind: "leaf", Version: "v1", TaskType: TaskDelete, Max: 10},
+			{Kind: "comp", Version: "v1", TaskType: TaskDelete, Max: 10, OnlyRollups: true},
+		} {
+			ts, err := st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 31}, b)
+			require.NoError(t, err)
+			require.Empty(t, ts)
+		}
+	}
 	for i := range plantest.KeptPlanCalls {
 		f.exec(`
 INSERT INTO resources (id, kind, version, name, shard_id) SELECT id, 'early', 'v1', $1, shard_of(id) & 15 FROM (SELECT gen_random_uuid() AS id) x`,
@@ -282,6 +302,7 @@ SELECT id, 'reconcile', shard_id, kind, version, generation FROM r`, fmt.Sprintf
 		require.NoError(t, err)
 		_, err = st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 15}, rollups)
 		require.NoError(t, err)
+		acrossPartitions()
 	}
 	rec.Take(t)
 
@@ -300,6 +321,7 @@ ON CONFLICT DO NOTHING`)
 	_, err = st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 15}, rollups)
 	require.NoError(t, err)
 	compose("comp", 120, "root-9-leaf-3")
+	acrossPartitions()
 	plans := rec.Take(t)
 	plantest.Check(t, plans, plantest.Spec{Hot: planHot, Parts: planParts, Rules: []plantest.Rule{
 		{Match: "WITH kc AS", Uses: []string{"work_queue_kind_version_task_type_not_before_idx", "resources_pkey"}},
