@@ -221,18 +221,7 @@ func TestPlans_BrokerSessionPlannedOnEmptyTables(t *testing.T) {
 	// cascade, the value flows to their dependents and the phase rows.
 	finish := func(ts []Task) {
 		t.Helper()
-		var results []Result
-		for _, task := range ts {
-			results = append(results, task.Result(json.RawMessage(`{"net_id":"n3"}`)))
-		}
-		require.NoError(t, st.AppendOutbox(ctx, results...))
-		for {
-			n, err := st.DrainOutboxBatch(ctx, 1000, 0, 15)
-			require.NoError(t, err)
-			if n == 0 {
-				return
-			}
-		}
+		finishTasks(t, st, ts, `{"net_id":"n3"}`)
 	}
 	// leased does what a broker does with claimed leaf tasks before their
 	// results: heartbeats them, adopts them (a worker's resumed session),
@@ -330,6 +319,26 @@ ON CONFLICT DO NOTHING`)
 		{Match: "UPDATE resource_phases s", Uses: []string{"resource_phases_pkey"}},
 	}})
 	t.Log("\n" + plantest.Summary(plans))
+}
+
+// finishTasks reports each task's result with status and drains shards
+// 0-15 until no result is left: the results applied with their cascades,
+// value flows and phase rows (and a delete's teardown of the layer above).
+func finishTasks(t *testing.T, st *Store, ts []Task, status string) {
+	t.Helper()
+	ctx := context.Background()
+	var results []Result
+	for _, task := range ts {
+		results = append(results, task.Result(json.RawMessage(status)))
+	}
+	require.NoError(t, st.AppendOutbox(ctx, results...))
+	for {
+		n, err := st.DrainOutboxBatch(ctx, 1000, 0, 15)
+		require.NoError(t, err)
+		if n == 0 {
+			return
+		}
+	}
 }
 
 // gateAsDrain calls rollup_gate as the drain's cascade does: under the
@@ -654,18 +663,7 @@ func TestPlans_TeardownSessionPlannedOnEmptyTables(t *testing.T) {
 		for range 5 {
 			ts, err := st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 15}, Batch{Kind: "leaf", Version: "v1", TaskType: TaskDelete, Max: 200})
 			require.NoError(t, err)
-			var results []Result
-			for _, task := range ts {
-				results = append(results, task.Result(json.RawMessage(`null`)))
-			}
-			require.NoError(t, st.AppendOutbox(ctx, results...))
-			for {
-				n, err := st.DrainOutboxBatch(ctx, 1000, 0, 15)
-				require.NoError(t, err)
-				if n == 0 {
-					break
-				}
-			}
+			finishTasks(t, st, ts, `null`)
 		}
 		require.Zero(t, scalar[int](f, `SELECT count(*) FROM resources WHERE id = $1 OR owner_id = $1`, id), "%s's tree is gone", root)
 	}
