@@ -418,6 +418,110 @@ END
 $$;
 
 --
+-- Name: claim_span(text, text, text, integer, integer, integer, text, timestamp with time zone, integer, boolean); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.claim_span(p_kind text, p_version text, p_task_type text, p_max integer, p_lo integer, p_hi integer, p_worker text, p_now timestamp with time zone, p_range_lo integer, p_only_rollups boolean) RETURNS TABLE(shard_id integer, resource_id uuid, task_type text, op_id uuid, claim_epoch bigint, task_generation bigint, trigger text, attempts integer, provider_config jsonb, provider_bundle jsonb, deadline_secs integer, kind text, version text, name text, labels jsonb, spec jsonb, status jsonb, generation bigint, composed_gen bigint, owner_id uuid, finalizers text[])
+    LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET jit TO 'off'
+    AS $_$
+#variable_conflict use_column
+DECLARE
+    v_cap      int;
+    v_deadline int;
+    v_n        int;
+    v_part     regclass;
+    v_tids     tid[];
+BEGIN
+    SELECT c.max_inflight, c.task_deadline_secs INTO v_cap, v_deadline
+      FROM kind_config c WHERE c.kind = p_kind AND c.version = p_version;
+    v_n := CASE WHEN coalesce(v_cap, 0) > 0 THEN claim_budget(p_kind, p_version, p_max) ELSE p_max END;
+
+    WITH settled AS (
+        SELECT w.tableoid, w.ctid
+          FROM work_queue w
+         WHERE w.kind = p_kind AND w.version = p_version AND w.task_type = p_task_type AND w.worker_id IS NULL
+           AND w.trigger = 'childrenSettled'
+           AND w.not_before <= p_now
+           AND w.shard_id BETWEEN p_lo AND p_hi
+         ORDER BY w.not_before
+         LIMIT v_n
+           FOR UPDATE SKIP LOCKED
+    ), rest AS (
+        SELECT w.tableoid, w.ctid
+          FROM work_queue w
+         WHERE w.kind = p_kind AND w.version = p_version AND w.task_type = p_task_type AND w.worker_id IS NULL
+           AND w.trigger <> 'childrenSettled'
+           AND w.not_before <= p_now
+           AND w.shard_id BETWEEN p_lo AND p_hi
+         ORDER BY w.not_before
+         LIMIT CASE WHEN p_only_rollups THEN 0 ELSE greatest(v_n - (SELECT count(*) FROM settled), 0) END
+           FOR UPDATE SKIP LOCKED
+    )
+    SELECT min(p.tableoid)::regclass, array_agg(p.ctid) INTO v_part, v_tids
+      FROM (SELECT s.tableoid, s.ctid FROM settled s UNION ALL SELECT r.tableoid, r.ctid FROM rest r) p;
+    IF v_tids IS NULL THEN
+        RETURN;
+    END IF;
+
+    RETURN QUERY EXECUTE format($sql$
+    WITH upd AS (
+        UPDATE %s w
+           SET worker_id = $1, leased_at = $2, heartbeat_at = $2, claim_epoch = $10, rerun = false
+         WHERE w.ctid = ANY ($3)
+        RETURNING w.shard_id, w.resource_id, w.task_type, w.op_id, w.claim_epoch, w.generation, w.trigger,
+                  w.attempts, w.provider_config, w.provider_bundle
+    ), bump AS (
+        INSERT INTO kind_inflight AS k (kind, version, range_lo, in_flight)
+        SELECT $4, $5, $6, count(*) FROM upd
+         WHERE $7 > 0
+        HAVING count(*) > 0
+        ON CONFLICT (kind, version, range_lo) DO UPDATE SET in_flight = k.in_flight + EXCLUDED.in_flight
+    ), ops AS (
+        UPDATE resource_operations o SET state = 'Running', updated_at = $2
+          FROM upd
+         WHERE $8 = 'operate' AND o.id = upd.op_id AND o.state = 'Pending'
+    )
+    SELECT u.shard_id, u.resource_id, u.task_type, u.op_id, u.claim_epoch, u.generation, u.trigger, u.attempts,
+           u.provider_config, u.provider_bundle, $9,
+           r.kind, r.version, r.name, r.labels, r.spec, r.status, r.generation, r.composed_gen, r.owner_id, r.finalizers
+      FROM upd u
+     CROSS JOIN LATERAL (SELECT * FROM resources r WHERE r.id = u.resource_id OFFSET 0) r
+    $sql$, v_part)
+    USING p_worker, p_now, v_tids, p_kind, p_version, p_range_lo, coalesce(v_cap, 0), p_task_type, coalesce(v_deadline, 0),
+          nextval('claim_epoch_seq');
+END
+$_$;
+
+--
+-- Name: claimable_pairs(text[], text[], text[], integer, integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.claimable_pairs(p_kinds text[], p_versions text[], p_task_types text[], p_lo integer, p_hi integer, p_now timestamp with time zone) RETURNS integer[]
+    LANGUAGE plpgsql STABLE
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET jit TO 'off'
+    AS $$
+BEGIN
+    RETURN (SELECT coalesce(array_agg(x.i::int ORDER BY x.i), '{}')
+              FROM unnest(p_kinds, p_versions, p_task_types) WITH ORDINALITY AS x(kind, version, task_type, i)
+             CROSS JOIN LATERAL (SELECT 1 FROM work_queue w
+                                  WHERE w.kind = x.kind AND w.version = x.version AND w.task_type = x.task_type
+                                    AND w.worker_id IS NULL AND w.not_before <= p_now
+                                    AND w.shard_id BETWEEN p_lo AND p_hi
+                                  ORDER BY w.not_before
+                                  LIMIT 1) e);
+END
+$$;
+
+--
 -- Name: claimable_rollup_spans(text, text, text, integer[], integer[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 

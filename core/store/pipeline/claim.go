@@ -97,86 +97,14 @@ func (s Snapshot) Labels() (map[string]string, error) {
 	return m, nil
 }
 
-// claimSQL is the claim: one statement over shards [$5, $6], which lie in one
-// partition (Claim splits a wider range). kc is a PK probe on kind_config; for
-// a capped kind (max_inflight > 0) budget asks claim_budget (max_inflight −
-// SUM of the kind_inflight partials, serialised per kind) and bump adds the
-// rows stamped to the claimer's own partial; an uncapped kind skips both.
-// settled takes the pair's due rollups (trigger childrenSettled) first,
-// through idx_work_queue_settled, oldest first: a rollup finishes a whole
-// tree, and queued behind its kind's composes (all pended when the roots were
-// applied) a root waited minutes with every descendant READY. rest fills the
-// batch with the pair's other rows (none when $10, only rollups, is true),
-// the FOR UPDATE SKIP LOCKED scan of idx_work_queue_pending, oldest
-// not_before first (a row settled skipped, locked by another claimer, stays
-// skipped): the ORDER BY is the index's own order, so the index returns the
-// first rows at once while any other plan must sort every pending row of the
-// range first. Without it, a partition whose
-// statistics say "every row matches" is read by a Seq Scan that stops after
-// LIMIT matches, which at scale walks past every leased and locked row first
-// (the partial index holds only the pending ones); upd stamps worker, lease,
-// heartbeat and one fresh claim_epoch on exactly the locked tuples by TID
-// (unambiguous within one partition, and stable: picked holds their locks), so
-// no join plan — which queue statistics, always stale, could turn into a scan
-// — is involved. The snapshot is a primary-key probe per claimed row (LATERAL
-// … OFFSET 0).
-const claimSQL = `
-WITH kc AS (
-    SELECT max_inflight, task_deadline_secs FROM kind_config WHERE kind = $1 AND version = $2
-), budget AS (
-    SELECT CASE WHEN coalesce((SELECT max_inflight FROM kc), 0) > 0
-                THEN claim_budget($1, $2, $4) ELSE $4 END AS n
-), settled AS (
-    SELECT w.ctid
-      FROM work_queue w
-     WHERE w.kind = $1 AND w.version = $2 AND w.task_type = $3 AND w.worker_id IS NULL
-       AND w.trigger = 'childrenSettled'
-       AND w.not_before <= coalesce($8::timestamptz, now())
-       AND w.shard_id BETWEEN $5 AND $6
-     ORDER BY w.not_before
-     LIMIT (SELECT n FROM budget)
-       FOR UPDATE SKIP LOCKED
-), rest AS (
-    SELECT w.ctid
-      FROM work_queue w
-     WHERE w.kind = $1 AND w.version = $2 AND w.task_type = $3 AND w.worker_id IS NULL
-       AND w.trigger <> 'childrenSettled'
-       AND w.not_before <= coalesce($8::timestamptz, now())
-       AND w.shard_id BETWEEN $5 AND $6
-     ORDER BY w.not_before
-     LIMIT CASE WHEN $10::bool THEN 0 ELSE greatest((SELECT n FROM budget) - (SELECT count(*) FROM settled), 0) END
-       FOR UPDATE SKIP LOCKED
-), picked AS (
-    SELECT ctid FROM settled UNION ALL SELECT ctid FROM rest
-), epoch AS (
-    SELECT nextval('claim_epoch_seq') AS e
-), upd AS (
-    UPDATE work_queue w
-       SET worker_id    = $7,
-           leased_at    = coalesce($8::timestamptz, now()),
-           heartbeat_at = coalesce($8::timestamptz, now()),
-           claim_epoch  = (SELECT e FROM epoch),
-           rerun        = false
-     WHERE w.shard_id BETWEEN $5 AND $6
-       AND w.ctid = ANY (ARRAY(SELECT ctid FROM picked))
-    RETURNING w.shard_id, w.resource_id, w.task_type, w.op_id, w.claim_epoch, w.generation, w.trigger,
-              w.attempts, w.provider_config, w.provider_bundle
-), bump AS (
-    INSERT INTO kind_inflight AS k (kind, version, range_lo, in_flight)
-    SELECT $1, $2, $9, count(*) FROM upd
-     WHERE coalesce((SELECT max_inflight FROM kc), 0) > 0
-    HAVING count(*) > 0
-    ON CONFLICT (kind, version, range_lo) DO UPDATE SET in_flight = k.in_flight + EXCLUDED.in_flight
-), ops AS (
-    UPDATE resource_operations o SET state = 'Running', updated_at = coalesce($8::timestamptz, now())
-      FROM upd
-     WHERE $3 = 'operate' AND o.id = upd.op_id AND o.state = 'Pending'
-)
-SELECT u.shard_id, u.resource_id, u.task_type, u.op_id, u.claim_epoch, u.generation, u.trigger, u.attempts,
-       u.provider_config, u.provider_bundle, coalesce((SELECT task_deadline_secs FROM kc), 0),
-       r.kind, r.version, r.name, r.labels, r.spec, r.status, r.generation, r.composed_gen, r.owner_id, r.finalizers
-  FROM upd u
- CROSS JOIN LATERAL (SELECT * FROM resources r WHERE r.id = u.resource_id OFFSET 0) r`
+// claimSQL is the claim: claim_span (db/functions) over shards [$5, $6],
+// which lie in one partition (Claim splits a wider range). The statement
+// lives in the function so that it runs under settings that leave the
+// ordered walk of idx_work_queue_pending its one cheap plan whatever the
+// queue's statistics say (a partition analyzed while its rows were all dead
+// looks empty to the planner however much it holds); the function's
+// comment says what each part of it does.
+const claimSQL = `SELECT * FROM claim_span($1, $2, $3, $4, $5, $6, $7, coalesce($8::timestamptz, now()), $9, $10)`
 
 // partitionWidth is the number of shards per work_queue partition (the
 // migration tiles 256 shards into 16 partitions).
@@ -291,11 +219,10 @@ func pickSpans(spans [][2]int, ords []int32) [][2]int {
 // scratch task through one destination list, then copied: per row, only
 // what pgx itself allocates (the strings, the JSON, the owner id).
 func (s *Store) claimSpan(ctx context.Context, l Lease, b Batch, lo, hi, limit int, out []Task) ([]Task, error) {
-	// Planned for each call with its arguments, as every statement is
-	// (pgpool.ExecMode): kept as a session's generic plan, made while the
-	// queue and resources were small, it read the partition and resources
-	// by Seq Scan on every claim while a bulk apply grew them
-	// (TestPlans_BrokerSessionPlannedOnEmptyTables).
+	// Planned for each call with its arguments (claim_span forces it): kept
+	// as a session's generic plan, made while the queue and resources were
+	// small, it read the partition and resources by Seq Scan on every claim
+	// while a bulk apply grew them (TestPlans_BrokerSessionPlannedOnEmptyTables).
 	rows, err := s.pool.Query(ctx, claimSQL, b.Kind, b.Version, string(b.TaskType), limit, lo, hi,
 		l.WorkerID, s.now(), l.Lo, b.OnlyRollups)
 	if err != nil {

@@ -378,16 +378,27 @@ func TestClaim_ExplainPrunesANarrowRangeToOnePartition(t *testing.T) {
 	t.Parallel()
 	f := newFx(t)
 	f.kind("leaf", reactWorker)
-	rows, err := f.pool.Query(f.ctx, "EXPLAIN "+claimSQL, "leaf", "v1", "reconcile", 100, 0, 5, "w", nil, 0, false)
+	id := f.res("leaf", "r", withID(f.idInShards(0, 5)))
+	f.schedule(id)
+
+	conn, plans := explainedConn(f)
+	rows, err := conn.Query(f.ctx, claimSQL, "leaf", "v1", "reconcile", 100, 0, 5, "w", nil, 0, false)
 	require.NoError(t, err)
-	var plan strings.Builder
+	claimed := 0
 	for rows.Next() {
-		var line string
-		require.NoError(t, rows.Scan(&line))
-		plan.WriteString(line + "\n")
+		claimed++
 	}
 	require.NoError(t, rows.Err())
-	requireOnlyPartition(t, plan.String(), "work_queue", 0)
+	require.Equal(t, 1, claimed)
+
+	stamped := false
+	for _, p := range *plans {
+		if strings.Contains(p, "work_queue_p") {
+			requireOnlyPartition(t, p, "work_queue", 0)
+			stamped = stamped || strings.Contains(p, "WITH upd AS")
+		}
+	}
+	require.True(t, stamped, "the stamp's plan was seen")
 }
 
 // requireOnlyPartition asserts a plan touches table's partition p and no other.

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 )
 
@@ -344,25 +342,14 @@ func TestDrain_ExplainPrunesANarrowRangeToOnePartition(t *testing.T) {
 	}
 	require.NoError(t, f.st.AppendOutbox(f.ctx, rs...))
 
-	cfg, err := pgx.ParseConfig(f.pool.Config().ConnConfig.ConnString())
-	require.NoError(t, err)
-	var plans []string
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { plans = append(plans, n.Message) }
-	conn, err := pgx.ConnectConfig(f.ctx, cfg)
-	require.NoError(t, err)
-	defer conn.Close(f.ctx)
-	for _, s := range []string{`LOAD 'auto_explain'`, `SET auto_explain.log_min_duration = 0`,
-		`SET auto_explain.log_nested_statements = on`, `SET auto_explain.log_level = 'notice'`} {
-		_, err := conn.Exec(f.ctx, s)
-		require.NoError(t, err, s)
-	}
+	conn, plans := explainedConn(f)
 	var n int
 	require.NoError(t, conn.QueryRow(f.ctx, `SELECT drain_outbox_batch(1000, 0, 5)`).Scan(&n))
 	require.Equal(t, 3, n)
 	require.Equal(t, "Ready", f.phase(ids[0]))
 
 	touched := map[string]bool{}
-	for _, p := range plans {
+	for _, p := range *plans {
 		for _, table := range []string{"work_outbox", "work_queue"} {
 			if strings.Contains(p, table+"_p") {
 				touched[table] = true

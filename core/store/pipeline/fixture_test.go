@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -256,4 +257,23 @@ func (f *fx) idInShards(lo, hi int) uuid.UUID {
 			return id
 		}
 	}
+}
+
+// explainedConn is a connection to f's database on which auto_explain
+// logs every plan, nested statements' too, into the returned slice.
+func explainedConn(f *fx) (*pgx.Conn, *[]string) {
+	f.t.Helper()
+	cfg, err := pgx.ParseConfig(f.pool.Config().ConnConfig.ConnString())
+	require.NoError(f.t, err)
+	plans := &[]string{}
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { *plans = append(*plans, n.Message) }
+	conn, err := pgx.ConnectConfig(f.ctx, cfg)
+	require.NoError(f.t, err)
+	f.t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	for _, s := range []string{`LOAD 'auto_explain'`, `SET auto_explain.log_min_duration = 0`,
+		`SET auto_explain.log_nested_statements = on`, `SET auto_explain.log_level = 'notice'`} {
+		_, err := conn.Exec(f.ctx, s)
+		require.NoError(f.t, err, s)
+	}
+	return conn, plans
 }
