@@ -1720,6 +1720,7 @@ CREATE FUNCTION public.on_resources_deleted() RETURNS trigger
     SET enable_mergejoin TO 'off'
     SET enable_seqscan TO 'off'
     SET enable_material TO 'off'
+    SET enable_indexscan TO 'off'
     SET jit TO 'off'
     AS $$
 BEGIN

@@ -11,13 +11,14 @@ import (
 	"github.com/converge-run/converge/core/store/maintenance"
 )
 
-// The reaper's walks keep their plans at 10k rows, at 1M-row statistics and
-// after a bulk load the statistics have not seen: they read the partial
+// The reaper's walks keep their plans at 10k rows, at 1M-row statistics,
+// after a bulk load the statistics have not seen and with the queue
+// analyzed while it was drained (it looks empty): they read the partial
 // indexes of the rows they act on (lagging, failed, frozen, deleting), never
 // the table, and each queue statement prunes to the range's partition.
 func TestPlans_ReaperWalksKeepTheirPlans(t *testing.T) {
 	t.Parallel()
-	for _, stats := range []string{"analyzed", "1M", "bulk"} {
+	for _, stats := range []string{"analyzed", "1M", "bulk", "emptied"} {
 		t.Run(stats, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
@@ -32,6 +33,9 @@ func TestPlans_ReaperWalksKeepTheirPlans(t *testing.T) {
 			case "1M":
 				f.exec(`ANALYZE`)
 				plantest.Inflate(t, f.db, 100, "resources", "work_queue")
+			case "emptied":
+				f.exec(`ANALYZE`)
+				plantest.AnalyzeEmptied(t, f.db, "work_queue")
 			}
 			rec := &plantest.Recorder{}
 			st := maintenance.New(plantest.Pool(t, f.db.Config(), rec)).WithClock(func() time.Time { return t0 })

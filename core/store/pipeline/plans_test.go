@@ -50,15 +50,8 @@ func planFx(t *testing.T, stats string) (*fx, *plantest.Recorder, *Store) {
 		f.exec(`ANALYZE`)
 		plantest.Inflate(t, f.pool, 100, planHot...)
 	case "emptied":
-		// The queue drained empty and analyzed so (its pages kept: no
-		// VACUUM has truncated them), then filled again: the planner sizes
-		// a partition by its recorded density, zero live rows a page, so
-		// it sees none of the rows until the next ANALYZE.
 		f.exec(`ANALYZE`)
-		f.exec(`DELETE FROM work_outbox`)
-		f.exec(`DELETE FROM work_queue`)
-		f.exec(`ANALYZE work_queue, work_outbox`)
-		loadPlanQueue(f)
+		plantest.AnalyzeEmptied(t, f.pool, "work_queue", "work_outbox")
 	}
 	rec := &plantest.Recorder{}
 	st := New(plantest.Pool(t, f.pool.Config(), rec))
@@ -90,12 +83,6 @@ func recordedSession(t *testing.T, f *fx, rec *plantest.Recorder) *pgxpool.Conn 
 
 // loadPlanFixture writes planFx's rows.
 func loadPlanFixture(f *fx) {
-	loadPlanResources(f)
-	loadPlanQueue(f)
-}
-
-// loadPlanResources writes planFx's resources and edges.
-func loadPlanResources(f *fx) {
 	f.exec(`
 INSERT INTO resources (id, kind, version, name, shard_id, created_at)
 SELECT id, 'comp', 'v1', 'root-' || g, shard_of(id) & 15, now() - g * interval '1 minute'
@@ -111,11 +98,6 @@ INSERT INTO resource_deps (dependent_id, dependency_id, value_flows)
 SELECT c.id, u.id, '[{"src_field":"/net_id","dep_field":"/net_id"}]'
   FROM resources c JOIN resources u ON u.owner_id = c.owner_id AND u.name = replace(c.name, '-leaf-', '-leaf-1')
  WHERE c.kind = 'leaf' AND c.name LIKE '%-leaf-_'`)
-}
-
-// loadPlanQueue queues planFx's reconciling leaves, a tenth of them leased
-// with a result waiting in the outbox.
-func loadPlanQueue(f *fx) {
 	f.exec(`
 INSERT INTO work_queue (resource_id, task_type, shard_id, kind, version, generation, not_before, worker_id, claim_epoch, leased_at, heartbeat_at)
 SELECT id, 'reconcile', shard_id, kind, version, generation, now() - interval '1 minute',

@@ -9,7 +9,8 @@
 //
 // Statistics helpers make a small fixture look large to the planner
 // (Inflate) so a test can prove a plan holds at 1M-row statistics without
-// loading a million rows.
+// loading a million rows, or make tables that hold rows look empty
+// (AnalyzeEmptied), as a queue analyzed while it was drained does.
 package plantest
 
 import (
@@ -229,6 +230,41 @@ UPDATE pg_class c SET reltuples = greatest(c.reltuples, 1) * $2, relpages = grea
   FROM all_rel a WHERE c.oid = a.oid`, tables, factor)
 	if err != nil {
 		t.Fatalf("plantest: inflate statistics: %v", err)
+	}
+}
+
+// AnalyzeEmptied makes the planner see tables as empty while they keep
+// their rows: every row is set aside and deleted, the tables are analyzed
+// holding only dead rows on their pages (no VACUUM has truncated them), and
+// the rows are put back. ANALYZE records zero live rows over those pages,
+// and Postgres sizes a relation by that density times its current pages:
+// zero rows, however many it holds, until its next ANALYZE. These are the
+// statistics of a queue drained empty after a fleet's creation, analyzed
+// then, and filled again by a rollout or a teardown. Tables are given
+// parents first (rows are deleted in the reverse order and put back in this
+// one, for their foreign keys); partitioned parents cover their partitions,
+// and no table may have a generated column.
+func AnalyzeEmptied(t testing.TB, pool *pgxpool.Pool, tables ...string) {
+	t.Helper()
+	ctx := context.Background()
+	exec := func(sql string) {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("plantest: analyze emptied: %s: %v", sql, err)
+		}
+	}
+	kept := func(table string) string { return pgx.Identifier{"plantest_kept_" + table}.Sanitize() }
+	for _, table := range tables {
+		exec(`CREATE TABLE ` + kept(table) + ` AS SELECT * FROM ` + pgx.Identifier{table}.Sanitize())
+	}
+	for i := len(tables) - 1; i >= 0; i-- {
+		exec(`DELETE FROM ` + pgx.Identifier{tables[i]}.Sanitize())
+	}
+	for _, table := range tables {
+		exec(`ANALYZE ` + pgx.Identifier{table}.Sanitize())
+	}
+	for _, table := range tables {
+		exec(`INSERT INTO ` + pgx.Identifier{table}.Sanitize() + ` OVERRIDING SYSTEM VALUE SELECT * FROM ` + kept(table))
+		exec(`DROP TABLE ` + kept(table))
 	}
 }
 
