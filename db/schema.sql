@@ -1646,6 +1646,126 @@ CREATE FUNCTION public.kind_manifest_is_reactor(m jsonb) RETURNS boolean
 $$;
 
 --
+-- Name: lease_adopt(integer, integer, integer[], uuid[], text[], uuid[], bigint[], text, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.lease_adopt(p_lo integer, p_hi integer, p_shards integer[], p_ids uuid[], p_types text[], p_ops uuid[], p_epochs bigint[], p_worker text, p_now timestamp with time zone) RETURNS TABLE(locked integer, shard_id integer, resource_id uuid, task_type text, op_id uuid)
+    LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET jit TO 'off'
+    AS $_$
+#variable_conflict use_column
+DECLARE
+    v_part regclass;
+    v_tids tid[];
+BEGIN
+    SELECT min(w.tableoid)::regclass, array_agg(w.ctid) INTO v_part, v_tids
+      FROM unnest(p_shards, p_ids, p_types, p_ops, p_epochs) AS k(shard_id, resource_id, task_type, op_id, epoch)
+     CROSS JOIN LATERAL (
+         SELECT w.tableoid, w.ctid FROM work_queue w
+          WHERE w.shard_id BETWEEN p_lo AND p_hi
+            AND w.shard_id = k.shard_id AND w.resource_id = k.resource_id
+            AND w.task_type = k.task_type AND w.op_id = k.op_id AND w.claim_epoch = k.epoch
+            FOR UPDATE) w;
+    IF v_tids IS NULL THEN
+        RETURN QUERY SELECT 0, NULL::int, NULL::uuid, NULL::text, NULL::uuid;
+        RETURN;
+    END IF;
+    RETURN QUERY EXECUTE format($sql$
+        WITH a AS (
+            UPDATE %s w SET worker_id = $1, heartbeat_at = $2 WHERE w.ctid = ANY ($4)
+            RETURNING w.shard_id, w.resource_id, w.task_type, w.op_id
+        )
+        SELECT $3, a.shard_id, a.resource_id, a.task_type, a.op_id FROM (SELECT) one LEFT JOIN a ON true$sql$, v_part)
+        USING p_worker, p_now, cardinality(v_tids), v_tids;
+END
+$_$;
+
+--
+-- Name: lease_heartbeat(integer, integer, integer[], uuid[], text[], uuid[], text, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.lease_heartbeat(p_lo integer, p_hi integer, p_shards integer[], p_ids uuid[], p_types text[], p_ops uuid[], p_worker text, p_now timestamp with time zone, OUT locked integer, OUT changed integer) RETURNS record
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
+    AS $_$
+DECLARE
+    v_part regclass;
+    v_tids tid[];
+BEGIN
+    SELECT l.part, l.tids INTO v_part, v_tids FROM lease_lock(p_lo, p_hi, p_shards, p_ids, p_types, p_ops, p_worker) l;
+    locked := coalesce(cardinality(v_tids), 0);
+    changed := 0;
+    IF locked > 0 THEN
+        EXECUTE format('UPDATE %s w SET heartbeat_at = $1 WHERE w.ctid = ANY ($2)', v_part) USING p_now, v_tids;
+        GET DIAGNOSTICS changed = ROW_COUNT;
+    END IF;
+END
+$_$;
+
+--
+-- Name: lease_lock(integer, integer, integer[], uuid[], text[], uuid[], text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.lease_lock(p_lo integer, p_hi integer, p_shards integer[], p_ids uuid[], p_types text[], p_ops uuid[], p_worker text, OUT part regclass, OUT tids tid[]) RETURNS record
+    LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET jit TO 'off'
+    AS $$
+BEGIN
+    SELECT min(w.tableoid)::regclass, array_agg(w.ctid) INTO part, tids
+      FROM unnest(p_shards, p_ids, p_types, p_ops) AS k(shard_id, resource_id, task_type, op_id)
+     CROSS JOIN LATERAL (
+         SELECT w.tableoid, w.ctid FROM work_queue w
+          WHERE w.shard_id BETWEEN p_lo AND p_hi
+            AND w.shard_id = k.shard_id AND w.resource_id = k.resource_id
+            AND w.task_type = k.task_type AND w.op_id = k.op_id AND w.worker_id = p_worker
+            FOR UPDATE) w;
+END
+$$;
+
+--
+-- Name: lease_release(integer, integer, integer[], uuid[], text[], uuid[], text, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.lease_release(p_lo integer, p_hi integer, p_shards integer[], p_ids uuid[], p_types text[], p_ops uuid[], p_worker text, p_range_lo integer, OUT locked integer, OUT changed integer) RETURNS record
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
+    AS $_$
+DECLARE
+    v_part regclass;
+    v_tids tid[];
+BEGIN
+    SELECT l.part, l.tids INTO v_part, v_tids FROM lease_lock(p_lo, p_hi, p_shards, p_ids, p_types, p_ops, p_worker) l;
+    locked := coalesce(cardinality(v_tids), 0);
+    changed := 0;
+    IF locked > 0 THEN
+        EXECUTE format($sql$
+        WITH rel AS (
+            UPDATE %s w
+               SET worker_id = NULL, claim_epoch = NULL, leased_at = NULL, heartbeat_at = NULL
+             WHERE w.ctid = ANY ($1)
+            RETURNING w.kind, w.version
+        ), cap AS (
+            INSERT INTO kind_inflight AS k (kind, version, range_lo, in_flight)
+            SELECT rel.kind, rel.version, $2, -count(*)
+              FROM rel JOIN kind_config kc ON kc.kind = rel.kind AND kc.version = rel.version
+             WHERE kc.max_inflight > 0
+             GROUP BY rel.kind, rel.version
+            ON CONFLICT (kind, version, range_lo) DO UPDATE SET in_flight = k.in_flight + EXCLUDED.in_flight
+        )
+        SELECT count(*)::int FROM rel$sql$, v_part) INTO changed USING v_tids, p_range_lo;
+    END IF;
+END
+$_$;
+
+--
 -- Name: live_cluster_members(integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 

@@ -36,10 +36,11 @@ func (s *Store) Adopt(ctx context.Context, workerID string, tasks []Held) ([]Tas
 	var out []TaskKey
 	for p, ks := range byPartition(0, 255, keys) {
 		plo, phi := p*partitionWidth, p*partitionWidth+partitionWidth-1
-		// A row another transaction updated between the statement's
-		// snapshot and its lock (the reaper freeing a dead broker's
-		// leases: the very moment a successor adopts them) is locked but
-		// not adopted; heldRetry runs the keys not yet adopted again.
+		// A row another transaction updated before the lock (the reaper
+		// freeing a dead broker's leases: the very moment a successor
+		// adopts them) is locked at its new version, and adopted if that
+		// version still carries the epoch; heldRetry runs the keys locked
+		// and not adopted again.
 		if _, err := heldRetry(func() (locked, changed int, err error) {
 			got, locked, err := s.adoptOnce(ctx, workerID, plo, phi, ks, epochOf)
 			out = append(out, got...)
@@ -61,23 +62,8 @@ func (s *Store) adoptOnce(ctx context.Context, workerID string, plo, phi int, ks
 	for i, k := range ks {
 		epochs[i] = epochOf[k]
 	}
-	rows, err := s.pool.Query(ctx, `
-WITH held AS MATERIALIZED (
-    SELECT w.ctid
-      FROM unnest($3::int[], $4::uuid[], $5::text[], $6::uuid[], $7::bigint[]) AS k(shard_id, resource_id, task_type, op_id, epoch)
-     CROSS JOIN LATERAL (
-         SELECT w.ctid FROM work_queue w
-          WHERE w.shard_id BETWEEN $1 AND $2
-            AND w.shard_id = k.shard_id AND w.resource_id = k.resource_id
-            AND w.task_type = k.task_type AND w.op_id = k.op_id AND w.claim_epoch = k.epoch
-            FOR UPDATE) w
-), adopted AS (
-    UPDATE work_queue w SET worker_id = $8, heartbeat_at = coalesce($9::timestamptz, now())
-     WHERE w.shard_id BETWEEN $1 AND $2 AND w.ctid = ANY (ARRAY(SELECT ctid FROM held))
-    RETURNING w.shard_id, w.resource_id, w.task_type, w.op_id
-)
-SELECT (SELECT count(*) FROM held), a.shard_id, a.resource_id, a.task_type, a.op_id
-  FROM (SELECT) one LEFT JOIN adopted a ON true`,
+	rows, err := s.pool.Query(ctx, `SELECT locked, shard_id, resource_id, task_type, op_id
+  FROM lease_adopt($1, $2, $3::int[], $4::uuid[], $5::text[], $6::uuid[], $7::bigint[], $8, coalesce($9::timestamptz, now()))`,
 		pgpool.Reserve(plo, phi, shards, ids, types, ops, epochs, workerID, s.now())...)
 	if err != nil {
 		return nil, 0, wrap(err, "adopt %d leases (shards %d-%d)", len(ks), plo, phi)

@@ -293,40 +293,24 @@ var (
 	}()
 )
 
-// heldCTE locks the work_queue rows of the keys ($3..$6) that worker $7
-// holds in shards [$1, $2] — one primary-key probe per key — so the
-// statement can then address them by TID, within one partition.
-//
-// A row another transaction updated and committed after this statement's
-// snapshot (a heartbeat racing a release) is locked at its NEW version,
-// whose TID the statement's own snapshot cannot see: the update by TID
-// beside it skips that row. Statements built on heldCTE therefore report
-// how many rows held locked and how many they changed, and heldRetry
-// re-runs them (a fresh snapshot sees the new version) until none is
-// missed — without it a release could leave a task leased until the reaper.
-// The statements built on it (heartbeat, release, adopt) are planned per
-// call, as every statement is (pgpool.ExecMode): a generic plan made while
-// the queue was small — a fresh install's first tasks — read the partition
-// by Seq Scan on every later call (TestPlans_BrokerSessionPlannedOnEmptyTables
-// caught the lost-attempt count doing so).
-const heldCTE = `
-WITH held AS MATERIALIZED (
-    SELECT w.ctid
-      FROM unnest($3::int[], $4::uuid[], $5::text[], $6::uuid[]) AS k(shard_id, resource_id, task_type, op_id)
-     CROSS JOIN LATERAL (
-         SELECT w.ctid FROM work_queue w
-          WHERE w.shard_id BETWEEN $1 AND $2
-            AND w.shard_id = k.shard_id AND w.resource_id = k.resource_id
-            AND w.task_type = k.task_type AND w.op_id = k.op_id AND w.worker_id = $7
-            FOR UPDATE) w
-)`
+// The lease statements (heartbeat, release, adopt) are the functions
+// lease_heartbeat, lease_release and lease_adopt: each locks the rows of its
+// keys (a primary-key probe a key, in key order) and then stamps them by TID
+// in their own partition, so no statistic of the queue can turn the stamp
+// into a walk of the partition. They report how many rows they locked and
+// how many they changed. The stamp runs on a snapshot taken after the lock,
+// so a row another transaction updated in between (a heartbeat racing a
+// release) is stamped at its new version; heldRetry still re-runs a call
+// that changed fewer than it locked — written as one statement, such a row
+// was locked at a version the statement's own snapshot could not see, and
+// skipped, which left a released task leased until the reaper.
 
 // heldRetries bounds heldRetry's re-runs: each one needs another
 // transaction to update a held row in the instant between a snapshot and
 // a lock, so a second run all but always finds none missed.
 const heldRetries = 5
 
-// heldRetry runs a heldCTE statement that returns (rows locked, rows
+// heldRetry runs a lease statement that returns (rows locked, rows
 // changed) until it misses none, and returns the rows changed in all runs.
 func heldRetry(run func() (locked, changed int, err error)) (int, error) {
 	total := 0
@@ -383,12 +367,7 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, lo, hi int, keys
 		shards, ids, types, ops := keyArrays(ks)
 		plo, phi := p*partitionWidth, p*partitionWidth+partitionWidth-1
 		n, err := heldRetry(func() (locked, changed int, err error) {
-			err = s.pool.QueryRow(ctx, heldCTE+`, beat AS (
-    UPDATE work_queue w SET heartbeat_at = coalesce($8::timestamptz, now())
-     WHERE w.shard_id BETWEEN $1 AND $2 AND w.ctid = ANY (ARRAY(SELECT ctid FROM held))
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM beat)`,
+			err = s.pool.QueryRow(ctx, `SELECT locked, changed FROM lease_heartbeat($1, $2, $3::int[], $4::uuid[], $5::text[], $6::uuid[], $7, coalesce($8::timestamptz, now()))`,
 				pgpool.Reserve(plo, phi, shards, ids, types, ops, workerID, s.now())...).Scan(&locked, &changed)
 			return locked, changed, err
 		})
@@ -410,20 +389,7 @@ func (s *Store) Release(ctx context.Context, l Lease, keys []TaskKey) (int, erro
 		shards, ids, types, ops := keyArrays(ks)
 		plo, phi := p*partitionWidth, p*partitionWidth+partitionWidth-1
 		n, err := heldRetry(func() (locked, changed int, err error) {
-			err = s.pool.QueryRow(ctx, heldCTE+`, rel AS (
-    UPDATE work_queue w
-       SET worker_id = NULL, claim_epoch = NULL, leased_at = NULL, heartbeat_at = NULL
-     WHERE w.shard_id BETWEEN $1 AND $2 AND w.ctid = ANY (ARRAY(SELECT ctid FROM held))
-    RETURNING w.kind, w.version
-), cap AS (
-    INSERT INTO kind_inflight AS k (kind, version, range_lo, in_flight)
-    SELECT rel.kind, rel.version, $8, -count(*)
-      FROM rel JOIN kind_config kc ON kc.kind = rel.kind AND kc.version = rel.version
-     WHERE kc.max_inflight > 0
-     GROUP BY rel.kind, rel.version
-    ON CONFLICT (kind, version, range_lo) DO UPDATE SET in_flight = k.in_flight + EXCLUDED.in_flight
-)
-SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM rel)`,
+			err = s.pool.QueryRow(ctx, `SELECT locked, changed FROM lease_release($1, $2, $3::int[], $4::uuid[], $5::text[], $6::uuid[], $7, $8)`,
 				pgpool.Reserve(plo, phi, shards, ids, types, ops, l.WorkerID, l.Lo)...).Scan(&locked, &changed)
 			return locked, changed, err
 		})

@@ -116,7 +116,7 @@ func TestRelease_RacingAHeartbeatStillReleases(t *testing.T) {
 		n, err := f.st.Release(f.ctx, all, []TaskKey{task.Key})
 		done <- released{n, err}
 	}()
-	f.waitBlocked("rel AS")
+	f.waitBlocked("lease_release(")
 	commit()
 	r := <-done
 	require.NoError(t, r.err)
@@ -249,7 +249,7 @@ func TestAdopt_RacingTheReaperStillAdopts(t *testing.T) {
 		keys, err := f.st.Adopt(f.ctx, "successor", []Held{{Key: claimed.Key, Epoch: claimed.ClaimEpoch}})
 		done <- adopted{keys, err}
 	}()
-	f.waitBlocked("claim_epoch = k.epoch")
+	f.waitBlocked("lease_adopt(")
 	require.NoError(t, tx.Commit(f.ctx))
 	a := <-done
 	require.NoError(t, a.err)

@@ -326,24 +326,42 @@ ON CONFLICT DO NOTHING`)
 	t.Log("\n" + plantest.Summary(plans))
 }
 
-// stampsByTID asserts that each recorded claim stamp reads the queue by the
-// locked rows' TIDs alone: never an index or a scan of the partition, which
-// reads every row of it when its statistics make it look empty.
-func stampsByTID(t *testing.T, plans []plantest.Plan) {
+// stampsByTID asserts that the recorded statements matching match stamp
+// the queue rows they locked by TID alone: each update of the queue is fed
+// by a Tid Scan, never by an index or a scan of the partition, which read
+// every row of it when its statistics make it look empty. (The rows are
+// found and locked before, by key or by the claim's ordered walk.)
+func stampsByTID(t *testing.T, plans []plantest.Plan, match string) {
 	t.Helper()
 	stamps := 0
 	for _, p := range plans {
-		if !strings.Contains(p.Query, "WITH upd AS") {
+		if !strings.Contains(p.Query, match) {
 			continue
 		}
-		stamps++
-		for _, sc := range p.Scans() {
-			if strings.HasPrefix(sc.Relation, "work_queue") && sc.Type != "Tid Scan" && sc.Type != "ModifyTable" {
-				t.Errorf("the claim's stamp reads the queue by %s, want a Tid Scan\n%s", sc, p)
+		var feed func(n plantest.Node)
+		feed = func(n plantest.Node) {
+			if strings.HasPrefix(n.Relation, "work_queue") && n.Type != "Tid Scan" {
+				t.Errorf("a stamp of the queue reads it by %s on %s, want a Tid Scan\n%s", n.Type, n.Relation, p)
+			}
+			for _, c := range n.Plans {
+				if c.Parent != "InitPlan" && c.Parent != "SubPlan" {
+					feed(c)
+				}
 			}
 		}
+		p.Plan.Walk(func(n plantest.Node) {
+			if n.Type != "ModifyTable" || !strings.HasPrefix(n.Relation, "work_queue") {
+				return
+			}
+			stamps++
+			for _, c := range n.Plans {
+				if c.Parent == "Outer" {
+					feed(c)
+				}
+			}
+		})
 	}
-	require.Positive(t, stamps, "no claim stamp recorded")
+	require.Positive(t, stamps, "no stamp of the queue recorded for %q", match)
 }
 
 // finishTasks reports each task's result with status and drains shards
@@ -442,7 +460,7 @@ func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
 						"work_queue_kind_version_task_type_not_before_idx1"}},
 					{Match: "WITH upd AS", Uses: []string{"resources_pkey"}},
 				}))
-				stampsByTID(t, plans)
+				stampsByTID(t, plans, "WITH upd AS")
 				t.Log("\n" + plantest.Summary(plans))
 
 				var results []Result
@@ -451,6 +469,41 @@ func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
 				}
 				require.NoError(t, st.AppendOutbox(ctx, results...))
 				rec.Take(t)
+			})
+
+			t.Run("leases", func(t *testing.T) {
+				// A broker heartbeats the leases it holds, adopts the ones a
+				// reconnecting worker reports, and releases what it will not
+				// run: each locks the rows by key (a primary-key probe a
+				// key) and stamps the locked rows by TID.
+				ts, err := st.Claim(ctx, Lease{WorkerID: "w", Lo: 0, Hi: 15}, Batch{Kind: "leaf", Version: "v1", TaskType: TaskReconcile, Max: 20})
+				require.NoError(t, err)
+				require.Len(t, ts, 20)
+				rec.Take(t)
+				keys := make([]TaskKey, len(ts))
+				held := make([]Held, len(ts))
+				for i, task := range ts {
+					keys[i], held[i] = task.Key, Held{Key: task.Key, Epoch: task.ClaimEpoch}
+				}
+				n, err := st.Heartbeat(ctx, "w", 0, 15, keys)
+				require.NoError(t, err)
+				require.Equal(t, len(keys), n)
+				adopted, err := st.Adopt(ctx, "w2", held)
+				require.NoError(t, err)
+				require.Len(t, adopted, len(keys))
+				n, err = st.Release(ctx, Lease{WorkerID: "w2", Lo: 0, Hi: 15}, keys)
+				require.NoError(t, err)
+				require.Equal(t, len(keys), n)
+				plans := rec.Take(t)
+				pkey := []string{"work_queue_pkey"}
+				plantest.Check(t, plans, spec([]plantest.Rule{
+					{Match: "w.worker_id = p_worker", Uses: pkey},  // heartbeat's and release's lock
+					{Match: "w.claim_epoch = k.epoch", Uses: pkey}, // adopt's
+				}))
+				for _, stamp := range []string{"SET heartbeat_at = $1 WHERE", "WITH a AS", "WITH rel AS"} {
+					stampsByTID(t, plans, stamp)
+				}
+				t.Log("\n" + plantest.Summary(plans))
 			})
 
 			t.Run("claimable probes", func(t *testing.T) {
@@ -504,7 +557,7 @@ func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
 				}
 				plans := rec.Take(t)
 				plantest.Check(t, plans, spec(nil))
-				stampsByTID(t, plans)
+				stampsByTID(t, plans, "WITH upd AS")
 				locks := 0
 				for _, p := range plans {
 					if !strings.Contains(p.Query, "WITH settled AS") {

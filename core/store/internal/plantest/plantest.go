@@ -34,6 +34,7 @@ type Node struct {
 	Index       string  `json:"Index Name"`
 	IndexCond   string  `json:"Index Cond"`
 	Subplan     string  `json:"Subplan Name"`
+	Parent      string  `json:"Parent Relationship"`
 	Loops       *int64  `json:"Actual Loops"`
 	SharedHit   int64   `json:"Shared Hit Blocks"`
 	SharedRead  int64   `json:"Shared Read Blocks"`
