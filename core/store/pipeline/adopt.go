@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"slices"
 
 	"github.com/google/uuid"
 
@@ -39,14 +38,13 @@ func (s *Store) Adopt(ctx context.Context, workerID string, tasks []Held) ([]Tas
 		// A row another transaction updated before the lock (the reaper
 		// freeing a dead broker's leases: the very moment a successor
 		// adopts them) is locked at its new version, and adopted if that
-		// version still carries the epoch; heldRetry runs the keys locked
-		// and not adopted again.
-		if _, err := heldRetry(func() (locked, changed int, err error) {
-			got, locked, err := s.adoptOnce(ctx, workerID, plo, phi, ks, epochOf)
-			out = append(out, got...)
-			ks = slices.DeleteFunc(ks, func(k TaskKey) bool { return slices.Contains(got, k) })
-			return locked, len(got), err
-		}); err != nil {
+		// version still carries the epoch.
+		got, locked, err := s.adoptOnce(ctx, workerID, plo, phi, ks, epochOf)
+		out = append(out, got...)
+		if err == nil {
+			err = missedLeases("lease_adopt", locked, len(got))
+		}
+		if err != nil {
 			return out, err
 		}
 	}

@@ -297,38 +297,26 @@ var (
 // lease_heartbeat, lease_release and lease_adopt: each locks the rows of its
 // keys (a primary-key probe a key, in key order) and then stamps them by TID
 // in their own partition, so no statistic of the queue can turn the stamp
-// into a walk of the partition. They report how many rows they locked and
-// how many they changed. The stamp runs on a snapshot taken after the lock,
-// so a row another transaction updated in between (a heartbeat racing a
-// release) is stamped at its new version; heldRetry still re-runs a call
-// that changed fewer than it locked — written as one statement, such a row
-// was locked at a version the statement's own snapshot could not see, and
-// skipped, which left a released task leased until the reaper.
+// into a walk of the partition. The stamp runs on a snapshot taken after the
+// lock, so a row another transaction updated in between (a heartbeat racing
+// a release) is stamped at its new version. (Written as one statement, such
+// a row was locked at a version the statement's own snapshot could not see,
+// and skipped: a released task stayed leased until the reaper, and the
+// store re-ran the statement until none was missed.) The functions report
+// the rows they locked beside the rows they changed; a difference is a bug,
+// returned as an error by missedLeases.
 
-// heldRetries bounds heldRetry's re-runs: each one needs another
-// transaction to update a held row in the instant between a snapshot and
-// a lock, so a second run all but always finds none missed.
-const heldRetries = 5
-
-// heldRetry runs a lease statement that returns (rows locked, rows
-// changed) until it misses none, and returns the rows changed in all runs.
-func heldRetry(run func() (locked, changed int, err error)) (int, error) {
-	total := 0
-	for range heldRetries {
-		locked, changed, err := run()
-		if err != nil {
-			return total, err
-		}
-		total += changed
-		if changed >= locked {
-			return total, nil
-		}
+// missedLeases is the error for a lease statement that changed fewer rows
+// than it locked, or nil.
+func missedLeases(what string, locked, changed int) error {
+	if changed < locked {
+		return fmt.Errorf("%s: changed %d of the %d leases it locked", what, changed, locked)
 	}
-	return total, nil
+	return nil
 }
 
 // byPartition groups keys inside [lo, hi] by work_queue partition, each
-// group in primary-key order: heldCTE locks rows in array order, and the
+// group in primary-key order: the lease functions lock rows in array order, and the
 // drain locks a partition's queue rows in key order too, so a heartbeat or
 // a release can never hold one row the drain wants while waiting for
 // another the drain holds (a deadlock the detector would break by rolling
@@ -366,12 +354,13 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, lo, hi int, keys
 	for p, ks := range byPartition(lo, hi, keys) {
 		shards, ids, types, ops := keyArrays(ks)
 		plo, phi := p*partitionWidth, p*partitionWidth+partitionWidth-1
-		n, err := heldRetry(func() (locked, changed int, err error) {
-			err = s.pool.QueryRow(ctx, `SELECT locked, changed FROM lease_heartbeat($1, $2, $3::int[], $4::uuid[], $5::text[], $6::uuid[], $7, coalesce($8::timestamptz, now()))`,
-				pgpool.Reserve(plo, phi, shards, ids, types, ops, workerID, s.now())...).Scan(&locked, &changed)
-			return locked, changed, err
-		})
-		total += n
+		var locked, changed int
+		err := s.pool.QueryRow(ctx, `SELECT locked, changed FROM lease_heartbeat($1, $2, $3::int[], $4::uuid[], $5::text[], $6::uuid[], $7, coalesce($8::timestamptz, now()))`,
+			pgpool.Reserve(plo, phi, shards, ids, types, ops, workerID, s.now())...).Scan(&locked, &changed)
+		if err == nil {
+			err = missedLeases("lease_heartbeat", locked, changed)
+		}
+		total += changed
 		if err != nil {
 			return total, wrap(err, "heartbeat %d tasks (shards %d-%d)", len(ks), plo, phi)
 		}
@@ -388,12 +377,13 @@ func (s *Store) Release(ctx context.Context, l Lease, keys []TaskKey) (int, erro
 	for p, ks := range byPartition(0, 255, keys) {
 		shards, ids, types, ops := keyArrays(ks)
 		plo, phi := p*partitionWidth, p*partitionWidth+partitionWidth-1
-		n, err := heldRetry(func() (locked, changed int, err error) {
-			err = s.pool.QueryRow(ctx, `SELECT locked, changed FROM lease_release($1, $2, $3::int[], $4::uuid[], $5::text[], $6::uuid[], $7, $8)`,
-				pgpool.Reserve(plo, phi, shards, ids, types, ops, l.WorkerID, l.Lo)...).Scan(&locked, &changed)
-			return locked, changed, err
-		})
-		total += n
+		var locked, changed int
+		err := s.pool.QueryRow(ctx, `SELECT locked, changed FROM lease_release($1, $2, $3::int[], $4::uuid[], $5::text[], $6::uuid[], $7, $8)`,
+			pgpool.Reserve(plo, phi, shards, ids, types, ops, l.WorkerID, l.Lo)...).Scan(&locked, &changed)
+		if err == nil {
+			err = missedLeases("lease_release", locked, changed)
+		}
+		total += changed
 		if err != nil {
 			return total, wrap(err, "release %d tasks (shards %d-%d)", len(ks), plo, phi)
 		}

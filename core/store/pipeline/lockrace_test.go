@@ -17,6 +17,10 @@ import (
 // nothing. A heartbeat committing while the drain waits on the queue row
 // left a finished task leased for the whole lease timeout (the benchmark's
 // 40–60 s tail: a composite root's result applied, its queue row kept).
+// The lease functions lock in one statement and stamp in the next, on a
+// snapshot that sees the new version, in one call: the store no longer
+// re-runs them, so a release or an adoption racing an update passes here
+// only if its one call stamps the row.
 
 // beatUncommitted opens a transaction that stamps id's queue row (as the
 // broker's heartbeater does) and leaves it open, holding the row lock; the
