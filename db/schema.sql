@@ -1464,6 +1464,7 @@ CREATE FUNCTION public.free_dead_member_leases(p_gone text[]) RETURNS integer
     SET enable_seqscan TO 'off'
     SET enable_hashjoin TO 'off'
     SET enable_mergejoin TO 'off'
+    SET enable_indexscan TO 'off'
     AS $$
 DECLARE
     v_n int;
