@@ -1767,6 +1767,61 @@ END
 $_$;
 
 --
+-- Name: lifecycle_claim(text, integer, integer, text[], integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.lifecycle_claim(p_worker text, p_lo integer, p_hi integer, p_reactors text[], p_limit integer) RETURNS TABLE(kept boolean, resource_id uuid, transition text, generation bigint, binding_name text, shard_id integer, reactor text, watch_kind text, claim_epoch bigint, attempts integer, snapshot jsonb, created_at timestamp with time zone)
+    LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET jit TO 'off'
+    AS $_$
+#variable_conflict use_column
+DECLARE
+    v_part regclass;
+    v_live tid[];
+    v_dead tid[];
+BEGIN
+    FOR v_part, v_live, v_dead IN
+        WITH picked AS (
+            SELECT c.tableoid, c.ctid,
+                   EXISTS (SELECT 1 FROM reactor_bindings b WHERE b.name = c.binding_name AND b.enabled) AS live
+              FROM unnest(p_reactors) AS r(reactor)
+             CROSS JOIN LATERAL (
+                SELECT l.tableoid, l.ctid, l.binding_name, l.created_at
+                  FROM lifecycle_outbox l
+                 WHERE l.reactor = r.reactor AND l.worker_id IS NULL AND l.shard_id BETWEEN p_lo AND p_hi
+                 ORDER BY l.created_at
+                 LIMIT p_limit
+                   FOR UPDATE OF l SKIP LOCKED) c
+             ORDER BY c.created_at
+             LIMIT p_limit
+        )
+        SELECT p.tableoid::regclass, array_agg(p.ctid) FILTER (WHERE p.live), array_agg(p.ctid) FILTER (WHERE NOT p.live)
+          FROM picked p
+         GROUP BY p.tableoid
+    LOOP
+        IF v_dead IS NOT NULL THEN
+            RETURN QUERY EXECUTE format($sql$
+            DELETE FROM %s l WHERE l.ctid = ANY ($1)
+            RETURNING false, l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id, l.reactor,
+                      l.watch_kind, 0::bigint, l.attempts, NULL::jsonb, l.created_at$sql$, v_part) USING v_dead;
+        END IF;
+        IF v_live IS NOT NULL THEN
+            RETURN QUERY EXECUTE format($sql$
+            UPDATE %s l
+               SET worker_id = $1, claim_epoch = nextval('claim_epoch_seq'), heartbeat_at = now(), attempts = l.attempts + 1
+             WHERE l.ctid = ANY ($2)
+            RETURNING true, l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id, l.reactor,
+                      l.watch_kind, l.claim_epoch, l.attempts, l.snapshot, l.created_at$sql$, v_part) USING p_worker, v_live;
+        END IF;
+    END LOOP;
+END
+$_$;
+
+--
 -- Name: live_cluster_members(integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 

@@ -107,46 +107,12 @@ func (s *Store) byKey(ctx context.Context, fn func(pgx.Tx) error) error {
 
 // claimRows is claimOnce's statement.
 func claimRows(ctx context.Context, tx pgx.Tx, workerID string, reactors []string, lo, hi, limit int) ([]Delivery, int, error) {
-	// Planned for each call (pgpool.ExecMode): kept as a session's generic
-	// plan made on a near-empty outbox, it scanned the partition on every
-	// claim (TestPlans_ClaimPlannedOnAnEmptyOutbox). One reactor's rows are taken
-	// per lateral probe: ordered by age over reactor = ANY(...), the pending
-	// index gives no order, and every pending row was read and sorted.
-	rows, err := tx.Query(ctx, `
-WITH picked AS (
-    SELECT c.resource_id, c.transition, c.generation, c.binding_name, c.shard_id,
-           EXISTS (SELECT 1 FROM reactor_bindings b WHERE b.name = c.binding_name AND b.enabled) AS live
-      FROM unnest($4::text[]) AS r(reactor)
-     CROSS JOIN LATERAL (
-        SELECT l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id, l.created_at
-          FROM lifecycle_outbox l
-         WHERE l.reactor = r.reactor AND l.worker_id IS NULL AND l.shard_id BETWEEN $2 AND $3
-         ORDER BY l.created_at
-         LIMIT $5
-           FOR UPDATE OF l SKIP LOCKED) c
-     ORDER BY c.created_at
-     LIMIT $5
-), dropped AS (
-    DELETE FROM lifecycle_outbox l
-     USING picked p
-     WHERE NOT p.live AND l.shard_id BETWEEN $2 AND $3
-       AND l.shard_id = p.shard_id AND l.resource_id = p.resource_id AND l.transition = p.transition
-       AND l.generation = p.generation AND l.binding_name = p.binding_name
-    RETURNING l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id, l.reactor, l.watch_kind,
-              0::bigint, l.attempts, NULL::jsonb, l.created_at
-), claimed AS (
-    UPDATE lifecycle_outbox l
-       SET worker_id = $1, claim_epoch = nextval('claim_epoch_seq'), heartbeat_at = now(), attempts = l.attempts + 1
-      FROM picked p
-     WHERE p.live AND l.shard_id BETWEEN $2 AND $3
-       AND l.shard_id = p.shard_id AND l.resource_id = p.resource_id AND l.transition = p.transition
-       AND l.generation = p.generation AND l.binding_name = p.binding_name
-    RETURNING l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id, l.reactor, l.watch_kind,
-              l.claim_epoch, l.attempts, l.snapshot, l.created_at
-)
-SELECT true, * FROM claimed
- UNION ALL
-SELECT false, * FROM dropped`,
+	// lifecycle_claim (db/functions): the ordered probe a reactor and the
+	// stamps by TID, under settings no statistic of the outbox can turn
+	// into a read of the backlog.
+	rows, err := tx.Query(ctx, `SELECT kept, resource_id, transition, generation, binding_name, shard_id, reactor, watch_kind,
+       claim_epoch, attempts, snapshot, created_at
+  FROM lifecycle_claim($1, $2, $3, $4::text[], $5)`,
 		workerID, lo, hi, reactors, limit)
 	if err != nil {
 		return nil, 0, err

@@ -1,0 +1,70 @@
+-- lifecycle_claim: a reactor dispatcher's claim. Takes up to p_limit
+-- pending deliveries (worker_id NULL) of the reactors p_reactors in shards
+-- [p_lo, p_hi], oldest first across the reactors: one ordered probe of the
+-- pending index (reactor, created_at) a reactor, FOR UPDATE SKIP LOCKED,
+-- its rows merged by age. A row whose binding was disabled or removed since
+-- it was written is deleted and returned with kept false (nothing to
+-- deliver); the others are stamped (worker, a fresh claim_epoch each, the
+-- heartbeat, one more attempt) and returned with kept true.
+--
+-- Why a function: it must read its batch, not the backlog, whatever the
+-- outbox's statistics say. With them taken while the outbox was drained
+-- (analyzed with only dead rows on its pages, it looks empty however much
+-- it holds), the claim, then a statement converge sent, walked every
+-- partition's primary key in the range and sorted it (59,520 buffers to
+-- claim 50 of 40,000), and its stamps joined the picked rows to the
+-- partitions the other way round. Here the probes run with seq scans,
+-- bitmap scans and sorts off, which leaves the ordered probe a reactor the
+-- one plan without a disabled node beyond the merge's sort that every plan
+-- has; and each partition's rows are deleted or stamped by TID alone in
+-- that partition (their tableoid), which no index of it can answer
+-- (TestPlans_ClaimReadsItsBatchNotTheBacklog, "emptied"). Planned for each
+-- call with its arguments.
+CREATE OR REPLACE FUNCTION lifecycle_claim(p_worker text, p_lo int, p_hi int, p_reactors text[], p_limit int)
+RETURNS TABLE (kept boolean, resource_id uuid, transition text, generation bigint, binding_name text, shard_id int,
+               reactor text, watch_kind text, claim_epoch bigint, attempts int, snapshot jsonb, created_at timestamptz)
+LANGUAGE plpgsql VOLATILE
+SET plan_cache_mode = force_custom_plan SET enable_seqscan = off SET enable_bitmapscan = off
+SET enable_sort = off SET jit = off AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_part regclass;
+    v_live tid[];
+    v_dead tid[];
+BEGIN
+    FOR v_part, v_live, v_dead IN
+        WITH picked AS (
+            SELECT c.tableoid, c.ctid,
+                   EXISTS (SELECT 1 FROM reactor_bindings b WHERE b.name = c.binding_name AND b.enabled) AS live
+              FROM unnest(p_reactors) AS r(reactor)
+             CROSS JOIN LATERAL (
+                SELECT l.tableoid, l.ctid, l.binding_name, l.created_at
+                  FROM lifecycle_outbox l
+                 WHERE l.reactor = r.reactor AND l.worker_id IS NULL AND l.shard_id BETWEEN p_lo AND p_hi
+                 ORDER BY l.created_at
+                 LIMIT p_limit
+                   FOR UPDATE OF l SKIP LOCKED) c
+             ORDER BY c.created_at
+             LIMIT p_limit
+        )
+        SELECT p.tableoid::regclass, array_agg(p.ctid) FILTER (WHERE p.live), array_agg(p.ctid) FILTER (WHERE NOT p.live)
+          FROM picked p
+         GROUP BY p.tableoid
+    LOOP
+        IF v_dead IS NOT NULL THEN
+            RETURN QUERY EXECUTE format($sql$
+            DELETE FROM %s l WHERE l.ctid = ANY ($1)
+            RETURNING false, l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id, l.reactor,
+                      l.watch_kind, 0::bigint, l.attempts, NULL::jsonb, l.created_at$sql$, v_part) USING v_dead;
+        END IF;
+        IF v_live IS NOT NULL THEN
+            RETURN QUERY EXECUTE format($sql$
+            UPDATE %s l
+               SET worker_id = $1, claim_epoch = nextval('claim_epoch_seq'), heartbeat_at = now(), attempts = l.attempts + 1
+             WHERE l.ctid = ANY ($2)
+            RETURNING true, l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id, l.reactor,
+                      l.watch_kind, l.claim_epoch, l.attempts, l.snapshot, l.created_at$sql$, v_part) USING p_worker, v_live;
+        END IF;
+    END LOOP;
+END
+$fn$;
