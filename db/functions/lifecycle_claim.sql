@@ -18,8 +18,8 @@
 -- one plan without a disabled node beyond the merge's sort that every plan
 -- has; and each partition's rows are deleted or stamped by TID alone in
 -- that partition (their tableoid), which no index of it can answer
--- (TestPlans_ClaimReadsItsBatchNotTheBacklog, "emptied"). Planned for each
--- call with its arguments.
+-- (TestPlans_ClaimReadsItsBatchNotTheBacklog, "emptied"), all partitions in
+-- one statement. Planned for each call with its arguments.
 CREATE OR REPLACE FUNCTION lifecycle_claim(p_worker text, p_lo int, p_hi int, p_reactors text[], p_limit int)
 RETURNS TABLE (kept boolean, resource_id uuid, transition text, generation bigint, binding_name text, shard_id int,
                reactor text, watch_kind text, claim_epoch bigint, attempts int, snapshot jsonb, created_at timestamptz)
@@ -28,43 +28,59 @@ SET plan_cache_mode = force_custom_plan SET enable_seqscan = off SET enable_bitm
 SET enable_sort = off SET jit = off AS $fn$
 #variable_conflict use_column
 DECLARE
-    v_part regclass;
-    v_live tid[];
-    v_dead tid[];
+    v_parts regclass[];
+    v_live  text[];
+    v_dead  text[];
+    v_ctes  text[] := '{}';
+    v_sel   text[] := '{}';
 BEGIN
-    FOR v_part, v_live, v_dead IN
-        WITH picked AS (
-            SELECT c.tableoid, c.ctid,
-                   EXISTS (SELECT 1 FROM reactor_bindings b WHERE b.name = c.binding_name AND b.enabled) AS live
-              FROM unnest(p_reactors) AS r(reactor)
-             CROSS JOIN LATERAL (
-                SELECT l.tableoid, l.ctid, l.binding_name, l.created_at
-                  FROM lifecycle_outbox l
-                 WHERE l.reactor = r.reactor AND l.worker_id IS NULL AND l.shard_id BETWEEN p_lo AND p_hi
-                 ORDER BY l.created_at
-                 LIMIT p_limit
-                   FOR UPDATE OF l SKIP LOCKED) c
-             ORDER BY c.created_at
+    WITH picked AS (
+        SELECT c.tableoid, c.ctid,
+               EXISTS (SELECT 1 FROM reactor_bindings b WHERE b.name = c.binding_name AND b.enabled) AS live
+          FROM unnest(p_reactors) AS r(reactor)
+         CROSS JOIN LATERAL (
+            SELECT l.tableoid, l.ctid, l.binding_name, l.created_at
+              FROM lifecycle_outbox l
+             WHERE l.reactor = r.reactor AND l.worker_id IS NULL AND l.shard_id BETWEEN p_lo AND p_hi
+             ORDER BY l.created_at
              LIMIT p_limit
-        )
-        SELECT p.tableoid::regclass, array_agg(p.ctid) FILTER (WHERE p.live), array_agg(p.ctid) FILTER (WHERE NOT p.live)
+               FOR UPDATE OF l SKIP LOCKED) c
+         ORDER BY c.created_at
+         LIMIT p_limit
+    ), per AS (
+        SELECT p.tableoid::regclass AS part,
+               array_agg(p.ctid) FILTER (WHERE p.live) AS live, array_agg(p.ctid) FILTER (WHERE NOT p.live) AS dead
           FROM picked p
          GROUP BY p.tableoid
-    LOOP
-        IF v_dead IS NOT NULL THEN
-            RETURN QUERY EXECUTE format($sql$
-            DELETE FROM %s l WHERE l.ctid = ANY ($1)
-            RETURNING false, l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id, l.reactor,
-                      l.watch_kind, 0::bigint, l.attempts, NULL::jsonb, l.created_at$sql$, v_part) USING v_dead;
+    )
+    SELECT array_agg(x.part), array_agg(x.live::text), array_agg(x.dead::text) INTO v_parts, v_live, v_dead FROM per x;
+    IF v_parts IS NULL THEN
+        RETURN;
+    END IF;
+    -- One statement for every partition the batch touches (a claim across
+    -- a broker's range touches up to sixteen): each partition's rows by TID
+    -- in a statement of their own would be sixteen parses and plans a claim.
+    FOR i IN 1 .. cardinality(v_parts) LOOP
+        IF v_dead[i] IS NOT NULL THEN
+            v_ctes := v_ctes || format($sql$d%s AS (
+                DELETE FROM %s l WHERE l.ctid = ANY (%L::tid[])
+                RETURNING false AS kept, l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id, l.reactor,
+                          l.watch_kind, 0::bigint AS claim_epoch, l.attempts, NULL::jsonb AS snapshot, l.created_at)$sql$,
+                i, v_parts[i], v_dead[i]);
+            v_sel := v_sel || format('SELECT * FROM d%s', i);
         END IF;
-        IF v_live IS NOT NULL THEN
-            RETURN QUERY EXECUTE format($sql$
-            UPDATE %s l
-               SET worker_id = $1, claim_epoch = nextval('claim_epoch_seq'), heartbeat_at = now(), attempts = l.attempts + 1
-             WHERE l.ctid = ANY ($2)
-            RETURNING true, l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id, l.reactor,
-                      l.watch_kind, l.claim_epoch, l.attempts, l.snapshot, l.created_at$sql$, v_part) USING p_worker, v_live;
+        IF v_live[i] IS NOT NULL THEN
+            v_ctes := v_ctes || format($sql$c%s AS (
+                UPDATE %s l
+                   SET worker_id = $1, claim_epoch = nextval('claim_epoch_seq'), heartbeat_at = now(), attempts = l.attempts + 1
+                 WHERE l.ctid = ANY (%L::tid[])
+                RETURNING true AS kept, l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id, l.reactor,
+                          l.watch_kind, l.claim_epoch, l.attempts, l.snapshot, l.created_at)$sql$,
+                i, v_parts[i], v_live[i]);
+            v_sel := v_sel || format('SELECT * FROM c%s', i);
         END IF;
     END LOOP;
+    RETURN QUERY EXECUTE 'WITH ' || array_to_string(v_ctes, ', ') || ' ' || array_to_string(v_sel, ' UNION ALL ')
+        USING p_worker;
 END
 $fn$;
