@@ -12,8 +12,7 @@
 -- (analyzed with only dead rows on its pages, it looks empty however much
 -- it holds), the claim, then a statement converge sent, walked every
 -- partition's primary key in the range and sorted it (59,520 buffers to
--- claim 50 of 40,000), and its stamps joined the picked rows to the
--- partitions the other way round. Here the probes run with seq scans,
+-- claim 50 of 40,000). Here the probes run with seq scans,
 -- bitmap scans and sorts off, which leaves the ordered probe a reactor the
 -- one plan without a disabled node beyond the merge's sort that every plan
 -- has; and each partition's rows are deleted or stamped by TID alone in
