@@ -1912,11 +1912,26 @@ CREATE FUNCTION public.on_resources_deleted() RETURNS trigger
     SET enable_mergejoin TO 'off'
     SET enable_seqscan TO 'off'
     SET enable_material TO 'off'
-    SET enable_indexscan TO 'off'
     SET jit TO 'off'
     AS $$
+DECLARE
+    v_parts regclass[];
+    v_tids  text[];
+    v_ctes  text[] := '{}';
 BEGIN
-    DELETE FROM work_queue w USING old_rows o WHERE w.shard_id = o.shard_id AND w.resource_id = o.id;
+    SELECT array_agg(x.part), array_agg(x.tids::text) INTO v_parts, v_tids
+      FROM (SELECT q.tableoid::regclass AS part, array_agg(q.ctid) AS tids
+              FROM old_rows o
+             CROSS JOIN LATERAL (SELECT w.tableoid, w.ctid FROM work_queue w
+                                  WHERE w.shard_id = o.shard_id AND w.resource_id = o.id
+                                    FOR UPDATE) q
+             GROUP BY q.tableoid) x;
+    IF v_parts IS NOT NULL THEN
+        FOR i IN 1 .. cardinality(v_parts) LOOP
+            v_ctes := v_ctes || format('d%s AS (DELETE FROM %s w WHERE w.ctid = ANY (%L::tid[]))', i, v_parts[i], v_tids[i]);
+        END LOOP;
+        EXECUTE 'WITH ' || array_to_string(v_ctes, ', ') || ' SELECT 1';
+    END IF;
     DELETE FROM rollup_recheck rr USING old_rows o WHERE rr.root_id = o.id;
     IF EXISTS (SELECT 1 FROM reactor_bindings WHERE enabled AND transition = 'deleted') THEN
         INSERT INTO lifecycle_outbox (resource_id, transition, generation, binding_name, shard_id, reactor, watch_kind, snapshot)
