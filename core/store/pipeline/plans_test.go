@@ -234,11 +234,7 @@ func TestPlans_BrokerSessionPlannedOnEmptyTables(t *testing.T) {
 	leased := func(ts []Task) []Task {
 		t.Helper()
 		require.GreaterOrEqual(t, len(ts), 2)
-		keys := make([]TaskKey, len(ts))
-		held := make([]Held, len(ts))
-		for i, task := range ts {
-			keys[i], held[i] = task.Key, Held{Key: task.Key, Epoch: task.ClaimEpoch}
-		}
+		keys, held := leaseKeys(ts)
 		n, err := st.Heartbeat(ctx, "w", 0, 15, keys)
 		require.NoError(t, err)
 		require.Equal(t, len(ts), n)
@@ -324,6 +320,16 @@ ON CONFLICT DO NOTHING`)
 		{Match: "UPDATE resource_phases s", Uses: []string{"resource_phases_pkey"}},
 	}})
 	t.Log("\n" + plantest.Summary(plans))
+}
+
+// leaseKeys is ts's keys, and their leases as a worker reports them.
+func leaseKeys(ts []Task) ([]TaskKey, []Held) {
+	keys := make([]TaskKey, len(ts))
+	held := make([]Held, len(ts))
+	for i, task := range ts {
+		keys[i], held[i] = task.Key, Held{Key: task.Key, Epoch: task.ClaimEpoch}
+	}
+	return keys, held
 }
 
 // stampsByTID asserts that the recorded statements matching match stamp
@@ -480,11 +486,7 @@ func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
 				require.NoError(t, err)
 				require.Len(t, ts, 20)
 				rec.Take(t)
-				keys := make([]TaskKey, len(ts))
-				held := make([]Held, len(ts))
-				for i, task := range ts {
-					keys[i], held[i] = task.Key, Held{Key: task.Key, Epoch: task.ClaimEpoch}
-				}
+				keys, held := leaseKeys(ts)
 				n, err := st.Heartbeat(ctx, "w", 0, 15, keys)
 				require.NoError(t, err)
 				require.Equal(t, len(keys), n)
