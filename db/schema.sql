@@ -639,6 +639,7 @@ $$;
 
 CREATE FUNCTION public.drain_apply(p_items anyarray, p_now timestamp with time zone) RETURNS uuid[]
     LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
     AS $$
 DECLARE
     v_resched uuid[];
@@ -671,7 +672,7 @@ BEGIN
                failure_terminal = p.n_terminal,
                updated_at       = p_now
           FROM per p
-         WHERE r.id = p.id
+         WHERE r.id = ANY (ARRAY[p.id])
            AND (r.status, r.synced_gen, r.health_ok, r.failure_gen, r.failure_terminal)
                IS DISTINCT FROM (p.n_status, p.n_synced, p.n_health, p.n_failure_gen, p.n_terminal)
         RETURNING r.id, r.phase, p.old_phase, p.has_rollup, p.ok
@@ -1139,6 +1140,7 @@ $$;
 
 CREATE FUNCTION public.drain_value_flows(p_items anyarray, p_now timestamp with time zone) RETURNS uuid[]
     LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
     AS $$
 DECLARE
     v_subst uuid[];
@@ -1162,7 +1164,7 @@ BEGIN
     ), upd AS (
         UPDATE resources r SET spec = s.spec, updated_at = p_now
           FROM subst s
-         WHERE r.id = s.id AND s.spec IS DISTINCT FROM s.old_spec
+         WHERE r.id = ANY (ARRAY[s.id]) AND s.spec IS DISTINCT FROM s.old_spec
         RETURNING r.id, s.cascaded
     )
     SELECT array_agg(upd.id) FILTER (WHERE NOT upd.cascaded) INTO v_subst FROM upd;
@@ -2503,7 +2505,7 @@ BEGIN
            shard_id = n.shard_id, created_at = n.created_at,
            since = CASE WHEN s.phase = n.phase THEN s.since ELSE now() END
       FROM new_rows n
-     WHERE s.id = n.id
+     WHERE s.id = ANY (ARRAY[n.id])
        AND (s.phase, s.kind, s.owner_id, s.root_id, s.shard_id, s.created_at)
            IS DISTINCT FROM (n.phase, n.kind, n.owner_id, n.root_id, n.shard_id, n.created_at);
     RETURN NULL;
@@ -2654,13 +2656,16 @@ CREATE FUNCTION public.resources_labels_delete() RETURNS trigger
     SET enable_mergejoin TO 'off'
     AS $$
 BEGIN
-    WITH gone AS MATERIALIZED (
-        SELECT ol.key, ol.value, o.created_at, o.id
-          FROM old_rows o CROSS JOIN LATERAL jsonb_each_text(o.labels) ol
-         WHERE o.labels <> '{}')
     DELETE FROM resource_labels l
-     USING gone g
-     WHERE l.key = g.key AND l.value = g.value AND l.created_at = g.created_at AND l.resource_id = g.id;
+     USING (SELECT x.tid
+              FROM old_rows o
+             CROSS JOIN LATERAL jsonb_each_text(o.labels) ol
+             CROSS JOIN LATERAL (SELECT l.ctid AS tid FROM resource_labels l
+                                  WHERE l.key = ol.key AND l.value = ol.value
+                                    AND l.created_at = o.created_at AND l.resource_id = o.id
+                                 OFFSET 0) x
+             WHERE o.labels <> '{}') g
+     WHERE l.ctid = g.tid;
     RETURN NULL;
 END
 $$;

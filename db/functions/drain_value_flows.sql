@@ -9,8 +9,16 @@
 -- function set is created before the schema's types exist (db/migrate), so a
 -- signature cannot name one. Called once per batch, only by
 -- drain_outbox_range, whose SET clauses (custom plans, no JIT) are in effect.
+--
+-- The update's key is compared as "r.id = ANY (ARRAY[s.id])" with seq scans
+-- off, as in drain_apply: a loop over the dependents probing the primary
+-- key is the only plan without a disabled node. As "r.id = s.id", a
+-- resources table analyzed while empty (a fleet torn down, another applied)
+-- looked empty however much it held, and the loop ran over its whole
+-- primary key: 296,000 buffers for a batch of 100 in a 10k fleet
+-- (TestPlans_HotStatementsKeepTheirPlans, "emptied fleet").
 CREATE OR REPLACE FUNCTION drain_value_flows(p_items anyarray, p_now timestamptz) RETURNS uuid[]
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
     v_subst uuid[];
 BEGIN
@@ -33,7 +41,7 @@ BEGIN
     ), upd AS (
         UPDATE resources r SET spec = s.spec, updated_at = p_now
           FROM subst s
-         WHERE r.id = s.id AND s.spec IS DISTINCT FROM s.old_spec
+         WHERE r.id = ANY (ARRAY[s.id]) AND s.spec IS DISTINCT FROM s.old_spec
         RETURNING r.id, s.cascaded
     )
     SELECT array_agg(upd.id) FILTER (WHERE NOT upd.cascaded) INTO v_subst FROM upd;

@@ -145,7 +145,9 @@ ANALYZE`)
 	require.NoError(t, err)
 	require.Equal(t, len(ds)-1, n)
 	plans = rec.Take(t)
-	plantest.Check(t, plans, plantest.Spec{Hot: []string{"lifecycle_outbox"}})
+	// the heartbeat and the release find their rows among the leased ones
+	// (the claimed-rows index holds what is in flight, not the backlog)
+	plantest.Check(t, plans, plantest.Spec{Hot: []string{"lifecycle_outbox"}, Bounded: []string{"lifecycle_outbox_heartbeat_at_idx"}})
 	for _, p := range plans {
 		require.Less(t, p.Buffers(), int64(2000), "a statement over 50 claimed rows reads them, not the backlog:\n%s", p)
 	}

@@ -144,6 +144,12 @@ WITH want AS (
     ON CONFLICT (kind, name) DO NOTHING
     RETURNING id
 ), upd AS (
+    -- "r.id = ANY (ARRAY[w.id])": an equality the planner can neither merge
+    -- nor hash on, so (seq scans off) the only plan is the loop over the
+    -- children probing the primary key. As "r.id = w.id", a resources table
+    -- analyzed while empty (a fleet torn down, another applied) looked empty
+    -- however much it held, and the update hashed its whole primary key,
+    -- walked in order.
     UPDATE resources r
        SET version             = w.version,
            -- a version change is a live migration: a new generation, so a
@@ -156,7 +162,7 @@ WITH want AS (
            frozen_until        = CASE WHEN r.frozen_until = 'infinity' THEN r.frozen_until END,
            updated_at          = coalesce($11::timestamptz, now())
       FROM want w
-     WHERE NOT w.is_new AND r.id = w.id
+     WHERE NOT w.is_new AND r.id = ANY (ARRAY[w.id])
        AND ((r.version, r.labels, r.spec, r.provider_config_ref) IS DISTINCT FROM (w.version, w.labels, w.spec, w.ref)
             OR r.frozen_until <> 'infinity')
     RETURNING r.id

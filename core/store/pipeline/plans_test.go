@@ -52,6 +52,9 @@ func planFx(t *testing.T, stats string) (*fx, *plantest.Recorder, *Store) {
 	case "emptied":
 		f.exec(`ANALYZE`)
 		plantest.AnalyzeEmptied(t, f.pool, "work_queue", "work_outbox")
+	case "emptied fleet":
+		f.exec(`ANALYZE`)
+		plantest.AnalyzeEmptied(t, f.pool, planHot...)
 	}
 	rec := &plantest.Recorder{}
 	st := New(plantest.Pool(t, f.pool.Config(), rec))
@@ -432,7 +435,7 @@ func genericGateProbes(t *testing.T, plans []plantest.Plan) int {
 
 func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
 	t.Parallel()
-	for _, stats := range []string{"analyzed", "1M", "bulk", "emptied"} {
+	for _, stats := range []string{"analyzed", "1M", "bulk", "emptied", "emptied fleet"} {
 		t.Run(stats, func(t *testing.T) {
 			t.Parallel()
 			f, rec, st := planFx(t, stats)
@@ -668,7 +671,7 @@ ON CONFLICT DO NOTHING`)
 				require.NoError(t, err)
 				plans := rec.Take(t)
 				plantest.Check(t, plans, spec([]plantest.Rule{
-					{Match: "WHERE r.id = $1 OR r.owner_id = $1", Uses: []string{"resources_pkey", "idx_resources_owner"}},
+					{Match: "SELECT c.id FROM resources c WHERE c.owner_id = $1", Uses: []string{"resources_pkey", "idx_resources_owner"}},
 					{Match: "SELECT r.kind, r.name, r.id", Uses: []string{"resources_kind_name_key"}},
 					{Match: "ON CONFLICT (kind, name) DO NOTHING"},
 					{Match: "DELETE FROM resource_deps d", Uses: []string{"resource_deps_pkey"}},
