@@ -769,6 +769,7 @@ $$;
 
 CREATE FUNCTION public.drain_finish_deletes(p_items anyarray, p_dels boolean, p_now timestamp with time zone) RETURNS void
     LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
     AS $$
 BEGIN
     IF p_dels THEN
@@ -778,7 +779,7 @@ BEGIN
                updated_at = p_now
           FROM unnest(p_items) d
           LEFT JOIN kind_config kc ON kc.kind = d.kind AND kc.version = d.version
-         WHERE d.task_type = 'delete' AND d.error_message IS NULL AND r.id = d.resource_id
+         WHERE d.task_type = 'delete' AND d.error_message IS NULL AND r.id = ANY (ARRAY[d.resource_id])
            AND coalesce(d.finalizer, kc.finalizer_name) = ANY (r.finalizers);
     END IF;
     INSERT INTO resource_events (resource_id, type, reason, message, created_at)
@@ -2712,6 +2713,7 @@ $$;
 
 CREATE FUNCTION public.resync_enqueue(p_ids uuid[], p_recompose boolean, p_now timestamp with time zone DEFAULT now()) RETURNS integer
     LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
     AS $$
 DECLARE
     v_n int;
@@ -2737,7 +2739,7 @@ BEGIN
                composed_gen = CASE WHEN p_recompose THEN least(r.composed_gen, r.generation - 1)
                                    ELSE r.composed_gen END
           FROM ins
-         WHERE r.id = ins.resource_id
+         WHERE r.id = ANY (ARRAY[ins.resource_id])
         RETURNING 1
     )
     SELECT count(*) INTO v_n FROM stamped;

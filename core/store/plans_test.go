@@ -14,12 +14,12 @@ import (
 )
 
 // The rollup reads and the list pages keep their plans at the fixture's 10k
-// rows, at 1M-row statistics and after a bulk load the statistics have not
-// seen; every plan, the rollup gate's nested ones included, is recorded
+// rows, at 1M-row statistics, after a bulk load the statistics have not
+// seen, and with the fleet's tables analyzed while empty; every plan, the rollup gate's nested ones included, is recorded
 // through auto_explain.
 func TestPlans_RollupAndListKeepTheirPlans(t *testing.T) {
 	t.Parallel()
-	for _, stats := range []string{"analyzed", "1M", "bulk"} {
+	for _, stats := range []string{"analyzed", "1M", "bulk", "emptied fleet"} {
 		t.Run(stats, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
@@ -40,6 +40,10 @@ func TestPlans_RollupAndListKeepTheirPlans(t *testing.T) {
 			case "1M":
 				exec(`ANALYZE`)
 				plantest.Inflate(t, e.pool, 100, "resources", "resource_labels")
+			case "emptied fleet":
+				// a fleet torn down, analyzed, and another applied
+				exec(`ANALYZE`)
+				plantest.AnalyzeEmptied(t, e.pool, "resources", "resource_phases", "resource_labels", "resource_deps")
 			}
 			rec := &plantest.Recorder{}
 			s := New(plantest.Pool(t, e.pool.Config(), rec), nil)

@@ -15,10 +15,12 @@ import (
 // after a bulk load the statistics have not seen and with the queue
 // analyzed while it was drained (it looks empty): they read the partial
 // indexes of the rows they act on (lagging, failed, frozen, deleting), never
-// the table, and each queue statement prunes to the range's partition.
+// the table, and each queue statement prunes to the range's partition; and
+// with every fleet table analyzed while empty (a fleet torn down, another
+// applied).
 func TestPlans_ReaperWalksKeepTheirPlans(t *testing.T) {
 	t.Parallel()
-	for _, stats := range []string{"analyzed", "1M", "bulk", "emptied"} {
+	for _, stats := range []string{"analyzed", "1M", "bulk", "emptied", "emptied fleet"} {
 		t.Run(stats, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
@@ -36,6 +38,10 @@ func TestPlans_ReaperWalksKeepTheirPlans(t *testing.T) {
 			case "emptied":
 				f.exec(`ANALYZE`)
 				plantest.AnalyzeEmptied(t, f.db, "work_queue")
+			case "emptied fleet":
+				// a fleet torn down, analyzed, and another applied
+				f.exec(`ANALYZE`)
+				plantest.AnalyzeEmptied(t, f.db, "resources", "resource_phases", "resource_labels", "resource_deps", "resource_events", "work_queue")
 			}
 			rec := &plantest.Recorder{}
 			st := maintenance.New(plantest.Pool(t, f.db.Config(), rec)).WithClock(func() time.Time { return t0 })

@@ -87,18 +87,23 @@ SELECT d.id, u.id FROM c d JOIN c u ON u.name = $1 || '-leaf-1' WHERE d.name <> 
 // of the 10k fixture (its request, then its teardowns claimed, worked and
 // drained) must read about what it reads with the queue analyzed: a
 // statement that turned into a walk of a whole partition (the claim's
-// stamp, the removal's queue delete, a reversed loop) multiplies it.
+// stamp, the removal's queue delete, a reversed loop) multiplies it. So
+// must a teardown whose fleet tables were all analyzed while empty (a
+// previous fleet torn down, this one applied since).
 func TestPlans_TeardownUnderEmptiedQueueStatistics(t *testing.T) {
 	t.Parallel()
 	read := map[string]int64{}
-	for _, stats := range []string{"analyzed", "emptied"} {
+	for _, stats := range []string{"analyzed", "emptied", "emptied fleet"} {
 		f := newFx(t)
 		f.kind("leaf", reactFinalizer)
 		f.kind("comp", reactComposite)
 		loadPlanFixture(f)
 		f.exec(`ANALYZE`)
-		if stats == "emptied" {
+		switch stats {
+		case "emptied":
 			plantest.AnalyzeEmptied(t, f.pool, "work_queue", "work_outbox")
+		case "emptied fleet":
+			plantest.AnalyzeEmptied(t, f.pool, planHot...)
 		}
 		rec := &plantest.Recorder{}
 		st := New(plantest.Pool(t, f.pool.Config(), rec))
@@ -123,6 +128,7 @@ func TestPlans_TeardownUnderEmptiedQueueStatistics(t *testing.T) {
 	// removal's queue delete as it was, every partition's key read whole.
 	t.Logf("buffers: %v", read)
 	require.Less(t, read["emptied"], read["analyzed"]*7/5, "the teardown under emptied queue statistics reads far more than analyzed")
+	require.Less(t, read["emptied fleet"], read["analyzed"]*7/5, "the teardown under a fleet's emptied statistics reads far more than analyzed")
 }
 
 // teardownTree claims, works and drains the teardowns of root's tree (id),
