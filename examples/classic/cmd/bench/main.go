@@ -63,6 +63,10 @@
 // followUp).
 // The worker's simulated teardowns are instant (FAKE_DELETE_DELAY=0s).
 //
+// With -again (after -teardown) the emptied fleet tables are analyzed and
+// the roots applied again: a bench-again: line, the creation's rate under
+// statistics that size the fleet's tables at zero rows (see again.go).
+//
 // With -river DIR (or -river-bin PATH) the River peer benchmark runs
 // afterwards on the same Postgres (see river.go): river_jobs_per_sec is its
 // line's figure, ratio is resources_per_sec over it.
@@ -108,6 +112,7 @@ type params struct {
 	riverN, riverWorkers            int
 	statements                      int
 	verbose, hold, update, teardown bool
+	again                           bool
 	pgSettings                      map[string]string
 }
 
@@ -135,6 +140,7 @@ func parseParams() (params, error) {
 	flag.IntVar(&p.riverWorkers, "river-workers", 2000, "River's MaxWorkers")
 	flag.BoolVar(&p.update, "update", false, "then apply every measured root again with a spec that changes every leaf, and time the rollout (a bench-update: line)")
 	flag.BoolVar(&p.teardown, "teardown", false, "then delete every measured root and time the teardown (a bench-teardown: line)")
+	flag.BoolVar(&p.again, "again", false, "with -teardown: then analyze the emptied fleet tables, apply the roots again and time it (a bench-again: line)")
 	flag.IntVar(&p.statements, "statements", 0, "track statements (pg_stat_statements) and print the top N before the line, as bench-stmt: lines")
 	flag.Parse()
 	if p.statements > 0 {
@@ -143,6 +149,9 @@ func parseParams() (params, error) {
 				p.pgSettings[k] = v
 			}
 		}
+	}
+	if p.again && !p.teardown {
+		return p, fmt.Errorf("-again applies the fleet again after its teardown: it needs -teardown")
 	}
 	if len(flag.Args()) == 1 { // `just bench 100000`
 		if _, err := fmt.Sscan(flag.Arg(0), &p.n); err != nil {
@@ -245,6 +254,17 @@ func followUps(ctx context.Context, st *stack.Stack, p params, roots, n int, bom
 			return "", err
 		}
 		fmt.Println(td)
+	}
+	if p.again {
+		spec, err := json.Marshal(bom)
+		if err != nil {
+			return "", err
+		}
+		ag, err := runAgain(ctx, st, p, roots, n, spec)
+		if err != nil {
+			return "", err
+		}
+		fmt.Println(ag)
 	}
 	if p.riverBin == "" {
 		return "", nil
