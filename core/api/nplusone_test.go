@@ -76,6 +76,9 @@ func TestNPlusOne_NestedPageIsAConstantNumberOfStatements(t *testing.T) {
 	big := statements(50)
 	small := statements(5)
 	t.Logf("statements: 50 rows %d, 5 rows %d", big, small)
-	require.LessOrEqual(t, big, int64(10), "a 50-row nested page: one statement per nested field")
+	// one statement per nested field, and the page's own three: its
+	// read-only transaction's BEGIN (with the page's sorts-off setting),
+	// the page, the ROLLBACK
+	require.LessOrEqual(t, big, int64(11), "a 50-row nested page: one statement per nested field")
 	require.Equal(t, small, big, "the count does not grow with the page")
 }

@@ -29,7 +29,13 @@ type Dependency struct {
 }
 
 // DependenciesFor returns the upstream edges of each resource (with the
-// upstream rows), in one statement. Ids without edges are absent.
+// upstream rows), in one statement. Ids without edges are absent. The rows
+// are fetched by LATERAL probes kept subqueries (OFFSET 0), here and in
+// DependentsFor: joined on id, with the fleet's statistics taken while it
+// was empty (a fleet torn down and analyzed, another applied), the planner
+// walked the whole primary key for the join (33,000 buffers for one
+// resource's dependents in a 10k fleet,
+// TestPlans_APIUnderEmptiedFleetStatistics).
 func (s *Store) DependenciesFor(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID][]Dependency, error) {
 	out := map[uuid.UUID][]Dependency{}
 	if len(ids) == 0 {
@@ -37,7 +43,8 @@ func (s *Store) DependenciesFor(ctx context.Context, ids []uuid.UUID) (map[uuid.
 	}
 	rows, err := s.read.Query(ctx, `
 SELECT `+resourceColumns+`, d.dependent_id, d.value_flows
-  FROM resource_deps d JOIN resources r ON r.id = d.dependency_id
+  FROM resource_deps d
+ CROSS JOIN LATERAL (SELECT * FROM resources r WHERE r.id = d.dependency_id OFFSET 0) r
  WHERE d.dependent_id = ANY($1::uuid[])
  ORDER BY d.dependent_id, r.kind, r.name`, ids)
 	if err != nil {
@@ -98,12 +105,12 @@ SELECT `+resourceColumns+`, u.id
   FROM unnest($1::uuid[]) AS u(id)
  CROSS JOIN LATERAL (
         SELECT d.dependent_id FROM resource_deps d
-          JOIN resources x ON x.id = d.dependent_id
+         CROSS JOIN LATERAL (SELECT x.id, x.created_at FROM resources x WHERE x.id = d.dependent_id OFFSET 0) x
          WHERE d.dependency_id = u.id
          ORDER BY x.created_at DESC, x.id DESC
          LIMIT $2
        ) e
-  JOIN resources r ON r.id = e.dependent_id
+ CROSS JOIN LATERAL (SELECT * FROM resources r WHERE r.id = e.dependent_id OFFSET 0) r
  ORDER BY u.id, r.created_at DESC, r.id DESC`, byLimit[l], n)
 	}
 	br := s.read.SendBatch(ctx, batch)

@@ -299,6 +299,10 @@ func (s *Store) queryResources(ctx context.Context, db querier, q listQuery) ([]
 	return items, nil
 }
 
+// sortsOffSQL leaves a page's ordered walk the one plan without a disabled
+// node (see runPage).
+const sortsOffSQL = `SET LOCAL enable_sort = off`
+
 // runPage runs a page statement and cuts its page. A phase-branch page is an
 // ordered walk of its phase index under a LIMIT; a phase table whose
 // statistics were taken while it was empty (a fleet torn down and analyzed,
@@ -307,9 +311,10 @@ func (s *Store) queryResources(ctx context.Context, db querier, q listQuery) ([]
 // walk: 279,000 buffers for a deep kind+Ready page of a 10k fleet
 // (TestPlans_RollupAndListKeepTheirPlans, "emptied fleet"). Such a page
 // runs with sorts off (SET LOCAL, in the caller's transaction or a
-// read-only one of its own), which leaves the walk the one plan without a
-// disabled node; its other sorts (the phases' merge, the final order) have
-// no alternative and are made as before.
+// read-only one of its own, the setting sent with its BEGIN: one round trip
+// and a ROLLBACK more than a bare statement), which leaves the walk the one
+// plan without a disabled node; its other sorts (the phases' merge, the
+// final order) have no alternative and are made as before.
 func (s *Store) runPage(ctx context.Context, db querier, q listQuery, limit int) (Page, error) {
 	if !q.walk {
 		items, err := s.queryResources(ctx, db, q)
@@ -318,16 +323,18 @@ func (s *Store) runPage(ctx context.Context, db querier, q listQuery, limit int)
 		}
 		return newPage(items, limit), nil
 	}
-	tx, own := db.(pgx.Tx)
-	if !own {
+	tx, inTx := db.(pgx.Tx)
+	if inTx {
+		if _, err := tx.Exec(ctx, sortsOffSQL); err != nil {
+			return Page{}, mapErr(err, "list resources: planner settings")
+		}
+	} else {
+		// the setting travels with the BEGIN (one simple-protocol message)
 		var err error
-		if tx, err = s.read.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly}); err != nil {
+		if tx, err = s.read.BeginTx(ctx, pgx.TxOptions{BeginQuery: `BEGIN READ ONLY; ` + sortsOffSQL}); err != nil {
 			return Page{}, mapErr(err, "list resources")
 		}
 		defer func() { _ = tx.Rollback(ctx) }()
-	}
-	if _, err := tx.Exec(ctx, `SET LOCAL enable_sort = off`); err != nil {
-		return Page{}, mapErr(err, "list resources: planner settings")
 	}
 	items, err := s.queryResources(ctx, tx, q)
 	if err != nil {

@@ -250,6 +250,15 @@ func TestPlans_APIUnderEmptiedFleetStatistics(t *testing.T) {
 	rec := &plantest.Recorder{}
 	s := New(plantest.Pool(t, e.pool.Config(), rec), nil)
 	apiApply(t, s, "late")
+	// the edge batches, for resources that have edges both ways
+	var dependent, dependency uuid.UUID
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT dependent_id, dependency_id FROM resource_deps LIMIT 1`).Scan(&dependent, &dependency))
+	deps, err := s.DependenciesFor(ctx, []uuid.UUID{dependent})
+	require.NoError(t, err)
+	require.Len(t, deps[dependent], 1)
+	dents, err := s.DependentsFor(ctx, []DependentsKey{{ID: dependency, Limit: 20}})
+	require.NoError(t, err)
+	require.Len(t, dents[DependentsKey{ID: dependency, Limit: 20}], 1)
 	plans := rec.Take(t)
 	plantest.Check(t, plans, plantest.Spec{Hot: hot, Small: plantest.SmallRelations(t, e.pool, 64, hot...)})
 	t.Log("\n" + plantest.Summary(plans))
