@@ -316,27 +316,23 @@ const sortsOffSQL = `SET LOCAL enable_sort = off`
 // plan without a disabled node; its other sorts (the phases' merge, the
 // final order) have no alternative and are made as before.
 func (s *Store) runPage(ctx context.Context, db querier, q listQuery, limit int) (Page, error) {
-	if !q.walk {
-		items, err := s.queryResources(ctx, db, q)
-		if err != nil {
-			return Page{}, err
+	if q.walk {
+		tx, inTx := db.(pgx.Tx)
+		if inTx {
+			if _, err := tx.Exec(ctx, sortsOffSQL); err != nil {
+				return Page{}, mapErr(err, "list resources: planner settings")
+			}
+		} else {
+			// the setting travels with the BEGIN (one simple-protocol message)
+			var err error
+			if tx, err = s.read.BeginTx(ctx, pgx.TxOptions{BeginQuery: `BEGIN READ ONLY; ` + sortsOffSQL}); err != nil {
+				return Page{}, mapErr(err, "list resources")
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
 		}
-		return newPage(items, limit), nil
+		db = tx
 	}
-	tx, inTx := db.(pgx.Tx)
-	if inTx {
-		if _, err := tx.Exec(ctx, sortsOffSQL); err != nil {
-			return Page{}, mapErr(err, "list resources: planner settings")
-		}
-	} else {
-		// the setting travels with the BEGIN (one simple-protocol message)
-		var err error
-		if tx, err = s.read.BeginTx(ctx, pgx.TxOptions{BeginQuery: `BEGIN READ ONLY; ` + sortsOffSQL}); err != nil {
-			return Page{}, mapErr(err, "list resources")
-		}
-		defer func() { _ = tx.Rollback(ctx) }()
-	}
-	items, err := s.queryResources(ctx, tx, q)
+	items, err := s.queryResources(ctx, db, q)
 	if err != nil {
 		return Page{}, err
 	}

@@ -16,8 +16,8 @@ import (
 
 // The rollup reads and the list pages keep their plans at the fixture's 10k
 // rows, at 1M-row statistics, after a bulk load the statistics have not
-// seen, and with the fleet's tables analyzed while empty; every plan, the rollup gate's nested ones included, is recorded
-// through auto_explain.
+// seen, and with the fleet's tables analyzed while empty; every plan, the
+// rollup gate's nested ones included, is recorded through auto_explain.
 func TestPlans_RollupAndListKeepTheirPlans(t *testing.T) {
 	t.Parallel()
 	for _, stats := range []string{"analyzed", "1M", "bulk", "emptied fleet"} {

@@ -50,6 +50,10 @@ type Plan struct {
 	Plan  Node   `json:"Plan"`
 }
 
+// ran reports whether the node executed (an analyzed node with zero loops,
+// e.g. a partition pruned at run time, did not).
+func (n Node) ran() bool { return n.Loops == nil || *n.Loops > 0 }
+
 // Walk calls fn for n and every node below it.
 func (n Node) Walk(fn func(Node)) {
 	fn(n)
@@ -80,7 +84,7 @@ func (p Plan) Scans() []Scan {
 		if n.Relation == "" && n.Index == "" {
 			return
 		}
-		if n.Loops != nil && *n.Loops == 0 {
+		if !n.ran() {
 			return
 		}
 		out = append(out, Scan{n.Type, n.Relation, n.Index})
@@ -100,8 +104,7 @@ func (p Plan) wholeIndexes() []Scan {
 		if n.Type == "Limit" {
 			limited = true
 		}
-		ran := n.Loops == nil || *n.Loops > 0
-		if ran && !limited && n.IndexCond == "" && n.Index != "" &&
+		if n.ran() && !limited && n.IndexCond == "" && n.Index != "" &&
 			(n.Type == "Index Scan" || n.Type == "Index Only Scan") {
 			out = append(out, Scan{n.Type, n.Relation, n.Index})
 		}
