@@ -1,12 +1,18 @@
 package stack
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"regexp"
+	"slices"
 )
 
+var outboxPartition = regexp.MustCompile(`^work_outbox_p[0-9]+$`)
+
 // SeqRows is how many rows Seq Scans have read since the cluster started,
-// from the tables a fleet grows and from the outbox, apart.
+// from the tables a fleet grows and from the outbox, apart, and from each of
+// those tables.
 type SeqRows struct {
 	// Fleet: resources, its phase and label rows, the edges and the
 	// queue's partitions. Every hot statement probes those by key, so a
@@ -19,11 +25,38 @@ type SeqRows struct {
 	// the cheap plan (planned per call): a 1M run reads about half a row a
 	// leaf here, some 70 rows a scan, as the pops it is made of.
 	Outbox int64
+	// Tables is each of those tables' rows, by name: which one a trap
+	// scans.
+	Tables map[string]TableScans
+}
+
+// TableScans is one table's Seq Scans and the rows they read.
+type TableScans struct {
+	Scans, Rows int64
 }
 
 // Sub is the rows read between an earlier reading b and s.
 func (s SeqRows) Sub(b SeqRows) SeqRows {
-	return SeqRows{Fleet: s.Fleet - b.Fleet, Outbox: s.Outbox - b.Outbox}
+	d := SeqRows{Fleet: s.Fleet - b.Fleet, Outbox: s.Outbox - b.Outbox, Tables: make(map[string]TableScans, len(s.Tables))}
+	for name, t := range s.Tables {
+		d.Tables[name] = TableScans{Scans: t.Scans - b.Tables[name].Scans, Rows: t.Rows - b.Tables[name].Rows}
+	}
+	return d
+}
+
+// Over is the tables whose Seq Scans read at least least rows, the most
+// rows first.
+func (s SeqRows) Over(least int64) []string {
+	var names []string
+	for name, t := range s.Tables {
+		if t.Rows >= least {
+			names = append(names, name)
+		}
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(cmp.Compare(s.Tables[b].Rows, s.Tables[a].Rows), cmp.Compare(a, b))
+	})
+	return names
 }
 
 // SeqRowsRead reads the Seq Scan counters of the fleet's tables and the
@@ -32,14 +65,30 @@ func (s SeqRows) Sub(b SeqRows) SeqRows {
 // which a busy backend flushes at most once a second and an idle one within
 // ten seconds, so a read taken just after a run may miss its last seconds.
 func (s *Stack) SeqRowsRead(ctx context.Context) (SeqRows, error) {
-	var n SeqRows
-	err := s.pool.QueryRow(ctx, `
-SELECT coalesce(sum(seq_tup_read) FILTER (WHERE relname !~ '^work_outbox_p'), 0)::bigint,
-       coalesce(sum(seq_tup_read) FILTER (WHERE relname ~ '^work_outbox_p'), 0)::bigint
+	n := SeqRows{Tables: map[string]TableScans{}}
+	rows, err := s.pool.Query(ctx, `
+SELECT relname::text, seq_scan, seq_tup_read
   FROM pg_stat_user_tables
  WHERE relname IN ('resources', 'resource_phases', 'resource_labels', 'resource_deps')
-    OR relname ~ '^work_(queue|outbox)_p[0-9]+$'`).Scan(&n.Fleet, &n.Outbox)
+    OR relname ~ '^work_(queue|outbox)_p[0-9]+$'`)
 	if err != nil {
+		return SeqRows{}, fmt.Errorf("read the tables' seq scan counters: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var t TableScans
+		if err := rows.Scan(&name, &t.Scans, &t.Rows); err != nil {
+			return SeqRows{}, fmt.Errorf("read the tables' seq scan counters: %w", err)
+		}
+		n.Tables[name] = t
+		if outboxPartition.MatchString(name) {
+			n.Outbox += t.Rows
+		} else {
+			n.Fleet += t.Rows
+		}
+	}
+	if err := rows.Err(); err != nil {
 		return SeqRows{}, fmt.Errorf("read the tables' seq scan counters: %w", err)
 	}
 	return n, nil
@@ -58,4 +107,34 @@ func (s *Stack) BuffersTouched(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("read the database's buffer counters: %w", err)
 	}
 	return n, nil
+}
+
+// WAL is what the cluster has written to its write-ahead log since it
+// started (pg_stat_wal): every process's — backends, autovacuum, the
+// checkpointer — as every write a run causes is in it.
+type WAL struct {
+	// Records are the log's records: one per heap row written or locked,
+	// one per index entry, one per commit, and so on.
+	Records int64
+	// FPI are full-page images: the first change to a page after a
+	// checkpoint logs the whole page.
+	FPI int64
+	// Bytes is the log's size, images included.
+	Bytes int64
+}
+
+// Sub is what was written between an earlier reading b and w.
+func (w WAL) Sub(b WAL) WAL {
+	return WAL{Records: w.Records - b.Records, FPI: w.FPI - b.FPI, Bytes: w.Bytes - b.Bytes}
+}
+
+// WALWritten reads the cluster's write-ahead log counters. Backends count
+// their records as they insert them and publish them with their other
+// statistics, as the Seq Scan counters are.
+func (s *Stack) WALWritten(ctx context.Context) (WAL, error) {
+	var w WAL
+	if err := s.pool.QueryRow(ctx, `SELECT wal_records, wal_fpi, wal_bytes::bigint FROM pg_stat_wal`).Scan(&w.Records, &w.FPI, &w.Bytes); err != nil {
+		return WAL{}, fmt.Errorf("read the write-ahead log's counters: %w", err)
+	}
+	return w, nil
 }

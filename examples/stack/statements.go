@@ -29,7 +29,10 @@ type StatementStat struct {
 	// Buffers is shared blocks hit plus read: the work a statement did,
 	// which, unlike its time, a busy machine does not inflate.
 	Buffers int64
-	Query   string
+	// WALBytes is the write-ahead log the statement wrote (its nested
+	// statements' and triggers' included).
+	WALBytes int64
+	Query    string
 }
 
 // ResetStatements creates pg_stat_statements in the converge database
@@ -50,7 +53,7 @@ func (s *Stack) ResetStatements(ctx context.Context) error {
 // on a busy machine, included), not CPU.
 func (s *Stack) Statements(ctx context.Context) ([]StatementStat, error) {
 	rows, err := s.pool.Query(ctx, `
-SELECT toplevel, calls, rows, total_exec_time, total_plan_time, shared_blks_hit + shared_blks_read, regexp_replace(query, '\s+', ' ', 'g')
+SELECT toplevel, calls, rows, total_exec_time, total_plan_time, shared_blks_hit + shared_blks_read, wal_bytes::bigint, regexp_replace(query, '\s+', ' ', 'g')
   FROM pg_stat_statements
  WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
  ORDER BY total_exec_time + total_plan_time DESC`)
@@ -62,7 +65,7 @@ SELECT toplevel, calls, rows, total_exec_time, total_plan_time, shared_blks_hit 
 	for rows.Next() {
 		var st StatementStat
 		var execMS, planMS float64
-		if err := rows.Scan(&st.TopLevel, &st.Calls, &st.Rows, &execMS, &planMS, &st.Buffers, &st.Query); err != nil {
+		if err := rows.Scan(&st.TopLevel, &st.Calls, &st.Rows, &execMS, &planMS, &st.Buffers, &st.WALBytes, &st.Query); err != nil {
 			return nil, fmt.Errorf("read pg_stat_statements: %w", err)
 		}
 		st.Exec = time.Duration(execMS * float64(time.Millisecond))

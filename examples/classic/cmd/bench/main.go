@@ -10,6 +10,7 @@
 //	  first_leaf_ms=<f> cpu_cores=<f> converge_rss_end_mb=<f> worker_rss_end_mb=<f> probe_polls=<n> probe_pg_cpu_ms=<f>
 //	  converge_io_calls_per_leaf=<f> worker_io_calls_per_leaf=<f> converge_rss_mean_mb=<f> worker_rss_mean_mb=<f>
 //	  host_syscall_us=<f> host_rtt_us=<f> seq_rows_per_leaf=<f> outbox_seq_rows_per_leaf=<f> pg_buffers_per_leaf=<f>
+//	  wal_bytes_per_leaf=<f> wal_records_per_leaf=<f>
 //	  [river_jobs_per_sec=<f> ratio=<f> river_n=<n> river_pg_cpu_ms_per_job=<f> river_cpu_ms_per_job=<f>]
 //
 // (one line; wrapped here). The run starts at the first measured root's
@@ -45,7 +46,12 @@
 // (see stack.SeqRows). pg_buffers_per_leaf is the buffers the database's
 // backends touched over the window, divided by n (stack.BuffersTouched): a
 // probe by the wrong index columns reads no row by a Seq Scan, and shows
-// here as hundreds of pages a leaf.
+// here as hundreds of pages a leaf. A table whose Seq Scans read a tenth of
+// a row a leaf or more is named on a bench-seq: line before the line.
+// wal_bytes_per_leaf and wal_records_per_leaf are the write-ahead log the
+// whole cluster wrote over the window (pg_stat_wal, autovacuum's included),
+// divided by n: a leaf's write set, as the log sees it — a record for
+// every row written or locked and every index entry.
 //
 // With -statements N the cluster tracks statements (pg_stat_statements,
 // nested ones included, planning too: a small cost on every statement) and

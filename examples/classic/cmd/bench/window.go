@@ -23,6 +23,7 @@ type usage struct {
 	meanMB  [2]float64    // converge, worker: VmRSS averaged over the window (rssSampler)
 	seqRows stack.SeqRows // rows Seq Scans read from the growing tables and the outbox
 	buffers int64         // buffers the database's backends touched
+	wal     stack.WAL     // the write-ahead log the cluster wrote
 }
 
 // runWindow is the measured window: from just before the first root's
@@ -73,11 +74,12 @@ func runWindow(ctx context.Context, st *stack.Stack, p params, roots, n int, spe
 	}
 	u.wall = time.Since(started)
 	d := after.sub(before)
-	u.cpu, u.seqRows, u.buffers = d.cpu, d.seq, d.buffers
+	u.cpu, u.seqRows, u.buffers, u.wal = d.cpu, d.seq, d.buffers, d.wal
 	for i, d := range []stack.IOCalls{convergeAfter.Sub(convergeCalls), workerAfter.Sub(workerCalls)} {
 		u.calls[i] = d.Reads + d.Writes
 	}
 	u.polls, u.probe = pr.polls, pr.cpuSince(ctx, probeBefore)
+	printSeqScans(u.seqRows, n, "")
 	if p.statements > 0 {
 		if err := printStatements(ctx, st, p.statements, n, ""); err != nil {
 			return u, err
@@ -99,14 +101,15 @@ func formatLine(n int, res result, u usage, h hostSpeed) string {
 		" leaf_per_sec=%.1f tail_ms=%.1f pg_cpu_ms_per_leaf=%.3f converge_cpu_ms_per_leaf=%.3f worker_cpu_ms_per_leaf=%.3f"+
 		" first_leaf_ms=%.1f cpu_cores=%.2f converge_rss_end_mb=%.1f worker_rss_end_mb=%.1f probe_polls=%d probe_pg_cpu_ms=%.1f"+
 		" converge_io_calls_per_leaf=%.2f worker_io_calls_per_leaf=%.2f converge_rss_mean_mb=%.1f worker_rss_mean_mb=%.1f"+
-		" host_syscall_us=%.2f host_rtt_us=%.1f seq_rows_per_leaf=%.2f outbox_seq_rows_per_leaf=%.2f pg_buffers_per_leaf=%.1f",
+		" host_syscall_us=%.2f host_rtt_us=%.1f seq_rows_per_leaf=%.2f outbox_seq_rows_per_leaf=%.2f pg_buffers_per_leaf=%.1f"+
+		" wal_bytes_per_leaf=%.0f wal_records_per_leaf=%.2f",
 		n, res.rate, res.p50, res.p99, res.rollup, u.peakMB[0], u.peakMB[1],
 		res.leafRate, res.tail, perLeaf(u.cpu.Postgres), perLeaf(u.cpu.Converge), perLeaf(u.cpu.Worker),
 		res.firstLeaf, (u.cpu.Postgres+u.cpu.Converge+u.cpu.Worker).Seconds()/u.wall.Seconds(),
 		u.endMB[0], u.endMB[1], u.polls, u.probe,
 		float64(u.calls[0])/float64(n), float64(u.calls[1])/float64(n), u.meanMB[0], u.meanMB[1],
 		h.syscallUS, h.rttUS, float64(u.seqRows.Fleet)/float64(n), float64(u.seqRows.Outbox)/float64(n),
-		float64(u.buffers)/float64(n))
+		float64(u.buffers)/float64(n), float64(u.wal.Bytes)/float64(n), float64(u.wal.Records)/float64(n))
 }
 
 // printStatements prints the top statements of the measured window, one
@@ -143,9 +146,9 @@ func printStatements(ctx context.Context, st *stack.Stack, top, n int, window st
 		if len(q) > 160 {
 			q = q[:160] + "…"
 		}
-		fmt.Printf(prefix+" %d level=%s exec_ms_per_leaf=%.3f plan_ms_per_leaf=%.3f calls=%d rows=%d buffers_per_call=%.1f buffers_per_leaf=%.2f query=%s\n",
+		fmt.Printf(prefix+" %d level=%s exec_ms_per_leaf=%.3f plan_ms_per_leaf=%.3f calls=%d rows=%d buffers_per_call=%.1f buffers_per_leaf=%.2f wal_bytes_per_leaf=%.1f query=%s\n",
 			i+1, level, perLeaf(s.Exec), perLeaf(s.Plan), s.Calls, s.Rows,
-			float64(s.Buffers)/float64(max(s.Calls, 1)), float64(s.Buffers)/float64(n), q)
+			float64(s.Buffers)/float64(max(s.Calls, 1)), float64(s.Buffers)/float64(n), float64(s.WALBytes)/float64(n), q)
 	}
 	return nil
 }
