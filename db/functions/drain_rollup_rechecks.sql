@@ -48,18 +48,29 @@ BEGIN
     -- The unsettled descendants come from the phase index; the locks are
     -- taken on their resources rows, which every settler locks first (the
     -- phase index entry is rewritten later, by the statement's trigger), so
-    -- the wait is the same and no lock order is inverted.
-    PERFORM 1 FROM resources d
-     WHERE d.id IN (SELECT u.id FROM resource_phases u
-                     WHERE u.root_id = ANY (v_top) AND u.phase = 'Reconciling'
-                    UNION ALL
-                    SELECT x FROM resources r CROSS JOIN LATERAL descendant_ids(r.id) AS x
-                     WHERE r.id = ANY (v_roots) AND r.root_id IS NOT NULL)
-       AND d.synced_gen < d.generation AND d.failure_gen <> d.generation
-       AND d.frozen_until IS NULL AND d.deletion_requested_at IS NULL
-       AND d.xmax <> '0'::xid
-     ORDER BY d.id
-       FOR SHARE;
+    -- the wait is the same and no lock order is inverted. Their ids are
+    -- gathered and sorted first, a top root's by a probe of the unsettled
+    -- index per root, and each row is then probed by key and locked in
+    -- that order (LATERAL … FOR SHARE, as drain_lock): as a join of the ids
+    -- to resources, the rows were found by a Seq Scan of resources, or,
+    -- under statistics taken while the fleet's tables were empty, by its
+    -- primary key walked whole.
+    PERFORM 1
+       FROM (SELECT DISTINCT x.id
+               FROM (SELECT u.id FROM unnest(v_top) AS t(root)
+                      CROSS JOIN LATERAL (SELECT u.id FROM resource_phases u
+                                           WHERE u.root_id = t.root AND u.phase = 'Reconciling'
+                                          OFFSET 0) u
+                     UNION ALL
+                     SELECT x FROM resources r CROSS JOIN LATERAL descendant_ids(r.id) AS x
+                      WHERE r.id = ANY (v_roots) AND r.root_id IS NOT NULL) x
+              ORDER BY x.id) ids
+      CROSS JOIN LATERAL (SELECT 1 FROM resources d
+                           WHERE d.id = ids.id
+                             AND d.synced_gen < d.generation AND d.failure_gen <> d.generation
+                             AND d.frozen_until IS NULL AND d.deletion_requested_at IS NULL
+                             AND d.xmax <> '0'::xid
+                             FOR SHARE) l;
 
     v_n := schedule_candidates(v_roots, p_now, true);
 

@@ -653,6 +653,24 @@ func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
 				t.Log("\n" + plantest.Summary(plans))
 			})
 
+			t.Run("rollup rechecks", func(t *testing.T) {
+				// The straddle close-out: armed roots' unsettled descendants
+				// read from the unsettled index (40% of each root's leaves
+				// reconcile) and their rows probed by key, never the phase
+				// rows or resources walked whole; then the gate in re-pend
+				// mode and the disarm.
+				f.exec(`INSERT INTO rollup_recheck (root_id, shard_id)
+SELECT id, shard_id FROM resources WHERE kind = 'comp' ORDER BY name LIMIT 3 ON CONFLICT DO NOTHING`)
+				_, err := st.DrainRollupRechecks(ctx, 10, 0, 15)
+				require.NoError(t, err)
+				require.Zero(t, scalar[int](f, `SELECT count(*) FROM rollup_recheck`), "every armed root is pended or disarmed")
+				plans := rec.Take(t)
+				plantest.Check(t, plans, spec([]plantest.Rule{
+					{Match: "CROSS JOIN LATERAL (SELECT 1 FROM resources d", Uses: []string{"idx_resource_phases_unsettled", "resources_pkey"}},
+				}))
+				t.Log("\n" + plantest.Summary(plans))
+			})
+
 			t.Run("compose", func(t *testing.T) {
 				f.exec(`INSERT INTO work_queue (resource_id, task_type, shard_id, kind, version, generation)
 SELECT id, 'reconcile', shard_id, kind, version, generation FROM resources WHERE kind = 'comp'
