@@ -94,25 +94,34 @@ func (p Plan) Scans() []Scan {
 
 // wholeIndexes lists the plan's index scans that ran without an index
 // condition and not below a Limit: every entry of the index read, the
-// Seq Scan by another name. It is what a planner that sees a table as
+// Seq Scan by another name. A bitmap index scan counts too (a partial
+// index whose predicate the query implies can be read whole into a
+// bitmap), named with its Bitmap Heap Scan's relation. It is what a planner that sees a table as
 // empty picks for the outer side of a join (an empty table's index costs
 // nothing to walk), and keeps while the table holds a fleet.
 func (p Plan) wholeIndexes() []Scan {
 	var out []Scan
-	var walk func(n Node, limited bool)
-	walk = func(n Node, limited bool) {
-		if n.Type == "Limit" {
+	var walk func(n Node, limited bool, heap string)
+	walk = func(n Node, limited bool, heap string) {
+		switch n.Type {
+		case "Limit":
 			limited = true
+		case "Bitmap Heap Scan":
+			heap = n.Relation // its bitmap index scans name no relation
 		}
-		if n.ran() && !limited && n.IndexCond == "" && n.Index != "" &&
-			(n.Type == "Index Scan" || n.Type == "Index Only Scan") {
-			out = append(out, Scan{n.Type, n.Relation, n.Index})
+		if n.ran() && !limited && n.IndexCond == "" && n.Index != "" {
+			switch n.Type {
+			case "Index Scan", "Index Only Scan":
+				out = append(out, Scan{n.Type, n.Relation, n.Index})
+			case "Bitmap Index Scan": // a partial index's every entry
+				out = append(out, Scan{n.Type, heap, n.Index})
+			}
 		}
 		for _, c := range n.Plans {
-			walk(c, limited)
+			walk(c, limited, heap)
 		}
 	}
-	walk(p.Plan, false)
+	walk(p.Plan, false, "")
 	return out
 }
 
