@@ -44,12 +44,12 @@ func (s SeqRows) Sub(b SeqRows) SeqRows {
 	return d
 }
 
-// Over is the tables whose Seq Scans read at least least rows, the most
+// Over is the tables whose Seq Scans read floor rows or more, the most
 // rows first.
-func (s SeqRows) Over(least int64) []string {
+func (s SeqRows) Over(floor int64) []string {
 	var names []string
 	for name, t := range s.Tables {
-		if t.Rows >= least {
+		if t.Rows >= floor {
 			names = append(names, name)
 		}
 	}
