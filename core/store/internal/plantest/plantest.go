@@ -94,11 +94,12 @@ func (p Plan) Scans() []Scan {
 
 // wholeIndexes lists the plan's index scans that ran without an index
 // condition and not below a Limit: every entry of the index read, the
-// Seq Scan by another name. A bitmap index scan counts too (a partial
-// index whose predicate the query implies can be read whole into a
-// bitmap), named with its Bitmap Heap Scan's relation. It is what a planner that sees a table as
+// Seq Scan by another name. It is what a planner that sees a table as
 // empty picks for the outer side of a join (an empty table's index costs
-// nothing to walk), and keeps while the table holds a fleet.
+// nothing to walk), and keeps while the table holds a fleet. A bitmap
+// index scan counts too (a partial index whose predicate the query implies
+// can be read whole into a bitmap), named with its Bitmap Heap Scan's
+// relation.
 func (p Plan) wholeIndexes() []Scan {
 	var out []Scan
 	var walk func(n Node, limited bool, heap string)
