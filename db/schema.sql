@@ -54,6 +54,38 @@ CREATE TYPE public.ready_change AS (
 );
 
 --
+-- Name: analyze_undersized(bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.analyze_undersized(p_min_rows bigint) RETURNS text[]
+    LANGUAGE plpgsql
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_stale text[];
+    v_name  text;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(hashtext('analyze_undersized')) THEN
+        RETURN '{}';
+    END IF;
+    -- five catalog rows and their counters (the pg_stat_all_tables view
+    -- would group the whole catalog first)
+    SELECT coalesce(array_agg(t.name ORDER BY t.name), '{}') INTO v_stale
+      FROM unnest(ARRAY['resources', 'resource_phases', 'resource_labels', 'resource_deps', 'resource_events']) AS t(name)
+      JOIN pg_class c ON c.oid = to_regclass(t.name)
+     CROSS JOIN LATERAL (SELECT pg_stat_get_live_tuples(c.oid) AS live) s
+     WHERE s.live >= p_min_rows
+       AND c.reltuples >= 0                -- -1: never analyzed, sized by its pages
+       AND c.reltuples * 10 < s.live
+       AND pg_has_role(c.relowner, 'USAGE');
+    FOREACH v_name IN ARRAY v_stale LOOP
+        EXECUTE format('ANALYZE %I', v_name);
+    END LOOP;
+    RETURN v_stale;
+END
+$$;
+
+--
 -- Name: announce_cap(); Type: FUNCTION; Schema: public; Owner: -
 --
 

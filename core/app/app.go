@@ -115,7 +115,9 @@ type Duties struct {
 	Resyncer *control.Resyncer
 	MemberGC *control.MemberGC
 	Folder   *control.CountFolder
-	Events   *control.EventPruner
+	// Statistics re-analyzes fleet tables analyzed while empty.
+	Statistics *control.StatisticsGuard
+	Events     *control.EventPruner
 	// Control acts on an admin's drain or kill request on this member's
 	// row; it runs beside the engine, so a kill lands during a drain.
 	Control *cluster.ControlWatcher
@@ -264,6 +266,9 @@ func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
 		d.Resyncer = &control.Resyncer{Maintenance: maint, Kinds: p.Kinds, Shards: p.Shards, Log: log, Outage: p.Outage}
 		d.MemberGC = &control.MemberGC{Members: p.Members, Log: log, Outage: p.Outage}
 		d.Folder = &control.CountFolder{Fold: p.Store.FoldPhaseCounts, Log: log, Outage: p.Outage}
+		d.Statistics = &control.StatisticsGuard{Analyze: func(ctx context.Context) ([]string, error) {
+			return p.Store.AnalyzeUndersized(ctx, store.UndersizedMinRows)
+		}, Log: log, Outage: p.Outage}
 		d.Events = &control.EventPruner{Prune: maint.PruneEvents, Retention: cfg.EventRetention, Log: log, Outage: p.Outage}
 	}
 	if cfg.HasBroker() {
@@ -353,7 +358,7 @@ func (p *Process) startServers(ctx context.Context, wg *sync.WaitGroup, tlsR *tl
 func (p *Process) engine(d *Duties, tlsR *tlsreload.Reloader) *engine.Engine {
 	eng := engine.New(p.Log, p.Listener, p.Kinds, d.Reporter, d.Watcher, d.Lock, d.Probe)
 	if p.Config.HasControl() {
-		eng.Add(d.Drainer, d.Reaper, d.Resyncer, d.MemberGC, d.Folder, d.Events)
+		eng.Add(d.Drainer, d.Reaper, d.Resyncer, d.MemberGC, d.Folder, d.Statistics, d.Events)
 	}
 	if p.Broker != nil {
 		eng.Add(p.Broker.Duties()...)

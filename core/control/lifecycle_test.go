@@ -49,6 +49,11 @@ func services(t *testing.T) map[string]func() service {
 			f.TestSignals.Init()
 			return service{f, func(t *testing.T) { f.TestSignals.Folded.WaitOrTimeout(t) }}
 		},
+		"StatisticsGuard": func() service {
+			g := &StatisticsGuard{Analyze: func(context.Context) ([]string, error) { return nil, nil }, Log: zerolog.Nop(), Clock: newClock()}
+			g.TestSignals.Init()
+			return service{g, func(t *testing.T) { g.TestSignals.Analyzed.WaitOrTimeout(t) }}
+		},
 	}
 }
 

@@ -177,3 +177,27 @@ func TestCountFolder(t *testing.T) {
 	advanceOnce(t, clock, time.Second)
 	require.Equal(t, 30, f.TestSignals.Folded.WaitOrTimeout(t))
 }
+
+func TestStatisticsGuard(t *testing.T) {
+	t.Parallel()
+	clock := newClock()
+	ticks := 0
+	g := &StatisticsGuard{Analyze: func(context.Context) ([]string, error) {
+		ticks++
+		switch ticks {
+		case 1:
+			return []string{"resource_phases", "resources"}, nil
+		case 2:
+			return nil, errors.New("permission denied")
+		}
+		return nil, nil
+	}, Clock: clock, Log: zerolog.Nop()}
+	g.TestSignals.Init()
+	runService(t, g)
+	require.Equal(t, []string{"resource_phases", "resources"}, g.TestSignals.Analyzed.WaitOrTimeout(t))
+	advanceOnce(t, clock, 10*time.Second)
+	require.Empty(t, g.TestSignals.Analyzed.WaitOrTimeout(t), "a failed tick reports none and the guard keeps going")
+	advanceOnce(t, clock, 10*time.Second)
+	require.Empty(t, g.TestSignals.Analyzed.WaitOrTimeout(t))
+	require.Equal(t, 3, ticks, "one check every 10 s")
+}

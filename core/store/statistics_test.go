@@ -1,0 +1,71 @@
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/store/internal/plantest"
+)
+
+// A fleet's tables analyzed while empty and filled again are analyzed again
+// once they hold enough rows; tables sized right, tables below the floor and
+// a call while another member holds the lock analyze nothing.
+func TestAnalyzeUndersized(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	require.NoError(t, applyFixtureKinds(ctx, e.store))
+	require.NoError(t, loadFixture(ctx, e.pool, 0, 2000))
+	_, err := e.pool.Exec(ctx, `ANALYZE`)
+	require.NoError(t, err)
+	tables, err := e.store.AnalyzeUndersized(ctx, 1000)
+	require.NoError(t, err)
+	require.Empty(t, tables, "statistics taken over the rows size every table right")
+
+	fleet := []string{"resources", "resource_phases", "resource_labels"}
+	plantest.AnalyzeEmptied(t, e.pool, fleet...)
+	sized := func(table string) (reltuples float64, live int64) {
+		t.Helper()
+		require.NoError(t, e.pool.QueryRow(ctx, `
+SELECT c.reltuples, s.n_live_tup FROM pg_class c JOIN pg_stat_all_tables s ON s.relid = c.oid
+ WHERE c.oid = to_regclass($1)`, table).Scan(&reltuples, &live))
+		return reltuples, live
+	}
+	// The rows put back reach the live counts when their session's
+	// statistics are flushed (within a second of it going idle).
+	require.Eventually(t, func() bool {
+		for _, table := range fleet {
+			if reltuples, live := sized(table); reltuples != 0 || live < 2000 {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 50*time.Millisecond, "the tables are sized at zero rows over their live rows")
+
+	tables, err = e.store.AnalyzeUndersized(ctx, 1_000_000)
+	require.NoError(t, err)
+	require.Empty(t, tables, "no table holds the floor's rows")
+
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('analyze_undersized'))`)
+	require.NoError(t, err)
+	tables, err = e.store.AnalyzeUndersized(ctx, 1000)
+	require.NoError(t, err)
+	require.Empty(t, tables, "another member is analyzing")
+	require.NoError(t, tx.Rollback(ctx))
+
+	tables, err = e.store.AnalyzeUndersized(ctx, 1000)
+	require.NoError(t, err)
+	require.Subset(t, tables, fleet)
+	for _, table := range tables {
+		reltuples, live := sized(table)
+		require.Greater(t, reltuples, float64(live)/2, "%s is analyzed again", table)
+	}
+	tables, err = e.store.AnalyzeUndersized(ctx, 1000)
+	require.NoError(t, err)
+	require.Empty(t, tables, "once analyzed, nothing is undersized")
+}
