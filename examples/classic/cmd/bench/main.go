@@ -71,7 +71,8 @@
 //
 // With -again (after -teardown) the emptied fleet tables are analyzed and
 // the roots applied again: a bench-again: line, the creation's rate under
-// statistics that size the fleet's tables at zero rows (see again.go).
+// statistics that size the fleet's tables at zero rows until the statistics
+// guard analyzes them again (see again.go).
 //
 // With -river DIR (or -river-bin PATH) the River peer benchmark runs
 // afterwards on the same Postgres (see river.go): river_jobs_per_sec is its
