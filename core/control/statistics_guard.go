@@ -17,7 +17,8 @@ import (
 // workers busy with the teardown's dead rows). The hot statements' plans do
 // not depend on those statistics; the guard shortens the window for any
 // other. Each tick is a read of the catalog, and an ANALYZE only of a table
-// found undersized (one member at a time, by advisory lock).
+// found undersized and not locked by another session — autovacuum's pass,
+// which waiting would cancel (one member at a time, by advisory lock).
 type StatisticsGuard struct {
 	// Analyze analyzes the undersized tables and returns their names
 	// (store.Store.AnalyzeUndersized with store.UndersizedMinRows).
