@@ -4,28 +4,14 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"regexp"
 	"slices"
+	"strings"
 )
 
-var outboxPartition = regexp.MustCompile(`^work_outbox_p[0-9]+$`)
-
 // SeqRows is how many rows Seq Scans have read since the cluster started,
-// from the tables a fleet grows and from the outbox, apart, and from each of
-// those tables.
+// from each of the tables a fleet grows and the outbox's partitions.
 type SeqRows struct {
-	// Fleet: resources, its phase and label rows, the edges and the
-	// queue's partitions. Every hot statement probes those by key, so a
-	// plan that scans one of them shows here as millions of rows where a
-	// healthy run reads a handful.
-	Fleet int64
-	// Outbox: the outbox's partitions. They hold the results not yet
-	// drained, a backlog the claims' pacing bounds, and the drain's pop
-	// takes every row of a partition of a few pages by a scan when that is
-	// the cheap plan (planned per call): a 1M run reads about half a row a
-	// leaf here, some 70 rows a scan, as the pops it is made of.
-	Outbox int64
-	// Tables is each of those tables' rows, by name: which one a trap
+	// Tables is each table's scans and rows, by name: which one a trap
 	// scans.
 	Tables map[string]TableScans
 }
@@ -35,9 +21,34 @@ type TableScans struct {
 	Scans, Rows int64
 }
 
+// Fleet is the rows read from resources, its phase and label rows, the
+// edges and the queue's partitions. Every hot statement probes those by
+// key, so a plan that scans one of them shows here as millions of rows
+// where a healthy run reads a handful.
+func (s SeqRows) Fleet() int64 { return s.sum(func(name string) bool { return !isOutbox(name) }) }
+
+// Outbox is the rows read from the outbox's partitions. They hold the
+// results not yet drained, a backlog the claims' pacing bounds, and the
+// drain's pop takes every row of a partition of a few pages by a scan when
+// that is the cheap plan (planned per call): a 1M run reads about half a row
+// a leaf here, some 70 rows a scan, as the pops it is made of.
+func (s SeqRows) Outbox() int64 { return s.sum(isOutbox) }
+
+func isOutbox(table string) bool { return strings.HasPrefix(table, "work_outbox_p") }
+
+func (s SeqRows) sum(in func(table string) bool) int64 {
+	var n int64
+	for name, t := range s.Tables {
+		if in(name) {
+			n += t.Rows
+		}
+	}
+	return n
+}
+
 // Sub is the rows read between an earlier reading b and s.
 func (s SeqRows) Sub(b SeqRows) SeqRows {
-	d := SeqRows{Fleet: s.Fleet - b.Fleet, Outbox: s.Outbox - b.Outbox, Tables: make(map[string]TableScans, len(s.Tables))}
+	d := SeqRows{Tables: make(map[string]TableScans, len(s.Tables))}
 	for name, t := range s.Tables {
 		d.Tables[name] = TableScans{Scans: t.Scans - b.Tables[name].Scans, Rows: t.Rows - b.Tables[name].Rows}
 	}
@@ -82,11 +93,6 @@ SELECT relname::text, seq_scan, seq_tup_read
 			return SeqRows{}, fmt.Errorf("read the tables' seq scan counters: %w", err)
 		}
 		n.Tables[name] = t
-		if outboxPartition.MatchString(name) {
-			n.Outbox += t.Rows
-		} else {
-			n.Fleet += t.Rows
-		}
 	}
 	if err := rows.Err(); err != nil {
 		return SeqRows{}, fmt.Errorf("read the tables' seq scan counters: %w", err)

@@ -103,6 +103,6 @@ func followUp(ctx context.Context, st *stack.Stack, p params, name string, n int
 		" pg_buffers_per_resource=%.1f wal_bytes_per_resource=%.0f wal_records_per_resource=%.2f",
 		name, n, float64(n)/wall.Seconds(), ms(wall), per(d.cpu.Postgres), per(d.cpu.Converge), per(d.cpu.Worker),
 		(d.cpu.Postgres+d.cpu.Converge+d.cpu.Worker).Seconds()/wall.Seconds(),
-		float64(d.seq.Fleet)/float64(n), float64(d.buffers)/float64(n),
+		float64(d.seq.Fleet())/float64(n), float64(d.buffers)/float64(n),
 		float64(d.wal.Bytes)/float64(n), float64(d.wal.Records)/float64(n)), nil
 }

@@ -108,7 +108,7 @@ func formatLine(n int, res result, u usage, h hostSpeed) string {
 		res.firstLeaf, (u.cpu.Postgres+u.cpu.Converge+u.cpu.Worker).Seconds()/u.wall.Seconds(),
 		u.endMB[0], u.endMB[1], u.polls, u.probe,
 		float64(u.calls[0])/float64(n), float64(u.calls[1])/float64(n), u.meanMB[0], u.meanMB[1],
-		h.syscallUS, h.rttUS, float64(u.seqRows.Fleet)/float64(n), float64(u.seqRows.Outbox)/float64(n),
+		h.syscallUS, h.rttUS, float64(u.seqRows.Fleet())/float64(n), float64(u.seqRows.Outbox())/float64(n),
 		float64(u.buffers)/float64(n), float64(u.wal.Bytes)/float64(n), float64(u.wal.Records)/float64(n))
 }
 
