@@ -296,15 +296,22 @@ CREATE FUNCTION public.cascade_mark_for_deletion(p_id uuid, p_now timestamp with
     SET enable_seqscan TO 'off'
     AS $$
 DECLARE
-    v_ids uuid[];
+    v_ids uuid[] := '{}';
+    v_new uuid[];
     v_n   int;
 BEGIN
-    SELECT array_agg(t.id ORDER BY t.id) INTO v_ids FROM teardown_tree(p_id) t(id);
-    IF v_ids IS NULL THEN
+    LOOP
+        SELECT array_agg(x.id ORDER BY x.id) INTO v_new
+          FROM (SELECT t.id FROM teardown_tree(p_id) t(id)
+                EXCEPT
+                SELECT k.id FROM unnest(v_ids) k(id)) x;
+        EXIT WHEN v_new IS NULL;
+        PERFORM 1 FROM resources WHERE id = ANY (v_new) ORDER BY id FOR UPDATE;
+        v_ids := v_ids || v_new;
+    END LOOP;
+    IF cardinality(v_ids) = 0 THEN
         RETURN 0;
     END IF;
-
-    PERFORM 1 FROM resources WHERE id = ANY (v_ids) ORDER BY id FOR UPDATE;
 
     UPDATE resources r
        SET deletion_requested_at = p_now,

@@ -55,7 +55,9 @@ func (rn *runner) compose(ctx context.Context, t pipeline.Task, kind store.Kind,
 // applyCompose writes a composer's output for t's root in one fenced
 // transaction, keeping only the parts its reaction emits. A composition the
 // store refuses (schema violation, unknown kind, cycle…) is a terminal
-// failure of the root; a fenced one means the lease moved on: abandon.
+// failure of the root, unless the refusal is transient (an edge to a
+// resource being deleted): a failure retried after its backoff. A fenced one
+// means the lease moved on: abandon.
 func (rn *runner) applyCompose(ctx context.Context, t pipeline.Task, r manifest.ReactionDecl, out *workerv1.Outcome) error {
 	c, err := composition(r.Emits, out)
 	if err != nil {
@@ -70,11 +72,16 @@ func (rn *runner) applyCompose(ctx context.Context, t pipeline.Task, r manifest.
 	var ce *pipeline.ComposeError
 	switch {
 	case errors.As(err, &ce):
-		return &stageError{msg: ce.Error(), terminal: true}
+		return &stageError{msg: ce.Error(), terminal: !ce.Transient()}
 	case errors.Is(err, pipeline.ErrFenced):
 		return errAbandon
 	case err != nil:
 		return err
+	}
+	if res.RootDeleting {
+		rn.log.Debug().Str("kind", t.Resource.Kind).Str("name", t.Resource.Name).
+			Msg("composition not written: the root is being deleted")
+		return nil
 	}
 	rn.log.Debug().Str("kind", t.Resource.Kind).Str("name", t.Resource.Name).Int("created", res.Created).
 		Int("updated", res.Updated).Int("pruned", res.Deleted+res.Teardown+res.Orphaned).Msg("composed")

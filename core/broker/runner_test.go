@@ -259,3 +259,66 @@ func TestRunnerRunTask_AnUnreachableDatabaseIsRetriedNotRecorded(t *testing.T) {
 		})
 	}
 }
+
+// What the store answers a compose with decides the root's result: a
+// refused composition fails it for good, a refusal that passes by itself (an
+// edge to a resource being deleted) fails it to be retried, and a root marked
+// for deletion since its claim finishes with nothing written.
+func TestRunnerRunTask_ComposeRefusals(t *testing.T) {
+	t.Parallel()
+	composer := manifest.ReactionDecl{Name: "compose", Trigger: manifest.TriggerSpecChange, Emits: manifest.Mask(manifest.OutcomeChildren)}
+	bom := store.Kind{Name: "bom", Version: "v1", Manifest: manifest.KindManifest{Kind: "bom", Version: "v1",
+		Reactions: []manifest.ReactionDecl{composer}}}
+	cases := map[string]struct {
+		res      pipeline.ComposeResult
+		err      error
+		errorHas string
+		terminal bool
+	}{
+		"ASchemaViolationIsTerminal": {err: &pipeline.ComposeError{Child: "a", Rule: "type", Message: "expected string"},
+			errorHas: `child "a"`, terminal: true},
+		"ADeletingDependencyIsRetried": {err: &pipeline.ComposeError{Child: "a", Rule: pipeline.RuleDependencyDeleting,
+			Message: "edge to vpc/shared: it is being deleted"}, errorHas: "being deleted [dependency_deleting]"},
+		"ADeletingRootFinishesWithNothingWritten": {res: pipeline.ComposeResult{RootDeleting: true}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			var written []pipeline.Result
+			out := newOutboxWriter(func(_ context.Context, rs ...pipeline.Result) error {
+				mu.Lock()
+				defer mu.Unlock()
+				written = append(written, rs...)
+				return nil
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			go func() { _ = out.Run(ctx) }()
+			rn := &runner{
+				store: &fakeTaskStore{ApplyComposeFn: func(context.Context, pipeline.Task, pipeline.Composition) (pipeline.ComposeResult, error) {
+					return tc.res, tc.err
+				}},
+				stages: &fakeStageDispatcher{StageFn: func(context.Context, pipeline.Task, workerv1.Stage, string, bool) (*workerv1.Outcome, error) {
+					return &workerv1.Outcome{Children: []*workerv1.Child{{Kind: "vpc", Version: "v1", Name: "a"}}}, nil
+				}},
+				outbox: out, kinds: fakeKinds{bom, workerKind}, metrics: metrics.New(), clock: engine.RealClock,
+				outage: &engine.Outage{Log: testLog(t)}, log: testLog(t),
+			}
+			tk := task(5, pipeline.TaskReconcile)
+			tk.Resource = pipeline.Snapshot{Kind: "bom", Version: "v1", Name: "root"}
+			tk.Generation = 1
+			rn.runTask(ctx, pipeline.Lease{WorkerID: "broker-1"}, tk, nil, func() {})
+
+			mu.Lock()
+			defer mu.Unlock()
+			require.Len(t, written, 1)
+			if tc.errorHas == "" {
+				require.Empty(t, written[0].Error)
+				return
+			}
+			require.Contains(t, written[0].Error, tc.errorHas)
+			require.Equal(t, tc.terminal, written[0].Terminal)
+		})
+	}
+}

@@ -48,13 +48,24 @@ func encodeKeyset(at time.Time, id uuid.UUID) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// maxCursorMicros bounds a keyset cursor's instant: the end of year 9999
+// (unix µs). A cursor is made from a row's created_at, which the database
+// stamps; one before the epoch or past this was not, and Postgres would
+// refuse the instant (timestamptz ends in 294276 AD, and starts in 4713 BC)
+// as an error of its own rather than the client's.
+const maxCursorMicros = 253402300799999999
+
 func decodeKeyset(s string) (keyset, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil || len(b) != 1+8+16 || b[0] != cursorKeyset {
 		return keyset{}, badCursor()
 	}
+	us := int64(binary.BigEndian.Uint64(b[1:9]))
+	if us < 0 || us > maxCursorMicros {
+		return keyset{}, badCursor()
+	}
 	var k keyset
-	k.at = time.UnixMicro(int64(binary.BigEndian.Uint64(b[1:9]))).UTC()
+	k.at = time.UnixMicro(us).UTC()
 	copy(k.id[:], b[9:])
 	return k, nil
 }

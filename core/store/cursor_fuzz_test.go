@@ -9,8 +9,9 @@ import (
 )
 
 // FuzzCursorDecoding: any string a client sends as a cursor decodes or is
-// an *InvalidError on "after" — never a panic — and every cursor a list
-// returns decodes to the position it encodes.
+// an *InvalidError on "after" — never a panic, never an instant Postgres
+// would refuse — and every cursor a list returns decodes to the position
+// it encodes.
 func FuzzCursorDecoding(f *testing.F) {
 	f.Add(encodeKeyset(time.Unix(1700000000, 123000).UTC(), uuid.MustParse("6ba7b810-9dad-11d1-80b4-00c04fd430c8")))
 	f.Add(encodeIDCursor(42))
@@ -26,6 +27,9 @@ func FuzzCursorDecoding(f *testing.F) {
 			}
 		}
 		if k, err := decodeKeyset(s); err == nil {
+			if us := k.at.UnixMicro(); us < 0 || us > maxCursorMicros {
+				t.Fatalf("keyset %q decoded to %s, an instant no row was stamped with", s, k.at)
+			}
 			if got := encodeKeyset(k.at, k.id); got != s {
 				if k2, err := decodeKeyset(got); err != nil || !k2.at.Equal(k.at) || k2.id != k.id {
 					t.Fatalf("keyset %q does not round-trip (%q)", s, got)

@@ -3,6 +3,8 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -284,10 +286,15 @@ func TestListResources_RejectsBadOptions(t *testing.T) {
 		"TruncatedCursor": {"a cut cursor", ListOptions{After: page.NextCursor[:10]}, "after", "cursor_invalid"},
 		"PaddedCursor":    {"a cursor with extra bytes", ListOptions{After: page.NextCursor + "AA"}, "after", "cursor_invalid"},
 		"OtherListCursor": {"a cursor of another list", ListOptions{After: encodeIDCursor(42)}, "after", "cursor_invalid"},
-		"BadPhase":        {"a phase that does not exist", ListOptions{Phases: []resource.Phase{"Happy"}}, "phases", "phase_invalid"},
-		"LowercasePhase":  {"phases are case-sensitive", ListOptions{Phases: []resource.Phase{"ready"}}, "phases", "phase_invalid"},
-		"BadLabels":       {"a label filter follows the label syntax", ListOptions{Labels: map[string]string{"a b": "c"}}, "labels", "label_key_invalid"},
-		"NegativeLimit":   {"a negative page size", ListOptions{Limit: -1}, "first", "limit_invalid"},
+		// well formed, but an instant no row was stamped with: Postgres
+		// refuses the first (timestamptz starts in 4713 BC) as its own error
+		"CursorBeforeTimestamps": {"a forged cursor ~7500 BC", ListOptions{After: forgedKeyset(-300000000000000000)}, "after", "cursor_invalid"},
+		"CursorBeforeEpoch":      {"a forged cursor in 1969", ListOptions{After: forgedKeyset(-1)}, "after", "cursor_invalid"},
+		"CursorPastYear9999":     {"a forged cursor in year 10000", ListOptions{After: forgedKeyset(maxCursorMicros + 1)}, "after", "cursor_invalid"},
+		"BadPhase":               {"a phase that does not exist", ListOptions{Phases: []resource.Phase{"Happy"}}, "phases", "phase_invalid"},
+		"LowercasePhase":         {"phases are case-sensitive", ListOptions{Phases: []resource.Phase{"ready"}}, "phases", "phase_invalid"},
+		"BadLabels":              {"a label filter follows the label syntax", ListOptions{Labels: map[string]string{"a b": "c"}}, "labels", "label_key_invalid"},
+		"NegativeLimit":          {"a negative page size", ListOptions{Limit: -1}, "first", "limit_invalid"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -547,4 +554,15 @@ func TestResourceLabels_StayInStepWithResources(t *testing.T) {
 	page, err = e.store.ListResources(ctx, ListOptions{Labels: map[string]string{"tier": "gold"}})
 	require.NoError(t, err)
 	require.Len(t, page.Items, 1)
+}
+
+// forgedKeyset is a keyset cursor of the right shape at us µs since the
+// epoch, whatever us is.
+func forgedKeyset(us int64) string {
+	b := make([]byte, 1+8+16)
+	b[0] = cursorKeyset
+	binary.BigEndian.PutUint64(b[1:9], uint64(us))
+	id := uuid.New()
+	copy(b[9:], id[:])
+	return base64.RawURLEncoding.EncodeToString(b)
 }

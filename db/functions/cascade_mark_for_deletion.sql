@@ -6,8 +6,20 @@
 -- keeps its state (re-seeding would re-run a finished teardown). A finite frozen_until (orphan grace) is
 -- cleared: the row is being deleted now; a quarantine ('infinity') stays, it
 -- does not hold teardown back. Pending reconcile tasks of the marked rows are
--- dropped (a leased one finishes; its result cannot un-mark). Rows are locked
+-- dropped (a leased one finishes; its result cannot un-mark; a leased
+-- compose of a marked root writes nothing: ApplyCompose). Rows are locked
 -- in id order so two overlapping cascades cannot deadlock.
+-- The tree is read again once its rows are locked, until a read finds
+-- nothing new: a compose holding a node's lock when the tree was first read
+-- (its children, or a child's edge to a node, not yet committed) commits
+-- before the lock is granted, and what it wrote is in the next read. Once
+-- every node is locked nothing can join the tree — a compose locks the
+-- owner it writes under, an edge's foreign key takes a key-share lock on its
+-- dependency — and the ones that come after the mark see it (ApplyCompose
+-- writes nothing under a marked owner and refuses an edge to a marked
+-- dependency). Nodes found by a later read are locked after the first
+-- read's, out of id order: that only happens when the tree grew meanwhile,
+-- and a deadlock it might meet is detected and fails the request whole.
 -- Enqueues nothing and removes nothing: that is teardown_advance's job, in a
 -- separate statement, because a data-modifying CTE would see the pre-mark
 -- snapshot and take every node for an unblocked leaf.
@@ -24,15 +36,22 @@
 CREATE OR REPLACE FUNCTION cascade_mark_for_deletion(p_id uuid, p_now timestamptz DEFAULT now())
 RETURNS int LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET enable_seqscan = off AS $$
 DECLARE
-    v_ids uuid[];
+    v_ids uuid[] := '{}';
+    v_new uuid[];
     v_n   int;
 BEGIN
-    SELECT array_agg(t.id ORDER BY t.id) INTO v_ids FROM teardown_tree(p_id) t(id);
-    IF v_ids IS NULL THEN
+    LOOP
+        SELECT array_agg(x.id ORDER BY x.id) INTO v_new
+          FROM (SELECT t.id FROM teardown_tree(p_id) t(id)
+                EXCEPT
+                SELECT k.id FROM unnest(v_ids) k(id)) x;
+        EXIT WHEN v_new IS NULL;
+        PERFORM 1 FROM resources WHERE id = ANY (v_new) ORDER BY id FOR UPDATE;
+        v_ids := v_ids || v_new;
+    END LOOP;
+    IF cardinality(v_ids) = 0 THEN
         RETURN 0;
     END IF;
-
-    PERFORM 1 FROM resources WHERE id = ANY (v_ids) ORDER BY id FOR UPDATE;
 
     UPDATE resources r
        SET deletion_requested_at = p_now,

@@ -74,6 +74,8 @@ type ComposeResult struct {
 	Edges     int // edges inserted, changed or removed
 	Configs   int // configs inserted, changed or removed
 	Scheduled int // children the gate queued
+	// RootDeleting: the root was marked for deletion; nothing was written.
+	RootDeleting bool
 }
 
 // Changed reports whether the application wrote anything beyond composed_gen.
@@ -83,7 +85,8 @@ func (r ComposeResult) Changed() bool {
 
 // ComposeError is a composition the store refused: nothing was written. It
 // is terminal — the same composition fails the same way — so the caller
-// reports it as a terminal reconcile failure of the root.
+// reports it as a terminal reconcile failure of the root; except a
+// Transient one, which names a state that passes by itself.
 type ComposeError struct {
 	// Child names the offending child or config ("" for the composition as
 	// a whole).
@@ -94,10 +97,19 @@ type ComposeError struct {
 	Pointer string
 	// Rule is the JSON Schema keyword that failed, or one of the compose
 	// rules (unknown_kind, name_invalid, duplicate_child, unknown_dependency,
-	// duplicate_edge, edge_cycle, owned_elsewhere, …).
+	// duplicate_edge, edge_cycle, owned_elsewhere, dependency_deleting, …).
 	Rule    string
 	Message string
 }
+
+// RuleDependencyDeleting refuses an edge to a resource being deleted: the
+// composition is retried, and composes once the dependency is gone (or
+// fails then as unknown_dependency, if it still names it).
+const RuleDependencyDeleting = "dependency_deleting"
+
+// Transient reports whether the refusal passes by itself, so the caller
+// retries the compose instead of failing the root for good.
+func (e *ComposeError) Transient() bool { return e.Rule == RuleDependencyDeleting }
 
 // Error renders `compose: child "vpc-a": spec/cidr: expected string [type]`.
 func (e *ComposeError) Error() string {
@@ -131,7 +143,15 @@ func composeErr(child, rule, format string, args ...any) *ComposeError {
 //     quarantined child is left alone;
 //   - the desired children's edges and the root's configs are reconciled;
 //   - composed_gen = the task's generation, and the new, changed and
-//     re-adopted children go through the gate (schedule_eligible).
+//     re-adopted children go through the gate (schedule_eligible), with
+//     every dependent whose edge to a child went away (the edge dropped,
+//     or its upstream hard-deleted): its gate may have opened.
+//
+// A root marked for deletion since the task was claimed gets nothing
+// written (RootDeleting): its tree is being torn down. An edge to a
+// resource outside the composition that is being deleted is refused with a
+// transient *ComposeError (rule dependency_deleting): its teardown would
+// wait for the new dependent forever.
 func (s *Store) ApplyCompose(ctx context.Context, task Task, c Composition) (ComposeResult, error) {
 	var res ComposeResult
 	root := task.Key.ResourceID
@@ -164,6 +184,14 @@ SELECT generation FROM work_queue
 	st, err := s.loadComposeState(ctx, tx, root)
 	if err != nil {
 		return res, err
+	}
+	if st.deleting {
+		// Marked for deletion after this compose was claimed (the mark drops
+		// only unleased tasks): its tree is being torn down, and a child
+		// written now would be one the mark never saw — live, queued, and
+		// keeping the root from ever being removed.
+		res.RootDeleting = true
+		return res, nil
 	}
 	plan, err := s.planCompose(ctx, tx, st, c)
 	if err != nil {

@@ -21,6 +21,9 @@ type composeState struct {
 	root  uuid.UUID
 	top   uuid.UUID // the top composition root: coalesce(root.root_id, root.id)
 	owned map[childKey]ownedChild
+	// deleting: the root is marked for deletion (read under its lock, so a
+	// mark committed before the lock was granted is seen).
+	deleting bool
 }
 
 type childKey struct{ kind, name string }
@@ -93,7 +96,7 @@ SELECT r.id, r.kind, r.name, coalesce(r.root_id, r.id),
 			return nil, wrap(err, "compose %s: read owned", root)
 		}
 		if id == root {
-			found, st.top = true, top
+			found, st.top, st.deleting = true, top, deleting
 			continue
 		}
 		st.owned[childKey{kind, name}] = ownedChild{id: id, orphaned: orphaned, quarantined: quarantined, deleting: deleting}
@@ -348,38 +351,59 @@ func takenChild(children []plannedChild, created []uuid.UUID) error {
 	return fmt.Errorf("compose: %d of the new children were not inserted", len(created))
 }
 
-// planEdges resolves the edges' endpoints and checks them: known children
-// or existing resources, no duplicates, no self-edge, no cycle among the
-// children.
-func planEdges(ctx context.Context, tx pgx.Tx, plan *composePlan, c Composition) error {
+// resolveDependencies resolves the edges' dependencies outside the
+// composition (by kind and name) to ids, and reports which are marked for
+// deletion. They are key-share locked in id order and their marks read
+// under the lock: a dependency marked before the lock was granted is seen
+// here; one whose mark comes after waits for this transaction, and the
+// mark's next read of its tree finds the new edge
+// (cascade_mark_for_deletion).
+func resolveDependencies(ctx context.Context, tx pgx.Tx, c Composition) (map[childKey]uuid.UUID, map[uuid.UUID]bool, error) {
 	var ek, en []string
 	for _, e := range c.Edges {
 		if e.Dependency.Child == "" {
 			ek, en = append(ek, e.Dependency.Kind), append(en, e.Dependency.Name)
 		}
 	}
-	external := map[childKey]uuid.UUID{}
-	if len(ek) > 0 {
-		rows, err := tx.Query(ctx, `
-SELECT r.kind, r.name, r.id
-  FROM unnest($1::text[], $2::text[]) AS k(kind, name)
- CROSS JOIN LATERAL (SELECT r.kind, r.name, r.id FROM resources r WHERE r.kind = k.kind AND r.name = k.name OFFSET 0) r`, ek, en)
-		if err != nil {
-			return wrap(err, "compose: resolve edge dependencies")
+	external, deleting := map[childKey]uuid.UUID{}, map[uuid.UUID]bool{}
+	if len(ek) == 0 {
+		return external, deleting, nil
+	}
+	rows, err := tx.Query(ctx, `
+SELECT r.kind, r.name, r.id, r.deletion_requested_at IS NOT NULL
+  FROM resources r
+ WHERE r.id = ANY (ARRAY(
+       SELECT x.id
+         FROM unnest($1::text[], $2::text[]) AS k(kind, name)
+        CROSS JOIN LATERAL (SELECT x.id FROM resources x WHERE x.kind = k.kind AND x.name = k.name OFFSET 0) x))
+ ORDER BY r.id
+   FOR KEY SHARE`, ek, en)
+	if err != nil {
+		return nil, nil, wrap(err, "compose: resolve edge dependencies")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k childKey
+		var id uuid.UUID
+		var marked bool
+		if err := rows.Scan(&k.kind, &k.name, &id, &marked); err != nil {
+			return nil, nil, wrap(err, "compose: resolve edge dependencies")
 		}
-		for rows.Next() {
-			var k childKey
-			var id uuid.UUID
-			if err := rows.Scan(&k.kind, &k.name, &id); err != nil {
-				rows.Close()
-				return wrap(err, "compose: resolve edge dependencies")
-			}
-			external[k] = id
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return wrap(err, "compose: resolve edge dependencies")
-		}
+		external[k], deleting[id] = id, marked
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, wrap(err, "compose: resolve edge dependencies")
+	}
+	return external, deleting, nil
+}
+
+// planEdges resolves the edges' endpoints and checks them: known children
+// or existing resources, no duplicates, no self-edge, no cycle among the
+// children.
+func planEdges(ctx context.Context, tx pgx.Tx, plan *composePlan, c Composition) error {
+	external, deleting, err := resolveDependencies(ctx, tx, c)
+	if err != nil {
+		return err
 	}
 	type pair struct{ dep, up uuid.UUID }
 	seen := map[pair]bool{}
@@ -398,8 +422,18 @@ SELECT r.kind, r.name, r.id
 			if up, ok = plan.ids[e.Dependency.Child]; !ok {
 				return composeErr(e.Dependent, "unknown_dependency", "edge to child %q: no such child", e.Dependency.Child)
 			}
+			if plan.skip[e.Dependency.Child] {
+				// Being torn down. An edge it had when it was marked is a
+				// marked dependent's, skipped above; this one would be new,
+				// and hold its teardown for good.
+				return composeErr(e.Dependent, RuleDependencyDeleting,
+					"edge to child %q: it is being deleted; composed again once it is gone", e.Dependency.Child)
+			}
 		} else if up, ok = external[childKey{e.Dependency.Kind, e.Dependency.Name}]; !ok {
 			return composeErr(e.Dependent, "unknown_dependency", "edge to %s/%s: no such resource", e.Dependency.Kind, e.Dependency.Name)
+		} else if deleting[up] {
+			return composeErr(e.Dependent, RuleDependencyDeleting,
+				"edge to %s/%s: it is being deleted; composed again once it is gone", e.Dependency.Kind, e.Dependency.Name)
 		}
 		if up == dep {
 			return composeErr(e.Dependent, "edge_self", "a child cannot depend on itself")

@@ -19,10 +19,12 @@ func (s *Store) writeCompose(ctx context.Context, tx pgx.Tx, st *composeState, p
 	if err != nil {
 		return err
 	}
-	if err := pruneChildren(ctx, tx, st, plan, now, res); err != nil {
+	freedByPrune, err := pruneChildren(ctx, tx, st, plan, now, res)
+	if err != nil {
 		return err
 	}
-	if err := writeEdges(ctx, tx, plan, res); err != nil {
+	freedByEdges, err := writeEdges(ctx, tx, plan, res)
+	if err != nil {
 		return err
 	}
 	if err := writeConfigs(ctx, tx, st, plan, now, res); err != nil {
@@ -33,7 +35,7 @@ UPDATE resources SET composed_gen = $2, updated_at = coalesce($3::timestamptz, n
  WHERE id = $1 AND composed_gen < $2`, st.root, gen, now); err != nil {
 		return wrap(err, "compose %s: set composed_gen", st.root)
 	}
-	if gate := gateCandidates(plan, created, updated); len(gate) > 0 {
+	if gate := gateCandidates(plan, created, updated, freedByPrune, freedByEdges); len(gate) > 0 {
 		if err := tx.QueryRow(ctx, `SELECT schedule_eligible($1::uuid[], coalesce($2::timestamptz, now()))`,
 			pgpool.Array[uuid.UUID](gate), now).Scan(&res.Scheduled); err != nil {
 			return wrap(err, "compose %s: schedule children", st.root)
@@ -53,12 +55,15 @@ VALUES ($1, 'Normal', 'Composed', $2, coalesce($3::timestamptz, now()))`, st.roo
 
 // gateCandidates is what the compose sends through the gate: the children
 // it wrote (created, updated), less each new child that depends on another
-// child this same compose created. Such an upstream was inserted with
-// synced_gen 0 < generation, so the gate would only find the dependent
-// blocked (a probe of its edges and upstreams per child, in a composition
-// mostly made of dependents); the cascade schedules it when that upstream
-// syncs, exactly as it would have after a blocked gate.
-func gateCandidates(plan *composePlan, created, updated []uuid.UUID) []uuid.UUID {
+// child this same compose created, and the dependents that lost an edge
+// (freed: the edge dropped, or its upstream hard-deleted), whose gate may
+// have opened with nothing else to send them through it before the reaper's
+// lagging walk. A new child whose upstream this compose created was
+// inserted with synced_gen 0 < generation, so the gate would only find the
+// dependent blocked (a probe of its edges and upstreams per child, in a
+// composition mostly made of dependents); the cascade schedules it when
+// that upstream syncs, exactly as it would have after a blocked gate.
+func gateCandidates(plan *composePlan, created, updated []uuid.UUID, freed ...[]uuid.UUID) []uuid.UUID {
 	fresh := make(map[uuid.UUID]bool, len(created))
 	for _, id := range created {
 		fresh[id] = true
@@ -75,7 +80,23 @@ func gateCandidates(plan *composePlan, created, updated []uuid.UUID) []uuid.UUID
 			out = append(out, id)
 		}
 	}
-	return append(out, updated...)
+	out = append(out, updated...)
+	if len(freed) == 0 {
+		return out
+	}
+	in := make(map[uuid.UUID]bool, len(out))
+	for _, id := range out {
+		in[id] = true
+	}
+	for _, ids := range freed {
+		for _, id := range ids {
+			if !in[id] {
+				in[id] = true
+				out = append(out, id)
+			}
+		}
+	}
+	return out
 }
 
 // composeChunk is the most children one statement of writeChildren writes.
@@ -183,8 +204,9 @@ SELECT coalesce((SELECT array_agg(id) FROM ins), '{}'), coalesce((SELECT array_a
 // orphan grace for kinds that have it, request_resource_deletion for
 // finalizer kinds and composites (their Deleters run, in order), a hard
 // delete otherwise. Quarantined and already-deleting children are left
-// alone; an orphan keeps its original deadline.
-func pruneChildren(ctx context.Context, tx pgx.Tx, st *composeState, plan *composePlan, now any, res *ComposeResult) error {
+// alone; an orphan keeps its original deadline. It returns the dependents
+// of the hard-deleted children, whose edges to them went with them.
+func pruneChildren(ctx context.Context, tx pgx.Tx, st *composeState, plan *composePlan, now any, res *ComposeResult) ([]uuid.UUID, error) {
 	keep := make(map[uuid.UUID]bool, len(plan.keep))
 	for _, id := range plan.keep {
 		keep[id] = true
@@ -196,9 +218,9 @@ func pruneChildren(ctx context.Context, tx pgx.Tx, st *composeState, plan *compo
 		}
 	}
 	if len(vanished) == 0 {
-		return nil
+		return nil, nil
 	}
-	var teardown []uuid.UUID
+	var teardown, freed []uuid.UUID
 	err := tx.QueryRow(ctx, `
 WITH gone AS (
     SELECT r.id, coalesce(kc.orphan_grace_secs, 0) AS grace,
@@ -217,33 +239,41 @@ WITH gone AS (
     DELETE FROM resources r USING gone g
      WHERE r.id = g.id AND g.grace = 0 AND NOT g.soft
     RETURNING r.id
+), freed AS (
+    -- read in the statement's snapshot: the edges the delete's cascade removes
+    SELECT d.dependent_id
+      FROM hard h
+     CROSS JOIN LATERAL (SELECT d.dependent_id FROM resource_deps d WHERE d.dependency_id = h.id OFFSET 0) d
 )
 SELECT (SELECT count(*) FROM orphan), (SELECT count(*) FROM hard),
-       coalesce((SELECT array_agg(id) FROM gone WHERE grace = 0 AND soft), '{}')`,
-		vanished, now).Scan(&res.Orphaned, &res.Deleted, &teardown)
+       coalesce((SELECT array_agg(id) FROM gone WHERE grace = 0 AND soft), '{}'),
+       coalesce((SELECT array_agg(DISTINCT dependent_id) FROM freed), '{}')`,
+		vanished, now).Scan(&res.Orphaned, &res.Deleted, &teardown, &freed)
 	if err != nil {
-		return wrap(err, "compose %s: prune children", st.root)
+		return nil, wrap(err, "compose %s: prune children", st.root)
 	}
 	if len(teardown) > 0 {
 		if _, err := tx.Exec(ctx, `SELECT request_resource_deletion(id, coalesce($2::timestamptz, now())) FROM unnest($1::uuid[]) AS id`,
 			teardown, now); err != nil {
-			return wrap(err, "compose %s: tear down pruned children", st.root)
+			return nil, wrap(err, "compose %s: tear down pruned children", st.root)
 		}
 		res.Teardown = len(teardown)
 	}
-	return nil
+	return freed, nil
 }
 
 // writeEdges makes the edges of the emitted children exactly the desired
-// ones: upsert (value flows changed) and delete the rest.
-func writeEdges(ctx context.Context, tx pgx.Tx, plan *composePlan, res *ComposeResult) error {
+// ones: upsert (value flows changed) and delete the rest. It returns the
+// children that lost an edge.
+func writeEdges(ctx context.Context, tx pgx.Tx, plan *composePlan, res *ComposeResult) ([]uuid.UUID, error) {
 	if len(plan.children) == 0 {
-		return nil
+		return nil, nil
 	}
 	children := make(pgpool.Array[uuid.UUID], len(plan.children))
 	for i, ch := range plan.children {
 		children[i] = ch.id
 	}
+	var freed []uuid.UUID
 	deps, ups, flows := make(pgpool.Array[uuid.UUID], len(plan.edges)), make(pgpool.Array[uuid.UUID], len(plan.edges)), make(pgpool.Array[json.RawMessage], len(plan.edges))
 	for i, e := range plan.edges {
 		deps[i], ups[i], flows[i] = e.dep, e.up, e.flows
@@ -263,7 +293,7 @@ WITH want AS (
             CROSS JOIN LATERAL (SELECT x.ctid, x.dependent_id, x.dependency_id FROM resource_deps x
                                  WHERE x.dependent_id = c.id OFFSET 0) x
             WHERE NOT EXISTS (SELECT 1 FROM want w WHERE w.dep = x.dependent_id AND w.up = x.dependency_id)))
-    RETURNING 1
+    RETURNING d.dependent_id
 ), ups AS (
     INSERT INTO resource_deps AS d (dependent_id, dependency_id, value_flows)
     SELECT dep, up, flows FROM want
@@ -271,8 +301,9 @@ WITH want AS (
      WHERE d.value_flows IS DISTINCT FROM EXCLUDED.value_flows
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM del) + (SELECT count(*) FROM ups)`, pgpool.Reserve(children, deps, ups, flows)...).Scan(&res.Edges)
-	return wrap(err, "compose: write edges")
+SELECT (SELECT count(*) FROM del) + (SELECT count(*) FROM ups),
+       coalesce((SELECT array_agg(DISTINCT dependent_id) FROM del), '{}')`, pgpool.Reserve(children, deps, ups, flows)...).Scan(&res.Edges, &freed)
+	return freed, wrap(err, "compose: write edges")
 }
 
 // writeConfigs makes the root's owned configs exactly the desired ones.
