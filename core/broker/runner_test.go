@@ -195,9 +195,6 @@ func TestRunnerRunTask_Leaf(t *testing.T) {
 // recorded as failed. An error the database answers with fails at once.
 func TestRunnerRunTask_AnUnreachableDatabaseIsRetriedNotRecorded(t *testing.T) {
 	t.Parallel()
-	composer := manifest.ReactionDecl{Name: "compose", Trigger: manifest.TriggerSpecChange, Emits: manifest.Mask(manifest.OutcomeChildren)}
-	bom := store.Kind{Name: "bom", Version: "v1", Manifest: manifest.KindManifest{Kind: "bom", Version: "v1",
-		Reactions: []manifest.ReactionDecl{composer}}}
 	refused := fmt.Errorf("compose: begin: %w", syscall.ECONNREFUSED)
 	cases := map[string]struct {
 		errs     []error // ApplyCompose's answers, in order; then nil
@@ -213,42 +210,17 @@ func TestRunnerRunTask_AnUnreachableDatabaseIsRetriedNotRecorded(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			var mu sync.Mutex
-			var written []pipeline.Result
-			out := newOutboxWriter(func(_ context.Context, rs ...pipeline.Result) error {
-				mu.Lock()
-				defer mu.Unlock()
-				written = append(written, rs...)
-				return nil
-			})
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			go func() { _ = out.Run(ctx) }()
 			calls := 0
-			rn := &runner{
-				store: &fakeTaskStore{ApplyComposeFn: func(context.Context, pipeline.Task, pipeline.Composition) (pipeline.ComposeResult, error) {
-					calls++
-					if calls <= len(tc.errs) {
-						return pipeline.ComposeResult{}, tc.errs[calls-1]
-					}
-					return pipeline.ComposeResult{Created: 1}, nil
-				}},
-				stages: &fakeStageDispatcher{StageFn: func(context.Context, pipeline.Task, workerv1.Stage, string, bool) (*workerv1.Outcome, error) {
-					return &workerv1.Outcome{Children: []*workerv1.Child{{Kind: "vpc", Version: "v1", Name: "a"}}}, nil
-				}},
-				outbox: out, kinds: fakeKinds{bom, workerKind}, metrics: metrics.New(), clock: engine.RealClock,
-				outage: &engine.Outage{Log: testLog(t)}, log: testLog(t),
-			}
-			tk := task(5, pipeline.TaskReconcile)
-			tk.Resource = pipeline.Snapshot{Kind: "bom", Version: "v1", Name: "root"}
-			tk.Generation, tk.Deadline = 1, tc.deadline
-			rn.runTask(ctx, pipeline.Lease{WorkerID: "broker-1"}, tk, nil, func() {})
-
+			written := runComposeTask(t, tc.deadline, func() (pipeline.ComposeResult, error) {
+				calls++
+				if calls <= len(tc.errs) {
+					return pipeline.ComposeResult{}, tc.errs[calls-1]
+				}
+				return pipeline.ComposeResult{Created: 1}, nil
+			})
 			if tc.calls > 0 {
 				require.Equal(t, tc.calls, calls)
 			}
-			mu.Lock()
-			defer mu.Unlock()
 			require.Len(t, written, 1)
 			if tc.errorHas == "" {
 				require.Empty(t, written[0].Error, "the outage is not the resource's failure")
@@ -260,15 +232,50 @@ func TestRunnerRunTask_AnUnreachableDatabaseIsRetriedNotRecorded(t *testing.T) {
 	}
 }
 
+// runComposeTask runs a composite root's reconcile through a runner whose
+// worker composes one child and whose store answers the compose with apply,
+// and returns the results it wrote.
+func runComposeTask(t *testing.T, deadline time.Duration, apply func() (pipeline.ComposeResult, error)) []pipeline.Result {
+	t.Helper()
+	composer := manifest.ReactionDecl{Name: "compose", Trigger: manifest.TriggerSpecChange, Emits: manifest.Mask(manifest.OutcomeChildren)}
+	bom := store.Kind{Name: "bom", Version: "v1", Manifest: manifest.KindManifest{Kind: "bom", Version: "v1",
+		Reactions: []manifest.ReactionDecl{composer}}}
+	var mu sync.Mutex
+	var written []pipeline.Result
+	out := newOutboxWriter(func(_ context.Context, rs ...pipeline.Result) error {
+		mu.Lock()
+		defer mu.Unlock()
+		written = append(written, rs...)
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go func() { _ = out.Run(ctx) }()
+	rn := &runner{
+		store: &fakeTaskStore{ApplyComposeFn: func(context.Context, pipeline.Task, pipeline.Composition) (pipeline.ComposeResult, error) {
+			return apply()
+		}},
+		stages: &fakeStageDispatcher{StageFn: func(context.Context, pipeline.Task, workerv1.Stage, string, bool) (*workerv1.Outcome, error) {
+			return &workerv1.Outcome{Children: []*workerv1.Child{{Kind: "vpc", Version: "v1", Name: "a"}}}, nil
+		}},
+		outbox: out, kinds: fakeKinds{bom, workerKind}, metrics: metrics.New(), clock: engine.RealClock,
+		outage: &engine.Outage{Log: testLog(t)}, log: testLog(t),
+	}
+	tk := task(5, pipeline.TaskReconcile)
+	tk.Resource = pipeline.Snapshot{Kind: "bom", Version: "v1", Name: "root"}
+	tk.Generation, tk.Deadline = 1, deadline
+	rn.runTask(ctx, pipeline.Lease{WorkerID: "broker-1"}, tk, nil, func() {})
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Clone(written)
+}
+
 // What the store answers a compose with decides the root's result: a
 // refused composition fails it for good, a refusal that passes by itself (an
 // edge to a resource being deleted) fails it to be retried, and a root marked
 // for deletion since its claim finishes with nothing written.
 func TestRunnerRunTask_ComposeRefusals(t *testing.T) {
 	t.Parallel()
-	composer := manifest.ReactionDecl{Name: "compose", Trigger: manifest.TriggerSpecChange, Emits: manifest.Mask(manifest.OutcomeChildren)}
-	bom := store.Kind{Name: "bom", Version: "v1", Manifest: manifest.KindManifest{Kind: "bom", Version: "v1",
-		Reactions: []manifest.ReactionDecl{composer}}}
 	cases := map[string]struct {
 		res      pipeline.ComposeResult
 		err      error
@@ -284,34 +291,7 @@ func TestRunnerRunTask_ComposeRefusals(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			var mu sync.Mutex
-			var written []pipeline.Result
-			out := newOutboxWriter(func(_ context.Context, rs ...pipeline.Result) error {
-				mu.Lock()
-				defer mu.Unlock()
-				written = append(written, rs...)
-				return nil
-			})
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			go func() { _ = out.Run(ctx) }()
-			rn := &runner{
-				store: &fakeTaskStore{ApplyComposeFn: func(context.Context, pipeline.Task, pipeline.Composition) (pipeline.ComposeResult, error) {
-					return tc.res, tc.err
-				}},
-				stages: &fakeStageDispatcher{StageFn: func(context.Context, pipeline.Task, workerv1.Stage, string, bool) (*workerv1.Outcome, error) {
-					return &workerv1.Outcome{Children: []*workerv1.Child{{Kind: "vpc", Version: "v1", Name: "a"}}}, nil
-				}},
-				outbox: out, kinds: fakeKinds{bom, workerKind}, metrics: metrics.New(), clock: engine.RealClock,
-				outage: &engine.Outage{Log: testLog(t)}, log: testLog(t),
-			}
-			tk := task(5, pipeline.TaskReconcile)
-			tk.Resource = pipeline.Snapshot{Kind: "bom", Version: "v1", Name: "root"}
-			tk.Generation = 1
-			rn.runTask(ctx, pipeline.Lease{WorkerID: "broker-1"}, tk, nil, func() {})
-
-			mu.Lock()
-			defer mu.Unlock()
+			written := runComposeTask(t, 0, func() (pipeline.ComposeResult, error) { return tc.res, tc.err })
 			require.Len(t, written, 1)
 			if tc.errorHas == "" {
 				require.Empty(t, written[0].Error)
