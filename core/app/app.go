@@ -108,7 +108,7 @@ const KilledExitCode = 137
 type Duties struct {
 	Reporter *cluster.Reporter
 	Watcher  *cluster.TopologyWatcher
-	Lock     *cluster.LivenessLock
+	Lock     *cluster.LivenessLock // checked beside the engine, until deregistration
 	Probe    *cluster.DeadMemberProbe
 	Drainer  *control.Drainer
 	Reaper   *control.Reaper
@@ -149,11 +149,23 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 		opts.Tune(p, d)
 	}
 	// The liveness lock is held before the member registers and released
-	// after it deregisters.
+	// after it deregisters. Its checks run beside the engine, not in it, on
+	// a context that outlives the drain: a lock session left unchecked is
+	// idle, and peers take an idle lock session for a dead member's after
+	// 3 s (reap_unlocked_cluster_members) and free its leases — while a
+	// draining broker's tasks still run for up to SHUTDOWN_DRAIN, and a peer
+	// would claim and run them again.
 	if err := d.Lock.Take(ctx); err != nil {
 		return fmt.Errorf("take the member's liveness lock: %w", err)
 	}
 	defer d.Lock.Release()
+	lockCtx, stopLock := context.WithCancel(context.WithoutCancel(ctx))
+	lockDone := make(chan struct{})
+	go func() {
+		defer close(lockDone)
+		_ = d.Lock.Run(lockCtx) // returns nil when lockCtx ends
+	}()
+	defer func() { stopLock(); <-lockDone }() // before Release: deferred later, run first
 
 	// Listeners run on their own context: they close only after the duties
 	// have drained.
@@ -356,7 +368,7 @@ func (p *Process) startServers(ctx context.Context, wg *sync.WaitGroup, tlsR *tl
 
 // engine assembles the duties into one engine, in start order.
 func (p *Process) engine(d *Duties, tlsR *tlsreload.Reloader) *engine.Engine {
-	eng := engine.New(p.Log, p.Listener, p.Kinds, d.Reporter, d.Watcher, d.Lock, d.Probe)
+	eng := engine.New(p.Log, p.Listener, p.Kinds, d.Reporter, d.Watcher, d.Probe)
 	if p.Config.HasControl() {
 		eng.Add(d.Drainer, d.Reaper, d.Resyncer, d.MemberGC, d.Folder, d.Statistics, d.Events)
 	}

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,4 +89,88 @@ func TestProcess_ADrainingBrokerGivesBackTasksNoWorkerWillTake(t *testing.T) {
 		apptest.WaitPhase(t, st, "leaf", r.Name, resource.PhaseReady, 90*time.Second)
 	}
 	calls.requireEachOnce(t, n)
+}
+
+// A broker draining on SIGTERM keeps its liveness lock checked until it
+// deregisters. Peers take a lock session idle for 3 s for a dead member's
+// (reap_unlocked_cluster_members) and free its leases; had the checks
+// stopped with the engine, a task still running in the drain would be
+// claimed and run again by a peer 3 s into it. Here the task runs on for
+// twice that rule, the draining member stays registered and its task is
+// run once, by its own worker, whose result lands.
+func TestProcess_ADrainingBrokerKeepsItsLeasesUntilItsTasksFinish(t *testing.T) {
+	t.Parallel()
+	const idleRule = 3 * time.Second // reap_unlocked_cluster_members
+	db := pgtest.URL(t)
+	pool := pgtest.PoolFor(t, db)
+	st := store.New(pool, nil)
+	applyManifest(t, st, leafKind)
+
+	type run struct{ worker, broker string }
+	var (
+		mu   sync.Mutex
+		runs []run
+	)
+	runsSoFar := func() []run {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(runs)
+	}
+	provider := func(name string, hold <-chan struct{}) worker.Provider {
+		return apptest.NewProvider("leaf", func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+			if r.Stage == worker.StageWork {
+				c, _ := worker.ClaimFrom(ctx)
+				mu.Lock()
+				runs = append(runs, run{name, c.Broker})
+				mu.Unlock()
+				select {
+				case <-hold:
+				case <-ctx.Done():
+					return worker.Outcome{}, ctx.Err()
+				}
+			}
+			return leafWork(ctx, r)
+		})
+	}
+
+	// Leases outlive the test: the reaper's stale-lease pass cannot be what
+	// frees them, nor can the drain budget run out.
+	env := []string{"HELPER_STALE_AFTER=5m", "SHUTDOWN_DRAIN=2m"}
+	pa, pb := freePort(t), freePort(t)
+	draining := spawnServer(t, db, config.RoleAll, pa, pa, env...)
+	var memberA string
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT member_id FROM cluster_members`).Scan(&memberA))
+	release := make(chan struct{})
+	apptest.StartWorker(t, fmt.Sprintf("http://127.0.0.1:%d", pa), worker.Options{}, provider("worker-on-A", release))
+	applyResource(t, st, "leaf", "long", `{}`)
+	apptest.WaitFor(t, 90*time.Second, "A's worker runs the task", func() bool { return len(runsSoFar()) == 1 })
+
+	spawnServer(t, db, config.RoleAll, pb, pb, env...)
+	apptest.StartWorker(t, fmt.Sprintf("http://127.0.0.1:%d", pb), worker.Options{}, provider("worker-on-B", nil))
+
+	require.NoError(t, draining.cmd.Process.Signal(syscall.SIGTERM))
+	until := time.Now().Add(2 * idleRule)
+	for time.Now().Before(until) {
+		var registered, tombstoned bool
+		require.NoError(t, pool.QueryRow(context.Background(), `
+SELECT EXISTS (SELECT 1 FROM cluster_members WHERE member_id = $1),
+       EXISTS (SELECT 1 FROM cluster_member_tombstones WHERE member_id = $1)`, memberA).Scan(&registered, &tombstoned))
+		require.True(t, registered && !tombstoned, "the draining member was taken for dead (registered %v, tombstoned %v)",
+			registered, tombstoned)
+		require.Len(t, runsSoFar(), 1, "the task was run again while its first run was in the drain")
+		select {
+		case <-draining.done:
+			t.Fatal("the broker exited before its task finished")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+
+	close(release)
+	select {
+	case <-draining.done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the broker did not exit once its task finished")
+	}
+	apptest.WaitPhase(t, st, "leaf", "long", resource.PhaseReady, 30*time.Second)
+	require.Equal(t, []run{{"worker-on-A", memberA}}, runsSoFar(), "run once, by the draining broker's worker")
 }

@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -148,6 +149,10 @@ func (r *Reaper) Tick(ctx context.Context, withOrphans bool) {
 	r.defaults()
 	rng := r.Shards.Span()
 	if rng.Empty() {
+		// Nothing to rebuild here now (the lock lost, a re-tile): Run
+		// waits for its next tick instead of spinning on an empty range.
+		// A catch-up still owed runs once the range is back.
+		r.rebuildMore.Store(false)
 		r.TestSignals.Ticked.Signal(nil)
 		return
 	}
@@ -166,14 +171,22 @@ func (r *Reaper) Tick(ctx context.Context, withOrphans bool) {
 	for _, p := range r.passes(rng, withOrphans, catchUp) {
 		pctx, cancel := context.WithTimeout(ctx, r.PassTimeout)
 		n, err := p.run(pctx)
+		// A pass that ran past its own deadline is a runaway statement,
+		// not the database gone: reported as the outage, it was logged as
+		// one and its end set off a catch-up no crash called for.
+		runaway := err != nil && ctx.Err() == nil && errors.Is(pctx.Err(), context.DeadlineExceeded)
 		cancel()
 		moved[p.name] = n
 		if err == nil {
 			r.Outage.Succeeded()
 		}
 		switch {
-		case err != nil && ctx.Err() == nil && r.Outage.Failed("reaper", err):
+		case err != nil && ctx.Err() == nil && !runaway && r.Outage.Failed("reaper", err):
 			moved[p.name] = -1
+		case runaway:
+			moved[p.name] = -1
+			r.Log.Error().Err(err).Str("pass", p.name).Dur("pass_timeout", r.PassTimeout).
+				Int("shard_lo", rng.Lo).Int("shard_hi", rng.Last()).Msg("reaper pass ran past its timeout")
 		case err != nil && ctx.Err() == nil:
 			moved[p.name] = -1
 			r.Log.Error().Err(err).Str("pass", p.name).Int("shard_lo", rng.Lo).Int("shard_hi", rng.Last()).

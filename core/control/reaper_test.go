@@ -121,15 +121,63 @@ func TestReaper_RunsOrphansEveryOrphanEveryTicks(t *testing.T) {
 
 func TestReaper_PassTimeoutCancelsARunawayPass(t *testing.T) {
 	t.Parallel()
+	clock := newClock()
+	outage := &engine.Outage{Log: zerolog.Nop(), Clock: clock}
 	r := &Reaper{Maintenance: &reaperStoreFns{ReapStaleWorkFn: func(ctx context.Context, _ shard.Range, _ time.Duration) (int, error) {
 		<-ctx.Done() // a pass stuck on a lock
 		return 0, ctx.Err()
-	}}, Shards: allShards(), Log: zerolog.Nop(), PassTimeout: 10 * time.Millisecond}
+	}}, Shards: allShards(), Log: zerolog.Nop(), PassTimeout: 10 * time.Millisecond, Outage: outage, Clock: clock}
 	r.TestSignals.Init()
+	ended := outage.Ended()
 	r.Tick(context.Background(), false)
 	got := r.TestSignals.Ticked.WaitOrTimeout(t)
 	require.Equal(t, -1, got["reap_stale_work"], "the runaway pass failed on its own deadline")
 	require.Contains(t, got, "reap_stale_lifecycle", "the passes after it still ran")
+	// Not taken for the database gone: no outage began, so none ends (and
+	// sets off a catch-up) when the next pass succeeds.
+	clock.Advance(time.Minute)
+	outage.Succeeded()
+	select {
+	case <-ended:
+		t.Fatal("a runaway pass was reported as a database outage")
+	default:
+	}
+}
+
+// A catch-up that moved a full batch asks Run to tick again at once; if the
+// range empties meanwhile (the liveness lock lost, a re-tile), Run waits
+// for its next tick instead of spinning on the empty range.
+func TestReaper_AnEmptiedRangeStopsTheCatchUpWithoutSpinning(t *testing.T) {
+	t.Parallel()
+	clock := newClock()
+	outage := &engine.Outage{Log: zerolog.Nop(), Clock: clock}
+	shards := allShards()
+	windows := make(chan time.Duration, 8)
+	r := &Reaper{Maintenance: &reaperStoreFns{RequeueFailedAndPendingFn: func(_ context.Context, _ shard.Range, limit int, d time.Duration) (int, error) {
+		windows <- d
+		if d == 0 {
+			shards.Set(shard.Range{}) // the lock is lost while the catch-up runs
+			return limit, nil         // a full batch: more to rebuild
+		}
+		return 0, nil
+	}}, Shards: shards, Log: zerolog.Nop(), Clock: clock, Outage: outage}
+	r.TestSignals.Init()
+	runService(t, r)
+	require.Equal(t, 15*time.Second, recvWindow(t, windows), "an ordinary tick")
+	r.TestSignals.Ticked.WaitOrTimeout(t)
+
+	require.True(t, outage.Failed("claim", syscall.ECONNREFUSED))
+	clock.Advance(3 * time.Second)
+	outage.Succeeded()
+	require.Equal(t, time.Duration(0), recvWindow(t, windows), "the catch-up")
+	r.TestSignals.Ticked.WaitOrTimeout(t)
+	if !clock.WaitForWaiters(2, 5*time.Second) { // the first tick's wait, and a new one
+		t.Fatal("the reaper never waited for its next tick: it spins on the empty range")
+	}
+
+	shards.Set(shard.All) // the range is back: the catch-up still owed runs
+	clock.Advance(5 * time.Second)
+	require.Equal(t, time.Duration(0), recvWindow(t, windows), "the catch-up resumes with the range")
 }
 
 func TestReaper_AnnouncesWorkReadyAfterAPassThatPended(t *testing.T) {

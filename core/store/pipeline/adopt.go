@@ -26,9 +26,18 @@ type Held struct {
 // statement per partition, rows locked in key order (see byPartition).
 // It returns the keys adopted.
 func (s *Store) Adopt(ctx context.Context, workerID string, tasks []Held) ([]TaskKey, error) {
+	// One row per key: a list naming a task twice (two attempts of one
+	// stage carry the same key) would have the statement lock the row twice
+	// and stamp it once, which reads as a lease it missed. A key named
+	// under two epochs is adopted under the newer; the older claim's lease
+	// is gone either way.
 	epochOf := make(map[TaskKey]int64, len(tasks))
 	keys := make([]TaskKey, 0, len(tasks))
 	for _, t := range tasks {
+		if e, seen := epochOf[t.Key]; seen {
+			epochOf[t.Key] = max(e, t.Epoch)
+			continue
+		}
 		epochOf[t.Key] = t.Epoch
 		keys = append(keys, t.Key)
 	}

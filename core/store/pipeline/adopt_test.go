@@ -35,3 +35,21 @@ func TestAdopt_TakesOverLeasesStillHeldUnderTheirEpoch(t *testing.T) {
 	f.finish(first.Result([]byte(`{"from":"the worker"}`)))
 	require.Equal(t, "Ready", f.phase(first.Key.ResourceID), "the claim's result applies: its epoch is unchanged")
 }
+
+// A resumed list that names a task twice (two attempts of one stage carry
+// the same key) adopts it once, and the rest of the list with it.
+func TestAdopt_ATaskNamedTwiceIsAdoptedOnce(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	a, b := f.res("leaf", "a"), f.res("leaf", "b")
+	f.schedule(a, b)
+	ts := f.claim("leaf", 10)
+	require.Len(t, ts, 2)
+	h0, h1 := Held{Key: ts[0].Key, Epoch: ts[0].ClaimEpoch}, Held{Key: ts[1].Key, Epoch: ts[1].ClaimEpoch}
+	stale := Held{Key: h0.Key, Epoch: h0.Epoch - 1} // an older attempt's ref: the newer epoch wins
+	got, err := f.st.Adopt(f.ctx, "broker-b", []Held{h0, stale, h1, h0})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []TaskKey{h0.Key, h1.Key}, got)
+	require.Equal(t, 2, scalar[int](f, `SELECT count(*) FROM work_queue WHERE worker_id = 'broker-b'`))
+}
