@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -65,25 +67,51 @@ to leave gracefully or to exit at once (admin token).`,
 	return cmd
 }
 
+// versionInfo is what version prints with -o json|yaml: the server's
+// fields are left out when it cannot be asked.
+type versionInfo struct {
+	Client   string `json:"client"`
+	Server   string `json:"server,omitempty"`
+	Endpoint string `json:"endpoint,omitempty"`
+}
+
 func (a *app) versionCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:     "version",
-		Short:   "Print conctl's version and the server's",
-		Long:    `Print conctl's build version and, when the server answers, its build version.`,
-		Example: `  conctl version`,
-		Args:    exactArgs(0),
+		Use:   "version",
+		Short: "Print conctl's version and the server's",
+		Long: `Print conctl's build version and, when the server answers, its build version
+and the GraphQL endpoint asked. -o json|yaml prints them as one object
+({"client", "server", "endpoint"}; without the server's fields, and exit
+status 1, when the server cannot be asked).`,
+		Example: `  conctl version
+  conctl version -o json`,
+		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(a.stdout(), "conctl: %s\n", a.env.Version)
-			c, err := a.client()
+			v, err := a.version(cmd.Context())
+			if ok, werr := a.structured(v); ok {
+				return errors.Join(err, werr)
+			}
+			fmt.Fprintf(a.stdout(), "conctl: %s\n", v.Client)
 			if err != nil {
 				return err
 			}
-			resp, err := ServerVersion(cmd.Context(), c.GQL)
-			if err != nil {
-				return fmt.Errorf("ask the server its version: %w", apiError(err))
-			}
-			fmt.Fprintf(a.stdout(), "server: %s (%s)\n", resp.Version, c.HTTPEndpoint)
+			fmt.Fprintf(a.stdout(), "server: %s (%s)\n", v.Server, v.Endpoint)
 			return nil
 		},
 	}
+}
+
+// version reads conctl's version and asks the server its own.
+func (a *app) version(ctx context.Context) (versionInfo, error) {
+	v := versionInfo{Client: a.env.Version}
+	c, err := a.client()
+	if err != nil {
+		return v, err
+	}
+	resp, err := ServerVersion(ctx, c.GQL)
+	if err != nil {
+		return v, fmt.Errorf("ask the server its version: %w", apiError(err))
+	}
+	v.Server, v.Endpoint = resp.Version, c.HTTPEndpoint
+	return v, nil
 }

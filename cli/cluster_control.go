@@ -64,7 +64,12 @@ func (a *app) memberControlCommand(mc memberControl) *cobra.Command {
 		timeout time.Duration
 	)
 	cmd := &cobra.Command{
-		Use: mc.verb + " MEMBER [--wait]", Short: mc.short, Long: mc.long, Example: mc.example,
+		Use: mc.verb + " MEMBER [--wait]", Short: mc.short, Example: mc.example,
+		Long: mc.long + `
+
+-o json|yaml prints the member as the request left it (and nothing else on
+stdout); --wait then waits as without -o, exiting 1 when the member is still
+registered at --timeout.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
@@ -75,17 +80,22 @@ func (a *app) memberControlCommand(mc memberControl) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%s cluster member %s: %w", mc.verb, args[0], apiError(err))
 			}
-			if ok, err := a.structured(m); ok {
+			structured, err := a.structured(m)
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout(), "member %s: %s requested by %s (status %s)\n", m.Id, mc.verb, by, m.Status)
+			if !structured {
+				fmt.Fprintf(a.stdout(), "member %s: %s requested by %s (status %s)\n", m.Id, mc.verb, by, m.Status)
+			}
 			if !wait {
 				return nil
 			}
 			if err := a.waitMemberGone(cmd.Context(), c, m.Id, timeout); err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout(), "member %s: left the membership\n", m.Id)
+			if !structured { // -o json|yaml: stdout holds the one object
+				fmt.Fprintf(a.stdout(), "member %s: left the membership\n", m.Id)
+			}
 			return nil
 		},
 	}

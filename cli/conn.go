@@ -83,34 +83,63 @@ func (c *Conn) NewWS() *WSClient {
 
 // endpoints derives the GraphQL HTTP and websocket URLs from --server: a
 // base URL (http://host:8080) gets /graphql appended; a URL that already
-// ends in /graphql is used as is.
+// ends in /graphql is used as is. A URL carrying credentials
+// (user:password@host) is refused: conctl authenticates with a bearer
+// token, and an error must never print a password.
 func endpoints(server string) (string, string, error) {
+	shown := redactServer(server)
 	u, err := url.Parse(strings.TrimSpace(server))
 	if err != nil {
-		return "", "", fmt.Errorf("--server %q: %w", server, err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats the URL as given
+		}
+		return "", "", fmt.Errorf("--server %q: %w", shown, err)
 	}
 	switch u.Scheme {
 	case "http", "https":
 	case "":
-		return "", "", fmt.Errorf("--server %q: needs a scheme (http:// or https://)", server)
+		return "", "", fmt.Errorf("--server %q: needs a scheme (http:// or https://)", shown)
 	default:
-		return "", "", fmt.Errorf("--server %q: scheme %q is not http or https", server, u.Scheme)
+		return "", "", fmt.Errorf("--server %q: scheme %q is not http or https", shown, u.Scheme)
+	}
+	if u.User != nil {
+		return "", "", fmt.Errorf("--server %q: credentials in the URL are not supported: drop the user:password@ "+
+			"and pass a bearer token with --token or CONVERGE_TOKEN", u.Redacted())
 	}
 	if u.Host == "" {
-		return "", "", fmt.Errorf("--server %q: no host", server)
+		return "", "", fmt.Errorf("--server %q: no host", shown)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	if !strings.HasSuffix(u.Path, "/graphql") {
 		u.Path += "/graphql"
 	}
 	u.RawQuery, u.Fragment = "", ""
-	httpURL := u.String()
+	httpURL := u.Redacted() // no userinfo: the same as u.String()
 	if u.Scheme == "https" {
 		u.Scheme = "wss"
 	} else {
 		u.Scheme = "ws"
 	}
-	return httpURL, u.String(), nil
+	return httpURL, u.Redacted(), nil
+}
+
+// redactServer hides what could be a password in a --server value an error
+// repeats: everything between the scheme and the last @ before the path.
+func redactServer(s string) string {
+	start := 0
+	if i := strings.Index(s, "://"); i >= 0 {
+		start = i + len("://")
+	}
+	end := len(s)
+	if i := strings.IndexAny(s[start:], "/?#"); i >= 0 {
+		end = start + i
+	}
+	at := strings.LastIndex(s[start:end], "@")
+	if at < 0 {
+		return s
+	}
+	return s[:start] + "xxxxx" + s[start+at:]
 }
 
 // tlsConfig builds the client TLS settings; nil when none are set.

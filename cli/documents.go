@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -152,20 +153,30 @@ func expandPath(p string, recursive bool) ([]string, error) {
 	if !st.IsDir() {
 		return []string{p}, nil
 	}
+	// WalkDir does not follow a symlinked root: walk what it points at,
+	// naming the files under p as given.
+	root, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
 	var files []string
-	err = filepath.WalkDir(p, func(path string, d os.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.IsDir() {
-			if path != p && !recursive {
+			if path != root && !recursive {
 				return filepath.SkipDir
 			}
 			return nil
 		}
 		switch strings.ToLower(filepath.Ext(path)) {
 		case ".json", ".yaml", ".yml":
-			files = append(files, path)
+			rel, err := filepath.Rel(root, path)
+			if err != nil {
+				return err
+			}
+			files = append(files, filepath.Join(p, rel))
 		}
 		return nil
 	})
@@ -178,6 +189,7 @@ func expandPath(p string, recursive bool) ([]string, error) {
 
 // parseDocuments splits one input into typed documents.
 func parseDocuments(source, ext string, b []byte, forced DocType) ([]Document, error) {
+	b = bytes.TrimPrefix(b, []byte("\ufeff")) // a UTF-8 byte order mark (Windows editors write one)
 	var raws []json.RawMessage
 	var err error
 	switch ext {
@@ -186,7 +198,7 @@ func parseDocuments(source, ext string, b []byte, forced DocType) ([]Document, e
 	case ".yaml", ".yml":
 		raws, err = splitYAML(b)
 	default:
-		if t := bytes.TrimLeft(b, " \t\r\n\ufeff"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+		if t := bytes.TrimLeft(b, " \t\r\n"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
 			raws, err = splitJSON(b)
 		} else {
 			raws, err = splitYAML(b)
@@ -304,11 +316,14 @@ func splitYAML(b []byte) ([]json.RawMessage, error) {
 		if len(n.Content) == 0 || (n.Content[0].Kind == yaml.ScalarNode && n.Content[0].Tag == "!!null") {
 			continue // an empty document (e.g. a trailing ---)
 		}
-		var v any
-		if err := n.Decode(&v); err != nil {
+		// Decoding checks the document as YAML (duplicate keys, alias
+		// bombs); the value is then read from the nodes, so numbers keep
+		// their text rather than passing through a float64.
+		var check any
+		if err := n.Decode(&check); err != nil {
 			return nil, fmt.Errorf("invalid YAML (document %d): %w", i, err)
 		}
-		v, err = jsonable(v)
+		v, err := yamlValue(&n)
 		if err != nil {
 			return nil, fmt.Errorf("invalid YAML (document %d, line %d): %w", i, n.Line, err)
 		}
@@ -324,43 +339,98 @@ func splitYAML(b []byte) ([]json.RawMessage, error) {
 	return out, nil
 }
 
-// jsonable turns decoded YAML into values encoding/json can write.
-func jsonable(v any) (any, error) {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			j, err := jsonable(e)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", k, err)
-			}
-			x[k] = j
+// yamlValue turns a YAML node into values encoding/json writes: numbers
+// as json.Number holding the scalar's text when it is a JSON number (so
+// 12345678901234567890 and 0.12345678901234567890123 stay exact), strings,
+// booleans, null, maps with string keys (merge keys applied) and slices.
+func yamlValue(n *yaml.Node) (any, error) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) == 0 {
+			return nil, nil
 		}
-		return x, nil
-	case map[any]any:
-		m := make(map[string]any, len(x))
-		for k, e := range x {
-			ks, ok := k.(string)
-			if !ok {
-				return nil, fmt.Errorf("mapping key %v is not a string", k)
-			}
-			j, err := jsonable(e)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", ks, err)
-			}
-			m[ks] = j
-		}
-		return m, nil
-	case []any:
-		for i, e := range x {
-			j, err := jsonable(e)
+		return yamlValue(n.Content[0])
+	case yaml.AliasNode:
+		return yamlValue(n.Alias)
+	case yaml.SequenceNode:
+		out := make([]any, len(n.Content))
+		for i, e := range n.Content {
+			v, err := yamlValue(e)
 			if err != nil {
 				return nil, fmt.Errorf("[%d]: %w", i, err)
 			}
-			x[i] = j
+			out[i] = v
 		}
-		return x, nil
+		return out, nil
+	case yaml.MappingNode:
+		return yamlMapping(n)
+	}
+	switch n.ShortTag() {
+	case "!!int", "!!float":
+		if jsonNumberRE.MatchString(n.Value) {
+			return json.Number(n.Value), nil
+		}
+	case "!!str", "!!timestamp":
+		return n.Value, nil
+	}
+	var v any
+	if err := n.Decode(&v); err != nil {
+		return nil, err
 	}
 	return v, nil
+}
+
+// jsonNumberRE is a JSON number literal.
+var jsonNumberRE = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$`)
+
+// yamlMapping reads a mapping: its keys must be strings; << merges the
+// mappings it names under the keys written beside it.
+func yamlMapping(n *yaml.Node) (map[string]any, error) {
+	out := map[string]any{}
+	var merges []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		for k.Kind == yaml.AliasNode {
+			k = k.Alias
+		}
+		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
+			merges = append(merges, val)
+			continue
+		}
+		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
+			return nil, fmt.Errorf("mapping key %s is not a string", k.Value)
+		}
+		v, err := yamlValue(val)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k.Value, err)
+		}
+		out[k.Value] = v
+	}
+	for _, m := range merges {
+		for m.Kind == yaml.AliasNode {
+			m = m.Alias
+		}
+		srcs := []*yaml.Node{m}
+		if m.Kind == yaml.SequenceNode {
+			srcs = m.Content
+		}
+		for _, src := range srcs {
+			v, err := yamlValue(src)
+			if err != nil {
+				return nil, err
+			}
+			mm, ok := v.(map[string]any)
+			if !ok {
+				return nil, errors.New("<< must name a mapping or a list of mappings")
+			}
+			for k, e := range mm {
+				if _, ok := out[k]; !ok {
+					out[k] = e
+				}
+			}
+		}
+	}
+	return out, nil
 }
 
 // docTypeOf types one document: forced, else by its keys, else by the file

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -200,11 +201,17 @@ func TestEndpoints(t *testing.T) {
 			http: "https://c.example.com/api/graphql", ws: "wss://c.example.com/api/graphql"},
 		{reason: "a scheme is required", server: "localhost:8080", err: "scheme"},
 		{reason: "only http and https", server: "ftp://x", err: "not http or https"},
+		{reason: "credentials in the URL are refused (conctl sends a bearer token), the password not repeated",
+			server: "http://admin:s3cret@c.example.com", err: `"http://admin:xxxxx@c.example.com": credentials in the URL are not supported`},
+		{reason: "a URL that does not parse is not repeated with its password",
+			server: "http://admin:s3cret@c.example.com:port", err: `"http://xxxxx@c.example.com:port"`},
+		{reason: "nor one without a scheme", server: "admin:s3cret@c.example.com", err: `"xxxxx@c.example.com"`},
 	}
 	for _, tc := range cases {
 		h, w, err := endpoints(tc.server)
 		if tc.err != "" {
 			require.ErrorContains(t, err, tc.err, tc.reason)
+			require.NotContains(t, err.Error(), "s3cret", tc.reason)
 			continue
 		}
 		require.NoError(t, err, tc.reason)
@@ -255,4 +262,64 @@ func TestParseRefAndTypes(t *testing.T) {
 	}
 	_, err = parseObjType("pods")
 	require.ErrorContains(t, err, `unknown type "pods"`)
+}
+
+// get -o yaml prints numbers as JSON wrote them, and apply reads them back
+// from the YAML text: an integer past int64 and a decimal past a float64's
+// digits survive the round trip exactly.
+func TestYAMLNumbers_RoundTripExactly(t *testing.T) {
+	t.Parallel()
+	spec := `{"big":12345678901234567890,"ratio":0.12345678901234567890123,"exp":1.5e300,"neg":-7,"small":3,` +
+		`"str":"12345678901234567890","list":[1.50,2]}`
+	y, err := toYAML(json.RawMessage(spec))
+	require.NoError(t, err)
+	for _, want := range []string{"big: 12345678901234567890\n", "ratio: 0.12345678901234567890123\n", "exp: 1.5e300\n",
+		"neg: -7\n", `str: "12345678901234567890"`, "- 1.50\n"} {
+		require.Contains(t, string(y), want)
+	}
+	raws, err := splitYAML(y)
+	require.NoError(t, err)
+	require.Len(t, raws, 1)
+	require.JSONEq(t, spec, string(raws[0]))
+	require.Contains(t, string(raws[0]), `"ratio":0.12345678901234567890123`, "the digits, not a float64's")
+	require.Contains(t, string(raws[0]), `"big":12345678901234567890`)
+
+	// YAML written by hand: other number spellings, anchors and merge keys.
+	raws, err = splitYAML([]byte("base: &b {x: 1, y: 0x10}\nobj:\n  <<: *b\n  x: 2\n  z: 1_000\n  t: 2001-12-14\n"))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"base":{"x":1,"y":16},"obj":{"x":2,"y":16,"z":1000,"t":"2001-12-14"}}`, string(raws[0]))
+	_, err = splitYAML([]byte("1: one\n"))
+	require.ErrorContains(t, err, "mapping key 1 is not a string")
+}
+
+// A UTF-8 byte order mark (as Windows editors write) before JSON, on stdin
+// and in a file.
+func TestReadDocuments_ByteOrderMarkBeforeJSON(t *testing.T) {
+	t.Parallel()
+	doc := "\ufeff" + `{"kind":"bom","name":"small","spec":{"teams":1}}`
+	docs, err := ReadDocuments([]string{"-"}, strings.NewReader(doc), "", false)
+	require.NoError(t, err)
+	require.Len(t, docs, 1)
+	require.Equal(t, DocResource, docs[0].Type)
+	p := filepath.Join(t.TempDir(), "r.json")
+	require.NoError(t, os.WriteFile(p, []byte(doc), 0o644))
+	docs, err = ReadDocuments([]string{p}, nil, "", false)
+	require.NoError(t, err)
+	require.Len(t, docs, 1)
+}
+
+// -f on a symlink to a directory reads the directory's documents, named
+// under the path given.
+func TestReadDocuments_SymlinkedDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	target := filepath.Join(dir, "real")
+	require.NoError(t, os.Mkdir(target, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(target, "r.json"), []byte(`{"kind":"bom","name":"small","spec":{"teams":1}}`), 0o644))
+	link := filepath.Join(dir, "link")
+	require.NoError(t, os.Symlink(target, link))
+	docs, err := ReadDocuments([]string{link}, nil, "", false)
+	require.NoError(t, err)
+	require.Len(t, docs, 1)
+	require.Equal(t, filepath.Join(link, "r.json"), docs[0].Source)
 }

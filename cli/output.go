@@ -104,8 +104,10 @@ func toYAML(v any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// yamlNumbers turns json.Numbers into ints or floats so YAML prints them
-// as numbers, not strings.
+// yamlNumbers turns json.Numbers into YAML number scalars carrying the
+// number's text as JSON wrote it: an integer past int64 or a decimal with
+// more digits than a float64 holds prints exactly, so what get -o yaml
+// prints applies back unchanged.
 func yamlNumbers(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
@@ -117,13 +119,11 @@ func yamlNumbers(v any) any {
 			x[i] = yamlNumbers(e)
 		}
 	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return i
+		tag := "!!int"
+		if strings.ContainsAny(x.String(), ".eE") {
+			tag = "!!float"
 		}
-		if f, err := x.Float64(); err == nil {
-			return f
-		}
-		return x.String()
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: x.String()}
 	}
 	return v
 }

@@ -1,0 +1,101 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+)
+
+// fakeMemberAPI is a GraphQL endpoint where drainClusterMember answers and
+// the member never leaves, and the server's version is v-server.
+func fakeMemberAPI(t *testing.T) string {
+	t.Helper()
+	member := `{"id":"m-1","role":"ALL","status":"DRAINING","kinds":[],"shardLo":null,"shardHi":null,"inFlight":0,"workers":0,` +
+		`"version":"v","host":"h","pid":1,"startedAt":"2026-01-01T00:00:00Z","lastHeartbeat":"2026-01-01T00:00:00Z","config":null`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			OperationName string `json:"operationName"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		w.Header().Set("Content-Type", "application/json")
+		switch req.OperationName {
+		case "DrainClusterMember":
+			_, _ = io.WriteString(w, `{"data":{"drainClusterMember":`+member+`,"requestedAction":"DRAIN","requestedBy":"admin"}}}`)
+		case "ServerVersion":
+			_, _ = io.WriteString(w, `{"data":{"version":"v-server"}}`)
+		case "ListClusterMembers":
+			_, _ = io.WriteString(w, `{"data":{"clusterMembers":[`+member+`}]}}`)
+		default:
+			t.Errorf("unexpected operation %s", req.OperationName)
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// cluster drain --wait waits whatever -o says: with -o json|yaml the
+// member's object is printed first (and nothing else on stdout), and a
+// member that never leaves is a timeout, exit 1.
+func TestMemberControl_WaitsWithStructuredOutput(t *testing.T) {
+	t.Parallel()
+	server := fakeMemberAPI(t)
+	for _, o := range []string{"table", "json", "yaml"} {
+		r := runConctl(context.Background(), server, "", "cluster", "drain", "m-1", "--wait", "--timeout", "1s", "-o", o)
+		require.Equalf(t, 1, r.code, "-o %s: the member never leaves: stdout %q", o, r.stdout)
+		require.Containsf(t, r.stderr, "member m-1 still registered after 1s", "-o %s", o)
+		var m struct {
+			ID     string `json:"id" yaml:"id"`
+			Status string `json:"status" yaml:"status"`
+		}
+		switch o {
+		case "json":
+			require.NoError(t, json.Unmarshal([]byte(r.stdout), &m), r.stdout)
+		case "yaml":
+			require.NoError(t, yaml.Unmarshal([]byte(r.stdout), &m), r.stdout)
+		default:
+			require.Equal(t, "member m-1: drain requested by admin (status DRAINING)\n", r.stdout)
+			continue
+		}
+		require.Equalf(t, "m-1", m.ID, "-o %s", o)
+		require.Equalf(t, "DRAINING", m.Status, "-o %s", o)
+	}
+}
+
+// version -o json|yaml is one object; the table form names the endpoint.
+func TestVersion_StructuredOutput(t *testing.T) {
+	t.Parallel()
+	server := fakeMemberAPI(t)
+	r := must(t, runConctl(context.Background(), server, "", "version", "-o", "json"))
+	var v map[string]string
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v), r.stdout)
+	require.Equal(t, map[string]string{"client": "v-test", "server": "v-server", "endpoint": server + "/graphql"}, v)
+	r = must(t, runConctl(context.Background(), server, "", "version"))
+	require.Equal(t, "conctl: v-test\nserver: v-server ("+server+"/graphql)\n", r.stdout)
+
+	r = runConctl(context.Background(), "http://127.0.0.1:1", "", "version", "-o", "yaml")
+	require.Equal(t, 1, r.code, "the server cannot be asked")
+	require.Equal(t, "client: v-test\n", r.stdout, "what is known, without the server's fields")
+	require.Contains(t, r.stderr, "ask the server its version")
+}
+
+// A --server carrying a password is refused by every command, websocket
+// ones too, and the password is never printed.
+func TestServer_CredentialsRefusedNeverPrinted(t *testing.T) {
+	t.Parallel()
+	server := strings.Replace(fakeMemberAPI(t), "http://", "http://admin:s3cret@", 1)
+	for _, args := range [][]string{{"version"}, {"version", "-o", "json"}, {"get", "nodes"}, {"watch", "res"}, {"watch", "nodes"}} {
+		r := runConctl(context.Background(), "", "", append([]string{"--server", server}, args...)...)
+		require.Equalf(t, 1, r.code, "%v", args)
+		require.Containsf(t, r.stderr, "credentials in the URL are not supported", "%v", args)
+		require.Containsf(t, r.stderr, "--token or CONVERGE_TOKEN", "%v", args)
+		require.NotContainsf(t, r.stdout+r.stderr, "s3cret", "%v", args)
+	}
+}
