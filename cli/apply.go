@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -105,7 +106,80 @@ func decodeDocument(d Document) (typed, error) {
 	if err != nil {
 		return t, fmt.Errorf("%s: not a valid %s document: %w", d.Source, d.Type, err)
 	}
+	if err := checkShape(t); err != nil {
+		return t, fmt.Errorf("%s: not a valid %s document: %w", d.Source, d.Type, err)
+	}
 	return t, nil
+}
+
+// checkShape checks what the server would refuse by its shape alone, so a
+// multi-document apply is refused before it writes anything: a spec is an
+// object, labels and label_match an object of strings.
+func checkShape(t typed) error {
+	switch t.Type {
+	case DocProviderConfig:
+		return jsonObjectField("spec", t.pc.Spec)
+	case DocReactorBinding:
+		return stringMapField("label_match", t.rb.LabelMatch)
+	case DocResource:
+		return errors.Join(jsonObjectField("spec", t.res.Spec), stringMapField("labels", t.res.Labels))
+	}
+	return nil
+}
+
+// jsonObjectField: raw is a JSON object.
+func jsonObjectField(field string, raw json.RawMessage) error {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return fmt.Errorf("%s must be an object, not %s", field, jsonKind(t))
+	}
+	return nil
+}
+
+// stringMapField: raw is absent, null or an object of strings.
+func stringMapField(field string, raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return fmt.Errorf("%s must be an object of strings (key: value), not %s", field, jsonKind(bytes.TrimSpace(raw)))
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if _, ok := m[k].(string); !ok {
+			return fmt.Errorf("%s: the value of %q must be a string, not %s", field, k, jsonKind(mustJSON(m[k])))
+		}
+	}
+	return nil
+}
+
+// jsonKind names a JSON value's type for an error.
+func jsonKind(raw []byte) string {
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
 }
 
 func isNull(raw json.RawMessage) bool {
@@ -142,11 +216,17 @@ resource-*), or forced with --type. What conctl get -o json|yaml prints (one
 object or a list) applies too: the server-set fields (id, phase, generation,
 createdAt, ...) are ignored, so it applies back unchanged.
 
-Every document is read and checked before anything is written; they are then
-applied in dependency order (manifests, providerconfigs, bindings, resources),
-stopping at the first the server rejects. Each prints created, configured or
-unchanged; a resource applied at another version of its kind prints migrated
-(it moves to that version live and is reconciled by its workers).
+Every document is read and checked before anything is written: its shape by
+conctl (a spec is an object, labels an object of strings, ...), and by a
+server dry run every document whose check does not hang on another document of
+the same apply (a resource of a kind whose manifest or providerconfigs the same
+files apply is checked only when it is applied). They are then applied in
+dependency order (manifests, providerconfigs, bindings, resources), stopping
+at the first the server rejects. Each prints created, configured or unchanged;
+a resource applied at another version of its kind prints migrated (it moves to
+that version live and is reconciled by its workers). -o json|yaml prints the
+outcomes as one list, {"items": [{"object": "resource/bom/acme", "outcome":
+"created"}, ...]} (on a failure, those applied before it).
 
 Re-applying a kind manifest whose spec_schema would reject stored resources of
 that version, or drops a required field they carry, is refused with the
@@ -157,7 +237,8 @@ With --wait, conctl follows every applied resource's whole subtree over the
 subtreeProgress subscription, with a live bar of READY over total (every level
 below the root) and failures named as they happen. It exits 0 once every
 resource is READY, and non-zero as soon as one FAILS terminally or settles
-DEGRADED, or when --timeout passes.
+DEGRADED, or when --timeout passes. (With -o json|yaml the list comes first and
+the closing READY lines go to stderr.)
 
 With --dry-run, every document is validated by the server exactly as a real
 apply (the same errors) and nothing is written; each prints what it would do.
@@ -214,13 +295,16 @@ func (a *app) apply(ctx context.Context, fl applyFlags) error {
 	if err != nil {
 		return err
 	}
+	if err := preflight(ctx, c, checked, fl.acceptBreaking); err != nil {
+		return err
+	}
 	var roots []ref
 	for _, t := range checked {
 		outcome, err := a.applyOne(ctx, c, t, fl.acceptBreaking)
 		if err != nil {
 			return fmt.Errorf("apply %s (%s): %w", t.name(), t.Source, err)
 		}
-		fmt.Fprintf(a.stdout(), "%s %s\n", t.name(), outcome)
+		a.report(actionResult{Object: t.name(), Outcome: outcome})
 		if t.Type == DocResource {
 			roots = append(roots, ref{kind: t.res.Kind, name: t.res.Name})
 		}
@@ -228,11 +312,56 @@ func (a *app) apply(ctx context.Context, fl applyFlags) error {
 	if !fl.wait {
 		return nil
 	}
+	if err := a.flushResults(); err != nil { // what was applied, before the wait
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, fl.timeout)
 	defer cancel()
 	for _, r := range roots {
 		if err := a.waitReady(ctx, c, r, fl.timeout); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// preflight dry-runs, before anything is written, every document whose
+// outcome does not hang on an earlier document of the same apply, so that
+// one the server refuses stops the apply while nothing is written yet. A
+// document is left to the apply itself when this apply also writes what
+// the server checks it against: the manifest of its kind (or, for a
+// binding, of its watched or reactor kind); for a resource, a providerconfig
+// of its kind; for a providerconfig, another of its kind (one default per
+// kind); or the same object earlier.
+func preflight(ctx context.Context, c *Conn, checked []typed, acceptBreaking bool) error {
+	manifests := map[string]bool{}
+	configs := map[string]int{}
+	for _, t := range checked {
+		switch t.Type {
+		case DocManifest:
+			manifests[t.manifest.Kind] = true
+		case DocProviderConfig:
+			configs[t.pc.Kind]++
+		}
+	}
+	seen := map[string]bool{}
+	for _, t := range checked {
+		name := t.name()
+		var depends bool
+		switch t.Type {
+		case DocProviderConfig:
+			depends = manifests[t.pc.Kind] || configs[t.pc.Kind] > 1
+		case DocReactorBinding:
+			depends = manifests[t.rb.WatchKind] || manifests[t.rb.Reactor]
+		case DocResource:
+			depends = manifests[t.res.Kind] || configs[t.res.Kind] > 0
+		}
+		if depends || seen[name] {
+			continue
+		}
+		seen[name] = true
+		if _, _, err := dryRunOne(ctx, c, t, acceptBreaking); err != nil {
+			return fmt.Errorf("apply %s (%s): %w", name, t.Source, err)
 		}
 	}
 	return nil

@@ -208,6 +208,33 @@ func TestApply_CreatedConfiguredUnchanged(t *testing.T) {
 		require.Equalf(t, 0, r.code, "%s: %s", st.reason, r.stderr)
 		require.Equal(t, st.want+"\n", r.stdout, st.reason)
 	}
+
+	// -o json|yaml: the outcomes as one list, the same for apply, its dry
+	// run and diff.
+	two := `{"kind":"vpc","name":"v1","labels":{"team":"b"},"spec":{"cidr":"10.0.1.0/24"}}` + "\n" +
+		`{"kind":"vpc","name":"v2","labels":{},"spec":{"cidr":"10.0.2.0/24"}}`
+	type result struct {
+		Object, Outcome string
+		DryRun          bool
+		Changes         []string
+	}
+	var page struct{ Items []result }
+	r := must(t, s.conctlIn(two, "diff", "-f", "-", "-o", "json"))
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &page), r.stdout)
+	require.Equal(t, []result{{Object: "resource/vpc/v1", Outcome: "unchanged", DryRun: true},
+		{Object: "resource/vpc/v2", Outcome: "created", DryRun: true, Changes: []string{`+ spec: {"cidr":"10.0.2.0/24"}`, "+ labels: {}"}}},
+		page.Items)
+	r = must(t, s.conctlIn(two, "apply", "-f", "-", "-o", "yaml"))
+	page.Items = nil
+	require.NoError(t, yaml.Unmarshal([]byte(r.stdout), &page), r.stdout)
+	require.Equal(t, []result{{Object: "resource/vpc/v1", Outcome: "unchanged"}, {Object: "resource/vpc/v2", Outcome: "created"}},
+		page.Items, "apply -o yaml is one YAML document listing the outcomes")
+	r = must(t, s.conctl("delete", "vpc", "v2", "-o", "json"))
+	page.Items = nil
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &page), r.stdout)
+	require.Len(t, page.Items, 1, r.stdout)
+	require.Equal(t, "resource/vpc/v2", page.Items[0].Object)
+	require.True(t, strings.HasPrefix(page.Items[0].Outcome, "deletion requested"), page.Items[0].Outcome)
 }
 
 func manifestWithDescription(t *testing.T, file, desc string) string {
@@ -267,6 +294,21 @@ func TestApply_RejectsBadInputAndWritesNothing(t *testing.T) {
 			args: []string{"apply", "-f", filepath.Join(dir, "missing.json")}, stderr: []string{"missing.json", "no such file"}},
 		{reason: "apply without -f is an error",
 			args: []string{"apply"}, stderr: []string{"no input"}},
+		{reason: "labels that are not an object of strings, in a later document, stop the apply before its first document is written",
+			stdin:  good + "\n" + `{"kind":"vpc","name":"second","labels":"team=blue","spec":{"cidr":"10.0.0.0/24"}}`,
+			args:   []string{"apply", "-f", "-"},
+			stderr: []string{"stdin#2", "labels must be an object of strings (key: value), not a string"}, written: []string{"ok", "second"}},
+		{reason: "a label value that is not a string is refused by conctl",
+			stdin: good + "\n" + `{"kind":"vpc","name":"second","labels":{"n":1},"spec":{"cidr":"10.0.0.0/24"}}`,
+			args:  []string{"apply", "-f", "-"}, stderr: []string{`labels: the value of "n" must be a string, not a number`},
+			written: []string{"ok", "second"}},
+		{reason: "a spec that is not an object is refused by conctl",
+			stdin: good + "\n" + `{"kind":"vpc","name":"second","spec":[1]}`, args: []string{"apply", "-f", "-"},
+			stderr: []string{"spec must be an object, not an array"}, written: []string{"ok", "second"}},
+		{reason: "a later document only the server can refuse (its kind already applied) is dry-run first: nothing is written",
+			stdin: good + "\n" + `{"kind":"vpc","name":"bad-cidr","labels":{},"spec":{"cidr":"not-a-cidr"}}`,
+			args:  []string{"apply", "-f", "-"}, stderr: []string{"BAD_USER_INPUT", "resource/vpc/bad-cidr"},
+			written: []string{"ok", "bad-cidr"}},
 	}
 	for _, tc := range cases {
 		r := s.conctlIn(tc.stdin, tc.args...)

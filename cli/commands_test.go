@@ -48,6 +48,17 @@ func TestCommands_UsageErrors(t *testing.T) {
 		{"watch operation without its id", []string{"watch", "operations"}, []string{"watch operation needs the operation's id"}},
 		{"--tls-cert without --tls-key", []string{"get", "kinds", "--tls-cert", "c.pem"}, []string{"--tls-cert and --tls-key go together"}},
 		{"a missing CA file", []string{"get", "kinds", "--tls-ca", "/nonexistent/ca.pem"}, []string{"read --tls-ca"}},
+		{"edit edits YAML and prints apply's lines: -o json is refused", []string{"edit", "res", "account/x", "-o", "json"},
+			[]string{"edit prints no object: -o json is not supported here", "Run 'conctl edit --help' for usage."}},
+		{"watch operation prints state lines: -o yaml is refused", []string{"watch", "operation", "op-1", "-o", "yaml"},
+			[]string{"watch operation prints no object: -o yaml is not supported here"}},
+		{"--version is a kind's", []string{"edit", "res", "account/x", "--version", "v2"}, []string{"only edit kind takes it"}},
+		{"kinds are listed whole: --limit is refused", []string{"get", "kinds", "--limit", "1"},
+			[]string{"--limit pages resources and providerconfigs only: kinds are listed whole"}},
+		{"so are reactor bindings: --after is refused", []string{"list", "rb", "--after", "x"},
+			[]string{"--after pages resources and providerconfigs only: reactorbindings are listed whole"}},
+		{"and cluster members", []string{"get", "nodes", "--limit", "2"}, []string{"clustermembers are listed whole"}},
+		{"watch pc NAME needs a kind", []string{"watch", "pc", "default"}, []string{`"default": want KIND/NAME (or NAME with --kind)`}},
 	}
 	for _, tc := range cases {
 		r := runConctl(context.Background(), "http://127.0.0.1:1", "", tc.args...)

@@ -27,7 +27,9 @@ Deleting a resource is a soft delete: it marks the resource's teardown tree
 tree is torn down dependents first, running each kind's finalizer. With --wait,
 conctl follows the resource over a subscription until its row is gone (or
 --timeout passes). Provider configs (KIND/NAME) and reactor bindings (NAME) are
-deleted at once. Kinds (manifests) cannot be deleted through the API.`,
+deleted at once. Kinds (manifests) cannot be deleted through the API.
+-o json|yaml prints what was done as one list {"items": [{"object",
+"outcome"}]} (with --wait, a resource's "deletion requested" then "deleted").`,
 		Example: `  # Tear a BOM down and wait until it is gone
   conctl delete bom/acme --wait --timeout 10m
 
@@ -87,7 +89,7 @@ func (a *app) deleteTargets(ctx context.Context, tg target, kind string, wait bo
 			if !resp.DeleteProviderConfig {
 				return notFound("providerconfig", r.String())
 			}
-			fmt.Fprintf(a.stdout(), "providerconfig/%s deleted\n", r)
+			a.report(actionResult{Object: "providerconfig/" + r.String(), Outcome: "deleted"})
 		case typeReactorBinding:
 			resp, err := DeleteReactorBinding(ctx, c.GQL, n)
 			if err != nil {
@@ -96,7 +98,7 @@ func (a *app) deleteTargets(ctx context.Context, tg target, kind string, wait bo
 			if !resp.DeleteReactorBinding {
 				return notFound("reactorbinding", n)
 			}
-			fmt.Fprintf(a.stdout(), "reactorbinding/%s deleted\n", n)
+			a.report(actionResult{Object: "reactorbinding/" + n, Outcome: "deleted"})
 		}
 	}
 	return nil
@@ -108,7 +110,7 @@ func (a *app) deleteResource(ctx context.Context, c *Conn, r ref, wait bool, tim
 		if err != nil {
 			return fmt.Errorf("delete resource %s: %w", r, apiError(err))
 		}
-		fmt.Fprintf(a.stdout(), "resource/%s deletion requested (%s)\n", r, resp.DeleteResource.Phase)
+		a.report(actionResult{Object: "resource/" + r.String(), Outcome: fmt.Sprintf("deletion requested (%s)", resp.DeleteResource.Phase)})
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -133,7 +135,7 @@ func (a *app) deleteResource(ctx context.Context, c *Conn, r ref, wait bool, tim
 	if err != nil {
 		return fmt.Errorf("delete resource %s: %w", r, apiError(err))
 	}
-	fmt.Fprintf(a.stdout(), "resource/%s deletion requested (%s)\n", r, resp.DeleteResource.Phase)
+	a.report(actionResult{Object: "resource/" + r.String(), Outcome: fmt.Sprintf("deletion requested (%s)", resp.DeleteResource.Phase)})
 	last := ""
 	reported := map[string]string{} // the failure line last printed, by id
 	for {
@@ -149,7 +151,7 @@ func (a *app) deleteResource(ctx context.Context, c *Conn, r ref, wait bool, tim
 			}
 			if len(ev.Errors) > 0 {
 				if isNotFound(ev.Errors) { // gone before the subscription started
-					fmt.Fprintf(a.stdout(), "resource/%s deleted\n", r)
+					a.report(actionResult{Object: "resource/" + r.String(), Outcome: "deleted"})
 					return nil
 				}
 				return fmt.Errorf("delete resource %s: %w", r, apiError(ev.Errors))
@@ -159,7 +161,7 @@ func (a *app) deleteResource(ctx context.Context, c *Conn, r ref, wait bool, tim
 			}
 			p := ev.Data.SubtreeProgress
 			if p.Root == nil {
-				fmt.Fprintf(a.stdout(), "resource/%s deleted\n", r)
+				a.report(actionResult{Object: "resource/" + r.String(), Outcome: "deleted"})
 				return nil
 			}
 			if line := teardownLine(p); line != last {

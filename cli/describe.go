@@ -47,8 +47,11 @@ operations and its latest events. -o json or -o yaml print the same data.`,
 			if len(refs) == 0 {
 				return usageError{fmt.Errorf("describe needs a resource: KIND/NAME, or KIND NAME")}
 			}
+			if a.output == outJSON || a.output == outYAML {
+				return a.describeStructured(cmd.Context(), refs, events)
+			}
 			for i, r := range refs {
-				if i > 0 && a.output != outJSON && a.output != outYAML {
+				if i > 0 {
 					fmt.Fprintln(a.stdout())
 				}
 				if err := a.describe(cmd.Context(), r, events); err != nil {
@@ -63,20 +66,40 @@ operations and its latest events. -o json or -o yaml print the same data.`,
 	return cmd
 }
 
-func (a *app) describe(ctx context.Context, r ref, events int) error {
+// describeStructured prints the described resources as get does with -o
+// json|yaml: one named bare, several as a list {"items": [...]}; nothing
+// when one of them cannot be read.
+func (a *app) describeStructured(ctx context.Context, refs []ref, events int) error {
+	found := make([]DescribeResourceResource, 0, len(refs))
+	for _, r := range refs {
+		d, err := a.describeRead(ctx, r, events)
+		if err != nil {
+			return err
+		}
+		found = append(found, *d)
+	}
+	return writeObjects(a, found, len(refs) == 1)
+}
+
+// describeRead reads what describe shows of one resource.
+func (a *app) describeRead(ctx context.Context, r ref, events int) (*DescribeResourceResource, error) {
 	c, err := a.client()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := DescribeResource(ctx, c.GQL, r.kind, r.name, events, describeChildCap)
 	if err != nil {
-		return fmt.Errorf("describe resource %s: %w", r, apiError(err))
+		return nil, fmt.Errorf("describe resource %s: %w", r, apiError(err))
 	}
 	if resp.Resource == nil {
-		return notFound("resource", r.String())
+		return nil, notFound("resource", r.String())
 	}
-	d := resp.Resource
-	if ok, err := a.structured(d); ok {
+	return resp.Resource, nil
+}
+
+func (a *app) describe(ctx context.Context, r ref, events int) error {
+	d, err := a.describeRead(ctx, r, events)
+	if err != nil {
 		return err
 	}
 	w := &describeWriter{w: a.stdout()}

@@ -21,7 +21,8 @@ and labels changes against the stored object ("- path: before" and
 "+ path: after" lines); a manifest, providerconfig or reactor binding prints
 its outcome. Each document is checked against what is stored now: a resource
 of a kind the same files declare but that is not applied yet fails as
-unknown_kind. Exits 0 when every document validates.`,
+unknown_kind. Exits 0 when every document validates. -o json|yaml prints one
+list {"items": [{"object", "outcome", "dryRun": true, "changes": [...]}]}.`,
 		Example: `  # What applying the demo's documents again would do
   conctl diff -f examples/classic/testfixtures
 
@@ -49,28 +50,26 @@ func (a *app) diff(ctx context.Context, fl applyFlags, changes bool) error {
 	if err != nil {
 		return err
 	}
-	w := &describeWriter{w: a.stdout()}
 	for _, t := range checked {
-		outcome, cs, err := dryRunOne(ctx, c, t)
+		outcome, cs, err := dryRunOne(ctx, c, t, fl.acceptBreaking)
 		if err != nil {
 			return fmt.Errorf("dry run %s (%s): %w", t.name(), t.Source, err)
 		}
-		w.line("%s %s (dry run)", t.name(), outcome)
+		r := actionResult{Object: t.name(), Outcome: outcome, DryRun: true}
 		if changes {
-			for _, c := range cs {
-				w.line("  %s", c)
-			}
+			r.Changes = cs
 		}
+		a.report(r)
 	}
-	return w.err
+	return nil
 }
 
 // dryRunOne validates one document with the apply mutation's dry run and
 // returns its outcome and, for a resource, its change lines.
-func dryRunOne(ctx context.Context, c *Conn, t typed) (string, []string, error) {
+func dryRunOne(ctx context.Context, c *Conn, t typed, acceptBreaking bool) (string, []string, error) {
 	switch t.Type {
 	case DocManifest:
-		return dryRunManifest(ctx, c, t)
+		return dryRunManifest(ctx, c, t, acceptBreaking)
 	case DocProviderConfig:
 		return dryRunProviderConfig(ctx, c, t.pc)
 	case DocReactorBinding:
@@ -81,7 +80,7 @@ func dryRunOne(ctx context.Context, c *Conn, t typed) (string, []string, error) 
 	return "", nil, fmt.Errorf("unknown document type %q", t.Type)
 }
 
-func dryRunManifest(ctx context.Context, c *Conn, t typed) (string, []string, error) {
+func dryRunManifest(ctx context.Context, c *Conn, t typed, acceptBreaking bool) (string, []string, error) {
 	version := t.manifest.Version
 	if version == "" {
 		version = defaultManifestVersion
@@ -90,7 +89,11 @@ func dryRunManifest(ctx context.Context, c *Conn, t typed) (string, []string, er
 	if err != nil {
 		return "", nil, apiError(err)
 	}
-	after, err := DryRunKindManifest(ctx, c.GQL, t.Raw)
+	var accept *bool
+	if acceptBreaking {
+		accept = &acceptBreaking
+	}
+	after, err := DryRunKindManifest(ctx, c.GQL, t.Raw, accept)
 	if err != nil {
 		return "", nil, apiError(err)
 	}

@@ -20,6 +20,7 @@ const editHeader = `# Edit the object below and save; close without saving (or s
 `
 
 func (a *app) editCommand() *cobra.Command {
+	var version string
 	cmd := &cobra.Command{
 		Use:   "edit TYPE NAME | TYPE/NAME",
 		Short: "Edit an object in $EDITOR and apply the result (resources, kinds, providerconfigs, reactorbindings)",
@@ -31,16 +32,22 @@ the edit is not lost; re-apply it with conctl apply -f FILE.
 
 A resource's spec and labels, a provider config's spec, data and is_default, a
 binding's fields and a kind's whole manifest can be edited; a kind's live policy
-is edited with conctl kind config.`,
+is edited with conctl kind config. A kind with several versions is edited one
+version at a time: name it with --version. The file is always YAML and edit
+prints apply's lines, so -o json|yaml is refused.`,
 		Example: `  conctl edit bom/acme
   conctl edit account acme-t0-account
   conctl edit kind route
+  conctl edit kind vpc --version v2
 
   # Without a terminal: the editor is any command that changes the file it is given
   EDITOR='sed -i "s/latency_ms: 300/latency_ms: 250/"' conctl edit pc account/default`,
 		Args:              rangeArgs(1, 2),
 		ValidArgsFunction: a.completeTargets(typeResource, typeKind, typeProviderConfig, typeReactorBinding),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.noStructuredOutput("edit"); err != nil {
+				return err
+			}
 			tg, err := a.resolveTarget(cmd.Context(), args, typeResource, typeKind, typeProviderConfig, typeReactorBinding)
 			if err != nil {
 				return err
@@ -48,14 +55,18 @@ is edited with conctl kind config.`,
 			if len(tg.names) != 1 {
 				return usageError{fmt.Errorf("edit takes one object: TYPE NAME or TYPE/NAME")}
 			}
-			return a.edit(cmd.Context(), tg)
+			if version != "" && tg.t != typeKind {
+				return usageError{fmt.Errorf("--version names a kind version: only edit kind takes it")}
+			}
+			return a.edit(cmd.Context(), tg, version)
 		},
 	}
+	cmd.Flags().StringVar(&version, "version", "", "the kind version to edit (edit kind; default: the kind's only version)")
 	return cmd
 }
 
 // fetchObject reads one object as get -o yaml prints it.
-func (a *app) fetchObject(ctx context.Context, c *Conn, tg target) (any, error) {
+func (a *app) fetchObject(ctx context.Context, c *Conn, tg target, version string) (any, error) {
 	name := tg.names[0]
 	switch tg.t {
 	case typeResource:
@@ -72,12 +83,16 @@ func (a *app) fetchObject(ctx context.Context, c *Conn, tg target) (any, error) 
 		}
 		return resp.Resource, nil
 	case typeKind:
-		resp, err := GetKind(ctx, c.GQL, name, nil)
+		var v *string
+		if version != "" {
+			v = &version
+		}
+		resp, err := GetKind(ctx, c.GQL, name, v)
 		if err != nil {
 			return nil, fmt.Errorf("get kind %s: %w", name, apiError(err))
 		}
 		if resp.Kind == nil {
-			return nil, notFound("kind", name)
+			return nil, notFound("kind", strings.TrimSpace(name+" "+version))
 		}
 		return resp.Kind, nil
 	case typeProviderConfig:
@@ -108,12 +123,12 @@ func (a *app) fetchObject(ctx context.Context, c *Conn, tg target) (any, error) 
 	return nil, usageError{fmt.Errorf("type %s cannot be edited", tg.t)}
 }
 
-func (a *app) edit(ctx context.Context, tg target) error {
+func (a *app) edit(ctx context.Context, tg target, version string) error {
 	c, err := a.client()
 	if err != nil {
 		return err
 	}
-	obj, err := a.fetchObject(ctx, c, tg)
+	obj, err := a.fetchObject(ctx, c, tg, version)
 	if err != nil {
 		return err
 	}

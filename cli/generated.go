@@ -8207,11 +8207,15 @@ func (v *__DrainClusterMemberInput) GetId() string { return v.Id }
 
 // __DryRunKindManifestInput is used internally by genqlient
 type __DryRunKindManifestInput struct {
-	Manifest json.RawMessage `json:"manifest"`
+	Manifest       json.RawMessage `json:"manifest"`
+	AcceptBreaking *bool           `json:"acceptBreaking"`
 }
 
 // GetManifest returns __DryRunKindManifestInput.Manifest, and is useful for accessing the field via an interface.
 func (v *__DryRunKindManifestInput) GetManifest() json.RawMessage { return v.Manifest }
+
+// GetAcceptBreaking returns __DryRunKindManifestInput.AcceptBreaking, and is useful for accessing the field via an interface.
+func (v *__DryRunKindManifestInput) GetAcceptBreaking() *bool { return v.AcceptBreaking }
 
 // __DryRunProviderConfigInput is used internally by genqlient
 type __DryRunProviderConfigInput struct {
@@ -9244,8 +9248,8 @@ func DrainClusterMember(
 
 // The mutation executed by DryRunKindManifest.
 const DryRunKindManifest_Operation = `
-mutation DryRunKindManifest ($manifest: JSON!) {
-	applyKindManifest(manifest: $manifest, dryRun: true) {
+mutation DryRunKindManifest ($manifest: JSON!, $acceptBreaking: Boolean) {
+	applyKindManifest(manifest: $manifest, acceptBreaking: $acceptBreaking, dryRun: true) {
 		manifestGeneration
 	}
 }
@@ -9255,12 +9259,14 @@ func DryRunKindManifest(
 	ctx_ context.Context,
 	client_ graphql.Client,
 	manifest json.RawMessage,
+	acceptBreaking *bool,
 ) (data_ *DryRunKindManifestResponse, err_ error) {
 	req_ := &graphql.Request{
 		OpName: "DryRunKindManifest",
 		Query:  DryRunKindManifest_Operation,
 		Variables: &__DryRunKindManifestInput{
-			Manifest: manifest,
+			Manifest:       manifest,
+			AcceptBreaking: acceptBreaking,
 		},
 	}
 

@@ -38,7 +38,7 @@ func (l *listFlags) register(cmd *cobra.Command, paging bool) {
 	f.StringVar(&l.reactor, "reactor", "", "only reactor bindings that run this reactor kind")
 	f.StringVar(&l.version, "version", "", "the kind version (get kind NAME)")
 	if paging {
-		f.IntVar(&l.limit, "limit", 0, "one page of this many (1-500) instead of every page; with --all, the page size")
+		f.IntVar(&l.limit, "limit", 0, "one page of this many (1-500) instead of every page; with --all, the page size (resources, providerconfigs)")
 		f.BoolVar(&l.all, "all", true, "follow the cursors to the last page (the default unless --limit or --after is given)")
 		f.StringVar(&l.after, "after", "", "start after this cursor (a previous page's next cursor); one page unless --all")
 		f.StringVar(&l.sortBy, "sort-by", "", "sort by a field of the -o json object (e.g. .name, .updatedAt, .spec.cidr)")
@@ -139,7 +139,9 @@ operations.
 
 Lists follow the keyset cursors to the last page (never counted); --limit N
 shows one page of N (with the cursor to go on with --after), --all with --limit
-follows the cursors in pages of N. --phase repeats as a union; --label repeats
+follows the cursors in pages of N. Only resources and providerconfigs are
+paged: kinds, reactor bindings, cluster members and operations are listed
+whole, and --limit or --after with them is refused. --phase repeats as a union; --label repeats
 as an intersection; --sort-by orders by any field of the -o json object.
 
 -o yaml and -o json print objects that conctl apply -f takes back unchanged
@@ -232,6 +234,9 @@ func (a *app) get(ctx context.Context, tg target, lf listFlags) error {
 		return err
 	}
 	names := tg.names
+	if err := unpaged(tg.t, lf); err != nil {
+		return err
+	}
 	switch tg.t {
 	case typeResource:
 		if tg.kind != "" {
@@ -256,6 +261,19 @@ func (a *app) get(ctx context.Context, tg target, lf listFlags) error {
 		return a.getOperations(ctx, c, names, lf)
 	}
 	return fmt.Errorf("unknown type %q", tg.t)
+}
+
+// unpaged refuses --limit and --after for the types the API lists whole
+// (only resources and providerconfigs are paged).
+func unpaged(t objType, lf listFlags) error {
+	if t == typeResource || t == typeProviderConfig || (lf.limit == 0 && lf.after == "") {
+		return nil
+	}
+	flag := "--limit"
+	if lf.limit == 0 {
+		flag = "--after"
+	}
+	return usageError{fmt.Errorf("%s pages resources and providerconfigs only: %ss are listed whole", flag, t)}
 }
 
 // resolveOwner turns --owner KIND/NAME into an id (an id passes through).

@@ -3,7 +3,9 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/converge-run/converge/cli"
 	"github.com/converge-run/converge/core/app/apptest"
@@ -35,6 +38,74 @@ func TestHabits_KubectlStyle(t *testing.T) {
 	t.Run("completion", func(t *testing.T) { habitCompletion(t, s) })
 	t.Run("get -w", func(t *testing.T) { habitGetWatch(t, s) })
 	t.Run("type inferred and every page", func(t *testing.T) { habitInferredAndPages(t, s) })
+	// Last: they resync resources and apply a kind the tests above do not list.
+	t.Run("several objects, one list", func(t *testing.T) { habitSeveralObjectsOneList(t, s) })
+	t.Run("numbers round trip exactly", func(t *testing.T) { habitExactNumbers(t, s) })
+}
+
+// habitSeveralObjectsOneList: a command naming several objects prints them
+// as get does, one list {"items": [...]}: one JSON value, one YAML document.
+func habitSeveralObjectsOneList(t *testing.T, s *stack) {
+	for _, args := range [][]string{
+		{"resync", "account/ready-1", "account/ready-2"},
+		{"quarantine", "ready-3", "ready-5", "--kind", "account"},
+		{"unquarantine", "account/ready-3", "account/ready-5"},
+		{"describe", "account/ready-1", "account/ready-2"},
+		{"get", "account", "ready-1", "ready-2"},
+	} {
+		for _, o := range []string{"json", "yaml"} {
+			out := must(t, s.conctl(append(args, "-o", o)...)).stdout
+			var docs []map[string]any
+			if o == "json" {
+				dec := json.NewDecoder(strings.NewReader(out))
+				for dec.More() {
+					var v map[string]any
+					require.NoErrorf(t, dec.Decode(&v), "%v -o json: %s", args, out)
+					docs = append(docs, v)
+				}
+			} else {
+				dec := yaml.NewDecoder(strings.NewReader(out))
+				for {
+					var v map[string]any
+					err := dec.Decode(&v)
+					if errors.Is(err, io.EOF) {
+						break
+					}
+					require.NoErrorf(t, err, "%v -o yaml: %s", args, out)
+					docs = append(docs, v)
+				}
+			}
+			require.Lenf(t, docs, 1, "%v -o %s: one document", args, o)
+			items, ok := docs[0]["items"].([]any)
+			require.Truef(t, ok, "%v -o %s: a list: %s", args, o, out)
+			require.Lenf(t, items, 2, "%v -o %s", args, o)
+		}
+	}
+	one := must(t, s.conctl("resync", "account/ready-1", "-o", "json")).stdout
+	require.Contains(t, one, `"name": "ready-1"`, "one object named: the object itself, as get prints it")
+	require.NotContains(t, one, `"items"`)
+}
+
+// habitExactNumbers: a spec with an integer past int64 and a decimal past a
+// float64's digits reads back from get -o yaml exactly: applying it back
+// (as edit does) changes nothing.
+func habitExactNumbers(t *testing.T, s *stack) {
+	must(t, s.conctlIn(`{"kind":"blob","description":"any object","spec_schema":{"type":"object"},`+
+		`"reactions":[{"name":"work","trigger":"specChange","emits":["status","conditions"],"reads":["spec"]}]}`, "apply", "-f", "-"))
+	must(t, s.conctlIn(`{"kind":"blob","name":"big","spec":{"id":12345678901234567890,"ratio":0.12345678901234567890123}}`,
+		"apply", "-f", "-"))
+	y := must(t, s.conctl("get", "blob", "big", "-o", "yaml")).stdout
+	require.Contains(t, y, "id: 12345678901234567890\n")
+	require.Contains(t, y, "ratio: 0.12345678901234567890123\n")
+	require.Equal(t, "resource/blob/big unchanged\n", must(t, s.conctlIn(y, "apply", "-f", "-")).stdout)
+	j := must(t, s.conctl("get", "blob", "big", "-o", "json")).stdout
+	require.Contains(t, j, `"generation": 1,`, "nothing was rewritten")
+	require.Regexp(t, `"id": ?12345678901234567890,`, j)
+
+	ed := writeEditor(t, `sed -i 's/ratio: 0.12345678901234567890123$/ratio: 0.12345678901234567890124/' "$1"`)
+	require.Equal(t, "resource/blob/big configured\n", must(t, s.conctlEnv(map[string]string{"EDITOR": ed}, "edit", "blob/big")).stdout)
+	require.Regexp(t, `"ratio": ?0.12345678901234567890124\b`, must(t, s.conctl("get", "blob", "big", "-o", "json")).stdout,
+		"an edit keeps the digits it does not touch")
 }
 
 func habitKindsAsTypes(t *testing.T, s *stack) {

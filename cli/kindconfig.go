@@ -223,7 +223,9 @@ func (a *app) kindDeleteCommand() *cobra.Command {
 the resources named, while resources are instances of that version (apply
 them at another version first: they migrate live, or delete them), and for
 the kind's last version while providerconfigs of the kind or reactor bindings
-naming it remain.`,
+naming it remain. -o json|yaml prints the outcome as a one-item list
+{"items": [{"object": "kind/KIND", "version": "V", "outcome": "deleted"}]}, as
+delete does.`,
 		Example: `  # vpc v1 is retired once every vpc runs at v2; until then it is refused
   conctl kind delete vpc --version v1   # exits 1: the demo's vpcs run v1`,
 		Args:              exactArgs(1),
@@ -243,7 +245,7 @@ naming it remain.`,
 			if !resp.DeleteKindManifest {
 				return notFound("kind", args[0]+" "+version)
 			}
-			fmt.Fprintf(a.stdout(), "kind/%s %s deleted\n", args[0], version)
+			a.report(actionResult{Object: "kind/" + args[0], Version: version, Outcome: "deleted"})
 			return nil
 		},
 	}

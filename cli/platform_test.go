@@ -83,6 +83,17 @@ func TestApply_AnotherVersionMigratesLiveUnderItsWorker(t *testing.T) {
 	require.Contains(t, got, `{"name":"vpc","version":"v1","usage":{"resources":1,"servedBy":1}}`)
 	require.Contains(t, got, `{"name":"vpc","version":"v2","usage":{"resources":1,"servedBy":1}}`)
 
+	// A kind with two versions is edited one version at a time.
+	r = s.conctlEnv(map[string]string{"EDITOR": "true"}, "edit", "kind", "vpc")
+	require.Equal(t, 1, r.code, "which version?")
+	require.Contains(t, r.stderr, "kind vpc has versions v1, v2: name one")
+	ed := writeEditor(t, `sed -i 's/task_deadline_secs: 30$/task_deadline_secs: 31/' "$1"`)
+	r = must(t, s.conctlEnv(map[string]string{"EDITOR": ed}, "edit", "kind", "vpc", "--version", "v2"))
+	require.Equal(t, "manifest/vpc configured\n", r.stdout)
+	require.Contains(t, must(t, s.conctl("get", "kind", "vpc", "--version", "v2", "-o", "yaml")).stdout, "task_deadline_secs: 31\n")
+	require.Contains(t, must(t, s.conctl("get", "kind", "vpc", "--version", "v1", "-o", "yaml")).stdout, "task_deadline_secs: 30\n",
+		"v1 is left as it was")
+
 	// v1 cannot go while vpc/stays is an instance of it; once it moves, it can.
 	r = s.conctl("kind", "delete", "vpc", "--version", "v1")
 	require.NotEqual(t, 0, r.code)

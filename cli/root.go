@@ -39,6 +39,9 @@ type app struct {
 	conn   *Conn
 	// kinds caches the applied kinds' names (kindNames).
 	kinds []string
+	// results are what apply, diff and delete did, kept for -o json|yaml
+	// and printed as one list when the command ends (even on an error).
+	results []actionResult
 }
 
 // Run executes conctl with args and returns the process exit code: 0 on
@@ -48,7 +51,9 @@ func Run(ctx context.Context, env Env, args []string) int {
 	a, root := newApp(env)
 	defer a.close()
 	root.SetArgs(args)
-	if err := root.ExecuteContext(ctx); err != nil {
+	err := root.ExecuteContext(ctx)
+	err = errors.Join(err, a.flushResults())
+	if err != nil {
 		fmt.Fprintf(env.Stderr, "Error: %s\n", FormatError(err))
 		if isUsageError(err) {
 			fmt.Fprintf(env.Stderr, "Run '%s --help' for usage.\n", commandPath(root, args))
@@ -100,7 +105,9 @@ run operator verbs. Every call goes through the GraphQL endpoint (<server>/graph
 watch and --wait follow changes over its websocket subscriptions.
 
 Connection settings come from flags, else from the environment:
-CONVERGE_SERVER (default ` + DefaultServer + `) and CONVERGE_TOKEN (a bearer token).`,
+CONVERGE_SERVER (default ` + DefaultServer + `) and CONVERGE_TOKEN (a bearer token).
+A --server URL carrying credentials (http://user:password@host) is refused:
+pass the token with --token or CONVERGE_TOKEN.`,
 		Example: `  # Apply the classic demo's kinds, configs, binding and sample BOM, then wait for it
   conctl apply -f examples/classic/testfixtures
   conctl apply -f examples/classic/testfixtures/resource-bom-sample.json --wait
@@ -224,6 +231,75 @@ func (a *app) structured(v any) (bool, error) {
 		return true, writeYAML(a.stdout(), v)
 	}
 	return false, nil
+}
+
+// progressOut is where a wait's closing line goes: stdout, or stderr when
+// -o json|yaml keeps stdout for the one structured object.
+func (a *app) progressOut() io.Writer {
+	if a.isStructured() {
+		return a.stderr()
+	}
+	return a.stdout()
+}
+
+// isStructured reports whether -o asks for JSON or YAML.
+func (a *app) isStructured() bool { return a.output == outJSON || a.output == outYAML }
+
+// actionResult is one thing apply, diff or delete did (or, with dryRun,
+// would do) to one object.
+type actionResult struct {
+	// Object names it as the line prints it: resource/KIND/NAME,
+	// providerconfig/KIND/NAME, reactorbinding/NAME, manifest/KIND, kind/KIND.
+	Object string `json:"object"`
+	// Version is the kind version a kind delete removed.
+	Version string `json:"version,omitempty"`
+	// Outcome is created, configured, unchanged, migrated (v1 → v2),
+	// deleted, deletion requested (DELETING), ...
+	Outcome string `json:"outcome"`
+	DryRun  bool   `json:"dryRun,omitempty"`
+	// Changes are a dry run's spec and labels changes ("- path: before",
+	// "+ path: after").
+	Changes []string `json:"changes,omitempty"`
+}
+
+// report prints one result line ("resource/bom/acme created"), or keeps it
+// for the one -o json|yaml list {"items": [...]} printed at the end.
+func (a *app) report(r actionResult) {
+	if a.isStructured() {
+		a.results = append(a.results, r)
+		return
+	}
+	line := r.Object
+	if r.Version != "" {
+		line += " " + r.Version
+	}
+	line += " " + r.Outcome
+	if r.DryRun {
+		line += " (dry run)"
+	}
+	fmt.Fprintln(a.stdout(), line)
+	for _, c := range r.Changes {
+		fmt.Fprintf(a.stdout(), "  %s\n", c)
+	}
+}
+
+// flushResults prints the kept results as one list.
+func (a *app) flushResults() error {
+	if len(a.results) == 0 {
+		return nil
+	}
+	_, err := a.structured(page[actionResult]{Items: a.results})
+	a.results = nil
+	return err
+}
+
+// noStructuredOutput refuses -o json|yaml for a command that prints no
+// object (name is the command, for the message).
+func (a *app) noStructuredOutput(name string) error {
+	if a.isStructured() {
+		return usageError{fmt.Errorf("%s prints no object: -o %s is not supported here", name, a.output)}
+	}
+	return nil
 }
 
 // usageError marks a bad invocation (Run adds the --help hint).

@@ -31,28 +31,48 @@ func (a *app) resourceVerbCommand(v resourceVerb) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			for _, n := range args {
-				r, err := parseRef(n, kind)
-				if err != nil {
+			refs := make([]ref, len(args))
+			for i, n := range args {
+				if refs[i], err = parseRef(n, kind); err != nil {
 					return err
 				}
+			}
+			structured := a.output == outJSON || a.output == outYAML
+			var done []ResourceRow
+			for _, r := range refs {
 				row, err := v.call(cmd.Context(), c.GQL, r.kind, r.name)
 				if err != nil {
-					return fmt.Errorf("%s resource %s: %w", v.use, r, apiError(err))
-				}
-				if ok, err := a.structured(row); ok {
-					if err != nil {
-						return err
+					err = fmt.Errorf("%s resource %s: %w", v.use, r, apiError(err))
+					if structured && len(done) > 0 { // what was done, then why the rest was not
+						return errors.Join(err, writeObjects(a, done, len(args) == 1))
 					}
+					return err
+				}
+				if structured {
+					done = append(done, row)
 					continue
 				}
 				fmt.Fprintf(a.stdout(), "resource/%s %s (%s)\n", r, v.done, row.Phase)
+			}
+			if structured {
+				return writeObjects(a, done, len(args) == 1)
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&kind, "kind", "", "the kind, when names are given without KIND/")
 	return cmd
+}
+
+// writeObjects prints objects as get does with -o json|yaml: the one object
+// a command named bare, anything else as a list {"items": [...]}.
+func writeObjects[T any](a *app, items []T, one bool) error {
+	var v any = page[T]{Items: items}
+	if one && len(items) == 1 {
+		v = &items[0]
+	}
+	_, err := a.structured(v)
+	return err
 }
 
 func (a *app) quarantineCommand() *cobra.Command {

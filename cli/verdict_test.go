@@ -29,3 +29,27 @@ func TestFollowerVerdict_DegradedRootWithEveryChildReadyKeepsWaiting(t *testing.
 	require.True(t, done, "a child settled DEGRADED keeps the root DEGRADED")
 	require.ErrorContains(t, err, "cannot become READY")
 }
+
+// A leaf (nothing below it) that settles DEGRADED at its live spec ends the
+// wait with an error at once, as apply --wait's help promises; while its
+// reconcile is still on its way, the wait goes on.
+func TestFollowerVerdict_DegradedLeafEndsTheWait(t *testing.T) {
+	t.Parallel()
+	var leaf WaitRow
+	leaf.Id, leaf.Kind, leaf.Name, leaf.Phase, leaf.Generation, leaf.SyncedGeneration = "l", "route", "l", PhaseDegraded, 2, 2
+	f := &follower{target: ref{kind: "route", name: "l"}, root: leaf, children: map[string]WaitRow{},
+		progress: &WatchSubtreeSubtreeProgress{Total: 0}}
+	done, err := f.verdict()
+	require.True(t, done, "a settled DEGRADED leaf cannot become READY by waiting")
+	require.ErrorContains(t, err, "resource/route/l cannot become READY: it is DEGRADED")
+
+	f.root.SyncedGeneration = 1
+	done, err = f.verdict()
+	require.False(t, done, "a new generation is still being reconciled")
+	require.NoError(t, err)
+
+	f.root.SyncedGeneration = 2
+	f.progress = &WatchSubtreeSubtreeProgress{Total: 2}
+	done, _ = f.verdict()
+	require.False(t, done, "something below it (not read yet): a root's rollup, not a leaf's verdict")
+}

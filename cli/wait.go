@@ -79,7 +79,7 @@ func (a *app) waitReady(ctx context.Context, c *Conn, r ref, timeout time.Durati
 		if done {
 			f.exit()
 			if err == nil {
-				fmt.Fprintf(a.stdout(), "resource/%s is READY%s\n", r, f.summary())
+				fmt.Fprintf(a.progressOut(), "resource/%s is READY%s\n", r, f.summary())
 			}
 			return err
 		}
@@ -406,8 +406,10 @@ func (f *follower) verdict() (bool, error) {
 	}
 	// A DEGRADED root whose children are all READY again (a transient
 	// failure recovered on retry) is not settled: its rollup to READY is
-	// on its way.
-	degraded := r.Phase == PhaseDegraded && r.SyncedGeneration >= r.Generation && notReady > 0
+	// on its way. A leaf (nothing below it) settled DEGRADED is its own
+	// provider's verdict on its live spec: that settles it.
+	leaf := len(f.children) == 0 && (f.progress == nil || f.progress.Total == 0)
+	degraded := r.Phase == PhaseDegraded && r.SyncedGeneration >= r.Generation && (notReady > 0 || leaf)
 	if len(failed) == 0 && !degraded {
 		return false, nil
 	}

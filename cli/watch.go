@@ -38,7 +38,8 @@ API's websocket subscriptions (kubectl get -w style), until interrupted.
   reactorbinding bindings created, changed and deleted (--kind: the watched
                  kind, --reactor)
   clustermember  joins, leaves and status changes of the fleet
-  operation ID   the operation's state changes, until it finishes
+  operation ID   the operation's state changes, until it finishes (as lines:
+                 -o json|yaml is refused)
 
 The EVENT column says ADDED, MODIFIED or DELETED. If the connection drops, conctl
 reconnects, re-subscribes and re-lists, printing what changed meanwhile. -o json
@@ -117,12 +118,15 @@ func (a *app) getWatch(ctx context.Context, tg target, lf listFlags, watchOnly b
 		if len(tg.names) > 0 {
 			return usageError{fmt.Errorf("watch clustermembers takes no name")}
 		}
-		return a.watchMembers(ctx, c)
+		return a.watchMembers(ctx, c, watchOnly)
 	case typeKind, typeProviderConfig, typeReactorBinding:
 		return a.watchCatalogType(ctx, c, tg, lf, watchOnly)
 	default:
 		if len(tg.names) != 1 {
 			return usageError{fmt.Errorf("watch operation needs the operation's id")}
+		}
+		if err := a.noStructuredOutput("watch operation"); err != nil {
+			return err
 		}
 		return a.watchOperation(ctx, c, tg.names[0])
 	}
@@ -268,8 +272,15 @@ func (a *app) watchResources(ctx context.Context, c *Conn, lf listFlags, name *r
 	if err != nil {
 		return fmt.Errorf("watch resources: %w", err)
 	}
-	if !watchOnly {
-		if err := w.relist(ctx, true); err != nil {
+	switch {
+	case !watchOnly:
+		if err := w.relist(ctx, true, true); err != nil {
+			return err
+		}
+	case len(w.labels) > 0:
+		// Only a row read before can say whether a deleted resource
+		// matched the labels: read them without printing.
+		if err := w.relist(ctx, true, false); err != nil {
 			return err
 		}
 	}
@@ -282,7 +293,7 @@ func (a *app) watchResources(ctx context.Context, c *Conn, lf listFlags, name *r
 				fmt.Fprintf(a.stderr(), "warning: %v\n", err)
 			}
 		case <-ws.Reconnected():
-			if err := w.relist(ctx, false); err != nil {
+			if err := w.relist(ctx, false, true); err != nil {
 				return err
 			}
 		case ev, ok := <-events:
@@ -325,10 +336,13 @@ func (w *resourceWatch) matches(r ResourceRow) bool {
 func (w *resourceWatch) onEvent(ctx context.Context, e WatchResourcesResourceChangedResourceEvent) error {
 	switch e.Type {
 	case ResourceEventTypeResync:
-		return w.relist(ctx, false)
+		return w.relist(ctx, false, true)
 	case ResourceEventTypeDeleted:
 		last, ok := w.seen[e.Id]
 		if !ok {
+			if len(w.labels) > 0 {
+				return nil // never matched the labels: nothing was shown of it
+			}
 			last = ResourceRow{Id: e.Id, Kind: e.Kind, Name: e.Name}
 		}
 		delete(w.seen, e.Id)
@@ -339,6 +353,9 @@ func (w *resourceWatch) onEvent(ctx context.Context, e WatchResourcesResourceCha
 	}
 	r := e.Resource.ResourceRow
 	if !w.matches(r) {
+		// A row whose labels no longer match leaves the watch: a later
+		// deletion of it is not this watch's to show.
+		delete(w.seen, r.Id)
 		return nil
 	}
 	event := evModified
@@ -349,45 +366,20 @@ func (w *resourceWatch) onEvent(ctx context.Context, e WatchResourcesResourceCha
 	return w.a.emit(w.table, watchEvent{Event: event, Resource: e.Resource}, w.a.resourceCells(r))
 }
 
-// relist reads the current rows. The first listing prints them all; a
-// re-list (after a reconnect or RESYNC) prints only what changed since,
-// and — when it read every page — the rows that disappeared.
-func (w *resourceWatch) relist(ctx context.Context, first bool) error {
-	var labels *json.RawMessage
-	if len(w.labels) > 0 {
-		b, _ := json.Marshal(w.labels)
-		raw := json.RawMessage(b)
-		labels = &raw
+// relist reads the current rows. The first listing prints them all (or,
+// without show, only records them); a re-list (after a reconnect or
+// RESYNC) prints only what changed since, and — when it read every page —
+// the rows that disappeared.
+func (w *resourceWatch) relist(ctx context.Context, first, show bool) error {
+	rows, complete, err := w.read(ctx)
+	if err != nil {
+		return err
 	}
-	var rows []ResourceRow
-	var after *string
-	complete := true
-	for w.name == nil {
-		resp, err := ListResources(ctx, w.c.GQL, w.kind, w.phases, labels, w.owner, w.lf.pageSize, after)
-		if err != nil {
-			return fmt.Errorf("list resources: %w", apiError(err))
+	if first && !show {
+		for _, r := range rows {
+			w.seen[r.Id] = r
 		}
-		for _, it := range resp.Resources.Items {
-			rows = append(rows, it.ResourceRow)
-		}
-		if after = resp.Resources.NextCursor; after == nil {
-			break
-		}
-		if !w.lf.all {
-			complete = false
-			break
-		}
-	}
-	if w.name != nil { // one resource: read it, never its whole kind
-		resp, err := GetResource(ctx, w.c.GQL, w.name.kind, w.name.name)
-		if err != nil {
-			return fmt.Errorf("get resource %s: %w", w.name, apiError(err))
-		}
-		if r := resp.Resource; r != nil && w.matches(r.ResourceRow) &&
-			(len(w.phases) == 0 || contains(w.phases, r.Phase)) &&
-			(w.owner == nil || (r.Owner != nil && r.Owner.Id == *w.owner)) {
-			rows = append(rows, r.ResourceRow)
-		}
+		return nil
 	}
 	if first {
 		cells := make([][]string, len(rows))
@@ -432,11 +424,86 @@ func (w *resourceWatch) relist(ctx context.Context, first bool) error {
 	return nil
 }
 
+// read lists the rows the watch's filters select (complete: every page was
+// read).
+func (w *resourceWatch) read(ctx context.Context) (rows []ResourceRow, complete bool, err error) {
+	var labels *json.RawMessage
+	if len(w.labels) > 0 {
+		b, _ := json.Marshal(w.labels)
+		raw := json.RawMessage(b)
+		labels = &raw
+	}
+	var after *string
+	complete = true
+	for w.name == nil {
+		resp, err := ListResources(ctx, w.c.GQL, w.kind, w.phases, labels, w.owner, w.lf.pageSize, after)
+		if err != nil {
+			return nil, false, fmt.Errorf("list resources: %w", apiError(err))
+		}
+		for _, it := range resp.Resources.Items {
+			rows = append(rows, it.ResourceRow)
+		}
+		if after = resp.Resources.NextCursor; after == nil {
+			break
+		}
+		if !w.lf.all {
+			complete = false
+			break
+		}
+	}
+	if w.name != nil { // one resource: read it, never its whole kind
+		resp, err := GetResource(ctx, w.c.GQL, w.name.kind, w.name.name)
+		if err != nil {
+			return nil, false, fmt.Errorf("get resource %s: %w", w.name, apiError(err))
+		}
+		if r := resp.Resource; r != nil && w.matches(r.ResourceRow) &&
+			(len(w.phases) == 0 || contains(w.phases, r.Phase)) &&
+			(w.owner == nil || (r.Owner != nil && r.Owner.Id == *w.owner)) {
+			rows = append(rows, r.ResourceRow)
+		}
+	}
+	return rows, complete, nil
+}
+
 func (a *app) memberCells(m MemberRow) []string {
 	return []string{m.Id, string(m.Role), string(m.Status), shardSpan(m.ShardLo, m.ShardHi), m.Version, a.age(m.StartedAt)}
 }
 
-func (a *app) watchMembers(ctx context.Context, c *Conn) error {
+// memberWatch prints the differences between successive membership
+// pushes (the server pushes the whole membership on every change and on
+// (re)subscribe).
+type memberWatch struct {
+	a         *app
+	table     *streamTable
+	watchOnly bool
+	// seen is the membership last pushed; nil before the first push.
+	seen map[string]MemberRow
+}
+
+func (a *app) newMemberWatch(watchOnly bool) *memberWatch {
+	return &memberWatch{a: a, watchOnly: watchOnly,
+		table: newStreamTable(a.stdout(), []string{"EVENT", "ID", "ROLE", "STATUS", "SHARDS", "VERSION", "AGE"})}
+}
+
+// onPush prints what changed since the last push; with --watch-only the
+// first push (the current members) is only recorded.
+func (w *memberWatch) onPush(members []MemberRow) error {
+	now := make(map[string]MemberRow, len(members))
+	for _, m := range members {
+		now[m.Id] = m
+	}
+	if w.seen == nil && w.watchOnly {
+		w.seen = now
+		return nil
+	}
+	if err := w.a.diffMembers(w.table, w.seen, now); err != nil {
+		return err
+	}
+	w.seen = now
+	return nil
+}
+
+func (a *app) watchMembers(ctx context.Context, c *Conn, watchOnly bool) error {
 	ws := c.NewWS()
 	errs, err := ws.Start(ctx)
 	if err != nil {
@@ -447,8 +514,7 @@ func (a *app) watchMembers(ctx context.Context, c *Conn) error {
 	if err != nil {
 		return fmt.Errorf("watch cluster members: %w", err)
 	}
-	t := newStreamTable(a.stdout(), []string{"EVENT", "ID", "ROLE", "STATUS", "SHARDS", "VERSION", "AGE"})
-	seen := map[string]MemberRow{}
+	w := a.newMemberWatch(watchOnly)
 	for {
 		select {
 		case <-ctx.Done():
@@ -472,14 +538,13 @@ func (a *app) watchMembers(ctx context.Context, c *Conn) error {
 			if u.Data == nil {
 				continue
 			}
-			now := map[string]MemberRow{}
-			for _, m := range u.Data.ClusterMembers {
-				now[m.Id] = m.MemberRow
+			members := make([]MemberRow, len(u.Data.ClusterMembers))
+			for i, m := range u.Data.ClusterMembers {
+				members[i] = m.MemberRow
 			}
-			if err := a.diffMembers(t, seen, now); err != nil {
+			if err := w.onPush(members); err != nil {
 				return err
 			}
-			seen = now
 		}
 	}
 }

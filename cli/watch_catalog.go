@@ -102,6 +102,18 @@ func sameJSON(x, y any) bool {
 
 // watchCatalogType follows kinds, providerconfigs or reactorbindings.
 func (a *app) watchCatalogType(ctx context.Context, c *Conn, tg target, lf listFlags, watchOnly bool) error {
+	if tg.t == typeProviderConfig {
+		// KIND/NAME, or NAME with --kind, as get pc takes them.
+		keys := make([]string, len(tg.names))
+		for i, n := range tg.names {
+			r, err := parseRef(n, lf.kind)
+			if err != nil {
+				return err
+			}
+			keys[i] = r.kind + "/" + r.name
+		}
+		tg.names = keys
+	}
 	ws := c.NewWS()
 	errs, err := ws.Start(ctx)
 	if err != nil {

@@ -102,7 +102,11 @@ func TestWatch_PrintsChangesMadeByAnotherClient(t *testing.T) {
 	table.waitLine(t, "the current rows are listed", `^ADDED\s+account\s+w-1\s+READY\s+1\s+1\s+1m$`)
 	lines := startWatch(t, s.server, "res", "--kind", "account", "--watch-only", "-o", "json")
 	named := startWatch(t, s.server, "res", "account/w-2")
-	s.waitSubscribed(t, 3)
+	// Label filters are matched by conctl: a resource that never matched
+	// shows nothing, not even its deletion.
+	blue := startWatch(t, s.server, "res", "--kind", "account", "-l", "team=blue")
+	blueOnly := startWatch(t, s.server, "res", "--kind", "account", "-l", "team=blue", "--watch-only")
+	s.waitSubscribed(t, 5)
 
 	steps := []struct {
 		reason string
@@ -130,6 +134,15 @@ func TestWatch_PrintsChangesMadeByAnotherClient(t *testing.T) {
 	}
 	named.waitLine(t, "a named watch follows its one resource", `^MODIFIED\s+account\s+w-2\s+READY`)
 	require.NotContains(t, named.out.String(), "w-1", "a named watch shows nothing else")
+
+	must(t, s.conctlIn(`{"kind":"account","name":"w-blue","labels":{"team":"blue"},"spec":{"team":"x","sim":{"latency_ms":0,"failure_rate":0}}}`,
+		"apply", "-f", "-", "--wait"))
+	must(t, s.conctl("delete", "res", "account/w-blue", "--wait"))
+	for _, w := range []*watcher{blue, blueOnly} {
+		w.waitLine(t, "a matching resource's deletion", `^DELETED\s+account\s+w-blue\s+`)
+		require.NotContains(t, w.out.String(), "w-1", "the deleted w-1 never matched team=blue: no (blank) DELETED row")
+		require.NotContains(t, w.out.String(), "w-2")
+	}
 	require.Equal(t, 0, table.stop(t), "an interrupted watch exits 0")
 	require.Equal(t, 0, lines.stop(t))
 	for _, l := range strings.Split(strings.TrimSpace(lines.out.String()), "\n") {
@@ -138,8 +151,20 @@ func TestWatch_PrintsChangesMadeByAnotherClient(t *testing.T) {
 	require.NotContains(t, lines.out.String(), `"name":"w-1","`+"phase"+`":"READY"`, "--watch-only skips the listing")
 
 	nodes := startWatch(t, s.server, "nodes")
+	nodesOnly := startWatch(t, s.server, "nodes", "--watch-only")
 	nodes.waitLine(t, "the membership is listed", `^ADDED\s+\S+\s+ALL\s+READY\s+`)
+	apptest.WaitFor(t, 10*time.Second, "both member watches subscribed", func() bool {
+		_, _, members, _ := s.hub.SubscriberCount()
+		return members >= 2
+	})
 	require.Equal(t, 0, nodes.stop(t))
+	require.Equal(t, 0, nodesOnly.stop(t))
+	require.Empty(t, nodesOnly.out.String(), "--watch-only: nothing changed, nothing printed (TestMemberWatch_WatchOnlyPrintsOnlyChanges drives the changes)")
+
+	// A providerconfig named NAME with --kind, as get pc takes it.
+	must(t, s.conctlIn(`{"kind":"account","name":"default","is_default":true,"spec":{"latency_ms":0}}`, "apply", "-f", "-"))
+	pc := startWatch(t, s.server, "pc", "default", "--kind", "account")
+	pc.waitLine(t, "NAME --kind lists it", `^ADDED\s+account\s+default\s+yes`)
 }
 
 func TestWatch_ReconnectsAndRelists(t *testing.T) {
