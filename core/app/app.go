@@ -288,8 +288,8 @@ func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
 			Lifecycle: lifecycle.New(p.Primary),
 			Shards:    p.Shards, Metrics: p.Metrics, Log: log, Credentials: p.Plane, MTLS: cfg.TLSClientCAFile != "", CertPolicy: cfg.CertPolicy(), Outage: p.Outage,
 			Options: broker.Options{Drain: cfg.ShutdownDrain, MaxMessageBytes: cfg.WorkerMaxMsg, StreamRate: cfg.WorkerRate,
-				CompressMinBytes: cfg.WorkerCompress,
-				RedeliveryWait:   cfg.RedeliveryWait, SilenceTimeout: cfg.WorkerSilence, SessionMaxAge: cfg.WorkerSessionMaxAge}})
+				CompressMinBytes: cfg.WorkerCompress, MaxInFlight: cfg.WorkerMaxInFlight,
+				RedeliveryWait: cfg.RedeliveryWait, SilenceTimeout: cfg.WorkerSilence, SessionMaxAge: cfg.WorkerSessionMaxAge}})
 		d.Reporter.Kinds = p.Broker.Served
 		d.Reporter.InFlight = p.Broker.InFlight
 		d.Reporter.Workers = p.Broker.Workers

@@ -49,6 +49,9 @@ const (
 	DefaultMaxMessageBytes = 16 << 20
 	// DefaultStreamRate paces one worker stream's messages per second.
 	DefaultStreamRate = 20000
+	// DefaultMaxInFlight is WORKER_MAX_IN_FLIGHT: the largest max_in_flight
+	// a worker's Subscribe may ask for.
+	DefaultMaxInFlight = 1024
 	// DefaultRedeliveryWait is how long a stage whose worker vanished waits
 	// for it to reconnect and redeliver.
 	DefaultRedeliveryWait = 30 * time.Second
@@ -93,6 +96,10 @@ type Options struct {
 	// StreamRate paces the messages one worker stream may send per second
 	// (burst twice that; WORKER_MAX_STREAM_RATE; 0 = DefaultStreamRate).
 	StreamRate int
+	// MaxInFlight is the largest max_in_flight a worker's Subscribe may ask
+	// for (WORKER_MAX_IN_FLIGHT; 0 = DefaultMaxInFlight): a session's send
+	// queue is sized by it, so a Subscribe above it is refused.
+	MaxInFlight int
 	// SilenceTimeout ends the session of a keepalive worker that sent
 	// nothing for this long, re-dispatching its stages
 	// (WORKER_SILENCE_TIMEOUT; 0 = DefaultSilenceTimeout).
@@ -136,6 +143,9 @@ func (o *Options) defaults() {
 	}
 	if o.StreamRate <= 0 {
 		o.StreamRate = DefaultStreamRate
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = DefaultMaxInFlight
 	}
 }
 
@@ -264,7 +274,7 @@ func (b *Broker) assemble() {
 				every: b.HeartbeatEvery, drain: b.Drain, clock: b.clock, log: b.log, outage: d.Outage}
 		}
 		b.handler = &workerService{id: d.ID, reg: b.reg, kinds: kinds, configs: d.Store, completions: b.completions,
-			stages: stg, relays: b.tasks, leases: b.leases, streamRate: b.StreamRate, silence: b.SilenceTimeout, maxAge: b.SessionMaxAge,
+			stages: stg, relays: b.tasks, leases: b.leases, streamRate: b.StreamRate, maxInFlight: b.MaxInFlight, silence: b.SilenceTimeout, maxAge: b.SessionMaxAge,
 			closing: closing, metrics: d.Metrics, log: b.log}
 		if d.Pipeline != nil {
 			b.handler.adopt = &adoptions{id: d.ID, store: d.Pipeline, tasks: b.tasks, log: b.log}

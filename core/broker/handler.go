@@ -50,6 +50,9 @@ type workerService struct {
 	adopt      *adoptions
 	leases     *leaseKeys
 	streamRate int // messages per second one worker stream may send (0: unpaced)
+	// maxInFlight is the largest max_in_flight a Subscribe may ask for
+	// (WORKER_MAX_IN_FLIGHT; 0: DefaultMaxInFlight).
+	maxInFlight int
 	// silence ends a keepalive session that sent nothing for this long
 	// (WORKER_SILENCE_TIMEOUT; 0: never).
 	silence time.Duration
@@ -115,9 +118,9 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 	if h.isClosing() {
 		return errBrokerClosing
 	}
-	maxIn := int(sub.GetMaxInFlight())
-	if maxIn <= 0 {
-		maxIn = 16
+	maxIn, err := h.inFlightOf(sub)
+	if err != nil {
+		return err
 	}
 	s := &session{
 		id:             fmt.Sprintf("%s#%d", sub.GetWorkerId(), h.sessionSeq.Add(1)),
@@ -171,6 +174,32 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 		return errBrokerClosing
 	}
 	return h.reg.retiredFor(s) // a planned end, or nil
+}
+
+// defaultSessionInFlight is a session's max_in_flight when its Subscribe
+// leaves it unset (0).
+const defaultSessionInFlight = 16
+
+// inFlightOf is the number of stages a session may hold at once, from its
+// Subscribe's max_in_flight: unset is defaultSessionInFlight; a negative one,
+// or one above WORKER_MAX_IN_FLIGHT, is refused (InvalidArgument), since the
+// session's send queue is sized by it.
+func (h *workerService) inFlightOf(sub *workerv1.Subscribe) (int, error) {
+	limit := h.maxInFlight
+	if limit <= 0 {
+		limit = DefaultMaxInFlight
+	}
+	n := int(sub.GetMaxInFlight())
+	switch {
+	case n == 0:
+		return min(defaultSessionInFlight, limit), nil
+	case n < 0:
+		return 0, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("subscribe max_in_flight %d: want a positive number (or 0 for %d)", n, defaultSessionInFlight))
+	case n > limit:
+		return 0, connect.NewError(connect.CodeInvalidArgument,
+			fmt.Errorf("subscribe max_in_flight %d is above this broker's WORKER_MAX_IN_FLIGHT (%d): lower the worker's parallelism (WORKER_MAX_PARALLEL)", n, limit))
+	}
+	return n, nil
 }
 
 // The planned ends of a session (workerproto.PlannedSessionEnd). The worker

@@ -139,6 +139,55 @@ func TestWorkerServiceWorkStream_RefusesABadFirstMessage(t *testing.T) {
 	}
 }
 
+// A Subscribe's max_in_flight sizes the session's send queue: above
+// WORKER_MAX_IN_FLIGHT, or negative, it is refused with a message naming the
+// limit and the value, and the worker never registers; up to it, it is the
+// session's bound (unset: 16).
+func TestWorkerServiceWorkStream_BoundsMaxInFlight(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		reason   string
+		asked    int32
+		wantErr  []string // refused with InvalidArgument naming these
+		wantSlot int
+	}{
+		"Huge": {reason: "one small message must not make the broker allocate gigabytes", asked: 1<<31 - 1,
+			wantErr: []string{"WORKER_MAX_IN_FLIGHT (64)", "2147483647"}},
+		"JustAbove":  {reason: "the limit is inclusive", asked: 65, wantErr: []string{"WORKER_MAX_IN_FLIGHT (64)", "65"}},
+		"Negative":   {reason: "a negative bound is bad input", asked: -3, wantErr: []string{"max_in_flight -3"}},
+		"AtTheLimit": {reason: "the limit itself is allowed", asked: 64, wantSlot: 64},
+		"Unset":      {reason: "unset takes the default", asked: 0, wantSlot: 16},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setupHandlerAuth(t, nil, func(h *workerService) { h.maxInFlight = 64 })
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			stream := b.clients()["Connect"].WorkStream(ctx)
+			t.Cleanup(func() {
+				_ = stream.CloseRequest()
+				_ = stream.CloseResponse()
+			})
+			require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{
+				Subscribe: &workerv1.Subscribe{WorkerId: "w1", Kinds: readiness("vpc"), MaxInFlight: tc.asked}}}))
+			resp, err := stream.Receive()
+			if tc.wantErr != nil {
+				require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%s: %v", tc.reason, err)
+				for _, want := range tc.wantErr {
+					require.ErrorContains(t, err, want, tc.reason)
+				}
+				require.Zero(t, b.svc.reg.count(), "a refused session never registers")
+				return
+			}
+			require.NoError(t, err, tc.reason)
+			require.NotNil(t, resp.GetSubscribed())
+			require.Eventually(t, func() bool { return b.svc.reg.count() == 1 }, 5*time.Second, time.Millisecond)
+			require.Equal(t, tc.wantSlot, b.svc.reg.capacity(manifest.KindVersion{Kind: "vpc", Version: "v1"}), tc.reason)
+		})
+	}
+}
+
 // A good session is acknowledged with the kinds the broker knows, routes
 // completions to the waiting stages and unregisters when the stream ends.
 func TestWorkerServiceWorkStream_Session(t *testing.T) {

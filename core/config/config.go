@@ -66,6 +66,7 @@ type Config struct {
 	WorkerMaxMsg        int           // WORKER_MAX_MESSAGE_BYTES: one WorkerService message (default 16 MiB)
 	WorkerRate          int           // WORKER_MAX_STREAM_RATE: messages per second one worker stream may send (default 20000)
 	WorkerCompress      int           // WORKER_COMPRESS_MIN_BYTES: stream messages this big are gzipped for workers that accept it; 0 = never (default)
+	WorkerMaxInFlight   int           // WORKER_MAX_IN_FLIGHT: the largest max_in_flight a worker's Subscribe may ask for (default 1024)
 	// Identity per audience with mTLS (core/auth identities.go): allow-lists
 	// of client-certificate identities (SPIFFE IDs or CN=…), comma-separated.
 	APIClientIDs    string // API_CLIENT_IDENTITIES: ROLE:IDENTITY entries that may call the API
@@ -107,6 +108,7 @@ func Defaults() Config {
 		TLSReload:           3 * time.Minute,
 		WorkerMaxMsg:        16 << 20,
 		WorkerRate:          20000,
+		WorkerMaxInFlight:   1024,
 	}
 }
 
@@ -162,21 +164,7 @@ func Parse(getenv func(string) string, version string) (Config, error) {
 	str(&c.APIClientIDs, "API_CLIENT_IDENTITIES")
 	str(&c.WorkerClientIDs, "WORKER_CLIENT_IDENTITIES")
 	str(&c.MeshClientIDs, "MESH_CLIENT_IDENTITIES")
-	atLeast := func(dst *int, name string, floor int, want string) {
-		v := getenv(name)
-		if v == "" {
-			return
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < floor {
-			errs = append(errs, fmt.Errorf("%s=%q: want %s", name, v, want))
-			return
-		}
-		*dst = n
-	}
-	atLeast(&c.WorkerMaxMsg, "WORKER_MAX_MESSAGE_BYTES", 1024, "a byte count of at least 1024")
-	atLeast(&c.WorkerRate, "WORKER_MAX_STREAM_RATE", 1, "a positive number of messages per second")
-	atLeast(&c.WorkerCompress, "WORKER_COMPRESS_MIN_BYTES", 0, "a byte count, 0 to compress nothing")
+	errs = append(errs, c.parseWorkerLimits(getenv)...)
 	dur := func(dst *time.Duration, name string) {
 		v := getenv(name)
 		if v == "" {
@@ -212,6 +200,28 @@ func Parse(getenv func(string) string, version string) (Config, error) {
 		errs = append(errs, err)
 	}
 	return c, errors.Join(errs...) // nil when errs is empty
+}
+
+// parseWorkerLimits reads the worker plane's numeric limits into c.
+func (c *Config) parseWorkerLimits(getenv func(string) string) []error {
+	var errs []error
+	atLeast := func(dst *int, name string, floor int, want string) {
+		v := getenv(name)
+		if v == "" {
+			return
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < floor {
+			errs = append(errs, fmt.Errorf("%s=%q: want %s", name, v, want))
+			return
+		}
+		*dst = n
+	}
+	atLeast(&c.WorkerMaxMsg, "WORKER_MAX_MESSAGE_BYTES", 1024, "a byte count of at least 1024")
+	atLeast(&c.WorkerRate, "WORKER_MAX_STREAM_RATE", 1, "a positive number of messages per second")
+	atLeast(&c.WorkerCompress, "WORKER_COMPRESS_MIN_BYTES", 0, "a byte count, 0 to compress nothing")
+	atLeast(&c.WorkerMaxInFlight, "WORKER_MAX_IN_FLIGHT", 1, "a positive number of tasks")
+	return errs
 }
 
 // Validate checks a configuration the way Parse does after reading it.
@@ -303,6 +313,7 @@ func (c Config) Redacted() map[string]any {
 		"WORKER_MAX_MESSAGE_BYTES":       c.WorkerMaxMsg,
 		"WORKER_MAX_STREAM_RATE":         c.WorkerRate,
 		"WORKER_COMPRESS_MIN_BYTES":      c.WorkerCompress,
+		"WORKER_MAX_IN_FLIGHT":           c.WorkerMaxInFlight,
 	}
 }
 

@@ -98,6 +98,7 @@ func TestParse(t *testing.T) {
 				require.True(t, c.WorkerPlaneAuth())
 				require.Equal(t, 16<<20, c.WorkerMaxMsg)
 				require.Zero(t, c.WorkerCompress, "stream compression is off unless asked for")
+				require.Equal(t, 1024, c.WorkerMaxInFlight)
 			}},
 		"compression floor": {reason: "a worker stream may be compressed past a floor", env: with("WORKER_COMPRESS_MIN_BYTES", "65536"),
 			check: func(t *testing.T, c Config) { require.Equal(t, 65536, c.WorkerCompress) }},
@@ -105,6 +106,10 @@ func TestParse(t *testing.T) {
 			wantErr: "WORKER_COMPRESS_MIN_BYTES"},
 		"contradiction":  {reason: "API_AUTH=none with a tokens file is ambiguous", env: with("API_TOKENS_FILE", "t"), wantErr: "contradicts"},
 		"bad auth value": {reason: "API_AUTH has one value", env: with("API_AUTH", "off"), wantErr: `API_AUTH="off"`},
+		"in-flight bound": {reason: "the broker bounds a worker's max_in_flight", env: with("WORKER_MAX_IN_FLIGHT", "4096"),
+			check: func(t *testing.T, c Config) { require.Equal(t, 4096, c.WorkerMaxInFlight) }},
+		"bad in-flight bound": {reason: "the bound is a positive count", env: with("WORKER_MAX_IN_FLIGHT", "0"),
+			wantErr: `WORKER_MAX_IN_FLIGHT="0": want a positive number of tasks`},
 		"bad max message": {reason: "message limits are validated", env: with("WORKER_MAX_MESSAGE_BYTES", "12"),
 			wantErr: "WORKER_MAX_MESSAGE_BYTES"},
 		"bad scheme": {reason: "only http/https schemes", env: with("LISTEN_ADDR", "ftp://x:1"), wantErr: "LISTEN_ADDR"},
