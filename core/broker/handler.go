@@ -318,31 +318,40 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 	pace := newStreamRate(h.streamRate)
 	for {
 		msg, err := stream.Receive()
+		// Until this message is handled (paced, then routed: a redelivered
+		// result's write, a refused result's lease release, a key re-read)
+		// the broker is the one not listening, not the worker: the
+		// watchdog's clock stops, and starts again when it listens again.
+		heard.Store(handlingMessage)
 		if err != nil || !pace.wait(sctx, max(1, len(msg.GetCompletes().GetCompletes()))) {
 			cancel()
 			<-sent
 			return
 		}
+		h.handle(ctx, s, msg, log)
 		heard.Store(time.Now().UnixNano())
-		switch m := msg.GetMsg().(type) {
-		case *workerv1.WorkStreamRequest_Readiness:
-			if !readinessAllowed(ctx, m.Readiness, log) {
-				continue
-			}
+	}
+}
+
+// handle routes one message of s's worker.
+func (h *workerService) handle(ctx context.Context, s *session, msg *workerv1.WorkStreamRequest, log zerolog.Logger) {
+	switch m := msg.GetMsg().(type) {
+	case *workerv1.WorkStreamRequest_Readiness:
+		if readinessAllowed(ctx, m.Readiness, log) {
 			h.reg.setReady(s, m.Readiness.GetKinds())
-		case *workerv1.WorkStreamRequest_Complete:
-			h.complete(s, m.Complete, log)
-		case *workerv1.WorkStreamRequest_Completes:
-			for _, c := range m.Completes.GetCompletes() {
-				h.complete(s, c, log)
-			}
-		case *workerv1.WorkStreamRequest_Heartbeat:
-			// Leases of tasks this broker runs are heartbeated by the
-			// dispatcher; a worker's beat (empty when it is idle) only
-			// proves the session alive (heard, above).
-		case *workerv1.WorkStreamRequest_Subscribe:
-			log.Warn().Msg("duplicate subscribe on an open stream; ignored")
 		}
+	case *workerv1.WorkStreamRequest_Complete:
+		h.complete(s, m.Complete, log)
+	case *workerv1.WorkStreamRequest_Completes:
+		for _, c := range m.Completes.GetCompletes() {
+			h.complete(s, c, log)
+		}
+	case *workerv1.WorkStreamRequest_Heartbeat:
+		// Leases of tasks this broker runs are heartbeated by the
+		// dispatcher; a worker's beat (empty when it is idle) only proves
+		// the session alive (heard, in serve).
+	case *workerv1.WorkStreamRequest_Subscribe:
+		log.Warn().Msg("duplicate subscribe on an open stream; ignored")
 	}
 }
 

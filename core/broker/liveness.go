@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -79,11 +80,19 @@ func streamCutOf(ctx context.Context) *streamCut {
 // third of the silence timeout, so two lost beats do not end a session.
 func keepaliveEvery(silence time.Duration) time.Duration { return silence / 3 }
 
+// handlingMessage is what a session's heard holds while the broker handles
+// a message of its worker (silenceWatch).
+const handlingMessage = math.MaxInt64
+
 // silenceWatch ends a session whose worker has gone silent: heard is
-// stamped (UnixNano) on every message received; when nothing came for
-// timeout, it logs once and aborts the stream, which ends the session (its
-// waiting stages are re-dispatched to another worker or wait for this one
-// to reconnect, as for a vanished worker). It returns when ctx ends.
+// stamped (UnixNano) each time the broker has handled a message and listens
+// again, and holds handlingMessage while it handles one (writing a
+// redelivered result on a slow database, say): the broker's own time is
+// never counted as the worker's silence. When the broker has listened for
+// timeout and heard nothing, it logs once and aborts the stream, which ends
+// the session (its waiting stages are re-dispatched to another worker or
+// wait for this one to reconnect, as for a vanished worker). It returns
+// when ctx ends.
 func silenceWatch(ctx context.Context, heard *atomic.Int64, timeout time.Duration, abort func(), log zerolog.Logger) {
 	tick := time.NewTicker(max(timeout/8, 10*time.Millisecond))
 	defer tick.Stop()
@@ -92,7 +101,11 @@ func silenceWatch(ctx context.Context, heard *atomic.Int64, timeout time.Duratio
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			quiet := now.Sub(time.Unix(0, heard.Load()))
+			at := heard.Load()
+			if at == handlingMessage {
+				continue
+			}
+			quiet := now.Sub(time.Unix(0, at))
 			if quiet < timeout || ctx.Err() != nil {
 				continue
 			}

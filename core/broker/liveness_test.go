@@ -122,3 +122,71 @@ func (w *deadlineWriter) SetWriteDeadline(time.Time) error {
 	w.cut = append(w.cut, "write")
 	return nil
 }
+
+// The time the broker spends handling a worker's message (writing a
+// redelivered result on a slow database, releasing a refused result's
+// lease) is the broker's, not the worker's silence: a heartbeating worker
+// keeps its session however long that takes, and the watchdog times it
+// from when the broker listens again — a worker that then falls silent is
+// still cut.
+func TestWorkerServiceWorkStream_HandlingTimeIsNotWorkerSilence(t *testing.T) {
+	t.Parallel()
+	b := setupHandler(t)
+	b.svc.silence = time.Second
+	entered, release := make(chan struct{}), make(chan struct{})
+	b.sink.CompleteFn = func(_ *workerv1.StageComplete, ack func()) {
+		close(entered)
+		<-release // the result's write on a frozen database
+		ack()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stream, _ := subscribe(ctx, t, b.clients()["Connect"], "busy", true)
+	t.Cleanup(func() {
+		_ = stream.CloseRequest()
+		_ = stream.CloseResponse()
+	})
+	require.Eventually(t, func() bool { return b.svc.reg.count() == 1 }, 10*time.Second, 5*time.Millisecond)
+	tid := "v1|0|00000000-0000-0000-0000-000000000001|reconcile|00000000-0000-0000-0000-000000000000|1|1|STAGE_WORK|1|"
+	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Complete{Complete: &workerv1.StageComplete{
+		TaskId: tid, LeaseSecret: b.secret("busy", tid)}}}))
+
+	stopBeats, beatsDone := make(chan struct{}), make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopBeats:
+				beatsDone <- nil
+				return
+			case <-tick.C:
+				if err := stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Heartbeat{Heartbeat: &workerv1.Heartbeat{}}}); err != nil {
+					beatsDone <- err
+					return
+				}
+			}
+		}
+	}()
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("the result never reached the completions")
+	}
+	time.Sleep(3 * b.svc.silence) // proving an absence: three timeouts spent handling one message
+	require.Equal(t, 1, b.svc.reg.count(), "a heartbeating worker keeps its session while the broker handles its result")
+	close(release)
+	resp, err := stream.Receive()
+	require.NoError(t, err)
+	require.Equal(t, []string{tid}, resp.GetAck().GetTaskIds(), "the result is acked once handled")
+	time.Sleep(2 * b.svc.silence) // the beats that queued meanwhile, and those after, are heard
+	require.Equal(t, 1, b.svc.reg.count(), "the session outlives the handling by two more timeouts")
+
+	close(stopBeats)
+	require.NoError(t, <-beatsDone)
+	silentFrom := time.Now()
+	_, err = stream.Receive()
+	require.Error(t, err, "a worker silent once the broker listens again is still cut")
+	require.GreaterOrEqual(t, time.Since(silentFrom), b.svc.silence/2)
+	require.Eventually(t, func() bool { return b.svc.reg.count() == 0 }, 10*time.Second, 5*time.Millisecond)
+}
