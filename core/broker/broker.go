@@ -227,7 +227,12 @@ func New(d Deps) *Broker {
 	b.reg = newRegistry(b.log)
 	b.mesh = newMesh(d.ID, b.reg.notifyRoutes, b.log)
 	b.tasks = newInflight()
-	b.completions = newCompletions(d.Pipeline, b.log)
+	// The redelivered results a worker's session hands over are batched
+	// with the broker's own: the session's receive loop never waits for
+	// the database.
+	b.out = newOutboxWriter(d.Pipeline.AppendOutbox)
+	b.completions = newCompletions(b.out, b.log)
+	b.completions.outage = d.Outage
 	b.leases = newLeaseKeys(d.Credentials)
 	return b
 }
@@ -255,7 +260,6 @@ func (b *Broker) assemble() {
 		if d.Pipeline != nil {
 			stg.attempts = d.Pipeline
 		}
-		b.out = newOutboxWriter(d.Pipeline.AppendOutbox)
 		run := &runner{store: taskStores{d.Store, d.Pipeline}, stages: stg, outbox: b.out, kinds: kinds,
 			metrics: d.Metrics, clock: b.clock, log: b.log, composes: newTaskSlots(b.ComposeSlots, DefaultComposeSlots),
 			rollups: newTaskSlots(b.RollupSlots, DefaultRollupSlots()), outage: d.Outage}

@@ -1,20 +1,22 @@
 package broker
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/store/pipeline"
+	"github.com/converge-run/converge/core/testsignal"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 
-// outboxAppender writes results to the transactional outbox.
-type outboxAppender interface {
-	AppendOutbox(ctx context.Context, results ...pipeline.Result) error
+// resultQueue queues a redelivered result for the outbox without waiting
+// for its write: then is called with the outcome (outboxWriter.queue).
+type resultQueue interface {
+	queue(res pipeline.Result, then func(error)) error
 }
 
 // completion is a worker's StageComplete and the acknowledgement to send
@@ -31,8 +33,15 @@ type completion struct {
 // once its fate is settled: by the waiting stage (see stager.stage), or here
 // when nobody waits, after the redelivered write committed or was refused.
 type completions struct {
-	outbox outboxAppender
-	log    zerolog.Logger
+	// results writes the redelivered final results, batched with the
+	// broker's own, off the session's receive loop.
+	results resultQueue
+	log     zerolog.Logger
+	// outage hears of the redelivered results' writes (nil: a failed one
+	// is logged, sampled).
+	outage *engine.Outage
+	// failures samples the warnings of failed writes that are no outage.
+	failures zerolog.Logger
 	// written is told the key of each redelivered final result written
 	// (nil: nobody): an adopted lease is then no longer heartbeated.
 	written func(pipeline.TaskKey)
@@ -42,6 +51,15 @@ type completions struct {
 	// superseded are task ids of dispatches replaced by a new attempt
 	// (redispatch.go), with when.
 	superseded map[string]time.Time
+
+	testSignals completionsSignals
+}
+
+// completionsSignals are the completions' test signals.
+type completionsSignals struct {
+	// redelivered: a redelivered final result's write settled (its error;
+	// nil: written).
+	redelivered testsignal.Signal[error]
 }
 
 // waiter is a stage waiting for its completion. Copies of it that arrive
@@ -62,8 +80,9 @@ type waiter struct {
 	got completion
 }
 
-func newCompletions(outbox outboxAppender, log zerolog.Logger) *completions {
-	return &completions{outbox: outbox, log: log, waiters: map[string]*waiter{}}
+func newCompletions(results resultQueue, log zerolog.Logger) *completions {
+	return &completions{results: results, log: log, waiters: map[string]*waiter{},
+		failures: log.Sample(&zerolog.BurstSampler{Burst: 1, Period: time.Second})}
 }
 
 // expect registers a waiter for taskID, whose channel the completion
@@ -135,8 +154,9 @@ func (c *completions) complete(m *workerv1.StageComplete, ack func()) {
 	}
 }
 
-// orphan settles a completion nobody waits for: a final stage's is written
-// to the outbox (fenced there on its claim_epoch), any other is dropped.
+// orphan settles a completion nobody waits for: a final stage's is queued
+// for the outbox (fenced there on its claim_epoch) and settled when its
+// write ends (wrote), without waiting for it; any other is dropped.
 func (c *completions) orphan(m *workerv1.StageComplete, ack func()) {
 	if c.isSuperseded(m.GetTaskId()) {
 		// Debug: a reconnecting worker redelivers a burst of these (its
@@ -156,30 +176,39 @@ func (c *completions) orphan(m *workerv1.StageComplete, ack func()) {
 		ack()
 		return
 	}
-	res := redelivered(id, m)
-	if err := res.Validate(); err != nil {
-		c.log.Warn().Err(err).Str("task_id", m.GetTaskId()).Msg("redelivered completion is invalid; dropped, the task re-runs")
+	tid := m.GetTaskId()
+	if err := c.results.queue(redelivered(id, m), func(err error) { c.wrote(tid, id.key, ack, err) }); err != nil {
+		c.wrote(tid, id.key, ack, err)
+	}
+}
+
+// wrote settles a redelivered final result once its write has ended.
+// Written, it is acked (a stale claim_epoch is fenced by the drain, so a
+// duplicate never applies twice) and an adoption of its task ends; invalid,
+// it is acked and dropped (the task re-runs); otherwise it is not acked, and
+// the worker redelivers it on its next session. A write failing because the
+// database is unreachable is the process's outage, logged once for all.
+// It runs on the outbox writer's goroutine: it must not block.
+func (c *completions) wrote(taskID string, key pipeline.TaskKey, ack func(), err error) {
+	defer c.testSignals.redelivered.Signal(err)
+	switch {
+	case err == nil:
+		c.outage.Succeeded()
 		ack()
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.outbox.AppendOutbox(ctx, res); err != nil {
-		if errors.Is(err, pipeline.ErrInvalidResult) {
-			ack()
+		if c.written != nil {
+			c.written(key)
 		}
-		// Not acked: the worker redelivers it on its next session.
-		c.log.Warn().Err(err).Str("task_id", m.GetTaskId()).Msg("apply redelivered completion; the task re-runs")
-		return
+		// Debug: a reconnecting worker redelivers a burst of these at once.
+		c.log.Debug().Str("task_id", taskID).Msg("applied a redelivered completion (fenced on its claim_epoch)")
+	case errors.Is(err, pipeline.ErrInvalidResult):
+		ack()
+		c.log.Warn().Err(err).Str("task_id", taskID).Msg("redelivered result is invalid; dropped, the task re-runs")
+	case c.outage.Failed("redelivered-results", err):
+		// Logged once for the outage; the worker redelivers the result.
+	default:
+		c.failures.Warn().Err(err).Str("task_id", taskID).
+			Msg("write a redelivered result; not acked, the worker redelivers it on its next session")
 	}
-	// Written; a stale claim_epoch (the task was re-claimed meanwhile) is
-	// fenced by the drain, so a duplicate never applies twice.
-	ack()
-	if c.written != nil {
-		c.written(id.key)
-	}
-	// Debug: a reconnecting worker redelivers a burst of these at once.
-	c.log.Debug().Str("task_id", m.GetTaskId()).Msg("applied a redelivered completion (fenced on its claim_epoch)")
 }
 
 // redelivered is the outbox result of a final stage's completion.

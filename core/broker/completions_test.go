@@ -1,17 +1,25 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/store/pipeline"
+	"github.com/converge-run/converge/core/testsignal"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 
@@ -21,6 +29,41 @@ type fakeAppender struct {
 
 func (f *fakeAppender) AppendOutbox(ctx context.Context, results ...pipeline.Result) error {
 	return f.AppendFn(ctx, results...)
+}
+
+// syncResults writes each queued result at once, on the caller's
+// goroutine, through its appender: for tests that read a redelivered
+// result's fate right after complete returns.
+type syncResults struct {
+	appender interface {
+		AppendOutbox(ctx context.Context, results ...pipeline.Result) error
+	}
+}
+
+func (s syncResults) queue(res pipeline.Result, then func(error)) error {
+	if err := res.Validate(); err != nil {
+		return err
+	}
+	then(s.appender.AppendOutbox(context.Background(), res))
+	return nil
+}
+
+// runningWriter is an outbox writer over appendFn, running until the test
+// ends.
+func runningWriter(t *testing.T, appendFn func(context.Context, ...pipeline.Result) error) *outboxWriter {
+	t.Helper()
+	w := newOutboxWriter(appendFn)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = w.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return w
 }
 
 // A completion goes to the stage waiting for it; one whose waiter is gone is
@@ -74,10 +117,10 @@ func TestCompletionsComplete(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			var appended []pipeline.Result
-			c := newCompletions(&fakeAppender{AppendFn: func(_ context.Context, rs ...pipeline.Result) error {
+			c := newCompletions(syncResults{&fakeAppender{AppendFn: func(_ context.Context, rs ...pipeline.Result) error {
 				appended = append(appended, rs...)
 				return tc.appendErr
-			}}, testLog(t))
+			}}}, testLog(t))
 			written := 0
 			c.written = func(pipeline.TaskKey) { written++ }
 			var ch <-chan completion
@@ -129,10 +172,10 @@ func TestCompletionsComplete_CopiesAndLeftovers(t *testing.T) {
 			epoch: 4, generation: 1, stage: "STAGE_WORK", final: true}.String()
 	}
 	var appended int
-	c := newCompletions(&fakeAppender{AppendFn: func(_ context.Context, rs ...pipeline.Result) error {
+	c := newCompletions(syncResults{&fakeAppender{AppendFn: func(_ context.Context, rs ...pipeline.Result) error {
 		appended += len(rs)
 		return nil
-	}}, testLog(t))
+	}}}, testLog(t))
 	msg := func(id string) *workerv1.StageComplete {
 		return &workerv1.StageComplete{TaskId: id, Result: &workerv1.StageComplete_Outcome{Outcome: &workerv1.Outcome{}}}
 	}
@@ -170,7 +213,7 @@ func TestCompletionsComplete_CopiesAndLeftovers(t *testing.T) {
 // buffer of a channel of pointers is separate) and the settling ack alone:
 // the ack of the one copy nearly every stage gets is held inline.
 func TestCompletions_ARoundTripAllocatesTheWaiterAlone(t *testing.T) { //nolint:paralleltest // AllocsPerRun
-	c := newCompletions(&fakeAppender{}, zerolog.Nop())
+	c := newCompletions(syncResults{&fakeAppender{}}, zerolog.Nop())
 	m := &workerv1.StageComplete{TaskId: "t"}
 	acked := 0
 	ack := func() { acked++ }
@@ -200,3 +243,110 @@ func TestStager_AwaitAllocatesNothing(t *testing.T) { //nolint:paralleltest // A
 	require.Zero(t, n)
 	require.Same(t, m, got.msg)
 }
+
+// redeliveredFinal is a worker's redelivered result of a final stage.
+func redeliveredFinal(shard int) *workerv1.StageComplete {
+	id := taskID{key: pipeline.TaskKey{ShardID: shard, ResourceID: uuid.New(), TaskType: pipeline.TaskReconcile},
+		epoch: 1, generation: 1, stage: "STAGE_WORK", final: true}
+	return &workerv1.StageComplete{TaskId: id.String(), Result: &workerv1.StageComplete_Outcome{Outcome: &workerv1.Outcome{}}}
+}
+
+// A redelivered result is handed to the outbox writer and settled when its
+// write ends: complete returns at once, however slow the database (the
+// session's receive loop that calls it must not wait for it), and the
+// result is acked, and its adoption ended, only once it is written.
+func TestCompletions_ARedeliveredResultIsWrittenOffTheCallersGoroutine(t *testing.T) {
+	t.Parallel()
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	c := newCompletions(runningWriter(t, func(context.Context, ...pipeline.Result) error {
+		entered <- struct{}{}
+		<-release // a frozen database
+		return nil
+	}), testLog(t))
+	c.testSignals.redelivered.Init()
+	written := make(chan pipeline.TaskKey, 1)
+	c.written = func(k pipeline.TaskKey) { written <- k }
+	var acked atomic.Int32
+	m := redeliveredFinal(3)
+	returned := make(chan struct{})
+	go func() {
+		c.complete(m, func() { acked.Add(1) })
+		close(returned)
+	}()
+	select {
+	case <-returned:
+	case <-time.After(testsignal.Timeout):
+		t.Fatal("complete waited for the write")
+	}
+	select {
+	case <-entered:
+	case <-time.After(testsignal.Timeout):
+		t.Fatal("the result never reached the outbox")
+	}
+	require.Zero(t, acked.Load(), "not acked before it is written")
+	close(release)
+	require.NoError(t, c.testSignals.redelivered.WaitOrTimeout(t))
+	require.Equal(t, int32(1), acked.Load(), "acked once written")
+	id, err := parseTaskID(m.GetTaskId())
+	require.NoError(t, err)
+	require.Equal(t, id.key, <-written, "the adoption of its task ends")
+}
+
+// While the database is unreachable, the redelivered results a reconnecting
+// worker sends (all of them again at every reconnect) are the process's
+// outage, logged once when it starts and once when it ends, not a WARN each;
+// none is acked, so the worker keeps them to redeliver.
+func TestCompletions_RedeliveredWritesDuringAnOutageLogOnce(t *testing.T) {
+	t.Parallel()
+	var buf lockedBuffer
+	log := zerolog.New(&buf)
+	var down atomic.Bool
+	down.Store(true)
+	c := newCompletions(runningWriter(t, func(context.Context, ...pipeline.Result) error {
+		if down.Load() {
+			return syscall.ECONNREFUSED
+		}
+		return nil
+	}), log)
+	c.outage = &engine.Outage{Log: log, Settle: time.Nanosecond}
+	c.testSignals.redelivered.Init()
+	var acked atomic.Int32
+	const n = 500
+	for i := range n {
+		c.complete(redeliveredFinal(i%256), func() { acked.Add(1) })
+	}
+	for range n {
+		require.ErrorIs(t, c.testSignals.redelivered.WaitOrTimeout(t), syscall.ECONNREFUSED)
+	}
+	require.Zero(t, acked.Load(), "a result not written is not acked: the worker redelivers it")
+	require.Equal(t, 1, buf.count(`"level":"warn"`), "one WARN for the outage, none per result:\n%s", buf.String())
+	require.Equal(t, 1, buf.count("database unreachable"))
+
+	down.Store(false)
+	c.complete(redeliveredFinal(1), func() { acked.Add(1) })
+	require.NoError(t, c.testSignals.redelivered.WaitOrTimeout(t))
+	require.Equal(t, int32(1), acked.Load())
+	require.Equal(t, 1, buf.count("database reachable again"), "the outage's end is logged once:\n%s", buf.String())
+	require.Equal(t, 1, buf.count(`"level":"warn"`))
+}
+
+// lockedBuffer is a log sink written from several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// count is how many times s occurs in what was written.
+func (l *lockedBuffer) count(s string) int { return strings.Count(l.String(), s) }

@@ -327,12 +327,12 @@ func TestWorkerServiceWorkStream_AcksFencedAndDuplicateResults(t *testing.T) {
 			b := setupHandler(t)
 			var mu sync.Mutex
 			var appended []pipeline.Result
-			comps := newCompletions(&fakeAppender{AppendFn: func(_ context.Context, rs ...pipeline.Result) error {
+			comps := newCompletions(runningWriter(t, func(_ context.Context, rs ...pipeline.Result) error {
 				mu.Lock()
 				defer mu.Unlock()
 				appended = append(appended, rs...)
 				return nil
-			}}, testLog(t))
+			}), testLog(t))
 			b.svc.completions = comps
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

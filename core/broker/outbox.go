@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -32,6 +33,9 @@ type outboxWriter struct {
 type outboxReq struct {
 	res  pipeline.Result
 	done chan error // buffered (1): the writer's one send never blocks
+	// then, when set instead of done, is called with the batch's outcome
+	// on the writer's goroutine (queue).
+	then func(error)
 }
 
 // Defaults of the outbox writer.
@@ -94,6 +98,10 @@ func (w *outboxWriter) loop(ctx context.Context) {
 		err := w.append(actx, results...)
 		cancel()
 		for _, r := range batch {
+			if r.then != nil {
+				r.then(err)
+				continue
+			}
 			r.done <- err
 		}
 	}
@@ -125,5 +133,35 @@ func (w *outboxWriter) write(ctx context.Context, res pipeline.Result) error {
 		// re-run's result and this one from both applying. Its writer
 		// will still send on done, so done is left to the collector.
 		return fmt.Errorf("wait for the outbox append: %w", ctx.Err())
+	}
+}
+
+// errOutboxQueueFull: the writer's queue stayed full for an append timeout.
+var errOutboxQueueFull = errors.New("the outbox writer's queue stayed full")
+
+// queue appends res in a coming batch without waiting for it to be written:
+// then is called with the outcome, on the writer's goroutine, so it must
+// not block. It waits for room in the queue at most an append timeout
+// (then it returns an error and never calls then), and, like write, refuses
+// a result the insert would refuse at once, alone. A redelivered result
+// goes through here: the receive loop of the session that hands it over
+// must not wait for the database.
+func (w *outboxWriter) queue(res pipeline.Result, then func(error)) error {
+	if err := res.Validate(); err != nil {
+		return err
+	}
+	req := outboxReq{res: res, then: then}
+	select {
+	case w.reqs <- req:
+		return nil
+	default:
+	}
+	t := time.NewTimer(w.timeout)
+	defer t.Stop()
+	select {
+	case w.reqs <- req:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("queue a result for the outbox (%d queued): %w", cap(w.reqs), errOutboxQueueFull)
 	}
 }

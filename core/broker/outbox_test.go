@@ -163,3 +163,32 @@ func TestOutboxWriter_ALateReplyReachesNoOneElse(t *testing.T) {
 		require.NoError(t, w.write(ctx, result()), "write %d got another caller's reply", i)
 	}
 }
+
+// queue hands a result to the writer without waiting for its write: an
+// invalid one is refused at once, alone; a queue that stays full for an
+// append timeout (a database that does not answer) is given up on, with
+// then never called; a queued one's then gets its batch's outcome.
+func TestOutboxWriterQueue(t *testing.T) {
+	t.Parallel()
+	w := newOutboxWriter(func(context.Context, ...pipeline.Result) error { return nil })
+	w.reqs, w.timeout = make(chan outboxReq, 1), 50*time.Millisecond // not running yet
+	called := make(chan error, 2)
+	then := func(err error) { called <- err }
+
+	bad := result()
+	bad.Status = json.RawMessage(`{"ok":`)
+	require.ErrorIs(t, w.queue(bad, then), pipeline.ErrInvalidResult, "an invalid result is refused alone")
+	require.NoError(t, w.queue(result(), then), "queued without a writer running: nothing waits for the write")
+	require.ErrorIs(t, w.queue(result(), then), errOutboxQueueFull, "a queue that stays full is given up on")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = w.Run(ctx) }()
+	select {
+	case err := <-called:
+		require.NoError(t, err, "the queued result's then hears its write")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the queued result was never written")
+	}
+	require.Empty(t, called, "then is called for the queued result alone")
+}

@@ -41,7 +41,7 @@ func TestCompletionsRedelivery_AppliesOncePerClaim(t *testing.T) {
 	tid := taskID{key: tk.Key, epoch: tk.ClaimEpoch, generation: tk.Generation, stage: "STAGE_WORK", final: true}.String()
 	stale := taskID{key: tk.Key, epoch: tk.ClaimEpoch - 1, generation: tk.Generation, stage: "STAGE_WORK", final: true}.String()
 
-	c := newCompletions(ps, testLog(t))
+	c := newCompletions(syncResults{ps}, testLog(t))
 	drain := func() {
 		for {
 			popped, err := ps.DrainOutboxBatch(ctx, 100, 0, 255)

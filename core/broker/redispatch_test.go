@@ -96,7 +96,7 @@ func TestStagerAwaitLost(t *testing.T) {
 func TestCompletions_ALateResultOfASupersededDispatchIsDiscarded(t *testing.T) {
 	t.Parallel()
 	var wrote int
-	c := newCompletions(outboxFunc(func() { wrote++ }), testLog(t))
+	c := newCompletions(syncResults{outboxFunc(func() { wrote++ })}, testLog(t))
 	id := taskID{stage: "STAGE_WORK", final: true}.String()
 	c.supersede(id)
 	acked := false
