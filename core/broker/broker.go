@@ -256,7 +256,7 @@ func (b *Broker) assemble() {
 			close(closing)
 		})
 		stg := &stager{id: d.ID, reg: b.reg, mesh: b.mesh, completions: b.completions, leases: b.leases, clock: b.clock, log: b.log,
-			redeliveryWait: b.RedeliveryWait, draining: draining}
+			redeliveryWait: b.RedeliveryWait, draining: draining, outage: d.Outage}
 		if d.Pipeline != nil {
 			stg.attempts = d.Pipeline
 		}

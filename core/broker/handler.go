@@ -503,11 +503,14 @@ func (h *workerService) RelayStage(ctx context.Context, req *connect.Request[wor
 		defer done()
 	}
 	c, err := h.stages.dispatchLocal(ctx, kv, t)
-	if err != nil {
+	switch {
+	case errors.Is(err, errLostMidStage):
+		// Counted by the relaying broker as a lost worker (peerLostWorker).
+		return nil, connect.NewError(connect.CodeAborted, err)
+	case err != nil:
 		return nil, connect.NewError(connect.CodeUnavailable, err)
-	}
-	if c == nil {
-		return nil, connect.NewError(connect.CodeUnavailable, errors.New("worker lost mid-stage and did not redeliver"))
+	case c == nil:
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("no worker took the stage; relay it again"))
 	}
 	if !req.Msg.GetCompactCompositions() {
 		// A peer that predates columns would read a composition it cannot

@@ -315,6 +315,47 @@ func TestWorkerServiceRelayStage_RefusesWhatItCannotRun(t *testing.T) {
 	}
 }
 
+// A relayed stage's answer tells the relaying broker whether a worker was
+// lost: only a worker lost mid-stage is Aborted (counted there against
+// max_transient_attempts); a stage no worker took, or any other failure,
+// is Unavailable (relayed again, not counted).
+func TestWorkerServiceRelayStage_TellsALostWorkerFromAStageNoWorkerTook(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		reason string
+		c      *workerv1.StageComplete
+		err    error
+		want   connect.Code
+	}{
+		"LostMidStage": {reason: "the worker was lost mid-stage: a loss the origin counts", err: errLostMidStage,
+			want: connect.CodeAborted},
+		"NoWorkerTookIt": {reason: "no worker took the stage, or it drained first: nothing lost", want: connect.CodeUnavailable},
+		"DispatchFailed": {reason: "the peer could not dispatch it (draining): nothing lost", err: errDraining,
+			want: connect.CodeUnavailable},
+		"Answered": {reason: "a result goes back", c: &workerv1.StageComplete{TaskId: "t1"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setupHandler(t)
+			b.stages.DispatchLocalFn = func(context.Context, manifest.KindVersion, *workerv1.StageTask) (*workerv1.StageComplete, error) {
+				return tc.c, tc.err
+			}
+			b.svc.reg.add(&session{id: "w1", maxIn: 1, ready: map[manifest.KindVersion]bool{{Kind: "vpc", Version: "v1"}: true},
+				out: make(chan *workerv1.WorkStreamResponse, 1), done: make(chan struct{})})
+			res, err := b.clients()["Connect"].RelayStage(context.Background(), connect.NewRequest(&workerv1.RelayStageRequest{
+				Task: &workerv1.StageTask{TaskId: "t1", Resource: &workerv1.Resource{Kind: "vpc", Version: "v1"}}, OriginBroker: "broker-2"}))
+			if tc.want == 0 {
+				require.NoError(t, err, tc.reason)
+				require.Equal(t, "t1", res.Msg.GetComplete().GetTaskId())
+				return
+			}
+			require.Equal(t, tc.want, connect.CodeOf(err), "%s: %v", tc.reason, err)
+			require.Equal(t, tc.want == connect.CodeAborted, peerLostWorker(err), tc.reason)
+		})
+	}
+}
+
 // Every StageComplete is acked on the stream it came in on once the broker
 // answers for it: a stale redelivery (written, and fenced by the drain on its
 // claim_epoch), an orphaned mid-pipeline result, a routed one and its

@@ -7,13 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/pipeline"
+	"github.com/converge-run/converge/core/testsignal"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
+	"github.com/converge-run/converge/workerproto/gen/converge/worker/v1/workerv1connect"
 )
 
 // fakeAttempts records RecordLostAttempt calls; the limit-th is the last.
@@ -127,4 +130,146 @@ func TestStagerDoesNotCountAWaitForAWorker(t *testing.T) {
 	attempts.mu.Lock()
 	defer attempts.mu.Unlock()
 	require.Zero(t, attempts.calls, "waiting for a worker is not a lost worker")
+}
+
+// relayPeer is a peer broker's WorkerService answering relays with answer
+// (the n-th relay, from 1).
+type relayPeer struct {
+	workerv1connect.WorkerServiceClient
+	mu     sync.Mutex
+	n      int
+	answer func(n int) (*workerv1.StageComplete, error)
+}
+
+func (p *relayPeer) RelayStage(context.Context, *connect.Request[workerv1.RelayStageRequest]) (*connect.Response[workerv1.RelayStageResponse], error) {
+	p.mu.Lock()
+	p.n++
+	n := p.n
+	p.mu.Unlock()
+	c, err := p.answer(n)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&workerv1.RelayStageResponse{Complete: c}), nil
+}
+
+// A stage relayed to a peer counts a lost worker only when the peer says
+// its worker was lost mid-stage (Aborted). A refused relay — the peer
+// unreachable, or no worker of its serving the kind any more — never
+// reached a worker: it is relayed again after a pause, uncounted, so a few
+// seconds of refusals cannot dead-letter a resource as "worker lost".
+func TestStagerCountsAPeersLostWorkerButNotARefusedRelay(t *testing.T) {
+	t.Parallel()
+	kv := manifest.KindVersion{Kind: "vpc", Version: "v1"}
+	setup := func(t *testing.T, limit int, answer func(n int) (*workerv1.StageComplete, error)) (*stager, *fakeAttempts, *fakeClock, <-chan error) {
+		mesh := newMesh("b", func() {}, testLog(t))
+		peers := []*peer{{id: "p", kinds: map[manifest.KindVersion]bool{kv: true}, client: &relayPeer{answer: answer}}}
+		mesh.peers.Store(&peers)
+		attempts, clock := &fakeAttempts{limit: limit}, newFakeClock()
+		g := &stager{id: "b", reg: newRegistry(testLog(t)), mesh: mesh, completions: newCompletions(nil, testLog(t)),
+			leases: newLeaseKeys(nil), clock: clock, log: testLog(t), redeliveryWait: time.Minute, attempts: attempts}
+		task := pipeline.Task{Key: pipeline.TaskKey{ResourceID: uuid.New(), TaskType: pipeline.TaskReconcile}, ClaimEpoch: 1,
+			Resource: pipeline.Snapshot{Kind: "vpc", Version: "v1", Name: "x"}}
+		errc := make(chan error, 1)
+		go func() {
+			_, _, err := g.stage(context.Background(), task, store.Kind{}, workerv1.Stage_STAGE_WORK, manifest.ReactionDecl{Name: "work"},
+				true, &workerv1.StageTask_Work{Work: &workerv1.WorkRequest{}})
+			errc <- err
+		}()
+		return g, attempts, clock, errc
+	}
+
+	t.Run("ARefusedRelayIsNotALoss", func(t *testing.T) {
+		t.Parallel()
+		_, attempts, clock, errc := setup(t, 1, func(n int) (*workerv1.StageComplete, error) { // any count would end the stage
+			if n <= 3 {
+				return nil, connect.NewError(connect.CodeUnavailable, errors.New("no worker on broker p serves vpc/v1"))
+			}
+			return &workerv1.StageComplete{Result: &workerv1.StageComplete_Outcome{Outcome: &workerv1.Outcome{}}}, nil
+		})
+		for range 3 {
+			require.Equal(t, time.Second, clock.waits.WaitOrTimeout(t), "a refused relay pauses before the next")
+			clock.Advance(time.Second)
+		}
+		select {
+		case err := <-errc:
+			require.NoError(t, err, "the fourth relay's result ends the stage")
+		case <-time.After(testsignal.Timeout):
+			t.Fatal("the stage never ended")
+		}
+		attempts.mu.Lock()
+		defer attempts.mu.Unlock()
+		require.Zero(t, attempts.calls, "a relay that never reached a worker is not a lost worker")
+	})
+	t.Run("APeersLostWorkerIsALoss", func(t *testing.T) {
+		t.Parallel()
+		_, attempts, _, errc := setup(t, 2, func(int) (*workerv1.StageComplete, error) {
+			return nil, connect.NewError(connect.CodeAborted, errLostMidStage)
+		})
+		var err error
+		select {
+		case err = <-errc:
+		case <-time.After(testsignal.Timeout):
+			t.Fatal("the stage did not end at the bound")
+		}
+		var se *stageError
+		require.True(t, errors.As(err, &se), "%v", err)
+		require.Contains(t, se.msg, "worker lost: the worker running the work stage died or disconnected without a result, 2 times in a row")
+		attempts.mu.Lock()
+		defer attempts.mu.Unlock()
+		require.Equal(t, 2, attempts.calls)
+	})
+}
+
+// dispatchLocal, which runs a peer's relayed stage, tells a worker lost
+// mid-stage (errLostMidStage) from one that drained (declared the kind
+// unready) before it left, which is no loss.
+func TestStagerDispatchLocalTellsALostWorkerFromADrainedOne(t *testing.T) {
+	t.Parallel()
+	kv := manifest.KindVersion{Kind: "vpc", Version: "v1"}
+	for name, drained := range map[string]bool{"Lost": false, "Drained": true} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			reg := newRegistry(testLog(t))
+			clock := newFakeClock()
+			g := &stager{id: "b", reg: reg, completions: newCompletions(nil, testLog(t)), leases: newLeaseKeys(nil),
+				clock: clock, log: testLog(t), redeliveryWait: time.Minute}
+			s := &session{id: "w1", holder: "w1", maxIn: 1, ready: map[manifest.KindVersion]bool{kv: true},
+				out: make(chan *workerv1.WorkStreamResponse, 1), done: make(chan struct{})}
+			reg.add(s)
+			type answer struct {
+				c   *workerv1.StageComplete
+				err error
+			}
+			got := make(chan answer, 1)
+			go func() {
+				c, err := g.dispatchLocal(context.Background(), kv, &workerv1.StageTask{TaskId: "t1",
+					Resource: &workerv1.Resource{Kind: "vpc", Version: "v1"}})
+				got <- answer{c, err}
+			}()
+			select {
+			case <-s.out:
+			case <-time.After(testsignal.Timeout):
+				t.Fatal("the stage never reached the worker")
+			}
+			if drained {
+				reg.setReady(s, []*workerv1.KindReadiness{{Kind: &workerv1.KindVersion{Kind: "vpc", Version: "v1"}, Ready: false}})
+			}
+			reg.remove(s)
+			close(s.done)
+			clock.Advance(clock.waits.WaitOrTimeout(t)) // no other worker: the redelivery wait runs out
+			var a answer
+			select {
+			case a = <-got:
+			case <-time.After(testsignal.Timeout):
+				t.Fatal("dispatchLocal never returned")
+			}
+			require.Nil(t, a.c)
+			if drained {
+				require.NoError(t, a.err, "a drained worker is no loss")
+			} else {
+				require.ErrorIs(t, a.err, errLostMidStage)
+			}
+		})
+	}
 }

@@ -170,6 +170,9 @@ func (rn *runner) whileUnreachable(ctx context.Context, loop string, giveUp time
 	}
 }
 
+// lostAttemptWithin bounds the statement that counts a lost worker.
+const lostAttemptWithin = 5 * time.Second
+
 // lostAttempts is the store side of counting lost workers
 // (pipeline.Store.RecordLostAttempt).
 type lostAttempts interface {
@@ -200,13 +203,20 @@ func (g *stager) countLost(ctx context.Context, t pipeline.Task, stage workerv1.
 	if g.attempts == nil || t.Key.TaskType != pipeline.TaskReconcile {
 		return nil
 	}
-	n, limit, last, err := g.attempts.RecordLostAttempt(context.WithoutCancel(ctx), t)
+	// Not cut short by the run's end (the count is the loss's, whatever
+	// follows), but bounded: a database that does not answer must not hold
+	// the stage, whose re-dispatch waits for this.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lostAttemptWithin)
+	n, limit, last, err := g.attempts.RecordLostAttempt(rctx, t)
+	cancel()
 	switch {
 	case errors.Is(err, pipeline.ErrFenced):
 		return fmt.Errorf("%w: the lease moved on while its worker was lost", errAbandon)
 	case err != nil:
 		// Not counted this time; the stage is dispatched again all the same.
-		g.log.Warn().Err(err).Str("resource_id", t.Key.ResourceID.String()).Msg("count a lost worker against max_transient_attempts")
+		if !g.outage.Failed("lost-attempts", err) {
+			g.log.Warn().Err(err).Str("resource_id", t.Key.ResourceID.String()).Msg("count a lost worker against max_transient_attempts")
+		}
 		return nil
 	case last:
 		return &stageError{msg: fmt.Sprintf("worker lost: the worker running the %s stage died or disconnected without a result, %d times in a row in this run",

@@ -36,6 +36,9 @@ type stager struct {
 	// attempts records a reconcile's lost workers against its kind's
 	// max_transient_attempts (nil: not counted).
 	attempts lostAttempts
+	// outage hears of a count that failed for an unreachable database
+	// (nil: each failure is logged).
+	outage *engine.Outage
 	// draining is closed when the broker begins its shutdown drain (nil:
 	// never). A stage that no ready worker serves by then, or from when the
 	// last one leaves, is given back (errDraining) instead of waiting out
@@ -93,10 +96,18 @@ func (g *stager) stage(ctx context.Context, t pipeline.Task, kind store.Kind, st
 		case g.mesh.pick(kv) != nil:
 			var m *workerv1.StageComplete
 			m, err = g.relay(ctx, kv, task)
-			if err != nil && ctx.Err() == nil {
+			switch {
+			case err == nil || ctx.Err() != nil:
+			case peerLostWorker(err):
+				// The peer's worker was lost mid-stage: a loss, counted
+				// (c stays nil).
+				err = nil
+			default:
+				// Refused or unreachable: the stage never reached a worker.
 				quiet := g.log.Sample(relayWarnings)
 				quiet.Warn().Err(err).Str("kind", kv.String()).Msg("relay failed; retrying")
 				err = g.pause(ctx, changed)
+				uncounted = true
 			}
 			if m != nil {
 				c = &completion{msg: m, ack: noAck} // the peer acked its worker
@@ -160,22 +171,35 @@ func (g *stager) pause(ctx context.Context, changed <-chan struct{}) error {
 	return nil
 }
 
+// errLostMidStage: the worker a stage was handed to was lost before its
+// result came, and did not redeliver it in time. A peer relaying the stage
+// answers it with CodeAborted (peerLostWorker), so the relaying broker
+// counts the loss as its own stage would (countLost); any other refusal of
+// a relay means the stage never reached a worker, which is not counted.
+var errLostMidStage = errors.New("worker lost mid-stage and did not redeliver")
+
+// peerLostWorker reports whether a relay's error is its peer's worker lost
+// mid-stage (errLostMidStage, sent as CodeAborted) rather than the stage
+// never reaching one.
+func peerLostWorker(err error) bool { return connect.CodeOf(err) == connect.CodeAborted }
+
 // dispatchLocal hands task to the least-loaded local worker serving kv and
-// waits for its completion, acked as it arrives; nil, nil means the worker
-// vanished and did not redeliver in time (dispatch again).
+// waits for its completion, acked as it arrives. nil, errLostMidStage: the
+// worker was lost mid-stage and did not redeliver in time; nil, nil: no
+// worker took the stage, or the one that did had declared the kind unready
+// (a planned drain) before it left. Either way, dispatch again.
 func (g *stager) dispatchLocal(ctx context.Context, kv manifest.KindVersion, task *workerv1.StageTask) (*workerv1.StageComplete, error) {
-	c, err := g.handOver(ctx, kv, task)
-	if c == nil {
+	c, s, err := g.handOverTo(ctx, kv, task)
+	switch {
+	case err != nil:
 		return nil, err
+	case c == nil && s != nil && g.reg.isReady(s, kv):
+		return nil, errLostMidStage
+	case c == nil:
+		return nil, nil
 	}
 	c.ack()
 	return c.msg, nil
-}
-
-// handOver is dispatchLocal leaving the ack to the caller.
-func (g *stager) handOver(ctx context.Context, kv manifest.KindVersion, task *workerv1.StageTask) (*completion, error) {
-	c, _, err := g.handOverTo(ctx, kv, task)
-	return c, err
 }
 
 // handOverTo is handOver also returning the worker session the stage went
