@@ -271,7 +271,7 @@ func (b *Broker) assemble() {
 		b.beats = &heartbeater{id: d.ID, leases: d.Pipeline, tasks: b.tasks, every: b.HeartbeatEvery, clock: b.clock, log: b.log,
 			outage: d.Outage}
 		b.pushes = &configPusher{configs: d.Store, targets: b.reg, wakes: wakes, failsafe: configFailsafe,
-			clock: b.clock, log: b.log}
+			clock: b.clock, outage: d.Outage, log: b.log}
 		if d.Lifecycle != nil {
 			b.reactors = &reactorDispatcher{id: d.ID, deliveries: d.Lifecycle, routes: rt, sender: stg, kinds: kinds,
 				shards: d.Shards, wakes: wakes, freed: b.tasks.signal, cap: b.PairCap, pollMin: b.PollMin,

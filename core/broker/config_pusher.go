@@ -7,7 +7,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/core/engine"
-	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/testsignal"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
@@ -20,24 +19,46 @@ type defaultConfigs interface {
 
 // configTargets is the workers a config is pushed to.
 type configTargets interface {
-	// served lists the pairs local workers serve ready.
-	served() []manifest.KindVersion
-	// pushConfig sends push to every local worker serving kind.
-	pushConfig(ctx context.Context, kind string, push *workerv1.ConfigPush)
+	// configKinds lists the kinds local workers serve, ready or not.
+	configKinds() []string
+	// pushConfig sends push, revision rev of kind's default config, to
+	// every local worker serving kind that has not had it yet, waiting at
+	// most wait for each; it returns how many it sent it to.
+	pushConfig(ctx context.Context, kind string, push *workerv1.ConfigPush, rev int64, wait time.Duration) int
+	// joined is signalled when a worker's session registers.
+	joined() <-chan struct{}
 }
 
-// configFailsafe is the config pusher's re-read cadence behind its wake.
-const configFailsafe = 30 * time.Second
+const (
+	// configFailsafe is the config pusher's re-read cadence behind its wake.
+	configFailsafe = 30 * time.Second
+	// configJoinPace is how long a worker that joined waits for its
+	// configs: the joins of a burst (a broker's workers all reconnecting)
+	// share one round.
+	configJoinPace = time.Second
+	// configSendWait bounds the wait for room in one worker's send queue.
+	configSendWait = time.Second
+)
 
-// configPusher pushes a kind's whole default config to its workers on every
-// providerconfig_changed wake (plus a failsafe re-read), once per revision.
+// configPusher pushes a kind's whole default config to its workers — every
+// session serving the kind, ready or not (a provider often waits for its
+// config to become ready) — on every providerconfig_changed wake, when a
+// worker joins, and on a failsafe re-read. Each session gets each revision
+// once: the revisions pushed are kept per session, so a worker that joined
+// between a round's read and an edit still gets the edit at the next round.
 type configPusher struct {
 	configs  defaultConfigs
 	targets  configTargets
 	wakes    waker
 	failsafe time.Duration
+	// sendWait bounds the wait for one worker's send queue (0:
+	// configSendWait).
+	sendWait time.Duration
 	clock    engine.Clock
-	log      zerolog.Logger
+	// outage hears of reads failing for an unreachable database (nil: each
+	// failure is logged).
+	outage *engine.Outage
+	log    zerolog.Logger
 
 	testSignals configPusherSignals
 }
@@ -54,44 +75,53 @@ func (c *configPusher) Name() string { return "config-pusher" }
 func (c *configPusher) Run(ctx context.Context) error {
 	wake, stop := c.wakes.subscribe("providerconfig_changed")
 	defer stop()
-	last := map[string]int64{}
+	joined := c.targets.joined()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-wake:
+		case <-joined:
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-c.clock.After(configJoinPace):
+			}
 		case <-c.clock.After(c.failsafe):
 		}
-		c.testSignals.pushed.Signal(c.push(ctx, last))
+		c.testSignals.pushed.Signal(c.push(ctx))
 	}
 }
 
-// push sends each served kind's default config whose revision moved since
-// last and returns how many it sent.
-func (c *configPusher) push(ctx context.Context, last map[string]int64) int {
+// push sends each served kind's default config to the sessions that have
+// not had its current revision and returns how many pushes it sent. A read
+// that fails because the database is unreachable ends the round (the
+// outage is logged once for the process); the next round tries again.
+func (c *configPusher) push(ctx context.Context) int {
+	wait := c.sendWait
+	if wait <= 0 {
+		wait = configSendWait
+	}
 	n := 0
-	for _, kv := range c.targets.served() {
-		pc, ok, err := c.configs.DefaultProviderConfig(ctx, kv.Kind)
+	for _, kind := range c.targets.configKinds() {
+		pc, ok, err := c.configs.DefaultProviderConfig(ctx, kind)
 		if err != nil {
-			if ctx.Err() == nil {
-				c.log.Warn().Err(err).Str("kind", kv.Kind).Msg("read default providerconfig for push")
+			if ctx.Err() != nil || c.outage.Failed("config-push", err) {
+				return n
 			}
+			c.log.Warn().Err(err).Str("kind", kind).Msg("read default providerconfig for push")
 			continue
 		}
+		c.outage.Succeeded()
 		rev := int64(0)
 		if ok {
 			rev = pc.UpdatedAt.UnixNano()
 		}
-		if prev, seen := last[kv.Kind]; seen && prev == rev {
-			continue
-		}
-		last[kv.Kind] = rev
-		push := &workerv1.ConfigPush{Kind: kv.Kind, Deleted: !ok}
+		push := &workerv1.ConfigPush{Kind: kind, Deleted: !ok}
 		if ok {
 			push.Config = configProto(pc)
 		}
-		c.targets.pushConfig(ctx, kv.Kind, push)
-		n++
+		n += c.targets.pushConfig(ctx, kind, push, rev, wait)
 	}
 	return n
 }

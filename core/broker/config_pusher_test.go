@@ -3,17 +3,21 @@ package broker
 import (
 	"context"
 	"errors"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/store"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 
-func setupConfigPusher(t *testing.T, served ...string) (*configPusher, *fakeClock, *fakeWaker, *fakeConfigs, *[]*workerv1.ConfigPush) {
+// setupConfigPusher is a config pusher over fakes that push each revision
+// of a kind once (as the registry does for one session).
+func setupConfigPusher(t *testing.T, kinds ...string) (*configPusher, *fakeClock, *fakeWaker, *fakeConfigs, *fakeTargets, *[]*workerv1.ConfigPush) {
 	t.Helper()
 	clock := newFakeClock()
 	wake := newFakeWaker()
@@ -21,22 +25,23 @@ func setupConfigPusher(t *testing.T, served ...string) (*configPusher, *fakeCloc
 		return store.ProviderConfig{}, false, nil
 	}}
 	var pushed []*workerv1.ConfigPush
+	last := map[string]int64{}
 	targets := &fakeTargets{
-		ServedFn: func() []manifest.KindVersion {
-			var out []manifest.KindVersion
-			for _, k := range served {
-				out = append(out, manifest.KindVersion{Kind: k, Version: "v1"})
-			}
-			return out
-		},
-		PushFn: func(_ context.Context, kind string, p *workerv1.ConfigPush) {
+		KindsFn: func() []string { return kinds },
+		PushFn: func(_ context.Context, kind string, p *workerv1.ConfigPush, rev int64) int {
 			require.Equal(t, kind, p.GetKind())
+			if prev, ok := last[kind]; ok && prev == rev {
+				return 0
+			}
+			last[kind] = rev
 			pushed = append(pushed, p)
+			return 1
 		},
+		joins: make(chan struct{}, 1),
 	}
 	c := &configPusher{configs: configs, targets: targets, wakes: wake, failsafe: configFailsafe, clock: clock, log: testLog(t)}
 	c.testSignals.pushed.Init()
-	return c, clock, wake, configs, &pushed
+	return c, clock, wake, configs, targets, &pushed
 }
 
 func TestConfigPusher(t *testing.T) {
@@ -56,10 +61,15 @@ func TestConfigPusher(t *testing.T) {
 			}
 		}
 	}
+	revision := func(configs *fakeConfigs, rev time.Time) {
+		configs.DefaultFn = func(context.Context, string) (store.ProviderConfig, bool, error) {
+			return store.ProviderConfig{Kind: "vpc", Name: "default", IsDefault: true, UpdatedAt: rev}, true, nil
+		}
+	}
 
 	t.Run("StopsImmediately", func(t *testing.T) {
 		t.Parallel()
-		c, clock, _, _, _ := setupConfigPusher(t, "vpc")
+		c, clock, _, _, _, _ := setupConfigPusher(t, "vpc")
 		stop := run(t, c)
 		clock.waits.WaitOrTimeout(t)
 		stop()
@@ -67,11 +77,9 @@ func TestConfigPusher(t *testing.T) {
 
 	t.Run("PushesOnAWakeAndOnTheFailsafe", func(t *testing.T) {
 		t.Parallel()
-		c, clock, wake, configs, pushed := setupConfigPusher(t, "vpc")
+		c, clock, wake, configs, _, pushed := setupConfigPusher(t, "vpc")
 		rev := time.Unix(100, 0)
-		configs.DefaultFn = func(context.Context, string) (store.ProviderConfig, bool, error) {
-			return store.ProviderConfig{Kind: "vpc", Name: "default", IsDefault: true, UpdatedAt: rev}, true, nil
-		}
+		revision(configs, rev)
 		stop := run(t, c)
 		defer stop()
 		require.Equal(t, configFailsafe, clock.waits.WaitOrTimeout(t))
@@ -82,13 +90,51 @@ func TestConfigPusher(t *testing.T) {
 		require.Len(t, *pushed, 1)
 		require.Equal(t, rev.UnixNano(), (*pushed)[0].GetConfig().GetRevision())
 	})
+
+	t.Run("PushesWhenAWorkerJoins", func(t *testing.T) {
+		t.Parallel()
+		c, clock, _, configs, targets, pushed := setupConfigPusher(t, "vpc")
+		revision(configs, time.Unix(100, 0))
+		stop := run(t, c)
+		defer stop()
+		require.Equal(t, configFailsafe, clock.waits.WaitOrTimeout(t))
+		targets.joins <- struct{}{}
+		require.Equal(t, configJoinPace, clock.waits.WaitOrTimeout(t), "the joins of a burst share a round")
+		clock.Advance(configJoinPace)
+		require.Equal(t, 1, c.testSignals.pushed.WaitOrTimeout(t), "the worker that joined gets the configs")
+		require.Len(t, *pushed, 1)
+	})
+
+	t.Run("AnOutageEndsTheRoundQuietly", func(t *testing.T) {
+		t.Parallel()
+		var buf lockedBuffer
+		c, _, _, configs, _, pushed := setupConfigPusher(t, "a", "b", "c")
+		c.log = testLog(t).Output(&buf)
+		c.outage = &engine.Outage{Log: testLog(t)}
+		reads := 0
+		configs.DefaultFn = func(context.Context, string) (store.ProviderConfig, bool, error) {
+			reads++
+			return store.ProviderConfig{}, false, syscall.ECONNREFUSED
+		}
+		for range 3 {
+			require.Zero(t, c.push(context.Background()))
+		}
+		require.Equal(t, 3, reads, "an unreachable database ends each round at its first read")
+		require.Zero(t, buf.count(`"level":"warn"`), "the outage is logged once, by the outage reporter:\n%s", buf.String())
+		require.True(t, c.outage.Down())
+		require.Empty(t, *pushed)
+	})
 }
 
-// A push goes out once per revision of a served kind's default config.
+// A config revision reaches every worker serving its kind once: ready or
+// not (a provider often waits for its config to become ready), a worker
+// that joined after a round gets the current revision at the next one, and
+// a worker whose queue stays full is skipped without holding up the rest.
 func TestConfigPusherPush(t *testing.T) {
 	t.Parallel()
+	kv := manifest.KindVersion{Kind: "vpc", Version: "v1"}
 	pc := func(sec int64) store.ProviderConfig {
-		return store.ProviderConfig{Kind: "vpc", Name: "default", IsDefault: true, UpdatedAt: time.Unix(sec, 0)}
+		return store.ProviderConfig{Kind: "vpc", Name: "default", IsDefault: true, Spec: []byte(`{"region":"x"}`), UpdatedAt: time.Unix(sec, 0)}
 	}
 	type read struct {
 		pc  store.ProviderConfig
@@ -97,51 +143,98 @@ func TestConfigPusherPush(t *testing.T) {
 	}
 	cases := map[string]struct {
 		reason      string
-		last        map[string]int64
+		ready       bool
+		had         map[string]int64 // the revisions the session got before
 		read        read
 		wantPushes  int
 		wantDeleted bool
 	}{
 		"FirstSightPushes": {
-			reason: "a kind seen for the first time gets its config",
+			reason: "a session's first round gets the current config", ready: true,
+			read: read{pc: pc(1), ok: true}, wantPushes: 1,
+		},
+		"AnUnreadyWorkerGetsItToo": {
+			reason: "a worker not ready (awaiting its config, say) still gets every edit",
 			read:   read{pc: pc(1), ok: true}, wantPushes: 1,
 		},
 		"UnchangedRevisionSkips": {
-			reason: "the same revision is not pushed twice",
-			last:   map[string]int64{"vpc": time.Unix(1, 0).UnixNano()},
-			read:   read{pc: pc(1), ok: true},
+			reason: "the same revision is not pushed twice", ready: true,
+			had:  map[string]int64{"vpc": time.Unix(1, 0).UnixNano()},
+			read: read{pc: pc(1), ok: true},
 		},
 		"NewRevisionPushes": {
-			reason: "an edit moves the revision",
-			last:   map[string]int64{"vpc": time.Unix(1, 0).UnixNano()},
-			read:   read{pc: pc(2), ok: true}, wantPushes: 1,
+			reason: "an edit moves the revision", ready: true,
+			had:  map[string]int64{"vpc": time.Unix(1, 0).UnixNano()},
+			read: read{pc: pc(2), ok: true}, wantPushes: 1,
 		},
 		"DeletedDefaultPushesDeleted": {
-			reason: "a removed default tells the workers so",
-			last:   map[string]int64{"vpc": time.Unix(1, 0).UnixNano()},
-			read:   read{ok: false}, wantPushes: 1, wantDeleted: true,
+			reason: "a removed default tells the workers so", ready: true,
+			had:  map[string]int64{"vpc": time.Unix(1, 0).UnixNano()},
+			read: read{ok: false}, wantPushes: 1, wantDeleted: true,
 		},
 		"ReadErrorSkipsTheKind": {
-			reason: "a failed read pushes nothing and is retried at the next wake",
-			read:   read{err: errors.New("connection reset")},
+			reason: "a failed read pushes nothing and is retried at the next wake", ready: true,
+			read: read{err: errors.New("statement timeout")},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			c, _, _, configs, pushed := setupConfigPusher(t, "vpc")
-			configs.DefaultFn = func(context.Context, string) (store.ProviderConfig, bool, error) {
+			reg := newRegistry(testLog(t))
+			s := &session{id: "w#1", workerID: "w", maxIn: 4, ready: map[manifest.KindVersion]bool{kv: tc.ready}, configs: tc.had,
+				out: make(chan *workerv1.WorkStreamResponse, 8), done: make(chan struct{})}
+			reg.add(s)
+			c := &configPusher{configs: &fakeConfigs{DefaultFn: func(context.Context, string) (store.ProviderConfig, bool, error) {
 				return tc.read.pc, tc.read.ok, tc.read.err
-			}
-			last := tc.last
-			if last == nil {
-				last = map[string]int64{}
-			}
-			require.Equal(t, tc.wantPushes, c.push(context.Background(), last), tc.reason)
-			require.Len(t, *pushed, tc.wantPushes, tc.reason)
+			}}, targets: reg, clock: newFakeClock(), log: testLog(t)}
+			require.Equal(t, tc.wantPushes, c.push(context.Background()), tc.reason)
+			require.Len(t, s.out, tc.wantPushes, tc.reason)
 			if tc.wantPushes > 0 {
-				require.Equal(t, tc.wantDeleted, (*pushed)[0].GetDeleted(), tc.reason)
+				m := <-s.out
+				require.Equal(t, tc.wantDeleted, m.GetConfig().GetDeleted(), tc.reason)
+				if !tc.wantDeleted {
+					require.Equal(t, tc.read.pc.UpdatedAt.UnixNano(), m.GetConfig().GetConfig().GetRevision(), tc.reason)
+				}
 			}
 		})
 	}
+
+	t.Run("AWorkerThatJoinedLaterGetsTheCurrentRevision", func(t *testing.T) {
+		t.Parallel()
+		reg := newRegistry(testLog(t))
+		sess := func(id string) *session {
+			return &session{id: id, workerID: id, maxIn: 4, ready: map[manifest.KindVersion]bool{kv: true},
+				out: make(chan *workerv1.WorkStreamResponse, 8), done: make(chan struct{})}
+		}
+		early, late := sess("early"), sess("late")
+		reg.add(early)
+		c := &configPusher{configs: &fakeConfigs{DefaultFn: func(context.Context, string) (store.ProviderConfig, bool, error) {
+			return pc(2), true, nil
+		}}, targets: reg, clock: newFakeClock(), log: testLog(t)}
+		require.Equal(t, 1, c.push(context.Background()))
+		reg.add(late) // registered after the round read and pushed revision 2
+		require.Equal(t, 1, c.push(context.Background()), "the next round pushes to the worker that missed it, only")
+		require.Len(t, early.out, 1, "the early worker got the revision once")
+		require.Len(t, late.out, 1)
+	})
+
+	t.Run("ASlowWorkerDoesNotHoldUpTheOthers", func(t *testing.T) {
+		t.Parallel()
+		reg := newRegistry(testLog(t))
+		slow := &session{id: "slow", workerID: "slow", maxIn: 1, ready: map[manifest.KindVersion]bool{kv: true},
+			out: make(chan *workerv1.WorkStreamResponse, 1), done: make(chan struct{})}
+		slow.out <- &workerv1.WorkStreamResponse{} // its queue is full: the worker reads nothing
+		fine := &session{id: "fine", workerID: "fine", maxIn: 1, ready: map[manifest.KindVersion]bool{kv: true},
+			out: make(chan *workerv1.WorkStreamResponse, 1), done: make(chan struct{})}
+		reg.add(slow)
+		reg.add(fine)
+		c := &configPusher{configs: &fakeConfigs{DefaultFn: func(context.Context, string) (store.ProviderConfig, bool, error) {
+			return pc(3), true, nil
+		}}, targets: reg, sendWait: 10 * time.Millisecond, clock: newFakeClock(), log: testLog(t)}
+		require.Equal(t, 1, c.push(context.Background()), "the slow worker is skipped after the wait")
+		require.Len(t, fine.out, 1)
+		<-slow.out // the worker catches up
+		require.Equal(t, 1, c.push(context.Background()), "the slow worker gets the revision at the next round")
+		require.NotNil(t, (<-slow.out).GetConfig())
+	})
 }

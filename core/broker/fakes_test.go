@@ -139,14 +139,17 @@ func (f *fakeConfigs) DefaultProviderConfig(ctx context.Context, kind string) (s
 }
 
 type fakeTargets struct {
-	ServedFn func() []manifest.KindVersion
-	PushFn   func(ctx context.Context, kind string, push *workerv1.ConfigPush)
+	KindsFn func() []string
+	PushFn  func(ctx context.Context, kind string, push *workerv1.ConfigPush, rev int64) int
+	// joins is what joined returns (nil: nobody joins).
+	joins chan struct{}
 }
 
-func (f *fakeTargets) served() []manifest.KindVersion { return f.ServedFn() }
-func (f *fakeTargets) pushConfig(ctx context.Context, kind string, push *workerv1.ConfigPush) {
-	f.PushFn(ctx, kind, push)
+func (f *fakeTargets) configKinds() []string { return f.KindsFn() }
+func (f *fakeTargets) pushConfig(ctx context.Context, kind string, push *workerv1.ConfigPush, rev int64, _ time.Duration) int {
+	return f.PushFn(ctx, kind, push, rev)
 }
+func (f *fakeTargets) joined() <-chan struct{} { return f.joins }
 
 type fakeDeliveries struct {
 	ClaimFn     func(ctx context.Context, workerID string, reactors []string, lo, hi, limit int) ([]lifecycle.Delivery, error)

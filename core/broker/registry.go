@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -39,6 +40,11 @@ type session struct {
 	// the session's endWhenDue (nil: nobody waits on it).
 	retired   error
 	retiredCh chan struct{}
+
+	// configs is the revision of each kind's default config pushed to the
+	// session (0: a deleted one); touched only by the config pusher's one
+	// goroutine.
+	configs map[string]int64
 
 	// acks are the task ids of results to acknowledge, batched into one
 	// ResultAck by the stream's sender (woken through ackWake).
@@ -95,11 +101,19 @@ type registry struct {
 	// later, is retired, so no stage is routed here any more
 	// (closeRouting).
 	closed bool
+	// joins is signalled (buffered: one pending signal covers a burst)
+	// when a session registers: the config pusher sends it the configs.
+	joins chan struct{}
 }
 
 func newRegistry(log zerolog.Logger) *registry {
-	return &registry{log: log, sessions: map[string]*session{}, bcast: make(chan struct{}), routes: make(chan struct{})}
+	return &registry{log: log, sessions: map[string]*session{}, bcast: make(chan struct{}), routes: make(chan struct{}),
+		joins: make(chan struct{}, 1)}
 }
+
+// joined is signalled when a session registers (one reader: the config
+// pusher).
+func (r *registry) joined() <-chan struct{} { return r.joins }
 
 // notify signals a capacity change (a slot freed).
 func (r *registry) notify() {
@@ -156,6 +170,10 @@ func (r *registry) add(s *session) {
 	r.handOffLocked()
 	r.mu.Unlock()
 	r.notifyRoutes()
+	select {
+	case r.joins <- struct{}{}:
+	default:
+	}
 }
 
 // remove drops s and returns how many stages it held.
@@ -449,6 +467,25 @@ func (r *registry) serving(kind string) []*session {
 	return out
 }
 
+// configKinds lists the kinds local workers serve, ready or not, sorted: a
+// worker often waits for its config to become ready.
+func (r *registry) configKinds() []string {
+	r.mu.Lock()
+	set := map[string]bool{}
+	for _, s := range r.sessions {
+		for kv := range s.ready {
+			set[kv.Kind] = true
+		}
+	}
+	r.mu.Unlock()
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // count is the number of connected workers.
 func (r *registry) count() int {
 	r.mu.Lock()
@@ -470,11 +507,52 @@ func (s *session) send(ctx context.Context, m *workerv1.WorkStreamResponse) erro
 
 var errWorkerGone = errors.New("worker disconnected")
 
-// pushConfig sends kind's default config to every session serving it.
-func (r *registry) pushConfig(ctx context.Context, kind string, push *workerv1.ConfigPush) {
-	for _, s := range r.serving(kind) {
-		if err := s.send(ctx, &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Config{Config: push}}); err != nil {
-			r.log.Debug().Err(err).Str("worker_id", s.workerID).Str("kind", kind).Msg("config push skipped")
-		}
+// errSessionBehind: a session's send queue stayed full for the wait.
+var errSessionBehind = errors.New("the worker's send queue stayed full")
+
+// sendWithin is send waiting for room in s's queue at most wait.
+func (s *session) sendWithin(ctx context.Context, m *workerv1.WorkStreamResponse, wait time.Duration) error {
+	select {
+	case s.out <- m:
+		return nil
+	case <-s.done:
+		return errWorkerGone
+	default:
 	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case s.out <- m:
+		return nil
+	case <-s.done:
+		return errWorkerGone
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return errSessionBehind
+	}
+}
+
+// pushConfig sends push, revision rev of kind's default config, to every
+// session serving kind (ready or not) that has not had that revision yet,
+// and returns how many it sent it to. A session whose queue stays full for
+// wait is skipped, so one slow worker never holds up the rest; it gets the
+// revision at a later round.
+func (r *registry) pushConfig(ctx context.Context, kind string, push *workerv1.ConfigPush, rev int64, wait time.Duration) int {
+	n := 0
+	for _, s := range r.serving(kind) {
+		if got, ok := s.configs[kind]; ok && got == rev {
+			continue
+		}
+		if err := s.sendWithin(ctx, &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Config{Config: push}}, wait); err != nil {
+			r.log.Debug().Err(err).Str("worker_id", s.workerID).Str("kind", kind).Msg("config push skipped; retried at the next round")
+			continue
+		}
+		if s.configs == nil {
+			s.configs = map[string]int64{}
+		}
+		s.configs[kind] = rev
+		n++
+	}
+	return n
 }
