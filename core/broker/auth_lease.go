@@ -57,6 +57,9 @@ type leaseKeys struct {
 	source func(ctx context.Context) ([][]byte, error)
 	every  time.Duration
 	log    zerolog.Logger
+	// outage hears of reads failing for an unreachable database (nil: each
+	// failure is logged).
+	outage *engine.Outage
 
 	mu       sync.Mutex
 	derived  []*macKey // the keys of the credentials' generation seen
@@ -173,9 +176,12 @@ func (l *leaseKeys) reload() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := l.load(ctx); err != nil {
-		l.log.Warn().Err(err).Msg("re-read the cluster lease keys")
+		if !l.outage.Failed("lease-keys", err) {
+			l.log.Warn().Err(err).Msg("re-read the cluster lease keys")
+		}
 		return false
 	}
+	l.outage.Succeeded()
 	return true
 }
 
@@ -190,7 +196,11 @@ func (l *leaseKeys) Run(ctx context.Context) error {
 		return nil
 	}
 	return engine.Every(ctx, l.every, func() {
-		if err := l.load(ctx); err != nil && ctx.Err() == nil {
+		err := l.load(ctx)
+		switch {
+		case err == nil:
+			l.outage.Succeeded()
+		case ctx.Err() == nil && !l.outage.Failed("lease-keys", err):
 			l.log.Warn().Err(err).Msg("re-read the cluster lease keys; the ones read before stay in use")
 		}
 	})

@@ -242,7 +242,7 @@ func (b *Broker) assemble() {
 	b.once.Do(func() {
 		b.defaults()
 		d := b.deps
-		b.leases.every, b.leases.log = b.LeaseKeyReload, b.log
+		b.leases.every, b.leases.log, b.leases.outage = b.LeaseKeyReload, b.log, d.Outage
 		if d.Store != nil {
 			rotate := b.LeaseKeyRotation
 			b.leases.source = func(ctx context.Context) ([][]byte, error) { return d.Store.LeaseKeys(ctx, rotate) }
@@ -279,7 +279,7 @@ func (b *Broker) assemble() {
 		}
 		b.handler = &workerService{id: d.ID, reg: b.reg, kinds: kinds, configs: d.Store, completions: b.completions,
 			stages: stg, relays: b.tasks, leases: b.leases, streamRate: b.StreamRate, maxInFlight: b.MaxInFlight, silence: b.SilenceTimeout, maxAge: b.SessionMaxAge,
-			closing: closing, metrics: d.Metrics, log: b.log}
+			closing: closing, metrics: d.Metrics, outage: d.Outage, log: b.log}
 		if d.Pipeline != nil {
 			b.handler.adopt = &adoptions{id: d.ID, store: d.Pipeline, tasks: b.tasks, log: b.log}
 			b.completions.written = b.handler.adopt.done

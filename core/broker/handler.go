@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/metrics"
 
@@ -66,8 +67,11 @@ type workerService struct {
 	// maxAge retires a session after about this long (±10%): it is routed
 	// nothing new and ends, with Unavailable, once its stages have finished,
 	// so workers spread over brokers added since (0: never).
-	maxAge     time.Duration
-	metrics    *metrics.Metrics
+	maxAge  time.Duration
+	metrics *metrics.Metrics
+	// outage hears of providerconfig reads failing for an unreachable
+	// database (nil: each failure is logged).
+	outage     *engine.Outage
 	log        zerolog.Logger
 	sessionSeq atomic.Int64
 }
@@ -85,9 +89,14 @@ func (h *workerService) GetProviderConfig(ctx context.Context, req *connect.Requ
 	}
 	pc, ok, err := h.configs.DefaultProviderConfig(ctx, kind)
 	if err != nil {
-		h.log.Error().Err(err).Str("kind", kind).Msg("read default providerconfig")
+		// A worker that ended its call is no failure of ours; an
+		// unreachable database is the process's outage, logged once.
+		if ctx.Err() == nil && !h.outage.Failed("provider-config", err) {
+			h.log.Error().Err(err).Str("kind", kind).Msg("read default providerconfig")
+		}
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("providerconfig unavailable; retry"))
 	}
+	h.outage.Succeeded()
 	if !ok {
 		return connect.NewResponse(&workerv1.GetProviderConfigResponse{}), nil
 	}

@@ -270,9 +270,12 @@ func (r *reactorDispatcher) deliver(ctx context.Context, d lifecycle.Delivery) b
 		return false
 	}
 	if _, err := r.deliveries.Ack(ctx, d); err != nil {
-		log.Warn().Err(err).Msg("ack lifecycle delivery; it will be redelivered")
+		if !r.outage.Failed("reactor-ack", err) {
+			log.Warn().Err(err).Msg("ack lifecycle delivery; it will be redelivered")
+		}
 		return false
 	}
+	r.outage.Succeeded()
 	return true
 }
 
