@@ -206,3 +206,42 @@ func resumedEpochs(sub *workerv1.Subscribe) map[string]int64 {
 	}
 	return out
 }
+
+// A resumed task carries the lease secret it was handed with — a running
+// one's and a finished one's whose result awaits its ack — so the broker
+// the worker reconnects to can verify that this worker holds it before it
+// adopts its lease; heartbeats never carry secrets.
+func TestServe_ResumedTasksCarryTheirLeaseSecrets(t *testing.T) {
+	t.Parallel()
+	b := newScriptBroker(t)
+	b.acks = true
+	release := make(chan struct{})
+	p := newProvider("vpc", func(_ context.Context, r worker.Request) (worker.Outcome, error) {
+		if r.Resource.Name == "long" {
+			<-release
+		}
+		return worker.Outcome{}, nil
+	})
+	startWorker(t, b, worker.Options{HeartbeatEvery: 10 * time.Millisecond}, p)
+	t.Cleanup(func() { close(release) }) // before the worker's stop, which drains
+	b.next(t, "subscribe", isSubscribe)
+	secret := func(m *workerv1.StageTask, s string) *workerv1.StageTask {
+		m.LeaseSecret = s
+		return m
+	}
+	b.send(secret(task("done", "vpc", 7, 0), "secret-of-done"))
+	require.Equal(t, []string{"done"}, b.completesUntil(t, "done"))
+	b.send(secret(task("long", "vpc", 8, 0), "secret-of-long"))
+	hb := b.next(t, "heartbeat", func(m *workerv1.WorkStreamRequest) bool { return len(m.GetHeartbeat().GetTasks()) > 0 })
+	for _, r := range hb.GetHeartbeat().GetTasks() {
+		require.Empty(t, r.GetLeaseSecret(), "a heartbeat carries no secret")
+	}
+	b.killStream()
+
+	resub := b.next(t, "re-subscribe", isSubscribe).GetSubscribe()
+	got := map[string]string{}
+	for _, r := range resub.GetResumed() {
+		got[r.GetTaskId()] = r.GetLeaseSecret()
+	}
+	require.Equal(t, map[string]string{"done": "secret-of-done", "long": "secret-of-long"}, got)
+}

@@ -140,7 +140,7 @@ type Worker struct {
 	pprof     *sideServer  // the profiler; nil without PprofAddr
 
 	mu      sync.Mutex
-	running map[string]*workerv1.TaskRef // task_id → ref
+	running map[string]runningTask // by task_id
 	// pending are the results not yet settled, oldest first: pending[:sent]
 	// went out on the current session and await the broker's ResultAck,
 	// pending[sent:] are still to send. A new session resends them all.
@@ -188,7 +188,7 @@ func New(brokerURL string, opts Options, providers ...Provider) (*Worker, error)
 		defaults:  newDefaults(),
 		sem:       make(chan struct{}, opts.MaxParallel),
 		pool:      gopool.New(taskIdle),
-		running:   map[string]*workerv1.TaskRef{},
+		running:   map[string]runningTask{},
 		wake:      make(chan struct{}, 1),
 		idle:      make(chan struct{}),
 	}

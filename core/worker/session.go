@@ -323,16 +323,30 @@ func (w *Worker) removeLocked(match func(*workerv1.StageComplete) bool) {
 	}
 }
 
+// runningTask is a task the worker runs: its ref, which heartbeats list,
+// and the lease secret it was handed with, which only a Subscribe's resumed
+// ref carries.
+type runningTask struct {
+	ref    *workerv1.TaskRef
+	secret string
+}
+
 // resumedRefs lists what a new session's Subscribe reports as resumed: the
 // tasks still running and the finished ones whose results await an ack
-// (they go out again on this session). The broker adopts their leases
-// before it makes this worker routable, so a lease the dead broker's
-// removal freed is not claimed afresh — a new claim epoch would fence out
-// the result about to be redelivered, and the task would run again.
+// (they go out again on this session), each with the lease secret it was
+// handed with. The broker adopts their leases — only those whose secret it
+// verifies — before it makes this worker routable, so a lease the dead
+// broker's removal freed is not claimed afresh — a new claim epoch would
+// fence out the result about to be redelivered, and the task would run
+// again.
 func (w *Worker) resumedRefs() []*workerv1.TaskRef {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := w.runningRefsLocked()
+	out := make([]*workerv1.TaskRef, 0, len(w.running)+len(w.pending))
+	for _, r := range w.running {
+		out = append(out, &workerv1.TaskRef{TaskId: r.ref.GetTaskId(), Fence: r.ref.GetFence(), ResourceId: r.ref.GetResourceId(),
+			LeaseSecret: r.secret})
+	}
 	listed := map[string]bool{} // a task re-dispatched under one id may have two results pending
 	for _, p := range w.pending {
 		id := p.GetTaskId()
@@ -340,22 +354,18 @@ func (w *Worker) resumedRefs() []*workerv1.TaskRef {
 			continue
 		}
 		listed[id] = true
-		out = append(out, &workerv1.TaskRef{TaskId: id, Fence: p.GetFence(), ResourceId: p.GetResourceId()})
+		out = append(out, &workerv1.TaskRef{TaskId: id, Fence: p.GetFence(), ResourceId: p.GetResourceId(), LeaseSecret: p.GetLeaseSecret()})
 	}
 	return out
 }
 
+// runningRefs lists the running tasks (for heartbeats: without secrets).
 func (w *Worker) runningRefs() []*workerv1.TaskRef {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.runningRefsLocked()
-}
-
-// runningRefsLocked lists the running tasks; w.mu is held.
-func (w *Worker) runningRefsLocked() []*workerv1.TaskRef {
 	out := make([]*workerv1.TaskRef, 0, len(w.running))
 	for _, r := range w.running {
-		out = append(out, r)
+		out = append(out, r.ref)
 	}
 	return out
 }
@@ -376,7 +386,7 @@ func (w *Worker) start(workCtx context.Context, t *workerv1.StageTask) {
 	if len(w.running) == 0 {
 		w.idle = make(chan struct{})
 	}
-	w.running[t.GetTaskId()] = ref
+	w.running[t.GetTaskId()] = runningTask{ref: ref, secret: t.GetLeaseSecret()}
 	w.mu.Unlock()
 
 	w.sem <- struct{}{}

@@ -111,6 +111,16 @@ class Outbox implements AsyncIterable<pb.WorkStreamRequest> {
 }
 
 /** The live session, while there is one. */
+/**
+ * Running is a task the worker runs: its ref, which heartbeats list, and the
+ * lease secret it was handed with, which only a Subscribe's resumed ref
+ * carries.
+ */
+interface Running {
+  ref: pb.TaskRef;
+  secret: string;
+}
+
 interface Live {
   out: Outbox;
   acks: boolean;
@@ -174,7 +184,8 @@ export class Worker {
   private readonly ordered: Provider[];
   private readonly defaults = new Defaults();
 
-  private readonly running = new Map<string, pb.TaskRef>();
+  /** The tasks running, by task id, each with the lease secret it was handed with. */
+  private readonly running = new Map<string, Running>();
   private readonly slotWaiters: Array<() => void> = [];
   private busy = 0;
   /**
@@ -377,23 +388,35 @@ export class Worker {
     });
   }
 
+  /** runningRefs lists the running tasks (for heartbeats: without secrets). */
   private runningRefs(): pb.TaskRef[] {
-    return [...this.running.values()];
+    return [...this.running.values()].map((r) => r.ref);
   }
 
   /**
    * resumedRefs lists what a new session's Subscribe reports as resumed: the
    * tasks still running and the finished ones whose results await an ack
-   * (they go out again on this session). The broker adopts their leases
-   * before it makes this worker routable, so a lease the dead broker's
-   * removal freed is not claimed afresh — a new claim epoch would fence out
-   * the result about to be redelivered, and the task would run again.
+   * (they go out again on this session), each with the lease secret it was
+   * handed with. The broker adopts their leases — only those whose secret it
+   * verifies — before it makes this worker routable, so a lease the dead
+   * broker's removal freed is not claimed afresh — a new claim epoch would
+   * fence out the result about to be redelivered, and the task would run
+   * again.
    */
   private resumedRefs(): pb.TaskRef[] {
-    const out = new Map<string, pb.TaskRef>(this.running);
+    const out = new Map<string, pb.TaskRef>();
+    for (const [id, r] of this.running) {
+      out.set(
+        id,
+        create(pb.TaskRefSchema, { taskId: r.ref.taskId, fence: r.ref.fence, resourceId: r.ref.resourceId, leaseSecret: r.secret }),
+      );
+    }
     for (const c of this.pending) {
       if (!out.has(c.taskId)) {
-        out.set(c.taskId, create(pb.TaskRefSchema, { taskId: c.taskId, fence: c.fence, resourceId: c.resourceId }));
+        out.set(
+          c.taskId,
+          create(pb.TaskRefSchema, { taskId: c.taskId, fence: c.fence, resourceId: c.resourceId, leaseSecret: c.leaseSecret }),
+        );
       }
     }
     return [...out.values()];
@@ -655,7 +678,10 @@ export class Worker {
     if (this.running.has(t.taskId)) {
       return; // already running (a redelivered dispatch)
     }
-    this.running.set(t.taskId, create(pb.TaskRefSchema, { taskId: t.taskId, fence: t.fence, resourceId: t.resource?.id ?? "" }));
+    this.running.set(t.taskId, {
+      ref: create(pb.TaskRefSchema, { taskId: t.taskId, fence: t.fence, resourceId: t.resource?.id ?? "" }),
+      secret: t.leaseSecret,
+    });
     void this.runTask(t);
   }
 

@@ -340,8 +340,9 @@ test("an unacknowledged result is redelivered on the next session until acked; h
   await waitUntil("a heartbeat for t2", () => s0.heartbeats().some((h) => h.tasks.some((t) => t.taskId === "t2")));
   const hb = s0.heartbeats().find((h) => h.tasks.length > 0);
   assert.deepEqual(
-    hb?.tasks.map((t) => [t.taskId, t.resourceId, t.fence?.claimEpoch]),
-    [["t2", "id-held", 7n]],
+    hb?.tasks.map((t) => [t.taskId, t.resourceId, t.fence?.claimEpoch, t.leaseSecret]),
+    [["t2", "id-held", 7n, ""]],
+    "a heartbeat carries no lease secret",
   );
 
   // No ack, and the broker goes away: the next session resumes t2 (still
@@ -351,11 +352,12 @@ test("an unacknowledged result is redelivered on the next session until acked; h
   s0.fail();
   const s1 = await b.session(1);
   assert.deepEqual(
-    s1.subscribe.resumed.map((r) => [r.taskId, r.resourceId, r.fence?.claimEpoch]),
+    s1.subscribe.resumed.map((r) => [r.taskId, r.resourceId, r.fence?.claimEpoch, r.leaseSecret]),
     [
-      ["t2", "id-held", 7n],
-      ["t1", "id-quick", 7n],
+      ["t2", "id-held", 7n, "secret-t2"],
+      ["t1", "id-quick", 7n, "secret-t1"],
     ],
+    "each resumed task carries the lease secret it was handed with, so the broker can verify it before adopting its lease",
   );
   await waitUntil("t1 redelivered", () => s1.completes().length === 1);
   assert.equal(s1.completes()[0]?.taskId, "t1");

@@ -2128,10 +2128,15 @@ func (x *Subscribe) GetCompactRollups() bool {
 
 // TaskRef names a task and its fence.
 type TaskRef struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Fence         *Fence                 `protobuf:"bytes,2,opt,name=fence,proto3" json:"fence,omitempty"`
-	ResourceId    string                 `protobuf:"bytes,3,opt,name=resource_id,json=resourceId,proto3" json:"resource_id,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TaskId     string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Fence      *Fence                 `protobuf:"bytes,2,opt,name=fence,proto3" json:"fence,omitempty"`
+	ResourceId string                 `protobuf:"bytes,3,opt,name=resource_id,json=resourceId,proto3" json:"resource_id,omitempty"`
+	// lease_secret echoes the StageTask's lease_secret, in a Subscribe's
+	// resumed tasks only: a broker adopts the lease of a resumed task only
+	// when the secret was issued for it to this worker (a ref without one,
+	// from an older worker, is not adopted).
+	LeaseSecret   string `protobuf:"bytes,4,opt,name=lease_secret,json=leaseSecret,proto3" json:"lease_secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2183,6 +2188,13 @@ func (x *TaskRef) GetFence() *Fence {
 func (x *TaskRef) GetResourceId() string {
 	if x != nil {
 		return x.ResourceId
+	}
+	return ""
+}
+
+func (x *TaskRef) GetLeaseSecret() string {
+	if x != nil {
+		return x.LeaseSecret
 	}
 	return ""
 }
@@ -3366,12 +3378,13 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12\x1c\n" +
 	"\tkeepalive\x18\x06 \x01(\bR\tkeepalive\x12\x18\n" +
 	"\abatches\x18\a \x01(\bR\abatches\x12'\n" +
-	"\x0fcompact_rollups\x18\b \x01(\bR\x0ecompactRollups\"t\n" +
+	"\x0fcompact_rollups\x18\b \x01(\bR\x0ecompactRollups\"\x97\x01\n" +
 	"\aTaskRef\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12/\n" +
 	"\x05fence\x18\x02 \x01(\v2\x19.converge.worker.v1.FenceR\x05fence\x12\x1f\n" +
 	"\vresource_id\x18\x03 \x01(\tR\n" +
-	"resourceId\"J\n" +
+	"resourceId\x12!\n" +
+	"\flease_secret\x18\x04 \x01(\tR\vleaseSecret\"J\n" +
 	"\x0fReadinessUpdate\x127\n" +
 	"\x05kinds\x18\x01 \x03(\v2!.converge.worker.v1.KindReadinessR\x05kinds\"\xc8\x02\n" +
 	"\rStageComplete\x12\x17\n" +
