@@ -31,21 +31,46 @@ type adoptions struct {
 	id    string
 	store leaseAdopter
 	tasks *inflight
-	log   zerolog.Logger
+	// leases verifies a resumed task's lease secret: only a task handed to
+	// this worker is adopted.
+	leases *leaseKeys
+	log    zerolog.Logger
 }
 
 // resumed adopts what s's worker reports still running from earlier
 // sessions; the handler runs it before it registers the session (bounded by
 // adoptWithin: a database that does not answer delays the session that
-// long, and the leases not adopted wait for their stale-lease window).
+// long, and the leases not adopted wait for their stale-lease window). A
+// resumed task is adopted only with a lease secret issued for it to this
+// worker (its credential and worker id): any other worker credential could
+// otherwise take over another broker's live lease, and the task would run
+// twice. A ref without a secret (an older SDK) is not adopted either; its
+// result, redelivered, still applies (fenced on its claim_epoch) if the
+// lease holds until then. What is refused is logged once, as counts.
 func (a *adoptions) resumed(ctx context.Context, s *session, refs []*workerv1.TaskRef) {
 	var held []pipeline.Held
+	refused, unsigned := 0, 0
 	for _, r := range refs {
 		id, err := parseTaskID(r.GetTaskId())
 		if err != nil || !id.final || a.tasks.runs(id.key) {
 			continue // not ours to adopt, or this broker runs it already
 		}
+		switch {
+		case r.GetLeaseSecret() == "":
+			unsigned++
+			continue
+		case !a.leases.verify(s.holder, r.GetTaskId(), r.GetLeaseSecret()):
+			refused++
+			continue
+		}
 		held = append(held, pipeline.Held{Key: id.key, Epoch: id.epoch})
+	}
+	if refused > 0 {
+		a.log.Warn().Str("worker_id", s.workerID).Int("refused", refused).Int("without_secret", unsigned).
+			Msg("resumed tasks not adopted: their lease secret was not issued to this worker for them")
+	} else if unsigned > 0 {
+		a.log.Info().Str("worker_id", s.workerID).Int("without_secret", unsigned).
+			Msg("resumed tasks not adopted: the worker sent no lease secret for them (an older SDK)")
 	}
 	if len(held) == 0 {
 		return

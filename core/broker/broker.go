@@ -281,7 +281,7 @@ func (b *Broker) assemble() {
 			stages: stg, relays: b.tasks, leases: b.leases, streamRate: b.StreamRate, maxInFlight: b.MaxInFlight, silence: b.SilenceTimeout, maxAge: b.SessionMaxAge,
 			closing: closing, metrics: d.Metrics, outage: d.Outage, log: b.log}
 		if d.Pipeline != nil {
-			b.handler.adopt = &adoptions{id: d.ID, store: d.Pipeline, tasks: b.tasks, log: b.log}
+			b.handler.adopt = &adoptions{id: d.ID, store: d.Pipeline, tasks: b.tasks, leases: b.leases, log: b.log}
 			b.completions.written = b.handler.adopt.done
 		}
 		b.mesh.clientOpts = []connect.ClientOption{connect.WithInterceptors(meshCredential{d.Credentials}),

@@ -13,6 +13,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
@@ -505,17 +506,26 @@ func (f *fakeAdopter) Release(_ context.Context, _ pipeline.Lease, keys []pipeli
 }
 
 // resumedRef is what a worker's Subscribe lists for task k it still runs or
-// holds the result of, from a session with broker-0 (claim_epoch 9).
+// holds the result of, from a session with broker-0 (claim_epoch 9),
+// without its lease secret.
 func resumedRef(k pipeline.TaskKey, final bool) *workerv1.TaskRef {
 	id := taskID{key: k, epoch: 9, generation: 1, stage: workerv1.Stage_STAGE_WORK.String(), final: final}
 	return &workerv1.TaskRef{TaskId: id.String(), Fence: &workerv1.Fence{LeaseToken: "broker-0", ClaimEpoch: 9}}
+}
+
+// resumedRef is resumedRef with the lease secret the cluster issued for it
+// to worker w1 (broker-0 shares this broker's keys, as a cluster does).
+func (b *handlerBundle) resumedRef(k pipeline.TaskKey, final bool) *workerv1.TaskRef {
+	r := resumedRef(k, final)
+	r.LeaseSecret = b.secret("w1", r.GetTaskId())
+	return r
 }
 
 // adoptWith has the handler adopt resumed tasks' leases through st, and
 // returns the in-flight set the adopted leases are heartbeated from.
 func (b *handlerBundle) adoptWith(t *testing.T, st *fakeAdopter) *inflight {
 	tasks := newInflight()
-	b.svc.adopt = &adoptions{id: "broker-1", store: st, tasks: tasks, log: testLog(t)}
+	b.svc.adopt = &adoptions{id: "broker-1", store: st, tasks: tasks, leases: b.svc.leases, log: testLog(t)}
 	return tasks
 }
 
@@ -533,7 +543,7 @@ func TestWorkerServiceWorkStream_AdoptsTheLeasesOfResumedTasks(t *testing.T) {
 	defer cancel()
 	stream := b.clients()["Connect"].WorkStream(ctx)
 	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: &workerv1.Subscribe{
-		WorkerId: "w1", Kinds: readiness("vpc"), Resumed: []*workerv1.TaskRef{resumedRef(done, true), resumedRef(left, true), resumedRef(mid, false)}}}}))
+		WorkerId: "w1", Kinds: readiness("vpc"), Resumed: []*workerv1.TaskRef{b.resumedRef(done, true), b.resumedRef(left, true), b.resumedRef(mid, false)}}}}))
 	_, err := stream.Receive()
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(tasks.keys()) == 2 }, 5*time.Second, time.Millisecond,
@@ -553,6 +563,46 @@ func TestWorkerServiceWorkStream_AdoptsTheLeasesOfResumedTasks(t *testing.T) {
 		return len(st.released) == 1 && st.released[0] == left
 	}, 5*time.Second, time.Millisecond, "the session ended: the adopted lease whose result never came is released")
 	require.Empty(t, tasks.keys())
+}
+
+// A resumed task's lease is adopted only with a lease secret issued for it
+// to this worker: any worker credential could otherwise take over another
+// broker's live lease (and the task would run twice). A ref without a
+// secret (an older SDK), with a forged one, or with one issued to another
+// worker is not adopted; the refusals are logged once, as counts.
+func TestWorkerServiceWorkStream_AdoptsOnlyResumedTasksWhoseSecretVerifies(t *testing.T) {
+	t.Parallel()
+	b := setupHandler(t)
+	var buf lockedBuffer
+	st := &fakeAdopter{}
+	tasks := b.adoptWith(t, st)
+	b.svc.adopt.log = zerolog.New(&buf)
+	k := func() pipeline.TaskKey { return task(1, pipeline.TaskReconcile).Key }
+	good, none, forged, others := k(), k(), k(), k()
+	refForged := resumedRef(forged, true)
+	refForged.LeaseSecret = newLeaseKeys(nil).issue(holderOf(principalFrom(context.Background()), "w1"), refForged.GetTaskId())
+	refOthers := resumedRef(others, true)
+	refOthers.LeaseSecret = b.secret("w2", refOthers.GetTaskId()) // handed to another worker
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream := b.clients()["Connect"].WorkStream(ctx)
+	t.Cleanup(func() {
+		_ = stream.CloseRequest()
+		_ = stream.CloseResponse()
+	})
+	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: &workerv1.Subscribe{
+		WorkerId: "w1", Kinds: readiness("vpc"),
+		Resumed: []*workerv1.TaskRef{resumedRef(none, true), refForged, b.resumedRef(good, true), refOthers}}}}))
+	_, err := stream.Receive()
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return b.svc.reg.count() == 1 }, 5*time.Second, time.Millisecond)
+	st.mu.Lock()
+	require.Equal(t, []pipeline.Held{{Key: good, Epoch: 9}}, st.adopted, "only the task whose secret verifies is adopted")
+	st.mu.Unlock()
+	require.Equal(t, []pipeline.TaskKey{good}, tasks.keys())
+	require.Equal(t, 1, buf.count("resumed tasks not adopted"), "one line for the refusals:\n%s", buf.String())
+	require.Equal(t, 1, buf.count(`"refused":2,"without_secret":1`), buf.String())
 }
 
 // A resumed task whose redelivered result is refused (its secret verifies
@@ -579,7 +629,7 @@ func TestWorkerServiceWorkStream_ARefusedResultOfAnAdoptedTaskReleasesIt(t *test
 		_ = stream.CloseResponse()
 	})
 	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: &workerv1.Subscribe{
-		WorkerId: "w1", Kinds: readiness("vpc"), Resumed: []*workerv1.TaskRef{resumedRef(adopted, true)}}}}))
+		WorkerId: "w1", Kinds: readiness("vpc"), Resumed: []*workerv1.TaskRef{b.resumedRef(adopted, true)}}}}))
 	_, err := stream.Receive()
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(tasks.keys()) == 1 }, 5*time.Second, time.Millisecond)
@@ -618,7 +668,7 @@ func TestWorkerServiceWorkStream_AdoptsBeforeTheWorkerIsRoutable(t *testing.T) {
 	defer cancel()
 	stream := b.clients()["Connect"].WorkStream(ctx)
 	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: &workerv1.Subscribe{
-		WorkerId: "w1", Kinds: readiness("vpc"), Resumed: []*workerv1.TaskRef{resumedRef(k, true)}}}}))
+		WorkerId: "w1", Kinds: readiness("vpc"), Resumed: []*workerv1.TaskRef{b.resumedRef(k, true)}}}}))
 	select {
 	case <-st.entered:
 	case <-ctx.Done():
