@@ -35,11 +35,28 @@ const (
 // catalogSub is one subscriber of a catalog: it is pushed the whole list
 // (filtered by key) whenever the list it sees changed.
 type catalogSub struct {
-	key    string
-	last   uint64 // fingerprint of the last push; 0 = none yet
-	send   func(any) bool
-	close  func()
-	closed bool
+	key  string
+	last uint64 // fingerprint of the last push; 0 = none yet
+	// owed is the latest list, which did not fit the buffer, and owedPrint
+	// its fingerprint (0: none owed); the hub retries it until it fits
+	// (see owedPush).
+	owed      any
+	owedPrint uint64
+	send      func(any) bool
+	close     func()
+	closed    bool
+}
+
+// retry sends the owed list.
+func (s *catalogSub) retry() bool {
+	if s.closed || s.owedPrint == 0 {
+		return true
+	}
+	if !s.send(s.owed) {
+		return false
+	}
+	s.last, s.owed, s.owedPrint = s.owedPrint, nil, 0
+	return true
 }
 
 // listCatalog reads one catalog's list for a filter key (one query per
@@ -114,8 +131,8 @@ func subscribeCatalog[L any, T any](ctx context.Context, h *Hub, c catalogKind, 
 
 // refreshCatalog re-lists a catalog once per distinct subscriber key and
 // pushes the list to each subscriber whose last push differs. A subscriber
-// whose buffer is full keeps its old fingerprint and is pushed the next
-// change (the latest list, so nothing is lost).
+// whose buffer is full is owed the list: the hub retries it until it fits
+// (a newer list replaces it, so nothing is lost).
 func (h *Hub) refreshCatalog(ctx context.Context, c catalogKind) {
 	h.mu.Lock()
 	keys := map[string]bool{}
@@ -139,11 +156,16 @@ func (h *Hub) refreshCatalog(ctx context.Context, c catalogKind) {
 	defer h.mu.Unlock()
 	for s := range h.cats[c] {
 		l, ok := lists[s.key]
-		if s.closed || !ok || s.last == prints[s.key] {
+		if s.closed || !ok {
 			continue
 		}
-		if s.send(l) {
-			s.last = prints[s.key]
+		if s.last == prints[s.key] {
+			s.owed, s.owedPrint = nil, 0 // what it was pushed last is current again
+			continue
+		}
+		s.owed, s.owedPrint = l, prints[s.key]
+		if !s.retry() {
+			h.owe(s)
 		}
 	}
 }

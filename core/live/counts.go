@@ -8,11 +8,26 @@ import (
 )
 
 type countSub struct {
-	kind   string // "" = every kind
-	last   []resource.PhaseCount
+	kind string // "" = every kind
+	last []resource.PhaseCount
+	// owed are the latest counts, which did not fit the buffer (nil: none
+	// owed); the hub retries them until they fit (see owedPush).
+	owed   []resource.PhaseCount
 	send   func([]resource.PhaseCount) bool
 	close  func()
 	closed bool
+}
+
+// retry sends the owed counts.
+func (s *countSub) retry() bool {
+	if s.closed || s.owed == nil {
+		return true
+	}
+	if !s.send(s.owed) {
+		return false
+	}
+	s.last, s.owed = s.owed, nil
+	return true
 }
 
 // SubscribePhaseCounts pushes the phase counts of kind ("" = all kinds):
@@ -86,10 +101,12 @@ func (h *Hub) refreshCounts(ctx context.Context) {
 			memo[s.kind] = v
 		}
 		if s.closed || slices.Equal(s.last, v) {
+			s.owed = nil // what it was pushed last is current again
 			continue
 		}
-		if s.send(v) {
-			s.last = v
+		s.owed = v
+		if !s.retry() {
+			h.owe(s)
 		}
 	}
 }

@@ -35,7 +35,10 @@
 // A NOTIFY is a hint, never the source of truth: after a dropped LISTEN
 // connection (or a subscriber that fell behind, or a statement over the
 // announcement cap) the affected resource subscribers get a RESYNC change and
-// re-query, and counts, members and operations are re-read.
+// re-query, and counts, members and operations are re-read. A push that
+// found a subscriber's buffer full (a RESYNC, the latest counts or catalog
+// list) is retried every CountsInterval until it fits, so it does not wait
+// for a further change that may never come.
 //
 // Wiring (cmd/converge):
 //
@@ -136,6 +139,10 @@ type Hub struct {
 	trees map[uuid.UUID]*tree
 	// samples are the Summary's recent samples (Samples).
 	samples sampleRing
+	// owed are the subscribers a push could not reach (a full buffer):
+	// Run retries every CountsInterval until each got what it is owed, so
+	// a burst that was the last change still ends with them told.
+	owed map[owedPush]struct{}
 
 	// seen dedupes pushes of an unchanged row (Run's goroutine only).
 	seen seenStates
@@ -160,6 +167,7 @@ func NewHub(listener *notify.Listener, readPool *pgxpool.Pool, log zerolog.Logge
 		mems:     map[*memberSub]struct{}{},
 		ops:      map[opKey]map[*opSub]struct{}{},
 		trees:    map[uuid.UUID]*tree{},
+		owed:     map[owedPush]struct{}{},
 		kick:     make(chan struct{}, 1),
 		started:  make(chan struct{}),
 	}
@@ -226,19 +234,18 @@ func (h *Hub) Run(ctx context.Context) error {
 	defer counts.stop()
 	trees := newCoalescer(h.opts.CountsInterval)
 	defer trees.stop()
+	owed := newCoalescer(h.opts.CountsInterval)
+	defer owed.stop()
 
 	for {
+		if h.OwedPushes() > 0 {
+			owed.mark()
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case ev := <-resC.C:
-			batch := newResourceBatch(h.wantsUpserts)
-			batch.add(ev)
-			drain(resC, batch.add)
-			if resC.TakeLost() {
-				batch.lost = true
-			}
-			countsChanged, touched := h.handleResources(ctx, batch)
+			countsChanged, touched := h.onResources(ctx, resC, ev)
 			if countsChanged {
 				counts.mark()
 			}
@@ -246,13 +253,7 @@ func (h *Hub) Run(ctx context.Context) error {
 				trees.mark()
 			}
 		case ev := <-opC.C:
-			ob := newOpBatch()
-			ob.add(ev)
-			drain(opC, ob.add)
-			if opC.TakeLost() {
-				ob.all = true
-			}
-			h.handleOperations(ctx, ob)
+			h.onOperations(ctx, opC, ev)
 		case <-clC.C:
 			drain(clC, func(notify.Event) {})
 			_ = clC.TakeLost()
@@ -281,8 +282,57 @@ func (h *Hub) Run(ctx context.Context) error {
 			counts.mark()
 			trees.mark()
 			h.refreshFreshCatalogs(ctx)
+		case <-owed.C():
+			if owed.fire() {
+				h.retryOwed()
+			}
 		}
 	}
+}
+
+// owedPush is a subscriber a push could not reach: its buffer was full.
+type owedPush interface {
+	// retry sends what the subscriber is owed (a RESYNC, the latest counts
+	// or list); it reports whether nothing is owed any more (delivered, or
+	// the subscriber left). Called with h.mu held.
+	retry() bool
+}
+
+// owe files s for a retry (h.mu held).
+func (h *Hub) owe(s owedPush) { h.owed[s] = struct{}{} }
+
+// retryOwed retries every owed push, from memory: nothing is re-read.
+func (h *Hub) retryOwed() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.owed {
+		if s.retry() {
+			delete(h.owed, s)
+		}
+	}
+}
+
+// onResources handles a wake of resource_changed: ev and every
+// announcement queued behind it, as one batch (see handleResources).
+func (h *Hub) onResources(ctx context.Context, s *notify.Subscription, ev notify.Event) (counts, trees bool) {
+	batch := newResourceBatch(h.wantsUpserts)
+	batch.add(ev)
+	drain(s, batch.add)
+	if s.TakeLost() {
+		batch.lost = true
+	}
+	return h.handleResources(ctx, batch)
+}
+
+// onOperations handles a wake of operation_changed, as onResources.
+func (h *Hub) onOperations(ctx context.Context, s *notify.Subscription, ev notify.Event) {
+	ob := newOpBatch()
+	ob.add(ev)
+	drain(s, ob.add)
+	if s.TakeLost() {
+		ob.all = true
+	}
+	h.handleOperations(ctx, ob)
 }
 
 // subscribeCatalogs LISTENs on the catalog channels: indexed by catalog,
@@ -391,6 +441,14 @@ func (h *Hub) SubscriberCount() (resources, counts, members, operations int) {
 		operations += len(s)
 	}
 	return h.res.len(), len(h.counts), len(h.mems), operations
+}
+
+// OwedPushes reports how many subscribers are owed a push their full
+// buffer refused, retried every CountsInterval (for tests and metrics).
+func (h *Hub) OwedPushes() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.owed)
 }
 
 func (h *Hub) wake() {

@@ -106,11 +106,25 @@ func (f ResourceFilter) matches(c Change) bool {
 }
 
 type resourceSub struct {
-	filter   ResourceFilter
-	send     func(Change) bool
-	close    func()
+	filter ResourceFilter
+	send   func(Change) bool
+	close  func()
+	// overflow: a change did not fit the buffer; the subscriber is owed a
+	// RESYNC (retried by the hub until it fits, see owedPush).
 	overflow bool
 	closed   bool
+}
+
+// retry sends the owed RESYNC.
+func (s *resourceSub) retry() bool {
+	if s.closed || !s.overflow {
+		return true
+	}
+	if !s.send(Change{Type: Resync, Kind: s.filter.Kind, memo: &memo{}}) {
+		return false
+	}
+	s.overflow = false
+	return true
 }
 
 // resourceIndex files each subscriber under its most selective filter
@@ -414,14 +428,12 @@ func (h *Hub) handleResources(ctx context.Context, b *resourceBatch) (counts, tr
 			if s.closed || !s.filter.matches(c) {
 				return
 			}
-			if s.overflow {
-				if !s.send(Change{Type: Resync, Kind: s.filter.Kind, memo: &memo{}}) {
-					return
-				}
-				s.overflow = false
+			if !s.retry() { // still owed a RESYNC: this change is covered by it
+				return
 			}
 			if !s.send(c) {
 				s.overflow = true
+				h.owe(s)
 			}
 		})
 	}

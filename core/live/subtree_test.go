@@ -28,11 +28,17 @@ type hubEnv struct {
 
 func startHub(t *testing.T) *hubEnv {
 	t.Helper()
+	return startHubWith(t, live.Options{CountsInterval: 10 * time.Millisecond, MemberPoll: time.Hour})
+}
+
+// startHubWith is startHub with the hub's options.
+func startHubWith(t *testing.T, opts live.Options) *hubEnv {
+	t.Helper()
 	url := pgtest.URL(t)
 	db := pgtest.PoolFor(t, url)
 	log := zerolog.Nop()
 	l := notify.NewListener(db, log)
-	h := live.NewHub(l, db, log, live.WithOptions(live.Options{CountsInterval: 10 * time.Millisecond, MemberPoll: time.Hour}))
+	h := live.NewHub(l, db, log, live.WithOptions(opts))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go func() { _ = h.Run(ctx) }()
