@@ -90,6 +90,10 @@ const (
 	codeInvalidParameterValue  = "22023"
 	codeInvalidJSONText        = "22032"
 	codeUntranslatableCharater = "22P05"
+	// codeCharacterNotInRepertoire is a text parameter holding a NUL (or
+	// another byte sequence the encoding cannot hold); the API refuses NULs
+	// before they get here, this keeps any other road an input error.
+	codeCharacterNotInRepertoire = "22021"
 )
 
 // manifestCheckRE parses validate_kind_manifest's message:
@@ -144,7 +148,7 @@ func MapErr(err error, what string) error {
 	case codeNotNullViolation:
 		return &InvalidError{Field: pgErr.ColumnName, Rule: "required", Message: pgErr.Message}
 	case codeInvalidTextRepr, codeNumericOutOfRange, codeInvalidParameterValue, codeInvalidJSONText,
-		codeUntranslatableCharater:
+		codeUntranslatableCharater, codeCharacterNotInRepertoire:
 		return &InvalidError{Field: "", Rule: "invalid_value", Message: strings.TrimSpace(pgErr.Message)}
 	case codeNoDataFound:
 		return NotFound("%s not found: %s", what, pgErr.Message)
