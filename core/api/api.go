@@ -167,14 +167,18 @@ func (h *Handler) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := withParking(auth.WithIdentity(r.Context(), id))
-	if !upgrade {
-		if !h.readBody(w, r) {
-			return
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, h.limits.RequestTimeout)
-		defer cancel()
+	if upgrade {
+		var session *wsSession
+		ctx, session = withWSSession(ctx)
+		defer session.end()
+		h.gql.ServeHTTP(w, r.WithContext(ctx))
+		return
 	}
+	if !h.readBody(w, r) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.limits.RequestTimeout)
+	defer cancel()
 	h.gql.ServeHTTP(w, r.WithContext(ctx))
 }
 

@@ -48,10 +48,46 @@ func (i wsImpl) Accept(w http.ResponseWriter, r *http.Request, o transport.Webso
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	conn := &wsConn{c: c, stop: cancel}
+	if s, ok := r.Context().Value(wsSessionKey{}).(*wsSession); ok {
+		s.accepted(conn)
+	}
 	if i.keepAlive > 0 {
 		go conn.pinger(ctx, i.keepAlive)
 	}
 	return conn, nil
+}
+
+// wsSession hands the connection Accept made back to serveGraphQL, which
+// closes it once gqlgen's transport returned: gqlgen stops reading a
+// connection on paths that do not close it (its init returns without a
+// word on a connection_init payload it cannot decode), and a connection
+// nobody reads would hold its descriptor and pinger forever.
+type wsSession struct {
+	mu   sync.Mutex
+	conn *wsConn
+}
+
+type wsSessionKey struct{}
+
+func withWSSession(ctx context.Context) (context.Context, *wsSession) {
+	s := &wsSession{}
+	return context.WithValue(ctx, wsSessionKey{}, s), s
+}
+
+func (s *wsSession) accepted(c *wsConn) {
+	s.mu.Lock()
+	s.conn = c
+	s.mu.Unlock()
+}
+
+// end closes the connection (a no-op when gqlgen closed it already).
+func (s *wsSession) end() {
+	s.mu.Lock()
+	c := s.conn
+	s.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
 }
 
 type wsConn struct {
@@ -102,10 +138,14 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 		}
 		return int(typ), nil, err
 	}
-	if typ == websocket.MessageText {
-		if err := c.inspect(data); err != nil {
-			return int(typ), nil, err
-		}
+	if typ != websocket.MessageText {
+		// Neither subprotocol sends binary frames, and gqlgen would decode
+		// one unchecked: refuse it rather than let it past inspect.
+		_ = c.WriteClose(closeBadRequest, "binary frames are not part of the protocol: send text frames")
+		return int(typ), nil, errWSProtocol
+	}
+	if err := c.inspect(data); err != nil {
+		return int(typ), nil, err
 	}
 	return int(typ), bytes.NewReader(data), nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,4 +90,53 @@ func TestWebsocket_DuplicateOperationIDClosesWith4409(t *testing.T) {
 		c.subscribe("a", q, nil) // a duplicate of a live subscription
 		require.Equal(t, 4409, closeCode(t, c), "%s: a duplicate id closes the connection", proto)
 	}
+}
+
+// Neither subprotocol uses binary frames: one is answered with close 4400
+// whatever it carries — a connection_init gqlgen could not decode (which
+// used to leave the connection, its pinger and its descriptor open forever,
+// before any authentication), a valid one, or a subscribe that would pass
+// the duplicate-id check unseen — and nothing is left behind. Not parallel:
+// it counts the process's goroutines and descriptors.
+func TestWebsocket_BinaryFramesCloseWith4400AndLeakNothing(t *testing.T) { //nolint:paralleltest // counts process-wide goroutines and fds
+	e := newEnv(t, withTokens())
+	admin := map[string]any{"Authorization": "Bearer " + adminToken}
+	warm := e.connect("graphql-transport-ws", admin)
+	_ = warm.conn.Close()
+	baseG, baseFD := runtime.NumGoroutine(), openFDs(t)
+	cases := map[string]struct {
+		reason string
+		init   bool // a text connection_init is acknowledged first
+		frame  string
+	}{
+		"InitNotAnObject": {reason: "gqlgen cannot decode it and used to return without closing",
+			frame: `{"type":"connection_init","payload":[1,2]}`},
+		"Init": {reason: "even a valid init must come as text",
+			frame: `{"type":"connection_init","payload":{"Authorization":"Bearer ` + adminToken + `"}}`},
+		"Subscribe": {reason: "an operation in binary would skip the duplicate-id check", init: true,
+			frame: `{"type":"subscribe","id":"a","payload":{"query":"{ version }"}}`},
+	}
+	for name, tc := range cases {
+		for _, proto := range []string{"graphql-transport-ws", "graphql-ws"} {
+			var c *wsClient
+			if tc.init {
+				c = e.connect(proto, admin)
+			} else {
+				var err error
+				c, _, err = e.dial(proto, nil)
+				require.NoError(t, err)
+			}
+			frame := tc.frame
+			if proto == "graphql-ws" {
+				frame = strings.Replace(frame, `"subscribe"`, `"start"`, 1)
+			}
+			require.NoError(t, c.conn.WriteMessage(websocket.BinaryMessage, []byte(frame)))
+			require.Equal(t, 4400, closeCode(t, c), "%s on %s: %s", name, proto, tc.reason)
+			_ = c.conn.Close()
+		}
+	}
+	require.Eventually(t, func() bool {
+		return runtime.NumGoroutine() <= baseG+4 && openFDs(t) <= baseFD+4
+	}, 30*time.Second, 50*time.Millisecond, "goroutines %d (baseline %d), fds %d (baseline %d) after the refused connections",
+		runtime.NumGoroutine(), baseG, openFDs(t), baseFD)
 }
