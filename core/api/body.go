@@ -25,7 +25,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) bool {
 	if r.Method == http.MethodGet {
 		q := r.URL.Query()
 		if hasNUL([]byte(q.Get("query"))) || hasNUL([]byte(q.Get("variables"))) {
-			writeHTTPError(w, r, http.StatusBadRequest, codeBadUserInput, "the request holds a NUL character (U+0000), which no string may contain")
+			writeHTTPError(w, r, http.StatusBadRequest, codeBadUserInput, errNUL.Error())
 			return false
 		}
 	}
@@ -45,31 +45,9 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) bool {
 		return tooLarge()
 	}
 	if hasNUL(b) {
-		writeHTTPError(w, r, http.StatusBadRequest, codeBadUserInput, "the request holds a NUL character (U+0000), which no string may contain")
+		writeHTTPError(w, r, http.StatusBadRequest, codeBadUserInput, errNUL.Error())
 		return false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(b))
 	return true
-}
-
-// hasNUL reports a raw NUL byte or an unescaped \u0000 JSON escape.
-func hasNUL(b []byte) bool {
-	if bytes.IndexByte(b, 0) >= 0 {
-		return true
-	}
-	for i := 0; ; {
-		j := bytes.Index(b[i:], []byte(`\u0000`))
-		if j < 0 {
-			return false
-		}
-		at := i + j
-		slashes := 0
-		for k := at - 1; k >= 0 && b[k] == '\\'; k-- {
-			slashes++
-		}
-		if slashes%2 == 0 { // the backslash itself is not escaped
-			return true
-		}
-		i = at + 1
-	}
 }

@@ -13,7 +13,8 @@ import (
 )
 
 // opLimits is every per-operation limit, checked once the query is parsed
-// and validated and before anything runs: complexity (saturating: no
+// and validated and before anything runs (after refusing a NUL character
+// in its strings, see refuseNUL): complexity (saturating: no
 // argument value can overflow it), nesting depth, the alias fan-out, and
 // introspection's cost. A query that passes every limit is then admitted to
 // the parsed-query cache (see queryCache); one that fails is not kept.
@@ -49,7 +50,10 @@ func (l *opLimits) MutateOperationContext(ctx context.Context, oc *graphql.Opera
 	if op == nil {
 		return nil
 	}
-	err := l.check(ctx, oc)
+	err := refuseNUL(oc)
+	if err == nil {
+		err = l.check(ctx, oc)
+	}
 	l.cache.admit(ctx, oc.RawQuery, err == nil)
 	return err
 }

@@ -29,6 +29,7 @@ var (
 	errUnauthenticated = errors.New("a valid bearer token is required (Authorization: Bearer <token>, or the connection_init payload's Authorization)")
 	errForbidden       = errors.New("this token's role (viewer) may not run mutations")
 	errPanic           = errors.New("panic")
+	errNUL             = errors.New("the request holds a NUL character (U+0000), which no string may contain")
 )
 
 // limitError is a request over one of the Limits.

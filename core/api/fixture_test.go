@@ -363,3 +363,19 @@ func (c *wsClient) quiet(d time.Duration) {
 
 // testKeepAlive pings every 50ms.
 var testKeepAlive = api.Limits{KeepAlive: 50 * time.Millisecond}
+
+// opResult decodes an operation's first message: a next (its response) or
+// an error (its errors).
+func opResult(t *testing.T, m wsMsg) gqlResponse {
+	t.Helper()
+	var r gqlResponse
+	switch m.Type {
+	case "next", "data":
+		require.NoError(t, json.Unmarshal(m.Payload, &r), "%s", m.Payload)
+	case "error":
+		require.NoError(t, json.Unmarshal(m.Payload, &r.Errors), "%s", m.Payload)
+	default:
+		t.Fatalf("operation %s answered %s %s", m.ID, m.Type, m.Payload)
+	}
+	return r
+}

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -193,4 +194,62 @@ func TestLimits_NULInAGETRequest(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", b)
 	require.Contains(t, string(b), `"code":"BAD_USER_INPUT"`)
+}
+
+// A NUL character is BAD_USER_INPUT wherever it hides — a GraphQL escape in
+// a literal of the query text (in the JSON body "\\u0000", which is no NUL
+// to the body check), a variable's default, a variable of a websocket
+// operation (which never passes the body check) — never an INTERNAL
+// failure in the database, and nothing is written.
+func TestLimits_NULIsBadUserInputOnEveryTransport(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.manifest(workerKind)
+	refused := func(r gqlResponse, how string) {
+		t.Helper()
+		require.Equal(t, "BAD_USER_INPUT", r.code(), "%s: %+v", how, r.Errors)
+		require.Contains(t, r.Errors[0].Message, "NUL", how)
+	}
+	posts := map[string]struct {
+		reason string
+		body   string
+	}{
+		"Argument": {"an escape in an argument's literal",
+			`{"query":"{ resources(kind: \"le\\u0000af\") { items { id } } }"}`},
+		"InputObject": {"an escape inside an input object, in a mutation",
+			`{"query":"mutation { applyResource(input: {kind: \"leaf\", name: \"a\\u0000b\", spec: {}}) { id } }"}`},
+		"JSONLiteral": {"an escape in a JSON scalar's literal",
+			`{"query":"mutation { applyResource(input: {kind: \"leaf\", name: \"c\", spec: {note: \"x\\u0000\"}}) { id } }"}`},
+		"VariableDefault": {"an escape in a variable's default",
+			`{"query":"query($k: String = \"le\\u0000af\") { resources(kind: $k) { items { id } } }"}`},
+	}
+	for name, tc := range posts {
+		status, body := rawPost(t, e, tc.body, false)
+		var r gqlResponse
+		require.NoError(t, json.Unmarshal([]byte(body), &r), "%s: HTTP %d %s", name, status, body)
+		refused(r, name+": "+tc.reason)
+	}
+	u := e.srv.URL + "/graphql?query=" + url.QueryEscape(`{ resource(kind: "le\u0000af", name: "x") { id } }`)
+	resp, err := http.Get(u)
+	require.NoError(t, err)
+	var r gqlResponse
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
+	_ = resp.Body.Close()
+	refused(r, "GET with an escape in the query")
+
+	for _, proto := range []string{"graphql-transport-ws", "graphql-ws"} {
+		c := e.connect(proto, nil)
+		c.subscribe("v", `query($n: String!) { resource(kind: "leaf", name: $n) { id } }`, map[string]any{"n": "a\x00b"})
+		refused(opResult(t, c.nextFor("v", 10*time.Second)), proto+": a variable")
+		c.subscribe("j", `mutation($s: JSON!) { applyResource(input: {kind: "leaf", name: "d", spec: $s}) { id } }`,
+			map[string]any{"s": map[string]any{"deep": []any{"x\x00"}}})
+		refused(opResult(t, c.nextFor("j", 10*time.Second)), proto+": a JSON variable")
+		c.subscribe("l", `{ resource(kind: "le\u0000af", name: "x") { id } }`, nil)
+		refused(opResult(t, c.nextFor("l", 10*time.Second)), proto+": an escape in the query")
+	}
+	var got struct {
+		Resources struct{ Items []struct{ ID string } }
+	}
+	e.ok(`{ resources(kind: "leaf") { items { id } } }`, nil, &got)
+	require.Empty(t, got.Resources.Items, "nothing was written")
 }
