@@ -35,6 +35,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
@@ -174,10 +175,13 @@ func (h *Handler) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		h.gql.ServeHTTP(w, r.WithContext(ctx))
 		return
 	}
-	if !h.readBody(w, r) {
+	// One deadline for the whole request, its body's arrival included: a
+	// client that stalls mid-body is answered, not held.
+	deadline := time.Now().Add(h.limits.RequestTimeout)
+	if !h.readBody(w, r, deadline) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, h.limits.RequestTimeout)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	h.gql.ServeHTTP(w, r.WithContext(ctx))
 }

@@ -71,6 +71,13 @@ func (h *Handler) presentError(ctx context.Context, err error) *gqlerror.Error {
 	case errors.As(err, &lim):
 		ext["code"], ext["limit"] = codeBadUserInput, lim.limit
 		out.Message = lim.msg
+	case errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// The operation's own deadline (API_REQUEST_TIMEOUT) passed: a
+		// refusal naming its limit, logged for the operator (a slow
+		// database shows here first).
+		ext["code"], ext["limit"] = codeBadUserInput, "timeout"
+		out.Message = fmt.Sprintf("the operation ran longer than %s (API_REQUEST_TIMEOUT)", h.limits.RequestTimeout)
+		h.log.Warn().Err(err).Str("request_id", RequestID(ctx)).Str("path", out.Path.String()).Msg("graphql request timed out")
 	case errors.Is(err, store.ErrNotFound):
 		ext["code"] = codeNotFound
 	case errors.Is(err, store.ErrConflict):
@@ -125,6 +132,17 @@ func writeHTTPError(w http.ResponseWriter, r *http.Request, status int, code, ms
 	_ = json.NewEncoder(w).Encode(map[string]any{"errors": []map[string]any{{
 		"message":    msg,
 		"extensions": map[string]any{"code": code, "requestId": RequestID(r.Context())},
+	}}})
+}
+
+// writeLimitError is writeHTTPError for a request over one of the Limits:
+// BAD_USER_INPUT with extensions.limit naming it.
+func writeLimitError(w http.ResponseWriter, r *http.Request, status int, limit, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"errors": []map[string]any{{
+		"message":    msg,
+		"extensions": map[string]any{"code": codeBadUserInput, "limit": limit, "requestId": RequestID(r.Context())},
 	}}})
 }
 

@@ -46,8 +46,8 @@ type Limits struct {
 	// InitTimeout is how long a websocket may take to send connection_init
 	// (default 10s; API_WS_INIT_TIMEOUT).
 	InitTimeout time.Duration
-	// RequestTimeout bounds one HTTP query or mutation (default 30s;
-	// API_REQUEST_TIMEOUT).
+	// RequestTimeout bounds one HTTP query or mutation, the request body's
+	// arrival included (default 30s; API_REQUEST_TIMEOUT).
 	RequestTimeout time.Duration
 	// AllowedOrigins are the browser origins (host patterns, path.Match
 	// syntax: "dashboard.example.com", "localhost:*") allowed besides the
