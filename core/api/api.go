@@ -5,7 +5,8 @@
 //     (graphql-transport-ws and the legacy graphql-ws) on /graphql;
 //   - the schema's SDL on /graphql/schema.graphql;
 //   - limits: query complexity and depth, request body size, websocket
-//     message size, subscriptions per connection, a per-request timeout;
+//     message size, subscriptions and running operations per connection, a
+//     per-request timeout (on HTTP and websocket queries and mutations);
 //   - optional bearer-token auth (core/auth), checked on HTTP and on the
 //     websocket connection_init payload; viewers may not mutate;
 //   - one error presenter mapping core errors to extensions.code
@@ -108,7 +109,8 @@ func NewHandler(d Deps) *Handler {
 				CompressionMode:    websocket.CompressionDisabled,
 				InsecureSkipVerify: false,
 			},
-			keepAlive: lim.KeepAlive,
+			keepAlive:  lim.KeepAlive,
+			unfinished: lim.SubscriptionsPerConn + lim.OperationsPerConn,
 		},
 		InitFunc:              h.wsInit,
 		InitTimeout:           lim.InitTimeout,
@@ -125,7 +127,8 @@ func NewHandler(d Deps) *Handler {
 	srv.SetParserTokenLimit(lim.Tokens)
 	srv.Use(extension.Introspection{})
 	srv.Use(&opLimits{complexity: lim.Complexity, depth: lim.Depth, aliases: lim.Aliases, introCost: lim.IntrospectionCost, cache: cache})
-	srv.Use(gate{maxSubs: lim.SubscriptionsPerConn, present: h.presentError})
+	srv.Use(gate{maxSubs: lim.SubscriptionsPerConn, maxOps: lim.OperationsPerConn, timeout: lim.RequestTimeout,
+		present: h.presentError})
 	for _, ext := range d.Schema.Extensions {
 		srv.Use(ext)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
@@ -21,10 +22,29 @@ const (
 	closeUnauthorized = 4401
 )
 
-// connState is one websocket connection's bookkeeping.
+// connState is one websocket connection's bookkeeping: its live
+// subscriptions and its running queries and mutations.
 type connState struct {
 	mu   sync.Mutex
 	subs int
+	ops  int
+}
+
+// take counts one more in *n unless it is at max already.
+func (cs *connState) take(n *int, limit int) bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if *n >= limit {
+		return false
+	}
+	*n++
+	return true
+}
+
+func (cs *connState) give(n *int) {
+	cs.mu.Lock()
+	*n--
+	cs.mu.Unlock()
 }
 
 type connKey struct{}
@@ -59,10 +79,13 @@ func hasIdentity(ctx context.Context) bool {
 }
 
 // gate authorizes each operation: viewers may not mutate (over HTTP or
-// websocket), and a websocket connection holds at most maxSubs live
-// subscriptions.
+// websocket); a websocket connection holds at most maxSubs live
+// subscriptions and runs at most maxOps queries and mutations at once,
+// each within timeout (over HTTP, serveGraphQL bounds the request).
 type gate struct {
 	maxSubs int
+	maxOps  int
+	timeout time.Duration
 	present func(context.Context, error) *gqlerror.Error
 }
 
@@ -75,32 +98,47 @@ func (gate) ExtensionName() string                   { return "ConvergeGate" }
 func (gate) Validate(graphql.ExecutableSchema) error { return nil }
 
 func (g gate) InterceptOperation(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
-	oc := graphql.GetOperationContext(ctx)
-	switch oc.Operation.Operation {
-	case ast.Mutation:
-		if !auth.FromContext(ctx).CanMutate() {
-			return g.reject(ctx, errForbidden)
-		}
-	case ast.Subscription:
-		cs, _ := ctx.Value(connKey{}).(*connState)
-		if cs == nil {
-			break
-		}
-		cs.mu.Lock()
-		if cs.subs >= g.maxSubs {
-			cs.mu.Unlock()
-			return g.reject(ctx, &limitError{msg: fmt.Sprintf("at most %d subscriptions per connection", g.maxSubs),
-				limit: "subscriptions"})
-		}
-		cs.subs++
-		cs.mu.Unlock()
-		context.AfterFunc(ctx, func() {
-			cs.mu.Lock()
-			cs.subs--
-			cs.mu.Unlock()
-		})
+	op := graphql.GetOperationContext(ctx).Operation.Operation
+	if op == ast.Mutation && !auth.FromContext(ctx).CanMutate() {
+		return g.reject(ctx, errForbidden)
 	}
-	return next(ctx)
+	cs, _ := ctx.Value(connKey{}).(*connState)
+	if cs == nil { // HTTP
+		return next(ctx)
+	}
+	if op == ast.Subscription {
+		if !cs.take(&cs.subs, g.maxSubs) {
+			return g.reject(ctx, &limitError{limit: "subscriptions",
+				msg: fmt.Sprintf("at most %d subscriptions per connection (API_WS_MAX_SUBSCRIPTIONS)", g.maxSubs)})
+		}
+		return untilDone(ctx, next(ctx), func() { cs.give(&cs.subs) })
+	}
+	if !cs.take(&cs.ops, g.maxOps) {
+		return g.reject(ctx, &limitError{limit: "operations",
+			msg: fmt.Sprintf("at most %d queries and mutations at once per connection (API_WS_MAX_OPERATIONS)", g.maxOps)})
+	}
+	opCtx, cancel := context.WithTimeout(ctx, g.timeout)
+	return untilDone(ctx, next(opCtx), func() {
+		cancel()
+		cs.give(&cs.ops)
+	})
+}
+
+// untilDone calls done once the operation is over: when its last response
+// was taken (before gqlgen writes its complete, so a client that waits for
+// that may start the next operation at once) or when its context ends (the
+// client stopped it, the connection closed, or it panicked).
+func untilDone(ctx context.Context, rh graphql.ResponseHandler, done func()) graphql.ResponseHandler {
+	var once sync.Once
+	stop := context.AfterFunc(ctx, func() { once.Do(done) })
+	return func(ctx context.Context) *graphql.Response {
+		resp := rh(ctx)
+		if resp == nil {
+			stop()
+			once.Do(done)
+		}
+		return resp
+	}
 }
 
 // reject answers an operation with a single presented error (a response

@@ -39,6 +39,13 @@ type Limits struct {
 	// SubscriptionsPerConn caps the live subscriptions of one websocket
 	// connection (default 100; API_WS_MAX_SUBSCRIPTIONS).
 	SubscriptionsPerConn int
+	// OperationsPerConn caps the queries and mutations one websocket
+	// connection runs at once (default 16; API_WS_MAX_OPERATIONS): each is
+	// a goroutine holding its response until the client reads it. A
+	// connection reads no further message while SubscriptionsPerConn +
+	// OperationsPerConn of its operations are unfinished, refused ones
+	// included, so a client that sends without reading stalls itself.
+	OperationsPerConn int
 	// KeepAlive is the websocket keep-alive period: a ping frame (and, on
 	// graphql-ws, a "ka" message) every KeepAlive; a missing pong is
 	// tolerated (default 20s; API_WS_KEEPALIVE).
@@ -46,8 +53,9 @@ type Limits struct {
 	// InitTimeout is how long a websocket may take to send connection_init
 	// (default 10s; API_WS_INIT_TIMEOUT).
 	InitTimeout time.Duration
-	// RequestTimeout bounds one HTTP query or mutation, the request body's
-	// arrival included (default 30s; API_REQUEST_TIMEOUT).
+	// RequestTimeout bounds one query or mutation, over HTTP (the request
+	// body's arrival included) or a websocket (default 30s;
+	// API_REQUEST_TIMEOUT).
 	RequestTimeout time.Duration
 	// AllowedOrigins are the browser origins (host patterns, path.Match
 	// syntax: "dashboard.example.com", "localhost:*") allowed besides the
@@ -84,6 +92,7 @@ func (l Limits) withDefaults() Limits {
 	def64(&l.BodyBytes, 1<<20)
 	def64(&l.WSPayloadBytes, 256<<10)
 	def(&l.SubscriptionsPerConn, 100)
+	def(&l.OperationsPerConn, 16)
 	dur(&l.KeepAlive, 20*time.Second)
 	dur(&l.InitTimeout, 10*time.Second)
 	dur(&l.RequestTimeout, 30*time.Second)
@@ -99,7 +108,8 @@ func LimitsFromEnv(getenv func(string) string) (Limits, error) {
 		name string
 		dst  *int
 	}{{"API_MAX_COMPLEXITY", &l.Complexity}, {"API_MAX_DEPTH", &l.Depth}, {"API_WS_MAX_SUBSCRIPTIONS", &l.SubscriptionsPerConn},
-		{"API_MAX_ALIASES", &l.Aliases}, {"API_INTROSPECTION_COST", &l.IntrospectionCost}, {"API_MAX_TOKENS", &l.Tokens}}
+		{"API_WS_MAX_OPERATIONS", &l.OperationsPerConn}, {"API_MAX_ALIASES", &l.Aliases},
+		{"API_INTROSPECTION_COST", &l.IntrospectionCost}, {"API_MAX_TOKENS", &l.Tokens}}
 	for _, f := range ints {
 		if v := getenv(f.name); v != "" {
 			n, err := strconv.Atoi(v)

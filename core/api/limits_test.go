@@ -108,12 +108,15 @@ func TestLimits_AliasFanOutIsCapped(t *testing.T) {
 
 func TestLimitsFromEnv_NewLimits(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{"API_MAX_ALIASES": "7", "API_INTROSPECTION_COST": "9", "API_MAX_TOKENS": "300", "API_QUERY_CACHE_BYTES": "4096"}
+	env := map[string]string{"API_MAX_ALIASES": "7", "API_INTROSPECTION_COST": "9", "API_MAX_TOKENS": "300", "API_QUERY_CACHE_BYTES": "4096",
+		"API_WS_MAX_OPERATIONS": "3"}
 	l, err := api.LimitsFromEnv(func(k string) string { return env[k] })
 	require.NoError(t, err)
-	require.Equal(t, api.Limits{Aliases: 7, IntrospectionCost: 9, Tokens: 300, QueryCacheBytes: 4096}, l)
+	require.Equal(t, api.Limits{Aliases: 7, IntrospectionCost: 9, Tokens: 300, QueryCacheBytes: 4096, OperationsPerConn: 3}, l)
 	_, err = api.LimitsFromEnv(func(k string) string { return map[string]string{"API_MAX_ALIASES": "-1"}[k] })
 	require.ErrorContains(t, err, "API_MAX_ALIASES")
+	_, err = api.LimitsFromEnv(func(k string) string { return map[string]string{"API_WS_MAX_OPERATIONS": "0"}[k] })
+	require.ErrorContains(t, err, "API_WS_MAX_OPERATIONS")
 }
 
 // rawPost POSTs body as given (chunked when chunked) and returns the status

@@ -37,13 +37,25 @@ func (e *env) holdRow(name string) (release func()) {
 	return release
 }
 
+// waitBlocked waits until n statements of this database wait on a lock.
+func (e *env) waitBlocked(n int) {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool {
+		var waiting int
+		err := e.pool.QueryRow(e.ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+		return err == nil && waiting >= n
+	}, 30*time.Second, 10*time.Millisecond, "%d statements waiting on a lock", n)
+}
+
 const touchA = `mutation { applyResource(input: {kind: "leaf", name: "a", spec: {size: 2}}) { id } }`
 
 // A query or mutation that outlives API_REQUEST_TIMEOUT is ended and
-// refused naming the limit (it used to be INTERNAL), and writes nothing.
-func TestLimits_RequestTimeoutEndsOperations(t *testing.T) {
+// refused naming the limit, over HTTP and over a websocket alike (a
+// websocket operation used to run unbounded), and writes nothing.
+func TestLimits_RequestTimeoutEndsOperationsOverHTTPAndWebsocket(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withLimits(api.Limits{RequestTimeout: time.Second}))
+	e := newEnv(t, withLimits(api.Limits{RequestTimeout: 3 * time.Second})) // slack for the set-up requests on a loaded machine
 	e.manifest(workerKind)
 	e.apply("leaf", "a", `{size: 1}`)
 	release := e.holdRow("a")
@@ -56,6 +68,12 @@ func TestLimits_RequestTimeoutEndsOperations(t *testing.T) {
 	}
 	start := time.Now()
 	timedOut(e.do("", touchA, nil), "HTTP")
+	require.Less(t, time.Since(start), 20*time.Second)
+
+	c := e.connect("graphql-transport-ws", nil)
+	start = time.Now()
+	c.subscribe("m", touchA, nil)
+	timedOut(opResult(t, c.nextFor("m", 20*time.Second)), "websocket")
 	require.Less(t, time.Since(start), 20*time.Second)
 
 	release()

@@ -25,6 +25,9 @@ import (
 type wsImpl struct {
 	accept    websocket.AcceptOptions
 	keepAlive time.Duration
+	// unfinished bounds the operations of one connection not yet finished
+	// (see wsConn.admit); 0 = unbounded.
+	unfinished int
 }
 
 var _ transport.WebsocketImplementation = wsImpl{}
@@ -47,7 +50,11 @@ func (i wsImpl) Accept(w http.ResponseWriter, r *http.Request, o transport.Webso
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	conn := &wsConn{c: c, stop: cancel}
+	conn := &wsConn{c: c, stop: cancel, done: ctx.Done()}
+	if i.unfinished > 0 {
+		conn.slots = make(chan struct{}, i.unfinished)
+		conn.unfinished = map[string]int{}
+	}
 	if s, ok := r.Context().Value(wsSessionKey{}).(*wsSession); ok {
 		s.accepted(conn)
 	}
@@ -93,6 +100,14 @@ func (s *wsSession) end() {
 type wsConn struct {
 	c    *websocket.Conn
 	stop context.CancelFunc
+	done <-chan struct{} // closed by stop
+
+	// slots holds a token per unfinished operation (nil: unbounded); the
+	// read loop takes one for each operation it starts and waits while
+	// none is free. unfinished counts, per id, the operations the server
+	// has not ended yet (an id may be reused once its client stopped it).
+	slots      chan struct{}
+	unfinished map[string]int
 
 	mu       sync.Mutex
 	deadline *time.Timer
@@ -195,6 +210,7 @@ func (c *wsConn) inspect(data []byte) error {
 			_ = c.WriteClose(closeDuplicateID, reason[:min(len(reason), maxCloseReasonSize)])
 			return errWSProtocol
 		}
+		return c.admit(m.ID)
 	case "complete", "stop":
 		c.forget(m.ID)
 	}
@@ -205,6 +221,46 @@ func (c *wsConn) forget(id string) {
 	c.idsMu.Lock()
 	delete(c.ids, id)
 	c.idsMu.Unlock()
+}
+
+// admit takes a slot for operation id before gqlgen starts it (a goroutine
+// each, refused ones included, which then wait to write their answer). With
+// every slot taken the read loop waits, reading nothing more, until an
+// operation ends: a client that sends without reading stalls itself
+// instead of growing the server's goroutines and buffered responses.
+func (c *wsConn) admit(id string) error {
+	if c.slots == nil {
+		return nil
+	}
+	select {
+	case c.slots <- struct{}{}:
+	case <-c.done:
+		return transport.ErrWebsocketClosed
+	}
+	c.idsMu.Lock()
+	c.unfinished[id]++
+	c.idsMu.Unlock()
+	return nil
+}
+
+// finished frees the slot of an operation the server ended (its complete
+// or error message was written); an id ended twice (an error, then a
+// complete) frees one slot.
+func (c *wsConn) finished(id string) {
+	if c.slots == nil {
+		return
+	}
+	c.idsMu.Lock()
+	n := c.unfinished[id]
+	if n > 1 {
+		c.unfinished[id] = n - 1
+	} else {
+		delete(c.unfinished, id)
+	}
+	c.idsMu.Unlock()
+	if n > 0 {
+		<-c.slots
+	}
 }
 
 func (c *wsConn) WriteJSON(v any) error {
@@ -220,6 +276,9 @@ func (c *wsConn) WriteJSON(v any) error {
 		}
 		if json.Unmarshal(b, &m) == nil {
 			c.forget(m.ID)
+			// The slot is freed once this last write is done: until then
+			// the operation's goroutine and its answer are still held.
+			defer c.finished(m.ID)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
