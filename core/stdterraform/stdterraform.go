@@ -13,6 +13,7 @@
 package stdterraform
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -175,18 +176,25 @@ func (p *Provider) prepare(c Config, res worker.Resource, root, dir string) erro
 // RootModule is the generated root module: the configured module called
 // with the spec's fields as its arguments, its outputs re-exported whole
 // (marked sensitive, so a sensitive output of the module does not fail the
-// plan), and the backend, if any.
+// plan), and the backend, if any. Terraform's JSON syntax reads every
+// string (and every object key inside a value) as a template, so the
+// spec's are escaped ($${ and %%{): a spec value reaches the module as
+// written and can never call a function such as file() on the worker.
+// Numbers keep their exact digits.
 func RootModule(c Config, res worker.Resource) ([]byte, error) {
 	args := map[string]any{}
 	if len(res.Spec) > 0 && string(res.Spec) != "null" {
-		if err := json.Unmarshal(res.Spec, &args); err != nil {
+		dec := json.NewDecoder(bytes.NewReader(res.Spec))
+		dec.UseNumber()
+		if err := dec.Decode(&args); err != nil {
 			return nil, fmt.Errorf("spec: want an object of module arguments: %w", err)
 		}
 	}
-	for k := range args {
+	for k, v := range args {
 		if metaArguments[k] {
 			return nil, fmt.Errorf("spec field %q is a module meta-argument; the module source and version come from the providerconfig", k)
 		}
+		args[k] = literal(v)
 	}
 	args["source"] = c.Module
 	if c.Version != "" {
@@ -207,6 +215,31 @@ func RootModule(c Config, res worker.Resource) ([]byte, error) {
 		doc["terraform"] = map[string]any{"backend": map[string]any{b.Type: cfg}}
 	}
 	return json.MarshalIndent(doc, "", "  ")
+}
+
+// templateEscaper turns template introductions into their literal escapes.
+var templateEscaper = strings.NewReplacer("${", "$${", "%{", "%%{")
+
+// literal escapes every string in a JSON value, object keys included, so
+// terraform reads it as literal text rather than a template.
+func literal(v any) any {
+	switch v := v.(type) {
+	case string:
+		return templateEscaper.Replace(v)
+	case []any:
+		for i, e := range v {
+			v[i] = literal(e)
+		}
+		return v
+	case map[string]any:
+		m := make(map[string]any, len(v))
+		for k, e := range v {
+			m[templateEscaper.Replace(k)] = literal(e)
+		}
+		return m
+	default:
+		return v
+	}
 }
 
 // environ is terraform's clean environment.

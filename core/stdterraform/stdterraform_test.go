@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/app/apptest"
@@ -179,4 +180,56 @@ func TestOnConfig_UnreadyWithoutTheBinary(t *testing.T) {
 	require.False(t, p.Ready())
 	p.OnConfig(worker.ProviderConfig{Spec: json.RawMessage(`{"module":"m","binary":"sh"}`)})
 	require.True(t, p.Ready(), "a binary found on the config's PATH")
+}
+
+// TestRootModule_SpecStringsAreLiteral: terraform's JSON syntax reads
+// strings as templates, so every spec string and nested key is escaped;
+// the backend (the operator's config) and the output's reference are not.
+func TestRootModule_SpecStringsAreLiteral(t *testing.T) {
+	t.Parallel()
+	c, err := stdterraform.ParseConfig(json.RawMessage(`{"module":"./m","backend":{"type":"local","config":{"path":"{name}.tfstate"}}}`))
+	require.NoError(t, err)
+	doc, err := stdterraform.RootModule(c, worker.Resource{Name: "a", Spec: json.RawMessage(
+		`{"x":"${file(\"/etc/passwd\")}","y":["%{ if true }a%{ endif }"],"z":{"${k}":"$${v}"},"n":123456789012345678}`)})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"module":{"this":{"source":"./m","x":"$${file(\"/etc/passwd\")}","y":["%%{ if true }a%%{ endif }"],
+		"z":{"$${k}":"$$${v}"},"n":123456789012345678}},
+		"output":{"this":{"value":"${module.this}","sensitive":true}},
+		"terraform":{"backend":{"local":{"path":"a.tfstate"}}}}`, string(doc))
+	require.Contains(t, string(doc), "123456789012345678", "a large integer keeps its digits")
+}
+
+// TestStdterraform_SpecReachesTheModuleVerbatim runs the real terraform
+// (skipped when none is on PATH): a spec string that looks like a template
+// — a file() call that would read a worker file, a directive, an escape —
+// reaches the module and its outputs exactly as written.
+func TestStdterraform_SpecReachesTheModuleVerbatim(t *testing.T) {
+	t.Parallel()
+	bin, err := exec.LookPath("terraform")
+	if err != nil {
+		t.Skip("no terraform on PATH")
+	}
+	dir := t.TempDir()
+	module := filepath.Join(dir, "mod")
+	require.NoError(t, os.MkdirAll(module, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(module, "main.tf"), []byte(`
+variable "x" { type = any }
+output "x" { value = var.x }
+`), 0o644))
+	secret := filepath.Join(dir, "secret.txt")
+	require.NoError(t, os.WriteFile(secret, []byte("TOP-SECRET"), 0o600))
+	spec, _ := json.Marshal(map[string]any{"binary": bin, "module": module, "work_dir": filepath.Join(dir, "work"), "timeout_secs": 120})
+	p := stdterraform.New(manifest.KindVersion{Kind: "network"}, zerolog.Nop(), func(string) string { return "" })
+	value := map[string]any{"read": `${file("` + secret + `")}`, "directive": "%{ if true }yes%{ endif }",
+		"escaped": "$${x} %%{y}", "${key}": []any{"${1 + 1}"}}
+	resSpec, _ := json.Marshal(map[string]any{"x": value})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := p.Work(ctx, worker.Request{Stage: worker.StageWork, Reaction: "apply",
+		Resource: worker.Resource{ID: "11111111-1111-1111-1111-111111111111", Kind: "network", Version: "v1", Name: "a", Spec: resSpec},
+		Config:   worker.EffectiveConfig{Name: "default", Spec: spec}})
+	require.NoError(t, err)
+	want, _ := json.Marshal(map[string]any{"x": value})
+	require.JSONEq(t, string(want), string(out.Status))
+	require.NotContains(t, string(out.Status), "TOP-SECRET")
 }
