@@ -3276,6 +3276,9 @@ DECLARE
     v_composers int := 0;
     v_rollups   int := 0;
     v_reactors  int := 0;
+    v_workers   int := 0;
+    v_resyncs   int := 0;
+    v_deleters  int := 0;
     v_ptr      text;
     c_top      text[] := ARRAY['kind','version','description','spec_schema','status_schema','config_schema',
                                'reactions','finalizer_name','max_inflight','task_deadline_secs',
@@ -3415,6 +3418,14 @@ BEGIN
             RETURN manifest_violation(v_ptr || '/finalizer',
                 'deleteRequested reaction requires a finalizer (on the reaction or finalizer_name)', 'delete_requires_finalizer');
         END IF;
+        IF v_trigger = 'deleteRequested'
+           AND coalesce(CASE WHEN jsonb_typeof(r->'finalizer') = 'string' THEN r->>'finalizer' END, '') <> ''
+           AND coalesce(CASE WHEN jsonb_typeof(m->'finalizer_name') = 'string' THEN m->>'finalizer_name' END, '') <> ''
+           AND (r->>'finalizer') <> (m->>'finalizer_name') THEN
+            RETURN manifest_violation(v_ptr || '/finalizer',
+                format('must equal finalizer_name ''%s'' (or be left out): resources are seeded with finalizer_name', m->>'finalizer_name'),
+                'finalizer_mismatch');
+        END IF;
         IF v_trigger = 'specChange' AND 'children' = ANY (v_emits) THEN
             IF NOT ('status' = ANY (v_emits) OR 'conditions' = ANY (v_emits)) THEN
                 RETURN manifest_violation(v_ptr || '/emits', 'a composer (specChange emitting children) must also emit status or conditions',
@@ -3436,6 +3447,13 @@ BEGIN
         IF v_trigger = 'childrenSettled' AND 'status' = ANY (v_emits) THEN
             v_rollups := v_rollups + 1;
         END IF;
+        IF v_trigger = 'specChange' AND NOT 'children' = ANY (v_emits) THEN
+            v_workers := v_workers + 1;
+        ELSIF v_trigger = 'resync' THEN
+            v_resyncs := v_resyncs + 1;
+        ELSIF v_trigger = 'deleteRequested' THEN
+            v_deleters := v_deleters + 1;
+        END IF;
     END LOOP;
 
     IF v_composers > 1 THEN
@@ -3446,6 +3464,15 @@ BEGIN
     END IF;
     IF v_reactors > 1 THEN
         RETURN manifest_violation('/reactions', 'at most one reactor reaction per kind', 'multiple_reactors');
+    END IF;
+    IF v_workers > 1 THEN
+        RETURN manifest_violation('/reactions', 'at most one worker (specChange not emitting children) per kind', 'multiple_workers');
+    END IF;
+    IF v_resyncs > 1 THEN
+        RETURN manifest_violation('/reactions', 'at most one resync reaction per kind', 'multiple_resyncs');
+    END IF;
+    IF v_deleters > 1 THEN
+        RETURN manifest_violation('/reactions', 'at most one deleteRequested reaction per kind', 'multiple_deleters');
     END IF;
     RETURN true;
 END

@@ -59,6 +59,8 @@ var corpus = map[string]corpusCase{
 		reason: "deleteRequested takes its finalizer from finalizer_name"},
 	"legal-finalizer-on-reaction.json": {
 		reason: "deleteRequested takes its finalizer from the reaction"},
+	"legal-finalizer-on-both-agree.json": {
+		reason: "a deleter may repeat finalizer_name"},
 	"legal-finalizer-on-manifest-only-no-deleter.json": {
 		reason: "the lattice does not require a deleter when finalizer_name is set (see the report's open issue)"},
 	"legal-operation-verbs.json": {
@@ -269,6 +271,10 @@ var corpus = map[string]corpusCase{
 		reason: "deleteRequested needs a finalizer somewhere", rule: manifest.RuleDeleteRequiresFinalizer, pointer: "/reactions/0/finalizer"},
 	"illegal-delete-with-empty-finalizers.json": {
 		reason: "empty finalizers on both levels are none", rule: manifest.RuleDeleteRequiresFinalizer, pointer: "/reactions/0/finalizer"},
+	"illegal-finalizer-mismatch.json": {
+		reason: "a deleter's finalizer differing from finalizer_name would never be removed from the resources seeded with finalizer_name",
+		rule:   manifest.RuleFinalizerMismatch, pointer: "/reactions/1/finalizer",
+		message: "must equal finalizer_name 'a.example.com/teardown' (or be left out): resources are seeded with finalizer_name"},
 	"illegal-delete-finalizer-not-string.json": {
 		reason: "a deleter's own finalizer must be a string even when finalizer_name is set", rule: manifest.RuleDeleteRequiresFinalizer, pointer: "/reactions/0/finalizer"},
 	"illegal-composer-without-status.json": {
@@ -291,6 +297,14 @@ var corpus = map[string]corpusCase{
 		reason: "at most one rollup", rule: manifest.RuleMultipleRollups, pointer: "/reactions"},
 	"illegal-multiple-reactors.json": {
 		reason: "at most one reactor reaction", rule: manifest.RuleMultipleReactors, pointer: "/reactions"},
+	"illegal-multiple-workers.json": {
+		reason: "at most one worker (specChange not emitting children): the broker runs only the first", rule: manifest.RuleMultipleWorkers, pointer: "/reactions"},
+	"illegal-multiple-resyncs.json": {
+		reason: "at most one resync reaction: the broker runs only the first", rule: manifest.RuleMultipleResyncs, pointer: "/reactions"},
+	"illegal-multiple-deleters.json": {
+		reason: "at most one deleteRequested reaction: the broker runs only the first", rule: manifest.RuleMultipleDeleters, pointer: "/reactions"},
+	"illegal-order-workers-before-deleters.json": {
+		reason: "multiple workers is reported before multiple deleters", rule: manifest.RuleMultipleWorkers, pointer: "/reactions"},
 
 	// Not JSON that Postgres stores: the DB fails before the CHECK.
 	"malformed-truncated.json": {

@@ -33,14 +33,14 @@ func TestParse(t *testing.T) {
 				"reactions": [
 					{"name": "work", "trigger": "specChange", "emits": ["status"], "verb": null},
 					{"name": "snap", "trigger": "operation", "emits": ["operationOutput"], "verb": "snapshot"},
-					{"name": "teardown", "trigger": "deleteRequested", "emits": ["finalizer"], "finalizer": "converge.run/own"}]}`,
+					{"name": "teardown", "trigger": "deleteRequested", "emits": ["finalizer"], "finalizer": "converge.run/db"}]}`,
 			want: manifest.KindManifest{Kind: "db", Version: "v2alpha1", Description: "d",
 				SpecSchema: json.RawMessage(`{"type": "object"}`), ConfigSchema: json.RawMessage(`true`),
 				FinalizerName: "converge.run/db", MaxInflight: 5, TaskDeadlineSecs: 60, ResyncIntervalSecs: 70,
 				OrphanGraceSecs: 80, ResyncRecomposes: true,
 				Reactions: []manifest.ReactionDecl{work,
 					{Name: "snap", Trigger: manifest.TriggerOperation, Emits: manifest.Mask(manifest.OutcomeOperationOutput), Verb: "snapshot"},
-					{Name: "teardown", Trigger: manifest.TriggerDeleteRequested, Emits: manifest.Mask(manifest.OutcomeFinalizer), Finalizer: "converge.run/own"}}},
+					{Name: "teardown", Trigger: manifest.TriggerDeleteRequested, Emits: manifest.Mask(manifest.OutcomeFinalizer), Finalizer: "converge.run/db"}}},
 		},
 		"Reads": {
 			reason: "reads decodes to a mask; absent is nil (every part), [] is an empty mask (identity only)",

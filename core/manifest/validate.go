@@ -42,6 +42,10 @@ const (
 	RuleMultipleComposers          = "multiple_composers"
 	RuleMultipleRollups            = "multiple_rollups"
 	RuleMultipleReactors           = "multiple_reactors"
+	RuleFinalizerMismatch          = "finalizer_mismatch"
+	RuleMultipleWorkers            = "multiple_workers"
+	RuleMultipleResyncs            = "multiple_resyncs"
+	RuleMultipleDeleters           = "multiple_deleters"
 )
 
 // ValidationError is a manifest that breaks the legality lattice (or, from
@@ -168,6 +172,9 @@ func validateTopLevel(m map[string]any) error {
 type lattice struct {
 	names, verbs                 []string
 	composers, rollups, reactors int
+	// workers (specChange not emitting children), resyncs and deleters:
+	// the broker runs the first of each, so a second would never run.
+	workers, resyncs, deleters int
 }
 
 // reaction checks one reaction at ptr, in the DB's order: reaction_invalid,
@@ -264,7 +271,10 @@ func checkReads(ptr string, v any, trigger Trigger) error {
 }
 
 // verbAndFinalizer checks that verb belongs to operations and finalizer to
-// deleteRequested, and that each of those has its own.
+// deleteRequested, that each of those has its own, and that a deleter's own
+// finalizer is finalizer_name when both are set: resources are seeded with
+// finalizer_name and the delete removes the deleter's, so two names would
+// leave every deleted resource waiting forever.
 func (l *lattice) verbAndFinalizer(ptr string, r map[string]any, trigger Trigger, finalizerName string) error {
 	if v, ok := r["verb"]; ok && nonEmpty(v) && trigger != TriggerOperation {
 		return violation(ptr+"/verb", "verb is only for operation reactions", RuleVerbWithoutOperation)
@@ -289,6 +299,11 @@ func (l *lattice) verbAndFinalizer(ptr string, r map[string]any, trigger Trigger
 		if f, _ := r["finalizer"].(string); f == "" && finalizerName == "" {
 			return violation(ptr+"/finalizer",
 				"deleteRequested reaction requires a finalizer (on the reaction or finalizer_name)", RuleDeleteRequiresFinalizer)
+		}
+		if f, _ := r["finalizer"].(string); f != "" && finalizerName != "" && f != finalizerName {
+			return violation(ptr+"/finalizer",
+				fmt.Sprintf("must equal finalizer_name '%s' (or be left out): resources are seeded with finalizer_name", finalizerName),
+				RuleFinalizerMismatch)
 		}
 	}
 	return nil
@@ -318,6 +333,14 @@ func (l *lattice) role(ptr string, trigger Trigger, emits OutcomeMask) error {
 	if trigger == TriggerChildrenSettled && emits.Has(OutcomeStatus) {
 		l.rollups++
 	}
+	switch {
+	case trigger == TriggerSpecChange && !emits.Has(OutcomeChildren):
+		l.workers++
+	case trigger == TriggerResync:
+		l.resyncs++
+	case trigger == TriggerDeleteRequested:
+		l.deleters++
+	}
 	return nil
 }
 
@@ -331,6 +354,15 @@ func (l *lattice) counts() error {
 	}
 	if l.reactors > 1 {
 		return violation("/reactions", "at most one reactor reaction per kind", RuleMultipleReactors)
+	}
+	if l.workers > 1 {
+		return violation("/reactions", "at most one worker (specChange not emitting children) per kind", RuleMultipleWorkers)
+	}
+	if l.resyncs > 1 {
+		return violation("/reactions", "at most one resync reaction per kind", RuleMultipleResyncs)
+	}
+	if l.deleters > 1 {
+		return violation("/reactions", "at most one deleteRequested reaction per kind", RuleMultipleDeleters)
 	}
 	return nil
 }

@@ -9,10 +9,15 @@
 --   then per reaction: reaction_invalid, unknown_field, reaction_name_invalid,
 --   reaction_name_duplicate, trigger_unknown, emits_invalid, reads_invalid,
 --   verb_without_operation, operation_requires_verb, verb_duplicate,
---   finalizer_without_delete, delete_requires_finalizer,
+--   finalizer_without_delete, delete_requires_finalizer, finalizer_mismatch,
 --   composer_requires_status, composer_side_effect,
 --   reactor_emits_side_effect_only;
---   then multiple_composers, multiple_rollups, multiple_reactors.
+--   then multiple_composers, multiple_rollups, multiple_reactors,
+--   multiple_workers, multiple_resyncs, multiple_deleters.
+-- The broker runs the first worker (specChange not emitting children),
+-- resync and deleteRequested reaction, so a second of any would never run;
+-- resources are seeded with finalizer_name and the delete removes the
+-- deleter's own finalizer, so the two must be the same when both are set.
 -- IMMUTABLE because a CHECK needs it; a change here does not re-check stored
 -- manifests.
 CREATE OR REPLACE FUNCTION validate_kind_manifest(m jsonb) RETURNS boolean
@@ -30,6 +35,9 @@ DECLARE
     v_composers int := 0;
     v_rollups   int := 0;
     v_reactors  int := 0;
+    v_workers   int := 0;
+    v_resyncs   int := 0;
+    v_deleters  int := 0;
     v_ptr      text;
     c_top      text[] := ARRAY['kind','version','description','spec_schema','status_schema','config_schema',
                                'reactions','finalizer_name','max_inflight','task_deadline_secs',
@@ -169,6 +177,14 @@ BEGIN
             RETURN manifest_violation(v_ptr || '/finalizer',
                 'deleteRequested reaction requires a finalizer (on the reaction or finalizer_name)', 'delete_requires_finalizer');
         END IF;
+        IF v_trigger = 'deleteRequested'
+           AND coalesce(CASE WHEN jsonb_typeof(r->'finalizer') = 'string' THEN r->>'finalizer' END, '') <> ''
+           AND coalesce(CASE WHEN jsonb_typeof(m->'finalizer_name') = 'string' THEN m->>'finalizer_name' END, '') <> ''
+           AND (r->>'finalizer') <> (m->>'finalizer_name') THEN
+            RETURN manifest_violation(v_ptr || '/finalizer',
+                format('must equal finalizer_name ''%s'' (or be left out): resources are seeded with finalizer_name', m->>'finalizer_name'),
+                'finalizer_mismatch');
+        END IF;
         IF v_trigger = 'specChange' AND 'children' = ANY (v_emits) THEN
             IF NOT ('status' = ANY (v_emits) OR 'conditions' = ANY (v_emits)) THEN
                 RETURN manifest_violation(v_ptr || '/emits', 'a composer (specChange emitting children) must also emit status or conditions',
@@ -190,6 +206,13 @@ BEGIN
         IF v_trigger = 'childrenSettled' AND 'status' = ANY (v_emits) THEN
             v_rollups := v_rollups + 1;
         END IF;
+        IF v_trigger = 'specChange' AND NOT 'children' = ANY (v_emits) THEN
+            v_workers := v_workers + 1;
+        ELSIF v_trigger = 'resync' THEN
+            v_resyncs := v_resyncs + 1;
+        ELSIF v_trigger = 'deleteRequested' THEN
+            v_deleters := v_deleters + 1;
+        END IF;
     END LOOP;
 
     IF v_composers > 1 THEN
@@ -200,6 +223,15 @@ BEGIN
     END IF;
     IF v_reactors > 1 THEN
         RETURN manifest_violation('/reactions', 'at most one reactor reaction per kind', 'multiple_reactors');
+    END IF;
+    IF v_workers > 1 THEN
+        RETURN manifest_violation('/reactions', 'at most one worker (specChange not emitting children) per kind', 'multiple_workers');
+    END IF;
+    IF v_resyncs > 1 THEN
+        RETURN manifest_violation('/reactions', 'at most one resync reaction per kind', 'multiple_resyncs');
+    END IF;
+    IF v_deleters > 1 THEN
+        RETURN manifest_violation('/reactions', 'at most one deleteRequested reaction per kind', 'multiple_deleters');
     END IF;
     RETURN true;
 END
