@@ -2,6 +2,8 @@ package stdstarlark_test
 
 import (
 	"context"
+	"encoding/json"
+	"runtime"
 	"testing"
 	"time"
 
@@ -82,4 +84,89 @@ func TestStarlark_SandboxLimits(t *testing.T) {
 			require.Less(t, time.Since(started), 20*time.Second, "the sandbox stops the program")
 		})
 	}
+}
+
+// TestStarlark_NoStepBuildsPastTheLimits: one step (a built-in, an
+// operator, a method) cannot build a value larger than MaxLen elements or
+// bytes, an int wider than MaxIntBits, or render one deeper than MaxDepth;
+// each refusal names the limit, comes at once and allocates little.
+func TestStarlark_NoStepBuildsPastTheLimits(t *testing.T) {
+	t.Parallel()
+	compose := func(body string) map[string]string {
+		return map[string]string{"main.star": "def compose(resource):\n" + body + "    return {'children': []}\n"}
+	}
+	cases := []struct{ name, body, errHas string }{
+		{"list of a huge range", "    b = list(range(1 << 25))\n", "(MaxLen)"},
+		{"sorted of a huge range", "    b = sorted(range(1 << 25))\n", "(MaxLen)"},
+		{"list repetition", "    b = [0] * (1 << 25)\n", "(MaxLen)"},
+		{"string repetition", "    b = 'x' * (1 << 25)\n", "(MaxLen)"},
+		{"repetition with the count first", "    b = (1 << 25) * 'x'\n", "(MaxLen)"},
+		{"doubling by +", "    x = [0]\n    for i in range(40):\n        x = x + x\n", "(MaxLen)"},
+		{"doubling by +=", "    x = ['a']\n    for i in range(40):\n        x += x\n", "(MaxLen)"},
+		{"doubling by *=", "    x = 'ab'\n    for i in range(40):\n        x *= 2\n", "(MaxLen)"},
+		{"extend by a huge range", "    x = []\n    x.extend(range(1 << 25))\n", "(MaxLen)"},
+		{"+= a huge range", "    x = []\n    x += range(1 << 25)\n", "(MaxLen)"},
+		{"replace squaring", "    s = 'aa'\n    for i in range(40):\n        s = s.replace('a', s)\n", "(MaxLen)"},
+		{"join", "    s = 'x' * 700000\n    t = ''.join([s, s])\n", "(MaxLen)"},
+		{"format", "    s = 'x' * 700000\n    t = '{0}{0}'.format(s)\n", "(MaxLen)"},
+		{"interpolation", "    s = 'x' * 700000\n    t = '%s%s' % (s, s)\n", "(MaxLen)"},
+		{"str of a shared list", "    big = [12345] * 500000\n    t = str([big] * 100)\n", "(MaxLen)"},
+		{"int squaring", "    x = 3\n    for i in range(40):\n        x = x * x\n", "(MaxIntBits)"},
+		{"json.encode of a deep value", "    x = []\n    for i in range(300000):\n        x = [x]\n    t = json.encode(x)\n", "(MaxDepth)"},
+		{"a deep result", "    x = []\n    for i in range(300000):\n        x = [x]\n    return {'children': [], 'status': {'x': x}}\n", "(MaxDepth)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			started := time.Now()
+			_, err := runStarlark(compose(tc.body), 10_000_000, stdstarlark.DefaultTimeout)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.errHas)
+			if tc.name != "a deep result" {
+				require.Contains(t, err.Error(), "main.star:", "the error names the line")
+			}
+			require.Less(t, time.Since(started), stdstarlark.DefaultTimeout, "refused at once, within the time limit")
+		})
+	}
+}
+
+// TestStarlark_GuardsKeepStarlarkSemantics: the guarded operators and
+// methods behave as Starlark's own within the limits: += extends a list in
+// place, *= and %= rebind, a value of MaxLen elements is allowed.
+func TestStarlark_GuardsKeepStarlarkSemantics(t *testing.T) {
+	t.Parallel()
+	res, err := runStarlark(map[string]string{"main.star": `
+def compose(resource):
+    a = [1]
+    b = a
+    b += [2]
+    n = 3
+    n *= 2
+    s = "%s"
+    s %= "x"
+    d = {"k": [1]}
+    d["k"] *= 2
+    big = [0] * ` + "1048576" + `
+    return {"children": [], "status": {"a": a, "n": n, "s": s, "k": d["k"], "big": len(big),
+        "join": "-".join(["p", "q"]), "rep": "abab".replace("a", "xy"), "fmt": "{}={}".format("u", 1),
+        "big_int": 123456789012345678901234567890}}
+`}, 10_000_000, stdstarlark.DefaultTimeout)
+	require.NoError(t, err)
+	got, err := json.Marshal(res.Status)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"a":[1,2],"n":6,"s":"x","k":[1,1],"big":1048576,"join":"p-q","rep":"xybxyb","fmt":"u=1",
+		"big_int":123456789012345678901234567890}`, string(got))
+	require.Contains(t, string(got), "123456789012345678901234567890", "an int keeps every digit")
+}
+
+// TestStarlark_HugeRangeAllocatesLittle: the refusal comes before the
+// list is built.
+func TestStarlark_HugeRangeAllocatesLittle(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := runStarlark(map[string]string{"main.star": "def compose(resource):\n    b = list(range(1 << 25))\n    return {}\n"},
+		100, 50*time.Millisecond)
+	runtime.ReadMemStats(&after)
+	require.ErrorContains(t, err, "(MaxLen)")
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<20), "bytes allocated")
 }

@@ -10,6 +10,7 @@
 package stdstarlark
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,6 +27,10 @@ import (
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/worker"
 )
+
+// OwnerLabel is the label every child gets: the composite's name. A
+// program may not set it to anything else.
+const OwnerLabel = "stdstarlark"
 
 // Entry is the bundle file the program starts in, and
 // ComposeFunc the function it must define.
@@ -168,15 +173,25 @@ func Run(ctx context.Context, files map[string]string, resource map[string]any, 
 	defer cancel()
 	thread := &starlark.Thread{Name: "stdstarlark", Print: func(_ *starlark.Thread, msg string) { printFn(msg) }}
 	thread.SetMaxExecutionSteps(maxSteps)
-	predeclared := starlark.StringDict{"json": starlarkjson.Module}
+	predeclared := guardedBuiltins()
 	thread.Load = bundleLoader(files, predeclared)
-	stop := context.AfterFunc(ctx, func() {
-		thread.Cancel(fmt.Sprintf("the time limit of %s is exceeded", timeout))
-	})
+	limitErr := fmt.Errorf("the time limit of %s is exceeded", timeout)
+	stop := context.AfterFunc(ctx, func() { thread.Cancel(limitErr.Error()) })
 	defer stop()
-	globals, err := starlark.ExecFileOptions(fileOptions, thread, Entry, files[Entry], predeclared)
-	if err != nil {
-		return res, starlarkErr(err)
+	// A built-in runs to its end uncancelled: past the limit, its result is
+	// not used.
+	checked := func(err error) error {
+		if err != nil {
+			return starlarkErr(err)
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("starlark: %w", limitErr)
+		}
+		return nil
+	}
+	globals, err := execFile(thread, Entry, files[Entry], predeclared)
+	if err := checked(err); err != nil {
+		return res, err
 	}
 	fn, ok := globals[ComposeFunc].(starlark.Callable)
 	if !ok {
@@ -187,17 +202,25 @@ func Run(ctx context.Context, files map[string]string, resource map[string]any, 
 		return res, err
 	}
 	v, err := starlark.Call(thread, fn, starlark.Tuple{arg}, nil)
-	if err != nil {
-		return res, starlarkErr(err)
+	if err := checked(err); err != nil {
+		return res, err
 	}
 	if _, isDict := v.(*starlark.Dict); !isDict {
 		return res, fmt.Errorf("%s returned %s, want a dict with children (and optional edges and status)", ComposeFunc, v.Type())
 	}
-	encoded, err := starlark.Call(thread, starlarkjson.Module.Members["encode"], starlark.Tuple{v}, nil)
-	if err != nil {
-		return res, fmt.Errorf("%s's result is not JSON-encodable: %w", ComposeFunc, starlarkErr(err))
+	doc, err := toGo(ctx, v)
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("starlark: %w", limitErr)
 	}
-	dec := json.NewDecoder(strings.NewReader(string(encoded.(starlark.String))))
+	if err != nil {
+		return res, fmt.Errorf("%s's result is not JSON: %w", ComposeFunc, err)
+	}
+	encoded, err := json.Marshal(doc)
+	if err != nil {
+		return res, fmt.Errorf("%s's result is not JSON: %w", ComposeFunc, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(encoded))
+	dec.UseNumber()
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&res); err != nil {
 		return res, fmt.Errorf("%s's result: %w", ComposeFunc, err)
@@ -233,10 +256,27 @@ func bundleLoader(files map[string]string, predeclared starlark.StringDict) func
 			return nil, fmt.Errorf("load(%q): no such file in the bundle (load reads only the providerconfig's bundle)", module)
 		}
 		cache[module] = nil
-		g, err := starlark.ExecFileOptions(fileOptions, thread, module, src, predeclared)
+		g, err := execFile(thread, module, src, predeclared)
 		cache[module] = &entry{g, err}
 		return g, err
 	}
+}
+
+// execFile parses a bundle file, rewrites it so that no step can build a
+// value past the sandbox's limits (rewrite), and runs it.
+func execFile(thread *starlark.Thread, name, src string, predeclared starlark.StringDict) (starlark.StringDict, error) {
+	f, err := fileOptions.Parse(name, src, 0)
+	if err != nil {
+		return nil, err
+	}
+	rewrite(f)
+	prog, err := starlark.FileProgram(f, predeclared.Has)
+	if err != nil {
+		return nil, err
+	}
+	g, err := prog.Init(thread, predeclared)
+	g.Freeze()
+	return g, err
 }
 
 // starlarkErr keeps the Starlark backtrace (file:line:col of each frame).
@@ -257,9 +297,13 @@ func (s *Provider) compose(ctx context.Context, req worker.Request) (worker.Outc
 	if err != nil {
 		return worker.Outcome{}, err
 	}
-	var spec any
-	if err := json.Unmarshal(req.Resource.Spec, &spec); err != nil {
-		return worker.Outcome{}, fmt.Errorf("spec: %w", err)
+	// No spec (a reaction that does not read it, or none given) is an
+	// empty one, as for stdcel.
+	spec := any(map[string]any{})
+	if len(req.Resource.Spec) > 0 && string(req.Resource.Spec) != "null" {
+		if err := json.Unmarshal(req.Resource.Spec, &spec); err != nil {
+			return worker.Outcome{}, fmt.Errorf("spec: %w", err)
+		}
 	}
 	labels := req.Resource.Labels
 	if labels == nil {
@@ -294,7 +338,11 @@ func toOutcome(root string, res Result) (worker.Outcome, error) {
 		if spec == nil {
 			spec = map[string]any{}
 		}
-		labels := map[string]string{"stdstarlark": root}
+		if v, ok := c.Labels[OwnerLabel]; ok && v != root {
+			return worker.Outcome{}, fmt.Errorf("compose: children[%d].labels: %q is set by stdstarlark to the composite's name (%q), not %q",
+				i, OwnerLabel, root, v)
+		}
+		labels := map[string]string{OwnerLabel: root}
 		for k, v := range c.Labels {
 			labels[k] = v
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/app/apptest"
@@ -94,4 +95,40 @@ func TestStdstarlark_ComposesAgainstAServer(t *testing.T) {
 	}
 	require.Contains(t, msgs, "main.star:2")
 	require.Contains(t, msgs, "no cidr")
+}
+
+// TestCompose_WithoutASpec: a compose whose request carries no spec (a
+// reaction reading only labels, or a resource without one) sees an empty
+// spec, as stdcel does, instead of failing.
+func TestCompose_WithoutASpec(t *testing.T) {
+	t.Parallel()
+	p := stdstarlark.New(manifest.KindVersion{Kind: "pipe"}, zerolog.Nop())
+	data, _ := json.Marshal(map[string]string{"main.star": "def compose(resource):\n" +
+		"    return {'children': [], 'status': {'spec': resource['spec'], 'team': resource['labels']['team']}}\n"})
+	for _, spec := range []json.RawMessage{nil, json.RawMessage(`null`)} {
+		out, err := p.Work(context.Background(), worker.Request{Stage: worker.StageCompose, Reaction: "compose",
+			Resource: worker.Resource{Kind: "pipe", Version: "v1", Name: "a", Labels: map[string]string{"team": "x"}, Spec: spec},
+			Config:   worker.EffectiveConfig{Name: "default", Data: data}})
+		require.NoError(t, err, "spec %q", spec)
+		require.JSONEq(t, `{"phase":"composed","resources":0,"spec":{},"team":"x"}`, string(out.Status))
+	}
+}
+
+// TestCompose_OwnerLabelIsNotOverridden: a child's labels may not replace
+// the stdstarlark label naming its composite.
+func TestCompose_OwnerLabelIsNotOverridden(t *testing.T) {
+	t.Parallel()
+	p := stdstarlark.New(manifest.KindVersion{Kind: "pipe"}, zerolog.Nop())
+	run := func(label string) (worker.Outcome, error) {
+		data, _ := json.Marshal(map[string]string{"main.star": "def compose(resource):\n" +
+			"    return {'children': [{'kind': 'k', 'name': 'c', 'labels': {'stdstarlark': '" + label + "', 'x': 'y'}}]}\n"})
+		return p.Work(context.Background(), worker.Request{Stage: worker.StageCompose, Reaction: "compose",
+			Resource: worker.Resource{Kind: "pipe", Version: "v1", Name: "a"}, Config: worker.EffectiveConfig{Name: "default", Data: data}})
+	}
+	_, err := run("other")
+	require.ErrorContains(t, err, `children[0].labels: "stdstarlark" is set by stdstarlark`)
+	require.True(t, worker.IsTerminal(err))
+	out, err := run("a")
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"stdstarlark": "a", "x": "y"}, out.Children[0].Labels)
 }
