@@ -164,7 +164,7 @@ func (n *node) instantiate(ctx context.Context, root string, vars map[string]any
 	if !ok || name == "" {
 		return worker.Child{}, nil, fmt.Errorf("name: gave %v, want a non-empty string", nameV)
 	}
-	labels := map[string]string{"stdcel": root, "stdcel-id": strings.ReplaceAll(n.t.ID, "_", "-")}
+	labels := map[string]string{OwnerLabel: root, IDLabel: strings.ReplaceAll(n.t.ID, "_", "-")}
 	selfLabels := map[string]any{}
 	for k, lv := range n.labels {
 		x, err := lv.eval(ctx, vars)
@@ -198,37 +198,72 @@ type Observed struct {
 	Status json.RawMessage
 }
 
+// FieldError is a status field whose expression failed for a reason other
+// than a missing input: a type error, a division by zero, the cost limit.
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+// StatusResult is the status projection evaluated: the fields that
+// evaluated, those still waiting for an input (sorted) and those that
+// failed (sorted by field).
+type StatusResult struct {
+	Fields     map[string]any
+	Unresolved []string
+	Failed     []FieldError
+}
+
+// missingInputs are CEL's messages for a value that is not there (yet): a
+// map key, a field, an attribute or a list index. Only these leave a field
+// unresolved; any other error is the expression's own.
+var missingInputs = []string{"no such key", "no such attribute", "no such field", "index out of bounds", "out of range in list size"}
+
+func missingInput(err error) bool {
+	for _, m := range missingInputs {
+		if strings.Contains(err.Error(), m) {
+			return true
+		}
+	}
+	return false
+}
+
 // Status evaluates the graph's status projection over the observed
-// children (by id). A field whose expression cannot be evaluated yet (a
-// child without that status field) is left out and named in unresolved.
-func (p *Plan) Status(ctx context.Context, c Composite, seen map[string]Observed, names map[string]string) (map[string]any, []string, error) {
+// children (by id). A field whose inputs are not there yet (a child without
+// that status field) is left out and named in Unresolved; one whose
+// expression fails otherwise is left out and named, with the error, in
+// Failed.
+func (p *Plan) Status(ctx context.Context, c Composite, seen map[string]Observed, names map[string]string) (StatusResult, error) {
+	res := StatusResult{Fields: map[string]any{}}
 	if p.status == nil {
-		return map[string]any{}, nil, nil
+		return res, nil
 	}
 	vars, err := c.vars()
 	if err != nil {
-		return nil, nil, err
+		return res, err
 	}
 	for id := range p.byID {
 		o := seen[id]
 		var status any = map[string]any{}
 		if len(o.Status) > 0 && string(o.Status) != "null" {
 			if err := json.Unmarshal(o.Status, &status); err != nil {
-				return nil, nil, fmt.Errorf("%s's status: %w", id, err)
+				return res, fmt.Errorf("%s's status: %w", id, err)
 			}
 		}
 		vars[id] = map[string]any{"name": names[id], "phase": o.Phase, "status": status}
 	}
-	out := map[string]any{}
-	var unresolved []string
 	for k, v := range p.status.obj {
 		x, err := v.eval(ctx, vars)
-		if err != nil {
-			unresolved = append(unresolved, k)
-			continue
+		switch {
+		case err == nil:
+			res.Fields[k] = x
+		case missingInput(err):
+			res.Unresolved = append(res.Unresolved, k)
+		default:
+			res.Failed = append(res.Failed, FieldError{Field: k, Err: err})
 		}
-		out[k] = x
 	}
-	sort.Strings(unresolved)
-	return out, unresolved, nil
+	sort.Strings(res.Unresolved)
+	sort.Slice(res.Failed, func(i, j int) bool { return res.Failed[i].Field < res.Failed[j].Field })
+	return res, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -100,6 +101,13 @@ type compiled struct {
 	prog cel.Program // nil for literal text
 }
 
+// The labels every child gets: the composite's name and the child's
+// resource id ("_" as "-"). A template may not set them.
+const (
+	OwnerLabel = "stdcel"
+	IDLabel    = "stdcel-id"
+)
+
 // Compile checks a graph and compiles its expressions. Every reference
 // between resources becomes a dependency; a whole-value reference to
 // another resource's status (${vpc.status.vpc_id}) a value flow. Unknown
@@ -186,6 +194,9 @@ func (c *compiler) node(t Template) (*node, error) {
 		return nil, err
 	}
 	for k, v := range t.Labels {
+		if k == OwnerLabel || k == IDLabel {
+			return nil, fmt.Errorf("labels.%s: stdcel sets it on every child (%s: the composite's name, %s: the resource id); a template may not", k, OwnerLabel, IDLabel)
+		}
 		if n.labels[k], err = c.value(v, "", "labels."+k); err != nil {
 			return nil, err
 		}
@@ -274,8 +285,10 @@ func (c *compiler) expr(src, ptr, where string, whole bool) (cel.Program, bool, 
 	}
 	native := checked.NativeRep()
 	refs := native.ReferenceMap()
+	bound := map[int64]bool{}
+	boundIdents(native.Expr(), nil, bound)
 	resID := func(e ast.Expr) string {
-		if e.Kind() != ast.IdentKind {
+		if e.Kind() != ast.IdentKind || bound[e.ID()] {
 			return ""
 		}
 		if r, ok := refs[e.ID()]; ok && c.ids[r.Name] {
@@ -327,6 +340,52 @@ func (c *compiler) expr(src, ptr, where string, whole bool) (cel.Program, bool, 
 	}
 	p, _, err := c.program(checked)
 	return p, false, err
+}
+
+// boundIdents records in out the identifiers of e that name a variable a
+// comprehension (a macro such as map, filter, exists) binds where they
+// stand: tags.map(vpc, vpc + "-x") reads no resource vpc.
+func boundIdents(e ast.Expr, scope []string, out map[int64]bool) {
+	switch e.Kind() {
+	case ast.IdentKind:
+		if slices.Contains(scope, e.AsIdent()) {
+			out[e.ID()] = true
+		}
+	case ast.SelectKind:
+		boundIdents(e.AsSelect().Operand(), scope, out)
+	case ast.CallKind:
+		call := e.AsCall()
+		if call.IsMemberFunction() {
+			boundIdents(call.Target(), scope, out)
+		}
+		for _, a := range call.Args() {
+			boundIdents(a, scope, out)
+		}
+	case ast.ListKind:
+		for _, el := range e.AsList().Elements() {
+			boundIdents(el, scope, out)
+		}
+	case ast.MapKind:
+		for _, en := range e.AsMap().Entries() {
+			boundIdents(en.AsMapEntry().Key(), scope, out)
+			boundIdents(en.AsMapEntry().Value(), scope, out)
+		}
+	case ast.StructKind:
+		for _, f := range e.AsStruct().Fields() {
+			boundIdents(f.AsStructField().Value(), scope, out)
+		}
+	case ast.ComprehensionKind:
+		comp := e.AsComprehension()
+		boundIdents(comp.IterRange(), scope, out)
+		boundIdents(comp.AccuInit(), scope, out)
+		inner := append(slices.Clip(scope), comp.IterVar(), comp.AccuVar())
+		if comp.HasIterVar2() {
+			inner = append(inner, comp.IterVar2())
+		}
+		boundIdents(comp.LoopCondition(), inner, out)
+		boundIdents(comp.LoopStep(), inner, out)
+		boundIdents(comp.Result(), inner, out)
+	}
 }
 
 func (c *compiler) program(checked *cel.Ast) (cel.Program, bool, error) {

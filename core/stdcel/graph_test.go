@@ -95,3 +95,43 @@ func TestPlan_EvaluationErrorsNameTheField(t *testing.T) {
 	_, _, err = p.Children(context.Background(), stdcel.Composite{Name: "r", Spec: json.RawMessage(`{}`)})
 	require.ErrorContains(t, err, "resource a: spec.x: y: ${schema.spec.missing}: no such key: missing")
 }
+
+// TestCompile_ComprehensionVariablesAreNotResources: a macro's variable
+// named like a resource id is that variable where it is bound, so it adds
+// no dependency and no refusal; the same name outside the macro is still
+// the resource.
+func TestCompile_ComprehensionVariablesAreNotResources(t *testing.T) {
+	t.Parallel()
+	for name, doc := range map[string]string{
+		"no false cycle": `{"resources":[
+		  {"id":"vpc","kind":"vpc","spec":{"x":"${subnet.spec.cidr}"}},
+		  {"id":"subnet","kind":"subnet","spec":{"cidr":"10.0.0.0/8","tags":"${schema.spec.tags.map(vpc, vpc + '-x')}"}}]}`,
+		"no false self reference": `{"resources":[
+		  {"id":"item","kind":"k","spec":{"names":"${schema.spec.items.map(item, item.name)}"}}]}`,
+		"no false status refusal": `{"resources":[{"id":"a","kind":"k"},
+		  {"id":"b","kind":"k","spec":{"n":"${schema.spec.xs.filter(a, a.status == 'up').size()}"}}]}`,
+		"nested macros": `{"resources":[{"id":"k","kind":"k"},
+		  {"id":"b","kind":"k","spec":{"n":"${schema.spec.xs.map(k, schema.spec.ys.filter(b, b == k))}"}}]}`,
+	} {
+		_, err := compile(t, doc)
+		require.NoError(t, err, name)
+	}
+	p, err := compile(t, `{"resources":[{"id":"vpc","kind":"vpc","spec":{"r":"${schema.spec.region}"}},
+	  {"id":"subnet","kind":"subnet","spec":{"tags":"${[vpc.spec.r].map(vpc, vpc + '-x')}"}}]}`)
+	require.NoError(t, err)
+	_, edges, err := p.Children(context.Background(), stdcel.Composite{Name: "web", Spec: json.RawMessage(`{"region":"eu"}`)})
+	require.NoError(t, err)
+	require.Len(t, edges, 1, "vpc outside the macro (its range) is still the resource")
+	_, err = compile(t, `{"resources":[{"id":"a","kind":"k"},{"id":"b","kind":"k","spec":{"n":"${[1].map(x, a.status.n + x)}"}}]}`)
+	require.ErrorContains(t, err, "a.status is known only after a converges", "a resource read inside a macro body is still refused")
+}
+
+// TestCompile_TemplatesCannotSetTheOwnershipLabels: stdcel and stdcel-id
+// name the composite and the resource on every child.
+func TestCompile_TemplatesCannotSetTheOwnershipLabels(t *testing.T) {
+	t.Parallel()
+	for _, label := range []string{"stdcel", "stdcel-id"} {
+		_, err := compile(t, `{"resources":[{"id":"a","kind":"k","labels":{"`+label+`":"other"}}]}`)
+		require.ErrorContains(t, err, "resources[0] (a): labels."+label+": stdcel sets it on every child")
+	}
+}

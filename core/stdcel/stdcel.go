@@ -19,6 +19,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/rs/zerolog"
@@ -114,6 +115,11 @@ func (p *Provider) Work(ctx context.Context, req worker.Request) (worker.Outcome
 	return p.rollup(ctx, req, pl, comp, children)
 }
 
+// StatusCondition is the condition a rollup sets when a status field's
+// expression fails for a reason other than a missing input, naming the
+// field and the CEL error.
+const StatusCondition = "StatusProjection"
+
 func (p *Provider) rollup(ctx context.Context, req worker.Request, pl *Plan, comp Composite, children []worker.Child) (worker.Outcome, error) {
 	idOf := map[worker.Ref]string{}
 	names := map[string]string{}
@@ -131,13 +137,14 @@ func (p *Provider) rollup(ctx context.Context, req worker.Request, pl *Plan, com
 			seen[id] = Observed{Phase: c.Phase, Status: c.Status}
 		}
 	}
-	status, unresolved, err := pl.Status(ctx, comp, seen, names)
+	res, err := pl.Status(ctx, comp, seen, names)
 	if err != nil {
 		return worker.Outcome{}, worker.Terminal(err)
 	}
+	status := res.Fields
 	status["phase"], status["resources"], status["ready"] = "rolled-up", len(req.Children), ready
-	if len(unresolved) > 0 {
-		status["unresolved"] = unresolved
+	if len(res.Unresolved) > 0 {
+		status["unresolved"] = res.Unresolved
 	}
 	healthy := ready == len(req.Children)
 	b, err := json.Marshal(status)
@@ -148,6 +155,14 @@ func (p *Provider) rollup(ctx context.Context, req worker.Request, pl *Plan, com
 	if !healthy {
 		out.Conditions = []worker.Condition{{Type: "Ready", Status: "False", Reason: "ChildrenNotReady",
 			Message: fmt.Sprintf("%d of %d resources not ready", len(req.Children)-ready, len(req.Children))}}
+	}
+	if len(res.Failed) > 0 {
+		msgs := make([]string, len(res.Failed))
+		for i, f := range res.Failed {
+			msgs[i] = fmt.Sprintf("status.%s: %v", f.Field, f.Err)
+		}
+		out.Conditions = append(out.Conditions, worker.Condition{Type: StatusCondition, Status: "False", Reason: "EvaluationFailed",
+			Message: strings.Join(msgs, "; ")})
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/app/apptest"
@@ -116,4 +117,27 @@ func TestStdcel_ComposesAGraphAgainstAServer(t *testing.T) {
 		msgs += c.Message + "\n"
 	}
 	require.Contains(t, msgs, "the resources form a cycle: a → b → a")
+}
+
+// TestRollup_StatusErrorsAreReportedNotUnresolved: a status expression
+// whose inputs are missing is unresolved; one that fails otherwise (a type
+// error, division by zero) is left out and named, with the CEL error, in
+// the StatusProjection condition.
+func TestRollup_StatusErrorsAreReportedNotUnresolved(t *testing.T) {
+	t.Parallel()
+	p := stdcel.New(manifest.KindVersion{Kind: "stack"}, zerolog.Nop())
+	spec := json.RawMessage(`{"resources":[{"id":"vpc","kind":"vpc"}],"status":{"port":"${vpc.status.port + 'x'}",
+		"ratio":"${int(vpc.status.port) / 0}", "zone":"${vpc.status.zone}", "ok":"${vpc.status.port}"}}`)
+	out, err := p.Work(context.Background(), worker.Request{Stage: worker.StageRollup, Reaction: "rollup",
+		Resource: worker.Resource{Kind: "stack", Version: "v1", Name: "web", Spec: json.RawMessage(`{}`)},
+		Config:   worker.EffectiveConfig{Name: "default", Spec: spec},
+		Children: []worker.ChildSummary{{Kind: "vpc", Name: "web-vpc", Phase: "Ready", HealthOK: true, Status: json.RawMessage(`{"port":80}`)}}})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"phase":"rolled-up","resources":1,"ready":1,"ok":80,"unresolved":["zone"]}`, string(out.Status))
+	require.Len(t, out.Conditions, 1)
+	c := out.Conditions[0]
+	require.Equal(t, stdcel.StatusCondition, c.Type)
+	require.Equal(t, "False", c.Status)
+	require.Contains(t, c.Message, "status.port: ${vpc.status.port + 'x'}: no such overload")
+	require.Contains(t, c.Message, "status.ratio: ${int(vpc.status.port) / 0}: division by zero")
 }
