@@ -22,6 +22,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -40,6 +41,7 @@ const (
 	DefaultTimeout   = 60 * time.Second
 	MaxTimeoutSecs   = 24 * 60 * 60
 	maxOutputCeiling = 64 << 20
+	maxNamePart      = 255 // NAME_MAX
 )
 
 // DefaultInterpreter runs the entry script.
@@ -123,7 +125,9 @@ func (c Config) entry(reaction string) string {
 }
 
 // ParseBundle reads a providerconfig's data: file name → contents. Names are
-// relative slash paths without "..".
+// clean relative slash paths without "..", "." or NUL, each part at most
+// 255 bytes, and no name is a directory of another ("lib" beside
+// "lib/a.sh"), so that every bundle that passes can be written.
 func ParseBundle(data json.RawMessage) (map[string]string, error) {
 	if len(data) > MaxBundleBytes {
 		return nil, fmt.Errorf("the bundle (providerconfig data) is %d bytes, at most %d", len(data), MaxBundleBytes)
@@ -138,8 +142,19 @@ func ParseBundle(data json.RawMessage) (map[string]string, error) {
 		return nil, fmt.Errorf("the bundle holds %d files, at most %d", len(files), MaxBundleFiles)
 	}
 	for name := range files {
-		if name == "" || path.IsAbs(name) || path.Clean(name) != name || name == ".." || strings.HasPrefix(name, "../") {
+		if name == "" || name == "." || path.IsAbs(name) || path.Clean(name) != name || name == ".." || strings.HasPrefix(name, "../") ||
+			strings.ContainsRune(name, 0) {
 			return nil, fmt.Errorf("the bundle's file name %q must be a clean relative path", name)
+		}
+		for _, part := range strings.Split(name, "/") {
+			if len(part) > maxNamePart {
+				return nil, fmt.Errorf("the bundle's file name %q has a part of %d bytes, at most %d", name, len(part), maxNamePart)
+			}
+		}
+		for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
+			if _, ok := files[dir]; ok {
+				return nil, fmt.Errorf("the bundle's file name %q is inside %q, which is a file of the bundle too", name, dir)
+			}
 		}
 	}
 	return files, nil
@@ -231,7 +246,12 @@ func (p *Provider) Work(ctx context.Context, req worker.Request) (worker.Outcome
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
 	if err := writeBundle(dir, files); err != nil {
-		return worker.Outcome{}, fmt.Errorf("stdshell: write the bundle: %w", err)
+		err = fmt.Errorf("stdshell: write the bundle: %w", err)
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			return worker.Outcome{}, err // the disk may free up
+		}
+		// ParseBundle passed it: the same bundle would fail the same way.
+		return worker.Outcome{}, worker.Terminal(err)
 	}
 	argv := append(append([]string{}, c.Interpreter...), entry)
 	out, r, err := stdio.RunTask(ctx, req, stdio.Program{Argv: argv, Env: p.environ(c, dir), Dir: dir, Timeout: c.timeout(),

@@ -134,16 +134,36 @@ func TestParse_RefusesBadConfigAndBundles(t *testing.T) {
 		require.ErrorContains(t, err, want, spec)
 	}
 	for data, want := range map[string]string{
-		`{"../evil.sh":"x"}`:  "clean relative path",
-		`{"/etc/passwd":"x"}`: "clean relative path",
-		`{"a/./b":"x"}`:       "clean relative path",
-		`["main.sh"]`:         "want an object",
+		`{"../evil.sh":"x"}`:                       "clean relative path",
+		`{"/etc/passwd":"x"}`:                      "clean relative path",
+		`{"a/./b":"x"}`:                            "clean relative path",
+		`["main.sh"]`:                              "want an object",
+		`{"main.sh":"x",".":"x"}`:                  `file name "." must be a clean relative path`,
+		`{"main.sh":"x","a\u0000b":"x"}`:           "clean relative path",
+		`{"main.sh":"x","lib":"x","lib/a.sh":"y"}`: `file name "lib/a.sh" is inside "lib", which is a file of the bundle too`,
+		`{"main.sh":"x","a":"x","a/b/c/d":"y"}`:    `file name "a/b/c/d" is inside "a"`,
+		`{"` + strings.Repeat("n", 256) + `":"x"}`: "has a part of 256 bytes, at most 255",
 	} {
 		_, err := stdshell.ParseBundle(json.RawMessage(data))
 		require.ErrorContains(t, err, want, data)
 	}
 	_, err := stdshell.ParseBundle(json.RawMessage(`{"main.sh":"` + strings.Repeat("x", stdshell.MaxBundleBytes) + `"}`))
 	require.ErrorContains(t, err, "at most 1048576")
+}
+
+// TestWork_UnwritableBundleIsTerminal: a bundle whose names cannot all be
+// written makes the kind unready and fails a task terminally, naming the
+// file, instead of failing every task transiently.
+func TestWork_UnwritableBundleIsTerminal(t *testing.T) {
+	t.Parallel()
+	data := json.RawMessage(`{"main.sh":"echo '{}'","lib":"x","lib/a.sh":"y"}`)
+	p := stdshell.New(manifest.KindVersion{Kind: "shjob"}, apptest.Logger(t), nil)
+	p.OnConfig(worker.ProviderConfig{Kind: "shjob", Name: "default", IsDefault: true, Data: data})
+	require.False(t, p.Ready())
+	_, err := p.Work(context.Background(), worker.Request{Stage: worker.StageWork, Reaction: "work",
+		Resource: worker.Resource{Kind: "shjob", Version: "v1", Name: "a"}, Config: worker.EffectiveConfig{Name: "default", Data: data}})
+	require.ErrorContains(t, err, `"lib/a.sh" is inside "lib"`)
+	require.True(t, worker.IsTerminal(err))
 }
 
 func TestOnConfig_UnreadyWithoutTheEntryScript(t *testing.T) {
