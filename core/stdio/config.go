@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -12,6 +13,11 @@ import (
 const (
 	DefaultMaxOutputBytes = 4 << 20
 	DefaultKillGrace      = 2 * time.Second
+	// The caps (as stdshell's): a longer grace or a larger stdout is
+	// refused.
+	MaxTimeoutSecs    = 24 * 60 * 60
+	MaxKillGraceSecs  = 60
+	MaxOutputBytesCap = 64 << 20
 	// stderrTail is how much of a program's stderr is kept (its end).
 	stderrTail = 64 << 10
 )
@@ -30,9 +36,14 @@ type Config struct {
 	// KillGraceSecs is how long a program has to exit after SIGTERM before
 	// its process group is killed (default 2).
 	KillGraceSecs float64 `json:"kill_grace_secs,omitempty"`
-	// Env adds variables to the program's environment (which otherwise is
-	// the worker's, plus the CONVERGE_* task variables).
+	// Env adds variables to the program's environment, which is clean:
+	// PATH, HOME, TMPDIR and LANG (the worker's), the CONVERGE_* task
+	// variables, PassEnv and Env, nothing else of the worker's (so never
+	// its WORKER_TOKEN).
 	Env map[string]string `json:"env,omitempty"`
+	// PassEnv names worker variables copied in (credentials); an unset
+	// one is left out.
+	PassEnv []string `json:"pass_env,omitempty"`
 	// Dir is the program's working directory (default: the worker's).
 	Dir string `json:"dir,omitempty"`
 	// MaxOutputBytes bounds stdout (default 4 MiB); more is a terminal
@@ -58,8 +69,23 @@ func ParseConfig(spec json.RawMessage) (Config, error) {
 			return c, fmt.Errorf("providerconfig spec: commands.%s is empty", name)
 		}
 	}
-	if c.TimeoutSecs < 0 || c.KillGraceSecs < 0 || c.MaxOutputBytes < 0 {
-		return c, errors.New("providerconfig spec: timeout_secs, kill_grace_secs and max_output_bytes must not be negative")
+	switch {
+	case c.TimeoutSecs < 0 || c.TimeoutSecs > MaxTimeoutSecs:
+		return c, fmt.Errorf("providerconfig spec: timeout_secs %v is outside 0..%d", c.TimeoutSecs, MaxTimeoutSecs)
+	case c.KillGraceSecs < 0 || c.KillGraceSecs > MaxKillGraceSecs:
+		return c, fmt.Errorf("providerconfig spec: kill_grace_secs %v is outside 0..%d", c.KillGraceSecs, MaxKillGraceSecs)
+	case c.MaxOutputBytes < 0 || c.MaxOutputBytes > MaxOutputBytesCap:
+		return c, fmt.Errorf("providerconfig spec: max_output_bytes %d is outside 0..%d", c.MaxOutputBytes, MaxOutputBytesCap)
+	}
+	for k := range c.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return c, fmt.Errorf("providerconfig spec: env name %q is not a variable name", k)
+		}
+	}
+	for i, k := range c.PassEnv {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return c, fmt.Errorf("providerconfig spec: pass_env[%d] %q is not a variable name", i, k)
+		}
 	}
 	return c, nil
 }

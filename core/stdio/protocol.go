@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/converge-run/converge/core/worker"
 )
@@ -199,11 +200,20 @@ func ParseOutcome(stdout []byte) (Outcome, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(stdout))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&o); err != nil {
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
 		return Outcome{}, fmt.Errorf("decode outcome: %w", err)
 	}
-	if dec.More() {
-		return Outcome{}, errors.New("decode outcome: more than one JSON value on stdout")
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Outcome{}, errors.New("decode outcome: more than one JSON value on stdout (data after the object)")
+	}
+	if b := bytes.TrimSpace(raw); len(b) == 0 || b[0] != '{' {
+		return Outcome{}, fmt.Errorf("decode outcome: want a JSON object, got %.40s", b)
+	}
+	strict := json.NewDecoder(bytes.NewReader(raw))
+	strict.DisallowUnknownFields()
+	if err := strict.Decode(&o); err != nil {
+		return Outcome{}, fmt.Errorf("decode outcome: %w", err)
 	}
 	return o, nil
 }

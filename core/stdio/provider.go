@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,17 +39,23 @@ type Provider struct {
 
 	mu    sync.RWMutex
 	ready bool
-	// env is the worker's environment, read once.
-	env []string
+	// getenv reads the worker's environment (for the base variables and
+	// pass_env).
+	getenv func(string) string
 }
 
 // New returns a provider for kv. It is unready until the kind's default
 // providerconfig names a command that exists.
 func New(kv manifest.KindVersion, log zerolog.Logger) *Provider {
+	return NewWithEnv(kv, log, os.Getenv)
+}
+
+// NewWithEnv is New reading the worker's environment through getenv.
+func NewWithEnv(kv manifest.KindVersion, log zerolog.Logger, getenv func(string) string) *Provider {
 	if kv.Version == "" {
 		kv.Version = manifest.DefaultVersion
 	}
-	return &Provider{kv: kv, log: log.With().Str("kind", kv.Kind).Str("version", kv.Version).Logger(), env: os.Environ()}
+	return &Provider{kv: kv, log: log.With().Str("kind", kv.Kind).Str("version", kv.Version).Logger(), getenv: getenv}
 }
 
 // Kind is the (kind, version) served.
@@ -84,16 +91,37 @@ func (p *Provider) Work(ctx context.Context, req worker.Request) (worker.Outcome
 	if err != nil {
 		return worker.Outcome{}, worker.Terminal(fmt.Errorf("config %q: %w", req.Config.Name, err))
 	}
-	env := make([]string, 0, len(p.env)+len(cfg.Env)+8)
-	env = append(env, p.env...)
-	for k, v := range cfg.Env {
-		env = append(env, k+"="+v)
-	}
-	out, r, err := RunTask(ctx, req, Program{Argv: cfg.argv(req.Reaction), Env: env, Dir: cfg.Dir,
+	out, r, err := RunTask(ctx, req, Program{Argv: cfg.argv(req.Reaction), Env: p.environ(cfg), Dir: cfg.Dir,
 		Timeout: cfg.timeout(), KillGrace: cfg.killGrace(), MaxOutputBytes: cfg.maxOutput()})
 	p.log.Debug().Str("name", req.Resource.Name).Str("stage", string(req.Stage)).Int("exit", r.ExitCode).
 		Dur("took", r.Took).Int("stdout_bytes", len(r.Stdout)).Bytes("stderr", r.Stderr).Msg("program ran")
 	return out, err
+}
+
+// environ is the program's clean environment: the worker's PATH, HOME,
+// TMPDIR and LANG (when set), pass_env's variables and env, nothing else of
+// the worker's; RunTask adds the CONVERGE_* variables.
+func (p *Provider) environ(c Config) []string {
+	var env []string
+	for _, k := range []string{"PATH", "HOME", "TMPDIR", "LANG"} {
+		if v := p.getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	for _, k := range c.PassEnv {
+		if v := p.getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	keys := make([]string, 0, len(c.Env))
+	for k := range c.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+c.Env[k])
+	}
+	return env
 }
 
 // Interpret maps a finished run of a stdio-protocol program to an outcome

@@ -282,6 +282,16 @@ func TestWork_ConfigProblemsAreTerminal(t *testing.T) {
 		"no-command":  {reason: "the command is required", cfg: json.RawMessage(`{"timeout_secs":3}`), errHas: "command is empty"},
 		"missing":     {reason: "a program that does not exist cannot start", cfg: json.RawMessage(`{"command":["` + filepath.Join(dir, "nope") + `"]}`), errHas: "start"},
 		"wrong-shape": {reason: "command is an argv array, not a shell line", cfg: json.RawMessage(`{"command":"echo hi"}`), errHas: "providerconfig spec"},
+		"grace-cap": {reason: "kill_grace_secs is capped as stdshell's", cfg: json.RawMessage(`{"command":["x"],"kill_grace_secs":61}`),
+			errHas: "kill_grace_secs 61 is outside 0..60"},
+		"output-cap": {reason: "max_output_bytes is capped as stdshell's", cfg: json.RawMessage(`{"command":["x"],"max_output_bytes":67108865}`),
+			errHas: "max_output_bytes 67108865 is outside 0..67108864"},
+		"timeout-cap": {reason: "timeout_secs is capped as stdshell's", cfg: json.RawMessage(`{"command":["x"],"timeout_secs":86401}`),
+			errHas: "timeout_secs 86401 is outside 0..86400"},
+		"env-name": {reason: "an env name must be a variable name", cfg: json.RawMessage(`{"command":["x"],"env":{"A=B":"c"}}`),
+			errHas: `env name "A=B" is not a variable name`},
+		"pass-env-name": {reason: "a pass_env name must be a variable name", cfg: json.RawMessage(`{"command":["x"],"pass_env":[""]}`),
+			errHas: `pass_env[0] "" is not a variable name`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -344,4 +354,21 @@ func alive(pid int) bool {
 		return false
 	}
 	return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+// TestWork_TheEnvironmentIsClean: the program gets PATH, HOME, TMPDIR and
+// LANG, pass_env's variables, env and the CONVERGE_* variables, nothing
+// else of the worker's (never its WORKER_TOKEN).
+func TestWork_TheEnvironmentIsClean(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	dump := script(t, dir, "env.sh", `printf '{"status":{"env":"%s"}}' "$WORKER_TOKEN|$SECRET|$DEPLOY_TOKEN|$UNSET_ONE|$EXTRA|$HOME|$CONVERGE_NAME"`)
+	worker := map[string]string{"PATH": "/usr/bin:/bin", "HOME": "/home/w", "WORKER_TOKEN": "tok", "SECRET": "s", "DEPLOY_TOKEN": "d"}
+	p := stdio.NewWithEnv(manifest.KindVersion{Kind: "script"}, zerolog.Nop(), func(k string) string { return worker[k] })
+	cfg := config(t, map[string]any{"command": sh(dump), "pass_env": []string{"DEPLOY_TOKEN", "UNSET_ONE"}, "env": map[string]string{"EXTRA": "x"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := p.Work(ctx, request("web", cfg))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"env":"||d||x|/home/w|web"}`, string(out.Status))
 }
