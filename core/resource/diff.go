@@ -3,7 +3,10 @@ package resource
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,16 +24,18 @@ type Change struct {
 // Diff lists the differences between two JSON documents, object members by
 // key, arrays element by element (a length change adds or removes the
 // tail), paths in document order (object keys sorted). A nil or empty
-// side is absent. It fails only on malformed JSON.
+// side is absent. It fails only on malformed JSON. Numbers keep their
+// digits and compare exactly by value (1, 1.0 and 1e0 are equal, as in
+// jsonb; 123456789012345678 and 123456789012345679 are not).
 func Diff(before, after json.RawMessage) ([]Change, error) {
 	var a, b any
 	if len(bytes.TrimSpace(before)) > 0 {
-		if err := json.Unmarshal(before, &a); err != nil {
+		if err := decodeExact(before, &a); err != nil {
 			return nil, fmt.Errorf("diff: before: %w", err)
 		}
 	}
 	if len(bytes.TrimSpace(after)) > 0 {
-		if err := json.Unmarshal(after, &b); err != nil {
+		if err := decodeExact(after, &b); err != nil {
 			return nil, fmt.Errorf("diff: after: %w", err)
 		}
 	}
@@ -101,7 +106,56 @@ func diffArray(out *[]Change, path string, a, b []any) {
 	}
 }
 
-func jsonEqual(a, b any) bool { return bytes.Equal(mustJSON(a), mustJSON(b)) }
+// decodeExact decodes one JSON document with numbers as json.Number.
+func decodeExact(raw []byte, v *any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("data after the JSON value")
+	}
+	return nil
+}
+
+func jsonEqual(a, b any) bool {
+	if na, ok := a.(json.Number); ok {
+		if nb, ok := b.(json.Number); ok {
+			return canonicalNumber(string(na)) == canonicalNumber(string(nb))
+		}
+	}
+	return bytes.Equal(mustJSON(a), mustJSON(b))
+}
+
+// canonicalNumber is a JSON number's exact value as sign, significant
+// digits and exponent ("-12e3"), so that equal values compare equal
+// whatever their notation, without building the number (an exponent may
+// be huge).
+func canonicalNumber(s string) string {
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	mant, expPart, _ := strings.Cut(strings.ToLower(s), "e")
+	whole, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(whole+frac, "0")
+	if digits == "" {
+		return "0"
+	}
+	exp, ok := new(big.Int).SetString(strings.TrimPrefix(expPart, "+"), 10)
+	if expPart == "" {
+		exp, ok = new(big.Int), true
+	}
+	if !ok {
+		return s // not a JSON number: compare as written
+	}
+	trimmed := strings.TrimRight(digits, "0")
+	exp.Add(exp, big.NewInt(int64(len(digits)-len(trimmed)-len(frac))))
+	sign := ""
+	if neg {
+		sign = "-"
+	}
+	return sign + trimmed + "e" + exp.String()
+}
 
 // mustJSON re-encodes a decoded JSON value, which cannot fail.
 func mustJSON(v any) json.RawMessage {

@@ -25,6 +25,13 @@ func TestDiff(t *testing.T) {
 		"TypeChange": {before: `{"a":[1]}`, after: `{"a":{"0":1}}`,
 			want: []Change{{Path: "/a", Before: json.RawMessage(`[1]`), After: json.RawMessage(`{"0":1}`)}}},
 		"Created": {after: `{"a":1}`, want: []Change{{Path: "", After: json.RawMessage(`{"a":1}`)}}},
+		"LargeIntegersDiffer": {before: `{"account":123456789012345678}`, after: `{"account":123456789012345679}`,
+			want: []Change{{Path: "/account", Before: json.RawMessage(`123456789012345678`), After: json.RawMessage(`123456789012345679`)}}},
+		"LargeIntegerKeepsItsDigits": {after: `{"account":123456789012345679}`,
+			want: []Change{{Path: "", After: json.RawMessage(`{"account":123456789012345679}`)}}},
+		"EqualNumbersInAnyNotation": {before: `{"a":1,"b":-0,"c":1.5e3,"d":0.010,"e":1e400}`, after: `{"a":1.0,"b":0,"c":1500,"d":1E-2,"e":10e399}`},
+		"SmallDecimalsDiffer": {before: `{"a":0.1000000000000000001}`, after: `{"a":0.1}`,
+			want: []Change{{Path: "/a", Before: json.RawMessage(`0.1000000000000000001`), After: json.RawMessage(`0.1`)}}},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
