@@ -304,17 +304,17 @@ func storeStep[T any](ctx context.Context, rn *runner, step string, fn func(cont
 
 // runDelete runs the kind's finalizer teardown; a kind without a
 // deleteRequested reaction has nothing to tear down and its finalizer is
-// stripped at once.
+// stripped at once. The finalizer torn down and stripped is the one the
+// resource was seeded with (KindManifest.Finalizer, as kind_config has it):
+// a manifest stored before its deleter's finalizer had to agree with its
+// finalizer_name must not strip another, which would leave the resource
+// in Deleting for good.
 func (rn *runner) runDelete(ctx context.Context, t pipeline.Task, kind store.Kind, held *heldAcks) (pipeline.Result, error) {
 	fin := kind.Manifest.Finalizer()
 	res := pipeline.Result{Key: t.Key, ClaimEpoch: t.ClaimEpoch, Generation: t.Generation, Finalizer: fin}
 	deleter, ok := kind.Manifest.Deleter()
 	if !ok {
 		return res, nil
-	}
-	if deleter.Finalizer != "" {
-		fin = deleter.Finalizer
-		res.Finalizer = fin
 	}
 	out, ack, err := rn.stages.stage(ctx, t, kind, workerv1.Stage_STAGE_DELETE, deleter, true,
 		&workerv1.StageTask_Delete{Delete: &workerv1.DeleteRequest{Finalizer: fin}})

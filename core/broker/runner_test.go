@@ -240,6 +240,22 @@ func runComposeTask(t *testing.T, deadline time.Duration, apply func() (pipeline
 	composer := manifest.ReactionDecl{Name: "compose", Trigger: manifest.TriggerSpecChange, Emits: manifest.Mask(manifest.OutcomeChildren)}
 	bom := store.Kind{Name: "bom", Version: "v1", Manifest: manifest.KindManifest{Kind: "bom", Version: "v1",
 		Reactions: []manifest.ReactionDecl{composer}}}
+	tk := task(5, pipeline.TaskReconcile)
+	tk.Resource = pipeline.Snapshot{Kind: "bom", Version: "v1", Name: "root"}
+	tk.Generation, tk.Deadline = 1, deadline
+	return runOneTask(t, fakeKinds{bom, workerKind}, tk,
+		&fakeTaskStore{ApplyComposeFn: func(context.Context, pipeline.Task, pipeline.Composition) (pipeline.ComposeResult, error) {
+			return apply()
+		}},
+		&fakeStageDispatcher{StageFn: func(context.Context, pipeline.Task, workerv1.Stage, string, bool) (*workerv1.Outcome, error) {
+			return &workerv1.Outcome{Children: []*workerv1.Child{{Kind: "vpc", Version: "v1", Name: "a"}}}, nil
+		}})
+}
+
+// runOneTask runs tk through a runner over kinds, st and stages, and
+// returns the results it wrote.
+func runOneTask(t *testing.T, kinds fakeKinds, tk pipeline.Task, st *fakeTaskStore, stages *fakeStageDispatcher) []pipeline.Result {
+	t.Helper()
 	var mu sync.Mutex
 	var written []pipeline.Result
 	out := newOutboxWriter(func(_ context.Context, rs ...pipeline.Result) error {
@@ -251,19 +267,8 @@ func runComposeTask(t *testing.T, deadline time.Duration, apply func() (pipeline
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	go func() { _ = out.Run(ctx) }()
-	rn := &runner{
-		store: &fakeTaskStore{ApplyComposeFn: func(context.Context, pipeline.Task, pipeline.Composition) (pipeline.ComposeResult, error) {
-			return apply()
-		}},
-		stages: &fakeStageDispatcher{StageFn: func(context.Context, pipeline.Task, workerv1.Stage, string, bool) (*workerv1.Outcome, error) {
-			return &workerv1.Outcome{Children: []*workerv1.Child{{Kind: "vpc", Version: "v1", Name: "a"}}}, nil
-		}},
-		outbox: out, kinds: fakeKinds{bom, workerKind}, metrics: metrics.New(), clock: engine.RealClock,
-		outage: &engine.Outage{Log: testLog(t)}, log: testLog(t),
-	}
-	tk := task(5, pipeline.TaskReconcile)
-	tk.Resource = pipeline.Snapshot{Kind: "bom", Version: "v1", Name: "root"}
-	tk.Generation, tk.Deadline = 1, deadline
+	rn := &runner{store: st, stages: stages, outbox: out, kinds: kinds, metrics: metrics.New(), clock: engine.RealClock,
+		outage: &engine.Outage{Log: testLog(t)}, log: testLog(t)}
 	rn.runTask(ctx, pipeline.Lease{WorkerID: "broker-1"}, tk, nil, func() {})
 	mu.Lock()
 	defer mu.Unlock()
@@ -299,6 +304,36 @@ func TestRunnerRunTask_ComposeRefusals(t *testing.T) {
 			}
 			require.Contains(t, written[0].Error, tc.errorHas)
 			require.Equal(t, tc.terminal, written[0].Terminal)
+		})
+	}
+}
+
+// A delete strips the finalizer its resource was seeded with — the kind's
+// finalizer_name, when it names one — even where a manifest stored before
+// the rule that they agree gives its deleter another.
+func TestRunnerRunTask_ADeleteStripsTheSeededFinalizer(t *testing.T) {
+	t.Parallel()
+	deleter := manifest.ReactionDecl{Name: "teardown", Trigger: manifest.TriggerDeleteRequested,
+		Emits: manifest.Mask(manifest.OutcomeFinalizer), Finalizer: "reaction.example.com/teardown"}
+	for name, tc := range map[string]struct {
+		finalizerName, want string
+	}{
+		"TheKindsFinalizerName":      {"seeded.example.com/teardown", "seeded.example.com/teardown"},
+		"TheDeletersWhenNoneIsNamed": {"", "reaction.example.com/teardown"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fin := store.Kind{Name: "fin", Version: "v1", Manifest: manifest.KindManifest{Kind: "fin", Version: "v1",
+				FinalizerName: tc.finalizerName, Reactions: []manifest.ReactionDecl{deleter}}}
+			tk := task(7, pipeline.TaskDelete)
+			tk.Resource = pipeline.Snapshot{Kind: "fin", Version: "v1", Name: "a"}
+			written := runOneTask(t, fakeKinds{fin}, tk, &fakeTaskStore{},
+				&fakeStageDispatcher{StageFn: func(context.Context, pipeline.Task, workerv1.Stage, string, bool) (*workerv1.Outcome, error) {
+					return &workerv1.Outcome{}, nil
+				}})
+			require.Len(t, written, 1)
+			require.Empty(t, written[0].Error)
+			require.Equal(t, tc.want, written[0].Finalizer)
 		})
 	}
 }
