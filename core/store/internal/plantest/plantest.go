@@ -339,6 +339,13 @@ func AnalyzeEmptied(t testing.TB, pool *pgxpool.Pool, tables ...string) {
 	for i := len(tables) - 1; i >= 0; i-- {
 		exec(`DELETE FROM ` + pgx.Identifier{tables[i]}.Sanitize())
 	}
+	// The deletes' counts reach the statistics before the ANALYZE below
+	// sets the live rows to zero. A session flushes its counts at most once
+	// a second; left pending, the deletes' and the inserts' after the
+	// ANALYZE would cancel out in one flush, and a table's live count stay
+	// at the ANALYZE's zero instead of the rows put back (whether they did
+	// hung on when the session's last flush had been).
+	exec(`SELECT pg_stat_force_next_flush()`)
 	for _, table := range tables {
 		exec(`ANALYZE ` + pgx.Identifier{table}.Sanitize())
 	}
@@ -354,6 +361,7 @@ SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum)
 		exec(`INSERT INTO ` + pgx.Identifier{table}.Sanitize() + ` (` + cols + `) OVERRIDING SYSTEM VALUE SELECT ` + cols + ` FROM ` + kept(table))
 		exec(`DROP TABLE ` + kept(table))
 	}
+	exec(`SELECT pg_stat_force_next_flush()`) // the rows put back, counted now
 }
 
 // Rule pins one statement's plan: the first recorded plan whose query text
