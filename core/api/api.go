@@ -33,6 +33,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"mime"
 	"net/http"
 	"regexp"
 	"strings"
@@ -178,6 +180,12 @@ func (h *Handler) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		h.gql.ServeHTTP(w, r.WithContext(ctx))
 		return
 	}
+	if !transportAllowed(w, r) {
+		return
+	}
+	if r.Method == http.MethodGet {
+		w = &queryOnlyGET{ResponseWriter: w, r: r}
+	}
 	// One deadline for the whole request, its body's arrival included: a
 	// client that stalls mid-body is answered, not held.
 	deadline := time.Now().Add(h.limits.RequestTimeout)
@@ -273,3 +281,56 @@ func RequestID(ctx context.Context) string {
 	id, _ := ctx.Value(requestIDKey{}).(string)
 	return id
 }
+
+// transportAllowed refuses, with a coded error, a request no HTTP transport
+// takes (gqlgen's own answer, "transport not supported", has no code):
+// a method other than GET and POST is 405, a POST whose body is not JSON
+// 415.
+func transportAllowed(w http.ResponseWriter, r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet:
+		return true
+	case http.MethodPost:
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err == nil && mt == "application/json" {
+			return true
+		}
+		writeHTTPError(w, r, http.StatusUnsupportedMediaType, codeBadUserInput,
+			fmt.Sprintf("a POST request's Content-Type must be application/json, not %q", r.Header.Get("Content-Type")))
+		return false
+	}
+	w.Header().Set("Allow", "GET, POST")
+	writeHTTPError(w, r, http.StatusMethodNotAllowed, codeBadUserInput,
+		fmt.Sprintf("method %s is not allowed: send GraphQL requests with POST (or queries with GET)", r.Method))
+	return false
+}
+
+// queryOnlyGET codes gqlgen's refusal of a mutation or subscription sent
+// with GET (a 406 with an uncoded error): 405 with Allow: POST and a
+// BAD_USER_INPUT error, so a cross-site GET can never change state and the
+// client is told why.
+type queryOnlyGET struct {
+	http.ResponseWriter
+	r       *http.Request
+	refused bool
+}
+
+func (g *queryOnlyGET) WriteHeader(code int) {
+	if code != http.StatusNotAcceptable {
+		g.ResponseWriter.WriteHeader(code)
+		return
+	}
+	g.refused = true
+	g.Header().Set("Allow", "POST")
+	writeHTTPError(g.ResponseWriter, g.r, http.StatusMethodNotAllowed, codeBadUserInput,
+		"a GET request runs queries only: send mutations and subscriptions with POST")
+}
+
+func (g *queryOnlyGET) Write(b []byte) (int, error) {
+	if g.refused {
+		return len(b), nil // gqlgen's uncoded error, already answered
+	}
+	return g.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (g *queryOnlyGET) Unwrap() http.ResponseWriter { return g.ResponseWriter }

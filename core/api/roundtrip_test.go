@@ -296,10 +296,40 @@ func TestEndpoints_GETQueriesAndSDL(t *testing.T) {
 	code, body := get(`{ version }`)
 	require.Equal(t, http.StatusOK, code)
 	require.JSONEq(t, `{"data":{"version":"v-test"}}`, body)
-	code, body = get(`mutation { deleteReactorBinding(name: "x") }`)
-	require.NotEqual(t, http.StatusOK, code, body)
+	// A mutation sent with GET is refused (405, Allow: POST) with a code;
+	// so are a method no transport takes and a POST whose body is not JSON.
+	refused := func(resp *http.Response, status int, allow, has string) {
+		t.Helper()
+		defer resp.Body.Close()
+		var out struct {
+			Data   any
+			Errors []struct {
+				Message    string
+				Extensions map[string]any
+			}
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+		require.Equal(t, status, resp.StatusCode)
+		require.Equal(t, allow, resp.Header.Get("Allow"))
+		require.Len(t, out.Errors, 1)
+		require.Contains(t, out.Errors[0].Message, has)
+		require.Equal(t, "BAD_USER_INPUT", out.Errors[0].Extensions["code"])
+		require.Nil(t, out.Data)
+	}
+	resp, err := http.Get(e.srv.URL + "/graphql?query=" + url.QueryEscape(`mutation { deleteReactorBinding(name: "x") }`))
+	require.NoError(t, err)
+	refused(resp, http.StatusMethodNotAllowed, "POST", "a GET request runs queries only")
+	req, err := http.NewRequest(http.MethodPut, e.srv.URL+"/graphql", strings.NewReader(`{"query":"{ version }"}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	refused(resp, http.StatusMethodNotAllowed, "GET, POST", "method PUT is not allowed")
+	resp, err = http.Post(e.srv.URL+"/graphql", "text/plain", strings.NewReader(`{"query":"{ version }"}`))
+	require.NoError(t, err)
+	refused(resp, http.StatusUnsupportedMediaType, "", `Content-Type must be application/json, not "text/plain"`)
 
-	resp, err := http.Get(e.srv.URL + "/graphql/schema.graphql")
+	resp, err = http.Get(e.srv.URL + "/graphql/schema.graphql")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
