@@ -3628,6 +3628,16 @@ CREATE TABLE public.kind_manifest (
 );
 
 --
+-- Name: kind_manifest_generations; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.kind_manifest_generations (
+    kind text NOT NULL,
+    version text NOT NULL,
+    last_gen bigint NOT NULL
+);
+
+--
 -- Name: lease_keys; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -5441,6 +5451,13 @@ ALTER TABLE ONLY public.kind_config
 
 ALTER TABLE ONLY public.kind_inflight
     ADD CONSTRAINT kind_inflight_pkey PRIMARY KEY (kind, version, range_lo);
+
+--
+-- Name: kind_manifest_generations kind_manifest_generations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.kind_manifest_generations
+    ADD CONSTRAINT kind_manifest_generations_pkey PRIMARY KEY (kind, version);
 
 --
 -- Name: kind_manifest kind_manifest_pkey; Type: CONSTRAINT; Schema: public; Owner: -

@@ -142,7 +142,9 @@ func (s *Store) ApplyManifestWith(ctx context.Context, raw []byte, opts Manifest
 		}
 		var inserted bool
 		err := tx.QueryRow(ctx, `
-			INSERT INTO kind_manifest AS m (kind, version, manifest) VALUES ($1, $2, $3::jsonb)
+			INSERT INTO kind_manifest AS m (kind, version, manifest, manifest_gen)
+			VALUES ($1, $2, $3::jsonb,
+			        coalesce((SELECT g.last_gen FROM kind_manifest_generations g WHERE g.kind = $1 AND g.version = $2), 0) + 1)
 			ON CONFLICT (kind, version) DO UPDATE
 			   SET manifest = EXCLUDED.manifest, manifest_gen = m.manifest_gen + 1, updated_at = now()
 			 WHERE m.manifest IS DISTINCT FROM EXCLUDED.manifest

@@ -239,3 +239,35 @@ func TestUpdateKindConfig_Rejections(t *testing.T) {
 		t.Errorf("rows changed (-before +after):\n%s", diff)
 	}
 }
+
+// A kind version deleted and applied again continues its manifest_gen, so a
+// process that cached the deleted document at a generation never validates
+// against it in the version's next life.
+func TestDeleteManifest_AVersionAppliedAgainContinuesItsGeneration(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	manifestRequiring := func(field string) []byte {
+		return []byte(`{"kind":"again","spec_schema":{"type":"object","required":["` + field + `"]},
+		  "reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}`)
+	}
+	dryRun := func(spec string) error {
+		_, _, err := e.store.ApplyResource(ctx, ApplyResourceInput{Kind: "again", Name: "r", Spec: json.RawMessage(spec), DryRun: true})
+		return err
+	}
+
+	k, _, err := e.store.ApplyManifest(ctx, manifestRequiring("a"))
+	require.NoError(t, err)
+	require.Equal(t, int64(1), k.ManifestGen)
+	requireInvalid(t, dryRun(`{"b":"x"}`), "spec/a", "required") // the first life's schema, now cached
+
+	deleted, err := e.store.DeleteManifest(ctx, "again", "v1")
+	require.NoError(t, err)
+	require.True(t, deleted)
+	k, outcome, err := e.store.ApplyManifest(ctx, manifestRequiring("b"))
+	require.NoError(t, err)
+	require.Equal(t, Created, outcome)
+	require.Equal(t, int64(2), k.ManifestGen, "the generation continues from the deleted version's")
+	require.NoError(t, dryRun(`{"b":"x"}`), "validated against the version applied again, not the cached one")
+	requireInvalid(t, dryRun(`{"a":"x"}`), "spec/b", "required")
+}

@@ -235,7 +235,14 @@ func (s *Store) DeleteManifest(ctx context.Context, kind, version string) (bool,
 		if brk != nil {
 			return brk
 		}
-		tag, err := tx.Exec(ctx, `DELETE FROM kind_manifest WHERE kind = $1 AND version = $2`, kind, version)
+		// The version's last generation is kept: applied again, it continues
+		// from there (00018_manifest_generations), so no process's cache of
+		// this document at a generation can be taken for the next one's.
+		tag, err := tx.Exec(ctx, `
+WITH gone AS (DELETE FROM kind_manifest WHERE kind = $1 AND version = $2 RETURNING kind, version, manifest_gen)
+INSERT INTO kind_manifest_generations AS g (kind, version, last_gen)
+SELECT kind, version, manifest_gen FROM gone
+    ON CONFLICT (kind, version) DO UPDATE SET last_gen = greatest(g.last_gen, EXCLUDED.last_gen)`, kind, version)
 		if err != nil {
 			return mapErr(err, "kind "+kv.String())
 		}
