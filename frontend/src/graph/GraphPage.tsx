@@ -75,7 +75,10 @@ export default function GraphPage() {
   // composite, one per owner (key: its id), or one unfiltered ('*') past
   // MAX_OWNER_SUBS.
   const subs = useRef(new Map<string, () => void>());
-  const watchRef = useRef<(ownerId: string) => void>(() => {});
+  // The current load's abort signal and watch, for the reads readMore starts
+  // later: both end with the load (unmount, reload, reconnection), so a read
+  // still in flight then neither opens a subscription nor updates the page.
+  const load = useRef<{ signal: AbortSignal; watch: (ownerId: string) => void } | null>(null);
 
   // React may run a state updater lazily, after the callback that queued it
   // returns, so what an event changed is recorded in a ref by the updater and
@@ -157,12 +160,13 @@ export default function GraphPage() {
     // Subscribe before reading: nothing changes unseen between the two.
     let topLevel = false;
     const watch = (ownerId: string) => {
+      if (ctrl.signal.aborted) return; // the load ended: nothing would close it
       if (open.has('tree') || open.has(ownerId) || open.has('*')) return;
       if (topLevel) open.set('tree', client.subscribe(GraphChangedDocument, { rootId: ownerId }, sink));
       else if (open.size <= MAX_OWNER_SUBS) open.set(ownerId, client.subscribe(GraphChangedDocument, { ownerId }, sink));
       else open.set('*', client.subscribe(GraphChangedDocument, {}, sink));
     };
-    watchRef.current = watch;
+    load.current = { signal: ctrl.signal, watch };
     open.set('root', client.subscribe(GraphChangedDocument, { kind: root.kind, name: root.name }, sink));
     setLoading(true);
     loadSubtree(client, root, budget.current, ctrl.signal, watch, (n) => (topLevel = n.owner === null)).then(
@@ -186,6 +190,7 @@ export default function GraphPage() {
     );
     return () => {
       ctrl.abort();
+      if (load.current?.signal === ctrl.signal) load.current = null;
       for (const stop of open.values()) stop();
       open.clear();
     };
@@ -196,6 +201,9 @@ export default function GraphPage() {
   const reading = useRef(new Set<string>()); // owners being read
   const readMore = useCallback(
     (t: Subtree, only: (cursor: string) => boolean) => {
+      const cur = load.current;
+      if (!cur || cur.signal.aborted) return;
+      const { signal, watch } = cur;
       const copy = cloneTree(t);
       for (const [id, cursor] of copy.more) if (!only(cursor) || reading.current.has(id)) copy.more.delete(id);
       const started = new Set(copy.more.keys());
@@ -204,14 +212,16 @@ export default function GraphPage() {
       const done = () => {
         for (const id of started) reading.current.delete(id);
       };
-      loadMore(client, copy, budget.current, undefined, watchRef.current).then(
+      loadMore(client, copy, budget.current, signal, watch).then(
         () => {
           done();
+          if (signal.aborted) return; // a reload reads it all again
           setTree((cur) => (cur ? mergeLoaded(cur, copy, started) : cur));
           setStructure((s) => s + 1);
         },
         (e) => {
           done();
+          if (signal.aborted) return;
           setError(toApiError(e));
         },
       );

@@ -55,6 +55,7 @@ export async function loadSubtree(client: Requester, root: { kind: string; name:
 /** loadMore continues loading children of the owners in t.more, breadth first, until the budget. */
 export async function loadMore(client: Requester, t: Subtree, budget: number, signal?: AbortSignal, watch: Watch = () => {}): Promise<void> {
   while (t.more.size && t.nodes.size < budget) {
+    signal?.throwIfAborted(); // an ended load watches nothing more
     const [owner, cursor] = t.more.entries().next().value as [string, string];
     t.more.delete(owner);
     if (!cursor) watch(owner);
