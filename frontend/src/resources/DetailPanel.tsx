@@ -5,11 +5,12 @@ import { Link } from '../app/router';
 import { toApiError, type ApiError } from '../client/errors';
 import { useClient, useQuery, useSubscription } from '../client/hooks';
 import { LongJson, ResourceTimeline } from './ResourceTimeline';
-import { ResourceDetailDocument, ResourceHistoryDocument, ResourceWatchDocument, type ResourceHistoryQuery } from '../gql/graphql';
+import { ResourceDetailDocument, ResourceHistoryDocument, ResourceWatchDocument } from '../gql/graphql';
 import { ErrorBox } from '../widgets/ErrorBox';
 import { ChildrenList } from './ChildrenList';
 import { DeadLetter } from './DeadLetter';
 import { DetailActions } from './DetailActions';
+import { useEventHistory, type HistoryItem } from './eventHistory';
 import { HistoryDiff } from './HistoryDiff';
 import type { ResourceRef } from './filters';
 import { failureOf, formatTime, generationState, isComposite, labelEntries, type Detail } from './mappers';
@@ -17,15 +18,12 @@ import { PhaseBadge } from './PhaseBadge';
 import { SubtreeProgress } from './SubtreeProgress';
 import { WaitingBanner } from './WaitingBanner';
 
-type HistoryItem = NonNullable<ResourceHistoryQuery['resource']>['history']['items'][number];
-
 export function DetailPanel({ target, onClose, hrefOf, childrenHref }: { target: ResourceRef; onClose: () => void; hrefOf: (r: ResourceRef) => string; childrenHref: (ownerId: string) => string }) {
   const q = useQuery(ResourceDetailDocument, target);
-  const [older, setOlder] = useState<{ items: HistoryItem[]; cursor: string | null } | null>(null);
-  const history = useQuery(ResourceHistoryDocument, { ...target, after: null });
+  const history = useEventHistory(target);
   useSubscription(ResourceWatchDocument, target, () => {
     q.refetch();
-    history.refetch();
+    history.first.refetch();
   });
   const d = q.data?.resource;
   return (
@@ -118,12 +116,10 @@ export function DetailPanel({ target, onClose, hrefOf, childrenHref }: { target:
             </Section>
           ) : null}
           <Section title="Events">
-            <ErrorBox error={history.error} />
-            <ResourceTimeline d={d} events={[...(history.data?.resource?.history.items ?? []), ...(older?.items ?? [])]} />
-            <History items={[...(history.data?.resource?.history.items ?? []), ...(older?.items ?? [])]} />
-            {(older ? older.cursor : history.data?.resource?.history.nextCursor) ? (
-              <LoadOlder target={target} after={(older ? older.cursor : history.data?.resource?.history.nextCursor)!} onLoaded={(items, cursor) => setOlder((o) => ({ items: [...(o?.items ?? []), ...items], cursor }))} />
-            ) : null}
+            <ErrorBox error={history.first.error} />
+            <ResourceTimeline d={d} events={history.items} />
+            <History items={history.items} />
+            {history.olderCursor ? <LoadOlder target={target} after={history.olderCursor} onLoaded={history.onOlder} /> : null}
           </Section>
           <Section title="Operations">
             {d.operations.length === 0 ? (
@@ -301,7 +297,7 @@ function History({ items }: { items: HistoryItem[] }) {
   );
 }
 
-function LoadOlder({ target, after, onLoaded }: { target: ResourceRef; after: string; onLoaded: (items: HistoryItem[], cursor: string | null) => void }) {
+function LoadOlder({ target, after, onLoaded }: { target: ResourceRef; after: string; onLoaded: (after: string, items: HistoryItem[], cursor: string | null) => void }) {
   const client = useClient();
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<ApiError | null>(null);
@@ -310,7 +306,7 @@ function LoadOlder({ target, after, onLoaded }: { target: ResourceRef; after: st
     client.request(ResourceHistoryDocument, { ...target, after }).then(
       (d) => {
         setBusy(false);
-        if (d.resource) onLoaded(d.resource.history.items, d.resource.history.nextCursor);
+        if (d.resource) onLoaded(after, d.resource.history.items, d.resource.history.nextCursor);
       },
       (e) => {
         setBusy(false);
