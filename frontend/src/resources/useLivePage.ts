@@ -2,7 +2,8 @@
 // (filtered server-side by kind, owner and phases) updates it in place, and
 // a RESYNC or a reconnection re-queries it. The subscription opens with the
 // query, not after it: events that arrive while a fetch is in flight are
-// kept and replayed on the fresh page, so nothing falls between the two.
+// kept and replayed on the fresh page, so nothing falls between the two (a
+// fetch that fails drops them).
 import { useMemo, useRef, useState } from 'react';
 import { useQuery, useSubscription } from '../client/hooks';
 import { ResourceRowsChangedDocument, ResourcesPageDocument, type ResourcesPageQuery, type ResourcesPageQueryVariables } from '../gql/graphql';
@@ -39,9 +40,16 @@ export function useLivePage(vars: ResourcesPageQueryVariables | null) {
     let page = livePage(q.data.resources.items);
     for (const ev of st.pending) page = applyRowEvent(page, ev, filter, pos).page;
     setSt({ base: q.data, page, pending: [] });
+  } else if (q.error && !q.loading && st.pending.length) {
+    // A failed read replays nothing: its events are dropped, not kept until a
+    // read succeeds (while the server refuses the query, a label selector
+    // say, that would be every event); the next read starts from the
+    // server's state anyway.
+    setSt({ ...st, pending: [] });
   }
+  // Events are kept only while a read is in flight.
   const live = useRef({ loading: q.loading, filter, pos, refetch: q.refetch });
-  live.current = { loading: q.loading || !q.data, filter, pos, refetch: q.refetch };
+  live.current = { loading: q.loading, filter, pos, refetch: q.refetch };
   useSubscription(
     ResourceRowsChangedDocument,
     { kind: vars?.kind ?? null, ownerId: vars?.ownerId ?? null, phases: vars?.phases ?? null },
@@ -50,6 +58,8 @@ export function useLivePage(vars: ResourcesPageQueryVariables | null) {
       const { loading, filter: f, pos: p, refetch } = live.current;
       if (ev.type === 'RESYNC') {
         refetch();
+        // In flight from now on, not from the render that shows it.
+        live.current.loading = true;
         return;
       }
       setSt((s) => ({

@@ -1,0 +1,79 @@
+// @vitest-environment jsdom
+// The live resources page keeps the resourceChanged events it receives only
+// while a read is in flight, and replays them on its result: a read that
+// fails drops them, and while the query keeps failing (a label selector the
+// server refuses) none is kept.
+import { act, cleanup, configure, render, screen } from '@testing-library/react';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { ApiClient, type Sink } from '../client/client';
+import { ClientProvider } from '../client/hooks';
+
+const calls = vi.hoisted(() => ({ n: 0 }));
+vi.mock('./live', async (orig) => {
+  const real = (await orig()) as typeof import('./live');
+  return { ...real, applyRowEvent: (...a: Parameters<typeof real.applyRowEvent>) => (calls.n++, real.applyRowEvent(...a)) };
+});
+const { ResourcesPage } = await import('./ResourcesPage');
+
+const at = '2026-01-01T00:00:00Z';
+const row = (i: number) => ({ id: `id-${i}`, kind: 'vpc', version: 'v1', name: `r${i}`, phase: 'READY', labels: {}, generation: 1, syncedGeneration: 1, healthOk: true, createdAt: at, updatedAt: at, owner: null });
+const upsert = (i: number) => ({ resourceChanged: { type: 'UPSERTED', id: `id-${i}`, previousPhase: 'READY', resource: row(i) } });
+const resync = { resourceChanged: { type: 'RESYNC', id: '', previousPhase: null, resource: null } };
+const json = (v: unknown) => new Response(JSON.stringify(v), { status: 200 });
+
+configure({ asyncUtilTimeout: 15_000 });
+afterEach(cleanup);
+
+/** mount renders the page; page answers its ResourcesPage reads. */
+function mount(page: () => Promise<Response>) {
+  const fetch = (async (_u: string, init: RequestInit) => {
+    const body = JSON.parse(init.body as string) as { operationName: string };
+    return body.operationName === 'ResourcesPage' ? page() : json({ data: { kinds: [] } });
+  }) as unknown as typeof globalThis.fetch;
+  const client = new ApiClient({ httpUrl: 'http://x/graphql', wsUrl: 'ws://x/graphql', token: () => null, noWebSocket: true, fetch });
+  const subs = new Map<string, Sink<unknown>>();
+  client.subscribe = ((doc: { operationName: string }, _v: unknown, sink: Sink<unknown>) => {
+    subs.set(doc.operationName, sink);
+    return () => subs.delete(doc.operationName);
+  }) as typeof client.subscribe;
+  render(
+    <ClientProvider client={client}>
+      <ResourcesPage />
+    </ClientProvider>,
+  );
+  // The subscription (kind, owner, phases: here none, so every resource).
+  return () => subs.get('ResourceRowsChanged')!;
+}
+
+describe('useLivePage', () => {
+  it('replays the events received while its read is in flight', async () => {
+    window.history.replaceState(null, '', '/resources');
+    let release: (() => void) | null = null;
+    const sink = mount(() => new Promise((r) => (release = () => r(json({ data: { resources: { items: [], nextCursor: null } } })))));
+    await vi.waitFor(() => expect(release).not.toBeNull());
+    act(() => sink().next(upsert(1)));
+    await act(async () => release!());
+    expect((await screen.findByTestId('resource-table')).textContent).toContain('r1');
+  });
+
+  it('keeps no events while its query fails', async () => {
+    // A label key the server's validation refuses (the dashboard's parser accepts it).
+    window.history.replaceState(null, '', '/resources?labels=' + encodeURIComponent('bad key=x'));
+    let fail = true;
+    const sink = mount(async () =>
+      fail
+        ? json({ data: null, errors: [{ message: 'labels: label key "bad key" is invalid', extensions: { code: 'BAD_USER_INPUT', field: 'labels' } }] })
+        : json({ data: { resources: { items: [], nextCursor: null } } }),
+    );
+    await screen.findByText(/label key "bad key" is invalid/);
+    act(() => {
+      for (let i = 0; i < 3000; i++) sink().next(upsert(i));
+    });
+    // A read then succeeds: none of the 3,000 events received while the query failed was kept to replay.
+    fail = false;
+    calls.n = 0;
+    act(() => sink().next(resync));
+    await screen.findByTestId('empty-list');
+    expect(calls.n).toBeLessThan(100);
+  });
+});
