@@ -69,3 +69,115 @@ describe('backoff', () => {
     expect(backoff(0, () => 1)).toBe(625);
   });
 });
+
+// A controllable WebSocket: the test opens, acks and closes each one.
+class FakeWS {
+  static all: FakeWS[] = [];
+  static CONNECTING = 0;
+  static OPEN = 1;
+  static CLOSING = 2;
+  static CLOSED = 3;
+  readyState = 0;
+  protocol = 'graphql-transport-ws';
+  onopen: ((e: unknown) => void) | null = null;
+  onclose: ((e: unknown) => void) | null = null;
+  onerror: ((e: unknown) => void) | null = null;
+  onmessage: ((e: { data: string }) => void) | null = null;
+  sent: string[] = [];
+  url: string;
+  constructor(url: string) {
+    this.url = url;
+    FakeWS.all.push(this);
+  }
+  send(d: string) {
+    this.sent.push(d);
+  }
+  close() {
+    // A client-initiated close completes when the server's close frame comes back.
+    this.readyState = 2;
+  }
+  // test controls
+  open() {
+    this.readyState = 1;
+    this.onopen?.({});
+  }
+  ack() {
+    this.onmessage?.({ data: JSON.stringify({ type: 'connection_ack' }) });
+  }
+  closed(code = 1000) {
+    this.readyState = 3;
+    this.onclose?.({ code, reason: 'Normal Closure', wasClean: true });
+  }
+}
+
+const tick = () => new Promise((r) => setTimeout(r, 0));
+
+describe('ApiClient.reconnect', () => {
+  it('ignores the late close of the socket it replaced', async () => {
+    FakeWS.all = [];
+    const c = new ApiClient({ httpUrl: 'http://x/graphql', wsUrl: 'ws://x/graphql', token: () => 't', webSocketImpl: FakeWS });
+    await tick();
+    const first = FakeWS.all[0]!;
+    first.open();
+    await tick();
+    first.ack();
+    await tick();
+    expect(c.getSnapshot().state).toBe('live');
+
+    // The user saves a token: the old socket is disposed, a new one opens.
+    c.reconnect();
+    await tick();
+    const second = FakeWS.all[1]!;
+    second.open();
+    await tick();
+    second.ack();
+    await tick();
+    expect(c.getSnapshot().state).toBe('live');
+
+    // The old socket's close handshake completes afterwards.
+    first.closed(1000);
+    await tick();
+    expect(c.getSnapshot().state).toBe('live');
+    c.dispose();
+  });
+
+  it('leaves the replaced client, in its retry backoff, unable to open a socket or drive the indicator', async () => {
+    FakeWS.all = [];
+    const c = new ApiClient({ httpUrl: 'http://x/graphql', wsUrl: 'ws://x/graphql', token: () => 't', webSocketImpl: FakeWS });
+    await tick();
+    const first = FakeWS.all[0]!;
+    first.open();
+    await tick();
+    first.ack();
+    await tick();
+    // The server goes away: the client waits its backoff (0.5 s ± 25 %) to retry.
+    first.closed(1006);
+    await tick();
+    expect(c.getSnapshot().state).toBe('reconnecting');
+    // Meanwhile the user saves a token.
+    c.reconnect();
+    await tick();
+    const fresh = FakeWS.all[1]!;
+    fresh.open();
+    await tick();
+    fresh.ack();
+    await tick();
+    expect(c.getSnapshot().state).toBe('live');
+    // The old client's backoff ends.
+    await new Promise((r) => setTimeout(r, 800));
+    const zombie = FakeWS.all[2];
+    const states: string[] = [c.getSnapshot().state];
+    if (zombie) {
+      zombie.open();
+      await tick();
+      zombie.ack();
+      await tick();
+      states.push(c.getSnapshot().state);
+      zombie.closed(1000);
+      await tick();
+      states.push(c.getSnapshot().state);
+    }
+    expect({ sockets: FakeWS.all.length, states, epoch: c.getSnapshot().epoch }).toEqual({ sockets: 2, states: ['live'], epoch: 1 });
+    c.dispose();
+  });
+});

@@ -46,11 +46,26 @@ export function backoff(n: number, random: () => number = Math.random): number {
   return Math.round(base * (0.75 + random() * 0.5));
 }
 
+/**
+ * One websocket client's own state: whether it connected yet (a later
+ * connection is a reconnection) and whether it was disposed (it then opens
+ * no socket and its events are ignored).
+ */
+interface Conn {
+  ws: WsClient | null;
+  connectedOnce: boolean;
+  disposed: boolean;
+  /** The retry backoff timer it waits on, if any. */
+  wait: ReturnType<typeof setTimeout> | null;
+}
+
+/** A promise that never settles: where a disposed client's reconnection waits, for good. */
+const never = <T>() => new Promise<T>(() => {});
+
 export class ApiClient {
-  private ws: WsClient | null = null;
+  private conn: Conn | null = null;
   private snap: ConnectionSnapshot = { state: 'connecting', epoch: 0, generation: 0, error: null };
   private readonly listeners = new Set<() => void>();
-  private connectedOnce = false;
   private readonly opts: ClientOptions;
 
   constructor(opts: ClientOptions) {
@@ -79,35 +94,66 @@ export class ApiClient {
 
   private open() {
     if (this.opts.noWebSocket) return;
-    this.connectedOnce = false;
-    this.ws = createClient({
-      url: this.opts.wsUrl,
+    const conn: Conn = { ws: null, connectedOnce: false, disposed: false, wait: null };
+    this.conn = conn; // before createClient, which connects (and reports it) at once
+    // Only the current client drives the shared state: a disposed one's late
+    // events (its socket's close handshake ending after the new one is live)
+    // are ignored.
+    const current = () => this.conn === conn && !conn.disposed;
+    conn.ws = createClient({
+      // A disposed client never reconnects: its backoff and its url wait for
+      // good. (A rejection there would escape graphql-ws's connect as an
+      // unhandled rejection; a promise that never settles ends its retry
+      // loop quietly, and is collected with the client.)
+      url: () => (conn.disposed ? never<string>() : this.opts.wsUrl),
       lazy: false,
       retryAttempts: Infinity,
       shouldRetry: (e) => !isAuthClose(e),
-      retryWait: (n) => new Promise((resolve) => setTimeout(resolve, backoff(n))),
+      retryWait: (n) =>
+        conn.disposed
+          ? never<void>()
+          : new Promise<void>((resolve) => {
+              conn.wait = setTimeout(() => {
+                conn.wait = null;
+                resolve();
+              }, backoff(n));
+            }),
       connectionParams: () => this.authHeader(),
       webSocketImpl: this.opts.webSocketImpl,
-      onNonLazyError: (e) => this.set({ state: 'failed', error: toApiError(e) }),
+      onNonLazyError: (e) => {
+        if (current()) this.set({ state: 'failed', error: toApiError(e) });
+      },
       on: {
-        connecting: (isRetry) => this.set({ state: isRetry || this.connectedOnce ? 'reconnecting' : 'connecting' }),
+        connecting: (isRetry) => {
+          if (current()) this.set({ state: isRetry || conn.connectedOnce ? 'reconnecting' : 'connecting' });
+        },
         connected: () => {
-          const epoch = this.connectedOnce ? this.snap.epoch + 1 : this.snap.epoch;
-          this.connectedOnce = true;
+          if (!current()) return;
+          const epoch = conn.connectedOnce ? this.snap.epoch + 1 : this.snap.epoch;
+          conn.connectedOnce = true;
           this.set({ state: 'live', epoch, error: null });
         },
         closed: (e) => {
-          if (this.snap.state !== 'failed') this.set({ state: isAuthClose(e) ? 'failed' : 'reconnecting', error: isAuthClose(e) ? toApiError(e) : null });
+          if (current() && this.snap.state !== 'failed') this.set({ state: isAuthClose(e) ? 'failed' : 'reconnecting', error: isAuthClose(e) ? toApiError(e) : null });
         },
       },
     });
   }
 
+  /** close disposes the current websocket client for good. */
+  private close() {
+    const conn = this.conn;
+    this.conn = null;
+    if (!conn) return;
+    conn.disposed = true;
+    if (conn.wait) clearTimeout(conn.wait); // its retry then waits for good
+    conn.wait = null;
+    void conn.ws?.dispose();
+  }
+
   /** reconnect drops the websocket and opens a new one (after a token change or a failure). */
   reconnect() {
-    const old = this.ws;
-    this.ws = null;
-    void old?.dispose();
+    this.close();
     this.set({ state: 'connecting', error: null, generation: this.snap.generation + 1, epoch: this.snap.epoch + 1 });
     this.open();
   }
@@ -140,8 +186,9 @@ export class ApiClient {
 
   /** subscribe starts a subscription over the websocket; the result stops it. */
   subscribe<R, V>(doc: TypedDocument<R, V>, variables: V, sink: Sink<R>): () => void {
-    if (!this.ws) return () => {};
-    return this.ws.subscribe<R>(
+    const ws = this.conn?.ws;
+    if (!ws) return () => {};
+    return ws.subscribe<R>(
       { query: doc.query, operationName: doc.operationName, variables: variables as Record<string, unknown> },
       {
         next: (v) => {
@@ -155,8 +202,7 @@ export class ApiClient {
   }
 
   dispose() {
-    void this.ws?.dispose();
-    this.ws = null;
+    this.close();
   }
 }
 
