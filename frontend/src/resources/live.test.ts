@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ResourceRowFragment } from '../gql/graphql';
-import { applyRowEvent, livePage, matchesFilter, timeKey, type RowFilter } from './live';
+import { applyRowEvent, cursorKey, livePage, matchesFilter, timeKey, type RowFilter } from './live';
 
 function row(id: string, createdAt: string, patch: Partial<ResourceRowFragment> = {}): ResourceRowFragment {
   return { id, kind: 'vpc', version: 'v1', name: `n-${id}`, phase: 'RECONCILING', labels: {}, generation: 1, syncedGeneration: 0, healthOk: true, createdAt, updatedAt: createdAt, owner: null, ...patch };
@@ -62,6 +62,25 @@ describe('applyRowEvent', () => {
     expect(last.page.rows.map((e) => e.row.id)).toEqual(['c', 'b', 'a', 'z']);
   });
 
+  it('slots in a row between the cursor of a later page and its first row', () => {
+    // Filter: FAILED. Page 1 ended with a row created at 10:00:06 (the cursor
+    // of page 2); page 2 holds rows created at 10:00:04 … 10:00:02.
+    const f: RowFilter = { ...all, phases: ['FAILED'] };
+    const failed = (id: string, at: string) => row(id, at, { phase: 'FAILED', updatedAt: '2026-01-02T00:00:00Z' });
+    const page2 = livePage([failed('a', '2026-01-01T10:00:04Z'), failed('b', '2026-01-01T10:00:03Z'), failed('c', '2026-01-01T10:00:02Z')]);
+    const afterKey = cursorKey('awAGR1CoQDWA_____________________g'); // 10:00:06, id ffffffff-…-fffffffffffe
+    // A resource created at 10:00:05 fails: it now sorts after the cursor and
+    // before 10:00:04, on page 2.
+    const ev = { type: 'UPSERTED' as const, id: 'x', previousPhase: 'READY' as const, resource: failed('x', '2026-01-01T10:00:05Z') };
+    expect(applyRowEvent(page2, ev, f, { first: false, last: false, maxFresh: 50, afterKey }).page.rows.map((e) => e.row.id)).toEqual(['x', 'a', 'b', 'c']);
+    // One created at 10:00:07 belongs before the cursor, on page 1.
+    const newer = { ...ev, id: 'y', resource: failed('y', '2026-01-01T10:00:07Z') };
+    expect(applyRowEvent(page2, newer, f, { first: false, last: false, maxFresh: 50, afterKey }).page.rows).toHaveLength(3);
+    // And page 1 (whose last row is the cursor, 10:00:06) does not take it either.
+    const page1 = livePage([failed('p', '2026-01-01T10:00:08Z'), failed('q', '2026-01-01T10:00:06Z')]);
+    expect(applyRowEvent(page1, ev, f, first).page.rows.map((e) => e.row.id)).toEqual(['p', 'q']);
+  });
+
   it('ignores new rows that do not match the filters', () => {
     const r = applyRowEvent(page(), { type: 'UPSERTED', id: 'd', previousPhase: null, resource: row('d', '2026-01-01T00:00:04Z', { kind: 'tgw' }) }, { ...all, kind: 'vpc' }, first);
     expect(r.page.rows).toHaveLength(3);
@@ -101,5 +120,19 @@ describe('timeKey', () => {
     expect(a < b).toBe(false); // the raw strings sort wrongly
     expect(timeKey(a) < timeKey(b)).toBe(true);
     expect(timeKey(c) < timeKey(a)).toBe(true);
+  });
+});
+
+describe('cursorKey', () => {
+  it('decodes a resources cursor into the keyset position of its row', () => {
+    // Cursors as core/store encodes them (encodeKeyset).
+    expect(cursorKey('awAGR1CoQhfAAZbwons8fe-BI0VniavN7w')).toBe(`${timeKey('2026-01-01T10:00:06.123456Z')}|0196f0a2-7b3c-7def-8123-456789abcdef`);
+    expect(cursorKey('awAGR1CoQDWA_____________________g')).toBe(`${timeKey('2026-01-01T10:00:06Z')}|ffffffff-ffff-ffff-ffff-fffffffffffe`);
+  });
+
+  it('returns null for anything else', () => {
+    expect(cursorKey('ZQAAAAAAAAAq')).toBeNull(); // an event cursor (tag 'e')
+    expect(cursorKey('not a cursor!')).toBeNull();
+    expect(cursorKey('')).toBeNull();
   });
 });

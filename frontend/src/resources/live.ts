@@ -40,6 +40,13 @@ export interface RowFilter {
 export interface PagePosition {
   /** The page is the first (no cursor): anything newer than its last row belongs here. */
   first: boolean;
+  /**
+   * A later page's cursor as a keyset position (cursorKey; the previous
+   * page's last row): a row between it and the page's first row belongs
+   * here. Without it (a cursor that does not decode) only rows from the
+   * page's first row down slot in.
+   */
+  afterKey?: string | null;
   /** The page is the last (no nextCursor): anything older than its first row belongs here too. */
   last: boolean;
   /** The most rows slotted in before the page overflows. */
@@ -77,6 +84,31 @@ function listKey(r: ResourceRowFragment): string {
   return `${timeKey(r.createdAt)}|${r.id}`;
 }
 
+/**
+ * cursorKey decodes a resources cursor into the keyset position of the row
+ * it continues after (a listKey), or null when it is not one. The cursor is
+ * base64url (no padding) of the tag byte 'k', created_at as big-endian unix
+ * microseconds and the 16 bytes of the id (core/store/cursor.go).
+ */
+export function cursorKey(cursor: string): string | null {
+  let bin: string;
+  try {
+    bin = atob(cursor.replace(/-/g, '+').replace(/_/g, '/'));
+  } catch {
+    return null;
+  }
+  if (bin.length !== 25 || bin.charCodeAt(0) !== 0x6b) return null;
+  const b = Uint8Array.from(bin, (c) => c.charCodeAt(0));
+  const us = new DataView(b.buffer).getBigInt64(1);
+  if (us < 0n) return null;
+  const at = new Date(Number(us / 1000n));
+  if (Number.isNaN(at.getTime())) return null;
+  const micros = String(us % 1_000_000n).padStart(6, '0');
+  const hex = [...b.subarray(9)].map((x) => x.toString(16).padStart(2, '0')).join('');
+  const id = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  return `${timeKey(`${at.toISOString().slice(0, 19)}.${micros}Z`)}|${id}`;
+}
+
 /** applyRowEvent folds one event into the page; resync = re-query the page. */
 export function applyRowEvent(page: LivePage, ev: RowEvent, filter: RowFilter, pos: PagePosition): { page: LivePage; resync: boolean } {
   if (ev.type === 'RESYNC') return { page, resync: true };
@@ -103,7 +135,7 @@ export function applyRowEvent(page: LivePage, ev: RowEvent, filter: RowFilter, p
   const firstKey = rows.length ? listKey(rows[0]!.row) : null;
   const lastKey = rows.length ? listKey(rows[rows.length - 1]!.row) : null;
   const below = lastKey === null || key > lastKey || pos.last;
-  const above = firstKey === null || key <= firstKey || pos.first;
+  const above = firstKey === null || key <= firstKey || pos.first || (pos.afterKey != null && key < pos.afterKey);
   if (!below || !above) return { page, resync: false };
   if (page.freshCount >= pos.maxFresh) return { page: page.overflow ? page : { ...page, overflow: true }, resync: false };
   let at = rows.findIndex((e) => listKey(e.row) < key);

@@ -7,7 +7,7 @@
 import { useMemo, useRef, useState } from 'react';
 import { useQuery, useSubscription } from '../client/hooks';
 import { ResourceRowsChangedDocument, ResourcesPageDocument, type ResourcesPageQuery, type ResourcesPageQueryVariables } from '../gql/graphql';
-import { applyRowEvent, livePage, type LivePage, type PagePosition, type RowEvent, type RowFilter } from './live';
+import { applyRowEvent, cursorKey, livePage, type LivePage, type PagePosition, type RowEvent, type RowFilter } from './live';
 
 interface State {
   /** The query result the page was built from. */
@@ -30,6 +30,7 @@ export function useLivePage(vars: ResourcesPageQueryVariables | null) {
   );
   const pos: PagePosition = {
     first: !vars?.after,
+    afterKey: vars?.after ? cursorKey(vars.after) : null,
     last: q.data ? q.data.resources.nextCursor == null : false,
     maxFresh: vars?.first ?? 50,
   };
