@@ -181,3 +181,29 @@ describe('ApiClient.reconnect', () => {
     c.dispose();
   });
 });
+
+describe('ApiClient.subscribe', () => {
+  it('tells an error that ended the subscription from errors in a result', async () => {
+    FakeWS.all = [];
+    const c = new ApiClient({ httpUrl: 'http://x/graphql', wsUrl: 'ws://x/graphql', token: () => 't', webSocketImpl: FakeWS });
+    await tick();
+    const ws = FakeWS.all[0]!;
+    ws.open();
+    await tick();
+    ws.ack();
+    await tick();
+    const got: Array<[string, boolean]> = [];
+    c.subscribe(ResourcesPageDocument, {}, { next: () => {}, error: (e, ended) => got.push([e.code, ended]) });
+    await tick();
+    const id = (JSON.parse(ws.sent.find((m) => m.includes('"subscribe"'))!) as { id: string }).id;
+    const send = (m: unknown) => ws.onmessage?.({ data: JSON.stringify(m) });
+    send({ id, type: 'next', payload: { data: null, errors: [{ message: 'partial', extensions: { code: 'INTERNAL' } }] } });
+    send({ id, type: 'error', payload: [{ message: 'gone', extensions: { code: 'INTERNAL' } }] });
+    await tick();
+    expect(got).toEqual([
+      ['INTERNAL', false],
+      ['INTERNAL', true],
+    ]);
+    c.dispose();
+  });
+});

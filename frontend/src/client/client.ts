@@ -24,7 +24,13 @@ export interface ConnectionSnapshot {
 
 export interface Sink<T> {
   next(value: T): void;
-  error?(err: ApiError): void;
+  /**
+   * ended: the server ended the subscription with this error while the
+   * socket stays up (an error message); otherwise a result carried errors
+   * (the subscription goes on) or the connection gave up (the connection
+   * state says so).
+   */
+  error?(err: ApiError, ended: boolean): void;
   complete?(): void;
 }
 
@@ -192,10 +198,11 @@ export class ApiClient {
       { query: doc.query, operationName: doc.operationName, variables: variables as Record<string, unknown> },
       {
         next: (v) => {
-          if (v.errors?.length) sink.error?.(new ApiError(v.errors as unknown as GraphQLErrorShape[]));
+          if (v.errors?.length) sink.error?.(new ApiError(v.errors as unknown as GraphQLErrorShape[]), false);
           else if (v.data != null) sink.next(v.data);
         },
-        error: (e) => sink.error?.(toApiError(e)),
+        // graphql-ws hands an error message's GraphQL errors as an array.
+        error: (e) => sink.error?.(toApiError(e), Array.isArray(e)),
         complete: () => sink.complete?.(),
       },
     );

@@ -2,7 +2,7 @@
 // state, queries that re-run on reconnect, subscriptions and mutations.
 import { createContext, useCallback, useContext, useEffect, useMemo, useRef, useState, useSyncExternalStore, type ReactNode } from 'react';
 import type { TypedDocument } from '../gql/typed';
-import type { ApiClient, ConnectionSnapshot, Sink } from './client';
+import { backoff, type ApiClient, type ConnectionSnapshot } from './client';
 import { ApiError, toApiError } from './errors';
 
 const ClientContext = createContext<ApiClient | null>(null);
@@ -111,8 +111,18 @@ export function useQuery<R, V>(doc: TypedDocument<R, V>, variables: V, opts: { s
 }
 
 /**
+ * The errors a subscription is not retried after: the request itself is
+ * wrong or not allowed, and asking again changes nothing.
+ */
+const FINAL_CODES = new Set(['BAD_USER_INPUT', 'NOT_FOUND', 'CONFLICT', 'UNAUTHENTICATED', 'FORBIDDEN']);
+
+/**
  * useSubscription keeps a subscription open while the component is mounted
  * and its variables are the same; onData is always the latest callback.
+ * When the server ends it with an error while the socket stays up (an
+ * internal error, say), it subscribes again after the reconnect backoff
+ * (0.5 s doubling to 10 s, reset by the next push); a reconnection
+ * resubscribes anyway.
  */
 export function useSubscription<R, V>(
   doc: TypedDocument<R, V>,
@@ -129,11 +139,29 @@ export function useSubscription<R, V>(
   varsRef.current = variables;
   useEffect(() => {
     if (opts.skip) return;
-    const sink: Sink<R> = {
-      next: (d) => cb.current.onData(d),
-      error: (e) => cb.current.onError?.(e),
+    let stop = () => {};
+    let retry: ReturnType<typeof setTimeout> | null = null;
+    let attempt = 0;
+    let closed = false;
+    const start = () => {
+      retry = null;
+      stop = client.subscribe(doc, varsRef.current, {
+        next: (d) => {
+          attempt = 0;
+          cb.current.onData(d);
+        },
+        error: (e, ended) => {
+          cb.current.onError?.(e);
+          if (ended && !closed && !retry && !FINAL_CODES.has(e.code)) retry = setTimeout(start, backoff(attempt++));
+        },
+      });
     };
-    return client.subscribe(doc, varsRef.current, sink);
+    start();
+    return () => {
+      closed = true;
+      if (retry) clearTimeout(retry);
+      stop();
+    };
   }, [client, doc, key, generation, opts.skip]);
 }
 
