@@ -162,7 +162,7 @@ function BindingForm({ binding, watchable, reactors, onSaved, onDeleted }: { bin
   const [confirm, setConfirm] = useState(false);
   const [apply, state] = useMutation(ApplyReactorBindingDocument);
   const [del, delState] = useMutation(DeleteReactorBindingDocument);
-  const fe = fieldErrors(state.error);
+  const fe = fieldErrors(state.error, ['name', 'watchKind', 'transition', 'reactor', 'labelMatch']);
   const at = (f: string) =>
     fe.fields
       .filter((x) => x.field === f)

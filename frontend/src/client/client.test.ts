@@ -56,6 +56,19 @@ describe('fieldErrors', () => {
     ]);
     expect(fieldErrors(e)).toEqual({ fields: [{ field: 'name', pointer: '', message: 'bad name' }], general: ['not found (NOT_FOUND)'] });
   });
+
+  it('keeps the error of a field the form does not show general', () => {
+    const e = new ApiError([
+      { message: 'bad name', extensions: { code: 'BAD_USER_INPUT', field: 'name' } },
+      { message: 'isDefault: another config is the default', extensions: { code: 'BAD_USER_INPUT', field: 'isDefault' } },
+      { message: 'input/maxAttempts: must be >= 1', extensions: { code: 'BAD_USER_INPUT', field: 'input', pointer: '/maxAttempts' } },
+    ]);
+    expect(fieldErrors(e, ['name'])).toEqual({
+      fields: [{ field: 'name', pointer: '', message: 'bad name' }],
+      general: ['isDefault: another config is the default (BAD_USER_INPUT)', 'input/maxAttempts: must be >= 1 (BAD_USER_INPUT)'],
+    });
+    expect(fieldErrors(e, (f) => f.pointer === '/maxAttempts').fields.map((f) => f.field)).toEqual(['input']);
+  });
 });
 
 describe('backoff', () => {

@@ -64,18 +64,19 @@ export interface FieldError {
 /**
  * fieldErrors picks the BAD_USER_INPUT errors that name an input field
  * (extensions.field, with extensions.pointer into it), so a form can show
- * each one at its field. Other errors stay general.
+ * each one at its field. Other errors stay general, and so does the error of
+ * a field the form does not show (known: the fields it shows, by name or by
+ * test), so no error goes unseen.
  */
-export function fieldErrors(err: ApiError | null | undefined): { fields: FieldError[]; general: string[] } {
+export function fieldErrors(err: ApiError | null | undefined, known?: readonly string[] | ((f: FieldError) => boolean)): { fields: FieldError[]; general: string[] } {
+  const shows = typeof known === 'function' ? known : known ? (f: FieldError) => known.includes(f.field) : () => true;
   const fields: FieldError[] = [];
   const general: string[] = [];
   for (const e of err?.errors ?? []) {
     const x = e.extensions;
-    if (x?.code === 'BAD_USER_INPUT' && typeof x.field === 'string' && x.field !== '') {
-      fields.push({ field: x.field, pointer: typeof x.pointer === 'string' ? x.pointer : '', message: e.message });
-    } else {
-      general.push(x?.code ? `${e.message} (${x.code})` : e.message);
-    }
+    const f = x?.code === 'BAD_USER_INPUT' && typeof x.field === 'string' && x.field !== '' ? { field: x.field, pointer: typeof x.pointer === 'string' ? x.pointer : '', message: e.message } : null;
+    if (f && shows(f)) fields.push(f);
+    else general.push(x?.code ? `${e.message} (${x.code})` : e.message);
   }
   return { fields, general };
 }

@@ -145,7 +145,7 @@ function ConfigForm({ config, kinds, defaultKind, onSaved, onDeleted }: { config
   const [confirm, setConfirm] = useState(false);
   const [apply, state] = useMutation(ApplyProviderConfigDocument);
   const [del, delState] = useMutation(DeleteProviderConfigDocument);
-  const fe = fieldErrors(state.error);
+  const fe = fieldErrors(state.error, ['kind', 'name', 'spec', 'data']);
   const at = (f: string) => fe.fields.filter((x) => x.field === f);
   const schema = kinds.find((k) => k.name === kind)?.configSchema;
   return (

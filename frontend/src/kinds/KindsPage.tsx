@@ -4,7 +4,7 @@
 import { useEffect, useRef, useState } from 'react';
 import { Link, navigate, useLocation, withQuery } from '../app/router';
 import { useSession } from '../app/session';
-import { fieldErrors } from '../client/errors';
+import { fieldErrors, type FieldError } from '../client/errors';
 import { useMutation, useQuery, useSubscriptionValue } from '../client/hooks';
 import { ApplyKindManifestDocument, KindDetailDocument, KindsDocument, KindsLiveDocument, PhaseCountsLiveDocument, UpdateKindConfigDocument, type JSONValue, type KindSummaryFragment } from '../gql/graphql';
 import { JsonEditor, JsonView, parseJSON } from '../json/JsonEditor';
@@ -206,7 +206,8 @@ function PolicyForm({ kind, onSaved }: { kind: KindSummaryFragment; onSaved: () 
   useEffect(() => setDraft(policyDraft(kind.config)), [kind.config]);
   const [save, state] = useMutation(UpdateKindConfigDocument);
   const { input, errors } = policyInput(draft, kind.config);
-  const server = fieldErrors(state.error);
+  const policyField = (f: string) => (x: FieldError) => x.field === f || x.field === `input/${f}` || x.pointer === `/${f}`;
+  const server = fieldErrors(state.error, (x) => POLICY_FIELDS.some(({ f }) => policyField(f)(x)));
   const changed = Object.keys(input).length > 0;
   return (
     <form
@@ -222,7 +223,7 @@ function PolicyForm({ kind, onSaved }: { kind: KindSummaryFragment; onSaved: () 
       <p className="muted">Applies on the next claim or tick; no restart. Last changed {formatTime(kind.config.updatedAt)}.</p>
       <div className="form-grid">
         {POLICY_FIELDS.map(({ f, label, help }) => {
-          const err = errors[f] ?? server.fields.find((x) => x.field === f || x.field === `input/${f}` || x.pointer === `/${f}`)?.message;
+          const err = errors[f] ?? server.fields.find(policyField(f))?.message;
           return (
             <div className="field" key={f}>
               <label htmlFor={`p-${f}`}>{label}</label>

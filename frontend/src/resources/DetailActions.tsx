@@ -157,6 +157,7 @@ function OperationRunner({ detail: d, verbs, onRan }: { detail: Detail; verbs: s
     }, () => {});
   };
   const cur = op.data?.operationUpdated;
+  const fe = fieldErrors(state.error, ['input']);
   return (
     <form className="editor" onSubmit={submit} aria-label="Run an operation">
       <div className="field">
@@ -167,8 +168,8 @@ function OperationRunner({ detail: d, verbs, onRan }: { detail: Detail; verbs: s
           ))}
         </select>
       </div>
-      <JsonEditor label="Input (JSON, optional)" value={input} onChange={setInput} rows={3} optional errors={fieldErrors(state.error).fields.filter((f) => f.field === 'input')} />
-      <ErrorBox error={state.error && fieldErrors(state.error).general.length ? fieldErrors(state.error).general.join('; ') : null} />
+      <JsonEditor label="Input (JSON, optional)" value={input} onChange={setInput} rows={3} optional errors={fe.fields} />
+      <ErrorBox error={fe.general.length ? fe.general.join('; ') : null} />
       <div className="form-actions">
         <button type="submit" className="primary" disabled={state.running || !verb}>
           Run
