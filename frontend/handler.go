@@ -19,7 +19,7 @@ import (
 // The security headers of the dashboard's HTML. GraphiQL (Monaco) gets
 // only the framing rule.
 const (
-	dashboardCSP = "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; style-src 'self' 'unsafe-inline'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'"
+	dashboardCSP = "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'"
 	graphiqlCSP  = "frame-ancestors 'none'"
 	immutable    = "public, max-age=31536000, immutable"
 )
