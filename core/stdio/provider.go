@@ -102,26 +102,29 @@ func (p *Provider) Work(ctx context.Context, req worker.Request) (worker.Outcome
 // TMPDIR and LANG (when set), pass_env's variables and env, nothing else of
 // the worker's; RunTask adds the CONVERGE_* variables.
 func (p *Provider) environ(c Config) []string {
-	var env []string
-	for _, k := range []string{"PATH", "HOME", "TMPDIR", "LANG"} {
-		if v := p.getenv(k); v != "" {
-			env = append(env, k+"="+v)
+	return CleanEnv(nil, append([]string{"PATH", "HOME", "TMPDIR", "LANG"}, c.PassEnv...), c.Env, p.getenv)
+}
+
+// CleanEnv is a program's clean environment, the built-in providers' one
+// shape: base, then each of pass (a name of the worker's environment) that
+// getenv finds set, then env (the config's own variables) in name order.
+// Nothing else of the worker's environment, its credentials included.
+func CleanEnv(base, pass []string, env map[string]string, getenv func(string) string) []string {
+	out := base
+	for _, k := range pass {
+		if v := getenv(k); v != "" {
+			out = append(out, k+"="+v)
 		}
 	}
-	for _, k := range c.PassEnv {
-		if v := p.getenv(k); v != "" {
-			env = append(env, k+"="+v)
-		}
-	}
-	keys := make([]string, 0, len(c.Env))
-	for k := range c.Env {
+	keys := make([]string, 0, len(env))
+	for k := range env {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		env = append(env, k+"="+c.Env[k])
+		out = append(out, k+"="+env[k])
 	}
-	return env
+	return out
 }
 
 // Interpret maps a finished run of a stdio-protocol program to an outcome

@@ -19,7 +19,6 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -268,20 +267,7 @@ func (p *Provider) Work(ctx context.Context, req worker.Request) (worker.Outcome
 // directory), the config's env and pass_env, nothing else of the worker's.
 func (p *Provider) environ(c Config, dir string) []string {
 	env := []string{"PATH=" + c.Path, "HOME=" + dir, "TMPDIR=" + dir, "LANG=C.UTF-8"}
-	for _, k := range c.PassEnv {
-		if v := p.getenv(k); v != "" {
-			env = append(env, k+"="+v)
-		}
-	}
-	keys := make([]string, 0, len(c.Env))
-	for k := range c.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+c.Env[k])
-	}
-	return env
+	return stdio.CleanEnv(env, c.PassEnv, c.Env, p.getenv)
 }
 
 func writeBundle(dir string, files map[string]string) error {

@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -246,20 +245,7 @@ func literal(v any) any {
 func (p *Provider) environ(c Config, root, dir string) []string {
 	env := []string{"PATH=" + c.Path, "HOME=" + dir, "TMPDIR=" + os.TempDir(), "TF_IN_AUTOMATION=1", "TF_INPUT=0",
 		"CHECKPOINT_DISABLE=1", "TF_PLUGIN_CACHE_DIR=" + filepath.Join(root, ".plugin-cache")}
-	for _, k := range c.PassEnv {
-		if v := p.getenv(k); v != "" {
-			env = append(env, k+"="+v)
-		}
-	}
-	keys := make([]string, 0, len(c.Env))
-	for k := range c.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+c.Env[k])
-	}
-	return env
+	return stdio.CleanEnv(env, c.PassEnv, c.Env, p.getenv)
 }
 
 // runner runs terraform commands in one resource's directory.
