@@ -138,8 +138,10 @@ func TestProcess_ADrainingBrokerKeepsItsLeasesUntilItsTasksFinish(t *testing.T) 
 	env := []string{"HELPER_STALE_AFTER=5m", "SHUTDOWN_DRAIN=2m"}
 	pa, pb := freePort(t), freePort(t)
 	draining := spawnServer(t, db, config.RoleAll, pa, pa, env...)
-	var memberA string
-	require.NoError(t, pool.QueryRow(context.Background(), `SELECT member_id FROM cluster_members`).Scan(&memberA))
+	var memberA string // ready (its lock held) comes before its row is written
+	apptest.WaitFor(t, 30*time.Second, "A registered", func() bool {
+		return pool.QueryRow(context.Background(), `SELECT member_id FROM cluster_members`).Scan(&memberA) == nil
+	})
 	release := make(chan struct{})
 	apptest.StartWorker(t, fmt.Sprintf("http://127.0.0.1:%d", pa), worker.Options{}, provider("worker-on-A", release))
 	applyResource(t, st, "leaf", "long", `{}`)
