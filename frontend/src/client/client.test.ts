@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { ResourcesPageDocument } from '../gql/graphql';
 import { ApiClient, backoff } from './client';
 import { ApiError, fieldErrors } from './errors';
@@ -155,39 +155,43 @@ describe('ApiClient.reconnect', () => {
   });
 
   it('leaves the replaced client, in its retry backoff, unable to open a socket or drive the indicator', async () => {
+    // The backoff runs on a fake clock: waited out at once, never raced.
+    vi.useFakeTimers();
+    onTestFinished(() => vi.useRealTimers());
+    const flush = () => vi.advanceTimersByTimeAsync(0);
     FakeWS.all = [];
     const c = new ApiClient({ httpUrl: 'http://x/graphql', wsUrl: 'ws://x/graphql', token: () => 't', webSocketImpl: FakeWS });
-    await tick();
+    await flush();
     const first = FakeWS.all[0]!;
     first.open();
-    await tick();
+    await flush();
     first.ack();
-    await tick();
+    await flush();
     // The server goes away: the client waits its backoff (0.5 s ± 25 %) to retry.
     first.closed(1006);
-    await tick();
+    await flush();
     expect(c.getSnapshot().state).toBe('reconnecting');
     // Meanwhile the user saves a token.
     c.reconnect();
-    await tick();
+    await flush();
     const fresh = FakeWS.all[1]!;
     fresh.open();
-    await tick();
+    await flush();
     fresh.ack();
-    await tick();
+    await flush();
     expect(c.getSnapshot().state).toBe('live');
-    // The old client's backoff ends.
-    await new Promise((r) => setTimeout(r, 800));
+    // The old client's backoff (at most 0.625 s) ends.
+    await vi.advanceTimersByTimeAsync(800);
     const zombie = FakeWS.all[2];
     const states: string[] = [c.getSnapshot().state];
     if (zombie) {
       zombie.open();
-      await tick();
+      await flush();
       zombie.ack();
-      await tick();
+      await flush();
       states.push(c.getSnapshot().state);
       zombie.closed(1000);
-      await tick();
+      await flush();
       states.push(c.getSnapshot().state);
     }
     expect({ sockets: FakeWS.all.length, states, epoch: c.getSnapshot().epoch }).toEqual({ sockets: 2, states: ['live'], epoch: 1 });
