@@ -157,7 +157,9 @@ describe('ApiClient.reconnect', () => {
   it('leaves the replaced client, in its retry backoff, unable to open a socket or drive the indicator', async () => {
     // The backoff runs on a fake clock: waited out at once, never raced.
     vi.useFakeTimers();
-    onTestFinished(() => vi.useRealTimers());
+    onTestFinished(() => {
+      vi.useRealTimers();
+    });
     const flush = () => vi.advanceTimersByTimeAsync(0);
     FakeWS.all = [];
     const c = new ApiClient({ httpUrl: 'http://x/graphql', wsUrl: 'ws://x/graphql', token: () => 't', webSocketImpl: FakeWS });
