@@ -3064,6 +3064,7 @@ CREATE FUNCTION public.sweep_expired_orphans(p_lo integer, p_hi integer, p_max i
 DECLARE
     v_soft uuid[];
     v_hard uuid[];
+    v_freed uuid[];
     v_id   uuid;
     v_n    int := 0;
 BEGIN
@@ -3095,7 +3096,16 @@ BEGIN
     IF v_hard IS NOT NULL THEN
         -- the teardown's own hard delete: each row by its primary key, its
         -- queue rows with it (on_resources_deleted)
+        -- read before the delete's cascade removes their edges
+        SELECT array_agg(DISTINCT d.dependent_id) INTO v_freed
+          FROM unnest(v_hard) h(id)
+         CROSS JOIN LATERAL (SELECT d.dependent_id FROM resource_deps d
+                              WHERE d.dependency_id = h.id OFFSET 0) d
+         WHERE d.dependent_id <> ALL (v_hard);
         v_n := v_n + teardown_remove(v_hard);
+        IF v_freed IS NOT NULL THEN
+            PERFORM schedule_eligible(v_freed, p_now);
+        END IF;
     END IF;
     IF v_soft IS NOT NULL THEN
         FOREACH v_id IN ARRAY v_soft LOOP

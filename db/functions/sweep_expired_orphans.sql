@@ -5,7 +5,11 @@
 --   * a kind with a finalizer (kind_config.finalizer_name), or a row that owns
 --     children → the soft-delete protocol (cascade_mark_for_deletion, then
 --     teardown_advance over the marked trees), so every Deleter runs in order;
---   * a leaf kind without a finalizer → hard delete (teardown_remove).
+--   * a leaf kind without a finalizer → hard delete (teardown_remove); its
+--     dependents lose their edge with it, and go through the gate
+--     (schedule_eligible) in the same transaction, as a compose's prune
+--     sends them: the gate may have opened, and nothing else would send
+--     them before the reaper's lagging walk.
 -- Idle gate: one probe of idx_resources_frozen_sweep below p_now (empty in
 -- steady state; quarantined rows sort above any finite instant). Candidates
 -- are locked SKIP LOCKED. Returns the number of orphans escalated.
@@ -18,6 +22,7 @@ RETURNS int LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
     v_soft uuid[];
     v_hard uuid[];
+    v_freed uuid[];
     v_id   uuid;
     v_n    int := 0;
 BEGIN
@@ -49,7 +54,16 @@ BEGIN
     IF v_hard IS NOT NULL THEN
         -- the teardown's own hard delete: each row by its primary key, its
         -- queue rows with it (on_resources_deleted)
+        -- read before the delete's cascade removes their edges
+        SELECT array_agg(DISTINCT d.dependent_id) INTO v_freed
+          FROM unnest(v_hard) h(id)
+         CROSS JOIN LATERAL (SELECT d.dependent_id FROM resource_deps d
+                              WHERE d.dependency_id = h.id OFFSET 0) d
+         WHERE d.dependent_id <> ALL (v_hard);
         v_n := v_n + teardown_remove(v_hard);
+        IF v_freed IS NOT NULL THEN
+            PERFORM schedule_eligible(v_freed, p_now);
+        END IF;
     END IF;
     IF v_soft IS NOT NULL THEN
         FOREACH v_id IN ARRAY v_soft LOOP

@@ -96,3 +96,29 @@ func TestSweepExpiredOrphans_ProtectsAnOrphanedCompositesChildren(t *testing.T) 
 	require.NoError(t, err)
 	require.False(t, f.exists(parent))
 }
+
+// A dependent gated on an orphan that the sweep hard-deletes loses its edge
+// with the row: its gate may have opened, and nothing else would send it
+// through before the reaper's lagging walk. The sweep sends it, in the same
+// transaction, as a compose's prune does.
+func TestSweepExpiredOrphans_HardDeleteRegatesItsDependents(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.kind(kind{name: "leaf", orphanGraceS: 60})
+	orphan := f.res(res{kind: "leaf", shard: 1, lagging: true, frozen: ptr(t0.Add(-time.Second))})
+	freed := f.res(res{kind: "leaf", shard: 2, lagging: true})
+	f.dep(freed, orphan)
+	other := f.res(res{kind: "leaf", shard: 3, lagging: true})
+	stillGated := f.res(res{kind: "leaf", shard: 4, lagging: true})
+	f.dep(stillGated, orphan)
+	f.dep(stillGated, other)
+	require.Empty(t, f.tasks(freed), "gated on its lagging upstream")
+
+	n, err := f.at(t0).SweepExpiredOrphans(ctx, shard.All, 10)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.False(t, f.exists(orphan))
+	require.Equal(t, []task{{taskType: "reconcile", trigger: "specChange", gen: 1}}, f.tasks(freed),
+		"its last upstream gone, the dependent is queued by the sweep itself")
+	require.Empty(t, f.tasks(stillGated), "a dependent still gated on another lagging upstream stays gated")
+}
