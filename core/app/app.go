@@ -257,11 +257,13 @@ func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
 	cfg, log := p.Config, p.Log
 	d := &Duties{}
 	d.Lock = p.livenessLock()
+	liveness := 3 * cfg.HeartbeatEvery // the peers' judgement of a member's beats
 	d.Reporter = &cluster.Reporter{Registry: p.Members, ID: p.MemberID, Role: string(cfg.Role), Version: cfg.Version,
-		Config: cfg.Redacted(), Every: cfg.HeartbeatEvery, Shards: p.Shards, Lock: d.Lock, Outage: p.Outage, Log: log}
+		Config: cfg.Redacted(), Every: cfg.HeartbeatEvery, Liveness: liveness, Shards: p.Shards, Lock: d.Lock,
+		Outage: p.Outage, Log: log}
 	d.Watcher = &cluster.TopologyWatcher{Listener: p.Listener, Poll: cfg.HeartbeatEvery, Log: log, Outage: p.Outage,
 		Reactors: []cluster.Reactor{&cluster.Resharder{Registry: p.Members, MemberID: p.MemberID, Shards: p.Shards,
-			Liveness: 3 * cfg.HeartbeatEvery, OnChange: d.Reporter.Kick, Held: d.Lock.Held, Log: log}}}
+			Liveness: liveness, OnChange: d.Reporter.Kick, Held: d.Lock.Held, Log: log}}}
 	// Losing the lock stops claiming at once; holding it again re-registers
 	// (peers may have removed the row) and re-tiles.
 	d.Lock.OnLost = func() { p.Shards.Set(shard.Range{}) }

@@ -36,6 +36,10 @@ type Reporter struct {
 	Version  string
 	Config   map[string]any
 	Every    time.Duration
+	// Liveness is the window peers judge the beats by (0: 3 × Every): a
+	// beat landing after a longer silence announces the member's return
+	// (membership.Member.Liveness).
+	Liveness time.Duration
 	// Kinds, Shards, InFlight and Workers are read on every beat (may be
 	// nil).
 	Kinds    func() []string
@@ -165,7 +169,10 @@ func (r *Reporter) member() membership.Member {
 	host, _ := os.Hostname()
 	cfg, _ := json.Marshal(r.Config)
 	m := membership.Member{ID: r.ID, Role: r.Role, Version: r.Version, Host: host, PID: os.Getpid(),
-		Config: cfg, StartedAt: r.started}
+		Config: cfg, StartedAt: r.started, Liveness: r.Liveness}
+	if m.Liveness <= 0 {
+		m.Liveness = 3 * r.Every
+	}
 	if r.Kinds != nil {
 		m.Kinds = r.Kinds()
 	}

@@ -62,6 +62,12 @@ type Member struct {
 	// without it learn of its return only at their next poll, and the shards
 	// each side believes the other owns go unclaimed until then. Write-only.
 	Rejoin bool
+	// Liveness is the window the peers' liveness rule judges this member's
+	// heartbeat by (0: DefaultLiveness). A write whose previous beat is
+	// older than it is a return after a lapse — beats that failed or were
+	// held up while the liveness lock stayed held — and wakes the peers as
+	// a Rejoin does: they counted the member out meanwhile. Write-only.
+	Liveness time.Duration
 	// Request is an admin's pending drain or kill (zero: none); read-only,
 	// written by RequestControl.
 	Request Request
@@ -76,9 +82,10 @@ type Store struct {
 func New(db DB) *Store { return &Store{db: db} }
 
 // upsertSQL writes a member's row. A beat that changes the member's served
-// kinds or its number of workers, and a rejoin ($13: the member holds its
-// liveness lock again after losing it), fire cluster_changed (the join's own
-// wake is the insert trigger's):
+// kinds or its number of workers, a rejoin ($13: the member holds its
+// liveness lock again after losing it) and a return after a lapse (its last
+// beat older than the liveness window $15, in seconds) fire cluster_changed
+// (the join's own wake is the insert trigger's):
 // peers route stages to a broker by the kinds its row advertises, and without
 // the wake they would learn of a worker that just connected only at their
 // next poll — a dead worker's stages waited that long for a peer's worker;
@@ -87,7 +94,7 @@ func New(db DB) *Store { return &Store{db: db} }
 // prev reads the row as it was before this statement (its snapshot).
 const upsertSQL = `
 WITH prev AS (
-    SELECT kinds, workers FROM cluster_members WHERE member_id = $1
+    SELECT kinds, workers, last_heartbeat FROM cluster_members WHERE member_id = $1
 ), up AS (
 INSERT INTO cluster_members AS m (member_id, role, kinds, shard_lo, shard_hi, config, version, host, pid,
                                   in_flight, workers, started_at, last_heartbeat, lock_key)
@@ -101,7 +108,8 @@ RETURNING last_heartbeat, started_at, kinds, workers
 )
 SELECT up.last_heartbeat, up.started_at,
        CASE WHEN EXISTS (SELECT 1 FROM prev)
-                 AND ($13 OR (SELECT (kinds, workers) FROM prev) IS DISTINCT FROM (up.kinds, up.workers))
+                 AND ($13 OR (SELECT (kinds, workers) FROM prev) IS DISTINCT FROM (up.kinds, up.workers)
+                      OR (SELECT last_heartbeat FROM prev) <= now() - make_interval(secs => $15))
             THEN pg_notify('cluster_changed', '') END IS NULL
   FROM up`
 
@@ -135,10 +143,14 @@ func (s *Store) Upsert(ctx context.Context, m Member) (time.Time, error) {
 	if m.LockKey != 0 {
 		lockKey = &m.LockKey
 	}
+	liveness := m.Liveness
+	if liveness <= 0 {
+		liveness = DefaultLiveness
+	}
 	var beat, startedAt time.Time
 	var notified bool
 	err := s.db.QueryRow(ctx, upsertSQL, m.ID, m.Role, kinds, lo, hi, string(cfg), version, m.Host, m.PID,
-		m.InFlight, started, lockKey, m.Rejoin, m.Workers).Scan(&beat, &startedAt, &notified)
+		m.InFlight, started, lockKey, m.Rejoin, m.Workers, liveness.Seconds()).Scan(&beat, &startedAt, &notified)
 	if err != nil {
 		return time.Time{}, dbx.Wrap(err, "upsert cluster member %s", m.ID)
 	}

@@ -210,3 +210,29 @@ func TestUpsert_ARejoinWakesThePeersThoughTheRowStayed(t *testing.T) {
 	require.Equal(t, 1, countNotifies(t, pool, 500*time.Millisecond, func() { beat(true) }), "a rejoin does")
 	require.Zero(t, countNotifies(t, pool, 500*time.Millisecond, func() { beat(false) }), "and the beat after it does not")
 }
+
+// A member whose beats lapsed past the liveness window while its lock stayed
+// held (beats failing or held up, the lock session alive) was counted out by
+// its peers as surely as one that lost its lock; the beat that lands after
+// the lapse wakes them, and a beat inside the window does not.
+func TestUpsert_ABeatAfterALapseWakesThePeers(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := membership.New(pool)
+	beat := func() {
+		t.Helper()
+		_, err := s.Upsert(ctx, membership.Member{ID: "broker-l", Role: membership.RoleBroker, Liveness: 30 * time.Second})
+		require.NoError(t, err)
+	}
+	lapse := func(ago string) {
+		t.Helper()
+		_, err := pool.Exec(ctx, `UPDATE cluster_members SET last_heartbeat = now() - $1::interval WHERE member_id = 'broker-l'`, ago)
+		require.NoError(t, err)
+	}
+	beat()
+	lapse("29 seconds")
+	require.Zero(t, countNotifies(t, pool, 500*time.Millisecond, beat), "a late beat inside the window is a plain beat")
+	lapse("31 seconds")
+	require.Equal(t, 1, countNotifies(t, pool, 500*time.Millisecond, beat), "a beat after the window lapsed is a return")
+	require.Zero(t, countNotifies(t, pool, 500*time.Millisecond, beat), "and the beat after it is plain again")
+}
