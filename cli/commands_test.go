@@ -58,6 +58,11 @@ func TestCommands_UsageErrors(t *testing.T) {
 		{"so are reactor bindings: --after is refused", []string{"list", "rb", "--after", "x"},
 			[]string{"--after pages resources and providerconfigs only: reactorbindings are listed whole"}},
 		{"and cluster members", []string{"get", "nodes", "--limit", "2"}, []string{"clustermembers are listed whole"}},
+		{"a watch lists kinds whole: --limit is refused", []string{"watch", "kinds", "--limit", "1"},
+			[]string{"--limit pages a watch's first listing of resources only: kinds are listed whole"}},
+		{"and cluster members", []string{"watch", "nodes", "--limit", "2"}, []string{"clustermembers are listed whole"}},
+		{"and provider configs: --after is refused", []string{"watch", "pc", "--after", "x"},
+			[]string{"--after pages a watch's first listing of resources only: providerconfigs are listed whole"}},
 		{"watch pc NAME needs a kind", []string{"watch", "pc", "default"}, []string{`"default": want KIND/NAME (or NAME with --kind)`}},
 	}
 	for _, tc := range cases {

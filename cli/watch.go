@@ -90,6 +90,13 @@ func (a *app) getWatch(ctx context.Context, tg target, lf listFlags, watchOnly b
 	if lf.sortBy != "" {
 		return usageError{fmt.Errorf("--sort-by does not apply to a watch (changes print as they happen)")}
 	}
+	if tg.t != typeResource && (lf.limit != 0 || lf.after != "") {
+		flag := "--limit"
+		if lf.limit == 0 {
+			flag = "--after"
+		}
+		return usageError{fmt.Errorf("%s pages a watch's first listing of resources only: %ss are listed whole", flag, tg.t)}
+	}
 	c, err := a.client()
 	if err != nil {
 		return err
