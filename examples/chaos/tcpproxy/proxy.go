@@ -239,7 +239,10 @@ func (p *Proxy) pipe(dst, src net.Conn) error {
 			return c.err
 		}
 		if _, err := dst.Write(c.b); err != nil {
-			_ = src.Close()
+			// dst was reset (or closed): src gets a reset too, and its
+			// reader unblocks. A plain Close would end src's stream with
+			// a FIN, and its peer would read a clean end of stream.
+			abort(src)
 			return err
 		}
 	}

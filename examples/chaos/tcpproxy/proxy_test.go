@@ -2,6 +2,7 @@ package tcpproxy_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -197,4 +198,65 @@ func TestReset_EndsBothEndsAndAcceptsANewConnection(t *testing.T) {
 	_, err = again.client.Write([]byte("back"))
 	require.NoError(t, err)
 	readWithin(t, again.server, time.Now().Add(patience), []byte("back"))
+}
+
+// A half-close travels through: the client's FIN reaches the target as EOF,
+// the target's answer still reaches the client, and the target's own FIN
+// then ends the client's stream.
+func TestHalfClose_TheOtherDirectionKeepsFlowing(t *testing.T) {
+	t.Parallel()
+	l := dial(t)
+	_, err := l.client.Write([]byte("req"))
+	require.NoError(t, err)
+	require.NoError(t, l.client.(*net.TCPConn).CloseWrite())
+	require.NoError(t, l.server.SetReadDeadline(time.Now().Add(patience)))
+	got, err := io.ReadAll(l.server)
+	require.NoError(t, err, "the target reads the request, then EOF")
+	require.Equal(t, "req", string(got))
+
+	_, err = l.server.Write([]byte("answer"))
+	require.NoError(t, err, "the target's direction is still open")
+	require.NoError(t, l.server.(*net.TCPConn).CloseWrite())
+	require.NoError(t, l.client.SetReadDeadline(time.Now().Add(patience)))
+	got, err = io.ReadAll(l.client)
+	require.NoError(t, err, "the client reads the answer, then EOF")
+	require.Equal(t, "answer", string(got))
+}
+
+// A reset by one end reaches the other end as a reset, not as a clean end
+// of stream, in both directions; also when the other end's bytes are in
+// flight toward the end that reset (held by a delay, and read by the proxy
+// well before the reset), so the proxy's write to the reset end is what
+// fails first.
+func TestPeerReset_ReachesTheOtherEndAsAReset(t *testing.T) {
+	t.Parallel()
+	const delay = time.Second
+	for name, ends := range map[string]func(link) (resetter, other net.Conn){
+		"target resets": func(l link) (net.Conn, net.Conn) { return l.server, l.client },
+		"client resets": func(l link) (net.Conn, net.Conn) { return l.client, l.server },
+	} {
+		for _, delayed := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/delayed=%t", name, delayed), func(t *testing.T) {
+				t.Parallel()
+				l := dial(t)
+				resetter, other := ends(l)
+				if delayed {
+					l.p.Delay(delay)
+				}
+				sent := time.Now()
+				_, err := other.Write([]byte("in flight"))
+				require.NoError(t, err)
+				if delayed {
+					// The bytes are held; the reset comes a fifth of the
+					// delay after the proxy read them.
+					requireNothingBy(t, resetter, sent.Add(delay/5))
+				}
+				require.NoError(t, resetter.(*net.TCPConn).SetLinger(0))
+				require.NoError(t, resetter.Close())
+				require.NoError(t, other.SetReadDeadline(time.Now().Add(patience)))
+				_, err = io.ReadAll(other)
+				require.ErrorIs(t, err, syscall.ECONNRESET, "a reset, not an EOF")
+			})
+		}
+	}
 }
