@@ -169,7 +169,8 @@ func (p *Proxy) accept() {
 // direction that ends with EOF half-closes its destination (the other keeps
 // flowing); one that ends with an error (a reset, a failed write) resets
 // both connections, so a reset on one side reaches the other as a reset
-// (also when Reset caught the connection before its target was dialed).
+// (also when Reset caught the connection before its target was dialed). A
+// connection whose target cannot be dialed is reset.
 func (p *Proxy) serve(client net.Conn) {
 	defer p.wg.Done()
 	p.track(client, true)
@@ -178,6 +179,11 @@ func (p *Proxy) serve(client net.Conn) {
 	<-p.gate() // a connection made during a partition waits for the heal
 	server, err := net.Dial("tcp", p.Target)
 	if err != nil {
+		// The target refused (a restarting Postgres): the client, already
+		// connected to the proxy, gets a reset, the nearest a proxy comes
+		// to a refusal; a FIN would read as a server that answered and hung
+		// up.
+		abort(client)
 		return
 	}
 	p.track(server, true)

@@ -260,3 +260,24 @@ func TestPeerReset_ReachesTheOtherEndAsAReset(t *testing.T) {
 		}
 	}
 }
+
+// A connection the proxy cannot forward (its target refuses) is reset, as
+// a refused connection would be, not ended as if the target had answered
+// and closed.
+func TestDialFailure_ResetsTheClient(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	target := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	p, err := tcpproxy.Start(target)
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	c, err := net.DialTimeout("tcp", p.Addr(), patience)
+	if err == nil { // else the reset came before the connect returned
+		t.Cleanup(func() { _ = c.Close() })
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(patience)))
+		_, err = io.ReadAll(c)
+	}
+	require.ErrorIs(t, err, syscall.ECONNRESET, "a reset, not an EOF")
+}
