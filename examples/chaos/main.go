@@ -56,7 +56,7 @@ func main() {
 	n := flag.Int("n", 300, fmt.Sprintf("bom roots per wave (%d resources each)", 1+waveShape.Descendants()))
 	smoke := flag.Bool("smoke", false, "the CI smoke: the fault-free wave and four faults (worker kill, broker kill, Postgres fast restart, broker drain)")
 	only := flag.String("faults", "", "comma-separated fault keys to run after the fault-free wave (default: all; \"none\" repeats the fault-free wave)")
-	repeat := flag.Int("repeat", 1, "run each selected fault this many times")
+	repeat := flag.Int("repeat", 1, "run each selected fault this many times (at least 1)")
 	flag.Parse()
 	if *n < 1 {
 		fmt.Fprintln(os.Stderr, "chaos: -n must be at least 1")
@@ -150,9 +150,12 @@ func (s *suite) scenarios(ctx context.Context) []scenario {
 // fault-free wave again: repeated, it shows a run's drift with no fault at
 // all, the yardstick for every fault's "added".
 func pick(all []scenario, only string, smoke bool, repeat int) ([]scenario, error) {
+	if repeat < 1 {
+		return nil, fmt.Errorf("-repeat %d: run each fault at least once (-repeat 1)", repeat)
+	}
 	var picked []scenario
 	add := func(sc scenario) {
-		for range max(repeat, 1) {
+		for range repeat {
 			picked = append(picked, sc)
 		}
 	}
@@ -165,8 +168,10 @@ func pick(all []scenario, only string, smoke bool, repeat int) ([]scenario, erro
 		return picked, nil
 	}
 	byKey := map[string]scenario{"none": {key: "none", name: "fault-free"}}
+	keys := []string{"none"}
 	for _, sc := range all {
 		byKey[sc.key] = sc
+		keys = append(keys, sc.key)
 	}
 	for _, k := range strings.Split(only, ",") {
 		if k == "" {
@@ -174,14 +179,22 @@ func pick(all []scenario, only string, smoke bool, repeat int) ([]scenario, erro
 		}
 		sc, ok := byKey[k]
 		if !ok {
-			return nil, fmt.Errorf("-faults: unknown fault %q", k)
+			return nil, fmt.Errorf("-faults: unknown fault %q (the keys: %s)", k, strings.Join(keys, ", "))
 		}
 		add(sc)
+	}
+	if len(picked) == 0 {
+		return nil, fmt.Errorf("-faults %q names no fault (the keys: %s)", only, strings.Join(keys, ", "))
 	}
 	return picked, nil
 }
 
 func run(ctx context.Context, n int, smoke bool, only string, repeat int) error {
+	// The selection is checked before the cluster boots, so a typo costs no
+	// boot; the scenarios are picked again below, bound to the booted suite.
+	if _, err := pick((&suite{}).scenarios(ctx), only, smoke, repeat); err != nil {
+		return err
+	}
 	s, err := boot(ctx)
 	if err != nil {
 		if s != nil {
