@@ -130,7 +130,11 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // Work applies the fakek8sjob that runs the image the synced faketerraform
 // built. Idempotent: the job's spec and labels are a function of the
 // terraform's status and the delivery's dedup token, and an apply that
-// changes nothing bumps no generation — a redelivery is a no-op.
+// changes nothing bumps no generation — a redelivery is a no-op. A stale
+// delivery — of a generation the terraform has moved past, or of a
+// terraform that is gone or was replaced — applies nothing: its snapshot
+// holds an older image, and the newer generation's own delivery applies
+// the job.
 func (s *jobSaga) Work(ctx context.Context, req worker.Request) (worker.Outcome, error) {
 	if req.Stage != worker.StageReact || req.React == nil {
 		return worker.Outcome{}, worker.Terminal(fmt.Errorf("jobsaga: unexpected stage %s", req.Stage))
@@ -138,6 +142,15 @@ func (s *jobSaga) Work(ctx context.Context, req worker.Request) (worker.Outcome,
 	client, err := sagaClient(req.Config.Spec, req.Config.Data)
 	if err != nil {
 		return worker.Outcome{}, worker.Terminal(err)
+	}
+	stale, err := staleDelivery(ctx, client, req)
+	if err != nil {
+		return worker.Outcome{}, err
+	}
+	if stale != "" {
+		s.log.Info().Str("terraform", req.Resource.Name).Int64("generation", req.React.Generation).
+			Str("dedup_token", req.React.DedupToken).Str("stale", stale).Msg("jobsaga skipped a stale delivery")
+		return worker.Outcome{}, nil
 	}
 	var tf struct {
 		Image string `json:"image"`
@@ -166,6 +179,35 @@ func (s *jobSaga) Work(ctx context.Context, req worker.Request) (worker.Outcome,
 	s.log.Info().Str("terraform", req.Resource.Name).Str("job", res.ApplyResource.Name).
 		Int("generation", res.ApplyResource.Generation).Str("dedup_token", req.React.DedupToken).Msg("jobsaga applied the next resource")
 	return worker.Outcome{}, nil
+}
+
+// staleDelivery reads the terraform as it is now (by id: a terraform
+// deleted and created again under its name is another resource, with
+// deliveries of its own) and says why the delivery is stale ("" when it is
+// current). The read and the apply after it are two requests: a newer
+// generation that syncs and is delivered between them can still be
+// overtaken, a window of one round trip.
+func staleDelivery(ctx context.Context, client graphql.Client, req worker.Request) (string, error) {
+	if req.Resource.ID == "" {
+		// A delivery always carries the watched resource's id; a hand-built
+		// request without one is applied as it is.
+		return "", nil
+	}
+	res, err := gql.SagaSource(ctx, client, req.Resource.ID)
+	if err != nil {
+		err = fmt.Errorf("jobsaga: read %s (%s): %w", req.Resource.Name, req.Resource.ID, err)
+		if isUserError(err) {
+			return "", worker.Terminal(err)
+		}
+		return "", err
+	}
+	switch cur := res.ResourceById; {
+	case cur == nil:
+		return "the terraform is gone", nil
+	case int64(cur.Generation) > req.React.Generation:
+		return fmt.Sprintf("the terraform is at generation %d", cur.Generation), nil
+	}
+	return "", nil
 }
 
 // isUserError reports an error retrying cannot fix: the API refused the

@@ -24,7 +24,9 @@ import (
 // serving its GraphQL API behind a token file; the saga's binding fires on
 // the terraform's synced transition and the reactor applies the matching
 // job through the API with its token; the job converges on the image the
-// terraform built; a redelivery of the same reaction changes nothing.
+// terraform built; a redelivery of the same reaction changes nothing; the
+// job follows a new terraform generation, and a late redelivery of the old
+// generation's reaction does not roll it back.
 func TestJobSaga_TerraformSyncedAppliesTheJobOnceOverGraphQL(t *testing.T) {
 	t.Parallel()
 	const token = "jobsaga-token-0123456789"
@@ -69,7 +71,7 @@ func TestJobSaga_TerraformSyncedAppliesTheJobOnceOverGraphQL(t *testing.T) {
 
 	// A redelivery (the same dedup token) applies nothing new.
 	react := worker.Request{Stage: worker.StageReact, Reaction: "react",
-		Resource: worker.Resource{Kind: datadriven.KindFakeTerraform, Name: tf.Name, Labels: tf.Labels, Status: tf.Status, Generation: tf.Generation},
+		Resource: worker.Resource{ID: tf.ID.String(), Kind: datadriven.KindFakeTerraform, Name: tf.Name, Labels: tf.Labels, Status: tf.Status, Generation: tf.Generation},
 		Config:   worker.EffectiveConfig{Name: "default", Spec: sagaCfg.Spec, Data: sagaCfg.Data},
 		React: &worker.Reaction{Transition: manifest.TransitionSynced, Binding: "faketerraform-synced-to-jobsaga",
 			Generation: tf.Generation, DedupToken: tf.ID.String() + ":synced:1:faketerraform-synced-to-jobsaga"}}
@@ -88,6 +90,34 @@ func TestJobSaga_TerraformSyncedAppliesTheJobOnceOverGraphQL(t *testing.T) {
 	_, err = saga.Work(ctx, bad)
 	require.Error(t, err)
 	require.True(t, worker.IsTerminal(err), "%v", err)
+
+	// A new terraform generation: the job follows it to the new image. A
+	// late redelivery of the first generation's reaction (its snapshot, its
+	// image) then changes nothing: the job never goes back to an older
+	// image.
+	require.NoError(t, a.ApplyResource(ctx, apply.Resource{Kind: datadriven.KindFakeTerraform, Name: "ops-terraform",
+		Labels: tf.Labels, Spec: json.RawMessage(`{"team":"ops","source":"s3://b/ops/v2.tf"}`)}))
+	var tf2 resource.Resource
+	apptest.WaitFor(t, 60*time.Second, "the second terraform generation synced", func() bool {
+		r, err := s.Store.GetResource(ctx, datadriven.KindFakeTerraform, "ops-terraform")
+		tf2 = r
+		return err == nil && r.Generation == 2 && r.SyncedGen == 2
+	})
+	newImage := decode(t, tf2.Status)["image"]
+	require.NotEqual(t, decode(t, tf.Status)["image"], newImage)
+	var job2 resource.Resource
+	apptest.WaitFor(t, 60*time.Second, "the job on the second generation's image", func() bool {
+		r, err := s.Store.GetResource(ctx, datadriven.KindFakeK8sJob, datadriven.SagaJobName("ops-terraform"))
+		job2 = r
+		return err == nil && decode(t, r.Spec)["image"] == newImage
+	})
+	_, err = saga.Work(ctx, react)
+	require.NoError(t, err, "a stale delivery is acknowledged, not failed")
+	late, err := s.Store.GetResource(ctx, datadriven.KindFakeK8sJob, datadriven.SagaJobName("ops-terraform"))
+	require.NoError(t, err)
+	require.Equal(t, newImage, decode(t, late.Spec)["image"], "a stale delivery does not roll the job back")
+	require.Equal(t, job2.Generation, late.Generation)
+	require.Equal(t, job2.Labels, late.Labels)
 
 	s.WaitPhase(datadriven.KindFakeTerraform, "lone-terraform", resource.PhaseReady, 60*time.Second)
 	_, err = s.Store.GetResource(ctx, datadriven.KindFakeK8sJob, datadriven.SagaJobName("lone-terraform"))

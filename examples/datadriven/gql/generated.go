@@ -81,6 +81,27 @@ func (v *ResourceInput) GetSpec() json.RawMessage { return v.Spec }
 // GetProviderConfigRef returns ResourceInput.ProviderConfigRef, and is useful for accessing the field via an interface.
 func (v *ResourceInput) GetProviderConfigRef() *string { return v.ProviderConfigRef }
 
+// SagaSourceResourceByIdResource includes the requested fields of the GraphQL type Resource.
+// The GraphQL type's documentation follows.
+//
+// One resource: a root or a composed child. Phase and ready are read from the database, never re-derived.
+type SagaSourceResourceByIdResource struct {
+	// Bumps on every spec change.
+	Generation int `json:"generation"`
+}
+
+// GetGeneration returns SagaSourceResourceByIdResource.Generation, and is useful for accessing the field via an interface.
+func (v *SagaSourceResourceByIdResource) GetGeneration() int { return v.Generation }
+
+// SagaSourceResponse is returned by SagaSource on success.
+type SagaSourceResponse struct {
+	// The resource with this id; null when there is none.
+	ResourceById *SagaSourceResourceByIdResource `json:"resourceById"`
+}
+
+// GetResourceById returns SagaSourceResponse.ResourceById, and is useful for accessing the field via an interface.
+func (v *SagaSourceResponse) GetResourceById() *SagaSourceResourceByIdResource { return v.ResourceById }
+
 // __ApplyNextResourceInput is used internally by genqlient
 type __ApplyNextResourceInput struct {
 	Input ResourceInput `json:"input"`
@@ -88,6 +109,14 @@ type __ApplyNextResourceInput struct {
 
 // GetInput returns __ApplyNextResourceInput.Input, and is useful for accessing the field via an interface.
 func (v *__ApplyNextResourceInput) GetInput() ResourceInput { return v.Input }
+
+// __SagaSourceInput is used internally by genqlient
+type __SagaSourceInput struct {
+	Id string `json:"id"`
+}
+
+// GetId returns __SagaSourceInput.Id, and is useful for accessing the field via an interface.
+func (v *__SagaSourceInput) GetId() string { return v.Id }
 
 // The mutation executed by ApplyNextResource.
 const ApplyNextResource_Operation = `
@@ -118,6 +147,43 @@ func ApplyNextResource(
 	}
 
 	data_ = &ApplyNextResourceResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The query executed by SagaSource.
+const SagaSource_Operation = `
+query SagaSource ($id: ID!) {
+	resourceById(id: $id) {
+		generation
+	}
+}
+`
+
+// SagaSource reads the resource a reaction came from as it is now: a
+// delivery of a generation it has moved past, or of a resource that is gone,
+// is stale.
+func SagaSource(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	id string,
+) (data_ *SagaSourceResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "SagaSource",
+		Query:  SagaSource_Operation,
+		Variables: &__SagaSourceInput{
+			Id: id,
+		},
+	}
+
+	data_ = &SagaSourceResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(
