@@ -1,8 +1,11 @@
 // Command worker serves the classic demo's kinds (classicbom, bom, account,
 // vpc v1 and v2, tgw, route, statussink) to a broker. FAKE_DELETE_DELAY (a Go
-// duration, default 5s) paces every kind's finalizer teardown:
+// duration, default 5s) paces every kind's finalizer teardown. The broker
+// refuses a worker without a credential (WORKER_TOKEN, or a client
+// certificate); against devstack:
 //
-//	BROKER_URL=http://127.0.0.1:8080 go run ./examples/classic/cmd/worker
+//	BROKER_URL=http://127.0.0.1:8080 WORKER_TOKEN=<the worker token devstack printed> \
+//	  go run ./examples/classic/cmd/worker
 package main
 
 import (

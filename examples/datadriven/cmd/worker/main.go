@@ -1,9 +1,11 @@
 // Command worker serves the datadriven demo's kinds (celbom, stdstarlark,
 // fakevpc, fakedb, fakeapp, faketerraform, fakek8sjob) to a broker; with
 // --demo all (env DEMO=all) it serves the classic demo's kinds too, so one
-// process hosts both demos:
+// process hosts both demos. The broker refuses a worker without a
+// credential (WORKER_TOKEN, or a client certificate); against devstack:
 //
-//	BROKER_URL=http://127.0.0.1:8080 go run ./examples/datadriven/cmd/worker
+//	BROKER_URL=http://127.0.0.1:8080 WORKER_TOKEN=<the worker token devstack printed> \
+//	  go run ./examples/datadriven/cmd/worker
 package main
 
 import (
