@@ -89,9 +89,16 @@ func confinedKey(prefix, name string) (string, error) {
 type statusSink struct {
 	log zerolog.Logger
 
-	mu       sync.Mutex
-	endpoint string       // the open bucket's URL
-	bucket   *blob.Bucket // nil until a default config opens one
+	mu     sync.Mutex
+	bucket *sharedBucket // nil until a default config opens one
+}
+
+// sharedBucket is the default config's open bucket and the uploads using
+// it: a config push that replaces it closes it once they are done.
+type sharedBucket struct {
+	*blob.Bucket
+	endpoint string // its URL
+	uploads  sync.WaitGroup
 }
 
 func newStatusSink(log zerolog.Logger) *statusSink {
@@ -108,28 +115,47 @@ func (s *statusSink) Ready() bool {
 	return s.bucket != nil
 }
 
-// OnConfig opens the default config's bucket (replacing the previous one);
-// a bad config leaves the kind unready.
+// OnConfig opens the default config's bucket, replacing the previous one
+// (kept when the endpoint is the same: every new broker session pushes the
+// config again); a bad config leaves the kind unready. A replaced bucket
+// is closed once the uploads using it are done, never under one.
 func (s *statusSink) OnConfig(cfg worker.ProviderConfig) {
 	c, err := parseSinkConfig(cfg.Spec)
-	var b *blob.Bucket
+	s.mu.Lock()
+	if err == nil && s.bucket != nil && s.bucket.endpoint == c.Endpoint {
+		s.mu.Unlock()
+		s.log.Info().Str("endpoint", c.Endpoint).Str("prefix", c.Prefix).Msg("statussink ready")
+		return
+	}
+	s.mu.Unlock()
+	var b *sharedBucket
 	if err == nil {
-		b, err = blob.OpenBucket(context.Background(), c.Endpoint)
+		var opened *blob.Bucket
+		if opened, err = blob.OpenBucket(context.Background(), c.Endpoint); err == nil {
+			b = &sharedBucket{Bucket: opened, endpoint: c.Endpoint}
+		}
 	}
 	s.mu.Lock()
 	old := s.bucket
-	s.bucket, s.endpoint = b, c.Endpoint
+	s.bucket = b
 	s.mu.Unlock()
-	if old != nil && old != b {
-		if cerr := old.Close(); cerr != nil {
-			s.log.Warn().Err(cerr).Msg("statussink: close the previous bucket")
-		}
+	if old != nil {
+		go s.retire(old)
 	}
 	if err != nil {
 		s.log.Warn().Err(err).Msg("statussink unready: its default providerconfig names no usable endpoint")
 		return
 	}
 	s.log.Info().Str("endpoint", c.Endpoint).Str("prefix", c.Prefix).Msg("statussink ready")
+}
+
+// retire closes a replaced bucket once its uploads are done (no upload
+// takes it any more: bucketFor takes the current one, under mu).
+func (s *statusSink) retire(b *sharedBucket) {
+	b.uploads.Wait()
+	if err := b.Close(); err != nil {
+		s.log.Warn().Err(err).Str("endpoint", b.endpoint).Msg("statussink: close the previous bucket")
+	}
 }
 
 // Document is what the sink writes.
@@ -176,14 +202,16 @@ func (s *statusSink) Work(ctx context.Context, req worker.Request) (worker.Outco
 }
 
 // bucketFor is the open default bucket when the task's endpoint is the
-// default's, else a bucket opened for this task (closed by release).
+// default's, else a bucket opened for this task; release ends the use
+// (closing a bucket opened for the task).
 func (s *statusSink) bucketFor(ctx context.Context, endpoint string) (*blob.Bucket, func(), error) {
 	s.mu.Lock()
-	b, same := s.bucket, s.endpoint == endpoint
-	s.mu.Unlock()
-	if b != nil && same {
-		return b, func() {}, nil
+	if sb := s.bucket; sb != nil && sb.endpoint == endpoint {
+		sb.uploads.Add(1)
+		s.mu.Unlock()
+		return sb.Bucket, sb.uploads.Done, nil
 	}
+	s.mu.Unlock()
 	b, err := blob.OpenBucket(ctx, endpoint)
 	if err != nil {
 		return nil, nil, worker.Terminal(fmt.Errorf("statussink: open %s: %w", endpoint, err))

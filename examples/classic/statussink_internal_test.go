@@ -149,3 +149,35 @@ func TestStatusSink_S3UploadsSignedWithSigV4(t *testing.T) {
 	require.True(t, strings.HasPrefix(auth[0], "AWS4-HMAC-SHA256 Credential=AKIDTEST/"), auth[0])
 	require.Contains(t, auth[0], "/eu-west-1/s3/aws4_request")
 }
+
+// A config pushed while an upload is in flight — the same one again, as
+// every new broker session pushes it, or a new endpoint — never closes the
+// bucket under the upload: the upload completes, and the bucket it used is
+// closed once it is done.
+func TestStatusSink_AConfigPushDoesNotCloseTheBucketUnderAnUpload(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := `{"endpoint":"file://` + dir + `?create_dir=true&metadata=skip","prefix":"boms"}`
+	s := sinkWith(t, cfg)
+	require.True(t, s.Ready())
+	push := func(cfg string) {
+		s.OnConfig(worker.ProviderConfig{Kind: KindStatusSink, Name: "default", IsDefault: true, Spec: json.RawMessage(cfg)})
+	}
+	c, err := parseSinkConfig(json.RawMessage(cfg))
+	require.NoError(t, err)
+	for _, step := range []struct{ name, next string }{
+		{"the same config again", cfg},
+		{"another endpoint", `{"endpoint":"mem://","prefix":"boms"}`},
+	} {
+		name, next := step.name, step.next
+		// Work's steps, with the push between taking the bucket and writing.
+		b, release, err := s.bucketFor(t.Context(), c.Endpoint)
+		require.NoError(t, err)
+		push(next)
+		require.NoError(t, b.WriteAll(t.Context(), "boms/x.json", []byte(`{}`), nil), "%s: the upload in flight completes", name)
+		release()
+		push(cfg)
+	}
+	_, err = os.Stat(filepath.Join(dir, "boms", "x.json"))
+	require.NoError(t, err)
+}
