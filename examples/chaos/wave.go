@@ -35,8 +35,8 @@ func (r result) verdict() string {
 		r.complete, r.maxGap <= 5*time.Second, r.stranded, r.doubled, r.logRate, r.reapplied)
 }
 
-// ready is the number of Ready resources, roots and children (folded phase
-// counts: about a second behind).
+// ready is the number of Ready resources, roots and children (the phase
+// counts: the folded totals plus the pending deltas).
 func (s *suite) ready(ctx context.Context) (int, error) {
 	counts, err := s.store.PhaseCounts(ctx, "")
 	if err != nil {
@@ -116,7 +116,7 @@ func (s *suite) await(ctx context.Context, start time.Time, n int, sc scenario) 
 	target := s.applied
 	var res result
 	var injected *fault
-	last, lastAt := -1, time.Now()
+	pr := newProgress(time.Now())
 	dumped := false
 	deadline := start.Add(3 * time.Minute)
 	var quietUntil time.Time // the fault's own outage: no progress expected
@@ -125,10 +125,7 @@ func (s *suite) await(ctx context.Context, start time.Time, n int, sc scenario) 
 		got, err := s.ready(rctx)
 		cancel()
 		if err != nil { // the suite's own reads fail while Postgres restarts or is frozen
-			got = max(last, 0)
-		}
-		if got != last {
-			last, lastAt = got, time.Now()
+			got = max(pr.last, 0)
 		}
 		if injected != nil && sc.outageIsInject {
 			quietUntil = time.Now() // down until inject returns…
@@ -136,13 +133,14 @@ func (s *suite) await(ctx context.Context, start time.Time, n int, sc scenario) 
 				quietUntil = time.Unix(0, at) // …and from then on, progress is due
 			}
 		}
-		if gap := time.Since(maxTime(lastAt, quietUntil)); !time.Now().Before(quietUntil) {
-			res.maxGap = max(res.maxGap, gap)
-			if gap > 3*time.Second && !dumped {
-				dumped = true
-				s.dumpQueue(ctx)
-			}
+		if gap := pr.observe(time.Now(), got, quietUntil); gap > 3*time.Second && !dumped {
+			dumped = true
+			// Bounded: on a frozen database the dump's reads wait too.
+			dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			s.dumpQueue(dctx)
+			cancel()
 		}
+		res.maxGap = pr.maxGap
 		if injected == nil && sc.inject != nil && got-(target-n) >= n/3 {
 			injected = startFault(sc.inject)
 			quietUntil = time.Now().Add(sc.outage)
@@ -184,6 +182,35 @@ func (s *suite) dumpQueue(ctx context.Context) {
 			holder, h.Rows, h.OldestLease.Seconds(), h.NewestBeat.Seconds(), h.WithResult, h.Retried, h.BackingOff,
 			h.LongestBackoff.Seconds())
 	}
+}
+
+// progress measures the longest window without progress: a change of the
+// Ready count, polled.
+type progress struct {
+	last   int // the count the last poll read (-1 before the first)
+	lastAt time.Time
+	maxGap time.Duration
+}
+
+func newProgress(now time.Time) *progress { return &progress{last: -1, lastAt: now} }
+
+// observe records a poll at now that read got, no progress being due
+// before quietUntil (the fault's own outage), and returns the window
+// without progress so far (0 inside the outage, and once the count moved).
+// The window is measured before the count's move is taken in: a poll that
+// sees progress closes the window it ends, however long ago the poll
+// before it was.
+func (p *progress) observe(now time.Time, got int, quietUntil time.Time) time.Duration {
+	var gap time.Duration
+	if !now.Before(quietUntil) {
+		gap = now.Sub(maxTime(p.lastAt, quietUntil))
+		p.maxGap = max(p.maxGap, gap)
+	}
+	if got != p.last {
+		p.last, p.lastAt = got, now
+		return 0
+	}
+	return gap
 }
 
 func maxTime(a, b time.Time) time.Time {
