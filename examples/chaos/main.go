@@ -54,7 +54,7 @@ func main() {
 		return
 	}
 	n := flag.Int("n", 300, fmt.Sprintf("bom roots per wave (%d resources each)", 1+waveShape.Descendants()))
-	smoke := flag.Bool("smoke", false, "the CI smoke: the fault-free wave and four faults (worker kill, broker kill, Postgres fast restart, broker drain)")
+	smoke := flag.Bool("smoke", false, "the CI smoke: the fault-free wave and four faults (worker kill, broker kill, Postgres fast restart, broker drain); not with -faults")
 	only := flag.String("faults", "", "comma-separated fault keys to run after the fault-free wave (default: all; \"none\" repeats the fault-free wave)")
 	repeat := flag.Int("repeat", 1, "run each selected fault this many times (at least 1)")
 	flag.Parse()
@@ -152,6 +152,9 @@ func (s *suite) scenarios(ctx context.Context) []scenario {
 func pick(all []scenario, only string, smoke bool, repeat int) ([]scenario, error) {
 	if repeat < 1 {
 		return nil, fmt.Errorf("-repeat %d: run each fault at least once (-repeat 1)", repeat)
+	}
+	if smoke && only != "" {
+		return nil, errors.New("-smoke and -faults together: -smoke runs its own four faults; pass one of the two")
 	}
 	var picked []scenario
 	add := func(sc scenario) {

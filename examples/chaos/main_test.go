@@ -9,13 +9,15 @@ import (
 
 // A fault selection that selects nothing, or a repeat count below one, is a
 // user's mistake: refused with the flag named, never a run of the fault-free
-// waves alone that looks like a pass.
+// waves alone that looks like a pass; so is -smoke beside -faults, where one
+// of the two would be ignored.
 func TestPick_RefusesASelectionOfNothing(t *testing.T) {
 	t.Parallel()
 	all := []scenario{{key: "worker-kill"}, {key: "pg-freeze", full: true}}
 	cases := map[string]struct {
 		reason string
 		only   string
+		smoke  bool
 		repeat int
 		want   string
 	}{
@@ -23,11 +25,12 @@ func TestPick_RefusesASelectionOfNothing(t *testing.T) {
 		"ZeroRepeat":     {reason: "-repeat 0 would run each fault zero times", only: "worker-kill", repeat: 0, want: "-repeat"},
 		"NegativeRepeat": {reason: "-repeat -1", repeat: -1, want: "-repeat"},
 		"UnknownFault":   {reason: "a typo", only: "worker-kil", repeat: 1, want: `unknown fault "worker-kil"`},
+		"SmokeAndFaults": {reason: "-smoke picks its own faults: with -faults one of the two would be ignored", only: "pg-freeze", smoke: true, repeat: 1, want: "-smoke"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			picked, err := pick(all, tc.only, false, tc.repeat)
+			picked, err := pick(all, tc.only, tc.smoke, tc.repeat)
 			require.ErrorContains(t, err, tc.want, tc.reason)
 			require.Empty(t, picked)
 		})
