@@ -28,6 +28,7 @@ type Proxy struct {
 	// chunk being held re-reads it.
 	redelay chan struct{}
 	conns   map[net.Conn]struct{}
+	closed  bool // Close began: a connection tracked from now on is reset at once
 	wg      sync.WaitGroup
 }
 
@@ -105,10 +106,13 @@ func abort(c net.Conn) {
 }
 
 // Close stops the proxy and every connection, and waits for its
-// goroutines.
+// goroutines. A connection accepted while Close runs is reset too.
 func (p *Proxy) Close() {
 	_ = p.ln.Close()
 	p.Heal()
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
 	p.Reset()
 	p.wg.Wait()
 }
@@ -143,13 +147,18 @@ func (p *Proxy) hold(read time.Time) {
 	}
 }
 
+// track adds c to the connections Reset and Close end (on) or removes it;
+// a connection tracked once Close began is reset at once.
 func (p *Proxy) track(c net.Conn, on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if on {
-		p.conns[c] = struct{}{}
-	} else {
+	switch {
+	case !on:
 		delete(p.conns, c)
+	case p.closed:
+		abort(c)
+	default:
+		p.conns[c] = struct{}{}
 	}
 }
 

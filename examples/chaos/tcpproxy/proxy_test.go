@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -280,4 +281,48 @@ func TestDialFailure_ResetsTheClient(t *testing.T) {
 		_, err = io.ReadAll(c)
 	}
 	require.ErrorIs(t, err, syscall.ECONNRESET, "a reset, not an EOF")
+}
+
+// Close ends every connection, also one it accepted a moment before (its
+// forwarding not started yet), and returns: a client that keeps its end
+// open does not hold Close.
+func TestClose_EndsAConnectionAcceptedJustBefore(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	var mu sync.Mutex
+	var accepted []net.Conn // the target keeps every connection open
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range accepted {
+			_ = c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			accepted = append(accepted, c)
+			mu.Unlock()
+		}
+	}()
+	for range 300 {
+		p, err := tcpproxy.Start(ln.Addr().String())
+		require.NoError(t, err)
+		c, err := net.DialTimeout("tcp", p.Addr(), patience)
+		require.NoError(t, err)
+		closed := make(chan struct{})
+		go func() { p.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(patience):
+			t.Fatal("Close is held by a connection it accepted just before")
+		}
+		_ = c.Close()
+	}
 }
