@@ -119,6 +119,9 @@ func run() error {
 		if ctx.Err() != nil {
 			return errors.New("interrupted during start-up")
 		}
+		if errors.Is(err, stack.ErrAddrInUse) {
+			return fmt.Errorf("--addr %w", err)
+		}
 		return err
 	}
 	defer func() {

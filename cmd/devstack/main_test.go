@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -367,3 +368,31 @@ func (w *tailWriter) String() string {
 }
 
 var _ io.Writer = (*tailWriter)(nil)
+
+// TestDevstack_AddressInUseIsRefused: a second devstack on the first one's
+// address (or any server there) is refused before anything starts, naming
+// the address; it never takes the other server's /readyz for its own
+// converge's and prints ready.
+func TestDevstack_AddressInUseIsRefused(t *testing.T) {
+	t.Parallel()
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	defer other.Close()
+	addr := strings.TrimPrefix(other.URL, "http://")
+	cmd := exec.Command(bin.devstack, "--addr", addr, "--converge-bin", bin.converge, "--worker-bin", bin.worker)
+	cmd.Env = append(os.Environ(), "LOG_LEVEL=warn")
+	var stdout, stderr tailWriter
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		require.Error(t, err, "devstack fails on an address in use\nstdout:\n%s\nstderr:\n%s", &stdout, &stderr)
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		<-done //nolint:errcheck // the test fails on the line below; the exit is moot
+		t.Fatalf("devstack ran on an address in use\nstdout:\n%s\nstderr:\n%s", &stdout, &stderr)
+	}
+	require.NotContains(t, stdout.String(), "ready:", "devstack took another server's /readyz for its converge's")
+	require.Contains(t, stderr.String(), "--addr "+addr+" is in use", "the refusal names the flag and the address")
+}

@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -132,6 +133,9 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	}
 	listen, urlHost, err := resolveAddr(opts.Addr)
 	if err != nil {
+		return nil, err
+	}
+	if err := addrFree(listen); err != nil {
 		return nil, err
 	}
 	s = &Stack{BaseURL: "http://" + urlHost, log: opts.Log, opts: opts}
@@ -328,6 +332,25 @@ func Build(ctx context.Context, dir string, pkgs ...string) error {
 		return fmt.Errorf("go build %v: %w\n%s", pkgs, err, out)
 	}
 	return nil
+}
+
+// ErrAddrInUse means the stack's listen address is taken: by another stack,
+// whose /readyz would otherwise answer for this stack's converge.
+var ErrAddrInUse = errors.New("is in use")
+
+// addrFree refuses an address something already listens on, before anything
+// starts: converge would fail to bind it only after migrating, and meanwhile
+// the other server's /readyz would pass for this converge's.
+func addrFree(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("%s %w (another stack or server listens there): pick another address, or port 0 for a free one",
+				addr, ErrAddrInUse)
+		}
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return ln.Close()
 }
 
 // resolveAddr fills in a free port for port 0 and returns the address to
