@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -322,5 +323,46 @@ func TestChartIdentitiesRefused(t *testing.T) {
 				t.Fatalf("error %v, want it to contain %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestChartWorkerValues: every per-worker value the schema accepts reaches
+// the worker's Deployment (none is accepted and silently dropped).
+func TestChartWorkerValues(t *testing.T) {
+	minimal := filepath.Join(chartDir, "ci", "minimal-values.yaml")
+	spread := map[string]any{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+		"labelSelector": map[string]any{"matchLabels": map[string]any{"converge.run/worker": "std"}}}
+	override := map[string]any{"workers": []any{map[string]any{
+		"name": "std", "image": map[string]any{"repository": "converge-run/stdworker", "pullPolicy": "Always"},
+		"replicas": 0, "topologySpreadConstraints": []any{spread},
+	}}}
+	if _, err := CheckFile(chartDir, env(t), []string{minimal}, override); err != nil {
+		t.Fatal(err)
+	}
+	docs, _, err := Render(chartDir, []string{minimal}, override)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := Decode(docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w *appsv1.Deployment
+	for _, d := range o.Deployments {
+		if d.Name == "converge-worker-std" {
+			w = d
+		}
+	}
+	if w == nil {
+		t.Fatal("no worker Deployment rendered")
+	}
+	if w.Spec.Replicas == nil || *w.Spec.Replicas != 0 {
+		t.Errorf("replicas: 0 rendered as %v, want 0 (a worker Deployment scaled to zero)", w.Spec.Replicas)
+	}
+	if got := w.Spec.Template.Spec.Containers[0].ImagePullPolicy; got != corev1.PullAlways {
+		t.Errorf("image.pullPolicy: Always rendered as %q", got)
+	}
+	if got := w.Spec.Template.Spec.TopologySpreadConstraints; len(got) != 1 || got[0].TopologyKey != "topology.kubernetes.io/zone" {
+		t.Errorf("topologySpreadConstraints rendered as %v", got)
 	}
 }
