@@ -366,3 +366,30 @@ func TestChartWorkerValues(t *testing.T) {
 		t.Errorf("topologySpreadConstraints rendered as %v", got)
 	}
 }
+
+// TestChartNonDefaultShapes: shapes beside the ci/ files render and pass
+// every check — a values file of the user's, checked with just helm-check,
+// must not fail on what the chart itself renders.
+func TestChartNonDefaultShapes(t *testing.T) {
+	minimal := filepath.Join(chartDir, "ci", "minimal-values.yaml")
+	split := filepath.Join(chartDir, "ci", "split-values.yaml")
+	prod := filepath.Join(chartDir, "ci", "production-values.yaml")
+	cases := map[string]struct {
+		file     string
+		override map[string]any
+	}{
+		"a ServiceMonitor over ROLE=all pods (no health port)": {minimal, map[string]any{
+			"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}}}},
+		"a ServiceMonitor over split roles without TLS": {split, map[string]any{
+			"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}}}},
+		"production without autoscaling": {prod, map[string]any{
+			"broker": map[string]any{"autoscaling": map[string]any{"enabled": false}}}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, err := CheckFile(chartDir, env(t), []string{c.file}, c.override); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
