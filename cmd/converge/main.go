@@ -54,7 +54,7 @@ docs/operations.md and docs/security.md.`,
 		SilenceErrors: true,
 		RunE:          serve.RunE,
 	}
-	root.AddCommand(serve, migrateCmd(), &cobra.Command{
+	root.AddCommand(serve, migrateCmd(os.Getenv), &cobra.Command{
 		Use:   "version",
 		Short: "Print the build version",
 		Run:   func(*cobra.Command, []string) { fmt.Println(BuildVersion) },
@@ -62,7 +62,22 @@ docs/operations.md and docs/security.md.`,
 	return root
 }
 
-func migrateCmd() *cobra.Command {
+// migrateEnv reads what `converge migrate` needs: DATABASE_URL and
+// DB_IAM_AUTH, refused as serve refuses them.
+func migrateEnv(getenv func(string) string) (url string, iam bool, err error) {
+	url = getenv("DATABASE_URL")
+	if url == "" {
+		return "", false, errors.New("DATABASE_URL is not set")
+	}
+	if v := getenv("DB_IAM_AUTH"); v != "" {
+		if iam, err = strconv.ParseBool(v); err != nil {
+			return "", false, fmt.Errorf("DB_IAM_AUTH=%q: want true or false", v)
+		}
+	}
+	return url, iam, nil
+}
+
+func migrateCmd(getenv func(string) string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply, roll back or show the schema migrations (DATABASE_URL)",
@@ -72,12 +87,12 @@ func migrateCmd() *cobra.Command {
 	}
 	run := func(f func(context.Context, *migrate.Runner) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, _ []string) error {
-			url := os.Getenv("DATABASE_URL")
-			if url == "" {
-				return errors.New("DATABASE_URL is not set")
+			url, iam, err := migrateEnv(getenv)
+			if err != nil {
+				return err
 			}
 			var hook dbauth.Hook
-			if iam, _ := strconv.ParseBool(os.Getenv("DB_IAM_AUTH")); iam {
+			if iam {
 				if err := dbauth.CheckTLS(url); err != nil {
 					return err
 				}
@@ -99,7 +114,7 @@ func migrateCmd() *cobra.Command {
 		Use:   "up",
 		Short: "Apply the function set and every pending migration (under a session advisory lock)",
 		RunE: run(func(ctx context.Context, r *migrate.Runner) error {
-			log, err := logging.FromEnv()
+			log, err := logging.New(getenv("LOG_FORMAT"), getenv("LOG_LEVEL"), nil)
 			if err != nil {
 				return err
 			}

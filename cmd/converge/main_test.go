@@ -1,0 +1,43 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestMigrate_RefusesWhatServeRefuses: `converge migrate` reads DATABASE_URL
+// and DB_IAM_AUTH as serve does, and a value serve refuses is refused here
+// too, naming the variable, before it connects (DB_IAM_AUTH=yes was read as
+// false, and the run went on without IAM tokens).
+func TestMigrate_RefusesWhatServeRefuses(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		reason  string
+		env     map[string]string
+		wantErr string
+	}{
+		"no database": {reason: "DATABASE_URL is required", env: map[string]string{},
+			wantErr: "DATABASE_URL is not set"},
+		"iam yes": {reason: "DB_IAM_AUTH is a boolean, as serve reads it",
+			env:     map[string]string{"DATABASE_URL": "postgres://127.0.0.1:1/converge?sslmode=require", "DB_IAM_AUTH": "yes"},
+			wantErr: `DB_IAM_AUTH="yes": want true or false`},
+		"iam without tls": {reason: "IAM tokens need TLS",
+			env:     map[string]string{"DATABASE_URL": "postgres://127.0.0.1:1/converge?sslmode=disable", "DB_IAM_AUTH": "true"},
+			wantErr: "DB_IAM_AUTH needs TLS"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			for _, sub := range []string{"up", "down", "status"} {
+				cmd := migrateCmd(func(k string) string { return tc.env[k] })
+				cmd.SetArgs([]string{sub})
+				cmd.SetOut(&bytes.Buffer{})
+				cmd.SetErr(&bytes.Buffer{})
+				cmd.SilenceUsage, cmd.SilenceErrors = true, true
+				require.ErrorContains(t, cmd.Execute(), tc.wantErr, "migrate %s: %s", sub, tc.reason)
+			}
+		})
+	}
+}
