@@ -38,13 +38,11 @@ func rootCmd() *cobra.Command {
 		Use:   "serve",
 		Short: "Run the control plane and/or broker (ROLE=all|control|broker)",
 		Long: `Runs the duties ROLE selects. Configuration comes from the environment:
-DATABASE_URL (required), DATABASE_READ_URL, ROLE, LISTEN_ADDR, HEALTH_ADDR,
-BROKER_ADDR, LOG_FORMAT, LOG_LEVEL, SHUTDOWN_DRAIN, MEMBER_HEARTBEAT_EVERY,
-SWEEPER_UNCLAIMED_DELETE_AFTER, EVENT_RETENTION, TLS_CERT_FILE, TLS_KEY_FILE, TLS_CLIENT_CA_FILE,
-TLS_RELOAD_INTERVAL, API_TOKENS_FILE, API_AUTH, WORKER_TOKENS_FILE, MESH_TOKENS_FILE,
-WORKER_AUTH, WORKER_MAX_MESSAGE_BYTES, WORKER_REDELIVERY_WAIT, WORKER_SILENCE_TIMEOUT,
-WORKER_SESSION_MAX_AGE, API_MAX_* limits. See
-docs/operations.md and docs/security.md.`,
+DATABASE_URL (required), ROLE, LISTEN_ADDR, the TLS_*, *_TOKENS_FILE and
+*_AUTH credentials, the WORKER_* and API_* limits and more; every variable,
+its default and its meaning is in docs/operations.md ("Configuration"), the
+credentials in docs/security.md. A value out of range is refused at start,
+naming the variable.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return serveMain(cmd.Context()) },
 	}
 	root := &cobra.Command{

@@ -33,9 +33,9 @@ var envName = regexp.MustCompile(`^[A-Z][A-Z0-9_]{2,}$`)
 // ScanEnv finds the environment variables the Go files of the packages
 // read: in every non-test file that calls a getenv-like function (os.Getenv,
 // os.LookupEnv, a getenv parameter), the string literals that are an
-// argument of such a call or of a helper taking the name (str(&x, "NAME"),
-// dur(&x, "NAME")), or the leading element of a table entry
-// ({"NAME", &field}).
+// argument of such a call or of a local helper taking the name
+// (str(&x, "NAME"), dur(&x, "NAME"); not a method or another package's
+// function), or the leading element of a table entry ({"NAME", &field}).
 func ScanEnv(root string, pkgs []string) (map[string]bool, error) {
 	out := map[string]bool{}
 	fset := token.NewFileSet()
@@ -109,6 +109,11 @@ func collectNames(file *ast.File, out map[string]bool) {
 	ast.Inspect(file, func(n ast.Node) bool {
 		switch x := n.(type) {
 		case *ast.CallExpr:
+			// A method or another package's function (q.Set(k, "REDACTED"))
+			// takes no variable name, unless it is a getenv.
+			if sel, ok := x.Fun.(*ast.SelectorExpr); ok && !isGetenv(sel.Sel.Name) {
+				return true
+			}
 			for _, a := range x.Args {
 				add(a)
 			}

@@ -172,7 +172,7 @@ func TestScanEnv(t *testing.T) {
 			t.Errorf("stdworker: %s not found", name)
 		}
 	}
-	for _, name := range []string{"TLS", "TLS_CLIENT_CA", "BAD_USER_INPUT"} {
+	for _, name := range []string{"TLS", "TLS_CLIENT_CA", "BAD_USER_INPUT", "REDACTED"} {
 		if sets["converge"][name] {
 			t.Errorf("converge: %s found, but it is a label, not a variable", name)
 		}
