@@ -266,6 +266,7 @@ func (c Config) validateListen() []error {
 			return []error{fmt.Errorf("LISTEN_ADDR=%q: want host:port, http://host:port or https://host:port", a)}
 		}
 	}
+	errs = append(errs, c.validateBrokerURL()...)
 	hasPair := c.TLSCertFile != "" || c.TLSKeyFile != ""
 	switch {
 	case c.Secure() && (c.TLSCertFile == "" || c.TLSKeyFile == ""):
@@ -277,6 +278,28 @@ func (c Config) validateListen() []error {
 		errs = append(errs, errors.New("TLS_CLIENT_CA_FILE is set but LISTEN_ADDR is not https:// (mTLS would silently not apply)"))
 	}
 	return errs
+}
+
+// validateBrokerURL refuses a BROKER_URL peers could not dial: it is
+// advertised as is, and a bad one would only show as every peer's warning.
+// The broker listener (LISTEN_ADDR or BROKER_ADDR) serves TLS exactly when
+// LISTEN_ADDR is https://, so the scheme must say the same.
+func (c Config) validateBrokerURL() []error {
+	if c.BrokerURL == "" {
+		return nil
+	}
+	u, err := url.Parse(c.BrokerURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return []error{fmt.Errorf("BROKER_URL=%q: want http://host:port or https://host:port (how peer brokers reach this one)", c.BrokerURL)}
+	}
+	if (u.Scheme == "https") != c.Secure() {
+		want, is := "http://", "plain (LISTEN_ADDR is not https://)"
+		if c.Secure() {
+			want, is = "https://", "with TLS (LISTEN_ADDR is https://)"
+		}
+		return []error{fmt.Errorf("BROKER_URL=%q is %s:// but the broker listens %s: want %s", c.BrokerURL, u.Scheme, is, want)}
+	}
+	return nil
 }
 
 // Redacted is the configuration as the cluster view shows it: secrets

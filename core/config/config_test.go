@@ -113,6 +113,15 @@ func TestParse(t *testing.T) {
 		"bad max message": {reason: "message limits are validated", env: with("WORKER_MAX_MESSAGE_BYTES", "12"),
 			wantErr: "WORKER_MAX_MESSAGE_BYTES"},
 		"bad scheme": {reason: "only http/https schemes", env: with("LISTEN_ADDR", "ftp://x:1"), wantErr: "LISTEN_ADDR"},
+		"broker url without scheme": {reason: "peers dial BROKER_URL as a URL: a bare host:port is refused at boot, not warned about by every peer",
+			env: with("BROKER_URL", "10.0.0.5:8080"), wantErr: `BROKER_URL="10.0.0.5:8080": want http://host:port or https://host:port`},
+		"broker url other scheme": {reason: "only http/https", env: with("BROKER_URL", "grpc://broker-1:8080"),
+			wantErr: `BROKER_URL="grpc://broker-1:8080": want http://host:port or https://host:port`},
+		"broker url plain beside tls": {reason: "peers would speak plain HTTP to a TLS listener",
+			env:     with("LISTEN_ADDR", "https://0.0.0.0:8443", "TLS_CERT_FILE", "c", "TLS_KEY_FILE", "k", "BROKER_URL", "http://broker-1:8443"),
+			wantErr: `BROKER_URL="http://broker-1:8443" is http:// but the broker listens with TLS (LISTEN_ADDR is https://): want https://`},
+		"broker url": {reason: "a pod's address, as the chart sets it", env: with("BROKER_URL", "http://10.0.0.5:8080"),
+			check: func(t *testing.T, c Config) { require.Equal(t, "http://10.0.0.5:8080", c.BrokerURL) }},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
