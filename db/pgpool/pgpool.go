@@ -66,8 +66,14 @@ var SessionParams = map[string]string{
 // pooler in front of Postgres may want exec or simple_protocol) keeps it.
 const ExecMode = pgx.QueryExecModeCacheDescribe
 
+// MinURLPoolSize is the smallest pool_max_conns a database URL may name:
+// two sessions are held for the process's life (the liveness lock and the
+// LISTEN session), and the drainer, the claims and the API share the rest.
+const MinURLPoolSize = 10
+
 // Config parses url and applies SessionParams and ExecMode. maxConns > 0
-// caps the pool.
+// caps the pool, unless the URL names its own pool_max_conns: the
+// operator's size wins, as the URL's session settings do.
 func Config(url string, maxConns int32) (*pgxpool.Config, error) {
 	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -81,7 +87,13 @@ func Config(url string, maxConns int32) (*pgxpool.Config, error) {
 	if !strings.Contains(pc.ConnString(), "default_query_exec_mode") {
 		pc.ConnConfig.DefaultQueryExecMode = ExecMode
 	}
-	if maxConns > 0 {
+	switch {
+	case strings.Contains(pc.ConnString(), "pool_max_conns"):
+		if pc.MaxConns < MinURLPoolSize {
+			return nil, fmt.Errorf("database url: pool_max_conns=%d: want at least %d (a process holds two sessions for good: its liveness lock and LISTEN)",
+				pc.MaxConns, MinURLPoolSize)
+		}
+	case maxConns > 0:
 		pc.MaxConns = maxConns
 	}
 	pc.AfterConnect = func(_ context.Context, c *pgx.Conn) error {

@@ -113,3 +113,17 @@ func urlWith(t *testing.T, param, value string) string {
 	u.RawQuery = q.Encode()
 	return u.String()
 }
+
+// A pool size the URL names (pool_max_conns) is the operator's: it wins over
+// the size the caller asks for, as the URL's session settings do.
+func TestConfig_URLPoolSizeWins(t *testing.T) {
+	t.Parallel()
+	cfg, err := pgpool.Config("postgres://converge@db.internal/converge?pool_max_conns=12", 40)
+	require.NoError(t, err)
+	require.EqualValues(t, 12, cfg.MaxConns, "the URL's pool_max_conns is kept")
+	cfg, err = pgpool.Config("postgres://converge@db.internal/converge", 40)
+	require.NoError(t, err)
+	require.EqualValues(t, 40, cfg.MaxConns, "without one, the caller's size")
+	_, err = pgpool.Config("postgres://converge@db.internal/converge?pool_max_conns=2", 40)
+	require.ErrorContains(t, err, "pool_max_conns=2: want at least 10", "a pool the process's own sessions would exhaust is refused, naming the limit")
+}
