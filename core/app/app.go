@@ -207,18 +207,27 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 	return nil
 }
 
+// ConnectTimeout bounds what boot does to reach the database: loading the
+// IAM credentials and opening the pools. The migrations between them are not
+// under it: a pod waits for another pod's migration as long as the runner
+// allows (migrate.LockWait), and a migration runs as long as it takes (until
+// shutdown), so a large index built CONCURRENTLY is not cancelled half-way.
+const ConnectTimeout = 2 * time.Minute
+
 // boot authenticates, migrates and opens the pools (read is primary without
 // DATABASE_READ_URL).
 func boot(ctx context.Context, cfg config.Config, log zerolog.Logger) (primary, read *pgxpool.Pool, err error) {
-	bootCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	hook, err := AuthHook(bootCtx, cfg)
+	authCtx, cancelAuth := context.WithTimeout(ctx, ConnectTimeout)
+	hook, err := AuthHook(authCtx, cfg)
+	cancelAuth()
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := migrateAtBoot(bootCtx, cfg, hook, log); err != nil {
+	if err := migrateAtBoot(ctx, cfg, hook, log); err != nil {
 		return nil, nil, err
 	}
+	bootCtx, cancel := context.WithTimeout(ctx, ConnectTimeout)
+	defer cancel()
 	if primary, err = openPool(bootCtx, cfg.DatabaseURL, 40, hook); err != nil {
 		return nil, nil, fmt.Errorf("open primary pool: %w", err)
 	}
