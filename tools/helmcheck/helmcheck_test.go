@@ -144,6 +144,11 @@ func TestChecksCatch(t *testing.T) {
 		{"API tokens beside an open worker plane", minimal, map[string]any{"apiTokens": map[string]any{"open": false, "tokens": "abc admin"}},
 			"workerAuth.open=true beside API tokens"},
 		{"mTLS without TLS", minimal, map[string]any{"tls": map[string]any{"mtls": map[string]any{"enabled": true}}}, "tls.mtls.enabled needs tls.enabled"},
+		{"network policies without the database's address", minimal, map[string]any{"networkPolicy": map[string]any{"enabled": true}},
+			"networkPolicy.enabled: set networkPolicy.database.cidrs"},
+		{"network policies cutting IAM token signing off", filepath.Join(chartDir, "ci", "production-values.yaml"),
+			map[string]any{"networkPolicy": map[string]any{"httpsEgressCidrs": []any{}}},
+			"networkPolicy.enabled with database.iamAuth: set networkPolicy.httpsEgressCidrs"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -117,6 +117,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and .Values.tls.certManager.enabled (not .Values.tls.certManager.issuerRef.name) -}}
 {{- fail "tls.certManager.enabled: set tls.certManager.issuerRef.name" -}}
 {{- end -}}
+{{- if and .Values.networkPolicy.enabled (not .Values.networkPolicy.database.cidrs) -}}
+{{- fail "networkPolicy.enabled: set networkPolicy.database.cidrs (where Postgres is): the policies allow converge pods no other way to the database" -}}
+{{- end -}}
+{{- if and .Values.networkPolicy.enabled .Values.database.iamAuth (not .Values.networkPolicy.httpsEgressCidrs) -}}
+{{- fail "networkPolicy.enabled with database.iamAuth: set networkPolicy.httpsEgressCidrs (AWS STS, for the IAM token's credentials): the policies allow no other egress on 443" -}}
+{{- end -}}
 {{- if and .Values.tls.mtls.enabled (not .Values.tls.certManager.enabled) (not .Values.tls.mtls.workerSecretName) .Values.workers -}}
 {{- fail "tls.mtls.enabled: set tls.mtls.workerSecretName (the workers' client keypair) or tls.certManager.enabled" -}}
 {{- end -}}
