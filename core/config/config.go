@@ -257,6 +257,17 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// hostPort reports whether addr is a host:port a listener can bind (the host
+// may be empty: every interface).
+func hostPort(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 0 && n <= 65535
+}
+
 func (c Config) validateListen() []error {
 	var errs []error
 	a := c.ListenAddr
@@ -265,6 +276,15 @@ func (c Config) validateListen() []error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return []error{fmt.Errorf("LISTEN_ADDR=%q: want host:port, http://host:port or https://host:port", a)}
 		}
+	}
+	if !hostPort(c.ListenHostPort()) {
+		return []error{fmt.Errorf("LISTEN_ADDR=%q: want host:port, http://host:port or https://host:port", a)}
+	}
+	if c.Role == RoleBroker && !hostPort(c.HealthAddr) {
+		errs = append(errs, fmt.Errorf("HEALTH_ADDR=%q: want host:port (the broker's probes and metrics)", c.HealthAddr))
+	}
+	if c.BrokerAddr != "" && !hostPort(c.BrokerAddr) {
+		errs = append(errs, fmt.Errorf("BROKER_ADDR=%q: want host:port (its TLS follows LISTEN_ADDR's scheme)", c.BrokerAddr))
 	}
 	errs = append(errs, c.validateBrokerURL()...)
 	hasPair := c.TLSCertFile != "" || c.TLSKeyFile != ""
