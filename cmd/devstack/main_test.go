@@ -396,3 +396,43 @@ func TestDevstack_AddressInUseIsRefused(t *testing.T) {
 	require.NotContains(t, stdout.String(), "ready:", "devstack took another server's /readyz for its converge's")
 	require.Contains(t, stderr.String(), "--addr "+addr+" is in use", "the refusal names the flag and the address")
 }
+
+// TestDevstack_NextRunSweepsWhatAKilledOneLeft: a devstack killed with
+// SIGKILL cannot remove its temporary directories (the generated tokens,
+// the built binaries); the next devstack removes those whose owner is gone,
+// as the private Postgres' are.
+func TestDevstack_NextRunSweepsWhatAKilledOneLeft(t *testing.T) {
+	t.Parallel()
+	first := start(t, args("--no-sample")...)
+	var creds string
+	for _, pid := range childrenOf(first.cmd.Process.Pid) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(string(b), "\x00") {
+			if v, ok := strings.CutPrefix(kv, "WORKER_TOKENS_FILE="); ok {
+				creds = filepath.Dir(v)
+			}
+		}
+	}
+	require.NotEmpty(t, creds, "converge runs with the generated WORKER_TOKENS_FILE")
+	children := childrenOf(first.cmd.Process.Pid)
+	require.NoError(t, first.cmd.Process.Kill())
+	<-first.done //nolint:errcheck // killed: the exit is SIGKILL's
+	apptest.WaitFor(t, 90*time.Second, "the killed devstack's children exit (they get SIGTERM when it dies)", func() bool {
+		for _, pid := range children {
+			if alive(pid) {
+				return false
+			}
+		}
+		return true
+	})
+	_, err := os.Stat(creds)
+	require.NoError(t, err, "a killed devstack leaves its credentials directory behind")
+
+	second := start(t, args("--no-sample")...)
+	_, err = os.Stat(creds)
+	require.True(t, os.IsNotExist(err), "the next devstack removed %s (its owner is gone): %v", creds, err)
+	second.interrupt(t)
+}

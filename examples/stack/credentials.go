@@ -30,7 +30,7 @@ func token() string {
 
 // provision writes the token files into a fresh 0700 directory.
 func provision(apiToken bool) (*credentials, error) {
-	dir, err := os.MkdirTemp("", "converge-stack-credentials-")
+	dir, err := ownedTempDir(credentialsPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("credentials directory: %w", err)
 	}

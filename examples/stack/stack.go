@@ -138,6 +138,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	if err := addrFree(listen); err != nil {
 		return nil, err
 	}
+	sweepStaleTempDirs(opts.Log)
 	s = &Stack{BaseURL: "http://" + urlHost, log: opts.Log, opts: opts}
 	defer func() {
 		if err != nil {
@@ -303,7 +304,7 @@ func (s *Stack) binaries(ctx context.Context, opts *Options) error {
 	if len(pkgs) == 0 {
 		return nil
 	}
-	dir, err := os.MkdirTemp("", "converge-stack-bin-")
+	dir, err := ownedTempDir(binPrefix)
 	if err != nil {
 		return fmt.Errorf("create build dir: %w", err)
 	}
