@@ -371,9 +371,16 @@ func redactURL(raw string) string {
 	if _, has := u.User.Password(); has {
 		u.User = url.UserPassword(u.User.Username(), "REDACTED")
 	}
+	// password, and libpq's sslpassword (the client key's passphrase).
 	q := u.Query()
-	if q.Has("password") {
-		q.Set("password", "REDACTED")
+	redacted := false
+	for k := range q {
+		if strings.Contains(strings.ToLower(k), "password") {
+			q.Set(k, "REDACTED")
+			redacted = true
+		}
+	}
+	if redacted {
 		u.RawQuery = q.Encode()
 	}
 	return u.String()

@@ -159,6 +159,11 @@ func TestRedacted_HidesPasswords(t *testing.T) {
 		}
 	}
 	require.Contains(t, c.Redacted()["DATABASE_URL"], "app:REDACTED@db")
+
+	// The client key's passphrase is a secret too (libpq's sslpassword).
+	c.DatabaseURL = "postgres://app@db/converge?sslmode=verify-full&sslcert=/c.pem&sslkey=/k.pem&sslpassword=hunter2"
+	require.NotContains(t, c.Redacted()["DATABASE_URL"], "hunter2", "sslpassword leaks into the cluster view")
+	require.Contains(t, c.Redacted()["DATABASE_URL"], "sslpassword=REDACTED")
 }
 
 func TestDefaults_AreWhatParseStartsFrom(t *testing.T) {
