@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -360,9 +361,16 @@ func (c Config) Redacted() map[string]any {
 	}
 }
 
+// dsnPassword matches a password keyword of libpq's keyword/value form
+// (password, sslpassword) with its value, quoted or not.
+var dsnPassword = regexp.MustCompile(`(\b\w*password)\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
+
 func redactURL(raw string) string {
 	if raw == "" {
 		return ""
+	}
+	if !strings.Contains(raw, "://") {
+		return dsnPassword.ReplaceAllString(raw, "${1}=REDACTED")
 	}
 	u, err := url.Parse(raw)
 	if err != nil {

@@ -164,6 +164,15 @@ func TestRedacted_HidesPasswords(t *testing.T) {
 	c.DatabaseURL = "postgres://app@db/converge?sslmode=verify-full&sslcert=/c.pem&sslkey=/k.pem&sslpassword=hunter2"
 	require.NotContains(t, c.Redacted()["DATABASE_URL"], "hunter2", "sslpassword leaks into the cluster view")
 	require.Contains(t, c.Redacted()["DATABASE_URL"], "sslpassword=REDACTED")
+
+	// pgx also takes libpq's keyword/value form, quoted values included.
+	for dsn, want := range map[string]string{
+		"host=db user=app password=hunter2 dbname=converge":            "host=db user=app password=REDACTED dbname=converge",
+		"host=db password = 'hunter2 with spaces' sslpassword=hunter2": "host=db password=REDACTED sslpassword=REDACTED",
+	} {
+		c.DatabaseURL = dsn
+		require.Equal(t, want, c.Redacted()["DATABASE_URL"], "a keyword/value DSN's passwords are redacted")
+	}
 }
 
 func TestDefaults_AreWhatParseStartsFrom(t *testing.T) {
