@@ -88,6 +88,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Port != 0 {
+		if err := portFree(opts.Port); err != nil {
+			return nil, err
+		}
+	}
 	c := &Cluster{opts: opts, bins: bins, exited: make(chan struct{})}
 	if err := c.prepareDirs(owner); err != nil {
 		c.removeTemp()
@@ -254,10 +259,13 @@ func (c *Cluster) start(ctx context.Context, owner *credential) error {
 		close(c.exited)
 	}()
 
+	// Ready is asked over the private socket: only this server answers
+	// there, while on the loopback port another server (the port taken
+	// between probing and binding, or given twice) would answer first.
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		conn, err := pgx.Connect(ctx, c.URL("postgres"))
+		conn, err := pgx.Connect(ctx, c.SocketURL("postgres"))
 		if err == nil {
 			_ = conn.Close(ctx)
 			c.opts.Logger.Debug().Str("data_dir", c.dataDir).Int("port", c.port).Msg("private postgres ready")
@@ -392,6 +400,15 @@ func sweepStaleTempDirs(log zerolog.Logger) {
 func processAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// portFree refuses a loopback port something already listens on.
+func portFree(port int) error {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("loopback port %d is in use (another Postgres, or another stack given the same port?): %w", port, err)
+	}
+	return l.Close()
 }
 
 func freePort() (int, error) {

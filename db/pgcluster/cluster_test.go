@@ -164,3 +164,29 @@ func TestHelperStartAndHang(t *testing.T) {
 	}
 	select {} // wait to be killed
 }
+
+// TestStart_PortTakenByAnotherServerIsRefused: a cluster asked for a port
+// another Postgres already serves (a second devstack with the same
+// --pg-port) fails to start, naming the port; it never takes the other
+// server's answer for its own and hands out a URL to the other's databases.
+func TestStart_PortTakenByAnotherServerIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	first, err := Start(ctx, Options{Fast: true, Logger: zerolog.Nop()})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, first.Stop()) }()
+	require.NoError(t, first.CreateDatabase(ctx, "only_on_the_first"))
+
+	second, err := Start(ctx, Options{Fast: true, Port: first.Port(), Logger: zerolog.Nop()})
+	if err == nil {
+		conn, cerr := pgx.Connect(ctx, second.URL("postgres"))
+		var sees bool
+		if cerr == nil {
+			_ = conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'only_on_the_first')").Scan(&sees)
+			_ = conn.Close(ctx)
+		}
+		_ = second.Stop()
+		t.Fatalf("the second cluster started on the first's port %d (its URL reaches the first's databases: %v)", first.Port(), sees)
+	}
+	require.ErrorContains(t, err, "port "+strconv.Itoa(first.Port()))
+}
