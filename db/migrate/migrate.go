@@ -238,12 +238,22 @@ func (r *Runner) Status(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("migration status: %w", err)
 	}
+	var known int64
 	for _, s := range st {
 		applied := "pending"
 		if s.State == goose.StateApplied {
 			applied = "applied " + s.AppliedAt.UTC().Format("2006-01-02T15:04:05Z")
 		}
 		fmt.Fprintf(w, "%05d  %-30s  %s\n", s.Source.Version, applied, s.Source.Path)
+		known = max(known, s.Source.Version)
+	}
+	// A newer release's migrations are not in this binary: say the database
+	// has them, or "applied" above would read as "at this release".
+	if v, err := r.Version(ctx); err != nil {
+		return err
+	} else if v > known {
+		fmt.Fprintf(w, "%05d  %-30s  the database is at migration %d, newer than this binary's %05d (a newer release applied it)\n",
+			v, "newer", v, known)
 	}
 	rec, err := r.FunctionSet(ctx)
 	if err != nil {

@@ -2,11 +2,13 @@ package migrate_test
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -184,4 +186,37 @@ func TestMigrate_HoldsTheLockAcrossFunctionsAndDDL(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, <-done)
 	require.Positive(t, tableCount(t, url))
+}
+
+// TestStatus_SaysWhenTheDatabaseIsAheadOfThisBinary: an older binary's
+// status (a rolled-back pod, an old image's migrate status) lists the
+// migrations it knows as applied, and says that the database has one it
+// does not know, so nobody reads "all applied" as "at this release".
+func TestStatus_SaysWhenTheDatabaseIsAheadOfThisBinary(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.EmptyURL(t)
+	newer, err := migrate.Open(url, nil)
+	require.NoError(t, err)
+	defer newer.Close()
+	_, err = newer.Up(ctx)
+	require.NoError(t, err)
+	top, err := newer.Version(ctx)
+	require.NoError(t, err)
+
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	require.NoError(t, err)
+	older := fstest.MapFS{}
+	for _, f := range files[:len(files)-1] {
+		b, err := fs.ReadFile(migrations.FS, f)
+		require.NoError(t, err)
+		older[f] = &fstest.MapFile{Data: b}
+	}
+	r, err := migrate.OpenFS(url, older, nil)
+	require.NoError(t, err)
+	defer r.Close()
+	var out strings.Builder
+	require.NoError(t, r.Status(ctx, &out))
+	require.Contains(t, out.String(), fmt.Sprintf("the database is at migration %d, newer than this binary's %s", top,
+		strings.SplitN(files[len(files)-2], "_", 2)[0]), "status:\n%s", out.String())
 }
