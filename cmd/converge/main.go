@@ -121,7 +121,14 @@ func migrateCmd(getenv func(string) string) *cobra.Command {
 	}, &cobra.Command{
 		Use:   "down",
 		Short: "Roll back the most recent migration",
-		RunE:  run(func(ctx context.Context, r *migrate.Runner) error { return r.Down(ctx) }),
+		RunE: run(func(ctx context.Context, r *migrate.Runner) error {
+			name, err := r.Down(ctx)
+			if err != nil {
+				return err
+			}
+			fmt.Println("rolled back", name)
+			return nil
+		}),
 	}, &cobra.Command{
 		Use:   "status",
 		Short: "List the migrations and the function set, and whether each is applied",

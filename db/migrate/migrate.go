@@ -31,9 +31,11 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"path"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -153,15 +155,26 @@ func (r *Runner) Up(ctx context.Context) (Report, error) {
 	return rep, err
 }
 
-// Down rolls back the most recent migration. Rolling back the baseline drops
-// everything, the function set and its record included.
-func (r *Runner) Down(ctx context.Context) error {
-	return r.locked(ctx, func(*sql.Conn) error {
-		if _, err := r.provider.Down(ctx); err != nil {
+// ErrNothingToRollBack is Down on a database with no migration applied.
+var ErrNothingToRollBack = errors.New("no migration is applied: nothing to roll back")
+
+// Down rolls back the most recent migration and returns its file name.
+// Rolling back the baseline drops everything, the function set and its
+// record included.
+func (r *Runner) Down(ctx context.Context) (string, error) {
+	var name string
+	err := r.locked(ctx, func(*sql.Conn) error {
+		res, err := r.provider.Down(ctx)
+		switch {
+		case errors.Is(err, goose.ErrNoNextVersion):
+			return fmt.Errorf("migrate down: %w", ErrNothingToRollBack)
+		case err != nil:
 			return fmt.Errorf("migrate down: %w", err)
 		}
+		name = path.Base(res.Source.Path)
 		return nil
 	})
+	return name, err
 }
 
 // DownTo rolls back every migration newer than version (0 = all).

@@ -220,3 +220,27 @@ func TestStatus_SaysWhenTheDatabaseIsAheadOfThisBinary(t *testing.T) {
 	require.Contains(t, out.String(), fmt.Sprintf("the database is at migration %d, newer than this binary's %s", top,
 		strings.SplitN(files[len(files)-2], "_", 2)[0]), "status:\n%s", out.String())
 }
+
+// TestDown_SaysWhatItRolledBackAndRefusesAnEmptyDatabase: down names the
+// migration it rolled back, and on a database with none applied says there
+// is nothing to roll back (goose's "no next version found" said nothing an
+// operator could act on).
+func TestDown_SaysWhatItRolledBackAndRefusesAnEmptyDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.EmptyURL(t)
+	r, err := migrate.Open(url, nil)
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.Down(ctx)
+	require.ErrorIs(t, err, migrate.ErrNothingToRollBack)
+	require.ErrorContains(t, err, "no migration is applied: nothing to roll back")
+
+	_, err = r.Up(ctx)
+	require.NoError(t, err)
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	require.NoError(t, err)
+	got, err := r.Down(ctx)
+	require.NoError(t, err)
+	require.Equal(t, files[len(files)-1], got, "down names the migration it rolled back")
+}
