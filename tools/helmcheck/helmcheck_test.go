@@ -144,6 +144,8 @@ func TestChecksCatch(t *testing.T) {
 		{"API tokens beside an open worker plane", minimal, map[string]any{"apiTokens": map[string]any{"open": false, "tokens": "abc admin"}},
 			"workerAuth.open=true beside API tokens"},
 		{"mTLS without TLS", minimal, map[string]any{"tls": map[string]any{"mtls": map[string]any{"enabled": true}}}, "tls.mtls.enabled needs tls.enabled"},
+		{"broker autoscaling without broker pods", minimal, map[string]any{"broker": map[string]any{"autoscaling": map[string]any{"enabled": true}}},
+			"broker.autoscaling.enabled needs split=true"},
 		{"network policies without the database's address", minimal, map[string]any{"networkPolicy": map[string]any{"enabled": true}},
 			"networkPolicy.enabled: set networkPolicy.database.cidrs"},
 		{"network policies cutting IAM token signing off", filepath.Join(chartDir, "ci", "production-values.yaml"),

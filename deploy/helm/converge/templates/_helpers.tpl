@@ -117,6 +117,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and .Values.tls.certManager.enabled (not .Values.tls.certManager.issuerRef.name) -}}
 {{- fail "tls.certManager.enabled: set tls.certManager.issuerRef.name" -}}
 {{- end -}}
+{{- if and .Values.broker.autoscaling.enabled (not .Values.split) -}}
+{{- fail "broker.autoscaling.enabled needs split=true: with split=false there are no broker pods (ROLE=all pods are the control Deployment, which has no autoscaler)" -}}
+{{- end -}}
 {{- if and .Values.networkPolicy.enabled (not .Values.networkPolicy.database.cidrs) -}}
 {{- fail "networkPolicy.enabled: set networkPolicy.database.cidrs (where Postgres is): the policies allow converge pods no other way to the database" -}}
 {{- end -}}
