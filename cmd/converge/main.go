@@ -43,6 +43,7 @@ DATABASE_URL (required), ROLE, LISTEN_ADDR, the TLS_*, *_TOKENS_FILE and
 its default and its meaning is in docs/operations.md ("Configuration"), the
 credentials in docs/security.md. A value out of range is refused at start,
 naming the variable.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return serveMain(cmd.Context()) },
 	}
 	root := &cobra.Command{
@@ -55,6 +56,7 @@ naming the variable.`,
 	root.AddCommand(serve, migrateCmd(os.Getenv), &cobra.Command{
 		Use:   "version",
 		Short: "Print the build version",
+		Args:  cobra.NoArgs,
 		Run:   func(*cobra.Command, []string) { fmt.Println(BuildVersion) },
 	})
 	return root
@@ -82,6 +84,14 @@ func migrateCmd(getenv func(string) string) *cobra.Command {
 		Example: `  DATABASE_URL=postgres://localhost/converge converge migrate up
   converge migrate status
   converge migrate down`,
+		// A typo or a missing command fails: in a Job, help and exit 0
+		// would pass for a migration.
+		RunE: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return errors.New("migrate needs a command: up, down or status")
+			}
+			return fmt.Errorf("unknown migrate command %q: want up, down or status", args[0])
+		},
 	}
 	run := func(f func(context.Context, *migrate.Runner) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, _ []string) error {
@@ -110,6 +120,7 @@ func migrateCmd(getenv func(string) string) *cobra.Command {
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "up",
+		Args:  cobra.NoArgs,
 		Short: "Apply the function set and every pending migration (under a session advisory lock)",
 		RunE: run(func(ctx context.Context, r *migrate.Runner) error {
 			log, err := logging.New(getenv("LOG_FORMAT"), getenv("LOG_LEVEL"), nil)
@@ -120,6 +131,7 @@ func migrateCmd(getenv func(string) string) *cobra.Command {
 		}),
 	}, &cobra.Command{
 		Use:   "down",
+		Args:  cobra.NoArgs,
 		Short: "Roll back the most recent migration",
 		RunE: run(func(ctx context.Context, r *migrate.Runner) error {
 			name, err := r.Down(ctx)
@@ -131,6 +143,7 @@ func migrateCmd(getenv func(string) string) *cobra.Command {
 		}),
 	}, &cobra.Command{
 		Use:   "status",
+		Args:  cobra.NoArgs,
 		Short: "List the migrations and the function set, and whether each is applied",
 		RunE: run(func(ctx context.Context, r *migrate.Runner) error {
 			return r.Status(ctx, os.Stdout)

@@ -41,3 +41,35 @@ func TestMigrate_RefusesWhatServeRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestCommands_RefuseWhatTheyDoNotTake: a mistyped or missing migrate
+// subcommand and stray arguments fail (a Job running `converge migrate upp`
+// printed the help and exited 0, having migrated nothing; `converge serve
+// foo` served, ignoring foo). Each fails before reading the environment.
+func TestCommands_RefuseWhatTheyDoNotTake(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		reason  string
+		args    []string
+		wantErr string
+	}{
+		"mistyped subcommand": {reason: "a typo must not pass for a migration", args: []string{"migrate", "upp"},
+			wantErr: `unknown migrate command "upp": want up, down or status`},
+		"no subcommand": {reason: "migrate alone does nothing", args: []string{"migrate"},
+			wantErr: "migrate needs a command: up, down or status"},
+		"stray argument to migrate up": {reason: "up takes no arguments", args: []string{"migrate", "up", "extra"},
+			wantErr: `unknown command "extra" for "converge migrate up"`},
+		"stray argument to serve": {reason: "serve is configured by the environment only", args: []string{"serve", "foo"},
+			wantErr: `unknown command "foo" for "converge serve"`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cmd := rootCmd()
+			cmd.SetArgs(tc.args)
+			cmd.SetOut(&bytes.Buffer{})
+			cmd.SetErr(&bytes.Buffer{})
+			require.ErrorContains(t, cmd.Execute(), tc.wantErr, tc.reason)
+		})
+	}
+}
