@@ -144,6 +144,8 @@ func TestChecksCatch(t *testing.T) {
 		{"API tokens beside an open worker plane", minimal, map[string]any{"apiTokens": map[string]any{"open": false, "tokens": "abc admin"}},
 			"workerAuth.open=true beside API tokens"},
 		{"mTLS without TLS", minimal, map[string]any{"tls": map[string]any{"mtls": map[string]any{"enabled": true}}}, "tls.mtls.enabled needs tls.enabled"},
+		{"a preStop sleep of 0 (the API server refuses the pods before Kubernetes 1.33)", minimal,
+			map[string]any{"preStopSleepSeconds": 0}, "at '/preStopSleepSeconds': minimum: got 0, want 1"},
 		{"broker autoscaling without broker pods", minimal, map[string]any{"broker": map[string]any{"autoscaling": map[string]any{"enabled": true}}},
 			"broker.autoscaling.enabled needs split=true"},
 		{"network policies without the database's address", minimal, map[string]any{"networkPolicy": map[string]any{"enabled": true}},
