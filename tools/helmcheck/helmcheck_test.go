@@ -146,6 +146,11 @@ func TestChecksCatch(t *testing.T) {
 		{"mTLS without TLS", minimal, map[string]any{"tls": map[string]any{"mtls": map[string]any{"enabled": true}}}, "tls.mtls.enabled needs tls.enabled"},
 		{"a preStop sleep of 0 (the API server refuses the pods before Kubernetes 1.33)", minimal,
 			map[string]any{"preStopSleepSeconds": 0}, "at '/preStopSleepSeconds': minimum: got 0, want 1"},
+		{"a drain of zero, which converge refuses at boot", minimal, map[string]any{"shutdownDrain": "0s"},
+			`SHUTDOWN_DRAIN="0s" is not a positive duration`},
+		{"a worker drain of zero, which the worker refuses at start", split, map[string]any{"workers": []any{map[string]any{
+			"name": "w", "image": map[string]any{"repository": "converge-run/stdworker"}, "drainTimeout": "0ms"}}},
+			`WORKER_DRAIN_TIMEOUT="0ms" is not a positive duration`},
 		{"broker autoscaling without broker pods", minimal, map[string]any{"broker": map[string]any{"autoscaling": map[string]any{"enabled": true}}},
 			"broker.autoscaling.enabled needs split=true"},
 		{"network policies without the database's address", minimal, map[string]any{"networkPolicy": map[string]any{"enabled": true}},

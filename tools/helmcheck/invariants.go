@@ -176,9 +176,11 @@ func (c *Checker) checkEnv(where string, ctr *corev1.Container) []error {
 		errs = append(errs, fmt.Errorf("%s: env %s is not read by %s", where, e.Name, bin))
 	}
 	for _, e := range ctr.Env {
+		// Every such variable of ours is a positive duration: the binaries
+		// refuse 0 at start.
 		if strings.HasSuffix(e.Name, "_DRAIN") || strings.HasSuffix(e.Name, "_TIMEOUT") || strings.HasSuffix(e.Name, "_INTERVAL") {
-			if _, err := time.ParseDuration(e.Value); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %s=%q is not a duration", where, e.Name, e.Value))
+			if d, err := time.ParseDuration(e.Value); err != nil || d <= 0 {
+				errs = append(errs, fmt.Errorf("%s: %s=%q is not a positive duration", where, e.Name, e.Value))
 			}
 		}
 	}
