@@ -44,7 +44,7 @@ its default and its meaning is in docs/operations.md ("Configuration"), the
 credentials in docs/security.md. A value out of range is refused at start,
 naming the variable.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return serveMain(cmd.Context()) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return serveMain(cmd.Context(), os.Getenv) },
 	}
 	root := &cobra.Command{
 		Use:           "converge",

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -71,5 +72,18 @@ func TestCommands_RefuseWhatTheyDoNotTake(t *testing.T) {
 			cmd.SetErr(&bytes.Buffer{})
 			require.ErrorContains(t, cmd.Execute(), tc.wantErr, tc.reason)
 		})
+	}
+}
+
+// TestServe_ReportsEveryRefusalAtOnce: the server's configuration, the log
+// settings and the API limits are refused together, each naming its
+// variable, so an operator fixes them in one round (they came one per
+// restart: the configuration's, then the log's, then the limits').
+func TestServe_ReportsEveryRefusalAtOnce(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"LOG_LEVEL": "verbose", "API_MAX_DEPTH": "0"}
+	err := serveMain(context.Background(), func(k string) string { return env[k] })
+	for _, want := range []string{"DATABASE_URL is required", `LOG_LEVEL "verbose"`, "API_MAX_DEPTH"} {
+		require.ErrorContains(t, err, want)
 	}
 }

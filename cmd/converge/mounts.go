@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-
 	"github.com/converge-run/converge/core/api"
 	"github.com/converge-run/converge/core/app"
 	"github.com/converge-run/converge/frontend"
@@ -13,10 +11,10 @@ import (
 // and the broker: GraphQL (with its subscription hub), GraphiQL and the
 // dashboard. Here the resolvers and the generated schema are assembled and
 // handed down to core.
-func mounts() ([]app.Mount, error) {
-	limits, err := api.LimitsFromEnv(os.Getenv)
+func mounts(getenv func(string) string) ([]app.Mount, error) {
+	limits, err := api.LimitsFromEnv(getenv)
 	if err != nil {
 		return nil, err
 	}
-	return []app.Mount{resolvers.Mount(resolvers.MountOptions{Limits: limits, UI: frontend.HandlerFromEnv(os.Getenv)})}, nil
+	return []app.Mount{resolvers.Mount(resolvers.MountOptions{Limits: limits, UI: frontend.HandlerFromEnv(getenv)})}, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 
 	"github.com/converge-run/converge/core/app"
 	"github.com/converge-run/converge/core/config"
@@ -9,19 +10,16 @@ import (
 	"github.com/converge-run/converge/core/memlimit"
 )
 
-func serveMain(ctx context.Context) error {
-	cfg, err := config.FromEnv(BuildVersion)
-	if err != nil {
-		return err
-	}
-	log, err := logging.New(cfg.LogFormat, cfg.LogLevel, nil)
-	if err != nil {
+// serveMain reads the configuration through getenv and runs the process.
+// Every refusal of the environment is reported at once (the server's
+// configuration, the log settings, the API limits), not the first alone.
+func serveMain(ctx context.Context, getenv func(string) string) error {
+	cfg, cfgErr := config.Parse(getenv, BuildVersion)
+	log, logErr := logging.New(getenv("LOG_FORMAT"), getenv("LOG_LEVEL"), nil)
+	ms, mountErr := mounts(getenv)
+	if err := errors.Join(cfgErr, logErr, mountErr); err != nil {
 		return err
 	}
 	memlimit.ApplyAndLog(log)
-	ms, err := mounts()
-	if err != nil {
-		return err
-	}
 	return app.Run(ctx, cfg, log, app.Options{Mounts: ms})
 }
