@@ -3,7 +3,9 @@
 // subscribed to, and fans each notification out to the subscribers of its
 // channel. A notification is a latency hint, never the source of truth: every
 // consumer also polls, and after a dropped connection the listener reconnects
-// and tells every subscriber to re-read (Event.Reconnected).
+// and tells every subscriber to re-read (Event.Reconnected). A connection
+// silent for Listener.ProbeIdle is pinged, so one whose network died without
+// a reset is noticed and re-made too.
 package notify
 
 import (
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -58,6 +61,15 @@ func (s *Subscription) Close() { s.l.unsubscribe(s) }
 
 // Listener owns the LISTEN connection.
 type Listener struct {
+	// ProbeIdle is how long the connection may stay silent before the
+	// listener pings it (default 30s), and ProbeTimeout how long the ping,
+	// and a new connection's setup (acquire, LISTEN), may take (default
+	// 10s). A LISTEN connection only reads: one whose network died without
+	// a reset (a failed-over address, a dropped NAT entry) would otherwise
+	// wait for a notification until TCP keepalive noticed, minutes later or
+	// never, while every consumer's wakes were lost. Set before Run.
+	ProbeIdle, ProbeTimeout time.Duration
+
 	pool *pgxpool.Pool
 	log  zerolog.Logger
 
@@ -159,7 +171,10 @@ func (l *Listener) Run(ctx context.Context) error {
 }
 
 func (l *Listener) session(ctx context.Context, reconnected bool) error {
-	conn, err := l.pool.Acquire(ctx)
+	idle, probe := l.probes()
+	setup, cancelSetup := context.WithTimeout(ctx, probe)
+	defer cancelSetup()
+	conn, err := l.pool.Acquire(setup)
 	if err != nil {
 		return fmt.Errorf("acquire listen connection: %w", err)
 	}
@@ -171,42 +186,76 @@ func (l *Listener) session(ctx context.Context, reconnected bool) error {
 	l.mu.Lock()
 	l.listen = map[string]bool{}
 	l.mu.Unlock()
-	if err := l.listenAll(ctx, conn.Conn()); err != nil {
+	if err := l.listenAll(setup, conn.Conn()); err != nil {
 		return err
 	}
+	cancelSetup()
 	l.readyOn.Do(func() { close(l.ready) })
 	if reconnected {
 		l.reconnects.Add(1)
 		l.broadcast(Event{Reconnected: true})
 	}
 	for {
-		wctx, cancel := context.WithCancel(ctx)
-		stop := make(chan struct{})
-		go func() {
-			select {
-			case <-l.changed:
-				cancel()
-			case <-stop:
-			}
-		}()
-		n, err := conn.Conn().WaitForNotification(wctx)
-		close(stop)
-		cancel()
+		n, err := l.wait(ctx, conn.Conn(), idle)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if errors.Is(err, context.Canceled) && !conn.Conn().IsClosed() {
-				// A new channel was subscribed: LISTEN it and wait again.
-				if err := l.listenAll(ctx, conn.Conn()); err != nil {
-					return err
-				}
-				continue
+			if conn.Conn().IsClosed() {
+				return fmt.Errorf("wait for notification: %w", err)
 			}
-			return fmt.Errorf("wait for notification: %w", err)
+			step, cancel := context.WithTimeout(ctx, probe)
+			switch {
+			case errors.Is(err, context.Canceled):
+				// A new channel was subscribed: LISTEN it and wait again.
+				err = l.listenAll(step, conn.Conn())
+			case errors.Is(err, context.DeadlineExceeded):
+				// Silent for idle: a connection that cannot answer a ping is
+				// dead, however long its socket stays open.
+				if err = conn.Conn().Ping(step); err != nil {
+					err = fmt.Errorf("probe the listen connection after %s of silence: %w", idle, err)
+				}
+			default:
+				err = fmt.Errorf("wait for notification: %w", err)
+			}
+			cancel()
+			if err != nil {
+				return err
+			}
+			continue
 		}
 		l.dispatch(Event{Channel: n.Channel, Payload: n.Payload})
 	}
+}
+
+// wait waits up to idle for a notification; a subscription to a channel
+// not LISTENed yet cuts it short (context.Canceled), silence ends it with
+// context.DeadlineExceeded.
+func (l *Listener) wait(ctx context.Context, c *pgx.Conn, idle time.Duration) (*pgconn.Notification, error) {
+	wctx, cancel := context.WithTimeout(ctx, idle)
+	defer cancel()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-l.changed:
+			cancel()
+		case <-stop:
+		}
+	}()
+	return c.WaitForNotification(wctx)
+}
+
+// probes are ProbeIdle and ProbeTimeout with their defaults.
+func (l *Listener) probes() (idle, timeout time.Duration) {
+	idle, timeout = l.ProbeIdle, l.ProbeTimeout
+	if idle <= 0 {
+		idle = 30 * time.Second
+	}
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	return idle, timeout
 }
 
 func (l *Listener) listenAll(ctx context.Context, c *pgx.Conn) error {
