@@ -36,8 +36,8 @@
 // connection (or a subscriber that fell behind, or a statement over the
 // announcement cap) the affected resource subscribers get a RESYNC change and
 // re-query, and counts, members and operations are re-read. A push that
-// found a subscriber's buffer full (a RESYNC, the latest counts or catalog
-// list) is retried every CountsInterval until it fits, so it does not wait
+// found a subscriber's buffer full (a RESYNC, the latest counts, catalog
+// list or operation state) is retried every CountsInterval until it fits, so it does not wait
 // for a further change that may never come.
 //
 // Wiring (cmd/converge):
@@ -292,8 +292,8 @@ func (h *Hub) Run(ctx context.Context) error {
 
 // owedPush is a subscriber a push could not reach: its buffer was full.
 type owedPush interface {
-	// retry sends what the subscriber is owed (a RESYNC, the latest counts
-	// or list); it reports whether nothing is owed any more (delivered, or
+	// retry sends what the subscriber is owed (a RESYNC, the latest counts,
+	// list or operation state); it reports whether nothing is owed any more (delivered, or
 	// the subscriber left). Called with h.mu held.
 	retry() bool
 }

@@ -13,16 +13,40 @@ import (
 type opKey = uuid.UUID
 
 type opSub struct {
-	id     uuid.UUID
-	last   resource.Operation
+	id   uuid.UUID
+	last resource.Operation
+	// owed is the latest state, which did not fit the buffer (nil: none
+	// owed); the hub retries it until it fits (see owedPush), and the
+	// subscription ends only once a final state was pushed.
+	owed   *resource.Operation
 	send   func(resource.Operation) bool
 	close  func()
 	closed bool
+	// drop removes and closes the subscription (h.mu held).
+	drop func()
+}
+
+// retry sends the owed state, and ends the subscription after a final one.
+func (s *opSub) retry() bool {
+	if s.closed || s.owed == nil {
+		return true
+	}
+	if !s.send(*s.owed) {
+		return false
+	}
+	s.last, s.owed = *s.owed, nil
+	if s.last.State.Final() {
+		s.drop()
+	}
+	return true
 }
 
 // SubscribeOperation pushes the operation's current state at once, then
 // every change, and ends (closes the channel) after the push that reports
-// it SUCCEEDED or FAILED. store.ErrNotFound for an unknown id.
+// it SUCCEEDED or FAILED. A state that finds the buffer full is owed: the
+// latest one is pushed once it fits (see owedPush), so a slow reader may
+// skip states between, never the final one. store.ErrNotFound for an
+// unknown id.
 func SubscribeOperation[T any](ctx context.Context, h *Hub, id uuid.UUID, conv func(resource.Operation) T) (<-chan T, error) {
 	cur, err := h.reader(ctx).GetOperation(ctx, id) // right after runOperation: not behind the replica
 	if err != nil {
@@ -30,6 +54,7 @@ func SubscribeOperation[T any](ctx context.Context, h *Hub, id uuid.UUID, conv f
 	}
 	ch := make(chan T, 8)
 	s := &opSub{id: id, last: cur}
+	s.drop = func() { h.dropOp(s) }
 	s.send = func(op resource.Operation) bool {
 		select {
 		case ch <- conv(op):
@@ -125,14 +150,16 @@ func (h *Hub) recheckOps(ctx context.Context, ids []uuid.UUID) {
 			continue
 		}
 		for s := range h.ops[id] {
-			if s.closed || (op.State == s.last.State && op.UpdatedAt.Equal(s.last.UpdatedAt)) {
+			if s.closed {
 				continue
 			}
-			if s.send(op) {
-				s.last = op
+			if op.State == s.last.State && op.UpdatedAt.Equal(s.last.UpdatedAt) {
+				s.owed = nil // what it was pushed last is current again
+				continue
 			}
-			if op.State.Final() {
-				h.dropOp(s)
+			s.owed = &op
+			if !s.retry() {
+				h.owe(s)
 			}
 		}
 	}
