@@ -145,11 +145,12 @@ func (h *Hub) refreshCatalog(ctx context.Context, c catalogKind) {
 	for k := range keys {
 		l, err := h.listCatalog(ctx, c, k)
 		if err != nil {
-			if ctx.Err() == nil {
+			if h.failed(ctx, "catalog", err) {
 				h.log.Error().Err(err).Int("catalog", int(c)).Str("filter", k).Msg("re-list a catalog for its subscribers")
 			}
 			continue
 		}
+		h.succeeded("catalog")
 		lists[k], prints[k] = l, catalogPrint(l)
 	}
 	h.mu.Lock()

@@ -72,11 +72,12 @@ func (h *Hub) refreshCounts(ctx context.Context) {
 	}
 	byKind, err := h.reader(ctx).PhaseCountsByKind(ctx)
 	if err != nil {
-		if ctx.Err() == nil && !h.outage.Failed("hub-counts", err) {
+		if h.failed(ctx, "counts", err) {
 			h.log.Error().Err(err).Msg("recompute phase counts")
 		}
 		return
 	}
+	h.succeeded("counts")
 	vector := func(kind string) []resource.PhaseCount {
 		out := make([]resource.PhaseCount, len(resource.AllPhases))
 		for i, p := range resource.AllPhases {

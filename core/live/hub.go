@@ -38,7 +38,9 @@
 // re-query, and counts, members and operations are re-read. A push that
 // found a subscriber's buffer full (a RESYNC, the latest counts, catalog
 // list or operation state) is retried every CountsInterval until it fits, so it does not wait
-// for a further change that may never come.
+// for a further change that may never come. A re-read that fails is logged
+// once per streak of failures (none while the database is unreachable: the
+// process's Outage logs that once), however often it is retried.
 //
 // Wiring (cmd/converge):
 //
@@ -147,6 +149,10 @@ type Hub struct {
 	// seen dedupes pushes of an unchanged row (Run's goroutine only).
 	seen seenStates
 
+	// failing are the re-reads failing now (see failed).
+	failMu  sync.Mutex
+	failing map[string]bool
+
 	// kick wakes Run when a subscriber arrives that needs a first read.
 	kick chan struct{}
 	// started is closed once Run has subscribed to its channels.
@@ -168,6 +174,7 @@ func NewHub(listener *notify.Listener, readPool *pgxpool.Pool, log zerolog.Logge
 		ops:      map[opKey]map[*opSub]struct{}{},
 		trees:    map[uuid.UUID]*tree{},
 		owed:     map[owedPush]struct{}{},
+		failing:  map[string]bool{},
 		kick:     make(chan struct{}, 1),
 		started:  make(chan struct{}),
 	}
@@ -423,6 +430,31 @@ func (h *Hub) reader(ctx context.Context) *store.Store {
 		return h.store.PrimaryReads()
 	}
 	return h.store
+}
+
+// failed reports whether a failed re-read is the hub's to log: not when ctx
+// ended, not when the database is unreachable (the process's outage logs
+// that once), and otherwise once per streak of failures of that read, so a
+// read retried every CountsInterval does not log at every retry. read
+// names the read ("subtree", "counts", …); succeeded ends its streak.
+func (h *Hub) failed(ctx context.Context, read string, err error) bool {
+	if ctx.Err() != nil || h.outage.Failed("hub-"+read, err) {
+		return false
+	}
+	h.failMu.Lock()
+	defer h.failMu.Unlock()
+	if h.failing[read] {
+		return false
+	}
+	h.failing[read] = true
+	return true
+}
+
+// succeeded ends read's streak of failures (see failed).
+func (h *Hub) succeeded(read string) {
+	h.failMu.Lock()
+	defer h.failMu.Unlock()
+	delete(h.failing, read)
 }
 
 // Name names the hub as an engine duty (core/engine.Duty: Name + Run).

@@ -100,11 +100,12 @@ func (h *Hub) refreshMembers(ctx context.Context) {
 	}
 	ms, err := h.ListMembers(ctx)
 	if err != nil {
-		if ctx.Err() == nil && !h.outage.Failed("hub-members", err) {
+		if h.failed(ctx, "members", err) {
 			h.log.Error().Err(err).Msg("re-list cluster members")
 		}
 		return
 	}
+	h.succeeded("members")
 	sig := signature(ms)
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -137,11 +137,12 @@ func (h *Hub) recheckOps(ctx context.Context, ids []uuid.UUID) {
 	}
 	ops, err := h.reader(ctx).OperationsByIDs(ctx, ids)
 	if err != nil {
-		if ctx.Err() == nil && !h.outage.Failed("hub-operations", err) {
+		if h.failed(ctx, "operations", err) {
 			h.log.Error().Err(err).Int("ids", len(ids)).Msg("re-read announced operations")
 		}
 		return
 	}
+	h.succeeded("operations")
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, id := range ids {

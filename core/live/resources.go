@@ -389,10 +389,12 @@ func (h *Hub) handleResources(ctx context.Context, b *resourceBatch) (counts, tr
 	if len(ids) > 0 {
 		rows, err := h.reader(ctx).ResourcesByIDs(ctx, ids)
 		if err != nil {
-			if ctx.Err() == nil && !h.outage.Failed("hub-resources", err) {
+			if h.failed(ctx, "resources", err) {
 				h.log.Error().Err(err).Int("ids", len(ids)).Msg("re-read announced resources; subscribers resync")
 			}
 			b.lost = true
+		} else {
+			h.succeeded("resources")
 		}
 		for _, id := range ids {
 			r, ok := rows[id]

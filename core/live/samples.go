@@ -100,13 +100,14 @@ func (h *Hub) sample(ctx context.Context) {
 		}
 		return 0
 	})
+	h.succeeded("samples")
 	h.mu.Lock()
 	h.samples.add(s)
 	h.mu.Unlock()
 }
 
 func (h *Hub) sampleFailed(ctx context.Context, err error) {
-	if ctx.Err() != nil || h.outage.Failed("hub-samples", err) {
+	if !h.failed(ctx, "samples", err) {
 		return
 	}
 	h.log.Warn().Err(err).Msg("sample the queue and the phase totals; the Summary's history has a gap")

@@ -198,11 +198,12 @@ func (h *Hub) refreshTrees(ctx context.Context) bool {
 	for _, t := range load {
 		rows, err := h.reader(ctx).SubtreeResources(ctx, t.root)
 		if err != nil {
-			if ctx.Err() == nil {
+			if h.failed(ctx, "subtree", err) {
 				h.log.Error().Err(err).Stringer("root", t.root).Msg("load a followed subtree; retrying")
 			}
 			continue
 		}
+		h.succeeded("subtree")
 		members := make(map[uuid.UUID]SubtreeMember, len(rows))
 		for i := range rows {
 			members[rows[i].ID] = memberOf(&rows[i])
@@ -268,11 +269,12 @@ func (h *Hub) loadReasons(ctx context.Context) {
 	}
 	conds, err := h.reader(ctx).StoredConditionsFor(ctx, ids)
 	if err != nil {
-		if ctx.Err() == nil {
+		if h.failed(ctx, "reasons", err) {
 			h.log.Error().Err(err).Int("failures", len(ids)).Msg("read the reasons of followed failures; naming them without")
 		}
 		return
 	}
+	h.succeeded("reasons")
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, t := range h.trees {
