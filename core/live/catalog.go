@@ -146,8 +146,11 @@ func (h *Hub) refreshCatalog(ctx context.Context, c catalogKind) {
 		l, err := h.listCatalog(ctx, c, k)
 		if err != nil {
 			if h.failed(ctx, "catalog", err) {
-				h.log.Error().Err(err).Int("catalog", int(c)).Str("filter", k).Msg("re-list a catalog for its subscribers")
+				h.log.Error().Err(err).Int("catalog", int(c)).Str("filter", k).Msg("re-list a catalog for its subscribers; retrying")
 			}
+			h.mu.Lock()
+			h.reread.cats[c] = ctx.Err() == nil
+			h.mu.Unlock()
 			continue
 		}
 		h.succeeded("catalog")

@@ -73,8 +73,11 @@ func (h *Hub) refreshCounts(ctx context.Context) {
 	byKind, err := h.reader(ctx).PhaseCountsByKind(ctx)
 	if err != nil {
 		if h.failed(ctx, "counts", err) {
-			h.log.Error().Err(err).Msg("recompute phase counts")
+			h.log.Error().Err(err).Msg("recompute phase counts; retrying")
 		}
+		h.mu.Lock()
+		h.reread.counts = ctx.Err() == nil
+		h.mu.Unlock()
 		return
 	}
 	h.succeeded("counts")

@@ -37,10 +37,13 @@
 // announcement cap) the affected resource subscribers get a RESYNC change and
 // re-query, and counts, members and operations are re-read. A push that
 // found a subscriber's buffer full (a RESYNC, the latest counts, catalog
-// list or operation state) is retried every CountsInterval until it fits, so it does not wait
-// for a further change that may never come. A re-read that fails is logged
-// once per streak of failures (none while the database is unreachable: the
-// process's Outage logs that once), however often it is retried.
+// list or operation state) is retried every CountsInterval until it fits,
+// so it does not wait for a further change that may never come; so is a
+// re-read that failed (an operation's, the counts', a catalog's; a failed
+// re-read of resources is a RESYNC, and a followed subtree's load is
+// retried by its own pass). A re-read that fails is logged once per streak
+// of failures (none while the database is unreachable: the process's Outage
+// logs that once), however often it is retried.
 //
 // Wiring (cmd/converge):
 //
@@ -152,6 +155,10 @@ type Hub struct {
 	// failing are the re-reads failing now (see failed).
 	failMu  sync.Mutex
 	failing map[string]bool
+	// reread are the reads that failed and are owed a retry (h.mu): Run
+	// retries them every CountsInterval until they succeed, so what they
+	// were to push does not wait for a further change.
+	reread rereads
 
 	// kick wakes Run when a subscriber arrives that needs a first read.
 	kick chan struct{}
@@ -175,6 +182,7 @@ func NewHub(listener *notify.Listener, readPool *pgxpool.Pool, log zerolog.Logge
 		trees:    map[uuid.UUID]*tree{},
 		owed:     map[owedPush]struct{}{},
 		failing:  map[string]bool{},
+		reread:   rereads{ops: map[uuid.UUID]bool{}},
 		kick:     make(chan struct{}, 1),
 		started:  make(chan struct{}),
 	}
@@ -241,12 +249,13 @@ func (h *Hub) Run(ctx context.Context) error {
 	defer counts.stop()
 	trees := newCoalescer(h.opts.CountsInterval)
 	defer trees.stop()
-	owed := newCoalescer(h.opts.CountsInterval)
-	defer owed.stop()
+	// retries: the owed pushes and the failed re-reads
+	retries := newCoalescer(h.opts.CountsInterval)
+	defer retries.stop()
 
 	for {
-		if h.OwedPushes() > 0 {
-			owed.mark()
+		if h.OwedPushes() > 0 || h.rereadOwed() {
+			retries.mark()
 		}
 		select {
 		case <-ctx.Done():
@@ -289,10 +298,51 @@ func (h *Hub) Run(ctx context.Context) error {
 			counts.mark()
 			trees.mark()
 			h.refreshFreshCatalogs(ctx)
-		case <-owed.C():
-			if owed.fire() {
+		case <-retries.C():
+			if retries.fire() {
 				h.retryOwed()
+				h.retryReads(ctx)
 			}
+		}
+	}
+}
+
+// rereads are the reads owed a retry: the operations whose re-read failed,
+// the phase counts and the catalogs whose re-list did.
+type rereads struct {
+	ops    map[uuid.UUID]bool
+	counts bool
+	cats   [catalogCount]bool
+}
+
+// rereadOwed reports whether a read is owed a retry.
+func (h *Hub) rereadOwed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := &h.reread
+	return len(r.ops) > 0 || r.counts || r.cats != [catalogCount]bool{}
+}
+
+// retryReads retries the reads that failed (each failing again is owed
+// again); an operation nobody follows any more is dropped.
+func (h *Hub) retryReads(ctx context.Context) {
+	h.mu.Lock()
+	r := h.reread
+	h.reread = rereads{ops: map[uuid.UUID]bool{}}
+	var ops []uuid.UUID
+	for id := range r.ops {
+		if len(h.ops[id]) > 0 {
+			ops = append(ops, id)
+		}
+	}
+	h.mu.Unlock()
+	h.recheckOps(ctx, ops)
+	if r.counts {
+		h.refreshCounts(ctx)
+	}
+	for c := range catalogCount {
+		if r.cats[c] {
+			h.refreshCatalog(ctx, c)
 		}
 	}
 }

@@ -138,7 +138,15 @@ func (h *Hub) recheckOps(ctx context.Context, ids []uuid.UUID) {
 	ops, err := h.reader(ctx).OperationsByIDs(ctx, ids)
 	if err != nil {
 		if h.failed(ctx, "operations", err) {
-			h.log.Error().Err(err).Int("ids", len(ids)).Msg("re-read announced operations")
+			h.log.Error().Err(err).Int("ids", len(ids)).Msg("re-read announced operations; retrying")
+		}
+		if ctx.Err() == nil {
+			h.mu.Lock()
+			for _, id := range ids {
+				h.reread.ops[id] = true
+			}
+			h.mu.Unlock()
+			h.wake() // SubscribeOperation's recheck runs outside Run's loop
 		}
 		return
 	}

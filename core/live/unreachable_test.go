@@ -18,32 +18,67 @@ import (
 
 	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/live"
+	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/notify"
 	"github.com/converge-run/converge/db/pgpool"
 	"github.com/converge-run/converge/db/pgtest"
 )
 
 // readGate is the hub's read pool with a switch: while it is down, every
-// new connection is refused (as by a replica that stopped) and the pool's
-// connections are closed; the listener and the test's writes go through
-// another pool and carry on.
+// connection is refused (as by a replica that stopped) and those open are
+// reset; the listener and the test's writes go through another pool and
+// carry on.
 type readGate struct {
 	pool  *pgxpool.Pool
-	down  atomic.Bool
 	dials atomic.Int64 // connection attempts
+
+	mu    sync.Mutex
+	down  bool
+	conns []net.Conn
 }
 
 func (g *readGate) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	g.dials.Add(1)
-	if g.down.Load() {
-		return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
+	refused := &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
+	g.mu.Lock()
+	down := g.down
+	g.mu.Unlock()
+	if down {
+		return nil, refused
 	}
-	return (&net.Dialer{}).DialContext(ctx, network, addr)
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.down { // went down while dialing
+		_ = c.Close()
+		return nil, refused
+	}
+	g.conns = append(g.conns, c)
+	return c, nil
 }
 
-// close refuses connections from now on; open lets them through again.
-func (g *readGate) close() { g.down.Store(true); g.pool.Reset() }
-func (g *readGate) open()  { g.down.Store(false) }
+// close refuses connections from now on and resets those open; open lets
+// new ones through again.
+func (g *readGate) close() {
+	g.mu.Lock()
+	g.down = true
+	for _, c := range g.conns {
+		_ = c.Close()
+	}
+	g.conns = nil
+	g.mu.Unlock()
+	g.pool.Reset()
+}
+
+func (g *readGate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.down = false
+}
 
 // waitDials waits until the hub has tried to connect n more times.
 func (g *readGate) waitDials(t *testing.T, n int64) {
@@ -86,6 +121,12 @@ func startGatedHub(t *testing.T, opts live.Options) (*hubEnv, *readGate, *lines)
 	t.Cleanup(g.pool.Close)
 	logs := &lines{}
 	log := zerolog.New(logs)
+	// The kinds before the listener runs: their announcement is never
+	// heard, so no later re-list can stand in for the one a test awaits.
+	_, err = db.Exec(context.Background(), `INSERT INTO kind_manifest (kind, version, manifest) VALUES
+		('tree', 'v1', '{"kind":"tree","reactions":[{"name":"c","trigger":"specChange","emits":["children","status"]}]}'),
+		('leaf', 'v1', '{"kind":"leaf","reactions":[{"name":"w","trigger":"specChange","emits":["status"]}]}')`)
+	require.NoError(t, err)
 	l := notify.NewListener(db, zerolog.Nop())
 	o := &engine.Outage{Log: log}
 	h := live.NewHub(l, g.pool, log, live.WithOptions(opts), live.WithOutage(o))
@@ -100,11 +141,23 @@ func startGatedHub(t *testing.T, opts live.Options) (*hubEnv, *readGate, *lines)
 	case <-time.After(30 * time.Second):
 		t.Fatal("the listener did not become ready")
 	}
-	e := &hubEnv{t: t, db: db, hub: h}
-	e.exec(`INSERT INTO kind_manifest (kind, version, manifest) VALUES
-		('tree', 'v1', '{"kind":"tree","reactions":[{"name":"c","trigger":"specChange","emits":["children","status"]}]}'),
-		('leaf', 'v1', '{"kind":"leaf","reactions":[{"name":"w","trigger":"specChange","emits":["status"]}]}')`)
-	return e, g, logs
+	// Run's first sample, so a test that closes the gate sees its own
+	// read fail first.
+	require.Eventually(t, func() bool { return len(h.Samples()) > 0 }, 30*time.Second, 5*time.Millisecond)
+	return &hubEnv{t: t, db: db, hub: h}, g, logs
+}
+
+// waitLogged waits for a log line that holds want.
+func (l *lines) waitLogged(t *testing.T, want string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, line := range l.all() {
+			if strings.Contains(line, want) {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 5*time.Millisecond, "no log line with %s: %v", want, l.all())
 }
 
 // While its reads cannot reach the database, the hub retries a followed
@@ -114,7 +167,7 @@ func startGatedHub(t *testing.T, opts live.Options) (*hubEnv, *readGate, *lines)
 // lasted).
 func TestSubtreeProgress_RetriesQuietlyWhileTheDatabaseIsUnreachable(t *testing.T) {
 	t.Parallel()
-	e, g, logs := startGatedHub(t, live.Options{CountsInterval: 10 * time.Millisecond, MemberPoll: time.Hour})
+	e, g, logs := startGatedHub(t, live.Options{CountsInterval: 10 * time.Millisecond, MemberPoll: time.Hour, SampleEvery: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	root := e.insert("tree", "root", uuid.Nil, uuid.Nil)
@@ -128,4 +181,70 @@ func TestSubtreeProgress_RetriesQuietlyWhileTheDatabaseIsUnreachable(t *testing.
 	g.open()
 	p := next(t, ch, "the subtree once the database is back", func(live.SubtreeProgress) bool { return true })
 	require.Equal(t, "root", p.Root.Name)
+}
+
+// A re-read that failed is retried until it succeeds: what it was to push
+// comes once the database is back, although nothing changes any more.
+// Before, the push waited for a further change that may never come: an
+// operation's subscriber never saw the final state whose announcement
+// came while the read failed, and a new counts or kinds subscriber never
+// got its first push.
+func TestHub_RetriesAFailedReadWithoutAFurtherChange(t *testing.T) {
+	t.Parallel()
+	opts := live.Options{CountsInterval: 10 * time.Millisecond, MemberPoll: time.Hour, SampleEvery: time.Hour}
+	cases := map[string]struct {
+		reason string
+		// loop is the read's name in the outage's WARN (its first failure).
+		loop string
+		// follow subscribes (the read pool may be down) and changes what
+		// the subscription reports; got waits for the push that says so.
+		follow func(ctx context.Context, t *testing.T, e *hubEnv, g *readGate) (got func())
+	}{
+		"operation": {
+			reason: "the final state announced while the re-read failed",
+			loop:   "hub-operations",
+			follow: func(ctx context.Context, t *testing.T, e *hubEnv, g *readGate) func() {
+				id := e.insertOperation()
+				ch, err := live.SubscribeOperation(ctx, e.hub, id, func(op resource.Operation) resource.Operation { return op })
+				require.NoError(t, err)
+				next(t, ch, "the current state", func(resource.Operation) bool { return true })
+				g.close()
+				e.exec(`UPDATE resource_operations SET state = 'Succeeded', finished_at = now(), updated_at = now() + interval '1 s'
+					WHERE id = $1`, id)
+				return func() {
+					next(t, ch, "the final state", func(op resource.Operation) bool { return op.State == resource.OperationSucceeded })
+				}
+			},
+		},
+		"counts": {
+			reason: "the first push of a subscriber that arrived while the read failed",
+			loop:   "hub-counts",
+			follow: func(ctx context.Context, t *testing.T, e *hubEnv, g *readGate) func() {
+				g.close()
+				ch := live.SubscribePhaseCounts(ctx, e.hub, "", func(cs []resource.PhaseCount) []resource.PhaseCount { return cs })
+				return func() { next(t, ch, "the counts", func([]resource.PhaseCount) bool { return true }) }
+			},
+		},
+		"kinds": {
+			reason: "the first push of a subscriber that arrived while the read failed",
+			loop:   "hub-catalog",
+			follow: func(ctx context.Context, t *testing.T, e *hubEnv, g *readGate) func() {
+				g.close()
+				ch := live.SubscribeKinds(ctx, e.hub, func(ks []store.Kind) []store.Kind { return ks })
+				return func() { next(t, ch, "the kinds", func(ks []store.Kind) bool { return len(ks) == 2 }) }
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e, g, logs := startGatedHub(t, opts)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			got := tc.follow(ctx, t, e, g)
+			logs.waitLogged(t, `"loop":"`+tc.loop+`"`) // the read failed
+			g.open()
+			got()
+		})
+	}
 }
