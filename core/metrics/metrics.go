@@ -84,10 +84,11 @@ type QueueDepthFunc func(ctx context.Context) (map[[2]string]float64, error)
 const queueDepthHelp = "Estimated work_queue rows by kind and state (pending, leased), from planner statistics " +
 	"(no queue scan): each partition's partial-index row counts split by its sampled kind frequencies, as fresh " +
 	"as the partition's last autovacuum or analyze; rows no frequency covers are kind=\"(other)\". " +
-	"A trend and order-of-magnitude signal, not an exact count."
+	"A trend and order-of-magnitude signal, not an exact count; absent while the read fails."
 
 // RegisterQueueDepth adds a converge_queue_depth gauge read through f at
-// scrape time, cached for ttl so frequent scrapes cost one read per ttl.
+// scrape time, cached for ttl so frequent scrapes cost one read per ttl. A
+// read that fails leaves the gauge without series until one succeeds.
 func (m *Metrics) RegisterQueueDepth(f QueueDepthFunc, ttl time.Duration) {
 	m.Registry.MustRegister(&queueDepth{f: f, ttl: ttl, desc: prometheus.NewDesc("converge_queue_depth",
 		queueDepthHelp, []string{"kind", "state"}, nil)})
@@ -112,9 +113,12 @@ func (q *queueDepth) Collect(ch chan<- prometheus.Metric) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		v, err := q.f(ctx)
 		cancel()
-		if err == nil {
-			q.last, q.at = v, time.Now()
+		if err != nil {
+			// Unknown, not the last value as if it were current; retried
+			// after ttl like a success, so an outage costs one read per ttl.
+			v = nil
 		}
+		q.last, q.at = v, time.Now()
 	}
 	for k, v := range q.last {
 		ch <- prometheus.MustNewConstMetric(q.desc, prometheus.GaugeValue, v, k[0], k[1])
