@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/engine"
+	"github.com/converge-run/converge/core/engine/enginetest"
 )
 
 func TestEngine_OneFailingDutyStopsTheOthers(t *testing.T) {
@@ -71,5 +72,42 @@ func TestPollLoop_RunsAgainWhileBusyAndWakesOnHint(t *testing.T) {
 		require.Equal(t, int32(6), c, "a wake runs the step at once")
 	case <-time.After(5 * time.Second):
 		t.Fatal("wake ignored")
+	}
+}
+
+// A step that fails waits its backoff out, wakes or not: the drainer's
+// wake is every broker's outbox_ready, and a failing drain that ran again
+// on each one retried (and logged an ERROR) at the rate results arrived.
+func TestPollLoop_AFailingStepWaitsItsBackoffThroughWakes(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clock := enginetest.NewClock(time.Unix(0, 0))
+	wake := make(chan struct{})
+	close(wake) // a wake always pending
+	steps := make(chan time.Time, 100)
+	loop := &engine.PollLoop{
+		Name: "t",
+		Step: func(context.Context) (bool, error) {
+			select {
+			case steps <- clock.Now():
+			default: // a spinning loop must not block here
+			}
+			return false, errors.New("statement failed")
+		},
+		Wake: wake, Min: time.Millisecond, Max: time.Hour, Clock: clock, Log: zerolog.Nop(),
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = loop.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	first := <-steps
+	require.True(t, clock.WaitForWaiters(1, 10*time.Second), "the loop waits for its backoff")
+	clock.Advance(2 * time.Second) // past the backoff's cap (1 s, +25 % jitter)
+	select {
+	case at := <-steps:
+		require.True(t, at.After(first), "the retry ran before the clock moved: a wake cut the backoff short")
+	case <-time.After(10 * time.Second):
+		t.Fatal("no retry after the backoff")
 	}
 }

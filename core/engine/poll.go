@@ -25,7 +25,8 @@ var RealClock Clock = realClock{}
 // work done it runs again at once; when idle it waits, doubling from Min up to
 // Max, and any Wake resets the wait. A failing Step is retried with jittered
 // backoff (Backoff: 100 ms doubling to 1 s; a Postgres blip must not kill a
-// sweeper, and an outage must not spin it); an unreachable database is
+// sweeper, and an outage must not spin it), which a Wake does not cut
+// short; an unreachable database is
 // reported to Outage (logged once per process), any other error is logged.
 type PollLoop struct {
 	Name string
@@ -74,13 +75,18 @@ func (p *PollLoop) Run(ctx context.Context) error {
 			wait = p.Min
 			continue
 		}
+		wake := p.Wake
+		if err != nil {
+			// A failing step waits its backoff out: a wake says there is
+			// work, not that the step would succeed, and wakes can come far
+			// faster than a retry should (the drainer's, one per result).
+			wake = nil
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-p.Wake:
-			if err == nil {
-				wait = p.Min
-			}
+		case <-wake:
+			wait = p.Min
 		case <-clock.After(wait):
 			if err == nil {
 				wait = min(wait*2, p.Max)
