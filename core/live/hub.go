@@ -473,7 +473,10 @@ func (h *Hub) reader(ctx context.Context) *store.Store {
 		return h.store
 	}
 	ok, err := h.store.WaitReplay(ctx, 500*time.Millisecond)
-	if err != nil && !errors.Is(err, context.Canceled) {
+	switch {
+	case err == nil:
+		h.succeeded("replay")
+	case !errors.Is(err, context.Canceled) && h.failed(ctx, "replay", err):
 		h.log.Warn().Err(err).Msg("replica replay check failed; re-reading from the primary")
 	}
 	if !ok {

@@ -38,6 +38,19 @@ type readGate struct {
 	conns []net.Conn
 }
 
+// newReadGate opens a pool on url through a gate, open.
+func newReadGate(t *testing.T, url string) *readGate {
+	t.Helper()
+	g := &readGate{}
+	cfg, err := pgpool.Config(url, 4)
+	require.NoError(t, err)
+	cfg.ConnConfig.DialFunc = g.dial
+	g.pool, err = pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(g.pool.Close)
+	return g
+}
+
 func (g *readGate) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	g.dials.Add(1)
 	refused := &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
@@ -112,18 +125,12 @@ func startGatedHub(t *testing.T, opts live.Options) (*hubEnv, *readGate, *lines)
 	t.Helper()
 	url := pgtest.URL(t)
 	db := pgtest.PoolFor(t, url)
-	g := &readGate{}
-	cfg, err := pgpool.Config(url, 4)
-	require.NoError(t, err)
-	cfg.ConnConfig.DialFunc = g.dial
-	g.pool, err = pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(g.pool.Close)
+	g := newReadGate(t, url)
 	logs := &lines{}
 	log := zerolog.New(logs)
 	// The kinds before the listener runs: their announcement is never
 	// heard, so no later re-list can stand in for the one a test awaits.
-	_, err = db.Exec(context.Background(), `INSERT INTO kind_manifest (kind, version, manifest) VALUES
+	_, err := db.Exec(context.Background(), `INSERT INTO kind_manifest (kind, version, manifest) VALUES
 		('tree', 'v1', '{"kind":"tree","reactions":[{"name":"c","trigger":"specChange","emits":["children","status"]}]}'),
 		('leaf', 'v1', '{"kind":"leaf","reactions":[{"name":"w","trigger":"specChange","emits":["status"]}]}')`)
 	require.NoError(t, err)
@@ -246,5 +253,37 @@ func TestHub_RetriesAFailedReadWithoutAFurtherChange(t *testing.T) {
 			g.open()
 			got()
 		})
+	}
+}
+
+// With a replica to read from, the replay check before each re-read asks
+// the primary: while the primary is unreachable the retries are quiet too.
+// Before, each retry's failed check logged a WARN (four a second per
+// followed root).
+func TestSubtreeProgress_RetriesQuietlyWhileThePrimaryIsUnreachable(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	db := pgtest.PoolFor(t, url)
+	g := newReadGate(t, url)
+	logs := &lines{}
+	log := zerolog.New(logs)
+	l := notify.NewListener(db, zerolog.Nop())
+	// db stands for the replica, the gated pool for the primary
+	h := live.NewHub(l, db, log, live.WithPrimary(g.pool), live.WithOutage(&engine.Outage{Log: log}),
+		live.WithOptions(live.Options{CountsInterval: 10 * time.Millisecond, MemberPoll: time.Hour, SampleEvery: time.Hour}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	defer func() { cancel(); <-done }()
+	go func() { defer close(done); _ = h.Run(ctx) }()
+	<-h.Started()
+	e := &hubEnv{t: t, db: db, hub: h}
+	root := e.insert("tree", "root", uuid.Nil, uuid.Nil)
+
+	g.close()
+	live.SubscribeSubtree(ctx, h, root, func(p live.SubtreeProgress) live.SubtreeProgress { return p })
+	g.waitDials(t, 10)
+	for _, l := range logs.all() {
+		require.NotContains(t, l, `"level":"warn","component":"live"`, "a retry during the outage logged: %v", logs.all())
+		require.NotContains(t, l, `"level":"error"`, "a retry during the outage logged: %v", logs.all())
 	}
 }
