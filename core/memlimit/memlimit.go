@@ -37,7 +37,8 @@ const unlimited = 1 << 62
 
 // Result is what Apply found and did, for the caller to log.
 type Result struct {
-	// FromEnv: GOMEMLIMIT is set, and the runtime keeps what it made of it.
+	// FromEnv: GOMEMLIMIT is set (not empty), and the runtime keeps what it
+	// made of it.
 	FromEnv bool
 	// CgroupLimit is the cgroup's memory limit in bytes (0: none found), and
 	// File the file it was read from.
@@ -49,8 +50,8 @@ type Result struct {
 
 // Apply sets the runtime's soft memory limit to ratio × the memory limit of
 // the process's cgroup (v1 or v2; the tightest limit on the path from the
-// process's cgroup to the hierarchy's root), unless GOMEMLIMIT is set or no
-// limit is found. An unreadable cgroup is reported as an error, with no limit
+// process's cgroup to the hierarchy's root), unless GOMEMLIMIT is set (and
+// not empty) or no limit is found. An unreadable cgroup is reported as an error, with no limit
 // set: the process runs as it would have without it.
 func Apply(ratio float64) (Result, error) {
 	return apply(os.DirFS("/"), ratio, os.LookupEnv, debug.SetMemoryLimit)
@@ -62,7 +63,8 @@ func apply(fsys fs.FS, ratio float64, lookupEnv func(string) (string, bool), set
 	if ratio <= 0 || ratio > 1 {
 		return Result{}, fmt.Errorf("memlimit: ratio %v is outside (0, 1]", ratio)
 	}
-	if _, ok := lookupEnv("GOMEMLIMIT"); ok {
+	// An empty GOMEMLIMIT is unset to the runtime (no limit): ours to set.
+	if v, ok := lookupEnv("GOMEMLIMIT"); ok && v != "" {
 		return Result{FromEnv: true}, nil
 	}
 	limit, file, err := cgroupLimit(fsys)

@@ -154,3 +154,22 @@ func TestApply_SetsTheRatioOfTheLimitUnlessGOMEMLIMITIsSet(t *testing.T) {
 	}
 	require.Empty(t, set)
 }
+
+// An empty GOMEMLIMIT (a manifest's env entry with no value) is unset to
+// the Go runtime, which then has no limit at all: Apply sets the cgroup's
+// ratio as for no GOMEMLIMIT. Before, it left the runtime alone and logged
+// the limit as left to GOMEMLIMIT.
+func TestApply_AnEmptyGOMEMLIMITIsUnset(t *testing.T) {
+	t.Parallel()
+	limited := fstest.MapFS{
+		"proc/self/cgroup":         file("0::/\n"),
+		"proc/self/mountinfo":      file(v2Root),
+		"sys/fs/cgroup/memory.max": file("1000000000\n"),
+	}
+	var set []int64
+	res, err := apply(limited, DefaultRatio, func(k string) (string, bool) { return "", k == "GOMEMLIMIT" },
+		func(n int64) int64 { set = append(set, n); return 0 })
+	require.NoError(t, err)
+	require.Equal(t, Result{CgroupLimit: 1_000_000_000, File: "/sys/fs/cgroup/memory.max", Soft: 900_000_000}, res)
+	require.Equal(t, []int64{900_000_000}, set)
+}
