@@ -11,6 +11,11 @@ import (
 	"github.com/rs/zerolog"
 )
 
+// levels are LOG_LEVEL's values.
+var levels = map[string]zerolog.Level{
+	"debug": zerolog.DebugLevel, "info": zerolog.InfoLevel, "warn": zerolog.WarnLevel, "error": zerolog.ErrorLevel,
+}
+
 // New returns a zerolog logger: format "json" writes one JSON object per line
 // (for log shippers), anything else human console output; level is one of
 // debug, info, warn, error (default info).
@@ -20,8 +25,11 @@ func New(format, level string, w io.Writer) (zerolog.Logger, error) {
 	}
 	lvl := zerolog.InfoLevel
 	if level != "" {
-		l, err := zerolog.ParseLevel(strings.ToLower(level))
-		if err != nil || l == zerolog.NoLevel {
+		// Only the documented levels: zerolog also parses disabled, fatal,
+		// panic and numbers, which would silence the errors and the outage
+		// reports an operator relies on.
+		l, ok := levels[strings.ToLower(level)]
+		if !ok {
 			return zerolog.Nop(), fmt.Errorf("LOG_LEVEL %q: want debug, info, warn or error", level)
 		}
 		lvl = l

@@ -23,6 +23,9 @@ func TestNew_FormatsAndLevels(t *testing.T) {
 		"bad level":     {reason: "an unknown level is a clear error", level: "loud", wantErr: true},
 		"bad format":    {reason: "an unknown format is a clear error", format: "xml", wantErr: true},
 		"level is case": {reason: "levels are case-insensitive", format: "json", level: "WARN", wantJSON: true},
+		"disabled":      {reason: "zerolog's disabled would silence every line, errors too: not a documented level", level: "disabled", wantErr: true},
+		"fatal":         {reason: "fatal would hide every error: not a documented level", level: "fatal", wantErr: true},
+		"number":        {reason: "zerolog's numeric levels are not documented ones", level: "-1", wantErr: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
