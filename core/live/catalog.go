@@ -62,6 +62,8 @@ func (s *catalogSub) retry() bool {
 // listCatalog reads one catalog's list for a filter key (one query per
 // distinct key per wake, never per subscriber).
 func (h *Hub) listCatalog(ctx context.Context, c catalogKind, key string) (any, error) {
+	ctx, cancel := h.bounded(ctx)
+	defer cancel()
 	st := h.reader(ctx)
 	switch c {
 	case catKinds:

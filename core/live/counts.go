@@ -70,7 +70,9 @@ func (h *Hub) refreshCounts(ctx context.Context) {
 	if n == 0 {
 		return
 	}
-	byKind, err := h.reader(ctx).PhaseCountsByKind(ctx)
+	rctx, cancel := h.bounded(ctx)
+	byKind, err := h.reader(rctx).PhaseCountsByKind(rctx)
+	cancel()
 	if err != nil {
 		if h.failed(ctx, "counts", err) {
 			h.log.Error().Err(err).Msg("recompute phase counts; retrying")

@@ -102,6 +102,11 @@ type Options struct {
 	// kept (default 120: ten minutes).
 	SampleEvery  time.Duration
 	SampleWindow int
+	// ReadTimeout bounds each of the hub's reads (default 30s): a read on
+	// a connection whose network died without a reset would otherwise wait
+	// forever, and every subscriber's pushes with it. One that times out
+	// fails, and is retried as any failed read.
+	ReadTimeout time.Duration
 }
 
 // Option sets an Option.
@@ -217,6 +222,9 @@ func NewHub(listener *notify.Listener, readPool *pgxpool.Pool, log zerolog.Logge
 	}
 	if h.opts.SampleWindow <= 0 {
 		h.opts.SampleWindow = 120
+	}
+	if h.opts.ReadTimeout <= 0 {
+		h.opts.ReadTimeout = 30 * time.Second
 	}
 	h.samples.buf = make([]Sample, 0, h.opts.SampleWindow)
 	return h
@@ -508,6 +516,12 @@ func (h *Hub) succeeded(read string) {
 	h.failMu.Lock()
 	defer h.failMu.Unlock()
 	delete(h.failing, read)
+}
+
+// bounded is ctx bounded by ReadTimeout, for one read (the callers keep
+// ctx for telling a shutdown from a failure).
+func (h *Hub) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, h.opts.ReadTimeout)
 }
 
 // Name names the hub as an engine duty (core/engine.Duty: Name + Run).

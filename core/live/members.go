@@ -24,6 +24,8 @@ type memberSub struct {
 
 // ListMembers lists the membership with each member's derived status.
 func (h *Hub) ListMembers(ctx context.Context) ([]Member, error) {
+	ctx, cancel := h.bounded(ctx)
+	defer cancel()
 	list, err := h.members.List(ctx)
 	if err != nil {
 		return nil, err

@@ -48,7 +48,9 @@ func (s *opSub) retry() bool {
 // skip states between, never the final one. store.ErrNotFound for an
 // unknown id.
 func SubscribeOperation[T any](ctx context.Context, h *Hub, id uuid.UUID, conv func(resource.Operation) T) (<-chan T, error) {
-	cur, err := h.reader(ctx).GetOperation(ctx, id) // right after runOperation: not behind the replica
+	rctx, cancel := h.bounded(ctx)
+	cur, err := h.reader(rctx).GetOperation(rctx, id) // right after runOperation: not behind the replica
+	cancel()
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +137,9 @@ func (h *Hub) recheckOps(ctx context.Context, ids []uuid.UUID) {
 	if len(ids) == 0 {
 		return
 	}
-	ops, err := h.reader(ctx).OperationsByIDs(ctx, ids)
+	rctx, cancel := h.bounded(ctx)
+	ops, err := h.reader(rctx).OperationsByIDs(rctx, ids)
+	cancel()
 	if err != nil {
 		if h.failed(ctx, "operations", err) {
 			h.log.Error().Err(err).Int("ids", len(ids)).Msg("re-read announced operations; retrying")

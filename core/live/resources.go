@@ -387,7 +387,9 @@ func (h *Hub) handleResources(ctx context.Context, b *resourceBatch) (counts, tr
 
 	var changes []Change
 	if len(ids) > 0 {
-		rows, err := h.reader(ctx).ResourcesByIDs(ctx, ids)
+		rctx, cancel := h.bounded(ctx)
+		rows, err := h.reader(rctx).ResourcesByIDs(rctx, ids)
+		cancel()
 		if err != nil {
 			if h.failed(ctx, "resources", err) {
 				h.log.Error().Err(err).Int("ids", len(ids)).Msg("re-read announced resources; subscribers resync")

@@ -65,12 +65,14 @@ func (h *Hub) Samples() []Sample {
 // estimate, which never reads the queue, and the phase totals, which read
 // the folded counts plus the pending deltas) and appends it to the ring.
 func (h *Hub) sample(ctx context.Context) {
-	depth, err := h.store.QueueDepth(ctx)
+	rctx, cancel := h.bounded(ctx)
+	defer cancel()
+	depth, err := h.store.QueueDepth(rctx)
 	if err != nil {
 		h.sampleFailed(ctx, err)
 		return
 	}
-	phases, err := h.store.PhaseCounts(ctx, "")
+	phases, err := h.store.PhaseCounts(rctx, "")
 	if err != nil {
 		h.sampleFailed(ctx, err)
 		return

@@ -196,7 +196,9 @@ func (h *Hub) refreshTrees(ctx context.Context) bool {
 	}
 	h.mu.Unlock()
 	for _, t := range load {
-		rows, err := h.reader(ctx).SubtreeResources(ctx, t.root)
+		rctx, cancel := h.bounded(ctx)
+		rows, err := h.reader(rctx).SubtreeResources(rctx, t.root)
+		cancel()
 		if err != nil {
 			if h.failed(ctx, "subtree", err) {
 				h.log.Error().Err(err).Stringer("root", t.root).Msg("load a followed subtree; retrying")
@@ -267,7 +269,9 @@ func (h *Hub) loadReasons(ctx context.Context) {
 	for id := range want {
 		ids = append(ids, id)
 	}
-	conds, err := h.reader(ctx).StoredConditionsFor(ctx, ids)
+	rctx, cancel := h.bounded(ctx)
+	conds, err := h.reader(rctx).StoredConditionsFor(rctx, ids)
+	cancel()
 	if err != nil {
 		if h.failed(ctx, "reasons", err) {
 			h.log.Error().Err(err).Int("failures", len(ids)).Msg("read the reasons of followed failures; naming them without")

@@ -36,6 +36,7 @@ type readGate struct {
 	mu    sync.Mutex
 	down  bool
 	conns []net.Conn
+	cuts  []*atomic.Bool
 }
 
 // newReadGate opens a pool on url through a gate, open.
@@ -48,6 +49,13 @@ func newReadGate(t *testing.T, url string) *readGate {
 	g.pool, err = pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(g.pool.Close)
+	t.Cleanup(func() { // pgx drains a dead connection it closes for up to 15 s
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		for _, c := range g.conns {
+			_ = c.Close()
+		}
+	})
 	return g
 }
 
@@ -70,8 +78,44 @@ func (g *readGate) dial(ctx context.Context, network, addr string) (net.Conn, er
 		_ = c.Close()
 		return nil, refused
 	}
-	g.conns = append(g.conns, c)
-	return c, nil
+	cut := &atomic.Bool{}
+	g.conns, g.cuts = append(g.conns, c), append(g.cuts, cut)
+	return cutConn{Conn: c, cut: cut}, nil
+}
+
+// cut silences every connection open now: what either end sends is lost
+// and the sockets stay open, as behind a dead link where no reset comes.
+// New connections work.
+func (g *readGate) cut() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range g.cuts {
+		c.Store(true)
+	}
+}
+
+// cutConn is a connection readGate.cut can silence.
+type cutConn struct {
+	net.Conn
+	cut *atomic.Bool
+}
+
+// Read drops what arrives once cut; deadlines and closes still end it.
+func (c cutConn) Read(b []byte) (int, error) {
+	for {
+		n, err := c.Conn.Read(b)
+		if err != nil || !c.cut.Load() {
+			return n, err
+		}
+	}
+}
+
+// Write loses what is sent once cut.
+func (c cutConn) Write(b []byte) (int, error) {
+	if c.cut.Load() {
+		return len(b), nil
+	}
+	return c.Conn.Write(b)
 }
 
 // close refuses connections from now on and resets those open; open lets
@@ -82,7 +126,7 @@ func (g *readGate) close() {
 	for _, c := range g.conns {
 		_ = c.Close()
 	}
-	g.conns = nil
+	g.conns, g.cuts = nil, nil
 	g.mu.Unlock()
 	g.pool.Reset()
 }
@@ -286,4 +330,29 @@ func TestSubtreeProgress_RetriesQuietlyWhileThePrimaryIsUnreachable(t *testing.T
 		require.NotContains(t, l, `"level":"warn","component":"live"`, "a retry during the outage logged: %v", logs.all())
 		require.NotContains(t, l, `"level":"error"`, "a retry during the outage logged: %v", logs.all())
 	}
+}
+
+// A re-read on a connection whose network died without a reset is bounded
+// by ReadTimeout, then retried on a new connection: the hub goes on.
+// Before, the read waited on the dead connection forever, and with it the
+// hub's loop: no subscriber of any sort got another push.
+func TestHub_AReadOnADeadConnectionTimesOutAndTheHubGoesOn(t *testing.T) {
+	t.Parallel()
+	e, g, _ := startGatedHub(t, live.Options{CountsInterval: 10 * time.Millisecond, MemberPoll: time.Hour,
+		SampleEvery: time.Hour, ReadTimeout: 500 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reconciling := func(cs []resource.PhaseCount) int64 {
+		for _, c := range cs {
+			if c.Phase == resource.PhaseReconciling {
+				return c.Count
+			}
+		}
+		return 0
+	}
+	ch := live.SubscribePhaseCounts(ctx, e.hub, "", func(cs []resource.PhaseCount) []resource.PhaseCount { return cs })
+	next(t, ch, "the counts at once", func(cs []resource.PhaseCount) bool { return reconciling(cs) == 0 })
+	g.cut()
+	e.insert("leaf", "after-the-cut", uuid.Nil, uuid.Nil)
+	next(t, ch, "the counts with the new row", func(cs []resource.PhaseCount) bool { return reconciling(cs) == 1 })
 }
