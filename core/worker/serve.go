@@ -61,8 +61,9 @@ type Options struct {
 	// broker, or mutual TLS with a converge-worker client certificate).
 	Token     string
 	TokenFile string
-	// MaxMessageBytes bounds one message from the broker (default 16 MiB,
-	// WORKER_MAX_MESSAGE_BYTES).
+	// MaxMessageBytes bounds one message either way (default 16 MiB,
+	// WORKER_MAX_MESSAGE_BYTES): a result larger than it is sent as its
+	// task's terminal failure, naming the limit.
 	MaxMessageBytes int
 	// HealthAddr is where /livez and /readyz are served (WORKER_HEALTH_ADDR,
 	// e.g. ":8081"; empty = no probes). See health.go.

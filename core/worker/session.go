@@ -191,7 +191,7 @@ func (w *Worker) flushOneByOne(send func(*workerv1.WorkStreamRequest) error, ack
 			w.mu.Unlock()
 			return 0, nil
 		}
-		c := w.pending[w.sent]
+		c := w.fitLocked(w.sent, proto.Size(w.pending[w.sent]))
 		w.sent++
 		w.mu.Unlock()
 		if err := send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Complete{Complete: c}}); err != nil {
@@ -247,8 +247,11 @@ func (w *Worker) flushBatched(send func(*workerv1.WorkStreamRequest) error, _ bo
 		var batch []*workerv1.StageComplete
 		size := 0
 		for w.sent < len(w.pending) && len(batch) < min(left, maxResultBatch) {
-			c := w.pending[w.sent]
-			n := proto.Size(c)
+			n := proto.Size(w.pending[w.sent])
+			c := w.fitLocked(w.sent, n)
+			if c != w.pending[w.sent] {
+				n = proto.Size(c)
+			}
 			if len(batch) > 0 && size+n > resultBatchBytes {
 				break
 			}
@@ -272,6 +275,39 @@ func (w *Worker) flushBatched(send func(*workerv1.WorkStreamRequest) error, _ bo
 			return 0, fmt.Errorf("send %d results (first %s): %w", len(batch), batch[0].GetTaskId(), err)
 		}
 	}
+}
+
+// messageOverhead is what a StageComplete gains as a stream message: the
+// WorkStreamRequest field's tag and length.
+const messageOverhead = 16
+
+// fitLocked returns pending[i], of size bytes, or — when it cannot travel in
+// one message (Options.MaxMessageBytes) — its task's terminal failure naming
+// the limit, which replaces it in pending. Sent as it is, the result would
+// fail its send, end the session, and be sent again on every session after:
+// the results behind it never delivered. The same input makes the same
+// outcome, so the failure is terminal. w.mu is held.
+func (w *Worker) fitLocked(i, size int) *workerv1.StageComplete {
+	c := w.pending[i]
+	if size+messageOverhead <= w.opts.MaxMessageBytes {
+		return c
+	}
+	msg := fmt.Sprintf("the %s result is %d bytes, over the %d-byte limit of one message to the broker (WORKER_MAX_MESSAGE_BYTES)",
+		stageName(c.GetStage()), size, w.opts.MaxMessageBytes)
+	w.log.Error().Str("task_id", c.GetTaskId()).Str("resource_id", c.GetResourceId()).Int("bytes", size).
+		Int("limit", w.opts.MaxMessageBytes).Msg("result too large to send; failing its task")
+	f := &workerv1.StageComplete{TaskId: c.GetTaskId(), Fence: c.GetFence(), ResourceId: c.GetResourceId(), Stage: c.GetStage(),
+		LeaseSecret: c.GetLeaseSecret(), Result: &workerv1.StageComplete_Error{Error: &workerv1.TaskError{Message: msg, Terminal: true}}}
+	w.pending[i] = f
+	return f
+}
+
+// stageName is a stage as the provider API spells it.
+func stageName(s workerv1.Stage) string {
+	if n, ok := stageFromProto[s]; ok {
+		return string(n)
+	}
+	return s.String()
 }
 
 // resend marks every pending result unsent, for a new session to redeliver,

@@ -46,7 +46,11 @@ export interface WorkerOptions {
    */
   token?: string;
   tokenFile?: string;
-  /** Bounds one message either way (WORKER_MAX_MESSAGE_BYTES, default 16 MiB). */
+  /**
+   * Bounds one message either way (WORKER_MAX_MESSAGE_BYTES, default 16 MiB):
+   * a result larger than it is sent as its task's terminal failure, naming
+   * the limit.
+   */
   maxMessageBytes?: number;
   /** Reported to brokers (default "dev"). */
   version?: string;
@@ -163,6 +167,14 @@ const kvKey = (p: Provider): string => `${p.kind.kind}/${p.kind.version}`;
  */
 const maxResultBatch = 256;
 const resultBatchBytes = 1 << 20;
+
+/** messageOverhead is what a StageComplete gains as a stream message: the field's tag and length. */
+const messageOverhead = 16;
+
+/** stageName is a stage as the provider API spells it (compose, work, …). */
+function stageName(s: pb.Stage): string {
+  return (pb.Stage[s] ?? String(s)).toLowerCase();
+}
 
 function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
@@ -570,8 +582,7 @@ export class Worker {
         const batch: pb.StageComplete[] = [];
         let bytes = 0;
         while (this.sent < this.pending.length && batch.length < maxResultBatch) {
-          const c = this.onWire(this.pending[this.sent] as pb.StageComplete, live);
-          const n = toBinary(pb.StageCompleteSchema, c).length;
+          const [c, n] = this.fit(this.sent, live);
           if (batch.length > 0 && bytes + n > resultBatchBytes) {
             break;
           }
@@ -588,13 +599,48 @@ export class Worker {
       return;
     }
     while (this.sent < this.pending.length) {
-      live.out.push({ case: "complete", value: this.onWire(this.pending[this.sent] as pb.StageComplete, live) });
+      live.out.push({ case: "complete", value: this.fit(this.sent, live)[0] });
       if (live.acks) {
         this.sent++;
       } else {
         this.pending.splice(this.sent, 1);
       }
     }
+  }
+
+  /**
+   * fit is pending[i] as this session's broker takes it (onWire), with its
+   * size in bytes; or, when it cannot travel in one message (maxMessageBytes),
+   * its task's terminal failure naming the limit, which replaces it in
+   * pending. Sent as it is, the result would break the stream and be sent
+   * again on every session after, the results behind it never delivered.
+   * The same input makes the same outcome, so the failure is terminal.
+   */
+  private fit(i: number, live: Live): [pb.StageComplete, number] {
+    const c = this.onWire(this.pending[i] as pb.StageComplete, live);
+    const n = toBinary(pb.StageCompleteSchema, c).length;
+    if (n + messageOverhead <= this.o.maxMessageBytes) {
+      return [c, n];
+    }
+    const msg =
+      `the ${stageName(c.stage)} result is ${n} bytes, over the ${this.o.maxMessageBytes}-byte limit of one message ` +
+      "to the broker (WORKER_MAX_MESSAGE_BYTES)";
+    this.log.error("result too large to send; failing its task", {
+      task_id: c.taskId,
+      resource_id: c.resourceId,
+      bytes: n,
+      limit: this.o.maxMessageBytes,
+    });
+    const f = create(pb.StageCompleteSchema, {
+      taskId: c.taskId,
+      fence: c.fence,
+      resourceId: c.resourceId,
+      stage: c.stage,
+      leaseSecret: c.leaseSecret,
+      result: { case: "error", value: create(pb.TaskErrorSchema, { message: msg, terminal: true }) },
+    });
+    this.pending[i] = f;
+    return [f, toBinary(pb.StageCompleteSchema, f).length];
   }
 
   /**

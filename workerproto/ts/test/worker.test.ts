@@ -524,6 +524,30 @@ test("drain budget spent: the handler's signal aborts", async () => {
   assert.equal(s.completes()[0]?.taskId, "t1");
 });
 
+for (const batches of [true, false]) {
+  test(`a result too large for one message fails its task terminally, naming the limit, and the results after it flow (batches ${batches})`, async () => {
+    const b = await startBroker({ acks: true, batches });
+    const { worker } = startWorker(
+      b.url,
+      { maxMessageBytes: 64 << 10 },
+      provider("k", (req) => (req.resource.name === "big" ? { status: { blob: "x".repeat(256 << 10) } } : { status: { ok: true } })),
+    );
+    const s = await b.session(0);
+    s.task(workTask("big", "k", "big", {}));
+    await waitUntil("the oversized task's answer", () => s.completes().some((c) => c.taskId === "big"), 5_000);
+    const c = s.completes().find((x) => x.taskId === "big") as pb.StageComplete;
+    assert.equal(c.result.case, "error", "an outcome past the message limit is a failure, not an outcome the stream cannot carry");
+    const e = c.result.value as pb.TaskError;
+    assert.match(e.message, /WORKER_MAX_MESSAGE_BYTES/);
+    assert.equal(e.terminal, true, "the same input makes the same outcome: retrying cannot fix it");
+    assert.equal(c.fence?.claimEpoch, 7n, "the failure answers the task's claim");
+    s.task(workTask("small", "k", "small", {}));
+    await waitUntil("the next task's result", () => s.completes().some((x) => x.taskId === "small"), 5_000);
+    assert.equal(b.sessions.length, 1, "the session was never broken");
+    await waitUntil("every result acked", () => worker["pending"].length === 0);
+  });
+}
+
 test("construction refuses what cannot work, naming why", () => {
   assert.throws(() => new Worker("http://x", {}, []), /no providers/);
   assert.throws(() => new Worker("ftp://x", {}, [provider("k", () => ({}))]), /scheme must be http or https/);
