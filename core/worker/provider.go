@@ -26,7 +26,9 @@ type Provider interface {
 	// retried with backoff.
 	Work(ctx context.Context, req Request) (Outcome, error)
 	// OnConfig is called with the kind's default providerconfig when it is
-	// first pulled and on every edit. Keep it quick; dial lazily.
+	// first pulled and on every edit, and with the zero ProviderConfig when
+	// the default is deleted. Keep it quick; dial lazily. A panic is logged
+	// and stays in the call.
 	OnConfig(cfg ProviderConfig)
 	// Ready reports whether the provider can take work now (for instance,
 	// its client is dialled). An unready kind gets no tasks.

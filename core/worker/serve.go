@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -362,9 +363,24 @@ func (w *Worker) applyConfig(kind string, c *workerv1.ProviderConfig, deleted bo
 	}
 	for _, p := range w.providers {
 		if p.Kind().Kind == kind {
-			p.OnConfig(cfg)
+			w.safeOnConfig(p, cfg)
 		}
 	}
+}
+
+// safeOnConfig calls p.OnConfig, isolating a panic to the call: it is
+// logged, and the worker keeps its session (tasks still get the config, in
+// req.Config). A panic there ran on the stream's receive loop, and ended
+// the process.
+func (w *Worker) safeOnConfig(p Provider, cfg ProviderConfig) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			kv := p.Kind()
+			w.log.Error().Str("kind", kv.Kind).Str("version", kv.Version).Str("config", cfg.Name).Int64("revision", cfg.Revision).
+				Interface("panic", rec).Bytes("stack", debug.Stack()).Msg("OnConfig panicked")
+		}
+	}()
+	p.OnConfig(cfg)
 }
 
 func (w *Worker) readiness() (kinds []*workerv1.KindReadiness, draining bool) {
