@@ -21,7 +21,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -33,7 +32,6 @@ import (
 	"github.com/converge-run/converge/core/stdshell"
 	"github.com/converge-run/converge/core/stdstarlark"
 	"github.com/converge-run/converge/core/stdterraform"
-	"github.com/converge-run/converge/core/tlsreload"
 	"github.com/converge-run/converge/core/worker"
 )
 
@@ -155,7 +153,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return err
 	}
 	memlimit.ApplyAndLog(log)
-	opts, err := worker.OptionsFromEnv()
+	opts, err := worker.OptionsFrom(getenv)
 	if err != nil {
 		return err
 	}
@@ -172,42 +170,10 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if len(kinds) == 0 {
 		return errors.New("no kinds: name at least one with --kind or STDWORKER_KINDS")
 	}
-	reloader, err := clientTLS(getenv, log)
-	if err != nil {
-		return err
-	}
-	if reloader != nil {
-		opts.TLS = reloader.ClientConfig()
-		go func() { _ = reloader.Run(ctx) }()
-	}
 	providers := make([]worker.Provider, 0, len(kinds))
 	for _, k := range kinds {
 		providers = append(providers, newProvider(k, log, getenv))
 	}
 	log.Info().Str("broker", *broker).Str("kinds", kinds.String()).Msg("stdworker starting")
 	return worker.Serve(ctx, *broker, opts, providers...)
-}
-
-// clientTLS builds the hot-reloaded client TLS material, if any is set.
-func clientTLS(getenv func(string) string, log zerolog.Logger) (*tlsreload.Reloader, error) {
-	files := tlsreload.Files{CertFile: getenv("WORKER_TLS_CERT_FILE"), KeyFile: getenv("WORKER_TLS_KEY_FILE"), CAFile: getenv("WORKER_TLS_CA_FILE")}
-	if files == (tlsreload.Files{}) {
-		return nil, nil
-	}
-	if (files.CertFile == "") != (files.KeyFile == "") {
-		return nil, errors.New("WORKER_TLS_CERT_FILE and WORKER_TLS_KEY_FILE must be set together")
-	}
-	interval := 3 * time.Minute
-	if v := getenv("TLS_RELOAD_INTERVAL"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("TLS_RELOAD_INTERVAL=%q: want a positive duration", v)
-		}
-		interval = d
-	}
-	r, err := tlsreload.New(files, interval, log)
-	if err != nil {
-		return nil, fmt.Errorf("load worker tls material: %w", err)
-	}
-	return r, nil
 }

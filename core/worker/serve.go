@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/core/gopool"
+	"github.com/converge-run/converge/core/tlsreload"
 	"github.com/converge-run/converge/core/transport"
 	"github.com/converge-run/converge/workerproto"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
@@ -56,6 +57,15 @@ type Options struct {
 	ReconnectMin, ReconnectMax time.Duration
 	// TLS configures https:// brokers (client cert, pinned CA); nil = defaults.
 	TLS *tls.Config
+	// TLSFiles configures https:// brokers from PEM files instead of TLS
+	// (set one): the client keypair for mutual TLS (WORKER_TLS_CERT_FILE
+	// and WORKER_TLS_KEY_FILE, together) and the CA that verifies the
+	// broker (WORKER_TLS_CA_FILE; unset = the system roots). New loads them,
+	// failing on unusable files; Run re-reads them every TLSReloadEvery
+	// (TLS_RELOAD_INTERVAL, default 3m), so rotated material applies to the
+	// next connection.
+	TLSFiles       tlsreload.Files
+	TLSReloadEvery time.Duration
 	// Token is the worker-plane bearer token sent on every call
 	// (WORKER_TOKEN); TokenFile names a file whose first line is the token,
 	// re-read on every call (WORKER_TOKEN_FILE). Neither: no token (an open
@@ -115,6 +125,9 @@ func (o *Options) defaults() {
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 16 << 20
 	}
+	if o.TLSReloadEvery <= 0 {
+		o.TLSReloadEvery = 3 * time.Minute
+	}
 }
 
 // taskIdle is how long a task's goroutine waits for the next task before
@@ -137,9 +150,10 @@ type Worker struct {
 	ordered   []Provider          // sorted by kind/version: stable readiness reports
 	defaults  *defaults
 	sem       chan struct{}
-	pool      *gopool.Pool // the goroutines tasks run on (see taskIdle)
-	health    *sideServer  // the probes; nil without HealthAddr
-	pprof     *sideServer  // the profiler; nil without PprofAddr
+	pool      *gopool.Pool        // the goroutines tasks run on (see taskIdle)
+	health    *sideServer         // the probes; nil without HealthAddr
+	pprof     *sideServer         // the profiler; nil without PprofAddr
+	tlsFiles  *tlsreload.Reloader // Options.TLSFiles, refreshed while Run runs; nil without
 
 	mu      sync.Mutex
 	running map[string]runningTask // by task_id
@@ -175,14 +189,20 @@ func New(brokerURL string, opts Options, providers ...Provider) (*Worker, error)
 	if len(providers) == 0 {
 		return nil, errors.New("worker: no providers")
 	}
+	log := opts.Logger.With().Str("worker_id", opts.WorkerID).Logger()
+	tlsFiles, err := loadTLSFiles(&opts, log)
+	if err != nil {
+		return nil, err
+	}
 	hc, err := transport.ClientFor(brokerURL, opts.TLS)
 	if err != nil {
 		return nil, err
 	}
 	w := &Worker{
-		opts:  opts,
-		log:   opts.Logger.With().Str("worker_id", opts.WorkerID).Logger(),
-		conns: hc,
+		opts:     opts,
+		log:      log,
+		tlsFiles: tlsFiles,
+		conns:    hc,
 		client: workerv1connect.NewWorkerServiceClient(hc, brokerURL,
 			connect.WithInterceptors(credential{token: opts.Token, file: opts.TokenFile}),
 			connect.WithReadMaxBytes(opts.MaxMessageBytes), connect.WithSendMaxBytes(opts.MaxMessageBytes)),
@@ -214,6 +234,27 @@ func New(brokerURL string, opts Options, providers ...Provider) (*Worker, error)
 	return w, nil
 }
 
+// loadTLSFiles loads Options.TLSFiles into opts.TLS, returning the
+// reloader that keeps them fresh (nil when no file is named).
+func loadTLSFiles(opts *Options, log zerolog.Logger) (*tlsreload.Reloader, error) {
+	f := opts.TLSFiles
+	if f == (tlsreload.Files{}) {
+		return nil, nil
+	}
+	if opts.TLS != nil {
+		return nil, errors.New("worker: Options.TLS and Options.TLSFiles are both set: set one")
+	}
+	if (f.CertFile == "") != (f.KeyFile == "") {
+		return nil, errors.New("worker: WORKER_TLS_CERT_FILE and WORKER_TLS_KEY_FILE must be set together")
+	}
+	r, err := tlsreload.New(f, opts.TLSReloadEvery, log)
+	if err != nil {
+		return nil, fmt.Errorf("worker: load the TLS files: %w", err)
+	}
+	opts.TLS = r.ClientConfig()
+	return r, nil
+}
+
 // Dropped counts results discarded because the redelivery buffer was full.
 func (w *Worker) Dropped() int64 {
 	w.mu.Lock()
@@ -229,6 +270,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stopHealth()
 	stopPprof := w.pprof.serve()
 	defer stopPprof()
+	if w.tlsFiles != nil {
+		reloadCtx, stopReload := context.WithCancel(context.WithoutCancel(ctx))
+		reloaded := make(chan struct{})
+		go func() {
+			defer close(reloaded)
+			_ = w.tlsFiles.Run(reloadCtx) // ends with reloadCtx; a failed reload is logged by the reloader
+		}()
+		defer func() { stopReload(); <-reloaded }()
+	}
 	defer w.pool.Stop()
 	// Tasks run on a context that outlives ctx by the drain budget.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))

@@ -44,6 +44,16 @@ type scriptBroker struct {
 
 func newScriptBroker(t *testing.T) *scriptBroker {
 	t.Helper()
+	b := newUnstartedScriptBroker(t)
+	b.srv.Start()
+	t.Cleanup(b.srv.Close)
+	return b
+}
+
+// newUnstartedScriptBroker is a script broker whose server the caller
+// configures and starts.
+func newUnstartedScriptBroker(t *testing.T) *scriptBroker {
+	t.Helper()
 	b := &scriptBroker{
 		inbox:  make(chan *workerv1.WorkStreamRequest, 256),
 		outbox: make(chan *workerv1.WorkStreamResponse, 256),
@@ -53,8 +63,6 @@ func newScriptBroker(t *testing.T) *scriptBroker {
 	mux.Handle(workerv1connect.NewWorkerServiceHandler(b))
 	b.srv = httptest.NewUnstartedServer(mux)
 	b.srv.Config.Protocols = transport.ServerProtocols()
-	b.srv.Start()
-	t.Cleanup(b.srv.Close)
 	return b
 }
 
