@@ -305,9 +305,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	case <-time.After(w.opts.DrainTimeout):
 		w.log.Warn().Msg("drain budget spent; cancelling running handlers")
 		cancelWork()
+		// A handler that ignores the cancellation is abandoned after
+		// handlerGrace, its task answered.
 		select {
 		case <-w.idleChan():
-		case <-time.After(2 * time.Second):
+		case <-time.After(handlerGrace + time.Second):
 		}
 	}
 	// Give the session a moment to flush the last results.

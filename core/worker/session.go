@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -429,24 +430,78 @@ func (w *Worker) start(workCtx context.Context, t *workerv1.StageTask) {
 	w.pool.Go(func() { w.execute(workCtx, t) })
 }
 
+// handlerGrace is how long a handler whose context ended (its task's
+// deadline, or the drain budget spent) may take to return before the
+// worker abandons it: the task is answered with the failure and its slot
+// freed, while the handler's goroutine runs on, its result discarded. The
+// broker's own timer has released the task and this worker's slot by then;
+// a hung handler holding its slot for good would leave the worker, with
+// MaxParallel of them, connected and ready and running nothing.
+const handlerGrace = 2 * time.Second
+
+// taskRun is one task being run: it is settled once, by its handler's
+// return or by its abandonment, whichever comes first.
+type taskRun struct {
+	w        *Worker
+	t        *workerv1.StageTask
+	settled  atomic.Bool
+	returned chan struct{} // closed when the handler returned
+}
+
+// settle delivers c and releases the task's slot, unless the task was
+// settled already; it reports whether it settled it.
+func (r *taskRun) settle(c *workerv1.StageComplete) bool {
+	if !r.settled.CompareAndSwap(false, true) {
+		return false
+	}
+	w := r.w
+	w.deliver(c)
+	<-w.sem
+	w.mu.Lock()
+	delete(w.running, r.t.GetTaskId())
+	if len(w.running) == 0 {
+		close(w.idle)
+	}
+	w.mu.Unlock()
+	return true
+}
+
+// abandon settles a task whose context ended and whose handler has not
+// returned within handlerGrace.
+func (r *taskRun) abandon(ctx context.Context) {
+	timer := time.NewTimer(handlerGrace)
+	defer timer.Stop()
+	select {
+	case <-r.returned:
+		return
+	case <-timer.C:
+	}
+	t := r.t
+	why := "the worker's drain budget was spent"
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		why = fmt.Sprintf("task deadline of %dms exceeded", t.GetTaskDeadlineMs())
+	}
+	err := fmt.Errorf("%s and the handler did not return within %s of its cancellation: abandoned", why, handlerGrace)
+	if r.settle(completion(t, nil, err)) {
+		res := t.GetResource()
+		r.w.log.Error().Str("kind", res.GetKind()).Str("name", res.GetName()).Str("reaction", t.GetReaction()).
+			Str("task_id", t.GetTaskId()).Msg("handler ignores its context; abandoned it (its goroutine runs on)")
+	}
+}
+
 // execute runs one task, delivers its result and releases its slot.
 func (w *Worker) execute(workCtx context.Context, t *workerv1.StageTask) {
-	defer func() {
-		<-w.sem
-		w.mu.Lock()
-		delete(w.running, t.GetTaskId())
-		if len(w.running) == 0 {
-			close(w.idle)
-		}
-		w.mu.Unlock()
-	}()
-	out, err := w.run(workCtx, t)
-	w.deliver(completion(t, &out, err))
+	r := &taskRun{w: w, t: t, returned: make(chan struct{})}
+	out, err := w.run(workCtx, r)
+	r.settle(completion(t, &out, err))
 }
 
 // run executes the provider's handler under the task deadline, isolating a
-// panic to this task.
-func (w *Worker) run(workCtx context.Context, t *workerv1.StageTask) (out Outcome, err error) {
+// panic to this task; a handler that outlives its context by handlerGrace
+// is abandoned (taskRun.abandon).
+func (w *Worker) run(workCtx context.Context, tr *taskRun) (out Outcome, err error) {
+	defer close(tr.returned)
+	t := tr.t
 	r := t.GetResource()
 	p, ok := w.providers[r.GetKind()+"/"+r.GetVersion()]
 	if !ok {
@@ -480,6 +535,8 @@ func (w *Worker) run(workCtx context.Context, t *workerv1.StageTask) (out Outcom
 	if traced {
 		started = time.Now()
 	}
+	stop := context.AfterFunc(ctx, func() { tr.abandon(ctx) })
+	defer stop()
 	out, err = p.Work(ctx, req)
 	if err == nil && ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		err = fmt.Errorf("task deadline of %dms exceeded", t.GetTaskDeadlineMs())

@@ -176,6 +176,49 @@ function stageName(s: pb.Stage): string {
   return (pb.Stage[s] ?? String(s)).toLowerCase();
 }
 
+/**
+ * handlerGraceMs is how long a handler whose signal aborted (its task's
+ * deadline, or the drain budget spent) may take to settle before the worker
+ * abandons it: the task is answered with the failure and its slot freed,
+ * while the handler's promise runs on, its result discarded. The broker's
+ * own timer has released the task and this worker's slot by then; a hung
+ * handler holding its slot for good would leave the worker, with
+ * maxParallel of them, connected and ready and running nothing. The Go
+ * SDK's handlerGrace.
+ */
+const handlerGraceMs = 2_000;
+
+const abandoned = new Error(`the handler did not settle within ${handlerGraceMs}ms of its abort: abandoned`);
+
+/**
+ * abandonment rejects with `abandoned` handlerGraceMs after signal aborts;
+ * cancel it once the handler settled.
+ */
+function abandonment(signal: AbortSignal): { promise: Promise<never>; cancel: () => void } {
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  const promise = new Promise<never>((_resolve, reject) => {
+    onAbort = (): void => {
+      timer = setTimeout(() => reject(abandoned), handlerGraceMs);
+    };
+    if (signal.aborted) {
+      onAbort();
+    } else {
+      signal.addEventListener("abort", onAbort, { once: true });
+    }
+  });
+  promise.catch(() => {}); // settled by the race, or never looked at
+  return {
+    promise,
+    cancel: () => {
+      clearTimeout(timer);
+      if (onAbort !== undefined) {
+        signal.removeEventListener("abort", onAbort);
+      }
+    },
+  };
+}
+
 function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
@@ -265,7 +308,8 @@ export class Worker {
     if (!(await this.until(() => this.running.size === 0, this.o.drainTimeoutMs))) {
       this.log.warn("drain budget spent; aborting running handlers");
       this.workAbort.abort(new Error("worker drain budget spent"));
-      await this.until(() => this.running.size === 0, 2_000);
+      // A handler that ignores the abort is abandoned after handlerGraceMs, its task answered.
+      await this.until(() => this.running.size === 0, handlerGraceMs + 1_000);
     }
     // Give the session a moment to flush (and the broker to ack) the last results.
     if (!(await this.until(() => this.pending.length === 0, 5_000))) {
@@ -773,8 +817,9 @@ export class Worker {
     }
     const signal = AbortSignal.any([this.workAbort.signal, deadline.signal]);
     const started = Date.now();
+    const abandon = abandonment(signal);
     try {
-      const out = await p.work(req, signal);
+      const out = await Promise.race([p.work(req, signal), abandon.promise]);
       if (deadline.signal.aborted) {
         throw new Error(`task deadline of ${ms}ms exceeded`);
       }
@@ -788,12 +833,21 @@ export class Worker {
         took_ms: Date.now() - started,
         error: message(err),
       });
+      if (err === abandoned) {
+        this.log.error("handler ignores its abort signal; abandoned it (its promise runs on)", {
+          kind: p.kind.kind,
+          name: req.resource.name,
+          reaction: req.reaction,
+          task_id: t.taskId,
+        });
+      }
       if (deadline.signal.aborted && !isTerminal(err)) {
         throw new Error(`task deadline of ${ms}ms exceeded: ${message(err)}`, { cause: err });
       }
       throw err;
     } finally {
       clearTimeout(timer);
+      abandon.cancel();
     }
   }
 }

@@ -319,6 +319,32 @@ test("the task deadline aborts the handler's signal and fails the task transient
   assert.match(e.message, /^task deadline of 80ms exceeded/);
 });
 
+test("a handler that ignores its deadline is abandoned a grace later: its task is answered and its slot taken by the next task", async () => {
+  const b = await startBroker();
+  let unstick: () => void = () => {};
+  const stuck = new Promise<void>((r) => (unstick = r));
+  cleanups.push(async () => unstick());
+  startWorker(
+    b.url,
+    { maxParallel: 1 },
+    provider("k", async (req) => {
+      if (req.resource.name === "stuck") {
+        await stuck; // ignores its signal
+      }
+      return { status: { ok: true } };
+    }),
+  );
+  const s = await b.session(0);
+  s.task(workTask("t1", "k", "stuck", {}, { taskDeadlineMs: 50n }));
+  await waitUntil("the hung task's answer", () => s.completes().some((c) => c.taskId === "t1"));
+  const e = s.completes().find((c) => c.taskId === "t1")?.result.value as pb.TaskError;
+  assert.match(e.message, /^task deadline of 50ms exceeded/);
+  assert.equal(e.terminal, false);
+  s.task(workTask("t2", "k", "next", {}));
+  await waitUntil("the next task's result, in the freed slot", () => s.completes().some((c) => c.taskId === "t2"));
+  assert.equal(s.completes().find((c) => c.taskId === "t2")?.result.case, "outcome");
+});
+
 test("an unacknowledged result is redelivered on the next session until acked; heartbeats name running tasks, resume names them and the unacked", async () => {
   const b = await startBroker({ acks: true, autoAck: false });
   let release: () => void = () => {};
