@@ -26,7 +26,10 @@ func (c credential) value() (string, error) {
 		return "", fmt.Errorf("read WORKER_TOKEN_FILE: %w", err)
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
-	return strings.TrimSpace(line), nil
+	if t := strings.TrimSpace(line); t != "" {
+		return t, nil
+	}
+	return "", fmt.Errorf("WORKER_TOKEN_FILE %s: its first line is empty", c.file)
 }
 
 func (c credential) set(h interface{ Set(k, v string) }) error {
@@ -52,7 +55,7 @@ func (c credential) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 func (c credential) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
 	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
 		conn := next(ctx, spec)
-		_ = c.set(conn.RequestHeader()) // an unreadable file: the broker refuses the stream, the session logs why
+		_ = c.set(conn.RequestHeader()) // an unreadable file: sessions reads it first and retries with why
 		return conn
 	}
 }

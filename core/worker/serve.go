@@ -68,7 +68,8 @@ type Options struct {
 	TLSReloadEvery time.Duration
 	// Token is the worker-plane bearer token sent on every call
 	// (WORKER_TOKEN); TokenFile names a file whose first line is the token,
-	// re-read on every call (WORKER_TOKEN_FILE). Neither: no token (an open
+	// re-read on every call (WORKER_TOKEN_FILE; a file that cannot be read,
+	// or whose first line is empty, fails the call, naming it). Neither: no token (an open
 	// broker, or mutual TLS with a converge-worker client certificate).
 	Token     string
 	TokenFile string
@@ -143,6 +144,8 @@ type Worker struct {
 	opts   Options
 	log    zerolog.Logger
 	client workerv1connect.WorkerServiceClient
+	// cred is the bearer token presented on every call.
+	cred credential
 	// conns is the client's HTTP client: a planned end of the session
 	// closes its idle connections (see sessions).
 	conns     interface{ CloseIdleConnections() }
@@ -198,13 +201,15 @@ func New(brokerURL string, opts Options, providers ...Provider) (*Worker, error)
 	if err != nil {
 		return nil, err
 	}
+	cred := credential{token: opts.Token, file: opts.TokenFile}
 	w := &Worker{
 		opts:     opts,
 		log:      log,
 		tlsFiles: tlsFiles,
+		cred:     cred,
 		conns:    hc,
 		client: workerv1connect.NewWorkerServiceClient(hc, brokerURL,
-			connect.WithInterceptors(credential{token: opts.Token, file: opts.TokenFile}),
+			connect.WithInterceptors(cred),
 			connect.WithReadMaxBytes(opts.MaxMessageBytes), connect.WithSendMaxBytes(opts.MaxMessageBytes)),
 		providers: map[string]Provider{},
 		defaults:  newDefaults(),
@@ -354,7 +359,13 @@ func (w *Worker) sessions(ctx, workCtx context.Context) {
 	for ctx.Err() == nil {
 		w.primeDefaults(ctx)
 		started := time.Now()
-		err := w.session(ctx, workCtx)
+		// A stream's interceptor cannot fail the call: a token file it
+		// cannot read would open the session with no credential, and the
+		// broker's refusal would hide why.
+		_, err := w.cred.value()
+		if err == nil {
+			err = w.session(ctx, workCtx)
+		}
 		if ctx.Err() != nil {
 			return
 		}

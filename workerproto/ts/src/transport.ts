@@ -50,7 +50,11 @@ export class Credential {
     } catch (err) {
       throw new Error(`read WORKER_TOKEN_FILE: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }
-    return (b.split("\n")[0] ?? "").trim();
+    const token = (b.split("\n")[0] ?? "").trim();
+    if (token === "") {
+      throw new Error(`WORKER_TOKEN_FILE ${this.file}: its first line is empty`);
+    }
+    return token;
   }
 
   interceptor(): Interceptor {

@@ -14,6 +14,7 @@ import { spellComposition } from "../src/composecols.js";
 import * as pb from "../src/gen/converge/worker/v1/worker_pb.js";
 import { terminal, Worker, type Outcome, type Provider, type Request, type WorkerOptions } from "../src/index.js";
 import { columnsOf, rollupTask } from "./columns.js";
+import { Credential } from "../src/transport.js";
 import { decode, FakeBroker, json, waitUntil, workTask, type Session } from "./fakebroker.js";
 
 const fast: WorkerOptions = { reconnectMinMs: 10, reconnectMaxMs: 50, heartbeatEveryMs: 50, readinessEveryMs: 20, drainTimeoutMs: 5_000 };
@@ -107,6 +108,14 @@ test("the token file is re-read on every call, so a rotated token applies at the
   s0.fail();
   const s1 = await b.session(1);
   assert.equal(s1.authorization, "Bearer second");
+});
+
+test("a token file with no token is an error naming it, never a call without the credential", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "tssdk-"));
+  const file = join(dir, "token");
+  await writeFile(file, "\n");
+  await assert.rejects(new Credential("", file).value(), /WORKER_TOKEN_FILE .*: its first line is empty/);
+  await assert.rejects(new Credential("", join(dir, "missing")).value(), /read WORKER_TOKEN_FILE/);
 });
 
 test("a result echoes the task's id, fence, resource, stage and lease secret; the config is the attached one merged over the default", async () => {
