@@ -403,11 +403,19 @@ func plannedEnd(err error) bool {
 		strings.HasPrefix(ce.Message(), workerproto.PlannedSessionEnd)
 }
 
+// configPullTimeout bounds one pull of a default providerconfig before a
+// session (the TypeScript SDK's too): a broker that does not answer (its
+// database read hangs) must not keep the worker from its session, which
+// delivers the config by push.
+const configPullTimeout = 10 * time.Second
+
 // primeDefaults pulls every served kind's default providerconfig.
 func (w *Worker) primeDefaults(ctx context.Context) {
 	for _, p := range w.providers {
 		kind := p.Kind().Kind
-		res, err := w.client.GetProviderConfig(ctx, connect.NewRequest(&workerv1.GetProviderConfigRequest{Kind: kind}))
+		pctx, cancel := context.WithTimeout(ctx, configPullTimeout)
+		res, err := w.client.GetProviderConfig(pctx, connect.NewRequest(&workerv1.GetProviderConfigRequest{Kind: kind}))
+		cancel()
 		if err != nil {
 			w.log.Debug().Err(err).Str("kind", kind).Msg("pull default providerconfig")
 			continue

@@ -40,6 +40,9 @@ type scriptBroker struct {
 	compositions bool
 	// keepaliveMs is the Subscribed.keepalive_ms asked for (0: none).
 	keepaliveMs int64
+	// configHangs makes GetProviderConfig answer nothing until its caller
+	// gives up (a broker whose database read hangs).
+	configHangs bool
 }
 
 func newScriptBroker(t *testing.T) *scriptBroker {
@@ -66,7 +69,14 @@ func newUnstartedScriptBroker(t *testing.T) *scriptBroker {
 	return b
 }
 
-func (b *scriptBroker) GetProviderConfig(_ context.Context, req *connect.Request[workerv1.GetProviderConfigRequest]) (*connect.Response[workerv1.GetProviderConfigResponse], error) {
+func (b *scriptBroker) GetProviderConfig(ctx context.Context, req *connect.Request[workerv1.GetProviderConfigRequest]) (*connect.Response[workerv1.GetProviderConfigResponse], error) {
+	b.mu.Lock()
+	hangs := b.configHangs
+	b.mu.Unlock()
+	if hangs {
+		<-ctx.Done()
+		return nil, connect.NewError(connect.CodeCanceled, ctx.Err())
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.config == nil || b.config.GetKind() != req.Msg.GetKind() {
@@ -489,4 +499,19 @@ func TestServe_RunsAtMostMaxParallelTasksAtOnce(t *testing.T) {
 	waitStarted("a task sent after the others finished")
 	release <- struct{}{}
 	b.next(t, "the late completion", isComplete("late"))
+}
+
+// TestServe_AConfigPullThatHangsDoesNotKeepTheWorkerFromItsSession: the
+// default providerconfig pull before a session gives up after its timeout
+// (as the TypeScript SDK's, 10 s) and the session opens; the config still
+// comes by push. A broker whose config read hung kept the worker from ever
+// subscribing before.
+func TestServe_AConfigPullThatHangsDoesNotKeepTheWorkerFromItsSession(t *testing.T) {
+	t.Parallel()
+	b := newScriptBroker(t)
+	b.configHangs = true
+	startWorker(t, b, worker.Options{}, okProvider())
+	b.next(t, "a subscribe despite the hung pull", isSubscribe)
+	b.send(task("t1", "vpc", 1, 0))
+	b.next(t, "the task's result", isComplete("t1"))
 }
