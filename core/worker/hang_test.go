@@ -51,3 +51,42 @@ func TestServe_AHandlerThatIgnoresItsDeadlineGivesBackItsSlot(t *testing.T) {
 		t.Fatal("the config push was never applied")
 	}
 }
+
+// TestServe_ATaskWhoseDeadlinePassedWaitingForASlotIsNotRun: a task's
+// deadline counts from its arrival, as the broker's timer does: one that
+// waited past it for a slot (every slot busy, as after a reconnect that
+// resumed running tasks, which the broker does not count) is answered with
+// the deadline failure and its handler never runs. It ran with a fresh
+// deadline before, after the broker had released it (and handed it to
+// another worker): the same task twice at once.
+func TestServe_ATaskWhoseDeadlinePassedWaitingForASlotIsNotRun(t *testing.T) {
+	t.Parallel()
+	b := newScriptBroker(t)
+	release := make(chan struct{})
+	ran := make(chan string, 4)
+	p := newProvider("vpc", func(_ context.Context, r worker.Request) (worker.Outcome, error) {
+		ran <- r.Resource.Name
+		if r.Resource.Name == "busy" {
+			<-release
+		}
+		return worker.Outcome{Status: json.RawMessage(`{}`)}, nil
+	})
+	startWorker(t, b, worker.Options{MaxParallel: 1}, p)
+	b.next(t, "subscribe", isSubscribe)
+	b.send(task("busy", "vpc", 1, 0))
+	require.Equal(t, "busy", <-ran)
+	sent := time.Now()
+	b.send(task("late", "vpc", 2, 100))
+	// Past the queued task's deadline, measured from before it was sent.
+	time.Sleep(time.Until(sent.Add(300 * time.Millisecond)))
+	close(release)
+	b.next(t, "the busy task's result", isComplete("busy"))
+	c := b.next(t, "the late task's answer", isComplete("late")).GetComplete()
+	require.Contains(t, c.GetError().GetMessage(), "deadline of 100ms exceeded")
+	require.False(t, c.GetError().GetTerminal())
+	select {
+	case name := <-ran:
+		t.Fatalf("the handler ran for %q after its task's deadline", name)
+	default:
+	}
+}

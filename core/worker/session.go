@@ -426,8 +426,14 @@ func (w *Worker) start(workCtx context.Context, t *workerv1.StageTask) {
 	w.running[t.GetTaskId()] = runningTask{ref: ref, secret: t.GetLeaseSecret()}
 	w.mu.Unlock()
 
+	r := &taskRun{w: w, t: t, returned: make(chan struct{})}
+	if ms := t.GetTaskDeadlineMs(); ms > 0 {
+		// From its arrival, as the broker's timer runs: not from when a
+		// slot frees.
+		r.deadline = time.Now().Add(time.Duration(ms) * time.Millisecond)
+	}
 	w.sem <- struct{}{}
-	w.pool.Go(func() { w.execute(workCtx, t) })
+	w.pool.Go(func() { w.execute(workCtx, r) })
 }
 
 // handlerGrace is how long a handler whose context ended (its task's
@@ -442,8 +448,10 @@ const handlerGrace = 2 * time.Second
 // taskRun is one task being run: it is settled once, by its handler's
 // return or by its abandonment, whichever comes first.
 type taskRun struct {
-	w        *Worker
-	t        *workerv1.StageTask
+	w *Worker
+	t *workerv1.StageTask
+	// deadline is the task's, counted from its arrival (zero: none).
+	deadline time.Time
 	settled  atomic.Bool
 	returned chan struct{} // closed when the handler returned
 }
@@ -490,10 +498,9 @@ func (r *taskRun) abandon(ctx context.Context) {
 }
 
 // execute runs one task, delivers its result and releases its slot.
-func (w *Worker) execute(workCtx context.Context, t *workerv1.StageTask) {
-	r := &taskRun{w: w, t: t, returned: make(chan struct{})}
+func (w *Worker) execute(workCtx context.Context, r *taskRun) {
 	out, err := w.run(workCtx, r)
-	r.settle(completion(t, &out, err))
+	r.settle(completion(r.t, &out, err))
 }
 
 // run executes the provider's handler under the task deadline, isolating a
@@ -508,10 +515,14 @@ func (w *Worker) run(workCtx context.Context, tr *taskRun) (out Outcome, err err
 		return out, Terminal(fmt.Errorf("worker %s serves no provider for %s/%s", w.opts.WorkerID, r.GetKind(), r.GetVersion()))
 	}
 	ctx := withClaim(workCtx, Claim{Epoch: t.GetFence().GetClaimEpoch(), Broker: t.GetFence().GetLeaseToken(), TaskID: t.GetTaskId()})
-	if ms := t.GetTaskDeadlineMs(); ms > 0 {
+	if !tr.deadline.IsZero() {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
+		ctx, cancel = context.WithDeadline(ctx, tr.deadline)
 		defer cancel()
+		if ctx.Err() != nil {
+			// Spent waiting for a slot: the broker has released the task.
+			return out, fmt.Errorf("task deadline of %dms exceeded before a slot was free: not run", t.GetTaskDeadlineMs())
+		}
 	}
 	var def *ProviderConfig
 	if c, ok := w.defaults.get(r.GetKind()); ok {

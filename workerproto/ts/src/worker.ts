@@ -772,10 +772,13 @@ export class Worker {
       ref: create(pb.TaskRefSchema, { taskId: t.taskId, fence: t.fence, resourceId: t.resource?.id ?? "" }),
       secret: t.leaseSecret,
     });
-    void this.runTask(t);
+    // The deadline counts from the task's arrival, as the broker's timer
+    // runs: not from when a slot frees.
+    const ms = Number(t.taskDeadlineMs);
+    void this.runTask(t, ms > 0 ? Date.now() + ms : undefined);
   }
 
-  private async runTask(t: pb.StageTask): Promise<void> {
+  private async runTask(t: pb.StageTask, deadlineAt: number | undefined): Promise<void> {
     if (this.busy >= this.o.maxParallel) {
       await new Promise<void>((r) => this.slotWaiters.push(r));
     }
@@ -783,7 +786,7 @@ export class Worker {
     try {
       let c: pb.StageComplete;
       try {
-        c = completion(t, await this.execute(t), undefined);
+        c = completion(t, await this.execute(t, deadlineAt), undefined);
       } catch (err) {
         c = completion(t, undefined, err);
       }
@@ -797,7 +800,7 @@ export class Worker {
   }
 
   /** execute runs the provider's handler under the task deadline. */
-  private async execute(t: pb.StageTask): Promise<Outcome> {
+  private async execute(t: pb.StageTask, deadlineAt: number | undefined): Promise<Outcome> {
     const r = t.resource;
     const p = this.providers.get(`${r?.kind ?? ""}/${r?.version ?? ""}`);
     if (p === undefined) {
@@ -810,10 +813,17 @@ export class Worker {
       throw terminal(err);
     }
     const ms = Number(t.taskDeadlineMs);
+    if (deadlineAt !== undefined && deadlineAt <= Date.now()) {
+      // Spent waiting for a slot: the broker has released the task.
+      throw new Error(`task deadline of ${ms}ms exceeded before a slot was free: not run`);
+    }
     const deadline = new AbortController();
-    const timer = ms > 0 ? setTimeout(() => deadline.abort(new Error(`task deadline of ${ms}ms exceeded`)), ms) : undefined;
-    if (ms > 0) {
-      req.deadline = Date.now() + ms;
+    const timer =
+      deadlineAt !== undefined
+        ? setTimeout(() => deadline.abort(new Error(`task deadline of ${ms}ms exceeded`)), deadlineAt - Date.now())
+        : undefined;
+    if (deadlineAt !== undefined) {
+      req.deadline = deadlineAt;
     }
     const signal = AbortSignal.any([this.workAbort.signal, deadline.signal]);
     const started = Date.now();

@@ -354,6 +354,37 @@ test("a handler that ignores its deadline is abandoned a grace later: its task i
   assert.equal(s.completes().find((c) => c.taskId === "t2")?.result.case, "outcome");
 });
 
+test("a task whose deadline passed while it waited for a slot is answered with the deadline failure and never run", async () => {
+  const b = await startBroker();
+  let release: () => void = () => {};
+  const held = new Promise<void>((r) => (release = r));
+  const ran: string[] = [];
+  startWorker(
+    b.url,
+    { maxParallel: 1 },
+    provider("k", async (req) => {
+      ran.push(req.resource.name);
+      if (req.resource.name === "busy") {
+        await held;
+      }
+      return {};
+    }),
+  );
+  const s = await b.session(0);
+  s.task(workTask("t1", "k", "busy", {}));
+  await waitUntil("the busy task running", () => ran.length === 1);
+  const sent = Date.now();
+  s.task(workTask("t2", "k", "late", {}, { taskDeadlineMs: 100n }));
+  // Past the queued task's deadline, measured from before it was sent.
+  await new Promise((r) => setTimeout(r, sent + 300 - Date.now()));
+  release();
+  await waitUntil("the late task's answer", () => s.completes().some((c) => c.taskId === "t2"));
+  const e = s.completes().find((c) => c.taskId === "t2")?.result.value as pb.TaskError;
+  assert.match(e.message, /^task deadline of 100ms exceeded/);
+  assert.equal(e.terminal, false);
+  assert.deepEqual(ran, ["busy"], "the late task's handler never ran");
+});
+
 test("an unacknowledged result is redelivered on the next session until acked; heartbeats name running tasks, resume names them and the unacked", async () => {
   const b = await startBroker({ acks: true, autoAck: false });
   let release: () => void = () => {};
