@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -33,7 +34,9 @@ type Options struct {
 	// MaxParallel bounds concurrent tasks (WORKER_MAX_PARALLEL, default 64).
 	MaxParallel int
 	// DrainTimeout is how long running handlers may finish on shutdown
-	// (WORKER_DRAIN_TIMEOUT, default 50s) before their contexts are cancelled.
+	// (WORKER_DRAIN_TIMEOUT, default 50s) before their contexts are
+	// cancelled; a task that then fails is handed back unanswered, for the
+	// broker to dispatch again without counting an attempt.
 	DrainTimeout time.Duration
 	// HeartbeatEvery is the cadence of coalesced progress heartbeats (default 5s).
 	HeartbeatEvery time.Duration
@@ -172,6 +175,9 @@ type Worker struct {
 	// subscribed is true while a session's Subscribe is acknowledged.
 	subscribed bool
 	dropped    int64
+	// handedBack counts tasks the drain cancelled and handed back
+	// unanswered (taskRun.settle).
+	handedBack atomic.Int64
 	wake       chan struct{} // a result is pending
 	idle       chan struct{} // closed/replaced when running drops to zero
 }
@@ -310,11 +316,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	case <-time.After(w.opts.DrainTimeout):
 		w.log.Warn().Msg("drain budget spent; cancelling running handlers")
 		cancelWork()
-		// A handler that ignores the cancellation is abandoned after
-		// handlerGrace, its task answered.
+		// A handler that fails for the cancellation, or ignores it past
+		// handlerGrace, hands its task back.
 		select {
 		case <-w.idleChan():
 		case <-time.After(handlerGrace + time.Second):
+		}
+		if n := w.handedBack.Load(); n > 0 {
+			w.log.Info().Int64("tasks", n).Msg("handed back the tasks the drain cancelled; the broker dispatches them again")
 		}
 	}
 	// Give the session a moment to flush the last results.

@@ -456,14 +456,19 @@ type taskRun struct {
 	returned chan struct{} // closed when the handler returned
 }
 
-// settle delivers c and releases the task's slot, unless the task was
-// settled already; it reports whether it settled it.
+// settle delivers c (nil: hands the task back, unanswered) and releases
+// the task's slot, unless the task was settled already; it reports whether
+// it settled it.
 func (r *taskRun) settle(c *workerv1.StageComplete) bool {
 	if !r.settled.CompareAndSwap(false, true) {
 		return false
 	}
 	w := r.w
-	w.deliver(c)
+	if c != nil {
+		w.deliver(c)
+	} else {
+		w.handedBack.Add(1)
+	}
 	<-w.sem
 	w.mu.Lock()
 	delete(w.running, r.t.GetTaskId())
@@ -485,21 +490,30 @@ func (r *taskRun) abandon(ctx context.Context) {
 	case <-timer.C:
 	}
 	t := r.t
-	why := "the worker's drain budget was spent"
+	var c *workerv1.StageComplete // the drain cancelled it: handed back
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		why = fmt.Sprintf("task deadline of %dms exceeded", t.GetTaskDeadlineMs())
+		c = completion(t, nil, fmt.Errorf("task deadline of %dms exceeded and the handler did not return within %s of its cancellation: abandoned",
+			t.GetTaskDeadlineMs(), handlerGrace))
 	}
-	err := fmt.Errorf("%s and the handler did not return within %s of its cancellation: abandoned", why, handlerGrace)
-	if r.settle(completion(t, nil, err)) {
+	if r.settle(c) {
 		res := t.GetResource()
 		r.w.log.Error().Str("kind", res.GetKind()).Str("name", res.GetName()).Str("reaction", t.GetReaction()).
 			Str("task_id", t.GetTaskId()).Msg("handler ignores its context; abandoned it (its goroutine runs on)")
 	}
 }
 
-// execute runs one task, delivers its result and releases its slot.
+// execute runs one task, delivers its result and releases its slot. A
+// task whose handler failed once the drain budget was spent (workCtx
+// cancelled) is handed back instead, unanswered: the broker, told the
+// worker went unready when the drain began, dispatches it again when the
+// session ends, at once and without counting an attempt, where a failure
+// would count toward max_transient_attempts and wait out a retry backoff.
 func (w *Worker) execute(workCtx context.Context, r *taskRun) {
 	out, err := w.run(workCtx, r)
+	if err != nil && workCtx.Err() != nil {
+		r.settle(nil)
+		return
+	}
 	r.settle(completion(r.t, &out, err))
 }
 

@@ -43,6 +43,9 @@ type scriptBroker struct {
 	// configHangs makes GetProviderConfig answer nothing until its caller
 	// gives up (a broker whose database read hangs).
 	configHangs bool
+	// streamsEnded hears of each stream whose worker side ended, once
+	// everything the worker sent on it is in inbox.
+	streamsEnded chan struct{}
 }
 
 func newScriptBroker(t *testing.T) *scriptBroker {
@@ -58,9 +61,10 @@ func newScriptBroker(t *testing.T) *scriptBroker {
 func newUnstartedScriptBroker(t *testing.T) *scriptBroker {
 	t.Helper()
 	b := &scriptBroker{
-		inbox:  make(chan *workerv1.WorkStreamRequest, 256),
-		outbox: make(chan *workerv1.WorkStreamResponse, 256),
-		kill:   make(chan struct{}),
+		inbox:        make(chan *workerv1.WorkStreamRequest, 256),
+		streamsEnded: make(chan struct{}, 64),
+		outbox:       make(chan *workerv1.WorkStreamResponse, 256),
+		kill:         make(chan struct{}),
 	}
 	mux := http.NewServeMux()
 	mux.Handle(workerv1connect.NewWorkerServiceHandler(b))
@@ -102,6 +106,7 @@ func (b *scriptBroker) WorkStream(ctx context.Context, s *connect.BidiStream[wor
 	}
 	errc := make(chan error, 1)
 	go func() {
+		defer func() { b.streamsEnded <- struct{}{} }()
 		for {
 			m, err := s.Receive()
 			if err != nil {

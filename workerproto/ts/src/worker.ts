@@ -255,6 +255,8 @@ export class Worker {
   private draining = false;
   private closing = false;
   private droppedCount = 0;
+  /** handedBack counts tasks the drain cancelled and handed back unanswered. */
+  private handedBack = 0;
   private live: Live | undefined;
   private outbox: Outbox | undefined;
   private readonly changed: Array<() => void> = [];
@@ -308,8 +310,12 @@ export class Worker {
     if (!(await this.until(() => this.running.size === 0, this.o.drainTimeoutMs))) {
       this.log.warn("drain budget spent; aborting running handlers");
       this.workAbort.abort(new Error("worker drain budget spent"));
-      // A handler that ignores the abort is abandoned after handlerGraceMs, its task answered.
+      // A handler that fails for the abort, or ignores it past
+      // handlerGraceMs, hands its task back.
       await this.until(() => this.running.size === 0, handlerGraceMs + 1_000);
+      if (this.handedBack > 0) {
+        this.log.info("handed back the tasks the drain cancelled; the broker dispatches them again", { tasks: this.handedBack });
+      }
     }
     // Give the session a moment to flush (and the broker to ack) the last results.
     if (!(await this.until(() => this.pending.length === 0, 5_000))) {
@@ -788,6 +794,16 @@ export class Worker {
       try {
         c = completion(t, await this.execute(t, deadlineAt), undefined);
       } catch (err) {
+        if (this.workAbort.signal.aborted) {
+          // The drain budget was spent and the handler failed (or was
+          // abandoned): hand the task back unanswered. The broker, told the
+          // worker went unready when the drain began, dispatches it again
+          // when the session ends, at once and without counting an attempt,
+          // where a failure would count toward max_transient_attempts and
+          // wait out a retry backoff.
+          this.handedBack++;
+          return;
+        }
         c = completion(t, undefined, err);
       }
       this.deliver(c);

@@ -561,21 +561,25 @@ test("drain: kinds go unready, the running task finishes and is delivered, a new
   await stopped;
 });
 
-test("drain budget spent: the handler's signal aborts", async () => {
+test("drain budget spent: the handler's signal aborts; a task it fails is handed back unanswered, one that finishes is delivered", async () => {
   const b = await startBroker({ acks: false });
-  let aborted = false;
+  let aborted = 0;
   const { stop } = startWorker(
     b.url,
     { drainTimeoutMs: 100 },
     provider(
       "k",
-      (_req, signal) =>
-        new Promise((_resolve, reject) => {
+      (req, signal) =>
+        new Promise((resolve, reject) => {
           signal.addEventListener(
             "abort",
             () => {
-              aborted = true;
-              reject(new Error("aborted"));
+              aborted++;
+              if (req.resource.name === "finishes") {
+                resolve({ status: { done: true } });
+              } else {
+                reject(new Error("aborted"));
+              }
             },
             { once: true },
           );
@@ -584,10 +588,16 @@ test("drain budget spent: the handler's signal aborts", async () => {
   );
   const s = await b.session(0);
   s.task(workTask("t1", "k", "r", {}));
-  await waitUntil("a heartbeat", () => s.heartbeats().length > 0);
+  s.task(workTask("t2", "k", "finishes", {}));
+  await waitUntil("a heartbeat naming both", () => s.heartbeats().some((h) => h.tasks.length === 2));
   await stop();
-  assert.equal(aborted, true);
-  assert.equal(s.completes()[0]?.taskId, "t1");
+  await waitUntil("the stream's end", () => s.ended);
+  assert.equal(aborted, 2);
+  assert.deepEqual(
+    s.completes().map((c) => [c.taskId, c.result.case]),
+    [["t2", "outcome"]],
+    "the failed task was handed back (no transient failure counted against it); the finished one delivered",
+  );
 });
 
 for (const batches of [true, false]) {
