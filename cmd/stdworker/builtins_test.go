@@ -79,3 +79,15 @@ func TestStdworker_RefusesAnUnknownProvider(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, string(out), `unknown provider "stdpython" (the built-in providers: stdio, stdshell, stdterraform, stdcel, stdstarlark)`)
 }
+
+// TestStdworker_HelpIsNoError: --help prints the usage, with the settings
+// read from the environment, and exits 0 (it printed "stdworker: flag: help
+// requested" and exited 1).
+func TestStdworker_HelpIsNoError(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "run", ".", "--help").CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Contains(t, string(out), "usage: stdworker")
+	require.Contains(t, string(out), "WORKER_HEALTH_ADDR")
+	require.NotContains(t, string(out), "help requested")
+}

@@ -139,9 +139,13 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		fs.PrintDefaults()
 		fmt.Fprintf(fs.Output(), "\nCredential: WORKER_TOKEN or WORKER_TOKEN_FILE (bearer token). Limits: WORKER_MAX_MESSAGE_BYTES.\n"+
 			"TLS (https:// brokers): WORKER_TLS_CERT_FILE, WORKER_TLS_KEY_FILE (client keypair for mTLS),\n"+
-			"WORKER_TLS_CA_FILE (CA to verify the broker), TLS_RELOAD_INTERVAL. Logs: LOG_FORMAT, LOG_LEVEL.\n")
+			"WORKER_TLS_CA_FILE (CA to verify the broker), TLS_RELOAD_INTERVAL. Probes (/livez, /readyz): WORKER_HEALTH_ADDR.\n"+
+			"Profiler (loopback only): WORKER_PPROF_ADDR. Logs: LOG_FORMAT, LOG_LEVEL.\n")
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // the usage is printed; asking for it is no failure
+		}
 		return err
 	}
 	if *version {
