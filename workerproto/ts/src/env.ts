@@ -1,3 +1,4 @@
+import { splitHostPort } from "./health.js";
 import type { WorkerOptions } from "./worker.js";
 
 const units: Record<string, number> = { ns: 1e-6, us: 1e-3, "µs": 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
@@ -43,7 +44,8 @@ function positiveInt(env: Env, name: string, min: number, want: string): number 
  * optionsFromEnv reads the worker's settings from the environment, with the
  * same names and limits as the Go SDK: WORKER_ID, WORKER_MAX_PARALLEL
  * (default 64), WORKER_DRAIN_TIMEOUT (default 50s), WORKER_MAX_MESSAGE_BYTES
- * (default 16 MiB), the credential WORKER_TOKEN or WORKER_TOKEN_FILE (not
+ * (default 16 MiB), WORKER_HEALTH_ADDR (the probes' listen address; unset =
+ * no probes), the credential WORKER_TOKEN or WORKER_TOKEN_FILE (not
  * both), and for https:// brokers WORKER_TLS_CERT_FILE + WORKER_TLS_KEY_FILE
  * (the client keypair for mutual TLS) and WORKER_TLS_CA_FILE (the CA that
  * verifies the broker). It throws an error naming the variable and its limit.
@@ -65,6 +67,11 @@ export function optionsFromEnv(env: Env = process.env): WorkerOptions {
       throw new Error(`WORKER_DRAIN_TIMEOUT=${JSON.stringify(drain)}: want a positive duration like 50s`);
     }
     o.drainTimeoutMs = ms;
+  }
+  const healthAddr = env["WORKER_HEALTH_ADDR"] ?? "";
+  if (healthAddr !== "") {
+    splitHostPort(healthAddr); // throws naming the variable
+    o.healthAddr = healthAddr;
   }
   const maxBytes = positiveInt(env, "WORKER_MAX_MESSAGE_BYTES", 1024, "a byte count of at least 1024");
   if (maxBytes !== undefined) {

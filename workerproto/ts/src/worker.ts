@@ -6,6 +6,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 
 import { spelled } from "./composecols.js";
 import { Defaults } from "./config.js";
+import { Health } from "./health.js";
 import { configFromProto, outcomeToProto, requestFromTask } from "./convert.js";
 import * as pb from "./gen/converge/worker/v1/worker_pb.js";
 import { nopLogger, type Logger } from "./log.js";
@@ -52,6 +53,13 @@ export interface WorkerOptions {
    * the limit.
    */
   maxMessageBytes?: number;
+  /**
+   * Where /livez and /readyz are served (WORKER_HEALTH_ADDR, e.g. ":8081";
+   * unset = no probes): /livez answers 200 while run runs, /readyz only while
+   * a session is subscribed and the worker is not draining. run binds it
+   * first, and rejects on a bad or busy address.
+   */
+  healthAddr?: string;
   /** Reported to brokers (default "dev"). */
   version?: string;
   logger?: Logger;
@@ -74,6 +82,7 @@ function resolve(o: WorkerOptions): Resolved {
     token: o.token ?? "",
     tokenFile: o.tokenFile ?? "",
     maxMessageBytes: pos(o.maxMessageBytes, 16 << 20),
+    healthAddr: o.healthAddr ?? "",
     version: o.version || "dev",
     logger: o.logger ?? nopLogger,
   };
@@ -261,6 +270,7 @@ export class Worker {
   private outbox: Outbox | undefined;
   private readonly changed: Array<() => void> = [];
   private readonly workAbort = new AbortController();
+  private health: Health | undefined;
 
   constructor(
     private readonly brokerUrl: string,
@@ -300,6 +310,30 @@ export class Worker {
    * to drainTimeoutMs to finish, and their results are delivered.
    */
   async run(signal: AbortSignal): Promise<void> {
+    const health = this.o.healthAddr === "" ? undefined : await Health.listen(this.o.healthAddr, () => this.unready());
+    this.health = health;
+    try {
+      await this.serveUntil(signal);
+    } finally {
+      this.health = undefined;
+      await health?.close();
+    }
+  }
+
+  /** healthAddr is where the probes listen ("" without healthAddr, or outside run), the port resolved. */
+  get healthAddr(): string {
+    return this.health?.address ?? "";
+  }
+
+  /** unready says why /readyz fails, "" when the worker is ready. */
+  private unready(): string {
+    if (this.draining) {
+      return "draining: finishing in-flight tasks, taking no new ones";
+    }
+    return this.live === undefined ? "not connected to a broker" : "";
+  }
+
+  private async serveUntil(signal: AbortSignal): Promise<void> {
     const sessions = new AbortController();
     const loop = this.sessions(sessions.signal);
     await new Promise<void>((r) => (signal.aborted ? r() : signal.addEventListener("abort", () => r(), { once: true })));

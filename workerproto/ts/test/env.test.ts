@@ -16,6 +16,7 @@ test("optionsFromEnv reads the Go SDK's variables", () => {
       WORKER_TLS_CERT_FILE: "c.pem",
       WORKER_TLS_KEY_FILE: "k.pem",
       WORKER_TLS_CA_FILE: "ca.pem",
+      WORKER_HEALTH_ADDR: ":8081",
     }),
     {
       workerId: "w",
@@ -24,6 +25,7 @@ test("optionsFromEnv reads the Go SDK's variables", () => {
       maxMessageBytes: 2048,
       tokenFile: "/run/token",
       tls: { certFile: "c.pem", keyFile: "k.pem", caFile: "ca.pem" },
+      healthAddr: ":8081",
     },
   );
   assert.deepEqual(optionsFromEnv({}), {});
@@ -33,6 +35,7 @@ test("optionsFromEnv reads the Go SDK's variables", () => {
 test("optionsFromEnv refuses bad values, naming the variable and its limit", () => {
   const cases: Array<[Record<string, string>, RegExp]> = [
     [{ WORKER_MAX_PARALLEL: "0" }, /WORKER_MAX_PARALLEL="0": want a positive integer/],
+    [{ WORKER_HEALTH_ADDR: "8081" }, /WORKER_HEALTH_ADDR="8081": want host:port or :port/],
     [{ WORKER_MAX_PARALLEL: "many" }, /WORKER_MAX_PARALLEL="many": want a positive integer/],
     [{ WORKER_DRAIN_TIMEOUT: "50" }, /WORKER_DRAIN_TIMEOUT="50": want a positive duration like 50s/],
     [{ WORKER_DRAIN_TIMEOUT: "0s" }, /WORKER_DRAIN_TIMEOUT="0s"/],

@@ -624,6 +624,58 @@ for (const batches of [true, false]) {
   });
 }
 
+async function probe(worker: Worker, path: string): Promise<[number, string]> {
+  const res = await fetch(`http://${worker.healthAddr}${path}`);
+  return [res.status, (await res.text()).trim()];
+}
+
+test("probes: /livez while run runs, without a broker; /readyz only while subscribed, and 503 once draining", async () => {
+  const alone = startWorker("http://127.0.0.1:1", { healthAddr: "127.0.0.1:0" }, provider("k", () => ({})));
+  await waitUntil("the probes' listener", () => alone.worker.healthAddr !== "");
+  assert.deepEqual(await probe(alone.worker, "/livez"), [200, "ok"]);
+  assert.deepEqual(await probe(alone.worker, "/readyz"), [503, "not connected to a broker"]);
+
+  const b = await startBroker({ acks: true, autoAck: false });
+  let release: () => void = () => {};
+  const held = new Promise<void>((r) => (release = r));
+  const { worker, stop } = startWorker(
+    b.url,
+    { healthAddr: "127.0.0.1:0" },
+    provider("k", async () => {
+      await held;
+      return {};
+    }),
+  );
+  const s = await b.session(0);
+  await waitUntil("ready", () => worker.healthAddr !== "");
+  let ready: [number, string] = [0, ""];
+  for (const deadline = Date.now() + 10_000; ready[0] !== 200 && Date.now() < deadline; ) {
+    ready = await probe(worker, "/readyz");
+  }
+  assert.deepEqual(ready, [200, "ok"]);
+  s.task(workTask("t1", "k", "r", {}));
+  await waitUntil("a heartbeat", () => s.heartbeats().some((h) => h.tasks.length === 1));
+  const addr = worker.healthAddr;
+  const stopped = stop();
+  await waitUntil("the drain's unready update", () => s.readiness().some((r) => r.kinds.every((k) => !k.ready)));
+  assert.deepEqual(await probe(worker, "/readyz"), [503, "draining: finishing in-flight tasks, taking no new ones"]);
+  assert.deepEqual(await probe(worker, "/livez"), [200, "ok"]);
+  release();
+  await waitUntil("t1 delivered", () => s.completes().some((c) => c.taskId === "t1"));
+  s.ack("t1");
+  await stopped;
+  await assert.rejects(fetch(`http://${addr}/livez`), "the probes stop with run");
+});
+
+test("probes: a bad or busy address fails run, naming WORKER_HEALTH_ADDR", async () => {
+  const first = startWorker("http://127.0.0.1:1", { healthAddr: "127.0.0.1:0" }, provider("k", () => ({})));
+  await waitUntil("the first listener", () => first.worker.healthAddr !== "");
+  for (const addr of [first.worker.healthAddr, "nonsense"]) {
+    const w = new Worker("http://127.0.0.1:1", { ...fast, healthAddr: addr }, [provider("k", () => ({}))]);
+    await assert.rejects(w.run(new AbortController().signal), /WORKER_HEALTH_ADDR=/);
+  }
+});
+
 test("construction refuses what cannot work, naming why", () => {
   assert.throws(() => new Worker("http://x", {}, []), /no providers/);
   assert.throws(() => new Worker("ftp://x", {}, [provider("k", () => ({}))]), /scheme must be http or https/);
