@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"runtime/debug"
 	"sort"
@@ -199,7 +200,7 @@ func New(brokerURL string, opts Options, providers ...Provider) (*Worker, error)
 		return nil, errors.New("worker: no providers")
 	}
 	log := opts.Logger.With().Str("worker_id", opts.WorkerID).Logger()
-	tlsFiles, err := loadTLSFiles(&opts, log)
+	tlsFiles, err := loadTLSFiles(brokerURL, &opts, log)
 	if err != nil {
 		return nil, err
 	}
@@ -247,10 +248,15 @@ func New(brokerURL string, opts Options, providers ...Provider) (*Worker, error)
 
 // loadTLSFiles loads Options.TLSFiles into opts.TLS, returning the
 // reloader that keeps them fresh (nil when no file is named).
-func loadTLSFiles(opts *Options, log zerolog.Logger) (*tlsreload.Reloader, error) {
+func loadTLSFiles(brokerURL string, opts *Options, log zerolog.Logger) (*tlsreload.Reloader, error) {
 	f := opts.TLSFiles
 	if f == (tlsreload.Files{}) {
 		return nil, nil
+	}
+	if u, err := url.Parse(brokerURL); err == nil && u.Scheme != "https" {
+		// The stream would be cleartext, the files unused: mutual TLS
+		// the operator asked for would silently not be.
+		return nil, fmt.Errorf("worker: WORKER_TLS_* files are set but the broker url %q is not https://", brokerURL)
 	}
 	if opts.TLS != nil {
 		return nil, errors.New("worker: Options.TLS and Options.TLSFiles are both set: set one")

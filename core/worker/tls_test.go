@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/tlsreload"
 	"github.com/converge-run/converge/core/worker"
 )
 
@@ -101,4 +102,16 @@ func TestServe_OptionsFromTheEnvironmentDialAMutualTLSBroker(t *testing.T) {
 
 	b.send(task("t1", "vpc", 1, 0))
 	b.next(t, "the task's result", isComplete("t1"))
+}
+
+// TestNew_TLSFilesWithAPlainBrokerURLAreRefused: TLS material for an
+// http:// broker would be ignored (the stream is cleartext), so the
+// operator's mutual TLS silently is not: New refuses it, naming both.
+func TestNew_TLSFilesWithAPlainBrokerURLAreRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	_, caFile := newTestCA(t, dir)
+	_, err := worker.New("http://127.0.0.1:1", worker.Options{TLSFiles: tlsreload.Files{CAFile: caFile}}, okProvider())
+	require.ErrorContains(t, err, "WORKER_TLS_")
+	require.ErrorContains(t, err, "https://")
 }

@@ -282,7 +282,12 @@ export class Worker {
     if (providers.length === 0) {
       throw new Error("worker: no providers");
     }
-    checkBrokerURL(brokerUrl);
+    const u = checkBrokerURL(brokerUrl);
+    if (u.protocol !== "https:" && (this.o.tls?.certFile || this.o.tls?.keyFile || this.o.tls?.caFile)) {
+      // The stream would be cleartext, the files unused: mutual TLS the
+      // operator asked for would silently not be.
+      throw new Error(`worker: WORKER_TLS_* files are set but the broker url ${JSON.stringify(brokerUrl)} is not https://`);
+    }
     for (const p of providers) {
       const key = kvKey(p);
       if (this.providers.has(key)) {

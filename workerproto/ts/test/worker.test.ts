@@ -679,5 +679,9 @@ test("probes: a bad or busy address fails run, naming WORKER_HEALTH_ADDR", async
 test("construction refuses what cannot work, naming why", () => {
   assert.throws(() => new Worker("http://x", {}, []), /no providers/);
   assert.throws(() => new Worker("ftp://x", {}, [provider("k", () => ({}))]), /scheme must be http or https/);
+  assert.throws(
+    () => new Worker("http://x", { tls: { caFile: "ca.pem" } }, [provider("k", () => ({}))]),
+    /WORKER_TLS_\* files are set but the broker url "http:\/\/x" is not https:\/\//,
+  );
   assert.throws(() => new Worker("http://x", {}, [provider("k", () => ({})), provider("k", () => ({}))]), /two providers serve k\/v1/);
 });
