@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/worker"
@@ -14,7 +16,9 @@ import (
 
 // vpcProvider serves the vpc kind: its manifest (applied to the control
 // plane, not compiled in) declares a "work" reaction that emits status.
-type vpcProvider struct{ endpoint string }
+// OnConfig, Ready and Work run on different goroutines: what they share is
+// synchronized.
+type vpcProvider struct{ endpoint atomic.Pointer[string] }
 
 func (p *vpcProvider) Kind() manifest.KindVersion {
 	return manifest.KindVersion{Kind: "vpc", Version: "v1"}
@@ -24,12 +28,15 @@ func (p *vpcProvider) Kind() manifest.KindVersion {
 func (p *vpcProvider) OnConfig(c worker.ProviderConfig) {
 	var cfg struct{ Endpoint string }
 	if json.Unmarshal(c.Spec, &cfg) == nil {
-		p.endpoint = cfg.Endpoint
+		p.endpoint.Store(&cfg.Endpoint)
 	}
 }
 
 // Ready gates the kind: no work arrives until the endpoint is known.
-func (p *vpcProvider) Ready() bool { return p.endpoint != "" }
+func (p *vpcProvider) Ready() bool {
+	e := p.endpoint.Load()
+	return e != nil && *e != ""
+}
 
 func (p *vpcProvider) Work(_ context.Context, r worker.Request) (worker.Outcome, error) {
 	var spec struct{ CIDR string }
@@ -40,10 +47,10 @@ func (p *vpcProvider) Work(_ context.Context, r worker.Request) (worker.Outcome,
 	return worker.Outcome{Status: status}, nil
 }
 
-// A worker main: host providers and serve them to a broker until SIGTERM,
-// then drain in-flight tasks.
+// A worker main: host providers and serve them to a broker until SIGTERM
+// (or Ctrl-C), then drain in-flight tasks.
 func Example() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	opts, err := worker.OptionsFromEnv()
 	if err != nil {

@@ -16,7 +16,9 @@ import (
 	"github.com/converge-run/converge/core/manifest"
 )
 
-// Provider serves one (kind, version).
+// Provider serves one (kind, version). Its methods are called from
+// different goroutines (Work on up to Options.MaxParallel at once, OnConfig
+// and Ready beside them): synchronize what they share.
 type Provider interface {
 	// Kind is the ONE (kind, version) this provider serves. Pure.
 	Kind() manifest.KindVersion
