@@ -90,3 +90,39 @@ func TestServe_ATaskWhoseDeadlinePassedWaitingForASlotIsNotRun(t *testing.T) {
 	default:
 	}
 }
+
+// TestServe_ATaskWaitingForASlotDoesNotStopTheReceiveLoop: a task that
+// arrives while every slot is busy (the broker does not count the tasks a
+// reconnecting worker resumed) waits for its slot off the stream's receive
+// loop: config pushes and acks are still taken meanwhile. The receive loop
+// itself waited for the slot before, and the push waited for the running
+// task to end.
+func TestServe_ATaskWaitingForASlotDoesNotStopTheReceiveLoop(t *testing.T) {
+	t.Parallel()
+	b := newScriptBroker(t)
+	release := make(chan struct{})
+	p := newProvider("vpc", func(_ context.Context, r worker.Request) (worker.Outcome, error) {
+		if r.Resource.Name == "long" {
+			<-release
+		}
+		return worker.Outcome{Status: json.RawMessage(`{}`)}, nil
+	})
+	startWorker(t, b, worker.Options{MaxParallel: 1, HeartbeatEvery: 20 * time.Millisecond}, p)
+	b.next(t, "subscribe", isSubscribe)
+	b.send(task("long", "vpc", 1, 0))
+	b.next(t, "the long task named in a heartbeat", func(m *workerv1.WorkStreamRequest) bool {
+		return len(m.GetHeartbeat().GetTasks()) == 1
+	})
+	b.send(task("queued", "vpc", 2, 0))
+	b.outbox <- &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Config{Config: &workerv1.ConfigPush{Kind: "vpc",
+		Config: &workerv1.ProviderConfig{Kind: "vpc", Name: "default", IsDefault: true, Revision: 7}}}}
+	select {
+	case cfg := <-p.configs:
+		require.Equal(t, int64(7), cfg.Revision)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the config push waited for a slot")
+	}
+	close(release)
+	b.next(t, "the long task's result", isComplete("long"))
+	b.next(t, "the queued task's result", isComplete("queued"))
+}

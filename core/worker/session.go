@@ -432,8 +432,14 @@ func (w *Worker) start(workCtx context.Context, t *workerv1.StageTask) {
 		// slot frees.
 		r.deadline = time.Now().Add(time.Duration(ms) * time.Millisecond)
 	}
-	w.sem <- struct{}{}
-	w.pool.Go(func() { w.execute(workCtx, r) })
+	// The slot is waited for on the task's goroutine, not here: the
+	// receive loop goes on taking acks and config pushes while every slot
+	// is busy (the broker does not count the tasks a reconnecting worker
+	// resumed against its max_in_flight).
+	w.pool.Go(func() {
+		w.sem <- struct{}{}
+		w.execute(workCtx, r)
+	})
 }
 
 // handlerGrace is how long a handler whose context ended (its task's
@@ -509,6 +515,10 @@ func (r *taskRun) abandon(ctx context.Context) {
 // session ends, at once and without counting an attempt, where a failure
 // would count toward max_transient_attempts and wait out a retry backoff.
 func (w *Worker) execute(workCtx context.Context, r *taskRun) {
+	if workCtx.Err() != nil { // the drain budget was spent while it waited for a slot
+		r.settle(nil)
+		return
+	}
 	out, err := w.run(workCtx, r)
 	if err != nil && workCtx.Err() != nil {
 		r.settle(nil)
