@@ -2,6 +2,7 @@ package worker
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/workerproto/childcols"
@@ -41,8 +42,13 @@ var stageFromProto = map[workerv1.Stage]Stage{
 // requestFromTask builds the provider's view of a task.
 func requestFromTask(t *workerv1.StageTask, def *ProviderConfig) (Request, error) {
 	r := t.GetResource()
+	stage, ok := stageFromProto[t.GetStage()]
+	if !ok {
+		// A newer broker's stage: a handler must not take it for another.
+		return Request{}, fmt.Errorf("task %s has an unknown stage %d", t.GetTaskId(), int32(t.GetStage()))
+	}
 	req := Request{
-		Stage:    stageFromProto[t.GetStage()],
+		Stage:    stage,
 		Reaction: t.GetReaction(),
 		Resource: Resource{
 			ID: r.GetId(), Kind: r.GetKind(), Version: r.GetVersion(), Name: r.GetName(),

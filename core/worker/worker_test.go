@@ -520,3 +520,30 @@ func TestServe_AConfigPullThatHangsDoesNotKeepTheWorkerFromItsSession(t *testing
 	b.send(task("t1", "vpc", 1, 0))
 	b.next(t, "the task's result", isComplete("t1"))
 }
+
+// TestServe_AnUnknownStageFailsTerminallyWithoutRunning: a task at a stage
+// this SDK does not know (a newer broker's) fails terminally, naming it,
+// as in the TypeScript SDK; the handler saw Stage "" before and could take
+// it for anything.
+func TestServe_AnUnknownStageFailsTerminallyWithoutRunning(t *testing.T) {
+	t.Parallel()
+	b := newScriptBroker(t)
+	ran := make(chan worker.Stage, 1)
+	p := newProvider("vpc", func(_ context.Context, r worker.Request) (worker.Outcome, error) {
+		ran <- r.Stage
+		return worker.Outcome{}, nil
+	})
+	startWorker(t, b, worker.Options{}, p)
+	b.next(t, "subscribe", isSubscribe)
+	tk := task("future", "vpc", 1, 0)
+	tk.Stage = workerv1.Stage(42)
+	b.send(tk)
+	c := b.next(t, "the answer", isComplete("future")).GetComplete()
+	require.True(t, c.GetError().GetTerminal(), "%v", c)
+	require.Contains(t, c.GetError().GetMessage(), "unknown stage 42")
+	select {
+	case s := <-ran:
+		t.Fatalf("the handler ran at stage %q", s)
+	default:
+	}
+}
