@@ -2014,7 +2014,11 @@ type Subscribe struct {
 	// worker_id is stable for the worker process (host/pid/random).
 	WorkerId string           `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	Kinds    []*KindReadiness `protobuf:"bytes,2,rep,name=kinds,proto3" json:"kinds,omitempty"`
-	// max_in_flight bounds how many tasks the broker may hand this worker at once.
+	// max_in_flight bounds how many tasks the broker may hand this worker at
+	// once on this session. The resumed tasks below are not counted against
+	// it: a worker that resumes running tasks may be handed up to
+	// max_in_flight more, and queues what its own bound cannot run yet (each
+	// task's deadline still counts from its arrival).
 	MaxInFlight int32 `protobuf:"varint,3,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
 	// resumed lists tasks still running on the worker from a previous session.
 	Resumed []*TaskRef `protobuf:"bytes,4,rep,name=resumed,proto3" json:"resumed,omitempty"`

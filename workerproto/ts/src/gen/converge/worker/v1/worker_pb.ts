@@ -1048,7 +1048,11 @@ export type Subscribe = Message<"converge.worker.v1.Subscribe"> & {
   kinds: KindReadiness[];
 
   /**
-   * max_in_flight bounds how many tasks the broker may hand this worker at once.
+   * max_in_flight bounds how many tasks the broker may hand this worker at
+   * once on this session. The resumed tasks below are not counted against
+   * it: a worker that resumes running tasks may be handed up to
+   * max_in_flight more, and queues what its own bound cannot run yet (each
+   * task's deadline still counts from its arrival).
    *
    * @generated from field: int32 max_in_flight = 3;
    */
