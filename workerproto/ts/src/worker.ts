@@ -829,6 +829,12 @@ export class Worker {
     }
     this.busy++;
     try {
+      if (this.workAbort.signal.aborted) {
+        // The drain budget was spent while it waited for a slot: handed
+        // back unrun (see below).
+        this.handedBack++;
+        return;
+      }
       let c: pb.StageComplete;
       try {
         c = completion(t, await this.execute(t, deadlineAt), undefined);

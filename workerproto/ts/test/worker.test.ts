@@ -624,6 +624,31 @@ for (const batches of [true, false]) {
   });
 }
 
+test("drain budget spent: a task still waiting for a slot is handed back without running", async () => {
+  const b = await startBroker({ acks: false });
+  const ran: string[] = [];
+  const { stop } = startWorker(
+    b.url,
+    { drainTimeoutMs: 100, maxParallel: 1 },
+    provider(
+      "k",
+      (req, signal) =>
+        new Promise((_resolve, reject) => {
+          ran.push(req.resource.name);
+          signal.addEventListener("abort", () => reject(new Error("aborted")), { once: true });
+        }),
+    ),
+  );
+  const s = await b.session(0);
+  s.task(workTask("t1", "k", "running", {}));
+  s.task(workTask("t2", "k", "queued", {}));
+  await waitUntil("a heartbeat naming both", () => s.heartbeats().some((h) => h.tasks.length === 2));
+  await stop();
+  await waitUntil("the stream's end", () => s.ended);
+  assert.deepEqual(ran, ["running"], "the queued task's handler never ran");
+  assert.deepEqual(s.completes(), [], "both were handed back");
+});
+
 async function probe(worker: Worker, path: string): Promise<[number, string]> {
   const res = await fetch(`http://${worker.healthAddr}${path}`);
   return [res.status, (await res.text()).trim()];
