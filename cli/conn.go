@@ -63,7 +63,12 @@ func (f connFlags) dial(version string) (*Conn, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tlsCfg
-	hc := &http.Client{Transport: headerTransport{header: header, next: tr}, Timeout: 60 * time.Second}
+	u, err := url.Parse(httpURL)
+	if err != nil {
+		return nil, fmt.Errorf("--server %q: %w", redactServer(f.server), err)
+	}
+	hc := &http.Client{Transport: headerTransport{header: header, origin: u.Scheme + "://" + u.Host, next: tr},
+		Timeout: 60 * time.Second}
 	return &Conn{GQL: graphql.NewClient(httpURL, hc), HTTPEndpoint: httpURL, WSEndpoint: wsURL,
 		token: f.token, tls: tlsCfg, header: header, transport: tr}, nil
 }
@@ -172,9 +177,12 @@ func (f connFlags) tlsConfig() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// headerTransport adds fixed headers to every request.
+// headerTransport adds fixed headers to every request, the bearer token
+// (Authorization) only to requests for origin, the API's scheme and host: a
+// redirect to another host, or from https to http, never carries it.
 type headerTransport struct {
 	header http.Header
+	origin string
 	next   http.RoundTripper
 }
 
@@ -182,6 +190,9 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	for k, vs := range t.header {
 		r.Header[k] = vs
+	}
+	if r.URL.Scheme+"://"+r.URL.Host != t.origin {
+		r.Header.Del("Authorization")
 	}
 	return t.next.RoundTrip(r)
 }
