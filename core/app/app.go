@@ -453,6 +453,14 @@ func (p *Process) servers(cfg config.Config, tlsR *tlsreload.Reloader, opts Opti
 		b.Mux.Handle(path, h)
 		out["broker"] = b
 	}
+	// With mutual TLS every request's client certificate is verified again
+	// against the bundle of the moment: a rotated-out CA or an expired
+	// certificate is refused on a connection opened before.
+	for _, s := range out {
+		if s.TLS != nil {
+			s.ClientCheck = tlsR.ClientCheck()
+		}
+	}
 	return out, nil
 }
 

@@ -135,3 +135,53 @@ func TestWorkerPlane_MutualTLSIdentitiesComeFromTheCertificate(t *testing.T) {
 	_, err = clientFor(brokerPair).RelayStage(ctx, relay)
 	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "a broker certificate passes (nothing serves nokind): %v", err)
 }
+
+// A client certificate is checked against the client CA bundle of the
+// moment, on every call, not only at the handshake: once the CA that signed
+// it is rotated out of TLS_CLIENT_CA_FILE, a worker keeping its HTTP/2
+// connection open (as every client's pool does) is refused there too, and
+// the connection is closed so the worker dials again with its current
+// certificate.
+func TestWorkerPlane_RotatedOutClientCAIsRefusedOnAnOpenConnection(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca := newTestCA(t)
+	caFile := filepath.Join(dir, "ca.pem")
+	caPEM := func(c testCA) []byte { return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.cert.Raw}) }
+	require.NoError(t, os.WriteFile(caFile, caPEM(ca), 0o600))
+	srvCert, srvKey, _ := ca.issue(t, dir, "converge", auth.BrokerOU, 2)
+	_, _, workerPair := ca.issue(t, dir, "worker-1", auth.WorkerOU, 3)
+
+	s := apptest.Start(t, apptest.Options{Manifests: []string{routeKind}, Config: func(c *config.Config) {
+		c.ListenAddr = "https://127.0.0.1:0"
+		c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile = srvCert, srvKey, caFile
+		c.WorkerTokens, c.MeshTokens = "", ""
+		c.TLSReload = 20 * time.Millisecond
+	}})
+	url := "https://" + s.Process.Addr("api").String()
+	newClient := func() workerv1connect.WorkerServiceClient {
+		hc, err := transport.ClientFor(url, &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: ca.pool,
+			Certificates: []tls.Certificate{workerPair}})
+		require.NoError(t, err)
+		return workerv1connect.NewWorkerServiceClient(hc, url)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	config := func() *connect.Request[workerv1.GetProviderConfigRequest] {
+		return connect.NewRequest(&workerv1.GetProviderConfigRequest{Kind: "route"})
+	}
+	open := newClient() // keeps its connection between calls
+	_, err := open.GetProviderConfig(ctx, config())
+	require.NoError(t, err, "the worker's certificate verifies")
+
+	// The bundle now trusts another CA only (the server's own certificate
+	// still serves: only the client CA changes).
+	require.NoError(t, os.WriteFile(caFile, caPEM(newTestCA(t)), 0o600))
+	apptest.WaitFor(t, 30*time.Second, "the rotated client CA bundle is served", func() bool {
+		_, err := newClient().GetProviderConfig(ctx, config())
+		return err != nil
+	})
+	_, err = open.GetProviderConfig(ctx, config())
+	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err),
+		"a call on the connection opened under the retired CA: %v", err)
+}

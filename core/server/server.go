@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/converge-run/converge/core/tlsreload"
 	"github.com/converge-run/converge/core/transport"
 )
 
@@ -25,7 +26,11 @@ type Server struct {
 	Addr string
 	// TLS, when set, serves HTTPS (h2) with this config.
 	TLS *tls.Config
-	Mux *http.ServeMux
+	// ClientCheck, with TLS, verifies each request's client certificate
+	// again against the client CA bundle of the moment (nil: the
+	// handshake's verification stands for the connection's life).
+	ClientCheck *tlsreload.ClientCheck
+	Mux         *http.ServeMux
 	// ShutdownGrace bounds the graceful shutdown (default 10s).
 	ShutdownGrace time.Duration
 	Log           zerolog.Logger
@@ -65,6 +70,10 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	if s.TLS != nil {
 		srv.TLSConfig = s.TLS
 		ln = tls.NewListener(ln, s.TLS)
+		if s.ClientCheck != nil {
+			srv.Handler = s.ClientCheck.Handler(s.Mux)
+			srv.ConnContext = s.ClientCheck.ConnContext
+		}
 	} else {
 		ln = readBufferedListener{ln}
 	}
