@@ -31,7 +31,9 @@ package auth
 //
 // Both files are re-read every TLS_RELOAD_INTERVAL like the TLS material:
 // compared by content, swapped only on a change, the last good set kept when
-// a file is mid-rotation (unreadable or unparsable).
+// a file is mid-rotation (unreadable or unparsable). A swap closes Changed,
+// and a live session checks its token again with Current: the broker ends
+// the sessions of a revoked token.
 
 import (
 	"bufio"
@@ -78,6 +80,8 @@ type Principal struct {
 	Kinds map[string]bool
 	// Via is how it authenticated: token, certificate or open.
 	Via string
+	// digest is the token's SHA-256 (Via token), for Plane.Current.
+	digest [sha256.Size]byte
 }
 
 // Is reports whether p may act as a.
@@ -106,6 +110,8 @@ type Plane struct {
 	cur                  atomic.Pointer[planeSet]
 	mu                   sync.Mutex
 	swaps                atomic.Int64
+	// changed is closed, and replaced, when the credentials change.
+	changed atomic.Pointer[chan struct{}]
 }
 
 // NewPlane loads the files once, failing fast when one is unusable; either
@@ -116,6 +122,8 @@ func NewPlane(workerFile, meshFile string, interval time.Duration, log zerolog.L
 	}
 	p := &Plane{workerFile: workerFile, meshFile: meshFile, interval: interval,
 		log: log.With().Str("component", "plane-credentials").Logger()}
+	ch := make(chan struct{})
+	p.changed.Store(&ch)
 	s, err := p.load()
 	if err != nil {
 		return nil, err
@@ -181,7 +189,8 @@ func parsePlane(s *planeSet, b []byte, a Audience) error {
 		if len(f[0]) < 16 {
 			return fmt.Errorf("line %d: a token must be at least 16 characters", n)
 		}
-		pr := Principal{Name: f[1], Audience: a, Via: "token"}
+		d := sha256.Sum256([]byte(f[0]))
+		pr := Principal{Name: f[1], Audience: a, Via: "token", digest: d}
 		if len(f) == 3 {
 			pr.Kinds = map[string]bool{}
 			for _, k := range strings.Split(f[2], ",") {
@@ -190,7 +199,6 @@ func parsePlane(s *planeSet, b []byte, a Audience) error {
 				}
 			}
 		}
-		d := sha256.Sum256([]byte(f[0]))
 		if _, dup := s.byDigest[d]; dup {
 			return fmt.Errorf("line %d: duplicate token (a token may appear once across both files)", n)
 		}
@@ -219,6 +227,28 @@ func (p *Plane) Lookup(token string) (Principal, bool) {
 	}
 	pr, ok := p.cur.Load().byDigest[sha256.Sum256([]byte(token))]
 	return pr, ok
+}
+
+// Current is what the credential p authenticated with allows now: for a
+// token, its entry in the files as last read (false once it is removed);
+// any other credential is as it was (a certificate is checked again by the
+// listener on every request). A live session uses it to end when its token
+// is revoked.
+func (p *Plane) Current(pr Principal) (Principal, bool) {
+	if p == nil || pr.Via != "token" {
+		return pr, true
+	}
+	cur, ok := p.cur.Load().byDigest[pr.digest]
+	return cur, ok
+}
+
+// Changed is closed the next time the credentials change (a Reload that
+// swapped them); nil, never closed, for a nil Plane.
+func (p *Plane) Changed() <-chan struct{} {
+	if p == nil {
+		return nil
+	}
+	return *p.changed.Load()
 }
 
 // MeshToken is the token this broker presents to its peers ("" without a
@@ -261,6 +291,8 @@ func (p *Plane) Reload() error {
 	}
 	p.cur.Store(s)
 	p.swaps.Add(1)
+	next := make(chan struct{})
+	close(*p.changed.Swap(&next))
 	p.log.Info().Int("tokens", len(s.byDigest)).Msg("worker-plane credentials rotated")
 	return nil
 }

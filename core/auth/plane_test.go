@@ -35,7 +35,7 @@ func TestPlane_LoadsRotatesAndKeepsTheLastGoodSet(t *testing.T) {
 
 	a, ok := p.Lookup(tokA)
 	require.True(t, ok)
-	require.Equal(t, Principal{Name: "ingest", Audience: AudienceWorker, Via: "token"}, a)
+	require.Equal(t, Principal{Name: "ingest", Audience: AudienceWorker, Via: "token", digest: a.digest}, a)
 	require.True(t, a.Serves("anything"), "a token without kinds serves every kind")
 	b, _ := p.Lookup(tokB)
 	require.True(t, b.Serves("statussink"))
@@ -57,6 +57,29 @@ func TestPlane_LoadsRotatesAndKeepsTheLastGoodSet(t *testing.T) {
 	require.Equal(t, tokN, p.MeshToken(), "the rotation applies")
 	_, ok = p.Lookup(tokM)
 	require.False(t, ok, "a removed token is refused")
+
+	changed := p.Changed()
+	cur, ok := p.Current(b)
+	require.True(t, ok)
+	require.Equal(t, b, cur, "a listed token is current")
+	writeFile(t, wf, tokA+" ingest\n"+tokB+" sink logsink\n")
+	require.NoError(t, p.Reload())
+	select {
+	case <-changed:
+	default:
+		t.Fatal("a swap closes Changed")
+	}
+	cur, ok = p.Current(b)
+	require.True(t, ok)
+	require.False(t, cur.Serves("statussink"), "Current is the token's entry as last read")
+	writeFile(t, wf, tokA+" ingest\n")
+	require.NoError(t, p.Reload())
+	_, ok = p.Current(b)
+	require.False(t, ok, "a removed token is no longer current")
+	cert := Principal{Name: "w", Audience: AudienceWorker, Via: "certificate"}
+	cur, ok = p.Current(cert)
+	require.True(t, ok)
+	require.Equal(t, cert, cur, "a certificate's principal is left as it is")
 
 	writeFile(t, wf, "half-writ")
 	require.Error(t, p.Reload(), "a broken file is reported")

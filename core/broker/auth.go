@@ -163,6 +163,51 @@ func (m meshCredential) WrapStreamingHandler(next connect.StreamingHandlerFunc) 
 	return next
 }
 
+// errCredentialRevoked ends a session whose worker token was revoked.
+var errCredentialRevoked = connect.NewError(connect.CodeUnauthenticated,
+	errors.New("the session's worker token was removed from WORKER_TOKENS_FILE, or no longer serves its kinds"))
+
+// revocationWatch ends s once the token p opened it with is revoked: removed
+// from WORKER_TOKENS_FILE, moved to another audience, or narrowed to kinds
+// that leave out one the session serves. The session is retired (routed
+// nothing more) and its stream cut at once; the stages it held run again
+// elsewhere, and the worker's next call is refused. It returns when ctx (the
+// session) ends.
+func (h *workerService) revocationWatch(ctx context.Context, s *session, p auth.Principal, end func(), log zerolog.Logger) {
+	for {
+		changed := h.creds.Changed()
+		if why := revoked(h.creds, p, h.reg.kindsOf(s)); why != "" {
+			h.reg.retire(s, errCredentialRevoked)
+			log.Warn().Str("identity", p.Name).Str("why", why).Msg("worker session ended: its token was revoked")
+			end()
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// revoked says why the credential p no longer admits a session serving
+// kinds ("" while it does).
+func revoked(creds *auth.Plane, p auth.Principal, kinds []string) string {
+	cur, ok := creds.Current(p)
+	switch {
+	case !ok:
+		return "the token is no longer listed"
+	case !cur.Is(auth.AudienceWorker):
+		return "the token is no longer a worker's"
+	}
+	for _, k := range kinds {
+		if !cur.Serves(k) {
+			return "the token no longer serves kind " + k
+		}
+	}
+	return ""
+}
+
 // subscribeAllowed refuses a Subscribe for kinds the caller may not serve.
 func subscribeAllowed(p auth.Principal, sub *workerv1.Subscribe) error {
 	for _, k := range sub.GetKinds() {

@@ -220,3 +220,73 @@ func TestWorkerPlane_KindRestrictedTokenServesOnlyItsKinds(t *testing.T) {
 	})
 	require.NotContains(t, s.Process.Broker.Served(), "route/v1", "the refused update did not route another kind here")
 }
+
+// A worker token removed from WORKER_TOKENS_FILE (or narrowed to other
+// kinds) ends the sessions it opened once the broker reads the file again:
+// revoking a leaked token must not leave its holder serving (and being
+// handed) work on the stream it already has. A session whose token stays
+// valid is left alone.
+func TestWorkerPlane_RevokedTokenEndsItsLiveSession(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{Manifests: []string{routeKind}})
+	base, err := os.ReadFile(s.WorkerTokensFile)
+	require.NoError(t, err)
+	const leaked, narrowed = "leaked-token-0123456789abcdef", "narrowed-token-0123456789abcdef"
+	withTokens := func(lines string) {
+		t.Helper()
+		require.NoError(t, os.WriteFile(s.WorkerTokensFile, append(slices.Clone(base), lines...), 0o600))
+		require.NoError(t, s.Process.Plane.Reload())
+	}
+	withTokens(leaked + " leaked\n" + narrowed + " narrowed route\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	open := func(token, id string) *connect.BidiStreamForClient[workerv1.WorkStreamRequest, workerv1.WorkStreamResponse] {
+		t.Helper()
+		stream := client(t, s, token).WorkStream(ctx)
+		t.Cleanup(func() { _ = stream.CloseResponse() })
+		require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: &workerv1.Subscribe{
+			WorkerId: id, Kinds: []*workerv1.KindReadiness{{Kind: &workerv1.KindVersion{Kind: "route", Version: "v1"}}}}}}))
+		first, err := stream.Receive()
+		require.NoError(t, err)
+		require.NotNil(t, first.GetSubscribed())
+		return stream
+	}
+	kept, revoked, narrow := open(apptest.WorkerToken, "w-kept"), open(leaked, "w-leaked"), open(narrowed, "w-narrowed")
+	ended := func(stream *connect.BidiStreamForClient[workerv1.WorkStreamRequest, workerv1.WorkStreamResponse]) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			for {
+				if _, err := stream.Receive(); err != nil {
+					done <- err
+					return
+				}
+			}
+		}()
+		return done
+	}
+	keptEnd, revokedEnd, narrowEnd := ended(kept), ended(revoked), ended(narrow)
+
+	withTokens(narrowed + " narrowed sink\n") // leaked is gone, narrowed no longer serves route
+	for name, end := range map[string]<-chan error{"revoked": revokedEnd, "narrowed": narrowEnd} {
+		select {
+		case err := <-end:
+			require.Error(t, err, name)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the %s token's session is still open 30 s after the broker read the file", name)
+		}
+	}
+	// The untouched token's session still serves: its readiness is heard.
+	require.NoError(t, kept.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Readiness{
+		Readiness: &workerv1.ReadinessUpdate{Kinds: []*workerv1.KindReadiness{
+			{Kind: &workerv1.KindVersion{Kind: "route", Version: "v1"}, Ready: true}}}}}))
+	apptest.WaitFor(t, 30*time.Second, "the kept session serves route", func() bool {
+		return slices.Contains(s.Process.Broker.Served(), "route/v1")
+	})
+	select {
+	case err := <-keptEnd:
+		t.Fatalf("the session of a token still listed ended: %v", err)
+	default:
+	}
+	_, err = client(t, s, leaked).GetProviderConfig(ctx, connect.NewRequest(&workerv1.GetProviderConfigRequest{Kind: "route"}))
+	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "the revoked token opens nothing new: %v", err)
+}

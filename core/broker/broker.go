@@ -279,7 +279,7 @@ func (b *Broker) assemble() {
 		}
 		b.handler = &workerService{id: d.ID, reg: b.reg, kinds: kinds, configs: d.Store, completions: b.completions,
 			stages: stg, relays: b.tasks, leases: b.leases, streamRate: b.StreamRate, maxInFlight: b.MaxInFlight, silence: b.SilenceTimeout, maxAge: b.SessionMaxAge,
-			closing: closing, metrics: d.Metrics, outage: d.Outage, log: b.log}
+			closing: closing, metrics: d.Metrics, outage: d.Outage, creds: d.Credentials, log: b.log}
 		if d.Pipeline != nil {
 			b.handler.adopt = &adoptions{id: d.ID, store: d.Pipeline, tasks: b.tasks, leases: b.leases, log: b.log}
 			b.completions.written = b.handler.adopt.done

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/converge-run/converge/core/auth"
 	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/metrics"
@@ -71,7 +72,10 @@ type workerService struct {
 	metrics *metrics.Metrics
 	// outage hears of providerconfig reads failing for an unreachable
 	// database (nil: each failure is logged).
-	outage     *engine.Outage
+	outage *engine.Outage
+	// creds are the worker plane's tokens (nil: none): a session ends when
+	// the token it opened with is revoked (revocationWatch).
+	creds      *auth.Plane
 	log        zerolog.Logger
 	sessionSeq atomic.Int64
 }
@@ -316,6 +320,9 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 	}
 	if cut := streamCutOf(ctx); cut != nil && (h.closing != nil || h.maxAge > 0) {
 		go h.endWhenDue(sctx, s, cut.endReads, log)
+	}
+	if cut := streamCutOf(ctx); cut != nil && h.creds != nil && principalFrom(ctx).Via == "token" {
+		go h.revocationWatch(sctx, s, principalFrom(ctx), cut.abort, log)
 	}
 	sent := make(chan struct{})
 	go func() {

@@ -198,6 +198,17 @@ func (r *registry) setReady(s *session, kinds []*workerv1.KindReadiness) {
 	r.notifyRoutes()
 }
 
+// kindsOf is the kinds s serves or has said it serves (ready or not).
+func (r *registry) kindsOf(s *session) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(s.ready))
+	for kv := range s.ready {
+		out = append(out, kv.Kind)
+	}
+	return out
+}
+
 func readyMap(kinds []*workerv1.KindReadiness) map[manifest.KindVersion]bool {
 	m := make(map[manifest.KindVersion]bool, len(kinds))
 	for _, k := range kinds {
