@@ -27,7 +27,7 @@ type MountOptions struct {
 
 // Mount is the GraphQL API as a process serves it: a subscription hub on
 // the process's listener (run as one of its duties), bearer tokens from
-// API_TOKENS_FILE, the schema over the process's store, and the handler on
+// API_TOKENS_FILE (re-read every TLS_RELOAD_INTERVAL), the schema over the process's store, and the handler on
 // /graphql, /graphql/ and /. cmd/converge and the test stacks mount this
 // same function.
 func Mount(o MountOptions) app.Mount {
@@ -38,9 +38,12 @@ func Mount(o MountOptions) app.Mount {
 		if o.OnHub != nil {
 			o.OnHub(hub)
 		}
-		tokens, err := auth.LoadTokens(p.Config.APITokensFile)
+		tokens, err := auth.LoadTokens(p.Config.APITokensFile, p.Config.TLSReload, p.Log)
 		if err != nil {
 			return fmt.Errorf("API_TOKENS_FILE: %w", err)
+		}
+		if tokens != nil {
+			p.AddDuty(tokens) // re-read every TLS_RELOAD_INTERVAL
 		}
 		certs := p.Config.APIIdentities()
 		schema := NewSchema(Deps{Store: p.Store, Hub: hub, Version: p.Config.Version,

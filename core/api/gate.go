@@ -59,6 +59,7 @@ func (h *Handler) wsInit(ctx context.Context, p transport.InitPayload) (context.
 		return ctx, nil, nil
 	}
 	if hasIdentity(ctx) {
+		go h.closeWhenRevoked(ctx, auth.FromContext(ctx))
 		return ctx, nil, nil
 	}
 	token := auth.Bearer(p.Authorization())
@@ -69,7 +70,36 @@ func (h *Handler) wsInit(ctx context.Context, p transport.InitPayload) (context.
 	if !ok {
 		return transport.WithWebsocketCloseCode(ctx, closeUnauthorized), nil, errUnauthenticated
 	}
+	go h.closeWhenRevoked(ctx, id)
 	return auth.WithIdentity(ctx, id), nil, nil
+}
+
+// closeWhenRevoked closes a websocket connection (4401) once the token it
+// authenticated with is removed from API_TOKENS_FILE: its subscriptions end
+// with it. It returns when the connection ends (ctx) or at once for an
+// identity without a token.
+func (h *Handler) closeWhenRevoked(ctx context.Context, id auth.Identity) {
+	sess, _ := ctx.Value(wsSessionKey{}).(*wsSession)
+	if h.tokens == nil || sess == nil {
+		return
+	}
+	for {
+		changed := h.tokens.Changed()
+		if _, ok := h.tokens.Current(id); !ok {
+			sess.mu.Lock()
+			c := sess.conn
+			sess.mu.Unlock()
+			if c != nil {
+				_ = c.WriteClose(closeUnauthorized, "the connection's API token was revoked")
+			}
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // hasIdentity: the HTTP layer authenticated the upgrade with a header (an
@@ -78,14 +108,18 @@ func hasIdentity(ctx context.Context) bool {
 	return auth.FromContext(ctx).Role == auth.RoleAdmin || auth.FromContext(ctx).Role == auth.RoleViewer
 }
 
-// gate authorizes each operation: viewers may not mutate (over HTTP or
-// websocket); a websocket connection holds at most maxSubs live
+// gate authorizes each operation: a token revoked since the connection
+// authenticated runs nothing, and one whose role changed runs as its new
+// role; viewers may not mutate (over HTTP or websocket); a websocket connection holds at most maxSubs live
 // subscriptions and runs at most maxOps queries and mutations at once,
 // each within timeout (over HTTP, serveGraphQL bounds the request).
 type gate struct {
 	maxSubs int
 	maxOps  int
 	timeout time.Duration
+	// tokens are the API's tokens (nil: none): an operation runs as its
+	// token allows now, and not at all once the token was revoked.
+	tokens  *auth.Tokens
 	present func(context.Context, error) *gqlerror.Error
 }
 
@@ -99,7 +133,12 @@ func (gate) Validate(graphql.ExecutableSchema) error { return nil }
 
 func (g gate) InterceptOperation(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 	op := graphql.GetOperationContext(ctx).Operation.Operation
-	if op == ast.Mutation && !auth.FromContext(ctx).CanMutate() {
+	id, ok := g.tokens.Current(auth.FromContext(ctx))
+	if !ok {
+		return g.reject(ctx, errUnauthenticated)
+	}
+	ctx = auth.WithIdentity(ctx, id)
+	if op == ast.Mutation && !id.CanMutate() {
 		return g.reject(ctx, errForbidden)
 	}
 	cs, _ := ctx.Value(connKey{}).(*connState)

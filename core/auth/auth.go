@@ -12,7 +12,9 @@
 //
 // Blank lines and lines starting with # are ignored. Tokens are compared by
 // their SHA-256 digest. Without a token file the API is open: every request
-// is an anonymous admin.
+// is an anonymous admin. The file is re-read every TLS_RELOAD_INTERVAL, like
+// the worker plane's: compared by content, swapped only on a change, the
+// last good set kept while a file is unreadable or does not parse.
 package auth
 
 import (
@@ -23,6 +25,13 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/engine"
 )
 
 // Role is what a token may do.
@@ -41,6 +50,9 @@ type Identity struct {
 	Role Role
 	// Name is the token's name ("" for an open API or an unnamed token).
 	Name string
+	// token is the digest of the bearer token it came from (zero: none),
+	// for Tokens.Current.
+	token [sha256.Size]byte
 }
 
 // Actor is the name recorded on the events a request causes.
@@ -70,9 +82,30 @@ func FromContext(ctx context.Context) Identity {
 	return Identity{Role: RoleAdmin}
 }
 
-// Tokens maps token digests to identities. A nil *Tokens is an open API.
+// Tokens maps token digests to identities and, loaded from a file, keeps
+// them fresh (Run). A nil *Tokens is an open API.
 type Tokens struct {
+	path     string
+	interval time.Duration
+	log      zerolog.Logger
+	cur      atomic.Pointer[tokenSet]
+	mu       sync.Mutex
+	// changed is closed, and replaced, when the tokens change.
+	changed atomic.Pointer[chan struct{}]
+}
+
+// tokenSet is one parsed generation of the file.
+type tokenSet struct {
 	byDigest map[[sha256.Size]byte]Identity
+	raw      []byte
+}
+
+func newTokens(s *tokenSet) *Tokens {
+	t := &Tokens{}
+	t.cur.Store(s)
+	ch := make(chan struct{})
+	t.changed.Store(&ch)
+	return t
 }
 
 // Len is the number of tokens.
@@ -80,7 +113,7 @@ func (t *Tokens) Len() int {
 	if t == nil {
 		return 0
 	}
-	return len(t.byDigest)
+	return len(t.cur.Load().byDigest)
 }
 
 // Lookup returns the identity of token; false for an unknown token.
@@ -88,29 +121,106 @@ func (t *Tokens) Lookup(token string) (Identity, bool) {
 	if t == nil || token == "" {
 		return Identity{}, false
 	}
-	id, ok := t.byDigest[sha256.Sum256([]byte(token))]
+	id, ok := t.cur.Load().byDigest[sha256.Sum256([]byte(token))]
 	return id, ok
 }
 
-// LoadTokens reads a token file; an empty path returns nil (an open API).
-func LoadTokens(path string) (*Tokens, error) {
+// Current is what the credential id came with allows now: for a token, its
+// entry as last read (false once it was removed); an identity without a
+// token (a certificate's, an open API's) is as it was. A request or a live
+// websocket connection uses it to stop at once when its token is revoked.
+func (t *Tokens) Current(id Identity) (Identity, bool) {
+	if t == nil || id.token == [sha256.Size]byte{} {
+		return id, true
+	}
+	cur, ok := t.cur.Load().byDigest[id.token]
+	return cur, ok
+}
+
+// Changed is closed the next time the tokens change; nil, never closed, for
+// a nil Tokens.
+func (t *Tokens) Changed() <-chan struct{} {
+	if t == nil {
+		return nil
+	}
+	return *t.changed.Load()
+}
+
+// LoadTokens reads a token file, re-read every interval once Run is
+// started; an empty path returns nil (an open API).
+func LoadTokens(path string, interval time.Duration, log zerolog.Logger) (*Tokens, error) {
 	if path == "" {
 		return nil, nil
 	}
+	s, err := loadTokenSet(path)
+	if err != nil {
+		return nil, err
+	}
+	if interval <= 0 {
+		interval = 3 * time.Minute
+	}
+	t := newTokens(s)
+	t.path, t.interval, t.log = path, interval, log.With().Str("component", "api-tokens").Logger()
+	return t, nil
+}
+
+func loadTokenSet(path string) (*tokenSet, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read API tokens file: %w", err)
 	}
-	t, err := ParseTokens(b)
+	s, err := parseTokenSet(b)
 	if err != nil {
 		return nil, fmt.Errorf("API tokens file %s: %w", path, err)
 	}
-	return t, nil
+	return s, nil
+}
+
+// Reload re-reads the file now; it swaps only on a content change and keeps
+// the last good set when the file cannot be read or does not parse.
+func (t *Tokens) Reload() error {
+	if t == nil || t.path == "" {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, err := loadTokenSet(t.path)
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(t.cur.Load().raw, s.raw) {
+		return nil
+	}
+	t.cur.Store(s)
+	next := make(chan struct{})
+	close(*t.changed.Swap(&next))
+	t.log.Info().Int("tokens", len(s.byDigest)).Msg("API tokens rotated")
+	return nil
+}
+
+// Name implements engine.Duty.
+func (t *Tokens) Name() string { return "api-tokens" }
+
+// Run re-reads the file every interval until ctx ends.
+func (t *Tokens) Run(ctx context.Context) error {
+	return engine.Every(ctx, t.interval, func() {
+		if err := t.Reload(); err != nil {
+			t.log.Warn().Err(err).Msg("API tokens file unreadable (mid-rotation?); keeping the last good set")
+		}
+	})
 }
 
 // ParseTokens parses the token file format (see the package doc).
 func ParseTokens(b []byte) (*Tokens, error) {
-	t := &Tokens{byDigest: map[[sha256.Size]byte]Identity{}}
+	s, err := parseTokenSet(b)
+	if err != nil {
+		return nil, err
+	}
+	return newTokens(s), nil
+}
+
+func parseTokenSet(b []byte) (*tokenSet, error) {
+	t := &tokenSet{byDigest: map[[sha256.Size]byte]Identity{}, raw: b}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -128,11 +238,11 @@ func ParseTokens(b []byte) (*Tokens, error) {
 		if len(f[0]) < 16 {
 			return nil, fmt.Errorf("line %d: a token must be at least 16 characters", n)
 		}
-		id := Identity{Role: role}
+		d := sha256.Sum256([]byte(f[0]))
+		id := Identity{Role: role, token: d}
 		if len(f) == 3 {
 			id.Name = f[2]
 		}
-		d := sha256.Sum256([]byte(f[0]))
 		if _, dup := t.byDigest[d]; dup {
 			return nil, fmt.Errorf("line %d: duplicate token", n)
 		}
