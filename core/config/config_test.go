@@ -214,3 +214,23 @@ func TestValidate_RejectsAConfigValueParseWouldReject(t *testing.T) {
 		})
 	}
 }
+
+// DATABASE_URL may be a libpq keyword/value string as well as a URL, and a
+// client key's passphrase (sslpassword) is as secret as the password: the
+// cluster view, which every API viewer reads, shows neither.
+func TestRedacted_HidesPasswordsInEveryDSNForm(t *testing.T) {
+	t.Parallel()
+	for name, dsn := range map[string]string{
+		"keyword/value":        "host=db user=app password=hunter2 dbname=converge",
+		"keyword/value quoted": "host=db user=app password='hunter2 with spaces' dbname=converge",
+		"spaces around =":      "host=db password = hunter2 dbname=converge",
+		"URL sslpassword":      "postgres://app@db/converge?sslmode=verify-full&sslpassword=hunter2",
+		"keyword sslpassword":  "host=db sslpassword=hunter2",
+	} {
+		c := Defaults()
+		c.DatabaseURL = dsn
+		got, _ := c.Redacted()["DATABASE_URL"].(string)
+		require.NotContains(t, got, "hunter2", "%s: %s", name, got)
+		require.Contains(t, got, "db", "%s: the rest stays readable: %s", name, got)
+	}
+}
