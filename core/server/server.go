@@ -10,8 +10,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -65,7 +67,7 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		Protocols:         transport.ServerProtocols(),
-		ErrorLog:          nil,
+		ErrorLog:          log.New(errorLog{log: s.Log.With().Str("listener", s.Name).Logger()}, "", 0),
 	}
 	if s.TLS != nil {
 		srv.TLSConfig = s.TLS
@@ -96,6 +98,23 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	}
 	_ = srv.Close()
 	return nil
+}
+
+// errorLog is net/http's error log on the server's logger: what it reports
+// about a connection (a TLS handshake that failed — a client certificate the
+// CA does not verify, a client speaking plaintext —, a handler's panic),
+// one line per report. A handshake a client dropped without a word (EOF: a
+// TCP probe, a scanner) is debug; the rest warn.
+type errorLog struct{ log zerolog.Logger }
+
+func (e errorLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(strings.TrimPrefix(string(p), "http: "))
+	ev := e.log.Warn()
+	if strings.HasPrefix(msg, "TLS handshake error") && strings.HasSuffix(msg, ": EOF") {
+		ev = e.log.Debug()
+	}
+	ev.Msg(msg)
+	return len(p), nil
 }
 
 // Probes mounts the Kubernetes probes: /livez and /healthz answer without
