@@ -20,7 +20,9 @@ package auth
 //
 //     Every broker accepts any mesh token in its file and presents the FIRST
 //     one when it relays to a peer, so a rotation is: add the new token
-//     everywhere, move it to the top everywhere, remove the old one.
+//     everywhere, move it to the top everywhere, remove the old one (after
+//     the longest task: the lease secrets issued under a mesh token stop
+//     verifying once it is removed, docs/security.md).
 //
 //   - client certificates, with mutual TLS (TLS_CLIENT_CA_FILE): the
 //     certificate was verified against the client CA during the handshake;

@@ -7,13 +7,18 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/auth"
 )
 
 // On an open plane (no mesh tokens) two brokers reading the same cluster
@@ -159,4 +164,36 @@ func TestLeaseKeys_IssueAllocatesTheSecretOnly(t *testing.T) { //nolint:parallel
 	for _, bad := range []string{"", secret[:len(secret)-1], secret + "A", secret[:42] + "!", strings.Repeat("A", 1000)} {
 		require.False(t, l.verify("holder", "task-1", bad), "%q", bad)
 	}
+}
+
+// With mesh tokens the lease secrets are issued with the first mesh token's
+// key and verified with every listed token's. The documented rotation keeps
+// every secret verifying while both tokens are listed; removing the old
+// token retires the secrets issued under it (their tasks run again), so the
+// rotation waits out the longest task between its last two steps.
+func TestLeaseKeys_MeshTokenRotationRetiresTheOldTokensSecretsOnlyAtRemoval(t *testing.T) {
+	t.Parallel()
+	const oldTok, newTok = "mesh-token-old-0123456789", "mesh-token-new-0123456789"
+	file := filepath.Join(t.TempDir(), "mesh")
+	write := func(content string) {
+		t.Helper()
+		require.NoError(t, os.WriteFile(file, []byte(content), 0o600))
+	}
+	write(oldTok + " mesh-old\n")
+	plane, err := auth.NewPlane("", file, time.Hour, zerolog.Nop())
+	require.NoError(t, err)
+	l := newLeaseKeys(plane)
+	underOld := l.issue("holder", "t1")
+
+	write(oldTok + " mesh-old\n" + newTok + " mesh-new\n") // 1. add the new token
+	require.NoError(t, plane.Reload())
+	require.True(t, l.verify("holder", "t1", underOld))
+	write(newTok + " mesh-new\n" + oldTok + " mesh-old\n") // 2. move it to the top
+	require.NoError(t, plane.Reload())
+	underNew := l.issue("holder", "t2")
+	require.True(t, l.verify("holder", "t1", underOld), "a secret of the old token verifies while it is listed")
+	write(newTok + " mesh-new\n") // 3. remove the old token
+	require.NoError(t, plane.Reload())
+	require.True(t, l.verify("holder", "t2", underNew))
+	require.False(t, l.verify("holder", "t1", underOld), "a secret issued under a removed token no longer verifies")
 }
