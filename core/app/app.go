@@ -297,7 +297,7 @@ func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
 	if cfg.HasBroker() {
 		p.Broker = broker.New(broker.Deps{ID: p.MemberID, Pipeline: p.Pipeline, Store: p.Store, Kinds: p.Kinds, Listener: p.Listener,
 			Lifecycle: lifecycle.New(p.Primary),
-			Shards:    p.Shards, Metrics: p.Metrics, Log: log, Credentials: p.Plane, MTLS: cfg.TLSClientCAFile != "", CertPolicy: cfg.CertPolicy(), Outage: p.Outage,
+			Shards:    p.Shards, Metrics: p.Metrics, Log: log, Credentials: p.Plane, MTLS: cfg.TLSClientCAFile != "", CertPolicy: cfg.CertPolicy(), ClientCerts: tlsR.ClientCheck(), Outage: p.Outage,
 			Options: broker.Options{Drain: cfg.ShutdownDrain, MaxMessageBytes: cfg.WorkerMaxMsg, StreamRate: cfg.WorkerRate,
 				CompressMinBytes: cfg.WorkerCompress, MaxInFlight: cfg.WorkerMaxInFlight,
 				RedeliveryWait: cfg.RedeliveryWait, SilenceTimeout: cfg.WorkerSilence, SessionMaxAge: cfg.WorkerSessionMaxAge}})

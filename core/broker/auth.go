@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net/http"
 	"time"
@@ -46,6 +47,9 @@ func principalFrom(ctx context.Context) auth.Principal {
 type certResult struct {
 	p   auth.Principal
 	err error
+	// state is the connection's TLS state, for a session to verify its
+	// certificate again (certificateWatch).
+	state *tls.ConnectionState
 }
 
 // withCertificate records the worker-plane identity of a verified client
@@ -55,7 +59,7 @@ func withCertificate(policy auth.CertPolicy, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
 			p, err := policy.Principal(r.TLS.VerifiedChains[0][0])
-			r = r.WithContext(context.WithValue(r.Context(), certKey{}, certResult{p: p, err: err}))
+			r = r.WithContext(context.WithValue(r.Context(), certKey{}, certResult{p: p, err: err, state: r.TLS}))
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -187,6 +191,38 @@ func (h *workerService) revocationWatch(ctx context.Context, s *session, p auth.
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// errCertificateInvalid ends a session whose client certificate no longer
+// verifies.
+var errCertificateInvalid = connect.NewError(connect.CodeUnauthenticated,
+	errors.New("the session's client certificate no longer verifies against TLS_CLIENT_CA_FILE (rotated out, or expired)"))
+
+// certificateWatch ends s once the client certificate it was opened with no
+// longer verifies: its CA rotated out of TLS_CLIENT_CA_FILE, or it expired.
+// A session outlives the requests the listener checks (tlsreload's
+// ClientCheck), so it verifies again whenever the material changes and when
+// the chain expires. It returns when ctx (the session) ends.
+func (h *workerService) certificateWatch(ctx context.Context, s *session, cs *tls.ConnectionState, end func(), log zerolog.Logger) {
+	for {
+		changed := h.certs.Changed()
+		until, err := h.certs.Verify(cs)
+		if err != nil {
+			h.reg.retire(s, errCertificateInvalid)
+			log.Warn().Err(err).Msg("worker session ended: its client certificate no longer verifies")
+			end()
+			return
+		}
+		expiry := time.NewTimer(time.Until(until) + time.Second)
+		select {
+		case <-changed:
+		case <-expiry.C:
+		case <-ctx.Done():
+			expiry.Stop()
+			return
+		}
+		expiry.Stop()
 	}
 }
 

@@ -185,3 +185,54 @@ func TestWorkerPlane_RotatedOutClientCAIsRefusedOnAnOpenConnection(t *testing.T)
 	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err),
 		"a call on the connection opened under the retired CA: %v", err)
 }
+
+// A worker session opened with a client certificate ends once that
+// certificate no longer verifies — its CA rotated out of TLS_CLIENT_CA_FILE
+// (as here) or the certificate expired — rather than serving on until the
+// worker leaves: the per-request check cannot reach a stream opened before.
+func TestWorkerPlane_RotatedOutClientCAEndsALiveSession(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca := newTestCA(t)
+	caFile := filepath.Join(dir, "ca.pem")
+	caPEM := func(c testCA) []byte { return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.cert.Raw}) }
+	require.NoError(t, os.WriteFile(caFile, caPEM(ca), 0o600))
+	srvCert, srvKey, _ := ca.issue(t, dir, "converge", auth.BrokerOU, 2)
+	_, _, workerPair := ca.issue(t, dir, "worker-1", auth.WorkerOU, 3)
+	s := apptest.Start(t, apptest.Options{Manifests: []string{routeKind}, Config: func(c *config.Config) {
+		c.ListenAddr = "https://127.0.0.1:0"
+		c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile = srvCert, srvKey, caFile
+		c.WorkerTokens, c.MeshTokens = "", ""
+		c.TLSReload = 20 * time.Millisecond
+	}})
+	url := "https://" + s.Process.Addr("api").String()
+	hc, err := transport.ClientFor(url, &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: ca.pool,
+		Certificates: []tls.Certificate{workerPair}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stream := workerv1connect.NewWorkerServiceClient(hc, url).WorkStream(ctx)
+	defer func() { _ = stream.CloseResponse() }()
+	require.NoError(t, stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: &workerv1.Subscribe{
+		WorkerId: "w-cert", Kinds: []*workerv1.KindReadiness{{Kind: &workerv1.KindVersion{Kind: "route", Version: "v1"}}}}}}))
+	first, err := stream.Receive()
+	require.NoError(t, err)
+	require.NotNil(t, first.GetSubscribed())
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := stream.Receive(); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+
+	require.NoError(t, os.WriteFile(caFile, caPEM(newTestCA(t)), 0o600))
+	select {
+	case err := <-ended:
+		require.Error(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the session of a certificate the client CA no longer verifies is still open 30 s after the rotation")
+	}
+}

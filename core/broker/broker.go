@@ -27,6 +27,7 @@ import (
 	"github.com/converge-run/converge/core/store/membership"
 	"github.com/converge-run/converge/core/store/notify"
 	"github.com/converge-run/converge/core/store/pipeline"
+	"github.com/converge-run/converge/core/tlsreload"
 	"github.com/converge-run/converge/workerproto/gen/converge/worker/v1/workerv1connect"
 )
 
@@ -172,6 +173,10 @@ type Deps struct {
 	// CertPolicy decides a client certificate's audience (the zero policy:
 	// by its OU).
 	CertPolicy auth.CertPolicy
+	// ClientCerts verify a live session's client certificate again when
+	// the client CA bundle changes or the certificate expires (nil: no
+	// mutual TLS).
+	ClientCerts *tlsreload.ClientCheck
 	// Outage is the process's shared database-outage reporter (nil: every
 	// error is logged by its loop).
 	Outage *engine.Outage
@@ -279,7 +284,7 @@ func (b *Broker) assemble() {
 		}
 		b.handler = &workerService{id: d.ID, reg: b.reg, kinds: kinds, configs: d.Store, completions: b.completions,
 			stages: stg, relays: b.tasks, leases: b.leases, streamRate: b.StreamRate, maxInFlight: b.MaxInFlight, silence: b.SilenceTimeout, maxAge: b.SessionMaxAge,
-			closing: closing, metrics: d.Metrics, outage: d.Outage, creds: d.Credentials, log: b.log}
+			closing: closing, metrics: d.Metrics, outage: d.Outage, creds: d.Credentials, certs: d.ClientCerts, log: b.log}
 		if d.Pipeline != nil {
 			b.handler.adopt = &adoptions{id: d.ID, store: d.Pipeline, tasks: b.tasks, leases: b.leases, log: b.log}
 			b.completions.written = b.handler.adopt.done

@@ -17,6 +17,7 @@ import (
 	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/metrics"
+	"github.com/converge-run/converge/core/tlsreload"
 
 	"github.com/converge-run/converge/workerproto"
 	"github.com/converge-run/converge/workerproto/composecols"
@@ -75,7 +76,10 @@ type workerService struct {
 	outage *engine.Outage
 	// creds are the worker plane's tokens (nil: none): a session ends when
 	// the token it opened with is revoked (revocationWatch).
-	creds      *auth.Plane
+	creds *auth.Plane
+	// certs verify a session's client certificate again when the client
+	// CA bundle changes or the certificate expires (nil: no mutual TLS).
+	certs      *tlsreload.ClientCheck
 	log        zerolog.Logger
 	sessionSeq atomic.Int64
 }
@@ -323,6 +327,10 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 	}
 	if cut := streamCutOf(ctx); cut != nil && h.creds != nil && principalFrom(ctx).Via == "token" {
 		go h.revocationWatch(sctx, s, principalFrom(ctx), cut.abort, log)
+	}
+	if c, ok := ctx.Value(certKey{}).(certResult); ok && c.state != nil && h.certs != nil &&
+		principalFrom(ctx).Via == "certificate" && streamCutOf(ctx) != nil {
+		go h.certificateWatch(sctx, s, c.state, streamCutOf(ctx).abort, log)
 	}
 	sent := make(chan struct{})
 	go func() {

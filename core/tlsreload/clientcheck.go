@@ -36,6 +36,26 @@ func (r *Reloader) ClientCheck() *ClientCheck {
 	return &ClientCheck{r: r}
 }
 
+// Verify verifies the client certificate of a connection's handshake
+// against the bundle of now; until is when the first certificate of its
+// chain expires. A nil ClientCheck verifies nothing (no mutual TLS).
+func (c *ClientCheck) Verify(cs *tls.ConnectionState) (until time.Time, err error) {
+	if c == nil {
+		return time.Time{}, nil
+	}
+	return verifyClient(cs, c.r.cur.Load().pool, time.Now())
+}
+
+// Changed is closed the next time the TLS material changes (nil, never
+// closed, for a nil ClientCheck): what outlives a request — a worker's
+// session — verifies its certificate again then (Verify).
+func (c *ClientCheck) Changed() <-chan struct{} {
+	if c == nil {
+		return nil
+	}
+	return *c.r.changed.Load()
+}
+
 type verdictKey struct{}
 
 // verdict is one connection's last check.

@@ -96,3 +96,46 @@ func TestClientCheck_ExpiredCertificateIsRefusedOnItsOpenConnection(t *testing.T
 	require.Error(t, err, "the refused connection was closed; a new handshake with the expired certificate fails")
 	require.False(t, reused)
 }
+
+// Verify checks a handshake's certificate against the bundle of now, and
+// Changed wakes what outlives a request (a worker's session) when the
+// bundle changes.
+func TestClientCheck_VerifyFollowsTheBundle(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	root := newCA(t, "root")
+	cliCert, cliKey := root.issue(t, 20, false)
+	caFile := filepath.Join(dir, "ca.crt")
+	write(t, caFile, root.pem)
+	r, err := New(Files{CAFile: caFile}, time.Hour, zerolog.Nop())
+	require.NoError(t, err)
+	check := r.ClientCheck()
+	pair, err := tls.X509KeyPair(cliCert, cliKey)
+	require.NoError(t, err)
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	require.NoError(t, err)
+	cs := &tls.ConnectionState{PeerCertificates: []*x509.Certificate{leaf}}
+
+	until, err := check.Verify(cs)
+	require.NoError(t, err)
+	first := leaf.NotAfter
+	if root.cert.NotAfter.Before(first) {
+		first = root.cert.NotAfter
+	}
+	require.Equal(t, first, until, "the chain's first expiry")
+	changed := check.Changed()
+	write(t, caFile, newCA(t, "other").pem)
+	require.NoError(t, r.Reload())
+	select {
+	case <-changed:
+	default:
+		t.Fatal("a rotation closes Changed")
+	}
+	_, err = check.Verify(cs)
+	require.ErrorContains(t, err, "no longer verifies against TLS_CLIENT_CA_FILE")
+
+	var none *ClientCheck
+	_, err = none.Verify(cs)
+	require.NoError(t, err, "without mutual TLS there is nothing to verify")
+	require.Nil(t, (*Reloader)(nil).ClientCheck())
+}

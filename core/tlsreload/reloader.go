@@ -49,6 +49,8 @@ type Reloader struct {
 	cur      atomic.Pointer[material]
 	mu       sync.Mutex
 	swaps    atomic.Int64
+	// changed is closed, and replaced, when the material changes.
+	changed atomic.Pointer[chan struct{}]
 }
 
 // New loads the files once (failing fast when they are unusable) and
@@ -63,6 +65,8 @@ func New(files Files, interval time.Duration, log zerolog.Logger) (*Reloader, er
 		return nil, err
 	}
 	r.cur.Store(m)
+	ch := make(chan struct{})
+	r.changed.Store(&ch)
 	return r, nil
 }
 
@@ -112,6 +116,8 @@ func (r *Reloader) Reload() error {
 	}
 	r.cur.Store(m)
 	r.swaps.Add(1)
+	next := make(chan struct{})
+	close(*r.changed.Swap(&next))
 	r.log.Info().Str("cert", r.files.CertFile).Str("ca", r.files.CAFile).Msg("TLS material rotated")
 	return nil
 }
