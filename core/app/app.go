@@ -465,7 +465,7 @@ func (p *Process) servers(cfg config.Config, tlsR *tlsreload.Reloader, opts Opti
 }
 
 // errNotClaiming is /readyz's answer while the liveness lock is not held.
-var errNotClaiming = errors.New("liveness lock not held: the member is not claiming")
+var errNotClaiming error = server.NotReadyError("liveness lock not held: the member is not claiming")
 
 // readiness is /readyz: the primary answers a ping and the member holds its
 // liveness lock (it owns shards and claims).

@@ -117,6 +117,14 @@ func (e errorLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// NotReadyError is a reason /readyz serves as it is: the process's own words.
+// Any other error of its ping (a driver's, which names the database's host,
+// user and database) is served as "the primary database does not answer":
+// /readyz answers every caller, credentials or not.
+type NotReadyError string
+
+func (n NotReadyError) Error() string { return string(n) }
+
 // Probes mounts the Kubernetes probes: /livez and /healthz answer without
 // touching the database (a Postgres blip must not restart the pod); /readyz
 // pings the primary so a pod that cannot reach it leaves the endpoints.
@@ -131,7 +139,12 @@ func Probes(mux *http.ServeMux, pingPrimary func(context.Context) error) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := pingPrimary(ctx); err != nil {
-			http.Error(w, "database unreachable: "+err.Error(), http.StatusServiceUnavailable)
+			reason := "the primary database does not answer"
+			var nr NotReadyError
+			if errors.As(err, &nr) {
+				reason = string(nr)
+			}
+			http.Error(w, "not ready: "+reason, http.StatusServiceUnavailable)
 			return
 		}
 		ok(w, r)
