@@ -49,7 +49,8 @@ func Mount(o MountOptions) app.Mount {
 		schema := NewSchema(Deps{Store: p.Store, Hub: hub, Version: p.Config.Version,
 			AuthRequired: tokens != nil || certs.Set(), LoaderWait: o.Limits.LoaderWait,
 			Control: &cluster.Controller{Store: p.Members, Log: p.Log}})
-		h := api.NewHandler(api.Deps{Schema: schema, Log: p.Log, Tokens: tokens, Certificates: certs, Limits: o.Limits, UI: o.UI})
+		h := api.NewHandler(api.Deps{Schema: schema, Log: p.Log, Tokens: tokens, Certificates: certs,
+			ClientCerts: p.ClientCerts, Limits: o.Limits, UI: o.UI})
 		mux.Handle("/graphql", h)
 		mux.Handle("/graphql/", h)
 		mux.Handle("/", h)

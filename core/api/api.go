@@ -48,6 +48,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/core/auth"
+	"github.com/converge-run/converge/core/tlsreload"
 )
 
 // Schema is what the handler executes: gqlgen's executable schema (with its
@@ -73,6 +74,10 @@ type Deps struct {
 	// sent, still decides. Any other certificate — a worker's, a peer
 	// broker's — is no API credential.
 	Certificates auth.APIIdentities
+	// ClientCerts verify a websocket connection's client certificate again
+	// when the client CA bundle changes or it expires; the connection is
+	// closed (4401) once it no longer verifies (nil: no mutual TLS).
+	ClientCerts *tlsreload.ClientCheck
 	// Limits bound every request; zero fields take their defaults.
 	Limits Limits
 	// UI, when set, serves every path the API does not (the dashboard and
@@ -88,8 +93,10 @@ type Handler struct {
 	limits Limits
 	tokens *auth.Tokens
 	certs  auth.APIIdentities
-	log    zerolog.Logger
-	cors   []string
+	// clientCerts verify a live websocket's certificate (nil: no mTLS).
+	clientCerts *tlsreload.ClientCheck
+	log         zerolog.Logger
+	cors        []string
 }
 
 // NewHandler builds the API handler.
@@ -102,7 +109,8 @@ func NewHandler(d Deps) *Handler {
 	}
 	es := d.Schema.Executable
 
-	h := &Handler{ui: d.UI, limits: lim, tokens: d.Tokens, certs: d.Certificates, log: log, cors: lim.AllowedOrigins}
+	h := &Handler{ui: d.UI, limits: lim, tokens: d.Tokens, certs: d.Certificates, clientCerts: d.ClientCerts, log: log,
+		cors: lim.AllowedOrigins}
 	srv := handler.New(es)
 	srv.AddTransport(transport.Websocket{
 		Implementation: wsImpl{
@@ -176,6 +184,7 @@ func (h *Handler) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	if upgrade {
 		var session *wsSession
 		ctx, session = withWSSession(ctx)
+		session.tls = r.TLS
 		defer session.end()
 		h.gql.ServeHTTP(w, r.WithContext(ctx))
 		return

@@ -55,6 +55,10 @@ type connKey struct{}
 // subscription count.
 func (h *Handler) wsInit(ctx context.Context, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 	ctx = context.WithValue(ctx, connKey{}, &connState{})
+	if sess, _ := ctx.Value(wsSessionKey{}).(*wsSession); sess != nil && sess.tls != nil &&
+		len(sess.tls.PeerCertificates) > 0 && h.clientCerts != nil {
+		go h.closeWhenCertificateInvalid(ctx, sess)
+	}
 	if h.open() {
 		return ctx, nil, nil
 	}
@@ -86,12 +90,7 @@ func (h *Handler) closeWhenRevoked(ctx context.Context, id auth.Identity) {
 	for {
 		changed := h.tokens.Changed()
 		if _, ok := h.tokens.Current(id); !ok {
-			sess.mu.Lock()
-			c := sess.conn
-			sess.mu.Unlock()
-			if c != nil {
-				_ = c.WriteClose(closeUnauthorized, "the connection's API token was revoked")
-			}
+			sess.closeUnauthorized("the connection's API token was revoked")
 			return
 		}
 		select {
@@ -99,6 +98,33 @@ func (h *Handler) closeWhenRevoked(ctx context.Context, id auth.Identity) {
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// closeWhenCertificateInvalid closes a websocket connection (4401) once the
+// client certificate of its handshake no longer verifies: its CA rotated out
+// of TLS_CLIENT_CA_FILE, or it expired. The listener checks every request
+// again (tlsreload's ClientCheck), but a connection upgraded before is one
+// request that lasts: it checks again whenever the bundle changes and when
+// the chain expires. It returns when the connection ends (ctx).
+func (h *Handler) closeWhenCertificateInvalid(ctx context.Context, sess *wsSession) {
+	for {
+		changed := h.clientCerts.Changed()
+		until, err := h.clientCerts.Verify(sess.tls)
+		if err != nil {
+			h.log.Warn().Err(err).Str("request_id", RequestID(ctx)).Msg("websocket closed: its client certificate no longer verifies")
+			sess.closeUnauthorized("the connection's client certificate no longer verifies")
+			return
+		}
+		expiry := time.NewTimer(time.Until(until) + time.Second)
+		select {
+		case <-changed:
+		case <-expiry.C:
+		case <-ctx.Done():
+			expiry.Stop()
+			return
+		}
+		expiry.Stop()
 	}
 }
 

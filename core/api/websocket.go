@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"io"
@@ -72,6 +73,19 @@ func (i wsImpl) Accept(w http.ResponseWriter, r *http.Request, o transport.Webso
 type wsSession struct {
 	mu   sync.Mutex
 	conn *wsConn
+	// tls is the upgrade's TLS state (nil: plain HTTP), for the
+	// connection to verify its client certificate again.
+	tls *tls.ConnectionState
+}
+
+// closeUnauthorized closes the session's connection with 4401 and msg.
+func (s *wsSession) closeUnauthorized(msg string) {
+	s.mu.Lock()
+	c := s.conn
+	s.mu.Unlock()
+	if c != nil {
+		_ = c.WriteClose(closeUnauthorized, msg)
+	}
 }
 
 type wsSessionKey struct{}

@@ -57,6 +57,10 @@ type Process struct {
 	MemberID string
 	// Plane holds the worker plane's bearer tokens (nil without token files).
 	Plane *auth.Plane
+	// ClientCerts verify a client certificate again after its handshake
+	// (nil without mutual TLS): what outlives a request (an API websocket,
+	// a worker's session) ends once its certificate no longer verifies.
+	ClientCerts *tlsreload.ClientCheck
 	// Outage is the process's one database-outage reporter, shared by every
 	// loop (one WARN when the database goes, one INFO when it returns).
 	Outage *engine.Outage
@@ -141,6 +145,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 			return err
 		}
 	}
+	p.ClientCerts = tlsR.ClientCheck()
 	if p.Plane, err = planeCredentials(cfg, log); err != nil {
 		return err
 	}
@@ -297,7 +302,7 @@ func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
 	if cfg.HasBroker() {
 		p.Broker = broker.New(broker.Deps{ID: p.MemberID, Pipeline: p.Pipeline, Store: p.Store, Kinds: p.Kinds, Listener: p.Listener,
 			Lifecycle: lifecycle.New(p.Primary),
-			Shards:    p.Shards, Metrics: p.Metrics, Log: log, Credentials: p.Plane, MTLS: cfg.TLSClientCAFile != "", CertPolicy: cfg.CertPolicy(), ClientCerts: tlsR.ClientCheck(), Outage: p.Outage,
+			Shards:    p.Shards, Metrics: p.Metrics, Log: log, Credentials: p.Plane, MTLS: cfg.TLSClientCAFile != "", CertPolicy: cfg.CertPolicy(), ClientCerts: p.ClientCerts, Outage: p.Outage,
 			Options: broker.Options{Drain: cfg.ShutdownDrain, MaxMessageBytes: cfg.WorkerMaxMsg, StreamRate: cfg.WorkerRate,
 				CompressMinBytes: cfg.WorkerCompress, MaxInFlight: cfg.WorkerMaxInFlight,
 				RedeliveryWait: cfg.RedeliveryWait, SilenceTimeout: cfg.WorkerSilence, SessionMaxAge: cfg.WorkerSessionMaxAge}})
