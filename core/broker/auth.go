@@ -199,7 +199,7 @@ func (h *workerService) revocationWatch(ctx context.Context, s *session, p auth.
 var errCertificateInvalid = connect.NewError(connect.CodeUnauthenticated,
 	errors.New("the session's client certificate no longer verifies against TLS_CLIENT_CA_FILE (rotated out, or expired)"))
 
-// certificateWatch ends s once the client certificate it was opened with no
+// certificateWatch ends s once the client certificate its connection presented no
 // longer verifies: its CA rotated out of TLS_CLIENT_CA_FILE, or it expired.
 // A session outlives the requests the listener checks (tlsreload's
 // ClientCheck), so it verifies again whenever the material changes and when

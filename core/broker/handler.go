@@ -328,8 +328,10 @@ func (h *workerService) serve(ctx context.Context, stream *workStream, s *sessio
 	if cut := streamCutOf(ctx); cut != nil && h.creds != nil && principalFrom(ctx).Via == "token" {
 		go h.revocationWatch(sctx, s, principalFrom(ctx), cut.abort, log)
 	}
-	if c, ok := ctx.Value(certKey{}).(certResult); ok && c.state != nil && h.certs != nil &&
-		principalFrom(ctx).Via == "certificate" && streamCutOf(ctx) != nil {
+	// Any session over mutual TLS, whichever credential opened it: the
+	// listener refuses every request of a certificate that no longer
+	// verifies, and a session is one that lasts.
+	if c, ok := ctx.Value(certKey{}).(certResult); ok && c.state != nil && h.certs != nil && streamCutOf(ctx) != nil {
 		go h.certificateWatch(sctx, s, c.state, streamCutOf(ctx).abort, log)
 	}
 	sent := make(chan struct{})
