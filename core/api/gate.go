@@ -136,9 +136,10 @@ func hasIdentity(ctx context.Context) bool {
 
 // gate authorizes each operation: a token revoked since the connection
 // authenticated runs nothing, and one whose role changed runs as its new
-// role; viewers may not mutate (over HTTP or websocket); a websocket connection holds at most maxSubs live
-// subscriptions and runs at most maxOps queries and mutations at once,
-// each within timeout (over HTTP, serveGraphQL bounds the request).
+// role; viewers may not mutate (over HTTP or websocket); a websocket
+// connection holds at most maxSubs live subscriptions and runs at most
+// maxOps queries and mutations at once, each within timeout (over HTTP,
+// serveGraphQL bounds the request).
 type gate struct {
 	maxSubs int
 	maxOps  int
