@@ -168,12 +168,15 @@ const (
 	ApplyOutcomeConfigured ApplyOutcome = "CONFIGURED"
 	// Nothing changed: nothing is written.
 	ApplyOutcomeUnchanged ApplyOutcome = "UNCHANGED"
+	// An existing resource was (would be) moved to another version of its kind: its generation bumps.
+	ApplyOutcomeMigrated ApplyOutcome = "MIGRATED"
 )
 
 var AllApplyOutcome = []ApplyOutcome{
 	ApplyOutcomeCreated,
 	ApplyOutcomeConfigured,
 	ApplyOutcomeUnchanged,
+	ApplyOutcomeMigrated,
 }
 
 // ApplyProviderConfigApplyProviderConfig includes the requested fields of the GraphQL type ProviderConfig.
@@ -4145,7 +4148,7 @@ var AllPhase = []Phase{
 //
 // What applyResource would do, computed by a dry run: validated fully, nothing written.
 type PlanResourcePlanResourceResourcePlan struct {
-	// Created, configured or unchanged.
+	// Created, configured, unchanged or migrated (applied at another version of its kind).
 	Outcome ApplyOutcome `json:"outcome"`
 	// The generation the resource would be at.
 	Generation int `json:"generation"`

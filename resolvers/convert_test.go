@@ -119,3 +119,16 @@ func TestReadParts_CoverEveryBit(t *testing.T) {
 		t.Errorf("readParts maps %b, AllReads is %b", mapped, manifest.AllReads)
 	}
 }
+
+// planResource's outcome is an enum: every outcome the store's apply can
+// return must be one of its values (gqlgen writes an enum out unchecked, so
+// one missing from the schema reaches clients as a value the schema does not
+// declare).
+func TestToOutcome_EveryStoreOutcomeIsInTheSchema(t *testing.T) {
+	t.Parallel()
+	for _, o := range []store.ApplyOutcome{store.Created, store.Configured, store.Unchanged, store.Migrated} {
+		if got := toOutcome(o); !got.IsValid() {
+			t.Errorf("store outcome %q maps to %q, which the ApplyOutcome enum does not declare", o, got)
+		}
+	}
+}

@@ -350,7 +350,7 @@ type ResourcePage struct {
 
 // What applyResource would do, computed by a dry run: validated fully, nothing written.
 type ResourcePlan struct {
-	// Created, configured or unchanged.
+	// Created, configured, unchanged or migrated (applied at another version of its kind).
 	Outcome ApplyOutcome `json:"outcome"`
 	// The stored resource; null when the apply would create it.
 	Current *Resource `json:"current,omitempty"`
@@ -568,17 +568,20 @@ const (
 	ApplyOutcomeConfigured ApplyOutcome = "CONFIGURED"
 	// Nothing changed: nothing is written.
 	ApplyOutcomeUnchanged ApplyOutcome = "UNCHANGED"
+	// An existing resource was (would be) moved to another version of its kind: its generation bumps.
+	ApplyOutcomeMigrated ApplyOutcome = "MIGRATED"
 )
 
 var AllApplyOutcome = []ApplyOutcome{
 	ApplyOutcomeCreated,
 	ApplyOutcomeConfigured,
 	ApplyOutcomeUnchanged,
+	ApplyOutcomeMigrated,
 }
 
 func (e ApplyOutcome) IsValid() bool {
 	switch e {
-	case ApplyOutcomeCreated, ApplyOutcomeConfigured, ApplyOutcomeUnchanged:
+	case ApplyOutcomeCreated, ApplyOutcomeConfigured, ApplyOutcomeUnchanged, ApplyOutcomeMigrated:
 		return true
 	}
 	return false

@@ -12,9 +12,9 @@ export type ApiRole = 'ADMIN' | 'VIEWER';
 export const ApiRoleValues: readonly ApiRole[] = ['ADMIN', 'VIEWER'];
 
 /** What an apply did, or would do. */
-export type ApplyOutcome = 'CREATED' | 'CONFIGURED' | 'UNCHANGED';
+export type ApplyOutcome = 'CREATED' | 'CONFIGURED' | 'UNCHANGED' | 'MIGRATED';
 /** Every ApplyOutcome value, in schema order. */
-export const ApplyOutcomeValues: readonly ApplyOutcome[] = ['CREATED', 'CONFIGURED', 'UNCHANGED'];
+export const ApplyOutcomeValues: readonly ApplyOutcome[] = ['CREATED', 'CONFIGURED', 'UNCHANGED', 'MIGRATED'];
 
 /** A Kubernetes-style condition status. */
 export type ConditionStatus = 'TRUE' | 'FALSE' | 'UNKNOWN';
