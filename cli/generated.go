@@ -5344,7 +5344,9 @@ type ResourceSpecHistoryResourceSpecHistorySpecRevision struct {
 	Labels json.RawMessage `json:"labels"`
 	// Its providerConfigRef; null = the kind's default.
 	ProviderConfigRef *string `json:"providerConfigRef"`
-	// Created, SpecUpdated, LabelsUpdated or RolledBack.
+	// The kind version it was applied at; null for a generation kept before the history recorded versions.
+	Version *string `json:"version"`
+	// Created, SpecUpdated, LabelsUpdated, VersionMigrated or RolledBack.
 	Reason string `json:"reason"`
 	// Who applied it.
 	Actor string `json:"actor"`
@@ -5369,6 +5371,9 @@ func (v *ResourceSpecHistoryResourceSpecHistorySpecRevision) GetLabels() json.Ra
 func (v *ResourceSpecHistoryResourceSpecHistorySpecRevision) GetProviderConfigRef() *string {
 	return v.ProviderConfigRef
 }
+
+// GetVersion returns ResourceSpecHistoryResourceSpecHistorySpecRevision.Version, and is useful for accessing the field via an interface.
+func (v *ResourceSpecHistoryResourceSpecHistorySpecRevision) GetVersion() *string { return v.Version }
 
 // GetReason returns ResourceSpecHistoryResourceSpecHistorySpecRevision.Reason, and is useful for accessing the field via an interface.
 func (v *ResourceSpecHistoryResourceSpecHistorySpecRevision) GetReason() string { return v.Reason }
@@ -5577,8 +5582,10 @@ func (v *ResyncResourceResyncResource) __premarshalJSON() (*__premarshalResyncRe
 
 // RollbackResourceResponse is returned by RollbackResource on success.
 type RollbackResourceResponse struct {
-	// Apply generation toGeneration's kept spec, labels and providerConfigRef again: a new generation carrying
-	// the old spec, validated like any apply, recorded in the events as RolledBack with its actor.
+	// Apply generation toGeneration's kept spec, labels and providerConfigRef again, at the kind version it was
+	// applied at: a new generation carrying the old spec, validated like any apply (a resource that moved to
+	// another version since migrates back), recorded in the events as RolledBack with its actor.
+	// BAD_USER_INPUT when that version is no longer applied.
 	// dryRun validates and returns the would-be resource without writing.
 	RollbackResource RollbackResourceRollbackResource `json:"rollbackResource"`
 }
@@ -10198,6 +10205,7 @@ query ResourceSpecHistory ($kind: String!, $name: String!, $first: Int!) {
 			spec
 			labels
 			providerConfigRef
+			version
 			reason
 			actor
 			rolledBackFrom

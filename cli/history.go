@@ -20,10 +20,11 @@ func (a *app) historyCommand() *cobra.Command {
 		Use:   "history KIND/NAME [--diff]",
 		Short: "List a resource's kept spec generations (with --diff, what each changed)",
 		Long: `List the applied generations a resource's spec history keeps, newest first: the
-generation, why it was applied (Created, SpecUpdated, LabelsUpdated, RolledBack),
-who applied it and when. The kind's historyLimit bounds how many are kept
+generation, why it was applied (Created, SpecUpdated, LabelsUpdated,
+VersionMigrated, RolledBack), who applied it and when. The kind's historyLimit bounds how many are kept
 (conctl rollback restores one). With --diff, each generation is followed by
-the spec and labels changes from the kept generation before it.`,
+the spec and labels changes from the kept generation before it (and its kind
+version, when it moved).`,
 		Example: `  conctl history bom/acme
   conctl history bom/acme --diff
   conctl history bom/acme -o json`,
@@ -87,9 +88,13 @@ func (a *app) history(ctx context.Context, r ref, first int, diff bool) error {
 		if errS != nil || errL != nil {
 			return fmt.Errorf("history %s: diff generation %d: %w", r, h.Generation, firstErr(errS, errL))
 		}
+		moved := h.Version != nil && prev.Version != nil && *h.Version != *prev.Version
+		if moved {
+			w.line("  version %s -> %s", *prev.Version, *h.Version)
+		}
 		writeChanges(w, "spec", spec)
 		writeChanges(w, "labels", labels)
-		if len(spec)+len(labels) == 0 {
+		if len(spec)+len(labels) == 0 && !moved {
 			w.line("  no spec or labels change from generation %d", prev.Generation)
 		}
 	}

@@ -68,6 +68,9 @@ func TestApply_AnotherVersionMigratesLiveUnderItsWorker(t *testing.T) {
 		reasons = append(reasons, e.Reason)
 	}
 	require.Contains(t, reasons, resource.ReasonVersionMigrated)
+	r = must(t, s.conctl("history", "vpc/moves", "--diff"))
+	require.Contains(t, r.stdout, "generation 2  VersionMigrated  by api")
+	require.Contains(t, r.stdout, "  version v1 -> v2\n  + spec/ipv6: true\n", "the migration is kept, with its version")
 
 	// One resource per version, both served by the stack's one member.
 	apptest.WaitFor(t, 30*time.Second, "both versions counted and served", func() bool {

@@ -18,9 +18,10 @@ func (a *app) rollbackCommand() *cobra.Command {
 		Short: "Apply a kept generation's spec again, as a new generation",
 		Long: `Roll a resource back to an earlier generation: its kept spec, labels and
 provider config ref are applied again as a NEW generation (the generation
-number only ever grows), validated against the kind's current schema like any
-apply, scheduled like any spec change, and recorded in the resource's events
-as RolledBack with who did it. conctl history lists the kept generations.
+number only ever grows), at the kind version that generation was applied at
+(a resource that moved to another version since migrates back), validated
+against that version's current schema like any apply, scheduled like any spec
+change, and recorded in the resource's events as RolledBack with who did it. conctl history lists the kept generations.
 --dry-run validates and prints what would happen without writing.`,
 		Example: `  # Give bom/acme a fourth team (generation 2), see what changed, then apply
   # generation 1's spec again (generation 3)

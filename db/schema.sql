@@ -2318,12 +2318,13 @@ BEGIN
     END IF;
     IF v_limit > 0 THEN
         INSERT INTO resource_spec_history AS h (resource_id, generation, spec, labels, provider_config_ref,
-                                                reason, actor, rolled_back_from, created_at)
-        SELECT r.id, r.generation, r.spec, r.labels, r.provider_config_ref, p_reason, p_actor, p_from, p_now
+                                                version, reason, actor, rolled_back_from, created_at)
+        SELECT r.id, r.generation, r.spec, r.labels, r.provider_config_ref, r.version, p_reason, p_actor, p_from,
+               p_now
           FROM resources r WHERE r.id = p_id
         ON CONFLICT (resource_id, generation) DO UPDATE
            SET spec = EXCLUDED.spec, labels = EXCLUDED.labels, provider_config_ref = EXCLUDED.provider_config_ref,
-               reason = EXCLUDED.reason, actor = EXCLUDED.actor,
+               version = EXCLUDED.version, reason = EXCLUDED.reason, actor = EXCLUDED.actor,
                rolled_back_from = coalesce(EXCLUDED.rolled_back_from, h.rolled_back_from),
                created_at = EXCLUDED.created_at;
     END IF;
@@ -4224,7 +4225,8 @@ CREATE TABLE public.resource_spec_history (
     reason text NOT NULL,
     actor text DEFAULT 'system'::text NOT NULL,
     rolled_back_from bigint,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    version text
 );
 
 --

@@ -323,6 +323,7 @@ type ComplexityRoot struct {
 		Reason            func(childComplexity int) int
 		RolledBackFrom    func(childComplexity int) int
 		Spec              func(childComplexity int) int
+		Version           func(childComplexity int) int
 	}
 
 	Subscription struct {
@@ -1894,6 +1895,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SpecRevision.Spec(childComplexity), true
+	case "SpecRevision.version":
+		if e.ComplexityRoot.SpecRevision.Version == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpecRevision.Version(childComplexity), true
 
 	case "Subscription.clusterMembers":
 		if e.ComplexityRoot.Subscription.ClusterMembers == nil {
@@ -2798,6 +2805,8 @@ func (ec *executionContext) childFields_SpecRevision(ctx context.Context, field 
 		return ec.fieldContext_SpecRevision_labels(ctx, field)
 	case "providerConfigRef":
 		return ec.fieldContext_SpecRevision_providerConfigRef(ctx, field)
+	case "version":
+		return ec.fieldContext_SpecRevision_version(ctx, field)
 	case "reason":
 		return ec.fieldContext_SpecRevision_reason(ctx, field)
 	case "actor":
@@ -9571,6 +9580,29 @@ func (ec *executionContext) fieldContext_SpecRevision_providerConfigRef(_ contex
 	return graphql.NewScalarFieldContext("SpecRevision", field, false, false, "String")
 }
 
+func (ec *executionContext) _SpecRevision_version(ctx context.Context, field graphql.CollectedField, obj *model.SpecRevision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpecRevision_version(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Version, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SpecRevision_version(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpecRevision", field, false, false, "String")
+}
+
 func (ec *executionContext) _SpecRevision_reason(ctx context.Context, field graphql.CollectedField, obj *model.SpecRevision) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -14072,6 +14104,11 @@ func (ec *executionContext) _SpecRevision(ctx context.Context, sel ast.Selection
 			}
 		case "providerConfigRef":
 			out.Values[i] = ec._SpecRevision_providerConfigRef(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "version":
+			out.Values[i] = ec._SpecRevision_version(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

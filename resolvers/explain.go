@@ -76,7 +76,7 @@ func (r resourceResolver) SpecHistory(ctx context.Context, obj *model.Resource, 
 func toSpecRevision(h store.SpecRevision) *model.SpecRevision {
 	labels, _ := json.Marshal(h.Labels)
 	m := &model.SpecRevision{Generation: int(h.Generation), Spec: h.Spec, Labels: labels,
-		ProviderConfigRef: optString(h.ProviderConfigRef), Reason: h.Reason, Actor: h.Actor, CreatedAt: h.CreatedAt}
+		ProviderConfigRef: optString(h.ProviderConfigRef), Version: optString(h.Version), Reason: h.Reason, Actor: h.Actor, CreatedAt: h.CreatedAt}
 	if h.RolledBackFrom > 0 {
 		from := int(h.RolledBackFrom)
 		m.RolledBackFrom = &from

@@ -20,7 +20,11 @@ type SpecRevision struct {
 	Spec              json.RawMessage
 	Labels            map[string]string
 	ProviderConfigRef string
-	// Reason is Created, SpecUpdated, LabelsUpdated or RolledBack.
+	// Version is the kind version it was applied at ("" when it was kept
+	// before the history recorded versions).
+	Version string
+	// Reason is Created, SpecUpdated, LabelsUpdated, VersionMigrated or
+	// RolledBack.
 	Reason string
 	Actor  string
 	// RolledBackFrom is the generation a rollback copied (0 otherwise).
@@ -57,7 +61,7 @@ func (s *Store) SpecHistory(ctx context.Context, id uuid.UUID, limit int) ([]Spe
 		limit = MaxHistoryLimit
 	}
 	rows, err := s.read.Query(ctx, `
-		SELECT generation, spec, labels, coalesce(provider_config_ref, ''), reason, actor,
+		SELECT generation, spec, labels, coalesce(provider_config_ref, ''), coalesce(version, ''), reason, actor,
 		       coalesce(rolled_back_from, 0), created_at
 		  FROM resource_spec_history WHERE resource_id = $1
 		 ORDER BY generation DESC LIMIT $2`, id, limit)
@@ -66,8 +70,8 @@ func (s *Store) SpecHistory(ctx context.Context, id uuid.UUID, limit int) ([]Spe
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (SpecRevision, error) {
 		var h SpecRevision
-		err := row.Scan(&h.Generation, &h.Spec, (*labelMap)(&h.Labels), &h.ProviderConfigRef, &h.Reason, &h.Actor,
-			&h.RolledBackFrom, &h.CreatedAt)
+		err := row.Scan(&h.Generation, &h.Spec, (*labelMap)(&h.Labels), &h.ProviderConfigRef, &h.Version, &h.Reason,
+			&h.Actor, &h.RolledBackFrom, &h.CreatedAt)
 		if h.Labels == nil {
 			h.Labels = map[string]string{}
 		}
@@ -80,14 +84,17 @@ func (s *Store) SpecHistory(ctx context.Context, id uuid.UUID, limit int) ([]Spe
 }
 
 // RollbackResource applies generation toGeneration's kept spec, labels and
-// provider config ref to resource (kind, name) again: a new generation
-// carrying the old spec, validated against the kind's schema as any apply is,
-// recorded in the events as RolledBack with its actor and in the history
-// with the generation it copied. When the kept revision equals the live one
-// nothing is written (Unchanged). Errors: no such resource or generation not
-// kept → ErrNotFound; a generation that is not older than the live one →
-// *InvalidError; a resource being deleted → ErrConflict. DryRun writes
-// nothing and returns what the rollback would.
+// provider config ref to resource (kind, name) again, at the kind version it
+// was applied at: a new generation carrying the old spec, validated against
+// that version's schema as any apply is (a resource that has moved to
+// another version since migrates back live: Migrated), recorded in the
+// events as RolledBack with its actor and in the history with the generation
+// it copied. When the kept revision equals the live one nothing is written
+// (Unchanged). Errors: no such resource or generation not kept →
+// ErrNotFound; a generation that is not older than the live one, or one
+// applied at a version the kind no longer has → *InvalidError; a resource
+// being deleted → ErrConflict. DryRun writes nothing and returns what the
+// rollback would.
 func (s *Store) RollbackResource(ctx context.Context, kind, name string, toGeneration int64, actor string,
 	dryRun bool) (resource.Resource, ApplyOutcome, error) {
 	cur, err := s.PrimaryReads().GetResource(ctx, kind, name)
@@ -104,9 +111,9 @@ func (s *Store) RollbackResource(ctx context.Context, kind, name string, toGener
 	}
 	var h SpecRevision
 	err = s.primary.QueryRow(ctx, `
-		SELECT spec, labels, coalesce(provider_config_ref, '') FROM resource_spec_history
+		SELECT spec, labels, coalesce(provider_config_ref, ''), coalesce(version, '') FROM resource_spec_history
 		 WHERE resource_id = $1 AND generation = $2`, cur.ID, toGeneration).
-		Scan(&h.Spec, (*labelMap)(&h.Labels), &h.ProviderConfigRef)
+		Scan(&h.Spec, (*labelMap)(&h.Labels), &h.ProviderConfigRef, &h.Version)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return resource.Resource{}, "", notFound("resource %s/%s: generation %d is not in its spec history "+
 			"(kept: the kind's history_limit newest applied generations)", kind, name, toGeneration)
@@ -114,8 +121,19 @@ func (s *Store) RollbackResource(ctx context.Context, kind, name string, toGener
 	if err != nil {
 		return resource.Resource{}, "", mapErr(err, fmt.Sprintf("spec history of resource %s/%s", kind, name))
 	}
-	return s.ApplyResource(ctx, ApplyResourceInput{Kind: kind, Name: name, Version: cur.Version, Labels: h.Labels,
+	version := h.Version
+	if version == "" { // kept before the history recorded versions
+		version = cur.Version
+	}
+	r, outcome, err := s.ApplyResource(ctx, ApplyResourceInput{Kind: kind, Name: name, Version: version, Labels: h.Labels,
 		Spec: h.Spec, ProviderConfigRef: h.ProviderConfigRef, Actor: actor, DryRun: dryRun, rollbackFrom: toGeneration})
+	var ie *InvalidError
+	if errors.As(err, &ie) && ie.Field == "version" && ie.Rule == "unknown_version" {
+		return resource.Resource{}, "", invalid("toGeneration", "unknown_version",
+			"resource %s/%s: generation %d was applied at version %s, which kind %s no longer has: "+
+				"roll back to a generation of an applied version", kind, name, toGeneration, version, kind)
+	}
+	return r, outcome, err
 }
 
 // ApplyPlan is what an apply would do, computed by a dry run: the outcome,

@@ -215,3 +215,58 @@ func TestDryRun_ManifestsConfigsAndBindings(t *testing.T) {
 	require.NoError(t, err)
 	e.apply(t, ApplyResourceInput{Kind: "vpc", Name: "net2", Spec: json.RawMessage(`{"cidr":"10.0.0.0/16","extra":1}`)})
 }
+
+// A version migration is an apply that writes a new generation: the history
+// keeps it, with the version of every kept generation, and a rollback
+// restores a generation at the version it was applied at (migrating the
+// resource back live); a generation of a version no longer applied is refused
+// by name.
+func TestRollbackResource_RestoresTheGenerationsVersion(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	for _, m := range []string{netV1, netV2} {
+		_, _, err := e.store.ApplyManifest(ctx, []byte(m))
+		require.NoError(t, err)
+	}
+	e.apply(t, ApplyResourceInput{Kind: "net", Name: "a", Version: "v1", Spec: json.RawMessage(`{"cidr":"10.0.0.0/16"}`)})
+	_, outcome, err := e.store.ApplyResource(ctx, ApplyResourceInput{Kind: "net", Name: "a", Version: "v2",
+		Spec: json.RawMessage(`{"cidr":"10.0.0.0/16","ipv6":true}`), Actor: "carol"})
+	require.NoError(t, err)
+	require.Equal(t, Migrated, outcome)
+
+	cur, err := e.store.GetResource(ctx, "net", "a")
+	require.NoError(t, err)
+	hs, err := e.store.SpecHistory(ctx, cur.ID, 0)
+	require.NoError(t, err)
+	require.Len(t, hs, 2, "the migration's generation is kept")
+	require.EqualValues(t, 2, hs[0].Generation)
+	require.Equal(t, resource.ReasonVersionMigrated, hs[0].Reason)
+	require.Equal(t, "carol", hs[0].Actor)
+	require.Equal(t, []string{"v2", "v1"}, []string{hs[0].Version, hs[1].Version})
+
+	r, outcome, err := e.store.RollbackResource(ctx, "net", "a", 1, "bob", false)
+	require.NoError(t, err)
+	require.Equal(t, Migrated, outcome)
+	require.Equal(t, "v1", r.Version, "generation 1 was applied at v1")
+	require.EqualValues(t, 3, r.Generation)
+	require.JSONEq(t, `{"cidr":"10.0.0.0/16"}`, string(r.Spec))
+	page, err := e.store.ListEvents(ctx, r.ID, 1, "")
+	require.NoError(t, err)
+	require.Equal(t, resource.ReasonRolledBack, page.Items[0].Reason)
+	require.Equal(t, "generation 3 carries the spec of generation 1 (v2 → v1)", page.Items[0].Message)
+	hs, err = e.store.SpecHistory(ctx, r.ID, 1)
+	require.NoError(t, err)
+	require.Equal(t, "v1", hs[0].Version)
+	require.EqualValues(t, 1, hs[0].RolledBackFrom)
+	require.Equal(t, resource.ReasonRolledBack, hs[0].Reason)
+
+	// back to v2's generation, then retire v1: generation 1 and 3 cannot be restored
+	_, _, err = e.store.RollbackResource(ctx, "net", "a", 2, "bob", false)
+	require.NoError(t, err)
+	_, err = e.store.DeleteManifest(ctx, "net", "v1")
+	require.NoError(t, err)
+	_, _, err = e.store.RollbackResource(ctx, "net", "a", 1, "bob", true)
+	requireInvalid(t, err, "toGeneration", "unknown_version")
+	require.Contains(t, err.Error(), "generation 1 was applied at version v1, which kind net no longer has")
+}

@@ -20,7 +20,9 @@ import (
 //     move to the new version with it; a task a worker of the old version
 //     holds finishes there, and its result, for an older generation, only
 //     re-gates the resource, which then queues at the new version;
-//   - a VersionMigrated event says from and to.
+//   - a VersionMigrated event says from and to (RolledBack for a rollback to
+//     a generation of the other version), and the spec history keeps the
+//     new generation.
 //
 // The phase counts move with it (resources_count_update keys them by
 // version).
@@ -49,8 +51,18 @@ func migrateResource(ctx context.Context, tx pgx.Tx, in ApplyResourceInput, cur 
 	if err := scheduleEligible(ctx, tx, r.ID); err != nil {
 		return resource.Resource{}, err
 	}
-	_, err = appendEvent(ctx, tx, resource.Event{ResourceID: r.ID, Type: resource.EventNormal,
-		Reason: resource.ReasonVersionMigrated, Actor: in.Actor,
-		Message: fmt.Sprintf("%s → %s, generation %d", cur.Version, version, r.Generation)})
-	return r, err
+	ev := resource.Event{ResourceID: r.ID, Type: resource.EventNormal, Reason: resource.ReasonVersionMigrated,
+		Actor: in.Actor, Message: fmt.Sprintf("%s → %s, generation %d", cur.Version, version, r.Generation)}
+	if in.rollbackFrom > 0 {
+		ev.Reason = resource.ReasonRolledBack
+		ev.Message = fmt.Sprintf("generation %d carries the spec of generation %d (%s → %s)", r.Generation,
+			in.rollbackFrom, cur.Version, version)
+	}
+	if _, err := appendEvent(ctx, tx, ev); err != nil {
+		return resource.Resource{}, err
+	}
+	if err := recordHistory(ctx, tx, r.ID, ev.Reason, in.Actor, in.rollbackFrom); err != nil {
+		return resource.Resource{}, err
+	}
+	return r, nil
 }

@@ -1,8 +1,9 @@
 -- record_spec_history: keep the resource's applied generation — its spec,
--- labels and provider config ref as they are now — in resource_spec_history,
--- then prune it to the kind's kind_config.history_limit newest generations
--- (0 keeps none). Called by every apply that writes (create, spec or labels
--- change) and by rollbackResource, in the apply's transaction; a labels-only
+-- labels, provider config ref and kind version as they are now — in
+-- resource_spec_history, then prune it to the kind's kind_config.history_limit
+-- newest generations (0 keeps none). Called by every apply that writes
+-- (create, spec or labels change, a migration to another version of its
+-- kind) and by rollbackResource, in the apply's transaction; a labels-only
 -- apply rewrites its generation's row. p_from is the generation a rollback
 -- copied (NULL otherwise). Returns the rows pruned.
 CREATE OR REPLACE FUNCTION record_spec_history(p_id uuid, p_reason text, p_actor text, p_from bigint DEFAULT NULL,
@@ -21,12 +22,13 @@ BEGIN
     END IF;
     IF v_limit > 0 THEN
         INSERT INTO resource_spec_history AS h (resource_id, generation, spec, labels, provider_config_ref,
-                                                reason, actor, rolled_back_from, created_at)
-        SELECT r.id, r.generation, r.spec, r.labels, r.provider_config_ref, p_reason, p_actor, p_from, p_now
+                                                version, reason, actor, rolled_back_from, created_at)
+        SELECT r.id, r.generation, r.spec, r.labels, r.provider_config_ref, r.version, p_reason, p_actor, p_from,
+               p_now
           FROM resources r WHERE r.id = p_id
         ON CONFLICT (resource_id, generation) DO UPDATE
            SET spec = EXCLUDED.spec, labels = EXCLUDED.labels, provider_config_ref = EXCLUDED.provider_config_ref,
-               reason = EXCLUDED.reason, actor = EXCLUDED.actor,
+               version = EXCLUDED.version, reason = EXCLUDED.reason, actor = EXCLUDED.actor,
                rolled_back_from = coalesce(EXCLUDED.rolled_back_from, h.rolled_back_from),
                created_at = EXCLUDED.created_at;
     END IF;

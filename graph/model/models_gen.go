@@ -388,7 +388,9 @@ type SpecRevision struct {
 	Labels json.RawMessage `json:"labels"`
 	// Its providerConfigRef; null = the kind's default.
 	ProviderConfigRef *string `json:"providerConfigRef,omitempty"`
-	// Created, SpecUpdated, LabelsUpdated or RolledBack.
+	// The kind version it was applied at; null for a generation kept before the history recorded versions.
+	Version *string `json:"version,omitempty"`
+	// Created, SpecUpdated, LabelsUpdated, VersionMigrated or RolledBack.
 	Reason string `json:"reason"`
 	// Who applied it.
 	Actor string `json:"actor"`

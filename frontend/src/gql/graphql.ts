@@ -850,7 +850,7 @@ export type ResourceSpecHistoryQuery = {
     specHistory: Array<{
       /** The generation. */
       generation: number;
-      /** Created, SpecUpdated, LabelsUpdated or RolledBack. */
+      /** Created, SpecUpdated, LabelsUpdated, VersionMigrated or RolledBack. */
       reason: string;
       /** Who applied it. */
       actor: string;
@@ -918,7 +918,7 @@ export const ResourceSpecDiffDocument = {
 
 /** Mutation RollbackResourceTo (src/resources/explain.graphql). */
 export type RollbackResourceToMutation = {
-  /** Apply generation toGeneration's kept spec, labels and providerConfigRef again: a new generation carrying the old spec, validated like any apply, recorded in the events as RolledBack with its actor. dryRun validates and returns the would-be resource without writing. */
+  /** Apply generation toGeneration's kept spec, labels and providerConfigRef again, at the kind version it was applied at: a new generation carrying the old spec, validated like any apply (a resource that moved to another version since migrates back), recorded in the events as RolledBack with its actor. BAD_USER_INPUT when that version is no longer applied. dryRun validates and returns the would-be resource without writing. */
   rollbackResource: {
     /** The resource's id (a UUID). */
     id: string;
