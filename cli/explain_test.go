@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/resource"
@@ -99,4 +100,28 @@ func TestWhy_NamesTheUpstreamAndTheMissingWorker(t *testing.T) {
 	r = s.conctl("why", "vpc/nope")
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "vpc/nope")
+}
+
+// A broker is judged live by the fleet's own window, 3 × MEMBER_HEARTBEAT_EVERY
+// (the stack's heartbeat is 1 s): one whose heartbeat is older does not serve
+// the kind, for conctl why (NO_WORKER) and for Kind.usage.servedBy alike.
+func TestWhy_JudgesBrokersByTheFleetsLiveness(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, stackOpts{noWorker: true})
+	require.Equal(t, time.Second, s.Process.Config.HeartbeatEvery)
+	must(t, s.conctl("apply", "-f", filepath.Join(classicFixtures, "vpc.kind.json")))
+	must(t, s.conctlIn(`{"kind":"vpc","name":"net","spec":{"cidr":"10.0.0.0/24","account_id":"a1"}}`, "apply", "-f", "-"))
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, s.DatabaseURL)
+	require.NoError(t, err)
+	defer func() { _ = conn.Close(ctx) }()
+	// a broker that reported a vpc/v1 worker, then stopped heartbeating 20 s
+	// ago: long past the fleet's 3 s window
+	_, err = conn.Exec(ctx, `INSERT INTO cluster_members (member_id, role, kinds, last_heartbeat)
+		VALUES ('gone', 'broker', '{vpc/v1}', now() - interval '20 seconds')`)
+	require.NoError(t, err)
+
+	r := must(t, s.conctl("why", "vpc/net"))
+	require.Contains(t, r.stdout, "waiting on NO_WORKER: no live broker has a ready worker for kind vpc/v1\n")
+	require.Contains(t, gqlData(t, s.server, `{ kind(name: "vpc") { usage { servedBy } } }`), `"servedBy":0`)
 }

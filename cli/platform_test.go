@@ -75,7 +75,7 @@ func TestApply_AnotherVersionMigratesLiveUnderItsWorker(t *testing.T) {
 	// One resource per version, both served by the stack's one member.
 	apptest.WaitFor(t, 30*time.Second, "both versions counted and served", func() bool {
 		for _, v := range []string{"v1", "v2"} {
-			u, err := s.store.KindUsage(ctx, manifest.KindVersion{Kind: "vpc", Version: v})
+			u, err := s.store.KindUsage(ctx, manifest.KindVersion{Kind: "vpc", Version: v}, 3*s.Process.Config.HeartbeatEvery)
 			if err != nil || u.Resources != 1 || u.ServedBy != 1 {
 				return false
 			}

@@ -21,7 +21,7 @@ func (k kindResolver) HistoryLimit(ctx context.Context, obj *model.Kind) (int, e
 }
 
 func (r resourceResolver) WaitingOn(ctx context.Context, obj *model.Resource) ([]*model.Wait, error) {
-	ws, err := r.primary.Explain(ctx, obj.UUID, 0)
+	ws, err := r.primary.Explain(ctx, obj.UUID, r.liveness)
 	if err != nil {
 		return nil, err
 	}

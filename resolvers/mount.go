@@ -48,7 +48,7 @@ func Mount(o MountOptions) app.Mount {
 		certs := p.Config.APIIdentities()
 		schema := NewSchema(Deps{Store: p.Store, Hub: hub, Version: p.Config.Version,
 			AuthRequired: tokens != nil || certs.Set(), LoaderWait: o.Limits.LoaderWait,
-			Control: &cluster.Controller{Store: p.Members, Log: p.Log}})
+			Control: &cluster.Controller{Store: p.Members, Log: p.Log}, Liveness: 3 * p.Config.HeartbeatEvery})
 		h := api.NewHandler(api.Deps{Schema: schema, Log: p.Log, Tokens: tokens, Certificates: certs,
 			ClientCerts: p.ClientCerts, Limits: o.Limits, UI: o.UI})
 		mux.Handle("/graphql", h)

@@ -10,7 +10,7 @@ import (
 
 // Usage is one kind version's resource count and the live members serving it.
 func (r kindResolver) Usage(ctx context.Context, obj *model.Kind) (*model.KindUsage, error) {
-	u, err := r.primary.KindUsage(ctx, manifest.KindVersion{Kind: obj.Name, Version: obj.Version})
+	u, err := r.primary.KindUsage(ctx, manifest.KindVersion{Kind: obj.Name, Version: obj.Version}, r.liveness)
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,11 @@ type Deps struct {
 	LoaderWait time.Duration
 	// Control records the drain and kill mutations (nil: they fail).
 	Control *cluster.Controller
+	// Liveness is the fleet's liveness window (3 × MEMBER_HEARTBEAT_EVERY):
+	// a broker whose heartbeat is older serves no kind, for
+	// Resource.waitingOn's NO_WORKER and Kind.usage.servedBy. 0: the store's
+	// default (store.DefaultLiveness).
+	Liveness time.Duration
 }
 
 // Resolver is the root resolver.
@@ -49,12 +54,13 @@ type Resolver struct {
 	authRequired bool
 	loaderWait   time.Duration
 	control      *cluster.Controller
+	liveness     time.Duration
 }
 
 // New returns the root resolver.
 func New(d Deps) *Resolver {
 	r := &Resolver{store: d.Store, primary: d.Store.PrimaryReads(), hub: d.Hub, version: d.Version,
-		authRequired: d.AuthRequired, loaderWait: d.LoaderWait, control: d.Control}
+		authRequired: d.AuthRequired, loaderWait: d.LoaderWait, control: d.Control, liveness: d.Liveness}
 	if r.loaderWait <= 0 {
 		r.loaderWait = 2 * time.Millisecond
 	}

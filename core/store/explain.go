@@ -55,6 +55,12 @@ type Wait struct {
 // broker by when the caller passes none: 3 × the default member heartbeat.
 const DefaultLiveness = 30 * time.Second
 
+// livenessSecs is a liveness window as live_cluster_members takes it: whole
+// seconds, rounded as the membership's own reads round it (at least 1).
+func livenessSecs(d time.Duration) int {
+	return max(1, int(d.Round(time.Second)/time.Second))
+}
+
 // Explain returns the gates holding resource id, the one holding it now
 // first; none when nothing holds it (it is Ready or Degraded for its spec).
 // The explanation is explain_resource: the scheduler's own predicates, read
@@ -74,7 +80,7 @@ func (s *Store) Explain(ctx context.Context, id uuid.UUID, liveness time.Duratio
 	rows, err := s.primary.Query(ctx, `
 		SELECT gate, message, since, until_at, coalesce(blocker_ids, '{}'), coalesce(blocker_count, 0), in_flight, cap,
 		       coalesce(broker_id, '')
-		  FROM explain_resource($1, now(), $2)`, id, int(liveness.Seconds()))
+		  FROM explain_resource($1, now(), $2)`, id, livenessSecs(liveness))
 	if err != nil {
 		return nil, mapErr(err, "explain resource "+id.String())
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/converge-run/converge/core/manifest"
 )
@@ -17,18 +18,23 @@ type KindUsage struct {
 // KindUsage returns the usage of one kind version in one statement: a few
 // primary-key rows of resource_phase_counts, the pending deltas, and the
 // fleet's rows (cluster_members.kinds lists the "kind/version" pairs each
-// member's broker serves). It runs on the primary: liveness reads pg_locks,
-// which a replica does not share.
-func (s *Store) KindUsage(ctx context.Context, kv manifest.KindVersion) (KindUsage, error) {
+// member's broker serves), a member judged live within liveness, the
+// fleet's liveness window (0: DefaultLiveness). It runs on the primary:
+// liveness reads pg_locks, which a replica does not share.
+func (s *Store) KindUsage(ctx context.Context, kv manifest.KindVersion, liveness time.Duration) (KindUsage, error) {
+	if liveness <= 0 {
+		liveness = DefaultLiveness
+	}
 	var u KindUsage
 	err := s.primary.QueryRow(ctx, `
 		SELECT coalesce((SELECT sum(n) FROM (
 		           SELECT n FROM resource_phase_counts WHERE kind = $1 AND version = $2
 		           UNION ALL
 		           SELECT dn FROM resource_phase_deltas WHERE kind = $1 AND version = $2) t), 0)::bigint,
-		       (SELECT count(*) FROM live_cluster_members() l
+		       (SELECT count(*) FROM live_cluster_members($3) l
 		          JOIN cluster_members m ON m.member_id = l.member_id
-		         WHERE $1 || '/' || $2 = ANY (m.kinds))::int`, kv.Kind, kv.Version).Scan(&u.Resources, &u.ServedBy)
+		         WHERE $1 || '/' || $2 = ANY (m.kinds))::int`,
+		kv.Kind, kv.Version, livenessSecs(liveness)).Scan(&u.Resources, &u.ServedBy)
 	if err != nil {
 		return KindUsage{}, mapErr(err, "kind "+kv.String()+": usage")
 	}

@@ -60,13 +60,13 @@ func TestApplyResource_AnotherVersionMigratesLive(t *testing.T) {
 	require.Equal(t, "v1 → v2, generation 2", evs[0].Message)
 
 	for v, want := range map[string]int64{"v1": 0, "v2": 1} {
-		u, err := e.store.KindUsage(ctx, manifest.KindVersion{Kind: "net", Version: v})
+		u, err := e.store.KindUsage(ctx, manifest.KindVersion{Kind: "net", Version: v}, 0)
 		require.NoError(t, err)
 		require.Equal(t, want, u.Resources, "the counts moved with it (%s)", v)
 	}
 	_, err = e.store.FoldPhaseCounts(ctx)
 	require.NoError(t, err)
-	u, err := e.store.KindUsage(ctx, manifest.KindVersion{Kind: "net", Version: "v2"})
+	u, err := e.store.KindUsage(ctx, manifest.KindVersion{Kind: "net", Version: "v2"}, 0)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), u.Resources, "and stay right once folded")
 }
