@@ -104,7 +104,10 @@ func (s *Store) scanKind(ctx context.Context, q querier, row pgx.Row) (Kind, err
 // schema (checkSchemaStable) and refuses the apply with a
 // *BreakingChangeError naming them when any would be rejected or carries a
 // required field the new schema drops — unless opts.AcceptBreaking. A new
-// version is never gated: it has no resources yet.
+// version has no resources yet, so its spec_schema is never gated; its
+// config_schema is, as a changed one is: every stored providerconfig of the
+// kind must satisfy it (gateConfigSchema), since a providerconfig serves
+// every version.
 func (s *Store) ApplyManifest(ctx context.Context, raw []byte) (Kind, ApplyOutcome, error) {
 	return s.ApplyManifestWith(ctx, raw, ManifestApplyOptions{})
 }
@@ -137,6 +140,9 @@ func (s *Store) ApplyManifestWith(ctx context.Context, raw []byte, opts Manifest
 		}
 		if !opts.AcceptBreaking {
 			if err := gateManifest(ctx, tx, kv, m.SpecSchema); err != nil {
+				return err
+			}
+			if err := gateConfigSchema(ctx, tx, kv, m.ConfigSchema); err != nil {
 				return err
 			}
 		}

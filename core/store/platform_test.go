@@ -217,3 +217,56 @@ func TestUpdateKindConfig_MaxTransientAttempts(t *testing.T) {
 	_, err = e.store.UpdateKindConfig(ctx, "seeded", "v1", KindConfigPatch{MaxTransientAttempts: &bad})
 	requireInvalid(t, err, "maxTransientAttempts", "policy_invalid")
 }
+
+// A providerconfig serves every version of its kind, and its writes are
+// checked against each version's config_schema: a manifest apply whose
+// config_schema would reject a stored providerconfig — a re-applied version
+// or a new one — is a breaking change, refused with the configs and fields
+// named unless accepted.
+func TestApplyManifest_ConfigSchemaGate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	withConfig := func(version, config string) string {
+		return `{"kind":"net","version":"` + version + `","spec_schema":{"type":"object"},"config_schema":` + config +
+			`,"reactions":[{"name":"w","trigger":"specChange","emits":["status"]}]}`
+	}
+	_, _, err := e.store.ApplyManifest(ctx, []byte(withConfig("v1", `{"type":"object","properties":{"region":{"type":"string"}}}`)))
+	require.NoError(t, err)
+	for _, name := range []string{"east", "west"} {
+		_, _, err := e.store.ApplyProviderConfig(ctx, ProviderConfigInput{Kind: "net", Name: name,
+			Spec: json.RawMessage(`{"region":"` + name + `"}`)})
+		require.NoError(t, err)
+	}
+	_, _, err = e.store.ApplyManifest(ctx, []byte(withConfig("v1",
+		`{"type":"object","properties":{"region":{"type":"string"},"tier":{"type":"string"}}}`)))
+	require.NoError(t, err, "an added optional field breaks no config")
+
+	cases := map[string]struct {
+		reason string
+		raw    string
+	}{
+		"Reapplied": {"region must now be an integer", withConfig("v1", `{"type":"object","properties":{"region":{"type":"integer"}}}`)},
+		"NewVersion": {"a new version's config_schema must accept the configs that serve it too",
+			withConfig("v2", `{"type":"object","properties":{"region":{"type":"integer"}}}`)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := e.store.ApplyManifest(ctx, []byte(tc.raw))
+			require.ErrorIs(t, err, ErrConflict, tc.reason)
+			var brk *BreakingChangeError
+			require.True(t, errors.As(err, &brk), "%v", err)
+			require.Equal(t, []string{"providerconfig net/east", "providerconfig net/west"}, brk.Others)
+			require.Equal(t, []string{"spec/region [type]"}, brk.Fields)
+			require.Contains(t, err.Error(), "config_schema of kind net/")
+			require.Contains(t, err.Error(), "breaks 2 stored providerconfig(s)")
+			_, _, err = e.store.DryRunManifest(ctx, []byte(tc.raw))
+			require.ErrorAs(t, err, &brk, "a dry run refuses it alike")
+		})
+	}
+	require.Equal(t, 0, scalarInt(t, e, `SELECT count(*) FROM kind_manifest WHERE version = 'v2'`), "nothing written")
+
+	_, outcome, err := e.store.ApplyManifestWith(ctx, []byte(cases["NewVersion"].raw), ManifestApplyOptions{AcceptBreaking: true})
+	require.NoError(t, err, "the owner accepts it explicitly")
+	require.Equal(t, Created, outcome)
+}

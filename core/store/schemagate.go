@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -18,14 +19,17 @@ const MaxBrokenListed = 20
 
 // BreakingChangeError refuses a kind manifest change that would break what
 // is stored: a re-applied spec_schema that rejects stored resources or drops
-// a required field they carry, or the removal of a kind version that still
+// a required field they carry, a config_schema that rejects stored
+// providerconfigs of the kind, or the removal of a kind version that still
 // has resources (or, for its last version, providerconfigs or reactor
 // bindings naming it). errors.Is(err, ErrConflict). Resources names at most
 // MaxBrokenListed of them, by name; Count is how many there are.
 type BreakingChangeError struct {
 	Kind, Version string
-	// Op is what was refused: "apply" (a breaking spec_schema), "delete", or
-	// "reactor" (a version with resources re-applied as reactor-only).
+	// Op is what was refused: "apply" (a breaking spec_schema), "config" (a
+	// config_schema that rejects stored providerconfigs: Others names them,
+	// ConfigCount counts them), "delete", or "reactor" (a version with
+	// resources re-applied as reactor-only).
 	Op string
 	// Count is how many stored resources it would break (or strand).
 	Count int
@@ -33,8 +37,11 @@ type BreakingChangeError struct {
 	Resources []string
 	// Fields names what breaks: "spec/cidr [required]", "spec/ipv4 [dropped]".
 	Fields []string
-	// Others names what else a delete would strand ("providerconfig vpc/default").
+	// Others names what else a delete would strand, or the providerconfigs a
+	// config_schema breaks ("providerconfig vpc/default").
 	Others []string
+	// ConfigCount is how many providerconfigs a config_schema breaks.
+	ConfigCount int
 }
 
 func (e *BreakingChangeError) Error() string {
@@ -45,6 +52,18 @@ func (e *BreakingChangeError) Error() string {
 		fmt.Fprintf(&b, "kind %s still has %d resource(s)", kv, e.Count)
 	case "reactor":
 		fmt.Fprintf(&b, "kind %s would become reactor-only but still has %d resource(s)", kv, e.Count)
+	case "config":
+		fmt.Fprintf(&b, "the config_schema of kind %s breaks %d stored providerconfig(s): %s", kv, e.ConfigCount,
+			strings.Join(e.Others, ", "))
+		if e.ConfigCount > len(e.Others) {
+			fmt.Fprintf(&b, " and %d more", e.ConfigCount-len(e.Others))
+		}
+		if len(e.Fields) > 0 {
+			b.WriteString("; fields: " + strings.Join(e.Fields, ", "))
+		}
+		b.WriteString(" (a providerconfig serves every version of its kind: change them to satisfy it first, " +
+			"or apply with acceptBreaking to accept it)")
+		return b.String()
 	default:
 		fmt.Fprintf(&b, "the new spec_schema of kind %s breaks %d stored resource(s)", kv, e.Count)
 	}
@@ -200,6 +219,78 @@ func gateManifest(ctx context.Context, tx pgx.Tx, kv manifest.KindVersion, newSp
 		return mapErr(err, "kind "+kv.String())
 	}
 	return checkSchemaStable(ctx, tx, kv, oldSpec, newSpec)
+}
+
+// gateConfigSchema is the config half of the stability gate: a
+// providerconfig serves every version of its kind, and its writes are
+// checked against each version's config_schema (validateConfigSpec), so an
+// apply that creates a version, or changes a version's config_schema, must
+// accept every stored providerconfig of the kind. A re-applied version's
+// row is held FOR UPDATE while it scans (a providerconfig write takes the
+// key-share lock of every version's row before it validates), so no config
+// is written against the schema it replaces; a config written while a new
+// version is being created validates against the versions it saw. A kind
+// holds a handful of configs; the scan reads them all, in name order.
+func gateConfigSchema(ctx context.Context, tx pgx.Tx, kv manifest.KindVersion, newConfig json.RawMessage) error {
+	if len(newConfig) == 0 {
+		newConfig = json.RawMessage("null")
+	}
+	var same bool
+	err := tx.QueryRow(ctx, `
+		SELECT coalesce(manifest->'config_schema', 'null'::jsonb) = $3::jsonb
+		  FROM kind_manifest WHERE kind = $1 AND version = $2 FOR UPDATE`,
+		kv.Kind, kv.Version, string(newConfig)).Scan(&same)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows): // a new version
+	case err != nil:
+		return mapErr(err, "kind "+kv.String())
+	case same:
+		return nil
+	}
+	schema, err := manifest.CompileSchema("/config_schema", newConfig)
+	if err != nil {
+		return invalid("manifest/config_schema", "schema_invalid", "%v", err)
+	}
+	rows, err := tx.Query(ctx, `SELECT name, spec FROM providerconfigs WHERE kind = $1 ORDER BY name`, kv.Kind)
+	if err != nil {
+		return mapErr(err, "kind "+kv.String()+": providerconfigs")
+	}
+	defer rows.Close()
+	brk := &BreakingChangeError{Kind: kv.Kind, Version: kv.Version, Op: "config"}
+	for rows.Next() {
+		var (
+			name string
+			spec json.RawMessage
+		)
+		if err := rows.Scan(&name, &spec); err != nil {
+			return mapErr(err, "kind "+kv.String()+": providerconfigs")
+		}
+		err := schema.Validate(spec)
+		if err == nil {
+			continue
+		}
+		var se *manifest.SchemaError
+		if !errors.As(err, &se) {
+			return fmt.Errorf("kind %s: validate providerconfig %s: %w", kv, name, err)
+		}
+		for _, v := range se.Violations {
+			if f := fmt.Sprintf("spec%s [%s]", v.Pointer, v.Rule); !slices.Contains(brk.Fields, f) &&
+				len(brk.Fields) < MaxBrokenListed {
+				brk.Fields = append(brk.Fields, f)
+			}
+		}
+		brk.ConfigCount++
+		if len(brk.Others) < MaxBrokenListed {
+			brk.Others = append(brk.Others, "providerconfig "+kv.Kind+"/"+name)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return mapErr(err, "kind "+kv.String()+": providerconfigs")
+	}
+	if brk.ConfigCount > 0 {
+		return brk
+	}
+	return nil
 }
 
 // DeleteManifest removes one applied kind version and its live policy
