@@ -6338,7 +6338,7 @@ const (
 	WaitGateFailedTerminal WaitGate = "FAILED_TERMINAL"
 	// The composer has not expanded the live generation yet.
 	WaitGateComposing WaitGate = "COMPOSING"
-	// Its task is claimed by a broker (brokerId) since since.
+	// Its task is claimed by a broker (brokerId) since since; the message says when that broker is no longer live (the reaper then frees the lease).
 	WaitGateClaimed WaitGate = "CLAIMED"
 	// Its task backs off until until.
 	WaitGateBackoff WaitGate = "BACKOFF"

@@ -1443,8 +1443,15 @@ BEGIN
     END IF;
     IF w.worker_id IS NOT NULL THEN
         RETURN QUERY SELECT 'claimed',
-            format('its %s task (%s) is claimed by broker %s, last heartbeat %s', p_task, w.trigger, w.worker_id,
-                   to_char(w.heartbeat_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')),
+            CASE WHEN EXISTS (SELECT 1 FROM live_cluster_members(p_liveness_secs, p_now) l
+                               WHERE l.member_id = w.worker_id)
+                 THEN format('its %s task (%s) is claimed by broker %s, last heartbeat %s', p_task, w.trigger,
+                             w.worker_id, to_char(w.heartbeat_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'))
+                 ELSE format('its %s task (%s) is claimed by broker %s, which is no longer live (task heartbeat %s): '
+                             'unless its result still lands, the reaper frees its lease and queues it again',
+                             p_task, w.trigger, w.worker_id,
+                             to_char(w.heartbeat_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'))
+            END,
             w.leased_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, w.worker_id;
         RETURN;
     END IF;

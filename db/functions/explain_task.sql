@@ -1,6 +1,10 @@
 -- explain_task: the claim state of a resource's queued task of one type
 -- (explain_resource's queue half). No rows when no such task is queued.
---   * leased (worker_id set): claimed by that broker since leased_at;
+--   * leased (worker_id set): claimed by that broker since leased_at — and
+--     when that broker is no longer live (live_cluster_members: crashed,
+--     stopped, or told to drain or die), said so: its result may never come,
+--     and the reaper frees the lease (the member reaper on its removal, or
+--     the stale-lease pass) and the task is queued again;
 --   * not_before in the future: backing off after a failed attempt;
 --   * otherwise pending, and what the claim waits on: the kind's cap full
 --     (kind_cap_usage: in flight >= cap, what claim_budget spends), no live
@@ -27,8 +31,15 @@ BEGIN
     END IF;
     IF w.worker_id IS NOT NULL THEN
         RETURN QUERY SELECT 'claimed',
-            format('its %s task (%s) is claimed by broker %s, last heartbeat %s', p_task, w.trigger, w.worker_id,
-                   to_char(w.heartbeat_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')),
+            CASE WHEN EXISTS (SELECT 1 FROM live_cluster_members(p_liveness_secs, p_now) l
+                               WHERE l.member_id = w.worker_id)
+                 THEN format('its %s task (%s) is claimed by broker %s, last heartbeat %s', p_task, w.trigger,
+                             w.worker_id, to_char(w.heartbeat_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'))
+                 ELSE format('its %s task (%s) is claimed by broker %s, which is no longer live (task heartbeat %s): '
+                             'unless its result still lands, the reaper frees its lease and queues it again',
+                             p_task, w.trigger, w.worker_id,
+                             to_char(w.heartbeat_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'))
+            END,
             w.leased_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, w.worker_id;
         RETURN;
     END IF;

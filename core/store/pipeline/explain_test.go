@@ -266,3 +266,33 @@ func TestExplain_DeletingBlockedThenTeardown(t *testing.T) {
 	require.Equal(t, 1, sweep(), "the sweep queues its teardown")
 	require.Equal(t, []store.WaitGate{store.GateDeletingTeardown, store.GateNoWorker, store.GateQueued}, f.gates(parent))
 }
+
+// A lease whose broker is no longer live is not released by a result that
+// will not come: why says the broker is gone and that the reaper frees the
+// lease, which it then does.
+func TestExplain_ClaimedByABrokerNoLongerLive(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.broker(all.WorkerID, "leaf/v1") // the claimer, live
+	id := f.res("leaf", "x")
+	require.Equal(t, 1, f.schedule(id))
+	f.claimOne("leaf")
+	ws := f.why(id)
+	require.Equal(t, store.GateClaimed, ws[0].Gate)
+	require.NotContains(t, ws[0].Message, "no longer live", "a live broker holds it")
+
+	f.exec(`UPDATE cluster_members SET last_heartbeat = now() - interval '1 hour' WHERE member_id = $1`, all.WorkerID)
+	ws = f.why(id)
+	require.Len(t, ws, 1)
+	require.Equal(t, store.GateClaimed, ws[0].Gate)
+	require.Equal(t, all.WorkerID, ws[0].BrokerID)
+	require.Contains(t, ws[0].Message, "broker w-all, which is no longer live")
+	require.Contains(t, ws[0].Message, "the reaper frees its lease and queues it again")
+
+	// what releases it: the reaper's stale-lease pass
+	var n int
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT reap_stale_work(0, 255, interval '1 second', now() + interval '1 minute')`).Scan(&n))
+	require.Equal(t, 1, n)
+	require.NotContains(t, f.gates(id), store.GateClaimed)
+}
