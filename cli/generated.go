@@ -4629,7 +4629,7 @@ func (v *QuarantineResourceQuarantineResource) __premarshalJSON() (*__premarshal
 
 // QuarantineResourceResponse is returned by QuarantineResource on success.
 type QuarantineResourceResponse struct {
-	// Set a resource aside: frozen from every scheduler, excluded from its root's rollup, never reaped.
+	// Set a resource aside: frozen from every scheduler, excluded from its root's rollup, never reaped. CONFLICT for an orphan (its grace deadline stands).
 	QuarantineResource QuarantineResourceQuarantineResource `json:"quarantineResource"`
 }
 
@@ -6018,7 +6018,7 @@ var AllTrigger = []Trigger{
 
 // UnquarantineResourceResponse is returned by UnquarantineResource on success.
 type UnquarantineResourceResponse struct {
-	// Lift a quarantine and re-arm scheduling.
+	// Lift a quarantine and re-arm scheduling; a resource not quarantined is returned as it is.
 	UnquarantineResource UnquarantineResourceUnquarantineResource `json:"unquarantineResource"`
 }
 

@@ -82,7 +82,9 @@ func (a *app) quarantineCommand() *cobra.Command {
 		long: `Quarantine resources: an operator's set-aside for a child that keeps failing and
 blocks its root's rollup. A quarantined resource (phase QUARANTINED) is frozen from
 every scheduler, excluded from its root's rollup and never reaped, until
-conctl unquarantine lifts it.`,
+conctl unquarantine lifts it. An orphan (phase ORPHANED) is refused: it is
+frozen already, and deleted when its grace ends unless its owner composes it
+again.`,
 		example: `  conctl quarantine vpc/acme-t1-vpc`,
 		done:    "quarantined",
 		call: func(ctx context.Context, c graphql.Client, kind, name string) (ResourceRow, error) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -21,15 +22,28 @@ import (
 
 // Quarantine sets the resource aside (quarantine_resource): frozen from every
 // scheduler, excluded from its root's rollup, never reaped; phase
-// Quarantined.
+// Quarantined. An orphan is refused (ErrConflict): it is frozen already, on
+// its grace deadline, which a quarantine would replace for good — and
+// lifting the quarantine would then make a resource its owner no longer
+// composes live again, never swept.
 func (s *Store) Quarantine(ctx context.Context, kind, name, actor string) (resource.Resource, error) {
-	return s.operatorAction(ctx, kind, name, actor, "quarantine_resource", resource.ReasonQuarantined, "quarantined")
+	return s.operatorAction(ctx, kind, name, actor, "quarantine_resource", resource.ReasonQuarantined, "quarantined",
+		func(cur resource.Resource) (bool, error) {
+			if cur.FrozenUntil != nil && !cur.Quarantined && cur.DeletionRequestedAt == nil {
+				return false, conflict("resource %s/%s is orphaned: its owner no longer composes it, and it is deleted at %s "+
+					"unless re-adopted; a quarantine would drop that deadline (re-adopt it by composing it again, "+
+					"or let the grace run out)", kind, name, cur.FrozenUntil.UTC().Format(time.RFC3339))
+			}
+			return true, nil
+		})
 }
 
 // Unquarantine lifts a quarantine (unquarantine_resource) and re-arms the
-// resource's scheduling.
+// resource's scheduling. A resource that is not quarantined is returned as
+// it is, and no event is recorded.
 func (s *Store) Unquarantine(ctx context.Context, kind, name, actor string) (resource.Resource, error) {
-	return s.operatorAction(ctx, kind, name, actor, "unquarantine_resource", resource.ReasonUnquarantined, "quarantine lifted")
+	return s.operatorAction(ctx, kind, name, actor, "unquarantine_resource", resource.ReasonUnquarantined, "quarantine lifted",
+		func(cur resource.Resource) (bool, error) { return cur.Quarantined, nil })
 }
 
 // RequestDeletion soft-deletes the resource (request_resource_deletion):
@@ -38,28 +52,42 @@ func (s *Store) Unquarantine(ctx context.Context, kind, name, actor string) (res
 // the row is returned as it was with DeletionRequestedAt set and phase
 // Deleting, the state it passed through.
 func (s *Store) RequestDeletion(ctx context.Context, kind, name, actor string) (resource.Resource, error) {
-	return s.operatorAction(ctx, kind, name, actor, "request_resource_deletion", resource.ReasonDeletionRequested, "deletion requested")
+	return s.operatorAction(ctx, kind, name, actor, "request_resource_deletion", resource.ReasonDeletionRequested, "deletion requested", nil)
 }
 
 // Resync re-pends the resource for a fresh observe without a generation bump
 // (resync_resource).
 func (s *Store) Resync(ctx context.Context, kind, name, actor string) (resource.Resource, error) {
-	return s.operatorAction(ctx, kind, name, actor, "resync_resource", resource.ReasonResyncRequested, "resync requested")
+	return s.operatorAction(ctx, kind, name, actor, "resync_resource", resource.ReasonResyncRequested, "resync requested", nil)
 }
 
 // operatorAction runs fn (a trusted constant: one of the functions above) on
-// the resource (kind, name).
-func (s *Store) operatorAction(ctx context.Context, kind, name, actor, fn, reason, message string) (resource.Resource, error) {
+// the resource (kind, name). check, when set, judges the row first, read
+// under its row lock: an error refuses the action, false skips it (the row
+// is returned as it is, no event recorded).
+func (s *Store) operatorAction(ctx context.Context, kind, name, actor, fn, reason, message string,
+	check func(cur resource.Resource) (bool, error)) (resource.Resource, error) {
 	what := fmt.Sprintf("resource %s/%s", kind, name)
 	var out resource.Resource
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if err := dbx.ByKeyOnly(ctx, tx); err != nil {
 			return err
 		}
+		lock := ""
+		if check != nil {
+			lock = " FOR UPDATE"
+		}
 		cur, err := scanResource(tx.QueryRow(ctx,
-			`SELECT `+resourceColumns+` FROM resources r WHERE r.kind = $1 AND r.name = $2`, kind, name))
+			`SELECT `+resourceColumns+` FROM resources r WHERE r.kind = $1 AND r.name = $2`+lock, kind, name))
 		if err != nil {
 			return mapErr(err, what)
+		}
+		if check != nil {
+			act, err := check(cur)
+			if err != nil || !act {
+				out = cur
+				return err
+			}
 		}
 		// The event goes first: a deletion may remove the row (and, by
 		// cascade, its events) inside the function.

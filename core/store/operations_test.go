@@ -90,6 +90,34 @@ func TestQuarantine_SetsAsideAndUnquarantineLifts(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotFound)
 }
 
+// An orphan is frozen already, on a grace deadline: quarantining it would
+// drop that deadline for good, and lifting the quarantine would make a
+// resource its owner no longer composes live again (scheduled, reconciled,
+// never swept). It is refused, naming the deadline, and nothing is written.
+// Lifting a quarantine that is not there records nothing either.
+func TestQuarantine_RefusesAnOrphanAndUnquarantineOfNoneRecordsNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnvWithKinds(t)
+	ctx := context.Background()
+	r := e.noop(t, "orphan", nil)
+	e.setScalars(t, r.ID, scalars{generation: 2, syncedGen: 1, healthOK: true, frozen: "future"})
+	before := scalarInt(t, e, `SELECT count(*) FROM resource_events WHERE resource_id = $1`, r.ID)
+	e.exec(t, `DELETE FROM work_queue WHERE resource_id = $1`, r.ID) // its create's task, long done
+
+	_, err := e.store.Quarantine(ctx, "noop", "orphan", "ops")
+	require.ErrorIs(t, err, ErrConflict)
+	require.Contains(t, err.Error(), "resource noop/orphan is orphaned: its owner no longer composes it, and it is deleted at ")
+	_, err = e.store.Unquarantine(ctx, "noop", "orphan", "ops")
+	require.NoError(t, err)
+	got, err := e.store.GetResource(ctx, "noop", "orphan")
+	require.NoError(t, err)
+	require.Equal(t, resource.PhaseOrphaned, got.Phase, "still an orphan on its grace")
+	require.NotNil(t, got.FrozenUntil)
+	require.Equal(t, before, scalarInt(t, e, `SELECT count(*) FROM resource_events WHERE resource_id = $1`, r.ID),
+		"no Quarantined event for a refusal, no Unquarantined one for a quarantine that was not there")
+	require.Zero(t, scalarInt(t, e, `SELECT count(*) FROM work_queue WHERE resource_id = $1`, r.ID), "nothing scheduled")
+}
+
 func TestRequestDeletion_MarksDeleting(t *testing.T) {
 	t.Parallel()
 	e := newEnvWithKinds(t)

@@ -1260,7 +1260,7 @@ export const DeleteResourceDocument = {
 
 /** Mutation QuarantineResource (src/resources/resources.graphql). */
 export type QuarantineResourceMutation = {
-  /** Set a resource aside: frozen from every scheduler, excluded from its root's rollup, never reaped. */
+  /** Set a resource aside: frozen from every scheduler, excluded from its root's rollup, never reaped. CONFLICT for an orphan (its grace deadline stands). */
   quarantineResource: ResourceRowFragment;
 };
 export type QuarantineResourceMutationVariables = {
@@ -1275,7 +1275,7 @@ export const QuarantineResourceDocument = {
 
 /** Mutation UnquarantineResource (src/resources/resources.graphql). */
 export type UnquarantineResourceMutation = {
-  /** Lift a quarantine and re-arm scheduling. */
+  /** Lift a quarantine and re-arm scheduling; a resource not quarantined is returned as it is. */
   unquarantineResource: ResourceRowFragment;
 };
 export type UnquarantineResourceMutationVariables = {
