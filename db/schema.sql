@@ -1303,6 +1303,18 @@ END
 $$;
 
 --
+-- Name: explain_kind_served(text, text, timestamp with time zone, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.explain_kind_served(p_kind text, p_version text, p_now timestamp with time zone, p_liveness_secs integer) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT EXISTS (SELECT 1 FROM live_cluster_members(p_liveness_secs, p_now) l
+                     JOIN cluster_members m ON m.member_id = l.member_id
+                    WHERE l.role IN ('all', 'broker') AND (p_kind || '/' || p_version) = ANY (m.kinds))
+$$;
+
+--
 -- Name: explain_resource(uuid, timestamp with time zone, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1460,6 +1472,11 @@ BEGIN
             CASE WHEN w.attempts > 0 THEN format('its %s task backs off after %s failed attempt(s)', p_task, w.attempts)
                  ELSE format('its %s task is not due yet', p_task) END,
             w.created_at, w.not_before, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
+        IF NOT explain_kind_served(p_kind, p_version, p_now, p_liveness_secs) THEN
+            RETURN QUERY SELECT 'no_worker',
+                format('no live broker has a ready worker for kind %s/%s', p_kind, p_version),
+                NULL::timestamptz, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
+        END IF;
         RETURN;
     END IF;
     SELECT c.cap, c.in_flight INTO u FROM kind_cap_usage(p_kind, p_version) c;
@@ -1468,9 +1485,7 @@ BEGIN
             format('kind %s/%s is at its concurrency cap: %s in flight of %s', p_kind, p_version, u.in_flight, u.cap),
             NULL::timestamptz, NULL::timestamptz, NULL::uuid[], NULL::bigint, u.in_flight, u.cap, NULL::text;
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM live_cluster_members(p_liveness_secs, p_now) l
-                     JOIN cluster_members m ON m.member_id = l.member_id
-                    WHERE l.role IN ('all', 'broker') AND (p_kind || '/' || p_version) = ANY (m.kinds)) THEN
+    IF NOT explain_kind_served(p_kind, p_version, p_now, p_liveness_secs) THEN
         RETURN QUERY SELECT 'no_worker',
             format('no live broker has a ready worker for kind %s/%s', p_kind, p_version),
             NULL::timestamptz, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;

@@ -5,12 +5,14 @@
 --     stopped, or told to drain or die), said so: its result may never come,
 --     and the reaper frees the lease (the member reaper on its removal, or
 --     the stale-lease pass) and the task is queued again;
---   * not_before in the future: backing off after a failed attempt;
+--   * not_before in the future: backing off after a failed attempt — and,
+--     when no live broker serves the kind version, no_worker after it (what
+--     holds it once the backoff ends);
 --   * otherwise pending, and what the claim waits on: the kind's cap full
 --     (kind_cap_usage: in flight >= cap, what claim_budget spends), no live
 --     broker reporting a ready worker for the kind version
---     (live_cluster_members and the kinds its brokers report), then the
---     queued row itself (since its created_at).
+--     (explain_kind_served), then the queued row itself (since its
+--     created_at).
 CREATE OR REPLACE FUNCTION explain_task(p_id uuid, p_shard int, p_kind text, p_version text, p_task text,
                                         p_now timestamptz DEFAULT now(), p_liveness_secs int DEFAULT 30)
 RETURNS TABLE (gate text, message text, since timestamptz, until_at timestamptz, blocker_ids uuid[],
@@ -48,6 +50,11 @@ BEGIN
             CASE WHEN w.attempts > 0 THEN format('its %s task backs off after %s failed attempt(s)', p_task, w.attempts)
                  ELSE format('its %s task is not due yet', p_task) END,
             w.created_at, w.not_before, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
+        IF NOT explain_kind_served(p_kind, p_version, p_now, p_liveness_secs) THEN
+            RETURN QUERY SELECT 'no_worker',
+                format('no live broker has a ready worker for kind %s/%s', p_kind, p_version),
+                NULL::timestamptz, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
+        END IF;
         RETURN;
     END IF;
     SELECT c.cap, c.in_flight INTO u FROM kind_cap_usage(p_kind, p_version) c;
@@ -56,9 +63,7 @@ BEGIN
             format('kind %s/%s is at its concurrency cap: %s in flight of %s', p_kind, p_version, u.in_flight, u.cap),
             NULL::timestamptz, NULL::timestamptz, NULL::uuid[], NULL::bigint, u.in_flight, u.cap, NULL::text;
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM live_cluster_members(p_liveness_secs, p_now) l
-                     JOIN cluster_members m ON m.member_id = l.member_id
-                    WHERE l.role IN ('all', 'broker') AND (p_kind || '/' || p_version) = ANY (m.kinds)) THEN
+    IF NOT explain_kind_served(p_kind, p_version, p_now, p_liveness_secs) THEN
         RETURN QUERY SELECT 'no_worker',
             format('no live broker has a ready worker for kind %s/%s', p_kind, p_version),
             NULL::timestamptz, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;

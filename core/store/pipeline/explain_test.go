@@ -296,3 +296,18 @@ func TestExplain_ClaimedByABrokerNoLongerLive(t *testing.T) {
 	require.Equal(t, 1, n)
 	require.NotContains(t, f.gates(id), store.GateClaimed)
 }
+
+// A task backing off is held by its backoff now, and, when no live broker
+// serves its kind, by that next: why names both, not just the first.
+func TestExplain_BackoffWithNoWorker(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	id := f.res("leaf", "x")
+	f.schedule(id)
+	f.finish(f.claimOne("leaf").Failure("boom", false))
+	require.Equal(t, []store.WaitGate{store.GateBackoff, store.GateNoWorker}, f.gates(id))
+
+	f.broker("b1", "leaf/v1") // a worker serving the kind connects: only the backoff is left
+	require.Equal(t, []store.WaitGate{store.GateBackoff}, f.gates(id))
+}
