@@ -269,4 +269,38 @@ func TestApplyManifest_ConfigSchemaGate(t *testing.T) {
 	_, outcome, err := e.store.ApplyManifestWith(ctx, []byte(cases["NewVersion"].raw), ManifestApplyOptions{AcceptBreaking: true})
 	require.NoError(t, err, "the owner accepts it explicitly")
 	require.Equal(t, Created, outcome)
+	_, outcome, err = e.store.ApplyManifest(ctx, []byte(withConfig("v2",
+		`{"type":"object","properties":{"region":{"type":"integer"},"tier":{"type":"string"}}}`)))
+	require.NoError(t, err, "the configs it left invalid are not broken again by a compatible change")
+	require.Equal(t, Configured, outcome)
+}
+
+// The gate refuses what the change breaks: a resource the current schema
+// already rejects (left behind by an accepted breaking change) is not broken
+// by a later compatible change, which passes without asking.
+func TestApplyManifest_SchemaGateIgnoresResourcesAlreadyBroken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	_, _, err := e.store.ApplyManifest(ctx, []byte(netV1))
+	require.NoError(t, err)
+	e.apply(t, ApplyResourceInput{Kind: "net", Name: "old", Spec: json.RawMessage(`{"cidr":"10.0.0.0/16","zone":"a"}`)})
+	zoneInt := `{"kind":"net","spec_schema":{"type":"object","properties":{"cidr":{"type":"string"},"zone":{"type":"integer"}},
+		"required":["cidr"]},"reactions":[{"name":"w","trigger":"specChange","emits":["status"]}]}`
+	_, _, err = e.store.ApplyManifestWith(ctx, []byte(zoneInt), ManifestApplyOptions{AcceptBreaking: true})
+	require.NoError(t, err, "the owner accepted it: net/old keeps its string zone")
+
+	withTier := `{"kind":"net","spec_schema":{"type":"object","properties":{"cidr":{"type":"string"},"zone":{"type":"integer"},
+		"tier":{"type":"string"}},"required":["cidr"]},"reactions":[{"name":"w","trigger":"specChange","emits":["status"]}]}`
+	_, outcome, err := e.store.ApplyManifest(ctx, []byte(withTier))
+	require.NoError(t, err, "an added optional field breaks nothing the schema did not reject already")
+	require.Equal(t, Configured, outcome)
+
+	stricter := `{"kind":"net","spec_schema":{"type":"object","properties":{"cidr":{"type":"string","maxLength":4},
+		"zone":{"type":"integer"},"tier":{"type":"string"}},"required":["cidr"]},
+		"reactions":[{"name":"w","trigger":"specChange","emits":["status"]}]}`
+	_, _, err = e.store.ApplyManifest(ctx, []byte(stricter))
+	var brk *BreakingChangeError
+	require.ErrorAs(t, err, &brk, "a change that breaks it further is still refused")
+	require.Equal(t, []string{"old"}, brk.Resources)
 }

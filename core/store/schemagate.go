@@ -100,7 +100,10 @@ func (e *BreakingChangeError) Is(target error) bool { return target == ErrConfli
 // checkSchemaStable is the schema-stability gate of a manifest re-apply:
 // every stored resource of (kind, version) is validated against the new
 // spec_schema, and the old schema's required fields the new one drops are
-// looked for in their specs. The caller holds the manifest row FOR UPDATE,
+// looked for in their specs. A violation counts only when the old schema
+// does not raise it too: a resource an accepted breaking change left
+// invalid is not broken again by a later compatible change, and one the
+// change breaks further is named for what it adds. The caller holds the manifest row FOR UPDATE,
 // and both writers of resources take that row's key-share lock — resource
 // applies (kindVersions) and composes writing children (pipeline loadKinds,
 // before it validates them) — so no resource is written against the old
@@ -111,6 +114,12 @@ func checkSchemaStable(ctx context.Context, tx pgx.Tx, kv manifest.KindVersion, 
 	schema, err := manifest.CompileSchema("/spec_schema", newSpec)
 	if err != nil {
 		return invalid("manifest/spec_schema", "schema_invalid", "%v", err)
+	}
+	// the old schema compiled as stored; one that no longer compiles judges
+	// nothing (every violation of the new one counts)
+	old, err := manifest.CompileSchema("/spec_schema", oldSpec)
+	if err != nil {
+		old = nil
 	}
 	dropped := manifest.DroppedRequired(oldSpec, newSpec)
 	rows, err := tx.Query(ctx, `SELECT name, spec FROM resources WHERE kind = $1 AND version = $2 ORDER BY name`,
@@ -137,14 +146,14 @@ func checkSchemaStable(ctx context.Context, tx pgx.Tx, kv manifest.KindVersion, 
 		}
 		broken := false
 		if err := schema.Validate(spec); err != nil {
-			var se *manifest.SchemaError
-			if !errors.As(err, &se) {
+			added, err := newViolations(err, old.Validate(spec))
+			if err != nil {
 				return fmt.Errorf("kind %s: validate stored resource %s: %w", kv, name, err)
 			}
-			for _, v := range se.Violations {
-				addField(fmt.Sprintf("spec%s [%s]", v.Pointer, v.Rule))
+			for _, f := range added {
+				addField(f)
+				broken = true
 			}
-			broken = true
 		}
 		if len(dropped) > 0 {
 			var top map[string]json.RawMessage
@@ -171,6 +180,30 @@ func checkSchemaStable(ctx context.Context, tx pgx.Tx, kv manifest.KindVersion, 
 		return brk
 	}
 	return nil
+}
+
+// newViolations lists the violations of newErr (a validation against the
+// new schema) that oldErr (the same document against the old one; nil when
+// it passed) does not raise, as "spec<pointer> [<rule>]".
+func newViolations(newErr, oldErr error) ([]string, error) {
+	var se *manifest.SchemaError
+	if !errors.As(newErr, &se) {
+		return nil, newErr
+	}
+	had := map[string]bool{}
+	var ose *manifest.SchemaError
+	if errors.As(oldErr, &ose) {
+		for _, v := range ose.Violations {
+			had[fmt.Sprintf("spec%s [%s]", v.Pointer, v.Rule)] = true
+		}
+	}
+	var out []string
+	for _, v := range se.Violations {
+		if f := fmt.Sprintf("spec%s [%s]", v.Pointer, v.Rule); !had[f] {
+			out = append(out, f)
+		}
+	}
+	return out, nil
 }
 
 // gateReactorSwitch refuses re-applying a version that still has resources
@@ -235,11 +268,14 @@ func gateConfigSchema(ctx context.Context, tx pgx.Tx, kv manifest.KindVersion, n
 	if len(newConfig) == 0 {
 		newConfig = json.RawMessage("null")
 	}
-	var same bool
+	var (
+		same      bool
+		oldConfig []byte
+	)
 	err := tx.QueryRow(ctx, `
-		SELECT coalesce(manifest->'config_schema', 'null'::jsonb) = $3::jsonb
+		SELECT coalesce(manifest->'config_schema', 'null'::jsonb) = $3::jsonb, manifest->'config_schema'
 		  FROM kind_manifest WHERE kind = $1 AND version = $2 FOR UPDATE`,
-		kv.Kind, kv.Version, string(newConfig)).Scan(&same)
+		kv.Kind, kv.Version, string(newConfig)).Scan(&same, &oldConfig)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows): // a new version
 	case err != nil:
@@ -250,6 +286,12 @@ func gateConfigSchema(ctx context.Context, tx pgx.Tx, kv manifest.KindVersion, n
 	schema, err := manifest.CompileSchema("/config_schema", newConfig)
 	if err != nil {
 		return invalid("manifest/config_schema", "schema_invalid", "%v", err)
+	}
+	// the version's config_schema as stored (none for a new version): a
+	// violation it raises already is not this change's
+	old, err := manifest.CompileSchema("/config_schema", oldConfig)
+	if err != nil {
+		old = nil
 	}
 	rows, err := tx.Query(ctx, `SELECT name, spec FROM providerconfigs WHERE kind = $1 ORDER BY name`, kv.Kind)
 	if err != nil {
@@ -269,13 +311,15 @@ func gateConfigSchema(ctx context.Context, tx pgx.Tx, kv manifest.KindVersion, n
 		if err == nil {
 			continue
 		}
-		var se *manifest.SchemaError
-		if !errors.As(err, &se) {
+		added, err := newViolations(err, old.Validate(spec))
+		if err != nil {
 			return fmt.Errorf("kind %s: validate providerconfig %s: %w", kv, name, err)
 		}
-		for _, v := range se.Violations {
-			if f := fmt.Sprintf("spec%s [%s]", v.Pointer, v.Rule); !slices.Contains(brk.Fields, f) &&
-				len(brk.Fields) < MaxBrokenListed {
+		if len(added) == 0 {
+			continue
+		}
+		for _, f := range added {
+			if !slices.Contains(brk.Fields, f) && len(brk.Fields) < MaxBrokenListed {
 				brk.Fields = append(brk.Fields, f)
 			}
 		}
