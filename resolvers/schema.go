@@ -45,4 +45,11 @@ func setComplexity(c *graph.ComplexityRoot) {
 	c.Resource.Dependents = func(child int, first *int) int { return 1 + size(first, 100)*child }
 	c.Resource.Operations = func(child int, first *int) int { return 1 + size(first, 20)*child }
 	c.Resource.History = func(child int, first *int, _ *string) int { return 10 + size(first, 50)*child }
+	// Explain and undo, a resource each: its kept generations (full specs),
+	// and its explanation — a few statements (explain_resource, the blockers'
+	// rows) and a handful of gates of up to 20 blockers each.
+	c.Resource.SpecHistory = func(child int, first *int) int { return 1 + size(first, 20)*child }
+	c.Resource.SpecDiff = func(child int, _ int, _ *int) int { return 10 + child }
+	c.Resource.WaitingOn = func(child int) int { return 50 + 4*child }
+	c.Wait.Blockers = func(child int) int { return 1 + 20*child }
 }
