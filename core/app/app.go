@@ -253,7 +253,10 @@ func newProcess(cfg config.Config, log zerolog.Logger, primary, read *pgxpool.Po
 	p.Pipeline = pipeline.New(primary)
 	p.Members = membership.New(primary)
 	p.Listener = notify.NewListener(primary, log)
-	p.Kinds = kinds.New(p.Store, p.Listener, 30*time.Second, log)
+	// The kinds the broker claims by are read from the primary: a replica
+	// (DATABASE_READ_URL, for the UI's and the API's reads) may not have
+	// replayed the manifest whose NOTIFY woke the reload yet.
+	p.Kinds = kinds.New(p.Store.PrimaryReads(), p.Listener, 30*time.Second, log)
 	p.Metrics = metrics.New()
 	p.MemberID = cluster.NewMemberID(string(cfg.Role))
 	p.Shards = cluster.NewShardSet(shard.Range{})
