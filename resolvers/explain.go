@@ -17,7 +17,7 @@ import (
 // rollbackResource, planResource and setKindHistoryLimit.
 
 func (k kindResolver) HistoryLimit(ctx context.Context, obj *model.Kind) (int, error) {
-	return k.store.HistoryLimit(ctx, obj.Name, obj.Version)
+	return k.reads(ctx).HistoryLimit(ctx, obj.Name, obj.Version)
 }
 
 func (r resourceResolver) WaitingOn(ctx context.Context, obj *model.Resource) ([]*model.Wait, error) {

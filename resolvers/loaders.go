@@ -99,6 +99,15 @@ func (e loaderExtension) InterceptResponse(ctx context.Context, next graphql.Res
 	return next(context.WithValue(ctx, loadersKey{}, newLoaders(st, e.r.loaderWait)))
 }
 
+// reads is the store a nested field reads through outside the loaders: the
+// primary in a mutation's response (read-your-writes), else the read pool.
+func (r *Resolver) reads(ctx context.Context) *store.Store {
+	if graphql.HasOperationContext(ctx) && isMutation(graphql.GetOperationContext(ctx)) {
+		return r.primary
+	}
+	return r.store
+}
+
 func isMutation(oc *graphql.OperationContext) bool {
 	return oc != nil && oc.Operation != nil && oc.Operation.Operation == ast.Mutation
 }

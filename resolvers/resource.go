@@ -142,7 +142,7 @@ func (r resourceResolver) History(ctx context.Context, obj *model.Resource, firs
 	if n <= 0 {
 		return nil, &store.InvalidError{Field: "first", Rule: "limit_invalid", Message: "page size must be 1-500"}
 	}
-	page, err := r.store.ListEvents(ctx, obj.UUID, n, deref(after))
+	page, err := r.reads(ctx).ListEvents(ctx, obj.UUID, n, deref(after))
 	if err != nil {
 		return nil, err
 	}
