@@ -89,8 +89,9 @@ func (s *Store) SpecHistory(ctx context.Context, id uuid.UUID, limit int) ([]Spe
 // that version's schema as any apply is (a resource that has moved to
 // another version since migrates back live: Migrated), recorded in the
 // events as RolledBack with its actor and in the history with the generation
-// it copied. When the kept revision equals the live one nothing is written
-// (Unchanged). Errors: no such resource or generation not kept →
+// it copied; when only its labels differ from the live ones they are restored
+// without a new generation, recorded as RolledBack all the same. When the
+// kept revision equals the live one nothing is written (Unchanged). Errors: no such resource or generation not kept →
 // ErrNotFound; a generation that is not older than the live one, or one
 // applied at a version the kind no longer has → *InvalidError; a resource
 // being deleted → ErrConflict. DryRun writes nothing and returns what the

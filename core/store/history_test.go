@@ -270,3 +270,30 @@ func TestRollbackResource_RestoresTheGenerationsVersion(t *testing.T) {
 	requireInvalid(t, err, "toGeneration", "unknown_version")
 	require.Contains(t, err.Error(), "generation 1 was applied at version v1, which kind net no longer has")
 }
+
+// A rollback to a generation whose spec is the live one restores its labels
+// without a new generation, and is still recorded as the rollback it is.
+func TestRollbackResource_LabelsOnlyIsStillARollback(t *testing.T) {
+	t.Parallel()
+	e := newEnvWithKinds(t)
+	ctx := context.Background()
+	a, b := json.RawMessage(`{"cidr":"10.0.0.0/16"}`), json.RawMessage(`{"cidr":"10.1.0.0/16"}`)
+	e.apply(t, ApplyResourceInput{Kind: "vpc", Name: "net", Spec: a, Labels: map[string]string{"v": "1"}})
+	e.apply(t, ApplyResourceInput{Kind: "vpc", Name: "net", Spec: b, Labels: map[string]string{"v": "2"}})
+	e.apply(t, ApplyResourceInput{Kind: "vpc", Name: "net", Spec: a, Labels: map[string]string{"v": "2"}})
+
+	r, outcome, err := e.store.RollbackResource(ctx, "vpc", "net", 1, "bob", false)
+	require.NoError(t, err)
+	require.Equal(t, Configured, outcome)
+	require.EqualValues(t, 3, r.Generation, "the spec is the live one: no new generation")
+	require.Equal(t, map[string]string{"v": "1"}, r.Labels)
+	page, err := e.store.ListEvents(ctx, r.ID, 1, "")
+	require.NoError(t, err)
+	require.Equal(t, resource.ReasonRolledBack, page.Items[0].Reason)
+	require.Equal(t, "bob", page.Items[0].Actor)
+	require.Equal(t, "generation 3 carries the labels of generation 1", page.Items[0].Message)
+	hs, err := e.store.SpecHistory(ctx, r.ID, 1)
+	require.NoError(t, err)
+	require.Equal(t, resource.ReasonRolledBack, hs[0].Reason)
+	require.EqualValues(t, 1, hs[0].RolledBackFrom)
+}

@@ -324,6 +324,10 @@ func updateResource(ctx context.Context, tx pgx.Tx, in ApplyResourceInput, cur r
 		}
 	} else {
 		ev.Reason, ev.Message = resource.ReasonLabelsUpdated, "labels changed"
+		if in.rollbackFrom > 0 { // the kept spec is the live one: only its labels come back
+			ev.Reason = resource.ReasonRolledBack
+			ev.Message = fmt.Sprintf("generation %d carries the labels of generation %d", r.Generation, in.rollbackFrom)
+		}
 	}
 	if _, err := appendEvent(ctx, tx, ev); err != nil {
 		return resource.Resource{}, err
