@@ -66,7 +66,7 @@ type Mesh struct {
 
 	peers atomic.Pointer[[]*peer]
 	mu    sync.Mutex
-	conns map[string]*meshConn // by url, reused across refreshes while the peer is live
+	conns map[string]*meshConn // by url and server name, reused across refreshes while the peer is live
 	rr    atomic.Uint64
 }
 
@@ -100,9 +100,16 @@ func (m *Mesh) React(ctx context.Context) error {
 		if url == "" {
 			continue
 		}
-		c, ok := m.conns[url]
+		// BROKER_TLS_SERVER_NAME: the name its certificate is verified
+		// against, for a URL by address (a pod IP) no certificate names.
+		name, _ := cfg["BROKER_TLS_SERVER_NAME"].(string)
+		key := url
+		if name != "" {
+			key += " " + name
+		}
+		c, ok := m.conns[key]
 		if !ok || c.id != mem.ID {
-			hc, err := transport.ClientFor(url, m.TLS)
+			hc, err := transport.ClientFor(url, serverNamed(m.TLS, name))
 			if err != nil {
 				m.log.Warn().Err(err).Str("peer", mem.ID).Msg("unusable peer broker url")
 				continue
@@ -111,9 +118,9 @@ func (m *Mesh) React(ctx context.Context) error {
 				c.http.CloseIdleConnections() // a new member at a dead one's address
 			}
 			c = &meshConn{id: mem.ID, http: hc, client: workerv1connect.NewWorkerServiceClient(hc, url, m.clientOpts...)}
-			m.conns[url] = c
+			m.conns[key] = c
 		}
-		seen[url] = true
+		seen[key] = true
 		kinds := map[manifest.KindVersion]bool{}
 		for _, k := range mem.Kinds {
 			if kind, version, ok := strings.Cut(k, "/"); ok {
@@ -126,16 +133,30 @@ func (m *Mesh) React(ctx context.Context) error {
 	// every rolled pod is a new address, and a long-lived broker would keep
 	// one client for each it ever saw. A relay still on its way finishes on
 	// the connection it holds.
-	for url, c := range m.conns {
-		if !seen[url] {
+	for key, c := range m.conns {
+		if !seen[key] {
 			c.http.CloseIdleConnections()
-			delete(m.conns, url)
+			delete(m.conns, key)
 		}
 	}
 	sort.Slice(next, func(i, j int) bool { return next[i].id < next[j].id })
 	m.peers.Store(&next)
 	m.onChange()
 	return nil
+}
+
+// serverNamed is cfg verifying the server as name (cfg itself when name is
+// empty; the system roots when cfg is nil).
+func serverNamed(cfg *tls.Config, name string) *tls.Config {
+	if name == "" {
+		return cfg
+	}
+	if cfg == nil {
+		return &tls.Config{MinVersion: tls.VersionTLS12, ServerName: name}
+	}
+	c := cfg.Clone()
+	c.ServerName = name
+	return c
 }
 
 // servedByPeers lists the kinds some live peer's workers serve.

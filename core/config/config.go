@@ -34,19 +34,24 @@ const MinWorkerSessionMaxAge = time.Minute
 
 // Config is the server configuration.
 type Config struct {
-	DatabaseURL     string        // DATABASE_URL (required)
-	DatabaseReadURL string        // DATABASE_READ_URL: a streaming replica for UI/API reads
-	Role            Role          // ROLE: all | control | broker (default all)
-	ListenAddr      string        // LISTEN_ADDR: host:port, http://host:port or https://host:port (default :8080)
-	HealthAddr      string        // HEALTH_ADDR: probes on broker pods (default :8081)
-	BrokerAddr      string        // BROKER_ADDR: the broker's Connect listener; empty = on LISTEN_ADDR
-	BrokerURL       string        // BROKER_URL: how peers/workers reach this broker (advertised); default derived
-	LogFormat       string        // LOG_FORMAT: json | text
-	LogLevel        string        // LOG_LEVEL: debug | info | warn | error
-	ShutdownDrain   time.Duration // SHUTDOWN_DRAIN: broker drain budget (default 45s)
-	HeartbeatEvery  time.Duration // MEMBER_HEARTBEAT_EVERY (default 10s)
-	RedeliveryWait  time.Duration // WORKER_REDELIVERY_WAIT: a lost worker's stage waits this long for it when no other worker serves the kind (default 30s)
-	WorkerSilence   time.Duration // WORKER_SILENCE_TIMEOUT: a keepalive worker silent this long loses its session (default 10s)
+	DatabaseURL     string // DATABASE_URL (required)
+	DatabaseReadURL string // DATABASE_READ_URL: a streaming replica for UI/API reads
+	Role            Role   // ROLE: all | control | broker (default all)
+	ListenAddr      string // LISTEN_ADDR: host:port, http://host:port or https://host:port (default :8080)
+	HealthAddr      string // HEALTH_ADDR: probes on broker pods (default :8081)
+	BrokerAddr      string // BROKER_ADDR: the broker's Connect listener; empty = on LISTEN_ADDR
+	BrokerURL       string // BROKER_URL: how peers/workers reach this broker (advertised); default derived
+	// BrokerTLSServerName (BROKER_TLS_SERVER_NAME) is the name peers verify
+	// this broker's certificate against when they dial BROKER_URL (advertised
+	// with it); empty: BROKER_URL's host. For a BROKER_URL by address (a pod
+	// IP) that no certificate names.
+	BrokerTLSServerName string
+	LogFormat           string        // LOG_FORMAT: json | text
+	LogLevel            string        // LOG_LEVEL: debug | info | warn | error
+	ShutdownDrain       time.Duration // SHUTDOWN_DRAIN: broker drain budget (default 45s)
+	HeartbeatEvery      time.Duration // MEMBER_HEARTBEAT_EVERY (default 10s)
+	RedeliveryWait      time.Duration // WORKER_REDELIVERY_WAIT: a lost worker's stage waits this long for it when no other worker serves the kind (default 30s)
+	WorkerSilence       time.Duration // WORKER_SILENCE_TIMEOUT: a keepalive worker silent this long loses its session (default 10s)
 	// WORKER_SESSION_MAX_AGE: a worker's session is ended, once its stages
 	// have finished, after about this long (±10%), so workers spread over
 	// brokers added since (default 30m; 0: never).
@@ -151,6 +156,7 @@ func Parse(getenv func(string) string, version string) (Config, error) {
 	str(&c.HealthAddr, "HEALTH_ADDR")
 	str(&c.BrokerAddr, "BROKER_ADDR")
 	str(&c.BrokerURL, "BROKER_URL")
+	str(&c.BrokerTLSServerName, "BROKER_TLS_SERVER_NAME")
 	str(&c.LogFormat, "LOG_FORMAT")
 	str(&c.LogLevel, "LOG_LEVEL")
 	str(&c.TLSCertFile, "TLS_CERT_FILE")
@@ -307,7 +313,11 @@ func (c Config) validateListen() []error {
 // LISTEN_ADDR is https://, so the scheme must say the same.
 func (c Config) validateBrokerURL() []error {
 	if c.BrokerURL == "" {
-		return nil
+		scheme := "http" // the derived URL's (advertisedBrokerURL)
+		if c.Secure() {
+			scheme = "https"
+		}
+		return c.validateBrokerTLSServerName(scheme)
 	}
 	u, err := url.Parse(c.BrokerURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
@@ -319,6 +329,23 @@ func (c Config) validateBrokerURL() []error {
 			want, is = "https://", "with TLS (LISTEN_ADDR is https://)"
 		}
 		return []error{fmt.Errorf("BROKER_URL=%q is %s:// but the broker listens %s: want %s", c.BrokerURL, u.Scheme, is, want)}
+	}
+	return c.validateBrokerTLSServerName(u.Scheme)
+}
+
+// validateBrokerTLSServerName refuses a BROKER_TLS_SERVER_NAME peers could
+// not use: a name only means something beside an https:// BROKER_URL, and
+// it is a host name (no scheme, port or path).
+func (c Config) validateBrokerTLSServerName(scheme string) []error {
+	n := c.BrokerTLSServerName
+	if n == "" {
+		return nil
+	}
+	if scheme != "https" {
+		return []error{fmt.Errorf("BROKER_TLS_SERVER_NAME=%q needs an https:// BROKER_URL (it names the certificate peers verify)", n)}
+	}
+	if strings.ContainsAny(n, ":/ ") || strings.HasPrefix(n, ".") || strings.HasSuffix(n, ".") {
+		return []error{fmt.Errorf("BROKER_TLS_SERVER_NAME=%q: want a host name the broker's certificate covers (e.g. converge-peers.ns.svc)", n)}
 	}
 	return nil
 }
@@ -334,6 +361,7 @@ func (c Config) Redacted() map[string]any {
 		"HEALTH_ADDR":                    c.HealthAddr,
 		"BROKER_ADDR":                    c.BrokerAddr,
 		"BROKER_URL":                     c.BrokerURL,
+		"BROKER_TLS_SERVER_NAME":         c.BrokerTLSServerName,
 		"LOG_FORMAT":                     c.LogFormat,
 		"LOG_LEVEL":                      c.LogLevel,
 		"SHUTDOWN_DRAIN":                 c.ShutdownDrain.String(),

@@ -130,6 +130,20 @@ func TestParse(t *testing.T) {
 			wantErr: `BROKER_URL="http://broker-1:8443" is http:// but the broker listens with TLS (LISTEN_ADDR is https://): want https://`},
 		"broker url": {reason: "a pod's address, as the chart sets it", env: with("BROKER_URL", "http://10.0.0.5:8080"),
 			check: func(t *testing.T, c Config) { require.Equal(t, "http://10.0.0.5:8080", c.BrokerURL) }},
+		"broker tls server name": {reason: "a pod's address with TLS, verified as the peers' Service name, as the chart sets it",
+			env: with("LISTEN_ADDR", "https://0.0.0.0:8443", "TLS_CERT_FILE", "c", "TLS_KEY_FILE", "k",
+				"BROKER_URL", "https://10.0.0.5:8443", "BROKER_TLS_SERVER_NAME", "converge-peers.ns.svc"),
+			check: func(t *testing.T, c Config) {
+				require.Equal(t, "converge-peers.ns.svc", c.BrokerTLSServerName)
+				require.Equal(t, "converge-peers.ns.svc", c.Redacted()["BROKER_TLS_SERVER_NAME"], "advertised to the peers")
+			}},
+		"broker tls server name without tls": {reason: "it names a certificate: meaningless beside plain HTTP",
+			env:     with("BROKER_URL", "http://10.0.0.5:8080", "BROKER_TLS_SERVER_NAME", "converge-peers.ns.svc"),
+			wantErr: `BROKER_TLS_SERVER_NAME="converge-peers.ns.svc" needs an https:// BROKER_URL`},
+		"broker tls server name with a port": {reason: "a host name, not an address",
+			env: with("LISTEN_ADDR", "https://0.0.0.0:8443", "TLS_CERT_FILE", "c", "TLS_KEY_FILE", "k",
+				"BROKER_URL", "https://10.0.0.5:8443", "BROKER_TLS_SERVER_NAME", "converge-peers.ns.svc:8443"),
+			wantErr: `BROKER_TLS_SERVER_NAME="converge-peers.ns.svc:8443": want a host name`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

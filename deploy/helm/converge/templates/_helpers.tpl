@@ -171,16 +171,20 @@ root (the chart context) and role (all | control | broker).
 {{- end }}
 {{- if $broker }}
 {{- if $v.tls.enabled }}
-- name: POD_NAME
+- name: POD_IP
   valueFrom:
     fieldRef:
-      fieldPath: metadata.name
+      fieldPath: status.podIP
 - name: POD_NAMESPACE
   valueFrom:
     fieldRef:
       fieldPath: metadata.namespace
+# Peers dial the pod's address and verify the peers' Service name, which
+# the certificate covers: a Deployment's pods have no DNS name of their own.
 - name: BROKER_URL
-  value: {{ printf "https://$(POD_NAME).%s-peers.$(POD_NAMESPACE).svc:%d" (include "converge.fullname" $) (int $v.ports.http) | quote }}
+  value: {{ printf "https://$(POD_IP):%d" (int $v.ports.http) | quote }}
+- name: BROKER_TLS_SERVER_NAME
+  value: {{ printf "%s-peers.$(POD_NAMESPACE).svc" (include "converge.fullname" $) | quote }}
 {{- else }}
 - name: POD_IP
   valueFrom:
@@ -345,11 +349,6 @@ metadata:
     {{- end }}
 spec:
   serviceAccountName: {{ include "converge.serviceAccountName" $ }}
-  {{- if $broker }}
-  # The peers' headless Service gives each broker pod a DNS name
-  # (POD_NAME.<release>-peers.NAMESPACE.svc) its certificate covers.
-  subdomain: {{ include "converge.fullname" $ }}-peers
-  {{- end }}
   terminationGracePeriodSeconds: {{ $v.terminationGracePeriodSeconds }}
   {{- with $v.imagePullSecrets }}
   imagePullSecrets:
