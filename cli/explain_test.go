@@ -124,4 +124,6 @@ func TestWhy_JudgesBrokersByTheFleetsLiveness(t *testing.T) {
 	r := must(t, s.conctl("why", "vpc/net"))
 	require.Contains(t, r.stdout, "waiting on NO_WORKER: no live broker has a ready worker for kind vpc/v1\n")
 	require.Contains(t, gqlData(t, s.server, `{ kind(name: "vpc") { usage { servedBy } } }`), `"servedBy":0`)
+	// the cluster view judges it by the same window
+	require.Contains(t, gqlData(t, s.server, `{ clusterMembers { id status } }`), `{"id":"gone","status":"NOT_READY"}`)
 }

@@ -28,7 +28,11 @@ func (m mutationResolver) requestControl(ctx context.Context, id string, a membe
 	if err != nil {
 		return nil, err
 	}
-	return toMember(live.Member{Member: mem, Ready: time.Since(mem.LastHeartbeat) <= membership.DefaultLiveness}), nil
+	liveness := m.liveness
+	if liveness <= 0 {
+		liveness = membership.DefaultLiveness
+	}
+	return toMember(live.Member{Member: mem, Ready: time.Since(mem.LastHeartbeat) <= liveness}), nil
 }
 
 func ptr[T any](v T) *T { return &v }

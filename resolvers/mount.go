@@ -33,6 +33,7 @@ type MountOptions struct {
 func Mount(o MountOptions) app.Mount {
 	return func(mux *http.ServeMux, p *app.Process) error {
 		hopts := append([]live.Option{live.WithPrimary(p.Primary), live.WithOutage(p.Outage)}, o.Hub...)
+		hopts = append(hopts, live.WithDefaultLiveness(3*p.Config.HeartbeatEvery)) // the fleet's window
 		hub := live.NewHub(p.Listener, p.Read, p.Log, hopts...)
 		p.AddDuty(hub)
 		if o.OnHub != nil {

@@ -115,6 +115,16 @@ type Option func(*Hub)
 // WithOptions sets the tunables.
 func WithOptions(o Options) Option { return func(h *Hub) { h.opts = o } }
 
+// WithDefaultLiveness sets the members' liveness window (the fleet's
+// 3 × MEMBER_HEARTBEAT_EVERY) unless an earlier option set one.
+func WithDefaultLiveness(d time.Duration) Option {
+	return func(h *Hub) {
+		if h.opts.Liveness <= 0 {
+			h.opts.Liveness = d
+		}
+	}
+}
+
 // WithPrimary names the primary pool when readPool is a streaming replica:
 // before each re-read the hub waits (briefly) until the replica has replayed
 // what the primary had when the NOTIFY arrived, and reads from the primary
