@@ -56,6 +56,9 @@ func TestExplainAndUndo_WhyHistoryRollbackDiff(t *testing.T) {
 	require.Contains(t, r.stdout, "now generation 3 (dry run: nothing written)")
 	r = must(t, s.conctl("rollback", "vpc/net", "--to", "1"))
 	require.Equal(t, "resource/vpc/net rolled back to the spec of generation 1: now generation 3\n", r.stdout)
+	r = must(t, s.conctl("rollback", "vpc/net", "--to", "1"))
+	require.Equal(t, "resource/vpc/net unchanged: generation 1's spec is already current (generation 3)\n", r.stdout,
+		"a rollback to what is current says so")
 	got := s.WaitPhase("vpc", "net", resource.PhaseReady, time.Minute)
 	require.EqualValues(t, 3, got.SyncedGen, "the rollback reconciles")
 	require.JSONEq(t, `{"cidr":"10.0.0.0/24","account_id":"a1"}`, string(got.Spec))

@@ -52,6 +52,10 @@ func (a *app) rollback(ctx context.Context, r ref, to int, dryRun bool) error {
 	if err != nil {
 		return err
 	}
+	// what it is now, to tell a rollback that changes nothing (generation
+	// to's spec, labels, provider config and version are already the
+	// current ones); a failed read is left to the rollback to report
+	before, beforeErr := GetResource(ctx, c.GQL, r.kind, r.name)
 	resp, err := RollbackResource(ctx, c.GQL, r.kind, r.name, to, dryRun)
 	if err != nil {
 		return fmt.Errorf("rollback %s: %w", r, apiError(err))
@@ -64,7 +68,22 @@ func (a *app) rollback(ctx context.Context, r ref, to int, dryRun bool) error {
 	if dryRun {
 		suffix = " (dry run: nothing written)"
 	}
+	if beforeErr == nil && before.Resource != nil && sameRollbackState(before.Resource.ResourceRow, res) {
+		_, err = fmt.Fprintf(a.stdout(), "resource/%s unchanged: generation %d's spec is already current (generation %d)%s\n",
+			r, to, res.Generation, suffix)
+		return err
+	}
 	_, err = fmt.Fprintf(a.stdout(), "resource/%s rolled back to the spec of generation %d: now generation %d%s\n",
 		r, to, res.Generation, suffix)
 	return err
 }
+
+// sameRollbackState reports whether a rollback left what it restores as it
+// was: the generation (a spec change bumps it), the version, the labels and
+// the provider config.
+func sameRollbackState(before, after ResourceRow) bool {
+	return before.Id == after.Id && before.Generation == after.Generation && before.Version == after.Version &&
+		string(before.Labels) == string(after.Labels) && ptrEqual(before.ProviderConfigRef, after.ProviderConfigRef)
+}
+
+func ptrEqual[T comparable](a, b *T) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
