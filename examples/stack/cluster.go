@@ -281,7 +281,7 @@ func (s *Stack) serverEnv(name, role, listen, health string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := append(os.Environ(), "DATABASE_URL="+dbURL, "ROLE="+role, "LISTEN_ADDR="+listen)
+	env := append(inheritedEnv(stackServerVar), "DATABASE_URL="+dbURL, "ROLE="+role, "LISTEN_ADDR="+listen)
 	if s.opts.Topology.Cluster() && role != "control" {
 		env = append(env, "BROKER_URL=http://"+listen)
 	}
@@ -355,7 +355,7 @@ func (s *Stack) startWorker() (*Member, error) {
 		}
 		brokerURL = "http://" + addr
 	}
-	env := append(os.Environ(), "BROKER_URL="+brokerURL)
+	env := append(inheritedEnv(stackWorkerVar), "BROKER_URL="+brokerURL)
 	if s.balancer != nil {
 		env = append(env, "WORKER_ID="+name)
 	}
@@ -498,4 +498,40 @@ func (b *balancer) close() {
 	}
 	b.mu.Unlock()
 	b.wg.Wait()
+}
+
+// inheritedEnv is this process's environment less the variables drop names:
+// what the stack sets itself, or provisions (credentials, TLS, its own
+// database). A developer's shell may hold a production DATABASE_READ_URL or
+// the WORKER_TOKEN the docs have them export for a standalone worker; passed
+// on, one would point the stack at another database and the other would sit
+// beside the stack's WORKER_TOKEN_FILE, which a worker refuses.
+func inheritedEnv(drop func(name string) bool) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); !drop(name) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// stackServerVar names what the stack decides for a converge process.
+func stackServerVar(name string) bool {
+	switch name {
+	case "DATABASE_URL", "DATABASE_READ_URL", "DB_IAM_AUTH", "ROLE", "LISTEN_ADDR", "HEALTH_ADDR", "BROKER_ADDR",
+		"BROKER_URL", "BROKER_TLS_SERVER_NAME", "API_TOKENS_FILE", "WORKER_TOKENS_FILE", "MESH_TOKENS_FILE",
+		"API_AUTH", "WORKER_AUTH":
+		return true
+	}
+	return strings.HasPrefix(name, "TLS_") || strings.HasSuffix(name, "_CLIENT_IDENTITIES")
+}
+
+// stackWorkerVar names what the stack decides for a worker process.
+func stackWorkerVar(name string) bool {
+	switch name {
+	case "BROKER_URL", "WORKER_ID", "WORKER_TOKEN", "WORKER_TOKEN_FILE":
+		return true
+	}
+	return strings.HasPrefix(name, "WORKER_TLS_")
 }
