@@ -164,6 +164,10 @@ func (a *app) deleteResource(ctx context.Context, c *Conn, r ref, wait bool, tim
 				a.report(actionResult{Object: "resource/" + r.String(), Outcome: "deleted"})
 				return nil
 			}
+			if p.Root.Phase != PhaseDeleting {
+				// the snapshot the subscription took before the request
+				continue
+			}
 			if line := teardownLine(p); line != last {
 				last = line
 				fmt.Fprintf(a.stderr(), "resource/%s %s%s\n", r, p.Root.Phase, line)

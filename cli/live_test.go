@@ -54,7 +54,7 @@ func TestDeleteWait_ShowsTeardownProgress(t *testing.T) {
 	require.Contains(t, r.stderr, "resource/bom/gone DELETING (", "teardown progress while children remain")
 	require.Regexp(t, `left: \d+ DELETING`, r.stderr)
 	for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
-		require.True(t, strings.HasPrefix(l, "resource/bom/gone "), "only progress lines: %q", l)
+		require.True(t, strings.HasPrefix(l, "resource/bom/gone DELETING"), "only progress lines since the request: %q", l)
 	}
 	r = s.conctl("delete", "bom/gone", "--wait")
 	require.Equal(t, 1, r.code)
