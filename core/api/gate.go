@@ -105,26 +105,12 @@ func (h *Handler) closeWhenRevoked(ctx context.Context, id auth.Identity) {
 // client certificate of its handshake no longer verifies: its CA rotated out
 // of TLS_CLIENT_CA_FILE, or it expired. The listener checks every request
 // again (tlsreload's ClientCheck), but a connection upgraded before is one
-// request that lasts: it checks again whenever the bundle changes and when
-// the chain expires. It returns when the connection ends (ctx).
+// request that lasts (ClientCheck.Watch). It returns when the connection
+// ends (ctx).
 func (h *Handler) closeWhenCertificateInvalid(ctx context.Context, sess *wsSession) {
-	for {
-		changed := h.clientCerts.Changed()
-		until, err := h.clientCerts.Verify(sess.tls)
-		if err != nil {
-			h.log.Warn().Err(err).Str("request_id", RequestID(ctx)).Msg("websocket closed: its client certificate no longer verifies")
-			sess.closeUnauthorized("the connection's client certificate no longer verifies")
-			return
-		}
-		expiry := time.NewTimer(time.Until(until) + time.Second)
-		select {
-		case <-changed:
-		case <-expiry.C:
-		case <-ctx.Done():
-			expiry.Stop()
-			return
-		}
-		expiry.Stop()
+	if err := h.clientCerts.Watch(ctx, sess.tls); err != nil {
+		h.log.Warn().Err(err).Str("request_id", RequestID(ctx)).Msg("websocket closed: its client certificate no longer verifies")
+		sess.closeUnauthorized("the connection's client certificate no longer verifies")
 	}
 }
 

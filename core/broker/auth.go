@@ -202,27 +202,12 @@ var errCertificateInvalid = connect.NewError(connect.CodeUnauthenticated,
 // certificateWatch ends s once the client certificate its connection presented no
 // longer verifies: its CA rotated out of TLS_CLIENT_CA_FILE, or it expired.
 // A session outlives the requests the listener checks (tlsreload's
-// ClientCheck), so it verifies again whenever the material changes and when
-// the chain expires. It returns when ctx (the session) ends.
+// ClientCheck.Watch). It returns when ctx (the session) ends.
 func (h *workerService) certificateWatch(ctx context.Context, s *session, cs *tls.ConnectionState, end func(), log zerolog.Logger) {
-	for {
-		changed := h.certs.Changed()
-		until, err := h.certs.Verify(cs)
-		if err != nil {
-			h.reg.retire(s, errCertificateInvalid)
-			log.Warn().Err(err).Msg("worker session ended: its client certificate no longer verifies")
-			end()
-			return
-		}
-		expiry := time.NewTimer(time.Until(until) + time.Second)
-		select {
-		case <-changed:
-		case <-expiry.C:
-		case <-ctx.Done():
-			expiry.Stop()
-			return
-		}
-		expiry.Stop()
+	if err := h.certs.Watch(ctx, cs); err != nil {
+		h.reg.retire(s, errCertificateInvalid)
+		log.Warn().Err(err).Msg("worker session ended: its client certificate no longer verifies")
+		end()
 	}
 }
 

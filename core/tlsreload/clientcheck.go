@@ -56,6 +56,35 @@ func (c *ClientCheck) Changed() <-chan struct{} {
 	return *c.r.changed.Load()
 }
 
+// Watch returns the verification error once the client certificate of cs
+// no longer verifies, checking again whenever the material changes and when
+// the chain expires; nil when ctx ends first. What outlives the request that
+// opened it over the connection — a worker's session, an API websocket —
+// watches this way and ends when it returns an error. A nil ClientCheck
+// waits for ctx.
+func (c *ClientCheck) Watch(ctx context.Context, cs *tls.ConnectionState) error {
+	if c == nil {
+		<-ctx.Done()
+		return nil
+	}
+	for {
+		changed := c.Changed()
+		until, err := c.Verify(cs)
+		if err != nil {
+			return err
+		}
+		expiry := time.NewTimer(time.Until(until) + time.Second)
+		select {
+		case <-changed:
+		case <-expiry.C:
+		case <-ctx.Done():
+			expiry.Stop()
+			return nil
+		}
+		expiry.Stop()
+	}
+}
+
 type verdictKey struct{}
 
 // verdict is one connection's last check.
