@@ -3,11 +3,8 @@ package live_test
 import (
 	"bytes"
 	"context"
-	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +18,6 @@ import (
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/notify"
-	"github.com/converge-run/converge/db/pgpool"
 	"github.com/converge-run/converge/db/pgtest"
 )
 
@@ -31,118 +27,36 @@ import (
 // carry on.
 type readGate struct {
 	pool  *pgxpool.Pool
-	dials atomic.Int64 // connection attempts
-
-	mu    sync.Mutex
-	down  bool
-	conns []net.Conn
-	cuts  []*atomic.Bool
+	links *pgtest.Links
 }
 
 // newReadGate opens a pool on url through a gate, open.
 func newReadGate(t *testing.T, url string) *readGate {
 	t.Helper()
-	g := &readGate{}
-	cfg, err := pgpool.Config(url, 4)
-	require.NoError(t, err)
-	cfg.ConnConfig.DialFunc = g.dial
-	g.pool, err = pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(g.pool.Close)
-	t.Cleanup(func() { // pgx drains a dead connection it closes for up to 15 s
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		for _, c := range g.conns {
-			_ = c.Close()
-		}
-	})
-	return g
-}
-
-func (g *readGate) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	g.dials.Add(1)
-	refused := &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
-	g.mu.Lock()
-	down := g.down
-	g.mu.Unlock()
-	if down {
-		return nil, refused
-	}
-	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.down { // went down while dialing
-		_ = c.Close()
-		return nil, refused
-	}
-	cut := &atomic.Bool{}
-	g.conns, g.cuts = append(g.conns, c), append(g.cuts, cut)
-	return cutConn{Conn: c, cut: cut}, nil
+	pool, links := pgtest.PoolThrough(t, url, 4)
+	return &readGate{pool: pool, links: links}
 }
 
 // cut silences every connection open now: what either end sends is lost
 // and the sockets stay open, as behind a dead link where no reset comes.
 // New connections work.
-func (g *readGate) cut() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, c := range g.cuts {
-		c.Store(true)
-	}
-}
-
-// cutConn is a connection readGate.cut can silence.
-type cutConn struct {
-	net.Conn
-	cut *atomic.Bool
-}
-
-// Read drops what arrives once cut; deadlines and closes still end it.
-func (c cutConn) Read(b []byte) (int, error) {
-	for {
-		n, err := c.Conn.Read(b)
-		if err != nil || !c.cut.Load() {
-			return n, err
-		}
-	}
-}
-
-// Write loses what is sent once cut.
-func (c cutConn) Write(b []byte) (int, error) {
-	if c.cut.Load() {
-		return len(b), nil
-	}
-	return c.Conn.Write(b)
-}
+func (g *readGate) cut() { g.links.Cut() }
 
 // close refuses connections from now on and resets those open; open lets
 // new ones through again.
 func (g *readGate) close() {
-	g.mu.Lock()
-	g.down = true
-	for _, c := range g.conns {
-		_ = c.Close()
-	}
-	g.conns, g.cuts = nil, nil
-	g.mu.Unlock()
+	g.links.SetDown(true)
 	g.pool.Reset()
 }
 
-func (g *readGate) open() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.down = false
-}
+func (g *readGate) open() { g.links.SetDown(false) }
 
 // waitDials waits until the hub has tried to connect n more times.
 func (g *readGate) waitDials(t *testing.T, n int64) {
 	t.Helper()
-	want := g.dials.Load() + n
-	require.Eventually(t, func() bool { return g.dials.Load() >= want }, 30*time.Second, 5*time.Millisecond,
-		"the hub's read attempts: want %d, have %d", want, g.dials.Load())
+	want := g.links.Dials() + n
+	require.Eventually(t, func() bool { return g.links.Dials() >= want }, 30*time.Second, 5*time.Millisecond,
+		"the hub's read attempts: want %d, have %d", want, g.links.Dials())
 }
 
 // lines is a log writer that keeps what was written, line by line.
