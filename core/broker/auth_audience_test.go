@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"math/big"
 	"net/url"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"github.com/converge-run/converge/core/config"
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/tlsreload/tlstest"
 	"github.com/converge-run/converge/core/transport"
 	"github.com/converge-run/converge/core/worker"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
@@ -32,7 +32,7 @@ import (
 
 // issueSPIFFE makes a client keypair whose only identity is a URI SAN (a
 // SPIFFE ID, as SPIRE issues them: no OU).
-func (c testCA) issueSPIFFE(t *testing.T, id string, serial int64) tls.Certificate {
+func issueSPIFFE(t *testing.T, c *tlstest.CA, id string, serial int64) tls.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
@@ -41,7 +41,7 @@ func (c testCA) issueSPIFFE(t *testing.T, id string, serial int64) tls.Certifica
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "svid"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), URIs: []*url.URL{u},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.Cert, &key.PublicKey, c.Key)
 	require.NoError(t, err)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
@@ -54,15 +54,15 @@ func (c testCA) issueSPIFFE(t *testing.T, id string, serial int64) tls.Certifica
 func TestWorkerPlane_EachAudienceRefusesTheOthersCertificates(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	ca := newTestCA(t)
+	ca := tlstest.NewCA(t)
 	caFile := filepath.Join(dir, "ca.pem")
-	require.NoError(t, os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw}), 0o600))
-	srvCert, srvKey, _ := ca.issue(t, dir, "converge", "", 2)
+	require.NoError(t, os.WriteFile(caFile, ca.PEM(), 0o600))
+	srvCert, srvKey, _ := ca.Issue(t, dir, "converge", "", 2)
 	const td = "spiffe://test.example/ns/converge/sa/"
-	workerPair := ca.issueSPIFFE(t, td+"worker", 3)
-	brokerPair := ca.issueSPIFFE(t, td+"broker", 4)
-	apiPair := ca.issueSPIFFE(t, "spiffe://test.example/ns/ops/sa/conctl", 5)
-	_, _, unlistedOU := ca.issue(t, dir, "old-worker", "converge-worker", 6)
+	workerPair := issueSPIFFE(t, ca, td+"worker", 3)
+	brokerPair := issueSPIFFE(t, ca, td+"broker", 4)
+	apiPair := issueSPIFFE(t, ca, "spiffe://test.example/ns/ops/sa/conctl", 5)
+	_, _, unlistedOU := ca.Issue(t, dir, "old-worker", "converge-worker", 6)
 
 	s := apptest.Start(t, apptest.Options{Manifests: []string{routeKind}, Config: func(c *config.Config) {
 		c.ListenAddr = "https://127.0.0.1:0"
@@ -72,7 +72,7 @@ func TestWorkerPlane_EachAudienceRefusesTheOthersCertificates(t *testing.T) {
 	}})
 	url := "https://" + s.Process.Addr("api").String()
 	tlsFor := func(pair tls.Certificate) *tls.Config {
-		return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: ca.pool, Certificates: []tls.Certificate{pair}}
+		return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: ca.Pool, Certificates: []tls.Certificate{pair}}
 	}
 	clientFor := func(pair tls.Certificate) workerv1connect.WorkerServiceClient {
 		hc, err := transport.ClientFor(url, tlsFor(pair))

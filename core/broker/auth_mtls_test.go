@@ -2,16 +2,8 @@ package broker_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -25,62 +17,12 @@ import (
 	"github.com/converge-run/converge/core/config"
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/tlsreload/tlstest"
 	"github.com/converge-run/converge/core/transport"
 	"github.com/converge-run/converge/core/worker"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 	"github.com/converge-run/converge/workerproto/gen/converge/worker/v1/workerv1connect"
 )
-
-// testCA issues the certificates of one mTLS test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newTestCA(t *testing.T) testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	c, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	pool.AddCert(c)
-	return testCA{cert: c, key: key, pool: pool}
-}
-
-// issue writes a keypair for name with OU ou (none when "") into dir and
-// returns the cert and key paths and the loaded pair.
-func (c testCA) issue(t *testing.T, dir, name, ou string, serial int64) (certFile, keyFile string, pair tls.Certificate) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	subj := pkix.Name{CommonName: name}
-	if ou != "" {
-		subj.OrganizationalUnit = []string{ou}
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: subj,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
-	require.NoError(t, err)
-	kb, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
-	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
-	require.NoError(t, os.WriteFile(certFile, certPEM, 0o600))
-	require.NoError(t, os.WriteFile(keyFile, keyPEM, 0o600))
-	pair, err = tls.X509KeyPair(certPEM, keyPEM)
-	require.NoError(t, err)
-	return certFile, keyFile, pair
-}
 
 // With mutual TLS and no token files, identities come from the client
 // certificates: a converge-worker certificate serves work, a certificate
@@ -89,13 +31,13 @@ func (c testCA) issue(t *testing.T, dir, name, ou string, serial int64) (certFil
 func TestWorkerPlane_MutualTLSIdentitiesComeFromTheCertificate(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	ca := newTestCA(t)
+	ca := tlstest.NewCA(t)
 	caFile := filepath.Join(dir, "ca.pem")
-	require.NoError(t, os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw}), 0o600))
-	srvCert, srvKey, _ := ca.issue(t, dir, "converge", auth.BrokerOU, 2)
-	_, _, workerPair := ca.issue(t, dir, "worker-1", auth.WorkerOU, 3)
-	_, _, plainPair := ca.issue(t, dir, "dashboard", "", 4)
-	_, _, brokerPair := ca.issue(t, dir, "broker-2", auth.BrokerOU, 5)
+	require.NoError(t, os.WriteFile(caFile, ca.PEM(), 0o600))
+	srvCert, srvKey, _ := ca.Issue(t, dir, "converge", auth.BrokerOU, 2)
+	_, _, workerPair := ca.Issue(t, dir, "worker-1", auth.WorkerOU, 3)
+	_, _, plainPair := ca.Issue(t, dir, "dashboard", "", 4)
+	_, _, brokerPair := ca.Issue(t, dir, "broker-2", auth.BrokerOU, 5)
 
 	s := apptest.Start(t, apptest.Options{Manifests: []string{routeKind}, Config: func(c *config.Config) {
 		c.ListenAddr = "https://127.0.0.1:0"
@@ -104,7 +46,7 @@ func TestWorkerPlane_MutualTLSIdentitiesComeFromTheCertificate(t *testing.T) {
 	}})
 	url := "https://" + s.Process.Addr("api").String()
 	tlsFor := func(pair tls.Certificate) *tls.Config {
-		return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: ca.pool, Certificates: []tls.Certificate{pair}}
+		return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: ca.Pool, Certificates: []tls.Certificate{pair}}
 	}
 	clientFor := func(pair tls.Certificate) workerv1connect.WorkerServiceClient {
 		hc, err := transport.ClientFor(url, tlsFor(pair))
@@ -145,12 +87,11 @@ func TestWorkerPlane_MutualTLSIdentitiesComeFromTheCertificate(t *testing.T) {
 func TestWorkerPlane_RotatedOutClientCAIsRefusedOnAnOpenConnection(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	ca := newTestCA(t)
+	ca := tlstest.NewCA(t)
 	caFile := filepath.Join(dir, "ca.pem")
-	caPEM := func(c testCA) []byte { return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.cert.Raw}) }
-	require.NoError(t, os.WriteFile(caFile, caPEM(ca), 0o600))
-	srvCert, srvKey, _ := ca.issue(t, dir, "converge", auth.BrokerOU, 2)
-	_, _, workerPair := ca.issue(t, dir, "worker-1", auth.WorkerOU, 3)
+	require.NoError(t, os.WriteFile(caFile, ca.PEM(), 0o600))
+	srvCert, srvKey, _ := ca.Issue(t, dir, "converge", auth.BrokerOU, 2)
+	_, _, workerPair := ca.Issue(t, dir, "worker-1", auth.WorkerOU, 3)
 
 	s := apptest.Start(t, apptest.Options{Manifests: []string{routeKind}, Config: func(c *config.Config) {
 		c.ListenAddr = "https://127.0.0.1:0"
@@ -160,7 +101,7 @@ func TestWorkerPlane_RotatedOutClientCAIsRefusedOnAnOpenConnection(t *testing.T)
 	}})
 	url := "https://" + s.Process.Addr("api").String()
 	newClient := func() workerv1connect.WorkerServiceClient {
-		hc, err := transport.ClientFor(url, &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: ca.pool,
+		hc, err := transport.ClientFor(url, &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: ca.Pool,
 			Certificates: []tls.Certificate{workerPair}})
 		require.NoError(t, err)
 		return workerv1connect.NewWorkerServiceClient(hc, url)
@@ -176,7 +117,7 @@ func TestWorkerPlane_RotatedOutClientCAIsRefusedOnAnOpenConnection(t *testing.T)
 
 	// The bundle now trusts another CA only (the server's own certificate
 	// still serves: only the client CA changes).
-	require.NoError(t, os.WriteFile(caFile, caPEM(newTestCA(t)), 0o600))
+	require.NoError(t, os.WriteFile(caFile, tlstest.NewCA(t).PEM(), 0o600))
 	apptest.WaitFor(t, 30*time.Second, "the rotated client CA bundle is served", func() bool {
 		_, err := newClient().GetProviderConfig(ctx, config())
 		return err != nil
@@ -193,12 +134,11 @@ func TestWorkerPlane_RotatedOutClientCAIsRefusedOnAnOpenConnection(t *testing.T)
 func TestWorkerPlane_RotatedOutClientCAEndsALiveSession(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	ca := newTestCA(t)
+	ca := tlstest.NewCA(t)
 	caFile := filepath.Join(dir, "ca.pem")
-	caPEM := func(c testCA) []byte { return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.cert.Raw}) }
-	require.NoError(t, os.WriteFile(caFile, caPEM(ca), 0o600))
-	srvCert, srvKey, _ := ca.issue(t, dir, "converge", auth.BrokerOU, 2)
-	_, _, workerPair := ca.issue(t, dir, "worker-1", auth.WorkerOU, 3)
+	require.NoError(t, os.WriteFile(caFile, ca.PEM(), 0o600))
+	srvCert, srvKey, _ := ca.Issue(t, dir, "converge", auth.BrokerOU, 2)
+	_, _, workerPair := ca.Issue(t, dir, "worker-1", auth.WorkerOU, 3)
 	s := apptest.Start(t, apptest.Options{Manifests: []string{routeKind}, Config: func(c *config.Config) {
 		c.ListenAddr = "https://127.0.0.1:0"
 		c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile = srvCert, srvKey, caFile
@@ -206,7 +146,7 @@ func TestWorkerPlane_RotatedOutClientCAEndsALiveSession(t *testing.T) {
 		c.TLSReload = 20 * time.Millisecond
 	}})
 	url := "https://" + s.Process.Addr("api").String()
-	hc, err := transport.ClientFor(url, &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: ca.pool,
+	hc, err := transport.ClientFor(url, &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: ca.Pool,
 		Certificates: []tls.Certificate{workerPair}})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -228,7 +168,7 @@ func TestWorkerPlane_RotatedOutClientCAEndsALiveSession(t *testing.T) {
 		}
 	}()
 
-	require.NoError(t, os.WriteFile(caFile, caPEM(newTestCA(t)), 0o600))
+	require.NoError(t, os.WriteFile(caFile, tlstest.NewCA(t).PEM(), 0o600))
 	select {
 	case err := <-ended:
 		require.Error(t, err)
