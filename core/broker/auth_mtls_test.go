@@ -78,6 +78,26 @@ func TestWorkerPlane_MutualTLSIdentitiesComeFromTheCertificate(t *testing.T) {
 	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "a broker certificate passes (nothing serves nokind): %v", err)
 }
 
+// rotationStack starts a stack whose identities come from client
+// certificates (no token files), re-reading its TLS files every 20 ms, and
+// returns its https URL, its client CA file (for the test to rotate), the CA
+// and a converge-worker keypair it issued.
+func rotationStack(t *testing.T) (url, caFile string, ca *tlstest.CA, workerPair tls.Certificate) {
+	t.Helper()
+	dir := t.TempDir()
+	ca = tlstest.NewCA(t)
+	caFile = ca.WriteFile(t, dir)
+	srvCert, srvKey, _ := ca.Issue(t, dir, "converge", auth.BrokerOU, 2)
+	_, _, workerPair = ca.Issue(t, dir, "worker-1", auth.WorkerOU, 3)
+	s := apptest.Start(t, apptest.Options{Manifests: []string{routeKind}, Config: func(c *config.Config) {
+		c.ListenAddr = "https://127.0.0.1:0"
+		c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile = srvCert, srvKey, caFile
+		c.WorkerTokens, c.MeshTokens = "", ""
+		c.TLSReload = 20 * time.Millisecond
+	}})
+	return "https://" + s.Process.Addr("api").String(), caFile, ca, workerPair
+}
+
 // A client certificate is checked against the client CA bundle of the
 // moment, on every call, not only at the handshake: once the CA that signed
 // it is rotated out of TLS_CLIENT_CA_FILE, a worker keeping its HTTP/2
@@ -86,20 +106,7 @@ func TestWorkerPlane_MutualTLSIdentitiesComeFromTheCertificate(t *testing.T) {
 // certificate.
 func TestWorkerPlane_RotatedOutClientCAIsRefusedOnAnOpenConnection(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	ca := tlstest.NewCA(t)
-	caFile := filepath.Join(dir, "ca.pem")
-	require.NoError(t, os.WriteFile(caFile, ca.PEM(), 0o600))
-	srvCert, srvKey, _ := ca.Issue(t, dir, "converge", auth.BrokerOU, 2)
-	_, _, workerPair := ca.Issue(t, dir, "worker-1", auth.WorkerOU, 3)
-
-	s := apptest.Start(t, apptest.Options{Manifests: []string{routeKind}, Config: func(c *config.Config) {
-		c.ListenAddr = "https://127.0.0.1:0"
-		c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile = srvCert, srvKey, caFile
-		c.WorkerTokens, c.MeshTokens = "", ""
-		c.TLSReload = 20 * time.Millisecond
-	}})
-	url := "https://" + s.Process.Addr("api").String()
+	url, caFile, ca, workerPair := rotationStack(t)
 	newClient := func() workerv1connect.WorkerServiceClient {
 		hc, err := transport.ClientFor(url, &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: ca.Pool,
 			Certificates: []tls.Certificate{workerPair}})
@@ -133,19 +140,7 @@ func TestWorkerPlane_RotatedOutClientCAIsRefusedOnAnOpenConnection(t *testing.T)
 // worker leaves: the per-request check cannot reach a stream opened before.
 func TestWorkerPlane_RotatedOutClientCAEndsALiveSession(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	ca := tlstest.NewCA(t)
-	caFile := filepath.Join(dir, "ca.pem")
-	require.NoError(t, os.WriteFile(caFile, ca.PEM(), 0o600))
-	srvCert, srvKey, _ := ca.Issue(t, dir, "converge", auth.BrokerOU, 2)
-	_, _, workerPair := ca.Issue(t, dir, "worker-1", auth.WorkerOU, 3)
-	s := apptest.Start(t, apptest.Options{Manifests: []string{routeKind}, Config: func(c *config.Config) {
-		c.ListenAddr = "https://127.0.0.1:0"
-		c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile = srvCert, srvKey, caFile
-		c.WorkerTokens, c.MeshTokens = "", ""
-		c.TLSReload = 20 * time.Millisecond
-	}})
-	url := "https://" + s.Process.Addr("api").String()
+	url, caFile, ca, workerPair := rotationStack(t)
 	hc, err := transport.ClientFor(url, &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: ca.Pool,
 		Certificates: []tls.Certificate{workerPair}})
 	require.NoError(t, err)
