@@ -1,12 +1,9 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -19,6 +16,7 @@ import (
 	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/store/pipeline"
+	"github.com/converge-run/converge/core/testlog"
 	"github.com/converge-run/converge/core/testsignal"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
@@ -298,7 +296,7 @@ func TestCompletions_ARedeliveredResultIsWrittenOffTheCallersGoroutine(t *testin
 // none is acked, so the worker keeps them to redeliver.
 func TestCompletions_RedeliveredWritesDuringAnOutageLogOnce(t *testing.T) {
 	t.Parallel()
-	var buf lockedBuffer
+	var buf testlog.Buffer
 	log := zerolog.New(&buf)
 	var down atomic.Bool
 	down.Store(true)
@@ -319,34 +317,13 @@ func TestCompletions_RedeliveredWritesDuringAnOutageLogOnce(t *testing.T) {
 		require.ErrorIs(t, c.testSignals.redelivered.WaitOrTimeout(t), syscall.ECONNREFUSED)
 	}
 	require.Zero(t, acked.Load(), "a result not written is not acked: the worker redelivers it")
-	require.Equal(t, 1, buf.count(`"level":"warn"`), "one WARN for the outage, none per result:\n%s", buf.String())
-	require.Equal(t, 1, buf.count("database unreachable"))
+	require.Equal(t, 1, buf.Count(`"level":"warn"`), "one WARN for the outage, none per result:\n%s", buf.String())
+	require.Equal(t, 1, buf.Count("database unreachable"))
 
 	down.Store(false)
 	c.complete(redeliveredFinal(1), func() { acked.Add(1) })
 	require.NoError(t, c.testSignals.redelivered.WaitOrTimeout(t))
 	require.Equal(t, int32(1), acked.Load())
-	require.Equal(t, 1, buf.count("database reachable again"), "the outage's end is logged once:\n%s", buf.String())
-	require.Equal(t, 1, buf.count(`"level":"warn"`))
+	require.Equal(t, 1, buf.Count("database reachable again"), "the outage's end is logged once:\n%s", buf.String())
+	require.Equal(t, 1, buf.Count(`"level":"warn"`))
 }
-
-// lockedBuffer is a log sink written from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// count is how many times s occurs in what was written.
-func (l *lockedBuffer) count(s string) int { return strings.Count(l.String(), s) }

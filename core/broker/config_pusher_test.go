@@ -12,6 +12,7 @@ import (
 	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/testlog"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 
@@ -107,7 +108,7 @@ func TestConfigPusher(t *testing.T) {
 
 	t.Run("AnOutageEndsTheRoundQuietly", func(t *testing.T) {
 		t.Parallel()
-		var buf lockedBuffer
+		var buf testlog.Buffer
 		c, _, _, configs, _, pushed := setupConfigPusher(t, "a", "b", "c")
 		c.log = testLog(t).Output(&buf)
 		c.outage = &engine.Outage{Log: testLog(t)}
@@ -120,7 +121,7 @@ func TestConfigPusher(t *testing.T) {
 			require.Zero(t, c.push(context.Background()))
 		}
 		require.Equal(t, 3, reads, "an unreachable database ends each round at its first read")
-		require.Zero(t, buf.count(`"level":"warn"`), "the outage is logged once, by the outage reporter:\n%s", buf.String())
+		require.Zero(t, buf.Count(`"level":"warn"`), "the outage is logged once, by the outage reporter:\n%s", buf.String())
 		require.True(t, c.outage.Down())
 		require.Empty(t, *pushed)
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/store/pipeline"
+	"github.com/converge-run/converge/core/testlog"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 
@@ -117,7 +118,7 @@ func TestWorkerServiceWorkStream_AdoptsTheLeasesOfResumedTasks(t *testing.T) {
 func TestWorkerServiceWorkStream_AdoptsOnlyResumedTasksWhoseSecretVerifies(t *testing.T) {
 	t.Parallel()
 	b := setupHandler(t)
-	var buf lockedBuffer
+	var buf testlog.Buffer
 	st := &fakeAdopter{}
 	tasks := b.adoptWith(t, st)
 	b.svc.adopt.log = zerolog.New(&buf)
@@ -145,8 +146,8 @@ func TestWorkerServiceWorkStream_AdoptsOnlyResumedTasksWhoseSecretVerifies(t *te
 	require.Equal(t, []pipeline.Held{{Key: good, Epoch: 9}}, st.adopted, "only the task whose secret verifies is adopted")
 	st.mu.Unlock()
 	require.Equal(t, []pipeline.TaskKey{good}, tasks.keys())
-	require.Equal(t, 1, buf.count("resumed tasks not adopted"), "one line for the refusals:\n%s", buf.String())
-	require.Equal(t, 1, buf.count(`"refused":2,"without_secret":1`), buf.String())
+	require.Equal(t, 1, buf.Count("resumed tasks not adopted"), "one line for the refusals:\n%s", buf.String())
+	require.Equal(t, 1, buf.Count(`"refused":2,"without_secret":1`), buf.String())
 }
 
 // A resumed task whose redelivered result is refused (its secret verifies

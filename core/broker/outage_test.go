@@ -13,14 +13,15 @@ import (
 	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/lifecycle"
+	"github.com/converge-run/converge/core/testlog"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 
 // quietOutage is an outage reporter and a service log that share one sink:
 // what an outage makes the broker log, all of it.
-func quietOutage(t *testing.T) (*engine.Outage, zerolog.Logger, *lockedBuffer) {
+func quietOutage(t *testing.T) (*engine.Outage, zerolog.Logger, *testlog.Buffer) {
 	t.Helper()
-	buf := &lockedBuffer{}
+	buf := &testlog.Buffer{}
 	log := zerolog.New(buf)
 	return &engine.Outage{Log: log}, log, buf
 }
@@ -45,8 +46,8 @@ func TestBroker_AnOutageIsLoggedOnce(t *testing.T) {
 				connect.NewRequest(&workerv1.GetProviderConfigRequest{Kind: "vpc"}))
 			require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "the worker is told to retry")
 		}
-		require.Equal(t, 1, buf.count(`"level":`), "one line for the outage:\n%s", buf.String())
-		require.Equal(t, 1, buf.count("database unreachable"))
+		require.Equal(t, 1, buf.Count(`"level":`), "one line for the outage:\n%s", buf.String())
+		require.Equal(t, 1, buf.Count("database unreachable"))
 	})
 
 	t.Run("LeaseKeyReads", func(t *testing.T) {
@@ -79,7 +80,7 @@ func TestBroker_AnOutageIsLoggedOnce(t *testing.T) {
 		<-done
 		l.reloaded = time.Time{} // a secret no key verifies: a re-read is due
 		require.False(t, l.reload())
-		require.Equal(t, 1, buf.count(`"level":`), "one line for the outage:\n%s", buf.String())
+		require.Equal(t, 1, buf.Count(`"level":`), "one line for the outage:\n%s", buf.String())
 	})
 
 	t.Run("ReactorAcks", func(t *testing.T) {
@@ -91,6 +92,6 @@ func TestBroker_AnOutageIsLoggedOnce(t *testing.T) {
 		for range tries {
 			require.False(t, r.deliver(context.Background(), delivery(`{"id":"x"}`)), "not acked: re-armed when its claim lapses")
 		}
-		require.Equal(t, 1, buf.count(`"level":`), "one line for the outage:\n%s", buf.String())
+		require.Equal(t, 1, buf.Count(`"level":`), "one line for the outage:\n%s", buf.String())
 	})
 }

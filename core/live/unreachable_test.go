@@ -1,10 +1,8 @@
 package live_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/notify"
+	"github.com/converge-run/converge/core/testlog"
 	"github.com/converge-run/converge/db/pgtest"
 )
 
@@ -59,32 +58,14 @@ func (g *readGate) waitDials(t *testing.T, n int64) {
 		"the hub's read attempts: want %d, have %d", want, g.links.Dials())
 }
 
-// lines is a log writer that keeps what was written, line by line.
-type lines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lines) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(b)
-}
-
-func (l *lines) all() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Split(strings.TrimSpace(l.buf.String()), "\n")
-}
-
 // startGatedHub is startHubWith with the hub reading through a readGate
 // and reporting to an outage whose log (and the hub's) goes to logs.
-func startGatedHub(t *testing.T, opts live.Options) (*hubEnv, *readGate, *lines) {
+func startGatedHub(t *testing.T, opts live.Options) (*hubEnv, *readGate, *testlog.Buffer) {
 	t.Helper()
 	url := pgtest.URL(t)
 	db := pgtest.PoolFor(t, url)
 	g := newReadGate(t, url)
-	logs := &lines{}
+	logs := &testlog.Buffer{}
 	log := zerolog.New(logs)
 	// The kinds before the listener runs: their announcement is never
 	// heard, so no later re-list can stand in for the one a test awaits.
@@ -113,16 +94,16 @@ func startGatedHub(t *testing.T, opts live.Options) (*hubEnv, *readGate, *lines)
 }
 
 // waitLogged waits for a log line that holds want.
-func (l *lines) waitLogged(t *testing.T, want string) {
+func waitLogged(t *testing.T, logs *testlog.Buffer, want string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		for _, line := range l.all() {
+		for _, line := range logs.Lines() {
 			if strings.Contains(line, want) {
 				return true
 			}
 		}
 		return false
-	}, 30*time.Second, 5*time.Millisecond, "no log line with %s: %v", want, l.all())
+	}, 30*time.Second, 5*time.Millisecond, "no log line with %s: %v", want, logs.Lines())
 }
 
 // While its reads cannot reach the database, the hub retries a followed
@@ -139,8 +120,8 @@ func TestSubtreeProgress_RetriesQuietlyWhileTheDatabaseIsUnreachable(t *testing.
 	g.close()
 	ch := live.SubscribeSubtree(ctx, e.hub, root, func(p live.SubtreeProgress) live.SubtreeProgress { return p })
 	g.waitDials(t, 10)
-	for _, l := range logs.all() {
-		require.NotContains(t, l, `"level":"error"`, "a retry during the outage logged: %v", logs.all())
+	for _, l := range logs.Lines() {
+		require.NotContains(t, l, `"level":"error"`, "a retry during the outage logged: %v", logs.Lines())
 	}
 
 	g.open()
@@ -207,7 +188,7 @@ func TestHub_RetriesAFailedReadWithoutAFurtherChange(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			got := tc.follow(ctx, t, e, g)
-			logs.waitLogged(t, `"loop":"`+tc.loop+`"`) // the read failed
+			waitLogged(t, logs, `"loop":"`+tc.loop+`"`) // the read failed
 			g.open()
 			got()
 		})
@@ -223,7 +204,7 @@ func TestSubtreeProgress_RetriesQuietlyWhileThePrimaryIsUnreachable(t *testing.T
 	url := pgtest.URL(t)
 	db := pgtest.PoolFor(t, url)
 	g := newReadGate(t, url)
-	logs := &lines{}
+	logs := &testlog.Buffer{}
 	log := zerolog.New(logs)
 	l := notify.NewListener(db, zerolog.Nop())
 	// db stands for the replica, the gated pool for the primary
@@ -240,9 +221,9 @@ func TestSubtreeProgress_RetriesQuietlyWhileThePrimaryIsUnreachable(t *testing.T
 	g.close()
 	live.SubscribeSubtree(ctx, h, root, func(p live.SubtreeProgress) live.SubtreeProgress { return p })
 	g.waitDials(t, 10)
-	for _, l := range logs.all() {
-		require.NotContains(t, l, `"level":"warn","component":"live"`, "a retry during the outage logged: %v", logs.all())
-		require.NotContains(t, l, `"level":"error"`, "a retry during the outage logged: %v", logs.all())
+	for _, l := range logs.Lines() {
+		require.NotContains(t, l, `"level":"warn","component":"live"`, "a retry during the outage logged: %v", logs.Lines())
+		require.NotContains(t, l, `"level":"error"`, "a retry during the outage logged: %v", logs.Lines())
 	}
 }
 

@@ -2,54 +2,22 @@ package server
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/converge-run/converge/core/testlog"
+	"github.com/converge-run/converge/core/tlsreload/tlstest"
 )
 
-// lockedBuffer collects log lines written from the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func selfSigned(t *testing.T) tls.Certificate {
+func serverPair(t *testing.T) tls.Certificate {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "converge"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	_, _, pair := tlstest.NewCA(t).Issue(t, t.TempDir(), "converge", "", 2)
+	return pair
 }
 
 // What net/http reports about a connection (a TLS handshake that failed: a
@@ -58,12 +26,12 @@ func selfSigned(t *testing.T) tls.Certificate {
 // standard logger as an unstructured line on stderr.
 func TestServer_ConnectionErrorsGoToItsLogger(t *testing.T) {
 	t.Parallel()
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New("api", ln.Addr().String(), &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{selfSigned(t)}},
+	s := New("api", ln.Addr().String(), &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{serverPair(t)}},
 		zerolog.New(&logs))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

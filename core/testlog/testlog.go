@@ -8,6 +8,7 @@ package testlog
 import (
 	"bytes"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -41,3 +42,29 @@ func (w *writer) close() {
 	defer w.mu.Unlock()
 	w.done = true
 }
+
+// Buffer keeps what a logger writes, for a test to read while the writers
+// (a server's goroutines) still run.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String is everything written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// Lines is what was written so far, line by line.
+func (b *Buffer) Lines() []string { return strings.Split(strings.TrimSpace(b.String()), "\n") }
+
+// Count is the number of times s was written so far.
+func (b *Buffer) Count(s string) int { return strings.Count(b.String(), s) }

@@ -1,37 +1,18 @@
 package worker_test
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/testlog"
 	"github.com/converge-run/converge/core/worker"
 )
-
-// syncBuffer is a log sink the worker's goroutines write while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestServe_AnUnreadableTokenFileEndsTheSessionNamingTheFile: a session is
 // not opened without the credential the worker was given: the read error
@@ -52,7 +33,7 @@ func TestServe_AnUnreadableTokenFileEndsTheSessionNamingTheFile(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			b := newScriptBroker(t)
-			logs := &syncBuffer{}
+			logs := &testlog.Buffer{}
 			startWorker(t, b, worker.Options{TokenFile: tc.file, Logger: zerolog.New(logs)}, okProvider())
 			deadline := time.Now().Add(20 * time.Second)
 			for !strings.Contains(logs.String(), `"message":"broker stream lost; reconnecting"`) {
