@@ -157,6 +157,15 @@ func (h *Hub) recheckOps(ctx context.Context, ids []uuid.UUID) {
 	h.succeeded("operations")
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.deliverOps(ids, ops)
+}
+
+// deliverOps pushes each re-read operation to its subscribers (h.mu held).
+// Two re-reads of one operation can be delivered out of order — the
+// subscriber's own, right after it registered, runs beside the hub loop's
+// — so a state older than the newest one a subscriber holds (pushed or
+// owed) is dropped: a watcher never sees Running turn back into Pending.
+func (h *Hub) deliverOps(ids []uuid.UUID, ops map[uuid.UUID]resource.Operation) {
 	for _, id := range ids {
 		op, ok := ops[id]
 		if !ok {
@@ -164,6 +173,13 @@ func (h *Hub) recheckOps(ctx context.Context, ids []uuid.UUID) {
 		}
 		for s := range h.ops[id] {
 			if s.closed {
+				continue
+			}
+			newest := s.last
+			if s.owed != nil {
+				newest = *s.owed
+			}
+			if olderOp(op, newest) {
 				continue
 			}
 			if op.State == s.last.State && op.UpdatedAt.Equal(s.last.UpdatedAt) {
@@ -176,4 +192,27 @@ func (h *Hub) recheckOps(ctx context.Context, ids []uuid.UUID) {
 			}
 		}
 	}
+}
+
+// olderOp reports whether a is an earlier state of the operation than b:
+// its state comes before b's (Pending, Running, then a final one, which
+// never changes again), or it is the same state updated earlier.
+func olderOp(a, b resource.Operation) bool {
+	ra, rb := opRank(a.State), opRank(b.State)
+	if ra != rb {
+		return ra < rb
+	}
+	return a.UpdatedAt.Before(b.UpdatedAt)
+}
+
+func opRank(s resource.OperationState) int {
+	switch {
+	case s == resource.OperationPending:
+		return 0
+	case s == resource.OperationRunning:
+		return 1
+	case s.Final():
+		return 2
+	}
+	return 0
 }
