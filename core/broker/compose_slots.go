@@ -35,7 +35,8 @@ const DefaultComposeSlots = 2
 // of dozens a second. Unbounded, an earlier design's rollups (about 300
 // within a few seconds) took converge's RSS from 56 to 153 MB; sixteen slots
 // on two cores took the peak to 69–70 MB, four to 63–65 MB, at the same rate
-// and tail (docs/benchmarks.md, "Where it stands").
+// and tail (docs/benchmarks-history.md, "The 1M fall-off, found" and
+// "Rollup slots: two per core").
 func DefaultRollupSlots() int { return rollupSlotsFor(runtime.GOMAXPROCS(0)) }
 
 // rollupSlotsFor is DefaultRollupSlots for procs cores.
