@@ -66,6 +66,14 @@ func toResource(r resource.Resource) *model.Resource {
 	return m
 }
 
+// toPlanned is toResource for a mutation's answer: dryRun marks it a
+// dry run's would-be resource (model.Resource.Planned).
+func toPlanned(r resource.Resource, dryRun bool) *model.Resource {
+	m := toResource(r)
+	m.Planned = dryRun
+	return m
+}
+
 // fromResource is the core row a model was made from (toResource's inverse),
 // for the pure core functions a nested field needs (synthesised conditions).
 func fromResource(m *model.Resource) resource.Resource {

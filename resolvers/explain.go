@@ -3,6 +3,7 @@ package resolvers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -20,8 +21,15 @@ func (k kindResolver) HistoryLimit(ctx context.Context, obj *model.Kind) (int, e
 	return k.reads(ctx).HistoryLimit(ctx, obj.Name, obj.Version)
 }
 
+// WaitingOn explains the stored resource with obj's id. One that is not
+// stored (a dry run's would-be resource, or one deleted since it was read)
+// waits on nothing: an empty list, never NOT_FOUND, which would null the
+// whole result around it.
 func (r resourceResolver) WaitingOn(ctx context.Context, obj *model.Resource) ([]*model.Wait, error) {
 	ws, err := r.primary.Explain(ctx, obj.UUID, r.liveness)
+	if errors.Is(err, store.ErrNotFound) {
+		return []*model.Wait{}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -89,11 +97,58 @@ func (r resourceResolver) SpecDiff(ctx context.Context, obj *model.Resource, fro
 	if to != nil {
 		toGen = int64(*to)
 	}
-	d, err := r.primary.SpecDiff(ctx, obj.UUID, int64(from), toGen)
+	var (
+		d   store.GenerationDiff
+		err error
+	)
+	if obj.Planned {
+		d, err = r.plannedDiff(ctx, obj, int64(from), toGen)
+	} else {
+		d, err = r.primary.SpecDiff(ctx, obj.UUID, int64(from), toGen)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return &model.SpecDiff{From: from, To: int(toGen), Spec: toChanges(d.Spec), Labels: toChanges(d.Labels)}, nil
+}
+
+// plannedDiff is SpecDiff for a dry run's resource: its generation is the
+// plan's (spec and labels as planned, not kept), any other one is read from
+// the kept history.
+func (r resourceResolver) plannedDiff(ctx context.Context, obj *model.Resource, from, to int64) (store.GenerationDiff, error) {
+	type rev struct{ spec, labels json.RawMessage }
+	revs := map[int64]rev{obj.Generation: {obj.Spec, obj.Labels}}
+	if from != obj.Generation || to != obj.Generation {
+		kept, err := r.primary.SpecHistory(ctx, obj.UUID, 0)
+		if err != nil {
+			return store.GenerationDiff{}, err
+		}
+		for _, h := range kept {
+			if h.Generation == obj.Generation {
+				continue
+			}
+			labels, err := json.Marshal(h.Labels)
+			if err != nil {
+				return store.GenerationDiff{}, fmt.Errorf("spec history of resource %s: labels: %w", obj.ID, err)
+			}
+			revs[h.Generation] = rev{h.Spec, labels}
+		}
+	}
+	for _, g := range []int64{from, to} {
+		if _, ok := revs[g]; !ok {
+			return store.GenerationDiff{}, fmt.Errorf("resource %s: generation %d is not in its spec history: %w",
+				obj.ID, g, store.ErrNotFound)
+		}
+	}
+	var d store.GenerationDiff
+	var err error
+	if d.Spec, err = resource.Diff(revs[from].spec, revs[to].spec); err != nil {
+		return store.GenerationDiff{}, err
+	}
+	if d.Labels, err = resource.Diff(revs[from].labels, revs[to].labels); err != nil {
+		return store.GenerationDiff{}, err
+	}
+	return d, nil
 }
 
 func toChanges(cs []resource.Change) []*model.JSONChange {
@@ -114,7 +169,7 @@ func (m mutationResolver) RollbackResource(ctx context.Context, kind, name strin
 	if err != nil {
 		return nil, err
 	}
-	return toResource(r), nil
+	return toPlanned(r, deref(dryRun)), nil
 }
 
 func (m mutationResolver) PlanResource(ctx context.Context, in model.ResourceInput) (*model.ResourcePlan, error) {

@@ -30,7 +30,7 @@ func (m mutationResolver) ApplyResource(ctx context.Context, in model.ResourceIn
 	if err != nil {
 		return nil, err
 	}
-	return toResource(r), nil
+	return toPlanned(r, deref(dryRun)), nil
 }
 
 func (m mutationResolver) DeleteResource(ctx context.Context, kind, name string) (*model.Resource, error) {

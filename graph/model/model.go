@@ -48,6 +48,11 @@ type Resource struct {
 	UUID    uuid.UUID
 	OwnerID *uuid.UUID
 	RootID  *uuid.UUID
+	// Planned marks a dry run's would-be resource: not stored as it reads
+	// (not at all, for a dry-run create), so the fields that read stored
+	// state answer what is stored under its id, and specDiff takes its
+	// generation from the plan.
+	Planned bool
 }
 
 // ProviderConfig is one provider config; owner is resolved from OwnerID.
