@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/store/internal/dbx"
 )
 
 // SpecRevision is one applied generation of a resource, as its spec history
@@ -94,47 +95,94 @@ func (s *Store) SpecHistory(ctx context.Context, id uuid.UUID, limit int) ([]Spe
 // kept revision equals the live one nothing is written (Unchanged). Errors: no such resource or generation not kept →
 // ErrNotFound; a generation that is not older than the live one, or one
 // applied at a version the kind no longer has → *InvalidError; a resource
-// being deleted → ErrConflict. DryRun writes nothing and returns what the
-// rollback would.
+// being deleted → ErrConflict. The resource, its kept generation and the
+// apply are read and written in one transaction, under the resource's row
+// lock: a resource deleted meanwhile is ErrNotFound, never created again.
+// DryRun writes nothing and returns what the rollback would.
 func (s *Store) RollbackResource(ctx context.Context, kind, name string, toGeneration int64, actor string,
 	dryRun bool) (resource.Resource, ApplyOutcome, error) {
-	cur, err := s.PrimaryReads().GetResource(ctx, kind, name)
-	if err != nil {
-		return resource.Resource{}, "", err
+	if actor == "" {
+		actor = resource.ActorSystem
 	}
-	if cur.Generation <= 1 {
-		return resource.Resource{}, "", invalid("toGeneration", "out_of_range",
-			"resource %s/%s is at generation 1: there is no earlier generation to roll back to", kind, name)
+	if dryRun {
+		ctx = WithDryRun(ctx)
 	}
-	if toGeneration < 1 || toGeneration >= cur.Generation {
-		return resource.Resource{}, "", invalid("toGeneration", "out_of_range",
-			"toGeneration must be an earlier generation (1-%d), got %d", cur.Generation-1, toGeneration)
-	}
-	var h SpecRevision
-	err = s.primary.QueryRow(ctx, `
-		SELECT spec, labels, coalesce(provider_config_ref, ''), coalesce(version, '') FROM resource_spec_history
-		 WHERE resource_id = $1 AND generation = $2`, cur.ID, toGeneration).
-		Scan(&h.Spec, (*labelMap)(&h.Labels), &h.ProviderConfigRef, &h.Version)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return resource.Resource{}, "", notFound("resource %s/%s: generation %d is not in its spec history "+
-			"(kept: the kind's history_limit newest applied generations)", kind, name, toGeneration)
-	}
-	if err != nil {
-		return resource.Resource{}, "", mapErr(err, fmt.Sprintf("spec history of resource %s/%s", kind, name))
-	}
-	version := h.Version
-	if version == "" { // kept before the history recorded versions
-		version = cur.Version
-	}
-	r, outcome, err := s.ApplyResource(ctx, ApplyResourceInput{Kind: kind, Name: name, Version: version, Labels: h.Labels,
-		Spec: h.Spec, ProviderConfigRef: h.ProviderConfigRef, Actor: actor, DryRun: dryRun, rollbackFrom: toGeneration})
+	var (
+		r       resource.Resource
+		outcome ApplyOutcome
+		in      ApplyResourceInput
+	)
+	// One transaction: the resource and its kept generation are read under
+	// the row lock the apply writes under, so a concurrent delete (or a
+	// delete and a new resource of the same name) cannot slip between them.
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if in, err = s.rollbackInput(ctx, tx, kind, name, toGeneration, actor); err != nil {
+			return err
+		}
+		r, outcome, err = s.applyResource(ctx, tx, in)
+		return err
+	})
 	var ie *InvalidError
 	if errors.As(err, &ie) && ie.Field == "version" && ie.Rule == "unknown_version" {
 		return resource.Resource{}, "", invalid("toGeneration", "unknown_version",
 			"resource %s/%s: generation %d was applied at version %s, which kind %s no longer has: "+
-				"roll back to a generation of an applied version", kind, name, toGeneration, version, kind)
+				"roll back to a generation of an applied version", kind, name, toGeneration, in.Version, kind)
 	}
-	return r, outcome, err
+	if err != nil {
+		return resource.Resource{}, "", err
+	}
+	return r, outcome, nil
+}
+
+// rollbackInput locks resource (kind, name) in tx and reads the apply that
+// restores its kept generation toGeneration. The kind's versions are locked
+// first, as every apply locks them, so a rollback and a manifest re-apply
+// take their locks in the same order.
+func (s *Store) rollbackInput(ctx context.Context, tx pgx.Tx, kind, name string, toGeneration int64,
+	actor string) (ApplyResourceInput, error) {
+	if err := dbx.ByKeyOnly(ctx, tx); err != nil {
+		return ApplyResourceInput{}, err
+	}
+	if _, err := s.kindVersions(ctx, tx, kind); err != nil {
+		return ApplyResourceInput{}, err
+	}
+	what := fmt.Sprintf("resource %s/%s", kind, name)
+	var (
+		id         uuid.UUID
+		generation int64
+		curVersion string
+	)
+	err := tx.QueryRow(ctx, `SELECT id, generation, version FROM resources WHERE kind = $1 AND name = $2 FOR UPDATE`,
+		kind, name).Scan(&id, &generation, &curVersion)
+	if err != nil {
+		return ApplyResourceInput{}, mapErr(err, what)
+	}
+	if generation <= 1 {
+		return ApplyResourceInput{}, invalid("toGeneration", "out_of_range",
+			"resource %s/%s is at generation 1: there is no earlier generation to roll back to", kind, name)
+	}
+	if toGeneration < 1 || toGeneration >= generation {
+		return ApplyResourceInput{}, invalid("toGeneration", "out_of_range",
+			"toGeneration must be an earlier generation (1-%d), got %d", generation-1, toGeneration)
+	}
+	var h SpecRevision
+	err = tx.QueryRow(ctx, `
+		SELECT spec, labels, coalesce(provider_config_ref, ''), coalesce(version, '') FROM resource_spec_history
+		 WHERE resource_id = $1 AND generation = $2`, id, toGeneration).
+		Scan(&h.Spec, (*labelMap)(&h.Labels), &h.ProviderConfigRef, &h.Version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ApplyResourceInput{}, notFound("resource %s/%s: generation %d is not in its spec history "+
+			"(kept: the kind's history_limit newest applied generations)", kind, name, toGeneration)
+	}
+	if err != nil {
+		return ApplyResourceInput{}, mapErr(err, "spec history of "+what)
+	}
+	if h.Version == "" { // kept before the history recorded versions
+		h.Version = curVersion
+	}
+	return ApplyResourceInput{Kind: kind, Name: name, Version: h.Version, Labels: nonNilLabels(h.Labels),
+		Spec: h.Spec, ProviderConfigRef: h.ProviderConfigRef, Actor: actor, rollbackFrom: toGeneration}, nil
 }
 
 // ApplyPlan is what an apply would do, computed by a dry run: the outcome,
