@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -54,7 +55,6 @@ func (i wsImpl) Accept(w http.ResponseWriter, r *http.Request, o transport.Webso
 	conn := &wsConn{c: c, stop: cancel, done: ctx.Done()}
 	if i.unfinished > 0 {
 		conn.slots = make(chan struct{}, i.unfinished)
-		conn.unfinished = map[string]int{}
 	}
 	if s, ok := r.Context().Value(wsSessionKey{}).(*wsSession); ok {
 		s.accepted(conn)
@@ -118,20 +118,32 @@ type wsConn struct {
 
 	// slots holds a token per unfinished operation (nil: unbounded); the
 	// read loop takes one for each operation it starts and waits while
-	// none is free. unfinished counts, per id, the operations the server
-	// has not ended yet (an id may be reused once its client stopped it).
-	slots      chan struct{}
-	unfinished map[string]int
+	// none is free.
+	slots chan struct{}
 
 	mu       sync.Mutex
 	deadline *time.Timer
 	closing  bool
 
-	// ids are the live operation ids the client started; only the read
-	// loop adds (and client stops remove), the writer removes an id the
-	// server completed.
+	// The client's operation ids are never shown to gqlgen: each operation
+	// the client starts gets an id of the connection's own, never used
+	// again, and the messages are translated both ways (see ops). idsMu
+	// guards seq, live and ops.
 	idsMu sync.Mutex
-	ids   map[string]bool
+	seq   uint64
+	// live maps a client id in use to its operation's own id: from the
+	// client's subscribe until the client stops it or the server ends it.
+	live map[string]string
+	// ops are the operations the server has not ended yet, by their own
+	// id.
+	ops map[string]wsOp
+}
+
+// wsOp is one operation gqlgen runs: the id its client gave it, and whether
+// it holds a slot.
+type wsOp struct {
+	client string
+	slot   bool
 }
 
 var (
@@ -173,7 +185,8 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 		_ = c.WriteClose(closeBadRequest, "binary frames are not part of the protocol: send text frames")
 		return int(typ), nil, errWSProtocol
 	}
-	if err := c.inspect(data); err != nil {
+	data, err = c.inspect(data)
+	if err != nil {
 		return int(typ), nil, err
 	}
 	return int(typ), bytes.NewReader(data), nil
@@ -193,88 +206,157 @@ var errWSProtocol = errors.New("websocket protocol violation")
 // connection), and an operation id may not be reused while its operation
 // runs (gqlgen would overwrite it, and the first could never be stopped).
 // A violation closes the connection (4400, 4409) and ends the read loop.
-func (c *wsConn) inspect(data []byte) error {
-	var m struct {
-		Type    string          `json:"type"`
-		ID      string          `json:"id"`
-		Payload json.RawMessage `json:"payload"`
-	}
+// It returns the message gqlgen is to read: a subscribe or a complete with
+// the operation's own id in place of the client's (see start).
+func (c *wsConn) inspect(data []byte) ([]byte, error) {
+	var m wsMessage
 	if !json.Valid(data) {
-		return nil // gqlgen answers invalid JSON itself
+		return data, nil // gqlgen answers invalid JSON itself
 	}
-	_ = json.Unmarshal(data, &m) // valid JSON of another shape leaves m empty
+	if err := json.Unmarshal(data, &m); err != nil {
+		return data, nil //nolint:nilerr // valid JSON of another shape: gqlgen refuses it itself
+	}
 	switch m.Type {
 	case "connection_init":
 		if p := bytes.TrimSpace(m.Payload); len(p) > 0 && p[0] != '{' && !bytes.Equal(p, []byte("null")) {
 			_ = c.WriteClose(closeBadRequest, "connection_init payload must be a JSON object")
-			return errWSProtocol
+			return nil, errWSProtocol
 		}
 	case "subscribe", "start":
-		c.idsMu.Lock()
-		dup := c.ids[m.ID]
-		if !dup {
-			if c.ids == nil {
-				c.ids = map[string]bool{}
-			}
-			c.ids[m.ID] = true
+		own, err := c.start(m.ID)
+		if err != nil {
+			return nil, err
 		}
-		c.idsMu.Unlock()
-		if dup {
-			reason := "Subscriber for " + m.ID + " already exists"
-			_ = c.WriteClose(closeDuplicateID, reason[:min(len(reason), maxCloseReasonSize)])
-			return errWSProtocol
-		}
-		return c.admit(m.ID)
+		m.ID = own
+		return json.Marshal(m)
 	case "complete", "stop":
-		c.forget(m.ID)
+		m.ID = c.stopped(m.ID)
+		return json.Marshal(m)
 	}
-	return nil
+	return data, nil
 }
 
-func (c *wsConn) forget(id string) {
+// wsMessage is a client message of either subprotocol.
+type wsMessage struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// start gives the operation the client starts as id its own id, after
+// taking a slot for it (admit). An id in use closes the connection (4409).
+//
+// gqlgen keys its running operations by id and forgets one by its id once
+// it wrote its complete: an operation the client started again under the
+// same id in between (after stopping the first, or after its error) was
+// forgotten instead, so the client could never stop it and it held its
+// slot until the connection closed. Under ids never used twice, no
+// operation's end touches another's.
+func (c *wsConn) start(client string) (string, error) {
 	c.idsMu.Lock()
-	delete(c.ids, id)
+	_, dup := c.live[client]
 	c.idsMu.Unlock()
+	if dup {
+		reason := "Subscriber for " + client + " already exists"
+		_ = c.WriteClose(closeDuplicateID, reason[:min(len(reason), maxCloseReasonSize)])
+		return "", errWSProtocol
+	}
+	if err := c.admit(); err != nil {
+		return "", err
+	}
+	c.idsMu.Lock()
+	defer c.idsMu.Unlock()
+	if c.live == nil {
+		c.live, c.ops = map[string]string{}, map[string]wsOp{}
+	}
+	c.seq++
+	own := strconv.FormatUint(c.seq, 10)
+	c.live[client] = own
+	c.ops[own] = wsOp{client: client, slot: c.slots != nil}
+	return own, nil
 }
 
-// admit takes a slot for operation id before gqlgen starts it (a goroutine
+// stopped frees client id for reuse and returns the own id of the
+// operation the client stops ("" when none runs under it: gqlgen then stops
+// nothing). The operation holds its slot until the server ends it.
+func (c *wsConn) stopped(client string) string {
+	c.idsMu.Lock()
+	defer c.idsMu.Unlock()
+	own := c.live[client]
+	delete(c.live, client)
+	return own
+}
+
+// admit takes a slot for an operation before gqlgen starts it (a goroutine
 // each, refused ones included, which then wait to write their answer). With
 // every slot taken the read loop waits, reading nothing more, until an
 // operation ends: a client that sends without reading stalls itself
 // instead of growing the server's goroutines and buffered responses.
-func (c *wsConn) admit(id string) error {
+func (c *wsConn) admit() error {
 	if c.slots == nil {
 		return nil
 	}
 	select {
 	case c.slots <- struct{}{}:
+		return nil
 	case <-c.done:
 		return transport.ErrWebsocketClosed
 	}
-	c.idsMu.Lock()
-	c.unfinished[id]++
-	c.idsMu.Unlock()
-	return nil
 }
 
-// finished frees the slot of an operation the server ended (its complete
-// or error message was written); an id ended twice (an error, then a
-// complete) frees one slot.
-func (c *wsConn) finished(id string) {
-	if c.slots == nil {
-		return
+// opMessageEnd is how gqlgen's messages of an operation end (both
+// subprotocols marshal payload, id, then type); ending reports the types
+// that end it.
+var opMessageEnd = []struct {
+	suffix []byte
+	ending bool
+}{
+	{[]byte(`","type":"next"}`), false},
+	{[]byte(`","type":"data"}`), false},
+	{[]byte(`","type":"complete"}`), true},
+	{[]byte(`","type":"error"}`), true},
+}
+
+// outgoing translates a message gqlgen writes back to the client's id. It
+// returns nil for one the client must not see: a message of an operation
+// the server already ended (gqlgen writes a complete after an error), or of
+// one the client stopped whose id it has since given to another operation.
+// A message that ends an operation frees its id and its slot (release,
+// called once the message is written: until then the operation's goroutine
+// and its answer are still held).
+func (c *wsConn) outgoing(b []byte) (out []byte, release func()) {
+	for _, e := range opMessageEnd {
+		if !bytes.HasSuffix(b, e.suffix) {
+			continue
+		}
+		head := b[:len(b)-len(e.suffix)]
+		at := bytes.LastIndex(head, []byte(`"id":"`))
+		if at < 0 {
+			return b, nil
+		}
+		own := string(head[at+len(`"id":"`):])
+		c.idsMu.Lock()
+		op, ok := c.ops[own]
+		current := ok && (c.live[op.client] == own || c.live[op.client] == "")
+		if ok && e.ending {
+			delete(c.ops, own)
+			if c.live[op.client] == own {
+				delete(c.live, op.client)
+			}
+			if op.slot {
+				release = func() { <-c.slots }
+			}
+		}
+		c.idsMu.Unlock()
+		if !current {
+			return nil, release
+		}
+		client, _ := json.Marshal(op.client)
+		out = make([]byte, 0, len(b)+len(client))
+		out = append(append(append(out, head[:at]...), `"id":`...), client...)
+		return append(out, b[len(head)+1:]...), release // the suffix less its opening quote
 	}
-	c.idsMu.Lock()
-	n := c.unfinished[id]
-	if n > 1 {
-		c.unfinished[id] = n - 1
-	} else {
-		delete(c.unfinished, id)
-	}
-	c.idsMu.Unlock()
-	if n > 0 {
-		<-c.slots
-	}
+	return b, nil
 }
 
 func (c *wsConn) WriteJSON(v any) error {
@@ -282,18 +364,12 @@ func (c *wsConn) WriteJSON(v any) error {
 	if err != nil {
 		return err
 	}
-	// gqlgen's messages end with their type: a complete or error ends the
-	// operation, and its id may be used again.
-	if bytes.HasSuffix(b, []byte(`"type":"complete"}`)) || bytes.HasSuffix(b, []byte(`"type":"error"}`)) {
-		var m struct {
-			ID string `json:"id"`
-		}
-		if json.Unmarshal(b, &m) == nil {
-			c.forget(m.ID)
-			// The slot is freed once this last write is done: until then
-			// the operation's goroutine and its answer are still held.
-			defer c.finished(m.ID)
-		}
+	b, release := c.outgoing(b)
+	if release != nil {
+		defer release()
+	}
+	if b == nil {
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -140,3 +140,25 @@ func TestWebsocket_BinaryFramesCloseWith4400AndLeakNothing(t *testing.T) { //nol
 	}, 30*time.Second, 50*time.Millisecond, "goroutines %d (baseline %d), fds %d (baseline %d) after the refused connections",
 		runtime.NumGoroutine(), baseG, openFDs(t), baseFD)
 }
+
+// An operation refused with an error message is over (graphql-transport-ws:
+// error terminates it): nothing more of it follows, so a client may start
+// the next operation under its id at once. gqlgen wrote a complete after
+// the error, which such a client took for the end of its next operation.
+func TestWebsocket_NothingFollowsAnOperationsError(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, proto := range []string{"graphql-transport-ws", "graphql-ws"} {
+		c := e.connect(proto, nil)
+		typ := map[string]string{"graphql-transport-ws": "subscribe", "graphql-ws": "start"}[proto]
+		c.send(map[string]any{"type": typ, "id": "a", "payload": "not an object"})
+		m := c.nextFor("a", 10*time.Second)
+		require.Equal(t, "error", m.Type, "%s: %s", proto, m.Payload)
+		c.subscribe("a", `{ version }`, nil)
+		r := opResult(t, c.nextFor("a", 10*time.Second))
+		require.Empty(t, r.Errors, proto)
+		require.JSONEq(t, `{"version":"v-test"}`, string(r.Data), proto)
+		require.Equal(t, "complete", c.nextFor("a", 10*time.Second).Type, proto)
+		c.quiet(200 * time.Millisecond)
+	}
+}
