@@ -1,7 +1,6 @@
 package resolvers
 
 import (
-	"fmt"
 	"net/http"
 
 	"github.com/converge-run/converge/core/api"
@@ -27,7 +26,8 @@ type MountOptions struct {
 
 // Mount is the GraphQL API as a process serves it: a subscription hub on
 // the process's listener (run as one of its duties), bearer tokens from
-// API_TOKENS_FILE (re-read every TLS_RELOAD_INTERVAL), the schema over the process's store, and the handler on
+// API_TOKENS_FILE (re-read every TLS_RELOAD_INTERVAL; none of them also in
+// WORKER_TOKENS_FILE or MESH_TOKENS_FILE), the schema over the process's store, and the handler on
 // /graphql, /graphql/ and /. cmd/converge and the test stacks mount this
 // same function.
 func Mount(o MountOptions) app.Mount {
@@ -39,9 +39,11 @@ func Mount(o MountOptions) app.Mount {
 		if o.OnHub != nil {
 			o.OnHub(hub)
 		}
-		tokens, err := auth.LoadTokens(p.Config.APITokensFile, p.Config.TLSReload, p.Log)
+		tokens, err := auth.LoadTokens(p.Config.APITokensFile, p.Config.TLSReload, p.Log,
+			auth.TokenFile{Setting: "WORKER_TOKENS_FILE", Path: p.Config.WorkerTokens},
+			auth.TokenFile{Setting: "MESH_TOKENS_FILE", Path: p.Config.MeshTokens})
 		if err != nil {
-			return fmt.Errorf("API_TOKENS_FILE: %w", err)
+			return err
 		}
 		if tokens != nil {
 			p.AddDuty(tokens) // re-read every TLS_RELOAD_INTERVAL

@@ -20,7 +20,7 @@
 //
 //	hub := live.NewHub(p.Listener, p.Read, log, live.WithPrimary(p.Primary)) // re-reads from the replica
 //	p.AddDuty(hub)                                    // a core/engine Duty (Name, Run)
-//	tokens, err := auth.LoadTokens(cfg.APITokensFile, cfg.TLSReload, log) // API_TOKENS_FILE; nil = open API (warned at startup); run it as a duty to re-read the file
+//	tokens, err := auth.LoadTokens(cfg.APITokensFile, cfg.TLSReload, log, workerFiles...) // API_TOKENS_FILE; nil = open API (warned at startup); run it as a duty to re-read the file
 //	limits, err := api.LimitsFromEnv(os.Getenv)       // API_MAX_COMPLEXITY, API_WS_KEEPALIVE, …
 //	schema := resolvers.NewSchema(resolvers.Deps{Store: p.Store, Hub: hub, …})
 //	h := api.NewHandler(api.Deps{Schema: schema, Log: log, Tokens: tokens, Limits: limits, UI: dashboard})

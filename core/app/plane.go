@@ -25,5 +25,6 @@ func planeCredentials(cfg config.Config, log zerolog.Logger) (*auth.Plane, error
 	if cfg.MeshTokens == "" && cfg.TLSClientCAFile == "" {
 		log.Warn().Msg("WORKER_TOKENS_FILE is set without MESH_TOKENS_FILE: peer brokers cannot relay stages to this one")
 	}
-	return auth.NewPlane(cfg.WorkerTokens, cfg.MeshTokens, cfg.TLSReload, log)
+	return auth.NewPlane(cfg.WorkerTokens, cfg.MeshTokens, cfg.TLSReload, log,
+		auth.TokenFile{Setting: "API_TOKENS_FILE", Path: cfg.APITokensFile}) // one credential, one audience
 }

@@ -11,7 +11,8 @@
 //	77aa…09 viewer dashboard
 //
 // Blank lines and lines starting with # are ignored. Tokens are compared by
-// their SHA-256 digest. Without a token file the API is open: every request
+// their SHA-256 digest. A token may not also be a worker-plane token
+// (WORKER_TOKENS_FILE, MESH_TOKENS_FILE): one credential, one audience. Without a token file the API is open: every request
 // is an anonymous admin. The file is re-read every TLS_RELOAD_INTERVAL, like
 // the worker plane's: compared by content, swapped only on a change, the
 // last good set kept while a file is unreadable or does not parse.
@@ -86,6 +87,7 @@ func FromContext(ctx context.Context) Identity {
 // them fresh (Run). A nil *Tokens is an open API.
 type Tokens struct {
 	path     string
+	others   []TokenFile
 	interval time.Duration
 	log      zerolog.Logger
 	cur      atomic.Pointer[tokenSet]
@@ -147,12 +149,13 @@ func (t *Tokens) Changed() <-chan struct{} {
 }
 
 // LoadTokens reads a token file, re-read every interval once Run is
-// started; an empty path returns nil (an open API).
-func LoadTokens(path string, interval time.Duration, log zerolog.Logger) (*Tokens, error) {
+// started; an empty path returns nil (an open API). A token that is also in
+// one of others (the worker plane's files) is refused.
+func LoadTokens(path string, interval time.Duration, log zerolog.Logger, others ...TokenFile) (*Tokens, error) {
 	if path == "" {
 		return nil, nil
 	}
-	s, err := loadTokenSet(path)
+	s, err := loadTokenSet(path, others)
 	if err != nil {
 		return nil, err
 	}
@@ -160,18 +163,21 @@ func LoadTokens(path string, interval time.Duration, log zerolog.Logger) (*Token
 		interval = 3 * time.Minute
 	}
 	t := newTokens(s)
-	t.path, t.interval, t.log = path, interval, log.With().Str("component", "api-tokens").Logger()
+	t.path, t.others, t.interval, t.log = path, others, interval, log.With().Str("component", "api-tokens").Logger()
 	return t, nil
 }
 
-func loadTokenSet(path string) (*tokenSet, error) {
+func loadTokenSet(path string, others []TokenFile) (*tokenSet, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read API tokens file: %w", err)
+		return nil, fmt.Errorf("read API_TOKENS_FILE: %w", err)
 	}
 	s, err := parseTokenSet(b)
+	if err == nil {
+		err = checkDisjoint(b, others)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("API tokens file %s: %w", path, err)
+		return nil, fmt.Errorf("API_TOKENS_FILE %s: %w", path, err)
 	}
 	return s, nil
 }
@@ -184,7 +190,7 @@ func (t *Tokens) Reload() error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s, err := loadTokenSet(t.path)
+	s, err := loadTokenSet(t.path, t.others)
 	if err != nil {
 		return err
 	}
@@ -205,7 +211,7 @@ func (t *Tokens) Name() string { return "api-tokens" }
 func (t *Tokens) Run(ctx context.Context) error {
 	return engine.Every(ctx, t.interval, func() {
 		if err := t.Reload(); err != nil {
-			t.log.Warn().Err(err).Msg("API tokens file unreadable (mid-rotation?); keeping the last good set")
+			t.log.Warn().Err(err).Msg("API_TOKENS_FILE not loaded (unreadable mid-rotation, or refused); keeping the last good set")
 		}
 	})
 }

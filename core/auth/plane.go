@@ -31,6 +31,9 @@ package auth
 //     identities.go), and its first URI SAN (else its Common Name) is the
 //     identity's name.
 //
+// A token authenticates one audience: one listed in both files, or also in
+// API_TOKENS_FILE, is refused at load and at every reload.
+//
 // Both files are re-read every TLS_RELOAD_INTERVAL like the TLS material:
 // compared by content, swapped only on a change, the last good set kept when
 // a file is mid-rotation (unreadable or unparsable). A swap closes Changed,
@@ -107,6 +110,7 @@ type planeSet struct {
 // Plane holds the worker plane's bearer credentials and refreshes them.
 type Plane struct {
 	workerFile, meshFile string
+	others               []TokenFile
 	interval             time.Duration
 	log                  zerolog.Logger
 	cur                  atomic.Pointer[planeSet]
@@ -117,12 +121,13 @@ type Plane struct {
 }
 
 // NewPlane loads the files once, failing fast when one is unusable; either
-// may be empty.
-func NewPlane(workerFile, meshFile string, interval time.Duration, log zerolog.Logger) (*Plane, error) {
+// may be empty. A token in both, or also in one of others (the API's token
+// file), is refused.
+func NewPlane(workerFile, meshFile string, interval time.Duration, log zerolog.Logger, others ...TokenFile) (*Plane, error) {
 	if interval <= 0 {
 		interval = 3 * time.Minute
 	}
-	p := &Plane{workerFile: workerFile, meshFile: meshFile, interval: interval,
+	p := &Plane{workerFile: workerFile, meshFile: meshFile, others: others, interval: interval,
 		log: log.With().Str("component", "plane-credentials").Logger()}
 	ch := make(chan struct{})
 	p.changed.Store(&ch)
@@ -141,7 +146,10 @@ func (p *Plane) load() (*planeSet, error) {
 		if s.workerRaw, err = os.ReadFile(p.workerFile); err != nil {
 			return nil, fmt.Errorf("read WORKER_TOKENS_FILE: %w", err)
 		}
-		if err := parsePlane(s, s.workerRaw, AudienceWorker); err != nil {
+		if err = parsePlane(s, s.workerRaw, AudienceWorker); err == nil {
+			err = checkDisjoint(s.workerRaw, p.others)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("WORKER_TOKENS_FILE %s: %w", p.workerFile, err)
 		}
 	}
@@ -149,7 +157,16 @@ func (p *Plane) load() (*planeSet, error) {
 		if s.meshRaw, err = os.ReadFile(p.meshFile); err != nil {
 			return nil, fmt.Errorf("read MESH_TOKENS_FILE: %w", err)
 		}
-		if err := parsePlane(s, s.meshRaw, AudienceBroker); err != nil {
+		if p.workerFile != "" { // a worker's token is no peer broker's
+			err = checkShared(s.meshRaw, TokenFile{Setting: "WORKER_TOKENS_FILE", Path: p.workerFile}, s.workerRaw)
+		}
+		if err == nil {
+			err = parsePlane(s, s.meshRaw, AudienceBroker)
+		}
+		if err == nil {
+			err = checkDisjoint(s.meshRaw, p.others)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("MESH_TOKENS_FILE %s: %w", p.meshFile, err)
 		}
 	}
@@ -306,7 +323,7 @@ func (p *Plane) Name() string { return "plane-credentials" }
 func (p *Plane) Run(ctx context.Context) error {
 	return engine.Every(ctx, p.interval, func() {
 		if err := p.Reload(); err != nil {
-			p.log.Warn().Err(err).Msg("worker-plane token files unreadable (mid-rotation?); keeping the last good set")
+			p.log.Warn().Err(err).Msg("worker-plane token files not loaded (unreadable mid-rotation, or refused); keeping the last good set")
 		}
 	})
 }
