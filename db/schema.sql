@@ -2274,6 +2274,9 @@ CREATE FUNCTION public.reap_unlocked_cluster_members() RETURNS SETOF text
 DECLARE
     v_held bigint[];
     v_dead text[];
+    v_ctl  text[];
+    v_by   text[];
+    v_at   timestamptz[];
     v_gone text[];
 BEGIN
     PERFORM pg_terminate_backend(l.pid)
@@ -2296,14 +2299,28 @@ BEGIN
             DELETE FROM cluster_members m
              WHERE m.lock_key IS NOT NULL AND m.lock_key <> ALL (v_held)
                AND pg_try_advisory_xact_lock(20251201, m.lock_key::int)
-            RETURNING m.member_id
+            RETURNING m.member_id, m.control, m.control_by, m.control_at
         )
-        SELECT array_agg(member_id) INTO v_dead FROM gone;
+        SELECT array_agg(member_id), array_agg(control), array_agg(control_by), array_agg(control_at)
+          INTO v_dead, v_ctl, v_by, v_at
+          FROM gone;
     END IF;
     IF v_dead IS NOT NULL THEN
-        INSERT INTO cluster_member_tombstones (member_id)
-        SELECT unnest(v_dead)
-        ON CONFLICT (member_id) DO UPDATE SET removed_at = now();
+        BEGIN
+            INSERT INTO cluster_member_tombstones AS t (member_id, control, control_by, control_at)
+            SELECT * FROM unnest(v_dead, v_ctl, v_by, v_at)
+            ON CONFLICT (member_id) DO UPDATE
+               SET removed_at = now(),
+                   control    = coalesce(EXCLUDED.control, t.control),
+                   control_by = CASE WHEN EXCLUDED.control IS NULL THEN t.control_by ELSE EXCLUDED.control_by END,
+                   control_at = CASE WHEN EXCLUDED.control IS NULL THEN t.control_at ELSE EXCLUDED.control_at END;
+        EXCEPTION WHEN undefined_column THEN
+            -- The schema before migration 00020 (this function set is applied
+            -- before the migrations): the tombstone keeps no request.
+            INSERT INTO cluster_member_tombstones (member_id)
+            SELECT unnest(v_dead)
+            ON CONFLICT (member_id) DO UPDATE SET removed_at = now();
+        END;
         DELETE FROM cluster_member_tombstones WHERE removed_at < now() - interval '10 minutes';
         PERFORM pg_notify('cluster_changed', '');
     END IF;
@@ -3565,7 +3582,11 @@ CREATE SEQUENCE public.claim_epoch_seq
 
 CREATE TABLE public.cluster_member_tombstones (
     member_id text NOT NULL,
-    removed_at timestamp with time zone DEFAULT now() NOT NULL
+    removed_at timestamp with time zone DEFAULT now() NOT NULL,
+    control text,
+    control_by text,
+    control_at timestamp with time zone,
+    CONSTRAINT cluster_member_tombstones_control_check CHECK ((control = ANY (ARRAY['drain'::text, 'kill'::text])))
 );
 
 --

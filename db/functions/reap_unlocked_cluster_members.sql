@@ -30,7 +30,11 @@
 -- epoch that fences it out.
 -- A member that is alive but lost its lock has already stopped claiming (it
 -- watches its own lock connection with a deadline shorter than the server's
--- keepalive); it re-inserts its row when it holds the lock again. The DELETE
+-- keepalive); it re-inserts its row when it holds the lock again, and takes
+-- back the drain or kill an admin had recorded on the removed row, which the
+-- removal keeps on the id's tombstone (control, control_by, control_at): a
+-- request the member had not read yet would otherwise be lost, though the
+-- admin was told it was recorded. The DELETE
 -- takes the lock itself (a transaction-level try-lock on the same key)
 -- before it removes a row: the owner takes its lock before it writes its
 -- row, so a member that re-acquired its lock a moment ago keeps its row, and
@@ -49,6 +53,9 @@ RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
     v_held bigint[];
     v_dead text[];
+    v_ctl  text[];
+    v_by   text[];
+    v_at   timestamptz[];
     v_gone text[];
 BEGIN
     PERFORM pg_terminate_backend(l.pid)
@@ -71,14 +78,28 @@ BEGIN
             DELETE FROM cluster_members m
              WHERE m.lock_key IS NOT NULL AND m.lock_key <> ALL (v_held)
                AND pg_try_advisory_xact_lock(20251201, m.lock_key::int)
-            RETURNING m.member_id
+            RETURNING m.member_id, m.control, m.control_by, m.control_at
         )
-        SELECT array_agg(member_id) INTO v_dead FROM gone;
+        SELECT array_agg(member_id), array_agg(control), array_agg(control_by), array_agg(control_at)
+          INTO v_dead, v_ctl, v_by, v_at
+          FROM gone;
     END IF;
     IF v_dead IS NOT NULL THEN
-        INSERT INTO cluster_member_tombstones (member_id)
-        SELECT unnest(v_dead)
-        ON CONFLICT (member_id) DO UPDATE SET removed_at = now();
+        BEGIN
+            INSERT INTO cluster_member_tombstones AS t (member_id, control, control_by, control_at)
+            SELECT * FROM unnest(v_dead, v_ctl, v_by, v_at)
+            ON CONFLICT (member_id) DO UPDATE
+               SET removed_at = now(),
+                   control    = coalesce(EXCLUDED.control, t.control),
+                   control_by = CASE WHEN EXCLUDED.control IS NULL THEN t.control_by ELSE EXCLUDED.control_by END,
+                   control_at = CASE WHEN EXCLUDED.control IS NULL THEN t.control_at ELSE EXCLUDED.control_at END;
+        EXCEPTION WHEN undefined_column THEN
+            -- The schema before migration 00020 (this function set is applied
+            -- before the migrations): the tombstone keeps no request.
+            INSERT INTO cluster_member_tombstones (member_id)
+            SELECT unnest(v_dead)
+            ON CONFLICT (member_id) DO UPDATE SET removed_at = now();
+        END;
         DELETE FROM cluster_member_tombstones WHERE removed_at < now() - interval '10 minutes';
         PERFORM pg_notify('cluster_changed', '');
     END IF;

@@ -76,3 +76,66 @@ func TestRequestControl_DrainLeavesTheTilingAndKillWins(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, r.Pending())
 }
+
+// A member whose liveness lock session drops for a moment (a proxy reset, a
+// failover) is removed by a peer's dead-member probe and re-inserts its row
+// once it holds the lock again. A drain or kill an admin recorded on the row
+// before the probe removed it must come back with the row: the admin was told
+// it was recorded, and the member may not have read it before the blip.
+func TestRequestControl_SurvivesTheProbeRemovingTheRowDuringALockBlip(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		reason string
+		action membership.Action
+	}{
+		"drain": {reason: "a drain the member never read is still asked of it", action: membership.ActionDrain},
+		"kill":  {reason: "a kill the member never read is still asked of it", action: membership.ActionKill},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			pool := pgtest.Pool(t)
+			s := membership.New(pool)
+			const key = 41
+			m := membership.Member{ID: "b-blip", Role: membership.RoleBroker, LockKey: key}
+			lock, err := membership.AcquireSessionLock(ctx, pool, m.ID, key)
+			require.NoError(t, err)
+			_, err = s.Upsert(ctx, m)
+			require.NoError(t, err)
+			asked, err := s.RequestControl(ctx, m.ID, tc.action, "admin:ops")
+			require.NoError(t, err)
+
+			lock.Close() // the blip: the lock's backend goes, and with it the lock
+			require.Eventually(t, func() bool {
+				ids, err := s.ReapUnlocked(ctx)
+				require.NoError(t, err)
+				return len(ids) == 1
+			}, 10*time.Second, 10*time.Millisecond, "a peer's probe removes the row")
+			r, err := s.PendingRequest(ctx, m.ID)
+			require.NoError(t, err)
+			require.False(t, r.Pending(), "the row is gone meanwhile")
+
+			require.Eventually(t, func() bool {
+				again, err := membership.AcquireSessionLock(ctx, pool, m.ID, key)
+				if err != nil {
+					require.ErrorIs(t, err, membership.ErrLockHeld)
+					return false
+				}
+				t.Cleanup(again.Close)
+				return true
+			}, 10*time.Second, 20*time.Millisecond, "the member takes its lock again")
+			m.Rejoin = true
+			_, err = s.Upsert(ctx, m) // the rejoin beat re-inserts the row
+			require.NoError(t, err)
+
+			r, err = s.PendingRequest(ctx, m.ID)
+			require.NoError(t, err)
+			require.Equal(t, tc.action, r.Action, tc.reason)
+			require.Equal(t, "admin:ops", r.By)
+			require.NotNil(t, r.At)
+			require.True(t, r.At.Equal(*asked.Request.At), "the request keeps its time")
+			live, err := s.ListLive(ctx, time.Minute)
+			require.NoError(t, err)
+			require.Empty(t, live, "a member with a request is not live after its return either")
+		})
+	}
+}

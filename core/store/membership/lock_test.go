@@ -139,3 +139,24 @@ func TestReapUnlocked_AnIdleLockSessionIsACutOffMember(t *testing.T) {
 	require.Greater(t, time.Since(pinged), 3*time.Second, "not before its session sat idle for 3 s")
 	require.Error(t, cut.Ping(ctx, time.Second), "its session was terminated")
 }
+
+// The function set is applied before the migrations, so the probe runs over
+// the schema before 00020 (tombstones without the request columns) until the
+// migration lands: it still removes the member and records its tombstone.
+func TestReapUnlocked_WorksOverTheSchemaBeforeTombstonesKeptRequests(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := membership.New(pool)
+	// The row as an older binary writes it; its lock is not held.
+	_, err := pool.Exec(ctx, `
+ALTER TABLE cluster_member_tombstones DROP COLUMN control, DROP COLUMN control_by, DROP COLUMN control_at;
+INSERT INTO cluster_members (member_id, role, lock_key, control) VALUES ('gone', 'broker', 51, 'drain')`)
+	require.NoError(t, err)
+	ids, err := s.ReapUnlocked(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"gone"}, ids)
+	var tombstoned bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM cluster_member_tombstones WHERE member_id = 'gone')`).
+		Scan(&tombstoned))
+	require.True(t, tombstoned)
+}

@@ -92,13 +92,22 @@ func New(db DB) *Store { return &Store{db: db} }
 // and they spread the workers by the numbers the rows report (spread.go in
 // the broker).
 // prev reads the row as it was before this statement (its snapshot).
+// A row inserted again after the dead-member probe removed it (the member
+// lost its liveness lock for a moment) takes back the drain or kill the
+// removed row carried, which the probe kept on the id's tombstone
+// (reap_unlocked_cluster_members): the admin was told it was recorded, and
+// the member may not have read it before the blip. A beat never touches the
+// request of a row that is there.
 const upsertSQL = `
 WITH prev AS (
     SELECT kinds, workers, last_heartbeat FROM cluster_members WHERE member_id = $1
 ), up AS (
 INSERT INTO cluster_members AS m (member_id, role, kinds, shard_lo, shard_hi, config, version, host, pid,
-                                  in_flight, workers, started_at, last_heartbeat, lock_key)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $14, coalesce($11::timestamptz, now()), now(), $12)
+                                  in_flight, workers, started_at, last_heartbeat, lock_key,
+                                  control, control_by, control_at)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $14, coalesce($11::timestamptz, now()), now(), $12,
+       t.control, t.control_by, t.control_at
+  FROM (VALUES (1)) AS one LEFT JOIN cluster_member_tombstones t ON t.member_id = $1
 ON CONFLICT (member_id) DO UPDATE
    SET role = EXCLUDED.role, kinds = EXCLUDED.kinds, shard_lo = EXCLUDED.shard_lo, shard_hi = EXCLUDED.shard_hi,
        config = EXCLUDED.config, version = EXCLUDED.version, host = EXCLUDED.host, pid = EXCLUDED.pid,
