@@ -12,14 +12,18 @@
 -- The tree is read again once its rows are locked, until a read finds
 -- nothing new: a compose holding a node's lock when the tree was first read
 -- (its children, or a child's edge to a node, not yet committed) commits
--- before the lock is granted, and what it wrote is in the next read. Once
--- every node is locked nothing can join the tree — a compose locks the
--- owner it writes under, an edge's foreign key takes a key-share lock on its
--- dependency — and the ones that come after the mark see it (ApplyCompose
--- writes nothing under a marked owner and refuses an edge to a marked
--- dependency). Nodes found by a later read are locked after the first
--- read's, out of id order: that only happens when the tree grew meanwhile,
--- and a deadlock it might meet is detected and fails the request whole.
+-- before the lock is granted, and what it wrote is in the next read; so
+-- does one that took the lock after the read and committed before the mark
+-- asked for it, and then every lock is granted at once: that the locks did
+-- not wait does not show the first read sufficed, only a read taken under
+-- them does. Once every node is locked nothing can join the tree — a
+-- compose locks the owner it writes under, an edge's foreign key takes a
+-- key-share lock on its dependency — and the ones that come after the mark
+-- see it (ApplyCompose writes nothing under a marked owner and refuses an
+-- edge to a marked dependency). Nodes found by a later read are locked
+-- after the first read's, out of id order: that only happens when the tree
+-- grew meanwhile, and a deadlock it might meet is detected and fails the
+-- request whole.
 -- Enqueues nothing and removes nothing: that is teardown_advance's job, in a
 -- separate statement, because a data-modifying CTE would see the pre-mark
 -- snapshot and take every node for an unblocked leaf.
