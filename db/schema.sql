@@ -802,7 +802,7 @@ BEGIN
         SELECT DISTINCT ON (i.resource_id) i.resource_id, i.generation, left(i.error_message, 4096) AS message
           FROM unnest(p_items) i
          WHERE i.task_type = 'reconcile' AND i.resource_id = ANY (p_dead) AND i.error_message IS NOT NULL
-         ORDER BY i.resource_id
+         ORDER BY i.resource_id, i.generation DESC
     ), cond AS (
         INSERT INTO resource_conditions AS c (resource_id, type, status, reason, message, observed_generation,
                                               last_transition_time)

@@ -7,6 +7,10 @@
 -- Warning DeadLettered event. A spec edit bumps generation, which resets the
 -- attempts and lets it retry. p_items is the fenced batch, drain_item[]
 -- (anyarray: the function set is created before the schema's types exist).
+-- It holds one reconcile item a resource (the fence keeps one result a task,
+-- the one its queue row's claim still matches, and a resource has one
+-- reconcile task); should it ever hold more, the newest generation's is the
+-- dead letter, not whichever the sort met first.
 CREATE OR REPLACE FUNCTION drain_dead_letters(p_items anyarray, p_dead uuid[], p_now timestamptz) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -14,7 +18,7 @@ BEGIN
         SELECT DISTINCT ON (i.resource_id) i.resource_id, i.generation, left(i.error_message, 4096) AS message
           FROM unnest(p_items) i
          WHERE i.task_type = 'reconcile' AND i.resource_id = ANY (p_dead) AND i.error_message IS NOT NULL
-         ORDER BY i.resource_id
+         ORDER BY i.resource_id, i.generation DESC
     ), cond AS (
         INSERT INTO resource_conditions AS c (resource_id, type, status, reason, message, observed_generation,
                                               last_transition_time)

@@ -127,3 +127,77 @@ func TestRecordLostAttempt(t *testing.T) {
 		require.Equal(t, []any{want, 0, false}, []any{n, limit, last})
 	}
 }
+
+// The dead letter's condition and event come from the one item the fence
+// keeps for a resource's reconcile: a batch carrying an earlier claim's
+// failure beside the current claim's (a lease reaped and claimed again at a
+// newer generation, both results arriving together) dead-letters with the
+// current claim's message and generation, in whichever order they arrived.
+// drain_dead_letters' DISTINCT ON (resource_id) never chooses between two.
+func TestDrain_ADeadLetterIsTheCurrentClaimsFailure(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		reason       string
+		currentFirst bool
+	}{
+		"stale first":   {reason: "the stale result arrived first", currentFirst: false},
+		"current first": {reason: "the current result arrived first", currentFirst: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFx(t)
+			f.kind("leaf", reactWorker)
+			f.exec(`UPDATE kind_config SET max_transient_attempts = 1 WHERE kind = 'leaf'`)
+			id := f.res("leaf", "a")
+			f.schedule(id)
+			stale := f.claimOne("leaf")
+			// The lease is freed (a reaped member's), the spec edited, and
+			// the task claimed again at the new generation.
+			f.exec(`UPDATE work_queue SET worker_id = NULL, claim_epoch = NULL, leased_at = NULL, heartbeat_at = NULL
+			         WHERE resource_id = $1`, id)
+			f.set(id, `spec = '{"v":2}'`)
+			f.schedule(id)
+			current := f.claimOne("leaf")
+			require.Greater(t, current.Generation, stale.Generation)
+
+			rs := []Result{stale.Failure("old error", false), current.Failure("new error", false)}
+			if tc.currentFirst {
+				rs[0], rs[1] = rs[1], rs[0]
+			}
+			f.finish(rs...)
+			c, ok := f.condition(id, "Synced")
+			require.True(t, ok)
+			require.Equal(t, "DeadLettered", c.Reason, tc.reason)
+			require.Equal(t, "dead-lettered after 1 transient failures in a row (max_transient_attempts 1): new error", c.Message,
+				tc.reason)
+			require.Equal(t, current.Generation, scalar[int64](f,
+				`SELECT observed_generation FROM resource_conditions WHERE resource_id = $1 AND type = 'Synced'`, id))
+			require.Equal(t, 1, scalar[int](f,
+				`SELECT count(*) FROM resource_events WHERE resource_id = $1 AND reason = 'DeadLettered'`, id), "one event")
+		})
+	}
+}
+
+// drain_dead_letters on its own: should a batch ever carry two reconcile
+// items of one resource (the drain's fence keeps one today), the newest
+// generation's failure is the dead letter, whatever the batch's order.
+func TestDrainDeadLetters_TheNewestGenerationWins(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	id := f.res("leaf", "a")
+	item := func(gen int, msg string) string {
+		return fmt.Sprintf(`jsonb_populate_record(NULL::drain_item, jsonb_build_object(
+		   'resource_id', $1::uuid, 'task_type', 'reconcile', 'generation', %d, 'error_message', '%s'))`, gen, msg)
+	}
+	f.exec(`SELECT drain_dead_letters(ARRAY[`+item(2, "new")+`, `+item(1, "old")+`, `+item(3, "newest")+`, `+item(1, "older")+
+		`], ARRAY[$1::uuid], now())`, id)
+	c, ok := f.condition(id, "Synced")
+	require.True(t, ok)
+	require.Equal(t, "newest", c.Message)
+	require.Equal(t, int64(3), scalar[int64](f,
+		`SELECT observed_generation FROM resource_conditions WHERE resource_id = $1 AND type = 'Synced'`, id))
+	require.Equal(t, "newest", scalar[string](f,
+		`SELECT string_agg(message, ',') FROM resource_events WHERE resource_id = $1 AND reason = 'DeadLettered'`, id),
+		"one event, the newest's")
+}
