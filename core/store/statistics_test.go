@@ -92,3 +92,32 @@ SELECT c.reltuples, s.n_live_tup FROM pg_class c JOIN pg_stat_all_tables s ON s.
 	require.NoError(t, err)
 	require.Empty(t, tables, "once analyzed, nothing is undersized")
 }
+
+// The benchmark's -again window: the fleet's tables analyzed as a teardown
+// left them (every row dead, the pages kept) are sized at zero rows, and the
+// call names them; analyzed over live rows, none is.
+func TestAnalyzeFleetTables_NamesTheTablesLeftSizedAtZero(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	require.NoError(t, applyFixtureKinds(ctx, e.store))
+	require.NoError(t, loadFixture(ctx, e.pool, 0, 500))
+	zero, err := e.store.AnalyzeFleetTables(ctx)
+	require.NoError(t, err)
+	require.Empty(t, zero, "analyzed over live rows")
+
+	for _, table := range []string{"resources", "resource_phases", "resource_labels"} {
+		// autovacuum would truncate the emptied pages under the test
+		_, err := e.pool.Exec(ctx, `ALTER TABLE `+table+` SET (autovacuum_enabled = false)`)
+		require.NoError(t, err)
+	}
+	// The fleet torn down, in one session with triggers off: the rows go,
+	// their pages stay.
+	_, err = e.pool.Exec(ctx, `SET session_replication_role = replica;
+DELETE FROM resource_labels; DELETE FROM resource_phases; DELETE FROM resources;
+RESET session_replication_role`)
+	require.NoError(t, err)
+	zero, err = e.store.AnalyzeFleetTables(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"resource_labels", "resource_phases", "resources"}, zero)
+}

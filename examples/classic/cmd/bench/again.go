@@ -10,15 +10,11 @@ import (
 	"github.com/converge-run/converge/examples/stack"
 )
 
-// emptiedTables are the fleet's tables whose statistics runAgain takes
-// while the teardown has left them empty.
-var emptiedTables = []string{"resources", "resource_phases", "resource_labels", "resource_deps"}
-
 // runAgain is the second fleet's window (-again, after -teardown): the
-// fleet's tables are analyzed as the teardown left them — every row dead,
-// its pages not yet truncated — as an ANALYZE in the teardown's wake does
-// (an operator's, or an autovacuum pass whose truncation could not take its
-// lock); Postgres then sizes each table at zero rows, however many it holds,
+// fleet's tables are analyzed as the teardown left them
+// (store.AnalyzeFleetTables) — every row dead, its pages not yet truncated —
+// as an ANALYZE in the teardown's wake does (an operator's, or an
+// autovacuum pass whose truncation could not take its lock); Postgres then sizes each table at zero rows, however many it holds,
 // until its next ANALYZE. The same roots are applied again and the window
 // ends when the probe sees every root READY. It returns a bench-again: line
 // (followUp) whose n is the leaves: the creation's rate against the plans
@@ -31,17 +27,11 @@ func runAgain(ctx context.Context, st *stack.Stack, p params, roots, leaves int,
 		return "", err
 	}
 	defer pr.close()
-	for _, t := range emptiedTables {
-		if _, err := pr.pool.Exec(ctx, `ANALYZE `+t); err != nil {
-			return "", fmt.Errorf("again: analyze %s: %w", t, err)
-		}
+	zero, err := pr.store.AnalyzeFleetTables(ctx)
+	if err != nil {
+		return "", fmt.Errorf("again: %w", err)
 	}
-	var zero int
-	if err := pr.pool.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relname = ANY ($1) AND reltuples = 0 AND relpages > 0`,
-		emptiedTables).Scan(&zero); err != nil {
-		return "", fmt.Errorf("again: statistics: %w", err)
-	}
-	if zero == 0 {
+	if len(zero) == 0 {
 		// a table truncated (or the warm-up's rows left): the statistics
 		// are right, and the window would measure nothing new
 		fmt.Fprintf(os.Stderr, "bench: again: no fleet table is sized at zero rows over its pages\n")
