@@ -32,6 +32,29 @@ const (
 // session that ended more often would spend more of its life reconnecting.
 const MinWorkerSessionMaxAge = time.Minute
 
+// The floors of the cadences and windows read from the environment (Parse):
+// below them a loop spins or a window closes before what it waits for could
+// happen. A Config built in code (a test stack's fast cadences) is held only
+// to positive values (Validate).
+const (
+	// MinHeartbeatEvery is the shortest MEMBER_HEARTBEAT_EVERY: every beat
+	// is a write to the primary, and the peers judge the beats in whole
+	// seconds.
+	MinHeartbeatEvery = time.Second
+	// MinTLSReload is the shortest TLS_RELOAD_INTERVAL: each reload reads
+	// every certificate, key and token file.
+	MinTLSReload = time.Second
+	// MinWorkerSilence is the shortest WORKER_SILENCE_TIMEOUT: workers are
+	// asked for a keepalive every third of it, and a shorter one ends the
+	// sessions of healthy workers on a slow link or a pause.
+	MinWorkerSilence = 3 * time.Second
+	// MinUnclaimedAfter is the shortest SWEEPER_UNCLAIMED_DELETE_AFTER: the
+	// sweep is the GC of work whose kind lost its workers, and a shorter
+	// window deletes work still waiting its turn behind a large fleet's
+	// backlog (re-queued by the reaper, then deleted again).
+	MinUnclaimedAfter = 10 * time.Minute
+)
+
 // Config is the server configuration.
 type Config struct {
 	DatabaseURL     string // DATABASE_URL (required)
@@ -172,30 +195,35 @@ func Parse(getenv func(string) string, version string) (Config, error) {
 	str(&c.WorkerClientIDs, "WORKER_CLIENT_IDENTITIES")
 	str(&c.MeshClientIDs, "MESH_CLIENT_IDENTITIES")
 	errs = append(errs, c.parseWorkerLimits(getenv)...)
-	dur := func(dst *time.Duration, name string) {
+	// dur reads a positive duration, at least floor (0: any).
+	dur := func(dst *time.Duration, name string, floor time.Duration) {
 		v := getenv(name)
 		if v == "" {
 			return
 		}
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("%s=%q: want a positive duration like 45s", name, v))
+			errs = append(errs, fmt.Errorf("%s=%q: want a positive duration like %s", name, v, *dst))
+			return
+		}
+		if d < floor {
+			errs = append(errs, fmt.Errorf("%s=%q: want at least %s", name, v, floor))
 			return
 		}
 		*dst = d
 	}
-	dur(&c.ShutdownDrain, "SHUTDOWN_DRAIN")
-	dur(&c.HeartbeatEvery, "MEMBER_HEARTBEAT_EVERY")
-	dur(&c.RedeliveryWait, "WORKER_REDELIVERY_WAIT")
-	dur(&c.WorkerSilence, "WORKER_SILENCE_TIMEOUT")
+	dur(&c.ShutdownDrain, "SHUTDOWN_DRAIN", 0)
+	dur(&c.HeartbeatEvery, "MEMBER_HEARTBEAT_EVERY", MinHeartbeatEvery)
+	dur(&c.RedeliveryWait, "WORKER_REDELIVERY_WAIT", 0)
+	dur(&c.WorkerSilence, "WORKER_SILENCE_TIMEOUT", MinWorkerSilence)
 	if err := zeroOrDuration(getenv, &c.WorkerSessionMaxAge, "WORKER_SESSION_MAX_AGE", "never", "30m"); err != nil {
 		errs = append(errs, err)
 	}
 	if err := zeroOrDuration(getenv, &c.EventRetention, "EVENT_RETENTION", "keep events forever", "168h"); err != nil {
 		errs = append(errs, err)
 	}
-	dur(&c.UnclaimedAfter, "SWEEPER_UNCLAIMED_DELETE_AFTER")
-	dur(&c.TLSReload, "TLS_RELOAD_INTERVAL")
+	dur(&c.UnclaimedAfter, "SWEEPER_UNCLAIMED_DELETE_AFTER", MinUnclaimedAfter)
+	dur(&c.TLSReload, "TLS_RELOAD_INTERVAL", MinTLSReload)
 	if v := getenv("DB_IAM_AUTH"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -231,7 +259,10 @@ func (c *Config) parseWorkerLimits(getenv func(string) string) []error {
 	return errs
 }
 
-// Validate checks a configuration the way Parse does after reading it.
+// Validate checks a configuration the way Parse does after reading it,
+// except the floors of the cadences (MinHeartbeatEvery and the others),
+// which Parse applies to the environment: a Config built in code, as a test
+// stack's is, may run faster cadences; its durations must still be positive.
 func (c Config) Validate() error {
 	var errs []error
 	if c.DatabaseURL == "" {

@@ -56,6 +56,18 @@ func TestParse(t *testing.T) {
 		"bad role":     {reason: "unknown roles are rejected", env: with("ROLE", "worker"), wantErr: `ROLE="worker"`},
 		"broker role":  {reason: "a broker has no control bundle", env: with("ROLE", "BROKER"), check: func(t *testing.T, c Config) { require.False(t, c.HasControl()) }},
 		"bad duration": {reason: "durations are validated", env: with("SHUTDOWN_DRAIN", "soon"), wantErr: "SHUTDOWN_DRAIN"},
+		"heartbeat spins": {reason: "a beat of 1ns would write the member's row in a loop",
+			env: with("MEMBER_HEARTBEAT_EVERY", "1ns"), wantErr: `MEMBER_HEARTBEAT_EVERY="1ns": want at least 1s`},
+		"heartbeat at the floor": {reason: "the floor itself is accepted", env: with("MEMBER_HEARTBEAT_EVERY", "1s"),
+			check: func(t *testing.T, c Config) { require.Equal(t, time.Second, c.HeartbeatEvery) }},
+		"tls reload spins": {reason: "a reload of 1ns would read the TLS and token files in a loop",
+			env: with("TLS_RELOAD_INTERVAL", "1ns"), wantErr: `TLS_RELOAD_INTERVAL="1ns": want at least 1s`},
+		"unclaimed swept at once": {reason: "a window of 1ns would delete every pending task the reaper sees",
+			env: with("SWEEPER_UNCLAIMED_DELETE_AFTER", "1ns"), wantErr: `SWEEPER_UNCLAIMED_DELETE_AFTER="1ns": want at least 10m0s`},
+		"unclaimed swept after an hour": {reason: "above the floor is accepted", env: with("SWEEPER_UNCLAIMED_DELETE_AFTER", "1h"),
+			check: func(t *testing.T, c Config) { require.Equal(t, time.Hour, c.UnclaimedAfter) }},
+		"silence of a millisecond": {reason: "workers would be asked for a keepalive every third of a millisecond",
+			env: with("WORKER_SILENCE_TIMEOUT", "1ms"), wantErr: `WORKER_SILENCE_TIMEOUT="1ms": want at least 3s`},
 		"sessions never age": {reason: "0 turns the session age off", env: with("WORKER_SESSION_MAX_AGE", "0s"), check: func(t *testing.T, c Config) {
 			require.Zero(t, c.WorkerSessionMaxAge)
 		}},
