@@ -223,7 +223,7 @@ const ConnectTimeout = 2 * time.Minute
 // DATABASE_READ_URL).
 func boot(ctx context.Context, cfg config.Config, log zerolog.Logger) (primary, read *pgxpool.Pool, err error) {
 	authCtx, cancelAuth := context.WithTimeout(ctx, ConnectTimeout)
-	hook, err := AuthHook(authCtx, cfg)
+	hook, err := AuthHook(authCtx, cfg, log)
 	cancelAuth()
 	if err != nil {
 		return nil, nil, err

@@ -53,8 +53,9 @@ func MigrateUp(ctx context.Context, r *migrate.Runner, log zerolog.Logger) error
 }
 
 // AuthHook returns the IAM token hook when DB_IAM_AUTH is on (after checking
-// that every DSN requires TLS), else nil: the DSN password is used as is.
-func AuthHook(ctx context.Context, cfg config.Config) (dbauth.Hook, error) {
+// that every DSN requires TLS, and warning once for each whose TLS does not
+// verify the server), else nil: the DSN password is used as is.
+func AuthHook(ctx context.Context, cfg config.Config, log zerolog.Logger) (dbauth.Hook, error) {
 	if !cfg.DBIAMAuth {
 		return nil, nil
 	}
@@ -66,6 +67,7 @@ func AuthHook(ctx context.Context, cfg config.Config) (dbauth.Hook, error) {
 			return nil, err
 		}
 	}
+	dbauth.WarnUnverified(log, map[string]string{"DATABASE_URL": cfg.DatabaseURL, "DATABASE_READ_URL": cfg.DatabaseReadURL})
 	return dbauth.LoadIAM(ctx)
 }
 

@@ -11,13 +11,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/rds/auth"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/rs/zerolog"
 )
 
 // Hook is a pgx BeforeConnect hook.
@@ -68,4 +72,51 @@ func CheckTLS(dsn string) error {
 		}
 	}
 	return nil
+}
+
+// Unverified reports how TLS under dsn leaves the server's identity
+// unverified, or "" when it verifies it (sslmode=verify-full) or is not TLS
+// at all (CheckTLS refuses that). sslmode=require encrypts but checks no
+// certificate, and verify-ca (also require beside an sslrootcert, as in
+// libpq) checks the chain but not that the certificate names the host, when
+// the RDS CA signs every RDS endpoint: either way a connection can reach an
+// impersonator, and the IAM token it sends is good against the database for
+// its 15 minutes.
+func Unverified(dsn string) (string, error) {
+	cc, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return "", fmt.Errorf("parse database url: %w", err)
+	}
+	weakest := ""
+	for _, fb := range append([]*pgconn.FallbackConfig{{TLSConfig: cc.TLSConfig}}, cc.Fallbacks...) {
+		switch t := fb.TLSConfig; {
+		case t == nil || !t.InsecureSkipVerify:
+		case t.VerifyPeerCertificate == nil:
+			return "sslmode=require checks no certificate", nil
+		default:
+			weakest = "sslmode=verify-ca checks the certificate's chain but not that it names the host"
+		}
+	}
+	return weakest, nil
+}
+
+// WarnUnverified logs one warning for each database URL (by its variable's
+// name) whose TLS leaves the server unverified (Unverified): DB_IAM_AUTH
+// accepts sslmode=require, as documented, but a token can then be sent to
+// an impersonator. An empty or unparsable URL is skipped (CheckTLS reports
+// the latter).
+func WarnUnverified(log zerolog.Logger, urls map[string]string) {
+	for _, name := range slices.Sorted(maps.Keys(urls)) {
+		dsn := urls[name]
+		if dsn == "" {
+			continue
+		}
+		why, err := Unverified(dsn)
+		if err != nil || why == "" {
+			continue
+		}
+		log.Warn().Str("variable", name).Str("tls", why).
+			Msg("DB_IAM_AUTH over TLS that does not verify the database server: a connection can reach an impersonator, " +
+				"and the IAM token it sends is good for 15 minutes; use sslmode=verify-full with the RDS CA bundle (sslrootcert=)")
+	}
 }

@@ -8,7 +8,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/testlog"
+	"github.com/converge-run/converge/core/tlsreload/tlstest"
 )
 
 func TestIAM_MintsAFreshSignedTokenPerConnection(t *testing.T) {
@@ -94,4 +98,64 @@ func TestLoadIAM_FailsFastWithoutRegionOrCredentials(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, q.Get("X-Amz-Credential"), "AKIDEXAMPLE/", "signed with the environment's key")
 	require.Contains(t, q.Get("X-Amz-Credential"), "/eu-west-1/rds-db/", "for the environment's region")
+}
+
+// sslmode=require encrypts but verifies no certificate, and verify-ca
+// verifies the chain but not that the certificate names the host (the RDS
+// CA signs every RDS endpoint): either way a short-lived IAM token can be
+// sent to an impersonator, who can replay it against the database for its
+// 15 minutes. The documented minimum is still require, so both are
+// accepted (CheckTLS) and reported (Unverified) for a warning at boot;
+// verify-full is not.
+func TestUnverified_NamesTheModesThatDoNotVerifyTheServer(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		reason, dsn, want string
+	}{
+		"require": {reason: "encrypted, nothing verified", dsn: "postgres://u@h/db?sslmode=require", want: "sslmode=require"},
+		"require with a root cert": {reason: "libpq's require with a root certificate is verify-ca",
+			dsn: "postgres://u@h/db?sslmode=require&sslrootcert=" + writeCA(t), want: "sslmode=verify-ca"},
+		"verify-ca":   {reason: "the chain, not the host name", dsn: "postgres://u@h/db?sslmode=verify-ca&sslrootcert=" + writeCA(t), want: "sslmode=verify-ca"},
+		"verify-full": {reason: "the server is verified", dsn: "postgres://u@h/db?sslmode=verify-full&sslrootcert=" + writeCA(t)},
+		"keyword form": {reason: "a keyword/value DSN is read the same way", dsn: "host=h user=u dbname=db sslmode=require",
+			want: "sslmode=require"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			require.NoError(t, CheckTLS(tc.dsn), "accepted: "+tc.reason)
+			got, err := Unverified(tc.dsn)
+			require.NoError(t, err)
+			if tc.want == "" {
+				require.Empty(t, got, tc.reason)
+				return
+			}
+			require.Contains(t, got, tc.want, tc.reason)
+		})
+	}
+}
+
+// WarnUnverified logs one warning a database URL whose TLS does not verify
+// the server, naming which URL and its mode, with the password redacted.
+func TestWarnUnverified_WarnsOnceAURLNamingItsMode(t *testing.T) {
+	t.Parallel()
+	var buf testlog.Buffer
+	log := zerolog.New(&buf)
+	WarnUnverified(log, map[string]string{
+		"DATABASE_URL":      "postgres://app:hunter2@primary/db?sslmode=require",
+		"DATABASE_READ_URL": "postgres://app@replica/db?sslmode=verify-full&sslrootcert=" + writeCA(t),
+	})
+	lines := buf.Lines()
+	require.Len(t, lines, 1, buf.String())
+	require.Contains(t, lines[0], `"level":"warn"`)
+	require.Contains(t, lines[0], `"variable":"DATABASE_URL"`)
+	require.Contains(t, lines[0], "sslmode=require")
+	require.Contains(t, lines[0], "verify-full")
+	require.NotContains(t, lines[0], "hunter2")
+}
+
+// writeCA writes a test CA certificate and returns its path.
+func writeCA(t *testing.T) string {
+	t.Helper()
+	return tlstest.NewCA(t).WriteFile(t, t.TempDir())
 }
