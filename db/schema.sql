@@ -765,19 +765,20 @@ BEGIN
     END IF;
     IF p_conds THEN
         INSERT INTO resource_conditions AS c (resource_id, type, status, reason, message, observed_generation, last_transition_time)
-        SELECT DISTINCT ON (x.resource_id, x.type) x.*
+        SELECT DISTINCT ON (x.resource_id, x.type) x.resource_id, x.type, x.status, x.reason, x.message, x.generation, x.ltt
           FROM (SELECT i.resource_id, 'Synced' AS type, 'False' AS status, 'ReconcileError' AS reason,
-                       left(i.error_message, 4096) AS message, i.generation, p_now AS ltt
+                       left(i.error_message, 4096) AS message, i.generation, p_now AS ltt, 0::bigint AS ord
                   FROM unnest(p_items) i
                  WHERE i.task_type = 'reconcile' AND i.error_message IS NOT NULL
                 UNION ALL
-                SELECT i.resource_id, e->>'type', e->>'status', e->>'reason', e->>'message', i.generation, p_now
+                SELECT i.resource_id, e.v->>'type', e.v->>'status', e.v->>'reason', e.v->>'message', i.generation, p_now,
+                       e.ord
                   FROM unnest(p_items) i
-                  CROSS JOIN LATERAL jsonb_array_elements(i.conditions) e
+                  CROSS JOIN LATERAL jsonb_array_elements(i.conditions) WITH ORDINALITY AS e(v, ord)
                  WHERE i.task_type = 'reconcile' AND i.error_message IS NULL AND jsonb_typeof(i.conditions) = 'array'
-                   AND jsonb_typeof(e) = 'object' AND coalesce(e->>'type', '') <> ''
-                   AND e->>'status' IN ('True', 'False', 'Unknown')) x
-         ORDER BY x.resource_id, x.type
+                   AND jsonb_typeof(e.v) = 'object' AND coalesce(e.v->>'type', '') <> ''
+                   AND e.v->>'status' IN ('True', 'False', 'Unknown')) x
+         ORDER BY x.resource_id, x.type, x.ord DESC
         ON CONFLICT (resource_id, type) DO UPDATE
            SET status               = EXCLUDED.status,
                reason               = EXCLUDED.reason,

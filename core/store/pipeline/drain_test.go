@@ -269,6 +269,39 @@ func TestDrain_ConditionsAreWrittenOnTransitionOnly(t *testing.T) {
 	require.Equal(t, "Ready", f.phase(id))
 }
 
+// A handler that reports one condition type twice in a result (a list
+// built by appending, say) gets the last of them stored, whatever the
+// list's length: the list reads as updates applied in turn.
+func TestDrain_ARepeatedConditionTypeKeepsTheLastReported(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		reason string
+		before int // conditions of other types before the repeated pair
+	}{
+		"alone":          {reason: "two entries of one type", before: 0},
+		"in a long list": {reason: "among enough others that the sort is not an insertion sort", before: 12},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFx(t)
+			f.kind("leaf", reactWorker)
+			id := f.res("leaf", "a")
+			f.schedule(id)
+			r := f.claimOne("leaf").Result(nil)
+			for i := range tc.before {
+				r.Conditions = append(r.Conditions, Condition{Type: fmt.Sprintf("Extra%02d", i), Status: "True"})
+			}
+			r.Conditions = append(r.Conditions,
+				Condition{Type: "Ready", Status: "False", Reason: "Probe", Message: "first"},
+				Condition{Type: "Ready", Status: "True", Reason: "Probe", Message: "last"})
+			f.finish(r)
+			c, ok := f.condition(id, "Ready")
+			require.True(t, ok)
+			require.Equal(t, []string{"True", "last"}, []string{c.Status, c.Message}, tc.reason)
+		})
+	}
+}
+
 func TestDrain_ResourceThatMovedOnIsRescheduled(t *testing.T) {
 	t.Parallel()
 	f := newFx(t)
