@@ -133,16 +133,23 @@ func LimitsFromEnv(getenv func(string) string) (Limits, error) {
 			*f.dst = n
 		}
 	}
+	// The keepalive is a period every websocket repeats: 1ns would have
+	// each connection ping in a loop. The others are waits, where a tiny
+	// one only refuses sooner.
 	durs := []struct {
-		name string
-		dst  *time.Duration
-	}{{"API_WS_KEEPALIVE", &l.KeepAlive}, {"API_WS_INIT_TIMEOUT", &l.InitTimeout},
-		{"API_REQUEST_TIMEOUT", &l.RequestTimeout}, {"API_LOADER_WAIT", &l.LoaderWait}}
+		name  string
+		dst   *time.Duration
+		floor time.Duration
+	}{{"API_WS_KEEPALIVE", &l.KeepAlive, time.Second}, {"API_WS_INIT_TIMEOUT", &l.InitTimeout, 0},
+		{"API_REQUEST_TIMEOUT", &l.RequestTimeout, 0}, {"API_LOADER_WAIT", &l.LoaderWait, 0}}
 	for _, f := range durs {
 		if v := getenv(f.name); v != "" {
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
 				return Limits{}, fmt.Errorf("%s: want a positive duration (20s), got %q", f.name, v)
+			}
+			if d < f.floor {
+				return Limits{}, fmt.Errorf("%s=%q: want at least %s", f.name, v, f.floor)
 			}
 			*f.dst = d
 		}

@@ -117,6 +117,12 @@ func TestLimitsFromEnv_NewLimits(t *testing.T) {
 	require.ErrorContains(t, err, "API_MAX_ALIASES")
 	_, err = api.LimitsFromEnv(func(k string) string { return map[string]string{"API_WS_MAX_OPERATIONS": "0"}[k] })
 	require.ErrorContains(t, err, "API_WS_MAX_OPERATIONS")
+	// A period every websocket repeats has a floor: 1ns would ping in a loop.
+	_, err = api.LimitsFromEnv(func(k string) string { return map[string]string{"API_WS_KEEPALIVE": "1ns"}[k] })
+	require.EqualError(t, err, `API_WS_KEEPALIVE="1ns": want at least 1s`)
+	l, err = api.LimitsFromEnv(func(k string) string { return map[string]string{"API_WS_KEEPALIVE": "1s"}[k] })
+	require.NoError(t, err)
+	require.Equal(t, time.Second, l.KeepAlive)
 }
 
 // rawPost POSTs body as given (chunked when chunked) and returns the status
