@@ -154,12 +154,36 @@ func TestVerifyRejects(t *testing.T) {
 }
 
 func TestFlagsRejectBadInput(t *testing.T) {
-	for _, args := range [][]string{{"-images", "nope"}, {"-platforms", "windows/amd64"}, {"-platforms", "linux"}} {
+	for _, args := range [][]string{
+		{"-images", "nope"}, {"-platforms", "windows/amd64"}, {"-platforms", "linux"},
+		{"-platforms", "linux/mips64"}, // no ELF machine to verify the binary against
+	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)
 		}
 	}
 	if got := tagSafe("v1.0+dirty/x"); got != "v1.0-dirty-x" {
 		t.Errorf("tagSafe: %q", got)
+	}
+}
+
+// TestVerifyRejectsWrongArchitecture: a binary compiled for another
+// architecture than the image's platform does not pass.
+func TestVerifyRejectsWrongArchitecture(t *testing.T) {
+	ca, err := os.ReadFile(caBundle(t))
+	must(t, err)
+	host := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
+	bin, err := goBuild(t.Context(), fakeTree(t), t.TempDir(), "./cmd/stdworker", "v1", host)
+	must(t, err)
+	other := "arm64"
+	if runtime.GOARCH == "arm64" {
+		other = "amd64"
+	}
+	img, err := Build(ImageSpec{Name: "stdworker", Binary: bin, Version: "v1", CACerts: ca,
+		Platform: v1.Platform{OS: "linux", Architecture: other}, Created: time.Unix(0, 0)})
+	must(t, err)
+	err = Verify(img, target("stdworker"), "v1")
+	if err == nil || !strings.Contains(err.Error(), "built for") {
+		t.Fatalf("Verify of a %s binary in a linux/%s image: %v", runtime.GOARCH, other, err)
 	}
 }

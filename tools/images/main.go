@@ -93,6 +93,9 @@ func parseFlags(args []string) (options, error) {
 		if err != nil || pl.OS != "linux" || pl.Architecture == "" {
 			return o, fmt.Errorf("-platforms %q: want linux/ARCH entries like linux/amd64", p)
 		}
+		if _, ok := elfMachines[pl.Architecture]; !ok {
+			return o, fmt.Errorf("-platforms %q: architecture %s is not supported (have %s)", p, pl.Architecture, archNames())
+		}
 		o.platforms = append(o.platforms, *pl)
 	}
 	if *only != "" {

@@ -20,7 +20,8 @@ import (
 // Verify opens an image and checks what every image of the project must
 // be: the target's entrypoint and command, the non-root user, the version
 // label, the CA bundle, passwd naming the user, and the binary present,
-// executable and statically linked (no ELF interpreter).
+// executable, built for the image's architecture and statically linked (no
+// ELF interpreter).
 func Verify(img v1.Image, t Target, version string) error {
 	cf, err := img.ConfigFile()
 	if err != nil {
@@ -44,14 +45,14 @@ func Verify(img v1.Image, t Target, version string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", t.Name, err)
 	}
-	errs = append(errs, checkFiles(files, bin)...)
+	errs = append(errs, checkFiles(files, bin, cf.Architecture)...)
 	if len(errs) > 0 {
 		return fmt.Errorf("image %s: %w", t.Name, errors.Join(errs...))
 	}
 	return nil
 }
 
-func checkFiles(files map[string]fsEntry, bin string) []error {
+func checkFiles(files map[string]fsEntry, bin, arch string) []error {
 	var errs []error
 	if ca := files[CAPath]; !bytes.Contains(ca.body, []byte("BEGIN CERTIFICATE")) {
 		errs = append(errs, fmt.Errorf("%s holds no PEM certificate", CAPath))
@@ -69,20 +70,48 @@ func checkFiles(files map[string]fsEntry, bin string) []error {
 	case b.mode&0o111 == 0:
 		errs = append(errs, fmt.Errorf("%s is not executable (mode %o)", bin, b.mode))
 	default:
-		if err := static(b.body); err != nil {
+		if err := static(b.body, arch); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", bin, err))
 		}
 	}
 	return errs
 }
 
-// static checks an ELF binary has no interpreter (it runs on an empty base).
-func static(b []byte) error {
+// elfMachines is the ELF machine of each architecture an image may be
+// built for (GOARCH → e_machine).
+var elfMachines = map[string]elf.Machine{
+	"amd64":   elf.EM_X86_64,
+	"arm64":   elf.EM_AARCH64,
+	"arm":     elf.EM_ARM,
+	"386":     elf.EM_386,
+	"ppc64le": elf.EM_PPC64,
+	"s390x":   elf.EM_S390,
+	"riscv64": elf.EM_RISCV,
+	"loong64": elf.EM_LOONGARCH,
+}
+
+func archNames() string {
+	names := make([]string, 0, len(elfMachines))
+	for a := range elfMachines {
+		names = append(names, a)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+// static checks an ELF binary is for the image's architecture and has no
+// interpreter (it runs on an empty base).
+func static(b []byte, arch string) error {
 	f, err := elf.NewFile(bytes.NewReader(b))
 	if err != nil {
 		return fmt.Errorf("not an ELF binary: %w", err)
 	}
 	defer f.Close()
+	if want, ok := elfMachines[arch]; !ok {
+		return fmt.Errorf("the image's architecture %q is none this tool builds (%s)", arch, archNames())
+	} else if f.Machine != want {
+		return fmt.Errorf("built for %s, but the image's architecture is %s (%s)", f.Machine, arch, want)
+	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			return errors.New("dynamically linked (has an ELF interpreter; build with CGO_ENABLED=0)")
