@@ -156,7 +156,10 @@ func TestVerifyRejects(t *testing.T) {
 func TestFlagsRejectBadInput(t *testing.T) {
 	for _, args := range [][]string{
 		{"-images", "nope"}, {"-platforms", "windows/amd64"}, {"-platforms", "linux"},
-		{"-platforms", "linux/mips64"}, // no ELF machine to verify the binary against
+		{"-platforms", "linux/mips64"},               // no ELF machine to verify the binary against
+		{"-platforms", "linux/amd64,linux/amd64"},    // the same platform twice
+		{"-platforms", "linux/amd64", "linux/arm64"}, // a space, not a comma: arm64 was ignored
+		{"-images", "converge", "stdworker"},         // likewise
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)

@@ -88,6 +88,10 @@ func parseFlags(args []string) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q: the command takes flags only (lists are comma-separated: -platforms linux/amd64,linux/arm64)", fs.Arg(0))
+	}
+	seen := map[string]bool{}
 	for _, p := range strings.Split(*plats, ",") {
 		pl, err := v1.ParsePlatform(strings.TrimSpace(p))
 		if err != nil || pl.OS != "linux" || pl.Architecture == "" {
@@ -96,6 +100,10 @@ func parseFlags(args []string) (options, error) {
 		if _, ok := elfMachines[pl.Architecture]; !ok {
 			return o, fmt.Errorf("-platforms %q: architecture %s is not supported (have %s)", p, pl.Architecture, archNames())
 		}
+		if seen[pl.String()] {
+			return o, fmt.Errorf("-platforms: %s is listed twice", pl)
+		}
+		seen[pl.String()] = true
 		o.platforms = append(o.platforms, *pl)
 	}
 	if *only != "" {
