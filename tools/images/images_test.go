@@ -170,6 +170,28 @@ func TestFlagsRejectBadInput(t *testing.T) {
 	}
 }
 
+// TestRunRemovesStaleTarballs: a NAME.tar a previous run left in -out is
+// gone after a run that writes no tarball for it (several platforms, or a
+// subset of the images), so nothing stale sits beside the fresh layout.
+func TestRunRemovesStaleTarballs(t *testing.T) {
+	root, out, ca := fakeTree(t), filepath.Join(t.TempDir(), "out"), caBundle(t)
+	t.Setenv("SOURCE_DATE_EPOCH", "1700000000")
+	must(t, os.MkdirAll(out, 0o755))
+	for _, n := range []string{"stdworker.tar", "classic-worker.tar"} {
+		must(t, os.WriteFile(filepath.Join(out, n), []byte("stale"), 0o644))
+	}
+	// Two platforms of the host's architecture (the variant differs): an
+	// index per image, no tarballs, and no cross-compilation in the test.
+	plats := "linux/" + runtime.GOARCH + ",linux/" + runtime.GOARCH + "/v2"
+	must(t, run(t.Context(), []string{"-root", root, "-out", out, "-images", "stdworker", "-ca-certs", ca,
+		"-version", "v1", "-platforms", plats}))
+	for _, n := range []string{"stdworker.tar", "classic-worker.tar"} {
+		if _, err := os.Stat(filepath.Join(out, n)); !os.IsNotExist(err) {
+			t.Errorf("%s from an earlier run is still in -out (stat: %v)", n, err)
+		}
+	}
+}
+
 // TestVerifyRejectsWrongArchitecture: a binary compiled for another
 // architecture than the image's platform does not pass.
 func TestVerifyRejectsWrongArchitecture(t *testing.T) {

@@ -7,7 +7,8 @@
 // -trimpath) in /usr/local/bin, the CA bundle at
 // /etc/ssl/certs/ca-certificates.crt, a passwd/group naming the non-root
 // user 65532 the image runs as, and the OCI labels (version from git
-// describe, revision, created). The output directory gets
+// describe, revision, created). The output directory gets (each run
+// replaces what an earlier one wrote there: the layout and every NAME.tar)
 //
 //	oci/          one OCI image layout holding every image (an index per
 //	              image when several platforms are built), each tagged with
@@ -144,6 +145,14 @@ func run(ctx context.Context, args []string) error {
 	defer os.RemoveAll(binDir)
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", o.out, err)
+	}
+	// Every run replaces the previous output: a tarball an earlier run left
+	// (of an image not built now, or when several platforms write none)
+	// must not pass for this run's.
+	for _, t := range Targets {
+		if err := os.Remove(filepath.Join(o.out, t.Name+".tar")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove the previous %s.tar: %w", t.Name, err)
+		}
 	}
 	lp, err := freshLayout(filepath.Join(o.out, "oci"))
 	if err != nil {
