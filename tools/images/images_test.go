@@ -192,6 +192,15 @@ func TestRunRemovesStaleTarballs(t *testing.T) {
 	}
 }
 
+// TestRunWithRegistryPort: a -repo naming a registry with a port
+// (localhost:5000/team) writes and verifies its images.
+func TestRunWithRegistryPort(t *testing.T) {
+	root, out, ca := fakeTree(t), filepath.Join(t.TempDir(), "out"), caBundle(t)
+	t.Setenv("SOURCE_DATE_EPOCH", "1700000000")
+	must(t, run(t.Context(), []string{"-root", root, "-out", out, "-images", "stdworker", "-ca-certs", ca,
+		"-version", "v1", "-repo", "localhost:5000/team"}))
+}
+
 // TestVerifyRejectsWrongArchitecture: a binary compiled for another
 // architecture than the image's platform does not pass.
 func TestVerifyRejectsWrongArchitecture(t *testing.T) {

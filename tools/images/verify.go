@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -164,8 +165,13 @@ func VerifyOutput(out string, targets []Target, version string) error {
 	}
 	byName := map[string]v1.Descriptor{}
 	for _, d := range im.Manifests {
-		ref := d.Annotations["org.opencontainers.image.ref.name"]
-		byName[path.Base(strings.SplitN(ref, ":", 2)[0])] = d
+		// The repository's last element names the image; the registry may
+		// carry a port (localhost:5000/team/converge:v1).
+		ref, err := name.ParseReference(d.Annotations["org.opencontainers.image.ref.name"])
+		if err != nil {
+			return fmt.Errorf("the OCI layout's index: %w", err)
+		}
+		byName[path.Base(ref.Context().RepositoryStr())] = d
 	}
 	var errs []error
 	for _, t := range targets {
