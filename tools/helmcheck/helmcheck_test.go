@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -199,13 +200,15 @@ func TestScanEnv(t *testing.T) {
 // TestProbeChecks: every binary of ours is probed, and a worker only when
 // it serves the probes (WORKER_HEALTH_ADDR).
 func TestProbeChecks(t *testing.T) {
-	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}}}
+	probe := func(path string) *corev1.Probe {
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("health")}}}
+	}
 	ports := []corev1.ContainerPort{{Name: "health", ContainerPort: 8081}}
 	bare := &corev1.Container{Image: "converge-run/stdworker:1", Ports: ports}
 	if errs := checkProbes("w", bare); len(errs) != 1 || !strings.Contains(errs[0].Error(), "stdworker needs liveness and readiness probes") {
 		t.Errorf("a worker without probes: %v", errs)
 	}
-	unserved := &corev1.Container{Image: "converge-run/stdworker:1", Ports: ports, LivenessProbe: probe, ReadinessProbe: probe}
+	unserved := &corev1.Container{Image: "converge-run/stdworker:1", Ports: ports, LivenessProbe: probe("/livez"), ReadinessProbe: probe("/readyz")}
 	if errs := checkProbes("w", unserved); len(errs) != 1 || !strings.Contains(errs[0].Error(), "WORKER_HEALTH_ADDR is not set") {
 		t.Errorf("a worker probed without WORKER_HEALTH_ADDR: %v", errs)
 	}
@@ -213,6 +216,23 @@ func TestProbeChecks(t *testing.T) {
 	served.Env = []corev1.EnvVar{{Name: "WORKER_HEALTH_ADDR", Value: ":8081"}}
 	if errs := checkProbes("w", served); len(errs) != 0 {
 		t.Errorf("a served worker: %v", errs)
+	}
+	// A worker is unready while no broker holds it: a liveness probe on
+	// /readyz would restart every worker through a broker rollout.
+	served.LivenessProbe = probe("/readyz")
+	if errs := checkProbes("w", served); len(errs) != 1 || !strings.Contains(errs[0].Error(), `liveness probe on "/readyz", want /livez`) {
+		t.Errorf("a worker whose liveness probe is /readyz: %v", errs)
+	}
+	// /readyz fails while the database is away: a liveness or startup probe
+	// on it would restart every converge pod on a Postgres blip.
+	conv := &corev1.Container{Image: "converge-run/converge:1", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+		StartupProbe:   &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("http")}}},
+		LivenessProbe:  &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromString("http")}}},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromString("http")}}}}
+	errs := checkProbes("c", conv)
+	got := fmt.Sprint(errs)
+	if len(errs) != 2 || !strings.Contains(got, `startup probe on "/readyz", want /livez`) || !strings.Contains(got, `readiness probe on "/livez", want /readyz`) {
+		t.Errorf("converge probed on the wrong paths: %v", errs)
 	}
 }
 

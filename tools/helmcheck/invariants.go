@@ -110,7 +110,15 @@ func portExists(ctr *corev1.Container, p intstr.IntOrString) bool {
 
 func checkProbes(where string, ctr *corev1.Container) []error {
 	var errs []error
-	for name, p := range map[string]*corev1.Probe{"startup": ctr.StartupProbe, "liveness": ctr.LivenessProbe, "readiness": ctr.ReadinessProbe} {
+	// /readyz fails while the database (a converge pod) or every broker (a
+	// worker) is away: a startup or liveness probe on it would restart the
+	// pods on a Postgres blip or a broker rollout. /livez answers while the
+	// process runs.
+	for _, pr := range []struct {
+		name, path string
+		p          *corev1.Probe
+	}{{"startup", "/livez", ctr.StartupProbe}, {"liveness", "/livez", ctr.LivenessProbe}, {"readiness", "/readyz", ctr.ReadinessProbe}} {
+		name, p := pr.name, pr.p
 		if p == nil {
 			continue
 		}
@@ -118,8 +126,8 @@ func checkProbes(where string, ctr *corev1.Container) []error {
 		switch {
 		case p.HTTPGet != nil:
 			port = p.HTTPGet.Port
-			if p.HTTPGet.Path != "/livez" && p.HTTPGet.Path != "/readyz" {
-				errs = append(errs, fmt.Errorf("%s: %s probe on %q, want /livez or /readyz", where, name, p.HTTPGet.Path))
+			if p.HTTPGet.Path != pr.path {
+				errs = append(errs, fmt.Errorf("%s: %s probe on %q, want %s", where, name, p.HTTPGet.Path, pr.path))
 			}
 		case p.TCPSocket != nil:
 			port = p.TCPSocket.Port

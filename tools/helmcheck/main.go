@@ -8,7 +8,9 @@
 // constraint), decodes every object strictly into its k8s.io/api type (an
 // unknown field fails), and checks the invariants:
 //
-//   - every probe's port is a port of its container, on /livez or /readyz;
+//   - every probe's port is a port of its container; startup and liveness
+//     probes are on /livez, readiness on /readyz (a Postgres blip must not
+//     restart pods);
 //   - every env var is one the container's binary reads — found by scanning
 //     the sources of core/config, the worker SDK and the commands, not a hand
 //     list — or one only expanded into another ($(POD_IP) in BROKER_URL);
