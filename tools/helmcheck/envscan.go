@@ -17,8 +17,8 @@ import (
 // listed here: adding a variable to core/config (or the worker SDK) makes it
 // legal in the chart without touching this check.
 var binaryPackages = map[string][]string{
-	"converge":       {"core/config", "core/api", "core/logging", "core/dbauth", "cmd/converge", "frontend"},
-	"stdworker":      {"cmd/stdworker", "core/worker", "core/logging", "core/tlsreload"},
+	"converge":       {"core/config", "core/api", "core/logging", "core/dbauth", "core/memlimit", "cmd/converge", "frontend"},
+	"stdworker":      {"cmd/stdworker", "core/worker", "core/logging", "core/tlsreload", "core/memlimit"},
 	"classic-worker": {"examples/classic/cmd/worker", "core/worker", "core/logging"},
 }
 

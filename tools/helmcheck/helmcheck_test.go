@@ -171,6 +171,21 @@ func TestChecksCatch(t *testing.T) {
 	}
 }
 
+// TestDocumentedKnobsPass: what docs/operations.md tells an operator to
+// set on converge and stdworker passes the check (GOMEMLIMIT, read by
+// core/memlimit).
+func TestDocumentedKnobsPass(t *testing.T) {
+	split := filepath.Join(chartDir, "ci", "split-values.yaml")
+	_, err := CheckFile(chartDir, env(t), []string{split}, map[string]any{
+		"extraEnv": map[string]any{"GOMEMLIMIT": "400MiB"},
+		"workers": []any{map[string]any{"name": "std", "image": map[string]any{"repository": "converge-run/stdworker"},
+			"env": map[string]any{"GOMEMLIMIT": "off"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestScanEnv checks the scan finds what core/config, the API limits and
 // the worker SDK read, and not the names that are only labels.
 func TestScanEnv(t *testing.T) {
