@@ -154,6 +154,13 @@ func TestChecksCatch(t *testing.T) {
 			"broker.autoscaling.enabled needs split=true"},
 		{"network policies without the database's address", minimal, map[string]any{"networkPolicy": map[string]any{"enabled": true}},
 			"networkPolicy.enabled: set networkPolicy.database.cidrs"},
+		{"a PDB that allows no eviction (node drains hang)", minimal, map[string]any{"control": map[string]any{"pdb": map[string]any{"maxUnavailable": 0}}},
+			"values don't meet the specifications"},
+		{"a PDB of 0%", minimal, map[string]any{"control": map[string]any{"pdb": map[string]any{"maxUnavailable": "0%"}}},
+			"values don't meet the specifications"},
+		{"a PDB budget the API server refuses", minimal, map[string]any{"workers": []any{map[string]any{
+			"name": "w", "image": map[string]any{"repository": "converge-run/stdworker"}, "pdb": map[string]any{"maxUnavailable": "one"}}}},
+			"values don't meet the specifications"},
 		{"network policies cutting IAM token signing off", filepath.Join(chartDir, "ci", "production-values.yaml"),
 			map[string]any{"networkPolicy": map[string]any{"httpsEgressCidrs": []any{}}},
 			"networkPolicy.enabled with database.iamAuth: set networkPolicy.httpsEgressCidrs"},
