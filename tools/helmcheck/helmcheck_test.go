@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -447,5 +448,60 @@ func TestChartNonDefaultShapes(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestNetworkPolicyPorts: a policy that opens a port no pod it names
+// listens on — the workers' way to the brokers, a probe port — fails the
+// check, as it would cut the traffic off in a cluster enforcing policies.
+func TestNetworkPolicyPorts(t *testing.T) {
+	prod := filepath.Join(chartDir, "ci", "production-values.yaml")
+	for _, c := range []struct {
+		name   string
+		mutate func(o *Objects)
+		want   string
+	}{
+		{"egress to the brokers on the wrong port", func(o *Objects) {
+			np := policy(t, o, "converge-workers")
+			np.Spec.Egress[len(np.Spec.Egress)-1].Ports[0].Port = ptrTo(intstr.FromInt32(9999))
+		}, "NetworkPolicy converge-workers egress port 9999"},
+		{"ingress on a port the pods do not open", func(o *Objects) {
+			np := policy(t, o, "converge-workers")
+			np.Spec.Ingress[0].Ports[0].Port = ptrTo(intstr.FromInt32(9090))
+		}, "NetworkPolicy converge-workers ingress port 9090"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			docs, values, err := Render(chartDir, []string{prod}, nil)
+			must(t, err)
+			o, err := Decode(docs)
+			must(t, err)
+			checker := &Checker{Env: env(t), ExternalSecrets: ExternalSecrets(values)}
+			must(t, checker.Check(o))
+			c.mutate(o)
+			err = checker.Check(o)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+}
+
+func policy(t *testing.T, o *Objects, name string) *networkingv1.NetworkPolicy {
+	t.Helper()
+	for _, np := range o.NetworkPolicies {
+		if np.Name == name {
+			return np
+		}
+	}
+	t.Fatalf("no NetworkPolicy %s", name)
+	return nil
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -20,6 +20,8 @@
 //   - selectors match: Deployments their templates, Services, PDBs,
 //     NetworkPolicies some pods, HPAs an existing Deployment without fixed
 //     replicas, the ServiceMonitor a Service with its ports;
+//   - every port a NetworkPolicy opens is one its pods (ingress) or the
+//     in-release peers it names (egress) listen on;
 //   - every referenced Secret (and key) is rendered, made by a cert-manager
 //     Certificate, or named as existing in the values; no Secret is mounted
 //     with subPath (rotation must reach the pod).

@@ -93,6 +93,7 @@ func checkSelectors(o *Objects) []error {
 	}
 	for _, np := range o.NetworkPolicies {
 		errs = append(errs, checkNetworkPolicy(o, np.Name, &np.Spec.PodSelector, peerSelectors(np.Spec.Ingress, np.Spec.Egress))...)
+		errs = append(errs, checkPolicyPorts(o, np)...)
 	}
 	for _, sm := range o.ServiceMonitors {
 		errs = append(errs, checkServiceMonitor(o, sm.Name, &sm.Spec.Selector, sm.Spec.Endpoints)...)
@@ -170,4 +171,59 @@ func selectsSome(o *Objects, where string, ls *metav1.LabelSelector) error {
 		return fmt.Errorf("%s: matches no Deployment's pods", where)
 	}
 	return nil
+}
+
+// checkPolicyPorts: every port a policy opens is one its pods listen on
+// (ingress) or one the in-release peers it names listen on (egress); a
+// port nothing listens on means the traffic meant for the real one is cut
+// off wherever policies are enforced.
+func checkPolicyPorts(o *Objects, np *networkingv1.NetworkPolicy) []error {
+	var errs []error
+	listens := func(ds []*appsv1.Deployment, p *networkingv1.NetworkPolicyPort) bool {
+		if p.Port == nil {
+			return true // every port
+		}
+		for _, d := range ds {
+			for i := range d.Spec.Template.Spec.Containers {
+				if portExists(&d.Spec.Template.Spec.Containers[i], *p.Port) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	pods, err := selectedBy(o, &np.Spec.PodSelector)
+	if err != nil || len(pods) == 0 {
+		return nil // reported by checkNetworkPolicy
+	}
+	for _, r := range np.Spec.Ingress {
+		for i := range r.Ports {
+			if !listens(pods, &r.Ports[i]) {
+				errs = append(errs, fmt.Errorf("NetworkPolicy %s ingress port %s: no container of the pods it selects listens on it", np.Name, r.Ports[i].Port.String()))
+			}
+		}
+	}
+	for _, r := range np.Spec.Egress {
+		var peers []*appsv1.Deployment
+		inRelease := false
+		for _, to := range r.To {
+			if to.PodSelector != nil && to.NamespaceSelector == nil {
+				inRelease = true
+				ds, err := selectedBy(o, to.PodSelector)
+				if err != nil {
+					return nil // reported by checkNetworkPolicy
+				}
+				peers = append(peers, ds...)
+			}
+		}
+		if !inRelease {
+			continue // DNS, the database, HTTPS: outside the release
+		}
+		for i := range r.Ports {
+			if !listens(peers, &r.Ports[i]) {
+				errs = append(errs, fmt.Errorf("NetworkPolicy %s egress port %s: no container of the peers it names listens on it", np.Name, r.Ports[i].Port.String()))
+			}
+		}
+	}
+	return errs
 }
