@@ -162,6 +162,17 @@ func TestChecksCatch(t *testing.T) {
 		{"a PDB budget the API server refuses", minimal, map[string]any{"workers": []any{map[string]any{
 			"name": "w", "image": map[string]any{"repository": "converge-run/stdworker"}, "pdb": map[string]any{"maxUnavailable": "one"}}}},
 			"values don't meet the specifications"},
+		{"two workers of one name (two Deployments of one name)", minimal, map[string]any{"workers": []any{
+			map[string]any{"name": "w", "image": map[string]any{"repository": "converge-run/stdworker"}},
+			map[string]any{"name": "w", "image": map[string]any{"repository": "converge-run/classic-worker"}}}},
+			"workers: two entries are named w"},
+		{"a worker autoscaler whose minimum exceeds its maximum", minimal, map[string]any{"workers": []any{map[string]any{
+			"name": "w", "image": map[string]any{"repository": "converge-run/stdworker"},
+			"autoscaling": map[string]any{"enabled": true, "minReplicas": 10, "maxReplicas": 5}}}},
+			"workers[w].autoscaling: minReplicas 10 exceeds maxReplicas 5"},
+		{"a broker autoscaler whose minimum exceeds its maximum", split, map[string]any{"broker": map[string]any{
+			"autoscaling": map[string]any{"enabled": true, "minReplicas": 10, "maxReplicas": 5}}},
+			"broker.autoscaling: minReplicas 10 exceeds maxReplicas 5"},
 		{"network policies cutting IAM token signing off", filepath.Join(chartDir, "ci", "production-values.yaml"),
 			map[string]any{"networkPolicy": map[string]any{"httpsEgressCidrs": []any{}}},
 			"networkPolicy.enabled with database.iamAuth: set networkPolicy.httpsEgressCidrs"},

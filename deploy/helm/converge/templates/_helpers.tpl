@@ -129,6 +129,24 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and .Values.tls.mtls.enabled (not .Values.tls.certManager.enabled) (not .Values.tls.mtls.workerSecretName) .Values.workers -}}
 {{- fail "tls.mtls.enabled: set tls.mtls.workerSecretName (the workers' client keypair) or tls.certManager.enabled" -}}
 {{- end -}}
+{{- $b := .Values.broker.autoscaling -}}
+{{- if and .Values.split $b.enabled (gt (int $b.minReplicas) (int $b.maxReplicas)) -}}
+{{- fail (printf "broker.autoscaling: minReplicas %d exceeds maxReplicas %d (the API server refuses the autoscaler)" (int $b.minReplicas) (int $b.maxReplicas)) -}}
+{{- end -}}
+{{- $names := dict -}}
+{{- range $w := .Values.workers -}}
+{{- if hasKey $names $w.name -}}
+{{- fail (printf "workers: two entries are named %s (each is a Deployment named after it): name them apart" $w.name) -}}
+{{- end -}}
+{{- $_ := set $names $w.name true -}}
+{{- if dig "autoscaling" "enabled" false $w -}}
+{{- $min := int (dig "autoscaling" "minReplicas" 2 $w) -}}
+{{- $max := int (dig "autoscaling" "maxReplicas" 20 $w) -}}
+{{- if gt $min $max -}}
+{{- fail (printf "workers[%s].autoscaling: minReplicas %d exceeds maxReplicas %d (the API server refuses the autoscaler)" $w.name $min $max) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
