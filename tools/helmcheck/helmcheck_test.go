@@ -173,6 +173,8 @@ func TestChecksCatch(t *testing.T) {
 		{"a broker autoscaler whose minimum exceeds its maximum", split, map[string]any{"broker": map[string]any{
 			"autoscaling": map[string]any{"enabled": true, "minReplicas": 10, "maxReplicas": 5}}},
 			"broker.autoscaling: minReplicas 10 exceeds maxReplicas 5"},
+		{"runAsUser 0 beside runAsNonRoot (the kubelet refuses to start the container)", minimal,
+			map[string]any{"podSecurityContext": map[string]any{"runAsUser": 0}}, "runs as user 0"},
 		{"network policies cutting IAM token signing off", filepath.Join(chartDir, "ci", "production-values.yaml"),
 			map[string]any{"networkPolicy": map[string]any{"httpsEgressCidrs": []any{}}},
 			"networkPolicy.enabled with database.iamAuth: set networkPolicy.httpsEgressCidrs"},

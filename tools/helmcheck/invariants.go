@@ -75,6 +75,16 @@ func (c *Checker) checkDeployment(d *appsv1.Deployment, o *Objects, secrets map[
 	if pod.SecurityContext == nil || pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot {
 		errs = append(errs, fmt.Errorf("%s: pod does not set runAsNonRoot", where))
 	}
+	// runAsUser 0 beside runAsNonRoot: the kubelet refuses to start the
+	// container (CreateContainerConfigError), so no pod ever runs.
+	if sc := pod.SecurityContext; sc != nil && sc.RunAsUser != nil && *sc.RunAsUser == 0 {
+		errs = append(errs, fmt.Errorf("%s: pod runs as user 0 (root); the images run as 65532", where))
+	}
+	for i := range pod.Containers {
+		if sc := pod.Containers[i].SecurityContext; sc != nil && sc.RunAsUser != nil && *sc.RunAsUser == 0 {
+			errs = append(errs, fmt.Errorf("%s: container %s runs as user 0 (root); the images run as 65532", where, pod.Containers[i].Name))
+		}
+	}
 	for i := range pod.Containers {
 		ctr := &pod.Containers[i]
 		w := fmt.Sprintf("%s container %s", where, ctr.Name)

@@ -22,6 +22,8 @@
 //     replicas, the ServiceMonitor a Service with its ports;
 //   - every port a NetworkPolicy opens is one its pods (ingress) or the
 //     in-release peers it names (egress) listen on;
+//   - pods set runAsNonRoot and run as no user 0 (the kubelet would refuse
+//     to start them);
 //   - every referenced Secret (and key) is rendered, made by a cert-manager
 //     Certificate, or named as existing in the values; no Secret is mounted
 //     with subPath (rotation must reach the pod).
