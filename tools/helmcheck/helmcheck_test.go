@@ -175,6 +175,8 @@ func TestChecksCatch(t *testing.T) {
 			"broker.autoscaling: minReplicas 10 exceeds maxReplicas 5"},
 		{"runAsUser 0 beside runAsNonRoot (the kubelet refuses to start the container)", minimal,
 			map[string]any{"podSecurityContext": map[string]any{"runAsUser": 0}}, "runs as user 0"},
+		{"the broker's health port on its broker port (the second listener cannot bind)", split,
+			map[string]any{"ports": map[string]any{"health": 8080}}, "ports.health equals ports.http"},
 		{"network policies cutting IAM token signing off", filepath.Join(chartDir, "ci", "production-values.yaml"),
 			map[string]any{"networkPolicy": map[string]any{"httpsEgressCidrs": []any{}}},
 			"networkPolicy.enabled with database.iamAuth: set networkPolicy.httpsEgressCidrs"},

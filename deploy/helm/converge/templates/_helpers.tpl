@@ -129,6 +129,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and .Values.tls.mtls.enabled (not .Values.tls.certManager.enabled) (not .Values.tls.mtls.workerSecretName) .Values.workers -}}
 {{- fail "tls.mtls.enabled: set tls.mtls.workerSecretName (the workers' client keypair) or tls.certManager.enabled" -}}
 {{- end -}}
+{{- if and .Values.split (eq (int .Values.ports.http) (int .Values.ports.health)) -}}
+{{- fail (printf "ports.health equals ports.http (%d): broker pods listen on both (LISTEN_ADDR and HEALTH_ADDR), so the second could not bind; set them apart" (int .Values.ports.http)) -}}
+{{- end -}}
 {{- $b := .Values.broker.autoscaling -}}
 {{- if and .Values.split $b.enabled (gt (int $b.minReplicas) (int $b.maxReplicas)) -}}
 {{- fail (printf "broker.autoscaling: minReplicas %d exceeds maxReplicas %d (the API server refuses the autoscaler)" (int $b.minReplicas) (int $b.maxReplicas)) -}}
