@@ -160,6 +160,7 @@ func TestFlagsRejectBadInput(t *testing.T) {
 		{"-platforms", "linux/amd64,linux/amd64"},    // the same platform twice
 		{"-platforms", "linux/amd64", "linux/arm64"}, // a space, not a comma: arm64 was ignored
 		{"-images", "converge", "stdworker"},         // likewise
+		{"-repo", "Team/Images"},                     // upper case: no valid image reference
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)
@@ -220,4 +221,20 @@ func TestVerifyRejectsWrongArchitecture(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "built for") {
 		t.Fatalf("Verify of a %s binary in a linux/%s image: %v", runtime.GOARCH, other, err)
 	}
+}
+
+// TestBadRepoWritesNothing: a -repo no image reference can carry is
+// refused before the previous output is cleared.
+func TestBadRepoWritesNothing(t *testing.T) {
+	root, out, ca := fakeTree(t), filepath.Join(t.TempDir(), "out"), caBundle(t)
+	t.Setenv("SOURCE_DATE_EPOCH", "1700000000")
+	must(t, run(t.Context(), []string{"-root", root, "-out", out, "-images", "stdworker", "-ca-certs", ca, "-version", "v1"}))
+	err := run(t.Context(), []string{"-root", root, "-out", out, "-images", "stdworker", "-ca-certs", ca, "-version", "v2", "-repo", "Team/Images"})
+	if err == nil || !strings.Contains(err.Error(), "-repo") {
+		t.Fatalf("a bad -repo: %v, want an error naming -repo", err)
+	}
+	if _, err := tarball.ImageFromPath(filepath.Join(out, "stdworker.tar"), nil); err != nil {
+		t.Errorf("the previous run's tarball is gone after the refused run: %v", err)
+	}
+	must(t, VerifyOutput(out, []Target{target("stdworker")}, "v1"))
 }

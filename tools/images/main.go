@@ -107,6 +107,13 @@ func parseFlags(args []string) (options, error) {
 		seen[pl.String()] = true
 		o.platforms = append(o.platforms, *pl)
 	}
+	// The tags are REPO/NAME:VERSION: a -repo no reference can carry is
+	// refused here, before the previous output is cleared.
+	for _, t := range Targets {
+		if _, err := name.NewRepository(o.repo + "/" + t.Name); err != nil {
+			return o, fmt.Errorf("-repo %q: %w", o.repo, err)
+		}
+	}
 	if *only != "" {
 		o.only = map[string]bool{}
 		for _, n := range strings.Split(*only, ",") {
