@@ -83,9 +83,9 @@ frontend-test: frontend-deps
 frontend-dev: frontend-deps
     cd frontend && npm run dev
 
-# The browser tests (Chromium driven by chromedp); screenshots land in .artifacts/screenshots.
-browser-test:
-    CONVERGE_REQUIRE_BROWSER=1 go test -count=1 -v -run TestDashboard ./frontend/browsertest
+# Every browser test (Chromium via chromedp: dashboard, cluster page, 1,001-node graph, demos); screenshots in .artifacts/screenshots.
+browser-test *ARGS:
+    CONVERGE_REQUIRE_BROWSER=1 go test -count=1 -timeout 30m -v {{ARGS}} ./frontend/browsertest
 
 # conctl against CONVERGE_SERVER (default http://localhost:8080), e.g. `just conctl get res --phase failed`.
 conctl *ARGS:
