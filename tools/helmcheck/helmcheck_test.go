@@ -126,6 +126,9 @@ func TestChecksCatch(t *testing.T) {
 			"does not exceed preStop 0s + WORKER_DRAIN_TIMEOUT 1m30s"},
 		{"an env var converge does not read", minimal, map[string]any{"extraEnv": map[string]any{"SHUTDOWN_DRIAN": "10s"}},
 			"env SHUTDOWN_DRIAN is not read by converge"},
+		{"a duplicate variable on a worker image of the user's own", minimal, map[string]any{"workers": []any{map[string]any{
+			"name": "c", "image": map[string]any{"repository": "example.com/team/dns-worker"}, "env": map[string]any{"LOG_LEVEL": "debug"}}}},
+			"LOG_LEVEL is set twice"},
 		{"a worker env var its binary does not read", minimal, map[string]any{"workers": []any{map[string]any{
 			"name": "c", "image": map[string]any{"repository": "converge-run/classic-worker"}, "env": map[string]any{"STDWORKER_KINDS": "x"}}}},
 			"env STDWORKER_KINDS is not read by classic-worker"},
@@ -456,6 +459,11 @@ func TestChartNonDefaultShapes(t *testing.T) {
 			"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}}}},
 		"production without autoscaling": {prod, map[string]any{
 			"broker": map[string]any{"autoscaling": map[string]any{"enabled": false}}}},
+		// docs/deploy.md: your own workers, built on the Go SDK, are images
+		// of the same shape; their own variables are theirs to read.
+		"a worker image of the user's own": {prod, map[string]any{"workers": []any{map[string]any{
+			"name": "dns", "image": map[string]any{"repository": "123456789012.dkr.ecr.eu-west-1.amazonaws.com/dns-worker"},
+			"env": map[string]any{"DNS_ZONE": "example.com"}}}}},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -13,7 +13,9 @@
 //     restart pods);
 //   - every env var is one the container's binary reads — found by scanning
 //     the sources of core/config, the worker SDK and the commands, not a hand
-//     list — or one only expanded into another ($(POD_IP) in BROKER_URL);
+//     list — or one only expanded into another ($(POD_IP) in BROKER_URL); a
+//     worker image of the user's own reads variables of its own, so its
+//     names are not checked (duplicates and $(NAME) references are);
 //   - terminationGracePeriodSeconds exceeds preStop + SHUTDOWN_DRAIN (+ the
 //     deregistration) on broker pods and preStop + WORKER_DRAIN_TIMEOUT on
 //     workers;
