@@ -136,6 +136,15 @@ func TestChecksCatch(t *testing.T) {
 			`json: unknown field "emptyDirr"`},
 		{"a secret nobody makes", minimal, map[string]any{"extraVolumes": []any{map[string]any{"name": "x", "secret": map[string]any{"secretName": "nowhere"}}}},
 			`secret "nowhere" is neither rendered`},
+		{"a projected secret nobody makes", minimal, map[string]any{"extraVolumes": []any{map[string]any{"name": "x", "projected": map[string]any{
+			"sources": []any{map[string]any{"secret": map[string]any{"name": "nowhere"}}}}}}},
+			`volume x: secret "nowhere" is neither rendered`},
+		{"a projected secret mounted with subPath", minimal, map[string]any{
+			"extraVolumes": []any{map[string]any{"name": "ca", "projected": map[string]any{
+				"sources": []any{map[string]any{"secret": map[string]any{"name": "rds-ca"}}}}}},
+			"extraVolumeMounts": []any{map[string]any{"name": "ca", "mountPath": "/etc/rds/ca.pem", "subPath": "ca.pem"}},
+			"database":          map[string]any{"existingSecret": "rds-ca", "url": ""}},
+			"mounted with subPath"},
 		{"a secret mounted with subPath", minimal, map[string]any{
 			"extraVolumes":      []any{map[string]any{"name": "ca", "secret": map[string]any{"secretName": "rds-ca"}}},
 			"extraVolumeMounts": []any{map[string]any{"name": "ca", "mountPath": "/etc/rds/ca.pem", "subPath": "ca.pem"}},

@@ -309,22 +309,50 @@ func checkSecretRefs(where string, pod *corev1.PodSpec, ctr *corev1.Container, s
 			}
 		}
 	}
-	for _, v := range pod.Volumes {
-		if v.Secret == nil {
-			continue
-		}
-		if len(v.Secret.Items) == 0 {
-			if err := hasKey(secrets, v.Secret.SecretName, ""); err != nil {
-				errs = append(errs, fmt.Errorf("%s: volume %s: %w", where, v.Name, err))
+	for _, e := range ctr.EnvFrom {
+		if e.SecretRef != nil {
+			if err := hasKey(secrets, e.SecretRef.Name, ""); err != nil {
+				errs = append(errs, fmt.Errorf("%s: envFrom: %w", where, err))
 			}
 		}
-		for _, it := range v.Secret.Items {
-			if err := hasKey(secrets, v.Secret.SecretName, it.Key); err != nil {
-				errs = append(errs, fmt.Errorf("%s: volume %s: %w", where, v.Name, err))
+	}
+	for _, v := range pod.Volumes {
+		for _, src := range secretSources(&v) {
+			if len(src.items) == 0 {
+				if err := hasKey(secrets, src.name, ""); err != nil {
+					errs = append(errs, fmt.Errorf("%s: volume %s: %w", where, v.Name, err))
+				}
+			}
+			for _, it := range src.items {
+				if err := hasKey(secrets, src.name, it.Key); err != nil {
+					errs = append(errs, fmt.Errorf("%s: volume %s: %w", where, v.Name, err))
+				}
 			}
 		}
 	}
 	return errs
+}
+
+type secretSource struct {
+	name  string
+	items []corev1.KeyToPath
+}
+
+// secretSources are the Secrets a volume mounts: a secret volume's, or
+// each secret source of a projected volume.
+func secretSources(v *corev1.Volume) []secretSource {
+	var out []secretSource
+	if v.Secret != nil {
+		out = append(out, secretSource{v.Secret.SecretName, v.Secret.Items})
+	}
+	if v.Projected != nil {
+		for _, p := range v.Projected.Sources {
+			if p.Secret != nil {
+				out = append(out, secretSource{p.Secret.Name, p.Secret.Items})
+			}
+		}
+	}
+	return out
 }
 
 // checkMounts: every mount names a volume; a Secret mounted with subPath
@@ -340,7 +368,7 @@ func checkMounts(where string, pod *corev1.PodSpec, ctr *corev1.Container) []err
 		switch {
 		case !ok:
 			errs = append(errs, fmt.Errorf("%s: mount %s names no volume", where, m.Name))
-		case v.Secret != nil && m.SubPath != "":
+		case len(secretSources(v)) > 0 && (m.SubPath != "" || m.SubPathExpr != ""):
 			errs = append(errs, fmt.Errorf("%s: secret volume %s mounted with subPath (rotations would not reach the pod)", where, m.Name))
 		}
 	}

@@ -26,9 +26,10 @@
 //     in-release peers it names (egress) listen on;
 //   - pods set runAsNonRoot and run as no user 0 (the kubelet would refuse
 //     to start them);
-//   - every referenced Secret (and key) is rendered, made by a cert-manager
-//     Certificate, or named as existing in the values; no Secret is mounted
-//     with subPath (rotation must reach the pod).
+//   - every referenced Secret (and key; env, envFrom, secret and projected
+//     volumes) is rendered, made by a cert-manager Certificate, or named as
+//     existing in the values; no Secret is mounted with subPath (rotation
+//     must reach the pod).
 package main
 
 import (
