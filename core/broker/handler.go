@@ -171,16 +171,14 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 		// worker is about to redeliver, and running the task again.
 		h.adopt.resumed(ctx, s, sub.GetResumed())
 	}
-	h.reg.add(s)
-	h.metrics.Workers.Set(float64(h.reg.count()))
+	h.reg.add(s, h.metrics.Workers.Set)
 	log.Info().Str("identity", principal.Name).Str("auth", principal.Via).Int("kinds", len(sub.GetKinds())).Int("max_in_flight", maxIn).Int("resumed", len(sub.GetResumed())).Msg("worker connected")
 	defer func() {
 		if h.adopt != nil {
 			defer h.adopt.ended(s)
 		}
-		inFlight := h.reg.remove(s)
+		inFlight := h.reg.remove(s, h.metrics.Workers.Set)
 		close(s.done)
-		h.metrics.Workers.Set(float64(h.reg.count()))
 		// One line per session, however many stages it held: each is
 		// dispatched again (or awaits the worker's redelivery) without a
 		// line of its own.

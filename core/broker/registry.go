@@ -161,13 +161,20 @@ func (r *registry) routesChanged() <-chan struct{} {
 	return r.routes
 }
 
-func (r *registry) add(s *session) {
+// add registers s; connected, when set, is given the number of sessions
+// now registered while the registry's lock is held (the workers gauge: a
+// count set after the lock was released could land after a later
+// session's, and stay wrong until the next connect).
+func (r *registry) add(s *session, connected ...func(float64)) {
 	r.mu.Lock()
 	if r.closed {
 		retireLocked(s, errBrokerClosing)
 	}
 	r.sessions[s.id] = s
 	r.handOffLocked()
+	for _, f := range connected {
+		f(float64(len(r.sessions)))
+	}
 	r.mu.Unlock()
 	r.notifyRoutes()
 	select {
@@ -176,11 +183,15 @@ func (r *registry) add(s *session) {
 	}
 }
 
-// remove drops s and returns how many stages it held.
-func (r *registry) remove(s *session) int {
+// remove drops s and returns how many stages it held; connected is as for
+// add.
+func (r *registry) remove(s *session, connected ...func(float64)) int {
 	r.mu.Lock()
 	delete(r.sessions, s.id)
 	n := s.inFlight
+	for _, f := range connected {
+		f(float64(len(r.sessions)))
+	}
 	r.mu.Unlock()
 	r.notifyRoutes()
 	return n
