@@ -216,6 +216,9 @@ type Broker struct {
 	// endSessions ends the workers' sessions once the drain has ended
 	// (workerService.closing).
 	endSessions func()
+	// cutRelays ends the stages peers relayed here that are still running
+	// when the drain budget is spent (workerService.relaysCut).
+	cutRelays context.CancelFunc
 }
 
 // New returns a broker over deps; mount Handler on the listener workers dial
@@ -256,6 +259,8 @@ func (b *Broker) assemble() {
 		wakes := listenerWaker{d.Listener}
 		rt := &routes{reg: b.reg, mesh: b.mesh, kinds: kinds}
 		draining, closing := make(chan struct{}), make(chan struct{})
+		relaysCut, cutRelays := context.WithCancel(context.Background())
+		b.cutRelays = cutRelays
 		b.endSessions = sync.OnceFunc(func() {
 			b.reg.closeRouting()
 			close(closing)
@@ -284,7 +289,7 @@ func (b *Broker) assemble() {
 		}
 		b.handler = &workerService{id: d.ID, reg: b.reg, kinds: kinds, configs: d.Store, completions: b.completions,
 			stages: stg, relays: b.tasks, leases: b.leases, streamRate: b.StreamRate, maxInFlight: b.MaxInFlight, silence: b.SilenceTimeout, maxAge: b.SessionMaxAge,
-			closing: closing, metrics: d.Metrics, outage: d.Outage, creds: d.Credentials, certs: d.ClientCerts, log: b.log}
+			closing: closing, relaysCut: relaysCut, metrics: d.Metrics, outage: d.Outage, creds: d.Credentials, certs: d.ClientCerts, log: b.log}
 		if d.Pipeline != nil {
 			b.handler.adopt = &adoptions{id: d.ID, store: d.Pipeline, tasks: b.tasks, leases: b.leases, log: b.log}
 			b.completions.written = b.handler.adopt.done
@@ -482,13 +487,46 @@ func (b *Broker) run(ctx context.Context) error {
 	for _, s := range []engine.Duty{b.out, b.beats, b.pushes, b.leases} {
 		wg.Go(func() { _ = s.Run(bg) })
 	}
+	began := make(chan time.Time, 1)
+	stopMark := context.AfterFunc(ctx, func() { began <- b.clock.Now() })
 	err := b.disp.Run(ctx)
+	if stopMark() { // the dispatcher ended before the shutdown
+		began <- b.clock.Now()
+	}
 	// Drained: every task's result is written or its lease released, so the
-	// workers' sessions end now, and the workers move to another broker.
+	// workers' sessions end now, and the workers move to another broker —
+	// each once the stages peers relayed to it have finished, within what
+	// is left of the drain budget.
 	b.endSessions()
+	b.awaitRelays(<-began)
 	cancel()
 	wg.Wait()
 	return err
+}
+
+// awaitRelays waits for the stages peers relayed to this broker's workers
+// to finish, until the drain budget counted from began is spent; then it
+// ends those still running (logged once): each peer hears Unavailable and
+// dispatches its stage again, and the sessions they held end. The stages
+// are the peers', which outlive this broker's own drain, but the process
+// leaves within SHUTDOWN_DRAIN: the listener's shutdown grace is not a
+// second budget.
+func (b *Broker) awaitRelays(began time.Time) {
+	spent := b.clock.After(b.Drain - b.clock.Now().Sub(began))
+	for {
+		n := b.tasks.relaying()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-b.tasks.done:
+		case <-spent:
+			b.log.Warn().Int("relayed", n).Dur("budget", b.Drain).
+				Msg("drain budget spent with relayed stages still running; handing them back to their peers")
+			b.cutRelays()
+			return
+		}
+	}
 }
 
 // InFlight is the number of tasks this broker runs now (for membership).

@@ -66,6 +66,10 @@ type workerService struct {
 	// another broker at once, instead of idling on this one until the
 	// listener's shutdown grace cuts them.
 	closing <-chan struct{}
+	// relaysCut ends when the drain budget is spent with relayed stages
+	// still running (nil: never): each is handed back to its peer
+	// (Broker.awaitRelays).
+	relaysCut context.Context
 	// maxAge retires a session after about this long (±10%): it is routed
 	// nothing new and ends, with Unavailable, once its stages have finished,
 	// so workers spread over brokers added since (0: never).
@@ -526,8 +530,18 @@ func (h *workerService) RelayStage(ctx context.Context, req *connect.Request[wor
 		done := h.relays.relay(pairKey{kv: kv, tt: id.key.TaskType})
 		defer done()
 	}
+	if h.relaysCut != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(h.relaysCut, cancel)
+		defer stop()
+	}
 	c, err := h.stages.dispatchLocal(ctx, kv, t)
 	switch {
+	case h.relaysCut != nil && h.relaysCut.Err() != nil && err != nil:
+		return nil, connect.NewError(connect.CodeUnavailable,
+			fmt.Errorf("broker %s shut down before the relayed stage finished (SHUTDOWN_DRAIN spent); relay it again", h.id))
 	case errors.Is(err, errLostMidStage):
 		// Counted by the relaying broker as a lost worker (peerLostWorker).
 		return nil, connect.NewError(connect.CodeAborted, err)

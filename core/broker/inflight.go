@@ -117,6 +117,17 @@ func (f *inflight) relay(p pairKey) (done func()) {
 	}
 }
 
+// relaying is the number of stages peers relayed here still running.
+func (f *inflight) relaying() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.relayed {
+		n += c
+	}
+	return n
+}
+
 // byLease groups the tasks in flight by their lease, for a release each.
 func (f *inflight) byLease() map[pipeline.Lease][]pipeline.TaskKey {
 	f.mu.Lock()
