@@ -288,7 +288,7 @@ func (b *Broker) assemble() {
 				every: b.HeartbeatEvery, drain: b.Drain, clock: b.clock, log: b.log, outage: d.Outage}
 		}
 		b.handler = &workerService{id: d.ID, reg: b.reg, kinds: kinds, configs: d.Store, completions: b.completions,
-			stages: stg, relays: b.tasks, leases: b.leases, streamRate: b.StreamRate, maxInFlight: b.MaxInFlight, silence: b.SilenceTimeout, maxAge: b.SessionMaxAge,
+			stages: stg, relays: b.tasks, leases: b.leases, streamRate: b.StreamRate, maxMessageBytes: b.MaxMessageBytes, maxInFlight: b.MaxInFlight, silence: b.SilenceTimeout, maxAge: b.SessionMaxAge,
 			closing: closing, relaysCut: relaysCut, metrics: d.Metrics, outage: d.Outage, creds: d.Credentials, certs: d.ClientCerts, log: b.log}
 		if d.Pipeline != nil {
 			b.handler.adopt = &adoptions{id: d.ID, store: d.Pipeline, tasks: b.tasks, leases: b.leases, log: b.log}

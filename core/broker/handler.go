@@ -53,6 +53,10 @@ type workerService struct {
 	adopt      *adoptions
 	leases     *leaseKeys
 	streamRate int // messages per second one worker stream may send (0: unpaced)
+	// maxMessageBytes is the largest message the handler reads
+	// (WORKER_MAX_MESSAGE_BYTES), told to each worker in its Subscribed
+	// (0: not told).
+	maxMessageBytes int
 	// maxInFlight is the largest max_in_flight a Subscribe may ask for
 	// (WORKER_MAX_IN_FLIGHT; 0: DefaultMaxInFlight).
 	maxInFlight int
@@ -159,7 +163,7 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 	watch := h.silence > 0 && sub.GetKeepalive() && streamCutOf(ctx) != nil
 	// Columns are read by applyCompose (composecols), the lists too.
 	subscribed := &workerv1.Subscribed{BrokerId: h.id, Known: h.known(s, log), AcksResults: true, Batches: true,
-		CompactCompositions: true}
+		CompactCompositions: true, MaxMessageBytes: int64(h.maxMessageBytes)}
 	if watch {
 		subscribed.KeepaliveMs = keepaliveEvery(h.silence).Milliseconds()
 	}

@@ -54,9 +54,11 @@ func (w *Worker) unready() string {
 	return ""
 }
 
-// setSubscribed records whether a session is open and subscribed.
-func (w *Worker) setSubscribed(on bool) {
+// setSubscribed records whether a session is open and subscribed, and the
+// message limit its broker named (0: none).
+func (w *Worker) setSubscribed(on bool, brokerMax int64) {
 	w.mu.Lock()
 	w.subscribed = on
+	w.brokerMax = int(min(brokerMax, int64(w.opts.MaxMessageBytes)))
 	w.mu.Unlock()
 }

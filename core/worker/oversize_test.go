@@ -54,3 +54,43 @@ func TestServe_AnOversizedResultFailsItsTaskAndOthersStillFlow(t *testing.T) {
 		})
 	}
 }
+
+// TestServe_ABatchOfResultsStaysWithinTheMessageLimit: results that each
+// fit one message, held back together while an ack is awaited, go out in
+// batches that fit it too. A batch was bounded by its own 1 MiB only: over
+// a smaller limit its send failed, the session ended, and the next one
+// sent the same batch again, forever.
+func TestServe_ABatchOfResultsStaysWithinTheMessageLimit(t *testing.T) {
+	t.Parallel()
+	b := newScriptBroker(t)
+	b.acks, b.batches = true, true
+	release := make(chan struct{})
+	p := newProvider("vpc", func(_ context.Context, r worker.Request) (worker.Outcome, error) {
+		if r.Resource.Name != "first" {
+			<-release
+		}
+		return worker.Outcome{Status: json.RawMessage(`{"blob":"` + strings.Repeat("x", 3<<10) + `"}`)}, nil
+	})
+	startWorker(t, b, worker.Options{MaxMessageBytes: 8 << 10}, p)
+	b.next(t, "subscribe", isSubscribe)
+	b.send(task("first", "vpc", 1, 0))
+	b.next(t, "the first result", carries("first")) // not acked: what follows is held back
+	names := []string{"a", "b", "c", "d", "e", "f"}
+	for i, n := range names {
+		b.send(task(n, "vpc", int64(i+2), 0))
+	}
+	close(release)
+	seen := map[string]bool{}
+	for len(seen) < len(names) {
+		m := b.next(t, "the held results", func(m *workerv1.WorkStreamRequest) bool { return m.GetSubscribe() == nil })
+		for _, c := range append(m.GetCompletes().GetCompletes(), m.GetComplete()) {
+			if c.GetTaskId() != "" && c.GetTaskId() != "first" {
+				seen[c.GetTaskId()] = true
+			}
+		}
+	}
+	b.ack(append([]string{"first"}, names...)...)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	require.Equal(t, 1, b.sessions, "the batches never broke the session")
+}

@@ -78,8 +78,10 @@ type Options struct {
 	Token     string
 	TokenFile string
 	// MaxMessageBytes bounds one message either way (default 16 MiB,
-	// WORKER_MAX_MESSAGE_BYTES): a result larger than it is sent as its
-	// task's terminal failure, naming the limit.
+	// WORKER_MAX_MESSAGE_BYTES): a result larger than it, or than the
+	// limit the broker names when the session opens (its own
+	// WORKER_MAX_MESSAGE_BYTES) if that is smaller, is sent as its task's
+	// terminal failure, naming the size and the limit.
 	MaxMessageBytes int
 	// HealthAddr is where /livez and /readyz are served (WORKER_HEALTH_ADDR,
 	// e.g. ":8081"; empty = no probes). See health.go.
@@ -175,7 +177,11 @@ type Worker struct {
 	draining    bool
 	// subscribed is true while a session's Subscribe is acknowledged.
 	subscribed bool
-	dropped    int64
+	// brokerMax is the current session's broker's message limit
+	// (Subscribed.max_message_bytes; 0: not said): what is sent is held to
+	// the smaller of it and Options.MaxMessageBytes (messageLimitLocked).
+	brokerMax int
+	dropped   int64
 	// handedBack counts tasks the drain cancelled and handed back
 	// unanswered (taskRun.settle).
 	handedBack atomic.Int64

@@ -37,8 +37,8 @@ func (w *Worker) session(ctx, workCtx context.Context) error {
 	if acks && subscribed.GetBatches() {
 		send = w.flushBatched
 	}
-	w.setSubscribed(true)
-	defer w.setSubscribed(false)
+	w.setSubscribed(true, subscribed.GetMaxMessageBytes())
+	defer w.setSubscribed(false, 0)
 	w.log.Info().Str("broker_id", subscribed.GetBrokerId()).Int("kinds", len(ready)).
 		Int("redelivering", w.resend()).Msg("connected to broker")
 	readiness := &readinessReporter{w: w, send: stream.Send, last: readinessKey(ready), drained: draining}
@@ -247,16 +247,21 @@ func (w *Worker) flushBatched(send func(*workerv1.WorkStreamRequest) error, _ bo
 		w.mu.Lock()
 		var batch []*workerv1.StageComplete
 		size := 0
+		// A batch stays within the message limit too (it can be below a
+		// batch's bytes): each result costs its field's tag and length
+		// besides its bytes.
+		limit, _ := w.messageLimitLocked()
+		bound := min(resultBatchBytes, limit-messageOverhead)
 		for w.sent < len(w.pending) && len(batch) < min(left, maxResultBatch) {
 			n := proto.Size(w.pending[w.sent])
 			c := w.fitLocked(w.sent, n)
 			if c != w.pending[w.sent] {
 				n = proto.Size(c)
 			}
-			if len(batch) > 0 && size+n > resultBatchBytes {
+			if len(batch) > 0 && size+n+messageOverhead > bound {
 				break
 			}
-			batch, size = append(batch, c), size+n
+			batch, size = append(batch, c), size+n+messageOverhead
 			w.sent++
 		}
 		left -= len(batch)
@@ -282,21 +287,33 @@ func (w *Worker) flushBatched(send func(*workerv1.WorkStreamRequest) error, _ bo
 // WorkStreamRequest field's tag and length.
 const messageOverhead = 16
 
+// messageLimitLocked is the largest message this session may send: the
+// smaller of Options.MaxMessageBytes and the broker's limit (named in its
+// Subscribed), and whose it is. w.mu is held.
+func (w *Worker) messageLimitLocked() (int, string) {
+	if w.brokerMax > 0 && w.brokerMax < w.opts.MaxMessageBytes {
+		return w.brokerMax, "the broker's WORKER_MAX_MESSAGE_BYTES"
+	}
+	return w.opts.MaxMessageBytes, "WORKER_MAX_MESSAGE_BYTES"
+}
+
 // fitLocked returns pending[i], of size bytes, or — when it cannot travel in
-// one message (Options.MaxMessageBytes) — its task's terminal failure naming
-// the limit, which replaces it in pending. Sent as it is, the result would
-// fail its send, end the session, and be sent again on every session after:
-// the results behind it never delivered. The same input makes the same
-// outcome, so the failure is terminal. w.mu is held.
+// one message (messageLimitLocked: this worker's limit, or the broker's when
+// smaller) — its task's terminal failure naming the size and the limit,
+// which replaces it in pending. Sent as it is, the result would fail its
+// send (or the broker would refuse it), end the session, and be sent again
+// on every session after: the results behind it never delivered. The same
+// input makes the same outcome, so the failure is terminal. w.mu is held.
 func (w *Worker) fitLocked(i, size int) *workerv1.StageComplete {
 	c := w.pending[i]
-	if size+messageOverhead <= w.opts.MaxMessageBytes {
+	limit, whose := w.messageLimitLocked()
+	if size+messageOverhead <= limit {
 		return c
 	}
-	msg := fmt.Sprintf("the %s result is %d bytes, over the %d-byte limit of one message to the broker (WORKER_MAX_MESSAGE_BYTES)",
-		stageName(c.GetStage()), size, w.opts.MaxMessageBytes)
+	msg := fmt.Sprintf("the %s result is %d bytes, over the %d-byte limit of one message to the broker (%s)",
+		stageName(c.GetStage()), size, limit, whose)
 	w.log.Error().Str("task_id", c.GetTaskId()).Str("resource_id", c.GetResourceId()).Int("bytes", size).
-		Int("limit", w.opts.MaxMessageBytes).Msg("result too large to send; failing its task")
+		Int("limit", limit).Str("limit_of", whose).Msg("result too large to send; failing its task")
 	f := &workerv1.StageComplete{TaskId: c.GetTaskId(), Fence: c.GetFence(), ResourceId: c.GetResourceId(), Stage: c.GetStage(),
 		LeaseSecret: c.GetLeaseSecret(), Result: &workerv1.StageComplete_Error{Error: &workerv1.TaskError{Message: msg, Terminal: true}}}
 	w.pending[i] = f

@@ -49,8 +49,9 @@ export interface WorkerOptions {
   tokenFile?: string;
   /**
    * Bounds one message either way (WORKER_MAX_MESSAGE_BYTES, default 16 MiB):
-   * a result larger than it is sent as its task's terminal failure, naming
-   * the limit.
+   * a result larger than it, or than the limit the broker names when the
+   * session opens (its own WORKER_MAX_MESSAGE_BYTES) if that is smaller, is
+   * sent as its task's terminal failure, naming the size and the limit.
    */
   maxMessageBytes?: number;
   /**
@@ -145,6 +146,13 @@ interface Live {
   /** batches: the broker acks results and takes several in one message. */
   batches: boolean;
   /**
+   * maxBytes is the largest message this session may send: the smaller of
+   * maxMessageBytes and the broker's limit (Subscribed.max_message_bytes,
+   * when it names one), and whose it is (named in a refusal).
+   */
+  maxBytes: number;
+  maxBytesOf: string;
+  /**
    * compositions: the broker takes a composition in columns
    * (Subscribed.compact_compositions); any other gets it spelled out as
    * children and edges when it is sent.
@@ -179,6 +187,18 @@ const resultBatchBytes = 1 << 20;
 
 /** messageOverhead is what a StageComplete gains as a stream message: the field's tag and length. */
 const messageOverhead = 16;
+
+/**
+ * messageLimit is the largest message a session may send: own
+ * (maxMessageBytes), or the broker's (Subscribed.max_message_bytes; 0 from
+ * a broker that does not say) when smaller, and whose it is.
+ */
+function messageLimit(own: number, broker: number): { maxBytes: number; maxBytesOf: string } {
+  if (broker > 0 && broker < own) {
+    return { maxBytes: broker, maxBytesOf: "the broker's WORKER_MAX_MESSAGE_BYTES" };
+  }
+  return { maxBytes: own, maxBytesOf: "WORKER_MAX_MESSAGE_BYTES" };
+}
 
 /** stageName is a stage as the provider API spells it (compose, work, …). */
 function stageName(s: pb.Stage): string {
@@ -571,6 +591,7 @@ export class Worker {
         keepalive: keepaliveMs > 0,
         batches: sub.acksResults && sub.batches,
         compositions: sub.compactCompositions,
+        ...messageLimit(this.o.maxMessageBytes, Number(sub.maxMessageBytes)),
       };
       const beatEvery = keepaliveMs > 0 ? Math.min(this.o.heartbeatEveryMs, keepaliveMs) : this.o.heartbeatEveryMs;
       timers.push(setInterval(() => this.heartbeat(), beatEvery));
@@ -670,13 +691,17 @@ export class Worker {
       while (this.sent < this.pending.length) {
         const batch: pb.StageComplete[] = [];
         let bytes = 0;
+        // A batch stays within the message limit too (it can be below a
+        // batch's bytes): each result costs its field's tag and length
+        // besides its bytes.
+        const bound = Math.min(resultBatchBytes, live.maxBytes - messageOverhead);
         while (this.sent < this.pending.length && batch.length < maxResultBatch) {
           const [c, n] = this.fit(this.sent, live);
-          if (batch.length > 0 && bytes + n > resultBatchBytes) {
+          if (batch.length > 0 && bytes + n + messageOverhead > bound) {
             break;
           }
           batch.push(c);
-          bytes += n;
+          bytes += n + messageOverhead;
           this.sent++;
         }
         live.out.push(
@@ -699,26 +724,29 @@ export class Worker {
 
   /**
    * fit is pending[i] as this session's broker takes it (onWire), with its
-   * size in bytes; or, when it cannot travel in one message (maxMessageBytes),
-   * its task's terminal failure naming the limit, which replaces it in
-   * pending. Sent as it is, the result would break the stream and be sent
-   * again on every session after, the results behind it never delivered.
-   * The same input makes the same outcome, so the failure is terminal.
+   * size in bytes; or, when it cannot travel in one message (live.maxBytes:
+   * maxMessageBytes, or the broker's limit when smaller), its task's
+   * terminal failure naming the size and the limit, which replaces it in
+   * pending. Sent as it is, the result would break the stream (or the
+   * broker would refuse it) and be sent again on every session after, the
+   * results behind it never delivered. The same input makes the same
+   * outcome, so the failure is terminal.
    */
   private fit(i: number, live: Live): [pb.StageComplete, number] {
     const c = this.onWire(this.pending[i] as pb.StageComplete, live);
     const n = toBinary(pb.StageCompleteSchema, c).length;
-    if (n + messageOverhead <= this.o.maxMessageBytes) {
+    if (n + messageOverhead <= live.maxBytes) {
       return [c, n];
     }
     const msg =
-      `the ${stageName(c.stage)} result is ${n} bytes, over the ${this.o.maxMessageBytes}-byte limit of one message ` +
-      "to the broker (WORKER_MAX_MESSAGE_BYTES)";
+      `the ${stageName(c.stage)} result is ${n} bytes, over the ${live.maxBytes}-byte limit of one message ` +
+      `to the broker (${live.maxBytesOf})`;
     this.log.error("result too large to send; failing its task", {
       task_id: c.taskId,
       resource_id: c.resourceId,
       bytes: n,
-      limit: this.o.maxMessageBytes,
+      limit: live.maxBytes,
+      limit_of: live.maxBytesOf,
     });
     const f = create(pb.StageCompleteSchema, {
       taskId: c.taskId,

@@ -124,6 +124,12 @@ export interface FakeBrokerOptions {
   batches?: boolean;
   /** compositions is the Subscribed.compact_compositions advertised (default false). */
   compositions?: boolean;
+  /**
+   * maxMessageBytes is the largest message read, as a broker's
+   * WORKER_MAX_MESSAGE_BYTES, and the Subscribed.max_message_bytes
+   * advertised (default: Connect's, and 0).
+   */
+  maxMessageBytes?: number;
 }
 
 /** FakeBroker is the scripted broker. */
@@ -194,6 +200,7 @@ export class FakeBroker {
           keepaliveMs: BigInt(this.o.keepaliveMs ?? 0),
           batches: this.o.batches ?? false,
           compactCompositions: this.compositions,
+          maxMessageBytes: BigInt(this.o.maxMessageBytes ?? 0),
         }) },
     });
     for (;;) {
@@ -217,7 +224,7 @@ export class FakeBroker {
   }
 
   async listen(port = 0): Promise<string> {
-    const server = http2.createServer(connectNodeAdapter({ routes: this.routes }));
+    const server = http2.createServer(connectNodeAdapter({ routes: this.routes, readMaxBytes: this.o.maxMessageBytes }));
     server.on("session", (s) => {
       this.conns.add(s);
       s.on("close", () => this.conns.delete(s));

@@ -624,6 +624,62 @@ for (const batches of [true, false]) {
   });
 }
 
+test("a result over the broker's smaller message limit fails its task terminally, naming the size and the broker's limit", async () => {
+  // The broker names its limit in Subscribed; the worker's own is larger.
+  // The broker refused the message before: the session broke, and the
+  // worker sent the result again on the next one, forever.
+  const b = await startBroker({ acks: true, batches: true, maxMessageBytes: 64 << 10 });
+  const { worker } = startWorker(
+    b.url,
+    { maxMessageBytes: 1 << 20 },
+    provider("k", (req) => (req.resource.name === "big" ? { status: { blob: "x".repeat(200 << 10) } } : { status: { ok: true } })),
+  );
+  const s = await b.session(0);
+  s.task(workTask("big", "k", "big", {}));
+  await waitUntil("the oversized task's answer", () => s.completes().some((c) => c.taskId === "big"), 5_000);
+  const c = s.completes().find((x) => x.taskId === "big") as pb.StageComplete;
+  assert.equal(c.result.case, "error");
+  const e = c.result.value as pb.TaskError;
+  assert.match(e.message, /is \d+ bytes, over the 65536-byte limit of one message to the broker \(the broker's WORKER_MAX_MESSAGE_BYTES\)/);
+  assert.equal(e.terminal, true);
+  s.task(workTask("small", "k", "small", {}));
+  await waitUntil("the next task's result", () => s.completes().some((x) => x.taskId === "small"), 5_000);
+  assert.equal(b.sessions.length, 1, "the session was never broken");
+  await waitUntil("every result acked", () => worker["pending"].length === 0);
+});
+
+test("a batch of held results stays within the message limit", async () => {
+  // Results that each fit one message, held back together while an ack is
+  // awaited, go in batches that fit it too: a batch bounded by its own
+  // 1 MiB only failed its send over a smaller limit, forever.
+  const b = await startBroker({ acks: true, autoAck: false, batches: true });
+  let release: () => void = () => {};
+  const released = new Promise<void>((r) => (release = r));
+  const { worker } = startWorker(
+    b.url,
+    { maxMessageBytes: 8 << 10 },
+    provider("k", async (req) => {
+      if (req.resource.name !== "first") {
+        await released;
+      }
+      return { status: { blob: "x".repeat(3 << 10) } };
+    }),
+  );
+  const s = await b.session(0);
+  s.task(workTask("first", "k", "first", {}));
+  await waitUntil("the first result", () => s.completes().some((c) => c.taskId === "first"), 5_000);
+  const names = ["a", "b", "c", "d", "e", "f"];
+  for (const n of names) {
+    s.task(workTask(n, "k", n, {}));
+  }
+  await waitUntil("every task running", () => worker["running"].size === names.length, 5_000);
+  release();
+  await waitUntil("the held results", () => names.every((n) => s.completes().some((c) => c.taskId === n)), 5_000);
+  assert.equal(b.sessions.length, 1, "the batches never broke the session");
+  s.ack("first", ...names);
+  await waitUntil("every result acked", () => worker["pending"].length === 0);
+});
+
 test("drain budget spent: a task still waiting for a slot is handed back without running", async () => {
   const b = await startBroker({ acks: false });
   const ran: string[] = [];

@@ -2619,8 +2619,15 @@ type Subscribed struct {
 	// Outcome.composition (columns). A worker sends columns only to a broker
 	// that said so; any other gets Outcome.children and Outcome.edges.
 	CompactCompositions bool `protobuf:"varint,6,opt,name=compact_compositions,json=compactCompositions,proto3" json:"compact_compositions,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// max_message_bytes is the largest message the broker reads
+	// (WORKER_MAX_MESSAGE_BYTES); 0 (an older broker): not said. A worker
+	// holds what it sends on the session to the smaller of this and its own
+	// limit: a result over it is sent as its task's terminal failure naming
+	// the size and the limit, where the broker would refuse the message and
+	// end the session, and the worker send it again on the next, forever.
+	MaxMessageBytes int64 `protobuf:"varint,7,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Subscribed) Reset() {
@@ -2693,6 +2700,13 @@ func (x *Subscribed) GetCompactCompositions() bool {
 		return x.CompactCompositions
 	}
 	return false
+}
+
+func (x *Subscribed) GetMaxMessageBytes() int64 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
 }
 
 // StageTasks is several StageTasks in one stream message, each handled
@@ -3411,7 +3425,7 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\bcomplete\x18\x03 \x01(\v2!.converge.worker.v1.StageCompleteH\x00R\bcomplete\x12=\n" +
 	"\theartbeat\x18\x04 \x01(\v2\x1d.converge.worker.v1.HeartbeatH\x00R\theartbeat\x12B\n" +
 	"\tcompletes\x18\x05 \x01(\v2\".converge.worker.v1.StageCompletesH\x00R\tcompletesB\x05\n" +
-	"\x03msg\"\xf3\x01\n" +
+	"\x03msg\"\x9f\x02\n" +
 	"\n" +
 	"Subscribed\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\tR\bbrokerId\x125\n" +
@@ -3419,7 +3433,8 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\facks_results\x18\x03 \x01(\bR\vacksResults\x12!\n" +
 	"\fkeepalive_ms\x18\x04 \x01(\x03R\vkeepaliveMs\x12\x18\n" +
 	"\abatches\x18\x05 \x01(\bR\abatches\x121\n" +
-	"\x14compact_compositions\x18\x06 \x01(\bR\x13compactCompositions\"A\n" +
+	"\x14compact_compositions\x18\x06 \x01(\bR\x13compactCompositions\x12*\n" +
+	"\x11max_message_bytes\x18\a \x01(\x03R\x0fmaxMessageBytes\"A\n" +
 	"\n" +
 	"StageTasks\x123\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x1d.converge.worker.v1.StageTaskR\x05tasks\"&\n" +
