@@ -33,7 +33,11 @@ type Provider interface {
 	// and stays in the call.
 	OnConfig(cfg ProviderConfig)
 	// Ready reports whether the provider can take work now (for instance,
-	// its client is dialled). An unready kind gets no tasks.
+	// its client is dialled). An unready kind gets no tasks. It is polled
+	// (Options.ReadinessEvery) on a goroutine of its own, one call at a
+	// time: one that has not returned within 100ms counts as unready until
+	// it does (logged once), and the session goes on meanwhile. Keep it
+	// quick; a panic counts as unready.
 	Ready() bool
 }
 

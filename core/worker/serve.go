@@ -157,6 +157,7 @@ type Worker struct {
 	conns     interface{ CloseIdleConnections() }
 	providers map[string]Provider // by "kind/version"
 	ordered   []Provider          // sorted by kind/version: stable readiness reports
+	checks    []*readyCheck       // each ordered provider's Ready, called aside
 	defaults  *defaults
 	sem       chan struct{}
 	pool      *gopool.Pool        // the goroutines tasks run on (see taskIdle)
@@ -242,6 +243,9 @@ func New(brokerURL string, opts Options, providers ...Provider) (*Worker, error)
 		w.ordered = append(w.ordered, p)
 	}
 	sort.Slice(w.ordered, func(i, j int) bool { return kvKey(w.ordered[i].Kind()) < kvKey(w.ordered[j].Kind()) })
+	for _, p := range w.ordered {
+		w.checks = append(w.checks, &readyCheck{p: p, log: log})
+	}
 	if w.pprof, err = newPprofServer(opts.PprofAddr, w); err != nil {
 		return nil, err
 	}
@@ -480,11 +484,11 @@ func (w *Worker) readiness() (kinds []*workerv1.KindReadiness, draining bool) {
 	draining = w.draining
 	w.mu.Unlock()
 	kinds = make([]*workerv1.KindReadiness, 0, len(w.ordered))
-	for _, p := range w.ordered {
+	for i, p := range w.ordered {
 		kv := p.Kind()
 		kinds = append(kinds, &workerv1.KindReadiness{
 			Kind:  &workerv1.KindVersion{Kind: kv.Kind, Version: kv.Version},
-			Ready: !draining && safeReady(p),
+			Ready: !draining && w.checks[i].ready(),
 		})
 	}
 	return kinds, draining
