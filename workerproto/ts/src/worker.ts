@@ -380,10 +380,15 @@ export class Worker {
     if (!(await this.until(() => this.pending.length === 0, 5_000))) {
       this.log.warn("results not delivered before exit; their tasks will re-run", { undelivered: this.pending.length });
     }
-    // Half-close the stream so what is queued on it goes out, then stop.
+    // Half-close the stream so what is queued on it goes out, then stop:
+    // once the broker has ended the session, or after 2 s. The timer is
+    // cleared either way: left running, it kept the process alive for its
+    // whole 2 s after an idle worker's session had long ended.
     this.closing = true;
     this.outbox?.close();
-    await Promise.race([loop, sleep(2_000)]);
+    const flushed = new AbortController();
+    await Promise.race([loop, sleep(2_000, flushed.signal)]);
+    flushed.abort();
     sessions.abort();
     await loop;
   }

@@ -3,6 +3,7 @@
 // merge, terminal vs transient, deadlines, the redelivery buffer with
 // ResultAck, resume after reconnect, heartbeats, drain.
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -678,6 +679,30 @@ test("a batch of held results stays within the message limit", async () => {
   assert.equal(b.sessions.length, 1, "the batches never broke the session");
   s.ack("first", ...names);
   await waitUntil("every result acked", () => worker["pending"].length === 0);
+});
+
+test("an idle worker's drain ends at once, leaving nothing that keeps its process alive", async () => {
+  // A worker process with nothing in flight exits as soon as its session
+  // has ended. The drain's wait for the session to end raced it against a
+  // 2 s timer it never cleared, which kept the process alive that long.
+  const b = await startBroker({ acks: true, batches: true });
+  const sdk = new URL("../src/index.js", import.meta.url).href;
+  const script = `
+    import { Worker, shutdownSignal } from ${JSON.stringify(sdk)};
+    const w = new Worker(process.argv[1], { reconnectMinMs: 10, reconnectMaxMs: 50 },
+      [{ kind: { kind: "k", version: "v1" }, work: async () => ({}) }]);
+    await w.run(shutdownSignal());`;
+  const child = spawn(process.execPath, ["--input-type=module", "-e", script, b.url], { stdio: "ignore" });
+  const exited = new Promise<number>((r) => child.once("exit", () => r(Date.now())));
+  cleanups.push(async () => {
+    child.kill("SIGKILL");
+    await exited;
+  });
+  await b.session(0);
+  const signalled = Date.now();
+  child.kill("SIGTERM");
+  const took = (await exited) - signalled;
+  assert.ok(took < 1_000, `the idle worker's process took ${took} ms to exit after SIGTERM`);
 });
 
 test("drain budget spent: a task still waiting for a slot is handed back without running", async () => {
