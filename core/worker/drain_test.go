@@ -73,3 +73,25 @@ func TestServe_ATaskTheDrainCancelsIsHandedBackUnanswered(t *testing.T) {
 		}
 	}
 }
+
+// TestServe_AnIdleWorkersDrainEndsAtOnce: with nothing running and no
+// result awaiting an ack, the drain has nothing to wait for: Run returns
+// as soon as the session is closed, with no poll or backoff in between
+// (the TypeScript SDK's counterpart is in its node:test suite).
+func TestServe_AnIdleWorkersDrainEndsAtOnce(t *testing.T) {
+	t.Parallel()
+	b := newScriptBroker(t)
+	b.acks, b.batches = true, true
+	p := newProvider("vpc", func(context.Context, worker.Request) (worker.Outcome, error) { return worker.Outcome{}, nil })
+	cancel, done := startWorker(t, b, worker.Options{}, p)
+	b.next(t, "subscribe", isSubscribe)
+	began := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	require.Less(t, time.Since(began), time.Second, "an idle worker's drain waited on something")
+}
