@@ -2,11 +2,14 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/engine"
@@ -237,5 +240,30 @@ func TestConfigPusherPush(t *testing.T) {
 		<-slow.out // the worker catches up
 		require.Equal(t, 1, c.push(context.Background()), "the slow worker gets the revision at the next round")
 		require.NotNil(t, (<-slow.out).GetConfig())
+	})
+
+	t.Run("AConfigTooLargeForTheWorkerIsNotPushed", func(t *testing.T) {
+		// A worker that could not read the push lost its session at every
+		// push of it: it is not sent, and warned of once per revision.
+		t.Parallel()
+		var logs testlog.Buffer
+		reg := newRegistry(zerolog.New(&logs))
+		small := &session{id: "small", workerID: "small", maxIn: 1, maxMsg: 2048, ready: map[manifest.KindVersion]bool{kv: true},
+			out: make(chan *workerv1.WorkStreamResponse, 2), done: make(chan struct{})}
+		big := &session{id: "big", workerID: "big", maxIn: 1, maxMsg: 1 << 20, ready: map[manifest.KindVersion]bool{kv: true},
+			out: make(chan *workerv1.WorkStreamResponse, 2), done: make(chan struct{})}
+		reg.add(small)
+		reg.add(big)
+		large := pc(4)
+		large.Data = json.RawMessage(`{"blob":"` + strings.Repeat("x", 4096) + `"}`)
+		c := &configPusher{configs: &fakeConfigs{DefaultFn: func(context.Context, string) (store.ProviderConfig, bool, error) {
+			return large, true, nil
+		}}, targets: reg, clock: newFakeClock(), log: testLog(t)}
+		require.Equal(t, 1, c.push(context.Background()), "only the worker that can read it is pushed the config")
+		require.Empty(t, small.out)
+		require.Len(t, big.out, 1)
+		require.Zero(t, c.push(context.Background()))
+		require.Equal(t, 1, logs.Count("too large for the worker's WORKER_MAX_MESSAGE_BYTES"), logs.String())
+		require.Contains(t, logs.String(), `"limit":2048`)
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -153,6 +154,7 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 		holder:         holderOf(principal, sub.GetWorkerId()),
 		maxIn:          maxIn,
 		compactRollups: sub.GetCompactRollups(),
+		maxMsg:         sessionMaxMsg(h.maxMessageBytes, sub.GetMaxMessageBytes()),
 		out:            make(chan *workerv1.WorkStreamResponse, maxIn+16),
 		ackWake:        make(chan struct{}, 1),
 		done:           make(chan struct{}),
@@ -197,6 +199,15 @@ func (h *workerService) WorkStream(ctx context.Context, stream *workStream) erro
 		return errBrokerClosing
 	}
 	return h.reg.retiredFor(s) // a planned end, or nil
+}
+
+// sessionMaxMsg is the largest message a session may be sent: the smaller
+// of the broker's limit and the worker's (0 where unknown).
+func sessionMaxMsg(broker int, worker int64) int {
+	if worker <= 0 || (broker > 0 && int64(broker) <= worker) {
+		return broker
+	}
+	return int(min(worker, int64(math.MaxInt32)))
 }
 
 // defaultSessionInFlight is a session's max_in_flight when its Subscribe

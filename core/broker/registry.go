@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/converge-run/converge/core/manifest"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
@@ -28,8 +29,12 @@ type session struct {
 	maxIn    int
 	// compactRollups: the worker takes a rollup's subtree as columns.
 	compactRollups bool
-	out            chan *workerv1.WorkStreamResponse // the stream's single sender drains it
-	done           chan struct{}                     // closed when the stream ends
+	// maxMsg is the largest message the session may be sent: the smaller
+	// of the broker's limit and the worker's (Subscribe.max_message_bytes;
+	// 0: no limit known).
+	maxMsg int
+	out    chan *workerv1.WorkStreamResponse // the stream's single sender drains it
+	done   chan struct{}                     // closed when the stream ends
 
 	// guarded by registry.mu
 	ready    map[manifest.KindVersion]bool
@@ -562,11 +567,28 @@ func (s *session) sendWithin(ctx context.Context, m *workerv1.WorkStreamResponse
 // revision at a later round.
 func (r *registry) pushConfig(ctx context.Context, kind string, push *workerv1.ConfigPush, rev int64, wait time.Duration) int {
 	n := 0
+	msg := &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Config{Config: push}}
+	size := 0
 	for _, s := range r.serving(kind) {
 		if got, ok := s.configs[kind]; ok && got == rev {
 			continue
 		}
-		if err := s.sendWithin(ctx, &workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Config{Config: push}}, wait); err != nil {
+		if size == 0 {
+			size = proto.Size(msg)
+		}
+		if s.maxMsg > 0 && size > s.maxMsg {
+			// The worker would refuse the message and lose its session, at
+			// every push: it is not sent, and the worker keeps the config
+			// it has (its pull on the next reconnect fails the same way).
+			r.log.Warn().Str("worker_id", s.workerID).Str("kind", kind).Int64("revision", rev).Int("bytes", size).
+				Int("limit", s.maxMsg).Msg("default providerconfig too large for the worker's WORKER_MAX_MESSAGE_BYTES; not pushed")
+			if s.configs == nil {
+				s.configs = map[string]int64{}
+			}
+			s.configs[kind] = rev // warned once per revision
+			continue
+		}
+		if err := s.sendWithin(ctx, msg, wait); err != nil {
 			r.log.Debug().Err(err).Str("worker_id", s.workerID).Str("kind", kind).Msg("config push skipped; retried at the next round")
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -221,6 +222,9 @@ func (g *stager) handOverTo(ctx context.Context, kv manifest.KindVersion, task *
 	env := new(taskEnvelope) // the message and its oneof wrapper, one allocation
 	env.task.Task = task
 	env.msg.Msg = &env.task
+	if c := g.overLimit(s, &env.msg); c != nil {
+		return c, s, nil
+	}
 	if err := s.send(ctx, &env.msg); err != nil {
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()
@@ -234,6 +238,52 @@ func (g *stager) handOverTo(ctx context.Context, kv manifest.KindVersion, task *
 			Msg("worker lost mid-stage; dispatching the stage again")
 	}
 	return c, s, err
+}
+
+// overLimit is, for a task message m larger than s may be sent (its
+// worker's WORKER_MAX_MESSAGE_BYTES, or the broker's when smaller), the
+// task's terminal failure naming the size and the limit; nil when it fits.
+// Sent as it is, the worker would refuse the message and lose its session,
+// and every dispatch of the stage after would break the next one. The same
+// resource makes the same task, so the failure is terminal. Sized only
+// when it could matter (roughTaskBytes): sizing every task would cost the
+// dispatch path, and a task is rarely near a limit of megabytes.
+func (g *stager) overLimit(s *session, m *workerv1.WorkStreamResponse) *completion {
+	if s.maxMsg <= 0 || roughTaskBytes(m.GetTask()) <= s.maxMsg {
+		return nil
+	}
+	size := proto.Size(m)
+	if size <= s.maxMsg {
+		return nil
+	}
+	t := m.GetTask()
+	msg := fmt.Sprintf("the %s task is %d bytes, over the %d-byte limit of one message to worker %s (its WORKER_MAX_MESSAGE_BYTES, or the broker's when smaller)",
+		strings.ToLower(strings.TrimPrefix(t.GetStage().String(), "STAGE_")), size, s.maxMsg, s.workerID)
+	g.log.Warn().Str("worker_id", s.workerID).Str("task_id", t.GetTaskId()).Str("resource_id", t.GetResource().GetId()).
+		Int("bytes", size).Int("limit", s.maxMsg).Msg("task too large for the worker; failing it")
+	return &completion{ack: noAck, msg: &workerv1.StageComplete{TaskId: t.GetTaskId(), Fence: t.GetFence(),
+		ResourceId: t.GetResource().GetId(), Stage: t.GetStage(), LeaseSecret: t.GetLeaseSecret(),
+		Result: &workerv1.StageComplete_Error{Error: &workerv1.TaskError{Message: msg, Terminal: true}}}}
+}
+
+// taskSlack bounds what a task carries besides its documents: ids, names,
+// fence, finalizers, the request's small fields and the framing.
+const taskSlack = 16 << 10
+
+// roughTaskBytes is an upper bound of t's size as a message, from its
+// documents' lengths: the exact size of a rollup (its subtree is most of
+// it) is taken, the rest estimated.
+func roughTaskBytes(t *workerv1.StageTask) int {
+	if t.GetRollup() != nil {
+		return proto.Size(t) + taskSlack
+	}
+	r, c := t.GetResource(), t.GetConfig()
+	n := len(r.GetSpecJson()) + len(r.GetStatusJson()) + len(c.GetSpecJson()) + len(c.GetDataJson()) +
+		len(t.GetOperate().GetInputJson()) + taskSlack
+	for k, v := range r.GetLabels() {
+		n += len(k) + len(v) + 8
+	}
+	return n
 }
 
 // await waits for w's completion; nil, nil means the worker vanished (see

@@ -162,7 +162,8 @@ func (w *Worker) subscribe(stream interface {
 		Keepalive:   true,
 		Batches:     true,
 		// Columns are read by requestFromTask (childcols), the list too.
-		CompactRollups: true,
+		CompactRollups:  true,
+		MaxMessageBytes: int64(w.opts.MaxMessageBytes),
 	}
 	if err := stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Subscribe{Subscribe: sub}}); err != nil {
 		return nil, fmt.Errorf("subscribe: %w", err)

@@ -574,6 +574,7 @@ export class Worker {
           keepalive: true,
           batches: true,
           compactRollups: true,
+          maxMessageBytes: BigInt(this.o.maxMessageBytes),
         }),
       });
       const client = createClient(pb.WorkerService, t.transport);

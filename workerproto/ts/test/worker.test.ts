@@ -55,12 +55,12 @@ function provider(kind: string, work: Provider["work"], extra: Partial<Provider>
   return { kind: { kind, version: "v1" }, work, ...extra };
 }
 
-test("subscribes with its kinds sorted, their readiness, its id, bound and token; flips readiness live", async () => {
+test("subscribes with its kinds sorted, their readiness, its id, bounds and token; flips readiness live", async () => {
   const b = await startBroker({ token: "tok" });
   let ready = false;
   startWorker(
     b.url,
-    { workerId: "w1", maxParallel: 7, version: "1.2.3", token: "tok" },
+    { workerId: "w1", maxParallel: 7, version: "1.2.3", token: "tok", maxMessageBytes: 3 << 20 },
     provider("zeta", () => ({})),
     provider("alpha", () => ({}), { ready: () => ready }),
   );
@@ -70,6 +70,7 @@ test("subscribes with its kinds sorted, their readiness, its id, bound and token
   assert.equal(s.subscribe.maxInFlight, 7);
   assert.equal(s.subscribe.version, "1.2.3");
   assert.equal(s.subscribe.compactRollups, true, "the worker takes a rollup's subtree as columns");
+  assert.equal(s.subscribe.maxMessageBytes, BigInt(3 << 20), "the broker holds what it sends to the worker's limit");
   assert.deepEqual(
     s.subscribe.kinds.map((k) => [k.kind?.kind, k.ready]),
     [

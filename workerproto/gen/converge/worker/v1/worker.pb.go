@@ -2040,8 +2040,15 @@ type Subscribe struct {
 	// RollupRequest.compact. A broker sends columns only to a worker that
 	// said so; any other gets RollupRequest.children.
 	CompactRollups bool `protobuf:"varint,8,opt,name=compact_rollups,json=compactRollups,proto3" json:"compact_rollups,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// max_message_bytes is the largest message the worker reads
+	// (WORKER_MAX_MESSAGE_BYTES); 0 (an older worker): not said. A broker
+	// holds what it sends the session to the smaller of this and its own
+	// limit: a task over it fails, terminally, naming the size and the limit,
+	// and a config push over it is not sent (logged), where the worker would
+	// refuse the message and lose its session on every dispatch of it.
+	MaxMessageBytes int64 `protobuf:"varint,9,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Subscribe) Reset() {
@@ -2128,6 +2135,13 @@ func (x *Subscribe) GetCompactRollups() bool {
 		return x.CompactRollups
 	}
 	return false
+}
+
+func (x *Subscribe) GetMaxMessageBytes() int64 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
 }
 
 // TaskRef names a task and its fence.
@@ -3387,7 +3401,7 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"_health_ok\"A\n" +
 	"\tTaskError\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x1a\n" +
-	"\bterminal\x18\x02 \x01(\bR\bterminal\"\xb7\x02\n" +
+	"\bterminal\x18\x02 \x01(\bR\bterminal\"\xe3\x02\n" +
 	"\tSubscribe\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x127\n" +
 	"\x05kinds\x18\x02 \x03(\v2!.converge.worker.v1.KindReadinessR\x05kinds\x12\"\n" +
@@ -3396,7 +3410,8 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12\x1c\n" +
 	"\tkeepalive\x18\x06 \x01(\bR\tkeepalive\x12\x18\n" +
 	"\abatches\x18\a \x01(\bR\abatches\x12'\n" +
-	"\x0fcompact_rollups\x18\b \x01(\bR\x0ecompactRollups\"\x97\x01\n" +
+	"\x0fcompact_rollups\x18\b \x01(\bR\x0ecompactRollups\x12*\n" +
+	"\x11max_message_bytes\x18\t \x01(\x03R\x0fmaxMessageBytes\"\x97\x01\n" +
 	"\aTaskRef\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12/\n" +
 	"\x05fence\x18\x02 \x01(\v2\x19.converge.worker.v1.FenceR\x05fence\x12\x1f\n" +

@@ -1,0 +1,49 @@
+package broker_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/app/apptest"
+	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/testlog"
+	"github.com/converge-run/converge/core/worker"
+)
+
+// TestStageTask_OverTheWorkersMessageLimitFailsItsTask: a worker whose
+// WORKER_MAX_MESSAGE_BYTES is below its broker's is sent a task sized
+// between the two. The worker names its limit in its Subscribe, and the
+// broker holds what it sends the session to it: the task fails, terminally,
+// naming the size and the limit, and the session goes on. The worker could
+// not read the message before: its session broke, the stage was dispatched
+// again and broke the next one, until the task's lost-worker attempts ran out.
+func TestStageTask_OverTheWorkersMessageLimitFailsItsTask(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{Manifests: []string{routeKind}})
+	var logs testlog.Buffer
+	log := zerolog.New(io.MultiWriter(&logs, zerolog.ConsoleWriter{Out: testlog.Writer(t), NoColor: true})).
+		Level(zerolog.InfoLevel).With().Timestamp().Logger()
+	s.StartWorker(apptest.Worker{Options: worker.Options{MaxMessageBytes: 64 << 10, Logger: log},
+		Providers: []worker.Provider{apptest.NewProvider("route",
+			func(context.Context, worker.Request) (worker.Outcome, error) {
+				return worker.Outcome{Status: json.RawMessage(`{}`)}, nil
+			})}})
+	big := json.RawMessage(`{"blob":"` + strings.Repeat("x", 200<<10) + `"}`)
+	_, _, err := s.Store.ApplyResource(context.Background(), store.ApplyResourceInput{Kind: "route", Name: "big", Spec: big})
+	require.NoError(t, err)
+
+	r := s.WaitPhase("route", "big", resource.PhaseFailed, 30*time.Second)
+	conds, err := s.Store.Conditions(context.Background(), r.ID)
+	require.NoError(t, err)
+	require.Contains(t, fmt.Sprint(conds), "over the 65536-byte limit")
+	require.Zero(t, logs.Count("broker stream lost"), "the task never broke the session")
+}
