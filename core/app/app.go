@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -65,11 +66,12 @@ type Process struct {
 	// loop (one WARN when the database goes, one INFO when it returns).
 	Outage *engine.Outage
 
-	lock   *cluster.LivenessLock
-	mu     sync.Mutex
-	addrs  map[string]net.Addr
-	ready  chan struct{}
-	extras []engine.Duty
+	lock     *cluster.LivenessLock
+	draining atomic.Bool // the shutdown has begun (/readyz)
+	mu       sync.Mutex
+	addrs    map[string]net.Addr
+	ready    chan struct{}
+	extras   []engine.Duty
 }
 
 // AddDuty adds a duty (for instance the GraphQL subscription hub) to the
@@ -189,6 +191,10 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 	eng := p.engine(d, tlsR)
 	engCtx, stopEngine := context.WithCancel(ctx)
 	defer stopEngine()
+	// However the shutdown begins (SIGTERM, an admin's drain, a listener
+	// that failed), /readyz says so from its first moment.
+	stopDraining := context.AfterFunc(engCtx, func() { p.draining.Store(true) })
+	defer stopDraining()
 	ctlDone := p.watchControl(srvCtx, d.Control, stopEngine, opts.Exit)
 	engErr := make(chan error, 1)
 	go func() { engErr <- eng.Run(engCtx) }()
@@ -472,12 +478,25 @@ func (p *Process) servers(cfg config.Config, tlsR *tlsreload.Reloader, opts Opti
 	return out, nil
 }
 
-// errNotClaiming is /readyz's answer while the liveness lock is not held.
-var errNotClaiming error = server.NotReadyError("liveness lock not held: the member is not claiming")
+// /readyz's answers while the member is not ready, in the order checked.
+var (
+	errDraining    error = server.NotReadyError("draining: the member is shutting down")
+	errStarting    error = server.NotReadyError("starting: the member has not registered yet")
+	errNotClaiming error = server.NotReadyError("liveness lock not held: the member is not claiming")
+)
 
-// readiness is /readyz: the primary answers a ping and the member holds its
-// liveness lock (it owns shards and claims).
+// readiness is /readyz: the member is registered and not shutting down, it
+// holds its liveness lock (it owns shards and claims), and the primary
+// answers a ping.
 func (p *Process) readiness(ctx context.Context) error {
+	if p.draining.Load() {
+		return errDraining
+	}
+	select {
+	case <-p.ready:
+	default:
+		return errStarting
+	}
 	if p.lock != nil && !p.lock.Held() {
 		return errNotClaiming
 	}

@@ -138,7 +138,7 @@ func TestProcess_ADrainingBrokerKeepsItsLeasesUntilItsTasksFinish(t *testing.T) 
 	env := []string{"HELPER_STALE_AFTER=5m", "SHUTDOWN_DRAIN=2m"}
 	pa, pb := freePort(t), freePort(t)
 	draining := spawnServer(t, db, config.RoleAll, pa, pa, env...)
-	var memberA string // ready (its lock held) comes before its row is written
+	var memberA string
 	apptest.WaitFor(t, 30*time.Second, "A registered", func() bool {
 		return pool.QueryRow(context.Background(), `SELECT member_id FROM cluster_members`).Scan(&memberA) == nil
 	})
