@@ -135,10 +135,8 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 	if err != nil {
 		return err
 	}
-	defer primary.Close()
-	if read != primary {
-		defer read.Close()
-	}
+	var teardownBy time.Time // set as the deregistration starts
+	defer func() { closePools(log, primary, read, teardownBy) }()
 	p := newProcess(cfg, log, primary, read)
 	var tlsR *tlsreload.Reloader
 	if cfg.Secure() {
@@ -211,11 +209,44 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 	stopServers()
 	srvWG.Wait()
 	<-ctlDone
+	teardownBy = time.Now().Add(TeardownWithin)
 	d.Reporter.Deregister()
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		return runErr
 	}
 	return nil
+}
+
+// TeardownWithin bounds the last steps of a shutdown together: the member's
+// deregistration (its own 5 s budget) and closing the database pools.
+// Against a database that answers they take milliseconds; against one that
+// does not (frozen, or cut off by a partition that drops packets) the
+// deregistration gives up at the end of the budget and the pools are not
+// waited for past it: the driver would wait out its abandoned pings and
+// cancel requests, over a minute, and exiting closes the connections anyway.
+const TeardownWithin = 5 * time.Second
+
+// closePools closes the pools (read may be primary), waiting until by at
+// the latest (zero: TeardownWithin from now).
+func closePools(log zerolog.Logger, primary, read *pgxpool.Pool, by time.Time) {
+	if by.IsZero() {
+		by = time.Now().Add(TeardownWithin)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if read != primary {
+			read.Close()
+		}
+		primary.Close()
+	}()
+	t := time.NewTimer(time.Until(by))
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		log.Warn().Msg("database connections still closing (the database does not answer); exiting without them")
+	}
 }
 
 // ConnectTimeout bounds what boot does to reach the database: loading the
