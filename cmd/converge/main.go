@@ -8,15 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/converge-run/converge/core/app"
 	"github.com/converge-run/converge/core/dbauth"
 	"github.com/converge-run/converge/core/logging"
+	"github.com/converge-run/converge/core/shutdown"
 	"github.com/converge-run/converge/db/migrate"
 )
 
@@ -24,7 +23,8 @@ import (
 var BuildVersion = "dev"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGTERM drains; a second signal exits at once.
+	ctx, stop := shutdown.Context(context.Background(), "converge", nil)
 	err := rootCmd().ExecuteContext(ctx)
 	stop()
 	if err != nil {

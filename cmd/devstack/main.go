@@ -6,8 +6,9 @@
 // server (ROLE=all, built from this tree) and a demo's worker, applies the
 // demo's kind manifests, providerconfigs and reactor bindings and its
 // samples, prints the URLs, and on Ctrl+C (or SIGTERM) stops the worker,
-// then converge, then Postgres — leaving nothing running. --demo picks the
-// demo: classic (the default), datadriven or all.
+// then converge, then Postgres — leaving nothing running; a second Ctrl+C
+// kills them at once. --demo picks the demo: classic (the default),
+// datadriven or all.
 package main
 
 import (
@@ -17,14 +18,14 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/core/logging"
 	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/shutdown"
 	"github.com/converge-run/converge/examples/apply"
 	"github.com/converge-run/converge/examples/classic"
 	"github.com/converge-run/converge/examples/datadriven"
@@ -100,7 +101,14 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// Ctrl+C stops the stack in order; a second one kills its processes at
+	// once and exits.
+	var running atomic.Pointer[stack.Stack]
+	ctx, stop := shutdown.Context(context.Background(), "devstack", func() {
+		if st := running.Load(); st != nil {
+			st.Abandon()
+		}
+	})
 	defer stop()
 
 	dm, err := selectDemo(*demoName, !*noSample)
@@ -124,6 +132,7 @@ func run() error {
 		}
 		return err
 	}
+	running.Store(st)
 	defer func() {
 		if err := st.Stop(); err != nil {
 			log.Warn().Err(err).Msg("devstack teardown")

@@ -17,16 +17,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/core/logging"
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/memlimit"
+	"github.com/converge-run/converge/core/shutdown"
 	"github.com/converge-run/converge/core/stdcel"
 	"github.com/converge-run/converge/core/stdio"
 	"github.com/converge-run/converge/core/stdshell"
@@ -39,7 +38,8 @@ import (
 var BuildVersion = "dev"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGTERM drains the running programs; a second signal exits at once.
+	ctx, stop := shutdown.Context(context.Background(), "stdworker", nil)
 	err := run(ctx, os.Args[1:], os.Getenv)
 	stop()
 	if err != nil {

@@ -288,6 +288,16 @@ func (s *Stack) Stop() error {
 	return errors.Join(errs...)
 }
 
+// Abandon kills every member's process group at once (SIGKILL), for a
+// caller about to exit without Stop (a second Ctrl+C). Postgres ends with
+// the caller (its parent-death signal), and the next stack's start sweeps
+// the temporary directories left behind. Safe to call while Stop runs.
+func (s *Stack) Abandon() {
+	for _, m := range s.Members() {
+		_ = syscall.Kill(-m.Pid(), syscall.SIGKILL)
+	}
+}
+
 // binaries builds the binaries Options leaves unset.
 func (s *Stack) binaries(ctx context.Context, opts *Options) error {
 	var pkgs []string
