@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/app"
@@ -176,4 +177,38 @@ func TestProcess_ReadyzSaysStartingUntilTheMemberRegisters(t *testing.T) {
 	}
 	code, body = probe(t, base, "/readyz")
 	require.Equal(t, http.StatusOK, code, "/readyz once registered: %s", body)
+}
+
+// /readyz says whether the primary answers, not whether the process's pool
+// has a connection free: with every connection of the primary pool busy
+// (a burst of claims, drains and API reads) the database still answers, on
+// the liveness lock's own connection, checked four times a second. /readyz
+// pinged through the pool, waited its 2 s for a connection and answered
+// 503 "the primary database does not answer": every pod under the same
+// burst left the endpoints at once.
+func TestProcess_ReadyzStaysReadyWithEveryPoolConnectionBusy(t *testing.T) {
+	t.Parallel()
+	p := startServer(t)
+	base := apptest.APIURL(p)
+	var held []*pgxpool.Conn
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Release()
+		}
+	})
+	// Take every connection the process is not holding itself (its LISTEN
+	// connection, its liveness lock's).
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		c, err := p.Primary.Acquire(ctx)
+		cancel()
+		if err != nil {
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			break
+		}
+		held = append(held, c)
+	}
+	require.NotEmpty(t, held)
+	code, body := probe(t, base, "/readyz")
+	require.Equal(t, http.StatusOK, code, "/readyz with the pool busy: %s", body)
 }
