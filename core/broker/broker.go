@@ -479,7 +479,7 @@ func (b *Broker) run(ctx context.Context) error {
 	// handed out verify on every member (unreachable: the process's own key
 	// issues until the next read).
 	lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
-	if err := b.leases.load(lctx); err != nil {
+	if err := b.leases.load(lctx); err != nil && ctx.Err() == nil { // a shutdown during start is no failure
 		b.log.Warn().Err(err).Msg("read the cluster lease keys; issuing with this process's own key until they are read")
 	}
 	lcancel()
