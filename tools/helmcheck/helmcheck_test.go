@@ -120,7 +120,11 @@ func TestChecksCatch(t *testing.T) {
 		want     string
 	}{
 		{"grace below the broker drain", minimal, map[string]any{"terminationGracePeriodSeconds": 40},
-			"terminationGracePeriodSeconds 40s does not exceed preStop 5s + SHUTDOWN_DRAIN 45s + deregistration 5s"},
+			"terminationGracePeriodSeconds 40s does not exceed preStop 5s + SHUTDOWN_DRAIN 45s + the listeners' shutdown grace 10s + deregistration 5s"},
+		// 60 s covered the drain and the deregistration but not the 10 s
+		// the listeners give requests in flight after the drain.
+		{"grace without the listeners' shutdown", minimal, map[string]any{"terminationGracePeriodSeconds": 60},
+			"terminationGracePeriodSeconds 1m0s does not exceed preStop 5s + SHUTDOWN_DRAIN 45s + the listeners' shutdown grace 10s + deregistration 5s"},
 		{"grace below the worker drain", split, map[string]any{"workers": []any{map[string]any{
 			"name": "slow", "image": map[string]any{"repository": "converge-run/stdworker"}, "drainTimeout": "90s"}}},
 			"does not exceed preStop 0s + WORKER_DRAIN_TIMEOUT 1m30s"},

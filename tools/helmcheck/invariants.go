@@ -16,8 +16,12 @@ import (
 )
 
 // Budgets the grace period must cover beyond the drains (docs/operations.md):
-// the member deregisters last, within 5 s.
-const deregisterBudget = 5 * time.Second
+// a broker's listeners close after its drain, letting requests still in
+// flight finish for up to 10 s, and the member deregisters last, within 5 s.
+const (
+	listenerGrace    = 10 * time.Second
+	deregisterBudget = 5 * time.Second
+)
 
 // Checker holds what the invariants are checked against.
 type Checker struct {
@@ -253,7 +257,7 @@ func checkGrace(where string, pod *corev1.PodSpec, ctr *corev1.Container) []erro
 		if preStop == 0 {
 			return []error{fmt.Errorf("%s: a control pod needs the preStop sleep (endpoint removal race)", where)}
 		}
-		need, what = preStop+10*time.Second, fmt.Sprintf("preStop %s + the API's 10s shutdown grace", preStop)
+		need, what = preStop+listenerGrace, fmt.Sprintf("preStop %s + the API's %s shutdown grace", preStop, listenerGrace)
 	default:
 		d, ok := envValue(ctr, "SHUTDOWN_DRAIN")
 		if !ok {
@@ -266,7 +270,8 @@ func checkGrace(where string, pod *corev1.PodSpec, ctr *corev1.Container) []erro
 		if preStop == 0 {
 			return []error{fmt.Errorf("%s: a broker pod needs the preStop sleep (endpoint removal race)", where)}
 		}
-		need, what = preStop+drain+deregisterBudget, fmt.Sprintf("preStop %s + SHUTDOWN_DRAIN %s + deregistration %s", preStop, drain, deregisterBudget)
+		need = preStop + drain + listenerGrace + deregisterBudget
+		what = fmt.Sprintf("preStop %s + SHUTDOWN_DRAIN %s + the listeners' shutdown grace %s + deregistration %s", preStop, drain, listenerGrace, deregisterBudget)
 	}
 	if grace <= need {
 		return []error{fmt.Errorf("%s: terminationGracePeriodSeconds %s does not exceed %s = %s", where, grace, what, need)}
