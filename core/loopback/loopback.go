@@ -40,11 +40,22 @@ func FreePort(host string) (int, error) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	if lo := ephemeralLow(); lo > below+1000 {
-		given.Lock()
-		defer given.Unlock()
+	lo, hi := below, ephemeralLow()
+	if hi <= below+1000 {
+		lo, hi = 0, 0 // no room below the ephemeral range: the kernel picks
+	}
+	return freePortIn(host, lo, hi)
+}
+
+// freePortIn is FreePort drawing from [lo, hi): a port free on host and not
+// handed out before, or, when 64 draws find none (or the range is empty),
+// one the kernel picks.
+func freePortIn(host string, lo, hi int) (int, error) {
+	given.Lock()
+	defer given.Unlock()
+	if hi > lo {
 		for range 64 {
-			p := below + rand.IntN(lo-below)
+			p := lo + rand.IntN(hi-lo)
 			if given.ports[p] {
 				continue
 			}

@@ -1,6 +1,7 @@
 package loopback
 
 import (
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"testing"
@@ -30,23 +31,45 @@ func TestFreePort_IsFreeAndBelowTheEphemeralRange(t *testing.T) {
 	require.Equal(t, "127.0.0.1", host)
 }
 
-// A port some listener holds is never handed out.
+// A port some other listener holds (not one FreePort handed out, which
+// the given set alone would skip) is never handed out: the draw moves on to
+// a free port of the range, or, when the range has none, the kernel picks.
 func TestFreePort_SkipsPortsInUse(t *testing.T) {
-	held := map[int]bool{}
-	var ls []net.Listener
-	t.Cleanup(func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	})
-	for range 50 {
-		p, err := FreePort("")
+	hold := func() (net.Listener, int) {
+		t.Helper()
+		l, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
-		require.False(t, held[p], "port %d handed out while held", p)
+		t.Cleanup(func() { _ = l.Close() })
+		return l, l.Addr().(*net.TCPAddr).Port
+	}
+	_, held := hold()
+	for range 20 {
+		p, err := freePortIn("127.0.0.1", held, held+1)
+		require.NoError(t, err)
+		require.NotEqual(t, held, p, "the range's only port is held: the kernel picks another")
+	}
+
+	// A range of two below the ephemeral range (no outgoing connection takes
+	// its ports meanwhile), the first held by a listener and the second free.
+	lo := ephemeralLow()
+	require.Greater(t, lo, below+1000, "the ephemeral range leaves room below it")
+	for {
+		p := below + rand.IntN(lo-below-1)
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue // p is taken: try another pair
+		}
+		next, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+1)))
+		if err != nil {
+			_ = l.Close() // p+1 is taken: try another pair
+			continue
+		}
+		require.NoError(t, next.Close())
+		got, err := freePortIn("127.0.0.1", p, p+2)
+		require.NoError(t, l.Close())
 		require.NoError(t, err)
-		ls = append(ls, l)
-		held[p] = true
+		require.Equal(t, p+1, got, "the held port is skipped, the free one of the range handed out")
+		return
 	}
 }
 
