@@ -251,3 +251,61 @@ func TestHub_AReadOnADeadConnectionTimesOutAndTheHubGoesOn(t *testing.T) {
 	e.insert("leaf", "after-the-cut", uuid.Nil, uuid.Nil)
 	next(t, ch, "the counts with the new row", func(cs []resource.PhaseCount) bool { return reconciling(cs) == 1 })
 }
+
+// A read that fails for a reason other than an unreachable database (here
+// an error its SQL raises) is retried every CountsInterval but logged once
+// per streak of failures: on the first, and again only after a success.
+func TestHub_AFailingReadLogsOncePerStreak(t *testing.T) {
+	t.Parallel()
+	e, _, logs := startGatedHub(t, live.Options{CountsInterval: 10 * time.Millisecond, MemberPoll: time.Hour, SampleEvery: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The counts read fails while resource_phase_deltas is a view over a
+	// function that counts its calls and raises.
+	e.exec(`CREATE SEQUENCE counts_read_failures`)
+	e.exec(`CREATE FUNCTION failing_deltas() RETURNS SETOF resource_phase_deltas LANGUAGE plpgsql AS $$
+		BEGIN PERFORM nextval('counts_read_failures'); RAISE EXCEPTION 'injected counts read failure'; END $$`)
+	failures := func() int64 {
+		var n int64
+		require.NoError(t, e.db.QueryRow(ctx, `SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM counts_read_failures`).Scan(&n))
+		return n
+	}
+	logged := func() int {
+		n := 0
+		for _, l := range logs.Lines() {
+			if strings.Contains(l, "recompute phase counts") {
+				n++
+			}
+		}
+		return n
+	}
+	breakRead := func() {
+		e.exec(`ALTER TABLE resource_phase_deltas RENAME TO resource_phase_deltas_kept`)
+		e.exec(`CREATE VIEW resource_phase_deltas AS SELECT * FROM failing_deltas()`)
+	}
+	healRead := func() {
+		e.exec(`DROP VIEW resource_phase_deltas`)
+		e.exec(`ALTER TABLE resource_phase_deltas_kept RENAME TO resource_phase_deltas`)
+	}
+	subscribe := func() <-chan []resource.PhaseCount {
+		return live.SubscribePhaseCounts(ctx, e.hub, "", func(cs []resource.PhaseCount) []resource.PhaseCount { return cs })
+	}
+	waitFailures := func(n int64) {
+		t.Helper()
+		want := failures() + n
+		require.Eventually(t, func() bool { return failures() >= want }, 30*time.Second, 5*time.Millisecond,
+			"the counts read retried: want %d failed reads, have %d", want, failures())
+	}
+
+	breakRead()
+	first := subscribe() // wakes the hub: the counts are read, and fail
+	waitFailures(5)
+	require.Equal(t, 1, logged(), "one line for a streak of failures: %v", logs.Lines())
+
+	healRead()
+	next(t, first, "the counts once the read succeeds", func([]resource.PhaseCount) bool { return true })
+	breakRead()
+	subscribe()
+	waitFailures(5)
+	require.Equal(t, 2, logged(), "a new streak after a success logs again: %v", logs.Lines())
+}
