@@ -30,6 +30,8 @@ func TestDiff(t *testing.T) {
 		"LargeIntegerKeepsItsDigits": {after: `{"account":123456789012345679}`,
 			want: []Change{{Path: "", After: json.RawMessage(`{"account":123456789012345679}`)}}},
 		"EqualNumbersInAnyNotation": {before: `{"a":1,"b":-0,"c":1.5e3,"d":0.010,"e":1e400}`, after: `{"a":1.0,"b":0,"c":1500,"d":1E-2,"e":10e399}`},
+		"SignsDiffer": {before: `{"a":-1,"b":-2.5e1}`, after: `{"a":1,"b":-25}`,
+			want: []Change{{Path: "/a", Before: json.RawMessage(`-1`), After: json.RawMessage(`1`)}}},
 		"SmallDecimalsDiffer": {before: `{"a":0.1000000000000000001}`, after: `{"a":0.1}`,
 			want: []Change{{Path: "/a", Before: json.RawMessage(`0.1000000000000000001`), After: json.RawMessage(`0.1`)}}},
 	}
@@ -41,6 +43,13 @@ func TestDiff(t *testing.T) {
 			require.Equal(t, c.want, got)
 		})
 	}
-	_, err := Diff(json.RawMessage(`{`), nil)
-	require.Error(t, err)
+	for reason, c := range map[string]struct{ before, after, errHas string }{
+		"malformed before":            {before: `{`, errHas: "diff: before:"},
+		"malformed after":             {before: `{}`, after: `[1,`, errHas: "diff: after:"},
+		"a second value after before": {before: `{} {}`, after: `{}`, errHas: "diff: before: data after the JSON value"},
+		"trailing bytes after after":  {before: `{}`, after: `{}x`, errHas: "diff: after: data after the JSON value"},
+	} {
+		_, err := Diff(json.RawMessage(c.before), json.RawMessage(c.after))
+		require.ErrorContains(t, err, c.errHas, reason)
+	}
 }
