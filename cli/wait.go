@@ -49,21 +49,29 @@ func newWaitBar(w io.Writer, what string) *progressbar.ProgressBar {
 // waitReady follows r until it is READY (nil), fails terminally or settles
 // DEGRADED (an error naming why), or ctx ends (a timeout error).
 func (a *app) waitReady(ctx context.Context, c *Conn, r ref, timeout time.Duration) error {
+	// A read that fails once the timeout has passed (a dial or a query cut
+	// short by it, before the first verdict too) is the timeout.
+	timedOut := func(err error) error {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("timed out after %s waiting for resource/%s", timeout, r)
+		}
+		return err
+	}
 	ws := c.NewWS()
 	if _, err := ws.Start(ctx); err != nil {
-		return fmt.Errorf("wait for %s: %w", r, err)
+		return timedOut(fmt.Errorf("wait for %s: %w", r, err))
 	}
 	defer func() { _ = ws.Close() }()
 	f := &follower{a: a, c: c, target: r, children: map[string]WaitRow{}, reported: map[string]string{}}
 	if err := f.readRoot(ctx); err != nil {
-		return err
+		return timedOut(err)
 	}
 	progress, _, err := WatchSubtree(ctx, ws, f.root.Id)
 	if err != nil {
-		return fmt.Errorf("wait for %s: %w", r, err)
+		return timedOut(fmt.Errorf("wait for %s: %w", r, err))
 	}
 	if err := f.listChildren(ctx); err != nil {
-		return err
+		return timedOut(err)
 	}
 	if a.env.StderrIsTerminal {
 		f.bar = newWaitBar(a.stderr(), r.String())
@@ -73,7 +81,7 @@ func (a *app) waitReady(ctx context.Context, c *Conn, r ref, timeout time.Durati
 	for {
 		done, err, rerr := f.settle(ctx, fresh)
 		if rerr != nil {
-			return rerr
+			return timedOut(rerr)
 		}
 		f.render()
 		if done {
@@ -101,13 +109,13 @@ func (a *app) waitReady(ctx context.Context, c *Conn, r ref, timeout time.Durati
 				return fmt.Errorf("wait for %s: the subscription ended", r)
 			}
 			if err := f.onProgress(ctx, ev); err != nil {
-				return err
+				return timedOut(err)
 			}
 		case <-ws.Reconnected():
 			// The server pushes a fresh snapshot on re-subscribe; what the
 			// verdict reads directly is re-read once.
 			if err := f.refresh(ctx); err != nil {
-				return err
+				return timedOut(err)
 			}
 		}
 	}

@@ -54,6 +54,11 @@ func TestApplyWait_ExitsOnReadyFailureOrTimeout(t *testing.T) {
 			timeout:  "1s",
 			wantCode: 1,
 			stderr:   []string{"Error: timed out after 1s waiting for resource/account/slow: it is RECONCILING"}},
+		{reason: "a timeout that ends before the wait has read the resource (a loaded machine, a slow server) is still the timeout",
+			doc:      `{"kind":"account","name":"early","labels":{},"spec":{"team":"x","sim":{"latency_ms":60000}}}`,
+			timeout:  "1ns",
+			wantCode: 1,
+			stderr:   []string{"Error: timed out after 1ns waiting for resource/account/early"}},
 	}
 	for _, tc := range cases {
 		timeout := tc.timeout
