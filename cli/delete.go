@@ -113,8 +113,6 @@ func (a *app) deleteResource(ctx context.Context, c *Conn, r ref, wait bool, tim
 		a.report(actionResult{Object: "resource/" + r.String(), Outcome: fmt.Sprintf("deletion requested (%s)", resp.DeleteResource.Phase)})
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	target, err := GetResource(ctx, c.GQL, r.kind, r.name)
 	if err != nil {
 		return fmt.Errorf("delete resource %s: %w", r, apiError(err))
@@ -136,15 +134,19 @@ func (a *app) deleteResource(ctx context.Context, c *Conn, r ref, wait bool, tim
 		return fmt.Errorf("delete resource %s: %w", r, apiError(err))
 	}
 	a.report(actionResult{Object: "resource/" + r.String(), Outcome: fmt.Sprintf("deletion requested (%s)", resp.DeleteResource.Phase)})
+	// --timeout bounds the wait from here, not the request: one that passed
+	// while the subscription was set up would leave the delete unrequested.
+	waitCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	last := ""
 	reported := map[string]string{} // the failure line last printed, by id
 	for {
 		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		case <-waitCtx.Done():
+			if errors.Is(waitCtx.Err(), context.DeadlineExceeded) {
 				return fmt.Errorf("timed out after %s waiting for resource/%s to be deleted%s", timeout, r, last)
 			}
-			return ctx.Err()
+			return waitCtx.Err()
 		case ev, ok := <-progress:
 			if !ok {
 				return fmt.Errorf("delete resource %s: the subscription ended", r)

@@ -1,6 +1,8 @@
 package cli_test
 
 import (
+	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -8,7 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/app/apptest"
 	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/store"
 )
 
 // Kinds, provider configs and reactor bindings are live: a second client's
@@ -59,4 +63,22 @@ func TestDeleteWait_ShowsTeardownProgress(t *testing.T) {
 	r = s.conctl("delete", "bom/gone", "--wait")
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "NOT_FOUND")
+
+	// --timeout bounds the wait, not the request: a timeout that passes
+	// before the deletion is requested (here at once; on a loaded machine
+	// or a slow server, any short one) still requests it.
+	must(t, s.conctlIn(`{"kind":"account","name":"soon","spec":{"team":"x","sim":{"latency_ms":0}}}`, "apply", "-f", "-"))
+	r = s.conctl("delete", "account/soon", "--wait", "--timeout", "1ns")
+	require.True(t, strings.HasPrefix(r.stdout, "resource/account/soon deletion requested (DELETING)\n"),
+		"stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	if r.code == 0 { // the teardown's first push may say it is gone already
+		require.Equal(t, "resource/account/soon deletion requested (DELETING)\nresource/account/soon deleted\n", r.stdout)
+	} else {
+		require.Equal(t, 1, r.code)
+		require.Contains(t, r.stderr, "Error: timed out after 1ns waiting for resource/account/soon to be deleted")
+	}
+	apptest.WaitFor(t, 60*time.Second, "account/soon deleted", func() bool {
+		_, err := s.Store.GetResource(context.Background(), "account", "soon")
+		return errors.Is(err, store.ErrNotFound)
+	})
 }
