@@ -92,7 +92,9 @@ type ComposeError struct {
 	// a whole).
 	Child string
 	// Axis is "spec" (a child's) or "config" (a config's spec) for a schema
-	// violation, and Pointer the JSON pointer into that document.
+	// violation, and Pointer the JSON pointer into that document; "labels",
+	// "spec" or "data" for input the API would refuse too (a bad label, a
+	// malformed document, a spec that is not an object).
 	Axis    string
 	Pointer string
 	// Rule is the JSON Schema keyword that failed, or one of the compose

@@ -12,6 +12,7 @@ import (
 
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/store/internal/dbx"
 	"github.com/converge-run/converge/core/store/internal/schemacache"
 	"github.com/converge-run/converge/db/pgpool"
 )
@@ -185,12 +186,22 @@ func planChildren(st *composeState, children []Child) (*composePlan, error) {
 			return nil, composeErr(ch.Name, "duplicate_child", "two children are named %q", ch.Name)
 		}
 		if lastEncoded == nil || !sameMap(ch.Labels, lastLabels) {
+			// The API's rules for a resource's labels, spec and config
+			// reference hold for a composed one too.
+			if err := dbx.ValidateLabels("labels", ch.Labels); err != nil {
+				return nil, refused(ch.Name, err)
+			}
 			lastLabels, lastEncoded = ch.Labels, encodeLabels(ch.Labels)
 		}
-		pc := plannedChild{Child: ch, labels: lastEncoded, spec: ch.Spec}
-		if len(pc.spec) == 0 {
-			pc.spec = json.RawMessage(`{}`)
+		spec, err := dbx.JSONObject("spec", ch.Spec)
+		if err != nil {
+			return nil, refused(ch.Name, err)
 		}
+		if ch.ProviderConfigRef != "" && !resource.ValidName(ch.ProviderConfigRef) {
+			return nil, composeErr(ch.Name, "name_invalid",
+				"provider config ref %q "+resource.NameRule, ch.ProviderConfigRef)
+		}
+		pc := plannedChild{Child: ch, labels: lastEncoded, spec: spec}
 		o, owned := st.owned[childKey{ch.Kind, ch.Name}]
 		if owned {
 			pc.id, pc.readopt = o.id, o.orphaned
@@ -575,6 +586,16 @@ SELECT e.dep, apply_value_flows(($1::jsonb[])[e.dep + 1], jsonb_agg(jsonb_build_
 		plan.children[child[p]].spec = spec
 	}
 	return wrap(rows.Err(), "compose: bootstrap value flows")
+}
+
+// refused turns the store's refusal of a child's or config's input (an
+// *InvalidError: labels, a malformed document) into a ComposeError for it.
+func refused(child string, err error) error {
+	var ie *dbx.InvalidError
+	if errors.As(err, &ie) {
+		return &ComposeError{Child: child, Axis: ie.Field, Rule: ie.Rule, Message: ie.Message}
+	}
+	return err
 }
 
 // violation turns a validation failure into a ComposeError for child.

@@ -201,6 +201,20 @@ func TestCompose_RefusesMalformedCompositions(t *testing.T) {
 		"bad flow": {reason: "flows are JSON pointers", rule: "value_flow_invalid",
 			c: Composition{Children: []Child{{Kind: "net", Name: "a"}, {Kind: "net", Name: "b"}},
 				Edges: []Edge{{Dependent: "a", Dependency: Ref{Child: "b"}, ValueFlows: []ValueFlow{{SrcField: "id", DepField: "/id"}}}}}},
+		"bad label key": {reason: "a child's labels follow the API's rules", rule: "label_key_invalid",
+			c: Composition{Children: []Child{{Kind: "net", Name: "a", Labels: map[string]string{"bad key!": "x"}}}}},
+		"too many labels": {reason: "the API's label limit holds for a child", rule: "label_count",
+			c: Composition{Children: []Child{{Kind: "net", Name: "a", Labels: manyLabels(65)}}}},
+		"spec array": {reason: "a spec is a JSON object, whatever the schema admits", rule: "type",
+			c: Composition{Children: []Child{{Kind: "net", Name: "a", Spec: json.RawMessage(`[1]`)}}}},
+		"spec null": {reason: "a spec is a JSON object", rule: "type",
+			c: Composition{Children: []Child{{Kind: "net", Name: "a", Spec: json.RawMessage(`null`)}}}},
+		"spec malformed": {reason: "a composer's malformed spec is its failure, not the database's", rule: "malformed",
+			c: Composition{Children: []Child{{Kind: "net", Name: "a", Spec: json.RawMessage(`{"a":`)}}}},
+		"spec with NUL": {reason: "jsonb cannot store \\u0000", rule: "malformed",
+			c: Composition{Children: []Child{{Kind: "net", Name: "a", Spec: json.RawMessage(`{"a":"\u0000"}`)}}}},
+		"bad config ref": {reason: "a config reference is a config name", rule: "name_invalid",
+			c: Composition{Children: []Child{{Kind: "net", Name: "a", ProviderConfigRef: "NOPE!"}}}},
 	}
 	for name, tc := range cases {
 		_, err := f.st.ApplyCompose(f.ctx, task, tc.c)
@@ -209,6 +223,14 @@ func TestCompose_RefusesMalformedCompositions(t *testing.T) {
 		require.Equal(t, tc.rule, ce.Rule, "%s: %s", name, tc.reason)
 	}
 	require.Equal(t, 2, scalar[int](f, `SELECT count(*) FROM resources`), "nothing written")
+}
+
+func manyLabels(n int) map[string]string {
+	m := make(map[string]string, n)
+	for i := range n {
+		m[fmt.Sprintf("k%d", i)] = "v"
+	}
+	return m
 }
 
 func TestCompose_RefusesAChildOwnedElsewhereAndWritesNothing(t *testing.T) {
