@@ -230,7 +230,8 @@ func planChildren(st *composeState, children []Child) (*composePlan, error) {
 // planConfigs checks the root's desired configs: names, kinds and each
 // spec against its kind's config_schema.
 func (s *Store) planConfigs(kinds map[manifest.KindVersion]kindInfo, cfgs []Config) ([]Config, error) {
-	seen := map[childKey]bool{}
+	seen, defaults := map[childKey]bool{}, map[string]string{}
+	out := make([]Config, 0, len(cfgs))
 	for _, cfg := range cfgs {
 		if !resource.ValidName(cfg.Name) {
 			return nil, composeErr(cfg.Name, "name_invalid", "config name %q is not a valid name", cfg.Name)
@@ -240,6 +241,26 @@ func (s *Store) planConfigs(kinds map[manifest.KindVersion]kindInfo, cfgs []Conf
 			return nil, composeErr(cfg.Name, "duplicate_config", "two configs %s/%s", cfg.Kind, cfg.Name)
 		}
 		seen[key] = true
+		if cfg.IsDefault {
+			if other, dup := defaults[cfg.Kind]; dup {
+				return nil, composeErr(cfg.Name, "duplicate_default",
+					"configs %s and %s are both the default of kind %s: a kind has one", other, cfg.Name, cfg.Kind)
+			}
+			defaults[cfg.Kind] = cfg.Name
+		}
+		// The API's rules for a providerconfig's documents.
+		spec, err := dbx.JSONObject("spec", cfg.Spec)
+		if err != nil {
+			return nil, refused(cfg.Name, err)
+		}
+		data, err := dbx.JSONValue("data", cfg.Data)
+		if err != nil {
+			return nil, refused(cfg.Name, err)
+		}
+		cfg.Spec, cfg.Data = spec, nil
+		if data != nil {
+			cfg.Data = json.RawMessage(*data)
+		}
 		k, ok := kinds[manifest.KindVersion{Kind: cfg.Kind, Version: manifest.DefaultVersion}]
 		if !ok {
 			return nil, composeErr(cfg.Name, "unknown_kind", "config kind %s has no manifest", cfg.Kind)
@@ -248,15 +269,12 @@ func (s *Store) planConfigs(kinds map[manifest.KindVersion]kindInfo, cfgs []Conf
 		if err != nil {
 			return nil, composeErr(cfg.Name, "schema_invalid", "kind %s config_schema: %v", cfg.Kind, err)
 		}
-		spec := cfg.Spec
-		if len(spec) == 0 {
-			spec = json.RawMessage(`{}`)
-		}
-		if err := sc.Validate(spec); err != nil {
+		if err := sc.Validate(cfg.Spec); err != nil {
 			return nil, violation(cfg.Name, "config", err)
 		}
+		out = append(out, cfg)
 	}
-	return cfgs, nil
+	return out, nil
 }
 
 // loadKinds reads the manifests of the children's and configs' kinds. The
@@ -313,7 +331,9 @@ SELECT m.kind, m.version, m.manifest_gen, m.is_reactor, m.manifest->'spec_schema
 }
 
 // checkOwnership refuses a config whose (kind, name) is held by an object
-// the root does not own. New children need no probe here: their INSERT
+// the root does not own, and a default config of a kind whose default
+// another holds (the providerconfigs_one_default index would refuse its
+// insert). New children need no probe here: their INSERT
 // (writeChildren) lets the resources_kind_name_key constraint decide, so no
 // plan can turn the check into a walk of the kind-leading page index.
 func checkOwnership(ctx context.Context, tx pgx.Tx, root uuid.UUID, cfgs []Config) error {
@@ -321,21 +341,28 @@ func checkOwnership(ctx context.Context, tx pgx.Tx, root uuid.UUID, cfgs []Confi
 		return nil
 	}
 	var cks, cns []string
+	var cds []bool
 	for _, c := range cfgs {
-		cks, cns = append(cks, c.Kind), append(cns, c.Name)
+		cks, cns, cds = append(cks, c.Kind), append(cns, c.Name), append(cds, c.IsDefault)
 	}
-	var kind, name string
+	var kind, name, held string
 	err := tx.QueryRow(ctx, `
-SELECT k.kind, k.name
-  FROM unnest($2::text[], $3::text[]) AS k(kind, name)
- CROSS JOIN LATERAL (SELECT 1 FROM providerconfigs p
-                      WHERE p.kind = k.kind AND p.name = k.name AND p.owner_id IS DISTINCT FROM $1 LIMIT 1) p
-LIMIT 1`, root, cks, cns).Scan(&kind, &name)
+SELECT k.kind, k.name, p.name
+  FROM unnest($2::text[], $3::text[], $4::bool[]) AS k(kind, name, is_default)
+ CROSS JOIN LATERAL (SELECT p.name FROM providerconfigs p
+                      WHERE p.kind = k.kind AND (p.name = k.name OR (k.is_default AND p.is_default))
+                        AND p.owner_id IS DISTINCT FROM $1
+                      ORDER BY p.name = k.name DESC LIMIT 1) p
+LIMIT 1`, root, cks, cns, cds).Scan(&kind, &name, &held)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
 	if err != nil {
 		return wrap(err, "compose %s: check ownership", root)
+	}
+	if held != name {
+		return composeErr(name, "owned_elsewhere",
+			"config %s/%s is a default, and kind %s's default is %s, which this root does not own", kind, name, kind, held)
 	}
 	return ownedElsewhere("config", kind, name)
 }

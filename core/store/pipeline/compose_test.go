@@ -471,3 +471,43 @@ func TestCompose_WritesALargeCompositionInChunks(t *testing.T) {
 		scalar[string](f, `SELECT spec::text FROM resources WHERE kind = 'net' AND name = 'net-0000'`),
 		"the first chunk's update rolled back with the refusal")
 }
+
+func TestCompose_RefusesMalformedConfigsAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	f, task := composeFx(t)
+	f.exec(`INSERT INTO providerconfigs (kind, name, is_default, spec) VALUES ('app', 'default', true, '{}')`)
+	cases := map[string]struct {
+		reason string
+		cfgs   []Config
+		child  string
+		rule   string
+	}{
+		"spec malformed": {reason: "a composer's malformed config is its failure, not the database's", child: "c1", rule: "malformed",
+			cfgs: []Config{{Kind: "net", Name: "c1", Spec: json.RawMessage(`{`)}}},
+		"spec array": {reason: "a config's spec is a JSON object, as the API has it", child: "c1", rule: "type",
+			cfgs: []Config{{Kind: "net", Name: "c1", Spec: json.RawMessage(`[]`)}}},
+		"data malformed": {reason: "data is JSON", child: "c1", rule: "malformed",
+			cfgs: []Config{{Kind: "net", Name: "c1", Data: json.RawMessage(`{`)}}},
+		"data with NUL": {reason: `jsonb cannot store \u0000`, child: "c1", rule: "malformed",
+			cfgs: []Config{{Kind: "net", Name: "c1", Data: json.RawMessage(`"\u0000"`)}}},
+		"two defaults": {reason: "a kind has one default config", child: "c2", rule: "duplicate_default",
+			cfgs: []Config{{Kind: "net", Name: "c1", IsDefault: true}, {Kind: "net", Name: "c2", IsDefault: true}}},
+		"default taken": {reason: "the kind's default is another's", child: "c1", rule: "owned_elsewhere",
+			cfgs: []Config{{Kind: "net", Name: "n1"}, {Kind: "app", Name: "c1", IsDefault: true}}},
+	}
+	for name, tc := range cases {
+		_, err := f.st.ApplyCompose(f.ctx, task, Composition{Children: []Child{{Kind: "net", Name: "a"}}, Configs: tc.cfgs})
+		var ce *ComposeError
+		require.ErrorAs(t, err, &ce, "%s: %v", name, err)
+		require.Equal(t, tc.rule, ce.Rule, "%s: %s", name, tc.reason)
+		require.Equal(t, tc.child, ce.Child, name)
+	}
+	require.Equal(t, 1, scalar[int](f, `SELECT count(*) FROM resources`), "nothing written")
+	require.Equal(t, 1, scalar[int](f, `SELECT count(*) FROM providerconfigs`), "nothing written")
+
+	// The root's own default, renamed: the old one goes as the new one comes.
+	f.exec(`DELETE FROM providerconfigs`)
+	f.compose(task, Composition{Configs: []Config{{Kind: "net", Name: "d1", IsDefault: true}}})
+	f.compose(task, Composition{Configs: []Config{{Kind: "net", Name: "d2", IsDefault: true}}})
+	require.Equal(t, "d2", scalar[string](f, `SELECT string_agg(name, ',') FROM providerconfigs`))
+}
