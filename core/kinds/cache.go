@@ -1,8 +1,9 @@
 // Package kinds is the process's live view of the applied kind manifests
 // (CRDs): the broker learns which kinds to claim and which reaction to ship
 // from it, with no compiled-in kind list. It is rebuilt on every
-// kind_manifest_changed NOTIFY plus a failsafe re-read, so a manifest applied
-// on one pod converges on every pod.
+// kind_manifest_changed and kind_config_changed NOTIFY (a live policy edit
+// changes no manifest) plus a failsafe re-read, so a manifest applied, or a
+// policy edited, on one pod converges on every pod.
 package kinds
 
 import (
@@ -130,14 +131,20 @@ func sameGens(a, b *Snapshot) bool {
 // Name implements engine.Duty.
 func (c *Cache) Name() string { return "kind-cache" }
 
-// Run reloads on every kind_manifest_changed wake and every failsafe tick.
+// Run reloads on every kind_manifest_changed and kind_config_changed wake
+// (a manifest applied or deleted; a live policy edit, which changes no
+// manifest) and every failsafe tick.
 func (c *Cache) Run(ctx context.Context) error {
-	var wake <-chan notify.Event
-	var listening <-chan struct{} // nil once read again after the LISTEN
+	var wake, policyWake <-chan notify.Event
+	// nil once read again after the LISTEN
+	var listening, policyListening <-chan struct{}
 	if c.listener != nil {
 		sub := c.listener.Subscribe("kind_manifest_changed", 1)
 		defer sub.Close()
+		policy := c.listener.Subscribe("kind_config_changed", 1)
+		defer policy.Close()
 		wake, listening = sub.C, sub.Listening()
+		policyWake, policyListening = policy.C, policy.Listening()
 	}
 	var backoff engine.Backoff
 	failing := false
@@ -161,11 +168,14 @@ func (c *Cache) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-wake:
+		case <-policyWake:
 		case <-listening:
 			// The first read may have come before the LISTEN took effect, and
 			// a manifest applied in between would wait for the failsafe
 			// (30 s in converge): read again now that no change can slip by.
 			listening = nil
+		case <-policyListening:
+			policyListening = nil
 		case <-time.After(next):
 		}
 	}

@@ -87,3 +87,40 @@ func TestCache_ReadsAgainOnceItsChannelIsListened(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 }
+
+// A live policy edit (updateKindConfig) changes no manifest: it announces on
+// kind_config_changed, not kind_manifest_changed. The cache serves the kind's
+// policy to the resyncer, so it reads again on either, not at its failsafe.
+func TestCache_ReadsAgainOnAPolicyEdit(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pool := pgtest.Pool(t)
+	st := store.New(pool, nil)
+	_, _, err := st.ApplyManifest(ctx, []byte(`{"kind":"vpc","reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}`))
+	require.NoError(t, err)
+	l := notify.NewListener(pool, zerolog.Nop())
+	c := kinds.New(st, l, time.Hour, zerolog.Nop())
+	listening := l.Subscribe("kind_config_changed", 1)
+	defer listening.Close()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	go func() { _ = l.Run(ctx) }()
+	for _, ch := range []<-chan struct{}{c.Loaded(), listening.Listening()} {
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the cache did not load, or the listener did not LISTEN")
+		}
+	}
+	kv := manifest.KindVersion{Kind: "vpc", Version: "v1"}
+	every := 600
+	_, err = st.UpdateKindConfig(ctx, "vpc", "v1", store.KindConfigPatch{ResyncIntervalSecs: &every})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		k, ok := c.Snapshot().Get(kv)
+		return ok && k.Config.ResyncIntervalSecs == every
+	}, 10*time.Second, 10*time.Millisecond, "the edited policy is read on its NOTIFY, not at the hour's failsafe")
+	cancel()
+	require.NoError(t, <-done)
+}
