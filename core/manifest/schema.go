@@ -129,8 +129,112 @@ func CompileSchema(pointer string, raw json.RawMessage) (*Schema, error) {
 	if err != nil {
 		return nil, invalid("%s", compileMessage(err))
 	}
+	if at, ok := refCycle(compiled); ok {
+		return nil, invalid("not a valid JSON Schema: at %s: a reference cycle: it applies itself at the same place in the document, for ever", at)
+	}
 	sh, fast := shapeOf(compiled)
 	return &Schema{pointer: pointer, subject: subjectOf(pointer), compiled: compiled, shape: sh, fast: fast}, nil
+}
+
+// refCycle finds a schema that reaches itself through keywords that apply
+// at the same place in the document ($ref, allOf, anyOf, not, if, …). The
+// library compiles it, then fails a document that gets there with a
+// reference cycle (under a not or an anyOf, that failure can let it
+// through): {"$ref": "#"} made a kind whose resources no spec satisfies,
+// each refused as "reference cycle [invalid]". A recursion that descends into the document on the way
+// (properties, items, …) is a tree, and fine. It returns the cycle's
+// location in the schema ("/" for the root).
+func refCycle(root *jsonschema.Schema) (string, bool) {
+	const (
+		active = iota + 1
+		done
+	)
+	state := map[*jsonschema.Schema]int{}
+	var inPlace func(s *jsonschema.Schema) (string, bool)
+	inPlace = func(s *jsonschema.Schema) (string, bool) {
+		switch state[s] {
+		case active:
+			return schemaPointer(s.Location), true
+		case done:
+			return "", false
+		}
+		state[s] = active
+		for _, n := range samePlace(s) {
+			if at, ok := inPlace(n); ok {
+				return at, true
+			}
+		}
+		state[s] = done
+		return "", false
+	}
+	seen := map[*jsonschema.Schema]bool{}
+	stack := []*jsonschema.Schema{root}
+	for len(stack) > 0 {
+		s := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if s == nil || seen[s] {
+			continue
+		}
+		seen[s] = true
+		if at, ok := inPlace(s); ok {
+			return at, true
+		}
+		stack = append(append(stack, samePlace(s)...), deeper(s)...)
+	}
+	return "", false
+}
+
+// samePlace lists the subschemas s applies to the very value it validates.
+func samePlace(s *jsonschema.Schema) []*jsonschema.Schema {
+	out := []*jsonschema.Schema{s.Ref, s.RecursiveRef, s.Not, s.If, s.Then, s.Else}
+	if s.DynamicRef != nil {
+		out = append(out, s.DynamicRef.Ref)
+	}
+	out = append(append(append(out, s.AllOf...), s.AnyOf...), s.OneOf...)
+	for _, d := range s.DependentSchemas {
+		out = append(out, d)
+	}
+	for _, d := range s.Dependencies {
+		if d, ok := d.(*jsonschema.Schema); ok {
+			out = append(out, d)
+		}
+	}
+	return slices.DeleteFunc(out, func(x *jsonschema.Schema) bool { return x == nil })
+}
+
+// deeper lists the subschemas s applies to values inside the one it
+// validates (its properties, items, names, …).
+func deeper(s *jsonschema.Schema) []*jsonschema.Schema {
+	out := []*jsonschema.Schema{s.PropertyNames, s.UnevaluatedProperties, s.Contains, s.Items2020, s.UnevaluatedItems, s.ContentSchema}
+	for _, p := range s.Properties {
+		out = append(out, p)
+	}
+	for _, p := range s.PatternProperties {
+		out = append(out, p)
+	}
+	out = append(out, s.PrefixItems...)
+	for _, v := range []any{s.AdditionalProperties, s.AdditionalItems, s.Items} {
+		switch v := v.(type) {
+		case *jsonschema.Schema:
+			out = append(out, v)
+		case []*jsonschema.Schema:
+			out = append(out, v...)
+		}
+	}
+	return out
+}
+
+// schemaPointer is the JSON pointer, in the manifest's schema, of a
+// compiled schema's location ("converge:///manifest.json#/$defs/a" →
+// "/$defs/a").
+func schemaPointer(loc string) string {
+	if i := strings.IndexByte(loc, '#'); i >= 0 {
+		loc = loc[i+1:]
+	}
+	if loc == "" {
+		return "/"
+	}
+	return loc
 }
 
 // subjectOf names what a schema at pointer validates: "/spec_schema" →

@@ -216,6 +216,26 @@ func TestCompileSchema(t *testing.T) {
 			wantErr: &manifest.ValidationError{Pointer: "/spec_schema", Rule: manifest.RuleSchemaInvalid,
 				Message: "must be a JSON Schema object"},
 		},
+		"SelfRef": {
+			reason:  "a schema that refers to itself in place would fail every document with a reference cycle",
+			pointer: "/spec_schema", raw: `{"$ref": "#"}`,
+			wantErr: &manifest.ValidationError{Pointer: "/spec_schema", Rule: manifest.RuleSchemaInvalid,
+				Message: "not a valid JSON Schema: at /: a reference cycle: it applies itself at the same place in the document, for ever"},
+		},
+		"NestedRefCycle": {
+			reason:  "a cycle of $defs through anyOf/allOf/not under a property has no meaning: the library fails a document that reaches it or, under a not, lets it through",
+			pointer: "/spec_schema",
+			raw: `{"type":"object","properties":{"tree":{"$ref":"#/$defs/a"}},
+			       "$defs":{"a":{"anyOf":[{"type":"string"},{"allOf":[{"$ref":"#/$defs/b"}]}]},"b":{"not":{"$ref":"#/$defs/a"}}}}`,
+			wantErr: &manifest.ValidationError{Pointer: "/spec_schema", Rule: manifest.RuleSchemaInvalid},
+		},
+		"Recursive": {
+			reason:  "a recursive schema that descends into the document on each round is a tree, not a cycle",
+			pointer: "/spec_schema",
+			raw: `{"$ref":"#/$defs/node","$defs":{"node":{"type":"object","properties":{"children":{"type":"array","items":{"$ref":"#/$defs/node"}},
+			       "next":{"anyOf":[{"type":"null"},{"$ref":"#/$defs/node"}]}}}}}`,
+			wantSubject: "spec",
+		},
 		"NotJSON": {
 			reason:  "bytes that are not JSON",
 			pointer: "/spec_schema", raw: `{`,
