@@ -99,7 +99,8 @@ type ComposeError struct {
 	Pointer string
 	// Rule is the JSON Schema keyword that failed, or one of the compose
 	// rules (unknown_kind, name_invalid, duplicate_child, unknown_dependency,
-	// duplicate_edge, edge_cycle, owned_elsewhere, dependency_deleting, …).
+	// duplicate_edge, edge_cycle, owned_elsewhere, dependency_deleting,
+	// dependency_pruned, …).
 	Rule    string
 	Message string
 }
@@ -153,7 +154,9 @@ func composeErr(child, rule, format string, args ...any) *ComposeError {
 // written (RootDeleting): its tree is being torn down. An edge to a
 // resource outside the composition that is being deleted is refused with a
 // transient *ComposeError (rule dependency_deleting): its teardown would
-// wait for the new dependent forever.
+// wait for the new dependent forever. An edge to a child of the root that
+// the composition no longer emits, so prunes, is refused for good (rule
+// dependency_pruned).
 func (s *Store) ApplyCompose(ctx context.Context, task Task, c Composition) (ComposeResult, error) {
 	var res ComposeResult
 	root := task.Key.ResourceID

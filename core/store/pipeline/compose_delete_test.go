@@ -251,3 +251,30 @@ SELECT $1, 'fin', 'v1', $2, o.id, coalesce(o.root_id, o.id), shard_of($1) FROM r
 	require.NoError(f.t, err)
 	return id
 }
+
+// An edge to a child of the root that the same composition stops emitting:
+// the prune hard-deleted it (and the edge's insert then failed its foreign
+// key, an error no ComposeError, retried for ever) or requested its teardown
+// (and the new edge held that teardown for good). It is refused, and
+// nothing is written.
+func TestCompose_RefusesAnEdgeToAChildItPrunes(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"net", "fin"} {
+		f, task := composeFx(t)
+		f.compose(task, Composition{Children: []Child{{Kind: "app", Name: "a"}, {Kind: kind, Name: "old"}}})
+		old := f.childID(kind, "old")
+		_, err := f.st.ApplyCompose(f.ctx, task, Composition{Children: []Child{{Kind: "app", Name: "a"}},
+			Edges: []Edge{{Dependent: "a", Dependency: Ref{Kind: kind, Name: "old"}}}})
+		var ce *ComposeError
+		require.ErrorAs(t, err, &ce, kind)
+		require.Equal(t, ComposeError{Child: "a", Rule: "dependency_pruned", Message: ce.Message}, *ce, kind)
+		require.False(t, ce.Transient(), "the same composition fails the same way")
+		require.Equal(t, "Reconciling", f.phase(old), "%s: neither deleted nor torn down", kind)
+		require.Zero(t, scalar[int](f, `SELECT count(*) FROM resource_deps`), kind)
+
+		// Emitted again, the child is a fine dependency.
+		f.compose(task, Composition{Children: []Child{{Kind: "app", Name: "a"}, {Kind: kind, Name: "old"}},
+			Edges: []Edge{{Dependent: "a", Dependency: Ref{Kind: kind, Name: "old"}}}})
+		require.Equal(t, 1, scalar[int](f, `SELECT count(*) FROM resource_deps WHERE dependency_id = $1`, old), kind)
+	}
+}

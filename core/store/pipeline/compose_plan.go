@@ -133,7 +133,7 @@ func (s *Store) planCompose(ctx context.Context, tx pgx.Tx, st *composeState, c 
 	if err := checkOwnership(ctx, tx, st.root, c.Configs); err != nil {
 		return nil, err
 	}
-	if err := planEdges(ctx, tx, plan, c); err != nil {
+	if err := planEdges(ctx, tx, st, plan, c); err != nil {
 		return nil, err
 	}
 	if err := bootstrapFlows(ctx, tx, plan); err != nil {
@@ -437,11 +437,16 @@ SELECT r.kind, r.name, r.id, r.deletion_requested_at IS NOT NULL
 
 // planEdges resolves the edges' endpoints and checks them: known children
 // or existing resources, no duplicates, no self-edge, no cycle among the
-// children.
-func planEdges(ctx context.Context, tx pgx.Tx, plan *composePlan, c Composition) error {
+// children, and no edge to a child of the root that this composition
+// prunes.
+func planEdges(ctx context.Context, tx pgx.Tx, st *composeState, plan *composePlan, c Composition) error {
 	external, deleting, err := resolveDependencies(ctx, tx, c)
 	if err != nil {
 		return err
+	}
+	kept := make(map[uuid.UUID]bool, len(plan.keep))
+	for _, id := range plan.keep {
+		kept[id] = true
 	}
 	type pair struct{ dep, up uuid.UUID }
 	seen := map[pair]bool{}
@@ -472,6 +477,13 @@ func planEdges(ctx context.Context, tx pgx.Tx, plan *composePlan, c Composition)
 		} else if deleting[up] {
 			return composeErr(e.Dependent, RuleDependencyDeleting,
 				"edge to %s/%s: it is being deleted; composed again once it is gone", e.Dependency.Kind, e.Dependency.Name)
+		} else if o, owned := st.owned[childKey{e.Dependency.Kind, e.Dependency.Name}]; owned && o.id == up && !kept[up] && !o.quarantined {
+			// Pruned by this very compose: a hard delete would fail the
+			// edge's foreign key, and a teardown would wait for the new
+			// dependent for good.
+			return composeErr(e.Dependent, "dependency_pruned",
+				"edge to %s/%s: a child of this root the composition no longer emits, so it is pruned; emit it, or drop the edge",
+				e.Dependency.Kind, e.Dependency.Name)
 		}
 		if up == dep {
 			return composeErr(e.Dependent, "edge_self", "a child cannot depend on itself")
