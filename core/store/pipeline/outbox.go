@@ -1,10 +1,13 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -63,14 +66,29 @@ func (t Task) Failure(msg string, terminal bool) Result {
 var ErrInvalidResult = errors.New("invalid result")
 
 // Validate reports what would make the outbox insert refuse r (and with it
-// every result batched beside it): malformed JSON documents and condition
-// statuses outside True, False and Unknown. The error wraps ErrInvalidResult.
+// every result batched beside it): malformed JSON documents, condition
+// statuses outside True, False and Unknown, and what Postgres stores in no
+// text or jsonb value (a NUL character, as a byte or as \u0000 in a
+// document, and invalid UTF-8). The error wraps ErrInvalidResult.
 func (r Result) Validate() error {
-	if r.Status != nil && !json.Valid(r.Status) {
-		return fmt.Errorf("%w for %s: status is not valid JSON", ErrInvalidResult, r.Key.ResourceID)
+	for _, d := range []struct {
+		what string
+		doc  json.RawMessage
+	}{{"status", r.Status}, {"operation output", r.OperationOutput}} {
+		if d.doc == nil {
+			continue
+		}
+		if !json.Valid(d.doc) {
+			return fmt.Errorf("%w for %s: %s is not valid JSON", ErrInvalidResult, r.Key.ResourceID, d.what)
+		}
+		if !utf8.Valid(d.doc) || nulEscape(d.doc) { // json.Valid already refused a raw NUL byte
+			return fmt.Errorf("%w for %s: %s holds a NUL character or invalid UTF-8, which cannot be stored", ErrInvalidResult, r.Key.ResourceID, d.what)
+		}
 	}
-	if r.OperationOutput != nil && !json.Valid(r.OperationOutput) {
-		return fmt.Errorf("%w for %s: operation output is not valid JSON", ErrInvalidResult, r.Key.ResourceID)
+	for _, t := range []struct{ what, s string }{{"error message", r.Error}, {"finalizer", r.Finalizer}} {
+		if !storable(t.s) {
+			return fmt.Errorf("%w for %s: the %s holds a NUL character or invalid UTF-8, which cannot be stored", ErrInvalidResult, r.Key.ResourceID, t.what)
+		}
 	}
 	for _, c := range r.Conditions {
 		switch c.Status {
@@ -79,8 +97,37 @@ func (r Result) Validate() error {
 			return fmt.Errorf("%w for %s: condition %q: status %q is not True, False or Unknown",
 				ErrInvalidResult, r.Key.ResourceID, c.Type, c.Status)
 		}
+		if !storable(c.Type) || !storable(c.Reason) || !storable(c.Message) {
+			return fmt.Errorf("%w for %s: condition %q holds a NUL character or invalid UTF-8, which cannot be stored",
+				ErrInvalidResult, r.Key.ResourceID, c.Type)
+		}
 	}
 	return nil
+}
+
+// storable reports whether Postgres can store s as text: valid UTF-8 with
+// no NUL.
+func storable(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
+
+// nulEscape reports whether a valid JSON document holds the escape \u0000
+// in a string, which jsonb refuses ("\\u0000", an escaped backslash and
+// the text "u0000", does not count).
+func nulEscape(doc []byte) bool {
+	for i := 0; ; {
+		j := bytes.Index(doc[i:], []byte(`u0000`))
+		if j < 0 {
+			return false
+		}
+		j += i
+		n := 0 // backslashes right before it
+		for k := j - 1; k >= 0 && doc[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 1 {
+			return true
+		}
+		i = j + 1
+	}
 }
 
 // AppendOutbox writes results to work_outbox in one batched insert and wakes

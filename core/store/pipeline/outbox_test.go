@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -42,4 +43,44 @@ func TestAppendOutbox_WritesResultsAndWakesTheDrainer(t *testing.T) {
 	note, err := listener.Conn().WaitForNotification(ctx)
 	require.NoError(t, err, "notify_gated('outbox_ready') wakes the drainer")
 	require.Equal(t, "outbox_ready", note.Channel)
+}
+
+// Validate's contract: a result it passes, the outbox insert takes, so a
+// worker's bad result is refused alone and never fails the results batched
+// beside it. Postgres stores neither a NUL character (in text, or as \u0000
+// in jsonb) nor invalid UTF-8; a status with \u0000, an error message with a
+// NUL byte (a program's output) or a condition carrying one passed Validate
+// and failed the whole batch, again on every retry.
+func TestResultValidate_PassesOnlyWhatTheInsertTakes(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	cases := map[string]func(*Result){
+		"status with \\u0000": func(r *Result) { r.Status = json.RawMessage(`{"out":"a\u0000b"}`) },
+		"error with NUL":      func(r *Result) { r.Error = "exit 1: a\x00b" },
+		"error not UTF-8":     func(r *Result) { r.Error = "exit 1: \xff" },
+		"condition with NUL":  func(r *Result) { r.Conditions = []Condition{{Type: "Ready", Status: "False", Message: "a\x00b"}} },
+		"output with \\u0000": func(r *Result) { r.OperationOutput = json.RawMessage(`"\u0000"`) },
+		"finalizer with NUL":  func(r *Result) { r.Finalizer = "a\x00" },
+	}
+	for i := range len(cases) {
+		f.schedule(f.res("leaf", fmt.Sprintf("r%d", i)))
+	}
+	ts := f.claim("leaf", 100)
+	require.Len(t, ts, len(cases))
+	i := 0
+	for name, mutate := range cases {
+		r := ts[i].Result(nil)
+		i++
+		mutate(&r)
+		if err := r.Validate(); err != nil {
+			require.ErrorIs(t, err, ErrInvalidResult, name)
+			continue
+		}
+		require.NoError(t, f.st.AppendOutbox(f.ctx, r), "%s: Validate passed it, so the insert takes it", name)
+	}
+	f.schedule(f.res("leaf", "path"))
+	r := f.claimOne("leaf").Result(json.RawMessage(`{"path":"C:\\u0000"}`))
+	require.NoError(t, r.Validate(), "an escaped backslash before the text u0000 is no NUL")
+	require.NoError(t, f.st.AppendOutbox(f.ctx, r))
 }
