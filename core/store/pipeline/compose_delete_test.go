@@ -278,3 +278,34 @@ func TestCompose_RefusesAnEdgeToAChildItPrunes(t *testing.T) {
 		require.Equal(t, 1, scalar[int](f, `SELECT count(*) FROM resource_deps WHERE dependency_id = $1`, old), kind)
 	}
 }
+
+// Two compositions whose children depend on each other's (a1 → b2 → a1):
+// neither compose saw a cycle among its own children, the second was
+// written, and a delete of either tree then waited for good (a1 for its
+// dependent b2, b2 for its dependent a1). The edge that closes the cycle is
+// refused; one that does not is written.
+func TestCompose_RefusesAnEdgeCycleThroughAnotherComposition(t *testing.T) {
+	t.Parallel()
+	f, t1 := composeFx(t)
+	r2 := f.res("comp", "r2")
+	f.schedule(r2)
+	t2 := f.claimOne("comp")
+	f.compose(t1, Composition{Children: []Child{{Kind: "fin", Name: "a1"}, {Kind: "net", Name: "n1"}},
+		Edges: []Edge{{Dependent: "n1", Dependency: Ref{Child: "a1"}}}})
+	f.compose(t2, Composition{Children: []Child{{Kind: "fin", Name: "b2"}},
+		Edges: []Edge{{Dependent: "b2", Dependency: Ref{Kind: "net", Name: "n1"}}}})
+
+	_, err := f.st.ApplyCompose(f.ctx, t1, Composition{Children: []Child{{Kind: "fin", Name: "a1"}, {Kind: "net", Name: "n1"}},
+		Edges: []Edge{{Dependent: "n1", Dependency: Ref{Child: "a1"}}, {Dependent: "a1", Dependency: Ref{Kind: "fin", Name: "b2"}}}})
+	var ce *ComposeError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "edge_cycle", ce.Rule)
+	require.Equal(t, "a1", ce.Child)
+	require.Zero(t, scalar[int](f, `SELECT count(*) FROM resource_deps WHERE dependent_id = $1`, f.childID("fin", "a1")), "nothing written")
+
+	// Dropping n1's edge to a1 in the same composition opens the cycle: b2
+	// reaches a1 only through it.
+	f.compose(t1, Composition{Children: []Child{{Kind: "fin", Name: "a1"}, {Kind: "net", Name: "n1"}},
+		Edges: []Edge{{Dependent: "a1", Dependency: Ref{Kind: "fin", Name: "b2"}}}})
+	require.Equal(t, 1, scalar[int](f, `SELECT count(*) FROM resource_deps WHERE dependent_id = $1`, f.childID("fin", "a1")))
+}

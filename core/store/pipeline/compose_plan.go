@@ -505,6 +505,67 @@ func planEdges(ctx context.Context, tx pgx.Tx, st *composeState, plan *composePl
 	if name := cycle(next, plan.children); name != "" {
 		return composeErr(name, "edge_cycle", "the edges form a cycle through %q: it would never be scheduled", name)
 	}
+	return externalCycle(ctx, tx, plan, next, external)
+}
+
+// externalCycle refuses edges that close a cycle through resources outside
+// the composition: a child depending on a resource that already depends,
+// through the stored edges, on a child of this composition (another
+// composition's child that names ours, say). Neither composition sees the
+// cycle alone, and a delete of either tree then waits for good: each node
+// waits for its dependents to be deleted first. The stored edges are walked
+// up from the external dependencies, stopping at this composition's
+// children (whose stored edges this compose replaces): a child reached from
+// an external dependency stands for it in the cycle check.
+func externalCycle(ctx context.Context, tx pgx.Tx, plan *composePlan, next map[uuid.UUID][]uuid.UUID, external map[childKey]uuid.UUID) error {
+	if len(external) == 0 {
+		return nil
+	}
+	ups := make([]uuid.UUID, 0, len(external))
+	for _, id := range external {
+		ups = append(ups, id)
+	}
+	children := make([]uuid.UUID, len(plan.children))
+	for i, ch := range plan.children {
+		children[i] = ch.id
+	}
+	rows, err := tx.Query(ctx, `
+WITH RECURSIVE up(origin, id) AS (
+    SELECT x, x FROM unnest($1::uuid[]) AS x
+  UNION
+    SELECT up.origin, d.dependency_id
+      FROM up
+     CROSS JOIN LATERAL (SELECT d.dependency_id FROM resource_deps d WHERE d.dependent_id = up.id OFFSET 0) d
+     WHERE up.id <> ALL ($2::uuid[])
+)
+SELECT origin, id FROM up WHERE id = ANY ($2::uuid[])`, ups, children)
+	if err != nil {
+		return wrap(err, "compose: walk the external dependencies' edges")
+	}
+	defer rows.Close()
+	reached := map[uuid.UUID][]uuid.UUID{}
+	for rows.Next() {
+		var origin, child uuid.UUID
+		if err := rows.Scan(&origin, &child); err != nil {
+			return wrap(err, "compose: walk the external dependencies' edges")
+		}
+		reached[origin] = append(reached[origin], child)
+	}
+	if err := rows.Err(); err != nil {
+		return wrap(err, "compose: walk the external dependencies' edges")
+	}
+	if len(reached) == 0 {
+		return nil
+	}
+	for dep, upstreams := range next {
+		for _, up := range upstreams {
+			next[dep] = append(next[dep], reached[up]...)
+		}
+	}
+	if name := cycle(next, plan.children); name != "" {
+		return composeErr(name, "edge_cycle",
+			"the edges form a cycle through %q and resources outside the composition: deleting them would wait for good", name)
+	}
 	return nil
 }
 
