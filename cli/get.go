@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -142,7 +143,11 @@ shows one page of N (with the cursor to go on with --after), --all with --limit
 follows the cursors in pages of N. Only resources and providerconfigs are
 paged: kinds, reactor bindings, cluster members and operations are listed
 whole, and --limit or --after with them is refused. --phase repeats as a union; --label repeats
-as an intersection; --sort-by orders by any field of the -o json object.
+as an intersection; --sort-by orders by any field of the -o json object. A
+filter that does not apply is refused, never ignored: --phase, --label and
+--owner filter a list of resources (not named ones), --kind resources,
+providerconfigs and reactorbindings, --reactor reactorbindings, --version a
+named kind.
 
 -o yaml and -o json print objects that conctl apply -f takes back unchanged
 (server-set fields such as id, phase and createdAt are ignored on apply).
@@ -237,6 +242,9 @@ func (a *app) get(ctx context.Context, tg target, lf listFlags) error {
 	if err := unpaged(tg.t, lf); err != nil {
 		return err
 	}
+	if err := unusedFilters(tg.t, len(names) > 0, lf); err != nil {
+		return err
+	}
 	switch tg.t {
 	case typeResource:
 		if tg.kind != "" {
@@ -274,6 +282,32 @@ func unpaged(t objType, lf listFlags) error {
 		flag = "--after"
 	}
 	return usageError{fmt.Errorf("%s pages resources and providerconfigs only: %ss are listed whole", flag, t)}
+}
+
+// unusedFilters refuses, naming it, a filter get cannot apply to the type
+// (or, for named resources, to a name): ignored, it would show what the
+// user meant to filter out.
+func unusedFilters(t objType, named bool, lf listFlags) error {
+	set := map[string]bool{"--kind": lf.kind != "", "--phase": len(lf.phases) > 0, "--label": len(lf.labels) > 0,
+		"--owner": lf.owner != "", "--reactor": lf.reactor != "", "--version": lf.version != ""}
+	applies := map[objType][]string{
+		typeResource:       {"--kind", "--phase", "--label", "--owner"},
+		typeKind:           {"--version"},
+		typeProviderConfig: {"--kind"},
+		typeReactorBinding: {"--kind", "--reactor"},
+	}[t]
+	for _, flag := range []string{"--kind", "--phase", "--label", "--owner", "--reactor", "--version"} {
+		switch {
+		case !set[flag]:
+		case !slices.Contains(applies, flag):
+			return usageError{fmt.Errorf("%s does not apply to %ss", flag, t)}
+		case t == typeResource && named && flag != "--kind":
+			return usageError{fmt.Errorf("%s filters a list: it does not apply to named resources", flag)}
+		case t == typeKind && !named:
+			return usageError{fmt.Errorf("%s does not apply to a list of kinds (get kind NAME --version V)", flag)}
+		}
+	}
+	return nil
 }
 
 // resolveOwner turns --owner KIND/NAME into an id (an id passes through).

@@ -272,3 +272,42 @@ func TestVerbs_QuarantineResyncDeleteRun(t *testing.T) {
 	require.Equal(t, 1, kinds.code)
 	require.Contains(t, kinds.stderr, "not supported here")
 }
+
+// A filter get cannot apply is refused, naming it, rather than ignored: a
+// named resource is shown whatever its phase or labels, and kinds, configs,
+// bindings, members and operations have no phase, labels or owner (kubectl
+// refuses a name with a selector too).
+func TestGet_RefusesFiltersItCannotApply(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, stackOpts{})
+	must(t, s.conctl("apply", "-f", filepath.Join(classicFixtures, "account.kind.json")))
+	must(t, s.conctlIn(`{"kind":"account","name":"a","labels":{"team":"blue"},"spec":{"team":"t","sim":{"latency_ms":0,"failure_rate":0}}}`,
+		"apply", "-f", "-"))
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"get", "account", "a", "--phase", "failed"}, "--phase filters a list: it does not apply to named resources"},
+		{[]string{"get", "res", "account/a", "-l", "team=red"}, "--label filters a list: it does not apply to named resources"},
+		{[]string{"get", "account/a", "--owner", "bom/x"}, "--owner filters a list: it does not apply to named resources"},
+		{[]string{"get", "res", "--reactor", "account"}, "--reactor does not apply to resources"},
+		{[]string{"get", "res", "--version", "v1"}, "--version does not apply to resources"},
+		{[]string{"get", "kinds", "--phase", "failed"}, "--phase does not apply to kinds"},
+		{[]string{"list", "kinds", "--version", "v1"}, "--version does not apply to a list of kinds"},
+		{[]string{"get", "pc", "-l", "team=blue"}, "--label does not apply to providerconfigs"},
+		{[]string{"get", "rb", "--owner", "account/a"}, "--owner does not apply to reactorbindings"},
+		{[]string{"get", "nodes", "--kind", "account"}, "--kind does not apply to clustermembers"},
+		{[]string{"get", "operations", "account/a", "--phase", "failed"}, "--phase does not apply to operations"},
+	}
+	for _, tc := range cases {
+		r := s.conctl(tc.args...)
+		require.Equalf(t, 1, r.code, "%v: stdout %q", tc.args, r.stdout)
+		require.Emptyf(t, r.stdout, "%v", tc.args)
+		require.Containsf(t, r.stderr, "Error: "+tc.want, "%v", tc.args)
+		require.Containsf(t, r.stderr, "--help' for usage", "%v: a usage error", tc.args)
+	}
+	// The filters that do apply still work.
+	must(t, s.conctl("get", "account", "a", "--kind", "account"))
+	must(t, s.conctl("get", "res", "--kind", "account", "--phase", "ready", "-l", "team=blue"))
+	must(t, s.conctl("get", "kind", "account", "--version", "v1"))
+}
