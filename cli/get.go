@@ -107,6 +107,10 @@ func parseLabels(in []string) (*json.RawMessage, error) {
 			if !ok || k == "" {
 				return nil, usageError{fmt.Errorf("--label %q: want key=value", part)}
 			}
+			if prev, ok := m[k]; ok && prev != v {
+				// All must match, and a resource has one value per label.
+				return nil, usageError{fmt.Errorf("--label %s is given twice (%q and %q): no resource can match both", k, prev, v)}
+			}
 			m[k] = v
 		}
 	}

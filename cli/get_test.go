@@ -207,6 +207,8 @@ func TestGet_OutputFormatsFiltersAndPaging(t *testing.T) {
 			{"an unknown phase is refused", []string{"get", "res", "--phase", "running"}, []string{`unknown phase "running"`}},
 			{"an unknown output format is refused", []string{"get", "res", "-o", "xml"}, []string{`unknown output format "xml"`}},
 			{"the server refuses a bad label filter value", []string{"get", "res", "-l", "team"}, []string{"want key=value"}},
+			{"two values of one label match nothing: refused, not narrowed to the last", []string{"get", "res", "-l", "team=blue", "-l", "team=green"},
+				[]string{`--label team is given twice ("blue" and "green")`}},
 			{"describe takes only resources", []string{"describe", "kind", "vpc"}, []string{"not supported here"}},
 			{"an unreachable server says so", []string{"get", "kinds", "--server", "http://127.0.0.1:1"},
 				[]string{"connection refused", "is converge running there?"}},
