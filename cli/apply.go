@@ -267,7 +267,7 @@ conctl diff -f also prints a resource's spec and labels changes.`,
 	f.StringVar(&fl.typ, "type", "", "force the document type: manifest, providerconfig, reactorbinding or resource")
 	f.BoolVarP(&fl.recursive, "recursive", "R", false, "descend into subdirectories of a -f directory")
 	f.BoolVar(&fl.wait, "wait", false, "follow each applied resource until it is READY (or fails)")
-	f.DurationVar(&fl.timeout, "timeout", 5*time.Minute, "how long --wait waits")
+	f.DurationVar(&fl.timeout, "timeout", 5*time.Minute, "how long --wait waits (a positive duration)")
 	f.BoolVar(&fl.acceptBreaking, "accept-breaking", false,
 		"apply kind manifests even when their new spec_schema breaks stored resources")
 	f.BoolVar(&fl.dryRun, "dry-run", false, "validate every document fully on the server and print what would happen; write nothing")
@@ -281,6 +281,9 @@ conctl diff -f also prints a resource's spec and labels changes.`,
 // dependency order and, with --wait, follows each applied resource until it
 // is READY.
 func (a *app) apply(ctx context.Context, fl applyFlags) error {
+	if err := checkTimeout(fl.wait, fl.timeout); err != nil {
+		return err
+	}
 	if fl.dryRun {
 		if fl.wait {
 			return usageError{fmt.Errorf("--dry-run writes nothing: there is nothing to --wait for")}

@@ -72,6 +72,9 @@ stdout); --wait then waits as without -o, exiting 1 when the member is still
 registered at --timeout.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkTimeout(wait, timeout); err != nil {
+				return err
+			}
 			c, err := a.client()
 			if err != nil {
 				return err
@@ -100,7 +103,7 @@ registered at --timeout.`,
 		},
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the member has left the membership")
-	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long --wait waits (a drain takes up to SHUTDOWN_DRAIN)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long --wait waits, a positive duration (a drain takes up to SHUTDOWN_DRAIN)")
 	return cmd
 }
 

@@ -63,6 +63,14 @@ func TestCommands_UsageErrors(t *testing.T) {
 		{"and cluster members", []string{"watch", "nodes", "--limit", "2"}, []string{"clustermembers are listed whole"}},
 		{"and provider configs: --after is refused", []string{"watch", "pc", "--after", "x"},
 			[]string{"--after pages a watch's first listing of resources only: providerconfigs are listed whole"}},
+		{"a --wait timeout that is not positive is refused, not reported as a timeout", []string{"apply", "-f", "-", "--wait", "--timeout", "-1s"},
+			[]string{"--timeout -1s: want a positive duration", "Run 'conctl apply --help' for usage."}},
+		{"so is delete's", []string{"delete", "res", "account/x", "--wait", "--timeout", "0s"},
+			[]string{"--timeout 0s: want a positive duration", "Run 'conctl delete --help' for usage."}},
+		{"and run's", []string{"run", "enable_flow_logs", "vpc/x", "--wait", "--timeout", "-1m"},
+			[]string{"--timeout -1m0s: want a positive duration", "Run 'conctl run --help' for usage."}},
+		{"and cluster drain's", []string{"cluster", "drain", "m-1", "--wait", "--timeout", "0"},
+			[]string{"--timeout 0s: want a positive duration", "Run 'conctl cluster drain --help' for usage."}},
 		{"watch pc NAME needs a kind", []string{"watch", "pc", "default"}, []string{`"default": want KIND/NAME (or NAME with --kind)`}},
 	}
 	for _, tc := range cases {

@@ -40,6 +40,9 @@ deleted at once. Kinds (manifests) cannot be deleted through the API.
 		ValidArgsFunction: a.completeTargets(typeResource, typeProviderConfig, typeReactorBinding),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if err := checkTimeout(wait, timeout); err != nil {
+				return err
+			}
 			tg, err := a.resolveTarget(ctx, args, typeResource, typeProviderConfig, typeReactorBinding)
 			if err != nil {
 				return err
@@ -53,7 +56,7 @@ deleted at once. Kinds (manifests) cannot be deleted through the API.
 	f := cmd.Flags()
 	f.StringVar(&kind, "kind", "", "the kind, when names are given without KIND/")
 	f.BoolVar(&wait, "wait", false, "wait until a deleted resource is gone")
-	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long --wait waits")
+	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long --wait waits (a positive duration)")
 	return cmd
 }
 

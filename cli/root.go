@@ -302,6 +302,15 @@ func (a *app) noStructuredOutput(name string) error {
 	return nil
 }
 
+// checkTimeout refuses a --wait whose --timeout is zero or negative: it
+// would end the wait before it started, reported as a timeout.
+func checkTimeout(wait bool, timeout time.Duration) error {
+	if wait && timeout <= 0 {
+		return usageError{fmt.Errorf("--timeout %s: want a positive duration (how long --wait waits)", timeout)}
+	}
+	return nil
+}
+
 // usageError marks a bad invocation (Run adds the --help hint).
 type usageError struct{ err error }
 

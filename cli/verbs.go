@@ -150,6 +150,9 @@ it SUCCEEDS (printing its output; exit 0) or FAILS (exit 1).`,
   conctl get operations vpc/acme-t0-vpc`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkTimeout(wait, timeout); err != nil {
+				return err
+			}
 			r, err := parseRef(args[1], kind)
 			if err != nil {
 				return err
@@ -169,7 +172,7 @@ it SUCCEEDS (printing its output; exit 0) or FAILS (exit 1).`,
 	f.StringVar(&kind, "kind", "", "the kind, when NAME is given without KIND/")
 	f.StringVar(&input, "input", "", "the verb's input, a JSON document")
 	f.BoolVar(&wait, "wait", false, "wait until the operation SUCCEEDS or FAILS")
-	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long --wait waits")
+	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long --wait waits (a positive duration)")
 	return cmd
 }
 
