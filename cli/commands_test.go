@@ -71,6 +71,10 @@ func TestCommands_UsageErrors(t *testing.T) {
 			[]string{"--timeout -1m0s: want a positive duration", "Run 'conctl run --help' for usage."}},
 		{"and cluster drain's", []string{"cluster", "drain", "m-1", "--wait", "--timeout", "0"},
 			[]string{"--timeout 0s: want a positive duration", "Run 'conctl cluster drain --help' for usage."}},
+		{"apply without -f is a usage error", []string{"apply"},
+			[]string{"no input: pass -f FILE, -f DIR or -f -", "Run 'conctl apply --help' for usage."}},
+		{"so is diff's", []string{"diff"}, []string{"no input: pass -f", "Run 'conctl diff --help' for usage."}},
+		{"and stdin twice", []string{"apply", "-f", "-", "-f", "-"}, []string{"-f - (stdin) given twice", "Run 'conctl apply --help' for usage."}},
 		{"watch pc NAME needs a kind", []string{"watch", "pc", "default"}, []string{`"default": want KIND/NAME (or NAME with --kind)`}},
 	}
 	for _, tc := range cases {

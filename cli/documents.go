@@ -98,16 +98,14 @@ type Document struct {
 // type).
 func ReadDocuments(paths []string, stdin io.Reader, forced DocType, recursive bool) ([]Document, error) {
 	if len(paths) == 0 {
-		return nil, errors.New("no input: pass -f FILE, -f DIR or -f -")
+		return nil, usageError{errors.New("no input: pass -f FILE, -f DIR or -f -")}
+	}
+	if i := slices.Index(paths, "-"); i >= 0 && slices.Contains(paths[i+1:], "-") { // before stdin is read
+		return nil, usageError{errors.New("-f - (stdin) given twice")}
 	}
 	var docs []Document
-	stdinRead := false
 	for _, p := range paths {
 		if p == "-" {
-			if stdinRead {
-				return nil, errors.New("-f - (stdin) given twice")
-			}
-			stdinRead = true
 			b, err := io.ReadAll(stdin)
 			if err != nil {
 				return nil, fmt.Errorf("read stdin: %w", err)
