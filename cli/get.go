@@ -140,13 +140,15 @@ one of resource (res), kind (crd, manifest), providerconfig (pc), reactorbinding
 plural. Names are NAME under a kind, KIND/NAME for resources and providerconfigs
 (or NAME with --kind), the name for kinds and reactor bindings, the id for
 cluster members and operations; "get operations KIND/NAME" lists a resource's
-operations.
+100 newest operations (the API lists no older ones; stderr says so when there
+are 100).
 
 Lists follow the keyset cursors to the last page (never counted); --limit N
 shows one page of N (with the cursor to go on with --after), --all with --limit
 follows the cursors in pages of N. Only resources and providerconfigs are
-paged: kinds, reactor bindings, cluster members and operations are listed
-whole, and --limit or --after with them is refused. --phase repeats as a union; --label repeats
+paged: kinds, reactor bindings and cluster members are listed whole (a
+resource's operations, its 100 newest), and --limit or --after with them is
+refused. --phase repeats as a union; --label repeats
 as an intersection; --sort-by orders by any field of the -o json object. A
 filter that does not apply is refused, never ignored: --phase, --label and
 --owner filter a list of resources (not named ones), --kind resources,
@@ -573,7 +575,7 @@ func (a *app) getOperations(ctx context.Context, c *Conn, names []string, lf lis
 			if err != nil {
 				return err
 			}
-			resp, err := ResourceOperations(ctx, c.GQL, r.kind, r.name, 100)
+			resp, err := ResourceOperations(ctx, c.GQL, r.kind, r.name, maxResourceOperations)
 			if err != nil {
 				return fmt.Errorf("list the operations of %s: %w", r, apiError(err))
 			}
@@ -582,6 +584,9 @@ func (a *app) getOperations(ctx context.Context, c *Conn, names []string, lf lis
 			}
 			for _, op := range resp.Resource.Operations {
 				rows = append(rows, op.OperationRow)
+			}
+			if len(resp.Resource.Operations) == maxResourceOperations { // there may be older ones
+				fmt.Fprintf(a.stderr(), "(the %d newest operations of %s: the API lists no older ones)\n", maxResourceOperations, r)
 			}
 			continue
 		}
@@ -596,6 +601,10 @@ func (a *app) getOperations(ctx context.Context, c *Conn, names []string, lf lis
 	}
 	return writeItems(a, rows, !listed, nil, lf.sortBy, a.operationTable)
 }
+
+// maxResourceOperations is how many of a resource's operations the API
+// lists (Resource.operations(first:), 1-100), newest first.
+const maxResourceOperations = 100
 
 // pick keeps the rows with the given names, in the names' order.
 func pick[T any](rows []T, names []string, what string, key func(T) string) ([]T, error) {

@@ -313,3 +313,28 @@ func TestGet_RefusesFiltersItCannotApply(t *testing.T) {
 	must(t, s.conctl("get", "res", "--kind", "account", "--phase", "ready", "-l", "team=blue"))
 	must(t, s.conctl("get", "kind", "account", "--version", "v1"))
 }
+
+// The API lists a resource's 100 newest operations, no more: get operations
+// KIND/NAME says so on stderr when it shows that many, rather than passing
+// the 100 off as the whole list.
+func TestGet_OperationsSaysWhenItShowsOnlyTheNewest(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, stackOpts{})
+	must(t, s.conctl("apply", "-f", filepath.Join(classicFixtures, "vpc.kind.json")))
+	must(t, s.conctlIn(`{"kind":"vpc","name":"v","labels":{},"spec":{"cidr":"10.0.0.0/24","account_id":"a-1","sim":{"latency_ms":0,"failure_rate":0}}}`,
+		"apply", "-f", "-"))
+	for range 101 {
+		must(t, s.conctl("run", "enable_flow_logs", "vpc/v", "--input", `{"retention_days":7}`))
+	}
+	for _, o := range []string{"table", "json"} {
+		r := must(t, s.conctl("get", "operations", "vpc/v", "-o", o))
+		require.Containsf(t, r.stderr, "the 100 newest operations of vpc/v", "-o %s", o)
+		if o == "json" {
+			var page struct {
+				Items []json.RawMessage `json:"items"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(r.stdout), &page), "stdout is the one JSON object")
+			require.Len(t, page.Items, 100)
+		}
+	}
+}
