@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -107,21 +108,42 @@ registered at --timeout.`,
 	return cmd
 }
 
-// waitMemberGone polls the membership every 500 ms until id is gone.
+// waitMemberGone polls the membership every 500 ms until id is gone. A
+// read the server refuses (a GraphQL error: FORBIDDEN, ...) ends the wait
+// with it; one that does not reach the server (a restart, the drained
+// member serving the API) is tried again, and the last such failure is
+// named if the member is still listed at the timeout.
 func (a *app) waitMemberGone(ctx context.Context, c *Conn, id string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
+	var lastErr error
 	for {
 		resp, err := ListClusterMembers(ctx, c.GQL)
-		if err == nil && !slices.ContainsFunc(resp.ClusterMembers, func(m ListClusterMembersClusterMembersClusterMember) bool {
-			return m.Id == id
-		}) {
-			return nil
+		switch {
+		case err == nil:
+			lastErr = nil
+			if !slices.ContainsFunc(resp.ClusterMembers, func(m ListClusterMembersClusterMembersClusterMember) bool {
+				return m.Id == id
+			}) {
+				return nil
+			}
+		case ctx.Err() != nil: // cut short by the timeout or an interrupt
+		case ErrorCode(apiError(err)) != "":
+			return fmt.Errorf("wait for member %s to leave: %w", id, apiError(err))
+		default:
+			lastErr = err
 		}
 		select {
 		case <-ctx.Done():
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return ctx.Err()
+			}
+			if lastErr != nil {
+				return fmt.Errorf("member %s: not seen to leave within %s: the last membership read failed: %s",
+					id, timeout, FormatError(lastErr))
+			}
 			return fmt.Errorf("member %s still registered after %s (conctl get members shows its status)", id, timeout)
 		case <-tick.C:
 		}

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
@@ -98,4 +99,33 @@ func TestServer_CredentialsRefusedNeverPrinted(t *testing.T) {
 		require.Containsf(t, r.stderr, "--token or CONVERGE_TOKEN", "%v", args)
 		require.NotContainsf(t, r.stdout+r.stderr, "s3cret", "%v", args)
 	}
+}
+
+// A --wait whose membership reads the server refuses (here FORBIDDEN: a
+// token that may drain but not list) ends at once with the server's error,
+// not after --timeout as a member "still registered".
+func TestMemberControl_WaitReportsAFailingRead(t *testing.T) {
+	t.Parallel()
+	member := `{"id":"m-1","role":"ALL","status":"DRAINING","kinds":[],"shardLo":null,"shardHi":null,"inFlight":0,"workers":0,` +
+		`"version":"v","host":"h","pid":1,"startedAt":"2026-01-01T00:00:00Z","lastHeartbeat":"2026-01-01T00:00:00Z","config":null`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			OperationName string `json:"operationName"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		w.Header().Set("Content-Type", "application/json")
+		switch req.OperationName {
+		case "DrainClusterMember":
+			_, _ = io.WriteString(w, `{"data":{"drainClusterMember":`+member+`,"requestedAction":"DRAIN","requestedBy":"admin"}}}`)
+		default:
+			_, _ = io.WriteString(w, `{"errors":[{"message":"reading cluster members needs the viewer role","extensions":{"code":"FORBIDDEN"}}],"data":null}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	start := time.Now()
+	r := runConctl(context.Background(), srv.URL, "", "cluster", "drain", "m-1", "--wait", "--timeout", "60s")
+	require.Equal(t, 1, r.code, r.stdout)
+	require.Contains(t, r.stderr, "FORBIDDEN: reading cluster members needs the viewer role")
+	require.NotContains(t, r.stderr, "still registered")
+	require.Less(t, time.Since(start), 30*time.Second, "at once, not at --timeout")
 }
