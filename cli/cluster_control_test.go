@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/converge-run/converge/cli"
 )
 
 // fakeMemberAPI is a GraphQL endpoint where drainClusterMember answers and
@@ -128,4 +130,31 @@ func TestMemberControl_WaitReportsAFailingRead(t *testing.T) {
 	require.Contains(t, r.stderr, "FORBIDDEN: reading cluster members needs the viewer role")
 	require.NotContains(t, r.stderr, "still registered")
 	require.Less(t, time.Since(start), 30*time.Second, "at once, not at --timeout")
+}
+
+// Ctrl+C during a --wait ends conctl with 'interrupted', naming what was
+// already requested, not Go's 'context canceled'.
+func TestWait_InterruptSaysSo(t *testing.T) {
+	t.Parallel()
+	server := fakeMemberAPI(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Run(ctx, testEnv(server, "", &out, &errb), []string{"cluster", "drain", "m-1", "--wait", "--timeout", "5m"})
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "drain requested") { // the wait has begun
+		require.True(t, time.Now().Before(deadline), "no request line: %q %q", out.String(), errb.String())
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel() // what signal.NotifyContext does on SIGINT
+	select {
+	case code := <-done:
+		require.Equal(t, 1, code)
+	case <-time.After(30 * time.Second):
+		t.Fatal("conctl did not end on the interrupt")
+	}
+	require.Equal(t, "Error: interrupted (what was already requested continues on the server)\n", errb.String())
 }

@@ -21,7 +21,9 @@ func GenerateMarkdown(w io.Writer) error {
 	b.WriteString(root.PersistentFlags().FlagUsagesWrapped(100))
 	b.WriteString("```\n\nExit status: 0 on success, 1 on any failure; the error goes to stderr as\n" +
 		"`Error: CODE: message`, where CODE is the GraphQL error's `extensions.code`\n" +
-		"(BAD_USER_INPUT, NOT_FOUND, CONFLICT, UNAUTHENTICATED, FORBIDDEN, INTERNAL).\n\n")
+		"(BAD_USER_INPUT, NOT_FOUND, CONFLICT, UNAUTHENTICATED, FORBIDDEN, INTERNAL).\n" +
+		"Ctrl+C (or SIGTERM) during a wait or a request ends it with `Error: interrupted`\n" +
+		"(exit 1); what was already requested continues on the server. A watch ends with 0.\n\n")
 	b.WriteString("## Commands\n\n")
 	var all []*cobra.Command
 	walk(root, func(c *cobra.Command) { all = append(all, c) })

@@ -53,6 +53,12 @@ func Run(ctx context.Context, env Env, args []string) int {
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	err = errors.Join(err, a.flushResults())
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// Ctrl+C (SIGINT) or SIGTERM: what it cut short was a wait or a
+		// request, never a failure of the server's.
+		fmt.Fprintln(env.Stderr, "Error: interrupted (what was already requested continues on the server)")
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "Error: %s\n", FormatError(err))
 		if isUsageError(err) {
