@@ -46,19 +46,7 @@ func TestProcess_ReadyzSaysDrainingWhileTheMemberDrains(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	started := make(chan *app.Process, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- app.Run(ctx, cfg, apptest.Logger(t), app.Options{OnStart: func(p *app.Process) { started <- p }})
-	}()
-	var p *app.Process
-	select {
-	case p = <-started:
-	case err := <-done:
-		t.Fatalf("converge exited during start-up: %v", err)
-	case <-time.After(apptest.BootWithin):
-		t.Fatal("converge did not start")
-	}
+	p, done := runConverge(t, ctx, cfg)
 	base := apptest.APIURL(p)
 	code, body := probe(t, base, "/readyz")
 	require.Equal(t, http.StatusOK, code, body)
@@ -211,4 +199,24 @@ func TestProcess_ReadyzStaysReadyWithEveryPoolConnectionBusy(t *testing.T) {
 	require.NotEmpty(t, held)
 	code, body := probe(t, base, "/readyz")
 	require.Equal(t, http.StatusOK, code, "/readyz with the pool busy: %s", body)
+}
+
+// runConverge runs converge with cfg until ctx ends and returns it once it
+// started; done reports app.Run's return.
+func runConverge(t *testing.T, ctx context.Context, cfg config.Config) (*app.Process, <-chan error) {
+	t.Helper()
+	started := make(chan *app.Process, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- app.Run(ctx, cfg, apptest.Logger(t), app.Options{OnStart: func(p *app.Process) { started <- p }})
+	}()
+	select {
+	case p := <-started:
+		return p, done
+	case err := <-done:
+		t.Fatalf("converge exited during start-up: %v", err)
+	case <-time.After(apptest.BootWithin):
+		t.Fatal("converge did not start")
+	}
+	return nil, nil
 }

@@ -122,19 +122,7 @@ func TestProcess_ShutdownWithAnUnansweringDatabaseEndsWithinItsBudget(t *testing
 	require.NoError(t, cfg.Validate())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	started := make(chan *app.Process, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- app.Run(ctx, cfg, apptest.Logger(t), app.Options{OnStart: func(p *app.Process) { started <- p }})
-	}()
-	var p *app.Process
-	select {
-	case p = <-started:
-	case err := <-done:
-		t.Fatalf("converge exited during start-up: %v", err)
-	case <-time.After(apptest.BootWithin):
-		t.Fatal("converge did not start")
-	}
+	p, done := runConverge(t, ctx, cfg)
 	base := apptest.APIURL(p)
 	f.freeze()
 	apptest.WaitFor(t, 30*time.Second, "the member sees the database gone", func() bool {
