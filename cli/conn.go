@@ -56,6 +56,11 @@ func (f connFlags) dial(version string) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if i := strings.IndexFunc(f.token, func(r rune) bool { return r < 0x20 || r == 0x7f }); i >= 0 {
+		// A header cannot carry it: net/http would refuse every request
+		// with "invalid header field value", naming neither flag nor cause.
+		return nil, usageError{fmt.Errorf("the token (--token or CONVERGE_TOKEN) contains a control character (%q at byte %d): a trailing newline from a file?", f.token[i], i)}
+	}
 	header := http.Header{}
 	header.Set("User-Agent", "conctl/"+version)
 	if f.token != "" {
