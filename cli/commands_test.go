@@ -58,6 +58,8 @@ func TestCommands_UsageErrors(t *testing.T) {
 		{"so are reactor bindings: --after is refused", []string{"list", "rb", "--after", "x"},
 			[]string{"--after pages resources and providerconfigs only: reactorbindings are listed whole"}},
 		{"and cluster members", []string{"get", "nodes", "--limit", "2"}, []string{"clustermembers are listed whole"}},
+		{"a resource's operations are its 100 newest: --limit is refused", []string{"get", "operations", "account/a", "--limit", "5"},
+			[]string{"--limit pages resources and providerconfigs only: a resource's operations are listed as its 100 newest"}},
 		{"a watch lists kinds whole: --limit is refused", []string{"watch", "kinds", "--limit", "1"},
 			[]string{"--limit pages a watch's first listing of resources only: kinds are listed whole"}},
 		{"and cluster members", []string{"watch", "nodes", "--limit", "2"}, []string{"clustermembers are listed whole"}},
@@ -101,6 +103,17 @@ func TestCommands_CompletionScripts(t *testing.T) {
 	}
 	r = runConctl(context.Background(), "http://127.0.0.1:1", "", "__complete", "get", "res", "--phase", "")
 	require.Contains(t, strings.Fields(r.stdout), "quarantined")
+}
+
+// A token with a control character (a file's trailing newline) is refused
+// before any request, naming where it came from, never printing it; net/http
+// refused every request with "invalid header field value", naming neither.
+func TestCommands_RefusesATokenAHeaderCannotCarry(t *testing.T) {
+	t.Parallel()
+	r := runConctl(context.Background(), "http://127.0.0.1:1", "", "get", "kinds", "--token", "s3cret\n")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, `Error: the token (--token or CONVERGE_TOKEN) contains a control character ('\n' at byte 6)`)
+	require.NotContains(t, r.stderr, "s3cret")
 }
 
 func TestDocs_CLIReferenceIsFresh(t *testing.T) {

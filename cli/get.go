@@ -287,6 +287,9 @@ func unpaged(t objType, lf listFlags) error {
 	if lf.limit == 0 {
 		flag = "--after"
 	}
+	if t == typeOperation {
+		return usageError{fmt.Errorf("%s pages resources and providerconfigs only: a resource's operations are listed as its %d newest", flag, maxResourceOperations)}
+	}
 	return usageError{fmt.Errorf("%s pages resources and providerconfigs only: %ss are listed whole", flag, t)}
 }
 
