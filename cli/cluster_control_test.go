@@ -20,6 +20,13 @@ import (
 // the member never leaves, and the server's version is v-server.
 func fakeMemberAPI(t *testing.T) string {
 	t.Helper()
+	return fakeMemberAPIListing(t, func(member string) string { return `{"data":{"clusterMembers":[` + member + `}]}}` })
+}
+
+// fakeMemberAPIListing is fakeMemberAPI whose member listing answers list
+// (given the member's object, less its closing brace).
+func fakeMemberAPIListing(t *testing.T, list func(member string) string) string {
+	t.Helper()
 	member := `{"id":"m-1","role":"ALL","status":"DRAINING","kinds":[],"shardLo":null,"shardHi":null,"inFlight":0,"workers":0,` +
 		`"version":"v","host":"h","pid":1,"startedAt":"2026-01-01T00:00:00Z","lastHeartbeat":"2026-01-01T00:00:00Z","config":null`
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -34,7 +41,7 @@ func fakeMemberAPI(t *testing.T) string {
 		case "ServerVersion":
 			_, _ = io.WriteString(w, `{"data":{"version":"v-server"}}`)
 		case "ListClusterMembers":
-			_, _ = io.WriteString(w, `{"data":{"clusterMembers":[`+member+`}]}}`)
+			_, _ = io.WriteString(w, list(member))
 		default:
 			t.Errorf("unexpected operation %s", req.OperationName)
 			w.WriteHeader(http.StatusInternalServerError)
@@ -108,24 +115,11 @@ func TestServer_CredentialsRefusedNeverPrinted(t *testing.T) {
 // not after --timeout as a member "still registered".
 func TestMemberControl_WaitReportsAFailingRead(t *testing.T) {
 	t.Parallel()
-	member := `{"id":"m-1","role":"ALL","status":"DRAINING","kinds":[],"shardLo":null,"shardHi":null,"inFlight":0,"workers":0,` +
-		`"version":"v","host":"h","pid":1,"startedAt":"2026-01-01T00:00:00Z","lastHeartbeat":"2026-01-01T00:00:00Z","config":null`
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			OperationName string `json:"operationName"`
-		}
-		_ = json.NewDecoder(r.Body).Decode(&req)
-		w.Header().Set("Content-Type", "application/json")
-		switch req.OperationName {
-		case "DrainClusterMember":
-			_, _ = io.WriteString(w, `{"data":{"drainClusterMember":`+member+`,"requestedAction":"DRAIN","requestedBy":"admin"}}}`)
-		default:
-			_, _ = io.WriteString(w, `{"errors":[{"message":"reading cluster members needs the viewer role","extensions":{"code":"FORBIDDEN"}}],"data":null}`)
-		}
-	}))
-	t.Cleanup(srv.Close)
+	server := fakeMemberAPIListing(t, func(string) string {
+		return `{"errors":[{"message":"reading cluster members needs the viewer role","extensions":{"code":"FORBIDDEN"}}],"data":null}`
+	})
 	start := time.Now()
-	r := runConctl(context.Background(), srv.URL, "", "cluster", "drain", "m-1", "--wait", "--timeout", "60s")
+	r := runConctl(context.Background(), server, "", "cluster", "drain", "m-1", "--wait", "--timeout", "60s")
 	require.Equal(t, 1, r.code, r.stdout)
 	require.Contains(t, r.stderr, "FORBIDDEN: reading cluster members needs the viewer role")
 	require.NotContains(t, r.stderr, "still registered")
