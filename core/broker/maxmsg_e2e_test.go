@@ -43,19 +43,7 @@ func TestWorkerResult_OverTheBrokersMessageLimitFailsItsTask(t *testing.T) {
 	_, _, err := s.Store.ApplyResource(context.Background(), store.ApplyResourceInput{Kind: "route", Name: "big", Spec: json.RawMessage(`{}`)})
 	require.NoError(t, err)
 
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r, err := s.Store.GetResource(context.Background(), "route", "big")
-		require.NoError(t, err)
-		if r.Phase == resource.PhaseFailed {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the task did not fail (phase %s); the worker lost its session %d times sending the result",
-				r.Phase, logs.Count("broker stream lost"))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	s.WaitPhase("route", "big", resource.PhaseFailed, 30*time.Second)
 	require.Equal(t, 1, logs.Count("result too large to send; failing its task"), logs.String())
 	require.Contains(t, logs.String(), `"limit":65536`)
 	require.Contains(t, logs.String(), `"limit_of":"the broker's WORKER_MAX_MESSAGE_BYTES"`)
