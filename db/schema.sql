@@ -1603,13 +1603,40 @@ CREATE FUNCTION public.gc_stale_cluster_members(p_ttl interval DEFAULT '00:05:00
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    v_n int;
+    v_n   int;
+    v_ids text[];
+    v_ctl text[];
+    v_by  text[];
+    v_at  timestamptz[];
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM cluster_members WHERE last_heartbeat < p_now - p_ttl) THEN
         RETURN 0;
     END IF;
-    DELETE FROM cluster_members WHERE last_heartbeat < p_now - p_ttl;
-    GET DIAGNOSTICS v_n = ROW_COUNT;
+    WITH gone AS (
+        DELETE FROM cluster_members WHERE last_heartbeat < p_now - p_ttl
+        RETURNING member_id, control, control_by, control_at
+    )
+    SELECT count(*)::int,
+           array_agg(member_id) FILTER (WHERE control IS NOT NULL),
+           array_agg(control) FILTER (WHERE control IS NOT NULL),
+           array_agg(control_by) FILTER (WHERE control IS NOT NULL),
+           array_agg(control_at) FILTER (WHERE control IS NOT NULL)
+      INTO v_n, v_ids, v_ctl, v_by, v_at
+      FROM gone;
+    IF v_ids IS NOT NULL THEN
+        BEGIN
+            INSERT INTO cluster_member_tombstones AS t (member_id, control, control_by, control_at)
+            SELECT * FROM unnest(v_ids, v_ctl, v_by, v_at)
+            ON CONFLICT (member_id) DO UPDATE
+               SET removed_at = now(), control = EXCLUDED.control,
+                   control_by = EXCLUDED.control_by, control_at = EXCLUDED.control_at;
+            DELETE FROM cluster_member_tombstones WHERE removed_at < now() - interval '10 minutes';
+        EXCEPTION WHEN undefined_column THEN
+            -- The schema before migration 00020 (this function set is applied
+            -- before the migrations): the tombstone keeps no request.
+            NULL;
+        END;
+    END IF;
     RETURN v_n;
 END
 $$;

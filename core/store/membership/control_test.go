@@ -139,3 +139,82 @@ func TestRequestControl_SurvivesTheProbeRemovingTheRowDuringALockBlip(t *testing
 		})
 	}
 }
+
+// A member silent past the GC's TTL (its beats failed for minutes while its
+// process lived on) is removed by the member GC and re-inserts its row on its
+// next successful beat. A drain or kill an admin recorded on the row before
+// the GC must come back with the row, as it does after the dead-member
+// probe's removal; a row without a request leaves no tombstone (the probe
+// frees the leases of a tombstoned id, which the GC leaves to the stale-lease
+// reaper).
+func TestRequestControl_SurvivesTheGCRemovingASilentMembersRow(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		reason string
+		action membership.Action
+	}{
+		"drain": {reason: "a drain the member never read is still asked of it", action: membership.ActionDrain},
+		"kill":  {reason: "a kill the member never read is still asked of it", action: membership.ActionKill},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			pool := pgtest.Pool(t)
+			s := membership.New(pool)
+			m := membership.Member{ID: "b-silent", Role: membership.RoleBroker}
+			for _, id := range []string{m.ID, "b-quiet"} {
+				_, err := s.Upsert(ctx, membership.Member{ID: id, Role: membership.RoleBroker})
+				require.NoError(t, err)
+			}
+			asked, err := s.RequestControl(ctx, m.ID, tc.action, "admin:ops")
+			require.NoError(t, err)
+			_, err = pool.Exec(ctx, `UPDATE cluster_members SET last_heartbeat = now() - interval '6 minutes'`)
+			require.NoError(t, err)
+
+			n, err := s.GCStale(ctx, membership.DefaultGCTTL)
+			require.NoError(t, err)
+			require.Equal(t, 2, n, "both silent rows go")
+			r, err := s.PendingRequest(ctx, m.ID)
+			require.NoError(t, err)
+			require.False(t, r.Pending(), "the row is gone meanwhile")
+			var tombstones []string
+			rows, err := pool.Query(ctx, `SELECT member_id FROM cluster_member_tombstones ORDER BY member_id`)
+			require.NoError(t, err)
+			for rows.Next() {
+				var id string
+				require.NoError(t, rows.Scan(&id))
+				tombstones = append(tombstones, id)
+			}
+			require.NoError(t, rows.Err())
+			require.Equal(t, []string{m.ID}, tombstones, "only the row with a request is tombstoned")
+
+			_, err = s.Upsert(ctx, m) // the member's next beat re-inserts the row
+			require.NoError(t, err)
+			r, err = s.PendingRequest(ctx, m.ID)
+			require.NoError(t, err)
+			require.Equal(t, tc.action, r.Action, tc.reason)
+			require.Equal(t, "admin:ops", r.By)
+			require.NotNil(t, r.At)
+			require.True(t, r.At.Equal(*asked.Request.At), "the request keeps its time")
+			r, err = s.PendingRequest(ctx, "b-quiet")
+			require.NoError(t, err)
+			require.False(t, r.Pending())
+		})
+	}
+}
+
+// The function set is applied before the migrations, so the GC runs over the
+// schema before 00020 (tombstones without the request columns) until the
+// migration lands: it still removes the silent rows.
+func TestGCStale_WorksOverTheSchemaBeforeTombstonesKeptRequests(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := membership.New(pool)
+	_, err := pool.Exec(ctx, `
+ALTER TABLE cluster_member_tombstones DROP COLUMN control, DROP COLUMN control_by, DROP COLUMN control_at;
+INSERT INTO cluster_members (member_id, role, control, last_heartbeat)
+VALUES ('gone', 'broker', 'drain', now() - interval '6 minutes')`)
+	require.NoError(t, err)
+	n, err := s.GCStale(ctx, membership.DefaultGCTTL)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+}

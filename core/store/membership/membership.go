@@ -217,7 +217,9 @@ SELECT lower(r), upper(r) FROM assign_member_shards($1, $2, $3) AS r`,
 }
 
 // GCStale hard-deletes the members whose heartbeat is older than ttl
-// (crashed, or their deregister timed out). It returns the number removed.
+// (crashed, or their deregister timed out). A removed row's pending drain or
+// kill is kept on the id's tombstone, and comes back with the row if the
+// member beats again (Upsert). It returns the number removed.
 func (s *Store) GCStale(ctx context.Context, ttl time.Duration) (int, error) {
 	var n int
 	err := s.db.QueryRow(ctx, `SELECT gc_stale_cluster_members(make_interval(secs => $1))`, ttl.Seconds()).Scan(&n)
