@@ -10,10 +10,11 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
 	"github.com/converge-run/converge/core/app"
-	"github.com/converge-run/converge/core/dbauth"
+	"github.com/converge-run/converge/core/config"
 	"github.com/converge-run/converge/core/logging"
 	"github.com/converge-run/converge/core/shutdown"
 	"github.com/converge-run/converge/db/migrate"
@@ -93,47 +94,41 @@ func migrateCmd(getenv func(string) string) *cobra.Command {
 			return fmt.Errorf("unknown migrate command %q: want up, down or status", args[0])
 		},
 	}
-	run := func(f func(context.Context, *migrate.Runner) error) func(*cobra.Command, []string) error {
+	// Every subcommand logs as serve does (LOG_FORMAT, LOG_LEVEL) and takes
+	// the IAM token hook through serve's own check: TLS required, and a
+	// warning for a URL whose TLS does not verify the server.
+	run := func(f func(context.Context, *migrate.Runner, zerolog.Logger) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, _ []string) error {
 			url, iam, err := migrateEnv(getenv)
 			if err != nil {
 				return err
 			}
-			var hook dbauth.Hook
-			if iam {
-				if err := dbauth.CheckTLS(url); err != nil {
-					return err
-				}
-				h, err := dbauth.LoadIAM(cmd.Context())
-				if err != nil {
-					return err
-				}
-				hook = h
+			log, err := logging.New(getenv("LOG_FORMAT"), getenv("LOG_LEVEL"), cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			hook, err := app.AuthHook(cmd.Context(), config.Config{DatabaseURL: url, DBIAMAuth: iam}, log)
+			if err != nil {
+				return err
 			}
 			r, err := migrate.Open(url, hook)
 			if err != nil {
 				return err
 			}
 			defer r.Close()
-			return f(cmd.Context(), r)
+			return f(cmd.Context(), r, log)
 		}
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "up",
 		Args:  cobra.NoArgs,
 		Short: "Apply the function set and every pending migration (under a session advisory lock)",
-		RunE: run(func(ctx context.Context, r *migrate.Runner) error {
-			log, err := logging.New(getenv("LOG_FORMAT"), getenv("LOG_LEVEL"), nil)
-			if err != nil {
-				return err
-			}
-			return app.MigrateUp(ctx, r, log)
-		}),
+		RunE:  run(app.MigrateUp),
 	}, &cobra.Command{
 		Use:   "down",
 		Args:  cobra.NoArgs,
 		Short: "Roll back the most recent migration",
-		RunE: run(func(ctx context.Context, r *migrate.Runner) error {
+		RunE: run(func(ctx context.Context, r *migrate.Runner, _ zerolog.Logger) error {
 			name, err := r.Down(ctx)
 			if err != nil {
 				return err
@@ -145,7 +140,7 @@ func migrateCmd(getenv func(string) string) *cobra.Command {
 		Use:   "status",
 		Args:  cobra.NoArgs,
 		Short: "List the migrations and the function set, and whether each is applied",
-		RunE: run(func(ctx context.Context, r *migrate.Runner) error {
+		RunE: run(func(ctx context.Context, r *migrate.Runner, _ zerolog.Logger) error {
 			return r.Status(ctx, os.Stdout)
 		}),
 	})
