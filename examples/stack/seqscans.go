@@ -3,9 +3,10 @@ package stack
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/converge-run/converge/core/store"
 )
 
 // SeqRows is how many rows Seq Scans have read since the cluster started,
@@ -17,9 +18,7 @@ type SeqRows struct {
 }
 
 // TableScans is one table's Seq Scans and the rows they read.
-type TableScans struct {
-	Scans, Rows int64
-}
+type TableScans = store.TableScans
 
 // Fleet is the rows read from resources, its phase and label rows, the
 // edges and the queue's partitions. Every hot statement probes those by
@@ -76,28 +75,11 @@ func (s SeqRows) Over(floor int64) []string {
 // which a busy backend flushes at most once a second and an idle one within
 // ten seconds, so a read taken just after a run may miss its last seconds.
 func (s *Stack) SeqRowsRead(ctx context.Context) (SeqRows, error) {
-	n := SeqRows{Tables: map[string]TableScans{}}
-	rows, err := s.pool.Query(ctx, `
-SELECT relname::text, seq_scan, seq_tup_read
-  FROM pg_stat_user_tables
- WHERE relname IN ('resources', 'resource_phases', 'resource_labels', 'resource_deps')
-    OR relname ~ '^work_(queue|outbox)_p[0-9]+$'`)
+	tables, err := s.Store.FleetSeqScans(ctx)
 	if err != nil {
-		return SeqRows{}, fmt.Errorf("read the tables' seq scan counters: %w", err)
+		return SeqRows{}, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var name string
-		var t TableScans
-		if err := rows.Scan(&name, &t.Scans, &t.Rows); err != nil {
-			return SeqRows{}, fmt.Errorf("read the tables' seq scan counters: %w", err)
-		}
-		n.Tables[name] = t
-	}
-	if err := rows.Err(); err != nil {
-		return SeqRows{}, fmt.Errorf("read the tables' seq scan counters: %w", err)
-	}
-	return n, nil
+	return SeqRows{Tables: tables}, nil
 }
 
 // BuffersTouched is how many buffers the database's backends have read
@@ -107,12 +89,7 @@ SELECT relname::text, seq_scan, seq_tup_read
 // signature: a plan that probes an index by the wrong columns reads no row
 // by a Seq Scan and yet hundreds of pages a row.
 func (s *Stack) BuffersTouched(ctx context.Context) (int64, error) {
-	var n int64
-	err := s.pool.QueryRow(ctx, `SELECT (blks_hit + blks_read)::bigint FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("read the database's buffer counters: %w", err)
-	}
-	return n, nil
+	return s.Store.BuffersTouched(ctx)
 }
 
 // WAL is what the cluster has written to its write-ahead log since it
@@ -138,9 +115,6 @@ func (w WAL) Sub(b WAL) WAL {
 // their records as they insert them and publish them with their other
 // statistics, as the Seq Scan counters are.
 func (s *Stack) WALWritten(ctx context.Context) (WAL, error) {
-	var w WAL
-	if err := s.pool.QueryRow(ctx, `SELECT wal_records, wal_fpi, wal_bytes::bigint FROM pg_stat_wal`).Scan(&w.Records, &w.FPI, &w.Bytes); err != nil {
-		return WAL{}, fmt.Errorf("read the write-ahead log's counters: %w", err)
-	}
-	return w, nil
+	w, err := s.Store.WALWritten(ctx)
+	return WAL(w), err
 }

@@ -221,10 +221,7 @@ func (s *Stack) CreateDatabase(ctx context.Context, name string) (string, error)
 // Checkpoint forces a checkpoint, so what runs next does not pay for the
 // dirty buffers of what ran before.
 func (s *Stack) Checkpoint(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, "CHECKPOINT"); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	return nil
+	return s.Store.Checkpoint(ctx)
 }
 
 // WaitAutovacuum waits, up to limit, until no autovacuum worker is running
@@ -235,9 +232,9 @@ func (s *Stack) WaitAutovacuum(ctx context.Context, limit time.Duration) (time.D
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		var n int
-		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'").Scan(&n); err != nil {
-			return time.Since(start), fmt.Errorf("count autovacuum workers: %w", err)
+		n, err := s.Store.AutovacuumWorkers(ctx)
+		if err != nil {
+			return time.Since(start), err
 		}
 		if n == 0 || time.Since(start) >= limit {
 			return time.Since(start), nil
