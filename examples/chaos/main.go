@@ -39,10 +39,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/converge-run/converge/core/shutdown"
+	"github.com/converge-run/converge/examples/stack"
 )
 
 func main() {
@@ -62,8 +65,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "chaos: -n must be at least 1")
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, *n, *smoke, *only, *repeat)
+	// Ctrl+C stops the cluster in order; a second one kills its processes at
+	// once and exits.
+	var running atomic.Pointer[stack.Stack]
+	ctx, stop := shutdown.Context(context.Background(), "chaos", func() {
+		if st := running.Load(); st != nil {
+			st.Abandon()
+		}
+	})
+	err := run(ctx, &running, *n, *smoke, *only, *repeat)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
@@ -192,13 +202,15 @@ func pick(all []scenario, only string, smoke bool, repeat int) ([]scenario, erro
 	return picked, nil
 }
 
-func run(ctx context.Context, n int, smoke bool, only string, repeat int) error {
+// run boots the cluster (stored in running, for a second signal to abandon)
+// and runs the waves.
+func run(ctx context.Context, running *atomic.Pointer[stack.Stack], n int, smoke bool, only string, repeat int) error {
 	// The selection is checked before the cluster boots, so a typo costs no
 	// boot; the scenarios are picked again below, bound to the booted suite.
 	if _, err := pick((&suite{}).scenarios(ctx), only, smoke, repeat); err != nil {
 		return err
 	}
-	s, err := boot(ctx)
+	s, err := boot(ctx, running)
 	if err != nil {
 		if s != nil {
 			s.close()

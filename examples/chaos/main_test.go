@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/examples/stack"
 )
 
 // A fault selection that selects nothing, or a repeat count below one, is a
@@ -67,6 +70,6 @@ func TestRun_RefusesABadSelectionBeforeBooting(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	err := run(ctx, 1, false, "worker-kil", 1)
+	err := run(ctx, new(atomic.Pointer[stack.Stack]), 1, false, "worker-kil", 1)
 	require.ErrorContains(t, err, `unknown fault "worker-kil"`)
 }

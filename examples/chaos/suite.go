@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -45,7 +46,7 @@ type suite struct {
 	applied, roots int
 }
 
-func boot(ctx context.Context) (*suite, error) {
+func boot(ctx context.Context, running *atomic.Pointer[stack.Stack]) (*suite, error) {
 	dir, err := os.MkdirTemp("", "converge-chaos-")
 	if err != nil {
 		return nil, err
@@ -84,6 +85,7 @@ func boot(ctx context.Context) (*suite, error) {
 	if err != nil {
 		return s, err
 	}
+	running.Store(s.st)
 	s.store = s.st.Store
 	return s, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/shutdown"
 	"github.com/converge-run/converge/core/worker"
 	"github.com/converge-run/converge/examples/classic"
 )
@@ -38,7 +39,8 @@ var (
 // and the retry runs normally); SIGUSR2 toggles a slow mode (ten times the
 // latency).
 func runWorker() error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	// SIGTERM drains the running tasks; a second signal exits at once.
+	ctx, stop := shutdown.Context(context.Background(), "chaos worker", nil)
 	defer stop()
 	opts, err := worker.OptionsFromEnv()
 	if err != nil {

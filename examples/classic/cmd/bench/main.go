@@ -91,15 +91,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/core/logging"
 	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/shutdown"
 	"github.com/converge-run/converge/examples/apply"
 	"github.com/converge-run/converge/examples/classic"
 	"github.com/converge-run/converge/examples/stack"
@@ -183,7 +183,14 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// Ctrl+C stops the stack in order; a second one kills its processes at
+	// once and exits.
+	var running atomic.Pointer[stack.Stack]
+	ctx, stop := shutdown.Context(context.Background(), "bench", func() {
+		if st := running.Load(); st != nil {
+			st.Abandon()
+		}
+	})
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
@@ -210,6 +217,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	running.Store(st)
 	defer func() {
 		if err := st.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: teardown:", err)

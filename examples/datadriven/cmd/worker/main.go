@@ -14,17 +14,17 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/converge-run/converge/core/logging"
+	"github.com/converge-run/converge/core/shutdown"
 	"github.com/converge-run/converge/core/worker"
 	"github.com/converge-run/converge/examples/classic"
 	"github.com/converge-run/converge/examples/datadriven"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGTERM drains the running tasks; a second signal exits at once.
+	ctx, stop := shutdown.Context(context.Background(), "datadriven worker", nil)
 	err := run(ctx, os.Args[1:], os.Getenv)
 	stop()
 	if err != nil {

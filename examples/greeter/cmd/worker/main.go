@@ -6,10 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/converge-run/converge/core/logging"
+	"github.com/converge-run/converge/core/shutdown"
 	"github.com/converge-run/converge/core/worker"
 	"github.com/converge-run/converge/examples/greeter"
 )
@@ -30,7 +29,8 @@ func run(args []string) error {
 		fmt.Println(string(b))
 		return nil
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGTERM drains the running tasks; a second signal exits at once.
+	ctx, stop := shutdown.Context(context.Background(), "greeter", nil)
 	defer stop()
 	log, err := logging.FromEnv()
 	if err != nil {
