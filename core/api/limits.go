@@ -8,6 +8,11 @@ import (
 	"time"
 )
 
+// MinWSKeepAlive is the shortest API_WS_KEEPALIVE: the keepalive is a
+// period every websocket repeats, and a tiny one has each connection ping in
+// a loop.
+const MinWSKeepAlive = time.Second
+
 // Limits bound what one request or connection may cost. Zero fields take
 // the defaults below; LimitsFromEnv reads them from API_* variables.
 type Limits struct {
@@ -48,7 +53,7 @@ type Limits struct {
 	OperationsPerConn int
 	// KeepAlive is the websocket keep-alive period: a ping frame (and, on
 	// graphql-ws, a "ka" message) every KeepAlive; a missing pong is
-	// tolerated (default 20s; API_WS_KEEPALIVE).
+	// tolerated (default 20s; API_WS_KEEPALIVE, at least MinWSKeepAlive).
 	KeepAlive time.Duration
 	// InitTimeout is how long a websocket may take to send connection_init
 	// (default 10s; API_WS_INIT_TIMEOUT).
@@ -140,7 +145,7 @@ func LimitsFromEnv(getenv func(string) string) (Limits, error) {
 		name  string
 		dst   *time.Duration
 		floor time.Duration
-	}{{"API_WS_KEEPALIVE", &l.KeepAlive, time.Second}, {"API_WS_INIT_TIMEOUT", &l.InitTimeout, 0},
+	}{{"API_WS_KEEPALIVE", &l.KeepAlive, MinWSKeepAlive}, {"API_WS_INIT_TIMEOUT", &l.InitTimeout, 0},
 		{"API_REQUEST_TIMEOUT", &l.RequestTimeout, 0}, {"API_LOADER_WAIT", &l.LoaderWait, 0}}
 	for _, f := range durs {
 		if v := getenv(f.name); v != "" {

@@ -167,6 +167,20 @@ func TestChecksCatch(t *testing.T) {
 		{"a worker drain of zero, which the worker refuses at start", split, map[string]any{"workers": []any{map[string]any{
 			"name": "w", "image": map[string]any{"repository": "converge-run/stdworker"}, "drainTimeout": "0ms"}}},
 			`WORKER_DRAIN_TIMEOUT="0ms" is not a positive duration`},
+		{"a heartbeat below converge's floor", minimal, map[string]any{"extraEnv": map[string]any{"MEMBER_HEARTBEAT_EVERY": "500ms"}},
+			`MEMBER_HEARTBEAT_EVERY="500ms" is below converge's floor of 1s (converge refuses to start)`},
+		{"a TLS reload below converge's floor", minimal, map[string]any{"extraEnv": map[string]any{"TLS_RELOAD_INTERVAL": "100ms"}},
+			`TLS_RELOAD_INTERVAL="100ms" is below converge's floor of 1s`},
+		{"a worker silence below converge's floor", minimal, map[string]any{"extraEnv": map[string]any{"WORKER_SILENCE_TIMEOUT": "2s"}},
+			`WORKER_SILENCE_TIMEOUT="2s" is below converge's floor of 3s`},
+		{"an unclaimed-work window below converge's floor", minimal, map[string]any{"extraEnv": map[string]any{"SWEEPER_UNCLAIMED_DELETE_AFTER": "5m"}},
+			`SWEEPER_UNCLAIMED_DELETE_AFTER="5m" is below converge's floor of 10m0s`},
+		{"a websocket keepalive below converge's floor", minimal, map[string]any{"extraEnv": map[string]any{"API_WS_KEEPALIVE": "500ms"}},
+			`API_WS_KEEPALIVE="500ms" is below converge's floor of 1s`},
+		{"a worker session age below converge's floor", minimal, map[string]any{"extraEnv": map[string]any{"WORKER_SESSION_MAX_AGE": "30s"}},
+			`WORKER_SESSION_MAX_AGE="30s" is below converge's floor of 1m0s`},
+		{"a heartbeat of zero", minimal, map[string]any{"extraEnv": map[string]any{"MEMBER_HEARTBEAT_EVERY": "0s"}},
+			`MEMBER_HEARTBEAT_EVERY="0s" is not a positive duration`},
 		{"broker autoscaling without broker pods", minimal, map[string]any{"broker": map[string]any{"autoscaling": map[string]any{"enabled": true}}},
 			"broker.autoscaling.enabled needs split=true"},
 		{"network policies without the database's address", minimal, map[string]any{"networkPolicy": map[string]any{"enabled": true}},
@@ -222,6 +236,22 @@ func TestDocumentedKnobsPass(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFloorsPass: converge's cadences at their floors, and
+// WORKER_SESSION_MAX_AGE=0 (never end a session), pass the check, as
+// converge takes them.
+func TestFloorsPass(t *testing.T) {
+	minimal := filepath.Join(chartDir, "ci", "minimal-values.yaml")
+	at := map[string]any{}
+	for name, floor := range convergeFloors {
+		at[name] = floor
+	}
+	for name, extra := range map[string]map[string]any{"at the floors": at, "a session age of 0": {"WORKER_SESSION_MAX_AGE": "0"}} {
+		if _, err := CheckFile(chartDir, env(t), []string{minimal}, map[string]any{"extraEnv": extra}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
 	}
 }
 

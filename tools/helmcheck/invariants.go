@@ -205,15 +205,40 @@ func (c *Checker) checkEnv(where string, ctr *corev1.Container) []error {
 		errs = append(errs, fmt.Errorf("%s: env %s is not read by %s", where, e.Name, bin))
 	}
 	for _, e := range ctr.Env {
-		// Every such variable of ours is a positive duration: the binaries
-		// refuse 0 at start.
-		if strings.HasSuffix(e.Name, "_DRAIN") || strings.HasSuffix(e.Name, "_TIMEOUT") || strings.HasSuffix(e.Name, "_INTERVAL") {
-			if d, err := time.ParseDuration(e.Value); err != nil || d <= 0 {
-				errs = append(errs, fmt.Errorf("%s: %s=%q is not a positive duration", where, e.Name, e.Value))
-			}
+		if err := checkDuration(bin, e); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 		}
 	}
 	return errs
+}
+
+// checkDuration refuses a cadence the binary would refuse at start: every
+// *_DRAIN, *_TIMEOUT and *_INTERVAL variable of ours is a positive duration,
+// and converge holds its cadences and windows to floors (convergeFloors).
+func checkDuration(bin string, e corev1.EnvVar) error {
+	floor, floored := convergeFloors[e.Name]
+	floored = floored && bin == "converge"
+	if !floored && !strings.HasSuffix(e.Name, "_DRAIN") && !strings.HasSuffix(e.Name, "_TIMEOUT") &&
+		!strings.HasSuffix(e.Name, "_INTERVAL") {
+		return nil
+	}
+	d, err := time.ParseDuration(e.Value)
+	zeroOK := floored && convergeZeroAllowed[e.Name]
+	switch {
+	case err == nil && d == 0 && zeroOK:
+		return nil
+	case err != nil || d <= 0:
+		return fmt.Errorf("%s=%q is not a positive duration", e.Name, e.Value)
+	case floored:
+		least, err := time.ParseDuration(floor)
+		if err != nil {
+			return fmt.Errorf("the floor of %s, %q, is not a duration: %w", e.Name, floor, err)
+		}
+		if d < least {
+			return fmt.Errorf("%s=%q is below converge's floor of %s (converge refuses to start)", e.Name, e.Value, least)
+		}
+	}
+	return nil
 }
 
 func envValue(ctr *corev1.Container, name string) (string, bool) {

@@ -16,6 +16,13 @@
 //     list — or one only expanded into another ($(POD_IP) in BROKER_URL); a
 //     worker image of the user's own reads variables of its own, so its
 //     names are not checked (duplicates and $(NAME) references are);
+//   - every *_DRAIN, *_TIMEOUT and *_INTERVAL variable is a positive
+//     duration, and converge's cadences and windows are at least the floors
+//     converge refuses to start below (floors.go: MEMBER_HEARTBEAT_EVERY,
+//     TLS_RELOAD_INTERVAL, WORKER_SILENCE_TIMEOUT,
+//     SWEEPER_UNCLAIMED_DELETE_AFTER, API_WS_KEEPALIVE,
+//     WORKER_SESSION_MAX_AGE), each refusal naming the variable, its value
+//     and the floor;
 //   - terminationGracePeriodSeconds exceeds preStop + SHUTDOWN_DRAIN (+ the
 //     deregistration) on broker pods and preStop + WORKER_DRAIN_TIMEOUT on
 //     workers;
