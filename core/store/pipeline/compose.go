@@ -94,7 +94,9 @@ type ComposeError struct {
 	// Axis is "spec" (a child's) or "config" (a config's spec) for a schema
 	// violation, and Pointer the JSON pointer into that document; "labels",
 	// "spec" or "data" for input the API would refuse too (a bad label, a
-	// malformed document, a spec that is not an object).
+	// malformed document, a spec that is not an object); "providerConfigRef"
+	// for a child's ref to a config the API would refuse (rules not_found,
+	// default_config).
 	Axis    string
 	Pointer string
 	// Rule is the JSON Schema keyword that failed, or one of the compose

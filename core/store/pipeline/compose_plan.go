@@ -158,7 +158,96 @@ func (s *Store) planCompose(ctx context.Context, tx pgx.Tx, st *composeState, c 
 	if plan.configs, err = s.planConfigs(kinds, c.Configs); err != nil {
 		return nil, err
 	}
+	if err := checkConfigRefs(ctx, tx, st.root, plan); err != nil {
+		return nil, err
+	}
 	return plan, nil
+}
+
+// checkConfigRefs holds the children's providerConfigRefs to the API's rule
+// for an applied resource's: the ref names a non-default providerconfig of
+// the child's kind. The composition's own configs count (they are written
+// with the children); a config the root owns that the composition no longer
+// emits does not (this compose prunes it). The others are read in one
+// statement, key-share locked so that no delete removes one before the
+// commit. A dangling ref would be written, and the child then run with its
+// kind's default config (the gate snapshots no config for it), silently.
+func checkConfigRefs(ctx context.Context, tx pgx.Tx, root uuid.UUID, plan *composePlan) error {
+	composed := make(map[childKey]bool, len(plan.configs))
+	for _, cfg := range plan.configs {
+		composed[childKey{cfg.Kind, cfg.Name}] = cfg.IsDefault
+	}
+	var kinds, names []string
+	child := map[childKey]string{} // the first child naming each ref
+	for _, ch := range plan.children {
+		if ch.ProviderConfigRef == "" {
+			continue
+		}
+		key := childKey{ch.Kind, ch.ProviderConfigRef}
+		if isDefault, ok := composed[key]; ok {
+			if isDefault {
+				return defaultConfigRef(ch.Name, key)
+			}
+			continue
+		}
+		if _, dup := child[key]; !dup {
+			child[key] = ch.Name
+			kinds, names = append(kinds, key.kind), append(names, key.name)
+		}
+	}
+	if len(kinds) == 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, `
+SELECT p.kind, p.name, p.is_default, p.owner_id IS NOT DISTINCT FROM $3
+  FROM unnest($1::text[], $2::text[]) AS k(kind, name)
+ CROSS JOIN LATERAL (SELECT p.kind, p.name, p.is_default, p.owner_id FROM providerconfigs p
+                      WHERE p.kind = k.kind AND p.name = k.name OFFSET 0) p
+ ORDER BY p.kind, p.name
+   FOR KEY SHARE OF p`, kinds, names, root)
+	if err != nil {
+		return wrap(err, "compose %s: read config refs", root)
+	}
+	defer rows.Close()
+	found := make(map[childKey]bool, len(kinds))
+	var refusal error
+	for rows.Next() {
+		var key childKey
+		var isDefault, owned bool
+		if err := rows.Scan(&key.kind, &key.name, &isDefault, &owned); err != nil {
+			return wrap(err, "compose %s: read config refs", root)
+		}
+		found[key] = true
+		switch {
+		case refusal != nil:
+		case isDefault:
+			refusal = defaultConfigRef(child[key], key)
+		case owned:
+			refusal = &ComposeError{Child: child[key], Axis: "providerConfigRef", Rule: "not_found",
+				Message: fmt.Sprintf("providerconfig %s/%s is owned by this root and the composition no longer emits it, so it is pruned; emit it, or drop the ref",
+					key.kind, key.name)}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return wrap(err, "compose %s: read config refs", root)
+	}
+	if refusal != nil {
+		return refusal
+	}
+	for i := range kinds {
+		if key := (childKey{kinds[i], names[i]}); !found[key] {
+			return &ComposeError{Child: child[key], Axis: "providerConfigRef", Rule: "not_found",
+				Message: fmt.Sprintf("kind %s has no providerconfig %q", key.kind, key.name)}
+		}
+	}
+	return nil
+}
+
+// defaultConfigRef is the refusal of a ref to its kind's default config.
+func defaultConfigRef(child string, key childKey) error {
+	return &ComposeError{Child: child, Axis: "providerConfigRef", Rule: "default_config",
+		Message: fmt.Sprintf("providerconfig %s/%s is the kind's default: it applies without a ref; a ref names a non-default config",
+			key.kind, key.name)}
 }
 
 // planChildren checks the children's names and resolves each to the row the

@@ -511,3 +511,63 @@ func TestCompose_RefusesMalformedConfigsAndWritesNothing(t *testing.T) {
 	f.compose(task, Composition{Configs: []Config{{Kind: "net", Name: "d2", IsDefault: true}}})
 	require.Equal(t, "d2", scalar[string](f, `SELECT string_agg(name, ',') FROM providerconfigs`))
 }
+
+// TestCompose_RefusesAConfigRefTheAPIWouldRefuse: a child's
+// providerConfigRef names an existing non-default config of its kind, as
+// the API has it for an applied resource — one the composition itself
+// emits, or one that exists and this compose does not prune. A dangling
+// ref was written, and the child then ran with its kind's default config
+// (schedule_candidates snapshots no config for it), silently.
+func TestCompose_RefusesAConfigRefTheAPIWouldRefuse(t *testing.T) {
+	t.Parallel()
+	f, task := composeFx(t)
+	f.exec(`INSERT INTO providerconfigs (kind, name, is_default, spec) VALUES
+	        ('net', 'net-default', true, '{}'), ('net', 'fast', false, '{}'), ('app', 'fast-app', false, '{}')`)
+	cases := map[string]struct {
+		reason string
+		c      Composition
+		rule   string
+		msg    string
+	}{
+		"missing": {reason: "no such config", rule: "not_found",
+			msg: `kind net has no providerconfig "nope"`,
+			c:   Composition{Children: []Child{{Kind: "net", Name: "a", ProviderConfigRef: "nope"}}}},
+		"another kind's": {reason: "a ref names a config of the child's own kind", rule: "not_found",
+			msg: `kind net has no providerconfig "fast-app"`,
+			c:   Composition{Children: []Child{{Kind: "net", Name: "a", ProviderConfigRef: "fast-app"}}}},
+		"the default": {reason: "the default applies without a ref", rule: "default_config",
+			msg: "providerconfig net/net-default is the kind's default: it applies without a ref; a ref names a non-default config",
+			c:   Composition{Children: []Child{{Kind: "net", Name: "a", ProviderConfigRef: "net-default"}}}},
+		"a composed default": {reason: "a default the composition emits is a default too", rule: "default_config",
+			msg: "providerconfig app/mine is the kind's default: it applies without a ref; a ref names a non-default config",
+			c: Composition{Children: []Child{{Kind: "app", Name: "a", ProviderConfigRef: "mine"}},
+				Configs: []Config{{Kind: "app", Name: "mine", IsDefault: true}}}},
+	}
+	for name, tc := range cases {
+		_, err := f.st.ApplyCompose(f.ctx, task, tc.c)
+		var ce *ComposeError
+		require.ErrorAs(t, err, &ce, "%s: %v", name, err)
+		require.Equal(t, ComposeError{Child: "a", Axis: "providerConfigRef", Rule: tc.rule, Message: tc.msg}, *ce,
+			"%s: %s", name, tc.reason)
+	}
+	require.Equal(t, 1, scalar[int](f, `SELECT count(*) FROM resources`), "nothing written")
+
+	// An existing config, and one the composition emits beside the child.
+	f.compose(task, Composition{
+		Children: []Child{{Kind: "net", Name: "a", ProviderConfigRef: "fast"}, {Kind: "app", Name: "b", ProviderConfigRef: "mine"}},
+		Configs:  []Config{{Kind: "app", Name: "mine"}},
+	})
+	require.Equal(t, "fast", scalar[string](f, `SELECT provider_config_ref FROM resources WHERE name = 'a'`))
+	require.Equal(t, "mine", scalar[string](f, `SELECT provider_config_ref FROM resources WHERE name = 'b'`))
+
+	// A config the root owns and this composition no longer emits is pruned
+	// by it: the ref would dangle the moment the compose commits.
+	_, err := f.st.ApplyCompose(f.ctx, task, Composition{
+		Children: []Child{{Kind: "net", Name: "a", ProviderConfigRef: "fast"}, {Kind: "app", Name: "b", ProviderConfigRef: "mine"}},
+	})
+	var ce *ComposeError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, ComposeError{Child: "b", Axis: "providerConfigRef", Rule: "not_found",
+		Message: `providerconfig app/mine is owned by this root and the composition no longer emits it, so it is pruned; emit it, or drop the ref`}, *ce)
+	require.Equal(t, 1, scalar[int](f, `SELECT count(*) FROM providerconfigs WHERE name = 'mine'`), "nothing written")
+}
