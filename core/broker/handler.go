@@ -431,19 +431,45 @@ func (h *workerService) send(ctx context.Context, stream *workStream, s *session
 			}
 		}
 		var err error
-		if carry, err = sendOut(stream, s.out, m, batches); err != nil {
+		if carry, err = sendOut(stream, s.out, m, batchLimit(batches, s.maxMsg)); err != nil {
 			return err
 		}
 	}
 }
 
-// sendAcks sends the session's pending result acks, if any.
-func sendAcks(stream *workStream, s *session) error {
+// sendAcks sends the session's pending result acks, if any, in messages
+// that fit the session's limit (its worker's WORKER_MAX_MESSAGE_BYTES, or
+// the broker's when smaller): a worker refuses a bigger one and loses its
+// session, however small each ack is.
+func sendAcks(stream interface {
+	Send(*workerv1.WorkStreamResponse) error
+}, s *session) error {
 	ids := s.takeAcks()
-	if len(ids) == 0 {
-		return nil
+	for len(ids) > 0 {
+		n := ackChunk(ids, s.maxMsg)
+		if err := stream.Send(&workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Ack{
+			Ack: &workerv1.ResultAck{TaskIds: ids[:n]}}}); err != nil {
+			return err
+		}
+		ids = ids[n:]
 	}
-	return stream.Send(&workerv1.WorkStreamResponse{Msg: &workerv1.WorkStreamResponse_Ack{Ack: &workerv1.ResultAck{TaskIds: ids}}})
+	return nil
+}
+
+// ackChunk is how many of ids, from the first, one ResultAck message of at
+// most limit bytes carries (every one when limit is 0; at least one).
+func ackChunk(ids []string, limit int) int {
+	if limit <= 0 {
+		return len(ids)
+	}
+	size := batchHeadroom
+	for i, id := range ids {
+		size += batchedBytes(len(id))
+		if size > limit && i > 0 {
+			return i
+		}
+	}
+	return len(ids)
 }
 
 // complete takes one of the session's completions, once its lease secret
@@ -477,21 +503,38 @@ func batchedBytes(size int) int {
 	return protowire.SizeTag(1) + protowire.SizeBytes(size)
 }
 
-// batchHeadroom is the WorkStreamResponse around a StageTasks message: its
-// field tag and a length of up to three bytes (2 MiB).
+// batchHeadroom is the WorkStreamResponse around a StageTasks (or a
+// ResultAck) message: its field tag and a length of up to three bytes
+// (2 MiB).
 const batchHeadroom = 1 + 3
 
-// sendOut sends m and, when the worker takes batches and m is a task, every
-// task already queued behind it (up to a batch) in the same message: it
-// never waits for more, so a batch costs no latency, and under load one
-// frame and one write carry many tasks. The task that ends a batch for its
-// bytes is returned, to start the next one; a config push, or a task too
-// big for any batch, goes out right after the batch, in order.
+// batchLimit is the most bytes one batch of tasks to a session may take:
+// taskBatchBytes, or the session's message limit when that is smaller (a
+// worker's WORKER_MAX_MESSAGE_BYTES may be as low as 1 KiB, and a batch of
+// tasks that each fit it need not); 0 when the worker takes no batches.
+func batchLimit(batches bool, maxMsg int) int {
+	switch {
+	case !batches:
+		return 0
+	case maxMsg > 0 && maxMsg < taskBatchBytes:
+		return maxMsg
+	default:
+		return taskBatchBytes
+	}
+}
+
+// sendOut sends m and, when the worker takes batches (limit > 0: the most
+// bytes a batch may take, batchLimit) and m is a task, every task already
+// queued behind it (up to a batch) in the same message: it never waits for
+// more, so a batch costs no latency, and under load one frame and one write
+// carry many tasks. The task that ends a batch for its bytes is returned,
+// to start the next one; a config push, or a task too big for any batch,
+// goes out right after the batch, in order.
 func sendOut(stream interface {
 	Send(*workerv1.WorkStreamResponse) error
-}, out <-chan *workerv1.WorkStreamResponse, m *workerv1.WorkStreamResponse, batches bool) (carry *workerv1.WorkStreamResponse, err error) {
+}, out <-chan *workerv1.WorkStreamResponse, m *workerv1.WorkStreamResponse, limit int) (carry *workerv1.WorkStreamResponse, err error) {
 	first := m.GetTask()
-	if !batches || first == nil {
+	if limit <= 0 || first == nil {
 		return nil, stream.Send(m)
 	}
 	tasks, size := []*workerv1.StageTask{first}, batchHeadroom+batchedBytes(proto.Size(first))
@@ -506,8 +549,8 @@ collect:
 				break collect
 			}
 			ts := batchedBytes(proto.Size(t)) // once: sizing was a third of the sender's CPU
-			if size+ts > taskBatchBytes {
-				if batchHeadroom+ts <= taskBatchBytes {
+			if size+ts > limit {
+				if batchHeadroom+ts <= limit {
 					carry = n
 				} else {
 					next = n

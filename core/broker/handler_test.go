@@ -595,6 +595,7 @@ func TestSendOut(t *testing.T) {
 		want     []string
 		carry    string
 		leftOver int
+		maxMsg   int
 	}{
 		"NoBatches": {
 			reason: "a worker that did not ask for batches gets one task a message",
@@ -626,6 +627,11 @@ func TestSendOut(t *testing.T) {
 			batches: true, first: task("a", 2500), queued: []*workerv1.WorkStreamResponse{task("b", 2500), task("c", 0)},
 			want: []string{"a"}, carry: "b", leftOver: 1,
 		},
+		"TheWorkersLimitBoundsTheBatch": {
+			reason:  "a worker whose message limit is below a batch's bytes gets batches that fit it",
+			batches: true, maxMsg: 1024, first: task("a", 400), queued: []*workerv1.WorkStreamResponse{task("b", 400), task("c", 400)},
+			want: []string{"a+b"}, carry: "c",
+		},
 		"BoundedCount": {
 			reason:  "a batch carries at most maxTaskBatch tasks",
 			batches: true, first: task("f", 0), queued: many,
@@ -640,7 +646,7 @@ func TestSendOut(t *testing.T) {
 				out <- m
 			}
 			rec := &recordingSender{}
-			carry, err := sendOut(rec, out, tc.first, tc.batches)
+			carry, err := sendOut(rec, out, tc.first, batchLimit(tc.batches, tc.maxMsg))
 			require.NoError(t, err)
 			require.Equal(t, tc.want, rec.ids(), tc.reason)
 			require.Equal(t, tc.carry, carry.GetTask().GetTaskId(), tc.reason)
@@ -672,7 +678,7 @@ func TestSendOut_ABatchIsOneInlineFrame(t *testing.T) {
 			m = <-out
 		}
 		var err error
-		carry, err = sendOut(rec, out, m, true)
+		carry, err = sendOut(rec, out, m, taskBatchBytes)
 		require.NoError(t, err)
 	}
 	sent := 0
@@ -689,4 +695,34 @@ func TestSendOut_ABatchIsOneInlineFrame(t *testing.T) {
 		}
 	}
 	require.Equal(t, n, sent, "every task sent once")
+}
+
+// Result acks go in messages that fit the session's limit, every ack once
+// and in order; without a limit, in one message.
+func TestSendAcks_FitTheSessionsMessageLimit(t *testing.T) {
+	t.Parallel()
+	for _, limit := range []int{0, 1024} {
+		s := &session{maxMsg: limit, ackWake: make(chan struct{}, 1)}
+		var want []string
+		for i := range 200 {
+			id := fmt.Sprintf("task-%03d-%s", i, strings.Repeat("x", 30))
+			want = append(want, id)
+			s.ack(id)
+		}
+		rec := &recordingSender{}
+		require.NoError(t, sendAcks(rec, s))
+		var got []string
+		for i, m := range rec.sent {
+			if limit > 0 {
+				require.LessOrEqual(t, proto.Size(m), limit, "limit %d, message %d", limit, i)
+			}
+			got = append(got, m.GetAck().GetTaskIds()...)
+		}
+		require.Equal(t, want, got, "limit %d", limit)
+		if limit == 0 {
+			require.Len(t, rec.sent, 1)
+		} else {
+			require.Greater(t, len(rec.sent), 1)
+		}
+	}
 }

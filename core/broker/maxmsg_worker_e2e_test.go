@@ -47,3 +47,35 @@ func TestStageTask_OverTheWorkersMessageLimitFailsItsTask(t *testing.T) {
 	require.Contains(t, fmt.Sprint(conds), "over the 65536-byte limit")
 	require.Zero(t, logs.Count("broker stream lost"), "the task never broke the session")
 }
+
+// TestStageTasks_BatchesFitTheWorkersMessageLimit: a worker whose
+// WORKER_MAX_MESSAGE_BYTES (here the least it may be, 1 KiB) is below the
+// ~4 KiB a task batch may reach is sent batches, and result acks, that fit
+// it: each task fits alone, so none may break the session together. A
+// batch of tasks queued at once, or the acks of their results, was sent
+// whole, and the worker lost its session to each (the stages dispatched
+// again, the next batch breaking the next session).
+func TestStageTasks_BatchesFitTheWorkersMessageLimit(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{Manifests: []string{routeKind}})
+	const n = 60
+	for i := range n {
+		_, _, err := s.Store.ApplyResource(context.Background(), store.ApplyResourceInput{Kind: "route",
+			Name: fmt.Sprintf("r-%02d", i), Spec: json.RawMessage(`{"n":1}`)})
+		require.NoError(t, err)
+	}
+	var logs testlog.Buffer
+	log := zerolog.New(io.MultiWriter(&logs, zerolog.ConsoleWriter{Out: testlog.Writer(t), NoColor: true})).
+		Level(zerolog.InfoLevel).With().Timestamp().Logger()
+	// Every pending task is claimed for the worker the moment it connects,
+	// so the session's queue holds many at once.
+	s.StartWorker(apptest.Worker{Options: worker.Options{MaxMessageBytes: 1024, MaxParallel: 64, Logger: log},
+		Providers: []worker.Provider{apptest.NewProvider("route",
+			func(context.Context, worker.Request) (worker.Outcome, error) {
+				return worker.Outcome{Status: json.RawMessage(`{}`)}, nil
+			})}})
+	for i := range n {
+		s.WaitPhase("route", fmt.Sprintf("r-%02d", i), resource.PhaseReady, 60*time.Second)
+	}
+	require.Zero(t, logs.Count("broker stream lost"), "no batch and no ack broke the session")
+}
