@@ -95,7 +95,8 @@ type workerService struct {
 
 var _ workerv1connect.WorkerServiceHandler = (*workerService)(nil)
 
-// GetProviderConfig serves a kind's default providerconfig.
+// GetProviderConfig serves a kind's default providerconfig, or refuses one
+// too big for the worker's message limit (RESOURCE_EXHAUSTED, naming it).
 func (h *workerService) GetProviderConfig(ctx context.Context, req *connect.Request[workerv1.GetProviderConfigRequest]) (*connect.Response[workerv1.GetProviderConfigResponse], error) {
 	kind := req.Msg.GetKind()
 	if kind == "" {
@@ -117,7 +118,18 @@ func (h *workerService) GetProviderConfig(ctx context.Context, req *connect.Requ
 	if !ok {
 		return connect.NewResponse(&workerv1.GetProviderConfigResponse{}), nil
 	}
-	return connect.NewResponse(&workerv1.GetProviderConfigResponse{Found: true, Config: configProto(pc)}), nil
+	res := &workerv1.GetProviderConfigResponse{Found: true, Config: configProto(pc)}
+	if limit := sessionMaxMsg(h.maxMessageBytes, req.Msg.GetMaxMessageBytes()); limit > 0 {
+		// Sent as it is, the worker's read (or this broker's send) would
+		// refuse it naming neither the config nor whose limit it broke. The
+		// worker handles (and logs) the refusal; its session goes on.
+		if size := proto.Size(res); size > limit {
+			return nil, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf(
+				"default providerconfig %s/%s is %d bytes, over the %d-byte limit of one message to this worker (its WORKER_MAX_MESSAGE_BYTES, or the broker's when smaller)",
+				pc.Kind, pc.Name, size, limit))
+		}
+	}
+	return connect.NewResponse(res), nil
 }
 
 // workStream is the bidi stream of one worker session.

@@ -79,3 +79,36 @@ func TestStageTasks_BatchesFitTheWorkersMessageLimit(t *testing.T) {
 	}
 	require.Zero(t, logs.Count("broker stream lost"), "no batch and no ack broke the session")
 }
+
+// TestGetProviderConfig_OverTheWorkersMessageLimitIsRefusedByName: a
+// worker whose WORKER_MAX_MESSAGE_BYTES is below its kind's default
+// providerconfig names its limit in the pull, and the broker refuses the
+// pull naming the config, its size and the limit; the worker says so once,
+// and its session and tasks go on. The broker sent the config whole: the
+// worker's read refused it, and the pull failed with a line at debug level
+// naming neither the config nor the limit it broke (the session's push is
+// skipped for the same size), so the worker ran without its config,
+// silently.
+func TestGetProviderConfig_OverTheWorkersMessageLimitIsRefusedByName(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{Manifests: []string{routeKind}})
+	_, _, err := s.Store.ApplyProviderConfig(context.Background(), store.ProviderConfigInput{Kind: "route", Name: "wide",
+		IsDefault: true, Spec: json.RawMessage(`{"blob":"` + strings.Repeat("x", 3000) + `"}`)})
+	require.NoError(t, err)
+	var logs testlog.Buffer
+	log := zerolog.New(io.MultiWriter(&logs, zerolog.ConsoleWriter{Out: testlog.Writer(t), NoColor: true})).
+		Level(zerolog.InfoLevel).With().Timestamp().Logger()
+	s.StartWorker(apptest.Worker{Options: worker.Options{MaxMessageBytes: 2048, Logger: log},
+		Providers: []worker.Provider{apptest.NewProvider("route",
+			func(context.Context, worker.Request) (worker.Outcome, error) {
+				return worker.Outcome{Status: json.RawMessage(`{}`)}, nil
+			})}})
+	_, _, err = s.Store.ApplyResource(context.Background(), store.ApplyResourceInput{Kind: "route", Name: "r", Spec: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	s.WaitPhase("route", "r", resource.PhaseReady, 30*time.Second)
+
+	require.Equal(t, 1, logs.Count("default providerconfig refused"), "the worker says so once")
+	require.Contains(t, logs.String(), "providerconfig route/wide is 30")
+	require.Contains(t, logs.String(), "over the 2048-byte limit")
+	require.Zero(t, logs.Count("broker stream lost"), "the session went on")
+}

@@ -439,8 +439,18 @@ func (w *Worker) primeDefaults(ctx context.Context) {
 	for _, p := range w.providers {
 		kind := p.Kind().Kind
 		pctx, cancel := context.WithTimeout(ctx, configPullTimeout)
-		res, err := w.client.GetProviderConfig(pctx, connect.NewRequest(&workerv1.GetProviderConfigRequest{Kind: kind}))
+		res, err := w.client.GetProviderConfig(pctx, connect.NewRequest(&workerv1.GetProviderConfigRequest{Kind: kind,
+			MaxMessageBytes: int64(w.opts.MaxMessageBytes)}))
 		cancel()
+		if connect.CodeOf(err) == connect.CodeResourceExhausted {
+			// Too big for this worker's message limit (the broker names the
+			// config and both sizes; an older broker's is the read's own
+			// refusal): the session's push skips it too, so the provider
+			// runs without it until the limit is raised.
+			w.log.Warn().Err(err).Str("kind", kind).Int("max_message_bytes", w.opts.MaxMessageBytes).
+				Msg("default providerconfig refused: over the worker's message limit (WORKER_MAX_MESSAGE_BYTES)")
+			continue
+		}
 		if err != nil {
 			w.log.Debug().Err(err).Str("kind", kind).Msg("pull default providerconfig")
 			continue

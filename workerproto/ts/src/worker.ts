@@ -465,9 +465,23 @@ export class Worker {
       for (const p of this.providers.values()) {
         const kind = p.kind.kind;
         try {
-          const res = await client.getProviderConfig({ kind }, { signal, timeoutMs: 10_000 });
+          const res = await client.getProviderConfig(
+            { kind, maxMessageBytes: BigInt(this.o.maxMessageBytes) },
+            { signal, timeoutMs: 10_000 },
+          );
           this.applyConfig(kind, res.config, !res.found);
         } catch (err) {
+          if (err instanceof ConnectError && err.code === Code.ResourceExhausted) {
+            // Too big for maxMessageBytes (the broker names the config and
+            // both sizes): the session's push skips it too, so the provider
+            // runs without it until the limit is raised.
+            this.log.warn("default providerconfig refused: over the worker's message limit (WORKER_MAX_MESSAGE_BYTES)", {
+              kind,
+              maxMessageBytes: this.o.maxMessageBytes,
+              error: message(err),
+            });
+            continue;
+          }
           this.log.debug("pull default providerconfig", { kind, error: message(err) });
         }
       }

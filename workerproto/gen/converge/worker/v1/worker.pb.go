@@ -3017,10 +3017,16 @@ func (*WorkStreamResponse_Tasks) isWorkStreamResponse_Msg() {}
 
 // GetProviderConfigRequest asks for a kind's default providerconfig.
 type GetProviderConfigRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// max_message_bytes is the largest message the worker reads
+	// (WORKER_MAX_MESSAGE_BYTES; 0 when it does not say). A config whose
+	// response is over the smaller of this and the broker's own limit is
+	// refused with RESOURCE_EXHAUSTED naming the config, its size and the
+	// limit, where the worker's read would refuse it naming neither.
+	MaxMessageBytes int64 `protobuf:"varint,2,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *GetProviderConfigRequest) Reset() {
@@ -3058,6 +3064,13 @@ func (x *GetProviderConfigRequest) GetKind() string {
 		return x.Kind
 	}
 	return ""
+}
+
+func (x *GetProviderConfigRequest) GetMaxMessageBytes() int64 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
 }
 
 // GetProviderConfigResponse carries it; found is false when the kind has none.
@@ -3468,9 +3481,10 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\x06config\x18\x03 \x01(\v2\x1e.converge.worker.v1.ConfigPushH\x00R\x06config\x121\n" +
 	"\x03ack\x18\x04 \x01(\v2\x1d.converge.worker.v1.ResultAckH\x00R\x03ack\x126\n" +
 	"\x05tasks\x18\x05 \x01(\v2\x1e.converge.worker.v1.StageTasksH\x00R\x05tasksB\x05\n" +
-	"\x03msg\".\n" +
+	"\x03msg\"Z\n" +
 	"\x18GetProviderConfigRequest\x12\x12\n" +
-	"\x04kind\x18\x01 \x01(\tR\x04kind\"m\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12*\n" +
+	"\x11max_message_bytes\x18\x02 \x01(\x03R\x0fmaxMessageBytes\"m\n" +
 	"\x19GetProviderConfigResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12:\n" +
 	"\x06config\x18\x02 \x01(\v2\".converge.worker.v1.ProviderConfigR\x06config\"\x9e\x01\n" +
