@@ -16,6 +16,7 @@ import (
 
 	"github.com/converge-run/converge/core/auth"
 	"github.com/converge-run/converge/core/server"
+	"github.com/converge-run/converge/core/tlsreload"
 )
 
 // Role selects a pod's duties.
@@ -42,8 +43,9 @@ const (
 	// seconds.
 	MinHeartbeatEvery = time.Second
 	// MinTLSReload is the shortest TLS_RELOAD_INTERVAL: each reload reads
-	// every certificate, key and token file.
-	MinTLSReload = time.Second
+	// every certificate, key and token file. The Go worker SDK holds its
+	// own TLS_RELOAD_INTERVAL to the same floor.
+	MinTLSReload = tlsreload.MinInterval
 	// MinWorkerSilence is the shortest WORKER_SILENCE_TIMEOUT: workers are
 	// asked for a keepalive every third of it, and a shorter one ends the
 	// sessions of healthy workers on a slow link or a pause.

@@ -53,6 +53,11 @@ type Reloader struct {
 	changed atomic.Pointer[chan struct{}]
 }
 
+// MinInterval is the shortest reload cadence a process accepts (converge's
+// and the Go worker SDK's TLS_RELOAD_INTERVAL): each reload reads every
+// certificate, key and token file.
+const MinInterval = time.Second
+
 // New loads the files once (failing fast when they are unusable) and
 // returns a reloader that refreshes every interval once Run is started.
 func New(files Files, interval time.Duration, log zerolog.Logger) (*Reloader, error) {

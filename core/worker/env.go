@@ -20,7 +20,7 @@ import (
 // both), and for https:// brokers the TLS files WORKER_TLS_CERT_FILE +
 // WORKER_TLS_KEY_FILE (the client keypair for mutual TLS) and
 // WORKER_TLS_CA_FILE (the CA that verifies the broker), re-read every
-// TLS_RELOAD_INTERVAL (default 3m). The TypeScript SDK's optionsFromEnv
+// TLS_RELOAD_INTERVAL (default 3m, at least 1s). The TypeScript SDK's optionsFromEnv
 // reads the same names.
 func OptionsFromEnv() (Options, error) { return OptionsFrom(os.Getenv) }
 
@@ -66,6 +66,10 @@ func OptionsFrom(getenv func(string) string) (Options, error) {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
 			return o, fmt.Errorf("TLS_RELOAD_INTERVAL=%q: want a positive duration like 3m", v)
+		}
+		if d < tlsreload.MinInterval {
+			return o, fmt.Errorf("TLS_RELOAD_INTERVAL=%q: want at least %s (each reload reads every certificate, key and token file)",
+				v, tlsreload.MinInterval)
 		}
 		o.TLSReloadEvery = d
 	}

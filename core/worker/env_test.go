@@ -35,6 +35,13 @@ func TestOptionsFromEnv(t *testing.T) {
 	require.ErrorContains(t, err, "WORKER_TLS_CERT_FILE and WORKER_TLS_KEY_FILE must be set together")
 	_, err = OptionsFrom(env(map[string]string{"TLS_RELOAD_INTERVAL": "often"}))
 	require.ErrorContains(t, err, "TLS_RELOAD_INTERVAL")
+	// converge's floor: a reload every nanosecond would read the files in a
+	// loop. The floor itself is accepted.
+	_, err = OptionsFrom(env(map[string]string{"TLS_RELOAD_INTERVAL": "999ms"}))
+	require.ErrorContains(t, err, `TLS_RELOAD_INTERVAL="999ms": want at least 1s`)
+	o, err = OptionsFrom(env(map[string]string{"TLS_RELOAD_INTERVAL": "1s"}))
+	require.NoError(t, err)
+	require.Equal(t, time.Second, o.TLSReloadEvery)
 
 	for _, addr := range []string{"127.0.0.1:6062", "[::1]:6062", "localhost:0"} {
 		o, err = OptionsFrom(env(map[string]string{"WORKER_PPROF_ADDR": addr}))
