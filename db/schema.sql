@@ -6141,6 +6141,12 @@ CREATE INDEX idx_resource_phases_page ON public.resource_phases USING btree (pha
 CREATE INDEX idx_resource_phases_unsettled ON public.resource_phases USING btree (root_id) WHERE ((phase = 'Reconciling'::text) AND (root_id IS NOT NULL));
 
 --
+-- Name: idx_resources_config_ref; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_resources_config_ref ON public.resources USING btree (kind, provider_config_ref) WHERE (provider_config_ref IS NOT NULL);
+
+--
 -- Name: idx_resources_frozen_sweep; Type: INDEX; Schema: public; Owner: -
 --
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -253,11 +255,54 @@ func (s *Store) DeleteProviderConfig(ctx context.Context, kind, name string) err
 		if owner != nil {
 			return conflict("%s is owned by composition root %s: it cannot be deleted by hand", what, owner)
 		}
+		if err := refusedWhileNamed(ctx, tx, kind, name, what); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `DELETE FROM providerconfigs WHERE id = $1`, id); err != nil {
 			return mapErr(err, what)
 		}
 		return nil
 	})
+}
+
+// refusedWhileNamed refuses the delete of providerconfig kind/name while a
+// resource names it (provider_config_ref): the resource would reconcile, and
+// be torn down, with its kind's default config instead. An apply that names
+// the config holds a share lock on its row until it commits, and the delete
+// holds the row FOR UPDATE, so the two cannot interleave. One probe of the
+// config-ref index (migration 00021); the refusal names up to three of the
+// resources and how many there are, counted to a bound.
+func refusedWhileNamed(ctx context.Context, tx pgx.Tx, kind, name, what string) error {
+	const shown, counted = 3, 1000
+	rows, err := tx.Query(ctx, `
+SELECT r.name FROM resources r
+ WHERE r.kind = $1 AND r.provider_config_ref = $2
+ LIMIT $3`, kind, name, counted+1)
+	if err != nil {
+		return mapErr(err, what)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return mapErr(err, what)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	slices.Sort(names) // the first ones read, in order: no sort of every match
+	count := strconv.Itoa(len(names))
+	if len(names) > counted {
+		count = fmt.Sprintf("more than %d", counted)
+	}
+	list := make([]string, 0, shown)
+	for _, n := range names[:min(shown, len(names))] {
+		list = append(list, kind+"/"+n)
+	}
+	more := ""
+	if len(names) > shown {
+		more = ", …"
+	}
+	return conflict("%s is named by %s resource(s) (%s%s): they would run and be torn down with the kind's default config; "+
+		"change their providerConfigRef or delete them first", what, count, strings.Join(list, ", "), more)
 }
 
 // ConfigKey names the providerconfig a resource runs with: Name is its

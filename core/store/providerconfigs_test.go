@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/core/store/internal/plantest"
 )
 
 func TestApplyProviderConfig_Outcomes(t *testing.T) {
@@ -203,4 +205,61 @@ func TestListProviderConfigs_FiltersAndPages(t *testing.T) {
 	}
 	_, err = e.store.ListProviderConfigs(ctx, ProviderConfigListOptions{After: "nope!"})
 	requireInvalid(t, err, "after", "cursor_invalid")
+}
+
+func TestDeleteProviderConfig_RefusedWhileAResourceNamesIt(t *testing.T) {
+	t.Parallel()
+	e := newEnvWithKinds(t)
+	ctx := context.Background()
+	_, _, err := e.store.ApplyProviderConfig(ctx, ProviderConfigInput{Kind: "noop", Name: "acct"})
+	require.NoError(t, err)
+	for _, n := range []string{"d", "c", "b", "a"} {
+		e.apply(t, ApplyResourceInput{Kind: "noop", Name: n, Spec: json.RawMessage(`{}`), ProviderConfigRef: "acct"})
+	}
+
+	// Deleted under them, they would run (and be torn down) with the kind's
+	// default config, silently.
+	err = e.store.DeleteProviderConfig(ctx, "noop", "acct")
+	require.ErrorIs(t, err, ErrConflict)
+	require.ErrorContains(t, err, "providerconfig noop/acct is named by 4 resource(s) (noop/a, noop/b, noop/c, …)")
+	_, err = e.store.GetProviderConfig(ctx, "noop", "acct")
+	require.NoError(t, err, "the refused delete wrote nothing")
+
+	// Once no resource names it, it goes.
+	for _, n := range []string{"a", "b", "c"} {
+		e.apply(t, ApplyResourceInput{Kind: "noop", Name: n, Spec: json.RawMessage(`{}`)})
+	}
+	err = e.store.DeleteProviderConfig(ctx, "noop", "acct")
+	require.ErrorContains(t, err, "is named by 1 resource(s) (noop/d)")
+	e.apply(t, ApplyResourceInput{Kind: "noop", Name: "d", Spec: json.RawMessage(`{}`)})
+	require.NoError(t, e.store.DeleteProviderConfig(ctx, "noop", "acct"))
+}
+
+// The refusal's probe reaches the resources that name the config by the
+// config-ref index, at 10k rows analyzed and at 1M-row statistics: walking
+// every resource of the kind is a scan at every delete.
+func TestPlans_DeleteProviderConfigProbesTheConfigRefIndex(t *testing.T) {
+	t.Parallel()
+	for _, stats := range []string{"analyzed", "1M"} {
+		t.Run(stats, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			ctx := context.Background()
+			require.NoError(t, applyFixtureKinds(ctx, e.store))
+			require.NoError(t, loadFixture(ctx, e.pool, 0, 10000))
+			_, err := e.pool.Exec(ctx, `ANALYZE`)
+			require.NoError(t, err)
+			if stats == "1M" {
+				plantest.Inflate(t, e.pool, 100, "resources")
+			}
+			_, _, err = e.store.ApplyProviderConfig(ctx, ProviderConfigInput{Kind: "subnet", Name: "acct"})
+			require.NoError(t, err)
+			rec := &plantest.Recorder{}
+			s := New(plantest.Pool(t, e.pool.Config(), rec), nil)
+			require.NoError(t, s.DeleteProviderConfig(ctx, "subnet", "acct"))
+			spec := plantest.Spec{Hot: []string{"resources"},
+				Rules: []plantest.Rule{{Match: "r.provider_config_ref = $2", Uses: []string{"idx_resources_config_ref"}}}}
+			plantest.Check(t, rec.Take(t), spec)
+		})
+	}
 }
