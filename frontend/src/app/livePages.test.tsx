@@ -1,5 +1,5 @@
 // @vitest-environment jsdom
-import { act, cleanup, configure, render, screen, waitFor } from '@testing-library/react';
+import { act, cleanup, configure, fireEvent, render, screen, waitFor } from '@testing-library/react';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ApiClient, type Sink } from '../client/client';
 import { ClientProvider } from '../client/hooks';
@@ -75,5 +75,46 @@ describe('live catalog pages', () => {
     push('ProviderConfigsLive', { providerConfigs: [{ id: 'id-b', updatedAt: at }, { id: 'id-a', updatedAt: at }] });
     await screen.findByText('b');
     expect(queries.filter((q) => q === 'ProviderConfigs').length).toBe(before + 1);
+  });
+});
+
+describe('the kind policy form', () => {
+  beforeEach(() => window.history.replaceState(null, '', '/'));
+
+  const detail = (k: ReturnType<typeof kind>) => ({ kind: { ...k, specSchema: {}, statusSchema: null, configSchema: null, manifest: {}, createdAt: at } });
+
+  it('keeps an unsaved edit when the kind is re-read with the same policy (another client re-applied its manifest, or the socket reconnected)', async () => {
+    window.history.replaceState(null, '', '/kinds?sel=vpc');
+    const data: Record<string, unknown> = { Kinds: { kinds: [kind('vpc')] }, KindDetail: detail(kind('vpc')) };
+    const { push, queries } = setup(<KindsPage />, data);
+    const input = (await screen.findByLabelText('Max in flight')) as HTMLInputElement;
+    await waitFor(() => expect(input.value).toBe('0'));
+    fireEvent.change(input, { target: { value: '7' } });
+    expect(input.value).toBe('7');
+    // Another client re-applies the manifest: the detail is re-read, its policy unchanged.
+    const reads = queries.filter((q) => q === 'KindDetail').length;
+    data.KindDetail = detail({ ...kind('vpc'), manifestGeneration: 2 });
+    push('KindsLive', { kinds: [{ ...kind('vpc'), manifestGeneration: 2 }] });
+    await waitFor(() => expect(queries.filter((q) => q === 'KindDetail').length).toBe(reads + 1));
+    await screen.findByText(/manifest generation 2/);
+    await act(async () => {}); // the re-read's effects have run
+    expect(screen.getByLabelText('Max in flight')).toBe(input);
+    expect(input.value).toBe('7');
+  });
+
+  it('takes another client\'s policy change in the fields not being edited', async () => {
+    window.history.replaceState(null, '', '/kinds?sel=vpc');
+    const data: Record<string, unknown> = { Kinds: { kinds: [kind('vpc')] }, KindDetail: detail(kind('vpc')) };
+    const { push } = setup(<KindsPage />, data);
+    const deadline = (await screen.findByLabelText('Task deadline (s)')) as HTMLInputElement;
+    const cap = screen.getByLabelText('Max in flight') as HTMLInputElement;
+    await waitFor(() => expect(deadline.value).toBe('0'));
+    fireEvent.change(deadline, { target: { value: '30' } });
+    const changed = { ...kind('vpc', 9), config: { ...policy(9), updatedAt: '2026-01-01T00:01:00Z' } };
+    data.KindDetail = detail(changed);
+    push('KindsLive', { kinds: [changed] });
+    await waitFor(() => expect(cap.value).toBe('9'));
+    await act(async () => {});
+    expect(deadline.value).toBe('30');
   });
 });

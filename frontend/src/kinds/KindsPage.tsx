@@ -11,7 +11,7 @@ import { JsonEditor, JsonView, parseJSON } from '../json/JsonEditor';
 import { countsInOrder, formatCount, formatTime, phaseClass, phaseLabel, prettyJSON } from '../resources/mappers';
 import { emptyList, listSearch } from '../resources/filters';
 import { ErrorBox } from '../widgets/ErrorBox';
-import { breakingChange, MANIFEST_TEMPLATE, outcomesText, policyDraft, policyInput, reactionRole, triggerText, type PolicyDraft, type PolicyField } from './mappers';
+import { breakingChange, MANIFEST_TEMPLATE, outcomesText, policyDraft, policyInput, reactionRole, rebaseDraft, triggerText, type PolicyDraft, type PolicyField } from './mappers';
 
 function kindsHref(sel: string | null, version: string | null, apply = false) {
   const q = new URLSearchParams();
@@ -203,7 +203,17 @@ const POLICY_FIELDS: Array<{ f: PolicyField; label: string; help: string }> = [
 function PolicyForm({ kind, onSaved }: { kind: KindSummaryFragment; onSaved: () => void }) {
   const { canMutate } = useSession();
   const [draft, setDraft] = useState<PolicyDraft>(() => policyDraft(kind.config));
-  useEffect(() => setDraft(policyDraft(kind.config)), [kind.config]);
+  // A re-read (a reconnection, another client's manifest apply or policy
+  // edit) moves the fields the user has not edited to the served values and
+  // keeps the edits: a new config object alone changes nothing.
+  const served = policyDraft(kind.config);
+  const servedKey = JSON.stringify(served);
+  const base = useRef(served);
+  useEffect(() => {
+    const old = base.current;
+    base.current = served;
+    setDraft((d) => rebaseDraft(d, old, served));
+  }, [servedKey]);
   const [save, state] = useMutation(UpdateKindConfigDocument);
   const { input, errors } = policyInput(draft, kind.config);
   const policyField = (f: string) => (x: FieldError) => x.field === f || x.field === `input/${f}` || x.pointer === `/${f}`;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { breakingChange, policyDraft, policyInput, reactionRole } from './mappers';
+import { breakingChange, policyDraft, policyInput, reactionRole, rebaseDraft } from './mappers';
 
 const current = { maxInflight: 10, taskDeadlineSecs: 0, resyncIntervalSecs: 60, resyncRecomposes: false, orphanGraceSecs: 0, maxTransientAttempts: 20, updatedAt: '' };
 
@@ -46,5 +46,14 @@ describe('policyInput maxTransientAttempts', () => {
   it('sends the dead-letter bound when changed', () => {
     const d = { ...policyDraft(current), maxTransientAttempts: '3' };
     expect(policyInput(d, current)).toEqual({ input: { maxTransientAttempts: 3 }, errors: {} });
+  });
+});
+
+describe('rebaseDraft', () => {
+  it('moves the fields left as served to the new values and keeps the edits', () => {
+    const old = policyDraft(current);
+    const next = policyDraft({ ...current, maxInflight: 11, resyncIntervalSecs: 90, resyncRecomposes: true });
+    const draft = { ...old, resyncIntervalSecs: '30' };
+    expect(rebaseDraft(draft, old, next)).toEqual({ ...next, resyncIntervalSecs: '30' });
   });
 });

@@ -57,6 +57,19 @@ export function policyDraft(p: KindPolicyFragment): PolicyDraft {
   };
 }
 
+/**
+ * rebaseDraft moves a draft from the served policy it was started from (old)
+ * to a newly served one (next): a field the user left as served takes the
+ * new value, an edited field keeps the edit.
+ */
+export function rebaseDraft(draft: PolicyDraft, old: PolicyDraft, next: PolicyDraft): PolicyDraft {
+  const out = { ...draft };
+  for (const k of Object.keys(next) as Array<keyof PolicyDraft>) {
+    if (draft[k] === old[k]) (out as Record<keyof PolicyDraft, string | boolean>)[k] = next[k];
+  }
+  return out;
+}
+
 export type PolicyField = 'maxInflight' | 'taskDeadlineSecs' | 'resyncIntervalSecs' | 'orphanGraceSecs' | 'maxTransientAttempts';
 
 /**
