@@ -57,3 +57,12 @@ describe('rebaseDraft', () => {
     expect(rebaseDraft(draft, old, next)).toEqual({ ...next, resyncIntervalSecs: '30' });
   });
 });
+
+describe('policyInput limits', () => {
+  it('names the bound a value passes (the server refuses past 2,147,483,647)', () => {
+    const r = policyInput({ ...policyDraft(current), orphanGraceSecs: '2147483648' }, current);
+    expect(r.errors.orphanGraceSecs).toBe('at most 2,147,483,647');
+    expect(r.input).toEqual({});
+    expect(policyInput({ ...policyDraft(current), orphanGraceSecs: '2147483647' }, current)).toEqual({ input: { orphanGraceSecs: 2147483647 }, errors: {} });
+  });
+});

@@ -72,6 +72,9 @@ export function rebaseDraft(draft: PolicyDraft, old: PolicyDraft, next: PolicyDr
 
 export type PolicyField = 'maxInflight' | 'taskDeadlineSecs' | 'resyncIntervalSecs' | 'orphanGraceSecs' | 'maxTransientAttempts';
 
+/** The largest value a policy field takes (the server's bound, a Postgres integer). */
+export const MAX_POLICY_INT = 2147483647;
+
 /**
  * policyInput turns the form into the partial update the server takes:
  * only changed fields are sent; each must be a whole number ≥ 0.
@@ -86,8 +89,8 @@ export function policyInput(draft: PolicyDraft, current: KindPolicyFragment): { 
       continue;
     }
     const n = Number(t);
-    if (n > 2147483647) {
-      errors[f] = 'too large';
+    if (n > MAX_POLICY_INT) {
+      errors[f] = `at most ${MAX_POLICY_INT.toLocaleString('en-US')}`;
       continue;
     }
     if (n !== current[f]) input[f] = n;
