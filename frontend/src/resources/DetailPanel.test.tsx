@@ -1,7 +1,8 @@
 // @vitest-environment jsdom
-// The detail panel's event history stays whole when a live change re-reads
-// its first page after "Older events" was loaded: the events that slid off
-// the first page are read again, and none shows twice.
+// The detail panel reads each of its parts once, and re-reads on a change
+// only what the change can alter. Its event history stays whole when a live
+// change re-reads its first page after "Older events" was loaded: the events
+// that slid off the first page are read again, and none shows twice.
 import { act, cleanup, configure, fireEvent, render, screen, waitFor } from '@testing-library/react';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ApiClient, type Sink } from '../client/client';
@@ -60,5 +61,51 @@ describe('DetailPanel event history', () => {
     const shown = () => [...screen.getByTestId('events').textContent!.matchAll(/event-(\d+)/g)].map((m) => Number(m[1]));
     await waitFor(() => expect(shown().length).toBe(110));
     expect(shown()).toEqual(Array.from({ length: 110 }, (_, i) => 110 - i));
+  });
+
+  it('reads each of its parts once when it opens, and a change re-reads only what it changes', async () => {
+    const seen: string[] = [];
+    let current = resource;
+    const fetch = (async (_u: string, init: RequestInit) => {
+      const body = JSON.parse(init.body as string) as { operationName: string; variables: Record<string, unknown> };
+      seen.push(body.operationName);
+      let data: unknown = { resource: null };
+      if (body.operationName === 'ResourceDetail') data = { resource: current };
+      if (body.operationName === 'ResourceHistory') data = page(3, null);
+      return new Response(JSON.stringify({ data }), { status: 200 });
+    }) as unknown as typeof globalThis.fetch;
+    const client = new ApiClient({ httpUrl: 'http://x/graphql', wsUrl: 'ws://x/graphql', token: () => null, noWebSocket: true, fetch });
+    const subs = new Map<string, Sink<unknown>>();
+    client.subscribe = ((doc: { operationName: string }, _v: unknown, sink: Sink<unknown>) => {
+      subs.set(doc.operationName, sink);
+      return () => subs.delete(doc.operationName);
+    }) as typeof client.subscribe;
+    render(
+      <ClientProvider client={client}>
+        <DetailPanel target={{ kind: 'vpc', name: 'a' }} onClose={() => {}} hrefOf={() => '/'} childrenHref={() => '/'} />
+      </ClientProvider>,
+    );
+    await screen.findByText('event-3');
+    // The fake answers at once: a read queued behind another is promise work
+    // only, so one timer turn lets every queued read start.
+    const settle = () => act(() => new Promise<void>((r) => setTimeout(r, 0)));
+    await settle();
+    const count = () => Object.fromEntries([...new Set(seen)].sort().map((op) => [op, seen.filter((x) => x === op).length]));
+    expect(count()).toEqual({ ResourceDeadLetter: 1, ResourceDetail: 1, ResourceHistory: 1, ResourceSpecHistory: 1, ResourceWaitingOn: 1 });
+    // A status change (same generation): the detail, the history, the gates
+    // and the dead letter are re-read once each; the spec history is not.
+    seen.length = 0;
+    current = { ...resource, updatedAt: '2026-01-01T00:00:01Z' };
+    act(() => subs.get('ResourceWatch')!.next({ resourceChanged: { type: 'UPDATED', id: 'r1', previousPhase: 'READY', resource: { id: 'r1', phase: 'READY', updatedAt: current.updatedAt } } }));
+    await waitFor(() => expect(seen).toContain('ResourceWaitingOn'));
+    await settle();
+    expect(count()).toEqual({ ResourceDeadLetter: 1, ResourceDetail: 1, ResourceHistory: 1, ResourceWaitingOn: 1 });
+    // A spec change (a new generation) re-reads the spec history too.
+    seen.length = 0;
+    current = { ...resource, generation: 2, updatedAt: '2026-01-01T00:00:02Z' };
+    act(() => subs.get('ResourceWatch')!.next({ resourceChanged: { type: 'UPDATED', id: 'r1', previousPhase: 'READY', resource: { id: 'r1', phase: 'READY', updatedAt: current.updatedAt } } }));
+    await waitFor(() => expect(seen).toContain('ResourceSpecHistory'));
+    await settle();
+    expect(count()).toEqual({ ResourceDeadLetter: 1, ResourceDetail: 1, ResourceHistory: 1, ResourceSpecHistory: 1, ResourceWaitingOn: 1 });
   });
 });

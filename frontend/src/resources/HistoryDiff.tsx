@@ -2,7 +2,7 @@
 // the server's diff of a chosen one against the one before it
 // (Resource.specDiff), and a rollback to it (rollbackResource: a new
 // generation carrying the old spec, recorded with who did it).
-import { useEffect, useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { useSession } from '../app/session';
 import { useMutation, useQuery } from '../client/hooks';
 import { ResourceSpecDiffDocument, ResourceSpecHistoryDocument, RollbackResourceToDocument } from '../gql/graphql';
@@ -15,8 +15,11 @@ export function HistoryDiff({ target, generation, onChanged }: { target: Resourc
   const { canMutate } = useSession();
   const h = useQuery(ResourceSpecHistoryDocument, target);
   const { refetch } = h;
+  // Re-read when a new generation is applied (the first read is the query's own).
+  const seen = useRef(generation);
   useEffect(() => {
-    refetch();
+    if (generation !== seen.current) refetch();
+    seen.current = generation;
   }, [generation, refetch]);
   const items = h.data?.resource?.specHistory ?? [];
   const [sel, setSel] = useState<number | null>(null);

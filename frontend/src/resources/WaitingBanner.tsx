@@ -3,7 +3,7 @@
 // in the database). Nothing is derived here: the banner shows what the
 // server says, re-read when the resource changes and every few seconds
 // while something holds it (a claim or a backoff changes no resource row).
-import { useEffect } from 'react';
+import { useEffect, useRef } from 'react';
 import { Link } from '../app/router';
 import { useQuery } from '../client/hooks';
 import { ResourceWaitingOnDocument } from '../gql/graphql';
@@ -18,8 +18,11 @@ export function WaitingBanner({ target, stamp, hrefOf }: { target: ResourceRef; 
   const q = useQuery(ResourceWaitingOnDocument, target);
   const { refetch } = q;
   const gates = q.data?.resource?.waitingOn ?? [];
+  // Re-read when the resource changed (the first read is the query's own).
+  const seen = useRef(stamp);
   useEffect(() => {
-    refetch();
+    if (stamp !== seen.current) refetch();
+    seen.current = stamp;
   }, [stamp, refetch]);
   const holding = gates.length > 0;
   useEffect(() => {
