@@ -42,6 +42,7 @@ export function SessionProvider({ children }: { children: ReactNode }) {
       {tokenOpen || unauthenticated ? (
         <TokenDialog
           required={unauthenticated}
+          refused={unauthenticated && storedToken() ? (q.error?.message ?? '') : null}
           onClose={() => setTokenOpen(false)}
           onSave={(t) => {
             storeToken(t);
@@ -54,7 +55,11 @@ export function SessionProvider({ children }: { children: ReactNode }) {
   );
 }
 
-function TokenDialog({ required, onClose, onSave }: { required: boolean; onClose: () => void; onSave: (t: string | null) => void }) {
+/**
+ * TokenDialog asks for the bearer token. refused: the API refused the token
+ * the requests carried, with its reason (null: none was refused).
+ */
+function TokenDialog({ required, refused, onClose, onSave }: { required: boolean; refused: string | null; onClose: () => void; onSave: (t: string | null) => void }) {
   const [value, setValue] = useState(storedToken() ?? '');
   return (
     <Dialog
@@ -78,7 +83,15 @@ function TokenDialog({ required, onClose, onSave }: { required: boolean; onClose
           onSave(value.trim() || null);
         }}
       >
-        {required ? <p role="alert">This API requires a bearer token (API_TOKENS_FILE).</p> : <p>Requests carry this bearer token; it is kept in this browser only.</p>}
+        {refused != null ? (
+          <p role="alert">
+            The API refused the stored token{refused ? ` (${refused})` : ''}. Enter another, or forget it.
+          </p>
+        ) : required ? (
+          <p role="alert">This API requires a bearer token (API_TOKENS_FILE).</p>
+        ) : (
+          <p>Requests carry this bearer token; it is kept in this browser only.</p>
+        )}
         <div className="field">
           <label htmlFor="token-input">Bearer token</label>
           <input id="token-input" type="password" autoComplete="off" value={value} onChange={(e) => setValue(e.target.value)} />
