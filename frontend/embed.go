@@ -13,7 +13,7 @@
 //     build is picked up at once. Paths under /graphql are never the SPA.
 //
 // Text files are served gzip-compressed when the client accepts it
-// (compressed once, on first use), with strong ETags.
+// (compressed once, on first use), with a strong ETag per encoding.
 //
 // Wiring: the GraphQL handler serves every path it does not own through
 // api.Deps.UI, so

@@ -54,6 +54,7 @@ type file struct {
 
 	gzOnce sync.Once
 	gz     []byte // nil when compression does not pay
+	gzEtag string // the gzipped body's ETag
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -104,7 +105,6 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, name, cache stri
 	hd := w.Header()
 	hd.Set("Content-Type", f.ctype)
 	hd.Set("Cache-Control", cache)
-	hd.Set("ETag", f.etag)
 	hd.Set("X-Content-Type-Options", "nosniff")
 	switch name {
 	case "index.html":
@@ -114,15 +114,18 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, name, cache stri
 		hd.Set("Content-Security-Policy", graphiqlCSP)
 		hd.Set("Referrer-Policy", "same-origin")
 	}
-	body := f.data
+	// Each encoding is its own representation with its own strong ETag, so
+	// a cache never has a gzipped body confirmed as the plain one.
+	body, etag := f.data, f.etag
 	if gz := f.gzipped(); gz != nil {
 		hd.Add("Vary", "Accept-Encoding")
 		if acceptsGzip(r.Header.Get("Accept-Encoding")) {
 			hd.Set("Content-Encoding", "gzip")
-			body = gz
+			body, etag = gz, f.gzEtag
 		}
 	}
-	if match := r.Header.Get("If-None-Match"); match != "" && etagMatches(match, f.etag) {
+	hd.Set("ETag", etag)
+	if match := r.Header.Get("If-None-Match"); match != "" && etagMatches(match, etag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
@@ -166,6 +169,7 @@ func (f *file) gzipped() []byte {
 		_ = zw.Close()
 		if b.Len() < len(f.data)*9/10 {
 			f.gz = b.Bytes()
+			f.gzEtag = strings.TrimSuffix(f.etag, `"`) + `-gz"`
 		}
 	})
 	return f.gz

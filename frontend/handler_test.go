@@ -139,6 +139,20 @@ func TestHandler_GzipAndETags(t *testing.T) {
 	nm := get(t, h, http.MethodGet, "/assets/app-abc12.js", "If-None-Match", etag)
 	require.Equal(t, http.StatusNotModified, nm.StatusCode)
 	require.Empty(t, nm.Body)
+
+	// The two encodings are two representations, each with its own strong
+	// ETag: a cache holding one must not have it confirmed as the other.
+	gzTag := gz.Header.Get("ETag")
+	require.NotEmpty(t, gzTag)
+	require.NotEqual(t, etag, gzTag, "the gzipped body has the plain body's ETag")
+	nm = get(t, h, http.MethodGet, "/assets/app-abc12.js", "Accept-Encoding", "gzip", "If-None-Match", gzTag)
+	require.Equal(t, http.StatusNotModified, nm.StatusCode)
+	require.Equal(t, gzTag, nm.Header.Get("ETag"))
+	stale := get(t, h, http.MethodGet, "/assets/app-abc12.js", "If-None-Match", gzTag)
+	require.Equal(t, http.StatusOK, stale.StatusCode, "the gzip ETag confirmed the plain body")
+	require.Equal(t, want, stale.Body)
+	stale = get(t, h, http.MethodGet, "/assets/app-abc12.js", "Accept-Encoding", "gzip", "If-None-Match", etag)
+	require.Equal(t, http.StatusOK, stale.StatusCode, "the plain ETag confirmed the gzipped body")
 }
 
 func TestHandler_DevDirReadsEveryRequest(t *testing.T) {
