@@ -7,6 +7,7 @@ import { ConfigsPage } from '../configs/ConfigsPage';
 import { KindsPage } from '../kinds/KindsPage';
 import { ResourcesPage } from '../resources/ResourcesPage';
 import { SummaryPage } from '../resources/SummaryPage';
+import { PageErrorBoundary } from '../widgets/PageErrorBoundary';
 import { LiveIndicator } from './LiveIndicator';
 import { Link, useLocation } from './router';
 import { SessionProvider, useSession } from './session';
@@ -93,11 +94,15 @@ function Header() {
 
 export function App() {
   const { path } = useLocation();
+  const page = path.length > 1 ? path.replace(/\/+$/, '') : path;
   return (
     <SessionProvider>
       <Header />
       <main id="main" tabIndex={-1}>
-        <Page path={path.length > 1 ? path.replace(/\/+$/, '') : path} />
+        {/* Keyed on the path: another page starts without the failed one's error. */}
+        <PageErrorBoundary key={page}>
+          <Page path={page} />
+        </PageErrorBoundary>
       </main>
     </SessionProvider>
   );
