@@ -36,6 +36,12 @@ export interface QueryState<R> {
   loading: boolean;
   /** Re-runs the query; calls while one runs coalesce into one more run. */
   refetch: () => void;
+  /**
+   * Whether a read is on its way now: true from the moment it is sent,
+   * before a render shows loading (an event handler between the two sees
+   * loading false).
+   */
+  inFlight: () => boolean;
 }
 
 /**
@@ -107,7 +113,8 @@ export function useQuery<R, V>(doc: TypedDocument<R, V>, variables: V, opts: { s
     };
   }, [key, epoch, opts.skip, execute]);
 
-  return { data: state.data, error: state.error, loading: state.loading, receivedAt: state.receivedAt, refetch: execute };
+  const inFlight = useCallback(() => run.current.inflight, []);
+  return { data: state.data, error: state.error, loading: state.loading, receivedAt: state.receivedAt, refetch: execute, inFlight };
 }
 
 /**

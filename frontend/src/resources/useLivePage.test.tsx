@@ -14,6 +14,7 @@ vi.mock('./live', async (orig) => {
   return { ...real, applyRowEvent: (...a: Parameters<typeof real.applyRowEvent>) => (calls.n++, real.applyRowEvent(...a)) };
 });
 const { ResourcesPage } = await import('./ResourcesPage');
+const { navigate } = await import('../app/router');
 
 const at = '2026-01-01T00:00:00Z';
 const row = (i: number) => ({ id: `id-${i}`, kind: 'vpc', version: 'v1', name: `r${i}`, phase: 'READY', labels: {}, generation: 1, syncedGeneration: 1, healthOk: true, createdAt: at, updatedAt: at, owner: null });
@@ -75,5 +76,27 @@ describe('useLivePage', () => {
     act(() => sink().next(resync));
     await screen.findByTestId('empty-list');
     expect(calls.n).toBeLessThan(100);
+  });
+
+  it('replays an event that arrives once a re-read is sent, before the page renders it as loading', async () => {
+    window.history.replaceState(null, '', '/resources');
+    const later = '2026-01-01T00:00:05Z';
+    let reads = 0;
+    let sink: (() => Sink<unknown>) | null = null;
+    let release: (() => void) | null = null;
+    sink = mount(() => {
+      reads++;
+      if (reads === 1) return Promise.resolve(json({ data: { resources: { items: [row(1)], nextCursor: null } } }));
+      // The re-read is on its way (the server read r1 before it failed)
+      // when the change's event arrives, before React renders again.
+      sink!().next({ resourceChanged: { type: 'UPSERTED', id: 'id-1', previousPhase: 'READY', resource: { ...row(1), phase: 'FAILED', updatedAt: later } } });
+      return new Promise((r) => (release = () => r(json({ data: { resources: { items: [row(1)], nextCursor: null } } }))));
+    });
+    await screen.findByText('r1');
+    act(() => navigate('/resources?size=25'));
+    await vi.waitFor(() => expect(release).not.toBeNull());
+    await act(async () => release!());
+    await vi.waitFor(() => expect(reads).toBe(2));
+    expect(document.querySelector('tr[data-name=r1]')?.getAttribute('data-phase')).toBe('FAILED');
   });
 });

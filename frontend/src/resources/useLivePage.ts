@@ -48,19 +48,21 @@ export function useLivePage(vars: ResourcesPageQueryVariables | null) {
     // server's state anyway.
     setSt({ ...st, pending: [] });
   }
-  // Events are kept only while a read is in flight.
-  const live = useRef({ loading: q.loading, filter, pos, refetch: q.refetch });
-  live.current = { loading: q.loading, filter, pos, refetch: q.refetch };
+  // Events are kept only while a read is in flight: from the moment it is
+  // sent (inFlight: before the render that shows loading, an event may come)
+  // until the render that replaces the page with its result (loading: its
+  // result may be in before that render).
+  const live = useRef({ loading: q.loading, inFlight: q.inFlight, filter, pos, refetch: q.refetch });
+  live.current = { loading: q.loading, inFlight: q.inFlight, filter, pos, refetch: q.refetch };
   useSubscription(
     ResourceRowsChangedDocument,
     { kind: vars?.kind ?? null, ownerId: vars?.ownerId ?? null, phases: vars?.phases ?? null },
     (d) => {
       const ev = d.resourceChanged;
-      const { loading, filter: f, pos: p, refetch } = live.current;
+      const { filter: f, pos: p, refetch } = live.current;
+      const loading = live.current.loading || live.current.inFlight();
       if (ev.type === 'RESYNC') {
-        refetch();
-        // In flight from now on, not from the render that shows it.
-        live.current.loading = true;
+        refetch(); // in flight from now on (inFlight), the events that follow kept
         return;
       }
       setSt((s) => ({
