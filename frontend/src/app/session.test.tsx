@@ -14,6 +14,7 @@ function setup(stored: string | null) {
   if (stored) window.localStorage.setItem('converge.token', stored);
   const sent: Array<string | null> = [];
   const fetch = (async (_u: string, init: RequestInit) => {
+    new Headers(init.headers); // a header value a browser cannot send throws, as fetch does
     const auth = (init.headers as Record<string, string>).Authorization ?? null;
     sent.push(auth);
     if (auth !== 'Bearer good-token-0123456789') return new Response(JSON.stringify(refusal), { status: 401 });
@@ -58,5 +59,22 @@ describe('the token dialog', () => {
     await waitFor(() => expect(screen.queryByRole('dialog')).toBeNull());
     expect(window.localStorage.getItem('converge.token')).toBe('good-token-0123456789');
     expect(s.sent.at(-1)).toBe('Bearer good-token-0123456789');
+  });
+
+  it.each([
+    { reason: 'a zero-width space pasted with it', token: 'good-token-\u200b0123456789', at: 'U+200B at 12' },
+    { reason: 'a space inside it', token: 'good-token 0123456789', at: 'U+0020 at 11' },
+    { reason: 'a letter outside ASCII', token: 'good-tokén-0123456789', at: 'U+00E9 at 9' },
+  ])('refuses a token a request header cannot carry ($reason), naming the character, and stores nothing', async ({ token, at }) => {
+    const s = setup(null);
+    await screen.findByRole('dialog');
+    const before = s.sent.length;
+    fireEvent.change(screen.getByLabelText('Bearer token'), { target: { value: token } });
+    fireEvent.click(screen.getByRole('button', { name: 'Use token' }));
+    const err = await screen.findByText(/printable ASCII/);
+    expect(err.textContent).toContain(at);
+    expect(screen.getByLabelText('Bearer token').getAttribute('aria-invalid')).toBe('true');
+    expect(window.localStorage.getItem('converge.token')).toBeNull();
+    expect(s.sent.length).toBe(before);
   });
 });

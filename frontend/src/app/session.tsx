@@ -61,6 +61,7 @@ export function SessionProvider({ children }: { children: ReactNode }) {
  */
 function TokenDialog({ required, refused, onClose, onSave }: { required: boolean; refused: string | null; onClose: () => void; onSave: (t: string | null) => void }) {
   const [value, setValue] = useState(storedToken() ?? '');
+  const [invalid, setInvalid] = useState<string | null>(null);
   return (
     <Dialog
       title="API token"
@@ -80,7 +81,10 @@ function TokenDialog({ required, refused, onClose, onSave }: { required: boolean
         id="token-form"
         onSubmit={(e) => {
           e.preventDefault();
-          onSave(value.trim() || null);
+          const t = value.trim();
+          const bad = tokenProblem(t);
+          setInvalid(bad);
+          if (!bad) onSave(t || null);
         }}
       >
         {refused != null ? (
@@ -94,9 +98,33 @@ function TokenDialog({ required, refused, onClose, onSave }: { required: boolean
         )}
         <div className="field">
           <label htmlFor="token-input">Bearer token</label>
-          <input id="token-input" type="password" autoComplete="off" value={value} onChange={(e) => setValue(e.target.value)} />
+          <input id="token-input" type="password" autoComplete="off" value={value} aria-invalid={invalid ? true : undefined} aria-describedby={invalid ? 'token-input-err' : undefined} onChange={(e) => setValue(e.target.value)} />
+          {invalid ? (
+            <span className="field-error" id="token-input-err" role="alert">
+              {invalid}
+            </span>
+          ) : null}
         </div>
       </form>
     </Dialog>
   );
+}
+
+/**
+ * tokenProblem says why a token cannot be sent (null: it can). A request
+ * header carries printable ASCII only: with another character (a zero-width
+ * space pasted with the token, say) every request would fail in the browser
+ * before it left, reported as the API being unreachable.
+ */
+export function tokenProblem(t: string): string | null {
+  let i = 0;
+  for (const ch of t) {
+    i++;
+    const c = ch.codePointAt(0)!;
+    if (c < 0x21 || c > 0x7e) {
+      const u = `U+${c.toString(16).toUpperCase().padStart(4, '0')}`;
+      return `The token holds ${u} at ${i}, which a request header cannot carry: a token is printable ASCII, without spaces.`;
+    }
+  }
+  return null;
 }
