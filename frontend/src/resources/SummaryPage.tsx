@@ -47,8 +47,20 @@ function Totals({ counts }: { counts: PhaseCounts }) {
   );
 }
 
-function KindRow({ kind, seed }: { kind: string; seed: PhaseCounts }) {
-  const { data } = useSubscriptionValue(PhaseCountsLiveDocument, { kind });
+/**
+ * The most by-kind rows with a phaseCounts subscription of their own; the
+ * rows past it show the summary's counts, re-read within about a second of
+ * each push of the totals. A websocket holds a bounded number of
+ * subscriptions (API_WS_MAX_SUBSCRIPTIONS, 100 by default): one per kind
+ * of a large install would take them all and, when every view subscribes
+ * again (a new token, a Retry), leave the totals (subscribed after the
+ * rows, their parent's effects running last) refused, the page no longer
+ * live.
+ */
+export const MAX_KIND_SUBS = 40;
+
+function KindRow({ kind, seed, live }: { kind: string; seed: PhaseCounts; live: boolean }) {
+  const { data } = useSubscriptionValue(PhaseCountsLiveDocument, { kind }, { skip: !live });
   return (
     <tr data-kind={kind}>
       <th scope="row">
@@ -200,8 +212,8 @@ export function SummaryPage() {
                 </tr>
               </thead>
               <tbody>
-                {names.map((k) => (
-                  <KindRow key={k} kind={k} seed={seedFor(data.summary, k)} />
+                {names.map((k, i) => (
+                  <KindRow key={k} kind={k} seed={seedFor(data.summary, k)} live={i < MAX_KIND_SUBS} />
                 ))}
               </tbody>
             </table>
