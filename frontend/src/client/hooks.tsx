@@ -121,7 +121,7 @@ export function useQuery<R, V>(doc: TypedDocument<R, V>, variables: V, opts: { s
  * The errors a subscription is not retried after: the request itself is
  * wrong or not allowed, and asking again changes nothing.
  */
-const FINAL_CODES = new Set(['BAD_USER_INPUT', 'NOT_FOUND', 'CONFLICT', 'UNAUTHENTICATED', 'FORBIDDEN']);
+export const FINAL_CODES: ReadonlySet<string> = new Set(['BAD_USER_INPUT', 'NOT_FOUND', 'CONFLICT', 'UNAUTHENTICATED', 'FORBIDDEN']);
 
 /**
  * useSubscription keeps a subscription open while the component is mounted

@@ -2,9 +2,10 @@
 // A read still in flight when the graph view unmounts (newly appeared
 // children of a composite) opens no subscription when it returns: nothing
 // would ever close it.
-import { act, cleanup, configure, render, waitFor } from '@testing-library/react';
+import { act, cleanup, configure, render, screen, waitFor } from '@testing-library/react';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ApiClient, type Sink } from '../client/client';
+import { ApiError } from '../client/errors';
 import { ClientProvider } from '../client/hooks';
 
 vi.mock('./GraphCanvas', () => ({ GraphCanvas: () => null }));
@@ -64,5 +65,63 @@ describe('GraphPage', () => {
       await new Promise((r) => setTimeout(r, 0));
     });
     expect([...active].map((s) => s.vars)).toEqual([]);
+  });
+
+  it('says so when the server refuses or ends a subscription it follows the subtree by, and follows it again after an internal error', async () => {
+    window.history.replaceState(null, '', '/graph?root=hub/top');
+    const client = new ApiClient({ httpUrl: 'http://x/graphql', wsUrl: 'ws://x/graphql', token: () => null, noWebSocket: true });
+    // The view's GraphChanged subscriptions (the failures panel has its own).
+    const active = new Set<{ vars: { rootId?: string }; sink: Sink<unknown> }>();
+    let refuse: ApiError | null = new ApiError([{ message: 'at most 2 subscriptions per connection (API_WS_MAX_SUBSCRIPTIONS)', extensions: { code: 'BAD_USER_INPUT', limit: 'subscriptions' } }]);
+    client.subscribe = ((doc: { operationName: string }, vars: { rootId?: string }, sink: Sink<unknown>) => {
+      if (doc.operationName !== 'GraphChanged') return () => {};
+      const s = { vars, sink };
+      if (vars.rootId && refuse) {
+        const e = refuse;
+        queueMicrotask(() => sink.error?.(e, true)); // an error message: the subscription ends
+        return () => {};
+      }
+      active.add(s);
+      return () => active.delete(s);
+    }) as typeof client.subscribe;
+    let reads = 0;
+    client.request = (async (doc: { operationName: string }) => {
+      if (doc.operationName === 'GraphRoot') {
+        reads++;
+        return { resource: node('top', null), kinds: [{ name: 'hub', reactions: [{ emits: ['CHILDREN'] }] }] };
+      }
+      return { resources: { items: [], nextCursor: null } };
+    }) as typeof client.request;
+    render(
+      <ClientProvider client={client}>
+        <GraphPage />
+      </ClientProvider>,
+    );
+    // Refused: the page says it no longer follows the subtree, and why.
+    const alert = await screen.findByRole('alert');
+    expect(alert.textContent).toContain('not live');
+    expect(alert.textContent).toContain('API_WS_MAX_SUBSCRIPTIONS');
+    cleanup();
+
+    // An internal error ends it: the graph is read and followed again, after the backoff.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      refuse = null;
+      reads = 0;
+      render(
+        <ClientProvider client={client}>
+          <GraphPage />
+        </ClientProvider>,
+      );
+      await vi.waitFor(() => expect([...active].some((s) => s.vars.rootId === 'top')).toBe(true));
+      const tree = [...active].find((s) => s.vars.rootId === 'top')!;
+      expect(reads).toBe(1);
+      act(() => tree.sink.error!(new ApiError([{ message: 'internal error, see server logs (request id r1)', extensions: { code: 'INTERNAL' } }]), true));
+      await act(async () => void vi.advanceTimersByTime(10_000));
+      await vi.waitFor(() => expect(reads).toBe(2));
+      await vi.waitFor(() => expect([...active].filter((s) => s.vars.rootId === 'top')).toHaveLength(1));
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -4,7 +4,8 @@
 import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from 'react';
 import { flushSync } from 'react-dom';
 import { Link, navigate, useLocation, withQuery } from '../app/router';
-import { useClient, useConnection } from '../client/hooks';
+import { backoff } from '../client/client';
+import { FINAL_CODES, useClient, useConnection } from '../client/hooks';
 import { toApiError, type ApiError } from '../client/errors';
 import { GraphChangedDocument, PhaseValues } from '../gql/graphql';
 import { emptyList, listSearch, parseRef, refString, type ResourceRef } from '../resources/filters';
@@ -63,6 +64,12 @@ export default function GraphPage() {
   const [tree, setTree] = useState<Subtree | null>(null);
   const [structure, setStructure] = useState(0);
   const [error, setError] = useState<ApiError | null>(null);
+  // The server refused or ended a subscription the view follows the
+  // subtree by (a limit, a missing root): the picture is no longer live.
+  const [liveError, setLiveError] = useState<ApiError | null>(null);
+  // Reloads in a row after a subscription ended with an internal error
+  // (the backoff's attempt; a pushed event resets it).
+  const liveAttempt = useRef(0);
   const [loading, setLoading] = useState(false);
   const [missing, setMissing] = useState(false);
   const [reload, setReload] = useState(0);
@@ -156,7 +163,24 @@ export default function GraphPage() {
     const open = subs.current;
     // Events that arrive while the subtree loads wait for it.
     let buffer: Event[] | null = [];
-    const sink = { next: (d: { resourceChanged: Event }) => (buffer ? buffer.push(d.resourceChanged) : onEvent(d.resourceChanged)) };
+    // A subscription the server ends while the socket stays up: one it
+    // refused for good (a limit, a bad argument) is shown; after another
+    // error (an internal one) the view loads and subscribes again, after the
+    // reconnect backoff.
+    let retry: ReturnType<typeof setTimeout> | null = null;
+    setLiveError(null);
+    const sink = {
+      next: (d: { resourceChanged: Event }) => {
+        liveAttempt.current = 0;
+        if (buffer) buffer.push(d.resourceChanged);
+        else onEvent(d.resourceChanged);
+      },
+      error: (e: ApiError, ended: boolean) => {
+        if (!ended || ctrl.signal.aborted) return;
+        if (FINAL_CODES.has(e.code)) setLiveError(e);
+        else retry ??= setTimeout(() => setReload((n) => n + 1), backoff(liveAttempt.current++));
+      },
+    };
     // Subscribe before reading: nothing changes unseen between the two.
     let topLevel = false;
     const watch = (ownerId: string) => {
@@ -190,6 +214,7 @@ export default function GraphPage() {
     );
     return () => {
       ctrl.abort();
+      if (retry) clearTimeout(retry);
       if (load.current?.signal === ctrl.signal) load.current = null;
       for (const stop of open.values()) stop();
       open.clear();
@@ -396,6 +421,7 @@ export default function GraphPage() {
         </form>
       </header>
       <ErrorBox error={error} />
+      <ErrorBox error={liveError} title="The graph is not live (changes are not followed; reload the page to try again)" />
       {missing ? <p className="empty">{refString(root)} does not exist.</p> : null}
       <div className="graph-layout">
         {lay && tree && shown ? <GraphCanvas layout={lay} nodes={shown.nodes} aggregates={shown.aggregates} highlight={highlight} selected={selectedId} onSelect={onSelect} onFold={onFold} focus={focus} /> : null}
