@@ -3,6 +3,7 @@ package browsertest
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -184,6 +185,12 @@ func TestDashboard(t *testing.T) {
 		require.NoError(t, chromedp.Do(b.ctx, chromedp.Focus(chromedp.CSS(`.react-flow__node[data-id]`))))
 		require.NoError(t, pressKey(b, kb.Enter))
 		b.waitFor(`location.search.includes('sel=')`, 5*time.Second)
+		// Shift+arrows pan the picture, as the canvas's label says.
+		viewport := `document.querySelector('[data-testid=graph] .react-flow__viewport').style.transform`
+		before := b.text(viewport)
+		require.NoError(t, chromedp.Do(b.ctx, chromedp.Focus(chromedp.CSS(`[data-testid=graph]`))))
+		require.NoError(t, chromedp.Do(b.ctx, chromedp.KeyEvent(kb.ArrowRight, chromedp.KeyModifiers(chromedp.ModifierShift))))
+		b.waitFor(viewport+` !== `+strconv.Quote(before), 5*time.Second)
 		b.shot("graph-live")
 	})
 

@@ -229,6 +229,15 @@ function useFlowEdges(layout: Layout, highlight: FailureHighlight): Edge[] {
   }, [layout, highlight]);
 }
 
+/** How far one Shift+arrow pans, in screen pixels, and which way each arrow moves the picture. */
+const PAN_STEP = 80;
+const PAN_KEYS: Record<'ArrowUp' | 'ArrowDown' | 'ArrowLeft' | 'ArrowRight', [number, number]> = {
+  ArrowUp: [0, 1],
+  ArrowDown: [0, -1],
+  ArrowLeft: [1, 0],
+  ArrowRight: [-1, 0],
+};
+
 function Flow(props: Props) {
   const { layout, nodes, aggregates, onSelect, focus } = props;
   const rf = useReactFlow();
@@ -283,6 +292,19 @@ function Flow(props: Props) {
       case '0':
         userMoved.current = false;
         return e.preventDefault(), refit(200);
+      case 'ArrowUp':
+      case 'ArrowDown':
+      case 'ArrowLeft':
+      case 'ArrowRight': {
+        // Shift+arrows pan (plain arrows stay the page's and the nodes').
+        if (!e.shiftKey) return;
+        const [dx, dy] = PAN_KEYS[e.key];
+        const v = rf.getViewport();
+        userMoved.current = true;
+        e.preventDefault();
+        void rf.setViewport({ x: v.x + dx * PAN_STEP, y: v.y + dy * PAN_STEP, zoom: v.zoom }, { duration: 100 });
+        return;
+      }
     }
   };
 
