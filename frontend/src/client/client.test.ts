@@ -2,6 +2,7 @@ import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { ResourcesPageDocument } from '../gql/graphql';
 import { ApiClient, backoff } from './client';
 import { ApiError, fieldErrors } from './errors';
+import { FakeWS } from './fakeWS';
 
 function client(respond: (body: unknown, init: RequestInit) => Response) {
   const seen: Array<{ body: unknown; init: RequestInit }> = [];
@@ -82,46 +83,6 @@ describe('backoff', () => {
     expect(backoff(0, () => 1)).toBe(625);
   });
 });
-
-// A controllable WebSocket: the test opens, acks and closes each one.
-class FakeWS {
-  static all: FakeWS[] = [];
-  static CONNECTING = 0;
-  static OPEN = 1;
-  static CLOSING = 2;
-  static CLOSED = 3;
-  readyState = 0;
-  protocol = 'graphql-transport-ws';
-  onopen: ((e: unknown) => void) | null = null;
-  onclose: ((e: unknown) => void) | null = null;
-  onerror: ((e: unknown) => void) | null = null;
-  onmessage: ((e: { data: string }) => void) | null = null;
-  sent: string[] = [];
-  url: string;
-  constructor(url: string) {
-    this.url = url;
-    FakeWS.all.push(this);
-  }
-  send(d: string) {
-    this.sent.push(d);
-  }
-  close() {
-    // A client-initiated close completes when the server's close frame comes back.
-    this.readyState = 2;
-  }
-  // test controls
-  open() {
-    this.readyState = 1;
-    this.onopen?.({});
-  }
-  ack() {
-    this.onmessage?.({ data: JSON.stringify({ type: 'connection_ack' }) });
-  }
-  closed(code = 1000) {
-    this.readyState = 3;
-    this.onclose?.({ code, reason: 'Normal Closure', wasClean: true });
-  }
-}
 
 const tick = () => new Promise((r) => setTimeout(r, 0));
 

@@ -11,9 +11,10 @@ export type ConnectionState = 'connecting' | 'live' | 'reconnecting' | 'failed';
 export interface ConnectionSnapshot {
   state: ConnectionState;
   /**
-   * Bumps on every (re)connection after the first: whatever a view shows
-   * from queries may have missed changes while the socket was down, so
-   * views re-query when it changes.
+   * Bumps on every reconnection, and on a client's first connection when a
+   * request was made before it: whatever a view shows from queries may have
+   * missed changes while the socket was down (or not yet up, its
+   * subscriptions not yet started), so views re-query when it changes.
    */
   epoch: number;
   /** Bumps when the websocket client is recreated (token change, retry after failure). */
@@ -73,6 +74,8 @@ export class ApiClient {
   private snap: ConnectionSnapshot = { state: 'connecting', epoch: 0, generation: 0, error: null };
   private readonly listeners = new Set<() => void>();
   private readonly opts: ClientOptions;
+  /** A request was made while the socket was not live (so before its subscriptions ran). */
+  private readWhileDown = false;
 
   constructor(opts: ClientOptions) {
     this.opts = opts;
@@ -135,8 +138,12 @@ export class ApiClient {
         },
         connected: () => {
           if (!current()) return;
-          const epoch = conn.connectedOnce ? this.snap.epoch + 1 : this.snap.epoch;
+          // A reconnection, or a first connection after reads that ran before
+          // any subscription could: the views read again.
+          const again = conn.connectedOnce || this.readWhileDown;
+          const epoch = again ? this.snap.epoch + 1 : this.snap.epoch;
           conn.connectedOnce = true;
+          this.readWhileDown = false;
           this.set({ state: 'live', epoch, error: null });
         },
         closed: (e) => {
@@ -167,6 +174,7 @@ export class ApiClient {
   /** request runs a query or mutation over HTTP. */
   async request<R, V>(doc: TypedDocument<R, V>, variables: V, signal?: AbortSignal): Promise<R> {
     const f = this.opts.fetch ?? fetch;
+    if (this.snap.state !== 'live') this.readWhileDown = true;
     let res: Response;
     try {
       res = await f(this.opts.httpUrl, {

@@ -7,6 +7,7 @@ import { act, cleanup, configure, render, screen } from '@testing-library/react'
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ApiClient, type Sink } from '../client/client';
 import { ClientProvider } from '../client/hooks';
+import { FakeWS } from '../client/fakeWS';
 
 const calls = vi.hoisted(() => ({ n: 0 }));
 vi.mock('./live', async (orig) => {
@@ -98,5 +99,31 @@ describe('useLivePage', () => {
     await act(async () => release!());
     await vi.waitFor(() => expect(reads).toBe(2));
     expect(document.querySelector('tr[data-name=r1]')?.getAttribute('data-phase')).toBe('FAILED');
+  });
+
+  it('reads again once the websocket first connects: a change before its subscriptions started is not missed', async () => {
+    window.history.replaceState(null, '', '/resources');
+    FakeWS.all = [];
+    let phase = 'RECONCILING';
+    const fetch = (async (_u: string, init: RequestInit) => {
+      const body = JSON.parse(init.body as string) as { operationName: string };
+      if (body.operationName !== 'ResourcesPage') return json({ data: { kinds: [] } });
+      return json({ data: { resources: { items: [{ ...row(1), phase }], nextCursor: null } } });
+    }) as unknown as typeof globalThis.fetch;
+    const client = new ApiClient({ httpUrl: 'http://x/graphql', wsUrl: 'ws://x/graphql', token: () => null, webSocketImpl: FakeWS, fetch });
+    render(
+      <ClientProvider client={client}>
+        <ResourcesPage />
+      </ClientProvider>,
+    );
+    // The page reads while the websocket is still connecting.
+    await vi.waitFor(() => expect(document.querySelector('tr[data-name=r1]')?.getAttribute('data-phase')).toBe('RECONCILING'));
+    // r1 turns READY before the server holds the page's subscription: its event reaches no one.
+    phase = 'READY';
+    const ws = FakeWS.all[0]!;
+    await act(async () => ws.open());
+    await act(async () => ws.ack());
+    await vi.waitFor(() => expect(document.querySelector('tr[data-name=r1]')?.getAttribute('data-phase')).toBe('READY'));
+    client.dispose();
   });
 });
