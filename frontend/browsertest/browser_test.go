@@ -41,14 +41,27 @@ func chromiumPath(t *testing.T) string {
 }
 
 // instrument runs before every page's scripts: it counts setInterval calls
-// and long timeouts (the dashboard must not poll) and marks the document so
-// a reload can be detected.
+// and long timeouts (the dashboard must not poll), all of them and those the
+// dashboard's own scripts (/assets/) set, and marks the document so a reload
+// can be detected. (The test's own waits set long timeouts too, from code
+// that is not the page's.)
 const instrument = `(() => {
-  window.__probe = { intervals: 0, longTimeouts: [] };
+  window.__probe = { intervals: 0, longTimeouts: [], pageIntervals: 0, pageLongTimeouts: [] };
+  const fromPage = () => (new Error().stack || '').includes(location.origin + '/assets/');
   const si = window.setInterval;
-  window.setInterval = function (...a) { window.__probe.intervals++; return si.apply(this, a); };
+  window.setInterval = function (...a) {
+    window.__probe.intervals++;
+    if (fromPage()) window.__probe.pageIntervals++;
+    return si.apply(this, a);
+  };
   const st = window.setTimeout;
-  window.setTimeout = function (fn, ms, ...r) { if ((ms | 0) >= 1000) window.__probe.longTimeouts.push(ms | 0); return st.call(this, fn, ms, ...r); };
+  window.setTimeout = function (fn, ms, ...r) {
+    if ((ms | 0) >= 1000) {
+      window.__probe.longTimeouts.push(ms | 0);
+      if (fromPage()) window.__probe.pageLongTimeouts.push(ms | 0);
+    }
+    return st.call(this, fn, ms, ...r);
+  };
   // The Summary's first paint: when its READY total first shows, and
   // whether a placeholder ("…") ever showed in its counts.
   // (Only on the Summary: elsewhere it would add its cost to what the

@@ -278,6 +278,11 @@ func TestDashboard(t *testing.T) {
 		require.Equal(t, before, after, "the idle page made requests")
 		require.Equal(t, 0, eval[int](b, `window.__probe.intervals`), "setInterval was used")
 		require.Empty(t, eval[[]int](b, `window.__probe.longTimeouts`), "long timers were set while connected")
+		// Since the page loaded, not only in the window: a poller started
+		// when the page mounted, with a period longer than the window, is
+		// caught here.
+		require.Equal(t, 0, eval[int](b, `window.__probe.pageIntervals`), "the page used setInterval")
+		require.Empty(t, eval[[]int](b, `window.__probe.pageLongTimeouts`), "the page set long timers")
 	})
 
 	t.Run("KeyboardReachesTheSkipLinkAndChips", func(t *testing.T) {
