@@ -5,6 +5,25 @@
 -- cascade sees them at their new generation. A dependent whose every changed
 -- upstream is syncing in this batch is scheduled by the cascade; the others
 -- (an upstream re-synced with a new status) are returned, for the re-gate.
+--
+-- A flowed value must satisfy the dependent kind's spec_schema, as an
+-- applied spec must, and only Go holds the validator: the substituted
+-- dependents of a kind whose schema constrains more than "an object" are
+-- listed with their new specs in the transaction-local setting
+-- converge.value_flow_checks (a JSON array of [id, kind, version,
+-- manifest_gen, spec]), which the drainer (core/store/pipeline,
+-- DrainOutboxBatch) reads in the same statement and validates before it
+-- commits: the specs travel with the drain's answer, so the check reads no
+-- row again. A kind without such a schema costs one probe of kind_manifest
+-- per distinct kind in the batch. When a spec is refused the drainer rolls the
+-- batch back and drains again with converge.value_flow_refused set, a JSON
+-- array of {"id", "spec_md5", "message"}: a dependent whose substitution
+-- comes out as exactly the refused spec keeps its spec and fails, terminally,
+-- for its generation (so the gate and the cascade pass it over), with a
+-- Synced condition and a Warning event, reason ValueFlowRefused, naming the
+-- flow and the violation; a later status that flows a different value
+-- substitutes it (a new generation, which clears the failure). The refusal
+-- is written before the status update, so the cascade never schedules it.
 -- p_items is the fenced batch, drain_item[]: declared anyarray because the
 -- function set is created before the schema's types exist (db/migrate), so a
 -- signature cannot name one. Called once per batch, only by
@@ -20,7 +39,10 @@
 CREATE OR REPLACE FUNCTION drain_value_flows(p_items anyarray, p_now timestamptz) RETURNS uuid[]
 LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
-    v_subst uuid[];
+    v_subst   uuid[];
+    v_checks  jsonb;
+    v_refused jsonb := nullif(current_setting('converge.value_flow_refused', true), '')::jsonb;
+    v_fail    jsonb;
 BEGIN
     WITH srcs AS (
         SELECT d.dependent_id, jsonb_agg(jsonb_build_array(d.value_flows, i.status) ORDER BY d.dependency_id) AS srcs,
@@ -33,18 +55,63 @@ BEGIN
            AND i.status IS DISTINCT FROM u.status
          GROUP BY d.dependent_id
     ), subst AS (
-        SELECT r.id, apply_value_flows(r.spec, s.srcs) AS spec, r.spec AS old_spec, s.cascaded
+        SELECT r.id, r.kind, r.version, apply_value_flows(r.spec, s.srcs) AS spec, r.spec AS old_spec, s.cascaded
           FROM srcs s
-          CROSS JOIN LATERAL (SELECT r.id, r.spec FROM resources r
+          CROSS JOIN LATERAL (SELECT r.id, r.kind, r.version, r.spec FROM resources r
                                WHERE r.id = s.dependent_id AND r.frozen_until IS NULL
                                  AND r.deletion_requested_at IS NULL OFFSET 0) r
-    ), upd AS (
-        UPDATE resources r SET spec = s.spec, updated_at = p_now
+    ), chg AS (
+        SELECT s.id, s.kind, s.version, s.spec, s.cascaded, x.message AS refused
           FROM subst s
-         WHERE r.id = ANY (ARRAY[s.id]) AND s.spec IS DISTINCT FROM s.old_spec
-        RETURNING r.id, s.cascaded
+          LEFT JOIN LATERAL (SELECT x->>'message' AS message FROM jsonb_array_elements(v_refused) x
+                              WHERE (x->>'id')::uuid = s.id AND x->>'spec_md5' = md5(s.spec::text) LIMIT 1) x
+                 ON v_refused IS NOT NULL
+         WHERE s.spec IS DISTINCT FROM s.old_spec
+    ), upd AS (
+        UPDATE resources r SET spec = c.spec, updated_at = p_now
+          FROM chg c
+         WHERE r.id = ANY (ARRAY[c.id]) AND c.refused IS NULL
+        RETURNING r.id, c.cascaded, c.kind, c.version, c.spec
+    ), checked AS (
+        -- the kinds whose schema a flowed value could break: one probe a kind
+        SELECT k.kind, k.version, m.manifest_gen
+          FROM (SELECT DISTINCT u.kind, u.version FROM upd u) k
+          JOIN kind_manifest m ON m.kind = k.kind AND m.version = k.version
+         WHERE coalesce(m.manifest->'spec_schema', 'null'::jsonb)
+               NOT IN ('null'::jsonb, 'true'::jsonb, '{}'::jsonb, '{"type":"object"}'::jsonb)
     )
-    SELECT array_agg(upd.id) FILTER (WHERE NOT upd.cascaded) INTO v_subst FROM upd;
+    SELECT array_agg(u.id) FILTER (WHERE NOT u.cascaded),
+           jsonb_agg(jsonb_build_array(u.id, u.kind, u.version, k.manifest_gen, u.spec)) FILTER (WHERE k.kind IS NOT NULL),
+           (SELECT jsonb_agg(jsonb_build_array(c.id, c.refused)) FROM chg c WHERE c.refused IS NOT NULL)
+      INTO v_subst, v_checks, v_fail
+      FROM upd u
+      LEFT JOIN checked k ON k.kind = u.kind AND k.version = u.version;
+    IF v_checks IS NOT NULL THEN
+        PERFORM set_config('converge.value_flow_checks', v_checks::text, true);
+    END IF;
+    IF v_fail IS NOT NULL THEN
+        WITH f AS (
+            SELECT (x->>0)::uuid AS id, left(x->>1, 4096) AS message FROM jsonb_array_elements(v_fail) x
+        ), upd AS (
+            UPDATE resources r SET failure_gen = r.generation, failure_terminal = true, updated_at = p_now
+              FROM f
+             WHERE r.id = ANY (ARRAY[f.id])
+            RETURNING r.id, r.generation, f.message
+        ), cond AS (
+            INSERT INTO resource_conditions AS c (resource_id, type, status, reason, message, observed_generation,
+                                                  last_transition_time)
+            SELECT u.id, 'Synced', 'False', 'ValueFlowRefused', u.message, u.generation, p_now FROM upd u
+            ON CONFLICT (resource_id, type) DO UPDATE
+               SET status               = EXCLUDED.status,
+                   reason               = EXCLUDED.reason,
+                   message              = EXCLUDED.message,
+                   observed_generation  = EXCLUDED.observed_generation,
+                   last_transition_time = CASE WHEN c.status IS DISTINCT FROM EXCLUDED.status
+                                               THEN EXCLUDED.last_transition_time ELSE c.last_transition_time END
+        )
+        INSERT INTO resource_events (resource_id, type, reason, message, created_at)
+        SELECT u.id, 'Warning', 'ValueFlowRefused', u.message, p_now FROM upd u;
+    END IF;
     RETURN v_subst;
 END
 $$;

@@ -323,3 +323,51 @@ SELECT r.failure_terminal, c.reason FROM resources r JOIN resource_conditions c 
 	require.Equal(t, "Ready", f.phase(d), "a synced dependent keeps its state")
 	require.Equal(t, "Failed", f.phase(e), "the walk goes on through a synced dependent to the progressing ones below it")
 }
+
+// TestCascade_AFlowedValueTheSchemaRefusesFailsTheDependent: a value flow
+// whose value the dependent kind's spec_schema refuses is not written: the
+// dependent keeps its spec and fails, terminally, for its generation, with
+// a Synced condition naming the flow and the violation, and is not
+// scheduled; the rest of the batch drains. A later valid value flows and
+// clears the failure (a new generation). The drain substituted it blindly,
+// writing a spec the API would have refused and handing it to the worker.
+func TestCascade_AFlowedValueTheSchemaRefusesFailsTheDependent(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.kind("subnet", reactWorker,
+		`"spec_schema": {"type":"object","properties":{"vpc_id":{"type":"string","pattern":"^v-"}}}`)
+	vpc, other := f.res("leaf", "vpc"), f.res("leaf", "other")
+	subnet := f.res("subnet", "subnet", spec(`{"cidr":"10.0.1.0/24"}`))
+	fine := f.res("subnet", "fine")
+	f.edge(subnet, vpc, `[{"src_field":"/vpc_id","dep_field":"/vpc_id"}]`)
+	f.edge(fine, other, `[{"src_field":"/vpc_id","dep_field":"/vpc_id"}]`)
+	f.schedule(vpc, other)
+
+	ts := f.claim("leaf", 2)
+	require.Len(t, ts, 2)
+	status := map[uuid.UUID]string{vpc: `{"vpc_id":7}`, other: `{"vpc_id":"v-2"}`}
+	f.finish(ts[0].Result(json.RawMessage(status[ts[0].Key.ResourceID])), ts[1].Result(json.RawMessage(status[ts[1].Key.ResourceID])))
+
+	require.JSONEq(t, `{"cidr":"10.0.1.0/24"}`, scalar[string](f, `SELECT spec::text FROM resources WHERE id = $1`, subnet),
+		"the refused value is not written")
+	require.EqualValues(t, 1, f.state(subnet).Generation)
+	require.Equal(t, "Failed", f.phase(subnet))
+	require.False(t, f.isQueued(subnet), "a terminal failure is not scheduled")
+	c, ok := f.condition(subnet, "Synced")
+	require.True(t, ok)
+	require.Equal(t, "ValueFlowRefused", c.Reason)
+	require.Equal(t, `value flow leaf/vpc /vpc_id → /vpc_id: spec/vpc_id: expected string, but got number [type]`, c.Message)
+	require.Contains(t, f.events(subnet), "Warning ValueFlowRefused")
+	require.Equal(t, "Ready", f.phase(vpc), "the upstream's own result applied")
+	require.JSONEq(t, `{"vpc_id":"v-2"}`, scalar[string](f, `SELECT spec::text FROM resources WHERE id = $1`, fine),
+		"the batch's valid flow is written")
+	require.True(t, f.isQueued(fine))
+
+	// A valid value flows and clears the failure: a new generation.
+	f.repend(vpc)
+	f.finish(f.claimOne("leaf").Result(json.RawMessage(`{"vpc_id":"v-1"}`)))
+	require.JSONEq(t, `{"cidr":"10.0.1.0/24","vpc_id":"v-1"}`, scalar[string](f, `SELECT spec::text FROM resources WHERE id = $1`, subnet))
+	require.EqualValues(t, 2, f.state(subnet).Generation)
+	require.True(t, f.isQueued(subnet))
+}

@@ -63,6 +63,19 @@ func (c *Cache) Schema(kind, version, axis string, gen int64, raw json.RawMessag
 	return sc, nil
 }
 
+// Lookup returns the cached axis schema of kind/version at manifest
+// generation gen, if it is cached: a caller that has only the generation
+// in hand reads the schema's source on a miss, and calls Schema.
+func (c *Cache) Lookup(kind, version, axis string, gen int64) (*manifest.Schema, bool) {
+	c.mu.RLock()
+	e, ok := c.entries[key{kind, version, axis}]
+	c.mu.RUnlock()
+	if !ok || e.gen != gen {
+		return nil, false
+	}
+	return e.schema, true
+}
+
 // Len is the number of cached schemas.
 func (c *Cache) Len() int {
 	c.mu.RLock()
