@@ -1,0 +1,337 @@
+// Package docs_test checks the documentation against the repository: what
+// README.md, CONTRIBUTING.md, docs/*.md and the examples' and commands'
+// READMEs link to, and the recipes, packages and tests their commands name,
+// exist, so a rename or a removal fails CI instead of leaving a reader with
+// a dead link or a command that does not run.
+package docs_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// root is the repository root, relative to this package.
+const root = ".."
+
+// markdownFiles are the documentation files a reader meets: the README, the
+// contributing guide, docs/, and the READMEs of the examples, the commands,
+// the TypeScript SDK and the chart.
+func markdownFiles(t *testing.T) []string {
+	t.Helper()
+	files := []string{"README.md", "CONTRIBUTING.md"}
+	for _, pattern := range []string{"docs/*.md", "examples/*/README*.md", "cmd/*/README*.md",
+		"workerproto/ts/README*.md", "deploy/helm/*/README*.md"} {
+		m, err := filepath.Glob(filepath.Join(root, pattern))
+		require.NoError(t, err)
+		for _, f := range m {
+			rel, err := filepath.Rel(root, f)
+			require.NoError(t, err)
+			files = append(files, filepath.ToSlash(rel))
+		}
+	}
+	sort.Strings(files)
+	require.Contains(t, files, "docs/operations.md", "the documentation is found")
+	return files
+}
+
+func read(t *testing.T, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
+	require.NoError(t, err)
+	return string(b)
+}
+
+var fence = regexp.MustCompile("(?ms)^[ \t]*(```|~~~).*?^[ \t]*(```|~~~)[ \t]*$")
+
+var codeSpan = regexp.MustCompile("`[^`\n]+`")
+
+// prose is a document without its fenced blocks.
+func prose(doc string) string { return fence.ReplaceAllString(doc, "") }
+
+// text is a document's prose without its code spans: what renders as
+// links and headings.
+func text(doc string) string { return codeSpan.ReplaceAllString(prose(doc), "``") }
+
+// fencedBlocks returns the bodies of a document's fenced blocks whose info
+// string is one of langs.
+func fencedBlocks(doc string, langs ...string) []string {
+	var blocks, cur []string
+	in, keep := false, false
+	for _, l := range strings.Split(doc, "\n") {
+		trimmed := strings.TrimSpace(l)
+		switch {
+		case !in && strings.HasPrefix(trimmed, "```"):
+			in, keep, cur = true, slices.Contains(langs, strings.TrimPrefix(trimmed, "```")), nil
+		case in && trimmed == "```":
+			in = false
+			if keep {
+				blocks = append(blocks, strings.Join(cur, "\n"))
+			}
+		case in:
+			cur = append(cur, l)
+		}
+	}
+	return blocks
+}
+
+// anchors are the fragment ids GitHub gives a document's headings: the
+// heading's text lower-cased, markup and punctuation dropped, spaces as
+// hyphens, a repeated id suffixed -1, -2, ….
+func anchors(doc string) map[string]bool {
+	heading := regexp.MustCompile(`(?m)^#{1,6}[ \t]+(.+?)[ \t]*#*[ \t]*$`)
+	link := regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
+	ids := map[string]bool{}
+	seen := map[string]int{}
+	for _, m := range heading.FindAllStringSubmatch(prose(doc), -1) {
+		text := link.ReplaceAllString(m[1], "$1")
+		var b strings.Builder
+		for _, r := range strings.ToLower(text) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r > 127 && isLetter(r):
+				b.WriteRune(r)
+			}
+		}
+		id := b.String()
+		if n, ok := seen[id]; ok {
+			seen[id] = n + 1
+			id += "-" + strconv.Itoa(n+1)
+		} else {
+			seen[id] = 0
+		}
+		ids[id] = true
+	}
+	return ids
+}
+
+func isLetter(r rune) bool { return strings.ToLower(string(r)) != strings.ToUpper(string(r)) }
+
+// TestDocs_LinksStayInTheRepositoryAndResolve: every Markdown link in the
+// documentation points inside the repository (the docs stand alone and link
+// only to themselves and the code), to a file or folder that exists, and,
+// with a #fragment into a Markdown file, to one of its headings.
+func TestDocs_LinksStayInTheRepositoryAndResolve(t *testing.T) {
+	t.Parallel()
+	link := regexp.MustCompile(`!?\[[^\]]*\]\(<?([^)\s>]+)>?(?:\s+"[^"]*")?\)`)
+	var problems []string
+	for _, f := range markdownFiles(t) {
+		doc := read(t, f)
+		for _, m := range link.FindAllStringSubmatch(text(doc), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") || strings.HasPrefix(target, "//") {
+				problems = append(problems, f+": links outside the repository: "+target)
+				continue
+			}
+			path, frag, _ := strings.Cut(target, "#")
+			resolved := f
+			if path != "" {
+				if strings.HasPrefix(path, "/") {
+					problems = append(problems, f+": an absolute path does not resolve in a clone: "+target)
+					continue
+				}
+				resolved = filepath.ToSlash(filepath.Join(filepath.Dir(f), path))
+				if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(resolved))); err != nil {
+					problems = append(problems, f+": links to a file that does not exist: "+target)
+					continue
+				}
+			}
+			if frag == "" || !strings.HasSuffix(resolved, ".md") {
+				continue
+			}
+			if !anchors(read(t, resolved))[frag] {
+				problems = append(problems, f+": links to a heading "+resolved+" does not have: "+target)
+			}
+		}
+	}
+	if len(problems) > 0 {
+		t.Errorf("dead or outside links:\n%s", strings.Join(problems, "\n"))
+	}
+}
+
+// recipes are the justfile's recipe names.
+func recipes(t *testing.T) map[string]bool {
+	t.Helper()
+	recipe := regexp.MustCompile(`(?m)^([a-z][a-z0-9_-]*)(?:[ \t][^:\n]*)?:(?:[ \t]|$)`)
+	names := map[string]bool{}
+	for _, m := range recipe.FindAllStringSubmatch(read(t, "justfile"), -1) {
+		names[m[1]] = true
+	}
+	require.True(t, names["test"] && names["dev"], "the justfile's recipes are found: %v", names)
+	return names
+}
+
+// commands are the command lines the documentation prints: every line of
+// its sh blocks (continuation lines joined) and every inline code span.
+func commands(t *testing.T, f string) []string {
+	t.Helper()
+	doc := read(t, f)
+	var lines []string
+	for _, b := range fencedBlocks(doc, "sh", "bash", "shell", "console") {
+		b = strings.ReplaceAll(b, "\\\n", " ")
+		lines = append(lines, strings.Split(b, "\n")...)
+	}
+	span := regexp.MustCompile("`([^`\n]+)`")
+	for _, m := range span.FindAllStringSubmatch(prose(doc), -1) {
+		lines = append(lines, m[1])
+	}
+	return lines
+}
+
+// TestDocs_JustRecipesExist: every `just RECIPE` the documentation prints is
+// a recipe of the justfile.
+func TestDocs_JustRecipesExist(t *testing.T) {
+	t.Parallel()
+	have := recipes(t)
+	just := regexp.MustCompile(`(?:^|[\s;&|(])just ([a-z][a-z0-9-]*)`)
+	var missing []string
+	for _, f := range markdownFiles(t) {
+		for _, l := range commands(t, f) {
+			for _, m := range just.FindAllStringSubmatch(l, -1) {
+				if !have[m[1]] {
+					missing = append(missing, f+": just "+m[1])
+				}
+			}
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("the documentation prints recipes the justfile does not have:\n%s", strings.Join(missing, "\n"))
+	}
+}
+
+// TestDocs_GoCommandsNameExistingPackagesAndTests: every `go run`, `go test`,
+// `go generate`, `go vet` or `go build` the documentation prints names
+// package directories that exist (run from the repository root), and every
+// test or benchmark it selects with -run or -bench exists.
+func TestDocs_GoCommandsNameExistingPackagesAndTests(t *testing.T) {
+	t.Parallel()
+	goCmd := regexp.MustCompile(`\bgo (?:run|test|generate|vet|build)\b([^;&|#]*)`)
+	pkg := regexp.MustCompile(`(?:^|\s)(\./[A-Za-z0-9_./-]*)`)
+	sel := regexp.MustCompile(`\s-(run|bench)[ =]('[^']*'|"[^"]*"|[^\s'"]+)`)
+	funcs := testFuncs(t)
+	var problems []string
+	for _, f := range markdownFiles(t) {
+		for _, l := range commands(t, f) {
+			if strings.Contains(l, "cd ") { // relative to another directory
+				continue
+			}
+			for _, m := range goCmd.FindAllStringSubmatch(l, -1) {
+				for _, p := range pkg.FindAllStringSubmatch(m[1], -1) {
+					dir := strings.TrimSuffix(strings.TrimSuffix(p[1], "..."), "/")
+					if st, err := os.Stat(filepath.Join(root, dir)); err != nil || !st.IsDir() {
+						problems = append(problems, f+": no package directory "+p[1]+" ("+strings.TrimSpace(l)+")")
+					}
+				}
+				for _, s := range sel.FindAllStringSubmatch(m[1], -1) {
+					if p := selects(funcs, s[1], strings.Trim(s[2], `'"`)); p != "" {
+						problems = append(problems, f+": "+p+" ("+strings.TrimSpace(l)+")")
+					}
+				}
+			}
+		}
+	}
+	if len(problems) > 0 {
+		t.Errorf("the documentation prints go commands that cannot run as printed:\n%s", strings.Join(problems, "\n"))
+	}
+}
+
+// TestDocs_NamedTestsExist: a test the documentation names (`TestX`, as the
+// proof of a behaviour or the way to measure one) exists. The benchmarks'
+// history is a record, which may name tests since renamed or removed.
+func TestDocs_NamedTestsExist(t *testing.T) {
+	t.Parallel()
+	funcs := testFuncs(t)
+	named := regexp.MustCompile("`(?:go test [^`]*-run '?)?((?:Test|Benchmark|Fuzz|Example)[A-Z][A-Za-z0-9_]*)")
+	var missing []string
+	for _, f := range markdownFiles(t) {
+		if f == "docs/benchmarks-history.md" {
+			continue
+		}
+		for _, m := range named.FindAllStringSubmatch(read(t, f), -1) {
+			if len(m[1]) > len("Benchmark") && !funcs.matches(m[1]) && !placeholder.MatchString(m[1]) {
+				missing = append(missing, f+": "+m[1])
+			}
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("the documentation names tests that do not exist:\n%s", strings.Join(missing, "\n"))
+	}
+}
+
+// selects says what is wrong with a -run or -bench pattern (flag is "run"
+// or "bench"), as go test reads it: a regular expression over the top-level
+// names (before the first /) that must select a test or benchmark, unless it
+// is meant to select none ('^$').
+func selects(funcs testNames, flag, pattern string) string {
+	top, _, _ := strings.Cut(pattern, "/")
+	re, err := regexp.Compile(top)
+	if err != nil {
+		return "-" + flag + " " + pattern + " is not a regular expression: " + err.Error()
+	}
+	if re.MatchString("") {
+		return "" // '^$': nothing on purpose
+	}
+	for _, name := range funcs {
+		if strings.HasPrefix(name, "Benchmark") == (flag == "bench") && re.MatchString(name) {
+			return ""
+		}
+	}
+	return "-" + flag + " " + pattern + " selects no " + map[string]string{"run": "test", "bench": "benchmark"}[flag]
+}
+
+// placeholder is a name that stands for any: FuzzX, TestX.
+var placeholder = regexp.MustCompile(`^(Test|Benchmark|Fuzz|Example)X$`)
+
+type testNames []string
+
+// matches reports whether a -run prefix (or a whole name) selects a test.
+func (n testNames) matches(prefix string) bool {
+	for _, name := range n {
+		if strings.HasPrefix(name, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// testFuncs are the names of every test, benchmark, fuzz target and
+// example in the module's test files.
+func testFuncs(t *testing.T) testNames {
+	t.Helper()
+	decl := regexp.MustCompile(`(?m)^func ((?:Test|Benchmark|Fuzz|Example)[A-Za-z0-9_]*)\(`)
+	var names testNames
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case "node_modules", ".git", "dist", ".artifacts":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range decl.FindAllStringSubmatch(string(b), -1) {
+			names = append(names, m[1])
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.True(t, names.matches("TestDocs_NamedTestsExist"), "the tests are found")
+	return names
+}
