@@ -335,3 +335,23 @@ func testFuncs(t *testing.T) testNames {
 	require.True(t, names.matches("TestDocs_NamedTestsExist"), "the tests are found")
 	return names
 }
+
+// TestDocs_OperationsNamesEveryWorkerVariable: every variable the Go worker
+// SDK reads (core/worker's OptionsFrom) is named in docs/operations.md,
+// where an operator looks for what a worker reads.
+func TestDocs_OperationsNamesEveryWorkerVariable(t *testing.T) {
+	t.Parallel()
+	src := read(t, "core/worker/env.go")
+	doc := read(t, "docs/operations.md")
+	names := regexp.MustCompile(`getenv\("([A-Z][A-Z0-9_]+)"\)`).FindAllStringSubmatch(src, -1)
+	require.NotEmpty(t, names, "the variables are found in core/worker/env.go")
+	var missing []string
+	for _, n := range names {
+		if !strings.Contains(doc, "`"+n[1]+"`") {
+			missing = append(missing, n[1])
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("workers read %v, which docs/operations.md does not name", missing)
+	}
+}
