@@ -355,3 +355,41 @@ func TestDocs_OperationsNamesEveryWorkerVariable(t *testing.T) {
 		t.Errorf("workers read %v, which docs/operations.md does not name", missing)
 	}
 }
+
+// section is the part of a document under a "## title" heading, up to the
+// next heading of that level.
+func section(t *testing.T, doc, title string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(doc, "\n## "+title+"\n")
+	require.True(t, ok, "the document has a ## %s section", title)
+	rest, _, _ = strings.Cut(rest, "\n## ")
+	return rest
+}
+
+// TestDocs_LayoutNamesEveryPackage: the layout tables of the README and
+// CONTRIBUTING name every package under core/, workerproto/ and tools/, so
+// a package added without a word in them fails here.
+func TestDocs_LayoutNamesEveryPackage(t *testing.T) {
+	t.Parallel()
+	readme := section(t, read(t, "README.md"), "Layout")
+	contributing := section(t, read(t, "CONTRIBUTING.md"), "Layout")
+	var missing []string
+	for _, parent := range []string{"core", "workerproto", "tools"} {
+		entries, err := os.ReadDir(filepath.Join(root, parent))
+		require.NoError(t, err)
+		for _, e := range entries {
+			if !e.IsDir() || e.Name() == "gen" || e.Name() == "converge" {
+				continue // generated code; the .proto sources
+			}
+			if !strings.Contains(readme, "`"+e.Name()+"`") && !strings.Contains(readme, "`"+e.Name()+"/`") {
+				missing = append(missing, "README.md: "+parent+"/"+e.Name())
+			}
+			if parent == "core" && !strings.Contains(contributing, "`core/"+e.Name()+"`") && !strings.Contains(contributing, "`core/"+e.Name()+"/") {
+				missing = append(missing, "CONTRIBUTING.md: "+parent+"/"+e.Name())
+			}
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("the layout tables do not name:\n%s", strings.Join(missing, "\n"))
+	}
+}
