@@ -393,3 +393,31 @@ func TestDocs_LayoutNamesEveryPackage(t *testing.T) {
 		t.Errorf("the layout tables do not name:\n%s", strings.Join(missing, "\n"))
 	}
 }
+
+// TestDocs_ReadmeNamesEveryDevstackFlag: the README's quick start names
+// every flag devstack takes.
+func TestDocs_ReadmeNamesEveryDevstackFlag(t *testing.T) {
+	t.Parallel()
+	readme := section(t, read(t, "README.md"), "Quick start")
+	files, err := filepath.Glob(filepath.Join(root, "cmd", "devstack", "*.go"))
+	require.NoError(t, err)
+	flagDecl := regexp.MustCompile(`flag\.[A-Za-z]+\((?:&[A-Za-z.]+, )?"([a-z][a-z0-9-]*)"`)
+	var flags, missing []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, m := range flagDecl.FindAllStringSubmatch(string(b), -1) {
+			flags = append(flags, m[1])
+			if !strings.Contains(readme, "`--"+m[1]) {
+				missing = append(missing, "--"+m[1])
+			}
+		}
+	}
+	require.Contains(t, flags, "addr", "devstack's flags are found")
+	if len(missing) > 0 {
+		t.Errorf("devstack takes %v, which the README's quick start does not name", missing)
+	}
+}
