@@ -421,3 +421,36 @@ func TestDocs_ReadmeNamesEveryDevstackFlag(t *testing.T) {
 		t.Errorf("devstack takes %v, which the README's quick start does not name", missing)
 	}
 }
+
+// TestDocs_NamedPathsExist: every repository path the documentation names
+// in code (`core/api/limits.go`, `db/functions/`, `graph/schema/*.graphqls`)
+// exists, read from the repository root or from the document's folder (an
+// example's README names its own files); a path with a placeholder
+// (`<name>`, `000NN`) stands for any and is not checked.
+func TestDocs_NamedPathsExist(t *testing.T) {
+	t.Parallel()
+	span := regexp.MustCompile("`([^`\\s]+)`")
+	top := regexp.MustCompile(`^\.?/?(\.ci|cli|cmd|core|db|deploy|docs|examples|frontend|graph|resolvers|tools|workerproto)/`)
+	var missing []string
+	for _, f := range markdownFiles(t) {
+		for _, m := range span.FindAllStringSubmatch(prose(read(t, f)), -1) {
+			p := strings.TrimPrefix(m[1], "./")
+			if !top.MatchString(p) || strings.ContainsAny(p, "<>{}$|…") || strings.Contains(p, "NN") {
+				continue
+			}
+			p = strings.TrimSuffix(strings.TrimSuffix(p, "..."), "/")
+			p, _, _ = strings.Cut(p, ":") // a line, or a tag
+			matches, err := filepath.Glob(filepath.Join(root, filepath.FromSlash(p)))
+			require.NoError(t, err, "%s: %s", f, m[1])
+			if len(matches) == 0 {
+				matches, _ = filepath.Glob(filepath.Join(root, filepath.Dir(f), filepath.FromSlash(p)))
+			}
+			if len(matches) == 0 {
+				missing = append(missing, f+": "+m[1])
+			}
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("the documentation names paths that do not exist:\n%s", strings.Join(missing, "\n"))
+	}
+}
