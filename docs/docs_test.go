@@ -401,7 +401,7 @@ func TestDocs_ReadmeNamesEveryDevstackFlag(t *testing.T) {
 	readme := section(t, read(t, "README.md"), "Quick start")
 	files, err := filepath.Glob(filepath.Join(root, "cmd", "devstack", "*.go"))
 	require.NoError(t, err)
-	flagDecl := regexp.MustCompile(`flag\.[A-Za-z]+\((?:&[A-Za-z.]+, )?"([a-z][a-z0-9-]*)"`)
+	flagDecl := regexp.MustCompile(`flag\.[A-Za-z]+\((?:&[A-Za-z.]+, )?"([a-z][a-z0-9-]*)"`) // flag.X("name" or flag.XVar(&v, "name"
 	var flags, missing []string
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
@@ -452,5 +452,69 @@ func TestDocs_NamedPathsExist(t *testing.T) {
 	}
 	if len(missing) > 0 {
 		t.Errorf("the documentation names paths that do not exist:\n%s", strings.Join(missing, "\n"))
+	}
+}
+
+// flagNames are the command-line flags a main package declares with the
+// flag package (flag.X or a FlagSet's fs.X).
+func flagNames(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	decl := regexp.MustCompile(`\.(?:Bool|Int|Int64|Uint|String|Duration|Float64|Func|BoolFunc|TextVar|Var|BoolVar|IntVar|Int64Var|UintVar|StringVar|DurationVar|Float64Var)\((?:[^,()"]+, )?"([a-z][a-z0-9-]*)"`)
+	files, err := filepath.Glob(filepath.Join(root, filepath.FromSlash(dir), "*.go"))
+	require.NoError(t, err)
+	names := map[string]bool{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, m := range decl.FindAllStringSubmatch(string(b), -1) {
+			names[m[1]] = true
+		}
+	}
+	return names
+}
+
+// TestDocs_CommandFlagsExist: every flag the documentation passes to one
+// of the repository's flag-package commands — `go run ./DIR -flag …`, or
+// the `just` recipes that run one (bench, bench-river, chaos, images,
+// helm-check) — is a flag that command declares. (conctl's flags are
+// checked by its own tests.)
+func TestDocs_CommandFlagsExist(t *testing.T) {
+	t.Parallel()
+	recipeDir := map[string]string{"bench": "examples/classic/cmd/bench", "bench-river": "examples/classic/cmd/bench",
+		"chaos": "examples/chaos", "images": "tools/images", "helm-check": "tools/helmcheck", "dev": "cmd/devstack"}
+	run := regexp.MustCompile(`(?:\bgo run (\./[A-Za-z0-9_./-]+)|(?:^|[\s;&|(])just (` +
+		"bench|bench-river|chaos|images|helm-check|dev" + `)(?:\s|$))([^;&|#]*)`)
+	flagUse := regexp.MustCompile(`(?:^|\s)--?([a-z][a-z0-9-]*)`)
+	var problems []string
+	checked := 0
+	for _, f := range markdownFiles(t) {
+		for _, l := range commands(t, f) {
+			for _, m := range run.FindAllStringSubmatch(l, -1) {
+				dir := strings.TrimPrefix(m[1], "./")
+				if m[2] != "" {
+					dir = recipeDir[m[2]]
+				}
+				if dir == "cmd/conctl" || strings.HasPrefix(dir, "tools/") && m[2] == "" {
+					continue // cobra flags; the tools module runs from tools/
+				}
+				declared := flagNames(t, dir)
+				if len(declared) == 0 {
+					continue // a command without flags of the flag package
+				}
+				for _, u := range flagUse.FindAllStringSubmatch(m[3], -1) {
+					checked++
+					if !declared[u[1]] {
+						problems = append(problems, f+": "+dir+" has no flag -"+u[1]+" ("+strings.TrimSpace(l)+")")
+					}
+				}
+			}
+		}
+	}
+	require.Greater(t, checked, 20, "the documented commands' flags are found")
+	if len(problems) > 0 {
+		t.Errorf("the documentation passes flags the commands do not declare:\n%s", strings.Join(problems, "\n"))
 	}
 }
