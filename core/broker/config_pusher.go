@@ -34,7 +34,7 @@ const (
 	configFailsafe = 30 * time.Second
 	// configJoinPace is how long a worker that joined waits for its
 	// configs: the joins of a burst (a broker's workers all reconnecting)
-	// share one round.
+	// share one round. A providerconfig_changed wake ends it early.
 	configJoinPace = time.Second
 	// configSendWait bounds the wait for room in one worker's send queue.
 	configSendWait = time.Second
@@ -82,9 +82,13 @@ func (c *configPusher) Run(ctx context.Context) error {
 			return nil
 		case <-wake:
 		case <-joined:
+			// An edit ends the pace: its round serves the joined workers
+			// too, and a task of the kind dispatched while the edit waited
+			// out the pace would run with the old config.
 			select {
 			case <-ctx.Done():
 				return nil
+			case <-wake:
 			case <-c.clock.After(configJoinPace):
 			}
 		case <-c.clock.After(c.failsafe):

@@ -109,6 +109,27 @@ func TestConfigPusher(t *testing.T) {
 		require.Len(t, *pushed, 1)
 	})
 
+	// An edit committed while the pusher paces a join is pushed at once, not
+	// after the pace: a task for the kind dispatched meanwhile would run
+	// with the old config (the provider guide's first default config,
+	// created a moment after its worker joined, greeted with the old
+	// salutation).
+	t.Run("AnEditDuringAJoinsPaceIsPushedAtOnce", func(t *testing.T) {
+		t.Parallel()
+		c, clock, wake, configs, targets, pushed := setupConfigPusher(t, "vpc")
+		stop := run(t, c)
+		defer stop()
+		require.Equal(t, configFailsafe, clock.waits.WaitOrTimeout(t))
+		targets.joins <- struct{}{}
+		require.Equal(t, configJoinPace, clock.waits.WaitOrTimeout(t), "the join is paced")
+		rev := time.Unix(200, 0)
+		revision(configs, rev)
+		wake.fire()
+		require.Equal(t, 1, c.testSignals.pushed.WaitOrTimeout(t), "the edit is pushed without waiting out the pace")
+		require.Len(t, *pushed, 1)
+		require.Equal(t, rev.UnixNano(), (*pushed)[0].GetConfig().GetRevision())
+	})
+
 	t.Run("AnOutageEndsTheRoundQuietly", func(t *testing.T) {
 		t.Parallel()
 		var buf testlog.Buffer
