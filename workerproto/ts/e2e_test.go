@@ -59,7 +59,7 @@ func build(t *testing.T) {
 	t.Helper()
 	for _, bin := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			msg := fmt.Sprintf("the TypeScript SDK's tests need Node 20+ and npm on PATH: %v", err)
+			msg := fmt.Sprintf("the TypeScript SDK's tests need Node 20.19+ and npm on PATH: %v", err)
 			if os.Getenv("CONVERGE_REQUIRE_NODE") != "" {
 				t.Fatal(msg + "; CONVERGE_REQUIRE_NODE is set")
 			}

@@ -39,7 +39,7 @@ func TestBuild_WithoutNodeSkipsUnlessRequired(t *testing.T) {
 	code, out := run(env)
 	require.Equal(t, 0, code, "without node the test skips:\n%s", out)
 	require.Contains(t, out, "--- SKIP: TestTSSDK_UnitSuite", out)
-	require.Contains(t, out, "need Node 20+ and npm on PATH", out)
+	require.Contains(t, out, "need Node 20.19+ and npm on PATH", out)
 
 	code, out = run(append(env, "CONVERGE_REQUIRE_NODE=1"))
 	require.Equal(t, 1, code, "with CONVERGE_REQUIRE_NODE the test fails:\n%s", out)
