@@ -518,3 +518,32 @@ func TestDocs_CommandFlagsExist(t *testing.T) {
 		t.Errorf("the documentation passes flags the commands do not declare:\n%s", strings.Join(problems, "\n"))
 	}
 }
+
+// TestDocs_ReadmeRecipeDefaultsAreTheJustfiles: a default the README's
+// recipe table gives a recipe's parameter ("(default 10000)", "at 1M rows")
+// is the justfile's.
+func TestDocs_ReadmeRecipeDefaultsAreTheJustfiles(t *testing.T) {
+	t.Parallel()
+	param := regexp.MustCompile(`(?m)^([a-z][a-z0-9-]*) [A-Z]+="([0-9]+)"`)
+	defaults := map[string]string{}
+	for _, m := range param.FindAllStringSubmatch(read(t, "justfile"), -1) {
+		defaults[m[1]] = m[2]
+	}
+	require.Equal(t, "10000", defaults["bench"], "the justfile's defaults are found")
+	row := regexp.MustCompile("(?m)^\\| `just ([a-z][a-z0-9-]*) \\[[A-Z]+\\]` \\| (.*) \\|$")
+	stated := regexp.MustCompile(`\(default ([0-9]+)\)|at (1M) rows`)
+	checked := 0
+	for _, m := range row.FindAllStringSubmatch(section(t, read(t, "README.md"), "Everyday commands"), -1) {
+		s := stated.FindStringSubmatch(m[2])
+		if s == nil {
+			continue
+		}
+		want := s[1]
+		if s[2] == "1M" {
+			want = "1000000"
+		}
+		checked++
+		require.Equalf(t, defaults[m[1]], want, "the README gives just %s the default %s", m[1], want)
+	}
+	require.GreaterOrEqual(t, checked, 3, "the README's stated defaults are found")
+}
