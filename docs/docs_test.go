@@ -547,3 +547,59 @@ func TestDocs_ReadmeRecipeDefaultsAreTheJustfiles(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, checked, 3, "the README's stated defaults are found")
 }
+
+// external are upper-case names the documentation uses that belong to
+// others: gqlgen's error codes, Connect's, Go's build switch, terraform's
+// CLI configuration, and a value the reader fills in.
+var external = map[string]bool{"GRAPHQL_PARSE_FAILED": true, "GRAPHQL_VALIDATION_FAILED": true,
+	"PERMISSION_DENIED": true, "CGO_ENABLED": true, "TF_CLI_CONFIG_FILE": true, "CLUSTER_ID": true}
+
+// TestDocs_NamedVariablesExist: every upper-case name the documentation
+// shows in code (`WORKER_TOKEN`, `API_MAX_DEPTH`, `BENCH_ROWS`,
+// `NO_WORKER`) occurs in the sources — Go, TypeScript, SQL, the schema, the
+// protocol, the justfile, CI's scripts or the chart — so a variable, code or
+// gate renamed in the code and not in the docs fails here.
+func TestDocs_NamedVariablesExist(t *testing.T) {
+	t.Parallel()
+	var corpus strings.Builder
+	exts := []string{".go", ".ts", ".tsx", ".sql", ".graphqls", ".proto", ".tpl", ".yaml"}
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case "node_modules", ".git", "dist", ".artifacts", "docs", "testdata":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !slices.Contains(exts, filepath.Ext(path)) && d.Name() != "justfile" && filepath.Base(filepath.Dir(path)) != ".ci" {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		corpus.Write(b)
+		return nil
+	})
+	require.NoError(t, err)
+	src := corpus.String()
+	require.Contains(t, src, "WORKER_TOKEN_FILE", "the sources are read")
+	name := regexp.MustCompile("`([A-Z][A-Z0-9]*_[A-Z0-9_]*[A-Z0-9])(?:=[^`]*)?`")
+	var missing []string
+	for _, f := range markdownFiles(t) {
+		if f == "docs/benchmarks-history.md" {
+			continue // a record
+		}
+		for _, m := range name.FindAllStringSubmatch(read(t, f), -1) {
+			if !external[m[1]] && !strings.Contains(src, m[1]) {
+				missing = append(missing, f+": "+m[1])
+			}
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("the documentation names what no source holds:\n%s", strings.Join(missing, "\n"))
+	}
+}
