@@ -603,3 +603,50 @@ func TestDocs_NamedVariablesExist(t *testing.T) {
 		t.Errorf("the documentation names what no source holds:\n%s", strings.Join(missing, "\n"))
 	}
 }
+
+// TestDocs_GraphQLDocumentsEveryMutationAndSubscription: docs/graphql.md's
+// tables name every mutation and subscription the schema declares, and
+// every one they name is declared.
+func TestDocs_GraphQLDocumentsEveryMutationAndSubscription(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob(filepath.Join(root, "graph", "schema", "*.graphqls"))
+	require.NoError(t, err)
+	block := regexp.MustCompile(`(?s)(?:extend )?type (Mutation|Subscription) \{(.*?)\n\}`)
+	field := regexp.MustCompile(`(?m)^  ([a-z][A-Za-z0-9]*)[(:]`)
+	declared := map[string]bool{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, m := range block.FindAllStringSubmatch(string(b), -1) {
+			body := regexp.MustCompile(`(?s)""".*?"""`).ReplaceAllString(m[2], "")
+			for _, fm := range field.FindAllStringSubmatch(body, -1) {
+				declared[fm[1]] = true
+			}
+		}
+	}
+	require.True(t, declared["applyResource"] && declared["resourceChanged"], "the schema's fields are found: %v", declared)
+	doc := read(t, "docs/graphql.md")
+	row := regexp.MustCompile("(?m)^\\| `([a-z][A-Za-z0-9]*)(?:\\([^`]*\\))?`(?: / `([a-z][A-Za-z0-9]*)`)? \\|")
+	documented := map[string]bool{}
+	for _, m := range row.FindAllStringSubmatch(doc, -1) {
+		documented[m[1]] = true
+		if m[2] != "" {
+			documented[m[2]] = true
+		}
+	}
+	var undocumented, unknown []string
+	for n := range declared {
+		if !documented[n] {
+			undocumented = append(undocumented, n)
+		}
+	}
+	for n := range documented {
+		if !declared[n] {
+			unknown = append(unknown, n)
+		}
+	}
+	sort.Strings(undocumented)
+	sort.Strings(unknown)
+	require.Empty(t, undocumented, "declared in graph/schema, and not in docs/graphql.md's tables")
+	require.Empty(t, unknown, "in docs/graphql.md's tables, and not declared in graph/schema")
+}
