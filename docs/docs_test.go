@@ -650,3 +650,66 @@ func TestDocs_GraphQLDocumentsEveryMutationAndSubscription(t *testing.T) {
 	require.Empty(t, undocumented, "declared in graph/schema, and not in docs/graphql.md's tables")
 	require.Empty(t, unknown, "in docs/graphql.md's tables, and not declared in graph/schema")
 }
+
+// TestDocs_ConctlCommandsExist: every conctl command line the docs print
+// (`conctl …` or `go run ./cmd/conctl …`) names a command of the reference
+// docs/cli.md (generated from the command tree) and only flags that
+// command, or every command, takes.
+func TestDocs_ConctlCommandsExist(t *testing.T) {
+	t.Parallel()
+	ref := read(t, "docs/cli.md")
+	sections := map[string]string{}
+	for _, part := range strings.Split(ref, "\n## ")[1:] {
+		title, body, _ := strings.Cut(part, "\n")
+		sections[title] = body
+	}
+	global, ok := sections["Global flags"]
+	require.True(t, ok, "docs/cli.md has its global flags")
+	longFlag := regexp.MustCompile(`--([a-z][a-z0-9-]*)`)
+	takes := func(section, flag string) bool {
+		for _, s := range []string{section, global} {
+			for _, m := range longFlag.FindAllStringSubmatch(s, -1) {
+				if m[1] == flag {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	line := regexp.MustCompile(`(?:^|[\s(|;&])(?:go run \./cmd/)?conctl((?: [^\s;&|#<>` + "`" + `]+)+)`)
+	var problems []string
+	checked := 0
+	for _, f := range markdownFiles(t) {
+		if f == "docs/cli.md" {
+			continue
+		}
+		for _, l := range commands(t, f) {
+			for _, m := range line.FindAllStringSubmatch(l, -1) {
+				words := strings.Fields(m[1])
+				cmd := "conctl"
+				for _, w := range words {
+					if _, ok := sections[cmd+" "+w]; !ok {
+						break
+					}
+					cmd += " " + w
+				}
+				if cmd == "conctl" {
+					if len(words) > 0 && !strings.HasPrefix(words[0], "-") && strings.ToLower(words[0]) == words[0] {
+						problems = append(problems, f+": no command conctl "+words[0]+" ("+strings.TrimSpace(l)+")")
+					}
+					continue
+				}
+				checked++
+				for _, w := range words {
+					if fm := longFlag.FindStringSubmatch(w); fm != nil && strings.HasPrefix(w, "--") && !takes(sections[cmd], fm[1]) {
+						problems = append(problems, f+": "+cmd+" takes no --"+fm[1]+" ("+strings.TrimSpace(l)+")")
+					}
+				}
+			}
+		}
+	}
+	require.Greater(t, checked, 20, "the docs' conctl lines are found")
+	if len(problems) > 0 {
+		t.Errorf("the documentation prints conctl lines that do not run:\n%s", strings.Join(problems, "\n"))
+	}
+}
