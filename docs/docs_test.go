@@ -210,7 +210,8 @@ func TestDocs_JustRecipesExist(t *testing.T) {
 // TestDocs_GoCommandsNameExistingPackagesAndTests: every `go run`, `go test`,
 // `go generate`, `go vet` or `go build` the documentation prints names
 // package directories that exist (run from the repository root), and every
-// test or benchmark it selects with -run or -bench exists.
+// test or benchmark it selects with -run or -bench exists (in the package
+// named, when it names one).
 func TestDocs_GoCommandsNameExistingPackagesAndTests(t *testing.T) {
 	t.Parallel()
 	goCmd := regexp.MustCompile(`\bgo (?:run|test|generate|vet|build)\b([^;&|#]*)`)
@@ -230,8 +231,12 @@ func TestDocs_GoCommandsNameExistingPackagesAndTests(t *testing.T) {
 						problems = append(problems, f+": no package directory "+p[1]+" ("+strings.TrimSpace(l)+")")
 					}
 				}
+				in := funcs // the package's own tests when one package is named
+				if ps := pkg.FindAllStringSubmatch(m[1], -1); len(ps) == 1 && !strings.HasSuffix(ps[0][1], "...") {
+					in = packageTests(t, ps[0][1])
+				}
 				for _, s := range sel.FindAllStringSubmatch(m[1], -1) {
-					if p := selects(funcs, s[1], strings.Trim(s[2], `'"`)); p != "" {
+					if p := selects(in, s[1], strings.Trim(s[2], `'"`)); p != "" {
 						problems = append(problems, f+": "+p+" ("+strings.TrimSpace(l)+")")
 					}
 				}
@@ -333,6 +338,24 @@ func testFuncs(t *testing.T) testNames {
 	})
 	require.NoError(t, err)
 	require.True(t, names.matches("TestDocs_NamedTestsExist"), "the tests are found")
+	return names
+}
+
+// packageTests are the tests, benchmarks, fuzz targets and examples of one
+// package directory (./core/app).
+func packageTests(t *testing.T, dir string) testNames {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(root, filepath.FromSlash(dir), "*_test.go"))
+	require.NoError(t, err)
+	decl := regexp.MustCompile(`(?m)^func ((?:Test|Benchmark|Fuzz|Example)[A-Za-z0-9_]*)\(`)
+	var names testNames
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, m := range decl.FindAllStringSubmatch(string(b), -1) {
+			names = append(names, m[1])
+		}
+	}
 	return names
 }
 
