@@ -58,7 +58,7 @@ func (q queryResolver) Resources(ctx context.Context, kind *string, phases []mod
 		opts.OwnerID = &id
 	}
 	if first != nil && *first == 0 {
-		return nil, &store.InvalidError{Field: "first", Rule: "limit_invalid", Message: "page size must be 1-500, got 0"}
+		return nil, &store.InvalidError{Field: "first", Rule: "limit_invalid", Message: "page size must be at least 1, got 0 (a page above 500 is served as 500)"}
 	}
 	page, err := q.store.ListResources(ctx, opts)
 	if err != nil {
@@ -104,7 +104,7 @@ func (q queryResolver) Kind(ctx context.Context, name string, version *string) (
 func (q queryResolver) ProviderConfigs(ctx context.Context, kind, name *string, isDefault *bool, first *int,
 	after *string) (*model.ProviderConfigPage, error) {
 	if first != nil && *first == 0 {
-		return nil, &store.InvalidError{Field: "first", Rule: "limit_invalid", Message: "page size must be 1-500, got 0"}
+		return nil, &store.InvalidError{Field: "first", Rule: "limit_invalid", Message: "page size must be at least 1, got 0 (a page above 500 is served as 500)"}
 	}
 	page, err := q.store.ListProviderConfigs(ctx, store.ProviderConfigListOptions{
 		Kind: deref(kind), Name: deref(name), IsDefault: isDefault, Limit: deref(first), After: deref(after)})
