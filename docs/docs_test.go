@@ -1,8 +1,10 @@
 // Package docs_test checks the documentation against the repository: what
 // README.md, CONTRIBUTING.md, docs/*.md and the examples' and commands'
-// READMEs link to, and the recipes, packages and tests their commands name,
-// exist, so a rename or a removal fails CI instead of leaving a reader with
-// a dead link or a command that does not run.
+// READMEs link to, and the recipes, packages, flags, conctl commands, tests,
+// paths and upper-case names they print, exist; the layout tables, the
+// README's devstack flags, graphql.md's tables and operations.md's worker
+// variables are whole. A rename or a removal fails CI instead of leaving a
+// reader with a dead link or a command that does not run.
 package docs_test
 
 import (
