@@ -8,6 +8,7 @@
 package docs_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -736,5 +737,39 @@ func TestDocs_ConctlCommandsExist(t *testing.T) {
 	require.Greater(t, checked, 20, "the docs' conctl lines are found")
 	if len(problems) > 0 {
 		t.Errorf("the documentation prints conctl lines that do not run:\n%s", strings.Join(problems, "\n"))
+	}
+}
+
+// TestDocs_NpmScriptsExist: every `cd DIR && … npm run SCRIPT` (or `npm
+// test`) the docs and the justfile print names a script of DIR's
+// package.json.
+func TestDocs_NpmScriptsExist(t *testing.T) {
+	t.Parallel()
+	lines := strings.Split(read(t, "justfile"), "\n")
+	for _, f := range markdownFiles(t) {
+		lines = append(lines, commands(t, f)...)
+	}
+	cd := regexp.MustCompile(`cd ([A-Za-z0-9_./-]+) &&([^)]*)`)
+	run := regexp.MustCompile(`npm (?:run ([a-z][a-z0-9:-]*)|(test))\b`)
+	var missing []string
+	checked := 0
+	for _, l := range lines {
+		for _, m := range cd.FindAllStringSubmatch(l, -1) {
+			for _, r := range run.FindAllStringSubmatch(m[2], -1) {
+				script := r[1] + r[2]
+				var pkg struct {
+					Scripts map[string]string `json:"scripts"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(read(t, m[1]+"/package.json")), &pkg), "%s/package.json", m[1])
+				checked++
+				if _, ok := pkg.Scripts[script]; !ok {
+					missing = append(missing, m[1]+": npm "+script+" ("+strings.TrimSpace(l)+")")
+				}
+			}
+		}
+	}
+	require.Greater(t, checked, 5, "the npm commands are found")
+	if len(missing) > 0 {
+		t.Errorf("npm scripts printed that package.json does not have:\n%s", strings.Join(missing, "\n"))
 	}
 }
