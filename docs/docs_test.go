@@ -773,3 +773,24 @@ func TestDocs_NpmScriptsExist(t *testing.T) {
 		t.Errorf("npm scripts printed that package.json does not have:\n%s", strings.Join(missing, "\n"))
 	}
 }
+
+// TestDocs_OperationsNamesEveryChaosFault: operations.md's list of fault
+// keys for the chaos suite's -faults is the suite's own.
+func TestDocs_OperationsNamesEveryChaosFault(t *testing.T) {
+	t.Parallel()
+	keys := map[string]bool{}
+	for _, m := range regexp.MustCompile(`key: "([a-z-]+)"`).FindAllStringSubmatch(read(t, "examples/chaos/main.go"), -1) {
+		if m[1] != "warm-up" { // the suite's own first wave, not a fault to name
+			keys[m[1]] = true
+		}
+	}
+	require.True(t, keys["worker-kill"] && keys["none"], "the suite's fault keys are found: %v", keys)
+	_, list, ok := strings.Cut(read(t, "docs/operations.md"), "Fault keys for `-faults`:")
+	require.True(t, ok, "operations.md lists the fault keys")
+	list, _, _ = strings.Cut(list, "wave again.")
+	documented := map[string]bool{}
+	for _, m := range regexp.MustCompile("`([a-z-]+)`").FindAllStringSubmatch(list, -1) {
+		documented[m[1]] = true
+	}
+	require.Equal(t, keys, documented, "operations.md's fault keys against examples/chaos's")
+}
