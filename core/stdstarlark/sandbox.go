@@ -13,7 +13,7 @@ import (
 // The sandbox bounds what one step may build, so that the step budget and
 // the time limit also bound memory: no value a program makes — a string,
 // list, tuple or dict, an int's bits, or the text str(), repr(), print(),
-// % and format() render — may be larger than these, checked before it is
+// fail(), % and format() render — may be larger than these, checked before it is
 // built.
 const (
 	// MaxLen is the most elements of a list, tuple or dict, and the most
@@ -34,7 +34,8 @@ const (
 )
 
 // guardedBuiltins wraps the universe's built-ins that materialise an
-// iterable (list(range(1 << 30)) is one step) or render a value as text.
+// iterable (list(range(1 << 30)) is one step) or render a value as text
+// (fail's message included).
 func guardedBuiltins() starlark.StringDict {
 	d := starlark.StringDict{operandFn: starlark.NewBuiltin(operandFn, wrapOperand), methodFn: starlark.NewBuiltin(methodFn, boundMethod)}
 	for _, name := range []string{"list", "tuple", "sorted", "dict", "set", "enumerate", "zip", "reversed"} {
@@ -42,7 +43,7 @@ func guardedBuiltins() starlark.StringDict {
 			d[name] = starlark.NewBuiltin(name, checkArgsLen(b))
 		}
 	}
-	for _, name := range []string{"str", "repr", "print"} {
+	for _, name := range []string{"str", "repr", "print", "fail"} {
 		if b, ok := starlark.Universe[name].(*starlark.Builtin); ok {
 			d[name] = starlark.NewBuiltin(name, checkRendered(b))
 		}
