@@ -113,6 +113,8 @@ func TestStarlark_NoStepBuildsPastTheLimits(t *testing.T) {
 		{"interpolation", "    s = 'x' * 700000\n    t = '%s%s' % (s, s)\n", "(MaxLen)"},
 		{"str of a shared list", "    big = [12345] * 500000\n    t = str([big] * 100)\n", "(MaxLen)"},
 		{"fail of a shared list", "    s = 'x' * 1000000\n    fail([s] * 60)\n", "(MaxLen)"},
+		{"int of a long string", "    x = int('9' * 1000000)\n", "(MaxIntBits)"},
+		{"int of a wide literal", "    x = int('9' * 30000)\n", "(MaxIntBits)"},
 		{"int squaring", "    x = 3\n    for i in range(40):\n        x = x * x\n", "(MaxIntBits)"},
 		{"json.encode of a deep value", "    x = []\n    for i in range(300000):\n        x = [x]\n    t = json.encode(x)\n", "(MaxDepth)"},
 		{"a deep result", "    x = []\n    for i in range(300000):\n        x = [x]\n    return {'children': [], 'status': {'x': x}}\n", "(MaxDepth)"},

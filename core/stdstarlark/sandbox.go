@@ -19,7 +19,7 @@ const (
 	// MaxLen is the most elements of a list, tuple or dict, and the most
 	// bytes of a string, one operation may produce.
 	MaxLen = 1 << 20
-	// MaxIntBits is the most bits of an int + or * may produce.
+	// MaxIntBits is the most bits of an int +, * or int() may produce.
 	MaxIntBits = 1 << 16
 	// MaxDepth is the deepest nesting of compose's result (and of a value
 	// json.encode, str or repr may render).
@@ -34,8 +34,8 @@ const (
 )
 
 // guardedBuiltins wraps the universe's built-ins that materialise an
-// iterable (list(range(1 << 30)) is one step) or render a value as text
-// (fail's message included).
+// iterable (list(range(1 << 30)) is one step), render a value as text
+// (fail's message included) or parse an int.
 func guardedBuiltins() starlark.StringDict {
 	d := starlark.StringDict{operandFn: starlark.NewBuiltin(operandFn, wrapOperand), methodFn: starlark.NewBuiltin(methodFn, boundMethod)}
 	for _, name := range []string{"list", "tuple", "sorted", "dict", "set", "enumerate", "zip", "reversed"} {
@@ -47,6 +47,9 @@ func guardedBuiltins() starlark.StringDict {
 		if b, ok := starlark.Universe[name].(*starlark.Builtin); ok {
 			d[name] = starlark.NewBuiltin(name, checkRendered(b))
 		}
+	}
+	if b, ok := starlark.Universe["int"].(*starlark.Builtin); ok {
+		d["int"] = starlark.NewBuiltin("int", checkInt(b))
 	}
 	json := starlark.StringDict{}
 	for name, v := range starlarkjson.Module.Members {
@@ -72,6 +75,30 @@ func checkArgsLen(b *starlark.Builtin) func(*starlark.Thread, *starlark.Builtin,
 			}
 		}
 		return starlark.Call(thread, b, args, kwargs)
+	}
+}
+
+// checkInt refuses int() of a string longer than any int of MaxIntBits is
+// written in (base 2, with a sign and a prefix), before parsing it (a
+// base-10 parse takes time quadratic in the digits, uncancelled: a 1 MB
+// string took seconds past the time limit), and an int it parses wider
+// than MaxIntBits.
+func checkInt(b *starlark.Builtin) func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+	return func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		if len(args) > 0 {
+			if s, ok := starlark.AsString(args[0]); ok && len(s) > MaxIntBits+3 {
+				return nil, fmt.Errorf("int: a string of %d bytes is longer than any int within the sandbox's limit of %d bits (MaxIntBits)",
+					len(s), MaxIntBits)
+			}
+		}
+		v, err := starlark.Call(thread, b, args, kwargs)
+		if err != nil {
+			return nil, err
+		}
+		if n := bits(v); n > MaxIntBits {
+			return nil, fmt.Errorf("int: the int would have %d bits, more than the sandbox's limit of %d (MaxIntBits)", n, MaxIntBits)
+		}
+		return v, nil
 	}
 }
 
