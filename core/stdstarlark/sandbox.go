@@ -19,7 +19,7 @@ const (
 	// MaxLen is the most elements of a list, tuple or dict, and the most
 	// bytes of a string, one operation may produce.
 	MaxLen = 1 << 20
-	// MaxIntBits is the most bits of an int +, * or int() may produce.
+	// MaxIntBits is the most bits of an int +, *, << or int() may produce.
 	MaxIntBits = 1 << 16
 	// MaxDepth is the deepest nesting of compose's result (and of a value
 	// json.encode, str or repr may render).
@@ -176,7 +176,7 @@ func rendered(v starlark.Value, budget, depth int) (int, error) {
 	return n, nil
 }
 
-// rewrite makes every +, * and % (and +=, *=, %=) go through an operand
+// rewrite makes every +, *, % and << (and +=, *=, %=, <<=) go through an operand
 // whose Binary checks the result's size first, and every method call
 // through methodFn, which checks the methods that can grow a value more
 // than one step's worth (replace, join, format, extend).
@@ -184,7 +184,7 @@ func rewrite(f *syntax.File) {
 	syntax.Walk(f, func(n syntax.Node) bool {
 		switch n := n.(type) {
 		case *syntax.BinaryExpr:
-			if n.Op == syntax.PLUS || n.Op == syntax.STAR || n.Op == syntax.PERCENT {
+			if n.Op == syntax.PLUS || n.Op == syntax.STAR || n.Op == syntax.PERCENT || n.Op == syntax.LTLT {
 				n.X = call(operandFn, n.OpPos, n.X)
 			}
 		case *syntax.AssignStmt:
@@ -192,12 +192,9 @@ func rewrite(f *syntax.File) {
 			case syntax.PLUS_EQ:
 				// In place for a list: the operand on the right extends it.
 				n.RHS = call(operandFn, n.OpPos, n.RHS)
-			case syntax.STAR_EQ, syntax.PERCENT_EQ:
+			case syntax.STAR_EQ, syntax.PERCENT_EQ, syntax.LTLT_EQ:
 				// x *= y is x = x * y (only += is in place in Starlark).
-				op := syntax.STAR
-				if n.Op == syntax.PERCENT_EQ {
-					op = syntax.PERCENT
-				}
+				op := map[syntax.Token]syntax.Token{syntax.STAR_EQ: syntax.STAR, syntax.PERCENT_EQ: syntax.PERCENT, syntax.LTLT_EQ: syntax.LTLT}[n.Op]
 				n.Op = syntax.EQ
 				n.RHS = &syntax.BinaryExpr{X: shallowCopy(n.LHS), OpPos: n.OpPos, Op: op, Y: n.RHS}
 			}
@@ -231,7 +228,7 @@ func shallowCopy(e syntax.Expr) syntax.Expr {
 	return e
 }
 
-// operand is a value about to be the left operand of +, * or % (or the
+// operand is a value about to be the left operand of +, *, % or << (or the
 // right one of +=): its Binary checks the size of the result first.
 type operand struct{ v starlark.Value }
 
@@ -323,6 +320,12 @@ func checkBinary(op syntax.Token, x, y starlark.Value) error {
 			k, exact := n.Int64()
 			if !exact || (k > 0 && k > int64(MaxLen/s)) {
 				return tooLarge(seq.Type()+" repeated "+n.String()+" times", int(min(int64(s)*k, 1<<62)))
+			}
+		}
+	case syntax.LTLT:
+		if a := bits(x); a >= 0 {
+			if k, err := starlark.AsInt32(y); err == nil && k > 0 && a+k > MaxIntBits {
+				return fmt.Errorf("int << %d would have %d bits, more than the sandbox's limit of %d (MaxIntBits)", k, a+k, MaxIntBits)
 			}
 		}
 	case syntax.PERCENT:
