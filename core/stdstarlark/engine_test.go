@@ -119,6 +119,7 @@ func TestStarlark_NoStepBuildsPastTheLimits(t *testing.T) {
 		{"int shifting", "    x = 1\n    for i in range(200):\n        x = x << 500\n", "(MaxIntBits)"},
 		{"int shifting by <<=", "    x = 1\n    for i in range(200):\n        x <<= 500\n", "(MaxIntBits)"},
 		{"json.encode of a deep value", "    x = []\n    for i in range(300000):\n        x = [x]\n    t = json.encode(x)\n", "(MaxDepth)"},
+		{"json.decode of a deep text", "    x = json.decode('[' * 1000000)\n", "(MaxDepth)"},
 		{"a deep result", "    x = []\n    for i in range(300000):\n        x = [x]\n    return {'children': [], 'status': {'x': x}}\n", "(MaxDepth)"},
 	}
 	for _, tc := range cases {
@@ -159,13 +160,14 @@ def compose(resource):
     big = [0] * ` + "1048576" + `
     return {"children": [], "status": {"a": a, "n": n, "s": s, "k": d["k"], "sh": sh, "big": len(big),
         "join": "-".join(["p", "q"]), "rep": "abab".replace("a", "xy"), "fmt": "{}={}".format("u", 1),
-        "big_int": 123456789012345678901234567890}}
+        "big_int": 123456789012345678901234567890,
+        "decoded": json.decode('{"a": [[1], "[[[{{"], "b": "\\\\"}')}}
 `}, 10_000_000, time.Minute) // a million-element value: time for the race detector
 	require.NoError(t, err)
 	got, err := json.Marshal(res.Status)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"a":[1,2],"n":6,"s":"x","k":[1,1],"sh":24,"big":1048576,"join":"p-q","rep":"xybxyb","fmt":"u=1",
-		"big_int":123456789012345678901234567890}`, string(got))
+		"big_int":123456789012345678901234567890,"decoded":{"a":[[1],"[[[{{"],"b":"\\"}}`, string(got))
 	require.Contains(t, string(got), "123456789012345678901234567890", "an int keeps every digit")
 }
 

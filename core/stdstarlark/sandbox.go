@@ -22,7 +22,8 @@ const (
 	// MaxIntBits is the most bits of an int +, *, << or int() may produce.
 	MaxIntBits = 1 << 16
 	// MaxDepth is the deepest nesting of compose's result (and of a value
-	// json.encode, str or repr may render).
+	// json.encode, str or repr may render, or of the text json.decode
+	// reads).
 	MaxDepth = 100
 )
 
@@ -35,7 +36,7 @@ const (
 
 // guardedBuiltins wraps the universe's built-ins that materialise an
 // iterable (list(range(1 << 30)) is one step), render a value as text
-// (fail's message included) or parse an int.
+// (fail's message included), parse an int or decode JSON.
 func guardedBuiltins() starlark.StringDict {
 	d := starlark.StringDict{operandFn: starlark.NewBuiltin(operandFn, wrapOperand), methodFn: starlark.NewBuiltin(methodFn, boundMethod)}
 	for _, name := range []string{"list", "tuple", "sorted", "dict", "set", "enumerate", "zip", "reversed"} {
@@ -56,6 +57,9 @@ func guardedBuiltins() starlark.StringDict {
 		json[name] = v
 		if b, ok := v.(*starlark.Builtin); ok && (name == "encode" || name == "encode_indent" || name == "indent") {
 			json[name] = starlark.NewBuiltin("json."+name, checkRendered(b))
+		}
+		if b, ok := v.(*starlark.Builtin); ok && name == "decode" {
+			json[name] = starlark.NewBuiltin("json.decode", checkDecoded(b))
 		}
 	}
 	d["json"] = &starlarkstruct.Module{Name: "json", Members: json}
@@ -100,6 +104,43 @@ func checkInt(b *starlark.Builtin) func(*starlark.Thread, *starlark.Builtin, sta
 		}
 		return v, nil
 	}
+}
+
+// checkDecoded refuses to decode JSON text nested deeper than MaxDepth:
+// the decoder recurses once per level, uncancelled (a megabyte of "["
+// took 19 s past a 2 s time limit).
+func checkDecoded(b *starlark.Builtin) func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+	return func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		if len(args) > 0 {
+			if s, ok := starlark.AsString(args[0]); ok && nestsDeeper(s, MaxDepth) {
+				return nil, fmt.Errorf("json.decode: the text nests deeper than %d (MaxDepth)", MaxDepth)
+			}
+		}
+		return starlark.Call(thread, b, args, kwargs)
+	}
+}
+
+// nestsDeeper reports whether JSON text s opens more than limit arrays or
+// objects inside one another (brackets within strings do not count).
+func nestsDeeper(s string, limit int) bool {
+	depth, inString := 0, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case inString && c == '\\':
+			i++
+		case inString:
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			if depth++; depth > limit {
+				return true
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return false
 }
 
 // checkRendered refuses to render arguments whose text would be larger
