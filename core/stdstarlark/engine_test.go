@@ -139,6 +139,32 @@ func TestStarlark_NoStepBuildsPastTheLimits(t *testing.T) {
 	}
 }
 
+// TestStarlark_ALargeResultIsRefusedBeforeItIsEncoded: a result whose JSON
+// would pass MaxResultBytes — a list repeating one long string, small in
+// memory — is refused naming the limit, before it is encoded. It was
+// encoded whole (100 MB here, unbounded with the count: the worker ran out
+// of memory), after the time limit was last checked.
+func TestStarlark_ALargeResultIsRefusedBeforeItIsEncoded(t *testing.T) {
+	t.Parallel()
+	started := time.Now()
+	_, err := runStarlark(map[string]string{"main.star": `
+def compose(resource):
+    s = "x" * (1 << 20)
+    return {"children": [{"kind": "k", "name": "a", "spec": {"x": [s] * 100}}]}
+`}, 1_000_000, time.Minute)
+	require.ErrorContains(t, err, "(MaxResultBytes)")
+	require.Contains(t, err.Error(), `result["children"][0]["spec"]["x"]`, "the error names where")
+	require.Less(t, time.Since(started), 30*time.Second)
+
+	res, err := runStarlark(map[string]string{"main.star": `
+def compose(resource):
+    s = "x" * (1 << 20)
+    return {"children": [{"kind": "k", "name": "a", "spec": {"x": [s] * 60}}]}
+`}, 1_000_000, time.Minute)
+	require.NoError(t, err, "60 MiB is within the limit")
+	require.Len(t, res.Children[0].Spec["x"], 60)
+}
+
 // TestStarlark_GuardsKeepStarlarkSemantics: the guarded operators and
 // methods behave as Starlark's own within the limits: += extends a list in
 // place, *= and %= rebind, a value of MaxLen elements is allowed.
