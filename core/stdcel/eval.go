@@ -16,7 +16,7 @@ import (
 
 // eval evaluates a compiled template. A flow leaf is left out of an object
 // (the core sets it) and is null in a list.
-func (v *value) eval(ctx context.Context, vars map[string]any) (any, error) {
+func (v *value) eval(ctx context.Context, vars map[string]any, b *budget) (any, error) {
 	switch {
 	case v.flow:
 		return nil, nil
@@ -26,7 +26,7 @@ func (v *value) eval(ctx context.Context, vars map[string]any) (any, error) {
 			if e.flow {
 				continue
 			}
-			x, err := e.eval(ctx, vars)
+			x, err := e.eval(ctx, vars, b)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k, err)
 			}
@@ -36,7 +36,7 @@ func (v *value) eval(ctx context.Context, vars map[string]any) (any, error) {
 	case v.arr != nil:
 		out := make([]any, len(v.arr))
 		for i, e := range v.arr {
-			x, err := e.eval(ctx, vars)
+			x, err := e.eval(ctx, vars, b)
 			if err != nil {
 				return nil, fmt.Errorf("[%d]: %w", i, err)
 			}
@@ -44,16 +44,16 @@ func (v *value) eval(ctx context.Context, vars map[string]any) (any, error) {
 		}
 		return out, nil
 	case v.segs != nil:
-		return v.evalString(ctx, vars)
+		return v.evalString(ctx, vars, b)
 	}
 	return v.lit, nil
 }
 
 // evalString: one expression alone gives its value (of any type); with
 // text around it, every expression is rendered into the string.
-func (v *value) evalString(ctx context.Context, vars map[string]any) (any, error) {
+func (v *value) evalString(ctx context.Context, vars map[string]any, bud *budget) (any, error) {
 	if len(v.segs) == 1 && v.segs[0].prog != nil {
-		return run(ctx, v.segs[0], vars)
+		return run(ctx, v.segs[0], vars, bud)
 	}
 	var b strings.Builder
 	for _, s := range v.segs {
@@ -61,7 +61,7 @@ func (v *value) evalString(ctx context.Context, vars map[string]any) (any, error
 			b.WriteString(s.text)
 			continue
 		}
-		x, err := run(ctx, s, vars)
+		x, err := run(ctx, s, vars, bud)
 		if err != nil {
 			return nil, err
 		}
@@ -78,12 +78,70 @@ func (v *value) evalString(ctx context.Context, vars map[string]any) (any, error
 	return b.String(), nil
 }
 
-func run(ctx context.Context, s compiled, vars map[string]any) (any, error) {
+func run(ctx context.Context, s compiled, vars map[string]any, b *budget) (any, error) {
 	out, _, err := s.prog.ContextEval(ctx, vars)
 	if err != nil {
 		return nil, fmt.Errorf("${%s}: %w", s.text, err)
 	}
-	return toJSON(s.text, out)
+	v, err := toJSON(s.text, out)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.spend(v); err != nil {
+		return nil, fmt.Errorf("${%s}: %w", s.text, err)
+	}
+	return v, nil
+}
+
+// budget is what is left of MaxResultBytes for the values one composition
+// (or one status projection) evaluates. The cost limit bounds the work of
+// an expression, not the size of its value: a list repeating one long
+// string is cheap to make and small in memory, but not as JSON.
+type budget struct{ left int }
+
+func newBudget() *budget { return &budget{left: MaxResultBytes} }
+
+// spend counts v's JSON size against the budget, walking no further than
+// the budget allows.
+func (b *budget) spend(v any) error {
+	n, ok := jsonSize(v, b.left)
+	if !ok {
+		return fmt.Errorf("the values evaluated would be more than %d bytes of JSON (MaxResultBytes)", MaxResultBytes)
+	}
+	b.left -= n
+	return nil
+}
+
+// jsonSize is (at least) the JSON size of a JSON-shaped value, or false once
+// it passes limit.
+func jsonSize(v any, limit int) (int, bool) {
+	n := 0
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		switch x := v.(type) {
+		case string:
+			n += len(x) + 2
+		case map[string]any:
+			n += 2
+			for k, e := range x {
+				if n += len(k) + 4; n > limit || !walk(e) {
+					return false
+				}
+			}
+		case []any:
+			n += 2 + len(x)
+			for _, e := range x {
+				if n > limit || !walk(e) {
+					return false
+				}
+			}
+		default:
+			n += 24
+		}
+		return n <= limit
+	}
+	ok := walk(v)
+	return n, ok
 }
 
 func toJSON(src string, v ref.Val) (any, error) {
@@ -128,8 +186,9 @@ func (p *Plan) Children(ctx context.Context, c Composite) ([]worker.Child, []wor
 	}
 	refs := map[string]worker.Ref{}
 	var children []worker.Child
+	b := newBudget()
 	for _, n := range p.nodes {
-		child, self, err := n.instantiate(ctx, c.Name, vars)
+		child, self, err := n.instantiate(ctx, c.Name, vars, b)
 		if err != nil {
 			return nil, nil, fmt.Errorf("resource %s: %w", n.t.ID, err)
 		}
@@ -155,8 +214,8 @@ func (p *Plan) Children(ctx context.Context, c Composite) ([]worker.Child, []wor
 
 // instantiate evaluates one node; self is what later nodes' expressions
 // see of it.
-func (n *node) instantiate(ctx context.Context, root string, vars map[string]any) (worker.Child, map[string]any, error) {
-	nameV, err := n.name.eval(ctx, vars)
+func (n *node) instantiate(ctx context.Context, root string, vars map[string]any, bud *budget) (worker.Child, map[string]any, error) {
+	nameV, err := n.name.eval(ctx, vars, bud)
 	if err != nil {
 		return worker.Child{}, nil, fmt.Errorf("name: %w", err)
 	}
@@ -167,7 +226,7 @@ func (n *node) instantiate(ctx context.Context, root string, vars map[string]any
 	labels := map[string]string{OwnerLabel: root, IDLabel: strings.ReplaceAll(n.t.ID, "_", "-")}
 	selfLabels := map[string]any{}
 	for k, lv := range n.labels {
-		x, err := lv.eval(ctx, vars)
+		x, err := lv.eval(ctx, vars, bud)
 		if err != nil {
 			return worker.Child{}, nil, fmt.Errorf("labels.%s: %w", k, err)
 		}
@@ -180,7 +239,7 @@ func (n *node) instantiate(ctx context.Context, root string, vars map[string]any
 	for k, v := range labels {
 		selfLabels[k] = v
 	}
-	spec, err := n.spec.eval(ctx, vars)
+	spec, err := n.spec.eval(ctx, vars, bud)
 	if err != nil {
 		return worker.Child{}, nil, fmt.Errorf("spec.%w", err)
 	}
@@ -199,7 +258,8 @@ type Observed struct {
 }
 
 // FieldError is a status field whose expression failed for a reason other
-// than a missing input: a type error, a division by zero, the cost limit.
+// than a missing input: a type error, a division by zero, the cost limit,
+// MaxResultBytes.
 type FieldError struct {
 	Field string
 	Err   error
@@ -252,8 +312,9 @@ func (p *Plan) Status(ctx context.Context, c Composite, seen map[string]Observed
 		}
 		vars[id] = map[string]any{"name": names[id], "phase": o.Phase, "status": status}
 	}
+	b := newBudget()
 	for k, v := range p.status.obj {
-		x, err := v.eval(ctx, vars)
+		x, err := v.eval(ctx, vars, b)
 		switch {
 		case err == nil:
 			res.Fields[k] = x

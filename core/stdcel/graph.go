@@ -22,6 +22,10 @@ const (
 	MaxResources = 256
 	// CostLimit bounds one expression evaluation.
 	CostLimit = 100_000
+	// MaxResultBytes bounds the values one composition's expressions (or
+	// one status projection's) evaluate to, as JSON: as much as a stdio
+	// program may write on stdout.
+	MaxResultBytes = 64 << 20
 )
 
 // SchemaVar is the variable naming the composite itself: schema.name,

@@ -3,6 +3,7 @@ package stdcel_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -94,6 +95,38 @@ func TestPlan_EvaluationErrorsNameTheField(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = p.Children(context.Background(), stdcel.Composite{Name: "r", Spec: json.RawMessage(`{}`)})
 	require.ErrorContains(t, err, "resource a: spec.x: y: ${schema.spec.missing}: no such key: missing")
+}
+
+// TestPlan_LargeValuesAreRefusedBeforeTheyAreEncoded: an expression cheap
+// within the cost limit whose value is large as JSON (a list repeating one
+// long string of the spec) is refused naming MaxResultBytes and where,
+// before the child's spec is encoded; in the status projection the field
+// fails alone. It was encoded whole (100 MB here, unbounded with the
+// list's length: a composite's spec could run the worker out of memory).
+func TestPlan_LargeValuesAreRefusedBeforeTheyAreEncoded(t *testing.T) {
+	t.Parallel()
+	spec, err := json.Marshal(map[string]any{"l": make([]int, 100), "s": strings.Repeat("x", 1<<20)})
+	require.NoError(t, err)
+	comp := stdcel.Composite{Name: "r", Spec: spec}
+	p, err := compile(t, `{"resources":[{"id":"a","kind":"k","spec":{"x":"${schema.spec.l.map(i, schema.spec.s)}"}}],
+		"status":{"big":"${schema.spec.l.map(i, schema.spec.s)}","small":"${a.name}"}}`)
+	require.NoError(t, err)
+	_, _, err = p.Children(context.Background(), comp)
+	require.ErrorContains(t, err, "resource a: spec.x: ${schema.spec.l.map(i, schema.spec.s)}: the values evaluated would be more than")
+	require.ErrorContains(t, err, "(MaxResultBytes)")
+
+	res, err := p.Status(context.Background(), comp, map[string]stdcel.Observed{}, map[string]string{"a": "r-a"})
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"small": "r-a"}, res.Fields)
+	require.Len(t, res.Failed, 1)
+	require.Equal(t, "big", res.Failed[0].Field)
+	require.ErrorContains(t, res.Failed[0].Err, "(MaxResultBytes)")
+
+	small, err := json.Marshal(map[string]any{"l": make([]int, 60), "s": strings.Repeat("x", 1<<20)})
+	require.NoError(t, err)
+	children, _, err := p.Children(context.Background(), stdcel.Composite{Name: "r", Spec: small})
+	require.NoError(t, err, "60 MiB is within the limit")
+	require.Greater(t, len(children[0].Spec), 60<<20)
 }
 
 // TestCompile_ComprehensionVariablesAreNotResources: a macro's variable
