@@ -40,9 +40,11 @@ const planFile = "converge.tfplan"
 // metaArguments are module block arguments a spec may not set.
 var metaArguments = map[string]bool{"source": true, "version": true, "providers": true, "count": true, "for_each": true, "depends_on": true}
 
-// configErrors are terraform diagnostics a retry cannot fix.
+// configErrors are terraform diagnostics a retry cannot fix. The root
+// module is JSON, where an argument the module does not declare is an
+// "Extraneous JSON object property" (HCL's "Unsupported argument").
 var configErrors = []string{
-	"Unsupported argument", "Missing required argument", "Invalid value for input variable", "Invalid value for variable",
+	"Extraneous JSON object property", "Unsupported argument", "Missing required argument", "Invalid value for input variable", "Invalid value for variable",
 	"Invalid module source address", "Unreadable module directory", "Unsupported block type", "Invalid single-argument block definition",
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
@@ -96,7 +97,7 @@ func TestStdterraform_ConvergesAndDestroysAgainstAServer(t *testing.T) {
 
 	bad := s.WaitPhase("network", "bad", resource.PhaseFailed, 90*time.Second)
 	require.True(t, bad.FailureTerminal, "an unsupported argument is a configuration error: terminal")
-	require.Contains(t, synced(t, s.Store, bad), `An argument named "bogus" is not expected here`)
+	require.Contains(t, synced(t, s.Store, bad), `No argument or block type is named "bogus"`)
 
 	flaky := s.WaitPhase("network", "flaky", resource.PhaseReady, 120*time.Second)
 	require.Contains(t, string(flaky.Status), "10.2.0.0/16", "the throttled plan was retried")
@@ -205,15 +206,7 @@ func TestRootModule_SpecStringsAreLiteral(t *testing.T) {
 // reaches the module and its outputs exactly as written.
 func TestStdterraform_SpecReachesTheModuleVerbatim(t *testing.T) {
 	t.Parallel()
-	bin, err := exec.LookPath("terraform")
-	if err != nil {
-		// .ci/run installs terraform and sets CONVERGE_REQUIRE_TERRAFORM:
-		// there, this test cannot skip.
-		if os.Getenv("CONVERGE_REQUIRE_TERRAFORM") != "" {
-			t.Fatal("no terraform on PATH; CONVERGE_REQUIRE_TERRAFORM is set")
-		}
-		t.Skip("no terraform on PATH (go install github.com/hashicorp/terraform@v1.5.7 to run it)")
-	}
+	bin := realTerraform(t)
 	dir := t.TempDir()
 	module := filepath.Join(dir, "mod")
 	require.NoError(t, os.MkdirAll(module, 0o755))
@@ -237,4 +230,56 @@ output "x" { value = var.x }
 	want, _ := json.Marshal(map[string]any{"x": value})
 	require.JSONEq(t, string(want), string(out.Status))
 	require.NotContains(t, string(out.Status), "TOP-SECRET")
+}
+
+// realTerraform is the terraform on PATH; the test is skipped without one.
+func realTerraform(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("terraform")
+	if err != nil {
+		// .ci/run installs terraform and sets CONVERGE_REQUIRE_TERRAFORM:
+		// there, these tests cannot skip.
+		if os.Getenv("CONVERGE_REQUIRE_TERRAFORM") != "" {
+			t.Fatal("no terraform on PATH; CONVERGE_REQUIRE_TERRAFORM is set")
+		}
+		t.Skip("no terraform on PATH (go install github.com/hashicorp/terraform@v1.5.7 to run it)")
+	}
+	return bin
+}
+
+// TestStdterraform_SpecErrorsAreTerminal runs the real terraform (skipped
+// when none is on PATH): a spec the module cannot take — a field it has no
+// variable for, a missing required one, a value of the wrong type — fails
+// the task terminally with terraform's diagnostic. The root module is
+// JSON, where terraform reports an unknown argument as "Extraneous JSON
+// object property", not the "Unsupported argument" of HCL: a misspelt spec
+// field was a transient failure, retried for ever.
+func TestStdterraform_SpecErrorsAreTerminal(t *testing.T) {
+	t.Parallel()
+	bin := realTerraform(t)
+	dir := t.TempDir()
+	module := filepath.Join(dir, "mod")
+	require.NoError(t, os.MkdirAll(module, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(module, "main.tf"), []byte(`
+variable "cidr" { type = string }
+output "cidr" { value = var.cidr }
+`), 0o644))
+	spec, _ := json.Marshal(map[string]any{"binary": bin, "module": module, "work_dir": filepath.Join(dir, "work"), "timeout_secs": 120})
+	p := stdterraform.New(manifest.KindVersion{Kind: "network"}, zerolog.Nop(), func(string) string { return "" })
+	for name, tc := range map[string]struct{ spec, want string }{
+		"an unknown field":    {`{"cidr":"10.0.0.0/16","cidrr":"10.0.0.0/16"}`, `No argument or block type is named "cidrr"`},
+		"a missing field":     {`{}`, `The argument "cidr" is required`},
+		"a value of bad type": {`{"cidr":{"a":1}}`, "string required"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			_, err := p.Work(ctx, worker.Request{Stage: worker.StageWork, Reaction: "apply",
+				Resource: worker.Resource{ID: uuid.NewString(), Kind: "network", Version: "v1", Name: "a", Spec: json.RawMessage(tc.spec)},
+				Config:   worker.EffectiveConfig{Name: "default", Spec: spec}})
+			require.ErrorContains(t, err, tc.want)
+			require.True(t, worker.IsTerminal(err), "a retry cannot fix the spec: %v", err)
+		})
+	}
 }

@@ -88,7 +88,8 @@ func plan(args map[string]any, vars []variable) {
 	sort.Strings(keys)
 	for _, k := range keys {
 		if !declared[k] {
-			fail(fmt.Sprintf("Error: Unsupported argument\n\nAn argument named %q is not expected here.", k))
+			// As terraform reports it in a JSON root module.
+			fail(fmt.Sprintf("Error: Extraneous JSON object property\n\nNo argument or block type is named %q.", k))
 		}
 	}
 	if n, ok := args["fail_times"].(float64); ok {
