@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,6 +37,13 @@ const RootFile = "main.tf.json"
 
 // planFile is the saved plan apply runs.
 const planFile = "converge.tfplan"
+
+// plannedFile is a copy of the root module of the last plan that succeeded
+// in a resource's directory: a configuration terraform took, and the one
+// the resource's state was (or is being) applied with. Destroy runs with it
+// rather than with the current spec, which may be one terraform refuses
+// (or one never applied). Not a .tf.json name, so terraform ignores it.
+const plannedFile = "converge.planned.json"
 
 // metaArguments are module block arguments a spec may not set.
 var metaArguments = map[string]bool{"source": true, "version": true, "providers": true, "count": true, "for_each": true, "depends_on": true}
@@ -134,26 +142,66 @@ func (p *Provider) Work(ctx context.Context, req worker.Request) (worker.Outcome
 	unlock := p.lock(req.Resource.ID)
 	defer unlock()
 	dir := filepath.Join(root, req.Resource.Kind, req.Resource.ID)
+	r := &runner{bin: bin, dir: dir, cfg: c, env: p.environ(c, root, dir), log: p.log.With().Str("name", req.Resource.Name).Logger()}
+	if req.Stage == worker.StageDelete {
+		return worker.Outcome{}, p.destroy(ctx, r, req.Resource, root)
+	}
 	if err := p.prepare(c, req.Resource, root, dir); err != nil {
 		return worker.Outcome{}, err
 	}
-	r := &runner{bin: bin, dir: dir, cfg: c, env: p.environ(c, root, dir), log: p.log.With().Str("name", req.Resource.Name).Logger()}
 	if _, err := r.run(ctx, "init", "-input=false", "-no-color"); err != nil {
 		return worker.Outcome{}, err
 	}
-	if req.Stage == worker.StageDelete {
-		if _, err := r.run(ctx, "destroy", "-input=false", "-no-color", "-auto-approve"); err != nil {
-			return worker.Outcome{}, err
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			return worker.Outcome{}, fmt.Errorf("stdterraform: remove %s: %w", dir, err)
-		}
-		p.mu.Lock()
-		delete(p.locks, req.Resource.ID)
-		p.mu.Unlock()
-		return worker.Outcome{}, nil
-	}
 	return r.apply(ctx)
+}
+
+// destroy tears the resource's module down and removes its directory. It
+// runs with the root module of the last plan that succeeded here
+// (plannedFile): the configuration the state was applied with, where the
+// current spec may be one terraform or RootModule refuses — the failure
+// that left the resource Failed is what its owner deletes it for, and
+// destroying with it would fail for good, the resource Deleting for ever.
+// Without one, and with local state that does not exist, nothing was ever
+// applied: there is nothing to destroy.
+func (p *Provider) destroy(ctx context.Context, r *runner, res worker.Resource, root string) error {
+	switch planned, err := os.ReadFile(filepath.Join(r.dir, plannedFile)); {
+	case err == nil:
+		if err := os.WriteFile(filepath.Join(r.dir, RootFile), planned, 0o600); err != nil {
+			return fmt.Errorf("stdterraform: write %s: %w", RootFile, err)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("stdterraform: read %s: %w", plannedFile, err)
+	case r.cfg.Backend == nil && !exists(filepath.Join(r.dir, "terraform.tfstate")):
+		r.log.Info().Msg("terraform never planned here and keeps no state: nothing to destroy")
+		return p.forget(r.dir, res.ID)
+	default: // state kept elsewhere, or from before plannedFile: the current spec
+		if err := p.prepare(r.cfg, res, root, r.dir); err != nil {
+			return err
+		}
+	}
+	if _, err := r.run(ctx, "init", "-input=false", "-no-color"); err != nil {
+		return err
+	}
+	if _, err := r.run(ctx, "destroy", "-input=false", "-no-color", "-auto-approve"); err != nil {
+		return err
+	}
+	return p.forget(r.dir, res.ID)
+}
+
+// forget removes a destroyed resource's directory and lock.
+func (p *Provider) forget(dir, id string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("stdterraform: remove %s: %w", dir, err)
+	}
+	p.mu.Lock()
+	delete(p.locks, id)
+	p.mu.Unlock()
+	return nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // prepare writes the resource's root module.
@@ -298,6 +346,14 @@ func (r *runner) apply(ctx context.Context) (worker.Outcome, error) {
 	plan, err := r.run(ctx, "plan", "-input=false", "-no-color", "-detailed-exitcode", "-out="+planFile)
 	if err != nil {
 		return worker.Outcome{}, err
+	}
+	// Terraform took this configuration: destroy will run with it.
+	doc, err := os.ReadFile(filepath.Join(r.dir, RootFile))
+	if err == nil {
+		err = os.WriteFile(filepath.Join(r.dir, plannedFile), doc, 0o600)
+	}
+	if err != nil {
+		return worker.Outcome{}, fmt.Errorf("stdterraform: keep the planned %s: %w", RootFile, err)
 	}
 	changed := plan.ExitCode == 2
 	if changed {

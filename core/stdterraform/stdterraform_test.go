@@ -283,3 +283,64 @@ output "cidr" { value = var.cidr }
 		})
 	}
 }
+
+// TestStdterraform_DeleteAfterARefusedSpec: deleting a resource whose spec
+// terraform (or the provider) refuses destroys what was applied, with the
+// configuration it was applied with, and a resource never applied is gone
+// without running terraform. Destroy ran with the current spec, which
+// terraform refuses to load as plan does: the delete failed terminally and
+// the resource stayed Deleting for ever (its spec cannot change while it
+// is deleted). Run on the fake terraform, and on the real one when on PATH.
+func TestStdterraform_DeleteAfterARefusedSpec(t *testing.T) {
+	t.Parallel()
+	bins := map[string]func(t *testing.T) string{
+		"fake": func(t *testing.T) string { return fakeTerraform(t, t.TempDir()) },
+		"real": realTerraform,
+	}
+	for name, bin := range bins {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			bin := bin(t)
+			dir := t.TempDir()
+			module := filepath.Join(dir, "mod")
+			require.NoError(t, os.MkdirAll(module, 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(module, "variables.json"), []byte(`[{"name":"cidr","required":true}]`), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(module, "main.tf"), []byte(`
+variable "cidr" { type = string }
+output "cidr" { value = var.cidr }
+`), 0o644))
+			work, tfLog := filepath.Join(dir, "work"), filepath.Join(dir, "tf.log")
+			spec, _ := json.Marshal(map[string]any{"binary": bin, "module": module, "work_dir": work, "timeout_secs": 120,
+				"env": map[string]string{"FAKE_TF_LOG": tfLog}})
+			p := stdterraform.New(manifest.KindVersion{Kind: "network"}, zerolog.Nop(), func(string) string { return "" })
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			run := func(stage worker.Stage, id, resSpec string) error {
+				_, err := p.Work(ctx, worker.Request{Stage: stage, Reaction: string(stage),
+					Resource: worker.Resource{ID: id, Kind: "network", Version: "v1", Name: "a", Spec: json.RawMessage(resSpec)},
+					Config:   worker.EffectiveConfig{Name: "default", Spec: spec}})
+				return err
+			}
+
+			applied := uuid.NewString()
+			require.NoError(t, run(worker.StageWork, applied, `{"cidr":"10.0.0.0/16"}`))
+			require.FileExists(t, filepath.Join(work, "network", applied, "terraform.tfstate"))
+			for _, bad := range []string{`{"cidr":"10.0.0.0/16","cidrr":"x"}`, `{"cidr":"10.0.0.0/16","count":2}`} {
+				err := run(worker.StageWork, applied, bad)
+				require.True(t, worker.IsTerminal(err), "%s: %v", bad, err)
+			}
+			require.NoError(t, run(worker.StageDelete, applied, `{"cidr":"10.0.0.0/16","count":2}`), "destroyed with the applied configuration")
+			require.NoDirExists(t, filepath.Join(work, "network", applied))
+
+			for _, bad := range []string{`{"cidr":"10.0.0.0/16","cidrr":"x"}`, `{"cidr":"10.0.0.0/16","count":2}`} {
+				never := uuid.NewString()
+				require.True(t, worker.IsTerminal(run(worker.StageWork, never, bad)))
+				require.NoError(t, run(worker.StageDelete, never, bad), "%s: never applied, nothing to destroy", bad)
+				require.NoDirExists(t, filepath.Join(work, "network", never))
+			}
+			if name == "fake" {
+				require.Equal(t, []string{"init", "plan", "apply", "output", "init", "plan", "init", "destroy"}, commands(t, tfLog, applied))
+			}
+		})
+	}
+}

@@ -1,8 +1,9 @@
 // Command faketerraform stands in for terraform in stdterraform's tests: it
 // reads the generated main.tf.json, checks the module arguments against the
 // module directory's variables.json, plans by comparing them with its state
-// file, applies a saved plan, prints outputs and destroys, logging every
-// command to $FAKE_TF_LOG. A module argument fail_times=N makes the first N
+// file, applies a saved plan, prints outputs and destroys (checking the
+// arguments again, as terraform loads the configuration to destroy too),
+// logging every command to $FAKE_TF_LOG. A module argument fail_times=N makes the first N
 // plans fail with a transient error.
 package main
 
@@ -64,6 +65,7 @@ func main() {
 		}
 		fmt.Println(string(mustJSON(map[string]any{"this": map[string]any{"sensitive": true, "type": "object", "value": out}})))
 	case "destroy":
+		validate(args, vars) // terraform loads the configuration to destroy too
 		must(os.RemoveAll("terraform.tfstate"))
 	default:
 		fail("Error: unknown command " + cmd)
@@ -71,6 +73,28 @@ func main() {
 }
 
 func plan(args map[string]any, vars []variable) {
+	validate(args, vars)
+	if n, ok := args["fail_times"].(float64); ok {
+		b, _ := os.ReadFile(".fails")
+		done, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		if done < int(n) {
+			must(os.WriteFile(".fails", []byte(strconv.Itoa(done+1)), 0o600))
+			fail("Error: error creating VPC: RequestLimitExceeded: rate exceeded")
+		}
+	}
+	out := planOut()
+	must(os.WriteFile(out, mustJSON(args), 0o600))
+	if reflect.DeepEqual(readState(), args) {
+		fmt.Println("No changes. Your infrastructure matches the configuration.")
+		os.Exit(0)
+	}
+	fmt.Println("Plan: changes to apply.")
+	os.Exit(2)
+}
+
+// validate checks the module arguments against its variables, as terraform
+// does whenever it loads the configuration (plan, apply, destroy).
+func validate(args map[string]any, vars []variable) {
 	if _, err := os.Stat(".terraform"); err != nil {
 		fail("Error: Module not installed: run terraform init")
 	}
@@ -92,22 +116,6 @@ func plan(args map[string]any, vars []variable) {
 			fail(fmt.Sprintf("Error: Extraneous JSON object property\n\nNo argument or block type is named %q.", k))
 		}
 	}
-	if n, ok := args["fail_times"].(float64); ok {
-		b, _ := os.ReadFile(".fails")
-		done, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-		if done < int(n) {
-			must(os.WriteFile(".fails", []byte(strconv.Itoa(done+1)), 0o600))
-			fail("Error: error creating VPC: RequestLimitExceeded: rate exceeded")
-		}
-	}
-	out := planOut()
-	must(os.WriteFile(out, mustJSON(args), 0o600))
-	if reflect.DeepEqual(readState(), args) {
-		fmt.Println("No changes. Your infrastructure matches the configuration.")
-		os.Exit(0)
-	}
-	fmt.Println("Plan: changes to apply.")
-	os.Exit(2)
 }
 
 func planOut() string {
