@@ -310,14 +310,46 @@ func (s *Provider) compose(ctx context.Context, req worker.Request) (worker.Outc
 		labels = map[string]string{}
 	}
 	resource := map[string]any{"name": req.Resource.Name, "labels": labels, "spec": spec, "generation": req.Resource.Generation}
-	log := s.log.With().Str("resource", req.Resource.Name).Logger()
-	res, err := Run(ctx, files, resource, limits.MaxSteps, timeout, func(msg string) {
-		log.Info().Str("starlark_print", msg).Msg("stdstarlark print")
-	})
+	pr := &printer{log: s.log.With().Str("resource", req.Resource.Name).Logger()}
+	res, err := Run(ctx, files, resource, limits.MaxSteps, timeout, pr.print)
+	pr.done()
 	if err != nil {
 		return worker.Outcome{}, err
 	}
 	return toOutcome(req.Resource.Name, res)
+}
+
+// The most of one compose's print() output the worker logs: a program
+// printing in a loop would otherwise write a log line per step (each up to
+// MaxLen), flooding the worker's log.
+const (
+	MaxPrintLines = 100
+	MaxPrintBytes = 64 << 10
+)
+
+// printer logs a compose's print() lines up to MaxPrintLines and
+// MaxPrintBytes, and counts the rest.
+type printer struct {
+	log                   zerolog.Logger
+	lines, bytes, dropped int
+}
+
+func (p *printer) print(msg string) {
+	if p.lines >= MaxPrintLines || p.bytes+len(msg) > MaxPrintBytes {
+		p.dropped++
+		return
+	}
+	p.lines++
+	p.bytes += len(msg)
+	p.log.Info().Str("starlark_print", msg).Msg("stdstarlark print")
+}
+
+// done logs how many lines were dropped, if any.
+func (p *printer) done() {
+	if p.dropped > 0 {
+		p.log.Warn().Int("dropped", p.dropped).Int("max_lines", MaxPrintLines).Int("max_bytes", MaxPrintBytes).
+			Msg("stdstarlark print: lines past the limit of one compose were not logged")
+	}
 }
 
 func toOutcome(root string, res Result) (worker.Outcome, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/stdstarlark"
 	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/testlog"
 	"github.com/converge-run/converge/core/worker"
 	"github.com/converge-run/converge/db/pgtest"
 )
@@ -131,4 +132,25 @@ func TestCompose_OwnerLabelIsNotOverridden(t *testing.T) {
 	out, err := run("a")
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"stdstarlark": "a", "x": "y"}, out.Children[0].Labels)
+}
+
+// TestCompose_PrintsAreBounded: a program printing in a loop has its first
+// MaxPrintLines lines logged and the rest counted in one line; a line past
+// MaxPrintBytes is dropped too. Every print was logged: 10,000 lines here,
+// a line a step (each up to a megabyte) in general.
+func TestCompose_PrintsAreBounded(t *testing.T) {
+	t.Parallel()
+	var logs testlog.Buffer
+	p := stdstarlark.New(manifest.KindVersion{Kind: "pipe"}, zerolog.New(&logs))
+	data, _ := json.Marshal(map[string]string{"main.star": "def compose(resource):\n" +
+		"    print('x' * 100000)\n" +
+		"    for i in range(10000):\n" +
+		"        print('line', i)\n" +
+		"    return {'children': []}\n"})
+	_, err := p.Work(context.Background(), worker.Request{Stage: worker.StageCompose, Reaction: "compose",
+		Resource: worker.Resource{Kind: "pipe", Version: "v1", Name: "a"}, Config: worker.EffectiveConfig{Name: "default", Data: data}})
+	require.NoError(t, err)
+	require.Equal(t, stdstarlark.MaxPrintLines, logs.Count(`"starlark_print":"line `))
+	require.Equal(t, 0, logs.Count("xxxxx"), "a line past MaxPrintBytes is not logged")
+	require.Equal(t, 1, logs.Count(`"dropped":9901`), logs.String()[max(0, len(logs.String())-500):])
 }
