@@ -125,7 +125,10 @@ func (s *Provider) Work(ctx context.Context, req worker.Request) (worker.Outcome
 func limits(cfg worker.EffectiveConfig) (Limits, time.Duration, error) {
 	var l Limits
 	if len(cfg.Spec) > 0 && string(cfg.Spec) != "null" {
-		if err := json.Unmarshal(cfg.Spec, &l); err != nil {
+		// A misspelt field (max_step) is refused, not a silent default.
+		dec := json.NewDecoder(bytes.NewReader(cfg.Spec))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&l); err != nil {
 			return l, 0, fmt.Errorf("providerconfig %q spec: %w", cfg.Name, err)
 		}
 	}
@@ -135,12 +138,12 @@ func limits(cfg worker.EffectiveConfig) (Limits, time.Duration, error) {
 	if l.MaxSteps > MaxSteps {
 		return l, 0, fmt.Errorf("providerconfig %q: max_steps %d is above the cap of %d", cfg.Name, l.MaxSteps, MaxSteps)
 	}
-	timeout := time.Duration(l.TimeoutMS) * time.Millisecond
-	if l.TimeoutMS <= 0 {
-		timeout = DefaultTimeout
+	if l.TimeoutMS < 0 || l.TimeoutMS > int(MaxTimeout.Milliseconds()) {
+		return l, 0, fmt.Errorf("providerconfig %q: timeout_ms %d is outside 0..%d", cfg.Name, l.TimeoutMS, MaxTimeout.Milliseconds())
 	}
-	if timeout > MaxTimeout {
-		return l, 0, fmt.Errorf("providerconfig %q: timeout_ms %d is above the cap of %d", cfg.Name, l.TimeoutMS, MaxTimeout.Milliseconds())
+	timeout := time.Duration(l.TimeoutMS) * time.Millisecond
+	if l.TimeoutMS == 0 {
+		timeout = DefaultTimeout
 	}
 	return l, timeout, nil
 }

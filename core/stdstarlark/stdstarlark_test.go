@@ -154,3 +154,24 @@ func TestCompose_PrintsAreBounded(t *testing.T) {
 	require.Equal(t, 0, logs.Count("xxxxx"), "a line past MaxPrintBytes is not logged")
 	require.Equal(t, 1, logs.Count(`"dropped":9901`), logs.String()[max(0, len(logs.String())-500):])
 }
+
+// TestCompose_RefusesABadSpec: the spec's limits are checked, naming the
+// field: a misspelt field and a negative timeout_ms were silently the
+// defaults.
+func TestCompose_RefusesABadSpec(t *testing.T) {
+	t.Parallel()
+	p := stdstarlark.New(manifest.KindVersion{Kind: "pipe"}, zerolog.Nop())
+	data, _ := json.Marshal(map[string]string{"main.star": "def compose(resource):\n    return {'children': []}\n"})
+	for spec, want := range map[string]string{
+		`{"max_step":5}`:          `unknown field "max_step"`,
+		`{"timeout_ms":-5}`:       "timeout_ms -5 is outside 0..30000",
+		`{"timeout_ms":40000}`:    "timeout_ms 40000 is outside 0..30000",
+		`{"max_steps":200000000}`: "max_steps 200000000 is above the cap of 100000000",
+	} {
+		_, err := p.Work(context.Background(), worker.Request{Stage: worker.StageCompose, Reaction: "compose",
+			Resource: worker.Resource{Kind: "pipe", Version: "v1", Name: "a"},
+			Config:   worker.EffectiveConfig{Name: "default", Spec: json.RawMessage(spec), Data: data}})
+		require.ErrorContains(t, err, want, spec)
+		require.True(t, worker.IsTerminal(err), spec)
+	}
+}
