@@ -77,17 +77,27 @@ func ParseConfig(spec json.RawMessage) (Config, error) {
 	case c.MaxOutputBytes < 0 || c.MaxOutputBytes > MaxOutputBytesCap:
 		return c, fmt.Errorf("providerconfig spec: max_output_bytes %d is outside 0..%d", c.MaxOutputBytes, MaxOutputBytesCap)
 	}
-	for k := range c.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return c, fmt.Errorf("providerconfig spec: env name %q is not a variable name", k)
-		}
-	}
-	for i, k := range c.PassEnv {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return c, fmt.Errorf("providerconfig spec: pass_env[%d] %q is not a variable name", i, k)
-		}
+	if err := CheckEnvNames(c.Env, c.PassEnv); err != nil {
+		return c, fmt.Errorf("providerconfig spec: %w", err)
 	}
 	return c, nil
+}
+
+// CheckEnvNames refuses an env or pass_env name that is not a variable
+// name (empty, or holding '=' or NUL): "A=B" would set A, silently. Every
+// built-in provider that runs a program checks its config with it.
+func CheckEnvNames(env map[string]string, pass []string) error {
+	for k := range env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("env name %q is not a variable name", k)
+		}
+	}
+	for i, k := range pass {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("pass_env[%d] %q is not a variable name", i, k)
+		}
+	}
+	return nil
 }
 
 // argv is the command for a reaction.

@@ -101,10 +101,8 @@ func ParseConfig(spec json.RawMessage) (Config, error) {
 	case c.MaxOutputBytes < 0 || c.MaxOutputBytes > maxOutputCeiling:
 		return c, fmt.Errorf("providerconfig spec: max_output_bytes %d is outside 0..%d", c.MaxOutputBytes, maxOutputCeiling)
 	}
-	for k := range c.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return c, fmt.Errorf("providerconfig spec: env name %q is not a variable name", k)
-		}
+	if err := stdio.CheckEnvNames(c.Env, c.PassEnv); err != nil {
+		return c, fmt.Errorf("providerconfig spec: %w", err)
 	}
 	return c, nil
 }

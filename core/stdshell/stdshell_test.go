@@ -129,6 +129,8 @@ func TestParse_RefusesBadConfigAndBundles(t *testing.T) {
 		`{"interpreter":[""]}`:           "interpreter[0] is empty",
 		`{"comand":["x"]}`:               `unknown field "comand"`,
 		`{"env":{"A=B":"c"}}`:            "is not a variable name",
+		`{"pass_env":["TOKEN=x"]}`:       `pass_env[0] "TOKEN=x" is not a variable name`,
+		`{"pass_env":[""]}`:              `pass_env[0] "" is not a variable name`,
 	} {
 		_, err := stdshell.ParseConfig(json.RawMessage(spec))
 		require.ErrorContains(t, err, want, spec)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/converge-run/converge/core/stdio"
 )
 
 // Defaults and bounds of the config.
@@ -79,6 +81,9 @@ func ParseConfig(spec json.RawMessage) (Config, error) {
 		return c, fmt.Errorf("providerconfig spec: max_output_bytes %d is outside 0..%d", c.MaxOutputBytes, maxOutputCeiling)
 	case c.Backend != nil && c.Backend.Type == "":
 		return c, errors.New("providerconfig spec: backend.type is empty")
+	}
+	if err := stdio.CheckEnvNames(c.Env, c.PassEnv); err != nil {
+		return c, fmt.Errorf("providerconfig spec: %w", err)
 	}
 	if c.Path == "" {
 		c.Path = DefaultPath

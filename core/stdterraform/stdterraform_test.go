@@ -160,12 +160,14 @@ func TestRootModule_SpecBecomesModuleArguments(t *testing.T) {
 func TestParseConfig_RefusesBadConfigs(t *testing.T) {
 	t.Parallel()
 	for spec, want := range map[string]string{
-		``:                                     "it needs a module",
-		`{}`:                                   "module is empty",
-		`{"module":"m","timeout_secs":-1}`:     "timeout_secs -1 is outside",
-		`{"module":"m","backend":{}}`:          "backend.type is empty",
-		`{"module":"m","modules":"x"}`:         `unknown field "modules"`,
-		`{"module":"m","max_output_bytes":-5}`: "max_output_bytes -5 is outside",
+		``:                                       "it needs a module",
+		`{}`:                                     "module is empty",
+		`{"module":"m","timeout_secs":-1}`:       "timeout_secs -1 is outside",
+		`{"module":"m","backend":{}}`:            "backend.type is empty",
+		`{"module":"m","modules":"x"}`:           `unknown field "modules"`,
+		`{"module":"m","max_output_bytes":-5}`:   "max_output_bytes -5 is outside",
+		`{"module":"m","env":{"TF_VAR_x=1":""}}`: `env name "TF_VAR_x=1" is not a variable name`,
+		`{"module":"m","pass_env":["A=B"]}`:      `pass_env[0] "A=B" is not a variable name`,
 	} {
 		_, err := stdterraform.ParseConfig(json.RawMessage(spec))
 		require.ErrorContains(t, err, want, spec)
