@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -22,7 +24,8 @@ func (v *value) eval(ctx context.Context, vars map[string]any, b *budget) (any, 
 		return nil, nil
 	case v.obj != nil:
 		out := make(map[string]any, len(v.obj))
-		for k, e := range v.obj {
+		for _, k := range slices.Sorted(maps.Keys(v.obj)) { // the first error is always the same one
+			e := v.obj[k]
 			if e.flow {
 				continue
 			}
@@ -225,8 +228,8 @@ func (n *node) instantiate(ctx context.Context, root string, vars map[string]any
 	}
 	labels := map[string]string{OwnerLabel: root, IDLabel: strings.ReplaceAll(n.t.ID, "_", "-")}
 	selfLabels := map[string]any{}
-	for k, lv := range n.labels {
-		x, err := lv.eval(ctx, vars, bud)
+	for _, k := range slices.Sorted(maps.Keys(n.labels)) {
+		x, err := n.labels[k].eval(ctx, vars, bud)
 		if err != nil {
 			return worker.Child{}, nil, fmt.Errorf("labels.%s: %w", k, err)
 		}
@@ -313,8 +316,8 @@ func (p *Plan) Status(ctx context.Context, c Composite, seen map[string]Observed
 		vars[id] = map[string]any{"name": names[id], "phase": o.Phase, "status": status}
 	}
 	b := newBudget()
-	for k, v := range p.status.obj {
-		x, err := v.eval(ctx, vars, b)
+	for _, k := range slices.Sorted(maps.Keys(p.status.obj)) { // MaxResultBytes runs out at the same field
+		x, err := p.status.obj[k].eval(ctx, vars, b)
 		switch {
 		case err == nil:
 			res.Fields[k] = x

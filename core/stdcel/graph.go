@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -197,7 +198,8 @@ func (c *compiler) node(t Template) (*node, error) {
 	if n.name, err = c.value(name, "", "name"); err != nil {
 		return nil, err
 	}
-	for k, v := range t.Labels {
+	for _, k := range slices.Sorted(maps.Keys(t.Labels)) { // the first error is always the same one
+		v := t.Labels[k]
 		if k == OwnerLabel || k == IDLabel {
 			return nil, fmt.Errorf("labels.%s: stdcel sets it on every child (%s: the composite's name, %s: the resource id); a template may not", k, OwnerLabel, IDLabel)
 		}
@@ -231,7 +233,8 @@ func (c *compiler) value(v any, ptr, where string) (*value, error) {
 	switch x := v.(type) {
 	case map[string]any:
 		out := &value{obj: map[string]*value{}}
-		for k, e := range x {
+		for _, k := range slices.Sorted(maps.Keys(x)) { // the first error is always the same one
+			e := x[k]
 			cv, err := c.value(e, pointer(ptr, k), where+"."+k)
 			if err != nil {
 				return nil, err

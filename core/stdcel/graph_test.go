@@ -129,6 +129,29 @@ func TestPlan_LargeValuesAreRefusedBeforeTheyAreEncoded(t *testing.T) {
 	require.Greater(t, len(children[0].Spec), 60<<20)
 }
 
+// TestPlan_ErrorsAreDeterministic: with more than one failing field (or
+// label, or graph error), the one named is always the same, the first in
+// name order: compiling and evaluating walked Go maps, so the message a
+// resource failed with changed from one run to the next.
+func TestPlan_ErrorsAreDeterministic(t *testing.T) {
+	t.Parallel()
+	p, err := compile(t, `{"resources":[{"id":"a","kind":"k",
+		"labels":{"l1":"${schema.spec.m1}","l2":"${schema.spec.m2}"},
+		"spec":{"f1":"${schema.spec.m3}","f2":"${schema.spec.m4}","f3":"${schema.spec.m5}"}}]}`)
+	require.NoError(t, err)
+	noLabels, err := compile(t, `{"resources":[{"id":"a","kind":"k",
+		"spec":{"f1":"${schema.spec.m3}","f2":"${schema.spec.m4}","f3":"${schema.spec.m5}"}}]}`)
+	require.NoError(t, err)
+	for range 30 {
+		_, _, err := p.Children(context.Background(), stdcel.Composite{Name: "r", Spec: json.RawMessage(`{}`)})
+		require.ErrorContains(t, err, "labels.l1: ${schema.spec.m1}")
+		_, _, err = noLabels.Children(context.Background(), stdcel.Composite{Name: "r", Spec: json.RawMessage(`{}`)})
+		require.ErrorContains(t, err, "spec.f1: ${schema.spec.m3}")
+		_, err = compile(t, `{"resources":[{"id":"a","kind":"k","spec":{"f1":"${nope1}","f2":"${nope2}","f3":"${nope3}"}}]}`)
+		require.ErrorContains(t, err, "spec.f1: ${nope1}")
+	}
+}
+
 // TestCompile_ComprehensionVariablesAreNotResources: a macro's variable
 // named like a resource id is that variable where it is bound, so it adds
 // no dependency and no refusal; the same name outside the macro is still
