@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 )
@@ -64,8 +66,8 @@ func ParseConfig(spec json.RawMessage) (Config, error) {
 	if len(c.Command) == 0 || c.Command[0] == "" {
 		return c, errors.New("providerconfig spec: command is empty")
 	}
-	for name, argv := range c.Commands {
-		if len(argv) == 0 || argv[0] == "" {
+	for _, name := range slices.Sorted(maps.Keys(c.Commands)) { // the first error is always the same one
+		if argv := c.Commands[name]; len(argv) == 0 || argv[0] == "" {
 			return c, fmt.Errorf("providerconfig spec: commands.%s is empty", name)
 		}
 	}
@@ -87,7 +89,7 @@ func ParseConfig(spec json.RawMessage) (Config, error) {
 // name (empty, or holding '=' or NUL): "A=B" would set A, silently. Every
 // built-in provider that runs a program checks its config with it.
 func CheckEnvNames(env map[string]string, pass []string) error {
-	for k := range env {
+	for _, k := range slices.Sorted(maps.Keys(env)) { // the first error is always the same one
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return fmt.Errorf("env name %q is not a variable name", k)
 		}

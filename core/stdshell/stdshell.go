@@ -15,10 +15,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -138,7 +140,7 @@ func ParseBundle(data json.RawMessage) (map[string]string, error) {
 	if len(files) > MaxBundleFiles {
 		return nil, fmt.Errorf("the bundle holds %d files, at most %d", len(files), MaxBundleFiles)
 	}
-	for name := range files {
+	for _, name := range slices.Sorted(maps.Keys(files)) { // the first error is always the same one
 		if name == "" || name == "." || path.IsAbs(name) || path.Clean(name) != name || name == ".." || strings.HasPrefix(name, "../") ||
 			strings.ContainsRune(name, 0) {
 			return nil, fmt.Errorf("the bundle's file name %q must be a clean relative path", name)

@@ -151,6 +151,14 @@ func TestParse_RefusesBadConfigAndBundles(t *testing.T) {
 	}
 	_, err := stdshell.ParseBundle(json.RawMessage(`{"main.sh":"` + strings.Repeat("x", stdshell.MaxBundleBytes) + `"}`))
 	require.ErrorContains(t, err, "at most 1048576")
+	// More than one bad name or variable: the first in name order, always
+	// (a Go map's order named any of them, a different one each time).
+	for range 30 {
+		_, err := stdshell.ParseBundle(json.RawMessage(`{"main.sh":"x","/a":"x","/b":"x","/c":"x"}`))
+		require.ErrorContains(t, err, `file name "/a"`)
+		_, err = stdshell.ParseConfig(json.RawMessage(`{"env":{"A=1":"x","B=1":"x","C=1":"x"}}`))
+		require.ErrorContains(t, err, `env name "A=1"`)
+	}
 }
 
 // TestWork_UnwritableBundleIsTerminal: a bundle whose names cannot all be
