@@ -19,8 +19,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -239,7 +241,8 @@ func RootModule(c Config, res worker.Resource) ([]byte, error) {
 			return nil, fmt.Errorf("spec: want an object of module arguments: %w", err)
 		}
 	}
-	for k, v := range args {
+	for _, k := range slices.Sorted(maps.Keys(args)) { // the first error is always the same one
+		v := args[k]
 		if metaArguments[k] {
 			return nil, fmt.Errorf("spec field %q is a module meta-argument; the module source and version come from the providerconfig", k)
 		}

@@ -155,6 +155,10 @@ func TestRootModule_SpecBecomesModuleArguments(t *testing.T) {
 	require.ErrorContains(t, err, `spec field "source" is a module meta-argument`)
 	_, err = stdterraform.RootModule(c, worker.Resource{Spec: json.RawMessage(`[1]`)})
 	require.ErrorContains(t, err, "want an object of module arguments")
+	for range 30 { // more than one: the first in name order, always
+		_, err = stdterraform.RootModule(c, worker.Resource{Spec: json.RawMessage(`{"source":"x","count":1,"for_each":[]}`)})
+		require.ErrorContains(t, err, `spec field "count" is a module meta-argument`)
+	}
 }
 
 func TestParseConfig_RefusesBadConfigs(t *testing.T) {
