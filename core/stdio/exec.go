@@ -29,11 +29,15 @@ type run struct {
 
 // execute runs argv with stdin, capturing at most maxOut bytes of stdout
 // and the last stderrTail bytes of stderr. The program runs in its own
-// process group: when ctx ends it gets SIGTERM, then after grace the whole
-// group gets SIGKILL. Whatever the outcome, no process of the group
+// process group: when ctx ends the group gets stop (SIGTERM when 0), then
+// after grace SIGKILL. Whatever the outcome, no process of the group
 // outlives the call. The error is non-nil only when the program could not
 // be started.
-func execute(ctx context.Context, argv []string, env []string, dir string, stdin []byte, maxOut int, grace time.Duration) (run, error) {
+func execute(ctx context.Context, argv []string, env []string, dir string, stdin []byte, maxOut int, grace time.Duration,
+	stop syscall.Signal) (run, error) {
+	if stop == 0 {
+		stop = syscall.SIGTERM
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
@@ -48,7 +52,7 @@ func execute(ctx context.Context, argv []string, env []string, dir string, stdin
 	// Its own process group, so the group can be signalled as one; killed
 	// with the worker if the worker dies first.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return signalGroup(cmd.Process, syscall.SIGTERM) }
+	cmd.Cancel = func() error { return signalGroup(cmd.Process, stop) }
 	// After grace, exec kills the leader and stops waiting for the pipes.
 	cmd.WaitDelay = grace
 

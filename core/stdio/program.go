@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/converge-run/converge/core/worker"
@@ -24,9 +25,12 @@ type Program struct {
 	Stdin []byte
 	// Timeout bounds the run on top of ctx (0 = only ctx).
 	Timeout time.Duration
-	// KillGrace is the time between SIGTERM and SIGKILL of the process
+	// KillGrace is the time between StopSignal and SIGKILL of the process
 	// group (0 = DefaultKillGrace).
 	KillGrace time.Duration
+	// StopSignal is what the process group gets first when the run is cut
+	// short (0 = SIGTERM).
+	StopSignal syscall.Signal
 	// MaxOutputBytes bounds stdout (0 = DefaultMaxOutputBytes).
 	MaxOutputBytes int
 }
@@ -69,7 +73,7 @@ func Run(ctx context.Context, p Program) (Result, error) {
 	if maxOut <= 0 {
 		maxOut = DefaultMaxOutputBytes
 	}
-	r, err := execute(ctx, p.Argv, p.Env, p.Dir, p.Stdin, maxOut, grace)
+	r, err := execute(ctx, p.Argv, p.Env, p.Dir, p.Stdin, maxOut, grace, p.StopSignal)
 	if err != nil {
 		return Result{ExitCode: -1}, err
 	}

@@ -16,6 +16,8 @@ import (
 const (
 	DefaultTimeout   = 30 * time.Minute
 	MaxTimeoutSecs   = 24 * 60 * 60
+	DefaultKillGrace = time.Minute
+	MaxKillGraceSecs = 600
 	DefaultPath      = "/usr/local/bin:/usr/bin:/bin"
 	maxOutputCeiling = 64 << 20
 	// defaultMaxOutput bounds one command's stdout (plans can be chatty).
@@ -45,6 +47,11 @@ type Config struct {
 	WorkDir string `json:"work_dir,omitempty"`
 	// TimeoutSecs bounds each terraform command (default 1800).
 	TimeoutSecs float64 `json:"timeout_secs,omitempty"`
+	// KillGraceSecs is how long terraform, interrupted (a timeout, the task
+	// deadline, a cancellation), may take to stop gracefully — finish the
+	// provider calls in flight and save the state — before it is killed
+	// (default 60, at most 600).
+	KillGraceSecs float64 `json:"kill_grace_secs,omitempty"`
 	// MaxOutputBytes bounds each command's stdout (default 16 MiB).
 	MaxOutputBytes int `json:"max_output_bytes,omitempty"`
 	// Env is set for terraform; PassEnv names worker variables copied
@@ -77,6 +84,8 @@ func ParseConfig(spec json.RawMessage) (Config, error) {
 		return c, errors.New("providerconfig spec: module is empty (a module source: a path, git:: or registry address)")
 	case c.TimeoutSecs < 0 || c.TimeoutSecs > MaxTimeoutSecs:
 		return c, fmt.Errorf("providerconfig spec: timeout_secs %v is outside 0..%d", c.TimeoutSecs, MaxTimeoutSecs)
+	case c.KillGraceSecs < 0 || c.KillGraceSecs > MaxKillGraceSecs:
+		return c, fmt.Errorf("providerconfig spec: kill_grace_secs %v is outside 0..%d", c.KillGraceSecs, MaxKillGraceSecs)
 	case c.MaxOutputBytes < 0 || c.MaxOutputBytes > maxOutputCeiling:
 		return c, fmt.Errorf("providerconfig spec: max_output_bytes %d is outside 0..%d", c.MaxOutputBytes, maxOutputCeiling)
 	case c.Backend != nil && c.Backend.Type == "":
@@ -99,6 +108,13 @@ func (c Config) timeout() time.Duration {
 		return DefaultTimeout
 	}
 	return time.Duration(c.TimeoutSecs * float64(time.Second))
+}
+
+func (c Config) killGrace() time.Duration {
+	if c.KillGraceSecs == 0 {
+		return DefaultKillGrace
+	}
+	return time.Duration(c.KillGraceSecs * float64(time.Second))
 }
 
 // binary resolves the terraform binary on the config's PATH.

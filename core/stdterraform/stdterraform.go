@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -309,9 +310,15 @@ type runner struct {
 	log      zerolog.Logger
 }
 
+// run runs one terraform command. Cut short, terraform's process group gets
+// SIGINT, as from a terminal's Ctrl-C: terraform stops gracefully (asks
+// its providers to stop, waits for their calls in flight, saves the
+// state) while the provider plugins ignore it; SIGTERM killed the plugins
+// at once, mid-call, and SIGKILL followed after 2 s, losing what they had
+// created from the state and leaving a remote state's lock held.
 func (r *runner) run(ctx context.Context, args ...string) (stdio.Result, error) {
 	res, err := stdio.Run(ctx, stdio.Program{Argv: append([]string{r.bin}, args...), Env: r.env, Dir: r.dir,
-		Timeout: r.cfg.timeout(), MaxOutputBytes: r.cfg.MaxOutputBytes})
+		Timeout: r.cfg.timeout(), KillGrace: r.cfg.killGrace(), StopSignal: syscall.SIGINT, MaxOutputBytes: r.cfg.MaxOutputBytes})
 	if err != nil {
 		return res, worker.Terminal(fmt.Errorf("terraform %s: %w", args[0], err))
 	}
@@ -320,7 +327,7 @@ func (r *runner) run(ctx context.Context, args ...string) (stdio.Result, error) 
 	case res.OutputTooLarge:
 		return res, worker.Terminal(fmt.Errorf("terraform %s: stdout exceeded %d bytes (max_output_bytes)", args[0], r.cfg.MaxOutputBytes))
 	case res.TimedOut:
-		return res, fmt.Errorf("terraform %s: timed out after %s and was killed%s", args[0], res.Took.Round(time.Millisecond), res.StderrTail())
+		return res, fmt.Errorf("terraform %s: timed out after %s and was interrupted%s", args[0], res.Took.Round(time.Millisecond), res.StderrTail())
 	case res.Interrupted != nil:
 		return res, fmt.Errorf("terraform %s: interrupted: %w", args[0], res.Interrupted)
 	case res.ExitCode == 0, args[0] == "plan" && res.ExitCode == 2:

@@ -350,3 +350,29 @@ output "cidr" { value = var.cidr }
 		})
 	}
 }
+
+// TestStdterraform_ACutShortApplyStopsGracefully: an apply cut short (here
+// by timeout_secs) is interrupted as from a terminal — SIGINT to the
+// group, which terraform's provider plugins ignore — and given
+// kill_grace_secs (default a minute) to finish its calls in flight and
+// save the state. It got SIGTERM, which kills the plugins mid-call, and
+// SIGKILL 2 s later.
+func TestStdterraform_ACutShortApplyStopsGracefully(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := fakeTerraform(t, dir)
+	module := filepath.Join(dir, "mod")
+	require.NoError(t, os.MkdirAll(module, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(module, "variables.json"), []byte(`[{"name":"cidr"},{"name":"hang_apply"}]`), 0o644))
+	work := filepath.Join(dir, "work")
+	spec, _ := json.Marshal(map[string]any{"binary": bin, "module": module, "work_dir": work, "timeout_secs": 1})
+	p := stdterraform.New(manifest.KindVersion{Kind: "network"}, zerolog.Nop(), func(string) string { return "" })
+	id := uuid.NewString()
+	_, err := p.Work(context.Background(), worker.Request{Stage: worker.StageWork, Reaction: "apply",
+		Resource: worker.Resource{ID: id, Kind: "network", Version: "v1", Name: "a", Spec: json.RawMessage(`{"cidr":"10.0.0.0/16","hang_apply":true}`)},
+		Config:   worker.EffectiveConfig{Name: "default", Spec: spec}})
+	require.ErrorContains(t, err, "terraform apply: timed out")
+	require.False(t, worker.IsTerminal(err), "a timeout is transient")
+	require.Contains(t, err.Error(), "Gracefully shutting down", "terraform was interrupted")
+	require.FileExists(t, filepath.Join(work, "network", id, "stopped-gracefully"), "terraform had the time to stop gracefully")
+}

@@ -3,8 +3,9 @@
 // module directory's variables.json, plans by comparing them with its state
 // file, applies a saved plan, prints outputs and destroys (checking the
 // arguments again, as terraform loads the configuration to destroy too),
-// logging every command to $FAKE_TF_LOG. A module argument fail_times=N makes the first N
-// plans fail with a transient error.
+// logging every command to $FAKE_TF_LOG. A module argument fail_times=N
+// makes the first N plans fail with a transient error; hang_apply=true
+// makes apply run until it is interrupted.
 package main
 
 import (
@@ -13,11 +14,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"reflect"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 type variable struct {
@@ -52,6 +55,9 @@ func main() {
 	case "apply":
 		b, err := os.ReadFile(os.Args[len(os.Args)-1])
 		must(err)
+		if args["hang_apply"] == true {
+			hangUntilInterrupted()
+		}
 		must(os.WriteFile("terraform.tfstate", b, 0o600))
 	case "output":
 		state := readState()
@@ -116,6 +122,21 @@ func validate(args map[string]any, vars []variable) {
 			fail(fmt.Sprintf("Error: Extraneous JSON object property\n\nNo argument or block type is named %q.", k))
 		}
 	}
+}
+
+// hangUntilInterrupted stands for an apply whose provider call outlasts
+// the run: on SIGINT it stops as terraform does — the call in flight
+// finishes (a while), the state is saved (the marker file
+// stopped-gracefully) — and exits 1. SIGTERM kills it as it kills
+// terraform's provider plugins.
+func hangUntilInterrupted() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt)
+	<-ch
+	fmt.Fprintln(os.Stderr, "Interrupt received. Gracefully shutting down...")
+	time.Sleep(2500 * time.Millisecond) // the provider call in flight returns
+	must(os.WriteFile("stopped-gracefully", nil, 0o600))
+	fail("Error: execution halted")
 }
 
 func planOut() string {
