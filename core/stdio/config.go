@@ -85,9 +85,15 @@ func ParseConfig(spec json.RawMessage) (Config, error) {
 	return c, nil
 }
 
+// workerCredential is the worker's own credential variable: never passed
+// to a program (a stdworker's WORKER_TOKEN is its worker-plane bearer
+// token, for the broker alone).
+const workerCredential = "WORKER_TOKEN"
+
 // CheckEnvNames refuses an env or pass_env name that is not a variable
-// name (empty, or holding '=' or NUL): "A=B" would set A, silently. Every
-// built-in provider that runs a program checks its config with it.
+// name (empty, or holding '=' or NUL): "A=B" would set A, silently; and a
+// pass_env of the worker's own credential. Every built-in provider that
+// runs a program checks its config with it.
 func CheckEnvNames(env map[string]string, pass []string) error {
 	for _, k := range slices.Sorted(maps.Keys(env)) { // the first error is always the same one
 		if k == "" || strings.ContainsAny(k, "=\x00") {
@@ -97,6 +103,9 @@ func CheckEnvNames(env map[string]string, pass []string) error {
 	for i, k := range pass {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return fmt.Errorf("pass_env[%d] %q is not a variable name", i, k)
+		}
+		if k == workerCredential {
+			return fmt.Errorf("pass_env[%d] %s: the worker's own credential is never passed to a program", i, k)
 		}
 	}
 	return nil

@@ -306,6 +306,9 @@ func TestWork_ConfigProblemsAreTerminal(t *testing.T) {
 			errHas: `env name "A=B" is not a variable name`},
 		"pass-env-name": {reason: "a pass_env name must be a variable name", cfg: json.RawMessage(`{"command":["x"],"pass_env":[""]}`),
 			errHas: `pass_env[0] "" is not a variable name`},
+		"pass-env-credential": {reason: "the worker's own token is never passed, as the README promises",
+			cfg:    json.RawMessage(`{"command":["x"],"pass_env":["HOME","WORKER_TOKEN"]}`),
+			errHas: "pass_env[1] WORKER_TOKEN: the worker's own credential is never passed to a program"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
