@@ -38,6 +38,11 @@ import (
 var BuildVersion = "dev"
 
 func main() {
+	if os.Getpid() == 1 {
+		// The container's init (the image's entrypoint): the worker runs as
+		// its child, and orphans are reaped (asInit).
+		os.Exit(asInit(os.Args[1:]))
+	}
 	// SIGTERM drains the running programs; a second signal exits at once.
 	ctx, stop := shutdown.Context(context.Background(), "stdworker", nil)
 	err := run(ctx, os.Args[1:], os.Getenv)
