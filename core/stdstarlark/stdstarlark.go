@@ -304,7 +304,11 @@ func (s *Provider) compose(ctx context.Context, req worker.Request) (worker.Outc
 	// empty one, as for stdcel.
 	spec := any(map[string]any{})
 	if len(req.Resource.Spec) > 0 && string(req.Resource.Spec) != "null" {
-		if err := json.Unmarshal(req.Resource.Spec, &spec); err != nil {
+		// Numbers as written: an int reaches the program with every digit
+		// (as its result keeps them), not rounded through a float64.
+		dec := json.NewDecoder(bytes.NewReader(req.Resource.Spec))
+		dec.UseNumber()
+		if err := dec.Decode(&spec); err != nil {
 			return worker.Outcome{}, fmt.Errorf("spec: %w", err)
 		}
 	}

@@ -175,3 +175,21 @@ func TestCompose_RefusesABadSpec(t *testing.T) {
 		require.True(t, worker.IsTerminal(err), spec)
 	}
 }
+
+// TestCompose_SpecNumbersKeepTheirDigits: an int in the spec reaches the
+// program with every digit, and a float stays a float. It went through a
+// float64: 12345678901234567891 arrived as 12345678901234567000.
+func TestCompose_SpecNumbersKeepTheirDigits(t *testing.T) {
+	t.Parallel()
+	p := stdstarlark.New(manifest.KindVersion{Kind: "pipe"}, zerolog.Nop())
+	data, _ := json.Marshal(map[string]string{"main.star": "def compose(resource):\n" +
+		"    s = resource['spec']\n" +
+		"    return {'children': [], 'status': {'big': s['big'], 'next': s['big'] + 1, 'half': s['half'], 'type': type(s['big'])}}\n"})
+	out, err := p.Work(context.Background(), worker.Request{Stage: worker.StageCompose, Reaction: "compose",
+		Resource: worker.Resource{Kind: "pipe", Version: "v1", Name: "a", Spec: json.RawMessage(`{"big":12345678901234567891,"half":0.5}`)},
+		Config:   worker.EffectiveConfig{Name: "default", Data: data}})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"phase":"composed","resources":0,"big":12345678901234567891,"next":12345678901234567892,"half":0.5,"type":"int"}`,
+		string(out.Status))
+	require.Contains(t, string(out.Status), "12345678901234567891", "every digit")
+}
