@@ -112,7 +112,12 @@ func (s *Provider) Work(ctx context.Context, req worker.Request) (worker.Outcome
 	switch req.Stage {
 	case worker.StageCompose:
 		out, err := s.compose(ctx, req)
-		if err != nil {
+		switch {
+		case err != nil && ctx.Err() != nil:
+			// The task's deadline (or its cancellation), not the program's
+			// own limits: a run with more time may finish.
+			return worker.Outcome{}, err
+		case err != nil:
 			return worker.Outcome{}, worker.Terminal(err)
 		}
 		return out, nil
@@ -172,14 +177,22 @@ var fileOptions = &syntax.FileOptions{Set: true, While: false, TopLevelControl: 
 func Run(ctx context.Context, files map[string]string, resource map[string]any, maxSteps uint64,
 	timeout time.Duration, printFn func(msg string)) (Result, error) {
 	var res Result
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	thread := &starlark.Thread{Name: "stdstarlark", Print: func(_ *starlark.Thread, msg string) { printFn(msg) }}
 	thread.SetMaxExecutionSteps(maxSteps)
 	predeclared := guardedBuiltins()
 	thread.Load = bundleLoader(files, predeclared)
-	limitErr := fmt.Errorf("the time limit of %s is exceeded", timeout)
-	stop := context.AfterFunc(ctx, func() { thread.Cancel(limitErr.Error()) })
+	// Why the run was stopped: the time limit, or the task's own end (its
+	// deadline, a cancellation) when that came first.
+	stopped := func() string {
+		if parent.Err() != nil {
+			return "the task ended before the compose did (its deadline passed, or it was cancelled)"
+		}
+		return fmt.Sprintf("the time limit of %s is exceeded", timeout)
+	}
+	stop := context.AfterFunc(ctx, func() { thread.Cancel(stopped()) })
 	defer stop()
 	// A built-in runs to its end uncancelled: past the limit, its result is
 	// not used.
@@ -188,7 +201,7 @@ func Run(ctx context.Context, files map[string]string, resource map[string]any, 
 			return starlarkErr(err)
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("starlark: %w", limitErr)
+			return fmt.Errorf("starlark: %s", stopped())
 		}
 		return nil
 	}
@@ -213,7 +226,7 @@ func Run(ctx context.Context, files map[string]string, resource map[string]any, 
 	}
 	doc, err := toGo(ctx, v)
 	if ctx.Err() != nil {
-		return res, fmt.Errorf("starlark: %w", limitErr)
+		return res, fmt.Errorf("starlark: %s", stopped())
 	}
 	if err != nil {
 		return res, fmt.Errorf("%s's result is not JSON: %w", ComposeFunc, err)

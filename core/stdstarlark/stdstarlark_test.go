@@ -193,3 +193,30 @@ func TestCompose_SpecNumbersKeepTheirDigits(t *testing.T) {
 		string(out.Status))
 	require.Contains(t, string(out.Status), "12345678901234567891", "every digit")
 }
+
+// TestCompose_TheTaskDeadlineIsNamedAndTransient: a compose stopped by the
+// task's deadline, before its own timeout_ms, says so and is transient;
+// its own time limit stays terminal. It was reported as "the time limit of
+// 20s is exceeded" after 300 ms, a terminal failure.
+func TestCompose_TheTaskDeadlineIsNamedAndTransient(t *testing.T) {
+	t.Parallel()
+	p := stdstarlark.New(manifest.KindVersion{Kind: "pipe"}, zerolog.Nop())
+	data, _ := json.Marshal(map[string]string{"main.star": "def compose(resource):\n" +
+		"    for i in range(1 << 40):\n        pass\n    return {'children': []}\n"})
+	run := func(ctx context.Context, spec string) error {
+		_, err := p.Work(ctx, worker.Request{Stage: worker.StageCompose, Reaction: "compose",
+			Resource: worker.Resource{Kind: "pipe", Version: "v1", Name: "a"},
+			Config:   worker.EffectiveConfig{Name: "default", Spec: json.RawMessage(spec), Data: data}})
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err := run(ctx, `{"max_steps":100000000,"timeout_ms":20000}`)
+	require.ErrorContains(t, err, "the task ended before the compose did")
+	require.NotContains(t, err.Error(), "time limit")
+	require.False(t, worker.IsTerminal(err), "a longer run may finish: %v", err)
+
+	err = run(context.Background(), `{"max_steps":100000000,"timeout_ms":300}`)
+	require.ErrorContains(t, err, "the time limit of 300ms is exceeded")
+	require.True(t, worker.IsTerminal(err))
+}
