@@ -93,8 +93,18 @@ func (p *Provider) plan(cfg worker.EffectiveConfig) (*Plan, error) {
 	return pl, nil
 }
 
-// Work composes (StageCompose) or rolls up (StageRollup).
+// Work composes (StageCompose) or rolls up (StageRollup). An evaluation
+// the task's end (its deadline, a cancellation) interrupted is a transient
+// failure: neither its error nor its partial status is the graph's.
 func (p *Provider) Work(ctx context.Context, req worker.Request) (worker.Outcome, error) {
+	out, err := p.work(ctx, req)
+	if ctx.Err() != nil {
+		return worker.Outcome{}, fmt.Errorf("stdcel: the task ended before the evaluation did (its deadline passed, or it was cancelled): %w", ctx.Err())
+	}
+	return out, err
+}
+
+func (p *Provider) work(ctx context.Context, req worker.Request) (worker.Outcome, error) {
 	if req.Stage != worker.StageCompose && req.Stage != worker.StageRollup {
 		return worker.Outcome{}, worker.Terminal(fmt.Errorf("stdcel: reaction %s at stage %s: a stdcel kind has only compose and rollup reactions",
 			req.Reaction, req.Stage))

@@ -141,3 +141,31 @@ func TestRollup_StatusErrorsAreReportedNotUnresolved(t *testing.T) {
 	require.Contains(t, c.Message, "status.port: ${vpc.status.port + 'x'}: no such overload")
 	require.Contains(t, c.Message, "status.ratio: ${int(vpc.status.port) / 0}: division by zero")
 }
+
+// TestWork_TheTaskEndingIsTransient: an evaluation the task's end
+// interrupted fails transiently, naming why, at compose and at rollup. The
+// compose failed terminally with CEL's "operation interrupted", for good,
+// and the rollup wrote a status without the interrupted fields, reported
+// as failing expressions.
+func TestWork_TheTaskEndingIsTransient(t *testing.T) {
+	t.Parallel()
+	p := stdcel.New(manifest.KindVersion{Kind: "stack"}, zerolog.Nop())
+	l, err := json.Marshal(map[string]any{"l": make([]int, 5000)})
+	require.NoError(t, err)
+	cfg := json.RawMessage(`{"resources":[{"id":"vpc","kind":"vpc","spec":{"l":"${schema.spec.l.map(x, x + 1.0)}"}}],
+		"status":{"l":"${schema.spec.l.map(x, x + 1.0)}"}}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, stage := range []worker.Stage{worker.StageCompose, worker.StageRollup} {
+		_, err := p.Work(ctx, worker.Request{Stage: stage, Reaction: string(stage),
+			Resource: worker.Resource{Kind: "stack", Version: "v1", Name: "web", Spec: l},
+			Config:   worker.EffectiveConfig{Name: "default", Spec: cfg}})
+		require.ErrorContains(t, err, "the task ended before the evaluation did", stage)
+		require.False(t, worker.IsTerminal(err), "%s: %v", stage, err)
+	}
+	out, err := p.Work(context.Background(), worker.Request{Stage: worker.StageCompose, Reaction: "compose",
+		Resource: worker.Resource{Kind: "stack", Version: "v1", Name: "web", Spec: l},
+		Config:   worker.EffectiveConfig{Name: "default", Spec: cfg}})
+	require.NoError(t, err, "with the time it needs, the same evaluation succeeds")
+	require.Len(t, out.Children, 1)
+}
