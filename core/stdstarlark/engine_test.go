@@ -112,6 +112,8 @@ func TestStarlark_NoStepBuildsPastTheLimits(t *testing.T) {
 		{"format", "    s = 'x' * 700000\n    t = '{0}{0}'.format(s)\n", "(MaxLen)"},
 		{"interpolation", "    s = 'x' * 700000\n    t = '%s%s' % (s, s)\n", "(MaxLen)"},
 		{"str of a shared list", "    big = [12345] * 500000\n    t = str([big] * 100)\n", "(MaxLen)"},
+		{"print with a long separator", "    print(sep='x' * 1000000, *([1] * 200))\n", "(MaxLen)"},
+		{"fail with a long separator", "    fail(sep='x' * 1000000, *([1] * 200))\n", "(MaxLen)"},
 		{"fail of a shared list", "    s = 'x' * 1000000\n    fail([s] * 60)\n", "(MaxLen)"},
 		{"int of a long string", "    x = int('9' * 1000000)\n", "(MaxIntBits)"},
 		{"int of a wide literal", "    x = int('9' * 30000)\n", "(MaxIntBits)"},

@@ -149,6 +149,15 @@ func nestsDeeper(s string, limit int) bool {
 func checkRendered(b *starlark.Builtin) func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
 	return func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		budget := MaxLen
+		for _, kv := range kwargs {
+			// print's and fail's sep goes between every two arguments.
+			if sep, ok := kv[1].(starlark.String); ok && kv[0] == starlark.String("sep") && len(args) > 1 {
+				if n := len(args) - 1; len(sep) > budget/n {
+					return nil, fmt.Errorf("%s: the text would be longer than the sandbox's limit of %d bytes (MaxLen)", b.Name(), MaxLen)
+				}
+				budget -= len(sep) * (len(args) - 1)
+			}
+		}
 		for _, a := range args {
 			n, err := rendered(a, budget, 0)
 			if err != nil {
