@@ -114,6 +114,8 @@ func TestStarlark_NoStepBuildsPastTheLimits(t *testing.T) {
 		{"str of a shared list", "    big = [12345] * 500000\n    t = str([big] * 100)\n", "(MaxLen)"},
 		{"print with a long separator", "    print(sep='x' * 1000000, *([1] * 200))\n", "(MaxLen)"},
 		{"fail with a long separator", "    fail(sep='x' * 1000000, *([1] * 200))\n", "(MaxLen)"},
+		{"json.indent with a long indent", "    t = json.indent(json.encode([1] * 1000), indent='x' * 100000)\n", "(MaxLen)"},
+		{"json.encode_indent with a long prefix", "    t = json.encode_indent([1] * 1000, prefix='x' * 100000)\n", "(MaxLen)"},
 		{"fail of a shared list", "    s = 'x' * 1000000\n    fail([s] * 60)\n", "(MaxLen)"},
 		{"int of a long string", "    x = int('9' * 1000000)\n", "(MaxIntBits)"},
 		{"int of a wide literal", "    x = int('9' * 30000)\n", "(MaxIntBits)"},
@@ -189,13 +191,15 @@ def compose(resource):
     return {"children": [], "status": {"a": a, "n": n, "s": s, "k": d["k"], "sh": sh, "big": len(big),
         "join": "-".join(["p", "q"]), "rep": "abab".replace("a", "xy"), "fmt": "{}={}".format("u", 1),
         "big_int": 123456789012345678901234567890,
+        "ind": json.encode_indent({"a": [1]}, indent="  "), "ind2": json.indent('{"a":[1]}', prefix="> "),
         "decoded": json.decode('{"a": [[1], "[[[{{"], "b": "\\\\"}')}}
 `}, 10_000_000, time.Minute) // a million-element value: time for the race detector
 	require.NoError(t, err)
 	got, err := json.Marshal(res.Status)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"a":[1,2],"n":6,"s":"x","k":[1,1],"sh":24,"big":1048576,"join":"p-q","rep":"xybxyb","fmt":"u=1",
-		"big_int":123456789012345678901234567890,"decoded":{"a":[[1],"[[[{{"],"b":"\\"}}`, string(got))
+		"big_int":123456789012345678901234567890,"decoded":{"a":[[1],"[[[{{"],"b":"\\"},
+		"ind":"{\n  \"a\": [\n    1\n  ]\n}","ind2":"{\n> \t\"a\": [\n> \t\t1\n> \t]\n> }"}`, string(got))
 	require.Contains(t, string(got), "123456789012345678901234567890", "an int keeps every digit")
 }
 

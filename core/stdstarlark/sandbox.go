@@ -55,8 +55,11 @@ func guardedBuiltins() starlark.StringDict {
 	json := starlark.StringDict{}
 	for name, v := range starlarkjson.Module.Members {
 		json[name] = v
-		if b, ok := v.(*starlark.Builtin); ok && (name == "encode" || name == "encode_indent" || name == "indent") {
+		if b, ok := v.(*starlark.Builtin); ok && name == "encode" {
 			json[name] = starlark.NewBuiltin("json."+name, checkRendered(b))
+		}
+		if b, ok := v.(*starlark.Builtin); ok && (name == "encode_indent" || name == "indent") {
+			json[name] = starlark.NewBuiltin("json."+name, checkIndented(b))
 		}
 		if b, ok := v.(*starlark.Builtin); ok && name == "decode" {
 			json[name] = starlark.NewBuiltin("json.decode", checkDecoded(b))
@@ -143,30 +146,108 @@ func nestsDeeper(s string, limit int) bool {
 	return false
 }
 
+// checkIndented is checkRendered for json.indent and json.encode_indent,
+// which also write the prefix and the indent (once per level) on every line
+// of their text: a long indent on a long list is larger than both.
+func checkIndented(b *starlark.Builtin) func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+	return func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		if err := renderedArgs(b.Name(), args, nil); err != nil {
+			return nil, err
+		}
+		prefix, indent := 0, 1 // "" and "\t", the defaults
+		for _, kv := range kwargs {
+			if s, ok := kv[1].(starlark.String); ok {
+				switch kv[0] {
+				case starlark.String("prefix"):
+					prefix = len(s)
+				case starlark.String("indent"):
+					indent = len(s)
+				}
+			}
+		}
+		if len(args) != 1 {
+			return starlark.Call(thread, b, args, kwargs) // its own error
+		}
+		text, ok := starlark.AsString(args[0])
+		if b.Name() == "json.encode_indent" || !ok {
+			encoded, err := starlark.Call(thread, starlarkjson.Module.Members["encode"], args[:1], nil)
+			if err != nil {
+				return starlark.Call(thread, b, args, kwargs) // its own error
+			}
+			text, _ = starlark.AsString(encoded)
+		}
+		if indentedLonger(text, prefix, indent, MaxLen) {
+			return nil, fmt.Errorf("%s: the text would be longer than the sandbox's limit of %d bytes (MaxLen)", b.Name(), MaxLen)
+		}
+		return starlark.Call(thread, b, args, kwargs)
+	}
+}
+
+// indentedLonger reports whether JSON text, indented with a prefix and an
+// indent of those lengths, could be longer than limit: every bracket and
+// comma outside strings starts a line of the prefix and the indent once
+// per level, every colon gains a space.
+func indentedLonger(text string, prefix, indent, limit int) bool {
+	n, depth, inString := len(text), 0, false
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; {
+		case inString && c == '\\':
+			i++
+		case inString:
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+			n += 1 + prefix + indent*depth
+		case c == ']' || c == '}':
+			depth = max(depth-1, 0)
+			n += 1 + prefix + indent*depth
+		case c == ',':
+			n += 1 + prefix + indent*depth
+		case c == ':':
+			n++
+		}
+		if n > limit {
+			return true
+		}
+	}
+	return false
+}
+
 // checkRendered refuses to render arguments whose text would be larger
 // than MaxLen (a list repeating a large list renders it many times) or
 // deeper than MaxDepth.
 func checkRendered(b *starlark.Builtin) func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
 	return func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-		budget := MaxLen
-		for _, kv := range kwargs {
-			// print's and fail's sep goes between every two arguments.
-			if sep, ok := kv[1].(starlark.String); ok && kv[0] == starlark.String("sep") && len(args) > 1 {
-				if n := len(args) - 1; len(sep) > budget/n {
-					return nil, fmt.Errorf("%s: the text would be longer than the sandbox's limit of %d bytes (MaxLen)", b.Name(), MaxLen)
-				}
-				budget -= len(sep) * (len(args) - 1)
-			}
-		}
-		for _, a := range args {
-			n, err := rendered(a, budget, 0)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", b.Name(), err)
-			}
-			budget -= n
+		if err := renderedArgs(b.Name(), args, kwargs); err != nil {
+			return nil, err
 		}
 		return starlark.Call(thread, b, args, kwargs)
 	}
+}
+
+// renderedArgs refuses arguments (and a sep between them) whose text
+// would be longer than MaxLen or deeper than MaxDepth.
+func renderedArgs(name string, args starlark.Tuple, kwargs []starlark.Tuple) error {
+	budget := MaxLen
+	for _, kv := range kwargs {
+		// print's and fail's sep goes between every two arguments.
+		if sep, ok := kv[1].(starlark.String); ok && kv[0] == starlark.String("sep") && len(args) > 1 {
+			if n := len(args) - 1; len(sep) > budget/n {
+				return fmt.Errorf("%s: the text would be longer than the sandbox's limit of %d bytes (MaxLen)", name, MaxLen)
+			}
+			budget -= len(sep) * (len(args) - 1)
+		}
+	}
+	for _, a := range args {
+		n, err := rendered(a, budget, 0)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		budget -= n
+	}
+	return nil
 }
 
 // rendered estimates (from above, roughly) the length of v's text, failing
