@@ -237,8 +237,10 @@ With --wait, conctl follows every applied resource's whole subtree over the
 subtreeProgress subscription, with a live bar of READY over total (every level
 below the root) and failures named as they happen. It exits 0 once every
 resource is READY, and non-zero as soon as one FAILS terminally or settles
-DEGRADED, or when --timeout passes. (With -o json|yaml the list comes first and
-the closing READY lines go to stderr.)
+DEGRADED, or when --timeout passes. A restart of the server or a dropped
+connection does not end the wait: conctl subscribes anew and re-reads what it
+follows (every 3 s as well), until --timeout. (With -o json|yaml the list comes
+first and the closing READY lines go to stderr.)
 
 With --dry-run, every document is validated by the server exactly as a real
 apply (the same errors) and nothing is written; each prints what it would do.

@@ -26,7 +26,8 @@ Deleting a resource is a soft delete: it marks the resource's teardown tree
 (everything it composes and everything that depends on it) DELETING and the
 tree is torn down dependents first, running each kind's finalizer. With --wait,
 conctl follows the resource over a subscription until its row is gone (or
---timeout passes). Provider configs (KIND/NAME) and reactor bindings (NAME) are
+--timeout passes), across a restart of the server or a dropped connection
+(it subscribes anew and re-reads the row, every 3 s as well). Provider configs (KIND/NAME) and reactor bindings (NAME) are
 deleted at once. Kinds (manifests) cannot be deleted through the API.
 -o json|yaml prints what was done as one list {"items": [{"object",
 "outcome"}]} (with --wait, a resource's "deletion requested" then "deleted").`,
@@ -141,52 +142,110 @@ func (a *app) deleteResource(ctx context.Context, c *Conn, r ref, wait bool, tim
 	// while the subscription was set up would leave the delete unrequested.
 	waitCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	return a.waitDeleted(waitCtx, c, ws, progress, r, target.Resource.Id, timeout)
+}
+
+// waitDeleted follows the resource id (r) being torn down until its row is
+// gone. Like run --wait it outlives its server: the subscription is re-made
+// when the server ends it, the row is re-read after a reconnect and every
+// waitRecheck (a restarting or draining server leaves the subscription
+// silent until its connection closes), and a read the server does not
+// answer is tried again until the timeout.
+func (a *app) waitDeleted(ctx context.Context, c *Conn, ws *WSClient, progress chan WatchSubtreeWsResponse,
+	r ref, id string, timeout time.Duration) error {
+	tick := time.NewTicker(waitRecheck)
+	defer tick.Stop()
+	var lastErr error // the last read the server did not answer
 	last := ""
 	reported := map[string]string{} // the failure line last printed, by id
 	for {
+		var gone bool
+		var err error
 		select {
-		case <-waitCtx.Done():
-			if errors.Is(waitCtx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("timed out after %s waiting for resource/%s to be deleted%s", timeout, r, last)
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("timed out after %s waiting for resource/%s to be deleted%s%s", timeout, r, last, lastReadFailed(lastErr))
 			}
-			return waitCtx.Err()
+			return ctx.Err()
 		case ev, ok := <-progress:
 			if !ok {
-				return fmt.Errorf("delete resource %s: the subscription ended", r)
-			}
-			if len(ev.Errors) > 0 {
-				if isNotFound(ev.Errors) { // gone before the subscription started
-					a.report(actionResult{Object: "resource/" + r.String(), Outcome: "deleted"})
-					return nil
+				// The server ended the subscription (it restarts, the
+				// session was lost): follow anew, and read the row.
+				if progress, _, err = WatchSubtree(ctx, ws, id); err != nil {
+					return fmt.Errorf("delete resource %s: %w", r, err)
 				}
-				return fmt.Errorf("delete resource %s: %w", r, apiError(ev.Errors))
+				gone, err = resourceGone(ctx, c, r, id)
+				break
 			}
-			if ev.Data == nil {
-				continue
-			}
-			p := ev.Data.SubtreeProgress
-			if p.Root == nil {
-				a.report(actionResult{Object: "resource/" + r.String(), Outcome: "deleted"})
-				return nil
-			}
-			if p.Root.Phase != PhaseDeleting {
-				// the snapshot the subscription took before the request
-				continue
-			}
-			if line := teardownLine(p); line != last {
-				last = line
-				fmt.Fprintf(a.stderr(), "resource/%s %s%s\n", r, p.Root.Phase, line)
-			}
-			for _, m := range p.Failures { // a teardown that fails, named as it happens
-				if line := failureLine(m.SubtreeFailure); reported[m.Id] != line {
-					reported[m.Id] = line
-					fmt.Fprintln(a.stderr(), line)
-				}
+			if gone, err = a.onTeardown(ev, r, &last, reported); err != nil {
+				return err
 			}
 		case <-ws.Reconnected():
-			// the server pushes a fresh snapshot on re-subscribe
+			// the server pushes a fresh snapshot on re-subscribe; the row is read as well
+			gone, err = resourceGone(ctx, c, r, id)
+		case <-tick.C:
+			gone, err = resourceGone(ctx, c, r, id)
+		}
+		switch {
+		case err == nil:
+			lastErr = nil
+		case ctx.Err() != nil: // the timeout or an interrupt: said above
+			continue
+		case unanswered(err):
+			lastErr = err
+			continue
+		default:
+			return fmt.Errorf("delete resource %s: %w", r, apiError(err))
+		}
+		if gone {
+			a.report(actionResult{Object: "resource/" + r.String(), Outcome: "deleted"})
+			return nil
 		}
 	}
+}
+
+// onTeardown takes one subtreeProgress push of a resource being deleted:
+// it prints the teardown's progress and failures, and reports whether the
+// resource is gone.
+func (a *app) onTeardown(ev WatchSubtreeWsResponse, r ref, last *string, reported map[string]string) (bool, error) {
+	if len(ev.Errors) > 0 {
+		if isNotFound(ev.Errors) { // gone before the subscription started
+			return true, nil
+		}
+		return false, fmt.Errorf("delete resource %s: %w", r, apiError(ev.Errors))
+	}
+	if ev.Data == nil {
+		return false, nil
+	}
+	p := ev.Data.SubtreeProgress
+	if p.Root == nil {
+		return true, nil
+	}
+	if p.Root.Phase != PhaseDeleting {
+		// the snapshot the subscription took before the request
+		return false, nil
+	}
+	if line := teardownLine(p); line != *last {
+		*last = line
+		fmt.Fprintf(a.stderr(), "resource/%s %s%s\n", r, p.Root.Phase, line)
+	}
+	for _, m := range p.Failures { // a teardown that fails, named as it happens
+		if line := failureLine(m.SubtreeFailure); reported[m.Id] != line {
+			reported[m.Id] = line
+			fmt.Fprintln(a.stderr(), line)
+		}
+	}
+	return false, nil
+}
+
+// resourceGone reads r and reports whether the row id is gone (a resource
+// of the same name made since is another row).
+func resourceGone(ctx context.Context, c *Conn, r ref, id string) (bool, error) {
+	resp, err := GetResource(ctx, c.GQL, r.kind, r.name)
+	if err != nil {
+		return false, err
+	}
+	return resp.Resource == nil || resp.Resource.Id != id, nil
 }
 
 // teardownLine is " (12 left: 9 DELETING, 3 READY)" for a subtree being

@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -20,7 +21,10 @@ type tcpProxy struct {
 	conns  map[net.Conn]struct{}
 	cuts   int
 	paused bool
-	wg     sync.WaitGroup
+	// refusedPOSTs counts the HTTP POSTs (GraphQL queries and mutations,
+	// not websocket upgrades) refused while paused.
+	refusedPOSTs int
+	wg           sync.WaitGroup
 }
 
 func startProxy(t *testing.T, target string) *tcpProxy {
@@ -48,7 +52,11 @@ func (p *tcpProxy) accept() {
 		paused := p.paused
 		p.mu.Unlock()
 		if paused { // the network is down: refuse
-			_ = c.Close()
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				p.refuse(c)
+			}()
 			continue
 		}
 		up, err := net.Dial("tcp", p.target)
@@ -74,6 +82,26 @@ func (p *tcpProxy) pipe(dst, src net.Conn) {
 	delete(p.conns, dst)
 	delete(p.conns, src)
 	p.mu.Unlock()
+}
+
+// refuse reads what c sends first and closes it, counting a POST.
+func (p *tcpProxy) refuse(c net.Conn) {
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	var b [4]byte
+	n, _ := io.ReadFull(c, b[:])
+	_ = c.Close()
+	if string(b[:n]) == "POST" {
+		p.mu.Lock()
+		p.refusedPOSTs++
+		p.mu.Unlock()
+	}
+}
+
+// refusedPOSTCount is how many POSTs were refused while paused.
+func (p *tcpProxy) refusedPOSTCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refusedPOSTs
 }
 
 // cut closes every open connection (new ones are still accepted).

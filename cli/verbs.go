@@ -145,7 +145,9 @@ func (a *app) runCommand() *cobra.Command {
 		Long: `Invoke an operator verb (a subresource operation the resource's kind declares,
 e.g. vpc's enable_flow_logs) with an optional JSON input. conctl prints the
 operation's id; with --wait it follows the operation over a subscription until
-it SUCCEEDS (printing its output; exit 0) or FAILS (exit 1).`,
+it SUCCEEDS (printing its output; exit 0) or FAILS (exit 1), across a restart of
+the server or a dropped connection (it subscribes anew and re-reads the
+operation, every 3 s as well), or until --timeout passes.`,
 		Example: `  conctl run enable_flow_logs vpc/acme-t0-vpc --input '{"retention_days": 7}' --wait
   conctl get operations vpc/acme-t0-vpc`,
 		Args: exactArgs(2),
@@ -198,6 +200,10 @@ func (a *app) run(ctx context.Context, r ref, verb string, input *json.RawMessag
 	defer cancel()
 	final, err := a.followOperation(ctx, c, op, a.stderr())
 	if errors.Is(err, context.DeadlineExceeded) {
+		var rf readFailedError
+		if errors.As(err, &rf) {
+			return fmt.Errorf("timed out after %s waiting for operation %s (last state %s; %s)", timeout, op.Id, final.State, rf.Error())
+		}
 		return fmt.Errorf("timed out after %s waiting for operation %s (last state %s)", timeout, op.Id, final.State)
 	}
 	if err != nil {
@@ -222,8 +228,10 @@ func (a *app) run(ctx context.Context, r ref, verb string, input *json.RawMessag
 // followOperation waits for op to reach SUCCEEDED or FAILED, printing each
 // state change on progress. The subscription pushes the current state
 // first; behind it, the operation is re-read after a reconnect, when the
-// server ends the subscription early, and every operationRecheck (a NOTIFY is a
-// hint, never the source of truth).
+// server ends the subscription early (which is then made anew), and every
+// operationRecheck (a NOTIFY is a hint, never the source of truth). A read
+// the server does not answer (it restarts, the network dropped) is tried
+// again at the next of these; ctx's end then names it (readFailedError).
 func (a *app) followOperation(ctx context.Context, c *Conn, op OperationRow, progress io.Writer) (OperationRow, error) {
 	last := op
 	ws := c.NewWS()
@@ -237,35 +245,43 @@ func (a *app) followOperation(ctx context.Context, c *Conn, op OperationRow, pro
 	}
 	tick := time.NewTicker(operationRecheck)
 	defer tick.Stop()
+	var lastErr error // the last read the server did not answer
 	for {
 		var cur *OperationRow
+		var rerr error // a read of the operation that failed
 		select {
 		case <-ctx.Done():
+			if lastErr != nil {
+				return last, errors.Join(ctx.Err(), readFailedError{lastErr})
+			}
 			return last, ctx.Err()
 		case u, ok := <-updates:
 			switch {
 			case !ok:
-				if cur, err = readOperation(ctx, c, op.Id); err != nil {
-					return last, err
+				if updates, _, err = WatchOperation(ctx, ws, op.Id); err != nil {
+					return last, fmt.Errorf("follow operation %s: %w", op.Id, err)
 				}
-				if !isFinal(cur.State) {
-					if updates, _, err = WatchOperation(ctx, ws, op.Id); err != nil {
-						return last, fmt.Errorf("follow operation %s: %w", op.Id, err)
-					}
-				}
+				cur, rerr = readOperation(ctx, c, op.Id)
 			case len(u.Errors) > 0:
 				return last, fmt.Errorf("follow operation %s: %w", op.Id, apiError(u.Errors))
 			case u.Data != nil:
 				cur = &u.Data.OperationUpdated.OperationRow
 			}
 		case <-ws.Reconnected():
-			if cur, err = readOperation(ctx, c, op.Id); err != nil {
-				return last, err
-			}
+			cur, rerr = readOperation(ctx, c, op.Id)
 		case <-tick.C:
-			if cur, err = readOperation(ctx, c, op.Id); err != nil {
-				return last, err
-			}
+			cur, rerr = readOperation(ctx, c, op.Id)
+		}
+		switch {
+		case rerr == nil:
+			lastErr = nil
+		case ctx.Err() != nil: // the timeout or an interrupt: said above
+			continue
+		case unanswered(rerr):
+			lastErr = rerr
+			continue
+		default:
+			return last, rerr
 		}
 		if cur == nil {
 			continue
@@ -279,6 +295,12 @@ func (a *app) followOperation(ctx context.Context, c *Conn, op OperationRow, pro
 		}
 	}
 }
+
+// readFailedError is the last read of a wait the server did not answer.
+type readFailedError struct{ err error }
+
+func (e readFailedError) Error() string { return "the last read failed: " + FormatError(e.err) }
+func (e readFailedError) Unwrap() error { return e.err }
 
 // operationRecheck is how often a followed operation is re-read behind its
 // subscription.

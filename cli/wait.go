@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -30,6 +32,9 @@ type follower struct {
 	// readSig is the progress the direct children were last read at.
 	progress *WatchSubtreeSubtreeProgress
 	readSig  string
+	// lastErr is the last read the server did not answer (nil once it
+	// answered one).
+	lastErr error
 }
 
 // newWaitBar is the terminal progress bar of a wait.
@@ -47,7 +52,12 @@ func newWaitBar(w io.Writer, what string) *progressbar.ProgressBar {
 }
 
 // waitReady follows r until it is READY (nil), fails terminally or settles
-// DEGRADED (an error naming why), or ctx ends (a timeout error).
+// DEGRADED (an error naming why), or ctx ends (a timeout error). Like run
+// --wait it outlives its server: the subscription is re-made when the
+// server ends it, what it follows is re-read after a reconnect and every
+// waitRecheck (a restarting or draining server leaves it silent until its
+// connection closes), and a read the server does not answer is tried again
+// until the timeout.
 func (a *app) waitReady(ctx context.Context, c *Conn, r ref, timeout time.Duration) error {
 	// A read that fails once the timeout has passed (a dial or a query cut
 	// short by it, before the first verdict too) is the timeout.
@@ -77,10 +87,12 @@ func (a *app) waitReady(ctx context.Context, c *Conn, r ref, timeout time.Durati
 		f.bar = newWaitBar(a.stderr(), r.String())
 	}
 	defer f.exit()
+	tick := time.NewTicker(waitRecheck)
+	defer tick.Stop()
 	fresh := true // the initial read: the root, then its children
 	for {
 		done, err, rerr := f.settle(ctx, fresh)
-		if rerr != nil {
+		if rerr = f.retry(ctx, rerr); rerr != nil {
 			return timedOut(rerr)
 		}
 		f.render()
@@ -94,31 +106,106 @@ func (a *app) waitReady(ctx context.Context, c *Conn, r ref, timeout time.Durati
 		fresh = false
 		select {
 		case <-ctx.Done():
-			f.exit()
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				// Best effort: report the subtree as one read.
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-				_ = f.refresh(rctx)
-				cancel()
-				return fmt.Errorf("timed out after %s waiting for resource/%s: it is %s%s",
-					timeout, r, f.root.Phase, f.summary())
-			}
-			return ctx.Err()
+			return f.ended(ctx, timeout)
 		case ev, ok := <-progress:
 			if !ok {
-				return fmt.Errorf("wait for %s: the subscription ended", r)
+				// The server ended the subscription (it restarts, the
+				// session was lost): follow anew, and read what it missed.
+				if progress, _, err = WatchSubtree(ctx, ws, f.root.Id); err != nil {
+					return fmt.Errorf("wait for %s: %w", r, err)
+				}
+				rerr = f.refresh(ctx)
+				break
 			}
-			if err := f.onProgress(ctx, ev); err != nil {
-				return timedOut(err)
-			}
+			rerr = f.onProgress(ctx, ev)
 		case <-ws.Reconnected():
 			// The server pushes a fresh snapshot on re-subscribe; what the
 			// verdict reads directly is re-read once.
-			if err := f.refresh(ctx); err != nil {
-				return timedOut(err)
-			}
+			rerr = f.refresh(ctx)
+		case <-tick.C:
+			rerr = f.recheck(ctx)
+		}
+		if rerr = f.retry(ctx, rerr); rerr != nil {
+			return timedOut(rerr)
 		}
 	}
+}
+
+// waitRecheck is how often a wait re-reads what it follows behind its
+// subscription: a push is a hint, never the source of truth.
+const waitRecheck = 3 * time.Second
+
+// ended is the error of a wait ctx ended: the timeout, with the subtree as
+// one last read says it is (and the last read the server did not answer,
+// if the reads were failing), or the interrupt.
+func (f *follower) ended(ctx context.Context, timeout time.Duration) error {
+	f.exit()
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return ctx.Err()
+	}
+	// Best effort: report the subtree as one read.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	_ = f.refresh(rctx)
+	cancel()
+	return fmt.Errorf("timed out after %s waiting for resource/%s: it is %s%s%s",
+		timeout, f.target, f.root.Phase, f.summary(), lastReadFailed(f.lastErr))
+}
+
+// retry takes the error of a read of the wait: nil when there was none or
+// the server did not answer it (kept in lastErr and tried again at the next
+// recheck or reconnect), else err.
+func (f *follower) retry(ctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		f.lastErr = nil
+		return nil
+	case ctx.Err() == nil && unanswered(err):
+		f.lastErr = err
+		return nil
+	}
+	return err
+}
+
+// recheck re-reads the root behind the subscription, and its direct
+// children when the root moved. A push the progress has not seen means the
+// progress is stale (the subscription went silent): the counts then come
+// from the direct children until the next push.
+func (f *follower) recheck(ctx context.Context) error {
+	prev := f.root
+	if err := f.readRoot(ctx); err != nil {
+		return err
+	}
+	if p := f.progress; p != nil && p.Root != nil && p.Root.Phase != f.root.Phase {
+		f.progress = nil
+	}
+	if f.root.Phase != prev.Phase || f.root.Generation != prev.Generation || f.root.SyncedGeneration != prev.SyncedGeneration {
+		return f.listChildren(ctx)
+	}
+	return nil
+}
+
+// unanswered reports whether err is a read the server did not answer: it
+// did not reach it (it restarts, the network dropped, a proxy answered
+// 502-504 for it) or the server could not serve it (INTERNAL: a server
+// stopping answers so while it shuts down). A wait tries such a read again;
+// an answer (NOT_FOUND, FORBIDDEN, ...) ends it.
+func unanswered(err error) bool {
+	var e *APIError
+	if errors.As(apiError(err), &e) {
+		return e.Code == "INTERNAL" || e.Code == "" && (e.Status == http.StatusBadGateway ||
+			e.Status == http.StatusServiceUnavailable || e.Status == http.StatusGatewayTimeout)
+	}
+	var ue *url.Error
+	return errors.As(err, &ue) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// lastReadFailed names the last read the server did not answer, for a
+// wait's timeout ("" when the last read succeeded).
+func lastReadFailed(err error) string {
+	if err == nil {
+		return ""
+	}
+	return " (the last read failed: " + FormatError(err) + ")"
 }
 
 // onProgress takes one subtreeProgress push: it names new failures with
@@ -127,6 +214,9 @@ func (a *app) waitReady(ctx context.Context, c *Conn, r ref, timeout time.Durati
 // failed and the picture changed — never on a timer.
 func (f *follower) onProgress(ctx context.Context, ev WatchSubtreeWsResponse) error {
 	if len(ev.Errors) > 0 {
+		if isNotFound(ev.Errors) { // followed anew after it was deleted
+			return fmt.Errorf("wait for %s: the resource was deleted", f.target)
+		}
 		return fmt.Errorf("wait for %s: %w", f.target, apiError(ev.Errors))
 	}
 	if ev.Data == nil {
