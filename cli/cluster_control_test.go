@@ -103,7 +103,7 @@ func TestServer_CredentialsRefusedNeverPrinted(t *testing.T) {
 	server := strings.Replace(fakeMemberAPI(t), "http://", "http://admin:s3cret@", 1)
 	for _, args := range [][]string{{"version"}, {"version", "-o", "json"}, {"get", "nodes"}, {"watch", "res"}, {"watch", "nodes"}} {
 		r := runConctl(context.Background(), "", "", append([]string{"--server", server}, args...)...)
-		require.Equalf(t, 1, r.code, "%v", args)
+		require.Equalf(t, cli.ExitUsage, r.code, "%v", args)
 		require.Containsf(t, r.stderr, "credentials in the URL are not supported", "%v", args)
 		require.Containsf(t, r.stderr, "--token or CONVERGE_TOKEN", "%v", args)
 		require.NotContainsf(t, r.stdout+r.stderr, "s3cret", "%v", args)

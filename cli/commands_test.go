@@ -47,7 +47,6 @@ func TestCommands_UsageErrors(t *testing.T) {
 		{"a bad --limit", []string{"get", "res", "--limit", "0"}, []string{"--limit 0: want 1-500"}},
 		{"watch operation without its id", []string{"watch", "operations"}, []string{"watch operation needs the operation's id"}},
 		{"--tls-cert without --tls-key", []string{"get", "kinds", "--tls-cert", "c.pem"}, []string{"--tls-cert and --tls-key go together"}},
-		{"a missing CA file", []string{"get", "kinds", "--tls-ca", "/nonexistent/ca.pem"}, []string{"read --tls-ca"}},
 		{"edit edits YAML and prints apply's lines: -o json is refused", []string{"edit", "res", "account/x", "-o", "json"},
 			[]string{"edit prints no object: -o json is not supported here", "Run 'conctl edit --help' for usage."}},
 		{"watch operation prints state lines: -o yaml is refused", []string{"watch", "operation", "op-1", "-o", "yaml"},
@@ -78,15 +77,46 @@ func TestCommands_UsageErrors(t *testing.T) {
 		{"so is diff's", []string{"diff"}, []string{"no input: pass -f", "Run 'conctl diff --help' for usage."}},
 		{"and stdin twice", []string{"apply", "-f", "-", "-f", "-"}, []string{"-f - (stdin) given twice", "Run 'conctl apply --help' for usage."}},
 		{"watch pc NAME needs a kind", []string{"watch", "pc", "default"}, []string{`"default": want KIND/NAME (or NAME with --kind)`}},
+		{"an extra argument", []string{"version", "extra"}, []string{"accepts 0 arg(s), received 1", "Run 'conctl version --help' for usage."}},
+		{"an unknown subcommand of a group (cobra printed the group's help and exited 0)", []string{"kind", "confg", "route"},
+			[]string{`unknown command "confg" for "conctl kind"`, "Run 'conctl kind --help' for usage."}},
+		{"so of completion", []string{"completion", "tcsh"}, []string{`unknown command "tcsh" for "conctl completion"`}},
+		{"an unknown help topic (cobra printed 'Unknown help topic' and exited 0)", []string{"help", "frob"}, []string{`unknown help topic "frob"`}},
+		{"a bad flag value", []string{"get", "res", "--limit", "many"}, []string{`invalid argument "many" for "--limit" flag`}},
+		{"a --server that is no http(s) URL", []string{"get", "kinds", "--server", "ftp://host"}, []string{`--server "ftp://host": scheme "ftp" is not http or https`}},
 	}
 	for _, tc := range cases {
 		r := runConctl(context.Background(), "http://127.0.0.1:1", "", tc.args...)
-		require.Equal(t, 1, r.code, tc.reason)
+		require.Equal(t, cli.ExitUsage, r.code, tc.reason)
 		require.True(t, strings.HasPrefix(r.stderr, "Error: "), "%s: %q", tc.reason, r.stderr)
 		for _, want := range tc.stderr {
 			require.Containsf(t, r.stderr, want, tc.reason)
 		}
 	}
+}
+
+// A failure that is no bad invocation exits 1, never 2: a script tells "I
+// called it wrong" from everything else by the code alone.
+func TestCommands_OtherFailuresExit1(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		reason string
+		args   []string
+		stderr string
+	}{
+		{"a CA file that cannot be read", []string{"get", "kinds", "--tls-ca", "/nonexistent/ca.pem"}, "read --tls-ca"},
+		{"a server that does not answer", []string{"get", "kinds"}, "connection refused (is converge running there?"},
+		{"a file that cannot be read", []string{"apply", "-f", "/nonexistent/doc.json"}, "read /nonexistent/doc.json"},
+	}
+	for _, tc := range cases {
+		r := runConctl(context.Background(), "http://127.0.0.1:1", "", tc.args...)
+		require.Equal(t, cli.ExitFailure, r.code, tc.reason)
+		require.Contains(t, r.stderr, tc.stderr, tc.reason)
+		require.NotContains(t, r.stderr, "--help' for usage", tc.reason)
+	}
+	r := runConctl(context.Background(), "http://127.0.0.1:1", "", "kind")
+	require.Equal(t, cli.ExitOK, r.code, "a group without a subcommand prints its help")
+	require.Contains(t, r.stdout, "Available Commands:")
 }
 
 func TestCommands_CompletionScripts(t *testing.T) {
@@ -111,7 +141,7 @@ func TestCommands_CompletionScripts(t *testing.T) {
 func TestCommands_RefusesATokenAHeaderCannotCarry(t *testing.T) {
 	t.Parallel()
 	r := runConctl(context.Background(), "http://127.0.0.1:1", "", "get", "kinds", "--token", "s3cret\n")
-	require.Equal(t, 1, r.code)
+	require.Equal(t, cli.ExitUsage, r.code, "a bad --token is a usage error")
 	require.Contains(t, r.stderr, `Error: the token (--token or CONVERGE_TOKEN) contains a control character ('\n' at byte 6)`)
 	require.NotContains(t, r.stderr, "s3cret")
 }

@@ -50,7 +50,7 @@ func (c *Conn) close() { c.transport.CloseIdleConnections() }
 func (f connFlags) dial(version string) (*Conn, error) {
 	httpURL, wsURL, err := endpoints(f.server)
 	if err != nil {
-		return nil, err
+		return nil, usageError{err}
 	}
 	tlsCfg, err := f.tlsConfig()
 	if err != nil {
@@ -70,7 +70,7 @@ func (f connFlags) dial(version string) (*Conn, error) {
 	tr.TLSClientConfig = tlsCfg
 	u, err := url.Parse(httpURL)
 	if err != nil {
-		return nil, fmt.Errorf("--server %q: %w", redactServer(f.server), err)
+		return nil, usageError{fmt.Errorf("--server %q: %w", redactServer(f.server), err)}
 	}
 	hc := &http.Client{Transport: headerTransport{header: header, origin: u.Scheme + "://" + u.Host, next: tr},
 		Timeout: 60 * time.Second}
@@ -170,7 +170,7 @@ func (f connFlags) tlsConfig() (*tls.Config, error) {
 		cfg.RootCAs = pool
 	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return nil, errors.New("--tls-cert and --tls-key go together")
+		return nil, usageError{errors.New("--tls-cert and --tls-key go together")}
 	}
 	if f.tlsCert != "" {
 		pair, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)

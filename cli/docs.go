@@ -19,11 +19,7 @@ func GenerateMarkdown(w io.Writer) error {
 	b.WriteString(root.Long + "\n\n")
 	b.WriteString("## Global flags\n\nEvery command takes these.\n\n```\n")
 	b.WriteString(root.PersistentFlags().FlagUsagesWrapped(100))
-	b.WriteString("```\n\nExit status: 0 on success, 1 on any failure; the error goes to stderr as\n" +
-		"`Error: CODE: message`, where CODE is the GraphQL error's `extensions.code`\n" +
-		"(BAD_USER_INPUT, NOT_FOUND, CONFLICT, UNAUTHENTICATED, FORBIDDEN, INTERNAL).\n" +
-		"Ctrl+C (or SIGTERM) during a wait or a request ends it with `Error: interrupted`\n" +
-		"(exit 1); what was already requested continues on the server. A watch ends with 0.\n\n")
+	b.WriteString("```\n\n" + exitStatus + "\n\n")
 	b.WriteString("## Commands\n\n")
 	var all []*cobra.Command
 	walk(root, func(c *cobra.Command) { all = append(all, c) })
@@ -37,6 +33,22 @@ func GenerateMarkdown(w io.Writer) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// exitStatus is the reference's paragraph on conctl's exit codes (Run).
+const exitStatus = `Exit status: one of three codes, so a script can tell a bad invocation from a
+refusal. The error always goes to stderr.
+
+- 0: success (a watch ended with Ctrl+C too).
+- 1: any failure that is no usage error. The server refused: ` + "`Error: CODE: message`" + `, where
+  CODE is the GraphQL error's ` + "`extensions.code`" + ` (BAD_USER_INPUT, NOT_FOUND, CONFLICT,
+  UNAUTHENTICATED, FORBIDDEN, INTERNAL); the server could not be reached; a file could not be
+  read; a --wait failed or timed out; or Ctrl+C (or SIGTERM) cut a wait or a request short
+  (` + "`Error: interrupted`" + `; what was already requested continues on the server).
+- 2: a usage error: an unknown command, flag or help topic, a missing or extra argument, a bad
+  flag value or a refused combination of flags. ` + "`Error: …`" + ` is followed by
+  ` + "`Run 'conctl … --help' for usage.`" + `, and nothing was written.
+
+conctl uses no other exit code.`
 
 // walk visits every available command below root, depth first, in cobra's
 // (sorted) order.

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/cli"
 	"github.com/converge-run/converge/core/resource"
 )
 
@@ -98,7 +99,7 @@ func TestWhy_NamesTheUpstreamAndTheMissingWorker(t *testing.T) {
 	r = must(t, s.conctl("history", "vpc/net"))
 	require.Equal(t, 2, strings.Count(r.stdout, "\n"), "the header and the one kept generation: %s", r.stdout)
 	r = s.conctl("kind", "history-limit", "vpc", "1001")
-	require.Equal(t, 1, r.code)
+	require.Equal(t, cli.ExitUsage, r.code)
 	require.Contains(t, r.stderr, `"1001": want a number of generations, 0-1000`)
 	r = s.conctl("why", "vpc/nope")
 	require.Equal(t, 1, r.code)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/converge-run/converge/cli"
 	"github.com/converge-run/converge/core/resource"
 )
 
@@ -198,24 +199,25 @@ func TestGet_OutputFormatsFiltersAndPaging(t *testing.T) {
 		cases := []struct {
 			reason string
 			args   []string
+			code   int // cli.ExitUsage for a bad invocation, cli.ExitFailure for the rest
 			stderr []string
 		}{
-			{"an unknown type lists the known ones", []string{"get", "pods"},
+			{"an unknown type lists the known ones", []string{"get", "pods"}, cli.ExitUsage,
 				[]string{`unknown type "pods"`, "resource, kind, providerconfig", "Run 'conctl get --help' for usage."}},
-			{"a missing resource is NOT_FOUND", []string{"get", "res", "account/nope"}, []string{"NOT_FOUND", "account/nope"}},
-			{"a name without a kind is refused", []string{"get", "res", "nope"}, []string{"want KIND/NAME"}},
-			{"an unknown phase is refused", []string{"get", "res", "--phase", "running"}, []string{`unknown phase "running"`}},
-			{"an unknown output format is refused", []string{"get", "res", "-o", "xml"}, []string{`unknown output format "xml"`}},
-			{"the server refuses a bad label filter value", []string{"get", "res", "-l", "team"}, []string{"want key=value"}},
-			{"two values of one label match nothing: refused, not narrowed to the last", []string{"get", "res", "-l", "team=blue", "-l", "team=green"},
+			{"a missing resource is NOT_FOUND", []string{"get", "res", "account/nope"}, cli.ExitFailure, []string{"NOT_FOUND", "account/nope"}},
+			{"a name without a kind is refused", []string{"get", "res", "nope"}, cli.ExitUsage, []string{"want KIND/NAME"}},
+			{"an unknown phase is refused", []string{"get", "res", "--phase", "running"}, cli.ExitUsage, []string{`unknown phase "running"`}},
+			{"an unknown output format is refused", []string{"get", "res", "-o", "xml"}, cli.ExitUsage, []string{`unknown output format "xml"`}},
+			{"the server refuses a bad label filter value", []string{"get", "res", "-l", "team"}, cli.ExitUsage, []string{"want key=value"}},
+			{"two values of one label match nothing: refused, not narrowed to the last", []string{"get", "res", "-l", "team=blue", "-l", "team=green"}, cli.ExitUsage,
 				[]string{`--label team is given twice ("blue" and "green")`}},
-			{"describe takes only resources", []string{"describe", "kind", "vpc"}, []string{"not supported here"}},
-			{"an unreachable server says so", []string{"get", "kinds", "--server", "http://127.0.0.1:1"},
+			{"describe takes only resources", []string{"describe", "kind", "vpc"}, cli.ExitUsage, []string{"not supported here"}},
+			{"an unreachable server says so", []string{"get", "kinds", "--server", "http://127.0.0.1:1"}, cli.ExitFailure,
 				[]string{"connection refused", "is converge running there?"}},
 		}
 		for _, tc := range cases {
 			r := s.conctl(tc.args...)
-			require.Equalf(t, 1, r.code, "%s: %s", tc.reason, r.stdout)
+			require.Equalf(t, tc.code, r.code, "%s: %s", tc.reason, r.stdout)
 			for _, want := range tc.stderr {
 				require.Containsf(t, r.stderr, want, tc.reason)
 			}
@@ -271,7 +273,7 @@ func TestVerbs_QuarantineResyncDeleteRun(t *testing.T) {
 	require.Equal(t, 1, again.code)
 	require.Contains(t, again.stderr, "NOT_FOUND")
 	kinds := s.conctl("delete", "kind", "vpc")
-	require.Equal(t, 1, kinds.code)
+	require.Equal(t, cli.ExitUsage, kinds.code)
 	require.Contains(t, kinds.stderr, "not supported here")
 }
 
@@ -303,7 +305,7 @@ func TestGet_RefusesFiltersItCannotApply(t *testing.T) {
 	}
 	for _, tc := range cases {
 		r := s.conctl(tc.args...)
-		require.Equalf(t, 1, r.code, "%v: stdout %q", tc.args, r.stdout)
+		require.Equalf(t, cli.ExitUsage, r.code, "%v: stdout %q", tc.args, r.stdout)
 		require.Emptyf(t, r.stdout, "%v", tc.args)
 		require.Containsf(t, r.stderr, "Error: "+tc.want, "%v", tc.args)
 		require.Containsf(t, r.stderr, "--help' for usage", "%v: a usage error", tc.args)

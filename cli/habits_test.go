@@ -127,11 +127,11 @@ func habitKindsAsTypes(t *testing.T, s *stack) {
 	}
 
 	r := s.conctl("get", "nosuchkind")
-	require.Equal(t, 1, r.code)
+	require.Equal(t, cli.ExitUsage, r.code)
 	require.Contains(t, r.stderr, `unknown type "nosuchkind": neither a built-in type`)
 	require.Contains(t, r.stderr, "applied kinds: account, bom, route, statussink, vpc")
 	r = s.conctl("get", "account/ready-1", "pc/account/default")
-	require.Equal(t, 1, r.code, "one type per command")
+	require.Equal(t, cli.ExitUsage, r.code, "one type per command")
 	require.Contains(t, r.stderr, "one type per command")
 
 	must(t, s.conctlIn(account("short-lived"), "apply", "-f", "-"))
@@ -175,10 +175,10 @@ func habitSortBy(t *testing.T, s *stack) {
 	require.Len(t, kinds, 5, "a nested field sorts kinds")
 
 	r := s.conctl("get", "account", "--sort-by", ".nosuch")
-	require.Equal(t, 1, r.code)
+	require.Equal(t, cli.ExitUsage, r.code)
 	require.Contains(t, r.stderr, "--sort-by .nosuch: no object has this field")
 	r = s.conctl("get", "account", "--sort-by", ".items[0]")
-	require.Equal(t, 1, r.code)
+	require.Equal(t, cli.ExitUsage, r.code)
 	require.Contains(t, r.stderr, "want a dotted field path")
 }
 
@@ -275,7 +275,7 @@ func habitEdit(t *testing.T, s *stack) {
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "the editor (false) exited with status 1; nothing applied")
 	r = s.conctl("edit", "operations", "x")
-	require.Equal(t, 1, r.code)
+	require.Equal(t, cli.ExitUsage, r.code)
 	require.Contains(t, r.stderr, "not supported here")
 }
 
@@ -314,7 +314,7 @@ func habitKindConfig(t *testing.T, s *stack) {
 		{[]string{"--orphan-grace", "-5"}, "--orphan-grace -5: want 0 or more seconds"},
 	} {
 		r := s.conctl(append([]string{"kind", "config", "account"}, tc.args...)...)
-		require.Equalf(t, 1, r.code, "%v", tc.args)
+		require.Equalf(t, cli.ExitUsage, r.code, "%v", tc.args)
 		require.Containsf(t, r.stderr, tc.want, "%v", tc.args)
 	}
 	r := s.conctl("kind", "config", "nosuch", "--max-inflight", "1")

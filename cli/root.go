@@ -44,9 +44,18 @@ type app struct {
 	results []actionResult
 }
 
+// The exit codes of Run. conctl uses no other non-zero code: a script can
+// tell "called wrong" (2) from every other failure (1).
+const (
+	ExitOK      = 0
+	ExitFailure = 1 // the server refused, a wait failed or timed out, a file could not be read, Ctrl+C, ...
+	ExitUsage   = 2 // a bad invocation: unknown command or flag, missing or extra argument, bad flag value, refused combination
+)
+
 // Run executes conctl with args and returns the process exit code: 0 on
-// success, 1 on any failure (the error, with the GraphQL error code when
-// the server sent one, goes to stderr).
+// success, 2 on a usage error (with a --help hint), 1 on any other failure
+// (the error, with the GraphQL error code when the server sent one, goes to
+// stderr).
 func Run(ctx context.Context, env Env, args []string) int {
 	a, root := newApp(env)
 	defer a.close()
@@ -57,16 +66,17 @@ func Run(ctx context.Context, env Env, args []string) int {
 		// Ctrl+C (SIGINT) or SIGTERM: what it cut short was a wait or a
 		// request, never a failure of the server's.
 		fmt.Fprintln(env.Stderr, "Error: interrupted (what was already requested continues on the server)")
-		return 1
+		return ExitFailure
 	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "Error: %s\n", FormatError(err))
 		if isUsageError(err) {
 			fmt.Fprintf(env.Stderr, "Run '%s --help' for usage.\n", commandPath(root, args))
+			return ExitUsage
 		}
-		return 1
+		return ExitFailure
 	}
-	return 0
+	return ExitOK
 }
 
 // NewCommand builds the conctl command tree.
@@ -173,9 +183,46 @@ pass the token with --token or CONVERGE_TOKEN.`,
 	for _, c := range root.Commands() {
 		if c.Name() == "help" {
 			c.Example = "  conctl help apply"
+			refuseUnknownHelpTopics(c)
 		}
 	}
+	refuseUnknownSubcommands(root)
 	return a, root
+}
+
+// refuseUnknownSubcommands makes every group below root (a command that
+// only holds others: kind, completion) refuse an unknown subcommand as a
+// usage error; cobra printed the group's help and exited 0 for
+// "conctl kind confg route". Without arguments a group still prints its
+// help.
+func refuseUnknownSubcommands(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		refuseUnknownSubcommands(c)
+		if !c.HasSubCommands() || c.Runnable() {
+			continue
+		}
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())}
+			}
+			return nil
+		}
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	}
+}
+
+// refuseUnknownHelpTopics makes "conctl help frob" a usage error; cobra
+// printed "Unknown help topic" and the usage, and exited 0.
+func refuseUnknownHelpTopics(help *cobra.Command) {
+	run := help.Run
+	help.Run = nil
+	help.RunE = func(cmd *cobra.Command, args []string) error {
+		if c, _, err := cmd.Root().Find(args); err != nil || c == nil || (len(args) > 0 && c == cmd.Root()) {
+			return usageError{fmt.Errorf("unknown help topic %q", strings.Join(args, " "))}
+		}
+		run(cmd, args)
+		return nil
+	}
 }
 
 // close releases the connection's idle keep-alive connections.
