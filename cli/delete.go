@@ -61,13 +61,15 @@ deleted at once. Kinds (manifests) cannot be deleted through the API.
 	return cmd
 }
 
-// deleteTargets deletes every object tg names.
+// deleteTargets deletes every object tg names. Every name is checked before
+// the first delete: a bad one is refused with nothing deleted.
 func (a *app) deleteTargets(ctx context.Context, tg target, kind string, wait bool, timeout time.Duration) error {
 	c, err := a.client()
 	if err != nil {
 		return err
 	}
-	if tg.t == typeResource {
+	switch tg.t {
+	case typeResource:
 		refs, err := tg.resourceRefs(kind)
 		if err != nil {
 			return err
@@ -77,15 +79,16 @@ func (a *app) deleteTargets(ctx context.Context, tg target, kind string, wait bo
 				return err
 			}
 		}
-		return nil
-	}
-	for _, n := range tg.names {
-		switch tg.t {
-		case typeProviderConfig:
+	case typeProviderConfig:
+		refs := make([]ref, 0, len(tg.names))
+		for _, n := range tg.names {
 			r, err := parseRef(n, kind)
 			if err != nil {
 				return err
 			}
+			refs = append(refs, r)
+		}
+		for _, r := range refs {
 			resp, err := DeleteProviderConfig(ctx, c.GQL, r.kind, r.name)
 			if err != nil {
 				return fmt.Errorf("delete providerconfig %s: %w", r, apiError(err))
@@ -94,7 +97,9 @@ func (a *app) deleteTargets(ctx context.Context, tg target, kind string, wait bo
 				return notFound("providerconfig", r.String())
 			}
 			a.report(actionResult{Object: "providerconfig/" + r.String(), Outcome: "deleted"})
-		case typeReactorBinding:
+		}
+	case typeReactorBinding:
+		for _, n := range tg.names {
 			resp, err := DeleteReactorBinding(ctx, c.GQL, n)
 			if err != nil {
 				return fmt.Errorf("delete reactorbinding %s: %w", n, apiError(err))
