@@ -122,17 +122,8 @@ func parseLabels(in []string) (*json.RawMessage, error) {
 	return &raw, nil
 }
 
-func (a *app) getCommand() *cobra.Command {
-	var (
-		lf        listFlags
-		watch     bool
-		watchOnly bool
-	)
-	cmd := &cobra.Command{
-		Use:     "get TYPE [NAME...] | TYPE/NAME...",
-		Aliases: []string{"ls"},
-		Short:   "Show objects: resources (by kind), kinds, providerconfigs, reactorbindings, clustermembers, operations",
-		Long: `Show one or more objects by name, or list them (the same as conctl list TYPE).
+// getLong is get's description.
+const getLong = `Show one or more objects by name, or list them (the same as conctl list TYPE).
 
 TYPE is a kind (get bom, get bom acme, get bom/acme: that kind's resources) or
 one of resource (res), kind (crd, manifest), providerconfig (pc), reactorbinding
@@ -157,7 +148,22 @@ named kind.
 
 -o yaml and -o json print objects that conctl apply -f takes back unchanged
 (server-set fields such as id, phase and createdAt are ignored on apply).
--w (--watch) prints the list, then one line per change, as conctl watch does.`,
+-o name prints one TYPE/NAME per line, for xargs: KIND/NAME for a resource
+(bom/acme), providerconfig/KIND/NAME, reactorbinding/NAME, kind/NAME,
+clustermember/ID and operation/ID, forms conctl's commands read back.
+-w (--watch) prints the list, then one line per change, as conctl watch does.`
+
+func (a *app) getCommand() *cobra.Command {
+	var (
+		lf        listFlags
+		watch     bool
+		watchOnly bool
+	)
+	cmd := &cobra.Command{
+		Use:     "get TYPE [NAME...] | TYPE/NAME...",
+		Aliases: []string{"ls"},
+		Short:   "Show objects: resources (by kind), kinds, providerconfigs, reactorbindings, clustermembers, operations",
+		Long:    getLong,
 		Example: `  # A kind's resources, its one resource, the same in TYPE/NAME form
   conctl get account
   conctl get account acme-t0-account
@@ -181,7 +187,10 @@ named kind.
   conctl get rb --kind bom
 
   # The fleet
-  conctl get nodes`,
+  conctl get nodes
+
+  # Re-observe every failed resource (-o name: one KIND/NAME per line)
+  conctl get res --phase failed -o name | xargs -r conctl resync`,
 		Args:              minArgs(1),
 		ValidArgsFunction: a.completeTargets(),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -428,6 +437,17 @@ func writeItems[T any](a *app, items []T, named bool, next *string, sortBy strin
 	if err := sortItems(items, sortBy); err != nil {
 		return err
 	}
+	if a.output == outName {
+		for _, it := range items {
+			n := nameOf(it)
+			if n == "" {
+				return fmt.Errorf("-o name: conctl cannot name a %T", it)
+			}
+			a.printNames(n)
+		}
+		a.morePages(next)
+		return nil
+	}
 	var v any = page[T]{Items: items, NextCursor: next}
 	if named && len(items) == 1 {
 		v = &items[0]
@@ -440,6 +460,30 @@ func writeItems[T any](a *app, items []T, named bool, next *string, sortBy strin
 	}
 	a.morePages(next)
 	return nil
+}
+
+// nameOf is how -o name names an item a get found ("" for a type it
+// does not know, which writeItems reports).
+func nameOf(item any) string {
+	switch it := item.(type) {
+	case ListResourcesResourcesResourcePageItemsResource:
+		return resourceName(it.Kind, it.Name)
+	case GetResourceResource:
+		return resourceName(it.Kind, it.Name)
+	case ListKindsKindsKind:
+		return "kind/" + it.Name
+	case GetKindKind:
+		return "kind/" + it.Name
+	case ProviderConfigRow:
+		return "providerconfig/" + it.Kind + "/" + it.Name
+	case ReactorBindingRow:
+		return "reactorbinding/" + it.Name
+	case MemberRow:
+		return "clustermember/" + it.Id
+	case OperationRow:
+		return "operation/" + it.Id
+	}
+	return ""
 }
 
 // rowsOf maps items to the rows a table shows.

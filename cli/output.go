@@ -20,9 +20,59 @@ const (
 	outWide  = "wide"
 	outJSON  = "json"
 	outYAML  = "yaml"
+	// outName prints one TYPE/NAME per line, for xargs: a resource as
+	// KIND/NAME (bom/acme), the others as providerconfig/KIND/NAME,
+	// reactorbinding/NAME, kind/NAME, clustermember/ID, operation/ID,
+	// each a form every conctl command taking TYPE/NAME reads back.
+	outName = "name"
 )
 
-var outputFormats = []string{outTable, outWide, outJSON, outYAML}
+var outputFormats = []string{outTable, outWide, outJSON, outYAML, outName}
+
+// nameOutputCommands are the commands -o name applies to: those that list
+// or act on objects. The others print one object's detail, a report or a
+// stream, and refuse it.
+var nameOutputCommands = []string{"conctl get", "conctl list", "conctl apply", "conctl delete", "conctl rollback",
+	"conctl quarantine", "conctl unquarantine", "conctl resync", "conctl run"}
+
+// resourceName is how -o name names a resource: KIND/NAME, or
+// resource/KIND/NAME when the kind is spelled like a built-in type (a kind
+// named pc would read back as a providerconfig).
+func resourceName(kind, name string) string {
+	if _, builtin := builtinType(kind); builtin {
+		return "resource/" + kind + "/" + name
+	}
+	return kind + "/" + name
+}
+
+// objectName is how -o name names what apply, delete and diff report
+// (actionResult.Object: resource/KIND/NAME, manifest/KIND, ...).
+func objectName(object string) string {
+	t, rest, _ := strings.Cut(object, "/")
+	switch t {
+	case "resource":
+		if k, n, ok := strings.Cut(rest, "/"); ok {
+			return resourceName(k, n)
+		}
+	case "manifest":
+		return "kind/" + rest
+	}
+	return object
+}
+
+// printNames prints each name once, in order (-o name).
+func (a *app) printNames(names ...string) {
+	for _, n := range names {
+		if a.named[n] {
+			continue
+		}
+		if a.named == nil {
+			a.named = map[string]bool{}
+		}
+		a.named[n] = true
+		fmt.Fprintln(a.stdout(), n)
+	}
+}
 
 // tableStyle is kubectl's look: no borders, upper-case headers, three
 // spaces between columns.

@@ -61,6 +61,10 @@ func (a *app) rollback(ctx context.Context, r ref, to int, dryRun bool) error {
 		return fmt.Errorf("rollback %s: %w", r, apiError(err))
 	}
 	res := resp.RollbackResource.ResourceRow
+	if a.output == outName {
+		a.printNames(resourceName(res.Kind, res.Name))
+		return nil
+	}
 	if ok, err := a.structured(res); ok {
 		return err
 	}

@@ -42,6 +42,9 @@ type app struct {
 	// results are what apply, diff and delete did, kept for -o json|yaml
 	// and printed as one list when the command ends (even on an error).
 	results []actionResult
+	// named are the names -o name printed (each is printed once: delete
+	// --wait reports a resource requested, then deleted).
+	named map[string]bool
 }
 
 // The exit codes of Run. conctl uses no other non-zero code: a script can
@@ -150,7 +153,7 @@ pass the token with --token or CONVERGE_TOKEN.`,
 	pf.StringVar(&a.flags.tlsCert, "tls-cert", "", "PEM client certificate (mutual TLS)")
 	pf.StringVar(&a.flags.tlsKey, "tls-key", "", "PEM client key (mutual TLS)")
 	pf.BoolVar(&a.flags.insecure, "insecure-skip-verify", false, "do not verify the server's certificate (testing only)")
-	pf.StringVarP(&a.output, "output", "o", outTable, "output format: table, wide, json or yaml")
+	pf.StringVarP(&a.output, "output", "o", outTable, "output format: table, wide, json, yaml or name (TYPE/NAME per line: get, list, apply, delete, rollback, quarantine, unquarantine, resync, run)")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputFormats, cobra.ShellCompDirectiveNoFileComp))
 	for _, f := range []string{"tls-ca", "tls-cert", "tls-key"} {
 		_ = root.MarkPersistentFlagFilename(f, "pem", "crt", "key")
@@ -248,7 +251,21 @@ func (a *app) resolveFlags(cmd *cobra.Command) error {
 	if !slices.Contains(outputFormats, a.output) {
 		return usageError{fmt.Errorf("unknown output format %q (one of %s)", a.output, strings.Join(outputFormats, ", "))}
 	}
+	if a.output == outName && !slices.Contains(nameOutputCommands, cmd.CommandPath()) && !builtinCommand(cmd) {
+		return usageError{fmt.Errorf("%s prints no list of objects: -o name is not supported here (it is by %s)",
+			cmd.CommandPath(), strings.Join(nameOutputCommands, ", "))}
+	}
 	return nil
+}
+
+// builtinCommand reports whether cmd is one of cobra's (help, completion).
+func builtinCommand(cmd *cobra.Command) bool {
+	for c := cmd; c.HasParent(); c = c.Parent() {
+		if c.Parent() == c.Root() {
+			return c.Name() == "help" || c.Name() == "completion" || strings.HasPrefix(c.Name(), "__")
+		}
+	}
+	return false
 }
 
 // client connects lazily (commands that only parse files never dial).
@@ -287,9 +304,10 @@ func (a *app) structured(v any) (bool, error) {
 }
 
 // progressOut is where a wait's closing line goes: stdout, or stderr when
-// -o json|yaml keeps stdout for the one structured object.
+// -o json|yaml keeps stdout for the one structured object (or -o name for
+// the names).
 func (a *app) progressOut() io.Writer {
-	if a.isStructured() {
+	if a.isStructured() || a.output == outName {
 		return a.stderr()
 	}
 	return a.stdout()
@@ -318,6 +336,10 @@ type actionResult struct {
 // report prints one result line ("resource/bom/acme created"), or keeps it
 // for the one -o json|yaml list {"items": [...]} printed at the end.
 func (a *app) report(r actionResult) {
+	if a.output == outName {
+		a.printNames(objectName(r.Object))
+		return
+	}
 	if a.isStructured() {
 		a.results = append(a.results, r)
 		return

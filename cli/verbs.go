@@ -48,11 +48,14 @@ func (a *app) resourceVerbCommand(v resourceVerb) *cobra.Command {
 					}
 					return err
 				}
-				if structured {
+				switch {
+				case structured:
 					done = append(done, row)
-					continue
+				case a.output == outName:
+					a.printNames(resourceName(r.kind, r.name))
+				default:
+					fmt.Fprintf(a.stdout(), "resource/%s %s (%s)\n", r, v.done, row.Phase)
 				}
-				fmt.Fprintf(a.stdout(), "resource/%s %s (%s)\n", r, v.done, row.Phase)
 			}
 			if structured {
 				return writeObjects(a, done, len(args) == 1)
@@ -189,6 +192,10 @@ func (a *app) run(ctx context.Context, r ref, verb string, input *json.RawMessag
 	}
 	op := resp.RunOperation.OperationRow
 	if !wait {
+		if a.output == outName {
+			a.printNames("operation/" + op.Id)
+			return nil
+		}
 		if ok, err := a.structured(op); ok {
 			return err
 		}
@@ -213,6 +220,8 @@ func (a *app) run(ctx context.Context, r ref, verb string, input *json.RawMessag
 		if err != nil {
 			return err
 		}
+	} else if a.output == outName {
+		a.printNames("operation/" + final.Id)
 	} else {
 		fmt.Fprintf(a.stdout(), "operation/%s %s\n", final.Id, final.State)
 		if final.Output != nil {

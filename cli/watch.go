@@ -84,6 +84,9 @@ var watchable = []objType{typeResource, typeKind, typeProviderConfig, typeReacto
 
 // getWatch follows a target live: get -w and watch.
 func (a *app) getWatch(ctx context.Context, tg target, lf listFlags, watchOnly bool) error {
+	if a.output == outName { // conctl watch refuses it in resolveFlags
+		return usageError{fmt.Errorf("-o name names the objects of a list: it does not apply to --watch (changes print as they happen)")}
+	}
 	if !contains(watchable, tg.t) {
 		return usageError{fmt.Errorf("type %q cannot be watched (use one of %s)", tg.t, typeList(watchable))}
 	}
