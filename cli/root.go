@@ -392,10 +392,19 @@ type usageError struct{ err error }
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
+// Cobra's own refusals (an unknown command, an argument count of its
+// validators) are known by their text; an error carrying the server's answer
+// never is one, whatever its text.
 func isUsageError(err error) bool {
 	var u usageError
-	return errors.As(err, &u) || strings.HasPrefix(err.Error(), "unknown command") ||
-		strings.Contains(err.Error(), "arg(s)")
+	if errors.As(err, &u) {
+		return true
+	}
+	var api *APIError
+	if errors.As(err, &api) {
+		return false
+	}
+	return strings.HasPrefix(err.Error(), "unknown command") || strings.Contains(err.Error(), "arg(s)")
 }
 
 // commandPath is the deepest command args name (for the --help hint).
