@@ -197,6 +197,7 @@ func (a *app) waitDeleted(ctx context.Context, c *Conn, ws *WSClient, progress c
 		case ctx.Err() != nil: // the timeout or an interrupt: said above
 			continue
 		case unanswered(err):
+			a.warnUnanswered(lastErr, err)
 			lastErr = err
 			continue
 		default:

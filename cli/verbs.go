@@ -287,6 +287,7 @@ func (a *app) followOperation(ctx context.Context, c *Conn, op OperationRow, pro
 		case ctx.Err() != nil: // the timeout or an interrupt: said above
 			continue
 		case unanswered(rerr):
+			a.warnUnanswered(lastErr, rerr)
 			lastErr = rerr
 			continue
 		default:

@@ -92,8 +92,10 @@ func (a *app) waitReady(ctx context.Context, c *Conn, r ref, timeout time.Durati
 	fresh := true // the initial read: the root, then its children
 	for {
 		done, err, rerr := f.settle(ctx, fresh)
-		if rerr = f.retry(ctx, rerr); rerr != nil {
-			return timedOut(rerr)
+		if rerr != nil { // (a settle that read nothing says nothing of the server)
+			if rerr = f.retry(ctx, rerr); rerr != nil {
+				return timedOut(rerr)
+			}
 		}
 		f.render()
 		if done {
@@ -160,11 +162,27 @@ func (f *follower) retry(ctx context.Context, err error) error {
 		f.lastErr = nil
 		return nil
 	case ctx.Err() == nil && unanswered(err):
+		if f.bar != nil && f.lastErr == nil { // above the bar, as the failures are
+			_, _ = progressbar.Bprintln(f.bar, unansweredWarning(err))
+		} else {
+			f.a.warnUnanswered(f.lastErr, err)
+		}
 		f.lastErr = err
 		return nil
 	}
 	return err
 }
+
+// warnUnanswered says on stderr, once per outage (prev is the failure
+// before err, nil after an answer), that a read of a wait or a watch went
+// unanswered and is tried again.
+func (a *app) warnUnanswered(prev, err error) {
+	if prev == nil {
+		fmt.Fprintln(a.stderr(), unansweredWarning(err))
+	}
+}
+
+func unansweredWarning(err error) string { return "warning: " + FormatError(err) + " (trying again)" }
 
 // recheck re-reads the root behind the subscription, and its direct
 // children when the root moved. A push the progress has not seen means the

@@ -221,6 +221,9 @@ func TestWait_OutlivesAServerOutage(t *testing.T) {
 				r := b.result(t)
 				require.Equalf(t, 0, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 				require.Contains(t, r.stdout, c.stdout)
+				if o.name == "unreachable" {
+					require.Contains(t, r.stderr, "(trying again)", "the failed read is said, not silently retried")
+				}
 			})
 		}
 	}
