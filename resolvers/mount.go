@@ -54,6 +54,7 @@ func Mount(o MountOptions) app.Mount {
 			Control: &cluster.Controller{Store: p.Members, Log: p.Log}, Liveness: 3 * p.Config.HeartbeatEvery})
 		h := api.NewHandler(api.Deps{Schema: schema, Log: p.Log, Tokens: tokens, Certificates: certs,
 			ClientCerts: p.ClientCerts, Limits: o.Limits, UI: o.UI})
+		p.OnDrain(h.Drain) // the hub stops with the duties: close its websockets, refuse new ones
 		mux.Handle("/graphql", h)
 		mux.Handle("/graphql/", h)
 		mux.Handle("/", h)

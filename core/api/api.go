@@ -38,6 +38,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -97,6 +98,12 @@ type Handler struct {
 	clientCerts *tlsreload.ClientCheck
 	log         zerolog.Logger
 	cors        []string
+
+	// sessions are the open websockets; draining is set by Drain, after
+	// which no new one opens.
+	sessMu   sync.Mutex
+	sessions map[*wsSession]struct{}
+	draining bool
 }
 
 // NewHandler builds the API handler.
@@ -110,7 +117,7 @@ func NewHandler(d Deps) *Handler {
 	es := d.Schema.Executable
 
 	h := &Handler{ui: d.UI, limits: lim, tokens: d.Tokens, certs: d.Certificates, clientCerts: d.ClientCerts, log: log,
-		cors: lim.AllowedOrigins}
+		cors: lim.AllowedOrigins, sessions: map[*wsSession]struct{}{}}
 	srv := handler.New(es)
 	srv.AddTransport(transport.Websocket{
 		Implementation: wsImpl{
@@ -185,6 +192,13 @@ func (h *Handler) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		var session *wsSession
 		ctx, session = withWSSession(ctx)
 		session.tls = r.TLS
+		if !h.track(session) {
+			w.Header().Set("Retry-After", "1")
+			writeHTTPError(w, r, http.StatusServiceUnavailable, codeUnavailable,
+				"the server is shutting down: connect again (a ready replica, or this server once it has restarted)")
+			return
+		}
+		defer h.untrack(session)
 		defer session.end()
 		h.gql.ServeHTTP(w, r.WithContext(ctx))
 		return
@@ -204,6 +218,47 @@ func (h *Handler) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	h.gql.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// Drain closes every open websocket with 1001 (going away) and refuses
+// new ones with 503 and Retry-After: the process is shutting down, and its
+// subscription hub stops with its duties, so a connection kept open would
+// stay silent until the process exits, its client none the wiser. Closed,
+// the client connects again — through a load balancer to a ready replica
+// (/readyz answers 503 from the same moment), or to this server once it has
+// restarted. Plain queries and mutations are still served until the
+// listener closes.
+func (h *Handler) Drain() {
+	h.sessMu.Lock()
+	h.draining = true
+	open := make([]*wsSession, 0, len(h.sessions))
+	for s := range h.sessions {
+		open = append(open, s)
+	}
+	h.sessMu.Unlock()
+	for _, s := range open {
+		s.closeWith(int(websocket.StatusGoingAway), "the server is shutting down: connect again")
+	}
+	if len(open) > 0 {
+		h.log.Info().Int("websockets", len(open)).Msg("websockets closed (going away): the server is shutting down")
+	}
+}
+
+// track records an opening websocket, or reports false once Drain began.
+func (h *Handler) track(s *wsSession) bool {
+	h.sessMu.Lock()
+	defer h.sessMu.Unlock()
+	if h.draining {
+		return false
+	}
+	h.sessions[s] = struct{}{}
+	return true
+}
+
+func (h *Handler) untrack(s *wsSession) {
+	h.sessMu.Lock()
+	delete(h.sessions, s)
+	h.sessMu.Unlock()
 }
 
 // open reports whether the API runs without credentials.

@@ -23,6 +23,9 @@ const (
 	codeUnauthenticated = "UNAUTHENTICATED"
 	codeForbidden       = "FORBIDDEN"
 	codeInternal        = "INTERNAL"
+	// codeUnavailable: the server is shutting down (a websocket refused
+	// while it drains); the request may be made again.
+	codeUnavailable = "UNAVAILABLE"
 )
 
 var (

@@ -48,6 +48,7 @@ type env struct {
 	hub      *live.Hub
 	listener *notify.Listener
 	srv      *httptest.Server
+	h        *api.Handler
 	stmts    *atomic.Int64 // SQL statements sent through pool (the tracer): the requests' own
 }
 
@@ -121,7 +122,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 		srv.Start()
 	}
 	t.Cleanup(srv.Close)
-	return &env{t: t, ctx: ctx, pool: pool, st: st, hub: hub, listener: listener, srv: srv, stmts: stmts}
+	return &env{t: t, ctx: ctx, pool: pool, st: st, hub: hub, listener: listener, srv: srv, h: h, stmts: stmts}
 }
 
 // counter counts the statements sent through a pool (queries and batch

@@ -76,15 +76,26 @@ type wsSession struct {
 	// tls is the upgrade's TLS state (nil: plain HTTP), for the
 	// connection to verify its client certificate again.
 	tls *tls.ConnectionState
+	// closeCode and closeMsg are a close asked for before the connection
+	// was accepted (Drain during the handshake): accepted applies it.
+	closeCode int
+	closeMsg  string
 }
 
 // closeUnauthorized closes the session's connection with 4401 and msg.
-func (s *wsSession) closeUnauthorized(msg string) {
+func (s *wsSession) closeUnauthorized(msg string) { s.closeWith(closeUnauthorized, msg) }
+
+// closeWith closes the session's connection with code and msg, at once or,
+// while the handshake is still under way, as soon as it is accepted.
+func (s *wsSession) closeWith(code int, msg string) {
 	s.mu.Lock()
 	c := s.conn
+	if c == nil {
+		s.closeCode, s.closeMsg = code, msg
+	}
 	s.mu.Unlock()
 	if c != nil {
-		_ = c.WriteClose(closeUnauthorized, msg)
+		_ = c.WriteClose(code, msg)
 	}
 }
 
@@ -98,7 +109,11 @@ func withWSSession(ctx context.Context) (context.Context, *wsSession) {
 func (s *wsSession) accepted(c *wsConn) {
 	s.mu.Lock()
 	s.conn = c
+	code, msg := s.closeCode, s.closeMsg
 	s.mu.Unlock()
+	if code != 0 {
+		_ = c.WriteClose(code, msg)
+	}
 }
 
 // end closes the connection (a no-op when gqlgen closed it already).

@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"runtime"
 	"strings"
@@ -161,4 +163,47 @@ func TestWebsocket_NothingFollowsAnOperationsError(t *testing.T) {
 		require.Equal(t, "complete", c.nextFor("a", 10*time.Second).Type, proto)
 		c.quiet(200 * time.Millisecond)
 	}
+}
+
+// When the process begins to shut down, its subscription hub stops with its
+// duties: a websocket kept open would stay silent until the process exits.
+// Drain closes every open one with 1001 (going away), on both subprotocols,
+// and refuses a new one with 503 UNAVAILABLE and Retry-After, so clients
+// connect again where they will be served. Plain queries are still
+// answered.
+func TestWebsocket_DrainClosesEveryConnectionGoingAwayAndRefusesNewOnes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := `subscription { resourceChanged(kind: "leaf") { type } }`
+	var open []*wsClient
+	for _, proto := range []string{"graphql-transport-ws", "graphql-ws"} {
+		c := e.connect(proto, nil)
+		c.subscribe("1", q, nil)
+		open = append(open, c)
+	}
+	// A connection mid-handshake (upgraded, no connection_init yet) goes too.
+	bare, _, err := e.dial("graphql-transport-ws", nil)
+	require.NoError(t, err)
+	open = append(open, bare)
+
+	e.h.Drain()
+	for i, c := range open {
+		require.Equal(t, websocket.CloseGoingAway, closeCode(t, c), "connection %d", i)
+	}
+
+	_, resp, err := e.dial("graphql-transport-ws", nil)
+	require.Error(t, err, "a websocket opened while the server drains")
+	require.NotNil(t, resp)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Contains(t, string(body), `"code":"UNAVAILABLE"`)
+	require.Contains(t, string(body), "the server is shutting down")
+
+	var out struct {
+		Typename string `json:"__typename"`
+	}
+	e.ok(`{ __typename }`, nil, &out)
+	require.Equal(t, "Query", out.Typename)
 }

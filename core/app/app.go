@@ -72,6 +72,7 @@ type Process struct {
 	addrs    map[string]net.Addr
 	ready    chan struct{}
 	extras   []engine.Duty
+	onDrain  []func()
 }
 
 // AddDuty adds a duty (for instance the GraphQL subscription hub) to the
@@ -80,6 +81,27 @@ func (p *Process) AddDuty(d engine.Duty) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.extras = append(p.extras, d)
+}
+
+// OnDrain registers f to be called once, when the shutdown begins (the
+// moment /readyz turns to draining and the duties start to drain), before
+// the listeners close; for instance the API's websockets, whose hub stops
+// with the duties. Call it from a Mount; f must not block.
+func (p *Process) OnDrain(f func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onDrain = append(p.onDrain, f)
+}
+
+// drain marks the process draining and runs the OnDrain hooks.
+func (p *Process) drain() {
+	p.draining.Store(true)
+	p.mu.Lock()
+	hooks := p.onDrain
+	p.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
 }
 
 // Addr is the bound address of a listener ("api", "health", "broker"), once
@@ -191,7 +213,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 	defer stopEngine()
 	// However the shutdown begins (SIGTERM, an admin's drain, a listener
 	// that failed), /readyz says so from its first moment.
-	stopDraining := context.AfterFunc(engCtx, func() { p.draining.Store(true) })
+	stopDraining := context.AfterFunc(engCtx, p.drain)
 	defer stopDraining()
 	ctlDone := p.watchControl(srvCtx, d.Control, stopEngine, opts.Exit)
 	engErr := make(chan error, 1)

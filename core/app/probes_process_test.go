@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -219,4 +220,87 @@ func runConverge(t *testing.T, ctx context.Context, cfg config.Config) (*app.Pro
 		t.Fatal("converge did not start")
 	}
 	return nil, nil
+}
+
+// The OnDrain hooks run once, when the shutdown begins — while the duties
+// still drain (a task held by its worker) and the listeners still serve —
+// not when the process ends: the API closes its websockets there, since
+// their hub stops with the duties.
+func TestProcess_OnDrainHooksRunWhenTheShutdownBegins(t *testing.T) {
+	t.Parallel()
+	cfg := config.Defaults()
+	cfg.DatabaseURL, cfg.ListenAddr, cfg.HealthAddr = pgtest.URL(t), "127.0.0.1:0", "127.0.0.1:0"
+	cfg.HeartbeatEvery, cfg.ShutdownDrain = time.Second, 2*time.Minute
+	require.NoError(t, cfg.Validate())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var calls atomic.Int32
+	drained := make(chan struct{})
+	mount := func(_ *http.ServeMux, p *app.Process) error {
+		p.OnDrain(func() {
+			if calls.Add(1) == 1 {
+				close(drained)
+			}
+		})
+		return nil
+	}
+	started, done := make(chan *app.Process, 1), make(chan error, 1)
+	go func() {
+		done <- app.Run(ctx, cfg, apptest.Logger(t), app.Options{Mounts: []app.Mount{mount},
+			OnStart: func(p *app.Process) { started <- p }})
+	}()
+	var p *app.Process
+	select {
+	case p = <-started:
+	case err := <-done:
+		t.Fatalf("converge exited during start-up: %v", err)
+	case <-time.After(apptest.BootWithin):
+		t.Fatal("converge did not start")
+	}
+	base := apptest.APIURL(p)
+
+	applyManifest(t, p.Store, leafKind)
+	running, release := make(chan struct{}, 1), make(chan struct{})
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, apptest.NewProvider("leaf",
+		func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+			if r.Stage == worker.StageWork {
+				running <- struct{}{}
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return worker.Outcome{}, ctx.Err()
+				}
+			}
+			return leafWork(ctx, r)
+		}))
+	applyResource(t, p.Store, "leaf", "held", `{}`)
+	select {
+	case <-running:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the task never reached the worker")
+	}
+	require.Zero(t, calls.Load(), "no hook before the shutdown")
+
+	cancel() // SIGTERM: the broker drains, its task held by the worker
+	select {
+	case <-drained:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the OnDrain hook did not run when the shutdown began")
+	}
+	code, body := probe(t, base, "/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code, "the hook ran with /readyz draining: %s", body)
+	select {
+	case err := <-done:
+		t.Fatalf("the process ended before its task finished: %v", err)
+	default:
+	}
+
+	close(release)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(apptest.StopWithin):
+		t.Fatalf("did not stop within %s", apptest.StopWithin)
+	}
+	require.EqualValues(t, 1, calls.Load(), "the hook runs once")
 }
