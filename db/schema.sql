@@ -1957,10 +1957,13 @@ DECLARE
 BEGIN
     WITH picked AS (
         SELECT c.tableoid, c.ctid,
-               EXISTS (SELECT 1 FROM reactor_bindings b WHERE b.name = c.binding_name AND b.enabled) AS live
+               EXISTS (SELECT 1 FROM reactor_bindings b
+                        WHERE b.name = c.binding_name AND b.enabled AND b.reactor = r.reactor
+                          AND b.watch_kind = c.watch_kind AND b.transition = c.transition
+                          AND coalesce(c.snapshot->'labels', '{}') @> b.label_match) AS live
           FROM unnest(p_reactors) AS r(reactor)
          CROSS JOIN LATERAL (
-            SELECT l.tableoid, l.ctid, l.binding_name, l.created_at
+            SELECT l.tableoid, l.ctid, l.binding_name, l.watch_kind, l.transition, l.snapshot, l.created_at
               FROM lifecycle_outbox l
              WHERE l.reactor = r.reactor AND l.worker_id IS NULL AND l.shard_id BETWEEN p_lo AND p_hi
              ORDER BY l.created_at

@@ -57,7 +57,9 @@ func scanBinding(row pgx.Row, extra ...any) (ReactorBinding, error) {
 // a declared kind that owns resources (not a reactor); reactor must be a
 // registered reactor kind other than watchKind; transition must be one of
 // manifest.AllTransitions; labelMatch must hold valid label keys and values.
-// An apply that changes nothing writes nothing (Unchanged).
+// An apply that changes nothing writes nothing (Unchanged). Disabling a
+// binding drops its pending deliveries, re-pointing it those it no longer
+// selects, in the same transaction (claimed ones finish).
 func (s *Store) ApplyReactorBinding(ctx context.Context, in ReactorBindingInput) (ReactorBinding, ApplyOutcome, error) {
 	if err := validateName("name", in.Name); err != nil {
 		return ReactorBinding{}, "", err
@@ -105,10 +107,10 @@ func (s *Store) ApplyReactorBinding(ctx context.Context, in ReactorBindingInput)
 			return invalid("reactor", "not_a_reactor",
 				"%q is not a registered reactor kind (a kind whose manifest declares only reactor reactions)", in.Reactor)
 		}
-		if !enabled { // a disabled binding fires nothing
-			if err := dropPendingDeliveries(ctx, tx, in.Name); err != nil {
-				return err
-			}
+		// A disabled binding fires nothing, and a re-pointed one only what it
+		// selects now.
+		if err := dropUnselectedDeliveries(ctx, tx, in, enabled); err != nil {
+			return err
 		}
 		var inserted bool
 		b, err = scanBinding(tx.QueryRow(ctx, `
@@ -193,6 +195,24 @@ func (s *Store) DeleteReactorBinding(ctx context.Context, name string) error {
 		}
 		return nil
 	})
+}
+
+// dropUnselectedDeliveries deletes, before the binding in.Name is
+// written, the unclaimed lifecycle_outbox rows it will no longer select:
+// all of them when it is disabled, else those of another reactor, watched
+// kind or transition than in's, or whose snapshot's labels in's selector
+// does not match. Read through the current reactor's pending index; rows
+// of an older reactor, or that a claim lapses into later, are dropped by
+// the claim that meets them (lifecycle_claim).
+func dropUnselectedDeliveries(ctx context.Context, tx pgx.Tx, in ReactorBindingInput, enabled bool) error {
+	_, err := tx.Exec(ctx, `
+DELETE FROM lifecycle_outbox l
+ USING reactor_bindings b
+ WHERE b.name = $1 AND l.reactor = b.reactor AND l.binding_name = b.name AND l.worker_id IS NULL
+   AND NOT ($2 AND l.reactor = $3 AND l.watch_kind = $4 AND l.transition = $5
+            AND coalesce(l.snapshot->'labels', '{}') @> $6::jsonb)`,
+		in.Name, enabled, in.Reactor, in.WatchKind, string(in.Transition), nonNilLabels(in.LabelMatch))
+	return mapErr(err, "drop the pending deliveries reactor binding "+in.Name+" no longer selects")
 }
 
 // dropPendingDeliveries deletes the unclaimed lifecycle_outbox rows of the

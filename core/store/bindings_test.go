@@ -183,3 +183,48 @@ SELECT gen_random_uuid(), 'synced', 1, b, g % 256, 'statussink', 'vpc', '{}',
 	err = e.store.DeleteReactorBinding(ctx, "other")
 	require.ErrorIs(t, err, ErrNotFound)
 }
+
+// A binding re-pointed at another reactor, watched kind, transition or label
+// selector drops, in the same transaction, the pending deliveries it no
+// longer selects: the old reactor would otherwise keep receiving them (or,
+// served by no worker any more, they would sit in the outbox for good, out
+// of reach of the binding's delete). Rows the binding still selects stay,
+// and claimed ones finish.
+func TestReactorBinding_RepointDropsThePendingDeliveriesItNoLongerSelects(t *testing.T) {
+	t.Parallel()
+	e := newEnvWithKinds(t)
+	ctx := context.Background()
+	_, _, err := e.store.ApplyManifest(ctx, []byte(`{"kind":"othersink","reactions":[{"name":"r","trigger":"reactor","emits":["sideEffect"]}]}`))
+	require.NoError(t, err)
+	_, _, err = e.store.ApplyReactorBinding(ctx, ReactorBindingInput{Name: "audit", WatchKind: "vpc",
+		Transition: manifest.TransitionSynced, Reactor: "statussink"})
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `
+INSERT INTO lifecycle_outbox (resource_id, transition, generation, binding_name, shard_id, reactor, watch_kind, snapshot,
+                              worker_id, claim_epoch, heartbeat_at)
+SELECT gen_random_uuid(), 'synced', 1, 'audit', g % 256, 'statussink', 'vpc',
+       jsonb_build_object('labels', jsonb_build_object('team', CASE WHEN g % 2 = 0 THEN 'a' ELSE 'b' END)),
+       CASE WHEN g % 5 = 0 THEN 'broker-1' END, CASE WHEN g % 5 = 0 THEN g END, CASE WHEN g % 5 = 0 THEN now() END
+  FROM generate_series(1, 20) g`)
+	require.NoError(t, err)
+	count := func() (pending, claimed int) {
+		t.Helper()
+		require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE worker_id IS NULL), count(*) FILTER (WHERE worker_id IS NOT NULL)
+  FROM lifecycle_outbox`).Scan(&pending, &claimed))
+		return pending, claimed
+	}
+	p, c := count()
+	require.Equal(t, [2]int{16, 4}, [2]int{p, c})
+
+	_, _, err = e.store.ApplyReactorBinding(ctx, ReactorBindingInput{Name: "audit", WatchKind: "vpc",
+		Transition: manifest.TransitionSynced, Reactor: "statussink", LabelMatch: map[string]string{"team": "a"}})
+	require.NoError(t, err)
+	p, c = count()
+	require.Equal(t, [2]int{8, 4}, [2]int{p, c}, "a narrower selector drops the pending rows it no longer matches, keeps the rest")
+
+	_, _, err = e.store.ApplyReactorBinding(ctx, ReactorBindingInput{Name: "audit", WatchKind: "vpc",
+		Transition: manifest.TransitionSynced, Reactor: "othersink", LabelMatch: map[string]string{"team": "a"}})
+	require.NoError(t, err)
+	p, c = count()
+	require.Equal(t, [2]int{0, 4}, [2]int{p, c}, "another reactor: the old reactor's pending rows are dropped")
+}

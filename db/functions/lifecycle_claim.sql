@@ -2,9 +2,13 @@
 -- pending deliveries (worker_id NULL) of the reactors p_reactors in shards
 -- [p_lo, p_hi], oldest first across the reactors: one ordered probe of the
 -- pending index (reactor, created_at) a reactor, FOR UPDATE SKIP LOCKED,
--- its rows merged by age. A row whose binding was disabled or removed since
--- it was written is deleted and returned with kept false (nothing to
--- deliver); the others are stamped (worker, a fresh claim_epoch each, the
+-- its rows merged by age. A row its binding no longer selects — the binding
+-- disabled or removed since the row was written, or re-pointed at another
+-- reactor, watched kind, transition or label selector the row's snapshot
+-- does not match — is deleted and returned with kept false (nothing to
+-- deliver: the old subscription's backlog never reaches a reactor the
+-- binding no longer names, nor waits forever for one no worker serves);
+-- the others are stamped (worker, a fresh claim_epoch each, the
 -- heartbeat, one more attempt) and returned with kept true.
 --
 -- Why a function: it must read its batch, not the backlog, whatever the
@@ -35,10 +39,13 @@ DECLARE
 BEGIN
     WITH picked AS (
         SELECT c.tableoid, c.ctid,
-               EXISTS (SELECT 1 FROM reactor_bindings b WHERE b.name = c.binding_name AND b.enabled) AS live
+               EXISTS (SELECT 1 FROM reactor_bindings b
+                        WHERE b.name = c.binding_name AND b.enabled AND b.reactor = r.reactor
+                          AND b.watch_kind = c.watch_kind AND b.transition = c.transition
+                          AND coalesce(c.snapshot->'labels', '{}') @> b.label_match) AS live
           FROM unnest(p_reactors) AS r(reactor)
          CROSS JOIN LATERAL (
-            SELECT l.tableoid, l.ctid, l.binding_name, l.created_at
+            SELECT l.tableoid, l.ctid, l.binding_name, l.watch_kind, l.transition, l.snapshot, l.created_at
               FROM lifecycle_outbox l
              WHERE l.reactor = r.reactor AND l.worker_id IS NULL AND l.shard_id BETWEEN p_lo AND p_hi
              ORDER BY l.created_at

@@ -53,12 +53,14 @@ type Store struct{ pool *pgxpool.Pool }
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // Claim leases up to limit pending deliveries for the reactor kinds in shards
-// [lo, hi] (range-pruned, FOR UPDATE SKIP LOCKED), oldest first. A row whose
-// binding was deleted or disabled after it was written (a transition that
-// committed beside the disable, or a claim that lapsed) is dropped instead of
-// delivered: a disabled binding never fires. The bulk of a disabled
-// binding's backlog is deleted with the disable (ApplyReactorBinding,
-// DeleteReactorBinding), so a claim drops only such stragglers.
+// [lo, hi] (range-pruned, FOR UPDATE SKIP LOCKED), oldest first. A row its
+// binding no longer selects — deleted, disabled, or re-pointed at another
+// reactor, watched kind, transition or label selector after the row was
+// written (a transition that committed beside the change, or a claim that
+// lapsed) — is dropped instead of delivered: a disabled binding never fires,
+// and a re-pointed one never feeds the reactor it left. The bulk of such a
+// backlog is deleted with the change (ApplyReactorBinding,
+// DeleteReactorBinding), so a claim drops only stragglers.
 //
 // A claim reads the rows it returns, not the backlog: each reactor's oldest
 // limit rows by its pending index, merged by age (TestPlans_ClaimReadsItsBatchNotTheBacklog).

@@ -110,3 +110,31 @@ SELECT gen_random_uuid(), 'synced', 1, CASE WHEN g <= 120 THEN 'old' ELSE 'audit
 	require.NoError(t, err)
 	require.Empty(t, ds)
 }
+
+// A binding re-pointed after its rows were written (another reactor, watched
+// kind, transition or label selector) no longer subscribes what they carry:
+// a claim drops them rather than deliver the old subscription's backlog to
+// the reactor it no longer names, and delivers what the binding selects now.
+func TestClaim_DropsTheRowsABindingNoLongerSelects(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.PoolFor(t, pgtest.URL(t))
+	_, err := pool.Exec(ctx, `
+INSERT INTO reactor_bindings (name, watch_kind, transition, reactor, label_match, enabled)
+VALUES ('audit', 'vpc', 'synced', 'sink', '{"team": "a"}', true);
+INSERT INTO lifecycle_outbox (resource_id, transition, generation, binding_name, shard_id, reactor, watch_kind, snapshot)
+VALUES (gen_random_uuid(), 'synced', 1, 'audit', 1, 'other', 'vpc', '{"labels": {"team": "a"}}'),
+       (gen_random_uuid(), 'synced', 1, 'audit', 2, 'sink', 'subnet', '{"labels": {"team": "a"}}'),
+       (gen_random_uuid(), 'failed', 1, 'audit', 3, 'sink', 'vpc', '{"labels": {"team": "a"}}'),
+       (gen_random_uuid(), 'synced', 1, 'audit', 4, 'sink', 'vpc', '{"labels": {"team": "b"}}'),
+       (gen_random_uuid(), 'synced', 1, 'audit', 5, 'sink', 'vpc', '{"labels": {"team": "a", "x": "y"}}')`)
+	require.NoError(t, err)
+
+	ds, err := lifecycle.New(pool).Claim(ctx, "broker-1", []string{"sink", "other"}, 0, 255, 50)
+	require.NoError(t, err)
+	require.Len(t, ds, 1, "only the row the binding still selects is delivered")
+	require.Equal(t, 5, ds[0].Key.ShardID)
+	var left int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM lifecycle_outbox WHERE worker_id IS NULL`).Scan(&left))
+	require.Zero(t, left, "the rows the binding no longer selects are deleted, not left pending")
+}
