@@ -66,8 +66,12 @@ type reactorDispatcher struct {
 	log    zerolog.Logger
 	outage *engine.Outage
 
-	mu       sync.Mutex
-	inflight map[lifecycle.Key]lifecycle.Delivery
+	mu sync.Mutex
+	// inflight holds the deliveries running, by claim epoch: one claim each.
+	// Not by key: a delivery re-armed while in flight (its edge re-fired) and
+	// re-claimed here runs beside the first under the same key, and the
+	// first one's end must not take the second out of the heartbeats.
+	inflight map[int64]lifecycle.Delivery
 	// ended is signalled when one of this dispatcher's deliveries ends:
 	// room to claim again.
 	ended chan struct{}
@@ -99,7 +103,7 @@ func (r *reactorDispatcher) Run(ctx context.Context) error {
 	wake, stop := r.wakes.subscribe("lifecycle_ready")
 	defer stop()
 	r.mu.Lock()
-	r.inflight = map[lifecycle.Key]lifecycle.Delivery{}
+	r.inflight = map[int64]lifecycle.Delivery{}
 	r.ended = make(chan struct{}, 1)
 	r.unacked = nil
 	ended := r.ended
@@ -183,14 +187,14 @@ func (r *reactorDispatcher) claim(ctx, live context.Context) int {
 	}
 	for _, d := range ds {
 		r.mu.Lock()
-		r.inflight[d.Key] = d
+		r.inflight[d.ClaimEpoch] = d
 		r.mu.Unlock()
 		r.running.Add(1)
 		go func() {
 			defer r.running.Done()
 			defer func() {
 				r.mu.Lock()
-				delete(r.inflight, d.Key)
+				delete(r.inflight, d.ClaimEpoch)
 				ended := r.ended
 				r.mu.Unlock()
 				select {

@@ -298,3 +298,73 @@ func TestReactorDispatcher_Drain(t *testing.T) {
 		}
 	})
 }
+
+// A delivery re-armed while in flight (the cascade re-fired its edge) and
+// re-claimed by the same dispatcher runs beside the first, under the same
+// key and a new claim epoch. The first one's end must not drop the second
+// from the heartbeats: its claim would lapse while its reactor runs, and
+// the reaper would hand it out a third time.
+func TestReactorDispatcher_AReclaimedDeliveryKeepsItsHeartbeatWhenTheFirstEnds(t *testing.T) {
+	t.Parallel()
+	r, clock, ds, sender := setupReactors(t)
+	first := delivery(`{"id":"r1"}`)
+	second := first
+	second.ClaimEpoch = 8
+	var claims atomic.Int32
+	ds.ClaimFn = func(context.Context, string, []string, int, int, int) ([]lifecycle.Delivery, error) {
+		switch claims.Add(1) {
+		case 1:
+			return []lifecycle.Delivery{first}, nil
+		case 2:
+			return []lifecycle.Delivery{second}, nil
+		}
+		return nil, nil
+	}
+	ds.AckFn = func(_ context.Context, d lifecycle.Delivery) (bool, error) {
+		return d.ClaimEpoch == second.ClaimEpoch, nil // the first's ack is fenced off
+	}
+	var mu sync.Mutex
+	var beat []int64
+	ds.HeartbeatFn = func(_ context.Context, _ string, got []lifecycle.Delivery) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		beat = beat[:0]
+		for _, d := range got {
+			beat = append(beat, d.ClaimEpoch)
+		}
+		return len(got), nil
+	}
+	releaseFirst := make(chan struct{})
+	sender.DispatchFn = func(ctx context.Context, _ manifest.KindVersion, st *workerv1.StageTask) (*workerv1.StageComplete, error) {
+		wait := ctx.Done()
+		if st.GetFence().GetClaimEpoch() == first.ClaimEpoch {
+			wait = releaseFirst
+		}
+		<-wait
+		return &workerv1.StageComplete{TaskId: st.GetTaskId()}, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = r.Run(ctx); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		require.Eventually(t, func() bool {
+			clock.Advance(time.Second) // the drain budget
+			select {
+			case <-done:
+				return true
+			default:
+				return false
+			}
+		}, 5*time.Second, time.Millisecond)
+	})
+	require.Eventually(t, func() bool { return claims.Load() >= 2 }, 5*time.Second, time.Millisecond)
+	close(releaseFirst)
+	r.testSignals.delivered.WaitOrTimeout(t) // the first delivery ended
+	require.Eventually(t, func() bool {
+		clock.Advance(r.every)
+		mu.Lock()
+		defer mu.Unlock()
+		return len(beat) == 1 && beat[0] == second.ClaimEpoch
+	}, 5*time.Second, 10*time.Millisecond, "the re-claimed delivery, still running, is heartbeated")
+}
