@@ -43,9 +43,10 @@ const reactorPollMax = 5 * time.Second
 
 // reactorDispatcher claims lifecycle_outbox deliveries for the reactor kinds
 // connected workers serve, ships each as a STAGE_REACT to a worker, and
-// acknowledges it only after the reactor succeeded. A failed reactor is not
-// acknowledged; its claim lapses and the reaper re-arms it (at-least-once
-// per binding; DedupToken lets sinks stay idempotent).
+// acknowledges it once the reactor succeeded. A reactor that failed
+// transiently is not acknowledged; its claim lapses and the reaper re-arms it
+// (at-least-once per binding; DedupToken lets sinks stay idempotent). One
+// that failed terminally is dropped: it would fail the same way again.
 type reactorDispatcher struct {
 	id         string
 	deliveries deliveries
@@ -250,8 +251,9 @@ type lifecycleSnapshot struct {
 	Finalizers []string          `json:"finalizers"`
 }
 
-// deliver ships one delivery and acks it on success; it reports whether
-// the delivery was acknowledged.
+// deliver ships one delivery and acks it on success, or on a terminal
+// failure (dropped: a redelivery would fail the same way); it reports
+// whether the delivery was acknowledged.
 func (r *reactorDispatcher) deliver(ctx context.Context, d lifecycle.Delivery) bool {
 	log := r.log.With().Str("reactor", d.Reactor).Str("binding", d.Key.Binding).Str("transition", d.Key.Transition).Logger()
 	var snap lifecycleSnapshot
@@ -270,8 +272,15 @@ func (r *reactorDispatcher) deliver(ctx context.Context, d lifecycle.Delivery) b
 		return false // not acked: re-armed when the claim lapses
 	}
 	if e := c.GetError(); e != nil {
-		log.Warn().Str("error", e.GetMessage()).Msg("reactor failed; the delivery is re-armed when its claim lapses")
-		return false
+		if !e.GetTerminal() {
+			log.Warn().Str("error", e.GetMessage()).Msg("reactor failed; the delivery is re-armed when its claim lapses")
+			return false
+		}
+		// The same delivery fails the same way every time (the reactor said
+		// so, or its snapshot is over the worker's message limit): retried,
+		// it would come back every claim lapse, for good.
+		log.Error().Str("error", e.GetMessage()).Str("dedup_token", d.Key.DedupToken()).Int("attempts", d.Attempts).
+			Msg("reactor failed terminally; the delivery is dropped")
 	}
 	if _, err := r.deliveries.Ack(ctx, d); err != nil {
 		if !r.outage.Failed("reactor-ack", err) {

@@ -152,6 +152,13 @@ func TestReactorDispatcherDeliver_AcksOnlyOnSuccess(t *testing.T) {
 			sent:     dispatched{c: &workerv1.StageComplete{Result: &workerv1.StageComplete_Error{Error: &workerv1.TaskError{Message: "sink down"}}}},
 			wantSent: true,
 		},
+		"TerminalErrorIsDropped": {
+			reason:   "a reactor's terminal failure (or a snapshot over the worker's message limit) would fail the same way on every redelivery: dropped, not retried forever",
+			snapshot: `{"id":"r1"}`, kinds: fakeKinds{sinkKind},
+			sent: dispatched{c: &workerv1.StageComplete{Result: &workerv1.StageComplete_Error{Error: &workerv1.TaskError{
+				Message: "the react task is 9000000 bytes, over the 4194304-byte limit", Terminal: true}}}},
+			wantAck: true, wantSent: true,
+		},
 		"DispatchErrorIsNotAcked": {
 			reason: "no worker took it", snapshot: `{"id":"r1"}`, kinds: fakeKinds{sinkKind},
 			sent: dispatched{err: errors.New("no route")}, wantSent: true,

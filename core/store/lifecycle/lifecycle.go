@@ -1,9 +1,10 @@
 // Package lifecycle is the store side of reactor delivery: claiming
 // lifecycle_outbox rows (one per transition edge × matching binding) for the
 // reactor kinds a broker's workers serve, heartbeating the claims of slow
-// reactors, and acknowledging a delivery once its reactor succeeded. A
-// reactor that fails is simply not acknowledged: its heartbeat stops, and
-// reap_stale_lifecycle re-arms the row (at-least-once, per binding).
+// reactors, and acknowledging a delivery once its reactor succeeded (or
+// failed terminally: the broker drops it). A reactor that fails transiently
+// is simply not acknowledged: its heartbeat stops, and reap_stale_lifecycle
+// re-arms the row (at-least-once, per binding).
 package lifecycle
 
 import (
