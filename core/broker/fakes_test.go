@@ -63,7 +63,7 @@ type fakeRoutes struct {
 	LocalFreeFn     func(kv manifest.KindVersion) (int, bool)
 	ChangedFn       func() <-chan struct{}
 	RoutesChangedFn func() <-chan struct{}
-	ReactorKindsFn  func() []string
+	ReactorKindsFn  func() []manifest.KindVersion
 }
 
 func (f *fakeRoutes) pairs() []pairKey { return f.PairsFn() }
@@ -85,7 +85,7 @@ func (f *fakeRoutes) routesChanged() <-chan struct{} {
 	}
 	return f.RoutesChangedFn()
 }
-func (f *fakeRoutes) reactorKinds() []string { return f.ReactorKindsFn() }
+func (f *fakeRoutes) reactorKinds() []manifest.KindVersion { return f.ReactorKindsFn() }
 
 type fakeShards struct {
 	lo, hi int

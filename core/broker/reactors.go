@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,8 +27,9 @@ type deliveries interface {
 
 // reactorRoutes is what the reactor dispatcher asks of the routing table.
 type reactorRoutes interface {
-	// reactorKinds lists the served kinds that declare a reactor reaction.
-	reactorKinds() []string
+	// reactorKinds lists the served (kind, version) pairs that declare a
+	// reactor reaction.
+	reactorKinds() []manifest.KindVersion
 	// routesChanged is closed at the next routing change (not at every
 	// finished stage: the dispatcher's own deliveries wake it through ended).
 	routesChanged() <-chan struct{}
@@ -171,7 +173,7 @@ func (r *reactorDispatcher) drainDeliveries(cancel context.CancelFunc) {
 // outlives ctx (the shutdown) by the drain. The claim statement itself runs
 // on live too: a claim cut short by the shutdown could still commit.
 func (r *reactorDispatcher) claim(ctx, live context.Context) int {
-	kinds := r.routes.reactorKinds()
+	kinds := reactorNames(r.routes.reactorKinds())
 	lo, hi, owned := r.shards.Bounds()
 	if !owned || len(kinds) == 0 {
 		return 0
@@ -292,8 +294,29 @@ func (r *reactorDispatcher) deliver(ctx context.Context, d lifecycle.Delivery) b
 	return true
 }
 
-// reactor finds the applied reactor kind named name and its reaction.
+// reactorNames is the kind names of kvs, each once.
+func reactorNames(kvs []manifest.KindVersion) []string {
+	var out []string
+	for _, kv := range kvs {
+		if !slices.Contains(out, kv.Kind) {
+			out = append(out, kv.Kind)
+		}
+	}
+	return out
+}
+
+// reactor finds the reactor kind named name and its reaction: a version a
+// worker serves (a delivery names only its reactor kind, and the first
+// version applied may be one no worker serves any more), else, when none
+// is served now, any applied version.
 func (r *reactorDispatcher) reactor(name string) (manifest.KindVersion, manifest.ReactionDecl, bool) {
+	for _, kv := range r.routes.reactorKinds() {
+		if k, ok := r.kinds.Kind(kv); ok && kv.Kind == name {
+			if react, ok := k.Manifest.Reactor(); ok && react.Name != "" {
+				return kv, react, true
+			}
+		}
+	}
 	for _, k := range r.kinds.All() {
 		if react, ok := k.Manifest.Reactor(); ok && k.Name == name {
 			return manifest.KindVersion{Kind: k.Name, Version: k.Version}, react, react.Name != ""

@@ -39,7 +39,9 @@ func setupReactors(t *testing.T) (*reactorDispatcher, *fakeClock, *fakeDeliverie
 	sender := &fakeSender{DispatchFn: func(context.Context, manifest.KindVersion, *workerv1.StageTask) (*workerv1.StageComplete, error) {
 		return &workerv1.StageComplete{}, nil
 	}}
-	r := &reactorDispatcher{id: "broker-1", deliveries: ds, routes: &fakeRoutes{ReactorKindsFn: func() []string { return []string{"sink"} }},
+	r := &reactorDispatcher{id: "broker-1", deliveries: ds, routes: &fakeRoutes{ReactorKindsFn: func() []manifest.KindVersion {
+		return []manifest.KindVersion{{Kind: "sink", Version: "v1"}}
+	}},
 		sender: sender, kinds: fakeKinds{sinkKind}, shards: fakeShards{0, 255, true}, wakes: newFakeWaker(), freed: func() {},
 		cap: 100, pollMin: testPollMin, every: 5 * time.Second, clock: clock, log: testLog(t)}
 	r.testSignals.delivered.Init()
@@ -374,4 +376,32 @@ func TestReactorDispatcher_AReclaimedDeliveryKeepsItsHeartbeatWhenTheFirstEnds(t
 		defer mu.Unlock()
 		return len(beat) == 1 && beat[0] == second.ClaimEpoch
 	}, 5*time.Second, 10*time.Millisecond, "the re-claimed delivery, still running, is heartbeated")
+}
+
+// A reactor kind applied in two versions, its workers serving only one (an
+// upgrade to v2 that retired v1's workers): a delivery goes to the version a
+// worker serves, not to the first one applied, which no worker would take.
+func TestReactorDispatcher_DeliversToTheReactorVersionAWorkerServes(t *testing.T) {
+	t.Parallel()
+	v2 := manifest.KindVersion{Kind: "sink", Version: "v2"}
+	sinkV2 := sinkKind
+	sinkV2.Version, sinkV2.Manifest.Version = "v2", "v2"
+	sinkV2.Manifest.Reactions = []manifest.ReactionDecl{{Name: "record2", Trigger: manifest.TriggerReactor}}
+	reg := newRegistry(testLog(t))
+	reg.add(&session{id: "w#1", workerID: "w", maxIn: 4, ready: map[manifest.KindVersion]bool{v2: true},
+		out: make(chan *workerv1.WorkStreamResponse, 8), done: make(chan struct{})})
+	r, _, _, sender := setupReactors(t)
+	r.kinds = fakeKinds{sinkKind, sinkV2}
+	r.routes = &routes{reg: reg, mesh: newMesh("broker-1", func() {}, testLog(t)), kinds: r.kinds}
+	var (
+		got      manifest.KindVersion
+		reaction string
+	)
+	sender.DispatchFn = func(_ context.Context, kv manifest.KindVersion, st *workerv1.StageTask) (*workerv1.StageComplete, error) {
+		got, reaction = kv, st.GetReaction()
+		return &workerv1.StageComplete{TaskId: st.GetTaskId()}, nil
+	}
+	require.True(t, r.deliver(context.Background(), delivery(`{"id":"r1"}`)))
+	require.Equal(t, v2, got, "the served version")
+	require.Equal(t, "record2", reaction, "that version's reaction")
 }

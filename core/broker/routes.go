@@ -75,15 +75,15 @@ func (r *routes) pairs() []pairKey {
 	return out
 }
 
-// reactorKinds lists the served kinds that declare a reactor reaction.
-func (r *routes) reactorKinds() []string {
-	var out []string
-	seen := map[string]bool{}
+// reactorKinds lists the served (kind, version) pairs whose manifest declares
+// a reactor reaction: every served version, since a delivery names only its
+// reactor kind and must go to a version some worker serves.
+func (r *routes) reactorKinds() []manifest.KindVersion {
+	var out []manifest.KindVersion
 	for _, kv := range r.served() {
-		if k, ok := r.kinds.Kind(kv); ok && !seen[kv.Kind] {
-			seen[kv.Kind] = true
+		if k, ok := r.kinds.Kind(kv); ok {
 			if _, has := k.Manifest.Reactor(); has {
-				out = append(out, kv.Kind)
+				out = append(out, kv)
 			}
 		}
 	}
