@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -260,9 +261,8 @@ func (r *reactorDispatcher) deliver(ctx context.Context, d lifecycle.Delivery) b
 	log := r.log.With().Str("reactor", d.Reactor).Str("binding", d.Key.Binding).Str("transition", d.Key.Transition).Logger()
 	var snap lifecycleSnapshot
 	if err := json.Unmarshal(d.Snapshot, &snap); err != nil {
-		log.Error().Err(err).Msg("unreadable lifecycle snapshot; dropping the delivery")
-		_, _ = r.deliveries.Ack(ctx, d)
-		return true
+		log.Error().Err(err).Str("dedup_token", d.Key.DedupToken()).Msg("unreadable lifecycle snapshot; dropping the delivery")
+		return r.ack(ctx, log, d)
 	}
 	kv, reaction, ok := r.reactor(d.Reactor)
 	if !ok {
@@ -270,8 +270,15 @@ func (r *reactorDispatcher) deliver(ctx context.Context, d lifecycle.Delivery) b
 		return false
 	}
 	c, err := r.sender.dispatch(ctx, kv, reactTask(r.id, d, kv, reaction, snap))
-	if err != nil || c == nil {
-		return false // not acked: re-armed when the claim lapses
+	switch {
+	case err != nil && ctx.Err() == nil && !errors.Is(err, errDraining):
+		log.Warn().Err(err).Msg("reactor delivery not handed to a worker; it is re-armed when its claim lapses")
+		return false
+	case err != nil || c == nil:
+		// Cut short or given back by the shutdown (released when the drain
+		// ends), or its worker was lost (the stager logs it): re-armed when
+		// the claim lapses.
+		return false
 	}
 	if e := c.GetError(); e != nil {
 		if !e.GetTerminal() {
@@ -284,6 +291,12 @@ func (r *reactorDispatcher) deliver(ctx context.Context, d lifecycle.Delivery) b
 		log.Error().Str("error", e.GetMessage()).Str("dedup_token", d.Key.DedupToken()).Int("attempts", d.Attempts).
 			Msg("reactor failed terminally; the delivery is dropped")
 	}
+	return r.ack(ctx, log, d)
+}
+
+// ack acknowledges d, reporting whether it landed (a failed ack is logged
+// here: the delivery comes back when its claim lapses).
+func (r *reactorDispatcher) ack(ctx context.Context, log zerolog.Logger, d lifecycle.Delivery) bool {
 	if _, err := r.deliveries.Ack(ctx, d); err != nil {
 		if !r.outage.Failed("reactor-ack", err) {
 			log.Warn().Err(err).Msg("ack lifecycle delivery; it will be redelivered")

@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/lifecycle"
+	"github.com/converge-run/converge/core/testlog"
 	workerv1 "github.com/converge-run/converge/workerproto/gen/converge/worker/v1"
 )
 
@@ -144,6 +146,7 @@ func TestReactorDispatcherDeliver_AcksOnlyOnSuccess(t *testing.T) {
 		ackErr   error
 		wantAck  bool
 		wantSent bool
+		wantLog  string // in what deliver logged
 	}{
 		"SuccessIsAcked": {
 			reason: "the reactor succeeded", snapshot: `{"id":"r1"}`, kinds: fakeKinds{sinkKind},
@@ -163,7 +166,7 @@ func TestReactorDispatcherDeliver_AcksOnlyOnSuccess(t *testing.T) {
 		},
 		"DispatchErrorIsNotAcked": {
 			reason: "no worker took it", snapshot: `{"id":"r1"}`, kinds: fakeKinds{sinkKind},
-			sent: dispatched{err: errors.New("no route")}, wantSent: true,
+			sent: dispatched{err: errors.New("no route")}, wantSent: true, wantLog: "no route",
 		},
 		"LostWorkerIsNotAcked": {
 			reason: "the worker vanished without redelivering", snapshot: `{"id":"r1"}`, kinds: fakeKinds{sinkKind},
@@ -177,6 +180,10 @@ func TestReactorDispatcherDeliver_AcksOnlyOnSuccess(t *testing.T) {
 			reason: "a snapshot no reactor could read is acknowledged so it stops coming back", snapshot: `{`,
 			kinds: fakeKinds{sinkKind}, wantAck: true,
 		},
+		"UnreadableSnapshotAckFailureIsReported": {
+			reason: "a dropped snapshot whose ack did not land comes back; the ack's error is logged, not swallowed", snapshot: `{`,
+			kinds: fakeKinds{sinkKind}, ackErr: errors.New("connection reset"), wantLog: "connection reset",
+		},
 		"MissingManifestWaits": {
 			reason: "a reactor kind with no applied manifest leaves the delivery for later", snapshot: `{"id":"r1"}`,
 		},
@@ -186,6 +193,8 @@ func TestReactorDispatcherDeliver_AcksOnlyOnSuccess(t *testing.T) {
 			t.Parallel()
 			r, _, ds, sender := setupReactors(t)
 			r.kinds = tc.kinds
+			var logs testlog.Buffer
+			r.log = zerolog.New(&logs)
 			var mu sync.Mutex
 			sent, acked := false, false
 			sender.DispatchFn = func(context.Context, manifest.KindVersion, *workerv1.StageTask) (*workerv1.StageComplete, error) {
@@ -204,6 +213,7 @@ func TestReactorDispatcherDeliver_AcksOnlyOnSuccess(t *testing.T) {
 			require.Equal(t, tc.wantAck, got, tc.reason)
 			require.Equal(t, tc.wantSent, sent, tc.reason)
 			require.Equal(t, tc.wantAck || tc.ackErr != nil, acked, tc.reason)
+			require.Contains(t, logs.String(), tc.wantLog, tc.reason)
 		})
 	}
 }
