@@ -443,8 +443,8 @@ BEGIN
                                  AND c.labels @> b.label_match
          WHERE t.crossed
         ON CONFLICT (resource_id, transition, generation, binding_name, shard_id) DO UPDATE
-           SET snapshot = EXCLUDED.snapshot, worker_id = NULL, claim_epoch = NULL, heartbeat_at = NULL,
-               created_at = now();
+           SET snapshot = EXCLUDED.snapshot, reactor = EXCLUDED.reactor, worker_id = NULL, claim_epoch = NULL,
+               heartbeat_at = NULL, created_at = now();
         GET DIAGNOSTICS v_life = ROW_COUNT;
     END IF;
     IF v_life > 0 THEN

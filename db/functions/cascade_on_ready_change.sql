@@ -30,7 +30,9 @@
 --     A re-fired edge whose previous delivery is still queued or in flight
 --     replaces it (ON CONFLICT: new snapshot, claim cleared), so the sink is
 --     not left with the older state: an in-flight delivery's ack is then
---     fenced by its claim_epoch and the row is delivered again.
+--     fenced by its claim_epoch and the row is delivered again — to the
+--     reactor its binding names now (a binding re-pointed while the row was
+--     in flight left it under the old one, which the claim would drop).
 -- Seq scans are off here, whatever the caller's settings: outside the drain
 -- (whose force_custom_plan plans every call) a session keeps the plans it
 -- made on its first calls, and a plan of the owners' and roots' probe made
@@ -138,8 +140,8 @@ BEGIN
                                  AND c.labels @> b.label_match
          WHERE t.crossed
         ON CONFLICT (resource_id, transition, generation, binding_name, shard_id) DO UPDATE
-           SET snapshot = EXCLUDED.snapshot, worker_id = NULL, claim_epoch = NULL, heartbeat_at = NULL,
-               created_at = now();
+           SET snapshot = EXCLUDED.snapshot, reactor = EXCLUDED.reactor, worker_id = NULL, claim_epoch = NULL,
+               heartbeat_at = NULL, created_at = now();
         GET DIAGNOSTICS v_life = ROW_COUNT;
     END IF;
     IF v_life > 0 THEN

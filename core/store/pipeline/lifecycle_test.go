@@ -101,3 +101,28 @@ func TestLifecycle_EmitsOnePerMatchingEnabledBinding(t *testing.T) {
 	require.NoError(t, err, "a direct pg_notify('lifecycle_ready') accompanies the rows")
 	require.Equal(t, "lifecycle_ready", n.Channel)
 }
+
+// A binding re-pointed at another reactor while its delivery was in flight
+// (claimed, so the re-point left it): the edge re-fired after goes to the
+// reactor the binding names now. Re-armed under the old reactor, it would be
+// dropped by the next claim (the binding no longer selects it) and the
+// transition lost for the new reactor.
+func TestLifecycle_AReFiredEdgeGoesToTheBindingsCurrentReactor(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.exec(`INSERT INTO reactor_bindings (name, watch_kind, transition, reactor) VALUES ('audit', 'leaf', 'synced', 'sink')`)
+	a := f.res("leaf", "a", labels(`{}`))
+	f.schedule(a)
+	f.runLeaves("leaf", func(Task) string { return `{}` })
+	require.Equal(t, []string{"a synced audit"}, f.lifecycleRows())
+	f.exec(`UPDATE lifecycle_outbox SET worker_id = 'broker-1', claim_epoch = 1, heartbeat_at = now()`)
+	f.exec(`UPDATE reactor_bindings SET reactor = 'audit-v2' WHERE name = 'audit'`)
+
+	f.set(a, `status = '{"seen": 2}'`) // the row stays synced, its status changed: the edge re-fires
+	var reactor string
+	var claimed bool
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT reactor, worker_id IS NOT NULL FROM lifecycle_outbox`).Scan(&reactor, &claimed))
+	require.False(t, claimed, "the re-fired edge is re-armed")
+	require.Equal(t, "audit-v2", reactor, "for the reactor the binding names now")
+}
