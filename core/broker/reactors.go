@@ -269,8 +269,14 @@ func (r *reactorDispatcher) deliver(ctx context.Context, d lifecycle.Delivery) b
 		log.Warn().Msg("reactor kind has no applied manifest; leaving the delivery for later")
 		return false
 	}
-	c, err := r.sender.dispatch(ctx, kv, reactTask(r.id, d, kv, reaction, snap))
+	task := reactTask(r.id, d, kv, reaction, snap)
+	dctx, cancel, deadline := r.withDeadline(ctx, kv, task)
+	defer cancel()
+	c, err := r.sender.dispatch(dctx, kv, task)
 	switch {
+	case err != nil && ctx.Err() == nil && dctx.Err() != nil:
+		log.Warn().Dur("deadline", deadline).Msg("reactor overran its task deadline; the delivery is re-armed when its claim lapses")
+		return false
 	case err != nil && ctx.Err() == nil && !errors.Is(err, errDraining):
 		log.Warn().Err(err).Msg("reactor delivery not handed to a worker; it is re-armed when its claim lapses")
 		return false
@@ -292,6 +298,23 @@ func (r *reactorDispatcher) deliver(ctx context.Context, d lifecycle.Delivery) b
 			Msg("reactor failed terminally; the delivery is dropped")
 	}
 	return r.ack(ctx, log, d)
+}
+
+// withDeadline is ctx bounded by the reactor kind's task deadline
+// (task_deadline_secs; none when 0), which task then carries to the
+// worker, as every other stage's does; and that deadline.
+func (r *reactorDispatcher) withDeadline(ctx context.Context, kv manifest.KindVersion, task *workerv1.StageTask) (
+	context.Context, context.CancelFunc, time.Duration) {
+	k, ok := r.kinds.Kind(kv)
+	if !ok || k.Config.TaskDeadlineSecs <= 0 {
+		return ctx, func() {}, 0
+	}
+	deadline := time.Duration(k.Config.TaskDeadlineSecs) * time.Second
+	dctx, cancel := context.WithTimeout(ctx, deadline)
+	if d, ok := dctx.Deadline(); ok {
+		task.TaskDeadlineMs = max(time.Until(d).Milliseconds(), 1)
+	}
+	return dctx, cancel, deadline
 }
 
 // ack acknowledges d, reporting whether it landed (a failed ack is logged

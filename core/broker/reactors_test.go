@@ -415,3 +415,39 @@ func TestReactorDispatcher_DeliversToTheReactorVersionAWorkerServes(t *testing.T
 	require.Equal(t, v2, got, "the served version")
 	require.Equal(t, "record2", reaction, "that version's reaction")
 }
+
+// A reactor runs under its kind's task deadline (task_deadline_secs), as
+// every other stage does: the worker is told the budget, and a handler
+// that hangs past it is given up on (left to its claim's lapse and
+// delivered again), instead of holding its claim — heartbeated — and a
+// slot for good.
+func TestReactorDispatcherDeliver_ARunawayReactorIsCutAtItsTaskDeadline(t *testing.T) {
+	t.Parallel()
+	r, _, ds, sender := setupReactors(t)
+	sink := sinkKind
+	sink.Config.TaskDeadlineSecs = 1
+	r.kinds = fakeKinds{sink}
+	var logs testlog.Buffer
+	r.log = zerolog.New(&logs)
+	ds.AckFn = func(context.Context, lifecycle.Delivery) (bool, error) {
+		t.Error("a reactor cut at its deadline was acknowledged")
+		return true, nil
+	}
+	var budget atomic.Int64
+	sender.DispatchFn = func(ctx context.Context, _ manifest.KindVersion, st *workerv1.StageTask) (*workerv1.StageComplete, error) {
+		budget.Store(st.GetTaskDeadlineMs())
+		<-ctx.Done() // the handler hangs
+		return nil, ctx.Err()
+	}
+	done := make(chan bool, 1)
+	go func() { done <- r.deliver(context.Background(), delivery(`{"id":"r1"}`)) }()
+	select {
+	case acked := <-done:
+		require.False(t, acked)
+	case <-time.After(15 * time.Second):
+		t.Fatal("a hung reactor held its delivery past its kind's task deadline")
+	}
+	require.Positive(t, budget.Load(), "the worker is told the deadline")
+	require.LessOrEqual(t, budget.Load(), int64(1000))
+	require.Contains(t, logs.String(), "deadline")
+}
