@@ -362,8 +362,9 @@ func (r *reactorDispatcher) reactor(name string) (manifest.KindVersion, manifest
 }
 
 // reactTask is the STAGE_REACT task of one delivery. The watched resource
-// travels as the reactor task's resource; its own kind is carried by the
-// snapshot and the binding.
+// travels as the reactor task's resource, under the reactor's kind and
+// version (they route the task to the reactor's provider); its own kind
+// travels as the request's watch_kind.
 func reactTask(brokerID string, d lifecycle.Delivery, kv manifest.KindVersion, reaction manifest.ReactionDecl,
 	snap lifecycleSnapshot) *workerv1.StageTask {
 	res := &workerv1.Resource{Id: snap.ID, Kind: kv.Kind, Version: kv.Version, Name: snap.Name, Generation: snap.Generation}
@@ -374,6 +375,7 @@ func reactTask(brokerID string, d lifecycle.Delivery, kv manifest.KindVersion, r
 	tid := fmt.Sprintf("react|%s|%d", d.Key.DedupToken(), d.ClaimEpoch)
 	return &workerv1.StageTask{TaskId: tid, Fence: &workerv1.Fence{LeaseToken: brokerID, ClaimEpoch: d.ClaimEpoch},
 		Stage: workerv1.Stage_STAGE_REACT, Reaction: reaction.Name, Resource: res,
-		Request: &workerv1.StageTask_React{React: &workerv1.ReactRequest{Transition: d.Key.Transition, BindingName: d.Key.Binding,
-			DedupToken: d.Key.DedupToken(), Generation: d.Key.Generation}}}
+		Request: &workerv1.StageTask_React{React: &workerv1.ReactRequest{Transition: d.Key.Transition, WatchKind: d.WatchKind,
+			BindingName: d.Key.Binding,
+			DedupToken:  d.Key.DedupToken(), Generation: d.Key.Generation}}}
 }

@@ -95,6 +95,8 @@ func TestReactorDispatcher(t *testing.T) {
 		require.Equal(t, "record", task.GetReaction())
 		require.Equal(t, "vpc-1", task.GetResource().GetName())
 		require.Equal(t, int64(7), task.GetFence().GetClaimEpoch())
+		require.Equal(t, "sink", task.GetResource().GetKind(), "the reactor's kind routes the task")
+		require.Equal(t, "vpc", task.GetReact().GetWatchKind(), "the watched resource's kind travels beside it")
 	})
 }
 

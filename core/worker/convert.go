@@ -85,7 +85,8 @@ func requestFromTask(t *workerv1.StageTask, def *ProviderConfig) (Request, error
 	case *workerv1.StageTask_Operate:
 		req.Operation = &Operation{ID: x.Operate.GetOperationId(), Verb: x.Operate.GetVerb(), Input: raw(x.Operate.GetInputJson())}
 	case *workerv1.StageTask_React:
-		req.React = &Reaction{Transition: manifest.Transition(x.React.GetTransition()), Binding: x.React.GetBindingName(),
+		req.React = &Reaction{Transition: manifest.Transition(x.React.GetTransition()), WatchKind: x.React.GetWatchKind(),
+			Binding:    x.React.GetBindingName(),
 			DedupToken: x.React.GetDedupToken(), Generation: x.React.GetGeneration()}
 	}
 	return req, nil

@@ -109,7 +109,11 @@ type Operation struct {
 // Reaction is the lifecycle transition a REACT task delivers.
 type Reaction struct {
 	Transition manifest.Transition
-	Binding    string
+	// WatchKind is the watched resource's kind: Request.Resource carries the
+	// watched resource's id, name and parts, but the reactor's own kind and
+	// version. A name is unique within its kind only.
+	WatchKind string
+	Binding   string
 	// DedupToken is stable across redeliveries (<id>:<transition>:<generation>:<binding>):
 	// key idempotent side effects on it.
 	DedupToken string

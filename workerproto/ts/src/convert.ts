@@ -89,6 +89,7 @@ export function requestFromTask(t: pb.StageTask, def: ProviderConfig | undefined
     case "react":
       req.react = {
         transition: x.value.transition,
+        watchKind: x.value.watchKind,
         binding: x.value.bindingName,
         dedupToken: x.value.dedupToken,
         generation: Number(x.value.generation),

@@ -86,6 +86,12 @@ export interface Operation {
 export interface Reaction {
   /** One of created, synced, degraded, failed, deleted. */
   transition: string;
+  /**
+   * The watched resource's kind: req.resource carries the watched resource's
+   * id, name and parts, but the reactor's own kind and version. A name is
+   * unique within its kind only.
+   */
+  watchKind: string;
   binding: string;
   /**
    * Stable across redeliveries (<id>:<transition>:<generation>:<binding>):

@@ -194,3 +194,23 @@ test("a resource carrying only its identity (its reaction reads no spec, status,
     );
   }
 });
+
+test("a react task's request names the watched resource's kind beside the reactor's own", () => {
+  const req = requestFromTask(
+    create(pb.StageTaskSchema, {
+      taskId: "t",
+      stage: pb.Stage.REACT,
+      reaction: "record",
+      resource: create(pb.ResourceSchema, { id: root, kind: "sink", version: "v1", name: "main", generation: 2n }),
+      request: {
+        case: "react",
+        value: create(pb.ReactRequestSchema, {
+          transition: "synced", watchKind: "vpc", bindingName: "audit", dedupToken: `${root}:synced:2:audit`, generation: 2n,
+        }),
+      },
+    }),
+    undefined,
+  );
+  assert.equal(req.resource.kind, "sink", "the reactor's kind routes the task");
+  assert.deepEqual(req.react, { transition: "synced", watchKind: "vpc", binding: "audit", dedupToken: `${root}:synced:2:audit`, generation: 2 });
+});

@@ -949,8 +949,14 @@ type ReactRequest struct {
 	BindingName string `protobuf:"bytes,2,opt,name=binding_name,json=bindingName,proto3" json:"binding_name,omitempty"`
 	// dedup_token is stable across redeliveries of the same transition to the
 	// same binding: <id>:<transition>:<generation>:<binding>.
-	DedupToken    string `protobuf:"bytes,3,opt,name=dedup_token,json=dedupToken,proto3" json:"dedup_token,omitempty"`
-	Generation    int64  `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	DedupToken string `protobuf:"bytes,3,opt,name=dedup_token,json=dedupToken,proto3" json:"dedup_token,omitempty"`
+	Generation int64  `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	// watch_kind is the watched resource's kind (the task's resource carries
+	// the reactor's kind and version, which route the task to its provider;
+	// its id, name and parts are the watched resource's). A resource name is
+	// unique within its kind only: with bindings on several kinds, this says
+	// which one the transition is of.
+	WatchKind     string `protobuf:"bytes,5,opt,name=watch_kind,json=watchKind,proto3" json:"watch_kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1011,6 +1017,13 @@ func (x *ReactRequest) GetGeneration() int64 {
 		return x.Generation
 	}
 	return 0
+}
+
+func (x *ReactRequest) GetWatchKind() string {
+	if x != nil {
+		return x.WatchKind
+	}
+	return ""
 }
 
 // StageTask is one unit of work for a worker.
@@ -3314,7 +3327,7 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x12\n" +
 	"\x04verb\x18\x02 \x01(\tR\x04verb\x12\x1d\n" +
 	"\n" +
-	"input_json\x18\x03 \x01(\fR\tinputJson\"\x92\x01\n" +
+	"input_json\x18\x03 \x01(\fR\tinputJson\"\xb1\x01\n" +
 	"\fReactRequest\x12\x1e\n" +
 	"\n" +
 	"transition\x18\x01 \x01(\tR\n" +
@@ -3324,7 +3337,9 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"dedupToken\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x04 \x01(\x03R\n" +
-	"generation\"\xdb\x05\n" +
+	"generation\x12\x1d\n" +
+	"\n" +
+	"watch_kind\x18\x05 \x01(\tR\twatchKind\"\xdb\x05\n" +
 	"\tStageTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12/\n" +
 	"\x05fence\x18\x02 \x01(\v2\x19.converge.worker.v1.FenceR\x05fence\x12/\n" +
