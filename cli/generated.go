@@ -1895,9 +1895,9 @@ func (v *DescribeResourceResponse) GetResource() *DescribeResourceResource { ret
 // One running process of the converge binary.
 type DrainClusterMemberDrainClusterMember struct {
 	MemberRow `json:"-"`
-	// The drain or kill an admin requested; null when none (a kill is never downgraded to a drain).
+	// The drain or kill an admin requested, or the drain a member records on itself as it shuts down; null when none (a kill is never downgraded to a drain).
 	RequestedAction *MemberAction `json:"requestedAction"`
-	// Who requested it (the token's actor).
+	// Who requested it (the token's actor, or "self (shutting down)" for the member's own shutdown).
 	RequestedBy *string `json:"requestedBy"`
 }
 
@@ -2629,9 +2629,9 @@ func (v *JSONChangeRow) GetAfter() *json.RawMessage { return v.After }
 // One running process of the converge binary.
 type KillClusterMemberKillClusterMember struct {
 	MemberRow `json:"-"`
-	// The drain or kill an admin requested; null when none (a kill is never downgraded to a drain).
+	// The drain or kill an admin requested, or the drain a member records on itself as it shuts down; null when none (a kill is never downgraded to a drain).
 	RequestedAction *MemberAction `json:"requestedAction"`
-	// Who requested it (the token's actor).
+	// Who requested it (the token's actor, or "self (shutting down)" for the member's own shutdown).
 	RequestedBy *string `json:"requestedBy"`
 }
 
@@ -3964,7 +3964,7 @@ func (v *MemberRow) GetLastHeartbeat() time.Time { return v.LastHeartbeat }
 // GetConfig returns MemberRow.Config, and is useful for accessing the field via an interface.
 func (v *MemberRow) GetConfig() json.RawMessage { return v.Config }
 
-// A member's liveness, derived from its heartbeat age and any drain or kill an admin requested.
+// A member's liveness, derived from its heartbeat age, any drain or kill an admin requested, and its own shutdown.
 type MemberStatus string
 
 const (
@@ -3972,7 +3972,7 @@ const (
 	MemberStatusReady MemberStatus = "READY"
 	// Its heartbeat is older.
 	MemberStatusNotReady MemberStatus = "NOT_READY"
-	// An admin asked it to drain: it claims nothing (its shards re-tiled to the others), finishes or hands back its in-flight work within its drain budget, then leaves.
+	// An admin asked it to drain, or it is shutting down (SIGTERM; requestedBy is "self (shutting down)"): it claims nothing (its shards re-tiled to the others), finishes or hands back its in-flight work within its drain budget, then leaves.
 	MemberStatusDraining MemberStatus = "DRAINING"
 	// An admin killed it: it exits at once without draining; its row goes when a peer sees its liveness lock released.
 	MemberStatusKilled MemberStatus = "KILLED"

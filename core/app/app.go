@@ -215,6 +215,9 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 	// that failed), /readyz says so from its first moment.
 	stopDraining := context.AfterFunc(engCtx, p.drain)
 	defer stopDraining()
+	// Its peers take its shards as the shutdown begins, not when it
+	// deregisters after the drain.
+	leaveDone := p.leaveOnShutdown(engCtx)
 	ctlDone := p.watchControl(srvCtx, d.Control, stopEngine, opts.Exit)
 	engErr := make(chan error, 1)
 	go func() { engErr <- eng.Run(engCtx) }()
@@ -231,12 +234,44 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 	stopServers()
 	srvWG.Wait()
 	<-ctlDone
+	leaveDone()
 	teardownBy = time.Now().Add(TeardownWithin)
 	d.Reporter.Deregister()
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		return runErr
 	}
 	return nil
+}
+
+// leaveOnShutdown marks this member leaving (membership.Store.Leave) once
+// ctx ends, beside the drain: a member that stops claiming while its row
+// still counts as live leaves its shards unclaimed by anyone until it
+// deregisters, after a drain of up to SHUTDOWN_DRAIN, or until its last
+// beat ages past the liveness window. The returned func ends the mark
+// (cancelled if it has not landed: the deregistration that follows wakes
+// the peers too) and waits for it; it does nothing when ctx never ended
+// (the engine stopped on its own, its drain done).
+func (p *Process) leaveOnShutdown(ctx context.Context) (wait func()) {
+	markCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(done)
+		marked, err := p.Members.Leave(markCtx, p.MemberID)
+		switch {
+		case err != nil && markCtx.Err() == nil:
+			p.Log.Warn().Err(err).Str("member_id", p.MemberID).
+				Msg("marking this member leaving failed; its peers take its shards when it deregisters")
+		case marked:
+			p.Log.Info().Str("member_id", p.MemberID).
+				Msg("shutting down: stopped claiming; the peers re-tile this member's shards while it drains")
+		}
+	})
+	return func() {
+		cancel()
+		if !stop() {
+			<-done
+		}
+	}
 }
 
 // TeardownWithin bounds the last steps of a shutdown together: the member's

@@ -90,6 +90,14 @@ func (w *ControlWatcher) check(ctx context.Context) bool {
 			return false
 		}
 		w.drained = true
+		if r.By == membership.ActorSelf {
+			// The member's own shutdown marked it (membership.Store.Leave):
+			// the host is draining already and said so.
+			if w.OnDrain != nil {
+				w.OnDrain(r)
+			}
+			return false
+		}
 		w.Log.Warn().Str("member_id", w.ID).Str("actor", r.By).Time("requested_at", deref(r.At)).
 			Msg("drain requested: stopped claiming; finishing in-flight work within the drain budget, then leaving")
 		if w.OnDrain != nil {

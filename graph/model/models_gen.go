@@ -41,9 +41,9 @@ type ClusterMember struct {
 	LastHeartbeat time.Time `json:"lastHeartbeat"`
 	// The booted runtime configuration, secrets redacted.
 	Config json.RawMessage `json:"config"`
-	// The drain or kill an admin requested; null when none (a kill is never downgraded to a drain).
+	// The drain or kill an admin requested, or the drain a member records on itself as it shuts down; null when none (a kill is never downgraded to a drain).
 	RequestedAction *MemberAction `json:"requestedAction,omitempty"`
-	// Who requested it (the token's actor).
+	// Who requested it (the token's actor, or "self (shutting down)" for the member's own shutdown).
 	RequestedBy *string `json:"requestedBy,omitempty"`
 	// When it was requested, by the database clock.
 	RequestedAt *time.Time `json:"requestedAt,omitempty"`
@@ -862,7 +862,7 @@ func (e MemberRole) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// A member's liveness, derived from its heartbeat age and any drain or kill an admin requested.
+// A member's liveness, derived from its heartbeat age, any drain or kill an admin requested, and its own shutdown.
 type MemberStatus string
 
 const (
@@ -870,7 +870,7 @@ const (
 	MemberStatusReady MemberStatus = "READY"
 	// Its heartbeat is older.
 	MemberStatusNotReady MemberStatus = "NOT_READY"
-	// An admin asked it to drain: it claims nothing (its shards re-tiled to the others), finishes or hands back its in-flight work within its drain budget, then leaves.
+	// An admin asked it to drain, or it is shutting down (SIGTERM; requestedBy is "self (shutting down)"): it claims nothing (its shards re-tiled to the others), finishes or hands back its in-flight work within its drain budget, then leaves.
 	MemberStatusDraining MemberStatus = "DRAINING"
 	// An admin killed it: it exits at once without draining; its row goes when a peer sees its liveness lock released.
 	MemberStatusKilled MemberStatus = "KILLED"

@@ -77,6 +77,36 @@ func (s *Store) RequestControl(ctx context.Context, id string, action Action, ac
 	return m, nil
 }
 
+// ActorSelf is the actor Leave records: the member itself, shutting down.
+const ActorSelf = "self (shutting down)"
+
+// leaveSQL marks a member that has begun to shut down as draining, as an
+// admin's drain does, unless a request is there already (an admin's drain
+// or kill keeps its actor and time), and wakes every member: a member with
+// a request is not live (live_cluster_members), so its peers re-tile its
+// shards now rather than when its drain ends and it deregisters, or when
+// its last beat ages past the liveness window.
+const leaveSQL = `
+WITH marked AS (
+    UPDATE cluster_members
+       SET control = 'drain', control_by = $2, control_at = now(), shard_lo = NULL, shard_hi = NULL
+     WHERE member_id = $1 AND control IS NULL
+    RETURNING 1
+)
+SELECT count(*) > 0 FROM marked, LATERAL (SELECT pg_notify('cluster_changed', '')) AS wake`
+
+// Leave records on member id's own row that it is shutting down (a drain
+// by ActorSelf), so its peers take its shards while it drains. It reports
+// whether the row was marked: false when the row is gone or already
+// carries a request.
+func (s *Store) Leave(ctx context.Context, id string) (bool, error) {
+	var marked bool
+	if err := s.db.QueryRow(ctx, leaveSQL, id, ActorSelf).Scan(&marked); err != nil {
+		return false, dbx.Wrap(err, "mark cluster member %s leaving", id)
+	}
+	return marked, nil
+}
+
 // PendingRequest reads the action requested on member id's own row (zero
 // when none, or when the row is gone).
 func (s *Store) PendingRequest(ctx context.Context, id string) (Request, error) {

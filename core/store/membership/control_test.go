@@ -218,3 +218,44 @@ VALUES ('gone', 'broker', 'drain', now() - interval '6 minutes')`)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 }
+
+// A member shutting down marks itself leaving: it drops out of the tiling
+// with a wake, but an admin's request already on the row keeps its actor,
+// and a row that is gone is not an error.
+func TestLeave_MarksTheMemberDrainingUnlessARequestIsThere(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := membership.New(pool)
+	for _, id := range []string{"b-1", "b-2", "b-3"} {
+		_, err := s.Upsert(ctx, membership.Member{ID: id, Role: membership.RoleBroker})
+		require.NoError(t, err)
+	}
+	var marked bool
+	var err error
+	n := countNotifies(t, pool, 500*time.Millisecond, func() {
+		marked, err = s.Leave(ctx, "b-3")
+		require.NoError(t, err)
+	})
+	require.True(t, marked)
+	require.Positive(t, n, "leaving wakes every member")
+	r, err := s.PendingRequest(ctx, "b-3")
+	require.NoError(t, err)
+	require.Equal(t, membership.Request{Action: membership.ActionDrain, By: membership.ActorSelf, At: r.At}, r)
+	span, err := s.AssignShards(ctx, "b-1", 256, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, 128, span.Len(), "the two staying brokers split the shards")
+
+	_, err = s.RequestControl(ctx, "b-2", membership.ActionKill, "admin:oncall")
+	require.NoError(t, err)
+	marked, err = s.Leave(ctx, "b-2")
+	require.NoError(t, err)
+	require.False(t, marked)
+	r, err = s.PendingRequest(ctx, "b-2")
+	require.NoError(t, err)
+	require.Equal(t, membership.ActionKill, r.Action, "an admin's request is kept")
+	require.Equal(t, "admin:oncall", r.By)
+
+	marked, err = s.Leave(ctx, "gone")
+	require.NoError(t, err)
+	require.False(t, marked)
+}

@@ -36,7 +36,7 @@ export type MemberRole = 'ALL' | 'CONTROL' | 'BROKER';
 /** Every MemberRole value, in schema order. */
 export const MemberRoleValues: readonly MemberRole[] = ['ALL', 'CONTROL', 'BROKER'];
 
-/** A member's liveness, derived from its heartbeat age and any drain or kill an admin requested. */
+/** A member's liveness, derived from its heartbeat age, any drain or kill an admin requested, and its own shutdown. */
 export type MemberStatus = 'READY' | 'NOT_READY' | 'DRAINING' | 'KILLED';
 /** Every MemberStatus value, in schema order. */
 export const MemberStatusValues: readonly MemberStatus[] = ['READY', 'NOT_READY', 'DRAINING', 'KILLED'];
@@ -173,9 +173,9 @@ export type ClusterMemberRowFragment = {
   lastHeartbeat: string;
   /** The booted runtime configuration, secrets redacted. */
   config: JSONValue;
-  /** The drain or kill an admin requested; null when none (a kill is never downgraded to a drain). */
+  /** The drain or kill an admin requested, or the drain a member records on itself as it shuts down; null when none (a kill is never downgraded to a drain). */
   requestedAction: MemberAction | null;
-  /** Who requested it (the token's actor). */
+  /** Who requested it (the token's actor, or "self (shutting down)" for the member's own shutdown). */
   requestedBy: string | null;
   /** When it was requested, by the database clock. */
   requestedAt: string | null;
