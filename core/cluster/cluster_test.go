@@ -36,10 +36,18 @@ const (
 
 func startPod(t *testing.T, ctx context.Context, reg *membership.Store, l *notify.Listener, role string, n int) *pod {
 	t.Helper()
+	return startPodPaced(t, ctx, reg, l, role, n, beat, liveness)
+}
+
+// startPodPaced starts a pod whose topology watcher polls every poll and
+// judges the members' beats by window.
+func startPodPaced(t *testing.T, ctx context.Context, reg *membership.Store, l *notify.Listener, role string, n int,
+	poll, window time.Duration) *pod {
+	t.Helper()
 	p := &pod{id: fmt.Sprintf("%s-%d", role, n), role: role, shards: cluster.NewShardSet(shard.Range{}), done: make(chan struct{})}
 	p.reporter = &cluster.Reporter{Registry: reg, ID: p.id, Role: role, Every: beat, Shards: p.shards, Log: zerolog.Nop()}
-	w := &cluster.TopologyWatcher{Listener: l, Poll: beat, Log: zerolog.Nop(),
-		Reactors: []cluster.Reactor{&cluster.Resharder{Registry: reg, MemberID: p.id, Shards: p.shards, Liveness: liveness, Log: zerolog.Nop()}}}
+	w := &cluster.TopologyWatcher{Listener: l, Poll: poll, Log: zerolog.Nop(),
+		Reactors: []cluster.Reactor{&cluster.Resharder{Registry: reg, MemberID: p.id, Shards: p.shards, Liveness: window, Log: zerolog.Nop()}}}
 	pctx, cancel := context.WithCancel(ctx)
 	p.cancel = cancel
 	go func() {
@@ -67,7 +75,7 @@ func tiles(pods []*pod) bool {
 	return next == 256
 }
 
-func TestCluster_RolesTileAndRetileOnLeaveAndCrash(t *testing.T) {
+func TestCluster_RolesTileAndRetileOnACrash(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -86,20 +94,46 @@ func TestCluster_RolesTileAndRetileOnLeaveAndCrash(t *testing.T) {
 	require.Eventually(t, func() bool { return tiles(brokers) && tiles(controls) }, 10*time.Second, 10*time.Millisecond,
 		"each role tiles [0,256) on its own")
 
-	// Graceful leave: stop beating, delete the row → re-tile on the NOTIFY.
-	leaver := brokers[2]
-	leaver.cancel()
-	<-leaver.done
-	leaver.reporter.Deregister()
-	left := time.Now()
-	require.Eventually(t, func() bool { return tiles(brokers[:2]) }, 5*time.Second, 5*time.Millisecond)
-	require.Less(t, time.Since(left), liveness+2*beat, "a graceful leave re-tiles without waiting out the liveness window")
-
 	// Crash: stop beating, keep the row → re-tile once the heartbeat lapses.
 	crashed := controls[1]
 	crashed.cancel()
 	<-crashed.done
 	require.Eventually(t, func() bool { return tiles(controls[:1]) }, 10*time.Second, 10*time.Millisecond,
 		"a crashed member drops out within the liveness window")
-	require.True(t, tiles(brokers[:2]), "the other role is untouched")
+	require.True(t, tiles(brokers), "the other role is untouched")
+}
+
+// A graceful leave (the row deleted) and a join (a row inserted) re-tile
+// the role on their own cluster_changed: with the failsafe poll and the
+// liveness window an hour away, nothing else could.
+func TestCluster_ALeaveAndAJoinRetileOnTheirWake(t *testing.T) {
+	t.Parallel()
+	const never = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pool := pgtest.Pool(t)
+	reg := membership.New(pool)
+	l := notify.NewListener(pool, zerolog.Nop())
+	go func() { _ = l.Run(ctx) }()
+	select {
+	case <-l.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("listener not ready")
+	}
+	var brokers []*pod
+	for i := range 3 {
+		brokers = append(brokers, startPodPaced(t, ctx, reg, l, membership.RoleBroker, i, never, never))
+	}
+	require.Eventually(t, func() bool { return tiles(brokers) }, 10*time.Second, 10*time.Millisecond, "three brokers tile [0,256)")
+
+	leaver := brokers[2]
+	leaver.cancel()
+	<-leaver.done
+	leaver.reporter.Deregister()
+	require.Eventually(t, func() bool { return tiles(brokers[:2]) }, 10*time.Second, 5*time.Millisecond,
+		"a graceful leave re-tiles on its wake")
+
+	brokers = append(brokers[:2], startPodPaced(t, ctx, reg, l, membership.RoleBroker, 3, never, never))
+	require.Eventually(t, func() bool { return tiles(brokers) }, 10*time.Second, 5*time.Millisecond,
+		"a join re-tiles on its wake")
 }
