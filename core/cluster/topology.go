@@ -63,14 +63,24 @@ func (w *TopologyWatcher) Run(ctx context.Context) error {
 	wake, stop := clusterWakes(w.Listener)
 	defer stop()
 	var backoff engine.Backoff
+	// failing marks the reactors whose failure was logged: a reaction is
+	// retried up to a second apart, and is logged once until it succeeds.
+	failing := make([]bool, len(w.Reactors))
 	for {
 		failed := false
-		for _, r := range w.Reactors {
-			if err := r.React(ctx); err != nil && ctx.Err() == nil {
+		for i, r := range w.Reactors {
+			err := r.React(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil:
 				failed = true
-				if !w.Outage.Failed("topology", err) {
-					w.Log.Warn().Err(err).Str("reactor", r.Name()).Msg("topology reaction failed; retrying")
+				if !w.Outage.Failed("topology", err) && !failing[i] {
+					failing[i] = true
+					w.Log.Warn().Err(err).Str("reactor", r.Name()).
+						Msg("topology reaction failed; retrying quietly with backoff until it succeeds")
 				}
+			case err == nil && failing[i]:
+				failing[i] = false
+				w.Log.Info().Str("reactor", r.Name()).Msg("topology reaction succeeds again")
 			}
 		}
 		// A failed reaction left this member's view stale, and the wakes

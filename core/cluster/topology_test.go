@@ -13,6 +13,7 @@ import (
 	"github.com/converge-run/converge/core/cluster"
 	"github.com/converge-run/converge/core/engine/enginetest"
 	"github.com/converge-run/converge/core/shard"
+	"github.com/converge-run/converge/core/testlog"
 )
 
 type reactorFn func(ctx context.Context) error
@@ -115,4 +116,37 @@ func TestResharder_ALockLostDuringTheAssignmentLeavesTheRangeEmpty(t *testing.T)
 		}}, MemberID: "m1", Shards: set, Held: held.Load, Log: zerolog.Nop()}
 	require.NoError(t, r.React(context.Background()))
 	require.True(t, set.Span().Empty(), "no range while the lock is not held, got %v", set.Span())
+}
+
+// A reaction that keeps failing with an error of its own (not the database
+// being unreachable, which the outage reporter logs once) is retried with
+// backoff, up to a second apart: it is logged once when it starts failing
+// and once when it succeeds again, not on every retry.
+func TestTopologyWatcher_AFailingReactionIsLoggedOnceUntilItSucceeds(t *testing.T) {
+	t.Parallel()
+	clock := enginetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	reacted := make(chan struct{}, 10)
+	var calls atomic.Int32
+	var logs testlog.Buffer
+	w := &cluster.TopologyWatcher{Poll: time.Hour, Clock: clock, Log: zerolog.New(&logs),
+		Reactors: []cluster.Reactor{reactorFn(func(context.Context) error {
+			defer func() { reacted <- struct{}{} }()
+			if calls.Add(1) <= 5 {
+				return errors.New("canceling statement due to statement timeout")
+			}
+			return nil
+		})}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	awaitReaction(t, reacted)
+	for range 5 { // four retries fail, the fifth succeeds
+		require.True(t, clock.WaitForWaiters(1, 5*time.Second))
+		clock.Advance(2 * time.Second) // past any backoff
+		awaitReaction(t, reacted)
+	}
+	cancel()
+	require.NoError(t, <-done)
+	require.Equal(t, 1, logs.Count("topology reaction failed"), logs.String())
+	require.Equal(t, 1, logs.Count("topology reaction succeeds again"), logs.String())
 }
