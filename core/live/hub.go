@@ -95,7 +95,8 @@ type Options struct {
 	// Liveness is the heartbeat age past which a member is NOT_READY
 	// (default membership.DefaultLiveness, 30s).
 	Liveness time.Duration
-	// Clock stamps member liveness and samples (default time.Now).
+	// Clock stamps samples, and member liveness only for a row read
+	// without the database clock (default time.Now).
 	Clock func() time.Time
 	// SampleEvery is how often the Summary's sample (the queue estimate and
 	// the phase totals) is taken (default 5s); SampleWindow how many are

@@ -11,7 +11,9 @@ import (
 // Member is a registered member with its liveness derived at read time.
 type Member struct {
 	membership.Member
-	// Ready: the last heartbeat is younger than the liveness window.
+	// Ready: the last heartbeat is younger than the liveness window, by
+	// the database clock that stamped it (the row's ReadAt): an API pod
+	// whose clock is off judges the members as tiling and routing do.
 	Ready bool
 }
 
@@ -37,7 +39,11 @@ func (h *Hub) withStatus(list []membership.Member) []Member {
 	now := h.opts.Clock()
 	out := make([]Member, len(list))
 	for i, m := range list {
-		out[i] = Member{Member: m, Ready: now.Sub(m.LastHeartbeat) <= h.opts.Liveness}
+		at := m.ReadAt
+		if at.IsZero() {
+			at = now
+		}
+		out[i] = Member{Member: m, Ready: at.Sub(m.LastHeartbeat) <= h.opts.Liveness}
 	}
 	return out
 }

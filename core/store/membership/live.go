@@ -12,7 +12,8 @@ import (
 
 // memberColumns is the column list scanMember reads.
 const memberColumns = `member_id, role, kinds, shard_lo, shard_hi, config, version, host, pid, in_flight, workers,
-       started_at, last_heartbeat, coalesce(lock_key, 0), coalesce(control, ''), coalesce(control_by, ''), control_at`
+       started_at, last_heartbeat, coalesce(lock_key, 0), coalesce(control, ''), coalesce(control_by, ''), control_at,
+       now()`
 
 // ListLive returns the live members (live_cluster_members: heartbeat within
 // liveness of the database clock and, for a member that holds one, its
@@ -43,7 +44,7 @@ func scanMemberThen(row pgx.CollectableRow, more ...any) (Member, error) {
 	var lo, hi *int
 	var cfg []byte
 	dest := []any{&m.ID, &m.Role, &m.Kinds, &lo, &hi, &cfg, &m.Version, &m.Host, &m.PID, &m.InFlight,
-		&m.Workers, &m.StartedAt, &m.LastHeartbeat, &m.LockKey, &m.Request.Action, &m.Request.By, &m.Request.At}
+		&m.Workers, &m.StartedAt, &m.LastHeartbeat, &m.LockKey, &m.Request.Action, &m.Request.By, &m.Request.At, &m.ReadAt}
 	if err := row.Scan(append(dest, more...)...); err != nil {
 		return Member{}, err
 	}

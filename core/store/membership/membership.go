@@ -54,6 +54,9 @@ type Member struct {
 	LockKey int32
 	// LastHeartbeat is stamped by the database; ignored on write.
 	LastHeartbeat time.Time
+	// ReadAt is the database clock when the row was read, the clock to
+	// judge LastHeartbeat's age by (a reader's own may be off); read-only.
+	ReadAt time.Time
 	// Rejoin makes this write wake the peers (cluster_changed) even when
 	// the row was already there: the member is back after its liveness lock
 	// was lost (a database restart, a cut connection), and its peers'

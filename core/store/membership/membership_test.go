@@ -63,6 +63,8 @@ func TestUpsert_StampsTheDatabaseClockAndRoundTrips(t *testing.T) {
 	require.True(t, got[0].StartedAt.Equal(started))
 	got[0].StartedAt, m.StartedAt = started, started
 	m.LastHeartbeat = got[0].LastHeartbeat
+	require.False(t, got[0].ReadAt.Before(got[0].LastHeartbeat), "read by the database clock, after the beat")
+	m.ReadAt = got[0].ReadAt
 	require.Equal(t, m, got[0])
 
 	m.InFlight, m.Workers, m.Shards = 3, 2, nil
