@@ -11,6 +11,7 @@ import (
 	"github.com/converge-run/converge/core/cluster"
 	"github.com/converge-run/converge/core/store/membership"
 	"github.com/converge-run/converge/core/store/notify"
+	"github.com/converge-run/converge/core/testlog"
 	"github.com/converge-run/converge/db/pgtest"
 )
 
@@ -70,4 +71,41 @@ func TestControlWatcher_ActsOnTheWakeDrainOnceThenKill(t *testing.T) {
 		t.Fatal("the watcher did not stop after the kill")
 	}
 	require.Empty(t, drains, "the drain was acted on once")
+}
+
+type controlReaderFn func(ctx context.Context, id string) (membership.Request, error)
+
+func (f controlReaderFn) PendingRequest(ctx context.Context, id string) (membership.Request, error) {
+	return f(ctx, id)
+}
+
+// The drain a member records on itself as it shuts down (membership.Store.
+// Leave) is acted on like an admin's — the shard set emptied, the drain
+// started, once — but not logged as an admin's request: the host said it
+// is shutting down.
+func TestControlWatcher_TheMembersOwnShutdownMarkIsNotLoggedAsARequest(t *testing.T) {
+	t.Parallel()
+	var logs testlog.Buffer
+	drains := make(chan membership.Request, 4)
+	read := make(chan struct{}, 8)
+	w := &cluster.ControlWatcher{ID: "b-1", Every: time.Millisecond, Log: zerolog.New(&logs),
+		Registry: controlReaderFn(func(context.Context, string) (membership.Request, error) {
+			read <- struct{}{}
+			return membership.Request{Action: membership.ActionDrain, By: membership.ActorSelf}, nil
+		}),
+		OnDrain: func(r membership.Request) { drains <- r }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	for range 3 { // three reads: the drain and two more
+		select {
+		case <-read:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the watcher did not read its row")
+		}
+	}
+	cancel()
+	<-done
+	require.Len(t, drains, 1, "acted on once")
+	require.Equal(t, 0, logs.Count("drain requested"), logs.String())
 }
