@@ -213,7 +213,7 @@ func (r *Reporter) Deregister() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := r.Registry.Deregister(ctx, r.ID); err != nil {
-		r.Log.Warn().Err(err).Str("member_id", r.ID).Msg("deregister failed; the member GC will reclaim the row")
+		r.Log.Warn().Err(err).Str("member_id", r.ID).Msg("deregister failed; peers remove the row once the database sees this process's liveness lock go (the member GC after 5 minutes for a member without one)")
 		return
 	}
 	r.Log.Info().Str("member_id", r.ID).Msg("deregistered cluster member")
