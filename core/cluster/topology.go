@@ -153,8 +153,11 @@ func (r *Resharder) React(ctx context.Context) error {
 	// a plain swap here would hand the range back to a member that must not
 	// claim.
 	if r.Shards.SetIf(span, held) {
-		r.Log.Info().Str("member_id", r.MemberID).Int("shard_lo", span.Lo).Int("shard_hi", span.Last()).
-			Bool("empty", span.Empty()).Msg("shard range re-tiled")
+		ev := r.Log.Info().Str("member_id", r.MemberID).Bool("empty", span.Empty())
+		if !span.Empty() {
+			ev = ev.Int("shard_lo", span.Lo).Int("shard_hi", span.Last())
+		}
+		ev.Msg("shard range re-tiled")
 		if r.OnChange != nil {
 			r.OnChange()
 		}

@@ -150,3 +150,18 @@ func TestTopologyWatcher_AFailingReactionIsLoggedOnceUntilItSucceeds(t *testing.
 	require.Equal(t, 1, logs.Count("topology reaction failed"), logs.String())
 	require.Equal(t, 1, logs.Count("topology reaction succeeds again"), logs.String())
 }
+
+// A re-tile to the empty range is logged as empty, with no bounds: an
+// empty range has none, and "shard_hi -1" is not a shard.
+func TestResharder_AnEmptiedRangeIsLoggedWithoutBounds(t *testing.T) {
+	t.Parallel()
+	var logs testlog.Buffer
+	set := cluster.NewShardSet(shard.All)
+	r := &cluster.Resharder{Registry: &registryFns{
+		AssignShardsFn: func(context.Context, string, int, time.Duration) (shard.Range, error) { return shard.Range{}, nil }},
+		MemberID: "m1", Shards: set, Log: zerolog.New(&logs)}
+	require.NoError(t, r.React(context.Background()))
+	require.Equal(t, 1, logs.Count(`"empty":true`), logs.String())
+	require.Equal(t, 0, logs.Count(`"shard_hi"`), logs.String())
+	require.Equal(t, 0, logs.Count(`"shard_lo"`), logs.String())
+}
