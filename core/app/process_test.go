@@ -337,10 +337,11 @@ func TestProcess_BrokersAndControlsTileAndRetileUnderLoad(t *testing.T) {
 			}
 		}()
 	}
-	brokers[2].c.term(t) // graceful leave
-	left := time.Now()
+	// A graceful leave: how soon it re-tiles is
+	// TestProcess_ASIGTERMedBrokersShardsReTileToItsPeersAtOnce's (here the
+	// 1 s beats' 3 s window would re-tile within any bound worth checking).
+	brokers[2].c.term(t)
 	require.Eventually(t, func() bool { return tiled(t, ms, "broker", 2) }, 10*time.Second, 50*time.Millisecond)
-	require.Less(t, time.Since(left), 5*time.Second, "a graceful leave re-tiles within a few seconds")
 
 	brokers[1].c.kill(t) // crash: no deregistration
 	controls[1].kill(t)
