@@ -52,26 +52,7 @@ func TestProcess_ReadyzSaysDrainingWhileTheMemberDrains(t *testing.T) {
 	code, body := probe(t, base, "/readyz")
 	require.Equal(t, http.StatusOK, code, body)
 
-	applyManifest(t, p.Store, leafKind)
-	running, release := make(chan struct{}, 1), make(chan struct{})
-	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, apptest.NewProvider("leaf",
-		func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
-			if r.Stage == worker.StageWork {
-				running <- struct{}{}
-				select {
-				case <-release:
-				case <-ctx.Done():
-					return worker.Outcome{}, ctx.Err()
-				}
-			}
-			return leafWork(ctx, r)
-		}))
-	applyResource(t, p.Store, "leaf", "held", `{}`)
-	select {
-	case <-running:
-	case <-time.After(90 * time.Second):
-		t.Fatal("the task never reached the worker")
-	}
+	release := holdATask(t, p)
 
 	cancel() // SIGTERM: the broker drains, its task held by the worker
 	apptest.WaitFor(t, 10*time.Second, "/readyz says the member is draining", func() bool {
@@ -94,6 +75,34 @@ func TestProcess_ReadyzSaysDrainingWhileTheMemberDrains(t *testing.T) {
 	case <-time.After(apptest.StopWithin):
 		t.Fatalf("did not stop within %s", apptest.StopWithin)
 	}
+}
+
+// holdATask applies a leaf whose work a worker holds until the returned
+// channel is closed, and returns once the task reached the worker: a drain
+// that waits for it lasts as long as the test wants.
+func holdATask(t *testing.T, p *app.Process) (release chan struct{}) {
+	t.Helper()
+	applyManifest(t, p.Store, leafKind)
+	running, release := make(chan struct{}, 1), make(chan struct{})
+	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, apptest.NewProvider("leaf",
+		func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
+			if r.Stage == worker.StageWork {
+				running <- struct{}{}
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return worker.Outcome{}, ctx.Err()
+				}
+			}
+			return leafWork(ctx, r)
+		}))
+	applyResource(t, p.Store, "leaf", "held", `{}`)
+	select {
+	case <-running:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the task never reached the worker")
+	}
+	return release
 }
 
 // heldRegistry holds the member's registration until open is closed.
@@ -259,26 +268,7 @@ func TestProcess_OnDrainHooksRunWhenTheShutdownBegins(t *testing.T) {
 	}
 	base := apptest.APIURL(p)
 
-	applyManifest(t, p.Store, leafKind)
-	running, release := make(chan struct{}, 1), make(chan struct{})
-	apptest.StartWorker(t, apptest.BrokerURL(p), worker.Options{}, apptest.NewProvider("leaf",
-		func(ctx context.Context, r worker.Request) (worker.Outcome, error) {
-			if r.Stage == worker.StageWork {
-				running <- struct{}{}
-				select {
-				case <-release:
-				case <-ctx.Done():
-					return worker.Outcome{}, ctx.Err()
-				}
-			}
-			return leafWork(ctx, r)
-		}))
-	applyResource(t, p.Store, "leaf", "held", `{}`)
-	select {
-	case <-running:
-	case <-time.After(90 * time.Second):
-		t.Fatal("the task never reached the worker")
-	}
+	release := holdATask(t, p)
 	require.Zero(t, calls.Load(), "no hook before the shutdown")
 
 	cancel() // SIGTERM: the broker drains, its task held by the worker
