@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -118,6 +119,22 @@ func TestPlans_TeardownUnderEmptiedQueueStatistics(t *testing.T) {
 		teardownTree(t, f, st, "root-7", id)
 		drains := rec.Take(t)
 		plantest.Check(t, drains, plantest.Spec{Hot: planHot, Parts: planParts, Small: small})
+		// The drain's finish and re-pend address their locked rows by TID:
+		// the shard range that prunes them to one partition must not turn
+		// into a walk of that partition's whole primary key.
+		tids := 0
+		for _, p := range drains {
+			if !strings.Contains(p.Query, "w.ctid = ANY (ARRAY(SELECT unnest(v_") {
+				continue
+			}
+			tids++
+			for _, s := range p.Scans() {
+				if s.Type != "ModifyTable" && s.Type != "Tid Scan" {
+					t.Errorf("%s: the drain's TID statement reads by %s, not by TID:\n%s", stats, s, p)
+				}
+			}
+		}
+		require.NotZero(t, tids, "the drain's TID statements were recorded")
 		for _, p := range append(marks, drains...) {
 			read[stats] += p.Buffers()
 		}
