@@ -101,9 +101,11 @@ func (w *Worker) session(ctx, workCtx context.Context) error {
 			}
 		case <-hb.C:
 			if refs := w.runningRefs(); len(refs) > 0 || keepalive > 0 {
-				if err := stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Heartbeat{
-					Heartbeat: &workerv1.Heartbeat{Tasks: refs}}}); err != nil {
-					return fmt.Errorf("send heartbeat: %w", err)
+				for _, part := range w.heartbeats(refs) {
+					if err := stream.Send(&workerv1.WorkStreamRequest{Msg: &workerv1.WorkStreamRequest_Heartbeat{
+						Heartbeat: &workerv1.Heartbeat{Tasks: part}}}); err != nil {
+						return fmt.Errorf("send heartbeat: %w", err)
+					}
 				}
 			}
 		}
@@ -415,6 +417,29 @@ func (w *Worker) resumedRefs() []*workerv1.TaskRef {
 }
 
 // runningRefs lists the running tasks (for heartbeats: without secrets).
+// heartbeats cuts the running tasks' refs into heartbeats that each fit
+// one message (messageLimitLocked): a worker with a small
+// WORKER_MAX_MESSAGE_BYTES and many tasks in flight would otherwise send a
+// heartbeat its own stream refuses, and lose its session at every beat.
+// No refs is one empty heartbeat (the keepalive).
+func (w *Worker) heartbeats(refs []*workerv1.TaskRef) [][]*workerv1.TaskRef {
+	w.mu.Lock()
+	limit, _ := w.messageLimitLocked()
+	w.mu.Unlock()
+	out := [][]*workerv1.TaskRef{nil}
+	size := messageOverhead
+	for _, r := range refs {
+		n := proto.Size(r) + 4 // the repeated field's tag and length
+		if cur := out[len(out)-1]; len(cur) > 0 && size+n > limit {
+			out = append(out, nil)
+			size = messageOverhead
+		}
+		out[len(out)-1] = append(out[len(out)-1], r)
+		size += n
+	}
+	return out
+}
+
 func (w *Worker) runningRefs() []*workerv1.TaskRef {
 	w.mu.Lock()
 	defer w.mu.Unlock()

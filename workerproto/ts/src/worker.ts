@@ -189,6 +189,29 @@ const resultBatchBytes = 1 << 20;
 const messageOverhead = 16;
 
 /**
+ * heartbeats cuts the running tasks' refs into heartbeats that each fit one
+ * message of maxBytes: with a small maxMessageBytes and many tasks in flight
+ * one heartbeat naming them all would be refused by the worker's own stream,
+ * and the session lost at every beat. No refs is one empty heartbeat (the
+ * keepalive).
+ */
+export function heartbeats(refs: pb.TaskRef[], maxBytes: number): pb.TaskRef[][] {
+  const out: pb.TaskRef[][] = [[]];
+  let size = messageOverhead;
+  for (const r of refs) {
+    const n = toBinary(pb.TaskRefSchema, r).length + 4; // the repeated field's tag and length
+    const cur = out[out.length - 1] as pb.TaskRef[];
+    if (cur.length > 0 && size + n > maxBytes) {
+      out.push([]);
+      size = messageOverhead;
+    }
+    (out[out.length - 1] as pb.TaskRef[]).push(r);
+    size += n;
+  }
+  return out;
+}
+
+/**
  * messageLimit is the largest message a session may send: own
  * (maxMessageBytes), or the broker's (Subscribed.max_message_bytes; 0 from
  * a broker that does not say) when smaller, and whose it is.
@@ -662,7 +685,9 @@ export class Worker {
     if (this.live === undefined || (this.running.size === 0 && !this.live.keepalive)) {
       return;
     }
-    this.live.out.push({ case: "heartbeat", value: create(pb.HeartbeatSchema, { tasks: this.runningRefs() }) });
+    for (const tasks of heartbeats(this.runningRefs(), this.live.maxBytes)) {
+      this.live.out.push({ case: "heartbeat", value: create(pb.HeartbeatSchema, { tasks }) });
+    }
   }
 
   private sendReadiness(): void {
