@@ -213,12 +213,12 @@ func TestProcess_ReadyzStaysReadyWithEveryPoolConnectionBusy(t *testing.T) {
 
 // runConverge runs converge with cfg until ctx ends and returns it once it
 // started; done reports app.Run's return.
-func runConverge(t *testing.T, ctx context.Context, cfg config.Config) (*app.Process, <-chan error) {
+func runConverge(t *testing.T, ctx context.Context, cfg config.Config, mounts ...app.Mount) (*app.Process, <-chan error) {
 	t.Helper()
 	started := make(chan *app.Process, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- app.Run(ctx, cfg, apptest.Logger(t), app.Options{OnStart: func(p *app.Process) { started <- p }})
+		done <- app.Run(ctx, cfg, apptest.Logger(t), app.Options{Mounts: mounts, OnStart: func(p *app.Process) { started <- p }})
 	}()
 	select {
 	case p := <-started:
@@ -253,19 +253,7 @@ func TestProcess_OnDrainHooksRunWhenTheShutdownBegins(t *testing.T) {
 		})
 		return nil
 	}
-	started, done := make(chan *app.Process, 1), make(chan error, 1)
-	go func() {
-		done <- app.Run(ctx, cfg, apptest.Logger(t), app.Options{Mounts: []app.Mount{mount},
-			OnStart: func(p *app.Process) { started <- p }})
-	}()
-	var p *app.Process
-	select {
-	case p = <-started:
-	case err := <-done:
-		t.Fatalf("converge exited during start-up: %v", err)
-	case <-time.After(apptest.BootWithin):
-		t.Fatal("converge did not start")
-	}
+	p, done := runConverge(t, ctx, cfg, mount)
 	base := apptest.APIURL(p)
 
 	release := holdATask(t, p)
