@@ -76,7 +76,6 @@ func TestReapUnlocked_RemovesOnlyMembersWhoseLockIsGone(t *testing.T) {
 	require.Len(t, live, 2, "routing agrees with tiling")
 
 	n := countNotifies(t, pool, 300*time.Millisecond, func() {
-		time.Sleep(60 * time.Millisecond) // past the gate window of the joins above: only the reap may wake
 		require.NoError(t, alive.Ping(ctx, time.Second))
 		ids, err = s.ReapUnlocked(ctx)
 		require.NoError(t, err)
