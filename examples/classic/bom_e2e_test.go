@@ -86,7 +86,7 @@ func TestBOM_ThreeTeamsConvergeReadyWithValuesFlowed(t *testing.T) {
 	}
 
 	// The bom-synced binding ran the statussink reactor.
-	sunk := filepath.Join(sinkDir, "boms", "acme-1.json")
+	sunk := filepath.Join(sinkDir, "boms", "bom", "acme-1.json")
 	var doc classic.Document
 	require.Eventually(t, func() bool {
 		b, err := os.ReadFile(sunk)

@@ -82,7 +82,7 @@ func TestClassicBOM_DomainsTimesTeamsConvergeThenTearDownPaced(t *testing.T) {
 	require.Equal(t, "enabled", decode(t, op.Output)["flow_logs"])
 
 	// The classicbom-synced binding uploaded the rolled-up status.
-	sunk := filepath.Join(sinkDir, "boms", "classic", "corp-1.json")
+	sunk := filepath.Join(sinkDir, "boms", "classic", "classicbom", "corp-1.json")
 	var doc classic.Document
 	apptest.WaitFor(t, 30*time.Second, "statussink uploads "+sunk, func() bool {
 		b, err := os.ReadFile(sunk)

@@ -51,17 +51,17 @@ func parseSinkConfig(raw json.RawMessage) (sinkConfig, error) {
 	if u.Scheme == "file" && u.Path == "" {
 		return c, fmt.Errorf("endpoint %q: want file:///absolute/dir", c.Endpoint)
 	}
-	if _, err := confinedKey(c.Prefix, "x"); err != nil {
+	if _, err := confinedKey(c.Prefix, "k", "x"); err != nil {
 		return c, err
 	}
 	return c, nil
 }
 
-// confinedKey is the object key <prefix>/<name>, refused when either part
-// could climb out of the endpoint or name an unexpected object.
-func confinedKey(prefix, name string) (string, error) {
+// confinedKey is the object key <prefix>/<kind>/<name>, refused when any
+// part could climb out of the endpoint or name an unexpected object.
+func confinedKey(prefix, kind, name string) (string, error) {
 	prefix = strings.Trim(prefix, "/")
-	for _, part := range []struct{ what, v string }{{"prefix", prefix}, {"document name", name}} {
+	for _, part := range []struct{ what, v string }{{"prefix", prefix}, {"kind", kind}, {"document name", name}} {
 		if strings.ContainsAny(part.v, "\\\x00") {
 			return "", fmt.Errorf("statussink %s %q: backslashes and NUL are not allowed", part.what, part.v)
 		}
@@ -75,16 +75,20 @@ func confinedKey(prefix, name string) (string, error) {
 			}
 		}
 	}
-	if strings.Contains(name, "/") {
-		return "", fmt.Errorf("statussink document name %q: no / allowed", name)
+	for _, part := range []struct{ what, v string }{{"kind", kind}, {"document name", name}} {
+		if strings.Contains(part.v, "/") {
+			return "", fmt.Errorf("statussink %s %q: no / allowed", part.what, part.v)
+		}
 	}
-	return path.Join(prefix, name), nil
+	return path.Join(prefix, kind, name), nil
 }
 
 // statusSink is the reference reactor: when a bound transition fires it
-// uploads the resource's status to <endpoint>/<prefix>/<name>-<generation>.json.
-// The key is stable per generation, so a redelivery overwrites rather than
-// duplicates. It opens its bucket from its default providerconfig and is
+// uploads the resource's status to
+// <endpoint>/<prefix>/<watched kind>/<name>-<generation>.json. A name is
+// unique within its kind only, so the kind is part of the key: resources
+// of one name in two watched kinds keep a document each. The key is stable
+// per generation, so a redelivery overwrites rather than duplicates. It opens its bucket from its default providerconfig and is
 // unready until that succeeds.
 type statusSink struct {
 	log zerolog.Logger
@@ -160,6 +164,7 @@ func (s *statusSink) retire(b *sharedBucket) {
 
 // Document is what the sink writes.
 type Document struct {
+	Kind       string          `json:"kind"`
 	Name       string          `json:"name"`
 	Generation int64           `json:"generation"`
 	Transition string          `json:"transition"`
@@ -176,11 +181,14 @@ func (s *statusSink) Work(ctx context.Context, req worker.Request) (worker.Outco
 	if err != nil {
 		return worker.Outcome{}, worker.Terminal(err)
 	}
-	key, err := confinedKey(cfg.Prefix, fmt.Sprintf("%s-%d.json", req.Resource.Name, req.React.Generation))
+	if req.React.WatchKind == "" {
+		return worker.Outcome{}, worker.Terminal(errors.New("statussink: the delivery names no watched kind (its key is <kind>/<name>-<generation>.json)"))
+	}
+	key, err := confinedKey(cfg.Prefix, req.React.WatchKind, fmt.Sprintf("%s-%d.json", req.Resource.Name, req.React.Generation))
 	if err != nil {
 		return worker.Outcome{}, worker.Terminal(err)
 	}
-	doc := Document{Name: req.Resource.Name, Generation: req.React.Generation,
+	doc := Document{Kind: req.React.WatchKind, Name: req.Resource.Name, Generation: req.React.Generation,
 		Transition: string(req.React.Transition), Binding: req.React.Binding, DedupToken: req.React.DedupToken,
 		Status: req.Resource.Status}
 	if doc.Status == nil {

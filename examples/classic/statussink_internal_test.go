@@ -18,11 +18,17 @@ import (
 	"github.com/converge-run/converge/core/worker"
 )
 
+// reactReq is a delivery of a synced bom named name (the Resource carries
+// the reactor's own kind, the Reaction the watched one).
 func reactReq(name string, gen int64, cfg string) worker.Request {
+	return reactReqOf("bom", name, gen, cfg, `{"ready":3}`)
+}
+
+func reactReqOf(watchKind, name string, gen int64, cfg, status string) worker.Request {
 	return worker.Request{Stage: worker.StageReact, Reaction: "react",
-		Resource: worker.Resource{Kind: KindStatusSink, Name: name, Status: json.RawMessage(`{"ready":3}`), Generation: gen},
+		Resource: worker.Resource{Kind: KindStatusSink, Name: name, Status: json.RawMessage(status), Generation: gen},
 		Config:   worker.EffectiveConfig{Name: "default", Spec: json.RawMessage(cfg)},
-		React: &worker.Reaction{Transition: manifest.TransitionSynced, Binding: "b", Generation: gen,
+		React: &worker.Reaction{Transition: manifest.TransitionSynced, WatchKind: watchKind, Binding: "b", Generation: gen,
 			DedupToken: "id:synced:" + name + ":b"}}
 }
 
@@ -44,11 +50,11 @@ func TestStatusSink_MemBucketGetsTheDocumentKeyedByGeneration(t *testing.T) {
 	// A redelivery overwrites the same key.
 	_, err = s.Work(context.Background(), reactReq("acme", 3, cfg))
 	require.NoError(t, err)
-	body, err := s.bucket.ReadAll(context.Background(), "boms/classic/acme-3.json")
+	body, err := s.bucket.ReadAll(context.Background(), "boms/classic/bom/acme-3.json")
 	require.NoError(t, err)
 	var doc Document
 	require.NoError(t, json.Unmarshal(body, &doc))
-	require.Equal(t, Document{Name: "acme", Generation: 3, Transition: "synced", Binding: "b", DedupToken: "id:synced:acme:b",
+	require.Equal(t, Document{Kind: "bom", Name: "acme", Generation: 3, Transition: "synced", Binding: "b", DedupToken: "id:synced:acme:b",
 		Status: json.RawMessage(`{"ready":3}`)}, normalize(t, doc))
 	keys := 0
 	it := s.bucket.List(nil)
@@ -57,10 +63,49 @@ func TestStatusSink_MemBucketGetsTheDocumentKeyedByGeneration(t *testing.T) {
 		if err != nil {
 			break
 		}
-		require.Equal(t, "boms/classic/acme-3.json", obj.Key)
+		require.Equal(t, "boms/classic/bom/acme-3.json", obj.Key)
 		keys++
 	}
 	require.Equal(t, 1, keys, "one object per (name, generation)")
+}
+
+// TestStatusSink_OneNameInTwoKindsKeepsADocumentEach: a name is unique
+// within its kind only, so the documents of a bom and a classicbom both
+// named acme, at the same generation, are two objects, each with its own
+// status. The key was <prefix>/<name>-<generation>.json: the second
+// delivery overwrote the first.
+func TestStatusSink_OneNameInTwoKindsKeepsADocumentEach(t *testing.T) {
+	t.Parallel()
+	cfg := `{"endpoint":"mem://","prefix":"boms"}`
+	s := sinkWith(t, cfg)
+	require.True(t, s.Ready())
+	for _, kind := range []string{"bom", "classicbom"} {
+		_, err := s.Work(t.Context(), reactReqOf(kind, "acme", 1, cfg, `{"of":"`+kind+`"}`))
+		require.NoError(t, err)
+	}
+	got := map[string]string{}
+	it := s.bucket.List(nil)
+	for {
+		obj, err := it.Next(t.Context())
+		if err != nil {
+			break
+		}
+		body, err := s.bucket.ReadAll(t.Context(), obj.Key)
+		require.NoError(t, err)
+		var doc Document
+		require.NoError(t, json.Unmarshal(body, &doc))
+		got[obj.Key] = doc.Kind + " " + string(normalize(t, doc).Status)
+	}
+	require.Equal(t, map[string]string{
+		"boms/bom/acme-1.json":        `bom {"of":"bom"}`,
+		"boms/classicbom/acme-1.json": `classicbom {"of":"classicbom"}`,
+	}, got)
+
+	for kind, want := range map[string]string{"": "names no watched kind", "a/b": `kind "a/b"`, "..": `kind ".."`} {
+		_, err := s.Work(t.Context(), reactReqOf(kind, "acme", 2, cfg, `{}`))
+		require.True(t, worker.IsTerminal(err), "watched kind %q: %v", kind, err)
+		require.ErrorContains(t, err, want)
+	}
 }
 
 func normalize(t *testing.T, d Document) Document {
@@ -80,7 +125,7 @@ func TestStatusSink_FileEndpointWritesInsideAndRefusesTraversal(t *testing.T) {
 	require.True(t, s.Ready(), "create_dir makes the directory")
 	_, err := s.Work(context.Background(), reactReq("acme", 1, good))
 	require.NoError(t, err)
-	b, err := os.ReadFile(filepath.Join(dir, "boms", "acme-1.json"))
+	b, err := os.ReadFile(filepath.Join(dir, "boms", "bom", "acme-1.json"))
 	require.NoError(t, err)
 	require.Contains(t, string(b), `"dedup_token"`)
 
@@ -145,7 +190,7 @@ func TestStatusSink_S3UploadsSignedWithSigV4(t *testing.T) {
 	require.NoError(t, err)
 	mu.Lock()
 	defer mu.Unlock()
-	require.Equal(t, []string{"/bucket/boms/acme-4.json"}, puts)
+	require.Equal(t, []string{"/bucket/boms/bom/acme-4.json"}, puts)
 	require.True(t, strings.HasPrefix(auth[0], "AWS4-HMAC-SHA256 Credential=AKIDTEST/"), auth[0])
 	require.Contains(t, auth[0], "/eu-west-1/s3/aws4_request")
 }
