@@ -238,8 +238,9 @@ subtreeProgress subscription, with a live bar of READY over total (every level
 below the root) and failures named as they happen. It exits 0 once every
 resource is READY, and non-zero as soon as one FAILS terminally or settles
 DEGRADED, or when --timeout passes. A restart of the server or a dropped
-connection does not end the wait: conctl subscribes anew and re-reads what it
-follows (every 3 s as well), until --timeout. (With -o json|yaml the list comes
+connection does not end the wait, from its first read on: conctl subscribes
+anew and re-reads what it follows (every 3 s as well), until --timeout; a read
+the server answers with an error ends it. (With -o json|yaml the list comes
 first and the closing READY lines go to stderr.)
 
 With --dry-run, every document is validated by the server exactly as a real

@@ -24,7 +24,12 @@ type tcpProxy struct {
 	// refusedPOSTs counts the HTTP POSTs (GraphQL queries and mutations,
 	// not websocket upgrades) refused while paused.
 	refusedPOSTs int
-	wg           sync.WaitGroup
+	// upgradesRefused refuses the websocket upgrades (a GET), counted in
+	// refusedGETs, and forwards everything else.
+	upgradesRefused bool
+	refusedGETs     int
+	closed          bool
+	wg              sync.WaitGroup
 }
 
 func startProxy(t *testing.T, target string) *tcpProxy {
@@ -49,28 +54,83 @@ func (p *tcpProxy) accept() {
 			return
 		}
 		p.mu.Lock()
-		paused := p.paused
+		paused, upgradesRefused := p.paused, p.upgradesRefused
 		p.mu.Unlock()
-		if paused { // the network is down: refuse
+		switch {
+		case paused: // the network is down: refuse
 			p.wg.Add(1)
 			go func() {
 				defer p.wg.Done()
 				p.refuse(c)
 			}()
-			continue
+		case upgradesRefused:
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				p.refuseUpgrade(c)
+			}()
+		default:
+			p.forward(c, nil)
 		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			_ = c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(c, up)
-		go p.pipe(up, c)
 	}
+}
+
+// forward pipes c to a new connection to the target, which gets sent
+// first.
+func (p *tcpProxy) forward(c net.Conn, sent []byte) {
+	up, err := net.Dial("tcp", p.target)
+	if err == nil && len(sent) > 0 {
+		_, err = up.Write(sent)
+	}
+	if err != nil {
+		_ = c.Close()
+		if up != nil {
+			_ = up.Close()
+		}
+		return
+	}
+	p.mu.Lock()
+	if p.closed { // after close's cut: nothing would end these pipes
+		p.mu.Unlock()
+		_, _ = c.Close(), up.Close()
+		return
+	}
+	p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+	p.wg.Add(2)
+	p.mu.Unlock()
+	go p.pipe(c, up)
+	go p.pipe(up, c)
+}
+
+// refuseUpgrade closes c when it opens with a GET (a websocket upgrade),
+// counting it, and forwards it otherwise.
+func (p *tcpProxy) refuseUpgrade(c net.Conn) {
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	var b [4]byte
+	n, err := io.ReadFull(c, b[:])
+	_ = c.SetReadDeadline(time.Time{})
+	if err != nil || string(b[:n]) == "GET " {
+		_ = c.Close()
+		p.mu.Lock()
+		p.refusedGETs++
+		p.mu.Unlock()
+		return
+	}
+	p.forward(c, b[:n])
+}
+
+// refuseUpgrades refuses the websocket upgrades (on) or stops (off).
+func (p *tcpProxy) refuseUpgrades(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.upgradesRefused = on
+}
+
+// refusedGETCount is how many websocket upgrades were refused.
+func (p *tcpProxy) refusedGETCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refusedGETs
 }
 
 func (p *tcpProxy) pipe(dst, src net.Conn) {
@@ -129,6 +189,9 @@ func (p *tcpProxy) resume() {
 }
 
 func (p *tcpProxy) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
 	_ = p.ln.Close()
 	p.cut()
 	p.wg.Wait()

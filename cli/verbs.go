@@ -149,8 +149,9 @@ func (a *app) runCommand() *cobra.Command {
 e.g. vpc's enable_flow_logs) with an optional JSON input. conctl prints the
 operation's id; with --wait it follows the operation over a subscription until
 it SUCCEEDS (printing its output; exit 0) or FAILS (exit 1), across a restart of
-the server or a dropped connection (it subscribes anew and re-reads the
-operation, every 3 s as well), or until --timeout passes.`,
+the server or a dropped connection, its first connection included (it connects
+and subscribes anew and re-reads the operation, every 3 s as well), or until
+--timeout passes.`,
 		Example: `  conctl run enable_flow_logs vpc/acme-t0-vpc --input '{"retention_days": 7}' --wait
   conctl get operations vpc/acme-t0-vpc`,
 		Args: exactArgs(2),
@@ -240,21 +241,35 @@ func (a *app) run(ctx context.Context, r ref, verb string, input *json.RawMessag
 // server ends the subscription early (which is then made anew), and every
 // operationRecheck (a NOTIFY is a hint, never the source of truth). A read
 // the server does not answer (it restarts, the network dropped) is tried
-// again at the next of these; ctx's end then names it (readFailedError).
+// again at the next of these, the first connection until it is made; ctx's
+// end then names it (readFailedError).
 func (a *app) followOperation(ctx context.Context, c *Conn, op OperationRow, progress io.Writer) (OperationRow, error) {
 	last := op
+	var lastErr error // the last read the server did not answer
 	ws := c.NewWS()
-	if _, err := ws.Start(ctx); err != nil {
-		return last, fmt.Errorf("follow operation %s: %w", op.Id, err)
-	}
 	defer func() { _ = ws.Close() }()
+	if err := untilAnswered(ctx, func(err error) {
+		if err != nil {
+			a.warnUnanswered(lastErr, err)
+		}
+		lastErr = err
+	}, func() error {
+		if _, err := ws.Start(ctx); err != nil {
+			return fmt.Errorf("follow operation %s: %w", op.Id, err)
+		}
+		return nil
+	}); err != nil {
+		if ctx.Err() != nil && lastErr != nil {
+			return last, errors.Join(ctx.Err(), readFailedError{lastErr})
+		}
+		return last, err
+	}
 	updates, _, err := WatchOperation(ctx, ws, op.Id)
 	if err != nil {
 		return last, fmt.Errorf("follow operation %s: %w", op.Id, err)
 	}
 	tick := time.NewTicker(operationRecheck)
 	defer tick.Stop()
-	var lastErr error // the last read the server did not answer
 	for {
 		var cur *OperationRow
 		var rerr error // a read of the operation that failed

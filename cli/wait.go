@@ -59,28 +59,35 @@ func newWaitBar(w io.Writer, what string) *progressbar.ProgressBar {
 // connection closes), and a read the server does not answer is tried again
 // until the timeout.
 func (a *app) waitReady(ctx context.Context, c *Conn, r ref, timeout time.Duration) error {
+	f := &follower{a: a, c: c, target: r, children: map[string]WaitRow{}, reported: map[string]string{}}
 	// A read that fails once the timeout has passed (a dial or a query cut
 	// short by it, before the first verdict too) is the timeout.
 	timedOut := func(err error) error {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return fmt.Errorf("timed out after %s waiting for resource/%s", timeout, r)
+			return fmt.Errorf("timed out after %s waiting for resource/%s%s", timeout, r, lastReadFailed(f.lastErr))
 		}
 		return err
 	}
+	// The first reads are tried again as the later ones are.
+	note := func(err error) { _ = f.retry(ctx, err) }
 	ws := c.NewWS()
-	if _, err := ws.Start(ctx); err != nil {
-		return timedOut(fmt.Errorf("wait for %s: %w", r, err))
-	}
 	defer func() { _ = ws.Close() }()
-	f := &follower{a: a, c: c, target: r, children: map[string]WaitRow{}, reported: map[string]string{}}
-	if err := f.readRoot(ctx); err != nil {
+	if err := untilAnswered(ctx, note, func() error {
+		if _, err := ws.Start(ctx); err != nil {
+			return fmt.Errorf("wait for %s: %w", r, err)
+		}
+		return nil
+	}); err != nil {
+		return timedOut(err)
+	}
+	if err := untilAnswered(ctx, note, func() error { return f.readRoot(ctx) }); err != nil {
 		return timedOut(err)
 	}
 	progress, _, err := WatchSubtree(ctx, ws, f.root.Id)
 	if err != nil {
 		return timedOut(fmt.Errorf("wait for %s: %w", r, err))
 	}
-	if err := f.listChildren(ctx); err != nil {
+	if err := untilAnswered(ctx, note, func() error { return f.listChildren(ctx) }); err != nil {
 		return timedOut(err)
 	}
 	if a.env.StderrIsTerminal {
@@ -136,6 +143,34 @@ func (a *app) waitReady(ctx context.Context, c *Conn, r ref, timeout time.Durati
 // waitRecheck is how often a wait re-reads what it follows behind its
 // subscription: a push is a hint, never the source of truth.
 const waitRecheck = 3 * time.Second
+
+// untilAnswered runs read, one of the first reads of a wait, until the
+// server answers it, as a wait's later reads are tried: a read the server
+// did not answer (unanswered: a refused connection, a restart, a proxy's
+// 502-504) is handed to note (which says so, once per outage) and tried
+// again, backing off up to waitRecheck, until ctx ends (its error). Any
+// other error — the server's answer, a usage error — ends it at once; an
+// answered read is handed to note as nil.
+func untilAnswered(ctx context.Context, note func(error), read func() error) error {
+	backoff := 100 * time.Millisecond
+	for {
+		err := read()
+		switch {
+		case err == nil:
+			note(nil)
+			return nil
+		case ctx.Err() != nil || !unanswered(err):
+			return err
+		}
+		note(err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, waitRecheck)
+	}
+}
 
 // ended is the error of a wait ctx ended: the timeout, with the subtree as
 // one last read says it is (and the last read the server did not answer,
@@ -204,7 +239,7 @@ func (f *follower) recheck(ctx context.Context) error {
 
 // unanswered reports whether err is a read the server did not answer: it
 // did not reach it (it restarts, the network dropped, a proxy answered
-// 502-504 for it) or the server could not serve it (INTERNAL: a server
+// 502-504 for it; a query or a websocket dial) or the server could not serve it (INTERNAL: a server
 // stopping answers so while it shuts down). A wait tries such a read again;
 // an answer (NOT_FOUND, FORBIDDEN, ...) ends it.
 func unanswered(err error) bool {
@@ -214,7 +249,8 @@ func unanswered(err error) bool {
 			e.Status == http.StatusServiceUnavailable || e.Status == http.StatusGatewayTimeout)
 	}
 	var ue *url.Error
-	return errors.As(err, &ue) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+	var we *wsUnreachedError
+	return (errors.As(err, &ue) || errors.As(err, &we)) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // lastReadFailed names the last read the server did not answer, for a

@@ -237,3 +237,52 @@ func ready(g *gates) func(t *testing.T, server, res string) {
 		must(t, runConctl(context.Background(), server, `{"kind":"gate","name":"`+res+`","spec":{}}`, "apply", "-f", "-", "--wait", "--timeout", "2m"))
 	}
 }
+
+// A wait whose first read finds the server unreachable tries it again, as
+// its later reads are, until --timeout: here the websocket every wait
+// starts with is refused (its upgrade closed unanswered) while the request
+// before it went through, as when the server restarts right after the
+// apply. The first read failed the wait at once ("wait for gate/…: dial
+// …: connection reset by peer", exit 1) while a later one was retried.
+func TestWait_FirstReadOutlivesAnUnreachableServer(t *testing.T) {
+	t.Parallel()
+	g := &gates{m: map[string]*gate{}}
+	s := startRestartable(t, g)
+	for _, c := range []struct {
+		name   string
+		stage  worker.Stage
+		setup  func(t *testing.T, server, res string)
+		args   func(res string) (stdin string, args []string)
+		stdout string
+	}{
+		{name: "apply", stage: worker.StageWork,
+			args: func(res string) (string, []string) {
+				return `{"kind":"gate","name":"` + res + `","spec":{}}`, []string{"apply", "-f", "-", "--wait", "--timeout", "1m"}
+			},
+			stdout: "is READY"},
+		{name: "run", stage: worker.StageOperate, setup: ready(g),
+			args: func(res string) (string, []string) {
+				return "", []string{"run", "ping", "gate/" + res, "--wait", "--timeout", "1m"}
+			},
+			stdout: "SUCCEEDED"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			res := "first-" + c.name
+			if c.setup != nil {
+				c.setup(t, s.server(), res)
+			}
+			proxy := startProxy(t, s.listen)
+			proxy.refuseUpgrades(true)
+			stdin, args := c.args(res)
+			b := runBackground(proxy.URL(), stdin, args...)
+			b.waitFor(t, "the first read refused twice", func() bool { return proxy.refusedGETCount() >= 2 })
+			proxy.refuseUpgrades(false)
+			g.release(c.stage, res)
+			r := b.result(t)
+			require.Equalf(t, 0, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+			require.Contains(t, r.stdout, c.stdout)
+			require.Equal(t, 1, strings.Count(r.stderr, "(trying again)"), "the outage is said once: %s", r.stderr)
+		})
+	}
+}

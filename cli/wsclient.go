@@ -195,7 +195,7 @@ func (c *WSClient) connect(ctx context.Context) (*websocket.Conn, error) {
 		if resp != nil {
 			return nil, dialError(c.opts.Endpoint, resp, err)
 		}
-		return nil, fmt.Errorf("dial %s: %w", c.opts.Endpoint, err)
+		return nil, &wsUnreachedError{fmt.Errorf("dial %s: %w", c.opts.Endpoint, err)}
 	}
 	if conn.Subprotocol() != subprotocol {
 		_ = conn.Close()
@@ -628,5 +628,17 @@ func dialError(endpoint string, resp *http.Response, err error) error {
 		}
 		return e
 	}
-	return fmt.Errorf("dial %s: HTTP %d: %w", endpoint, resp.StatusCode, err)
+	e := fmt.Errorf("dial %s: HTTP %d: %w", endpoint, resp.StatusCode, err)
+	switch resp.StatusCode {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout: // a proxy's, for a server it did not reach
+		return &wsUnreachedError{e}
+	}
+	return e
 }
+
+// wsUnreachedError is a dial that did not reach the server: no HTTP answer
+// at all (refused, reset, timed out) or a proxy's 502-504 in its place.
+type wsUnreachedError struct{ err error }
+
+func (e *wsUnreachedError) Error() string { return e.err.Error() }
+func (e *wsUnreachedError) Unwrap() error { return e.err }
