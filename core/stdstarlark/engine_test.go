@@ -1,6 +1,7 @@
 package stdstarlark_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"runtime"
@@ -126,13 +127,35 @@ func TestStarlark_NoStepBuildsPastTheLimits(t *testing.T) {
 		{"json.decode of a deep text", "    x = json.decode('[' * 1000000)\n", "(MaxDepth)"},
 		{"a deep result", "    x = []\n    for i in range(300000):\n        x = [x]\n    return {'children': [], 'status': {'x': x}}\n", "(MaxDepth)"},
 	}
+	// Growing one element a step (a comprehension, append, a key set by
+	// index) built values of millions of elements within the step budget.
+	grow := []struct{ name, body, errHas string }{
+		{"a list comprehension", "    x = [0 for i in range(2000000)]\n", "the comprehension would hold more than 1048576 elements"},
+		{"a dict comprehension", "    x = {i: 0 for i in range(2000000)}\n", "the comprehension would hold more than 1048576 elements"},
+		{"a nested comprehension", "    x = [(a, b) for a in range(2000) for b in range(2000)]\n", "the comprehension would hold"},
+		{"append", "    x = []\n    for i in range(2000000):\n        x.append(i)\n", "the list would hold 1048577"},
+		{"insert", "    x = []\n    for i in range(2000000):\n        x.insert(i, i)\n", "the list would hold 1048577"},
+		{"a key set by index", "    d = {}\n    for i in range(2000000):\n        d[i] = i\n", "the dict would hold 1048577"},
+		{"a key set in a tuple target", "    d = {}\n    for i in range(2000000):\n        d[i], y = i, 0\n", "the dict would hold 1048577"},
+		{"setdefault", "    d = {}\n    for i in range(2000000):\n        d.setdefault(i, 0)\n", "the dict would hold 1048577"},
+		{"set add", "    s = set()\n    for i in range(2000000):\n        s.add(i)\n", "the set would hold 1048577"},
+		{"dict update", "    d = {i: 0 for i in range(1000000)}\n    d.update({-i - 1: 0 for i in range(100000)})\n", "dict.update() would hold 1100000"},
+		{"set union", "    s = set(range(1000000))\n    t = s.union(range(1000000, 1100000))\n", "set.union() would hold 1100000"},
+		{"dict |", "    d = {i: 0 for i in range(1000000)}\n    e = d | {-i - 1: 0 for i in range(100000)}\n", "dict | dict would hold 1100000"},
+		{"dict |=", "    d = {i: 0 for i in range(1000000)}\n    d |= {-i - 1: 0 for i in range(100000)}\n", "dict | dict would hold 1100000"},
+	}
+	steps := map[string]uint64{}
+	for _, tc := range grow {
+		cases = append(cases, tc)
+		steps[tc.name] = stdstarlark.MaxSteps // the most a config may give: enough for millions of elements
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			// A time limit far past what the refusal needs: under the race
 			// detector, beside its siblings, a step can take a while, and
 			// the refusal asserted is the size limit's, never the clock's.
-			_, err := runStarlark(compose(tc.body), 10_000_000, time.Minute)
+			_, err := runStarlark(compose(tc.body), cmp.Or(steps[tc.name], 10_000_000), time.Minute)
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tc.errHas)
 			require.NotContains(t, err.Error(), "time limit")
@@ -169,9 +192,10 @@ def compose(resource):
 	require.Len(t, res.Children[0].Spec["x"], 60)
 }
 
-// TestStarlark_GuardsKeepStarlarkSemantics: the guarded operators and
-// methods behave as Starlark's own within the limits: += extends a list in
-// place, *= and %= rebind, a value of MaxLen elements is allowed.
+// TestStarlark_GuardsKeepStarlarkSemantics: the guarded operators, methods,
+// comprehensions and index assignments behave as Starlark's own within the
+// limits: += extends a list in place and |= a dict, *= and %= rebind, a
+// value (a comprehension's too) of MaxLen elements is allowed.
 func TestStarlark_GuardsKeepStarlarkSemantics(t *testing.T) {
 	t.Parallel()
 	res, err := runStarlark(map[string]string{"main.star": `
@@ -188,16 +212,37 @@ def compose(resource):
     sh = 3 << 2
     sh <<= 1
     big = [0] * ` + "1048576" + `
+    comp = [i for i in range(` + "1048576" + `)]
+    nested = [[j for j in range(i)] for i in range(4) if [k for k in range(i)]]
+    dc = {str(i): i for i in range(3)}
+    dc["x"] = 1
+    dc["x"] += 1
+    dc["y"], dd = 2, 0
+    alias = dc
+    alias |= {"z": 3}
+    u = dc | {"w": 4}
+    l = [1]
+    l.append(2)
+    l.insert(0, 0)
+    st = set([1])
+    st.add(2)
+    dc.setdefault("v", 5)
+    dc.update({"t": 6}, q = 7)
+    for dc["f"] in [8]:
+        pass
     return {"children": [], "status": {"a": a, "n": n, "s": s, "k": d["k"], "sh": sh, "big": len(big),
+        "comp": len(comp), "nested": nested, "dc": dc, "u": len(u), "l": l, "st": sorted(st.union([3])),
         "join": "-".join(["p", "q"]), "rep": "abab".replace("a", "xy"), "fmt": "{}={}".format("u", 1),
         "big_int": 123456789012345678901234567890,
         "ind": json.encode_indent({"a": [1]}, indent="  "), "ind2": json.indent('{"a":[1]}', prefix="> "),
         "decoded": json.decode('{"a": [[1], "[[[{{"], "b": "\\\\"}')}}
-`}, 10_000_000, time.Minute) // a million-element value: time for the race detector
+`}, 30_000_000, time.Minute) // million-element values: time for the race detector
 	require.NoError(t, err)
 	got, err := json.Marshal(res.Status)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"a":[1,2],"n":6,"s":"x","k":[1,1],"sh":24,"big":1048576,"join":"p-q","rep":"xybxyb","fmt":"u=1",
+		"comp":1048576,"nested":[[0],[0,1],[0,1,2]],"dc":{"0":0,"1":1,"2":2,"x":2,"y":2,"z":3,"v":5,"t":6,"q":7,"f":8},"u":7,
+		"l":[0,1,2],"st":[1,2,3],
 		"big_int":123456789012345678901234567890,"decoded":{"a":[[1],"[[[{{"],"b":"\\"},
 		"ind":"{\n  \"a\": [\n    1\n  ]\n}","ind2":"{\n> \t\"a\": [\n> \t\t1\n> \t]\n> }"}`, string(got))
 	require.Contains(t, string(got), "123456789012345678901234567890", "an int keeps every digit")

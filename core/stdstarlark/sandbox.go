@@ -14,10 +14,12 @@ import (
 // the time limit also bound memory: no value a program makes — a string,
 // list, tuple or dict, an int's bits, or the text str(), repr(), print(),
 // fail(), % and format() render — may be larger than these, checked before it is
-// built.
+// built. A value grown one element a step (a comprehension, append, a key
+// set by index) is refused at the element past MaxLen (growth.go).
 const (
-	// MaxLen is the most elements of a list, tuple or dict, and the most
-	// bytes of a string, one operation may produce.
+	// MaxLen is the most elements of a list, tuple, dict or set, and the
+	// most bytes of a string, one operation may produce (or a comprehension,
+	// or growth one element at a time).
 	MaxLen = 1 << 20
 	// MaxIntBits is the most bits of an int +, *, << or int() may produce.
 	MaxIntBits = 1 << 16
@@ -38,7 +40,9 @@ const (
 // iterable (list(range(1 << 30)) is one step), render a value as text
 // (fail's message included), parse an int or decode JSON.
 func guardedBuiltins() starlark.StringDict {
-	d := starlark.StringDict{operandFn: starlark.NewBuiltin(operandFn, wrapOperand), methodFn: starlark.NewBuiltin(methodFn, boundMethod)}
+	d := starlark.StringDict{operandFn: starlark.NewBuiltin(operandFn, wrapOperand), methodFn: starlark.NewBuiltin(methodFn, boundMethod),
+		compBeginFn: starlark.NewBuiltin(compBeginFn, beginComprehension), compElemFn: starlark.NewBuiltin(compElemFn, comprehensionElement),
+		growFn: starlark.NewBuiltin(growFn, grow)}
 	for _, name := range []string{"list", "tuple", "sorted", "dict", "set", "enumerate", "zip", "reversed"} {
 		if b, ok := starlark.Universe[name].(*starlark.Builtin); ok {
 			d[name] = starlark.NewBuiltin(name, checkArgsLen(b))
@@ -307,21 +311,25 @@ func rendered(v starlark.Value, budget, depth int) (int, error) {
 	return n, nil
 }
 
-// rewrite makes every +, *, % and << (and +=, *=, %=, <<=) go through an operand
-// whose Binary checks the result's size first, and every method call
-// through methodFn, which checks the methods that can grow a value more
-// than one step's worth (replace, join, format, extend).
+// rewrite makes every +, *, %, << and | (and +=, *=, %=, <<=, |=) go
+// through an operand whose Binary checks the result's size first, and
+// every method call through methodFn, which checks the methods that can
+// grow a value (replace, join, format, extend, append, insert, add,
+// setdefault, update, union); comprehensions and index assignments are
+// guarded (guardGrowth).
 func rewrite(f *syntax.File) {
 	syntax.Walk(f, func(n syntax.Node) bool {
+		guardGrowth(n)
 		switch n := n.(type) {
 		case *syntax.BinaryExpr:
-			if n.Op == syntax.PLUS || n.Op == syntax.STAR || n.Op == syntax.PERCENT || n.Op == syntax.LTLT {
+			if n.Op == syntax.PLUS || n.Op == syntax.STAR || n.Op == syntax.PERCENT || n.Op == syntax.LTLT || n.Op == syntax.PIPE {
 				n.X = call(operandFn, n.OpPos, n.X)
 			}
 		case *syntax.AssignStmt:
 			switch n.Op {
-			case syntax.PLUS_EQ:
-				// In place for a list: the operand on the right extends it.
+			case syntax.PLUS_EQ, syntax.PIPE_EQ:
+				// In place for a list (+=) and a dict (|=): the operand on
+				// the right extends it.
 				n.RHS = call(operandFn, n.OpPos, n.RHS)
 			case syntax.STAR_EQ, syntax.PERCENT_EQ, syntax.LTLT_EQ:
 				// x *= y is x = x * y (only += is in place in Starlark).
@@ -386,6 +394,18 @@ func (o operand) Binary(op syntax.Token, y starlark.Value, side starlark.Side) (
 	if err := checkBinary(op, x, y); err != nil {
 		return nil, err
 	}
+	if side == starlark.Right && op == syntax.PIPE {
+		xd, ok1 := x.(*starlark.Dict)
+		yd, ok2 := y.(*starlark.Dict)
+		if ok1 && ok2 {
+			for _, kv := range yd.Items() { // first, so that d |= d works
+				if err := xd.SetKey(kv[0], kv[1]); err != nil {
+					return nil, err
+				}
+			}
+			return xd, nil
+		}
+	}
 	if side == starlark.Right && op == syntax.PLUS {
 		if list, ok := x.(*starlark.List); ok {
 			if iter, ok := y.(starlark.Iterable); ok {
@@ -431,6 +451,10 @@ func bits(v starlark.Value) int {
 // MaxIntBits, before it is built.
 func checkBinary(op syntax.Token, x, y starlark.Value) error {
 	switch op {
+	case syntax.PIPE:
+		if a, b := sizeOf(x), sizeOf(y); a >= 0 && b >= 0 && a+b > MaxLen {
+			return tooLarge(x.Type()+" | "+y.Type(), a+b)
+		}
 	case syntax.PLUS:
 		if a, b := sizeOf(x), sizeOf(y); a >= 0 && b >= 0 && a+b > MaxLen {
 			return tooLarge(x.Type()+" + "+y.Type(), a+b)
@@ -508,7 +532,7 @@ func boundMethod(_ *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, _
 		return m, nil
 	}
 	switch name {
-	case "replace", "join", "format", "extend":
+	case "replace", "join", "format", "extend", "append", "insert", "add", "setdefault", "update", "union":
 	default:
 		return m, nil
 	}
@@ -533,6 +557,20 @@ func getAttr(x starlark.Value, name string) (starlark.Value, error) {
 
 func checkMethod(x starlark.Value, name string, args starlark.Tuple, kwargs []starlark.Tuple) error {
 	switch name {
+	case "append", "insert", "add", "setdefault":
+		// One element more (setdefault of a key present adds none: it is
+		// refused only at the limit itself).
+		if n := sizeOf(x); n >= MaxLen {
+			return tooLarge("the "+x.Type(), n+1)
+		}
+	case "update", "union":
+		n := max(sizeOf(x), 0) + len(kwargs)
+		for _, a := range args {
+			n += max(starlark.Len(a), 0)
+		}
+		if n > MaxLen {
+			return tooLarge(x.Type()+"."+name+"()", n)
+		}
 	case "extend":
 		if len(args) == 1 {
 			if n := sizeOf(x) + max(starlark.Len(args[0]), 0); n > MaxLen {
