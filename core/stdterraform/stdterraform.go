@@ -41,6 +41,12 @@ const RootFile = "main.tf.json"
 // planFile is the saved plan apply runs.
 const planFile = "converge.tfplan"
 
+// pluginCacheLock, in the work_dir beside the plugin cache, is the file
+// whose exclusive flock(2) every terraform init holds: terraform's plugin
+// cache is not safe for concurrent use, and init is the command that
+// installs providers into it.
+const pluginCacheLock = ".plugin-cache.lock"
+
 // plannedFile is a copy of the root module of the last plan that succeeded
 // in a resource's directory: a configuration terraform took, and the one
 // the resource's state was (or is being) applied with. Destroy runs with it
@@ -145,14 +151,14 @@ func (p *Provider) Work(ctx context.Context, req worker.Request) (worker.Outcome
 	unlock := p.lock(req.Resource.ID)
 	defer unlock()
 	dir := filepath.Join(root, req.Resource.Kind, req.Resource.ID)
-	r := &runner{bin: bin, dir: dir, cfg: c, env: p.environ(c, root, dir), log: p.log.With().Str("name", req.Resource.Name).Logger()}
+	r := &runner{bin: bin, dir: dir, root: root, cfg: c, env: p.environ(c, root, dir), log: p.log.With().Str("name", req.Resource.Name).Logger()}
 	if req.Stage == worker.StageDelete {
 		return worker.Outcome{}, p.destroy(ctx, r, req.Resource, root)
 	}
 	if err := p.prepare(c, req.Resource, root, dir); err != nil {
 		return worker.Outcome{}, err
 	}
-	if _, err := r.run(ctx, "init", "-input=false", "-no-color"); err != nil {
+	if err := r.init(ctx); err != nil {
 		return worker.Outcome{}, err
 	}
 	return r.apply(ctx)
@@ -182,7 +188,7 @@ func (p *Provider) destroy(ctx context.Context, r *runner, res worker.Resource, 
 			return err
 		}
 	}
-	if _, err := r.run(ctx, "init", "-input=false", "-no-color"); err != nil {
+	if err := r.init(ctx); err != nil {
 		return err
 	}
 	if _, err := r.run(ctx, "destroy", "-input=false", "-no-color", "-auto-approve"); err != nil {
@@ -305,9 +311,52 @@ func (p *Provider) environ(c Config, root, dir string) []string {
 // runner runs terraform commands in one resource's directory.
 type runner struct {
 	bin, dir string
+	root     string // the work_dir: the plugin cache and its lock
 	cfg      Config
 	env      []string
 	log      zerolog.Logger
+}
+
+// init runs terraform init holding the plugin cache's lock, so that the
+// inits sharing a work_dir — of any resource, kind or stdworker process on
+// this host — install providers into its cache one at a time.
+func (r *runner) init(ctx context.Context) error {
+	unlock, err := lockFile(ctx, filepath.Join(r.root, pluginCacheLock))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	_, err = r.run(ctx, "init", "-input=false", "-no-color")
+	return err
+}
+
+// lockFile takes the exclusive flock(2) on path (created if missing),
+// waiting for it until ctx ends; the returned func releases it.
+func lockFile(ctx context.Context, path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("stdterraform: open the plugin cache lock: %w", err)
+	}
+	wait := 5 * time.Millisecond
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		switch {
+		case err == nil:
+			return func() { _ = f.Close() }, nil // closing the file releases the lock
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case !errors.Is(err, syscall.EWOULDBLOCK):
+			_ = f.Close()
+			return nil, fmt.Errorf("stdterraform: lock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, fmt.Errorf("stdterraform: wait for the plugin cache lock %s (another terraform init holds it): %w", path, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 250*time.Millisecond)
+	}
 }
 
 // run runs one terraform command. Cut short, terraform's process group gets

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -375,4 +377,55 @@ func TestStdterraform_ACutShortApplyStopsGracefully(t *testing.T) {
 	require.False(t, worker.IsTerminal(err), "a timeout is transient")
 	require.Contains(t, err.Error(), "Gracefully shutting down", "terraform was interrupted")
 	require.FileExists(t, filepath.Join(work, "network", id, "stopped-gracefully"), "terraform had the time to stop gracefully")
+}
+
+// TestStdterraform_InitsOfOneWorkDirTakeTurns: terraform's plugin cache
+// (<work_dir>/.plugin-cache, shared by every resource of the work_dir) is
+// not safe for concurrent use, so the inits that install providers into
+// it run one at a time — of any resource, and of two providers (as two
+// stdworkers sharing the work_dir would be) — under the flock of
+// <work_dir>/.plugin-cache.lock. The fake init fails when another runs on its cache during
+// its 1.5 s; the inits ran at once, and all but one failed.
+func TestStdterraform_InitsOfOneWorkDirTakeTurns(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := fakeTerraform(t, dir)
+	module := filepath.Join(dir, "mod")
+	require.NoError(t, os.MkdirAll(module, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(module, "variables.json"), []byte(`[{"name":"cidr"}]`), 0o644))
+	work := filepath.Join(dir, "work")
+	spec, _ := json.Marshal(map[string]any{"binary": bin, "module": module, "work_dir": work, "timeout_secs": 120,
+		"env": map[string]string{"FAKE_TF_INIT_WINDOW": "1500ms"}})
+	providers := []*stdterraform.Provider{
+		stdterraform.New(manifest.KindVersion{Kind: "network"}, zerolog.Nop(), func(string) string { return "" }),
+		stdterraform.New(manifest.KindVersion{Kind: "subnet"}, zerolog.Nop(), func(string) string { return "" }),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	errs := make(chan error, 3)
+	for i, kind := range []string{"network", "network", "subnet"} {
+		go func() {
+			_, err := providers[i/2].Work(ctx, worker.Request{Stage: worker.StageWork, Reaction: "apply",
+				Resource: worker.Resource{ID: uuid.NewString(), Kind: kind, Version: "v1", Name: fmt.Sprint("r", i), Spec: json.RawMessage(`{"cidr":"10.0.0.0/16"}`)},
+				Config:   worker.EffectiveConfig{Name: "default", Spec: spec}})
+			errs <- err
+		}()
+	}
+	for range 3 {
+		require.NoError(t, <-errs)
+	}
+
+	// An init waits for the lock only as long as its task may run.
+	held, err := os.OpenFile(filepath.Join(work, ".plugin-cache.lock"), os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer held.Close()
+	require.NoError(t, syscall.Flock(int(held.Fd()), syscall.LOCK_EX))
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	_, err = providers[0].Work(short, worker.Request{Stage: worker.StageWork, Reaction: "apply",
+		Resource: worker.Resource{ID: uuid.NewString(), Kind: "network", Version: "v1", Name: "late", Spec: json.RawMessage(`{"cidr":"10.0.0.0/16"}`)},
+		Config:   worker.EffectiveConfig{Name: "default", Spec: spec}})
+	require.ErrorContains(t, err, "another terraform init holds it")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.False(t, worker.IsTerminal(err), "a wait cut short is transient")
 }

@@ -5,7 +5,10 @@
 // arguments again, as terraform loads the configuration to destroy too),
 // logging every command to $FAKE_TF_LOG. A module argument fail_times=N
 // makes the first N plans fail with a transient error; hang_apply=true
-// makes apply run until it is interrupted.
+// makes apply run until it is interrupted. With FAKE_TF_INIT_WINDOW set
+// (a duration), init fails when another init runs on the same plugin
+// cache during that window, as terraform's plugin cache is not safe for
+// concurrent use.
 package main
 
 import (
@@ -49,6 +52,9 @@ func main() {
 	}
 	switch cmd {
 	case "init":
+		if w := os.Getenv("FAKE_TF_INIT_WINDOW"); w != "" {
+			initAlone(w)
+		}
 		must(os.MkdirAll(".terraform", 0o700))
 	case "plan":
 		plan(args, vars)
@@ -209,4 +215,23 @@ func must(err error) {
 func fail(msg string) {
 	fmt.Fprintln(os.Stderr, msg)
 	os.Exit(1)
+}
+
+// initAlone marks this init running in $TF_PLUGIN_CACHE_DIR for window and
+// fails if another init is marked running there meanwhile.
+func initAlone(window string) {
+	d, err := time.ParseDuration(window)
+	must(err)
+	cache := os.Getenv("TF_PLUGIN_CACHE_DIR")
+	mine := filepath.Join(cache, fmt.Sprintf("init-running-%d", os.Getpid()))
+	must(os.WriteFile(mine, nil, 0o600))
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		running, err := filepath.Glob(filepath.Join(cache, "init-running-*"))
+		must(err)
+		if len(running) > 1 {
+			_ = os.Remove(mine)
+			fail("Error: another terraform init is installing providers into the plugin cache " + cache + " at the same time")
+		}
+	}
+	must(os.Remove(mine))
 }
