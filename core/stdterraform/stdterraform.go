@@ -171,8 +171,12 @@ func (p *Provider) Work(ctx context.Context, req worker.Request) (worker.Outcome
 // that left the resource Failed is what its owner deletes it for, and
 // destroying with it would fail for good, the resource Deleting for ever.
 // Without one, and with local state that does not exist, nothing was ever
-// applied: there is nothing to destroy.
+// applied: there is nothing to destroy. Without one and with a remote
+// backend (another stdworker planned the resource, or none did), destroy
+// runs with the current spec; when terraform refuses it, the failure says
+// so (withoutPlan).
 func (p *Provider) destroy(ctx context.Context, r *runner, res worker.Resource, root string) error {
+	current := false // destroying with the current spec, no plan kept here
 	switch planned, err := os.ReadFile(filepath.Join(r.dir, plannedFile)); {
 	case err == nil:
 		if err := os.WriteFile(filepath.Join(r.dir, RootFile), planned, 0o600); err != nil {
@@ -184,17 +188,34 @@ func (p *Provider) destroy(ctx context.Context, r *runner, res worker.Resource, 
 		r.log.Info().Msg("terraform never planned here and keeps no state: nothing to destroy")
 		return p.forget(r.dir, res.ID)
 	default: // state kept elsewhere, or from before plannedFile: the current spec
+		current = true
 		if err := p.prepare(r.cfg, res, root, r.dir); err != nil {
-			return err
+			return withoutPlan(err)
 		}
 	}
-	if err := r.init(ctx); err != nil {
-		return err
+	err := r.init(ctx)
+	if err == nil {
+		_, err = r.run(ctx, "destroy", "-input=false", "-no-color", "-auto-approve")
 	}
-	if _, err := r.run(ctx, "destroy", "-input=false", "-no-color", "-auto-approve"); err != nil {
+	switch {
+	case err != nil && current:
+		return withoutPlan(err)
+	case err != nil:
 		return err
 	}
 	return p.forget(r.dir, res.ID)
+}
+
+// withoutPlan explains a terminal failure of a destroy run with the
+// current spec: the configuration the state was applied with is kept only
+// where it was planned.
+func withoutPlan(err error) error {
+	if !worker.IsTerminal(err) {
+		return err
+	}
+	return worker.Terminal(fmt.Errorf("%w; this stdworker never planned the resource (its working directory holds no %s, the root module "+
+		"of the last plan), so destroy ran with the current spec: the configuration the state was applied with is in the working "+
+		"directory of the stdworker that planned it", err, plannedFile))
 }
 
 // forget removes a destroyed resource's directory and lock.

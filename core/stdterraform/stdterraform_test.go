@@ -429,3 +429,47 @@ func TestStdterraform_InitsOfOneWorkDirTakeTurns(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.False(t, worker.IsTerminal(err), "a wait cut short is transient")
 }
+
+// TestStdterraform_ADeleteOnAnotherWorkerSaysItHadNoPlan: with a remote
+// backend and two stdworkers (here two providers with their own
+// work_dir), a delete that lands on the one that never planned the
+// resource destroys with the current spec: fine when terraform takes it,
+// and when it refuses it (the spec the resource failed on), the terminal
+// failure says why — the configuration the state was applied with is kept
+// only where it was planned. It carried terraform's diagnostic alone, as if
+// the spec were the whole story.
+func TestStdterraform_ADeleteOnAnotherWorkerSaysItHadNoPlan(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := fakeTerraform(t, dir)
+	module := filepath.Join(dir, "mod")
+	require.NoError(t, os.MkdirAll(module, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(module, "variables.json"), []byte(`[{"name":"cidr","required":true}]`), 0o644))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stdworker := func(name string) func(stage worker.Stage, id, resSpec string) error {
+		spec, _ := json.Marshal(map[string]any{"binary": bin, "module": module, "work_dir": filepath.Join(dir, name), "timeout_secs": 120,
+			"backend": map[string]any{"type": "s3", "config": map[string]any{"key": "{kind}/{id}.tfstate"}}})
+		p := stdterraform.New(manifest.KindVersion{Kind: "network"}, zerolog.Nop(), func(string) string { return "" })
+		return func(stage worker.Stage, id, resSpec string) error {
+			_, err := p.Work(ctx, worker.Request{Stage: stage, Reaction: string(stage),
+				Resource: worker.Resource{ID: id, Kind: "network", Version: "v1", Name: "a", Spec: json.RawMessage(resSpec)},
+				Config:   worker.EffectiveConfig{Name: "default", Spec: spec}})
+			return err
+		}
+	}
+	a, b := stdworker("a"), stdworker("b")
+
+	good, bad := uuid.NewString(), uuid.NewString()
+	for _, id := range []string{good, bad} {
+		require.NoError(t, a(worker.StageWork, id, `{"cidr":"10.0.0.0/16"}`))
+	}
+	require.NoError(t, b(worker.StageDelete, good, `{"cidr":"10.0.0.0/16"}`), "a spec terraform takes: destroyed with it")
+
+	require.True(t, worker.IsTerminal(a(worker.StageWork, bad, `{"cidr":"10.0.0.0/16","cidrr":"x"}`)))
+	err := b(worker.StageDelete, bad, `{"cidr":"10.0.0.0/16","cidrr":"x"}`)
+	require.True(t, worker.IsTerminal(err), "%v", err)
+	require.ErrorContains(t, err, `No argument or block type is named "cidrr"`)
+	require.ErrorContains(t, err, "this stdworker never planned the resource")
+	require.NoError(t, a(worker.StageDelete, bad, `{"cidr":"10.0.0.0/16","cidrr":"x"}`), "where it was planned, the planned module destroys it")
+}
