@@ -129,20 +129,23 @@ func TestStarlark_NoStepBuildsPastTheLimits(t *testing.T) {
 	}
 	// Growing one element a step (a comprehension, append, a key set by
 	// index) built values of millions of elements within the step budget.
+	// The comprehensions run a million steps to the limit; the others start
+	// from a value of MaxLen elements, built in one step.
+	const full = "    d = dict(zip(range(1 << 20), range(1 << 20)))\n" // MaxLen keys
 	grow := []struct{ name, body, errHas string }{
 		{"a list comprehension", "    x = [0 for i in range(2000000)]\n", "the comprehension would hold more than 1048576 elements"},
 		{"a dict comprehension", "    x = {i: 0 for i in range(2000000)}\n", "the comprehension would hold more than 1048576 elements"},
 		{"a nested comprehension", "    x = [(a, b) for a in range(2000) for b in range(2000)]\n", "the comprehension would hold"},
-		{"append", "    x = []\n    for i in range(2000000):\n        x.append(i)\n", "the list would hold 1048577"},
-		{"insert", "    x = []\n    for i in range(2000000):\n        x.insert(i, i)\n", "the list would hold 1048577"},
-		{"a key set by index", "    d = {}\n    for i in range(2000000):\n        d[i] = i\n", "the dict would hold 1048577"},
-		{"a key set in a tuple target", "    d = {}\n    for i in range(2000000):\n        d[i], y = i, 0\n", "the dict would hold 1048577"},
-		{"setdefault", "    d = {}\n    for i in range(2000000):\n        d.setdefault(i, 0)\n", "the dict would hold 1048577"},
-		{"set add", "    s = set()\n    for i in range(2000000):\n        s.add(i)\n", "the set would hold 1048577"},
-		{"dict update", "    d = {i: 0 for i in range(1000000)}\n    d.update({-i - 1: 0 for i in range(100000)})\n", "dict.update() would hold 1100000"},
-		{"set union", "    s = set(range(1000000))\n    t = s.union(range(1000000, 1100000))\n", "set.union() would hold 1100000"},
-		{"dict |", "    d = {i: 0 for i in range(1000000)}\n    e = d | {-i - 1: 0 for i in range(100000)}\n", "dict | dict would hold 1100000"},
-		{"dict |=", "    d = {i: 0 for i in range(1000000)}\n    d |= {-i - 1: 0 for i in range(100000)}\n", "dict | dict would hold 1100000"},
+		{"append", "    x = list(range(1 << 20))\n    x.append(0)\n", "the list would hold 1048577"},
+		{"insert", "    x = list(range(1 << 20))\n    x.insert(0, 0)\n", "the list would hold 1048577"},
+		{"a key set by index", full + "    d[-1] = 0\n", "the dict would hold 1048577"},
+		{"a key set in a tuple target", full + "    d[-1], y = 0, 0\n", "the dict would hold 1048577"},
+		{"setdefault", full + "    d.setdefault(-1, 0)\n", "the dict would hold 1048577"},
+		{"dict update", full + "    d.update({-1: 0})\n", "dict.update() would hold 1048577"},
+		{"dict |", full + "    e = d | {-1: 0}\n", "dict | dict would hold 1048577"},
+		{"dict |=", full + "    d |= {-1: 0}\n", "dict | dict would hold 1048577"},
+		{"set add", "    s = set(range(1 << 20))\n    s.add(-1)\n", "the set would hold 1048577"},
+		{"set union", "    s = set(range(1 << 20))\n    t = s.union([-1])\n", "set.union() would hold 1048577"},
 	}
 	steps := map[string]uint64{}
 	for _, tc := range grow {
@@ -153,9 +156,10 @@ func TestStarlark_NoStepBuildsPastTheLimits(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			// A time limit far past what the refusal needs: under the race
-			// detector, beside its siblings, a step can take a while, and
-			// the refusal asserted is the size limit's, never the clock's.
-			_, err := runStarlark(compose(tc.body), cmp.Or(steps[tc.name], 10_000_000), time.Minute)
+			// detector, beside its siblings, a step can take a while (a
+			// million of them, for a comprehension), and the refusal
+			// asserted is the size limit's, never the clock's.
+			_, err := runStarlark(compose(tc.body), cmp.Or(steps[tc.name], 10_000_000), 5*time.Minute)
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tc.errHas)
 			require.NotContains(t, err.Error(), "time limit")
