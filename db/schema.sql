@@ -2252,6 +2252,52 @@ END
 $$;
 
 --
+-- Name: providerconfigs_keep_named(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.providerconfigs_keep_named() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_names text[];
+    v_count text;
+    v_list  text;
+BEGIN
+    SELECT array_agg(r.name ORDER BY r.name) INTO v_names
+      FROM (SELECT r.name FROM resources r
+             WHERE r.kind = OLD.kind AND r.provider_config_ref = OLD.name
+             LIMIT 1001) r;
+    IF v_names IS NULL THEN
+        RETURN OLD;
+    END IF;
+    IF EXISTS (SELECT 1 FROM resources r WHERE r.id = OLD.owner_id) THEN
+        IF OLD.pruned_at IS NULL THEN
+            UPDATE providerconfigs SET pruned_at = now() WHERE id = OLD.id;
+            v_count := CASE WHEN cardinality(v_names) > 1000 THEN 'more than 1000'
+                            ELSE cardinality(v_names)::text END;
+            SELECT string_agg(OLD.kind || '/' || n, ', ') INTO v_list FROM unnest(v_names[1:3]) AS n;
+            IF cardinality(v_names) > 3 THEN
+                v_list := v_list || ', …';
+            END IF;
+            INSERT INTO resource_events (resource_id, type, reason, message)
+            VALUES (OLD.owner_id, 'Warning', 'ProviderConfigKept',
+                    format('providerconfig %s/%s is no longer emitted by this composition but %s resource(s) name it (%s): '
+                           'it is kept until none does', OLD.kind, OLD.name, v_count, v_list));
+        END IF;
+    ELSE
+        UPDATE providerconfigs SET owner_id = NULL, pruned_at = NULL, updated_at = now() WHERE id = OLD.id;
+        INSERT INTO resource_events (resource_id, type, reason, message)
+        SELECT r.id, 'Warning', 'ProviderConfigReleased',
+               format('providerconfig %s/%s, which this resource names, was owned by composition root %s, which is deleted: '
+                      'it is kept as a hand-authored config', OLD.kind, OLD.name, OLD.owner_id)
+          FROM resources r
+         WHERE r.kind = OLD.kind AND r.provider_config_ref = OLD.name;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+--
 -- Name: quarantine_resource(uuid); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -4184,6 +4230,7 @@ CREATE TABLE public.providerconfigs (
     owner_id uuid,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    pruned_at timestamp with time zone,
     CONSTRAINT providerconfigs_name_check CHECK (((length(name) <= 253) AND (name ~ '^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$'::text)))
 );
 
@@ -7780,6 +7827,12 @@ CREATE TRIGGER propagate_dependency_failure AFTER UPDATE ON public.resources REF
 --
 
 CREATE TRIGGER providerconfigs_changed AFTER INSERT OR DELETE OR UPDATE ON public.providerconfigs FOR EACH STATEMENT EXECUTE FUNCTION public.providerconfigs_changed();
+
+--
+-- Name: providerconfigs providerconfigs_keep_named; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER providerconfigs_keep_named BEFORE DELETE ON public.providerconfigs FOR EACH ROW WHEN ((old.owner_id IS NOT NULL)) EXECUTE FUNCTION public.providerconfigs_keep_named();
 
 --
 -- Name: reactor_bindings reactor_bindings_changed; Type: TRIGGER; Schema: public; Owner: -

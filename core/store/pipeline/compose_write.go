@@ -306,7 +306,12 @@ SELECT (SELECT count(*) FROM del) + (SELECT count(*) FROM ups),
 	return freed, wrap(err, "compose: write edges")
 }
 
-// writeConfigs makes the root's owned configs exactly the desired ones.
+// writeConfigs makes the root's owned configs the desired ones: it upserts
+// the emitted ones (one kept after an earlier prune is the composition's
+// again) and deletes the rest. A config that resources still name survives
+// its delete (the providerconfigs_keep_named trigger: kept, still the
+// root's, with a Warning on the root), so the count is of the configs
+// written and deleted; a later compose deletes it once none names it.
 func writeConfigs(ctx context.Context, tx pgx.Tx, st *composeState, plan *composePlan, now any, res *ComposeResult) error {
 	n := len(plan.configs)
 	kinds, names, defaults := make([]string, n), make([]string, n), make([]bool, n)
@@ -331,9 +336,11 @@ WITH want AS (
     SELECT kind, name, is_default, spec, data, $1, coalesce($7::timestamptz, now()), coalesce($7::timestamptz, now())
       FROM want
     ON CONFLICT (kind, name) DO UPDATE
-       SET is_default = EXCLUDED.is_default, spec = EXCLUDED.spec, data = EXCLUDED.data, updated_at = EXCLUDED.updated_at
+       SET is_default = EXCLUDED.is_default, spec = EXCLUDED.spec, data = EXCLUDED.data, pruned_at = NULL,
+           updated_at = EXCLUDED.updated_at
      WHERE p.owner_id = $1
-       AND (p.is_default, p.spec, p.data) IS DISTINCT FROM (EXCLUDED.is_default, EXCLUDED.spec, EXCLUDED.data)
+       AND ((p.is_default, p.spec, p.data) IS DISTINCT FROM (EXCLUDED.is_default, EXCLUDED.spec, EXCLUDED.data)
+            OR p.pruned_at IS NOT NULL)
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM del) + (SELECT count(*) FROM ups)`, st.root, kinds, names, defaults, specs, data, now).Scan(&res.Configs)
