@@ -1628,6 +1628,7 @@ CREATE FUNCTION public.free_dead_member_leases(p_gone text[]) RETURNS integer
     AS $$
 DECLARE
     v_n int;
+    v_l int;
 BEGIN
     IF p_gone IS NULL OR cardinality(p_gone) = 0 THEN
         RETURN 0;
@@ -1651,10 +1652,29 @@ BEGIN
     IF v_n > 0 THEN
         PERFORM pg_notify('work_ready', '');
     END IF;
-    UPDATE lifecycle_outbox l
-       SET worker_id = NULL, claim_epoch = NULL, heartbeat_at = NULL
-     WHERE l.worker_id IS NOT NULL AND l.worker_id = ANY (p_gone);
-    IF FOUND THEN
+    -- A delivery its binding no longer selects (lifecycle_selected) is
+    -- deleted, not re-armed under the reactor the binding left.
+    WITH held AS (
+        SELECT l.shard_id, l.resource_id, l.transition, l.generation, l.binding_name,
+               lifecycle_selected(l.binding_name, l.reactor, l.watch_kind, l.transition, l.snapshot) AS live
+          FROM lifecycle_outbox l
+         WHERE l.worker_id IS NOT NULL AND l.worker_id = ANY (p_gone)
+         FOR UPDATE OF l
+    ), freed AS (
+        UPDATE lifecycle_outbox l
+           SET worker_id = NULL, claim_epoch = NULL, heartbeat_at = NULL
+          FROM held h
+         WHERE h.live AND l.shard_id = h.shard_id AND l.resource_id = h.resource_id
+           AND l.transition = h.transition AND l.generation = h.generation AND l.binding_name = h.binding_name
+        RETURNING 1
+    ), dropped AS (
+        DELETE FROM lifecycle_outbox l
+         USING held h
+         WHERE NOT h.live AND l.shard_id = h.shard_id AND l.resource_id = h.resource_id
+           AND l.transition = h.transition AND l.generation = h.generation AND l.binding_name = h.binding_name
+    )
+    SELECT count(*) INTO v_l FROM freed;
+    IF v_l > 0 THEN
         PERFORM pg_notify('lifecycle_ready', '');
     END IF;
     RETURN v_n;
@@ -2028,6 +2048,19 @@ END
 $_$;
 
 --
+-- Name: lifecycle_selected(text, text, text, text, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.lifecycle_selected(p_binding text, p_reactor text, p_watch_kind text, p_transition text, p_snapshot jsonb) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT EXISTS (SELECT 1 FROM reactor_bindings b
+                    WHERE b.name = p_binding AND b.enabled AND b.reactor = p_reactor
+                      AND b.watch_kind = p_watch_kind AND b.transition = p_transition
+                      AND coalesce(p_snapshot->'labels', '{}') @> b.label_match)
+$$;
+
+--
 -- Name: live_cluster_members(integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -2347,21 +2380,29 @@ DECLARE
     v_n int;
 BEGIN
     WITH stale AS (
-        SELECT resource_id, transition, generation, binding_name, shard_id
-          FROM lifecycle_outbox
-         WHERE shard_id BETWEEN p_lo AND p_hi
-           AND worker_id IS NOT NULL
-           AND coalesce(heartbeat_at, '-infinity') < p_now - p_stale_after
-         FOR UPDATE SKIP LOCKED
+        SELECT l.resource_id, l.transition, l.generation, l.binding_name, l.shard_id,
+               lifecycle_selected(l.binding_name, l.reactor, l.watch_kind, l.transition, l.snapshot) AS live
+          FROM lifecycle_outbox l
+         WHERE l.shard_id BETWEEN p_lo AND p_hi
+           AND l.worker_id IS NOT NULL
+           AND coalesce(l.heartbeat_at, '-infinity') < p_now - p_stale_after
+         FOR UPDATE OF l SKIP LOCKED
     ), freed AS (
         UPDATE lifecycle_outbox l
            SET worker_id = NULL, claim_epoch = NULL, heartbeat_at = NULL
           FROM stale s
-         WHERE l.shard_id BETWEEN p_lo AND p_hi
+         WHERE s.live AND l.shard_id BETWEEN p_lo AND p_hi
            AND l.shard_id = s.shard_id AND l.resource_id = s.resource_id
            AND l.transition = s.transition AND l.generation = s.generation
            AND l.binding_name = s.binding_name
         RETURNING 1
+    ), dropped AS (
+        DELETE FROM lifecycle_outbox l
+         USING stale s
+         WHERE NOT s.live AND l.shard_id BETWEEN p_lo AND p_hi
+           AND l.shard_id = s.shard_id AND l.resource_id = s.resource_id
+           AND l.transition = s.transition AND l.generation = s.generation
+           AND l.binding_name = s.binding_name
     )
     SELECT count(*) INTO v_n FROM freed;
     IF v_n > 0 THEN

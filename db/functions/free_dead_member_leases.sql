@@ -2,8 +2,9 @@
 -- every tick within a minute of a member's removal. Frees the work_queue
 -- leases and lifecycle_outbox claims stamped with the removed ids p_gone
 -- (a claim the dead process sent before it died can still commit after the
--- removal), skipping rows another transaction holds (SKIP LOCKED: the next
--- tick frees them). A freed queue row is claimable after a redelivery grace
+-- removal), skipping queue rows another transaction holds (SKIP LOCKED: the
+-- next tick frees them); a claimed delivery its binding no longer selects
+-- is deleted instead of freed. A freed queue row is claimable after a redelivery grace
 -- of one second (not_before), and keeps its claim_epoch (see
 -- reap_unlocked_cluster_members). Wakes work_ready and lifecycle_ready when
 -- it freed something. Returns the number of queue leases freed.
@@ -27,6 +28,7 @@ LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_hashjoin = of
 SET enable_indexscan = off AS $$
 DECLARE
     v_n int;
+    v_l int;
 BEGIN
     IF p_gone IS NULL OR cardinality(p_gone) = 0 THEN
         RETURN 0;
@@ -50,10 +52,29 @@ BEGIN
     IF v_n > 0 THEN
         PERFORM pg_notify('work_ready', '');
     END IF;
-    UPDATE lifecycle_outbox l
-       SET worker_id = NULL, claim_epoch = NULL, heartbeat_at = NULL
-     WHERE l.worker_id IS NOT NULL AND l.worker_id = ANY (p_gone);
-    IF FOUND THEN
+    -- A delivery its binding no longer selects (lifecycle_selected) is
+    -- deleted, not re-armed under the reactor the binding left.
+    WITH held AS (
+        SELECT l.shard_id, l.resource_id, l.transition, l.generation, l.binding_name,
+               lifecycle_selected(l.binding_name, l.reactor, l.watch_kind, l.transition, l.snapshot) AS live
+          FROM lifecycle_outbox l
+         WHERE l.worker_id IS NOT NULL AND l.worker_id = ANY (p_gone)
+         FOR UPDATE OF l
+    ), freed AS (
+        UPDATE lifecycle_outbox l
+           SET worker_id = NULL, claim_epoch = NULL, heartbeat_at = NULL
+          FROM held h
+         WHERE h.live AND l.shard_id = h.shard_id AND l.resource_id = h.resource_id
+           AND l.transition = h.transition AND l.generation = h.generation AND l.binding_name = h.binding_name
+        RETURNING 1
+    ), dropped AS (
+        DELETE FROM lifecycle_outbox l
+         USING held h
+         WHERE NOT h.live AND l.shard_id = h.shard_id AND l.resource_id = h.resource_id
+           AND l.transition = h.transition AND l.generation = h.generation AND l.binding_name = h.binding_name
+    )
+    SELECT count(*) INTO v_l FROM freed;
+    IF v_l > 0 THEN
         PERFORM pg_notify('lifecycle_ready', '');
     END IF;
     RETURN v_n;

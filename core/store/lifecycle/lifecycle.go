@@ -197,7 +197,9 @@ UPDATE lifecycle_outbox l SET heartbeat_at = now()
 // finish (its broker is shutting down), fenced on their claim epochs: each is
 // claimable again at once, by any broker, instead of when its claim lapses.
 // The reactor dispatchers are woken (lifecycle_ready) when any was freed. It
-// reports how many were.
+// reports how many were. A delivery its binding no longer selects (re-pointed,
+// disabled or deleted while it ran: lifecycle_selected) is deleted instead,
+// not freed under the reactor the binding left.
 func (s *Store) Release(ctx context.Context, workerID string, ds []Delivery) (int, error) {
 	if len(ds) == 0 {
 		return 0, nil
@@ -211,7 +213,14 @@ WITH freed AS (
       FROM unnest($4::uuid[], $5::bigint[]) AS k(resource_id, claim_epoch)
      WHERE l.shard_id BETWEEN $2 AND $3 AND l.worker_id = $1
        AND l.resource_id = k.resource_id AND l.claim_epoch = k.claim_epoch
+       AND lifecycle_selected(l.binding_name, l.reactor, l.watch_kind, l.transition, l.snapshot)
     RETURNING 1
+), dropped AS (
+    DELETE FROM lifecycle_outbox l
+     USING unnest($4::uuid[], $5::bigint[]) AS k(resource_id, claim_epoch)
+     WHERE l.shard_id BETWEEN $2 AND $3 AND l.worker_id = $1
+       AND l.resource_id = k.resource_id AND l.claim_epoch = k.claim_epoch
+       AND NOT lifecycle_selected(l.binding_name, l.reactor, l.watch_kind, l.transition, l.snapshot)
 ), n AS (
     SELECT count(*)::int AS n FROM freed
 )

@@ -32,6 +32,8 @@ func TestRelease_FreesTheNamedClaimsAndWakesTheDispatchers(t *testing.T) {
 	ours2 := row{uuid.New(), 200, "broker-1", 12}
 	reclaimed := row{uuid.New(), 3, "broker-1", 13}   // named with an older epoch below: re-claimed since
 	someoneElse := row{uuid.New(), 3, "broker-2", 14} // named, but another broker's claim
+	_, err := pool.Exec(ctx, `INSERT INTO reactor_bindings (name, watch_kind, transition, reactor) VALUES ('audit', 'vpc', 'synced', 'sink')`)
+	require.NoError(t, err)
 	for _, r := range []row{ours, ours2, reclaimed, someoneElse} {
 		_, err := pool.Exec(ctx, `
 INSERT INTO lifecycle_outbox (resource_id, transition, generation, binding_name, shard_id, reactor, watch_kind, snapshot,

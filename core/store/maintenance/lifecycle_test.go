@@ -23,7 +23,7 @@ func TestReapStaleLifecycle_ReArmsOnlyLapsedClaims(t *testing.T) {
 		}
 		f.exec(`INSERT INTO lifecycle_outbox (resource_id, transition, generation, binding_name, shard_id, reactor,
 		                                      watch_kind, snapshot, worker_id, claim_epoch, heartbeat_at)
-		        VALUES ('00000000-0000-0000-0000-000000000001', 'synced', 1, $1, $2, 'sink', 'bom', '{}', $3, 7, $4)`,
+		        VALUES ('00000000-0000-0000-0000-000000000001', 'synced', 1, lower($1), $2, 'sink', 'bom', '{}', $3, 7, $4)`,
 			binding, shard, w, hb)
 	}
 	cases := map[string]struct {
@@ -41,6 +41,7 @@ func TestReapStaleLifecycle_ReArmsOnlyLapsedClaims(t *testing.T) {
 	}
 	for name, tc := range cases {
 		insert(name, tc.shard, tc.worker, tc.beat)
+		f.exec(`INSERT INTO reactor_bindings (name, watch_kind, transition, reactor) VALUES (lower($1), 'bom', 'synced', 'sink')`, name)
 	}
 	conn, err := f.db.Acquire(ctx)
 	require.NoError(t, err)
@@ -53,7 +54,7 @@ func TestReapStaleLifecycle_ReArmsOnlyLapsedClaims(t *testing.T) {
 	require.Equal(t, 2, n)
 	for name, tc := range cases {
 		var claimed bool
-		require.NoError(t, f.db.QueryRow(ctx, `SELECT worker_id IS NOT NULL FROM lifecycle_outbox WHERE binding_name = $1`,
+		require.NoError(t, f.db.QueryRow(ctx, `SELECT worker_id IS NOT NULL FROM lifecycle_outbox WHERE binding_name = lower($1)`,
 			name).Scan(&claimed))
 		require.Equal(t, tc.worker != "" && !tc.wantArm, claimed, "%s: %s", name, tc.reason)
 	}
