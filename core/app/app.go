@@ -211,8 +211,12 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 	eng := p.engine(d, tlsR)
 	engCtx, stopEngine := context.WithCancel(ctx)
 	defer stopEngine()
-	// However the shutdown begins (SIGTERM, an admin's drain, a listener
-	// that failed), /readyz says so from its first moment.
+	// A duty that fails fatally ends engCtx as a signal does, so the
+	// shutdown below — /readyz draining, the member marked leaving — begins
+	// as the other duties start to drain, not after them.
+	eng.OnFatal(func(error) { stopEngine() })
+	// However the shutdown begins (SIGTERM, an admin's drain, a listener or
+	// a duty that failed), /readyz says so from its first moment.
 	stopDraining := context.AfterFunc(engCtx, p.drain)
 	defer stopDraining()
 	// Its peers take its shards as the shutdown begins, not when it
@@ -250,7 +254,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Option
 // beat ages past the liveness window. The returned func ends the mark
 // (cancelled if it has not landed: the deregistration that follows wakes
 // the peers too) and waits for it; it does nothing when ctx never ended
-// (the engine stopped on its own, its drain done).
+// (every duty returned with no shutdown begun).
 func (p *Process) leaveOnShutdown(ctx context.Context) (wait func()) {
 	markCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

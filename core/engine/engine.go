@@ -36,8 +36,9 @@ func (f Func) Run(ctx context.Context) error { return f.F(ctx) }
 
 // Engine runs duties together.
 type Engine struct {
-	log    zerolog.Logger
-	duties []Duty
+	log     zerolog.Logger
+	duties  []Duty
+	onFatal func(error)
 }
 
 // New returns an engine over duties.
@@ -48,9 +49,15 @@ func New(log zerolog.Logger, duties ...Duty) *Engine {
 // Add appends duties before Run.
 func (e *Engine) Add(d ...Duty) { e.duties = append(e.duties, d...) }
 
+// OnFatal sets f, called once before Run, with the first fatal error, as
+// the engine starts stopping the other duties: the process's shutdown can
+// begin there, as it does on a signal, not only once every duty has
+// drained. f must not block.
+func (e *Engine) OnFatal(f func(error)) { e.onFatal = f }
+
 // Run starts every duty and waits for all of them. When ctx ends each duty
-// drains on its own terms; when one fails the others are cancelled and the
-// first error is returned.
+// drains on its own terms; when one fails the others are cancelled (after
+// OnFatal's f) and the first error is returned.
 func (e *Engine) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -66,7 +73,12 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.log.Debug().Str("duty", d.Name()).Msg("duty started")
 			err := d.Run(ctx)
 			if err != nil && !errors.Is(err, context.Canceled) {
-				once.Do(func() { first = fmt.Errorf("duty %s: %w", d.Name(), err) })
+				once.Do(func() {
+					first = fmt.Errorf("duty %s: %w", d.Name(), err)
+					if e.onFatal != nil {
+						e.onFatal(first)
+					}
+				})
 				cancel()
 				return
 			}

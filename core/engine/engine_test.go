@@ -26,6 +26,29 @@ func TestEngine_OneFailingDutyStopsTheOthers(t *testing.T) {
 	<-stopped
 }
 
+// OnFatal's f runs once, with the first fatal error, before the other
+// duties are cancelled: the process's shutdown can begin while they drain.
+func TestEngine_OnFatalRunsOnceBeforeTheOthersStop(t *testing.T) {
+	t.Parallel()
+	var stopping atomic.Bool
+	var calls atomic.Int32
+	var got error
+	fails := engine.Func{N: "fails", F: func(context.Context) error { return errors.New("boom") }}
+	e := engine.New(zerolog.Nop(),
+		engine.Func{N: "waits", F: func(ctx context.Context) error {
+			<-ctx.Done()
+			require.True(t, stopping.Load(), "f ran before the others were cancelled")
+			return nil
+		}},
+		fails, fails,
+	)
+	e.OnFatal(func(err error) { got = err; calls.Add(1); stopping.Store(true) })
+	err := e.Run(context.Background())
+	require.ErrorContains(t, err, "duty fails: boom")
+	require.EqualValues(t, 1, calls.Load())
+	require.Equal(t, err, got)
+}
+
 func TestEngine_CancelStopsEveryDutyCleanly(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
