@@ -241,7 +241,9 @@ func (s *Store) ListProviderConfigs(ctx context.Context, opts ProviderConfigList
 
 // DeleteProviderConfig deletes the hand-authored config (kind, name).
 // ErrNotFound when there is none; ErrConflict for a composer-owned config
-// (its composer prunes it; it goes with its root).
+// (its composer prunes it; it goes with its root, or is handed over as a
+// hand-authored config while resources name it) and while resources name
+// it.
 func (s *Store) DeleteProviderConfig(ctx context.Context, kind, name string) error {
 	what := fmt.Sprintf("providerconfig %s/%s", kind, name)
 	return s.inTx(ctx, func(tx pgx.Tx) error {

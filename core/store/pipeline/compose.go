@@ -54,7 +54,9 @@ type ValueFlow struct {
 	DepField string `json:"dep_field"`
 }
 
-// Config is a providerconfig the root owns (garbage-collected with it).
+// Config is a providerconfig the root owns: deleted when the composition
+// stops emitting it and with the root, unless resources name it (then kept,
+// or handed over as hand-authored: providerconfigs_keep_named).
 type Config struct {
 	Kind      string
 	Name      string
