@@ -942,6 +942,7 @@ DECLARE
     v_rerun   uuid[] := '{}';
     v_dead    uuid[] := '{}';
     v_subst   uuid[];
+    v_failed  jsonb;
     v_resched uuid[];
     i         int;
 BEGIN
@@ -1099,8 +1100,16 @@ BEGIN
         RETURN v_n;
     END IF;
 
-    -- 3. value flows
+    -- 3. value flows; a dependent whose flowed value its schema refused
+    --    (a pass the drainer re-runs with the refusals) drops its own
+    --    reconcile result, which ran on the spec the refusal keeps
     v_subst := drain_value_flows(v_items, p_now);
+    v_failed := nullif(current_setting('converge.value_flow_failed', true), '')::jsonb;
+    IF v_failed IS NOT NULL THEN
+        PERFORM set_config('converge.value_flow_failed', '', true);
+        v_items := ARRAY(SELECT it FROM unnest(v_items) it
+                          WHERE NOT (it.task_type = 'reconcile' AND v_failed ? it.resource_id::text));
+    END IF;
 
     -- 4. apply: the coalesced status update (its statement triggers are the cascade)
     v_resched := drain_apply(v_items, p_now);
@@ -1303,6 +1312,17 @@ BEGIN
         )
         INSERT INTO resource_events (resource_id, type, reason, message, created_at)
         SELECT u.id, 'Warning', 'ValueFlowRefused', u.message, p_now FROM upd u;
+        -- A reconcile of the refused dependent queued or in flight runs on
+        -- the spec the refusal keeps, and its success would clear the
+        -- failure: its queue row goes (a result that lands later is fenced
+        -- out), and its result in this batch, if any, is dropped by
+        -- drain_outbox_range, which reads converge.value_flow_failed.
+        DELETE FROM work_queue w
+         USING (SELECT (x->>0)::uuid AS id FROM jsonb_array_elements(v_fail) x) f
+         CROSS JOIN LATERAL (SELECT r.shard_id FROM resources r WHERE r.id = f.id OFFSET 0) r
+         WHERE w.shard_id = r.shard_id AND w.resource_id = f.id AND w.task_type = 'reconcile';
+        PERFORM set_config('converge.value_flow_failed',
+                           (SELECT jsonb_agg(x->0) FROM jsonb_array_elements(v_fail) x)::text, true);
     END IF;
     RETURN v_subst;
 END

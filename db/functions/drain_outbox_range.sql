@@ -27,6 +27,8 @@
 --      partial (range_lo = p_lo);
 --   3. drain_value_flows: upstream statuses into dependents' specs, before
 --      the status update, so the cascade sees them at their new generation;
+--      a dependent whose flowed value its schema refused has its own
+--      reconcile result dropped from the batch (converge.value_flow_failed);
 --   4. drain_apply: the coalesced status update (the cascade) and its events;
 --   5. drain_finish_deletes: finalizers stripped, delete failures recorded;
 --   6. drain_conditions, drain_dead_letters, drain_finish_operations:
@@ -76,6 +78,7 @@ DECLARE
     v_rerun   uuid[] := '{}';
     v_dead    uuid[] := '{}';
     v_subst   uuid[];
+    v_failed  jsonb;
     v_resched uuid[];
     i         int;
 BEGIN
@@ -233,8 +236,16 @@ BEGIN
         RETURN v_n;
     END IF;
 
-    -- 3. value flows
+    -- 3. value flows; a dependent whose flowed value its schema refused
+    --    (a pass the drainer re-runs with the refusals) drops its own
+    --    reconcile result, which ran on the spec the refusal keeps
     v_subst := drain_value_flows(v_items, p_now);
+    v_failed := nullif(current_setting('converge.value_flow_failed', true), '')::jsonb;
+    IF v_failed IS NOT NULL THEN
+        PERFORM set_config('converge.value_flow_failed', '', true);
+        v_items := ARRAY(SELECT it FROM unnest(v_items) it
+                          WHERE NOT (it.task_type = 'reconcile' AND v_failed ? it.resource_id::text));
+    END IF;
 
     -- 4. apply: the coalesced status update (its statement triggers are the cascade)
     v_resched := drain_apply(v_items, p_now);

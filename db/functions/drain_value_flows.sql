@@ -23,7 +23,10 @@
 -- Synced condition and a Warning event, reason ValueFlowRefused, naming the
 -- flow and the violation; a later status that flows a different value
 -- substitutes it (a new generation, which clears the failure). The refusal
--- is written before the status update, so the cascade never schedules it.
+-- is written before the status update, so the cascade never schedules it,
+-- and the dependent's reconcile of that generation, queued or in flight, is
+-- dropped with its result: it ran on the spec the refusal keeps, and its
+-- success would clear the failure.
 -- p_items is the fenced batch, drain_item[]: declared anyarray because the
 -- function set is created before the schema's types exist (db/migrate), so a
 -- signature cannot name one. Called once per batch, only by
@@ -111,6 +114,17 @@ BEGIN
         )
         INSERT INTO resource_events (resource_id, type, reason, message, created_at)
         SELECT u.id, 'Warning', 'ValueFlowRefused', u.message, p_now FROM upd u;
+        -- A reconcile of the refused dependent queued or in flight runs on
+        -- the spec the refusal keeps, and its success would clear the
+        -- failure: its queue row goes (a result that lands later is fenced
+        -- out), and its result in this batch, if any, is dropped by
+        -- drain_outbox_range, which reads converge.value_flow_failed.
+        DELETE FROM work_queue w
+         USING (SELECT (x->>0)::uuid AS id FROM jsonb_array_elements(v_fail) x) f
+         CROSS JOIN LATERAL (SELECT r.shard_id FROM resources r WHERE r.id = f.id OFFSET 0) r
+         WHERE w.shard_id = r.shard_id AND w.resource_id = f.id AND w.task_type = 'reconcile';
+        PERFORM set_config('converge.value_flow_failed',
+                           (SELECT jsonb_agg(x->0) FROM jsonb_array_elements(v_fail) x)::text, true);
     END IF;
     RETURN v_subst;
 END

@@ -324,6 +324,63 @@ SELECT r.failure_terminal, c.reason FROM resources r JOIN resource_conditions c 
 	require.Equal(t, "Failed", f.phase(e), "the walk goes on through a synced dependent to the progressing ones below it")
 }
 
+// A refusal stands though the dependent's reconcile of the same generation
+// was in flight: that reconcile ran on the spec the refusal keeps, and its
+// success cleared the failure and the condition — whether its result drained
+// with the refused value or after it — leaving the dependent Ready on the
+// upstream's old value, with nothing to flow it again. Its result is now
+// dropped (its queue row goes with the refusal, so a later result is fenced
+// out), and so is a queued reconcile of that generation.
+func TestCascade_ARefusalStandsThoughTheDependentsReconcileWasInFlight(t *testing.T) {
+	t.Parallel()
+	for _, when := range []string{"SameBatch", "LaterBatch", "Queued"} {
+		t.Run(when, func(t *testing.T) {
+			t.Parallel()
+			f := newFx(t)
+			f.kind("leaf", reactWorker)
+			f.kind("subnet", reactWorker,
+				`"spec_schema": {"type":"object","properties":{"vpc_id":{"type":"string","pattern":"^v-"}}}`)
+			vpc := f.res("leaf", "vpc")
+			subnet := f.res("subnet", "subnet", spec(`{"cidr":"10.0.1.0/24"}`))
+			f.edge(subnet, vpc, `[{"src_field":"/vpc_id","dep_field":"/vpc_id"}]`)
+			f.schedule(vpc)
+			f.finish(f.claimOne("leaf").Result(json.RawMessage(`{"vpc_id":"v-1"}`)))
+			require.True(t, f.isQueued(subnet))
+			var st Task
+			if when != "Queued" {
+				st = f.claimOne("subnet")
+			}
+			f.repend(vpc)
+			vt := f.claimOne("leaf")
+			switch when {
+			case "SameBatch":
+				f.finish(vt.Result(json.RawMessage(`{"vpc_id":7}`)), st.Result(json.RawMessage(`{}`)))
+			case "LaterBatch":
+				f.finish(vt.Result(json.RawMessage(`{"vpc_id":7}`)))
+				f.finish(st.Result(json.RawMessage(`{}`)))
+			case "Queued":
+				f.finish(vt.Result(json.RawMessage(`{"vpc_id":7}`)))
+				require.False(t, f.isQueued(subnet), "a terminal failure's queued reconcile goes")
+			}
+			require.Equal(t, "Failed", f.phase(subnet))
+			c, ok := f.condition(subnet, "Synced")
+			require.True(t, ok, "the refusal's condition stays")
+			require.Equal(t, "ValueFlowRefused", c.Reason)
+			require.JSONEq(t, `{"cidr":"10.0.1.0/24","vpc_id":"v-1"}`,
+				scalar[string](f, `SELECT spec::text FROM resources WHERE id = $1`, subnet))
+			require.Equal(t, "Ready", f.phase(vpc))
+
+			// A valid value flows and clears the failure, as before.
+			f.repend(vpc)
+			f.finish(f.claimOne("leaf").Result(json.RawMessage(`{"vpc_id":"v-2"}`)))
+			f.finish(f.claimOne("subnet").Result(json.RawMessage(`{}`)))
+			require.Equal(t, "Ready", f.phase(subnet))
+			_, ok = f.condition(subnet, "Synced")
+			require.False(t, ok, "a clean reconcile clears the refusal's condition")
+		})
+	}
+}
+
 // TestCascade_AFlowedValueTheSchemaRefusesFailsTheDependent: a value flow
 // whose value the dependent kind's spec_schema refuses is not written: the
 // dependent keeps its spec and fails, terminally, for its generation, with
