@@ -2312,22 +2312,22 @@ CREATE FUNCTION public.providerconfigs_keep_named() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 DECLARE
+    v_ids   uuid[];
     v_names text[];
     v_count text;
     v_list  text;
 BEGIN
-    SELECT array_agg(r.name ORDER BY r.name) INTO v_names
-      FROM (SELECT r.name FROM resources r
+    SELECT array_agg(r.id ORDER BY r.name), array_agg(r.name ORDER BY r.name) INTO v_ids, v_names
+      FROM (SELECT r.id, r.name FROM resources r
              WHERE r.kind = OLD.kind AND r.provider_config_ref = OLD.name
              LIMIT 1001) r;
     IF v_names IS NULL THEN
         RETURN OLD;
     END IF;
+    v_count := CASE WHEN cardinality(v_names) > 1000 THEN 'more than 1000' ELSE cardinality(v_names)::text END;
     IF EXISTS (SELECT 1 FROM resources r WHERE r.id = OLD.owner_id) THEN
         IF OLD.pruned_at IS NULL THEN
             UPDATE providerconfigs SET pruned_at = now() WHERE id = OLD.id;
-            v_count := CASE WHEN cardinality(v_names) > 1000 THEN 'more than 1000'
-                            ELSE cardinality(v_names)::text END;
             SELECT string_agg(OLD.kind || '/' || n, ', ') INTO v_list FROM unnest(v_names[1:3]) AS n;
             IF cardinality(v_names) > 3 THEN
                 v_list := v_list || ', …';
@@ -2340,11 +2340,11 @@ BEGIN
     ELSE
         UPDATE providerconfigs SET owner_id = NULL, pruned_at = NULL, updated_at = now() WHERE id = OLD.id;
         INSERT INTO resource_events (resource_id, type, reason, message)
-        SELECT r.id, 'Warning', 'ProviderConfigReleased',
+        SELECT id, 'Warning', 'ProviderConfigReleased',
                format('providerconfig %s/%s, which this resource names, was owned by composition root %s, which is deleted: '
-                      'it is kept as a hand-authored config', OLD.kind, OLD.name, OLD.owner_id)
-          FROM resources r
-         WHERE r.kind = OLD.kind AND r.provider_config_ref = OLD.name;
+                      'it is kept as a hand-authored config for the %s resource(s) that name it', OLD.kind, OLD.name,
+                      OLD.owner_id, v_count)
+          FROM unnest(v_ids[1:100]) AS id;
     END IF;
     RETURN NULL;
 END

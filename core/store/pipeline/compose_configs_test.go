@@ -101,9 +101,12 @@ func TestRootDeletion_HandsAConfigOthersNameToThem(t *testing.T) {
 	root := task.Key.ResourceID
 	f.compose(task, Composition{
 		Children: []Child{{Kind: "fin", Name: "final"}},
-		Configs:  []Config{{Kind: "app", Name: "shared"}, {Kind: "app", Name: "private"}},
+		Configs:  []Config{{Kind: "app", Name: "shared"}, {Kind: "app", Name: "private"}, {Kind: "app", Name: "fleet"}},
 	})
 	outside := f.res("app", "outside", configRef("shared"))
+	f.exec(`INSERT INTO resources (id, kind, version, name, spec, shard_id, provider_config_ref)
+	        SELECT id, 'app', 'v1', 'fleet-' || lpad(g::text, 3, '0'), '{}', shard_of(id), 'fleet'
+	          FROM (SELECT gen_random_uuid() AS id, g FROM generate_series(1, 101) g) x`)
 
 	f.exec(`SELECT request_resource_deletion($1)`, root)
 	f.tearDownFinalized()
@@ -116,6 +119,17 @@ func TestRootDeletion_HandsAConfigOthersNameToThem(t *testing.T) {
 	require.False(t, ok, "named by none, it went with its root")
 	require.Equal(t, []string{
 		"Warning: providerconfig app/shared, which this resource names, was owned by composition root " + root.String() +
-			", which is deleted: it is kept as a hand-authored config",
+			", which is deleted: it is kept as a hand-authored config for the 1 resource(s) that name it",
 	}, f.eventMessages(outside, "ProviderConfigReleased"))
+
+	// A config a fleet names warns the first 100 of it by name, not each.
+	_, ok = f.configOwner("app", "fleet")
+	require.True(t, ok)
+	require.Equal(t, 100, scalar[int](f, `
+SELECT count(*) FROM resource_events e JOIN resources r ON r.id = e.resource_id
+ WHERE e.reason = 'ProviderConfigReleased' AND r.name LIKE 'fleet-%' AND r.name < 'fleet-101'
+   AND e.message LIKE '%for the 101 resource(s) that name it'`))
+	require.Zero(t, scalar[int](f, `
+SELECT count(*) FROM resource_events e JOIN resources r ON r.id = e.resource_id
+ WHERE e.reason = 'ProviderConfigReleased' AND r.name = 'fleet-101'`))
 }
