@@ -296,9 +296,11 @@ CREATE FUNCTION public.cascade_mark_for_deletion(p_id uuid, p_now timestamp with
     SET enable_seqscan TO 'off'
     AS $$
 DECLARE
-    v_ids uuid[] := '{}';
-    v_new uuid[];
-    v_n   int;
+    v_ids   uuid[] := '{}';
+    v_new   uuid[];
+    v_n     int;
+    v_parts regclass[];
+    v_tids  text[];
 BEGIN
     LOOP
         SELECT array_agg(x.id ORDER BY x.id) INTO v_new
@@ -327,11 +329,16 @@ BEGIN
        AND r.deletion_requested_at IS NULL;
     GET DIAGNOSTICS v_n = ROW_COUNT;
 
-    DELETE FROM work_queue q
-     USING resources r
-     WHERE r.id = ANY (v_ids)
-       AND q.shard_id = r.shard_id AND q.resource_id = r.id
-       AND q.task_type = 'reconcile' AND q.worker_id IS NULL;
+    SELECT array_agg(x.part), array_agg(x.tids::text) INTO v_parts, v_tids
+      FROM (SELECT q.tableoid::regclass AS part, array_agg(q.ctid) AS tids
+              FROM resources r
+             CROSS JOIN LATERAL (SELECT w.tableoid, w.ctid, w.task_type, w.worker_id FROM work_queue w
+                                  WHERE w.shard_id = r.shard_id AND w.resource_id = r.id
+                                 OFFSET 0 FOR UPDATE) q
+             WHERE r.id = ANY (v_ids)
+               AND q.task_type = 'reconcile' AND q.worker_id IS NULL
+             GROUP BY q.tableoid) x;
+    PERFORM work_queue_delete_tids(v_parts, v_tids);
     RETURN v_n;
 END
 $$;
@@ -2160,7 +2167,6 @@ CREATE FUNCTION public.on_resources_deleted() RETURNS trigger
 DECLARE
     v_parts regclass[];
     v_tids  text[];
-    v_ctes  text[] := '{}';
 BEGIN
     SELECT array_agg(x.part), array_agg(x.tids::text) INTO v_parts, v_tids
       FROM (SELECT q.tableoid::regclass AS part, array_agg(q.ctid) AS tids
@@ -2169,12 +2175,7 @@ BEGIN
                                   WHERE w.shard_id = o.shard_id AND w.resource_id = o.id
                                     FOR UPDATE) q
              GROUP BY q.tableoid) x;
-    IF v_parts IS NOT NULL THEN
-        FOR i IN 1 .. cardinality(v_parts) LOOP
-            v_ctes := v_ctes || format('d%s AS (DELETE FROM %s w WHERE w.ctid = ANY (%L::tid[]))', i, v_parts[i], v_tids[i]);
-        END LOOP;
-        EXECUTE 'WITH ' || array_to_string(v_ctes, ', ') || ' SELECT 1';
-    END IF;
+    PERFORM work_queue_delete_tids(v_parts, v_tids);
     DELETE FROM rollup_recheck rr USING old_rows o WHERE rr.root_id = o.id;
     IF EXISTS (SELECT 1 FROM reactor_bindings WHERE enabled AND transition = 'deleted') THEN
         INSERT INTO lifecycle_outbox (resource_id, transition, generation, binding_name, shard_id, reactor, watch_kind, snapshot)
@@ -3731,6 +3732,26 @@ BEGIN
     RETURN true;
 END
 $_$;
+
+--
+-- Name: work_queue_delete_tids(regclass[], text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.work_queue_delete_tids(p_parts regclass[], p_tids text[]) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_ctes text[] := '{}';
+BEGIN
+    IF p_parts IS NULL THEN
+        RETURN;
+    END IF;
+    FOR i IN 1 .. cardinality(p_parts) LOOP
+        v_ctes := v_ctes || format('d%s AS (DELETE FROM %s w WHERE w.ctid = ANY (%L::tid[]))', i, p_parts[i], p_tids[i]);
+    END LOOP;
+    EXECUTE 'WITH ' || array_to_string(v_ctes, ', ') || ' SELECT 1';
+END
+$$;
 
 --
 -- Name: xmax_in_flight(xid); Type: FUNCTION; Schema: public; Owner: -

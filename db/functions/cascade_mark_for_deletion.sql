@@ -36,13 +36,27 @@
 -- had seq scans off, as the API's delete does — kept as the queue grew: in
 -- a 1M teardown, 9,552 buffers a request where probing each marked row's
 -- partition by key reads 436 (TestPlans_TeardownSessionPlannedOnEmptyTables
--- keeps the Seq Scans out; the rest is the planner's, per call).
+-- keeps the Seq Scans out; the rest is the planner's, per call). The queue
+-- rows are found from the marked rows outward and deleted by TID
+-- (work_queue_delete_tids): written as one join, under a queue analyzed
+-- while drained the planner drove it from the queue, each partition's
+-- primary key read through (390,330 buffers for one 10k-fixture root in
+-- TestPlans_TeardownUnderEmptiedQueueStatistics, whose bound is 136k for
+-- the whole teardown). The probe names only the key's leading columns and
+-- the task type and lease are checked outside it (OFFSET 0 keeps them
+-- there): with them inside, each partition that looked empty was read by
+-- the pending index (its predicate, worker_id IS NULL, implied; its one
+-- condition the task type) — every pending entry for every marked row. It
+-- locks the marked rows' every queue row, as on_resources_deleted does; the
+-- leased ones' settlers wait on the marked rows' own locks anyway.
 CREATE OR REPLACE FUNCTION cascade_mark_for_deletion(p_id uuid, p_now timestamptz DEFAULT now())
 RETURNS int LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET enable_seqscan = off AS $$
 DECLARE
-    v_ids uuid[] := '{}';
-    v_new uuid[];
-    v_n   int;
+    v_ids   uuid[] := '{}';
+    v_new   uuid[];
+    v_n     int;
+    v_parts regclass[];
+    v_tids  text[];
 BEGIN
     LOOP
         SELECT array_agg(x.id ORDER BY x.id) INTO v_new
@@ -71,11 +85,16 @@ BEGIN
        AND r.deletion_requested_at IS NULL;
     GET DIAGNOSTICS v_n = ROW_COUNT;
 
-    DELETE FROM work_queue q
-     USING resources r
-     WHERE r.id = ANY (v_ids)
-       AND q.shard_id = r.shard_id AND q.resource_id = r.id
-       AND q.task_type = 'reconcile' AND q.worker_id IS NULL;
+    SELECT array_agg(x.part), array_agg(x.tids::text) INTO v_parts, v_tids
+      FROM (SELECT q.tableoid::regclass AS part, array_agg(q.ctid) AS tids
+              FROM resources r
+             CROSS JOIN LATERAL (SELECT w.tableoid, w.ctid, w.task_type, w.worker_id FROM work_queue w
+                                  WHERE w.shard_id = r.shard_id AND w.resource_id = r.id
+                                 OFFSET 0 FOR UPDATE) q
+             WHERE r.id = ANY (v_ids)
+               AND q.task_type = 'reconcile' AND q.worker_id IS NULL
+             GROUP BY q.tableoid) x;
+    PERFORM work_queue_delete_tids(v_parts, v_tids);
     RETURN v_n;
 END
 $$;

@@ -14,7 +14,7 @@
 -- a LATERAL probe of the row's partition's primary key (FOR UPDATE, so the
 -- TIDs stay theirs) can only run inside the loop over the deleted rows,
 -- and the rows found are deleted by TID in their own partitions, every
--- partition in one statement. Written as one join, a queue whose
+-- partition in one statement (work_queue_delete_tids). Written as one join, a queue whose
 -- statistics were taken while it was drained (analyzed with only dead rows
 -- on its pages, it looks empty however much it holds) made the planner run
 -- the loop the other way round — every partition's primary key read whole,
@@ -29,7 +29,6 @@ SET jit = off AS $$
 DECLARE
     v_parts regclass[];
     v_tids  text[];
-    v_ctes  text[] := '{}';
 BEGIN
     SELECT array_agg(x.part), array_agg(x.tids::text) INTO v_parts, v_tids
       FROM (SELECT q.tableoid::regclass AS part, array_agg(q.ctid) AS tids
@@ -38,12 +37,7 @@ BEGIN
                                   WHERE w.shard_id = o.shard_id AND w.resource_id = o.id
                                     FOR UPDATE) q
              GROUP BY q.tableoid) x;
-    IF v_parts IS NOT NULL THEN
-        FOR i IN 1 .. cardinality(v_parts) LOOP
-            v_ctes := v_ctes || format('d%s AS (DELETE FROM %s w WHERE w.ctid = ANY (%L::tid[]))', i, v_parts[i], v_tids[i]);
-        END LOOP;
-        EXECUTE 'WITH ' || array_to_string(v_ctes, ', ') || ' SELECT 1';
-    END IF;
+    PERFORM work_queue_delete_tids(v_parts, v_tids);
     DELETE FROM rollup_recheck rr USING old_rows o WHERE rr.root_id = o.id;
     IF EXISTS (SELECT 1 FROM reactor_bindings WHERE enabled AND transition = 'deleted') THEN
         INSERT INTO lifecycle_outbox (resource_id, transition, generation, binding_name, shard_id, reactor, watch_kind, snapshot)

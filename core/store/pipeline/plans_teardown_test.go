@@ -135,6 +135,8 @@ func TestPlans_TeardownUnderEmptiedQueueStatistics(t *testing.T) {
 			}
 		}
 		require.NotZero(t, tids, "the drain's TID statements were recorded")
+		checkQueueRowsByProbe(t, stats, marks, true)
+		checkQueueRowsByProbe(t, stats, drains, false) // a torn-down row's queue rows are gone by then
 		for _, p := range append(marks, drains...) {
 			read[stats] += p.Buffers()
 		}
@@ -163,4 +165,41 @@ func teardownTree(t *testing.T, f *fx, st *Store, root, id string) {
 		finishTasks(t, st, ts, `null`)
 	}
 	require.Zero(t, scalar[int](f, `SELECT count(*) FROM resources WHERE id = $1 OR owner_id = $1`, id), "%s's tree is gone", root)
+}
+
+// checkQueueRowsByProbe: the mark drops the marked rows' queued reconciles,
+// and the removal of deleted rows their every queue row, by probing each
+// row's partition by key and deleting what it found by TID
+// (work_queue_delete_tids). The mark's, written as one join, let the
+// planner drive it from a queue analyzed while drained, every partition's
+// primary key read through; with the task type inside the probe, each
+// partition that looked empty was read by the pending index on its task
+// type alone. Both scans had an index condition, so no whole-index check
+// caught them.
+func checkQueueRowsByProbe(t *testing.T, stats string, plans []plantest.Plan, found bool) {
+	t.Helper()
+	probes, deletes := 0, 0
+	for _, p := range plans {
+		switch {
+		case strings.Contains(p.Query, "CROSS JOIN LATERAL (SELECT w.tableoid, w.ctid"):
+			probes++
+			p.Plan.Walk(func(n plantest.Node) {
+				if strings.HasPrefix(n.Relation, "work_queue") && !strings.Contains(n.IndexCond, "resource_id") {
+					t.Errorf("%s: a queue probe reads %s by %s (%q), not by its row's key:\n%s",
+						stats, n.Relation, n.Type, n.IndexCond, p.Tree())
+				}
+			})
+		case strings.Contains(p.Query, "d1 AS (DELETE FROM work_queue_p"):
+			deletes++
+			for _, s := range p.Scans() {
+				if s.Type != "ModifyTable" && s.Type != "Tid Scan" {
+					t.Errorf("%s: the queue delete reads by %s, not by TID:\n%s", stats, s, p)
+				}
+			}
+		}
+	}
+	require.NotZero(t, probes, "%s: the queue probe was recorded", stats)
+	if found {
+		require.NotZero(t, deletes, "%s: the queue's TID delete was recorded", stats)
+	}
 }
