@@ -111,7 +111,7 @@ func migrateCmd(getenv func(string) string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err := migrate.Open(url, hook)
+			r, err := migrate.OpenWith(url, migrate.Options{BeforeConnect: hook, Log: log})
 			if err != nil {
 				return err
 			}

@@ -22,7 +22,7 @@ import (
 // runner's session advisory lock: of several pods booting at once exactly one
 // applies them.
 func migrateAtBoot(ctx context.Context, cfg config.Config, hook dbauth.Hook, log zerolog.Logger) error {
-	r, err := migrate.Open(cfg.DatabaseURL, hook)
+	r, err := migrate.OpenWith(cfg.DatabaseURL, migrate.Options{BeforeConnect: hook, Log: log})
 	if err != nil {
 		return err
 	}

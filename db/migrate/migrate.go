@@ -16,7 +16,11 @@
 //     and only if it is newer than the one the database records (see
 //     functions.go: an older binary never replaces newer function bodies);
 //  2. the pending versioned migrations, each in its own transaction (or
-//     none, for one marked NO TRANSACTION: a concurrent index build).
+//     none, for one marked NO TRANSACTION: a concurrent index build). A
+//     transactional migration waits at most LockTimeout for a lock, so it
+//     never holds a table's traffic queued behind it for as long as some
+//     long transaction runs; it rolls back and is tried again
+//     (locktimeout.go).
 //
 // Functions come first because the schema depends on them (a CHECK, a
 // generated column and every trigger name a function) while a function body
@@ -42,6 +46,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
+	"github.com/rs/zerolog"
 
 	"github.com/converge-run/converge/db/functions"
 	"github.com/converge-run/converge/db/migrations"
@@ -60,9 +65,11 @@ const LockPoll = 200 * time.Millisecond
 
 // Runner applies, rolls back and reports the schema of one database.
 type Runner struct {
-	db        *sql.DB
-	provider  *goose.Provider
-	functions functions.Set
+	db          *sql.DB
+	provider    *goose.Provider
+	functions   functions.Set
+	lockTimeout time.Duration
+	log         zerolog.Logger
 }
 
 // Options configures a Runner beyond the embedded defaults.
@@ -74,6 +81,11 @@ type Options struct {
 	// BeforeConnect, when not nil, runs before every new physical connection
 	// (the IAM token hook).
 	BeforeConnect func(context.Context, *pgx.ConnConfig) error
+	// LockTimeout replaces LockTimeout (tests).
+	LockTimeout time.Duration
+	// Log receives the retries of a migration that timed out waiting for
+	// its locks (the zero value logs nothing).
+	Log zerolog.Logger
 }
 
 // Open connects to databaseURL and prepares a runner over the embedded
@@ -92,6 +104,13 @@ func OpenFS(databaseURL string, fsys fs.FS, beforeConnect func(context.Context, 
 func OpenWith(databaseURL string, o Options) (*Runner, error) {
 	if o.Migrations == nil {
 		o.Migrations = migrations.FS
+	}
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = LockTimeout
+	}
+	fsys, err := withLockTimeout(o.Migrations, o.LockTimeout)
+	if err != nil {
+		return nil, err
 	}
 	var set functions.Set
 	if o.Functions != nil {
@@ -114,14 +133,14 @@ func OpenWith(databaseURL string, o Options) (*Runner, error) {
 	db := stdlib.OpenDB(*cfg, opts...)
 	// No goose session locker: Up and Down hold LockID themselves, across
 	// the function set and the migrations.
-	p, err := goose.NewProvider(goose.DialectPostgres, db, o.Migrations,
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys,
 		goose.WithDisableGlobalRegistry(true),
 	)
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("load migrations: %w", err)
 	}
-	return &Runner{db: db, provider: p, functions: set}, nil
+	return &Runner{db: db, provider: p, functions: set, lockTimeout: o.LockTimeout, log: o.Log}, nil
 }
 
 // Close releases the runner's connections.
@@ -145,12 +164,14 @@ func (r *Runner) Up(ctx context.Context) (Report, error) {
 		if err != nil {
 			return err
 		}
-		res, err := r.provider.Up(ctx)
-		rep.Migrations = len(res)
-		if err != nil {
-			return fmt.Errorf("migrate up: %w", err)
-		}
-		return nil
+		return r.retryLocked(ctx, "migrate up", func() error {
+			res, err := r.provider.Up(ctx)
+			rep.Migrations += len(res)
+			if pe := (*goose.PartialError)(nil); errors.As(err, &pe) {
+				rep.Migrations += len(pe.Applied)
+			}
+			return err
+		})
 	})
 	return rep, err
 }
@@ -164,15 +185,17 @@ var ErrNothingToRollBack = errors.New("no migration is applied: nothing to roll 
 func (r *Runner) Down(ctx context.Context) (string, error) {
 	var name string
 	err := r.locked(ctx, func(*sql.Conn) error {
-		res, err := r.provider.Down(ctx)
-		switch {
-		case errors.Is(err, goose.ErrNoNextVersion):
-			return fmt.Errorf("migrate down: %w", ErrNothingToRollBack)
-		case err != nil:
-			return fmt.Errorf("migrate down: %w", err)
-		}
-		name = path.Base(res.Source.Path)
-		return nil
+		return r.retryLocked(ctx, "migrate down", func() error {
+			res, err := r.provider.Down(ctx)
+			switch {
+			case errors.Is(err, goose.ErrNoNextVersion):
+				return ErrNothingToRollBack
+			case err != nil:
+				return err
+			}
+			name = path.Base(res.Source.Path)
+			return nil
+		})
 	})
 	return name, err
 }
@@ -180,10 +203,10 @@ func (r *Runner) Down(ctx context.Context) (string, error) {
 // DownTo rolls back every migration newer than version (0 = all).
 func (r *Runner) DownTo(ctx context.Context, version int64) error {
 	return r.locked(ctx, func(*sql.Conn) error {
-		if _, err := r.provider.DownTo(ctx, version); err != nil {
-			return fmt.Errorf("migrate down to %d: %w", version, err)
-		}
-		return nil
+		return r.retryLocked(ctx, fmt.Sprintf("migrate down to %d", version), func() error {
+			_, err := r.provider.DownTo(ctx, version)
+			return err
+		})
 	})
 }
 

@@ -1,0 +1,147 @@
+package migrate_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-run/converge/db/migrate"
+	"github.com/converge-run/converge/db/pgtest"
+)
+
+// lockFS is a two-step schema: a table, then migration 2 (body).
+func lockFS(second string) fstest.MapFS {
+	return fstest.MapFS{
+		"00001_t.sql": {Data: []byte("-- +goose Up\nCREATE TABLE t (id int);\n\n-- +goose Down\nDROP TABLE t;\n")},
+		"00002_x.sql": {Data: []byte(second)},
+	}
+}
+
+// waitingFor waits until a session of the test's database waits for a
+// lock while running a statement that starts with prefix.
+func waitingFor(t *testing.T, url, prefix string) {
+	t.Helper()
+	probe := connect(t, url)
+	require.Eventually(t, func() bool {
+		var n int
+		err := probe.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+		    WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1 || '%'`, prefix).Scan(&n)
+		return err == nil && n > 0
+	}, 30*time.Second, 10*time.Millisecond, "a session waits for a lock in %q", prefix)
+}
+
+// TestUp_AMigrationBehindALongTransactionDoesNotStallTheTablesTraffic: a
+// migration's ALTER TABLE queues for an ACCESS EXCLUSIVE lock behind a
+// transaction that reads the table, and every statement on the table then
+// queues behind the ALTER — a whole fleet's writes, for as long as that
+// transaction runs. The migration waits at most its lock timeout, rolls
+// back (letting the queue through), and tries again; it applies once the
+// transaction ends.
+func TestUp_AMigrationBehindALongTransactionDoesNotStallTheTablesTraffic(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.EmptyURL(t)
+	first, err := migrate.OpenFS(url, fstest.MapFS{"00001_t.sql": lockFS("")["00001_t.sql"]}, nil)
+	require.NoError(t, err)
+	_, err = first.Up(ctx)
+	require.NoError(t, err)
+	require.NoError(t, first.Close())
+
+	long := connect(t, url)
+	tx, err := long.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SELECT count(*) FROM t`)
+	require.NoError(t, err)
+
+	r, err := migrate.OpenWith(url, migrate.Options{
+		Migrations:  lockFS("-- +goose Up\nALTER TABLE t ADD COLUMN c int;\n\n-- +goose Down\nALTER TABLE t DROP COLUMN c;\n"),
+		LockTimeout: 200 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	defer r.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Up(ctx)
+		done <- err
+	}()
+	waitingFor(t, url, "ALTER TABLE t")
+
+	// The table's traffic: an insert that arrives while the ALTER waits.
+	writeCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, err = connect(t, url).Exec(writeCtx, `INSERT INTO t VALUES (1)`)
+	require.NoError(t, err, "a write to the table goes through while the migration waits for a long transaction")
+	select {
+	case err := <-done:
+		t.Fatalf("the migration ended while the long transaction holds its table: %v", err)
+	default:
+	}
+
+	require.NoError(t, tx.Rollback(ctx))
+	require.NoError(t, <-done, "the migration applies once the long transaction ends")
+	var has bool
+	require.NoError(t, connect(t, url).QueryRow(ctx,
+		`SELECT EXISTS (SELECT FROM information_schema.columns WHERE table_name = 't' AND column_name = 'c')`).Scan(&has))
+	require.True(t, has)
+}
+
+// TestUp_AConcurrentIndexBuildOutwaitsALongTransaction: a build
+// CONCURRENTLY waits for every older transaction to end, and blocks nobody
+// while it does; the lock timeout does not apply to it (it would fail the
+// build and leave an invalid index behind whenever a transaction ran
+// longer than the timeout).
+func TestUp_AConcurrentIndexBuildOutwaitsALongTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.EmptyURL(t)
+	const lockTimeout = 200 * time.Millisecond
+	first, err := migrate.OpenFS(url, fstest.MapFS{"00001_t.sql": lockFS("")["00001_t.sql"]}, nil)
+	require.NoError(t, err)
+	_, err = first.Up(ctx)
+	require.NoError(t, err)
+	require.NoError(t, first.Close())
+
+	// A snapshot held open (a report, a dump): the build waits for it.
+	long := connect(t, url)
+	tx, err := long.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SELECT count(*) FROM t`)
+	require.NoError(t, err)
+
+	r, err := migrate.OpenWith(url, migrate.Options{
+		Migrations: lockFS("-- +goose NO TRANSACTION\n-- +goose Up\nCREATE INDEX CONCURRENTLY idx_t ON t (id);\n\n" +
+			"-- +goose Down\nDROP INDEX CONCURRENTLY IF EXISTS idx_t;\n"),
+		LockTimeout: lockTimeout,
+	})
+	require.NoError(t, err)
+	defer r.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Up(ctx)
+		done <- err
+	}()
+	waitingFor(t, url, "CREATE INDEX CONCURRENTLY")
+	probe := connect(t, url)
+	require.Eventually(t, func() bool {
+		var n int
+		err := probe.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		    WHERE datname = current_database() AND wait_event_type = 'Lock'
+		      AND query LIKE 'CREATE INDEX CONCURRENTLY%' AND clock_timestamp() - query_start > $1::interval`,
+			fmt.Sprintf("%d milliseconds", 5*lockTimeout.Milliseconds())).Scan(&n)
+		return err == nil && n > 0
+	}, 30*time.Second, 10*time.Millisecond, "the build still waits, five lock timeouts after it began")
+
+	require.NoError(t, tx.Rollback(ctx))
+	require.NoError(t, <-done)
+	var valid bool
+	require.NoError(t, connect(t, url).QueryRow(ctx,
+		`SELECT indisvalid FROM pg_index WHERE indexrelid = 'idx_t'::regclass`).Scan(&valid))
+	require.True(t, valid)
+}
