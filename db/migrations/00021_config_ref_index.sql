@@ -7,10 +7,16 @@
 -- probe at any table size. Partial, so the rows that name no config (most
 -- of them) carry no entry; no status or spec write changes either column,
 -- so the drain's status update stays heap-only.
+--
+-- Built concurrently, outside a transaction (a plain build would block
+-- every resource write for as long as it reads the table). A build that
+-- failed leaves an invalid index, which the next run drops and builds
+-- again.
 
 -- +goose NO TRANSACTION
 -- +goose Up
-CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_resources_config_ref ON resources (kind, provider_config_ref)
+DROP INDEX CONCURRENTLY IF EXISTS idx_resources_config_ref;
+CREATE INDEX CONCURRENTLY idx_resources_config_ref ON resources (kind, provider_config_ref)
     WHERE provider_config_ref IS NOT NULL;
 
 -- +goose Down
