@@ -2,8 +2,10 @@
 // and trigger function of the schema, one per file (<name>.sql), each with a
 // comment block that says what it gates and why.
 //
-// The migrate runner (db/migrate) applies the whole set, in file-name order,
-// with CREATE OR REPLACE, before the versioned DDL of db/migrations. The set
+// The migrate runner (db/migrate) applies the set in file-name order, with
+// CREATE OR REPLACE: the functions a database does not have yet before the
+// versioned DDL of db/migrations (which may name them), every changed body
+// after it (so a body never runs over a schema older than its own). The set
 // carries a version: the last line of the append-only ledger in VERSION. A
 // database records the version it runs (converge_function_set) and only ever
 // moves forward, so during a rolling update an older binary never replaces
@@ -15,7 +17,7 @@
 // signature names only built-in types (a batch of rows travels as anyarray).
 // CREATE OR REPLACE changes a body, never a signature: a function removed or
 // given new argument types leaves its old definition behind, which the next
-// versioned migration drops (migrations run after the set); a new return
+// versioned migration drops; a new return
 // type needs the old function dropped first, at the top of its file.
 package functions
 

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/db/functions"
 	"github.com/converge-run/converge/db/migrate"
 	"github.com/converge-run/converge/db/pgtest"
 )
@@ -144,4 +145,69 @@ func TestUp_AConcurrentIndexBuildOutwaitsALongTransaction(t *testing.T) {
 	require.NoError(t, connect(t, url).QueryRow(ctx,
 		`SELECT indisvalid FROM pg_index WHERE indexrelid = 'idx_t'::regclass`).Scan(&valid))
 	require.True(t, valid)
+}
+
+// fnSet is a one-function set: f() as body, at version v.
+func fnSet(v int64, body string) *functions.Set {
+	files := []functions.File{{Name: "f.sql", SQL: "CREATE OR REPLACE FUNCTION f() RETURNS bigint LANGUAGE sql AS $$ " + body + " $$;"}}
+	return &functions.Set{Version: v, Checksum: functions.Sum(files), Files: files}
+}
+
+// TestUp_AChangedFunctionBodyWaitsForTheSchemaItReads: a release changes a
+// function to read a column its migration adds. While that migration waits
+// for its table (behind a long transaction, retrying), the database runs
+// the body that matches its schema — the old one — and takes the new body
+// once the column exists: with the new body in place first, every call
+// failed ("column does not exist") for as long as the migration waited.
+func TestUp_AChangedFunctionBodyWaitsForTheSchemaItReads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.EmptyURL(t)
+	old, err := migrate.OpenWith(url, migrate.Options{
+		Migrations: fstest.MapFS{"00001_t.sql": lockFS("")["00001_t.sql"]},
+		Functions:  fnSet(1, "SELECT count(*) FROM t"),
+	})
+	require.NoError(t, err)
+	_, err = old.Up(ctx)
+	require.NoError(t, err)
+	require.NoError(t, old.Close())
+
+	long := connect(t, url)
+	tx, err := long.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SELECT count(*) FROM t`)
+	require.NoError(t, err)
+
+	r, err := migrate.OpenWith(url, migrate.Options{
+		Migrations:  lockFS("-- +goose Up\nALTER TABLE t ADD COLUMN c int NOT NULL DEFAULT 7;\n\n-- +goose Down\nALTER TABLE t DROP COLUMN c;\n"),
+		Functions:   fnSet(2, "SELECT coalesce(sum(c), 0) FROM t"),
+		LockTimeout: 200 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	defer r.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Up(ctx)
+		done <- err
+	}()
+	waitingFor(t, url, "ALTER TABLE t")
+
+	callCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	caller := connect(t, url)
+	_, err = caller.Exec(callCtx, `INSERT INTO t VALUES (1)`)
+	require.NoError(t, err)
+	var n int64
+	require.NoError(t, caller.QueryRow(callCtx, `SELECT f()`).Scan(&n),
+		"the function works while its release's migration waits")
+	require.Equal(t, int64(1), n, "the old body: the column is not there yet")
+
+	require.NoError(t, tx.Rollback(ctx))
+	require.NoError(t, <-done)
+	require.NoError(t, caller.QueryRow(ctx, `SELECT f()`).Scan(&n))
+	require.Equal(t, int64(7), n, "the new body once its column exists")
+	rec, err := r.FunctionSet(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), rec.Version)
 }

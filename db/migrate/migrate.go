@@ -10,25 +10,27 @@
 // builds an index CONCURRENTLY waits for every open transaction to end —
 // for the waiters, who wait for it.
 //
-// Up applies, in this order:
+// Up applies, in this order, when this binary's function set is newer than
+// the one the database records (see functions.go: an older binary never
+// replaces newer function bodies):
 //
-//  1. the function set, in one transaction with check_function_bodies off,
-//     and only if it is newer than the one the database records (see
-//     functions.go: an older binary never replaces newer function bodies);
+//  1. the functions the database does not have yet, in one transaction: the
+//     schema may name them (a CHECK, a generated column and every trigger
+//     name a function) while a function body depends on nothing at creation
+//     time; on a fresh database that is the whole set;
 //  2. the pending versioned migrations, each in its own transaction (or
 //     none, for one marked NO TRANSACTION: a concurrent index build). A
 //     transactional migration waits at most LockTimeout for a lock, so it
 //     never holds a table's traffic queued behind it for as long as some
 //     long transaction runs; it rolls back and is tried again
-//     (locktimeout.go).
+//     (locktimeout.go);
+//  3. every other function body, and the set's record, in one transaction.
 //
-// Functions come first because the schema depends on them (a CHECK, a
-// generated column and every trigger name a function) while a function body
-// depends on nothing at creation time. The two steps are separate
-// transactions: if a migration fails, the new function set stays over the
-// old schema until it is fixed, so a release's functions must work with the
-// previous release's schema (expand, then contract) — as its Go queries must
-// anyway while old and new pods run side by side.
+// A changed body so goes in only over the schema it was written for: while
+// a migration waits or after one failed, the database runs the bodies of
+// the schema it has. Old pods run beside new ones, so a release's DDL must
+// still work with the previous release's functions and Go queries (expand,
+// then contract).
 package migrate
 
 import (
@@ -159,12 +161,12 @@ type Report struct {
 func (r *Runner) Up(ctx context.Context) (Report, error) {
 	var rep Report
 	err := r.locked(ctx, func(conn *sql.Conn) error {
-		fr, err := r.applyFunctions(ctx, conn)
-		rep.Functions = fr
+		plan, err := r.prepareFunctions(ctx, conn)
+		rep.Functions = plan.rep
 		if err != nil {
 			return err
 		}
-		return r.retryLocked(ctx, "migrate up", func() error {
+		err = r.retryLocked(ctx, "migrate up", func() error {
 			res, err := r.provider.Up(ctx)
 			rep.Migrations += len(res)
 			if pe := (*goose.PartialError)(nil); errors.As(err, &pe) {
@@ -172,6 +174,11 @@ func (r *Runner) Up(ctx context.Context) (Report, error) {
 			}
 			return err
 		})
+		if err != nil {
+			return err
+		}
+		rep.Functions, err = r.finishFunctions(ctx, conn, plan)
+		return err
 	})
 	return rep, err
 }
