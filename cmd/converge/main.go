@@ -134,6 +134,8 @@ func migrateCmd(getenv func(string) string) *cobra.Command {
 				return err
 			}
 			fmt.Println("rolled back", name)
+			fmt.Println("the function set's record is cleared: restart the converge pods, and the release they run " +
+				"puts its own function bodies back at boot")
 			return nil
 		}),
 	}, &cobra.Command{

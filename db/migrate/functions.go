@@ -204,6 +204,17 @@ func (r *Runner) functionsTx(ctx context.Context, conn *sql.Conn, f func(*sql.Tx
 	return nil
 }
 
+// forgetFunctions deletes the function set's record (when the table is
+// still there), so the next Up of any binary applies its own set.
+func (r *Runner) forgetFunctions(ctx context.Context, conn *sql.Conn) error {
+	if _, err := conn.ExecContext(ctx, `DO $$ BEGIN
+	    IF to_regclass('converge_function_set') IS NOT NULL THEN DELETE FROM converge_function_set; END IF;
+	END $$`); err != nil {
+		return fmt.Errorf("function set: forget the record after rolling back: %w", err)
+	}
+	return nil
+}
+
 // readFunctionSetRecord reads the newest recorded version (0 if none).
 func readFunctionSetRecord(ctx context.Context, tx *sql.Tx) (int64, string, error) {
 	var v int64

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 
 	"github.com/stretchr/testify/require"
 
@@ -184,4 +185,39 @@ func TestFunctionSet_BodiesCheckAgainstSchema(t *testing.T) {
 		_, err := tx.Exec(ctx, f.SQL)
 		require.NoError(t, err, f.Name)
 	}
+}
+
+// TestDown_TheOlderBinaryPutsItsFunctionsBackOverTheSchemaItRolledBackTo: a
+// release is rolled back — its migration down (with its own image), then
+// the older binary. The newer set's bodies read what the rolled-back
+// migration had added; the older binary must put its own bodies back, not
+// leave the newer set in place as "newer present" over a schema it no
+// longer matches.
+func TestDown_TheOlderBinaryPutsItsFunctionsBackOverTheSchemaItRolledBackTo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.EmptyURL(t)
+	oldFS := fstest.MapFS{"00001_t.sql": lockFS("")["00001_t.sql"]}
+	newFS := lockFS("-- +goose Up\nALTER TABLE t ADD COLUMN c int NOT NULL DEFAULT 7;\n\n-- +goose Down\nALTER TABLE t DROP COLUMN c;\n")
+	run := func(fsys fstest.MapFS, set *functions.Set, f func(*migrate.Runner) error) {
+		r, err := migrate.OpenWith(url, migrate.Options{Migrations: fsys, Functions: set})
+		require.NoError(t, err)
+		defer r.Close()
+		require.NoError(t, f(r))
+	}
+	up := func(r *migrate.Runner) error { _, err := r.Up(ctx); return err }
+	oldSet, newSet := fnSet(1, "SELECT count(*) FROM t"), fnSet(2, "SELECT coalesce(sum(c), 0) FROM t")
+	run(oldFS, oldSet, up)
+	run(newFS, newSet, up)
+	conn := connect(t, url)
+	_, err := conn.Exec(ctx, `INSERT INTO t VALUES (1)`)
+	require.NoError(t, err)
+	var n int64
+	require.NoError(t, conn.QueryRow(ctx, `SELECT f()`).Scan(&n))
+	require.Equal(t, int64(7), n)
+
+	run(newFS, newSet, func(r *migrate.Runner) error { _, err := r.Down(ctx); return err })
+	run(oldFS, oldSet, up)
+	require.NoError(t, conn.QueryRow(ctx, `SELECT f()`).Scan(&n), "the older binary's function works over its schema")
+	require.Equal(t, int64(1), n, "the older body")
 }

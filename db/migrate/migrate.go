@@ -189,10 +189,15 @@ var ErrNothingToRollBack = errors.New("no migration is applied: nothing to roll 
 // Down rolls back the most recent migration and returns its file name.
 // Rolling back the baseline drops everything, the function set and its
 // record included.
+//
+// The function bodies in place were written for the schema before the
+// rollback, and this binary has no older ones: Down forgets the set's
+// record (forgetFunctions), so the next binary to boot — the older one a
+// rollback runs — applies its own set instead of leaving a "newer" one.
 func (r *Runner) Down(ctx context.Context) (string, error) {
 	var name string
-	err := r.locked(ctx, func(*sql.Conn) error {
-		return r.retryLocked(ctx, "migrate down", func() error {
+	err := r.locked(ctx, func(conn *sql.Conn) error {
+		err := r.retryLocked(ctx, "migrate down", func() error {
 			res, err := r.provider.Down(ctx)
 			switch {
 			case errors.Is(err, goose.ErrNoNextVersion):
@@ -203,17 +208,23 @@ func (r *Runner) Down(ctx context.Context) (string, error) {
 			name = path.Base(res.Source.Path)
 			return nil
 		})
+		if errors.Is(err, ErrNothingToRollBack) {
+			return err
+		}
+		return errors.Join(err, r.forgetFunctions(ctx, conn))
 	})
 	return name, err
 }
 
-// DownTo rolls back every migration newer than version (0 = all).
+// DownTo rolls back every migration newer than version (0 = all), and
+// forgets the function set's record as Down does.
 func (r *Runner) DownTo(ctx context.Context, version int64) error {
-	return r.locked(ctx, func(*sql.Conn) error {
-		return r.retryLocked(ctx, fmt.Sprintf("migrate down to %d", version), func() error {
+	return r.locked(ctx, func(conn *sql.Conn) error {
+		err := r.retryLocked(ctx, fmt.Sprintf("migrate down to %d", version), func() error {
 			_, err := r.provider.DownTo(ctx, version)
 			return err
 		})
+		return errors.Join(err, r.forgetFunctions(ctx, conn))
 	})
 }
 
