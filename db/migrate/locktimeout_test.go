@@ -211,3 +211,52 @@ func TestUp_AChangedFunctionBodyWaitsForTheSchemaItReads(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(2), rec.Version)
 }
+
+// TestUp_ARunWhoseLockSessionIsGoneStops: the migration lock lives in a
+// session of its own that sits idle while the migrations run on another.
+// If that session goes (an idle timeout of a proxy or of the server, an
+// admin's pg_terminate_backend) the lock goes with it and another pod's run
+// takes it: two runs would apply the same migration at once. The run
+// notices within LockCheck and stops.
+func TestUp_ARunWhoseLockSessionIsGoneStops(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.EmptyURL(t)
+	first, err := migrate.OpenFS(url, fstest.MapFS{"00001_t.sql": lockFS("")["00001_t.sql"]}, nil)
+	require.NoError(t, err)
+	_, err = first.Up(ctx)
+	require.NoError(t, err)
+	require.NoError(t, first.Close())
+
+	long := connect(t, url)
+	tx, err := long.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SELECT count(*) FROM t`)
+	require.NoError(t, err)
+
+	r, err := migrate.OpenWith(url, migrate.Options{
+		Migrations:  lockFS("-- +goose Up\nALTER TABLE t ADD COLUMN c int;\n\n-- +goose Down\nALTER TABLE t DROP COLUMN c;\n"),
+		LockTimeout: 200 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	defer r.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Up(ctx)
+		done <- err
+	}()
+	waitingFor(t, url, "ALTER TABLE t")
+
+	var terminated bool
+	require.NoError(t, connect(t, url).QueryRow(ctx, `SELECT bool_or(pg_terminate_backend(l.pid)) FROM pg_locks l
+	    JOIN pg_database d ON d.oid = l.database
+	    WHERE l.locktype = 'advisory' AND l.granted AND d.datname = current_database()`).Scan(&terminated))
+	require.True(t, terminated, "the lock's session terminated")
+	select {
+	case err := <-done:
+		require.ErrorContains(t, err, "migration lock")
+	case <-time.After(migrate.LockCheck + 20*time.Second):
+		t.Fatal("the run went on migrating without its lock")
+	}
+}

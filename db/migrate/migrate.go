@@ -8,7 +8,9 @@
 // for the lock every LockPoll, not in a blocked pg_advisory_lock: a
 // statement blocked there is an open transaction, and a migration that
 // builds an index CONCURRENTLY waits for every open transaction to end —
-// for the waiters, who wait for it.
+// for the waiters, who wait for it. The lock's session does nothing else,
+// and a run checks it every LockCheck: if it is gone, so is the lock, and
+// the run stops rather than migrate beside the next run to take it.
 //
 // Up applies, in this order, when this binary's function set is newer than
 // the one the database records (see functions.go: an older binary never
@@ -61,6 +63,9 @@ const LockID = lock.DefaultLockID
 // LockWait bounds the wait for another pod's migrate run (goose's own
 // locker gave up after the same five minutes).
 const LockWait = 5 * time.Minute
+
+// LockCheck is how often a run checks that its lock session is alive.
+const LockCheck = 5 * time.Second
 
 // LockPoll is how often a waiting run asks for the lock again.
 const LockPoll = 200 * time.Millisecond
@@ -160,7 +165,7 @@ type Report struct {
 // the migration lock.
 func (r *Runner) Up(ctx context.Context) (Report, error) {
 	var rep Report
-	err := r.locked(ctx, func(conn *sql.Conn) error {
+	err := r.locked(ctx, func(ctx context.Context, conn *sql.Conn) error {
 		plan, err := r.prepareFunctions(ctx, conn)
 		rep.Functions = plan.rep
 		if err != nil {
@@ -196,7 +201,7 @@ var ErrNothingToRollBack = errors.New("no migration is applied: nothing to roll 
 // rollback runs — applies its own set instead of leaving a "newer" one.
 func (r *Runner) Down(ctx context.Context) (string, error) {
 	var name string
-	err := r.locked(ctx, func(conn *sql.Conn) error {
+	err := r.locked(ctx, func(ctx context.Context, conn *sql.Conn) error {
 		err := r.retryLocked(ctx, "migrate down", func() error {
 			res, err := r.provider.Down(ctx)
 			switch {
@@ -219,7 +224,7 @@ func (r *Runner) Down(ctx context.Context) (string, error) {
 // DownTo rolls back every migration newer than version (0 = all), and
 // forgets the function set's record as Down does.
 func (r *Runner) DownTo(ctx context.Context, version int64) error {
-	return r.locked(ctx, func(conn *sql.Conn) error {
+	return r.locked(ctx, func(ctx context.Context, conn *sql.Conn) error {
 		err := r.retryLocked(ctx, fmt.Sprintf("migrate down to %d", version), func() error {
 			_, err := r.provider.DownTo(ctx, version)
 			return err
@@ -228,27 +233,73 @@ func (r *Runner) DownTo(ctx context.Context, version int64) error {
 	})
 }
 
-// locked runs f holding the migration lock on a dedicated session.
-func (r *Runner) locked(ctx context.Context, f func(*sql.Conn) error) (err error) {
-	conn, err := r.db.Conn(ctx)
+// locked runs f holding the migration lock on a dedicated session, which
+// does nothing else: f gets a connection of its own (goose takes another).
+// That session sits idle while f works, and an idle session can go (a
+// proxy's or the server's idle timeout, a pg_terminate_backend) and its lock
+// with it, letting another run in: it is checked every LockCheck, and if it
+// is gone f's context is cancelled and locked returns errLockLost.
+func (r *Runner) locked(ctx context.Context, f func(context.Context, *sql.Conn) error) (err error) {
+	lock, err := r.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("migration lock: connect: %w", err)
 	}
-	defer conn.Close()
-	if err := waitLock(ctx, conn); err != nil {
+	defer lock.Close()
+	if err := waitLock(ctx, lock); err != nil {
 		return err
 	}
 	defer func() {
 		// A session lock must not outlive the run even if ctx is done; if the
 		// unlock fails the session is discarded and the lock goes with it.
-		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", LockID); uerr != nil {
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		if _, uerr := lock.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", LockID); uerr != nil {
+			_ = lock.Raw(func(any) error { return driver.ErrBadConn })
 			if err == nil {
 				err = fmt.Errorf("migration unlock: %w", uerr)
 			}
 		}
 	}()
-	return f(conn)
+	runCtx, cancel := context.WithCancelCause(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		watchLock(runCtx, lock, cancel)
+	}()
+	defer func() {
+		cancel(nil)
+		<-watched
+	}()
+	work, err := r.db.Conn(runCtx)
+	if err != nil {
+		return fmt.Errorf("migrate: connect: %w", err)
+	}
+	defer work.Close()
+	err = f(runCtx, work)
+	if cause := context.Cause(runCtx); errors.Is(cause, errLockLost) {
+		return errors.Join(cause, err)
+	}
+	return err
+}
+
+// errLockLost is a run stopped because its lock session went.
+var errLockLost = errors.New("migration lock: its session is gone, and the lock with it; " +
+	"stopped so that no other run migrates at the same time (the next run takes over)")
+
+// watchLock checks lock's session every LockCheck until ctx ends, and
+// cancels the run with errLockLost when it is gone.
+func watchLock(ctx context.Context, lock *sql.Conn, cancel context.CancelCauseFunc) {
+	t := time.NewTicker(LockCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := lock.PingContext(ctx); err != nil && ctx.Err() == nil {
+			cancel(fmt.Errorf("%w: %w", errLockLost, err))
+			return
+		}
+	}
 }
 
 // waitLock takes LockID on conn, asking every LockPoll for at most
