@@ -46,6 +46,11 @@ func MigrateUp(ctx context.Context, r *migrate.Runner, log zerolog.Logger) error
 		log.Warn().Int64("functions_embedded", rep.Functions.Embedded).Int64("functions_version", rep.Functions.Recorded).
 			Msg("a newer function set is present (a newer binary migrated this database); leaving it alone")
 	}
+	for _, ix := range rep.InvalidIndexes {
+		log.Warn().Str("index", ix).
+			Msg("index is invalid (a concurrent build failed): every write maintains it and no read uses it; " +
+				"rebuild it with REINDEX INDEX CONCURRENTLY")
+	}
 	log.Info().Int("applied", rep.Migrations).Int64("schema_version", v).
 		Str("functions", string(rep.Functions.Action)).Int64("functions_version", rep.Functions.Recorded).
 		Msg("schema migrated")

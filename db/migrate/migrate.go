@@ -159,6 +159,12 @@ type Report struct {
 	Migrations int
 	// Functions is what became of the function set.
 	Functions FunctionsReport
+	// InvalidIndexes names the indexes of the schema left invalid by a
+	// concurrent build that failed: every write maintains them, no read
+	// uses them, and no migration will build them again (one that recorded
+	// itself over the leftover, as 00021 did before it dropped leftovers
+	// first). REINDEX INDEX CONCURRENTLY rebuilds one.
+	InvalidIndexes []string
 }
 
 // Up brings the database to this binary's function set and schema, under
@@ -182,10 +188,35 @@ func (r *Runner) Up(ctx context.Context) (Report, error) {
 		if err != nil {
 			return err
 		}
-		rep.Functions, err = r.finishFunctions(ctx, conn, plan)
+		if rep.Functions, err = r.finishFunctions(ctx, conn, plan); err != nil {
+			return err
+		}
+		rep.InvalidIndexes, err = invalidIndexes(ctx, conn)
 		return err
 	})
 	return rep, err
+}
+
+// invalidIndexes lists the invalid indexes of the current schema.
+func invalidIndexes(ctx context.Context, conn *sql.Conn) ([]string, error) {
+	rows, err := conn.QueryContext(ctx, `SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+	    WHERE NOT i.indisvalid AND c.relnamespace = current_schema()::regnamespace ORDER BY 1`)
+	if err != nil {
+		return nil, fmt.Errorf("list invalid indexes: %w", err)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, fmt.Errorf("list invalid indexes: %w", err)
+		}
+		names = append(names, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list invalid indexes: %w", err)
+	}
+	return names, nil
 }
 
 // ErrNothingToRollBack is Down on a database with no migration applied.
