@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -22,8 +23,8 @@ import (
 // section: the index's name and the rest of the statement.
 var concurrentBuild = regexp.MustCompile(`(?is)CREATE\s+INDEX\s+CONCURRENTLY\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)\s+(ON\s[^;]*);`)
 
-// upTo migrates url with the embedded migrations numbered below version.
-func upTo(t *testing.T, url string, version int) {
+// migrationsBelow is the embedded migrations numbered below version.
+func migrationsBelow(t *testing.T, version int) fstest.MapFS {
 	t.Helper()
 	files, err := fs.Glob(migrations.FS, "*.sql")
 	require.NoError(t, err)
@@ -37,7 +38,13 @@ func upTo(t *testing.T, url string, version int) {
 			sub[f] = &fstest.MapFile{Data: b}
 		}
 	}
-	r, err := migrate.OpenFS(url, sub, nil)
+	return sub
+}
+
+// upTo migrates url with the embedded migrations numbered below version.
+func upTo(t *testing.T, url string, version int) {
+	t.Helper()
+	r, err := migrate.OpenFS(url, migrationsBelow(t, version), nil)
 	require.NoError(t, err)
 	defer r.Close()
 	_, err = r.Up(context.Background())
@@ -126,4 +133,51 @@ func TestUp_NamesTheIndexesLeftInvalid(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, rep.Migrations)
 	require.Equal(t, []string{"idx_resources_config_ref"}, rep.InvalidIndexes)
+}
+
+// TestMigration00002_KeepsAResourceWrittenWhileItRuns: 00002 copies every
+// resource into resource_phases, then creates the triggers that keep the
+// copy in step. A resource an old pod wrote in between — committed after
+// the copy's snapshot, before the triggers — had no phase row, ever: no
+// list page showed it and no rollup gate waited for it.
+func TestMigration00002_KeepsAResourceWrittenWhileItRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.EmptyURL(t)
+	upTo(t, url, 2)
+
+	// An old pod's write, in flight when the migration starts (its
+	// triggers, written for this schema, are not what is tested here).
+	writer := connect(t, url)
+	_, err := writer.Exec(ctx, `SET session_replication_role = replica`)
+	require.NoError(t, err)
+	tx, err := writer.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `INSERT INTO resources (kind, version, name, shard_id) VALUES ('k', 'v1', 'in-flight', 1)`)
+	require.NoError(t, err)
+
+	r, err := migrate.OpenWith(url, migrate.Options{Migrations: migrationsBelow(t, 3), LockTimeout: time.Minute})
+	require.NoError(t, err)
+	defer r.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Up(ctx)
+		done <- err
+	}()
+	probe := connect(t, url)
+	require.Eventually(t, func() bool {
+		var n int
+		err := probe.QueryRow(ctx, `SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+		    WHERE NOT l.granted AND c.relname = 'resources'`).Scan(&n)
+		return err == nil && n > 0
+	}, 30*time.Second, 10*time.Millisecond, "the migration waits for the write")
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, <-done)
+
+	var resources, phases int
+	require.NoError(t, probe.QueryRow(ctx,
+		`SELECT (SELECT count(*) FROM resources), (SELECT count(*) FROM resource_phases)`).Scan(&resources, &phases))
+	require.Equal(t, 1, resources)
+	require.Equal(t, resources, phases, "every resource has its phase row")
 }

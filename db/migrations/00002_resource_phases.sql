@@ -1,4 +1,9 @@
 -- +goose Up
+-- Writers wait from here to the end: a resource written between the copy
+-- below and the triggers that keep resource_phases in step would have no
+-- phase row (readers go on until the index drops below).
+LOCK TABLE resources IN SHARE ROW EXCLUSIVE MODE;
+
 -- The phase index: a narrow copy of the columns that list pages, the rollup
 -- gate and the reaper's catch-up walk key on, one row per resource, kept in
 -- step with resources by the statement triggers below in the same
