@@ -222,6 +222,23 @@ func invalidIndexes(ctx context.Context, conn *sql.Conn) ([]string, error) {
 // ErrNothingToRollBack is Down on a database with no migration applied.
 var ErrNothingToRollBack = errors.New("no migration is applied: nothing to roll back")
 
+// ErrMigrationUnknown is Down by a binary that lacks a migration the
+// database has (a newer release applied it), so it has no down section.
+var ErrMigrationUnknown = errors.New("migration unknown to this binary")
+
+// unknownMigration explains goose's "version not found" on a down.
+func (r *Runner) unknownMigration(ctx context.Context, err error) error {
+	if !errors.Is(err, goose.ErrVersionNotFound) {
+		return err
+	}
+	v, verr := r.provider.GetDBVersion(ctx)
+	if verr != nil {
+		return errors.Join(err, verr)
+	}
+	return fmt.Errorf("%w: the database's newest migration, %05d, is not in this binary (a newer release applied it): "+
+		"roll it back with that release's image", ErrMigrationUnknown, v)
+}
+
 // Down rolls back the most recent migration and returns its file name.
 // Rolling back the baseline drops everything, the function set and its
 // record included.
@@ -239,15 +256,15 @@ func (r *Runner) Down(ctx context.Context) (string, error) {
 			case errors.Is(err, goose.ErrNoNextVersion):
 				return ErrNothingToRollBack
 			case err != nil:
-				return err
+				return r.unknownMigration(ctx, err)
 			}
 			name = path.Base(res.Source.Path)
 			return nil
 		})
-		if errors.Is(err, ErrNothingToRollBack) {
+		if err != nil {
 			return err
 		}
-		return errors.Join(err, r.forgetFunctions(ctx, conn))
+		return r.forgetFunctions(ctx, conn)
 	})
 	return name, err
 }
@@ -256,10 +273,18 @@ func (r *Runner) Down(ctx context.Context) (string, error) {
 // forgets the function set's record as Down does.
 func (r *Runner) DownTo(ctx context.Context, version int64) error {
 	return r.locked(ctx, func(ctx context.Context, conn *sql.Conn) error {
+		rolledBack := 0
 		err := r.retryLocked(ctx, fmt.Sprintf("migrate down to %d", version), func() error {
-			_, err := r.provider.DownTo(ctx, version)
-			return err
+			res, err := r.provider.DownTo(ctx, version)
+			rolledBack += len(res)
+			if pe := (*goose.PartialError)(nil); errors.As(err, &pe) {
+				rolledBack += len(pe.Applied)
+			}
+			return r.unknownMigration(ctx, err)
 		})
+		if rolledBack == 0 {
+			return err
+		}
 		return errors.Join(err, r.forgetFunctions(ctx, conn))
 	})
 }

@@ -244,3 +244,43 @@ func TestDown_SaysWhatItRolledBackAndRefusesAnEmptyDatabase(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, files[len(files)-1], got, "down names the migration it rolled back")
 }
+
+// TestDown_AnOlderBinaryRefusesANewerMigrationAndTouchesNothing: down with
+// an older image (which has no down section for the database's newest
+// migration) says which migration it lacks and what to run instead, and
+// leaves the function set's record alone: nothing was rolled back.
+func TestDown_AnOlderBinaryRefusesANewerMigrationAndTouchesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.EmptyURL(t)
+	newer, err := migrate.Open(url, nil)
+	require.NoError(t, err)
+	defer newer.Close()
+	_, err = newer.Up(ctx)
+	require.NoError(t, err)
+	top, err := newer.Version(ctx)
+	require.NoError(t, err)
+	before, err := newer.FunctionSet(ctx)
+	require.NoError(t, err)
+
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	require.NoError(t, err)
+	older := fstest.MapFS{}
+	for _, f := range files[:len(files)-1] {
+		b, err := fs.ReadFile(migrations.FS, f)
+		require.NoError(t, err)
+		older[f] = &fstest.MapFile{Data: b}
+	}
+	r, err := migrate.OpenFS(url, older, nil)
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.Down(ctx)
+	require.ErrorIs(t, err, migrate.ErrMigrationUnknown)
+	require.ErrorContains(t, err, fmt.Sprintf("the database's newest migration, %05d, is not in this binary", top))
+	v, err := r.Version(ctx)
+	require.NoError(t, err)
+	require.Equal(t, top, v, "nothing rolled back")
+	after, err := r.FunctionSet(ctx)
+	require.NoError(t, err)
+	require.Equal(t, before.Version, after.Version, "the function set's record is left alone")
+}
