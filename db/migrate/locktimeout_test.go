@@ -260,3 +260,65 @@ func TestUp_ARunWhoseLockSessionIsGoneStops(t *testing.T) {
 		t.Fatal("the run went on migrating without its lock")
 	}
 }
+
+// TestUp_IgnoresTheSessionTimeoutsTheDatabaseSets: a production role or
+// database often sets statement_timeout and lock_timeout for its
+// applications (or the URL does). A migration is no runaway query: a
+// backfill or an index build CONCURRENTLY on a large table outlasts such a
+// timeout on every boot, leaving an invalid index each time. The runner's
+// sessions run without them (transactional migrations keep LockTimeout).
+func TestUp_IgnoresTheSessionTimeoutsTheDatabaseSets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.EmptyURL(t)
+	admin := connect(t, url)
+	var db string
+	require.NoError(t, admin.QueryRow(ctx, `SELECT current_database()`).Scan(&db))
+	for _, set := range []string{"statement_timeout = '300ms'", "lock_timeout = '300ms'"} {
+		_, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{db}.Sanitize()+" SET "+set)
+		require.NoError(t, err)
+	}
+	first, err := migrate.OpenFS(url, fstest.MapFS{"00001_t.sql": lockFS("")["00001_t.sql"]}, nil)
+	require.NoError(t, err)
+	_, err = first.Up(ctx)
+	require.NoError(t, err)
+	require.NoError(t, first.Close())
+
+	long := connect(t, url)
+	tx, err := long.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SELECT count(*) FROM t`)
+	require.NoError(t, err)
+
+	fsys := lockFS("-- +goose Up\nSELECT pg_sleep(1);\n\n-- +goose Down\nSELECT 1;\n")
+	fsys["00003_ix.sql"] = &fstest.MapFile{Data: []byte("-- +goose NO TRANSACTION\n-- +goose Up\n" +
+		"CREATE INDEX CONCURRENTLY idx_t ON t (id);\n\n-- +goose Down\nDROP INDEX CONCURRENTLY IF EXISTS idx_t;\n")}
+	r, err := migrate.OpenFS(url, fsys, nil)
+	require.NoError(t, err)
+	defer r.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Up(ctx)
+		done <- err
+	}()
+	probe := connect(t, url)
+	require.Eventually(t, func() bool {
+		select {
+		case err := <-done:
+			done <- err
+			return true
+		default:
+		}
+		var n int
+		err := probe.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		    WHERE datname = current_database() AND wait_event_type = 'Lock'
+		      AND query LIKE 'CREATE INDEX CONCURRENTLY%' AND clock_timestamp() - query_start > interval '1.5 seconds'`).Scan(&n)
+		return err == nil && n > 0
+	}, 30*time.Second, 10*time.Millisecond, "the build waits past the database's lock timeout")
+	require.NoError(t, tx.Rollback(ctx))
+	require.NoError(t, <-done, "a migration longer than the database's statement timeout, and a build that waited past its lock timeout, apply")
+	var valid bool
+	require.NoError(t, probe.QueryRow(ctx, `SELECT indisvalid FROM pg_index WHERE indexrelid = 'idx_t'::regclass`).Scan(&valid))
+	require.True(t, valid)
+}

@@ -133,7 +133,7 @@ func OpenWith(databaseURL string, o Options) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
-	var opts []stdlib.OptionOpenDB
+	opts := []stdlib.OptionOpenDB{stdlib.OptionAfterConnect(clearTimeouts)}
 	if o.BeforeConnect != nil {
 		opts = append(opts, stdlib.OptionBeforeConnect(o.BeforeConnect))
 	}
@@ -148,6 +148,21 @@ func OpenWith(databaseURL string, o Options) (*Runner, error) {
 		return nil, fmt.Errorf("load migrations: %w", err)
 	}
 	return &Runner{db: db, provider: p, functions: set, lockTimeout: o.LockTimeout, log: o.Log}, nil
+}
+
+// clearTimeouts turns off, for a runner's session, the statement and lock
+// timeouts a role, the database or the URL may set for applications: a
+// migration is no runaway query, and a backfill or an index build
+// CONCURRENTLY on a large table would outlast them on every boot (leaving
+// an invalid index each time). The runner bounds lock waits itself
+// (LockTimeout, on transactional migrations).
+func clearTimeouts(ctx context.Context, conn *pgx.Conn) error {
+	for _, set := range []string{"SET statement_timeout = 0", "SET lock_timeout = 0"} {
+		if _, err := conn.Exec(ctx, set); err != nil {
+			return fmt.Errorf("migrate session: %s: %w", set, err)
+		}
+	}
+	return nil
 }
 
 // Close releases the runner's connections.
