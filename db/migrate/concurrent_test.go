@@ -181,3 +181,33 @@ func TestMigration00002_KeepsAResourceWrittenWhileItRuns(t *testing.T) {
 	require.Equal(t, 1, resources)
 	require.Equal(t, resources, phases, "every resource has its phase row")
 }
+
+// concurrentOnly matches the statements a NO TRANSACTION migration may hold:
+// those that block no reads or writes while they run or wait.
+var concurrentOnly = regexp.MustCompile(`(?is)^\s*(CREATE\s+(UNIQUE\s+)?INDEX\s+CONCURRENTLY|DROP\s+INDEX\s+CONCURRENTLY|REINDEX\s+.*\sCONCURRENTLY\s)`)
+
+// TestMigrations_NoTransactionHoldsOnlyConcurrentStatements: the runner
+// bounds lock waits (LockTimeout) only for migrations in a transaction; a
+// NO TRANSACTION migration runs without a bound, which is right only for
+// statements that block nobody while they wait (a CONCURRENTLY build or
+// drop). An ALTER TABLE there would queue every statement on its table
+// behind a long transaction, for as long as that runs.
+func TestMigrations_NoTransactionHoldsOnlyConcurrentStatements(t *testing.T) {
+	t.Parallel()
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	require.NoError(t, err)
+	comment := regexp.MustCompile(`(?m)^\s*--.*$`)
+	for _, f := range files {
+		b, err := fs.ReadFile(migrations.FS, f)
+		require.NoError(t, err)
+		if !strings.Contains(string(b), "-- +goose NO TRANSACTION") {
+			continue
+		}
+		for _, stmt := range strings.Split(comment.ReplaceAllString(string(b), ""), ";") {
+			if strings.TrimSpace(stmt) == "" {
+				continue
+			}
+			require.Regexp(t, concurrentOnly, stmt, "%s: a NO TRANSACTION migration holds only CONCURRENTLY statements", f)
+		}
+	}
+}
