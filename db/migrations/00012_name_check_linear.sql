@@ -15,7 +15,7 @@
 -- The new constraint on resources is added NOT VALID: checking every row
 -- here would scan the table under the ACCESS EXCLUSIVE lock the ALTER
 -- takes (2.3 s at a million rows, every read and write waiting). It
--- admits the same names as the old one, and 00022 validates it under a
+-- admits the same names as the old one, and 00023 validates it under a
 -- lock that lets reads and writes go on.
 
 -- +goose Up

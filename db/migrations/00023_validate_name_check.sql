@@ -1,4 +1,4 @@
--- 00022_validate_name_check: validate the name CHECK 00012 added NOT VALID.
+-- 00023_validate_name_check: validate the name CHECK 00012 added NOT VALID.
 --
 -- VALIDATE CONSTRAINT scans resources under a SHARE UPDATE EXCLUSIVE lock,
 -- which lets reads and writes go on (new rows were checked all along). On a
