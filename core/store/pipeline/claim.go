@@ -128,7 +128,9 @@ func partitionSpans(lo, hi int, start uint64) [][2]int {
 // Claim leases up to b.Max pending tasks of one (kind, version, task type)
 // in the lease's shard range, honouring the kind's concurrency cap. A range
 // that spans partitions is claimed one partition at a time (each statement
-// prunes to one partition), rotating the starting partition between calls;
+// prunes to one partition), rotating the starting partition between the
+// pair's calls (each pair has its own rotor: shared, a broker sweeping an
+// even number of pairs gave each pair the same start every time);
 // one probe first finds the partitions holding claimable rows, so an idle
 // pair costs one round trip, not one per partition. When a later partition's
 // statement fails, the tasks the earlier ones leased (committed: each
@@ -136,7 +138,11 @@ func partitionSpans(lo, hi int, start uint64) [][2]int {
 // caller must run or release them, or their leases sit unheartbeated until
 // the stale-lease window.
 func (s *Store) Claim(ctx context.Context, l Lease, b Batch) ([]Task, error) {
-	spans := partitionSpans(l.Lo, l.Hi, s.rotor.Add(1))
+	var start uint64
+	if l.Lo/partitionWidth != l.Hi/partitionWidth {
+		start = s.nextStart(b)
+	}
+	spans := partitionSpans(l.Lo, l.Hi, start)
 	if len(spans) > 1 {
 		var err error
 		if spans, err = s.claimableSpans(ctx, b, spans); err != nil {

@@ -411,3 +411,36 @@ func requireOnlyPartition(t *testing.T, plan, table string, p int) {
 		}
 	}
 }
+
+// A wide range's starting partition rotates per pair: a broker that claims
+// from two pairs in turn (every sweep asks each pair once) must still reach
+// every partition of each pair's. With one rotor shared by every claim, each
+// pair saw every other rotor value, always started at the same one of two
+// partitions, and took its batches only from there while that partition
+// could fill them: the other partition's rows waited until it drained.
+func TestClaim_EachPairRotatesItsStartingPartition(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	kinds := []string{"a", "b"}
+	for _, k := range kinds {
+		f.kind(k, reactWorker)
+		for p := range 2 {
+			for i := range 4 {
+				f.schedule(f.res(k, fmt.Sprintf("%s-%d-%d", k, p, i), withID(f.idInShards(16*p, 16*p+15))))
+			}
+		}
+	}
+	lease := Lease{WorkerID: "w", Lo: 0, Hi: 31}
+	partitions := map[string]map[int]bool{"a": {}, "b": {}}
+	for range 2 { // two sweeps, each claiming once from each pair
+		for _, k := range kinds {
+			ts, err := f.st.Claim(f.ctx, lease, Batch{Kind: k, Version: "v1", TaskType: TaskReconcile, Max: 1})
+			require.NoError(t, err)
+			require.Len(t, ts, 1)
+			partitions[k][ts[0].Key.ShardID/partitionWidth] = true
+		}
+	}
+	for _, k := range kinds {
+		require.Len(t, partitions[k], 2, "pair %s's two claims started at the same partition: %v", k, partitions[k])
+	}
+}

@@ -12,7 +12,7 @@ package pipeline
 
 import (
 	"errors"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -35,8 +35,29 @@ type Store struct {
 	// manifest generation.
 	schemas *schemacache.Cache
 
-	// rotor rotates the starting partition of wide-range claims and drains.
-	rotor atomic.Uint64
+	// rotors rotate the starting partition of each pair's wide-range
+	// claims (rotorKey: one per kind, version and task type, so a broker
+	// that claims from several pairs in turn moves every pair's start).
+	rotorMu sync.Mutex
+	rotors  map[rotorKey]uint64
+}
+
+// rotorKey is the pair a claim rotor turns for.
+type rotorKey struct {
+	kind, version string
+	taskType      TaskType
+}
+
+// nextStart turns b's pair's rotor and returns its new position.
+func (s *Store) nextStart(b Batch) uint64 {
+	k := rotorKey{b.Kind, b.Version, b.TaskType}
+	s.rotorMu.Lock()
+	defer s.rotorMu.Unlock()
+	if s.rotors == nil {
+		s.rotors = map[rotorKey]uint64{}
+	}
+	s.rotors[k]++
+	return s.rotors[k]
 }
 
 // New returns a pipeline store over the primary pool.
