@@ -718,3 +718,36 @@ func TestDispatcherSweep_ExpiredDryPairsAreProbedTogether(t *testing.T) {
 		})
 	}
 }
+
+// A run that gives its lease back (an outbox write refused, an abandoned
+// stage) releases it before it returns and is forgotten: a sweep in that
+// moment can claim the same task again. The re-claim's run must stay in
+// flight when the first run ends — its lease heartbeated, waited for and
+// released by the drain. Keyed by task alone, the first run's end forgot
+// the second: its lease went unheartbeated until the reaper freed it and
+// another broker ran the task a second time.
+func TestDispatcher_AReclaimedTaskStaysInFlightWhenItsEarlierRunEnds(t *testing.T) {
+	t.Parallel()
+	b := setupDispatcher(t)
+	tk := task(3, pipeline.TaskReconcile)
+	b.claimsFrom([]pipeline.Task{tk}, []pipeline.Task{tk})
+	second, hold := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int32
+	b.runner.RunFn = func(context.Context, pipeline.Lease, pipeline.Task) {
+		if runs.Add(1) == 1 {
+			<-second // the first run ends once the re-claim runs
+			return
+		}
+		close(second)
+		<-hold
+	}
+	stop := b.start(t)
+	<-second
+	require.Eventually(t, func() bool { return b.d.tasks.pair(pairVPC) == 1 }, 10*time.Second, time.Millisecond,
+		"the first run ended")
+	require.Equal(t, 1, b.d.tasks.count(), "the re-claimed task is still in flight")
+	require.Equal(t, []pipeline.TaskKey{tk.Key}, b.d.tasks.keys(), "its lease is still heartbeated")
+	close(hold)
+	stop()
+	require.Equal(t, 0, b.d.testSignals.drained.WaitOrTimeout(t), "the drain waited for it")
+}

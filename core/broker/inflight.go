@@ -20,8 +20,11 @@ type pairKey struct {
 type inflight struct {
 	mu sync.Mutex
 	// running maps each claimed task in flight to its lease: what the drain
-	// needs to release it (the task itself is its goroutine's).
-	running map[pipeline.TaskKey]pipeline.Lease
+	// needs to release it (the task itself is its goroutine's), and how
+	// many runs of it are in flight. A run that gives its lease back
+	// releases it before it ends, so a sweep in between can claim the task
+	// again: the key stays until its last run ends.
+	running map[pipeline.TaskKey]runningLease
 	perPair map[pairKey]int
 	// perPairRollups counts, of perPair, the rollups: their own room when
 	// the pair's is full (rollupBounds).
@@ -40,8 +43,14 @@ type inflight struct {
 	done chan struct{}
 }
 
+// runningLease is a task's lease in flight and its runs.
+type runningLease struct {
+	lease pipeline.Lease
+	runs  int
+}
+
 func newInflight() *inflight {
-	return &inflight{running: map[pipeline.TaskKey]pipeline.Lease{}, perPair: map[pairKey]int{}, perPairRollups: map[pairKey]int{},
+	return &inflight{running: map[pipeline.TaskKey]runningLease{}, perPair: map[pairKey]int{}, perPairRollups: map[pairKey]int{},
 		relayed: map[pairKey]int{}, adopted: map[pipeline.TaskKey]*session{}, done: make(chan struct{}, 1)}
 }
 
@@ -49,7 +58,9 @@ func newInflight() *inflight {
 func (f *inflight) add(lease pipeline.Lease, p pairKey, tasks []pipeline.Task) {
 	f.mu.Lock()
 	for _, t := range tasks {
-		f.running[t.Key] = lease
+		r := f.running[t.Key]
+		r.lease, r.runs = lease, r.runs+1
+		f.running[t.Key] = r
 		if t.IsRollup() {
 			f.perPairRollups[p]++
 		}
@@ -62,7 +73,12 @@ func (f *inflight) add(lease pipeline.Lease, p pairKey, tasks []pipeline.Task) {
 // slot.
 func (f *inflight) finish(p pairKey, key pipeline.TaskKey, rollup bool) {
 	f.mu.Lock()
-	delete(f.running, key)
+	if r := f.running[key]; r.runs > 1 {
+		r.runs--
+		f.running[key] = r
+	} else {
+		delete(f.running, key)
+	}
 	f.perPair[p]--
 	if rollup {
 		f.perPairRollups[p]--
@@ -133,8 +149,8 @@ func (f *inflight) byLease() map[pipeline.Lease][]pipeline.TaskKey {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := map[pipeline.Lease][]pipeline.TaskKey{}
-	for k, l := range f.running {
-		out[l] = append(out[l], k)
+	for k, r := range f.running {
+		out[r.lease] = append(out[r.lease], k)
 	}
 	return out
 }
