@@ -661,19 +661,31 @@ BEGIN
         RETURN 0;
     END IF;
     WITH doomed AS (
-        SELECT shard_id, resource_id, task_type, op_id
-          FROM work_queue
-         WHERE shard_id BETWEEN p_lo AND p_hi
-           AND worker_id IS NULL
-           AND not_before < p_now - p_after
-         FOR UPDATE SKIP LOCKED
+        SELECT q.shard_id, q.resource_id, q.task_type, q.op_id
+          FROM work_queue q
+         WHERE q.shard_id BETWEEN p_lo AND p_hi
+           AND q.worker_id IS NULL
+           AND q.not_before < p_now - p_after
+           AND NOT (q.task_type = 'reconcile' AND q.trigger = 'childrenSettled'
+                    AND EXISTS (SELECT 1 FROM resources r
+                                 WHERE r.id = q.resource_id AND r.synced_gen >= r.generation))
+         FOR UPDATE OF q SKIP LOCKED
     ), gone AS (
         DELETE FROM work_queue q
          USING doomed d
          WHERE q.shard_id BETWEEN p_lo AND p_hi
            AND q.shard_id = d.shard_id AND q.resource_id = d.resource_id
            AND q.task_type = d.task_type AND q.op_id = d.op_id
-        RETURNING 1
+        RETURNING q.task_type, q.op_id
+    ), refused AS (
+        UPDATE resource_operations o
+           SET state = 'Failed',
+               error = format('no worker claimed the operation''s task within %s (SWEEPER_UNCLAIMED_DELETE_AFTER): '
+                              'no worker served its kind', p_after),
+               finished_at = p_now,
+               updated_at = p_now
+          FROM gone g
+         WHERE g.task_type = 'operate' AND o.id = g.op_id AND o.state IN ('Pending', 'Running')
     )
     SELECT count(*) INTO v_n FROM gone;
     RETURN v_n;

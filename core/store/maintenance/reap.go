@@ -27,8 +27,10 @@ const DefaultUnclaimedAfter = 24 * time.Hour
 
 // DeleteUnclaimedWork hard-deletes the work_queue rows in r that have been
 // claimable for longer than after without any worker claiming them. The
-// resources stay lagging, so a returning worker gets fresh tasks. It returns
-// the number deleted.
+// resources stay lagging, so a returning worker gets fresh tasks. An
+// operation whose task it drops is failed, its error naming the window; a
+// synced composite's pending rollup, which nothing would pend again, is
+// kept. It returns the number deleted.
 func (s *Store) DeleteUnclaimedWork(ctx context.Context, r shard.Range, after time.Duration) (int, error) {
 	n, err := s.count(ctx,
 		`SELECT delete_unclaimed_work($1, $2, make_interval(secs => $3), coalesce($4::timestamptz, now()))`,

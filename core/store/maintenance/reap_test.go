@@ -93,3 +93,44 @@ func TestDeleteUnclaimedWork_DropsOnlyLongUnclaimedRows(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "garbage collection, not abandonment: the lagging row is re-enqueued by the catch-up")
 }
+
+// The GC drops only work that comes back: a lagging resource's reconcile
+// (the catch-up re-enqueues it) and a delete (the sweep does). An
+// operation's task has no such backstop: dropped alone, its operation stayed
+// Pending for good, neither run nor refused; it is failed instead, saying
+// why. Nor does a synced composite's re-pended rollup (the catch-up takes
+// lagging rows only): dropped, the composite kept what it had rolled up
+// before its children changed, whenever its kind's workers came back; it
+// stays queued.
+func TestDeleteUnclaimedWork_LeavesNothingStrandedWithoutItsTask(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.kind(kind{name: "leaf"})
+	f.kind(kind{name: "comp", hasComposer: true, hasRollup: true})
+	day := maintenance.DefaultUnclaimedAfter
+	old := t0.Add(-day - time.Minute)
+
+	target := f.res(res{shard: 1})
+	var op string
+	require.NoError(t, f.db.QueryRow(ctx, `INSERT INTO resource_operations (resource_id, verb) VALUES ($1, 'flip') RETURNING id::text`,
+		target).Scan(&op))
+	f.exec(`INSERT INTO work_queue (resource_id, task_type, op_id, shard_id, kind, version, generation, trigger, not_before, created_at)
+	        SELECT id, 'operate', $2, shard_id, kind, version, generation, 'operation', $3, $3 FROM resources WHERE id = $1`,
+		target, op, old)
+
+	root := f.res(res{kind: "comp", shard: 2, composedGen: 1})
+	f.exec(`INSERT INTO work_queue (resource_id, task_type, shard_id, kind, version, generation, trigger, not_before, created_at)
+	        SELECT id, 'reconcile', shard_id, kind, version, generation, 'childrenSettled', $2, $2 FROM resources WHERE id = $1`,
+		root, old)
+
+	n, err := f.at(t0).DeleteUnclaimedWork(ctx, shard.Between(0, 15), day)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the operation's task only")
+	require.Empty(t, f.tasks(target))
+	var state, msg string
+	require.NoError(t, f.db.QueryRow(ctx, `SELECT state, coalesce(error, '') FROM resource_operations WHERE id = $1`, op).Scan(&state, &msg))
+	require.Equal(t, "Failed", state, "an operation whose task is dropped is finished, not left Pending")
+	require.Contains(t, msg, "SWEEPER_UNCLAIMED_DELETE_AFTER", "the failure names the limit")
+	require.Equal(t, []task{{taskType: "reconcile", trigger: "childrenSettled", gen: 1}}, f.tasks(root),
+		"the synced composite's rollup stays queued: nothing else would pend it again")
+}
