@@ -2652,12 +2652,14 @@ CREATE FUNCTION public.requeue_failed_and_pending(p_lo integer, p_hi integer, p_
 DECLARE
     v_ids    uuid[];
     v_n      int;
+    v_ops    int;
     -- entries of idx_resource_phases_lagging examined per shard per call
     v_budget int := greatest(8, ceil(4.0 * greatest(p_max, 1) / (p_hi - p_lo + 1))::int);
 BEGIN
     IF p_lo > p_hi THEN
         RETURN 0;
     END IF;
+    v_ops := requeue_lost_operations(p_lo, p_hi, p_max, p_now);
     WITH walk AS MATERIALIZED (
         SELECT s.shard, l.id, l.since, l.n, w.updated_at,
                w.id IS NOT NULL AND q.queued IS NULL AS survivor
@@ -2719,7 +2721,7 @@ BEGIN
     )
     SELECT array_agg(k.id ORDER BY k.updated_at) INTO v_ids FROM pick k;
     IF v_ids IS NULL THEN
-        RETURN 0;
+        RETURN v_ops;
     END IF;
     v_n := coalesce(schedule_eligible(v_ids, p_now), 0);
     -- To the back of the walk's line: a row that keeps failing is retried
@@ -2732,7 +2734,7 @@ BEGIN
     UPDATE resource_phases p SET since = p_now
      WHERE p.id IN (SELECT l.id FROM resource_phases l WHERE l.id = ANY (v_ids)
                      ORDER BY l.id FOR UPDATE SKIP LOCKED);
-    RETURN v_n;
+    RETURN v_n + v_ops;
 END
 $$;
 
@@ -2767,6 +2769,62 @@ BEGIN
              ORDER BY greatest(r.updated_at, r.last_resync_at)
              LIMIT p_max) c;
     RETURN resync_enqueue(v_ids, p_recompose, p_now);
+END
+$$;
+
+--
+-- Name: requeue_lost_operations(integer, integer, integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.requeue_lost_operations(p_lo integer, p_hi integer, p_max integer, p_now timestamp with time zone DEFAULT now()) RETURNS integer
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_n int;
+BEGIN
+    WITH lost AS MATERIALIZED (
+        SELECT o.id, o.state, r.id AS resource_id, r.shard_id, r.kind, r.version, r.generation,
+               r.provider_config_ref, r.deletion_requested_at IS NOT NULL AS deleting
+          FROM resource_operations o
+         CROSS JOIN LATERAL (SELECT r.* FROM resources r WHERE r.id = o.resource_id OFFSET 0) r
+         WHERE o.state IN ('Pending', 'Running')
+           AND r.shard_id BETWEEN p_lo AND p_hi
+           AND NOT EXISTS (SELECT 1 FROM work_queue q
+                            WHERE q.shard_id BETWEEN p_lo AND p_hi
+                              AND q.shard_id = r.shard_id AND q.resource_id = r.id
+                              AND q.task_type = 'operate' AND q.op_id = o.id)
+         ORDER BY o.created_at
+         LIMIT p_max
+           FOR UPDATE OF o SKIP LOCKED
+    ), requeued AS (
+        INSERT INTO work_queue (resource_id, task_type, op_id, shard_id, kind, version, generation, trigger,
+                                provider_config, provider_bundle, not_before, created_at)
+        SELECT l.resource_id, 'operate', l.id, l.shard_id, l.kind, l.version, l.generation, 'operation',
+               pc.spec, pc.data, p_now, p_now
+          FROM lost l
+          LEFT JOIN providerconfigs pc ON pc.kind = l.kind AND pc.name = l.provider_config_ref
+         WHERE l.state = 'Pending' AND NOT l.deleting
+        ON CONFLICT (shard_id, resource_id, task_type, op_id) DO NOTHING
+        RETURNING 1
+    ), refused AS (
+        UPDATE resource_operations o
+           SET state = 'Failed',
+               error = CASE WHEN l.deleting
+                            THEN 'lost: its task was lost in a database restart, and the resource is being deleted'
+                            ELSE 'lost: its task was lost in a database restart while it ran; the verb may have run, '
+                                 'so it is not run again: request it again if it should run' END,
+               finished_at = p_now,
+               updated_at = p_now
+          FROM lost l
+         WHERE o.id = l.id AND (l.state = 'Running' OR l.deleting)
+    )
+    SELECT count(*) INTO v_n FROM requeued;
+    IF v_n > 0 THEN
+        PERFORM notify_gated('work_ready');
+    END IF;
+    RETURN v_n;
 END
 $$;
 
@@ -6307,6 +6365,12 @@ CREATE INDEX idx_resource_events_created ON public.resource_events USING btree (
 --
 
 CREATE INDEX idx_resource_events_resource ON public.resource_events USING btree (resource_id, id DESC);
+
+--
+-- Name: idx_resource_operations_open; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_resource_operations_open ON public.resource_operations USING btree (created_at) WHERE (state = ANY (ARRAY['Pending'::text, 'Running'::text]));
 
 --
 -- Name: idx_resource_operations_resource; Type: INDEX; Schema: public; Owner: -

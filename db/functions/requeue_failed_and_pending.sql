@@ -32,20 +32,25 @@
 -- (current statistics, the real range), with seq scans off: every row it
 -- touches is reached by key, and the stamp of a few hundred picked ids was
 -- planned as a Seq Scan of resource_phases with the ids as a filter (seen
--- in a 200k bench run: 366 ms, every few ticks). Returns how many
--- reconcile tasks schedule_eligible enqueued.
+-- in a 200k bench run: 366 ms, every few ticks).
+-- Operations: the open operations whose operate task the queue lost go
+-- first (requeue_lost_operations: a Pending one's task queued again, a
+-- Running one failed); the resources' columns say nothing of them.
+-- Returns how many reconcile and operate tasks it enqueued.
 CREATE OR REPLACE FUNCTION requeue_failed_and_pending(p_lo int, p_hi int, p_max int, p_retry_after interval,
                                                       p_now timestamptz DEFAULT now())
 RETURNS int LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET jit = off SET enable_seqscan = off AS $$
 DECLARE
     v_ids    uuid[];
     v_n      int;
+    v_ops    int;
     -- entries of idx_resource_phases_lagging examined per shard per call
     v_budget int := greatest(8, ceil(4.0 * greatest(p_max, 1) / (p_hi - p_lo + 1))::int);
 BEGIN
     IF p_lo > p_hi THEN
         RETURN 0;
     END IF;
+    v_ops := requeue_lost_operations(p_lo, p_hi, p_max, p_now);
     WITH walk AS MATERIALIZED (
         SELECT s.shard, l.id, l.since, l.n, w.updated_at,
                w.id IS NOT NULL AND q.queued IS NULL AS survivor
@@ -107,7 +112,7 @@ BEGIN
     )
     SELECT array_agg(k.id ORDER BY k.updated_at) INTO v_ids FROM pick k;
     IF v_ids IS NULL THEN
-        RETURN 0;
+        RETURN v_ops;
     END IF;
     v_n := coalesce(schedule_eligible(v_ids, p_now), 0);
     -- To the back of the walk's line: a row that keeps failing is retried
@@ -120,6 +125,6 @@ BEGIN
     UPDATE resource_phases p SET since = p_now
      WHERE p.id IN (SELECT l.id FROM resource_phases l WHERE l.id = ANY (v_ids)
                      ORDER BY l.id FOR UPDATE SKIP LOCKED);
-    RETURN v_n;
+    RETURN v_n + v_ops;
 END
 $$;

@@ -190,3 +190,49 @@ func TestRequeueFailedAndPending_WalkResumesPastAQueuedBacklog(t *testing.T) {
 	reach("after the wrap")
 	require.Equal(t, queued+1, f.int(`SELECT count(*) FROM work_queue WHERE shard_id = $1`, sh))
 }
+
+// A crash restart of Postgres empties the UNLOGGED queue, and the catch-up
+// rebuilds it from the resources: synced_gen < generation. An operation's
+// task is not in those columns: its operation stayed Pending (or Running)
+// for good, never run and never refused. The catch-up queues a Pending
+// operation's task again (it never ran), and fails a Running one, saying
+// why (it may have run: a verb is not run twice unasked).
+func TestRequeueFailedAndPending_RebuildsTheTasksOfOpenOperations(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.kind(kind{name: "leaf"})
+	op := func(shard int, state string) (string, string) {
+		id := f.res(res{shard: shard})
+		var op string
+		require.NoError(t, f.db.QueryRow(ctx, `INSERT INTO resource_operations (resource_id, verb, state, created_at, updated_at)
+		                                        VALUES ($1, 'flip', $2, $3, $3) RETURNING id::text`,
+			id, state, t0.Add(-time.Hour)).Scan(&op))
+		return id, op
+	}
+	pendingRes, pending := op(1, "Pending")
+	runningRes, running := op(2, "Running")
+	_, elsewhere := op(40, "Pending") // another reaper's shard
+	queuedRes, queued := op(3, "Pending")
+	f.exec(`INSERT INTO work_queue (resource_id, task_type, op_id, shard_id, kind, version, generation, trigger)
+	        SELECT id, 'operate', $2, shard_id, kind, version, generation, 'operation' FROM resources WHERE id = $1`, queuedRes, queued)
+
+	n, err := f.at(t0).RequeueFailedAndPending(ctx, shard.Between(0, 15), 100, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the Pending operation's task is queued again")
+
+	state := func(op string) (string, string) {
+		var s, msg string
+		require.NoError(t, f.db.QueryRow(ctx, `SELECT state, coalesce(error, '') FROM resource_operations WHERE id = $1`, op).Scan(&s, &msg))
+		return s, msg
+	}
+	require.Equal(t, []task{{taskType: "operate", trigger: "operation", gen: 1}}, f.tasks(pendingRes))
+	s, _ := state(pending)
+	require.Equal(t, "Pending", s)
+	s, msg := state(running)
+	require.Equal(t, "Failed", s, "a Running operation whose task is gone may have run: failed, not run again")
+	require.Contains(t, msg, "lost")
+	require.Empty(t, f.tasks(runningRes))
+	s, _ = state(elsewhere)
+	require.Equal(t, "Pending", s, "outside the range")
+	require.Len(t, f.tasks(queuedRes), 1, "an operation whose task is queued is left alone")
+}
