@@ -368,7 +368,7 @@ func createResource(ctx context.Context, tx pgx.Tx, in ApplyResourceInput, versi
 }
 
 // scheduleEligible hands the resource to the scheduling gate
-// (schedule_eligible in 00002_scheduling.sql), which enqueues its reconcile
+// (db/functions/schedule_eligible.sql), which enqueues its reconcile
 // if it is eligible; it is idempotent.
 func scheduleEligible(ctx context.Context, q querier, id uuid.UUID) error {
 	if _, err := q.Exec(ctx, `SELECT schedule_eligible(ARRAY[$1::uuid])`, id); err != nil {

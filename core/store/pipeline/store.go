@@ -5,7 +5,7 @@
 // (enqueue_operation) and the compose application that turns a composer's
 // desired children, edges and configs into rows in one fenced transaction.
 //
-// The plpgsql it calls lives in db/migrations/00002_scheduling.sql; every
+// The SQL and plpgsql functions it calls live in db/functions, one a file; every
 // hot statement is scoped with shard_id BETWEEN lo AND hi so it prunes to the
 // caller's partition(s).
 package pipeline
