@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -85,6 +86,12 @@ type dispatcher struct {
 	lagAt       time.Time
 	lag         time.Duration
 	behind      bool
+	// failing are the pairs whose last claim failed with an error of its
+	// own, logged once when it began (claimFailed).
+	failing map[pairKey]bool
+	// probeFailing: the last claimable probe failed with an error of its
+	// own, logged once when it began.
+	probeFailing bool
 
 	// pool runs the claimed tasks while Run runs (nil: a goroutine each).
 	pool *gopool.Pool
@@ -283,13 +290,15 @@ func (d *dispatcher) sweep(ctx, claimCtx, taskCtx context.Context, offset int, d
 		n, err := d.claimPair(claimCtx, taskCtx, p, lo, hi, behind)
 		claimed += max(n, 0)
 		if err != nil {
-			if ctx.Err() == nil && !d.outage.Failed("claim", err) {
-				d.log.Error().Err(err).Str("kind", p.kv.String()).Str("task_type", string(p.tt)).
-					Int("shard_lo", lo).Int("shard_hi", hi).Msg("claim failed")
-			}
+			d.claimFailed(ctx, p, lo, hi, err, dry)
 			continue
 		}
 		d.outage.Succeeded()
+		if d.failing[p] {
+			delete(d.failing, p)
+			d.log.Info().Str("kind", p.kv.String()).Str("task_type", string(p.tt)).
+				Int("shard_lo", lo).Int("shard_hi", hi).Msg("pair claims again")
+		}
 		switch {
 		case n == 0:
 			dry[p] = d.clock.Now().Add(dryWindow)
@@ -305,6 +314,25 @@ func (d *dispatcher) sweep(ctx, claimCtx, taskCtx context.Context, offset int, d
 		d.drainBehind(ctx, lo, hi)
 	}
 	return claimed, offset
+}
+
+// claimFailed handles a claim of p that failed: the pair is skipped for a
+// dry window, as if it had come back empty (under load the loop sweeps
+// without pause for the other pairs, and a pair whose claim keeps failing
+// cost a statement each sweep), and its failure is logged once, where it
+// starts (the database unreachable goes to the outage reporter instead);
+// the sweep that claims from it again logs that once.
+func (d *dispatcher) claimFailed(ctx context.Context, p pairKey, lo, hi int, err error, dry map[pairKey]time.Time) {
+	dry[p] = d.clock.Now().Add(dryWindow)
+	if ctx.Err() != nil || d.outage.Failed("claim", err) || d.failing[p] {
+		return
+	}
+	if d.failing == nil {
+		d.failing = map[pairKey]bool{}
+	}
+	d.failing[p] = true
+	d.log.Error().Err(err).Str("kind", p.kv.String()).Str("task_type", string(p.tt)).
+		Int("shard_lo", lo).Int("shard_hi", hi).Msg("claim failed; retried quietly until it claims again")
 }
 
 // dryExpired returns the pairs whose dry mark has run out by now.
@@ -327,12 +355,24 @@ func (d *dispatcher) probe(ctx context.Context, pairs []pairKey, lo, hi int, dry
 		batches[i] = pipeline.Batch{Kind: p.kv.Kind, Version: p.kv.Version, TaskType: p.tt}
 	}
 	has, err := d.claims.Claimable(ctx, lo, hi, batches)
-	if err != nil || len(has) != len(pairs) {
-		if ctx.Err() == nil && !d.outage.Failed("claim", err) {
-			d.log.Warn().Err(err).Int("shard_lo", lo).Int("shard_hi", hi).Msg("claimable probe failed; sweeping every pair")
+	if err == nil && len(has) != len(pairs) {
+		err = fmt.Errorf("claimable probe answered for %d pairs of %d", len(has), len(pairs))
+	}
+	if err != nil {
+		// Logged once, where it starts (an unreachable database goes to the
+		// outage reporter): it runs on every wake, and under load whenever
+		// dry pairs' windows run out.
+		if ctx.Err() == nil && !d.outage.Failed("claim", err) && !d.probeFailing {
+			d.probeFailing = true
+			d.log.Warn().Err(err).Int("shard_lo", lo).Int("shard_hi", hi).
+				Msg("claimable probe failed; sweeping every pair until it answers again")
 		}
 		clear(dry)
 		return
+	}
+	if d.probeFailing {
+		d.probeFailing = false
+		d.log.Info().Int("shard_lo", lo).Int("shard_hi", hi).Msg("claimable probe answers again")
 	}
 	until := d.clock.Now().Add(dryWindow)
 	for i, p := range pairs {
