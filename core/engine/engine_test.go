@@ -12,6 +12,7 @@ import (
 
 	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/engine/enginetest"
+	"github.com/converge-run/converge/core/testlog"
 )
 
 func TestEngine_OneFailingDutyStopsTheOthers(t *testing.T) {
@@ -133,4 +134,43 @@ func TestPollLoop_AFailingStepWaitsItsBackoffThroughWakes(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no retry after the backoff")
 	}
+}
+
+// A step that keeps failing with an error of its own (not the database
+// unreachable, which the outage reporter logs once) is logged when the
+// failures begin and once more when a step succeeds again, not on every
+// retry: a drain lane that kept failing wrote an ERROR a second for as long
+// as it failed.
+func TestPollLoop_AFailingStepIsLoggedOnceUntilItSucceeds(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clock := enginetest.NewClock(time.Unix(0, 0))
+	var logs testlog.Buffer
+	var calls atomic.Int32
+	steps := make(chan int32, 100)
+	loop := &engine.PollLoop{
+		Name: "t",
+		Step: func(context.Context) (bool, error) {
+			c := calls.Add(1)
+			steps <- c
+			if c <= 5 {
+				return false, errors.New("statement failed")
+			}
+			return false, nil
+		},
+		Min: time.Millisecond, Max: time.Hour, Clock: clock, Log: zerolog.New(&logs),
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = loop.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	for range 6 {
+		<-steps
+		require.True(t, clock.WaitForWaiters(1, 10*time.Second), "the loop waits")
+		clock.Advance(2 * time.Second) // past any backoff (1 s cap, +25 % jitter)
+	}
+	require.Equal(t, 1, logs.Count("step failed"), logs.String())
+	require.Equal(t, 1, logs.Count("step succeeds again"), logs.String())
+	require.Contains(t, logs.String(), `"failures":5`, "the recovery says how many failed")
 }

@@ -27,7 +27,8 @@ var RealClock Clock = realClock{}
 // backoff (Backoff: 100 ms doubling to 1 s; a Postgres blip must not kill a
 // sweeper, and an outage must not spin it), which a Wake does not cut
 // short; an unreachable database is
-// reported to Outage (logged once per process), any other error is logged.
+// reported to Outage (logged once per process), any other error is logged
+// when the failures begin and once more when a step succeeds again.
 type PollLoop struct {
 	Name string
 	// Step does one unit of work and reports whether there was any.
@@ -54,6 +55,7 @@ func (p *PollLoop) Run(ctx context.Context) error {
 	}
 	wait := p.Min
 	var retry Backoff
+	failures := 0 // steps failed in a row with errors of their own
 	for {
 		busy, err := p.Step(ctx)
 		if ctx.Err() != nil {
@@ -62,10 +64,17 @@ func (p *PollLoop) Run(ctx context.Context) error {
 		switch {
 		case err != nil:
 			if !p.Outage.Failed(p.Name, err) {
-				p.Log.Error().Err(err).Str("loop", p.Name).Msg("step failed; retrying")
+				if failures == 0 {
+					p.Log.Error().Err(err).Str("loop", p.Name).Msg("step failed; retrying quietly until a step succeeds")
+				}
+				failures++
 			}
 			wait = retry.Next()
 		default:
+			if failures > 0 {
+				p.Log.Info().Str("loop", p.Name).Int("failures", failures).Msg("step succeeds again")
+				failures = 0
+			}
 			retry.Reset()
 			p.Outage.Succeeded()
 		}
