@@ -1192,6 +1192,8 @@ BEGIN
                             WHERE w.shard_id = rr.shard_id AND w.resource_id = rr.root_id
                               AND w.task_type = 'reconcile'
                               AND w.op_id = '00000000-0000-0000-0000-000000000000'
+                              AND w.trigger = 'childrenSettled'
+                              AND w.created_at >= rr.armed_at
                               AND w.leased_at >= rr.armed_at) AS fresh
               FROM rollup_recheck rr
              WHERE rr.shard_id BETWEEN p_lo AND p_hi

@@ -8,10 +8,14 @@
 --      version, found settled and not locked at all;
 --   2. re-run the gate (schedule_candidates, re-pend mode) in a fresh snapshot
 --      that now sees every sibling the arming transactions could not — for
---      every armed root but one whose reconcile was claimed after it was
---      armed: that rollup reads the subtree after the straddling settles, so
---      it needs neither a pend nor a rerun mark (a lease from before the
---      arming is marked rerun by the gate: its read may predate them);
+--      every armed root but one whose rollup was pended through the gate
+--      after it was armed (trigger childrenSettled, created_at >= armed_at)
+--      and claimed: that pend saw every descendant settled, so the rollup
+--      reads the subtree after the straddling settles and needs neither a
+--      pend nor a rerun mark. Any other lease is marked rerun by the gate:
+--      its read may predate them — a rollup pended before the arming and
+--      claimed after it among them, since the arming drain can commit
+--      before the other straddling settler does;
 --   3. delete the rows that pended (or already have their reconcile row), no
 --      longer need one (gone, frozen, deleting, not a composed rollup root) or
 --      can no longer be straddled (an idle unsettled descendant remains: its
@@ -33,6 +37,8 @@ BEGIN
                             WHERE w.shard_id = rr.shard_id AND w.resource_id = rr.root_id
                               AND w.task_type = 'reconcile'
                               AND w.op_id = '00000000-0000-0000-0000-000000000000'
+                              AND w.trigger = 'childrenSettled'
+                              AND w.created_at >= rr.armed_at
                               AND w.leased_at >= rr.armed_at) AS fresh
               FROM rollup_recheck rr
              WHERE rr.shard_id BETWEEN p_lo AND p_hi

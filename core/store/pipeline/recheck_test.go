@@ -187,3 +187,63 @@ func TestRecheck_MarksOnlyALeaseFromBeforeTheArming(t *testing.T) {
 		})
 	}
 }
+
+// A lease claimed after its root was armed is not always one that reads
+// the subtree after the straddling settles: the arming drain commits
+// before the other settler does, and a rollup pended earlier and claimed
+// in between reads the subtree without that settle. The recheck took such
+// a lease (claimed after armed_at) for one that needs no rerun, and
+// neither pended the root nor marked it: the composite rolled up the
+// subtree as it was before its last child settled, and nothing rolled it
+// up again. Only a rollup pended through the gate after the arming (its
+// pend saw every descendant settled) may skip the rerun.
+func TestRecheck_ARollupPendedBeforeTheArmingIsMarkedWhenClaimedAfter(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.kind("comp", reactComposite)
+	root := f.res("comp", "root")
+	f.set(root, `composed_gen = generation`)
+	a := f.res("leaf", "a", owner(root), withID(f.idInShards(0, 127)))
+	b := f.res("leaf", "b", owner(root), withID(f.idInShards(128, 255)))
+	f.schedule(a, b)
+	f.runLeaves("leaf", func(Task) string { return `{}` })
+	require.True(t, f.isQueued(root), "both children synced: the rollup pended")
+
+	// both children change again and their results arrive together
+	f.set(a, `generation = generation + 1`)
+	f.set(b, `generation = generation + 1`)
+	f.schedule(a, b)
+	var results []Result
+	for _, task := range f.claim("leaf", 10) {
+		results = append(results, task.Result(nil))
+	}
+	require.Len(t, results, 2)
+	require.NoError(t, f.st.AppendOutbox(f.ctx, results...))
+
+	t1, err := f.pool.Begin(f.ctx)
+	require.NoError(t, err)
+	defer func() { _ = t1.Rollback(f.ctx) }()
+	var n int
+	require.NoError(t, t1.QueryRow(f.ctx, `SELECT drain_outbox_batch(100, 0, 127)`).Scan(&n))
+	require.Equal(t, 1, n)
+	t2, err := f.pool.Begin(f.ctx)
+	require.NoError(t, err)
+	defer func() { _ = t2.Rollback(f.ctx) }()
+	require.NoError(t, t2.QueryRow(f.ctx, `SELECT drain_outbox_batch(100, 128, 255)`).Scan(&n))
+	require.Equal(t, 1, n)
+	require.NoError(t, t1.Commit(f.ctx))
+	require.Equal(t, 1, scalar[int](f, `SELECT count(*) FROM rollup_recheck WHERE root_id = $1`, root),
+		"the first drain armed the root (one child left: the small-remainder rule)")
+
+	rollup := f.claimOne("comp") // claimed before the arming commits: its read cannot see b settled
+	require.Equal(t, root, rollup.Resource.ID)
+	require.NoError(t, t2.Commit(f.ctx))
+
+	_, err = f.st.DrainRollupRechecks(f.ctx, 100, 0, 255)
+	require.NoError(t, err)
+	require.True(t, scalar[bool](f, `SELECT rerun FROM work_queue WHERE resource_id = $1`, root),
+		"the rollup was pended before the arming: its lease is marked to roll up again")
+	f.finish(rollup.Result(json.RawMessage(`{"ready":1}`)))
+	require.True(t, f.isQueued(root), "the composite rolls up the settled subtree")
+}
