@@ -2791,12 +2791,14 @@ BEGIN
                r.provider_config_ref, r.deletion_requested_at IS NOT NULL AS deleting
           FROM resource_operations o
          CROSS JOIN LATERAL (SELECT r.* FROM resources r WHERE r.id = o.resource_id OFFSET 0) r
+          LEFT JOIN LATERAL (SELECT true AS queued FROM work_queue q
+                              WHERE q.shard_id BETWEEN p_lo AND p_hi
+                                AND q.shard_id = r.shard_id AND q.resource_id = r.id
+                                AND q.task_type = 'operate' AND q.op_id = o.id
+                              LIMIT 1) q ON true
          WHERE o.state IN ('Pending', 'Running')
            AND r.shard_id BETWEEN p_lo AND p_hi
-           AND NOT EXISTS (SELECT 1 FROM work_queue q
-                            WHERE q.shard_id BETWEEN p_lo AND p_hi
-                              AND q.shard_id = r.shard_id AND q.resource_id = r.id
-                              AND q.task_type = 'operate' AND q.op_id = o.id)
+           AND q.queued IS NULL
          ORDER BY o.created_at
          LIMIT p_max
            FOR UPDATE OF o SKIP LOCKED

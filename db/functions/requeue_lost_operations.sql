@@ -11,7 +11,9 @@
 --     is being deleted are finished as Failed, the error saying why: a verb
 --     is not run twice unasked.
 -- Reads idx_resource_operations_open (one probe when none is open), each
--- operation's resource and queue row by key. The statement's one snapshot
+-- operation's resource and queue row by key (a LATERAL … LIMIT 1 probe: as
+-- a NOT EXISTS, planned on small tables, the queue's primary key was read
+-- over the whole range for each operation). The statement's one snapshot
 -- sees an operation and its task both or neither, so an operation enqueued
 -- or finished meanwhile is never taken for lost. Returns the number of tasks
 -- queued again.
@@ -25,12 +27,14 @@ BEGIN
                r.provider_config_ref, r.deletion_requested_at IS NOT NULL AS deleting
           FROM resource_operations o
          CROSS JOIN LATERAL (SELECT r.* FROM resources r WHERE r.id = o.resource_id OFFSET 0) r
+          LEFT JOIN LATERAL (SELECT true AS queued FROM work_queue q
+                              WHERE q.shard_id BETWEEN p_lo AND p_hi
+                                AND q.shard_id = r.shard_id AND q.resource_id = r.id
+                                AND q.task_type = 'operate' AND q.op_id = o.id
+                              LIMIT 1) q ON true
          WHERE o.state IN ('Pending', 'Running')
            AND r.shard_id BETWEEN p_lo AND p_hi
-           AND NOT EXISTS (SELECT 1 FROM work_queue q
-                            WHERE q.shard_id BETWEEN p_lo AND p_hi
-                              AND q.shard_id = r.shard_id AND q.resource_id = r.id
-                              AND q.task_type = 'operate' AND q.op_id = o.id)
+           AND q.queued IS NULL
          ORDER BY o.created_at
          LIMIT p_max
            FOR UPDATE OF o SKIP LOCKED
