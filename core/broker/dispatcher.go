@@ -90,8 +90,9 @@ type dispatcher struct {
 	// own, logged once when it began (claimFailed).
 	failing map[pairKey]bool
 	// probeFailing: the last claimable probe failed with an error of its
-	// own, logged once when it began.
-	probeFailing bool
+	// own, logged once when it began; lagFailing, the same of the last
+	// read of the outbox's lag.
+	probeFailing, lagFailing bool
 
 	// pool runs the claimed tasks while Run runs (nil: a goroutine each).
 	pool *gopool.Pool
@@ -460,7 +461,8 @@ const lagEvery = 100 * time.Millisecond
 // dispatcher claims only rollups (they finish whole trees, and are few);
 // the backlog drains, and the claims resume once the wait is back under
 // the bound. The read failing counts as not behind: the claims' own
-// statements report the outage.
+// statements report the outage, and a failure of the read's own is logged
+// once.
 func (d *dispatcher) drainBehind(ctx context.Context, lo, hi int) bool {
 	if d.maxDrainLag <= 0 {
 		return false
@@ -472,8 +474,20 @@ func (d *dispatcher) drainBehind(ctx context.Context, lo, hi int) bool {
 	d.lagAt = now
 	lag, err := d.claims.OutboxLag(ctx, lo, hi)
 	if err != nil {
+		// Unreachable: the claims' own statements report the outage. Any
+		// other failure leaves the claims unpaced: said once, where it
+		// begins, and once when a read answers again.
+		if ctx.Err() == nil && !d.outage.Failed("claim", err) && !d.lagFailing {
+			d.lagFailing = true
+			d.log.Warn().Err(err).Int("shard_lo", lo).Int("shard_hi", hi).
+				Msg("read the outbox's lag failed; claims are not paced on the drain until a read answers")
+		}
 		d.behind = false
 		return false
+	}
+	if d.lagFailing {
+		d.lagFailing = false
+		d.log.Info().Int("shard_lo", lo).Int("shard_hi", hi).Msg("the outbox's lag reads again; claims are paced on the drain")
 	}
 	d.lag = lag
 	d.metrics.OutboxLag.Set(lag.Seconds())

@@ -3,14 +3,17 @@ package broker
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/store/pipeline"
+	"github.com/converge-run/converge/core/testlog"
 )
 
 // While the oldest outbox result has waited longer than the bound, a sweep
@@ -143,4 +146,35 @@ func TestDispatcherSweep_ClaimsOnlyRollupsWhileTheDrainIsBehind(t *testing.T) {
 		require.Zero(t, saw.lagRead)
 		require.ElementsMatch(t, everything, saw.claims)
 	})
+}
+
+// A read of the outbox's lag that fails with an error of its own (not the
+// database unreachable, which the claims' own statements report) leaves
+// the claims unpaced: that is said once, and once more when a read
+// answers again. It was swallowed, and a broker whose reads kept failing
+// ran ahead of the drain with nothing in its log to say why.
+func TestDispatcherSweep_AFailingLagReadIsLoggedOnce(t *testing.T) {
+	t.Parallel()
+	b := setupDispatcher(t)
+	var logs testlog.Buffer
+	b.d.log = zerolog.New(&logs)
+	b.d.maxDrainLag = 2 * time.Second
+	var lagErr atomic.Pointer[error]
+	failed := errors.New("read the outbox's lag (shards 0-255): function outbox_lag does not exist")
+	lagErr.Store(&failed)
+	b.claimer.OutboxLagFn = func(context.Context, int, int) (time.Duration, error) { return 0, *lagErr.Load() }
+	sweep := func() {
+		b.d.sweep(context.Background(), context.Background(), context.Background(), 0, map[pairKey]time.Time{}, false)
+		b.clock.Advance(lagEvery)
+	}
+	for range 3 {
+		sweep()
+	}
+	require.Equal(t, 1, logs.Count("read the outbox's lag failed"), logs.String())
+	var none error
+	lagErr.Store(&none)
+	sweep()
+	sweep()
+	require.Equal(t, 1, logs.Count("outbox's lag reads again"), logs.String())
+	require.Equal(t, 1, logs.Count("read the outbox's lag failed"), logs.String())
 }
