@@ -1,4 +1,4 @@
--- 00022_open_operations: the operations still open (Pending or Running).
+-- 00024_open_operations: the operations still open (Pending or Running).
 --
 -- The crash catch-up (requeue_failed_and_pending, through
 -- requeue_lost_operations) finds the open operations whose task a crash
