@@ -133,6 +133,9 @@ func (p *prefetchPage) dependencies(f graphql.CollectedField, _ map[string]any) 
 
 func (p *prefetchPage) dependents(f graphql.CollectedField, args map[string]any) func() error {
 	n := intArg(args, "first", 100)
+	if n < 1 || n > maxNestedPage {
+		return nil // the field's resolver refuses it
+	}
 	return func() error {
 		keys := make([]store.DependentsKey, len(p.ids))
 		for i, id := range p.ids {
@@ -160,6 +163,9 @@ func (p *prefetchPage) children(f graphql.CollectedField, args map[string]any) f
 		}
 	}
 	n, after := intArg(args, "first", 50), stringArg(args, "after")
+	if n < 1 || n > maxNestedPage {
+		return nil // the field's resolver refuses it
+	}
 	return func() error {
 		keys := make([]store.ChildrenKey, len(p.ids))
 		for i, id := range p.ids {
@@ -234,6 +240,9 @@ func (p *prefetchPage) definitions(_ graphql.CollectedField, _ map[string]any) f
 
 func (p *prefetchPage) operations(_ graphql.CollectedField, args map[string]any) func() error {
 	n := intArg(args, "first", 20)
+	if n < 1 || n > maxOperationsPage {
+		return nil // the field's resolver refuses it
+	}
 	return func() error {
 		keys := make([]store.OperationsKey, len(p.ids))
 		for i, id := range p.ids {

@@ -2,6 +2,7 @@ package resolvers
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/google/uuid"
 
@@ -36,12 +37,34 @@ func (r *Resolver) byID(ctx context.Context, id uuid.UUID) (*model.Resource, err
 	return toResource(res), nil
 }
 
+// The bounds of the nested lists' first: a nested page above its bound is
+// refused, naming it (a top-level list serves such a page cut to 500).
+const (
+	maxNestedPage     = 500 // children, dependents, history
+	maxOperationsPage = 100 // operations
+)
+
+// nestedFirst is a nested list's page size: def when first is absent,
+// else first, refused unless it is 1-bound.
+func nestedFirst(first *int, def, bound int) (int, error) {
+	n := def
+	if first != nil {
+		n = *first
+	}
+	if n < 1 || n > bound {
+		return 0, &store.InvalidError{Field: "first", Rule: "limit_invalid",
+			Message: fmt.Sprintf("first must be 1-%d, got %d", bound, n)}
+	}
+	return n, nil
+}
+
 func (r resourceResolver) Children(ctx context.Context, obj *model.Resource, phases []model.Phase, first *int,
 	after *string) (*model.ResourcePage, error) {
-	if first != nil && *first <= 0 {
-		return nil, &store.InvalidError{Field: "first", Rule: "limit_invalid", Message: "page size must be 1-500"}
+	n, err := nestedFirst(first, 50, maxNestedPage)
+	if err != nil {
+		return nil, err
 	}
-	key := store.ChildrenKey{OwnerID: obj.UUID, Phases: store.PhaseKey(fromPhases(phases)), Limit: deref(first), After: deref(after)}
+	key := store.ChildrenKey{OwnerID: obj.UUID, Phases: store.PhaseKey(fromPhases(phases)), Limit: n, After: deref(after)}
 	page, ok, err := found(loadersFrom(ctx).children.Load(ctx, key))
 	if err != nil {
 		return nil, err
@@ -69,12 +92,9 @@ func (r resourceResolver) Dependencies(ctx context.Context, obj *model.Resource)
 }
 
 func (r resourceResolver) Dependents(ctx context.Context, obj *model.Resource, first *int) ([]*model.Resource, error) {
-	n := 100
-	if first != nil {
-		n = *first
-	}
-	if n <= 0 {
-		return nil, &store.InvalidError{Field: "first", Rule: "limit_invalid", Message: "must be 1-500"}
+	n, err := nestedFirst(first, 100, maxNestedPage)
+	if err != nil {
+		return nil, err
 	}
 	rs, _, err := found(loadersFrom(ctx).dependents.Load(ctx, store.DependentsKey{ID: obj.UUID, Limit: n}))
 	if err != nil {
@@ -114,12 +134,9 @@ func (r resourceResolver) Definition(ctx context.Context, obj *model.Resource) (
 }
 
 func (r resourceResolver) Operations(ctx context.Context, obj *model.Resource, first *int) ([]*model.Operation, error) {
-	n := 20
-	if first != nil {
-		n = *first
-	}
-	if n <= 0 {
-		return nil, &store.InvalidError{Field: "first", Rule: "limit_invalid", Message: "must be 1-100"}
+	n, err := nestedFirst(first, 20, maxOperationsPage)
+	if err != nil {
+		return nil, err
 	}
 	ops, _, err := found(loadersFrom(ctx).operations.Load(ctx, store.OperationsKey{ResourceID: obj.UUID, Limit: n}))
 	if err != nil {
@@ -135,12 +152,9 @@ func (r resourceResolver) Operations(ctx context.Context, obj *model.Resource, f
 // History is a detail-view field: one statement per resource (its cost in
 // the complexity budget is high).
 func (r resourceResolver) History(ctx context.Context, obj *model.Resource, first *int, after *string) (*model.HistoryEventPage, error) {
-	n := 50
-	if first != nil {
-		n = *first
-	}
-	if n <= 0 {
-		return nil, &store.InvalidError{Field: "first", Rule: "limit_invalid", Message: "page size must be 1-500"}
+	n, err := nestedFirst(first, 50, maxNestedPage)
+	if err != nil {
+		return nil, err
 	}
 	page, err := r.reads(ctx).ListEvents(ctx, obj.UUID, n, deref(after))
 	if err != nil {
