@@ -1051,7 +1051,7 @@ type DescribeResourceResource struct {
 	ProviderConfig *DescribeResourceResourceProviderConfig `json:"providerConfig"`
 	// Stored conditions plus the synthesized happy-path Synced/Ready ones.
 	Conditions []DescribeResourceResourceConditionsCondition `json:"conditions"`
-	// Upstream edges this resource waits on, with their value flows.
+	// Upstream edges this resource waits on, with their value flows, by the upstream's kind then name; at most first of them (a resource with more shows the first by upstream id).
 	Dependencies []DescribeResourceResourceDependenciesDependency `json:"dependencies"`
 	// Resources whose edges point at this one.
 	Dependents []DescribeResourceResourceDependentsResource `json:"dependents"`
@@ -6379,12 +6379,13 @@ var AllWaitGate = []WaitGate{
 }
 
 // A child as apply --wait follows it: its phase, why, and the upstreams it
-// waits on (a child behind a terminally failed upstream is stuck).
+// waits on (a child behind a terminally failed upstream is stuck), the
+// first 20 of them.
 type WaitRow struct {
 	ResourceRow `json:"-"`
 	// Stored conditions plus the synthesized happy-path Synced/Ready ones.
 	Conditions []WaitRowConditionsCondition `json:"conditions"`
-	// Upstream edges this resource waits on, with their value flows.
+	// Upstream edges this resource waits on, with their value flows, by the upstream's kind then name; at most first of them (a resource with more shows the first by upstream id).
 	Dependencies []WaitRowDependenciesDependency `json:"dependencies"`
 }
 
@@ -10073,7 +10074,7 @@ fragment WaitRow on Resource {
 		reason
 		message
 	}
-	dependencies {
+	dependencies(first: 20) {
 		upstream {
 			id
 			kind
@@ -10613,7 +10614,7 @@ fragment WaitRow on Resource {
 		reason
 		message
 	}
-	dependencies {
+	dependencies(first: 20) {
 		upstream {
 			id
 			kind
@@ -11043,7 +11044,7 @@ fragment WaitRow on Resource {
 		reason
 		message
 	}
-	dependencies {
+	dependencies(first: 20) {
 		upstream {
 			id
 			kind

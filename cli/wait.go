@@ -343,12 +343,17 @@ func (f *follower) readRoot(ctx context.Context) error {
 	return nil
 }
 
+// childPage is how many children one read of listChildren asks for: a
+// page of WaitRows, each with up to 20 upstreams, within the API's default
+// complexity limit.
+const childPage = 100
+
 // listChildren re-reads every direct child.
 func (f *follower) listChildren(ctx context.Context) error {
 	fresh := map[string]WaitRow{}
 	var after *string
 	for {
-		resp, err := ResourceChildren(ctx, f.c.GQL, f.root.Id, 500, after)
+		resp, err := ResourceChildren(ctx, f.c.GQL, f.root.Id, childPage, after)
 		if err != nil {
 			return fmt.Errorf("list the children of %s: %w", f.target, apiError(err))
 		}

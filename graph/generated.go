@@ -251,7 +251,7 @@ type ComplexityRoot struct {
 		DeadLetter          func(childComplexity int) int
 		Definition          func(childComplexity int) int
 		DeletionRequestedAt func(childComplexity int) int
-		Dependencies        func(childComplexity int) int
+		Dependencies        func(childComplexity int, first *int) int
 		Dependents          func(childComplexity int, first *int) int
 		FailureGeneration   func(childComplexity int) int
 		FailureTerminal     func(childComplexity int) int
@@ -446,7 +446,7 @@ type QueryResolver interface {
 type ResourceResolver interface {
 	Owner(ctx context.Context, obj *model.Resource) (*model.Resource, error)
 	Children(ctx context.Context, obj *model.Resource, phases []model.Phase, first *int, after *string) (*model.ResourcePage, error)
-	Dependencies(ctx context.Context, obj *model.Resource) ([]*model.Dependency, error)
+	Dependencies(ctx context.Context, obj *model.Resource, first *int) ([]*model.Dependency, error)
 	Dependents(ctx context.Context, obj *model.Resource, first *int) ([]*model.Resource, error)
 	Conditions(ctx context.Context, obj *model.Resource) ([]*model.Condition, error)
 	ProviderConfig(ctx context.Context, obj *model.Resource) (*model.ProviderConfig, error)
@@ -1528,7 +1528,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			break
 		}
 
-		return e.ComplexityRoot.Resource.Dependencies(childComplexity), true
+		args, err := ec.field_Resource_dependencies_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Resource.Dependencies(childComplexity, args["first"].(*int)), true
 	case "Resource.dependents":
 		if e.ComplexityRoot.Resource.Dependents == nil {
 			break
@@ -3716,6 +3721,20 @@ func (ec *executionContext) field_Resource_children_args(ctx context.Context, ra
 		return nil, err
 	}
 	args["after"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Resource_dependencies_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
 	return args, nil
 }
 
@@ -8392,7 +8411,8 @@ func (ec *executionContext) _Resource_dependencies(ctx context.Context, field gr
 			return ec.fieldContext_Resource_dependencies(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.Resource().Dependencies(ctx, obj)
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Resource().Dependencies(ctx, obj, fc.Args["first"].(*int))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*model.Dependency) graphql.Marshaler {
@@ -8402,7 +8422,7 @@ func (ec *executionContext) _Resource_dependencies(ctx context.Context, field gr
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Resource_dependencies(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Resource_dependencies(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	fc = &graphql.FieldContext{
 		Object:     "Resource",
 		Field:      field,
@@ -8411,6 +8431,17 @@ func (ec *executionContext) fieldContext_Resource_dependencies(_ context.Context
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Dependency(ctx, field)
 		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Resource_dependencies_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }

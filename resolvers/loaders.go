@@ -24,7 +24,7 @@ type loaders struct {
 	resources  *dataloadgen.Loader[uuid.UUID, resource.Resource]
 	children   *dataloadgen.Loader[store.ChildrenKey, store.Page]
 	conditions *dataloadgen.Loader[uuid.UUID, []resource.Condition]
-	deps       *dataloadgen.Loader[uuid.UUID, []store.Dependency]
+	deps       *dataloadgen.Loader[store.DependenciesKey, []store.Dependency]
 	dependents *dataloadgen.Loader[store.DependentsKey, []resource.Resource]
 	configs    *dataloadgen.Loader[store.ConfigKey, *store.ProviderConfig]
 	kinds      *dataloadgen.Loader[manifest.KindVersion, *store.Kind]

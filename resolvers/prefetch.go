@@ -114,16 +114,24 @@ func (p *prefetchPage) conditions(_ graphql.CollectedField, _ map[string]any) fu
 	}
 }
 
-func (p *prefetchPage) dependencies(f graphql.CollectedField, _ map[string]any) func() error {
+func (p *prefetchPage) dependencies(f graphql.CollectedField, args map[string]any) func() error {
+	n := intArg(args, "first", 100)
+	if n < 1 || n > maxNestedPage {
+		return nil // the field's resolver refuses it
+	}
 	return func() error {
-		got, err := p.st.DependenciesFor(p.ctx, p.ids)
+		keys := make([]store.DependenciesKey, len(p.ids))
+		for i, id := range p.ids {
+			keys[i] = store.DependenciesKey{ID: id, Limit: n}
+		}
+		got, err := p.st.DependenciesFor(p.ctx, keys)
 		if err != nil {
 			return err
 		}
 		var ups []resource.Resource
-		for _, id := range p.ids {
-			p.l.deps.Prime(id, got[id])
-			for _, d := range got[id] {
+		for _, k := range keys {
+			p.l.deps.Prime(k, got[k])
+			for _, d := range got[k] {
 				ups = append(ups, d.Upstream)
 			}
 		}

@@ -40,7 +40,7 @@ func (r *Resolver) byID(ctx context.Context, id uuid.UUID) (*model.Resource, err
 // The bounds of the nested lists' first: a nested page above its bound is
 // refused, naming it (a top-level list serves such a page cut to 500).
 const (
-	maxNestedPage     = 500 // children, dependents, history
+	maxNestedPage     = 500 // children, dependencies, dependents, history
 	maxOperationsPage = 100 // operations
 )
 
@@ -75,8 +75,12 @@ func (r resourceResolver) Children(ctx context.Context, obj *model.Resource, pha
 	return toPage(page), nil
 }
 
-func (r resourceResolver) Dependencies(ctx context.Context, obj *model.Resource) ([]*model.Dependency, error) {
-	deps, _, err := found(loadersFrom(ctx).deps.Load(ctx, obj.UUID))
+func (r resourceResolver) Dependencies(ctx context.Context, obj *model.Resource, first *int) ([]*model.Dependency, error) {
+	n, err := nestedFirst(first, 100, maxNestedPage)
+	if err != nil {
+		return nil, err
+	}
+	deps, _, err := found(loadersFrom(ctx).deps.Load(ctx, store.DependenciesKey{ID: obj.UUID, Limit: n}))
 	if err != nil {
 		return nil, err
 	}

@@ -42,6 +42,7 @@ func setComplexity(c *graph.ComplexityRoot) {
 	c.Resource.Children = func(child int, _ []model.Phase, first *int, _ *string) int {
 		return 1 + size(first, 50)*child
 	}
+	c.Resource.Dependencies = func(child int, first *int) int { return 1 + size(first, 100)*child }
 	c.Resource.Dependents = func(child int, first *int) int { return 1 + size(first, 100)*child }
 	c.Resource.Operations = func(child int, first *int) int { return 1 + size(first, 20)*child }
 	c.Resource.History = func(child int, first *int, _ *string) int { return 10 + size(first, 50)*child }

@@ -38,7 +38,7 @@ func TestNPlusOne_NestedPageIsAConstantNumberOfStatements(t *testing.T) {
 		owner { name }
 		children(first: 5) { items { name conditions { type status } } nextCursor }
 		conditions { type status reason }
-		dependencies { upstream { name phase } valueFlows { srcField depField } }
+		dependencies(first: 5) { upstream { name phase } valueFlows { srcField depField } }
 		dependents { name }
 		providerConfig { name owner { name } }
 		definition { name config { maxInflight } }

@@ -253,9 +253,9 @@ func TestPlans_APIUnderEmptiedFleetStatistics(t *testing.T) {
 	// the edge batches, for resources that have edges both ways
 	var dependent, dependency uuid.UUID
 	require.NoError(t, e.pool.QueryRow(ctx, `SELECT dependent_id, dependency_id FROM resource_deps LIMIT 1`).Scan(&dependent, &dependency))
-	deps, err := s.DependenciesFor(ctx, []uuid.UUID{dependent})
+	deps, err := s.DependenciesFor(ctx, []DependenciesKey{{ID: dependent, Limit: 100}})
 	require.NoError(t, err)
-	require.Len(t, deps[dependent], 1)
+	require.Len(t, deps[DependenciesKey{ID: dependent, Limit: 100}], 1)
 	dents, err := s.DependentsFor(ctx, []DependentsKey{{ID: dependency, Limit: 20}})
 	require.NoError(t, err)
 	require.Len(t, dents[DependentsKey{ID: dependency, Limit: 20}], 1)

@@ -198,7 +198,7 @@ export type GraphNodeFragment = {
     /** The resource's id (a UUID). */
     id: string;
   } | null;
-  /** Upstream edges this resource waits on, with their value flows. */
+  /** Upstream edges this resource waits on, with their value flows, by the upstream's kind then name; at most first of them (a resource with more shows the first by upstream id). */
   dependencies: Array<{
     /** The upstream resource. */
     upstream: {
@@ -618,7 +618,7 @@ export type GraphRootQueryVariables = {
 export const GraphRootDocument = {
   kind: 'query',
   operationName: 'GraphRoot',
-  query: "query GraphRoot($kind:String!$name:String!){resource(kind:$kind name:$name){...GraphNode}kinds{name reactions{emits}}}fragment GraphNode on Resource{id kind name phase updatedAt owner{id}dependencies{upstream{id}}}",
+  query: "query GraphRoot($kind:String!$name:String!){resource(kind:$kind name:$name){...GraphNode}kinds{name reactions{emits}}}fragment GraphNode on Resource{id kind name phase updatedAt owner{id}dependencies(first:40){upstream{id}}}",
 } as TypedDocument<GraphRootQuery, GraphRootQueryVariables>;
 
 /** Query GraphChildren (src/graph/graph.graphql). */
@@ -639,7 +639,7 @@ export type GraphChildrenQueryVariables = {
 export const GraphChildrenDocument = {
   kind: 'query',
   operationName: 'GraphChildren',
-  query: "query GraphChildren($ownerId:ID!$first:Int$after:String){resources(ownerId:$ownerId first:$first after:$after){items{...GraphNode}nextCursor}}fragment GraphNode on Resource{id kind name phase updatedAt owner{id}dependencies{upstream{id}}}",
+  query: "query GraphChildren($ownerId:ID!$first:Int$after:String){resources(ownerId:$ownerId first:$first after:$after){items{...GraphNode}nextCursor}}fragment GraphNode on Resource{id kind name phase updatedAt owner{id}dependencies(first:40){upstream{id}}}",
 } as TypedDocument<GraphChildrenQuery, GraphChildrenQueryVariables>;
 
 /** Subscription GraphChanged (src/graph/graph.graphql). */
@@ -667,7 +667,7 @@ export type GraphChangedSubscriptionVariables = {
 export const GraphChangedDocument = {
   kind: 'subscription',
   operationName: 'GraphChanged',
-  query: "subscription GraphChanged($ownerId:ID$kind:String$name:String$rootId:ID){resourceChanged(ownerId:$ownerId kind:$kind name:$name rootId:$rootId){type id kind name resource{...GraphNode}}}fragment GraphNode on Resource{id kind name phase updatedAt owner{id}dependencies{upstream{id}}}",
+  query: "subscription GraphChanged($ownerId:ID$kind:String$name:String$rootId:ID){resourceChanged(ownerId:$ownerId kind:$kind name:$name rootId:$rootId){type id kind name resource{...GraphNode}}}fragment GraphNode on Resource{id kind name phase updatedAt owner{id}dependencies(first:40){upstream{id}}}",
 } as TypedDocument<GraphChangedSubscription, GraphChangedSubscriptionVariables>;
 
 /** Query Kinds (src/kinds/kinds.graphql). */
@@ -1082,7 +1082,7 @@ export type ResourceDetailQuery = {
       /** True for the Ready/Synced conditions derived from the scalars rather than stored. */
       synthesized: boolean;
     }>;
-    /** Upstream edges this resource waits on, with their value flows. */
+    /** Upstream edges this resource waits on, with their value flows, by the upstream's kind then name; at most first of them (a resource with more shows the first by upstream id). */
     dependencies: Array<{
       /** The upstream resource. */
       upstream: {
