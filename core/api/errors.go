@@ -80,7 +80,9 @@ func (h *Handler) presentError(ctx context.Context, err error) *gqlerror.Error {
 		// database shows here first).
 		ext["code"], ext["limit"] = codeBadUserInput, "timeout"
 		out.Message = fmt.Sprintf("the operation ran longer than %s (API_REQUEST_TIMEOUT)", h.limits.RequestTimeout)
-		h.log.Warn().Err(err).Str("request_id", RequestID(ctx)).Str("path", out.Path.String()).Msg("graphql request timed out")
+		if firstTimeout(ctx) { // once per operation, however many of its fields were cut
+			h.log.Warn().Err(err).Str("request_id", RequestID(ctx)).Str("path", out.Path.String()).Msg("graphql request timed out")
+		}
 	case errors.Is(err, store.ErrNotFound):
 		ext["code"] = codeNotFound
 	case errors.Is(err, store.ErrConflict):

@@ -59,6 +59,7 @@ type envConfig struct {
 	certs     auth.APIIdentities
 	serverTLS *tls.Config // nil: plain HTTP
 	limits    api.Limits
+	log       *zerolog.Logger // nil: none
 }
 
 func withTokens() envOpt {
@@ -72,6 +73,9 @@ func withTokens() envOpt {
 }
 
 func withLimits(l api.Limits) envOpt { return func(c *envConfig) { c.limits = l } }
+
+// withLog gives the handler a logger (the hub and listener log nowhere).
+func withLog(l zerolog.Logger) envOpt { return func(c *envConfig) { c.log = &l } }
 
 func newEnv(t testing.TB, opts ...envOpt) *env {
 	t.Helper()
@@ -110,9 +114,13 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 		t.Fatal("listener not ready")
 	}
 	st := store.New(pool, pool)
+	hlog := log
+	if cfg.log != nil {
+		hlog = *cfg.log
+	}
 	h := api.NewHandler(api.Deps{Schema: resolvers.NewSchema(resolvers.Deps{Store: st, Hub: hub, Version: "v-test",
 		AuthRequired: cfg.tokens != nil || cfg.certs.Set(), LoaderWait: cfg.limits.LoaderWait,
-		Control: &cluster.Controller{Store: membership.New(pool), Log: log}}), Log: log,
+		Control: &cluster.Controller{Store: membership.New(pool), Log: log}}), Log: hlog,
 		Tokens: cfg.tokens, Certificates: cfg.certs, Limits: cfg.limits})
 	srv := httptest.NewUnstartedServer(h)
 	if cfg.serverTLS != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -145,6 +146,11 @@ func (gate) ExtensionName() string                   { return "ConvergeGate" }
 func (gate) Validate(graphql.ExecutableSchema) error { return nil }
 
 func (g gate) InterceptOperation(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+	ctx = context.WithValue(ctx, timeoutsKey{}, &atomic.Bool{})
+	return oneTimeout(g.intercept(ctx, next))
+}
+
+func (g gate) intercept(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 	op := graphql.GetOperationContext(ctx).Operation.Operation
 	id, ok := g.tokens.Current(auth.FromContext(ctx))
 	if !ok {
@@ -174,6 +180,41 @@ func (g gate) InterceptOperation(ctx context.Context, next graphql.OperationHand
 		cancel()
 		cs.give(&cs.ops)
 	})
+}
+
+// timeoutsKey holds an operation's *atomic.Bool: set once one of its errors
+// was presented as its timeout.
+type timeoutsKey struct{}
+
+// firstTimeout reports whether this is the first error of the operation
+// presented as its timeout (API_REQUEST_TIMEOUT): every field still
+// resolving at the deadline fails with it, and it is logged once.
+func firstTimeout(ctx context.Context) bool {
+	seen, _ := ctx.Value(timeoutsKey{}).(*atomic.Bool)
+	return seen == nil || !seen.Swap(true)
+}
+
+// oneTimeout keeps the first of a response's timeout errors: the operation
+// ran out of time once, however many of its fields the deadline cut.
+func oneTimeout(rh graphql.ResponseHandler) graphql.ResponseHandler {
+	return func(ctx context.Context) *graphql.Response {
+		resp := rh(ctx)
+		if resp == nil || len(resp.Errors) < 2 {
+			return resp
+		}
+		kept, timedOut := resp.Errors[:0:0], false
+		for _, e := range resp.Errors {
+			if e.Extensions["limit"] == "timeout" {
+				if timedOut {
+					continue
+				}
+				timedOut = true
+			}
+			kept = append(kept, e)
+		}
+		resp.Errors = kept
+		return resp
+	}
 }
 
 // untilDone calls done once the operation is over: when its last response

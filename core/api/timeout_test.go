@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -11,9 +12,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/api"
+	"github.com/converge-run/converge/core/testlog"
 )
 
 // holdRow locks resource name's row in a transaction of its own until the
@@ -105,4 +108,40 @@ func TestLimits_StalledBodyIsAnsweredWith408(t *testing.T) {
 	require.Equal(t, "BAD_USER_INPUT", r.code())
 	require.Equal(t, "timeout", r.Errors[0].Extensions["limit"])
 	require.True(t, strings.Contains(r.Errors[0].Message, "API_REQUEST_TIMEOUT"), r.Errors[0].Message)
+}
+
+// An operation whose fields outlive API_REQUEST_TIMEOUT together is
+// refused once: one timeout error in its response and one log line, not one
+// of each per field still resolving at the deadline (a page of 40 rows
+// whose history read waits gave 40 of both: on a slow database, a log flood
+// of every request's every field).
+func TestLimits_ATimedOutOperationIsReportedAndLoggedOnce(t *testing.T) {
+	t.Parallel()
+	var logs testlog.Buffer
+	e := newEnv(t, withLimits(api.Limits{RequestTimeout: 2 * time.Second}), withLog(zerolog.New(&logs)))
+	e.manifest(workerKind)
+	for i := range 40 {
+		e.apply("leaf", fmt.Sprintf("r%02d", i), `{}`)
+	}
+	// every history read waits on this lock until the deadline
+	tx, err := e.pool.Begin(e.ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	_, err = tx.Exec(e.ctx, `LOCK TABLE resource_events IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+
+	check := func(r gqlResponse, how string) {
+		t.Helper()
+		require.Len(t, r.Errors, 1, "%s: %+v", how, r.Errors)
+		require.Equal(t, "timeout", r.Errors[0].Extensions["limit"], how)
+		require.Contains(t, r.Errors[0].Message, "API_REQUEST_TIMEOUT", how)
+	}
+	const page = `{ resources(first: 40) { items { name history(first: 1) { nextCursor } } } }`
+	check(e.do("", page, nil), "HTTP")
+	require.Equal(t, 1, logs.Count("graphql request timed out"), logs.String())
+
+	c := e.connect("graphql-transport-ws", nil)
+	c.subscribe("q", page, nil)
+	check(opResult(t, c.nextFor("q", 30*time.Second)), "websocket")
+	require.Equal(t, 2, logs.Count("graphql request timed out"), logs.String())
 }
