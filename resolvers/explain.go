@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/vikstrous/dataloadgen"
 
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/store"
@@ -24,22 +25,37 @@ func (k kindResolver) HistoryLimit(ctx context.Context, obj *model.Kind) (int, e
 // WaitingOn explains the stored resource with obj's id. One that is not
 // stored (a dry run's would-be resource, or one deleted since it was read)
 // waits on nothing: an empty list, never NOT_FOUND, which would null the
-// whole result around it.
+// whole result around it. The explanations of a page's rows are read in one
+// statement, and their blockers in one more (the response's loaders, on the
+// primary).
 func (r resourceResolver) WaitingOn(ctx context.Context, obj *model.Resource) ([]*model.Wait, error) {
-	ws, err := r.primary.Explain(ctx, obj.UUID, r.liveness)
-	if errors.Is(err, store.ErrNotFound) {
-		return []*model.Wait{}, nil
-	}
+	l := loadersFrom(ctx)
+	ws, ok, err := found(l.explains.Load(ctx, obj.UUID))
 	if err != nil {
 		return nil, err
+	}
+	if !ok {
+		return []*model.Wait{}, nil
 	}
 	var ids []uuid.UUID
 	for _, w := range ws {
 		ids = append(ids, w.Blockers...)
 	}
-	byID, err := r.primary.ResourcesByIDs(ctx, ids)
-	if err != nil {
-		return nil, err
+	byID := make(map[uuid.UUID]resource.Resource, len(ids))
+	if len(ids) > 0 {
+		rows, err := l.blockers.LoadAll(ctx, ids)
+		var each dataloadgen.ErrorSlice
+		if err != nil && !errors.As(err, &each) {
+			return nil, err
+		}
+		for i, id := range ids {
+			switch {
+			case each == nil || each[i] == nil:
+				byID[id] = rows[i]
+			case !errors.Is(each[i], dataloadgen.ErrNotFound):
+				return nil, each[i]
+			}
+		}
 	}
 	out := make([]*model.Wait, len(ws))
 	for i, w := range ws {

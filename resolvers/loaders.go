@@ -29,10 +29,17 @@ type loaders struct {
 	configs    *dataloadgen.Loader[store.ConfigKey, *store.ProviderConfig]
 	kinds      *dataloadgen.Loader[manifest.KindVersion, *store.Kind]
 	operations *dataloadgen.Loader[store.OperationsKey, []resource.Operation]
+	// explains and blockers read from the primary, as the scheduler's own
+	// state: Resource.waitingOn's gates and the resources holding them.
+	explains *dataloadgen.Loader[uuid.UUID, []store.Wait]
+	blockers *dataloadgen.Loader[uuid.UUID, resource.Resource]
 }
 
-func newLoaders(st *store.Store, wait time.Duration) *loaders {
+func newLoaders(st, primary *store.Store, liveness, wait time.Duration) *loaders {
 	o := []dataloadgen.Option{dataloadgen.WithWait(wait)}
+	explain := func(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID][]store.Wait, error) {
+		return primary.ExplainMany(ctx, ids, liveness)
+	}
 	return &loaders{
 		store:      st,
 		resources:  dataloadgen.NewMappedLoader(st.ResourcesByIDs, o...),
@@ -43,6 +50,8 @@ func newLoaders(st *store.Store, wait time.Duration) *loaders {
 		configs:    dataloadgen.NewMappedLoader(pointers(st.ProviderConfigsFor), o...),
 		kinds:      dataloadgen.NewMappedLoader(pointers(st.KindsFor), o...),
 		operations: dataloadgen.NewMappedLoader(st.OperationsFor, o...),
+		explains:   dataloadgen.NewMappedLoader(explain, o...),
+		blockers:   dataloadgen.NewMappedLoader(primary.ResourcesByIDs, o...),
 	}
 }
 
@@ -96,7 +105,7 @@ func (e loaderExtension) InterceptResponse(ctx context.Context, next graphql.Res
 	if graphql.HasOperationContext(ctx) && isMutation(graphql.GetOperationContext(ctx)) {
 		st = e.r.primary
 	}
-	return next(context.WithValue(ctx, loadersKey{}, newLoaders(st, e.r.loaderWait)))
+	return next(context.WithValue(ctx, loadersKey{}, newLoaders(st, e.r.primary, e.r.liveness, e.r.loaderWait)))
 }
 
 // reads is the store a nested field reads through outside the loaders: the

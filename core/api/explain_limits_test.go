@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -43,4 +44,56 @@ func TestLimits_ExplainAndHistoryCostWhatTheyRead(t *testing.T) {
 			require.Equal(t, "complexity", r.Errors[0].Extensions["limit"], "%s: %+v", tc.reason, r.Errors)
 		})
 	}
+}
+
+// TestWaitingOn_APageIsAConstantNumberOfStatements: waitingOn (with its
+// blockers) of a page costs the same few statements however many rows the
+// page has — explained together, their blockers read together. It ran
+// three statements a row on the primary, concurrently: a 400-row page
+// within the complexity limit was 1,200 statements, each holding a primary
+// connection the writes need.
+func TestWaitingOn_APageIsAConstantNumberOfStatements(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.manifest(workerKind)
+	// parents each with an upstream that has not synced: every parent waits
+	// on one blocker (UPSTREAM)
+	for i := range 40 {
+		up := e.apply("leaf", fmt.Sprintf("up%02d", i), `{}`)
+		p := e.apply("leaf", fmt.Sprintf("p%02d", i), `{}`)
+		_, err := e.pool.Exec(e.ctx, `INSERT INTO resource_deps (dependent_id, dependency_id, value_flows) VALUES ($1, $2, '[]')`, p, up)
+		require.NoError(t, err)
+	}
+	_, err := e.pool.Exec(e.ctx, `DELETE FROM work_queue WHERE resource_id IN (SELECT id FROM resources WHERE name LIKE 'p%')`)
+	require.NoError(t, err)
+	query := `query($n: Int) { resources(first: $n) { items { name waitingOn { gate blockerCount blockers { name } } } } }`
+	statements := func(n int) int64 {
+		var out struct {
+			Resources struct {
+				Items []struct {
+					Name      string
+					WaitingOn []struct {
+						Gate     string
+						Blockers []struct{ Name string }
+					}
+				}
+			}
+		}
+		before := e.stmts.Load()
+		e.ok(query, map[string]any{"n": n}, &out)
+		used := e.stmts.Load() - before
+		require.Len(t, out.Resources.Items, n)
+		for _, it := range out.Resources.Items {
+			require.NotEmpty(t, it.WaitingOn, it.Name)
+			if it.Name[0] == 'p' {
+				require.Equal(t, "UPSTREAM", it.WaitingOn[0].Gate, it.Name)
+				require.Len(t, it.WaitingOn[0].Blockers, 1, it.Name)
+				require.Equal(t, "up"+it.Name[1:], it.WaitingOn[0].Blockers[0].Name)
+			}
+		}
+		return used
+	}
+	big, small := statements(80), statements(4)
+	t.Logf("statements: 80 rows %d, 4 rows %d", big, small)
+	require.LessOrEqual(t, big, small+2, "the count does not grow with the page")
 }

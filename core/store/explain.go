@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
 // WaitGate names one gate that holds a resource back (explain_resource).
@@ -67,35 +66,69 @@ func livenessSecs(d time.Duration) int {
 // in the database. liveness is the fleet's liveness window (0: the default).
 // ErrNotFound when there is no such resource.
 func (s *Store) Explain(ctx context.Context, id uuid.UUID, liveness time.Duration) ([]Wait, error) {
+	all, err := s.ExplainMany(ctx, []uuid.UUID{id}, liveness)
+	if err != nil {
+		return nil, err
+	}
+	ws, ok := all[id]
+	if !ok {
+		return nil, notFound("resource %s not found", id)
+	}
+	return ws, nil
+}
+
+// ExplainMany is Explain for many resources in one statement (the batch
+// behind the API's Resource.waitingOn): each stored resource's gates, in
+// explain_resource's order (an empty list when nothing holds it); ids with
+// no resource are absent from the map. Each id's row is probed by key in a
+// fenced LATERAL (OFFSET 0): as an EXISTS, under statistics taken while the
+// fleet was empty, the planner read the whole primary key for it
+// (TestPlans_APIUnderEmptiedFleetStatistics).
+func (s *Store) ExplainMany(ctx context.Context, ids []uuid.UUID, liveness time.Duration) (map[uuid.UUID][]Wait, error) {
+	out := make(map[uuid.UUID][]Wait, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
 	if liveness <= 0 {
 		liveness = DefaultLiveness
 	}
-	var exists bool
-	if err := s.primary.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM resources WHERE id = $1)`, id).Scan(&exists); err != nil {
-		return nil, mapErr(err, "resource "+id.String())
-	}
-	if !exists {
-		return nil, notFound("resource %s not found", id)
-	}
 	rows, err := s.primary.Query(ctx, `
-		SELECT gate, message, since, until_at, coalesce(blocker_ids, '{}'), coalesce(blocker_count, 0), in_flight, cap,
-		       coalesce(broker_id, '')
-		  FROM explain_resource($1, now(), $2)`, id, livenessSecs(liveness))
+		SELECT u.id, e.gate, coalesce(e.message, ''), e.since, e.until_at, coalesce(e.blocker_ids, '{}'),
+		       coalesce(e.blocker_count, 0), e.in_flight, e.cap, coalesce(e.broker_id, '')
+		  FROM unnest($1::uuid[]) WITH ORDINALITY AS u(id, n)
+		 CROSS JOIN LATERAL (SELECT r.id FROM resources r WHERE r.id = u.id OFFSET 0) r
+		  LEFT JOIN LATERAL explain_resource(u.id, now(), $2)
+		       WITH ORDINALITY AS e(gate, message, since, until_at, blocker_ids, blocker_count, in_flight, cap, broker_id, k)
+		       ON true
+		 ORDER BY u.n, e.k`, ids, livenessSecs(liveness))
 	if err != nil {
-		return nil, mapErr(err, "explain resource "+id.String())
+		return nil, mapErr(err, "explain resources")
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Wait, error) {
-		var w Wait
-		var inFlight *int64
-		err := row.Scan(&w.Gate, &w.Message, &w.Since, &w.Until, &w.Blockers, &w.BlockerCount, &inFlight, &w.Cap, &w.BrokerID)
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id       uuid.UUID
+			gate     *string
+			w        Wait
+			inFlight *int64
+		)
+		if err := rows.Scan(&id, &gate, &w.Message, &w.Since, &w.Until, &w.Blockers, &w.BlockerCount, &inFlight, &w.Cap,
+			&w.BrokerID); err != nil {
+			return nil, mapErr(err, "explain resources")
+		}
+		if gate == nil { // nothing holds it
+			out[id] = []Wait{}
+			continue
+		}
+		w.Gate = WaitGate(*gate)
 		if inFlight != nil {
 			n := int(*inFlight)
 			w.InFlight = &n
 		}
-		return w, err
-	})
-	if err != nil {
-		return nil, mapErr(err, "explain resource "+id.String())
+		out[id] = append(out[id], w)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(err, "explain resources")
 	}
 	return out, nil
 }
