@@ -86,7 +86,11 @@ func (r resourceResolver) SpecHistory(ctx context.Context, obj *model.Resource, 
 				Message: fmt.Sprintf("first must be 1-%d, got %d", store.MaxHistoryLimit, n)}
 		}
 	}
-	hs, err := r.primary.SpecHistory(ctx, obj.UUID, n)
+	if n > store.MaxHistoryLimit {
+		return nil, &store.InvalidError{Field: "first", Rule: "out_of_range",
+			Message: fmt.Sprintf("first must be 1-%d, got %d", store.MaxHistoryLimit, n)}
+	}
+	hs, _, err := found(loadersFrom(ctx).specs.Load(ctx, store.SpecHistoryKey{ID: obj.UUID, Limit: n}))
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,9 @@ type loaders struct {
 	// state: Resource.waitingOn's gates and the resources holding them.
 	explains *dataloadgen.Loader[uuid.UUID, []store.Wait]
 	blockers *dataloadgen.Loader[uuid.UUID, resource.Resource]
+	// specs reads Resource.specHistory from the primary (a rollback's
+	// generation is seen at once).
+	specs *dataloadgen.Loader[store.SpecHistoryKey, []store.SpecRevision]
 }
 
 func newLoaders(st, primary *store.Store, liveness, wait time.Duration) *loaders {
@@ -52,6 +55,7 @@ func newLoaders(st, primary *store.Store, liveness, wait time.Duration) *loaders
 		operations: dataloadgen.NewMappedLoader(st.OperationsFor, o...),
 		explains:   dataloadgen.NewMappedLoader(explain, o...),
 		blockers:   dataloadgen.NewMappedLoader(primary.ResourcesByIDs, o...),
+		specs:      dataloadgen.NewMappedLoader(primary.SpecHistoriesFor, o...),
 	}
 }
 

@@ -97,3 +97,45 @@ func TestWaitingOn_APageIsAConstantNumberOfStatements(t *testing.T) {
 	t.Logf("statements: 80 rows %d, 4 rows %d", big, small)
 	require.LessOrEqual(t, big, small+2, "the count does not grow with the page")
 }
+
+// TestSpecHistory_APageIsAConstantNumberOfStatements: specHistory of a
+// page's rows is read in one statement, not one a row on the primary (a
+// 500-row page asking for one generation each, complexity ~1,500, was 500
+// concurrent statements holding primary connections).
+func TestSpecHistory_APageIsAConstantNumberOfStatements(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.manifest(workerKind)
+	for i := range 40 {
+		name := fmt.Sprintf("r%02d", i)
+		e.apply("leaf", name, `{size: 1}`)
+		e.apply("leaf", name, `{size: 2}`)
+	}
+	query := `query($n: Int) { resources(first: $n) { items { name specHistory(first: 1) { generation spec } } } }`
+	statements := func(n int) int64 {
+		var out struct {
+			Resources struct {
+				Items []struct {
+					Name        string
+					SpecHistory []struct {
+						Generation int
+						Spec       map[string]int
+					}
+				}
+			}
+		}
+		before := e.stmts.Load()
+		e.ok(query, map[string]any{"n": n}, &out)
+		used := e.stmts.Load() - before
+		require.Len(t, out.Resources.Items, n)
+		for _, it := range out.Resources.Items {
+			require.Len(t, it.SpecHistory, 1, it.Name)
+			require.Equal(t, 2, it.SpecHistory[0].Generation, it.Name)
+			require.Equal(t, 2, it.SpecHistory[0].Spec["size"], it.Name)
+		}
+		return used
+	}
+	big, small := statements(40), statements(4)
+	t.Logf("statements: 40 rows %d, 4 rows %d", big, small)
+	require.LessOrEqual(t, big, small+1, "the count does not grow with the page")
+}

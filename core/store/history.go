@@ -55,31 +55,83 @@ func recordHistory(ctx context.Context, q querier, id uuid.UUID, reason, actor s
 // SpecHistory returns resource id's kept generations, newest first, at most
 // limit (1-1000; 0 = all kept).
 func (s *Store) SpecHistory(ctx context.Context, id uuid.UUID, limit int) ([]SpecRevision, error) {
-	if limit < 0 || limit > MaxHistoryLimit {
-		return nil, invalid("first", "out_of_range", "first must be 1-%d, got %d", MaxHistoryLimit, limit)
-	}
-	if limit == 0 {
-		limit = MaxHistoryLimit
-	}
-	rows, err := s.read.Query(ctx, `
-		SELECT generation, spec, labels, coalesce(provider_config_ref, ''), coalesce(version, ''), reason, actor,
-		       coalesce(rolled_back_from, 0), created_at
-		  FROM resource_spec_history WHERE resource_id = $1
-		 ORDER BY generation DESC LIMIT $2`, id, limit)
+	key := SpecHistoryKey{ID: id, Limit: limit}
+	all, err := s.SpecHistoriesFor(ctx, []SpecHistoryKey{key})
 	if err != nil {
-		return nil, mapErr(err, "spec history of resource "+id.String())
+		return nil, err
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (SpecRevision, error) {
-		var h SpecRevision
-		err := row.Scan(&h.Generation, &h.Spec, (*labelMap)(&h.Labels), &h.ProviderConfigRef, &h.Version, &h.Reason,
-			&h.Actor, &h.RolledBackFrom, &h.CreatedAt)
-		if h.Labels == nil {
-			h.Labels = map[string]string{}
+	if all[key] == nil {
+		return []SpecRevision{}, nil
+	}
+	return all[key], nil
+}
+
+// SpecHistoryKey asks for at most Limit kept generations of one resource
+// (1-1000; 0 = all kept).
+type SpecHistoryKey struct {
+	ID    uuid.UUID
+	Limit int
+}
+
+// SpecHistoriesFor is SpecHistory for many resources (the batch behind the
+// API's Resource.specHistory): one statement per distinct limit, as one
+// batch, each a LATERAL walk of the history's primary key per resource.
+// Keys without kept generations are absent.
+func (s *Store) SpecHistoriesFor(ctx context.Context, keys []SpecHistoryKey) (map[SpecHistoryKey][]SpecRevision, error) {
+	byLimit := map[int][]uuid.UUID{}
+	var limits []int
+	for _, k := range keys {
+		if k.Limit < 0 || k.Limit > MaxHistoryLimit {
+			return nil, invalid("first", "out_of_range", "first must be 1-%d, got %d", MaxHistoryLimit, k.Limit)
 		}
-		return h, err
-	})
-	if err != nil {
-		return nil, mapErr(err, "spec history of resource "+id.String())
+		if _, ok := byLimit[k.Limit]; !ok {
+			limits = append(limits, k.Limit)
+		}
+		byLimit[k.Limit] = append(byLimit[k.Limit], k.ID)
+	}
+	out := make(map[SpecHistoryKey][]SpecRevision, len(keys))
+	if len(limits) == 0 {
+		return out, nil
+	}
+	batch := &pgx.Batch{}
+	for _, l := range limits {
+		n := l
+		if n == 0 {
+			n = MaxHistoryLimit
+		}
+		batch.Queue(`
+		SELECT u.id, h.generation, h.spec, h.labels, coalesce(h.provider_config_ref, ''), coalesce(h.version, ''),
+		       h.reason, h.actor, coalesce(h.rolled_back_from, 0), h.created_at
+		  FROM unnest($1::uuid[]) AS u(id)
+		 CROSS JOIN LATERAL (SELECT * FROM resource_spec_history x WHERE x.resource_id = u.id
+		                      ORDER BY x.generation DESC LIMIT $2) h
+		 ORDER BY u.id, h.generation DESC`, byLimit[l], n)
+	}
+	br := s.read.SendBatch(ctx, batch)
+	defer func() { _ = br.Close() }()
+	for _, l := range limits {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, mapErr(err, "spec histories")
+		}
+		for rows.Next() {
+			var id uuid.UUID
+			var h SpecRevision
+			if err := rows.Scan(&id, &h.Generation, &h.Spec, (*labelMap)(&h.Labels), &h.ProviderConfigRef, &h.Version,
+				&h.Reason, &h.Actor, &h.RolledBackFrom, &h.CreatedAt); err != nil {
+				rows.Close()
+				return nil, mapErr(err, "spec histories")
+			}
+			if h.Labels == nil {
+				h.Labels = map[string]string{}
+			}
+			k := SpecHistoryKey{ID: id, Limit: l}
+			out[k] = append(out[k], h)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, mapErr(err, "spec histories")
+		}
 	}
 	return out, nil
 }
