@@ -36,12 +36,17 @@ type loaders struct {
 	// specs reads Resource.specHistory from the primary (a rollback's
 	// generation is seen at once).
 	specs *dataloadgen.Loader[store.SpecHistoryKey, []store.SpecRevision]
+	// usages reads Kind.usage from the primary (liveness reads pg_locks).
+	usages *dataloadgen.Loader[manifest.KindVersion, store.KindUsage]
 }
 
 func newLoaders(st, primary *store.Store, liveness, wait time.Duration) *loaders {
 	o := []dataloadgen.Option{dataloadgen.WithWait(wait)}
 	explain := func(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID][]store.Wait, error) {
 		return primary.ExplainMany(ctx, ids, liveness)
+	}
+	usage := func(ctx context.Context, kvs []manifest.KindVersion) (map[manifest.KindVersion]store.KindUsage, error) {
+		return primary.KindUsages(ctx, kvs, liveness)
 	}
 	return &loaders{
 		store:      st,
@@ -56,6 +61,7 @@ func newLoaders(st, primary *store.Store, liveness, wait time.Duration) *loaders
 		explains:   dataloadgen.NewMappedLoader(explain, o...),
 		blockers:   dataloadgen.NewMappedLoader(primary.ResourcesByIDs, o...),
 		specs:      dataloadgen.NewMappedLoader(primary.SpecHistoriesFor, o...),
+		usages:     dataloadgen.NewMappedLoader(usage, o...),
 	}
 }
 

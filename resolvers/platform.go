@@ -8,9 +8,10 @@ import (
 	"github.com/converge-run/converge/graph/model"
 )
 
-// Usage is one kind version's resource count and the live members serving it.
+// Usage is one kind version's resource count and the live members serving it
+// (every kind of a list read at once, by the response's loader).
 func (r kindResolver) Usage(ctx context.Context, obj *model.Kind) (*model.KindUsage, error) {
-	u, err := r.primary.KindUsage(ctx, manifest.KindVersion{Kind: obj.Name, Version: obj.Version}, r.liveness)
+	u, _, err := found(loadersFrom(ctx).usages.Load(ctx, manifest.KindVersion{Kind: obj.Name, Version: obj.Version}))
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -43,4 +44,41 @@ func TestSummary_FirstPaintInOneRead(t *testing.T) {
 	require.Equal(t, "RECONCILING", got.Summary.ByKind[0].Phase)
 	require.Equal(t, 2, got.Summary.ByKind[0].Count)
 	require.NotNil(t, got.Summary.Queue, "the queue estimate is a list (empty before the planner has statistics)")
+}
+
+// TestKindUsage_TheKindsListIsAConstantNumberOfStatements: kinds { usage }
+// — the dashboard's Kinds page and its KindsLive subscription, pushed to
+// every open dashboard on each manifest apply — reads every kind version's
+// usage in one statement, not one per kind version on the primary.
+func TestKindUsage_TheKindsListIsAConstantNumberOfStatements(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const query = `{ kinds { name version usage { resources servedBy } } }`
+	count := func() (int64, int) {
+		var out struct {
+			Kinds []struct {
+				Name  string
+				Usage struct{ Resources int }
+			}
+		}
+		before := e.stmts.Load()
+		e.ok(query, nil, &out)
+		for _, k := range out.Kinds {
+			if k.Name == "k00" {
+				require.Equal(t, 1, k.Usage.Resources)
+			}
+		}
+		return e.stmts.Load() - before, len(out.Kinds)
+	}
+	e.manifest(`{"kind":"k00","reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}`)
+	e.apply("k00", "a", `{}`)
+	small, n := count()
+	require.Equal(t, 1, n)
+	for i := 1; i < 30; i++ {
+		e.manifest(fmt.Sprintf(`{"kind":"k%02d","reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}`, i))
+	}
+	big, n := count()
+	require.Equal(t, 30, n)
+	t.Logf("statements: 30 kinds %d, 1 kind %d", big, small)
+	require.LessOrEqual(t, big, small+1, "the count does not grow with the kinds")
 }
