@@ -29,6 +29,7 @@ type loaders struct {
 	configs    *dataloadgen.Loader[store.ConfigKey, *store.ProviderConfig]
 	kinds      *dataloadgen.Loader[manifest.KindVersion, *store.Kind]
 	operations *dataloadgen.Loader[store.OperationsKey, []resource.Operation]
+	events     *dataloadgen.Loader[store.EventsKey, store.EventPage]
 	// explains and blockers read from the primary, as the scheduler's own
 	// state: Resource.waitingOn's gates and the resources holding them.
 	explains *dataloadgen.Loader[uuid.UUID, []store.Wait]
@@ -58,6 +59,7 @@ func newLoaders(st, primary *store.Store, liveness, wait time.Duration) *loaders
 		configs:    dataloadgen.NewMappedLoader(pointers(st.ProviderConfigsFor), o...),
 		kinds:      dataloadgen.NewMappedLoader(pointers(st.KindsFor), o...),
 		operations: dataloadgen.NewMappedLoader(st.OperationsFor, o...),
+		events:     dataloadgen.NewMappedLoader(st.EventsFor, o...),
 		explains:   dataloadgen.NewMappedLoader(explain, o...),
 		blockers:   dataloadgen.NewMappedLoader(primary.ResourcesByIDs, o...),
 		specs:      dataloadgen.NewMappedLoader(primary.SpecHistoriesFor, o...),

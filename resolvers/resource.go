@@ -153,14 +153,18 @@ func (r resourceResolver) Operations(ctx context.Context, obj *model.Resource, f
 	return out, nil
 }
 
-// History is a detail-view field: one statement per resource (its cost in
-// the complexity budget is high).
+// History reads through the response's loader: a page's rows' events in
+// one statement (per distinct first and after). A bad cursor is refused
+// before the load, so it fails only its own field.
 func (r resourceResolver) History(ctx context.Context, obj *model.Resource, first *int, after *string) (*model.HistoryEventPage, error) {
 	n, err := nestedFirst(first, 50, maxNestedPage)
 	if err != nil {
 		return nil, err
 	}
-	page, err := r.reads(ctx).ListEvents(ctx, obj.UUID, n, deref(after))
+	if err := store.CheckEventsCursor(deref(after)); err != nil {
+		return nil, err
+	}
+	page, _, err := found(loadersFrom(ctx).events.Load(ctx, store.EventsKey{ResourceID: obj.UUID, Limit: n, After: deref(after)}))
 	if err != nil {
 		return nil, err
 	}

@@ -82,3 +82,63 @@ func TestNPlusOne_NestedPageIsAConstantNumberOfStatements(t *testing.T) {
 	require.LessOrEqual(t, big, int64(11), "a 50-row nested page: one statement per nested field")
 	require.Equal(t, small, big, "the count does not grow with the page")
 }
+
+// TestNPlusOne_HistoryOfAPageIsOneStatement: history of a page's rows is
+// read in one statement. It was one a row, concurrently: a 500-row page
+// asking for one event each (complexity ~7,000) held up to 500 read-pool
+// connections at once, every other request waiting behind it.
+func TestNPlusOne_HistoryOfAPageIsOneStatement(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.manifest(workerKind)
+	for i := range 40 {
+		e.apply("leaf", fmt.Sprintf("r%02d", i), `{}`)
+	}
+	query := `query($n: Int) { resources(first: $n) { items { name history(first: 1) { items { reason } nextCursor } } } }`
+	statements := func(n int) int64 {
+		var out struct {
+			Resources struct {
+				Items []struct {
+					Name    string
+					History struct {
+						Items      []struct{ Reason string }
+						NextCursor *string
+					}
+				}
+			}
+		}
+		before := e.stmts.Load()
+		e.ok(query, map[string]any{"n": n}, &out)
+		used := e.stmts.Load() - before
+		require.Len(t, out.Resources.Items, n)
+		for _, it := range out.Resources.Items {
+			require.Len(t, it.History.Items, 1, it.Name)
+			require.Equal(t, "Created", it.History.Items[0].Reason, it.Name)
+		}
+		return used
+	}
+	big, small := statements(40), statements(4)
+	t.Logf("statements: 40 rows %d, 4 rows %d", big, small)
+	require.LessOrEqual(t, big, small+1, "the count does not grow with the page")
+
+	// its pages still follow each other, and a bad cursor fails its field
+	e.apply("leaf", "r00", `{size: 3}`)
+	var one struct {
+		Resource struct {
+			History struct {
+				Items      []struct{ Reason string }
+				NextCursor *string
+			}
+		}
+	}
+	const page = `query($after: String) { resource(kind: "leaf", name: "r00") { history(first: 1, after: $after) { items { reason } nextCursor } } }`
+	e.ok(page, nil, &one)
+	require.Equal(t, "SpecUpdated", one.Resource.History.Items[0].Reason)
+	require.NotNil(t, one.Resource.History.NextCursor)
+	e.ok(page, map[string]any{"after": *one.Resource.History.NextCursor}, &one)
+	require.Equal(t, "Created", one.Resource.History.Items[0].Reason)
+	require.Nil(t, one.Resource.History.NextCursor)
+	r := e.do("", page, map[string]any{"after": "bogus"})
+	require.Equal(t, "BAD_USER_INPUT", r.code(), "%+v", r.Errors)
+	require.Equal(t, "after", r.Errors[0].Extensions["field"])
+}

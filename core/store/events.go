@@ -2,10 +2,10 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"math"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/converge-run/converge/core/resource"
 )
@@ -54,42 +54,119 @@ func appendEvent(ctx context.Context, q querier, ev resource.Event) (resource.Ev
 // event id (after is the previous page's NextCursor). limit defaults to 50
 // and is capped at 500.
 func (s *Store) ListEvents(ctx context.Context, resourceID uuid.UUID, limit int, after string) (EventPage, error) {
-	n, err := pageLimit(limit)
+	key := EventsKey{ResourceID: resourceID, Limit: limit, After: after}
+	all, err := s.EventsFor(ctx, []EventsKey{key})
 	if err != nil {
 		return EventPage{}, err
 	}
-	before := int64(math.MaxInt64)
-	if after != "" {
-		if before, err = decodeIDCursor(after); err != nil {
-			return EventPage{}, err
+	return all[key], nil
+}
+
+// EventsKey asks for one page of a resource's events (ListEvents'
+// arguments). It is comparable: a dataloader key.
+type EventsKey struct {
+	ResourceID uuid.UUID
+	Limit      int
+	After      string
+}
+
+// CheckEventsCursor reports whether after is a cursor an events page
+// returned ("" is the first page): an *InvalidError on field "after" if not.
+func CheckEventsCursor(after string) error {
+	if after == "" {
+		return nil
+	}
+	_, err := decodeIDCursor(after)
+	return err
+}
+
+// EventsFor is ListEvents for many resources (the batch behind the API's
+// Resource.history): one statement per distinct (limit, after), as one
+// batch, each a LATERAL walk of idx_resource_events_resource per resource.
+// Every key is in the map (an empty page for a resource without events).
+func (s *Store) EventsFor(ctx context.Context, keys []EventsKey) (map[EventsKey]EventPage, error) {
+	type shape struct {
+		limit int
+		after string
+	}
+	groups := map[shape][]uuid.UUID{}
+	var order []shape
+	for _, k := range keys {
+		sh := shape{k.Limit, k.After}
+		if _, ok := groups[sh]; !ok {
+			order = append(order, sh)
+		}
+		groups[sh] = append(groups[sh], k.ResourceID)
+	}
+	out := make(map[EventsKey]EventPage, len(keys))
+	if len(order) == 0 {
+		return out, nil
+	}
+	batch := &pgx.Batch{}
+	limits := make([]int, len(order))
+	for i, sh := range order {
+		n, err := pageLimit(sh.limit)
+		if err != nil {
+			return nil, err
+		}
+		before := int64(math.MaxInt64)
+		if sh.after != "" {
+			if before, err = decodeIDCursor(sh.after); err != nil {
+				return nil, err
+			}
+		}
+		limits[i] = n
+		batch.Queue(`
+		SELECT e.id, e.resource_id, e.type, e.reason, e.message, e.actor, e.created_at
+		  FROM unnest($1::uuid[]) AS u(id)
+		 CROSS JOIN LATERAL (SELECT * FROM resource_events x WHERE x.resource_id = u.id AND x.id < $2
+		                      ORDER BY x.id DESC LIMIT $3) e
+		 ORDER BY e.resource_id, e.id DESC`, groups[sh], before, n+1)
+	}
+	br := s.read.SendBatch(ctx, batch)
+	defer func() { _ = br.Close() }()
+	for i, sh := range order {
+		byResource, err := readEvents(br)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range groups[sh] {
+			out[EventsKey{ResourceID: id, Limit: sh.limit, After: sh.after}] = newEventPage(byResource[id], limits[i])
 		}
 	}
-	rows, err := s.read.Query(ctx, `
-		SELECT id, resource_id, type, reason, message, actor, created_at
-		  FROM resource_events
-		 WHERE resource_id = $1 AND id < $2
-		 ORDER BY id DESC
-		 LIMIT $3`, resourceID, before, n+1)
+	return out, nil
+}
+
+// readEvents reads the next statement's events of the batch, by resource.
+func readEvents(br pgx.BatchResults) (map[uuid.UUID][]resource.Event, error) {
+	rows, err := br.Query()
 	if err != nil {
-		return EventPage{}, mapErr(err, "events of resource "+resourceID.String())
+		return nil, mapErr(err, "events")
 	}
 	defer rows.Close()
-	var page EventPage
+	out := map[uuid.UUID][]resource.Event{}
 	for rows.Next() {
 		var ev resource.Event
 		var typ string
 		if err := rows.Scan(&ev.ID, &ev.ResourceID, &typ, &ev.Reason, &ev.Message, &ev.Actor, &ev.CreatedAt); err != nil {
-			return EventPage{}, mapErr(err, "events of resource "+resourceID.String())
+			return nil, mapErr(err, "events")
 		}
 		ev.Type = resource.EventType(typ)
-		page.Items = append(page.Items, ev)
+		out[ev.ResourceID] = append(out[ev.ResourceID], ev)
 	}
+	rows.Close()
 	if err := rows.Err(); err != nil {
-		return EventPage{}, fmt.Errorf("events of resource %s: %w", resourceID, err)
+		return nil, mapErr(err, "events")
 	}
-	if len(page.Items) > n {
-		page.Items = page.Items[:n]
-		page.NextCursor = encodeIDCursor(page.Items[n-1].ID)
+	return out, nil
+}
+
+// newEventPage cuts limit+1 fetched events to a page and its cursor.
+func newEventPage(items []resource.Event, limit int) EventPage {
+	page := EventPage{Items: items}
+	if len(items) > limit {
+		page.Items = items[:limit]
+		page.NextCursor = encodeIDCursor(page.Items[limit-1].ID)
 	}
-	return page, nil
+	return page
 }
