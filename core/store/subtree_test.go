@@ -106,3 +106,38 @@ func TestComposedSubtree_NodesShareNothing(t *testing.T) {
 		"deep": {deep.ID.String(), mid.ID.String(), `{"name": "deep"}`},
 	}, got)
 }
+
+// TestSubtreeResources_LeavesTheDocumentsOut: the subtree the hub loads for
+// subtreeProgress (at its start, and for every followed tree after a missed
+// announcement) carries what the progress needs — id, kind, name, phase,
+// owner, failure — without each descendant's labels, spec and status: read
+// whole, a 1,000-child composition with 11 KB of documents a child was
+// 11 MB and 350 ms a load.
+func TestSubtreeResources_LeavesTheDocumentsOut(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	require.NoError(t, applyFixtureKinds(ctx, e.store))
+	root := uuid.New()
+	_, err := e.pool.Exec(ctx, `INSERT INTO resources (id, kind, version, name, shard_id, status) VALUES ($1, 'bom', 'v1', 'root', shard_of($1), '{"a":1}')`, root)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `
+INSERT INTO resources (id, kind, version, name, owner_id, root_id, shard_id, labels, spec, status)
+SELECT g, 'subnet', 'v1', 'c-' || i, $1, $1, shard_of(g), '{"team":"t1"}', '{"size":1}', '{"blob":"x"}'
+  FROM (SELECT gen_random_uuid() g, i FROM generate_series(1, 10) i) s`, root)
+	require.NoError(t, err)
+	rows, err := e.store.SubtreeResources(ctx, root)
+	require.NoError(t, err)
+	require.Len(t, rows, 11)
+	for _, r := range rows {
+		require.NotEmpty(t, r.Name)
+		require.NotEmpty(t, r.Kind)
+		require.NotEmpty(t, r.Phase)
+		if r.ID != root {
+			require.Equal(t, root, *r.OwnerID, r.Name)
+		}
+		require.Nil(t, r.Spec, r.Name)
+		require.Nil(t, r.Status, r.Name)
+		require.Empty(t, r.Labels, r.Name)
+	}
+}
