@@ -2526,6 +2526,15 @@ BEGIN
     END IF;
     IF v_dead IS NOT NULL THEN
         BEGIN
+            PERFORM pg_terminate_backend(a.pid)
+               FROM pg_stat_activity a
+              WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+                AND a.xact_start IS NOT NULL
+                AND a.application_name = ANY (SELECT left(d.id, 63) FROM unnest(v_dead) d(id));
+        EXCEPTION WHEN insufficient_privilege THEN
+            NULL;
+        END;
+        BEGIN
             INSERT INTO cluster_member_tombstones AS t (member_id, control, control_by, control_at)
             SELECT * FROM unnest(v_dead, v_ctl, v_by, v_at)
             ON CONFLICT (member_id) DO UPDATE

@@ -153,13 +153,16 @@ type Duties struct {
 
 // Run runs the process until ctx ends, then shuts down in order.
 func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, opts Options) error {
-	primary, read, err := boot(ctx, cfg, log)
+	// The member id names the pools' sessions (pgpool.NameSessions), so it
+	// is chosen before they open.
+	memberID := cluster.NewMemberID(string(cfg.Role))
+	primary, read, err := boot(ctx, cfg, memberID, log)
 	if err != nil {
 		return err
 	}
 	var teardownBy time.Time // set as the deregistration starts
 	defer func() { closePools(log, primary, read, teardownBy) }()
-	p := newProcess(cfg, log, primary, read)
+	p := newProcess(cfg, log, memberID, primary, read)
 	var tlsR *tlsreload.Reloader
 	if cfg.Secure() {
 		if tlsR, err = tlsreload.New(tlsreload.Files{CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile, CAFile: cfg.TLSClientCAFile},
@@ -318,8 +321,8 @@ func closePools(log zerolog.Logger, primary, read *pgxpool.Pool, by time.Time) {
 const ConnectTimeout = 2 * time.Minute
 
 // boot authenticates, migrates and opens the pools (read is primary without
-// DATABASE_READ_URL).
-func boot(ctx context.Context, cfg config.Config, log zerolog.Logger) (primary, read *pgxpool.Pool, err error) {
+// DATABASE_READ_URL), their sessions named after memberID.
+func boot(ctx context.Context, cfg config.Config, memberID string, log zerolog.Logger) (primary, read *pgxpool.Pool, err error) {
 	authCtx, cancelAuth := context.WithTimeout(ctx, ConnectTimeout)
 	hook, err := AuthHook(authCtx, cfg, log)
 	cancelAuth()
@@ -331,13 +334,13 @@ func boot(ctx context.Context, cfg config.Config, log zerolog.Logger) (primary, 
 	}
 	bootCtx, cancel := context.WithTimeout(ctx, ConnectTimeout)
 	defer cancel()
-	if primary, err = openPool(bootCtx, cfg.DatabaseURL, 40, hook); err != nil {
+	if primary, err = openPool(bootCtx, cfg.DatabaseURL, 40, memberID, hook); err != nil {
 		return nil, nil, fmt.Errorf("open primary pool: %w", err)
 	}
 	if cfg.DatabaseReadURL == "" {
 		return primary, primary, nil
 	}
-	if read, err = openPool(bootCtx, cfg.DatabaseReadURL, 20, hook); err != nil {
+	if read, err = openPool(bootCtx, cfg.DatabaseReadURL, 20, memberID, hook); err != nil {
 		primary.Close()
 		return nil, nil, fmt.Errorf("open read pool: %w", err)
 	}
@@ -345,7 +348,7 @@ func boot(ctx context.Context, cfg config.Config, log zerolog.Logger) (primary, 
 }
 
 // newProcess builds the process's stores, caches and metrics.
-func newProcess(cfg config.Config, log zerolog.Logger, primary, read *pgxpool.Pool) *Process {
+func newProcess(cfg config.Config, log zerolog.Logger, memberID string, primary, read *pgxpool.Pool) *Process {
 	p := &Process{Config: cfg, Log: log, Primary: primary, Read: read, addrs: map[string]net.Addr{}, ready: make(chan struct{})}
 	p.Store = store.New(primary, read)
 	p.Pipeline = pipeline.New(primary)
@@ -356,7 +359,7 @@ func newProcess(cfg config.Config, log zerolog.Logger, primary, read *pgxpool.Po
 	// replayed the manifest whose NOTIFY woke the reload yet.
 	p.Kinds = kinds.New(p.Store.PrimaryReads(), p.Listener, 30*time.Second, log)
 	p.Metrics = metrics.New()
-	p.MemberID = cluster.NewMemberID(string(cfg.Role))
+	p.MemberID = memberID
 	p.Shards = cluster.NewShardSet(shard.Range{})
 	p.Outage = &engine.Outage{Log: log}
 	p.Listener.ReportTo(p.Outage)

@@ -76,13 +76,15 @@ func AuthHook(ctx context.Context, cfg config.Config, log zerolog.Logger) (dbaut
 	return dbauth.LoadIAM(ctx)
 }
 
-// openPool opens a pgx pool with connection recycling (30 min, jittered);
-// hook (IAM tokens) runs before every new physical connection.
-func openPool(ctx context.Context, url string, maxConns int32, hook dbauth.Hook) (*pgxpool.Pool, error) {
+// openPool opens a pgx pool with connection recycling (30 min, jittered),
+// its sessions named after memberID (pgpool.NameSessions); hook (IAM
+// tokens) runs before every new physical connection.
+func openPool(ctx context.Context, url string, maxConns int32, memberID string, hook dbauth.Hook) (*pgxpool.Pool, error) {
 	pc, err := pgpool.Config(url, maxConns)
 	if err != nil {
 		return nil, err
 	}
+	pgpool.NameSessions(pc, memberID)
 	if hook != nil {
 		pc.BeforeConnect = hook
 	}

@@ -47,6 +47,18 @@
 -- every 250 ms) belongs to a member cut off behind something that keeps its
 -- connection open (a proxy, a NAT box): that session is terminated, so its
 -- lock goes and the row is removed on the next tick.
+-- A removed member's sessions still in a transaction are terminated: each
+-- session of a member carries its id as its application_name
+-- (pgpool.NameSessions). A member cut off that way keeps its open
+-- transactions, and their row locks, until the cut heals (the server sees
+-- nothing wrong with a connection a proxy holds open; its
+-- idle_in_transaction_session_timeout is a minute), so the peers that take
+-- its shards over would wait behind them: a drain behind the cut-off
+-- control's drain transaction, for as long as the cut lasts. The removal
+-- holds the member's key (the try-lock above) until it commits, so the
+-- member cannot have re-taken its lock and resumed: every such transaction
+-- is from before the loss. A session this role may not signal is left to
+-- that timeout.
 -- Returns the ids removed.
 CREATE OR REPLACE FUNCTION reap_unlocked_cluster_members()
 RETURNS SETOF text LANGUAGE plpgsql AS $$
@@ -85,6 +97,15 @@ BEGIN
           FROM gone;
     END IF;
     IF v_dead IS NOT NULL THEN
+        BEGIN
+            PERFORM pg_terminate_backend(a.pid)
+               FROM pg_stat_activity a
+              WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+                AND a.xact_start IS NOT NULL
+                AND a.application_name = ANY (SELECT left(d.id, 63) FROM unnest(v_dead) d(id));
+        EXCEPTION WHEN insufficient_privilege THEN
+            NULL;
+        END;
         BEGIN
             INSERT INTO cluster_member_tombstones AS t (member_id, control, control_by, control_at)
             SELECT * FROM unnest(v_dead, v_ctl, v_by, v_at)

@@ -29,13 +29,30 @@ import (
 // leaves its backend idle in that transaction, holding its row locks —
 // the resources a drain or a compose had locked, the queue rows a claim had
 // — and every drain that reaches those rows waits behind it for as long as
-// the cut lasts (the server's TCP keepalive takes hours by default). No
-// transaction of ours waits on its client for more than a moment between
-// statements, so the server ends one that has for a minute, and its locks go
-// with it. Operators' own sessions keep the server's setting.
+// the cut lasts (the server's TCP keepalive takes hours by default). The
+// peer that removes the cut-off member ends its sessions' transactions at
+// once (NameSessions); this bounds the rest: no transaction of ours waits on
+// its client for more than a moment between statements, so the server ends
+// one that has for a minute, and its locks go with it. Operators' own
+// sessions keep the server's setting.
 var SessionParams = map[string]string{
 	"jit":                                 "off",
 	"idle_in_transaction_session_timeout": "60s",
+}
+
+// NameSessions makes every session of pc carry memberID as its
+// application_name, unless the database URL names one (the operator's name
+// wins). A peer that removes the member from the cluster (its liveness lock
+// gone: crashed, or cut off behind something that keeps its connections
+// open) ends the member's sessions still in a transaction by that name
+// (reap_unlocked_cluster_members): a transaction whose client is cut off
+// keeps its row locks until the cut heals, and the peers that took over the
+// member's shards would wait behind them. Postgres keeps the first 63 bytes
+// of a name; member ids are ASCII.
+func NameSessions(pc *pgxpool.Config, memberID string) {
+	if _, set := pc.ConnConfig.RuntimeParams["application_name"]; !set && memberID != "" {
+		pc.ConnConfig.RuntimeParams["application_name"] = memberID
+	}
 }
 
 // ExecMode is how every statement of ours is sent: as the unnamed

@@ -4,9 +4,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/store/membership"
+	"github.com/converge-run/converge/db/pgpool"
 	"github.com/converge-run/converge/db/pgtest"
 )
 
@@ -158,4 +160,60 @@ INSERT INTO cluster_members (member_id, role, lock_key, control) VALUES ('gone',
 	require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM cluster_member_tombstones WHERE member_id = 'gone')`).
 		Scan(&tombstoned))
 	require.True(t, tombstoned)
+}
+
+// A member cut off behind something that keeps its connections open (a
+// proxy, a NAT box) leaves its sessions' open transactions holding their
+// locks until the cut heals: the peers that took its shards over would wait
+// behind them (a control's drain, held by the cut-off control's drain
+// transaction, stalled the chaos suite's control-partition wave for the
+// whole 8 s partition). Removing the member ends its sessions still in a
+// transaction; other sessions' transactions are left alone.
+func TestReapUnlocked_EndsTheRemovedMembersOpenTransactions(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	pool := pgtest.PoolFor(t, url)
+	s := membership.New(pool)
+	cfg, err := pgpool.Config(url, 4)
+	require.NoError(t, err)
+	pgpool.NameSessions(cfg, "cut-off")
+	member, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer member.Close()
+
+	lock, err := membership.AcquireSessionLock(ctx, member, "cut-off", 41)
+	require.NoError(t, err)
+	_, err = s.Upsert(ctx, membership.Member{ID: "cut-off", Role: membership.RoleControl, LockKey: 41})
+	require.NoError(t, err)
+	// The member's transaction in flight when it was cut off, and a peer's.
+	stuck, err := member.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = stuck.Rollback(ctx) }()
+	_, err = stuck.Exec(ctx, `SELECT pg_advisory_xact_lock(7, 7)`)
+	require.NoError(t, err)
+	peers, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = peers.Rollback(ctx) }()
+	_, err = peers.Exec(ctx, `SELECT pg_advisory_xact_lock(8, 8)`)
+	require.NoError(t, err)
+
+	lock.Close() // its lock goes (as a peer's probe ends an idle lock session)
+	var ids []string
+	require.Eventually(t, func() bool {
+		got, err := s.ReapUnlocked(ctx)
+		require.NoError(t, err)
+		ids = append(ids, got...)
+		return len(ids) > 0
+	}, 10*time.Second, 50*time.Millisecond)
+	require.Equal(t, []string{"cut-off"}, ids)
+
+	require.Eventually(t, func() bool {
+		var free bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(7, 7)`).Scan(&free))
+		return free
+	}, 10*time.Second, 50*time.Millisecond, "the removed member's transaction ended, and its locks with it")
+	require.Error(t, stuck.Commit(ctx), "its session was terminated")
+	_, err = peers.Exec(ctx, `SELECT 1`)
+	require.NoError(t, err, "a session of another name keeps its transaction")
+	require.NoError(t, peers.Commit(ctx))
 }
