@@ -1380,8 +1380,10 @@ CREATE FUNCTION public.enqueue_operation(p_resource uuid, p_verb text, p_input j
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    v_r  resources%ROWTYPE;
-    v_id uuid;
+    v_r      resources%ROWTYPE;
+    v_id     uuid;
+    v_config jsonb;
+    v_bundle jsonb;
 BEGIN
     SELECT * INTO v_r FROM resources WHERE id = p_resource FOR KEY SHARE;
     IF NOT FOUND THEN
@@ -1397,14 +1399,21 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
             MESSAGE = format('kind %s/%s declares no operation verb %L', v_r.kind, v_r.version, p_verb);
     END IF;
+    IF v_r.provider_config_ref IS NOT NULL THEN
+        SELECT pc.spec, pc.data INTO v_config, v_bundle
+          FROM providerconfigs pc WHERE pc.kind = v_r.kind AND pc.name = v_r.provider_config_ref;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'object_not_in_prerequisite_state',
+                MESSAGE = format('providerconfig %s/%s, which providerConfigRef names, does not exist: '
+                                 'apply it before running an operation', v_r.kind, v_r.provider_config_ref);
+        END IF;
+    END IF;
     INSERT INTO resource_operations (resource_id, verb, input) VALUES (p_resource, p_verb, p_input)
     RETURNING id INTO v_id;
     INSERT INTO work_queue (resource_id, task_type, op_id, shard_id, kind, version, generation, trigger,
                             provider_config, provider_bundle)
-    SELECT v_r.id, 'operate', v_id, v_r.shard_id, v_r.kind, v_r.version, v_r.generation, 'operation',
-           pc.spec, pc.data
-      FROM (SELECT 1) one
-      LEFT JOIN providerconfigs pc ON pc.kind = v_r.kind AND pc.name = v_r.provider_config_ref;
+    VALUES (v_r.id, 'operate', v_id, v_r.shard_id, v_r.kind, v_r.version, v_r.generation, 'operation',
+            v_config, v_bundle);
     PERFORM notify_gated('work_ready');
     RETURN v_id;
 END
@@ -1765,6 +1774,37 @@ BEGIN
         END;
     END IF;
     RETURN v_n;
+END
+$$;
+
+--
+-- Name: hold_config_missing(uuid[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.hold_config_missing(p_ids uuid[], p_now timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO resource_conditions AS c (resource_id, type, status, reason, message, observed_generation,
+                                          last_transition_time)
+    SELECT r.id, 'Synced', 'False', 'ProviderConfigNotFound',
+           format('providerconfig %s/%s, which providerConfigRef names, does not exist: the resource is held '
+                  '(neither reconciled nor torn down with its kind''s default config) until a config of that name is applied',
+                  r.kind, r.provider_config_ref),
+           r.generation, p_now
+      FROM (SELECT DISTINCT x.id FROM unnest(p_ids) AS x(id)) x
+      JOIN resources r ON r.id = x.id
+     WHERE r.provider_config_ref IS NOT NULL
+     ORDER BY r.id
+    ON CONFLICT (resource_id, type) DO UPDATE
+       SET status               = EXCLUDED.status,
+           reason               = EXCLUDED.reason,
+           message              = EXCLUDED.message,
+           observed_generation  = EXCLUDED.observed_generation,
+           last_transition_time = CASE WHEN c.status = EXCLUDED.status THEN c.last_transition_time
+                                       ELSE EXCLUDED.last_transition_time END
+     WHERE (c.status, c.reason, c.message, c.observed_generation)
+           IS DISTINCT FROM (EXCLUDED.status, EXCLUDED.reason, EXCLUDED.message, EXCLUDED.observed_generation);
 END
 $$;
 
@@ -2797,9 +2837,14 @@ DECLARE
 BEGIN
     WITH lost AS MATERIALIZED (
         SELECT o.id, o.state, r.id AS resource_id, r.shard_id, r.kind, r.version, r.generation,
-               r.provider_config_ref, r.deletion_requested_at IS NOT NULL AS deleting
+               r.provider_config_ref, r.deletion_requested_at IS NOT NULL AS deleting,
+               pc.spec AS config, pc.data AS bundle,
+               r.provider_config_ref IS NOT NULL AND pc.kind IS NULL AS config_missing
           FROM resource_operations o
          CROSS JOIN LATERAL (SELECT r.* FROM resources r WHERE r.id = o.resource_id OFFSET 0) r
+          LEFT JOIN LATERAL (SELECT pc.kind, pc.spec, pc.data FROM providerconfigs pc
+                              WHERE r.provider_config_ref IS NOT NULL
+                                AND pc.kind = r.kind AND pc.name = r.provider_config_ref OFFSET 0) pc ON true
           LEFT JOIN LATERAL (SELECT true AS queued FROM work_queue q
                               WHERE q.shard_id BETWEEN p_lo AND p_hi
                                 AND q.shard_id = r.shard_id AND q.resource_id = r.id
@@ -2815,10 +2860,9 @@ BEGIN
         INSERT INTO work_queue (resource_id, task_type, op_id, shard_id, kind, version, generation, trigger,
                                 provider_config, provider_bundle, not_before, created_at)
         SELECT l.resource_id, 'operate', l.id, l.shard_id, l.kind, l.version, l.generation, 'operation',
-               pc.spec, pc.data, p_now, p_now
+               l.config, l.bundle, p_now, p_now
           FROM lost l
-          LEFT JOIN providerconfigs pc ON pc.kind = l.kind AND pc.name = l.provider_config_ref
-         WHERE l.state = 'Pending' AND NOT l.deleting
+         WHERE l.state = 'Pending' AND NOT l.deleting AND NOT l.config_missing
         ON CONFLICT (shard_id, resource_id, task_type, op_id) DO NOTHING
         RETURNING 1
     ), refused AS (
@@ -2826,12 +2870,16 @@ BEGIN
            SET state = 'Failed',
                error = CASE WHEN l.deleting
                             THEN 'lost: its task was lost in a database restart, and the resource is being deleted'
+                            WHEN l.state = 'Pending'
+                            THEN format('lost: its task was lost in a database restart, and providerconfig %s/%s, '
+                                        'which providerConfigRef names, does not exist: request it again once it is applied',
+                                        l.kind, l.provider_config_ref)
                             ELSE 'lost: its task was lost in a database restart while it ran; the verb may have run, '
                                  'so it is not run again: request it again if it should run' END,
                finished_at = p_now,
                updated_at = p_now
           FROM lost l
-         WHERE o.id = l.id AND (l.state = 'Running' OR l.deleting)
+         WHERE o.id = l.id AND (l.state = 'Running' OR l.deleting OR l.config_missing)
     )
     SELECT count(*) INTO v_n FROM requeued;
     IF v_n > 0 THEN
@@ -3112,33 +3160,45 @@ CREATE FUNCTION public.resync_enqueue(p_ids uuid[], p_recompose boolean, p_now t
     SET enable_seqscan TO 'off'
     AS $$
 DECLARE
-    v_n int;
+    v_n       int;
+    v_missing uuid[];
 BEGIN
     IF p_ids IS NULL OR cardinality(p_ids) = 0 THEN
         RETURN 0;
     END IF;
-    WITH ins AS (
-        INSERT INTO work_queue (resource_id, task_type, shard_id, kind, version, generation, trigger,
-                                provider_config, provider_bundle, not_before)
-        SELECT r.id, 'reconcile', r.shard_id, r.kind, r.version, r.generation, 'resync', pc.spec, pc.data, p_now
+    WITH due AS MATERIALIZED (
+        SELECT r.id, r.shard_id, r.kind, r.version, r.generation, pc.spec, pc.data,
+               r.provider_config_ref IS NOT NULL AND pc.kind IS NULL AS missing
           FROM resources r
           LEFT JOIN providerconfigs pc ON pc.kind = r.kind AND pc.name = r.provider_config_ref
          WHERE r.id = ANY (p_ids)
            AND r.synced_gen >= r.generation
            AND r.frozen_until IS NULL
            AND r.deletion_requested_at IS NULL
+    ), ins AS (
+        INSERT INTO work_queue (resource_id, task_type, shard_id, kind, version, generation, trigger,
+                                provider_config, provider_bundle, not_before)
+        SELECT d.id, 'reconcile', d.shard_id, d.kind, d.version, d.generation, 'resync', d.spec, d.data, p_now
+          FROM due d
+         WHERE NOT d.missing
         ON CONFLICT (shard_id, resource_id, task_type, op_id) DO NOTHING
         RETURNING resource_id
     ), stamped AS (
         UPDATE resources r
            SET last_resync_at = p_now,
-               composed_gen = CASE WHEN p_recompose THEN least(r.composed_gen, r.generation - 1)
+               composed_gen = CASE WHEN p_recompose AND NOT s.missing THEN least(r.composed_gen, r.generation - 1)
                                    ELSE r.composed_gen END
-          FROM ins
-         WHERE r.id = ANY (ARRAY[ins.resource_id])
+          FROM (SELECT ins.resource_id AS id, false AS missing FROM ins
+                UNION ALL
+                SELECT d.id, true FROM due d WHERE d.missing) s
+         WHERE r.id = ANY (ARRAY[s.id])
         RETURNING 1
     )
-    SELECT count(*) INTO v_n FROM stamped;
+    SELECT (SELECT count(*) FROM ins), (SELECT array_agg(d.id) FROM due d WHERE d.missing)
+      INTO v_n, v_missing;
+    IF v_missing IS NOT NULL THEN
+        PERFORM hold_config_missing(v_missing, p_now);
+    END IF;
     IF v_n > 0 THEN
         PERFORM notify_gated('work_ready');
     END IF;
@@ -3231,17 +3291,19 @@ CREATE FUNCTION public.schedule_candidates(p_ids uuid[], p_now timestamp with ti
     SET enable_seqscan TO 'off'
     AS $$
 DECLARE
-    v_n     int;
-    v_armed int;
+    v_n       int;
+    v_armed   int;
+    v_missing uuid[];
 BEGIN
     IF p_ids IS NULL OR cardinality(p_ids) = 0 THEN
         RETURN 0;
     END IF;
     WITH cand AS MATERIALIZED (
-        SELECT q.id, q.shard_id, q.kind, q.version, q.generation, q.root_id, q.provider_config_ref, q.rollup_gated,
+        SELECT q.id, q.shard_id, q.kind, q.version, q.generation, q.rollup_gated, q.config, q.bundle,
+               q.provider_config_ref IS NOT NULL AND q.config IS NULL AS config_missing,
                CASE WHEN NOT q.rollup_gated THEN 0 ELSE rollup_gate(q.id, q.root_id IS NULL, 4) END AS gate
           FROM (SELECT r.id, r.shard_id, r.kind, r.version, r.generation, r.root_id, r.provider_config_ref,
-                       g.rollup_gated,
+                       g.rollup_gated, pc.spec AS config, pc.data AS bundle,
                        ub.blocked IS NULL AS upstream_ok
                   FROM (SELECT DISTINCT x.id FROM unnest(p_ids) AS x(id)) c
                   CROSS JOIN LATERAL (SELECT * FROM resources r WHERE r.id = c.id OFFSET 0) r
@@ -3252,6 +3314,9 @@ BEGIN
                   ) g
                   LEFT JOIN LATERAL (
                       SELECT true AS blocked FROM schedule_lagging_upstreams(r.id) LIMIT 1) ub ON true
+                  LEFT JOIN LATERAL (SELECT pc.spec, pc.data FROM providerconfigs pc
+                                      WHERE r.provider_config_ref IS NOT NULL
+                                        AND pc.kind = r.kind AND pc.name = r.provider_config_ref OFFSET 0) pc ON true
                  WHERE (r.synced_gen < r.generation OR (p_repend AND g.rollup_gated))
                    AND r.deletion_requested_at IS NULL
                    AND r.frozen_until IS NULL
@@ -3263,12 +3328,9 @@ BEGIN
                                      provider_config, provider_bundle, not_before, created_at)
         SELECT c.id, 'reconcile', c.shard_id, c.kind, c.version, c.generation,
                CASE WHEN c.rollup_gated THEN 'childrenSettled' ELSE 'specChange' END,
-               pc.spec, pc.data, p_now, p_now
+               c.config, c.bundle, p_now, p_now
           FROM cand c
-          LEFT JOIN LATERAL (SELECT pc.spec, pc.data FROM providerconfigs pc
-                              WHERE c.provider_config_ref IS NOT NULL
-                                AND pc.kind = c.kind AND pc.name = c.provider_config_ref OFFSET 0) pc ON true
-         WHERE c.gate = 0
+         WHERE c.gate = 0 AND NOT c.config_missing
          ORDER BY c.shard_id, c.id
         ON CONFLICT (shard_id, resource_id, task_type, op_id) DO UPDATE
            SET generation      = CASE WHEN w.worker_id IS NULL THEN EXCLUDED.generation ELSE w.generation END,
@@ -3292,7 +3354,12 @@ BEGIN
         ON CONFLICT (root_id) DO NOTHING
         RETURNING 1
     )
-    SELECT (SELECT count(*) FILTER (WHERE pended) FROM ins), (SELECT count(*) FROM arm) INTO v_n, v_armed;
+    SELECT (SELECT count(*) FILTER (WHERE pended) FROM ins), (SELECT count(*) FROM arm),
+           (SELECT array_agg(c.id) FROM cand c WHERE c.gate = 0 AND c.config_missing)
+      INTO v_n, v_armed, v_missing;
+    IF v_missing IS NOT NULL THEN
+        PERFORM hold_config_missing(v_missing, p_now);
+    END IF;
     IF v_n > 0 THEN
         PERFORM notify_gated('work_ready');
     END IF;
@@ -3457,13 +3524,14 @@ CREATE FUNCTION public.teardown_advance(p_ids uuid[], p_lo integer, p_hi integer
     SET jit TO 'off'
     AS $$
 DECLARE
-    v_cand   uuid[] := p_ids;
-    v_hard   uuid[];
-    v_fin    uuid[];
-    v_enq    int;
-    v_del    int;
-    v_queued int := 0;
-    v_total  int := 0;
+    v_cand    uuid[] := p_ids;
+    v_hard    uuid[];
+    v_fin     uuid[];
+    v_missing uuid[];
+    v_enq     int;
+    v_del     int;
+    v_queued  int := 0;
+    v_total   int := 0;
 BEGIN
     WHILE cardinality(v_cand) > 0 AND (p_max IS NULL OR v_total < p_max) LOOP
         v_enq := 0;
@@ -3502,15 +3570,27 @@ BEGIN
         v_cand := '{}';
 
         IF v_fin IS NOT NULL THEN
-            INSERT INTO work_queue (resource_id, task_type, shard_id, kind, version, generation, trigger,
-                                    provider_config, provider_bundle, not_before)
-            SELECT r.id, 'delete', r.shard_id, r.kind, r.version, r.generation, 'deleteRequested',
-                   pc.spec, pc.data, p_now
-              FROM unnest(v_fin) f(id)
-             CROSS JOIN LATERAL (SELECT r.* FROM resources r WHERE r.id = f.id OFFSET 0) r
-              LEFT JOIN providerconfigs pc ON pc.kind = r.kind AND pc.name = r.provider_config_ref
-            ON CONFLICT (shard_id, resource_id, task_type, op_id) DO NOTHING;
-            GET DIAGNOSTICS v_enq = ROW_COUNT;
+            WITH fin AS MATERIALIZED (
+                SELECT r.id, r.shard_id, r.kind, r.version, r.generation, pc.spec, pc.data,
+                       r.provider_config_ref IS NOT NULL AND pc.kind IS NULL AS missing
+                  FROM unnest(v_fin) f(id)
+                 CROSS JOIN LATERAL (SELECT r.* FROM resources r WHERE r.id = f.id OFFSET 0) r
+                  LEFT JOIN providerconfigs pc ON pc.kind = r.kind AND pc.name = r.provider_config_ref
+            ), ins AS (
+                INSERT INTO work_queue (resource_id, task_type, shard_id, kind, version, generation, trigger,
+                                        provider_config, provider_bundle, not_before)
+                SELECT f.id, 'delete', f.shard_id, f.kind, f.version, f.generation, 'deleteRequested',
+                       f.spec, f.data, p_now
+                  FROM fin f
+                 WHERE NOT f.missing
+                ON CONFLICT (shard_id, resource_id, task_type, op_id) DO NOTHING
+                RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM ins), (SELECT array_agg(f.id) FROM fin f WHERE f.missing)
+              INTO v_enq, v_missing;
+            IF v_missing IS NOT NULL THEN
+                PERFORM hold_config_missing(v_missing, p_now);
+            END IF;
             v_queued := v_queued + v_enq;
         END IF;
 

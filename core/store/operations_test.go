@@ -162,6 +162,27 @@ func TestResync_BumpsNoGeneration(t *testing.T) {
 	require.Equal(t, "ResyncRequested", e.eventReasons(t, r.ID)[1])
 }
 
+func TestRunOperation_RefusesAResourceWhoseConfigIsMissing(t *testing.T) {
+	t.Parallel()
+	e := newEnvWithKinds(t)
+	ctx := context.Background()
+	_, _, err := e.store.ApplyProviderConfig(ctx, ProviderConfigInput{Kind: "vpc", Name: "eu", Spec: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	e.apply(t, ApplyResourceInput{Kind: "vpc", Name: "net", Spec: json.RawMessage(`{"cidr": "10.0.0.0/8"}`), ProviderConfigRef: "eu"})
+	// A ref left dangling before the API and the keep-named trigger refused
+	// that: nothing new can make one.
+	_, err = e.pool.Exec(ctx, `DELETE FROM providerconfigs WHERE kind = 'vpc' AND name = 'eu'`)
+	require.NoError(t, err)
+
+	before := e.tableCounts(t)
+	_, err = e.store.RunOperation(ctx, "vpc", "net", "enable_flow_logs", nil, "ops")
+	require.ErrorIs(t, err, ErrConflict, "not run with the kind's default config")
+	require.Contains(t, err.Error(), "providerconfig vpc/eu")
+	if diff := cmp.Diff(before, e.tableCounts(t)); diff != "" {
+		t.Errorf("a refused operation wrote rows (-before +after):\n%s", diff)
+	}
+}
+
 func TestRunOperation(t *testing.T) {
 	t.Parallel()
 	e := newEnvWithKinds(t)

@@ -11,7 +11,12 @@
 --   * a rollup root whose compose is done (composed_gen >= generation, or a
 --     kind with no composer) has every live descendant settled (rollup_gate).
 -- The attached providerconfig (provider_config_ref) is snapshotted into the
--- row: spec → provider_config, data → provider_bundle.
+-- row: spec → provider_config, data → provider_bundle. A candidate whose ref
+-- names a config that does not exist is held, not queued with a NULL config
+-- (the worker would use the kind's default): hold_config_missing records
+-- Synced=False/ProviderConfigNotFound on it. The config is probed only for a
+-- candidate with a ref (the probe's filter on the ref is a one-time filter:
+-- a resource without one costs nothing more).
 -- ON CONFLICT is gen-gated: only an unleased row is touched, and only to raise
 -- its generation (which also resets its backoff, and takes the resource's
 -- version: a live version migration bumps generation), so re-running is idempotent
@@ -50,17 +55,19 @@
 CREATE OR REPLACE FUNCTION schedule_candidates(p_ids uuid[], p_now timestamptz, p_repend boolean) RETURNS int
 LANGUAGE plpgsql SET jit = off SET enable_seqscan = off AS $$
 DECLARE
-    v_n     int;
-    v_armed int;
+    v_n       int;
+    v_armed   int;
+    v_missing uuid[];
 BEGIN
     IF p_ids IS NULL OR cardinality(p_ids) = 0 THEN
         RETURN 0;
     END IF;
     WITH cand AS MATERIALIZED (
-        SELECT q.id, q.shard_id, q.kind, q.version, q.generation, q.root_id, q.provider_config_ref, q.rollup_gated,
+        SELECT q.id, q.shard_id, q.kind, q.version, q.generation, q.rollup_gated, q.config, q.bundle,
+               q.provider_config_ref IS NOT NULL AND q.config IS NULL AS config_missing,
                CASE WHEN NOT q.rollup_gated THEN 0 ELSE rollup_gate(q.id, q.root_id IS NULL, 4) END AS gate
           FROM (SELECT r.id, r.shard_id, r.kind, r.version, r.generation, r.root_id, r.provider_config_ref,
-                       g.rollup_gated,
+                       g.rollup_gated, pc.spec AS config, pc.data AS bundle,
                        ub.blocked IS NULL AS upstream_ok
                   FROM (SELECT DISTINCT x.id FROM unnest(p_ids) AS x(id)) c
                   CROSS JOIN LATERAL (SELECT * FROM resources r WHERE r.id = c.id OFFSET 0) r
@@ -71,6 +78,9 @@ BEGIN
                   ) g
                   LEFT JOIN LATERAL (
                       SELECT true AS blocked FROM schedule_lagging_upstreams(r.id) LIMIT 1) ub ON true
+                  LEFT JOIN LATERAL (SELECT pc.spec, pc.data FROM providerconfigs pc
+                                      WHERE r.provider_config_ref IS NOT NULL
+                                        AND pc.kind = r.kind AND pc.name = r.provider_config_ref OFFSET 0) pc ON true
                  WHERE (r.synced_gen < r.generation OR (p_repend AND g.rollup_gated))
                    AND r.deletion_requested_at IS NULL
                    AND r.frozen_until IS NULL
@@ -82,12 +92,9 @@ BEGIN
                                      provider_config, provider_bundle, not_before, created_at)
         SELECT c.id, 'reconcile', c.shard_id, c.kind, c.version, c.generation,
                CASE WHEN c.rollup_gated THEN 'childrenSettled' ELSE 'specChange' END,
-               pc.spec, pc.data, p_now, p_now
+               c.config, c.bundle, p_now, p_now
           FROM cand c
-          LEFT JOIN LATERAL (SELECT pc.spec, pc.data FROM providerconfigs pc
-                              WHERE c.provider_config_ref IS NOT NULL
-                                AND pc.kind = c.kind AND pc.name = c.provider_config_ref OFFSET 0) pc ON true
-         WHERE c.gate = 0
+         WHERE c.gate = 0 AND NOT c.config_missing
          ORDER BY c.shard_id, c.id
         ON CONFLICT (shard_id, resource_id, task_type, op_id) DO UPDATE
            SET generation      = CASE WHEN w.worker_id IS NULL THEN EXCLUDED.generation ELSE w.generation END,
@@ -111,7 +118,12 @@ BEGIN
         ON CONFLICT (root_id) DO NOTHING
         RETURNING 1
     )
-    SELECT (SELECT count(*) FILTER (WHERE pended) FROM ins), (SELECT count(*) FROM arm) INTO v_n, v_armed;
+    SELECT (SELECT count(*) FILTER (WHERE pended) FROM ins), (SELECT count(*) FROM arm),
+           (SELECT array_agg(c.id) FROM cand c WHERE c.gate = 0 AND c.config_missing)
+      INTO v_n, v_armed, v_missing;
+    IF v_missing IS NOT NULL THEN
+        PERFORM hold_config_missing(v_missing, p_now);
+    END IF;
     IF v_n > 0 THEN
         PERFORM notify_gated('work_ready');
     END IF;

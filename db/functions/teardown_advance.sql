@@ -23,18 +23,23 @@
 -- 0..255 for the others), locked in id order, SKIP LOCKED (a row another
 -- transaction holds is left to its holder, or to the backstop); at most
 -- p_max rows are advanced (NULL: no bound). Every step is a primary-key or
--- index probe per candidate. Returns the number of rows advanced (tasks
+-- index probe per candidate. A candidate whose ref names a providerconfig
+-- that does not exist gets no delete task — its teardown would run with the
+-- kind's default config — and is held (hold_config_missing) until the config
+-- is applied again, when sweep_deletable's next pass reaches it.
+-- Returns the number of rows advanced (tasks
 -- enqueued + rows deleted); sends work_ready when it enqueued a task.
 CREATE OR REPLACE FUNCTION teardown_advance(p_ids uuid[], p_lo int, p_hi int, p_now timestamptz, p_max int)
 RETURNS int LANGUAGE plpgsql SET enable_seqscan = off SET jit = off AS $$
 DECLARE
-    v_cand   uuid[] := p_ids;
-    v_hard   uuid[];
-    v_fin    uuid[];
-    v_enq    int;
-    v_del    int;
-    v_queued int := 0;
-    v_total  int := 0;
+    v_cand    uuid[] := p_ids;
+    v_hard    uuid[];
+    v_fin     uuid[];
+    v_missing uuid[];
+    v_enq     int;
+    v_del     int;
+    v_queued  int := 0;
+    v_total   int := 0;
 BEGIN
     WHILE cardinality(v_cand) > 0 AND (p_max IS NULL OR v_total < p_max) LOOP
         v_enq := 0;
@@ -73,15 +78,27 @@ BEGIN
         v_cand := '{}';
 
         IF v_fin IS NOT NULL THEN
-            INSERT INTO work_queue (resource_id, task_type, shard_id, kind, version, generation, trigger,
-                                    provider_config, provider_bundle, not_before)
-            SELECT r.id, 'delete', r.shard_id, r.kind, r.version, r.generation, 'deleteRequested',
-                   pc.spec, pc.data, p_now
-              FROM unnest(v_fin) f(id)
-             CROSS JOIN LATERAL (SELECT r.* FROM resources r WHERE r.id = f.id OFFSET 0) r
-              LEFT JOIN providerconfigs pc ON pc.kind = r.kind AND pc.name = r.provider_config_ref
-            ON CONFLICT (shard_id, resource_id, task_type, op_id) DO NOTHING;
-            GET DIAGNOSTICS v_enq = ROW_COUNT;
+            WITH fin AS MATERIALIZED (
+                SELECT r.id, r.shard_id, r.kind, r.version, r.generation, pc.spec, pc.data,
+                       r.provider_config_ref IS NOT NULL AND pc.kind IS NULL AS missing
+                  FROM unnest(v_fin) f(id)
+                 CROSS JOIN LATERAL (SELECT r.* FROM resources r WHERE r.id = f.id OFFSET 0) r
+                  LEFT JOIN providerconfigs pc ON pc.kind = r.kind AND pc.name = r.provider_config_ref
+            ), ins AS (
+                INSERT INTO work_queue (resource_id, task_type, shard_id, kind, version, generation, trigger,
+                                        provider_config, provider_bundle, not_before)
+                SELECT f.id, 'delete', f.shard_id, f.kind, f.version, f.generation, 'deleteRequested',
+                       f.spec, f.data, p_now
+                  FROM fin f
+                 WHERE NOT f.missing
+                ON CONFLICT (shard_id, resource_id, task_type, op_id) DO NOTHING
+                RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM ins), (SELECT array_agg(f.id) FROM fin f WHERE f.missing)
+              INTO v_enq, v_missing;
+            IF v_missing IS NOT NULL THEN
+                PERFORM hold_config_missing(v_missing, p_now);
+            END IF;
             v_queued := v_queued + v_enq;
         END IF;
 

@@ -207,6 +207,35 @@ func TestScheduleEligible_SnapshotsTheAttachedProviderConfig(t *testing.T) {
 	require.Nil(t, q.Config, "no ref: the worker uses the kind's default")
 }
 
+func TestScheduleEligible_HoldsAResourceWhoseConfigIsMissing(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.noCascade()
+	f.kind("leaf", reactWorker)
+	f.exec(`INSERT INTO providerconfigs (kind, name, spec) VALUES ('leaf', 'custom', '{"region":"eu"}')`)
+	id := f.res("leaf", "a", configRef("custom"))
+	// A ref left dangling (a config deleted under it before the API and the
+	// keep-named trigger refused that): nothing new can make one.
+	f.exec(`DELETE FROM providerconfigs WHERE kind = 'leaf' AND name = 'custom'`)
+
+	require.Zero(t, f.schedule(id), "a dangling ref is not reconciled with the kind's default config")
+	require.False(t, f.isQueued(id))
+	c, ok := f.condition(id, "Synced")
+	require.True(t, ok, "the resource says why it waits")
+	require.Equal(t, "False", c.Status)
+	require.Equal(t, "ProviderConfigNotFound", c.Reason)
+	require.Contains(t, c.Message, "leaf/custom")
+	ltt := c.LTT
+	require.Zero(t, f.schedule(id))
+	c, _ = f.condition(id, "Synced")
+	require.Equal(t, ltt, c.LTT, "a condition is written on transition only")
+
+	f.exec(`INSERT INTO providerconfigs (kind, name, spec) VALUES ('leaf', 'custom', '{"region":"us"}')`)
+	require.Equal(t, 1, f.schedule(id), "the config applied again: the resource is reconciled with it")
+	q, _ := f.queued(id, TaskReconcile)
+	require.JSONEq(t, `{"region":"us"}`, string(q.Config))
+}
+
 func TestScheduleEligible_IsGenGatedAndIdempotent(t *testing.T) {
 	t.Parallel()
 	f := newFx(t)
