@@ -21,7 +21,14 @@
 --      can no longer be straddled (an idle unsettled descendant remains: its
 --      own settle will cascade), judged in the delete's own snapshot so a
 --      settler that started meanwhile keeps the row armed; and rows armed
---      longer than 30 s (the reaper's requeue is the backstop).
+--      longer than 30 s: a root whose unsettled descendants stayed in
+--      flight that long (a settling transaction held open, or an xmax the
+--      probe misjudges: a MultiXactId). The expiry bounds the recheck's
+--      work; nothing takes the root over. The reaper's requeue
+--      (requeue_failed_and_pending) re-pends a lagging root only
+--      (synced_gen < generation); a synced composite keeps the rollup it
+--      has until the next settle in its subtree cascades to it, its kind's
+--      resync or an edit of it.
 -- An empty queue costs one index probe. Returns the number of roots pended.
 CREATE OR REPLACE FUNCTION drain_rollup_rechecks(p_max int, p_lo int, p_hi int, p_now timestamptz DEFAULT now()) RETURNS int
 LANGUAGE plpgsql SET jit = off AS $$
