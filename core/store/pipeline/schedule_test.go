@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -234,6 +235,34 @@ func TestScheduleEligible_HoldsAResourceWhoseConfigIsMissing(t *testing.T) {
 	require.Equal(t, 1, f.schedule(id), "the config applied again: the resource is reconciled with it")
 	q, _ := f.queued(id, TaskReconcile)
 	require.JSONEq(t, `{"region":"us"}`, string(q.Config))
+}
+
+// The dangling-ref check costs a candidate without a ref nothing: the
+// config probe sits under a one-time filter on the ref.
+func TestScheduleEligible_ProbesNoConfigForACandidateWithoutARef(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.noCascade()
+	f.kind("leaf", reactWorker)
+	id := f.res("leaf", "a")
+	conn, plans := explainedConn(f)
+	_, err := conn.Exec(f.ctx, `SET auto_explain.log_analyze = on`)
+	require.NoError(t, err)
+	_, err = conn.Exec(f.ctx, `SELECT schedule_eligible(ARRAY[$1::uuid], now())`, id)
+	require.NoError(t, err)
+
+	var probes []string
+	for _, p := range *plans {
+		for _, line := range strings.Split(p, "\n") {
+			if strings.Contains(line, " on providerconfigs ") {
+				probes = append(probes, strings.TrimSpace(line))
+			}
+		}
+	}
+	require.NotEmpty(t, probes, "the gate's plan reads providerconfigs by key")
+	for _, line := range probes {
+		require.Contains(t, line, "(never executed)", "a candidate without a ref probes no config")
+	}
 }
 
 func TestScheduleEligible_IsGenGatedAndIdempotent(t *testing.T) {
