@@ -1787,15 +1787,22 @@ CREATE FUNCTION public.hold_config_missing(p_ids uuid[], p_now timestamp with ti
 BEGIN
     INSERT INTO resource_conditions AS c (resource_id, type, status, reason, message, observed_generation,
                                           last_transition_time)
-    SELECT r.id, 'Synced', 'False', 'ProviderConfigNotFound',
-           format('providerconfig %s/%s, which providerConfigRef names, does not exist: the resource is held '
-                  '(neither reconciled nor torn down with its kind''s default config) until a config of that name is applied',
-                  r.kind, r.provider_config_ref),
-           r.generation, p_now
-      FROM (SELECT DISTINCT x.id FROM unnest(p_ids) AS x(id)) x
-      JOIN resources r ON r.id = x.id
-     WHERE r.provider_config_ref IS NOT NULL
-     ORDER BY r.id
+    SELECT h.id, 'Synced', 'False', 'ProviderConfigNotFound', h.message, h.generation, p_now
+      FROM (SELECT r.id, r.generation,
+                   format('providerconfig %s/%s, which providerConfigRef names, does not exist: the resource is held '
+                          '(neither reconciled nor torn down with its kind''s default config) until a config of that name is applied',
+                          r.kind, r.provider_config_ref) AS message
+              FROM (SELECT DISTINCT x.id FROM unnest(p_ids) AS x(id)) x
+              JOIN resources r ON r.id = x.id
+             WHERE r.provider_config_ref IS NOT NULL) h
+       -- already held so: no write, and no row lock (an ON CONFLICT update
+       -- locks the row it then skips), so the reaper's retries of a held
+       -- resource never wait on a drain's cascade holding it too
+     WHERE NOT EXISTS (SELECT 1 FROM resource_conditions k
+                        WHERE k.resource_id = h.id AND k.type = 'Synced' AND k.status = 'False'
+                          AND k.reason = 'ProviderConfigNotFound' AND k.observed_generation = h.generation
+                          AND k.message = h.message)
+     ORDER BY h.id
     ON CONFLICT (resource_id, type) DO UPDATE
        SET status               = EXCLUDED.status,
            reason               = EXCLUDED.reason,

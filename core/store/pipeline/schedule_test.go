@@ -230,6 +230,24 @@ func TestScheduleEligible_HoldsAResourceWhoseConfigIsMissing(t *testing.T) {
 	require.Zero(t, f.schedule(id))
 	c, _ = f.condition(id, "Synced")
 	require.Equal(t, ltt, c.LTT, "a condition is written on transition only")
+	// Held already, it is not locked again: a retry never waits on another
+	// transaction holding the condition (a drain's cascade holding it too).
+	tx, err := f.pool.Begin(f.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(f.ctx) }()
+	_, err = tx.Exec(f.ctx, `SELECT 1 FROM resource_conditions WHERE resource_id = $1 FOR UPDATE`, id)
+	require.NoError(t, err)
+	conn, err := f.pool.Acquire(f.ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(f.ctx, `SET lock_timeout = '5s'`)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, conn.QueryRow(f.ctx, `SELECT schedule_eligible(ARRAY[$1::uuid], now())`, id).Scan(&n),
+		"a held resource's retry takes no lock on its unchanged condition")
+	_, err = conn.Exec(f.ctx, `RESET lock_timeout`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback(f.ctx))
 
 	f.exec(`INSERT INTO providerconfigs (kind, name, spec) VALUES ('leaf', 'custom', '{"region":"us"}')`)
 	require.Equal(t, 1, f.schedule(id), "the config applied again: the resource is reconciled with it")
