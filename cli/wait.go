@@ -159,8 +159,10 @@ func untilAnswered(ctx context.Context, note func(error), read func() error) err
 		case err == nil:
 			note(nil)
 			return nil
-		case ctx.Err() != nil || !unanswered(err):
+		case !unanswered(err):
 			return err
+		case ctx.Err() != nil: // the read met the end of ctx: that ends it, as while backing off
+			return ctx.Err()
 		}
 		note(err)
 		select {

@@ -58,4 +58,10 @@ func TestUntilAnswered_RetriesOnlyWhatTheServerDidNotAnswer(t *testing.T) {
 	defer cancel()
 	err := untilAnswered(ctx, func(error) {}, func() error { return refused })
 	require.ErrorIs(t, err, context.DeadlineExceeded, "the timeout ends the retries")
+
+	// A read the end of ctx meets (its deadline passing as it fails) ends
+	// the retries with ctx's error too, not the read's.
+	ctx, cancel = context.WithCancel(t.Context())
+	err = untilAnswered(ctx, func(error) {}, func() error { cancel(); return refused })
+	require.ErrorIs(t, err, context.Canceled, "a read that meets the end of ctx ends the retries with ctx's error")
 }
