@@ -47,18 +47,9 @@ func TestUp_AMigrationBehindALongTransactionDoesNotStallTheTablesTraffic(t *test
 	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.EmptyURL(t)
-	first, err := migrate.OpenFS(url, fstest.MapFS{"00001_t.sql": lockFS("")["00001_t.sql"]}, nil)
-	require.NoError(t, err)
-	_, err = first.Up(ctx)
-	require.NoError(t, err)
-	require.NoError(t, first.Close())
+	createTable(t, url)
 
-	long := connect(t, url)
-	tx, err := long.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, `SELECT count(*) FROM t`)
-	require.NoError(t, err)
+	tx := readTableInATransaction(t, url)
 
 	r, err := migrate.OpenWith(url, migrate.Options{
 		Migrations:  lockFS("-- +goose Up\nALTER TABLE t ADD COLUMN c int;\n\n-- +goose Down\nALTER TABLE t DROP COLUMN c;\n"),
@@ -102,11 +93,7 @@ func TestUp_AConcurrentIndexBuildOutwaitsALongTransaction(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.EmptyURL(t)
 	const lockTimeout = 200 * time.Millisecond
-	first, err := migrate.OpenFS(url, fstest.MapFS{"00001_t.sql": lockFS("")["00001_t.sql"]}, nil)
-	require.NoError(t, err)
-	_, err = first.Up(ctx)
-	require.NoError(t, err)
-	require.NoError(t, first.Close())
+	createTable(t, url)
 
 	// A snapshot held open (a report, a dump): the build waits for it.
 	long := connect(t, url)
@@ -172,12 +159,7 @@ func TestUp_AChangedFunctionBodyWaitsForTheSchemaItReads(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, old.Close())
 
-	long := connect(t, url)
-	tx, err := long.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, `SELECT count(*) FROM t`)
-	require.NoError(t, err)
+	tx := readTableInATransaction(t, url)
 
 	r, err := migrate.OpenWith(url, migrate.Options{
 		Migrations:  lockFS("-- +goose Up\nALTER TABLE t ADD COLUMN c int NOT NULL DEFAULT 7;\n\n-- +goose Down\nALTER TABLE t DROP COLUMN c;\n"),
@@ -222,18 +204,9 @@ func TestUp_ARunWhoseLockSessionIsGoneStops(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.EmptyURL(t)
-	first, err := migrate.OpenFS(url, fstest.MapFS{"00001_t.sql": lockFS("")["00001_t.sql"]}, nil)
-	require.NoError(t, err)
-	_, err = first.Up(ctx)
-	require.NoError(t, err)
-	require.NoError(t, first.Close())
+	createTable(t, url)
 
-	long := connect(t, url)
-	tx, err := long.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, `SELECT count(*) FROM t`)
-	require.NoError(t, err)
+	readTableInATransaction(t, url) // held until the test ends
 
 	r, err := migrate.OpenWith(url, migrate.Options{
 		Migrations:  lockFS("-- +goose Up\nALTER TABLE t ADD COLUMN c int;\n\n-- +goose Down\nALTER TABLE t DROP COLUMN c;\n"),
@@ -278,11 +251,7 @@ func TestUp_IgnoresTheSessionTimeoutsTheDatabaseSets(t *testing.T) {
 		_, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{db}.Sanitize()+" SET "+set)
 		require.NoError(t, err)
 	}
-	first, err := migrate.OpenFS(url, fstest.MapFS{"00001_t.sql": lockFS("")["00001_t.sql"]}, nil)
-	require.NoError(t, err)
-	_, err = first.Up(ctx)
-	require.NoError(t, err)
-	require.NoError(t, first.Close())
+	createTable(t, url)
 
 	long := connect(t, url)
 	tx, err := long.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
@@ -321,4 +290,28 @@ func TestUp_IgnoresTheSessionTimeoutsTheDatabaseSets(t *testing.T) {
 	var valid bool
 	require.NoError(t, probe.QueryRow(ctx, `SELECT indisvalid FROM pg_index WHERE indexrelid = 'idx_t'::regclass`).Scan(&valid))
 	require.True(t, valid)
+}
+
+// createTable applies lockFS's first migration, the table t, on url.
+func createTable(t *testing.T, url string) {
+	t.Helper()
+	first, err := migrate.OpenFS(url, fstest.MapFS{"00001_t.sql": lockFS("")["00001_t.sql"]}, nil)
+	require.NoError(t, err)
+	_, err = first.Up(t.Context())
+	require.NoError(t, err)
+	require.NoError(t, first.Close())
+}
+
+// readTableInATransaction opens a transaction that has read t, so it holds
+// a lock every ALTER TABLE t queues behind until the test ends or rolls it
+// back.
+func readTableInATransaction(t *testing.T, url string) pgx.Tx {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := connect(t, url).Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	_, err = tx.Exec(ctx, `SELECT count(*) FROM t`)
+	require.NoError(t, err)
+	return tx
 }
