@@ -201,8 +201,12 @@ func TestCompose_SpecNumbersKeepTheirDigits(t *testing.T) {
 func TestCompose_TheTaskDeadlineIsNamedAndTransient(t *testing.T) {
 	t.Parallel()
 	p := stdstarlark.New(manifest.KindVersion{Kind: "pipe"}, zerolog.Nop())
+	// Each iteration sorts 100,000 elements in a handful of steps, so the
+	// step cap lies hours away on any machine and only a clock can end the
+	// run (an empty loop met the cap before 300 ms on a fast CI host).
 	data, _ := json.Marshal(map[string]string{"main.star": "def compose(resource):\n" +
-		"    for i in range(1 << 40):\n        pass\n    return {'children': []}\n"})
+		"    l = list(range(100000))\n" +
+		"    for i in range(1 << 40):\n        sorted(l, reverse = True)\n    return {'children': []}\n"})
 	run := func(ctx context.Context, spec string) error {
 		_, err := p.Work(ctx, worker.Request{Stage: worker.StageCompose, Reaction: "compose",
 			Resource: worker.Resource{Kind: "pipe", Version: "v1", Name: "a"},
