@@ -331,16 +331,26 @@ func (c *wsClient) stop(id string) {
 // messages of other operations.
 func (c *wsClient) nextFor(id string, d time.Duration) wsMsg {
 	c.t.Helper()
+	m, err := c.tryNextFor(id, d)
+	require.NoError(c.t, err, "waiting for a message of %s", id)
+	return m
+}
+
+// tryNextFor is nextFor reporting a timeout (or a failed connection) as an
+// error, for callers that say more when they fail.
+func (c *wsClient) tryNextFor(id string, d time.Duration) (wsMsg, error) {
 	if q := c.held[id]; len(q) > 0 {
 		c.held[id] = q[1:]
-		return q[0]
+		return q[0], nil
 	}
 	deadline := time.Now().Add(d)
 	for {
 		m, err := c.read(time.Until(deadline))
-		require.NoError(c.t, err, "waiting for a message of %s", id)
+		if err != nil {
+			return wsMsg{}, err
+		}
 		if m.ID == id {
-			return m
+			return m, nil
 		}
 		c.held[m.ID] = append(c.held[m.ID], m)
 	}

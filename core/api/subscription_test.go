@@ -87,13 +87,34 @@ func collect(t *testing.T, c *wsClient, id string, want func(last map[string]eve
 	var all []event
 	deadline := time.Now().Add(10 * time.Second)
 	for !want(last) {
-		require.True(t, time.Now().Before(deadline), "subscription %s: got %+v", id, all)
+		m, err := c.tryNextFor(id, time.Until(deadline))
+		require.NoError(t, err, "subscription %s: what came before the wait ended: %s", id, describe(all))
+		require.Contains(t, []string{"next", "data"}, m.Type, "message %s %s", m.Type, m.Payload)
+		var r gqlResponse
+		require.NoError(t, json.Unmarshal(m.Payload, &r))
+		require.Empty(t, r.Errors)
 		var ch changed
-		c.data(id, time.Until(deadline), &ch)
+		require.NoError(t, json.Unmarshal(r.Data, &ch))
 		all = append(all, ch.ResourceChanged)
 		last[ch.ResourceChanged.Name] = ch.ResourceChanged
 	}
 	return last, all
+}
+
+// describe lists events one a line: type, name, phase before and after.
+func describe(all []event) string {
+	var b strings.Builder
+	for _, ev := range all {
+		phase, prev := "-", "-"
+		if ev.Resource != nil {
+			phase = ev.Resource.Phase
+		}
+		if ev.PreviousPhase != nil {
+			prev = *ev.PreviousPhase
+		}
+		fmt.Fprintf(&b, "\n  %s %q %s -> %s", ev.Type, ev.Name, prev, phase)
+	}
+	return b.String()
 }
 
 func finalPhases(want map[string]string) func(map[string]event) bool {
