@@ -212,6 +212,35 @@ func (e *env) manifest(doc string) {
 	e.ok(`mutation($m: JSON!) { applyKindManifest(manifest: $m) { name } }`, map[string]any{"m": json.RawMessage(doc)}, nil)
 }
 
+// caughtUp returns once the hub has fanned out every change committed
+// before the call. A subscriber that joins right after a change may still
+// receive it (the hub can be a wake behind; an event is delivered to whoever
+// is subscribed when the hub handles it), so a test that expects exactly
+// the changes after it subscribes calls this first. It commits a resource
+// of a kind of its own and waits for a hub subscriber to receive it: the
+// hub reads the announcements in commit order.
+func (e *env) caughtUp() {
+	e.t.Helper()
+	const kind = "hubbarrier"
+	e.manifest(`{"kind":"` + kind + `","reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}`)
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	got := live.SubscribeResources(ctx, e.hub, live.ResourceFilter{Kind: kind}, func(c live.Change) string { return c.Name })
+	name := fmt.Sprintf("barrier-%d", time.Now().UnixNano())
+	e.apply(kind, name, `{}`)
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case n := <-got:
+			if n == name {
+				return
+			}
+		case <-deadline:
+			e.t.Fatalf("the hub did not deliver %s/%s within 10s", kind, name)
+		}
+	}
+}
+
 const (
 	workerKind  = `{"kind":"leaf","reactions":[{"name":"work","trigger":"specChange","emits":["status"]},{"name":"flip","trigger":"operation","emits":["operationOutput"],"verb":"flip"}],"spec_schema":{"type":"object","properties":{"size":{"type":"integer"}}},"config_schema":{"type":"object"}}`
 	reactorKind = `{"kind":"notifier","reactions":[{"name":"notify","trigger":"reactor","emits":["sideEffect"]}]}`

@@ -150,6 +150,7 @@ func TestSubscriptions_EachFilterGetsExactlyItsEvents(t *testing.T) {
 	e.manifest(`{"kind":"other","reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}`)
 	root := e.apply("leaf", "root", `{}`)
 	e.runPipeline("leaf")
+	e.caughtUp() // root's changes reach no subscriber below
 
 	modern := e.connect("graphql-transport-ws", nil)
 	legacy := e.connect("graphql-ws", nil)
