@@ -3238,6 +3238,104 @@ END
 $$;
 
 --
+-- Name: rewalk_rollups(integer, integer, integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rewalk_rollups(p_lo integer, p_hi integer, p_max integer, p_now timestamp with time zone DEFAULT now(), OUT started boolean, OUT walked integer, OUT pended integer, OUT finished boolean, OUT walk_started_at timestamp with time zone, OUT walked_total bigint, OUT pended_total bigint) RETURNS record
+    LANGUAGE plpgsql
+    SET jit TO 'off'
+    SET enable_seqscan TO 'off'
+    AS $$
+DECLARE
+    v_slices int;
+    v_budget int;
+    v_take   int;
+    v_cur    record;
+    v_lo     uuid;
+    v_hi     uuid;
+    v_first  uuid;
+    v_walk   uuid[];
+    v_ids    uuid[] := '{}';
+BEGIN
+    started := false;
+    walked := 0;
+    pended := 0;
+    finished := false;
+    SELECT w.started_at INTO walk_started_at FROM rollup_rewalk w;
+    IF FOUND AND walk_started_at IS NULL THEN
+        RETURN; -- no crash since the last walk
+    END IF;
+    IF NOT FOUND THEN
+        -- Crash recovery emptied the sentinel: the walk starts, once.
+        INSERT INTO rollup_rewalk (one, started_at) VALUES (true, p_now) ON CONFLICT (one) DO NOTHING;
+        IF FOUND THEN
+            DELETE FROM rollup_rewalk_cursors;
+            INSERT INTO rollup_rewalk_cursors (slice) SELECT s FROM generate_series(0, 255) s;
+            started := true;
+        END IF;
+    END IF;
+
+    IF p_lo <= p_hi THEN
+        SELECT count(*) INTO v_slices FROM rollup_rewalk_cursors c WHERE c.slice BETWEEN p_lo AND p_hi;
+        v_budget := greatest(1, ceil(greatest(p_max, 1)::numeric / greatest(v_slices, 1))::int);
+        FOR v_cur IN SELECT c.slice, c.after FROM rollup_rewalk_cursors c
+                      WHERE c.slice BETWEEN p_lo AND p_hi ORDER BY c.slice FOR UPDATE SKIP LOCKED LOOP
+            -- the slice's owner ids, both ends included
+            v_lo := (lpad(to_hex(v_cur.slice), 2, '0') || '000000-0000-0000-0000-000000000000')::uuid;
+            v_hi := (lpad(to_hex(v_cur.slice), 2, '0') || 'ffffff-ffff-ffff-ffff-ffffffffffff')::uuid;
+            IF v_cur.after IS NULL THEN
+                SELECT r.owner_id INTO v_first FROM resources r
+                 WHERE r.owner_id BETWEEN v_lo AND v_hi ORDER BY r.owner_id LIMIT 1;
+            ELSE
+                SELECT r.owner_id INTO v_first FROM resources r
+                 WHERE r.owner_id > v_cur.after AND r.owner_id <= v_hi ORDER BY r.owner_id LIMIT 1;
+            END IF;
+            -- the slice's share, within what the call has left
+            v_take := least(v_budget, greatest(p_max, 1) - cardinality(v_ids));
+            v_walk := NULL;
+            IF v_first IS NOT NULL THEN
+                WITH RECURSIVE w (id, n) AS (
+                    SELECT v_first, 1
+                    UNION ALL
+                    SELECT (SELECT r.owner_id FROM resources r
+                             WHERE r.owner_id > w.id AND r.owner_id <= v_hi ORDER BY r.owner_id LIMIT 1), w.n + 1
+                      FROM w
+                     WHERE w.id IS NOT NULL AND w.n < v_take
+                )
+                SELECT array_agg(w.id ORDER BY w.n) INTO v_walk FROM w WHERE w.id IS NOT NULL;
+            END IF;
+            IF coalesce(cardinality(v_walk), 0) < v_take THEN
+                DELETE FROM rollup_rewalk_cursors c WHERE c.slice = v_cur.slice; -- walked to its end
+            ELSE
+                UPDATE rollup_rewalk_cursors c SET after = v_walk[cardinality(v_walk)] WHERE c.slice = v_cur.slice;
+            END IF;
+            v_ids := v_ids || coalesce(v_walk, '{}');
+            EXIT WHEN cardinality(v_ids) >= greatest(p_max, 1);
+        END LOOP;
+    END IF;
+
+    walked := cardinality(v_ids);
+    IF walked > 0 THEN
+        pended := schedule_candidates(v_ids, p_now, true);
+    END IF;
+    UPDATE rollup_rewalk w SET walked = w.walked + rewalk_rollups.walked, pended = w.pended + rewalk_rollups.pended
+     WHERE w.started_at IS NOT NULL
+    RETURNING w.started_at, w.walked, w.pended INTO walk_started_at, walked_total, pended_total;
+    -- A statement of its own, after the row lock above: a caller that took
+    -- the lock after another's commit sees the rows that one deleted.
+    IF walk_started_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM rollup_rewalk_cursors) THEN
+        UPDATE rollup_rewalk SET started_at = NULL, walked = 0, pended = 0;
+        finished := true;
+    END IF;
+    IF NOT (started OR finished) THEN
+        walk_started_at := NULL;
+        walked_total := NULL;
+        pended_total := NULL;
+    END IF;
+END
+$$;
+
+--
 -- Name: rollup_gate(uuid, boolean, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -4724,6 +4822,28 @@ CREATE TABLE public.rollup_recheck (
 );
 
 --
+-- Name: rollup_rewalk; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE UNLOGGED TABLE public.rollup_rewalk (
+    one boolean DEFAULT true NOT NULL,
+    started_at timestamp with time zone,
+    walked bigint DEFAULT 0 NOT NULL,
+    pended bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT rollup_rewalk_one_check CHECK (one)
+);
+
+--
+-- Name: rollup_rewalk_cursors; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE UNLOGGED TABLE public.rollup_rewalk_cursors (
+    slice integer NOT NULL,
+    after uuid,
+    CONSTRAINT rollup_rewalk_cursors_slice_check CHECK (((slice >= 0) AND (slice <= 255)))
+);
+
+--
 -- Name: wake_state; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -6154,6 +6274,20 @@ ALTER TABLE ONLY public.resources
 
 ALTER TABLE ONLY public.rollup_recheck
     ADD CONSTRAINT rollup_recheck_pkey PRIMARY KEY (root_id);
+
+--
+-- Name: rollup_rewalk_cursors rollup_rewalk_cursors_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.rollup_rewalk_cursors
+    ADD CONSTRAINT rollup_rewalk_cursors_pkey PRIMARY KEY (slice);
+
+--
+-- Name: rollup_rewalk rollup_rewalk_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.rollup_rewalk
+    ADD CONSTRAINT rollup_rewalk_pkey PRIMARY KEY (one);
 
 --
 -- Name: wake_state wake_state_pkey; Type: CONSTRAINT; Schema: public; Owner: -

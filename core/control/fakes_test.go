@@ -51,6 +51,7 @@ func (f *drainStoreFns) NotifyWorkReady(ctx context.Context) error {
 type reaperStoreFns struct {
 	ReapStaleWorkFn           func(ctx context.Context, r shard.Range, staleAfter time.Duration) (int, error)
 	RequeueFailedAndPendingFn func(ctx context.Context, r shard.Range, limit int, retryAfter time.Duration) (int, error)
+	RewalkRollupsFn           func(ctx context.Context, r shard.Range, limit int) (maintenance.Rewalk, error)
 	DeleteUnclaimedWorkFn     func(ctx context.Context, r shard.Range, after time.Duration) (int, error)
 	SweepDeletableFn          func(ctx context.Context, r shard.Range, limit int) (int, error)
 	RecountInflightFn         func(ctx context.Context, r shard.Range) (int, error)
@@ -78,6 +79,13 @@ func (f *reaperStoreFns) RequeueFailedAndPending(ctx context.Context, r shard.Ra
 		return 0, nil
 	}
 	return f.RequeueFailedAndPendingFn(ctx, r, limit, d)
+}
+
+func (f *reaperStoreFns) RewalkRollups(ctx context.Context, r shard.Range, limit int) (maintenance.Rewalk, error) {
+	if f.RewalkRollupsFn == nil {
+		return maintenance.Rewalk{}, nil
+	}
+	return f.RewalkRollupsFn(ctx, r, limit)
 }
 
 func (f *reaperStoreFns) DeleteUnclaimedWork(ctx context.Context, r shard.Range, d time.Duration) (int, error) {

@@ -20,6 +20,7 @@ import (
 type ReaperStore interface {
 	ReapStaleWork(ctx context.Context, r shard.Range, staleAfter time.Duration) (int, error)
 	RequeueFailedAndPending(ctx context.Context, r shard.Range, limit int, retryAfter time.Duration) (int, error)
+	RewalkRollups(ctx context.Context, r shard.Range, limit int) (maintenance.Rewalk, error)
 	DeleteUnclaimedWork(ctx context.Context, r shard.Range, after time.Duration) (int, error)
 	SweepDeletable(ctx context.Context, r shard.Range, limit int) (int, error)
 	RecountInflight(ctx context.Context, r shard.Range) (int, error)
@@ -33,11 +34,14 @@ type ReaperStore interface {
 // which any of them moved rows ends with a work_ready NOTIFY sent after the
 // passes committed (their own notify_gated may have lost the gate's window).
 var pendingPasses = map[string]bool{
-	"reap_stale_work": true, "requeue_failed_and_pending": true, "sweep_deletable": true, "sweep_expired_orphans": true,
+	"reap_stale_work": true, "requeue_failed_and_pending": true, "rewalk_rollups": true, "sweep_deletable": true,
+	"sweep_expired_orphans": true,
 }
 
 // Reaper runs the backstop passes over this pod's shard range every tick:
-// stale leases, crash catch-up, abandoned-work GC, the delete sweep, the
+// stale leases, crash catch-up (lagging rows and open operations, then the
+// composites' rollups after a crash restart of Postgres: rewalk_rollups),
+// abandoned-work GC, the delete sweep, the
 // concurrency-cap recount, stale lifecycle claims, and (every OrphanEvery-th
 // tick: the deadline is absolute, a coarse cadence keeps even the idle probe
 // off most ticks) the orphan-grace sweep.
@@ -224,6 +228,14 @@ func (r *Reaper) passes(rng shard.Range, withOrphans, catchUp bool) []reaperPass
 		{"requeue_failed_and_pending", func(ctx context.Context) (int, error) {
 			return m.RequeueFailedAndPending(ctx, rng, r.Max, retryAfter)
 		}},
+		{"rewalk_rollups", func(ctx context.Context) (int, error) {
+			w, err := m.RewalkRollups(ctx, rng, r.Max)
+			if err != nil {
+				return 0, err
+			}
+			r.logRewalk(w, rng)
+			return w.Pended, nil
+		}},
 		{"delete_unclaimed_work", func(ctx context.Context) (int, error) { return m.DeleteUnclaimedWork(ctx, rng, r.UnclaimedAfter) }},
 		{"sweep_deletable", func(ctx context.Context) (int, error) { return m.SweepDeletable(ctx, rng, r.Max) }},
 		{"recount_inflight", func(ctx context.Context) (int, error) { return m.RecountInflight(ctx, rng) }},
@@ -235,4 +247,19 @@ func (r *Reaper) passes(rng shard.Range, withOrphans, catchUp bool) []reaperPass
 		}})
 	}
 	return passes
+}
+
+// logRewalk logs a crash rewalk's start and end, each once: the database
+// makes exactly one call of a walk its starter and one its finisher.
+func (r *Reaper) logRewalk(w maintenance.Rewalk, rng shard.Range) {
+	if w.Started {
+		r.Log.Warn().Time("since", w.Since).Int("shard_lo", rng.Lo).Int("shard_hi", rng.Last()).
+			Int("walked", w.Walked).Int("pended", w.Pended).
+			Msg("crash restart of the database detected (the UNLOGGED queue came back empty): re-pending every composite's rollup")
+	}
+	if w.Finished {
+		r.Log.Info().Time("since", w.Since).Dur("took", clockOr(r.Clock).Now().Sub(w.Since)).
+			Int64("owners_walked", w.WalkedTotal).Int64("rollups_pended", w.PendedTotal).
+			Msg("crash rewalk of the composites' rollups finished")
+	}
 }

@@ -12,12 +12,13 @@ import (
 
 	"github.com/converge-run/converge/core/engine"
 	"github.com/converge-run/converge/core/shard"
+	"github.com/converge-run/converge/core/store/maintenance"
 )
 
 func TestReaper_Tick(t *testing.T) {
 	t.Parallel()
 	everyPass := map[string]int{"reap_stale_work": 1, "requeue_failed_and_pending": 2, "delete_unclaimed_work": 3,
-		"sweep_deletable": 4, "recount_inflight": 5, "reap_stale_lifecycle": 6}
+		"sweep_deletable": 4, "recount_inflight": 5, "reap_stale_lifecycle": 6, "rewalk_rollups": 8}
 	cases := map[string]struct {
 		reason      string
 		shards      shard.Range
@@ -75,6 +76,12 @@ func TestReaper_Tick(t *testing.T) {
 				SweepExpiredOrphansFn: func(_ context.Context, r shard.Range, _ int) (int, error) {
 					rec("sweep_expired_orphans", r)
 					return pass("sweep_expired_orphans", 7)
+				},
+				RewalkRollupsFn: func(_ context.Context, r shard.Range, limit int) (maintenance.Rewalk, error) {
+					require.Equal(t, 1000, limit)
+					rec("rewalk_rollups", r)
+					n, err := pass("rewalk_rollups", 8)
+					return maintenance.Rewalk{Walked: 9, Pended: n}, err
 				},
 			}, Shards: newShardSet(tc.shards), Log: zerolog.Nop()}
 			r.TestSignals.Init()
@@ -190,6 +197,7 @@ func TestReaper_AnnouncesWorkReadyAfterAPassThatPended(t *testing.T) {
 		"Nothing":        {reason: "an idle tick sends nothing"},
 		"StaleLease":     {reason: "a reaped lease is pending again", moved: "reap_stale_work", want: true},
 		"Requeued":       {reason: "a crash catch-up pended a resource", moved: "requeue_failed_and_pending", want: true},
+		"Rewalked":       {reason: "a crash rewalk pended a composite's rollup", moved: "rewalk_rollups", want: true},
 		"Sweep":          {reason: "the delete sweep can pend teardowns", moved: "sweep_deletable", want: true},
 		"Orphans":        {reason: "an expired orphan's deletion is pending work", moved: "sweep_expired_orphans", want: true},
 		"RecountOnly":    {reason: "a cap recount pends nothing", moved: "recount_inflight"},
@@ -220,7 +228,11 @@ func TestReaper_AnnouncesWorkReadyAfterAPassThatPended(t *testing.T) {
 					return one("reap_stale_lifecycle")
 				},
 				SweepExpiredOrphansFn: func(context.Context, shard.Range, int) (int, error) { return one("sweep_expired_orphans") },
-				NotifyWorkReadyFn:     func(context.Context) error { notified++; return nil },
+				RewalkRollupsFn: func(context.Context, shard.Range, int) (maintenance.Rewalk, error) {
+					n, err := one("rewalk_rollups")
+					return maintenance.Rewalk{Pended: n}, err
+				},
+				NotifyWorkReadyFn: func(context.Context) error { notified++; return nil },
 			}, Shards: allShards(), Log: zerolog.Nop()}
 			r.Tick(context.Background(), true)
 			want := 0

@@ -43,3 +43,47 @@ func (s *Store) RequeueForResync(ctx context.Context, p Resync, r shard.Range, l
 	}
 	return n, nil
 }
+
+// Rewalk is what one RewalkRollups call did. Started and Finished are each
+// true for exactly one call of a walk (whichever member made it); they carry
+// the walk's start and, on the finishing call, its totals.
+type Rewalk struct {
+	Started  bool // this call found the crash sentinel gone and started the walk
+	Walked   int  // owners this call walked
+	Pended   int  // rollups (and composes) this call pended
+	Finished bool // this call found every slice walked and ended the walk
+	// The walk's start and totals so far, on the starting and finishing
+	// calls only.
+	Since                    time.Time
+	WalkedTotal, PendedTotal int64
+}
+
+// RewalkRollups is the crash catch-up for composites (rewalk_rollups): after
+// a crash restart emptied the UNLOGGED queue (told by the sentinel the crash
+// emptied with it), every owner's rollup is re-pended through the gate, up
+// to about limit owners a call over the slices of r, the walk resuming where
+// the last call left it. Without a crash since the last walk it is one read
+// of a one-row table and returns a zero Rewalk.
+func (s *Store) RewalkRollups(ctx context.Context, r shard.Range, limit int) (Rewalk, error) {
+	var w Rewalk
+	var since *time.Time
+	var walkedTotal, pendedTotal *int64
+	err := s.db.QueryRow(ctx,
+		`SELECT started, walked, pended, finished, walk_started_at, walked_total, pended_total
+		   FROM rewalk_rollups($1, $2, $3, coalesce($4::timestamptz, now()))`,
+		r.Lo, r.Last(), limit, s.nowArg()).
+		Scan(&w.Started, &w.Walked, &w.Pended, &w.Finished, &since, &walkedTotal, &pendedTotal)
+	if err != nil {
+		return Rewalk{}, dbx.Wrap(err, "rewalk rollups (shards %s)", r)
+	}
+	if since != nil {
+		w.Since = *since
+	}
+	if walkedTotal != nil {
+		w.WalkedTotal = *walkedTotal
+	}
+	if pendedTotal != nil {
+		w.PendedTotal = *pendedTotal
+	}
+	return w, nil
+}
