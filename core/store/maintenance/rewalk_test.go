@@ -193,3 +193,59 @@ func TestRewalkRollups_IdleReadsOneRowAndTheWalkProbesTheOwnerIndex(t *testing.T
 		}
 	}
 }
+
+// Members walking at once — over overlapping ranges, as during a re-tile —
+// start the walk once, end it once, and pend every composite's rollup: a
+// slice one holds is skipped by the other, and the ends are ordered by the
+// sentinel's row lock.
+func TestRewalkRollups_ConcurrentWalkersStartAndEndItOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.kind(kind{name: "comp", hasComposer: true, hasRollup: true})
+	f.kind(kind{name: "leaf"})
+	roots := f.composites(60)
+	f.crashSentinel()
+	ranges := []shard.Range{shard.All, shard.Between(64, 255), shard.Between(0, 191)}
+	results := make(chan []maintenance.Rewalk, len(ranges))
+	for _, rng := range ranges {
+		go func() {
+			var calls []maintenance.Rewalk
+			defer func() { results <- calls }()
+			for range 200 {
+				w, err := f.at(t0).RewalkRollups(ctx, rng, 2)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				calls = append(calls, w)
+				var on bool
+				if err := f.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM rollup_rewalk WHERE started_at IS NOT NULL)`).Scan(&on); err != nil {
+					t.Error(err)
+					return
+				}
+				if !on && w.Walked == 0 {
+					return
+				}
+			}
+		}()
+	}
+	started, finished := 0, 0
+	var total int64
+	for range ranges {
+		for _, c := range <-results {
+			if c.Started {
+				started++
+			}
+			if c.Finished {
+				finished++
+				total = c.WalkedTotal
+			}
+		}
+	}
+	require.Equal(t, 1, started)
+	require.Equal(t, 1, finished)
+	require.Equal(t, int64(60), total, "each owner walked once")
+	for _, r := range roots {
+		require.Len(t, f.tasks(r), 1)
+	}
+}
