@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store/maintenance"
 	"github.com/converge-run/converge/core/store/pipeline"
 	"github.com/converge-run/converge/core/testlog"
@@ -202,4 +203,36 @@ func TestReaper_RollsUpEveryCompositeWhenTheDatabaseCrashesAgainMidWalk(t *testi
 	for _, root := range roots {
 		require.Equal(t, "childrenSettled", rollupTask(t, db, root), "the walk started over")
 	}
+}
+
+// A composite still Reconciling owes its compose or its first rollup, and
+// its lag says so (synced_gen < generation): the catch-up of lagging rows
+// queues each again after a crash, as its own task type and trigger.
+func TestReaper_RequeuesAfterACrashTheComposeAndFirstRollupOfReconcilingComposites(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCrashable(t)
+	db := c.pool()
+	c.exec(db, `INSERT INTO kind_config (kind, version, has_composer, has_rollup) VALUES ('comp', 'v1', true, true), ('leaf', 'v1', false, false)`)
+	var composing, rolling string
+	require.NoError(t, db.QueryRow(ctx, `INSERT INTO resources (kind, version, name, shard_id)
+	                                     VALUES ('comp', 'v1', 'composing', 3) RETURNING id::text`).Scan(&composing))
+	require.NoError(t, db.QueryRow(ctx, `INSERT INTO resources (kind, version, name, composed_gen, shard_id)
+	                                     VALUES ('comp', 'v1', 'rolling', 1, 4) RETURNING id::text`).Scan(&rolling))
+	c.exec(db, `INSERT INTO resources (kind, version, name, synced_gen, owner_id, root_id, shard_id)
+	            VALUES ('leaf', 'v1', 'settled', 1, $1, $1, 5)`, rolling)
+	c.exec(db, `SELECT schedule_eligible(ARRAY[$1::uuid, $2::uuid])`, composing, rolling)
+	require.Equal(t, "specChange", rollupTask(t, db, composing), "its compose is queued")
+	require.Equal(t, "childrenSettled", rollupTask(t, db, rolling), "its first rollup is queued")
+
+	c.crash()
+	db = c.pool()
+	require.Zero(t, queued(t, db))
+	// The lagging rows' pass alone, with the window the tick after an
+	// outage gives it (the rollup rewalk would pend the second one too).
+	n, err := maintenance.New(db).RequeueFailedAndPending(ctx, shard.All, 100, 0)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.Equal(t, "specChange", rollupTask(t, db, composing), "the compose is queued again")
+	require.Equal(t, "childrenSettled", rollupTask(t, db, rolling), "the first rollup is queued again")
 }
