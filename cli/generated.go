@@ -6356,6 +6356,9 @@ const (
 	WaitGateDescendants WaitGate = "DESCENDANTS"
 	// Eligible, but no task is queued: the reaper re-pends it.
 	WaitGateNotQueued WaitGate = "NOT_QUEUED"
+	// Its providerConfigRef names a providerconfig that does not exist (the message names it): no task is queued for it
+	// (a reconcile, a resync, a teardown) until a config of that name is applied. Named after any gate holding it first.
+	WaitGateProviderConfigMissing WaitGate = "PROVIDER_CONFIG_MISSING"
 )
 
 var AllWaitGate = []WaitGate{
@@ -6376,6 +6379,7 @@ var AllWaitGate = []WaitGate{
 	WaitGateUpstream,
 	WaitGateDescendants,
 	WaitGateNotQueued,
+	WaitGateProviderConfigMissing,
 }
 
 // A child as apply --wait follows it: its phase, why, and the upstreams it
@@ -7989,7 +7993,7 @@ type WhyResourceResource struct {
 	// The generation the last successful full reconcile reached.
 	SyncedGeneration int `json:"syncedGeneration"`
 	// The gates holding this resource back, the one holding it now first; empty when nothing holds it
-	// (READY or DEGRADED for its live spec). Computed in the database by the scheduler's, claim's and
+	// (READY or DEGRADED for its live spec, and any providerconfig it names exists). Computed in the database by the scheduler's, claim's and
 	// delete sweep's own predicates (explain_resource), never re-derived by a client.
 	WaitingOn []WhyResourceResourceWaitingOnWait `json:"waitingOn"`
 }

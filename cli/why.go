@@ -20,7 +20,8 @@ scheduler's own predicates — an upstream that has not synced, descendants
 still settling, the kind's concurrency cap full, no ready worker for the kind,
 a task queued, claimed or backing off, a terminal failure, a quarantine, an
 orphan's grace, a deletion waiting on children or dependents, a composer not
-done. "nothing holds it" means it is READY or DEGRADED for its live spec.`,
+done, a providerconfig it names that does not exist. "nothing holds it" means
+it is READY or DEGRADED for its live spec.`,
 		Example: `  conctl why bom/acme
   conctl why vpc/acme-t0-vpc -o json`,
 		Args: exactArgs(1),

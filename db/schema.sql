@@ -1420,6 +1420,29 @@ END
 $$;
 
 --
+-- Name: explain_config_missing(uuid, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.explain_config_missing(p_id uuid, p_task text) RETURNS TABLE(gate text, message text, since timestamp with time zone, until_at timestamp with time zone, blocker_ids uuid[], blocker_count bigint, in_flight bigint, cap integer, broker_id text)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT 'provider_config_missing',
+           format('providerconfig %s/%s, which providerConfigRef names, does not exist: %s held (never run with '
+                  'its kind''s default config) until a config of that name is applied',
+                  r.kind, r.provider_config_ref,
+                  CASE p_task WHEN 'delete' THEN 'its teardown is'
+                              WHEN 'resync' THEN 'its resyncs and operations are'
+                              ELSE 'its reconcile is' END),
+           c.last_transition_time, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text
+      FROM resources r
+      LEFT JOIN resource_conditions c
+             ON c.resource_id = r.id AND c.type = 'Synced' AND c.status = 'False' AND c.reason = 'ProviderConfigNotFound'
+     WHERE r.id = p_id
+       AND r.provider_config_ref IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM providerconfigs pc WHERE pc.kind = r.kind AND pc.name = r.provider_config_ref)
+$$;
+
+--
 -- Name: explain_kind_served(text, text, timestamp with time zone, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1470,6 +1493,9 @@ BEGIN
         END IF;
         IF EXISTS (SELECT 1 FROM resources o WHERE o.owner_id = p_id)
            OR EXISTS (SELECT 1 FROM resource_deps d WHERE d.dependency_id = p_id) THEN
+            IF r.finalizers <> '{}' THEN  -- its teardown, once unblocked
+                RETURN QUERY SELECT * FROM explain_config_missing(p_id, 'delete');
+            END IF;
             RETURN;
         END IF;
         IF r.finalizers = '{}' THEN
@@ -1480,6 +1506,10 @@ BEGIN
         v_task := 'delete';
         IF NOT EXISTS (SELECT 1 FROM work_queue w WHERE w.shard_id BETWEEN r.shard_id AND r.shard_id
                           AND w.resource_id = p_id AND w.task_type = 'delete') THEN
+            RETURN QUERY SELECT * FROM explain_config_missing(p_id, 'delete');
+            IF FOUND THEN  -- the sweep queues no teardown for it
+                RETURN;
+            END IF;
             RETURN QUERY SELECT 'deleting_sweep',
                 format('deleting: unblocked, waits for the delete sweep to queue its teardown (finalizers %s)',
                        array_to_string(r.finalizers, ', ')),
@@ -1503,6 +1533,7 @@ BEGIN
             r.updated_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
         RETURN;
     ELSIF r.synced_gen >= r.generation THEN
+        RETURN QUERY SELECT * FROM explain_config_missing(p_id, 'resync');
         RETURN;
     ELSE
         v_task := 'reconcile';
@@ -1543,7 +1574,8 @@ BEGIN
             format('rollup: waits for %s descendant(s) to settle (synced or failed)', coalesce(v_n, 0)),
             NULL::timestamptz, NULL::timestamptz, v_ids, coalesce(v_n, 0), NULL::bigint, NULL::int, NULL::text;
     END IF;
-    IF NOT v_found THEN
+    RETURN QUERY SELECT * FROM explain_config_missing(p_id, 'reconcile');
+    IF NOT v_found AND NOT FOUND THEN
         RETURN QUERY SELECT 'not_queued', 'eligible but no task is queued: the reaper re-pends it on its next pass',
             r.updated_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
     END IF;

@@ -29,6 +29,11 @@ const (
 	GateUpstream           WaitGate = "upstream"
 	GateDescendants        WaitGate = "descendants"
 	GateNotQueued          WaitGate = "not_queued"
+	// GateProviderConfigMissing: its providerConfigRef names a providerconfig
+	// that does not exist, so no task is queued for it (a reconcile, a
+	// resync, a teardown) until one of that name is applied. Named last,
+	// after any gate holding it first.
+	GateProviderConfigMissing WaitGate = "provider_config_missing"
 )
 
 // Wait is one gate holding a resource, as the database explains it.

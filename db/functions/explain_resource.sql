@@ -1,6 +1,7 @@
 -- explain_resource: why a resource is not (yet) where its spec says — the
 -- gates holding it, first the one that holds it now, each with what releases
--- it. No rows: nothing holds it (it is Ready or Degraded for its live spec).
+-- it. No rows: nothing holds it (it is Ready or Degraded for its live spec,
+-- and a config it names exists).
 -- It reads the scheduler's own definitions, never a copy of them:
 --   * the upstream gate: schedule_lagging_upstreams;
 --   * the rollup gate: schedule_rollup_gated, then rollup_gate (0 = open),
@@ -12,7 +13,13 @@
 --     kinds array as brokers report their ready workers);
 --   * the liveness gates in the phase's order: deleting (sweep_deletable's
 --     strict wait: owned children, then dependents, then the teardown task),
---     quarantined and orphaned (frozen_until), terminally failed.
+--     quarantined and orphaned (frozen_until), terminally failed;
+--   * a providerConfigRef naming a config that does not exist
+--     (explain_config_missing): every path that would queue the resource a
+--     task holds it instead (hold_config_missing), so it is named after the
+--     gates holding it first, in place of the answers whose backstops would
+--     queue it nothing (not_queued, the delete sweep), and for a synced
+--     resource, whose resyncs it holds.
 -- A queued task is past the scheduler's gates already, so when one exists
 -- its claim state is the answer; without one the gate that keeps the
 -- scheduler from writing it is. Rows carry up to 20 blocker ids and their
@@ -58,6 +65,9 @@ BEGIN
         END IF;
         IF EXISTS (SELECT 1 FROM resources o WHERE o.owner_id = p_id)
            OR EXISTS (SELECT 1 FROM resource_deps d WHERE d.dependency_id = p_id) THEN
+            IF r.finalizers <> '{}' THEN  -- its teardown, once unblocked
+                RETURN QUERY SELECT * FROM explain_config_missing(p_id, 'delete');
+            END IF;
             RETURN;
         END IF;
         IF r.finalizers = '{}' THEN
@@ -68,6 +78,10 @@ BEGIN
         v_task := 'delete';
         IF NOT EXISTS (SELECT 1 FROM work_queue w WHERE w.shard_id BETWEEN r.shard_id AND r.shard_id
                           AND w.resource_id = p_id AND w.task_type = 'delete') THEN
+            RETURN QUERY SELECT * FROM explain_config_missing(p_id, 'delete');
+            IF FOUND THEN  -- the sweep queues no teardown for it
+                RETURN;
+            END IF;
             RETURN QUERY SELECT 'deleting_sweep',
                 format('deleting: unblocked, waits for the delete sweep to queue its teardown (finalizers %s)',
                        array_to_string(r.finalizers, ', ')),
@@ -91,6 +105,7 @@ BEGIN
             r.updated_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
         RETURN;
     ELSIF r.synced_gen >= r.generation THEN
+        RETURN QUERY SELECT * FROM explain_config_missing(p_id, 'resync');
         RETURN;
     ELSE
         v_task := 'reconcile';
@@ -131,7 +146,8 @@ BEGIN
             format('rollup: waits for %s descendant(s) to settle (synced or failed)', coalesce(v_n, 0)),
             NULL::timestamptz, NULL::timestamptz, v_ids, coalesce(v_n, 0), NULL::bigint, NULL::int, NULL::text;
     END IF;
-    IF NOT v_found THEN
+    RETURN QUERY SELECT * FROM explain_config_missing(p_id, 'reconcile');
+    IF NOT v_found AND NOT FOUND THEN
         RETURN QUERY SELECT 'not_queued', 'eligible but no task is queued: the reaper re-pends it on its next pass',
             r.updated_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
     END IF;

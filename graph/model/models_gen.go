@@ -1443,6 +1443,9 @@ const (
 	WaitGateDescendants WaitGate = "DESCENDANTS"
 	// Eligible, but no task is queued: the reaper re-pends it.
 	WaitGateNotQueued WaitGate = "NOT_QUEUED"
+	// Its providerConfigRef names a providerconfig that does not exist (the message names it): no task is queued for it
+	// (a reconcile, a resync, a teardown) until a config of that name is applied. Named after any gate holding it first.
+	WaitGateProviderConfigMissing WaitGate = "PROVIDER_CONFIG_MISSING"
 )
 
 var AllWaitGate = []WaitGate{
@@ -1463,11 +1466,12 @@ var AllWaitGate = []WaitGate{
 	WaitGateUpstream,
 	WaitGateDescendants,
 	WaitGateNotQueued,
+	WaitGateProviderConfigMissing,
 }
 
 func (e WaitGate) IsValid() bool {
 	switch e {
-	case WaitGateDeletingChildren, WaitGateDeletingDependents, WaitGateDeletingSweep, WaitGateDeletingTeardown, WaitGateQuarantined, WaitGateOrphaned, WaitGateFailedTerminal, WaitGateComposing, WaitGateClaimed, WaitGateBackoff, WaitGateKindCap, WaitGateNoWorker, WaitGateQueued, WaitGateFailedRetry, WaitGateUpstream, WaitGateDescendants, WaitGateNotQueued:
+	case WaitGateDeletingChildren, WaitGateDeletingDependents, WaitGateDeletingSweep, WaitGateDeletingTeardown, WaitGateQuarantined, WaitGateOrphaned, WaitGateFailedTerminal, WaitGateComposing, WaitGateClaimed, WaitGateBackoff, WaitGateKindCap, WaitGateNoWorker, WaitGateQueued, WaitGateFailedRetry, WaitGateUpstream, WaitGateDescendants, WaitGateNotQueued, WaitGateProviderConfigMissing:
 		return true
 	}
 	return false

@@ -311,3 +311,68 @@ func TestExplain_BackoffWithNoWorker(t *testing.T) {
 	f.broker("b1", "leaf/v1") // a worker serving the kind connects: only the backoff is left
 	require.Equal(t, []store.WaitGate{store.GateBackoff}, f.gates(id))
 }
+
+// dangle makes id name providerconfig kind/name and then deletes the config
+// under it: a ref left dangling before the API and the keep-named trigger
+// refused that (nothing new can make one).
+func (f *fx) dangle(id uuid.UUID, kind, name string) {
+	f.t.Helper()
+	f.exec(`INSERT INTO providerconfigs (kind, name, spec) VALUES ($1, $2, '{}')`, kind, name)
+	f.set(id, `provider_config_ref = $2`, name)
+	f.exec(`DELETE FROM providerconfigs WHERE kind = $1 AND name = $2`, kind, name)
+}
+
+// A resource whose providerConfigRef names a config that does not exist is
+// held by every path that would queue it a task (hold_config_missing): why
+// names the config and what releases it — after the gates that hold it
+// first, and instead of the not_queued or delete-sweep answers, whose
+// backstops queue it nothing.
+func TestExplain_ProviderConfigMissing(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.kind("fin", reactFinalizer)
+	f.broker("b1", "leaf/v1", "fin/v1")
+
+	held := f.res("leaf", "held")
+	f.dangle(held, "leaf", "gone")
+	require.Zero(t, f.schedule(held), "the gate holds it")
+	ws := f.why(held)
+	require.Len(t, ws, 1, "%+v", ws)
+	require.Equal(t, store.GateProviderConfigMissing, ws[0].Gate)
+	require.Contains(t, ws[0].Message, "providerconfig leaf/gone")
+	require.Contains(t, ws[0].Message, "until a config of that name is applied")
+	require.NotNil(t, ws[0].Since, "since the hold recorded its condition")
+
+	// Behind an upstream, it is named after the gate holding it first.
+	up := f.res("leaf", "up")
+	dep := f.res("leaf", "dep")
+	f.edge(dep, up)
+	f.dangle(dep, "leaf", "gone-too")
+	require.Equal(t, []store.WaitGate{store.GateUpstream, store.GateProviderConfigMissing}, f.gates(dep))
+
+	// A teardown is held the same way: not the delete sweep's to queue.
+	tear := f.res("fin", "tear")
+	f.set(tear, `finalizers = '{test/teardown}'`)
+	f.dangle(tear, "fin", "gone")
+	f.exec(`SELECT request_resource_deletion($1)`, tear)
+	_, queued := f.queued(tear, TaskDelete)
+	require.False(t, queued, "no teardown with the kind's default config")
+	ws = f.why(tear)
+	require.Len(t, ws, 1, "%+v", ws)
+	require.Equal(t, store.GateProviderConfigMissing, ws[0].Gate)
+	require.Contains(t, ws[0].Message, "providerconfig fin/gone")
+	require.Contains(t, ws[0].Message, "teardown")
+
+	// Synced, its resyncs are held all the same.
+	synced := f.res("leaf", "synced")
+	f.synced(synced)
+	f.dangle(synced, "leaf", "gone")
+	require.Equal(t, []store.WaitGate{store.GateProviderConfigMissing}, f.gates(synced))
+
+	// What releases it: a config of that name applied.
+	f.exec(`INSERT INTO providerconfigs (kind, name, spec) VALUES ('leaf', 'gone', '{}')`)
+	require.Empty(t, f.gates(synced))
+	require.Equal(t, 1, f.schedule(held))
+	require.Equal(t, []store.WaitGate{store.GateQueued}, f.gates(held))
+}

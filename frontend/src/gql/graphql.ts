@@ -77,9 +77,9 @@ export type Trigger = 'SPEC_CHANGE' | 'CHILDREN_SETTLED' | 'DELETE_REQUESTED' | 
 export const TriggerValues: readonly Trigger[] = ['SPEC_CHANGE', 'CHILDREN_SETTLED', 'DELETE_REQUESTED', 'OPERATION', 'REACTOR', 'RESYNC'];
 
 /** A gate that holds a resource back (Resource.waitingOn). */
-export type WaitGate = 'DELETING_CHILDREN' | 'DELETING_DEPENDENTS' | 'DELETING_SWEEP' | 'DELETING_TEARDOWN' | 'QUARANTINED' | 'ORPHANED' | 'FAILED_TERMINAL' | 'COMPOSING' | 'CLAIMED' | 'BACKOFF' | 'KIND_CAP' | 'NO_WORKER' | 'QUEUED' | 'FAILED_RETRY' | 'UPSTREAM' | 'DESCENDANTS' | 'NOT_QUEUED';
+export type WaitGate = 'DELETING_CHILDREN' | 'DELETING_DEPENDENTS' | 'DELETING_SWEEP' | 'DELETING_TEARDOWN' | 'QUARANTINED' | 'ORPHANED' | 'FAILED_TERMINAL' | 'COMPOSING' | 'CLAIMED' | 'BACKOFF' | 'KIND_CAP' | 'NO_WORKER' | 'QUEUED' | 'FAILED_RETRY' | 'UPSTREAM' | 'DESCENDANTS' | 'NOT_QUEUED' | 'PROVIDER_CONFIG_MISSING';
 /** Every WaitGate value, in schema order. */
-export const WaitGateValues: readonly WaitGate[] = ['DELETING_CHILDREN', 'DELETING_DEPENDENTS', 'DELETING_SWEEP', 'DELETING_TEARDOWN', 'QUARANTINED', 'ORPHANED', 'FAILED_TERMINAL', 'COMPOSING', 'CLAIMED', 'BACKOFF', 'KIND_CAP', 'NO_WORKER', 'QUEUED', 'FAILED_RETRY', 'UPSTREAM', 'DESCENDANTS', 'NOT_QUEUED'];
+export const WaitGateValues: readonly WaitGate[] = ['DELETING_CHILDREN', 'DELETING_DEPENDENTS', 'DELETING_SWEEP', 'DELETING_TEARDOWN', 'QUARANTINED', 'ORPHANED', 'FAILED_TERMINAL', 'COMPOSING', 'CLAIMED', 'BACKOFF', 'KIND_CAP', 'NO_WORKER', 'QUEUED', 'FAILED_RETRY', 'UPSTREAM', 'DESCENDANTS', 'NOT_QUEUED', 'PROVIDER_CONFIG_MISSING'];
 
 /** A partial update of a kind's policy: absent fields are kept. */
 export type KindConfigInput = {
@@ -796,7 +796,7 @@ export type ResourceWaitingOnQuery = {
   resource: {
     /** The resource's id (a UUID). */
     id: string;
-    /** The gates holding this resource back, the one holding it now first; empty when nothing holds it (READY or DEGRADED for its live spec). Computed in the database by the scheduler's, claim's and delete sweep's own predicates (explain_resource), never re-derived by a client. */
+    /** The gates holding this resource back, the one holding it now first; empty when nothing holds it (READY or DEGRADED for its live spec, and any providerconfig it names exists). Computed in the database by the scheduler's, claim's and delete sweep's own predicates (explain_resource), never re-derived by a client. */
     waitingOn: Array<{
       /** The gate. */
       gate: WaitGate;
