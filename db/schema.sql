@@ -3652,6 +3652,45 @@ END
 $$;
 
 --
+-- Name: sweep_pruned_configs(integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.sweep_pruned_configs(p_max integer, p_now timestamp with time zone DEFAULT now()) RETURNS integer
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    AS $$
+DECLARE
+    v_n int;
+BEGIN
+    WITH cand AS MATERIALIZED (
+        SELECT p.id
+          FROM providerconfigs p
+          JOIN resources o ON o.id = p.owner_id
+         WHERE p.pruned_at IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM resources r WHERE r.kind = p.kind AND r.provider_config_ref = p.name)
+         ORDER BY p.pruned_at, p.id
+         LIMIT p_max
+           FOR UPDATE OF p SKIP LOCKED
+           FOR KEY SHARE OF o SKIP LOCKED
+    ), gone AS (
+        DELETE FROM providerconfigs p
+         USING cand c
+         WHERE p.id = c.id
+        RETURNING p.kind, p.name, p.owner_id
+    ), recorded AS (
+        INSERT INTO resource_events (resource_id, type, reason, message, created_at)
+        SELECT g.owner_id, 'Normal', 'ProviderConfigDeleted',
+               format('providerconfig %s/%s, kept after this composition stopped emitting it, is deleted: '
+                      'no resource names it any more', g.kind, g.name),
+               p_now
+          FROM gone g
+    )
+    SELECT count(*) INTO v_n FROM gone;
+    RETURN v_n;
+END
+$$;
+
+--
 -- Name: teardown_advance(uuid[], integer, integer, timestamp with time zone, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -6607,6 +6646,12 @@ CREATE INDEX idx_providerconfigs_owner ON public.providerconfigs USING btree (ow
 --
 
 CREATE INDEX idx_providerconfigs_page ON public.providerconfigs USING btree (created_at DESC, id DESC);
+
+--
+-- Name: idx_providerconfigs_pruned; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_providerconfigs_pruned ON public.providerconfigs USING btree (pruned_at, id) WHERE (pruned_at IS NOT NULL);
 
 --
 -- Name: idx_reactor_bindings_transition; Type: INDEX; Schema: public; Owner: -

@@ -57,6 +57,7 @@ type reaperStoreFns struct {
 	RecountInflightFn         func(ctx context.Context, r shard.Range) (int, error)
 	ReapStaleLifecycleFn      func(ctx context.Context, r shard.Range, staleAfter time.Duration) (int, error)
 	SweepExpiredOrphansFn     func(ctx context.Context, r shard.Range, limit int) (int, error)
+	SweepPrunedConfigsFn      func(ctx context.Context, limit int) (int, error)
 	NotifyWorkReadyFn         func(ctx context.Context) error
 }
 
@@ -121,6 +122,13 @@ func (f *reaperStoreFns) SweepExpiredOrphans(ctx context.Context, r shard.Range,
 		return 0, nil
 	}
 	return f.SweepExpiredOrphansFn(ctx, r, limit)
+}
+
+func (f *reaperStoreFns) SweepPrunedConfigs(ctx context.Context, limit int) (int, error) {
+	if f.SweepPrunedConfigsFn == nil {
+		return 0, nil
+	}
+	return f.SweepPrunedConfigsFn(ctx, limit)
 }
 
 // resyncStoreFn is a ResyncStore whose notifies are counted.

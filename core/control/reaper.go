@@ -26,6 +26,9 @@ type ReaperStore interface {
 	RecountInflight(ctx context.Context, r shard.Range) (int, error)
 	ReapStaleLifecycle(ctx context.Context, r shard.Range, staleAfter time.Duration) (int, error)
 	SweepExpiredOrphans(ctx context.Context, r shard.Range, limit int) (int, error)
+	// SweepPrunedConfigs is not sharded (providerconfigs are not): every
+	// pod runs it, and concurrent passes skip each other's rows.
+	SweepPrunedConfigs(ctx context.Context, limit int) (int, error)
 	// NotifyWorkReady sends work_ready in a statement of its own.
 	NotifyWorkReady(ctx context.Context) error
 }
@@ -44,7 +47,8 @@ var pendingPasses = map[string]bool{
 // abandoned-work GC, the delete sweep, the
 // concurrency-cap recount, stale lifecycle claims, and (every OrphanEvery-th
 // tick: the deadline is absolute, a coarse cadence keeps even the idle probe
-// off most ticks) the orphan-grace sweep.
+// off most ticks) the orphan-grace sweep and the sweep of kept providerconfigs
+// no resource names any more.
 type Reaper struct {
 	Maintenance ReaperStore
 	Shards      *cluster.ShardSet
@@ -244,6 +248,8 @@ func (r *Reaper) passes(rng shard.Range, withOrphans, catchUp bool) []reaperPass
 	if withOrphans {
 		passes = append(passes, reaperPass{"sweep_expired_orphans", func(ctx context.Context) (int, error) {
 			return m.SweepExpiredOrphans(ctx, rng, r.Max)
+		}}, reaperPass{"sweep_pruned_configs", func(ctx context.Context) (int, error) {
+			return m.SweepPrunedConfigs(ctx, r.Max)
 		}})
 	}
 	return passes

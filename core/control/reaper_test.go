@@ -28,8 +28,8 @@ func TestReaper_Tick(t *testing.T) {
 	}{
 		"EveryPass": {reason: "a plain tick runs every pass but the orphan sweep", shards: shard.Between(32, 63),
 			want: everyPass},
-		"WithOrphans": {reason: "an orphan tick adds the orphan sweep", shards: shard.Between(32, 63), withOrphans: true,
-			want: with(everyPass, "sweep_expired_orphans", 7)},
+		"WithOrphans": {reason: "an orphan tick adds the orphan sweep and the kept configs' sweep", shards: shard.Between(32, 63),
+			withOrphans: true, want: with(with(everyPass, "sweep_expired_orphans", 7), "sweep_pruned_configs", 9)},
 		"OneFails": {reason: "a failed pass is logged and the others still run", shards: shard.All,
 			failing: "sweep_deletable", want: with(everyPass, "sweep_deletable", -1)},
 		"NoShards": {reason: "a pod that owns no shard runs no pass"},
@@ -82,6 +82,10 @@ func TestReaper_Tick(t *testing.T) {
 					rec("rewalk_rollups", r)
 					n, err := pass("rewalk_rollups", 8)
 					return maintenance.Rewalk{Walked: 9, Pended: n}, err
+				},
+				SweepPrunedConfigsFn: func(_ context.Context, limit int) (int, error) {
+					require.Equal(t, 1000, limit)
+					return pass("sweep_pruned_configs", 9)
 				},
 			}, Shards: newShardSet(tc.shards), Log: zerolog.Nop()}
 			r.TestSignals.Init()

@@ -14,8 +14,10 @@
 -- * Named, its owner still there (the composition no longer emits it): the
 --   delete is skipped and the config stays the root's; pruned_at marks it
 --   and one Warning on the root names the resources (once per prune, not at
---   every compose). A later compose deletes it once none names it; emitted
---   again, it is the composition's again (pruned_at cleared).
+--   every compose). Once none names it, the reaper deletes it
+--   (sweep_pruned_configs, through this trigger again), as does a later
+--   compose; emitted again, it is the composition's again (pruned_at
+--   cleared).
 -- * Named, its owner deleted (the root's teardown): the config is handed
 --   over — hand-authored from now on (owner_id NULL), its delete the user's —
 --   and the resources naming it record a Warning saying so (the first 100

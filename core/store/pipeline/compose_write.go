@@ -311,7 +311,8 @@ SELECT (SELECT count(*) FROM del) + (SELECT count(*) FROM ups),
 // again) and deletes the rest. A config that resources still name survives
 // its delete (the providerconfigs_keep_named trigger: kept, still the
 // root's, with a Warning on the root), so the count is of the configs
-// written and deleted; a later compose deletes it once none names it.
+// written and deleted; once none names it, the reaper deletes it
+// (sweep_pruned_configs), or a later compose does.
 func writeConfigs(ctx context.Context, tx pgx.Tx, st *composeState, plan *composePlan, now any, res *ComposeResult) error {
 	n := len(plan.configs)
 	kinds, names, defaults := make([]string, n), make([]string, n), make([]bool, n)
