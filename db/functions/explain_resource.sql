@@ -121,13 +121,10 @@ BEGIN
         RETURN;
     END IF;
 
-    -- No task: the gate that keeps the scheduler from writing one.
-    IF r.failure_gen = r.generation THEN
-        v_found := true;
-        RETURN QUERY SELECT 'failed_retry',
-            format('failed at generation %s: the reaper retries it after its retry window', r.generation),
-            r.updated_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
-    END IF;
+    -- No task: the gate that keeps the scheduler from writing one. A failed
+    -- row's retry window holds it only when no upstream or descendant does:
+    -- the reaper's retry goes through the gate, and the upstream's sync (or
+    -- the descendants' settling) schedules it through its cascade anyway.
     SELECT array_agg(x.dependency_id), max(x.n) INTO v_ids, v_n
       FROM (SELECT u.dependency_id, count(*) OVER () AS n FROM schedule_lagging_upstreams(p_id) u
              ORDER BY u.dependency_id LIMIT 20) x;
@@ -145,6 +142,12 @@ BEGIN
         RETURN QUERY SELECT 'descendants',
             format('rollup: waits for %s descendant(s) to settle (synced or failed)', coalesce(v_n, 0)),
             NULL::timestamptz, NULL::timestamptz, v_ids, coalesce(v_n, 0), NULL::bigint, NULL::int, NULL::text;
+    END IF;
+    IF r.failure_gen = r.generation AND NOT v_found THEN
+        v_found := true;
+        RETURN QUERY SELECT 'failed_retry',
+            format('failed at generation %s: the reaper retries it after its retry window', r.generation),
+            r.updated_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
     END IF;
     RETURN QUERY SELECT * FROM explain_config_missing(p_id, 'reconcile');
     IF NOT v_found AND NOT FOUND THEN

@@ -376,3 +376,34 @@ func TestExplain_ProviderConfigMissing(t *testing.T) {
 	require.Equal(t, 1, f.schedule(held))
 	require.Equal(t, []store.WaitGate{store.GateQueued}, f.gates(held))
 }
+
+// A dependent failed by its upstream's terminal failure (DependencyFailed:
+// failed for its live spec, not terminally) is held by that upstream, not by
+// a retry window: the reaper's retry goes through the gate, which holds it
+// on the upstream again, and what releases it is the upstream syncing (its
+// cascade schedules the dependent at once). why names the upstream alone.
+func TestExplain_DependencyFailedWaitsForItsUpstreamNotARetry(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.broker("b1", "leaf/v1")
+	up := f.res("leaf", "up")
+	dep := f.res("leaf", "dep")
+	f.edge(dep, up)
+	require.Equal(t, 1, f.schedule(up, dep))
+	f.finish(f.claimOne("leaf").Failure("bad spec", true))
+	require.Equal(t, "Failed", f.phase(dep), "its upstream's terminal failure fails it")
+	ws := f.why(dep)
+	require.Equal(t, []store.WaitGate{store.GateUpstream}, f.gates(dep), "%+v", ws)
+	require.Equal(t, []uuid.UUID{up}, ws[0].Blockers)
+
+	var n int // the reaper's retry queues it nothing: the upstream holds it
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT requeue_failed_and_pending(0, 255, 100, interval '1 second', now() + interval '1 minute')`).Scan(&n))
+	require.Zero(t, n)
+	require.False(t, f.isQueued(dep))
+
+	f.exec(`UPDATE resources SET spec = '{"fixed":true}' WHERE id = $1`, up) // what releases it: the upstream fixed
+	require.Equal(t, 1, f.schedule(up))
+	f.finish(f.claimOne("leaf").Result([]byte(`{}`)))
+	require.True(t, f.isQueued(dep), "the upstream's sync schedules it")
+}
