@@ -1533,6 +1533,12 @@ BEGIN
             r.updated_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
         RETURN;
     ELSIF r.synced_gen >= r.generation THEN
+        IF r.failure_gen = r.generation THEN
+            -- Failed for its live spec while synced: a resync that failed,
+            -- retried by its own task (backing off, then claimed again)
+            RETURN QUERY SELECT * FROM explain_task(p_id, r.shard_id, r.kind, r.version, 'reconcile', p_now,
+                                                    p_liveness_secs);
+        END IF;
         RETURN QUERY SELECT * FROM explain_config_missing(p_id, 'resync');
         RETURN;
     ELSE

@@ -1,7 +1,8 @@
 -- explain_resource: why a resource is not (yet) where its spec says — the
 -- gates holding it, first the one that holds it now, each with what releases
 -- it. No rows: nothing holds it (it is Ready or Degraded for its live spec,
--- and a config it names exists).
+-- and a config it names exists). A synced resource whose resync failed is
+-- Failed for its live spec: its retry task's claim state is the answer.
 -- It reads the scheduler's own definitions, never a copy of them:
 --   * the upstream gate: schedule_lagging_upstreams;
 --   * the rollup gate: schedule_rollup_gated, then rollup_gate (0 = open),
@@ -105,6 +106,12 @@ BEGIN
             r.updated_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
         RETURN;
     ELSIF r.synced_gen >= r.generation THEN
+        IF r.failure_gen = r.generation THEN
+            -- Failed for its live spec while synced: a resync that failed,
+            -- retried by its own task (backing off, then claimed again)
+            RETURN QUERY SELECT * FROM explain_task(p_id, r.shard_id, r.kind, r.version, 'reconcile', p_now,
+                                                    p_liveness_secs);
+        END IF;
         RETURN QUERY SELECT * FROM explain_config_missing(p_id, 'resync');
         RETURN;
     ELSE

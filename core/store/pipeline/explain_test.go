@@ -407,3 +407,28 @@ func TestExplain_DependencyFailedWaitsForItsUpstreamNotARetry(t *testing.T) {
 	f.finish(f.claimOne("leaf").Result([]byte(`{}`)))
 	require.True(t, f.isQueued(dep), "the upstream's sync schedules it")
 }
+
+// A synced resource whose resync failed (retryably) is Failed for its live
+// spec and its resync task backs off: why names the task's claim state, as
+// for any failed reconcile, not "nothing holds it".
+func TestExplain_AFailedResyncBacksOff(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	f.broker("b1", "leaf/v1")
+	id := f.res("leaf", "x")
+	f.schedule(id)
+	f.finish(f.claimOne("leaf").Result([]byte(`{}`)))
+	require.Equal(t, "Ready", f.phase(id))
+	require.Equal(t, 1, scalar[int](f, `SELECT resync_enqueue(ARRAY[$1::uuid], false, now())`, id))
+	f.finish(f.claimOne("leaf").Failure("drifted and could not fix it", false))
+	require.Equal(t, "Failed", f.phase(id))
+	ws := f.why(id)
+	require.Equal(t, []store.WaitGate{store.GateBackoff}, f.gates(id), "%+v", ws)
+	require.NotNil(t, ws[0].Until)
+
+	at := *ws[0].Until // the backoff ends: the retry is claimed
+	f.st.Clock = func() time.Time { return at.Add(time.Millisecond) }
+	require.Len(t, f.claim("leaf", 10), 1)
+	require.Equal(t, store.GateClaimed, f.gates(id)[0])
+}
