@@ -97,7 +97,11 @@ BEGIN
             r.updated_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
         RETURN;
     ELSIF r.frozen_until IS NOT NULL THEN
-        RETURN QUERY SELECT 'orphaned', 'orphaned: its owner no longer composes it; deleted when the grace ends unless re-adopted',
+        RETURN QUERY SELECT 'orphaned',
+            CASE WHEN r.frozen_until > p_now
+                 THEN 'orphaned: its owner no longer composes it; deleted when the grace ends unless re-adopted'
+                 ELSE 'orphaned: its owner no longer composes it and its grace ended: the reaper''s orphan sweep '
+                      'starts its delete on its next pass unless it is re-adopted first' END,
             r.updated_at, r.frozen_until, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
         RETURN;
     ELSIF r.failure_terminal AND r.failure_gen = r.generation THEN

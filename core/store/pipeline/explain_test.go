@@ -432,3 +432,25 @@ func TestExplain_AFailedResyncBacksOff(t *testing.T) {
 	require.Len(t, f.claim("leaf", 10), 1)
 	require.Equal(t, store.GateClaimed, f.gates(id)[0])
 }
+
+// An orphan whose grace has ended is no longer deleted "when the grace
+// ends": it waits for the reaper's orphan sweep, and why says so.
+func TestExplain_AnOrphanPastItsGraceWaitsForTheSweep(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	o := f.res("leaf", "o")
+	ended := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
+	f.set(o, `frozen_until = $2`, ended)
+	ws := f.why(o)
+	require.Len(t, ws, 1)
+	require.Equal(t, store.GateOrphaned, ws[0].Gate)
+	require.True(t, ended.Equal(*ws[0].Until))
+	require.Contains(t, ws[0].Message, "its grace ended")
+	require.Contains(t, ws[0].Message, "the reaper's orphan sweep starts its delete on its next pass")
+
+	var n int // what releases it: the orphan sweep
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT sweep_expired_orphans(0, 255, 100)`).Scan(&n))
+	require.Equal(t, 1, n)
+	require.Zero(t, scalar[int](f, `SELECT count(*) FROM resources WHERE id = $1`, o), "a leaf without a finalizer goes at once")
+}
