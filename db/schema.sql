@@ -2429,6 +2429,12 @@ BEGIN
              WHERE r.kind = OLD.kind AND r.provider_config_ref = OLD.name
              LIMIT 1001) r;
     IF v_names IS NULL THEN
+        IF OLD.pruned_at IS NOT NULL AND EXISTS (SELECT 1 FROM resources r WHERE r.id = OLD.owner_id) THEN
+            INSERT INTO resource_events (resource_id, type, reason, message)
+            VALUES (OLD.owner_id, 'Normal', 'ProviderConfigDeleted',
+                    format('providerconfig %s/%s, kept after this composition stopped emitting it, is deleted: '
+                           'no resource names it any more', OLD.kind, OLD.name));
+        END IF;
         RETURN OLD;
     END IF;
     v_count := CASE WHEN cardinality(v_names) > 1000 THEN 'more than 1000' ELSE cardinality(v_names)::text END;
@@ -3665,10 +3671,10 @@ END
 $$;
 
 --
--- Name: sweep_pruned_configs(integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+-- Name: sweep_pruned_configs(integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.sweep_pruned_configs(p_max integer, p_now timestamp with time zone DEFAULT now()) RETURNS integer
+CREATE FUNCTION public.sweep_pruned_configs(p_max integer) RETURNS integer
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'
     AS $$
@@ -3689,14 +3695,7 @@ BEGIN
         DELETE FROM providerconfigs p
          USING cand c
          WHERE p.id = c.id
-        RETURNING p.kind, p.name, p.owner_id
-    ), recorded AS (
-        INSERT INTO resource_events (resource_id, type, reason, message, created_at)
-        SELECT g.owner_id, 'Normal', 'ProviderConfigDeleted',
-               format('providerconfig %s/%s, kept after this composition stopped emitting it, is deleted: '
-                      'no resource names it any more', g.kind, g.name),
-               p_now
-          FROM gone g
+        RETURNING 1
     )
     SELECT count(*) INTO v_n FROM gone;
     RETURN v_n;

@@ -23,7 +23,9 @@
 --   and the resources naming it record a Warning saying so (the first 100
 --   by name: the delete runs inside a teardown's drain, and a config a whole
 --   fleet names must not turn it into a write per resource).
--- * Named by none: deleted.
+-- * Named by none: deleted; one it had kept (pruned_at set, its owner still
+--   there) records a Normal ProviderConfigDeleted on the root, whichever
+--   delete took it (the reaper's sweep_pruned_configs or a compose).
 CREATE OR REPLACE FUNCTION providerconfigs_keep_named() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -37,6 +39,12 @@ BEGIN
              WHERE r.kind = OLD.kind AND r.provider_config_ref = OLD.name
              LIMIT 1001) r;
     IF v_names IS NULL THEN
+        IF OLD.pruned_at IS NOT NULL AND EXISTS (SELECT 1 FROM resources r WHERE r.id = OLD.owner_id) THEN
+            INSERT INTO resource_events (resource_id, type, reason, message)
+            VALUES (OLD.owner_id, 'Normal', 'ProviderConfigDeleted',
+                    format('providerconfig %s/%s, kept after this composition stopped emitting it, is deleted: '
+                           'no resource names it any more', OLD.kind, OLD.name));
+        END IF;
         RETURN OLD;
     END IF;
     v_count := CASE WHEN cardinality(v_names) > 1000 THEN 'more than 1000' ELSE cardinality(v_names)::text END;

@@ -4,8 +4,8 @@
 -- (providerconfigs_keep_named); once no resource names it any more — the
 -- last one re-pointed or deleted — nothing else would delete it but the
 -- root's next compose, which may never come. This deletes each such config,
--- oldest prune first, at most p_max, and records a Normal event,
--- ProviderConfigDeleted, on its root. Returns how many it deleted.
+-- oldest prune first, at most p_max; the keep-named trigger records a Normal
+-- event, ProviderConfigDeleted, on its root. Returns how many it deleted.
 --
 -- Cost: idx_providerconfigs_pruned (partial: empty in steady state) read in
 -- order, one probe of idx_resources_config_ref per kept config, the owner by
@@ -22,7 +22,7 @@
 -- name the config after this statement's snapshot keeps it (then the row
 -- is not deleted, and no event is written); an apply naming it holds a
 -- share lock on it until it commits, so it is skipped meanwhile.
-CREATE OR REPLACE FUNCTION sweep_pruned_configs(p_max int, p_now timestamptz DEFAULT now()) RETURNS int
+CREATE OR REPLACE FUNCTION sweep_pruned_configs(p_max int) RETURNS int
 LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
     v_n int;
@@ -41,14 +41,7 @@ BEGIN
         DELETE FROM providerconfigs p
          USING cand c
          WHERE p.id = c.id
-        RETURNING p.kind, p.name, p.owner_id
-    ), recorded AS (
-        INSERT INTO resource_events (resource_id, type, reason, message, created_at)
-        SELECT g.owner_id, 'Normal', 'ProviderConfigDeleted',
-               format('providerconfig %s/%s, kept after this composition stopped emitting it, is deleted: '
-                      'no resource names it any more', g.kind, g.name),
-               p_now
-          FROM gone g
+        RETURNING 1
     )
     SELECT count(*) INTO v_n FROM gone;
     RETURN v_n;

@@ -13,7 +13,7 @@ import (
 // (sweep_pruned_configs). Not sharded: every control pod runs it, and a
 // config another pass holds is skipped. Returns how many it deleted.
 func (s *Store) SweepPrunedConfigs(ctx context.Context, limit int) (int, error) {
-	n, err := s.count(ctx, `SELECT sweep_pruned_configs($1, coalesce($2::timestamptz, now()))`, limit, s.nowArg())
+	n, err := s.count(ctx, `SELECT sweep_pruned_configs($1)`, limit)
 	if err != nil {
 		return 0, dbx.Wrap(err, "sweep pruned providerconfigs")
 	}

@@ -76,6 +76,9 @@ func TestCompose_KeepsAPrunedConfigWhileAResourceNamesIt(t *testing.T) {
 	require.Equal(t, 1, res.Configs, "the torn-down child named fin-cfg last")
 	_, ok := f.configOwner("fin", "fin-cfg")
 	require.False(t, ok)
+	require.Equal(t, []string{
+		"Normal: providerconfig fin/fin-cfg, kept after this composition stopped emitting it, is deleted: no resource names it any more",
+	}, f.eventMessages(root, "ProviderConfigDeleted"), "the root records that the config it kept is gone")
 	_, ok = f.configOwner("app", "app-cfg")
 	require.True(t, ok, "app/outside still names app-cfg")
 
