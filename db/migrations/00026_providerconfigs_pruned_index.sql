@@ -1,4 +1,4 @@
--- 00025_providerconfigs_pruned_index: the composer-owned providerconfigs
+-- 00026_providerconfigs_pruned_index: the composer-owned providerconfigs
 -- kept after their composition stopped emitting them (pruned_at set, while
 -- resources named them).
 --
