@@ -42,6 +42,8 @@ type claimRoutes interface {
 // shardBounds is this pod's claim range.
 type shardBounds interface {
 	Bounds() (lo, hi int, owned bool)
+	// Changed is closed at the next change of the range.
+	Changed() <-chan struct{}
 }
 
 // taskRunner runs one claimed task to its outbox result, under the deadline
@@ -181,6 +183,10 @@ const dryWindow = 50 * time.Millisecond
 //     the next sweep at once.
 //   - A sweep that claimed anything is followed by another at once, until
 //     every pair comes back dry: queued work never waits on a timer.
+//   - A change of the shard range (a re-tile, or the range handed back once
+//     the liveness lock is held again after a database restart) sweeps at
+//     once, probing: rows in a range the broker did not own were never
+//     asked for.
 //   - Every wake, routing change or finished task restarts the idle wait at
 //     pollMin, and it doubles from there: after a wake the trailing sweeps
 //     fall at +25ms, +75ms, +175ms… (defaults), so a pend whose own notify
@@ -213,7 +219,7 @@ func (d *dispatcher) claimLoop(ctx, claimCtx, taskCtx context.Context, wake <-ch
 	probe := false // a wake or the idle timer: probe before claiming
 	for ctx.Err() == nil {
 		// Taken before the sweep: a change while it runs closes this one.
-		changed := d.routes.changed()
+		changed, reTiled := d.routes.changed(), d.shards.Changed()
 		var claimed int
 		claimed, offset = d.sweep(ctx, claimCtx, taskCtx, offset, dry, probe)
 		probe = false
@@ -238,6 +244,9 @@ func (d *dispatcher) claimLoop(ctx, claimCtx, taskCtx context.Context, wake <-ch
 			wait = d.pollMin
 		case <-d.tasks.done:
 			wait = d.pollMin
+		case <-reTiled:
+			wait = d.pollMin
+			probe = true
 		case <-timer:
 			wait = min(wait*2, d.pollMax)
 			probe = true

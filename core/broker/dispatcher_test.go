@@ -11,8 +11,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/cluster"
 	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/metrics"
+	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store/pipeline"
 )
 
@@ -203,6 +205,23 @@ func TestDispatcher(t *testing.T) {
 		require.Equal(t, 0, b.d.testSignals.swept.WaitOrTimeout(t))
 		b.d.testSignals.idle.WaitOrTimeout(t)
 		require.Zero(t, calls.Load())
+	})
+
+	// A range handed back (the liveness lock re-taken after a database
+	// restart, a re-tile after a join or a crash) is claimed from at once:
+	// the loop idled while it owned nothing, and its idle wait, up to
+	// pollMax, must not delay the claims. The fake clock never moves here.
+	t.Run("ClaimsAtOnceWhenItsRangeIsHandedBack", func(t *testing.T) {
+		t.Parallel()
+		b := setupDispatcher(t)
+		shards := cluster.NewShardSet(shard.Range{})
+		b.d.shards = shards
+		b.claimsFrom(tasksOf(pairVPC, 2))
+		b.start(t)
+		require.Equal(t, 0, b.d.testSignals.swept.WaitOrTimeout(t))
+		b.d.testSignals.idle.WaitOrTimeout(t)
+		shards.Set(shard.Between(0, 255))
+		require.Equal(t, 2, b.d.testSignals.swept.WaitOrTimeout(t), "the returned range is swept without waiting for the idle timer")
 	})
 
 	t.Run("RunsEveryClaimedTaskAndFreesItsSlot", func(t *testing.T) {

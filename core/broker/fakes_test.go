@@ -94,6 +94,9 @@ type fakeShards struct {
 
 func (f fakeShards) Bounds() (int, int, bool) { return f.lo, f.hi, f.owned }
 
+// Changed never fires: a fakeShards range never changes.
+func (fakeShards) Changed() <-chan struct{} { return nil }
+
 type fakeRunner struct {
 	RunFn func(ctx context.Context, lease pipeline.Lease, t pipeline.Task)
 }

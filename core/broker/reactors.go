@@ -126,6 +126,9 @@ func (r *reactorDispatcher) Run(ctx context.Context) error {
 
 	wait := r.pollMin
 	for ctx.Err() == nil {
+		// Taken before the claim: a range handed back while it runs (a
+		// re-tile, the liveness lock held again) claims at once.
+		reTiled := r.shards.Changed()
 		if r.claim(ctx, live) > 0 {
 			wait = r.pollMin
 			continue
@@ -136,6 +139,8 @@ func (r *reactorDispatcher) Run(ctx context.Context) error {
 		case <-wake:
 			wait = r.pollMin
 		case <-r.routes.routesChanged():
+			wait = r.pollMin
+		case <-reTiled:
 			wait = r.pollMin
 		case <-ended:
 			wait = r.pollMin

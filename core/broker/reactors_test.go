@@ -13,7 +13,9 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-run/converge/core/cluster"
 	"github.com/converge-run/converge/core/manifest"
+	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/core/store/lifecycle"
 	"github.com/converge-run/converge/core/testlog"
@@ -67,6 +69,25 @@ func TestReactorDispatcher(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("reactor dispatcher did not stop")
 		}
+	})
+
+	// A range handed back claims at once, not at the next idle poll (the
+	// fake clock never moves here).
+	t.Run("ClaimsAtOnceWhenItsRangeIsHandedBack", func(t *testing.T) {
+		t.Parallel()
+		r, clock, ds, _ := setupReactors(t)
+		shards := cluster.NewShardSet(shard.Range{})
+		r.shards = shards
+		ds.ClaimFn = func(context.Context, string, []string, int, int, int) ([]lifecycle.Delivery, error) {
+			return []lifecycle.Delivery{delivery(`{"id":"r1","name":"vpc-1"}`)}, nil
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = r.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		clock.waits.WaitOrTimeout(t) // idle: it owns nothing
+		shards.Set(shard.Between(0, 255))
+		require.True(t, r.testSignals.delivered.WaitOrTimeout(t), "the returned range is claimed from without waiting for the idle timer")
 	})
 
 	t.Run("ClaimsDeliversAndAcks", func(t *testing.T) {

@@ -14,10 +14,15 @@ import (
 
 // ShardSet is this pod's current contiguous shard range, swapped atomically
 // by the resharder and read lock-free by every driver. Writers take mu, so
-// a conditional swap (SetIf) and a plain one cannot interleave.
+// a conditional swap (SetIf) and a plain one cannot interleave. A driver
+// that idles while it owns nothing (its range emptied by a lost liveness
+// lock, or not tiled yet) waits on Changed too: a range handed back must
+// not wait for the driver's idle poll.
 type ShardSet struct {
 	mu sync.Mutex
 	p  atomic.Pointer[shard.Range]
+	// changed is closed (and replaced) at every change of the range (mu).
+	changed chan struct{}
 }
 
 // NewShardSet starts with span (use the full range for a single pod until
@@ -49,9 +54,29 @@ func (s *ShardSet) SetIf(span shard.Range, held func() bool) bool {
 	return s.swap(span)
 }
 
+// swap sets span (mu held) and, when it differs, wakes Changed's waiters.
 func (s *ShardSet) swap(span shard.Range) bool {
 	old := s.p.Swap(&span)
-	return old == nil || *old != span
+	if old != nil && *old == span {
+		return false
+	}
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
+	return true
+}
+
+// Changed returns a channel closed at the next change of the range (a
+// re-tile, or the range emptied): take it before reading the range, and a
+// change made after the read is never missed.
+func (s *ShardSet) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.changed
 }
 
 // Span is the current half-open range.
