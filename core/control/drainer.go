@@ -29,7 +29,8 @@ type DrainStore interface {
 
 // Drainer applies work_outbox rows to resources (drain_outbox_batch) and
 // closes rollup straddles (drain_rollup_rechecks). It wakes on the coalesced
-// outbox_ready and rollup_recheck NOTIFYs, with a 2 s failsafe poll.
+// outbox_ready and rollup_recheck NOTIFYs and on every change of its shard
+// range, with a 2 s failsafe poll.
 //
 // After a drain that applied rows commits, the drainer announces work_ready
 // itself (at most one NOTIFY per WakeEvery per process, always with a
@@ -122,6 +123,11 @@ func (d *Drainer) Run(ctx context.Context) error {
 			go func() { defer wg.Done(); d.forward(ctx, ch, sub.C, wake) }()
 		}
 	}
+	if d.Shards != nil {
+		changed := d.Shards.Changed() // before the first step: no change is missed
+		wg.Add(1)
+		go func() { defer wg.Done(); d.forwardReTiles(ctx, changed, wake) }()
+	}
 	step := func(ctx context.Context) (bool, error) { return d.step(ctx, ready.Request) }
 	loop := &engine.PollLoop{Name: "drainer", Step: step, Wake: wake, Min: 5 * time.Millisecond, Max: d.Failsafe,
 		Clock: clock, Log: d.Log, Outage: d.Outage}
@@ -142,6 +148,26 @@ func (d *Drainer) forward(ctx context.Context, ch string, in <-chan notify.Event
 			case wake <- struct{}{}:
 			default:
 			}
+		}
+	}
+}
+
+// forwardReTiles wakes the loop at every change of the shard range: a
+// range handed back (a re-tile, or the liveness lock held again after a
+// database restart, with results waiting since before the outage) is
+// drained at once, not after the idle wait the loop reached while it owned
+// nothing (up to Failsafe).
+func (d *Drainer) forwardReTiles(ctx context.Context, changed <-chan struct{}, wake chan<- struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+		changed = d.Shards.Changed()
+		select {
+		case wake <- struct{}{}:
+		default:
 		}
 	}
 }

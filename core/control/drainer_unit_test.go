@@ -111,6 +111,23 @@ func TestDrainer_AnnouncesWorkReadyAfterADrainThatApplied(t *testing.T) {
 	d.TestSignals.NotifiedWorkReady.RequireEmpty(t)
 }
 
+// A range handed back (a re-tile, or the liveness lock held again after a
+// database restart) is drained at once: the drainer idled while it owned
+// nothing, and its idle wait (up to the 2 s failsafe) must not hold the
+// results that waited through the outage. The clock never moves here.
+func TestDrainer_DrainsAtOnceWhenItsRangeIsHandedBack(t *testing.T) {
+	t.Parallel()
+	clock := newClock()
+	d := &Drainer{Pipeline: &drainStoreFns{
+		DrainOutboxBatchFn: func(context.Context, int, int, int) (int, error) { return 3, nil },
+	}, Shards: newShardSet(shard.Range{}), Log: zerolog.Nop(), Clock: clock}
+	d.TestSignals.Init()
+	runService(t, d)
+	require.True(t, clock.WaitForWaiters(1, 5*time.Second), "idle: it owns nothing")
+	d.Shards.Set(shard.Between(0, 15))
+	require.Equal(t, 3, d.TestSignals.Drained.WaitOrTimeout(t).Drained, "the returned range is drained without waiting for the idle timer")
+}
+
 func TestWakeCoalescer(t *testing.T) {
 	t.Parallel()
 	t.Run("CoalescesWithATrailingEdge", func(t *testing.T) {
