@@ -173,7 +173,12 @@ func (l *LivenessLock) defaults() {
 
 // retake re-acquires the same key (the old backend may take until the
 // server's keepalive to go), switching to a fresh key after repeated
-// refusals, with jittered backoff from 100 ms to 1 s. Failures are logged
+// refusals, with jittered backoff from 100 ms up to the check's cadence
+// (Every, 250 ms by default): the member claims and drains nothing until
+// the lock is held again, so a longer cap would be time lost after the
+// database's return (a 1 s cap overshot a 2–4 s restart by up to 1.25 s),
+// and an attempt costs what a check of a held lock costs, one round trip
+// (or one refused connect while the database is down). Failures are logged
 // at debug: the loss was logged once, the return is logged once.
 func (l *LivenessLock) retake(ctx context.Context, clock engine.Clock, lostAt time.Time) {
 	backoff := 100 * time.Millisecond
@@ -204,7 +209,7 @@ func (l *LivenessLock) retake(ctx context.Context, clock engine.Clock, lostAt ti
 			return
 		case <-clock.After(jittered(backoff)):
 		}
-		backoff = min(2*backoff, time.Second)
+		backoff = min(2*backoff, max(l.Every, 100*time.Millisecond))
 	}
 }
 
