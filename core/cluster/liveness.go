@@ -35,6 +35,13 @@ const (
 	DefaultProbeEvery       = 500 * time.Millisecond
 )
 
+// DefaultRetakeGrace is how long after re-taking a lost lock a member
+// leaves its peers' missing locks alone (Settled): a database restart or
+// failover ends every member's lock at once, and the peers take theirs back
+// within a check of the database's return plus their reconnect, which with
+// every process reconnecting at once took up to 3.6 s in the chaos suite.
+const DefaultRetakeGrace = 5 * time.Second
+
 // LivenessLock keeps this member's session advisory lock. Peers treat a
 // member whose lock is not granted as dead (live_cluster_members), so a
 // crashed process drops out as soon as its backend is gone. While the lock
@@ -50,6 +57,9 @@ type LivenessLock struct {
 	OnHeld  func()
 	Log     zerolog.Logger
 	Clock   engine.Clock // nil: the wall clock
+	// RetakeGrace is how long Settled stays false after a re-take (default
+	// DefaultRetakeGrace).
+	RetakeGrace time.Duration
 
 	TestSignals LivenessLockTestSignals
 
@@ -57,6 +67,9 @@ type LivenessLock struct {
 	sess LockSession
 	key  atomic.Int32
 	held atomic.Bool
+	// retakenAt is when the lock was last re-taken after a loss (UnixNano on
+	// Clock; 0 before the first loss).
+	retakenAt atomic.Int64
 }
 
 // LivenessLockTestSignals report the lock's transitions to tests.
@@ -73,6 +86,27 @@ func (l *LivenessLock) Name() string { return "liveness-lock" }
 
 // Held reports whether the lock is held (the member may claim).
 func (l *LivenessLock) Held() bool { return l.held.Load() }
+
+// Settled reports whether the lock is held and was not re-taken within the
+// last RetakeGrace: the dead-member probe runs only then. A member whose
+// own lock was just re-taken has most likely lost it with everyone else (a
+// database restart, a failover), and a peer whose lock is still missing
+// then is reconnecting, not dead: removing it would free the leases of the
+// tasks it runs and re-tile every member twice.
+func (l *LivenessLock) Settled() bool {
+	if !l.Held() {
+		return false
+	}
+	at := l.retakenAt.Load()
+	if at == 0 {
+		return true
+	}
+	grace := l.RetakeGrace
+	if grace <= 0 {
+		grace = DefaultRetakeGrace
+	}
+	return clockOf(l.Clock).Now().Sub(time.Unix(0, at)) >= grace
+}
 
 // Key is the lock's key, 0 before the first acquisition.
 func (l *LivenessLock) Key() int32 { return l.key.Load() }
@@ -189,6 +223,7 @@ func (l *LivenessLock) retake(ctx context.Context, clock engine.Clock, lostAt ti
 	for ctx.Err() == nil {
 		s, err := l.Acquire(ctx, key)
 		if err == nil {
+			l.retakenAt.Store(clock.Now().UnixNano())
 			l.install(s, key)
 			l.Log.Info().Int32("lock_key", key).Dur("lost_for", clock.Now().Sub(lostAt)).
 				Msg("liveness lock held again; resuming")
@@ -233,8 +268,10 @@ type Reaper interface {
 // DeadMemberProbe is the fast failure detector: every Every it removes the
 // rows of members whose liveness lock is gone (reap_unlocked_cluster_members);
 // each removal fires cluster_changed, so every member re-tiles at once. It
-// skips while this member's own lock is not held (it is likely cut off
-// itself). A failing probe is logged once per outage.
+// skips while Held reports false: the host passes LivenessLock.Settled, false
+// while this member's own lock is not held (it is likely cut off itself) and
+// for a grace after it was re-taken (its peers are likely re-taking theirs).
+// A failing probe is logged once per outage.
 type DeadMemberProbe struct {
 	Registry Reaper
 	Every    time.Duration // default 500 ms

@@ -2,7 +2,9 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,9 +33,28 @@ const slowBeat = 10 * time.Second
 
 func startLockedPod(t *testing.T, ctx context.Context, pool *pgxpool.Pool, l *notify.Listener, role string, n int) *lockedPod {
 	t.Helper()
+	return startLockedPodGated(t, ctx, pool, l, role, n, nil, nil)
+}
+
+// reaperFn is a cluster.Reaper.
+type reaperFn func(ctx context.Context) ([]string, error)
+
+func (f reaperFn) ReapUnlocked(ctx context.Context) ([]string, error) { return f(ctx) }
+
+// startLockedPodGated is startLockedPod whose lock acquisitions after the
+// first each wait for gate, and whose dead-member probe fails while down
+// reports true (the database unreachable); either may be nil.
+func startLockedPodGated(t *testing.T, ctx context.Context, pool *pgxpool.Pool, l *notify.Listener, role string, n int,
+	gate func(), down *atomic.Bool) *lockedPod {
+	t.Helper()
 	reg := membership.New(pool)
 	p := &pod{id: fmt.Sprintf("%s-%d", role, n), role: role, shards: cluster.NewShardSet(shard.Range{}), done: make(chan struct{})}
+	taken := false
 	lock := &cluster.LivenessLock{Log: zerolog.Nop(), Acquire: func(ctx context.Context, key int32) (cluster.LockSession, error) {
+		if taken && gate != nil {
+			gate()
+		}
+		taken = true
 		return membership.AcquireSessionLock(ctx, pool, p.id, key)
 	}}
 	lock.TestSignals.Init()
@@ -44,7 +65,12 @@ func startLockedPod(t *testing.T, ctx context.Context, pool *pgxpool.Pool, l *no
 			Liveness: 3 * slowBeat, Held: lock.Held, OnChange: p.reporter.Kick, Log: zerolog.Nop()}}}
 	lock.OnLost = func() { p.shards.Set(shard.Range{}) }
 	lock.OnHeld = func() { p.reporter.Kick(); w.Kick() }
-	probe := &cluster.DeadMemberProbe{Registry: reg, Held: lock.Held, Log: zerolog.Nop()}
+	probe := &cluster.DeadMemberProbe{Registry: reaperFn(func(ctx context.Context) ([]string, error) {
+		if down != nil && down.Load() {
+			return nil, errors.New("dial tcp: connect: connection refused")
+		}
+		return reg.ReapUnlocked(ctx)
+	}), Held: lock.Settled, Log: zerolog.Nop()}
 	pctx, cancel := context.WithCancel(ctx)
 	p.cancel = cancel
 	go func() {
@@ -94,6 +120,52 @@ func TestLivenessLock_ACrashedMemberIsReTiledAwayInAboutASecond(t *testing.T) {
 	members, err := membership.New(pool).List(ctx)
 	require.NoError(t, err)
 	require.Len(t, members, 2, "a peer removed the crashed member's row")
+}
+
+// A database restart ends every member's lock at once, and the members take
+// them back one by one: the first back must not reap the others as dead
+// while they reconnect (a removal frees their leases, so the tasks they run
+// are re-claimed elsewhere, and every member re-tiles twice). Here one
+// member's lock comes back 2 s after the others', four ticks of their
+// dead-member probes.
+func TestLivenessLock_AfterADatabaseRestartNoMemberIsReapedWhileItRetakesItsLock(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pool := pgtest.Pool(t)
+	l := notify.NewListener(pool, zerolog.Nop())
+	go func() { _ = l.Run(ctx) }()
+	fast, slow := make(chan struct{}), make(chan struct{})
+	var down atomic.Bool
+	brokers := []*lockedPod{
+		startLockedPodGated(t, ctx, pool, l, membership.RoleBroker, 0, func() { <-fast }, &down),
+		startLockedPodGated(t, ctx, pool, l, membership.RoleBroker, 1, func() { <-fast }, &down),
+		startLockedPodGated(t, ctx, pool, l, membership.RoleBroker, 2, func() { <-slow }, &down),
+	}
+	require.Eventually(t, func() bool { return tiles(pods(brokers...)) }, 20*time.Second, 10*time.Millisecond)
+
+	// The restart, as the members see it: every lock session ends at once,
+	// and the database answers no probe until it is back.
+	down.Store(true)
+	_, err := pool.Exec(ctx, `
+SELECT pg_terminate_backend(pid) FROM pg_locks
+ WHERE locktype = 'advisory' AND classid = $1::oid AND objsubid = 2 AND database = (
+       SELECT oid FROM pg_database WHERE datname = current_database())`, membership.LockClass)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return !brokers[0].lock.Held() && !brokers[1].lock.Held() && !brokers[2].lock.Held()
+	}, 10*time.Second, 10*time.Millisecond, "every member notices its lock is gone")
+	down.Store(false)
+	close(fast)
+	require.Eventually(t, func() bool { return brokers[0].lock.Held() && brokers[1].lock.Held() }, 10*time.Second,
+		10*time.Millisecond, "the first two take their locks back")
+	time.Sleep(2 * time.Second) // the slow member's reconnect: the fault itself, not a wait for a condition
+	close(slow)
+	require.Eventually(t, func() bool { return tiles(pods(brokers...)) }, 10*time.Second, 10*time.Millisecond,
+		"all three tile again")
+	var reaped int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM cluster_member_tombstones`).Scan(&reaped))
+	require.Zero(t, reaped, "no member was removed as dead")
 }
 
 func TestLivenessLock_AMemberThatLosesItsLockStopsClaimingAndRejoins(t *testing.T) {
