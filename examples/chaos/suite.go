@@ -80,7 +80,9 @@ func boot(ctx context.Context, running *atomic.Pointer[stack.Stack]) (*suite, er
 			}
 			return st.Store.InstallApplyAudit(ctx)
 		},
-		Log: zerolog.Nop(),
+		// The stack's own lines (a restart's stop and start times) go to the
+		// cluster's log beside the members'.
+		Log: zerolog.New(&prefixed{prefix: "[stack] ", out: s.logs}).With().Timestamp().Logger().Level(zerolog.InfoLevel),
 	})
 	if err != nil {
 		return s, err
@@ -288,6 +290,26 @@ func (s *suite) close() {
 	}
 }
 
+// mark writes a timestamped line of the suite's own to the cluster's log
+// (a fault's start and end, a wave's end), so the members' lines around a
+// fault can be read against it.
+func (s *suite) mark(msg string) {
+	fmt.Fprintf(s.logs, "[chaos] {\"time\":%q,\"message\":%q}\n", time.Now().UTC().Format(time.RFC3339Nano), msg)
+}
+
+// prefixed writes each write (one zerolog line) to out behind prefix.
+type prefixed struct {
+	prefix string
+	out    io.Writer
+}
+
+func (p *prefixed) Write(b []byte) (int, error) {
+	if _, err := p.out.Write(append([]byte(p.prefix), b...)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
 // logLines counts the log lines of each converge process so far.
 func (s *suite) logLines() map[string]int {
 	out := map[string]int{}
@@ -299,8 +321,8 @@ func (s *suite) logLines() map[string]int {
 	return out
 }
 
-// lineCounter is the stack's log sink: every line goes to out, counted by
-// the "[member] " prefix the stack puts on it.
+// lineCounter is the stack's log sink: every line goes to out, stamped,
+// and counted by the "[member] " prefix the stack puts on it.
 type lineCounter struct {
 	mu    sync.Mutex
 	out   io.Writer
@@ -315,7 +337,14 @@ func (l *lineCounter) Write(b []byte) (int, error) {
 			l.lines[string(name)] += bytes.Count(b, []byte("\n"))
 		}
 	}
-	return l.out.Write(b)
+	// Each line is stamped with the time the suite received it, to the
+	// millisecond (the processes' own timestamps are whole seconds), so a
+	// fault's lines can be timed against the suite's marks.
+	stamp := []byte(time.Now().UTC().Format("15:04:05.000 "))
+	if _, err := l.out.Write(append(stamp, b...)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }
 
 func (l *lineCounter) count(member string) int {

@@ -60,6 +60,7 @@ var notReady = slices.DeleteFunc(slices.Clone(resource.AllPhases), func(p resour
 // for all of them.
 func (s *suite) wave(ctx context.Context, w, n int, sc scenario) (result, error) {
 	start := time.Now()
+	s.mark(fmt.Sprintf("wave %d (%s) started", w, sc.key))
 	logsBefore := s.logLines()
 	size, err := applyRoots(ctx, apply.StoreApplier{Store: s.store, Actor: "chaos"}, w, n)
 	if err != nil {
@@ -99,11 +100,12 @@ type fault struct {
 	at   atomic.Int64 // UnixNano when inject returned
 }
 
-func startFault(inject func() error) *fault {
+func startFault(inject func() error, returned func()) *fault {
 	f := &fault{done: make(chan struct{})}
 	go func() {
 		f.err = inject()
 		f.at.Store(time.Now().UnixNano())
+		returned()
 		close(f.done)
 	}()
 	return f
@@ -142,11 +144,13 @@ func (s *suite) await(ctx context.Context, start time.Time, n int, sc scenario) 
 		}
 		res.maxGap = pr.maxGap
 		if injected == nil && sc.inject != nil && got-(target-n) >= n/3 {
-			injected = startFault(sc.inject)
+			s.mark("fault " + sc.key + " injected")
+			injected = startFault(sc.inject, func() { s.mark("fault " + sc.key + " returned") })
 			quietUntil = time.Now().Add(sc.outage)
 		}
 		if got >= target {
 			res.took, res.complete = time.Since(start), true
+			s.mark("wave converged")
 			return res, injected
 		}
 		select {

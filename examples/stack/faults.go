@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+	"time"
 
 	"github.com/converge-run/converge/db/pgcluster"
 )
@@ -50,14 +51,18 @@ func (s *Stack) RestartPostgres(ctx context.Context, immediate bool) error {
 			return fmt.Errorf("SIGQUIT postgres: %w", err)
 		}
 	}
+	begin := time.Now()
 	if err := s.pg.Stop(); err != nil {
 		return err
 	}
+	stopped := time.Now()
 	pg, err := pgcluster.Start(ctx, s.pgOpts)
 	if err != nil {
 		s.pg = nil
 		return err
 	}
 	s.pg = pg
+	s.log.Info().Bool("immediate", immediate).Dur("stop", stopped.Sub(begin)).Dur("start", time.Since(stopped)).
+		Msg("postgres restarted")
 	return nil
 }
