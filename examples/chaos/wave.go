@@ -122,6 +122,7 @@ func (s *suite) await(ctx context.Context, start time.Time, n int, sc scenario) 
 	dumped := false
 	deadline := start.Add(3 * time.Minute)
 	var quietUntil time.Time // the fault's own outage: no progress expected
+	third := false
 	for time.Now().Before(deadline) {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
 		got, err := s.ready(rctx)
@@ -143,6 +144,10 @@ func (s *suite) await(ctx context.Context, start time.Time, n int, sc scenario) 
 			cancel()
 		}
 		res.maxGap = pr.maxGap
+		if !third && got-(target-n) >= n/3 {
+			third = true // marked in every wave: a fault-free wave's rest is the yardstick of a faulted one's
+			s.mark("a third settled")
+		}
 		if injected == nil && sc.inject != nil && got-(target-n) >= n/3 {
 			s.mark("fault " + sc.key + " injected")
 			injected = startFault(sc.inject, func() { s.mark("fault " + sc.key + " returned") })
