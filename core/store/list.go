@@ -58,7 +58,9 @@ type Page struct {
 // one label are a page of entries however rare the label is in the kind.
 // When other filters (phases, owner, more labels) reject most of the
 // entries, the walk is bounded (labelBudget candidates) and the
-// phase-branch plan, with the labels as a filter, serves the page instead.
+// phase-branch plan, with the labels as a filter, serves the page instead;
+// an owner with fewer children than the label has entries goes to that plan
+// at once.
 func (s *Store) ListResources(ctx context.Context, opts ListOptions) (Page, error) {
 	sp, err := parseListOptions(opts)
 	if err != nil {
@@ -81,7 +83,7 @@ func (s *Store) ListResources(ctx context.Context, opts ListOptions) (Page, erro
 		return Page{}, mapErr(err, "list resources")
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	counts, err := s.labelCounts(ctx, tx, sp, pairs)
+	counts, children, err := s.labelCounts(ctx, tx, sp, pairs)
 	if err != nil {
 		return Page{}, err
 	}
@@ -91,14 +93,20 @@ func (s *Store) ListResources(ctx context.Context, opts ListOptions) (Page, erro
 			best = i
 		}
 	}
-	items, err := s.queryResources(ctx, tx, labelQuery(sp, pairs[best], labelBudget))
-	if err != nil {
-		return Page{}, err
-	}
-	// The walk's page is exact when it is full, or when the walk saw every
-	// remaining entry of its label; otherwise the other filters starved it.
-	if len(items) > sp.limit || counts[best] <= labelBudget {
-		return newPage(items, sp.limit), nil
+	// An owner with fewer children than the label has entries (and no more
+	// than a walk's budget) is the smaller driver: its phase branches read
+	// each child once at most.
+	var items []resource.Resource
+	if sp.owner == nil || children > labelBudget || children >= counts[best] {
+		if items, err = s.queryResources(ctx, tx, labelQuery(sp, pairs[best], labelBudget)); err != nil {
+			return Page{}, err
+		}
+		// The walk's page is exact when it is full, or when the walk saw
+		// every remaining entry of its label; otherwise the other filters
+		// starved it.
+		if len(items) > sp.limit || counts[best] <= labelBudget {
+			return newPage(items, sp.limit), nil
+		}
 	}
 	if items, err = s.queryResources(ctx, tx, phaseQuery(sp)); err != nil {
 		return Page{}, err
@@ -287,25 +295,33 @@ func labelMatch(sp listSpec, label [2]string, args *argList) string {
 }
 
 // labelCounts counts each label's entries (of the kind, with a kind filter)
-// after the cursor, up to labelBudget+1: an index-only scan of at most that
-// many entries each, in walk order so that, sorts off, no bitmap of all the
-// label's entries can serve it (the planner's pick for a label it believes
-// small).
-func (s *Store) labelCounts(ctx context.Context, q querier, sp listSpec, pairs [][2]string) ([]int64, error) {
+// after the cursor, up to labelBudget+1, and with an owner filter the
+// owner's children, up to the same: an index-only scan of at most that many
+// entries each, in index order so that, sorts off, no bitmap of all the
+// entries can serve it (the planner's pick for a set it believes small).
+func (s *Store) labelCounts(ctx context.Context, q querier, sp listSpec, pairs [][2]string) (labels []int64, children int64, err error) {
 	args := argList{labelBudget + 1}
-	parts := make([]string, len(pairs))
+	parts := make([]string, len(pairs), len(pairs)+1)
 	for i, p := range pairs {
 		parts[i] = `(SELECT count(*) FROM (SELECT 1 FROM resource_labels l
 			WHERE ` + labelMatch(sp, p, &args) + `
 			ORDER BY l.created_at DESC, l.resource_id DESC LIMIT $1) s)`
 	}
+	if sp.owner != nil {
+		parts = append(parts, `(SELECT count(*) FROM (SELECT 1 FROM resource_phases r
+			WHERE r.owner_id = `+args.add(*sp.owner)+`
+			ORDER BY r.phase, r.created_at DESC, r.id DESC LIMIT $1) s)`)
+	}
 	var counts []int64
-	err := q.QueryRow(ctx, `SELECT ARRAY[`+strings.Join(parts, ", ")+`]::bigint[]`,
+	err = q.QueryRow(ctx, `SELECT ARRAY[`+strings.Join(parts, ", ")+`]::bigint[]`,
 		args...).Scan(&counts)
 	if err != nil {
-		return nil, mapErr(err, "list resources (label sizes)")
+		return nil, 0, mapErr(err, "list resources (label sizes)")
 	}
-	return counts, nil
+	if sp.owner != nil {
+		children = counts[len(pairs)]
+	}
+	return counts[:len(pairs)], children, nil
 }
 
 // labelPairs lists the label filter's pairs in key order.

@@ -527,7 +527,8 @@ func TestListResources_LabelWalksAgreeWithTheDatabase(t *testing.T) {
 // TestListResources_LabelWithinAKindReadsAPage: a label filter with a kind
 // reads the label's entries of that kind, never the kind's rows nor the
 // label's other kinds, so a page costs a page however rare the label is in
-// the kind. Every vpc of a 10k fleet carries zone=a and ten subnets zone=b;
+// the kind; with an owner of fewer children than the label has entries, the
+// owner's children are read instead of the label's first 1,000. Every vpc of a 10k fleet carries zone=a and ten subnets zone=b;
 // the pages are read through auto_explain and their buffers summed (the
 // lists' own statements, the label sizes included).
 func TestListResources_LabelWithinAKindReadsAPage(t *testing.T) {
@@ -568,6 +569,11 @@ func TestListResources_LabelWithinAKindReadsAPage(t *testing.T) {
 			ListOptions{Kind: "vpc", Labels: map[string]string{"zone": "a"}, Limit: 50}, `kind = 'vpc' AND labels @> '{"zone":"a"}'`, 250},
 		"AbsentInAnOwner": {"an owner none of whose children carry the label",
 			ListOptions{OwnerID: &owner, Labels: map[string]string{"zone": "b"}}, `owner_id = $1 AND labels @> '{"zone":"b"}'`, 200},
+		"OwnerSmallerThanTheLabel": {"an owner of 49 children and a label of 2,000 resources, none of them",
+			ListOptions{OwnerID: &owner, Labels: map[string]string{"zone": "a"}}, `owner_id = $1 AND labels @> '{"zone":"a"}'`, 400},
+		"OwnerSmallerThanTheLabelInAKind": {"an owner of 49 children and a label of its kind's 2,000, 9 of them",
+			ListOptions{OwnerID: &owner, Kind: "vpc", Labels: map[string]string{"zone": "a"}, Limit: 5},
+			`owner_id = $1 AND kind = 'vpc' AND labels @> '{"zone":"a"}'`, 400},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -88,6 +88,8 @@ func TestPlans_RollupAndListKeepTheirPlans(t *testing.T) {
 					{"kind+label", ListOptions{Kind: "subnet", Labels: map[string]string{"team": "t7"}}, "idx_resource_labels_kind"},
 					{"kind+absent label", ListOptions{Kind: "subnet", Labels: map[string]string{"team": "nobody"}}, "idx_resource_labels_kind"},
 					{"kind+label+phase", ListOptions{Kind: "vpc", Labels: map[string]string{"env": "prod"}, Phases: []resource.Phase{resource.PhaseReady}}, "idx_resource_labels_kind"},
+					// a small owner and a large label: the owner's children
+					{"owner+label", ListOptions{OwnerID: &root, Labels: map[string]string{"env": "prod"}}, "idx_resource_phases_owner_page"},
 				}
 				for _, tc := range cases {
 					page, err := s.ListResources(ctx, tc.opts)
