@@ -10,11 +10,12 @@
 -- changing its labels, waited for it all that time. A batch holds its rows'
 -- locks for its own length only, takes ROW EXCLUSIVE on resource_labels
 -- (which queues no read or write behind it), and waits at most 2 s for a
--- row another transaction holds, then tries the batch again. Rows are
--- never updated in place otherwise (a label change deletes and inserts), so
--- a row written before 00025 stays in the pages counted at the start; each
--- row's kind is read by primary key (a subquery: no batch joins the whole of
--- resources). At 100k resources (220,000 label rows) the batches took
+-- row another transaction holds, then tries the batch again (as after a
+-- deadlock with a delete that locks the batch's rows in another order).
+-- Rows are never updated in place otherwise (a label change deletes and
+-- inserts), so a row written before 00025 stays in the pages counted at
+-- the start; each row's kind is read by primary key (a subquery: no batch
+-- joins the whole of resources). At 100k resources (220,000 label rows) the batches took
 -- 9.9 s together, about 0.3 s each, and 93 MB of WAL. The old row versions
 -- are autovacuum's to reclaim.
 
@@ -35,7 +36,7 @@ BEGIN
              WHERE l.ctid >= format('(%s,0)', first)::tid AND l.ctid < format('(%s,0)', first + step)::tid
                AND l.kind_label IS NULL;
             first := first + step;
-        EXCEPTION WHEN lock_not_available THEN
+        EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
             PERFORM pg_sleep(0.1);
         END;
         COMMIT;
