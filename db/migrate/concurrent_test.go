@@ -191,7 +191,7 @@ var statementBlock = regexp.MustCompile(`(?s)-- \+goose StatementBegin.*?-- \+go
 
 // batchedBlock is the block a NO TRANSACTION migration may hold beside
 // CONCURRENTLY statements: a DO that commits as it goes and sets its own
-// lock_timeout (a backfill in batches, 00026), so that it holds no row
+// lock_timeout (a backfill in batches, 00028), so that it holds no row
 // longer than a batch and waits for none longer than the timeout.
 var batchedBlock = regexp.MustCompile(`(?s)^-- \+goose StatementBegin\s*DO \$\$.*set_config\('lock_timeout'.*\bCOMMIT;.*-- \+goose StatementEnd$`)
 

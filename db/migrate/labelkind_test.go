@@ -13,17 +13,17 @@ import (
 	"github.com/converge-run/converge/db/pgtest"
 )
 
-// TestMigration00025_EveryLabelRowGetsItsKindLabel: a kind + label page
+// TestMigration00027_EveryLabelRowGetsItsKindLabel: a kind + label page
 // reads idx_resource_labels_kind only, so a label row without its
 // kind_label is missing from every such page. The rows written before the
-// column (00026 fills them) and those the previous release's trigger
+// column (00028 fills them) and those the previous release's trigger
 // bodies write after it, until the new bodies are in (the fill trigger of
-// 00025 sets them), all get theirs.
-func TestMigration00025_EveryLabelRowGetsItsKindLabel(t *testing.T) {
+// 00027 sets them), all get theirs.
+func TestMigration00027_EveryLabelRowGetsItsKindLabel(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.EmptyURL(t)
-	upTo(t, url, 25)
+	upTo(t, url, 27)
 	conn := connect(t, url)
 	exec := func(sql string) {
 		t.Helper()
@@ -77,17 +77,17 @@ func TestMigration00025_EveryLabelRowGetsItsKindLabel(t *testing.T) {
 	require.Equal(t, 40000, filled, "every batch's rows")
 }
 
-// TestMigration00026_TheBackfillHoldsOnlyItsBatchsRows: the backfill
+// TestMigration00028_TheBackfillHoldsOnlyItsBatchsRows: the backfill
 // commits a batch at a time, so while it waits for a row some transaction
 // holds, the rows of the batches before are written and free — a delete of
 // a labelled resource there need not wait for the whole backfill (one
 // UPDATE of every label row held them all until it committed: minutes at
 // 1M resources).
-func TestMigration00026_TheBackfillHoldsOnlyItsBatchsRows(t *testing.T) {
+func TestMigration00028_TheBackfillHoldsOnlyItsBatchsRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.EmptyURL(t)
-	upTo(t, url, 26) // the column is there, the rows written before it are not filled
+	upTo(t, url, 28) // the column is there, the rows written before it are not filled
 	conn := connect(t, url)
 	for _, sql := range []string{
 		`SET session_replication_role = replica`,

@@ -1,5 +1,5 @@
--- 00026_resource_labels_kind_backfill: the kind_label of every label row
--- written before 00025 (later rows get theirs from the trigger that writes
+-- 00028_resource_labels_kind_backfill: the kind_label of every label row
+-- written before 00027 (later rows get theirs from the trigger that writes
 -- them, or from resource_labels_fill_kind).
 --
 -- In batches of 100 pages of resource_labels (a TID range scan, about 6,000
@@ -13,7 +13,7 @@
 -- row another transaction holds, then tries the batch again (as after a
 -- deadlock with a delete that locks the batch's rows in another order).
 -- Rows are never updated in place otherwise (a label change deletes and
--- inserts), so a row written before 00025 stays in the pages counted at
+-- inserts), so a row written before 00027 stays in the pages counted at
 -- the start; each row's kind is read by primary key (a subquery: no batch
 -- joins the whole of resources). At 100k resources (220,000 label rows) the batches took
 -- 9.9 s together, about 0.3 s each, and 93 MB of WAL. The old row versions
@@ -46,4 +46,4 @@ $$;
 -- +goose StatementEnd
 
 -- +goose Down
--- Nothing to undo: 00025's down drops the column.
+-- Nothing to undo: 00027's down drops the column.

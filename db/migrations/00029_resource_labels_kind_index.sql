@@ -1,4 +1,4 @@
--- 00027_resource_labels_kind_index: the label entries of one kind, in list
+-- 00029_resource_labels_kind_index: the label entries of one kind, in list
 -- order. A label filter with a kind walks it from the cursor, and every
 -- entry it reads is a match of both: a page costs a page however rare the
 -- label is in the kind (it read the smaller of the label's entries and the

@@ -1,7 +1,7 @@
--- 00025_resource_labels_kind: each label row carries its label within its
+-- 00027_resource_labels_kind: each label row carries its label within its
 -- resource's kind, kind_label = "kind:key=value", so that a label filter
 -- with a kind reads the label's entries of that kind alone
--- (idx_resource_labels_kind, 00027) instead of the smaller of the label's
+-- (idx_resource_labels_kind, 00029) instead of the smaller of the label's
 -- entries and the kind's rows.
 --
 -- Adding a nullable column rewrites nothing: the ALTER holds its ACCESS
@@ -10,7 +10,7 @@
 -- lock_timeout). Until the function set's new bodies are in, the previous
 -- release's trigger bodies write label rows without a kind_label; the
 -- BEFORE INSERT trigger sets it from the resource for exactly those rows
--- (its WHEN clause keeps the function from running for any other). 00026
+-- (its WHEN clause keeps the function from running for any other). 00028
 -- fills the rows written before this migration.
 
 -- +goose Up
