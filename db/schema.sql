@@ -3179,6 +3179,7 @@ BEGIN
              CROSS JOIN LATERAL jsonb_each_text(o.labels) ol
              CROSS JOIN LATERAL (SELECT l.ctid AS tid FROM resource_labels l
                                   WHERE l.key = ol.key AND l.value = ol.value
+                                    AND l.kind_label = o.kind || ':' || ol.key || '=' || ol.value
                                     AND l.created_at = o.created_at AND l.resource_id = o.id
                                  OFFSET 0) x
              WHERE o.labels <> '{}') g
@@ -3215,7 +3216,8 @@ DECLARE
 BEGIN
     FOR v_key, v_value IN SELECT ol.key, ol.value FROM jsonb_each_text(OLD.labels) ol LOOP
         DELETE FROM resource_labels l
-         WHERE l.key = v_key AND l.value = v_value AND l.created_at = OLD.created_at AND l.resource_id = OLD.id;
+         WHERE l.key = v_key AND l.value = v_value AND l.kind_label = OLD.kind || ':' || v_key || '=' || v_value
+           AND l.created_at = OLD.created_at AND l.resource_id = OLD.id;
     END LOOP;
     INSERT INTO resource_labels (resource_id, key, value, created_at, kind_label)
     SELECT NEW.id, l.key, l.value, NEW.created_at, NEW.kind || ':' || l.key || '=' || l.value FROM jsonb_each_text(NEW.labels) l;
