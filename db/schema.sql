@@ -2948,20 +2948,6 @@ END
 $$;
 
 --
--- Name: resource_labels_fill_kind(); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.resource_labels_fill_kind() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-    SELECT r.kind || ':' || NEW.key || '=' || NEW.value INTO NEW.kind_label
-      FROM resources r WHERE r.id = NEW.resource_id;
-    RETURN NEW;
-END
-$$;
-
---
 -- Name: resource_phases_delete(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -3179,7 +3165,6 @@ BEGIN
              CROSS JOIN LATERAL jsonb_each_text(o.labels) ol
              CROSS JOIN LATERAL (SELECT l.ctid AS tid FROM resource_labels l
                                   WHERE l.key = ol.key AND l.value = ol.value
-                                    AND l.kind_label = o.kind || ':' || ol.key || '=' || ol.value
                                     AND l.created_at = o.created_at AND l.resource_id = o.id
                                  OFFSET 0) x
              WHERE o.labels <> '{}') g
@@ -3196,8 +3181,8 @@ CREATE FUNCTION public.resources_labels_insert() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    INSERT INTO resource_labels (resource_id, key, value, created_at, kind_label)
-    SELECT n.id, l.key, l.value, n.created_at, n.kind || ':' || l.key || '=' || l.value FROM new_rows n, jsonb_each_text(n.labels) l
+    INSERT INTO resource_labels (resource_id, key, value, created_at)
+    SELECT n.id, l.key, l.value, n.created_at FROM new_rows n, jsonb_each_text(n.labels) l
      WHERE n.labels <> '{}';
     RETURN NULL;
 END
@@ -3216,11 +3201,10 @@ DECLARE
 BEGIN
     FOR v_key, v_value IN SELECT ol.key, ol.value FROM jsonb_each_text(OLD.labels) ol LOOP
         DELETE FROM resource_labels l
-         WHERE l.key = v_key AND l.value = v_value AND l.kind_label = OLD.kind || ':' || v_key || '=' || v_value
-           AND l.created_at = OLD.created_at AND l.resource_id = OLD.id;
+         WHERE l.key = v_key AND l.value = v_value AND l.created_at = OLD.created_at AND l.resource_id = OLD.id;
     END LOOP;
-    INSERT INTO resource_labels (resource_id, key, value, created_at, kind_label)
-    SELECT NEW.id, l.key, l.value, NEW.created_at, NEW.kind || ':' || l.key || '=' || l.value FROM jsonb_each_text(NEW.labels) l;
+    INSERT INTO resource_labels (resource_id, key, value, created_at)
+    SELECT NEW.id, l.key, l.value, NEW.created_at FROM jsonb_each_text(NEW.labels) l;
     RETURN NULL;
 END
 $$;
@@ -4775,8 +4759,7 @@ CREATE TABLE public.resource_labels (
     resource_id uuid NOT NULL,
     key text NOT NULL,
     value text NOT NULL,
-    created_at timestamp with time zone NOT NULL,
-    kind_label text
+    created_at timestamp with time zone NOT NULL
 );
 
 --
@@ -6707,12 +6690,6 @@ CREATE INDEX idx_resource_events_created ON public.resource_events USING btree (
 CREATE INDEX idx_resource_events_resource ON public.resource_events USING btree (resource_id, id DESC);
 
 --
--- Name: idx_resource_labels_kind; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX idx_resource_labels_kind ON public.resource_labels USING btree (kind_label, created_at, resource_id);
-
---
 -- Name: idx_resource_operations_open; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -8343,12 +8320,6 @@ CREATE TRIGGER providerconfigs_keep_named BEFORE DELETE ON public.providerconfig
 --
 
 CREATE TRIGGER reactor_bindings_changed AFTER INSERT OR DELETE OR UPDATE ON public.reactor_bindings FOR EACH STATEMENT EXECUTE FUNCTION public.reactor_bindings_changed();
-
---
--- Name: resource_labels resource_labels_fill_kind; Type: TRIGGER; Schema: public; Owner: -
---
-
-CREATE TRIGGER resource_labels_fill_kind BEFORE INSERT ON public.resource_labels FOR EACH ROW WHEN ((new.kind_label IS NULL)) EXECUTE FUNCTION public.resource_labels_fill_kind();
 
 --
 -- Name: resources resources_announce_delete; Type: TRIGGER; Schema: public; Owner: -

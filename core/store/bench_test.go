@@ -40,13 +40,11 @@ var benchSettings = map[string]string{
 // private Postgres and measures the latency of the API's hot reads through
 // the store: the first page, deep pages by cursor (also of one kind+phase and
 // of one owner), phase-filtered pages (a rare phase, a union), label-filtered
-// pages (a 0.1% label, a 33% label, and a label within a kind: one no
-// subnet carries, and deep pages of the vpcs, which all do) and phase
-// counts; each figure is the worst p99 of its group. Latency is
-// server-side: Postgres's planning + execution time of the statement the
-// store runs. It prints one line:
+// pages (a 0.1% label and a 33% label) and phase counts; each figure is the
+// worst p99 of its group. Latency is server-side: Postgres's planning +
+// execution time of the statement the store runs. It prints one line:
 //
-//	bench-store: rows=<n> reconciling=<f> first_p99_ms=<f> deep_p99_ms=<f> kind_ready_deep_p99_ms=<f> phase_p99_ms=<f> label_p99_ms=<f> label_kind_p99_ms=<f> counts_p99_ms=<f>
+//	bench-store: rows=<n> reconciling=<f> first_p99_ms=<f> deep_p99_ms=<f> kind_ready_deep_p99_ms=<f> phase_p99_ms=<f> label_p99_ms=<f> counts_p99_ms=<f>
 //
 // BENCH_RECONCILING=0.6 puts the newest 60% of the rows back to Reconciling
 // before measuring (the fixture alone has ~5%).
@@ -88,12 +86,7 @@ func BenchmarkStore(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	// A label every vpc carries and no other kind: a subnet page of it is
-	// empty, a vpc page full.
-	if _, err := pool.Exec(ctx, `UPDATE resources SET labels = labels || '{"zone":"a"}' WHERE kind = 'vpc'`); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, "VACUUM (ANALYZE) resources, resource_phases, resource_labels"); err != nil {
+	if _, err := pool.Exec(ctx, "VACUUM (ANALYZE) resources, resource_phases"); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := s.FoldPhaseCounts(ctx); err != nil {
@@ -160,8 +153,8 @@ func BenchmarkStore(b *testing.B) {
 		fmt.Fprintf(os.Stderr, "  no pg_prewarm (%v): measuring a cold backend\n", err)
 	} else if _, err := conn.Exec(ctx, `SELECT pg_prewarm(c.oid, 'buffer') FROM pg_class c
 		WHERE c.relname IN ('resources', 'resources_pkey', 'resource_phases', 'resource_phases_pkey', 'idx_resource_phases_page',
-		                    'idx_resource_phases_kind_page', 'idx_resource_phases_owner_page', 'resource_labels_pkey', 'idx_resource_labels_kind',
-		                    'resource_phase_counts', 'resource_phase_deltas')`); err != nil {
+		                    'idx_resource_phases_kind_page', 'idx_resource_phases_owner_page', 'resource_labels_pkey', 'resource_phase_counts',
+		                    'resource_phase_deltas')`); err != nil {
 		b.Fatal(err)
 	}
 	measure := func(name string, next func(i int) stmt) float64 {
@@ -213,12 +206,6 @@ func BenchmarkStore(b *testing.B) {
 	env := measure("label env (33%)", func(int) stmt {
 		return list(ListOptions{Limit: 50, Labels: map[string]string{"env": "prod"}})
 	})
-	absent := measure("label in kind, none", func(int) stmt {
-		return list(ListOptions{Limit: 50, Kind: "subnet", Labels: map[string]string{"zone": "a"}})
-	})
-	inKind := measure("label in kind, deep", func(int) stmt {
-		return list(ListOptions{Limit: 50, Kind: "vpc", Labels: map[string]string{"zone": "a"}, After: cursors[rng.IntN(len(cursors))]})
-	})
 
 	// Counts with a realistic backlog of unfolded deltas: 200 small
 	// statements' worth, as between two folds of a busy control plane.
@@ -237,9 +224,8 @@ func BenchmarkStore(b *testing.B) {
 	})
 	b.StopTimer()
 
-	fmt.Printf("bench-store: rows=%d reconciling=%s first_p99_ms=%.2f deep_p99_ms=%.2f kind_ready_deep_p99_ms=%.2f phase_p99_ms=%.2f label_p99_ms=%.2f label_kind_p99_ms=%.2f counts_p99_ms=%.2f\n",
-		n, cmp.Or(os.Getenv("BENCH_RECONCILING"), "0.05"), first, max(deep, kindPhase, owner), kindPhase, max(rare, union), max(team, env),
-		max(absent, inKind), counts)
+	fmt.Printf("bench-store: rows=%d reconciling=%s first_p99_ms=%.2f deep_p99_ms=%.2f kind_ready_deep_p99_ms=%.2f phase_p99_ms=%.2f label_p99_ms=%.2f counts_p99_ms=%.2f\n",
+		n, cmp.Or(os.Getenv("BENCH_RECONCILING"), "0.05"), first, max(deep, kindPhase, owner), kindPhase, max(rare, union), max(team, env), counts)
 }
 
 // benchPool starts a private cluster with benchSettings, migrates a database

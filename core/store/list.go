@@ -51,39 +51,32 @@ type Page struct {
 // 7 × (limit+1) index entries, whatever the table's size or the page's depth.
 //
 // With a label filter the page walks one label's entries in resource_labels
-// (already in list order) from the cursor and fetches each candidate by
-// primary key, checking the other filters, until the page is full. With a
-// kind the walk reads that kind's entries of the label only
-// (idx_resource_labels_kind; the primary key without one), so a kind and
-// one label are a page of entries however rare the label is in the kind.
-// When other filters (phases, owner, more labels) reject most of the
-// entries, the walk is bounded (labelBudget candidates) and the
-// phase-branch plan, with the labels as a filter, serves the page instead;
-// an owner with fewer children than the label has entries goes to that plan
-// at once.
+// (its primary key, already in list order) from the cursor and fetches each
+// candidate by primary key, checking the other filters, until the page is
+// full. When other filters (phases, kind, owner, more labels) reject most of
+// the label's rows, the walk is bounded (labelBudget candidates) and the
+// phase-branch plan, with the labels as a filter, serves the page instead.
 func (s *Store) ListResources(ctx context.Context, opts ListOptions) (Page, error) {
 	sp, err := parseListOptions(opts)
 	if err != nil {
 		return Page{}, err
 	}
 	if len(sp.labels) == 0 {
-		return s.runPage(ctx, phaseQuery(sp), sp.limit)
+		return s.runPage(ctx, s.read, phaseQuery(sp), sp.limit)
 	}
 	pairs := labelPairs(sp.labels)
-	if sp.allPhases && sp.owner == nil && len(pairs) == 1 {
-		// Every entry walked (of the label, in the kind) is a match: a page
-		// of entries is a page.
-		return s.runPage(ctx, labelQuery(sp, pairs[0], sp.limit+1), sp.limit)
+	if sp.allPhases && sp.kind == "" && sp.owner == nil && len(pairs) == 1 {
+		// Every entry of the label is a match: a page of entries is a page.
+		return s.runPage(ctx, s.read, labelQuery(sp, pairs[0], sp.limit+1), sp.limit)
 	}
 	// Filtered: size the labels, walk, and maybe fall back, all in one
 	// snapshot, so a size read before the walk still holds during it.
-	// Sorts are off for the walk and the fallback both (runPage).
-	tx, err := s.read.BeginTx(ctx, pgx.TxOptions{BeginQuery: `BEGIN READ ONLY, ISOLATION LEVEL REPEATABLE READ; ` + sortsOffSQL})
+	tx, err := s.read.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return Page{}, mapErr(err, "list resources")
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	counts, children, err := s.labelCounts(ctx, tx, sp, pairs)
+	counts, err := s.labelCounts(ctx, tx, sp, pairs)
 	if err != nil {
 		return Page{}, err
 	}
@@ -93,25 +86,16 @@ func (s *Store) ListResources(ctx context.Context, opts ListOptions) (Page, erro
 			best = i
 		}
 	}
-	// An owner with fewer children than the label has entries (and no more
-	// than a walk's budget) is the smaller driver: its phase branches read
-	// each child once at most.
-	var items []resource.Resource
-	if sp.owner == nil || children > labelBudget || children >= counts[best] {
-		if items, err = s.queryResources(ctx, tx, labelQuery(sp, pairs[best], labelBudget)); err != nil {
-			return Page{}, err
-		}
-		// The walk's page is exact when it is full, or when the walk saw
-		// every remaining entry of its label; otherwise the other filters
-		// starved it.
-		if len(items) > sp.limit || counts[best] <= labelBudget {
-			return newPage(items, sp.limit), nil
-		}
-	}
-	if items, err = s.queryResources(ctx, tx, phaseQuery(sp)); err != nil {
+	items, err := s.queryResources(ctx, tx, labelQuery(sp, pairs[best], labelBudget))
+	if err != nil {
 		return Page{}, err
 	}
-	return newPage(items, sp.limit), nil
+	// The walk's page is exact when it is full, or when the walk saw every
+	// remaining entry of its label; otherwise the other filters starved it.
+	if len(items) > sp.limit || counts[best] <= labelBudget {
+		return newPage(items, sp.limit), nil
+	}
+	return s.runPage(ctx, tx, phaseQuery(sp), sp.limit)
 }
 
 // labelBudget bounds a filtered label walk: at most this many primary-key
@@ -238,90 +222,55 @@ SELECT ` + resourceColumns + `
 	return listQuery{sql: sql, args: args, walk: true}
 }
 
-// labelQuery is the label walk: at most budget entries of one label (of the
-// kind, with a kind filter), in list order from the cursor, each fetched by
-// primary key and checked against the other filters, cut at limit+1
-// matches. The fetch is a fenced LATERAL probe (OFFSET 0): as a plain join
-// the planner, trusting a small GIN estimate for the labels filter,
-// bitmap-scanned resources for the label and nested-looped over it — a plan
-// whose cost grows with the label's size, not the page's.
+// labelQuery is the label walk: at most budget entries of one label, in list
+// order from the cursor, each fetched by primary key and checked against the
+// other filters, cut at limit+1 matches. The fetch is a fenced LATERAL probe
+// (OFFSET 0): as a plain join the planner, trusting a small GIN estimate for
+// the labels filter, bitmap-scanned resources for the label and nested-looped
+// over it — a plan whose cost grows with the label's size, not the page's.
 func labelQuery(sp listSpec, driver [2]string, budget int) listQuery {
-	args := argList{budget, sp.limit + 1}
-	match := labelMatch(sp, driver, &args)
+	args := argList{driver[0], driver[1], budget, sp.limit + 1}
+	cursor := ""
+	if sp.after != nil {
+		cursor = fmt.Sprintf(" AND (l.created_at, l.resource_id) < (%s::timestamptz, %s::uuid)", args.add(sp.after.at), args.add(sp.after.id))
+	}
 	where := sp.filters(&args, true, true)
 	sql := `
 SELECT ` + resourceColumns + `
   FROM (
         SELECT l.resource_id, l.created_at
           FROM resource_labels l
-         WHERE ` + match + `
+         WHERE l.key = $1 AND l.value = $2` + cursor + `
          ORDER BY l.created_at DESC, l.resource_id DESC
-         LIMIT $1
+         LIMIT $3
        ) c
  CROSS JOIN LATERAL (SELECT * FROM resources r WHERE r.id = c.resource_id OFFSET 0) r
  WHERE true` + where + `
  ORDER BY c.created_at DESC, c.resource_id DESC
- LIMIT $2`
-	// Within a kind the walk must stay an ordered walk (runPage): a
-	// bitmap of the kind's entries of the label and a sort of them is
-	// the planner's pick for a label it believes rare there, and costs
-	// the label's size in the kind when the statistics are wrong.
-	return listQuery{sql: sql, args: args, walk: sp.kind != ""}
+ LIMIT $4`
+	return listQuery{sql: sql, args: args}
 }
 
-// kindLabel is a label within a kind as resource_labels.kind_label holds
-// it, "kind:key=value" (a kind holds no ':', a label key no '=': it reads
-// back one way), the key of idx_resource_labels_kind.
-func kindLabel(kind string, label [2]string) string { return kind + ":" + label[0] + "=" + label[1] }
-
-// labelMatch renders the conditions on resource_labels l that bound a walk
-// of one label's entries: the label (of the kind, with a kind filter) and
-// the cursor. Within a kind it compares kind_label, which only
-// idx_resource_labels_kind holds: with the kind a column of its own the
-// primary key, (key, value) fixed and the kind a filter, was as good a plan
-// to a planner that saw the table empty, and read the label's entries of
-// every kind.
-func labelMatch(sp listSpec, label [2]string, args *argList) string {
-	var w strings.Builder
-	if sp.kind != "" {
-		fmt.Fprintf(&w, "l.kind_label = %s", args.add(kindLabel(sp.kind, label)))
-	} else {
-		fmt.Fprintf(&w, "l.key = %s AND l.value = %s", args.add(label[0]), args.add(label[1]))
-	}
-	if sp.after != nil {
-		fmt.Fprintf(&w, " AND (l.created_at, l.resource_id) < (%s::timestamptz, %s::uuid)", args.add(sp.after.at), args.add(sp.after.id))
-	}
-	return w.String()
-}
-
-// labelCounts counts each label's entries (of the kind, with a kind filter)
-// after the cursor, up to labelBudget+1, and with an owner filter the
-// owner's children, up to the same: an index-only scan of at most that many
-// entries each, in index order so that, sorts off, no bitmap of all the
-// entries can serve it (the planner's pick for a set it believes small).
-func (s *Store) labelCounts(ctx context.Context, q querier, sp listSpec, pairs [][2]string) (labels []int64, children int64, err error) {
+// labelCounts counts each label's entries after the cursor, up to
+// labelBudget+1 (an index-only scan of at most that many entries each).
+func (s *Store) labelCounts(ctx context.Context, q querier, sp listSpec, pairs [][2]string) ([]int64, error) {
 	args := argList{labelBudget + 1}
-	parts := make([]string, len(pairs), len(pairs)+1)
-	for i, p := range pairs {
-		parts[i] = `(SELECT count(*) FROM (SELECT 1 FROM resource_labels l
-			WHERE ` + labelMatch(sp, p, &args) + `
-			ORDER BY l.created_at DESC, l.resource_id DESC LIMIT $1) s)`
+	cursor := ""
+	if sp.after != nil {
+		cursor = fmt.Sprintf(" AND (l.created_at, l.resource_id) < (%s::timestamptz, %s::uuid)", args.add(sp.after.at), args.add(sp.after.id))
 	}
-	if sp.owner != nil {
-		parts = append(parts, `(SELECT count(*) FROM (SELECT 1 FROM resource_phases r
-			WHERE r.owner_id = `+args.add(*sp.owner)+`
-			ORDER BY r.phase, r.created_at DESC, r.id DESC LIMIT $1) s)`)
+	parts := make([]string, len(pairs))
+	for i, p := range pairs {
+		parts[i] = fmt.Sprintf(`(SELECT count(*) FROM (SELECT 1 FROM resource_labels l
+			WHERE l.key = %s AND l.value = %s%s LIMIT $1) s)`, args.add(p[0]), args.add(p[1]), cursor)
 	}
 	var counts []int64
-	err = q.QueryRow(ctx, `SELECT ARRAY[`+strings.Join(parts, ", ")+`]::bigint[]`,
+	err := q.QueryRow(ctx, `SELECT ARRAY[`+strings.Join(parts, ", ")+`]::bigint[]`,
 		args...).Scan(&counts)
 	if err != nil {
-		return nil, 0, mapErr(err, "list resources (label sizes)")
+		return nil, mapErr(err, "list resources (label sizes)")
 	}
-	if sp.owner != nil {
-		children = counts[len(pairs)]
-	}
-	return counts[:len(pairs)], children, nil
+	return counts, nil
 }
 
 // labelPairs lists the label filter's pairs in key order.
@@ -354,29 +303,33 @@ func (s *Store) queryResources(ctx context.Context, db querier, q listQuery) ([]
 // node (see runPage).
 const sortsOffSQL = `SET LOCAL enable_sort = off`
 
-// runPage runs a page statement on the read pool and cuts its page. A
-// phase-branch page is an ordered walk of its phase index under a LIMIT; a
-// phase table whose statistics were taken while it was empty (a fleet torn
-// down and analyzed, another applied) looks empty however much it holds, and
-// to the planner a bitmap of the whole phase's entries, sorted, then costs
-// no more than the walk: 279,000 buffers for a deep kind+Ready page of a 10k
-// fleet (TestPlans_RollupAndListKeepTheirPlans, "emptied fleet"). Such a page
-// (and a walk of a label within a kind, see labelQuery) runs with sorts off
-// (SET LOCAL, in a read-only transaction of its own, the setting sent with
-// its BEGIN: one round trip and a ROLLBACK more than a bare statement; the
-// filtered label pages of ListResources send it with their own BEGIN),
-// which leaves the walk the one plan without a disabled node; its other
-// sorts (the phases' merge, the final order) have no alternative and are
-// made as before.
-func (s *Store) runPage(ctx context.Context, q listQuery, limit int) (Page, error) {
-	var db querier = s.read
+// runPage runs a page statement and cuts its page. A phase-branch page is an
+// ordered walk of its phase index under a LIMIT; a phase table whose
+// statistics were taken while it was empty (a fleet torn down and analyzed,
+// another applied) looks empty however much it holds, and to the planner a
+// bitmap of the whole phase's entries, sorted, then costs no more than the
+// walk: 279,000 buffers for a deep kind+Ready page of a 10k fleet
+// (TestPlans_RollupAndListKeepTheirPlans, "emptied fleet"). Such a page
+// runs with sorts off (SET LOCAL, in the caller's transaction or a
+// read-only one of its own, the setting sent with its BEGIN: one round trip
+// and a ROLLBACK more than a bare statement), which leaves the walk the one
+// plan without a disabled node; its other sorts (the phases' merge, the
+// final order) have no alternative and are made as before.
+func (s *Store) runPage(ctx context.Context, db querier, q listQuery, limit int) (Page, error) {
 	if q.walk {
-		// the setting travels with the BEGIN (one simple-protocol message)
-		tx, err := s.read.BeginTx(ctx, pgx.TxOptions{BeginQuery: `BEGIN READ ONLY; ` + sortsOffSQL})
-		if err != nil {
-			return Page{}, mapErr(err, "list resources")
+		tx, inTx := db.(pgx.Tx)
+		if inTx {
+			if _, err := tx.Exec(ctx, sortsOffSQL); err != nil {
+				return Page{}, mapErr(err, "list resources: planner settings")
+			}
+		} else {
+			// the setting travels with the BEGIN (one simple-protocol message)
+			var err error
+			if tx, err = s.read.BeginTx(ctx, pgx.TxOptions{BeginQuery: `BEGIN READ ONLY; ` + sortsOffSQL}); err != nil {
+				return Page{}, mapErr(err, "list resources")
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
 		}
-		defer func() { _ = tx.Rollback(ctx) }()
 		db = tx
 	}
 	items, err := s.queryResources(ctx, db, q)
@@ -443,7 +396,7 @@ func buildListQuery(opts ListOptions) (listQuery, error) {
 		return phaseQuery(sp), nil
 	}
 	budget := labelBudget
-	if sp.allPhases && sp.owner == nil && len(sp.labels) == 1 {
+	if sp.allPhases && sp.kind == "" && sp.owner == nil && len(sp.labels) == 1 {
 		budget = sp.limit + 1
 	}
 	return labelQuery(sp, labelPairs(sp.labels)[0], budget), nil

@@ -21,13 +21,6 @@
 --     kept a loop over the whole primary key, each entry checked against
 --     the labels: 6,700 buffers for 100 rows of a 10k fleet
 --     (TestPlans_TeardownSessionPlannedOnEmptyTables).
--- The probe names the row's kind_label too, so that idx_resource_labels_kind
--- (kind_label, created_at, resource_id) is as exact a probe as the primary
--- key: named by its last two columns only, a plan made under a fleet's
--- emptied statistics chose it and checked every entry of the index, 12k
--- buffers for one deleting statement of a 2k teardown
--- (TestPlans_TeardownUnderEmptiedQueueStatistics). Every label row has its
--- kind_label (migrations 00027 and 00028).
 CREATE OR REPLACE FUNCTION resources_labels_delete() RETURNS trigger
 LANGUAGE plpgsql SET jit = off SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 BEGIN
@@ -37,7 +30,6 @@ BEGIN
              CROSS JOIN LATERAL jsonb_each_text(o.labels) ol
              CROSS JOIN LATERAL (SELECT l.ctid AS tid FROM resource_labels l
                                   WHERE l.key = ol.key AND l.value = ol.value
-                                    AND l.kind_label = o.kind || ':' || ol.key || '=' || ol.value
                                     AND l.created_at = o.created_at AND l.resource_id = o.id
                                  OFFSET 0) x
              WHERE o.labels <> '{}') g

@@ -1,11 +1,9 @@
 -- resources_labels_update (AFTER UPDATE OF labels, per row, only when labels
--- changed) replaces the row's resource_labels entries (each with its
--- kind_label, as on insert; a resource's kind never changes). Status writes
--- never SET labels, so the drainer's hot path never runs it. Each old entry
--- goes by its full primary key and its kind_label (so either index is an
--- exact probe), one label at a time (a row has a handful): a
--- set-based DELETE … USING jsonb_each_text(…) was planned as a hash join
--- over a Seq Scan of resource_labels while the table had no statistics.
+-- changed) replaces the row's resource_labels entries. Status writes never SET
+-- labels, so the drainer's hot path never runs it. Each old entry goes by its
+-- full primary key, one label at a time (a row has a handful): a set-based
+-- DELETE … USING jsonb_each_text(…) was planned as a hash join over a Seq
+-- Scan of resource_labels while the table had no statistics.
 CREATE OR REPLACE FUNCTION resources_labels_update() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -14,11 +12,10 @@ DECLARE
 BEGIN
     FOR v_key, v_value IN SELECT ol.key, ol.value FROM jsonb_each_text(OLD.labels) ol LOOP
         DELETE FROM resource_labels l
-         WHERE l.key = v_key AND l.value = v_value AND l.kind_label = OLD.kind || ':' || v_key || '=' || v_value
-           AND l.created_at = OLD.created_at AND l.resource_id = OLD.id;
+         WHERE l.key = v_key AND l.value = v_value AND l.created_at = OLD.created_at AND l.resource_id = OLD.id;
     END LOOP;
-    INSERT INTO resource_labels (resource_id, key, value, created_at, kind_label)
-    SELECT NEW.id, l.key, l.value, NEW.created_at, NEW.kind || ':' || l.key || '=' || l.value FROM jsonb_each_text(NEW.labels) l;
+    INSERT INTO resource_labels (resource_id, key, value, created_at)
+    SELECT NEW.id, l.key, l.value, NEW.created_at FROM jsonb_each_text(NEW.labels) l;
     RETURN NULL;
 END
 $$;
