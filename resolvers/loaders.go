@@ -20,7 +20,10 @@ import (
 // call. A fresh set is made per response (per event, for subscriptions), so
 // nothing is cached across responses.
 type loaders struct {
-	store      *store.Store
+	store *store.Store
+	// primary and liveness are what the explains read with, for a prefetch.
+	primary    *store.Store
+	liveness   time.Duration
 	resources  *dataloadgen.Loader[uuid.UUID, resource.Resource]
 	children   *dataloadgen.Loader[store.ChildrenKey, store.Page]
 	conditions *dataloadgen.Loader[uuid.UUID, []resource.Condition]
@@ -51,6 +54,8 @@ func newLoaders(st, primary *store.Store, liveness, wait time.Duration) *loaders
 	}
 	return &loaders{
 		store:      st,
+		primary:    primary,
+		liveness:   liveness,
 		resources:  dataloadgen.NewMappedLoader(st.ResourcesByIDs, o...),
 		children:   dataloadgen.NewMappedLoader(st.ChildrenPages, o...),
 		conditions: dataloadgen.NewMappedLoader(st.StoredConditionsFor, o...),

@@ -71,6 +71,10 @@ func (p *prefetchPage) job(f graphql.CollectedField) func() error {
 		return p.definitions(f, args)
 	case "operations":
 		return p.operations(f, args)
+	case "waitingOn":
+		return p.waitingOn(f, args)
+	case "specHistory":
+		return p.specHistory(f, args)
 	}
 	return nil
 }
@@ -265,6 +269,88 @@ func (p *prefetchPage) operations(_ graphql.CollectedField, args map[string]any)
 		}
 		return nil
 	}
+}
+
+// waitingOn reads the rows' explanations, then their blockers, from the
+// primary (as the loaders behind Resource.waitingOn do): two statements for
+// the page, however long it is and however slowly its resolvers run.
+func (p *prefetchPage) waitingOn(f graphql.CollectedField, _ map[string]any) func() error {
+	return func() error {
+		got, err := p.l.primary.ExplainMany(p.ctx, p.ids, p.l.liveness)
+		if err != nil {
+			return err
+		}
+		var blockers []uuid.UUID
+		for _, id := range p.ids {
+			p.l.explains.Prime(id, got[id]) // none: nothing holds it, as a deleted row reads
+			for _, w := range got[id] {
+				blockers = append(blockers, w.Blockers...)
+			}
+		}
+		sel := subSelection(p.oc, f.Selections, "Wait", "blockers")
+		if len(blockers) == 0 || sel == nil {
+			return nil
+		}
+		res, err := p.l.primary.ResourcesByIDs(p.ctx, blockers)
+		if err != nil {
+			return err
+		}
+		list := make([]resource.Resource, 0, len(res))
+		for id, r := range res {
+			p.l.blockers.Prime(id, r)
+			list = append(list, r)
+		}
+		return prefetch(p.ctx, sel, list)
+	}
+}
+
+func (p *prefetchPage) specHistory(_ graphql.CollectedField, args map[string]any) func() error {
+	n := intArg(args, "first", 20)
+	if n < 1 || n > store.MaxHistoryLimit {
+		return nil // the field's resolver refuses it
+	}
+	return func() error {
+		keys := make([]store.SpecHistoryKey, len(p.ids))
+		for i, id := range p.ids {
+			keys[i] = store.SpecHistoryKey{ID: id, Limit: n}
+		}
+		got, err := p.l.primary.SpecHistoriesFor(p.ctx, keys)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			p.l.specs.Prime(k, got[k])
+		}
+		return nil
+	}
+}
+
+// prefetchUsage reads the usage of every kind version of a kinds list in
+// one statement when the list's selection asks for it, and primes the
+// response's loader (the batch window alone split on a slow machine).
+func prefetchUsage(ctx context.Context, kvs []manifest.KindVersion) error {
+	l := loadersFrom(ctx)
+	if l == nil || len(kvs) == 0 || !graphql.HasOperationContext(ctx) {
+		return nil
+	}
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil || fc.Field.Field == nil {
+		return nil
+	}
+	oc := graphql.GetOperationContext(ctx)
+	if subSelection(oc, fc.Field.Selections, "Kind", "usage") == nil {
+		return nil
+	}
+	got, err := l.primary.KindUsages(ctx, kvs, l.liveness)
+	if err != nil {
+		return err
+	}
+	for _, kv := range kvs {
+		if u, ok := got[kv]; ok {
+			l.usages.Prime(kv, u)
+		}
+	}
+	return nil
 }
 
 // subSelection is the selection of field name inside sel (on typ); nil when

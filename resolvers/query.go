@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/converge-run/converge/core/auth"
+	"github.com/converge-run/converge/core/manifest"
 	"github.com/converge-run/converge/core/store"
 	"github.com/converge-run/converge/graph/model"
 )
@@ -84,8 +85,13 @@ func (q queryResolver) Kinds(ctx context.Context) ([]*model.Kind, error) {
 		return nil, err
 	}
 	out := make([]*model.Kind, len(ks))
+	kvs := make([]manifest.KindVersion, len(ks))
 	for i, k := range ks {
 		out[i] = toKind(k)
+		kvs[i] = manifest.KindVersion{Kind: k.Name, Version: k.Version}
+	}
+	if err := prefetchUsage(ctx, kvs); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
