@@ -107,35 +107,26 @@ SELECT d.n, current_setting('converge.value_flow_checks', true)
 // them (so their md5 is the one drain_value_flows compares when it meets the
 // same substitution again).
 func (s *Store) checkFlowedSpecs(ctx context.Context, tx pgx.Tx, checks string) ([]flowRefusal, error) {
-	var items [][5]json.RawMessage
-	if err := json.Unmarshal([]byte(checks), &items); err != nil {
+	items, err := parseFlowChecks(checks)
+	if err != nil {
 		return nil, fmt.Errorf("read converge.value_flow_checks: %w", err)
 	}
 	var out []flowRefusal
 	for _, it := range items {
-		var (
-			id            uuid.UUID
-			kind, version string
-			gen           int64
-		)
-		if err := errors.Join(json.Unmarshal(it[0], &id), json.Unmarshal(it[1], &kind), json.Unmarshal(it[2], &version),
-			json.Unmarshal(it[3], &gen)); err != nil {
-			return nil, fmt.Errorf("read converge.value_flow_checks: %w", err)
-		}
-		sc, err := s.specSchema(ctx, tx, kind, version, gen)
+		sc, err := s.specSchema(ctx, tx, it.kind, it.version, it.gen)
 		if err != nil {
 			return nil, err
 		}
-		verr := sc.Validate(it[4])
+		verr := sc.Validate(it.spec)
 		if verr == nil {
 			continue
 		}
-		msg, err := refusedFlowMessage(ctx, tx, id, verr)
+		msg, err := refusedFlowMessage(ctx, tx, it.id, verr)
 		if err != nil {
 			return nil, err
 		}
-		sum := md5.Sum(it[4])
-		out = append(out, flowRefusal{ID: id, SpecMD5: hex.EncodeToString(sum[:]), Message: msg})
+		sum := md5.Sum(it.spec)
+		out = append(out, flowRefusal{ID: it.id, SpecMD5: hex.EncodeToString(sum[:]), Message: msg})
 	}
 	return out, nil
 }
