@@ -1537,13 +1537,22 @@ BEGIN
             r.updated_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
         RETURN;
     ELSIF r.synced_gen >= r.generation THEN
+        v_n := 0;
         IF r.failure_gen = r.generation THEN
             -- Failed for its live spec while synced: a resync that failed,
             -- retried by its own task (backing off, then claimed again)
             RETURN QUERY SELECT * FROM explain_task(p_id, r.shard_id, r.kind, r.version, 'reconcile', p_now,
                                                     p_liveness_secs);
+            GET DIAGNOSTICS v_n = ROW_COUNT;
         END IF;
         RETURN QUERY SELECT * FROM explain_config_missing(p_id, 'resync');
+        IF r.failure_gen = r.generation AND v_n = 0 AND NOT FOUND THEN
+            -- its task lost (a crash emptied the queue, or the unclaimed-work
+            -- GC dropped it): requeue_failed_and_pending queues it again
+            RETURN QUERY SELECT 'failed_retry',
+                format('failed at generation %s: the reaper retries it after its retry window', r.generation),
+                r.updated_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
+        END IF;
         RETURN;
     ELSE
         v_task := 'reconcile';
@@ -2760,6 +2769,8 @@ CREATE FUNCTION public.requeue_failed_and_pending(p_lo integer, p_hi integer, p_
     AS $$
 DECLARE
     v_ids    uuid[];
+    v_lag    uuid[];
+    v_resync uuid[];
     v_n      int;
     v_ops    int;
     -- entries of idx_resource_phases_lagging examined per shard per call
@@ -2770,7 +2781,7 @@ BEGIN
     END IF;
     v_ops := requeue_lost_operations(p_lo, p_hi, p_max, p_now);
     WITH walk AS MATERIALIZED (
-        SELECT s.shard, l.id, l.since, l.n, w.updated_at,
+        SELECT s.shard, l.id, l.since, l.n, w.updated_at, w.synced,
                w.id IS NOT NULL AND q.queued IS NULL AS survivor
           FROM generate_series(p_lo, p_hi) AS s(shard)
           LEFT JOIN reaper_walk_cursors c ON c.shard_id = s.shard
@@ -2786,10 +2797,10 @@ BEGIN
                          ORDER BY p.since, p.id
                          LIMIT v_budget) p) l
           LEFT JOIN LATERAL (
-                SELECT r.id, r.updated_at
+                SELECT r.id, r.updated_at, r.synced_gen >= r.generation AS synced
                   FROM resources r
                  WHERE r.id = l.id
-                   AND r.synced_gen < r.generation
+                   AND (r.synced_gen < r.generation OR r.failure_gen = r.generation)
                    AND r.updated_at < p_now - p_retry_after
                    AND r.frozen_until IS NULL
                    AND r.deletion_requested_at IS NULL
@@ -2805,7 +2816,7 @@ BEGIN
                    AND q.op_id = '00000000-0000-0000-0000-000000000000'
                  LIMIT 1) q ON true
     ), pick AS MATERIALIZED (
-        SELECT wk.id, wk.updated_at FROM walk wk WHERE wk.survivor ORDER BY wk.updated_at LIMIT p_max
+        SELECT wk.id, wk.updated_at, wk.synced FROM walk wk WHERE wk.survivor ORDER BY wk.updated_at LIMIT p_max
     ), marks AS MATERIALIZED (
         -- per shard: how far the walk went, and the first survivor p_max left over
         SELECT wk.shard, count(*) AS walked,
@@ -2828,11 +2839,14 @@ BEGIN
            AND NOT EXISTS (SELECT 1 FROM marks m
                             WHERE m.shard = c.shard_id AND (m.first_cut IS NOT NULL OR m.walked >= v_budget))
     )
-    SELECT array_agg(k.id ORDER BY k.updated_at) INTO v_ids FROM pick k;
+    SELECT array_agg(k.id ORDER BY k.updated_at),
+           array_agg(k.id ORDER BY k.updated_at) FILTER (WHERE NOT k.synced),
+           array_agg(k.id ORDER BY k.updated_at) FILTER (WHERE k.synced)
+      INTO v_ids, v_lag, v_resync FROM pick k;
     IF v_ids IS NULL THEN
         RETURN v_ops;
     END IF;
-    v_n := coalesce(schedule_eligible(v_ids, p_now), 0);
+    v_n := coalesce(schedule_eligible(v_lag, p_now), 0) + resync_enqueue(v_resync, false, p_now);
     -- To the back of the walk's line: a row that keeps failing is retried
     -- once per window and never holds the budget against younger rows.
     -- Last, and SKIP LOCKED: this transaction never waits once it holds a

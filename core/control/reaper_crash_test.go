@@ -236,3 +236,45 @@ func TestReaper_RequeuesAfterACrashTheComposeAndFirstRollupOfReconcilingComposit
 	require.Equal(t, "specChange", rollupTask(t, db, composing), "the compose is queued again")
 	require.Equal(t, "childrenSettled", rollupTask(t, db, rolling), "the first rollup is queued again")
 }
+
+// A synced resource whose resync failed retryably is Failed for its live
+// spec (failure_gen = synced_gen = generation), retried only by its own
+// queue row, backing off. A crash restart of Postgres empties the UNLOGGED
+// queue: the drift resyncer passes the row by (not Ready or Degraded) and
+// it does not lag its spec. The reaper's catch-up after the crash queues
+// its resync again.
+func TestReaper_RetriesAfterACrashTheResyncThatFailed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCrashable(t)
+	db := c.pool()
+	c.exec(db, `INSERT INTO kind_config (kind, version, resync_interval_secs) VALUES ('probe', 'v1', 60)`)
+	var id string
+	require.NoError(t, db.QueryRow(ctx, `INSERT INTO resources (kind, version, name, synced_gen, shard_id)
+	                                     VALUES ('probe', 'v1', 'probed', 1, 9) RETURNING id::text`).Scan(&id))
+	c.exec(db, `SELECT resync_resource($1)`, id)
+	p := pipeline.New(db)
+	tasks, err := p.Claim(ctx, pipeline.Lease{WorkerID: "worker", Lo: 0, Hi: 255},
+		pipeline.Batch{Kind: "probe", Version: "v1", TaskType: pipeline.TaskReconcile, Max: 10})
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	require.Equal(t, "resync", tasks[0].Trigger)
+	require.NoError(t, p.AppendOutbox(ctx, tasks[0].Failure("the probe timed out", false)))
+	_, err = p.DrainOutboxBatch(ctx, 10, 0, 255)
+	require.NoError(t, err)
+	require.Equal(t, "resync", rollupTask(t, db, id), "the failed resync backs off in the queue")
+
+	c.crash()
+	db = c.pool()
+	require.Zero(t, queued(t, db), "the crash emptied the queue")
+	var phase string
+	require.NoError(t, db.QueryRow(ctx, `SELECT phase FROM resources WHERE id = $1`, id).Scan(&phase))
+	require.Equal(t, "Failed", phase, "the failure is durable")
+
+	r := &Reaper{Maintenance: maintenance.New(db), Shards: allShards(), Log: zerolog.New(testlog.Writer(t))}
+	r.TestSignals.Init()
+	r.catchUp.Store(true) // the outage's end, as Run sees it
+	r.Tick(ctx, true)
+	r.TestSignals.Ticked.WaitOrTimeout(t)
+	require.Equal(t, "resync", rollupTask(t, db, id), "the catch-up queues the failed resync again")
+}

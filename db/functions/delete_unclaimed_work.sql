@@ -1,9 +1,10 @@
 -- delete_unclaimed_work: abandoned-work GC. Hard-deletes work_queue rows in
 -- [p_lo, p_hi] that have been claimable (worker_id IS NULL) since before
 -- p_now - p_after: work no worker ever picked up because its kind lost its
--- workers. Not abandonment: the resource stays lagging and
--- requeue_failed_and_pending re-enqueues it if a worker ever returns (a delete
--- task is re-enqueued by sweep_deletable). Two kinds of row have no such
+-- workers. Not abandonment: the resource stays lagging (or Failed for its
+-- live spec, a synced row whose resync failed) and requeue_failed_and_pending
+-- re-enqueues it if a worker ever returns (a delete task is re-enqueued by
+-- sweep_deletable). Two kinds of row have no such
 -- backstop, and are not dropped alone:
 --   * an operate task: its operation is finished as Failed, the error naming
 --     the window (SWEEPER_UNCLAIMED_DELETE_AFTER), in the same statement;

@@ -2,7 +2,8 @@
 -- gates holding it, first the one that holds it now, each with what releases
 -- it. No rows: nothing holds it (it is Ready or Degraded for its live spec,
 -- and a config it names exists). A synced resource whose resync failed is
--- Failed for its live spec: its retry task's claim state is the answer.
+-- Failed for its live spec: its retry task's claim state is the answer, or,
+-- when that task was lost, the reaper's retry (failed_retry).
 -- It reads the scheduler's own definitions, never a copy of them:
 --   * the upstream gate: schedule_lagging_upstreams;
 --   * the rollup gate: schedule_rollup_gated, then rollup_gate (0 = open),
@@ -110,13 +111,22 @@ BEGIN
             r.updated_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
         RETURN;
     ELSIF r.synced_gen >= r.generation THEN
+        v_n := 0;
         IF r.failure_gen = r.generation THEN
             -- Failed for its live spec while synced: a resync that failed,
             -- retried by its own task (backing off, then claimed again)
             RETURN QUERY SELECT * FROM explain_task(p_id, r.shard_id, r.kind, r.version, 'reconcile', p_now,
                                                     p_liveness_secs);
+            GET DIAGNOSTICS v_n = ROW_COUNT;
         END IF;
         RETURN QUERY SELECT * FROM explain_config_missing(p_id, 'resync');
+        IF r.failure_gen = r.generation AND v_n = 0 AND NOT FOUND THEN
+            -- its task lost (a crash emptied the queue, or the unclaimed-work
+            -- GC dropped it): requeue_failed_and_pending queues it again
+            RETURN QUERY SELECT 'failed_retry',
+                format('failed at generation %s: the reaper retries it after its retry window', r.generation),
+                r.updated_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
+        END IF;
         RETURN;
     ELSE
         v_task := 'reconcile';

@@ -1,16 +1,23 @@
--- requeue_failed_and_pending: the reaper backstop for lagging rows.
+-- requeue_failed_and_pending: the reaper backstop for lagging and failed rows.
 --
 -- Gates: rows in [p_lo, p_hi] whose spec is ahead of what was reconciled
--- (synced_gen < generation; walked through idx_resource_phases_lagging — the
--- phase index's Reconciling and Failed rows, empty in steady state, so the
--- scan is its own idle gate), untouched for p_retry_after (a failed
--- reconcile is retried only after its window), with no reconcile row in the
--- queue (the queue is UNLOGGED: after a crash this rebuilds it). Skips
+-- (synced_gen < generation), or that are Failed for their live spec while
+-- synced (failure_gen = synced_gen = generation: a resync or a rollup of a
+-- settled row that failed retryably, whose only retry was its own queue
+-- row); walked through idx_resource_phases_lagging — the phase index's
+-- Reconciling and Failed rows, empty in steady state, so the scan is its own
+-- idle gate — untouched for p_retry_after (a failed reconcile is retried
+-- only after its window), with no reconcile row in the queue (the queue is
+-- UNLOGGED: after a crash this rebuilds it; the unclaimed-work GC may also
+-- have dropped the row). Skips
 -- terminally failed rows (failure_terminal AND failure_gen = generation: they
 -- stop retrying until a spec edit bumps generation), frozen rows (orphaned or
--- quarantined) and deleting rows. The survivors go through schedule_eligible,
--- the one gate: upstreams must be synced, and a rollup root waits only for
--- still-progressing descendants (a failed descendant does not hold it back).
+-- quarantined) and deleting rows. The lagging survivors go through
+-- schedule_eligible, the one gate: upstreams must be synced, and a rollup
+-- root waits only for still-progressing descendants (a failed descendant
+-- does not hold it back). The synced failed ones get a resync task again
+-- (resync_enqueue, which passes no gate a settled row's resync does not;
+-- without a recompose: one the lost task owed is still in composed_gen).
 --
 -- Bounded work per tick, a plan that cannot go quadratic, and a walk that
 -- resumes: shard by shard (a LATERAL per shard of the range) walk at most
@@ -42,6 +49,8 @@ CREATE OR REPLACE FUNCTION requeue_failed_and_pending(p_lo int, p_hi int, p_max 
 RETURNS int LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET jit = off SET enable_seqscan = off AS $$
 DECLARE
     v_ids    uuid[];
+    v_lag    uuid[];
+    v_resync uuid[];
     v_n      int;
     v_ops    int;
     -- entries of idx_resource_phases_lagging examined per shard per call
@@ -52,7 +61,7 @@ BEGIN
     END IF;
     v_ops := requeue_lost_operations(p_lo, p_hi, p_max, p_now);
     WITH walk AS MATERIALIZED (
-        SELECT s.shard, l.id, l.since, l.n, w.updated_at,
+        SELECT s.shard, l.id, l.since, l.n, w.updated_at, w.synced,
                w.id IS NOT NULL AND q.queued IS NULL AS survivor
           FROM generate_series(p_lo, p_hi) AS s(shard)
           LEFT JOIN reaper_walk_cursors c ON c.shard_id = s.shard
@@ -68,10 +77,10 @@ BEGIN
                          ORDER BY p.since, p.id
                          LIMIT v_budget) p) l
           LEFT JOIN LATERAL (
-                SELECT r.id, r.updated_at
+                SELECT r.id, r.updated_at, r.synced_gen >= r.generation AS synced
                   FROM resources r
                  WHERE r.id = l.id
-                   AND r.synced_gen < r.generation
+                   AND (r.synced_gen < r.generation OR r.failure_gen = r.generation)
                    AND r.updated_at < p_now - p_retry_after
                    AND r.frozen_until IS NULL
                    AND r.deletion_requested_at IS NULL
@@ -87,7 +96,7 @@ BEGIN
                    AND q.op_id = '00000000-0000-0000-0000-000000000000'
                  LIMIT 1) q ON true
     ), pick AS MATERIALIZED (
-        SELECT wk.id, wk.updated_at FROM walk wk WHERE wk.survivor ORDER BY wk.updated_at LIMIT p_max
+        SELECT wk.id, wk.updated_at, wk.synced FROM walk wk WHERE wk.survivor ORDER BY wk.updated_at LIMIT p_max
     ), marks AS MATERIALIZED (
         -- per shard: how far the walk went, and the first survivor p_max left over
         SELECT wk.shard, count(*) AS walked,
@@ -110,11 +119,14 @@ BEGIN
            AND NOT EXISTS (SELECT 1 FROM marks m
                             WHERE m.shard = c.shard_id AND (m.first_cut IS NOT NULL OR m.walked >= v_budget))
     )
-    SELECT array_agg(k.id ORDER BY k.updated_at) INTO v_ids FROM pick k;
+    SELECT array_agg(k.id ORDER BY k.updated_at),
+           array_agg(k.id ORDER BY k.updated_at) FILTER (WHERE NOT k.synced),
+           array_agg(k.id ORDER BY k.updated_at) FILTER (WHERE k.synced)
+      INTO v_ids, v_lag, v_resync FROM pick k;
     IF v_ids IS NULL THEN
         RETURN v_ops;
     END IF;
-    v_n := coalesce(schedule_eligible(v_ids, p_now), 0);
+    v_n := coalesce(schedule_eligible(v_lag, p_now), 0) + resync_enqueue(v_resync, false, p_now);
     -- To the back of the walk's line: a row that keeps failing is retried
     -- once per window and never holds the budget against younger rows.
     -- Last, and SKIP LOCKED: this transaction never waits once it holds a

@@ -27,7 +27,8 @@ const DefaultUnclaimedAfter = 24 * time.Hour
 
 // DeleteUnclaimedWork hard-deletes the work_queue rows in r that have been
 // claimable for longer than after without any worker claiming them. The
-// resources stay lagging, so a returning worker gets fresh tasks. An
+// resources stay lagging (or Failed, a synced row's failed resync), so a
+// returning worker gets fresh tasks from the reaper's retry. An
 // operation whose task it drops is failed, its error naming the window; a
 // synced composite's pending rollup, which nothing would pend again, is
 // kept. It returns the number deleted.
