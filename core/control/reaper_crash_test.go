@@ -278,3 +278,84 @@ func TestReaper_RetriesAfterACrashTheResyncThatFailed(t *testing.T) {
 	r.TestSignals.Ticked.WaitOrTimeout(t)
 	require.Equal(t, "resync", rollupTask(t, db, id), "the catch-up queues the failed resync again")
 }
+
+// An operation (an operator's verb) is finished by its task's first
+// result: a failure, retryable or not, makes it Failed with the worker's
+// error at once and removes its task, so a failed operation has no task to
+// lose. A crash restart of Postgres takes the tasks of the open ones: the
+// reaper's catch-up queues a Pending one's task again (it never ran) and
+// fails a Running one, saying so (its verb may have run). None is left open
+// without a task, and none is run twice.
+func TestReaper_LeavesNoOperationOpenWithoutItsTaskAfterACrash(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCrashable(t)
+	db := c.pool()
+	c.exec(db, `INSERT INTO kind_config (kind, version) VALUES ('leaf', 'v1')`)
+	operation := func(name string) string {
+		var op string
+		require.NoError(t, db.QueryRow(ctx, `
+WITH r AS (INSERT INTO resources (kind, version, name, synced_gen, shard_id) VALUES ('leaf', 'v1', $1, 1, 11)
+           RETURNING id, shard_id, kind, version, generation),
+     o AS (INSERT INTO resource_operations (resource_id, verb) SELECT id, 'flip' FROM r RETURNING id, resource_id),
+     q AS (INSERT INTO work_queue (resource_id, task_type, op_id, shard_id, kind, version, generation, trigger)
+           SELECT r.id, 'operate', o.id, r.shard_id, r.kind, r.version, r.generation, 'operation' FROM r, o)
+SELECT id::text FROM o`, name).Scan(&op))
+		return op
+	}
+	claim := func() pipeline.Task {
+		tasks, err := pipeline.New(db).Claim(ctx, pipeline.Lease{WorkerID: "worker", Lo: 0, Hi: 255},
+			pipeline.Batch{Kind: "leaf", Version: "v1", TaskType: pipeline.TaskOperate, Max: 10})
+		require.NoError(t, err)
+		require.Len(t, tasks, 1)
+		return tasks[0]
+	}
+	state := func(op string) (string, string) {
+		var s, msg string
+		require.NoError(t, db.QueryRow(ctx, `SELECT state, coalesce(error, '') FROM resource_operations WHERE id = $1`, op).
+			Scan(&s, &msg))
+		return s, msg
+	}
+	opTasks := func(op string) int {
+		var n int
+		require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM work_queue WHERE op_id = $1`, op).Scan(&n))
+		return n
+	}
+
+	failed := operation("failed")
+	p := pipeline.New(db)
+	require.NoError(t, p.AppendOutbox(ctx, claim().Failure("device busy", false)))
+	_, err := p.DrainOutboxBatch(ctx, 10, 0, 255)
+	require.NoError(t, err)
+	s, msg := state(failed)
+	require.Equal(t, "Failed", s, "a retryable failure finishes the operation")
+	require.Equal(t, "device busy", msg)
+	require.Zero(t, opTasks(failed), "a failed operation keeps no task")
+	running := operation("running")
+	claim()
+	s, _ = state(running)
+	require.Equal(t, "Running", s)
+	pending := operation("pending")
+
+	c.crash()
+	db = c.pool()
+	require.Zero(t, queued(t, db), "the crash emptied the queue")
+	r := &Reaper{Maintenance: maintenance.New(db), Shards: allShards(), Log: zerolog.New(testlog.Writer(t))}
+	r.TestSignals.Init()
+	r.catchUp.Store(true) // the outage's end, as Run sees it
+	r.Tick(ctx, true)
+	r.TestSignals.Ticked.WaitOrTimeout(t)
+
+	s, _ = state(pending)
+	require.Equal(t, "Pending", s)
+	require.Equal(t, 1, opTasks(pending), "a Pending operation's task is queued again")
+	s, msg = state(running)
+	require.Equal(t, "Failed", s, "a Running operation whose task is gone may have run: failed, not run again")
+	require.Contains(t, msg, "lost")
+	require.Zero(t, opTasks(running))
+	s, msg = state(failed)
+	require.Equal(t, "Failed", s)
+	require.Equal(t, "device busy", msg, "a failed operation is left as it ended")
+	require.Zero(t, opTasks(failed))
+	require.Equal(t, 1, queued(t, db), "nothing else was queued")
+}
