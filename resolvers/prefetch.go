@@ -3,6 +3,7 @@ package resolvers
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/google/uuid"
@@ -33,7 +34,12 @@ func prefetch(ctx context.Context, sel ast.SelectionSet, rows []resource.Resourc
 		p.ids[i] = r.ID
 	}
 	var g errgroup.Group
-	for _, f := range graphql.CollectFields(p.oc, sel, []string{"Resource"}) {
+	fields := graphql.CollectFields(p.oc, sel, []string{"Resource"})
+	conditions := slices.ContainsFunc(fields, func(f graphql.CollectedField) bool { return f.Name == "conditions" })
+	for _, f := range fields {
+		if f.Name == "deadLetter" && conditions {
+			continue // the conditions' prefetch holds what deadLetter reads
+		}
 		if job := p.job(f); job != nil {
 			g.Go(job)
 		}
@@ -59,6 +65,8 @@ func (p *prefetchPage) job(f graphql.CollectedField) func() error {
 		return p.related(f, args)
 	case "conditions":
 		return p.conditions(f, args)
+	case "deadLetter":
+		return p.deadLetters(f, args)
 	case "dependencies":
 		return p.dependencies(f, args)
 	case "dependents":
@@ -75,6 +83,8 @@ func (p *prefetchPage) job(f graphql.CollectedField) func() error {
 		return p.waitingOn(f, args)
 	case "specHistory":
 		return p.specHistory(f, args)
+	case "history":
+		return p.history(f, args)
 	}
 	return nil
 }
@@ -112,6 +122,31 @@ func (p *prefetchPage) conditions(_ graphql.CollectedField, _ map[string]any) fu
 			return err
 		}
 		for _, id := range p.ids {
+			p.l.conditions.Prime(id, got[id])
+		}
+		return nil
+	}
+}
+
+// deadLetters reads the conditions of the rows that may be a dead letter
+// (terminally failed for their live generation), which is all
+// Resource.deadLetter reads.
+func (p *prefetchPage) deadLetters(_ graphql.CollectedField, _ map[string]any) func() error {
+	var ids []uuid.UUID
+	for _, r := range p.rows {
+		if r.FailureTerminal && r.FailureGen == r.Generation {
+			ids = append(ids, r.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return func() error {
+		got, err := p.st.StoredConditionsFor(p.ctx, ids)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
 			p.l.conditions.Prime(id, got[id])
 		}
 		return nil
@@ -351,6 +386,27 @@ func prefetchUsage(ctx context.Context, kvs []manifest.KindVersion) error {
 		}
 	}
 	return nil
+}
+
+func (p *prefetchPage) history(_ graphql.CollectedField, args map[string]any) func() error {
+	n, after := intArg(args, "first", 50), stringArg(args, "after")
+	if n < 1 || n > maxNestedPage || store.CheckEventsCursor(after) != nil {
+		return nil // the field's resolver refuses it
+	}
+	return func() error {
+		keys := make([]store.EventsKey, len(p.ids))
+		for i, id := range p.ids {
+			keys[i] = store.EventsKey{ResourceID: id, Limit: n, After: after}
+		}
+		got, err := p.st.EventsFor(p.ctx, keys)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			p.l.events.Prime(k, got[k])
+		}
+		return nil
+	}
 }
 
 // subSelection is the selection of field name inside sel (on typ); nil when
