@@ -2591,10 +2591,10 @@ END
 $$;
 
 --
--- Name: reap_unlocked_cluster_members(); Type: FUNCTION; Schema: public; Owner: -
+-- Name: reap_unlocked_cluster_members(integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.reap_unlocked_cluster_members() RETURNS SETOF text
+CREATE FUNCTION public.reap_unlocked_cluster_members(p_self_key integer) RETURNS SETOF text
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -2605,13 +2605,6 @@ DECLARE
     v_at   timestamptz[];
     v_gone text[];
 BEGIN
-    PERFORM pg_terminate_backend(l.pid)
-       FROM pg_locks l
-       JOIN pg_stat_activity a ON a.pid = l.pid
-      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-        AND l.classid = 20251201::oid
-        AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-        AND a.state = 'idle' AND a.state_change < clock_timestamp() - interval '3 seconds';
     SELECT coalesce(array_agg(l.objid::bigint), '{}') INTO v_held
       FROM pg_locks l
       LEFT JOIN pg_stat_activity a ON a.pid = l.pid
@@ -2619,6 +2612,16 @@ BEGIN
        AND l.classid = 20251201::oid
        AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
        AND NOT coalesce(a.state = 'idle' AND a.state_change < clock_timestamp() - interval '3 seconds', false);
+    IF p_self_key IS NOT NULL AND p_self_key::bigint <> ALL (v_held) THEN
+        RETURN;
+    END IF;
+    PERFORM pg_terminate_backend(l.pid)
+       FROM pg_locks l
+       JOIN pg_stat_activity a ON a.pid = l.pid
+      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+        AND l.classid = 20251201::oid
+        AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+        AND a.state = 'idle' AND a.state_change < clock_timestamp() - interval '3 seconds';
     IF EXISTS (SELECT 1 FROM cluster_members m
                 WHERE m.lock_key IS NOT NULL AND m.lock_key <> ALL (v_held)) THEN
         WITH gone AS (

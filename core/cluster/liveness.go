@@ -260,9 +260,11 @@ func clockOf(c engine.Clock) engine.Clock {
 	return c
 }
 
-// Reaper is the registry half the dead-member probe uses.
+// Reaper is the registry half the dead-member probe uses: it removes the
+// members whose liveness lock is gone, judging only while the database shows
+// selfKey, the caller's own lock, held (0: the caller holds none).
 type Reaper interface {
-	ReapUnlocked(ctx context.Context) ([]string, error)
+	ReapUnlocked(ctx context.Context, selfKey int32) ([]string, error)
 }
 
 // DeadMemberProbe is the fast failure detector: every Every it removes the
@@ -271,11 +273,16 @@ type Reaper interface {
 // skips while Held reports false: the host passes LivenessLock.Settled, false
 // while this member's own lock is not held (it is likely cut off itself) and
 // for a grace after it was re-taken (its peers are likely re-taking theirs).
+// Key (LivenessLock.Key) goes with each probe: the lock can end after Held
+// said it was held and before the probe reaches the database (a restart or
+// failover not noticed yet), and the database then removes no one, since
+// every peer's lock is likely gone with this member's.
 // A failing probe is logged once per outage.
 type DeadMemberProbe struct {
 	Registry Reaper
 	Every    time.Duration // default 500 ms
 	Held     func() bool   // nil: always probe
+	Key      func() int32  // this member's lock key; nil: it holds none
 	Outage   *engine.Outage
 	Log      zerolog.Logger
 	Clock    engine.Clock // nil: the wall clock
@@ -305,7 +312,11 @@ func (p *DeadMemberProbe) Run(ctx context.Context) error {
 }
 
 func (p *DeadMemberProbe) probe(ctx context.Context) {
-	ids, err := p.Registry.ReapUnlocked(ctx)
+	var key int32
+	if p.Key != nil {
+		key = p.Key()
+	}
+	ids, err := p.Registry.ReapUnlocked(ctx, key)
 	switch {
 	case err != nil:
 		if ctx.Err() == nil && !p.Outage.Failed("dead-member-probe", err) && !p.failing {

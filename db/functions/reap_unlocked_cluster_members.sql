@@ -59,8 +59,19 @@
 -- member cannot have re-taken its lock and resumed: every such transaction
 -- is from before the loss. A session this role may not signal is left to
 -- that timeout.
+-- The caller judges only while the database shows its own lock held, its
+-- session not idle past the rule above (p_self_key, the caller's lock_key;
+-- NULL for a caller that holds none): otherwise it removes and ends
+-- nothing. A probe checks its own lock before it calls (the member's
+-- Settled), but the lock can end after that check and before this reads
+-- pg_locks: a restart or failover the member has not noticed yet (its next
+-- lock check is up to 250 ms away, a hung one takes a second), an
+-- operator's reset of the lock sessions, a pause of the database's host that
+-- leaves every session idle past 3 s. Every lock is gone then, the caller's
+-- too, and its peers are reconnecting as it is: removing them would free the
+-- leases of every task they run and re-tile the cluster twice.
 -- Returns the ids removed.
-CREATE OR REPLACE FUNCTION reap_unlocked_cluster_members()
+CREATE OR REPLACE FUNCTION reap_unlocked_cluster_members(p_self_key int)
 RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
     v_held bigint[];
@@ -70,13 +81,6 @@ DECLARE
     v_at   timestamptz[];
     v_gone text[];
 BEGIN
-    PERFORM pg_terminate_backend(l.pid)
-       FROM pg_locks l
-       JOIN pg_stat_activity a ON a.pid = l.pid
-      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-        AND l.classid = 20251201::oid
-        AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-        AND a.state = 'idle' AND a.state_change < clock_timestamp() - interval '3 seconds';
     SELECT coalesce(array_agg(l.objid::bigint), '{}') INTO v_held
       FROM pg_locks l
       LEFT JOIN pg_stat_activity a ON a.pid = l.pid
@@ -84,6 +88,16 @@ BEGIN
        AND l.classid = 20251201::oid
        AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
        AND NOT coalesce(a.state = 'idle' AND a.state_change < clock_timestamp() - interval '3 seconds', false);
+    IF p_self_key IS NOT NULL AND p_self_key::bigint <> ALL (v_held) THEN
+        RETURN;
+    END IF;
+    PERFORM pg_terminate_backend(l.pid)
+       FROM pg_locks l
+       JOIN pg_stat_activity a ON a.pid = l.pid
+      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+        AND l.classid = 20251201::oid
+        AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+        AND a.state = 'idle' AND a.state_change < clock_timestamp() - interval '3 seconds';
     IF EXISTS (SELECT 1 FROM cluster_members m
                 WHERE m.lock_key IS NOT NULL AND m.lock_key <> ALL (v_held)) THEN
         WITH gone AS (

@@ -106,7 +106,7 @@ func TestRequestControl_SurvivesTheProbeRemovingTheRowDuringALockBlip(t *testing
 
 			lock.Close() // the blip: the lock's backend goes, and with it the lock
 			require.Eventually(t, func() bool {
-				ids, err := s.ReapUnlocked(ctx)
+				ids, err := s.ReapUnlocked(ctx, 0)
 				require.NoError(t, err)
 				return len(ids) == 1
 			}, 10*time.Second, 10*time.Millisecond, "a peer's probe removes the row")

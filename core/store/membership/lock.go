@@ -111,9 +111,16 @@ func (l *SessionLock) Close() {
 
 // ReapUnlocked deletes the rows of members whose liveness lock is no longer
 // held (reap_unlocked_cluster_members) and returns their ids; each removal
-// fires cluster_changed.
-func (s *Store) ReapUnlocked(ctx context.Context) ([]string, error) {
-	rows, err := s.db.Query(ctx, `SELECT reap_unlocked_cluster_members()`)
+// fires cluster_changed. selfKey is the caller's own lock key (0: it holds
+// none): while the database does not show that lock held, nothing is
+// removed, since every peer's lock is then likely gone with it (a restart
+// or failover the caller has not noticed yet).
+func (s *Store) ReapUnlocked(ctx context.Context, selfKey int32) ([]string, error) {
+	var self *int32
+	if selfKey != 0 {
+		self = &selfKey
+	}
+	rows, err := s.db.Query(ctx, `SELECT reap_unlocked_cluster_members($1::int)`, self)
 	if err != nil {
 		return nil, dbx.Wrap(err, "reap unlocked cluster members")
 	}

@@ -60,7 +60,7 @@ func TestReapUnlocked_RemovesOnlyMembersWhoseLockIsGone(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, alive.Ping(ctx, time.Second)) // a live owner pings its session
-	ids, err := s.ReapUnlocked(ctx)
+	ids, err := s.ReapUnlocked(ctx, 0)
 	require.NoError(t, err)
 	require.Empty(t, ids, "every lock is held")
 	span, err := s.AssignShards(ctx, "alive", membership.DefaultTotalShards, membership.DefaultLiveness)
@@ -79,7 +79,7 @@ func TestReapUnlocked_RemovesOnlyMembersWhoseLockIsGone(t *testing.T) {
 
 	n := countNotifies(t, pool, 300*time.Millisecond, func() {
 		require.NoError(t, alive.Ping(ctx, time.Second))
-		ids, err = s.ReapUnlocked(ctx)
+		ids, err = s.ReapUnlocked(ctx, 11) // the live member's probe
 		require.NoError(t, err)
 	})
 	require.Equal(t, []string{"crashed"}, ids)
@@ -87,6 +87,36 @@ func TestReapUnlocked_RemovesOnlyMembersWhoseLockIsGone(t *testing.T) {
 	all, err := s.List(ctx)
 	require.NoError(t, err)
 	require.Len(t, all, 2, "the live member and the lock-less one stay")
+}
+
+// A caller whose own lock the database does not show held removes no one:
+// its lock ended after its last check, with every peer's (a restart or
+// failover it has not noticed yet), and the peers are reconnecting, not
+// dead. A caller that holds no lock (0) judges as before.
+func TestReapUnlocked_RemovesNoOneWhileTheCallersOwnLockIsGone(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := membership.New(pool)
+	for _, m := range []membership.Member{
+		{ID: "self", Role: membership.RoleBroker, LockKey: 31},
+		{ID: "peer", Role: membership.RoleBroker, LockKey: 32},
+	} {
+		_, err := s.Upsert(ctx, m) // both locks ended a moment ago
+		require.NoError(t, err)
+	}
+	ids, err := s.ReapUnlocked(ctx, 31)
+	require.NoError(t, err)
+	require.Empty(t, ids, "the caller's own lock is gone: it judges no one")
+	all, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, all, 2)
+
+	self, err := membership.AcquireSessionLock(ctx, pool, "self", 31)
+	require.NoError(t, err)
+	defer self.Close()
+	ids, err = s.ReapUnlocked(ctx, 31)
+	require.NoError(t, err)
+	require.Equal(t, []string{"peer"}, ids, "with its own lock held, the caller removes the peer whose lock is gone")
 }
 
 func TestReapUnlocked_IsScopedToItsDatabase(t *testing.T) {
@@ -101,7 +131,7 @@ func TestReapUnlocked_IsScopedToItsDatabase(t *testing.T) {
 	defer l.Close()
 	_, err = s.Upsert(ctx, membership.Member{ID: "x", Role: membership.RoleControl, LockKey: 21})
 	require.NoError(t, err)
-	ids, err := s.ReapUnlocked(ctx)
+	ids, err := s.ReapUnlocked(ctx, 0)
 	require.NoError(t, err)
 	require.Equal(t, []string{"x"}, ids)
 }
@@ -131,7 +161,7 @@ func TestReapUnlocked_AnIdleLockSessionIsACutOffMember(t *testing.T) {
 	var ids []string
 	require.Eventually(t, func() bool {
 		require.NoError(t, alive.Ping(ctx, time.Second)) // the live member keeps pinging
-		got, err := s.ReapUnlocked(ctx)
+		got, err := s.ReapUnlocked(ctx, 0)
 		require.NoError(t, err)
 		ids = append(ids, got...)
 		return len(ids) > 0
@@ -153,7 +183,7 @@ func TestReapUnlocked_WorksOverTheSchemaBeforeTombstonesKeptRequests(t *testing.
 ALTER TABLE cluster_member_tombstones DROP COLUMN control, DROP COLUMN control_by, DROP COLUMN control_at;
 INSERT INTO cluster_members (member_id, role, lock_key, control) VALUES ('gone', 'broker', 51, 'drain')`)
 	require.NoError(t, err)
-	ids, err := s.ReapUnlocked(ctx)
+	ids, err := s.ReapUnlocked(ctx, 0)
 	require.NoError(t, err)
 	require.Equal(t, []string{"gone"}, ids)
 	var tombstoned bool
@@ -200,7 +230,7 @@ func TestReapUnlocked_EndsTheRemovedMembersOpenTransactions(t *testing.T) {
 	lock.Close() // its lock goes (as a peer's probe ends an idle lock session)
 	var ids []string
 	require.Eventually(t, func() bool {
-		got, err := s.ReapUnlocked(ctx)
+		got, err := s.ReapUnlocked(ctx, 0)
 		require.NoError(t, err)
 		ids = append(ids, got...)
 		return len(ids) > 0

@@ -154,7 +154,7 @@ func TestReapUnlocked_AFreedLeaseStillTakesItsClaimsRedeliveredResult(t *testing
 	t.Parallel()
 	f, id, dead := newDeadMemberFx(t)
 	claimed := f.claimOneAs(dead, "leaf")
-	require.Equal(t, []string{dead}, scalar[[]string](f, `SELECT coalesce(array_agg(x), '{}') FROM reap_unlocked_cluster_members() x`))
+	require.Equal(t, []string{dead}, scalar[[]string](f, `SELECT coalesce(array_agg(x), '{}') FROM reap_unlocked_cluster_members(NULL) x`))
 	q, ok := f.queued(id, TaskReconcile)
 	require.True(t, ok)
 	require.False(t, q.Leased, "the dead member's lease is freed for re-claim at once")
@@ -173,7 +173,7 @@ func TestReapUnlocked_AReClaimFencesTheDeadClaimsResult(t *testing.T) {
 	t.Parallel()
 	f, id, dead := newDeadMemberFx(t)
 	claimed := f.claimOneAs(dead, "leaf")
-	reapedAt := scalar[time.Time](f, `SELECT now() FROM reap_unlocked_cluster_members()`)
+	reapedAt := scalar[time.Time](f, `SELECT now() FROM reap_unlocked_cluster_members(NULL)`)
 	f.st.Clock = func() time.Time { return reapedAt.Add(redeliveryGrace - time.Millisecond) }
 	require.Empty(t, f.claim("leaf", 1), "within the redelivery grace the freed task waits for its worker's adoption")
 	f.st.Clock = func() time.Time { return reapedAt.Add(redeliveryGrace) }
@@ -193,7 +193,7 @@ func TestReapUnlocked_AReClaimFencesTheDeadClaimsResult(t *testing.T) {
 func TestReapUnlocked_AClaimCommittingAfterTheRemovalIsFreedByTheNextProbe(t *testing.T) {
 	t.Parallel()
 	f, id, dead := newDeadMemberFx(t)
-	require.Equal(t, []string{dead}, scalar[[]string](f, `SELECT coalesce(array_agg(x), '{}') FROM reap_unlocked_cluster_members() x`))
+	require.Equal(t, []string{dead}, scalar[[]string](f, `SELECT coalesce(array_agg(x), '{}') FROM reap_unlocked_cluster_members(NULL) x`))
 
 	// The in-flight claim commits after the removal.
 	claimed := f.claimOneAs(dead, "leaf")
@@ -201,7 +201,7 @@ func TestReapUnlocked_AClaimCommittingAfterTheRemovalIsFreedByTheNextProbe(t *te
 	require.True(t, ok)
 	require.True(t, q.Leased)
 
-	require.Empty(t, scalar[[]string](f, `SELECT coalesce(array_agg(x), '{}') FROM reap_unlocked_cluster_members() x`),
+	require.Empty(t, scalar[[]string](f, `SELECT coalesce(array_agg(x), '{}') FROM reap_unlocked_cluster_members(NULL) x`),
 		"no member is removed twice")
 	q, ok = f.queued(id, TaskReconcile)
 	require.True(t, ok)
@@ -215,11 +215,11 @@ func TestReapUnlocked_AClaimCommittingAfterTheRemovalIsFreedByTheNextProbe(t *te
 func TestReapUnlocked_AMemberRegisteredAgainKeepsItsLeases(t *testing.T) {
 	t.Parallel()
 	f, id, member := newDeadMemberFx(t)
-	f.exec(`SELECT reap_unlocked_cluster_members()`)
+	f.exec(`SELECT reap_unlocked_cluster_members(NULL)`)
 	f.exec(`INSERT INTO cluster_members (member_id, role) VALUES ($1, 'broker')`, member)
 
 	f.claimOneAs(member, "leaf")
-	f.exec(`SELECT reap_unlocked_cluster_members()`)
+	f.exec(`SELECT reap_unlocked_cluster_members(NULL)`)
 	q, ok := f.queued(id, TaskReconcile)
 	require.True(t, ok)
 	require.True(t, q.Leased, "a registered member's lease is its own")
@@ -241,7 +241,7 @@ func TestAdopt_RacingTheReaperStillAdopts(t *testing.T) {
 	tx, err := conn.Begin(f.ctx)
 	require.NoError(t, err)
 	var reaped []string
-	require.NoError(t, tx.QueryRow(f.ctx, `SELECT coalesce(array_agg(x), '{}') FROM reap_unlocked_cluster_members() x`).Scan(&reaped))
+	require.NoError(t, tx.QueryRow(f.ctx, `SELECT coalesce(array_agg(x), '{}') FROM reap_unlocked_cluster_members(NULL) x`).Scan(&reaped))
 	require.Equal(t, []string{dead}, reaped)
 
 	type adopted struct {

@@ -704,7 +704,7 @@ ON CONFLICT DO NOTHING`)
 				// a scan of every queued row (a 1M fleet queues hundreds of
 				// thousands). Last: it frees the fixture's leases.
 				f.exec(`INSERT INTO cluster_member_tombstones (member_id) VALUES ('w-old')`)
-				reaped, err := membership.New(plantest.Pool(t, f.pool.Config(), rec)).ReapUnlocked(ctx)
+				reaped, err := membership.New(plantest.Pool(t, f.pool.Config(), rec)).ReapUnlocked(ctx, 0)
 				require.NoError(t, err)
 				require.Empty(t, reaped)
 				var held int
