@@ -46,7 +46,10 @@ func (f reaperFn) ReapUnlocked(ctx context.Context, selfKey int32) ([]string, er
 
 // startLockedPodGated is startLockedPod whose lock acquisitions after the
 // first each wait for gate to close, and whose dead-member probe fails while
-// down reports true (the database unreachable); either may be nil.
+// down reports true (the database unreachable); either may be nil. The
+// pod's done closes once all its services have returned, and the lock is
+// released only then, as core/app does: a session is one connection, and
+// Release closing it under a running check is a data race.
 func startLockedPodGated(t *testing.T, ctx context.Context, pool *pgxpool.Pool, l *notify.Listener, role string, n int,
 	gate <-chan struct{}, down *atomic.Bool) *lockedPod {
 	t.Helper()
@@ -80,14 +83,13 @@ func startLockedPodGated(t *testing.T, ctx context.Context, pool *pgxpool.Pool, 
 	}), Held: lock.Settled, Key: lock.Key, Log: zerolog.Nop()}
 	pctx, cancel := context.WithCancel(ctx)
 	p.cancel = cancel
-	go func() {
-		defer close(p.done)
-		go func() { _ = w.Run(pctx) }()
-		go func() { _ = lock.Run(pctx) }()
-		go func() { _ = probe.Run(pctx) }()
-		_ = p.reporter.Run(pctx)
-	}()
-	t.Cleanup(lock.Release)
+	var wg sync.WaitGroup
+	for _, run := range []func(context.Context) error{w.Run, lock.Run, probe.Run, p.reporter.Run} {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = run(pctx) }()
+	}
+	go func() { wg.Wait(); close(p.done) }()
+	t.Cleanup(func() { cancel(); <-p.done; lock.Release() })
 	return &lockedPod{pod: p, lock: lock}
 }
 
