@@ -74,7 +74,9 @@ func startLockedPodGated(t *testing.T, ctx context.Context, pool *pgxpool.Pool, 
 		Reactors: []cluster.Reactor{&cluster.Resharder{Registry: reg, MemberID: p.id, Shards: p.shards,
 			Liveness: 3 * slowBeat, Held: lock.Held, OnChange: p.reporter.Kick, Log: zerolog.Nop()}}}
 	lock.OnLost = func() { p.shards.Set(shard.Range{}) }
-	lock.OnHeld = func() { p.reporter.Kick(); w.Kick() }
+	// As core/app: the return is announced (Rejoin wakes the peers), since
+	// the row stayed and its beat alone wakes no one.
+	lock.OnHeld = func() { p.reporter.Rejoin(); w.Kick() }
 	probe := &cluster.DeadMemberProbe{Registry: reaperFn(func(ctx context.Context, selfKey int32) ([]string, error) {
 		if down != nil && down.Load() {
 			return nil, errors.New("dial tcp: connect: connection refused")
@@ -251,7 +253,11 @@ func TestDeadMemberProbe_AProbeInFlightWhenEveryLockEndsRemovesNoOne(t *testing.
 				return nil, ctx.Err()
 			}
 			close(entered)
-			<-release // in flight: past its own check, not yet at the database
+			select { // in flight: past its own check, not yet at the database
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 			ids, err := reg.ReapUnlocked(ctx, selfKey)
 			result <- outcome{ids, err}
 			return ids, err
@@ -276,8 +282,9 @@ SELECT pg_terminate_backend(pid) FROM pg_locks
 	require.Eventually(t, func() bool {
 		var n int
 		require.NoError(t, pool.QueryRow(ctx, `
-SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::oid AND objsubid = 2`,
-			membership.LockClass).Scan(&n))
+SELECT count(*) FROM pg_locks
+ WHERE locktype = 'advisory' AND classid = $1::oid AND objsubid = 2 AND database = (
+       SELECT oid FROM pg_database WHERE datname = current_database())`, membership.LockClass).Scan(&n))
 		return n == 0
 	}, 10*time.Second, 10*time.Millisecond, "the lock sessions are gone")
 	close(release)
