@@ -4,16 +4,19 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/app/apptest"
 	"github.com/converge-run/converge/core/config"
 	"github.com/converge-run/converge/core/resource"
 	"github.com/converge-run/converge/core/store"
+	"github.com/converge-run/converge/core/store/membership"
 	"github.com/converge-run/converge/core/worker"
 	"github.com/converge-run/converge/db/pgtest"
 )
@@ -57,10 +60,19 @@ func TestProcess_ASIGTERMedBrokersShardsReTileToItsPeersAtOnce(t *testing.T) {
 		return n == 1
 	})
 
-	spawnServer(t, db, config.RoleAll, pb, pb, env...)
+	staying := spawnServer(t, db, config.RoleAll, pb, pb, env...)
+	// Whatever fails from here on, the log shows the cluster as it stood
+	// then (the processes are still up: this cleanup runs before theirs).
+	var signalled time.Time
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("at the failure, %s after the SIGTERM (zero: not sent), the leaving process %s, the staying one %s; the cluster: %s",
+				sinceOrZero(signalled), exited(leaving), exited(staying), clusterView(pool))
+		}
+	})
 	var calls leafCalls
 	apptest.StartWorker(t, fmt.Sprintf("http://127.0.0.1:%d", pb), worker.Options{}, calls.provider())
-	apptest.WaitFor(t, 30*time.Second, "the two brokers split the shards", func() bool {
+	waitCluster(t, pool, 30*time.Second, "the two brokers split the shards", func() bool {
 		var n int
 		require.NoError(t, pool.QueryRow(context.Background(),
 			`SELECT count(*) FROM cluster_members WHERE shard_hi - shard_lo = 128`).Scan(&n))
@@ -68,13 +80,14 @@ func TestProcess_ASIGTERMedBrokersShardsReTileToItsPeersAtOnce(t *testing.T) {
 	})
 
 	require.NoError(t, leaving.cmd.Process.Signal(syscall.SIGTERM))
-	signalled := time.Now()
-	apptest.WaitFor(t, within, "the staying member owns every shard", func() bool {
+	signalled = time.Now()
+	waitCluster(t, pool, within, "the staying member owns every shard", func() bool {
 		var n int
 		require.NoError(t, pool.QueryRow(context.Background(),
 			`SELECT count(*) FROM cluster_members WHERE shard_lo = 0 AND shard_hi = 256`).Scan(&n))
 		return n == 1
 	})
+	t.Logf("the staying member owned every shard %s after the SIGTERM", time.Since(signalled))
 	const fresh = 8 // some fall in the leaving broker's former range
 	for i := range fresh {
 		applyResource(t, st, "leaf", "after-"+strconv.Itoa(i), `{}`)
@@ -89,4 +102,60 @@ func TestProcess_ASIGTERMedBrokersShardsReTileToItsPeersAtOnce(t *testing.T) {
 	default:
 	}
 	calls.requireEachOnce(t, fresh)
+}
+
+// waitCluster is apptest.WaitFor whose failure shows the cluster's rows as
+// it last saw them.
+func waitCluster(t *testing.T, pool *pgxpool.Pool, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; the cluster: %s", within, what, clusterView(pool))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// clusterView is every cluster_members row: its range, leave or drain mark,
+// the age of its last beat and whether its liveness lock is held.
+func clusterView(pool *pgxpool.Pool) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var rows []string
+	err := pool.QueryRow(ctx, `
+SELECT coalesce(array_agg(format('%s [%s,%s) control=%s beat %ss ago lock %s', m.member_id,
+         coalesce(m.shard_lo::text, '-'), coalesce(m.shard_hi::text, '-'), coalesce(m.control, '-'),
+         round(extract(epoch FROM clock_timestamp() - m.last_heartbeat)::numeric, 2),
+         CASE WHEN m.lock_key IS NULL THEN 'none'
+              WHEN EXISTS (SELECT 1 FROM pg_locks l
+                            WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+                              AND l.classid = $1::oid AND l.objid = m.lock_key::oid
+                              AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+              THEN 'held' ELSE 'gone' END) ORDER BY m.member_id), '{}')
+  FROM cluster_members m`, membership.LockClass).Scan(&rows)
+	if err != nil {
+		return fmt.Sprintf("(unreadable: %v)", err)
+	}
+	if len(rows) == 0 {
+		return "no members"
+	}
+	return strings.Join(rows, "; ")
+}
+
+func sinceOrZero(at time.Time) time.Duration {
+	if at.IsZero() {
+		return 0
+	}
+	return time.Since(at)
+}
+
+// exited says whether a helper process has exited.
+func exited(c *child) string {
+	select {
+	case <-c.done:
+		return "had exited"
+	default:
+		return "was running"
+	}
 }
