@@ -3,7 +3,9 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,4 +89,58 @@ func TestProcess_AKilledMemberIsReTiledAwayAndWorkContinuesWithinSeconds(t *test
 	// Loaded machines slow both waves alike; without the lock the dead
 	// member's half would wait out the 30 s window.
 	require.Less(t, settled, retiled+2*baseline+3*time.Second, "work in the dead member's shards continues at once")
+}
+
+// A peer's dead-member probe reports a member that crashed, once, at WARN,
+// naming it; a member that shut down is never reported: it deregisters
+// before it lets its liveness lock go, so no peer sees its lock gone while
+// its row is still there.
+func TestProcess_APeerReportsAKilledMemberButNotOneThatShutDown(t *testing.T) {
+	t.Parallel()
+	db := pgtest.URL(t)
+	pool := pgtest.PoolFor(t, db)
+	logs := &capturedLog{}
+	pw := freePort(t)
+	spawnLogged(t, logs, "DATABASE_URL="+db, "ROLE=all", fmt.Sprintf("LISTEN_ADDR=127.0.0.1:%d", pw),
+		"MEMBER_HEARTBEAT_EVERY=1s", "SHUTDOWN_DRAIN=5s")
+	apptest.WaitFor(t, apptest.BootWithin, "the watching member is ready", func() bool { return readyz(pw) == http.StatusOK })
+	ps, pk := freePort(t), freePort(t)
+	stopped := spawnServer(t, db, config.RoleAll, ps, ps)
+	killed := spawnServer(t, db, config.RoleAll, pk, pk)
+	memberOf := func(c *child) string {
+		var id string
+		apptest.WaitFor(t, apptest.BootWithin, "the member's row", func() bool {
+			return pool.QueryRow(context.Background(), `SELECT member_id FROM cluster_members WHERE pid = $1`,
+				c.cmd.Process.Pid).Scan(&id) == nil
+		})
+		return id
+	}
+	stoppedID, killedID := memberOf(stopped), memberOf(killed)
+	gone := func(id string) func() bool {
+		return func() bool {
+			var n int
+			require.NoError(t, pool.QueryRow(context.Background(),
+				`SELECT count(*) FROM cluster_members WHERE member_id = $1`, id).Scan(&n))
+			return n == 0
+		}
+	}
+
+	stopped.term(t)
+	apptest.WaitFor(t, 10*time.Second, "the stopped member's row is gone", gone(stoppedID))
+	killed.kill(t)
+	apptest.WaitFor(t, 10*time.Second, "the killed member's row is gone", gone(killedID))
+	reported := func() []logLine {
+		var out []logLine
+		for _, l := range logs.between(time.Time{}, time.Now().Add(time.Hour)) {
+			if strings.Contains(l.msg, "liveness lock is gone") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	apptest.WaitFor(t, 10*time.Second, "the watching member reports the killed one", func() bool { return len(reported()) > 0 })
+	got := reported()
+	require.Len(t, got, 1, "one report, for the killed member only (the stopped one is %s): %+v", stoppedID, got)
+	require.Equal(t, "warn", got[0].level)
+	require.Equal(t, killedID, got[0].memberID, "the report names the member that crashed")
 }

@@ -26,9 +26,10 @@ import (
 
 // logLine is one JSON line a helper process logged, with when it arrived.
 type logLine struct {
-	at    time.Time
-	level string
-	msg   string
+	at       time.Time
+	level    string
+	msg      string
+	memberID string // its member_id field, if any
 }
 
 // capturedLog collects a helper's JSON log lines.
@@ -42,8 +43,9 @@ func (c *capturedLog) read(r io.Reader) {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var m struct {
-			Level   string `json:"level"`
-			Message string `json:"message"`
+			Level    string `json:"level"`
+			Message  string `json:"message"`
+			MemberID string `json:"member_id"`
 		}
 		line := sc.Text()
 		fmt.Fprintln(os.Stderr, line)
@@ -51,7 +53,7 @@ func (c *capturedLog) read(r io.Reader) {
 			continue
 		}
 		c.mu.Lock()
-		c.lines = append(c.lines, logLine{at: time.Now(), level: m.Level, msg: m.Message})
+		c.lines = append(c.lines, logLine{at: time.Now(), level: m.Level, msg: m.Message, memberID: m.MemberID})
 		c.mu.Unlock()
 	}
 }
