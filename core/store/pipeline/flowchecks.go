@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 
 	"github.com/google/uuid"
@@ -60,13 +59,13 @@ func parseFlowChecks(checks string) ([]flowCheck, error) {
 		if err != nil {
 			return fmt.Errorf("check %d: id: %w", i, err)
 		}
-		if kind == nil || !bytes.Equal(kind, el[1]) {
+		if !bytes.Equal(kind, el[1]) {
 			if lastK, err = jsonString(el[1]); err != nil {
 				return fmt.Errorf("check %d: kind: %w", i, err)
 			}
 			kind = el[1]
 		}
-		if vers == nil || !bytes.Equal(vers, el[2]) {
+		if !bytes.Equal(vers, el[2]) {
 			if lastV, err = jsonString(el[2]); err != nil {
 				return fmt.Errorf("check %d: version: %w", i, err)
 			}
@@ -191,17 +190,19 @@ func skipString(b []byte, i int) (int, error) {
 }
 
 // parseGen reads a manifest generation, a non-negative JSON integer,
-// without the string strconv would need.
+// without the string strconv would need; anything else (a sign, a leading
+// zero, more digits than an int64 surely holds) is strconv's to read or
+// refuse.
 func parseGen(b []byte) (int64, error) {
+	if len(b) == 0 || len(b) > 18 || len(b) > 1 && b[0] == '0' {
+		return strconv.ParseInt(string(b), 10, 64)
+	}
 	var n int64
 	for _, c := range b {
-		if c < '0' || c > '9' || n > (math.MaxInt64-9)/10 || len(b) > 1 && b[0] == '0' {
-			return strconv.ParseInt(string(b), 10, 64) // the error, or what strconv reads otherwise
+		if c < '0' || c > '9' {
+			return strconv.ParseInt(string(b), 10, 64)
 		}
 		n = n*10 + int64(c-'0')
-	}
-	if len(b) == 0 {
-		return 0, errNoValue
 	}
 	return n, nil
 }
