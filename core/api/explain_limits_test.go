@@ -85,9 +85,7 @@ func TestWaitingOn_APageIsAConstantNumberOfStatements(t *testing.T) {
 				}
 			}
 		}
-		before := e.stmts.Load()
-		e.ok(query, map[string]any{"n": n}, &out)
-		used := e.stmts.Load() - before
+		used := e.statementsOf(query, map[string]any{"n": n}, &out)
 		require.Len(t, out.Resources.Items, n)
 		for _, it := range out.Resources.Items {
 			require.NotEmpty(t, it.WaitingOn, it.Name)
@@ -130,9 +128,7 @@ func TestSpecHistory_APageIsAConstantNumberOfStatements(t *testing.T) {
 				}
 			}
 		}
-		before := e.stmts.Load()
-		e.ok(query, map[string]any{"n": n}, &out)
-		used := e.stmts.Load() - before
+		used := e.statementsOf(query, map[string]any{"n": n}, &out)
 		require.Len(t, out.Resources.Items, n)
 		for _, it := range out.Resources.Items {
 			require.Len(t, it.SpecHistory, 1, it.Name)

@@ -77,6 +77,15 @@ func withLimits(l api.Limits) envOpt { return func(c *envConfig) { c.limits = l 
 // withLog gives the handler a logger (the hub and listener log nowhere).
 func withLog(l zerolog.Logger) envOpt { return func(c *envConfig) { c.log = &l } }
 
+// statementsOf runs query (e.ok: it must succeed, into out) and returns how
+// many SQL statements it sent through the counted pool.
+func (e *env) statementsOf(query string, vars map[string]any, out any) int64 {
+	e.t.Helper()
+	before := e.stmts.Load()
+	e.ok(query, vars, out)
+	return e.stmts.Load() - before
+}
+
 func newEnv(t testing.TB, opts ...envOpt) *env {
 	t.Helper()
 	var cfg envConfig

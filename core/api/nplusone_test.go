@@ -59,9 +59,7 @@ func TestNPlusOne_NestedPageIsAConstantNumberOfStatements(t *testing.T) {
 				}
 			}
 		}
-		before := e.stmts.Load()
-		e.ok(query, map[string]any{"n": n}, &out)
-		used := e.stmts.Load() - before
+		used := e.statementsOf(query, map[string]any{"n": n}, &out)
 		require.Len(t, out.Resources.Items, n)
 		for _, it := range out.Resources.Items {
 			require.NotNil(t, it.ProviderConfig, it.Name)
@@ -110,9 +108,7 @@ func TestNPlusOne_HistoryOfAPageIsOneStatement(t *testing.T) {
 				}
 			}
 		}
-		before := e.stmts.Load()
-		e.ok(query, map[string]any{"n": n}, &out)
-		used := e.stmts.Load() - before
+		used := e.statementsOf(query, map[string]any{"n": n}, &out)
 		require.Len(t, out.Resources.Items, n)
 		for _, it := range out.Resources.Items {
 			require.Len(t, it.History.Items, 1, it.Name)
@@ -174,9 +170,7 @@ func TestNPlusOne_DeadLettersOfAPageAreOneStatement(t *testing.T) {
 				}
 			}
 		}
-		before := e.stmts.Load()
-		e.ok(query, map[string]any{"n": n}, &out)
-		used := e.stmts.Load() - before
+		used := e.statementsOf(query, map[string]any{"n": n}, &out)
 		require.Len(t, out.Resources.Items, n)
 		for _, it := range out.Resources.Items {
 			require.NotNil(t, it.DeadLetter, it.Name)

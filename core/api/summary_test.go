@@ -66,14 +66,13 @@ func TestKindUsage_TheKindsListIsAConstantNumberOfStatements(t *testing.T) {
 				Usage struct{ Resources int }
 			}
 		}
-		before := e.stmts.Load()
-		e.ok(query, nil, &out)
+		used := e.statementsOf(query, nil, &out)
 		for _, k := range out.Kinds {
 			if k.Name == "k00" {
 				require.Equal(t, 1, k.Usage.Resources)
 			}
 		}
-		return e.stmts.Load() - before, len(out.Kinds)
+		return used, len(out.Kinds)
 	}
 	e.manifest(`{"kind":"k00","reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}`)
 	e.apply("k00", "a", `{}`)
