@@ -72,21 +72,21 @@ func TestProcess_ASIGTERMedBrokersShardsReTileToItsPeersAtOnce(t *testing.T) {
 	})
 	var calls leafCalls
 	apptest.StartWorker(t, fmt.Sprintf("http://127.0.0.1:%d", pb), worker.Options{}, calls.provider())
-	waitCluster(t, pool, 30*time.Second, "the two brokers split the shards", func() bool {
+	apptest.WaitForShowing(t, 30*time.Second, "the two brokers split the shards", func() bool {
 		var n int
 		require.NoError(t, pool.QueryRow(context.Background(),
 			`SELECT count(*) FROM cluster_members WHERE shard_hi - shard_lo = 128`).Scan(&n))
 		return n == 2
-	})
+	}, showCluster(pool))
 
 	require.NoError(t, leaving.cmd.Process.Signal(syscall.SIGTERM))
 	signalled = time.Now()
-	waitCluster(t, pool, within, "the staying member owns every shard", func() bool {
+	apptest.WaitForShowing(t, within, "the staying member owns every shard", func() bool {
 		var n int
 		require.NoError(t, pool.QueryRow(context.Background(),
 			`SELECT count(*) FROM cluster_members WHERE shard_lo = 0 AND shard_hi = 256`).Scan(&n))
 		return n == 1
-	})
+	}, showCluster(pool))
 	t.Logf("the staying member owned every shard %s after the SIGTERM", time.Since(signalled))
 	const fresh = 8 // some fall in the leaving broker's former range
 	for i := range fresh {
@@ -104,17 +104,9 @@ func TestProcess_ASIGTERMedBrokersShardsReTileToItsPeersAtOnce(t *testing.T) {
 	calls.requireEachOnce(t, fresh)
 }
 
-// waitCluster is apptest.WaitFor whose failure shows the cluster's rows as
-// it last saw them.
-func waitCluster(t *testing.T, pool *pgxpool.Pool, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; the cluster: %s", within, what, clusterView(pool))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+// showCluster describes the cluster for a failed wait.
+func showCluster(pool *pgxpool.Pool) func() string {
+	return func() string { return "the cluster: " + clusterView(pool) }
 }
 
 // clusterView is every cluster_members row: its range, leave or drain mark,

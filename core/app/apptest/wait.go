@@ -35,6 +35,15 @@ func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 	}
 }
 
+// WaitForShowing is WaitFor whose failure adds describe's account of what
+// it sees then (rows, ranges: what the test will want to read).
+func WaitForShowing(t testing.TB, within time.Duration, what string, cond func() bool, describe func() string) {
+	t.Helper()
+	if !eventually(within, cond) {
+		t.Fatalf("timed out after %s waiting for %s; %s", within, what, describe())
+	}
+}
+
 // WaitPhase waits until kind/name is in phase and returns it; on timeout
 // the failure names the last phase seen and the resource's conditions.
 func (s *Stack) WaitPhase(kind, name string, phase resource.Phase, within time.Duration) resource.Resource {
