@@ -21,18 +21,21 @@ import (
 // nothing is cached across responses.
 type loaders struct {
 	store *store.Store
-	// primary and liveness are what the explains read with, for a prefetch.
-	primary    *store.Store
-	liveness   time.Duration
-	resources  *dataloadgen.Loader[uuid.UUID, resource.Resource]
-	children   *dataloadgen.Loader[store.ChildrenKey, store.Page]
-	conditions *dataloadgen.Loader[uuid.UUID, []resource.Condition]
-	deps       *dataloadgen.Loader[store.DependenciesKey, []store.Dependency]
-	dependents *dataloadgen.Loader[store.DependentsKey, []resource.Resource]
-	configs    *dataloadgen.Loader[store.ConfigKey, *store.ProviderConfig]
-	kinds      *dataloadgen.Loader[manifest.KindVersion, *store.Kind]
-	operations *dataloadgen.Loader[store.OperationsKey, []resource.Operation]
-	events     *dataloadgen.Loader[store.EventsKey, store.EventPage]
+	// primary is the store the explains, blockers, specs and usages read
+	// from; explainMany and usagesOf are their reads (the loaders' and a
+	// prefetch's).
+	primary     *store.Store
+	explainMany func(context.Context, []uuid.UUID) (map[uuid.UUID][]store.Wait, error)
+	usagesOf    func(context.Context, []manifest.KindVersion) (map[manifest.KindVersion]store.KindUsage, error)
+	resources   *dataloadgen.Loader[uuid.UUID, resource.Resource]
+	children    *dataloadgen.Loader[store.ChildrenKey, store.Page]
+	conditions  *dataloadgen.Loader[uuid.UUID, []resource.Condition]
+	deps        *dataloadgen.Loader[store.DependenciesKey, []store.Dependency]
+	dependents  *dataloadgen.Loader[store.DependentsKey, []resource.Resource]
+	configs     *dataloadgen.Loader[store.ConfigKey, *store.ProviderConfig]
+	kinds       *dataloadgen.Loader[manifest.KindVersion, *store.Kind]
+	operations  *dataloadgen.Loader[store.OperationsKey, []resource.Operation]
+	events      *dataloadgen.Loader[store.EventsKey, store.EventPage]
 	// explains and blockers read from the primary, as the scheduler's own
 	// state: Resource.waitingOn's gates and the resources holding them.
 	explains *dataloadgen.Loader[uuid.UUID, []store.Wait]
@@ -53,22 +56,23 @@ func newLoaders(st, primary *store.Store, liveness, wait time.Duration) *loaders
 		return primary.KindUsages(ctx, kvs, liveness)
 	}
 	return &loaders{
-		store:      st,
-		primary:    primary,
-		liveness:   liveness,
-		resources:  dataloadgen.NewMappedLoader(st.ResourcesByIDs, o...),
-		children:   dataloadgen.NewMappedLoader(st.ChildrenPages, o...),
-		conditions: dataloadgen.NewMappedLoader(st.StoredConditionsFor, o...),
-		deps:       dataloadgen.NewMappedLoader(st.DependenciesFor, o...),
-		dependents: dataloadgen.NewMappedLoader(st.DependentsFor, o...),
-		configs:    dataloadgen.NewMappedLoader(pointers(st.ProviderConfigsFor), o...),
-		kinds:      dataloadgen.NewMappedLoader(pointers(st.KindsFor), o...),
-		operations: dataloadgen.NewMappedLoader(st.OperationsFor, o...),
-		events:     dataloadgen.NewMappedLoader(st.EventsFor, o...),
-		explains:   dataloadgen.NewMappedLoader(explain, o...),
-		blockers:   dataloadgen.NewMappedLoader(primary.ResourcesByIDs, o...),
-		specs:      dataloadgen.NewMappedLoader(primary.SpecHistoriesFor, o...),
-		usages:     dataloadgen.NewMappedLoader(usage, o...),
+		store:       st,
+		primary:     primary,
+		explainMany: explain,
+		usagesOf:    usage,
+		resources:   dataloadgen.NewMappedLoader(st.ResourcesByIDs, o...),
+		children:    dataloadgen.NewMappedLoader(st.ChildrenPages, o...),
+		conditions:  dataloadgen.NewMappedLoader(st.StoredConditionsFor, o...),
+		deps:        dataloadgen.NewMappedLoader(st.DependenciesFor, o...),
+		dependents:  dataloadgen.NewMappedLoader(st.DependentsFor, o...),
+		configs:     dataloadgen.NewMappedLoader(pointers(st.ProviderConfigsFor), o...),
+		kinds:       dataloadgen.NewMappedLoader(pointers(st.KindsFor), o...),
+		operations:  dataloadgen.NewMappedLoader(st.OperationsFor, o...),
+		events:      dataloadgen.NewMappedLoader(st.EventsFor, o...),
+		explains:    dataloadgen.NewMappedLoader(explain, o...),
+		blockers:    dataloadgen.NewMappedLoader(primary.ResourcesByIDs, o...),
+		specs:       dataloadgen.NewMappedLoader(primary.SpecHistoriesFor, o...),
+		usages:      dataloadgen.NewMappedLoader(usage, o...),
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/google/uuid"
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vikstrous/dataloadgen"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/converge-run/converge/core/manifest"
@@ -117,14 +118,8 @@ func (p *prefetchPage) related(f graphql.CollectedField, _ map[string]any) func(
 
 func (p *prefetchPage) conditions(_ graphql.CollectedField, _ map[string]any) func() error {
 	return func() error {
-		got, err := p.st.StoredConditionsFor(p.ctx, p.ids)
-		if err != nil {
-			return err
-		}
-		for _, id := range p.ids {
-			p.l.conditions.Prime(id, got[id])
-		}
-		return nil
+		_, err := fetchAndPrime(p.ctx, p.l.conditions, p.ids, p.st.StoredConditionsFor)
+		return err
 	}
 }
 
@@ -142,14 +137,8 @@ func (p *prefetchPage) deadLetters(_ graphql.CollectedField, _ map[string]any) f
 		return nil
 	}
 	return func() error {
-		got, err := p.st.StoredConditionsFor(p.ctx, ids)
-		if err != nil {
-			return err
-		}
-		for _, id := range ids {
-			p.l.conditions.Prime(id, got[id])
-		}
-		return nil
+		_, err := fetchAndPrime(p.ctx, p.l.conditions, ids, p.st.StoredConditionsFor)
+		return err
 	}
 }
 
@@ -163,13 +152,12 @@ func (p *prefetchPage) dependencies(f graphql.CollectedField, args map[string]an
 		for i, id := range p.ids {
 			keys[i] = store.DependenciesKey{ID: id, Limit: n}
 		}
-		got, err := p.st.DependenciesFor(p.ctx, keys)
+		got, err := fetchAndPrime(p.ctx, p.l.deps, keys, p.st.DependenciesFor)
 		if err != nil {
 			return err
 		}
 		var ups []resource.Resource
 		for _, k := range keys {
-			p.l.deps.Prime(k, got[k])
 			for _, d := range got[k] {
 				ups = append(ups, d.Upstream)
 			}
@@ -188,13 +176,12 @@ func (p *prefetchPage) dependents(f graphql.CollectedField, args map[string]any)
 		for i, id := range p.ids {
 			keys[i] = store.DependentsKey{ID: id, Limit: n}
 		}
-		got, err := p.st.DependentsFor(p.ctx, keys)
+		got, err := fetchAndPrime(p.ctx, p.l.dependents, keys, p.st.DependentsFor)
 		if err != nil {
 			return err
 		}
 		var all []resource.Resource
 		for _, k := range keys {
-			p.l.dependents.Prime(k, got[k])
 			all = append(all, got[k]...)
 		}
 		return prefetch(p.ctx, f.Selections, all)
@@ -218,13 +205,12 @@ func (p *prefetchPage) children(f graphql.CollectedField, args map[string]any) f
 		for i, id := range p.ids {
 			keys[i] = store.ChildrenKey{OwnerID: id, Phases: store.PhaseKey(ps), Limit: n, After: after}
 		}
-		got, err := p.st.ChildrenPages(p.ctx, keys)
+		got, err := fetchAndPrime(p.ctx, p.l.children, keys, p.st.ChildrenPages)
 		if err != nil {
 			return err
 		}
 		var all []resource.Resource
 		for _, k := range keys {
-			p.l.children.Prime(k, got[k])
 			all = append(all, got[k].Items...)
 		}
 		return prefetch(p.ctx, subSelection(p.oc, f.Selections, "ResourcePage", "items"), all)
@@ -295,14 +281,8 @@ func (p *prefetchPage) operations(_ graphql.CollectedField, args map[string]any)
 		for i, id := range p.ids {
 			keys[i] = store.OperationsKey{ResourceID: id, Limit: n}
 		}
-		got, err := p.st.OperationsFor(p.ctx, keys)
-		if err != nil {
-			return err
-		}
-		for _, k := range keys {
-			p.l.operations.Prime(k, got[k])
-		}
-		return nil
+		_, err := fetchAndPrime(p.ctx, p.l.operations, keys, p.st.OperationsFor)
+		return err
 	}
 }
 
@@ -311,13 +291,14 @@ func (p *prefetchPage) operations(_ graphql.CollectedField, args map[string]any)
 // the page, however long it is and however slowly its resolvers run.
 func (p *prefetchPage) waitingOn(f graphql.CollectedField, _ map[string]any) func() error {
 	return func() error {
-		got, err := p.l.primary.ExplainMany(p.ctx, p.ids, p.l.liveness)
+		// a row without an explanation (deleted since) is primed with none:
+		// nothing holds it, as the resolver answers a miss
+		got, err := fetchAndPrime(p.ctx, p.l.explains, p.ids, p.l.explainMany)
 		if err != nil {
 			return err
 		}
 		var blockers []uuid.UUID
 		for _, id := range p.ids {
-			p.l.explains.Prime(id, got[id]) // none: nothing holds it, as a deleted row reads
 			for _, w := range got[id] {
 				blockers = append(blockers, w.Blockers...)
 			}
@@ -349,14 +330,8 @@ func (p *prefetchPage) specHistory(_ graphql.CollectedField, args map[string]any
 		for i, id := range p.ids {
 			keys[i] = store.SpecHistoryKey{ID: id, Limit: n}
 		}
-		got, err := p.l.primary.SpecHistoriesFor(p.ctx, keys)
-		if err != nil {
-			return err
-		}
-		for _, k := range keys {
-			p.l.specs.Prime(k, got[k])
-		}
-		return nil
+		_, err := fetchAndPrime(p.ctx, p.l.specs, keys, p.l.primary.SpecHistoriesFor)
+		return err
 	}
 }
 
@@ -376,16 +351,8 @@ func prefetchUsage(ctx context.Context, kvs []manifest.KindVersion) error {
 	if subSelection(oc, fc.Field.Selections, "Kind", "usage") == nil {
 		return nil
 	}
-	got, err := l.primary.KindUsages(ctx, kvs, l.liveness)
-	if err != nil {
-		return err
-	}
-	for _, kv := range kvs {
-		if u, ok := got[kv]; ok {
-			l.usages.Prime(kv, u)
-		}
-	}
-	return nil
+	_, err := fetchAndPrime(ctx, l.usages, kvs, l.usagesOf) // a miss reads as no usage either way
+	return err
 }
 
 func (p *prefetchPage) history(_ graphql.CollectedField, args map[string]any) func() error {
@@ -398,15 +365,24 @@ func (p *prefetchPage) history(_ graphql.CollectedField, args map[string]any) fu
 		for i, id := range p.ids {
 			keys[i] = store.EventsKey{ResourceID: id, Limit: n, After: after}
 		}
-		got, err := p.st.EventsFor(p.ctx, keys)
-		if err != nil {
-			return err
-		}
-		for _, k := range keys {
-			p.l.events.Prime(k, got[k])
-		}
-		return nil
+		_, err := fetchAndPrime(p.ctx, p.l.events, keys, p.st.EventsFor)
+		return err
 	}
+}
+
+// fetchAndPrime reads keys in one store call and primes l with each key's
+// value (its zero value when the read has none: the resolver's answer for
+// a key without rows).
+func fetchAndPrime[K comparable, V any](ctx context.Context, l *dataloadgen.Loader[K, V], keys []K,
+	fetch func(context.Context, []K) (map[K]V, error)) (map[K]V, error) {
+	got, err := fetch(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		l.Prime(k, got[k])
+	}
+	return got, nil
 }
 
 // subSelection is the selection of field name inside sel (on typ); nil when
