@@ -88,7 +88,8 @@ const ExecMode = pgx.QueryExecModeCacheDescribe
 // LISTEN session), and the drainer, the claims and the API share the rest.
 const MinURLPoolSize = 10
 
-// Config parses url and applies SessionParams and ExecMode. maxConns > 0
+// Config parses url and applies SessionParams and ExecMode, and makes room
+// for each statement's message before pgx writes it (bindRoom). maxConns > 0
 // caps the pool, unless the URL names its own pool_max_conns: the
 // operator's size wins, as the URL's session settings do.
 func Config(url string, maxConns int32) (*pgxpool.Config, error) {
@@ -113,6 +114,7 @@ func Config(url string, maxConns int32) (*pgxpool.Config, error) {
 	case maxConns > 0:
 		pc.MaxConns = maxConns
 	}
+	pc.ConnConfig.Tracer = bindRoom{}
 	pc.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
 		RegisterUUID(c.TypeMap())
 		RegisterArrays(c.TypeMap())
