@@ -387,7 +387,7 @@ func (p *Process) duties(tlsR *tlsreload.Reloader) *Duties {
 	d.Lock.OnLost = func() { p.Shards.Set(shard.Range{}) }
 	d.Lock.OnHeld = func() { d.Reporter.Rejoin(); d.Watcher.Kick() }
 	d.Reporter.OnRegistered = d.Watcher.Kick
-	d.Probe = &cluster.DeadMemberProbe{Registry: p.Members, Held: d.Lock.Settled, Key: d.Lock.Key, Outage: p.Outage, Log: log}
+	d.Probe = &cluster.DeadMemberProbe{ID: p.MemberID, Registry: p.Members, Held: d.Lock.Settled, Key: d.Lock.Key, Outage: p.Outage, Log: log}
 	d.Control = &cluster.ControlWatcher{Registry: p.Members, ID: p.MemberID, Listener: p.Listener, Log: log}
 	p.lock = d.Lock
 	if cfg.HasControl() {

@@ -92,7 +92,7 @@ func TestProcess_AKilledMemberIsReTiledAwayAndWorkContinuesWithinSeconds(t *test
 }
 
 // A peer's dead-member probe reports a member that crashed, once, at WARN,
-// naming it; a member that shut down is never reported: it deregisters
+// naming it (removed_member_id) and itself (member_id); a member that shut down is never reported: it deregisters
 // before it lets its liveness lock go, so no peer sees its lock gone while
 // its row is still there.
 func TestProcess_APeerReportsAKilledMemberButNotOneThatShutDown(t *testing.T) {
@@ -142,5 +142,13 @@ func TestProcess_APeerReportsAKilledMemberButNotOneThatShutDown(t *testing.T) {
 	got := reported()
 	require.Len(t, got, 1, "one report, for the killed member only (the stopped one is %s): %+v", stoppedID, got)
 	require.Equal(t, "warn", got[0].level)
-	require.Equal(t, killedID, got[0].memberID, "the report names the member that crashed")
+	require.Equal(t, killedID, got[0].removed, "the report names the member that crashed")
+	var watcherID string
+	for _, l := range logs.between(time.Time{}, time.Now().Add(time.Hour)) {
+		if l.msg == "converge ready" {
+			watcherID = l.memberID
+		}
+	}
+	require.NotEmpty(t, watcherID, "the watching member said it was ready")
+	require.Equal(t, watcherID, got[0].memberID, "member_id is the member that reports, as on its every line")
 }

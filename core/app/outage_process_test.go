@@ -30,6 +30,7 @@ type logLine struct {
 	level    string
 	msg      string
 	memberID string // its member_id field, if any
+	removed  string // its removed_member_id field, if any
 }
 
 // capturedLog collects a helper's JSON log lines.
@@ -46,6 +47,7 @@ func (c *capturedLog) read(r io.Reader) {
 			Level    string `json:"level"`
 			Message  string `json:"message"`
 			MemberID string `json:"member_id"`
+			Removed  string `json:"removed_member_id"`
 		}
 		line := sc.Text()
 		fmt.Fprintln(os.Stderr, line)
@@ -53,7 +55,7 @@ func (c *capturedLog) read(r io.Reader) {
 			continue
 		}
 		c.mu.Lock()
-		c.lines = append(c.lines, logLine{at: time.Now(), level: m.Level, msg: m.Message, memberID: m.MemberID})
+		c.lines = append(c.lines, logLine{at: time.Now(), level: m.Level, msg: m.Message, memberID: m.MemberID, removed: m.Removed})
 		c.mu.Unlock()
 	}
 }

@@ -277,8 +277,11 @@ type Reaper interface {
 // said it was held and before the probe reaches the database (a restart or
 // failover not noticed yet), and the database then removes no one, since
 // every peer's lock is likely gone with this member's.
-// A failing probe is logged once per outage.
+// A failing probe is logged once per outage. Each removal is logged as a
+// WARN naming this member (member_id, as every line of a member does) and
+// the member removed (removed_member_id).
 type DeadMemberProbe struct {
+	ID       string // this member's id, for its log lines
 	Registry Reaper
 	Every    time.Duration // default 500 ms
 	Held     func() bool   // nil: always probe
@@ -330,7 +333,7 @@ func (p *DeadMemberProbe) probe(ctx context.Context) {
 	}
 	p.Outage.Succeeded()
 	for _, id := range ids {
-		p.Log.Warn().Str("member_id", id).
+		p.Log.Warn().Str("member_id", p.ID).Str("removed_member_id", id).
 			Msg("cluster member's liveness lock is gone (crashed or cut off); removed it, the role re-tiles")
 	}
 }

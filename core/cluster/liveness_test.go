@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store/membership"
 	"github.com/converge-run/converge/core/store/notify"
+	"github.com/converge-run/converge/core/testlog"
 	"github.com/converge-run/converge/db/pgtest"
 )
 
@@ -304,4 +306,34 @@ SELECT count(*) FROM pg_locks
 	quiet.Store(false)
 	require.Eventually(t, func() bool { return tiles(pods(brokers...)) }, 10*time.Second, 10*time.Millisecond,
 		"all three tile again")
+}
+
+// The removal's WARN names both members apart: member_id is the member
+// that logs, as on every other line a member writes, and the member it
+// removed is removed_member_id (it was member_id, which read as the logger).
+func TestDeadMemberProbe_ARemovalNamesTheLoggingMemberAndTheRemovedOne(t *testing.T) {
+	t.Parallel()
+	var logs testlog.Buffer
+	var once sync.Once
+	probe := &cluster.DeadMemberProbe{ID: "m-self", Every: time.Millisecond, Log: zerolog.New(&logs),
+		Registry: reaperFn(func(context.Context, int32) ([]string, error) {
+			var ids []string
+			once.Do(func() { ids = []string{"m-crashed"} })
+			return ids, nil
+		})}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = probe.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	require.Eventually(t, func() bool { return logs.Count("liveness lock is gone") > 0 }, 10*time.Second, time.Millisecond,
+		"the removal is logged")
+	var line struct {
+		Level   string `json:"level"`
+		Member  string `json:"member_id"`
+		Removed string `json:"removed_member_id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(logs.Lines()[0]), &line), logs.String())
+	require.Equal(t, "warn", line.Level)
+	require.Equal(t, "m-self", line.Member, "member_id is the member that logs")
+	require.Equal(t, "m-crashed", line.Removed, "removed_member_id is the member removed")
 }
