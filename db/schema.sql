@@ -1546,55 +1546,62 @@ BEGIN
             GET DIAGNOSTICS v_n = ROW_COUNT;
         END IF;
         RETURN QUERY SELECT * FROM explain_config_missing(p_id, 'resync');
-        IF r.failure_gen = r.generation AND v_n = 0 AND NOT FOUND THEN
-            -- its task lost (a crash emptied the queue, or the unclaimed-work
-            -- GC dropped it): requeue_failed_and_pending queues it again
-            RETURN QUERY SELECT 'failed_retry',
-                format('failed at generation %s: the reaper retries it after its retry window', r.generation),
-                r.updated_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
+        IF r.failure_gen <> r.generation OR v_n > 0 OR FOUND THEN
+            RETURN;
         END IF;
-        RETURN;
+        -- Its task lost (a crash emptied the queue, or the unclaimed-work GC
+        -- dropped it): the reaper's retry, below, is the answer.
+        v_task := 'resync';
     ELSE
         v_task := 'reconcile';
     END IF;
 
-    IF v_task = 'reconcile' AND coalesce(kc.has_composer, false) AND r.composed_gen < r.generation THEN
-        RETURN QUERY SELECT 'composing', format('composing: the composer has not expanded generation %s yet', r.generation),
-            r.updated_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
-    END IF;
-    RETURN QUERY SELECT * FROM explain_task(p_id, r.shard_id, r.kind, r.version, v_task, p_now, p_liveness_secs);
-    GET DIAGNOSTICS v_n = ROW_COUNT;
-    IF v_n > 0 OR v_task = 'delete' THEN
-        RETURN;
-    END IF;
+    IF v_task <> 'resync' THEN
+        IF v_task = 'reconcile' AND coalesce(kc.has_composer, false) AND r.composed_gen < r.generation THEN
+            RETURN QUERY SELECT 'composing', format('composing: the composer has not expanded generation %s yet', r.generation),
+                r.updated_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
+        END IF;
+        RETURN QUERY SELECT * FROM explain_task(p_id, r.shard_id, r.kind, r.version, v_task, p_now, p_liveness_secs);
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        IF v_n > 0 OR v_task = 'delete' THEN
+            RETURN;
+        END IF;
 
-    -- No task: the gate that keeps the scheduler from writing one. A failed
-    -- row's retry window holds it only when no upstream or descendant does:
-    -- the reaper's retry goes through the gate, and the upstream's sync (or
-    -- the descendants' settling) schedules it through its cascade anyway.
-    SELECT array_agg(x.dependency_id), max(x.n) INTO v_ids, v_n
-      FROM (SELECT u.dependency_id, count(*) OVER () AS n FROM schedule_lagging_upstreams(p_id) u
-             ORDER BY u.dependency_id LIMIT 20) x;
-    IF v_ids IS NOT NULL THEN
-        v_found := true;
-        RETURN QUERY SELECT 'upstream', format('waits for %s upstream(s) to sync their spec', v_n),
-            NULL::timestamptz, NULL::timestamptz, v_ids, v_n, NULL::bigint, NULL::int, NULL::text;
+        -- No task: the gate that keeps the scheduler from writing one. A
+        -- failed row's retry window holds it only when no upstream or
+        -- descendant does: the reaper's retry goes through the gate, and the
+        -- upstream's sync (or the descendants' settling) schedules it through
+        -- its cascade anyway.
+        SELECT array_agg(x.dependency_id), max(x.n) INTO v_ids, v_n
+          FROM (SELECT u.dependency_id, count(*) OVER () AS n FROM schedule_lagging_upstreams(p_id) u
+                 ORDER BY u.dependency_id LIMIT 20) x;
+        IF v_ids IS NOT NULL THEN
+            v_found := true;
+            RETURN QUERY SELECT 'upstream', format('waits for %s upstream(s) to sync their spec', v_n),
+                NULL::timestamptz, NULL::timestamptz, v_ids, v_n, NULL::bigint, NULL::int, NULL::text;
+        END IF;
+        IF schedule_rollup_gated(kc.has_rollup, kc.has_composer, r.composed_gen, r.generation)
+           AND rollup_gate(p_id, r.root_id IS NULL, 0) > 0 THEN
+            v_found := true;
+            SELECT array_agg(x.id), max(x.n) INTO v_ids, v_n
+              FROM (SELECT u.id, count(*) OVER () AS n FROM explain_unsettled(p_id, r.root_id IS NULL) u
+                     ORDER BY u.id LIMIT 20) x;
+            RETURN QUERY SELECT 'descendants',
+                format('rollup: waits for %s descendant(s) to settle (synced or failed)', coalesce(v_n, 0)),
+                NULL::timestamptz, NULL::timestamptz, v_ids, coalesce(v_n, 0), NULL::bigint, NULL::int, NULL::text;
+        END IF;
     END IF;
-    IF schedule_rollup_gated(kc.has_rollup, kc.has_composer, r.composed_gen, r.generation)
-       AND rollup_gate(p_id, r.root_id IS NULL, 0) > 0 THEN
-        v_found := true;
-        SELECT array_agg(x.id), max(x.n) INTO v_ids, v_n
-          FROM (SELECT u.id, count(*) OVER () AS n FROM explain_unsettled(p_id, r.root_id IS NULL) u
-                 ORDER BY u.id LIMIT 20) x;
-        RETURN QUERY SELECT 'descendants',
-            format('rollup: waits for %s descendant(s) to settle (synced or failed)', coalesce(v_n, 0)),
-            NULL::timestamptz, NULL::timestamptz, v_ids, coalesce(v_n, 0), NULL::bigint, NULL::int, NULL::text;
-    END IF;
+    -- Failed with no task and nothing else holding it (a synced row here has
+    -- lost its resync's task, its config exists): requeue_failed_and_pending
+    -- queues it again after its retry window.
     IF r.failure_gen = r.generation AND NOT v_found THEN
         v_found := true;
         RETURN QUERY SELECT 'failed_retry',
             format('failed at generation %s: the reaper retries it after its retry window', r.generation),
             r.updated_at, NULL::timestamptz, NULL::uuid[], NULL::bigint, NULL::bigint, NULL::int, NULL::text;
+    END IF;
+    IF v_task = 'resync' THEN
+        RETURN;
     END IF;
     RETURN QUERY SELECT * FROM explain_config_missing(p_id, 'reconcile');
     IF NOT v_found AND NOT FOUND THEN

@@ -216,6 +216,77 @@ func TestExplain_FailedRetryAndNotQueued(t *testing.T) {
 	}
 }
 
+// A failed resource with no task is retried by the reaper (failed_retry)
+// when nothing else holds it, whether it failed reconciling its spec or
+// resyncing a synced one: what else may hold it differs. A lagging row's
+// retry goes through the scheduler's gates, so an upstream holds it
+// instead, and a missing config is named after the retry; a synced row's
+// retry (its resync's task lost) is held by a missing config alone, named
+// in its place, never by an upstream (it is not lagging its spec).
+func TestExplain_FailedRetryNamesWhatElseHoldsIt(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		reason string
+		synced bool
+		upstr  bool // an upstream lags its spec
+		gone   bool // its providerConfigRef names no config
+		want   []store.WaitGate
+	}{
+		"Lagging": {
+			reason: "a failed reconcile with its task gone: the reaper's retry",
+			want:   []store.WaitGate{store.GateFailedRetry},
+		},
+		"LaggingBehindAnUpstream": {
+			reason: "the upstream holds it, not the retry window",
+			upstr:  true,
+			want:   []store.WaitGate{store.GateUpstream},
+		},
+		"LaggingWithItsConfigGone": {
+			reason: "the retry, then the missing config that will hold it",
+			gone:   true,
+			want:   []store.WaitGate{store.GateFailedRetry, store.GateProviderConfigMissing},
+		},
+		"Synced": {
+			reason: "a failed resync whose task was lost: the reaper's retry",
+			synced: true,
+			want:   []store.WaitGate{store.GateFailedRetry},
+		},
+		"SyncedBehindAnUpstream": {
+			reason: "a synced row lags no spec: its upstream does not hold its retry",
+			synced: true,
+			upstr:  true,
+			want:   []store.WaitGate{store.GateFailedRetry},
+		},
+		"SyncedWithItsConfigGone": {
+			reason: "the missing config holds its resyncs, in place of the retry",
+			synced: true,
+			gone:   true,
+			want:   []store.WaitGate{store.GateProviderConfigMissing},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFx(t)
+			f.kind("leaf", reactWorker)
+			f.broker("b1", "leaf/v1")
+			id := f.res("leaf", "x")
+			if tc.upstr {
+				f.edge(id, f.res("leaf", "up"))
+			}
+			if tc.synced {
+				f.synced(id)
+			}
+			f.set(id, `failure_gen = generation, updated_at = now() - interval '1 hour'`)
+			if tc.gone {
+				f.dangle(id, "leaf", "gone")
+			}
+			require.False(t, f.isQueued(id), "no task")
+			require.Equal(t, tc.want, f.gates(id), tc.reason)
+		})
+	}
+}
+
 func TestExplain_QuarantinedAndOrphaned(t *testing.T) {
 	t.Parallel()
 	f := newFx(t)
