@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"fmt"
+	"maps"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -107,12 +109,58 @@ type dispatcherSignals struct {
 	swept   testsignal.Signal[int]           // a sweep ended; the tasks it claimed
 	idle    testsignal.Signal[time.Duration] // the loop waits idle this long
 	drained testsignal.Signal[int]           // the drain ended; stragglers released
+	// loop is what the claim loop did last, for a failure message.
+	loop testsignal.Latest[loopState]
 }
 
 func (s *dispatcherSignals) init() {
 	s.swept.Init()
 	s.idle.Init()
 	s.drained.Init()
+	s.loop.Init()
+}
+
+// loopState is what the claim loop is doing: parked in its idle wait, or
+// sweeping since a wake, with its dry marks and failing pairs as they were
+// then. Recorded only for tests (dispatcherSignals.loop).
+type loopState struct {
+	at      time.Time     // the clock when it parked or woke
+	sweeps  int           // sweeps so far
+	parked  bool          // in its idle wait (else sweeping, or about to)
+	wait    time.Duration // parked: the idle timer's wait
+	woke    string        // sweeping: what ended the wait
+	dry     map[pairKey]time.Time
+	failing []pairKey
+}
+
+// loopState snapshots the loop's state; it runs only under a test.
+func (d *dispatcher) loopState(sweeps int, dry map[pairKey]time.Time, wait time.Duration, woke string) loopState {
+	s := loopState{at: d.clock.Now(), sweeps: sweeps, parked: woke == "", wait: wait, woke: woke,
+		dry: make(map[pairKey]time.Time, len(dry))}
+	maps.Copy(s.dry, dry)
+	for p := range d.failing {
+		s.failing = append(s.failing, p)
+	}
+	return s
+}
+
+func (s loopState) String() string {
+	var b strings.Builder
+	if s.parked {
+		fmt.Fprintf(&b, "parked at %s after %d sweeps, on the idle timer (%s, due %s) and the wakes",
+			s.at.Format(time.RFC3339Nano), s.sweeps, s.wait, s.at.Add(s.wait).Format(time.RFC3339Nano))
+	} else {
+		fmt.Fprintf(&b, "sweeping since %s (woken by %s) after %d sweeps", s.at.Format(time.RFC3339Nano), s.woke, s.sweeps)
+	}
+	b.WriteString("; dry marks:")
+	for p, until := range s.dry {
+		fmt.Fprintf(&b, " %s/%s until %s (%+v from then)", p.kv, p.tt, until.Format(time.RFC3339Nano), until.Sub(s.at))
+	}
+	b.WriteString("; failing:")
+	for _, p := range s.failing {
+		fmt.Fprintf(&b, " %s/%s", p.kv, p.tt)
+	}
+	return b.String()
 }
 
 // Name implements engine.Duty.
@@ -217,7 +265,7 @@ func (d *dispatcher) claimLoop(ctx, claimCtx, taskCtx context.Context, wake <-ch
 	offset := 0
 	dry := map[pairKey]time.Time{}
 	probe := false // a wake or the idle timer: probe before claiming
-	for ctx.Err() == nil {
+	for sweeps := 1; ctx.Err() == nil; sweeps++ {
 		// Taken before the sweep: a change while it runs closes this one.
 		changed, reTiled := d.routes.changed(), d.shards.Changed()
 		var claimed int
@@ -230,27 +278,27 @@ func (d *dispatcher) claimLoop(ctx, claimCtx, taskCtx context.Context, wake <-ch
 		}
 		timer := d.clock.After(wait)
 		d.testSignals.idle.Signal(wait)
+		d.testSignals.loop.Record(func() loopState { return d.loopState(sweeps, dry, wait, "") })
+		var woke string
 		select {
 		case <-ctx.Done():
 			return
 		case <-wake:
 			d.metrics.Wakes.WithLabelValues("work_ready").Inc()
-			wait = d.pollMin
-			probe = true
+			wait, probe, woke = d.pollMin, true, "a work_ready wake"
 		case <-changed:
 			// A worker joined, left, changed readiness or freed a slot:
 			// room to claim, but no new rows, so dry pairs stay dry
 			// (every stage's slot release signals here).
-			wait = d.pollMin
+			wait, woke = d.pollMin, "a routing change"
 		case <-d.tasks.done:
-			wait = d.pollMin
+			wait, woke = d.pollMin, "a finished task"
 		case <-reTiled:
-			wait = d.pollMin
-			probe = true
+			wait, probe, woke = d.pollMin, true, "a change of the shard range"
 		case <-timer:
-			wait = min(wait*2, d.pollMax)
-			probe = true
+			wait, probe, woke = min(wait*2, d.pollMax), true, "the idle timer"
 		}
+		d.testSignals.loop.Record(func() loopState { return d.loopState(sweeps, dry, 0, woke) })
 	}
 }
 

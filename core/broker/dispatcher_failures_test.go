@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,6 +28,10 @@ import (
 // empty pair, logged once, and once more when it claims again.
 func TestDispatcher_AFailingPairIsLoggedOnceAndNotAskedEverySweep(t *testing.T) {
 	t.Parallel()
+	const (
+		claimFailed = "claim failed; retried quietly until it claims again"
+		claimsAgain = "pair claims again"
+	)
 	b := setupDispatcher(t)
 	var logs testlog.Buffer
 	b.d.log = zerolog.New(&logs)
@@ -59,17 +64,26 @@ func TestDispatcher_AFailingPairIsLoggedOnceAndNotAskedEverySweep(t *testing.T) 
 	}
 	require.Greater(t, sweeps, busy, "the loop swept while the vpc pair had work")
 	require.EqualValues(t, 1, failures.Load(), "the failing pair is skipped for its dry window, not asked on every sweep")
-	require.Equal(t, 1, logs.Count("claim failed"), logs.String())
+	// Whole messages, not substrings: the failure's own line says "until it
+	// claims again". Counted as Count("claims again"), it made the wait
+	// below pass before any recovery, and fail for good (two, never one)
+	// whenever the loop logged the recovery before the first check.
+	require.Equal(t, 1, logs.CountMessage(claimFailed), logs.String())
+	require.Zero(t, logs.CountMessage(claimsAgain), logs.String())
 
 	broken.Store(false)
 	// Past the dry window and the idle wait, again at each check: the loop
 	// may not have armed its idle timer yet when the clock first moves, and
 	// a fake clock fires only the timers armed before it is advanced.
-	require.Eventually(t, func() bool {
+	b.waitShowing(t, "the recovery logged", func() bool {
 		b.clock.Advance(time.Hour)
-		return logs.Count("claims again") == 1
-	}, 10*time.Second, time.Millisecond, "its recovery is logged once: %s", logs.String())
-	require.Equal(t, 1, logs.Count("claim failed"), logs.String())
+		return logs.CountMessage(claimsAgain) > 0
+	}, func() string {
+		return fmt.Sprintf("claims of the failing pair: %d failed, %d since\nlog:\n%s",
+			failures.Load(), subnet.Load(), logs.String())
+	})
+	require.Equal(t, 1, logs.CountMessage(claimsAgain), "its recovery is logged once: %s", logs.String())
+	require.Equal(t, 1, logs.CountMessage(claimFailed), logs.String())
 }
 
 // The claimable probe runs on every wake, and under load whenever dry

@@ -16,6 +16,7 @@ import (
 	"github.com/converge-run/converge/core/metrics"
 	"github.com/converge-run/converge/core/shard"
 	"github.com/converge-run/converge/core/store/pipeline"
+	"github.com/converge-run/converge/core/testsignal"
 )
 
 var (
@@ -79,6 +80,30 @@ func (b *dispatcherBundle) start(t *testing.T) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// waitShowing waits until cond holds, for testsignal.Timeout of the wall
+// clock (cond may move the fake clock); when it does not, the failure says
+// what the claim loop is doing — parked on its idle timer or sweeping, its
+// dry marks and failing pairs — the fake clock's time and armed timers, the
+// tasks in flight, and more (more(), read then).
+func (b *dispatcherBundle) waitShowing(t *testing.T, what string, cond func() bool, more func() string) {
+	t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(testsignal.Timeout)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			loop := "the claim loop has not parked yet"
+			if s, ok := b.d.testSignals.loop.Load(); ok {
+				loop = s.String()
+			}
+			t.Fatalf("timed out after %s waiting for %s\nclaim loop: %s\nclock: %s\ntasks in flight: %d\n%s",
+				testsignal.Timeout, what, loop, b.clock, b.d.tasks.count(), more())
+		}
+	}
 }
 
 // claimsFrom makes the claimer hand out batches in order, then nothing.

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -259,6 +261,19 @@ func (c *fakeClock) Advance(d time.Duration) {
 		kept = append(kept, t)
 	}
 	c.timers = kept
+}
+
+// String is the clock's time and the timers armed and not yet fired (a
+// loop parked on one waits for an Advance past it).
+func (c *fakeClock) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "now %s, %d timers armed", c.now.Format(time.RFC3339Nano), len(c.timers))
+	for _, t := range c.timers {
+		fmt.Fprintf(&b, " (due %s)", t.at.Format(time.RFC3339Nano))
+	}
+	return b.String()
 }
 
 // testLog routes a service's logs to t.Log until the test ends (a stream

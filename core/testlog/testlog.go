@@ -7,6 +7,7 @@ package testlog
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"strings"
 	"sync"
@@ -66,5 +67,24 @@ func (b *Buffer) String() string {
 // Lines is what was written so far, line by line.
 func (b *Buffer) Lines() []string { return strings.Split(strings.TrimSpace(b.String()), "\n") }
 
-// Count is the number of times s was written so far.
+// Count is the number of times s was written so far, anywhere in a line:
+// a message that contains s counts too (CountMessage does not).
 func (b *Buffer) Count(s string) int { return strings.Count(b.String(), s) }
+
+// CountMessage is the number of lines written so far whose message (a
+// zerolog JSON line's "message" field) is msg exactly. A line whose message
+// only contains msg is not one: "claim failed; retried quietly until it
+// claims again" is no "pair claims again", though Count("claims again")
+// finds it.
+func (b *Buffer) CountMessage(msg string) int {
+	n := 0
+	for _, l := range b.Lines() {
+		var line struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal([]byte(l), &line) == nil && line.Message == msg {
+			n++
+		}
+	}
+	return n
+}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 )
 
@@ -40,4 +41,19 @@ func TestWriter_DropsLinesAfterTheTestEnded(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, len("after the test\n"), n, "reported written, so the logger does not complain")
 	require.Equal(t, []string{"during the test"}, r.logs, "the line after the cleanups is dropped")
+}
+
+func TestBuffer_CountMessageMatchesWholeMessagesOnly(t *testing.T) {
+	t.Parallel()
+	var b Buffer
+	log := zerolog.New(&b)
+	log.Error().Msg("claim failed; retried quietly until it claims again")
+	require.Equal(t, 1, b.Count("claims again"), "Count finds it inside the other message")
+	require.Zero(t, b.CountMessage("pair claims again"))
+	log.Info().Str("kind", "subnet/v1").Msg("pair claims again")
+	require.Equal(t, 1, b.CountMessage("pair claims again"))
+	require.Equal(t, 1, b.CountMessage("claim failed; retried quietly until it claims again"))
+	_, err := io.WriteString(&b, "not json, pair claims again\n")
+	require.NoError(t, err)
+	require.Equal(t, 1, b.CountMessage("pair claims again"), "a line that is not JSON has no message")
 }

@@ -7,6 +7,7 @@ package testsignal
 
 import (
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -82,4 +83,38 @@ func (s *Signal[T]) RequireEmpty(tb TB) {
 		tb.Fatalf("testsignal: unexpected signal %v", v)
 	default:
 	}
+}
+
+// Latest keeps the newest value a service reported at a point, for a test's
+// failure message to say what the service was doing when a wait ran out.
+// Unlike a Signal it holds one value, replaced at each report, and nobody
+// waits on it. An uninitialised Latest (production) is a no-op that never
+// calls the function it is handed, so a service may build an expensive
+// value in it.
+type Latest[T any] struct {
+	on  bool
+	mu  sync.Mutex
+	v   T
+	set bool
+}
+
+// Init arms the value; call it before the service starts.
+func (l *Latest[T]) Init() { l.on = true }
+
+// Record stores f's value; f runs only once Init was called.
+func (l *Latest[T]) Record(f func() T) {
+	if l == nil || !l.on {
+		return
+	}
+	v := f()
+	l.mu.Lock()
+	l.v, l.set = v, true
+	l.mu.Unlock()
+}
+
+// Load returns the newest value recorded (false: none yet).
+func (l *Latest[T]) Load() (T, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.v, l.set
 }

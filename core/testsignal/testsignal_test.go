@@ -45,3 +45,28 @@ func TestSignal(t *testing.T) {
 		}
 	})
 }
+
+func TestLatest(t *testing.T) {
+	t.Parallel()
+	t.Run("NoOpUntilInit", func(t *testing.T) {
+		t.Parallel()
+		var l Latest[int]
+		l.Record(func() int { t.Fatal("built a value nobody reads"); return 0 })
+		if _, ok := l.Load(); ok {
+			t.Fatal("a value recorded before Init")
+		}
+	})
+	t.Run("KeepsTheNewest", func(t *testing.T) {
+		t.Parallel()
+		var l Latest[int]
+		l.Init()
+		if _, ok := l.Load(); ok {
+			t.Fatal("a value before any was recorded")
+		}
+		l.Record(func() int { return 1 })
+		l.Record(func() int { return 2 })
+		if got, ok := l.Load(); !ok || got != 2 {
+			t.Fatalf("got %d (%v), want 2", got, ok)
+		}
+	})
+}
