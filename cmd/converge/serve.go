@@ -6,6 +6,7 @@ import (
 
 	"github.com/converge-run/converge/core/app"
 	"github.com/converge-run/converge/core/config"
+	"github.com/converge-run/converge/core/gcpace"
 	"github.com/converge-run/converge/core/logging"
 	"github.com/converge-run/converge/core/memlimit"
 )
@@ -21,5 +22,6 @@ func serveMain(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	memlimit.ApplyAndLog(log)
+	gcpace.StartAndLog(log)
 	return app.Run(ctx, cfg, log, app.Options{Mounts: ms})
 }
