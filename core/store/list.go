@@ -50,12 +50,20 @@ type Page struct {
 // then the page's rows are fetched by primary key. Nothing sorts more than
 // 7 × (limit+1) index entries, whatever the table's size or the page's depth.
 //
-// With a label filter the page walks one label's entries in resource_labels
-// (its primary key, already in list order) from the cursor and fetches each
-// candidate by primary key, checking the other filters, until the page is
-// full. When other filters (phases, kind, owner, more labels) reject most of
-// the label's rows, the walk is bounded (labelBudget candidates) and the
-// phase-branch plan, with the labels as a filter, serves the page instead.
+// With a label filter the page is bounded too: it reads at most labelBudget
+// candidates, whatever the filters. One statement counts, up to
+// labelBudget+1 each, the entries after the cursor of every label and, when
+// phases, a kind or an owner filter the page, of the phase branches; the
+// smaller drives. Phase branches of at most labelBudget entries serve the
+// page with the labels as a filter (they hold every match). Otherwise the
+// page walks its smallest label's entries in resource_labels (its primary
+// key, already in list order) from the cursor and fetches each candidate by
+// primary key, checking the other filters, until the page is full or
+// labelBudget candidates were read. A walk the other filters starve (a label
+// rare within a kind) ends the page early: it holds the matches found, maybe
+// none, and its NextCursor is the last candidate examined, so the next page
+// resumes the walk there. Every match is still served once, in order; only
+// the last page has no cursor, and a filtered page may be short or empty.
 func (s *Store) ListResources(ctx context.Context, opts ListOptions) (Page, error) {
 	sp, err := parseListOptions(opts)
 	if err != nil {
@@ -69,38 +77,61 @@ func (s *Store) ListResources(ctx context.Context, opts ListOptions) (Page, erro
 		// Every entry of the label is a match: a page of entries is a page.
 		return s.runPage(ctx, s.read, labelQuery(sp, pairs[0], sp.limit+1), sp.limit)
 	}
-	// Filtered: size the labels, walk, and maybe fall back, all in one
-	// snapshot, so a size read before the walk still holds during it.
-	tx, err := s.read.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	// Filtered: size the drivers and walk one, in one snapshot, so a size
+	// read before the walk still holds during it. Sorts are off for the
+	// snapshot (see runPage): every statement in it is an ordered walk.
+	tx, err := s.read.BeginTx(ctx, pgx.TxOptions{BeginQuery: `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; ` + sortsOffSQL})
 	if err != nil {
 		return Page{}, mapErr(err, "list resources")
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	counts, err := s.labelCounts(ctx, tx, sp, pairs)
+	counts, err := s.driverCounts(ctx, tx, sp, pairs)
 	if err != nil {
 		return Page{}, err
 	}
-	best := 0 // drive from the smallest label
-	for i, n := range counts {
+	best := 0 // the smallest label
+	for i, n := range counts[:len(pairs)] {
 		if n < counts[best] {
 			best = i
 		}
+	}
+	if phaseDriven(sp) && counts[len(pairs)] < counts[best] {
+		// at most labelBudget phase entries: the branches hold every match
+		items, err := s.queryResources(ctx, tx, phaseQuery(sp))
+		if err != nil {
+			return Page{}, err
+		}
+		return newPage(items, sp.limit), nil
 	}
 	items, err := s.queryResources(ctx, tx, labelQuery(sp, pairs[best], labelBudget))
 	if err != nil {
 		return Page{}, err
 	}
 	// The walk's page is exact when it is full, or when the walk saw every
-	// remaining entry of its label; otherwise the other filters starved it.
+	// remaining entry of its label.
 	if len(items) > sp.limit || counts[best] <= labelBudget {
 		return newPage(items, sp.limit), nil
 	}
-	return s.runPage(ctx, tx, phaseQuery(sp), sp.limit)
+	// The other filters starved the walk: the page ends at its last candidate.
+	next, err := s.labelBoundary(ctx, tx, sp, pairs[best])
+	if err != nil {
+		return Page{}, err
+	}
+	page := newPage(items, sp.limit)
+	page.NextCursor = encodeKeyset(next.at, next.id)
+	return page, nil
 }
 
-// labelBudget bounds a filtered label walk: at most this many primary-key
-// fetches before the phase-branch plan takes over.
+// labelBudget bounds a filtered label page: at most this many candidates
+// (entries of its driving label, each fetched by primary key, or entries of
+// its phase branches) are read for one page.
 const labelBudget = 1000
+
+// phaseDriven reports whether the phase branches filter a labelled page
+// (and so may drive it): phases, a kind or an owner.
+func phaseDriven(sp listSpec) bool {
+	return !sp.allPhases || sp.kind != "" || sp.owner != nil
+}
 
 type listQuery struct {
 	sql  string
@@ -251,26 +282,65 @@ SELECT ` + resourceColumns + `
 	return listQuery{sql: sql, args: args}
 }
 
-// labelCounts counts each label's entries after the cursor, up to
-// labelBudget+1 (an index-only scan of at most that many entries each).
-func (s *Store) labelCounts(ctx context.Context, q querier, sp listSpec, pairs [][2]string) ([]int64, error) {
+// driverCounts counts, up to labelBudget+1 each, the entries after the
+// cursor of each label of pairs and, last, of the phase branches when they
+// filter the page (phaseDriven; labelBudget+1 otherwise), in one statement.
+// Each count is an ordered walk of an index cut by the LIMIT (with sorts
+// off, see ListResources): unordered, the planner may bitmap-scan every
+// entry of a large label to count the first thousand.
+func (s *Store) driverCounts(ctx context.Context, q querier, sp listSpec, pairs [][2]string) ([]int64, error) {
 	args := argList{labelBudget + 1}
 	cursor := ""
 	if sp.after != nil {
 		cursor = fmt.Sprintf(" AND (l.created_at, l.resource_id) < (%s::timestamptz, %s::uuid)", args.add(sp.after.at), args.add(sp.after.id))
 	}
-	parts := make([]string, len(pairs))
+	parts := make([]string, len(pairs), len(pairs)+1)
 	for i, p := range pairs {
 		parts[i] = fmt.Sprintf(`(SELECT count(*) FROM (SELECT 1 FROM resource_labels l
-			WHERE l.key = %s AND l.value = %s%s LIMIT $1) s)`, args.add(p[0]), args.add(p[1]), cursor)
+			WHERE l.key = %s AND l.value = %s%s
+			ORDER BY l.created_at DESC, l.resource_id DESC LIMIT $1) s)`, args.add(p[0]), args.add(p[1]), cursor)
+	}
+	if phaseDriven(sp) {
+		where := sp.filters(&args, false, false)
+		if sp.after != nil {
+			where += fmt.Sprintf(" AND (r.created_at, r.id) < (%s::timestamptz, %s::uuid)", args.add(sp.after.at), args.add(sp.after.id))
+		}
+		// each branch an ordered walk of its page index, as in phaseQuery
+		parts = append(parts, fmt.Sprintf(`(SELECT count(*) FROM (SELECT 1
+			FROM unnest(%s::text[]) AS p(phase)
+			CROSS JOIN LATERAL (SELECT 1 FROM resource_phases r
+			                     WHERE %s%s
+			                     ORDER BY r.created_at DESC, r.id DESC LIMIT $1) b
+			LIMIT $1) s)`, args.add(sp.phases), phaseCond(sp), where))
+	} else {
+		parts = append(parts, "$1")
 	}
 	var counts []int64
 	err := q.QueryRow(ctx, `SELECT ARRAY[`+strings.Join(parts, ", ")+`]::bigint[]`,
 		args...).Scan(&counts)
 	if err != nil {
-		return nil, mapErr(err, "list resources (label sizes)")
+		return nil, mapErr(err, "list resources (driver sizes)")
 	}
 	return counts, nil
+}
+
+// labelBoundary is the position of the last entry a starved label walk
+// examined: the labelBudget-th entry of the label after the cursor.
+func (s *Store) labelBoundary(ctx context.Context, q querier, sp listSpec, driver [2]string) (keyset, error) {
+	args := argList{driver[0], driver[1], labelBudget - 1}
+	cursor := ""
+	if sp.after != nil {
+		cursor = fmt.Sprintf(" AND (l.created_at, l.resource_id) < (%s::timestamptz, %s::uuid)", args.add(sp.after.at), args.add(sp.after.id))
+	}
+	var k keyset
+	err := q.QueryRow(ctx, `SELECT l.created_at, l.resource_id FROM resource_labels l
+		 WHERE l.key = $1 AND l.value = $2`+cursor+`
+		 ORDER BY l.created_at DESC, l.resource_id DESC
+		OFFSET $3 LIMIT 1`, args...).Scan(&k.at, &k.id)
+	if err != nil {
+		return keyset{}, mapErr(err, "list resources (walk boundary)")
+	}
+	return k, nil
 }
 
 // labelPairs lists the label filter's pairs in key order.

@@ -462,9 +462,10 @@ func mustTime(t *testing.T, e env, name string) time.Time {
 }
 
 // TestListResources_LabelWalksAgreeWithTheDatabase covers the label plans:
-// a plain walk, a bounded walk that the other filters satisfy, one they
-// starve (the phase-branch plan takes over), and a multi-label filter driven
-// by its smallest label.
+// a plain walk, a bounded walk that the other filters satisfy, a phase or
+// kind smaller than the label (its phase branches drive the page), and a
+// multi-label filter driven by its smallest label. Starved walks are in
+// list_budget_test.go.
 func TestListResources_LabelWalksAgreeWithTheDatabase(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -487,10 +488,10 @@ func TestListResources_LabelWalksAgreeWithTheDatabase(t *testing.T) {
 		"LabelCommonPhase": {"a phase most of the label's rows are in fills the bounded walk",
 			ListOptions{Labels: map[string]string{"env": "prod"}, Phases: []resource.Phase{resource.PhaseReady}, Limit: 30},
 			`labels @> '{"env":"prod"}' AND phase = 'Ready'`, nil},
-		"LabelRarePhase": {"a rare phase starves the walk: the phase branches serve it",
+		"LabelRarePhase": {"a phase rarer than the label: its phase branches drive the page",
 			ListOptions{Labels: map[string]string{"env": "prod"}, Phases: []resource.Phase{resource.PhaseQuarantined, resource.PhaseDeleting}, Limit: 50},
 			`labels @> '{"env":"prod"}' AND phase IN ('Quarantined', 'Deleting')`, nil},
-		"LabelRareKind": {"a rare kind starves the walk too",
+		"LabelRareKind": {"a kind smaller than the label drives the page too",
 			ListOptions{Labels: map[string]string{"env": "dev"}, Kind: "bom", Limit: 30},
 			`labels @> '{"env":"dev"}' AND kind = 'bom'`, nil},
 		"LabelOwner": {"an owner's children with a label",

@@ -82,14 +82,26 @@ func TestPlans_RollupAndListKeepTheirPlans(t *testing.T) {
 					{"owner", ListOptions{OwnerID: &root}, "idx_resource_phases_owner_page"},
 					{"label", ListOptions{Labels: map[string]string{"team": "t7"}}, "resource_labels_pkey"},
 					{"label+phase", ListOptions{Labels: map[string]string{"env": "prod"}, Phases: []resource.Phase{resource.PhaseReady}}, "resource_labels_pkey"},
+					{"kind+label", ListOptions{Kind: "subnet", Labels: map[string]string{"env": "prod"}}, "resource_labels_pkey"},
+					// a kind smaller than the label: its phase branches drive
+					{"small kind+label", ListOptions{Kind: "bom", Labels: map[string]string{"env": "prod"}}, "idx_resource_phases_kind_page"},
 				}
 				for _, tc := range cases {
 					page, err := s.ListResources(ctx, tc.opts)
 					require.NoError(t, err, tc.name)
 					plans := rec.Take(t)
 					spec.Rules = []plantest.Rule{{Match: "FROM resource_phases r", Uses: []string{tc.index}}}
-					if tc.index == "resource_labels_pkey" {
-						spec.Rules[0].Match = "FROM resource_labels l"
+					switch {
+					case tc.index == "resource_labels_pkey":
+						spec.Rules[0].Match = "r.id = c.resource_id" // the label walk
+					case tc.opts.Labels != nil:
+						spec.Rules[0].Match = "JOIN resources rl" // phase branches with labels
+					}
+					switch { // the drivers' counts walk the same indexes
+					case tc.opts.Labels != nil && tc.opts.Kind != "":
+						spec.Rules = append(spec.Rules, plantest.Rule{Match: "SELECT ARRAY[", Uses: []string{"resource_labels_pkey", "idx_resource_phases_kind_page"}})
+					case tc.opts.Labels != nil && tc.opts.Phases != nil:
+						spec.Rules = append(spec.Rules, plantest.Rule{Match: "SELECT ARRAY[", Uses: []string{"resource_labels_pkey", "idx_resource_phases_page"}})
 					}
 					plantest.Check(t, plans, spec)
 					if tc.name == "kind+Ready" {
