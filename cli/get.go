@@ -30,6 +30,13 @@ type listFlags struct {
 // allPageSize is the page size when conctl follows every page.
 const allPageSize = 500
 
+// pageRequests bounds the requests one page of --limit makes: the server
+// reads a bounded number of resources per request, so a filtered page
+// (labels with a kind, an owner or phases) may come back short, even
+// empty, with a cursor; conctl asks again until the page is full or the
+// list ends, at most this many times.
+const pageRequests = 10
+
 func (l *listFlags) register(cmd *cobra.Command, paging bool) {
 	f := cmd.Flags()
 	f.StringVar(&l.kind, "kind", "", "only this kind (resources, providerconfigs; the watched kind of reactorbindings)")
@@ -136,7 +143,11 @@ are 100).
 
 Lists follow the keyset cursors to the last page (never counted); --limit N
 shows one page of N (with the cursor to go on with --after), --all with --limit
-follows the cursors in pages of N. Only resources and providerconfigs are
+follows the cursors in pages of N. The server reads a bounded number of
+resources per request, so a filtered page of resources may come back short or
+empty with a cursor: --limit N asks again until it has N or the list ends, at
+most 10 requests, and otherwise shows what it found and says so on stderr,
+with the cursor to go on with. Only resources and providerconfigs are
 paged: kinds, reactor bindings and cluster members are listed whole (a
 resource's operations, its 100 newest), and --limit or --after with them is
 refused. --phase repeats as a union; --label repeats
@@ -390,14 +401,32 @@ func (a *app) listResources(ctx context.Context, c *Conn, lf listFlags) error {
 		after = &lf.after
 	}
 	var items []ListResourcesResourcesResourcePageItemsResource
-	for {
-		resp, err := ListResources(ctx, c.GQL, kind, phases, labels, owner, lf.pageSize, after)
+	for requests := 1; ; requests++ {
+		// one page of --limit: ask for what it still lacks
+		first := lf.pageSize
+		if !lf.all {
+			first -= len(items)
+		}
+		resp, err := ListResources(ctx, c.GQL, kind, phases, labels, owner, first, after)
 		if err != nil {
 			return fmt.Errorf("list resources: %w", apiError(err))
 		}
 		items = append(items, resp.Resources.Items...)
 		after = resp.Resources.NextCursor
-		if after == nil || !lf.all {
+		if after == nil {
+			break
+		}
+		if lf.all {
+			continue
+		}
+		if len(items) == lf.pageSize {
+			break
+		}
+		// A filtered page reads a bounded number of candidates and may come
+		// back short: ask again, within reason.
+		if requests == pageRequests {
+			fmt.Fprintf(a.stderr(), "(%d of %d after %d requests: the filters match few of the resources each request reads)\n",
+				len(items), lf.pageSize, requests)
 			break
 		}
 	}

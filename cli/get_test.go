@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/converge-run/converge/cli"
 	"github.com/converge-run/converge/core/resource"
+	"github.com/converge-run/converge/core/store"
 )
 
 // seedAccounts applies the classic kinds (no providerconfigs: the spec's
@@ -339,4 +341,47 @@ func TestGet_OperationsSaysWhenItShowsOnlyTheNewest(t *testing.T) {
 			require.Len(t, page.Items, 100)
 		}
 	}
+}
+
+// TestGet_LimitFillsAPageAcrossShortServerPages: the server reads a bounded
+// number of resources per request, so a label rare within a kind comes back
+// in short, even empty, pages with a cursor; --limit keeps asking until it
+// has its page, and --all still serves every match once.
+func TestGet_LimitFillsAPageAcrossShortServerPages(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, stackOpts{noWorker: true})
+	for _, f := range []string{"account.kind.json", "vpc.kind.json"} {
+		must(t, s.conctl("apply", "-f", filepath.Join(classicFixtures, f)))
+	}
+	ctx := t.Context()
+	apply := func(kind, name string, labels map[string]string, spec string) {
+		_, _, err := s.store.ApplyResource(ctx, store.ApplyResourceInput{Kind: kind, Name: name, Labels: labels, Spec: json.RawMessage(spec)})
+		require.NoError(t, err)
+	}
+	// The oldest: five accounts labelled zone=a. Then, newer, more vpcs
+	// labelled zone=a and more unlabelled accounts than a request reads.
+	for i := 1; i <= 5; i++ {
+		apply("account", fmt.Sprintf("zoned-%d", i), map[string]string{"zone": "a"}, `{"team":"t"}`)
+	}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < 1100; i += 4 {
+				apply("vpc", fmt.Sprintf("vpc-%d", i), map[string]string{"zone": "a"}, `{"cidr":"10.0.0.0/24"}`)
+				apply("account", fmt.Sprintf("plain-%d", i), nil, `{"team":"t"}`)
+			}
+		}()
+	}
+	wg.Wait()
+
+	r := must(t, s.conctl("get", "res", "--kind", "account", "-l", "zone=a", "--limit", "3", "-o", "json"))
+	require.Equal(t, []string{"zoned-5", "zoned-4", "zoned-3"}, names(t, r.stdout), "the first server page is empty: conctl asks again")
+	require.Contains(t, r.stdout, `"nextCursor"`)
+	r = must(t, s.conctl("get", "res", "--kind", "account", "-l", "zone=a", "--limit", "3", "--all", "-o", "json"))
+	require.Equal(t, []string{"zoned-5", "zoned-4", "zoned-3", "zoned-2", "zoned-1"}, names(t, r.stdout))
+	r = must(t, s.conctl("get", "res", "--kind", "account", "-l", "zone=a", "--limit", "3"))
+	require.Contains(t, r.stderr, "(more results: --all, or --after ")
+	require.NotContains(t, r.stderr, "requests", "a full page needs no warning")
 }
