@@ -49,7 +49,15 @@ export interface QueryState<R> {
  * websocket reconnection (changes may have been missed meanwhile). The data
  * of the previous variables stays until the new result arrives.
  */
-export function useQuery<R, V>(doc: TypedDocument<R, V>, variables: V, opts: { skip?: boolean } = {}): QueryState<R> {
+export function useQuery<R, V>(
+  doc: TypedDocument<R, V>,
+  variables: V,
+  opts: {
+    skip?: boolean;
+    /** Reads the result instead of one request of doc (several, say, to fill a page). */
+    request?: (client: ApiClient, variables: V, signal: AbortSignal) => Promise<R>;
+  } = {},
+): QueryState<R> {
   const client = useClient();
   const { epoch } = useConnection();
   const key = varsKey(variables);
@@ -68,6 +76,8 @@ export function useQuery<R, V>(doc: TypedDocument<R, V>, variables: V, opts: { s
   });
   const varsRef = useRef(variables);
   varsRef.current = variables;
+  const requestRef = useRef(opts.request);
+  requestRef.current = opts.request;
 
   const execute = useCallback(() => {
     const r = run.current;
@@ -81,7 +91,8 @@ export function useQuery<R, V>(doc: TypedDocument<R, V>, variables: V, opts: { s
     r.ctrl = ctrl;
     const k = r.key;
     setState((s) => (s.loading ? s : { ...s, loading: true }));
-    client.request(doc, varsRef.current, ctrl.signal).then(
+    const read = requestRef.current ? requestRef.current(client, varsRef.current, ctrl.signal) : client.request(doc, varsRef.current, ctrl.signal);
+    read.then(
       (data) => {
         if (ctrl.signal.aborted) return;
         setState({ data, error: null, loading: false, key: k, receivedAt: performance.now() });

@@ -14,11 +14,12 @@ function setup() {
     if (body.operationName === 'ResourcesPage') {
       queries.push(body.variables);
       const after = body.variables.after as string | null;
+      const row = (id: string, name: string) => ({ id, kind: 'vpc', version: 'v1', name, phase: 'READY', labels: {}, generation: 1, syncedGeneration: 1, healthOk: true, createdAt: '2026-01-01T00:00:00Z', updatedAt: '2026-01-01T00:00:00Z', owner: null });
+      // A full first page ("first", then first-1…), then one row on the second.
+      const first = body.variables.first as number;
       data = {
         resources: {
-          items: [
-            { id: after ? 'id-2' : 'id-1', kind: 'vpc', version: 'v1', name: after ? 'second' : 'first', phase: 'READY', labels: {}, generation: 1, syncedGeneration: 1, healthOk: true, createdAt: '2026-01-01T00:00:00Z', updatedAt: '2026-01-01T00:00:00Z', owner: null },
-          ],
+          items: after ? [row('id-2', 'second')] : Array.from({ length: first }, (_, i) => (i ? row(`id-1-${i}`, `first-${i}`) : row('id-1', 'first'))),
           nextCursor: after ? null : 'CURSOR1',
         },
       };
@@ -59,7 +60,7 @@ describe('ResourcesPage', () => {
   it('pages with Next and Prev through a cursor stack in the URL, without totals', async () => {
     const { queries } = setup();
     await screen.findByText('first');
-    expect(screen.getByText(/1 resource · page 1/)).toBeTruthy();
+    expect(screen.getByText(/50 resources · page 1/)).toBeTruthy();
     act(() => fireEvent.click(screen.getByRole('button', { name: 'Next →' })));
     await screen.findByText('second');
     expect(queries.at(-1)).toMatchObject({ after: 'CURSOR1' });

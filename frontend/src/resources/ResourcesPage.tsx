@@ -48,7 +48,11 @@ export function ResourcesPage() {
           onPrev={() => go(prevPage(state))}
           onNext={() => live.nextCursor && go(nextPage(state, live.nextCursor))}
         />
-        {live.loaded && live.page.rows.length === 0 ? (
+        {live.loaded && live.page.rows.length === 0 && live.nextCursor ? (
+          <p className="empty" data-testid="empty-page">
+            None of the resources read for this page match these filters; more may follow (Next →).
+          </p>
+        ) : live.loaded && live.page.rows.length === 0 ? (
           <p className="empty" data-testid="empty-list">
             No resources match these filters.
           </p>

@@ -15,6 +15,7 @@ vi.mock('./live', async (orig) => {
   return { ...real, applyRowEvent: (...a: Parameters<typeof real.applyRowEvent>) => (calls.n++, real.applyRowEvent(...a)) };
 });
 const { ResourcesPage } = await import('./ResourcesPage');
+const { FILL_REQUESTS } = await import('./useLivePage');
 const { navigate } = await import('../app/router');
 
 const at = '2026-01-01T00:00:00Z';
@@ -27,10 +28,10 @@ configure({ asyncUtilTimeout: 15_000 });
 afterEach(cleanup);
 
 /** mount renders the page; page answers its ResourcesPage reads. */
-function mount(page: () => Promise<Response>) {
+function mount(page: (vars: { first?: number; after?: string | null }) => Promise<Response>) {
   const fetch = (async (_u: string, init: RequestInit) => {
-    const body = JSON.parse(init.body as string) as { operationName: string };
-    return body.operationName === 'ResourcesPage' ? page() : json({ data: { kinds: [] } });
+    const body = JSON.parse(init.body as string) as { operationName: string; variables: { first?: number; after?: string | null } };
+    return body.operationName === 'ResourcesPage' ? page(body.variables) : json({ data: { kinds: [] } });
   }) as unknown as typeof globalThis.fetch;
   const client = new ApiClient({ httpUrl: 'http://x/graphql', wsUrl: 'ws://x/graphql', token: () => null, noWebSocket: true, fetch });
   const subs = new Map<string, Sink<unknown>>();
@@ -125,5 +126,37 @@ describe('useLivePage', () => {
     await act(async () => ws.ack());
     await vi.waitFor(() => expect(document.querySelector('tr[data-name=r1]')?.getAttribute('data-phase')).toBe('READY'));
     client.dispose();
+  });
+
+  it('fills a page across the short pages a filtered read returns', async () => {
+    // The server reads a bounded number of resources per request: a rare
+    // label within a kind comes back empty, then short, with cursors.
+    window.history.replaceState(null, '', '/resources?kind=vpc&labels=' + encodeURIComponent('zone=a'));
+    const asked: { first?: number; after?: string | null }[] = [];
+    mount(async (vars) => {
+      asked.push(vars);
+      const pages: Record<string, { items: unknown[]; nextCursor: string | null }> = {
+        '': { items: [], nextCursor: 'c1' },
+        c1: { items: [row(1), row(2)], nextCursor: 'c2' },
+        c2: { items: [row(3)], nextCursor: null },
+      };
+      return json({ data: { resources: pages[vars.after ?? ''] } });
+    });
+    const table = await screen.findByTestId('resource-table');
+    await vi.waitFor(() => expect(table.textContent).toContain('r3'));
+    expect(table.textContent).toContain('r1');
+    expect(asked.map((v) => v.after ?? '')).toEqual(['', 'c1', 'c2']);
+    expect(asked[2]!.first).toBe(asked[0]!.first! - 2); // asks for what the page lacks
+    expect(screen.getByRole('button', { name: 'Next →' })).toHaveProperty('disabled', true);
+  });
+
+  it('says more may follow when its reads found nothing yet', async () => {
+    window.history.replaceState(null, '', '/resources?kind=vpc&labels=' + encodeURIComponent('zone=b'));
+    let n = 0;
+    mount(async () => json({ data: { resources: { items: [], nextCursor: `c${++n}` } } }));
+    await screen.findByTestId('empty-page');
+    expect(n).toBe(FILL_REQUESTS);
+    expect(screen.queryByTestId('empty-list')).toBeNull();
+    expect(screen.getByRole('button', { name: 'Next →' })).toHaveProperty('disabled', false);
   });
 });

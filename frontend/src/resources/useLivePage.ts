@@ -5,6 +5,7 @@
 // kept and replayed on the fresh page, so nothing falls between the two (a
 // fetch that fails drops them).
 import { useMemo, useRef, useState } from 'react';
+import type { ApiClient } from '../client/client';
 import { useQuery, useSubscription } from '../client/hooks';
 import { ResourceRowsChangedDocument, ResourcesPageDocument, type ResourcesPageQuery, type ResourcesPageQueryVariables } from '../gql/graphql';
 import { applyRowEvent, cursorKey, livePage, type LivePage, type PagePosition, type RowEvent, type RowFilter } from './live';
@@ -17,8 +18,30 @@ interface State {
   pending: RowEvent[];
 }
 
+/**
+ * FILL_REQUESTS bounds the reads of one page. The server reads a bounded
+ * number of resources per request, so a filtered page (labels with a kind,
+ * an owner or phases) may come back short, even empty, with a cursor: the
+ * page asks again from that cursor for what it lacks until it is full or
+ * the list ends, at most this many times.
+ */
+export const FILL_REQUESTS = 10;
+
+/** fillPage reads one page of vars.first rows (50 by default), across short server pages. */
+export async function fillPage(client: ApiClient, vars: ResourcesPageQueryVariables, signal: AbortSignal): Promise<ResourcesPageQuery> {
+  const want = vars.first ?? 50;
+  const data = await client.request(ResourcesPageDocument, vars, signal);
+  let { items, nextCursor } = data.resources;
+  for (let n = 1; nextCursor && items.length < want && n < FILL_REQUESTS; n++) {
+    const more = await client.request(ResourcesPageDocument, { ...vars, first: want - items.length, after: nextCursor }, signal);
+    items = [...items, ...more.resources.items];
+    nextCursor = more.resources.nextCursor;
+  }
+  return { ...data, resources: { ...data.resources, items, nextCursor } };
+}
+
 export function useLivePage(vars: ResourcesPageQueryVariables | null) {
-  const q = useQuery(ResourcesPageDocument, vars ?? {}, { skip: vars === null });
+  const q = useQuery(ResourcesPageDocument, vars ?? {}, { skip: vars === null, request: fillPage });
   const filter: RowFilter = useMemo(
     () => ({
       kind: vars?.kind ?? '',
