@@ -40,11 +40,13 @@ var benchSettings = map[string]string{
 // private Postgres and measures the latency of the API's hot reads through
 // the store: the first page, deep pages by cursor (also of one kind+phase and
 // of one owner), phase-filtered pages (a rare phase, a union), label-filtered
-// pages (a 0.1% label and a 33% label) and phase counts; each figure is the
-// worst p99 of its group. Latency is server-side: Postgres's planning +
+// pages (a 0.1% label and a 33% label), a label rare within a kind (zone=a:
+// every vpc and one subnet in 997, listed within the subnets from deep
+// cursors: every page starved, its three statements summed) and phase
+// counts; each figure is the worst p99 of its group. Latency is server-side: Postgres's planning +
 // execution time of the statement the store runs. It prints one line:
 //
-//	bench-store: rows=<n> reconciling=<f> first_p99_ms=<f> deep_p99_ms=<f> kind_ready_deep_p99_ms=<f> phase_p99_ms=<f> label_p99_ms=<f> counts_p99_ms=<f>
+//	bench-store: rows=<n> reconciling=<f> first_p99_ms=<f> deep_p99_ms=<f> kind_ready_deep_p99_ms=<f> phase_p99_ms=<f> label_p99_ms=<f> label_in_kind_p99_ms=<f> counts_p99_ms=<f>
 //
 // BENCH_RECONCILING=0.6 puts the newest 60% of the rows back to Reconciling
 // before measuring (the fixture alone has ~5%).
@@ -86,7 +88,12 @@ func BenchmarkStore(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if _, err := pool.Exec(ctx, "VACUUM (ANALYZE) resources, resource_phases"); err != nil {
+	// A label common in the fleet and rare within the subnets.
+	if _, err := pool.Exec(ctx, `UPDATE resources SET labels = labels || '{"zone": "a"}'
+		WHERE kind = 'vpc' OR kind = 'subnet' AND substring(name from '[0-9]+$')::int % 997 = 0`); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "VACUUM (ANALYZE) resources, resource_phases, resource_labels"); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := s.FoldPhaseCounts(ctx); err != nil {
@@ -125,13 +132,22 @@ func BenchmarkStore(b *testing.B) {
 		sql  string
 		args []any
 		call func() error
+		// more statements the call runs, timed with the first
+		more []listQuery
 	}
 	list := func(opts ListOptions) stmt {
 		q, err := buildListQuery(opts)
 		if err != nil {
 			b.Fatal(err)
 		}
-		return stmt{q.sql, q.args, func() error { _, err := s.ListResources(ctx, opts); return err }}
+		return stmt{sql: q.sql, args: q.args, call: func() error { _, err := s.ListResources(ctx, opts); return err }}
+	}
+	starved := func(opts ListOptions) stmt {
+		qs, err := buildStarvedListQueries(opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return stmt{sql: qs[0].sql, args: qs[0].args, more: qs[1:], call: func() error { _, err := s.ListResources(ctx, opts); return err }}
 	}
 	// One dedicated connection runs the EXPLAINs, so its backend's on-CPU
 	// time (/proc/<pid>/schedstat) can be read around each statement: the
@@ -167,6 +183,13 @@ func BenchmarkStore(b *testing.B) {
 			d, err := explainTime(ctx, conn.Conn(), st.sql, st.args)
 			if err != nil {
 				b.Fatalf("%s: %v", name, err)
+			}
+			for _, q := range st.more {
+				dq, err := explainTime(ctx, conn.Conn(), q.sql, q.args)
+				if err != nil {
+					b.Fatalf("%s: %v", name, err)
+				}
+				d += dq
 			}
 			c1 := onCPU(backend)
 			t0 := time.Now()
@@ -206,6 +229,9 @@ func BenchmarkStore(b *testing.B) {
 	env := measure("label env (33%)", func(int) stmt {
 		return list(ListOptions{Limit: 50, Labels: map[string]string{"env": "prod"}})
 	})
+	inKind := measure("label rare in kind", func(int) stmt {
+		return starved(ListOptions{Limit: 50, Kind: "subnet", Labels: map[string]string{"zone": "a"}, After: cursors[rng.IntN(len(cursors))]})
+	})
 
 	// Counts with a realistic backlog of unfolded deltas: 200 small
 	// statements' worth, as between two folds of a busy control plane.
@@ -220,12 +246,12 @@ func BenchmarkStore(b *testing.B) {
 		if i%2 == 1 {
 			kind = "vpc"
 		}
-		return stmt{phaseCountsSQL, []any{kind}, func() error { _, err := s.PhaseCounts(ctx, kind); return err }}
+		return stmt{sql: phaseCountsSQL, args: []any{kind}, call: func() error { _, err := s.PhaseCounts(ctx, kind); return err }}
 	})
 	b.StopTimer()
 
-	fmt.Printf("bench-store: rows=%d reconciling=%s first_p99_ms=%.2f deep_p99_ms=%.2f kind_ready_deep_p99_ms=%.2f phase_p99_ms=%.2f label_p99_ms=%.2f counts_p99_ms=%.2f\n",
-		n, cmp.Or(os.Getenv("BENCH_RECONCILING"), "0.05"), first, max(deep, kindPhase, owner), kindPhase, max(rare, union), max(team, env), counts)
+	fmt.Printf("bench-store: rows=%d reconciling=%s first_p99_ms=%.2f deep_p99_ms=%.2f kind_ready_deep_p99_ms=%.2f phase_p99_ms=%.2f label_p99_ms=%.2f label_in_kind_p99_ms=%.2f counts_p99_ms=%.2f\n",
+		n, cmp.Or(os.Getenv("BENCH_RECONCILING"), "0.05"), first, max(deep, kindPhase, owner), kindPhase, max(rare, union), max(team, env), inKind, counts)
 }
 
 // benchPool starts a private cluster with benchSettings, migrates a database

@@ -289,6 +289,16 @@ SELECT ` + resourceColumns + `
 // off, see ListResources): unordered, the planner may bitmap-scan every
 // entry of a large label to count the first thousand.
 func (s *Store) driverCounts(ctx context.Context, q querier, sp listSpec, pairs [][2]string) ([]int64, error) {
+	cq := driverCountsQuery(sp, pairs)
+	var counts []int64
+	if err := q.QueryRow(ctx, cq.sql, cq.args...).Scan(&counts); err != nil {
+		return nil, mapErr(err, "list resources (driver sizes)")
+	}
+	return counts, nil
+}
+
+// driverCountsQuery is driverCounts' statement.
+func driverCountsQuery(sp listSpec, pairs [][2]string) listQuery {
 	args := argList{labelBudget + 1}
 	cursor := ""
 	if sp.after != nil {
@@ -315,32 +325,31 @@ func (s *Store) driverCounts(ctx context.Context, q querier, sp listSpec, pairs 
 	} else {
 		parts = append(parts, "$1")
 	}
-	var counts []int64
-	err := q.QueryRow(ctx, `SELECT ARRAY[`+strings.Join(parts, ", ")+`]::bigint[]`,
-		args...).Scan(&counts)
-	if err != nil {
-		return nil, mapErr(err, "list resources (driver sizes)")
-	}
-	return counts, nil
+	return listQuery{sql: `SELECT ARRAY[` + strings.Join(parts, ", ") + `]::bigint[]`, args: args}
 }
 
 // labelBoundary is the position of the last entry a starved label walk
 // examined: the labelBudget-th entry of the label after the cursor.
 func (s *Store) labelBoundary(ctx context.Context, q querier, sp listSpec, driver [2]string) (keyset, error) {
+	bq := labelBoundaryQuery(sp, driver)
+	var k keyset
+	if err := q.QueryRow(ctx, bq.sql, bq.args...).Scan(&k.at, &k.id); err != nil {
+		return keyset{}, mapErr(err, "list resources (walk boundary)")
+	}
+	return k, nil
+}
+
+// labelBoundaryQuery is labelBoundary's statement.
+func labelBoundaryQuery(sp listSpec, driver [2]string) listQuery {
 	args := argList{driver[0], driver[1], labelBudget - 1}
 	cursor := ""
 	if sp.after != nil {
 		cursor = fmt.Sprintf(" AND (l.created_at, l.resource_id) < (%s::timestamptz, %s::uuid)", args.add(sp.after.at), args.add(sp.after.id))
 	}
-	var k keyset
-	err := q.QueryRow(ctx, `SELECT l.created_at, l.resource_id FROM resource_labels l
-		 WHERE l.key = $1 AND l.value = $2`+cursor+`
+	return listQuery{sql: `SELECT l.created_at, l.resource_id FROM resource_labels l
+		 WHERE l.key = $1 AND l.value = $2` + cursor + `
 		 ORDER BY l.created_at DESC, l.resource_id DESC
-		OFFSET $3 LIMIT 1`, args...).Scan(&k.at, &k.id)
-	if err != nil {
-		return keyset{}, mapErr(err, "list resources (walk boundary)")
-	}
-	return k, nil
+		OFFSET $3 LIMIT 1`, args: args}
 }
 
 // labelPairs lists the label filter's pairs in key order.
@@ -470,4 +479,19 @@ func buildListQuery(opts ListOptions) (listQuery, error) {
 		budget = sp.limit + 1
 	}
 	return labelQuery(sp, labelPairs(sp.labels)[0], budget), nil
+}
+
+// buildStarvedListQueries renders the statements a filtered label page
+// runs when its walk is starved (the benchmark EXPLAINs them): the drivers'
+// counts, the walk of the smallest label (here the first) and its boundary.
+func buildStarvedListQueries(opts ListOptions) ([]listQuery, error) {
+	sp, err := parseListOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(sp.labels) == 0 {
+		return nil, fmt.Errorf("a starved page needs a label filter")
+	}
+	pairs := labelPairs(sp.labels)
+	return []listQuery{driverCountsQuery(sp, pairs), labelQuery(sp, pairs[0], labelBudget), labelBoundaryQuery(sp, pairs[0])}, nil
 }
