@@ -379,6 +379,43 @@ func (a *app) morePages(next *string) {
 	}
 }
 
+// resourceQuery is a resources list's filters, as the API takes them.
+type resourceQuery struct {
+	kind   *string
+	phases []Phase
+	labels *json.RawMessage
+	owner  *string
+}
+
+// resourcePages reads the resources q selects from after: with --all every
+// page, else one page of lf.pageSize, filled across the short pages a
+// filtered read returns (at most pageRequests requests; stderr says when it
+// stops short). It returns the next page's cursor, nil after the last.
+func (a *app) resourcePages(ctx context.Context, c *Conn, q resourceQuery, lf listFlags, after *string) ([]ListResourcesResourcesResourcePageItemsResource, *string, error) {
+	var items []ListResourcesResourcesResourcePageItemsResource
+	for requests := 1; ; requests++ {
+		// one page of --limit: ask for what it still lacks
+		first := lf.pageSize
+		if !lf.all {
+			first -= len(items)
+		}
+		resp, err := ListResources(ctx, c.GQL, q.kind, q.phases, q.labels, q.owner, first, after)
+		if err != nil {
+			return nil, nil, fmt.Errorf("list resources: %w", apiError(err))
+		}
+		items = append(items, resp.Resources.Items...)
+		after = resp.Resources.NextCursor
+		switch {
+		case after == nil, !lf.all && len(items) == lf.pageSize:
+			return items, after, nil
+		case !lf.all && requests == pageRequests:
+			fmt.Fprintf(a.stderr(), "(%d of %d after %d requests: the filters match few of the resources each request reads)\n",
+				len(items), lf.pageSize, requests)
+			return items, after, nil
+		}
+	}
+}
+
 func (a *app) listResources(ctx context.Context, c *Conn, lf listFlags) error {
 	phases, err := parsePhases(lf.phases)
 	if err != nil {
@@ -400,35 +437,9 @@ func (a *app) listResources(ctx context.Context, c *Conn, lf listFlags) error {
 	if lf.after != "" {
 		after = &lf.after
 	}
-	var items []ListResourcesResourcesResourcePageItemsResource
-	for requests := 1; ; requests++ {
-		// one page of --limit: ask for what it still lacks
-		first := lf.pageSize
-		if !lf.all {
-			first -= len(items)
-		}
-		resp, err := ListResources(ctx, c.GQL, kind, phases, labels, owner, first, after)
-		if err != nil {
-			return fmt.Errorf("list resources: %w", apiError(err))
-		}
-		items = append(items, resp.Resources.Items...)
-		after = resp.Resources.NextCursor
-		if after == nil {
-			break
-		}
-		if lf.all {
-			continue
-		}
-		if len(items) == lf.pageSize {
-			break
-		}
-		// A filtered page reads a bounded number of candidates and may come
-		// back short: ask again, within reason.
-		if requests == pageRequests {
-			fmt.Fprintf(a.stderr(), "(%d of %d after %d requests: the filters match few of the resources each request reads)\n",
-				len(items), lf.pageSize, requests)
-			break
-		}
+	items, after, err := a.resourcePages(ctx, c, resourceQuery{kind, phases, labels, owner}, lf, after)
+	if err != nil {
+		return err
 	}
 	return writeItems(a, items, false, after, lf.sortBy, func(items []ListResourcesResourcesResourcePageItemsResource) error {
 		return a.resourceTable(rowsOf(items, func(it ListResourcesResourcesResourcePageItemsResource) ResourceRow { return it.ResourceRow }))

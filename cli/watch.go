@@ -443,23 +443,16 @@ func (w *resourceWatch) read(ctx context.Context) (rows []ResourceRow, complete 
 		raw := json.RawMessage(b)
 		labels = &raw
 	}
-	var after *string
 	complete = true
-	for w.name == nil {
-		resp, err := ListResources(ctx, w.c.GQL, w.kind, w.phases, labels, w.owner, w.lf.pageSize, after)
+	if w.name == nil {
+		items, after, err := w.a.resourcePages(ctx, w.c, resourceQuery{w.kind, w.phases, labels, w.owner}, w.lf, nil)
 		if err != nil {
-			return nil, false, fmt.Errorf("list resources: %w", apiError(err))
+			return nil, false, err
 		}
-		for _, it := range resp.Resources.Items {
+		for _, it := range items {
 			rows = append(rows, it.ResourceRow)
 		}
-		if after = resp.Resources.NextCursor; after == nil {
-			break
-		}
-		if !w.lf.all {
-			complete = false
-			break
-		}
+		complete = after == nil
 	}
 	if w.name != nil { // one resource: read it, never its whole kind
 		resp, err := GetResource(ctx, w.c.GQL, w.name.kind, w.name.name)
