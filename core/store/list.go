@@ -80,7 +80,7 @@ func (s *Store) ListResources(ctx context.Context, opts ListOptions) (Page, erro
 	// Filtered: size the drivers and walk one, in one snapshot, so a size
 	// read before the walk still holds during it. Sorts are off for the
 	// snapshot (see runPage): every statement in it is an ordered walk.
-	tx, err := s.read.BeginTx(ctx, pgx.TxOptions{BeginQuery: `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; ` + sortsOffSQL})
+	tx, err := s.read.BeginTx(ctx, pgx.TxOptions{BeginQuery: `BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ; ` + sortsOffSQL})
 	if err != nil {
 		return Page{}, mapErr(err, "list resources")
 	}
