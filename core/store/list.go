@@ -31,15 +31,16 @@ type ListOptions struct {
 // Page is one page of resources, newest first.
 type Page struct {
 	Items []resource.Resource
-	// NextCursor continues after the last item; "" on the last page.
+	// NextCursor continues after the last item, or after the last candidate
+	// a short filtered page examined; "" on the last page only.
 	NextCursor string
 }
 
 // ListResources returns one keyset page of resources ordered by
-// (created_at DESC, id DESC). There is no total count. Each page is exact
-// and read by one statement: a row that exists when the listing starts is
-// returned exactly once however many rows are inserted meanwhile (the order
-// key never changes).
+// (created_at DESC, id DESC). There is no total count. Each page is read in
+// one snapshot and every cursor is a position in the order: a row that
+// exists when the listing starts is returned exactly once however many rows
+// are inserted meanwhile (the order key never changes).
 //
 // Without a label filter the plan is one LATERAL branch per requested phase
 // (an unfiltered list is the union of all seven), each an index range scan of
