@@ -39,8 +39,9 @@ func TestListResources_EveryFilteredPageIsBounded(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	loadZoneFleet(t, e, 40000)
-	var bigOwner uuid.UUID
+	var bigOwner, smallOwner uuid.UUID
 	require.NoError(t, e.pool.QueryRow(ctx, `SELECT id FROM resources WHERE name = 'bom-1000'`).Scan(&bigOwner))
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT id FROM resources WHERE name = 'bom-2000'`).Scan(&smallOwner)) // 49 children
 	// a large owner of subnets, tgws and accounts: few of them zone=a
 	_, err := e.pool.Exec(ctx, `UPDATE resources SET owner_id = $1, root_id = $1
 		WHERE kind IN ('subnet', 'tgw', 'account') AND name ~ '-1[0-9]{4}$'`, bigOwner)
@@ -70,9 +71,9 @@ func TestListResources_EveryFilteredPageIsBounded(t *testing.T) {
 		"RareLabelInOwner": {"a label rare among a large owner's children",
 			ListOptions{OwnerID: &bigOwner, Labels: map[string]string{"zone": "a"}, Limit: 50},
 			`owner_id = $1 AND labels @> '{"zone":"a"}'`, []any{bigOwner}, true},
-		"SmallKind": {"a kind smaller than the label drives the page: one exact page",
-			ListOptions{Kind: "bom", Labels: map[string]string{"env": "prod"}, Limit: 500},
-			`kind = 'bom' AND labels @> '{"env":"prod"}'`, nil, false},
+		"SmallOwner": {"an owner with fewer children than the budget drives the page: one exact page",
+			ListOptions{OwnerID: &smallOwner, Labels: map[string]string{"env": "prod"}, Limit: 500},
+			`owner_id = $1 AND labels @> '{"env":"prod"}'`, []any{smallOwner}, false},
 		"CommonLabelInKind": {"a label common within the kind fills its pages",
 			ListOptions{Kind: "vpc", Labels: map[string]string{"zone": "a"}, Limit: 50},
 			`kind = 'vpc' AND labels @> '{"zone":"a"}'`, nil, false},
