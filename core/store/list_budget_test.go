@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -133,77 +131,17 @@ func TestListResources_StarvedWalkGapFreeWhileAnotherGoroutineInserts(t *testing
 	existing := e.dbOrder(t, where)
 	require.Greater(t, len(existing), 10)
 
-	stop := make(chan struct{})
-	inserted := make(chan struct{}, 1)
-	var count atomic.Int64
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := range 5000 {
-			select {
-			case <-stop:
-				return
-			default:
-			}
+	served, short := e.pageWhileInserting(t, ListOptions{Kind: "subnet", Labels: map[string]string{"zone": "a"}, Limit: 25},
+		func(i int) ApplyResourceInput {
 			kind := "vpc" // feeds the driving label
 			if i%3 == 0 {
 				kind = "subnet"
 			}
-			_, _, err := e.store.ApplyResource(ctx, ApplyResourceInput{Kind: kind, Name: fmt.Sprintf("new-%04d", i),
-				Labels: map[string]string{"zone": "a"}, Spec: json.RawMessage(`{}`)})
-			if err != nil {
-				t.Errorf("concurrent insert: %v", err)
-				return
-			}
-			count.Add(1)
-			select {
-			case inserted <- struct{}{}:
-			default:
-			}
-		}
-	}()
-
-	opts := ListOptions{Kind: "subnet", Labels: map[string]string{"zone": "a"}, Limit: 25}
-	var served []resource.Resource
-	short := 0
-	for pages := 0; ; pages++ {
-		require.Less(t, pages, 1000)
-		page, err := e.store.ListResources(ctx, opts)
-		require.NoError(t, err)
-		served = append(served, page.Items...)
-		if page.NextCursor == "" {
-			break
-		}
-		if len(page.Items) < opts.Limit {
-			short++
-		}
-		opts.After = page.NextCursor
-		select { // drop a wake from before this page
-		case <-inserted:
-		default:
-		}
-		<-inserted
-	}
-	close(stop)
-	wg.Wait()
-	require.Positive(t, count.Load())
+			return ApplyResourceInput{Kind: kind, Name: fmt.Sprintf("new-%04d", i), Labels: map[string]string{"zone": "a"}, Spec: json.RawMessage(`{}`)}
+		})
 	require.Positive(t, short, "no page ended early: the walk was not starved")
-
-	seen := map[string]int{}
-	for i, r := range served {
-		seen[r.Name]++
+	for _, r := range served {
 		require.Equal(t, "subnet", r.Kind)
-		if i > 0 {
-			a := served[i-1]
-			require.True(t, a.CreatedAt.After(r.CreatedAt) || a.CreatedAt.Equal(r.CreatedAt) && string(a.ID[:]) > string(r.ID[:]),
-				"order broken at %d: %s then %s", i, a.Name, r.Name)
-		}
 	}
-	for n, c := range seen {
-		require.Equal(t, 1, c, "%s served %d times", n, c)
-	}
-	for _, n := range existing {
-		require.Equal(t, 1, seen[n], "%s existed before the listing started but was not served", n)
-	}
+	requireServedOnceInOrder(t, served, existing)
 }

@@ -117,7 +117,6 @@ func TestListResources_GapFreeWhileAnotherGoroutineInserts(t *testing.T) {
 // is served exactly once, in strict keyset order, and nothing twice.
 func gapFreeUnderInserts(t *testing.T, opts ListOptions) {
 	e := newEnvWithKinds(t)
-	ctx := context.Background()
 	labels := map[string]string{"team": "a"}
 	const preload = 120
 	for i := range preload {
@@ -125,10 +124,20 @@ func gapFreeUnderInserts(t *testing.T, opts ListOptions) {
 	}
 	existing := e.dbOrder(t, "true")
 	require.Len(t, existing, preload)
+	served, _ := e.pageWhileInserting(t, opts, func(i int) ApplyResourceInput {
+		return ApplyResourceInput{Kind: "noop", Name: fmt.Sprintf("new-%04d", i), Labels: labels, Spec: json.RawMessage(`{}`)}
+	})
+	requireServedOnceInOrder(t, served, existing)
+}
 
-	// The inserter runs freely; after each page the pager also waits until
-	// at least one insert committed after that page was read, so every page
-	// boundary sees the table grow.
+// pageWhileInserting pages through opts to the end while another goroutine
+// applies insert(0), insert(1), …, and returns the rows served and the
+// pages that ended short with a cursor. The inserter runs freely; after
+// each page the pager also waits until at least one insert committed after
+// that page was read, so every page boundary sees the table grow.
+func (e env) pageWhileInserting(t *testing.T, opts ListOptions, insert func(i int) ApplyResourceInput) (served []resource.Resource, short int) {
+	t.Helper()
+	ctx := context.Background()
 	stop := make(chan struct{})
 	inserted := make(chan struct{}, 1)
 	var count atomic.Int64
@@ -142,9 +151,7 @@ func gapFreeUnderInserts(t *testing.T, opts ListOptions) {
 				return
 			default:
 			}
-			_, _, err := e.store.ApplyResource(ctx, ApplyResourceInput{Kind: "noop", Name: fmt.Sprintf("new-%04d", i),
-				Labels: labels, Spec: json.RawMessage(`{}`)})
-			if err != nil {
+			if _, _, err := e.store.ApplyResource(ctx, insert(i)); err != nil {
 				t.Errorf("concurrent insert: %v", err)
 				return
 			}
@@ -155,15 +162,21 @@ func gapFreeUnderInserts(t *testing.T, opts ListOptions) {
 			}
 		}
 	}()
-
-	var served []resource.Resource
+	defer func() {
+		close(stop)
+		wg.Wait()
+		require.Positive(t, count.Load())
+	}()
 	for pages := 0; ; pages++ {
 		require.Less(t, pages, 1000)
 		page, err := e.store.ListResources(ctx, opts)
 		require.NoError(t, err)
 		served = append(served, page.Items...)
 		if page.NextCursor == "" {
-			break
+			return served, short
+		}
+		if len(page.Items) < opts.Limit {
+			short++
 		}
 		opts.After = page.NextCursor
 		select { // drop a wake from before this page
@@ -172,10 +185,12 @@ func gapFreeUnderInserts(t *testing.T, opts ListOptions) {
 		}
 		<-inserted
 	}
-	close(stop)
-	wg.Wait()
-	require.Positive(t, count.Load())
+}
 
+// requireServedOnceInOrder: served is in strict keyset order, nothing is in
+// it twice, and every name in existing is in it.
+func requireServedOnceInOrder(t *testing.T, served []resource.Resource, existing []string) {
+	t.Helper()
 	seen := map[string]int{}
 	for i, r := range served {
 		seen[r.Name]++
