@@ -384,4 +384,30 @@ func TestGet_LimitFillsAPageAcrossShortServerPages(t *testing.T) {
 	r = must(t, s.conctl("get", "res", "--kind", "account", "-l", "zone=a", "--limit", "3"))
 	require.Contains(t, r.stderr, "(more results: --all, or --after ")
 	require.NotContains(t, r.stderr, "requests", "a full page needs no warning")
+
+	// Newer still, more zone=a vpcs than a page's requests read (conctl's
+	// 10, each of the server's 400 candidates): the page stops after its
+	// last request, empty, says so, and keeps the cursor, from which the
+	// next page goes on to the accounts.
+	const requests, budget = 10, 400
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 1100 + w; i < 1100+requests*budget+100; i += 4 {
+				apply("vpc", fmt.Sprintf("vpc-%d", i), map[string]string{"zone": "a"}, `{"cidr":"10.0.0.0/24"}`)
+			}
+		}()
+	}
+	wg.Wait()
+	r = must(t, s.conctl("get", "res", "--kind", "account", "-l", "zone=a", "--limit", "3", "-o", "json"))
+	require.Empty(t, names(t, r.stdout), "every request read vpcs only")
+	require.Contains(t, r.stderr, fmt.Sprintf("(0 of 3 after %d requests", requests))
+	var page struct {
+		NextCursor string `json:"nextCursor"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &page))
+	require.NotEmpty(t, page.NextCursor, "the page keeps its cursor")
+	r = must(t, s.conctl("get", "res", "--kind", "account", "-l", "zone=a", "--limit", "3", "--after", page.NextCursor, "-o", "json"))
+	require.Equal(t, []string{"zoned-5", "zoned-4", "zoned-3"}, names(t, r.stdout), "the next page goes on from the cursor")
 }
