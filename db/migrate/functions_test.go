@@ -18,19 +18,26 @@ import (
 // returning capValue: a visible, harmless difference between two sets.
 func variant(t *testing.T, version int64, capValue string) *functions.Set {
 	t.Helper()
+	return editedSet(t, version, "announce_cap.sql", "SELECT 4000", "SELECT "+capValue)
+}
+
+// editedSet is the embedded set at another version, with old replaced by
+// new in the function file name (which must hold old).
+func editedSet(t *testing.T, version int64, name, old, new string) *functions.Set {
+	t.Helper()
 	s, err := functions.Embedded()
 	require.NoError(t, err)
 	files := make([]functions.File, len(s.Files))
 	copy(files, s.Files)
 	found := false
 	for i, f := range files {
-		if f.Name == "announce_cap.sql" {
-			require.Contains(t, f.SQL, "SELECT 4000")
-			files[i].SQL = strings.Replace(f.SQL, "SELECT 4000", "SELECT "+capValue, 1)
+		if f.Name == name {
+			require.Contains(t, f.SQL, old)
+			files[i].SQL = strings.Replace(f.SQL, old, new, 1)
 			found = true
 		}
 	}
-	require.True(t, found)
+	require.True(t, found, "no function file %s", name)
 	return &functions.Set{Version: version, Checksum: functions.Sum(files), Files: files}
 }
 

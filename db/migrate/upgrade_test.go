@@ -44,21 +44,10 @@ func TestUp_AnUpgradedDatabaseKeepsOnlyTheOneArgumentReap(t *testing.T) {
 	embedded, err := functions.Embedded()
 	require.NoError(t, err)
 	// The earlier release: its reap_unlocked_cluster_members takes no
-	// argument (the body stands in for the old one: only its signature
-	// matters here).
-	files := make([]functions.File, len(embedded.Files))
-	copy(files, embedded.Files)
-	found := false
-	for i, f := range files {
-		if f.Name == "reap_unlocked_cluster_members.sql" {
-			require.Contains(t, f.SQL, "reap_unlocked_cluster_members(p_self_key int)")
-			files[i].SQL = `CREATE OR REPLACE FUNCTION reap_unlocked_cluster_members()
-RETURNS SETOF text LANGUAGE sql AS $$ SELECT member_id FROM cluster_members WHERE false $$;`
-			found = true
-		}
-	}
-	require.True(t, found)
-	older := &functions.Set{Version: embedded.Version - 1, Checksum: functions.Sum(files), Files: files}
+	// argument. Only the signature matters here: the body, never called,
+	// still names the argument (plpgsql resolves it only when it runs).
+	older := editedSet(t, embedded.Version-1, "reap_unlocked_cluster_members.sql",
+		"reap_unlocked_cluster_members(p_self_key int)", "reap_unlocked_cluster_members()")
 	r, err := migrate.OpenWith(url, migrate.Options{Migrations: migrationsThrough(t, "00026_~"), Functions: older})
 	require.NoError(t, err)
 	_, err = r.Up(ctx)
@@ -86,17 +75,9 @@ RETURNS SETOF text LANGUAGE sql AS $$ SELECT member_id FROM cluster_members WHER
 // reap_unlocked_cluster_members the database holds.
 func reapSignatures(t *testing.T, url string) []string {
 	t.Helper()
-	rows, err := connect(t, url).Query(context.Background(),
-		`SELECT pg_get_function_arguments(oid) FROM pg_proc
-		  WHERE proname = 'reap_unlocked_cluster_members' AND pronamespace = 'public'::regnamespace ORDER BY 1`)
-	require.NoError(t, err)
-	defer rows.Close()
 	var out []string
-	for rows.Next() {
-		var s string
-		require.NoError(t, rows.Scan(&s))
-		out = append(out, s)
-	}
-	require.NoError(t, rows.Err())
+	require.NoError(t, connect(t, url).QueryRow(context.Background(),
+		`SELECT array_agg(pg_get_function_arguments(oid) ORDER BY 1) FROM pg_proc
+		  WHERE proname = 'reap_unlocked_cluster_members' AND pronamespace = 'public'::regnamespace`).Scan(&out))
 	return out
 }
