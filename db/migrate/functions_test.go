@@ -21,9 +21,9 @@ func variant(t *testing.T, version int64, capValue string) *functions.Set {
 	return editedSet(t, version, "announce_cap.sql", "SELECT 4000", "SELECT "+capValue)
 }
 
-// editedSet is the embedded set at another version, with old replaced by
-// new in the function file name (which must hold old).
-func editedSet(t *testing.T, version int64, name, old, new string) *functions.Set {
+// editedSet is the embedded set at another version, with from replaced by
+// to in the function file name (which must hold from).
+func editedSet(t *testing.T, version int64, name, from, to string) *functions.Set {
 	t.Helper()
 	s, err := functions.Embedded()
 	require.NoError(t, err)
@@ -32,8 +32,8 @@ func editedSet(t *testing.T, version int64, name, old, new string) *functions.Se
 	found := false
 	for i, f := range files {
 		if f.Name == name {
-			require.Contains(t, f.SQL, old)
-			files[i].SQL = strings.Replace(f.SQL, old, new, 1)
+			require.Contains(t, f.SQL, from)
+			files[i].SQL = strings.Replace(f.SQL, from, to, 1)
 			found = true
 		}
 	}
