@@ -55,7 +55,6 @@ type Pacer struct {
 	headroom uint64
 	percent  atomic.Int64 // the percent set last
 	cycles   atomic.Int64 // cycles paced, for tests
-	stopped  atomic.Bool
 	sample   []metrics.Sample
 }
 
@@ -74,16 +73,6 @@ func Start(headroom uint64) *Pacer {
 	return p
 }
 
-// Stop ends the pacing at the next cycle and restores GOGC=100.
-func (p *Pacer) Stop() {
-	if p != nil && !p.stopped.Swap(true) {
-		debug.SetGCPercent(100)
-	}
-}
-
-// Percent is the percent the pacer set last.
-func (p *Pacer) Percent() int { return int(p.percent.Load()) }
-
 // Cycles is how many cycles the pacer has seen end.
 func (p *Pacer) Cycles() int64 { return p.cycles.Load() }
 
@@ -94,9 +83,6 @@ type sentinel struct{ p *Pacer }
 
 func (p *Pacer) arm() {
 	runtime.SetFinalizer(&sentinel{p: p}, func(s *sentinel) {
-		if s.p.stopped.Load() {
-			return
-		}
 		s.p.cycles.Add(1)
 		s.p.pace()
 		s.p.arm()
@@ -119,14 +105,12 @@ func (p *Pacer) pace() {
 	debug.SetGCPercent(int(want))
 }
 
-// StartAndLog is Start at Headroom, logged once: the pacing, or that GOGC
-// rules.
-func StartAndLog(log zerolog.Logger) *Pacer {
-	p := Start(Headroom)
-	if p == nil {
+// StartAndLog is Start at Headroom, for the process's life, logged once:
+// the pacing, or that GOGC rules.
+func StartAndLog(log zerolog.Logger) {
+	if Start(Headroom) == nil {
 		log.Info().Str("GOGC", os.Getenv("GOGC")).Msg("garbage collector paced by GOGC")
-		return nil
+		return
 	}
 	log.Info().Int("min_headroom_bytes", Headroom).Msg("garbage collector paced for a minimum heap headroom (set GOGC to pace it yourself)")
-	return p
 }

@@ -92,7 +92,9 @@ func allocate() {
 	}
 	runtime.ReadMemStats(&after)
 	runtime.KeepAlive(live)
-	res := helperResult{Cycles: after.NumGC - before.NumGC, Percent: debug.SetGCPercent(-1)}
+	percent := debug.SetGCPercent(-1) // read, then put back
+	debug.SetGCPercent(percent)
+	res := helperResult{Cycles: after.NumGC - before.NumGC, Percent: percent}
 	if p != nil {
 		res.Paced = p.Cycles()
 	}
