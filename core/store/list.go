@@ -212,6 +212,15 @@ func (sp listSpec) filters(args *argList, phases, labels bool) string {
 	return w.String()
 }
 
+// afterCond is the cursor's predicate on key, the order key's two columns
+// ("r.created_at, r.id"), its values added to args; "" without a cursor.
+func (sp listSpec) afterCond(args *argList, key string) string {
+	if sp.after == nil {
+		return ""
+	}
+	return fmt.Sprintf(" AND (%s) < (%s::timestamptz, %s::uuid)", key, args.add(sp.after.at), args.add(sp.after.id))
+}
+
 // phaseCond is a phase branch's phase match. Only a page without a kind or
 // owner filter compares under the "C" collation of idx_resource_phases_page,
 // so a kind or owner page can only walk its own index (see the index's
@@ -226,10 +235,7 @@ func phaseCond(sp listSpec) string {
 // phaseQuery is the phase-branch plan (see ListResources).
 func phaseQuery(sp listSpec) listQuery {
 	args := argList{sp.phases, sp.limit + 1}
-	where := sp.filters(&args, false, true)
-	if sp.after != nil {
-		where += fmt.Sprintf(" AND (r.created_at, r.id) < (%s::timestamptz, %s::uuid)", args.add(sp.after.at), args.add(sp.after.id))
-	}
+	where := sp.filters(&args, false, true) + sp.afterCond(&args, "r.created_at, r.id")
 	// The branch walks the phase index (resource_phases, whose columns are
 	// named as on resources); a label filter reads each entry's labels from
 	// its resources row by primary key.
@@ -265,10 +271,7 @@ SELECT ` + resourceColumns + `
 // over it — a plan whose cost grows with the label's size, not the page's.
 func labelQuery(sp listSpec, driver [2]string, budget int) listQuery {
 	args := argList{driver[0], driver[1], budget, sp.limit + 1}
-	cursor := ""
-	if sp.after != nil {
-		cursor = fmt.Sprintf(" AND (l.created_at, l.resource_id) < (%s::timestamptz, %s::uuid)", args.add(sp.after.at), args.add(sp.after.id))
-	}
+	cursor := sp.afterCond(&args, "l.created_at, l.resource_id")
 	where := sp.filters(&args, true, true)
 	sql := `
 SELECT ` + resourceColumns + `
@@ -304,10 +307,7 @@ func (s *Store) driverCounts(ctx context.Context, q querier, sp listSpec, pairs 
 // driverCountsQuery is driverCounts' statement.
 func driverCountsQuery(sp listSpec, pairs [][2]string) listQuery {
 	args := argList{labelBudget + 1}
-	cursor := ""
-	if sp.after != nil {
-		cursor = fmt.Sprintf(" AND (l.created_at, l.resource_id) < (%s::timestamptz, %s::uuid)", args.add(sp.after.at), args.add(sp.after.id))
-	}
+	cursor := sp.afterCond(&args, "l.created_at, l.resource_id")
 	parts := make([]string, len(pairs), len(pairs)+1)
 	for i, p := range pairs {
 		parts[i] = fmt.Sprintf(`(SELECT count(*) FROM (SELECT 1 FROM resource_labels l
@@ -315,10 +315,7 @@ func driverCountsQuery(sp listSpec, pairs [][2]string) listQuery {
 			ORDER BY l.created_at DESC, l.resource_id DESC LIMIT $1) s)`, args.add(p[0]), args.add(p[1]), cursor)
 	}
 	if phaseDriven(sp) {
-		where := sp.filters(&args, false, false)
-		if sp.after != nil {
-			where += fmt.Sprintf(" AND (r.created_at, r.id) < (%s::timestamptz, %s::uuid)", args.add(sp.after.at), args.add(sp.after.id))
-		}
+		where := sp.filters(&args, false, false) + sp.afterCond(&args, "r.created_at, r.id")
 		// each branch an ordered walk of its page index, as in phaseQuery
 		parts = append(parts, fmt.Sprintf(`(SELECT count(*) FROM (SELECT 1
 			FROM unnest(%s::text[]) AS p(phase)
@@ -346,10 +343,7 @@ func (s *Store) labelBoundary(ctx context.Context, q querier, sp listSpec, drive
 // labelBoundaryQuery is labelBoundary's statement.
 func labelBoundaryQuery(sp listSpec, driver [2]string) listQuery {
 	args := argList{driver[0], driver[1], labelBudget - 1}
-	cursor := ""
-	if sp.after != nil {
-		cursor = fmt.Sprintf(" AND (l.created_at, l.resource_id) < (%s::timestamptz, %s::uuid)", args.add(sp.after.at), args.add(sp.after.id))
-	}
+	cursor := sp.afterCond(&args, "l.created_at, l.resource_id")
 	return listQuery{sql: `SELECT l.created_at, l.resource_id FROM resource_labels l
 		 WHERE l.key = $1 AND l.value = $2` + cursor + `
 		 ORDER BY l.created_at DESC, l.resource_id DESC
