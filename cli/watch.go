@@ -437,23 +437,6 @@ func (w *resourceWatch) relist(ctx context.Context, first, show bool) error {
 // read lists the rows the watch's filters select (complete: every page was
 // read).
 func (w *resourceWatch) read(ctx context.Context) (rows []ResourceRow, complete bool, err error) {
-	var labels *json.RawMessage
-	if len(w.labels) > 0 {
-		b, _ := json.Marshal(w.labels)
-		raw := json.RawMessage(b)
-		labels = &raw
-	}
-	complete = true
-	if w.name == nil {
-		items, after, err := w.a.resourcePages(ctx, w.c, resourceQuery{w.kind, w.phases, labels, w.owner}, w.lf, nil)
-		if err != nil {
-			return nil, false, err
-		}
-		for _, it := range items {
-			rows = append(rows, it.ResourceRow)
-		}
-		complete = after == nil
-	}
 	if w.name != nil { // one resource: read it, never its whole kind
 		resp, err := GetResource(ctx, w.c.GQL, w.name.kind, w.name.name)
 		if err != nil {
@@ -464,8 +447,22 @@ func (w *resourceWatch) read(ctx context.Context) (rows []ResourceRow, complete 
 			(w.owner == nil || (r.Owner != nil && r.Owner.Id == *w.owner)) {
 			rows = append(rows, r.ResourceRow)
 		}
+		return rows, true, nil
 	}
-	return rows, complete, nil
+	var labels *json.RawMessage
+	if len(w.labels) > 0 {
+		b, _ := json.Marshal(w.labels)
+		raw := json.RawMessage(b)
+		labels = &raw
+	}
+	items, after, err := w.a.resourcePages(ctx, w.c, resourceQuery{w.kind, w.phases, labels, w.owner}, w.lf, nil)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, it := range items {
+		rows = append(rows, it.ResourceRow)
+	}
+	return rows, after == nil, nil
 }
 
 func (a *app) memberCells(m MemberRow) []string {
