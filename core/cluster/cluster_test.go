@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
@@ -33,6 +34,18 @@ const (
 	beat     = time.Second
 	liveness = 3 * beat
 )
+
+// clusterDB is a test's database, a listener on it, and a context for the
+// test's services that ends when the test does.
+func clusterDB(t *testing.T) (context.Context, *pgxpool.Pool, *notify.Listener) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pool := pgtest.Pool(t)
+	t.Cleanup(cancel) // before the pool closes (cleanups run last first)
+	l := notify.NewListener(pool, zerolog.Nop())
+	go func() { _ = l.Run(ctx) }()
+	return ctx, pool, l
+}
 
 func startPod(t *testing.T, ctx context.Context, reg *membership.Store, l *notify.Listener, role string, n int) *pod {
 	t.Helper()
@@ -77,12 +90,8 @@ func tiles(pods []*pod) bool {
 
 func TestCluster_RolesTileAndRetileOnACrash(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pool := pgtest.Pool(t)
+	ctx, pool, l := clusterDB(t)
 	reg := membership.New(pool)
-	l := notify.NewListener(pool, zerolog.Nop())
-	go func() { _ = l.Run(ctx) }()
 
 	var brokers, controls []*pod
 	for i := range 3 {
@@ -109,12 +118,8 @@ func TestCluster_RolesTileAndRetileOnACrash(t *testing.T) {
 func TestCluster_ALeaveAndAJoinRetileOnTheirWake(t *testing.T) {
 	t.Parallel()
 	const never = time.Hour
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pool := pgtest.Pool(t)
+	ctx, pool, l := clusterDB(t)
 	reg := membership.New(pool)
-	l := notify.NewListener(pool, zerolog.Nop())
-	go func() { _ = l.Run(ctx) }()
 	select {
 	case <-l.Ready():
 	case <-time.After(10 * time.Second):

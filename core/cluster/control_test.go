@@ -10,9 +10,7 @@ import (
 
 	"github.com/converge-run/converge/core/cluster"
 	"github.com/converge-run/converge/core/store/membership"
-	"github.com/converge-run/converge/core/store/notify"
 	"github.com/converge-run/converge/core/testlog"
-	"github.com/converge-run/converge/db/pgtest"
 )
 
 // TestControlWatcher_ActsOnTheWakeDrainOnceThenKill: with the poll an hour
@@ -21,12 +19,8 @@ import (
 // later kill is acted on and ends the watcher.
 func TestControlWatcher_ActsOnTheWakeDrainOnceThenKill(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pool := pgtest.Pool(t)
+	ctx, pool, l := clusterDB(t)
 	reg := membership.New(pool)
-	l := notify.NewListener(pool, zerolog.Nop())
-	go func() { _ = l.Run(ctx) }()
 	select {
 	case <-l.Ready():
 	case <-time.After(10 * time.Second):

@@ -19,7 +19,6 @@ import (
 	"github.com/converge-run/converge/core/store/membership"
 	"github.com/converge-run/converge/core/store/notify"
 	"github.com/converge-run/converge/core/testlog"
-	"github.com/converge-run/converge/db/pgtest"
 )
 
 // lockedPod is a pod wired as core/app wires a process: a liveness lock
@@ -107,11 +106,7 @@ func pods(lp ...*lockedPod) []*pod {
 
 func TestLivenessLock_ACrashedMemberIsReTiledAwayInAboutASecond(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pool := pgtest.Pool(t)
-	l := notify.NewListener(pool, zerolog.Nop())
-	go func() { _ = l.Run(ctx) }()
+	ctx, pool, l := clusterDB(t)
 	var brokers []*lockedPod
 	for i := range 3 {
 		brokers = append(brokers, startLockedPod(t, ctx, pool, l, membership.RoleBroker, i))
@@ -143,11 +138,7 @@ func TestLivenessLock_ACrashedMemberIsReTiledAwayInAboutASecond(t *testing.T) {
 // dead-member probes.
 func TestLivenessLock_AfterADatabaseRestartNoMemberIsReapedWhileItRetakesItsLock(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pool := pgtest.Pool(t)
-	l := notify.NewListener(pool, zerolog.Nop())
-	go func() { _ = l.Run(ctx) }()
+	ctx, pool, l := clusterDB(t)
 	fast, slow := make(chan struct{}), make(chan struct{})
 	var down atomic.Bool
 	brokers := []*lockedPod{
@@ -190,11 +181,7 @@ SELECT coalesce(array_agg(member_id || ' at ' || removed_at::text), '{}') FROM c
 
 func TestLivenessLock_AMemberThatLosesItsLockStopsClaimingAndRejoins(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pool := pgtest.Pool(t)
-	l := notify.NewListener(pool, zerolog.Nop())
-	go func() { _ = l.Run(ctx) }()
+	ctx, pool, l := clusterDB(t)
 	a := startLockedPod(t, ctx, pool, l, membership.RoleControl, 0)
 	b := startLockedPod(t, ctx, pool, l, membership.RoleControl, 1)
 	require.Eventually(t, func() bool { return tiles(pods(a, b)) }, 20*time.Second, 10*time.Millisecond)
@@ -223,11 +210,7 @@ SELECT pg_terminate_backend(pid) FROM pg_locks
 // must remove no one: its peers are reconnecting as it is, not dead.
 func TestDeadMemberProbe_AProbeInFlightWhenEveryLockEndsRemovesNoOne(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pool := pgtest.Pool(t)
-	l := notify.NewListener(pool, zerolog.Nop())
-	go func() { _ = l.Run(ctx) }()
+	ctx, pool, l := clusterDB(t)
 	back := make(chan struct{}) // the locks are re-taken once it closes
 	var quiet atomic.Bool       // the pods' own probes stand aside: the one under test is below
 	quiet.Store(true)
