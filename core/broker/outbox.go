@@ -94,28 +94,59 @@ func (w *outboxWriter) loop(ctx context.Context) {
 		for _, r := range batch {
 			results = append(results, r.res)
 		}
-		actx, cancel := context.WithTimeout(ctx, w.timeout)
-		err := w.append(actx, results...)
-		cancel()
-		for _, r := range batch {
+		err := w.appendTimed(ctx, results)
+		var refused []error
+		if errors.Is(err, pipeline.ErrInvalidResult) {
+			refused, err = w.appendValid(ctx, results)
+		}
+		for i, r := range batch {
+			rerr := err
+			if refused != nil && refused[i] != nil {
+				rerr = refused[i]
+			}
 			if r.then != nil {
-				r.then(err)
+				r.then(rerr)
 				continue
 			}
-			r.done <- err
+			r.done <- rerr
 		}
 	}
 }
 
+// appendTimed appends results, bounded by the writer's timeout.
+func (w *outboxWriter) appendTimed(ctx context.Context, results []pipeline.Result) error {
+	actx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	return w.append(actx, results...)
+}
+
+// appendValid is the second try of a batch the append refused, having
+// checked no result before it (pipeline.ErrInvalidResult: it writes none of
+// a batch that holds a result it cannot store): it appends the valid
+// results, and returns each invalid one's refusal at its index (nil for
+// the others) and the append's error for the rest. An invalid result comes
+// only from a faulty worker, so the valid results' one check, in the
+// append, is the hot path's only one.
+func (w *outboxWriter) appendValid(ctx context.Context, results []pipeline.Result) ([]error, error) {
+	refused := make([]error, len(results))
+	valid := make([]pipeline.Result, 0, len(results))
+	for i, r := range results {
+		if refused[i] = r.Validate(); refused[i] == nil {
+			valid = append(valid, r)
+		}
+	}
+	if len(valid) == 0 {
+		return refused, nil
+	}
+	return refused, w.appendTimed(ctx, valid)
+}
+
 // write appends res in the next batch and waits until that batch is
 // written (or ctx ends): at most the queue ahead of it and one append
-// timeout. A result the insert would refuse is refused here, alone (an
-// error wrapping pipeline.ErrInvalidResult), so it can never fail the
-// results batched beside it.
+// timeout. A result the insert would refuse is refused alone (an error
+// wrapping pipeline.ErrInvalidResult), and the results batched beside it
+// are written without it (appendValid).
 func (w *outboxWriter) write(ctx context.Context, res pipeline.Result) error {
-	if err := res.Validate(); err != nil {
-		return err
-	}
 	done := w.replies.Get().(chan error)
 	req := outboxReq{res: res, done: done}
 	select {
@@ -142,14 +173,11 @@ var errOutboxQueueFull = errors.New("the outbox writer's queue stayed full")
 // queue appends res in a coming batch without waiting for it to be written:
 // then is called with the outcome, on the writer's goroutine, so it must
 // not block. It waits for room in the queue at most an append timeout
-// (then it returns an error and never calls then), and, like write, refuses
-// a result the insert would refuse at once, alone. A redelivered result
-// goes through here: the receive loop of the session that hands it over
-// must not wait for the database.
+// (then it returns an error and never calls then); a result the insert
+// would refuse is refused alone, to then, as write's is. A redelivered
+// result goes through here: the receive loop of the session that hands it
+// over must not wait for the database.
 func (w *outboxWriter) queue(res pipeline.Result, then func(error)) error {
-	if err := res.Validate(); err != nil {
-		return err
-	}
 	req := outboxReq{res: res, then: then}
 	select {
 	case w.reqs <- req:

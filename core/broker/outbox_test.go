@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -78,29 +79,65 @@ func TestOutboxWriterBatchesWhileAnAppendIsInFlight(t *testing.T) {
 	}
 }
 
-// A result the insert would refuse is refused alone, before any append.
+// storeAppend checks results as the store's append does: it writes none of
+// a batch that holds a result it cannot store.
+func storeAppend(write func(...pipeline.Result)) func(context.Context, ...pipeline.Result) error {
+	return func(_ context.Context, rs ...pipeline.Result) error {
+		for _, r := range rs {
+			if err := r.Validate(); err != nil {
+				return fmt.Errorf("append outbox: %w", err)
+			}
+		}
+		write(rs...)
+		return nil
+	}
+}
+
+// A result the insert would refuse is refused alone: the results batched
+// beside it are written without it.
 func TestOutboxWriterRefusesAnInvalidResultAlone(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	calls := 0
-	w := newOutboxWriter(func(context.Context, ...pipeline.Result) error { calls++; return nil })
+	var mu sync.Mutex
+	var written []uuid.UUID
+	w := newOutboxWriter(storeAppend(func(rs ...pipeline.Result) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range rs {
+			written = append(written, r.Key.ResourceID)
+		}
+	}))
+	badJSON, badCond, good := result(), result(), result()
+	badJSON.Status = json.RawMessage(`{"unterminated": `)
+	badCond.Conditions = []pipeline.Condition{{Type: "Ready", Status: "Maybe"}}
+	// Queued before the writer runs, the three go out in one batch.
+	errs := make(chan error, 3)
+	for _, r := range []pipeline.Result{badJSON, good, badCond} {
+		require.NoError(t, w.queue(r, func(err error) { errs <- err }))
+	}
 	go func() { _ = w.Run(ctx) }()
-	bad := result()
-	bad.Status = json.RawMessage(`{"unterminated": `)
-	if err := w.write(ctx, bad); !errors.Is(err, pipeline.ErrInvalidResult) {
-		t.Fatalf("malformed status JSON: got %v, want ErrInvalidResult", err)
+	var refused, ok int
+	for range 3 {
+		select {
+		case err := <-errs:
+			if err == nil {
+				ok++
+				continue
+			}
+			require.ErrorIs(t, err, pipeline.ErrInvalidResult)
+			refused++
+		case <-ctx.Done():
+			t.Fatal("a result's write never ended")
+		}
 	}
-	bad = result()
-	bad.Conditions = []pipeline.Condition{{Type: "Ready", Status: "Maybe"}}
-	if err := w.write(ctx, bad); !errors.Is(err, pipeline.ErrInvalidResult) {
-		t.Fatalf("condition status Maybe: got %v, want ErrInvalidResult", err)
-	}
-	if err := w.write(ctx, result()); err != nil {
-		t.Fatalf("valid result: %v", err)
-	}
-	if calls != 1 {
-		t.Fatalf("append ran %d times, want once (the valid result only)", calls)
-	}
+	require.Equal(t, 2, refused, "malformed status JSON and condition status Maybe")
+	require.Equal(t, 1, ok)
+	mu.Lock()
+	require.Equal(t, []uuid.UUID{good.Key.ResourceID}, written, "the valid result alone is written")
+	mu.Unlock()
+	require.ErrorIs(t, w.write(ctx, badJSON), pipeline.ErrInvalidResult, "alone in its batch, as well")
+	require.NoError(t, w.write(ctx, result()))
 }
 
 // A hung append fails its batch after the writer's timeout: every result in
@@ -164,10 +201,10 @@ func TestOutboxWriter_ALateReplyReachesNoOneElse(t *testing.T) {
 	}
 }
 
-// queue hands a result to the writer without waiting for its write: an
-// invalid one is refused at once, alone; a queue that stays full for an
-// append timeout (a database that does not answer) is given up on, with
-// then never called; a queued one's then gets its batch's outcome.
+// queue hands a result to the writer without waiting for its write: a
+// queue that stays full for an append timeout (a database that does not
+// answer) is given up on, with then never called; a queued one's then gets
+// its batch's outcome.
 func TestOutboxWriterQueue(t *testing.T) {
 	t.Parallel()
 	w := newOutboxWriter(func(context.Context, ...pipeline.Result) error { return nil })
@@ -175,9 +212,6 @@ func TestOutboxWriterQueue(t *testing.T) {
 	called := make(chan error, 2)
 	then := func(err error) { called <- err }
 
-	bad := result()
-	bad.Status = json.RawMessage(`{"ok":`)
-	require.ErrorIs(t, w.queue(bad, then), pipeline.ErrInvalidResult, "an invalid result is refused alone")
 	require.NoError(t, w.queue(result(), then), "queued without a writer running: nothing waits for the write")
 	require.ErrorIs(t, w.queue(result(), then), errOutboxQueueFull, "a queue that stays full is given up on")
 

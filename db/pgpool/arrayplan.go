@@ -15,12 +15,13 @@ import (
 type arrayCodec struct {
 	pgtype.Codec                                   // the array type's own codec (a *pgtype.ArrayCodec)
 	planFor      func(value any) pgtype.EncodePlan // nil: not an Array this codec encodes
+	args         *spare                            // the connection's argument buffer spare (argSpare), shared by its array codecs
 }
 
 func (c arrayCodec) PlanEncode(m *pgtype.Map, oid uint32, format int16, value any) pgtype.EncodePlan {
 	if format == pgtype.BinaryFormatCode {
 		if _, ok := value.(reserved); ok {
-			return reservePlan{m: m, oid: oid}
+			return reservePlan{m: m, oid: oid, args: c.args}
 		}
 		if p := c.planFor(value); p != nil {
 			return p
@@ -79,18 +80,20 @@ func (r reserved) Index(i int) any { return r.arg.(pgtype.ArrayGetter).Index(i) 
 
 func (r reserved) IndexType() any { return r.arg.(pgtype.ArrayGetter).IndexType() }
 
-// reservePlan grows the buffer by the reserved size and encodes the
+// reservePlan grows the buffer by the reserved size, in the connection's
+// spare (spare.go), and encodes the
 // argument with the plan m has for it (pgx caches plans by the value's
 // type, and reserved wraps Arrays of every element type).
 type reservePlan struct {
-	m   *pgtype.Map
-	oid uint32
+	m    *pgtype.Map
+	oid  uint32
+	args *spare
 }
 
 func (p reservePlan) Encode(value any, buf []byte) ([]byte, error) {
 	r := value.(reserved)
 	if cap(buf)-len(buf) < r.size {
-		buf = slices.Grow(buf, r.size)
+		buf = p.args.room(buf, r.size)
 	}
 	return p.m.Encode(p.oid, pgtype.BinaryFormatCode, r.arg, buf)
 }
@@ -151,7 +154,25 @@ func wrapArray(m *pgtype.Map, name string, planFor func(value any) pgtype.Encode
 	if !ok {
 		return
 	}
-	m.RegisterType(&pgtype.Type{Name: t.Name, OID: t.OID, Codec: arrayCodec{Codec: t.Codec, planFor: planFor}})
+	m.RegisterType(&pgtype.Type{Name: t.Name, OID: t.OID, Codec: arrayCodec{Codec: t.Codec, planFor: planFor, args: argSpare(m)}})
+}
+
+// wrappedArrays are the array types whose codecs RegisterArrays and
+// RegisterUUID wrap.
+var wrappedArrays = []string{"_uuid", "_text", "_int8", "_int4", "_bool", "_jsonb"}
+
+// argSpare is the argument buffer spare of m's connection: the one its
+// array codecs already share, or a new one for the first. (A type map is
+// its connection's, and the one place a plan reaches of it.)
+func argSpare(m *pgtype.Map) *spare {
+	for _, name := range wrappedArrays {
+		if t, ok := m.TypeForName(name); ok {
+			if c, ok := t.Codec.(arrayCodec); ok {
+				return c.args
+			}
+		}
+	}
+	return &spare{}
 }
 
 // arrayPlan encodes an Array[T] as a one-dimensional Postgres array in

@@ -27,6 +27,7 @@ func RegisterUUID(m *pgtype.Map) {
 	m.RegisterType(&pgtype.Type{Name: "_uuid", OID: pgtype.UUIDArrayOID, Codec: arrayCodec{
 		Codec:   &pgtype.ArrayCodec{ElementType: ut},
 		planFor: func(v any) pgtype.EncodePlan { return planIf(v, uuidElems) },
+		args:    argSpare(m),
 	}})
 	m.RegisterDefaultPgType(uuid.UUID{}, "uuid")
 	m.RegisterDefaultPgType([]uuid.UUID{}, "_uuid")
