@@ -87,6 +87,16 @@ func TestApplyResource_ShardIsShardOfID(t *testing.T) {
 	require.Equal(t, want, r.ShardID)
 }
 
+// TestApplyResource_StoresAnEscapedBackslashBeforeU0000: "C:\\u0000" is
+// a backslash, then the text u0000 — no NUL, and jsonb stores it (the
+// check once looked for the text \u0000 anywhere and refused it).
+func TestApplyResource_StoresAnEscapedBackslashBeforeU0000(t *testing.T) {
+	t.Parallel()
+	e := newEnvWithKinds(t)
+	r := e.apply(t, ApplyResourceInput{Kind: "vpc", Name: "path", Spec: json.RawMessage(`{"cidr": "10.0.0.0/8", "tags": ["C:\\u0000"]}`)})
+	require.JSONEq(t, `{"cidr": "10.0.0.0/8", "tags": ["C:\\u0000"]}`, string(r.Spec))
+}
+
 func TestApplyResource_RejectsBadInputAndWritesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnvWithKinds(t)
@@ -130,6 +140,10 @@ func TestApplyResource_RejectsBadInputAndWritesNothing(t *testing.T) {
 			good(func(in *ApplyResourceInput) { in.Spec = json.RawMessage(`[1]`) }), "spec", "type"},
 		"SpecNotJSON": {"a spec is JSON",
 			good(func(in *ApplyResourceInput) { in.Spec = json.RawMessage(`{"cidr":`) }), "spec", "malformed"},
+		"SpecLoneSurrogate": {"jsonb stores no escaped surrogate that is not half of a pair",
+			good(func(in *ApplyResourceInput) { in.Spec = json.RawMessage(`{"cidr": "10.0.0.0/16", "tags": ["\ud800"]}`) }), "spec", "malformed"},
+		"SpecNotUTF8": {"jsonb stores only UTF-8",
+			good(func(in *ApplyResourceInput) { in.Spec = json.RawMessage("{\"cidr\": \"10.0.0.0/16\", \"tags\": [\"\xff\"]}") }), "spec", "malformed"},
 		"BadName": {"names are lowercase DNS-like",
 			good(func(in *ApplyResourceInput) { in.Name = "Bad_Name" }), "name", "name_invalid"},
 		"EmptyName": {"a name is required",

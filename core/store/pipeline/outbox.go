@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/converge-run/converge/core/jsonb"
 	"github.com/converge-run/converge/db/pgpool"
 )
 
@@ -69,7 +69,9 @@ var ErrInvalidResult = errors.New("invalid result")
 // every result batched beside it): malformed JSON documents, condition
 // statuses outside True, False and Unknown, and what Postgres stores in no
 // text or jsonb value (a NUL character, as a byte or as \u0000 in a
-// document, and invalid UTF-8). The error wraps ErrInvalidResult.
+// document, invalid UTF-8, and in a document an escaped UTF-16 surrogate
+// that is not half of a pair: jsonb.Check). The error wraps
+// ErrInvalidResult.
 func (r Result) Validate() error {
 	for _, d := range []struct {
 		what string
@@ -78,11 +80,8 @@ func (r Result) Validate() error {
 		if d.doc == nil {
 			continue
 		}
-		if !json.Valid(d.doc) {
-			return fmt.Errorf("%w for %s: %s is not valid JSON", ErrInvalidResult, r.Key.ResourceID, d.what)
-		}
-		if !utf8.Valid(d.doc) || nulEscape(d.doc) { // json.Valid already refused a raw NUL byte
-			return fmt.Errorf("%w for %s: %s holds a NUL character or invalid UTF-8, which cannot be stored", ErrInvalidResult, r.Key.ResourceID, d.what)
+		if err := jsonb.Check(d.doc); err != nil {
+			return fmt.Errorf("%w for %s: %s %w", ErrInvalidResult, r.Key.ResourceID, d.what, err)
 		}
 	}
 	for _, t := range []struct{ what, s string }{{"error message", r.Error}, {"finalizer", r.Finalizer}} {
@@ -108,27 +107,6 @@ func (r Result) Validate() error {
 // storable reports whether Postgres can store s as text: valid UTF-8 with
 // no NUL.
 func storable(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
-
-// nulEscape reports whether a valid JSON document holds the escape \u0000
-// in a string, which jsonb refuses ("\\u0000", an escaped backslash and
-// the text "u0000", does not count).
-func nulEscape(doc []byte) bool {
-	for i := 0; ; {
-		j := bytes.Index(doc[i:], []byte(`u0000`))
-		if j < 0 {
-			return false
-		}
-		j += i
-		n := 0 // backslashes right before it
-		for k := j - 1; k >= 0 && doc[k] == '\\'; k-- {
-			n++
-		}
-		if n%2 == 1 {
-			return true
-		}
-		i = j + 1
-	}
-}
 
 // AppendOutbox writes results to work_outbox in one batched insert and wakes
 // the drainer (notify_gated('outbox_ready'), coalesced across backends).

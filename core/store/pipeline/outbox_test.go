@@ -62,23 +62,30 @@ func TestResultValidate_PassesOnlyWhatTheInsertTakes(t *testing.T) {
 		"condition with NUL":  func(r *Result) { r.Conditions = []Condition{{Type: "Ready", Status: "False", Message: "a\x00b"}} },
 		"output with \\u0000": func(r *Result) { r.OperationOutput = json.RawMessage(`"\u0000"`) },
 		"finalizer with NUL":  func(r *Result) { r.Finalizer = "a\x00" },
+		// jsonb refuses an escaped surrogate that is not half of a pair
+		// (encoding/json.Valid takes it).
+		"status with a lone surrogate": func(r *Result) { r.Status = json.RawMessage(`{"name":"\ud800"}`) },
+		"output with a pair reversed":  func(r *Result) { r.OperationOutput = json.RawMessage(`["\ude00\ud83d"]`) },
+		"status not UTF-8":             func(r *Result) { r.Status = json.RawMessage("{\"a\":\"\xff\"}") },
 	}
 	for i := range len(cases) {
 		f.schedule(f.res("leaf", fmt.Sprintf("r%d", i)))
 	}
 	ts := f.claim("leaf", 100)
 	require.Len(t, ts, len(cases))
-	i := 0
+	i, refused := 0, 0
 	for name, mutate := range cases {
 		r := ts[i].Result(nil)
 		i++
 		mutate(&r)
 		if err := r.Validate(); err != nil {
 			require.ErrorIs(t, err, ErrInvalidResult, name)
+			refused++
 			continue
 		}
 		require.NoError(t, f.st.AppendOutbox(f.ctx, r), "%s: Validate passed it, so the insert takes it", name)
 	}
+	require.Equal(t, len(cases), refused, "each case is one the insert refuses")
 	f.schedule(f.res("leaf", "path"))
 	r := f.claimOne("leaf").Result(json.RawMessage(`{"path":"C:\\u0000"}`))
 	require.NoError(t, r.Validate(), "an escaped backslash before the text u0000 is no NUL")

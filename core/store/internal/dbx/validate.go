@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/converge-run/converge/core/jsonb"
 )
 
 // Kubernetes label syntax: a key is an optional DNS-subdomain prefix and
@@ -64,35 +66,31 @@ func validateLabelKey(field, k string) error {
 	return nil
 }
 
-// JSONObject checks that doc is a JSON object; empty means {}.
+// JSONObject checks that doc is a JSON object Postgres stores as jsonb
+// (jsonb.Check); empty means {}.
 func JSONObject(field string, doc json.RawMessage) (json.RawMessage, error) {
 	doc = bytes.TrimSpace(doc)
 	if len(doc) == 0 {
 		return json.RawMessage(`{}`), nil
 	}
-	if !json.Valid(doc) {
-		return nil, Invalid(field, "malformed", "not valid JSON")
+	if err := jsonb.Check(doc); err != nil {
+		return nil, Invalid(field, "malformed", "%s", err)
 	}
 	if doc[0] != '{' {
 		return nil, Invalid(field, "type", "must be a JSON object")
 	}
-	if bytes.Contains(doc, []byte(`\u0000`)) {
-		return nil, Invalid(field, "malformed", `\u0000 cannot be stored`)
-	}
 	return doc, nil
 }
 
-// JSONValue checks that doc is JSON; empty means absent (SQL NULL).
+// JSONValue checks that doc is JSON Postgres stores as jsonb (jsonb.Check);
+// empty means absent (SQL NULL).
 func JSONValue(field string, doc json.RawMessage) (*string, error) {
 	doc = bytes.TrimSpace(doc)
 	if len(doc) == 0 || bytes.Equal(doc, []byte("null")) {
 		return nil, nil
 	}
-	if !json.Valid(doc) {
-		return nil, Invalid(field, "malformed", "not valid JSON")
-	}
-	if bytes.Contains(doc, []byte(`\u0000`)) {
-		return nil, Invalid(field, "malformed", `\u0000 cannot be stored`)
+	if err := jsonb.Check(doc); err != nil {
+		return nil, Invalid(field, "malformed", "%s", err)
 	}
 	s := string(doc)
 	return &s, nil
