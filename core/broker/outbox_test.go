@@ -79,17 +79,16 @@ func TestOutboxWriterBatchesWhileAnAppendIsInFlight(t *testing.T) {
 	}
 }
 
-// storeAppend checks results as the store's append does: it writes none of
-// a batch that holds a result it cannot store.
-func storeAppend(write func(...pipeline.Result)) func(context.Context, ...pipeline.Result) error {
+// storeAppend checks results as the store's append does — it writes none
+// of a batch that holds a result it cannot store — then calls write.
+func storeAppend(write func(...pipeline.Result) error) func(context.Context, ...pipeline.Result) error {
 	return func(_ context.Context, rs ...pipeline.Result) error {
 		for _, r := range rs {
 			if err := r.Validate(); err != nil {
 				return fmt.Errorf("append outbox: %w", err)
 			}
 		}
-		write(rs...)
-		return nil
+		return write(rs...)
 	}
 }
 
@@ -101,12 +100,13 @@ func TestOutboxWriterRefusesAnInvalidResultAlone(t *testing.T) {
 	defer cancel()
 	var mu sync.Mutex
 	var written []uuid.UUID
-	w := newOutboxWriter(storeAppend(func(rs ...pipeline.Result) {
+	w := newOutboxWriter(storeAppend(func(rs ...pipeline.Result) error {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, r := range rs {
 			written = append(written, r.Key.ResourceID)
 		}
+		return nil
 	}))
 	badJSON, badCond, good := result(), result(), result()
 	badJSON.Status = json.RawMessage(`{"unterminated": `)

@@ -135,12 +135,12 @@ func TestRunnerRunTask_Leaf(t *testing.T) {
 			t.Parallel()
 			var mu sync.Mutex
 			var written []pipeline.Result
-			out := newOutboxWriter(func(_ context.Context, rs ...pipeline.Result) error {
+			out := newOutboxWriter(storeAppend(func(rs ...pipeline.Result) error {
 				mu.Lock()
 				written = append(written, rs...)
 				mu.Unlock()
 				return tc.appendErr
-			})
+			}))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			go func() { _ = out.Run(ctx) }()
@@ -258,12 +258,12 @@ func runOneTask(t *testing.T, kinds fakeKinds, tk pipeline.Task, st *fakeTaskSto
 	t.Helper()
 	var mu sync.Mutex
 	var written []pipeline.Result
-	out := newOutboxWriter(func(_ context.Context, rs ...pipeline.Result) error {
+	out := newOutboxWriter(storeAppend(func(rs ...pipeline.Result) error {
 		mu.Lock()
 		defer mu.Unlock()
 		written = append(written, rs...)
 		return nil
-	})
+	}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	go func() { _ = out.Run(ctx) }()

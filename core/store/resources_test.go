@@ -143,7 +143,9 @@ func TestApplyResource_RejectsBadInputAndWritesNothing(t *testing.T) {
 		"SpecLoneSurrogate": {"jsonb stores no escaped surrogate that is not half of a pair",
 			good(func(in *ApplyResourceInput) { in.Spec = json.RawMessage(`{"cidr": "10.0.0.0/16", "tags": ["\ud800"]}`) }), "spec", "malformed"},
 		"SpecNotUTF8": {"jsonb stores only UTF-8",
-			good(func(in *ApplyResourceInput) { in.Spec = json.RawMessage("{\"cidr\": \"10.0.0.0/16\", \"tags\": [\"\xff\"]}") }), "spec", "malformed"},
+			good(func(in *ApplyResourceInput) {
+				in.Spec = json.RawMessage("{\"cidr\": \"10.0.0.0/16\", \"tags\": [\"\xff\"]}")
+			}), "spec", "malformed"},
 		"BadName": {"names are lowercase DNS-like",
 			good(func(in *ApplyResourceInput) { in.Name = "Bad_Name" }), "name", "name_invalid"},
 		"EmptyName": {"a name is required",
