@@ -26,8 +26,8 @@ func TestSpare_Room(t *testing.T) {
 
 	// pgx kept the spare (a small statement): it is grown in place, and
 	// its bytes stay where they are.
-	kept := append(again[:0], "kept"...)
-	grown := s.room(kept, 64<<10)
+	again = append(again[:0], "kept"...)
+	grown := s.room(again, 64<<10)
 	require.Equal(t, "kept", string(grown))
 	require.True(t, same(grown, s.buf), "the grown array is the spare")
 	require.GreaterOrEqual(t, cap(grown)-len(grown), 64<<10)
