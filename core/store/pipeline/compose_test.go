@@ -213,6 +213,10 @@ func TestCompose_RefusesMalformedCompositions(t *testing.T) {
 			c: Composition{Children: []Child{{Kind: "net", Name: "a", Spec: json.RawMessage(`{"a":`)}}}},
 		"spec with NUL": {reason: "jsonb cannot store \\u0000", rule: "malformed",
 			c: Composition{Children: []Child{{Kind: "net", Name: "a", Spec: json.RawMessage(`{"a":"\u0000"}`)}}}},
+		"spec with a lone surrogate": {reason: "jsonb stores no escaped surrogate outside a pair (encoding/json.Valid takes it)", rule: "malformed",
+			c: Composition{Children: []Child{{Kind: "net", Name: "a", Spec: json.RawMessage(`{"a":"\ud800"}`)}}}},
+		"spec not UTF-8": {reason: "jsonb stores only UTF-8", rule: "malformed",
+			c: Composition{Children: []Child{{Kind: "net", Name: "a", Spec: json.RawMessage("{\"a\":\"\xff\"}")}}}},
 		"bad config ref": {reason: "a config reference is a config name", rule: "name_invalid",
 			c: Composition{Children: []Child{{Kind: "net", Name: "a", ProviderConfigRef: "NOPE!"}}}},
 	}
