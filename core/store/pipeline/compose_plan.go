@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -533,14 +534,23 @@ func planEdges(ctx context.Context, tx pgx.Tx, st *composeState, plan *composePl
 	if err != nil {
 		return err
 	}
-	kept := make(map[uuid.UUID]bool, len(plan.keep))
-	for _, id := range plan.keep {
-		kept[id] = true
+	var kept map[uuid.UUID]bool // the children kept, read only for an edge to an owned resource outside the composition
+	isKept := func(id uuid.UUID) bool {
+		if kept == nil {
+			kept = make(map[uuid.UUID]bool, len(plan.keep))
+			for _, k := range plan.keep {
+				kept[k] = true
+			}
+		}
+		return kept[id]
 	}
+	// Sized for the edges: grown as they came, the maps and the list were
+	// a tenth of the bytes converge allocated in a 200k run.
 	type pair struct{ dep, up uuid.UUID }
-	seen := map[pair]bool{}
+	seen := make(map[pair]bool, len(c.Edges))
 	encoded := map[flowList][]byte{}
-	next := map[uuid.UUID][]uuid.UUID{}
+	next := make(map[uuid.UUID][]uuid.UUID, len(c.Edges))
+	plan.edges = slices.Grow(plan.edges, len(c.Edges))
 	for _, e := range c.Edges {
 		dep, ok := plan.ids[e.Dependent]
 		if !ok {
@@ -566,7 +576,7 @@ func planEdges(ctx context.Context, tx pgx.Tx, st *composeState, plan *composePl
 		} else if deleting[up] {
 			return composeErr(e.Dependent, RuleDependencyDeleting,
 				"edge to %s/%s: it is being deleted; composed again once it is gone", e.Dependency.Kind, e.Dependency.Name)
-		} else if o, owned := st.owned[childKey{e.Dependency.Kind, e.Dependency.Name}]; owned && o.id == up && !kept[up] && !o.quarantined {
+		} else if o, owned := st.owned[childKey{e.Dependency.Kind, e.Dependency.Name}]; owned && o.id == up && !isKept(up) && !o.quarantined {
 			// Pruned by this very compose: a hard delete would fail the
 			// edge's foreign key, and a teardown would wait for the new
 			// dependent for good.
