@@ -81,9 +81,9 @@ func (r reserved) Index(i int) any { return r.arg.(pgtype.ArrayGetter).Index(i) 
 func (r reserved) IndexType() any { return r.arg.(pgtype.ArrayGetter).IndexType() }
 
 // reservePlan grows the buffer by the reserved size, in the connection's
-// spare (spare.go), and encodes the
-// argument with the plan m has for it (pgx caches plans by the value's
-// type, and reserved wraps Arrays of every element type).
+// spare (spare.go), and encodes the argument with the plan m has for it
+// (pgx caches plans by the value's type, and reserved wraps Arrays of
+// every element type).
 type reservePlan struct {
 	m    *pgtype.Map
 	oid  uint32
