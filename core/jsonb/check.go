@@ -10,8 +10,9 @@
 // is written; a document it accepts, Postgres accepts (TestCheck_AgreesWithPostgres).
 //
 // It is also the hot path's one JSON check: a worker's result documents
-// and a compose's child specs pass through it, about five times faster
-// than encoding/json.Valid's scanner, which calls a function per byte.
+// and a compose's child specs pass through it, about twice as fast as
+// encoding/json.Valid's scanner, which calls a function per byte (241 ns
+// against 472 for a 167-byte spec: BenchmarkCheck).
 package jsonb
 
 import (
