@@ -22,23 +22,7 @@ func TestOutboxWriter_AnInvalidResultFailsAloneAgainstTheStore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pool := pgtest.Pool(t)
-	_, err := pool.Exec(ctx, `INSERT INTO kind_manifest (kind, version, manifest) VALUES ('vpc', 'v1',
-	    '{"kind":"vpc","reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}')`)
-	require.NoError(t, err)
-	ids := []uuid.UUID{uuid.New(), uuid.New(), uuid.New()}
-	for i, id := range ids {
-		_, err = pool.Exec(ctx, `INSERT INTO resources (id, kind, version, name, spec, labels, shard_id)
-		                         VALUES ($1, 'vpc', 'v1', $2, '{}', '{}', shard_of($1))`, id, "vpc-"+string(rune('a'+i)))
-		require.NoError(t, err)
-	}
-	var n int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT schedule_eligible($1::uuid[], now())`, ids).Scan(&n))
-	require.Equal(t, 3, n)
-	ps := pipeline.New(pool)
-	tasks, err := ps.Claim(ctx, pipeline.Lease{WorkerID: "broker-1", Lo: 0, Hi: 255},
-		pipeline.Batch{Kind: "vpc", Version: "v1", TaskType: pipeline.TaskReconcile, Max: 3})
-	require.NoError(t, err)
-	require.Len(t, tasks, 3)
+	ps, tasks := claimedVPCs(ctx, t, pool, "broker-1", 3)
 
 	w := newOutboxWriter(ps.AppendOutbox)
 	errs := make(map[uuid.UUID]chan error, 3)

@@ -2,9 +2,11 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/store/pipeline"
@@ -21,23 +23,8 @@ func TestCompletionsRedelivery_AppliesOncePerClaim(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
-	_, err := pool.Exec(ctx, `INSERT INTO kind_manifest (kind, version, manifest) VALUES ('vpc', 'v1',
-	    '{"kind":"vpc","reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}')`)
-	require.NoError(t, err)
-	id := uuid.New()
-	_, err = pool.Exec(ctx, `INSERT INTO resources (id, kind, version, name, spec, labels, shard_id)
-	                         VALUES ($1, 'vpc', 'v1', 'vpc-1', '{}', '{}', shard_of($1))`, id)
-	require.NoError(t, err)
-	var n int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT schedule_eligible(ARRAY[$1]::uuid[], now())`, id).Scan(&n))
-	require.Equal(t, 1, n)
-
-	ps := pipeline.New(pool)
-	tasks, err := ps.Claim(ctx, pipeline.Lease{WorkerID: "broker-dead", Lo: 0, Hi: 255},
-		pipeline.Batch{Kind: "vpc", Version: "v1", TaskType: pipeline.TaskReconcile, Max: 1})
-	require.NoError(t, err)
-	require.Len(t, tasks, 1)
-	tk := tasks[0]
+	ps, tasks := claimedVPCs(ctx, t, pool, "broker-dead", 1)
+	tk, id := tasks[0], tasks[0].Key.ResourceID
 	tid := taskID{key: tk.Key, epoch: tk.ClaimEpoch, generation: tk.Generation, stage: "STAGE_WORK", final: true}.String()
 	stale := taskID{key: tk.Key, epoch: tk.ClaimEpoch - 1, generation: tk.Generation, stage: "STAGE_WORK", final: true}.String()
 
@@ -67,4 +54,29 @@ func TestCompletionsRedelivery_AppliesOncePerClaim(t *testing.T) {
 		Scan(&attempts, &epoch))
 	require.Equal(t, 1, attempts, "the failure applied once, not once per copy")
 	require.Nil(t, epoch, "re-pended with its lease cleared")
+}
+
+// claimedVPCs creates n vpc resources (a kind with one work reaction),
+// schedules them and claims their reconciles as holder.
+func claimedVPCs(ctx context.Context, t *testing.T, pool *pgxpool.Pool, holder string, n int) (*pipeline.Store, []pipeline.Task) {
+	t.Helper()
+	_, err := pool.Exec(ctx, `INSERT INTO kind_manifest (kind, version, manifest) VALUES ('vpc', 'v1',
+	    '{"kind":"vpc","reactions":[{"name":"work","trigger":"specChange","emits":["status"]}]}')`)
+	require.NoError(t, err)
+	ids := make([]uuid.UUID, n)
+	for i := range ids {
+		ids[i] = uuid.New()
+		_, err = pool.Exec(ctx, `INSERT INTO resources (id, kind, version, name, spec, labels, shard_id)
+		                         VALUES ($1, 'vpc', 'v1', $2, '{}', '{}', shard_of($1))`, ids[i], fmt.Sprintf("vpc-%d", i+1))
+		require.NoError(t, err)
+	}
+	var scheduled int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT schedule_eligible($1::uuid[], now())`, ids).Scan(&scheduled))
+	require.Equal(t, n, scheduled)
+	ps := pipeline.New(pool)
+	tasks, err := ps.Claim(ctx, pipeline.Lease{WorkerID: holder, Lo: 0, Hi: 255},
+		pipeline.Batch{Kind: "vpc", Version: "v1", TaskType: pipeline.TaskReconcile, Max: n})
+	require.NoError(t, err)
+	require.Len(t, tasks, n)
+	return ps, tasks
 }

@@ -78,10 +78,7 @@ var cases = []struct {
 func TestCheck(t *testing.T) {
 	t.Parallel()
 	for _, c := range cases {
-		require.ErrorIs(t, jsonb.Check([]byte(c.doc)), c.want, "%.80q", c.doc)
-		if c.want == nil {
-			require.NoError(t, jsonb.Check([]byte(c.doc)), "%.80q", c.doc)
-		}
+		require.ErrorIs(t, jsonb.Check([]byte(c.doc)), c.want, "%.80q", c.doc) // a nil want: no error
 	}
 }
 
@@ -106,10 +103,6 @@ func TestCheck_AgreesWithPostgres(t *testing.T) {
 		// Sent as bytes: a text parameter would be refused by pgx or the
 		// server for its encoding before the JSON parser saw it.
 		_, stored := conn.Exec(ctx, `SELECT convert_from($1::bytea, 'UTF8')::jsonb`, []byte(doc))
-		if errors.Is(checked, jsonb.ErrUTF8) {
-			require.Error(t, stored, "Postgres stored %.80q, which Check refused: %v", doc, checked)
-			continue
-		}
 		if checked == nil {
 			require.NoError(t, stored, "Postgres refused %.80q, which Check accepts", doc)
 		} else {
