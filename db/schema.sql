@@ -562,6 +562,32 @@ END
 $_$;
 
 --
+-- Name: claim_spans(text, text, text, integer, integer[], integer[], text, timestamp with time zone, integer, boolean); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.claim_spans(p_kind text, p_version text, p_task_type text, p_max integer, p_los integer[], p_his integer[], p_worker text, p_now timestamp with time zone, p_range_lo integer, p_only_rollups boolean) RETURNS TABLE(shard_id integer, resource_id uuid, task_type text, op_id uuid, claim_epoch bigint, task_generation bigint, trigger text, attempts integer, provider_config jsonb, provider_bundle jsonb, deadline_secs integer, kind text, version text, name text, labels jsonb, spec jsonb, status jsonb, generation bigint, composed_gen bigint, owner_id uuid, finalizers text[])
+    LANGUAGE plpgsql
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_left int := p_max;
+    v_n    int;
+    v_i    int;
+BEGIN
+    FOREACH v_i IN ARRAY CASE WHEN p_only_rollups
+                              THEN claimable_rollup_spans(p_kind, p_version, p_task_type, p_los, p_his, p_now)
+                              ELSE claimable_spans(p_kind, p_version, p_task_type, p_los, p_his, p_now) END
+    LOOP
+        EXIT WHEN v_left <= 0;
+        RETURN QUERY SELECT * FROM claim_span(p_kind, p_version, p_task_type, v_left, p_los[v_i], p_his[v_i],
+                                              p_worker, p_now, p_range_lo, p_only_rollups);
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_left := v_left - v_n;
+    END LOOP;
+END
+$$;
+
+--
 -- Name: claimable_pairs(text[], text[], text[], integer, integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 

@@ -473,11 +473,6 @@ func (d *dispatcher) claimPair(claimCtx, taskCtx context.Context, p pairKey, lo,
 		batch.Max, batch.OnlyRollups = rollups, true
 	}
 	lease := pipeline.Lease{WorkerID: d.id, Lo: lo, Hi: hi}
-	// A claim over several partitions that fails part-way (a pool
-	// connection the database dropped in a restart) still returns what the
-	// partitions before the failure leased: those leases are committed and
-	// ours, so they are run like any others — dropped, nobody would
-	// heartbeat them and they would wait out the stale-lease window.
 	tasks, err := d.claims.Claim(claimCtx, lease, batch)
 	if len(tasks) == 0 {
 		return 0, err

@@ -127,45 +127,50 @@ func partitionSpans(lo, hi int, start uint64) [][2]int {
 
 // Claim leases up to b.Max pending tasks of one (kind, version, task type)
 // in the lease's shard range, honouring the kind's concurrency cap. A range
-// that spans partitions is claimed one partition at a time (each statement
-// prunes to one partition), rotating the starting partition between the
-// pair's calls (each pair has its own rotor: shared, a broker sweeping an
-// even number of pairs gave each pair the same start every time);
-// one probe first finds the partitions holding claimable rows, so an idle
-// pair costs one round trip, not one per partition. When a later partition's
-// statement fails, the tasks the earlier ones leased (committed: each
-// statement is its own transaction) are returned beside the error; the
-// caller must run or release them, or their leases sit unheartbeated until
-// the stale-lease window.
+// that spans partitions is claimed one partition at a time (each of
+// claim_span's statements prunes to one partition), rotating the starting
+// partition between the pair's calls (each pair has its own rotor: shared,
+// a broker sweeping an even number of pairs gave each pair the same start
+// every time), all in one statement, claim_spans: a probe first finds the
+// partitions holding claimable rows, so an idle pair costs one probe, not
+// one per partition, and the claims follow in the same round trip. A claim
+// that fails leases nothing.
 func (s *Store) Claim(ctx context.Context, l Lease, b Batch) ([]Task, error) {
 	var start uint64
 	if l.Lo/partitionWidth != l.Hi/partitionWidth {
 		start = s.nextStart(b)
 	}
 	spans := partitionSpans(l.Lo, l.Hi, start)
-	if len(spans) > 1 {
-		var err error
-		if spans, err = s.claimableSpans(ctx, b, spans); err != nil {
-			return nil, err
-		}
-	}
 	scratch := claimScratch.Get().(*[]Task)
 	defer claimScratch.Put(scratch)
-	out := (*scratch)[:0]
-	var err error
-	for _, span := range spans {
-		if len(out) >= b.Max {
-			break
-		}
-		if out, err = s.claimSpan(ctx, l, b, span[0], span[1], b.Max-len(out), out); err != nil {
-			break
-		}
+	var (
+		out []Task
+		err error
+	)
+	// Planned for each call with its arguments (claim_span forces it): kept
+	// as a session's generic plan, made while the queue and resources were
+	// small, it read the partition and resources by Seq Scan on every claim
+	// while a bulk apply grew them (TestPlans_BrokerSessionPlannedOnEmptyTables).
+	if len(spans) == 1 {
+		out, err = s.claimRows(ctx, b, (*scratch)[:0], claimSQL, b.Kind, b.Version, string(b.TaskType), b.Max,
+			spans[0][0], spans[0][1], l.WorkerID, s.now(), l.Lo, b.OnlyRollups)
+	} else {
+		los, his := spanBounds(spans)
+		out, err = s.claimRows(ctx, b, (*scratch)[:0], claimSpansSQL, b.Kind, b.Version, string(b.TaskType), b.Max,
+			los, his, l.WorkerID, s.now(), l.Lo, b.OnlyRollups)
+	}
+	if err != nil {
+		err = wrap(err, "claim %s/%s %s (shards %d-%d)", b.Kind, b.Version, b.TaskType, l.Lo, l.Hi)
 	}
 	tasks := exactTasks(out)
 	clear(out) // the scratch keeps no claimed task's documents
 	*scratch = out[:0]
 	return tasks, err
 }
+
+// claimSpansSQL is the claim over several partitions' spans: claim_spans
+// (db/functions), the probe and each span's claim_span in one statement.
+const claimSpansSQL = `SELECT * FROM claim_spans($1, $2, $3, $4, $5::int[], $6::int[], $7, coalesce($8::timestamptz, now()), $9, $10)`
 
 // claimScratch holds the slices claims scan into. A claim's rows arrive
 // one by one, so a slice grown by append would be allocated about twice
@@ -185,24 +190,6 @@ func exactTasks(tasks []Task) []Task {
 	return out
 }
 
-// claimableSpans keeps the spans whose partition holds a claimable row of
-// the pair (pending, due), or for a claim of rollups only a claimable
-// rollup: claimable_spans or claimable_rollup_spans, one LIMIT 1 probe per
-// span under a cached generic plan.
-func (s *Store) claimableSpans(ctx context.Context, b Batch, spans [][2]int) ([][2]int, error) {
-	los, his := spanBounds(spans)
-	probe := `SELECT claimable_spans($1, $2, $3, $4::int[], $5::int[], coalesce($6::timestamptz, now()))`
-	if b.OnlyRollups {
-		probe = `SELECT claimable_rollup_spans($1, $2, $3, $4::int[], $5::int[], coalesce($6::timestamptz, now()))`
-	}
-	var keep []int32
-	err := s.pool.QueryRow(ctx, probe, b.Kind, b.Version, string(b.TaskType), los, his, s.now()).Scan(&keep)
-	if err != nil {
-		return nil, wrap(err, "probe claimable partitions of %s/%s %s", b.Kind, b.Version, b.TaskType)
-	}
-	return pickSpans(spans, keep), nil
-}
-
 // spanBounds splits spans into their low and high bounds (statement arrays).
 func spanBounds(spans [][2]int) (los, his []int32) {
 	for _, sp := range spans {
@@ -211,28 +198,17 @@ func spanBounds(spans [][2]int) (los, his []int32) {
 	return los, his
 }
 
-// pickSpans keeps the spans at the given 1-based ordinals, in span order.
-func pickSpans(spans [][2]int, ords []int32) [][2]int {
-	out := make([][2]int, 0, len(ords))
-	for _, o := range ords {
-		out = append(out, spans[o-1])
-	}
-	return out
-}
-
-// claimSpan claims up to limit tasks in shards [lo, hi] and appends them to
-// out. On an error it returns out as it was. Each row is scanned into one
-// scratch task through one destination list, then copied: per row, only
-// what pgx itself allocates (the strings, the JSON, the owner id).
-func (s *Store) claimSpan(ctx context.Context, l Lease, b Batch, lo, hi, limit int, out []Task) ([]Task, error) {
-	// Planned for each call with its arguments (claim_span forces it): kept
-	// as a session's generic plan, made while the queue and resources were
-	// small, it read the partition and resources by Seq Scan on every claim
-	// while a bulk apply grew them (TestPlans_BrokerSessionPlannedOnEmptyTables).
-	rows, err := s.pool.Query(ctx, claimSQL, b.Kind, b.Version, string(b.TaskType), limit, lo, hi,
-		l.WorkerID, s.now(), l.Lo, b.OnlyRollups)
+// claimRows runs a claim statement (claim_span's or claim_spans' columns)
+// and appends the tasks it leased to out. On an error it returns out as it
+// was: a statement that failed leased nothing (a row that fails to scan is
+// a bug here, and the leases of its statement wait out the stale-lease
+// window). Each row is scanned into one scratch task through one
+// destination list, then copied: per row, only what pgx itself allocates
+// (the strings, the JSON, the owner id).
+func (s *Store) claimRows(ctx context.Context, b Batch, out []Task, sql string, args ...any) ([]Task, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return out, wrap(err, "claim %s/%s %s (shards %d-%d)", b.Kind, b.Version, b.TaskType, lo, hi)
+		return out, err
 	}
 	defer rows.Close()
 	before := len(out)
@@ -250,7 +226,7 @@ func (s *Store) claimSpan(ctx context.Context, l Lease, b Batch, lo, hi, limit i
 	for rows.Next() {
 		t = Task{} // pgx allocates each value it scans (a fresh owner id too): the copies share nothing
 		if err := rows.Scan(dest...); err != nil {
-			return out[:before], wrap(err, "scan claimed task")
+			return out[:before], fmt.Errorf("scan claimed task: %w", err)
 		}
 		t.Key.TaskType = TaskType(tt)
 		t.Resource.ID = t.Key.ResourceID
@@ -260,7 +236,7 @@ func (s *Store) claimSpan(ctx context.Context, l Lease, b Batch, lo, hi, limit i
 		out = append(out, t)
 	}
 	if err := rows.Err(); err != nil {
-		return out[:before], wrap(err, "claim %s/%s %s (shards %d-%d)", b.Kind, b.Version, b.TaskType, lo, hi)
+		return out[:before], err
 	}
 	return out, nil
 }

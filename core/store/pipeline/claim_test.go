@@ -178,13 +178,15 @@ func TestClaim_OnlyRollupsTakesNothingElse(t *testing.T) {
 		return Batch{Kind: "comp", Version: "v1", TaskType: TaskReconcile, Max: 10, OnlyRollups: onlyRollups}
 	}
 
-	spans := partitionSpans(0, 255, 0)
-	probed, err := f.st.claimableSpans(f.ctx, batch(true), spans)
-	require.NoError(t, err)
-	require.Equal(t, [][2]int{{80, 95}, {96, 111}}, probed, "for rollups only, the probe keeps only the rollups' partitions")
-	probed, err = f.st.claimableSpans(f.ctx, batch(false), spans)
-	require.NoError(t, err)
-	require.Len(t, probed, 7, "otherwise, every partition holding a row")
+	// the probe claim_spans runs first, for each kind of claim
+	los, his := spanBounds(partitionSpans(0, 255, 0))
+	probe := func(fn string) (ords []int32) {
+		t.Helper()
+		require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT `+fn+`('comp', 'v1', 'reconcile', $1, $2, now())`, los, his).Scan(&ords))
+		return ords
+	}
+	require.Equal(t, []int32{6, 7}, probe("claimable_rollup_spans"), "for rollups only, the probe keeps only the rollups' partitions")
+	require.Len(t, probe("claimable_spans"), 7, "otherwise, every partition holding a row")
 
 	ts, err := f.st.Claim(f.ctx, all, batch(true))
 	require.NoError(t, err)
@@ -442,5 +444,56 @@ func TestClaim_EachPairRotatesItsStartingPartition(t *testing.T) {
 	}
 	for _, k := range kinds {
 		require.Len(t, partitions[k], 2, "pair %s's two claims started at the same partition: %v", k, partitions[k])
+	}
+}
+
+func TestClaim_AcrossPartitionsFillsTheBatchSpanBySpan(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	for _, p := range []int{0, 1, 5} {
+		for i := range 3 {
+			f.schedule(f.res("leaf", fmt.Sprintf("p%d-%d", p, i), withID(f.idInShards(16*p, 16*p+15))))
+		}
+	}
+	lease := Lease{WorkerID: "w", Lo: 0, Hi: 95}
+	ts, err := f.st.Claim(f.ctx, lease, Batch{Kind: "leaf", Version: "v1", TaskType: TaskReconcile, Max: 5})
+	require.NoError(t, err)
+	require.Len(t, ts, 5, "the batch is filled from a second partition when the first runs out")
+	parts := map[int]int{}
+	for _, task := range ts {
+		parts[task.Key.ShardID/partitionWidth]++
+	}
+	require.Len(t, parts, 2, "two partitions, one after the other: %v", parts)
+	require.Equal(t, 5, scalar[int](f, `SELECT count(*) FROM work_queue WHERE worker_id = 'w'`))
+
+	ts, err = f.st.Claim(f.ctx, lease, Batch{Kind: "leaf", Version: "v1", TaskType: TaskReconcile, Max: 10})
+	require.NoError(t, err)
+	require.Len(t, ts, 4, "the rest, from wherever it is")
+	require.Zero(t, scalar[int](f, `SELECT count(*) FROM work_queue WHERE worker_id IS NULL`))
+}
+
+func TestClaim_AcrossPartitionsLeasesNothingWhenOnePartitionFails(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.kind("leaf", reactWorker)
+	for _, p := range []int{0, 5} {
+		f.schedule(f.res("leaf", fmt.Sprintf("p%d", p), withID(f.idInShards(16*p, 16*p+15))))
+	}
+	// The stamp of partition 5's rows fails, as a statement on a
+	// connection the database dropped would.
+	f.exec(`CREATE FUNCTION refuse_stamp() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'partition 5 refuses the stamp'; END $$`)
+	f.exec(`CREATE TRIGGER refuse_stamp BEFORE UPDATE ON work_queue_p5 FOR EACH ROW EXECUTE FUNCTION refuse_stamp()`)
+	lease := Lease{WorkerID: "w", Lo: 0, Hi: 95}
+	// Six claims start at each of the range's six partitions in turn, so
+	// partition 0's row comes before partition 5's in some of them.
+	for range 6 {
+		ts, err := f.st.Claim(f.ctx, lease, Batch{Kind: "leaf", Version: "v1", TaskType: TaskReconcile, Max: 10})
+		require.ErrorContains(t, err, "partition 5 refuses the stamp")
+		require.ErrorContains(t, err, "claim leaf/v1 reconcile (shards 0-95)")
+		require.Empty(t, ts)
+		require.Zero(t, scalar[int](f, `SELECT count(*) FROM work_queue WHERE worker_id IS NOT NULL`),
+			"a claim that failed left a lease nobody runs")
 	}
 }
