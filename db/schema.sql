@@ -747,7 +747,7 @@ DECLARE
     v_resched uuid[];
 BEGIN
     WITH per AS (
-        SELECT r.id, r.phase AS old_phase, r.generation, r.failure_gen AS old_failure_gen,
+        SELECT r.tid, r.id, r.phase AS old_phase, r.generation, r.failure_gen AS old_failure_gen,
                i.generation AS task_gen, i.retried, i.error_message,
                i.error_message IS NULL AS ok,
                CASE WHEN i.error_message IS NULL THEN coalesce(i.status, r.status) ELSE r.status END AS n_status,
@@ -762,7 +762,7 @@ BEGIN
                     ELSE r.failure_terminal END AS n_terminal,
                coalesce(kc.has_rollup, false) AS has_rollup
           FROM unnest(p_items) i
-          CROSS JOIN LATERAL (SELECT * FROM resources r WHERE r.id = i.resource_id OFFSET 0) r
+          CROSS JOIN LATERAL (SELECT r.ctid AS tid, r.* FROM resources r WHERE r.id = i.resource_id OFFSET 0) r
           LEFT JOIN kind_config kc ON kc.kind = r.kind AND kc.version = r.version
          WHERE i.task_type = 'reconcile'
     ), upd AS (
@@ -774,7 +774,7 @@ BEGIN
                failure_terminal = p.n_terminal,
                updated_at       = p_now
           FROM per p
-         WHERE r.id = ANY (ARRAY[p.id])
+         WHERE r.ctid = p.tid
            AND (r.status, r.synced_gen, r.health_ok, r.failure_gen, r.failure_terminal)
                IS DISTINCT FROM (p.n_status, p.n_synced, p.n_health, p.n_failure_gen, p.n_terminal)
         RETURNING r.id, r.phase, p.old_phase, p.has_rollup, p.ok
@@ -1303,13 +1303,13 @@ BEGIN
            AND i.status IS DISTINCT FROM u.status
          GROUP BY d.dependent_id
     ), subst AS (
-        SELECT r.id, r.kind, r.version, apply_value_flows(r.spec, s.srcs) AS spec, r.spec AS old_spec, s.cascaded
+        SELECT r.tid, r.id, r.kind, r.version, apply_value_flows(r.spec, s.srcs) AS spec, r.spec AS old_spec, s.cascaded
           FROM srcs s
-          CROSS JOIN LATERAL (SELECT r.id, r.kind, r.version, r.spec FROM resources r
+          CROSS JOIN LATERAL (SELECT r.ctid AS tid, r.id, r.kind, r.version, r.spec FROM resources r
                                WHERE r.id = s.dependent_id AND r.frozen_until IS NULL
                                  AND r.deletion_requested_at IS NULL OFFSET 0) r
     ), chg AS (
-        SELECT s.id, s.kind, s.version, s.spec, s.cascaded, x.message AS refused
+        SELECT s.tid, s.id, s.kind, s.version, s.spec, s.cascaded, x.message AS refused
           FROM subst s
           LEFT JOIN LATERAL (SELECT x->>'message' AS message FROM jsonb_array_elements(v_refused) x
                               WHERE (x->>'id')::uuid = s.id AND x->>'spec_md5' = md5(s.spec::text) LIMIT 1) x
@@ -1318,7 +1318,7 @@ BEGIN
     ), upd AS (
         UPDATE resources r SET spec = c.spec, updated_at = p_now
           FROM chg c
-         WHERE r.id = ANY (ARRAY[c.id]) AND c.refused IS NULL
+         WHERE r.ctid = c.tid AND c.refused IS NULL
         RETURNING r.id, c.cascaded, c.kind, c.version, c.spec
     ), checked AS (
         -- the kinds whose schema a flowed value could break: one probe a kind

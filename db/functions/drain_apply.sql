@@ -12,22 +12,25 @@
 -- signature cannot name one. Called once per batch, only by
 -- drain_outbox_range, whose SET clauses (custom plans, no JIT) are in effect.
 --
--- The update's key is compared as "r.id = ANY (ARRAY[p.id])", an equality
--- the planner can neither merge nor hash on, with seq scans off: the only
--- plan without a disabled node is the loop over the batch probing the
--- primary key. As "r.id = p.id", a resources table whose statistics were
--- taken while it was empty (a fleet torn down and analyzed, another applied)
--- looked empty however much it held, and the loop ran over its whole
--- primary key, walked in order, each entry checked against the batch:
--- 13,000 buffers for a batch of 100 in a 10k fleet
--- (TestPlans_HotStatementsKeepTheirPlans, "emptied fleet").
+-- per reads each row by its key, and the update writes the row per read,
+-- by its TID ("r.ctid = p.tid": the rows are locked since drain_lock, so
+-- the version per read is the one to update): a Tid Scan a row, where a
+-- second probe of the key was a second descent of the primary key. With
+-- seq scans off, the loop over the batch fetching each TID is the only plan
+-- without a disabled node (TestPlans_HotStatementsKeepTheirPlans holds it
+-- to that under every kind of statistics). As "r.id = p.id", a resources
+-- table whose statistics were taken while it was empty (a fleet torn down
+-- and analyzed, another applied) looked empty however much it held, and
+-- the update's loop ran over its whole primary key, walked in order, each
+-- entry checked against the batch: 13,000 buffers for a batch of 100 in a
+-- 10k fleet ("emptied fleet").
 CREATE OR REPLACE FUNCTION drain_apply(p_items anyarray, p_now timestamptz) RETURNS uuid[]
 LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
     v_resched uuid[];
 BEGIN
     WITH per AS (
-        SELECT r.id, r.phase AS old_phase, r.generation, r.failure_gen AS old_failure_gen,
+        SELECT r.tid, r.id, r.phase AS old_phase, r.generation, r.failure_gen AS old_failure_gen,
                i.generation AS task_gen, i.retried, i.error_message,
                i.error_message IS NULL AS ok,
                CASE WHEN i.error_message IS NULL THEN coalesce(i.status, r.status) ELSE r.status END AS n_status,
@@ -42,7 +45,7 @@ BEGIN
                     ELSE r.failure_terminal END AS n_terminal,
                coalesce(kc.has_rollup, false) AS has_rollup
           FROM unnest(p_items) i
-          CROSS JOIN LATERAL (SELECT * FROM resources r WHERE r.id = i.resource_id OFFSET 0) r
+          CROSS JOIN LATERAL (SELECT r.ctid AS tid, r.* FROM resources r WHERE r.id = i.resource_id OFFSET 0) r
           LEFT JOIN kind_config kc ON kc.kind = r.kind AND kc.version = r.version
          WHERE i.task_type = 'reconcile'
     ), upd AS (
@@ -54,7 +57,7 @@ BEGIN
                failure_terminal = p.n_terminal,
                updated_at       = p_now
           FROM per p
-         WHERE r.id = ANY (ARRAY[p.id])
+         WHERE r.ctid = p.tid
            AND (r.status, r.synced_gen, r.health_ok, r.failure_gen, r.failure_terminal)
                IS DISTINCT FROM (p.n_status, p.n_synced, p.n_health, p.n_failure_gen, p.n_terminal)
         RETURNING r.id, r.phase, p.old_phase, p.has_rollup, p.ok

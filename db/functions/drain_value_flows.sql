@@ -32,9 +32,10 @@
 -- signature cannot name one. Called once per batch, only by
 -- drain_outbox_range, whose SET clauses (custom plans, no JIT) are in effect.
 --
--- The update's key is compared as "r.id = ANY (ARRAY[s.id])" with seq scans
--- off, as in drain_apply: a loop over the dependents probing the primary
--- key is the only plan without a disabled node. As "r.id = s.id", a
+-- The spec update writes each dependent's row at the TID subst read it by
+-- key ("r.ctid = c.tid", as in drain_apply: the rows are locked since
+-- drain_lock), with seq scans off: a loop over the dependents fetching each
+-- TID is the only plan without a disabled node. As "r.id = s.id", a
 -- resources table analyzed while empty (a fleet torn down, another applied)
 -- looked empty however much it held, and the loop ran over its whole
 -- primary key: 296,000 buffers for a batch of 100 in a 10k fleet
@@ -58,13 +59,13 @@ BEGIN
            AND i.status IS DISTINCT FROM u.status
          GROUP BY d.dependent_id
     ), subst AS (
-        SELECT r.id, r.kind, r.version, apply_value_flows(r.spec, s.srcs) AS spec, r.spec AS old_spec, s.cascaded
+        SELECT r.tid, r.id, r.kind, r.version, apply_value_flows(r.spec, s.srcs) AS spec, r.spec AS old_spec, s.cascaded
           FROM srcs s
-          CROSS JOIN LATERAL (SELECT r.id, r.kind, r.version, r.spec FROM resources r
+          CROSS JOIN LATERAL (SELECT r.ctid AS tid, r.id, r.kind, r.version, r.spec FROM resources r
                                WHERE r.id = s.dependent_id AND r.frozen_until IS NULL
                                  AND r.deletion_requested_at IS NULL OFFSET 0) r
     ), chg AS (
-        SELECT s.id, s.kind, s.version, s.spec, s.cascaded, x.message AS refused
+        SELECT s.tid, s.id, s.kind, s.version, s.spec, s.cascaded, x.message AS refused
           FROM subst s
           LEFT JOIN LATERAL (SELECT x->>'message' AS message FROM jsonb_array_elements(v_refused) x
                               WHERE (x->>'id')::uuid = s.id AND x->>'spec_md5' = md5(s.spec::text) LIMIT 1) x
@@ -73,7 +74,7 @@ BEGIN
     ), upd AS (
         UPDATE resources r SET spec = c.spec, updated_at = p_now
           FROM chg c
-         WHERE r.id = ANY (ARRAY[c.id]) AND c.refused IS NULL
+         WHERE r.ctid = c.tid AND c.refused IS NULL
         RETURNING r.id, c.cascaded, c.kind, c.version, c.spec
     ), checked AS (
         -- the kinds whose schema a flowed value could break: one probe a kind

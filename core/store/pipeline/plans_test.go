@@ -335,12 +335,16 @@ func leaseKeys(ts []Task) ([]TaskKey, []Held) {
 	return keys, held
 }
 
-// stampsByTID asserts that the recorded statements matching match stamp
-// the queue rows they locked by TID alone: each update of the queue is fed
-// by a Tid Scan, never by an index or a scan of the partition, which read
-// every row of it when its statistics make it look empty. (The rows are
-// found and locked before, by key or by the claim's ordered walk.)
-func stampsByTID(t *testing.T, plans []plantest.Plan, match string) {
+// updatesByTID asserts that the recorded statements matching match update
+// the rows of relation (a table, or a partitioned table's partitions) by
+// TID alone: each update of it is fed by a Tid Scan, never by an index or a
+// scan of the table. The queue's stamps, because an index or a scan read
+// every row of a partition whose statistics make it look empty (the rows
+// are found and locked before, by key or by the claim's ordered walk); the
+// drain's updates of resources, because the rows were just read by key in
+// the same statement, and a second probe of the key was a second descent
+// of the primary key a row.
+func updatesByTID(t *testing.T, plans []plantest.Plan, match, relation string) {
 	t.Helper()
 	stamps := 0
 	for _, p := range plans {
@@ -349,8 +353,8 @@ func stampsByTID(t *testing.T, plans []plantest.Plan, match string) {
 		}
 		var feed func(n plantest.Node)
 		feed = func(n plantest.Node) {
-			if strings.HasPrefix(n.Relation, "work_queue") && n.Type != "Tid Scan" {
-				t.Errorf("a stamp of the queue reads it by %s on %s, want a Tid Scan\n%s", n.Type, n.Relation, p)
+			if strings.HasPrefix(n.Relation, relation) && n.Type != "Tid Scan" {
+				t.Errorf("an update of %s reads it by %s on %s, want a Tid Scan\n%s", relation, n.Type, n.Relation, p)
 			}
 			for _, c := range n.Plans {
 				if c.Parent != "InitPlan" && c.Parent != "SubPlan" {
@@ -359,7 +363,7 @@ func stampsByTID(t *testing.T, plans []plantest.Plan, match string) {
 			}
 		}
 		p.Plan.Walk(func(n plantest.Node) {
-			if n.Type != "ModifyTable" || !strings.HasPrefix(n.Relation, "work_queue") {
+			if n.Type != "ModifyTable" || !strings.HasPrefix(n.Relation, relation) {
 				return
 			}
 			stamps++
@@ -370,7 +374,7 @@ func stampsByTID(t *testing.T, plans []plantest.Plan, match string) {
 			}
 		})
 	}
-	require.Positive(t, stamps, "no stamp of the queue recorded for %q", match)
+	require.Positive(t, stamps, "no update of %s recorded for %q", relation, match)
 }
 
 // finishTasks reports each task's result with status and drains shards
@@ -469,7 +473,7 @@ func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
 						"work_queue_kind_version_task_type_not_before_idx1"}},
 					{Match: "WITH upd AS", Uses: []string{"resources_pkey"}},
 				}))
-				stampsByTID(t, plans, "WITH upd AS")
+				updatesByTID(t, plans, "WITH upd AS", "work_queue")
 				t.Log("\n" + plantest.Summary(plans))
 
 				var results []Result
@@ -506,7 +510,7 @@ func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
 					{Match: "w.claim_epoch = k.epoch", Uses: pkey}, // adopt's
 				}))
 				for _, stamp := range []string{"SET heartbeat_at = $1 WHERE", "WITH a AS", "WITH rel AS"} {
-					stampsByTID(t, plans, stamp)
+					updatesByTID(t, plans, stamp, "work_queue")
 				}
 				t.Log("\n" + plantest.Summary(plans))
 			})
@@ -562,7 +566,7 @@ func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
 				}
 				plans := rec.Take(t)
 				plantest.Check(t, plans, spec(nil))
-				stampsByTID(t, plans, "WITH upd AS")
+				updatesByTID(t, plans, "WITH upd AS", "work_queue")
 				locks := 0
 				for _, p := range plans {
 					if !strings.Contains(p.Query, "WITH settled AS") {
@@ -608,6 +612,10 @@ func TestPlans_HotStatementsKeepTheirPlans(t *testing.T) {
 					// upstream gate through the edges' primary key
 					{Match: "WITH cand AS MATERIALIZED", Uses: []string{"resources_pkey", "resource_deps_pkey"}},
 				}))
+				// the status update (drain_apply) and the value flows'
+				// spec update (drain_value_flows) write the rows they read
+				updatesByTID(t, plans, "WITH per AS", "resources")
+				updatesByTID(t, plans, "WITH srcs AS", "resources")
 				t.Log("\n" + plantest.Summary(plans))
 			})
 
