@@ -195,13 +195,26 @@ func (r *Reporter) member() membership.Member {
 // errLockNotHeld skips a beat while the liveness lock is being re-taken.
 var errLockNotHeld = errors.New("liveness lock not held")
 
+// beatTimeout bounds one beat's upsert.
+const beatTimeout = 5 * time.Second
+
+// beat upserts the member's row. The upsert runs to its answer however the
+// shutdown cuts ctx short, bounded by beatTimeout: abandoned in flight, the
+// database could still run it after the host's Deregister (a statement
+// already sent runs whatever the client does), writing the row back; the
+// member then released its liveness lock and exited, and a peer found the
+// row without its lock and reported a clean shutdown as a crash
+// (TestProcess_APeerReportsAKilledMemberButNotOneThatShutDown, under load:
+// a re-tile's beat, kicked as the member was stopped).
 func (r *Reporter) beat(ctx context.Context) error {
 	if r.Lock != nil && !r.Lock.Held() {
 		return errLockNotHeld
 	}
 	m := r.member()
 	m.Rejoin = r.rejoin.Swap(false)
-	_, err := r.Registry.Upsert(ctx, m)
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), beatTimeout)
+	defer cancel()
+	_, err := r.Registry.Upsert(uctx, m)
 	if err != nil && m.Rejoin {
 		r.rejoin.Store(true) // the return is still to be announced
 	}

@@ -137,3 +137,29 @@ func TestReporter_RejoinMarksTheNextBeatThatLands(t *testing.T) {
 	require.Equal(t, []bool{false, true, true, false}, rejoins,
 		"plain, the failed rejoin, the rejoin again, plain")
 }
+
+// A beat in flight when the shutdown begins runs to its answer, its
+// context not cancelled: so the host's Deregister, which follows Run, comes
+// after the beat's upsert has run in the database, never before it (an
+// upsert abandoned by its client can still run after the delete and write
+// the row back after the member left).
+func TestReporter_ABeatInFlightOutlivesTheShutdown(t *testing.T) {
+	t.Parallel()
+	started, release := make(chan struct{}), make(chan struct{})
+	upsertErr := make(chan error, 1)
+	reg := &registryFns{UpsertFn: func(ctx context.Context, _ membership.Member) (time.Time, error) {
+		close(started)
+		<-release
+		upsertErr <- ctx.Err()
+		return time.Now(), nil
+	}}
+	r := &cluster.Reporter{Registry: reg, ID: "all-1", Role: "all", Every: time.Hour, Log: zerolog.Nop()}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	<-started
+	cancel()
+	close(release)
+	require.NoError(t, <-upsertErr, "the shutdown cancelled the beat's upsert: a client abandons the statement, which the database may still run")
+	require.NoError(t, <-done)
+}
