@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-run/converge/core/store/pipeline"
@@ -53,12 +54,7 @@ func TestOutboxWriter_AnInvalidResultFailsAloneAgainstTheStore(t *testing.T) {
 	}
 	rows, err := pool.Query(ctx, `SELECT resource_id FROM work_outbox`)
 	require.NoError(t, err)
-	var inOutbox []uuid.UUID
-	for rows.Next() {
-		var id uuid.UUID
-		require.NoError(t, rows.Scan(&id))
-		inOutbox = append(inOutbox, id)
-	}
-	require.NoError(t, rows.Err())
+	inOutbox, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	require.NoError(t, err)
 	require.ElementsMatch(t, written, inOutbox, "the two valid results, and only they")
 }

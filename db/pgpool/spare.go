@@ -12,9 +12,8 @@ import (
 // children, a claim's keys: tens of KB) allocated both afresh, each the
 // size of its message: a sixth of converge's allocated bytes in a 200k run
 // (126.5 of 723.1 MB over 20 s), after bindRoom and Reserve had cut each to
-// one growth. Where pgx asks for
-// room (room.Encode, reservePlan.Encode), the spare lends its array
-// instead.
+// one growth. Where pgx asks for room (room.Encode, reservePlan.Encode),
+// the spare lends its array instead.
 //
 // It is safe because pgx holds one buffer of each kind per connection, and
 // only until it replaces it: when the buffer pgx passes is not the spare's

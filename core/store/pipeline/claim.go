@@ -126,39 +126,35 @@ func partitionSpans(lo, hi int, start uint64) [][2]int {
 }
 
 // Claim leases up to b.Max pending tasks of one (kind, version, task type)
-// in the lease's shard range, honouring the kind's concurrency cap. A range
-// that spans partitions is claimed one partition at a time (each of
-// claim_span's statements prunes to one partition), rotating the starting
-// partition between the pair's calls (each pair has its own rotor: shared,
-// a broker sweeping an even number of pairs gave each pair the same start
-// every time), all in one statement, claim_spans: a probe first finds the
-// partitions holding claimable rows, so an idle pair costs one probe, not
-// one per partition, and the claims follow in the same round trip. A claim
-// that fails leases nothing.
+// in the lease's shard range, honouring the kind's concurrency cap, in one
+// statement. A range inside one partition is claim_span's. A wider one is
+// claim_spans': it probes which of the range's partitions hold claimable
+// rows (an idle pair costs one probe, not one per partition), then runs
+// claim_span on each of those, one partition at a time (each statement
+// prunes to its partition), starting from the partition after the one the
+// pair's last claim started at (each pair has its own rotor: shared, a
+// broker sweeping an even number of pairs gave each pair the same start
+// every time). A claim that fails leases nothing.
 func (s *Store) Claim(ctx context.Context, l Lease, b Batch) ([]Task, error) {
 	var start uint64
 	if l.Lo/partitionWidth != l.Hi/partitionWidth {
 		start = s.nextStart(b)
 	}
 	spans := partitionSpans(l.Lo, l.Hi, start)
+	// claim_span plans its statements for each call with its arguments:
+	// kept as a session's generic plan, made while the queue and resources
+	// were small, the claim read the partition and resources by Seq Scan on
+	// every claim while a bulk apply grew them
+	// (TestPlans_BrokerSessionPlannedOnEmptyTables).
+	sql, lo, hi := claimSQL, any(spans[0][0]), any(spans[0][1])
+	if len(spans) > 1 {
+		los, his := spanBounds(spans)
+		sql, lo, hi = claimSpansSQL, los, his
+	}
 	scratch := claimScratch.Get().(*[]Task)
 	defer claimScratch.Put(scratch)
-	var (
-		out []Task
-		err error
-	)
-	// Planned for each call with its arguments (claim_span forces it): kept
-	// as a session's generic plan, made while the queue and resources were
-	// small, it read the partition and resources by Seq Scan on every claim
-	// while a bulk apply grew them (TestPlans_BrokerSessionPlannedOnEmptyTables).
-	if len(spans) == 1 {
-		out, err = s.claimRows(ctx, b, (*scratch)[:0], claimSQL, b.Kind, b.Version, string(b.TaskType), b.Max,
-			spans[0][0], spans[0][1], l.WorkerID, s.now(), l.Lo, b.OnlyRollups)
-	} else {
-		los, his := spanBounds(spans)
-		out, err = s.claimRows(ctx, b, (*scratch)[:0], claimSpansSQL, b.Kind, b.Version, string(b.TaskType), b.Max,
-			los, his, l.WorkerID, s.now(), l.Lo, b.OnlyRollups)
-	}
+	out, err := s.claimRows(ctx, b, (*scratch)[:0], sql, b.Kind, b.Version, string(b.TaskType), b.Max,
+		lo, hi, l.WorkerID, s.now(), l.Lo, b.OnlyRollups)
 	if err != nil {
 		err = wrap(err, "claim %s/%s %s (shards %d-%d)", b.Kind, b.Version, b.TaskType, l.Lo, l.Hi)
 	}
@@ -199,19 +195,18 @@ func spanBounds(spans [][2]int) (los, his []int32) {
 }
 
 // claimRows runs a claim statement (claim_span's or claim_spans' columns)
-// and appends the tasks it leased to out. On an error it returns out as it
-// was: a statement that failed leased nothing (a row that fails to scan is
-// a bug here, and the leases of its statement wait out the stale-lease
-// window). Each row is scanned into one scratch task through one
-// destination list, then copied: per row, only what pgx itself allocates
-// (the strings, the JSON, the owner id).
+// and returns the tasks it leased in out, an empty scratch slice. On an
+// error it returns none (and keeps none in out): a statement that failed
+// leased nothing (a row that fails to scan is a bug here, and the leases of
+// its statement wait out the stale-lease window). Each row is scanned into
+// one scratch task through one destination list, then copied: per row,
+// only what pgx itself allocates (the strings, the JSON, the owner id).
 func (s *Store) claimRows(ctx context.Context, b Batch, out []Task, sql string, args ...any) ([]Task, error) {
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return out, err
 	}
 	defer rows.Close()
-	before := len(out)
 	var (
 		t                         Task
 		tt                        string
@@ -226,7 +221,8 @@ func (s *Store) claimRows(ctx context.Context, b Batch, out []Task, sql string, 
 	for rows.Next() {
 		t = Task{} // pgx allocates each value it scans (a fresh owner id too): the copies share nothing
 		if err := rows.Scan(dest...); err != nil {
-			return out[:before], fmt.Errorf("scan claimed task: %w", err)
+			clear(out)
+			return out[:0], fmt.Errorf("scan claimed task: %w", err)
 		}
 		t.Key.TaskType = TaskType(tt)
 		t.Resource.ID = t.Key.ResourceID
@@ -236,7 +232,8 @@ func (s *Store) claimRows(ctx context.Context, b Batch, out []Task, sql string, 
 		out = append(out, t)
 	}
 	if err := rows.Err(); err != nil {
-		return out[:before], err
+		clear(out)
+		return out[:0], err
 	}
 	return out, nil
 }
