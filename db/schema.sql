@@ -2998,6 +2998,52 @@ END
 $$;
 
 --
+-- Name: resource_deps_check(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.resource_deps_check() RETURNS trigger
+    LANGUAGE plpgsql
+    SET jit TO 'off'
+    SET enable_seqscan TO 'off'
+    AS $$
+DECLARE
+    v_missing uuid;
+    v_column  text;
+BEGIN
+    SELECT e.id, e.col INTO v_missing, v_column
+      FROM (SELECT DISTINCT ON (x.id) x.id, x.col
+              FROM (SELECT n.dependent_id AS id, 'dependent_id' AS col FROM new_rows n
+                    UNION ALL
+                    SELECT n.dependency_id, 'dependency_id' FROM new_rows n) x
+             ORDER BY x.id, x.col) e
+      LEFT JOIN LATERAL (SELECT true AS found FROM resources r WHERE r.id = e.id FOR KEY SHARE) l ON true
+     WHERE l.found IS NULL
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'insert or update on table "resource_deps" violates foreign key constraint "%"',
+                        format('resource_deps_%s_fkey', v_column)
+            USING ERRCODE = 'foreign_key_violation', CONSTRAINT = format('resource_deps_%s_fkey', v_column),
+                  TABLE = 'resource_deps',
+                  DETAIL = format('Key (%s)=(%s) is not present in table "resources".', v_column, v_missing);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: resource_deps_truncate(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.resource_deps_truncate() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    TRUNCATE resource_deps;
+    RETURN NULL;
+END
+$$;
+
+--
 -- Name: resource_phases_delete(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -3151,6 +3197,38 @@ END
 $$;
 
 --
+-- Name: resources_cascade_delete(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.resources_cascade_delete() RETURNS trigger
+    LANGUAGE plpgsql
+    SET jit TO 'off'
+    SET enable_seqscan TO 'off'
+    AS $$
+DECLARE
+    v_ids uuid[];
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'resources are deleted under READ COMMITTED, not %', current_setting('transaction_isolation')
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'The delete''s cascade to owned resources and edges needs a snapshot per statement.';
+    END IF;
+    v_ids := ARRAY(SELECT o.id FROM old_rows o);
+    IF cardinality(v_ids) = 0 THEN
+        RETURN NULL; -- a delete of no rows fires statement triggers too
+    END IF;
+    -- Only when there are children: a nested DELETE, even of no rows, fires
+    -- every statement trigger of resources again (this one included).
+    IF EXISTS (SELECT 1 FROM resources r WHERE r.owner_id = ANY (v_ids)) THEN
+        DELETE FROM resources r WHERE r.owner_id = ANY (v_ids);
+    END IF;
+    DELETE FROM resource_deps d WHERE d.dependent_id = ANY (v_ids);
+    DELETE FROM resource_deps d WHERE d.dependency_id = ANY (v_ids);
+    RETURN NULL;
+END
+$$;
+
+--
 -- Name: resources_count_delete(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -3195,6 +3273,19 @@ BEGIN
     GROUP BY kind, version, phase
     HAVING sum(dn) <> 0;
     RETURN NULL;
+END
+$$;
+
+--
+-- Name: resources_id_fixed(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.resources_id_fixed() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'the id of resource %/% cannot change (from % to %)', OLD.kind, OLD.name, OLD.id, NEW.id
+        USING ERRCODE = 'check_violation', TABLE = 'resources', COLUMN = 'id';
 END
 $$;
 
@@ -3255,6 +3346,50 @@ BEGIN
     END LOOP;
     INSERT INTO resource_labels (resource_id, key, value, created_at)
     SELECT NEW.id, l.key, l.value, NEW.created_at FROM jsonb_each_text(NEW.labels) l;
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: resources_owner_check(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.resources_owner_check() RETURNS trigger
+    LANGUAGE plpgsql
+    SET jit TO 'off'
+    SET enable_seqscan TO 'off'
+    AS $$
+DECLARE
+    v_missing uuid;
+BEGIN
+    SELECT o.id INTO v_missing
+      FROM (SELECT DISTINCT n.owner_id AS id FROM new_rows n WHERE n.owner_id IS NOT NULL ORDER BY 1) o
+      LEFT JOIN LATERAL (SELECT true AS found FROM resources r WHERE r.id = o.id FOR KEY SHARE) l ON true
+     WHERE l.found IS NULL
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'insert or update on table "resources" violates foreign key constraint "resources_owner_id_fkey"'
+            USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'resources_owner_id_fkey', TABLE = 'resources',
+                  DETAIL = format('Key (owner_id)=(%s) is not present in table "resources".', v_missing);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: resources_owner_recheck(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.resources_owner_recheck() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM 1 FROM resources r WHERE r.id = NEW.owner_id FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'insert or update on table "resources" violates foreign key constraint "resources_owner_id_fkey"'
+            USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'resources_owner_id_fkey', TABLE = 'resources',
+                  DETAIL = format('Key (owner_id)=(%s) is not present in table "resources".', NEW.owner_id);
+    END IF;
     RETURN NULL;
 END
 $$;
@@ -8282,6 +8417,48 @@ ALTER INDEX public.idx_work_queue_settled ATTACH PARTITION public.work_queue_p9_
 ALTER INDEX public.work_queue_pkey ATTACH PARTITION public.work_queue_p9_pkey;
 
 --
+-- Name: resource_deps _fk_resource_deps_insert; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER _fk_resource_deps_insert AFTER INSERT ON public.resource_deps REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.resource_deps_check();
+
+--
+-- Name: resource_deps _fk_resource_deps_update; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER _fk_resource_deps_update AFTER UPDATE ON public.resource_deps REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.resource_deps_check();
+
+--
+-- Name: resources _fk_resources_cascade; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER _fk_resources_cascade AFTER DELETE ON public.resources REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION public.resources_cascade_delete();
+
+--
+-- Name: resources _fk_resources_id; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER _fk_resources_id BEFORE UPDATE OF id ON public.resources FOR EACH ROW WHEN ((new.id IS DISTINCT FROM old.id)) EXECUTE FUNCTION public.resources_id_fixed();
+
+--
+-- Name: resources _fk_resources_owner_insert; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER _fk_resources_owner_insert AFTER INSERT ON public.resources REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.resources_owner_check();
+
+--
+-- Name: resources _fk_resources_owner_update; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER _fk_resources_owner_update AFTER UPDATE OF owner_id ON public.resources FOR EACH ROW WHEN (((new.owner_id IS NOT NULL) AND (new.owner_id IS DISTINCT FROM old.owner_id))) EXECUTE FUNCTION public.resources_owner_recheck();
+
+--
+-- Name: resources _fk_resources_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER _fk_resources_truncate AFTER TRUNCATE ON public.resources FOR EACH STATEMENT EXECUTE FUNCTION public.resource_deps_truncate();
+
+--
 -- Name: resources _resource_phases_delete; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -8458,20 +8635,6 @@ ALTER TABLE ONLY public.resource_conditions
     ADD CONSTRAINT resource_conditions_resource_id_fkey FOREIGN KEY (resource_id) REFERENCES public.resources(id) ON DELETE CASCADE;
 
 --
--- Name: resource_deps resource_deps_dependency_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.resource_deps
-    ADD CONSTRAINT resource_deps_dependency_id_fkey FOREIGN KEY (dependency_id) REFERENCES public.resources(id) ON DELETE CASCADE;
-
---
--- Name: resource_deps resource_deps_dependent_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.resource_deps
-    ADD CONSTRAINT resource_deps_dependent_id_fkey FOREIGN KEY (dependent_id) REFERENCES public.resources(id) ON DELETE CASCADE;
-
---
 -- Name: resource_events resource_events_resource_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -8491,13 +8654,6 @@ ALTER TABLE ONLY public.resource_operations
 
 ALTER TABLE ONLY public.resource_spec_history
     ADD CONSTRAINT resource_spec_history_resource_id_fkey FOREIGN KEY (resource_id) REFERENCES public.resources(id) ON DELETE CASCADE;
-
---
--- Name: resources resources_owner_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.resources
-    ADD CONSTRAINT resources_owner_id_fkey FOREIGN KEY (owner_id) REFERENCES public.resources(id) ON DELETE CASCADE;
 
 --
 -- PostgreSQL database dump complete

@@ -293,7 +293,7 @@ func TestTeardown_ProbesStayByKeyWhenTheMarkedSetGrows(t *testing.T) {
 
 // A fleet's teardown removes rows a few hundred a statement, mostly in the
 // drain, whose session plans every statement per call (force_custom_plan).
-// Each removed row fires eight foreign keys' ON DELETE actions — Postgres's
+// Each removed row fires five foreign keys' ON DELETE actions — Postgres's
 // own saved statements, one run a row each — and they must keep their plans:
 // planned again for every row, they cost more than their probes (0.11 ms a
 // row in a 20k teardown under the drain's setting; 0.025 ms a row in a 1M
@@ -302,8 +302,10 @@ func TestTeardown_ProbesStayByKeyWhenTheMarkedSetGrows(t *testing.T) {
 // values are those owners, a plan for a leaf's id expects no child and one
 // for any id expects an owner's ten, and auto, seeing its plans for the
 // call cheaper than the kept one, planned that action for every row.
-// Counting plans takes pg_stat_statements with track_planning, so the test
-// has a cluster of its own.
+// The owner's and the edges' references cascade per statement instead
+// (resources_cascade_delete): once a statement, not once a row. Counting
+// plans takes pg_stat_statements with track_planning, so the test has a
+// cluster of its own.
 func TestTeardown_RemovedRowsForeignKeyActionsKeepTheirPlans(t *testing.T) {
 	t.Parallel()
 	url := pgtest.BenchURL(t, map[string]string{"shared_preload_libraries": "pg_stat_statements",
@@ -347,11 +349,15 @@ func TestTeardown_RemovedRowsForeignKeyActionsKeepTheirPlans(t *testing.T) {
 		actions = append(actions, a)
 	}
 	require.NoError(t, rows.Err())
-	require.Len(t, actions, 8, "one referential action for each foreign key to resources: %+v", actions)
+	require.Len(t, actions, 5, "one referential action for each foreign key to resources: %+v", actions)
 	for _, a := range actions {
 		require.EqualValues(t, 200, a.calls, "%s: once a removed row", a.query)
 		require.LessOrEqual(t, a.plans, int64(10), "%s: planned a few times, then kept, not once a row", a.query)
 	}
+	var edgeDeletes []int64
+	require.NoError(t, f.db.QueryRow(ctx, `SELECT array_agg(calls ORDER BY query) FROM pg_stat_statements
+	                                        WHERE query LIKE 'DELETE FROM resource_deps d WHERE d.%'`).Scan(&edgeDeletes))
+	require.Equal(t, []int64{4, 4}, edgeDeletes, "the edges' cascade, by either end: once a statement, not once a row")
 }
 
 // names are the fixture names l<from> … l<from+n-1>.
