@@ -17,8 +17,9 @@
 -- asked for it, and then every lock is granted at once: that the locks did
 -- not wait does not show the first read sufficed, only a read taken under
 -- them does. Once every node is locked nothing can join the tree — a
--- compose locks the owner it writes under, an edge's foreign key takes a
--- key-share lock on its dependency — and the ones that come after the mark
+-- compose locks the owner it writes under, an edge's reference check
+-- (resource_deps_check) takes a key-share lock on its dependency, as the
+-- foreign key it replaced did — and the ones that come after the mark
 -- see it (ApplyCompose writes nothing under a marked owner and refuses an
 -- edge to a marked dependency). Nodes found by a later read are locked
 -- after the first read's, out of id order: that only happens when the tree

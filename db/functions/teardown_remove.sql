@@ -5,10 +5,10 @@
 -- table), their queue rows with them (on_resources_deleted), and returns
 -- how many went.
 -- Its own function for its settings. A removed row fires the foreign keys'
--- ON DELETE CASCADE actions, eight of them (its children, its edges both
--- ways, its events, conditions, operations, spec history and owned provider
--- configs), each one of Postgres's saved referential-action statements run
--- once per row. Planned for its row, each costs more than its probe: the
+-- ON DELETE CASCADE actions, five of them (its events, conditions,
+-- operations, spec history and owned provider configs), each one of
+-- Postgres's saved referential-action statements run once per row; its
+-- children and edges go once per statement (resources_cascade_delete). Planned for its row, each costs more than its probe: the
 -- drain's force_custom_plan made that 0.11 ms a removed row, and auto is not
 -- enough — in a 1M teardown auto planned the children's action for every
 -- row (0.025 ms a row), because a plan for a leaf's id, read against the
