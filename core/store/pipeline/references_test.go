@@ -20,14 +20,20 @@ import (
 // delete either waits for it and fails, or makes the delete wait and is
 // then removed by it.
 
-// refusal is err's Postgres error, asserted to be a foreign-key violation of
-// constraint.
-func refusal(t *testing.T, err error, constraint string) {
+// pgError asserts that err is a Postgres error with SQLSTATE code and
+// returns the constraint it names ("" for none).
+func pgError(t *testing.T, err error, code string) (constraint string) {
 	t.Helper()
 	var pgErr *pgconn.PgError
 	require.True(t, errors.As(err, &pgErr), "a Postgres error, got %v", err)
-	require.Equal(t, "23503", pgErr.Code, pgErr.Message)
-	require.Equal(t, constraint, pgErr.ConstraintName, pgErr.Message)
+	require.Equal(t, code, pgErr.Code, pgErr.Message)
+	return pgErr.ConstraintName
+}
+
+// refusal asserts that err is a foreign-key violation of constraint.
+func refusal(t *testing.T, err error, constraint string) {
+	t.Helper()
+	require.Equal(t, constraint, pgError(t, err, "23503"), "the violated constraint")
 }
 
 func TestReferences_AMissingResourceIsRefusedAndNothingIsWritten(t *testing.T) {
@@ -37,12 +43,12 @@ func TestReferences_AMissingResourceIsRefusedAndNothingIsWritten(t *testing.T) {
 	a := f.res("leaf", "a")
 	b := f.res("leaf", "b")
 	missing := uuid.New()
-	count := func() int { return scalar[int](f, `SELECT count(*) FROM resources`) }
 
 	_, err := f.pool.Exec(f.ctx, `INSERT INTO resources (kind, version, name, owner_id, shard_id)
 	    VALUES ('leaf', 'v1', 'c', $1, 1), ('leaf', 'v1', 'd', $2, 2)`, a, missing)
 	refusal(t, err, "resources_owner_id_fkey")
-	require.Equal(t, 2, count(), "the statement wrote neither row, the one with a valid owner included")
+	require.Equal(t, 2, scalar[int](f, `SELECT count(*) FROM resources`),
+		"the statement wrote neither row, the one with a valid owner included")
 
 	_, err = f.pool.Exec(f.ctx, `INSERT INTO resource_deps (dependent_id, dependency_id) VALUES ($1, $2), ($2, $3)`, a, b, missing)
 	refusal(t, err, "resource_deps_dependency_id_fkey")
@@ -57,9 +63,7 @@ func TestReferences_AMissingResourceIsRefusedAndNothingIsWritten(t *testing.T) {
 	require.Equal(t, a, scalar[uuid.UUID](f, `SELECT owner_id FROM resources WHERE id = $1`, b))
 
 	_, err = f.pool.Exec(f.ctx, `UPDATE resources SET id = $2 WHERE id = $1`, a, uuid.New())
-	var pgErr *pgconn.PgError
-	require.True(t, errors.As(err, &pgErr))
-	require.Equal(t, "23514", pgErr.Code, "an id never changes: %s", pgErr.Message)
+	pgError(t, err, "23514") // an id never changes
 }
 
 func TestReferences_ADeleteTakesItsSubtreeAndEdgesWithIt(t *testing.T) {
@@ -97,9 +101,7 @@ func TestReferences_ADeleteUnderRepeatableReadIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(f.ctx) }()
 	_, err = tx.Exec(f.ctx, `DELETE FROM resources WHERE id = $1`, a)
-	var pgErr *pgconn.PgError
-	require.True(t, errors.As(err, &pgErr))
-	require.Equal(t, "0A000", pgErr.Code, pgErr.Message)
+	pgError(t, err, "0A000")
 }
 
 // A reference and a delete of what it references, in two transactions: the
@@ -115,12 +117,17 @@ func TestReferences_AReferenceRacingADelete(t *testing.T) {
 		"AnEdgeFrom":  {`INSERT INTO resource_deps (dependent_id, dependency_id) VALUES ($1, $2)`, "resource_deps_dependent_id_fkey"},
 		"AReAdoption": {`UPDATE resources SET owner_id = $1 WHERE id = $2`, "resources_owner_id_fkey"},
 	}
+	// setup is a fresh database holding the target and another resource.
+	setup := func(t *testing.T) (f *fx, target, other uuid.UUID) {
+		t.Helper()
+		f = newFx(t)
+		f.kind("leaf", reactWorker)
+		return f, f.res("leaf", "target"), f.res("leaf", "other")
+	}
 	for name, tc := range cases {
 		t.Run(name+"/ReferencedFirst", func(t *testing.T) {
 			t.Parallel()
-			f := newFx(t)
-			f.kind("leaf", reactWorker)
-			target, other := f.res("leaf", "target"), f.res("leaf", "other")
+			f, target, other := setup(t)
 			ref := begin(t, f)
 			_, err := ref.Exec(f.ctx, tc.reference, target, other)
 			require.NoError(t, err)
@@ -140,9 +147,7 @@ func TestReferences_AReferenceRacingADelete(t *testing.T) {
 		})
 		t.Run(name+"/DeletedFirst", func(t *testing.T) {
 			t.Parallel()
-			f := newFx(t)
-			f.kind("leaf", reactWorker)
-			target, other := f.res("leaf", "target"), f.res("leaf", "other")
+			f, target, other := setup(t)
 			del := begin(t, f)
 			_, err := del.Exec(f.ctx, `DELETE FROM resources WHERE id = $1`, target)
 			require.NoError(t, err)
